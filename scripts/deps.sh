@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs what `make demo` / `make test` need on a fresh Debian machine with a Rust toolchain,
+# and says what it installs. Idempotent: a second run installs nothing.
+#   scripts/deps.sh base   -> apt packages + rustup target/components needed by the build and tests
+set -euo pipefail
+
+say() { printf 'deps: %s\n' "$*"; }
+
+# Debian packages: "command-or-file-to-probe package"
+APT_NEED=(
+  "aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu"          # cross linker for the aarch64 (BlueField) ABI test
+  "/usr/aarch64-linux-gnu/lib/libc.so.6 libc6-dev-arm64-cross"
+  "qemu-aarch64 qemu-user"                               # runs the aarch64 test binary on x86-64
+  "pkg-config pkg-config"
+)
+
+missing=()
+for entry in "${APT_NEED[@]}"; do
+  probe=${entry%% *}; pkg=${entry##* }
+  if [[ $probe == /* ]]; then [[ -e $probe ]] && continue; else command -v "$probe" >/dev/null 2>&1 && continue; fi
+  missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  say "installing Debian packages: ${missing[*]}"
+  SUDO=; [[ $(id -u) -eq 0 ]] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  say "Debian packages present"
+fi
+
+if ! rustup target list --installed | grep -qx aarch64-unknown-linux-gnu; then
+  say "installing rustup target aarch64-unknown-linux-gnu"
+  rustup target add aarch64-unknown-linux-gnu
+fi
+if ! rustup toolchain list | grep -q '^nightly'; then
+  say "installing the nightly toolchain (for Miri)"
+  rustup toolchain install nightly --profile minimal
+fi
+if ! cargo +nightly miri --version >/dev/null 2>&1; then
+  say "installing the nightly miri and rust-src components"
+  rustup component add --toolchain nightly miri rust-src
+fi
+say "ready"

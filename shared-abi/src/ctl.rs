@@ -1,0 +1,143 @@
+//! Control messages between a host library and an engine, over a `SOCK_SEQPACKET` Unix socket.
+//!
+//! The data path is the rings; the control path carries what rings cannot: shared-memory file
+//! descriptors (`SCM_RIGHTS`) for the attach segment and registered regions, and the ABI version
+//! handshake. Every message is one fixed-size [`CtlMsg`]; the meaning of the generic fields
+//! depends on [`CtlKind`] and is listed there. The socket's hang-up tells the engine that a host
+//! died, with or without descriptors in flight.
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+/// `"RCCT"` little-endian.
+pub const CTL_MAGIC: u32 = u32::from_le_bytes(*b"RCCT");
+
+/// Kind of a control message. Field use per kind (`a`, `b`: u32; `c`, `d`, `e`: u64):
+///
+/// | kind             | dir  | fd              | a            | b           | c           | d         | e      |
+/// |------------------|------|-----------------|--------------|-------------|-------------|-----------|--------|
+/// | ATTACH           | h→e  | –               | host pid     | sq entries  | –           | –         | –      |
+/// | ATTACH_OK        | e→h  | attach segment  | host id      | engine pid  | segment len | –         | –      |
+/// | REGISTER         | h→e  | region segment  | access bits  | –           | segment len | offset    | length |
+/// | REGISTER_OK      | e→h  | –               | region key   | –           | –           | –         | –      |
+/// | DEREGISTER       | h→e  | –               | region key   | –           | –           | –         | –      |
+/// | DEREGISTER_OK    | e→h  | –               | region key   | –           | –           | –         | –      |
+/// | DETACH           | h→e  | –               | –            | –           | –           | –         | –      |
+/// | ERROR            | e→h  | –               | request kind | –           | –           | –         | –      |
+///
+/// `ATTACH`'s `b` asks for a submission ring size (0 = engine default; the completion ring has
+/// the same size). `ERROR` carries a [`CtlStatus`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(transparent)]
+pub struct CtlKind(pub u32);
+
+impl CtlKind {
+    /// Host asks to attach.
+    pub const ATTACH: CtlKind = CtlKind(1);
+    /// Engine accepted; the attach segment's fd comes with it.
+    pub const ATTACH_OK: CtlKind = CtlKind(2);
+    /// Host registers a region of a shared segment (fd attached).
+    pub const REGISTER: CtlKind = CtlKind(3);
+    /// Engine registered the region; `a` is the key.
+    pub const REGISTER_OK: CtlKind = CtlKind(4);
+    /// Host deregisters a key.
+    pub const DEREGISTER: CtlKind = CtlKind(5);
+    /// Engine dropped the key.
+    pub const DEREGISTER_OK: CtlKind = CtlKind(6);
+    /// Host detaches cleanly.
+    pub const DETACH: CtlKind = CtlKind(7);
+    /// Engine refused the request; `status` says why.
+    pub const ERROR: CtlKind = CtlKind(8);
+}
+
+/// Why a control request was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(transparent)]
+pub struct CtlStatus(pub u32);
+
+impl CtlStatus {
+    /// Accepted.
+    pub const OK: CtlStatus = CtlStatus(0);
+    /// The host's ABI version differs from the engine's (`version` holds the host's).
+    pub const ABI_MISMATCH: CtlStatus = CtlStatus(1);
+    /// The engine serves `max_hosts` already.
+    pub const TOO_MANY_HOSTS: CtlStatus = CtlStatus(2);
+    /// The host holds `max_regions` registrations already.
+    pub const TOO_MANY_REGIONS: CtlStatus = CtlStatus(3);
+    /// Malformed request (bad magic, kind, size, missing fd, range outside the segment…).
+    pub const BAD_REQUEST: CtlStatus = CtlStatus(4);
+    /// The engine could not map the segment the host passed.
+    pub const MAP_FAILED: CtlStatus = CtlStatus(5);
+    /// Deregistration of a key that is not registered.
+    pub const UNKNOWN_REGION: CtlStatus = CtlStatus(6);
+    /// The request is valid but exceeds a configured limit (ring size, region size).
+    pub const LIMIT: CtlStatus = CtlStatus(7);
+    /// Deregistration of a region that in-flight descriptors still reference.
+    pub const BUSY: CtlStatus = CtlStatus(8);
+
+    /// One-line description.
+    pub const fn message(self) -> &'static str {
+        match self.0 {
+            0 => "ok",
+            1 => "ABI version mismatch",
+            2 => "engine serves its maximum number of hosts",
+            3 => "host holds its maximum number of registered regions",
+            4 => "malformed control request",
+            5 => "engine could not map the shared-memory segment",
+            6 => "region key is not registered",
+            7 => "request exceeds a configured engine limit",
+            8 => "region is referenced by in-flight descriptors",
+            _ => "unknown control status",
+        }
+    }
+}
+
+/// One control message (64 bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(C)]
+pub struct CtlMsg {
+    /// [`CTL_MAGIC`].
+    pub magic: u32,
+    /// Sender's [`crate::ABI_VERSION`].
+    pub version: u32,
+    /// What this message is.
+    pub kind: CtlKind,
+    /// Result (engine → host).
+    pub status: CtlStatus,
+    /// Kind-specific; see [`CtlKind`].
+    pub a: u32,
+    /// Kind-specific; see [`CtlKind`].
+    pub b: u32,
+    /// Kind-specific; see [`CtlKind`].
+    pub c: u64,
+    /// Kind-specific; see [`CtlKind`].
+    pub d: u64,
+    /// Kind-specific; see [`CtlKind`].
+    pub e: u64,
+    /// Must be zero.
+    pub _reserved: [u64; 2],
+}
+
+impl CtlMsg {
+    /// A message of `kind` with this build's magic and version and all other fields zero.
+    pub const fn new(kind: CtlKind) -> Self {
+        CtlMsg {
+            magic: CTL_MAGIC,
+            version: crate::ABI_VERSION,
+            kind,
+            status: CtlStatus::OK,
+            a: 0,
+            b: 0,
+            c: 0,
+            d: 0,
+            e: 0,
+            _reserved: [0; 2],
+        }
+    }
+
+    /// An `ERROR` reply to a request of kind `req`.
+    pub const fn error(req: CtlKind, status: CtlStatus) -> Self {
+        let mut m = Self::new(CtlKind::ERROR);
+        m.status = status;
+        m.a = req.0;
+        m
+    }
+}

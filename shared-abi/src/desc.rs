@@ -1,0 +1,97 @@
+//! The submission descriptor: one 64-byte entry of a host's submission ring.
+//!
+//! Memory is always named by (region key, offset, length) from the engine's registration table,
+//! never by address: the engine resolves and bounds-checks every reference (DESIGN §5).
+use crate::opcode::Opcode;
+use crate::reg::RegionKey;
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+/// Flag bits defined for [`SubmissionDescriptor::flags`]. None are defined in ABI version 1;
+/// every bit is reserved and must be zero (the engine answers `BadFlags` otherwise), so that a
+/// later version can give them meaning without old engines misreading them.
+pub const DESC_FLAGS_DEFINED: u8 = 0;
+
+/// One submission-ring entry (64 bytes, one descriptor per cache line half).
+///
+/// | op     | `key`/`offset`          | `aux_key`/`aux_offset` | `len`        | `comm`/`root` |
+/// |--------|-------------------------|------------------------|--------------|---------------|
+/// | NOP    | 0                       | 0                      | 0            | 0             |
+/// | COPY   | destination             | source                 | bytes to copy| 0             |
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(C)]
+pub struct SubmissionDescriptor {
+    /// What to do; see [`Opcode`].
+    pub opcode: Opcode,
+    /// Reserved flag bits; see [`DESC_FLAGS_DEFINED`].
+    pub flags: u8,
+    /// Must be zero.
+    pub _reserved0: u16,
+    /// Root rank of a collective (0 for non-collective operations).
+    pub root: u32,
+    /// Communicator handle returned by the engine at creation (0 for non-collective operations).
+    pub comm: u64,
+    /// Opaque to the engine; echoed in the completion entry.
+    pub cookie: u64,
+    /// Number of bytes the operation covers.
+    pub len: u64,
+    /// Primary region (the destination of a COPY, the buffer of a collective).
+    pub key: RegionKey,
+    /// Secondary region (the source of a COPY); 0 when unused.
+    pub aux_key: RegionKey,
+    /// Byte offset into the primary region.
+    pub offset: u64,
+    /// Byte offset into the secondary region.
+    pub aux_offset: u64,
+    /// Must be zero.
+    pub _reserved1: u64,
+}
+
+/// A (key, offset) pair naming a place in registered memory; a convenience for builders, not
+/// itself part of the ABI.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct RegionRef {
+    /// Registered region.
+    pub key: RegionKey,
+    /// Byte offset inside it.
+    pub offset: u64,
+}
+
+impl SubmissionDescriptor {
+    /// A NOP carrying `cookie`.
+    pub const fn nop(cookie: u64) -> Self {
+        let mut d = Self::zeroed_const();
+        d.opcode = Opcode::NOP;
+        d.cookie = cookie;
+        d
+    }
+
+    /// A COPY of `len` bytes from `src` to `dst`, carrying `cookie`.
+    pub const fn copy(cookie: u64, dst: RegionRef, src: RegionRef, len: u64) -> Self {
+        let mut d = Self::zeroed_const();
+        d.opcode = Opcode::COPY;
+        d.cookie = cookie;
+        d.len = len;
+        d.key = dst.key;
+        d.offset = dst.offset;
+        d.aux_key = src.key;
+        d.aux_offset = src.offset;
+        d
+    }
+
+    const fn zeroed_const() -> Self {
+        SubmissionDescriptor {
+            opcode: Opcode(0),
+            flags: 0,
+            _reserved0: 0,
+            root: 0,
+            comm: 0,
+            cookie: 0,
+            len: 0,
+            key: RegionKey(0),
+            aux_key: RegionKey(0),
+            offset: 0,
+            aux_offset: 0,
+            _reserved1: 0,
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! Operation codes of submission descriptors: a `u8` newtype on the ABI, a Rust enum inside.
+//!
+//! A host (or a corrupted ring) can put any byte in the opcode field, so the ABI type is a plain
+//! newtype and conversion to [`Op`] is fallible: the engine answers an unknown value with
+//! [`crate::StatusKind::UnknownOpcode`] instead of trusting it.
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+/// Raw opcode byte as stored in a [`crate::SubmissionDescriptor`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(transparent)]
+pub struct Opcode(pub u8);
+
+impl Opcode {
+    /// Does nothing; completes with `Ok` and 0 bytes. Proves the ring round trip.
+    pub const NOP: Opcode = Opcode(0);
+    /// Engine-side copy between two registered regions (as a NIC's DMA engine would):
+    /// `aux` is the source, `region` the destination, `region.len` bytes.
+    pub const COPY: Opcode = Opcode(1);
+}
+
+/// The operations this engine build understands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// See [`Opcode::NOP`].
+    Nop,
+    /// See [`Opcode::COPY`].
+    Copy,
+}
+
+impl From<Op> for Opcode {
+    fn from(op: Op) -> Self {
+        match op {
+            Op::Nop => Opcode::NOP,
+            Op::Copy => Opcode::COPY,
+        }
+    }
+}
+
+impl TryFrom<Opcode> for Op {
+    type Error = Opcode;
+    fn try_from(code: Opcode) -> Result<Self, Opcode> {
+        match code {
+            Opcode::NOP => Ok(Op::Nop),
+            Opcode::COPY => Ok(Op::Copy),
+            other => Err(other),
+        }
+    }
+}
+
+impl Op {
+    /// Short lowercase name, for logs and the CLI.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Op::Nop => "nop",
+            Op::Copy => "copy",
+        }
+    }
+}

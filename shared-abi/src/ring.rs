@@ -1,0 +1,88 @@
+//! Layout of a single-producer single-consumer ring's control block in shared memory.
+//!
+//! ```text
+//! offset 0    RingHeader     (128 B, written once by the creator, read-only afterwards)
+//! offset 128  ProducerIndex  (128 B, `tail`: written by the producer only)
+//! offset 256  ConsumerIndex  (128 B, `head`: written by the consumer only)
+//! offset 384  slots[capacity] of `entry_size` bytes
+//! ```
+//! `head` and `tail` are free-running 64-bit counters (never wrap in practice); the number of
+//! filled slots is `tail - head`, which a consumer must check is `<= capacity` because the other
+//! side may be buggy or dead. They are accessed as atomics by `ringcast-ring`, which asserts that
+//! its atomic view has exactly this layout.
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+/// `"RCRING01"` little-endian: marks an initialised ring control block.
+pub const RING_MAGIC: u64 = u64::from_le_bytes(*b"RCRING01");
+
+/// Which ring this is (a consumer checks it attached the ring it expected).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(transparent)]
+pub struct RingRole(pub u32);
+
+impl RingRole {
+    /// Host → engine submission ring of [`crate::SubmissionDescriptor`].
+    pub const SUBMISSION: RingRole = RingRole(1);
+    /// Engine → host completion ring of [`crate::Completion`].
+    pub const COMPLETION: RingRole = RingRole(2);
+}
+
+/// Static description of the ring, written before the ring is shared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(C, align(128))]
+pub struct RingHeader {
+    /// [`RING_MAGIC`].
+    pub magic: u64,
+    /// [`crate::ABI_VERSION`] of the creator.
+    pub abi_version: u32,
+    /// [`RingRole`].
+    pub role: RingRole,
+    /// Size of one slot in bytes.
+    pub entry_size: u32,
+    /// Number of slots; a power of two.
+    pub capacity: u32,
+    /// Explicit padding to the cache-line unit.
+    pub _pad: [u8; 104],
+}
+
+/// The producer's cache line: the index of the next slot it will fill.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(C, align(128))]
+pub struct ProducerIndex {
+    /// Free-running count of published entries.
+    pub tail: u64,
+    /// Explicit padding to the cache-line unit.
+    pub _pad: [u8; 120],
+}
+
+/// The consumer's cache line: the index of the next slot it will read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(C, align(128))]
+pub struct ConsumerIndex {
+    /// Free-running count of consumed entries.
+    pub head: u64,
+    /// Explicit padding to the cache-line unit.
+    pub _pad: [u8; 120],
+}
+
+/// The whole control block; slots follow it at [`RingControl::SLOTS_OFFSET`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(C, align(128))]
+pub struct RingControl {
+    /// Static description.
+    pub header: RingHeader,
+    /// Producer-owned line.
+    pub producer: ProducerIndex,
+    /// Consumer-owned line.
+    pub consumer: ConsumerIndex,
+}
+
+impl RingControl {
+    /// Byte offset of slot 0 from the start of the control block.
+    pub const SLOTS_OFFSET: usize = core::mem::size_of::<RingControl>();
+
+    /// Bytes a ring of `capacity` entries of `entry_size` bytes occupies, control block included.
+    pub const fn footprint(capacity: u32, entry_size: u32) -> usize {
+        Self::SLOTS_OFFSET + capacity as usize * entry_size as usize
+    }
+}

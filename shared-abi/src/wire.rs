@@ -1,0 +1,74 @@
+//! The datagram header every ringcast frame carries on a fabric (DESIGN §3.1).
+//!
+//! ```text
+//! 0        1        2                 4                 8
+//! +--------+--------+--------+--------+--------+--------+--------+--------+
+//! |version | kind   | flags           | src rank                          |
+//! +--------+--------+--------+--------+--------+--------+--------+--------+
+//! | communicator cookie (64)                                              |
+//! +-----------------------------------+-----------------------------------+
+//! | broadcast id (BID)                | fragment sequence number          |
+//! +-----------------------------------+-----------------------------------+
+//! | fragment count                    | total message length              |
+//! +-----------------------------------+-----------------------------------+
+//! | payload ...                                       | CRC32C (4 bytes)  |
+//! ```
+//! 32 bytes of header, all fields little-endian (explicit byte-order types: frames cross machines
+//! of any endianness), then the payload, then a CRC32C trailer over header and payload. The cookie
+//! drops another job's frames even when multicast groups collide; a frame is never trusted before
+//! its length, version, kind, cookie and CRC have been checked.
+use zerocopy::byteorder::little_endian::{U16, U32, U64};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
+
+/// Version carried in [`WireHeader::version`].
+pub const WIRE_VERSION: u8 = 1;
+
+/// Size of the CRC32C trailer that follows the payload.
+pub const WIRE_TRAILER_LEN: usize = 4;
+
+/// Kind of a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[repr(transparent)]
+pub struct FrameKind(pub u8);
+
+impl FrameKind {
+    /// Stage-1 data fragment sent by multicast.
+    pub const DATA_MULTICAST: FrameKind = FrameKind(1);
+    /// Stage-2 data fragment forwarded along the repair ring (or by a point-to-point algorithm).
+    pub const DATA_REPAIR: FrameKind = FrameKind(2);
+    /// "Ready" of the rank the root waits for (randomized root delay).
+    pub const READY: FrameKind = FrameKind(3);
+    /// Synchronization UP phase: combined ACK/NACK of a subtree.
+    pub const SYNC_UP: FrameKind = FrameKind(4);
+    /// Synchronization DOWN phase: the combined result.
+    pub const SYNC_DOWN: FrameKind = FrameKind(5);
+    /// Request to retransmit fragments of a broadcast.
+    pub const RETRANSMIT_REQUEST: FrameKind = FrameKind(6);
+}
+
+/// The 32-byte frame header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[repr(C)]
+pub struct WireHeader {
+    /// [`WIRE_VERSION`].
+    pub version: u8,
+    /// [`FrameKind`].
+    pub kind: FrameKind,
+    /// Kind-specific flags.
+    pub flags: U16,
+    /// Sender's rank in the communicator.
+    pub src_rank: U32,
+    /// Communicator cookie (random per communicator).
+    pub cookie: U64,
+    /// Broadcast id: per-communicator counter of issued broadcasts.
+    pub bid: U32,
+    /// Index of this fragment in the message.
+    pub frag_seq: U32,
+    /// Number of fragments of the message.
+    pub frag_count: U32,
+    /// Total message length in bytes.
+    pub total_len: U32,
+}
+
+/// Size of [`WireHeader`].
+pub const WIRE_HEADER_LEN: usize = core::mem::size_of::<WireHeader>();
