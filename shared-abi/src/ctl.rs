@@ -22,10 +22,14 @@ pub const CTL_MAGIC: u32 = u32::from_le_bytes(*b"RCCT");
 /// | DEREGISTER_OK    | e→h  | –               | region key   | –           | –           | –         | –      |
 /// | DETACH           | h→e  | –               | –            | –           | –           | –         | –      |
 /// | ERROR            | e→h  | –               | request kind | –           | –           | –         | –      |
+/// | STATS            | h→e  | –               | –            | –           | –           | –         | –      |
+/// | STATS_OK         | e→h  | –               | hosts now    | hosts lost  | ok count    | err count | dropped|
 ///
 /// `ATTACH`'s `b` asks for a submission ring size (0 = engine default; the completion ring has
 /// the same size). `ERROR` carries a [`CtlStatus`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
 #[repr(transparent)]
 pub struct CtlKind(pub u32);
 
@@ -46,10 +50,17 @@ impl CtlKind {
     pub const DETACH: CtlKind = CtlKind(7);
     /// Engine refused the request; `status` says why.
     pub const ERROR: CtlKind = CtlKind(8);
+    /// Ask for the engine's counters.
+    pub const STATS: CtlKind = CtlKind(9);
+    /// Counters: `a` hosts attached now, `b` hosts lost (died without DETACH), `c` descriptors
+    /// completed ok, `d` completed with an error, `e` descriptors dead hosts left in flight.
+    pub const STATS_OK: CtlKind = CtlKind(10);
 }
 
 /// Why a control request was refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
 #[repr(transparent)]
 pub struct CtlStatus(pub u32);
 
@@ -91,7 +102,9 @@ impl CtlStatus {
 }
 
 /// One control message (64 bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
 #[repr(C)]
 pub struct CtlMsg {
     /// [`CTL_MAGIC`].

@@ -5,7 +5,9 @@
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// Raw status as stored in a [`crate::Completion`]. 0 is success.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
+)]
 #[repr(transparent)]
 pub struct Status(pub u16);
 

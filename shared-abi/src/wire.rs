@@ -27,7 +27,20 @@ pub const WIRE_VERSION: u8 = 1;
 pub const WIRE_TRAILER_LEN: usize = 4;
 
 /// Kind of a frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    Default,
+    FromBytes,
+    IntoBytes,
+    Immutable,
+    KnownLayout,
+    Unaligned,
+)]
 #[repr(transparent)]
 pub struct FrameKind(pub u8);
 
@@ -47,7 +60,19 @@ impl FrameKind {
 }
 
 /// The 32-byte frame header.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Default,
+    FromBytes,
+    IntoBytes,
+    Immutable,
+    KnownLayout,
+    Unaligned,
+)]
 #[repr(C)]
 pub struct WireHeader {
     /// [`WIRE_VERSION`].

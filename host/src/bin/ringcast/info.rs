@@ -1,0 +1,52 @@
+//! `ringcast info`: the tunables table, and optionally a running engine's counters.
+use ringcast_host::{Config, Host};
+use std::process::ExitCode;
+
+/// Prints every tunable (default, current, meaning, variable) and, with `engine`, its counters.
+pub fn run(config: &Config, engine: Option<&str>) -> ExitCode {
+    println!(
+        "ringcast {} (ABI version {})",
+        env!("CARGO_PKG_VERSION"),
+        ringcast_abi::ABI_VERSION
+    );
+    println!();
+    let rows = config.describe();
+    let w_name = rows.iter().map(|r| r.name.len()).max().unwrap_or(0).max(7);
+    let w_def = rows
+        .iter()
+        .map(|r| r.default.len())
+        .max()
+        .unwrap_or(0)
+        .max(7);
+    let w_cur = rows
+        .iter()
+        .map(|r| r.current.len())
+        .max()
+        .unwrap_or(0)
+        .max(7);
+    println!(
+        "{:w_name$}  {:w_def$}  {:w_cur$}   meaning [environment variable]",
+        "tunable", "default", "current"
+    );
+    for r in &rows {
+        let mark = if r.default != r.current { '*' } else { ' ' };
+        println!(
+            "{:w_name$}  {:w_def$}  {:w_cur$}{mark}  {} [{}]",
+            r.name, r.default, r.current, r.meaning, r.env
+        );
+    }
+    println!("\n* = set by the environment");
+    if let Some(name) = engine {
+        match Host::attach(name).and_then(|mut h| h.stats()) {
+            Ok(s) => println!(
+                "\nengine {name:?}: {} hosts attached (this query included), {} lost, {} descriptors ok, {} failed, {} dropped in flight",
+                s.hosts_attached, s.hosts_lost, s.completed_ok, s.completed_err, s.dropped_in_flight
+            ),
+            Err(e) => {
+                eprintln!("ringcast info: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,78 @@
+//! `ringcast`: the command-line front end.
+//!
+//! * `ringcast info` — every tunable with its default, current value (after `RINGCAST_*`
+//!   overrides) and meaning, like `ompi_info`; `--engine NAME` adds a running engine's counters.
+//! * `ringcast engine [--name NAME]` — runs the engine daemon in the foreground (the same code as
+//!   the `ringcast-engine` binary).
+//! * `ringcast demo` — the main job: a daemon engine, host processes, verified COPYs, every
+//!   bad-input case, a host killed with work in flight, latency and bandwidth in both run modes.
+mod demo;
+mod info;
+
+use clap::{Parser, Subcommand};
+use ringcast_host::Config;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "ringcast",
+    version,
+    about = "ringcast: NIC-offloaded reliable multicast collectives"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Show every tunable: default, current value and meaning.
+    Info {
+        /// Also attach to this running engine and show its counters.
+        #[arg(long)]
+        engine: Option<String>,
+    },
+    /// Run the offload engine daemon in the foreground (DPU-emulation mode).
+    Engine {
+        /// Name hosts attach with (default: RINGCAST_ENGINE, else "default").
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// The main job: engine daemon + host processes, verified end to end, with a report.
+    Demo(demo::DemoArgs),
+    /// One demo host process (started by `ringcast demo`).
+    #[command(hide = true)]
+    DemoHost(demo::HostArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let mut config = match Config::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("ringcast: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match cli.cmd {
+        Cmd::Info { engine } => info::run(&config, engine.as_deref()),
+        Cmd::Engine { name } => {
+            if let Some(n) = name {
+                config.engine_name = n;
+            }
+            if let Err(e) = config.validate() {
+                eprintln!("ringcast: {e}");
+                return ExitCode::from(2);
+            }
+            match ringcast_offload::runner::run_daemon(config) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("ringcast engine: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Cmd::Demo(args) => demo::run(args),
+        Cmd::DemoHost(args) => demo::host(args),
+    }
+}

@@ -1,0 +1,97 @@
+//! The host library's error type: one variant per thing that can go wrong, each saying what.
+use ringcast_abi::ctl::CtlStatus;
+use ringcast_abi::{Status, StatusKind};
+use std::time::Duration;
+
+/// Result with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why a host-library call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No engine listens under that name (or connecting failed).
+    #[error("cannot reach engine {name:?}: {source}")]
+    Connect {
+        /// Engine name.
+        name: String,
+        /// OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The engine was built for another ABI version.
+    #[error("engine speaks ABI version {engine}, this library ABI version {library}")]
+    AbiMismatch {
+        /// The engine's version.
+        engine: u32,
+        /// Ours.
+        library: u32,
+    },
+    /// The engine refused a control request.
+    #[error("engine refused {request}: {}", status.message())]
+    Refused {
+        /// What was asked.
+        request: &'static str,
+        /// Why it was refused.
+        status: CtlStatus,
+    },
+    /// No room: the submission ring is full or as many operations are in flight as completions
+    /// fit. Reap completions, then post again.
+    #[error("would block: submission ring full or {in_flight} operations in flight")]
+    WouldBlock {
+        /// Operations in flight.
+        in_flight: usize,
+    },
+    /// The engine completed the operation with an error status.
+    #[error("operation {cookie:#x} failed: {}", describe(*status))]
+    Op {
+        /// The operation's cookie.
+        cookie: u64,
+        /// Its status.
+        status: Status,
+    },
+    /// The engine's control socket hung up: it stopped or died.
+    #[error("the engine went away")]
+    EngineGone,
+    /// A blocking wait ran out of time.
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    /// An offset/length outside a buffer or region.
+    #[error("offset {offset} + length {len} is outside the {size}-byte buffer")]
+    OutOfBounds {
+        /// Offset asked for.
+        offset: u64,
+        /// Length asked for.
+        len: u64,
+        /// Buffer size.
+        size: u64,
+    },
+    /// The engine's attach segment is not valid.
+    #[error("invalid attach segment: {0}")]
+    Attach(#[from] ringcast_ring::attach::AttachError),
+    /// The engine wrote an impossible completion-ring index.
+    #[error("completion ring corrupt: {0}")]
+    Ring(#[from] ringcast_ring::RingError),
+    /// Configuration from the environment did not parse.
+    #[error(transparent)]
+    Config(#[from] ringcast_offload::config::ConfigError),
+    /// An operating-system error.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+fn describe(status: Status) -> String {
+    match StatusKind::try_from(status) {
+        Ok(k) => format!("{k:?} ({})", k.message()),
+        Err(raw) => format!("unknown status {}", raw.0),
+    }
+}
+
+impl Error {
+    /// The status, when this is an operation failure.
+    pub fn status(&self) -> Option<StatusKind> {
+        match self {
+            Error::Op { status, .. } => StatusKind::try_from(*status).ok(),
+            _ => None,
+        }
+    }
+}

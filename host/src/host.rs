@@ -1,0 +1,456 @@
+//! [`Host`]: one host process's attachment to an engine.
+use crate::error::{Error, Result};
+use crate::shared_buf::SharedBuf;
+use ringcast_abi::ctl::{CtlKind, CtlMsg, CtlStatus};
+use ringcast_abi::{
+    Access, Completion, RegionKey, RegionRef, StatusKind, SubmissionDescriptor, ABI_VERSION,
+};
+use ringcast_offload::runner::{spawn_thread, Idle, ThreadEngine};
+use ringcast_offload::{ctl, Config};
+use ringcast_ring::attach::{self, HostRings};
+use std::collections::VecDeque;
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+/// Empty completion polls between checks that the engine is still there (one `poll(2)` each).
+const LIVENESS_EVERY: u32 = 4096;
+
+/// Options for [`Host::attach_with`].
+#[derive(Clone, Debug, Default)]
+pub struct AttachOptions {
+    /// Ring entries to ask for (power of two); 0 takes the engine's `ring_entries`.
+    pub ring_entries: u32,
+    /// Most operations in flight before `try_post` says `WouldBlock`. `None`: the completion
+    /// ring's capacity, so completions can never back up. A larger value is allowed — the engine
+    /// then stops taking descriptors while the completion ring is full (engine-side
+    /// back-pressure) — for hosts that reap completions on another schedule.
+    pub max_in_flight: Option<usize>,
+}
+
+/// Counters of the engine a host is attached to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Hosts attached now.
+    pub hosts_attached: u32,
+    /// Hosts that went away without detaching.
+    pub hosts_lost: u32,
+    /// Descriptors completed `Ok`.
+    pub completed_ok: u64,
+    /// Descriptors completed with an error status.
+    pub completed_err: u64,
+    /// Descriptors dead hosts left in their submission rings.
+    pub dropped_in_flight: u64,
+}
+
+/// A registered region: a [`SharedBuf`] range the engine may access, named by its key.
+#[derive(Debug, Clone)]
+pub struct Region {
+    key: RegionKey,
+    offset: u64,
+    len: u64,
+    buf: SharedBuf,
+}
+
+impl Region {
+    /// The engine's key.
+    pub fn key(&self) -> RegionKey {
+        self.key
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Never empty (registration refuses length 0).
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Offset of the region inside its buffer.
+    pub fn buf_offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The buffer it covers.
+    pub fn buf(&self) -> &SharedBuf {
+        &self.buf
+    }
+
+    /// `(key, offset)` for a descriptor.
+    pub fn at(&self, offset: u64) -> RegionRef {
+        RegionRef {
+            key: self.key,
+            offset,
+        }
+    }
+}
+
+/// A host process's attachment to an engine.
+pub struct Host {
+    sock: OwnedFd,
+    rings: HostRings,
+    host_id: u32,
+    engine_pid: u32,
+    in_flight: usize,
+    max_in_flight: usize,
+    next_cookie: u64,
+    stash: VecDeque<Completion>,
+    idle_config: Config,
+    detached: bool,
+    // Declared last: dropped after the rings and socket, so a local engine outlives its host.
+    local: Option<ThreadEngine>,
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("host_id", &self.host_id)
+            .field("engine_pid", &self.engine_pid)
+            .field("in_flight", &self.in_flight)
+            .field("local", &self.local.as_ref().map(|l| l.name()))
+            .finish()
+    }
+}
+
+impl Host {
+    /// Attaches to the engine daemon `name` with default options.
+    pub fn attach(name: &str) -> Result<Host> {
+        Self::attach_with(name, AttachOptions::default())
+    }
+
+    /// Attaches to the engine daemon `name`.
+    pub fn attach_with(name: &str, opts: AttachOptions) -> Result<Host> {
+        let sock = ctl::connect(name).map_err(|source| Error::Connect {
+            name: name.to_string(),
+            source,
+        })?;
+        let mut req = CtlMsg::new(CtlKind::ATTACH);
+        req.a = std::process::id();
+        req.b = opts.ring_entries;
+        let (reply, fd) = call(&sock, &req, None)?;
+        if reply.kind == CtlKind::ERROR {
+            return Err(match reply.status {
+                CtlStatus::ABI_MISMATCH => Error::AbiMismatch {
+                    engine: reply.b,
+                    library: ABI_VERSION,
+                },
+                status => Error::Refused {
+                    request: "attach",
+                    status,
+                },
+            });
+        }
+        let fd = match (reply.kind, fd) {
+            (CtlKind::ATTACH_OK, Some(fd)) => fd,
+            _ => {
+                return Err(Error::Refused {
+                    request: "attach",
+                    status: CtlStatus::BAD_REQUEST,
+                })
+            }
+        };
+        let rings = attach::open(fd)?;
+        let capacity = rings.cq.capacity();
+        Ok(Host {
+            sock,
+            host_id: reply.a,
+            engine_pid: reply.b,
+            in_flight: 0,
+            max_in_flight: opts.max_in_flight.unwrap_or(capacity),
+            next_cookie: 1,
+            stash: VecDeque::with_capacity(capacity),
+            idle_config: Config::from_env().unwrap_or_default(),
+            rings,
+            detached: false,
+            local: None,
+        })
+    }
+
+    /// Starts an engine polling thread in this process with `config` and attaches to it.
+    pub fn spawn_local(config: Config) -> Result<Host> {
+        let engine = spawn_thread(config, false)?;
+        let mut host = Self::attach(engine.name())?;
+        host.local = Some(engine);
+        Ok(host)
+    }
+
+    /// Engine-assigned id of this host.
+    pub fn host_id(&self) -> u32 {
+        self.host_id
+    }
+
+    /// Process id of the engine (this process in thread mode).
+    pub fn engine_pid(&self) -> u32 {
+        self.engine_pid
+    }
+
+    /// Name of the in-process engine, in thread mode.
+    pub fn local_engine(&self) -> Option<&str> {
+        self.local.as_ref().map(|l| l.name())
+    }
+
+    /// Submission (and completion) ring entries.
+    pub fn ring_entries(&self) -> usize {
+        self.rings.sq.capacity()
+    }
+
+    /// Operations posted and not yet reaped.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// A fresh cookie (unique per host, never 0).
+    pub fn next_cookie(&mut self) -> u64 {
+        let c = self.next_cookie;
+        self.next_cookie = self.next_cookie.wrapping_add(1).max(1);
+        c
+    }
+
+    /// Registers all of `buf`.
+    pub fn register(&mut self, buf: &SharedBuf, access: Access) -> Result<Region> {
+        self.register_range(buf, 0, buf.len() as u64, access)
+    }
+
+    /// Registers `len` bytes at `offset` of `buf`.
+    pub fn register_range(
+        &mut self,
+        buf: &SharedBuf,
+        offset: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<Region> {
+        match offset.checked_add(len) {
+            Some(end) if end <= buf.len() as u64 && len > 0 => {}
+            _ => {
+                return Err(Error::OutOfBounds {
+                    offset,
+                    len,
+                    size: buf.len() as u64,
+                })
+            }
+        }
+        let mut req = CtlMsg::new(CtlKind::REGISTER);
+        req.a = access.0;
+        req.c = buf.len() as u64;
+        req.d = offset;
+        req.e = len;
+        let (reply, _) = call(&self.sock, &req, Some(buf))?;
+        match reply.kind {
+            CtlKind::REGISTER_OK => Ok(Region {
+                key: RegionKey(reply.a),
+                offset,
+                len,
+                buf: buf.clone(),
+            }),
+            _ => Err(Error::Refused {
+                request: "register",
+                status: reply.status,
+            }),
+        }
+    }
+
+    /// Deregisters a region. Descriptors naming it that the engine has not taken yet complete
+    /// with `UnknownRegion`.
+    pub fn deregister(&mut self, region: Region) -> Result<()> {
+        self.deregister_key(region.key)
+    }
+
+    /// Deregisters by key.
+    pub fn deregister_key(&mut self, key: RegionKey) -> Result<()> {
+        let mut req = CtlMsg::new(CtlKind::DEREGISTER);
+        req.a = key.0;
+        let (reply, _) = call(&self.sock, &req, None)?;
+        match reply.kind {
+            CtlKind::DEREGISTER_OK => Ok(()),
+            _ => Err(Error::Refused {
+                request: "deregister",
+                status: reply.status,
+            }),
+        }
+    }
+
+    /// The engine's counters.
+    pub fn stats(&mut self) -> Result<EngineStats> {
+        let (r, _) = call(&self.sock, &CtlMsg::new(CtlKind::STATS), None)?;
+        if r.kind != CtlKind::STATS_OK {
+            return Err(Error::Refused {
+                request: "stats",
+                status: r.status,
+            });
+        }
+        Ok(EngineStats {
+            hosts_attached: r.a,
+            hosts_lost: r.b,
+            completed_ok: r.c,
+            completed_err: r.d,
+            dropped_in_flight: r.e,
+        })
+    }
+
+    /// Posts one descriptor without blocking.
+    pub fn try_post(&mut self, desc: &SubmissionDescriptor) -> Result<()> {
+        if self.in_flight >= self.max_in_flight {
+            return Err(Error::WouldBlock {
+                in_flight: self.in_flight,
+            });
+        }
+        self.rings
+            .sq
+            .try_push(*desc)
+            .map_err(|_| Error::WouldBlock {
+                in_flight: self.in_flight,
+            })?;
+        self.in_flight += 1;
+        Ok(())
+    }
+
+    /// Posts as many of `descs` as fit, behind one doorbell; returns how many.
+    pub fn post_batch(&mut self, descs: &[SubmissionDescriptor]) -> usize {
+        let room = self
+            .max_in_flight
+            .saturating_sub(self.in_flight)
+            .min(descs.len());
+        let n = self.rings.sq.push_batch(&descs[..room]);
+        self.in_flight += n;
+        n
+    }
+
+    /// Posts one descriptor, waiting for room (completions that arrive meanwhile are kept for
+    /// [`Host::poll`]/[`Host::wait`]).
+    pub fn post(&mut self, desc: &SubmissionDescriptor) -> Result<()> {
+        let mut idle = Idle::new(&self.idle_config);
+        let mut n = 0u32;
+        loop {
+            match self.try_post(desc) {
+                Err(Error::WouldBlock { .. }) => {}
+                other => return other,
+            }
+            if let Some(c) = self.reap()? {
+                self.stash.push_back(c);
+                idle.busy();
+                continue;
+            }
+            n = n.wrapping_add(1);
+            if n % LIVENESS_EVERY == 0 && ctl::peer_gone(self.sock.as_fd()) {
+                return Err(Error::EngineGone);
+            }
+            idle.idle();
+        }
+    }
+
+    /// The next completion, if one is there.
+    pub fn poll(&mut self) -> Result<Option<Completion>> {
+        if let Some(c) = self.stash.pop_front() {
+            return Ok(Some(c));
+        }
+        self.reap()
+    }
+
+    fn reap(&mut self) -> Result<Option<Completion>> {
+        let c = self.rings.cq.try_pop()?;
+        if c.is_some() {
+            self.in_flight = self.in_flight.saturating_sub(1);
+        }
+        Ok(c)
+    }
+
+    /// Waits for the next completion; fails with `EngineGone` if the engine dies meanwhile.
+    pub fn wait(&mut self) -> Result<Completion> {
+        self.wait_until(None)?.ok_or(Error::EngineGone)
+    }
+
+    /// Waits up to `timeout` for the next completion.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Option<Completion>> {
+        self.wait_until(Some(Instant::now() + timeout))
+    }
+
+    fn wait_until(&mut self, deadline: Option<Instant>) -> Result<Option<Completion>> {
+        let mut idle = Idle::new(&self.idle_config);
+        let mut n = 0u32;
+        loop {
+            if let Some(c) = self.poll()? {
+                return Ok(Some(c));
+            }
+            n = n.wrapping_add(1);
+            if n % LIVENESS_EVERY == 0 {
+                if ctl::peer_gone(self.sock.as_fd()) {
+                    return Err(Error::EngineGone);
+                }
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Ok(None);
+                }
+            }
+            idle.idle();
+        }
+    }
+
+    /// Waits for the completion of `cookie`, keeping others for later.
+    pub fn wait_cookie(&mut self, cookie: u64) -> Result<Completion> {
+        if let Some(i) = self.stash.iter().position(|c| c.cookie == cookie) {
+            // NOTE(unwrap): `i` was just found.
+            return Ok(self.stash.remove(i).unwrap());
+        }
+        loop {
+            let c = self.wait_until(None)?.ok_or(Error::EngineGone)?;
+            if c.cookie == cookie {
+                return Ok(c);
+            }
+            self.stash.push_back(c);
+        }
+    }
+
+    /// Posts `desc` and waits for its completion; an error status becomes `Error::Op`.
+    pub fn execute(&mut self, desc: &SubmissionDescriptor) -> Result<Completion> {
+        self.post(desc)?;
+        let c = self.wait_cookie(desc.cookie)?;
+        match StatusKind::try_from(c.status) {
+            Ok(StatusKind::Ok) => Ok(c),
+            _ => Err(Error::Op {
+                cookie: c.cookie,
+                status: c.status,
+            }),
+        }
+    }
+
+    /// A NOP round trip.
+    pub fn nop(&mut self) -> Result<Completion> {
+        let cookie = self.next_cookie();
+        self.execute(&SubmissionDescriptor::nop(cookie))
+    }
+
+    /// Engine-side copy of `len` bytes from `src` to `dst`, waiting for completion.
+    pub fn copy(&mut self, dst: RegionRef, src: RegionRef, len: u64) -> Result<Completion> {
+        let cookie = self.next_cookie();
+        self.execute(&SubmissionDescriptor::copy(cookie, dst, src, len))
+    }
+
+    /// Detaches cleanly, reporting whether the engine could be told (dropping a `Host` detaches
+    /// too, ignoring errors). A process that dies without either is detected by the engine.
+    pub fn detach(mut self) -> Result<()> {
+        self.detached = true;
+        ctl::send(self.sock.as_fd(), &CtlMsg::new(CtlKind::DETACH), None)?;
+        Ok(())
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        if !self.detached {
+            let _ = ctl::send(self.sock.as_fd(), &CtlMsg::new(CtlKind::DETACH), None);
+        }
+    }
+}
+
+fn call(
+    sock: &OwnedFd,
+    msg: &CtlMsg,
+    buf: Option<&SharedBuf>,
+) -> Result<(CtlMsg, Option<OwnedFd>)> {
+    ctl::call(sock.as_fd(), msg, buf.map(|b| b.fd())).map_err(|e| match e.kind() {
+        std::io::ErrorKind::ConnectionAborted
+        | std::io::ErrorKind::BrokenPipe
+        | std::io::ErrorKind::ConnectionReset => Error::EngineGone,
+        _ => Error::Io(e),
+    })
+}

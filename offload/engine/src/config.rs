@@ -1,0 +1,338 @@
+//! The engine's one configuration struct: every limit and knob, its documented default, and its
+//! `RINGCAST_*` environment override.
+//!
+//! [`tunables!`] declares each tunable once and derives from that declaration the struct, its
+//! `Default`, the environment parser and the table `ringcast info` prints, so the documentation
+//! a user reads is the code that runs. Capacities are fixed at engine start: tables are sized
+//! from these values once and never grow (no allocation after start-up).
+use std::fmt;
+use std::str::FromStr;
+
+/// How the polling loop behaves when it finds no work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PollMode {
+    /// Spin without pause: lowest latency, one core fully used. For a dedicated DPU core or an
+    /// isolated host core.
+    Spin,
+    /// Spin for `idle_spins` empty polls, then `sched_yield` on every empty poll, then sleep
+    /// `idle_sleep_us` after `idle_yields` more: for machines with fewer cores than pollers.
+    SpinYield,
+    /// `Spin` when the machine has at least 4 CPUs, `SpinYield` otherwise.
+    Auto,
+}
+
+impl FromStr for PollMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "spin" => Ok(PollMode::Spin),
+            "spin-yield" | "yield" => Ok(PollMode::SpinYield),
+            "auto" => Ok(PollMode::Auto),
+            _ => Err(format!("expected spin, spin-yield or auto, got {s:?}")),
+        }
+    }
+}
+
+impl fmt::Display for PollMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PollMode::Spin => "spin",
+            PollMode::SpinYield => "spin-yield",
+            PollMode::Auto => "auto",
+        })
+    }
+}
+
+impl PollMode {
+    /// `Auto` decided for this machine.
+    pub fn resolve(self) -> PollMode {
+        match self {
+            PollMode::Auto => {
+                let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+                if cpus >= 4 {
+                    PollMode::Spin
+                } else {
+                    PollMode::SpinYield
+                }
+            }
+            m => m,
+        }
+    }
+}
+
+/// Which CPU the polling thread is pinned to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PinCpu {
+    /// Not pinned.
+    None,
+    /// The highest-numbered CPU the process may run on (hosts usually start on low CPUs).
+    Auto,
+    /// This CPU.
+    Cpu(usize),
+}
+
+impl FromStr for PinCpu {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(PinCpu::None),
+            "auto" => Ok(PinCpu::Auto),
+            n => n
+                .parse()
+                .map(PinCpu::Cpu)
+                .map_err(|_| format!("expected none, auto or a CPU number, got {s:?}")),
+        }
+    }
+}
+
+impl fmt::Display for PinCpu {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PinCpu::None => f.write_str("none"),
+            PinCpu::Auto => f.write_str("auto"),
+            PinCpu::Cpu(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+/// One row of `ringcast info`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TunableRow {
+    /// Field name.
+    pub name: &'static str,
+    /// Environment variable that overrides it.
+    pub env: &'static str,
+    /// Default, rendered.
+    pub default: String,
+    /// Value in this configuration, rendered.
+    pub current: String,
+    /// What it means.
+    pub meaning: &'static str,
+}
+
+/// A tunable's environment value did not parse, or the values break a relationship.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// `RINGCAST_X=...` could not be parsed.
+    #[error("{env}={value:?}: {reason}")]
+    Parse {
+        /// Variable name.
+        env: &'static str,
+        /// Its value.
+        value: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// Values parse but do not fit together or exceed a hard limit.
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+macro_rules! tunables {
+    ($( $(#[$doc:meta])* $name:ident : $ty:ty = $default:expr, $env:literal, $meaning:literal; )*) => {
+        /// Every engine limit and knob. See the field docs, `ringcast info`, or `docs/tunables.md`.
+        #[derive(Clone, Debug, PartialEq, Eq)]
+        pub struct Config {
+            $( $(#[$doc])* #[doc = concat!("\n\nEnvironment: `", $env, "`.")] pub $name: $ty, )*
+        }
+
+        impl Default for Config {
+            fn default() -> Self {
+                Config { $( $name: $default, )* }
+            }
+        }
+
+        impl Config {
+            /// Defaults overridden by every `RINGCAST_*` variable that is set, then validated.
+            pub fn from_env() -> Result<Config, ConfigError> {
+                Self::from_lookup(|k| std::env::var(k).ok())
+            }
+
+            /// Like [`Config::from_env`] with an explicit variable source (tests, the CLI).
+            pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+                let mut c = Config::default();
+                $(
+                    if let Some(v) = get($env) {
+                        c.$name = v.trim().parse::<$ty>().map_err(|e| ConfigError::Parse {
+                            env: $env, value: v.clone(), reason: e.to_string(),
+                        })?;
+                    }
+                )*
+                c.validate()?;
+                Ok(c)
+            }
+
+            /// Every tunable with its default, current value and meaning.
+            pub fn describe(&self) -> Vec<TunableRow> {
+                let d = Config::default();
+                vec![ $( TunableRow {
+                    name: stringify!($name), env: $env,
+                    default: d.$name.to_string(), current: self.$name.to_string(), meaning: $meaning,
+                }, )* ]
+            }
+        }
+    };
+}
+
+tunables! {
+    /// Entries in each host's submission ring and in its completion ring.
+    ring_entries: u32 = 256, "RINGCAST_RING_ENTRIES",
+        "entries in each host's submission and completion ring (power of two, 2..=max_ring_entries)";
+    /// Largest ring a host may ask for at attach.
+    max_ring_entries: u32 = 16384, "RINGCAST_MAX_RING_ENTRIES",
+        "largest ring a host may request at attach";
+    /// Host processes one engine serves at once.
+    max_hosts: u32 = 64, "RINGCAST_MAX_HOSTS",
+        "host processes one engine serves at once";
+    /// Registered regions per host.
+    max_regions: u32 = 256, "RINGCAST_MAX_REGIONS",
+        "registered memory regions per host process";
+    /// Largest single registered region.
+    max_region_bytes: u64 = 1 << 36, "RINGCAST_MAX_REGION_BYTES",
+        "largest registered region in bytes (default 64 GiB)";
+    /// Largest byte count one descriptor may name.
+    max_op_bytes: u64 = 1 << 30, "RINGCAST_MAX_OP_BYTES",
+        "largest byte count of one descriptor; above it the descriptor completes with BadLength";
+    /// Descriptors taken from one host per loop iteration.
+    burst: u32 = 32, "RINGCAST_BURST",
+        "descriptors consumed from one host per polling iteration (fairness between hosts)";
+    /// Idle behaviour of the polling loop.
+    poll_mode: PollMode = PollMode::Auto, "RINGCAST_POLL_MODE",
+        "idle behaviour: spin, spin-yield (for fewer cores than pollers) or auto";
+    /// Empty polls before the loop starts yielding.
+    idle_spins: u32 = 2000, "RINGCAST_IDLE_SPINS",
+        "empty polls before a spin-yield loop starts to sched_yield";
+    /// Yielding empty polls before the loop sleeps.
+    idle_yields: u32 = 20000, "RINGCAST_IDLE_YIELDS",
+        "yielding empty polls before a spin-yield loop sleeps idle_sleep_us";
+    /// Sleep of a long-idle spin-yield loop.
+    idle_sleep_us: u32 = 50, "RINGCAST_IDLE_SLEEP_US",
+        "sleep of a long-idle spin-yield loop in microseconds (bounds wake-up latency when idle)";
+    /// CPU the polling thread is pinned to.
+    pin_cpu: PinCpu = PinCpu::Auto, "RINGCAST_PIN_CPU",
+        "CPU the engine's polling thread is pinned to: none, auto (highest allowed CPU) or a number";
+    /// How often control sockets are polled.
+    ctl_poll_us: u32 = 100, "RINGCAST_CTL_POLL_US",
+        "interval between polls of control sockets (attach, register, host death) in microseconds";
+    /// What the engine reports on stderr.
+    log_level: u8 = 1, "RINGCAST_LOG_LEVEL",
+        "0 silent; 1 engine start/stop, host deaths and refused requests; 2 also every attach, detach and registration";
+    /// Name of the engine hosts attach to.
+    engine_name: String = "default".to_string(), "RINGCAST_ENGINE",
+        "name of the engine daemon hosts attach to (abstract Unix socket @ringcast.<name>)";
+}
+
+impl Config {
+    /// Checks relationships between values and hard limits of the ABI.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: String| Err(ConfigError::Invalid(m));
+        if !self.ring_entries.is_power_of_two() || self.ring_entries < 2 {
+            return bad(format!(
+                "ring_entries {} is not a power of two >= 2",
+                self.ring_entries
+            ));
+        }
+        if !self.max_ring_entries.is_power_of_two() || self.max_ring_entries > 1 << 20 {
+            return bad(format!(
+                "max_ring_entries {} is not a power of two <= 2^20",
+                self.max_ring_entries
+            ));
+        }
+        if self.ring_entries > self.max_ring_entries {
+            return bad(format!(
+                "ring_entries {} > max_ring_entries {}",
+                self.ring_entries, self.max_ring_entries
+            ));
+        }
+        if self.max_hosts == 0 || self.max_hosts > 4096 {
+            return bad(format!("max_hosts {} outside 1..=4096", self.max_hosts));
+        }
+        // Region keys carry the slot in 16 bits (see core::regions).
+        if self.max_regions == 0 || self.max_regions > u16::MAX as u32 {
+            return bad(format!(
+                "max_regions {} outside 1..=65535",
+                self.max_regions
+            ));
+        }
+        if self.max_op_bytes == 0 || self.max_region_bytes == 0 {
+            return bad("max_op_bytes and max_region_bytes must be positive".into());
+        }
+        if self.burst == 0 {
+            return bad("burst must be positive".into());
+        }
+        if self.engine_name.is_empty()
+            || self.engine_name.len() > 64
+            || self.engine_name.contains(['/', '\0'])
+        {
+            return bad(format!(
+                "engine_name {:?} must be 1..=64 bytes without '/' or NUL",
+                self.engine_name
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_documented() {
+        let c = Config::default();
+        c.validate().unwrap();
+        let rows = c.describe();
+        assert!(rows.len() >= 14);
+        for r in &rows {
+            assert!(r.env.starts_with("RINGCAST_"), "{}", r.env);
+            assert_eq!(r.default, r.current);
+            assert!(!r.meaning.is_empty());
+        }
+    }
+
+    #[test]
+    fn environment_overrides_and_rejects() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let c = Config::from_lookup(env(&[
+            ("RINGCAST_RING_ENTRIES", "64"),
+            ("RINGCAST_POLL_MODE", "spin"),
+        ]))
+        .unwrap();
+        assert_eq!(c.ring_entries, 64);
+        assert_eq!(c.poll_mode, PollMode::Spin);
+        let row = c
+            .describe()
+            .into_iter()
+            .find(|r| r.name == "ring_entries")
+            .unwrap();
+        assert_eq!((row.default.as_str(), row.current.as_str()), ("256", "64"));
+        assert!(matches!(
+            Config::from_lookup(env(&[("RINGCAST_RING_ENTRIES", "lots")])),
+            Err(ConfigError::Parse {
+                env: "RINGCAST_RING_ENTRIES",
+                ..
+            })
+        ));
+        assert!(matches!(
+            Config::from_lookup(env(&[("RINGCAST_RING_ENTRIES", "100")])),
+            Err(ConfigError::Invalid(_))
+        ));
+        assert!(matches!(
+            Config::from_lookup(env(&[("RINGCAST_PIN_CPU", "x")])),
+            Err(ConfigError::Parse { .. })
+        ));
+        assert_eq!(
+            Config::from_lookup(env(&[("RINGCAST_PIN_CPU", "1")]))
+                .unwrap()
+                .pin_cpu,
+            PinCpu::Cpu(1)
+        );
+    }
+}

@@ -1,0 +1,211 @@
+//! The control-socket transport between host libraries and an engine.
+//!
+//! An engine listens on the abstract Unix socket `@ringcast.<name>` (abstract: nothing is left
+//! in the file system when an engine dies). Each message is one 64-byte [`CtlMsg`] on a
+//! `SOCK_SEQPACKET` socket, optionally carrying one file descriptor (`SCM_RIGHTS`): the engine's
+//! attach segment, or a host's shared-memory region. Sequenced packets keep message boundaries,
+//! so a short or long message is a protocol error, never a desynchronised stream. The socket's
+//! hang-up is how each side learns that the other died.
+//!
+//! Everything here is safe code over `rustix`, which hands received descriptors over as
+//! `OwnedFd`s.
+use ringcast_abi::ctl::{CtlMsg, CTL_MAGIC};
+use rustix::event::{poll, PollFd, PollFlags};
+use rustix::io::Errno;
+use rustix::net::{
+    self, AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags, SocketAddrUnix, SocketFlags, SocketType,
+};
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use zerocopy::{FromBytes, IntoBytes};
+
+/// Size of every control message.
+pub const MSG_LEN: usize = core::mem::size_of::<CtlMsg>();
+
+/// Result of a receive.
+#[derive(Debug)]
+pub enum Received {
+    /// A well-formed message, with the descriptor it carried.
+    Msg(CtlMsg, Option<OwnedFd>),
+    /// Nothing to read now (non-blocking socket).
+    Empty,
+    /// The peer closed its end (or died).
+    Closed,
+    /// The peer sent something that is not a control message (wrong size or magic).
+    Malformed,
+}
+
+fn abstract_addr(name: &str) -> io::Result<SocketAddrUnix> {
+    Ok(SocketAddrUnix::new_abstract_name(
+        format!("ringcast.{name}").as_bytes(),
+    )?)
+}
+
+/// Binds and listens on `@ringcast.<name>` (non-blocking).
+pub fn listen(name: &str) -> io::Result<OwnedFd> {
+    let fd = net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
+        None,
+    )?;
+    net::bind(&fd, &abstract_addr(name)?)?;
+    net::listen(&fd, 128)?;
+    Ok(fd)
+}
+
+/// Connects to the engine `name` (blocking socket).
+pub fn connect(name: &str) -> io::Result<OwnedFd> {
+    let fd = net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::SEQPACKET,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
+    net::connect(&fd, &abstract_addr(name)?)?;
+    Ok(fd)
+}
+
+/// Accepts one pending connection, if any (the new socket is non-blocking).
+pub fn accept(listener: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
+    match net::accept_with(listener, SocketFlags::CLOEXEC | SocketFlags::NONBLOCK) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(Errno::AGAIN) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Process id of the peer of a connected Unix socket.
+pub fn peer_pid(sock: BorrowedFd<'_>) -> Option<u32> {
+    net::sockopt::socket_peercred(sock)
+        .ok()
+        .map(|c| c.pid.as_raw_nonzero().get() as u32)
+}
+
+/// Sends `msg`, with `fd` attached if given.
+pub fn send(sock: BorrowedFd<'_>, msg: &CtlMsg, fd: Option<BorrowedFd<'_>>) -> io::Result<()> {
+    let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut cmsg = SendAncillaryBuffer::new(&mut space);
+    let fds;
+    if let Some(fd) = fd {
+        fds = [fd];
+        cmsg.push(SendAncillaryMessage::ScmRights(&fds));
+    }
+    let iov = [io::IoSlice::new(msg.as_bytes())];
+    let n = net::sendmsg(sock, &iov, &mut cmsg, SendFlags::NOSIGNAL)?;
+    if n != MSG_LEN {
+        return Err(io::Error::new(
+            io::ErrorKind::WriteZero,
+            "short control message",
+        ));
+    }
+    Ok(())
+}
+
+/// Receives one message (non-blocking or blocking, as the socket is).
+pub fn recv(sock: BorrowedFd<'_>) -> io::Result<Received> {
+    // One byte more than a message, so an oversized message shows up as truncation.
+    let mut buf = [0u8; MSG_LEN + 1];
+    let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut cmsg = RecvAncillaryBuffer::new(&mut space);
+    let r = {
+        let mut iov = [io::IoSliceMut::new(&mut buf)];
+        net::recvmsg(sock, &mut iov, &mut cmsg, RecvFlags::CMSG_CLOEXEC)
+    };
+    let r = match r {
+        Ok(r) => r,
+        Err(Errno::AGAIN) => return Ok(Received::Empty),
+        Err(Errno::CONNRESET) => return Ok(Received::Closed),
+        Err(e) => return Err(e.into()),
+    };
+    // Take ownership of every descriptor that came along, so extras are closed, not leaked.
+    let mut fds: Vec<OwnedFd> = Vec::new();
+    for m in cmsg.drain() {
+        if let RecvAncillaryMessage::ScmRights(rights) = m {
+            fds.extend(rights);
+        }
+    }
+    if r.bytes == 0 {
+        return Ok(Received::Closed);
+    }
+    if r.bytes != MSG_LEN || fds.len() > 1 || r.flags.contains(net::ReturnFlags::TRUNC) {
+        return Ok(Received::Malformed);
+    }
+    // NOTE(unwrap): exactly MSG_LEN bytes, and CtlMsg is FromBytes of that size.
+    let msg = CtlMsg::read_from_bytes(&buf[..MSG_LEN]).unwrap();
+    if msg.magic != CTL_MAGIC {
+        return Ok(Received::Malformed);
+    }
+    Ok(Received::Msg(msg, fds.pop()))
+}
+
+/// Blocking request/reply on a blocking socket: sends `msg` and waits for the answer.
+pub fn call(
+    sock: BorrowedFd<'_>,
+    msg: &CtlMsg,
+    fd: Option<BorrowedFd<'_>>,
+) -> io::Result<(CtlMsg, Option<OwnedFd>)> {
+    send(sock, msg, fd)?;
+    match recv(sock)? {
+        Received::Msg(m, fd) => Ok((m, fd)),
+        Received::Closed => Err(io::Error::new(
+            io::ErrorKind::ConnectionAborted,
+            "engine closed the control socket",
+        )),
+        Received::Empty => Err(io::Error::new(io::ErrorKind::WouldBlock, "no reply")),
+        Received::Malformed => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "malformed control reply",
+        )),
+    }
+}
+
+/// True when the peer of `sock` has hung up (checked without blocking).
+pub fn peer_gone(sock: BorrowedFd<'_>) -> bool {
+    let mut fds = [PollFd::new(&sock, PollFlags::IN)];
+    match poll(
+        &mut fds,
+        Some(&rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        }),
+    ) {
+        Ok(0) => false,
+        Ok(_) => fds[0]
+            .revents()
+            .intersects(PollFlags::HUP | PollFlags::ERR | PollFlags::RDHUP),
+        Err(_) => false,
+    }
+}
+
+/// Which of `socks` have something to read or hung up: one `poll(2)` for all of them.
+pub fn ready<'a>(socks: &[BorrowedFd<'a>], out: &mut Vec<usize>) -> io::Result<()> {
+    out.clear();
+    let mut fds: Vec<PollFd<'_>> = socks
+        .iter()
+        .map(|s| PollFd::new(s, PollFlags::IN))
+        .collect();
+    let n = poll(
+        &mut fds,
+        Some(&rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        }),
+    )?;
+    if n > 0 {
+        out.extend(
+            fds.iter()
+                .enumerate()
+                .filter(|(_, f)| !f.revents().is_empty())
+                .map(|(i, _)| i),
+        );
+    }
+    Ok(())
+}
+
+/// Borrow helper for APIs that take `BorrowedFd`.
+pub fn b(fd: &OwnedFd) -> BorrowedFd<'_> {
+    fd.as_fd()
+}

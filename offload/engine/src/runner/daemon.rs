@@ -1,0 +1,46 @@
+//! Runner (b): the engine as a separate daemon process (`ringcast-engine`, `ringcast engine`) —
+//! the DPU-emulation mode. Host processes attach through `@ringcast.<name>`; SIGINT or SIGTERM
+//! stops it cleanly (hosts see their control socket hang up and fail pending waits).
+use super::engine_loop::EngineLoop;
+use super::pin::pin_current_thread;
+use crate::config::Config;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// Runs the daemon in the calling thread until SIGINT/SIGTERM.
+pub fn run_daemon(config: Config) -> std::io::Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())?;
+    }
+    let pin = config.pin_cpu;
+    let mut engine = EngineLoop::bind(config, 0)?;
+    let pinned = pin_current_thread(pin)?;
+    let cfg = engine.core().config();
+    if cfg.log_level >= 1 {
+        eprintln!(
+            "ringcast-engine[{}]: listening on @ringcast.{} (pid {}, poll {}, cpu {}, rings {}, max hosts {})",
+            engine.name(),
+            engine.name(),
+            std::process::id(),
+            super::idle::Idle::new(cfg).mode(),
+            pinned.map_or("unpinned".to_string(), |c| c.to_string()),
+            cfg.ring_entries,
+            cfg.max_hosts,
+        );
+    }
+    engine.run(&stop);
+    let c = engine.core().counters();
+    if engine.core().config().log_level >= 1 {
+        eprintln!(
+            "ringcast-engine[{}]: stopped; {} hosts served ({} lost), {} descriptors ok, {} failed, {} dropped in flight",
+            engine.name(),
+            c.hosts_attached,
+            c.hosts_lost,
+            c.completed_ok,
+            c.completed_err,
+            c.dropped_in_flight
+        );
+    }
+    Ok(())
+}

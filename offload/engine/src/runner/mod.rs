@@ -1,0 +1,17 @@
+//! Runners: what drives the sans-IO core against real memory and sockets. Two of them, one loop:
+//! [`spawn_thread`] (pinned polling thread in the host process) and [`run_daemon`] (separate
+//! process, DPU emulation). Both run [`EngineLoop`].
+mod clock;
+mod daemon;
+mod engine_loop;
+mod idle;
+mod memory;
+mod pin;
+mod thread;
+
+pub use clock::Clock;
+pub use daemon::run_daemon;
+pub use engine_loop::EngineLoop;
+pub use idle::Idle;
+pub use pin::pin_current_thread;
+pub use thread::{spawn_thread, ThreadEngine};

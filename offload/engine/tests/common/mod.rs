@@ -1,0 +1,114 @@
+//! Shared pieces of the engine's integration tests: a real `ringcast-engine` daemon process,
+//! child host processes (this test binary re-executed in a role), and the host library's
+//! self-test workload (COPY results checked byte for byte, every bad-descriptor case).
+#![allow(dead_code)]
+use ringcast_host::{Error, Host};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Environment variable naming the role a re-executed test binary plays.
+pub const ROLE: &str = "RINGCAST_TEST_ROLE";
+/// Environment variable naming the engine a child attaches to.
+pub const ENGINE: &str = "RINGCAST_TEST_ENGINE";
+
+/// A unique engine name for this test.
+pub fn unique_name(tag: &str) -> String {
+    format!(
+        "test-{tag}-{}-{}",
+        std::process::id(),
+        Instant::now().elapsed().as_nanos() % 100_000
+    )
+}
+
+/// A running `ringcast-engine` daemon; SIGTERMed and reaped on drop.
+pub struct Daemon {
+    pub child: Child,
+    pub name: String,
+}
+
+impl Daemon {
+    /// Starts the daemon binary and waits until a host can attach.
+    pub fn start(name: &str) -> Daemon {
+        let child = Command::new(env!("CARGO_BIN_EXE_ringcast-engine"))
+            .args(["--name", name])
+            .env("RINGCAST_LOG_LEVEL", "2")
+            .env("RINGCAST_POLL_MODE", "spin-yield")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("spawn ringcast-engine");
+        let d = Daemon {
+            child,
+            name: name.to_string(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match Host::attach(name) {
+                Ok(h) => {
+                    drop(h);
+                    return d;
+                }
+                Err(Error::Connect { .. }) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                Err(e) => panic!("engine {name} did not come up: {e}"),
+            }
+        }
+    }
+
+    /// SIGTERM and wait; returns whether it exited successfully.
+    pub fn stop(mut self) -> bool {
+        self.terminate()
+    }
+
+    fn terminate(&mut self) -> bool {
+        let pid = rustix::process::Pid::from_child(&self.child);
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        wait_with_timeout(&mut self.child, Duration::from_secs(20)).is_some_and(|s| s.success())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.terminate();
+        }
+    }
+}
+
+/// Waits for `child` up to `limit`, killing it if it overruns.
+pub fn wait_with_timeout(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Ok(Some(s)) = child.try_wait() {
+            return Some(s);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Re-executes this test binary as a child host in `role`, attaching to `engine`.
+pub fn spawn_child(test_name: &str, role: &str, engine: &str) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test_name, "--nocapture", "--test-threads=1"])
+        .env(ROLE, role)
+        .env(ENGINE, engine)
+        .env("RINGCAST_POLL_MODE", "spin-yield")
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn child host")
+}
+
+/// Runs the library's self-test workload and asserts it passed with every bad-descriptor case
+/// answered. Returns the COPYs done.
+pub fn copy_workload(host: &mut Host, seed: u64, copies: usize) -> usize {
+    let report = ringcast_host::selftest::copy_and_errors(host, seed, copies)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report.copies, copies);
+    assert_eq!(report.bad_cases.len(), 10, "{:?}", report.bad_cases);
+    report.copies + report.batch
+}

@@ -1,0 +1,133 @@
+//! The engine as a real daemon process (`ringcast-engine`) serving real host processes: two
+//! hosts attach, register shared memory and get byte-exact COPY results and typed errors; a
+//! host that dies with descriptors in flight is cleaned up while the others keep being served;
+//! a daemon that dies makes waits fail with `EngineGone` instead of hanging.
+mod common;
+use common::*;
+use ringcast_host::{Access, Error, Host, SharedBuf, SubmissionDescriptor};
+use std::time::{Duration, Instant};
+
+const CHILD_TEST: &str = "host_process_role";
+
+/// Entry point of the child host processes. Run directly (no role set), it runs the same
+/// workload against an in-process polling-thread engine: thread mode through the same path.
+#[test]
+fn host_process_role() {
+    let role = std::env::var(ROLE).unwrap_or_default();
+    let engine = std::env::var(ENGINE).unwrap_or_default();
+    match role.as_str() {
+        "copy" => {
+            let mut host = Host::attach(&engine).expect("attach to daemon");
+            assert_ne!(
+                host.engine_pid(),
+                std::process::id(),
+                "daemon mode: the engine is another process"
+            );
+            let done = copy_workload(&mut host, std::process::id() as u64, 150);
+            assert!(done >= 150);
+        }
+        "die-in-flight" => {
+            let mut host = Host::attach(&engine).expect("attach to daemon");
+            const BIG: usize = 32 << 20;
+            let src = SharedBuf::new(BIG).unwrap();
+            let dst = SharedBuf::new(BIG).unwrap();
+            let rs = host.register(&src, Access::READ).unwrap();
+            let rd = host.register(&dst, Access::READ_WRITE).unwrap();
+            let descs: Vec<_> = (0..host.ring_entries() as u64)
+                .map(|i| SubmissionDescriptor::copy(i + 1, rd.at(0), rs.at(0), BIG as u64))
+                .collect();
+            let posted = host.post_batch(&descs);
+            assert!(posted > 32, "posted only {posted}");
+            // Die without detaching, with most of those copies still queued.
+            std::process::abort();
+        }
+        "" => {
+            let mut host = Host::spawn_local(ringcast_host::Config::default()).unwrap();
+            assert_eq!(
+                host.engine_pid(),
+                std::process::id(),
+                "thread mode: the engine runs in this process"
+            );
+            copy_workload(&mut host, 7, 100);
+        }
+        other => panic!("unknown role {other}"),
+    }
+}
+
+#[test]
+fn daemon_serves_two_host_processes() {
+    let name = unique_name("two-hosts");
+    let daemon = Daemon::start(&name);
+    let mut kids = [
+        spawn_child(CHILD_TEST, "copy", &name),
+        spawn_child(CHILD_TEST, "copy", &name),
+    ];
+    for k in &mut kids {
+        let status = wait_with_timeout(k, Duration::from_secs(120)).expect("child host hung");
+        assert!(status.success(), "child host failed: {status}");
+    }
+    let mut probe = Host::attach(&name).unwrap();
+    let s = probe.stats().unwrap();
+    assert_eq!(s.hosts_lost, 0, "both children detached cleanly");
+    assert!(s.completed_ok >= 2 * 150, "{s:?}");
+    assert!(
+        s.completed_err >= 2 * 10,
+        "every bad-input case was answered: {s:?}"
+    );
+    drop(probe);
+    assert!(daemon.stop(), "daemon exits cleanly on SIGTERM");
+    // Nothing is left behind: the abstract socket went with the process.
+    assert!(matches!(Host::attach(&name), Err(Error::Connect { .. })));
+}
+
+#[test]
+fn host_dying_with_descriptors_in_flight_leaves_others_served() {
+    let name = unique_name("die");
+    let daemon = Daemon::start(&name);
+    let mut survivor = Host::attach(&name).unwrap();
+    let mut kid = spawn_child(CHILD_TEST, "die-in-flight", &name);
+    let status = wait_with_timeout(&mut kid, Duration::from_secs(60)).expect("child hung");
+    assert!(!status.success(), "the child aborts");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let stats = loop {
+        let s = survivor.stats().unwrap();
+        if s.hosts_lost == 1 {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "engine never noticed the dead host: {s:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        stats.dropped_in_flight > 0,
+        "the dead host's queued descriptors were dropped: {stats:?}"
+    );
+    assert_eq!(
+        stats.hosts_attached, 1,
+        "only the survivor is still attached"
+    );
+    copy_workload(&mut survivor, 99, 40);
+    drop(survivor);
+    assert!(daemon.stop());
+}
+
+#[test]
+fn engine_death_fails_waits_instead_of_hanging() {
+    let name = unique_name("engine-dies");
+    let mut daemon = Daemon::start(&name);
+    let mut host = Host::attach(&name).unwrap();
+    host.nop().unwrap();
+    daemon.child.kill().unwrap();
+    daemon.child.wait().unwrap();
+    // The ring memory is still mapped, so posting succeeds; nobody will ever complete it.
+    let _ = host.try_post(&SubmissionDescriptor::nop(77));
+    let t = Instant::now();
+    match host.wait() {
+        Err(Error::EngineGone) => {}
+        other => panic!("expected EngineGone, got {other:?}"),
+    }
+    assert!(t.elapsed() < Duration::from_secs(10));
+    assert!(matches!(host.stats(), Err(Error::EngineGone)));
+}

@@ -1,0 +1,651 @@
+//! The single-producer single-consumer ring over a `ringcast_abi::RingControl` block.
+//!
+//! Contract:
+//! * one [`Producer`] and one [`Consumer`] per ring, possibly in different processes; the types
+//!   are `Send` but neither `Sync` nor `Clone`, so within a process the type system enforces it;
+//! * `tail` (producer line) and `head` (consumer line) are free-running `u64` counters; slot of
+//!   position `i` is `i & (capacity - 1)`;
+//! * each side keeps its own index locally (it is the only writer) and a cached copy of the other
+//!   side's index, re-read only when the cache says full (producer) or empty (consumer);
+//! * batch operations publish with one `Release` store;
+//! * nothing the peer writes can make this code panic or access memory outside the ring: a
+//!   consumer that sees `tail - head > capacity` (or `tail < head`) returns
+//!   [`RingError::Corrupt`]; a producer that sees a bogus `head` treats the ring as full.
+//!   Slot indices are always masked, so a slot access never leaves the slot array.
+use crate::primitive::{Ordering, Slots};
+use crate::{Entry, RingError};
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+use std::sync::Arc;
+
+use crate::primitive::AtomicU64;
+#[cfg(loom)]
+use ringcast_abi::RingRole;
+#[cfg(not(loom))]
+use ringcast_abi::{
+    ring::RING_MAGIC, ConsumerIndex, ProducerIndex, RingControl, RingHeader, RingRole, ABI_VERSION,
+};
+
+#[cfg(not(loom))]
+mod layout_checks {
+    use core::mem::{align_of, offset_of, size_of};
+    use core::sync::atomic::AtomicU64;
+    use ringcast_abi::{ConsumerIndex, ProducerIndex, RingControl};
+    use static_assertions::const_assert_eq;
+
+    // The atomic view of `head`/`tail` overlays the `u64` fields of the ABI block.
+    const_assert_eq!(size_of::<AtomicU64>(), size_of::<u64>());
+    const_assert_eq!(align_of::<AtomicU64>(), align_of::<u64>());
+    const_assert_eq!(align_of::<AtomicU64>(), 8);
+    const_assert_eq!(
+        offset_of!(RingControl, producer) + offset_of!(ProducerIndex, tail),
+        super::TAIL_OFFSET
+    );
+    const_assert_eq!(
+        offset_of!(RingControl, consumer) + offset_of!(ConsumerIndex, head),
+        super::HEAD_OFFSET
+    );
+    const_assert_eq!(RingControl::SLOTS_OFFSET, 384);
+    const_assert_eq!(align_of::<RingControl>(), super::RING_ALIGN);
+    // `head` and `tail` are on different cache-line units.
+    const_assert_eq!(
+        super::HEAD_OFFSET - super::TAIL_OFFSET,
+        ringcast_abi::CACHE_LINE
+    );
+}
+
+/// Byte offset of `tail` in the control block.
+#[cfg(not(loom))]
+const TAIL_OFFSET: usize = 128;
+/// Byte offset of `head` in the control block.
+#[cfg(not(loom))]
+const HEAD_OFFSET: usize = 256;
+/// Required alignment of a ring's start.
+pub const RING_ALIGN: usize = 128;
+
+/// Bytes needed for a ring of `capacity` entries of `T` (control block + slots). Saturates at
+/// `usize::MAX` instead of overflowing (such a ring can never be attached).
+pub const fn footprint<T>(capacity: u32) -> usize {
+    let slots = (capacity as usize).saturating_mul(core::mem::size_of::<T>());
+    ringcast_abi::RingControl::SLOTS_OFFSET.saturating_add(slots)
+}
+
+/// Checks `capacity` is a power of two `>= 2`.
+fn check_capacity(capacity: u32) -> Result<(), RingError> {
+    if capacity >= 2 && capacity.is_power_of_two() {
+        Ok(())
+    } else {
+        Err(RingError::BadCapacity(capacity))
+    }
+}
+
+/// Size of `T` as the header's `u32`, and a check that slots of `T` are aligned at 384 + k·size.
+fn entry_size<T>() -> Result<u32, RingError> {
+    if core::mem::align_of::<T>() > RING_ALIGN {
+        return Err(RingError::Misaligned);
+    }
+    u32::try_from(core::mem::size_of::<T>()).map_err(|_| RingError::EntrySize {
+        found: u32::MAX,
+        expected: u32::MAX,
+    })
+}
+
+/// Initialise a ring control block at `mem` (creator side): writes the header (magic,
+/// [`ABI_VERSION`], `role`, entry size = `size_of::<T>()`, `capacity`) and zeroes head and tail.
+/// Slots are left as they are. `capacity` must be a power of two `>= 2`; `mem` must be
+/// 128-aligned and `len >= footprint::<T>(capacity)`.
+///
+/// # Safety
+/// `mem` is valid for writes of `len` bytes, and nobody else reads or writes the control block
+/// while this runs (the ring is not yet shared, or every attached side is gone).
+#[cfg(not(loom))]
+pub unsafe fn init<T: Entry>(
+    mem: NonNull<u8>,
+    len: usize,
+    role: RingRole,
+    capacity: u32,
+) -> Result<(), RingError> {
+    if mem.as_ptr() as usize & (RING_ALIGN - 1) != 0 {
+        return Err(RingError::Misaligned);
+    }
+    check_capacity(capacity)?;
+    let entry_size = entry_size::<T>()?;
+    let need = footprint::<T>(capacity);
+    if len < need {
+        return Err(RingError::TooSmall { need, have: len });
+    }
+    let control = RingControl {
+        header: RingHeader {
+            magic: RING_MAGIC,
+            abi_version: ABI_VERSION,
+            role,
+            entry_size,
+            capacity,
+            _pad: [0; 104],
+        },
+        producer: ProducerIndex {
+            tail: 0,
+            _pad: [0; 120],
+        },
+        consumer: ConsumerIndex {
+            head: 0,
+            _pad: [0; 120],
+        },
+    };
+    // SAFETY: `mem` is 128-aligned (checked; `RingControl` has alignment 128) and valid for
+    // writes of `len >= SLOTS_OFFSET` bytes (checked; caller guarantees validity), and nobody
+    // else accesses it now (caller).
+    unsafe { mem.cast::<RingControl>().as_ptr().write(control) };
+    Ok(())
+}
+
+/// The validated geometry of an attached ring.
+#[cfg(not(loom))]
+struct Geometry {
+    capacity: u32,
+}
+
+/// Validates the header at `mem` for a ring of `T` in `role`.
+///
+/// # Safety
+/// `mem` is valid for reads of `len` bytes and the header is not written concurrently.
+#[cfg(not(loom))]
+unsafe fn validate<T: Entry>(
+    mem: NonNull<u8>,
+    len: usize,
+    role: RingRole,
+) -> Result<Geometry, RingError> {
+    if mem.as_ptr() as usize & (RING_ALIGN - 1) != 0 {
+        return Err(RingError::Misaligned);
+    }
+    if len < RingControl::SLOTS_OFFSET {
+        return Err(RingError::TooSmall {
+            need: RingControl::SLOTS_OFFSET,
+            have: len,
+        });
+    }
+    let expected = entry_size::<T>()?;
+    // SAFETY: aligned and in bounds (checked above), readable (caller), not written concurrently
+    // (caller: the header is written once, before the ring is shared). Every bit pattern is a
+    // valid `RingHeader` (it is `FromBytes`).
+    let header = unsafe { mem.cast::<RingHeader>().as_ptr().read() };
+    if header.magic != RING_MAGIC {
+        return Err(RingError::BadMagic);
+    }
+    if header.abi_version != ABI_VERSION {
+        return Err(RingError::AbiMismatch {
+            found: header.abi_version,
+        });
+    }
+    if header.role != role {
+        return Err(RingError::WrongRole);
+    }
+    if header.entry_size != expected {
+        return Err(RingError::EntrySize {
+            found: header.entry_size,
+            expected,
+        });
+    }
+    check_capacity(header.capacity)?;
+    let need = footprint::<T>(header.capacity);
+    if len < need {
+        return Err(RingError::TooSmall { need, have: len });
+    }
+    Ok(Geometry {
+        capacity: header.capacity,
+    })
+}
+
+/// Pointers to the shared parts of one ring: the two indices and the slots.
+struct RawRing<T> {
+    tail: NonNull<AtomicU64>,
+    head: NonNull<AtomicU64>,
+    slots: Slots<T>,
+    /// `capacity - 1`.
+    mask: u64,
+    capacity: u64,
+}
+
+impl<T: Entry> RawRing<T> {
+    /// Views the ring at `mem`, whose header was validated with capacity `capacity`.
+    ///
+    /// # Safety
+    /// `mem` is 128-aligned and valid for reads and writes of `footprint::<T>(capacity)` bytes
+    /// while the returned value is used; `head`/`tail` are only ever accessed atomically.
+    #[cfg(not(loom))]
+    unsafe fn from_memory(mem: NonNull<u8>, capacity: u32) -> Self {
+        // SAFETY: all three offsets are inside the validated footprint, so `add` stays in the
+        // allocation; the results are non-null because `mem` is.
+        let (tail, head, slots) = unsafe {
+            (
+                mem.add(TAIL_OFFSET).cast::<AtomicU64>(),
+                mem.add(HEAD_OFFSET).cast::<AtomicU64>(),
+                mem.add(RingControl::SLOTS_OFFSET).cast::<T>(),
+            )
+        };
+        RawRing {
+            tail,
+            head,
+            // SAFETY: slot 0 is at 384 = 3·128 from a 128-aligned base and `align_of::<T>() <=
+            // 128` (validated), so every slot is aligned; the caller guarantees validity.
+            slots: unsafe { Slots::new(slots) },
+            mask: u64::from(capacity) - 1,
+            capacity: u64::from(capacity),
+        }
+    }
+
+    fn tail(&self) -> &AtomicU64 {
+        // SAFETY: `tail` points to an aligned 8-byte word of the control block (or a loom
+        // atomic), alive while `self` is (the owner `Arc` lives in the same Producer/Consumer),
+        // and only accessed atomically by everyone (the ring protocol).
+        unsafe { self.tail.as_ref() }
+    }
+
+    fn head(&self) -> &AtomicU64 {
+        // SAFETY: as for `tail`.
+        unsafe { self.head.as_ref() }
+    }
+
+    /// Slot index of position `pos`.
+    fn index(&self, pos: u64) -> usize {
+        // Masked, so always `< capacity`: no peer value can index outside the slot array.
+        (pos & self.mask) as usize
+    }
+}
+
+/// The writing side of a ring.
+///
+/// `Send` (it may move to the thread that produces) but not `Sync` and not `Clone`: there is
+/// exactly one producer. Aligned to the cache-line unit so that the producer's hot fields never
+/// share a line with the consumer's, wherever both are placed.
+#[repr(align(128))]
+pub struct Producer<T: Entry> {
+    ring: RawRing<T>,
+    /// Our own index: positions `< tail` are published. We are its only writer.
+    tail: u64,
+    /// Last value of the consumer's `head` we read.
+    cached_head: u64,
+    /// Keeps the memory behind `ring` alive.
+    _owner: Arc<dyn Send + Sync>,
+    /// `*const ()`-like marker: not `Sync`.
+    _not_sync: PhantomData<*const ()>,
+}
+
+// SAFETY: a `Producer` only holds pointers into memory kept alive by `_owner` (which is
+// `Send + Sync`) and values; moving it to another thread moves the whole producer role with it.
+// It is not `Sync`: `&Producer` offers `in_flight`, which is harmless, but all mutation needs
+// `&mut`, and we keep it `!Sync` anyway to mirror the single-producer role.
+unsafe impl<T: Entry> Send for Producer<T> {}
+
+impl<T: Entry> Producer<T> {
+    /// Attach as the single producer of the ring at `mem`: validates magic, ABI version, role,
+    /// entry size, capacity, `len` and alignment (128). `owner` keeps the memory alive as long
+    /// as the `Producer` lives.
+    ///
+    /// # Safety
+    /// * `mem` is valid for reads and writes of `len` bytes for as long as `owner` is alive;
+    /// * no other producer is attached to this ring (in any process);
+    /// * the header is not modified while attached, and `head`/`tail` are accessed only
+    ///   atomically by every party.
+    #[cfg(not(loom))]
+    pub unsafe fn attach(
+        mem: NonNull<u8>,
+        len: usize,
+        role: RingRole,
+        owner: Arc<dyn Send + Sync>,
+    ) -> Result<Self, RingError> {
+        // SAFETY: forwarded from our caller.
+        let geometry = unsafe { validate::<T>(mem, len, role)? };
+        // SAFETY: validated alignment and footprint; validity from our caller.
+        let ring = unsafe { RawRing::from_memory(mem, geometry.capacity) };
+        Self::from_raw(ring, owner)
+    }
+
+    fn from_raw(ring: RawRing<T>, owner: Arc<dyn Send + Sync>) -> Result<Self, RingError> {
+        // Acquire on `head`: pairs with the consumer's Release store, so slots it released are
+        // free for us. Our own `tail` could be Relaxed (we are its only writer from now on), but
+        // a previous producer may have written it; Acquire costs nothing here (once).
+        let tail = ring.tail().load(Ordering::Acquire);
+        let head = ring.head().load(Ordering::Acquire);
+        if tail.wrapping_sub(head) > ring.capacity {
+            return Err(RingError::Corrupt { head, tail });
+        }
+        Ok(Producer {
+            ring,
+            tail,
+            cached_head: head,
+            _owner: owner,
+            _not_sync: PhantomData,
+        })
+    }
+
+    /// Number of slots.
+    pub fn capacity(&self) -> usize {
+        self.ring.capacity as usize
+    }
+
+    /// Free slots according to the cached head. A bogus head (`head > tail` or more than
+    /// `capacity` behind) reads as "no free slot".
+    fn cached_free(&self) -> u64 {
+        let used = self.tail.wrapping_sub(self.cached_head);
+        self.ring.capacity.saturating_sub(used)
+    }
+
+    /// Re-reads the consumer's `head`.
+    fn refresh_head(&mut self) {
+        // Acquire: pairs with the consumer's Release store of `head` after it read the slots;
+        // so its reads of the slots we are about to overwrite happen before our writes.
+        self.cached_head = self.ring.head().load(Ordering::Acquire);
+    }
+
+    /// Publishes positions up to `self.tail`.
+    fn publish(&self) {
+        // Release: pairs with the consumer's Acquire load of `tail`; our slot writes before this
+        // store are visible to the consumer once it sees the new tail.
+        self.ring.tail().store(self.tail, Ordering::Release);
+    }
+
+    /// Pushes one entry, or gives it back when the ring is full.
+    pub fn try_push(&mut self, v: T) -> Result<(), T> {
+        if self.cached_free() == 0 {
+            self.refresh_head();
+            if self.cached_free() == 0 {
+                return Err(v);
+            }
+        }
+        let i = self.ring.index(self.tail);
+        // SAFETY: `i < capacity` (masked); the slot is free: `tail - head < capacity`, so the
+        // consumer has released position `tail - capacity` (Acquire on head above or earlier).
+        unsafe { self.ring.slots.write(i, v) };
+        self.tail = self.tail.wrapping_add(1);
+        self.publish();
+        Ok(())
+    }
+
+    /// Pushes as many of `items` as fit, in order, with one `Release` store of `tail`; returns
+    /// how many were pushed.
+    pub fn push_batch(&mut self, items: &[T]) -> usize {
+        if (self.cached_free() as usize) < items.len() {
+            self.refresh_head();
+        }
+        let n = items.len().min(self.cached_free() as usize);
+        if n == 0 {
+            return 0;
+        }
+        let start = self.ring.index(self.tail);
+        let first = n.min(self.capacity() - start);
+        // SAFETY: `start + first <= capacity` and `first + (n - first) = n <= free` slots, all
+        // released by the consumer (see `try_push`); the second run starts at slot 0 and has
+        // `n - first < capacity` entries.
+        unsafe {
+            self.ring.slots.write_run(start, &items[..first]);
+            self.ring.slots.write_run(0, &items[first..n]);
+        }
+        self.tail = self.tail.wrapping_add(n as u64);
+        self.publish();
+        n
+    }
+
+    /// Free slots, after re-reading the consumer's index.
+    pub fn free_slots(&mut self) -> usize {
+        self.refresh_head();
+        self.cached_free() as usize
+    }
+
+    /// Entries published but not yet consumed (reads the consumer's index). A bogus consumer
+    /// index reads as `capacity`.
+    pub fn in_flight(&self) -> usize {
+        // Acquire: as in `refresh_head` (an observer's read; nothing is written after it).
+        let head = self.ring.head().load(Ordering::Acquire);
+        let used = self.tail.wrapping_sub(head);
+        used.min(self.ring.capacity) as usize
+    }
+}
+
+/// The reading side of a ring.
+///
+/// `Send` but not `Sync` and not `Clone`: there is exactly one consumer. Cache-line aligned like
+/// [`Producer`].
+#[repr(align(128))]
+pub struct Consumer<T: Entry> {
+    ring: RawRing<T>,
+    /// Our own index: positions `< head` are consumed. We are its only writer.
+    head: u64,
+    /// Last value of the producer's `tail` we read; always validated (`cached_tail - head <=
+    /// capacity`) or equal to `head`.
+    cached_tail: u64,
+    _owner: Arc<dyn Send + Sync>,
+    _not_sync: PhantomData<*const ()>,
+}
+
+// SAFETY: as for `Producer`: pointers into memory kept alive by the `Send + Sync` owner, plus
+// plain values; the consumer role moves with the value.
+unsafe impl<T: Entry> Send for Consumer<T> {}
+
+impl<T: Entry> Consumer<T> {
+    /// Attach as the single consumer of the ring at `mem`; validation as for
+    /// [`Producer::attach`].
+    ///
+    /// # Safety
+    /// As for [`Producer::attach`], with "no other consumer attached".
+    #[cfg(not(loom))]
+    pub unsafe fn attach(
+        mem: NonNull<u8>,
+        len: usize,
+        role: RingRole,
+        owner: Arc<dyn Send + Sync>,
+    ) -> Result<Self, RingError> {
+        // SAFETY: forwarded from our caller.
+        let geometry = unsafe { validate::<T>(mem, len, role)? };
+        // SAFETY: validated alignment and footprint; validity from our caller.
+        let ring = unsafe { RawRing::from_memory(mem, geometry.capacity) };
+        Self::from_raw(ring, owner)
+    }
+
+    fn from_raw(ring: RawRing<T>, owner: Arc<dyn Send + Sync>) -> Result<Self, RingError> {
+        // Acquire on both: see `refresh_tail` for `tail`; `head` may have been written by a
+        // previous consumer.
+        let head = ring.head().load(Ordering::Acquire);
+        let tail = ring.tail().load(Ordering::Acquire);
+        if tail.wrapping_sub(head) > ring.capacity {
+            return Err(RingError::Corrupt { head, tail });
+        }
+        Ok(Consumer {
+            ring,
+            head,
+            cached_tail: tail,
+            _owner: owner,
+            _not_sync: PhantomData,
+        })
+    }
+
+    /// Number of slots.
+    pub fn capacity(&self) -> usize {
+        self.ring.capacity as usize
+    }
+
+    /// Re-reads the producer's `tail` and returns the validated number of filled slots.
+    fn refresh_tail(&mut self) -> Result<u64, RingError> {
+        // Acquire: pairs with the producer's Release store of `tail`; its slot writes before
+        // that store are visible to our reads of positions `< tail`.
+        let tail = self.ring.tail().load(Ordering::Acquire);
+        let filled = tail.wrapping_sub(self.head);
+        if filled > self.ring.capacity {
+            // Keep the cache valid (empty) so the next call re-reads and re-checks.
+            self.cached_tail = self.head;
+            return Err(RingError::Corrupt {
+                head: self.head,
+                tail,
+            });
+        }
+        self.cached_tail = tail;
+        Ok(filled)
+    }
+
+    /// Filled slots according to the cache (validated when it was loaded).
+    fn cached_filled(&self) -> u64 {
+        self.cached_tail.wrapping_sub(self.head)
+    }
+
+    /// Releases positions up to `self.head` to the producer.
+    fn release(&self) {
+        // Release: pairs with the producer's Acquire load of `head`; our slot reads before this
+        // store happen before the producer overwrites those slots.
+        self.ring.head().store(self.head, Ordering::Release);
+    }
+
+    /// Pops one entry; `Ok(None)` when empty, `Err(Corrupt)` when the producer's `tail` is more
+    /// than `capacity` ahead of `head` or behind it.
+    pub fn try_pop(&mut self) -> Result<Option<T>, RingError> {
+        if self.cached_filled() == 0 && self.refresh_tail()? == 0 {
+            return Ok(None);
+        }
+        let i = self.ring.index(self.head);
+        // SAFETY: `i < capacity` (masked); position `head < cached_tail` was published by the
+        // producer (Acquire on tail), and it will not overwrite it before we store a head past it.
+        let v = unsafe { self.ring.slots.read(i) };
+        self.head = self.head.wrapping_add(1);
+        self.release();
+        Ok(Some(v))
+    }
+
+    /// Pops up to `out.len()` entries into `out[..n]` with one `Release` store of `head`;
+    /// returns `n`.
+    pub fn pop_batch(&mut self, out: &mut [T]) -> Result<usize, RingError> {
+        if (self.cached_filled() as usize) < out.len() {
+            self.refresh_tail()?;
+        }
+        let n = out.len().min(self.cached_filled() as usize);
+        if n == 0 {
+            return Ok(0);
+        }
+        let start = self.ring.index(self.head);
+        let first = n.min(self.capacity() - start);
+        // SAFETY: `start + first <= capacity`; the `n <= filled` positions were published
+        // (Acquire on tail) and are not overwritten before our Release of head; the second run
+        // starts at slot 0 with `n - first < capacity` entries.
+        unsafe {
+            self.ring.slots.read_run(start, &mut out[..first]);
+            self.ring.slots.read_run(0, &mut out[first..n]);
+        }
+        self.head = self.head.wrapping_add(n as u64);
+        self.release();
+        Ok(n)
+    }
+
+    /// Filled slots, after re-reading the producer's index.
+    pub fn len(&mut self) -> Result<usize, RingError> {
+        self.refresh_tail().map(|n| n as usize)
+    }
+
+    /// Whether the ring is empty (re-reads the producer's index only if the cache says empty).
+    pub fn is_empty(&mut self) -> Result<bool, RingError> {
+        if self.cached_filled() != 0 {
+            return Ok(false);
+        }
+        Ok(self.refresh_tail()? == 0)
+    }
+}
+
+/// A heap allocation laid out exactly like a shared-memory ring.
+#[cfg(not(loom))]
+struct HeapRing {
+    ptr: NonNull<u8>,
+    layout: std::alloc::Layout,
+}
+
+// SAFETY: `HeapRing` only owns the allocation (freed in `Drop`); it never reads or writes it, so
+// sharing or sending it across threads cannot race. Accesses go through Producer/Consumer.
+#[cfg(not(loom))]
+unsafe impl Send for HeapRing {}
+// SAFETY: see `Send`.
+#[cfg(not(loom))]
+unsafe impl Sync for HeapRing {}
+
+#[cfg(not(loom))]
+impl Drop for HeapRing {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `channel` with exactly this layout, freed once (here).
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+/// Heap-backed ring (128-aligned allocation laid out exactly like shared memory) for
+/// in-process use and tests.
+///
+/// # Panics
+/// If `capacity` is not a power of two `>= 2`, or `T` is aligned to more than 128 bytes (local
+/// programming errors, not peer input).
+#[cfg(not(loom))]
+pub fn channel<T: Entry>(capacity: u32, role: RingRole) -> (Producer<T>, Consumer<T>) {
+    if let Err(e) = check_capacity(capacity).and_then(|()| entry_size::<T>().map(drop)) {
+        panic!("ringcast_ring::channel: {e}");
+    }
+    let len = footprint::<T>(capacity);
+    let layout = match std::alloc::Layout::from_size_align(len, RING_ALIGN) {
+        Ok(l) => l,
+        Err(_) => panic!("ringcast_ring::channel: ring of {capacity} entries too large"),
+    };
+    // SAFETY: `layout` has non-zero size (at least the 384-byte control block).
+    let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+    let Some(ptr) = NonNull::new(raw) else {
+        std::alloc::handle_alloc_error(layout)
+    };
+    let owner: Arc<HeapRing> = Arc::new(HeapRing { ptr, layout });
+    let fail = |e: RingError| -> ! { panic!("ringcast_ring::channel: {e}") };
+    // SAFETY: fresh, zeroed, 128-aligned allocation of `len` bytes, not shared yet.
+    unsafe { init::<T>(ptr, len, role, capacity) }.unwrap_or_else(|e| fail(e));
+    // SAFETY: the allocation is valid while `owner` lives (each side holds a clone); exactly
+    // one producer and one consumer are attached; indices are only accessed atomically.
+    let p = unsafe { Producer::attach(ptr, len, role, owner.clone()) }.unwrap_or_else(|e| fail(e));
+    // SAFETY: as above.
+    let c = unsafe { Consumer::attach(ptr, len, role, owner) }.unwrap_or_else(|e| fail(e));
+    (p, c)
+}
+
+/// Loom build: the ring state lives in loom atomics and cells on the heap.
+#[cfg(loom)]
+struct LoomRing<T> {
+    tail: AtomicU64,
+    head: AtomicU64,
+    slots: Box<[loom::cell::UnsafeCell<T>]>,
+}
+
+// SAFETY: the cells are only accessed through the ring protocol, which loom checks.
+#[cfg(loom)]
+unsafe impl<T: Send> Sync for LoomRing<T> {}
+// SAFETY: as above.
+#[cfg(loom)]
+unsafe impl<T: Send> Send for LoomRing<T> {}
+
+/// Loom build of [`channel`]: same algorithm, loom-tracked state. `role` is unused.
+#[cfg(loom)]
+pub fn channel<T: Entry>(capacity: u32, _role: RingRole) -> (Producer<T>, Consumer<T>) {
+    if let Err(e) = check_capacity(capacity).and_then(|()| entry_size::<T>().map(drop)) {
+        panic!("ringcast_ring::channel: {e}");
+    }
+    let slots: Box<[loom::cell::UnsafeCell<T>]> = (0..capacity)
+        .map(|_| loom::cell::UnsafeCell::new(<T as zerocopy::FromZeros>::new_zeroed()))
+        .collect();
+    let ring = Arc::new(LoomRing {
+        tail: AtomicU64::new(0),
+        head: AtomicU64::new(0),
+        slots,
+    });
+    let raw = || RawRing {
+        tail: NonNull::from(&ring.tail),
+        head: NonNull::from(&ring.head),
+        // SAFETY: the boxed cells live as long as `ring`, which both sides keep alive.
+        slots: unsafe {
+            Slots::new(NonNull::new(ring.slots.as_ptr() as *mut loom::cell::UnsafeCell<T>).unwrap())
+        },
+        mask: u64::from(capacity) - 1,
+        capacity: u64::from(capacity),
+    };
+    let (rp, rc) = (raw(), raw());
+    let owner: Arc<dyn Send + Sync> = ring.clone();
+    let fail = |e: RingError| -> ! { panic!("ringcast_ring::channel: {e}") };
+    let p = Producer::from_raw(rp, owner.clone()).unwrap_or_else(|e| fail(e));
+    let c = Consumer::from_raw(rc, owner).unwrap_or_else(|e| fail(e));
+    (p, c)
+}

@@ -1,0 +1,206 @@
+//! Shared-memory segments: a memfd mapped `MAP_SHARED`, which another process maps from the same
+//! file descriptor (passed over a Unix socket or inherited).
+//!
+//! Contract:
+//! * [`ShmSegment::create`] makes a zero-filled memfd of the given length, sealed against
+//!   shrinking and growing (so a peer cannot truncate it under us and make our accesses fault),
+//!   and maps it; [`ShmSegment::from_fd`] maps the whole of a received fd (size from `fstat`;
+//!   size 0 refused).
+//! * The mapping is written concurrently by another process, so this module never creates a
+//!   `&[u8]`/`&mut [u8]` over it: [`ShmSegment::read_at`], [`ShmSegment::write_at`],
+//!   [`ShmSegment::fill`] and [`copy_between`] are bounds-checked raw-pointer copies that return
+//!   [`OutOfBounds`] instead of panicking. Rings inside a segment are attached with
+//!   [`crate::Producer::attach`]/[`crate::Consumer::attach`] on [`ShmSegment::as_non_null`],
+//!   passing an `Arc<ShmSegment>` as the owner.
+//! * Bytes copied out of a segment the peer is writing at the same time may be torn; callers
+//!   treat them as untrusted input and validate them (the ring's indices are the synchronisation).
+use core::ptr::NonNull;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+
+use memmap2::{MmapOptions, MmapRaw};
+
+/// A byte range outside a segment was named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutOfBounds;
+
+impl core::fmt::Display for OutOfBounds {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("byte range outside the shared-memory segment")
+    }
+}
+
+impl std::error::Error for OutOfBounds {}
+
+/// A memfd-backed shared mapping (see the module documentation).
+pub struct ShmSegment {
+    map: MmapRaw,
+    fd: OwnedFd,
+}
+
+// SAFETY (auto traits, no `unsafe impl` needed): `ShmSegment` is `Send + Sync` because its
+// fields are (`MmapRaw` and `OwnedFd`), and that is sound: it hands out only raw pointers and
+// does its own copies with raw-pointer operations on memory that another *process* may write at
+// any moment anyway, so a second thread of ours adds no hazard the design does not already
+// accept; the mapping stays valid until the `ShmSegment` is dropped, regardless of thread.
+static_assertions::assert_impl_all!(ShmSegment: Send, Sync);
+
+fn nix_err(e: nix::errno::Errno) -> io::Error {
+    io::Error::from_raw_os_error(e as i32)
+}
+
+impl ShmSegment {
+    /// Creates a zero-filled segment of `len` bytes. `name` is the memfd's name (for
+    /// `/proc/PID/fd`, debugging only; an interior NUL is an error). The fd is `O_CLOEXEC`.
+    pub fn create(name: &str, len: usize) -> io::Result<Self> {
+        use nix::fcntl::{fcntl, FcntlArg, SealFlag};
+        use nix::sys::memfd::{memfd_create, MemFdCreateFlag};
+        if len == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "empty shared-memory segment",
+            ));
+        }
+        let size = i64::try_from(len)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "segment too large"))?;
+        let cname = CString::new(name)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in segment name"))?;
+        let fd = memfd_create(
+            &cname,
+            MemFdCreateFlag::MFD_CLOEXEC | MemFdCreateFlag::MFD_ALLOW_SEALING,
+        )
+        .map_err(nix_err)?;
+        // A new memfd reads as zeros once extended.
+        nix::unistd::ftruncate(&fd, size).map_err(nix_err)?;
+        // Fix the size: a peer holding the fd can no longer shrink it (which would turn our
+        // accesses into SIGBUS) or grow it.
+        let seals = SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SEAL;
+        fcntl(fd.as_raw_fd(), FcntlArg::F_ADD_SEALS(seals)).map_err(nix_err)?;
+        Self::map(fd, len)
+    }
+
+    /// Maps the whole file behind `fd` (its `fstat` size) shared and writable. Refuses an empty
+    /// file. If the fd is not sealed against shrinking, whoever else holds it can make accesses
+    /// fault by truncating it; segments from [`ShmSegment::create`] are sealed.
+    pub fn from_fd(fd: OwnedFd) -> io::Result<Self> {
+        let stat = nix::sys::stat::fstat(fd.as_raw_fd()).map_err(nix_err)?;
+        let len = usize::try_from(stat.st_size)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "negative file size"))?;
+        if len == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "empty shared-memory segment",
+            ));
+        }
+        Self::map(fd, len)
+    }
+
+    fn map(fd: OwnedFd, len: usize) -> io::Result<Self> {
+        // `map_raw` is MAP_SHARED, read-write.
+        let map = MmapOptions::new().len(len).map_raw(&fd)?;
+        if map.len() != len || map.as_mut_ptr().is_null() {
+            return Err(io::Error::other("unexpected mapping"));
+        }
+        Ok(ShmSegment { map, fd })
+    }
+
+    /// Like [`ShmSegment::from_fd`], but only for a memfd sealed against shrinking — the rule
+    /// for memory an engine maps on a host's behalf: an unsealed file could be truncated under
+    /// the engine, and its next access to the missing pages would be a SIGBUS, not an error.
+    pub fn from_sealed_fd(fd: OwnedFd) -> io::Result<Self> {
+        use nix::fcntl::{fcntl, FcntlArg, SealFlag};
+        let seals = fcntl(fd.as_raw_fd(), FcntlArg::F_GET_SEALS).map_err(nix_err)?;
+        if !SealFlag::from_bits_truncate(seals).contains(SealFlag::F_SEAL_SHRINK) {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "segment is not sealed against shrinking",
+            ));
+        }
+        Self::from_fd(fd)
+    }
+
+    /// `(pointer, len)` of the sub-range `offset..offset + len`, if it lies inside the mapping
+    /// (for attaching rings that live inside a segment).
+    pub fn sub_range(&self, offset: u64, len: u64) -> Option<(NonNull<u8>, usize)> {
+        let p = self.range(offset, len).ok()?;
+        Some((NonNull::new(p)?, len as usize))
+    }
+
+    /// Length of the mapping in bytes.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Always `false` (empty segments are refused); for API completeness.
+    pub fn is_empty(&self) -> bool {
+        self.map.len() == 0
+    }
+
+    /// Start of the mapping (page-aligned, so 128-aligned for a ring at offset 0).
+    pub fn as_non_null(&self) -> NonNull<u8> {
+        // NOTE: `map` checked the pointer is non-null; a dangling fallback is never produced.
+        NonNull::new(self.map.as_mut_ptr()).unwrap_or(NonNull::dangling())
+    }
+
+    /// The memfd, e.g. to pass to another process.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Pointer to `offset` after checking `offset + len <= self.len()`.
+    fn range(&self, offset: u64, len: u64) -> Result<*mut u8, OutOfBounds> {
+        let end = offset.checked_add(len).ok_or(OutOfBounds)?;
+        if end > self.len() as u64 {
+            return Err(OutOfBounds);
+        }
+        // SAFETY: `offset <= end <= len` of the mapping, so the result is inside it or one
+        // past its end.
+        Ok(unsafe { self.map.as_mut_ptr().add(offset as usize) })
+    }
+
+    /// Copies `out.len()` bytes starting at `offset` into `out`.
+    pub fn read_at(&self, offset: u64, out: &mut [u8]) -> Result<(), OutOfBounds> {
+        let src = self.range(offset, out.len() as u64)?;
+        // SAFETY: `src..src+out.len()` is inside the live mapping (checked); `out` is valid for
+        // writes. `ptr::copy` also tolerates overlap, should a caller have built `out` over the
+        // mapping by unsafe means.
+        unsafe { core::ptr::copy(src, out.as_mut_ptr(), out.len()) };
+        Ok(())
+    }
+
+    /// Copies `data` into the segment at `offset`.
+    pub fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), OutOfBounds> {
+        let dst = self.range(offset, data.len() as u64)?;
+        // SAFETY: destination inside the live, writable mapping (checked); `data` valid for
+        // reads; overlap tolerated.
+        unsafe { core::ptr::copy(data.as_ptr(), dst, data.len()) };
+        Ok(())
+    }
+
+    /// Sets `len` bytes at `offset` to `byte`.
+    pub fn fill(&self, offset: u64, len: u64, byte: u8) -> Result<(), OutOfBounds> {
+        let dst = self.range(offset, len)?;
+        // SAFETY: `dst..dst+len` is inside the live, writable mapping (checked), and `len`
+        // fits in usize because it is at most the mapping's length.
+        unsafe { core::ptr::write_bytes(dst, byte, len as usize) };
+        Ok(())
+    }
+}
+
+/// Copies `len` bytes from `src` at `src_off` to `dst` at `dst_off` — the engine's "DMA".
+/// Both ranges are bounds-checked; they may be the same segment and may overlap.
+pub fn copy_between(
+    src: &ShmSegment,
+    src_off: u64,
+    dst: &ShmSegment,
+    dst_off: u64,
+    len: u64,
+) -> Result<(), OutOfBounds> {
+    let s = src.range(src_off, len)?;
+    let d = dst.range(dst_off, len)?;
+    // SAFETY: both ranges are inside live mappings (checked; `len` fits in usize as it is at
+    // most a mapping's length); `ptr::copy` handles overlap within one segment.
+    unsafe { core::ptr::copy(s, d, len as usize) };
+    Ok(())
+}

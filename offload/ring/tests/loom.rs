@@ -1,0 +1,64 @@
+//! Loom model of the ring: every interleaving (and every allowed reordering of the `Acquire`/
+//! `Release` accesses) of a producer filling a capacity-2 ring past full and a consumer draining
+//! it. Loom's `UnsafeCell` slots make it report any producer write racing a consumer read.
+//! Run: `RUSTFLAGS="--cfg loom" cargo test -p ringcast-ring --release --test loom`.
+#![cfg(loom)]
+
+use loom::thread;
+use ringcast_abi::RingRole;
+use ringcast_ring::channel;
+
+#[test]
+fn three_items_through_capacity_two() {
+    loom::model(|| {
+        let (mut p, mut c) = channel::<u64>(2, RingRole::SUBMISSION);
+        let producer = thread::spawn(move || {
+            for i in 1..=3u64 {
+                let mut v = i;
+                while let Err(back) = p.try_push(v) {
+                    v = back;
+                    thread::yield_now();
+                }
+            }
+        });
+        let mut got = Vec::new();
+        while got.len() < 3 {
+            match c.try_pop().unwrap() {
+                Some(v) => got.push(v),
+                None => thread::yield_now(),
+            }
+        }
+        producer.join().unwrap();
+        assert_eq!(got, [1, 2, 3]);
+        assert_eq!(c.try_pop(), Ok(None));
+    });
+}
+
+#[test]
+fn batches_through_capacity_two() {
+    loom::model(|| {
+        let (mut p, mut c) = channel::<u64>(2, RingRole::SUBMISSION);
+        let producer = thread::spawn(move || {
+            let items = [1u64, 2, 3];
+            let mut off = 0;
+            while off < items.len() {
+                let n = p.push_batch(&items[off..]);
+                if n == 0 {
+                    thread::yield_now();
+                }
+                off += n;
+            }
+        });
+        let mut got = Vec::new();
+        let mut out = [0u64; 2];
+        while got.len() < 3 {
+            let n = c.pop_batch(&mut out).unwrap();
+            if n == 0 {
+                thread::yield_now();
+            }
+            got.extend_from_slice(&out[..n]);
+        }
+        producer.join().unwrap();
+        assert_eq!(got, [1, 2, 3]);
+    });
+}
