@@ -48,7 +48,11 @@ impl PollMode {
     pub fn resolve(self) -> PollMode {
         match self {
             PollMode::Auto => {
-                let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+                // `available_parallelism` reads cgroup files (tens of µs); hosts resolve the mode
+                // on every blocking call, so the answer is computed once per process.
+                static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+                let cpus = *CPUS
+                    .get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
                 if cpus >= 4 {
                     PollMode::Spin
                 } else {

@@ -233,7 +233,7 @@ proptest! {
         let Action::Complete { cqe, .. } = completes[0] else { unreachable!() };
         prop_assert_eq!(cqe.cookie, d.cookie);
         for act in &acts {
-            if let Action::Dma { src, dst, len } = *act {
+            if let Action::Dma { src, dst, len, .. } = *act {
                 prop_assert!(cqe.status.is_ok());
                 // a: [0, 1024) read-write; b: [2048, 3072) read-only.
                 prop_assert!(dst.offset + len <= 1024, "dst outside region a");
