@@ -52,9 +52,24 @@ pub enum Error {
     /// The engine's control socket hung up: it stopped or died.
     #[error("the engine went away")]
     EngineGone,
-    /// A blocking wait ran out of time.
-    #[error("timed out after {0:?}")]
-    Timeout(Duration),
+    /// A control request got no reply in time (`ctl_timeout_ms`).
+    #[error("the engine did not answer {request} within {timeout:?}")]
+    Timeout {
+        /// What was asked.
+        request: &'static str,
+        /// How long we waited.
+        timeout: Duration,
+    },
+    /// A wait for a completion when nothing is in flight (or the cookie is not outstanding):
+    /// it could never return.
+    #[error("nothing to wait for: no operation in flight{}", cookie.map(|c| format!(" with cookie {c:#x}")).unwrap_or_default())]
+    NothingInFlight {
+        /// The cookie waited for, if any.
+        cookie: Option<u64>,
+    },
+    /// The engine broke the ring protocol (e.g. completed more descriptors than were posted).
+    #[error("engine protocol violation: {0}")]
+    Protocol(&'static str),
     /// An offset/length outside a buffer or region.
     #[error("offset {offset} + length {len} is outside the {size}-byte buffer")]
     OutOfBounds {

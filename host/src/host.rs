@@ -1,4 +1,16 @@
 //! [`Host`]: one host process's attachment to an engine.
+//!
+//! Contract:
+//! * Every posted descriptor yields exactly one completion. *Outstanding* = posted and not yet
+//!   handed to the caller (still in the rings, or reaped into the stash). `try_post` refuses
+//!   (`WouldBlock`) once `max_in_flight` are outstanding (default: the completion ring's
+//!   capacity), so the stash never grows past it.
+//! * Blocking calls never wait forever: waits check every 4096 empty polls that the engine's
+//!   control socket is still up (`EngineGone`); a wait with nothing outstanding fails at once
+//!   (`NothingInFlight`); control requests time out after `ctl_timeout_ms` (`Timeout`) and carry
+//!   a sequence number, so a late reply is never taken for the next request's.
+//! * Completions that arrive while the caller waits for something else (room to post, another
+//!   cookie) are kept in arrival order and returned by later `poll`/`wait` calls.
 use crate::error::{Error, Result};
 use crate::shared_buf::SharedBuf;
 use ringcast_abi::ctl::{CtlKind, CtlMsg, CtlStatus};
@@ -14,17 +26,21 @@ use std::time::{Duration, Instant};
 
 /// Empty completion polls between checks that the engine is still there (one `poll(2)` each).
 const LIVENESS_EVERY: u32 = 4096;
+/// Empty completion polls between deadline checks (one clock read each).
+const DEADLINE_EVERY: u32 = 64;
 
 /// Options for [`Host::attach_with`].
 #[derive(Clone, Debug, Default)]
 pub struct AttachOptions {
     /// Ring entries to ask for (power of two); 0 takes the engine's `ring_entries`.
     pub ring_entries: u32,
-    /// Most operations in flight before `try_post` says `WouldBlock`. `None`: the completion
+    /// Most operations outstanding before `try_post` says `WouldBlock`. `None`: the completion
     /// ring's capacity, so completions can never back up. A larger value is allowed — the engine
     /// then stops taking descriptors while the completion ring is full (engine-side
     /// back-pressure) — for hosts that reap completions on another schedule.
     pub max_in_flight: Option<usize>,
+    /// Limit on each control request; `None`: the `ctl_timeout_ms` tunable.
+    pub ctl_timeout: Option<Duration>,
 }
 
 /// Counters of the engine a host is attached to.
@@ -92,11 +108,15 @@ pub struct Host {
     rings: HostRings,
     host_id: u32,
     engine_pid: u32,
+    /// Posted and not yet reaped from the completion ring.
     in_flight: usize,
     max_in_flight: usize,
     next_cookie: u64,
+    next_seq: u64,
+    /// Reaped but not yet handed to the caller.
     stash: VecDeque<Completion>,
     idle_config: Config,
+    ctl_timeout: Duration,
     detached: bool,
     // Declared last: dropped after the rings and socket, so a local engine outlives its host.
     local: Option<ThreadEngine>,
@@ -107,7 +127,7 @@ impl std::fmt::Debug for Host {
         f.debug_struct("Host")
             .field("host_id", &self.host_id)
             .field("engine_pid", &self.engine_pid)
-            .field("in_flight", &self.in_flight)
+            .field("outstanding", &self.in_flight())
             .field("local", &self.local.as_ref().map(|l| l.name()))
             .finish()
     }
@@ -121,6 +141,10 @@ impl Host {
 
     /// Attaches to the engine daemon `name`.
     pub fn attach_with(name: &str, opts: AttachOptions) -> Result<Host> {
+        let config = Config::from_env()?;
+        let ctl_timeout = opts
+            .ctl_timeout
+            .unwrap_or(Duration::from_millis(config.ctl_timeout_ms as u64));
         let sock = ctl::connect(name).map_err(|source| Error::Connect {
             name: name.to_string(),
             source,
@@ -128,7 +152,8 @@ impl Host {
         let mut req = CtlMsg::new(CtlKind::ATTACH);
         req.a = std::process::id();
         req.b = opts.ring_entries;
-        let (reply, fd) = call(&sock, &req, None)?;
+        req.seq = 1;
+        let (reply, fd) = call(&sock, &req, None, ctl_timeout, "attach")?;
         if reply.kind == CtlKind::ERROR {
             return Err(match reply.status {
                 CtlStatus::ABI_MISMATCH => Error::AbiMismatch {
@@ -143,25 +168,23 @@ impl Host {
         }
         let fd = match (reply.kind, fd) {
             (CtlKind::ATTACH_OK, Some(fd)) => fd,
-            _ => {
-                return Err(Error::Refused {
-                    request: "attach",
-                    status: CtlStatus::BAD_REQUEST,
-                })
-            }
+            _ => return Err(Error::Protocol("attach reply without a ring segment")),
         };
         let rings = attach::open(fd)?;
         let capacity = rings.cq.capacity();
+        let max_in_flight = opts.max_in_flight.unwrap_or(capacity).max(1);
         Ok(Host {
             sock,
+            rings,
             host_id: reply.a,
             engine_pid: reply.b,
             in_flight: 0,
-            max_in_flight: opts.max_in_flight.unwrap_or(capacity),
+            max_in_flight,
             next_cookie: 1,
-            stash: VecDeque::with_capacity(capacity),
-            idle_config: Config::from_env().unwrap_or_default(),
-            rings,
+            next_seq: 2,
+            stash: VecDeque::with_capacity(max_in_flight.min(capacity)),
+            idle_config: config,
+            ctl_timeout,
             detached: false,
             local: None,
         })
@@ -195,9 +218,9 @@ impl Host {
         self.rings.sq.capacity()
     }
 
-    /// Operations posted and not yet reaped.
+    /// Operations posted whose completion the caller has not received yet.
     pub fn in_flight(&self) -> usize {
-        self.in_flight
+        self.in_flight + self.stash.len()
     }
 
     /// A fresh cookie (unique per host, never 0).
@@ -205,6 +228,18 @@ impl Host {
         let c = self.next_cookie;
         self.next_cookie = self.next_cookie.wrapping_add(1).max(1);
         c
+    }
+
+    /// One control request/reply with this host's timeout and a fresh sequence number.
+    fn request(
+        &mut self,
+        mut msg: CtlMsg,
+        buf: Option<&SharedBuf>,
+        what: &'static str,
+    ) -> Result<CtlMsg> {
+        msg.seq = self.next_seq;
+        self.next_seq += 1;
+        call(&self.sock, &msg, buf, self.ctl_timeout, what).map(|(m, _)| m)
     }
 
     /// Registers all of `buf`.
@@ -235,7 +270,7 @@ impl Host {
         req.c = buf.len() as u64;
         req.d = offset;
         req.e = len;
-        let (reply, _) = call(&self.sock, &req, Some(buf))?;
+        let reply = self.request(req, Some(buf), "register")?;
         match reply.kind {
             CtlKind::REGISTER_OK => Ok(Region {
                 key: RegionKey(reply.a),
@@ -251,7 +286,7 @@ impl Host {
     }
 
     /// Deregisters a region. Descriptors naming it that the engine has not taken yet complete
-    /// with `UnknownRegion`.
+    /// with `UnknownRegion`; a COPY the engine is executing on it fails with `OutOfBounds`.
     pub fn deregister(&mut self, region: Region) -> Result<()> {
         self.deregister_key(region.key)
     }
@@ -260,7 +295,7 @@ impl Host {
     pub fn deregister_key(&mut self, key: RegionKey) -> Result<()> {
         let mut req = CtlMsg::new(CtlKind::DEREGISTER);
         req.a = key.0;
-        let (reply, _) = call(&self.sock, &req, None)?;
+        let reply = self.request(req, None, "deregister")?;
         match reply.kind {
             CtlKind::DEREGISTER_OK => Ok(()),
             _ => Err(Error::Refused {
@@ -272,7 +307,7 @@ impl Host {
 
     /// The engine's counters.
     pub fn stats(&mut self) -> Result<EngineStats> {
-        let (r, _) = call(&self.sock, &CtlMsg::new(CtlKind::STATS), None)?;
+        let r = self.request(CtlMsg::new(CtlKind::STATS), None, "stats")?;
         if r.kind != CtlKind::STATS_OK {
             return Err(Error::Refused {
                 request: "stats",
@@ -290,17 +325,16 @@ impl Host {
 
     /// Posts one descriptor without blocking.
     pub fn try_post(&mut self, desc: &SubmissionDescriptor) -> Result<()> {
-        if self.in_flight >= self.max_in_flight {
+        if self.in_flight() >= self.max_in_flight {
             return Err(Error::WouldBlock {
-                in_flight: self.in_flight,
+                in_flight: self.in_flight(),
             });
         }
-        self.rings
-            .sq
-            .try_push(*desc)
-            .map_err(|_| Error::WouldBlock {
-                in_flight: self.in_flight,
-            })?;
+        if self.rings.sq.try_push(*desc).is_err() {
+            return Err(Error::WouldBlock {
+                in_flight: self.in_flight(),
+            });
+        }
         self.in_flight += 1;
         Ok(())
     }
@@ -309,21 +343,22 @@ impl Host {
     pub fn post_batch(&mut self, descs: &[SubmissionDescriptor]) -> usize {
         let room = self
             .max_in_flight
-            .saturating_sub(self.in_flight)
+            .saturating_sub(self.in_flight())
             .min(descs.len());
         let n = self.rings.sq.push_batch(&descs[..room]);
         self.in_flight += n;
         n
     }
 
-    /// Posts one descriptor, waiting for room (completions that arrive meanwhile are kept for
-    /// [`Host::poll`]/[`Host::wait`]).
+    /// Posts one descriptor, waiting for room. Completions that arrive meanwhile are kept for
+    /// [`Host::poll`]/[`Host::wait`]; when every outstanding operation has completed and is
+    /// kept, waiting cannot make room and this returns `WouldBlock`.
     pub fn post(&mut self, desc: &SubmissionDescriptor) -> Result<()> {
         let mut idle = Idle::new(&self.idle_config);
         let mut n = 0u32;
         loop {
             match self.try_post(desc) {
-                Err(Error::WouldBlock { .. }) => {}
+                Err(Error::WouldBlock { .. }) if self.in_flight > 0 => {}
                 other => return other,
             }
             if let Some(c) = self.reap()? {
@@ -332,7 +367,7 @@ impl Host {
                 continue;
             }
             n = n.wrapping_add(1);
-            if n % LIVENESS_EVERY == 0 && ctl::peer_gone(self.sock.as_fd()) {
+            if n.is_multiple_of(LIVENESS_EVERY) && ctl::peer_gone(self.sock.as_fd()) {
                 return Err(Error::EngineGone);
             }
             idle.idle();
@@ -347,56 +382,79 @@ impl Host {
         self.reap()
     }
 
+    /// Takes one completion from the ring (not the stash).
     fn reap(&mut self) -> Result<Option<Completion>> {
         let c = self.rings.cq.try_pop()?;
         if c.is_some() {
-            self.in_flight = self.in_flight.saturating_sub(1);
+            if self.in_flight == 0 {
+                return Err(Error::Protocol(
+                    "engine completed more descriptors than were posted",
+                ));
+            }
+            self.in_flight -= 1;
         }
         Ok(c)
     }
 
-    /// Waits for the next completion; fails with `EngineGone` if the engine dies meanwhile.
+    /// Waits for the next completion. Fails with `EngineGone` if the engine dies meanwhile and
+    /// with `NothingInFlight` if nothing is outstanding.
     pub fn wait(&mut self) -> Result<Completion> {
-        self.wait_until(None)?.ok_or(Error::EngineGone)
+        if let Some(c) = self.stash.pop_front() {
+            return Ok(c);
+        }
+        self.reap_until(None)?.ok_or(Error::EngineGone)
     }
 
-    /// Waits up to `timeout` for the next completion.
+    /// Waits up to `timeout` for the next completion (`Ok(None)` when it runs out).
     pub fn wait_timeout(&mut self, timeout: Duration) -> Result<Option<Completion>> {
-        self.wait_until(Some(Instant::now() + timeout))
+        if let Some(c) = self.stash.pop_front() {
+            return Ok(Some(c));
+        }
+        self.reap_until(Some(Instant::now() + timeout))
     }
 
-    fn wait_until(&mut self, deadline: Option<Instant>) -> Result<Option<Completion>> {
+    /// Polls the completion ring until a completion, the deadline, or the engine's death.
+    fn reap_until(&mut self, deadline: Option<Instant>) -> Result<Option<Completion>> {
+        if self.in_flight == 0 {
+            return Err(Error::NothingInFlight { cookie: None });
+        }
         let mut idle = Idle::new(&self.idle_config);
         let mut n = 0u32;
         loop {
-            if let Some(c) = self.poll()? {
+            if let Some(c) = self.reap()? {
                 return Ok(Some(c));
             }
             n = n.wrapping_add(1);
-            if n % LIVENESS_EVERY == 0 {
-                if ctl::peer_gone(self.sock.as_fd()) {
-                    return Err(Error::EngineGone);
-                }
-                if deadline.is_some_and(|d| Instant::now() >= d) {
-                    return Ok(None);
-                }
+            // Checked every few polls, so a timeout ends within microseconds of its deadline
+            // even once the back-off sleeps between polls.
+            if n.is_multiple_of(DEADLINE_EVERY) && deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(None);
+            }
+            if n.is_multiple_of(LIVENESS_EVERY) && ctl::peer_gone(self.sock.as_fd()) {
+                return Err(Error::EngineGone);
             }
             idle.idle();
         }
     }
 
-    /// Waits for the completion of `cookie`, keeping others for later.
+    /// Waits for the completion of `cookie`, keeping the others (in order) for later.
     pub fn wait_cookie(&mut self, cookie: u64) -> Result<Completion> {
         if let Some(i) = self.stash.iter().position(|c| c.cookie == cookie) {
             // NOTE(unwrap): `i` was just found.
             return Ok(self.stash.remove(i).unwrap());
         }
         loop {
-            let c = self.wait_until(None)?.ok_or(Error::EngineGone)?;
-            if c.cookie == cookie {
-                return Ok(c);
+            match self.reap_until(None) {
+                Ok(Some(c)) if c.cookie == cookie => return Ok(c),
+                Ok(Some(c)) => self.stash.push_back(c),
+                Ok(None) => return Err(Error::EngineGone),
+                Err(Error::NothingInFlight { .. }) => {
+                    return Err(Error::NothingInFlight {
+                        cookie: Some(cookie),
+                    })
+                }
+                Err(e) => return Err(e),
             }
-            self.stash.push_back(c);
         }
     }
 
@@ -429,7 +487,7 @@ impl Host {
     /// too, ignoring errors). A process that dies without either is detected by the engine.
     pub fn detach(mut self) -> Result<()> {
         self.detached = true;
-        ctl::send(self.sock.as_fd(), &CtlMsg::new(CtlKind::DETACH), None)?;
+        ctl::send_now(self.sock.as_fd(), &CtlMsg::new(CtlKind::DETACH))?;
         Ok(())
     }
 }
@@ -437,7 +495,8 @@ impl Host {
 impl Drop for Host {
     fn drop(&mut self) {
         if !self.detached {
-            let _ = ctl::send(self.sock.as_fd(), &CtlMsg::new(CtlKind::DETACH), None);
+            // Never blocks: a stopped engine with a full socket buffer must not hang a drop.
+            let _ = ctl::send_now(self.sock.as_fd(), &CtlMsg::new(CtlKind::DETACH));
         }
     }
 }
@@ -446,11 +505,14 @@ fn call(
     sock: &OwnedFd,
     msg: &CtlMsg,
     buf: Option<&SharedBuf>,
+    timeout: Duration,
+    request: &'static str,
 ) -> Result<(CtlMsg, Option<OwnedFd>)> {
-    ctl::call(sock.as_fd(), msg, buf.map(|b| b.fd())).map_err(|e| match e.kind() {
+    ctl::call(sock.as_fd(), msg, buf.map(|b| b.fd()), timeout).map_err(|e| match e.kind() {
         std::io::ErrorKind::ConnectionAborted
         | std::io::ErrorKind::BrokenPipe
         | std::io::ErrorKind::ConnectionReset => Error::EngineGone,
+        std::io::ErrorKind::TimedOut => Error::Timeout { request, timeout },
         _ => Error::Io(e),
     })
 }

@@ -198,6 +198,7 @@ pub fn copy_and_errors(host: &mut Host, seed: u64, copies: usize) -> Check<CopyR
     if dst.to_vec(0, LEN).map_err(err)? != model {
         return Err("a refused descriptor moved bytes".into());
     }
+    host.deregister(rs).map_err(err)?;
     host.nop().map_err(err)?;
     Ok(report)
 }
@@ -252,7 +253,32 @@ pub fn copy_bandwidth(host: &mut Host, size: usize, total: usize) -> Check<f64> 
     let data = pattern(size as u64, size);
     src.write_at(0, &data).map_err(err)?;
     let rs = host.register(&src, Access::READ).map_err(err)?;
-    let rd = host.register(&dst, Access::READ_WRITE).map_err(err)?;
+    let rd = match host.register(&dst, Access::READ_WRITE) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = host.deregister(rs);
+            return Err(err(e));
+        }
+    };
+    let result = timed_copies(host, &rs, &rd, size, total);
+    // Deregistered on every path, so repeated runs never exhaust the region table.
+    let (a, b) = (host.deregister(rs), host.deregister(rd));
+    let secs = result?;
+    a.and(b).map_err(err)?;
+    if dst.to_vec(0, size).map_err(err)? != data {
+        return Err(format!("{size}-byte copies delivered wrong bytes"));
+    }
+    Ok((total / size).max(1) as f64 * size as f64 / secs)
+}
+
+/// Keeps the ring full of `size`-byte COPYs until `total` bytes moved; returns the seconds.
+fn timed_copies(
+    host: &mut Host,
+    rs: &crate::Region,
+    rd: &crate::Region,
+    size: usize,
+    total: usize,
+) -> Check<f64> {
     let count = (total / size).max(1);
     let t = Instant::now();
     let (mut posted, mut done) = (0, 0);
@@ -276,11 +302,5 @@ pub fn copy_bandwidth(host: &mut Host, size: usize, total: usize) -> Check<f64> 
         }
         done += 1;
     }
-    let secs = t.elapsed().as_secs_f64();
-    if dst.to_vec(0, size).map_err(err)? != data {
-        return Err(format!("{size}-byte copies delivered wrong bytes"));
-    }
-    host.deregister(rs).map_err(err)?;
-    host.deregister(rd).map_err(err)?;
-    Ok((count * size) as f64 / secs)
+    Ok(t.elapsed().as_secs_f64())
 }

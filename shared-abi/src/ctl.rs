@@ -79,10 +79,9 @@ impl CtlStatus {
     pub const MAP_FAILED: CtlStatus = CtlStatus(5);
     /// Deregistration of a key that is not registered.
     pub const UNKNOWN_REGION: CtlStatus = CtlStatus(6);
-    /// The request is valid but exceeds a configured limit (ring size, region size).
+    /// The request is valid but exceeds a configured limit (ring size, region or segment size,
+    /// the host's mapped-memory budget).
     pub const LIMIT: CtlStatus = CtlStatus(7);
-    /// Deregistration of a region that in-flight descriptors still reference.
-    pub const BUSY: CtlStatus = CtlStatus(8);
 
     /// One-line description.
     pub const fn message(self) -> &'static str {
@@ -95,7 +94,6 @@ impl CtlStatus {
             5 => "engine could not map the shared-memory segment",
             6 => "region key is not registered",
             7 => "request exceeds a configured engine limit",
-            8 => "region is referenced by in-flight descriptors",
             _ => "unknown control status",
         }
     }
@@ -125,8 +123,11 @@ pub struct CtlMsg {
     pub d: u64,
     /// Kind-specific; see [`CtlKind`].
     pub e: u64,
+    /// Request sequence number chosen by the host; the engine echoes it in the reply, so a
+    /// reply to an earlier request (one the host stopped waiting for) is never taken for this one.
+    pub seq: u64,
     /// Must be zero.
-    pub _reserved: [u64; 2],
+    pub _reserved: u64,
 }
 
 impl CtlMsg {
@@ -142,15 +143,23 @@ impl CtlMsg {
             c: 0,
             d: 0,
             e: 0,
-            _reserved: [0; 2],
+            seq: 0,
+            _reserved: 0,
         }
     }
 
-    /// An `ERROR` reply to a request of kind `req`.
-    pub const fn error(req: CtlKind, status: CtlStatus) -> Self {
-        let mut m = Self::new(CtlKind::ERROR);
+    /// An `ERROR` reply to `req`.
+    pub const fn error(req: &CtlMsg, status: CtlStatus) -> Self {
+        let mut m = Self::reply(req, CtlKind::ERROR);
         m.status = status;
-        m.a = req.0;
+        m.a = req.kind.0;
+        m
+    }
+
+    /// A reply of `kind` to `req` (echoing its sequence number).
+    pub const fn reply(req: &CtlMsg, kind: CtlKind) -> Self {
+        let mut m = Self::new(kind);
+        m.seq = req.seq;
         m
     }
 }

@@ -194,9 +194,15 @@ tunables! {
     /// Largest single registered region.
     max_region_bytes: u64 = 1 << 36, "RINGCAST_MAX_REGION_BYTES",
         "largest registered region in bytes (default 64 GiB)";
+    /// Shared memory one host may have the engine map.
+    max_host_bytes: u64 = 1 << 38, "RINGCAST_MAX_HOST_BYTES",
+        "shared memory (sum of distinct segment sizes) one host may have the engine map (default 256 GiB); bounds the engine's address space per host";
     /// Largest byte count one descriptor may name.
     max_op_bytes: u64 = 1 << 30, "RINGCAST_MAX_OP_BYTES",
         "largest byte count of one descriptor; above it the descriptor completes with BadLength";
+    /// DMA bytes per host per pass.
+    dma_pass_bytes: u64 = 1 << 20, "RINGCAST_DMA_PASS_BYTES",
+        "DMA bytes moved for one host per polling pass; a larger copy continues in later passes so other hosts and control traffic are never stalled";
     /// Descriptors taken from one host per loop iteration.
     burst: u32 = 32, "RINGCAST_BURST",
         "descriptors consumed from one host per polling iteration (fairness between hosts)";
@@ -218,6 +224,12 @@ tunables! {
     /// How often control sockets are polled.
     ctl_poll_us: u32 = 100, "RINGCAST_CTL_POLL_US",
         "interval between polls of control sockets (attach, register, host death) in microseconds";
+    /// Time a new connection has to send ATTACH.
+    attach_timeout_ms: u32 = 2000, "RINGCAST_ATTACH_TIMEOUT_MS",
+        "a connection that has not sent ATTACH within this many milliseconds is closed (idle connections cannot hold host slots)";
+    /// Host-side limit on a control request.
+    ctl_timeout_ms: u32 = 10000, "RINGCAST_CTL_TIMEOUT_MS",
+        "host library: milliseconds to wait for the engine's reply to attach/register/deregister/stats";
     /// What the engine reports on stderr.
     log_level: u8 = 1, "RINGCAST_LOG_LEVEL",
         "0 silent; 1 engine start/stop, host deaths and refused requests; 2 also every attach, detach and registration";
@@ -258,8 +270,19 @@ impl Config {
                 self.max_regions
             ));
         }
-        if self.max_op_bytes == 0 || self.max_region_bytes == 0 {
-            return bad("max_op_bytes and max_region_bytes must be positive".into());
+        if self.max_op_bytes == 0 || self.max_region_bytes == 0 || self.max_host_bytes == 0 {
+            return bad(
+                "max_op_bytes, max_region_bytes and max_host_bytes must be positive".into(),
+            );
+        }
+        if self.dma_pass_bytes < 4096 {
+            return bad(format!(
+                "dma_pass_bytes {} is below 4096",
+                self.dma_pass_bytes
+            ));
+        }
+        if self.attach_timeout_ms == 0 || self.ctl_timeout_ms == 0 {
+            return bad("attach_timeout_ms and ctl_timeout_ms must be positive".into());
         }
         if self.burst == 0 {
             return bad("burst must be positive".into());
@@ -291,6 +314,19 @@ mod tests {
             assert!(r.env.starts_with("RINGCAST_"), "{}", r.env);
             assert_eq!(r.default, r.current);
             assert!(!r.meaning.is_empty());
+        }
+    }
+
+    #[test]
+    fn docs_list_every_tunable() {
+        let doc = include_str!("../../../docs/tunables.md");
+        for r in Config::default().describe() {
+            let row = format!("| `{}` | `{}` | `{}` |", r.name, r.env, r.default);
+            assert!(
+                doc.contains(&row),
+                "docs/tunables.md lacks or misstates {}",
+                r.name
+            );
         }
     }
 

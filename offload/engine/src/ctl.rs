@@ -10,7 +10,7 @@
 //! Everything here is safe code over `rustix`, which hands received descriptors over as
 //! `OwnedFd`s.
 use ringcast_abi::ctl::{CtlMsg, CTL_MAGIC};
-use rustix::event::{poll, PollFd, PollFlags};
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::io::Errno;
 use rustix::net::{
     self, AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
@@ -18,7 +18,7 @@ use rustix::net::{
 };
 use std::io;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{BorrowedFd, OwnedFd};
 use zerocopy::{FromBytes, IntoBytes};
 
 /// Size of every control message.
@@ -84,8 +84,23 @@ pub fn peer_pid(sock: BorrowedFd<'_>) -> Option<u32> {
         .map(|c| c.pid.as_raw_nonzero().get() as u32)
 }
 
-/// Sends `msg`, with `fd` attached if given.
+/// Sends `msg`, with `fd` attached if given (blocking on a blocking socket).
 pub fn send(sock: BorrowedFd<'_>, msg: &CtlMsg, fd: Option<BorrowedFd<'_>>) -> io::Result<()> {
+    send_with(sock, msg, fd, SendFlags::empty())
+}
+
+/// Sends `msg` without ever blocking (`WouldBlock` if the peer's queue is full): for paths that
+/// must not hang on a stopped peer, such as a host's `Drop`.
+pub fn send_now(sock: BorrowedFd<'_>, msg: &CtlMsg) -> io::Result<()> {
+    send_with(sock, msg, None, SendFlags::DONTWAIT)
+}
+
+fn send_with(
+    sock: BorrowedFd<'_>,
+    msg: &CtlMsg,
+    fd: Option<BorrowedFd<'_>>,
+    flags: SendFlags,
+) -> io::Result<()> {
     let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(1))];
     let mut cmsg = SendAncillaryBuffer::new(&mut space);
     let fds;
@@ -94,7 +109,12 @@ pub fn send(sock: BorrowedFd<'_>, msg: &CtlMsg, fd: Option<BorrowedFd<'_>>) -> i
         cmsg.push(SendAncillaryMessage::ScmRights(&fds));
     }
     let iov = [io::IoSlice::new(msg.as_bytes())];
-    let n = net::sendmsg(sock, &iov, &mut cmsg, SendFlags::NOSIGNAL)?;
+    let n = loop {
+        match net::sendmsg(sock, &iov, &mut cmsg, SendFlags::NOSIGNAL | flags) {
+            Err(Errno::INTR) => continue,
+            other => break other?,
+        }
+    };
     if n != MSG_LEN {
         return Err(io::Error::new(
             io::ErrorKind::WriteZero,
@@ -106,17 +126,22 @@ pub fn send(sock: BorrowedFd<'_>, msg: &CtlMsg, fd: Option<BorrowedFd<'_>>) -> i
 
 /// Receives one message (non-blocking or blocking, as the socket is).
 pub fn recv(sock: BorrowedFd<'_>) -> io::Result<Received> {
+    recv_with(sock, RecvFlags::empty())
+}
+
+fn recv_with(sock: BorrowedFd<'_>, flags: RecvFlags) -> io::Result<Received> {
     // One byte more than a message, so an oversized message shows up as truncation.
     let mut buf = [0u8; MSG_LEN + 1];
     let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(2))];
     let mut cmsg = RecvAncillaryBuffer::new(&mut space);
     let r = {
         let mut iov = [io::IoSliceMut::new(&mut buf)];
-        net::recvmsg(sock, &mut iov, &mut cmsg, RecvFlags::CMSG_CLOEXEC)
+        net::recvmsg(sock, &mut iov, &mut cmsg, RecvFlags::CMSG_CLOEXEC | flags)
     };
     let r = match r {
         Ok(r) => r,
-        Err(Errno::AGAIN) => return Ok(Received::Empty),
+        // A signal interrupted a blocking receive: nothing was consumed; the caller retries.
+        Err(Errno::AGAIN) | Err(Errno::INTR) => return Ok(Received::Empty),
         Err(Errno::CONNRESET) => return Ok(Received::Closed),
         Err(e) => return Err(e.into()),
     };
@@ -141,25 +166,57 @@ pub fn recv(sock: BorrowedFd<'_>) -> io::Result<Received> {
     Ok(Received::Msg(msg, fds.pop()))
 }
 
-/// Blocking request/reply on a blocking socket: sends `msg` and waits for the answer.
+/// Request/reply: sends `msg` and waits up to `timeout` for the reply carrying the same `seq`.
+/// Replies to earlier requests (whose caller gave up) are discarded; signals are retried.
 pub fn call(
     sock: BorrowedFd<'_>,
     msg: &CtlMsg,
     fd: Option<BorrowedFd<'_>>,
+    timeout: std::time::Duration,
 ) -> io::Result<(CtlMsg, Option<OwnedFd>)> {
     send(sock, msg, fd)?;
-    match recv(sock)? {
-        Received::Msg(m, fd) => Ok((m, fd)),
-        Received::Closed => Err(io::Error::new(
-            io::ErrorKind::ConnectionAborted,
-            "engine closed the control socket",
-        )),
-        Received::Empty => Err(io::Error::new(io::ErrorKind::WouldBlock, "no reply")),
-        Received::Malformed => Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "malformed control reply",
-        )),
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "no reply from the engine",
+            ));
+        }
+        let ts = Timespec {
+            tv_sec: left.as_secs() as i64,
+            tv_nsec: left.subsec_nanos() as i64,
+        };
+        let mut fds = [PollFd::new(&sock, PollFlags::IN)];
+        match poll(&mut fds, Some(&ts)) {
+            Ok(0) | Err(Errno::INTR) => continue,
+            Ok(_) => {}
+            Err(e) => return Err(e.into()),
+        }
+        match recv_nonblocking(sock)? {
+            Received::Msg(m, _) if m.seq != msg.seq => continue,
+            Received::Msg(m, fd) => return Ok((m, fd)),
+            Received::Empty => continue,
+            Received::Closed => {
+                return Err(io::Error::new(
+                    io::ErrorKind::ConnectionAborted,
+                    "engine closed the control socket",
+                ))
+            }
+            Received::Malformed => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "malformed control reply",
+                ))
+            }
+        }
     }
+}
+
+/// `recv` that never blocks, whatever the socket's mode.
+fn recv_nonblocking(sock: BorrowedFd<'_>) -> io::Result<Received> {
+    recv_with(sock, RecvFlags::DONTWAIT)
 }
 
 /// True when the peer of `sock` has hung up (checked without blocking).
@@ -178,34 +235,4 @@ pub fn peer_gone(sock: BorrowedFd<'_>) -> bool {
             .intersects(PollFlags::HUP | PollFlags::ERR | PollFlags::RDHUP),
         Err(_) => false,
     }
-}
-
-/// Which of `socks` have something to read or hung up: one `poll(2)` for all of them.
-pub fn ready<'a>(socks: &[BorrowedFd<'a>], out: &mut Vec<usize>) -> io::Result<()> {
-    out.clear();
-    let mut fds: Vec<PollFd<'_>> = socks
-        .iter()
-        .map(|s| PollFd::new(s, PollFlags::IN))
-        .collect();
-    let n = poll(
-        &mut fds,
-        Some(&rustix::event::Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        }),
-    )?;
-    if n > 0 {
-        out.extend(
-            fds.iter()
-                .enumerate()
-                .filter(|(_, f)| !f.revents().is_empty())
-                .map(|(i, _)| i),
-        );
-    }
-    Ok(())
-}
-
-/// Borrow helper for APIs that take `BorrowedFd`.
-pub fn b(fd: &OwnedFd) -> BorrowedFd<'_> {
-    fd.as_fd()
 }

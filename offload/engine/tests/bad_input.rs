@@ -16,7 +16,9 @@ fn engine(config: Config) -> ringcast_offload::runner::ThreadEngine {
 }
 
 fn raw_call(sock: &OwnedFd, msg: &CtlMsg, fd: Option<std::os::fd::BorrowedFd<'_>>) -> CtlMsg {
-    ctl::call(sock.as_fd(), msg, fd).unwrap().0
+    ctl::call(sock.as_fd(), msg, fd, Duration::from_secs(10))
+        .unwrap()
+        .0
 }
 
 #[test]
@@ -264,4 +266,181 @@ fn a_host_that_corrupts_its_ring_is_detached_alone() {
     // … and serves the other one as before.
     assert_eq!(good.stats().unwrap().hosts_lost, 1);
     good.nop().unwrap();
+}
+
+#[test]
+fn attach_with_a_bad_ring_size_is_refused() {
+    let e = engine(Config {
+        max_ring_entries: 1024,
+        ..Config::default()
+    });
+    for (entries, why) in [
+        (100, "not a power of two"),
+        (4096, "above max_ring_entries"),
+    ] {
+        let sock = ctl::connect(e.name()).unwrap();
+        let mut req = CtlMsg::new(CtlKind::ATTACH);
+        req.b = entries;
+        let reply = raw_call(&sock, &req, None);
+        assert_eq!(
+            (reply.kind, reply.status),
+            (CtlKind::ERROR, CtlStatus::LIMIT),
+            "{why}"
+        );
+        assert_eq!(reply.b, 1024, "the refusal names the limit");
+    }
+    let opts = AttachOptions {
+        ring_entries: 64,
+        ..Default::default()
+    };
+    assert_eq!(
+        Host::attach_with(e.name(), opts).unwrap().ring_entries(),
+        64
+    );
+}
+
+#[test]
+fn idle_connections_cannot_lock_hosts_out() {
+    let e = engine(Config {
+        max_hosts: 2,
+        attach_timeout_ms: 300,
+        ..Config::default()
+    });
+    // Fill every pending slot with connections that never say ATTACH.
+    let idle: Vec<OwnedFd> = (0..2).map(|_| ctl::connect(e.name()).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(20));
+    let t = Instant::now();
+    let mut host = Host::attach(e.name()).expect("a real host gets in past idle connections");
+    host.nop().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(5));
+    // The idle ones are closed by the engine once their time is up.
+    for sock in &idle {
+        rustix::io::ioctl_fionbio(sock, true).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match ctl::recv(sock.as_fd()).unwrap() {
+                Received::Closed => break,
+                Received::Empty => {
+                    assert!(Instant::now() < deadline, "idle connection never closed")
+                }
+                other => panic!("{other:?}"),
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+#[test]
+fn mapped_memory_is_budgeted_per_host_and_shared_per_buffer() {
+    let e = engine(Config {
+        max_host_bytes: 1 << 20,
+        ..Config::default()
+    });
+    let mut host = Host::attach(e.name()).unwrap();
+    let too_big = SharedBuf::new(2 << 20).unwrap();
+    // Registering 4 KiB of a 2 MiB segment still maps 2 MiB: over budget.
+    match host.register_range(&too_big, 0, 4096, Access::READ) {
+        Err(Error::Refused { status, .. }) => assert_eq!(status, CtlStatus::LIMIT),
+        other => panic!("{other:?}"),
+    }
+    let a = SharedBuf::new(768 << 10).unwrap();
+    let b = SharedBuf::new(768 << 10).unwrap();
+    let ra = host.register(&a, Access::READ_WRITE).unwrap();
+    // The same buffer again shares its mapping and costs nothing more…
+    let ra2 = host.register(&a, Access::READ_WRITE).unwrap();
+    // … a second buffer would pass the budget.
+    match host.register(&b, Access::READ) {
+        Err(Error::Refused { status, .. }) => assert_eq!(status, CtlStatus::LIMIT),
+        other => panic!("{other:?}"),
+    }
+    // Two registrations of one buffer are the same bytes: an overlapping COPY between them is
+    // refused, a disjoint one works.
+    match host.copy(ra2.at(4096), ra.at(0), 64 << 10) {
+        Err(e) => assert_eq!(e.status(), Some(ringcast_abi::StatusKind::Overlap)),
+        Ok(c) => panic!("overlapping copy through two registrations completed: {c:?}"),
+    }
+    a.write_at(0, &[7u8; 4096]).unwrap();
+    host.copy(ra2.at(500 << 10), ra.at(0), 4096).unwrap();
+    assert_eq!(a.to_vec(500 << 10, 4096).unwrap(), vec![7u8; 4096]);
+    // Releasing both registrations returns the budget.
+    host.deregister(ra).unwrap();
+    host.deregister(ra2).unwrap();
+    host.register(&b, Access::READ).unwrap();
+}
+
+#[test]
+fn a_huge_copy_does_not_stall_other_hosts() {
+    const BIG: usize = 256 << 20;
+    let e = engine(Config {
+        dma_pass_bytes: 1 << 20,
+        ..Config::default()
+    });
+    let mut a = Host::attach(e.name()).unwrap();
+    let mut b = Host::attach(e.name()).unwrap();
+    let src = SharedBuf::new(BIG).unwrap();
+    let dst = SharedBuf::new(BIG).unwrap();
+    src.write_at(BIG as u64 - 4, b"tail").unwrap();
+    let rs = a.register(&src, Access::READ).unwrap();
+    let rd = a.register(&dst, Access::READ_WRITE).unwrap();
+    a.try_post(&SubmissionDescriptor::copy(
+        1,
+        rd.at(0),
+        rs.at(0),
+        BIG as u64,
+    ))
+    .unwrap();
+    // B's round trips complete while A's 256-pass copy is still moving.
+    let mut served_meanwhile = 0;
+    let copy = loop {
+        b.nop().unwrap();
+        match a.poll().unwrap() {
+            Some(c) => break c,
+            None => served_meanwhile += 1,
+        }
+    };
+    assert!(copy.status.is_ok());
+    assert!(
+        served_meanwhile >= 1,
+        "host B waited for host A's whole copy"
+    );
+    assert_eq!(dst.to_vec(BIG as u64 - 4, 4).unwrap(), b"tail");
+}
+
+#[test]
+fn engine_shutdown_answers_queued_descriptors() {
+    let e = engine(Config {
+        dma_pass_bytes: 4096,
+        ..Config::default()
+    });
+    let mut host = Host::attach(e.name()).unwrap();
+    let src = SharedBuf::new(64 << 20).unwrap();
+    let dst = SharedBuf::new(64 << 20).unwrap();
+    let rs = host.register(&src, Access::READ).unwrap();
+    let rd = host.register(&dst, Access::READ_WRITE).unwrap();
+    src.write_at(0, b"head").unwrap();
+    host.try_post(&SubmissionDescriptor::copy(1, rd.at(0), rs.at(0), 64 << 20))
+        .unwrap();
+    for c in 2..12 {
+        host.try_post(&SubmissionDescriptor::nop(c)).unwrap();
+    }
+    e.stop();
+    let mut got = Vec::new();
+    while let Ok(c) = host.wait() {
+        got.push(c);
+    }
+    assert_eq!(
+        got.len(),
+        11,
+        "every posted descriptor was answered: {got:?}"
+    );
+    let shutdown = ringcast_abi::Status::from(ringcast_abi::StatusKind::EngineShutdown);
+    assert!(got[0].status.is_ok() || got[0].status == shutdown);
+    if got[0].status.is_ok() {
+        assert_eq!(
+            dst.to_vec(0, 4).unwrap(),
+            b"head",
+            "a COPY the engine took is finished"
+        );
+    }
+    assert!(got[1..].iter().all(|c| c.status == shutdown), "{got:?}");
 }

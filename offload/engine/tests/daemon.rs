@@ -85,6 +85,9 @@ fn host_dying_with_descriptors_in_flight_leaves_others_served() {
     let name = unique_name("die");
     let daemon = Daemon::start(&name);
     let mut survivor = Host::attach(&name).unwrap();
+    survivor.nop().unwrap();
+    let engine_pid = survivor.engine_pid();
+    let before = fds_and_maps(engine_pid);
     let mut kid = spawn_child(CHILD_TEST, "die-in-flight", &name);
     let status = wait_with_timeout(&mut kid, Duration::from_secs(60)).expect("child hung");
     assert!(!status.success(), "the child aborts");
@@ -107,6 +110,12 @@ fn host_dying_with_descriptors_in_flight_leaves_others_served() {
     assert_eq!(
         stats.hosts_attached, 1,
         "only the survivor is still attached"
+    );
+    // Everything the dead host held — its socket, ring segment and two 32 MiB regions — is gone.
+    assert_eq!(
+        fds_and_maps(engine_pid),
+        before,
+        "engine fds/mappings back to their counts"
     );
     copy_workload(&mut survivor, 99, 40);
     drop(survivor);

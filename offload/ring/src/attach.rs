@@ -135,7 +135,9 @@ pub fn create(host_id: u32, entries: u32) -> Result<EngineRings, AttachError> {
 
 /// Maps an attach segment received from an engine and takes the host's ends of its rings.
 pub fn open(fd: OwnedFd) -> Result<HostRings, AttachError> {
-    let seg = ShmSegment::from_fd(fd)?;
+    // Sealed or refused: an engine that could shrink the file would turn our ring accesses into
+    // SIGBUS.
+    let seg = ShmSegment::from_sealed_fd(fd)?;
     let mut raw = [0u8; HEADER_LEN as usize];
     seg.read_at(0, &mut raw)
         .map_err(|_| AttachError::Header("segment shorter than its header"))?;

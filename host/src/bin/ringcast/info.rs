@@ -50,3 +50,31 @@ pub fn run(config: &Config, engine: Option<&str>) -> ExitCode {
     }
     ExitCode::SUCCESS
 }
+
+/// The tunables page of the docs, generated from the same declarations the engine runs on.
+pub fn markdown() -> ExitCode {
+    println!("# Tunables\n");
+    println!("Every engine limit and knob is a field of `ringcast_offload::Config`");
+    println!(
+        "(`offload/engine/src/config.rs`), declared once with its default, meaning and environment"
+    );
+    println!("variable. `ringcast info` prints this table with the values in force, marking those set by");
+    println!(
+        "the environment; the engine daemon, the polling thread and the host library read the same"
+    );
+    println!("`RINGCAST_*` variables. Values are checked at start (`Config::validate`): a bad value is an");
+    println!(
+        "error naming the variable, never a silent default. Capacities are fixed when an engine"
+    );
+    println!("starts: its tables and buffers are sized from these values once and never grow.\n");
+    println!("Regenerate with `ringcast info --markdown > docs/tunables.md` (a test checks it is current).\n");
+    println!("| tunable | variable | default | meaning |");
+    println!("|---|---|---|---|");
+    for r in Config::default().describe() {
+        println!(
+            "| `{}` | `{}` | `{}` | {} |",
+            r.name, r.env, r.default, r.meaning
+        );
+    }
+    ExitCode::SUCCESS
+}

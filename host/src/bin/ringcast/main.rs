@@ -31,6 +31,9 @@ enum Cmd {
         /// Also attach to this running engine and show its counters.
         #[arg(long)]
         engine: Option<String>,
+        /// Print docs/tunables.md (the defaults table in Markdown) instead.
+        #[arg(long)]
+        markdown: bool,
     },
     /// Run the offload engine daemon in the foreground (DPU-emulation mode).
     Engine {
@@ -55,7 +58,8 @@ fn main() -> ExitCode {
         }
     };
     match cli.cmd {
-        Cmd::Info { engine } => info::run(&config, engine.as_deref()),
+        Cmd::Info { markdown: true, .. } => info::markdown(),
+        Cmd::Info { engine, .. } => info::run(&config, engine.as_deref()),
         Cmd::Engine { name } => {
             if let Some(n) = name {
                 config.engine_name = n;

@@ -155,7 +155,12 @@ impl Core {
             self.counters.hosts_lost += 1;
         }
         self.counters.dropped_in_flight += in_flight;
-        state.regions.drain().map(|r| r.segment).collect()
+        state
+            .regions
+            .drain()
+            .into_iter()
+            .map(|r| r.segment)
+            .collect()
     }
 
     /// Registers `len` bytes at `seg_offset` of a segment of `seg_len` bytes the runner mapped.
@@ -232,6 +237,14 @@ impl Core {
             cqe,
             started: now,
         });
+    }
+
+    /// The runner could not carry out a DMA the core planned (its memory was deregistered while
+    /// the operation was in flight): the completion goes out as an error; fix the counters.
+    pub fn dma_failed(&mut self, bytes: u64) {
+        self.counters.completed_ok = self.counters.completed_ok.saturating_sub(1);
+        self.counters.completed_err += 1;
+        self.counters.dma_bytes = self.counters.dma_bytes.saturating_sub(bytes);
     }
 
     /// Next action to carry out, in order.

@@ -1,9 +1,11 @@
 //! One host's registration table: fixed capacity, generation-checked keys, bounds-checked
 //! resolution of (key, offset, len).
 //!
-//! A key is `generation << 16 | (slot + 1)`: slot 0..=65534 in the low half (so key 0 never
-//! exists), a per-slot generation in the high half that changes at every deregistration, so a
-//! stale key cannot reach a region registered later in the same slot.
+//! A key is `generation << slot_bits | (slot + 1)`: the slot (plus one, so key 0 never exists)
+//! in the few low bits a table of this capacity needs, a per-slot generation in all the others
+//! (23 bits for the default 256 slots). The generation changes at every deregistration, so a
+//! stale key cannot reach a region registered later in the same slot; a slot whose generations
+//! are used up is retired rather than wrapped, so no key is ever issued twice.
 use ringcast_abi::{Access, RegionKey, StatusKind};
 
 /// Runner-assigned handle of the mapped memory behind a region.
@@ -34,7 +36,7 @@ pub struct Resolved {
 
 #[derive(Clone, Copy, Debug)]
 struct Slot {
-    generation: u16,
+    generation: u32,
     region: Option<Region>,
 }
 
@@ -51,13 +53,23 @@ pub enum RegError {
 #[derive(Debug)]
 pub struct RegionTable {
     slots: Vec<Slot>,
-    free: Vec<u16>,
+    free: Vec<u32>,
+    slot_bits: u32,
+    max_generation: u32,
 }
 
 impl RegionTable {
-    /// A table of `capacity` slots (capacity <= 65535, checked by `Config::validate`).
+    /// A table of `capacity` slots (1..=65535, checked by `Config::validate`).
     pub fn new(capacity: u32) -> Self {
-        let capacity = capacity.min(u16::MAX as u32) as u16;
+        let capacity = capacity.clamp(1, u16::MAX as u32);
+        let slot_bits = 32 - capacity.leading_zeros();
+        Self::with_generations(capacity, (1u32 << (32 - slot_bits)) - 1)
+    }
+
+    /// A table whose slots retire after `max_generation` registrations each (tests use a small
+    /// limit to reach retirement).
+    pub(crate) fn with_generations(capacity: u32, max_generation: u32) -> Self {
+        let capacity = capacity.clamp(1, u16::MAX as u32);
         RegionTable {
             slots: vec![
                 Slot {
@@ -68,6 +80,8 @@ impl RegionTable {
             ],
             // Pop from the end: lowest slots first.
             free: (0..capacity).rev().collect(),
+            slot_bits: 32 - capacity.leading_zeros(),
+            max_generation,
         }
     }
 
@@ -76,35 +90,42 @@ impl RegionTable {
         let slot = self.free.pop().ok_or(RegError::Full)?;
         let s = &mut self.slots[slot as usize];
         s.region = Some(region);
-        Ok(RegionKey((s.generation as u32) << 16 | (slot as u32 + 1)))
+        Ok(RegionKey(s.generation << self.slot_bits | (slot + 1)))
     }
 
     /// Removes the region `key` names.
     pub fn remove(&mut self, key: RegionKey) -> Result<Region, RegError> {
         let slot = self.slot_of(key).ok_or(RegError::Unknown)?;
-        let s = &mut self.slots[slot];
-        let region = s.region.take().ok_or(RegError::Unknown)?;
-        // Generation 0 is skipped so that a key is never `generation 0, slot 0` = 0... and so a
-        // wrapped generation still differs from the one just retired.
-        s.generation = s.generation.wrapping_add(1).max(1);
-        self.free.push(slot as u16);
+        let region = self.slots[slot].region.take().ok_or(RegError::Unknown)?;
+        self.retire_generation(slot);
         Ok(region)
     }
 
-    /// Live regions, for tear-down.
-    pub fn drain(&mut self) -> impl Iterator<Item = Region> + '_ {
-        let free = &mut self.free;
-        self.slots.iter_mut().enumerate().filter_map(move |(i, s)| {
-            let r = s.region.take()?;
-            s.generation = s.generation.wrapping_add(1).max(1);
-            free.push(i as u16);
-            Some(r)
-        })
+    /// Moves `slot` to its next generation and frees it, or retires it for good when its
+    /// generations are used up.
+    fn retire_generation(&mut self, slot: usize) {
+        let s = &mut self.slots[slot];
+        if s.generation < self.max_generation {
+            s.generation += 1;
+            self.free.push(slot as u32);
+        }
+    }
+
+    /// Removes every live region (host tear-down), returning them.
+    pub fn drain(&mut self) -> Vec<Region> {
+        let mut out = Vec::with_capacity(self.len());
+        for slot in 0..self.slots.len() {
+            if let Some(r) = self.slots[slot].region.take() {
+                self.retire_generation(slot);
+                out.push(r);
+            }
+        }
+        out
     }
 
     /// Number of live regions.
     pub fn len(&self) -> usize {
-        self.slots.len() - self.free.len()
+        self.slots.iter().filter(|s| s.region.is_some()).count()
     }
 
     /// True when no region is registered.
@@ -136,8 +157,8 @@ impl RegionTable {
     }
 
     fn slot_of(&self, key: RegionKey) -> Option<usize> {
-        let slot = (key.0 & 0xffff).checked_sub(1)? as usize;
-        let generation = (key.0 >> 16) as u16;
+        let slot = (key.0 & ((1 << self.slot_bits) - 1)).checked_sub(1)? as usize;
+        let generation = key.0 >> self.slot_bits;
         let s = self.slots.get(slot)?;
         (s.generation == generation && s.region.is_some()).then_some(slot)
     }
@@ -215,11 +236,33 @@ mod tests {
             Err(StatusKind::UnknownRegion)
         );
         assert!(t.resolve(k2, 0, 1, Access::READ).is_ok());
-        assert_eq!(t.drain().count(), 1);
+        assert_eq!(t.drain().len(), 1);
         assert!(t.is_empty());
         assert_eq!(
             t.resolve(k2, 0, 1, Access::READ),
             Err(StatusKind::UnknownRegion)
         );
+    }
+
+    #[test]
+    fn keys_are_never_reissued_and_exhausted_slots_retire() {
+        let mut t = RegionTable::with_generations(2, 3);
+        let mut seen = std::collections::HashSet::new();
+        // Two slots × three generations = six keys, all distinct, then the table is spent.
+        for _ in 0..6 {
+            let k = t.insert(region(8)).unwrap();
+            assert!(seen.insert(k), "key {k:?} issued twice");
+            t.remove(k).unwrap();
+        }
+        assert_eq!(t.insert(region(8)), Err(RegError::Full));
+        for k in &seen {
+            assert_eq!(
+                t.resolve(*k, 0, 1, Access::READ),
+                Err(StatusKind::UnknownRegion)
+            );
+        }
+        // Default split: 256 slots leave 23 bits of generation.
+        let big = RegionTable::new(256);
+        assert_eq!((big.slot_bits, big.max_generation), (9, (1 << 23) - 1));
     }
 }

@@ -1,30 +1,95 @@
 //! The polling loop: drives the sans-IO [`Core`] against real rings and real shared memory.
 //!
-//! One pass ([`EngineLoop::poll_once`]):
-//! 1. for every attached host, take up to `burst` descriptors from its submission ring — never
-//!    more than its completion ring has room for, so no completion is ever dropped (engine-side
-//!    back-pressure) — feed each to the core and carry out the actions in order (DMA, then the
-//!    completion);
-//! 2. every `ctl_poll_us`, one `poll(2)` over the listener and all control sockets: attach new
-//!    hosts, (de)register memory, answer stats, and detach hosts that hung up or broke the ring
-//!    protocol — freeing their slot and memory while every other host keeps being served.
+//! One pass ([`EngineLoop::poll_once`]), for every attached host in turn:
+//! 1. advance the host's queued operations in order, moving at most `dma_pass_bytes` of DMA (a
+//!    1 GiB COPY takes many passes, so other hosts and control traffic are never stalled);
+//! 2. when nothing of the host's is queued, take up to `burst` descriptors — never more than its
+//!    completion ring has room for, so a completion is never dropped (engine-side back-pressure)
+//!    — feed each to the core and start the actions it returns (DMA, then the completion);
+//! 3. publish the finished completions with one ring store, stamped with one clock read.
 //!
-//! The data path makes no system call and no allocation: rings and DMA are plain memory access.
+//! Completions of one host are published in submission order. Every `ctl_poll_us` the loop
+//! also accepts connections, expires those that do not ATTACH within `attach_timeout_ms`, and
+//! serves control requests from one `epoll_wait` over all control sockets: attach, (de)register,
+//! stats, and detach of hosts that hung up or broke the ring protocol — freeing their slot,
+//! queue and memory while every other host keeps being served.
+//!
+//! The data path makes no system call and no allocation: every buffer is sized at start
+//! (`burst`, `out`) or at attach (each host's queue holds at most one ring of operations).
 use super::clock::Clock;
-use super::memory::SegmentTable;
+use super::memory::{HostMappings, SegmentTable};
 use crate::config::Config;
+use crate::core::regions::Resolved;
 use crate::core::{Action, Core, Departure, HostId, Nanos};
 use crate::ctl::{self, Received};
 use ringcast_abi::ctl::{CtlKind, CtlMsg, CtlStatus};
-use ringcast_abi::{Access, RegionKey, Status, StatusKind, SubmissionDescriptor, ABI_VERSION};
+use ringcast_abi::{
+    Access, Completion, RegionKey, Status, StatusKind, SubmissionDescriptor, ABI_VERSION,
+};
 use ringcast_ring::attach::{self, EngineRings};
-use ringcast_ring::ShmSegment;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use rustix::event::{epoll, Timespec};
+use std::collections::VecDeque;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, OwnedFd};
+
+/// epoll tokens of connections that have not attached yet carry this bit; hosts use their id.
+const PENDING_TAG: u64 = 1 << 32;
+/// Control messages served per host per control poll (a host cannot monopolise the loop).
+const CTL_PER_HOST: usize = 16;
+/// Control-socket events taken per `epoll_wait`.
+const EPOLL_BATCH: usize = 64;
+
+/// A DMA in progress.
+#[derive(Clone, Copy, Debug)]
+struct Dma {
+    src: Resolved,
+    dst: Resolved,
+    len: u64,
+    done: u64,
+    failed: bool,
+}
+
+impl Dma {
+    /// Moves up to `budget` more bytes; true when the DMA is over (finished or failed).
+    fn advance(&mut self, segments: &SegmentTable, budget: &mut u64) -> bool {
+        let chunk = (self.len - self.done).min(*budget);
+        if chunk > 0 && !self.failed {
+            let at = |r: Resolved| Resolved {
+                segment: r.segment,
+                offset: r.offset + self.done,
+            };
+            if segments.dma(at(self.src), at(self.dst), chunk) {
+                self.done += chunk;
+            } else {
+                // The core checked the range against the registration; failing here means the
+                // memory went away under the operation (deregistered mid-flight).
+                self.failed = true;
+            }
+            *budget -= chunk;
+        }
+        self.failed || self.done == self.len
+    }
+}
+
+/// An operation taken from a host's ring whose completion is not published yet.
+#[derive(Debug)]
+struct Op {
+    dma: Option<Dma>,
+    cqe: Completion,
+    started: Nanos,
+}
 
 struct HostConn {
     pid: u32,
     sock: OwnedFd,
     rings: EngineRings,
+    queue: VecDeque<Op>,
+    maps: HostMappings,
+}
+
+struct Pending {
+    sock: OwnedFd,
+    since: Nanos,
 }
 
 /// The engine's polling loop state.
@@ -33,15 +98,16 @@ pub struct EngineLoop {
     clock: Clock,
     name: String,
     listener: OwnedFd,
+    epoll: OwnedFd,
     hosts: Vec<Option<HostConn>>,
-    pending: Vec<OwnedFd>,
+    pending: Vec<Option<Pending>>,
     segments: SegmentTable,
     burst: Vec<SubmissionDescriptor>,
+    out: Vec<Completion>,
     ctl_interval: Nanos,
+    attach_timeout: Nanos,
     last_ctl: Nanos,
-    dma_failed: bool,
     log_level: u8,
-    ready: Vec<usize>,
 }
 
 impl EngineLoop {
@@ -64,18 +130,19 @@ impl EngineLoop {
         let max_hosts = config.max_hosts as usize;
         Ok(EngineLoop {
             listener,
+            epoll: epoll::create(epoll::CreateFlags::CLOEXEC)?,
             name: config.engine_name.clone(),
             burst: vec![SubmissionDescriptor::default(); config.burst as usize],
+            out: Vec::with_capacity(config.max_ring_entries as usize),
             ctl_interval: config.ctl_poll_us as Nanos * 1000,
+            attach_timeout: config.attach_timeout_ms as Nanos * 1_000_000,
             log_level: config.log_level.saturating_sub(log_offset),
             segments: SegmentTable::with_capacity(max_hosts * 8),
             hosts: (0..max_hosts).map(|_| None).collect(),
-            pending: Vec::with_capacity(max_hosts),
-            ready: Vec::with_capacity(max_hosts * 2 + 1),
+            pending: (0..max_hosts).map(|_| None).collect(),
             core: Core::new(config),
             clock: Clock::new(),
             last_ctl: 0,
-            dma_failed: false,
         })
     }
 
@@ -89,6 +156,11 @@ impl EngineLoop {
         &self.name
     }
 
+    /// Shared-memory segments mapped right now (registered regions share them).
+    pub fn mapped_segments(&self) -> usize {
+        self.segments.mapped()
+    }
+
     fn log(&self, level: u8, msg: std::fmt::Arguments<'_>) {
         if self.log_level >= level {
             eprintln!("ringcast-engine[{}]: {msg}", self.name);
@@ -99,136 +171,225 @@ impl EngineLoop {
     pub fn poll_once(&mut self) -> bool {
         let now = self.clock.now();
         let mut work = false;
-        let mut lost: Option<HostId> = None;
         for i in 0..self.hosts.len() {
-            let Some(conn) = self.hosts[i].as_mut() else {
-                continue;
-            };
-            let room = conn.rings.cq.free_slots().min(self.burst.len());
-            if room == 0 {
-                continue;
-            }
-            let n = match conn.rings.sq.pop_batch(&mut self.burst[..room]) {
-                Ok(n) => n,
-                Err(_) => {
-                    lost = Some(HostId(i as u32));
-                    continue;
+            match self.serve_data(i, now) {
+                Ok(w) => work |= w,
+                Err(()) => {
+                    self.log(
+                        1,
+                        format_args!("host {i} broke the ring protocol; detaching it"),
+                    );
+                    self.detach(HostId(i as u32), Departure::Lost);
                 }
-            };
-            work |= n > 0;
-            for d in 0..n {
-                let desc = self.burst[d];
-                self.core.submit(HostId(i as u32), &desc, now);
-                self.run_actions();
             }
-        }
-        if let Some(h) = lost {
-            self.log(
-                1,
-                format_args!("host {} broke the ring protocol; detaching it", h.0),
-            );
-            self.detach(h, Departure::Lost);
         }
         if now.saturating_sub(self.last_ctl) >= self.ctl_interval {
             self.last_ctl = now;
-            work |= self.poll_control();
+            work |= self.poll_control(now);
         }
         work
     }
 
-    fn run_actions(&mut self) {
-        while let Some(action) = self.core.poll_action() {
-            match action {
-                Action::Dma { src, dst, len, .. } => {
-                    // The core checked the ranges against the registration; a failure here
-                    // means the mapping and the registration disagree — report, never copy.
-                    self.dma_failed = !self.segments.dma(src, dst, len);
+    /// Steps 1–3 of a pass for host `i`; `Err` when its submission ring is corrupt.
+    fn serve_data(&mut self, i: usize, now: Nanos) -> Result<bool, ()> {
+        let EngineLoop {
+            hosts,
+            core,
+            segments,
+            burst,
+            out,
+            clock,
+            ..
+        } = self;
+        let Some(conn) = hosts[i].as_mut() else {
+            return Ok(false);
+        };
+        let mut budget = core.config().dma_pass_bytes;
+        let mut work = false;
+        out.clear();
+
+        // 1. Queued operations, in order; stop at the first whose DMA is not over.
+        while let Some(op) = conn.queue.front_mut() {
+            if let Some(dma) = op.dma.as_mut() {
+                work = true;
+                if !dma.advance(segments, &mut budget) {
+                    break;
                 }
-                Action::Complete {
-                    host,
-                    mut cqe,
-                    started,
-                } => {
-                    if std::mem::take(&mut self.dma_failed) {
-                        cqe.status = Status::from(StatusKind::OutOfBounds);
-                        cqe.bytes = 0;
-                    }
-                    cqe.engine_ns = self.clock.now().saturating_sub(started);
-                    if let Some(conn) = self.hosts.get_mut(host.0 as usize).and_then(Option::as_mut)
-                    {
-                        // Room was reserved before the descriptor was taken.
-                        let pushed = conn.rings.cq.try_push(cqe);
-                        debug_assert!(
-                            pushed.is_ok(),
-                            "completion ring overflow despite reservation"
-                        );
+            }
+            // NOTE(unwrap-free): front_mut returned Some.
+            if let Some(op) = conn.queue.pop_front() {
+                out.push(finish(core, op));
+            }
+        }
+
+        // 2. New descriptors, only behind an empty queue (keeps completions in order), only as
+        // many as there are free completion slots.
+        if conn.queue.is_empty() {
+            let room = conn
+                .rings
+                .cq
+                .free_slots()
+                .saturating_sub(out.len())
+                .min(burst.len());
+            let n = if room > 0 {
+                conn.rings
+                    .sq
+                    .pop_batch(&mut burst[..room])
+                    .map_err(|_| ())?
+            } else {
+                0
+            };
+            work |= n > 0;
+            let mut staged: Option<Dma> = None;
+            for desc in &burst[..n] {
+                core.submit(HostId(i as u32), desc, now);
+                while let Some(action) = core.poll_action() {
+                    match action {
+                        Action::Dma { src, dst, len, .. } => {
+                            staged = Some(Dma {
+                                src,
+                                dst,
+                                len,
+                                done: 0,
+                                failed: false,
+                            });
+                        }
+                        Action::Complete { cqe, started, .. } => {
+                            let mut op = Op {
+                                dma: staged.take(),
+                                cqe,
+                                started,
+                            };
+                            let over = conn.queue.is_empty()
+                                && op
+                                    .dma
+                                    .as_mut()
+                                    .is_none_or(|d| d.advance(segments, &mut budget));
+                            if over {
+                                out.push(finish(core, op));
+                            } else {
+                                conn.queue.push_back(op);
+                            }
+                        }
                     }
                 }
             }
         }
+
+        // 3. Publish, one clock read and one ring store for the whole batch.
+        if !out.is_empty() {
+            let end = clock.now();
+            for c in out.iter_mut() {
+                // `finish` parked the start time in engine_ns.
+                c.engine_ns = end.saturating_sub(c.engine_ns);
+            }
+            let pushed = conn.rings.cq.push_batch(out);
+            debug_assert_eq!(
+                pushed,
+                out.len(),
+                "completion ring overflow despite reservation"
+            );
+        }
+        Ok(work)
     }
 
     /// Handles control traffic; true if anything happened.
-    fn poll_control(&mut self) -> bool {
-        let mut work = false;
-        // New connections wait in `pending` until they send ATTACH.
-        while self.pending.len() < self.hosts.len() {
-            match ctl::accept(self.listener.as_fd()) {
-                Ok(Some(fd)) => {
-                    self.pending.push(fd);
-                    work = true;
+    fn poll_control(&mut self, now: Nanos) -> bool {
+        let mut work = self.accept_and_expire(now);
+        let mut events = [MaybeUninit::<epoll::Event>::uninit(); EPOLL_BATCH];
+        let mut tokens = [0u64; EPOLL_BATCH];
+        let n = match epoll::wait(
+            &self.epoll,
+            &mut events,
+            Some(&Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            }),
+        ) {
+            Ok((ready, _)) => {
+                for (t, e) in tokens.iter_mut().zip(ready.iter()) {
+                    *t = e.data.u64();
                 }
+                ready.len()
+            }
+            Err(_) => 0,
+        };
+        for &token in &tokens[..n] {
+            work = true;
+            if token & PENDING_TAG != 0 {
+                self.serve_pending((token & !PENDING_TAG) as usize);
+            } else {
+                self.serve_host(HostId(token as u32));
+            }
+        }
+        work
+    }
+
+    fn accept_and_expire(&mut self, now: Nanos) -> bool {
+        let mut work = false;
+        for slot in 0..self.pending.len() {
+            if self.pending[slot]
+                .as_ref()
+                .is_some_and(|p| now.saturating_sub(p.since) > self.attach_timeout)
+            {
+                self.pending[slot] = None; // closing the socket removes it from the epoll set
+                self.log(
+                    2,
+                    format_args!("closed a connection that did not attach in time"),
+                );
+            }
+        }
+        for _ in 0..self.pending.len() {
+            let sock = match ctl::accept(self.listener.as_fd()) {
+                Ok(Some(fd)) => fd,
                 Ok(None) => break,
                 Err(e) => {
                     self.log(1, format_args!("accept failed: {e}"));
                     break;
                 }
+            };
+            work = true;
+            // A full table evicts its oldest connection: idle connections cannot lock hosts out.
+            let slot = match self.pending.iter().position(Option::is_none) {
+                Some(s) => s,
+                None => {
+                    let oldest = (0..self.pending.len())
+                        .min_by_key(|&s| self.pending[s].as_ref().map_or(0, |p| p.since));
+                    // NOTE(unwrap-free): pending has max_hosts >= 1 slots.
+                    oldest.unwrap_or(0)
+                }
+            };
+            let token = epoll::EventData::new_u64(PENDING_TAG | slot as u64);
+            if epoll::add(&self.epoll, &sock, token, epoll::EventFlags::IN).is_ok() {
+                self.pending[slot] = Some(Pending { sock, since: now });
             }
         }
-        let host_ids: Vec<usize> = (0..self.hosts.len())
-            .filter(|&i| self.hosts[i].is_some())
-            .collect();
-        {
-            let mut socks: Vec<BorrowedFd<'_>> = self.pending.iter().map(|f| f.as_fd()).collect();
-            socks.extend(
-                host_ids
-                    .iter()
-                    .filter_map(|&i| self.hosts[i].as_ref().map(|c| c.sock.as_fd())),
-            );
-            if socks.is_empty() || ctl::ready(&socks, &mut self.ready).is_err() {
-                return work;
-            }
-        }
-        let ready = std::mem::take(&mut self.ready);
-        let npending = self.pending.len();
-        // Host sockets first (indices stay valid), then pending ones from the back.
-        for &r in ready.iter().filter(|&&r| r >= npending) {
-            self.serve_host(HostId(host_ids[r - npending] as u32));
-            work = true;
-        }
-        for &r in ready.iter().filter(|&&r| r < npending).rev() {
-            let sock = self.pending.swap_remove(r);
-            self.serve_pending(sock);
-            work = true;
-        }
-        self.ready = ready;
         work
     }
 
-    fn serve_pending(&mut self, sock: OwnedFd) {
+    fn serve_pending(&mut self, slot: usize) {
+        let Some(p) = self.pending.get_mut(slot).and_then(Option::take) else {
+            return;
+        };
+        let sock = p.sock;
         let msg = match ctl::recv(sock.as_fd()) {
             Ok(Received::Msg(m, _)) => m,
             Ok(Received::Empty) => {
-                self.pending.push(sock);
+                self.pending[slot] = Some(Pending {
+                    sock,
+                    since: p.since,
+                });
                 return;
             }
             _ => return, // closed or garbage before attaching: drop the connection
         };
-        let reply_err = |status: CtlStatus| {
-            let _ = ctl::send(sock.as_fd(), &CtlMsg::error(msg.kind, status), None);
+        let refuse = |status: CtlStatus, b: u32| {
+            let mut m = CtlMsg::error(&msg, status);
+            m.b = b;
+            let _ = ctl::send_now(sock.as_fd(), &m);
         };
         if msg.kind != CtlKind::ATTACH {
-            return reply_err(CtlStatus::BAD_REQUEST);
+            return refuse(CtlStatus::BAD_REQUEST, 0);
         }
         if msg.version != ABI_VERSION {
             self.log(
@@ -238,20 +399,21 @@ impl EngineLoop {
                     msg.version
                 ),
             );
-            let mut m = CtlMsg::error(msg.kind, CtlStatus::ABI_MISMATCH);
-            m.b = ABI_VERSION;
-            let _ = ctl::send(sock.as_fd(), &m, None);
-            return;
+            return refuse(CtlStatus::ABI_MISMATCH, ABI_VERSION);
         }
         let cfg = self.core.config();
         let entries = if msg.b == 0 { cfg.ring_entries } else { msg.b };
         if !entries.is_power_of_two() || entries < 2 || entries > cfg.max_ring_entries {
-            return reply_err(CtlStatus::LIMIT);
+            return refuse(CtlStatus::LIMIT, cfg.max_ring_entries);
         }
         let now = self.clock.now();
         let id = match self.core.attach_host(now) {
             Ok(id) => id,
-            Err(status) => return reply_err(status),
+            Err(status) => return refuse(status, 0),
+        };
+        let fail = |this: &mut Self, status| {
+            this.core.detach_host(id, Departure::Clean, 0, now);
+            refuse(status, 0);
         };
         let rings = match attach::create(id.0, entries) {
             Ok(r) => r,
@@ -260,12 +422,21 @@ impl EngineLoop {
                     1,
                     format_args!("attach segment for host {} failed: {e}", id.0),
                 );
-                self.core.detach_host(id, Departure::Clean, 0, now);
-                return reply_err(CtlStatus::MAP_FAILED);
+                return fail(self, CtlStatus::MAP_FAILED);
             }
         };
+        if epoll::modify(
+            &self.epoll,
+            &sock,
+            epoll::EventData::new_u64(id.0 as u64),
+            epoll::EventFlags::IN,
+        )
+        .is_err()
+        {
+            return fail(self, CtlStatus::MAP_FAILED);
+        }
         let pid = ctl::peer_pid(sock.as_fd()).unwrap_or(msg.a);
-        let mut ok = CtlMsg::new(CtlKind::ATTACH_OK);
+        let mut ok = CtlMsg::reply(&msg, CtlKind::ATTACH_OK);
         ok.a = id.0;
         ok.b = std::process::id();
         ok.c = rings.segment.len() as u64;
@@ -277,32 +448,40 @@ impl EngineLoop {
             2,
             format_args!("host {} (pid {pid}) attached, rings of {entries}", id.0),
         );
-        self.hosts[id.0 as usize] = Some(HostConn { pid, sock, rings });
+        let queue = VecDeque::with_capacity(entries as usize);
+        self.hosts[id.0 as usize] = Some(HostConn {
+            pid,
+            sock,
+            rings,
+            queue,
+            maps: HostMappings::default(),
+        });
     }
 
     fn serve_host(&mut self, id: HostId) {
-        // Bounded: a host cannot keep the loop in its control handling.
-        for _ in 0..16 {
-            let Some(conn) = self.hosts[id.0 as usize].as_ref() else {
+        for _ in 0..CTL_PER_HOST {
+            let Some(conn) = self.hosts.get(id.0 as usize).and_then(Option::as_ref) else {
                 return;
             };
-            let received = ctl::recv(conn.sock.as_fd());
-            let (msg, fd) = match received {
+            let (msg, fd) = match ctl::recv(conn.sock.as_fd()) {
                 Ok(Received::Msg(m, fd)) => (m, fd),
                 Ok(Received::Empty) => return,
                 Ok(Received::Closed) | Err(_) => return self.detach(id, Departure::Lost),
                 Ok(Received::Malformed) => {
                     self.log(1, format_args!("host {}: malformed control message", id.0));
-                    self.reply(id, CtlMsg::error(CtlKind(0), CtlStatus::BAD_REQUEST), None);
+                    self.reply(
+                        id,
+                        CtlMsg::error(&CtlMsg::new(CtlKind(0)), CtlStatus::BAD_REQUEST),
+                    );
                     continue;
                 }
             };
             let reply = match msg.kind {
                 CtlKind::REGISTER => self.register(id, &msg, fd),
-                CtlKind::DEREGISTER => self.deregister(id, RegionKey(msg.a)),
+                CtlKind::DEREGISTER => self.deregister(id, &msg),
                 CtlKind::STATS => {
                     let c = self.core.counters();
-                    let mut m = CtlMsg::new(CtlKind::STATS_OK);
+                    let mut m = CtlMsg::reply(&msg, CtlKind::STATS_OK);
                     m.a = self.core.hosts_attached_now() as u32;
                     m.b = c.hosts_lost as u32;
                     m.c = c.completed_ok;
@@ -311,7 +490,7 @@ impl EngineLoop {
                     m
                 }
                 CtlKind::DETACH => return self.detach(id, Departure::Clean),
-                other => CtlMsg::error(other, CtlStatus::BAD_REQUEST),
+                _ => CtlMsg::error(&msg, CtlStatus::BAD_REQUEST),
             };
             if reply.kind == CtlKind::ERROR {
                 self.log(
@@ -324,13 +503,14 @@ impl EngineLoop {
                     ),
                 );
             }
-            self.reply(id, reply, None);
+            self.reply(id, reply);
         }
     }
 
-    fn reply(&mut self, id: HostId, msg: CtlMsg, fd: Option<BorrowedFd<'_>>) {
+    fn reply(&mut self, id: HostId, msg: CtlMsg) {
         let failed = match self.hosts[id.0 as usize].as_ref() {
-            Some(conn) => ctl::send(conn.sock.as_fd(), &msg, fd).is_err(),
+            // Never block on a host: one whose socket buffer is full is not reading its replies.
+            Some(conn) => ctl::send_now(conn.sock.as_fd(), &msg).is_err(),
             None => false,
         };
         if failed {
@@ -339,29 +519,29 @@ impl EngineLoop {
     }
 
     fn register(&mut self, id: HostId, msg: &CtlMsg, fd: Option<OwnedFd>) -> CtlMsg {
-        let err = |s| CtlMsg::error(CtlKind::REGISTER, s);
+        let err = |s| CtlMsg::error(msg, s);
         let Some(fd) = fd else {
             return err(CtlStatus::BAD_REQUEST);
         };
-        // Only a memfd sealed against shrinking can be mapped safely: otherwise the host could
-        // truncate it under the engine and turn a DMA into SIGBUS.
-        let seg = match ShmSegment::from_sealed_fd(fd) {
-            Ok(s) => s,
-            Err(e) => {
-                self.log(
-                    1,
-                    format_args!("host {}: cannot map region segment: {e}", id.0),
-                );
-                return err(CtlStatus::MAP_FAILED);
-            }
+        let budget = self.core.config().max_host_bytes;
+        let EngineLoop {
+            hosts,
+            segments,
+            core,
+            ..
+        } = self;
+        let Some(conn) = hosts[id.0 as usize].as_mut() else {
+            return err(CtlStatus::BAD_REQUEST);
         };
-        let seg_len = seg.len() as u64;
-        let handle = self.segments.insert(seg);
-        match self
-            .core
-            .register(id, handle, seg_len, msg.d, msg.e, Access(msg.a))
-        {
+        // Only a memfd sealed against shrinking is mapped (see SegmentTable::acquire).
+        let (handle, seg_len) = match segments.acquire(fd, &mut conn.maps, budget) {
+            Ok(x) => x,
+            Err(status) => return err(status),
+        };
+        match core.register(id, handle, seg_len, msg.d, msg.e, Access(msg.a)) {
             Ok(key) => {
+                let mut m = CtlMsg::reply(msg, CtlKind::REGISTER_OK);
+                m.a = key.0;
                 self.log(
                     2,
                     format_args!(
@@ -369,54 +549,65 @@ impl EngineLoop {
                         id.0, msg.e, key.0
                     ),
                 );
-                let mut m = CtlMsg::new(CtlKind::REGISTER_OK);
-                m.a = key.0;
                 m
             }
             Err(status) => {
-                self.segments.remove(handle);
+                segments.release(handle, &mut conn.maps);
                 err(status)
             }
         }
     }
 
-    fn deregister(&mut self, id: HostId, key: RegionKey) -> CtlMsg {
-        match self.core.deregister(id, key) {
+    fn deregister(&mut self, id: HostId, msg: &CtlMsg) -> CtlMsg {
+        let EngineLoop {
+            hosts,
+            segments,
+            core,
+            ..
+        } = self;
+        let Some(conn) = hosts[id.0 as usize].as_mut() else {
+            return CtlMsg::error(msg, CtlStatus::BAD_REQUEST);
+        };
+        match core.deregister(id, RegionKey(msg.a)) {
             Ok(seg) => {
-                self.segments.remove(seg);
-                let mut m = CtlMsg::new(CtlKind::DEREGISTER_OK);
-                m.a = key.0;
+                segments.release(seg, &mut conn.maps);
+                let mut m = CtlMsg::reply(msg, CtlKind::DEREGISTER_OK);
+                m.a = msg.a;
                 m
             }
-            Err(status) => CtlMsg::error(CtlKind::DEREGISTER, status),
+            Err(status) => CtlMsg::error(msg, status),
         }
     }
 
     fn detach(&mut self, id: HostId, how: Departure) {
-        let Some(mut conn) = self.hosts[id.0 as usize].take() else {
+        let Some(mut conn) = self.hosts.get_mut(id.0 as usize).and_then(Option::take) else {
             return;
         };
-        let in_flight = conn.rings.sq.len().unwrap_or(0) as u64;
+        // Queued operations die with the host: their memory is about to be unmapped.
+        let in_flight = conn.rings.sq.len().unwrap_or(0) as u64 + conn.queue.len() as u64;
+        conn.queue.clear();
         let now = self.clock.now();
         for seg in self.core.detach_host(id, how, in_flight, now) {
-            self.segments.remove(seg);
+            self.segments.release(seg, &mut conn.maps);
         }
         let level = if how == Departure::Lost { 1 } else { 2 };
+        let what = if how == Departure::Lost {
+            "went away"
+        } else {
+            "detached"
+        };
         self.log(
             level,
             format_args!(
-                "host {} (pid {}) {}; {in_flight} descriptors dropped in flight",
-                id.0,
-                conn.pid,
-                match how {
-                    Departure::Lost => "went away",
-                    Departure::Clean => "detached",
-                }
+                "host {} (pid {}) {what}; {in_flight} descriptors dropped in flight",
+                id.0, conn.pid
             ),
         );
     }
 
-    /// Runs until `stop` is set, backing off per the idle strategy when there is no work.
+    /// Runs until `stop` is set, backing off per the idle strategy when there is no work; then
+    /// finishes what hosts queued, answers descriptors still in their rings with
+    /// `EngineShutdown`, and detaches everyone.
     pub fn run(&mut self, stop: &std::sync::atomic::AtomicBool) {
         let mut idle = super::idle::Idle::new(self.core.config());
         // Relaxed: the flag carries no data, only "stop"; a late observation costs one pass.
@@ -427,12 +618,66 @@ impl EngineLoop {
                 idle.idle();
             }
         }
-        let hosts: Vec<HostId> = (0..self.hosts.len())
-            .filter(|&i| self.hosts[i].is_some())
-            .map(|i| HostId(i as u32))
-            .collect();
-        for h in hosts {
-            self.detach(h, Departure::Clean);
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        for i in 0..self.hosts.len() {
+            let EngineLoop {
+                hosts,
+                core,
+                segments,
+                burst,
+                clock,
+                ..
+            } = self;
+            let Some(conn) = hosts[i].as_mut() else {
+                continue;
+            };
+            let end = clock.now();
+            let mut out: Vec<Completion> = Vec::with_capacity(conn.queue.len() + burst.len());
+            while let Some(mut op) = conn.queue.pop_front() {
+                if let Some(d) = op.dma.as_mut() {
+                    let mut unlimited = u64::MAX;
+                    d.advance(segments, &mut unlimited);
+                }
+                let mut c = finish(core, op);
+                c.engine_ns = end.saturating_sub(c.engine_ns);
+                out.push(c);
+            }
+            let room = conn
+                .rings
+                .cq
+                .free_slots()
+                .saturating_sub(out.len())
+                .min(burst.len());
+            if let Ok(n) = conn.rings.sq.pop_batch(&mut burst[..room]) {
+                for d in &burst[..n] {
+                    out.push(Completion::new(
+                        d.cookie,
+                        d.opcode,
+                        Status::from(StatusKind::EngineShutdown),
+                        0,
+                    ));
+                }
+            }
+            conn.rings.cq.push_batch(&out);
+        }
+        for i in 0..self.hosts.len() {
+            self.detach(HostId(i as u32), Departure::Clean);
         }
     }
+}
+
+/// The completion of a finished operation, with its start time parked in `engine_ns` (the
+/// publisher turns it into a duration with one clock read per batch).
+fn finish(core: &mut Core, op: Op) -> Completion {
+    let mut c = op.cqe;
+    if op.dma.is_some_and(|d| d.failed) {
+        c.status = Status::from(StatusKind::OutOfBounds);
+        c.bytes = 0;
+        core.dma_failed(op.cqe.bytes);
+    }
+    c.engine_ns = op.started;
+    c
 }

@@ -1,45 +1,130 @@
 //! The runner's table of mapped host memory: segment handles (what the core knows) to mappings
-//! (what the DMA touches). The core has already bounds-checked every range against the
-//! registration; the copy re-checks against the mapping, so even a core bug cannot reach
-//! outside host memory.
+//! (what the DMA touches).
+//!
+//! One mapping per memfd (identified by device and inode), shared by every registration of it
+//! and reference-counted: registering a buffer twice neither maps it twice nor hides from the
+//! core's overlap check that two regions are the same bytes. Each host's mapped bytes are
+//! budgeted (`max_host_bytes`), so no host can exhaust the engine's address space. The core has
+//! bounds-checked every DMA range against the registration; the copy re-checks against the
+//! mapping, so even a core bug cannot reach outside host memory.
 use crate::core::regions::{Resolved, SegmentHandle};
+use ringcast_abi::ctl::CtlStatus;
 use ringcast_ring::{copy_between, ShmSegment};
 use std::collections::HashMap;
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
+
+struct Mapping {
+    seg: Arc<ShmSegment>,
+    id: (u64, u64),
+    refs: u32,
+}
 
 /// Mapped segments by handle.
 #[derive(Default)]
 pub struct SegmentTable {
-    map: HashMap<u64, Arc<ShmSegment>>,
+    by_handle: HashMap<u64, Mapping>,
+    by_file: HashMap<(u64, u64), u64>,
     next: u64,
 }
 
+/// Bytes of distinct segments one host references, for its budget.
+#[derive(Debug, Default)]
+pub struct HostMappings {
+    held: Vec<(SegmentHandle, u64, u32)>,
+    bytes: u64,
+}
+
 impl SegmentTable {
-    /// A table with room for `capacity` segments before it reallocates (sized at engine start).
+    /// A table with room for `capacity` mappings before it reallocates (sized at engine start).
     pub fn with_capacity(capacity: usize) -> Self {
         SegmentTable {
-            map: HashMap::with_capacity(capacity),
+            by_handle: HashMap::with_capacity(capacity),
+            by_file: HashMap::with_capacity(capacity),
             next: 1,
         }
     }
 
-    /// Adds a mapping, returning its handle.
-    pub fn insert(&mut self, seg: ShmSegment) -> SegmentHandle {
-        let h = self.next;
-        self.next += 1;
-        self.map.insert(h, Arc::new(seg));
-        SegmentHandle(h)
+    /// Maps (or shares the existing mapping of) the memfd `fd` on behalf of a host whose mapped
+    /// bytes are `host`, within `budget`. The memfd must be sealed against shrinking.
+    pub fn acquire(
+        &mut self,
+        fd: OwnedFd,
+        host: &mut HostMappings,
+        budget: u64,
+    ) -> Result<(SegmentHandle, u64), CtlStatus> {
+        let st = rustix::fs::fstat(&fd).map_err(|_| CtlStatus::MAP_FAILED)?;
+        let id = (st.st_dev, st.st_ino);
+        let len = u64::try_from(st.st_size).map_err(|_| CtlStatus::MAP_FAILED)?;
+        let existing = self.by_file.get(&id).copied();
+        let handle = SegmentHandle(existing.unwrap_or(self.next));
+        let new_for_host = !host.held.iter().any(|(h, _, _)| *h == handle);
+        if new_for_host && host.bytes.saturating_add(len) > budget {
+            return Err(CtlStatus::LIMIT);
+        }
+        match existing {
+            Some(h) => {
+                // NOTE(unwrap-free): by_file and by_handle are updated together.
+                if let Some(m) = self.by_handle.get_mut(&h) {
+                    m.refs += 1;
+                }
+            }
+            None => {
+                let seg = ShmSegment::from_sealed_fd(fd).map_err(|_| CtlStatus::MAP_FAILED)?;
+                self.next += 1;
+                self.by_file.insert(id, handle.0);
+                self.by_handle.insert(
+                    handle.0,
+                    Mapping {
+                        seg: Arc::new(seg),
+                        id,
+                        refs: 1,
+                    },
+                );
+            }
+        }
+        match host.held.iter_mut().find(|(h, _, _)| *h == handle) {
+            Some(entry) => entry.2 += 1,
+            None => {
+                host.held.push((handle, len, 1));
+                host.bytes += len;
+            }
+        }
+        Ok((handle, len))
     }
 
-    /// Drops (unmaps) a segment.
-    pub fn remove(&mut self, h: SegmentHandle) {
-        self.map.remove(&h.0);
+    /// Drops one reference of `host` to `handle`, unmapping when no registration uses it.
+    pub fn release(&mut self, handle: SegmentHandle, host: &mut HostMappings) {
+        if let Some(i) = host.held.iter().position(|(h, _, _)| *h == handle) {
+            host.held[i].2 -= 1;
+            if host.held[i].2 == 0 {
+                host.bytes -= host.held[i].1;
+                host.held.swap_remove(i);
+            }
+        }
+        if let Some(m) = self.by_handle.get_mut(&handle.0) {
+            m.refs -= 1;
+            if m.refs == 0 {
+                let id = m.id;
+                self.by_handle.remove(&handle.0);
+                self.by_file.remove(&id);
+            }
+        }
     }
 
-    /// Executes one DMA; false when a handle is unknown or a range falls outside its mapping.
+    /// Mappings alive.
+    pub fn mapped(&self) -> usize {
+        self.by_handle.len()
+    }
+
+    /// Copies one chunk of a DMA; false when a handle is unknown or a range falls outside its
+    /// mapping.
     pub fn dma(&self, src: Resolved, dst: Resolved, len: u64) -> bool {
-        match (self.map.get(&src.segment.0), self.map.get(&dst.segment.0)) {
-            (Some(s), Some(d)) => copy_between(s, src.offset, d, dst.offset, len).is_ok(),
+        match (
+            self.by_handle.get(&src.segment.0),
+            self.by_handle.get(&dst.segment.0),
+        ) {
+            (Some(s), Some(d)) => copy_between(&s.seg, src.offset, &d.seg, dst.offset, len).is_ok(),
             _ => false,
         }
     }

@@ -11,13 +11,22 @@ pub const ROLE: &str = "RINGCAST_TEST_ROLE";
 /// Environment variable naming the engine a child attaches to.
 pub const ENGINE: &str = "RINGCAST_TEST_ENGINE";
 
-/// A unique engine name for this test.
+/// A unique engine name for this test (process id + per-process counter).
 pub fn unique_name(tag: &str) -> String {
-    format!(
-        "test-{tag}-{}-{}",
-        std::process::id(),
-        Instant::now().elapsed().as_nanos() % 100_000
-    )
+    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("test-{tag}-{}-{n}", std::process::id())
+}
+
+/// Open file descriptors and memory mappings of process `pid` (from /proc).
+pub fn fds_and_maps(pid: u32) -> (usize, usize) {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .map(|m| m.lines().count())
+        .unwrap_or(0);
+    (fds, maps)
 }
 
 /// A running `ringcast-engine` daemon; SIGTERMed and reaped on drop.
