@@ -5,9 +5,11 @@
 
 CARGO ?= cargo
 AARCH64 := aarch64-unknown-linux-gnu
+# Miri with strict provenance: the ring's pointer arithmetic must not launder integers.
+MIRIFLAGS ?= -Zmiri-strict-provenance
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all deps build demo test test-native test-aarch64 test-miri test-loom bench fmt clippy clean
+.PHONY: all deps build demo test lint test-native test-aarch64 test-miri test-loom bench fmt clippy clean
 
 all: build
 
@@ -25,8 +27,13 @@ demo: deps
 
 ## Every test: native unit/integration/property tests, the ABI layout on aarch64 (compile-time
 ## asserts + the golden-file test under qemu-user), the ring under Miri and loom.
-test: deps test-native test-aarch64 test-miri test-loom
+test: deps lint test-native test-aarch64 test-miri test-loom
 	@echo "make test: all suites passed"
+
+# Formatting and clippy are part of the tests: a warning fails `make test`.
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 test-native:
 	$(CARGO) test --workspace --all-targets

@@ -33,6 +33,12 @@ if ! rustup target list --installed | grep -qx aarch64-unknown-linux-gnu; then
   say "installing rustup target aarch64-unknown-linux-gnu"
   rustup target add aarch64-unknown-linux-gnu
 fi
+for comp in clippy rustfmt; do
+  if ! cargo "${comp/rustfmt/fmt}" --version >/dev/null 2>&1; then
+    say "installing rustup component $comp"
+    rustup component add "$comp"
+  fi
+done
 if ! rustup toolchain list | grep -q '^nightly'; then
   say "installing the nightly toolchain (for Miri)"
   rustup toolchain install nightly --profile minimal

@@ -7,6 +7,14 @@
 //! under loom, both point into a heap block of loom atomics and loom `UnsafeCell`s (loom types
 //! cannot overlay raw memory), so loom checks both the orderings and the slot accesses. The
 //! algorithm code is the same in both builds.
+//!
+//! The peer is another process. The SAFETY arguments below assume it follows the protocol; one
+//! that does not (writes a slot it has handed over) races with our copy, which Rust's memory
+//! model cannot describe across address spaces. What it can do to us is bounded all the same:
+//! slots are only ever copied with raw-pointer copies into locals (no reference to shared
+//! memory exists, so no aliasing assumption can break), entries are `FromBytes` (every bit
+//! pattern is a valid value), and the engine validates every descriptor it copies out. A torn
+//! entry is bad input, answered like any other.
 
 #[cfg(not(loom))]
 pub(crate) use core::sync::atomic::{AtomicU64, Ordering};

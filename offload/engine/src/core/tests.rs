@@ -84,70 +84,71 @@ fn every_bad_descriptor_gets_its_typed_status() {
     let (mut core, h, a, b) = core_with_regions();
     let r = |key, offset| RegionRef { key, offset };
     let ok = SubmissionDescriptor::copy(1, r(a, 0), r(b, 0), 8);
-    let mut cases: Vec<(SubmissionDescriptor, StatusKind)> = Vec::new();
-    cases.push((
-        SubmissionDescriptor {
-            opcode: Opcode(0xee),
-            ..ok
-        },
-        StatusKind::UnknownOpcode,
-    ));
-    cases.push((SubmissionDescriptor { len: 0, ..ok }, StatusKind::BadLength));
-    cases.push((
-        SubmissionDescriptor {
-            len: (1 << 30) + 1,
-            ..ok
-        },
-        StatusKind::BadLength,
-    ));
-    cases.push((
-        SubmissionDescriptor { offset: 1020, ..ok },
-        StatusKind::OutOfBounds,
-    ));
-    cases.push((
-        SubmissionDescriptor {
-            aux_offset: u64::MAX,
-            ..ok
-        },
-        StatusKind::OutOfBounds,
-    ));
-    cases.push((
-        SubmissionDescriptor {
-            key: RegionKey(0xdead),
-            ..ok
-        },
-        StatusKind::UnknownRegion,
-    ));
-    cases.push((
-        SubmissionDescriptor::copy(1, r(b, 0), r(a, 0), 8),
-        StatusKind::AccessDenied,
-    ));
-    cases.push((
-        SubmissionDescriptor { flags: 0x80, ..ok },
-        StatusKind::BadFlags,
-    ));
-    cases.push((
-        SubmissionDescriptor {
-            _reserved1: 1,
-            ..ok
-        },
-        StatusKind::BadDescriptor,
-    ));
-    cases.push((
-        SubmissionDescriptor { comm: 3, ..ok },
-        StatusKind::BadDescriptor,
-    ));
-    cases.push((
-        SubmissionDescriptor {
-            len: 1,
-            ..SubmissionDescriptor::nop(1)
-        },
-        StatusKind::BadDescriptor,
-    ));
-    cases.push((
-        SubmissionDescriptor::copy(1, r(a, 0), r(a, 4), 8),
-        StatusKind::Overlap,
-    ));
+    let cases: Vec<(SubmissionDescriptor, StatusKind)> = vec![
+        (
+            SubmissionDescriptor {
+                opcode: Opcode(0xee),
+                ..ok
+            },
+            StatusKind::UnknownOpcode,
+        ),
+        (SubmissionDescriptor { len: 0, ..ok }, StatusKind::BadLength),
+        (
+            SubmissionDescriptor {
+                len: (1 << 30) + 1,
+                ..ok
+            },
+            StatusKind::BadLength,
+        ),
+        (
+            SubmissionDescriptor { offset: 1020, ..ok },
+            StatusKind::OutOfBounds,
+        ),
+        (
+            SubmissionDescriptor {
+                aux_offset: u64::MAX,
+                ..ok
+            },
+            StatusKind::OutOfBounds,
+        ),
+        (
+            SubmissionDescriptor {
+                key: RegionKey(0xdead),
+                ..ok
+            },
+            StatusKind::UnknownRegion,
+        ),
+        (
+            SubmissionDescriptor::copy(1, r(b, 0), r(a, 0), 8),
+            StatusKind::AccessDenied,
+        ),
+        (
+            SubmissionDescriptor { flags: 0x80, ..ok },
+            StatusKind::BadFlags,
+        ),
+        (
+            SubmissionDescriptor {
+                _reserved1: 1,
+                ..ok
+            },
+            StatusKind::BadDescriptor,
+        ),
+        (
+            SubmissionDescriptor { comm: 3, ..ok },
+            StatusKind::BadDescriptor,
+        ),
+        (
+            SubmissionDescriptor {
+                len: 1,
+                ..SubmissionDescriptor::nop(1)
+            },
+            StatusKind::BadDescriptor,
+        ),
+        (
+            SubmissionDescriptor::copy(1, r(a, 0), r(a, 4), 8),
+            StatusKind::Overlap,
+        ),
+    ];
     for (d, want) in cases {
         core.submit(h, &d, 0);
         let acts = drain(&mut core);
@@ -164,11 +165,12 @@ fn every_bad_descriptor_gets_its_typed_status() {
 
 #[test]
 fn registration_limits_and_detach() {
-    let mut cfg = Config::default();
-    cfg.max_hosts = 1;
-    cfg.max_regions = 1;
-    cfg.max_region_bytes = 100;
-    let mut core = Core::new(cfg);
+    let mut core = Core::new(Config {
+        max_hosts: 1,
+        max_regions: 1,
+        max_region_bytes: 100,
+        ..Config::default()
+    });
     let h = core.attach_host(0).unwrap();
     assert_eq!(core.attach_host(0), Err(CtlStatus::TOO_MANY_HOSTS));
     assert_eq!(
