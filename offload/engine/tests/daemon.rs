@@ -25,6 +25,7 @@ fn host_process_role() {
             );
             let done = copy_workload(&mut host, std::process::id() as u64, 150);
             assert!(done >= 150);
+            full_ring_and_wrong_abi(&mut host, &engine);
         }
         "die-in-flight" => {
             let mut host = Host::attach(&engine).expect("attach to daemon");
@@ -52,6 +53,41 @@ fn host_process_role() {
         }
         other => panic!("unknown role {other}"),
     }
+}
+
+/// The remaining bad-input cases against the daemon: a full ring is back-pressure, not loss;
+/// an attach with another ABI version is refused with the engine's version.
+fn full_ring_and_wrong_abi(host: &mut Host, engine: &str) {
+    let n = host.ring_entries();
+    for i in 0..n as u64 {
+        host.try_post(&SubmissionDescriptor::nop(1_000_000 + i))
+            .unwrap();
+    }
+    match host.try_post(&SubmissionDescriptor::nop(1)) {
+        Err(Error::WouldBlock { in_flight }) => assert_eq!(in_flight, n),
+        other => panic!("a full ring must say WouldBlock, got {other:?}"),
+    }
+    let mut cookies: Vec<u64> = (0..n).map(|_| host.wait().unwrap().cookie).collect();
+    cookies.sort_unstable();
+    assert_eq!(
+        cookies,
+        (1_000_000..1_000_000 + n as u64).collect::<Vec<_>>()
+    );
+
+    use ringcast_abi::ctl::{CtlKind, CtlMsg, CtlStatus};
+    let sock = ringcast_offload::ctl::connect(engine).unwrap();
+    let mut req = CtlMsg::new(CtlKind::ATTACH);
+    req.version = ringcast_abi::ABI_VERSION + 1;
+    let timeout = Duration::from_secs(10);
+    let (reply, fd) =
+        ringcast_offload::ctl::call(std::os::fd::AsFd::as_fd(&sock), &req, None, timeout).unwrap();
+    assert_eq!(
+        (reply.kind, reply.status),
+        (CtlKind::ERROR, CtlStatus::ABI_MISMATCH)
+    );
+    assert_eq!(reply.b, ringcast_abi::ABI_VERSION);
+    assert!(fd.is_none(), "no ring segment for a refused host");
+    host.nop().unwrap();
 }
 
 #[test]

@@ -14,10 +14,12 @@ pub mod regions;
 
 use crate::config::Config;
 use heapless::Deque;
-use regions::{RegError, Region, RegionTable, Resolved, SegmentHandle};
+use regions::{RegError, RegionTable, Resolved, SegmentHandle};
 use ringcast_abi::ctl::CtlStatus;
 use ringcast_abi::desc::DESC_FLAGS_DEFINED;
-use ringcast_abi::{Access, Completion, Op, RegionKey, Status, StatusKind, SubmissionDescriptor};
+use ringcast_abi::{
+    Access, Completion, Op, RegionKey, RegistrationRecord, Status, StatusKind, SubmissionDescriptor,
+};
 
 /// Monotonic time in nanoseconds, supplied by the runner.
 pub type Nanos = u64;
@@ -159,7 +161,7 @@ impl Core {
             .regions
             .drain()
             .into_iter()
-            .map(|r| r.segment)
+            .map(|r| SegmentHandle(r.segment))
             .collect()
     }
 
@@ -187,11 +189,12 @@ impl Core {
         }
         state
             .regions
-            .insert(Region {
-                segment,
+            .insert(RegistrationRecord {
+                key: RegionKey::NONE,
+                access,
+                segment: segment.0,
                 seg_offset,
                 len,
-                access,
             })
             .map_err(|_| CtlStatus::TOO_MANY_REGIONS)
     }
@@ -200,7 +203,7 @@ impl Core {
     pub fn deregister(&mut self, host: HostId, key: RegionKey) -> Result<SegmentHandle, CtlStatus> {
         let state = self.host_mut(host).ok_or(CtlStatus::BAD_REQUEST)?;
         match state.regions.remove(key) {
-            Ok(r) => Ok(r.segment),
+            Ok(r) => Ok(SegmentHandle(r.segment)),
             Err(RegError::Unknown | RegError::Full) => Err(CtlStatus::UNKNOWN_REGION),
         }
     }

@@ -6,24 +6,14 @@
 //! (23 bits for the default 256 slots). The generation changes at every deregistration, so a
 //! stale key cannot reach a region registered later in the same slot; a slot whose generations
 //! are used up is retired rather than wrapped, so no key is ever issued twice.
-use ringcast_abi::{Access, RegionKey, StatusKind};
+//!
+//! Entries are the ABI's [`RegistrationRecord`]s: the same 32-byte record a DPU engine could keep
+//! in device memory or expose to a host for inspection.
+use ringcast_abi::{Access, RegionKey, RegistrationRecord, StatusKind};
 
 /// Runner-assigned handle of the mapped memory behind a region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SegmentHandle(pub u64);
-
-/// A registered region.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Region {
-    /// Where its bytes live.
-    pub segment: SegmentHandle,
-    /// Offset of its first byte in the segment.
-    pub seg_offset: u64,
-    /// Length in bytes.
-    pub len: u64,
-    /// Rights.
-    pub access: Access,
-}
 
 /// A resolved, bounds-checked reference into a segment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,7 +27,7 @@ pub struct Resolved {
 #[derive(Clone, Copy, Debug)]
 struct Slot {
     generation: u32,
-    region: Option<Region>,
+    region: Option<RegistrationRecord>,
 }
 
 /// Registration failures.
@@ -85,16 +75,17 @@ impl RegionTable {
         }
     }
 
-    /// Registers `region`, returning its key.
-    pub fn insert(&mut self, region: Region) -> Result<RegionKey, RegError> {
+    /// Registers `record` (its `key` field is ignored and filled in), returning the key.
+    pub fn insert(&mut self, mut record: RegistrationRecord) -> Result<RegionKey, RegError> {
         let slot = self.free.pop().ok_or(RegError::Full)?;
         let s = &mut self.slots[slot as usize];
-        s.region = Some(region);
-        Ok(RegionKey(s.generation << self.slot_bits | (slot + 1)))
+        record.key = RegionKey(s.generation << self.slot_bits | (slot + 1));
+        s.region = Some(record);
+        Ok(record.key)
     }
 
     /// Removes the region `key` names.
-    pub fn remove(&mut self, key: RegionKey) -> Result<Region, RegError> {
+    pub fn remove(&mut self, key: RegionKey) -> Result<RegistrationRecord, RegError> {
         let slot = self.slot_of(key).ok_or(RegError::Unknown)?;
         let region = self.slots[slot].region.take().ok_or(RegError::Unknown)?;
         self.retire_generation(slot);
@@ -112,7 +103,7 @@ impl RegionTable {
     }
 
     /// Removes every live region (host tear-down), returning them.
-    pub fn drain(&mut self) -> Vec<Region> {
+    pub fn drain(&mut self) -> Vec<RegistrationRecord> {
         let mut out = Vec::with_capacity(self.len());
         for slot in 0..self.slots.len() {
             if let Some(r) = self.slots[slot].region.take() {
@@ -151,7 +142,7 @@ impl RegionTable {
             return Err(StatusKind::AccessDenied);
         }
         Ok(Resolved {
-            segment: region.segment,
+            segment: SegmentHandle(region.segment),
             offset: region.seg_offset + offset,
         })
     }
@@ -168,9 +159,10 @@ impl RegionTable {
 mod tests {
     use super::*;
 
-    fn region(len: u64) -> Region {
-        Region {
-            segment: SegmentHandle(7),
+    fn region(len: u64) -> RegistrationRecord {
+        RegistrationRecord {
+            key: RegionKey::NONE,
+            segment: 7,
             seg_offset: 100,
             len,
             access: Access::READ_WRITE,
@@ -211,7 +203,7 @@ mod tests {
             Err(StatusKind::UnknownRegion)
         );
         let ro = t
-            .insert(Region {
+            .insert(RegistrationRecord {
                 access: Access::READ,
                 ..region(8)
             })
