@@ -13,6 +13,7 @@
 //! the other process does to the shared bytes, the ring code neither panics nor leaves the
 //! mapping (see the crate contract).
 use crate::{footprint, init, Consumer, Producer, RingError, ShmSegment};
+use core::ptr::NonNull;
 use ringcast_abi::segment::SEGMENT_MAGIC;
 use ringcast_abi::{Completion, RingRole, SegmentHeader, SubmissionDescriptor, ABI_VERSION};
 use std::os::fd::OwnedFd;
@@ -85,6 +86,22 @@ fn layout(sq_capacity: u32, cq_capacity: u32) -> (u64, u64, u64) {
     (sq_offset, cq_offset, total)
 }
 
+/// The submission and completion rings' memory inside `seg`, checked to lie inside it.
+fn ring_ranges(
+    seg: &ShmSegment,
+    sq_offset: u64,
+    cq_offset: u64,
+    total: u64,
+) -> Result<[(NonNull<u8>, usize); 2], AttachError> {
+    let sq = seg
+        .sub_range(sq_offset, cq_offset - sq_offset)
+        .ok_or(AttachError::Header("sq range"))?;
+    let cq = seg
+        .sub_range(cq_offset, total - cq_offset)
+        .ok_or(AttachError::Header("cq range"))?;
+    Ok([sq, cq])
+}
+
 /// Builds a new attach segment for host `host_id` with rings of `entries` entries each.
 pub fn create(host_id: u32, entries: u32) -> Result<EngineRings, AttachError> {
     if !entries.is_power_of_two() || entries < 2 {
@@ -104,12 +121,7 @@ pub fn create(host_id: u32, entries: u32) -> Result<EngineRings, AttachError> {
     seg.write_at(0, header.as_bytes())
         .map_err(|_| AttachError::Header("segment too small"))?;
     let seg = Arc::new(seg);
-    let (sq_mem, sq_len) = seg
-        .sub_range(sq_offset, cq_offset - sq_offset)
-        .ok_or(AttachError::Header("sq range"))?;
-    let (cq_mem, cq_len) = seg
-        .sub_range(cq_offset, total - cq_offset)
-        .ok_or(AttachError::Header("cq range"))?;
+    let [(sq_mem, sq_len), (cq_mem, cq_len)] = ring_ranges(&seg, sq_offset, cq_offset, total)?;
     // SAFETY: both ranges lie inside `seg`'s live mapping (checked by `sub_range`), are
     // 128-aligned (offsets are multiples of 128 on a page-aligned mapping), do not overlap, and no
     // other party has the segment yet, so initialising them races with nothing.
@@ -161,12 +173,7 @@ pub fn open(fd: OwnedFd) -> Result<HostRings, AttachError> {
         return Err(AttachError::Header("segment shorter than its rings"));
     }
     let seg = Arc::new(seg);
-    let (sq_mem, sq_len) = seg
-        .sub_range(sq_offset, cq_offset - sq_offset)
-        .ok_or(AttachError::Header("sq range"))?;
-    let (cq_mem, cq_len) = seg
-        .sub_range(cq_offset, total - cq_offset)
-        .ok_or(AttachError::Header("cq range"))?;
+    let [(sq_mem, sq_len), (cq_mem, cq_len)] = ring_ranges(&seg, sq_offset, cq_offset, total)?;
     let owner: Arc<dyn Send + Sync> = seg.clone();
     // SAFETY: ranges checked inside the mapping `owner` keeps alive; `attach` validates each ring
     // header; by protocol the host takes the SQ producer and CQ consumer ends only.

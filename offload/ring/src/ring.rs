@@ -234,6 +234,28 @@ impl<T: Entry> RawRing<T> {
         }
     }
 
+    /// Validates the ring header at `mem` (see [`validate`]) and views the ring.
+    ///
+    /// # Safety
+    /// As for [`validate`] and [`RawRing::from_memory`].
+    #[cfg(not(loom))]
+    unsafe fn open(mem: NonNull<u8>, len: usize, role: RingRole) -> Result<Self, RingError> {
+        // SAFETY: forwarded from our caller.
+        let geometry = unsafe { validate::<T>(mem, len, role)? };
+        // SAFETY: validated alignment and footprint; validity from our caller.
+        Ok(unsafe { RawRing::from_memory(mem, geometry.capacity) })
+    }
+
+    /// Both indices, read with Acquire (once, at attach), checked to describe a possible state.
+    fn indices(&self) -> Result<(u64, u64), RingError> {
+        let head = self.head().load(Ordering::Acquire);
+        let tail = self.tail().load(Ordering::Acquire);
+        if tail.wrapping_sub(head) > self.capacity {
+            return Err(RingError::Corrupt { head, tail });
+        }
+        Ok((head, tail))
+    }
+
     fn tail(&self) -> &AtomicU64 {
         // SAFETY: `tail` points to an aligned 8-byte word of the control block (or a loom
         // atomic), alive while `self` is (the owner `Arc` lives in the same Producer/Consumer),
@@ -295,21 +317,14 @@ impl<T: Entry> Producer<T> {
         owner: Arc<dyn Send + Sync>,
     ) -> Result<Self, RingError> {
         // SAFETY: forwarded from our caller.
-        let geometry = unsafe { validate::<T>(mem, len, role)? };
-        // SAFETY: validated alignment and footprint; validity from our caller.
-        let ring = unsafe { RawRing::from_memory(mem, geometry.capacity) };
+        let ring = unsafe { RawRing::open(mem, len, role)? };
         Self::from_raw(ring, owner)
     }
 
     fn from_raw(ring: RawRing<T>, owner: Arc<dyn Send + Sync>) -> Result<Self, RingError> {
-        // Acquire on `head`: pairs with the consumer's Release store, so slots it released are
-        // free for us. Our own `tail` could be Relaxed (we are its only writer from now on), but
-        // a previous producer may have written it; Acquire costs nothing here (once).
-        let tail = ring.tail().load(Ordering::Acquire);
-        let head = ring.head().load(Ordering::Acquire);
-        if tail.wrapping_sub(head) > ring.capacity {
-            return Err(RingError::Corrupt { head, tail });
-        }
+        // `head` Acquire pairs with the consumer's Release store, so slots it released are free
+        // for us; our own `tail` may have been written by a previous producer.
+        let (head, tail) = ring.indices()?;
         Ok(Producer {
             ring,
             tail,
@@ -436,20 +451,13 @@ impl<T: Entry> Consumer<T> {
         owner: Arc<dyn Send + Sync>,
     ) -> Result<Self, RingError> {
         // SAFETY: forwarded from our caller.
-        let geometry = unsafe { validate::<T>(mem, len, role)? };
-        // SAFETY: validated alignment and footprint; validity from our caller.
-        let ring = unsafe { RawRing::from_memory(mem, geometry.capacity) };
+        let ring = unsafe { RawRing::open(mem, len, role)? };
         Self::from_raw(ring, owner)
     }
 
     fn from_raw(ring: RawRing<T>, owner: Arc<dyn Send + Sync>) -> Result<Self, RingError> {
-        // Acquire on both: see `refresh_tail` for `tail`; `head` may have been written by a
-        // previous consumer.
-        let head = ring.head().load(Ordering::Acquire);
-        let tail = ring.tail().load(Ordering::Acquire);
-        if tail.wrapping_sub(head) > ring.capacity {
-            return Err(RingError::Corrupt { head, tail });
-        }
+        // `tail` Acquire: see `refresh_tail`; `head` may have been written by a previous consumer.
+        let (head, tail) = ring.indices()?;
         Ok(Consumer {
             ring,
             head,

@@ -87,6 +87,49 @@ struct HostConn {
     maps: HostMappings,
 }
 
+impl HostConn {
+    /// Advances queued operations in order, moving at most `budget` bytes of DMA; finished ones
+    /// go to `out`. Stops at the first whose DMA is not over. True if it did anything.
+    fn advance(
+        &mut self,
+        core: &mut Core,
+        segments: &SegmentTable,
+        budget: &mut u64,
+        out: &mut Vec<Completion>,
+    ) -> bool {
+        let mut work = false;
+        while let Some(op) = self.queue.front_mut() {
+            work = true;
+            if let Some(dma) = op.dma.as_mut() {
+                if !dma.advance(segments, budget) {
+                    break;
+                }
+            }
+            if let Some(op) = self.queue.pop_front() {
+                out.push(finish(core, op));
+            }
+        }
+        work
+    }
+
+    /// Publishes `out` with one ring store, turning each parked start time into the engine time
+    /// up to `end` (one clock read per batch).
+    fn publish(&mut self, out: &mut [Completion], end: Nanos) {
+        if out.is_empty() {
+            return;
+        }
+        for c in out.iter_mut() {
+            c.engine_ns = end.saturating_sub(c.engine_ns);
+        }
+        let pushed = self.rings.cq.push_batch(out);
+        debug_assert_eq!(
+            pushed,
+            out.len(),
+            "completion ring overflow despite reservation"
+        );
+    }
+}
+
 struct Pending {
     sock: OwnedFd,
     since: Nanos,
@@ -205,25 +248,11 @@ impl EngineLoop {
             return Ok(false);
         };
         let mut budget = core.config().dma_pass_bytes;
-        let mut work = false;
         out.clear();
-
-        // 1. Queued operations, in order; stop at the first whose DMA is not over.
-        while let Some(op) = conn.queue.front_mut() {
-            if let Some(dma) = op.dma.as_mut() {
-                work = true;
-                if !dma.advance(segments, &mut budget) {
-                    break;
-                }
-            }
-            // NOTE(unwrap-free): front_mut returned Some.
-            if let Some(op) = conn.queue.pop_front() {
-                out.push(finish(core, op));
-            }
-        }
-
+        // 1. What is queued, in order.
+        let mut work = conn.advance(core, segments, &mut budget, out);
         // 2. New descriptors, only behind an empty queue (keeps completions in order), only as
-        // many as there are free completion slots.
+        // many as there are free completion slots; they run with what is left of the budget.
         if conn.queue.is_empty() {
             let room = conn
                 .rings
@@ -255,41 +284,19 @@ impl EngineLoop {
                             });
                         }
                         Action::Complete { cqe, started, .. } => {
-                            let mut op = Op {
+                            conn.queue.push_back(Op {
                                 dma: staged.take(),
                                 cqe,
                                 started,
-                            };
-                            let over = conn.queue.is_empty()
-                                && op
-                                    .dma
-                                    .as_mut()
-                                    .is_none_or(|d| d.advance(segments, &mut budget));
-                            if over {
-                                out.push(finish(core, op));
-                            } else {
-                                conn.queue.push_back(op);
-                            }
+                            });
                         }
                     }
                 }
             }
+            conn.advance(core, segments, &mut budget, out);
         }
-
-        // 3. Publish, one clock read and one ring store for the whole batch.
-        if !out.is_empty() {
-            let end = clock.now();
-            for c in out.iter_mut() {
-                // `finish` parked the start time in engine_ns.
-                c.engine_ns = end.saturating_sub(c.engine_ns);
-            }
-            let pushed = conn.rings.cq.push_batch(out);
-            debug_assert_eq!(
-                pushed,
-                out.len(),
-                "completion ring overflow despite reservation"
-            );
-        }
+        // 3. Publish.
+        conn.publish(out, clock.now());
         Ok(work)
     }
 
@@ -628,40 +635,36 @@ impl EngineLoop {
                 core,
                 segments,
                 burst,
+                out,
                 clock,
                 ..
             } = self;
             let Some(conn) = hosts[i].as_mut() else {
                 continue;
             };
-            let end = clock.now();
-            let mut out: Vec<Completion> = Vec::with_capacity(conn.queue.len() + burst.len());
-            while let Some(mut op) = conn.queue.pop_front() {
-                if let Some(d) = op.dma.as_mut() {
-                    let mut unlimited = u64::MAX;
-                    d.advance(segments, &mut unlimited);
+            out.clear();
+            let mut unlimited = u64::MAX;
+            conn.advance(core, segments, &mut unlimited, out);
+            // Everything still in the ring is answered, as far as the completion ring has room.
+            let now = clock.now();
+            let refused = Status::from(StatusKind::EngineShutdown);
+            loop {
+                let room = conn
+                    .rings
+                    .cq
+                    .free_slots()
+                    .saturating_sub(out.len())
+                    .min(burst.len());
+                let n = conn.rings.sq.pop_batch(&mut burst[..room]).unwrap_or(0);
+                if n == 0 {
+                    break;
                 }
-                let mut c = finish(core, op);
-                c.engine_ns = end.saturating_sub(c.engine_ns);
-                out.push(c);
+                out.extend(burst[..n].iter().map(|d| Completion {
+                    engine_ns: now,
+                    ..Completion::new(d.cookie, d.opcode, refused, 0)
+                }));
             }
-            let room = conn
-                .rings
-                .cq
-                .free_slots()
-                .saturating_sub(out.len())
-                .min(burst.len());
-            if let Ok(n) = conn.rings.sq.pop_batch(&mut burst[..room]) {
-                for d in &burst[..n] {
-                    out.push(Completion::new(
-                        d.cookie,
-                        d.opcode,
-                        Status::from(StatusKind::EngineShutdown),
-                        0,
-                    ));
-                }
-            }
-            conn.rings.cq.push_batch(&out);
+            conn.publish(out, now);
         }
         for i in 0..self.hosts.len() {
             self.detach(HostId(i as u32), Departure::Clean);
