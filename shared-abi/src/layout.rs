@@ -8,6 +8,7 @@
 use crate::cqe::Completion;
 use crate::ctl::CtlMsg;
 use crate::desc::SubmissionDescriptor;
+use crate::frame::{RetransmitBody, SyncBody};
 use crate::reg::RegistrationRecord;
 use crate::ring::{ConsumerIndex, ProducerIndex, RingControl, RingHeader};
 use crate::segment::SegmentHeader;
@@ -68,6 +69,8 @@ abi_layout! {
         version @ 0, kind @ 1, flags @ 2, src_rank @ 4, cookie @ 8, bid @ 16, frag_seq @ 20,
         frag_count @ 24, total_len @ 28,
     }
+    SyncBody: size 24, align 1 { epoch @ 0, base_bid @ 4, acked @ 8, nacked @ 16 }
+    RetransmitBody: size 8, align 1 { first_frag @ 0, nfrags @ 4 }
 }
 
 /// The golden file, embedded so the comparison needs no file system (it runs under qemu and at

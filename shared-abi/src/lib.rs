@@ -18,6 +18,7 @@
 pub mod cqe;
 pub mod ctl;
 pub mod desc;
+pub mod frame;
 pub mod layout;
 pub mod opcode;
 pub mod reg;

@@ -1,0 +1,250 @@
+//! Checked frames: parse untrusted datagrams into typed views, and emit them.
+//!
+//! ```text
+//! | WireHeader (32 B) | body (kind-specific, may be empty) | CRC32C over header+body (4 B, LE) |
+//! ```
+//! [`Frame::parse`] promises (the smoltcp contract): if it returns `Ok`, no accessor of the
+//! returned view panics and every length inside is consistent. Every reject has a reason
+//! ([`DropReason`]) so bring-up on hardware can count *why* frames die. The CRC function is a
+//! parameter, so this crate stays `no_std` and a DPU build can hand in its CRC engine; the
+//! engine passes the hardware-accelerated `crc32c` crate.
+//!
+//! Bodies by kind:
+//! * `DATA_MULTICAST`, `DATA_REPAIR`: fragment bytes (`frag_seq < frag_count`, non-empty unless
+//!   the message is empty, never longer than `total_len`);
+//! * `READY`: empty;
+//! * `SYNC_UP`, `SYNC_DOWN`: one [`SyncBody`];
+//! * `RETRANSMIT_REQUEST`: one [`RetransmitBody`] then `ceil(nfrags / 8)` bitmap bytes (bit `i`
+//!   set = fragment `first_frag + i` is missing).
+//!
+//! Cookie and broadcast-id checks need the communicator table and live in the protocol.
+use crate::wire::{FrameKind, WireHeader, WIRE_HEADER_LEN, WIRE_TRAILER_LEN, WIRE_VERSION};
+use zerocopy::byteorder::little_endian::{U32, U64};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
+
+/// CRC-32C of a byte string (injected; see the module docs).
+pub type Crc32c = fn(&[u8]) -> u32;
+
+/// Smallest possible frame: a header and a trailer.
+pub const MIN_FRAME_LEN: usize = WIRE_HEADER_LEN + WIRE_TRAILER_LEN;
+
+/// Why a frame was dropped. `Copy`, one byte, cheap to count per reason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum DropReason {
+    /// Shorter than a header plus trailer.
+    TooShort = 0,
+    /// CRC32C mismatch: corrupted in flight.
+    BadCrc = 1,
+    /// Another wire version.
+    BadVersion = 2,
+    /// A kind this version does not define.
+    UnknownKind = 3,
+    /// Body length wrong for the kind.
+    BadLength = 4,
+    /// Fragment fields inconsistent (`frag_seq >= frag_count`, payload past `total_len`, …).
+    BadFragment = 5,
+    /// Cookie of no communicator here (another job's frame).
+    ForeignCookie = 6,
+    /// Broadcast id outside the acceptance window (stale or too far ahead).
+    BidOutOfWindow = 7,
+    /// Sender rank is not a member of the communicator.
+    BadRank = 8,
+    /// No room to keep an early fragment (all pre-posted slots in use).
+    NoSlot = 9,
+}
+
+impl DropReason {
+    /// Number of reasons (for counter arrays).
+    pub const COUNT: usize = 10;
+    /// Every reason, in code order.
+    pub const ALL: [DropReason; Self::COUNT] = [
+        DropReason::TooShort,
+        DropReason::BadCrc,
+        DropReason::BadVersion,
+        DropReason::UnknownKind,
+        DropReason::BadLength,
+        DropReason::BadFragment,
+        DropReason::ForeignCookie,
+        DropReason::BidOutOfWindow,
+        DropReason::BadRank,
+        DropReason::NoSlot,
+    ];
+}
+
+/// Body of `SYNC_UP` / `SYNC_DOWN`: the delayed synchronization of Yu et al. A window of 64
+/// broadcast ids starting at `base_bid`; bit `i` stands for `base_bid + i`.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Default,
+    FromBytes,
+    IntoBytes,
+    Immutable,
+    KnownLayout,
+    Unaligned,
+)]
+#[repr(C)]
+pub struct SyncBody {
+    /// Synchronization round.
+    pub epoch: U32,
+    /// First broadcast id of the window.
+    pub base_bid: U32,
+    /// UP: broadcasts every rank of the sender's subtree completed. DOWN: completed everywhere.
+    pub acked: U64,
+    /// UP: broadcasts some rank of the subtree is missing (NACK). DOWN: to retransmit.
+    pub nacked: U64,
+}
+
+/// Fixed part of a `RETRANSMIT_REQUEST` body; the missing-fragment bitmap follows.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Default,
+    FromBytes,
+    IntoBytes,
+    Immutable,
+    KnownLayout,
+    Unaligned,
+)]
+#[repr(C)]
+pub struct RetransmitBody {
+    /// First fragment the bitmap describes.
+    pub first_frag: U32,
+    /// Fragments it describes.
+    pub nfrags: U32,
+}
+
+/// Largest fragment range one retransmission request can describe.
+pub const MAX_RETRANSMIT_FRAGS: u32 = 8192;
+
+/// A parsed, checked frame borrowing the datagram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Frame<'a> {
+    header: &'a WireHeader,
+    body: &'a [u8],
+}
+
+impl<'a> Frame<'a> {
+    /// Checks `bytes` completely (length, CRC, version, kind, per-kind body rules).
+    pub fn parse(bytes: &'a [u8], crc: Crc32c) -> Result<Frame<'a>, DropReason> {
+        if bytes.len() < MIN_FRAME_LEN {
+            return Err(DropReason::TooShort);
+        }
+        let (covered, trailer) = bytes.split_at(bytes.len() - WIRE_TRAILER_LEN);
+        let want = u32::from_le_bytes([trailer[0], trailer[1], trailer[2], trailer[3]]);
+        if crc(covered) != want {
+            return Err(DropReason::BadCrc);
+        }
+        let (header, body) =
+            WireHeader::ref_from_prefix(covered).map_err(|_| DropReason::TooShort)?;
+        if header.version != WIRE_VERSION {
+            return Err(DropReason::BadVersion);
+        }
+        let frame = Frame { header, body };
+        match header.kind {
+            FrameKind::DATA_MULTICAST | FrameKind::DATA_REPAIR => {
+                let (seq, count, total) = (
+                    header.frag_seq.get(),
+                    header.frag_count.get(),
+                    header.total_len.get(),
+                );
+                let len = body.len() as u64;
+                if count == 0 || seq >= count || len > total as u64 || (len == 0 && total != 0) {
+                    return Err(DropReason::BadFragment);
+                }
+            }
+            FrameKind::READY => {
+                if !body.is_empty() {
+                    return Err(DropReason::BadLength);
+                }
+            }
+            FrameKind::SYNC_UP | FrameKind::SYNC_DOWN => {
+                if body.len() != core::mem::size_of::<SyncBody>() {
+                    return Err(DropReason::BadLength);
+                }
+            }
+            FrameKind::RETRANSMIT_REQUEST => {
+                let (fixed, bitmap) =
+                    RetransmitBody::ref_from_prefix(body).map_err(|_| DropReason::BadLength)?;
+                let n = fixed.nfrags.get();
+                if n == 0 || n > MAX_RETRANSMIT_FRAGS || bitmap.len() != n.div_ceil(8) as usize {
+                    return Err(DropReason::BadLength);
+                }
+            }
+            _ => return Err(DropReason::UnknownKind),
+        }
+        Ok(frame)
+    }
+
+    /// The header.
+    pub fn header(&self) -> &'a WireHeader {
+        self.header
+    }
+
+    /// Kind.
+    pub fn kind(&self) -> FrameKind {
+        self.header.kind
+    }
+
+    /// The body (fragment bytes for data frames).
+    pub fn body(&self) -> &'a [u8] {
+        self.body
+    }
+
+    /// The sync body, for `SYNC_UP`/`SYNC_DOWN` frames.
+    pub fn sync(&self) -> Option<&'a SyncBody> {
+        match self.kind() {
+            FrameKind::SYNC_UP | FrameKind::SYNC_DOWN => SyncBody::ref_from_bytes(self.body).ok(),
+            _ => None,
+        }
+    }
+
+    /// The retransmission request and its missing-fragment bitmap.
+    pub fn retransmit(&self) -> Option<(&'a RetransmitBody, &'a [u8])> {
+        match self.kind() {
+            FrameKind::RETRANSMIT_REQUEST => RetransmitBody::ref_from_prefix(self.body).ok(),
+            _ => None,
+        }
+    }
+}
+
+/// `out` is too small for the frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BufferTooSmall {
+    /// Bytes the frame needs.
+    pub need: usize,
+}
+
+/// Writes header, `body` parts (concatenated) and the CRC trailer into `out`; returns the frame
+/// length. Bodies are given in parts so a fixed body and a bitmap need no staging copy.
+pub fn emit(
+    out: &mut [u8],
+    header: &WireHeader,
+    body: &[&[u8]],
+    crc: Crc32c,
+) -> Result<usize, BufferTooSmall> {
+    let body_len: usize = body.iter().map(|b| b.len()).sum();
+    let need = WIRE_HEADER_LEN + body_len + WIRE_TRAILER_LEN;
+    if out.len() < need {
+        return Err(BufferTooSmall { need });
+    }
+    out[..WIRE_HEADER_LEN].copy_from_slice(header.as_bytes());
+    let mut at = WIRE_HEADER_LEN;
+    for part in body {
+        out[at..at + part.len()].copy_from_slice(part);
+        at += part.len();
+    }
+    let sum = crc(&out[..at]);
+    out[at..need].copy_from_slice(&sum.to_le_bytes());
+    Ok(need)
+}
+
+static_assertions::const_assert_eq!(core::mem::size_of::<SyncBody>(), 24);
+static_assertions::const_assert_eq!(core::mem::size_of::<RetransmitBody>(), 8);
