@@ -3,12 +3,14 @@
 //! * [`core`] — the sans-IO protocol core (no sockets, threads or clocks);
 //! * [`config`] — every limit and knob, with `RINGCAST_*` overrides;
 //! * [`ctl`] — the control-socket transport shared with the host library;
+//! * [`proto`] — the reliable broadcast protocol (being built: fragment bitmaps and geometry);
 //! * [`runner`] — the polling loop that drives the core against real shared memory, run as a
 //!   pinned thread inside a host process ([`runner::spawn_thread`]) or as the `ringcast-engine`
 //!   daemon ([`runner::run_daemon`]): same core, two runners.
 pub mod config;
 pub mod core;
 pub mod ctl;
+pub mod proto;
 pub mod runner;
 
 pub use config::Config;
