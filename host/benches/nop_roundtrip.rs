@@ -53,17 +53,13 @@ fn batch(host: &mut Host, descs: &mut [SubmissionDescriptor]) {
 /// One engine at a time: on a 2-core machine two polling engines would compete for a CPU.
 fn nop_round_trip(c: &mut Criterion) {
     let mut g = c.benchmark_group("nop_round_trip");
-    g.sample_size(30)
-        .measurement_time(Duration::from_secs(4))
-        .warm_up_time(Duration::from_secs(1));
+    g.sample_size(30).measurement_time(Duration::from_secs(4)).warm_up_time(Duration::from_secs(1));
     let mut descs = vec![SubmissionDescriptor::nop(0); 32];
     {
         let mut host = Host::spawn_local(Config::from_env().unwrap()).unwrap();
         g.bench_function("thread", |b| b.iter(|| host.nop().unwrap()));
         g.throughput(Throughput::Elements(32));
-        g.bench_function("thread_batch32", |b| {
-            b.iter(|| batch(&mut host, &mut descs))
-        });
+        g.bench_function("thread_batch32", |b| b.iter(|| batch(&mut host, &mut descs)));
     }
     {
         let name = format!("bench-{}", std::process::id());
@@ -71,9 +67,7 @@ fn nop_round_trip(c: &mut Criterion) {
         g.throughput(Throughput::Elements(1));
         g.bench_function("daemon", |b| b.iter(|| host.nop().unwrap()));
         g.throughput(Throughput::Elements(32));
-        g.bench_function("daemon_batch32", |b| {
-            b.iter(|| batch(&mut host, &mut descs))
-        });
+        g.bench_function("daemon_batch32", |b| b.iter(|| batch(&mut host, &mut descs)));
     }
     g.finish();
 }

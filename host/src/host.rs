@@ -14,9 +14,7 @@
 use crate::error::{Error, Result};
 use crate::shared_buf::SharedBuf;
 use ringcast_abi::ctl::{CtlKind, CtlMsg, CtlStatus};
-use ringcast_abi::{
-    Access, Completion, RegionKey, RegionRef, StatusKind, SubmissionDescriptor, ABI_VERSION,
-};
+use ringcast_abi::{Access, Completion, RegionKey, RegionRef, StatusKind, SubmissionDescriptor, ABI_VERSION};
 use ringcast_offload::runner::{spawn_thread, Idle, ThreadEngine};
 use ringcast_offload::{ctl, Config};
 use ringcast_ring::attach::{self, HostRings};
@@ -95,10 +93,7 @@ impl Region {
 
     /// `(key, offset)` for a descriptor.
     pub fn at(&self, offset: u64) -> RegionRef {
-        RegionRef {
-            key: self.key,
-            offset,
-        }
+        RegionRef { key: self.key, offset }
     }
 }
 
@@ -142,28 +137,17 @@ impl Host {
     /// Attaches to the engine daemon `name`.
     pub fn attach_with(name: &str, opts: AttachOptions) -> Result<Host> {
         let config = Config::from_env()?;
-        let ctl_timeout = opts
-            .ctl_timeout
-            .unwrap_or(Duration::from_millis(config.ctl_timeout_ms as u64));
-        let sock = ctl::connect(name).map_err(|source| Error::Connect {
-            name: name.to_string(),
-            source,
-        })?;
+        let ctl_timeout = opts.ctl_timeout.unwrap_or(Duration::from_millis(config.ctl_timeout_ms as u64));
+        let sock = ctl::connect(name).map_err(|source| Error::Connect { name: name.to_string(), source })?;
         let mut req = CtlMsg::new(CtlKind::ATTACH);
         req.a = std::process::id();
         req.b = opts.ring_entries;
         req.seq = 1;
-        let (reply, fd) = call(&sock, &req, None, ctl_timeout, "attach")?;
+        let (reply, fd) = call(&sock, &req, None, ctl_timeout, "attach", &mut |_| {})?;
         if reply.kind == CtlKind::ERROR {
             return Err(match reply.status {
-                CtlStatus::ABI_MISMATCH => Error::AbiMismatch {
-                    engine: reply.b,
-                    library: ABI_VERSION,
-                },
-                status => Error::Refused {
-                    request: "attach",
-                    status,
-                },
+                CtlStatus::ABI_MISMATCH => Error::AbiMismatch { engine: reply.b, library: ABI_VERSION },
+                status => Error::Refused { request: "attach", status },
             });
         }
         let fd = match (reply.kind, fd) {
@@ -223,6 +207,13 @@ impl Host {
         self.in_flight + self.stash.len()
     }
 
+    /// Descriptors posted that the engine has not taken from the submission ring yet (read from
+    /// the engine's consumer index). Once this is 0 every posted descriptor is in the engine's
+    /// hands: what happens to it from then on is reported by its completion.
+    pub fn unclaimed(&self) -> usize {
+        self.rings.sq.in_flight()
+    }
+
     /// A fresh cookie (unique per host, never 0).
     pub fn next_cookie(&mut self) -> u64 {
         let c = self.next_cookie;
@@ -230,16 +221,25 @@ impl Host {
         c
     }
 
-    /// One control request/reply with this host's timeout and a fresh sequence number.
-    fn request(
-        &mut self,
-        mut msg: CtlMsg,
-        buf: Option<&SharedBuf>,
-        what: &'static str,
-    ) -> Result<CtlMsg> {
+    /// One control request/reply with this host's timeout and a fresh sequence number. A late
+    /// REGISTER_OK (its request timed out) names a region nobody holds: it is deregistered.
+    fn request(&mut self, mut msg: CtlMsg, buf: Option<&SharedBuf>, what: &'static str) -> Result<CtlMsg> {
         msg.seq = self.next_seq;
         self.next_seq += 1;
-        call(&self.sock, &msg, buf, self.ctl_timeout, what).map(|(m, _)| m)
+        let mut orphans: Vec<RegionKey> = Vec::new();
+        let mut stale = |m: CtlMsg| {
+            if m.kind == CtlKind::REGISTER_OK {
+                orphans.push(RegionKey(m.a));
+            }
+        };
+        let reply = call(&self.sock, &msg, buf, self.ctl_timeout, what, &mut stale).map(|(m, _)| m);
+        for key in orphans {
+            let mut req = CtlMsg::new(CtlKind::DEREGISTER);
+            req.a = key.0;
+            // Best effort: the host never had this key; a failure leaves it to detach.
+            let _ = self.request(req, None, "deregister");
+        }
+        reply
     }
 
     /// Registers all of `buf`.
@@ -257,13 +257,7 @@ impl Host {
     ) -> Result<Region> {
         match offset.checked_add(len) {
             Some(end) if end <= buf.len() as u64 && len > 0 => {}
-            _ => {
-                return Err(Error::OutOfBounds {
-                    offset,
-                    len,
-                    size: buf.len() as u64,
-                })
-            }
+            _ => return Err(Error::OutOfBounds { offset, len, size: buf.len() as u64 }),
         }
         let mut req = CtlMsg::new(CtlKind::REGISTER);
         req.a = access.0;
@@ -272,16 +266,8 @@ impl Host {
         req.e = len;
         let reply = self.request(req, Some(buf), "register")?;
         match reply.kind {
-            CtlKind::REGISTER_OK => Ok(Region {
-                key: RegionKey(reply.a),
-                offset,
-                len,
-                buf: buf.clone(),
-            }),
-            _ => Err(Error::Refused {
-                request: "register",
-                status: reply.status,
-            }),
+            CtlKind::REGISTER_OK => Ok(Region { key: RegionKey(reply.a), offset, len, buf: buf.clone() }),
+            _ => Err(Error::Refused { request: "register", status: reply.status }),
         }
     }
 
@@ -298,10 +284,7 @@ impl Host {
         let reply = self.request(req, None, "deregister")?;
         match reply.kind {
             CtlKind::DEREGISTER_OK => Ok(()),
-            _ => Err(Error::Refused {
-                request: "deregister",
-                status: reply.status,
-            }),
+            _ => Err(Error::Refused { request: "deregister", status: reply.status }),
         }
     }
 
@@ -309,10 +292,7 @@ impl Host {
     pub fn stats(&mut self) -> Result<EngineStats> {
         let r = self.request(CtlMsg::new(CtlKind::STATS), None, "stats")?;
         if r.kind != CtlKind::STATS_OK {
-            return Err(Error::Refused {
-                request: "stats",
-                status: r.status,
-            });
+            return Err(Error::Refused { request: "stats", status: r.status });
         }
         Ok(EngineStats {
             hosts_attached: r.a,
@@ -326,14 +306,10 @@ impl Host {
     /// Posts one descriptor without blocking.
     pub fn try_post(&mut self, desc: &SubmissionDescriptor) -> Result<()> {
         if self.in_flight() >= self.max_in_flight {
-            return Err(Error::WouldBlock {
-                in_flight: self.in_flight(),
-            });
+            return Err(Error::WouldBlock { in_flight: self.in_flight() });
         }
         if self.rings.sq.try_push(*desc).is_err() {
-            return Err(Error::WouldBlock {
-                in_flight: self.in_flight(),
-            });
+            return Err(Error::WouldBlock { in_flight: self.in_flight() });
         }
         self.in_flight += 1;
         Ok(())
@@ -341,10 +317,7 @@ impl Host {
 
     /// Posts as many of `descs` as fit, behind one doorbell; returns how many.
     pub fn post_batch(&mut self, descs: &[SubmissionDescriptor]) -> usize {
-        let room = self
-            .max_in_flight
-            .saturating_sub(self.in_flight())
-            .min(descs.len());
+        let room = self.max_in_flight.saturating_sub(self.in_flight()).min(descs.len());
         let n = self.rings.sq.push_batch(&descs[..room]);
         self.in_flight += n;
         n
@@ -387,9 +360,7 @@ impl Host {
         let c = self.rings.cq.try_pop()?;
         if c.is_some() {
             if self.in_flight == 0 {
-                return Err(Error::Protocol(
-                    "engine completed more descriptors than were posted",
-                ));
+                return Err(Error::Protocol("engine completed more descriptors than were posted"));
             }
             self.in_flight -= 1;
         }
@@ -425,9 +396,11 @@ impl Host {
                 return Ok(Some(c));
             }
             n = n.wrapping_add(1);
-            // Checked every few polls, so a timeout ends within microseconds of its deadline
-            // even once the back-off sleeps between polls.
-            if n.is_multiple_of(DEADLINE_EVERY) && deadline.is_some_and(|d| Instant::now() >= d) {
+            // Checked every few polls while spinning and on every poll once the back-off sleeps,
+            // so a timeout ends within one poll interval (≤ idle_sleep_us) of its deadline.
+            if (n.is_multiple_of(DEADLINE_EVERY) || idle.sleeping())
+                && deadline.is_some_and(|d| Instant::now() >= d)
+            {
                 return Ok(None);
             }
             if n.is_multiple_of(LIVENESS_EVERY) && ctl::peer_gone(self.sock.as_fd()) {
@@ -449,9 +422,7 @@ impl Host {
                 Ok(Some(c)) => self.stash.push_back(c),
                 Ok(None) => return Err(Error::EngineGone),
                 Err(Error::NothingInFlight { .. }) => {
-                    return Err(Error::NothingInFlight {
-                        cookie: Some(cookie),
-                    })
+                    return Err(Error::NothingInFlight { cookie: Some(cookie) })
                 }
                 Err(e) => return Err(e),
             }
@@ -464,10 +435,7 @@ impl Host {
         let c = self.wait_cookie(desc.cookie)?;
         match StatusKind::try_from(c.status) {
             Ok(StatusKind::Ok) => Ok(c),
-            _ => Err(Error::Op {
-                cookie: c.cookie,
-                status: c.status,
-            }),
+            _ => Err(Error::Op { cookie: c.cookie, status: c.status }),
         }
     }
 
@@ -507,8 +475,9 @@ fn call(
     buf: Option<&SharedBuf>,
     timeout: Duration,
     request: &'static str,
+    stale: &mut dyn FnMut(CtlMsg),
 ) -> Result<(CtlMsg, Option<OwnedFd>)> {
-    ctl::call(sock.as_fd(), msg, buf.map(|b| b.fd()), timeout).map_err(|e| match e.kind() {
+    ctl::call(sock.as_fd(), msg, buf.map(|b| b.fd()), timeout, stale).map_err(|e| match e.kind() {
         std::io::ErrorKind::ConnectionAborted
         | std::io::ErrorKind::BrokenPipe
         | std::io::ErrorKind::ConnectionReset => Error::EngineGone,

@@ -24,8 +24,6 @@ mod shared_buf;
 
 pub use error::{Error, Result};
 pub use host::{AttachOptions, EngineStats, Host, Region};
-pub use ringcast_abi::{
-    Access, Completion, RegionKey, RegionRef, Status, StatusKind, SubmissionDescriptor,
-};
+pub use ringcast_abi::{Access, Completion, RegionKey, RegionRef, Status, StatusKind, SubmissionDescriptor};
 pub use ringcast_offload::Config;
 pub use shared_buf::SharedBuf;

@@ -73,28 +73,19 @@ pub fn copy_and_errors(host: &mut Host, seed: u64, copies: usize) -> Check<CopyR
         let len = 1 + rng.below(64 * 1024) as usize;
         let so = rng.below((LEN - len) as u64 + 1) as usize;
         let d_o = rng.below((LEN - len) as u64 + 1) as usize;
-        let c = host
-            .copy(rd.at(d_o as u64), rs.at(so as u64), len as u64)
-            .map_err(err)?;
+        let c = host.copy(rd.at(d_o as u64), rs.at(so as u64), len as u64).map_err(err)?;
         if c.bytes != len as u64 {
-            return Err(format!(
-                "copy {i}: completion reports {} bytes, posted {len}",
-                c.bytes
-            ));
+            return Err(format!("copy {i}: completion reports {} bytes, posted {len}", c.bytes));
         }
         model[d_o..d_o + len].copy_from_slice(&data[so..so + len]);
         if dst.to_vec(d_o as u64, len).map_err(err)? != model[d_o..d_o + len] {
-            return Err(format!(
-                "copy {i} (seed {seed}): {len} bytes {so}->{d_o} delivered wrong bytes"
-            ));
+            return Err(format!("copy {i} (seed {seed}): {len} bytes {so}->{d_o} delivered wrong bytes"));
         }
         report.copies += 1;
         report.bytes += len as u64;
     }
     if dst.to_vec(0, LEN).map_err(err)? != model {
-        return Err(format!(
-            "seed {seed}: bytes outside the copied ranges changed"
-        ));
+        return Err(format!("seed {seed}: bytes outside the copied ranges changed"));
     }
 
     let n = host.ring_entries().min(64);
@@ -102,23 +93,14 @@ pub fn copy_and_errors(host: &mut Host, seed: u64, copies: usize) -> Check<CopyR
     for i in 0..n {
         let cookie = host.next_cookie();
         let off = (i * 4096) as u64;
-        host.post(&SubmissionDescriptor::copy(
-            cookie,
-            rd.at(off),
-            rs.at(off + 8192),
-            4096,
-        ))
-        .map_err(err)?;
+        host.post(&SubmissionDescriptor::copy(cookie, rd.at(off), rs.at(off + 8192), 4096)).map_err(err)?;
         cookies.push(cookie);
     }
     let mut seen = Vec::with_capacity(n);
     while seen.len() < n {
         let c = host.wait().map_err(err)?;
         if !c.status.is_ok() {
-            return Err(format!(
-                "batched copy {:#x} failed: {:?}",
-                c.cookie, c.status
-            ));
+            return Err(format!("batched copy {:#x} failed: {:?}", c.cookie, c.status));
         }
         seen.push(c.cookie);
     }
@@ -137,64 +119,25 @@ pub fn copy_and_errors(host: &mut Host, seed: u64, copies: usize) -> Check<CopyR
 
     let ok = SubmissionDescriptor::copy(0, rd.at(0), rs.at(0), 16);
     let (rs_key, rd_key) = (rs.key(), rd.key());
-    type Case = (
-        &'static str,
-        fn(&mut SubmissionDescriptor, RegionKey),
-        StatusKind,
-    );
+    type Case = (&'static str, fn(&mut SubmissionDescriptor, RegionKey), StatusKind);
     let cases: [Case; 9] = [
-        (
-            "unknown opcode",
-            |d, _| d.opcode = Opcode(0x7f),
-            StatusKind::UnknownOpcode,
-        ),
+        ("unknown opcode", |d, _| d.opcode = Opcode(0x7f), StatusKind::UnknownOpcode),
         ("zero length", |d, _| d.len = 0, StatusKind::BadLength),
-        (
-            "oversized length",
-            |d, _| d.len = (1 << 30) + 1,
-            StatusKind::BadLength,
-        ),
-        (
-            "range past region end",
-            |d, _| d.offset = LEN as u64 - 8,
-            StatusKind::OutOfBounds,
-        ),
-        (
-            "offset overflow",
-            |d, _| d.aux_offset = u64::MAX - 4,
-            StatusKind::OutOfBounds,
-        ),
-        (
-            "unregistered key",
-            |d, _| d.key = RegionKey(0x00ff_00ff),
-            StatusKind::UnknownRegion,
-        ),
-        (
-            "reserved flag set",
-            |d, _| d.flags = 1,
-            StatusKind::BadFlags,
-        ),
-        (
-            "communicator on COPY",
-            |d, _| d.comm = 1,
-            StatusKind::BadDescriptor,
-        ),
-        (
-            "write to read-only region",
-            |d, k| d.key = k,
-            StatusKind::AccessDenied,
-        ),
+        ("oversized length", |d, _| d.len = (1 << 30) + 1, StatusKind::BadLength),
+        ("range past region end", |d, _| d.offset = LEN as u64 - 8, StatusKind::OutOfBounds),
+        ("offset overflow", |d, _| d.aux_offset = u64::MAX - 4, StatusKind::OutOfBounds),
+        ("unregistered key", |d, _| d.key = RegionKey(0x00ff_00ff), StatusKind::UnknownRegion),
+        ("reserved flag set", |d, _| d.flags = 1, StatusKind::BadFlags),
+        ("communicator on COPY", |d, _| d.comm = 1, StatusKind::BadDescriptor),
+        ("write to read-only region", |d, k| d.key = k, StatusKind::AccessDenied),
     ];
     for (what, alter, want) in cases {
-        report
-            .bad_cases
-            .push((what, expect(host, ok, |d| alter(d, rs_key), want)?));
+        report.bad_cases.push((what, expect(host, ok, |d| alter(d, rs_key), want)?));
     }
     host.deregister(rd).map_err(err)?;
-    report.bad_cases.push((
-        "deregistered key",
-        expect(host, ok, |d| d.key = rd_key, StatusKind::UnknownRegion)?,
-    ));
+    report
+        .bad_cases
+        .push(("deregistered key", expect(host, ok, |d| d.key = rd_key, StatusKind::UnknownRegion)?));
     if dst.to_vec(0, LEN).map_err(err)? != model {
         return Err("a refused descriptor moved bytes".into());
     }
@@ -225,8 +168,7 @@ pub fn nop_round_trips(host: &mut Host, n: usize) -> Check<Vec<u64>> {
     for _ in 0..n {
         let cookie = host.next_cookie();
         let t = Instant::now();
-        host.try_post(&SubmissionDescriptor::nop(cookie))
-            .map_err(err)?;
+        host.try_post(&SubmissionDescriptor::nop(cookie)).map_err(err)?;
         let c = host.wait().map_err(err)?;
         lat.push(t.elapsed().as_nanos() as u64);
         if c.cookie != cookie || !c.status.is_ok() {
@@ -285,12 +227,7 @@ fn timed_copies(
     while done < count {
         while posted < count {
             let cookie = host.next_cookie();
-            match host.try_post(&SubmissionDescriptor::copy(
-                cookie,
-                rd.at(0),
-                rs.at(0),
-                size as u64,
-            )) {
+            match host.try_post(&SubmissionDescriptor::copy(cookie, rd.at(0), rs.at(0), size as u64)) {
                 Ok(()) => posted += 1,
                 Err(Error::WouldBlock { .. }) => break,
                 Err(e) => return Err(err(e)),

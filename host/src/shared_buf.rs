@@ -17,9 +17,7 @@ pub struct SharedBuf {
 
 impl std::fmt::Debug for SharedBuf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SharedBuf")
-            .field("len", &self.len())
-            .finish()
+        f.debug_struct("SharedBuf").field("len", &self.len()).finish()
     }
 }
 
@@ -27,11 +25,7 @@ impl SharedBuf {
     /// Allocates `len` zeroed bytes (`len > 0`).
     pub fn new(len: usize) -> Result<Self> {
         if len == 0 {
-            return Err(Error::OutOfBounds {
-                offset: 0,
-                len: 0,
-                size: 0,
-            });
+            return Err(Error::OutOfBounds { offset: 0, len: 0, size: 0 });
         }
         let seg = ShmSegment::create("ringcast-buf", len)?;
         Ok(SharedBuf { seg: Arc::new(seg) })
@@ -48,32 +42,22 @@ impl SharedBuf {
     }
 
     fn oob(&self, offset: u64, len: usize) -> Error {
-        Error::OutOfBounds {
-            offset,
-            len: len as u64,
-            size: self.len() as u64,
-        }
+        Error::OutOfBounds { offset, len: len as u64, size: self.len() as u64 }
     }
 
     /// Copies `out.len()` bytes at `offset` out of the buffer.
     pub fn read_at(&self, offset: u64, out: &mut [u8]) -> Result<()> {
-        self.seg
-            .read_at(offset, out)
-            .map_err(|_| self.oob(offset, out.len()))
+        self.seg.read_at(offset, out).map_err(|_| self.oob(offset, out.len()))
     }
 
     /// Copies `data` into the buffer at `offset`.
     pub fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
-        self.seg
-            .write_at(offset, data)
-            .map_err(|_| self.oob(offset, data.len()))
+        self.seg.write_at(offset, data).map_err(|_| self.oob(offset, data.len()))
     }
 
     /// Sets `len` bytes at `offset` to `byte`.
     pub fn fill(&self, offset: u64, len: usize, byte: u8) -> Result<()> {
-        self.seg
-            .fill(offset, len as u64, byte)
-            .map_err(|_| self.oob(offset, len))
+        self.seg.fill(offset, len as u64, byte).map_err(|_| self.oob(offset, len))
     }
 
     /// A copy of `len` bytes at `offset`.

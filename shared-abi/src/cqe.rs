@@ -8,9 +8,7 @@ use crate::status::Status;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// One completion-ring entry.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(C)]
 pub struct Completion {
     /// The descriptor's `cookie`, echoed.

@@ -27,9 +27,7 @@ pub const CTL_MAGIC: u32 = u32::from_le_bytes(*b"RCCT");
 ///
 /// `ATTACH`'s `b` asks for a submission ring size (0 = engine default; the completion ring has
 /// the same size). `ERROR` carries a [`CtlStatus`].
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(transparent)]
 pub struct CtlKind(pub u32);
 
@@ -58,9 +56,7 @@ impl CtlKind {
 }
 
 /// Why a control request was refused.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(transparent)]
 pub struct CtlStatus(pub u32);
 
@@ -100,9 +96,7 @@ impl CtlStatus {
 }
 
 /// One control message (64 bytes).
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(C)]
 pub struct CtlMsg {
     /// [`CTL_MAGIC`].

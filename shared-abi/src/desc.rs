@@ -17,9 +17,7 @@ pub const DESC_FLAGS_DEFINED: u8 = 0;
 /// |--------|-------------------------|------------------------|--------------|---------------|
 /// | NOP    | 0                       | 0                      | 0            | 0             |
 /// | COPY   | destination             | source                 | bytes to copy| 0             |
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(C)]
 pub struct SubmissionDescriptor {
     /// What to do; see [`Opcode`].

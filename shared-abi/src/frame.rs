@@ -75,17 +75,7 @@ impl DropReason {
 /// Body of `SYNC_UP` / `SYNC_DOWN`: the delayed synchronization of Yu et al. A window of 64
 /// broadcast ids starting at `base_bid`; bit `i` stands for `base_bid + i`.
 #[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Default,
-    FromBytes,
-    IntoBytes,
-    Immutable,
-    KnownLayout,
-    Unaligned,
+    Clone, Copy, Debug, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned,
 )]
 #[repr(C)]
 pub struct SyncBody {
@@ -101,17 +91,7 @@ pub struct SyncBody {
 
 /// Fixed part of a `RETRANSMIT_REQUEST` body; the missing-fragment bitmap follows.
 #[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Default,
-    FromBytes,
-    IntoBytes,
-    Immutable,
-    KnownLayout,
-    Unaligned,
+    Clone, Copy, Debug, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned,
 )]
 #[repr(C)]
 pub struct RetransmitBody {
@@ -142,19 +122,15 @@ impl<'a> Frame<'a> {
         if crc(covered) != want {
             return Err(DropReason::BadCrc);
         }
-        let (header, body) =
-            WireHeader::ref_from_prefix(covered).map_err(|_| DropReason::TooShort)?;
+        let (header, body) = WireHeader::ref_from_prefix(covered).map_err(|_| DropReason::TooShort)?;
         if header.version != WIRE_VERSION {
             return Err(DropReason::BadVersion);
         }
         let frame = Frame { header, body };
         match header.kind {
             FrameKind::DATA_MULTICAST | FrameKind::DATA_REPAIR => {
-                let (seq, count, total) = (
-                    header.frag_seq.get(),
-                    header.frag_count.get(),
-                    header.total_len.get(),
-                );
+                let (seq, count, total) =
+                    (header.frag_seq.get(), header.frag_count.get(), header.total_len.get());
                 let len = body.len() as u64;
                 if count == 0 || seq >= count || len > total as u64 || (len == 0 && total != 0) {
                     return Err(DropReason::BadFragment);

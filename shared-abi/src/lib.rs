@@ -47,6 +47,4 @@ pub const CACHE_LINE: usize = 128;
 // Every layout here is little-endian on the wire and in shared memory; both supported targets
 // (x86-64, aarch64) are little-endian, so native integers are used in shared memory.
 #[cfg(not(target_endian = "little"))]
-compile_error!(
-    "ringcast's shared-memory ABI is little-endian; big-endian targets are not supported"
-);
+compile_error!("ringcast's shared-memory ABI is little-endian; big-endian targets are not supported");

@@ -5,9 +5,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 ///
 /// The engine packs a table slot and a generation into it so that a key that was deregistered
 /// and whose slot was reused is still refused (`UnknownRegion`), not silently redirected.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(transparent)]
 pub struct RegionKey(pub u32);
 
@@ -17,9 +15,7 @@ impl RegionKey {
 }
 
 /// Access rights of a region, as bit flags.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(transparent)]
 pub struct Access(pub u32);
 
@@ -43,9 +39,7 @@ impl Access {
 ///
 /// `segment` is the engine's handle for the shared-memory segment the host passed at
 /// registration; `seg_offset`/`len` bound the region inside it.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(C)]
 pub struct RegistrationRecord {
     /// The key handed to the host.

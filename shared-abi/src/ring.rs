@@ -16,9 +16,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 pub const RING_MAGIC: u64 = u64::from_le_bytes(*b"RCRING01");
 
 /// Which ring this is (a consumer checks it attached the ring it expected).
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(transparent)]
 pub struct RingRole(pub u32);
 

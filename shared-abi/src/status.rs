@@ -5,9 +5,7 @@
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// Raw status as stored in a [`crate::Completion`]. 0 is success.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(transparent)]
 pub struct Status(pub u16);
 
@@ -58,6 +56,18 @@ statuses! {
     EngineShutdown = 8, "engine is shutting down";
     /// Source and destination ranges of a COPY overlap.
     Overlap = 9, "source and destination ranges overlap";
+    /// The communicator handle names no communicator of this engine.
+    UnknownCommunicator = 10, "unknown communicator";
+    /// The root rank is not a member of the communicator.
+    BadRoot = 11, "root rank outside the communicator";
+    /// The message length differs from the root's (every rank must post the same length).
+    LengthMismatch = 12, "message length differs from the root's";
+    /// A rank this operation depends on stopped answering within the configured time.
+    PeerUnreachable = 13, "a rank stopped answering";
+    /// The communicator lost a member earlier; its collectives can no longer complete.
+    CommunicatorBroken = 14, "communicator broken by an unreachable rank";
+    /// The reassembled message failed its end-to-end digest.
+    DigestMismatch = 15, "reassembled message failed its end-to-end digest";
 }
 
 impl Status {

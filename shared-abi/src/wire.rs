@@ -28,18 +28,7 @@ pub const WIRE_TRAILER_LEN: usize = 4;
 
 /// Kind of a frame.
 #[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Hash,
-    Default,
-    FromBytes,
-    IntoBytes,
-    Immutable,
-    KnownLayout,
-    Unaligned,
+    Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned,
 )]
 #[repr(transparent)]
 pub struct FrameKind(pub u8);
@@ -61,17 +50,7 @@ impl FrameKind {
 
 /// The 32-byte frame header.
 #[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Default,
-    FromBytes,
-    IntoBytes,
-    Immutable,
-    KnownLayout,
-    Unaligned,
+    Clone, Copy, Debug, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned,
 )]
 #[repr(C)]
 pub struct WireHeader {

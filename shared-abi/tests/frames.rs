@@ -33,21 +33,9 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
         buf.truncate(n);
         out.push((name, buf));
     };
-    put(
-        "data_multicast",
-        header(FrameKind::DATA_MULTICAST, 1, 3, 20),
-        &[b"fragment-1"],
-    );
-    put(
-        "data_repair",
-        header(FrameKind::DATA_REPAIR, 2, 3, 20),
-        &[b"frag2"],
-    );
-    put(
-        "data_empty_message",
-        header(FrameKind::DATA_MULTICAST, 0, 1, 0),
-        &[],
-    );
+    put("data_multicast", header(FrameKind::DATA_MULTICAST, 1, 3, 20), &[b"fragment-1"]);
+    put("data_repair", header(FrameKind::DATA_REPAIR, 2, 3, 20), &[b"frag2"]);
+    put("data_empty_message", header(FrameKind::DATA_MULTICAST, 0, 1, 0), &[]);
     put("ready", header(FrameKind::READY, 0, 0, 0), &[]);
     let sync = SyncBody {
         epoch: U32::new(7),
@@ -55,20 +43,9 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
         acked: U64::new(0b1011),
         nacked: U64::new(0b0100),
     };
-    put(
-        "sync_up",
-        header(FrameKind::SYNC_UP, 0, 0, 0),
-        &[sync.as_bytes()],
-    );
-    put(
-        "sync_down",
-        header(FrameKind::SYNC_DOWN, 0, 0, 0),
-        &[sync.as_bytes()],
-    );
-    let rt = RetransmitBody {
-        first_frag: U32::new(8),
-        nfrags: U32::new(12),
-    };
+    put("sync_up", header(FrameKind::SYNC_UP, 0, 0, 0), &[sync.as_bytes()]);
+    put("sync_down", header(FrameKind::SYNC_DOWN, 0, 0, 0), &[sync.as_bytes()]);
+    let rt = RetransmitBody { first_frag: U32::new(8), nfrags: U32::new(12) };
     put(
         "retransmit_request",
         header(FrameKind::RETRANSMIT_REQUEST, 0, 0, 0),
@@ -82,10 +59,7 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
 }
 
 fn golden() -> Vec<(String, Vec<u8>)> {
@@ -107,26 +81,14 @@ fn every_kind_matches_its_golden_frame() {
         for (name, bytes) in &now {
             text += &format!("{name} {}\n", hex(bytes));
         }
-        std::fs::write(
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/frames.hex"),
-            text,
-        )
-        .unwrap();
+        std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/frames.hex"), text).unwrap();
         return;
     }
     let gold = golden();
-    assert_eq!(
-        gold.len(),
-        now.len(),
-        "golden file lists another set of frames"
-    );
+    assert_eq!(gold.len(), now.len(), "golden file lists another set of frames");
     for ((gname, gbytes), (name, bytes)) in gold.iter().zip(&now) {
         assert_eq!(gname, name);
-        assert_eq!(
-            hex(gbytes),
-            hex(bytes),
-            "{name}: emitted bytes drifted from the golden frame"
-        );
+        assert_eq!(hex(gbytes), hex(bytes), "{name}: emitted bytes drifted from the golden frame");
         let f = Frame::parse(gbytes, crc32c::crc32c)
             .unwrap_or_else(|r| panic!("{name}: golden frame rejected: {r:?}"));
         assert_eq!(f.header().cookie.get(), 0x0123_4567_89ab_cdef);
@@ -141,15 +103,7 @@ fn typed_accessors_read_golden_bodies() {
     let up = find("sync_up");
     let f = Frame::parse(&up, crc32c::crc32c).unwrap();
     let s = f.sync().unwrap();
-    assert_eq!(
-        (
-            s.epoch.get(),
-            s.base_bid.get(),
-            s.acked.get(),
-            s.nacked.get()
-        ),
-        (7, 40, 0b1011, 0b0100)
-    );
+    assert_eq!((s.epoch.get(), s.base_bid.get(), s.acked.get(), s.nacked.get()), (7, 40, 0b1011, 0b0100));
     let rt = find("retransmit_request");
     let f = Frame::parse(&rt, crc32c::crc32c).unwrap();
     let (body, bitmap) = f.retransmit().unwrap();
@@ -158,14 +112,8 @@ fn typed_accessors_read_golden_bodies() {
         (8, 12, &[0b1000_0001u8, 0b0000_0100][..])
     );
     let data = find("data_multicast");
-    assert_eq!(
-        Frame::parse(&data, crc32c::crc32c).unwrap().body(),
-        b"fragment-1"
-    );
-    assert!(Frame::parse(&data, crc32c::crc32c)
-        .unwrap()
-        .sync()
-        .is_none());
+    assert_eq!(Frame::parse(&data, crc32c::crc32c).unwrap().body(), b"fragment-1");
+    assert!(Frame::parse(&data, crc32c::crc32c).unwrap().sync().is_none());
 }
 
 #[test]
@@ -174,10 +122,7 @@ fn every_single_bit_flip_and_truncation_is_rejected() {
         for bit in 0..bytes.len() * 8 {
             let mut b = bytes.clone();
             b[bit / 8] ^= 1 << (bit % 8);
-            assert!(
-                Frame::parse(&b, crc32c::crc32c).is_err(),
-                "{name}: bit {bit} flipped and accepted"
-            );
+            assert!(Frame::parse(&b, crc32c::crc32c).is_err(), "{name}: bit {bit} flipped and accepted");
         }
         for len in 0..bytes.len() {
             assert!(
@@ -202,10 +147,7 @@ fn semantic_rejects_have_their_reasons() {
     let mut h = header(FrameKind::DATA_MULTICAST, 0, 1, 4);
     h.version = 9;
     assert_eq!(parse(&sealed(h, b"abcd")), Some(DropReason::BadVersion));
-    assert_eq!(
-        parse(&sealed(header(FrameKind(0x33), 0, 1, 4), b"abcd")),
-        Some(DropReason::UnknownKind)
-    );
+    assert_eq!(parse(&sealed(header(FrameKind(0x33), 0, 1, 4), b"abcd")), Some(DropReason::UnknownKind));
     assert_eq!(
         parse(&sealed(header(FrameKind::DATA_MULTICAST, 3, 3, 4), b"ab")),
         Some(DropReason::BadFragment),
@@ -226,38 +168,19 @@ fn semantic_rejects_have_their_reasons() {
         Some(DropReason::BadFragment),
         "empty fragment"
     );
-    assert_eq!(
-        parse(&sealed(header(FrameKind::READY, 0, 0, 0), b"x")),
-        Some(DropReason::BadLength)
-    );
-    assert_eq!(
-        parse(&sealed(header(FrameKind::SYNC_UP, 0, 0, 0), &[0; 23])),
-        Some(DropReason::BadLength)
-    );
-    let rt = RetransmitBody {
-        first_frag: U32::new(0),
-        nfrags: U32::new(9),
-    };
+    assert_eq!(parse(&sealed(header(FrameKind::READY, 0, 0, 0), b"x")), Some(DropReason::BadLength));
+    assert_eq!(parse(&sealed(header(FrameKind::SYNC_UP, 0, 0, 0), &[0; 23])), Some(DropReason::BadLength));
+    let rt = RetransmitBody { first_frag: U32::new(0), nfrags: U32::new(9) };
     let mut body = rt.as_bytes().to_vec();
     body.push(0xff); // 9 fragments need 2 bitmap bytes
     assert_eq!(
-        parse(&sealed(
-            header(FrameKind::RETRANSMIT_REQUEST, 0, 0, 0),
-            &body
-        )),
+        parse(&sealed(header(FrameKind::RETRANSMIT_REQUEST, 0, 0, 0), &body)),
         Some(DropReason::BadLength)
     );
     assert_eq!(parse(&[0u8; MIN_FRAME_LEN - 1]), Some(DropReason::TooShort));
     let mut buf = [0u8; 8];
     assert_eq!(
-        emit(
-            &mut buf,
-            &header(FrameKind::READY, 0, 0, 0),
-            &[],
-            crc32c::crc32c
-        )
-        .unwrap_err()
-        .need,
+        emit(&mut buf, &header(FrameKind::READY, 0, 0, 0), &[], crc32c::crc32c).unwrap_err().need,
         MIN_FRAME_LEN
     );
 }

@@ -51,8 +51,7 @@ impl PollMode {
                 // `available_parallelism` reads cgroup files (tens of µs); hosts resolve the mode
                 // on every blocking call, so the answer is computed once per process.
                 static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-                let cpus = *CPUS
-                    .get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+                let cpus = *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
                 if cpus >= 4 {
                     PollMode::Spin
                 } else {
@@ -95,6 +94,47 @@ impl fmt::Display for PinCpu {
             PinCpu::None => f.write_str("none"),
             PinCpu::Auto => f.write_str("auto"),
             PinCpu::Cpu(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+/// How long a broadcast's root waits before it multicasts (Hoefler et al. §3.1): receivers that
+/// have not posted yet lose multicast datagrams beyond their pre-posted slots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RootDelay {
+    /// Multicast at once.
+    None,
+    /// Wait this many microseconds.
+    Fixed(u32),
+    /// Randomized single-process synchronization: the root waits for the "ready" of one non-root
+    /// rank picked per broadcast from the communicator's seed.
+    Random,
+    /// A fixed delay tuned from the multicast hit rate reported by the synchronization.
+    Adaptive,
+}
+
+impl FromStr for RootDelay {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(RootDelay::None),
+            "random" => Ok(RootDelay::Random),
+            "adaptive" => Ok(RootDelay::Adaptive),
+            _ => match s.strip_prefix("fixed:").map(str::parse) {
+                Some(Ok(us)) => Ok(RootDelay::Fixed(us)),
+                _ => Err(format!("expected none, fixed:<microseconds>, random or adaptive, got {s:?}")),
+            },
+        }
+    }
+}
+
+impl fmt::Display for RootDelay {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RootDelay::None => f.write_str("none"),
+            RootDelay::Fixed(us) => write!(f, "fixed:{us}"),
+            RootDelay::Random => f.write_str("random"),
+            RootDelay::Adaptive => f.write_str("adaptive"),
         }
     }
 }
@@ -195,8 +235,8 @@ tunables! {
     max_region_bytes: u64 = 1 << 36, "RINGCAST_MAX_REGION_BYTES",
         "largest registered region in bytes (default 64 GiB)";
     /// Shared memory one host may have the engine map.
-    max_host_bytes: u64 = 1 << 38, "RINGCAST_MAX_HOST_BYTES",
-        "shared memory (sum of distinct segment sizes) one host may have the engine map (default 256 GiB); bounds the engine's address space per host";
+    max_host_bytes: u64 = 1 << 36, "RINGCAST_MAX_HOST_BYTES",
+        "shared memory (sum of distinct segment sizes) one host may have the engine map (default 64 GiB); bounds the engine's address space, and the pages its DMA faults in, per host";
     /// Largest byte count one descriptor may name.
     max_op_bytes: u64 = 1 << 30, "RINGCAST_MAX_OP_BYTES",
         "largest byte count of one descriptor; above it the descriptor completes with BadLength";
@@ -230,6 +270,42 @@ tunables! {
     /// Host-side limit on a control request.
     ctl_timeout_ms: u32 = 10000, "RINGCAST_CTL_TIMEOUT_MS",
         "host library: milliseconds to wait for the engine's reply to attach/register/deregister/stats";
+    /// Largest datagram on the fabric.
+    mtu: u32 = 1472, "RINGCAST_MTU",
+        "largest datagram in bytes (header 32 + payload + CRC 4); 1472 = UDP over 1500-byte Ethernet";
+    /// Largest broadcast message.
+    max_message_bytes: u32 = 4 << 20, "RINGCAST_MAX_MESSAGE_BYTES",
+        "largest broadcast message in bytes (its fragments must fit the 8192-fragment bitmap)";
+    /// Broadcast channels per communicator.
+    channels: u32 = 16, "RINGCAST_CHANNELS",
+        "broadcast channels per communicator: broadcasts in flight before a delayed synchronization must free one (Yu et al.)";
+    /// Pre-posted receive slots.
+    preposted_slots: u32 = 5, "RINGCAST_PREPOSTED_SLOTS",
+        "fragments kept per communicator for broadcasts this rank has not posted yet (the n pre-posted receives of Hoefler et al.)";
+    /// Size below which a communicator uses point-to-point broadcast.
+    small_comm: u32 = 20, "RINGCAST_SMALL_COMM",
+        "communicators smaller than this broadcast point-to-point (binomial; linear up to 4 ranks) instead of multicast";
+    /// Root delay mode.
+    root_delay: RootDelay = RootDelay::None, "RINGCAST_ROOT_DELAY",
+        "root delay before the multicast: none, fixed:<us>, random (wait for one picked rank's ready) or adaptive";
+    /// First repair request timeout.
+    repair_timeout_us: u32 = 500, "RINGCAST_REPAIR_TIMEOUT_US",
+        "microseconds without progress before an incomplete rank asks its repair source for missing fragments (doubles per retry)";
+    /// Cap of the repair back-off.
+    repair_backoff_max_us: u32 = 50_000, "RINGCAST_REPAIR_BACKOFF_MAX_US",
+        "largest interval between repair requests in microseconds";
+    /// Requests to the repair source before asking the root.
+    escalate_after: u32 = 3, "RINGCAST_ESCALATE_AFTER",
+        "unanswered repair requests to the ring predecessor before asking the root directly (fail-over to point-to-point)";
+    /// Time after which a silent rank is declared unreachable.
+    peer_timeout_ms: u32 = 2000, "RINGCAST_PEER_TIMEOUT_MS",
+        "milliseconds without progress after which an operation fails with PeerUnreachable and the communicator is broken";
+    /// Message size from which repair is selective.
+    selective_repair_bytes: u32 = 65536, "RINGCAST_SELECTIVE_REPAIR_BYTES",
+        "messages from this size use selective ring repair (only missing fragments travel); smaller ones forward everything";
+    /// Communicators per engine.
+    max_comms: u32 = 64, "RINGCAST_MAX_COMMS",
+        "communicators one engine serves at once";
     /// What the engine reports on stderr.
     log_level: u8 = 1, "RINGCAST_LOG_LEVEL",
         "0 silent; 1 engine start/stop, host deaths and refused requests; 2 also every attach, detach and registration";
@@ -243,16 +319,10 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError::Invalid(m));
         if !self.ring_entries.is_power_of_two() || self.ring_entries < 2 {
-            return bad(format!(
-                "ring_entries {} is not a power of two >= 2",
-                self.ring_entries
-            ));
+            return bad(format!("ring_entries {} is not a power of two >= 2", self.ring_entries));
         }
         if !self.max_ring_entries.is_power_of_two() || self.max_ring_entries > 1 << 20 {
-            return bad(format!(
-                "max_ring_entries {} is not a power of two <= 2^20",
-                self.max_ring_entries
-            ));
+            return bad(format!("max_ring_entries {} is not a power of two <= 2^20", self.max_ring_entries));
         }
         if self.ring_entries > self.max_ring_entries {
             return bad(format!(
@@ -265,21 +335,35 @@ impl Config {
         }
         // Region keys carry the slot in 16 bits (see core::regions).
         if self.max_regions == 0 || self.max_regions > u16::MAX as u32 {
-            return bad(format!(
-                "max_regions {} outside 1..=65535",
-                self.max_regions
-            ));
+            return bad(format!("max_regions {} outside 1..=65535", self.max_regions));
         }
         if self.max_op_bytes == 0 || self.max_region_bytes == 0 || self.max_host_bytes == 0 {
-            return bad(
-                "max_op_bytes, max_region_bytes and max_host_bytes must be positive".into(),
-            );
+            return bad("max_op_bytes, max_region_bytes and max_host_bytes must be positive".into());
         }
         if self.dma_pass_bytes < 4096 {
+            return bad(format!("dma_pass_bytes {} is below 4096", self.dma_pass_bytes));
+        }
+        if self.mtu < 64 || self.mtu > 65_000 {
+            return bad(format!("mtu {} outside 64..=65000", self.mtu));
+        }
+        let payload = self.mtu
+            - (ringcast_abi::wire::WIRE_HEADER_LEN + ringcast_abi::wire::WIRE_TRAILER_LEN) as u32
+            - 4;
+        if self.max_message_bytes.div_ceil(payload) > crate::proto::bitmap::MAX_FRAGS {
             return bad(format!(
-                "dma_pass_bytes {} is below 4096",
-                self.dma_pass_bytes
+                "max_message_bytes {} needs more than {} fragments of {payload} bytes; raise mtu or lower it",
+                self.max_message_bytes,
+                crate::proto::bitmap::MAX_FRAGS
             ));
+        }
+        if self.channels == 0 || self.channels > 64 {
+            return bad(format!(
+                "channels {} outside 1..=64 (a sync window is 64 broadcasts)",
+                self.channels
+            ));
+        }
+        if self.max_comms == 0 || self.repair_timeout_us == 0 || self.peer_timeout_ms == 0 {
+            return bad("max_comms, repair_timeout_us and peer_timeout_ms must be positive".into());
         }
         if self.attach_timeout_ms == 0 || self.ctl_timeout_ms == 0 {
             return bad("attach_timeout_ms and ctl_timeout_ms must be positive".into());
@@ -322,43 +406,24 @@ mod tests {
         let doc = include_str!("../../../docs/tunables.md");
         for r in Config::default().describe() {
             let row = format!("| `{}` | `{}` | `{}` |", r.name, r.env, r.default);
-            assert!(
-                doc.contains(&row),
-                "docs/tunables.md lacks or misstates {}",
-                r.name
-            );
+            assert!(doc.contains(&row), "docs/tunables.md lacks or misstates {}", r.name);
         }
     }
 
     #[test]
     fn environment_overrides_and_rejects() {
         let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |k: &str| {
-                pairs
-                    .iter()
-                    .find(|(n, _)| *n == k)
-                    .map(|(_, v)| v.to_string())
-            }
+            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
         };
-        let c = Config::from_lookup(env(&[
-            ("RINGCAST_RING_ENTRIES", "64"),
-            ("RINGCAST_POLL_MODE", "spin"),
-        ]))
-        .unwrap();
+        let c = Config::from_lookup(env(&[("RINGCAST_RING_ENTRIES", "64"), ("RINGCAST_POLL_MODE", "spin")]))
+            .unwrap();
         assert_eq!(c.ring_entries, 64);
         assert_eq!(c.poll_mode, PollMode::Spin);
-        let row = c
-            .describe()
-            .into_iter()
-            .find(|r| r.name == "ring_entries")
-            .unwrap();
+        let row = c.describe().into_iter().find(|r| r.name == "ring_entries").unwrap();
         assert_eq!((row.default.as_str(), row.current.as_str()), ("256", "64"));
         assert!(matches!(
             Config::from_lookup(env(&[("RINGCAST_RING_ENTRIES", "lots")])),
-            Err(ConfigError::Parse {
-                env: "RINGCAST_RING_ENTRIES",
-                ..
-            })
+            Err(ConfigError::Parse { env: "RINGCAST_RING_ENTRIES", .. })
         ));
         assert!(matches!(
             Config::from_lookup(env(&[("RINGCAST_RING_ENTRIES", "100")])),
@@ -368,11 +433,6 @@ mod tests {
             Config::from_lookup(env(&[("RINGCAST_PIN_CPU", "x")])),
             Err(ConfigError::Parse { .. })
         ));
-        assert_eq!(
-            Config::from_lookup(env(&[("RINGCAST_PIN_CPU", "1")]))
-                .unwrap()
-                .pin_cpu,
-            PinCpu::Cpu(1)
-        );
+        assert_eq!(Config::from_lookup(env(&[("RINGCAST_PIN_CPU", "1")])).unwrap().pin_cpu, PinCpu::Cpu(1));
     }
 }

@@ -38,9 +38,7 @@ pub enum Received {
 }
 
 fn abstract_addr(name: &str) -> io::Result<SocketAddrUnix> {
-    Ok(SocketAddrUnix::new_abstract_name(
-        format!("ringcast.{name}").as_bytes(),
-    )?)
+    Ok(SocketAddrUnix::new_abstract_name(format!("ringcast.{name}").as_bytes())?)
 }
 
 /// Binds and listens on `@ringcast.<name>` (non-blocking).
@@ -58,12 +56,7 @@ pub fn listen(name: &str) -> io::Result<OwnedFd> {
 
 /// Connects to the engine `name` (blocking socket).
 pub fn connect(name: &str) -> io::Result<OwnedFd> {
-    let fd = net::socket_with(
-        AddressFamily::UNIX,
-        SocketType::SEQPACKET,
-        SocketFlags::CLOEXEC,
-        None,
-    )?;
+    let fd = net::socket_with(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)?;
     net::connect(&fd, &abstract_addr(name)?)?;
     Ok(fd)
 }
@@ -79,9 +72,16 @@ pub fn accept(listener: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
 
 /// Process id of the peer of a connected Unix socket.
 pub fn peer_pid(sock: BorrowedFd<'_>) -> Option<u32> {
-    net::sockopt::socket_peercred(sock)
-        .ok()
-        .map(|c| c.pid.as_raw_nonzero().get() as u32)
+    net::sockopt::socket_peercred(sock).ok().map(|c| c.pid.as_raw_nonzero().get() as u32)
+}
+
+/// True when the peer of `sock` runs as this process's user or as root: an engine serves only
+/// its own user's processes (the abstract socket namespace is shared by every user).
+pub fn peer_is_trusted(sock: BorrowedFd<'_>) -> bool {
+    match net::sockopt::socket_peercred(sock) {
+        Ok(c) => c.uid.is_root() || c.uid == rustix::process::getuid(),
+        Err(_) => false,
+    }
 }
 
 /// Sends `msg`, with `fd` attached if given (blocking on a blocking socket).
@@ -116,20 +116,20 @@ fn send_with(
         }
     };
     if n != MSG_LEN {
-        return Err(io::Error::new(
-            io::ErrorKind::WriteZero,
-            "short control message",
-        ));
+        return Err(io::Error::new(io::ErrorKind::WriteZero, "short control message"));
     }
     Ok(())
 }
 
-/// Receives one message (non-blocking or blocking, as the socket is).
-pub fn recv(sock: BorrowedFd<'_>) -> io::Result<Received> {
-    recv_with(sock, RecvFlags::empty())
+/// Receives one message (non-blocking or blocking, as the socket is). Descriptors that came
+/// along but are not the message's own (extras, or any on a malformed message) are moved to
+/// `stray`: closing a descriptor a peer chose can block (a TCP socket with `SO_LINGER`, a FUSE
+/// file), so the caller decides where that happens — the engine hands them to a closer thread.
+pub fn recv(sock: BorrowedFd<'_>, stray: &mut Vec<OwnedFd>) -> io::Result<Received> {
+    recv_with(sock, RecvFlags::empty(), stray)
 }
 
-fn recv_with(sock: BorrowedFd<'_>, flags: RecvFlags) -> io::Result<Received> {
+fn recv_with(sock: BorrowedFd<'_>, flags: RecvFlags, stray: &mut Vec<OwnedFd>) -> io::Result<Received> {
     // One byte more than a message, so an oversized message shows up as truncation.
     let mut buf = [0u8; MSG_LEN + 1];
     let mut space = [MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(2))];
@@ -145,17 +145,19 @@ fn recv_with(sock: BorrowedFd<'_>, flags: RecvFlags) -> io::Result<Received> {
         Err(Errno::CONNRESET) => return Ok(Received::Closed),
         Err(e) => return Err(e.into()),
     };
-    // Take ownership of every descriptor that came along, so extras are closed, not leaked.
-    let mut fds: Vec<OwnedFd> = Vec::new();
+    // Take ownership of every descriptor that came along: one may belong to the message, the
+    // rest are stray.
+    let first = stray.len();
     for m in cmsg.drain() {
         if let RecvAncillaryMessage::ScmRights(rights) = m {
-            fds.extend(rights);
+            stray.extend(rights);
         }
     }
+    let received = stray.len() - first;
     if r.bytes == 0 {
         return Ok(Received::Closed);
     }
-    if r.bytes != MSG_LEN || fds.len() > 1 || r.flags.contains(net::ReturnFlags::TRUNC) {
+    if r.bytes != MSG_LEN || received > 1 || r.flags.contains(net::ReturnFlags::TRUNC) {
         return Ok(Received::Malformed);
     }
     // NOTE(unwrap): exactly MSG_LEN bytes, and CtlMsg is FromBytes of that size.
@@ -163,41 +165,50 @@ fn recv_with(sock: BorrowedFd<'_>, flags: RecvFlags) -> io::Result<Received> {
     if msg.magic != CTL_MAGIC {
         return Ok(Received::Malformed);
     }
-    Ok(Received::Msg(msg, fds.pop()))
+    let fd = if received == 1 { stray.pop() } else { None };
+    Ok(Received::Msg(msg, fd))
 }
 
 /// Request/reply: sends `msg` and waits up to `timeout` for the reply carrying the same `seq`.
-/// Replies to earlier requests (whose caller gave up) are discarded; signals are retried.
+/// Neither the send nor the wait can outlast `timeout`; signals are retried. Replies to earlier
+/// requests (whose caller gave up) are handed to `stale`, so a caller can undo what a late
+/// success did (the host library deregisters a region whose REGISTER timed out).
 pub fn call(
     sock: BorrowedFd<'_>,
     msg: &CtlMsg,
     fd: Option<BorrowedFd<'_>>,
     timeout: std::time::Duration,
+    stale: &mut dyn FnMut(CtlMsg),
 ) -> io::Result<(CtlMsg, Option<OwnedFd>)> {
-    send(sock, msg, fd)?;
     let deadline = std::time::Instant::now() + timeout;
+    let wait_for = |events: PollFlags| -> io::Result<()> {
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "no reply from the engine"));
+            }
+            let ts = Timespec { tv_sec: left.as_secs() as i64, tv_nsec: left.subsec_nanos() as i64 };
+            let mut fds = [PollFd::new(&sock, events)];
+            match poll(&mut fds, Some(&ts)) {
+                Ok(0) | Err(Errno::INTR) => continue,
+                Ok(_) => return Ok(()),
+                Err(e) => return Err(e.into()),
+            }
+        }
+    };
     loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        if left.is_zero() {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "no reply from the engine",
-            ));
+        match send_with(sock, msg, fd, SendFlags::DONTWAIT) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => wait_for(PollFlags::OUT)?,
+            other => break other?,
         }
-        let ts = Timespec {
-            tv_sec: left.as_secs() as i64,
-            tv_nsec: left.subsec_nanos() as i64,
-        };
-        let mut fds = [PollFd::new(&sock, PollFlags::IN)];
-        match poll(&mut fds, Some(&ts)) {
-            Ok(0) | Err(Errno::INTR) => continue,
-            Ok(_) => {}
-            Err(e) => return Err(e.into()),
-        }
-        match recv_nonblocking(sock)? {
-            Received::Msg(m, _) if m.seq != msg.seq => continue,
+    }
+    let mut stray = Vec::new();
+    loop {
+        wait_for(PollFlags::IN)?;
+        match recv_with(sock, RecvFlags::DONTWAIT, &mut stray)? {
+            Received::Msg(m, _) if m.seq != msg.seq => stale(m),
             Received::Msg(m, fd) => return Ok((m, fd)),
-            Received::Empty => continue,
+            Received::Empty => {}
             Received::Closed => {
                 return Err(io::Error::new(
                     io::ErrorKind::ConnectionAborted,
@@ -205,34 +216,18 @@ pub fn call(
                 ))
             }
             Received::Malformed => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "malformed control reply",
-                ))
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "malformed control reply"))
             }
         }
     }
 }
 
-/// `recv` that never blocks, whatever the socket's mode.
-fn recv_nonblocking(sock: BorrowedFd<'_>) -> io::Result<Received> {
-    recv_with(sock, RecvFlags::DONTWAIT)
-}
-
 /// True when the peer of `sock` has hung up (checked without blocking).
 pub fn peer_gone(sock: BorrowedFd<'_>) -> bool {
     let mut fds = [PollFd::new(&sock, PollFlags::IN)];
-    match poll(
-        &mut fds,
-        Some(&rustix::event::Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        }),
-    ) {
+    match poll(&mut fds, Some(&rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 })) {
         Ok(0) => false,
-        Ok(_) => fds[0]
-            .revents()
-            .intersects(PollFlags::HUP | PollFlags::ERR | PollFlags::RDHUP),
+        Ok(_) => fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR | PollFlags::RDHUP),
         Err(_) => false,
     }
 }

@@ -18,11 +18,7 @@ fn host_process_role() {
     match role.as_str() {
         "copy" => {
             let mut host = Host::attach(&engine).expect("attach to daemon");
-            assert_ne!(
-                host.engine_pid(),
-                std::process::id(),
-                "daemon mode: the engine is another process"
-            );
+            assert_ne!(host.engine_pid(), std::process::id(), "daemon mode: the engine is another process");
             let done = copy_workload(&mut host, std::process::id() as u64, 150);
             assert!(done >= 150);
             full_ring_and_wrong_abi(&mut host, &engine);
@@ -44,11 +40,7 @@ fn host_process_role() {
         }
         "" => {
             let mut host = Host::spawn_local(ringcast_host::Config::default()).unwrap();
-            assert_eq!(
-                host.engine_pid(),
-                std::process::id(),
-                "thread mode: the engine runs in this process"
-            );
+            assert_eq!(host.engine_pid(), std::process::id(), "thread mode: the engine runs in this process");
             copy_workload(&mut host, 7, 100);
         }
         other => panic!("unknown role {other}"),
@@ -60,8 +52,7 @@ fn host_process_role() {
 fn full_ring_and_wrong_abi(host: &mut Host, engine: &str) {
     let n = host.ring_entries();
     for i in 0..n as u64 {
-        host.try_post(&SubmissionDescriptor::nop(1_000_000 + i))
-            .unwrap();
+        host.try_post(&SubmissionDescriptor::nop(1_000_000 + i)).unwrap();
     }
     match host.try_post(&SubmissionDescriptor::nop(1)) {
         Err(Error::WouldBlock { in_flight }) => assert_eq!(in_flight, n),
@@ -69,10 +60,7 @@ fn full_ring_and_wrong_abi(host: &mut Host, engine: &str) {
     }
     let mut cookies: Vec<u64> = (0..n).map(|_| host.wait().unwrap().cookie).collect();
     cookies.sort_unstable();
-    assert_eq!(
-        cookies,
-        (1_000_000..1_000_000 + n as u64).collect::<Vec<_>>()
-    );
+    assert_eq!(cookies, (1_000_000..1_000_000 + n as u64).collect::<Vec<_>>());
 
     use ringcast_abi::ctl::{CtlKind, CtlMsg, CtlStatus};
     let sock = ringcast_offload::ctl::connect(engine).unwrap();
@@ -80,11 +68,9 @@ fn full_ring_and_wrong_abi(host: &mut Host, engine: &str) {
     req.version = ringcast_abi::ABI_VERSION + 1;
     let timeout = Duration::from_secs(10);
     let (reply, fd) =
-        ringcast_offload::ctl::call(std::os::fd::AsFd::as_fd(&sock), &req, None, timeout).unwrap();
-    assert_eq!(
-        (reply.kind, reply.status),
-        (CtlKind::ERROR, CtlStatus::ABI_MISMATCH)
-    );
+        ringcast_offload::ctl::call(std::os::fd::AsFd::as_fd(&sock), &req, None, timeout, &mut |_| {})
+            .unwrap();
+    assert_eq!((reply.kind, reply.status), (CtlKind::ERROR, CtlStatus::ABI_MISMATCH));
     assert_eq!(reply.b, ringcast_abi::ABI_VERSION);
     assert!(fd.is_none(), "no ring segment for a refused host");
     host.nop().unwrap();
@@ -94,10 +80,7 @@ fn full_ring_and_wrong_abi(host: &mut Host, engine: &str) {
 fn daemon_serves_two_host_processes() {
     let name = unique_name("two-hosts");
     let daemon = Daemon::start(&name);
-    let mut kids = [
-        spawn_child(CHILD_TEST, "copy", &name),
-        spawn_child(CHILD_TEST, "copy", &name),
-    ];
+    let mut kids = [spawn_child(CHILD_TEST, "copy", &name), spawn_child(CHILD_TEST, "copy", &name)];
     for k in &mut kids {
         let status = wait_with_timeout(k, Duration::from_secs(120)).expect("child host hung");
         assert!(status.success(), "child host failed: {status}");
@@ -106,10 +89,7 @@ fn daemon_serves_two_host_processes() {
     let s = probe.stats().unwrap();
     assert_eq!(s.hosts_lost, 0, "both children detached cleanly");
     assert!(s.completed_ok >= 2 * 150, "{s:?}");
-    assert!(
-        s.completed_err >= 2 * 10,
-        "every bad-input case was answered: {s:?}"
-    );
+    assert!(s.completed_err >= 2 * 10, "every bad-input case was answered: {s:?}");
     drop(probe);
     assert!(daemon.stop(), "daemon exits cleanly on SIGTERM");
     // Nothing is left behind: the abstract socket went with the process.
@@ -133,26 +113,13 @@ fn host_dying_with_descriptors_in_flight_leaves_others_served() {
         if s.hosts_lost == 1 {
             break s;
         }
-        assert!(
-            Instant::now() < deadline,
-            "engine never noticed the dead host: {s:?}"
-        );
+        assert!(Instant::now() < deadline, "engine never noticed the dead host: {s:?}");
         std::thread::sleep(Duration::from_millis(20));
     };
-    assert!(
-        stats.dropped_in_flight > 0,
-        "the dead host's queued descriptors were dropped: {stats:?}"
-    );
-    assert_eq!(
-        stats.hosts_attached, 1,
-        "only the survivor is still attached"
-    );
+    assert!(stats.dropped_in_flight > 0, "the dead host's queued descriptors were dropped: {stats:?}");
+    assert_eq!(stats.hosts_attached, 1, "only the survivor is still attached");
     // Everything the dead host held — its socket, ring segment and two 32 MiB regions — is gone.
-    assert_eq!(
-        fds_and_maps(engine_pid),
-        before,
-        "engine fds/mappings back to their counts"
-    );
+    assert_eq!(fds_and_maps(engine_pid), before, "engine fds/mappings back to their counts");
     copy_workload(&mut survivor, 99, 40);
     drop(survivor);
     assert!(daemon.stop());

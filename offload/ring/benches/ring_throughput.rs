@@ -17,11 +17,7 @@ const CAPACITY: u32 = 1024;
 const BATCH: usize = 32;
 
 fn desc(i: u64) -> SubmissionDescriptor {
-    SubmissionDescriptor {
-        cookie: i,
-        len: 64,
-        ..Default::default()
-    }
+    SubmissionDescriptor { cookie: i, len: 64, ..Default::default() }
 }
 
 fn ring_batch() -> Duration {
@@ -121,12 +117,8 @@ fn bench(c: &mut Criterion) {
     g.sample_size(10);
     g.warm_up_time(Duration::from_secs(1));
     g.measurement_time(Duration::from_secs(4));
-    g.bench_function("ring_batch32", |b| {
-        b.iter_custom(|iters| (0..iters).map(|_| ring_batch()).sum())
-    });
-    g.bench_function("ring_single", |b| {
-        b.iter_custom(|iters| (0..iters).map(|_| ring_single()).sum())
-    });
+    g.bench_function("ring_batch32", |b| b.iter_custom(|iters| (0..iters).map(|_| ring_batch()).sum()));
+    g.bench_function("ring_single", |b| b.iter_custom(|iters| (0..iters).map(|_| ring_single()).sum()));
     g.bench_function("crossbeam_array_queue", |b| {
         b.iter_custom(|iters| (0..iters).map(|_| array_queue()).sum())
     });

@@ -93,12 +93,8 @@ fn ring_ranges(
     cq_offset: u64,
     total: u64,
 ) -> Result<[(NonNull<u8>, usize); 2], AttachError> {
-    let sq = seg
-        .sub_range(sq_offset, cq_offset - sq_offset)
-        .ok_or(AttachError::Header("sq range"))?;
-    let cq = seg
-        .sub_range(cq_offset, total - cq_offset)
-        .ok_or(AttachError::Header("cq range"))?;
+    let sq = seg.sub_range(sq_offset, cq_offset - sq_offset).ok_or(AttachError::Header("sq range"))?;
+    let cq = seg.sub_range(cq_offset, total - cq_offset).ok_or(AttachError::Header("cq range"))?;
     Ok([sq, cq])
 }
 
@@ -118,8 +114,7 @@ pub fn create(host_id: u32, entries: u32) -> Result<EngineRings, AttachError> {
     header.sq_capacity = entries;
     header.cq_capacity = entries;
     header.total_len = total;
-    seg.write_at(0, header.as_bytes())
-        .map_err(|_| AttachError::Header("segment too small"))?;
+    seg.write_at(0, header.as_bytes()).map_err(|_| AttachError::Header("segment too small"))?;
     let seg = Arc::new(seg);
     let [(sq_mem, sq_len), (cq_mem, cq_len)] = ring_ranges(&seg, sq_offset, cq_offset, total)?;
     // SAFETY: both ranges lie inside `seg`'s live mapping (checked by `sub_range`), are
@@ -138,11 +133,7 @@ pub fn create(host_id: u32, entries: u32) -> Result<EngineRings, AttachError> {
             Producer::attach(cq_mem, cq_len, RingRole::COMPLETION, owner)?,
         )
     };
-    Ok(EngineRings {
-        segment: seg,
-        sq,
-        cq,
-    })
+    Ok(EngineRings { segment: seg, sq, cq })
 }
 
 /// Maps an attach segment received from an engine and takes the host's ends of its rings.
@@ -151,23 +142,18 @@ pub fn open(fd: OwnedFd) -> Result<HostRings, AttachError> {
     // SIGBUS.
     let seg = ShmSegment::from_sealed_fd(fd)?;
     let mut raw = [0u8; HEADER_LEN as usize];
-    seg.read_at(0, &mut raw)
-        .map_err(|_| AttachError::Header("segment shorter than its header"))?;
+    seg.read_at(0, &mut raw).map_err(|_| AttachError::Header("segment shorter than its header"))?;
     // NOTE(unwrap): `raw` has exactly the header's size.
     let header = SegmentHeader::read_from_bytes(&raw).unwrap();
     if header.magic != SEGMENT_MAGIC {
         return Err(AttachError::Header("bad magic"));
     }
     if header.abi_version != ABI_VERSION {
-        return Err(AttachError::Header(
-            "ABI version differs from this library's",
-        ));
+        return Err(AttachError::Header("ABI version differs from this library's"));
     }
     let (sq_offset, cq_offset, total) = layout(header.sq_capacity, header.cq_capacity);
     if header.sq_offset != sq_offset || header.cq_offset != cq_offset || header.total_len != total {
-        return Err(AttachError::Header(
-            "ring offsets do not match the capacities",
-        ));
+        return Err(AttachError::Header("ring offsets do not match the capacities"));
     }
     if total > seg.len() as u64 {
         return Err(AttachError::Header("segment shorter than its rings"));
@@ -183,10 +169,5 @@ pub fn open(fd: OwnedFd) -> Result<HostRings, AttachError> {
             Consumer::attach(cq_mem, cq_len, RingRole::COMPLETION, owner)?,
         )
     };
-    Ok(HostRings {
-        segment: seg,
-        header,
-        sq,
-        cq,
-    })
+    Ok(HostRings { segment: seg, header, sq, cq })
 }

@@ -49,13 +49,7 @@ impl<T: Copy> Slots<T> {
         // SAFETY: the caller guarantees the destination range is inside the slot array and not
         // being read by the consumer; `items` is caller memory, never part of the slot array, so
         // the ranges do not overlap. `T: Copy` so no destructor is skipped.
-        unsafe {
-            core::ptr::copy_nonoverlapping(
-                items.as_ptr(),
-                self.base.as_ptr().add(start),
-                items.len(),
-            )
-        }
+        unsafe { core::ptr::copy_nonoverlapping(items.as_ptr(), self.base.as_ptr().add(start), items.len()) }
     }
 
     /// Reads slots `start..start + out.len()` into `out`.
@@ -67,13 +61,7 @@ impl<T: Copy> Slots<T> {
     pub(crate) unsafe fn read_run(&self, start: usize, out: &mut [T]) {
         // SAFETY: the source range is inside the slot array and published to us (caller);
         // `out` is caller memory, distinct from the slot array. Any bit pattern is a valid `T`.
-        unsafe {
-            core::ptr::copy_nonoverlapping(
-                self.base.as_ptr().add(start),
-                out.as_mut_ptr(),
-                out.len(),
-            )
-        }
+        unsafe { core::ptr::copy_nonoverlapping(self.base.as_ptr().add(start), out.as_mut_ptr(), out.len()) }
     }
 
     /// Writes one slot. Same contract as [`Slots::write_run`] with one item.

@@ -37,21 +37,12 @@ mod layout_checks {
     const_assert_eq!(size_of::<AtomicU64>(), size_of::<u64>());
     const_assert_eq!(align_of::<AtomicU64>(), align_of::<u64>());
     const_assert_eq!(align_of::<AtomicU64>(), 8);
-    const_assert_eq!(
-        offset_of!(RingControl, producer) + offset_of!(ProducerIndex, tail),
-        super::TAIL_OFFSET
-    );
-    const_assert_eq!(
-        offset_of!(RingControl, consumer) + offset_of!(ConsumerIndex, head),
-        super::HEAD_OFFSET
-    );
+    const_assert_eq!(offset_of!(RingControl, producer) + offset_of!(ProducerIndex, tail), super::TAIL_OFFSET);
+    const_assert_eq!(offset_of!(RingControl, consumer) + offset_of!(ConsumerIndex, head), super::HEAD_OFFSET);
     const_assert_eq!(RingControl::SLOTS_OFFSET, 384);
     const_assert_eq!(align_of::<RingControl>(), super::RING_ALIGN);
     // `head` and `tail` are on different cache-line units.
-    const_assert_eq!(
-        super::HEAD_OFFSET - super::TAIL_OFFSET,
-        ringcast_abi::CACHE_LINE
-    );
+    const_assert_eq!(super::HEAD_OFFSET - super::TAIL_OFFSET, ringcast_abi::CACHE_LINE);
 }
 
 /// Byte offset of `tail` in the control block.
@@ -84,10 +75,8 @@ fn entry_size<T>() -> Result<u32, RingError> {
     if core::mem::align_of::<T>() > RING_ALIGN {
         return Err(RingError::Misaligned);
     }
-    u32::try_from(core::mem::size_of::<T>()).map_err(|_| RingError::EntrySize {
-        found: u32::MAX,
-        expected: u32::MAX,
-    })
+    u32::try_from(core::mem::size_of::<T>())
+        .map_err(|_| RingError::EntrySize { found: u32::MAX, expected: u32::MAX })
 }
 
 /// Initialise a ring control block at `mem` (creator side): writes the header (magic,
@@ -123,14 +112,8 @@ pub unsafe fn init<T: Entry>(
             capacity,
             _pad: [0; 104],
         },
-        producer: ProducerIndex {
-            tail: 0,
-            _pad: [0; 120],
-        },
-        consumer: ConsumerIndex {
-            head: 0,
-            _pad: [0; 120],
-        },
+        producer: ProducerIndex { tail: 0, _pad: [0; 120] },
+        consumer: ConsumerIndex { head: 0, _pad: [0; 120] },
     };
     // SAFETY: `mem` is 128-aligned (checked; `RingControl` has alignment 128) and valid for
     // writes of `len >= SLOTS_OFFSET` bytes (checked; caller guarantees validity), and nobody
@@ -150,19 +133,12 @@ struct Geometry {
 /// # Safety
 /// `mem` is valid for reads of `len` bytes and the header is not written concurrently.
 #[cfg(not(loom))]
-unsafe fn validate<T: Entry>(
-    mem: NonNull<u8>,
-    len: usize,
-    role: RingRole,
-) -> Result<Geometry, RingError> {
+unsafe fn validate<T: Entry>(mem: NonNull<u8>, len: usize, role: RingRole) -> Result<Geometry, RingError> {
     if mem.as_ptr() as usize & (RING_ALIGN - 1) != 0 {
         return Err(RingError::Misaligned);
     }
     if len < RingControl::SLOTS_OFFSET {
-        return Err(RingError::TooSmall {
-            need: RingControl::SLOTS_OFFSET,
-            have: len,
-        });
+        return Err(RingError::TooSmall { need: RingControl::SLOTS_OFFSET, have: len });
     }
     let expected = entry_size::<T>()?;
     // SAFETY: aligned and in bounds (checked above), readable (caller), not written concurrently
@@ -173,27 +149,20 @@ unsafe fn validate<T: Entry>(
         return Err(RingError::BadMagic);
     }
     if header.abi_version != ABI_VERSION {
-        return Err(RingError::AbiMismatch {
-            found: header.abi_version,
-        });
+        return Err(RingError::AbiMismatch { found: header.abi_version });
     }
     if header.role != role {
         return Err(RingError::WrongRole);
     }
     if header.entry_size != expected {
-        return Err(RingError::EntrySize {
-            found: header.entry_size,
-            expected,
-        });
+        return Err(RingError::EntrySize { found: header.entry_size, expected });
     }
     check_capacity(header.capacity)?;
     let need = footprint::<T>(header.capacity);
     if len < need {
         return Err(RingError::TooSmall { need, have: len });
     }
-    Ok(Geometry {
-        capacity: header.capacity,
-    })
+    Ok(Geometry { capacity: header.capacity })
 }
 
 /// Pointers to the shared parts of one ring: the two indices and the slots.
@@ -325,13 +294,7 @@ impl<T: Entry> Producer<T> {
         // `head` Acquire pairs with the consumer's Release store, so slots it released are free
         // for us; our own `tail` may have been written by a previous producer.
         let (head, tail) = ring.indices()?;
-        Ok(Producer {
-            ring,
-            tail,
-            cached_head: head,
-            _owner: owner,
-            _not_sync: PhantomData,
-        })
+        Ok(Producer { ring, tail, cached_head: head, _owner: owner, _not_sync: PhantomData })
     }
 
     /// Number of slots.
@@ -458,13 +421,7 @@ impl<T: Entry> Consumer<T> {
     fn from_raw(ring: RawRing<T>, owner: Arc<dyn Send + Sync>) -> Result<Self, RingError> {
         // `tail` Acquire: see `refresh_tail`; `head` may have been written by a previous consumer.
         let (head, tail) = ring.indices()?;
-        Ok(Consumer {
-            ring,
-            head,
-            cached_tail: tail,
-            _owner: owner,
-            _not_sync: PhantomData,
-        })
+        Ok(Consumer { ring, head, cached_tail: tail, _owner: owner, _not_sync: PhantomData })
     }
 
     /// Number of slots.
@@ -481,10 +438,7 @@ impl<T: Entry> Consumer<T> {
         if filled > self.ring.capacity {
             // Keep the cache valid (empty) so the next call re-reads and re-checks.
             self.cached_tail = self.head;
-            return Err(RingError::Corrupt {
-                head: self.head,
-                tail,
-            });
+            return Err(RingError::Corrupt { head: self.head, tail });
         }
         self.cached_tail = tail;
         Ok(filled)
@@ -596,9 +550,7 @@ pub fn channel<T: Entry>(capacity: u32, role: RingRole) -> (Producer<T>, Consume
     };
     // SAFETY: `layout` has non-zero size (at least the 384-byte control block).
     let raw = unsafe { std::alloc::alloc_zeroed(layout) };
-    let Some(ptr) = NonNull::new(raw) else {
-        std::alloc::handle_alloc_error(layout)
-    };
+    let Some(ptr) = NonNull::new(raw) else { std::alloc::handle_alloc_error(layout) };
     let owner: Arc<HeapRing> = Arc::new(HeapRing { ptr, layout });
     let fail = |e: RingError| -> ! { panic!("ringcast_ring::channel: {e}") };
     // SAFETY: fresh, zeroed, 128-aligned allocation of `len` bytes, not shared yet.
@@ -635,11 +587,7 @@ pub fn channel<T: Entry>(capacity: u32, _role: RingRole) -> (Producer<T>, Consum
     let slots: Box<[loom::cell::UnsafeCell<T>]> = (0..capacity)
         .map(|_| loom::cell::UnsafeCell::new(<T as zerocopy::FromZeros>::new_zeroed()))
         .collect();
-    let ring = Arc::new(LoomRing {
-        tail: AtomicU64::new(0),
-        head: AtomicU64::new(0),
-        slots,
-    });
+    let ring = Arc::new(LoomRing { tail: AtomicU64::new(0), head: AtomicU64::new(0), slots });
     let raw = || RawRing {
         tail: NonNull::from(&ring.tail),
         head: NonNull::from(&ring.head),

@@ -57,20 +57,14 @@ impl ShmSegment {
         use nix::fcntl::{fcntl, FcntlArg, SealFlag};
         use nix::sys::memfd::{memfd_create, MemFdCreateFlag};
         if len == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "empty shared-memory segment",
-            ));
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty shared-memory segment"));
         }
         let size = i64::try_from(len)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "segment too large"))?;
         let cname = CString::new(name)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in segment name"))?;
-        let fd = memfd_create(
-            &cname,
-            MemFdCreateFlag::MFD_CLOEXEC | MemFdCreateFlag::MFD_ALLOW_SEALING,
-        )
-        .map_err(nix_err)?;
+        let fd = memfd_create(&cname, MemFdCreateFlag::MFD_CLOEXEC | MemFdCreateFlag::MFD_ALLOW_SEALING)
+            .map_err(nix_err)?;
         // A new memfd reads as zeros once extended.
         nix::unistd::ftruncate(&fd, size).map_err(nix_err)?;
         // Fix the size: a peer holding the fd can no longer shrink it (which would turn our
@@ -88,10 +82,7 @@ impl ShmSegment {
         let len = usize::try_from(stat.st_size)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "negative file size"))?;
         if len == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "empty shared-memory segment",
-            ));
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty shared-memory segment"));
         }
         Self::map(fd, len)
     }

@@ -24,9 +24,7 @@ unsafe impl Sync for Buf {}
 
 impl Buf {
     fn new(bytes: usize) -> Arc<Buf> {
-        let lines = (0..bytes.div_ceil(128))
-            .map(|_| UnsafeCell::new(Line([0; 128])))
-            .collect();
+        let lines = (0..bytes.div_ceil(128)).map(|_| UnsafeCell::new(Line([0; 128]))).collect();
         Arc::new(Buf { lines })
     }
     fn len(&self) -> usize {
@@ -40,12 +38,7 @@ impl Buf {
     fn poke(&self, offset: usize, bytes: &[u8]) {
         assert!(offset + bytes.len() <= self.len());
         // SAFETY: in bounds (asserted); single-threaded test, so no concurrent access.
-        unsafe {
-            self.ptr()
-                .as_ptr()
-                .add(offset)
-                .copy_from_nonoverlapping(bytes.as_ptr(), bytes.len())
-        }
+        unsafe { self.ptr().as_ptr().add(offset).copy_from_nonoverlapping(bytes.as_ptr(), bytes.len()) }
     }
 }
 
@@ -139,21 +132,13 @@ fn wrap_around_many_times() {
         }
     }
     assert_eq!(next_out, next_in);
-    assert!(
-        next_in / 4 >= rounds as u64 / 2,
-        "the indices wrapped around the ring many times"
-    );
+    assert!(next_in / 4 >= rounds as u64 / 2, "the indices wrapped around the ring many times");
 }
 
 #[test]
 fn descriptors_roundtrip() {
     let (mut p, mut c) = channel::<SubmissionDescriptor>(16, RingRole::SUBMISSION);
-    let d = SubmissionDescriptor {
-        cookie: 0xdead_beef,
-        len: 4096,
-        offset: 7,
-        ..Default::default()
-    };
+    let d = SubmissionDescriptor { cookie: 0xdead_beef, len: 4096, offset: 7, ..Default::default() };
     p.try_push(d).unwrap();
     assert_eq!(c.try_pop(), Ok(Some(d)));
 }
@@ -168,20 +153,11 @@ fn capacity_validation() {
     }
     for good in [2u32, 4, 1024] {
         // SAFETY: as above.
-        assert_eq!(
-            unsafe { init::<u64>(b.ptr(), b.len(), RingRole::SUBMISSION, good) },
-            Ok(())
-        );
+        assert_eq!(unsafe { init::<u64>(b.ptr(), b.len(), RingRole::SUBMISSION, good) }, Ok(()));
     }
     // SAFETY: as above.
     let r = unsafe { init::<u64>(b.ptr(), b.len(), RingRole::SUBMISSION, 2048) };
-    assert_eq!(
-        r,
-        Err(RingError::TooSmall {
-            need: footprint::<u64>(2048),
-            have: b.len()
-        })
-    );
+    assert_eq!(r, Err(RingError::TooSmall { need: footprint::<u64>(2048), have: b.len() }));
     assert_eq!(footprint::<u64>(2048), RingControl::SLOTS_OFFSET + 2048 * 8);
     // A header naming a bad capacity is refused at attach.
     b.poke(20, &3u32.to_le_bytes());
@@ -204,23 +180,10 @@ fn init_writes_header() {
     unsafe { init::<u64>(b.ptr(), b.len(), RingRole::COMPLETION, 8) }.unwrap();
     let mut raw = [0u8; 384];
     // SAFETY: 384 bytes in bounds; single-threaded.
-    unsafe {
-        b.ptr()
-            .as_ptr()
-            .copy_to_nonoverlapping(raw.as_mut_ptr(), 384)
-    };
-    assert_eq!(
-        u64::from_le_bytes(raw[0..8].try_into().unwrap()),
-        RING_MAGIC
-    );
-    assert_eq!(
-        u32::from_le_bytes(raw[8..12].try_into().unwrap()),
-        ABI_VERSION
-    );
-    assert_eq!(
-        u32::from_le_bytes(raw[12..16].try_into().unwrap()),
-        RingRole::COMPLETION.0
-    );
+    unsafe { b.ptr().as_ptr().copy_to_nonoverlapping(raw.as_mut_ptr(), 384) };
+    assert_eq!(u64::from_le_bytes(raw[0..8].try_into().unwrap()), RING_MAGIC);
+    assert_eq!(u32::from_le_bytes(raw[8..12].try_into().unwrap()), ABI_VERSION);
+    assert_eq!(u32::from_le_bytes(raw[12..16].try_into().unwrap()), RingRole::COMPLETION.0);
     assert_eq!(u32::from_le_bytes(raw[16..20].try_into().unwrap()), 8);
     assert_eq!(u32::from_le_bytes(raw[20..24].try_into().unwrap()), 8);
     assert_eq!(&raw[TAIL..TAIL + 8], &[0; 8], "tail zeroed");
@@ -235,79 +198,47 @@ fn attach_validation_errors() {
         unsafe { Consumer::<u64>::attach(ptr, len, role, owner(&b)) }.err()
     };
     // Not initialised: zeroes.
-    assert_eq!(
-        attach_c(b.ptr(), b.len(), RingRole::SUBMISSION),
-        Some(RingError::BadMagic)
-    );
+    assert_eq!(attach_c(b.ptr(), b.len(), RingRole::SUBMISSION), Some(RingError::BadMagic));
     // SAFETY: buffer valid and unshared.
     unsafe { init::<u64>(b.ptr(), b.len(), RingRole::SUBMISSION, 8) }.unwrap();
     assert_eq!(attach_c(b.ptr(), b.len(), RingRole::SUBMISSION), None);
     // Wrong role.
-    assert_eq!(
-        attach_c(b.ptr(), b.len(), RingRole::COMPLETION),
-        Some(RingError::WrongRole)
-    );
+    assert_eq!(attach_c(b.ptr(), b.len(), RingRole::COMPLETION), Some(RingError::WrongRole));
     // SAFETY: as above.
     let r = unsafe { Producer::<u64>::attach(b.ptr(), b.len(), RingRole(9), owner(&b)) };
     assert_eq!(r.err(), Some(RingError::WrongRole));
     // Wrong entry size.
     // SAFETY: as above.
     let r = unsafe { Consumer::<u32>::attach(b.ptr(), b.len(), RingRole::SUBMISSION, owner(&b)) };
-    assert_eq!(
-        r.err(),
-        Some(RingError::EntrySize {
-            found: 8,
-            expected: 4
-        })
-    );
+    assert_eq!(r.err(), Some(RingError::EntrySize { found: 8, expected: 4 }));
     // SAFETY: as above.
     let r = unsafe {
         Producer::<SubmissionDescriptor>::attach(b.ptr(), b.len(), RingRole::SUBMISSION, owner(&b))
     };
-    assert_eq!(
-        r.err(),
-        Some(RingError::EntrySize {
-            found: 8,
-            expected: 64
-        })
-    );
+    assert_eq!(r.err(), Some(RingError::EntrySize { found: 8, expected: 64 }));
     // Too small: less than the control block, and less than the slots.
     assert_eq!(
         attach_c(b.ptr(), 100, RingRole::SUBMISSION),
-        Some(RingError::TooSmall {
-            need: 384,
-            have: 100
-        })
+        Some(RingError::TooSmall { need: 384, have: 100 })
     );
     assert_eq!(
         attach_c(b.ptr(), 384 + 63, RingRole::SUBMISSION),
-        Some(RingError::TooSmall {
-            need: 384 + 64,
-            have: 384 + 63
-        })
+        Some(RingError::TooSmall { need: 384 + 64, have: 384 + 63 })
     );
     // Misaligned.
     // SAFETY: 8 bytes into the buffer, still in bounds.
     let off = unsafe { b.ptr().add(8) };
-    assert_eq!(
-        attach_c(off, b.len() - 8, RingRole::SUBMISSION),
-        Some(RingError::Misaligned)
-    );
+    assert_eq!(attach_c(off, b.len() - 8, RingRole::SUBMISSION), Some(RingError::Misaligned));
     // ABI mismatch.
     b.poke(8, &(ABI_VERSION + 1).to_le_bytes());
     assert_eq!(
         attach_c(b.ptr(), b.len(), RingRole::SUBMISSION),
-        Some(RingError::AbiMismatch {
-            found: ABI_VERSION + 1
-        })
+        Some(RingError::AbiMismatch { found: ABI_VERSION + 1 })
     );
     // Bad magic.
     b.poke(8, &ABI_VERSION.to_le_bytes());
     b.poke(0, b"XCRING01");
-    assert_eq!(
-        attach_c(b.ptr(), b.len(), RingRole::SUBMISSION),
-        Some(RingError::BadMagic)
-    );
+    assert_eq!(attach_c(b.ptr(), b.len(), RingRole::SUBMISSION), Some(RingError::BadMagic));
     // Misaligned init too.
     // SAFETY: in bounds, unshared.
     let r = unsafe { init::<u64>(off, b.len() - 8, RingRole::SUBMISSION, 8) };
@@ -338,23 +269,14 @@ fn consumer_detects_bogus_tail() {
     assert_eq!(c.try_pop(), Err(RingError::Corrupt { head: 1, tail: 10 }));
     assert_eq!(c.len(), Err(RingError::Corrupt { head: 1, tail: 10 }));
     let mut out = [0u64; 4];
-    assert_eq!(
-        c.pop_batch(&mut out),
-        Err(RingError::Corrupt { head: 1, tail: 10 })
-    );
+    assert_eq!(c.pop_batch(&mut out), Err(RingError::Corrupt { head: 1, tail: 10 }));
     assert_eq!(c.is_empty(), Err(RingError::Corrupt { head: 1, tail: 10 }));
     // tail behind head.
     b.poke(TAIL, &0u64.to_le_bytes());
     assert_eq!(c.try_pop(), Err(RingError::Corrupt { head: 1, tail: 0 }));
     // Huge tail.
     b.poke(TAIL, &u64::MAX.to_le_bytes());
-    assert_eq!(
-        c.len(),
-        Err(RingError::Corrupt {
-            head: 1,
-            tail: u64::MAX
-        })
-    );
+    assert_eq!(c.len(), Err(RingError::Corrupt { head: 1, tail: u64::MAX }));
     // Exactly full is fine, and recovery after the peer fixes it works.
     b.poke(TAIL, &9u64.to_le_bytes());
     assert_eq!(c.len(), Ok(8));
@@ -389,30 +311,15 @@ fn shared_memory_bytes_reflect_indices() {
     p.push_batch(&[10, 11, 12]);
     let mut word = [0u8; 8];
     // SAFETY: in bounds; single-threaded.
-    unsafe {
-        b.ptr()
-            .as_ptr()
-            .add(TAIL)
-            .copy_to_nonoverlapping(word.as_mut_ptr(), 8)
-    };
+    unsafe { b.ptr().as_ptr().add(TAIL).copy_to_nonoverlapping(word.as_mut_ptr(), 8) };
     assert_eq!(u64::from_le_bytes(word), 3);
     // Slot 1 holds 11.
     // SAFETY: as above.
-    unsafe {
-        b.ptr()
-            .as_ptr()
-            .add(384 + 8)
-            .copy_to_nonoverlapping(word.as_mut_ptr(), 8)
-    };
+    unsafe { b.ptr().as_ptr().add(384 + 8).copy_to_nonoverlapping(word.as_mut_ptr(), 8) };
     assert_eq!(u64::from_le_bytes(word), 11);
     assert_eq!(c.try_pop(), Ok(Some(10)));
     // SAFETY: as above.
-    unsafe {
-        b.ptr()
-            .as_ptr()
-            .add(HEAD)
-            .copy_to_nonoverlapping(word.as_mut_ptr(), 8)
-    };
+    unsafe { b.ptr().as_ptr().add(HEAD).copy_to_nonoverlapping(word.as_mut_ptr(), 8) };
     assert_eq!(u64::from_le_bytes(word), 1);
 }
 

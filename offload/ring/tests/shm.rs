@@ -47,18 +47,14 @@ fn segment_is_zeroed_and_bounds_checked() {
 
 #[test]
 fn from_fd_refuses_empty_file() {
-    let fd = nix::sys::memfd::memfd_create(c"empty", nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC)
-        .unwrap();
+    let fd = nix::sys::memfd::memfd_create(c"empty", nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC).unwrap();
     assert!(ShmSegment::from_fd(fd).is_err());
 }
 
 #[test]
 fn sealed_against_truncation() {
     let seg = ShmSegment::create("sealed", 8192).unwrap();
-    assert!(
-        nix::unistd::ftruncate(seg.fd(), 0).is_err(),
-        "a peer must not be able to shrink it"
-    );
+    assert!(nix::unistd::ftruncate(seg.fd(), 0).is_err(), "a peer must not be able to shrink it");
 }
 
 #[test]
@@ -85,8 +81,7 @@ fn ring_across_two_mappings() {
     let len = footprint::<SubmissionDescriptor>(64);
     let seg = Arc::new(ShmSegment::create("ring", len).unwrap());
     // SAFETY: fresh segment, not shared yet.
-    unsafe { init::<SubmissionDescriptor>(seg.as_non_null(), seg.len(), RingRole::SUBMISSION, 64) }
-        .unwrap();
+    unsafe { init::<SubmissionDescriptor>(seg.as_non_null(), seg.len(), RingRole::SUBMISSION, 64) }.unwrap();
     let peer = second_mapping(&seg);
     assert_ne!(peer.as_non_null(), seg.as_non_null(), "distinct mappings");
     // SAFETY: the mapping lives as long as the owner Arc; one producer, one consumer.
@@ -112,10 +107,7 @@ fn ring_across_two_mappings() {
     let n = 10_000u64;
     let t = std::thread::spawn(move || {
         for i in 0..n {
-            let mut d = SubmissionDescriptor {
-                cookie: i,
-                ..Default::default()
-            };
+            let mut d = SubmissionDescriptor { cookie: i, ..Default::default() };
             while let Err(back) = p.try_push(d) {
                 d = back;
                 std::thread::yield_now();
@@ -151,15 +143,9 @@ fn child_producer() {
     let fd = unsafe { OwnedFd::from_raw_fd(raw) };
     let seg = Arc::new(ShmSegment::from_fd(fd).unwrap());
     // SAFETY: the mapping lives as long as the owner Arc; the parent is the only consumer.
-    let mut p = unsafe {
-        Producer::<u64>::attach(
-            seg.as_non_null(),
-            seg.len(),
-            RingRole::COMPLETION,
-            seg.clone(),
-        )
-    }
-    .unwrap();
+    let mut p =
+        unsafe { Producer::<u64>::attach(seg.as_non_null(), seg.len(), RingRole::COMPLETION, seg.clone()) }
+            .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut next = 0u64;
     let mut batch = [0u64; 8];
@@ -184,29 +170,15 @@ fn ring_across_processes() {
     // SAFETY: fresh segment, not shared yet.
     unsafe { init::<u64>(seg.as_non_null(), seg.len(), RingRole::COMPLETION, RING_CAP) }.unwrap();
     // SAFETY: the mapping lives as long as the owner Arc; the child is the only producer.
-    let mut c = unsafe {
-        Consumer::<u64>::attach(
-            seg.as_non_null(),
-            seg.len(),
-            RingRole::COMPLETION,
-            seg.clone(),
-        )
-    }
-    .unwrap();
+    let mut c =
+        unsafe { Consumer::<u64>::attach(seg.as_non_null(), seg.len(), RingRole::COMPLETION, seg.clone()) }
+            .unwrap();
     // An inheritable duplicate of the memfd for the child.
     let inherit = seg.fd().try_clone_to_owned().unwrap();
-    nix::fcntl::fcntl(
-        inherit.as_raw_fd(),
-        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
-    )
-    .unwrap();
+    nix::fcntl::fcntl(inherit.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()))
+        .unwrap();
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_producer",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args(["--exact", "child_producer", "--nocapture", "--test-threads=1"])
         .env(CHILD_FD_ENV, inherit.as_raw_fd().to_string())
         .stdout(std::process::Stdio::null())
         .spawn()
@@ -223,10 +195,7 @@ fn ring_across_processes() {
         }
         if k == 0 {
             if let Some(status) = child.try_wait().unwrap() {
-                assert!(
-                    c.len().unwrap() > 0,
-                    "child exited ({status}) after {expect} items"
-                );
+                assert!(c.len().unwrap() > 0, "child exited ({status}) after {expect} items");
             }
             assert!(Instant::now() < deadline, "timed out at {expect}");
             std::thread::yield_now();

@@ -89,10 +89,8 @@ fn die_in_flight(host: &mut Host) -> ExitCode {
     let (Ok(src), Ok(dst)) = bufs else {
         return ExitCode::FAILURE;
     };
-    let (Ok(rs), Ok(rd)) = (
-        host.register(&src, Access::READ),
-        host.register(&dst, Access::READ_WRITE),
-    ) else {
+    let (Ok(rs), Ok(rd)) = (host.register(&src, Access::READ), host.register(&dst, Access::READ_WRITE))
+    else {
         return ExitCode::FAILURE;
     };
     let descs: Vec<_> = (1..=host.ring_entries() as u64)
@@ -227,10 +225,7 @@ pub fn run(a: DemoArgs) -> ExitCode {
         Ok(h) => h,
         Err(e) => return fail(e),
     };
-    println!(
-        "{:<38} {:>14} {:>14}",
-        "measurement", "daemon mode", "thread mode"
-    );
+    println!("{:<38} {:>14} {:>14}", "measurement", "daemon mode", "thread mode");
     let mut rows: Vec<(String, String, String)> = Vec::new();
     let mut lat = Vec::new();
     for h in [&mut me, &mut thread_host] {
@@ -239,16 +234,8 @@ pub fn run(a: DemoArgs) -> ExitCode {
             Err(e) => return fail(e),
         }
     }
-    rows.push((
-        "NOP round trip p50 (µs)".into(),
-        us(quantile(&lat[0], 0.5)),
-        us(quantile(&lat[1], 0.5)),
-    ));
-    rows.push((
-        "NOP round trip p99 (µs)".into(),
-        us(quantile(&lat[0], 0.99)),
-        us(quantile(&lat[1], 0.99)),
-    ));
+    rows.push(("NOP round trip p50 (µs)".into(), us(quantile(&lat[0], 0.5)), us(quantile(&lat[1], 0.5))));
+    rows.push(("NOP round trip p99 (µs)".into(), us(quantile(&lat[0], 0.99)), us(quantile(&lat[1], 0.99))));
     for size in [4 << 10, 64 << 10, 1 << 20] {
         let mut bw = Vec::new();
         for h in [&mut me, &mut thread_host] {

@@ -4,26 +4,12 @@ use std::process::ExitCode;
 
 /// Prints every tunable (default, current, meaning, variable) and, with `engine`, its counters.
 pub fn run(config: &Config, engine: Option<&str>) -> ExitCode {
-    println!(
-        "ringcast {} (ABI version {})",
-        env!("CARGO_PKG_VERSION"),
-        ringcast_abi::ABI_VERSION
-    );
+    println!("ringcast {} (ABI version {})", env!("CARGO_PKG_VERSION"), ringcast_abi::ABI_VERSION);
     println!();
     let rows = config.describe();
     let w_name = rows.iter().map(|r| r.name.len()).max().unwrap_or(0).max(7);
-    let w_def = rows
-        .iter()
-        .map(|r| r.default.len())
-        .max()
-        .unwrap_or(0)
-        .max(7);
-    let w_cur = rows
-        .iter()
-        .map(|r| r.current.len())
-        .max()
-        .unwrap_or(0)
-        .max(7);
+    let w_def = rows.iter().map(|r| r.default.len()).max().unwrap_or(0).max(7);
+    let w_cur = rows.iter().map(|r| r.current.len()).max().unwrap_or(0).max(7);
     println!(
         "{:w_name$}  {:w_def$}  {:w_cur$}   meaning [environment variable]",
         "tunable", "default", "current"
@@ -55,26 +41,19 @@ pub fn run(config: &Config, engine: Option<&str>) -> ExitCode {
 pub fn markdown() -> ExitCode {
     println!("# Tunables\n");
     println!("Every engine limit and knob is a field of `ringcast_offload::Config`");
-    println!(
-        "(`offload/engine/src/config.rs`), declared once with its default, meaning and environment"
-    );
+    println!("(`offload/engine/src/config.rs`), declared once with its default, meaning and environment");
     println!("variable. `ringcast info` prints this table with the values in force, marking those set by");
-    println!(
-        "the environment; the engine daemon, the polling thread and the host library read the same"
-    );
+    println!("the environment; the engine daemon, the polling thread and the host library read the same");
     println!("`RINGCAST_*` variables. Values are checked at start (`Config::validate`): a bad value is an");
-    println!(
-        "error naming the variable, never a silent default. Capacities are fixed when an engine"
-    );
+    println!("error naming the variable, never a silent default. Capacities are fixed when an engine");
     println!("starts: its tables and buffers are sized from these values once and never grow.\n");
-    println!("Regenerate with `ringcast info --markdown > docs/tunables.md` (a test checks it is current).\n");
+    println!(
+        "Regenerate with `ringcast info --markdown > docs/tunables.md` (a test checks it is current).\n"
+    );
     println!("| tunable | variable | default | meaning |");
     println!("|---|---|---|---|");
     for r in Config::default().describe() {
-        println!(
-            "| `{}` | `{}` | `{}` | {} |",
-            r.name, r.env, r.default, r.meaning
-        );
+        println!("| `{}` | `{}` | `{}` | {} |", r.name, r.env, r.default, r.meaning);
     }
     ExitCode::SUCCESS
 }

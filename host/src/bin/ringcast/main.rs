@@ -14,11 +14,7 @@ use ringcast_host::Config;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(
-    name = "ringcast",
-    version,
-    about = "ringcast: NIC-offloaded reliable multicast collectives"
-)]
+#[command(name = "ringcast", version, about = "ringcast: NIC-offloaded reliable multicast collectives")]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

@@ -42,6 +42,10 @@ pub enum Action {
     Dma {
         /// Host whose memory this is.
         host: HostId,
+        /// Region the bytes come from (a deregistration fails a DMA still moving).
+        src_key: RegionKey,
+        /// Region the bytes go to.
+        dst_key: RegionKey,
         /// Source.
         src: Resolved,
         /// Destination.
@@ -104,12 +108,7 @@ impl Core {
     /// A core with tables sized from `config` (allocated here, never grown afterwards).
     pub fn new(config: Config) -> Self {
         let hosts = (0..config.max_hosts).map(|_| None).collect();
-        Core {
-            config,
-            hosts,
-            actions: Deque::new(),
-            counters: Counters::default(),
-        }
+        Core { config, hosts, actions: Deque::new(), counters: Counters::default() }
     }
 
     /// The configuration the core was built with.
@@ -129,14 +128,8 @@ impl Core {
 
     /// A new host: takes the lowest free slot of the host table.
     pub fn attach_host(&mut self, _now: Nanos) -> Result<HostId, CtlStatus> {
-        let slot = self
-            .hosts
-            .iter()
-            .position(Option::is_none)
-            .ok_or(CtlStatus::TOO_MANY_HOSTS)?;
-        self.hosts[slot] = Some(HostState {
-            regions: RegionTable::new(self.config.max_regions),
-        });
+        let slot = self.hosts.iter().position(Option::is_none).ok_or(CtlStatus::TOO_MANY_HOSTS)?;
+        self.hosts[slot] = Some(HostState { regions: RegionTable::new(self.config.max_regions) });
         self.counters.hosts_attached += 1;
         Ok(HostId(slot as u32))
     }
@@ -157,12 +150,7 @@ impl Core {
             self.counters.hosts_lost += 1;
         }
         self.counters.dropped_in_flight += in_flight;
-        state
-            .regions
-            .drain()
-            .into_iter()
-            .map(|r| SegmentHandle(r.segment))
-            .collect()
+        state.regions.drain().into_iter().map(|r| SegmentHandle(r.segment)).collect()
     }
 
     /// Registers `len` bytes at `seg_offset` of a segment of `seg_len` bytes the runner mapped.
@@ -189,13 +177,7 @@ impl Core {
         }
         state
             .regions
-            .insert(RegistrationRecord {
-                key: RegionKey::NONE,
-                access,
-                segment: segment.0,
-                seg_offset,
-                len,
-            })
+            .insert(RegistrationRecord { key: RegionKey::NONE, access, segment: segment.0, seg_offset, len })
             .map_err(|_| CtlStatus::TOO_MANY_REGIONS)
     }
 
@@ -219,12 +201,7 @@ impl Core {
         let cqe = match outcome {
             Ok(Plan::Nothing) => Completion::new(desc.cookie, desc.opcode, Status::OK, 0),
             Ok(Plan::Dma { src, dst, len }) => {
-                self.push(Action::Dma {
-                    host,
-                    src,
-                    dst,
-                    len,
-                });
+                self.push(Action::Dma { host, src_key: desc.aux_key, dst_key: desc.key, src, dst, len });
                 self.counters.dma_bytes += len;
                 Completion::new(desc.cookie, desc.opcode, Status::OK, len)
             }
@@ -235,11 +212,7 @@ impl Core {
         } else {
             self.counters.completed_err += 1;
         }
-        self.push(Action::Complete {
-            host,
-            cqe,
-            started: now,
-        });
+        self.push(Action::Complete { host, cqe, started: now });
     }
 
     /// The runner could not carry out a DMA the core planned (its memory was deregistered while
@@ -248,6 +221,18 @@ impl Core {
         self.counters.completed_ok = self.counters.completed_ok.saturating_sub(1);
         self.counters.completed_err += 1;
         self.counters.dma_bytes = self.counters.dma_bytes.saturating_sub(bytes);
+    }
+
+    /// A host left before the completion of an operation the core already counted could be
+    /// published: move it from the completed counters to the dropped ones.
+    pub fn abandoned(&mut self, cqe: &Completion) {
+        if cqe.status.is_ok() {
+            self.counters.completed_ok = self.counters.completed_ok.saturating_sub(1);
+            self.counters.dma_bytes = self.counters.dma_bytes.saturating_sub(cqe.bytes);
+        } else {
+            self.counters.completed_err = self.counters.completed_err.saturating_sub(1);
+        }
+        self.counters.dropped_in_flight += 1;
     }
 
     /// Next action to carry out, in order.
@@ -260,10 +245,7 @@ impl Core {
         // MAX_ACTIONS_PER_EVENT, so the queue cannot be full; a debug assertion guards the
         // invariant and release builds keep the oldest actions rather than panicking.
         let pushed = self.actions.push_back(a);
-        debug_assert!(
-            pushed.is_ok(),
-            "action queue overflow: runner did not drain"
-        );
+        debug_assert!(pushed.is_ok(), "action queue overflow: runner did not drain");
     }
 
     fn host_mut(&mut self, host: HostId) -> Option<&mut HostState> {
@@ -273,19 +255,11 @@ impl Core {
 
 enum Plan {
     Nothing,
-    Dma {
-        src: Resolved,
-        dst: Resolved,
-        len: u64,
-    },
+    Dma { src: Resolved, dst: Resolved, len: u64 },
 }
 
 /// Validates a descriptor against the host's registrations and limits.
-fn plan(
-    regions: &RegionTable,
-    d: &SubmissionDescriptor,
-    max_op_bytes: u64,
-) -> Result<Plan, StatusKind> {
+fn plan(regions: &RegionTable, d: &SubmissionDescriptor, max_op_bytes: u64) -> Result<Plan, StatusKind> {
     let op = Op::try_from(d.opcode).map_err(|_| StatusKind::UnknownOpcode)?;
     if d.flags & !DESC_FLAGS_DEFINED != 0 {
         return Err(StatusKind::BadFlags);
@@ -322,11 +296,7 @@ fn plan(
             {
                 return Err(StatusKind::Overlap);
             }
-            Ok(Plan::Dma {
-                src,
-                dst,
-                len: d.len,
-            })
+            Ok(Plan::Dma { src, dst, len: d.len })
         }
     }
 }

@@ -61,13 +61,7 @@ impl RegionTable {
     pub(crate) fn with_generations(capacity: u32, max_generation: u32) -> Self {
         let capacity = capacity.clamp(1, u16::MAX as u32);
         RegionTable {
-            slots: vec![
-                Slot {
-                    generation: 1,
-                    region: None
-                };
-                capacity as usize
-            ],
+            slots: vec![Slot { generation: 1, region: None }; capacity as usize],
             // Pop from the end: lowest slots first.
             free: (0..capacity).rev().collect(),
             slot_bits: 32 - capacity.leading_zeros(),
@@ -141,10 +135,7 @@ impl RegionTable {
         if !region.access.allows(need) {
             return Err(StatusKind::AccessDenied);
         }
-        Ok(Resolved {
-            segment: SegmentHandle(region.segment),
-            offset: region.seg_offset + offset,
-        })
+        Ok(Resolved { segment: SegmentHandle(region.segment), offset: region.seg_offset + offset })
     }
 
     fn slot_of(&self, key: RegionKey) -> Option<usize> {
@@ -176,42 +167,16 @@ mod tests {
         assert_ne!(k, RegionKey::NONE);
         assert_eq!(
             t.resolve(k, 0, 64, Access::READ),
-            Ok(Resolved {
-                segment: SegmentHandle(7),
-                offset: 100
-            })
+            Ok(Resolved { segment: SegmentHandle(7), offset: 100 })
         );
         assert_eq!(t.resolve(k, 60, 4, Access::WRITE).unwrap().offset, 160);
-        assert_eq!(
-            t.resolve(k, 60, 5, Access::READ),
-            Err(StatusKind::OutOfBounds)
-        );
-        assert_eq!(
-            t.resolve(k, u64::MAX, 2, Access::READ),
-            Err(StatusKind::OutOfBounds)
-        );
-        assert_eq!(
-            t.resolve(k, 65, 0, Access::READ),
-            Err(StatusKind::OutOfBounds)
-        );
-        assert_eq!(
-            t.resolve(RegionKey(0), 0, 1, Access::READ),
-            Err(StatusKind::UnknownRegion)
-        );
-        assert_eq!(
-            t.resolve(RegionKey(k.0 + 1), 0, 1, Access::READ),
-            Err(StatusKind::UnknownRegion)
-        );
-        let ro = t
-            .insert(RegistrationRecord {
-                access: Access::READ,
-                ..region(8)
-            })
-            .unwrap();
-        assert_eq!(
-            t.resolve(ro, 0, 8, Access::WRITE),
-            Err(StatusKind::AccessDenied)
-        );
+        assert_eq!(t.resolve(k, 60, 5, Access::READ), Err(StatusKind::OutOfBounds));
+        assert_eq!(t.resolve(k, u64::MAX, 2, Access::READ), Err(StatusKind::OutOfBounds));
+        assert_eq!(t.resolve(k, 65, 0, Access::READ), Err(StatusKind::OutOfBounds));
+        assert_eq!(t.resolve(RegionKey(0), 0, 1, Access::READ), Err(StatusKind::UnknownRegion));
+        assert_eq!(t.resolve(RegionKey(k.0 + 1), 0, 1, Access::READ), Err(StatusKind::UnknownRegion));
+        let ro = t.insert(RegistrationRecord { access: Access::READ, ..region(8) }).unwrap();
+        assert_eq!(t.resolve(ro, 0, 8, Access::WRITE), Err(StatusKind::AccessDenied));
     }
 
     #[test]
@@ -223,17 +188,11 @@ mod tests {
         assert_eq!(t.remove(k1), Err(RegError::Unknown));
         let k2 = t.insert(region(8)).unwrap();
         assert_ne!(k1, k2, "same slot, new generation");
-        assert_eq!(
-            t.resolve(k1, 0, 1, Access::READ),
-            Err(StatusKind::UnknownRegion)
-        );
+        assert_eq!(t.resolve(k1, 0, 1, Access::READ), Err(StatusKind::UnknownRegion));
         assert!(t.resolve(k2, 0, 1, Access::READ).is_ok());
         assert_eq!(t.drain().len(), 1);
         assert!(t.is_empty());
-        assert_eq!(
-            t.resolve(k2, 0, 1, Access::READ),
-            Err(StatusKind::UnknownRegion)
-        );
+        assert_eq!(t.resolve(k2, 0, 1, Access::READ), Err(StatusKind::UnknownRegion));
     }
 
     #[test]
@@ -248,10 +207,7 @@ mod tests {
         }
         assert_eq!(t.insert(region(8)), Err(RegError::Full));
         for k in &seen {
-            assert_eq!(
-                t.resolve(*k, 0, 1, Access::READ),
-                Err(StatusKind::UnknownRegion)
-            );
+            assert_eq!(t.resolve(*k, 0, 1, Access::READ), Err(StatusKind::UnknownRegion));
         }
         // Default split: 256 slots leave 23 bits of generation.
         let big = RegionTable::new(256);

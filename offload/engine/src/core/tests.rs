@@ -10,12 +10,8 @@ const SEG: SegmentHandle = SegmentHandle(1);
 fn core_with_regions() -> (Core, HostId, RegionKey, RegionKey) {
     let mut core = Core::new(Config::default());
     let h = core.attach_host(0).unwrap();
-    let a = core
-        .register(h, SEG, 4096, 0, 1024, Access::READ_WRITE)
-        .unwrap();
-    let b = core
-        .register(h, SEG, 4096, 2048, 1024, Access::READ)
-        .unwrap();
+    let a = core.register(h, SEG, 4096, 0, 1024, Access::READ_WRITE).unwrap();
+    let b = core.register(h, SEG, 4096, 2048, 1024, Access::READ).unwrap();
     (core, h, a, b)
 }
 
@@ -36,13 +32,8 @@ fn nop_completes_ok_with_cookie() {
     core.submit(h, &SubmissionDescriptor::nop(42), 5);
     let acts = drain(&mut core);
     assert_eq!(acts.len(), 1);
-    let Action::Complete { cqe, started, host } = acts[0] else {
-        panic!()
-    };
-    assert_eq!(
-        (cqe.cookie, cqe.status, host, started),
-        (42, Status::OK, h, 5)
-    );
+    let Action::Complete { cqe, started, host } = acts[0] else { panic!() };
+    assert_eq!((cqe.cookie, cqe.status, host, started), (42, Status::OK, h, 5));
 }
 
 #[test]
@@ -60,21 +51,15 @@ fn copy_emits_dma_then_completion() {
         acts[0],
         Action::Dma {
             host: h,
-            src: Resolved {
-                segment: SEG,
-                offset: 2048 + 20
-            },
-            dst: Resolved {
-                segment: SEG,
-                offset: 10
-            },
+            src_key: b,
+            dst_key: a,
+            src: Resolved { segment: SEG, offset: 2048 + 20 },
+            dst: Resolved { segment: SEG, offset: 10 },
             len: 100
         }
     );
     assert_eq!(status_of(&acts), StatusKind::Ok);
-    let Action::Complete { cqe, .. } = acts[1] else {
-        panic!()
-    };
+    let Action::Complete { cqe, .. } = acts[1] else { panic!() };
     assert_eq!(cqe.bytes, 100);
     assert_eq!(core.counters().dma_bytes, 100);
 }
@@ -85,78 +70,23 @@ fn every_bad_descriptor_gets_its_typed_status() {
     let r = |key, offset| RegionRef { key, offset };
     let ok = SubmissionDescriptor::copy(1, r(a, 0), r(b, 0), 8);
     let cases: Vec<(SubmissionDescriptor, StatusKind)> = vec![
-        (
-            SubmissionDescriptor {
-                opcode: Opcode(0xee),
-                ..ok
-            },
-            StatusKind::UnknownOpcode,
-        ),
+        (SubmissionDescriptor { opcode: Opcode(0xee), ..ok }, StatusKind::UnknownOpcode),
         (SubmissionDescriptor { len: 0, ..ok }, StatusKind::BadLength),
-        (
-            SubmissionDescriptor {
-                len: (1 << 30) + 1,
-                ..ok
-            },
-            StatusKind::BadLength,
-        ),
-        (
-            SubmissionDescriptor { offset: 1020, ..ok },
-            StatusKind::OutOfBounds,
-        ),
-        (
-            SubmissionDescriptor {
-                aux_offset: u64::MAX,
-                ..ok
-            },
-            StatusKind::OutOfBounds,
-        ),
-        (
-            SubmissionDescriptor {
-                key: RegionKey(0xdead),
-                ..ok
-            },
-            StatusKind::UnknownRegion,
-        ),
-        (
-            SubmissionDescriptor::copy(1, r(b, 0), r(a, 0), 8),
-            StatusKind::AccessDenied,
-        ),
-        (
-            SubmissionDescriptor { flags: 0x80, ..ok },
-            StatusKind::BadFlags,
-        ),
-        (
-            SubmissionDescriptor {
-                _reserved1: 1,
-                ..ok
-            },
-            StatusKind::BadDescriptor,
-        ),
-        (
-            SubmissionDescriptor { comm: 3, ..ok },
-            StatusKind::BadDescriptor,
-        ),
-        (
-            SubmissionDescriptor {
-                len: 1,
-                ..SubmissionDescriptor::nop(1)
-            },
-            StatusKind::BadDescriptor,
-        ),
-        (
-            SubmissionDescriptor::copy(1, r(a, 0), r(a, 4), 8),
-            StatusKind::Overlap,
-        ),
+        (SubmissionDescriptor { len: (1 << 30) + 1, ..ok }, StatusKind::BadLength),
+        (SubmissionDescriptor { offset: 1020, ..ok }, StatusKind::OutOfBounds),
+        (SubmissionDescriptor { aux_offset: u64::MAX, ..ok }, StatusKind::OutOfBounds),
+        (SubmissionDescriptor { key: RegionKey(0xdead), ..ok }, StatusKind::UnknownRegion),
+        (SubmissionDescriptor::copy(1, r(b, 0), r(a, 0), 8), StatusKind::AccessDenied),
+        (SubmissionDescriptor { flags: 0x80, ..ok }, StatusKind::BadFlags),
+        (SubmissionDescriptor { _reserved1: 1, ..ok }, StatusKind::BadDescriptor),
+        (SubmissionDescriptor { comm: 3, ..ok }, StatusKind::BadDescriptor),
+        (SubmissionDescriptor { len: 1, ..SubmissionDescriptor::nop(1) }, StatusKind::BadDescriptor),
+        (SubmissionDescriptor::copy(1, r(a, 0), r(a, 4), 8), StatusKind::Overlap),
     ];
     for (d, want) in cases {
         core.submit(h, &d, 0);
         let acts = drain(&mut core);
-        assert_eq!(
-            acts.len(),
-            1,
-            "{d:?}: an invalid descriptor must not move bytes"
-        );
+        assert_eq!(acts.len(), 1, "{d:?}: an invalid descriptor must not move bytes");
         assert_eq!(status_of(&acts), want, "{d:?}");
     }
     assert_eq!(core.counters().completed_err, 12);
@@ -165,12 +95,8 @@ fn every_bad_descriptor_gets_its_typed_status() {
 
 #[test]
 fn registration_limits_and_detach() {
-    let mut core = Core::new(Config {
-        max_hosts: 1,
-        max_regions: 1,
-        max_region_bytes: 100,
-        ..Config::default()
-    });
+    let mut core =
+        Core::new(Config { max_hosts: 1, max_regions: 1, max_region_bytes: 100, ..Config::default() });
     let h = core.attach_host(0).unwrap();
     assert_eq!(core.attach_host(0), Err(CtlStatus::TOO_MANY_HOSTS));
     assert_eq!(
@@ -178,23 +104,11 @@ fn registration_limits_and_detach() {
         Err(CtlStatus::BAD_REQUEST),
         "past segment end"
     );
-    assert_eq!(
-        core.register(h, SEG, 500, 0, 200, Access::READ),
-        Err(CtlStatus::LIMIT)
-    );
-    assert_eq!(
-        core.register(h, SEG, 500, 0, 10, Access(8)),
-        Err(CtlStatus::BAD_REQUEST)
-    );
+    assert_eq!(core.register(h, SEG, 500, 0, 200, Access::READ), Err(CtlStatus::LIMIT));
+    assert_eq!(core.register(h, SEG, 500, 0, 10, Access(8)), Err(CtlStatus::BAD_REQUEST));
     let k = core.register(h, SEG, 500, 0, 10, Access::READ).unwrap();
-    assert_eq!(
-        core.register(h, SEG, 500, 0, 10, Access::READ),
-        Err(CtlStatus::TOO_MANY_REGIONS)
-    );
-    assert_eq!(
-        core.deregister(h, RegionKey(k.0 ^ 0x10000)),
-        Err(CtlStatus::UNKNOWN_REGION)
-    );
+    assert_eq!(core.register(h, SEG, 500, 0, 10, Access::READ), Err(CtlStatus::TOO_MANY_REGIONS));
+    assert_eq!(core.deregister(h, RegionKey(k.0 ^ 0x10000)), Err(CtlStatus::UNKNOWN_REGION));
     let segs = core.detach_host(h, Departure::Lost, 3, 0);
     assert_eq!(segs, vec![SEG]);
     let c = core.counters();
@@ -203,12 +117,7 @@ fn registration_limits_and_detach() {
     let h2 = core.attach_host(0).unwrap();
     core.submit(
         h2,
-        &SubmissionDescriptor::copy(
-            1,
-            RegionRef { key: k, offset: 0 },
-            RegionRef { key: k, offset: 5 },
-            1,
-        ),
+        &SubmissionDescriptor::copy(1, RegionRef { key: k, offset: 0 }, RegionRef { key: k, offset: 5 }, 1),
         0,
     );
     assert_eq!(status_of(&drain(&mut core)), StatusKind::UnknownRegion);

@@ -29,11 +29,7 @@ impl FragBitmap {
         if count == 0 || count > MAX_FRAGS {
             return Err(TooManyFragments);
         }
-        Ok(FragBitmap {
-            words: [0; WORDS],
-            count,
-            held: 0,
-        })
+        Ok(FragBitmap { words: [0; WORDS], count, held: 0 })
     }
 
     /// Fragments in the message.
@@ -111,10 +107,7 @@ pub struct Geometry {
 impl Geometry {
     /// Geometry of a `total`-byte message in `payload`-byte fragments (`payload > 0`).
     pub fn new(total: u32, payload: u32) -> Result<Self, TooManyFragments> {
-        let g = Geometry {
-            total,
-            payload: payload.max(1),
-        };
+        let g = Geometry { total, payload: payload.max(1) };
         if g.count() > MAX_FRAGS {
             return Err(TooManyFragments);
         }
@@ -159,10 +152,7 @@ mod tests {
     #[test]
     fn geometry_covers_the_message_exactly() {
         let g = Geometry::new(10, 4).unwrap();
-        assert_eq!(
-            (g.count(), g.range(0), g.range(2), g.range(3)),
-            (3, Some((0, 4)), Some((8, 2)), None)
-        );
+        assert_eq!((g.count(), g.range(0), g.range(2), g.range(3)), (3, Some((0, 4)), Some((8, 2)), None));
         let empty = Geometry::new(0, 1400).unwrap();
         assert_eq!((empty.count(), empty.range(0)), (1, Some((0, 0))));
         assert_eq!(Geometry::new(4 << 20, 256), Err(TooManyFragments));

@@ -2,3 +2,4 @@
 //! bookkeeping, and — as it lands — communicators, the two-stage multicast broadcast with ring
 //! repair, channels and delayed synchronization.
 pub mod bitmap;
+pub mod comm;

@@ -23,9 +23,7 @@ use crate::core::regions::Resolved;
 use crate::core::{Action, Core, Departure, HostId, Nanos};
 use crate::ctl::{self, Received};
 use ringcast_abi::ctl::{CtlKind, CtlMsg, CtlStatus};
-use ringcast_abi::{
-    Access, Completion, RegionKey, Status, StatusKind, SubmissionDescriptor, ABI_VERSION,
-};
+use ringcast_abi::{Access, Completion, RegionKey, Status, StatusKind, SubmissionDescriptor, ABI_VERSION};
 use ringcast_ring::attach::{self, EngineRings};
 use rustix::event::{epoll, Timespec};
 use std::collections::VecDeque;
@@ -42,6 +40,8 @@ const EPOLL_BATCH: usize = 64;
 /// A DMA in progress.
 #[derive(Clone, Copy, Debug)]
 struct Dma {
+    src_key: RegionKey,
+    dst_key: RegionKey,
     src: Resolved,
     dst: Resolved,
     len: u64,
@@ -54,10 +54,7 @@ impl Dma {
     fn advance(&mut self, segments: &SegmentTable, budget: &mut u64) -> bool {
         let chunk = (self.len - self.done).min(*budget);
         if chunk > 0 && !self.failed {
-            let at = |r: Resolved| Resolved {
-                segment: r.segment,
-                offset: r.offset + self.done,
-            };
+            let at = |r: Resolved| Resolved { segment: r.segment, offset: r.offset + self.done };
             if segments.dma(at(self.src), at(self.dst), chunk) {
                 self.done += chunk;
             } else {
@@ -122,11 +119,7 @@ impl HostConn {
             c.engine_ns = end.saturating_sub(c.engine_ns);
         }
         let pushed = self.rings.cq.push_batch(out);
-        debug_assert_eq!(
-            pushed,
-            out.len(),
-            "completion ring overflow despite reservation"
-        );
+        debug_assert_eq!(pushed, out.len(), "completion ring overflow despite reservation");
     }
 }
 
@@ -151,6 +144,8 @@ pub struct EngineLoop {
     attach_timeout: Nanos,
     last_ctl: Nanos,
     log_level: u8,
+    closer: super::closer::Closer,
+    stray: Vec<OwnedFd>,
 }
 
 impl EngineLoop {
@@ -161,10 +156,7 @@ impl EngineLoop {
             if e.kind() == std::io::ErrorKind::AddrInUse {
                 std::io::Error::new(
                     e.kind(),
-                    format!(
-                        "an engine named {:?} is already running",
-                        config.engine_name
-                    ),
+                    format!("an engine named {:?} is already running", config.engine_name),
                 )
             } else {
                 e
@@ -185,6 +177,8 @@ impl EngineLoop {
             pending: (0..max_hosts).map(|_| None).collect(),
             core: Core::new(config),
             clock: Clock::new(),
+            closer: super::closer::Closer::spawn()?,
+            stray: Vec::with_capacity(4),
             last_ctl: 0,
         })
     }
@@ -218,10 +212,7 @@ impl EngineLoop {
             match self.serve_data(i, now) {
                 Ok(w) => work |= w,
                 Err(()) => {
-                    self.log(
-                        1,
-                        format_args!("host {i} broke the ring protocol; detaching it"),
-                    );
+                    self.log(1, format_args!("host {i} broke the ring protocol; detaching it"));
                     self.detach(HostId(i as u32), Departure::Lost);
                 }
             }
@@ -235,15 +226,7 @@ impl EngineLoop {
 
     /// Steps 1–3 of a pass for host `i`; `Err` when its submission ring is corrupt.
     fn serve_data(&mut self, i: usize, now: Nanos) -> Result<bool, ()> {
-        let EngineLoop {
-            hosts,
-            core,
-            segments,
-            burst,
-            out,
-            clock,
-            ..
-        } = self;
+        let EngineLoop { hosts, core, segments, burst, out, clock, .. } = self;
         let Some(conn) = hosts[i].as_mut() else {
             return Ok(false);
         };
@@ -254,41 +237,19 @@ impl EngineLoop {
         // 2. New descriptors, only behind an empty queue (keeps completions in order), only as
         // many as there are free completion slots; they run with what is left of the budget.
         if conn.queue.is_empty() {
-            let room = conn
-                .rings
-                .cq
-                .free_slots()
-                .saturating_sub(out.len())
-                .min(burst.len());
-            let n = if room > 0 {
-                conn.rings
-                    .sq
-                    .pop_batch(&mut burst[..room])
-                    .map_err(|_| ())?
-            } else {
-                0
-            };
+            let room = conn.rings.cq.free_slots().saturating_sub(out.len()).min(burst.len());
+            let n = if room > 0 { conn.rings.sq.pop_batch(&mut burst[..room]).map_err(|_| ())? } else { 0 };
             work |= n > 0;
             let mut staged: Option<Dma> = None;
             for desc in &burst[..n] {
                 core.submit(HostId(i as u32), desc, now);
                 while let Some(action) = core.poll_action() {
                     match action {
-                        Action::Dma { src, dst, len, .. } => {
-                            staged = Some(Dma {
-                                src,
-                                dst,
-                                len,
-                                done: 0,
-                                failed: false,
-                            });
+                        Action::Dma { src, dst, len, src_key, dst_key, .. } => {
+                            staged = Some(Dma { src_key, dst_key, src, dst, len, done: 0, failed: false });
                         }
                         Action::Complete { cqe, started, .. } => {
-                            conn.queue.push_back(Op {
-                                dma: staged.take(),
-                                cqe,
-                                started,
-                            });
+                            conn.queue.push_back(Op { dma: staged.take(), cqe, started });
                         }
                     }
                 }
@@ -302,17 +263,9 @@ impl EngineLoop {
 
     /// Handles control traffic; true if anything happened.
     fn poll_control(&mut self, now: Nanos) -> bool {
-        let mut work = self.accept_and_expire(now);
         let mut events = [MaybeUninit::<epoll::Event>::uninit(); EPOLL_BATCH];
         let mut tokens = [0u64; EPOLL_BATCH];
-        let n = match epoll::wait(
-            &self.epoll,
-            &mut events,
-            Some(&Timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            }),
-        ) {
+        let n = match epoll::wait(&self.epoll, &mut events, Some(&Timespec { tv_sec: 0, tv_nsec: 0 })) {
             Ok((ready, _)) => {
                 for (t, e) in tokens.iter_mut().zip(ready.iter()) {
                     *t = e.data.u64();
@@ -321,32 +274,30 @@ impl EngineLoop {
             }
             Err(_) => 0,
         };
+        // Ready sockets first, then new connections: a flood of connects cannot push out a
+        // connection whose ATTACH is already waiting.
         for &token in &tokens[..n] {
-            work = true;
             if token & PENDING_TAG != 0 {
                 self.serve_pending((token & !PENDING_TAG) as usize);
             } else {
                 self.serve_host(HostId(token as u32));
             }
         }
-        work
+        self.accept_and_expire(now) || n > 0
     }
 
     fn accept_and_expire(&mut self, now: Nanos) -> bool {
         let mut work = false;
         for slot in 0..self.pending.len() {
-            if self.pending[slot]
-                .as_ref()
-                .is_some_and(|p| now.saturating_sub(p.since) > self.attach_timeout)
+            if self.pending[slot].as_ref().is_some_and(|p| now.saturating_sub(p.since) > self.attach_timeout)
             {
                 self.pending[slot] = None; // closing the socket removes it from the epoll set
-                self.log(
-                    2,
-                    format_args!("closed a connection that did not attach in time"),
-                );
+                self.log(2, format_args!("closed a connection that did not attach in time"));
             }
         }
-        for _ in 0..self.pending.len() {
+        // A full table takes no more: idle entries expire after `attach_timeout_ms`, so a real
+        // host gets in then (its connect waits in the listen backlog meanwhile).
+        while let Some(slot) = self.pending.iter().position(Option::is_none) {
             let sock = match ctl::accept(self.listener.as_fd()) {
                 Ok(Some(fd)) => fd,
                 Ok(None) => break,
@@ -356,16 +307,11 @@ impl EngineLoop {
                 }
             };
             work = true;
-            // A full table evicts its oldest connection: idle connections cannot lock hosts out.
-            let slot = match self.pending.iter().position(Option::is_none) {
-                Some(s) => s,
-                None => {
-                    let oldest = (0..self.pending.len())
-                        .min_by_key(|&s| self.pending[s].as_ref().map_or(0, |p| p.since));
-                    // NOTE(unwrap-free): pending has max_hosts >= 1 slots.
-                    oldest.unwrap_or(0)
-                }
-            };
+            // Only this machine's user (or root) is served.
+            if !ctl::peer_is_trusted(sock.as_fd()) {
+                self.log(1, format_args!("refused a connection from another user"));
+                continue;
+            }
             let token = epoll::EventData::new_u64(PENDING_TAG | slot as u64);
             if epoll::add(&self.epoll, &sock, token, epoll::EventFlags::IN).is_ok() {
                 self.pending[slot] = Some(Pending { sock, since: now });
@@ -379,13 +325,17 @@ impl EngineLoop {
             return;
         };
         let sock = p.sock;
-        let msg = match ctl::recv(sock.as_fd()) {
-            Ok(Received::Msg(m, _)) => m,
+        let received = ctl::recv(sock.as_fd(), &mut self.stray);
+        self.closer.dispose_all(&mut self.stray);
+        let msg = match received {
+            Ok(Received::Msg(m, fd)) => {
+                if let Some(fd) = fd {
+                    self.closer.dispose(fd);
+                }
+                m
+            }
             Ok(Received::Empty) => {
-                self.pending[slot] = Some(Pending {
-                    sock,
-                    since: p.since,
-                });
+                self.pending[slot] = Some(Pending { sock, since: p.since });
                 return;
             }
             _ => return, // closed or garbage before attaching: drop the connection
@@ -399,13 +349,7 @@ impl EngineLoop {
             return refuse(CtlStatus::BAD_REQUEST, 0);
         }
         if msg.version != ABI_VERSION {
-            self.log(
-                1,
-                format_args!(
-                    "refused attach: host ABI {} != engine ABI {ABI_VERSION}",
-                    msg.version
-                ),
-            );
+            self.log(1, format_args!("refused attach: host ABI {} != engine ABI {ABI_VERSION}", msg.version));
             return refuse(CtlStatus::ABI_MISMATCH, ABI_VERSION);
         }
         let cfg = self.core.config();
@@ -425,20 +369,12 @@ impl EngineLoop {
         let rings = match attach::create(id.0, entries) {
             Ok(r) => r,
             Err(e) => {
-                self.log(
-                    1,
-                    format_args!("attach segment for host {} failed: {e}", id.0),
-                );
+                self.log(1, format_args!("attach segment for host {} failed: {e}", id.0));
                 return fail(self, CtlStatus::MAP_FAILED);
             }
         };
-        if epoll::modify(
-            &self.epoll,
-            &sock,
-            epoll::EventData::new_u64(id.0 as u64),
-            epoll::EventFlags::IN,
-        )
-        .is_err()
+        if epoll::modify(&self.epoll, &sock, epoll::EventData::new_u64(id.0 as u64), epoll::EventFlags::IN)
+            .is_err()
         {
             return fail(self, CtlStatus::MAP_FAILED);
         }
@@ -451,18 +387,9 @@ impl EngineLoop {
             self.core.detach_host(id, Departure::Lost, 0, now);
             return;
         }
-        self.log(
-            2,
-            format_args!("host {} (pid {pid}) attached, rings of {entries}", id.0),
-        );
+        self.log(2, format_args!("host {} (pid {pid}) attached, rings of {entries}", id.0));
         let queue = VecDeque::with_capacity(entries as usize);
-        self.hosts[id.0 as usize] = Some(HostConn {
-            pid,
-            sock,
-            rings,
-            queue,
-            maps: HostMappings::default(),
-        });
+        self.hosts[id.0 as usize] = Some(HostConn { pid, sock, rings, queue, maps: HostMappings::default() });
     }
 
     fn serve_host(&mut self, id: HostId) {
@@ -470,18 +397,26 @@ impl EngineLoop {
             let Some(conn) = self.hosts.get(id.0 as usize).and_then(Option::as_ref) else {
                 return;
             };
-            let (msg, fd) = match ctl::recv(conn.sock.as_fd()) {
+            let received = ctl::recv(conn.sock.as_fd(), &mut self.stray);
+            self.closer.dispose_all(&mut self.stray);
+            let (msg, fd) = match received {
                 Ok(Received::Msg(m, fd)) => (m, fd),
                 Ok(Received::Empty) => return,
                 Ok(Received::Closed) | Err(_) => return self.detach(id, Departure::Lost),
                 Ok(Received::Malformed) => {
                     self.log(1, format_args!("host {}: malformed control message", id.0));
-                    self.reply(
-                        id,
-                        CtlMsg::error(&CtlMsg::new(CtlKind(0)), CtlStatus::BAD_REQUEST),
-                    );
+                    self.reply(id, CtlMsg::error(&CtlMsg::new(CtlKind(0)), CtlStatus::BAD_REQUEST));
                     continue;
                 }
+            };
+            // Only REGISTER carries a descriptor; any other is closed off the loop.
+            let fd = match (msg.kind, fd) {
+                (CtlKind::REGISTER, fd) => fd,
+                (_, Some(fd)) => {
+                    self.closer.dispose(fd);
+                    None
+                }
+                (_, None) => None,
             };
             let reply = match msg.kind {
                 CtlKind::REGISTER => self.register(id, &msg, fd),
@@ -502,12 +437,7 @@ impl EngineLoop {
             if reply.kind == CtlKind::ERROR {
                 self.log(
                     1,
-                    format_args!(
-                        "host {}: refused {:?}: {}",
-                        id.0,
-                        msg.kind,
-                        reply.status.message()
-                    ),
+                    format_args!("host {}: refused {:?}: {}", id.0, msg.kind, reply.status.message()),
                 );
             }
             self.reply(id, reply);
@@ -531,31 +461,27 @@ impl EngineLoop {
             return err(CtlStatus::BAD_REQUEST);
         };
         let budget = self.core.config().max_host_bytes;
-        let EngineLoop {
-            hosts,
-            segments,
-            core,
-            ..
-        } = self;
+        let EngineLoop { hosts, segments, core, closer, .. } = self;
         let Some(conn) = hosts[id.0 as usize].as_mut() else {
+            closer.dispose(fd);
             return err(CtlStatus::BAD_REQUEST);
         };
-        // Only a memfd sealed against shrinking is mapped (see SegmentTable::acquire).
+        // Only a sealed memfd is mapped (see SegmentTable::acquire); anything else goes back
+        // to be closed off the loop.
         let (handle, seg_len) = match segments.acquire(fd, &mut conn.maps, budget) {
             Ok(x) => x,
-            Err(status) => return err(status),
+            Err((status, fd)) => {
+                if let Some(fd) = fd {
+                    closer.dispose(fd);
+                }
+                return err(status);
+            }
         };
         match core.register(id, handle, seg_len, msg.d, msg.e, Access(msg.a)) {
             Ok(key) => {
                 let mut m = CtlMsg::reply(msg, CtlKind::REGISTER_OK);
                 m.a = key.0;
-                self.log(
-                    2,
-                    format_args!(
-                        "host {}: registered {} bytes as key {:#x}",
-                        id.0, msg.e, key.0
-                    ),
-                );
+                self.log(2, format_args!("host {}: registered {} bytes as key {:#x}", id.0, msg.e, key.0));
                 m
             }
             Err(status) => {
@@ -566,17 +492,20 @@ impl EngineLoop {
     }
 
     fn deregister(&mut self, id: HostId, msg: &CtlMsg) -> CtlMsg {
-        let EngineLoop {
-            hosts,
-            segments,
-            core,
-            ..
-        } = self;
+        let EngineLoop { hosts, segments, core, .. } = self;
         let Some(conn) = hosts[id.0 as usize].as_mut() else {
             return CtlMsg::error(msg, CtlStatus::BAD_REQUEST);
         };
-        match core.deregister(id, RegionKey(msg.a)) {
+        let key = RegionKey(msg.a);
+        match core.deregister(id, key) {
             Ok(seg) => {
+                // Queued operations on this region fail rather than keep moving bytes into
+                // memory the host has taken back (another registration may keep it mapped).
+                for op in conn.queue.iter_mut() {
+                    if let Some(d) = op.dma.as_mut().filter(|d| d.src_key == key || d.dst_key == key) {
+                        d.failed = true;
+                    }
+                }
                 segments.release(seg, &mut conn.maps);
                 let mut m = CtlMsg::reply(msg, CtlKind::DEREGISTER_OK);
                 m.a = msg.a;
@@ -590,19 +519,20 @@ impl EngineLoop {
         let Some(mut conn) = self.hosts.get_mut(id.0 as usize).and_then(Option::take) else {
             return;
         };
-        // Queued operations die with the host: their memory is about to be unmapped.
-        let in_flight = conn.rings.sq.len().unwrap_or(0) as u64 + conn.queue.len() as u64;
-        conn.queue.clear();
+        // Queued operations die with the host: their memory is about to be unmapped. The core
+        // counted them as completed when it planned them; they move to the dropped count.
+        let queued = conn.queue.len() as u64;
+        for op in conn.queue.drain(..) {
+            self.core.abandoned(&op.cqe);
+        }
+        let unread = conn.rings.sq.len().unwrap_or(0) as u64;
+        let in_flight = unread + queued;
         let now = self.clock.now();
-        for seg in self.core.detach_host(id, how, in_flight, now) {
+        for seg in self.core.detach_host(id, how, unread, now) {
             self.segments.release(seg, &mut conn.maps);
         }
         let level = if how == Departure::Lost { 1 } else { 2 };
-        let what = if how == Departure::Lost {
-            "went away"
-        } else {
-            "detached"
-        };
+        let what = if how == Departure::Lost { "went away" } else { "detached" };
         self.log(
             level,
             format_args!(
@@ -630,15 +560,7 @@ impl EngineLoop {
 
     fn shutdown(&mut self) {
         for i in 0..self.hosts.len() {
-            let EngineLoop {
-                hosts,
-                core,
-                segments,
-                burst,
-                out,
-                clock,
-                ..
-            } = self;
+            let EngineLoop { hosts, core, segments, burst, out, clock, .. } = self;
             let Some(conn) = hosts[i].as_mut() else {
                 continue;
             };
@@ -649,12 +571,7 @@ impl EngineLoop {
             let now = clock.now();
             let refused = Status::from(StatusKind::EngineShutdown);
             loop {
-                let room = conn
-                    .rings
-                    .cq
-                    .free_slots()
-                    .saturating_sub(out.len())
-                    .min(burst.len());
+                let room = conn.rings.cq.free_slots().saturating_sub(out.len()).min(burst.len());
                 let n = conn.rings.sq.pop_batch(&mut burst[..room]).unwrap_or(0);
                 if n == 0 {
                     break;

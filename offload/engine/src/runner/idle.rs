@@ -34,6 +34,11 @@ impl Idle {
         self.mode
     }
 
+    /// True once the back-off has reached its sleeping stage.
+    pub fn sleeping(&self) -> bool {
+        self.mode == PollMode::SpinYield && self.empty > self.spins.saturating_add(self.yields)
+    }
+
     /// A pass found work.
     pub fn busy(&mut self) {
         self.empty = 0;

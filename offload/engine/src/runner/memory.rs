@@ -4,7 +4,9 @@
 //! One mapping per memfd (identified by device and inode), shared by every registration of it
 //! and reference-counted: registering a buffer twice neither maps it twice nor hides from the
 //! core's overlap check that two regions are the same bytes. Each host's mapped bytes are
-//! budgeted (`max_host_bytes`), so no host can exhaust the engine's address space. The core has
+//! budgeted (`max_host_bytes`), so no host can exhaust the engine's address space; pages of a
+//! sparse segment that an engine DMA faults in are charged to the engine's memory cgroup, which
+//! the same budget bounds. The core has
 //! bounds-checked every DMA range against the registration; the copy re-checks against the
 //! mapping, so even a core bug cannot reach outside host memory.
 use crate::core::regions::{Resolved, SegmentHandle};
@@ -46,41 +48,50 @@ impl SegmentTable {
     }
 
     /// Maps (or shares the existing mapping of) the memfd `fd` on behalf of a host whose mapped
-    /// bytes are `host`, within `budget`. The memfd must be sealed against shrinking.
+    /// bytes are `host`, within `budget`. On refusal the descriptor comes back, for the caller
+    /// to close off the polling loop.
+    ///
+    /// The descriptor must be a memfd sealed against shrinking and growing, checked first with
+    /// `F_GET_SEALS` (answered inside the kernel for any file): only then is it `fstat`ed and
+    /// mapped, so a FUSE file or a socket never gets an operation that could block.
     pub fn acquire(
         &mut self,
         fd: OwnedFd,
         host: &mut HostMappings,
         budget: u64,
-    ) -> Result<(SegmentHandle, u64), CtlStatus> {
-        let st = rustix::fs::fstat(&fd).map_err(|_| CtlStatus::MAP_FAILED)?;
+    ) -> Result<(SegmentHandle, u64), (CtlStatus, Option<OwnedFd>)> {
+        use rustix::fs::SealFlags;
+        let sealed = rustix::fs::fcntl_get_seals(&fd)
+            .is_ok_and(|s| s.contains(SealFlags::SHRINK) && s.contains(SealFlags::GROW));
+        if !sealed {
+            return Err((CtlStatus::MAP_FAILED, Some(fd)));
+        }
+        let Ok(st) = rustix::fs::fstat(&fd) else { return Err((CtlStatus::MAP_FAILED, None)) };
         let id = (st.st_dev, st.st_ino);
-        let len = u64::try_from(st.st_size).map_err(|_| CtlStatus::MAP_FAILED)?;
         let existing = self.by_file.get(&id).copied();
         let handle = SegmentHandle(existing.unwrap_or(self.next));
+        // The mapping's own length, not the file's: sealed, they are equal, but the mapping is
+        // what a DMA is checked against.
+        let len = match existing.and_then(|h| self.by_handle.get(&h)) {
+            Some(m) => m.seg.len() as u64,
+            None => u64::try_from(st.st_size).map_err(|_| (CtlStatus::MAP_FAILED, None))?,
+        };
         let new_for_host = !host.held.iter().any(|(h, _, _)| *h == handle);
         if new_for_host && host.bytes.saturating_add(len) > budget {
-            return Err(CtlStatus::LIMIT);
+            return Err((CtlStatus::LIMIT, Some(fd)));
         }
         match existing {
             Some(h) => {
-                // NOTE(unwrap-free): by_file and by_handle are updated together.
                 if let Some(m) = self.by_handle.get_mut(&h) {
                     m.refs += 1;
                 }
             }
             None => {
-                let seg = ShmSegment::from_sealed_fd(fd).map_err(|_| CtlStatus::MAP_FAILED)?;
+                // A sealed memfd: closing it on this thread never blocks.
+                let seg = ShmSegment::from_fd(fd).map_err(|_| (CtlStatus::MAP_FAILED, None))?;
                 self.next += 1;
                 self.by_file.insert(id, handle.0);
-                self.by_handle.insert(
-                    handle.0,
-                    Mapping {
-                        seg: Arc::new(seg),
-                        id,
-                        refs: 1,
-                    },
-                );
+                self.by_handle.insert(handle.0, Mapping { seg: Arc::new(seg), id, refs: 1 });
             }
         }
         match host.held.iter_mut().find(|(h, _, _)| *h == handle) {
@@ -120,10 +131,7 @@ impl SegmentTable {
     /// Copies one chunk of a DMA; false when a handle is unknown or a range falls outside its
     /// mapping.
     pub fn dma(&self, src: Resolved, dst: Resolved, len: u64) -> bool {
-        match (
-            self.by_handle.get(&src.segment.0),
-            self.by_handle.get(&dst.segment.0),
-        ) {
+        match (self.by_handle.get(&src.segment.0), self.by_handle.get(&dst.segment.0)) {
             (Some(s), Some(d)) => copy_between(&s.seg, src.offset, &d.seg, dst.offset, len).is_ok(),
             _ => false,
         }

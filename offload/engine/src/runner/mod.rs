@@ -2,6 +2,7 @@
 //! [`spawn_thread`] (pinned polling thread in the host process) and [`run_daemon`] (separate
 //! process, DPU emulation). Both run [`EngineLoop`].
 mod clock;
+mod closer;
 mod daemon;
 mod engine_loop;
 mod idle;

@@ -55,11 +55,7 @@ impl Drop for ThreadEngine {
 pub fn spawn_thread(mut config: Config, keep_name: bool) -> std::io::Result<ThreadEngine> {
     static SEQ: AtomicU32 = AtomicU32::new(0);
     if !keep_name {
-        config.engine_name = format!(
-            "thread-{}-{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        );
+        config.engine_name = format!("thread-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
     }
     let name = config.engine_name.clone();
     let pin = config.pin_cpu;
@@ -68,18 +64,11 @@ pub fn spawn_thread(mut config: Config, keep_name: bool) -> std::io::Result<Thre
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     let stop2 = stop.clone();
-    let handle = std::thread::Builder::new()
-        .name(format!("ringcast-{name}"))
-        .spawn(move || {
-            let pinned = pin_current_thread(pin).ok().flatten();
-            let _ = tx.send(pinned);
-            engine.run(&stop2);
-        })?;
+    let handle = std::thread::Builder::new().name(format!("ringcast-{name}")).spawn(move || {
+        let pinned = pin_current_thread(pin).ok().flatten();
+        let _ = tx.send(pinned);
+        engine.run(&stop2);
+    })?;
     let pinned = rx.recv().ok().flatten();
-    Ok(ThreadEngine {
-        name,
-        stop,
-        handle: Some(handle),
-        pinned,
-    })
+    Ok(ThreadEngine { name, stop, handle: Some(handle), pinned })
 }

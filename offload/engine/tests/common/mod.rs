@@ -20,12 +20,8 @@ pub fn unique_name(tag: &str) -> String {
 
 /// Open file descriptors and memory mappings of process `pid` (from /proc).
 pub fn fds_and_maps(pid: u32) -> (usize, usize) {
-    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|d| d.count())
-        .unwrap_or(0);
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
-        .map(|m| m.lines().count())
-        .unwrap_or(0);
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0);
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).map(|m| m.lines().count()).unwrap_or(0);
     (fds, maps)
 }
 
@@ -45,10 +41,7 @@ impl Daemon {
             .stdin(Stdio::null())
             .spawn()
             .expect("spawn ringcast-engine");
-        let d = Daemon {
-            child,
-            name: name.to_string(),
-        };
+        let d = Daemon { child, name: name.to_string() };
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             match Host::attach(name) {
@@ -115,8 +108,8 @@ pub fn spawn_child(test_name: &str, role: &str, engine: &str) -> Child {
 /// Runs the library's self-test workload and asserts it passed with every bad-descriptor case
 /// answered. Returns the COPYs done.
 pub fn copy_workload(host: &mut Host, seed: u64, copies: usize) -> usize {
-    let report = ringcast_host::selftest::copy_and_errors(host, seed, copies)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let report =
+        ringcast_host::selftest::copy_and_errors(host, seed, copies).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(report.copies, copies);
     assert_eq!(report.bad_cases.len(), 10, "{:?}", report.bad_cases);
     report.copies + report.batch
