@@ -72,8 +72,9 @@ impl DropReason {
     ];
 }
 
-/// Body of `SYNC_UP` / `SYNC_DOWN`: the delayed synchronization of Yu et al. A window of 64
-/// broadcast ids starting at `base_bid`; bit `i` stands for `base_bid + i`.
+/// Body of `SYNC_UP` / `SYNC_DOWN`: the delayed synchronization of Yu et al. A window of up to
+/// 64 broadcast ids starting at `base_bid`; bit `i` stands for `base_bid + i`. The fragment
+/// counts let the manager measure the multicast hit rate for the adaptive root delay.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned,
 )]
@@ -85,8 +86,12 @@ pub struct SyncBody {
     pub base_bid: U32,
     /// UP: broadcasts every rank of the sender's subtree completed. DOWN: completed everywhere.
     pub acked: U64,
-    /// UP: broadcasts some rank of the subtree is missing (NACK). DOWN: to retransmit.
+    /// UP: broadcasts some rank of the subtree failed (NACK). DOWN: failed somewhere.
     pub nacked: U64,
+    /// Fragments the subtree received by multicast in this window (adaptive root delay).
+    pub mcast_frags: U32,
+    /// Fragments the subtree received in all (multicast + repair).
+    pub total_frags: U32,
 }
 
 /// Fixed part of a `RETRANSMIT_REQUEST` body; the missing-fragment bitmap follows.
@@ -222,5 +227,5 @@ pub fn emit(
     Ok(need)
 }
 
-static_assertions::const_assert_eq!(core::mem::size_of::<SyncBody>(), 24);
+static_assertions::const_assert_eq!(core::mem::size_of::<SyncBody>(), 32);
 static_assertions::const_assert_eq!(core::mem::size_of::<RetransmitBody>(), 8);

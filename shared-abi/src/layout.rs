@@ -69,7 +69,7 @@ abi_layout! {
         version @ 0, kind @ 1, flags @ 2, src_rank @ 4, cookie @ 8, bid @ 16, frag_seq @ 20,
         frag_count @ 24, total_len @ 28,
     }
-    SyncBody: size 24, align 1 { epoch @ 0, base_bid @ 4, acked @ 8, nacked @ 16 }
+    SyncBody: size 32, align 1 { epoch @ 0, base_bid @ 4, acked @ 8, nacked @ 16, mcast_frags @ 24, total_frags @ 28 }
     RetransmitBody: size 8, align 1 { first_frag @ 0, nfrags @ 4 }
 }
 

@@ -26,6 +26,14 @@ pub const WIRE_VERSION: u8 = 1;
 /// Size of the CRC32C trailer that follows the payload.
 pub const WIRE_TRAILER_LEN: usize = 4;
 
+/// `READY` flag: the root-delay "ready" of the rank the root waits for.
+pub const READY_FLAG_READY: u16 = 0;
+/// `READY` flag: the sender holds the whole message (selective repair: ask me for what you miss).
+pub const READY_FLAG_HAVE_ALL: u16 = 1;
+/// `READY` flag: answer to a retransmission request when the sender holds none of the missing
+/// fragments — a liveness signal, so silence means an unreachable engine, not a slow one.
+pub const READY_FLAG_ALIVE: u16 = 2;
+
 /// Kind of a frame.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned,

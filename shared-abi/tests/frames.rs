@@ -42,6 +42,8 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
         base_bid: U32::new(40),
         acked: U64::new(0b1011),
         nacked: U64::new(0b0100),
+        mcast_frags: U32::new(30),
+        total_frags: U32::new(33),
     };
     put("sync_up", header(FrameKind::SYNC_UP, 0, 0, 0), &[sync.as_bytes()]);
     put("sync_down", header(FrameKind::SYNC_DOWN, 0, 0, 0), &[sync.as_bytes()]);
@@ -169,7 +171,7 @@ fn semantic_rejects_have_their_reasons() {
         "empty fragment"
     );
     assert_eq!(parse(&sealed(header(FrameKind::READY, 0, 0, 0), b"x")), Some(DropReason::BadLength));
-    assert_eq!(parse(&sealed(header(FrameKind::SYNC_UP, 0, 0, 0), &[0; 23])), Some(DropReason::BadLength));
+    assert_eq!(parse(&sealed(header(FrameKind::SYNC_UP, 0, 0, 0), &[0; 31])), Some(DropReason::BadLength));
     let rt = RetransmitBody { first_frag: U32::new(0), nfrags: U32::new(9) };
     let mut body = rt.as_bytes().to_vec();
     body.push(0xff); // 9 fragments need 2 bitmap bytes
