@@ -36,7 +36,7 @@ lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 test-native:
-	$(CARGO) test --workspace --all-targets
+	RINGCAST_DST_SEEDS=2000 $(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
 
 test-aarch64:

@@ -11,7 +11,10 @@
 //!
 //! Bodies by kind:
 //! * `DATA_MULTICAST`, `DATA_REPAIR`: fragment bytes (`frag_seq < frag_count`, non-empty unless
-//!   the message is empty, never longer than `total_len`);
+//!   the message is empty, never longer than `total_len`); the **last** fragment carries
+//!   [`DIGEST_LEN`] more bytes after its payload: the CRC32C of the whole message, checked
+//!   end to end after reassembly (a corruption that slips past the per-datagram CRC cannot be
+//!   delivered);
 //! * `READY`: empty;
 //! * `SYNC_UP`, `SYNC_DOWN`: one [`SyncBody`];
 //! * `RETRANSMIT_REQUEST`: one [`RetransmitBody`] then `ceil(nfrags / 8)` bitmap bytes (bit `i`
@@ -24,6 +27,9 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 /// CRC-32C of a byte string (injected; see the module docs).
 pub type Crc32c = fn(&[u8]) -> u32;
+
+/// Bytes of the end-to-end message digest after the last fragment's payload.
+pub const DIGEST_LEN: usize = 4;
 
 /// Smallest possible frame: a header and a trailer.
 pub const MIN_FRAME_LEN: usize = WIRE_HEADER_LEN + WIRE_TRAILER_LEN;
@@ -136,8 +142,12 @@ impl<'a> Frame<'a> {
             FrameKind::DATA_MULTICAST | FrameKind::DATA_REPAIR => {
                 let (seq, count, total) =
                     (header.frag_seq.get(), header.frag_count.get(), header.total_len.get());
-                let len = body.len() as u64;
-                if count == 0 || seq >= count || len > total as u64 || (len == 0 && total != 0) {
+                let digest = if seq.wrapping_add(1) == count { DIGEST_LEN } else { 0 };
+                if count == 0 || seq >= count || body.len() < digest {
+                    return Err(DropReason::BadFragment);
+                }
+                let payload = (body.len() - digest) as u64;
+                if payload > total as u64 || (payload == 0 && total != 0) {
                     return Err(DropReason::BadFragment);
                 }
             }
@@ -174,9 +184,30 @@ impl<'a> Frame<'a> {
         self.header.kind
     }
 
-    /// The body (fragment bytes for data frames).
+    /// The body (for data frames: payload, then the digest on the last fragment).
     pub fn body(&self) -> &'a [u8] {
         self.body
+    }
+
+    /// True for the last fragment of a message (it carries the digest).
+    pub fn is_last_fragment(&self) -> bool {
+        matches!(self.kind(), FrameKind::DATA_MULTICAST | FrameKind::DATA_REPAIR)
+            && self.header.frag_seq.get().wrapping_add(1) == self.header.frag_count.get()
+    }
+
+    /// A data frame's payload (the body without the digest).
+    pub fn payload(&self) -> &'a [u8] {
+        let cut = if self.is_last_fragment() { DIGEST_LEN } else { 0 };
+        &self.body[..self.body.len() - cut]
+    }
+
+    /// The message digest, carried by the last fragment.
+    pub fn digest(&self) -> Option<u32> {
+        if !self.is_last_fragment() {
+            return None;
+        }
+        let d = &self.body[self.body.len() - DIGEST_LEN..];
+        Some(u32::from_le_bytes([d[0], d[1], d[2], d[3]]))
     }
 
     /// The sync body, for `SYNC_UP`/`SYNC_DOWN` frames.

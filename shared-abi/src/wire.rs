@@ -33,6 +33,10 @@ pub const READY_FLAG_HAVE_ALL: u16 = 1;
 /// `READY` flag: answer to a retransmission request when the sender holds none of the missing
 /// fragments — a liveness signal, so silence means an unreachable engine, not a slow one.
 pub const READY_FLAG_ALIVE: u16 = 2;
+/// `READY` flag: answer to a retransmission request from a rank whose communicator is broken
+/// (it lost a member and will not take part in further broadcasts): the asker fails its
+/// operation with `CommunicatorBroken` instead of waiting for data that will never come.
+pub const READY_FLAG_BROKEN: u16 = 3;
 
 /// Kind of a frame.
 #[derive(

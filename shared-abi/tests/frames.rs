@@ -35,7 +35,12 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
     };
     put("data_multicast", header(FrameKind::DATA_MULTICAST, 1, 3, 20), &[b"fragment-1"]);
     put("data_repair", header(FrameKind::DATA_REPAIR, 2, 3, 20), &[b"frag2"]);
-    put("data_empty_message", header(FrameKind::DATA_MULTICAST, 0, 1, 0), &[]);
+    put(
+        "data_last_fragment",
+        header(FrameKind::DATA_REPAIR, 2, 3, 20),
+        &[b"last!", &0xdead_beefu32.to_le_bytes()],
+    );
+    put("data_empty_message", header(FrameKind::DATA_MULTICAST, 0, 1, 0), &[&0u32.to_le_bytes()]);
     put("ready", header(FrameKind::READY, 0, 0, 0), &[]);
     let sync = SyncBody {
         epoch: U32::new(7),
@@ -114,8 +119,15 @@ fn typed_accessors_read_golden_bodies() {
         (8, 12, &[0b1000_0001u8, 0b0000_0100][..])
     );
     let data = find("data_multicast");
-    assert_eq!(Frame::parse(&data, crc32c::crc32c).unwrap().body(), b"fragment-1");
-    assert!(Frame::parse(&data, crc32c::crc32c).unwrap().sync().is_none());
+    let f = Frame::parse(&data, crc32c::crc32c).unwrap();
+    assert_eq!((f.body(), f.payload(), f.digest()), (&b"fragment-1"[..], &b"fragment-1"[..], None));
+    assert!(f.sync().is_none());
+    let last = find("data_last_fragment");
+    let f = Frame::parse(&last, crc32c::crc32c).unwrap();
+    assert_eq!((f.payload(), f.digest()), (&b"last!"[..], Some(0xdead_beef)));
+    let empty = find("data_empty_message");
+    let f = Frame::parse(&empty, crc32c::crc32c).unwrap();
+    assert_eq!((f.payload(), f.digest()), (&b""[..], Some(0)));
 }
 
 #[test]
@@ -170,6 +182,10 @@ fn semantic_rejects_have_their_reasons() {
         Some(DropReason::BadFragment),
         "empty fragment"
     );
+    let last = |body: &[u8]| parse(&sealed(header(FrameKind::DATA_REPAIR, 1, 2, 3), body));
+    assert_eq!(last(b"abc"), Some(DropReason::BadFragment), "last fragment without room for the digest");
+    assert_eq!(last(b"abcdefgh"), Some(DropReason::BadFragment), "last fragment: payload > total");
+    assert_eq!(last(b"abcdefg"), None, "last fragment: 3 payload bytes + digest");
     assert_eq!(parse(&sealed(header(FrameKind::READY, 0, 0, 0), b"x")), Some(DropReason::BadLength));
     assert_eq!(parse(&sealed(header(FrameKind::SYNC_UP, 0, 0, 0), &[0; 31])), Some(DropReason::BadLength));
     let rt = RetransmitBody { first_frag: U32::new(0), nfrags: U32::new(9) };
@@ -194,8 +210,8 @@ proptest! {
     }
 
     #[test]
-    fn valid_data_frames_round_trip(seq in 0u32..100, extra in 0u32..100, payload in proptest::collection::vec(any::<u8>(), 1..200)) {
-        let count = seq + 1 + extra;
+    fn valid_data_frames_round_trip(seq in 0u32..100, extra in 1u32..100, payload in proptest::collection::vec(any::<u8>(), 1..200)) {
+        let count = seq + 1 + extra; // never the last fragment: no digest
         let total = payload.len() as u32 + extra;
         let bytes = sealed(header(FrameKind::DATA_REPAIR, seq, count, total), &payload);
         let f = Frame::parse(&bytes, crc32c::crc32c).unwrap();

@@ -4,6 +4,7 @@
 //! * [`config`] — every limit and knob, with `RINGCAST_*` overrides;
 //! * [`ctl`] — the control-socket transport shared with the host library;
 //! * [`proto`] — the reliable broadcast protocol (being built: fragment bitmaps and geometry);
+//! * [`sim`] — the simulator and the deterministic simulation testing harness;
 //! * [`runner`] — the polling loop that drives the core against real shared memory, run as a
 //!   pinned thread inside a host process ([`runner::spawn_thread`]) or as the `ringcast-engine`
 //!   daemon ([`runner::run_daemon`]): same core, two runners.
@@ -12,5 +13,6 @@ pub mod core;
 pub mod ctl;
 pub mod proto;
 pub mod runner;
+pub mod sim;
 
 pub use config::Config;

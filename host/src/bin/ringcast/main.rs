@@ -4,9 +4,12 @@
 //!   overrides) and meaning, like `ompi_info`; `--engine NAME` adds a running engine's counters.
 //! * `ringcast engine [--name NAME]` — runs the engine daemon in the foreground (the same code as
 //!   the `ringcast-engine` binary).
+//! * `ringcast dst [--seeds N] [--seed S]` — deterministic simulation testing of the broadcast
+//!   protocol; prints failing seeds, replays one exactly.
 //! * `ringcast demo` — the main job: a daemon engine, host processes, verified COPYs, every
 //!   bad-input case, a host killed with work in flight, latency and bandwidth in both run modes.
 mod demo;
+mod dst;
 mod info;
 
 use clap::{Parser, Subcommand};
@@ -39,6 +42,8 @@ enum Cmd {
     },
     /// The main job: engine daemon + host processes, verified end to end, with a report.
     Demo(demo::DemoArgs),
+    /// Deterministic simulation testing of the broadcast protocol (seeded, replayable).
+    Dst(dst::DstArgs),
     /// One demo host process (started by `ringcast demo`).
     #[command(hide = true)]
     DemoHost(demo::HostArgs),
@@ -73,6 +78,7 @@ fn main() -> ExitCode {
             }
         }
         Cmd::Demo(args) => demo::run(args),
+        Cmd::Dst(args) => dst::run_cmd(args),
         Cmd::DemoHost(args) => demo::host(args),
     }
 }

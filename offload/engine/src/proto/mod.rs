@@ -3,3 +3,4 @@
 //! repair, channels and delayed synchronization.
 pub mod bitmap;
 pub mod comm;
+pub mod protocol;

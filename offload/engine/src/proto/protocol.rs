@@ -1,0 +1,1135 @@
+//! The reliable broadcast protocol: one state machine per engine, sans-IO.
+//!
+//! Inputs (each with `now` and an [`Env`] to act through): [`Protocol::create_comm`],
+//! [`Protocol::post_bcast`], [`Protocol::on_frame`], [`Protocol::on_timeout`]. Outputs go through
+//! the `Env`: frames to send or multicast, host-memory reads and writes, completions. The caller
+//! asks [`Protocol::next_timeout`] when to call `on_timeout` next. No clock, socket or thread.
+//!
+//! **The broadcast** (Hoefler et al. made reliable and buffer-safe with Yu et al.):
+//! * every rank keeps each broadcast's bytes in one of its communicator's `channels` (engine
+//!   memory), so it can serve repairs after its host has the data back, and delivers to the
+//!   host buffer when complete; the root completes its host's request as soon as the message is
+//!   in its channel;
+//! * stage 1: after the optional root delay the root multicasts every fragment once (large
+//!   communicators); receivers that have not posted yet keep at most `preposted_slots`
+//!   fragments per communicator, the rest are lost as on a NIC without posted receives;
+//! * stage 2: each rank forwards every fragment it newly holds, once, to its children in the
+//!   broadcast's topology — the ring successor (the root's predecessor link omitted), or the
+//!   binomial/linear children for small communicators, which then skip multicast. Messages from
+//!   `selective_repair_bytes` up are not forwarded eagerly: a rank that completes tells its
+//!   children (`READY`/have-all) and each answers with a bitmap of what it misses, so only those
+//!   fragments travel;
+//! * loss recovery is receiver-driven and needs no ACK per fragment: every header carries the
+//!   fragment count, so an incomplete rank knows what it misses; after `repair_timeout_us`
+//!   without progress it asks its repair source (exponential back-off), after `escalate_after`
+//!   fruitless requests it asks the root (fail-over to point-to-point). A request is always
+//!   answered — with fragments or with `READY`/alive — so only an unreachable engine stays
+//!   silent, and after `peer_timeout_ms` of silence the operation fails with
+//!   `PeerUnreachable` and the communicator is marked broken;
+//! * an end-to-end digest (CRC32C of the message, carried after the last fragment's payload) is
+//!   checked before delivery;
+//! * channels are freed by the delayed synchronization of Yu et al.: broadcast ids are grouped in
+//!   epochs of `channels`; a rank that completed every broadcast of an epoch and heard from its
+//!   sync-tree children sends `SYNC_UP` (combined ACK/NACK) to its parent; the manager (rank 0)
+//!   answers down the tree with `SYNC_DOWN`, which frees the epoch's channels everywhere. A post
+//!   that finds its channel still held waits (`PostError::WouldBlock`) — the only time a rank
+//!   waits for the synchronization, so its cost is amortised over `channels` broadcasts.
+use super::bitmap::{FragBitmap, Geometry};
+use super::comm::{
+    authenticate, children, parent, sync_children, sync_parent, CommSpec, GroupId, PeerId, Rank, Topology,
+};
+use crate::config::{Config, RootDelay};
+use crate::core::regions::Resolved;
+use crate::core::Nanos;
+use ringcast_abi::frame::{
+    emit, Crc32c, DropReason, Frame, RetransmitBody, SyncBody, DIGEST_LEN, MAX_RETRANSMIT_FRAGS,
+};
+use ringcast_abi::wire::{
+    FrameKind, WireHeader, READY_FLAG_ALIVE, READY_FLAG_BROKEN, READY_FLAG_HAVE_ALL, READY_FLAG_READY,
+    WIRE_HEADER_LEN, WIRE_TRAILER_LEN, WIRE_VERSION,
+};
+use ringcast_abi::StatusKind;
+use zerocopy::byteorder::little_endian::{U16, U32, U64};
+use zerocopy::IntoBytes;
+
+/// Largest topology fan-out (linear broadcast to every rank of a small communicator).
+const MAX_CHILDREN: usize = 64;
+/// How long a root waits for the picked rank's "ready" before it multicasts anyway.
+const READY_WAIT_MAX: Nanos = 10_000_000;
+
+/// What the protocol asks of its surroundings (the runner, the simulator, a test).
+pub trait Env {
+    /// Send `frame` to one peer (unreliable; the protocol recovers losses).
+    fn send(&mut self, to: PeerId, frame: &[u8]);
+    /// Multicast `frame` to the communicator's group (unreliable).
+    fn multicast(&mut self, group: &GroupId, frame: &[u8]);
+    /// Read host memory; false if the range is not there.
+    fn read(&mut self, buf: Resolved, offset: u64, out: &mut [u8]) -> bool;
+    /// Write host memory; false if the range is not there.
+    fn write(&mut self, buf: Resolved, offset: u64, data: &[u8]) -> bool;
+    /// The broadcast posted with `token` is over.
+    fn complete(&mut self, token: u64, outcome: Outcome);
+}
+
+/// Per-operation counters returned in the completion.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpCounters {
+    /// Fragments received by multicast.
+    pub frags_multicast: u32,
+    /// Fragments received by repair (point-to-point).
+    pub frags_repair: u32,
+    /// Ring hops the data took to reach this rank beyond the multicast (Hoefler's "penalty
+    /// rounds"): 0 when everything came by multicast (or this is the root).
+    pub penalty_rounds: u32,
+    /// Repair requests this rank sent.
+    pub retransmits: u32,
+    /// Fragments that arrived twice.
+    pub duplicates: u32,
+}
+
+/// How a broadcast ended at this rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// `Ok` or why not.
+    pub status: StatusKind,
+    /// Bytes delivered (0 on error).
+    pub bytes: u64,
+    /// Counters.
+    pub counters: OpCounters,
+}
+
+/// Handle of a communicator in this engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CommHandle(pub u32);
+
+/// One rank's part of a broadcast.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Post {
+    /// Communicator.
+    pub comm: CommHandle,
+    /// Root rank.
+    pub root: Rank,
+    /// The buffer: read at the root, written at the others.
+    pub buf: Resolved,
+    /// Message length (the same at every rank).
+    pub len: u32,
+    /// Returned in the completion.
+    pub token: u64,
+}
+
+/// Why a post was not accepted now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PostError {
+    /// The channel this broadcast needs is still held (its epoch is not synchronized yet):
+    /// post again after the next event.
+    WouldBlock,
+    /// Refused for good with this status.
+    Refused(StatusKind),
+}
+
+/// Protocol-wide counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProtoCounters {
+    /// Frames dropped, by reason (`DropReason as usize`).
+    pub drops: [u64; DropReason::COUNT],
+    /// Frames sent point-to-point.
+    pub sent: u64,
+    /// Frames multicast.
+    pub multicast: u64,
+    /// Synchronization epochs completed.
+    pub syncs: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Root waiting for its delay: until `at`, or until the picked rank's ready (`ready`).
+    RootDelay { at: Nanos, ready: bool },
+    /// Non-root receiving.
+    Receiving,
+    /// Data complete here (delivered, or the root's message sent).
+    Done,
+    /// Failed here (reported to the host).
+    Failed,
+}
+
+#[derive(Debug)]
+struct Op {
+    bid: u32,
+    root: Rank,
+    token: u64,
+    buf: Resolved,
+    geo: Geometry,
+    bits: FragBitmap,
+    topo: Topology,
+    selective: bool,
+    state: State,
+    digest: Option<u32>,
+    counters: OpCounters,
+    /// Hops of the copy this rank holds (0 = multicast or root).
+    hops: u16,
+    /// Last time the repair source (or root) answered or data arrived.
+    heard: Nanos,
+    /// Next repair request.
+    nack_at: Nanos,
+    backoff: Nanos,
+    fruitless: u32,
+}
+
+impl Op {
+    fn over(&self) -> bool {
+        matches!(self.state, State::Done | State::Failed)
+    }
+}
+
+/// A pre-posted receive slot: keeps one fragment of a broadcast this rank has not posted yet.
+/// The buffers are allocated with the communicator and reused.
+#[derive(Debug)]
+struct Early {
+    used: bool,
+    bid: u32,
+    from: PeerId,
+    len: usize,
+    frame: Vec<u8>,
+}
+
+#[derive(Debug, Default)]
+struct Sync {
+    /// Epochs synchronized; broadcast ids below `done * channels` are released.
+    done: u32,
+    /// Children (of 2) whose UP for epoch `done` arrived, as bits.
+    heard: u8,
+    acked: u64,
+    nacked: u64,
+    mcast: u32,
+    total: u32,
+    /// UP sent for epoch `done`: when to repeat it.
+    up_retry: Option<Nanos>,
+    /// When the first UP of epoch `done` went out (no DOWN by `+ peer_timeout`: broken).
+    up_since: Option<Nanos>,
+    up_backoff: Nanos,
+    /// The DOWN of epoch `done - 1`, to repeat to a child that missed it.
+    last_down: Option<SyncBody>,
+}
+
+#[derive(Debug)]
+struct Comm {
+    spec: CommSpec,
+    next_bid: u32,
+    ops: Vec<Option<Op>>,
+    channels: Vec<Vec<u8>>,
+    early: Vec<Early>,
+    ready_seen: Vec<u32>,
+    sync: Sync,
+    broken: bool,
+    /// A post has been waiting for a channel since.
+    blocked_since: Option<Nanos>,
+    /// Adaptive root delay.
+    delay: Nanos,
+    /// Fragments received this epoch (multicast, all): reported in SYNC_UP.
+    epoch_mcast: u32,
+    epoch_total: u32,
+}
+
+/// The broadcast protocol of one engine.
+pub struct Protocol {
+    channels: u32,
+    payload: u32,
+    mtu: usize,
+    max_message: u32,
+    slots: usize,
+    small_comm: u32,
+    root_delay: RootDelay,
+    repair_timeout: Nanos,
+    backoff_max: Nanos,
+    escalate_after: u32,
+    peer_timeout: Nanos,
+    selective_bytes: u32,
+    comms: Vec<Option<Comm>>,
+    counters: ProtoCounters,
+    scratch: Vec<u8>,
+    early_buf: Vec<u8>,
+    kids: [Rank; MAX_CHILDREN],
+    crc: Crc32c,
+}
+
+impl Protocol {
+    /// A protocol sized from `config`; `crc` computes CRC32C (the engine passes the hardware
+    /// accelerated `crc32c` crate).
+    pub fn new(config: &Config, crc: Crc32c) -> Self {
+        let mtu = config.mtu as usize;
+        let payload = (mtu - WIRE_HEADER_LEN - WIRE_TRAILER_LEN - DIGEST_LEN) as u32;
+        Protocol {
+            channels: config.channels,
+            payload,
+            mtu,
+            max_message: config.max_message_bytes,
+            slots: config.preposted_slots as usize,
+            small_comm: config.small_comm,
+            root_delay: config.root_delay,
+            repair_timeout: config.repair_timeout_us as Nanos * 1000,
+            backoff_max: config.repair_backoff_max_us as Nanos * 1000,
+            escalate_after: config.escalate_after,
+            peer_timeout: config.peer_timeout_ms as Nanos * 1_000_000,
+            selective_bytes: config.selective_repair_bytes,
+            comms: (0..config.max_comms).map(|_| None).collect(),
+            counters: ProtoCounters::default(),
+            scratch: vec![0; mtu],
+            early_buf: vec![0; mtu],
+            kids: [0; MAX_CHILDREN],
+            crc,
+        }
+    }
+
+    /// Counters so far.
+    pub fn counters(&self) -> ProtoCounters {
+        self.counters
+    }
+
+    /// Bytes of protocol state held now: channel buffers and pre-posted slots.
+    pub fn memory_bytes(&self) -> usize {
+        self.comms
+            .iter()
+            .flatten()
+            .map(|c| {
+                c.channels.iter().map(Vec::len).sum::<usize>()
+                    + c.early.iter().map(|e| e.frame.len()).sum::<usize>()
+            })
+            .sum()
+    }
+
+    /// The most [`Protocol::memory_bytes`] may reach for messages up to `largest` bytes: one
+    /// channel per broadcast slot per communicator, plus the pre-posted slots.
+    pub fn memory_bound(&self, largest: usize) -> usize {
+        let comms = self.comms.iter().flatten().count();
+        comms * (self.channels as usize * largest.max(1) + self.slots * self.mtu)
+    }
+
+    /// Adds a communicator this engine is a member of.
+    pub fn create_comm(&mut self, spec: CommSpec) -> Result<CommHandle, StatusKind> {
+        if spec.members.is_empty() || spec.my_rank >= spec.size() || spec.members.len() > u32::MAX as usize {
+            return Err(StatusKind::BadRoot);
+        }
+        if self.comms.iter().flatten().any(|c| c.spec.cookie == spec.cookie) {
+            return Err(StatusKind::BadDescriptor);
+        }
+        let slot = self.comms.iter().position(Option::is_none).ok_or(StatusKind::UnknownCommunicator)?;
+        let c = self.channels as usize;
+        self.comms[slot] = Some(Comm {
+            spec,
+            next_bid: 0,
+            ops: (0..c).map(|_| None).collect(),
+            channels: (0..c).map(|_| Vec::new()).collect(),
+            early: (0..self.slots)
+                .map(|_| Early { used: false, bid: 0, from: PeerId(0), len: 0, frame: vec![0; self.mtu] })
+                .collect(),
+            ready_seen: Vec::with_capacity(c),
+            sync: Sync::default(),
+            broken: false,
+            blocked_since: None,
+            delay: 0,
+            epoch_mcast: 0,
+            epoch_total: 0,
+        });
+        Ok(CommHandle(slot as u32))
+    }
+
+    /// Removes a communicator; its operations still running fail with `CommunicatorBroken`.
+    pub fn destroy_comm(&mut self, comm: CommHandle, env: &mut impl Env) -> bool {
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::take) else { return false };
+        for op in c.ops.into_iter().flatten().filter(|o| !o.over()) {
+            if op.root != c.spec.my_rank {
+                env.complete(op.token, fail(StatusKind::CommunicatorBroken, op.counters));
+            }
+        }
+        true
+    }
+
+    /// Broadcast ids posted so far on `comm` at this rank.
+    pub fn posted(&self, comm: CommHandle) -> Option<u32> {
+        self.comm(comm).map(|c| c.next_bid)
+    }
+
+    /// Whether `comm` lost a member.
+    pub fn is_broken(&self, comm: CommHandle) -> Option<bool> {
+        self.comm(comm).map(|c| c.broken)
+    }
+
+    fn comm(&self, h: CommHandle) -> Option<&Comm> {
+        self.comms.get(h.0 as usize)?.as_ref()
+    }
+
+    /// Posts this rank's part of the next broadcast on `post.comm`: `post.len` bytes at
+    /// `post.buf` (read at the root, written elsewhere), completed through
+    /// `env.complete(post.token, ..)`.
+    pub fn post_bcast(&mut self, post: Post, now: Nanos, env: &mut impl Env) -> Result<(), PostError> {
+        let Post { comm, root, buf, len, token } = post;
+        let refuse = |s| Err(PostError::Refused(s));
+        let (payload, max_message, channels) = (self.payload, self.max_message, self.channels);
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else {
+            return refuse(StatusKind::UnknownCommunicator);
+        };
+        if c.broken {
+            return refuse(StatusKind::CommunicatorBroken);
+        }
+        if root >= c.spec.size() {
+            return refuse(StatusKind::BadRoot);
+        }
+        if len > max_message {
+            return refuse(StatusKind::BadLength);
+        }
+        let Ok(geo) = Geometry::new(len, payload) else { return refuse(StatusKind::BadLength) };
+        let bid = c.next_bid;
+        let slot = (bid % channels) as usize;
+        if c.ops[slot].is_some() {
+            c.blocked_since.get_or_insert(now);
+            return Err(PostError::WouldBlock);
+        }
+        c.blocked_since = None;
+        // NOTE(unwrap-free): Geometry::new bounded the count by MAX_FRAGS, as FragBitmap needs.
+        let Ok(bits) = FragBitmap::new(geo.count()) else { return refuse(StatusKind::BadLength) };
+        let size = c.spec.size();
+        let topo = if size >= self.small_comm {
+            Topology::Ring
+        } else if size <= 4 {
+            Topology::Linear
+        } else {
+            Topology::Binomial
+        };
+        let chan = &mut c.channels[slot];
+        if chan.len() < len as usize {
+            // Grows once to the largest message seen; never shrinks (no allocation later).
+            chan.resize(len as usize, 0);
+        }
+        c.next_bid += 1;
+        let me = c.spec.my_rank;
+        let mut op = Op {
+            bid,
+            root,
+            token,
+            buf,
+            geo,
+            bits,
+            topo,
+            selective: len >= self.selective_bytes,
+            state: State::Receiving,
+            digest: None,
+            counters: OpCounters::default(),
+            hops: 0,
+            heard: now,
+            nack_at: now + self.repair_timeout,
+            backoff: self.repair_timeout,
+            fruitless: 0,
+        };
+        if me == root {
+            if !env.read(buf, 0, &mut chan[..len as usize]) {
+                return refuse(StatusKind::OutOfBounds);
+            }
+            op.digest = Some((self.crc)(&chan[..len as usize]));
+            op.bits.fill();
+            // Yu et al.: the root's request is complete once the message is in its channel.
+            env.complete(token, Outcome { status: StatusKind::Ok, bytes: len as u64, counters: op.counters });
+            let ready =
+                c.ready_seen.iter().position(|&b| b == bid).map(|i| c.ready_seen.swap_remove(i)).is_some();
+            op.state = match self.root_delay {
+                RootDelay::None => State::RootDelay { at: now, ready: true },
+                RootDelay::Fixed(us) => State::RootDelay { at: now + us as Nanos * 1000, ready: true },
+                RootDelay::Adaptive => State::RootDelay { at: now + c.delay, ready: true },
+                RootDelay::Random if size > 1 => State::RootDelay { at: now + READY_WAIT_MAX, ready },
+                RootDelay::Random => State::RootDelay { at: now, ready: true },
+            };
+            c.ops[slot] = Some(op);
+            self.advance_root(comm, slot, now, env);
+        } else {
+            if self.root_delay == RootDelay::Random && picked_rank(c.spec.seed, bid, root, size) == me {
+                let h = header(c, FrameKind::READY, bid, READY_FLAG_READY);
+                let to = c.spec.members[root as usize];
+                send(&mut self.scratch, self.crc, &mut self.counters, env, to, &h, &[]);
+            }
+            c.ops[slot] = Some(op);
+            // Fragments that arrived before this post, out of the pre-posted slots.
+            let mut buf = std::mem::take(&mut self.early_buf);
+            while let Some(e) = self
+                .comms
+                .get_mut(comm.0 as usize)
+                .and_then(Option::as_mut)
+                .and_then(|c| c.early.iter_mut().find(|e| e.used && e.bid == bid))
+            {
+                e.used = false;
+                let (from, len) = (e.from, e.len);
+                buf[..len].copy_from_slice(&e.frame[..len]);
+                self.on_frame(from, &buf[..len], now, env);
+            }
+            self.early_buf = buf;
+        }
+        self.maybe_sync_up(comm, now, env);
+        Ok(())
+    }
+
+    /// Starts the root's transmission once its delay is over.
+    fn advance_root(&mut self, comm: CommHandle, slot: usize, now: Nanos, env: &mut impl Env) {
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        let Some(op) = c.ops[slot].as_mut() else { return };
+        let State::RootDelay { at, ready } = op.state else { return };
+        if !ready && now < at {
+            return;
+        }
+        if ready && now < at {
+            return;
+        }
+        op.state = State::Done;
+        let (bid, count, topo, selective) = (op.bid, op.geo.count(), op.topo, op.selective);
+        if topo == Topology::Ring {
+            for seq in 0..count {
+                let n =
+                    build_fragment(&mut self.scratch, self.crc, c, slot, seq, FrameKind::DATA_MULTICAST, 0);
+                self.counters.multicast += 1;
+                env.multicast(&c.spec.group, &self.scratch[..n]);
+            }
+        }
+        let me = c.spec.my_rank;
+        let n = children(topo, c.spec.size(), me, me, &mut self.kids);
+        for k in 0..n {
+            let to = c.spec.members[self.kids[k] as usize];
+            if selective && topo == Topology::Ring {
+                let h = header(c, FrameKind::READY, bid, READY_FLAG_HAVE_ALL);
+                send(&mut self.scratch, self.crc, &mut self.counters, env, to, &h, &[]);
+            } else {
+                for seq in 0..count {
+                    let len =
+                        build_fragment(&mut self.scratch, self.crc, c, slot, seq, FrameKind::DATA_REPAIR, 1);
+                    self.counters.sent += 1;
+                    env.send(to, &self.scratch[..len]);
+                }
+            }
+        }
+        self.maybe_sync_up(comm, now, env);
+    }
+
+    /// A datagram arrived from `from`. Anything malformed, foreign or stale is counted and
+    /// dropped; nothing a peer sends can make this panic.
+    pub fn on_frame(&mut self, from: PeerId, bytes: &[u8], now: Nanos, env: &mut impl Env) {
+        let frame = match Frame::parse(bytes, self.crc) {
+            Ok(f) => f,
+            Err(reason) => return self.drop_frame(reason),
+        };
+        let h = frame.header();
+        let Some(ci) =
+            self.comms.iter().position(|c| c.as_ref().is_some_and(|c| c.spec.cookie == h.cookie.get()))
+        else {
+            return self.drop_frame(DropReason::ForeignCookie);
+        };
+        let comm = CommHandle(ci as u32);
+        // NOTE(unwrap-free): `ci` was just found.
+        let Some(c) = self.comms[ci].as_mut() else { return };
+        let src = match authenticate(&c.spec, h.src_rank.get(), from) {
+            Ok(r) => r,
+            Err(reason) => return self.drop_frame(reason),
+        };
+        let bid = h.bid.get();
+        match frame.kind() {
+            FrameKind::DATA_MULTICAST | FrameKind::DATA_REPAIR => {
+                self.on_data(comm, from, bytes, &frame, now, env)
+            }
+            FrameKind::RETRANSMIT_REQUEST => self.on_request(comm, src, bid, &frame, env),
+            FrameKind::READY => self.on_ready(comm, src, bid, h.flags.get(), now, env),
+            FrameKind::SYNC_UP => self.on_sync_up(comm, src, &frame, now, env),
+            FrameKind::SYNC_DOWN => self.on_sync_down(comm, src, &frame, now, env),
+            _ => self.drop_frame(DropReason::UnknownKind),
+        }
+    }
+
+    fn drop_frame(&mut self, reason: DropReason) {
+        self.counters.drops[reason as usize] += 1;
+    }
+
+    fn on_data(
+        &mut self,
+        comm: CommHandle,
+        from: PeerId,
+        bytes: &[u8],
+        frame: &Frame<'_>,
+        now: Nanos,
+        env: &mut impl Env,
+    ) {
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        let h = frame.header();
+        let bid = h.bid.get();
+        let slot = match locate(c, bid, self.channels) {
+            Located::Slot(s) => s,
+            Located::Future => {
+                // A broadcast not posted here yet: keep the fragment if a pre-posted slot is free.
+                match c.early.iter_mut().find(|e| !e.used) {
+                    Some(e) if bytes.len() <= e.frame.len() => {
+                        e.frame[..bytes.len()].copy_from_slice(bytes);
+                        *e = Early {
+                            used: true,
+                            bid,
+                            from,
+                            len: bytes.len(),
+                            frame: std::mem::take(&mut e.frame),
+                        };
+                    }
+                    _ => self.counters.drops[DropReason::NoSlot as usize] += 1,
+                }
+                return;
+            }
+            Located::Stale => return self.drop_frame(DropReason::BidOutOfWindow),
+        };
+        let Some(op) = c.ops[slot].as_mut() else { return };
+        if op.state != State::Receiving {
+            op.counters.duplicates += 1;
+            return;
+        }
+        if h.total_len.get() != op.geo.total {
+            op.state = State::Failed;
+            env.complete(op.token, fail(StatusKind::LengthMismatch, op.counters));
+            return;
+        }
+        let seq = h.frag_seq.get();
+        let last = op.geo.count() - 1;
+        let Some((off, len)) = op.geo.range(seq) else { return self.drop_frame(DropReason::BadFragment) };
+        if h.frag_count.get() != op.geo.count() || frame.payload().len() != len as usize {
+            return self.drop_frame(DropReason::BadFragment);
+        }
+        op.heard = now;
+        if !op.bits.set(seq) {
+            op.counters.duplicates += 1;
+            return;
+        }
+        c.channels[slot][off as usize..(off + len) as usize].copy_from_slice(frame.payload());
+        if seq == last {
+            op.digest = frame.digest();
+        }
+        let hops = if h.kind == FrameKind::DATA_MULTICAST { 0 } else { h.flags.get() };
+        if hops == 0 {
+            op.counters.frags_multicast += 1;
+            c.epoch_mcast += 1;
+        } else {
+            op.counters.frags_repair += 1;
+            op.counters.penalty_rounds = op.counters.penalty_rounds.max(hops as u32);
+        }
+        c.epoch_total += 1;
+        op.hops = op.hops.max(hops);
+        // Progress: the repair clock restarts.
+        op.fruitless = 0;
+        op.backoff = self.repair_timeout;
+        op.nack_at = now + self.repair_timeout;
+        let (topo, root, selective) = (op.topo, op.root, op.selective);
+        if !selective {
+            let fwd_hops = hops.saturating_add(1);
+            let n = children(topo, c.spec.size(), root, c.spec.my_rank, &mut self.kids);
+            for k in 0..n {
+                let to = c.spec.members[self.kids[k] as usize];
+                let len = build_fragment(
+                    &mut self.scratch,
+                    self.crc,
+                    c,
+                    slot,
+                    seq,
+                    FrameKind::DATA_REPAIR,
+                    fwd_hops,
+                );
+                self.counters.sent += 1;
+                env.send(to, &self.scratch[..len]);
+            }
+        }
+        let Some(op) = c.ops[slot].as_ref() else { return };
+        if op.bits.is_complete() {
+            self.finish(comm, slot, now, env);
+        }
+    }
+
+    /// All fragments are here: check the digest, deliver, tell the children (selective mode).
+    fn finish(&mut self, comm: CommHandle, slot: usize, now: Nanos, env: &mut impl Env) {
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        let Some(op) = c.ops[slot].as_mut() else { return };
+        let len = op.geo.total as usize;
+        let data = &c.channels[slot][..len];
+        if op.digest != Some((self.crc)(data)) {
+            op.state = State::Failed;
+            env.complete(op.token, fail(StatusKind::DigestMismatch, op.counters));
+            return;
+        }
+        if !env.write(op.buf, 0, data) {
+            op.state = State::Failed;
+            env.complete(op.token, fail(StatusKind::OutOfBounds, op.counters));
+            return;
+        }
+        op.state = State::Done;
+        env.complete(op.token, Outcome { status: StatusKind::Ok, bytes: len as u64, counters: op.counters });
+        if op.selective {
+            let (bid, topo, root) = (op.bid, op.topo, op.root);
+            let n = children(topo, c.spec.size(), root, c.spec.my_rank, &mut self.kids);
+            let h = header(c, FrameKind::READY, bid, READY_FLAG_HAVE_ALL);
+            for k in 0..n {
+                let to = c.spec.members[self.kids[k] as usize];
+                send(&mut self.scratch, self.crc, &mut self.counters, env, to, &h, &[]);
+            }
+        }
+        self.maybe_sync_up(comm, now, env);
+    }
+
+    /// A rank asks for fragments it misses: send what we hold, or say we are alive.
+    fn on_request(&mut self, comm: CommHandle, src: Rank, bid: u32, frame: &Frame<'_>, env: &mut impl Env) {
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        let to = c.spec.members[src as usize];
+        let mut sent = 0;
+        if let (Located::Slot(slot), Some((body, bitmap))) =
+            (locate(c, bid, self.channels), frame.retransmit())
+        {
+            let (first, n) = (body.first_frag.get(), body.nfrags.get());
+            // NOTE(unwrap-free): locate returned an occupied slot.
+            let (held, hops) = match c.ops[slot].as_ref() {
+                Some(op) => (op.bits.clone(), op.hops),
+                None => return,
+            };
+            for k in 0..n {
+                let seq = first.saturating_add(k);
+                let missing = bitmap.get((k / 8) as usize).is_some_and(|b| b & (1 << (k % 8)) != 0);
+                if missing && held.get(seq) {
+                    let len = build_fragment(
+                        &mut self.scratch,
+                        self.crc,
+                        c,
+                        slot,
+                        seq,
+                        FrameKind::DATA_REPAIR,
+                        hops + 1,
+                    );
+                    self.counters.sent += 1;
+                    env.send(to, &self.scratch[..len]);
+                    sent += 1;
+                }
+            }
+        }
+        if sent == 0 {
+            // Nothing to give: say whether this rank is still part of the communicator.
+            let flag = if c.broken { READY_FLAG_BROKEN } else { READY_FLAG_ALIVE };
+            let h = header(c, FrameKind::READY, bid, flag);
+            send(&mut self.scratch, self.crc, &mut self.counters, env, to, &h, &[]);
+        }
+    }
+
+    fn on_ready(
+        &mut self,
+        comm: CommHandle,
+        src: Rank,
+        bid: u32,
+        flags: u16,
+        now: Nanos,
+        env: &mut impl Env,
+    ) {
+        let channels = self.channels;
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        match (flags, locate(c, bid, self.channels)) {
+            (READY_FLAG_READY, Located::Slot(slot)) => {
+                if let Some(op) = c.ops[slot].as_mut() {
+                    if let State::RootDelay { at, .. } = op.state {
+                        op.state = State::RootDelay { at, ready: true };
+                        // The picked rank is there: go now.
+                        op.state = State::RootDelay { at: now, ready: true };
+                    }
+                }
+                self.advance_root(comm, slot, now, env);
+            }
+            (READY_FLAG_READY, Located::Future) if c.ready_seen.len() < channels as usize => {
+                c.ready_seen.push(bid);
+            }
+            (READY_FLAG_HAVE_ALL, Located::Slot(slot))
+                if c.ops[slot].as_ref().is_some_and(|op| op.state == State::Receiving) =>
+            {
+                self.request(comm, slot, src, now, env);
+            }
+            (READY_FLAG_ALIVE, Located::Slot(slot)) => {
+                if let Some(op) = c.ops[slot].as_mut() {
+                    op.heard = now;
+                }
+            }
+            (READY_FLAG_BROKEN, Located::Slot(slot)) => {
+                // The rank we wait on left the communicator: so do we.
+                c.broken = true;
+                if let Some(op) = c.ops[slot].as_mut().filter(|op| op.state == State::Receiving) {
+                    op.state = State::Failed;
+                    env.complete(op.token, fail(StatusKind::CommunicatorBroken, op.counters));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Sends a repair request for `slot`'s missing fragments to rank `to`.
+    fn request(&mut self, comm: CommHandle, slot: usize, to: Rank, _now: Nanos, env: &mut impl Env) {
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        let Some(op) = c.ops[slot].as_mut() else { return };
+        let Some(first) = op.bits.missing().next() else { return };
+        // As many fragments as one datagram's bitmap can name; the next request continues.
+        let fit = ((self.mtu - WIRE_HEADER_LEN - WIRE_TRAILER_LEN - 8) * 8) as u32;
+        let n = (op.geo.count() - first).min(MAX_RETRANSMIT_FRAGS).min(fit);
+        let mut bitmap = [0u8; (MAX_RETRANSMIT_FRAGS / 8) as usize];
+        let nbytes = n.div_ceil(8) as usize;
+        op.bits.write_missing(first, n, &mut bitmap[..nbytes]);
+        op.counters.retransmits += 1;
+        let bid = op.bid;
+        let body = RetransmitBody { first_frag: U32::new(first), nfrags: U32::new(n) };
+        let h = header(c, FrameKind::RETRANSMIT_REQUEST, bid, 0);
+        let peer = c.spec.members[to as usize];
+        send(
+            &mut self.scratch,
+            self.crc,
+            &mut self.counters,
+            env,
+            peer,
+            &h,
+            &[body.as_bytes(), &bitmap[..nbytes]],
+        );
+    }
+
+    /// When the next call to [`Protocol::on_timeout`] is due.
+    pub fn next_timeout(&self) -> Option<Nanos> {
+        let mut next: Option<Nanos> = None;
+        let mut at = |t: Nanos| next = Some(next.map_or(t, |n: Nanos| n.min(t)));
+        for c in self.comms.iter().flatten() {
+            for op in c.ops.iter().flatten() {
+                match op.state {
+                    State::RootDelay { at: t, .. } => at(t),
+                    State::Receiving => {
+                        at(op.nack_at);
+                        at(op.heard + self.peer_timeout);
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(t) = c.sync.up_retry {
+                at(t);
+            }
+            if let Some(t) = c.blocked_since {
+                at(t + self.peer_timeout);
+            }
+        }
+        next
+    }
+
+    /// Timers: root delays, repair requests, dead peers, synchronization retries.
+    pub fn on_timeout(&mut self, now: Nanos, env: &mut impl Env) {
+        for ci in 0..self.comms.len() {
+            let comm = CommHandle(ci as u32);
+            for slot in 0..self.channels as usize {
+                let Some(c) = self.comms[ci].as_mut() else { break };
+                let Some(op) = c.ops[slot].as_mut() else { continue };
+                match op.state {
+                    State::RootDelay { .. } => self.advance_root(comm, slot, now, env),
+                    State::Receiving if now >= op.heard + self.peer_timeout => {
+                        op.state = State::Failed;
+                        c.broken = true;
+                        env.complete(op.token, fail(StatusKind::PeerUnreachable, op.counters));
+                    }
+                    State::Receiving if now >= op.nack_at => {
+                        // Ask the repair source; after `escalate_after` fruitless requests, the
+                        // root (fail-over to point-to-point repair from the source of the data).
+                        let size = c.spec.size();
+                        let src = parent(op.topo, size, op.root, c.spec.my_rank).unwrap_or(op.root);
+                        let to = if op.fruitless >= self.escalate_after { op.root } else { src };
+                        op.fruitless += 1;
+                        op.backoff = (op.backoff * 2).min(self.backoff_max);
+                        op.nack_at = now + op.backoff;
+                        self.request(comm, slot, to, now, env);
+                    }
+                    _ => {}
+                }
+            }
+            let Some(c) = self.comms[ci].as_mut() else { continue };
+            if c.blocked_since.is_some_and(|t| now >= t + self.peer_timeout) {
+                // The synchronization that would free a channel never came.
+                c.broken = true;
+                c.blocked_since = None;
+            }
+            if c.sync.up_since.is_some_and(|t| now >= t + self.peer_timeout) {
+                // The synchronization tree lost a member: stop asking.
+                c.broken = true;
+                c.sync.up_retry = None;
+                c.sync.up_since = None;
+            }
+            // An operation may have ended in this pass (delay over, failure): the epoch may be
+            // ready to synchronize.
+            self.maybe_sync_up(comm, now, env);
+            let Some(c) = self.comms[ci].as_mut() else { continue };
+            if c.sync.up_retry.is_some_and(|t| now >= t) {
+                c.sync.up_retry = None;
+                c.sync.up_backoff = (c.sync.up_backoff * 2).min(self.backoff_max);
+                self.send_up(comm, now, env);
+            }
+        }
+    }
+
+    /// Sends SYNC_UP for the current epoch if this rank and its sync children are done with it
+    /// (the manager sends SYNC_DOWN instead).
+    fn maybe_sync_up(&mut self, comm: CommHandle, now: Nanos, env: &mut impl Env) {
+        let channels = self.channels;
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        if c.sync.up_retry.is_some() || c.sync.up_since.is_some() || c.broken {
+            return; // already sent (the timer repeats it), or given up
+        }
+        let epoch = c.sync.done;
+        let end = (epoch + 1) * channels;
+        if c.next_bid < end {
+            return; // not every broadcast of the epoch posted here yet
+        }
+        if c.ops.iter().flatten().any(|op| op.bid < end && !op.over()) {
+            return;
+        }
+        let me = c.spec.my_rank;
+        let want = sync_children(c.spec.size(), me).enumerate().fold(0u8, |m, (i, _)| m | 1 << i);
+        if c.sync.heard & want != want {
+            return;
+        }
+        c.sync.up_backoff = self.repair_timeout;
+        self.send_up(comm, now, env);
+    }
+
+    fn send_up(&mut self, comm: CommHandle, now: Nanos, env: &mut impl Env) {
+        let channels = self.channels;
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        let epoch = c.sync.done;
+        let base = epoch * channels;
+        let (mut acked, mut nacked) = (c.sync.acked, c.sync.nacked);
+        for op in c.ops.iter().flatten().filter(|op| op.bid >= base && op.bid < base + channels) {
+            match op.state {
+                State::Done => acked |= 1 << (op.bid - base),
+                _ => nacked |= 1 << (op.bid - base),
+            }
+        }
+        let mine: u64 = if channels == 64 { u64::MAX } else { (1u64 << channels) - 1 };
+        // A leaf's own view: everything it completed; combined with the children's ANDs.
+        let acked = if c.sync.heard == 0 { acked } else { acked & (c.sync.acked | !mine) & mine };
+        let body = SyncBody {
+            epoch: U32::new(epoch),
+            base_bid: U32::new(base),
+            acked: U64::new(acked & mine),
+            nacked: U64::new(nacked),
+            mcast_frags: U32::new(c.sync.mcast.saturating_add(c.epoch_mcast)),
+            total_frags: U32::new(c.sync.total.saturating_add(c.epoch_total)),
+        };
+        match sync_parent(c.spec.my_rank) {
+            Some(p) => {
+                let h = header(c, FrameKind::SYNC_UP, base, 0);
+                let to = c.spec.members[p as usize];
+                send(&mut self.scratch, self.crc, &mut self.counters, env, to, &h, &[body.as_bytes()]);
+                c.sync.up_retry = Some(now + c.sync.up_backoff.max(self.repair_timeout));
+                c.sync.up_since.get_or_insert(now);
+            }
+            None => {
+                // The manager: the combined result goes down the tree.
+                self.apply_down(comm, body, now, env);
+            }
+        }
+    }
+
+    fn on_sync_up(&mut self, comm: CommHandle, src: Rank, frame: &Frame<'_>, now: Nanos, env: &mut impl Env) {
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        let Some(body) = frame.sync() else { return };
+        let me = c.spec.my_rank;
+        let Some(idx) = sync_children(c.spec.size(), me).position(|k| k == src) else {
+            return self.drop_frame(DropReason::BadRank);
+        };
+        let epoch = body.epoch.get();
+        if epoch + 1 == c.sync.done {
+            // The child missed our DOWN: repeat it.
+            if let Some(down) = c.sync.last_down {
+                let h = header(c, FrameKind::SYNC_DOWN, down.base_bid.get(), 0);
+                let to = c.spec.members[src as usize];
+                send(&mut self.scratch, self.crc, &mut self.counters, env, to, &h, &[down.as_bytes()]);
+            }
+            return;
+        }
+        if epoch != c.sync.done || c.sync.heard & (1 << idx) != 0 {
+            return;
+        }
+        let first = c.sync.heard == 0;
+        c.sync.heard |= 1 << idx;
+        c.sync.acked = if first { body.acked.get() } else { c.sync.acked & body.acked.get() };
+        c.sync.nacked |= body.nacked.get();
+        c.sync.mcast = c.sync.mcast.saturating_add(body.mcast_frags.get());
+        c.sync.total = c.sync.total.saturating_add(body.total_frags.get());
+        self.maybe_sync_up(comm, now, env);
+    }
+
+    fn on_sync_down(
+        &mut self,
+        comm: CommHandle,
+        src: Rank,
+        frame: &Frame<'_>,
+        now: Nanos,
+        env: &mut impl Env,
+    ) {
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        let Some(body) = frame.sync() else { return };
+        if sync_parent(c.spec.my_rank) != Some(src) {
+            return self.drop_frame(DropReason::BadRank);
+        }
+        if body.epoch.get() != c.sync.done {
+            return; // an old DOWN repeated
+        }
+        self.apply_down(comm, *body, now, env);
+    }
+
+    /// Epoch over everywhere: free its channels, learn the hit rate, pass the result down.
+    fn apply_down(&mut self, comm: CommHandle, body: SyncBody, now: Nanos, env: &mut impl Env) {
+        let channels = self.channels;
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        let base = body.base_bid.get();
+        for slot in c.ops.iter_mut() {
+            if slot.as_ref().is_some_and(|op| op.bid >= base && op.bid < base + channels) {
+                *slot = None;
+            }
+        }
+        if body.nacked.get() != 0 {
+            c.broken = true;
+        }
+        // Adaptive root delay: more delay while the multicast misses, less once it hits.
+        let (m, t) = (body.mcast_frags.get() as u64, body.total_frags.get() as u64);
+        if t > 0 {
+            c.delay = if m * 10 < t * 9 { (c.delay * 2).clamp(1_000, 1_000_000) } else { c.delay * 3 / 4 };
+        }
+        c.sync = Sync { done: c.sync.done + 1, last_down: Some(body), ..Sync::default() };
+        c.epoch_mcast = 0;
+        c.epoch_total = 0;
+        self.counters.syncs += 1;
+        let me = c.spec.my_rank;
+        let h = header(c, FrameKind::SYNC_DOWN, base, 0);
+        for k in sync_children(c.spec.size(), me) {
+            let to = c.spec.members[k as usize];
+            send(&mut self.scratch, self.crc, &mut self.counters, env, to, &h, &[body.as_bytes()]);
+        }
+        self.maybe_sync_up(comm, now, env);
+    }
+
+    /// One line per communicator and live operation, for replaying a failing seed.
+    pub fn describe(&self) -> String {
+        let mut out = String::new();
+        for (i, c) in self.comms.iter().enumerate() {
+            let Some(c) = c else { continue };
+            out += &format!(
+                "comm {i} rank {}/{} next_bid {} sync.done {} heard {:#b} up_since {:?} broken {} blocked {:?}\n",
+                c.spec.my_rank,
+                c.spec.size(),
+                c.next_bid,
+                c.sync.done,
+                c.sync.heard,
+                c.sync.up_since,
+                c.broken,
+                c.blocked_since
+            );
+            for op in c.ops.iter().flatten() {
+                out += &format!(
+                    "  bid {} root {} {:?} {:?} held {}/{} topo {:?} sel {} nack_at {} heard {}\n",
+                    op.bid,
+                    op.root,
+                    op.state,
+                    op.counters,
+                    op.bits.held(),
+                    op.bits.count(),
+                    op.topo,
+                    op.selective,
+                    op.nack_at,
+                    op.heard
+                );
+            }
+        }
+        out
+    }
+
+    /// The current adaptive root delay of `comm` in nanoseconds.
+    pub fn adaptive_delay(&self, comm: CommHandle) -> Option<Nanos> {
+        self.comm(comm).map(|c| c.delay)
+    }
+}
+
+enum Located {
+    Slot(usize),
+    Future,
+    Stale,
+}
+
+/// Where broadcast `bid` stands for this rank: a live slot, not posted yet (within the window),
+/// or outside the window.
+fn locate(c: &Comm, bid: u32, channels: u32) -> Located {
+    let floor = c.sync.done * channels;
+    if bid < floor {
+        return Located::Stale;
+    }
+    if bid >= c.next_bid {
+        return if bid < c.next_bid + channels { Located::Future } else { Located::Stale };
+    }
+    let slot = (bid % channels) as usize;
+    match &c.ops[slot] {
+        Some(op) if op.bid == bid => Located::Slot(slot),
+        _ => Located::Stale,
+    }
+}
+
+fn fail(status: StatusKind, counters: OpCounters) -> Outcome {
+    Outcome { status, bytes: 0, counters }
+}
+
+/// The rank whose "ready" the root waits for in broadcast `bid` (randomized single-process
+/// synchronization): drawn from the communicator's seed, never the root.
+pub fn picked_rank(seed: u64, bid: u32, root: Rank, size: u32) -> Rank {
+    // splitmix64 of (seed, bid): every member computes the same pick without communication.
+    let mut z = seed ^ (bid as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    let k = (z % (size.max(2) as u64 - 1)) as u32 + 1;
+    (root + k) % size.max(1)
+}
+
+fn header(c: &Comm, kind: FrameKind, bid: u32, flags: u16) -> WireHeader {
+    WireHeader {
+        version: WIRE_VERSION,
+        kind,
+        flags: U16::new(flags),
+        src_rank: U32::new(c.spec.my_rank),
+        cookie: U64::new(c.spec.cookie),
+        bid: U32::new(bid),
+        frag_seq: U32::new(0),
+        frag_count: U32::new(0),
+        total_len: U32::new(0),
+    }
+}
+
+/// Builds fragment `seq` of the broadcast in `slot` into `out`; returns the frame length.
+fn build_fragment(
+    out: &mut [u8],
+    crc: Crc32c,
+    c: &Comm,
+    slot: usize,
+    seq: u32,
+    kind: FrameKind,
+    hops: u16,
+) -> usize {
+    let Some(op) = c.ops[slot].as_ref() else { return 0 };
+    let Some((off, len)) = op.geo.range(seq) else { return 0 };
+    let mut h = header(c, kind, op.bid, hops);
+    h.frag_seq = U32::new(seq);
+    h.frag_count = U32::new(op.geo.count());
+    h.total_len = U32::new(op.geo.total);
+    let data = &c.channels[slot][off as usize..(off + len) as usize];
+    let digest = op.digest.unwrap_or(0).to_le_bytes();
+    let tail: &[u8] = if seq + 1 == op.geo.count() { &digest } else { &[] };
+    emit(out, &h, &[data, tail], crc).unwrap_or(0)
+}
+
+fn send(
+    scratch: &mut [u8],
+    crc: Crc32c,
+    counters: &mut ProtoCounters,
+    env: &mut impl Env,
+    to: PeerId,
+    h: &WireHeader,
+    body: &[&[u8]],
+) {
+    if let Ok(n) = emit(scratch, h, body, crc) {
+        counters.sent += 1;
+        env.send(to, &scratch[..n]);
+    }
+}

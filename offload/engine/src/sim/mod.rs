@@ -1,0 +1,7 @@
+//! The simulator: the real protocol core on a modelled fabric, in virtual time, deterministic
+//! from a seed. [`world`] is the cluster and event loop, [`fabric`] the fault model, [`dst`] the
+//! deterministic-simulation-testing harness that checks invariants on seeded random scenarios.
+pub mod dst;
+pub mod fabric;
+pub mod rng;
+pub mod world;

@@ -1,0 +1,335 @@
+//! A simulated cluster: one real [`Protocol`] per node, a discrete-event queue in virtual time,
+//! and the [`Fabric`](super::fabric) between them. Each node's host memory is a set of buffers
+//! keyed by segment handle; what the protocol reads and writes there is what the checker sees.
+//!
+//! Deterministic: events at equal times run in insertion order, and every random decision
+//! comes from the run's seed.
+use super::fabric::{Channel, Fate, Faults};
+use super::rng::SimRng;
+use crate::core::regions::Resolved;
+use crate::core::Nanos;
+use crate::proto::comm::{GroupId, PeerId};
+use crate::proto::protocol::{Env, Outcome, Protocol};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+/// One event.
+#[derive(Debug)]
+enum Ev {
+    Deliver { to: usize, from: PeerId, frame: Vec<u8> },
+    Timer { node: usize, at: Nanos },
+    Wake { node: usize },
+}
+
+/// A completion observed at a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Done {
+    /// Node.
+    pub node: usize,
+    /// Token of the post.
+    pub token: u64,
+    /// Outcome.
+    pub outcome: Outcome,
+    /// Virtual time.
+    pub at: Nanos,
+}
+
+/// One simulated engine.
+pub struct Node {
+    /// The protocol under test.
+    pub proto: Protocol,
+    /// Host memory: segment handle → bytes.
+    pub mem: HashMap<u64, Vec<u8>>,
+    /// Crashed from this time on (stops processing anything).
+    pub crash_at: Option<Nanos>,
+    timer: Option<Nanos>,
+    /// Timer events that ran `on_timeout`, and events of any kind handled (debugging).
+    pub fired: u64,
+    /// See `fired`.
+    pub handled: u64,
+}
+
+impl Node {
+    /// The timer event armed for this node (debugging).
+    pub fn armed(&self) -> Option<Nanos> {
+        self.timer
+    }
+
+    /// Whether the node is dead at `now`.
+    pub fn dead(&self, now: Nanos) -> bool {
+        self.crash_at.is_some_and(|t| now >= t)
+    }
+}
+
+/// Everything except the nodes, so a node's protocol can borrow it as its `Env`.
+struct Net {
+    now: Nanos,
+    seq: u64,
+    heap: BinaryHeap<Reverse<(Nanos, u64)>>,
+    events: HashMap<u64, Ev>,
+    faults: Faults,
+    chan: Channel,
+    groups: HashMap<GroupId, Vec<usize>>,
+    done: Vec<Done>,
+    crc: fn(&[u8]) -> u32,
+    delivered: u64,
+}
+
+impl Net {
+    fn push(&mut self, at: Nanos, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Reverse((at, self.seq)));
+        self.events.insert(self.seq, ev);
+    }
+
+    fn transmit(&mut self, from: usize, to: usize, multicast: bool, frame: &[u8]) {
+        let mut bytes = frame.to_vec();
+        let crc = self.crc;
+        match self.chan.fate(&self.faults, to, multicast, &mut bytes, crc) {
+            Fate::Lost => {}
+            Fate::Deliver { delay, copies } => {
+                let at = self.now + delay;
+                if copies == 2 {
+                    let later = at + 1 + self.chan.rng().below(self.faults.jitter + 1);
+                    self.push(later, Ev::Deliver { to, from: PeerId(from as u32), frame: bytes.clone() });
+                }
+                self.push(at, Ev::Deliver { to, from: PeerId(from as u32), frame: bytes });
+            }
+        }
+    }
+}
+
+/// The `Env` a node's protocol acts through.
+struct NodeEnv<'a> {
+    me: usize,
+    net: &'a mut Net,
+    mem: &'a mut HashMap<u64, Vec<u8>>,
+}
+
+impl Env for NodeEnv<'_> {
+    fn send(&mut self, to: PeerId, frame: &[u8]) {
+        self.net.transmit(self.me, to.0 as usize, false, frame);
+    }
+
+    fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
+        let members = self.net.groups.get(group).cloned().unwrap_or_default();
+        for to in members.into_iter().filter(|&m| m != self.me) {
+            self.net.transmit(self.me, to, true, frame);
+        }
+    }
+
+    fn read(&mut self, buf: Resolved, offset: u64, out: &mut [u8]) -> bool {
+        let Some(m) = self.mem.get(&buf.segment.0) else { return false };
+        let start = (buf.offset + offset) as usize;
+        match m.get(start..start + out.len()) {
+            Some(src) => {
+                out.copy_from_slice(src);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn write(&mut self, buf: Resolved, offset: u64, data: &[u8]) -> bool {
+        let Some(m) = self.mem.get_mut(&buf.segment.0) else { return false };
+        let start = (buf.offset + offset) as usize;
+        match m.get_mut(start..start + data.len()) {
+            Some(dst) => {
+                dst.copy_from_slice(data);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn complete(&mut self, token: u64, outcome: Outcome) {
+        self.net.done.push(Done { node: self.me, token, outcome, at: self.net.now });
+    }
+}
+
+/// The simulated cluster.
+pub struct World {
+    /// The nodes (index = `PeerId`).
+    pub nodes: Vec<Node>,
+    net: Net,
+}
+
+impl World {
+    /// A world of `protos` (one per node) on a fabric with `faults`, randomness from `rng`.
+    pub fn new(protos: Vec<Protocol>, faults: Faults, rng: SimRng, crc: fn(&[u8]) -> u32) -> Self {
+        let n = protos.len();
+        World {
+            nodes: protos
+                .into_iter()
+                .map(|proto| Node {
+                    proto,
+                    mem: HashMap::new(),
+                    crash_at: None,
+                    timer: None,
+                    fired: 0,
+                    handled: 0,
+                })
+                .collect(),
+            net: Net {
+                now: 0,
+                seq: 0,
+                heap: BinaryHeap::new(),
+                events: HashMap::new(),
+                faults,
+                chan: Channel::new(rng, n),
+                groups: HashMap::new(),
+                done: Vec::new(),
+                crc,
+                delivered: 0,
+            },
+        }
+    }
+
+    /// Virtual time now.
+    pub fn now(&self) -> Nanos {
+        self.net.now
+    }
+
+    /// Datagrams delivered so far.
+    pub fn delivered(&self) -> u64 {
+        self.net.delivered
+    }
+
+    /// Makes `members` the receivers of multicast group `group`.
+    pub fn join(&mut self, group: GroupId, members: Vec<usize>) {
+        self.net.groups.insert(group, members);
+    }
+
+    /// Completions so far, in order.
+    pub fn done(&self) -> &[Done] {
+        &self.net.done
+    }
+
+    /// Runs `f` on node `i`'s protocol with its `Env` at the current virtual time (posting,
+    /// creating communicators), then re-arms the node's timer.
+    pub fn with_node<R>(
+        &mut self,
+        i: usize,
+        f: impl FnOnce(&mut Protocol, Nanos, &mut dyn DynEnv) -> R,
+    ) -> R {
+        let now = self.net.now;
+        let node = &mut self.nodes[i];
+        let mut env = NodeEnv { me: i, net: &mut self.net, mem: &mut node.mem };
+        let r = f(&mut node.proto, now, &mut env);
+        self.rearm(i);
+        r
+    }
+
+    /// Schedules a wake-up of node `i` at `at` (the driver posts then).
+    pub fn wake(&mut self, i: usize, at: Nanos) {
+        self.net.push(at, Ev::Wake { node: i });
+    }
+
+    /// Injects a raw datagram to node `to` at `at` (foreign or garbage frames).
+    pub fn inject(&mut self, to: usize, from: PeerId, at: Nanos, frame: Vec<u8>) {
+        self.net.push(at, Ev::Deliver { to, from, frame });
+    }
+
+    fn rearm(&mut self, i: usize) {
+        let node = &mut self.nodes[i];
+        let next = node.proto.next_timeout();
+        if next != node.timer {
+            node.timer = next;
+            if let Some(at) = next {
+                self.net.push(at.max(self.net.now), Ev::Timer { node: i, at });
+            }
+        }
+    }
+
+    /// Runs the next event; returns the node it concerned (for the driver), or `None` when the
+    /// queue is empty.
+    pub fn step(&mut self) -> Option<Option<usize>> {
+        let Reverse((at, seq)) = self.net.heap.pop()?;
+        self.net.now = at;
+        // NOTE(unwrap-free): every heap entry has its event.
+        let ev = self.net.events.remove(&seq)?;
+        let now = self.net.now;
+        let node = match ev {
+            Ev::Deliver { to, from, frame } => {
+                if self.nodes[to].dead(now) {
+                    return Some(None);
+                }
+                self.net.delivered += 1;
+                let node = &mut self.nodes[to];
+                let mut env = NodeEnv { me: to, net: &mut self.net, mem: &mut node.mem };
+                node.proto.on_frame(from, &frame, now, &mut env);
+                to
+            }
+            Ev::Timer { node: i, at } => {
+                if self.nodes[i].timer != Some(at) || self.nodes[i].dead(now) {
+                    return Some(None); // superseded, or dead
+                }
+                self.nodes[i].timer = None;
+                self.nodes[i].fired += 1;
+                let node = &mut self.nodes[i];
+                let mut env = NodeEnv { me: i, net: &mut self.net, mem: &mut node.mem };
+                node.proto.on_timeout(now, &mut env);
+                i
+            }
+            Ev::Wake { node: i } => {
+                if self.nodes[i].dead(now) {
+                    return Some(None);
+                }
+                i
+            }
+        };
+        self.nodes[node].handled += 1;
+        self.rearm(node);
+        Some(Some(node))
+    }
+}
+
+/// `Env` as a trait object.
+pub trait DynEnv {
+    /// See [`Env::send`].
+    fn send(&mut self, to: PeerId, frame: &[u8]);
+    /// See [`Env::multicast`].
+    fn multicast(&mut self, group: &GroupId, frame: &[u8]);
+    /// See [`Env::read`].
+    fn read(&mut self, buf: Resolved, offset: u64, out: &mut [u8]) -> bool;
+    /// See [`Env::write`].
+    fn write(&mut self, buf: Resolved, offset: u64, data: &[u8]) -> bool;
+    /// See [`Env::complete`].
+    fn complete(&mut self, token: u64, outcome: Outcome);
+}
+
+impl<T: Env> DynEnv for T {
+    fn send(&mut self, to: PeerId, frame: &[u8]) {
+        Env::send(self, to, frame)
+    }
+    fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
+        Env::multicast(self, group, frame)
+    }
+    fn read(&mut self, buf: Resolved, offset: u64, out: &mut [u8]) -> bool {
+        Env::read(self, buf, offset, out)
+    }
+    fn write(&mut self, buf: Resolved, offset: u64, data: &[u8]) -> bool {
+        Env::write(self, buf, offset, data)
+    }
+    fn complete(&mut self, token: u64, outcome: Outcome) {
+        Env::complete(self, token, outcome)
+    }
+}
+
+impl Env for &mut dyn DynEnv {
+    fn send(&mut self, to: PeerId, frame: &[u8]) {
+        (**self).send(to, frame)
+    }
+    fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
+        (**self).multicast(group, frame)
+    }
+    fn read(&mut self, buf: Resolved, offset: u64, out: &mut [u8]) -> bool {
+        (**self).read(buf, offset, out)
+    }
+    fn write(&mut self, buf: Resolved, offset: u64, data: &[u8]) -> bool {
+        (**self).write(buf, offset, data)
+    }
+    fn complete(&mut self, token: u64, outcome: Outcome) {
+        (**self).complete(token, outcome)
+    }
+}
