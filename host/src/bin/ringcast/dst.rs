@@ -71,7 +71,7 @@ pub fn run_cmd(a: DstArgs) -> ExitCode {
                         failures.lock().unwrap_or_else(|e| e.into_inner()).push(seed);
                     }
                 }
-                if (seed + 1 - a.start) % 250 == 0 {
+                if (seed + 1 - a.start).is_multiple_of(250) {
                     eprintln!(
                         "  {} / {} seeds ({:.1} s)",
                         seed + 1 - a.start,
