@@ -268,8 +268,9 @@ fn mapped_memory_is_budgeted_per_host_and_shared_per_buffer() {
 
 #[test]
 fn a_huge_copy_does_not_stall_other_hosts() {
-    const BIG: usize = 256 << 20;
-    let e = engine(Config { dma_pass_bytes: 1 << 20, ..Config::default() });
+    const BIG: usize = 512 << 20;
+    // 131072 passes of 4 KiB: the copy takes far longer than a round trip, whatever the load.
+    let e = engine(Config { dma_pass_bytes: 4096, ..Config::default() });
     let mut a = Host::attach(e.name()).unwrap();
     let mut b = Host::attach(e.name()).unwrap();
     let src = SharedBuf::new(BIG).unwrap();
@@ -278,17 +279,18 @@ fn a_huge_copy_does_not_stall_other_hosts() {
     let rs = a.register(&src, Access::READ).unwrap();
     let rd = a.register(&dst, Access::READ_WRITE).unwrap();
     a.try_post(&SubmissionDescriptor::copy(1, rd.at(0), rs.at(0), BIG as u64)).unwrap();
-    // B's round trips complete while A's 256-pass copy is still moving.
-    let mut served_meanwhile = 0;
-    let copy = loop {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while a.unclaimed() > 0 {
+        assert!(Instant::now() < deadline, "engine never took the COPY");
+        std::hint::spin_loop();
+    }
+    // The engine is moving A's copy: B's round trips are served meanwhile.
+    for _ in 0..10 {
         b.nop().unwrap();
-        match a.poll().unwrap() {
-            Some(c) => break c,
-            None => served_meanwhile += 1,
-        }
-    };
+    }
+    assert!(a.poll().unwrap().is_none(), "host B waited for host A's whole copy");
+    let copy = a.wait().unwrap();
     assert!(copy.status.is_ok());
-    assert!(served_meanwhile >= 1, "host B waited for host A's whole copy");
     assert_eq!(dst.to_vec(BIG as u64 - 4, 4).unwrap(), b"tail");
 }
 
@@ -302,6 +304,13 @@ fn engine_shutdown_answers_queued_descriptors() {
     let rd = host.register(&dst, Access::READ_WRITE).unwrap();
     src.write_at(0, b"head").unwrap();
     host.try_post(&SubmissionDescriptor::copy(1, rd.at(0), rs.at(0), 64 << 20)).unwrap();
+    // Once the engine holds the COPY (16384 passes to go), it takes nothing more from this host
+    // until the COPY is done: the NOPs stay in the ring.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while host.unclaimed() > 0 {
+        assert!(Instant::now() < deadline, "engine never took the COPY");
+        std::hint::spin_loop();
+    }
     for c in 2..12 {
         host.try_post(&SubmissionDescriptor::nop(c)).unwrap();
     }
@@ -312,11 +321,9 @@ fn engine_shutdown_answers_queued_descriptors() {
     }
     assert_eq!(got.len(), 11, "every posted descriptor was answered: {got:?}");
     let shutdown = ringcast_abi::Status::from(ringcast_abi::StatusKind::EngineShutdown);
-    assert!(got[0].status.is_ok() || got[0].status == shutdown);
-    if got[0].status.is_ok() {
-        assert_eq!(dst.to_vec(0, 4).unwrap(), b"head", "a COPY the engine took is finished");
-    }
-    assert!(got[1..].iter().all(|c| c.status == shutdown), "{got:?}");
+    assert!(got[0].status.is_ok(), "a COPY the engine took is finished: {:?}", got[0]);
+    assert_eq!(dst.to_vec(0, 4).unwrap(), b"head");
+    assert!(got[1..].iter().all(|c| c.status == shutdown), "descriptors still in the ring: {got:?}");
 }
 
 /// A TCP socket with unsent data and a long `SO_LINGER`: closing it blocks for the linger time.
