@@ -109,7 +109,9 @@ pub enum RootDelay {
     /// Randomized single-process synchronization: the root waits for the "ready" of one non-root
     /// rank picked per broadcast from the communicator's seed.
     Random,
-    /// A fixed delay tuned from the multicast hit rate reported by the synchronization.
+    /// Learned: the picked rank's "ready" is a sample of how late receivers arrive (the root does
+    /// not wait for it); the root waits the moving average of those lags, times a factor the
+    /// multicast hit rate measured by the synchronization tunes.
     Adaptive,
 }
 
@@ -288,6 +290,9 @@ tunables! {
     /// Root delay mode.
     root_delay: RootDelay = RootDelay::None, "RINGCAST_ROOT_DELAY",
         "root delay before the multicast: none, fixed:<us>, random (wait for one picked rank's ready) or adaptive";
+    /// Ceiling of the adaptive root delay.
+    root_delay_max_us: u32 = 100, "RINGCAST_ROOT_DELAY_MAX_US",
+        "largest delay the adaptive root delay may choose, in microseconds";
     /// First repair request timeout.
     repair_timeout_us: u32 = 500, "RINGCAST_REPAIR_TIMEOUT_US",
         "microseconds without progress before an incomplete rank asks its repair source for missing fragments (doubles per retry)";

@@ -11,6 +11,7 @@
 mod demo;
 mod dst;
 mod info;
+mod paper;
 
 use clap::{Parser, Subcommand};
 use ringcast_host::Config;
@@ -44,6 +45,8 @@ enum Cmd {
     Demo(demo::DemoArgs),
     /// Deterministic simulation testing of the broadcast protocol (seeded, replayable).
     Dst(dst::DstArgs),
+    /// The protocol's paper claims reproduced on the simulator (tables).
+    Paper(paper::PaperArgs),
     /// One demo host process (started by `ringcast demo`).
     #[command(hide = true)]
     DemoHost(demo::HostArgs),
@@ -79,6 +82,7 @@ fn main() -> ExitCode {
         }
         Cmd::Demo(args) => demo::run(args),
         Cmd::Dst(args) => dst::run_cmd(args),
+        Cmd::Paper(args) => paper::run(args),
         Cmd::DemoHost(args) => demo::host(args),
     }
 }

@@ -39,8 +39,8 @@ pub struct CommSpec {
     pub cookie: u64,
     /// Multicast group of the communicator.
     pub group: GroupId,
-    /// Fabric address of each rank.
-    pub members: Vec<PeerId>,
+    /// Fabric address of each rank (shared: a simulator with a million members holds one list).
+    pub members: std::sync::Arc<[PeerId]>,
     /// This member's rank.
     pub my_rank: Rank,
     /// Seed agreed at creation (randomized root delay).

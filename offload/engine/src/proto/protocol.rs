@@ -138,6 +138,10 @@ pub struct ProtoCounters {
     pub multicast: u64,
     /// Synchronization epochs completed.
     pub syncs: u64,
+    /// Repair (point-to-point data) datagrams sent, and their bytes: the repair traffic.
+    pub repair_frames: u64,
+    /// See `repair_frames`.
+    pub repair_bytes: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,6 +171,8 @@ struct Op {
     counters: OpCounters,
     /// Hops of the copy this rank holds (0 = multicast or root).
     hops: u16,
+    /// When this rank posted it.
+    posted: Nanos,
     /// Last time the repair source (or root) answered or data arrived.
     heard: Nanos,
     /// Next repair request.
@@ -223,8 +229,10 @@ struct Comm {
     broken: bool,
     /// A post has been waiting for a channel since.
     blocked_since: Option<Nanos>,
-    /// Adaptive root delay.
-    delay: Nanos,
+    /// Adaptive root delay: EWMA of the picked ranks' arrival lag behind the root, and the
+    /// multiplier (in quarters) the multicast hit rate tunes.
+    lag_ewma: Nanos,
+    lag_factor: u32,
     /// Fragments received this epoch (multicast, all): reported in SYNC_UP.
     epoch_mcast: u32,
     epoch_total: u32,
@@ -239,6 +247,7 @@ pub struct Protocol {
     slots: usize,
     small_comm: u32,
     root_delay: RootDelay,
+    root_delay_max: Nanos,
     repair_timeout: Nanos,
     backoff_max: Nanos,
     escalate_after: u32,
@@ -266,6 +275,7 @@ impl Protocol {
             slots: config.preposted_slots as usize,
             small_comm: config.small_comm,
             root_delay: config.root_delay,
+            root_delay_max: config.root_delay_max_us as Nanos * 1000,
             repair_timeout: config.repair_timeout_us as Nanos * 1000,
             backoff_max: config.repair_backoff_max_us as Nanos * 1000,
             escalate_after: config.escalate_after,
@@ -326,7 +336,8 @@ impl Protocol {
             sync: Sync::default(),
             broken: false,
             blocked_since: None,
-            delay: 0,
+            lag_ewma: 0,
+            lag_factor: 4,
             epoch_mcast: 0,
             epoch_total: 0,
         });
@@ -415,6 +426,7 @@ impl Protocol {
             digest: None,
             counters: OpCounters::default(),
             hops: 0,
+            posted: now,
             heard: now,
             nack_at: now + self.repair_timeout,
             backoff: self.repair_timeout,
@@ -433,14 +445,18 @@ impl Protocol {
             op.state = match self.root_delay {
                 RootDelay::None => State::RootDelay { at: now, ready: true },
                 RootDelay::Fixed(us) => State::RootDelay { at: now + us as Nanos * 1000, ready: true },
-                RootDelay::Adaptive => State::RootDelay { at: now + c.delay, ready: true },
+                RootDelay::Adaptive => {
+                    let d = (c.lag_ewma * c.lag_factor as Nanos / 4).min(self.root_delay_max);
+                    State::RootDelay { at: now + d, ready: true }
+                }
                 RootDelay::Random if size > 1 => State::RootDelay { at: now + READY_WAIT_MAX, ready },
                 RootDelay::Random => State::RootDelay { at: now, ready: true },
             };
             c.ops[slot] = Some(op);
             self.advance_root(comm, slot, now, env);
         } else {
-            if self.root_delay == RootDelay::Random && picked_rank(c.spec.seed, bid, root, size) == me {
+            let picks = matches!(self.root_delay, RootDelay::Random | RootDelay::Adaptive);
+            if picks && picked_rank(c.spec.seed, bid, root, size) == me {
                 let h = header(c, FrameKind::READY, bid, READY_FLAG_READY);
                 let to = c.spec.members[root as usize];
                 send(&mut self.scratch, self.crc, &mut self.counters, env, to, &h, &[]);
@@ -498,6 +514,8 @@ impl Protocol {
                     let len =
                         build_fragment(&mut self.scratch, self.crc, c, slot, seq, FrameKind::DATA_REPAIR, 1);
                     self.counters.sent += 1;
+                    self.counters.repair_frames += 1;
+                    self.counters.repair_bytes += len as u64;
                     env.send(to, &self.scratch[..len]);
                 }
             }
@@ -630,12 +648,22 @@ impl Protocol {
                     fwd_hops,
                 );
                 self.counters.sent += 1;
+                self.counters.repair_frames += 1;
+                self.counters.repair_bytes += len as u64;
                 env.send(to, &self.scratch[..len]);
             }
         }
         let Some(op) = c.ops[slot].as_ref() else { return };
         if op.bits.is_complete() {
             self.finish(comm, slot, now, env);
+        } else if selective && hops == 0 && seq == last {
+            // The multicast is over and fragments are missing: every header carries the count, so
+            // this rank knows exactly what it lacks — ask the repair source now, no timer (its
+            // have-all, once it completes, is the backstop).
+            let me = c.spec.my_rank;
+            if let Some(src) = parent(topo, c.spec.size(), root, me) {
+                self.request(comm, slot, src, now, env);
+            }
         }
     }
 
@@ -697,6 +725,8 @@ impl Protocol {
                         hops + 1,
                     );
                     self.counters.sent += 1;
+                    self.counters.repair_frames += 1;
+                    self.counters.repair_bytes += len as u64;
                     env.send(to, &self.scratch[..len]);
                     sent += 1;
                 }
@@ -723,17 +753,25 @@ impl Protocol {
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
         match (flags, locate(c, bid, self.channels)) {
             (READY_FLAG_READY, Located::Slot(slot)) => {
+                let adaptive = self.root_delay == RootDelay::Adaptive;
                 if let Some(op) = c.ops[slot].as_mut() {
-                    if let State::RootDelay { at, .. } = op.state {
-                        op.state = State::RootDelay { at, ready: true };
-                        // The picked rank is there: go now.
+                    if adaptive {
+                        // A lag sample: how far the picked rank arrived behind the root.
+                        let lag = now.saturating_sub(op.posted);
+                        c.lag_ewma = (c.lag_ewma * 3 + lag) / 4;
+                    } else if let State::RootDelay { .. } = op.state {
+                        // Randomized synchronization: the picked rank is there, go now.
                         op.state = State::RootDelay { at: now, ready: true };
                     }
                 }
                 self.advance_root(comm, slot, now, env);
             }
-            (READY_FLAG_READY, Located::Future) if c.ready_seen.len() < channels as usize => {
-                c.ready_seen.push(bid);
+            (READY_FLAG_READY, Located::Future) => {
+                if self.root_delay == RootDelay::Adaptive {
+                    c.lag_ewma = c.lag_ewma * 3 / 4; // arrived before the root: lag 0
+                } else if c.ready_seen.len() < channels as usize {
+                    c.ready_seen.push(bid);
+                }
             }
             (READY_FLAG_HAVE_ALL, Located::Slot(slot))
                 if c.ops[slot].as_ref().is_some_and(|op| op.state == State::Receiving) =>
@@ -758,7 +796,7 @@ impl Protocol {
     }
 
     /// Sends a repair request for `slot`'s missing fragments to rank `to`.
-    fn request(&mut self, comm: CommHandle, slot: usize, to: Rank, _now: Nanos, env: &mut impl Env) {
+    fn request(&mut self, comm: CommHandle, slot: usize, to: Rank, now: Nanos, env: &mut impl Env) {
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
         let Some(op) = c.ops[slot].as_mut() else { return };
         let Some(first) = op.bits.missing().next() else { return };
@@ -769,6 +807,9 @@ impl Protocol {
         let nbytes = n.div_ceil(8) as usize;
         op.bits.write_missing(first, n, &mut bitmap[..nbytes]);
         op.counters.retransmits += 1;
+        // Whatever triggered it (timer, have-all), the next request waits a full back-off: the
+        // answer to this one is on its way.
+        op.nack_at = now + op.backoff;
         let bid = op.bid;
         let body = RetransmitBody { first_frag: U32::new(first), nfrags: U32::new(n) };
         let h = header(c, FrameKind::RETRANSMIT_REQUEST, bid, 0);
@@ -831,7 +872,6 @@ impl Protocol {
                         let to = if op.fruitless >= self.escalate_after { op.root } else { src };
                         op.fruitless += 1;
                         op.backoff = (op.backoff * 2).min(self.backoff_max);
-                        op.nack_at = now + op.backoff;
                         self.request(comm, slot, to, now, env);
                     }
                     _ => {}
@@ -985,10 +1025,17 @@ impl Protocol {
         if body.nacked.get() != 0 {
             c.broken = true;
         }
-        // Adaptive root delay: more delay while the multicast misses, less once it hits.
+        // Adaptive root delay: the root waits the picked ranks' typical arrival lag (EWMA, per
+        // broadcast) times a factor the multicast hit rate the synchronization measured tunes —
+        // additive increase below 50 % hits (wait for more of the late ones), halving from 90 %
+        // (a miss costs one penalty round, a delay costs every broadcast).
         let (m, t) = (body.mcast_frags.get() as u64, body.total_frags.get() as u64);
         if t > 0 {
-            c.delay = if m * 10 < t * 9 { (c.delay * 2).clamp(1_000, 1_000_000) } else { c.delay * 3 / 4 };
+            if m * 2 < t {
+                c.lag_factor = (c.lag_factor + 1).min(8);
+            } else if m * 10 >= t * 9 {
+                c.lag_factor /= 2;
+            }
         }
         c.sync = Sync { done: c.sync.done + 1, last_down: Some(body), ..Sync::default() };
         c.epoch_mcast = 0;
@@ -1038,9 +1085,9 @@ impl Protocol {
         out
     }
 
-    /// The current adaptive root delay of `comm` in nanoseconds.
+    /// The delay the adaptive root delay would choose now on `comm`, in nanoseconds.
     pub fn adaptive_delay(&self, comm: CommHandle) -> Option<Nanos> {
-        self.comm(comm).map(|c| c.delay)
+        self.comm(comm).map(|c| (c.lag_ewma * c.lag_factor as Nanos / 4).min(self.root_delay_max))
     }
 }
 

@@ -285,7 +285,7 @@ fn run_inner(s: &Scenario, dump: &mut Option<String>) -> Result<Report, Violatio
         let mut group: GroupId = [0; 14];
         group.iter_mut().for_each(|b| *b = rng.next_u64() as u8);
         let seed = rng.next_u64();
-        let members: Vec<PeerId> = plan.members.iter().map(|&n| PeerId(n as u32)).collect();
+        let members: std::sync::Arc<[PeerId]> = plan.members.iter().map(|&n| PeerId(n as u32)).collect();
         world.join(group, plan.members.clone());
         for (rank, &node) in plan.members.iter().enumerate() {
             let spec = CommSpec { cookie, group, members: members.clone(), my_rank: rank as u32, seed };

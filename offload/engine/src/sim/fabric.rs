@@ -31,6 +31,8 @@ pub struct Faults {
     pub sealed_corrupt: f64,
     /// Probability a datagram is delivered twice.
     pub duplicate: f64,
+    /// Drop exactly the `n`-th multicast datagram (1-based) to node `to` (targeted tests).
+    pub drop_mcast: Option<(usize, u32)>,
 }
 
 impl Faults {
@@ -46,6 +48,7 @@ impl Faults {
             corrupt: 0.0,
             sealed_corrupt: 0.0,
             duplicate: 0.0,
+            drop_mcast: None,
         }
     }
 }

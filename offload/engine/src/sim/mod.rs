@@ -2,6 +2,7 @@
 //! from a seed. [`world`] is the cluster and event loop, [`fabric`] the fault model, [`dst`] the
 //! deterministic-simulation-testing harness that checks invariants on seeded random scenarios.
 pub mod dst;
+pub mod experiments;
 pub mod fabric;
 pub mod rng;
 pub mod world;

@@ -69,7 +69,9 @@ struct Net {
     events: HashMap<u64, Ev>,
     faults: Faults,
     chan: Channel,
-    groups: HashMap<GroupId, Vec<usize>>,
+    groups: HashMap<GroupId, std::sync::Arc<[usize]>>,
+    /// Multicast datagrams delivered so far per receiver (for targeted drops).
+    mcast_seen: Vec<u32>,
     done: Vec<Done>,
     crc: fn(&[u8]) -> u32,
     delivered: u64,
@@ -83,6 +85,12 @@ impl Net {
     }
 
     fn transmit(&mut self, from: usize, to: usize, multicast: bool, frame: &[u8]) {
+        if multicast {
+            self.mcast_seen[to] += 1;
+            if self.faults.drop_mcast == Some((to, self.mcast_seen[to])) {
+                return;
+            }
+        }
         let mut bytes = frame.to_vec();
         let crc = self.crc;
         match self.chan.fate(&self.faults, to, multicast, &mut bytes, crc) {
@@ -112,8 +120,8 @@ impl Env for NodeEnv<'_> {
     }
 
     fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
-        let members = self.net.groups.get(group).cloned().unwrap_or_default();
-        for to in members.into_iter().filter(|&m| m != self.me) {
+        let Some(members) = self.net.groups.get(group).cloned() else { return };
+        for &to in members.iter().filter(|&&m| m != self.me) {
             self.net.transmit(self.me, to, true, frame);
         }
     }
@@ -179,6 +187,7 @@ impl World {
                 chan: Channel::new(rng, n),
                 groups: HashMap::new(),
                 done: Vec::new(),
+                mcast_seen: vec![0; n],
                 crc,
                 delivered: 0,
             },
@@ -197,7 +206,7 @@ impl World {
 
     /// Makes `members` the receivers of multicast group `group`.
     pub fn join(&mut self, group: GroupId, members: Vec<usize>) {
-        self.net.groups.insert(group, members);
+        self.net.groups.insert(group, members.into());
     }
 
     /// Completions so far, in order.

@@ -1,0 +1,76 @@
+//! The broadcast protocol's behaviour claims, checked in the simulator's virtual time (exact
+//! and deterministic, not wall-clock measurements): one lost datagram costs about one repair
+//! hop; penalty rounds average 1.0 under 50 % multicast loss (Hoefler et al.); latency without
+//! loss is flat in P; more channels amortise the synchronization (Yu et al.); the adaptive root
+//! delay beats each fixed mode where that mode is wrong; selective repair cuts repair traffic.
+use ringcast_offload::sim::experiments::{self as ex, Pacing};
+use ringcast_offload::sim::fabric::Faults;
+use ringcast_offload::Config;
+
+const L: u64 = 2_000; // link latency, ns
+
+#[test]
+fn one_lost_datagram_costs_about_one_repair_hop() {
+    for (name, selective) in [("selective", 0), ("eager", u32::MAX)] {
+        let cfg = Config { selective_repair_bytes: selective, ..ex::paper_config() };
+        let clean =
+            ex::run_sequence(16, 1 << 20, 1, 0, &cfg, ex::fabric(L, 0.0), 1, Pacing::Barrier, |_, _, _| 0);
+        // Drop the 300th multicast datagram to rank 5 only.
+        let one = Faults { drop_mcast: Some((5, 300)), ..ex::fabric(L, 0.0) };
+        let lossy = ex::run_sequence(16, 1 << 20, 1, 0, &cfg, one, 1, Pacing::Barrier, |_, _, _| 0);
+        assert_eq!(lossy.errors, 0);
+        let extra = lossy.completion[0][5] - clean.completion[0][5];
+        // Selective: request at the end of the multicast + the answer = one round trip.
+        // Eager: the predecessor's forward arrives one hop after the multicast.
+        assert!(extra > 0, "{name}: the loss must cost something");
+        assert!(
+            extra <= 2 * L,
+            "{name}: one lost datagram cost {extra} ns (> one repair round trip of {})",
+            2 * L
+        );
+        for r in (0..16).filter(|&r| r != 5) {
+            assert_eq!(lossy.completion[0][r], clean.completion[0][r], "{name}: rank {r} is not affected");
+        }
+    }
+}
+
+#[test]
+fn penalty_rounds_average_one_at_fifty_percent_loss() {
+    let pen = ex::penalty_rounds(116, 0.5, 100, 7);
+    assert!((0.85..=1.15).contains(&pen), "mean penalty rounds {pen:.3}, paper: 1.0");
+}
+
+#[test]
+fn latency_without_loss_is_flat_in_p_while_binomial_grows() {
+    let rows = ex::latency_vs_p(&[16, 116, 1024], 0.0, L, 3, 1);
+    for r in &rows {
+        assert_eq!(r.multicast_ns, L as f64, "P = {}: one multicast hop", r.p);
+    }
+    assert!(rows[2].binomial_ns >= 2.0 * rows[0].binomial_ns, "binomial grows with log P: {rows:?}");
+}
+
+#[test]
+fn more_channels_amortise_the_synchronization() {
+    let rows = ex::channels_sweep(8, &[2, 4, 8, 16], 400, L, 1);
+    for w in rows.windows(2) {
+        assert!(w[1].1 < w[0].1, "per-broadcast time must fall with more channels: {rows:?}");
+        assert!(w[1].2 < w[0].2, "fewer synchronizations: {rows:?}");
+    }
+    assert!(rows[0].1 > 3.0 * rows[3].1, "2 → 16 channels: paper 4×, got {rows:?}");
+}
+
+#[test]
+fn adaptive_root_delay_beats_each_fixed_mode_where_it_is_wrong() {
+    let rows = ex::root_delay_study(32, 200, 50_000, L, 1);
+    let get = |m: &str| rows.iter().find(|r| r.0.starts_with(m)).cloned().unwrap();
+    let (none, fixed, adaptive) = (get("none"), get("fixed"), get("adaptive"));
+    assert!(adaptive.1 < none.1 / 1.5, "late receivers: adaptive {:.0} vs none {:.0}", adaptive.1, none.1);
+    assert!(adaptive.2 < fixed.2 / 3.0, "on time: adaptive {:.0} vs fixed {:.0}", adaptive.2, fixed.2);
+}
+
+#[test]
+fn selective_repair_moves_a_fraction_of_the_bytes() {
+    let rows = ex::repair_modes(32, 1 << 20, 0.01, 3, L, 1);
+    let (eager, selective) = (rows[0].2, rows[1].2);
+    assert!(selective * 20.0 < eager, "selective {selective:.0} B vs eager {eager:.0} B per broadcast");
+}
