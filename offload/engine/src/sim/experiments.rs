@@ -98,9 +98,9 @@ pub fn run_sequence(
     let mut next = vec![0usize; p];
     let mut due = vec![0 as Nanos; p];
     let mut outcomes: Vec<Outcome> = Vec::new();
-    for r in 0..p {
-        due[r] = delay(0, r, &mut rng);
-        world.wake(r, due[r]);
+    for (r, due_r) in due.iter_mut().enumerate() {
+        *due_r = delay(0, r, &mut rng);
+        world.wake(r, *due_r);
     }
     let mut cursor = 0;
     let buf = Resolved { segment: SegmentHandle(1), offset: 0 };
@@ -143,9 +143,9 @@ pub fn run_sequence(
                         try_post(&mut world, d.node, &due, &mut next, &mut post);
                     }
                     Pacing::Barrier if done[k].iter().all(|&t| t != Nanos::MAX) => {
-                        for r in 0..p {
-                            due[r] = d.at + delay(k + 1, r, &mut rng);
-                            world.wake(r, due[r]);
+                        for (r, due_r) in due.iter_mut().enumerate() {
+                            *due_r = d.at + delay(k + 1, r, &mut rng);
+                            world.wake(r, *due_r);
                         }
                     }
                     Pacing::Barrier => {}
