@@ -74,3 +74,17 @@ fn selective_repair_moves_a_fraction_of_the_bytes() {
     let (eager, selective) = (rows[0].2, rows[1].2);
     assert!(selective * 20.0 < eager, "selective {selective:.0} B vs eager {eager:.0} B per broadcast");
 }
+
+#[test]
+fn a_dead_multicast_fails_over_to_point_to_point() {
+    // Every multicast datagram is lost: ring repair alone completes, as a chain of P hops, until
+    // two synchronized epochs without a multicast hit switch the communicator to the binomial
+    // tree (log P hops) at the same broadcast everywhere.
+    let cfg = Config { channels: 4, ..ex::paper_config() };
+    let r = ex::run_sequence(64, 2, 40, 0, &cfg, ex::fabric(L, 1.0), 1, Pacing::Barrier, |_, _, _| 0);
+    assert_eq!(r.errors, 0);
+    assert_eq!(r.failover_from, Some(8), "decided at the second dead epoch (ids 4..8), effective from 8");
+    let before = r.mean_latency(0, 4);
+    let after = r.mean_latency(20, 40);
+    assert!(after * 4.0 < before, "binomial {after:.0} ns vs ring chain {before:.0} ns");
+}

@@ -233,6 +233,10 @@ struct Comm {
     /// multiplier (in quarters) the multicast hit rate tunes.
     lag_ewma: Nanos,
     lag_factor: u32,
+    /// Consecutive synchronized epochs in which no rank received anything by multicast.
+    mcast_dead_epochs: u32,
+    /// From this broadcast id on, multicast has failed over to point-to-point (binomial).
+    failover_from: Option<u32>,
     /// Fragments received this epoch (multicast, all): reported in SYNC_UP.
     epoch_mcast: u32,
     epoch_total: u32,
@@ -338,6 +342,8 @@ impl Protocol {
             blocked_since: None,
             lag_ewma: 0,
             lag_factor: 4,
+            mcast_dead_epochs: 0,
+            failover_from: None,
             epoch_mcast: 0,
             epoch_total: 0,
         });
@@ -399,7 +405,8 @@ impl Protocol {
         // NOTE(unwrap-free): Geometry::new bounded the count by MAX_FRAGS, as FragBitmap needs.
         let Ok(bits) = FragBitmap::new(geo.count()) else { return refuse(StatusKind::BadLength) };
         let size = c.spec.size();
-        let topo = if size >= self.small_comm {
+        let failed_over = c.failover_from.is_some_and(|b| bid >= b);
+        let topo = if size >= self.small_comm && !failed_over {
             Topology::Ring
         } else if size <= 4 {
             Topology::Linear
@@ -1025,11 +1032,24 @@ impl Protocol {
         if body.nacked.get() != 0 {
             c.broken = true;
         }
+        let (m, t) = (body.mcast_frags.get() as u64, body.total_frags.get() as u64);
+        // Fail-over (Yu et al.): two synchronized epochs in which nobody received a single
+        // fragment by multicast — the multicast path is broken. Every rank applies the same
+        // DOWN, and posting any broadcast id from `base + channels` on reuses a channel only
+        // this DOWN frees, so every rank switches to the binomial point-to-point broadcast at
+        // the same broadcast.
+        if t > 0 && m == 0 {
+            c.mcast_dead_epochs += 1;
+            if c.mcast_dead_epochs >= 2 && c.failover_from.is_none() {
+                c.failover_from = Some(base + channels);
+            }
+        } else if m > 0 {
+            c.mcast_dead_epochs = 0;
+        }
         // Adaptive root delay: the root waits the picked ranks' typical arrival lag (EWMA, per
         // broadcast) times a factor the multicast hit rate the synchronization measured tunes —
         // additive increase below 50 % hits (wait for more of the late ones), halving from 90 %
         // (a miss costs one penalty round, a delay costs every broadcast).
-        let (m, t) = (body.mcast_frags.get() as u64, body.total_frags.get() as u64);
         if t > 0 {
             if m * 2 < t {
                 c.lag_factor = (c.lag_factor + 1).min(8);
@@ -1083,6 +1103,12 @@ impl Protocol {
             }
         }
         out
+    }
+
+    /// The broadcast id from which `comm` uses point-to-point instead of multicast, if it failed
+    /// over.
+    pub fn failed_over_from(&self, comm: CommHandle) -> Option<u32> {
+        self.comm(comm).and_then(|c| c.failover_from)
     }
 
     /// The delay the adaptive root delay would choose now on `comm`, in nanoseconds.

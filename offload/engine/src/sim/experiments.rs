@@ -39,6 +39,8 @@ pub struct SeqResult {
     pub syncs: u64,
     /// Completions that were not `Ok` (must be 0 in these experiments).
     pub errors: usize,
+    /// Broadcast id from which the communicator failed over to point-to-point, at the root.
+    pub failover_from: Option<u32>,
 }
 
 impl SeqResult {
@@ -189,6 +191,7 @@ pub fn run_sequence(
         res.repair_bytes += c.repair_bytes;
     }
     res.syncs = world.nodes[root as usize].proto.counters().syncs;
+    res.failover_from = world.nodes[root as usize].proto.failed_over_from(handles[root as usize]);
     res
 }
 
