@@ -1,0 +1,113 @@
+//! Communicator identity: the 112-bit multicast group id, the 64-bit cookie every frame carries
+//! and the seed of the randomized root delay, drawn at communicator creation (DESIGN §3.1,
+//! Hoefler et al. §3.1).
+//!
+//! One member draws them (rank 0, during the communicator's bootstrap) and the others receive
+//! them with the membership. The generator is ChaCha20 keyed with SHA-256 over every entropy
+//! source the paper names — time, host identity, process identity, an intra-node unique value
+//! (for processes sharing a node) — and OS entropy, so a weak or repeated OS source alone cannot
+//! make two jobs collide. On IP fabrics the group id maps to an IPv6 `ff15::/16` group (a
+//! transient, site-local multicast address: 16 bits of prefix + the 112 bits), with an IPv4
+//! `239/8` (organization-local) fallback; the cookie still drops another job's frames should two
+//! groups collide.
+use super::comm::GroupId;
+use rand_chacha::ChaCha20Rng;
+use rand_core::{OsRng, RngCore, SeedableRng};
+use sha2::{Digest, Sha256};
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// What identifies a communicator on the fabric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CommIdentity {
+    /// Multicast group (112 bits).
+    pub group: GroupId,
+    /// In every frame header; never 0.
+    pub cookie: u64,
+    /// Agreed seed (randomized root delay).
+    pub seed: u64,
+}
+
+/// The process-wide generator, keyed on first use.
+static RNG: Mutex<Option<ChaCha20Rng>> = Mutex::new(None);
+
+fn key() -> [u8; 32] {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = Sha256::new();
+    let mut os = [0u8; 32];
+    // OS entropy; if the OS refuses, the other sources still differ between jobs.
+    let _ = OsRng.try_fill_bytes(&mut os);
+    h.update(os);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    h.update(now.as_nanos().to_le_bytes());
+    h.update(rustix::system::uname().nodename().to_bytes());
+    h.update(std::process::id().to_le_bytes());
+    // Intra-node uniqueness (the paper's `tmpnam`): a per-process counter and an address of
+    // this process's stack, which differ between processes on one node.
+    h.update(COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+    let marker = 0u8;
+    h.update((std::ptr::addr_of!(marker) as usize).to_le_bytes());
+    h.finalize().into()
+}
+
+/// Draws a fresh identity.
+pub fn new_identity() -> CommIdentity {
+    let mut guard = RNG.lock().unwrap_or_else(|e| e.into_inner());
+    let rng = guard.get_or_insert_with(|| ChaCha20Rng::from_seed(key()));
+    let mut group = [0u8; 14];
+    rng.fill_bytes(&mut group);
+    CommIdentity { group, cookie: rng.next_u64() | 1, seed: rng.next_u64() }
+}
+
+/// The IPv6 multicast group of `group`: `ff15::/16` + the 112 bits.
+pub fn group_ipv6(group: &GroupId) -> Ipv6Addr {
+    let mut b = [0u8; 16];
+    b[0] = 0xff;
+    b[1] = 0x15;
+    b[2..].copy_from_slice(group);
+    Ipv6Addr::from(b)
+}
+
+/// The IPv4 fallback: `239.x.y.z` from a hash of the 112 bits (collisions are possible in 24
+/// bits; the cookie keeps jobs apart).
+pub fn group_ipv4(group: &GroupId) -> Ipv4Addr {
+    let d = Sha256::digest(group);
+    Ipv4Addr::new(239, d[0], d[1], d[2])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn identities_are_distinct_and_well_formed() {
+        let ids: Vec<CommIdentity> = (0..10_000).map(|_| new_identity()).collect();
+        assert_eq!(ids.iter().map(|i| i.group).collect::<HashSet<_>>().len(), ids.len());
+        assert_eq!(ids.iter().map(|i| i.cookie).collect::<HashSet<_>>().len(), ids.len());
+        assert!(ids.iter().all(|i| i.cookie != 0));
+        // 112 random bits: every byte position takes many values.
+        for pos in 0..14 {
+            assert!(ids.iter().map(|i| i.group[pos]).collect::<HashSet<_>>().len() > 200);
+        }
+    }
+
+    #[test]
+    fn keys_differ_between_draws_of_the_key() {
+        assert_ne!(key(), key(), "time and the counter alone make keys differ");
+    }
+
+    #[test]
+    fn ip_mappings() {
+        let g: GroupId = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14];
+        let v6 = group_ipv6(&g);
+        assert!(v6.is_multicast());
+        assert_eq!(v6.segments()[0], 0xff15);
+        assert_eq!(&v6.octets()[2..], &g);
+        let v4 = group_ipv4(&g);
+        assert!(v4.is_multicast());
+        assert_eq!(v4.octets()[0], 239);
+        assert_eq!(group_ipv4(&g), v4, "deterministic");
+    }
+}
