@@ -177,7 +177,7 @@ pub enum ConfigError {
 macro_rules! tunables {
     ($( $(#[$doc:meta])* $name:ident : $ty:ty = $default:expr, $env:literal, $meaning:literal; )*) => {
         /// Every engine limit and knob. See the field docs, `ringcast info`, or `docs/tunables.md`.
-        #[derive(Clone, Debug, PartialEq, Eq)]
+        #[derive(Clone, Debug, PartialEq)]
         pub struct Config {
             $( $(#[$doc])* #[doc = concat!("\n\nEnvironment: `", $env, "`.")] pub $name: $ty, )*
         }
@@ -311,6 +311,30 @@ tunables! {
     /// Communicators per engine.
     max_comms: u32 = 64, "RINGCAST_MAX_COMMS",
         "communicators one engine serves at once";
+    /// Injected datagram loss.
+    fault_drop: f64 = 0.0, "RINGCAST_FAULT_DROP",
+        "fault injection (release builds, every fabric): probability a datagram is dropped";
+    /// Injected bit corruption.
+    fault_corrupt: f64 = 0.0, "RINGCAST_FAULT_CORRUPT",
+        "fault injection: probability a datagram gets one bit flipped (the CRC catches it)";
+    /// Injected duplication.
+    fault_duplicate: f64 = 0.0, "RINGCAST_FAULT_DUPLICATE",
+        "fault injection: probability a datagram is delivered twice";
+    /// Injected reordering.
+    fault_reorder: f64 = 0.0, "RINGCAST_FAULT_REORDER",
+        "fault injection: probability a datagram is held back so later ones overtake it";
+    /// Injected delay.
+    fault_delay_us: u32 = 0, "RINGCAST_FAULT_DELAY_US",
+        "fault injection: extra delay of every affected datagram in microseconds";
+    /// Direction of the injected faults.
+    fault_direction: crate::fault::FaultDirection = crate::fault::FaultDirection::Both, "RINGCAST_FAULT_DIRECTION",
+        "fault injection: tx, rx or both";
+    /// Frame kinds the faults hit.
+    fault_kinds: crate::fault::FrameKinds = crate::fault::FrameKinds::ALL, "RINGCAST_FAULT_KINDS",
+        "fault injection: comma list of mcast, repair, ready, sync, retransmit, or all";
+    /// Seed of the injected faults.
+    fault_seed: u64 = 0, "RINGCAST_FAULT_SEED",
+        "fault injection: seed (0 = from the process id), so a rehearsal can be repeated";
     /// What the engine reports on stderr.
     log_level: u8 = 1, "RINGCAST_LOG_LEVEL",
         "0 silent; 1 engine start/stop, host deaths and refused requests; 2 also every attach, detach and registration";
@@ -369,6 +393,16 @@ impl Config {
         }
         if self.max_comms == 0 || self.repair_timeout_us == 0 || self.peer_timeout_ms == 0 {
             return bad("max_comms, repair_timeout_us and peer_timeout_ms must be positive".into());
+        }
+        for (name, p) in [
+            ("fault_drop", self.fault_drop),
+            ("fault_corrupt", self.fault_corrupt),
+            ("fault_duplicate", self.fault_duplicate),
+            ("fault_reorder", self.fault_reorder),
+        ] {
+            if !(0.0..=1.0).contains(&p) {
+                return bad(format!("{name} {p} is not a probability in 0..=1"));
+            }
         }
         if self.attach_timeout_ms == 0 || self.ctl_timeout_ms == 0 {
             return bad("attach_timeout_ms and ctl_timeout_ms must be positive".into());

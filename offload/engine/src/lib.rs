@@ -3,6 +3,7 @@
 //! * [`core`] — the sans-IO protocol core (no sockets, threads or clocks);
 //! * [`config`] — every limit and knob, with `RINGCAST_*` overrides;
 //! * [`ctl`] — the control-socket transport shared with the host library;
+//! * [`fault`] — fault injection for every fabric, driven by `RINGCAST_FAULT_*` tunables;
 //! * [`proto`] — the reliable broadcast protocol (being built: fragment bitmaps and geometry);
 //! * [`sim`] — the simulator and the deterministic simulation testing harness;
 //! * [`runner`] — the polling loop that drives the core against real shared memory, run as a
@@ -11,6 +12,7 @@
 pub mod config;
 pub mod core;
 pub mod ctl;
+pub mod fault;
 pub mod proto;
 pub mod runner;
 pub mod sim;

@@ -169,6 +169,21 @@ impl Scenario {
                 faults.jitter = r.range(0, 10_000);
             }
         }
+        // The release-build fault injector (`RINGCAST_FAULT_*`), as a user would switch it on.
+        if r.chance(0.1) {
+            config.fault_drop = r.below(15) as f64 / 100.0;
+            config.fault_corrupt = r.below(5) as f64 / 100.0;
+            config.fault_duplicate = r.below(5) as f64 / 100.0;
+            config.fault_reorder = r.below(10) as f64 / 100.0;
+            config.fault_delay_us = r.below(20) as u32;
+            config.fault_kinds = ["all", "mcast", "repair,ready", "sync,retransmit"][r.below(4) as usize]
+                .parse()
+                .unwrap_or(crate::fault::FrameKinds::ALL);
+            config.fault_direction = ["tx", "rx", "both"][r.below(3) as usize]
+                .parse()
+                .unwrap_or(crate::fault::FaultDirection::Both);
+            config.fault_seed = r.next_u64() | 1;
+        }
         // A valid configuration: the largest message must fit the fragment bitmap.
         let payload = config.mtu - 40;
         config.max_message_bytes = config.max_message_bytes.min(payload * crate::proto::bitmap::MAX_FRAGS);
@@ -223,7 +238,9 @@ impl Scenario {
 
     /// Every broadcast must succeed: no crash, no sealed corruption, unicast mostly working.
     pub fn benign(&self) -> bool {
-        self.crashes.is_empty() && self.faults.sealed_corrupt == 0.0 && self.faults.ucast_loss < 0.5
+        self.crashes.is_empty()
+            && self.faults.sealed_corrupt == 0.0
+            && self.faults.ucast_loss + self.config.fault_drop < 0.5
     }
 }
 
@@ -277,6 +294,7 @@ fn run_inner(s: &Scenario, dump: &mut Option<String>) -> Result<Report, Violatio
     for &(n, at) in &s.crashes {
         world.nodes[n].crash_at = Some(at);
     }
+    world.inject_faults(&s.config);
 
     // Communicators, buffers, lanes.
     let mut lanes: Vec<Vec<Lane>> = vec![Vec::new(); s.ranks];

@@ -8,6 +8,7 @@ use super::fabric::{Channel, Fate, Faults};
 use super::rng::SimRng;
 use crate::core::regions::Resolved;
 use crate::core::Nanos;
+use crate::fault::{Dir, FaultInjector, Verdict};
 use crate::proto::comm::{GroupId, PeerId};
 use crate::proto::protocol::{Env, Outcome, Protocol};
 use std::cmp::Reverse;
@@ -72,6 +73,8 @@ struct Net {
     groups: HashMap<GroupId, std::sync::Arc<[usize]>>,
     /// Multicast datagrams delivered so far per receiver (for targeted drops).
     mcast_seen: Vec<u32>,
+    /// Each node's `RINGCAST_FAULT_*` injector, as a real fabric endpoint would have.
+    injectors: Vec<Option<FaultInjector>>,
     done: Vec<Done>,
     crc: fn(&[u8]) -> u32,
     delivered: u64,
@@ -84,7 +87,26 @@ impl Net {
         self.events.insert(self.seq, ev);
     }
 
-    fn transmit(&mut self, from: usize, to: usize, multicast: bool, frame: &[u8]) {
+    /// Runs node `node`'s injector on a datagram in `dir`: `None` when dropped, else the number
+    /// of copies and any extra hold time.
+    fn inject(&mut self, node: usize, dir: Dir, frame: &mut [u8]) -> Option<(u8, Nanos)> {
+        let now = self.now;
+        let Some(inj) = self.injectors[node].as_mut() else { return Some((1, 0)) };
+        match inj.on_datagram(dir, frame, now) {
+            Verdict::Drop => None,
+            Verdict::Pass => Some((1, 0)),
+            Verdict::Duplicate => Some((2, 0)),
+            Verdict::Held => {
+                // The simulator takes the held datagram back at once and delivers it late.
+                let at = inj.next_release().unwrap_or(now);
+                let _ = inj.release(Nanos::MAX);
+                Some((1, at.saturating_sub(now)))
+            }
+        }
+    }
+
+    /// Sends one datagram to one receiver through the fabric model, `extra` late.
+    fn transmit_held(&mut self, from: usize, to: usize, multicast: bool, frame: &[u8], extra: Nanos) {
         if multicast {
             self.mcast_seen[to] += 1;
             if self.faults.drop_mcast == Some((to, self.mcast_seen[to])) {
@@ -93,10 +115,12 @@ impl Net {
         }
         let mut bytes = frame.to_vec();
         let crc = self.crc;
+        let Some((rx_copies, rx_hold)) = self.inject(to, Dir::Rx, &mut bytes) else { return };
         match self.chan.fate(&self.faults, to, multicast, &mut bytes, crc) {
             Fate::Lost => {}
             Fate::Deliver { delay, copies } => {
-                let at = self.now + delay;
+                let copies = copies.max(rx_copies);
+                let at = self.now + delay + extra + rx_hold;
                 if copies == 2 {
                     let later = at + 1 + self.chan.rng().below(self.faults.jitter + 1);
                     self.push(later, Ev::Deliver { to, from: PeerId(from as u32), frame: bytes.clone() });
@@ -116,13 +140,22 @@ struct NodeEnv<'a> {
 
 impl Env for NodeEnv<'_> {
     fn send(&mut self, to: PeerId, frame: &[u8]) {
-        self.net.transmit(self.me, to.0 as usize, false, frame);
+        let mut bytes = frame.to_vec();
+        let Some((copies, hold)) = self.net.inject(self.me, Dir::Tx, &mut bytes) else { return };
+        for _ in 0..copies {
+            self.net.transmit_held(self.me, to.0 as usize, false, &bytes, hold);
+        }
     }
 
     fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
         let Some(members) = self.net.groups.get(group).cloned() else { return };
+        // Sender-side faults hit the datagram once, before the switch replicates it.
+        let mut bytes = frame.to_vec();
+        let Some((copies, hold)) = self.net.inject(self.me, Dir::Tx, &mut bytes) else { return };
         for &to in members.iter().filter(|&&m| m != self.me) {
-            self.net.transmit(self.me, to, true, frame);
+            for _ in 0..copies {
+                self.net.transmit_held(self.me, to, true, &bytes, hold);
+            }
         }
     }
 
@@ -188,6 +221,7 @@ impl World {
                 groups: HashMap::new(),
                 done: Vec::new(),
                 mcast_seen: vec![0; n],
+                injectors: (0..n).map(|_| None).collect(),
                 crc,
                 delivered: 0,
             },
@@ -202,6 +236,15 @@ impl World {
     /// Datagrams delivered so far.
     pub fn delivered(&self) -> u64 {
         self.net.delivered
+    }
+
+    /// Gives every node a fault injector per `config`'s `fault_*` tunables (none when all zero).
+    pub fn inject_faults(&mut self, config: &crate::config::Config) {
+        for (i, inj) in self.net.injectors.iter_mut().enumerate() {
+            let mut c = config.clone();
+            c.fault_seed = c.fault_seed.wrapping_add(i as u64 * 0x9e37_79b9);
+            *inj = FaultInjector::from_config(&c);
+        }
     }
 
     /// Makes `members` the receivers of multicast group `group`.
