@@ -165,7 +165,7 @@ impl FaultInjector {
             rng: SimRng::new(if c.fault_seed != 0 {
                 c.fault_seed
             } else {
-                std::process::id() as u64 ^ 0x6661_756c_74
+                std::process::id() as u64 ^ 0x0066_6175_6c74
             }),
             held: VecDeque::with_capacity(MAX_HELD),
             counts: [0; 4],
@@ -174,10 +174,10 @@ impl FaultInjector {
 
     /// Decides the fate of `frame` travelling in `dir` at `now`; may corrupt it in place.
     pub fn on_datagram(&mut self, dir: Dir, frame: &mut [u8], now: Nanos) -> Verdict {
-        let dir_ok = match (self.direction, dir) {
-            (FaultDirection::Both, _) | (FaultDirection::Tx, Dir::Tx) | (FaultDirection::Rx, Dir::Rx) => true,
-            _ => false,
-        };
+        let dir_ok = matches!(
+            (self.direction, dir),
+            (FaultDirection::Both, _) | (FaultDirection::Tx, Dir::Tx) | (FaultDirection::Rx, Dir::Rx)
+        );
         let kind = frame.get(1).copied().unwrap_or(0);
         if !dir_ok || !self.kinds.covers(kind) {
             return Verdict::Pass;
