@@ -3,13 +3,14 @@
 #   make test    every test (what .ci/run runs)
 # Both install what is missing first (scripts/deps.sh says what it installs).
 
+SHELL := /bin/bash
 CARGO ?= cargo
 AARCH64 := aarch64-unknown-linux-gnu
 # Miri with strict provenance: the ring's pointer arithmetic must not launder integers.
 MIRIFLAGS ?= -Zmiri-strict-provenance
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all deps build demo test lint test-native test-aarch64 test-miri test-loom bench fmt clippy clean
+.PHONY: all deps build demo test lint test-native test-aarch64 test-miri test-loom test-fuzz fuzz bench fmt clippy clean
 
 all: build
 
@@ -27,7 +28,7 @@ demo: deps
 
 ## Every test: native unit/integration/property tests, the ABI layout on aarch64 (compile-time
 ## asserts + the golden-file test under qemu-user), the ring under Miri and loom.
-test: deps lint test-native test-aarch64 test-miri test-loom
+test: deps lint test-native test-aarch64 test-miri test-loom test-fuzz
 	@echo "make test: all suites passed"
 
 # Formatting and clippy are part of the tests: a warning fails `make test`.
@@ -48,6 +49,20 @@ test-miri:
 
 test-loom:
 	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom $(CARGO) test -p ringcast-ring --release --test loom
+
+## Every parser of untrusted input under libFuzzer, briefly (FUZZ_SECONDS each); `make fuzz
+## FUZZ_SECONDS=600` for a longer run by hand.
+FUZZ_TARGETS := frame_parse protocol_frames descriptor ring_attach
+FUZZ_SECONDS ?= 10
+test-fuzz:
+	$(CARGO) +nightly fuzz build --fuzz-dir offload/fuzz
+	@for t in $(FUZZ_TARGETS); do \
+	  echo "fuzz $$t ($(FUZZ_SECONDS) s)"; \
+	  $(CARGO) +nightly fuzz run --fuzz-dir offload/fuzz $$t -- -max_total_time=$(FUZZ_SECONDS) 2>&1 | grep -E 'DONE|ERROR|panicked|SUMMARY' ; \
+	  test $${PIPESTATUS[0]} -eq 0 || exit 1; \
+	done
+
+fuzz: test-fuzz
 
 ## Benchmarks (not part of make test): ring vs crossbeam ArrayQueue, NOP round trips.
 bench: deps

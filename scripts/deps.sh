@@ -47,4 +47,8 @@ if ! cargo +nightly miri --version >/dev/null 2>&1; then
   say "installing the nightly miri and rust-src components"
   rustup component add --toolchain nightly miri rust-src
 fi
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  say "installing cargo-fuzz (crates.io) for the fuzz targets"
+  cargo install cargo-fuzz --locked --quiet
+fi
 say "ready"
