@@ -1,0 +1,164 @@
+//! Every kind of bad or foreign datagram is dropped and counted under its own reason, and none
+//! disturbs the protocol: a broadcast posted afterwards still completes with the right bytes.
+use ringcast_abi::frame::{emit, DropReason, RetransmitBody};
+use ringcast_abi::wire::{FrameKind, WireHeader, WIRE_VERSION};
+use ringcast_offload::core::regions::{Resolved, SegmentHandle};
+use ringcast_offload::proto::comm::{CommSpec, GroupId, PeerId};
+use ringcast_offload::proto::protocol::{Env, Outcome, Post, Protocol};
+use ringcast_offload::Config;
+use zerocopy::byteorder::little_endian::{U16, U32, U64};
+use zerocopy::IntoBytes;
+
+#[derive(Default)]
+struct TestEnv {
+    buf: Vec<u8>,
+    done: Vec<(u64, Outcome)>,
+}
+
+impl Env for TestEnv {
+    fn send(&mut self, _: PeerId, _: &[u8]) {}
+    fn multicast(&mut self, _: &GroupId, _: &[u8]) {}
+    fn read(&mut self, _: Resolved, _: u64, out: &mut [u8]) -> bool {
+        out.copy_from_slice(&self.buf[..out.len()]);
+        true
+    }
+    fn write(&mut self, _: Resolved, _: u64, data: &[u8]) -> bool {
+        self.buf[..data.len()].copy_from_slice(data);
+        true
+    }
+    fn complete(&mut self, token: u64, o: Outcome) {
+        self.done.push((token, o));
+    }
+}
+
+const COOKIE: u64 = 0xfeed_f00d;
+
+fn header(kind: FrameKind, src: u32, bid: u32, seq: u32, count: u32, total: u32) -> WireHeader {
+    WireHeader {
+        version: WIRE_VERSION,
+        kind,
+        flags: U16::new(0),
+        src_rank: U32::new(src),
+        cookie: U64::new(COOKIE),
+        bid: U32::new(bid),
+        frag_seq: U32::new(seq),
+        frag_count: U32::new(count),
+        total_len: U32::new(total),
+    }
+}
+
+fn frame(h: &WireHeader, body: &[&[u8]]) -> Vec<u8> {
+    let mut b = vec![0u8; 2048];
+    let n = emit(&mut b, h, body, crc32c::crc32c).unwrap();
+    b.truncate(n);
+    b
+}
+
+#[test]
+fn each_bad_frame_is_counted_under_its_reason() {
+    let config = Config { channels: 4, preposted_slots: 1, ..Config::default() };
+    let mut p = Protocol::new(&config, crc32c::crc32c);
+    let members: std::sync::Arc<[PeerId]> = (0..4).map(PeerId).collect();
+    let comm =
+        p.create_comm(CommSpec { cookie: COOKIE, group: [3; 14], members, my_rank: 1, seed: 1 }).unwrap();
+    let mut env = TestEnv { buf: vec![0; 64], ..TestEnv::default() };
+    let data = b"twelve bytes";
+    let digest = crc32c::crc32c(data).to_le_bytes();
+    let good = frame(&header(FrameKind::DATA_MULTICAST, 0, 0, 0, 1, 12), &[data, &digest]);
+
+    let mut cases: Vec<(&str, PeerId, Vec<u8>, Option<DropReason>)> = Vec::new();
+    cases.push(("truncated", PeerId(0), good[..20].to_vec(), Some(DropReason::TooShort)));
+    let mut flipped = good.clone();
+    flipped[40] ^= 1;
+    cases.push(("bit flip", PeerId(0), flipped, Some(DropReason::BadCrc)));
+    let mut v = header(FrameKind::DATA_MULTICAST, 0, 0, 0, 1, 12);
+    v.version = 77;
+    cases.push(("other version", PeerId(0), frame(&v, &[data, &digest]), Some(DropReason::BadVersion)));
+    cases.push((
+        "unknown kind",
+        PeerId(0),
+        frame(&header(FrameKind(99), 0, 0, 0, 0, 0), &[]),
+        Some(DropReason::UnknownKind),
+    ));
+    cases.push((
+        "sync body too short",
+        PeerId(0),
+        frame(&header(FrameKind::SYNC_UP, 0, 0, 0, 0, 0), &[&[0; 5]]),
+        Some(DropReason::BadLength),
+    ));
+    cases.push((
+        "fragment past count",
+        PeerId(0),
+        frame(&header(FrameKind::DATA_REPAIR, 0, 0, 5, 2, 12), &[data]),
+        Some(DropReason::BadFragment),
+    ));
+    let mut foreign = header(FrameKind::DATA_MULTICAST, 0, 0, 0, 1, 12);
+    foreign.cookie = U64::new(0xbad_c00c1e);
+    cases.push((
+        "another job",
+        PeerId(0),
+        frame(&foreign, &[data, &digest]),
+        Some(DropReason::ForeignCookie),
+    ));
+    cases.push((
+        "rank 2 from rank 3's address",
+        PeerId(3),
+        frame(&header(FrameKind::DATA_MULTICAST, 2, 0, 0, 1, 12), &[data, &digest]),
+        Some(DropReason::BadRank),
+    ));
+    cases.push((
+        "rank outside the communicator",
+        PeerId(0),
+        frame(&header(FrameKind::READY, 9, 0, 0, 0, 0), &[]),
+        Some(DropReason::BadRank),
+    ));
+    cases.push((
+        "broadcast far ahead",
+        PeerId(0),
+        frame(&header(FrameKind::DATA_MULTICAST, 0, 999, 0, 1, 12), &[data, &digest]),
+        Some(DropReason::BidOutOfWindow),
+    ));
+    // Pre-posted slots: one is kept (broadcast 1, not posted yet), the second is dropped.
+    cases.push((
+        "early fragment, slot free",
+        PeerId(0),
+        frame(&header(FrameKind::DATA_MULTICAST, 0, 1, 0, 1, 12), &[data, &digest]),
+        None,
+    ));
+    cases.push((
+        "early fragment, no slot",
+        PeerId(0),
+        frame(&header(FrameKind::DATA_MULTICAST, 0, 2, 0, 1, 12), &[data, &digest]),
+        Some(DropReason::NoSlot),
+    ));
+    let rt = RetransmitBody { first_frag: U32::new(0), nfrags: U32::new(9) };
+    cases.push((
+        "retransmit bitmap short",
+        PeerId(0),
+        frame(&header(FrameKind::RETRANSMIT_REQUEST, 0, 0, 0, 0, 0), &[rt.as_bytes(), &[1]]),
+        Some(DropReason::BadLength),
+    ));
+
+    for (what, from, bytes, reason) in cases {
+        let before = p.counters().drops;
+        p.on_frame(from, &bytes, 0, &mut env);
+        let after = p.counters().drops;
+        for r in DropReason::ALL {
+            let delta = after[r as usize] - before[r as usize];
+            let want = u64::from(Some(r) == reason);
+            assert_eq!(delta, want, "{what}: counter {r:?} moved by {delta}");
+        }
+    }
+    assert!(env.done.is_empty(), "no bad frame completed anything");
+
+    // Nothing was disturbed: broadcast 0 from rank 0 still completes with the right bytes.
+    let buf = Resolved { segment: SegmentHandle(1), offset: 0 };
+    p.post_bcast(Post { comm, root: 0, buf, len: 12, token: 1 }, 0, &mut env).unwrap();
+    p.on_frame(PeerId(0), &good, 1, &mut env);
+    assert_eq!(env.done.len(), 1);
+    assert_eq!(env.done[0].1.status, ringcast_abi::StatusKind::Ok);
+    assert_eq!(&env.buf[..12], data);
+    // Broadcast 1 completes from the fragment the pre-posted slot kept.
+    p.post_bcast(Post { comm, root: 0, buf, len: 12, token: 2 }, 2, &mut env).unwrap();
+    assert_eq!(env.done.last().map(|d| (d.0, d.1.status)), Some((2, ringcast_abi::StatusKind::Ok)));
+}
