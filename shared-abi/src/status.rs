@@ -68,6 +68,8 @@ statuses! {
     CommunicatorBroken = 14, "communicator broken by an unreachable rank";
     /// The reassembled message failed its end-to-end digest.
     DigestMismatch = 15, "reassembled message failed its end-to-end digest";
+    /// The root could not read its buffer; the broadcast was aborted everywhere.
+    RootFailed = 16, "the root aborted the broadcast (its buffer could not be read)";
 }
 
 impl Status {

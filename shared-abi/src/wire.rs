@@ -37,6 +37,14 @@ pub const READY_FLAG_ALIVE: u16 = 2;
 /// (it lost a member and will not take part in further broadcasts): the asker fails its
 /// operation with `CommunicatorBroken` instead of waiting for data that will never come.
 pub const READY_FLAG_BROKEN: u16 = 3;
+/// `READY` flag: "are you there?" — a rank waiting on the synchronization asks the neighbours it
+/// waits on; any live engine answers `ALIVE` (or `BROKEN`), however slow its application.
+pub const READY_FLAG_PROBE: u16 = 4;
+/// `READY` flag: the root could not read its buffer and aborted this broadcast; the asker fails
+/// its operation with `RootFailed` (the communicator stays usable).
+pub const READY_FLAG_ABORTED: u16 = 5;
+/// Broadcast id carried by synchronization probes and their answers.
+pub const SYNC_PROBE_BID: u32 = u32::MAX;
 
 /// Kind of a frame.
 #[derive(

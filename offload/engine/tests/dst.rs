@@ -58,8 +58,16 @@ fn loss_alone_never_fails_a_broadcast_even_at_100_percent_multicast_loss() {
         if !s.crashes.is_empty() {
             continue;
         }
+        // Loss and nothing else: no aborted roots, no forged frames, no injected faults.
         s.faults = ringcast_offload::sim::fabric::Faults::clean();
         s.faults.mcast_loss = 1.0;
+        s.hostile = 0;
+        s.comms.iter_mut().for_each(|c| c.aborted.iter_mut().for_each(|a| *a = false));
+        s.config.fault_drop = 0.0;
+        s.config.fault_corrupt = 0.0;
+        s.config.fault_duplicate = 0.0;
+        s.config.fault_reorder = 0.0;
+        s.config.fault_delay_us = 0;
         let r = run(&s).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
         assert!(r.benign);
         assert_eq!(r.ok, r.completions, "seed {seed}: every broadcast succeeds by ring repair alone");

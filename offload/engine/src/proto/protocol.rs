@@ -45,8 +45,8 @@ use ringcast_abi::frame::{
     emit, Crc32c, DropReason, Frame, RetransmitBody, SyncBody, DIGEST_LEN, MAX_RETRANSMIT_FRAGS,
 };
 use ringcast_abi::wire::{
-    FrameKind, WireHeader, READY_FLAG_ALIVE, READY_FLAG_BROKEN, READY_FLAG_HAVE_ALL, READY_FLAG_READY,
-    WIRE_HEADER_LEN, WIRE_TRAILER_LEN, WIRE_VERSION,
+    FrameKind, WireHeader, READY_FLAG_ABORTED, READY_FLAG_ALIVE, READY_FLAG_BROKEN, READY_FLAG_HAVE_ALL,
+    READY_FLAG_PROBE, READY_FLAG_READY, SYNC_PROBE_BID, WIRE_HEADER_LEN, WIRE_TRAILER_LEN, WIRE_VERSION,
 };
 use ringcast_abi::StatusKind;
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
@@ -56,6 +56,9 @@ use zerocopy::IntoBytes;
 const MAX_CHILDREN: usize = 64;
 /// How long a root waits for the picked rank's "ready" before it multicasts anyway.
 const READY_WAIT_MAX: Nanos = 10_000_000;
+/// Fragments one repair request can draw: a ~50-byte request must not trigger thousands of
+/// datagrams at once (the asker asks again for the rest).
+const MAX_REPAIR_PER_REQUEST: u32 = 256;
 
 /// What the protocol asks of its surroundings (the runner, the simulator, a test).
 pub trait Env {
@@ -154,6 +157,9 @@ enum State {
     Done,
     /// Failed here (reported to the host).
     Failed,
+    /// Aborted by its root (unreadable root buffer): over, and not a NACK for the
+    /// synchronization — the communicator stays usable.
+    Aborted,
 }
 
 #[derive(Debug)]
@@ -183,7 +189,7 @@ struct Op {
 
 impl Op {
     fn over(&self) -> bool {
-        matches!(self.state, State::Done | State::Failed)
+        matches!(self.state, State::Done | State::Failed | State::Aborted)
     }
 }
 
@@ -212,6 +218,9 @@ struct Sync {
     up_retry: Option<Nanos>,
     /// When the first UP of epoch `done` went out (no DOWN by `+ peer_timeout`: broken).
     up_since: Option<Nanos>,
+    /// Since when this rank has done its own part of epoch `done` but still misses a sync
+    /// child's UP.
+    ready_since: Option<Nanos>,
     up_backoff: Nanos,
     /// The DOWN of epoch `done - 1`, to repeat to a child that missed it.
     last_down: Option<SyncBody>,
@@ -229,6 +238,9 @@ struct Comm {
     broken: bool,
     /// A post has been waiting for a channel since.
     blocked_since: Option<Nanos>,
+    /// Last answer from a synchronization neighbour to a probe, and when to probe next.
+    sync_heard: Nanos,
+    probe_at: Option<Nanos>,
     /// Adaptive root delay: EWMA of the picked ranks' arrival lag behind the root, and the
     /// multiplier (in quarters) the multicast hit rate tunes.
     lag_ewma: Nanos,
@@ -256,6 +268,10 @@ pub struct Protocol {
     backoff_max: Nanos,
     escalate_after: u32,
     peer_timeout: Nanos,
+    /// How often a rank waiting on the synchronization probes its neighbours: 64 chances per
+    /// `peer_timeout` for an answer to get through a lossy link before the neighbour is declared
+    /// unreachable.
+    probe_every: Nanos,
     selective_bytes: u32,
     comms: Vec<Option<Comm>>,
     counters: ProtoCounters,
@@ -284,6 +300,8 @@ impl Protocol {
             backoff_max: config.repair_backoff_max_us as Nanos * 1000,
             escalate_after: config.escalate_after,
             peer_timeout: config.peer_timeout_ms as Nanos * 1_000_000,
+            probe_every: (config.peer_timeout_ms as Nanos * 1_000_000 / 64)
+                .max(config.repair_timeout_us as Nanos * 1000),
             selective_bytes: config.selective_repair_bytes,
             comms: (0..config.max_comms).map(|_| None).collect(),
             counters: ProtoCounters::default(),
@@ -340,6 +358,8 @@ impl Protocol {
             sync: Sync::default(),
             broken: false,
             blocked_since: None,
+            sync_heard: 0,
+            probe_at: None,
             lag_ewma: 0,
             lag_factor: 4,
             mcast_dead_epochs: 0,
@@ -364,6 +384,11 @@ impl Protocol {
     /// Broadcast ids posted so far on `comm` at this rank.
     pub fn posted(&self, comm: CommHandle) -> Option<u32> {
         self.comm(comm).map(|c| c.next_bid)
+    }
+
+    /// Whether any communicator of this engine is broken.
+    pub fn any_broken(&self) -> bool {
+        self.comms.iter().flatten().any(|c| c.broken)
     }
 
     /// Whether `comm` lost a member.
@@ -398,7 +423,11 @@ impl Protocol {
         let bid = c.next_bid;
         let slot = (bid % channels) as usize;
         if c.ops[slot].is_some() {
-            c.blocked_since.get_or_insert(now);
+            if c.blocked_since.is_none() {
+                c.blocked_since = Some(now);
+                c.sync_heard = now;
+                c.probe_at.get_or_insert(now + self.repair_timeout);
+            }
             return Err(PostError::WouldBlock);
         }
         c.blocked_since = None;
@@ -419,6 +448,8 @@ impl Protocol {
             chan.resize(len as usize, 0);
         }
         c.next_bid += 1;
+        let next_bid = c.next_bid;
+        c.ready_seen.retain(|&b| b >= next_bid);
         let me = c.spec.my_rank;
         let mut op = Op {
             bid,
@@ -440,8 +471,18 @@ impl Protocol {
             fruitless: 0,
         };
         if me == root {
+            // Fragments others forwarded for this broadcast are of no use to its root.
+            for e in c.early.iter_mut().filter(|e| e.used && e.bid == bid) {
+                e.used = false;
+            }
             if !env.read(buf, 0, &mut chan[..len as usize]) {
-                return refuse(StatusKind::OutOfBounds);
+                // The id is taken (every rank counts posts): abort the broadcast so the others
+                // learn it on their first repair request instead of waiting for data.
+                op.state = State::Aborted;
+                env.complete(token, fail(StatusKind::OutOfBounds, op.counters));
+                c.ops[slot] = Some(op);
+                self.maybe_sync_up(comm, now, env);
+                return Ok(());
             }
             op.digest = Some((self.crc)(&chan[..len as usize]));
             op.bits.fill();
@@ -551,6 +592,10 @@ impl Protocol {
             Err(reason) => return self.drop_frame(reason),
         };
         let bid = h.bid.get();
+        // Any valid frame from a neighbour this rank waits on proves that engine alive.
+        if waits_on(c, src) {
+            c.sync_heard = now;
+        }
         match frame.kind() {
             FrameKind::DATA_MULTICAST | FrameKind::DATA_REPAIR => {
                 self.on_data(comm, from, bytes, &frame, now, env)
@@ -561,6 +606,9 @@ impl Protocol {
             FrameKind::SYNC_DOWN => self.on_sync_down(comm, src, &frame, now, env),
             _ => self.drop_frame(DropReason::UnknownKind),
         }
+        // Whatever this frame ended (an operation completed, failed or was aborted), the epoch
+        // may now be ready to synchronize.
+        self.maybe_sync_up(comm, now, env);
     }
 
     fn drop_frame(&mut self, reason: DropReason) {
@@ -714,14 +762,19 @@ impl Protocol {
         {
             let (first, n) = (body.first_frag.get(), body.nfrags.get());
             // NOTE(unwrap-free): locate returned an occupied slot.
-            let (held, hops) = match c.ops[slot].as_ref() {
-                Some(op) => (op.bits.clone(), op.hops),
+            let (held, hops, aborted) = match c.ops[slot].as_ref() {
+                Some(op) => (op.bits.clone(), op.hops, op.state == State::Aborted),
                 None => return,
             };
+            if aborted {
+                let h = header(c, FrameKind::READY, bid, READY_FLAG_ABORTED);
+                send(&mut self.scratch, self.crc, &mut self.counters, env, to, &h, &[]);
+                return;
+            }
             for k in 0..n {
                 let seq = first.saturating_add(k);
                 let missing = bitmap.get((k / 8) as usize).is_some_and(|b| b & (1 << (k % 8)) != 0);
-                if missing && held.get(seq) {
+                if missing && held.get(seq) && sent < MAX_REPAIR_PER_REQUEST {
                     let len = build_fragment(
                         &mut self.scratch,
                         self.crc,
@@ -729,7 +782,7 @@ impl Protocol {
                         slot,
                         seq,
                         FrameKind::DATA_REPAIR,
-                        hops + 1,
+                        hops.saturating_add(1),
                     );
                     self.counters.sent += 1;
                     self.counters.repair_frames += 1;
@@ -758,6 +811,23 @@ impl Protocol {
     ) {
         let channels = self.channels;
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        if flags == READY_FLAG_PROBE {
+            // Any live engine answers, however slow its application.
+            let flag = if c.broken { READY_FLAG_BROKEN } else { READY_FLAG_ALIVE };
+            let h = header(c, FrameKind::READY, SYNC_PROBE_BID, flag);
+            let to = c.spec.members[src as usize];
+            send(&mut self.scratch, self.crc, &mut self.counters, env, to, &h, &[]);
+            return;
+        }
+        if bid == SYNC_PROBE_BID {
+            // An answer to our synchronization probe.
+            match flags {
+                READY_FLAG_ALIVE if waits_on(c, src) => c.sync_heard = now,
+                READY_FLAG_BROKEN => c.broken = true,
+                _ => {}
+            }
+            return;
+        }
         match (flags, locate(c, bid, self.channels)) {
             (READY_FLAG_READY, Located::Slot(slot)) => {
                 let adaptive = self.root_delay == RootDelay::Adaptive;
@@ -791,11 +861,17 @@ impl Protocol {
                 }
             }
             (READY_FLAG_BROKEN, Located::Slot(slot)) => {
-                // The rank we wait on left the communicator: so do we.
-                c.broken = true;
+                // The rank we wait on left the communicator: so do we (only if we still needed it).
                 if let Some(op) = c.ops[slot].as_mut().filter(|op| op.state == State::Receiving) {
+                    c.broken = true;
                     op.state = State::Failed;
                     env.complete(op.token, fail(StatusKind::CommunicatorBroken, op.counters));
+                }
+            }
+            (READY_FLAG_ABORTED, Located::Slot(slot)) => {
+                if let Some(op) = c.ops[slot].as_mut().filter(|op| op.state == State::Receiving) {
+                    op.state = State::Aborted;
+                    env.complete(op.token, fail(StatusKind::RootFailed, op.counters));
                 }
             }
             _ => {}
@@ -847,11 +923,17 @@ impl Protocol {
                     _ => {}
                 }
             }
+            if c.broken {
+                continue; // a broken communicator synchronizes nothing more
+            }
             if let Some(t) = c.sync.up_retry {
                 at(t);
             }
-            if let Some(t) = c.blocked_since {
-                at(t + self.peer_timeout);
+            if let Some(t) = c.probe_at {
+                at(t);
+            }
+            if let Some(since) = sync_wait_since(c) {
+                at(since.max(c.sync_heard) + self.peer_timeout);
             }
         }
         next
@@ -885,21 +967,43 @@ impl Protocol {
                 }
             }
             let Some(c) = self.comms[ci].as_mut() else { continue };
-            if c.blocked_since.is_some_and(|t| now >= t + self.peer_timeout) {
-                // The synchronization that would free a channel never came.
-                c.broken = true;
-                c.blocked_since = None;
-            }
-            if c.sync.up_since.is_some_and(|t| now >= t + self.peer_timeout) {
-                // The synchronization tree lost a member: stop asking.
-                c.broken = true;
-                c.sync.up_retry = None;
-                c.sync.up_since = None;
+            // Waiting on the synchronization (a blocked post, or an UP without its DOWN): probe
+            // the neighbours waited on; only engines silent for `peer_timeout` break the
+            // communicator — a slow application never does.
+            if let Some(since) = sync_wait_since(c) {
+                if now >= since.max(c.sync_heard) + self.peer_timeout {
+                    c.broken = true;
+                    c.blocked_since = None;
+                    c.sync.up_retry = None;
+                    c.sync.up_since = None;
+                    c.probe_at = None;
+                } else if c.probe_at.is_some_and(|t| now >= t) {
+                    let me = c.spec.my_rank;
+                    let h = header(c, FrameKind::READY, SYNC_PROBE_BID, READY_FLAG_PROBE);
+                    let waited: Vec<Rank> = sync_children(c.spec.size(), me)
+                        .enumerate()
+                        .filter(|(i, _)| c.sync.heard & (1 << i) == 0)
+                        .map(|(_, k)| k)
+                        .chain(sync_parent(me).filter(|_| c.sync.up_since.is_some()))
+                        .collect();
+                    for k in waited {
+                        let to = c.spec.members[k as usize];
+                        send(&mut self.scratch, self.crc, &mut self.counters, env, to, &h, &[]);
+                    }
+                    c.probe_at = Some(now + self.probe_every);
+                }
+            } else {
+                c.probe_at = None;
             }
             // An operation may have ended in this pass (delay over, failure): the epoch may be
             // ready to synchronize.
             self.maybe_sync_up(comm, now, env);
             let Some(c) = self.comms[ci].as_mut() else { continue };
+            if c.broken {
+                c.sync.up_retry = None;
+                c.probe_at = None;
+                continue;
+            }
             if c.sync.up_retry.is_some_and(|t| now >= t) {
                 c.sync.up_retry = None;
                 c.sync.up_backoff = (c.sync.up_backoff * 2).min(self.backoff_max);
@@ -927,6 +1031,12 @@ impl Protocol {
         let me = c.spec.my_rank;
         let want = sync_children(c.spec.size(), me).enumerate().fold(0u8, |m, (i, _)| m | 1 << i);
         if c.sync.heard & want != want {
+            // Our part is done; a child's is not: wait for it, probing it (see on_timeout).
+            if c.sync.ready_since.is_none() {
+                c.sync.ready_since = Some(now);
+                c.sync_heard = now;
+                c.probe_at.get_or_insert(now + self.probe_every);
+            }
             return;
         }
         c.sync.up_backoff = self.repair_timeout;
@@ -941,7 +1051,7 @@ impl Protocol {
         let (mut acked, mut nacked) = (c.sync.acked, c.sync.nacked);
         for op in c.ops.iter().flatten().filter(|op| op.bid >= base && op.bid < base + channels) {
             match op.state {
-                State::Done => acked |= 1 << (op.bid - base),
+                State::Done | State::Aborted => acked |= 1 << (op.bid - base),
                 _ => nacked |= 1 << (op.bid - base),
             }
         }
@@ -962,7 +1072,11 @@ impl Protocol {
                 let to = c.spec.members[p as usize];
                 send(&mut self.scratch, self.crc, &mut self.counters, env, to, &h, &[body.as_bytes()]);
                 c.sync.up_retry = Some(now + c.sync.up_backoff.max(self.repair_timeout));
-                c.sync.up_since.get_or_insert(now);
+                if c.sync.up_since.is_none() {
+                    c.sync.up_since = Some(now);
+                    c.sync_heard = now;
+                    c.probe_at.get_or_insert(now + self.probe_every);
+                }
             }
             None => {
                 // The manager: the combined result goes down the tree.
@@ -979,7 +1093,7 @@ impl Protocol {
             return self.drop_frame(DropReason::BadRank);
         };
         let epoch = body.epoch.get();
-        if epoch + 1 == c.sync.done {
+        if epoch.checked_add(1) == Some(c.sync.done) {
             // The child missed our DOWN: repeat it.
             if let Some(down) = c.sync.last_down {
                 let h = header(c, FrameKind::SYNC_DOWN, down.base_bid.get(), 0);
@@ -1015,6 +1129,9 @@ impl Protocol {
         }
         if body.epoch.get() != c.sync.done {
             return; // an old DOWN repeated
+        }
+        if body.base_bid.get() != c.sync.done.wrapping_mul(self.channels) {
+            return self.drop_frame(DropReason::BidOutOfWindow);
         }
         self.apply_down(comm, *body, now, env);
     }
@@ -1076,13 +1193,15 @@ impl Protocol {
         for (i, c) in self.comms.iter().enumerate() {
             let Some(c) = c else { continue };
             out += &format!(
-                "comm {i} rank {}/{} next_bid {} sync.done {} heard {:#b} up_since {:?} broken {} blocked {:?}\n",
+                "comm {i} cookie {:#x} rank {}/{} next_bid {} sync.done {} heard {:#b} up_since {:?} ready {:?} broken {} blocked {:?}\n",
+                c.spec.cookie,
                 c.spec.my_rank,
                 c.spec.size(),
                 c.next_bid,
                 c.sync.done,
                 c.sync.heard,
                 c.sync.up_since,
+                c.sync.ready_since,
                 c.broken,
                 c.blocked_since
             );
@@ -1115,6 +1234,27 @@ impl Protocol {
     pub fn adaptive_delay(&self, comm: CommHandle) -> Option<Nanos> {
         self.comm(comm).map(|c| (c.lag_ewma * c.lag_factor as Nanos / 4).min(self.root_delay_max))
     }
+}
+
+/// Since when this rank waits on the synchronization — a post blocked on a channel, its part of
+/// the epoch done but a child's UP missing, or an UP without its DOWN — if it does. A broken
+/// communicator waits for nothing.
+fn sync_wait_since(c: &Comm) -> Option<Nanos> {
+    if c.broken {
+        return None;
+    }
+    [c.blocked_since, c.sync.ready_since, c.sync.up_since].into_iter().flatten().min()
+}
+
+/// Whether this rank waits on `src` for the synchronization: its parent while an UP is
+/// unanswered, a child whose UP is missing while this rank's own part is done.
+fn waits_on(c: &Comm, src: Rank) -> bool {
+    let me = c.spec.my_rank;
+    if c.sync.up_since.is_some() && sync_parent(me) == Some(src) {
+        return true;
+    }
+    (c.sync.ready_since.is_some() || c.blocked_since.is_some())
+        && sync_children(c.spec.size(), me).enumerate().any(|(i, k)| k == src && c.sync.heard & (1 << i) == 0)
 }
 
 enum Located {

@@ -31,6 +31,8 @@ pub struct CommPlan {
     pub members: Vec<usize>,
     /// Broadcasts in order: (root rank, length).
     pub bcasts: Vec<(u32, u32)>,
+    /// Broadcasts whose root buffer is too short to read: the root aborts them.
+    pub aborted: Vec<bool>,
 }
 
 /// A complete, replayable scenario.
@@ -52,6 +54,9 @@ pub struct Scenario {
     pub crashes: Vec<(usize, Nanos)>,
     /// Foreign-job and garbage datagrams injected.
     pub foreign: usize,
+    /// Forged datagrams with a valid CRC and a member's cookie but arbitrary header fields (an
+    /// insider's garbage): make the scenario non-benign, every other invariant still holds.
+    pub hostile: usize,
 }
 
 /// What a passing run measured.
@@ -203,7 +208,7 @@ impl Scenario {
             let nb = r.range(1, if size > 64 { 3 } else { 6 }) as usize;
             let budget = BYTE_BUDGET / (size as u64 * nb as u64).max(1);
             let cap = budget.min(config.max_message_bytes as u64);
-            let bcasts = (0..nb)
+            let bcasts: Vec<(u32, u32)> = (0..nb)
                 .map(|_| {
                     let len = match r.below(6) {
                         0 => 0,
@@ -217,7 +222,8 @@ impl Scenario {
                     (r.below(size as u64) as u32, len)
                 })
                 .collect();
-            comms.push(CommPlan { members: nodes, bcasts });
+            let aborted = bcasts.iter().map(|&(_, len)| len > 0 && r.chance(0.03)).collect();
+            comms.push(CommPlan { members: nodes, bcasts, aborted });
         }
         let crashes = if r.chance(0.1) {
             (0..r.range(1, 2)).map(|_| (r.below(ranks as u64) as usize, r.range(0, 2_000_000))).collect()
@@ -230,15 +236,23 @@ impl Scenario {
             config,
             faults,
             comms,
-            skew: if r.chance(0.5) { r.range(0, 200_000) } else { 0 },
+            // Arrival skew; sometimes an application gap far longer than the peer timeout, which
+            // a live engine must survive (slow is not dead).
+            skew: match r.below(10) {
+                0..=3 => r.range(0, 200_000),
+                4 => r.range(300_000_000, 600_000_000),
+                _ => 0,
+            },
             crashes,
             foreign: r.below(20) as usize,
+            hostile: if r.chance(0.05) { r.range(1, 40) as usize } else { 0 },
         }
     }
 
     /// Every broadcast must succeed: no crash, no sealed corruption, unicast mostly working.
     pub fn benign(&self) -> bool {
-        self.crashes.is_empty()
+        self.hostile == 0
+            && self.crashes.is_empty()
             && self.faults.sealed_corrupt == 0.0
             && self.faults.ucast_loss + self.config.fault_drop < 0.5
     }
@@ -298,8 +312,10 @@ fn run_inner(s: &Scenario, dump: &mut Option<String>) -> Result<Report, Violatio
 
     // Communicators, buffers, lanes.
     let mut lanes: Vec<Vec<Lane>> = vec![Vec::new(); s.ranks];
+    let mut cookies = Vec::with_capacity(s.comms.len());
     for (c, plan) in s.comms.iter().enumerate() {
         let cookie = rng.next_u64() | 1;
+        cookies.push(cookie);
         let mut group: GroupId = [0; 14];
         group.iter_mut().for_each(|b| *b = rng.next_u64() as u8);
         let seed = rng.next_u64();
@@ -312,8 +328,11 @@ fn run_inner(s: &Scenario, dump: &mut Option<String>) -> Result<Report, Violatio
                 .create_comm(spec)
                 .map_err(|st| Violation::UnexpectedError { node, comm: c, bcast: 0, status: st })?;
             for (k, &(root, len)) in plan.bcasts.iter().enumerate() {
-                let bytes =
+                let mut bytes =
                     if root as usize == rank { pattern(s.seed, c, k, len) } else { vec![0; len as usize] };
+                if root as usize == rank && plan.aborted[k] {
+                    bytes.clear(); // unreadable root buffer
+                }
                 world.nodes[node].mem.insert(segment(c, k), bytes);
             }
             lanes[node].push(Lane { comm: c, handle, next: 0, busy: false, ready_at: 0 });
@@ -325,6 +344,18 @@ fn run_inner(s: &Scenario, dump: &mut Option<String>) -> Result<Report, Violatio
         let len = rng.range(0, 120) as usize;
         let frame: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
         world.inject(to, PeerId(rng.below(s.ranks as u64) as u32), at, frame);
+    }
+    for _ in 0..s.hostile {
+        let len = rng.range(40, 200) as usize;
+        let mut f: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+        f[0] = ringcast_abi::wire::WIRE_VERSION;
+        f[1] = rng.range(1, 6) as u8;
+        f[8..16].copy_from_slice(&cookies[rng.below(cookies.len() as u64) as usize].to_le_bytes());
+        let n = f.len() - 4;
+        let sum = crc32c::crc32c(&f[..n]).to_le_bytes();
+        f[n..].copy_from_slice(&sum);
+        let to = rng.below(s.ranks as u64) as usize;
+        world.inject(to, PeerId(rng.below(s.ranks as u64) as u32), rng.below(2_000_000), f);
     }
     for n in 0..s.ranks {
         world.wake(n, 0);
@@ -477,6 +508,15 @@ fn check(s: &Scenario, seen: &[Vec<Vec<Option<Outcome>>>], world: &World) -> Res
     let largest = s.comms.iter().flat_map(|p| p.bcasts.iter().map(|b| b.1)).max().unwrap_or(0) as usize;
     for (node, per_comm) in seen.iter().enumerate() {
         let n = &world.nodes[node];
+        // Benign: nothing may leave a communicator broken (a slow rank is not a dead one).
+        if benign && n.proto.any_broken() {
+            return Err(Violation::UnexpectedError {
+                node,
+                comm: 0,
+                bcast: 0,
+                status: StatusKind::CommunicatorBroken,
+            });
+        }
         let bound = n.proto.memory_bound(largest);
         let bytes = n.proto.memory_bytes();
         if bytes > bound {
@@ -489,8 +529,14 @@ fn check(s: &Scenario, seen: &[Vec<Vec<Option<Outcome>>>], world: &World) -> Res
                 let Some(o) = out else { continue };
                 rep.completions += 1;
                 let (root, len) = s.comms[c].bcasts[k];
+                let aborted = s.comms[c].aborted[k];
+                if aborted && o.status == StatusKind::Ok {
+                    return Err(Violation::WrongBytes { node, comm: c, bcast: k });
+                }
+                let expected_abort =
+                    aborted && matches!(o.status, StatusKind::RootFailed | StatusKind::OutOfBounds);
                 if o.status != StatusKind::Ok {
-                    if benign {
+                    if benign && !expected_abort {
                         return Err(Violation::UnexpectedError { node, comm: c, bcast: k, status: o.status });
                     }
                     continue;
