@@ -559,12 +559,7 @@ impl Protocol {
                 send(&mut self.scratch, self.crc, &mut self.counters, env, to, &h, &[]);
             } else {
                 for seq in 0..count {
-                    let len =
-                        build_fragment(&mut self.scratch, self.crc, c, slot, seq, FrameKind::DATA_REPAIR, 1);
-                    self.counters.sent += 1;
-                    self.counters.repair_frames += 1;
-                    self.counters.repair_bytes += len as u64;
-                    env.send(to, &self.scratch[..len]);
+                    send_repair(&mut self.scratch, self.crc, &mut self.counters, env, to, c, slot, seq, 1);
                 }
             }
         }
@@ -693,19 +688,7 @@ impl Protocol {
             let n = children(topo, c.spec.size(), root, c.spec.my_rank, &mut self.kids);
             for k in 0..n {
                 let to = c.spec.members[self.kids[k] as usize];
-                let len = build_fragment(
-                    &mut self.scratch,
-                    self.crc,
-                    c,
-                    slot,
-                    seq,
-                    FrameKind::DATA_REPAIR,
-                    fwd_hops,
-                );
-                self.counters.sent += 1;
-                self.counters.repair_frames += 1;
-                self.counters.repair_bytes += len as u64;
-                env.send(to, &self.scratch[..len]);
+                send_repair(&mut self.scratch, self.crc, &mut self.counters, env, to, c, slot, seq, fwd_hops);
             }
         }
         let Some(op) = c.ops[slot].as_ref() else { return };
@@ -775,19 +758,17 @@ impl Protocol {
                 let seq = first.saturating_add(k);
                 let missing = bitmap.get((k / 8) as usize).is_some_and(|b| b & (1 << (k % 8)) != 0);
                 if missing && held.get(seq) && sent < MAX_REPAIR_PER_REQUEST {
-                    let len = build_fragment(
+                    send_repair(
                         &mut self.scratch,
                         self.crc,
+                        &mut self.counters,
+                        env,
+                        to,
                         c,
                         slot,
                         seq,
-                        FrameKind::DATA_REPAIR,
                         hops.saturating_add(1),
                     );
-                    self.counters.sent += 1;
-                    self.counters.repair_frames += 1;
-                    self.counters.repair_bytes += len as u64;
-                    env.send(to, &self.scratch[..len]);
                     sent += 1;
                 }
             }
@@ -1330,6 +1311,29 @@ fn build_fragment(
     let digest = op.digest.unwrap_or(0).to_le_bytes();
     let tail: &[u8] = if seq + 1 == op.geo.count() { &digest } else { &[] };
     emit(out, &h, &[data, tail], crc).unwrap_or(0)
+}
+
+/// Sends fragment `seq` of the broadcast in `slot` to `to` as a repair datagram, `hops` hops from
+/// the multicast, and counts it as repair traffic.
+#[allow(clippy::too_many_arguments)]
+fn send_repair(
+    scratch: &mut [u8],
+    crc: Crc32c,
+    counters: &mut ProtoCounters,
+    env: &mut impl Env,
+    to: PeerId,
+    c: &Comm,
+    slot: usize,
+    seq: u32,
+    hops: u16,
+) {
+    let len = build_fragment(scratch, crc, c, slot, seq, FrameKind::DATA_REPAIR, hops);
+    if len > 0 {
+        counters.sent += 1;
+        counters.repair_frames += 1;
+        counters.repair_bytes += len as u64;
+        env.send(to, &scratch[..len]);
+    }
 }
 
 fn send(
