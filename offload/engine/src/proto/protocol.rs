@@ -737,7 +737,8 @@ impl Protocol {
 
     /// A rank asks for fragments it misses: send what we hold, or say we are alive.
     fn on_request(&mut self, comm: CommHandle, src: Rank, bid: u32, frame: &Frame<'_>, env: &mut impl Env) {
-        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        // Answering changes nothing in the communicator: a shared borrow, no copy of the bitmap.
+        let Some(c) = self.comms.get(comm.0 as usize).and_then(Option::as_ref) else { return };
         let to = c.spec.members[src as usize];
         let mut sent = 0;
         if let (Located::Slot(slot), Some((body, bitmap))) =
@@ -745,10 +746,8 @@ impl Protocol {
         {
             let (first, n) = (body.first_frag.get(), body.nfrags.get());
             // NOTE(unwrap-free): locate returned an occupied slot.
-            let (held, hops, aborted) = match c.ops[slot].as_ref() {
-                Some(op) => (op.bits.clone(), op.hops, op.state == State::Aborted),
-                None => return,
-            };
+            let Some(op) = c.ops[slot].as_ref() else { return };
+            let (held, hops, aborted) = (&op.bits, op.hops, op.state == State::Aborted);
             if aborted {
                 let h = header(c, FrameKind::READY, bid, READY_FLAG_ABORTED);
                 send(&mut self.scratch, self.crc, &mut self.counters, env, to, &h, &[]);
@@ -961,12 +960,12 @@ impl Protocol {
                 } else if c.probe_at.is_some_and(|t| now >= t) {
                     let me = c.spec.my_rank;
                     let h = header(c, FrameKind::READY, SYNC_PROBE_BID, READY_FLAG_PROBE);
-                    let waited: Vec<Rank> = sync_children(c.spec.size(), me)
+                    // At most two children and a parent: no allocation on this timer path.
+                    let waited = sync_children(c.spec.size(), me)
                         .enumerate()
                         .filter(|(i, _)| c.sync.heard & (1 << i) == 0)
                         .map(|(_, k)| k)
-                        .chain(sync_parent(me).filter(|_| c.sync.up_since.is_some()))
-                        .collect();
+                        .chain(sync_parent(me).filter(|_| c.sync.up_since.is_some()));
                     for k in waited {
                         let to = c.spec.members[k as usize];
                         send(&mut self.scratch, self.crc, &mut self.counters, env, to, &h, &[]);

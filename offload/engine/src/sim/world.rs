@@ -138,6 +138,14 @@ struct NodeEnv<'a> {
     mem: &'a mut HashMap<u64, Vec<u8>>,
 }
 
+impl NodeEnv<'_> {
+    /// `len` bytes of host memory at `offset` into `buf`, if they exist.
+    fn range(&mut self, buf: Resolved, offset: u64, len: usize) -> Option<&mut [u8]> {
+        let start = usize::try_from(buf.offset.checked_add(offset)?).ok()?;
+        self.mem.get_mut(&buf.segment.0)?.get_mut(start..start.checked_add(len)?)
+    }
+}
+
 impl Env for NodeEnv<'_> {
     fn send(&mut self, to: PeerId, frame: &[u8]) {
         let mut bytes = frame.to_vec();
@@ -160,27 +168,11 @@ impl Env for NodeEnv<'_> {
     }
 
     fn read(&mut self, buf: Resolved, offset: u64, out: &mut [u8]) -> bool {
-        let Some(m) = self.mem.get(&buf.segment.0) else { return false };
-        let start = (buf.offset + offset) as usize;
-        match m.get(start..start + out.len()) {
-            Some(src) => {
-                out.copy_from_slice(src);
-                true
-            }
-            None => false,
-        }
+        self.range(buf, offset, out.len()).map(|src| out.copy_from_slice(src)).is_some()
     }
 
     fn write(&mut self, buf: Resolved, offset: u64, data: &[u8]) -> bool {
-        let Some(m) = self.mem.get_mut(&buf.segment.0) else { return false };
-        let start = (buf.offset + offset) as usize;
-        match m.get_mut(start..start + data.len()) {
-            Some(dst) => {
-                dst.copy_from_slice(data);
-                true
-            }
-            None => false,
-        }
+        self.range(buf, offset, data.len()).map(|dst| dst.copy_from_slice(data)).is_some()
     }
 
     fn complete(&mut self, token: u64, outcome: Outcome) {
