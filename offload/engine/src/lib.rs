@@ -13,6 +13,7 @@ pub mod config;
 pub mod core;
 pub mod ctl;
 pub mod fault;
+pub mod model;
 pub mod proto;
 pub mod runner;
 pub mod sim;

@@ -1,6 +1,7 @@
 //! The reliable broadcast protocol, sans-IO like the rest of the core: fragment bitmaps and
 //! geometry ([`bitmap`]), communicators and their topologies ([`comm`]), communicator identity
 //! ([`ident`]), and the state machine itself ([`protocol`]; see `docs/protocol.md`).
+pub mod algo;
 pub mod bitmap;
 pub mod comm;
 pub mod ident;
