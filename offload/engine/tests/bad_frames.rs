@@ -59,8 +59,16 @@ fn each_bad_frame_is_counted_under_its_reason() {
     let config = Config { channels: 4, preposted_slots: 1, ..Config::default() };
     let mut p = Protocol::new(&config, crc32c::crc32c);
     let members: std::sync::Arc<[PeerId]> = (0..4).map(PeerId).collect();
-    let comm =
-        p.create_comm(CommSpec { cookie: COOKIE, group: [3; 14], members, my_rank: 1, seed: 1 }).unwrap();
+    let comm = p
+        .create_comm(CommSpec {
+            cookie: COOKIE,
+            group: [3; 14],
+            members,
+            my_rank: 1,
+            seed: 1,
+            layout: Default::default(),
+        })
+        .unwrap();
     let mut env = TestEnv { buf: vec![0; 64], ..TestEnv::default() };
     let data = b"twelve bytes";
     let digest = crc32c::crc32c(data).to_le_bytes();

@@ -36,7 +36,7 @@ fuzz_target!(|data: &[u8]| {
     let config = Config { mtu: 256, channels: 4, max_message_bytes: 4096, ..Config::default() };
     let mut p = Protocol::new(&config, crc32c::crc32c);
     let members: std::sync::Arc<[PeerId]> = (0..6).map(PeerId).collect();
-    let comm = p.create_comm(CommSpec { cookie: COOKIE, group: [1; 14], members, my_rank: 2, seed: 5 }).unwrap();
+    let comm = p.create_comm(CommSpec { cookie: COOKIE, group: [1; 14], members, my_rank: 2, seed: 5, layout: Default::default() }).unwrap();
     let mut env = NullEnv { buf: vec![0; 8192], done: HashSet::new() };
     let mut now = 0u64;
     let mut token = 0;

@@ -492,7 +492,14 @@ fn dual_forward<F: FnMut(Hop)>(shape: &Shape, me: Rank, seq: u32, o: &mut Out<'_
     }
 }
 
-fn hier_forward<F: FnMut(Hop)>(shape: &Shape, me: Rank, seq: u32, phase: Phase, fresh: bool, o: &mut Out<'_, F>) {
+fn hier_forward<F: FnMut(Hop)>(
+    shape: &Shape,
+    me: Rank,
+    seq: u32,
+    phase: Phase,
+    fresh: bool,
+    o: &mut Out<'_, F>,
+) {
     let (size, root, lay) = (shape.size, shape.root, shape.layout);
     let nodes = lay.nodes(size);
     let root_node = lay.node_of(size, root);

@@ -34,6 +34,7 @@
 //!   answers down the tree with `SYNC_DOWN`, which frees the epoch's channels everywhere. A post
 //!   that finds its channel still held waits (`PostError::WouldBlock`) — the only time a rank
 //!   waits for the synchronization, so its cost is amortised over `channels` broadcasts.
+use super::algo::{self, Algorithm, Hop, Phase, Shape, LANE_ANY};
 use super::bitmap::{FragBitmap, Geometry};
 use super::comm::{
     authenticate, children, parent, sync_children, sync_parent, CommSpec, GroupId, PeerId, Rank, Topology,
@@ -52,8 +53,12 @@ use ringcast_abi::StatusKind;
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
 use zerocopy::IntoBytes;
 
-/// Largest topology fan-out (linear broadcast to every rank of a small communicator).
-const MAX_CHILDREN: usize = 64;
+/// Largest ring fan-out the selective repair announces to (the ring has one successor).
+const MAX_CHILDREN: usize = 4;
+/// Hop counts a repair datagram carries in its flags (bits 0..=11); bits 12..=13 carry the
+/// [`Phase`] of the scatter–allgather algorithms.
+const HOPS_MASK: u16 = 0x0fff;
+const PHASE_SHIFT: u16 = 12;
 /// How long a root waits for the picked rank's "ready" before it multicasts anyway.
 const READY_WAIT_MAX: Nanos = 10_000_000;
 /// Fragments one repair request can draw: a ~50-byte request must not trigger thousands of
@@ -64,6 +69,12 @@ const MAX_REPAIR_PER_REQUEST: u32 = 256;
 pub trait Env {
     /// Send `frame` to one peer (unreliable; the protocol recovers losses).
     fn send(&mut self, to: PeerId, frame: &[u8]);
+    /// Send `frame` to one peer on NIC lane `lane` ([`algo::LANE_ANY`]: any or all lanes
+    /// aggregated). Fabrics with one lane ignore it.
+    fn send_on(&mut self, to: PeerId, frame: &[u8], lane: u8) {
+        let _ = lane;
+        self.send(to, frame)
+    }
     /// Multicast `frame` to the communicator's group (unreliable).
     fn multicast(&mut self, group: &GroupId, frame: &[u8]);
     /// Read host memory; false if the range is not there.
@@ -170,7 +181,8 @@ struct Op {
     buf: Resolved,
     geo: Geometry,
     bits: FragBitmap,
-    topo: Topology,
+    alg: Algorithm,
+    shape: Shape,
     selective: bool,
     state: State,
     digest: Option<u32>,
@@ -279,6 +291,8 @@ pub struct Protocol {
     early_buf: Vec<u8>,
     kids: [Rank; MAX_CHILDREN],
     crc: Crc32c,
+    /// Algorithm every broadcast uses instead of the selection (tests, the simulator's sweeps).
+    forced: Option<Algorithm>,
 }
 
 impl Protocol {
@@ -309,6 +323,31 @@ impl Protocol {
             early_buf: vec![0; mtu],
             kids: [0; MAX_CHILDREN],
             crc,
+            forced: None,
+        }
+    }
+
+    /// Makes every later broadcast use `alg` (`None`: choose per call). Every member of a
+    /// communicator must force the same.
+    pub fn force_algorithm(&mut self, alg: Option<Algorithm>) {
+        self.forced = alg;
+    }
+
+    /// The algorithm a broadcast of `len` bytes on a communicator of `size` ranks placed as
+    /// `layout` uses (`multicast_ok`: multicast has not failed over). The same at every rank.
+    pub fn choose(&self, size: u32, len: u32, layout: &algo::Layout, multicast_ok: bool) -> Algorithm {
+        let _ = (len, layout);
+        if let Some(a) = self.forced {
+            if a != Algorithm::Multicast || multicast_ok {
+                return a;
+            }
+        }
+        if size >= self.small_comm && multicast_ok {
+            Algorithm::Multicast
+        } else if size <= 4 {
+            Algorithm::Linear
+        } else {
+            Algorithm::Binomial
         }
     }
 
@@ -435,12 +474,11 @@ impl Protocol {
         let Ok(bits) = FragBitmap::new(geo.count()) else { return refuse(StatusKind::BadLength) };
         let size = c.spec.size();
         let failed_over = c.failover_from.is_some_and(|b| bid >= b);
-        let topo = if size >= self.small_comm && !failed_over {
-            Topology::Ring
-        } else if size <= 4 {
-            Topology::Linear
-        } else {
-            Topology::Binomial
+        let layout = c.spec.layout;
+        let alg = self.choose(size, len, &layout, !failed_over);
+        let shape = Shape { size, root, layout, count: geo.count() };
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else {
+            return refuse(StatusKind::UnknownCommunicator);
         };
         let chan = &mut c.channels[slot];
         if chan.len() < len as usize {
@@ -458,8 +496,9 @@ impl Protocol {
             buf,
             geo,
             bits,
-            topo,
-            selective: len >= self.selective_bytes,
+            alg,
+            shape,
+            selective: alg.uses_multicast() && len >= self.selective_bytes,
             state: State::Receiving,
             digest: None,
             counters: OpCounters::default(),
@@ -541,26 +580,42 @@ impl Protocol {
             return;
         }
         op.state = State::Done;
-        let (bid, count, topo, selective) = (op.bid, op.geo.count(), op.topo, op.selective);
-        if topo == Topology::Ring {
+        let (bid, count, alg, shape, selective) = (op.bid, op.geo.count(), op.alg, op.shape, op.selective);
+        let me = c.spec.my_rank;
+        if alg == Algorithm::Multicast {
             for seq in 0..count {
                 let n =
                     build_fragment(&mut self.scratch, self.crc, c, slot, seq, FrameKind::DATA_MULTICAST, 0);
                 self.counters.multicast += 1;
                 env.multicast(&c.spec.group, &self.scratch[..n]);
             }
-        }
-        let me = c.spec.my_rank;
-        let n = children(topo, c.spec.size(), me, me, &mut self.kids);
-        for k in 0..n {
-            let to = c.spec.members[self.kids[k] as usize];
-            if selective && topo == Topology::Ring {
-                let h = header(c, FrameKind::READY, bid, READY_FLAG_HAVE_ALL);
-                send(&mut self.scratch, self.crc, &mut self.counters, env, to, &h, &[]);
-            } else {
-                for seq in 0..count {
-                    send_repair(&mut self.scratch, self.crc, &mut self.counters, env, to, c, slot, seq, 1);
+            if selective {
+                // Selective ring repair: the successor asks for what the multicast missed.
+                let n = children(Topology::Ring, c.spec.size(), me, me, &mut self.kids);
+                for k in 0..n {
+                    let to = c.spec.members[self.kids[k] as usize];
+                    let h = header(c, FrameKind::READY, bid, READY_FLAG_HAVE_ALL);
+                    send(&mut self.scratch, self.crc, &mut self.counters, env, to, &h, &[]);
                 }
+                self.maybe_sync_up(comm, now, env);
+                return;
+            }
+        }
+        let (scratch, crc, counters) = (&mut self.scratch, self.crc, &mut self.counters);
+        if matches!(alg, Algorithm::Binomial | Algorithm::Linear) {
+            // Child by child, largest subtree first: the textbook order, which starts the
+            // deepest subtree earliest (its routing does not depend on the fragment).
+            algo::forward(alg, &shape, me, 0, Phase::Scatter, true, &mut |hop: Hop| {
+                for seq in 0..count {
+                    send_repair(scratch, crc, counters, env, c, slot, seq, hop, 1);
+                }
+            });
+        } else {
+            // Fragment by fragment: the pipeline starts at once on every lane and tree.
+            for seq in 0..count {
+                algo::forward(alg, &shape, me, seq, Phase::Scatter, true, &mut |hop: Hop| {
+                    send_repair(scratch, crc, counters, env, c, slot, seq, hop, 1)
+                });
             }
         }
         self.maybe_sync_up(comm, now, env);
@@ -643,9 +698,25 @@ impl Protocol {
             }
             Located::Stale => return self.drop_frame(DropReason::BidOutOfWindow),
         };
+        let flags = h.flags.get();
+        let (hops, phase) = if h.kind == FrameKind::DATA_MULTICAST {
+            (0, Phase::Tree)
+        } else {
+            (flags & HOPS_MASK, Phase::from_bits(flags >> PHASE_SHIFT))
+        };
         let Some(op) = c.ops[slot].as_mut() else { return };
-        if op.state != State::Receiving {
+        let seq = h.frag_seq.get();
+        if op.state != State::Receiving || op.bits.get(seq) {
             op.counters.duplicates += 1;
+            if phase == Phase::Allgather && op.bits.get(seq) && op.state != State::Failed {
+                // Scatter–allgather: this rank held the fragment (it passed here in the scatter,
+                // or this is the root) but the allgather still runs through it.
+                let (alg, shape, me) = (op.alg, op.shape, c.spec.my_rank);
+                let (scratch, crc, counters) = (&mut self.scratch, self.crc, &mut self.counters);
+                algo::forward(alg, &shape, me, seq, phase, false, &mut |hop: Hop| {
+                    send_repair(scratch, crc, counters, env, c, slot, seq, hop, hops.saturating_add(1))
+                });
+            }
             return;
         }
         if h.total_len.get() != op.geo.total {
@@ -653,7 +724,6 @@ impl Protocol {
             env.complete(op.token, fail(StatusKind::LengthMismatch, op.counters));
             return;
         }
-        let seq = h.frag_seq.get();
         let last = op.geo.count() - 1;
         let Some((off, len)) = op.geo.range(seq) else { return self.drop_frame(DropReason::BadFragment) };
         if h.frag_count.get() != op.geo.count() || frame.payload().len() != len as usize {
@@ -668,7 +738,6 @@ impl Protocol {
         if seq == last {
             op.digest = frame.digest();
         }
-        let hops = if h.kind == FrameKind::DATA_MULTICAST { 0 } else { h.flags.get() };
         if hops == 0 {
             op.counters.frags_multicast += 1;
             c.epoch_mcast += 1;
@@ -682,14 +751,14 @@ impl Protocol {
         op.fruitless = 0;
         op.backoff = self.repair_timeout;
         op.nack_at = now + self.repair_timeout;
-        let (topo, root, selective) = (op.topo, op.root, op.selective);
+        let (alg, shape, selective) = (op.alg, op.shape, op.selective);
         if !selective {
             let fwd_hops = hops.saturating_add(1);
-            let n = children(topo, c.spec.size(), root, c.spec.my_rank, &mut self.kids);
-            for k in 0..n {
-                let to = c.spec.members[self.kids[k] as usize];
-                send_repair(&mut self.scratch, self.crc, &mut self.counters, env, to, c, slot, seq, fwd_hops);
-            }
+            let me = c.spec.my_rank;
+            let (scratch, crc, counters) = (&mut self.scratch, self.crc, &mut self.counters);
+            algo::forward(alg, &shape, me, seq, phase, true, &mut |hop: Hop| {
+                send_repair(scratch, crc, counters, env, c, slot, seq, hop, fwd_hops)
+            });
         }
         let Some(op) = c.ops[slot].as_ref() else { return };
         if op.bits.is_complete() {
@@ -698,8 +767,7 @@ impl Protocol {
             // The multicast is over and fragments are missing: every header carries the count, so
             // this rank knows exactly what it lacks — ask the repair source now, no timer (its
             // have-all, once it completes, is the backstop).
-            let me = c.spec.my_rank;
-            if let Some(src) = parent(topo, c.spec.size(), root, me) {
+            if let Some(src) = parent(Topology::Ring, shape.size, shape.root, c.spec.my_rank) {
                 self.request(comm, slot, src, now, env);
             }
         }
@@ -724,8 +792,8 @@ impl Protocol {
         op.state = State::Done;
         env.complete(op.token, Outcome { status: StatusKind::Ok, bytes: len as u64, counters: op.counters });
         if op.selective {
-            let (bid, topo, root) = (op.bid, op.topo, op.root);
-            let n = children(topo, c.spec.size(), root, c.spec.my_rank, &mut self.kids);
+            let (bid, root) = (op.bid, op.root);
+            let n = children(Topology::Ring, c.spec.size(), root, c.spec.my_rank, &mut self.kids);
             let h = header(c, FrameKind::READY, bid, READY_FLAG_HAVE_ALL);
             for k in 0..n {
                 let to = c.spec.members[self.kids[k] as usize];
@@ -757,16 +825,19 @@ impl Protocol {
                 let seq = first.saturating_add(k);
                 let missing = bitmap.get((k / 8) as usize).is_some_and(|b| b & (1 << (k % 8)) != 0);
                 if missing && held.get(seq) && sent < MAX_REPAIR_PER_REQUEST {
+                    // Phase::Tree: an answer is never forwarded as an allgather copy.
+                    let hop = Hop { to: src, lane: LANE_ANY, phase: Phase::Tree };
+                    let hops = hops.saturating_add(1);
                     send_repair(
                         &mut self.scratch,
                         self.crc,
                         &mut self.counters,
                         env,
-                        to,
                         c,
                         slot,
                         seq,
-                        hops.saturating_add(1),
+                        hop,
+                        hops,
                     );
                     sent += 1;
                 }
@@ -936,8 +1007,8 @@ impl Protocol {
                     State::Receiving if now >= op.nack_at => {
                         // Ask the repair source; after `escalate_after` fruitless requests, the
                         // root (fail-over to point-to-point repair from the source of the data).
-                        let size = c.spec.size();
-                        let src = parent(op.topo, size, op.root, c.spec.my_rank).unwrap_or(op.root);
+                        let first = op.bits.missing().next().unwrap_or(0);
+                        let src = algo::source(op.alg, &op.shape, c.spec.my_rank, first).unwrap_or(op.root);
                         let to = if op.fruitless >= self.escalate_after { op.root } else { src };
                         op.fruitless += 1;
                         op.backoff = (op.backoff * 2).min(self.backoff_max);
@@ -1187,14 +1258,14 @@ impl Protocol {
             );
             for op in c.ops.iter().flatten() {
                 out += &format!(
-                    "  bid {} root {} {:?} {:?} held {}/{} topo {:?} sel {} nack_at {} heard {}\n",
+                    "  bid {} root {} {:?} {:?} held {}/{} alg {} sel {} nack_at {} heard {}\n",
                     op.bid,
                     op.root,
                     op.state,
                     op.counters,
                     op.bits.held(),
                     op.bits.count(),
-                    op.topo,
+                    op.alg,
                     op.selective,
                     op.nack_at,
                     op.heard
@@ -1312,26 +1383,28 @@ fn build_fragment(
     emit(out, &h, &[data, tail], crc).unwrap_or(0)
 }
 
-/// Sends fragment `seq` of the broadcast in `slot` to `to` as a repair datagram, `hops` hops from
-/// the multicast, and counts it as repair traffic.
+/// Sends fragment `seq` of the broadcast in `slot` along `hop` as a point-to-point datagram,
+/// `hops` hops from the multicast (or the root), and counts it as repair traffic.
 #[allow(clippy::too_many_arguments)]
 fn send_repair(
     scratch: &mut [u8],
     crc: Crc32c,
     counters: &mut ProtoCounters,
     env: &mut impl Env,
-    to: PeerId,
     c: &Comm,
     slot: usize,
     seq: u32,
+    hop: Hop,
     hops: u16,
 ) {
-    let len = build_fragment(scratch, crc, c, slot, seq, FrameKind::DATA_REPAIR, hops);
+    let flags = hops.min(HOPS_MASK) | (hop.phase as u16) << PHASE_SHIFT;
+    let len = build_fragment(scratch, crc, c, slot, seq, FrameKind::DATA_REPAIR, flags);
     if len > 0 {
         counters.sent += 1;
         counters.repair_frames += 1;
         counters.repair_bytes += len as u64;
-        env.send(to, &scratch[..len]);
+        let Some(&to) = c.spec.members.get(hop.to as usize) else { return };
+        env.send_on(to, &scratch[..len], hop.lane);
     }
 }
 

@@ -322,7 +322,14 @@ fn run_inner(s: &Scenario, dump: &mut Option<String>) -> Result<Report, Violatio
         let members: std::sync::Arc<[PeerId]> = plan.members.iter().map(|&n| PeerId(n as u32)).collect();
         world.join(group, plan.members.clone());
         for (rank, &node) in plan.members.iter().enumerate() {
-            let spec = CommSpec { cookie, group, members: members.clone(), my_rank: rank as u32, seed };
+            let spec = CommSpec {
+                cookie,
+                group,
+                members: members.clone(),
+                my_rank: rank as u32,
+                seed,
+                layout: Default::default(),
+            };
             let handle = world.nodes[node]
                 .proto
                 .create_comm(spec)
