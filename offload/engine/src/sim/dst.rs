@@ -18,6 +18,7 @@ use super::world::World;
 use crate::config::{Config, RootDelay};
 use crate::core::regions::{Resolved, SegmentHandle};
 use crate::core::Nanos;
+use crate::proto::algo::{Algorithm, Layout};
 use crate::proto::comm::{CommSpec, GroupId, PeerId};
 use crate::proto::protocol::{CommHandle, Outcome, Post, PostError, Protocol};
 use ringcast_abi::frame::DropReason;
@@ -57,6 +58,10 @@ pub struct Scenario {
     /// Forged datagrams with a valid CRC and a member's cookie but arbitrary header fields (an
     /// insider's garbage): make the scenario non-benign, every other invariant still holds.
     pub hostile: usize,
+    /// The broadcast algorithm every engine uses (`None`: each chooses per call).
+    pub algorithm: Option<Algorithm>,
+    /// Where the ranks of every communicator sit (hierarchical and multi-site algorithms).
+    pub layout: Layout,
 }
 
 /// What a passing run measured.
@@ -246,7 +251,16 @@ impl Scenario {
             crashes,
             foreign: r.below(20) as usize,
             hostile: if r.chance(0.05) { r.range(1, 40) as usize } else { 0 },
+            algorithm: r
+                .chance(0.5)
+                .then(|| Algorithm::ALL[r.below(Algorithm::ALL.len() as u64) as usize]),
+            layout: Layout { ppn: r.range(1, 8) as u32, cyclic: r.chance(0.5), sites: r.range(1, 3) as u32 },
         }
+    }
+
+    /// Like [`Scenario::generate`], with every engine forced to broadcast with `alg`.
+    pub fn with_algorithm(seed: u64, max_ranks: usize, alg: Algorithm) -> Scenario {
+        Scenario { algorithm: Some(alg), ..Scenario::generate(seed, max_ranks) }
     }
 
     /// Every broadcast must succeed: no crash, no sealed corruption, unicast mostly working.
@@ -303,7 +317,13 @@ pub fn run_traced(s: &Scenario, dump: &mut Option<String>) -> Result<Report, Vio
 
 fn run_inner(s: &Scenario, dump: &mut Option<String>) -> Result<Report, Violation> {
     let mut rng = SimRng::new(s.seed ^ 0xfab);
-    let protos = (0..s.ranks).map(|_| Protocol::new(&s.config, crc32c::crc32c)).collect();
+    let protos = (0..s.ranks)
+        .map(|_| {
+            let mut p = Protocol::new(&s.config, crc32c::crc32c);
+            p.force_algorithm(s.algorithm);
+            p
+        })
+        .collect();
     let mut world = World::new(protos, s.faults.clone(), rng.fork(), crc32c::crc32c);
     for &(n, at) in &s.crashes {
         world.nodes[n].crash_at = Some(at);
@@ -328,7 +348,7 @@ fn run_inner(s: &Scenario, dump: &mut Option<String>) -> Result<Report, Violatio
                 members: members.clone(),
                 my_rank: rank as u32,
                 seed,
-                layout: Default::default(),
+                layout: s.layout,
             };
             let handle = world.nodes[node]
                 .proto
