@@ -1,5 +1,6 @@
-//! Which fragments of one broadcast a rank holds: a fixed-capacity bitmap (no allocation, 1 KiB)
-//! and the fragment geometry that maps a fragment number to its byte range.
+//! Which fragments of one broadcast a rank holds: a bitmap whose capacity is fixed when it is
+//! made (from `max_message_bytes`; reused for every broadcast of its channel, so no allocation
+//! on the data path) and the fragment geometry that maps a fragment number to its byte range.
 //!
 //! Every fragment header carries the fragment count, so a rank knows exactly what it misses
 //! without a timer; the bitmap answers "complete?", "which are missing?" and "newly held?" (a
@@ -8,7 +9,6 @@ use ringcast_abi::frame::MAX_RETRANSMIT_FRAGS;
 
 /// Most fragments one broadcast may have (`max_message_bytes / fragment payload` must fit).
 pub const MAX_FRAGS: u32 = 8192;
-const WORDS: usize = MAX_FRAGS as usize / 64;
 static_assertions::const_assert!(MAX_RETRANSMIT_FRAGS <= MAX_FRAGS);
 
 /// The message would need more than [`MAX_FRAGS`] fragments.
@@ -18,7 +18,9 @@ pub struct TooManyFragments;
 /// Held fragments of one broadcast.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FragBitmap {
-    words: [u64; WORDS],
+    /// Capacity fixed at creation: a simulated rank of a 2-byte broadcast holds one word, an
+    /// engine configured for 4 MiB messages 46.
+    words: Box<[u64]>,
     count: u32,
     held: u32,
 }
@@ -26,10 +28,28 @@ pub struct FragBitmap {
 impl FragBitmap {
     /// An empty bitmap for a message of `count` fragments (`1..=MAX_FRAGS`).
     pub fn new(count: u32) -> Result<Self, TooManyFragments> {
-        if count == 0 || count > MAX_FRAGS {
+        let mut b = Self::with_capacity(count)?;
+        b.reset(count)?;
+        Ok(b)
+    }
+
+    /// An empty bitmap that can track messages of up to `max` fragments (`1..=MAX_FRAGS`).
+    pub fn with_capacity(max: u32) -> Result<Self, TooManyFragments> {
+        if max == 0 || max > MAX_FRAGS {
             return Err(TooManyFragments);
         }
-        Ok(FragBitmap { words: [0; WORDS], count, held: 0 })
+        Ok(FragBitmap { words: vec![0; max.div_ceil(64) as usize].into_boxed_slice(), count: 0, held: 0 })
+    }
+
+    /// Clears the bitmap for a new message of `count` fragments (within the capacity).
+    pub fn reset(&mut self, count: u32) -> Result<(), TooManyFragments> {
+        if count == 0 || count.div_ceil(64) as usize > self.words.len() {
+            return Err(TooManyFragments);
+        }
+        self.words.iter_mut().for_each(|w| *w = 0);
+        self.count = count;
+        self.held = 0;
+        Ok(())
     }
 
     /// Fragments in the message.

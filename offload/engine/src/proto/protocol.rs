@@ -35,7 +35,7 @@
 //!   that finds its channel still held waits (`PostError::WouldBlock`) — the only time a rank
 //!   waits for the synchronization, so its cost is amortised over `channels` broadcasts.
 use super::algo::{self, Algorithm, Hop, Phase, Shape, LANE_ANY};
-use super::bitmap::{FragBitmap, Geometry};
+use super::bitmap::{FragBitmap, Geometry, MAX_FRAGS};
 use super::comm::{
     authenticate, children, parent, sync_children, sync_parent, CommSpec, GroupId, PeerId, Rank, Topology,
 };
@@ -245,6 +245,9 @@ struct Comm {
     ops: Vec<Option<Op>>,
     channels: Vec<Vec<u8>>,
     early: Vec<Early>,
+    /// Fragment bitmaps of the channels not in use (one per channel, sized at creation for
+    /// `max_message_bytes`): a post takes one, the synchronization gives it back.
+    spare_bits: Vec<FragBitmap>,
     ready_seen: Vec<u32>,
     sync: Sync,
     broken: bool,
@@ -319,8 +322,8 @@ impl Protocol {
             selective_bytes: config.selective_repair_bytes,
             comms: (0..config.max_comms).map(|_| None).collect(),
             counters: ProtoCounters::default(),
-            scratch: vec![0; mtu],
-            early_buf: vec![0; mtu],
+            scratch: Vec::new(),
+            early_buf: Vec::new(),
             kids: [0; MAX_CHILDREN],
             crc,
             forced: None,
@@ -385,14 +388,22 @@ impl Protocol {
         }
         let slot = self.comms.iter().position(Option::is_none).ok_or(StatusKind::UnknownCommunicator)?;
         let c = self.channels as usize;
+        let max_frags = Geometry::new(self.max_message, self.payload).map_or(MAX_FRAGS, |g| g.count());
+        let spare_bits = (0..c)
+            .map(|_| FragBitmap::with_capacity(max_frags))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| StatusKind::BadLength)?;
         self.comms[slot] = Some(Comm {
             spec,
             next_bid: 0,
             ops: (0..c).map(|_| None).collect(),
             channels: (0..c).map(|_| Vec::new()).collect(),
+            // Pre-posted slots grow to the frames they keep (at most `mtu` each) on first use:
+            // a simulated rank of small broadcasts never pays for a full MTU per slot.
             early: (0..self.slots)
-                .map(|_| Early { used: false, bid: 0, from: PeerId(0), len: 0, frame: vec![0; self.mtu] })
+                .map(|_| Early { used: false, bid: 0, from: PeerId(0), len: 0, frame: Vec::new() })
                 .collect(),
+            spare_bits,
             ready_seen: Vec::with_capacity(c),
             sync: Sync::default(),
             broken: false,
@@ -471,7 +482,11 @@ impl Protocol {
         }
         c.blocked_since = None;
         // NOTE(unwrap-free): Geometry::new bounded the count by MAX_FRAGS, as FragBitmap needs.
-        let Ok(bits) = FragBitmap::new(geo.count()) else { return refuse(StatusKind::BadLength) };
+        let Some(mut bits) = c.spare_bits.pop() else { return refuse(StatusKind::BadLength) };
+        if bits.reset(geo.count()).is_err() {
+            c.spare_bits.push(bits);
+            return refuse(StatusKind::BadLength);
+        }
         let size = c.spec.size();
         let failed_over = c.failover_from.is_some_and(|b| bid >= b);
         let layout = c.spec.layout;
@@ -559,6 +574,9 @@ impl Protocol {
             {
                 e.used = false;
                 let (from, len) = (e.from, e.len);
+                if buf.len() < len {
+                    buf.resize(len, 0); // grows once, up to the MTU
+                }
                 buf[..len].copy_from_slice(&e.frame[..len]);
                 self.on_frame(from, &buf[..len], now, env);
             }
@@ -682,7 +700,10 @@ impl Protocol {
             Located::Future => {
                 // A broadcast not posted here yet: keep the fragment if a pre-posted slot is free.
                 match c.early.iter_mut().find(|e| !e.used) {
-                    Some(e) if bytes.len() <= e.frame.len() => {
+                    Some(e) if bytes.len() <= self.mtu => {
+                        if e.frame.len() < bytes.len() {
+                            e.frame.resize(bytes.len(), 0); // once per slot, up to the MTU
+                        }
                         e.frame[..bytes.len()].copy_from_slice(bytes);
                         *e = Early {
                             used: true,
@@ -1194,7 +1215,9 @@ impl Protocol {
         let base = body.base_bid.get();
         for slot in c.ops.iter_mut() {
             if slot.as_ref().is_some_and(|op| op.bid >= base && op.bid < base + channels) {
-                *slot = None;
+                if let Some(op) = slot.take() {
+                    c.spare_bits.push(op.bits);
+                }
             }
         }
         if body.nacked.get() != 0 {
@@ -1363,7 +1386,7 @@ fn header(c: &Comm, kind: FrameKind, bid: u32, flags: u16) -> WireHeader {
 
 /// Builds fragment `seq` of the broadcast in `slot` into `out`; returns the frame length.
 fn build_fragment(
-    out: &mut [u8],
+    out: &mut Vec<u8>,
     crc: Crc32c,
     c: &Comm,
     slot: usize,
@@ -1380,14 +1403,23 @@ fn build_fragment(
     let data = &c.channels[slot][off as usize..(off + len) as usize];
     let digest = op.digest.unwrap_or(0).to_le_bytes();
     let tail: &[u8] = if seq + 1 == op.geo.count() { &digest } else { &[] };
+    grow(out, WIRE_HEADER_LEN + data.len() + tail.len() + WIRE_TRAILER_LEN);
     emit(out, &h, &[data, tail], crc).unwrap_or(0)
+}
+
+/// The send buffer grows to the largest datagram sent (at most the MTU), once: an engine that
+/// only ever sends small frames — a simulated rank among a million — never holds an MTU.
+fn grow(out: &mut Vec<u8>, need: usize) {
+    if out.len() < need {
+        out.resize(need, 0);
+    }
 }
 
 /// Sends fragment `seq` of the broadcast in `slot` along `hop` as a point-to-point datagram,
 /// `hops` hops from the multicast (or the root), and counts it as repair traffic.
 #[allow(clippy::too_many_arguments)]
 fn send_repair(
-    scratch: &mut [u8],
+    scratch: &mut Vec<u8>,
     crc: Crc32c,
     counters: &mut ProtoCounters,
     env: &mut impl Env,
@@ -1409,7 +1441,7 @@ fn send_repair(
 }
 
 fn send(
-    scratch: &mut [u8],
+    scratch: &mut Vec<u8>,
     crc: Crc32c,
     counters: &mut ProtoCounters,
     env: &mut impl Env,
@@ -1417,6 +1449,7 @@ fn send(
     h: &WireHeader,
     body: &[&[u8]],
 ) {
+    grow(scratch, WIRE_HEADER_LEN + body.iter().map(|b| b.len()).sum::<usize>() + WIRE_TRAILER_LEN);
     if let Ok(n) = emit(scratch, h, body, crc) {
         counters.sent += 1;
         env.send(to, &scratch[..n]);
