@@ -289,6 +289,7 @@ pub struct Protocol {
     probe_every: Nanos,
     selective_bytes: u32,
     comms: Vec<Option<Comm>>,
+    max_comms: usize,
     counters: ProtoCounters,
     scratch: Vec<u8>,
     early_buf: Vec<u8>,
@@ -320,7 +321,10 @@ impl Protocol {
             probe_every: (config.peer_timeout_ms as Nanos * 1_000_000 / 64)
                 .max(config.repair_timeout_us as Nanos * 1000),
             selective_bytes: config.selective_repair_bytes,
-            comms: (0..config.max_comms).map(|_| None).collect(),
+            // Grows to `max_comms` as communicators are created: a simulated rank of one
+            // communicator holds one entry, not 64.
+            comms: Vec::new(),
+            max_comms: config.max_comms as usize,
             counters: ProtoCounters::default(),
             scratch: Vec::new(),
             early_buf: Vec::new(),
@@ -386,7 +390,14 @@ impl Protocol {
         if self.comms.iter().flatten().any(|c| c.spec.cookie == spec.cookie) {
             return Err(StatusKind::BadDescriptor);
         }
-        let slot = self.comms.iter().position(Option::is_none).ok_or(StatusKind::UnknownCommunicator)?;
+        let slot = match self.comms.iter().position(Option::is_none) {
+            Some(s) => s,
+            None if self.comms.len() < self.max_comms => {
+                self.comms.push(None);
+                self.comms.len() - 1
+            }
+            None => return Err(StatusKind::UnknownCommunicator),
+        };
         let c = self.channels as usize;
         let max_frags = Geometry::new(self.max_message, self.payload).map_or(MAX_FRAGS, |g| g.count());
         let spare_bits = (0..c)
