@@ -393,6 +393,8 @@ impl Protocol {
         let slot = match self.comms.iter().position(Option::is_none) {
             Some(s) => s,
             None if self.comms.len() < self.max_comms => {
+                // One more entry, not the 4 a growing Vec would reserve (384 bytes each).
+                self.comms.reserve_exact(1);
                 self.comms.push(None);
                 self.comms.len() - 1
             }

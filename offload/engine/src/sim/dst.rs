@@ -317,7 +317,7 @@ pub fn run_traced(s: &Scenario, dump: &mut Option<String>) -> Result<Report, Vio
 
 fn run_inner(s: &Scenario, dump: &mut Option<String>) -> Result<Report, Violation> {
     let mut rng = SimRng::new(s.seed ^ 0xfab);
-    let protos = (0..s.ranks)
+    let protos: Vec<Protocol> = (0..s.ranks)
         .map(|_| {
             let mut p = Protocol::new(&s.config, crc32c::crc32c);
             p.force_algorithm(s.algorithm);

@@ -13,12 +13,14 @@ use super::world::World;
 use crate::config::{Config, RootDelay};
 use crate::core::regions::{Resolved, SegmentHandle};
 use crate::core::Nanos;
+use crate::model::FabricModel;
+use crate::proto::algo::{Algorithm, Layout};
 use crate::proto::comm::{CommSpec, GroupId, PeerId};
 use crate::proto::protocol::{CommHandle, Outcome, Post, PostError, Protocol};
 use ringcast_abi::StatusKind;
 
 /// What a sequence of broadcasts measured.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct SeqResult {
     /// `done[k][r] - post[k][root]`: completion of broadcast `k` at rank `r`, from the root's post.
     pub completion: Vec<Vec<Nanos>>,
@@ -41,6 +43,10 @@ pub struct SeqResult {
     pub errors: usize,
     /// Broadcast id from which the communicator failed over to point-to-point, at the root.
     pub failover_from: Option<u32>,
+    /// Events the simulator processed.
+    pub events: u64,
+    /// The algorithm the root's engine used for the first broadcast.
+    pub algorithm: Algorithm,
 }
 
 impl SeqResult {
@@ -67,7 +73,7 @@ pub enum Pacing {
 }
 
 /// Runs `n` broadcasts of `len` bytes from `root` on one communicator of `p` ranks, paced as
-/// `pacing` says with the arrival pattern `delay(k, r)`.
+/// `pacing` says with the arrival pattern `delay(k, r)`, on the latency-only fabric.
 #[allow(clippy::too_many_arguments)]
 pub fn run_sequence(
     p: usize,
@@ -78,25 +84,57 @@ pub fn run_sequence(
     faults: Faults,
     seed: u64,
     pacing: Pacing,
+    delay: impl FnMut(usize, usize, &mut SimRng) -> Nanos,
+) -> SeqResult {
+    run_sequence_on(p, len, n, root, config, faults, seed, pacing, delay, None)
+}
+
+/// The performance model of a run: the fabric's LogGP parameters and lanes, where the ranks
+/// sit, and the algorithm every engine is forced to (`None`: the engine's own choice).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PerfModel {
+    /// Link classes, lanes, switch.
+    pub fabric: FabricModel,
+    /// Placement of the ranks (nodes of `ppn`, block or cyclic, sites).
+    pub layout: Layout,
+    /// Forced algorithm.
+    pub algorithm: Option<Algorithm>,
+}
+
+/// [`run_sequence`] on the fabric `model` prices (the latency-only fabric when `None`).
+#[allow(clippy::too_many_arguments)]
+pub fn run_sequence_on(
+    p: usize,
+    len: u32,
+    n: usize,
+    root: u32,
+    config: &Config,
+    faults: Faults,
+    seed: u64,
+    pacing: Pacing,
     mut delay: impl FnMut(usize, usize, &mut SimRng) -> Nanos,
+    model: Option<&PerfModel>,
 ) -> SeqResult {
     let mut rng = SimRng::new(seed);
-    let protos = (0..p).map(|_| Protocol::new(config, crc32c::crc32c)).collect();
+    let forced = model.and_then(|m| m.algorithm);
+    let layout = model.map(|m| m.layout).unwrap_or_default();
+    let protos = (0..p).map(|_| {
+        let mut proto = Protocol::new(config, crc32c::crc32c);
+        proto.force_algorithm(forced);
+        proto
+    });
     let mut world = World::new(protos, faults, rng.fork(), crc32c::crc32c);
+    if let Some(m) = model {
+        world.set_model(m.fabric.clone(), m.layout);
+    }
     let group: GroupId = [7; 14];
     let members: std::sync::Arc<[PeerId]> = (0..p as u32).map(PeerId).collect();
     world.join(group, (0..p).collect());
     let data: Vec<u8> = (0..len).map(|i| (i * 7 + 1) as u8).collect();
     let mut handles: Vec<CommHandle> = Vec::with_capacity(p);
     for r in 0..p {
-        let spec = CommSpec {
-            cookie: 0xc0ffee,
-            group,
-            members: members.clone(),
-            my_rank: r as u32,
-            seed,
-            layout: Default::default(),
-        };
+        let spec =
+            CommSpec { cookie: 0xc0ffee, group, members: members.clone(), my_rank: r as u32, seed, layout };
         // NOTE(unwrap): one communicator per fresh protocol always fits.
         handles.push(world.nodes[r].proto.create_comm(spec).unwrap());
         // One buffer per rank, reused by every broadcast (the root's holds the message).
@@ -106,7 +144,22 @@ pub fn run_sequence(
     let mut done = vec![vec![Nanos::MAX; p]; n];
     let mut next = vec![0usize; p];
     let mut due = vec![0 as Nanos; p];
-    let mut outcomes: Vec<Outcome> = Vec::new();
+    // Outcomes are folded as they come (a million-rank run keeps no list of them).
+    let (mut pen, mut pen_n, mut mc, mut tot, mut errors) = (0u64, 0u64, 0u64, 0u64, 0usize);
+    let mut fold = |o: &Outcome| {
+        if o.status != StatusKind::Ok {
+            errors += 1;
+            return;
+        }
+        // The root's own completion carries no fragment counts.
+        let got = o.counters.frags_multicast as u64 + o.counters.frags_repair as u64;
+        if got > 0 {
+            pen += o.counters.penalty_rounds as u64;
+            pen_n += 1;
+            mc += o.counters.frags_multicast as u64;
+            tot += got;
+        }
+    };
     for (r, due_r) in due.iter_mut().enumerate() {
         *due_r = delay(0, r, &mut rng);
         world.wake(r, *due_r);
@@ -130,7 +183,9 @@ pub fn run_sequence(
                 Err(PostError::Refused(_)) => post[k][r] = world.now(),
             }
         };
+    let mut steps = 0u64;
     while let Some(step) = world.step() {
+        steps += 1;
         if let Some(r) = step {
             try_post(&mut world, r, &due, &mut next, &mut post);
         }
@@ -139,7 +194,7 @@ pub fn run_sequence(
             cursor += 1;
             let k = d.token as usize;
             done[k][d.node] = d.at;
-            outcomes.push(d.outcome);
+            fold(&d.outcome);
             next[d.node] = k + 1;
             if pacing == Pacing::Barrier {
                 due[d.node] = Nanos::MAX; // held until everybody is done with `k`
@@ -163,8 +218,18 @@ pub fn run_sequence(
         }
     }
     let mut res = SeqResult {
+        events: steps,
+        algorithm: world.nodes[root as usize].proto.choose(p as u32, len, &layout, true),
         end: done.iter().flatten().copied().filter(|&t| t != Nanos::MAX).max().unwrap_or(0),
-        ..SeqResult::default()
+        completion: Vec::new(),
+        after_last_arrival: Vec::new(),
+        penalty_mean: 0.0,
+        hit_rate: 0.0,
+        repair_frames: 0,
+        repair_bytes: 0,
+        syncs: 0,
+        errors: 0,
+        failover_from: None,
     };
     res.after_last_arrival = (0..n)
         .map(|k| {
@@ -175,21 +240,7 @@ pub fn run_sequence(
         .collect();
     res.completion =
         (0..n).map(|k| (0..p).map(|r| done[k][r].saturating_sub(post[k][root as usize])).collect()).collect();
-    let (mut pen, mut pen_n, mut mc, mut tot) = (0u64, 0u64, 0u64, 0u64);
-    for o in &outcomes {
-        if o.status != StatusKind::Ok {
-            res.errors += 1;
-            continue;
-        }
-        // The root's own completion carries no fragment counts.
-        let got = o.counters.frags_multicast as u64 + o.counters.frags_repair as u64;
-        if got > 0 {
-            pen += o.counters.penalty_rounds as u64;
-            pen_n += 1;
-            mc += o.counters.frags_multicast as u64;
-            tot += got;
-        }
-    }
+    res.errors = errors;
     res.penalty_mean = pen as f64 / pen_n.max(1) as f64;
     res.hit_rate = mc as f64 / tot.max(1) as f64;
     for node in &world.nodes {

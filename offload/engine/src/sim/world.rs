@@ -108,12 +108,40 @@ pub struct Done {
     pub at: Nanos,
 }
 
+/// A simulated host's memory: a few buffers by segment handle (a list, not a hash map: a
+/// simulated rank usually has one buffer, and a million of them must stay small).
+#[derive(Debug, Default)]
+pub struct HostMem(Vec<(u64, Vec<u8>)>);
+
+impl HostMem {
+    /// Sets segment `seg`'s bytes.
+    pub fn insert(&mut self, seg: u64, bytes: Vec<u8>) {
+        match self.0.iter_mut().find(|(s, _)| *s == seg) {
+            Some(e) => e.1 = bytes,
+            None => {
+                self.0.reserve_exact(1);
+                self.0.push((seg, bytes));
+            }
+        }
+    }
+
+    /// Segment `seg`'s bytes.
+    pub fn get(&self, seg: &u64) -> Option<&Vec<u8>> {
+        self.0.iter().find(|(s, _)| s == seg).map(|(_, b)| b)
+    }
+
+    /// Segment `seg`'s bytes, writable.
+    pub fn get_mut(&mut self, seg: &u64) -> Option<&mut Vec<u8>> {
+        self.0.iter_mut().find(|(s, _)| s == seg).map(|(_, b)| b)
+    }
+}
+
 /// One simulated engine.
 pub struct Node {
     /// The protocol under test.
     pub proto: Protocol,
     /// Host memory: segment handle → bytes.
-    pub mem: HashMap<u64, Vec<u8>>,
+    pub mem: HostMem,
     /// Crashed from this time on (stops processing anything).
     pub crash_at: Option<Nanos>,
     timer: Option<Nanos>,
@@ -147,7 +175,7 @@ struct Net {
     /// Multicast datagrams delivered so far per receiver (for targeted drops).
     mcast_seen: Vec<u32>,
     /// Each node's `RINGCAST_FAULT_*` injector, as a real fabric endpoint would have.
-    injectors: Vec<Option<FaultInjector>>,
+    injectors: Vec<Option<Box<FaultInjector>>>,
     done: Vec<Done>,
     crc: fn(&[u8]) -> u32,
     delivered: u64,
@@ -330,7 +358,7 @@ impl Net {
 struct NodeEnv<'a> {
     me: usize,
     net: &'a mut Net,
-    mem: &'a mut HashMap<u64, Vec<u8>>,
+    mem: &'a mut HostMem,
 }
 
 impl NodeEnv<'_> {
@@ -398,20 +426,27 @@ pub struct World {
 
 impl World {
     /// A world of `protos` (one per node) on a fabric with `faults`, randomness from `rng`.
-    pub fn new(protos: Vec<Protocol>, faults: Faults, rng: SimRng, crc: fn(&[u8]) -> u32) -> Self {
-        let n = protos.len();
+    pub fn new(
+        protos: impl IntoIterator<Item = Protocol>,
+        faults: Faults,
+        rng: SimRng,
+        crc: fn(&[u8]) -> u32,
+    ) -> Self {
+        // Straight into the nodes (no second vector of a million protocols at the peak).
+        let nodes: Vec<Node> = protos
+            .into_iter()
+            .map(|proto| Node {
+                proto,
+                mem: HostMem::default(),
+                crash_at: None,
+                timer: None,
+                fired: 0,
+                handled: 0,
+            })
+            .collect();
+        let n = nodes.len();
         World {
-            nodes: protos
-                .into_iter()
-                .map(|proto| Node {
-                    proto,
-                    mem: HashMap::new(),
-                    crash_at: None,
-                    timer: None,
-                    fired: 0,
-                    handled: 0,
-                })
-                .collect(),
+            nodes,
             net: Net {
                 now: 0,
                 seq: 0,
@@ -463,7 +498,7 @@ impl World {
         for (i, inj) in self.net.injectors.iter_mut().enumerate() {
             let mut c = config.clone();
             c.fault_seed = c.fault_seed.wrapping_add(i as u64 * 0x9e37_79b9);
-            *inj = FaultInjector::from_config(&c);
+            *inj = FaultInjector::from_config(&c).map(Box::new);
         }
     }
 
