@@ -10,7 +10,7 @@ AARCH64 := aarch64-unknown-linux-gnu
 MIRIFLAGS ?= -Zmiri-strict-provenance
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all deps build demo test lint test-native test-aarch64 test-miri test-loom test-fuzz fuzz bench fmt clippy clean
+.PHONY: reproduce all deps build demo test lint test-native test-aarch64 test-miri test-loom test-fuzz fuzz bench fmt clippy clean
 
 all: build
 
@@ -68,6 +68,12 @@ fuzz: test-fuzz
 bench: deps
 	$(CARGO) bench -p ringcast-ring --bench ring_throughput
 	$(CARGO) bench -p ringcast-host --bench nop_roundtrip
+
+# The papers reproduced on the simulator: every scenario of fixtures/sim/ at full size; tables
+# (CSV, JSON) and plots (SVG, PNG) into docs/sim/, which docs/reproduction.md shows.
+reproduce: deps
+	$(CARGO) build --release -p ringcast-host
+	RINGCAST_NO_PROGRESS=1 ./target/release/ringcast sim fixtures/sim/*.toml --out docs/sim
 
 fmt:
 	$(CARGO) fmt --all

@@ -141,6 +141,51 @@ impl fmt::Display for RootDelay {
     }
 }
 
+/// Which broadcast algorithm the engine uses: chosen per call by the cost model
+/// ([`crate::model::select::Selector`]), or one forced for every broadcast (experiments, or a
+/// fabric the model describes badly).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AlgorithmChoice {
+    /// The cheapest predicted algorithm for each call's size, length and placement.
+    #[default]
+    Auto,
+    /// Always this one (a forced multicast still falls back when the fabric cannot multicast).
+    Fixed(crate::proto::algo::Algorithm),
+}
+
+impl AlgorithmChoice {
+    /// The forced algorithm, if any.
+    pub fn forced(self) -> Option<crate::proto::algo::Algorithm> {
+        match self {
+            AlgorithmChoice::Auto => None,
+            AlgorithmChoice::Fixed(a) => Some(a),
+        }
+    }
+}
+
+impl FromStr for AlgorithmChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        use crate::proto::algo::Algorithm;
+        if s == "auto" {
+            return Ok(AlgorithmChoice::Auto);
+        }
+        Algorithm::from_name(s).map(AlgorithmChoice::Fixed).ok_or_else(|| {
+            let names: Vec<&str> = Algorithm::ALL.iter().map(|a| a.name()).collect();
+            format!("expected auto or one of {}, got {s:?}", names.join(", "))
+        })
+    }
+}
+
+impl fmt::Display for AlgorithmChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AlgorithmChoice::Auto => f.write_str("auto"),
+            AlgorithmChoice::Fixed(a) => f.write_str(a.name()),
+        }
+    }
+}
+
 /// One row of `ringcast info`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TunableRow {
@@ -335,6 +380,24 @@ tunables! {
     /// Seed of the injected faults.
     fault_seed: u64 = 0, "RINGCAST_FAULT_SEED",
         "fault injection: seed (0 = from the process id), so a rehearsal can be repeated";
+    /// Broadcast algorithm: chosen by the cost model, or forced.
+    algorithm: AlgorithmChoice = AlgorithmChoice::Auto, "RINGCAST_ALGORITHM",
+        "broadcast algorithm: auto (cheapest predicted by the cost model per call) or multicast, linear, binomial, chain, binary, scatter-allgather, dual-tree, hierarchical";
+    /// Cost model: inter-node latency.
+    model_latency_ns: f64 = 1000.0, "RINGCAST_MODEL_LATENCY_NS",
+        "cost model: LogGP L of the inter-node link, wire and switch latency of a datagram in nanoseconds";
+    /// Cost model: per-datagram engine overhead.
+    model_overhead_ns: f64 = 300.0, "RINGCAST_MODEL_OVERHEAD_NS",
+        "cost model: LogGP o, engine time per datagram sent or received in nanoseconds";
+    /// Cost model: time per byte on one lane.
+    model_ns_per_byte: f64 = 0.08, "RINGCAST_MODEL_NS_PER_BYTE",
+        "cost model: LogGP G, nanoseconds per byte on one NIC lane (0.08 = 100 Gb/s)";
+    /// Cost model: NIC lanes per node.
+    model_lanes: u32 = 1, "RINGCAST_MODEL_LANES",
+        "cost model: NIC lanes per node (1..=8); aggregated sends use all, the binary and dual trees one per child";
+    /// Cost model: extra latency of a multicast datagram.
+    model_switch_ns: f64 = 200.0, "RINGCAST_MODEL_SWITCH_NS",
+        "cost model: extra latency for the switch to replicate a multicast datagram in nanoseconds";
     /// What the engine reports on stderr.
     log_level: u8 = 1, "RINGCAST_LOG_LEVEL",
         "0 silent; 1 engine start/stop, host deaths and refused requests; 2 also every attach, detach and registration";
@@ -403,6 +466,21 @@ impl Config {
             if !(0.0..=1.0).contains(&p) {
                 return bad(format!("{name} {p} is not a probability in 0..=1"));
             }
+        }
+        // The cost model must see finite, non-negative times: a NaN would make every prediction
+        // NaN and the choice meaningless (though still deterministic).
+        for (name, v) in [
+            ("model_latency_ns", self.model_latency_ns),
+            ("model_overhead_ns", self.model_overhead_ns),
+            ("model_ns_per_byte", self.model_ns_per_byte),
+            ("model_switch_ns", self.model_switch_ns),
+        ] {
+            if !v.is_finite() || v < 0.0 {
+                return bad(format!("{name} {v} is not a finite non-negative number"));
+            }
+        }
+        if !(1..=8).contains(&self.model_lanes) {
+            return bad(format!("model_lanes {} outside 1..=8", self.model_lanes));
         }
         if self.attach_timeout_ms == 0 || self.ctl_timeout_ms == 0 {
             return bad("attach_timeout_ms and ctl_timeout_ms must be positive".into());
@@ -473,5 +551,42 @@ mod tests {
             Err(ConfigError::Parse { .. })
         ));
         assert_eq!(Config::from_lookup(env(&[("RINGCAST_PIN_CPU", "1")])).unwrap().pin_cpu, PinCpu::Cpu(1));
+    }
+
+    #[test]
+    fn algorithm_choice_and_model_parameters() {
+        use crate::proto::algo::Algorithm;
+        for a in Algorithm::ALL {
+            let c: AlgorithmChoice = a.name().parse().unwrap();
+            assert_eq!(
+                (c, c.to_string(), c.forced()),
+                (AlgorithmChoice::Fixed(a), a.name().to_string(), Some(a))
+            );
+        }
+        assert_eq!("auto".parse::<AlgorithmChoice>(), Ok(AlgorithmChoice::Auto));
+        assert_eq!(AlgorithmChoice::Auto.to_string(), "auto");
+        assert!("fastest".parse::<AlgorithmChoice>().unwrap_err().contains("dual-tree"));
+        let get = |k: &'static str, v: &'static str| move |n: &str| (n == k).then(|| v.to_string());
+        assert_eq!(
+            Config::from_lookup(get("RINGCAST_ALGORITHM", "binomial")).unwrap().algorithm,
+            AlgorithmChoice::Fixed(Algorithm::Binomial)
+        );
+        assert!(matches!(
+            Config::from_lookup(get("RINGCAST_ALGORITHM", "Binomial")),
+            Err(ConfigError::Parse { env: "RINGCAST_ALGORITHM", .. })
+        ));
+        assert_eq!(Config::from_lookup(get("RINGCAST_MODEL_LANES", "8")).unwrap().model_lanes, 8);
+        for (k, v) in [
+            ("RINGCAST_MODEL_LANES", "0"),
+            ("RINGCAST_MODEL_LANES", "9"),
+            ("RINGCAST_MODEL_LATENCY_NS", "-1"),
+            ("RINGCAST_MODEL_OVERHEAD_NS", "NaN"),
+            ("RINGCAST_MODEL_NS_PER_BYTE", "inf"),
+            ("RINGCAST_MODEL_SWITCH_NS", "-0.5"),
+        ] {
+            assert!(matches!(Config::from_lookup(get(k, v)), Err(ConfigError::Invalid(_))), "{k}={v}");
+        }
+        let c = Config::from_lookup(get("RINGCAST_MODEL_NS_PER_BYTE", "0.8")).unwrap();
+        assert_eq!(c.model_ns_per_byte, 0.8);
     }
 }

@@ -1,8 +1,13 @@
-//! `ringcast info`: the tunables table, and optionally a running engine's counters.
+//! `ringcast info`: the tunables table, the broadcast algorithm the cost model chooses with
+//! them, and optionally a running engine's counters.
 use ringcast_host::{Config, Host};
+use ringcast_offload::model::select::Selector;
+use ringcast_offload::proto::algo::Layout;
 use std::process::ExitCode;
 
-/// Prints every tunable (default, current, meaning, variable) and, with `engine`, its counters.
+/// Prints every tunable (default, current, meaning, variable), the algorithm decision table for
+/// one rank per node on one site (the layout `ringcast info` can know nothing better about) and,
+/// with `engine`, its counters.
 pub fn run(config: &Config, engine: Option<&str>) -> ExitCode {
     println!("ringcast {} (ABI version {})", env!("CARGO_PKG_VERSION"), ringcast_abi::ABI_VERSION);
     println!();
@@ -22,6 +27,8 @@ pub fn run(config: &Config, engine: Option<&str>) -> ExitCode {
         );
     }
     println!("\n* = set by the environment");
+    println!();
+    print!("{}", Selector::from_config(config).table(&Layout::FLAT));
     if let Some(name) = engine {
         match Host::attach(name).and_then(|mut h| h.stats()) {
             Ok(s) => println!(

@@ -6,12 +6,16 @@
 //!   the `ringcast-engine` binary).
 //! * `ringcast dst [--seeds N] [--seed S]` — deterministic simulation testing of the broadcast
 //!   protocol; prints failing seeds, replays one exactly.
+//! * `ringcast sim [FILES] [--set k=v]` — broadcasts on the LogGP-priced simulated fabric: sweeps,
+//!   tables, CSV/JSON, plots (`fixtures/sim/*.toml`, `docs/reproduction.md`).
 //! * `ringcast demo` — the main job: a daemon engine, host processes, verified COPYs, every
 //!   bad-input case, a host killed with work in flight, latency and bandwidth in both run modes.
 mod demo;
 mod dst;
 mod info;
 mod paper;
+mod report;
+mod sim;
 
 use clap::{Parser, Subcommand};
 use ringcast_host::Config;
@@ -47,6 +51,8 @@ enum Cmd {
     Dst(dst::DstArgs),
     /// The protocol's paper claims reproduced on the simulator (tables).
     Paper(paper::PaperArgs),
+    /// Simulate broadcasts on a LogGP-priced fabric: one scenario or a sweep, tables, CSV/JSON, plots.
+    Sim(sim::SimArgs),
     /// One demo host process (started by `ringcast demo`).
     #[command(hide = true)]
     DemoHost(demo::HostArgs),
@@ -83,6 +89,7 @@ fn main() -> ExitCode {
         Cmd::Demo(args) => demo::run(args),
         Cmd::Dst(args) => dst::run_cmd(args),
         Cmd::Paper(args) => paper::run(args),
+        Cmd::Sim(args) => sim::run(args),
         Cmd::DemoHost(args) => demo::host(args),
     }
 }

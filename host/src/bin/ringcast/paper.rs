@@ -3,6 +3,8 @@
 //! al.: channels; ours: adaptive root delay, selective repair). Latency-only fabric model:
 //! times are in multiples of the link latency (2 µs here); the shapes are the claims.
 use clap::Args;
+use ringcast_offload::config::AlgorithmChoice;
+use ringcast_offload::proto::algo::Algorithm;
 use ringcast_offload::sim::experiments as ex;
 use std::process::ExitCode;
 
@@ -55,8 +57,8 @@ pub fn run(a: PaperArgs) -> ExitCode {
     }
 
     println!("\n3. Per-rank completion at P = 116 (µs after the root's post), 20 % multicast loss");
-    let spread = |small: u32| {
-        let cfg = ringcast_offload::Config { small_comm: small, ..ex::paper_config() };
+    let spread = |alg: Algorithm| {
+        let cfg = ringcast_offload::Config { algorithm: AlgorithmChoice::Fixed(alg), ..ex::paper_config() };
         let r = ex::run_sequence(
             116,
             2,
@@ -75,8 +77,8 @@ pub fn run(a: PaperArgs) -> ExitCode {
         let dev = t.iter().map(|&x| (x as f64 - med).abs()).sum::<f64>() / t.len() as f64 / med.max(1.0);
         (t[0], med, *t.last().unwrap_or(&0), dev)
     };
-    for (name, small) in [("multicast", 2), ("binomial", u32::MAX)] {
-        let (first, med, last, dev) = spread(small);
+    for (name, alg) in [("multicast", Algorithm::Multicast), ("binomial", Algorithm::Binomial)] {
+        let (first, med, last, dev) = spread(alg);
         println!(
             "   {name:10} first {:>6} median {:>6} last {:>6}  mean deviation from median {:>5.1} %  first/last {:>5.1} %",
             us(first as f64),

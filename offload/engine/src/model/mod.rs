@@ -2,6 +2,9 @@
 //! parameters per link class ([`LogGp`]), a node's NIC lanes and its fabric ([`FabricModel`]),
 //! and the closed-form costs of every broadcast algorithm ([`cost`], Chiba et al. Table 1
 //! extended with the multicast algorithm and LogGP terms) from which [`select`] picks one per call.
+//! The engine's fabric is the default cluster with the inter-node class, lanes and switch latency
+//! taken from the `model_*` tunables ([`select::fabric_from_config`]); `RINGCAST_ALGORITHM`
+//! forces one algorithm instead.
 //!
 //! The simulator *executes* the engine on a fabric priced by a `FabricModel`; the cost formulas
 //! only *predict*. `ringcast sim` compares the two, which is how we know the formulas (and so the

@@ -42,6 +42,7 @@ use super::comm::{
 use crate::config::{Config, RootDelay};
 use crate::core::regions::Resolved;
 use crate::core::Nanos;
+use crate::model::select::Selector;
 use ringcast_abi::frame::{
     emit, Crc32c, DropReason, Frame, RetransmitBody, SyncBody, DIGEST_LEN, MAX_RETRANSMIT_FRAGS,
 };
@@ -195,6 +196,8 @@ struct Op {
     heard: Nanos,
     /// Next repair request.
     nack_at: Nanos,
+    /// No request before `posted + patience` (the broadcast is not overdue before).
+    patience: Nanos,
     backoff: Nanos,
     fruitless: u32,
 }
@@ -276,7 +279,6 @@ pub struct Protocol {
     mtu: usize,
     max_message: u32,
     slots: usize,
-    small_comm: u32,
     root_delay: RootDelay,
     root_delay_max: Nanos,
     repair_timeout: Nanos,
@@ -295,8 +297,11 @@ pub struct Protocol {
     early_buf: Vec<u8>,
     kids: [Rank; MAX_CHILDREN],
     crc: Crc32c,
-    /// Algorithm every broadcast uses instead of the selection (tests, the simulator's sweeps).
+    /// Algorithm every broadcast uses instead of the selection (`algorithm` tunable, tests,
+    /// the simulator's sweeps).
     forced: Option<Algorithm>,
+    /// The cost model that picks an algorithm per call and says how long one should take.
+    selector: Selector,
 }
 
 impl Protocol {
@@ -311,7 +316,6 @@ impl Protocol {
             mtu,
             max_message: config.max_message_bytes,
             slots: config.preposted_slots as usize,
-            small_comm: config.small_comm,
             root_delay: config.root_delay,
             root_delay_max: config.root_delay_max_us as Nanos * 1000,
             repair_timeout: config.repair_timeout_us as Nanos * 1000,
@@ -330,7 +334,8 @@ impl Protocol {
             early_buf: Vec::new(),
             kids: [0; MAX_CHILDREN],
             crc,
-            forced: None,
+            forced: config.algorithm.forced(),
+            selector: Selector::from_config(config),
         }
     }
 
@@ -343,19 +348,12 @@ impl Protocol {
     /// The algorithm a broadcast of `len` bytes on a communicator of `size` ranks placed as
     /// `layout` uses (`multicast_ok`: multicast has not failed over). The same at every rank.
     pub fn choose(&self, size: u32, len: u32, layout: &algo::Layout, multicast_ok: bool) -> Algorithm {
-        let _ = (len, layout);
         if let Some(a) = self.forced {
             if a != Algorithm::Multicast || multicast_ok {
                 return a;
             }
         }
-        if size >= self.small_comm && multicast_ok {
-            Algorithm::Multicast
-        } else if size <= 4 {
-            Algorithm::Linear
-        } else {
-            Algorithm::Binomial
-        }
+        self.selector.choose(size, len as u64, layout, multicast_ok)
     }
 
     /// Counters so far.
@@ -505,6 +503,12 @@ impl Protocol {
         let layout = c.spec.layout;
         let alg = self.choose(size, len, &layout, !failed_over);
         let shape = Shape { size, root, layout, count: geo.count() };
+        // No repair request before the broadcast is overdue: twice what the cost model predicts
+        // for it (a large scatter-allgather may leave a rank without a fragment for milliseconds
+        // with nothing lost), and never sooner than the repair timeout.
+        let predicted = self.selector.predict(alg, size, len as u64, &layout);
+        let patience =
+            self.repair_timeout.max((2.0 * predicted).min(self.peer_timeout as f64 / 4.0) as Nanos);
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else {
             return refuse(StatusKind::UnknownCommunicator);
         };
@@ -533,7 +537,8 @@ impl Protocol {
             hops: 0,
             posted: now,
             heard: now,
-            nack_at: now + self.repair_timeout,
+            nack_at: now + patience,
+            patience,
             backoff: self.repair_timeout,
             fruitless: 0,
         };
@@ -784,7 +789,7 @@ impl Protocol {
         // Progress: the repair clock restarts.
         op.fruitless = 0;
         op.backoff = self.repair_timeout;
-        op.nack_at = now + self.repair_timeout;
+        op.nack_at = (now + self.repair_timeout).max(op.posted + op.patience);
         let (alg, shape, selective) = (op.alg, op.shape, op.selective);
         if !selective {
             let fwd_hops = hops.saturating_add(1);

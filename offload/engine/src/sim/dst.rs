@@ -251,9 +251,7 @@ impl Scenario {
             crashes,
             foreign: r.below(20) as usize,
             hostile: if r.chance(0.05) { r.range(1, 40) as usize } else { 0 },
-            algorithm: r
-                .chance(0.5)
-                .then(|| Algorithm::ALL[r.below(Algorithm::ALL.len() as u64) as usize]),
+            algorithm: r.chance(0.5).then(|| Algorithm::ALL[r.below(Algorithm::ALL.len() as u64) as usize]),
             layout: Layout { ppn: r.range(1, 8) as u32, cyclic: r.chance(0.5), sites: r.range(1, 3) as u32 },
         }
     }

@@ -10,7 +10,7 @@
 use super::fabric::Faults;
 use super::rng::SimRng;
 use super::world::World;
-use crate::config::{Config, RootDelay};
+use crate::config::{AlgorithmChoice, Config, RootDelay};
 use crate::core::regions::{Resolved, SegmentHandle};
 use crate::core::Nanos;
 use crate::model::FabricModel;
@@ -256,7 +256,13 @@ pub fn run_sequence_on(
 /// The paper-like defaults of these experiments: multicast for every size (no small-communicator
 /// shortcut), 1500-byte MTU, a quick repair timer.
 pub fn paper_config() -> Config {
-    Config { small_comm: 2, repair_timeout_us: 20, repair_backoff_max_us: 2_000, ..Config::default() }
+    Config {
+        small_comm: 2,
+        algorithm: AlgorithmChoice::Fixed(Algorithm::Multicast),
+        repair_timeout_us: 20,
+        repair_backoff_max_us: 2_000,
+        ..Config::default()
+    }
 }
 
 /// A fabric with link latency `latency` and multicast loss `loss`.
@@ -310,7 +316,7 @@ pub fn latency_vs_p(ps: &[usize], loss: f64, latency: Nanos, trials: usize, seed
                 Pacing::Barrier,
                 |_, _, _| 0,
             );
-            let bin_cfg = Config { small_comm: u32::MAX, ..paper_config() };
+            let bin_cfg = Config { algorithm: AlgorithmChoice::Fixed(Algorithm::Binomial), ..paper_config() };
             let b = run_sequence(
                 p,
                 2,

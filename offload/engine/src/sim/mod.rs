@@ -3,7 +3,7 @@
 //! deterministic-simulation-testing harness that checks invariants on seeded random scenarios.
 pub mod dst;
 pub mod experiments;
-pub mod perf;
 pub mod fabric;
+pub mod perf;
 pub mod rng;
 pub mod world;

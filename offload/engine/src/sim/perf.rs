@@ -153,7 +153,7 @@ pub fn sim_config(channels: u32, max_message_bytes: u32) -> Config {
         channels,
         max_message_bytes,
         preposted_slots: 2,
-        repair_timeout_us: 50,
+        repair_timeout_us: 2_000,
         repair_backoff_max_us: 5_000,
         ..Config::default()
     }
