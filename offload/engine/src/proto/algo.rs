@@ -219,12 +219,30 @@ impl Phase {
 /// The lane a send uses when an algorithm does not pick one: all of a node's NICs aggregated.
 pub const LANE_ANY: u8 = u8::MAX;
 
+/// A lane choice for both ends: the sender's NIC (`tx`, low nibble) and the receiver's (`rx`,
+/// high nibble) — the sender picks its NIC, and which of the receiver's addresses it sends to
+/// picks the receiving one. The dual trees need both: a node sends to its two children on two
+/// lanes, and receives its own tree's half and the swapped half on two lanes.
+pub fn lanes(tx: u8, rx: u8) -> u8 {
+    (tx & 0x0f) | (rx & 0x0f) << 4
+}
+
+/// The sending lane of a [`lanes`] value (`None`: aggregated).
+pub fn tx_lane(lane: u8) -> Option<u8> {
+    (lane != LANE_ANY).then_some(lane & 0x0f)
+}
+
+/// The receiving lane of a [`lanes`] value (`None`: aggregated).
+pub fn rx_lane(lane: u8) -> Option<u8> {
+    (lane != LANE_ANY).then_some(lane >> 4)
+}
+
 /// One forwarding step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Hop {
     /// Destination rank.
     pub to: Rank,
-    /// NIC lane (or [`LANE_ANY`]).
+    /// NIC lanes at both ends ([`lanes`]), or [`LANE_ANY`].
     pub lane: u8,
     /// Phase the copy travels in.
     pub phase: Phase,
@@ -297,7 +315,7 @@ pub fn forward(
         Algorithm::BinaryTree if fresh => {
             for (lane, c) in [2 * rel + 1, 2 * rel + 2].into_iter().enumerate() {
                 if c < size {
-                    o.push((c + root) % size, lane as u8, Phase::Tree);
+                    o.push((c + root) % size, lanes(lane as u8, 0), Phase::Tree);
                 }
             }
         }
@@ -444,10 +462,10 @@ fn dual_forward<F: FnMut(Hop)>(shape: &Shape, me: Rank, seq: u32, o: &mut Out<'_
         // The root: each half to its tree's head, one lane each; if the root is alone in its
         // site, straight to the next site.
         match head_of(&ds, seq % 2) {
-            Some(h) => o.push(h, t as u8, Phase::Tree),
+            Some(h) => o.push(h, lanes(t as u8, t as u8), Phase::Tree),
             None => {
                 if let Some(h) = next.as_ref().and_then(|n| head_of(n, seq % 2)) {
-                    o.push(h, t as u8, Phase::Tree);
+                    o.push(h, lanes(t as u8, t as u8), Phase::Tree);
                 }
             }
         }
@@ -459,9 +477,11 @@ fn dual_forward<F: FnMut(Hop)>(shape: &Shape, me: Rank, seq: u32, o: &mut Out<'_
         return;
     }
     let len = ds.len(t);
+    // One sending lane per child; every receiver takes tree A's half on lane 0 and B's on 1.
+    let rx = t as u8;
     for (lane, c) in [2 * i, 2 * i + 1].into_iter().enumerate() {
         if c <= len {
-            o.push(ds.node(root, t, c), lane as u8, Phase::Tree);
+            o.push(ds.node(root, t, c), lanes(lane as u8, rx), Phase::Tree);
         }
     }
     let other = 1 - t;
@@ -474,19 +494,19 @@ fn dual_forward<F: FnMut(Hop)>(shape: &Shape, me: Rank, seq: u32, o: &mut Out<'_
         let j = i - len / 2 - 1;
         for (lane, k) in [2 * j + 1, 2 * j + 2].into_iter().enumerate() {
             if k <= olen {
-                o.push(ds.node(root, other, k), lane as u8, Phase::Tree);
+                o.push(ds.node(root, other, k), lanes(lane as u8, rx), Phase::Tree);
             }
         }
         if j + 1 == leaves {
             for k in 2 * leaves + 1..=olen {
-                o.push(ds.node(root, other, k), 0, Phase::Tree);
+                o.push(ds.node(root, other, k), lanes(0, rx), Phase::Tree);
             }
         }
     }
     if i == len {
         // The tree's last node feeds the next site's tree (chained sites).
         if let Some(h) = next.as_ref().and_then(|n| head_of(n, seq % 2)) {
-            o.push(h, 1, Phase::Tree);
+            o.push(h, lanes(1, rx), Phase::Tree);
         }
         // A site whose tree B is empty ends tree A here for both halves.
     }

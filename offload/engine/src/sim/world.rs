@@ -22,7 +22,7 @@ use crate::core::regions::Resolved;
 use crate::core::Nanos;
 use crate::fault::{Dir, FaultInjector, Verdict};
 use crate::model::FabricModel;
-use crate::proto::algo::{Layout, LANE_ANY};
+use crate::proto::algo::{rx_lane, tx_lane, Layout, LANE_ANY};
 use crate::proto::comm::{GroupId, PeerId};
 use crate::proto::protocol::{Env, Outcome, Protocol};
 use std::cmp::{Ordering, Reverse};
@@ -290,10 +290,9 @@ impl Net {
         }
         let link = &f.intra_site;
         // The NIC: one lane for `max(g, s·G)`, or all lanes aggregated for `s·G / lanes`.
-        let (first, n, occ) = if lane == LANE_ANY || lanes == 1 {
-            (0, lanes, (link.occupancy(len) / lanes as f64).max(link.gap_ns))
-        } else {
-            ((lane as usize) % lanes, 1, link.occupancy(len))
+        let (first, n, occ) = match tx_lane(lane) {
+            Some(l) if lanes > 1 => (l as usize % lanes, 1, link.occupancy(len)),
+            _ => (0, lanes, (link.occupancy(len) / lanes as f64).max(link.gap_ns)),
         };
         let base = src_node * lanes;
         let tx = &mut p.tx_free[base + first..base + first + n];
@@ -337,15 +336,16 @@ impl Net {
         let (sn, dn) = (p.layout.node_of(size, from as u32), p.layout.node_of(size, to as u32));
         let mut done = now;
         if sn != dn {
-            let l = if lane == LANE_ANY { 0 } else { lane as usize % lanes };
-            let occ = if lane == LANE_ANY {
-                p.fabric.intra_site.occupancy(len) / lanes as f64
-            } else {
-                p.fabric.intra_site.occupancy(len)
-            } as Nanos;
-            let rx = &mut p.rx_free[dn as usize * lanes + l];
-            done = now.max(*rx + occ);
-            *rx = done;
+            // The receiving NIC: the lane the sender addressed, or all lanes aggregated.
+            let link = &p.fabric.intra_site;
+            let (first, n, occ) = match rx_lane(lane) {
+                Some(l) if lanes > 1 => (l as usize % lanes, 1, link.occupancy(len)),
+                _ => (0, lanes, link.occupancy(len) / lanes as f64),
+            };
+            let base = dn as usize * lanes;
+            let rx = &mut p.rx_free[base + first..base + first + n];
+            done = now.max(rx.iter().copied().max().unwrap_or(0) + occ as Nanos);
+            rx.iter_mut().for_each(|t| *t = done);
         }
         let o = if sn == dn { p.fabric.intra_node.overhead_ns } else { p.fabric.intra_site.overhead_ns };
         let cpu = &mut p.cpu_free[to];
@@ -371,7 +371,7 @@ impl NodeEnv<'_> {
 
 impl Env for NodeEnv<'_> {
     fn send(&mut self, to: PeerId, frame: &[u8]) {
-        self.send_on(to, frame, LANE_ANY)
+        Env::send_on(self, to, frame, LANE_ANY)
     }
 
     fn send_on(&mut self, to: PeerId, frame: &[u8], lane: u8) {
@@ -606,6 +606,8 @@ impl World {
 pub trait DynEnv {
     /// See [`Env::send`].
     fn send(&mut self, to: PeerId, frame: &[u8]);
+    /// See [`Env::send_on`].
+    fn send_on(&mut self, to: PeerId, frame: &[u8], lane: u8);
     /// See [`Env::multicast`].
     fn multicast(&mut self, group: &GroupId, frame: &[u8]);
     /// See [`Env::read`].
@@ -619,6 +621,9 @@ pub trait DynEnv {
 impl<T: Env> DynEnv for T {
     fn send(&mut self, to: PeerId, frame: &[u8]) {
         Env::send(self, to, frame)
+    }
+    fn send_on(&mut self, to: PeerId, frame: &[u8], lane: u8) {
+        Env::send_on(self, to, frame, lane)
     }
     fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
         Env::multicast(self, group, frame)
@@ -637,6 +642,9 @@ impl<T: Env> DynEnv for T {
 impl Env for &mut dyn DynEnv {
     fn send(&mut self, to: PeerId, frame: &[u8]) {
         (**self).send(to, frame)
+    }
+    fn send_on(&mut self, to: PeerId, frame: &[u8], lane: u8) {
+        (**self).send_on(to, frame, lane)
     }
     fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
         (**self).multicast(group, frame)

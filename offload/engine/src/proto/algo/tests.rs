@@ -42,7 +42,7 @@ fn dual_tree_matches_the_papers_figure_for_4n_minus_1() {
     assert_eq!(root_hops, vec![1, 4]);
     let mut a1 = vec![];
     forward(Algorithm::DualTree, &shape, 1, 0, Phase::Tree, true, &mut |h: Hop| a1.push((h.to, h.lane)));
-    assert_eq!(a1, vec![(2, 0), (3, 1)], "one lane per child");
+    assert_eq!(a1, vec![(2, lanes(0, 0)), (3, lanes(1, 0))], "one lane per child");
     let mut leaf = vec![];
     forward(Algorithm::DualTree, &shape, 2, 0, Phase::Tree, true, &mut |h: Hop| leaf.push(h.to));
     assert_eq!(leaf, vec![4, 5], "leaf A2 swaps A's half into B1, B2");
