@@ -164,14 +164,19 @@ fn run_scenario(sc: &Scenario, out: Option<&PathBuf>) -> bool {
     }
     if let Some(big) = rows.iter().max_by_key(|r| r.m.point.ranks) {
         let rss = peak_rss_bytes();
+        // The process's high-water mark: per rank only where the ranks dominate it.
+        let per_rank = if big.m.point.ranks >= 100_000 {
+            format!(" ≈ {} bytes per simulated rank", rss / big.m.point.ranks as u64)
+        } else {
+            String::new()
+        };
         println!(
-            "   largest run: P = {}, {} events in {:.2} s ({:.2} M events/s); peak RSS {} MiB ≈ {} bytes per simulated rank",
+            "   largest run: P = {}, {} events in {:.2} s ({:.2} M events/s); peak RSS of the process {} MiB{per_rank}",
             big.m.point.ranks,
             big.m.events,
             big.m.wall_s,
             big.m.events_per_s() / 1e6,
             rss >> 20,
-            rss / big.m.point.ranks.max(1) as u64
         );
     }
     if let Some(dir) = out {
@@ -392,7 +397,7 @@ fn write_files(
     written.extend(chart.write(&dir.join(format!("{}-latency", sc.name)))?);
     if let Some(p) = sc.per_rank_at {
         let mut ranks = Chart::per_rank(
-            format!("{} — per-rank completion, P = {p}", sc.title),
+            format!("{}: per-rank completion, P = {p}", sc.name),
             "completion after root post (µs)",
         );
         for (name, group) in grouped(sc, rows) {
