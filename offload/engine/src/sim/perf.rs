@@ -26,8 +26,10 @@ pub struct Setup {
     /// Each rank posts each broadcast up to this late after the previous one ended everywhere
     /// (uniform; 0 = all at once).
     pub skew_ns: Nanos,
-    /// Point-to-point loss probability (multicast loss is per point).
-    pub ucast_loss: f64,
+    /// Faults besides the point's multicast loss: unicast loss, bursts (Gilbert–Elliott),
+    /// corruption, duplication, jitter. The fabric's LogGP model prices the trip; `latency` here
+    /// is ignored.
+    pub faults: Faults,
     /// Seed of the run.
     pub seed: u64,
     /// Broadcasts one after the other with a barrier between them (latency of one broadcast),
@@ -45,7 +47,7 @@ impl Setup {
             broadcasts: 4,
             root: 0,
             skew_ns: 0,
-            ucast_loss: 0.0,
+            faults: Faults::clean(),
             seed: 1,
             pacing: Pacing::Barrier,
         }
@@ -110,8 +112,7 @@ impl Measured {
 /// Runs one point.
 pub fn run_point(setup: &Setup, point: &Point) -> Measured {
     let model = PerfModel { fabric: setup.fabric.clone(), layout: setup.layout, algorithm: point.algorithm };
-    let faults =
-        Faults { latency: 0, mcast_loss: point.loss, ucast_loss: setup.ucast_loss, ..Faults::clean() };
+    let faults = Faults { latency: 0, mcast_loss: point.loss, ..setup.faults.clone() };
     let skew = setup.skew_ns;
     let t0 = Instant::now();
     let r = run_sequence_on(

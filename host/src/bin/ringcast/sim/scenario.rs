@@ -9,6 +9,7 @@ use ringcast_offload::config::Config;
 use ringcast_offload::model::{FabricModel, LogGp};
 use ringcast_offload::proto::algo::{Algorithm, Layout};
 use ringcast_offload::sim::experiments::Pacing;
+use ringcast_offload::sim::fabric::Faults;
 use ringcast_offload::sim::perf::{sim_config, Setup};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -87,10 +88,22 @@ pub struct SweepSpec {
     broadcasts: Option<usize>,
     root: Option<u32>,
     skew_ns: Option<u64>,
-    ucast_loss: Option<f64>,
     seed: Option<u64>,
     /// `barrier` (one broadcast's latency) or `loop` (back to back, time per broadcast).
     pacing: Option<String>,
+}
+
+/// The faults section (multicast loss is swept in `sweep.loss`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultSpec {
+    ucast_loss: Option<f64>,
+    /// Gilbert–Elliott bursts: probability per datagram of entering / leaving the bad state.
+    burst_enter: Option<f64>,
+    burst_leave: Option<f64>,
+    corrupt: Option<f64>,
+    duplicate: Option<f64>,
+    jitter_ns: Option<u64>,
 }
 
 /// The plots section.
@@ -118,6 +131,7 @@ pub struct File {
     /// Engine tunables by name (as `ringcast info` lists them).
     engine: Option<BTreeMap<String, toml::Value>>,
     sweep: Option<SweepSpec>,
+    faults: Option<FaultSpec>,
     plots: Option<PlotSpec>,
 }
 
@@ -236,7 +250,19 @@ fn build(f: File) -> Result<Scenario, String> {
         return Err("ranks must be within 1..=4000000".into());
     }
     let loss = sw.loss.clone().unwrap_or_else(|| vec![0.0]);
-    if loss.iter().chain(sw.ucast_loss.iter()).any(|l| !(0.0..=1.0).contains(l)) {
+    let fs = f.faults.clone().unwrap_or_default();
+    let faults = Faults {
+        latency: 0,
+        jitter: fs.jitter_ns.unwrap_or(0),
+        ucast_loss: fs.ucast_loss.unwrap_or(0.0),
+        burst_enter: fs.burst_enter.unwrap_or(0.0),
+        burst_leave: fs.burst_leave.unwrap_or(0.0),
+        corrupt: fs.corrupt.unwrap_or(0.0),
+        duplicate: fs.duplicate.unwrap_or(0.0),
+        ..Faults::clean()
+    };
+    let probs = [faults.ucast_loss, faults.burst_enter, faults.burst_leave, faults.corrupt, faults.duplicate];
+    if loss.iter().chain(probs.iter()).any(|l| !(0.0..=1.0).contains(l)) {
         return Err("loss rates must be within 0..=1".into());
     }
     let channels = sw.channels.clone().unwrap_or_default();
@@ -261,7 +287,7 @@ fn build(f: File) -> Result<Scenario, String> {
         broadcasts: sw.broadcasts.unwrap_or(4),
         root: sw.root.unwrap_or(0),
         skew_ns: sw.skew_ns.unwrap_or(0),
-        ucast_loss: sw.ucast_loss.unwrap_or(0.0),
+        faults,
         seed: sw.seed.unwrap_or(1),
         pacing: match sw.pacing.as_deref().unwrap_or("barrier") {
             "barrier" => Pacing::Barrier,
@@ -354,5 +380,8 @@ mod tests {
         assert!(parse("", &["sweep.algorithms=[\"quantum\"]".into()]).is_err());
         assert!(parse("", &["engine.nonsense=1".into()]).is_err());
         assert!(parse("", &["sweep.loss=[1.5]".into()]).is_err());
+        assert!(parse("", &["faults.corrupt=2.0".into()]).is_err());
+        let f = parse("", &["faults.burst_enter=0.05".into(), "faults.jitter_ns=300".into()]).unwrap();
+        assert_eq!((f.setup.faults.burst_enter, f.setup.faults.jitter), (0.05, 300));
     }
 }
