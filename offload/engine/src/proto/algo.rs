@@ -349,12 +349,8 @@ fn sa_forward(n: u32, rel: u32, owner: u32, phase: Phase, fresh: bool, emit: &mu
     match phase {
         Phase::Scatter if rel == owner => start_allgather(emit),
         Phase::Scatter => {
-            // Towards the owner, inside this rank's binomial subtree: the child at the highest
-            // power of two not past the owner.
-            let d = owner.wrapping_sub(rel);
-            let sub = if rel == 0 { n.next_power_of_two() } else { rel & rel.wrapping_neg() };
-            if owner > rel && d < sub {
-                emit(rel + (1 << (31 - d.leading_zeros())), Phase::Scatter);
+            if let Some(next) = scatter_step(n, rel, owner) {
+                emit(next, Phase::Scatter);
             }
         }
         Phase::Allgather => start_allgather(emit),
@@ -364,6 +360,14 @@ fn sa_forward(n: u32, rel: u32, owner: u32, phase: Phase, fresh: bool, emit: &mu
             let _ = fresh;
         }
     }
+}
+
+/// The next hop of a scatter by recursive halving from relative rank `rel` towards `owner`,
+/// inside `rel`'s binomial subtree: the child at the highest power of two not past the owner.
+fn scatter_step(n: u32, rel: u32, owner: u32) -> Option<u32> {
+    let d = owner.wrapping_sub(rel);
+    let sub = if rel == 0 { n.next_power_of_two() } else { rel & rel.wrapping_neg() };
+    (owner > rel && d < sub).then(|| rel + (1 << (31 - d.leading_zeros())))
 }
 
 /// Children of relative rank `rel` in the binomial tree rooted at relative rank `top` over `n`.
@@ -556,10 +560,8 @@ fn sa_ring_forward(n: u32, rel: u32, owner: u32, phase: Phase, emit: &mut impl F
     match phase {
         Phase::Scatter if rel == owner => ring(emit),
         Phase::Scatter => {
-            let d = owner.wrapping_sub(rel);
-            let sub = if rel == 0 { n.next_power_of_two() } else { rel & rel.wrapping_neg() };
-            if owner > rel && d < sub {
-                emit(rel + (1 << (31 - d.leading_zeros())), Phase::Scatter);
+            if let Some(next) = scatter_step(n, rel, owner) {
+                emit(next, Phase::Scatter);
             }
         }
         Phase::Allgather => ring(emit),
