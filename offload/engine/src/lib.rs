@@ -4,6 +4,7 @@
 //! * [`config`] — every limit and knob, with `RINGCAST_*` overrides;
 //! * [`ctl`] — the control-socket transport shared with the host library;
 //! * [`fault`] — fault injection for every fabric, driven by `RINGCAST_FAULT_*` tunables;
+//! * [`fabric`] — the fabrics that move datagrams between engines (shared memory, UDP);
 //! * [`proto`] — the reliable broadcast protocol (being built: fragment bitmaps and geometry);
 //! * [`sim`] — the simulator and the deterministic simulation testing harness;
 //! * [`runner`] — the polling loop that drives the core against real shared memory, run as a
@@ -11,6 +12,7 @@
 //!   daemon ([`runner::run_daemon`]): same core, two runners.
 pub mod config;
 pub mod core;
+pub mod fabric;
 pub mod ctl;
 pub mod fault;
 pub mod model;

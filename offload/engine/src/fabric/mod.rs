@@ -1,0 +1,55 @@
+//! Fabrics: what moves the protocol's datagrams between engines (DESIGN §4). Unreliable by
+//! contract — a fabric may drop, and must never corrupt silently (the protocol's CRC and digest
+//! catch the rest); the protocol core makes delivery reliable.
+//!
+//! A fabric is polled, never waited on: the engine's polling loop calls [`Fabric::poll`] with a
+//! budget, next to its host rings. Members are numbered `0..n` ([`PeerId`]) by whoever starts
+//! the engines (`ringcast run`), and each fabric resolves that number to its own address (a
+//! shared-memory ring, a UDP socket address).
+//!
+//! * [`shm`] — the polling-thread emulation NIC: a shared-memory multicast log per group, SPSC
+//!   rings per directed pair; across processes on one machine.
+//! * [`udp`] — kernel UDP: IPv6 `ff15::` (or IPv4 `239/8`) multicast groups derived from the
+//!   112-bit group id, unicast for repair and synchronization.
+pub mod shm;
+pub mod udp;
+
+use crate::proto::comm::{GroupId, PeerId};
+
+/// Counters every fabric keeps (monotonic).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FabricCounters {
+    /// Datagrams handed to the fabric point-to-point / by multicast.
+    pub sent: u64,
+    /// See `sent`.
+    pub multicast: u64,
+    /// Datagrams delivered by `poll`.
+    pub received: u64,
+    /// Datagrams lost before this member read them (a multicast log overwritten under a slow
+    /// reader, a full ring, a full socket buffer the kernel reported).
+    pub overrun: u64,
+    /// Datagrams refused: larger than the fabric's MTU, to an unknown member, or malformed in
+    /// the fabric's own framing.
+    pub refused: u64,
+}
+
+/// A datagram fabric.
+pub trait Fabric {
+    /// This member's number.
+    fn local(&self) -> PeerId;
+    /// Largest datagram this fabric carries.
+    fn mtu(&self) -> usize;
+    /// Starts receiving multicast group `group` (idempotent).
+    fn join(&mut self, group: &GroupId) -> std::io::Result<()>;
+    /// Stops receiving `group`.
+    fn leave(&mut self, group: &GroupId);
+    /// Sends `frame` to member `to` (unreliable; never blocks).
+    fn send(&mut self, to: PeerId, frame: &[u8]);
+    /// Sends `frame` to every member of `group`, this member excluded (unreliable; never
+    /// blocks).
+    fn multicast(&mut self, group: &GroupId, frame: &[u8]);
+    /// Hands at most `budget` waiting datagrams to `rx(from, frame)`; returns how many.
+    fn poll(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> usize;
+    /// Counters so far.
+    fn counters(&self) -> FabricCounters;
+}
