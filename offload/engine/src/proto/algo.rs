@@ -434,6 +434,50 @@ impl DualSite {
         self.rank(root, if t == 0 { i } else { self.a + i })
     }
 
+    /// Swap targets of leaf `i` of tree `t` (the other tree's nodes it feeds).
+    fn swap_targets(&self, t: u32, i: u32) -> u32 {
+        let (len, olen) = (self.len(t), if self.b == 0 { 0 } else { self.len(1 - t) });
+        if 2 * i <= len {
+            return 0; // internal
+        }
+        let leaves = len - len / 2;
+        let j = i - len / 2 - 1;
+        let pair = [2 * j + 1, 2 * j + 2].iter().filter(|&&k| k <= olen).count() as u32;
+        let extra = if j + 1 == leaves { olen.saturating_sub(2 * leaves) } else { 0 };
+        pair + extra
+    }
+
+    /// The node (tree, index) that feeds half `h` (0: even fragments, 1: odd) to the next
+    /// site: one with an idle uplink, so the WAN stream does not share a lane — an internal node
+    /// with a single child, or a leaf with fewer than two swap targets. Each half gets its own
+    /// when there are two; otherwise the half's tree's last node (which then carries a third
+    /// stream; Chiba's `4n − 1` sizing always leaves the idle links).
+    fn feeder(&self, h: u32) -> (u32, u32) {
+        let mut idle = [(0, 0); 4];
+        let mut n = 0;
+        for t in 0..2u32 {
+            let len = self.len(t);
+            if t == 1 && self.b == 0 {
+                break;
+            }
+            if len >= 2 && len % 2 == 0 {
+                idle[n] = (t, len / 2);
+                n += 1;
+            }
+            if len >= 1 && self.swap_targets(t, len) < 2 {
+                idle[n] = (t, len);
+                n += 1;
+            }
+        }
+        let own = if self.b == 0 { 0 } else { h };
+        match n {
+            0 => (own, self.len(own)),
+            1 if idle[0].0 == own => idle[0],
+            1 => (own, self.len(own)),
+            _ => idle[h as usize % 2],
+        }
+    }
+
     fn len(&self, t: u32) -> u32 {
         if t == 0 {
             self.a
@@ -476,6 +520,12 @@ fn dual_forward<F: FnMut(Hop)>(shape: &Shape, me: Rank, seq: u32, o: &mut Out<'_
         return;
     }
     let (mine, i) = if pos <= ds.a { (0, pos) } else { (1, pos - ds.a) };
+    if ds.feeder(seq % 2) == (mine, i) {
+        // This node feeds the next site's tree (chained sites) on an idle uplink.
+        if let Some(h) = next.as_ref().and_then(|n| head_of(n, seq % 2)) {
+            o.push(h, lanes(1, (seq % 2) as u8), Phase::Tree);
+        }
+    }
     if mine != t {
         // A copy of the other tree's half, through the leaf swap: this rank is its leaf there.
         return;
@@ -506,13 +556,6 @@ fn dual_forward<F: FnMut(Hop)>(shape: &Shape, me: Rank, seq: u32, o: &mut Out<'_
                 o.push(ds.node(root, other, k), lanes(0, rx), Phase::Tree);
             }
         }
-    }
-    if i == len {
-        // The tree's last node feeds the next site's tree (chained sites).
-        if let Some(h) = next.as_ref().and_then(|n| head_of(n, seq % 2)) {
-            o.push(h, lanes(1, rx), Phase::Tree);
-        }
-        // A site whose tree B is empty ends tree A here for both halves.
     }
 }
 
@@ -628,9 +671,9 @@ fn dual_source(shape: &Shape, me: Rank, seq: u32) -> Option<Rank> {
     let sites = lay.site_count(size);
     if sites > 1 {
         let prev = DualSite::new(shape, (site + sites - 1) % sites);
-        for t in 0..2 {
-            let tail = if prev.len(t) > 0 { prev.node(root, t, prev.len(t)) } else { root };
-            cands[2 + t as usize] = tail;
+        for h in 0..2 {
+            let (t, i) = prev.feeder(h);
+            cands[2 + h as usize] = if prev.len(t) > 0 { prev.node(root, t, i) } else { root };
         }
     }
     cands.into_iter().find(|&c| {
