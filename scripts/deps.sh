@@ -12,6 +12,7 @@ APT_NEED=(
   "/usr/aarch64-linux-gnu/lib/libc.so.6 libc6-dev-arm64-cross"
   "qemu-aarch64 qemu-user"                               # runs the aarch64 test binary on x86-64
   "pkg-config pkg-config"
+  "ip iproute2"                                          # network namespaces, veth and bridges of the udp fabric tests
 )
 
 missing=()

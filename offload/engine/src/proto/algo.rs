@@ -460,7 +460,7 @@ impl DualSite {
             if t == 1 && self.b == 0 {
                 break;
             }
-            if len >= 2 && len % 2 == 0 {
+            if len >= 2 && len.is_multiple_of(2) {
                 idle[n] = (t, len / 2);
                 n += 1;
             }
