@@ -12,8 +12,8 @@
 //!   daemon ([`runner::run_daemon`]): same core, two runners.
 pub mod config;
 pub mod core;
-pub mod fabric;
 pub mod ctl;
+pub mod fabric;
 pub mod fault;
 pub mod model;
 pub mod proto;

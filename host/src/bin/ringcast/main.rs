@@ -8,8 +8,11 @@
 //!   protocol; prints failing seeds, replays one exactly.
 //! * `ringcast sim [FILES] [--set k=v]` — broadcasts on the LogGP-priced simulated fabric: sweeps,
 //!   tables, CSV/JSON, plots (`fixtures/sim/*.toml`, `docs/reproduction.md`).
+//! * `ringcast calibrate [--fabric udp]` — LogGP parameters of a real fabric, measured, written
+//!   as a `ringcast sim` scenario under `fixtures/calibration/`.
 //! * `ringcast demo` — the main job: a daemon engine, host processes, verified COPYs, every
 //!   bad-input case, a host killed with work in flight, latency and bandwidth in both run modes.
+mod calibrate;
 mod demo;
 mod dst;
 mod info;
@@ -51,6 +54,8 @@ enum Cmd {
     Dst(dst::DstArgs),
     /// The protocol's paper claims reproduced on the simulator (tables).
     Paper(paper::PaperArgs),
+    /// Measure a real fabric's LogGP parameters and write them as a simulator scenario.
+    Calibrate(calibrate::CalibrateArgs),
     /// Simulate broadcasts on a LogGP-priced fabric: one scenario or a sweep, tables, CSV/JSON, plots.
     Sim(sim::SimArgs),
     /// One demo host process (started by `ringcast demo`).
@@ -90,6 +95,7 @@ fn main() -> ExitCode {
         Cmd::Dst(args) => dst::run_cmd(args),
         Cmd::Paper(args) => paper::run(args),
         Cmd::Sim(args) => sim::run(args),
+        Cmd::Calibrate(args) => calibrate::run(args, &config),
         Cmd::DemoHost(args) => demo::host(args),
     }
 }

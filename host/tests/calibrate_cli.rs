@@ -1,0 +1,37 @@
+//! `ringcast calibrate` on the real UDP fabric over loopback: it measures, prints every LogGP
+//! parameter, and writes a scenario that `ringcast sim` runs.
+use std::process::Command;
+
+#[test]
+fn udp_calibration_writes_a_runnable_scenario() {
+    let dir = std::env::temp_dir().join(format!("ringcast-calibrate-{}", std::process::id()));
+    let file = dir.join("udp.toml");
+    let o = Command::new(env!("CARGO_BIN_EXE_ringcast"))
+        .args(["calibrate", "--fabric", "udp", "--count", "300", "--out"])
+        .arg(&file)
+        .output()
+        .expect("run ringcast calibrate");
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{text}\n{}", String::from_utf8_lossy(&o.stderr));
+    for key in ["round trip", "o_send", "o_recv", "L ", "g ", "G "] {
+        assert!(text.contains(key), "missing {key}: {text}");
+    }
+    let scenario = std::fs::read_to_string(&file).expect("scenario written");
+    let rtt: f64 = text
+        .split("round trip ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("a round trip figure");
+    assert!(rtt > 0.0, "{text}");
+    let o = Command::new(env!("CARGO_BIN_EXE_ringcast"))
+        .arg("sim")
+        .arg(&file)
+        .args(["--no-files", "--set", "sweep.broadcasts=1"])
+        .env("RINGCAST_NO_PROGRESS", "1")
+        .output()
+        .expect("run ringcast sim");
+    assert!(o.status.success(), "{scenario}\n{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("sim_us"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
