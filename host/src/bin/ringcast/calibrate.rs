@@ -83,7 +83,7 @@ fn recv_one(f: &mut dyn Fabric, until: Instant) -> Option<usize> {
 
 /// The echo member: answers every datagram of the ping phase, then counts the streams and
 /// reports (per stream) the time from its first to its last datagram and what `poll` cost.
-fn echo(mut f: Box<dyn Fabric + Send>, count: usize, report: mpsc::Sender<(f64, f64, f64)>) {
+fn echo(mut f: Member, count: usize, report: mpsc::Sender<(f64, f64, f64)>) {
     let until = Instant::now() + DEADLINE;
     let peer = PeerId(0);
     let mut buf = vec![0u8; f.mtu()];
@@ -124,7 +124,7 @@ fn echo(mut f: Box<dyn Fabric + Send>, count: usize, report: mpsc::Sender<(f64, 
 }
 
 /// Measures `a` (member 0) against `b` (member 1).
-pub fn measure(mut a: Box<dyn Fabric + Send>, b: Box<dyn Fabric + Send>, count: usize) -> Option<Measured> {
+pub fn measure(mut a: Member, b: Member, count: usize) -> Option<Measured> {
     let (tx, rx) = mpsc::channel();
     let echo = std::thread::spawn(move || echo(b, count, tx));
     let until = Instant::now() + DEADLINE;
@@ -172,7 +172,10 @@ fn free_port() -> Option<u16> {
     UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).ok()?.local_addr().ok().map(|a| a.port())
 }
 
-fn udp_pair(config: &Config) -> Result<(Box<dyn Fabric + Send>, Box<dyn Fabric + Send>), String> {
+/// One member of the measured fabric, owned by its thread.
+type Member = Box<dyn Fabric + Send>;
+
+fn udp_pair(config: &Config) -> Result<(Member, Member), String> {
     let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
     let port = |_| free_port().ok_or("no free UDP port on loopback");
     let members: Vec<SocketAddr> =
@@ -182,7 +185,7 @@ fn udp_pair(config: &Config) -> Result<(Box<dyn Fabric + Send>, Box<dyn Fabric +
     opts.interface = Interface::Name("lo".into());
     let make = |i: u32| {
         UdpFabric::new(PeerId(i), members.clone(), &opts, config)
-            .map(|f| Box::new(f) as Box<dyn Fabric + Send>)
+            .map(|f| Box::new(f) as Member)
             .map_err(|e| e.to_string())
     };
     Ok((make(0)?, make(1)?))
