@@ -48,7 +48,7 @@ test-miri:
 	MIRIFLAGS="$(MIRIFLAGS)" $(CARGO) +nightly miri test -p ringcast-ring
 
 test-loom:
-	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom $(CARGO) test -p ringcast-ring --release --test loom
+	RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom $(CARGO) test -p ringcast-ring --release --test loom --test loom_mcast
 
 ## Every parser of untrusted input under libFuzzer, briefly (FUZZ_SECONDS each); `make fuzz
 ## FUZZ_SECONDS=600` for a longer run by hand.

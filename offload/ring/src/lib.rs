@@ -20,6 +20,12 @@
 //!   of slots with raw pointer reads/writes; no reference to shared memory is ever created.
 //! * [`ShmSegment`] (not under `cfg(loom)`) is a memfd mapped `MAP_SHARED`, which a second
 //!   process maps from the same fd; [`channel`] is a heap-backed ring with the same layout.
+//! * [`ShmSegment::create_named`] and friends map named files under `/dev/shm` (names checked
+//!   by [`check_segment_name`]), for peers that share a name rather than an fd.
+//! * [`McastLog`] (`mcast_log`) is the `shm` fabric's multi-writer multicast log, a seqlock per
+//!   slot with every word accessed atomically; [`frame_ring_consumer`]/[`frame_ring_producer`]
+//!   (`frame_ring`) put this crate's SPSC ring of [`FrameSlot`]s in a named segment for the
+//!   fabric's point-to-point traffic.
 //!
 //! Under `cfg(loom)` the atomics and slot cells come from loom (see `primitive`), [`channel`]
 //! is the only constructor, and the shared-memory parts are left out.
@@ -27,16 +33,25 @@
 
 #[cfg(not(loom))]
 pub mod attach;
+#[cfg(not(loom))]
+mod frame_ring;
+mod mcast_log;
 mod primitive;
 mod ring;
 #[cfg(not(loom))]
 mod shm;
 
 #[cfg(not(loom))]
+pub use frame_ring::{frame_ring_consumer, frame_ring_producer, FrameSlot, FRAME_PAYLOAD, FRAME_ROLE};
+pub use mcast_log::{
+    log_footprint, Datagram, LogError, McastLog, McastReader, WriteError, DEFAULT_STALL_POLLS, LOG_MAGIC,
+    LOG_VERSION, MAX_LOG_PAYLOAD, MAX_LOG_SLOTS, TAKEOVER_LAPS,
+};
+#[cfg(not(loom))]
 pub use ring::init;
 pub use ring::{channel, footprint, Consumer, Producer, RING_ALIGN};
 #[cfg(not(loom))]
-pub use shm::{copy_between, OutOfBounds, ShmSegment};
+pub use shm::{check_segment_name, copy_between, OutOfBounds, ShmSegment, MAX_SEGMENT_NAME, SHM_DIR};
 
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 

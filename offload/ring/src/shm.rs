@@ -195,3 +195,151 @@ pub fn copy_between(
     unsafe { core::ptr::copy(s, d, len as usize) };
     Ok(())
 }
+
+/// Directory where named segments live (POSIX shared memory on Linux is a tmpfs here).
+pub const SHM_DIR: &str = "/dev/shm";
+
+/// Longest name [`ShmSegment::create_named`] and friends accept. Leaves room under the 255-byte
+/// file-name limit for the temporary suffix [`ShmSegment::create_or_open_named`] appends.
+pub const MAX_SEGMENT_NAME: usize = 200;
+
+/// Checks a segment name: 1..=[`MAX_SEGMENT_NAME`] bytes of `[A-Za-z0-9._-]`, not starting with
+/// `.` and without `..` — so a name can only ever denote a plain file directly in [`SHM_DIR`]
+/// (no `/`, no parent directory, no hidden file, no NUL).
+pub fn check_segment_name(name: &str) -> io::Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_SEGMENT_NAME
+        && !name.starts_with('.')
+        && !name.contains("..")
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(io::Error::new(io::ErrorKind::InvalidInput, format!("bad shared-memory segment name {name:?}")))
+    }
+}
+
+fn named_path(name: &str) -> io::Result<std::path::PathBuf> {
+    check_segment_name(name)?;
+    Ok(std::path::Path::new(SHM_DIR).join(name))
+}
+
+/// Named segments: plain files in [`SHM_DIR`] mapped `MAP_SHARED`, so that processes that
+/// agree on a name (and nothing else) share memory. Unlike memfds they cannot be sealed, so a
+/// process of the same user could truncate one under us; the files are created mode 0600, i.e.
+/// only processes of the same user — the job's own members — can.
+impl ShmSegment {
+    /// Creates the named segment `name` of `len` zero bytes; fails with `AlreadyExists` if a
+    /// segment of that name exists (`O_CREAT | O_EXCL`, mode 0600, `O_CLOEXEC`, `O_NOFOLLOW`).
+    pub fn create_named(name: &str, len: usize) -> io::Result<Self> {
+        Self::create_at(&named_path(name)?, len)
+    }
+
+    fn create_at(path: &std::path::Path, len: usize) -> io::Result<Self> {
+        use std::os::unix::fs::OpenOptionsExt;
+        if len == 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty shared-memory segment"));
+        }
+        let size = u64::try_from(len)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "segment too large"))?;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(path)?;
+        // tmpfs extends with zeros; no page is allocated until touched.
+        if let Err(e) = file.set_len(size) {
+            let _ = std::fs::remove_file(path);
+            return Err(e);
+        }
+        Self::map(OwnedFd::from(file), len)
+    }
+
+    /// Opens and maps the whole of the existing named segment `name`. Refuses anything but a
+    /// non-empty regular file (no symlinks: `O_NOFOLLOW`). The caller validates the layout
+    /// inside (a ring or a log checks its header and that the length covers it).
+    pub fn open_named(name: &str) -> io::Result<Self> {
+        Self::open_at(&named_path(name)?)
+    }
+
+    fn open_at(path: &std::path::Path) -> io::Result<Self> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(path)?;
+        let meta = file.metadata()?;
+        if !meta.file_type().is_file() {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "named segment is not a regular file"));
+        }
+        let len = usize::try_from(meta.len())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "named segment too large"))?;
+        if len == 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "empty shared-memory segment"));
+        }
+        Self::map(OwnedFd::from(file), len)
+    }
+
+    /// Opens the named segment `name`, or — if there is none — creates it with `len` bytes and
+    /// runs `init` on it *before* anyone else can open it; returns the segment and whether this
+    /// call created it.
+    ///
+    /// Race-free between processes: the segment is created and initialised under a private
+    /// temporary name (`<name>.tmp.<pid>.<n>`) and then published with `link(2)`, which fails
+    /// if `name` exists; the loser of a race discards its copy and opens the winner's. So an
+    /// opener never sees a half-initialised or zero-length segment. A process that dies between
+    /// creating and unlinking the temporary leaves it behind; it shares `name`'s prefix, so a
+    /// prefix cleanup removes it.
+    pub fn create_or_open_named(
+        name: &str,
+        len: usize,
+        init: impl FnOnce(&ShmSegment) -> io::Result<()>,
+    ) -> io::Result<(Self, bool)> {
+        static TMP_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let path = named_path(name)?;
+        match Self::open_at(&path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            other => return other.map(|s| (s, false)),
+        }
+        // Relaxed: only uniqueness of the number matters.
+        let n = TMP_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = std::path::Path::new(SHM_DIR).join(format!("{name}.tmp.{}.{n}", std::process::id()));
+        let seg = Self::create_at(&tmp, len)?;
+        let published = init(&seg).and_then(|()| std::fs::hard_link(&tmp, &path));
+        // The temporary name has served its purpose either way; the mapping stays valid.
+        let _ = std::fs::remove_file(&tmp);
+        match published {
+            Ok(()) => Ok((seg, true)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                // Lost the race: the winner published a fully initialised segment.
+                Self::open_at(&path).map(|s| (s, false))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Removes the named segment `name` (mappings stay valid until unmapped).
+    pub fn unlink_named(name: &str) -> io::Result<()> {
+        std::fs::remove_file(named_path(name)?)
+    }
+
+    /// Names of the segments in [`SHM_DIR`] starting with `prefix` (which must itself be a
+    /// valid name), temporaries included.
+    pub fn list_named(prefix: &str) -> io::Result<Vec<String>> {
+        check_segment_name(prefix)?;
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(SHM_DIR)? {
+            let entry = entry?;
+            if let Some(name) = entry.file_name().to_str() {
+                if name.starts_with(prefix) {
+                    names.push(name.to_string());
+                }
+            }
+        }
+        names.sort_unstable();
+        Ok(names)
+    }
+}

@@ -1,1 +1,385 @@
-//! The shared-memory emulation fabric (being written).
+//! The shared-memory emulation fabric (DESIGN §4): the polling-thread emulation NIC, across
+//! real processes on one machine, in safe code over `ringcast-ring`'s shared-memory types.
+//!
+//! * Multicast: one [`McastLog`] per group, named `ringcast-<job>-g<group id hex>`. A sender
+//!   writes each datagram once; every member reads at its own cursor and loses (counts) what
+//!   was overwritten before it got there, as a NIC without posted receives would.
+//! * Point-to-point: one SPSC ring of [`FrameSlot`]s per directed pair, named
+//!   `ringcast-<job>-<from>-<to>`. Each member creates its inbound rings when it is created;
+//!   a sender opens the peer's ring on first send, and if it does not exist yet counts the
+//!   datagram `refused` and drops it (the protocol repairs). A full ring drops (`overrun`).
+//! * [`cleanup`] unlinks every segment of a job (launcher, tests); [`Drop`] only unmaps.
+//!
+//! Contract: a `ShmFabric` is one member's handle, used by one thread (`Send`, not shared).
+//! Nothing another member writes into the segments can make it panic or deliver torn bytes:
+//! ring frames are length-checked, log datagrams are seqlock-checked and length-checked, and
+//! sender ids are checked against the member count. Own multicasts are never delivered.
+use super::{Fabric, FabricCounters};
+use crate::proto::comm::{GroupId, PeerId};
+use ringcast_ring::{
+    frame_ring_consumer, frame_ring_producer, Consumer, FrameSlot, McastLog, McastReader, Producer,
+    ShmSegment, WriteError, FRAME_PAYLOAD,
+};
+use std::io;
+
+/// Slots of each group's multicast log (the depth a reader may fall behind before it loses).
+pub const LOG_SLOTS: u32 = 1024;
+/// Slots of each point-to-point ring.
+pub const RING_SLOTS: u32 = 256;
+/// Longest job name: keeps every segment name well under the segment-name limit.
+pub const MAX_JOB_NAME: usize = 64;
+/// Most members a job may have (bounds the rings a member creates: `members - 1`).
+pub const MAX_MEMBERS: u32 = 4096;
+
+/// Sizes of the shared structures (defaults: [`LOG_SLOTS`], [`RING_SLOTS`]); the first member
+/// to create a log fixes that log's geometry for everyone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShmGeometry {
+    /// Slots per multicast log (power of two).
+    pub log_slots: u32,
+    /// Slots per point-to-point ring (power of two).
+    pub ring_slots: u32,
+}
+
+impl Default for ShmGeometry {
+    fn default() -> Self {
+        ShmGeometry { log_slots: LOG_SLOTS, ring_slots: RING_SLOTS }
+    }
+}
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+/// Checks a job name: 1..=[`MAX_JOB_NAME`] characters of `[A-Za-z0-9_-]`.
+fn check_job(job: &str) -> io::Result<()> {
+    let ok = !job.is_empty()
+        && job.len() <= MAX_JOB_NAME
+        && job.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(format!("bad job name {job:?}")))
+    }
+}
+
+/// Name of the multicast log of `group` in `job`.
+pub fn log_name(job: &str, group: &GroupId) -> String {
+    let hex: String = group.iter().map(|b| format!("{b:02x}")).collect();
+    format!("ringcast-{job}-g{hex}")
+}
+
+/// Name of the ring from member `from` to member `to` in `job`.
+pub fn ring_name(job: &str, from: PeerId, to: PeerId) -> String {
+    format!("ringcast-{job}-{}-{}", from.0, to.0)
+}
+
+/// Whether `rest` (a segment name with `ringcast-<job>-` removed) is one of this job's own
+/// names, possibly with the `.tmp.<pid>.<n>` suffix of an interrupted creation. Matching the
+/// exact shapes keeps `cleanup("a")` away from job `a-b`'s segments.
+fn is_job_segment(rest: &str) -> bool {
+    let base = rest.split_once(".tmp.").map_or(rest, |(b, _)| b);
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if let Some(hex) = base.strip_prefix('g') {
+        return hex.len() == 28 && hex.bytes().all(|b| b.is_ascii_hexdigit());
+    }
+    matches!(base.split_once('-'), Some((a, b)) if digits(a) && digits(b))
+}
+
+/// Unlinks every shared-memory segment of `job` (logs, rings, leftover temporaries); returns
+/// how many. Mappings that members still hold stay valid until they drop them.
+pub fn cleanup(job: &str) -> io::Result<usize> {
+    check_job(job)?;
+    let prefix = format!("ringcast-{job}-");
+    let mut removed = 0;
+    for name in ShmSegment::list_named(&prefix)? {
+        if !is_job_segment(&name[prefix.len()..]) {
+            continue;
+        }
+        match ShmSegment::unlink_named(&name) {
+            Ok(()) => removed += 1,
+            // Another cleaner got there first.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(removed)
+}
+
+/// A joined group (or one only sent to, then `reader` is `None`).
+struct Group {
+    id: GroupId,
+    log: McastLog,
+    reader: Option<McastReader>,
+}
+
+/// One member's endpoint of the shared-memory fabric (see the module documentation).
+pub struct ShmFabric {
+    job: String,
+    me: PeerId,
+    members: u32,
+    mtu: usize,
+    geometry: ShmGeometry,
+    /// Inbound rings, one per other member (`from`, consumer); `None` once found corrupt.
+    inbound: Vec<(PeerId, Option<Consumer<FrameSlot>>)>,
+    /// Outbound rings by destination, opened on first send.
+    outbound: Vec<Option<Producer<FrameSlot>>>,
+    groups: Vec<Group>,
+    /// Where the next `poll` starts its round-robin over inbound rings then groups.
+    next_source: usize,
+    counters: FabricCounters,
+    /// Log datagrams lost by readers of groups since left.
+    left_lost: u64,
+}
+
+impl ShmFabric {
+    /// Member `me` of `members` in `job`, carrying datagrams of up to `mtu` bytes; creates
+    /// this member's inbound rings (from every other member). Default geometry.
+    pub fn new(job: &str, me: PeerId, members: u32, mtu: usize) -> io::Result<ShmFabric> {
+        Self::with_geometry(job, me, members, mtu, ShmGeometry::default())
+    }
+
+    /// [`ShmFabric::new`] with explicit log and ring sizes.
+    pub fn with_geometry(
+        job: &str,
+        me: PeerId,
+        members: u32,
+        mtu: usize,
+        geometry: ShmGeometry,
+    ) -> io::Result<ShmFabric> {
+        check_job(job)?;
+        if members == 0 || members > MAX_MEMBERS || me.0 >= members {
+            return Err(invalid(format!("member {} of {members} (at most {MAX_MEMBERS})", me.0)));
+        }
+        if mtu == 0 || mtu > FRAME_PAYLOAD {
+            return Err(invalid(format!("mtu {mtu} outside 1..={FRAME_PAYLOAD}")));
+        }
+        let mut inbound = Vec::with_capacity(members as usize - 1);
+        for from in (0..members).map(PeerId).filter(|&p| p != me) {
+            let ring = frame_ring_consumer(&ring_name(job, from, me), geometry.ring_slots)?;
+            inbound.push((from, Some(ring)));
+        }
+        Ok(ShmFabric {
+            job: job.to_string(),
+            me,
+            members,
+            mtu,
+            geometry,
+            inbound,
+            outbound: (0..members).map(|_| None).collect(),
+            groups: Vec::new(),
+            next_source: 0,
+            counters: FabricCounters::default(),
+            left_lost: 0,
+        })
+    }
+
+    /// The job this member belongs to.
+    pub fn job(&self) -> &str {
+        &self.job
+    }
+
+    /// Tries to open the ring to `to` now; whether it is open (i.e. `to` has been created).
+    /// Lets a launcher or test wait until every peer exists before sending.
+    pub fn connect(&mut self, to: PeerId) -> bool {
+        self.producer(to).is_some()
+    }
+
+    fn producer(&mut self, to: PeerId) -> Option<&mut Producer<FrameSlot>> {
+        if to == self.me {
+            return None;
+        }
+        let slot = self.outbound.get_mut(to.0 as usize)?;
+        if slot.is_none() {
+            // Not there yet (NotFound) or unusable: stay closed and retry on a later send.
+            *slot = frame_ring_producer(&ring_name(&self.job, self.me, to)).ok();
+        }
+        slot.as_mut()
+    }
+
+    /// The log of `group`, created or opened on first use.
+    fn group(&mut self, id: &GroupId) -> io::Result<&mut Group> {
+        let i = match self.groups.iter().position(|g| g.id == *id) {
+            Some(i) => i,
+            None => {
+                let name = log_name(&self.job, id);
+                let log = McastLog::create_or_open_named(&name, self.mtu, self.geometry.log_slots)?;
+                if log.max_payload() < self.mtu {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("log {name} carries {} bytes, mtu is {}", log.max_payload(), self.mtu),
+                    ));
+                }
+                self.groups.push(Group { id: *id, log, reader: None });
+                self.groups.len() - 1
+            }
+        };
+        Ok(&mut self.groups[i])
+    }
+
+    /// Takes one datagram from source `k` (inbound rings first, then groups) into `rx`;
+    /// whether one was delivered.
+    fn poll_source(&mut self, k: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> bool {
+        let members = self.members;
+        let mtu = self.mtu;
+        if let Some((from, ring)) = self.inbound.get_mut(k) {
+            let Some(consumer) = ring else { return false };
+            match consumer.try_pop() {
+                Ok(None) => false,
+                Ok(Some(slot)) => match slot.payload() {
+                    Some(frame) if slot.from == from.0 && frame.len() <= mtu => {
+                        self.counters.received += 1;
+                        rx(*from, frame);
+                        true
+                    }
+                    _ => {
+                        self.counters.refused += 1;
+                        false
+                    }
+                },
+                Err(_) => {
+                    // Impossible indices: the sender is broken; stop reading this ring.
+                    self.counters.refused += 1;
+                    *ring = None;
+                    false
+                }
+            }
+        } else {
+            let Some(group) = self.groups.get_mut(k - self.inbound.len()) else { return false };
+            let Some(reader) = group.reader.as_mut() else { return false };
+            let Some(d) = reader.recv() else { return false };
+            if d.from >= members || d.payload.len() > mtu {
+                self.counters.refused += 1;
+                return false;
+            }
+            self.counters.received += 1;
+            rx(PeerId(d.from), d.payload);
+            true
+        }
+    }
+}
+
+impl Fabric for ShmFabric {
+    fn local(&self) -> PeerId {
+        self.me
+    }
+
+    fn mtu(&self) -> usize {
+        self.mtu
+    }
+
+    fn join(&mut self, group: &GroupId) -> io::Result<()> {
+        let me = self.me.0;
+        let g = self.group(group)?;
+        if g.reader.is_none() {
+            g.reader = Some(g.log.reader(Some(me)));
+        }
+        Ok(())
+    }
+
+    fn leave(&mut self, group: &GroupId) {
+        if let Some(g) = self.groups.iter_mut().find(|g| g.id == *group) {
+            if let Some(r) = g.reader.take() {
+                self.left_lost += r.lost();
+            }
+        }
+    }
+
+    fn send(&mut self, to: PeerId, frame: &[u8]) {
+        self.counters.sent += 1;
+        let me = self.me.0;
+        let slot = match FrameSlot::new(me, frame) {
+            Some(s) if frame.len() <= self.mtu => s,
+            _ => {
+                self.counters.refused += 1;
+                return;
+            }
+        };
+        let Some(producer) = self.producer(to) else {
+            self.counters.refused += 1;
+            return;
+        };
+        if producer.try_push(slot).is_err() {
+            self.counters.overrun += 1;
+        }
+    }
+
+    fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
+        self.counters.multicast += 1;
+        if frame.len() > self.mtu {
+            self.counters.refused += 1;
+            return;
+        }
+        let me = self.me.0;
+        let result = match self.group(group) {
+            Ok(g) => g.log.write(me, frame),
+            Err(_) => {
+                self.counters.refused += 1;
+                return;
+            }
+        };
+        match result {
+            Ok(_) => {}
+            Err(WriteError::Lost { .. }) => self.counters.overrun += 1,
+            Err(WriteError::TooLarge) => self.counters.refused += 1,
+        }
+    }
+
+    fn poll(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> usize {
+        let sources = self.inbound.len() + self.groups.len();
+        if sources == 0 {
+            return 0;
+        }
+        let mut delivered = 0;
+        // Round-robin, one datagram per source per round, starting where the last poll
+        // stopped; a full round without a delivery ends it. At most `budget + 1` rounds.
+        let mut idle = 0;
+        let mut k = self.next_source % sources;
+        while delivered < budget && idle < sources {
+            if self.poll_source(k, rx) {
+                delivered += 1;
+                idle = 0;
+            } else {
+                idle += 1;
+            }
+            k = (k + 1) % sources;
+        }
+        self.next_source = k;
+        delivered
+    }
+
+    fn counters(&self) -> FabricCounters {
+        let log_lost: u64 = self.groups.iter().filter_map(|g| g.reader.as_ref()).map(|r| r.lost()).sum();
+        FabricCounters { overrun: self.counters.overrun + self.left_lost + log_lost, ..self.counters }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_cleanup_matching() {
+        let g: GroupId = [0xab; 14];
+        assert_eq!(log_name("j", &g), format!("ringcast-j-g{}", "ab".repeat(14)));
+        assert_eq!(ring_name("j", PeerId(3), PeerId(10)), "ringcast-j-3-10");
+        assert!(is_job_segment(&"gab".replace("ab", &"ab".repeat(14))));
+        assert!(is_job_segment("3-10"));
+        assert!(is_job_segment("3-10.tmp.77.0"));
+        assert!(!is_job_segment("b-3-10"), "job a must not clean job a-b");
+        assert!(!is_job_segment("g12"));
+        assert!(!is_job_segment("3-"));
+        assert!(check_job("job_1-x").is_ok());
+        for bad in ["", "a/b", "a.b", "..", &"x".repeat(65)] {
+            assert!(check_job(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn bad_construction_is_refused() {
+        assert!(ShmFabric::new("unit-bad", PeerId(2), 2, 1000).is_err());
+        assert!(ShmFabric::new("unit-bad", PeerId(0), 0, 1000).is_err());
+        assert!(ShmFabric::new("unit-bad", PeerId(0), 2, FRAME_PAYLOAD + 1).is_err());
+        assert!(ShmFabric::new("unit/bad", PeerId(0), 2, 1000).is_err());
+    }
+}

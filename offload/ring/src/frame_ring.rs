@@ -1,0 +1,143 @@
+//! Point-to-point frame rings of the `shm` fabric: the crate's SPSC [`Producer`]/[`Consumer`]
+//! ring, unchanged, carrying fixed-size [`FrameSlot`] entries, in a named shared-memory segment
+//! (`ShmSegment::create_or_open_named`), one ring per directed pair of members.
+//!
+//! Why the existing ring and not a byte-frame ring: it is already validated, Miri- and
+//! loom-checked, hardened against a hostile peer and lock-free; a fixed slot wastes memory
+//! for short frames (4 KiB per slot, touched lazily in tmpfs) but needs no second
+//! variable-length protocol to get right. Frames larger than [`FRAME_PAYLOAD`] are refused by
+//! whoever builds them.
+//!
+//! Contract:
+//! * the receiver creates (or, after a restart, re-opens) its inbound ring with
+//!   [`frame_ring_consumer`]; the sender opens it with [`frame_ring_producer`] and never
+//!   creates it (a missing ring means "the receiver is not there yet");
+//! * one producer and one consumer per ring: across processes that is the naming convention
+//!   (only member `from` opens the `from → to` ring for writing, only `to` for reading);
+//!   within a process it is enforced — opening the same side of the same name twice while the
+//!   first is alive fails with `AddrInUse` — so two threads of ours can never race on a slot;
+//! * a [`FrameSlot`] popped from a ring is untrusted: [`FrameSlot::payload`] checks its length.
+use crate::{Consumer, Entry, Producer, ShmSegment};
+use ringcast_abi::RingRole;
+use std::collections::BTreeSet;
+use std::io;
+use std::sync::{Arc, Mutex};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+/// Payload bytes of one frame slot: covers the engine's default MTU (1472) and anything up to
+/// a 4 KiB slot; a fabric with a larger MTU cannot use these rings.
+pub const FRAME_PAYLOAD: usize = 4088;
+
+/// The ring role written in frame-ring headers ("FRM1"), so that a frame ring is never
+/// attached as a host ring or vice versa.
+pub const FRAME_ROLE: RingRole = RingRole(u32::from_le_bytes(*b"FRM1"));
+
+/// One frame in a ring slot.
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(C)]
+pub struct FrameSlot {
+    /// Bytes of `data` in use (untrusted when popped: see [`FrameSlot::payload`]).
+    pub len: u32,
+    /// The sender's member id.
+    pub from: u32,
+    /// The frame, `len` bytes of it meaningful.
+    pub data: [u8; FRAME_PAYLOAD],
+}
+
+static_assertions::const_assert_eq!(core::mem::size_of::<FrameSlot>(), 4096);
+static_assertions::const_assert_eq!(core::mem::offset_of!(FrameSlot, data), 8);
+
+impl core::fmt::Debug for FrameSlot {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // Not the 4 KiB of data: length and sender say what a test needs.
+        f.debug_struct("FrameSlot").field("len", &self.len).field("from", &self.from).finish_non_exhaustive()
+    }
+}
+
+impl FrameSlot {
+    /// A slot holding `frame` from `from`, or `None` if it is longer than [`FRAME_PAYLOAD`].
+    pub fn new(from: u32, frame: &[u8]) -> Option<FrameSlot> {
+        let mut slot = FrameSlot { len: 0, from, data: [0; FRAME_PAYLOAD] };
+        slot.data.get_mut(..frame.len())?.copy_from_slice(frame);
+        slot.len = frame.len() as u32;
+        Some(slot)
+    }
+
+    /// The frame's bytes, or `None` if `len` is impossible.
+    pub fn payload(&self) -> Option<&[u8]> {
+        self.data.get(..usize::try_from(self.len).ok()?)
+    }
+}
+
+/// Names with a live producer (`true`) or consumer (`false`) in this process.
+static CLAIMS: Mutex<BTreeSet<(String, bool)>> = Mutex::new(BTreeSet::new());
+
+/// One side of one named ring claimed by this process; released on drop.
+struct Claim {
+    key: (String, bool),
+}
+
+impl Claim {
+    fn take(name: &str, producer: bool) -> io::Result<Claim> {
+        let key = (name.to_string(), producer);
+        // A poisoned lock only means another thread panicked holding it; the set is intact.
+        let mut claims = CLAIMS.lock().unwrap_or_else(|e| e.into_inner());
+        if !claims.insert(key.clone()) {
+            let side = if producer { "producer" } else { "consumer" };
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("ring {name} already has a {side} in this process"),
+            ));
+        }
+        Ok(Claim { key })
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        CLAIMS.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.key);
+    }
+}
+
+/// What keeps a named ring's mapping (and this process's claim on it) alive.
+struct NamedRing {
+    seg: ShmSegment,
+    _claim: Claim,
+}
+
+fn ring_err(e: crate::RingError) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e)
+}
+
+/// Creates (or re-opens, keeping its contents) the named frame ring `name` of `capacity`
+/// slots (a power of two `>= 2`) and attaches as its consumer.
+pub fn frame_ring_consumer(name: &str, capacity: u32) -> io::Result<Consumer<FrameSlot>> {
+    let claim = Claim::take(name, false)?;
+    let len = crate::footprint::<FrameSlot>(capacity);
+    let (seg, _created) = ShmSegment::create_or_open_named(name, len, |seg| {
+        // SAFETY: the fresh segment is mapped for `seg.len()` bytes (page-aligned) and not yet
+        // visible to anyone else.
+        unsafe { crate::init::<FrameSlot>(seg.as_non_null(), seg.len(), FRAME_ROLE, capacity) }
+            .map_err(ring_err)
+    })?;
+    let owner = Arc::new(NamedRing { seg, _claim: claim });
+    // SAFETY: the mapping lives as long as `owner`; this process holds the only consumer claim
+    // on `name`, and other processes follow the naming convention (module doc); the header is
+    // written once before publication and the indices are only accessed atomically.
+    unsafe { Consumer::attach(owner.seg.as_non_null(), owner.seg.len(), FRAME_ROLE, owner.clone()) }
+        .map_err(ring_err)
+}
+
+/// Opens the existing named frame ring `name` and attaches as its producer (`NotFound` if the
+/// receiver has not created it yet).
+pub fn frame_ring_producer(name: &str) -> io::Result<Producer<FrameSlot>> {
+    let claim = Claim::take(name, true)?;
+    let seg = ShmSegment::open_named(name)?;
+    let owner = Arc::new(NamedRing { seg, _claim: claim });
+    // SAFETY: as in `frame_ring_consumer`, with the producer claim.
+    unsafe { Producer::attach(owner.seg.as_non_null(), owner.seg.len(), FRAME_ROLE, owner.clone()) }
+        .map_err(ring_err)
+}
+
+// A frame slot travels through the generic ring.
+static_assertions::assert_impl_all!(FrameSlot: Entry);

@@ -1,0 +1,283 @@
+//! Tests of the multicast log through its public API on heap memory: delivery, the own-sender
+//! filter, exact loss counts when a reader is lapped, writers that died after claiming (with
+//! and without a busy mark), writer takeover, header validation, hostile words (impossible
+//! lengths, sequences, garbage everywhere), and writer/reader threads. Heap only, so all of it
+//! runs under Miri (thread counts shrunk).
+#![cfg(not(loom))]
+
+use core::ptr::NonNull;
+use ringcast_ring::{log_footprint, Datagram, LogError, McastLog, WriteError, LOG_MAGIC};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+/// Word index of `write_seq`.
+const WRITE_SEQ: usize = 16;
+
+/// Word index of the start of slot `k` for a log of `payload` bytes per slot.
+fn slot(payload: usize, k: usize) -> usize {
+    32 + k * (2 + payload.div_ceil(8))
+}
+
+/// Test datagram `i` of sender `from`: 9..=72 bytes, `i` in the first 8, then a pattern.
+fn payload(from: u32, i: u64) -> Vec<u8> {
+    let len = 9 + ((i * 37 + u64::from(from) * 11) % 64) as usize;
+    let mut v = i.to_le_bytes().to_vec();
+    v.extend((8..len).map(|k| (i as u8).wrapping_mul(31) ^ (k as u8) ^ (from as u8).wrapping_mul(7)));
+    v
+}
+
+/// Checks a delivered datagram is exactly some `payload(from, i)`; returns `i`.
+fn check(d: &Datagram<'_>) -> u64 {
+    assert!(d.payload.len() >= 9, "short datagram {:?}", d.payload);
+    let i = u64::from_le_bytes(d.payload[..8].try_into().unwrap());
+    assert_eq!(d.payload, &payload(d.from, i)[..], "wrong bytes in seq {}", d.seq);
+    i
+}
+
+/// A log on raw heap words the test can scribble on, like a hostile peer would.
+struct Raw {
+    words: Arc<[AtomicU64]>,
+}
+
+impl Raw {
+    fn new(payload: usize, slots: u32) -> (Raw, McastLog) {
+        let raw = Raw::blank(log_footprint(payload, slots) / 8);
+        // SAFETY: the words are valid for the whole length, not shared yet.
+        unsafe { McastLog::init(raw.ptr(), raw.len(), payload, slots) }.unwrap();
+        let log = raw.attach().unwrap();
+        (raw, log)
+    }
+    fn blank(words: usize) -> Raw {
+        Raw { words: (0..words).map(|_| AtomicU64::new(0)).collect() }
+    }
+    fn ptr(&self) -> NonNull<u8> {
+        NonNull::new(self.words.as_ptr() as *mut u8).unwrap()
+    }
+    fn len(&self) -> usize {
+        self.words.len() * 8
+    }
+    fn attach(&self) -> Result<McastLog, LogError> {
+        // SAFETY: the words live as long as the owner Arc and are only accessed atomically.
+        unsafe { McastLog::attach(self.ptr(), self.len(), Arc::new(self.words.clone())) }
+    }
+    fn word(&self, i: usize) -> &AtomicU64 {
+        &self.words[i]
+    }
+}
+
+#[test]
+fn roundtrip_and_limits() {
+    let log = McastLog::new_heap(64, 8).unwrap();
+    assert_eq!((log.max_payload(), log.slots(), log.write_seq()), (64, 8, 0));
+    let mut r = log.reader(None);
+    assert_eq!(r.recv(), None);
+    assert_eq!(log.write(1, b"hello"), Ok(0));
+    assert_eq!(log.write(2, b""), Ok(1));
+    assert_eq!(log.write(3, &[7; 64]), Ok(2));
+    assert_eq!(r.recv(), Some(Datagram { seq: 0, from: 1, payload: b"hello" }));
+    assert_eq!(r.recv(), Some(Datagram { seq: 1, from: 2, payload: b"" }));
+    assert_eq!(r.recv(), Some(Datagram { seq: 2, from: 3, payload: &[7; 64] }));
+    assert_eq!(r.recv(), None);
+    assert_eq!(log.write(1, &[0; 65]), Err(WriteError::TooLarge));
+    assert_eq!(log.write_seq(), 3, "a refused write claims nothing");
+    assert_eq!((r.cursor(), r.lost()), (3, 0));
+    // A reader created now starts at the write position.
+    let mut late = log.reader(None);
+    assert_eq!(late.recv(), None);
+    assert!(McastLog::new_heap(0, 8).is_err());
+    assert!(McastLog::new_heap(64, 6).is_err());
+    assert!(McastLog::new_heap(64, 1).is_err());
+}
+
+#[test]
+fn own_datagrams_are_skipped_not_lost() {
+    let log = McastLog::new_heap(16, 8).unwrap();
+    let mut r = log.reader(Some(1));
+    for from in [1, 2, 1, 1, 3, 1] {
+        log.write(from, &[from as u8]).unwrap();
+    }
+    assert_eq!(r.recv().map(|d| (d.seq, d.from)), Some((1, 2)));
+    assert_eq!(r.recv().map(|d| (d.seq, d.from)), Some((4, 3)));
+    assert_eq!(r.recv(), None);
+    assert_eq!((r.cursor(), r.lost()), (6, 0));
+}
+
+#[test]
+fn lapped_reader_counts_exact_losses() {
+    let log = McastLog::new_heap(72, 8).unwrap();
+    let mut r = log.reader(None);
+    for i in 0..20 {
+        log.write(5, &payload(5, i)).unwrap();
+    }
+    let mut got = Vec::new();
+    while let Some(d) = r.recv() {
+        got.push((d.seq, check(&d)));
+    }
+    assert_eq!(got, (12..20).map(|i| (i, i)).collect::<Vec<_>>());
+    assert_eq!(r.lost(), 12);
+}
+
+#[test]
+fn dead_writer_claim_is_skipped_after_stall_limit() {
+    for busy_mark in [false, true] {
+        let (raw, log) = Raw::new(16, 8);
+        let mut r = log.reader(None);
+        r.set_stall_limit(3);
+        // A writer claimed sequence 0 and died (before or after marking the slot busy).
+        raw.word(WRITE_SEQ).store(1, Relaxed);
+        if busy_mark {
+            raw.word(slot(16, 0)).store(1, Relaxed);
+        }
+        assert_eq!(log.write(2, b"after"), Ok(1));
+        assert_eq!(r.recv(), None, "stalled, poll 1");
+        assert_eq!(r.recv(), None, "stalled, poll 2");
+        assert_eq!(r.recv(), Some(Datagram { seq: 1, from: 2, payload: b"after" }));
+        assert_eq!(r.lost(), 1);
+    }
+}
+
+#[test]
+fn dead_writer_claim_is_skipped_once_lapped() {
+    let (raw, log) = Raw::new(16, 4);
+    let mut r = log.reader(None);
+    r.set_stall_limit(1);
+    raw.word(WRITE_SEQ).store(1, Relaxed);
+    raw.word(slot(16, 0)).store(1, Relaxed); // busy(0), forever
+                                             // Seq 4 lands on the dead writer's busy slot less than TAKEOVER_LAPS laps later: lost.
+    for s in 1..=5u64 {
+        let r = log.write(1, &s.to_le_bytes());
+        assert_eq!(r, if s == 4 { Err(WriteError::Lost { seq: 4 }) } else { Ok(s) });
+    }
+    // write_seq 6 is more than a lap past the dead claim: skipped at once, no stall polls.
+    // Seqs 0 (dead) and 1 (overwritten by 5) are lost; 2, 3 delivered; 4 never published
+    // (skipped after the one-poll stall limit).
+    let got: Vec<u64> = std::iter::from_fn(|| r.recv().map(|d| d.seq)).collect();
+    assert_eq!(got, [2, 3, 5]);
+    assert_eq!(r.lost(), 3);
+    // Two laps after the dead claim, a writer takes the slot over.
+    for s in 6..8u64 {
+        assert_eq!(log.write(1, b"x"), Ok(s));
+    }
+    assert_eq!(log.write(1, b"taken"), Ok(8));
+    assert_eq!(r.recv(), Some(Datagram { seq: 6, from: 1, payload: b"x" }));
+}
+
+#[test]
+fn attach_validates_the_header() {
+    let (raw, _log) = Raw::new(64, 8);
+    assert!(raw.attach().is_ok());
+    let cases: [(usize, u64, LogError); 6] = [
+        (0, 0, LogError::BadMagic),
+        (1, 2, LogError::Version(2)),
+        (3, 6, LogError::BadSlots(6)),
+        (3, 1 << 40, LogError::BadSlots(1 << 40)),
+        (2, 2, LogError::BadSlotSize(2)),
+        (2, u64::MAX, LogError::BadSlotSize(u64::MAX)),
+    ];
+    for (word, value, err) in cases {
+        let old = raw.word(word).swap(value, Relaxed);
+        assert_eq!(raw.attach().err(), Some(err));
+        raw.word(word).store(old, Relaxed);
+    }
+    // More slots than the memory holds.
+    raw.word(3).store(16, Relaxed);
+    assert!(matches!(raw.attach(), Err(LogError::TooSmall { .. })));
+    raw.word(3).store(8, Relaxed);
+    // Too short for the header; misaligned.
+    let short = Raw::blank(8);
+    // SAFETY: valid words of the given length, not shared.
+    let r = unsafe { McastLog::init(short.ptr(), short.len(), 64, 8) };
+    assert!(matches!(r, Err(LogError::TooSmall { .. })));
+    // SAFETY: one byte in, still inside the allocation; rejected before any access.
+    let odd = unsafe { raw.ptr().add(1) };
+    // SAFETY: as above.
+    let r = unsafe { McastLog::attach(odd, raw.len() - 8, Arc::new(raw.words.clone())) };
+    assert_eq!(r.err(), Some(LogError::Misaligned));
+    assert_eq!(raw.word(0).load(Relaxed), LOG_MAGIC);
+}
+
+#[test]
+fn hostile_words_never_panic_or_hang() {
+    let (raw, log) = Raw::new(16, 4);
+    let mut r = log.reader(None);
+    // A published slot whose length exceeds the payload capacity: lost, not delivered.
+    log.write(1, b"ok").unwrap();
+    raw.word(slot(16, 0) + 1).store(u64::from(u32::MAX), Relaxed);
+    assert_eq!(r.recv(), None);
+    assert_eq!(r.lost(), 1);
+    // A bogus huge write_seq: the reader jumps, counting (saturating), and stays bounded.
+    raw.word(WRITE_SEQ).store(u64::MAX - 1, Relaxed);
+    for _ in 0..10 {
+        let _ = r.recv();
+    }
+    assert!(r.lost() > 1);
+    // Writers keep working on top of the garbage (their datagrams may be lost, no panic).
+    for _ in 0..10 {
+        let _ = log.write(1, b"x");
+    }
+    // write_seq going backwards reads as empty.
+    raw.word(WRITE_SEQ).store(0, Relaxed);
+    let _ = r.recv();
+    // Garbage in every slot word, from a fixed pseudo-random stream.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for round in 0..if cfg!(miri) { 3 } else { 200 } {
+        for i in WRITE_SEQ..raw.words.len() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Mix small values in, so that sequences near the reader's cursor show up too.
+            let v = if i % 3 == 0 { x % 16 } else { x };
+            raw.word(i).store(v, Relaxed);
+        }
+        let mut fresh = log.reader_at(x % 8, Some(1));
+        fresh.set_stall_limit(1 + round % 3);
+        for _ in 0..8 {
+            if let Some(d) = fresh.recv() {
+                assert!(d.payload.len() <= 16);
+            }
+        }
+        let _ = log.write(2, b"y");
+    }
+}
+
+#[test]
+fn writers_and_reader_threads() {
+    let n: u64 = if cfg!(miri) { 30 } else { 20_000 };
+    let log = McastLog::new_heap(72, 16).unwrap();
+    let mut r = log.reader(Some(9));
+    let writers: Vec<_> = (1..=2u32)
+        .map(|from| {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                let mut lost = 0;
+                for i in 0..n {
+                    if log.write(from, &payload(from, i)).is_err() {
+                        lost += 1;
+                    }
+                    if i & 63 == 0 {
+                        std::thread::yield_now();
+                    }
+                }
+                lost
+            })
+        })
+        .collect();
+    let mut next = [0u64; 3];
+    let mut delivered = 0u64;
+    while r.cursor() < 2 * n {
+        match r.recv() {
+            Some(d) => {
+                let i = check(&d);
+                let from = d.from as usize;
+                assert!(i >= next[from], "sender {from} went backwards: {i} after {}", next[from]);
+                next[from] = i + 1;
+                delivered += 1;
+            }
+            None => std::thread::yield_now(),
+        }
+    }
+    let writer_lost: u64 = writers.into_iter().map(|w| w.join().unwrap()).sum();
+    assert_eq!(r.cursor(), 2 * n);
+    assert_eq!(delivered + r.lost(), 2 * n, "every position delivered or counted lost");
+    assert!(r.lost() >= writer_lost, "unpublished writes are counted lost by the reader");
+}
