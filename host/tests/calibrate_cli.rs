@@ -1,13 +1,26 @@
-//! `ringcast calibrate` on the real UDP fabric over loopback: it measures, prints every LogGP
-//! parameter, and writes a scenario that `ringcast sim` runs.
+//! `ringcast calibrate` on the real UDP fabric over loopback and the real shared-memory fabric:
+//! it measures, prints every LogGP parameter, and writes a scenario that `ringcast sim` runs.
 use std::process::Command;
 
 #[test]
 fn udp_calibration_writes_a_runnable_scenario() {
-    let dir = std::env::temp_dir().join(format!("ringcast-calibrate-{}", std::process::id()));
-    let file = dir.join("udp.toml");
+    calibration_writes_a_runnable_scenario("udp");
+}
+
+#[test]
+fn shm_calibration_writes_a_runnable_scenario_and_leaves_nothing() {
+    calibration_writes_a_runnable_scenario("shm");
+    let left: Vec<_> = std::fs::read_dir("/dev/shm")
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    assert!(!left.iter().any(|n| n.starts_with("ringcast-calibrate-")), "{left:?}");
+}
+
+fn calibration_writes_a_runnable_scenario(fabric: &str) {
+    let dir = std::env::temp_dir().join(format!("ringcast-calibrate-{fabric}-{}", std::process::id()));
+    let file = dir.join(format!("{fabric}.toml"));
     let o = Command::new(env!("CARGO_BIN_EXE_ringcast"))
-        .args(["calibrate", "--fabric", "udp", "--count", "300", "--out"])
+        .args(["calibrate", "--fabric", fabric, "--count", "300", "--out"])
         .arg(&file)
         .output()
         .expect("run ringcast calibrate");

@@ -16,6 +16,7 @@
 //! trip shows up in `o_send` and `L` comes out near 0; the stream rate is bounded by the
 //! per-datagram cost, not by bytes, so `G` is near 0 too. Both are what this fabric costs here.
 use clap::{Args, ValueEnum};
+use ringcast_offload::fabric::shm::{cleanup, ShmFabric};
 use ringcast_offload::fabric::udp::{Interface, IpFamily, UdpFabric, UdpOptions};
 use ringcast_offload::fabric::Fabric;
 use ringcast_offload::proto::comm::PeerId;
@@ -31,6 +32,8 @@ use std::time::{Duration, Instant};
 pub enum Which {
     /// Kernel UDP over loopback.
     Udp,
+    /// The shared-memory emulation NIC.
+    Shm,
 }
 
 /// `ringcast calibrate` options.
@@ -191,6 +194,16 @@ fn udp_pair(config: &Config) -> Result<(Member, Member), String> {
     Ok((make(0)?, make(1)?))
 }
 
+fn shm_pair(job: &str, config: &Config) -> Result<(Member, Member), String> {
+    let mtu = (config.mtu as usize).min(4088);
+    let make = |i: u32| ShmFabric::new(job, PeerId(i), 2, mtu).map_err(|e| format!("shm fabric: {e}"));
+    let (mut a, mut b) = (make(0)?, make(1)?);
+    if !a.connect(PeerId(1)) || !b.connect(PeerId(0)) {
+        return Err("shm fabric: members cannot reach each other's rings".into());
+    }
+    Ok((Box::new(a), Box::new(b)))
+}
+
 /// The scenario file the measurement becomes.
 pub fn scenario(which: &str, m: &Measured) -> String {
     format!(
@@ -216,9 +229,12 @@ pub fn scenario(which: &str, m: &Measured) -> String {
 pub fn run(a: CalibrateArgs, config: &Config) -> ExitCode {
     let name = match a.fabric {
         Which::Udp => "udp",
+        Which::Shm => "shm",
     };
+    let job = format!("calibrate-{}", std::process::id());
     let pair = match a.fabric {
         Which::Udp => udp_pair(config),
+        Which::Shm => shm_pair(&job, config),
     };
     let (x, y) = match pair {
         Ok(p) => p,
@@ -227,7 +243,11 @@ pub fn run(a: CalibrateArgs, config: &Config) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let Some(m) = measure(x, y, a.count.max(10)) else {
+    let m = measure(x, y, a.count.max(10));
+    if a.fabric == Which::Shm {
+        let _ = cleanup(&job); // nothing of the job is left in /dev/shm
+    }
+    let Some(m) = m else {
         eprintln!("ringcast calibrate: the {name} fabric lost the measurement traffic (no answer within {DEADLINE:?})");
         return ExitCode::FAILURE;
     };

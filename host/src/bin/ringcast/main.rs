@@ -8,7 +8,7 @@
 //!   protocol; prints failing seeds, replays one exactly.
 //! * `ringcast sim [FILES] [--set k=v]` — broadcasts on the LogGP-priced simulated fabric: sweeps,
 //!   tables, CSV/JSON, plots (`fixtures/sim/*.toml`, `docs/reproduction.md`).
-//! * `ringcast calibrate [--fabric udp]` — LogGP parameters of a real fabric, measured, written
+//! * `ringcast calibrate [--fabric udp|shm]` — LogGP parameters of a real fabric, measured, written
 //!   as a `ringcast sim` scenario under `fixtures/calibration/`.
 //! * `ringcast demo` — the main job: a daemon engine, host processes, verified COPYs, every
 //!   bad-input case, a host killed with work in flight, latency and bandwidth in both run modes.
