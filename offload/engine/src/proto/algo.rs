@@ -321,7 +321,8 @@ pub fn forward(
         }
         Algorithm::ScatterAllgather => {
             let owner = owner(seq, shape.count, size);
-            sa_forward(size, rel, owner, phase, fresh, &mut |r, ph| o.push((r + root) % size, LANE_ANY, ph));
+            let emit = &mut |r, ph| o.push((r + root) % size, LANE_ANY, ph);
+            scatter_allgather(size, rel, owner, phase, Gather::Binomial, emit);
         }
         Algorithm::DualTree if fresh => dual_forward(shape, me, seq, &mut o),
         Algorithm::Hierarchical => hier_forward(shape, me, seq, phase, fresh, &mut o),
@@ -336,29 +337,50 @@ fn owner(seq: u32, count: u32, n: u32) -> u32 {
     ((seq as u64 * n as u64) / count.max(1) as u64) as u32 % n.max(1)
 }
 
-/// Scatter–allgather in relative ranks `0..n` (0 = root). `emit(rel, phase)`.
-fn sa_forward(n: u32, rel: u32, owner: u32, phase: Phase, fresh: bool, emit: &mut impl FnMut(u32, Phase)) {
-    let start_allgather = |emit: &mut dyn FnMut(u32, Phase)| {
-        // The owner is the root of this block's binomial allgather tree.
-        let mut kids = [0; 32];
-        let k = binomial_kids(n, owner, rel, &mut kids);
-        for &c in &kids[..k] {
-            emit(c, Phase::Allgather);
+/// How the allgather after a scatter runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Gather {
+    /// A binomial tree rooted at each block's owner: recursive doubling per block (van de Geijn).
+    Binomial,
+    /// Around the ring from each block's owner (Mamidala's leaders).
+    Ring,
+}
+
+/// Scatter by recursive halving towards each fragment's owner, then `gather`, in relative ranks
+/// `0..n` (0 = root). A repair answer (`Phase::Tree`) is never forwarded: the ranks below ask
+/// for themselves. `emit(rel, phase)`.
+fn scatter_allgather(
+    n: u32,
+    rel: u32,
+    owner: u32,
+    phase: Phase,
+    gather: Gather,
+    emit: &mut impl FnMut(u32, Phase),
+) {
+    let start = |emit: &mut dyn FnMut(u32, Phase)| match gather {
+        Gather::Binomial => {
+            let mut kids = [0; 33];
+            let k = children(Topology::Binomial, n, owner, rel, &mut kids);
+            for &c in &kids[..k] {
+                emit(c, Phase::Allgather);
+            }
+        }
+        Gather::Ring => {
+            let next = (rel + 1) % n;
+            if next != owner {
+                emit(next, Phase::Allgather);
+            }
         }
     };
     match phase {
-        Phase::Scatter if rel == owner => start_allgather(emit),
+        Phase::Scatter if rel == owner => start(emit),
         Phase::Scatter => {
             if let Some(next) = scatter_step(n, rel, owner) {
                 emit(next, Phase::Scatter);
             }
         }
-        Phase::Allgather => start_allgather(emit),
-        Phase::Tree => {
-            // A repair answer: the rank now holds the fragment, and it forwards nothing (its
-            // subtree asks for itself). Only fresh matters for the allgather's duplicates.
-            let _ = fresh;
-        }
+        Phase::Allgather => start(emit),
+        Phase::Tree => {}
     }
 }
 
@@ -368,15 +390,6 @@ fn scatter_step(n: u32, rel: u32, owner: u32) -> Option<u32> {
     let d = owner.wrapping_sub(rel);
     let sub = if rel == 0 { n.next_power_of_two() } else { rel & rel.wrapping_neg() };
     (owner > rel && d < sub).then(|| rel + (1 << (31 - d.leading_zeros())))
-}
-
-/// Children of relative rank `rel` in the binomial tree rooted at relative rank `top` over `n`.
-fn binomial_kids(n: u32, top: u32, rel: u32, out: &mut [u32]) -> usize {
-    let mut kids = [0; 33];
-    let k = children(Topology::Binomial, n, top, rel, &mut kids);
-    let k = k.min(out.len());
-    out[..k].copy_from_slice(&kids[..k]);
-    k
 }
 
 /// One site's pair of trees: the site's ranks except its root in two halves.
@@ -578,7 +591,7 @@ fn hier_forward<F: FnMut(Hop)>(
     // Leaders in leader space: 0 = the root's node.
     let rel = (my_node + nodes - root_node) % nodes;
     let owner = owner(seq, shape.count, nodes);
-    sa_ring_forward(nodes, rel, owner, phase, &mut |l, ph| {
+    scatter_allgather(nodes, rel, owner, phase, Gather::Ring, &mut |l, ph| {
         let node = (l + root_node) % nodes;
         o.push(leader_of(shape, node), LANE_ANY, ph);
     });
@@ -589,26 +602,6 @@ fn hier_forward<F: FnMut(Hop)>(
                 o.push(r, LANE_ANY, Phase::Tree);
             }
         });
-    }
-}
-
-/// Scatter by recursive halving, then ring allgather (Mamidala's leader phase).
-fn sa_ring_forward(n: u32, rel: u32, owner: u32, phase: Phase, emit: &mut impl FnMut(u32, Phase)) {
-    let ring = |emit: &mut dyn FnMut(u32, Phase)| {
-        let next = (rel + 1) % n;
-        if next != owner {
-            emit(next, Phase::Allgather);
-        }
-    };
-    match phase {
-        Phase::Scatter if rel == owner => ring(emit),
-        Phase::Scatter => {
-            if let Some(next) = scatter_step(n, rel, owner) {
-                emit(next, Phase::Scatter);
-            }
-        }
-        Phase::Allgather => ring(emit),
-        Phase::Tree => {}
     }
 }
 
