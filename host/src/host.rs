@@ -451,6 +451,15 @@ impl Host {
         self.execute(&SubmissionDescriptor::copy(cookie, dst, src, len))
     }
 
+    /// Broadcasts `len` bytes at `buf` on the engine's world communicator (`comm` 0) from rank
+    /// `root`: read here if this engine is the root, written here otherwise. Blocks until this
+    /// rank's part is over; the completion carries the protocol's counters (fragments by
+    /// multicast and by repair, penalty rounds, repair requests).
+    pub fn bcast(&mut self, comm: u64, root: u32, buf: RegionRef, len: u64) -> Result<Completion> {
+        let cookie = self.next_cookie();
+        self.execute(&SubmissionDescriptor::bcast(cookie, comm, root, buf, len))
+    }
+
     /// Detaches cleanly, reporting whether the engine could be told (dropping a `Host` detaches
     /// too, ignoring errors). A process that dies without either is detected by the engine.
     pub fn detach(mut self) -> Result<()> {

@@ -78,6 +78,19 @@ impl SubmissionDescriptor {
         d
     }
 
+    /// A BCAST of `len` bytes at `buf` on communicator `comm` from rank `root`, carrying `cookie`.
+    pub const fn bcast(cookie: u64, comm: u64, root: u32, buf: RegionRef, len: u64) -> Self {
+        let mut d = Self::zeroed_const();
+        d.opcode = Opcode::BCAST;
+        d.cookie = cookie;
+        d.comm = comm;
+        d.root = root;
+        d.len = len;
+        d.key = buf.key;
+        d.offset = buf.offset;
+        d
+    }
+
     const fn zeroed_const() -> Self {
         SubmissionDescriptor {
             opcode: Opcode(0),

@@ -16,6 +16,10 @@ impl Opcode {
     /// Engine-side copy between two registered regions (as a NIC's DMA engine would):
     /// `aux` is the source, `region` the destination, `region.len` bytes.
     pub const COPY: Opcode = Opcode(1);
+    /// Broadcast on the engine's communicator `comm` from rank `root`: `len` bytes at
+    /// (`region`, `offset`), read at the root and written at every other rank. Completes when
+    /// this rank's part is over (the root: once the message is in the engine's channel).
+    pub const BCAST: Opcode = Opcode(2);
 }
 
 /// The operations this engine build understands.
@@ -25,6 +29,8 @@ pub enum Op {
     Nop,
     /// See [`Opcode::COPY`].
     Copy,
+    /// See [`Opcode::BCAST`].
+    Bcast,
 }
 
 impl From<Op> for Opcode {
@@ -32,6 +38,7 @@ impl From<Op> for Opcode {
         match op {
             Op::Nop => Opcode::NOP,
             Op::Copy => Opcode::COPY,
+            Op::Bcast => Opcode::BCAST,
         }
     }
 }
@@ -42,6 +49,7 @@ impl TryFrom<Opcode> for Op {
         match code {
             Opcode::NOP => Ok(Op::Nop),
             Opcode::COPY => Ok(Op::Copy),
+            Opcode::BCAST => Ok(Op::Bcast),
             other => Err(other),
         }
     }
@@ -53,6 +61,7 @@ impl Op {
         match self {
             Op::Nop => "nop",
             Op::Copy => "copy",
+            Op::Bcast => "bcast",
         }
     }
 }

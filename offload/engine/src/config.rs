@@ -8,6 +8,36 @@
 use std::fmt;
 use std::str::FromStr;
 
+/// Which fabric the engine's broadcasts travel on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FabricKind {
+    /// No fabric: the engine serves NOP and COPY only; BCAST fails with `UnknownCommunicator`.
+    #[default]
+    None,
+    /// The shared-memory emulation NIC (every node on this machine).
+    Shm,
+}
+
+impl FromStr for FabricKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(FabricKind::None),
+            "shm" => Ok(FabricKind::Shm),
+            _ => Err(format!("expected none or shm, got {s:?}")),
+        }
+    }
+}
+
+impl fmt::Display for FabricKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FabricKind::None => "none",
+            FabricKind::Shm => "shm",
+        })
+    }
+}
+
 /// How the polling loop behaves when it finds no work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PollMode {
@@ -404,6 +434,18 @@ tunables! {
     /// Name of the engine hosts attach to.
     engine_name: String = "default".to_string(), "RINGCAST_ENGINE",
         "name of the engine daemon hosts attach to (abstract Unix socket @ringcast.<name>)";
+    /// Fabric of the broadcasts.
+    fabric: FabricKind = FabricKind::None, "RINGCAST_FABRIC",
+        "fabric the engine's broadcasts travel on: none (NOP and COPY only) or shm (the shared-memory emulation NIC)";
+    /// Job the engine belongs to.
+    job: String = "default".to_string(), "RINGCAST_JOB",
+        "job name: the engines of one job share a fabric namespace and derive their world communicator's identity from it";
+    /// Engines (nodes) of the job.
+    nodes: u32 = 1, "RINGCAST_NODES",
+        "engines (nodes) in the job's world communicator";
+    /// This engine's node number.
+    node: u32 = 0, "RINGCAST_NODE",
+        "this engine's rank in the job's world communicator (0..nodes)";
 }
 
 impl Config {
@@ -496,6 +538,18 @@ impl Config {
                 "engine_name {:?} must be 1..=64 bytes without '/' or NUL",
                 self.engine_name
             ));
+        }
+        if self.nodes == 0 || self.nodes > 4096 || self.node >= self.nodes {
+            return bad(format!(
+                "node {} of {} nodes: need 0 <= node < nodes <= 4096",
+                self.node, self.nodes
+            ));
+        }
+        if self.job.is_empty()
+            || self.job.len() > 64
+            || !self.job.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return bad(format!("job {:?} must be 1..=64 characters of [A-Za-z0-9_-]", self.job));
         }
         Ok(())
     }

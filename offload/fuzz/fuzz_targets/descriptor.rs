@@ -34,6 +34,12 @@ fuzz_target!(|data: &[u8]| {
                     assert!(dst.offset + len <= 4096, "destination outside region a");
                     assert!(src.offset + len <= 4096 || (src.offset >= 8192 && src.offset + len <= 8192 + 4096));
                 }
+                Action::Bcast { cookie, buf, len, .. } => {
+                    // Handed to the runner, which completes it: it counts as this one's answer.
+                    completions += 1;
+                    assert_eq!(cookie, d.cookie);
+                    assert!(buf.offset + len <= 4096 || (buf.offset >= 8192 && buf.offset + len <= 8192 + 4096));
+                }
             }
         }
         assert_eq!(completions, 1);

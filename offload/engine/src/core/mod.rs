@@ -53,6 +53,26 @@ pub enum Action {
         /// Bytes.
         len: u64,
     },
+    /// Run this rank's part of a broadcast on the fabric (the runner's protocol); the
+    /// descriptor completes when the protocol says so, with `cookie`.
+    Bcast {
+        /// Host that posted it.
+        host: HostId,
+        /// Its descriptor's cookie.
+        cookie: u64,
+        /// Communicator (0: the engine's world communicator).
+        comm: u64,
+        /// Root rank.
+        root: u32,
+        /// The message buffer: read at the root, written elsewhere.
+        buf: Resolved,
+        /// Its region (a deregistration fails the broadcast at this rank).
+        key: RegionKey,
+        /// Bytes.
+        len: u64,
+        /// When the descriptor was taken in.
+        started: Nanos,
+    },
     /// Write `cqe` to `host`'s completion ring (after filling `engine_ns = now - started`).
     Complete {
         /// Recipient.
@@ -194,12 +214,21 @@ impl Core {
     /// completion (preceded by the DMA for a valid COPY).
     pub fn submit(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos) {
         let max_op_bytes = self.config.max_op_bytes;
+        // This engine's rank in its world communicator: the root reads its buffer, the others
+        // write theirs.
+        let me = self.config.node;
         let outcome = match self.host_mut(host) {
-            Some(state) => plan(&state.regions, desc, max_op_bytes),
+            Some(state) => plan(&state.regions, desc, max_op_bytes, me),
             None => Err(StatusKind::BadDescriptor),
         };
         let cqe = match outcome {
             Ok(Plan::Nothing) => Completion::new(desc.cookie, desc.opcode, Status::OK, 0),
+            Ok(Plan::Bcast { buf, len }) => {
+                // Completed later, by the runner, when the protocol is done with it.
+                let (cookie, comm, root, key) = (desc.cookie, desc.comm, desc.root, desc.key);
+                self.push(Action::Bcast { host, cookie, comm, root, buf, key, len, started: now });
+                return;
+            }
             Ok(Plan::Dma { src, dst, len }) => {
                 self.push(Action::Dma { host, src_key: desc.aux_key, dst_key: desc.key, src, dst, len });
                 self.counters.dma_bytes += len;
@@ -235,6 +264,15 @@ impl Core {
         self.counters.dropped_in_flight += 1;
     }
 
+    /// A broadcast the core handed out ([`Action::Bcast`]) ended at this rank: count it.
+    pub fn bcast_done(&mut self, ok: bool) {
+        if ok {
+            self.counters.completed_ok += 1;
+        } else {
+            self.counters.completed_err += 1;
+        }
+    }
+
     /// Next action to carry out, in order.
     pub fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
@@ -256,10 +294,16 @@ impl Core {
 enum Plan {
     Nothing,
     Dma { src: Resolved, dst: Resolved, len: u64 },
+    Bcast { buf: Resolved, len: u64 },
 }
 
 /// Validates a descriptor against the host's registrations and limits.
-fn plan(regions: &RegionTable, d: &SubmissionDescriptor, max_op_bytes: u64) -> Result<Plan, StatusKind> {
+fn plan(
+    regions: &RegionTable,
+    d: &SubmissionDescriptor,
+    max_op_bytes: u64,
+    me: u32,
+) -> Result<Plan, StatusKind> {
     let op = Op::try_from(d.opcode).map_err(|_| StatusKind::UnknownOpcode)?;
     if d.flags & !DESC_FLAGS_DEFINED != 0 {
         return Err(StatusKind::BadFlags);
@@ -297,6 +341,18 @@ fn plan(regions: &RegionTable, d: &SubmissionDescriptor, max_op_bytes: u64) -> R
                 return Err(StatusKind::Overlap);
             }
             Ok(Plan::Dma { src, dst, len: d.len })
+        }
+        Op::Bcast => {
+            if d.aux_key != RegionKey::NONE || d.aux_offset != 0 {
+                return Err(StatusKind::BadDescriptor);
+            }
+            if d.len == 0 || d.len > max_op_bytes {
+                return Err(StatusKind::BadLength);
+            }
+            // The root only reads its buffer; every other rank writes it.
+            let need = if d.root == me { Access::READ } else { Access::WRITE };
+            let buf = regions.resolve(d.key, d.offset, d.len, need)?;
+            Ok(Plan::Bcast { buf, len: d.len })
         }
     }
 }

@@ -123,9 +123,35 @@ fn registration_limits_and_detach() {
     assert_eq!(status_of(&drain(&mut core)), StatusKind::UnknownRegion);
 }
 
+#[test]
+fn bcast_is_validated_then_handed_to_the_runner() {
+    let (mut core, h, a, b) = core_with_regions();
+    let at = |key| RegionRef { key, offset: 0 };
+    // This engine is node 0: as the root it reads its buffer, as a receiver it writes it.
+    core.submit(h, &SubmissionDescriptor::bcast(7, 0, 0, at(b), 100), 3);
+    let acts = drain(&mut core);
+    assert!(matches!(acts[..], [Action::Bcast { cookie: 7, root: 0, len: 100, started: 3, .. }]), "{acts:?}");
+    core.submit(h, &SubmissionDescriptor::bcast(8, 0, 1, at(a), 100), 0);
+    assert!(matches!(drain(&mut core)[..], [Action::Bcast { cookie: 8, root: 1, .. }]));
+    let bad = [
+        (SubmissionDescriptor::bcast(1, 0, 1, at(b), 100), StatusKind::AccessDenied),
+        (SubmissionDescriptor::bcast(1, 0, 0, at(b), 0), StatusKind::BadLength),
+        (SubmissionDescriptor::bcast(1, 0, 0, at(b), 5000), StatusKind::OutOfBounds),
+        (
+            SubmissionDescriptor { aux_key: a, ..SubmissionDescriptor::bcast(1, 0, 0, at(b), 10) },
+            StatusKind::BadDescriptor,
+        ),
+    ];
+    for (d, want) in bad {
+        core.submit(h, &d, 0);
+        assert_eq!(status_of(&drain(&mut core)), want, "{d:?}");
+    }
+}
+
 proptest! {
-    /// Any 64 bytes from a host: no panic, exactly one completion echoing the cookie, and any DMA
-    /// lies inside the registered regions with the right access.
+    /// Any 64 bytes from a host: no panic, exactly one completion echoing the cookie — or one
+    /// broadcast handed to the runner, which completes it — and any DMA or broadcast buffer lies
+    /// inside the registered regions with the right access.
     #[test]
     fn arbitrary_descriptor_bytes_are_safe(bytes in proptest::collection::vec(any::<u8>(), 64), pick in 0u8..4) {
         let (mut core, h, a, b) = core_with_regions();
@@ -139,6 +165,11 @@ proptest! {
         }
         core.submit(h, &d, 1);
         let acts = drain(&mut core);
+        if let [Action::Bcast { cookie, buf, len, .. }] = acts[..] {
+            prop_assert_eq!(cookie, d.cookie);
+            prop_assert!(buf.offset + len <= 1024 || (buf.offset >= 2048 && buf.offset + len <= 3072));
+            return Ok(());
+        }
         let completes: Vec<_> = acts.iter().filter(|x| matches!(x, Action::Complete { .. })).collect();
         prop_assert_eq!(completes.len(), 1);
         let Action::Complete { cqe, .. } = completes[0] else { unreachable!() };

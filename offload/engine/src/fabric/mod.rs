@@ -9,8 +9,10 @@
 //!
 //! * [`shm`] — the polling-thread emulation NIC: a shared-memory multicast log per group, SPSC
 //!   rings per directed pair; across processes on one machine.
+//! * [`faulty`] — the `RINGCAST_FAULT_*` injector around a fabric without its own;
 //! * [`udp`] — kernel UDP: IPv6 `ff15::` (or IPv4 `239/8`) multicast groups derived from the
 //!   112-bit group id, unicast for repair and synchronization.
+pub mod faulty;
 pub mod shm;
 pub mod udp;
 

@@ -18,6 +18,7 @@
 //! (`burst`, `out`) or at attach (each host's queue holds at most one ring of operations).
 use super::clock::Clock;
 use super::memory::{HostMappings, SegmentTable};
+use super::net::Net;
 use crate::config::Config;
 use crate::core::regions::Resolved;
 use crate::core::{Action, Core, Departure, HostId, Nanos};
@@ -30,6 +31,9 @@ use std::collections::VecDeque;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
 
+/// A broadcast's token: the host slot above this bit, a sequence number below.
+const TOKEN_HOST_SHIFT: u32 = 40;
+const TOKEN_SEQ_MASK: u64 = (1 << TOKEN_HOST_SHIFT) - 1;
 /// epoll tokens of connections that have not attached yet carry this bit; hosts use their id.
 const PENDING_TAG: u64 = 1 << 32;
 /// Control messages served per host per control poll (a host cannot monopolise the loop).
@@ -74,6 +78,9 @@ struct Op {
     dma: Option<Dma>,
     cqe: Completion,
     started: Nanos,
+    /// A broadcast the protocol has not finished: its token (completions stay in order, so the
+    /// host's later operations wait behind it).
+    bcast: Option<u64>,
 }
 
 struct HostConn {
@@ -96,6 +103,9 @@ impl HostConn {
     ) -> bool {
         let mut work = false;
         while let Some(op) = self.queue.front_mut() {
+            if op.bcast.is_some() {
+                break; // the protocol has not finished it
+            }
             work = true;
             if let Some(dma) = op.dma.as_mut() {
                 if !dma.advance(segments, budget) {
@@ -146,6 +156,9 @@ pub struct EngineLoop {
     log_level: u8,
     closer: super::closer::Closer,
     stray: Vec<OwnedFd>,
+    /// The broadcast protocol on its fabric (`fabric = none`: absent).
+    net: Option<Net>,
+    next_token: u64,
 }
 
 impl EngineLoop {
@@ -175,6 +188,8 @@ impl EngineLoop {
             segments: SegmentTable::with_capacity(max_hosts * 8),
             hosts: (0..max_hosts).map(|_| None).collect(),
             pending: (0..max_hosts).map(|_| None).collect(),
+            net: Net::new(&config)?,
+            next_token: 0,
             core: Core::new(config),
             clock: Clock::new(),
             closer: super::closer::Closer::spawn()?,
@@ -217,6 +232,7 @@ impl EngineLoop {
                 }
             }
         }
+        work |= self.serve_net(now);
         if now.saturating_sub(self.last_ctl) >= self.ctl_interval {
             self.last_ctl = now;
             work |= self.poll_control(now);
@@ -224,9 +240,38 @@ impl EngineLoop {
         work
     }
 
+    /// The protocol's pass on the fabric, then the broadcasts it finished back to their hosts'
+    /// queues (published by the hosts' next data pass).
+    fn serve_net(&mut self, now: Nanos) -> bool {
+        let EngineLoop { net, hosts, core, segments, .. } = self;
+        let Some(net) = net.as_mut() else { return false };
+        let mut work = net.pass(now, segments);
+        for (token, outcome) in net.take_done() {
+            work = true;
+            let ok = outcome.status == StatusKind::Ok;
+            let host = (token >> TOKEN_HOST_SHIFT) as usize;
+            let Some(op) = hosts
+                .get_mut(host)
+                .and_then(Option::as_mut)
+                .and_then(|c| c.queue.iter_mut().find(|op| op.bcast == Some(token)))
+            else {
+                continue; // its host left meanwhile
+            };
+            op.bcast = None;
+            op.cqe.status = Status::from(outcome.status);
+            op.cqe.bytes = outcome.bytes;
+            op.cqe.frags_multicast = outcome.counters.frags_multicast;
+            op.cqe.frags_repair = outcome.counters.frags_repair;
+            op.cqe.penalty_rounds = outcome.counters.penalty_rounds;
+            op.cqe.retransmits = outcome.counters.retransmits;
+            core.bcast_done(ok);
+        }
+        work
+    }
+
     /// Steps 1–3 of a pass for host `i`; `Err` when its submission ring is corrupt.
     fn serve_data(&mut self, i: usize, now: Nanos) -> Result<bool, ()> {
-        let EngineLoop { hosts, core, segments, burst, out, clock, .. } = self;
+        let EngineLoop { hosts, core, segments, burst, out, clock, net, next_token, .. } = self;
         let Some(conn) = hosts[i].as_mut() else {
             return Ok(false);
         };
@@ -249,7 +294,25 @@ impl EngineLoop {
                             staged = Some(Dma { src_key, dst_key, src, dst, len, done: 0, failed: false });
                         }
                         Action::Complete { cqe, started, .. } => {
-                            conn.queue.push_back(Op { dma: staged.take(), cqe, started });
+                            conn.queue.push_back(Op { dma: staged.take(), cqe, started, bcast: None });
+                        }
+                        Action::Bcast { cookie, comm, root, buf, len, started, .. } => {
+                            *next_token += 1;
+                            let token = (i as u64) << TOKEN_HOST_SHIFT | (*next_token & TOKEN_SEQ_MASK);
+                            let posted = match net.as_mut() {
+                                Some(net) => net.post(comm, root, buf, len, token, now, segments),
+                                None => Err(StatusKind::UnknownCommunicator),
+                            };
+                            let mut cqe = Completion::new(cookie, desc.opcode, Status::OK, 0);
+                            let bcast = match posted {
+                                Ok(()) => Some(token),
+                                Err(kind) => {
+                                    cqe.status = Status::from(kind);
+                                    core.bcast_done(false);
+                                    None
+                                }
+                            };
+                            conn.queue.push_back(Op { dma: None, cqe, started, bcast });
                         }
                     }
                 }
@@ -565,6 +628,12 @@ impl EngineLoop {
                 continue;
             };
             out.clear();
+            // Broadcasts the protocol has not finished end with the engine.
+            for op in conn.queue.iter_mut().filter(|op| op.bcast.is_some()) {
+                op.bcast = None;
+                op.cqe.status = Status::from(StatusKind::EngineShutdown);
+                core.bcast_done(false);
+            }
             let mut unlimited = u64::MAX;
             conn.advance(core, segments, &mut unlimited, out);
             // Everything still in the ring is answered, as far as the completion ring has room.

@@ -128,6 +128,20 @@ impl SegmentTable {
         self.by_handle.len()
     }
 
+    /// Reads host memory at `at + offset` into `out` (the broadcast root's buffer); false when
+    /// the handle is unknown or the range falls outside its mapping.
+    pub fn read(&self, at: Resolved, offset: u64, out: &mut [u8]) -> bool {
+        let Some(m) = self.by_handle.get(&at.segment.0) else { return false };
+        at.offset.checked_add(offset).is_some_and(|o| m.seg.read_at(o, out).is_ok())
+    }
+
+    /// Writes `data` to host memory at `at + offset` (a broadcast's delivery); false as for
+    /// [`SegmentTable::read`].
+    pub fn write(&self, at: Resolved, offset: u64, data: &[u8]) -> bool {
+        let Some(m) = self.by_handle.get(&at.segment.0) else { return false };
+        at.offset.checked_add(offset).is_some_and(|o| m.seg.write_at(o, data).is_ok())
+    }
+
     /// Copies one chunk of a DMA; false when a handle is unknown or a range falls outside its
     /// mapping.
     pub fn dma(&self, src: Resolved, dst: Resolved, len: u64) -> bool {

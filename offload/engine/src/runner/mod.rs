@@ -7,6 +7,7 @@ mod daemon;
 mod engine_loop;
 mod idle;
 mod memory;
+pub mod net;
 mod pin;
 mod thread;
 

@@ -34,10 +34,16 @@ pub struct Daemon {
 impl Daemon {
     /// Starts the daemon binary and waits until a host can attach.
     pub fn start(name: &str) -> Daemon {
+        Self::start_with(name, &[])
+    }
+
+    /// Like [`Daemon::start`] with extra `RINGCAST_*` settings in its environment.
+    pub fn start_with(name: &str, env: &[(&str, String)]) -> Daemon {
         let child = Command::new(env!("CARGO_BIN_EXE_ringcast-engine"))
             .args(["--name", name])
             .env("RINGCAST_LOG_LEVEL", "2")
             .env("RINGCAST_POLL_MODE", "spin-yield")
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdin(Stdio::null())
             .spawn()
             .expect("spawn ringcast-engine");
