@@ -47,6 +47,7 @@ fn cluster(nodes: u32, sizes: &[usize], tweak: impl Fn(&mut Config)) -> u64 {
             ..Config::default()
         };
         tweak(&mut config);
+        let channels = config.channels as usize;
         let (barrier, sizes) = (barrier.clone(), sizes.clone());
         threads.push(std::thread::spawn(move || -> Result<u64, String> {
             let mut host = Host::spawn_local(config).map_err(|e| format!("node {node}: {e}"))?;
@@ -77,7 +78,11 @@ fn cluster(nodes: u32, sizes: &[usize], tweak: impl Fn(&mut Config)) -> u64 {
                 }
                 repairs += c.frags_repair as u64;
             }
-            // Nobody's engine leaves while others may still need its repairs.
+            // Fill the last synchronization epoch, so every engine can leave at once (an engine
+            // lingers at exit while it owes its peers a synchronization).
+            for _ in 0..(channels - sizes.len() % channels) % channels {
+                host.bcast(0, 0, region.at(0), 1).map_err(|e| format!("node {node} final epoch: {e}"))?;
+            }
             barrier.wait();
             Ok(repairs)
         }));

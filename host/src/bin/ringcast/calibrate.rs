@@ -145,12 +145,15 @@ pub fn measure(mut a: Member, b: Member, count: usize) -> Option<Measured> {
     let big = vec![0xa5u8; a.mtu()];
     let mut per = Vec::new();
     let mut o_send = Vec::new();
+    // Streams shorter than the smallest receive queue (the shm fabric's rings hold 256), so the
+    // end marker is never the datagram a full queue drops.
+    let stream = count.min(200);
     for frame in [&small[..], &big[..]] {
         let t = Instant::now();
-        for _ in 0..count {
+        for _ in 0..stream {
             a.send(peer, frame);
         }
-        o_send.push(t.elapsed().as_nanos() as f64 / count as f64);
+        o_send.push(t.elapsed().as_nanos() as f64 / stream as f64);
         a.send(peer, &[0]);
         let (gap, o_recv, n) = rx.recv_timeout(DEADLINE).ok()?;
         recv_one(a.as_mut(), until)?;

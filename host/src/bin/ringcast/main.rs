@@ -10,9 +10,13 @@
 //!   tables, CSV/JSON, plots (`fixtures/sim/*.toml`, `docs/reproduction.md`).
 //! * `ringcast calibrate [--fabric udp|shm]` — LogGP parameters of a real fabric, measured, written
 //!   as a `ringcast sim` scenario under `fixtures/calibration/`.
+//! * `ringcast run -n N [--mode daemon|thread] -- PROGRAM` — a program on a local emulated
+//!   cluster; `ringcast bench -n N [--algorithm A] [--compare] [--json]` — osu_bcast-style.
 //! * `ringcast demo` — the main job: a daemon engine, host processes, verified COPYs, every
 //!   bad-input case, a host killed with work in flight, latency and bandwidth in both run modes.
+mod bench;
 mod calibrate;
+mod cluster;
 mod demo;
 mod dst;
 mod info;
@@ -54,6 +58,13 @@ enum Cmd {
     Dst(dst::DstArgs),
     /// The protocol's paper claims reproduced on the simulator (tables).
     Paper(paper::PaperArgs),
+    /// Run a program on a local emulated cluster (engines on a fabric, one process per node).
+    Run(bench::RunArgs),
+    /// osu_bcast-style broadcast benchmark on a local emulated cluster.
+    Bench(bench::BenchArgs),
+    /// One rank of `ringcast bench` (started by it).
+    #[command(hide = true)]
+    BenchRank(bench::RankArgs),
     /// Measure a real fabric's LogGP parameters and write them as a simulator scenario.
     Calibrate(calibrate::CalibrateArgs),
     /// Simulate broadcasts on a LogGP-priced fabric: one scenario or a sweep, tables, CSV/JSON, plots.
@@ -96,6 +107,9 @@ fn main() -> ExitCode {
         Cmd::Paper(args) => paper::run(args),
         Cmd::Sim(args) => sim::run(args),
         Cmd::Calibrate(args) => calibrate::run(args, &config),
+        Cmd::Run(args) => bench::run(args),
+        Cmd::Bench(args) => bench::bench(args),
+        Cmd::BenchRank(args) => bench::rank(args),
         Cmd::DemoHost(args) => demo::host(args),
     }
 }

@@ -447,6 +447,18 @@ impl Protocol {
         self.comm(comm).map(|c| c.next_bid)
     }
 
+    /// Nothing in progress and nothing left to synchronize: every operation over, and every
+    /// posted broadcast id inside a synchronized epoch — or the communicator broken. A partial
+    /// epoch never synchronizes (there is no timer-triggered synchronization), so an engine that
+    /// wants to leave cleanly has its hosts fill the epoch first.
+    pub fn quiescent(&self) -> bool {
+        self.comms.iter().flatten().all(|c| {
+            c.broken
+                || (c.ops.iter().flatten().all(Op::over)
+                    && c.next_bid <= c.sync.done.saturating_mul(self.channels))
+        })
+    }
+
     /// Whether any communicator of this engine is broken.
     pub fn any_broken(&self) -> bool {
         self.comms.iter().flatten().any(|c| c.broken)

@@ -618,6 +618,18 @@ impl EngineLoop {
                 idle.idle();
             }
         }
+        // Linger while the protocol still owes its peers something (repairs they may ask for,
+        // the synchronization of the broadcasts it took part in), at most a peer timeout: an
+        // engine that leaves at once would make the others fail with PeerUnreachable.
+        let linger = self.core.config().peer_timeout_ms as Nanos * 1_000_000;
+        let until = self.clock.now() + linger;
+        while self.net.as_ref().is_some_and(|n| !n.quiescent()) && self.clock.now() < until {
+            if self.poll_once() {
+                idle.busy();
+            } else {
+                idle.idle();
+            }
+        }
         self.shutdown();
     }
 

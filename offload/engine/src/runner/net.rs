@@ -174,6 +174,12 @@ impl Net {
         work
     }
 
+    /// Nothing owed to peers: no broadcast in progress here, and every broadcast this engine
+    /// took part in synchronized (or the communicator is broken).
+    pub fn quiescent(&self) -> bool {
+        self.blocked.is_empty() && self.proto.quiescent()
+    }
+
     /// Broadcasts that ended since the last call.
     pub fn take_done(&mut self) -> std::vec::Drain<'_, (u64, Outcome)> {
         self.done.drain(..)

@@ -1,0 +1,332 @@
+//! `ringcast run` and `ringcast bench`: programs on a local emulated cluster, and an
+//! osu_bcast-style broadcast benchmark on it.
+//!
+//! `ringcast bench` starts `-n` nodes (engines on the chosen fabric, daemon or thread mode) with
+//! one benchmark process each. Every rank runs, per message size, `iters` broadcasts from
+//! rank 0 back to back (as IMB and a loop of blocking `MPI_Bcast` do; there is no barrier
+//! between them) and reports its mean time per broadcast and its process CPU time per
+//! broadcast; the last broadcast's bytes are checked at every rank. The launcher prints, per
+//! size, the mean over ranks and the fastest and slowest rank (osu_bcast's avg/min/max), or
+//! JSON. `--compare` runs the binomial tree on the same cluster setup in the same invocation and
+//! prints the ratio.
+use crate::cluster::{host_from_env, Cluster, Mode};
+use clap::Args;
+use ringcast_host::{Access, SharedBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// `ringcast run` options.
+#[derive(Args)]
+pub struct RunArgs {
+    /// Nodes (engines), one program process each.
+    #[arg(short = 'n', long, default_value_t = 4)]
+    nodes: u32,
+    /// Engines as daemons (DPU emulation) or polling threads in the programs.
+    #[arg(long, value_enum, default_value_t = Mode::Daemon)]
+    mode: Mode,
+    /// Fabric.
+    #[arg(long, default_value = "shm")]
+    fabric: String,
+    /// Seconds before the programs are killed.
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
+    /// The program and its arguments (after `--`).
+    #[arg(trailing_var_arg = true, required = true)]
+    program: Vec<String>,
+}
+
+/// `ringcast run`: starts the cluster, runs the program on every node, tears everything down.
+pub fn run(a: RunArgs) -> ExitCode {
+    let Some((prog, args)) = a.program.split_first() else { return ExitCode::from(2) };
+    let mut cluster = match Cluster::start(a.nodes, a.mode, &a.fabric, prog, args, &[], false) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("ringcast run: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let results = cluster.wait(Duration::from_secs(a.timeout));
+    let failed: Vec<usize> = results
+        .iter()
+        .enumerate()
+        .filter(|(_, (s, _))| !s.is_some_and(|s| s.success()))
+        .map(|(i, _)| i)
+        .collect();
+    drop(cluster);
+    if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("ringcast run: node(s) {failed:?} failed");
+        ExitCode::FAILURE
+    }
+}
+
+/// `ringcast bench` options.
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Nodes (engines), one benchmark process each.
+    #[arg(short = 'n', long, default_value_t = 4)]
+    nodes: u32,
+    /// Engines as daemons or polling threads.
+    #[arg(long, value_enum, default_value_t = Mode::Daemon)]
+    mode: Mode,
+    /// Fabric.
+    #[arg(long, default_value = "shm")]
+    fabric: String,
+    /// Algorithm: auto (the engine's choice) or any `ringcast info` lists.
+    #[arg(long, default_value = "auto")]
+    algorithm: String,
+    /// Message sizes in bytes.
+    #[arg(long, value_delimiter = ',', default_values_t = [2u64, 64, 1024, 16384, 65536, 1 << 20])]
+    sizes: Vec<u64>,
+    /// Broadcasts per size (fewer for sizes from 64 KiB: a tenth).
+    #[arg(long, default_value_t = 1000)]
+    iters: u32,
+    /// Also run the binomial tree and print the ratio.
+    #[arg(long)]
+    compare: bool,
+    /// JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One rank's figures for one size.
+#[derive(Clone, Copy, Debug, Default)]
+struct RankLine {
+    alg: &'static str,
+    size: u64,
+    avg_us: f64,
+    cpu_us: f64,
+    iters: u32,
+}
+
+/// One size over all ranks.
+#[derive(Clone, Copy, Debug, Default)]
+struct SizeLine {
+    alg: &'static str,
+    size: u64,
+    avg: f64,
+    min: f64,
+    max: f64,
+    cpu: f64,
+    iters: u32,
+}
+
+fn iters_for(iters: u32, size: u64) -> u32 {
+    if size >= 65536 {
+        (iters / 10).max(10)
+    } else {
+        iters.max(1)
+    }
+}
+
+fn run_once(a: &BenchArgs, algorithm: &str) -> Result<Vec<SizeLine>, String> {
+    let sizes: Vec<String> = a.sizes.iter().map(u64::to_string).collect();
+    let args = vec![
+        "bench-rank".to_string(),
+        "--sizes".into(),
+        sizes.join(","),
+        "--iters".into(),
+        a.iters.to_string(),
+    ];
+    let env = [("RINGCAST_ALGORITHM".to_string(), algorithm.to_string())];
+    let mut cluster = Cluster::start(a.nodes, a.mode, &a.fabric, "self", &args, &env, true)?;
+    let results = cluster.wait(Duration::from_secs(600));
+    let mut lines: Vec<Vec<RankLine>> = Vec::new();
+    for (node, (status, out)) in results.iter().enumerate() {
+        if !status.is_some_and(|s| s.success()) {
+            return Err(format!("node {node} failed:\n{out}"));
+        }
+        let mut mine = Vec::new();
+        for l in out.lines() {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if let ["size", size, "avg_us", avg, "cpu_us", cpu, "iters", it, "algorithm", alg] = f.as_slice()
+            {
+                let p = |v: &str| v.parse::<f64>().map_err(|e| format!("node {node}: {l}: {e}"));
+                let alg = ringcast_offload::proto::algo::Algorithm::from_name(alg).map_or("?", |a| a.name());
+                mine.push(RankLine {
+                    alg,
+                    size: p(size)? as u64,
+                    avg_us: p(avg)?,
+                    cpu_us: p(cpu)?,
+                    iters: p(it)? as u32,
+                });
+            }
+        }
+        lines.push(mine);
+    }
+    let mut out = Vec::new();
+    for (k, &size) in a.sizes.iter().enumerate() {
+        let per: Vec<RankLine> =
+            lines.iter().filter_map(|l| l.get(k).copied()).filter(|l| l.size == size).collect();
+        if per.len() != lines.len() {
+            return Err(format!("size {size}: {} of {} ranks reported", per.len(), lines.len()));
+        }
+        let n = per.len().max(1) as f64;
+        out.push(SizeLine {
+            alg: per[0].alg,
+            size,
+            avg: per.iter().map(|l| l.avg_us).sum::<f64>() / n,
+            min: per.iter().map(|l| l.avg_us).fold(f64::INFINITY, f64::min),
+            max: per.iter().map(|l| l.avg_us).fold(0.0, f64::max),
+            cpu: per.iter().map(|l| l.cpu_us).sum::<f64>() / n,
+            iters: per[0].iters,
+        });
+    }
+    Ok(out)
+}
+
+/// `ringcast bench`.
+pub fn bench(a: BenchArgs) -> ExitCode {
+    let main = match run_once(&a, &a.algorithm) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("ringcast bench: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let base = if a.compare {
+        match run_once(&a, "binomial") {
+            Ok(r) => Some(r),
+            Err(e) => {
+                eprintln!("ringcast bench: binomial baseline: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        None
+    };
+    if a.json {
+        let rows: Vec<String> = main
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let b = base.as_ref().and_then(|b| b.get(i));
+                format!(
+                    "{{\"size\":{},\"algorithm\":\"{}\",\"avg_us\":{:.3},\"min_us\":{:.3},\"max_us\":{:.3},\"cpu_us\":{:.3},\"iterations\":{}{}}}",
+                    l.size,
+                    l.alg,
+                    l.avg,
+                    l.min,
+                    l.max,
+                    l.cpu,
+                    l.iters,
+                    b.map_or(String::new(), |b| format!(",\"binomial_avg_us\":{:.3},\"speedup\":{:.3}", b.avg, b.avg / l.avg.max(1e-9)))
+                )
+            })
+            .collect();
+        println!(
+            "{{\"nodes\":{},\"fabric\":\"{}\",\"mode\":\"{:?}\",\"algorithm\":\"{}\",\"results\":[{}]}}",
+            a.nodes,
+            a.fabric,
+            a.mode,
+            a.algorithm,
+            rows.join(",")
+        );
+        return ExitCode::SUCCESS;
+    }
+    println!(
+        "# ringcast bench: {} nodes, {} fabric, {:?} mode, algorithm {}",
+        a.nodes, a.fabric, a.mode, a.algorithm
+    );
+    println!(
+        "# back-to-back broadcasts from rank 0; per-rank mean, then over ranks; CPU = the host process's"
+    );
+    let extra = if base.is_some() { format!("{:>16}{:>9}", "Binomial(us)", "Ratio") } else { String::new() };
+    println!(
+        "{:<10}{:>19}{:>17}{:>17}{:>17}{:>13}{:>12}{extra}",
+        "# Size",
+        "Algorithm",
+        "Avg Latency(us)",
+        "Min Latency(us)",
+        "Max Latency(us)",
+        "CPU(us)",
+        "Iterations"
+    );
+    for (i, l) in main.iter().enumerate() {
+        let extra = base
+            .as_ref()
+            .and_then(|b| b.get(i))
+            .map_or(String::new(), |b| format!("{:>16.2}{:>8.2}x", b.avg, b.avg / l.avg.max(1e-9)));
+        println!(
+            "{:<10}{:>19}{:>17.2}{:>17.2}{:>17.2}{:>13.2}{:>12}{extra}",
+            l.size, l.alg, l.avg, l.min, l.max, l.cpu, l.iters
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+/// `ringcast bench-rank` options (one rank of `ringcast bench`).
+#[derive(Args)]
+pub struct RankArgs {
+    #[arg(long, value_delimiter = ',')]
+    sizes: Vec<u64>,
+    #[arg(long, default_value_t = 1000)]
+    iters: u32,
+}
+
+/// CPU time of this process so far (every thread: in thread mode that includes the engine's).
+fn cpu_time() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(t.tv_sec.max(0) as u64, t.tv_nsec.clamp(0, 999_999_999) as u32)
+}
+
+/// One benchmark rank: prints `size S avg_us A cpu_us C iters I algorithm X` per size.
+pub fn rank(a: RankArgs) -> ExitCode {
+    match rank_inner(&a) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ringcast bench-rank: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn rank_inner(a: &RankArgs) -> Result<(), String> {
+    let config = ringcast_host::Config::from_env().map_err(|e| e.to_string())?;
+    let me = config.node;
+    // The engine's choice per size, computed the same way (same configuration, same model).
+    let selector = ringcast_offload::model::select::Selector::from_config(&config);
+    let flat = ringcast_offload::proto::algo::Layout::FLAT;
+    let mut host = host_from_env()?;
+    let largest = a.sizes.iter().copied().max().unwrap_or(1).max(1) as usize;
+    let buf = SharedBuf::new(largest).map_err(|e| e.to_string())?;
+    let region = host.register(&buf, Access::READ_WRITE).map_err(|e| e.to_string())?;
+    let mut posted = 0u64;
+    for &size in &a.sizes {
+        let size = size.max(1);
+        let want: Vec<u8> = (0..size).map(|i| (i as u8).wrapping_mul(31).wrapping_add(size as u8)).collect();
+        buf.write_at(0, &if me == 0 { want.clone() } else { vec![0; size as usize] })
+            .map_err(|e| e.to_string())?;
+        let iters = iters_for(a.iters, size);
+        for _ in 0..iters.min(10) {
+            host.bcast(0, 0, region.at(0), size).map_err(|e| e.to_string())?; // warm-up
+            posted += 1;
+        }
+        let (t0, c0) = (Instant::now(), cpu_time());
+        for _ in 0..iters {
+            host.bcast(0, 0, region.at(0), size).map_err(|e| format!("{size} B: {e}"))?;
+        }
+        posted += iters as u64;
+        let (dt, dc) = (t0.elapsed(), cpu_time().saturating_sub(c0));
+        let mut got = vec![0; size as usize];
+        buf.read_at(0, &mut got).map_err(|e| e.to_string())?;
+        if got != want {
+            return Err(format!("node {me}: {size} B broadcast delivered wrong bytes"));
+        }
+        let algorithm = selector.choose(config.nodes, size, &flat, true);
+        println!(
+            "size {size} avg_us {:.3} cpu_us {:.3} iters {iters} algorithm {algorithm}",
+            dt.as_secs_f64() * 1e6 / iters as f64,
+            dc.as_secs_f64() * 1e6 / iters as f64
+        );
+    }
+    // Fill the last synchronization epoch with tiny broadcasts: the engine (in thread mode, in
+    // this process) lingers at exit until its epochs are synchronized, which needs every rank
+    // to have finished every broadcast — MPI_Finalize's barrier, done by the protocol.
+    let channels = config.channels as u64;
+    for _ in 0..(channels - posted % channels) % channels {
+        host.bcast(0, 0, region.at(0), 1).map_err(|e| format!("final epoch: {e}"))?;
+    }
+    Ok(())
+}
