@@ -134,6 +134,20 @@ impl Host {
         Self::attach_with(name, AttachOptions::default())
     }
 
+    /// Attaches to the engine daemon `name`, retrying while it is not listening yet (a daemon
+    /// just started) for up to `timeout`; other errors are returned at once.
+    pub fn attach_wait(name: &str, timeout: std::time::Duration) -> Result<Host> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            match Self::attach(name) {
+                Err(Error::Connect { .. }) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(10))
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// Attaches to the engine daemon `name`.
     pub fn attach_with(name: &str, opts: AttachOptions) -> Result<Host> {
         let config = Config::from_env()?;

@@ -15,10 +15,10 @@ use ringcast_host::{Access, SharedBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-/// `ringcast run` options.
+/// The cluster both commands start.
 #[derive(Args)]
-pub struct RunArgs {
-    /// Nodes (engines), one program process each.
+pub struct ClusterArgs {
+    /// Nodes (engines), one process each.
     #[arg(short = 'n', long, default_value_t = 4)]
     nodes: u32,
     /// Engines as daemons (DPU emulation) or polling threads in the programs.
@@ -27,6 +27,13 @@ pub struct RunArgs {
     /// Fabric.
     #[arg(long, default_value = "shm")]
     fabric: String,
+}
+
+/// `ringcast run` options.
+#[derive(Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    cluster: ClusterArgs,
     /// Seconds before the programs are killed.
     #[arg(long, default_value_t = 600)]
     timeout: u64,
@@ -38,7 +45,8 @@ pub struct RunArgs {
 /// `ringcast run`: starts the cluster, runs the program on every node, tears everything down.
 pub fn run(a: RunArgs) -> ExitCode {
     let Some((prog, args)) = a.program.split_first() else { return ExitCode::from(2) };
-    let mut cluster = match Cluster::start(a.nodes, a.mode, &a.fabric, prog, args, &[], false) {
+    let c = &a.cluster;
+    let mut cluster = match Cluster::start(c.nodes, c.mode, &c.fabric, prog, args, &[], false) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("ringcast run: {e}");
@@ -64,15 +72,8 @@ pub fn run(a: RunArgs) -> ExitCode {
 /// `ringcast bench` options.
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Nodes (engines), one benchmark process each.
-    #[arg(short = 'n', long, default_value_t = 4)]
-    nodes: u32,
-    /// Engines as daemons or polling threads.
-    #[arg(long, value_enum, default_value_t = Mode::Daemon)]
-    mode: Mode,
-    /// Fabric.
-    #[arg(long, default_value = "shm")]
-    fabric: String,
+    #[command(flatten)]
+    cluster: ClusterArgs,
     /// Algorithm: auto (the engine's choice) or any `ringcast info` lists.
     #[arg(long, default_value = "auto")]
     algorithm: String,
@@ -130,7 +131,8 @@ fn run_once(a: &BenchArgs, algorithm: &str) -> Result<Vec<SizeLine>, String> {
         a.iters.to_string(),
     ];
     let env = [("RINGCAST_ALGORITHM".to_string(), algorithm.to_string())];
-    let mut cluster = Cluster::start(a.nodes, a.mode, &a.fabric, "self", &args, &env, true)?;
+    let c = &a.cluster;
+    let mut cluster = Cluster::start(c.nodes, c.mode, &c.fabric, "self", &args, &env, true)?;
     let results = cluster.wait(Duration::from_secs(600));
     let mut lines: Vec<Vec<RankLine>> = Vec::new();
     for (node, (status, out)) in results.iter().enumerate() {
@@ -217,9 +219,9 @@ pub fn bench(a: BenchArgs) -> ExitCode {
             .collect();
         println!(
             "{{\"nodes\":{},\"fabric\":\"{}\",\"mode\":\"{:?}\",\"algorithm\":\"{}\",\"results\":[{}]}}",
-            a.nodes,
-            a.fabric,
-            a.mode,
+            a.cluster.nodes,
+            a.cluster.fabric,
+            a.cluster.mode,
             a.algorithm,
             rows.join(",")
         );
@@ -227,7 +229,7 @@ pub fn bench(a: BenchArgs) -> ExitCode {
     }
     println!(
         "# ringcast bench: {} nodes, {} fabric, {:?} mode, algorithm {}",
-        a.nodes, a.fabric, a.mode, a.algorithm
+        a.cluster.nodes, a.cluster.fabric, a.cluster.mode, a.algorithm
     );
     println!(
         "# back-to-back broadcasts from rank 0; per-rank mean, then over ranks; CPU = the host process's"

@@ -85,17 +85,8 @@ impl Cluster {
             }
             for node in 0..nodes {
                 let name = format!("{job}-{node}");
-                let deadline = Instant::now() + Duration::from_secs(20);
-                loop {
-                    match Host::attach(&name) {
-                        Ok(h) => {
-                            drop(h);
-                            break;
-                        }
-                        Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
-                        Err(e) => return Err(format!("engine {name} did not come up: {e}")),
-                    }
-                }
+                Host::attach_wait(&name, Duration::from_secs(20))
+                    .map_err(|e| format!("engine {name} did not come up: {e}"))?;
             }
         }
         for node in 0..nodes {

@@ -141,15 +141,9 @@ pub fn run(a: DemoArgs) -> ExitCode {
         Ok(c) => Daemon(c),
         Err(e) => return fail(format!("cannot start the engine daemon: {e}")),
     };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut me = loop {
-        match Host::attach(&name) {
-            Ok(h) => break h,
-            Err(Error::Connect { .. }) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(20))
-            }
-            Err(e) => return fail(format!("engine did not come up: {e}")),
-        }
+    let mut me = match Host::attach_wait(&name, Duration::from_secs(20)) {
+        Ok(h) => h,
+        Err(e) => return fail(format!("engine did not come up: {e}")),
     };
 
     // Host processes in parallel with a host that dies holding work.

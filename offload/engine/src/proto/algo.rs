@@ -647,7 +647,8 @@ fn dual_source(shape: &Shape, me: Rank, seq: u32) -> Option<Rank> {
     let site = lay.site_of(size, me);
     let ds = DualSite::new(shape, site);
     let pos = ds.pos(root, me);
-    let mut cands = [root; 6];
+    // Tree parent, swap parent, and the previous site's two feeders; the root by default.
+    let mut cands = [root; 4];
     if pos > 0 {
         let (t, i) = if pos <= ds.a { (0, pos) } else { (1, pos - ds.a) };
         if i > 1 {

@@ -28,12 +28,6 @@ use std::collections::VecDeque;
 /// Datagrams taken from the fabric per pass (the host rings get their turn in between).
 const FRAMES_PER_PASS: usize = 64;
 
-/// A post waiting for its channel (the delayed synchronization has not freed it yet).
-#[derive(Clone, Copy, Debug)]
-struct Blocked {
-    post: Post,
-}
-
 /// The protocol on its fabric.
 pub struct Net {
     proto: Protocol,
@@ -44,7 +38,9 @@ pub struct Net {
     /// them (sized once: `FRAMES_PER_PASS` MTUs).
     arena: Vec<u8>,
     frames: Vec<(PeerId, usize, usize)>,
-    blocked: VecDeque<Blocked>,
+    /// Posts waiting for their channel (the delayed synchronization has not freed it yet), in
+    /// posting order.
+    blocked: VecDeque<Post>,
     done: Vec<(u64, Outcome)>,
 }
 
@@ -113,23 +109,21 @@ impl Net {
         }
         let len = u32::try_from(len).map_err(|_| StatusKind::BadLength)?;
         let post = Post { comm: self.world, root, buf, len, token };
-        if !self.blocked.is_empty() {
-            // Broadcasts start in posting order: behind one that waits for a channel.
-            self.blocked.push_back(Blocked { post });
+        // Broadcasts start in posting order: behind one that waits for a channel.
+        if self.blocked.is_empty() && self.start(post, now, segments)? {
             return Ok(());
         }
-        self.try_post(post, now, segments)
+        self.blocked.push_back(post);
+        Ok(())
     }
 
-    fn try_post(&mut self, post: Post, now: Nanos, segments: &SegmentTable) -> Result<(), StatusKind> {
-        let Net { proto, fabric, done, blocked, .. } = self;
+    /// Hands `post` to the protocol: `Ok(false)` when its channel is still held.
+    fn start(&mut self, post: Post, now: Nanos, segments: &SegmentTable) -> Result<bool, StatusKind> {
+        let Net { proto, fabric, done, .. } = self;
         let mut env = NetEnv { fabric: fabric.as_mut(), segments, done };
         match proto.post_bcast(post, now, &mut env) {
-            Ok(()) => Ok(()),
-            Err(PostError::WouldBlock) => {
-                blocked.push_back(Blocked { post });
-                Ok(())
-            }
+            Ok(()) => Ok(true),
+            Err(PostError::WouldBlock) => Ok(false),
             Err(PostError::Refused(s)) => Err(s),
         }
     }
@@ -157,18 +151,15 @@ impl Net {
             proto.on_timeout(now, &mut env);
             work = true;
         }
-        while let Some(b) = self.blocked.pop_front() {
-            let before = self.blocked.len();
-            if let Err(s) = self.try_post(b.post, now, segments) {
-                self.done.push((b.post.token, Outcome { status: s, bytes: 0, counters: Default::default() }));
+        while let Some(&post) = self.blocked.front() {
+            match self.start(post, now, segments) {
+                Ok(false) => break, // still no channel; the rest waits behind it
+                Ok(true) => {}
+                Err(s) => self
+                    .done
+                    .push((post.token, Outcome { status: s, bytes: 0, counters: Default::default() })),
             }
-            if self.blocked.len() > before {
-                // Still no channel: it went back to the end; keep the order and stop.
-                if let Some(again) = self.blocked.pop_back() {
-                    self.blocked.push_front(again);
-                }
-                break;
-            }
+            self.blocked.pop_front();
             work = true;
         }
         work

@@ -1,6 +1,7 @@
 //! The simulator: the real protocol core on a modelled fabric, in virtual time, deterministic
 //! from a seed. [`world`] is the cluster and event loop, [`fabric`] the fault model, [`dst`] the
-//! deterministic-simulation-testing harness that checks invariants on seeded random scenarios.
+//! deterministic-simulation-testing harness that checks invariants on seeded random scenarios,
+//! [`experiments`] the protocol's paper claims, [`perf`] performance runs on the LogGP fabric.
 pub mod dst;
 pub mod experiments;
 pub mod fabric;

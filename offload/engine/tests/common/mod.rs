@@ -2,7 +2,7 @@
 //! child host processes (this test binary re-executed in a role), and the host library's
 //! self-test workload (COPY results checked byte for byte, every bad-descriptor case).
 #![allow(dead_code)]
-use ringcast_host::{Error, Host};
+use ringcast_host::Host;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -48,19 +48,10 @@ impl Daemon {
             .spawn()
             .expect("spawn ringcast-engine");
         let d = Daemon { child, name: name.to_string() };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            match Host::attach(name) {
-                Ok(h) => {
-                    drop(h);
-                    return d;
-                }
-                Err(Error::Connect { .. }) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(20))
-                }
-                Err(e) => panic!("engine {name} did not come up: {e}"),
-            }
+        if let Err(e) = Host::attach_wait(name, Duration::from_secs(20)) {
+            panic!("engine {name} did not come up: {e}");
         }
+        d
     }
 
     /// SIGTERM and wait; returns whether it exited successfully.
