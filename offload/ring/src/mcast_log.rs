@@ -9,12 +9,12 @@
 //! |----------------|---------------------------------------------------------------------|
 //! | 0              | magic [`LOG_MAGIC`]                                                  |
 //! | 1              | version [`LOG_VERSION`]                                              |
-//! | 2              | `slot_words`: words per slot (`2 + payload_capacity / 8`)            |
+//! | 2              | `slot_words`: words per slot (`3 + payload_capacity / 8`)            |
 //! | 3              | `slots`: slot count, a power of two in `2..=`[`MAX_LOG_SLOTS`]       |
 //! | 4..16          | reserved, zero                                                       |
 //! | 16 (byte 128)  | `write_seq`: free-running count of claimed sequences (own line)      |
 //! | 17..32         | reserved, zero                                                       |
-//! | 32 + k·slot_words | slot `k`: `seq` word, `meta` word (`len` low 32 bits, sender id high 32 bits), then the payload, byte `i` in byte `i % 8` of word `i / 8` (little-endian) |
+//! | 32 + k·slot_words | slot `k`: `seq` word, `meta` word (`len` low 32 bits, sender id high 32 bits), `check` word, then the payload, byte `i` in byte `i % 8` of word `i / 8` (little-endian) |
 //!
 //! Concurrency contract (a seqlock per slot, Boehm's formulation, with multiple writers):
 //! * the slot word of sequence `s` is `2s + 1` while being written ("busy") and `2s + 2` once
@@ -35,6 +35,12 @@
 //!   log is empty; otherwise it is skipped as lost once `write_seq` is more than `slots` past
 //!   it or after a bounded number of polls (a writer that died after claiming `c` must not
 //!   stop readers forever);
+//! * takeover has one hole the seqlock cannot close: the presumed-dead writer may wake up and
+//!   store stale words into a slot its successor has since published, without touching the slot
+//!   word. So every slot also carries a `check` word — a hash of its sequence, meta and payload
+//!   words, stored by the writer before it publishes — and a reader delivers only content whose
+//!   hash matches the sequence it expects; anything else is counted lost (a stale writer hashes
+//!   its own, older sequence, so its words can never pass for the successor's);
 //! * nothing a writer leaves in the segment can make a reader panic, index outside the
 //!   segment or loop without bound: the geometry is validated once at attach and kept
 //!   privately (never re-read), lengths are checked against it, sequence arithmetic wraps, and
@@ -55,7 +61,7 @@ use std::sync::Arc;
 /// Magic of a multicast log ("RCMCLOG1" little-endian).
 pub const LOG_MAGIC: u64 = u64::from_le_bytes(*b"RCMCLOG1");
 /// Layout version of this module.
-pub const LOG_VERSION: u64 = 1;
+pub const LOG_VERSION: u64 = 2;
 /// Most slots a log may have (bounds the memory an attacker-chosen header makes us accept).
 pub const MAX_LOG_SLOTS: u32 = 1 << 20;
 /// Largest payload a slot may hold.
@@ -77,8 +83,23 @@ const W_VERSION: usize = 1;
 const W_SLOT_WORDS: usize = 2;
 const W_SLOTS: usize = 3;
 const W_WRITE_SEQ: usize = 16;
-/// Slot header: the seq word and the meta word.
-const SLOT_HEADER_WORDS: usize = 2;
+/// Slot header: the seq word, the meta word and the check word.
+const SLOT_HEADER_WORDS: usize = 3;
+/// Index of the check word in a slot.
+const CHECK_WORD: usize = 2;
+
+/// The check word's hash: folds one more word into `h` (multiply–xorshift; it guards against
+/// torn and stale content, not against a writer that forges it on purpose — the protocol's CRC
+/// and digest are the integrity checks).
+fn mix(h: u64, w: u64) -> u64 {
+    let h = (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h ^ (h >> 32)
+}
+
+/// Start of a slot's hash: its sequence.
+fn check_seed(seq: u64) -> u64 {
+    mix(0x243f_6a88_85a3_08d3, seq)
+}
 
 static_assertions::const_assert_eq!(W_WRITE_SEQ * 8, 128);
 static_assertions::const_assert_eq!(HEADER_WORDS * 8, 256);
@@ -426,7 +447,7 @@ impl McastLog {
         // Release fence after the busy mark: a reader whose Relaxed loads see any word we store
         // below, and then runs its Acquire fence, also sees the busy mark (or later) on re-check.
         fence(Ordering::Release);
-        self.store_body(base, from, payload);
+        self.store_body(base, s, from, payload);
         // Release: pairs with the reader's Acquire load of the slot word; meta and payload
         // stores above are visible to a reader that sees `published(s)`. Fails if a younger
         // writer took the slot over (we were presumed dead): the datagram is lost.
@@ -436,16 +457,21 @@ impl McastLog {
         }
     }
 
-    /// Stores meta and payload words of the slot at `base` (Relaxed; ordered by the caller).
-    fn store_body(&self, base: usize, from: u32, payload: &[u8]) {
+    /// Stores meta, payload and check words of sequence `seq`'s slot at `base` (Relaxed;
+    /// ordered by the caller).
+    fn store_body(&self, base: usize, seq: u64, from: u32, payload: &[u8]) {
         let words = self.words();
         let meta = payload.len() as u64 | (u64::from(from) << 32);
         words.at(base + 1).store(meta, Ordering::Relaxed);
+        let mut check = mix(check_seed(seq), meta);
         for (k, chunk) in payload.chunks(8).enumerate() {
             let mut b = [0u8; 8];
             b[..chunk.len()].copy_from_slice(chunk);
-            words.at(base + SLOT_HEADER_WORDS + k).store(u64::from_le_bytes(b), Ordering::Relaxed);
+            let w = u64::from_le_bytes(b);
+            check = mix(check, w);
+            words.at(base + SLOT_HEADER_WORDS + k).store(w, Ordering::Relaxed);
         }
+        words.at(base + CHECK_WORD).store(check, Ordering::Relaxed);
     }
 
     /// A deliberately broken writer for the loom model: publishes *before* writing the body
@@ -456,7 +482,7 @@ impl McastLog {
         let s = self.words().at(W_WRITE_SEQ).fetch_add(1, Ordering::Relaxed);
         let base = self.slot_base(s);
         self.words().at(base).store(published(s), Ordering::Release);
-        self.store_body(base, from, payload);
+        self.store_body(base, s, from, payload);
         Ok(s)
     }
 
@@ -476,6 +502,7 @@ impl McastLog {
             skip_from,
             stall_polls: 0,
             stall_limit: DEFAULT_STALL_POLLS,
+            verify: true,
             buf: vec![0; self.max_payload()].into_boxed_slice(),
         }
     }
@@ -515,6 +542,9 @@ pub struct McastReader {
     skip_from: Option<u32>,
     stall_polls: u32,
     stall_limit: u32,
+    /// Check each datagram's hash (always, except in the loom model that proves the seqlock
+    /// alone correct).
+    verify: bool,
     buf: Box<[u8]>,
 }
 
@@ -536,6 +566,14 @@ impl McastReader {
     /// waits longer behind a writer that died after claiming.
     pub fn set_stall_limit(&mut self, polls: u32) {
         self.stall_limit = polls.max(1);
+    }
+
+    /// Turns the check-word verification off — only for the loom model, which shows the seqlock
+    /// by itself delivers no torn datagram when no slot is taken over (and that a planted
+    /// ordering bug is then caught as wrong bytes, which the check would otherwise mask).
+    #[doc(hidden)]
+    pub fn set_verify(&mut self, on: bool) {
+        self.verify = on;
     }
 
     /// The next datagram, if one is ready. `None` means nothing deliverable now. A call
@@ -599,12 +637,15 @@ impl McastReader {
         if w1 == published(c) {
             // Relaxed loads (the seqlock's data reads); validity is decided by the re-check.
             let meta = words.at(base + 1).load(Ordering::Relaxed);
+            let stored = words.at(base + CHECK_WORD).load(Ordering::Relaxed);
             let len = (meta & 0xffff_ffff) as usize;
             let from = (meta >> 32) as u32;
             let ok_len = len <= self.buf.len();
+            let mut check = mix(check_seed(c), meta);
             if ok_len {
                 for (k, out) in self.buf[..len].chunks_mut(8).enumerate() {
                     let w = words.at(base + SLOT_HEADER_WORDS + k).load(Ordering::Relaxed);
+                    check = mix(check, w);
                     out.copy_from_slice(&w.to_le_bytes()[..out.len()]);
                 }
             }
@@ -613,8 +654,9 @@ impl McastReader {
             // fence, so the re-load below sees its busy mark or later.
             fence(Ordering::Acquire);
             let w2 = words.at(base).load(Ordering::Relaxed);
-            if w2 != w1 || !ok_len {
-                // Torn (a newer writer took the slot during the copy) or impossible length.
+            if w2 != w1 || !ok_len || (self.verify && check != stored) {
+                // Torn (a newer writer took the slot during the copy), stale words of a writer
+                // whose slot was taken over, or an impossible length.
                 return Step::Lose { to: c.wrapping_add(1) };
             }
             return Step::Deliver { from, len };

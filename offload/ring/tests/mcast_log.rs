@@ -15,7 +15,7 @@ const WRITE_SEQ: usize = 16;
 
 /// Word index of the start of slot `k` for a log of `payload` bytes per slot.
 fn slot(payload: usize, k: usize) -> usize {
-    32 + k * (2 + payload.div_ceil(8))
+    32 + k * (3 + payload.div_ceil(8))
 }
 
 /// Test datagram `i` of sender `from`: 9..=72 bytes, `i` in the first 8, then a pattern.
@@ -168,10 +168,10 @@ fn attach_validates_the_header() {
     assert!(raw.attach().is_ok());
     let cases: [(usize, u64, LogError); 6] = [
         (0, 0, LogError::BadMagic),
-        (1, 2, LogError::Version(2)),
+        (1, 1, LogError::Version(1)),
         (3, 6, LogError::BadSlots(6)),
         (3, 1 << 40, LogError::BadSlots(1 << 40)),
-        (2, 2, LogError::BadSlotSize(2)),
+        (2, 3, LogError::BadSlotSize(3)),
         (2, u64::MAX, LogError::BadSlotSize(u64::MAX)),
     ];
     for (word, value, err) in cases {
@@ -280,4 +280,27 @@ fn writers_and_reader_threads() {
     assert_eq!(r.cursor(), 2 * n);
     assert_eq!(delivered + r.lost(), 2 * n, "every position delivered or counted lost");
     assert!(r.lost() >= writer_lost, "unpublished writes are counted lost by the reader");
+}
+
+/// The takeover hole: a writer presumed dead wakes up after its successor published the slot
+/// and stores its stale words over the payload without touching the slot word. The seqlock
+/// cannot see that; the check word must — the datagram is counted lost, never delivered torn.
+#[test]
+fn a_stale_writer_scribbling_after_takeover_is_never_delivered() {
+    let (raw, log) = Raw::new(16, 4);
+    // Sequence 0 claimed (busy) by a writer that then stalls: write_seq 1, slot word busy(0).
+    raw.word(WRITE_SEQ).store(1, Relaxed);
+    raw.word(slot(16, 0)).store(1, Relaxed);
+    for i in 1..=8u64 {
+        let _ = log.write(2, &i.to_le_bytes());
+    }
+    // Sequence 8 took slot 0 over (two laps past the stalled writer) and published it.
+    let mut r = log.reader_at(8, None);
+    let clean = r.recv().map(|d| (d.seq, d.payload.to_vec()));
+    assert_eq!(clean, Some((8, 8u64.to_le_bytes().to_vec())), "the successor's datagram as written");
+    // The stalled writer wakes and scribbles its own bytes over the payload.
+    raw.word(slot(16, 0) + 3).store(u64::from_le_bytes(*b"STALE!!!"), Relaxed);
+    let mut r = log.reader_at(8, None);
+    assert_eq!(r.recv().map(|d| d.seq), None, "torn content must not be delivered");
+    assert_eq!(r.lost(), 1);
 }

@@ -152,7 +152,7 @@ fn child_log_writer() {
     seg.read_at(128, &mut ws).unwrap();
     let claimed = u64::from_ne_bytes(ws);
     seg.write_at(128, &(claimed + 1).to_ne_bytes()).unwrap();
-    let slot_words = 2 + log.max_payload() as u64 / 8;
+    let slot_words = 3 + log.max_payload() as u64 / 8;
     let slot = 256 + (claimed % log.slots()) * slot_words * 8;
     seg.write_at(slot, &(2 * claimed + 1).to_ne_bytes()).unwrap();
     // Keep streaming until the parent kills us (SIGKILL lands anywhere, maybe mid-write).
