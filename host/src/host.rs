@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::shared_buf::SharedBuf;
 use ringcast_abi::ctl::{CtlKind, CtlMsg, CtlStatus};
 use ringcast_abi::{Access, Completion, RegionKey, RegionRef, StatusKind, SubmissionDescriptor, ABI_VERSION};
+use ringcast_offload::config::LocalRank;
 use ringcast_offload::runner::{spawn_thread, Idle, ThreadEngine};
 use ringcast_offload::{ctl, Config};
 use ringcast_ring::attach::{self, HostRings};
@@ -103,6 +104,7 @@ pub struct Host {
     rings: HostRings,
     host_id: u32,
     engine_pid: u32,
+    local_rank: Option<u32>,
     /// Posted and not yet reaped from the completion ring.
     in_flight: usize,
     max_in_flight: usize,
@@ -156,6 +158,10 @@ impl Host {
         let mut req = CtlMsg::new(CtlKind::ATTACH);
         req.a = std::process::id();
         req.b = opts.ring_entries;
+        req.c = match config.local_rank {
+            LocalRank::Auto => 0,
+            LocalRank::Fixed(l) => u64::from(l) + 1,
+        };
         req.seq = 1;
         let (reply, fd) = call(&sock, &req, None, ctl_timeout, "attach", &mut |_| {})?;
         if reply.kind == CtlKind::ERROR {
@@ -176,6 +182,7 @@ impl Host {
             rings,
             host_id: reply.a,
             engine_pid: reply.b,
+            local_rank: u32::try_from(reply.d).ok().and_then(|d| d.checked_sub(1)),
             in_flight: 0,
             max_in_flight,
             next_cookie: 1,
@@ -204,6 +211,12 @@ impl Host {
     /// Process id of the engine (this process in thread mode).
     pub fn engine_pid(&self) -> u32 {
         self.engine_pid
+    }
+
+    /// This process's local rank on its engine (`None`: every local rank was taken when it
+    /// attached; it can COPY but not broadcast). Its world rank is `node * ppn + local rank`.
+    pub fn local_rank(&self) -> Option<u32> {
+        self.local_rank
     }
 
     /// Name of the in-process engine, in thread mode.

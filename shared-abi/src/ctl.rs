@@ -14,8 +14,8 @@ pub const CTL_MAGIC: u32 = u32::from_le_bytes(*b"RCCT");
 ///
 /// | kind             | dir  | fd              | a            | b           | c           | d         | e      |
 /// |------------------|------|-----------------|--------------|-------------|-------------|-----------|--------|
-/// | ATTACH           | h→e  | –               | host pid     | sq entries  | –           | –         | –      |
-/// | ATTACH_OK        | e→h  | attach segment  | host id      | engine pid  | segment len | –         | –      |
+/// | ATTACH           | h→e  | –               | host pid     | sq entries  | local rank+1| –         | –      |
+/// | ATTACH_OK        | e→h  | attach segment  | host id      | engine pid  | segment len | local rank+1 | –   |
 /// | REGISTER         | h→e  | region segment  | access bits  | –           | segment len | offset    | length |
 /// | REGISTER_OK      | e→h  | –               | region key   | –           | –           | –         | –      |
 /// | DEREGISTER       | h→e  | –               | region key   | –           | –           | –         | –      |
@@ -26,7 +26,9 @@ pub const CTL_MAGIC: u32 = u32::from_le_bytes(*b"RCCT");
 /// | STATS_OK         | e→h  | –               | hosts now    | hosts lost  | ok count    | err count | dropped|
 ///
 /// `ATTACH`'s `b` asks for a submission ring size (0 = engine default; the completion ring has
-/// the same size). `ERROR` carries a [`CtlStatus`].
+/// the same size); its `c` claims a local rank among the engine's processes (`rank + 1`; 0 = the
+/// lowest free one), and `ATTACH_OK`'s `d` says which the host holds (0 = none: every local
+/// rank was taken; the host can COPY but not broadcast). `ERROR` carries a [`CtlStatus`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(transparent)]
 pub struct CtlKind(pub u32);
@@ -78,6 +80,9 @@ impl CtlStatus {
     /// The request is valid but exceeds a configured limit (ring size, region or segment size,
     /// the host's mapped-memory budget).
     pub const LIMIT: CtlStatus = CtlStatus(7);
+    /// The local rank the host claimed at attach is held by another attached host, or is not
+    /// below the engine's processes per node.
+    pub const RANK_TAKEN: CtlStatus = CtlStatus(8);
 
     /// One-line description.
     pub const fn message(self) -> &'static str {
@@ -90,6 +95,7 @@ impl CtlStatus {
             5 => "engine could not map the shared-memory segment",
             6 => "region key is not registered",
             7 => "request exceeds a configured engine limit",
+            8 => "local rank already held by another host, or outside the engine's processes per node",
             _ => "unknown control status",
         }
     }

@@ -70,6 +70,9 @@ statuses! {
     DigestMismatch = 15, "reassembled message failed its end-to-end digest";
     /// The root could not read its buffer; the broadcast was aborted everywhere.
     RootFailed = 16, "the root aborted the broadcast (its buffer could not be read)";
+    /// The posting host holds no rank in the communicator (every local rank of its engine was
+    /// taken when it attached).
+    NoRank = 17, "the posting process holds no rank in the communicator";
 }
 
 impl Status {

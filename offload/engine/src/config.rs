@@ -16,6 +16,9 @@ pub enum FabricKind {
     None,
     /// The shared-memory emulation NIC (every node on this machine).
     Shm,
+    /// Kernel UDP: multicast to the group's `ff15::`/`239/8` address, unicast between the
+    /// members listed in `udp_members`.
+    Udp,
 }
 
 impl FromStr for FabricKind {
@@ -24,7 +27,8 @@ impl FromStr for FabricKind {
         match s {
             "none" => Ok(FabricKind::None),
             "shm" => Ok(FabricKind::Shm),
-            _ => Err(format!("expected none or shm, got {s:?}")),
+            "udp" => Ok(FabricKind::Udp),
+            _ => Err(format!("expected none, shm or udp, got {s:?}")),
         }
     }
 }
@@ -34,7 +38,39 @@ impl fmt::Display for FabricKind {
         f.write_str(match self {
             FabricKind::None => "none",
             FabricKind::Shm => "shm",
+            FabricKind::Udp => "udp",
         })
+    }
+}
+
+/// A host process's rank among its engine's local processes: given by the launcher, or the
+/// lowest free one taken at attach.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LocalRank {
+    /// The engine assigns the lowest free local rank at attach (none when all `ppn` are taken;
+    /// such a host can still COPY, but not take part in a broadcast).
+    #[default]
+    Auto,
+    /// This local rank (`0..ppn`).
+    Fixed(u32),
+}
+
+impl FromStr for LocalRank {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(LocalRank::Auto),
+            n => n.parse().map(LocalRank::Fixed).map_err(|_| format!("expected auto or a number, got {s:?}")),
+        }
+    }
+}
+
+impl fmt::Display for LocalRank {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LocalRank::Auto => f.write_str("auto"),
+            LocalRank::Fixed(n) => write!(f, "{n}"),
+        }
     }
 }
 
@@ -436,7 +472,7 @@ tunables! {
         "name of the engine daemon hosts attach to (abstract Unix socket @ringcast.<name>)";
     /// Fabric of the broadcasts.
     fabric: FabricKind = FabricKind::None, "RINGCAST_FABRIC",
-        "fabric the engine's broadcasts travel on: none (NOP and COPY only) or shm (the shared-memory emulation NIC)";
+        "fabric the engine's broadcasts travel on: none (NOP and COPY only), shm (the shared-memory emulation NIC) or udp (kernel UDP multicast)";
     /// Job the engine belongs to.
     job: String = "default".to_string(), "RINGCAST_JOB",
         "job name: the engines of one job share a fabric namespace and derive their world communicator's identity from it";
@@ -446,6 +482,21 @@ tunables! {
     /// This engine's node number.
     node: u32 = 0, "RINGCAST_NODE",
         "this engine's rank in the job's world communicator (0..nodes)";
+    /// Host processes per node.
+    ppn: u32 = 1, "RINGCAST_PPN",
+        "host processes per node in the job's world communicator: process rank = node * ppn + local rank; the engine gathers its local processes' posts of each broadcast, takes part once, and copies into every local buffer";
+    /// This host process's local rank.
+    local_rank: LocalRank = LocalRank::Auto, "RINGCAST_LOCAL_RANK",
+        "this host process's local rank on its engine (0..ppn), sent at attach; auto: the lowest free one";
+    /// UDP fabric: the members' unicast addresses.
+    udp_members: String = String::new(), "RINGCAST_UDP_MEMBERS",
+        "udp fabric: every node's unicast address (ip:port, comma-separated, index = node; IPv6 as [addr]:port); the family of the list is the family of the groups";
+    /// UDP fabric: the multicast port.
+    udp_port: u16 = 0, "RINGCAST_UDP_PORT",
+        "udp fabric: port every member's group sockets bind (0: derived from the job name)";
+    /// UDP fabric: the multicast interface.
+    udp_interface: String = String::new(), "RINGCAST_UDP_INTERFACE",
+        "udp fabric: interface for multicast, by name or index (empty: the interface of this node's listed address, or the kernel's route)";
 }
 
 impl Config {
@@ -551,7 +602,45 @@ impl Config {
         {
             return bad(format!("job {:?} must be 1..=64 characters of [A-Za-z0-9_-]", self.job));
         }
+        if self.ppn == 0 || self.ppn > self.max_hosts || self.nodes.saturating_mul(self.ppn) > 1 << 24 {
+            return bad(format!(
+                "ppn {} outside 1..=max_hosts ({}) or nodes * ppn above 2^24",
+                self.ppn, self.max_hosts
+            ));
+        }
+        if let LocalRank::Fixed(l) = self.local_rank {
+            if l >= self.ppn {
+                return bad(format!("local_rank {l} outside 0..ppn ({})", self.ppn));
+            }
+        }
+        if self.fabric == FabricKind::Udp {
+            let members = self.udp_member_addrs()?;
+            if members.len() != self.nodes as usize {
+                return bad(format!(
+                    "udp_members lists {} addresses for {} nodes",
+                    members.len(),
+                    self.nodes
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// The `udp_members` list, parsed (index = node).
+    pub fn udp_member_addrs(&self) -> Result<Vec<std::net::SocketAddr>, ConfigError> {
+        self.udp_members
+            .split(',')
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+            .map(|m| {
+                m.parse().map_err(|e| ConfigError::Invalid(format!("udp_members: {m:?} is not ip:port: {e}")))
+            })
+            .collect()
+    }
+
+    /// The world communicator's size in processes (`nodes * ppn`).
+    pub fn world_size(&self) -> u32 {
+        self.nodes * self.ppn
     }
 }
 

@@ -12,7 +12,7 @@
 //! slot per descriptor it takes never has to drop one (engine-side back-pressure).
 pub mod regions;
 
-use crate::config::Config;
+use crate::config::{Config, LocalRank};
 use heapless::Deque;
 use regions::{RegError, RegionTable, Resolved, SegmentHandle};
 use ringcast_abi::ctl::CtlStatus;
@@ -113,6 +113,9 @@ pub enum Departure {
 #[derive(Debug)]
 struct HostState {
     regions: RegionTable,
+    /// Its rank among the engine's local processes (`0..ppn`); `None`: it can COPY, not
+    /// broadcast.
+    local: Option<u32>,
 }
 
 /// The sans-IO engine core.
@@ -146,12 +149,31 @@ impl Core {
         self.hosts.iter().filter(|h| h.is_some()).count()
     }
 
-    /// A new host: takes the lowest free slot of the host table.
-    pub fn attach_host(&mut self, _now: Nanos) -> Result<HostId, CtlStatus> {
+    /// A new host: takes the lowest free slot of the host table, and the lowest free local rank
+    /// if there is one.
+    pub fn attach_host(&mut self, now: Nanos) -> Result<HostId, CtlStatus> {
+        self.attach_host_as(now, LocalRank::Auto)
+    }
+
+    /// A new host claiming local rank `claim` (`Auto`: the lowest free one, or none when all
+    /// `ppn` are held). A fixed claim that is held or outside `0..ppn` is refused with
+    /// `RANK_TAKEN`.
+    pub fn attach_host_as(&mut self, _now: Nanos, claim: LocalRank) -> Result<HostId, CtlStatus> {
         let slot = self.hosts.iter().position(Option::is_none).ok_or(CtlStatus::TOO_MANY_HOSTS)?;
-        self.hosts[slot] = Some(HostState { regions: RegionTable::new(self.config.max_regions) });
+        let held = |l: u32| self.hosts.iter().flatten().any(|h| h.local == Some(l));
+        let local = match claim {
+            LocalRank::Fixed(l) if l >= self.config.ppn || held(l) => return Err(CtlStatus::RANK_TAKEN),
+            LocalRank::Fixed(l) => Some(l),
+            LocalRank::Auto => (0..self.config.ppn).find(|&l| !held(l)),
+        };
+        self.hosts[slot] = Some(HostState { regions: RegionTable::new(self.config.max_regions), local });
         self.counters.hosts_attached += 1;
         Ok(HostId(slot as u32))
+    }
+
+    /// `host`'s local rank, if it holds one.
+    pub fn local_rank(&self, host: HostId) -> Option<u32> {
+        self.hosts.get(host.0 as usize)?.as_ref()?.local
     }
 
     /// A host left. Returns the segments of its regions so the runner can unmap them; the
@@ -214,11 +236,11 @@ impl Core {
     /// completion (preceded by the DMA for a valid COPY).
     pub fn submit(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos) {
         let max_op_bytes = self.config.max_op_bytes;
-        // This engine's rank in its world communicator: the root reads its buffer, the others
-        // write theirs.
-        let me = self.config.node;
+        // The host's process rank in the world communicator: the root reads its buffer, the
+        // others write theirs.
+        let (node, ppn) = (self.config.node, self.config.ppn);
         let outcome = match self.host_mut(host) {
-            Some(state) => plan(&state.regions, desc, max_op_bytes, me),
+            Some(state) => plan(&state.regions, desc, max_op_bytes, state.local.map(|l| node * ppn + l)),
             None => Err(StatusKind::BadDescriptor),
         };
         let cqe = match outcome {
@@ -302,7 +324,7 @@ fn plan(
     regions: &RegionTable,
     d: &SubmissionDescriptor,
     max_op_bytes: u64,
-    me: u32,
+    me: Option<u32>,
 ) -> Result<Plan, StatusKind> {
     let op = Op::try_from(d.opcode).map_err(|_| StatusKind::UnknownOpcode)?;
     if d.flags & !DESC_FLAGS_DEFINED != 0 {
@@ -349,6 +371,7 @@ fn plan(
             if d.len == 0 || d.len > max_op_bytes {
                 return Err(StatusKind::BadLength);
             }
+            let me = me.ok_or(StatusKind::NoRank)?;
             // The root only reads its buffer; every other rank writes it.
             let need = if d.root == me { Access::READ } else { Access::WRITE };
             let buf = regions.resolve(d.key, d.offset, d.len, need)?;

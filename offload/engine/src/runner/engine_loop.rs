@@ -19,7 +19,7 @@
 use super::clock::Clock;
 use super::memory::{HostMappings, SegmentTable};
 use super::net::Net;
-use crate::config::Config;
+use crate::config::{Config, LocalRank};
 use crate::core::regions::Resolved;
 use crate::core::{Action, Core, Departure, HostId, Nanos};
 use crate::ctl::{self, Received};
@@ -299,8 +299,10 @@ impl EngineLoop {
                         Action::Bcast { cookie, comm, root, buf, len, started, .. } => {
                             *next_token += 1;
                             let token = (i as u64) << TOKEN_HOST_SHIFT | (*next_token & TOKEN_SEQ_MASK);
+                            // The core refused broadcasts from a host without a local rank.
+                            let local = core.local_rank(HostId(i as u32)).unwrap_or(u32::MAX);
                             let posted = match net.as_mut() {
-                                Some(net) => net.post(comm, root, buf, len, token, now, segments),
+                                Some(net) => net.post(local, comm, root, buf, len, token, now, segments),
                                 None => Err(StatusKind::UnknownCommunicator),
                             };
                             let mut cqe = Completion::new(cookie, desc.opcode, Status::OK, 0);
@@ -421,7 +423,11 @@ impl EngineLoop {
             return refuse(CtlStatus::LIMIT, cfg.max_ring_entries);
         }
         let now = self.clock.now();
-        let id = match self.core.attach_host(now) {
+        let claim = match msg.c {
+            0 => LocalRank::Auto,
+            r => LocalRank::Fixed(u32::try_from(r - 1).unwrap_or(u32::MAX)),
+        };
+        let id = match self.core.attach_host_as(now, claim) {
             Ok(id) => id,
             Err(status) => return refuse(status, 0),
         };
@@ -446,11 +452,19 @@ impl EngineLoop {
         ok.a = id.0;
         ok.b = std::process::id();
         ok.c = rings.segment.len() as u64;
+        let local = self.core.local_rank(id);
+        ok.d = local.map_or(0, |l| u64::from(l) + 1);
         if ctl::send(sock.as_fd(), &ok, Some(rings.segment.fd())).is_err() {
             self.core.detach_host(id, Departure::Lost, 0, now);
             return;
         }
-        self.log(2, format_args!("host {} (pid {pid}) attached, rings of {entries}", id.0));
+        if let (Some(l), Some(net)) = (local, self.net.as_mut()) {
+            net.local_arrived(l);
+        }
+        self.log(
+            2,
+            format_args!("host {} (pid {pid}) attached as local rank {local:?}, rings of {entries}", id.0),
+        );
         let queue = VecDeque::with_capacity(entries as usize);
         self.hosts[id.0 as usize] = Some(HostConn { pid, sock, rings, queue, maps: HostMappings::default() });
     }
@@ -591,6 +605,10 @@ impl EngineLoop {
         let unread = conn.rings.sq.len().unwrap_or(0) as u64;
         let in_flight = unread + queued;
         let now = self.clock.now();
+        // The broadcasts must let go of its buffers before they are unmapped.
+        if let (Some(l), Some(net)) = (self.core.local_rank(id), self.net.as_mut()) {
+            net.local_gone(l, &self.segments);
+        }
         for seg in self.core.detach_host(id, how, unread, now) {
             self.segments.release(seg, &mut conn.maps);
         }
@@ -619,13 +637,18 @@ impl EngineLoop {
             }
         }
         // Linger while the protocol still owes its peers something (repairs they may ask for,
-        // the synchronization of the broadcasts it took part in), at most a peer timeout: an
-        // engine that leaves at once would make the others fail with PeerUnreachable.
+        // the synchronization of the broadcasts it took part in), or other local processes are
+        // still attached (in thread mode the engine lives in one of its node's processes) —
+        // until a peer timeout passes without work: an engine that leaves at once would make
+        // the others fail with PeerUnreachable.
         let linger = self.core.config().peer_timeout_ms as Nanos * 1_000_000;
-        let until = self.clock.now() + linger;
-        while self.net.as_ref().is_some_and(|n| !n.quiescent()) && self.clock.now() < until {
+        let mut until = self.clock.now() + linger;
+        while self.net.as_ref().is_some_and(|n| !n.quiescent() || self.core.hosts_attached_now() > 0)
+            && self.clock.now() < until
+        {
             if self.poll_once() {
                 idle.busy();
+                until = self.clock.now() + linger;
             } else {
                 idle.idle();
             }

@@ -5,6 +5,7 @@ mod clock;
 mod closer;
 mod daemon;
 mod engine_loop;
+mod gather;
 mod idle;
 mod memory;
 pub mod net;

@@ -1,0 +1,402 @@
+//! The local gather: one engine takes part in a broadcast once for all of its node's processes
+//! (DESIGN §3.4, "one engine per node").
+//!
+//! The world communicator has `nodes * ppn` process ranks; the protocol sees only the `nodes`
+//! engines. Each local process posts its broadcasts in order, so its `k`-th post is broadcast
+//! `k` of the communicator: the gather files it in slot `k`. A slot goes to the protocol (in
+//! slot order, since the protocol numbers broadcasts by posting order) as soon as it can:
+//! * on the root's node, when the root process has posted — the protocol reads its buffer;
+//! * on any other node, when the first local process has posted — the protocol writes into that
+//!   process's buffer (the slot's *primary*).
+//!
+//! When the protocol is done and every local process has posted, the slot finishes: the runner
+//! copies the primary's bytes into every other local buffer (intra-node delivery; DMA on a DPU)
+//! and completes every local process's operation. Nothing completes before all local buffers
+//! are written, so a process that reuses its buffer after its completion never races a copy.
+//!
+//! Each process's arguments are checked against the slot's reference (the root process's post
+//! on the root node, else the primary's): a different root fails that process's operation with
+//! `BadRoot`, a different length with `LengthMismatch`; the others are unaffected.
+//!
+//! A local process that leaves while a slot is unfinished, or before posting a slot the others
+//! posted, breaks the gather: every unfinished operation fails with `CommunicatorBroken`, and so
+//! does every later post (the runner also drops the communicator from the protocol so remote
+//! engines learn within `peer_timeout_ms` instead of waiting for a broadcast that never comes).
+//! A process that left cleanly with nothing unfinished may be replaced: the newcomer with its
+//! local rank continues its sequence.
+use crate::core::regions::Resolved;
+use crate::proto::protocol::{OpCounters, Outcome};
+use ringcast_abi::StatusKind;
+use std::collections::VecDeque;
+
+/// One local process's post in a slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Member {
+    root: u32,
+    len: u32,
+    buf: Resolved,
+    token: u64,
+}
+
+#[derive(Debug)]
+struct Slot {
+    /// Index = local rank.
+    members: Vec<Option<Member>>,
+    /// Local rank whose buffer the protocol uses; set when the slot started.
+    primary: Option<u32>,
+    /// The protocol's result for this node.
+    outcome: Option<Outcome>,
+}
+
+impl Slot {
+    fn first(&self) -> Option<&Member> {
+        self.members.iter().flatten().next()
+    }
+}
+
+/// A slot handed to the protocol: `seq` is its token there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Start {
+    /// Slot sequence number.
+    pub seq: u64,
+    /// Root process rank.
+    pub root: u32,
+    /// Bytes.
+    pub len: u32,
+    /// The primary's buffer.
+    pub buf: Resolved,
+}
+
+/// What to do for one local process when a slot finishes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    /// Its operation's token.
+    pub token: u64,
+    /// Copy `len` bytes from the primary's buffer to its own first (then complete it with
+    /// `outcome`, or with `OutOfBounds` if the copy fails).
+    pub copy: Option<(Resolved, Resolved, u64)>,
+    /// How its operation ended.
+    pub outcome: Outcome,
+}
+
+/// The gather of one engine's local processes on the world communicator.
+#[derive(Debug)]
+pub struct Gather {
+    ppn: u32,
+    node: u32,
+    /// Next slot of each local rank.
+    next: Vec<u64>,
+    /// Local ranks that left (their next slots cannot be filled until a newcomer takes the
+    /// rank).
+    departed: Vec<bool>,
+    /// Sequence number of `slots[0]`.
+    base: u64,
+    slots: VecDeque<Slot>,
+    /// Slots below this were handed to the protocol.
+    started: u64,
+    broken: bool,
+}
+
+fn failed(status: StatusKind) -> Outcome {
+    Outcome { status, bytes: 0, counters: OpCounters::default() }
+}
+
+impl Gather {
+    /// The gather of node `node`, `ppn` processes per node; `capacity` slots are reserved.
+    pub fn new(node: u32, ppn: u32, capacity: usize) -> Self {
+        let ppn = ppn.max(1);
+        Gather {
+            ppn,
+            node,
+            next: vec![0; ppn as usize],
+            departed: vec![false; ppn as usize],
+            base: 0,
+            slots: VecDeque::with_capacity(capacity),
+            started: 0,
+            broken: false,
+        }
+    }
+
+    /// Nothing unfinished.
+    pub fn idle(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Files local process `local`'s next broadcast. `Err` when refused at once.
+    pub fn post(
+        &mut self,
+        local: u32,
+        root: u32,
+        buf: Resolved,
+        len: u32,
+        token: u64,
+    ) -> Result<(), StatusKind> {
+        if self.broken {
+            return Err(StatusKind::CommunicatorBroken);
+        }
+        let l = local as usize;
+        if l >= self.next.len() {
+            return Err(StatusKind::NoRank);
+        }
+        let seq = self.next[l];
+        // A departed rank has not posted this slot and never will: the slot cannot finish.
+        if self.departed.iter().enumerate().any(|(d, &gone)| gone && self.next[d] <= seq) {
+            self.break_all();
+            return Err(StatusKind::CommunicatorBroken);
+        }
+        self.next[l] += 1;
+        let idx = (seq - self.base) as usize;
+        while self.slots.len() <= idx {
+            self.slots.push_back(Slot {
+                members: vec![None; self.ppn as usize],
+                primary: None,
+                outcome: None,
+            });
+        }
+        self.slots[idx].members[l] = Some(Member { root, len, buf, token });
+        Ok(())
+    }
+
+    /// The next slot the protocol may take, if it can start; call [`Gather::started`] once the
+    /// protocol accepted it.
+    pub fn next_start(&self) -> Option<Start> {
+        let slot = self.slots.get((self.started - self.base) as usize)?;
+        let first = slot.first()?;
+        let primary = if first.root / self.ppn == self.node {
+            let root_local = first.root % self.ppn;
+            slot.members[root_local as usize].as_ref().map(|m| (root_local, m))
+        } else {
+            slot.members.iter().enumerate().find_map(|(l, m)| m.as_ref().map(|m| (l as u32, m)))
+        };
+        let (_, m) = primary?;
+        Some(Start { seq: self.started, root: m.root, len: m.len, buf: m.buf })
+    }
+
+    /// The slot [`Gather::next_start`] returned was accepted by the protocol.
+    pub fn started(&mut self) {
+        let Some(start) = self.next_start() else { return };
+        let idx = (start.seq - self.base) as usize;
+        let primary = self.slots[idx].members.iter().position(|m| {
+            m.is_some_and(|m| m.buf == start.buf && m.root == start.root && m.len == start.len)
+        });
+        self.slots[idx].primary = primary.map(|p| p as u32);
+        self.started += 1;
+    }
+
+    /// The slot [`Gather::next_start`] returned was refused by the protocol with `status`: it
+    /// ends with that status for every local process (now and when the others post).
+    pub fn refused(&mut self, status: StatusKind) {
+        let Some(start) = self.next_start() else { return };
+        let idx = (start.seq - self.base) as usize;
+        self.slots[idx].outcome = Some(failed(status));
+        self.started += 1;
+    }
+
+    /// The protocol finished slot `seq` at this node.
+    pub fn done(&mut self, seq: u64, outcome: Outcome) {
+        if let Some(slot) = seq.checked_sub(self.base).and_then(|i| self.slots.get_mut(i as usize)) {
+            slot.outcome = Some(outcome);
+        }
+    }
+
+    /// Finishes the slots at the front that are complete: every local process's delivery, in
+    /// slot order, into `out`.
+    pub fn take_finished(&mut self, out: &mut Vec<Delivery>) {
+        while let Some(slot) = self.slots.front() {
+            let complete = slot.outcome.is_some() && slot.members.iter().all(Option::is_some);
+            if !complete && !self.broken {
+                break;
+            }
+            let Some(slot) = self.slots.pop_front() else { break };
+            self.base += 1;
+            self.started = self.started.max(self.base);
+            let outcome = slot.outcome.unwrap_or(failed(StatusKind::CommunicatorBroken));
+            let reference = slot.primary.and_then(|p| slot.members[p as usize]);
+            for (l, m) in slot.members.iter().enumerate() {
+                let Some(m) = m else { continue };
+                let mut d = Delivery { token: m.token, copy: None, outcome };
+                match reference {
+                    _ if !complete => d.outcome = failed(StatusKind::CommunicatorBroken),
+                    Some(r) if r.root != m.root => d.outcome = failed(StatusKind::BadRoot),
+                    Some(r) if r.len != m.len => d.outcome = failed(StatusKind::LengthMismatch),
+                    Some(r) if slot.primary != Some(l as u32) && outcome.status == StatusKind::Ok => {
+                        d.copy = Some((r.buf, m.buf, u64::from(m.len)));
+                    }
+                    _ => {}
+                }
+                out.push(d);
+            }
+        }
+    }
+
+    /// Local process `local` left (`lost`: without detaching). True when that breaks the
+    /// gather (something was unfinished): the caller fails the communicator.
+    pub fn depart(&mut self, local: u32) -> bool {
+        let l = local as usize;
+        if l >= self.departed.len() {
+            return false;
+        }
+        self.departed[l] = true;
+        if !self.slots.is_empty() {
+            self.break_all();
+        }
+        self.broken
+    }
+
+    /// A process took local rank `local`: it continues the sequence of the one that left.
+    pub fn arrive(&mut self, local: u32) {
+        if let Some(d) = self.departed.get_mut(local as usize) {
+            *d = false;
+        }
+    }
+
+    fn break_all(&mut self) {
+        self.broken = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::regions::SegmentHandle;
+
+    fn buf(i: u32) -> Resolved {
+        Resolved { segment: SegmentHandle(u64::from(i)), offset: 0 }
+    }
+
+    fn ok(bytes: u64) -> Outcome {
+        Outcome { status: StatusKind::Ok, bytes, counters: OpCounters::default() }
+    }
+
+    fn finished(g: &mut Gather) -> Vec<Delivery> {
+        let mut out = Vec::new();
+        g.take_finished(&mut out);
+        out
+    }
+
+    #[test]
+    fn receiver_node_starts_with_the_first_poster_and_copies_to_the_rest() {
+        // Node 1 of 2, ppn 3: root 0 lives on node 0.
+        let mut g = Gather::new(1, 3, 4);
+        g.post(2, 0, buf(12), 100, 102).unwrap();
+        let s = g.next_start().unwrap();
+        assert_eq!((s.seq, s.root, s.len, s.buf), (0, 0, 100, buf(12)));
+        g.started();
+        assert_eq!(g.next_start(), None);
+        g.done(0, ok(100));
+        assert!(finished(&mut g).is_empty(), "two local processes have not posted");
+        g.post(0, 0, buf(10), 100, 100).unwrap();
+        g.post(1, 0, buf(11), 100, 101).unwrap();
+        let d = finished(&mut g);
+        assert_eq!(d.len(), 3);
+        let by_token = |t| d.iter().find(|d| d.token == t).unwrap();
+        assert_eq!(by_token(102).copy, None);
+        assert_eq!(by_token(100).copy, Some((buf(12), buf(10), 100)));
+        assert_eq!(by_token(101).copy, Some((buf(12), buf(11), 100)));
+        assert!(d.iter().all(|d| d.outcome.status == StatusKind::Ok));
+        assert!(g.idle());
+    }
+
+    #[test]
+    fn root_node_waits_for_the_root_process() {
+        // Node 0, ppn 2, root = process 1 (local 1 of node 0).
+        let mut g = Gather::new(0, 2, 4);
+        g.post(0, 1, buf(10), 8, 100).unwrap();
+        assert_eq!(g.next_start(), None, "the root's buffer is not posted yet");
+        g.post(1, 1, buf(11), 8, 101).unwrap();
+        assert_eq!(g.next_start().map(|s| s.buf), Some(buf(11)));
+        g.started();
+        g.done(0, ok(8));
+        let d = finished(&mut g);
+        assert_eq!(d.iter().find(|d| d.token == 100).unwrap().copy, Some((buf(11), buf(10), 8)));
+        assert_eq!(d.iter().find(|d| d.token == 101).unwrap().copy, None);
+    }
+
+    #[test]
+    fn slots_start_in_order_and_later_slots_wait() {
+        let mut g = Gather::new(0, 2, 4);
+        // Local 1 runs ahead: slot 0 (root 0, local 0 on this node) then slot 1 (root 2, remote).
+        g.post(1, 0, buf(11), 8, 1).unwrap();
+        g.post(1, 2, buf(11), 8, 2).unwrap();
+        assert_eq!(g.next_start(), None, "slot 0 waits for its root; slot 1 waits behind it");
+        g.post(0, 0, buf(10), 8, 3).unwrap();
+        assert_eq!(g.next_start().map(|s| s.seq), Some(0));
+        g.started();
+        assert_eq!(g.next_start().map(|s| (s.seq, s.buf)), Some((1, buf(11))));
+    }
+
+    #[test]
+    fn mismatched_arguments_fail_only_that_process() {
+        let mut g = Gather::new(1, 3, 4);
+        g.post(0, 0, buf(10), 100, 100).unwrap();
+        g.started();
+        g.post(1, 0, buf(11), 99, 101).unwrap();
+        g.post(2, 1, buf(12), 100, 102).unwrap();
+        g.done(0, ok(100));
+        let d = finished(&mut g);
+        let status = |t| d.iter().find(|d: &&Delivery| d.token == t).unwrap().outcome.status;
+        assert_eq!(status(100), StatusKind::Ok);
+        assert_eq!(status(101), StatusKind::LengthMismatch);
+        assert_eq!(status(102), StatusKind::BadRoot);
+        assert!(d.iter().filter(|d| d.token != 100).all(|d| d.copy.is_none()));
+    }
+
+    #[test]
+    fn a_failed_broadcast_copies_nothing() {
+        let mut g = Gather::new(1, 2, 4);
+        g.post(0, 0, buf(10), 8, 1).unwrap();
+        g.post(1, 0, buf(11), 8, 2).unwrap();
+        g.started();
+        g.done(0, failed(StatusKind::PeerUnreachable));
+        let d = finished(&mut g);
+        assert_eq!(d.len(), 2);
+        assert!(d.iter().all(|d| d.copy.is_none() && d.outcome.status == StatusKind::PeerUnreachable));
+    }
+
+    #[test]
+    fn a_process_leaving_mid_broadcast_breaks_the_gather() {
+        let mut g = Gather::new(1, 2, 4);
+        g.post(0, 0, buf(10), 8, 1).unwrap();
+        g.started();
+        assert!(g.depart(1), "slot 0 can never finish without local 1");
+        let d = finished(&mut g);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].outcome.status, StatusKind::CommunicatorBroken);
+        assert_eq!(g.post(0, 0, buf(10), 8, 3), Err(StatusKind::CommunicatorBroken));
+    }
+
+    #[test]
+    fn a_clean_departure_with_nothing_open_can_be_replaced() {
+        let mut g = Gather::new(1, 2, 4);
+        for (l, t) in [(0, 1), (1, 2)] {
+            g.post(l, 0, buf(10 + l), 8, t).unwrap();
+        }
+        g.started();
+        g.done(0, ok(8));
+        assert_eq!(finished(&mut g).len(), 2);
+        assert!(!g.depart(1));
+        g.arrive(1);
+        g.post(1, 0, buf(21), 8, 4).unwrap();
+        g.post(0, 0, buf(10), 8, 3).unwrap();
+        assert_eq!(g.next_start().map(|s| s.seq), Some(1), "the newcomer continues at slot 1");
+    }
+
+    #[test]
+    fn posting_past_a_departed_process_fails_instead_of_waiting() {
+        let mut g = Gather::new(1, 2, 4);
+        assert!(!g.depart(1));
+        assert_eq!(g.post(0, 0, buf(10), 8, 1), Err(StatusKind::CommunicatorBroken));
+        assert!(g.broken);
+    }
+
+    #[test]
+    fn a_refused_slot_fails_every_local_process() {
+        let mut g = Gather::new(1, 2, 4);
+        g.post(0, 0, buf(10), 8, 1).unwrap();
+        g.refused(StatusKind::BadLength);
+        g.post(1, 0, buf(11), 8, 2).unwrap();
+        let d = finished(&mut g);
+        assert_eq!(d.len(), 2);
+        assert!(d.iter().all(|d| d.outcome.status == StatusKind::BadLength && d.copy.is_none()));
+    }
+}
