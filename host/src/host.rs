@@ -16,6 +16,7 @@ use crate::shared_buf::SharedBuf;
 use ringcast_abi::ctl::{CtlKind, CtlMsg, CtlStatus};
 use ringcast_abi::{Access, Completion, RegionKey, RegionRef, StatusKind, SubmissionDescriptor, ABI_VERSION};
 use ringcast_offload::config::LocalRank;
+pub use ringcast_offload::runner::net::NetStats;
 use ringcast_offload::runner::{spawn_thread, Idle, ThreadEngine};
 use ringcast_offload::{ctl, Config};
 use ringcast_ring::attach::{self, HostRings};
@@ -195,9 +196,20 @@ impl Host {
         })
     }
 
-    /// Starts an engine polling thread in this process with `config` and attaches to it.
+    /// Starts an engine polling thread in this process with `config` (under a private name)
+    /// and attaches to it.
     pub fn spawn_local(config: Config) -> Result<Host> {
-        let engine = spawn_thread(config, false)?;
+        Self::spawn(config, false)
+    }
+
+    /// Like [`Host::spawn_local`], but the engine listens under `config.engine_name`, so the
+    /// node's other processes can attach to it (thread mode with several processes per node).
+    pub fn spawn_named(config: Config) -> Result<Host> {
+        Self::spawn(config, true)
+    }
+
+    fn spawn(config: Config, keep_name: bool) -> Result<Host> {
+        let engine = spawn_thread(config, keep_name)?;
         let mut host = Self::attach(engine.name())?;
         host.local = Some(engine);
         Ok(host)
@@ -327,6 +339,21 @@ impl Host {
             completed_ok: r.c,
             completed_err: r.d,
             dropped_in_flight: r.e,
+        })
+    }
+
+    /// The engine's broadcast counters (`Refused` from an engine without a fabric).
+    pub fn net_stats(&mut self) -> Result<NetStats> {
+        let r = self.request(CtlMsg::new(CtlKind::NET_STATS), None, "net stats")?;
+        if r.kind != CtlKind::NET_STATS_OK {
+            return Err(Error::Refused { request: "net stats", status: r.status });
+        }
+        Ok(NetStats {
+            syncs: u64::from(r.a),
+            overrun: u64::from(r.b),
+            crc_drops: r.c,
+            other_drops: r.d,
+            repair_frames: r.e,
         })
     }
 

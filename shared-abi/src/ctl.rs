@@ -24,6 +24,8 @@ pub const CTL_MAGIC: u32 = u32::from_le_bytes(*b"RCCT");
 /// | ERROR            | e→h  | –               | request kind | –           | –           | –         | –      |
 /// | STATS            | h→e  | –               | –            | –           | –           | –         | –      |
 /// | STATS_OK         | e→h  | –               | hosts now    | hosts lost  | ok count    | err count | dropped|
+/// | NET_STATS        | h→e  | –               | –            | –           | –           | –         | –      |
+/// | NET_STATS_OK     | e→h  | –               | syncs        | overruns    | CRC drops   | other drops | repair frames |
 ///
 /// `ATTACH`'s `b` asks for a submission ring size (0 = engine default; the completion ring has
 /// the same size); its `c` claims a local rank among the engine's processes (`rank + 1`; 0 = the
@@ -55,6 +57,12 @@ impl CtlKind {
     /// Counters: `a` hosts attached now, `b` hosts lost (died without DETACH), `c` descriptors
     /// completed ok, `d` completed with an error, `e` descriptors dead hosts left in flight.
     pub const STATS_OK: CtlKind = CtlKind(10);
+    /// Ask for the broadcast side's counters (an engine without a fabric answers `ERROR`).
+    pub const NET_STATS: CtlKind = CtlKind(11);
+    /// Broadcast counters: `a` synchronization epochs completed, `b` datagrams the fabric lost
+    /// before the engine read them (saturating), `c` frames dropped for a bad CRC, `d` frames
+    /// dropped for any other reason, `e` repair datagrams sent.
+    pub const NET_STATS_OK: CtlKind = CtlKind(12);
 }
 
 /// Why a control request was refused.

@@ -9,24 +9,44 @@
 //! size, the mean over ranks and the fastest and slowest rank (osu_bcast's avg/min/max), or
 //! JSON. `--compare` runs the binomial tree on the same cluster setup in the same invocation and
 //! prints the ratio.
-use crate::cluster::{host_from_env, Cluster, Mode};
+use crate::cluster::{host_from_env, Cluster, Mode, Spec};
 use clap::Args;
 use ringcast_host::{Access, SharedBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 /// The cluster both commands start.
-#[derive(Args)]
+#[derive(Args, Clone)]
 pub struct ClusterArgs {
-    /// Nodes (engines), one process each.
+    /// Nodes (engines).
     #[arg(short = 'n', long, default_value_t = 4)]
-    nodes: u32,
+    pub nodes: u32,
+    /// Program processes per node.
+    #[arg(short = 'p', long = "procs-per-node", default_value_t = 1)]
+    pub ppn: u32,
     /// Engines as daemons (DPU emulation) or polling threads in the programs.
     #[arg(long, value_enum, default_value_t = Mode::Daemon)]
-    mode: Mode,
-    /// Fabric.
-    #[arg(long, default_value = "shm")]
-    fabric: String,
+    pub mode: Mode,
+    /// Fabric: shm or udp.
+    #[arg(long, default_value = "shm", value_parser = ["shm", "udp"])]
+    pub fabric: String,
+    /// udp: one network namespace per node on a Linux bridge instead of loopback (root).
+    #[arg(long)]
+    pub netns: bool,
+}
+
+impl ClusterArgs {
+    /// The launcher's description of this cluster.
+    pub fn spec(&self, keep_going: bool) -> Spec {
+        Spec {
+            nodes: self.nodes,
+            ppn: self.ppn,
+            mode: self.mode,
+            fabric: self.fabric.clone(),
+            netns: self.netns,
+            keep_going,
+        }
+    }
 }
 
 /// `ringcast run` options.
@@ -37,6 +57,10 @@ pub struct RunArgs {
     /// Seconds before the programs are killed.
     #[arg(long, default_value_t = 600)]
     timeout: u64,
+    /// When a program fails, let the others end on their own instead of killing them (they
+    /// must not hang: the engines fail their operations with typed errors).
+    #[arg(long)]
+    keep_going: bool,
     /// The program and its arguments (after `--`).
     #[arg(trailing_var_arg = true, required = true)]
     program: Vec<String>,
@@ -45,8 +69,7 @@ pub struct RunArgs {
 /// `ringcast run`: starts the cluster, runs the program on every node, tears everything down.
 pub fn run(a: RunArgs) -> ExitCode {
     let Some((prog, args)) = a.program.split_first() else { return ExitCode::from(2) };
-    let c = &a.cluster;
-    let mut cluster = match Cluster::start(c.nodes, c.mode, &c.fabric, prog, args, &[], false) {
+    let mut cluster = match Cluster::start(&a.cluster.spec(a.keep_going), prog, args, &[], false) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("ringcast run: {e}");
@@ -131,8 +154,7 @@ fn run_once(a: &BenchArgs, algorithm: &str) -> Result<Vec<SizeLine>, String> {
         a.iters.to_string(),
     ];
     let env = [("RINGCAST_ALGORITHM".to_string(), algorithm.to_string())];
-    let c = &a.cluster;
-    let mut cluster = Cluster::start(c.nodes, c.mode, &c.fabric, "self", &args, &env, true)?;
+    let mut cluster = Cluster::start(&a.cluster.spec(false), "self", &args, &env, true)?;
     let results = cluster.wait(Duration::from_secs(600));
     let mut lines: Vec<Vec<RankLine>> = Vec::new();
     for (node, (status, out)) in results.iter().enumerate() {
@@ -286,11 +308,11 @@ pub fn rank(a: RankArgs) -> ExitCode {
 
 fn rank_inner(a: &RankArgs) -> Result<(), String> {
     let config = ringcast_host::Config::from_env().map_err(|e| e.to_string())?;
-    let me = config.node;
     // The engine's choice per size, computed the same way (same configuration, same model).
     let selector = ringcast_offload::model::select::Selector::from_config(&config);
     let flat = ringcast_offload::proto::algo::Layout::FLAT;
     let mut host = host_from_env()?;
+    let me = config.node * config.ppn + host.local_rank().ok_or("no local rank on the engine")?;
     let largest = a.sizes.iter().copied().max().unwrap_or(1).max(1) as usize;
     let buf = SharedBuf::new(largest).map_err(|e| e.to_string())?;
     let region = host.register(&buf, Access::READ_WRITE).map_err(|e| e.to_string())?;

@@ -1,17 +1,25 @@
-//! A local emulated cluster: `nodes` engines (one per emulated node) on one fabric, and one
-//! program process per node attached to its engine; used by `ringcast run` and `ringcast
-//! bench`.
+//! A local emulated cluster: `nodes` engines (one per emulated node) on one fabric, and `ppn`
+//! program processes per node attached to their node's engine; used by `ringcast run`,
+//! `ringcast bench` and `ringcast demo`.
 //!
-//! Daemon mode starts one `ringcast engine` process per node. Thread mode lets each program
-//! start its node's engine as a polling thread ([`host_from_env`]). Every process gets its node
-//! in `RINGCAST_NODE`, and the job, fabric and size in `RINGCAST_JOB` / `RINGCAST_FABRIC` /
-//! `RINGCAST_NODES`; the engines derive the world communicator from the job.
+//! Daemon mode starts one `ringcast engine` process per node. Thread mode lets each node's
+//! local rank 0 start the node's engine as a polling thread and the node's other processes
+//! attach to it ([`host_from_env`]). Every process gets its node, local rank and the node count
+//! in `RINGCAST_NODE` / `RINGCAST_LOCAL_RANK` / `RINGCAST_NODES` / `RINGCAST_PPN`, its world
+//! rank in `RINGCAST_RANK`, and the job and fabric in `RINGCAST_JOB` / `RINGCAST_FABRIC`; the
+//! engines derive the world communicator from the job.
 //!
-//! Teardown always runs: programs that outlive a failed sibling are killed, engines are
-//! stopped (SIGTERM, then SIGKILL), and the job's shared-memory segments are unlinked, so
-//! nothing is left behind, even after a crash.
+//! The `udp` fabric runs on loopback (IPv4, one port per node), or with `netns` across one
+//! network namespace per node joined by a Linux bridge ([`crate::netns`]): engines and programs
+//! of node `i` run inside namespace `i`.
+//!
+//! Teardown always runs: programs that outlive a failed sibling are killed (unless
+//! `keep_going`), engines are stopped (SIGTERM, then SIGKILL), the job's shared-memory segments
+//! are unlinked and the namespaces deleted, so nothing is left behind, even after a crash.
+use crate::netns::Netns;
 use ringcast_host::{Config, Host};
 use ringcast_offload::fabric::shm::cleanup;
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -27,33 +35,69 @@ pub enum Mode {
 /// Environment variable telling a program how to reach its engine.
 pub const MODE_ENV: &str = "RINGCAST_RUN_MODE";
 
-/// The host a program of a `ringcast run` cluster uses: its node's daemon, or an engine thread
-/// it starts itself (thread mode), configured from the environment.
+/// How long a program waits for its node's engine to listen.
+const ENGINE_WAIT: Duration = Duration::from_secs(30);
+
+/// The host a program of a `ringcast run` cluster uses: its node's daemon, or in thread mode
+/// the engine thread local rank 0 starts (the others attach to it), configured from the
+/// environment.
 pub fn host_from_env() -> Result<Host, String> {
     let config = Config::from_env().map_err(|e| e.to_string())?;
-    if std::env::var(MODE_ENV).as_deref() == Ok("thread") {
-        Host::spawn_local(config).map_err(|e| e.to_string())
+    let starts_engine = std::env::var(MODE_ENV).as_deref() == Ok("thread")
+        && config.local_rank == ringcast_offload::config::LocalRank::Fixed(0);
+    if starts_engine {
+        Host::spawn_named(config).map_err(|e| e.to_string())
     } else {
-        Host::attach(&config.engine_name).map_err(|e| e.to_string())
+        Host::attach_wait(&config.engine_name, ENGINE_WAIT).map_err(|e| e.to_string())
     }
+}
+
+/// What to start.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    /// Emulated nodes (engines).
+    pub nodes: u32,
+    /// Program processes per node.
+    pub ppn: u32,
+    /// How engines run.
+    pub mode: Mode,
+    /// `shm` or `udp`.
+    pub fabric: String,
+    /// `udp` only: one network namespace per node on a bridge instead of loopback.
+    pub netns: bool,
+    /// Do not kill the other programs when one fails (they must end on their own).
+    pub keep_going: bool,
 }
 
 /// A job being run.
 pub struct Cluster {
     /// Job name (engines, segments).
     pub job: String,
+    keep_going: bool,
     engines: Vec<Child>,
     programs: Vec<Child>,
+    /// Readers of the programs' captured stdout (index = world rank).
+    readers: Vec<Option<std::thread::JoinHandle<String>>>,
+    // Dropped last: processes inside the namespaces are gone by then.
+    netns: Option<Netns>,
+}
+
+/// `n` distinct free UDP ports on loopback (bound together, then released).
+fn free_ports(n: u32) -> Result<Vec<u16>, String> {
+    let socks: Vec<UdpSocket> = (0..n)
+        .map(|_| UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)))
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("finding free ports: {e}"))?;
+    socks.iter().map(|s| s.local_addr().map(|a| a.port()).map_err(|e| e.to_string())).collect()
 }
 
 impl Cluster {
-    /// Starts the engines (daemon mode) and `program` (`"self"`: this executable) once per node
-    /// with `args` and `extra` environment. With `capture`, the programs' stdout is piped and
-    /// returned by [`Cluster::wait`] (for short reports: it is read once the program exits).
+    /// Starts the engines (daemon mode) and `program` (`"self"`: this executable) `ppn` times
+    /// per node with `args` and `extra` environment. With `capture`, the programs' stdout is
+    /// piped and returned by [`Cluster::wait`] (index = world rank; read once the program
+    /// exits, so keep it short).
     pub fn start(
-        nodes: u32,
-        mode: Mode,
-        fabric: &str,
+        spec: &Spec,
         program: &str,
         args: &[String],
         extra: &[(String, String)],
@@ -61,45 +105,98 @@ impl Cluster {
     ) -> Result<Cluster, String> {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let job = format!("run-{}", std::process::id());
-        let mut c = Cluster { job: job.clone(), engines: Vec::new(), programs: Vec::new() };
+        let udp = spec.fabric == "udp";
+        if spec.netns && !udp {
+            return Err("--netns needs --fabric udp".into());
+        }
+        if spec.netns && spec.nodes > 200 {
+            return Err("--netns supports up to 200 nodes".into());
+        }
+        let netns = if spec.netns {
+            Some(Netns::create(&format!("rc{}", std::process::id()), spec.nodes, false)?)
+        } else {
+            None
+        };
+        let members: Vec<SocketAddr> = match &netns {
+            _ if !udp => Vec::new(),
+            Some(ns) => (0..spec.nodes).map(|i| SocketAddr::new(ns.addr(i), 7470)).collect(),
+            None => free_ports(spec.nodes)?
+                .into_iter()
+                .map(|p| SocketAddr::new(Ipv4Addr::LOCALHOST.into(), p))
+                .collect(),
+        };
+        let members = members.iter().map(SocketAddr::to_string).collect::<Vec<_>>().join(",");
+        let mut c = Cluster {
+            job: job.clone(),
+            keep_going: spec.keep_going,
+            engines: Vec::new(),
+            programs: Vec::new(),
+            readers: Vec::new(),
+            netns,
+        };
+        // More pollers (engines and programs) than cores: back off to sleeping after a few empty
+        // passes, or the process a poller waits for never gets the CPU it spins on.
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+        let pollers = spec.nodes * (spec.ppn + u32::from(spec.mode == Mode::Daemon));
+        let (spins, yields, sleep_us) = if pollers > cpus { (50, 10, 20) } else { (2000, 20000, 50) };
         let env = |node: u32| {
             vec![
-                ("RINGCAST_FABRIC", fabric.to_string()),
+                ("RINGCAST_IDLE_SPINS", spins.to_string()),
+                ("RINGCAST_IDLE_YIELDS", yields.to_string()),
+                ("RINGCAST_IDLE_SLEEP_US", sleep_us.to_string()),
+                ("RINGCAST_FABRIC", spec.fabric.clone()),
                 ("RINGCAST_JOB", job.clone()),
-                ("RINGCAST_NODES", nodes.to_string()),
+                ("RINGCAST_NODES", spec.nodes.to_string()),
                 ("RINGCAST_NODE", node.to_string()),
+                ("RINGCAST_PPN", spec.ppn.to_string()),
+                ("RINGCAST_UDP_MEMBERS", members.clone()),
                 ("RINGCAST_ENGINE", format!("{job}-{node}")),
                 ("RINGCAST_POLL_MODE", "spin-yield".to_string()),
-                (MODE_ENV, if mode == Mode::Thread { "thread" } else { "daemon" }.to_string()),
+                (MODE_ENV, if spec.mode == Mode::Thread { "thread" } else { "daemon" }.to_string()),
             ]
         };
-        if mode == Mode::Daemon {
-            for node in 0..nodes {
-                let child = Command::new(&exe)
-                    .args(["engine"])
+        let in_node = |c: &Cluster, node: u32, cmd: Command| match &c.netns {
+            Some(ns) => ns.wrap(node, cmd),
+            None => cmd,
+        };
+        if spec.mode == Mode::Daemon {
+            for node in 0..spec.nodes {
+                let mut cmd = Command::new(&exe);
+                cmd.args(["engine"])
                     .envs(env(node))
+                    .envs(extra.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+                let child = in_node(&c, node, cmd)
                     .stdin(Stdio::null())
                     .spawn()
                     .map_err(|e| format!("starting engine {node}: {e}"))?;
                 c.engines.push(child);
             }
-            for node in 0..nodes {
-                let name = format!("{job}-{node}");
-                Host::attach_wait(&name, Duration::from_secs(20))
-                    .map_err(|e| format!("engine {name} did not come up: {e}"))?;
+        }
+        for node in 0..spec.nodes {
+            for local in 0..spec.ppn {
+                let mut cmd = if program == "self" { Command::new(&exe) } else { Command::new(program) };
+                cmd.args(args)
+                    .envs(env(node))
+                    .env("RINGCAST_LOCAL_RANK", local.to_string())
+                    .env("RINGCAST_RANK", (node * spec.ppn + local).to_string())
+                    .envs(extra.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+                let child = in_node(&c, node, cmd)
+                    .stdin(Stdio::null())
+                    .stdout(if capture { Stdio::piped() } else { Stdio::inherit() })
+                    .spawn()
+                    .map_err(|e| format!("starting program {local} on node {node}: {e}"))?;
+                c.programs.push(child);
             }
         }
-        for node in 0..nodes {
-            let mut cmd = if program == "self" { Command::new(&exe) } else { Command::new(program) };
-            let child = cmd
-                .args(args)
-                .envs(env(node))
-                .envs(extra.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-                .stdin(Stdio::null())
-                .stdout(if capture { Stdio::piped() } else { Stdio::inherit() })
-                .spawn()
-                .map_err(|e| format!("starting program on node {node}: {e}"))?;
-            c.programs.push(child);
+        // Captured output is drained as it comes: a program must never block on a full pipe.
+        for p in &mut c.programs {
+            c.readers.push(p.stdout.take().map(|mut o| {
+                std::thread::spawn(move || {
+                    let mut text = String::new();
+                    let _ = std::io::Read::read_to_string(&mut o, &mut text);
+                    text
+                })
+            }));
         }
         Ok(c)
     }
@@ -118,7 +215,7 @@ impl Cluster {
                 }
                 let status = match p.try_wait() {
                     Ok(Some(s)) => Some(s),
-                    Ok(None) if failed || Instant::now() > deadline => {
+                    Ok(None) if (failed && !self.keep_going) || Instant::now() > deadline => {
                         let _ = p.kill();
                         let _ = p.wait();
                         None // killed: counts as a failure
@@ -127,10 +224,7 @@ impl Cluster {
                     Err(_) => None,
                 };
                 failed |= !status.is_some_and(|s| s.success());
-                let mut text = String::new();
-                if let Some(mut o) = p.stdout.take() {
-                    let _ = std::io::Read::read_to_string(&mut o, &mut text);
-                }
+                let text = self.readers[i].take().and_then(|r| r.join().ok()).unwrap_or_default();
                 outs[i] = Some((status, text));
             }
             std::thread::sleep(Duration::from_millis(2));

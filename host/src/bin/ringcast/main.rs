@@ -20,9 +20,11 @@ mod cluster;
 mod demo;
 mod dst;
 mod info;
+mod netns;
 mod paper;
 mod report;
 mod sim;
+mod workload;
 
 use clap::{Parser, Subcommand};
 use ringcast_host::Config;
@@ -69,6 +71,9 @@ enum Cmd {
     Calibrate(calibrate::CalibrateArgs),
     /// Simulate broadcasts on a LogGP-priced fabric: one scenario or a sweep, tables, CSV/JSON, plots.
     Sim(sim::SimArgs),
+    /// One rank of a verified broadcast workload (started by `ringcast demo`, or by hand under
+    /// `ringcast run`).
+    WorkloadRank(workload::WorkloadArgs),
     /// One demo host process (started by `ringcast demo`).
     #[command(hide = true)]
     DemoHost(demo::HostArgs),
@@ -111,5 +116,6 @@ fn main() -> ExitCode {
         Cmd::Bench(args) => bench::bench(args),
         Cmd::BenchRank(args) => bench::rank(args),
         Cmd::DemoHost(args) => demo::host(args),
+        Cmd::WorkloadRank(args) => workload::rank(args),
     }
 }

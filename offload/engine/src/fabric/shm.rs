@@ -25,7 +25,7 @@ use std::io;
 /// Slots of each group's multicast log (the depth a reader may fall behind before it loses).
 pub const LOG_SLOTS: u32 = 1024;
 /// Slots of each point-to-point ring.
-pub const RING_SLOTS: u32 = 256;
+pub const RING_SLOTS: u32 = 1024;
 /// Longest job name: keeps every segment name well under the segment-name limit.
 pub const MAX_JOB_NAME: usize = 64;
 /// Most members a job may have (bounds the rings a member creates: `members - 1`).

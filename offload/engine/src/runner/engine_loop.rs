@@ -508,6 +508,18 @@ impl EngineLoop {
                     m.e = c.dropped_in_flight;
                     m
                 }
+                CtlKind::NET_STATS => match self.net.as_ref().map(|n| n.stats()) {
+                    Some(n) => {
+                        let mut m = CtlMsg::reply(&msg, CtlKind::NET_STATS_OK);
+                        m.a = u32::try_from(n.syncs).unwrap_or(u32::MAX);
+                        m.b = u32::try_from(n.overrun).unwrap_or(u32::MAX);
+                        m.c = n.crc_drops;
+                        m.d = n.other_drops;
+                        m.e = n.repair_frames;
+                        m
+                    }
+                    None => CtlMsg::error(&msg, CtlStatus::BAD_REQUEST),
+                },
                 CtlKind::DETACH => return self.detach(id, Departure::Clean),
                 _ => CtlMsg::error(&msg, CtlStatus::BAD_REQUEST),
             };

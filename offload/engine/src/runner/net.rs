@@ -30,6 +30,21 @@ use sha2::{Digest, Sha256};
 /// Datagrams taken from the fabric per pass (the host rings get their turn in between).
 const FRAMES_PER_PASS: usize = 64;
 
+/// The broadcast side's counters (`NET_STATS`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NetStats {
+    /// Synchronization epochs completed.
+    pub syncs: u64,
+    /// Datagrams the fabric lost before the engine read them.
+    pub overrun: u64,
+    /// Frames dropped for a bad CRC.
+    pub crc_drops: u64,
+    /// Frames dropped for any other reason (foreign job, out of window, malformed…).
+    pub other_drops: u64,
+    /// Repair datagrams sent.
+    pub repair_frames: u64,
+}
+
 /// The protocol on its fabric.
 pub struct Net {
     proto: Protocol,
@@ -226,6 +241,19 @@ impl Net {
     /// Local operations that ended since the last call, by token.
     pub fn take_done(&mut self) -> std::vec::Drain<'_, (u64, Outcome)> {
         self.done.drain(..)
+    }
+
+    /// The counters a host reads with `NET_STATS`.
+    pub fn stats(&self) -> NetStats {
+        let p = self.proto.counters();
+        let crc = p.drops[ringcast_abi::frame::DropReason::BadCrc as usize];
+        NetStats {
+            syncs: p.syncs,
+            overrun: self.fabric.counters().overrun,
+            crc_drops: crc,
+            other_drops: p.drops.iter().sum::<u64>() - crc,
+            repair_frames: p.repair_frames,
+        }
     }
 
     /// The fabric's counters (datagrams, overruns) and the protocol's (drops, repairs).

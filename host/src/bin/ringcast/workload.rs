@@ -1,0 +1,185 @@
+//! `ringcast workload-rank`: one rank of a verified broadcast workload on a local cluster (the
+//! program `ringcast demo` and the cluster tests run on every rank).
+//!
+//! Every rank derives the same schedule from the seed: broadcast `k` has a size drawn from
+//! `sizes` and a root drawn from the world ranks, and its bytes are a pattern of `(seed, k)`.
+//! Before each broadcast a rank waits a random arrival skew (`skew_us`, its own draw), fills its
+//! buffer (the pattern at the root, poison elsewhere, so a stale or partial delivery cannot
+//! pass), posts, waits, and checks every byte — the root's too. It prints one line per
+//! broadcast:
+//!
+//! `B k size root latency_ns done_ns frags_multicast frags_repair penalty_rounds retransmits`
+//!
+//! where `done_ns` is `CLOCK_MONOTONIC` at completion (one clock for every process of the
+//! machine, so completion spread across ranks is measured directly). Local rank 0 also prints
+//! its engine's counters (`N syncs overrun crc_drops other_drops repair_frames`).
+//!
+//! `--victim R --die-at K`: world rank `R` posts broadcast `K` and SIGKILLs itself before it
+//! completes — a member killed mid-broadcast. With `--expect-failure` the other ranks must then
+//! end with a typed error (printed `E k error`, exit 0) instead of hanging.
+use crate::cluster::host_from_env;
+use clap::Args;
+use ringcast_host::{Access, Config, SharedBuf, SubmissionDescriptor};
+use std::process::ExitCode;
+
+/// `ringcast workload-rank` options (the same at every rank).
+#[derive(Args, Clone, Debug)]
+pub struct WorkloadArgs {
+    /// Broadcasts.
+    #[arg(long, default_value_t = 100)]
+    pub count: u32,
+    /// Message sizes to draw from, in bytes.
+    #[arg(long, value_delimiter = ',', default_values_t = [2u64, 1024, 65536])]
+    pub sizes: Vec<u64>,
+    /// Seed of the schedule and the patterns.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Largest random arrival skew before each broadcast, in microseconds.
+    #[arg(long, default_value_t = 0)]
+    pub skew_us: u64,
+    /// World rank that kills itself mid-broadcast.
+    #[arg(long)]
+    pub victim: Option<u32>,
+    /// Broadcast during which the victim dies.
+    #[arg(long, default_value_t = 0)]
+    pub die_at: u32,
+    /// The other ranks must end with a typed error (exit 0 when they do, 1 if all succeed).
+    #[arg(long)]
+    pub expect_failure: bool,
+}
+
+/// SplitMix64: the schedule's and the patterns' generator.
+pub fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Size and root of broadcast `k` of the schedule.
+pub fn schedule(seed: u64, k: u32, sizes: &[u64], world: u32) -> (u64, u32) {
+    let size = sizes[(mix(seed ^ u64::from(k)) % sizes.len() as u64) as usize].max(1);
+    let root = (mix(seed.rotate_left(17) ^ u64::from(k) ^ 0x5eed) % u64::from(world.max(1))) as u32;
+    (size, root)
+}
+
+/// Fills `out` with broadcast `k`'s pattern.
+fn pattern(seed: u64, k: u32, out: &mut [u8]) {
+    let base = mix(seed ^ (u64::from(k) << 32));
+    for (i, chunk) in out.chunks_mut(8).enumerate() {
+        let w = mix(base ^ i as u64).to_le_bytes();
+        chunk.copy_from_slice(&w[..chunk.len()]);
+    }
+}
+
+fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// One rank.
+pub fn rank(a: WorkloadArgs) -> ExitCode {
+    match run(&a) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ringcast workload-rank: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(a: &WorkloadArgs) -> Result<(), String> {
+    let config = Config::from_env().map_err(|e| e.to_string())?;
+    let mut host = host_from_env()?;
+    let local = host.local_rank().ok_or("this process holds no local rank on its engine")?;
+    let me = config.node * config.ppn + local;
+    let world = config.world_size();
+    if a.sizes.is_empty() {
+        return Err("no sizes".into());
+    }
+    let largest = a.sizes.iter().copied().max().unwrap_or(1).max(1) as usize;
+    let buf = SharedBuf::new(largest).map_err(|e| e.to_string())?;
+    let region = host.register(&buf, Access::READ_WRITE).map_err(|e| e.to_string())?;
+    let mut want = vec![0u8; largest];
+    let mut got = vec![0u8; largest];
+    let poison = vec![0xEEu8; largest];
+    let mut lines = String::with_capacity(a.count as usize * 64);
+    let mut skew = mix(a.seed ^ u64::from(me) << 40);
+    for k in 0..a.count {
+        let (size, root) = schedule(a.seed, k, &a.sizes, world);
+        let n = size as usize;
+        pattern(a.seed, k, &mut want[..n]);
+        let fill = if root == me { &want[..n] } else { &poison[..n] };
+        buf.write_at(0, fill).map_err(|e| e.to_string())?;
+        if a.skew_us > 0 {
+            skew = mix(skew);
+            std::thread::sleep(std::time::Duration::from_micros(skew % a.skew_us));
+        }
+        if a.victim == Some(me) && k == a.die_at {
+            let cookie = host.next_cookie();
+            host.post(&SubmissionDescriptor::bcast(cookie, 0, root, region.at(0), size))
+                .map_err(|e| e.to_string())?;
+            print!("{lines}");
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+            // SIGKILL to ourselves: no detach, no cleanup of any kind — a crash.
+            let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+        }
+        let t0 = monotonic_ns();
+        let cqe = match host.bcast(0, root, region.at(0), size) {
+            Ok(c) => c,
+            Err(e) if a.expect_failure && a.victim.is_some() && k >= a.die_at => {
+                let what = match e.status() {
+                    Some(kind) => format!("{kind:?}"),
+                    None => e.to_string().replace(' ', "_"),
+                };
+                print!("{lines}");
+                println!("E {k} {what}");
+                return Ok(());
+            }
+            Err(e) => return Err(format!("rank {me}: broadcast {k} ({size} B from {root}): {e}")),
+        };
+        let t1 = monotonic_ns();
+        buf.read_at(0, &mut got[..n]).map_err(|e| e.to_string())?;
+        if got[..n] != want[..n] {
+            let first = got[..n].iter().zip(&want[..n]).position(|(g, w)| g != w).unwrap_or(0);
+            return Err(format!(
+                "rank {me}: broadcast {k} ({size} B from {root}): wrong bytes from offset {first}"
+            ));
+        }
+        use std::fmt::Write as _;
+        let _ = writeln!(
+            lines,
+            "B {k} {size} {root} {} {t1} {} {} {} {}",
+            t1 - t0,
+            cqe.frags_multicast,
+            cqe.frags_repair,
+            cqe.penalty_rounds,
+            cqe.retransmits
+        );
+    }
+    if a.expect_failure && a.victim.is_some() && a.victim != Some(me) {
+        print!("{lines}");
+        return Err(format!("rank {me}: every broadcast succeeded although rank {:?} died", a.victim));
+    }
+    // Fill the last synchronization epoch so the engines can leave without owing anything
+    // (the protocol synchronizes whole epochs of `channels` broadcasts).
+    let channels = config.channels;
+    let tail = (channels - a.count % channels) % channels;
+    for _ in 0..tail {
+        host.bcast(0, 0, region.at(0), 1).map_err(|e| format!("final epoch: {e}"))?;
+    }
+    if local == 0 {
+        if let Ok(n) = host.net_stats() {
+            let _ = std::fmt::Write::write_fmt(
+                &mut lines,
+                format_args!(
+                    "N {} {} {} {} {}\n",
+                    n.syncs, n.overrun, n.crc_drops, n.other_drops, n.repair_frames
+                ),
+            );
+        }
+    }
+    print!("{lines}");
+    Ok(())
+}
