@@ -1,272 +1,355 @@
-//! `ringcast demo`: the substrate end to end, on real processes and real shared memory.
+//! `ringcast demo`: the main job. Thousands of broadcasts from changing roots on an emulated
+//! cluster — by default 8 nodes × 2 processes, one engine daemon per node on the `shm` fabric,
+//! 2 % of multicast datagrams lost at the receivers and random arrival skew — with every byte
+//! checked at every rank, then the same workload with the binomial tree on the same fabric.
 //!
-//! 1. starts a `ringcast engine` daemon (DPU-emulation mode) under a private name;
-//! 2. starts host processes that attach, register shared memory, run thousands of byte-verified
-//!    COPYs, every bad-descriptor case, and NOP round trips;
-//! 3. starts a host that dies with work in flight, and checks the engine reclaimed it while the
-//!    others kept being served;
-//! 4. measures NOP round trips and COPY bandwidth from this process in daemon mode and against
-//!    an in-process polling-thread engine;
-//! 5. stops the daemon and checks nothing is left behind.
+//! The engines choose the algorithm per call with the cost model fitted to this machine's `shm`
+//! fabric (`fixtures/calibration/shm.toml`, written by `ringcast calibrate`), with multicast
+//! allowed from 4 nodes. The report: latency per size (median, p99, over every rank and
+//! broadcast), completion spread across ranks (last minus first completion of one broadcast,
+//! on the machine-wide monotonic clock), multicast hit rate, penalty rounds, repair requests
+//! and repair datagrams, CRC and other drops, the algorithm chosen per size, and the binomial
+//! run beside it with the ratio; a plot of both goes to `--out`.
 //!
-//! Exits non-zero if any byte or status was wrong.
+//! Exits non-zero if any rank saw a wrong byte or an error.
+use crate::cluster::{Cluster, Mode, Spec};
+use crate::report::plot::Chart;
+use crate::report::table::Table;
+use crate::workload::schedule;
 use clap::Args;
-use ringcast_host::selftest::{copy_and_errors, copy_bandwidth, nop_round_trips, quantile};
-use ringcast_host::{Access, Config, Error, Host, SharedBuf, SubmissionDescriptor};
-use std::process::{Child, Command, ExitCode, Stdio};
+use ringcast_host::Config;
+use ringcast_offload::model::select::Selector;
+use ringcast_offload::proto::algo::Layout;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-/// `ringcast demo` options (defaults are the main job).
+/// The fitted LogGP parameters of the shm fabric (`ringcast calibrate --fabric shm`).
+const SHM_CALIBRATION: &str = include_str!("../../../../fixtures/calibration/shm.toml");
+
+/// `ringcast demo` options (the defaults are the main job).
 #[derive(Args)]
 pub struct DemoArgs {
-    /// Host processes attached to the daemon at once.
-    #[arg(long, default_value_t = 2)]
-    hosts: u32,
-    /// Verified COPYs per host process.
+    /// Nodes (engines).
+    #[arg(short = 'n', long, default_value_t = 8)]
+    nodes: u32,
+    /// Processes per node.
+    #[arg(short = 'p', long = "procs-per-node", default_value_t = 2)]
+    ppn: u32,
+    /// Engines as daemons (DPU emulation) or polling threads in the programs.
+    #[arg(long, value_enum, default_value_t = Mode::Daemon)]
+    mode: Mode,
+    /// Fabric: shm or udp.
+    #[arg(long, default_value = "shm", value_parser = ["shm", "udp"])]
+    fabric: String,
+    /// udp: one network namespace per node on a Linux bridge (root).
+    #[arg(long)]
+    netns: bool,
+    /// Broadcasts per run.
     #[arg(long, default_value_t = 2000)]
-    copies: usize,
-    /// NOP round trips per measurement.
-    #[arg(long, default_value_t = 20000)]
-    nops: usize,
-}
-
-/// `ringcast demo-host` options.
-#[derive(Args)]
-pub struct HostArgs {
-    #[arg(long)]
-    engine: String,
-    #[arg(long, default_value_t = 1)]
+    count: u32,
+    /// Message sizes drawn from, in bytes.
+    #[arg(long, value_delimiter = ',', default_values_t = [2u64, 64, 1024, 16384, 65536, 262144, 1048576])]
+    sizes: Vec<u64>,
+    /// Fraction of multicast datagrams each receiving engine drops.
+    #[arg(long, default_value_t = 0.02)]
+    loss: f64,
+    /// Largest random arrival skew before each broadcast, per rank, in microseconds.
+    #[arg(long, default_value_t = 100)]
+    skew_us: u64,
+    /// Seed of the schedule, the patterns and the faults.
+    #[arg(long, default_value_t = 2026)]
     seed: u64,
-    #[arg(long, default_value_t = 1000)]
-    copies: usize,
-    #[arg(long, default_value_t = 1000)]
-    nops: usize,
-    /// Post large COPYs and abort without waiting (the host-death case).
-    #[arg(long)]
-    die_in_flight: bool,
+    /// Where the plot goes.
+    #[arg(long, default_value = "target/ringcast-demo")]
+    out: PathBuf,
 }
 
-/// A demo host process: self-test, then one summary line on stdout.
-pub fn host(a: HostArgs) -> ExitCode {
-    let mut host = match Host::attach(&a.engine) {
-        Ok(h) => h,
-        Err(e) => {
-            eprintln!("demo host: {e}");
-            return ExitCode::FAILURE;
+/// One rank's record of one broadcast.
+#[derive(Clone, Copy, Debug)]
+struct Rec {
+    k: u32,
+    size: u64,
+    root: u32,
+    lat_ns: u64,
+    done_ns: u64,
+    mc: u64,
+    rep: u64,
+    pen: u64,
+    retx: u64,
+}
+
+/// What one run produced.
+#[derive(Debug, Default)]
+struct RunResult {
+    wall: Duration,
+    /// Index = world rank.
+    recs: Vec<Vec<Rec>>,
+    /// Engine counters summed over nodes: syncs, overrun, crc, other drops, repair frames.
+    net: [u64; 5],
+}
+
+/// The settings both runs share, plus `algorithm`.
+fn engine_env(a: &DemoArgs, algorithm: &str) -> Result<Vec<(String, String)>, String> {
+    let cal: toml::Value = toml::from_str(SHM_CALIBRATION).map_err(|e| format!("calibration: {e}"))?;
+    let site = cal.get("fabric").and_then(|f| f.get("intra_site")).ok_or("calibration: no [fabric.intra_site]")?;
+    let num = |k: &str| site.get(k).and_then(|v| v.as_float().or(v.as_integer().map(|i| i as f64))).unwrap_or(0.0);
+    Ok([
+        ("RINGCAST_ALGORITHM", algorithm.to_string()),
+        ("RINGCAST_SMALL_COMM", "4".to_string()),
+        ("RINGCAST_MODEL_LATENCY_NS", num("latency_ns").to_string()),
+        ("RINGCAST_MODEL_OVERHEAD_NS", num("overhead_ns").to_string()),
+        ("RINGCAST_MODEL_NS_PER_BYTE", num("ns_per_byte").to_string()),
+        ("RINGCAST_MODEL_SWITCH_NS", "0".to_string()),
+        ("RINGCAST_FAULT_DROP", a.loss.to_string()),
+        ("RINGCAST_FAULT_KINDS", "mcast".to_string()),
+        ("RINGCAST_FAULT_DIRECTION", "rx".to_string()),
+        ("RINGCAST_FAULT_SEED", a.seed.to_string()),
+        ("RINGCAST_LOG_LEVEL", "1".to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect())
+}
+
+fn run_once(a: &DemoArgs, algorithm: &str) -> Result<RunResult, String> {
+    let env = engine_env(a, algorithm)?;
+    let args: Vec<String> = [
+        "workload-rank".to_string(),
+        "--count".into(),
+        a.count.to_string(),
+        "--sizes".into(),
+        a.sizes.iter().map(u64::to_string).collect::<Vec<_>>().join(","),
+        "--seed".into(),
+        a.seed.to_string(),
+        "--skew-us".into(),
+        a.skew_us.to_string(),
+    ]
+    .to_vec();
+    let started = Instant::now();
+    let spec = Spec { nodes: a.nodes, ppn: a.ppn, mode: a.mode, fabric: a.fabric.clone(), netns: a.netns, keep_going: false };
+    let mut cluster = Cluster::start(&spec, "self", &args, &env, true)?;
+    let results = cluster.wait(Duration::from_secs(900));
+    drop(cluster);
+    let mut run = RunResult { wall: started.elapsed(), ..Default::default() };
+    for (rank, (status, out)) in results.iter().enumerate() {
+        if !status.is_some_and(|s| s.success()) {
+            return Err(format!("{algorithm}: rank {rank} failed (its error is above)"));
         }
-    };
-    if a.die_in_flight {
-        return die_in_flight(&mut host);
+        let mut recs = Vec::with_capacity(a.count as usize);
+        for l in out.lines() {
+            let f: Vec<u64> = l.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+            match (l.as_bytes().first(), f.as_slice()) {
+                (Some(b'B'), &[k, size, root, lat_ns, done_ns, mc, rep, pen, retx]) => recs.push(Rec {
+                    k: k as u32,
+                    size,
+                    root: root as u32,
+                    lat_ns,
+                    done_ns,
+                    mc,
+                    rep,
+                    pen,
+                    retx,
+                }),
+                (Some(b'N'), &[syncs, overrun, crc, other, repair]) => {
+                    for (t, v) in run.net.iter_mut().zip([syncs, overrun, crc, other, repair]) {
+                        *t += v;
+                    }
+                }
+                _ => {}
+            }
+        }
+        if recs.len() != a.count as usize {
+            return Err(format!("{algorithm}: rank {rank} reported {} of {} broadcasts", recs.len(), a.count));
+        }
+        run.recs.push(recs);
     }
-    let t = Instant::now();
-    let result = copy_and_errors(&mut host, a.seed, a.copies)
-        .and_then(|r| Ok((r, nop_round_trips(&mut host, a.nops)?)));
-    match result {
-        Ok((r, lat)) => {
-            println!(
-                "ok pid={} copies={} bytes={} batch={} bad_cases={} nop_p50_ns={} nop_p99_ns={} secs={:.2}",
-                std::process::id(),
-                r.copies,
-                r.bytes,
-                r.batch,
-                r.bad_cases.len(),
-                quantile(&lat, 0.5),
-                quantile(&lat, 0.99),
-                t.elapsed().as_secs_f64()
-            );
-            ExitCode::SUCCESS
-        }
+    Ok(run)
+}
+
+fn quantile(v: &mut [u64], q: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_unstable();
+    v[((v.len() - 1) as f64 * q).round() as usize] as f64
+}
+
+/// Per size: (median, p99 latency; median, p99 spread), in microseconds.
+fn per_size(run: &RunResult) -> BTreeMap<u64, [f64; 4]> {
+    let mut lat: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    let mut spread: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    let count = run.recs.first().map_or(0, Vec::len);
+    for k in 0..count {
+        let size = run.recs[0][k].size;
+        let done = run.recs.iter().map(|r| r[k].done_ns);
+        let (lo, hi) = done.fold((u64::MAX, 0), |(lo, hi), d| (lo.min(d), hi.max(d)));
+        spread.entry(size).or_default().push(hi - lo);
+        lat.entry(size).or_default().extend(run.recs.iter().map(|r| r[k].lat_ns));
+    }
+    lat.into_iter()
+        .map(|(size, mut l)| {
+            let s = spread.get_mut(&size).map(Vec::as_mut_slice).unwrap_or_default();
+            let us = |x: f64| x / 1000.0;
+            (size, [us(quantile(&mut l, 0.5)), us(quantile(&mut l, 0.99)), us(quantile(s, 0.5)), us(quantile(s, 0.99))])
+        })
+        .collect()
+}
+
+fn human(size: u64) -> String {
+    match size {
+        s if s >= 1 << 20 && s % (1 << 20) == 0 => format!("{} MiB", s >> 20),
+        s if s >= 1 << 10 && s % (1 << 10) == 0 => format!("{} KiB", s >> 10),
+        s => format!("{s} B"),
+    }
+}
+
+/// `ringcast demo`.
+pub fn run(a: DemoArgs) -> ExitCode {
+    match demo(&a) {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            println!("FAILED pid={} {e}", std::process::id());
+            eprintln!("ringcast demo: {e}");
             ExitCode::FAILURE
         }
     }
 }
 
-fn die_in_flight(host: &mut Host) -> ExitCode {
-    const BIG: usize = 16 << 20;
-    let bufs = (SharedBuf::new(BIG), SharedBuf::new(BIG));
-    let (Ok(src), Ok(dst)) = bufs else {
-        return ExitCode::FAILURE;
-    };
-    let (Ok(rs), Ok(rd)) = (host.register(&src, Access::READ), host.register(&dst, Access::READ_WRITE))
-    else {
-        return ExitCode::FAILURE;
-    };
-    let descs: Vec<_> = (1..=host.ring_entries() as u64)
-        .map(|i| SubmissionDescriptor::copy(i, rd.at(0), rs.at(0), BIG as u64))
-        .collect();
-    let n = host.post_batch(&descs);
-    println!("posted={n}");
-    std::process::abort();
-}
-
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if matches!(self.0.try_wait(), Ok(None)) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
+fn demo(a: &DemoArgs) -> Result<(), String> {
+    let c = a;
+    if a.sizes.is_empty() || a.count == 0 {
+        return Err("nothing to do: no sizes or no broadcasts".into());
     }
-}
-
-fn fail(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("ringcast demo: FAILED: {msg}");
-    ExitCode::FAILURE
-}
-
-fn us(ns: u64) -> String {
-    format!("{:.2}", ns as f64 / 1000.0)
-}
-
-/// Runs the demo.
-pub fn run(a: DemoArgs) -> ExitCode {
-    let exe = match std::env::current_exe() {
-        Ok(e) => e,
-        Err(e) => return fail(e),
-    };
-    let name = format!("demo-{}", std::process::id());
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    println!("ringcast demo — offload substrate end to end ({cpus} CPUs)");
-    println!("engine daemon @ringcast.{name}; {} host processes × {} verified COPYs; {} NOP round trips per figure\n", a.hosts, a.copies, a.nops);
-
-    let daemon = match Command::new(&exe)
-        .args(["engine", "--name", &name])
-        .env("RINGCAST_LOG_LEVEL", "1")
-        .stdin(Stdio::null())
-        .spawn()
-    {
-        Ok(c) => Daemon(c),
-        Err(e) => return fail(format!("cannot start the engine daemon: {e}")),
-    };
-    let mut me = match Host::attach_wait(&name, Duration::from_secs(20)) {
-        Ok(h) => h,
-        Err(e) => return fail(format!("engine did not come up: {e}")),
-    };
-
-    // Host processes in parallel with a host that dies holding work.
-    let spawn = |extra: &[String]| {
-        Command::new(&exe)
-            .arg("demo-host")
-            .args(["--engine", &name])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stdin(Stdio::null())
-            .spawn()
-    };
-    let t = Instant::now();
-    let mut kids = Vec::new();
-    for i in 0..a.hosts {
-        let args = [
-            format!("--seed={}", 1000 + i),
-            format!("--copies={}", a.copies),
-            format!("--nops={}", a.nops / 4),
-        ];
-        match spawn(&args) {
-            Ok(c) => kids.push(c),
-            Err(e) => return fail(e),
-        }
+    let world = c.nodes * c.ppn;
+    let mode = if c.mode == Mode::Daemon { "one engine daemon per node" } else { "engine threads" };
+    println!("ringcast demo — verified broadcasts on an emulated cluster");
+    println!(
+        "  cluster : {} nodes x {} processes ({world} ranks), {mode}, {} fabric{}",
+        c.nodes,
+        c.ppn,
+        c.fabric,
+        if c.netns { " across network namespaces" } else { "" }
+    );
+    println!(
+        "  faults  : {:.1} % of multicast datagrams dropped at each receiving engine; arrival skew up to {} us per rank",
+        a.loss * 100.0,
+        a.skew_us
+    );
+    println!(
+        "  workload: {} broadcasts of {} from changing roots (seed {}), every byte checked at every rank",
+        a.count,
+        a.sizes.iter().map(|&s| human(s)).collect::<Vec<_>>().join(", "),
+        a.seed
+    );
+    println!("  choice  : cost model fitted to this machine's shm fabric (fixtures/calibration/shm.toml), multicast from 4 nodes");
+    println!();
+    let mut runs = Vec::new();
+    for alg in ["auto", "binomial"] {
+        print!("  running {alg:<9}... ");
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        let r = run_once(a, alg)?;
+        println!(
+            "{} broadcasts x {world} ranks verified in {:.1} s",
+            a.count,
+            r.wall.as_secs_f64()
+        );
+        runs.push(r);
     }
-    let dying = match spawn(&["--die-in-flight".to_string()]) {
-        Ok(c) => c,
-        Err(e) => return fail(e),
-    };
-    let mut all_ok = true;
-    println!("host processes (daemon mode):");
-    for k in kids {
-        match k.wait_with_output() {
-            Ok(out) => {
-                let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
-                all_ok &= out.status.success() && line.starts_with("ok ");
-                println!("  {line}");
+    let (ours, base) = (&runs[0], &runs[1]);
+    // The engines' choice per size, computed with their configuration.
+    let env = engine_env(a, "auto")?;
+    let lookup = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()).or_else(|| std::env::var(k).ok());
+    let config = Config::from_lookup(lookup).map_err(|e| e.to_string())?;
+    let selector = Selector::from_config(&config);
+    let a_stats = per_size(ours);
+    let b_stats = per_size(base);
+    let mut t = Table::new([
+        "size",
+        "algorithm",
+        "n",
+        "median us",
+        "p99 us",
+        "spread med us",
+        "spread p99 us",
+        "binomial med us",
+        "binomial p99 us",
+        "binomial/ours",
+    ]);
+    let mut curves = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
+    for (&size, s) in &a_stats {
+        let b = b_stats.get(&size).copied().unwrap_or_default();
+        let n = (0..a.count).filter(|&k| schedule(a.seed, k, &a.sizes, world).0 == size).count();
+        let alg = selector.choose(c.nodes, size, &Layout::FLAT, true);
+        t.push_row([
+            human(size),
+            alg.to_string(),
+            n.to_string(),
+            format!("{:.1}", s[0]),
+            format!("{:.1}", s[1]),
+            format!("{:.1}", s[2]),
+            format!("{:.1}", s[3]),
+            format!("{:.1}", b[0]),
+            format!("{:.1}", b[1]),
+            format!("{:.2}x", b[0] / s[0].max(1e-9)),
+        ]);
+        curves[0].push((size as f64, s[0]));
+        curves[1].push((size as f64, s[1]));
+        curves[2].push((size as f64, b[0]));
+        curves[3].push((size as f64, b[1]));
+    }
+    println!();
+    println!("latency per rank and broadcast (post to completion, arrival skew included) and completion spread:");
+    print!("{}", t.render());
+    println!();
+    for (name, r) in [("ours", ours), ("binomial", base)] {
+        let receivers = r.recs.iter().enumerate().flat_map(|(rank, v)| v.iter().filter(move |x| x.root != rank as u32));
+        let (mut mc, mut all, mut pen_sum, mut pen_n, mut pen_max, mut retx) = (0, 0, 0, 0, 0, 0);
+        for x in receivers {
+            mc += x.mc;
+            all += x.mc + x.rep;
+            if x.mc > 0 || x.pen > 0 {
+                pen_sum += x.pen;
+                pen_n += 1;
+                pen_max = pen_max.max(x.pen);
             }
-            Err(e) => return fail(e),
+            retx += x.retx;
+        }
+        let [syncs, overrun, crc, other, repair] = r.net;
+        println!(
+            "{name:>9}: multicast hit rate {:.1} % of fragments; penalty rounds {:.3} mean, {pen_max} max (over receptions with multicast); \
+             repair requests {retx}; repair datagrams {repair}; CRC drops {crc}; other drops {other}; fabric overruns {overrun}; sync epochs {}",
+            100.0 * mc as f64 / all.max(1) as f64,
+            pen_sum as f64 / pen_n.max(1) as f64,
+            syncs / u64::from(c.nodes.max(1)),
+        );
+        let wrong = r.recs.iter().flatten().filter(|x| x.k >= a.count).count();
+        if wrong > 0 {
+            return Err(format!("{name}: {wrong} malformed records"));
         }
     }
-    let dying_out = match dying.wait_with_output() {
-        Ok(o) => o,
-        Err(e) => return fail(e),
-    };
     println!(
-        "  host that aborted with work in flight: {} ({})",
-        String::from_utf8_lossy(&dying_out.stdout).trim(),
-        dying_out.status
+        "{:>9}: {:.1} s vs {:.1} s for the binomial tree ({:.2}x)",
+        "wall",
+        ours.wall.as_secs_f64(),
+        base.wall.as_secs_f64(),
+        base.wall.as_secs_f64() / ours.wall.as_secs_f64().max(1e-9)
     );
-    println!("  wall time {:.1} s", t.elapsed().as_secs_f64());
-    if !all_ok {
-        return fail("a host process saw a wrong byte or status");
-    }
-
-    // The engine noticed the death and still serves.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let stats = loop {
-        match me.stats() {
-            Ok(s) if s.hosts_lost >= 1 => break s,
-            Ok(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            Ok(s) => return fail(format!("engine never reclaimed the dead host: {s:?}")),
-            Err(e) => return fail(e),
-        }
-    };
-    println!(
-        "  engine reclaimed the dead host: {} descriptors dropped in flight, its memory unmapped; {} hosts still attached\n",
-        stats.dropped_in_flight, stats.hosts_attached
+    let mut chart = Chart::new(
+        format!("ringcast demo: {} nodes x {} processes, {} fabric, {:.0} % multicast loss", c.nodes, c.ppn, c.fabric, a.loss * 100.0),
+        "message size (bytes)",
+        "latency (us)",
     );
-
-    // Measurements from this process: daemon mode, then thread mode.
-    let mut thread_host = match Host::spawn_local(Config::from_env().unwrap_or_default()) {
-        Ok(h) => h,
-        Err(e) => return fail(e),
-    };
-    println!("{:<38} {:>14} {:>14}", "measurement", "daemon mode", "thread mode");
-    let mut rows: Vec<(String, String, String)> = Vec::new();
-    let mut lat = Vec::new();
-    for h in [&mut me, &mut thread_host] {
-        match nop_round_trips(h, a.nops) {
-            Ok(l) => lat.push(l),
-            Err(e) => return fail(e),
-        }
+    chart.log_x = true;
+    chart.log_y = true;
+    let names = ["auto median", "auto p99", "binomial median", "binomial p99"];
+    for (name, pts) in names.iter().zip(curves) {
+        chart.add(*name, pts);
     }
-    rows.push(("NOP round trip p50 (µs)".into(), us(quantile(&lat[0], 0.5)), us(quantile(&lat[1], 0.5))));
-    rows.push(("NOP round trip p99 (µs)".into(), us(quantile(&lat[0], 0.99)), us(quantile(&lat[1], 0.99))));
-    for size in [4 << 10, 64 << 10, 1 << 20] {
-        let mut bw = Vec::new();
-        for h in [&mut me, &mut thread_host] {
-            match copy_bandwidth(h, size, 256 << 20) {
-                Ok(b) => bw.push(b),
-                Err(e) => return fail(e),
-            }
-        }
-        rows.push((
-            format!("COPY {} KiB, ring full (GB/s)", size >> 10),
-            format!("{:.2}", bw[0] / 1e9),
-            format!("{:.2}", bw[1] / 1e9),
-        ));
-    }
-    for (m, d, t) in rows {
-        println!("{m:<38} {d:>14} {t:>14}");
-    }
-
-    let final_stats = match me.stats() {
-        Ok(s) => s,
-        Err(e) => return fail(e),
-    };
-    drop(me);
-    drop(thread_host);
-    let pid = rustix::process::Pid::from_child(&daemon.0);
-    let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-    let mut daemon = daemon;
-    let clean = matches!(daemon.0.wait(), Ok(s) if s.success());
-    let gone = matches!(Host::attach(&name), Err(Error::Connect { .. }));
-    println!(
-        "\nengine totals: {} descriptors ok, {} failed with a typed status (all expected), {} dropped from the dead host, {} hosts lost",
-        final_stats.completed_ok, final_stats.completed_err, final_stats.dropped_in_flight, final_stats.hosts_lost
-    );
-    println!("daemon stopped cleanly: {clean}; engine name released: {gone}");
-    if !(clean && gone) {
-        return fail("daemon shutdown");
-    }
-    println!("\nringcast demo: PASSED — every byte verified, every bad input answered with its typed error");
-    ExitCode::SUCCESS
+    let files = chart.write(&a.out.join("latency"))?;
+    println!();
+    println!("plot: {}", files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+    println!("every byte of {} broadcasts verified at every rank", 2 * a.count as u64 * u64::from(world));
+    Ok(())
 }

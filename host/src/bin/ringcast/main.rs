@@ -12,8 +12,12 @@
 //!   as a `ringcast sim` scenario under `fixtures/calibration/`.
 //! * `ringcast run -n N [--mode daemon|thread] -- PROGRAM` — a program on a local emulated
 //!   cluster; `ringcast bench -n N [--algorithm A] [--compare] [--json]` — osu_bcast-style.
-//! * `ringcast demo` — the main job: a daemon engine, host processes, verified COPYs, every
-//!   bad-input case, a host killed with work in flight, latency and bandwidth in both run modes.
+//! * `ringcast demo` — the main job: thousands of verified broadcasts from changing roots on an
+//!   emulated cluster (engines and processes on the `shm` fabric, injected multicast loss and
+//!   arrival skew), reported per size beside the binomial tree on the same fabric, with a plot.
+//! * `ringcast substrate-demo` — a daemon engine, host processes, verified COPYs, every bad-input
+//!   case, a host killed with work in flight, latency and bandwidth in both run modes.
+//! * `ringcast workload-rank` — one rank of the demo's workload (under `ringcast run`).
 mod bench;
 mod calibrate;
 mod cluster;
@@ -24,6 +28,7 @@ mod netns;
 mod paper;
 mod report;
 mod sim;
+mod substrate;
 mod workload;
 
 use clap::{Parser, Subcommand};
@@ -54,8 +59,10 @@ enum Cmd {
         #[arg(long)]
         name: Option<String>,
     },
-    /// The main job: engine daemon + host processes, verified end to end, with a report.
+    /// The main job: verified broadcasts on an emulated cluster with loss and skew, with a report.
     Demo(demo::DemoArgs),
+    /// The offload substrate: engine daemon + host processes, verified COPYs, every bad-input case.
+    SubstrateDemo(substrate::DemoArgs),
     /// Deterministic simulation testing of the broadcast protocol (seeded, replayable).
     Dst(dst::DstArgs),
     /// The protocol's paper claims reproduced on the simulator (tables).
@@ -76,7 +83,7 @@ enum Cmd {
     WorkloadRank(workload::WorkloadArgs),
     /// One demo host process (started by `ringcast demo`).
     #[command(hide = true)]
-    DemoHost(demo::HostArgs),
+    DemoHost(substrate::HostArgs),
 }
 
 fn main() -> ExitCode {
@@ -115,7 +122,8 @@ fn main() -> ExitCode {
         Cmd::Run(args) => bench::run(args),
         Cmd::Bench(args) => bench::bench(args),
         Cmd::BenchRank(args) => bench::rank(args),
-        Cmd::DemoHost(args) => demo::host(args),
+        Cmd::DemoHost(args) => substrate::host(args),
+        Cmd::SubstrateDemo(args) => substrate::run(args),
         Cmd::WorkloadRank(args) => workload::rank(args),
     }
 }
