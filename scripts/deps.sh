@@ -6,20 +6,27 @@ set -euo pipefail
 
 say() { printf 'deps: %s\n' "$*"; }
 
-# Debian packages: "command-or-file-to-probe package"
+# Debian packages: "command-or-file-to-probe package" (a file probe may be a glob)
 APT_NEED=(
   "aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu"          # cross linker for the aarch64 (BlueField) ABI test
   "/usr/aarch64-linux-gnu/lib/libc.so.6 libc6-dev-arm64-cross"
   "qemu-aarch64 qemu-user"                               # runs the aarch64 test binary on x86-64
   "pkg-config pkg-config"
   "ip iproute2"                                          # network namespaces, veth and bridges of the udp fabric tests
+  # bindgen/*-sys: bindgen loads libclang at build time; clang's builtin headers (stddef.h, ...)
+  # come with it (libclang-dev -> libclang-14-dev -> libclang-common-14-dev, no clang binary needed)
+  "/usr/lib/llvm-*/lib/libclang.so libclang-dev"
+  "/usr/lib/llvm-*/lib/clang/*/include/stddef.h libclang-dev"
+  "/usr/include/infiniband/verbs.h libibverbs-dev"        # rdma-core-sys: verbs ...
+  "/usr/include/rdma/rdma_cma.h librdmacm-dev"            # ... and the RDMA connection manager
+  "/usr/include/dpdk/rte_eal.h libdpdk-dev"               # ringcast-dpdk-sys (pulls in DPDK's driver plugins)
 )
 
 missing=()
 for entry in "${APT_NEED[@]}"; do
   probe=${entry%% *}; pkg=${entry##* }
-  if [[ $probe == /* ]]; then [[ -e $probe ]] && continue; else command -v "$probe" >/dev/null 2>&1 && continue; fi
-  missing+=("$pkg")
+  if [[ $probe == /* ]]; then compgen -G "$probe" >/dev/null && continue; else command -v "$probe" >/dev/null 2>&1 && continue; fi
+  [[ " ${missing[*]} " == *" $pkg "* ]] || missing+=("$pkg")
 done
 if ((${#missing[@]})); then
   say "installing Debian packages: ${missing[*]}"
