@@ -28,6 +28,9 @@ use std::time::{Duration, Instant};
 const LIVENESS_EVERY: u32 = 4096;
 /// Empty completion polls between deadline checks (one clock read each).
 const DEADLINE_EVERY: u32 = 64;
+/// Longest sleep on the completion doorbell before the host re-checks its deadline and the
+/// engine's liveness.
+const PARK_MAX: Duration = Duration::from_millis(5);
 
 /// Options for [`Host::attach_with`].
 #[derive(Clone, Debug, Default)]
@@ -365,6 +368,7 @@ impl Host {
         if self.rings.sq.try_push(*desc).is_err() {
             return Err(Error::WouldBlock { in_flight: self.in_flight() });
         }
+        self.rings.sq.wake_consumer();
         self.in_flight += 1;
         Ok(())
     }
@@ -373,6 +377,9 @@ impl Host {
     pub fn post_batch(&mut self, descs: &[SubmissionDescriptor]) -> usize {
         let room = self.max_in_flight.saturating_sub(self.in_flight()).min(descs.len());
         let n = self.rings.sq.push_batch(&descs[..room]);
+        if n > 0 {
+            self.rings.sq.wake_consumer();
+        }
         self.in_flight += n;
         n
     }
@@ -451,17 +458,40 @@ impl Host {
             }
             n = n.wrapping_add(1);
             // Checked every few polls while spinning and on every poll once the back-off sleeps,
-            // so a timeout ends within one poll interval (≤ idle_sleep_us) of its deadline.
-            if (n.is_multiple_of(DEADLINE_EVERY) || idle.sleeping())
-                && deadline.is_some_and(|d| Instant::now() >= d)
+            // so a timeout ends within one poll interval (≤ PARK_MAX) of its deadline, and an
+            // engine's death is noticed within one.
+            let sleeping = idle.sleeping();
+            if (n.is_multiple_of(DEADLINE_EVERY) || sleeping) && deadline.is_some_and(|d| Instant::now() >= d)
             {
                 return Ok(None);
             }
-            if n.is_multiple_of(LIVENESS_EVERY) && ctl::peer_gone(self.sock.as_fd()) {
+            if (n.is_multiple_of(LIVENESS_EVERY) || sleeping) && ctl::peer_gone(self.sock.as_fd()) {
                 return Err(Error::EngineGone);
             }
-            idle.idle();
+            if sleeping {
+                self.park(deadline);
+            } else {
+                idle.idle();
+            }
         }
+    }
+
+    /// Sleeps on the completion ring's doorbell until the engine publishes a completion (it
+    /// wakes us: the host spends no CPU while the engine works), at most `PARK_MAX` or until
+    /// `deadline`.
+    fn park(&mut self, deadline: Option<Instant>) {
+        let mut limit = PARK_MAX;
+        if let Some(d) = deadline {
+            limit = limit.min(d.saturating_duration_since(Instant::now()));
+        }
+        let cq = &mut self.rings.cq;
+        let seen = cq.arm();
+        // Re-checked after arming: a completion published before the engine saw us waiting is
+        // found here; one published after rings the bell.
+        if cq.is_empty().unwrap_or(false) {
+            ringcast_ring::doorbell::wait(cq.bell(), seen, limit);
+        }
+        cq.disarm();
     }
 
     /// Waits for the completion of `cookie`, keeping the others (in order) for later.

@@ -54,8 +54,8 @@ abi_layout! {
     }
     RegistrationRecord: size 32, align 8 { key @ 0, access @ 4, segment @ 8, seg_offset @ 16, len @ 24 }
     RingHeader: size 128, align 128 { magic @ 0, abi_version @ 8, role @ 12, entry_size @ 16, capacity @ 20, _pad @ 24 }
-    ProducerIndex: size 128, align 128 { tail @ 0, _pad @ 8 }
-    ConsumerIndex: size 128, align 128 { head @ 0, _pad @ 8 }
+    ProducerIndex: size 128, align 128 { tail @ 0, bell @ 8, _pad @ 12 }
+    ConsumerIndex: size 128, align 128 { head @ 0, waiting @ 8, _pad @ 12 }
     RingControl: size 384, align 128 { header @ 0, producer @ 128, consumer @ 256 }
     SegmentHeader: size 128, align 128 {
         magic @ 0, abi_version @ 8, host_id @ 12, sq_offset @ 16, cq_offset @ 24,

@@ -10,6 +10,12 @@
 //! filled slots is `tail - head`, which a consumer must check is `<= capacity` because the other
 //! side may be buggy or dead. They are accessed as atomics by `ringcast-ring`, which asserts that
 //! its atomic view has exactly this layout.
+//!
+//! The doorbell (an event count, for consumers that sleep instead of spinning): a consumer about
+//! to sleep sets `waiting` in its line, re-checks the ring, and sleeps on `bell` (a futex) only
+//! if the ring is still empty and `bell` unchanged; a producer, after publishing `tail`, bumps
+//! `bell` and wakes the sleeper when it sees `waiting` set. A consumer that never sleeps leaves
+//! `waiting` at 0 and costs the producer one load per publish.
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// `"RCRING01"` little-endian: marks an initialised ring control block.
@@ -51,8 +57,11 @@ pub struct RingHeader {
 pub struct ProducerIndex {
     /// Free-running count of published entries.
     pub tail: u64,
+    /// Doorbell: bumped by the producer after a publish the sleeping consumer must see (the
+    /// consumer sleeps on this word).
+    pub bell: u32,
     /// Explicit padding to the cache-line unit.
-    pub _pad: [u8; 120],
+    pub _pad: [u8; 116],
 }
 
 /// The consumer's cache line: the index of the next slot it will read.
@@ -61,8 +70,10 @@ pub struct ProducerIndex {
 pub struct ConsumerIndex {
     /// Free-running count of consumed entries.
     pub head: u64,
+    /// Non-zero while the consumer is about to sleep or sleeping on the producer's `bell`.
+    pub waiting: u32,
     /// Explicit padding to the cache-line unit.
-    pub _pad: [u8; 120],
+    pub _pad: [u8; 116],
 }
 
 /// The whole control block; slots follow it at [`RingControl::SLOTS_OFFSET`].

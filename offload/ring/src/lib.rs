@@ -27,12 +27,19 @@
 //!   (`frame_ring`) put this crate's SPSC ring of [`FrameSlot`]s in a named segment for the
 //!   fabric's point-to-point traffic.
 //!
+//! * The doorbell ([`doorbell`], [`Consumer::arm`], [`Producer::wake_consumer`]): a consumer
+//!   may sleep on a futex word in the producer's line instead of spinning; a producer wakes it
+//!   only when it announced the sleep, so spinning consumers cost the producer no system call.
+//!
 //! Under `cfg(loom)` the atomics and slot cells come from loom (see `primitive`), [`channel`]
 //! is the only constructor, and the shared-memory parts are left out.
 #![deny(unsafe_op_in_unsafe_fn)]
 
 #[cfg(not(loom))]
 pub mod attach;
+#[cfg(not(loom))]
+mod bells;
+pub mod doorbell;
 #[cfg(not(loom))]
 mod frame_ring;
 mod mcast_log;
@@ -41,6 +48,8 @@ mod ring;
 #[cfg(not(loom))]
 mod shm;
 
+#[cfg(not(loom))]
+pub use bells::BellBoard;
 #[cfg(not(loom))]
 pub use frame_ring::{frame_ring_consumer, frame_ring_producer, FrameSlot, FRAME_PAYLOAD, FRAME_ROLE};
 pub use mcast_log::{

@@ -2,7 +2,7 @@
 //! `cfg(loom)` (the crossbeam habit).
 //!
 //! Contract: the ring code in `ring.rs` touches shared state only through [`AtomicU64`],
-//! [`Ordering`] and [`Slots`]. In a normal build `AtomicU64` is `core`'s, overlaid on the `u64`
+//! [`AtomicU32`] (the doorbell words), [`fence`], [`Ordering`] and [`Slots`]. In a normal build `AtomicU64` is `core`'s, overlaid on the `u64`
 //! `head`/`tail` fields of the shared-memory control block, and `Slots` is a raw pointer to slot 0;
 //! under loom, both point into a heap block of loom atomics and loom `UnsafeCell`s (loom types
 //! cannot overlay raw memory), so loom checks both the orderings and the slot accesses. The
@@ -17,9 +17,9 @@
 //! entry is bad input, answered like any other.
 
 #[cfg(not(loom))]
-pub(crate) use core::sync::atomic::{AtomicU64, Ordering};
+pub(crate) use core::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+pub(crate) use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 use core::ptr::NonNull;
 

@@ -18,7 +18,7 @@ use core::marker::PhantomData;
 use core::ptr::NonNull;
 use std::sync::Arc;
 
-use crate::primitive::AtomicU64;
+use crate::primitive::{fence, AtomicU32, AtomicU64};
 #[cfg(loom)]
 use ringcast_abi::RingRole;
 #[cfg(not(loom))]
@@ -39,6 +39,14 @@ mod layout_checks {
     const_assert_eq!(align_of::<AtomicU64>(), 8);
     const_assert_eq!(offset_of!(RingControl, producer) + offset_of!(ProducerIndex, tail), super::TAIL_OFFSET);
     const_assert_eq!(offset_of!(RingControl, consumer) + offset_of!(ConsumerIndex, head), super::HEAD_OFFSET);
+    // The doorbell words overlay the `u32` fields beside them.
+    const_assert_eq!(size_of::<core::sync::atomic::AtomicU32>(), 4);
+    const_assert_eq!(align_of::<core::sync::atomic::AtomicU32>(), 4);
+    const_assert_eq!(offset_of!(RingControl, producer) + offset_of!(ProducerIndex, bell), super::BELL_OFFSET);
+    const_assert_eq!(
+        offset_of!(RingControl, consumer) + offset_of!(ConsumerIndex, waiting),
+        super::WAITING_OFFSET
+    );
     const_assert_eq!(RingControl::SLOTS_OFFSET, 384);
     const_assert_eq!(align_of::<RingControl>(), super::RING_ALIGN);
     // `head` and `tail` are on different cache-line units.
@@ -51,6 +59,12 @@ const TAIL_OFFSET: usize = 128;
 /// Byte offset of `head` in the control block.
 #[cfg(not(loom))]
 const HEAD_OFFSET: usize = 256;
+/// Byte offset of the producer's `bell` in the control block.
+#[cfg(not(loom))]
+const BELL_OFFSET: usize = 136;
+/// Byte offset of the consumer's `waiting` in the control block.
+#[cfg(not(loom))]
+const WAITING_OFFSET: usize = 264;
 /// Required alignment of a ring's start.
 pub const RING_ALIGN: usize = 128;
 
@@ -112,8 +126,8 @@ pub unsafe fn init<T: Entry>(
             capacity,
             _pad: [0; 104],
         },
-        producer: ProducerIndex { tail: 0, _pad: [0; 120] },
-        consumer: ConsumerIndex { head: 0, _pad: [0; 120] },
+        producer: ProducerIndex { tail: 0, bell: 0, _pad: [0; 116] },
+        consumer: ConsumerIndex { head: 0, waiting: 0, _pad: [0; 116] },
     };
     // SAFETY: `mem` is 128-aligned (checked; `RingControl` has alignment 128) and valid for
     // writes of `len >= SLOTS_OFFSET` bytes (checked; caller guarantees validity), and nobody
@@ -169,6 +183,8 @@ unsafe fn validate<T: Entry>(mem: NonNull<u8>, len: usize, role: RingRole) -> Re
 struct RawRing<T> {
     tail: NonNull<AtomicU64>,
     head: NonNull<AtomicU64>,
+    bell: NonNull<AtomicU32>,
+    waiting: NonNull<AtomicU32>,
     slots: Slots<T>,
     /// `capacity - 1`.
     mask: u64,
@@ -183,18 +199,23 @@ impl<T: Entry> RawRing<T> {
     /// while the returned value is used; `head`/`tail` are only ever accessed atomically.
     #[cfg(not(loom))]
     unsafe fn from_memory(mem: NonNull<u8>, capacity: u32) -> Self {
-        // SAFETY: all three offsets are inside the validated footprint, so `add` stays in the
-        // allocation; the results are non-null because `mem` is.
-        let (tail, head, slots) = unsafe {
+        // SAFETY: all five offsets are inside the validated footprint, so `add` stays in the
+        // allocation; the results are non-null because `mem` is, and aligned for their types
+        // (8 for the indices, 4 for the doorbell words; `mem` is 128-aligned).
+        let (tail, head, bell, waiting, slots) = unsafe {
             (
                 mem.add(TAIL_OFFSET).cast::<AtomicU64>(),
                 mem.add(HEAD_OFFSET).cast::<AtomicU64>(),
+                mem.add(BELL_OFFSET).cast::<AtomicU32>(),
+                mem.add(WAITING_OFFSET).cast::<AtomicU32>(),
                 mem.add(RingControl::SLOTS_OFFSET).cast::<T>(),
             )
         };
         RawRing {
             tail,
             head,
+            bell,
+            waiting,
             // SAFETY: slot 0 is at 384 = 3·128 from a 128-aligned base and `align_of::<T>() <=
             // 128` (validated), so every slot is aligned; the caller guarantees validity.
             slots: unsafe { Slots::new(slots) },
@@ -235,6 +256,17 @@ impl<T: Entry> RawRing<T> {
     fn head(&self) -> &AtomicU64 {
         // SAFETY: as for `tail`.
         unsafe { self.head.as_ref() }
+    }
+
+    fn bell(&self) -> &AtomicU32 {
+        // SAFETY: as for `tail`: an aligned 4-byte word of the control block (or a loom atomic)
+        // that every party accesses only atomically.
+        unsafe { self.bell.as_ref() }
+    }
+
+    fn waiting(&self) -> &AtomicU32 {
+        // SAFETY: as for `bell`.
+        unsafe { self.waiting.as_ref() }
     }
 
     /// Slot index of position `pos`.
@@ -362,6 +394,25 @@ impl<T: Entry> Producer<T> {
         self.tail = self.tail.wrapping_add(n as u64);
         self.publish();
         n
+    }
+
+    /// Rings the doorbell after a publish: when the consumer said it is about to sleep
+    /// ([`Consumer::arm`]), bumps the bell and wakes it (a futex wake: one system call, only
+    /// then). Returns whether it rang. A consumer that never sleeps costs one fence and one
+    /// load here.
+    pub fn wake_consumer(&self) -> bool {
+        // SeqCst fence: orders our `tail` store before the `waiting` load against the consumer's
+        // `waiting` store and `tail` load (its fence in `arm`): either it sees our entries, or
+        // we see it waiting — never neither (the lost-wakeup case).
+        fence(Ordering::SeqCst);
+        if self.ring.waiting().load(Ordering::Relaxed) == 0 {
+            return false;
+        }
+        // The bump makes a sleep that has not started yet return at once (its expected value
+        // is stale); the wake ends one that has.
+        self.ring.bell().fetch_add(1, Ordering::SeqCst);
+        crate::doorbell::wake(self.ring.bell());
+        true
     }
 
     /// Free slots, after re-reading the consumer's index.
@@ -500,6 +551,37 @@ impl<T: Entry> Consumer<T> {
         self.refresh_tail().map(|n| n as usize)
     }
 
+    /// Announces that this consumer is about to sleep on the doorbell and returns the bell's
+    /// value to sleep on. The caller must then re-check the ring (any entry published before
+    /// the producer saw the announcement is visible to that check) and sleep only if it is
+    /// still empty, with [`crate::doorbell::wait`] on [`Consumer::bell`] and the returned value;
+    /// then [`Consumer::disarm`].
+    pub fn arm(&self) -> u32 {
+        self.ring.waiting().store(1, Ordering::Relaxed);
+        // SeqCst fence: pairs with the producer's in `wake_consumer` (see there).
+        fence(Ordering::SeqCst);
+        // Acquire: if this reads a producer's bump, its entries (published before the bump) are
+        // visible to our re-check; otherwise the re-check could miss them and we would sleep on
+        // a value that no longer changes (found by the loom model).
+        self.ring.bell().load(Ordering::Acquire)
+    }
+
+    /// No longer about to sleep: producers stop ringing.
+    pub fn disarm(&self) {
+        self.ring.waiting().store(0, Ordering::Relaxed);
+    }
+
+    /// The word [`Consumer::arm`]'s value refers to (to sleep on several rings at once).
+    #[cfg(not(loom))]
+    pub fn bell(&self) -> &core::sync::atomic::AtomicU32 {
+        self.ring.bell()
+    }
+
+    /// Current bell value (tests: whether a producer rang since [`Consumer::arm`]).
+    pub fn bell_value(&self) -> u32 {
+        self.ring.bell().load(Ordering::SeqCst)
+    }
+
     /// Whether the ring is empty (re-reads the producer's index only if the cache says empty).
     pub fn is_empty(&mut self) -> Result<bool, RingError> {
         if self.cached_filled() != 0 {
@@ -568,6 +650,8 @@ pub fn channel<T: Entry>(capacity: u32, role: RingRole) -> (Producer<T>, Consume
 struct LoomRing<T> {
     tail: AtomicU64,
     head: AtomicU64,
+    bell: AtomicU32,
+    waiting: AtomicU32,
     slots: Box<[loom::cell::UnsafeCell<T>]>,
 }
 
@@ -587,10 +671,18 @@ pub fn channel<T: Entry>(capacity: u32, _role: RingRole) -> (Producer<T>, Consum
     let slots: Box<[loom::cell::UnsafeCell<T>]> = (0..capacity)
         .map(|_| loom::cell::UnsafeCell::new(<T as zerocopy::FromZeros>::new_zeroed()))
         .collect();
-    let ring = Arc::new(LoomRing { tail: AtomicU64::new(0), head: AtomicU64::new(0), slots });
+    let ring = Arc::new(LoomRing {
+        tail: AtomicU64::new(0),
+        head: AtomicU64::new(0),
+        bell: AtomicU32::new(0),
+        waiting: AtomicU32::new(0),
+        slots,
+    });
     let raw = || RawRing {
         tail: NonNull::from(&ring.tail),
         head: NonNull::from(&ring.head),
+        bell: NonNull::from(&ring.bell),
+        waiting: NonNull::from(&ring.waiting),
         // SAFETY: the boxed cells live as long as `ring`, which both sides keep alive.
         slots: unsafe {
             Slots::new(NonNull::new(ring.slots.as_ptr() as *mut loom::cell::UnsafeCell<T>).unwrap())

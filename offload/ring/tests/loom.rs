@@ -62,3 +62,26 @@ fn batches_through_capacity_two() {
         assert_eq!(got, [1, 2, 3]);
     });
 }
+
+/// The doorbell never loses a wake-up: a consumer that arms, re-checks and finds the ring empty
+/// (so it would sleep on the bell value `arm` returned) must find that a producer that pushed
+/// concurrently saw it waiting and moved the bell — so its futex sleep returns at once.
+#[test]
+fn doorbell_loses_no_wakeup() {
+    loom::model(|| {
+        let (mut p, mut c) = channel::<u64>(2, RingRole::COMPLETION);
+        let producer = thread::spawn(move || {
+            p.try_push(7).unwrap();
+            p.wake_consumer()
+        });
+        let seen = c.arm();
+        let empty = c.is_empty().unwrap();
+        let rang = producer.join().unwrap();
+        if empty {
+            assert!(rang, "the consumer would sleep but the producer did not ring");
+            assert_ne!(c.bell_value(), seen, "the bell did not move: the sleep would not return");
+        }
+        c.disarm();
+        assert_eq!(c.try_pop(), Ok(Some(7)));
+    });
+}

@@ -83,3 +83,29 @@ fn two_threads_batches() {
     producer.join().unwrap();
     assert_eq!(c.len(), Ok(0));
 }
+
+/// A consumer sleeping on the doorbell is woken by the producer's push, not by its timeout;
+/// a consumer that is not armed costs the producer no ring.
+#[test]
+fn doorbell_wakes_a_sleeping_consumer() {
+    use std::time::{Duration, Instant};
+    let (mut p, mut c) = channel::<u64>(8, RingRole::COMPLETION);
+    p.try_push(1).unwrap();
+    assert!(!p.wake_consumer(), "nobody armed");
+    assert_eq!(c.try_pop(), Ok(Some(1)));
+    let seen = c.arm();
+    assert!(c.is_empty().unwrap());
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        p.try_push(2).unwrap();
+        p.wake_consumer()
+    });
+    let start = Instant::now();
+    ringcast_ring::doorbell::wait(c.bell(), seen, Duration::from_secs(10));
+    let slept = start.elapsed();
+    // Joined before disarming: under Miri (no futex) the wait returns at once.
+    assert!(t.join().unwrap(), "the producer saw the consumer waiting");
+    c.disarm();
+    assert!(slept < Duration::from_secs(5), "woken by the push, not the timeout ({slept:?})");
+    assert_eq!(c.try_pop(), Ok(Some(2)));
+}

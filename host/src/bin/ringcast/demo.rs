@@ -93,8 +93,10 @@ struct RunResult {
 /// The settings both runs share, plus `algorithm`.
 fn engine_env(a: &DemoArgs, algorithm: &str) -> Result<Vec<(String, String)>, String> {
     let cal: toml::Value = toml::from_str(SHM_CALIBRATION).map_err(|e| format!("calibration: {e}"))?;
-    let site = cal.get("fabric").and_then(|f| f.get("intra_site")).ok_or("calibration: no [fabric.intra_site]")?;
-    let num = |k: &str| site.get(k).and_then(|v| v.as_float().or(v.as_integer().map(|i| i as f64))).unwrap_or(0.0);
+    let site =
+        cal.get("fabric").and_then(|f| f.get("intra_site")).ok_or("calibration: no [fabric.intra_site]")?;
+    let num =
+        |k: &str| site.get(k).and_then(|v| v.as_float().or(v.as_integer().map(|i| i as f64))).unwrap_or(0.0);
     Ok([
         ("RINGCAST_ALGORITHM", algorithm.to_string()),
         ("RINGCAST_SMALL_COMM", "4".to_string()),
@@ -128,7 +130,14 @@ fn run_once(a: &DemoArgs, algorithm: &str) -> Result<RunResult, String> {
     ]
     .to_vec();
     let started = Instant::now();
-    let spec = Spec { nodes: a.nodes, ppn: a.ppn, mode: a.mode, fabric: a.fabric.clone(), netns: a.netns, keep_going: false };
+    let spec = Spec {
+        nodes: a.nodes,
+        ppn: a.ppn,
+        mode: a.mode,
+        fabric: a.fabric.clone(),
+        netns: a.netns,
+        keep_going: false,
+    };
     let mut cluster = Cluster::start(&spec, "self", &args, &env, true)?;
     let results = cluster.wait(Duration::from_secs(900));
     drop(cluster);
@@ -161,7 +170,11 @@ fn run_once(a: &DemoArgs, algorithm: &str) -> Result<RunResult, String> {
             }
         }
         if recs.len() != a.count as usize {
-            return Err(format!("{algorithm}: rank {rank} reported {} of {} broadcasts", recs.len(), a.count));
+            return Err(format!(
+                "{algorithm}: rank {rank} reported {} of {} broadcasts",
+                recs.len(),
+                a.count
+            ));
         }
         run.recs.push(recs);
     }
@@ -192,7 +205,15 @@ fn per_size(run: &RunResult) -> BTreeMap<u64, [f64; 4]> {
         .map(|(size, mut l)| {
             let s = spread.get_mut(&size).map(Vec::as_mut_slice).unwrap_or_default();
             let us = |x: f64| x / 1000.0;
-            (size, [us(quantile(&mut l, 0.5)), us(quantile(&mut l, 0.99)), us(quantile(s, 0.5)), us(quantile(s, 0.99))])
+            (
+                size,
+                [
+                    us(quantile(&mut l, 0.5)),
+                    us(quantile(&mut l, 0.99)),
+                    us(quantile(s, 0.5)),
+                    us(quantile(s, 0.99)),
+                ],
+            )
         })
         .collect()
 }
@@ -250,17 +271,14 @@ fn demo(a: &DemoArgs) -> Result<(), String> {
         use std::io::Write;
         let _ = std::io::stdout().flush();
         let r = run_once(a, alg)?;
-        println!(
-            "{} broadcasts x {world} ranks verified in {:.1} s",
-            a.count,
-            r.wall.as_secs_f64()
-        );
+        println!("{} broadcasts x {world} ranks verified in {:.1} s", a.count, r.wall.as_secs_f64());
         runs.push(r);
     }
     let (ours, base) = (&runs[0], &runs[1]);
     // The engines' choice per size, computed with their configuration.
     let env = engine_env(a, "auto")?;
-    let lookup = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()).or_else(|| std::env::var(k).ok());
+    let lookup =
+        |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()).or_else(|| std::env::var(k).ok());
     let config = Config::from_lookup(lookup).map_err(|e| e.to_string())?;
     let selector = Selector::from_config(&config);
     let a_stats = per_size(ours);
@@ -300,11 +318,14 @@ fn demo(a: &DemoArgs) -> Result<(), String> {
         curves[3].push((size as f64, b[1]));
     }
     println!();
-    println!("latency per rank and broadcast (post to completion, arrival skew included) and completion spread:");
+    println!(
+        "latency per rank and broadcast (post to completion, arrival skew included) and completion spread:"
+    );
     print!("{}", t.render());
     println!();
     for (name, r) in [("ours", ours), ("binomial", base)] {
-        let receivers = r.recs.iter().enumerate().flat_map(|(rank, v)| v.iter().filter(move |x| x.root != rank as u32));
+        let receivers =
+            r.recs.iter().enumerate().flat_map(|(rank, v)| v.iter().filter(move |x| x.root != rank as u32));
         let (mut mc, mut all, mut pen_sum, mut pen_n, mut pen_max, mut retx) = (0, 0, 0, 0, 0, 0);
         for x in receivers {
             mc += x.mc;
@@ -337,7 +358,13 @@ fn demo(a: &DemoArgs) -> Result<(), String> {
         base.wall.as_secs_f64() / ours.wall.as_secs_f64().max(1e-9)
     );
     let mut chart = Chart::new(
-        format!("ringcast demo: {} nodes x {} processes, {} fabric, {:.0} % multicast loss", c.nodes, c.ppn, c.fabric, a.loss * 100.0),
+        format!(
+            "ringcast demo: {} nodes x {} processes, {} fabric, {:.0} % multicast loss",
+            c.nodes,
+            c.ppn,
+            c.fabric,
+            a.loss * 100.0
+        ),
         "message size (bytes)",
         "latency (us)",
     );

@@ -164,6 +164,23 @@ impl<F: Fabric> Fabric for Faulty<F> {
         })
     }
 
+    /// Held datagrams are released by `poll` when due: while any is held the engine must not
+    /// sleep past it, so the bell is not offered (the engine naps instead).
+    fn arm(&self) -> Option<u32> {
+        if !self.held.is_empty() {
+            return None;
+        }
+        self.inner.arm()
+    }
+
+    fn bell(&self) -> Option<&std::sync::atomic::AtomicU32> {
+        self.inner.bell()
+    }
+
+    fn disarm(&self) {
+        self.inner.disarm();
+    }
+
     fn counters(&self) -> FabricCounters {
         self.inner.counters()
     }

@@ -54,4 +54,18 @@ pub trait Fabric {
     fn poll(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> usize;
     /// Counters so far.
     fn counters(&self) -> FabricCounters;
+    /// The engine is about to sleep until this fabric has something for it: returns the value
+    /// to sleep on with [`Fabric::bell`] (`ringcast_ring::doorbell`), after which the engine
+    /// re-checks its inputs once more. `None`: this fabric cannot wake a sleeper (kernel
+    /// sockets, a NIC without an interrupt line here), and the engine naps for
+    /// `idle_sleep_us` instead.
+    fn arm(&self) -> Option<u32> {
+        None
+    }
+    /// The word [`Fabric::arm`]'s value refers to.
+    fn bell(&self) -> Option<&std::sync::atomic::AtomicU32> {
+        None
+    }
+    /// Awake again: senders need not ring any more.
+    fn disarm(&self) {}
 }

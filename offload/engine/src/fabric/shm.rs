@@ -17,10 +17,11 @@
 use super::{Fabric, FabricCounters};
 use crate::proto::comm::{GroupId, PeerId};
 use ringcast_ring::{
-    frame_ring_consumer, frame_ring_producer, Consumer, FrameSlot, McastLog, McastReader, Producer,
-    ShmSegment, WriteError, FRAME_PAYLOAD,
+    frame_ring_consumer, frame_ring_producer, BellBoard, Consumer, FrameSlot, McastLog, McastReader,
+    Producer, ShmSegment, WriteError, FRAME_PAYLOAD,
 };
 use std::io;
+use std::sync::atomic::AtomicU32;
 
 /// Slots of each group's multicast log (the depth a reader may fall behind before it loses).
 pub const LOG_SLOTS: u32 = 1024;
@@ -69,6 +70,11 @@ pub fn log_name(job: &str, group: &GroupId) -> String {
     format!("ringcast-{job}-g{hex}")
 }
 
+/// Name of the bell board of `job` (one doorbell per member: see [`BellBoard`]).
+pub fn bells_name(job: &str) -> String {
+    format!("ringcast-{job}-bells")
+}
+
 /// Name of the ring from member `from` to member `to` in `job`.
 pub fn ring_name(job: &str, from: PeerId, to: PeerId) -> String {
     format!("ringcast-{job}-{}-{}", from.0, to.0)
@@ -80,6 +86,9 @@ pub fn ring_name(job: &str, from: PeerId, to: PeerId) -> String {
 fn is_job_segment(rest: &str) -> bool {
     let base = rest.split_once(".tmp.").map_or(rest, |(b, _)| b);
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if base == "bells" {
+        return true;
+    }
     if let Some(hex) = base.strip_prefix('g') {
         return hex.len() == 28 && hex.bytes().all(|b| b.is_ascii_hexdigit());
     }
@@ -130,6 +139,8 @@ pub struct ShmFabric {
     counters: FabricCounters,
     /// Log datagrams lost by readers of groups since left.
     left_lost: u64,
+    /// Every member's doorbell: rung after a frame is published for a member that sleeps.
+    bells: BellBoard,
 }
 
 impl ShmFabric {
@@ -171,6 +182,7 @@ impl ShmFabric {
             next_source: 0,
             counters: FabricCounters::default(),
             left_lost: 0,
+            bells: BellBoard::create_or_open_named(&bells_name(job), members)?,
         })
     }
 
@@ -301,7 +313,9 @@ impl Fabric for ShmFabric {
         };
         if producer.try_push(slot).is_err() {
             self.counters.overrun += 1;
+            return;
         }
+        self.bells.ring(to.0);
     }
 
     fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
@@ -319,10 +333,22 @@ impl Fabric for ShmFabric {
             }
         };
         match result {
-            Ok(_) => {}
+            Ok(_) => self.bells.ring_all_but(me),
             Err(WriteError::Lost { .. }) => self.counters.overrun += 1,
             Err(WriteError::TooLarge) => self.counters.refused += 1,
         }
+    }
+
+    fn arm(&self) -> Option<u32> {
+        self.bells.arm(self.me.0)
+    }
+
+    fn bell(&self) -> Option<&AtomicU32> {
+        self.bells.bell(self.me.0)
+    }
+
+    fn disarm(&self) {
+        self.bells.disarm(self.me.0);
     }
 
     fn poll(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> usize {

@@ -30,6 +30,7 @@ use rustix::event::{epoll, Timespec};
 use std::collections::VecDeque;
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::AtomicU32;
 
 /// A broadcast's token: the host slot above this bit, a sequence number below.
 const TOKEN_HOST_SHIFT: u32 = 40;
@@ -40,6 +41,9 @@ const PENDING_TAG: u64 = 1 << 32;
 const CTL_PER_HOST: usize = 16;
 /// Control-socket events taken per `epoll_wait`.
 const EPOLL_BATCH: usize = 64;
+/// Longest sleep on the doorbells: control requests (attach, register) and a stop request are
+/// noticed within it.
+const PARK_MAX: Nanos = 2_000_000;
 
 /// A DMA in progress.
 #[derive(Clone, Copy, Debug)]
@@ -130,6 +134,8 @@ impl HostConn {
         }
         let pushed = self.rings.cq.push_batch(out);
         debug_assert_eq!(pushed, out.len(), "completion ring overflow despite reservation");
+        // A host sleeping on its completion doorbell is woken (one system call, only then).
+        self.rings.cq.wake_consumer();
     }
 }
 
@@ -159,6 +165,8 @@ pub struct EngineLoop {
     /// The broadcast protocol on its fabric (`fabric = none`: absent).
     net: Option<Net>,
     next_token: u64,
+    /// Doorbell values of the hosts armed for the current sleep (sized `max_hosts` once).
+    armed: Vec<u32>,
 }
 
 impl EngineLoop {
@@ -190,6 +198,7 @@ impl EngineLoop {
             pending: (0..max_hosts).map(|_| None).collect(),
             net: Net::new(&config)?,
             next_token: 0,
+            armed: Vec::with_capacity(max_hosts),
             core: Core::new(config),
             clock: Clock::new(),
             closer: super::closer::Closer::spawn()?,
@@ -642,11 +651,7 @@ impl EngineLoop {
         let mut idle = super::idle::Idle::new(self.core.config());
         // Relaxed: the flag carries no data, only "stop"; a late observation costs one pass.
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-            if self.poll_once() {
-                idle.busy();
-            } else {
-                idle.idle();
-            }
+            self.step(&mut idle);
         }
         // Linger while the protocol still owes its peers something (repairs they may ask for,
         // the synchronization of the broadcasts it took part in), or other local processes are
@@ -658,14 +663,97 @@ impl EngineLoop {
         while self.net.as_ref().is_some_and(|n| !n.quiescent() || self.core.hosts_attached_now() > 0)
             && self.clock.now() < until
         {
-            if self.poll_once() {
-                idle.busy();
+            if self.step(&mut idle) {
                 until = self.clock.now() + linger;
-            } else {
-                idle.idle();
             }
         }
         self.shutdown();
+    }
+
+    /// One pass, then the idle strategy's back-off if it found nothing: spin, yield, and then
+    /// sleep on the doorbells (or nap, when the fabric cannot ring one). True if it did work.
+    fn step(&mut self, idle: &mut super::idle::Idle) -> bool {
+        if self.poll_once() {
+            idle.busy();
+            return true;
+        }
+        if idle.sleeping() {
+            match self.park() {
+                Some(true) => {
+                    idle.busy();
+                    return true;
+                }
+                Some(false) => return false, // slept
+                None => {}                   // cannot sleep on doorbells now: nap
+            }
+        }
+        idle.idle();
+        false
+    }
+
+    /// Whether this engine cannot sleep on doorbells (its fabric cannot wake it, or it serves
+    /// more hosts than one wait can cover): it naps instead.
+    fn park_unavailable(&self) -> bool {
+        let hosts = self.hosts.iter().flatten().count();
+        hosts + 1 > ringcast_ring::doorbell::MAX_WAIT_ANY
+            || self.net.as_ref().is_some_and(|n| n.bell().is_none())
+    }
+
+    /// Sleeps until a host posts, a peer publishes a frame for us, the protocol's next timer, or
+    /// `PARK_MAX` (control requests wait that long at most). `None` if it cannot (see
+    /// [`EngineLoop::park_unavailable`]); else whether the re-check after arming found work.
+    fn park(&mut self) -> Option<bool> {
+        if self.park_unavailable() {
+            return None;
+        }
+        // 1. Arm: every host's submission doorbell, then the fabric's.
+        self.armed.clear();
+        for conn in self.hosts.iter().flatten() {
+            self.armed.push(conn.rings.sq.arm());
+        }
+        let fabric_seen = match self.net.as_ref() {
+            Some(n) => match n.arm() {
+                Some(v) => Some(v),
+                None => {
+                    n.disarm();
+                    self.disarm_hosts();
+                    return None; // held datagrams: not now
+                }
+            },
+            None => None,
+        };
+        // 2. Re-check: anything published before its producer saw us armed is found here.
+        let work = self.poll_once();
+        if !work {
+            let now = self.clock.now();
+            let mut limit = PARK_MAX;
+            if let Some(t) = self.net.as_ref().and_then(Net::next_timeout) {
+                limit = limit.min(t.saturating_sub(now));
+            }
+            let mut words: heapless::Vec<(&AtomicU32, u32), { ringcast_ring::doorbell::MAX_WAIT_ANY }> =
+                heapless::Vec::new();
+            for (conn, &seen) in self.hosts.iter().flatten().zip(&self.armed) {
+                let _ = words.push((conn.rings.sq.bell(), seen));
+            }
+            if let (Some(bell), Some(seen)) = (self.net.as_ref().and_then(Net::bell), fabric_seen) {
+                let _ = words.push((bell, seen));
+            }
+            if limit > 0 {
+                ringcast_ring::doorbell::wait_any(&words, std::time::Duration::from_nanos(limit));
+            }
+        }
+        // 3. Disarm.
+        self.disarm_hosts();
+        if let Some(n) = self.net.as_ref() {
+            n.disarm();
+        }
+        Some(work)
+    }
+
+    fn disarm_hosts(&self) {
+        for conn in self.hosts.iter().flatten() {
+            conn.rings.sq.disarm();
+        }
     }
 
     fn shutdown(&mut self) {

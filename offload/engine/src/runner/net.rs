@@ -227,6 +227,27 @@ impl Net {
         self.settle(segments);
     }
 
+    /// The engine is about to sleep: the fabric's doorbell value, or `None` when the fabric
+    /// cannot wake a sleeper (see [`Fabric::arm`]).
+    pub fn arm(&self) -> Option<u32> {
+        self.fabric.arm()
+    }
+
+    /// The word [`Net::arm`]'s value refers to.
+    pub fn bell(&self) -> Option<&std::sync::atomic::AtomicU32> {
+        self.fabric.bell()
+    }
+
+    /// Awake again.
+    pub fn disarm(&self) {
+        self.fabric.disarm();
+    }
+
+    /// When the protocol's next timer is due.
+    pub fn next_timeout(&self) -> Option<Nanos> {
+        self.proto.next_timeout()
+    }
+
     /// A host process took local rank `local`.
     pub fn local_arrived(&mut self, local: u32) {
         self.gather.arrive(local);
