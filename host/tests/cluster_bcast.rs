@@ -164,3 +164,30 @@ fn a_member_killed_mid_broadcast_fails_the_survivors_and_leaves_nothing() {
     let gone = ["CommunicatorBroken", "PeerUnreachable", "the_engine_went_away"];
     run_with_victim(&["--fabric", "shm", "--mode", "thread"], 2, &gone);
 }
+
+/// The main job (`make demo`), shrunk: both runs verify every byte, the report has a row per
+/// size with the model's choice, the statistics and the plot.
+#[test]
+fn the_demo_runs_and_reports() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let out_dir = std::env::temp_dir().join(format!("ringcast-demo-test-{}", std::process::id()));
+    let out = out_dir.to_string_lossy().into_owned();
+    let o = ringcast(
+        &["demo", "-n", "4", "-p", "2", "--count", "120", "--sizes", "2,65536,1048576", "--out", &out],
+        &[],
+    );
+    let (stdout, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{err}\n{stdout}");
+    for want in
+        ["2 B ", "64 KiB ", "1 MiB ", "multicast hit rate", "penalty rounds", "binomial/ours", "CRC drops"]
+    {
+        assert!(stdout.contains(want), "{want:?} missing from the report:\n{stdout}");
+    }
+    assert!(stdout.contains(&format!("every byte of {} broadcasts verified", 2 * 120 * 8)), "{stdout}");
+    for ext in ["svg", "png"] {
+        let f = out_dir.join(format!("latency.{ext}"));
+        assert!(std::fs::metadata(&f).is_ok_and(|m| m.len() > 1000), "{} missing", f.display());
+    }
+    let _ = std::fs::remove_dir_all(&out_dir);
+    assert!(leftovers().is_empty(), "left behind: {:?}", leftovers());
+}
