@@ -96,22 +96,22 @@ pub fn run(a: RunArgs) -> ExitCode {
 #[derive(Args)]
 pub struct BenchArgs {
     #[command(flatten)]
-    cluster: ClusterArgs,
+    pub cluster: ClusterArgs,
     /// Algorithm: auto (the engine's choice) or any `ringcast info` lists.
     #[arg(long, default_value = "auto")]
-    algorithm: String,
+    pub algorithm: String,
     /// Message sizes in bytes.
     #[arg(long, value_delimiter = ',', default_values_t = [2u64, 64, 1024, 16384, 65536, 1 << 20])]
-    sizes: Vec<u64>,
+    pub sizes: Vec<u64>,
     /// Broadcasts per size (fewer for sizes from 64 KiB: a tenth).
     #[arg(long, default_value_t = 1000)]
-    iters: u32,
+    pub iters: u32,
     /// Also run the binomial tree and print the ratio.
     #[arg(long)]
-    compare: bool,
+    pub compare: bool,
     /// JSON instead of the table.
     #[arg(long)]
-    json: bool,
+    pub json: bool,
 }
 
 /// One rank's figures for one size.
@@ -126,14 +126,16 @@ struct RankLine {
 
 /// One size over all ranks.
 #[derive(Clone, Copy, Debug, Default)]
-struct SizeLine {
-    alg: &'static str,
-    size: u64,
-    avg: f64,
-    min: f64,
-    max: f64,
-    cpu: f64,
-    iters: u32,
+pub struct SizeLine {
+    pub alg: &'static str,
+    pub size: u64,
+    /// Mean over ranks of each rank's mean time per broadcast, µs.
+    pub avg: f64,
+    pub min: f64,
+    pub max: f64,
+    /// Host process CPU time per broadcast, µs.
+    pub cpu: f64,
+    pub iters: u32,
 }
 
 fn iters_for(iters: u32, size: u64) -> u32 {
@@ -144,7 +146,8 @@ fn iters_for(iters: u32, size: u64) -> u32 {
     }
 }
 
-fn run_once(a: &BenchArgs, algorithm: &str) -> Result<Vec<SizeLine>, String> {
+/// Runs the benchmark once with `algorithm` on a fresh cluster.
+pub fn run_once(a: &BenchArgs, algorithm: &str) -> Result<Vec<SizeLine>, String> {
     let sizes: Vec<String> = a.sizes.iter().map(u64::to_string).collect();
     let args = vec![
         "bench-rank".to_string(),

@@ -48,6 +48,10 @@ pub struct CalibrateArgs {
     /// Write the scenario here (default: fixtures/calibration/<fabric>.toml); `-` prints only.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Then compare the simulator's predictions with broadcasts measured on a local cluster of
+    /// this fabric at 2, 4 and 8 nodes (writes fixtures/calibration/<fabric>-fidelity.csv).
+    #[arg(long)]
+    compare: bool,
 }
 
 /// Measured LogGP parameters, in nanoseconds.
@@ -247,8 +251,22 @@ pub fn run(a: CalibrateArgs, config: &Config) -> ExitCode {
         }
     };
     let m = measure(x, y, a.count.max(10));
+    // The sleeping round trip (engines that share cores sleep between datagrams), on a fresh
+    // pair: only `--compare` needs it.
+    let wake_rtt = match a.compare {
+        true => {
+            let pair = match a.fabric {
+                Which::Udp => udp_pair(config),
+                Which::Shm => shm_pair(&format!("{job}-w"), config),
+            };
+            pair.ok().and_then(|(x, y)| crate::fidelity::sleeping_rtt(x, y, 200))
+        }
+        false => None,
+    };
     if a.fabric == Which::Shm {
-        let _ = cleanup(&job); // nothing of the job is left in /dev/shm
+        // Nothing of either job is left in /dev/shm.
+        let _ = cleanup(&job);
+        let _ = cleanup(&format!("{job}-w"));
     }
     let Some(m) = m else {
         eprintln!("ringcast calibrate: the {name} fabric lost the measurement traffic (no answer within {DEADLINE:?})");
@@ -267,13 +285,34 @@ pub fn run(a: CalibrateArgs, config: &Config) -> ExitCode {
     if let Some(dir) = out.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
-    match std::fs::write(&out, text) {
-        Ok(()) => {
-            println!("wrote {}", out.display());
-            ExitCode::SUCCESS
+    if let Err(e) = std::fs::write(&out, text) {
+        eprintln!("ringcast calibrate: {}: {e}", out.display());
+        return ExitCode::FAILURE;
+    }
+    println!("wrote {}", out.display());
+    if !a.compare {
+        return ExitCode::SUCCESS;
+    }
+    let Some(wake_rtt) = wake_rtt else {
+        eprintln!("ringcast calibrate: the sleeping round trip on {name} got no answer");
+        return ExitCode::FAILURE;
+    };
+    match crate::fidelity::compare(name, &m, wake_rtt) {
+        Ok(csv) => {
+            let path = out.with_file_name(format!("{name}-fidelity.csv"));
+            match std::fs::write(&path, csv) {
+                Ok(()) => {
+                    println!("wrote {}", path.display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("ringcast calibrate: {}: {e}", path.display());
+                    ExitCode::FAILURE
+                }
+            }
         }
         Err(e) => {
-            eprintln!("ringcast calibrate: {}: {e}", out.display());
+            eprintln!("ringcast calibrate: compare: {e}");
             ExitCode::FAILURE
         }
     }

@@ -23,6 +23,7 @@ mod calibrate;
 mod cluster;
 mod demo;
 mod dst;
+mod fidelity;
 mod info;
 mod netns;
 mod paper;
