@@ -14,7 +14,10 @@
 use crate::error::{Error, Result};
 use crate::shared_buf::SharedBuf;
 use ringcast_abi::ctl::{CtlKind, CtlMsg, CtlStatus};
-use ringcast_abi::{Access, Completion, RegionKey, RegionRef, StatusKind, SubmissionDescriptor, ABI_VERSION};
+use ringcast_abi::{
+    Access, CommCreateHeader, Completion, RegionKey, RegionRef, StatusKind, SubmissionDescriptor,
+    ABI_VERSION, COMM_MAGIC,
+};
 use ringcast_offload::config::LocalRank;
 pub use ringcast_offload::runner::net::NetStats;
 use ringcast_offload::runner::{spawn_thread, Idle, ThreadEngine};
@@ -23,6 +26,7 @@ use ringcast_ring::attach::{self, HostRings};
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
+use zerocopy::IntoBytes;
 
 /// Empty completion polls between checks that the engine is still there (one `poll(2)` each).
 const LIVENESS_EVERY: u32 = 4096;
@@ -542,6 +546,53 @@ impl Host {
     pub fn bcast(&mut self, comm: u64, root: u32, buf: RegionRef, len: u64) -> Result<Completion> {
         let cookie = self.next_cookie();
         self.execute(&SubmissionDescriptor::bcast(cookie, comm, root, buf, len))
+    }
+
+    /// Creates communicator `handle` (non-zero; every member passes the same) of the world ranks
+    /// `members`, this process being `members[my_rank]`, with the multicast `group` and `seed`
+    /// its members agreed on (one member draws them with `ringcast_offload::proto::ident` and
+    /// the others receive them, e.g. over MPI). Every member calls it; broadcasts on the new
+    /// communicator name it by `handle` and their roots by rank in `members`.
+    pub fn comm_create(
+        &mut self,
+        handle: u64,
+        group: [u8; 14],
+        seed: u64,
+        my_rank: u32,
+        members: &[u32],
+    ) -> Result<()> {
+        let size = u32::try_from(members.len()).map_err(|_| Error::Protocol("communicator too large"))?;
+        let header = CommCreateHeader {
+            magic: COMM_MAGIC,
+            size,
+            my_rank,
+            _reserved0: 0,
+            seed,
+            group,
+            _reserved1: [0; 2],
+        };
+        let mut record = header.as_bytes().to_vec();
+        record.extend(members.iter().flat_map(|m| m.to_le_bytes()));
+        // The record travels in shared memory the engine reads once, at creation.
+        let buf = SharedBuf::new(record.len())?;
+        buf.write_at(0, &record)?;
+        let region = self.register(&buf, Access::READ)?;
+        let cookie = self.next_cookie();
+        let result = self.execute(&SubmissionDescriptor::comm_create(
+            cookie,
+            handle,
+            region.at(0),
+            record.len() as u64,
+        ));
+        self.deregister(region)?;
+        result.map(drop)
+    }
+
+    /// Leaves communicator `handle` (every member does; the engine drops it once its last
+    /// local member left). A broadcast of this process still open on it fails.
+    pub fn comm_free(&mut self, handle: u64) -> Result<()> {
+        let cookie = self.next_cookie();
+        self.execute(&SubmissionDescriptor::comm_free(cookie, handle)).map(drop)
     }
 
     /// Detaches cleanly, reporting whether the engine could be told (dropping a `Host` detaches

@@ -1,5 +1,6 @@
 //! Broadcasts between real processes on a local emulated cluster (`ringcast run`, issue 5):
-//! 3 nodes × 2 processes, every fabric and run mode — `shm` with engine daemons and with engine
+//! 3 nodes × 2 processes, on the world and on communicators the processes create and free,
+//! every fabric and run mode — `shm` with engine daemons and with engine
 //! threads, `udp` on loopback and across network namespaces joined by a Linux bridge — with 5 %
 //! of multicast datagrams dropped at the receivers and the multicast algorithm forced, so losses
 //! really happen and are really repaired. Every rank checks every byte of every broadcast (the
@@ -93,7 +94,9 @@ fn run_lossy(cluster: &[&str]) {
     let p = PPN.to_string();
     let mut args = vec!["run", "-n", &n, "-p", &p, "--timeout", "300"];
     args.extend_from_slice(cluster);
-    let w = workload(&[]);
+    // Every other broadcast on communicators the ranks create (rank % 3: members on two of
+    // the three nodes, one per node), freed at the end.
+    let w = workload(&["--split", "3"]);
     args.extend(w.iter().map(String::as_str));
     let loss = [
         ("RINGCAST_ALGORITHM", "multicast"),

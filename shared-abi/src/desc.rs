@@ -17,6 +17,9 @@ pub const DESC_FLAGS_DEFINED: u8 = 0;
 /// |--------|-------------------------|------------------------|--------------|---------------|
 /// | NOP    | 0                       | 0                      | 0            | 0             |
 /// | COPY   | destination             | source                 | bytes to copy| 0             |
+/// | BCAST  | the message buffer      | 0                      | message bytes| comm / root   |
+/// | COMM_CREATE | the record ([`crate::comm`]) | 0             | record bytes | new comm / 0  |
+/// | COMM_FREE | 0                    | 0                      | 0            | comm / 0      |
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(C)]
 pub struct SubmissionDescriptor {
@@ -88,6 +91,27 @@ impl SubmissionDescriptor {
         d.len = len;
         d.key = buf.key;
         d.offset = buf.offset;
+        d
+    }
+
+    /// A COMM_CREATE of communicator `comm` from the record of `len` bytes at `record`.
+    pub const fn comm_create(cookie: u64, comm: u64, record: RegionRef, len: u64) -> Self {
+        let mut d = Self::zeroed_const();
+        d.opcode = Opcode::COMM_CREATE;
+        d.cookie = cookie;
+        d.comm = comm;
+        d.len = len;
+        d.key = record.key;
+        d.offset = record.offset;
+        d
+    }
+
+    /// A COMM_FREE of communicator `comm`.
+    pub const fn comm_free(cookie: u64, comm: u64) -> Self {
+        let mut d = Self::zeroed_const();
+        d.opcode = Opcode::COMM_FREE;
+        d.cookie = cookie;
+        d.comm = comm;
         d
     }
 

@@ -5,6 +5,7 @@
 //! into [`LAYOUT`], a table the tests render and compare with `fixtures/abi-layout.txt` on every
 //! target they run on (x86-64 natively, aarch64 under qemu-user). [`golden_matches`] does the same
 //! comparison at compile time when the `golden-check` feature is on.
+use crate::comm::CommCreateHeader;
 use crate::cqe::Completion;
 use crate::ctl::CtlMsg;
 use crate::desc::SubmissionDescriptor;
@@ -71,6 +72,9 @@ abi_layout! {
     }
     SyncBody: size 32, align 1 { epoch @ 0, base_bid @ 4, acked @ 8, nacked @ 16, mcast_frags @ 24, total_frags @ 28 }
     RetransmitBody: size 8, align 1 { first_frag @ 0, nfrags @ 4 }
+    CommCreateHeader: size 40, align 8 {
+        magic @ 0, size @ 4, my_rank @ 8, _reserved0 @ 12, seed @ 16, group @ 24, _reserved1 @ 38,
+    }
 }
 
 /// The golden file, embedded so the comparison needs no file system (it runs under qemu and at

@@ -2,8 +2,8 @@
 //!
 //! Three boundaries meet here:
 //! * **host ↔ engine** (shared memory): [`SubmissionDescriptor`], [`Completion`], the ring control
-//!   block ([`RingControl`]), the per-host attach segment ([`SegmentHeader`]) and registration
-//!   records ([`RegistrationRecord`]);
+//!   block ([`RingControl`]), the per-host attach segment ([`SegmentHeader`]), registration
+//!   records ([`RegistrationRecord`]) and communicator records ([`CommCreateHeader`]);
 //! * **host ↔ daemon control socket**: the fixed-size messages of [`ctl`];
 //! * **engine ↔ engine** (the fabric): the datagram header [`WireHeader`].
 //!
@@ -15,6 +15,7 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+pub mod comm;
 pub mod cqe;
 pub mod ctl;
 pub mod desc;
@@ -27,6 +28,7 @@ pub mod segment;
 pub mod status;
 pub mod wire;
 
+pub use comm::{CommCreateHeader, COMM_MAGIC};
 pub use cqe::Completion;
 pub use desc::{RegionRef, SubmissionDescriptor};
 pub use opcode::{Op, Opcode};

@@ -20,6 +20,13 @@ impl Opcode {
     /// (`region`, `offset`), read at the root and written at every other rank. Completes when
     /// this rank's part is over (the root: once the message is in the engine's channel).
     pub const BCAST: Opcode = Opcode(2);
+    /// Creates communicator `comm` (a non-zero handle every member uses: the cookie drawn at
+    /// creation) from the record at (`region`, `offset`, `len`) (see [`crate::comm`]). Every
+    /// member process posts it; it completes once this engine knows the communicator.
+    pub const COMM_CREATE: Opcode = Opcode(3);
+    /// This process leaves communicator `comm`; the engine drops it once its last local member
+    /// left and the broadcasts it took part in are settled with the other engines.
+    pub const COMM_FREE: Opcode = Opcode(4);
 }
 
 /// The operations this engine build understands.
@@ -31,6 +38,10 @@ pub enum Op {
     Copy,
     /// See [`Opcode::BCAST`].
     Bcast,
+    /// See [`Opcode::COMM_CREATE`].
+    CommCreate,
+    /// See [`Opcode::COMM_FREE`].
+    CommFree,
 }
 
 impl From<Op> for Opcode {
@@ -39,6 +50,8 @@ impl From<Op> for Opcode {
             Op::Nop => Opcode::NOP,
             Op::Copy => Opcode::COPY,
             Op::Bcast => Opcode::BCAST,
+            Op::CommCreate => Opcode::COMM_CREATE,
+            Op::CommFree => Opcode::COMM_FREE,
         }
     }
 }
@@ -50,6 +63,8 @@ impl TryFrom<Opcode> for Op {
             Opcode::NOP => Ok(Op::Nop),
             Opcode::COPY => Ok(Op::Copy),
             Opcode::BCAST => Ok(Op::Bcast),
+            Opcode::COMM_CREATE => Ok(Op::CommCreate),
+            Opcode::COMM_FREE => Ok(Op::CommFree),
             other => Err(other),
         }
     }
@@ -62,6 +77,8 @@ impl Op {
             Op::Nop => "nop",
             Op::Copy => "copy",
             Op::Bcast => "bcast",
+            Op::CommCreate => "comm-create",
+            Op::CommFree => "comm-free",
         }
     }
 }

@@ -40,6 +40,14 @@ fuzz_target!(|data: &[u8]| {
                     assert_eq!(cookie, d.cookie);
                     assert!(buf.offset + len <= 4096 || (buf.offset >= 8192 && buf.offset + len <= 8192 + 4096));
                 }
+                Action::Comm { cookie, buf, len, .. } => {
+                    // Handed to the runner's communicator tables, which complete it.
+                    completions += 1;
+                    assert_eq!(cookie, d.cookie);
+                    if let Some(buf) = buf {
+                        assert!(buf.offset + len <= 4096 || (buf.offset >= 8192 && buf.offset + len <= 8192 + 4096));
+                    }
+                }
             }
         }
         assert_eq!(completions, 1);

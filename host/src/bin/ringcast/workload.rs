@@ -46,6 +46,28 @@ pub struct WorkloadArgs {
     /// The other ranks must end with a typed error (exit 0 when they do, 1 if all succeed).
     #[arg(long)]
     pub expect_failure: bool,
+    /// Also create communicators of the ranks with equal `rank % split` (`COMM_CREATE`) and
+    /// run every other broadcast on this rank's one; freed at the end (`COMM_FREE`).
+    #[arg(long, default_value_t = 1)]
+    pub split: u32,
+}
+
+/// A communicator of the workload: its handle, size, this rank's rank in it, and the seed its
+/// patterns and schedule use.
+struct WComm {
+    handle: u64,
+    size: u32,
+    me: u32,
+    seed: u64,
+    posted: u32,
+}
+
+/// The split communicator of `color` in job `job`: every member derives the same handle,
+/// group and seed from the job name (the identity a bootstrap would distribute).
+fn split_identity(job: &str, color: u32) -> (u64, [u8; 14], u64) {
+    let (cookie, group, seed) =
+        ringcast_offload::runner::net::world_identity(&format!("{job}/split/{color}"));
+    (cookie, group, seed)
 }
 
 /// SplitMix64: the schedule's and the patterns' generator.
@@ -105,11 +127,25 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
     let poison = vec![0xEEu8; largest];
     let mut lines = String::with_capacity(a.count as usize * 64);
     let mut skew = mix(a.seed ^ u64::from(me) << 40);
+    let mut comms = vec![WComm { handle: 0, size: world, me, seed: a.seed, posted: 0 }];
+    if a.split > 1 {
+        let color = me % a.split;
+        let members: Vec<u32> = (0..world).filter(|r| r % a.split == color).collect();
+        let my_rank = members.iter().position(|&r| r == me).unwrap_or(0) as u32;
+        let (handle, group, seed) = split_identity(&config.job, color);
+        host.comm_create(handle, group, seed, my_rank, &members)
+            .map_err(|e| format!("rank {me}: creating split communicator {color}: {e}"))?;
+        comms.push(WComm { handle, size: members.len() as u32, me: my_rank, seed: a.seed ^ seed, posted: 0 });
+    }
     for k in 0..a.count {
-        let (size, root) = schedule(a.seed, k, &a.sizes, world);
+        let n_comms = comms.len();
+        let c = &mut comms[k as usize % n_comms];
+        c.posted += 1;
+        let (comm, my_rank, seed) = (c.handle, c.me, c.seed);
+        let (size, root) = schedule(seed, k, &a.sizes, c.size);
         let n = size as usize;
-        pattern(a.seed, k, &mut want[..n]);
-        let fill = if root == me { &want[..n] } else { &poison[..n] };
+        pattern(seed, k, &mut want[..n]);
+        let fill = if root == my_rank { &want[..n] } else { &poison[..n] };
         buf.write_at(0, fill).map_err(|e| e.to_string())?;
         if a.skew_us > 0 {
             skew = mix(skew);
@@ -126,7 +162,7 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
             let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
         }
         let t0 = monotonic_ns();
-        let cqe = match host.bcast(0, root, region.at(0), size) {
+        let cqe = match host.bcast(comm, root, region.at(0), size) {
             Ok(c) => c,
             Err(e) if a.expect_failure && a.victim.is_some() && k >= a.die_at => {
                 let what = match e.status() {
@@ -162,12 +198,21 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
         print!("{lines}");
         return Err(format!("rank {me}: every broadcast succeeded although rank {:?} died", a.victim));
     }
-    // Fill the last synchronization epoch so the engines can leave without owing anything
-    // (the protocol synchronizes whole epochs of `channels` broadcasts).
+    // Fill each communicator's last synchronization epoch so the engines can leave without
+    // owing anything (the protocol synchronizes whole epochs of `channels` broadcasts).
     let channels = config.channels;
-    let tail = (channels - a.count % channels) % channels;
-    for _ in 0..tail {
-        host.bcast(0, 0, region.at(0), 1).map_err(|e| format!("final epoch: {e}"))?;
+    for c in &comms {
+        for _ in 0..(channels - c.posted % channels) % channels {
+            host.bcast(c.handle, 0, region.at(0), 1).map_err(|e| format!("final epoch: {e}"))?;
+        }
+    }
+    for c in comms.iter().skip(1) {
+        host.comm_free(c.handle).map_err(|e| format!("rank {me}: freeing communicator: {e}"))?;
+        // Freed: the engine no longer takes broadcasts on it from this process.
+        match host.bcast(c.handle, 0, region.at(0), 1) {
+            Err(e) if e.status() == Some(ringcast_host::StatusKind::UnknownCommunicator) => {}
+            other => return Err(format!("rank {me}: broadcast on a freed communicator: {other:?}")),
+        }
     }
     if local == 0 {
         if let Ok(n) = host.net_stats() {

@@ -73,6 +73,24 @@ pub enum Action {
         /// When the descriptor was taken in.
         started: Nanos,
     },
+    /// Create or leave a communicator (`op` is `CommCreate` with the record at `buf`, or
+    /// `CommFree`); the runner's communicator tables complete it.
+    Comm {
+        /// Host that posted it.
+        host: HostId,
+        /// Its descriptor's cookie.
+        cookie: u64,
+        /// The communicator's handle.
+        comm: u64,
+        /// `CommCreate` or `CommFree`.
+        op: Op,
+        /// The record (`CommCreate`).
+        buf: Option<Resolved>,
+        /// Its bytes.
+        len: u64,
+        /// When the descriptor was taken in.
+        started: Nanos,
+    },
     /// Write `cqe` to `host`'s completion ring (after filling `engine_ns = now - started`).
     Complete {
         /// Recipient.
@@ -233,14 +251,20 @@ impl Core {
     }
 
     /// Takes in one descriptor from `host`'s submission ring. Always queues exactly one
-    /// completion (preceded by the DMA for a valid COPY).
+    /// completion (preceded by the DMA for a valid COPY), or hands a collective to the runner.
+    /// A host's rank is its world rank on communicator 0 and unknown elsewhere: see
+    /// [`Core::submit_with`].
     pub fn submit(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos) {
+        let world = WorldRanks { node: self.config.node, ppn: self.config.ppn };
+        self.submit_with(host, desc, now, &world)
+    }
+
+    /// [`Core::submit`], with the runner's communicator tables answering who the host is in the
+    /// descriptor's communicator (the root reads its buffer, the others write theirs).
+    pub fn submit_with(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos, ranks: &dyn Ranks) {
         let max_op_bytes = self.config.max_op_bytes;
-        // The host's process rank in the world communicator: the root reads its buffer, the
-        // others write theirs.
-        let (node, ppn) = (self.config.node, self.config.ppn);
         let outcome = match self.host_mut(host) {
-            Some(state) => plan(&state.regions, desc, max_op_bytes, state.local.map(|l| node * ppn + l)),
+            Some(state) => plan(&state.regions, desc, max_op_bytes, ranks.rank(state.local, desc.comm)),
             None => Err(StatusKind::BadDescriptor),
         };
         let cqe = match outcome {
@@ -249,6 +273,11 @@ impl Core {
                 // Completed later, by the runner, when the protocol is done with it.
                 let (cookie, comm, root, key) = (desc.cookie, desc.comm, desc.root, desc.key);
                 self.push(Action::Bcast { host, cookie, comm, root, buf, key, len, started: now });
+                return;
+            }
+            Ok(Plan::Comm { op, buf, len }) => {
+                let (cookie, comm) = (desc.cookie, desc.comm);
+                self.push(Action::Comm { host, cookie, comm, op, buf, len, started: now });
                 return;
             }
             Ok(Plan::Dma { src, dst, len }) => {
@@ -317,6 +346,32 @@ enum Plan {
     Nothing,
     Dma { src: Resolved, dst: Resolved, len: u64 },
     Bcast { buf: Resolved, len: u64 },
+    Comm { op: Op, buf: Option<Resolved>, len: u64 },
+}
+
+/// Who a host is in a communicator, as the runner's communicator tables know it.
+pub trait Ranks {
+    /// The rank in communicator `comm` of the host holding engine-local rank `local`; `None`
+    /// if it is not a member (or holds no local rank).
+    fn rank(&self, local: Option<u32>, comm: u64) -> Option<u32>;
+}
+
+/// The world communicator only: rank = `node * ppn + local`.
+#[derive(Clone, Copy, Debug)]
+pub struct WorldRanks {
+    /// This engine's node.
+    pub node: u32,
+    /// Processes per node.
+    pub ppn: u32,
+}
+
+impl Ranks for WorldRanks {
+    fn rank(&self, local: Option<u32>, comm: u64) -> Option<u32> {
+        match comm {
+            0 => local.map(|l| self.node * self.ppn + l),
+            _ => None,
+        }
+    }
 }
 
 /// Validates a descriptor against the host's registrations and limits.
@@ -371,11 +426,31 @@ fn plan(
             if d.len == 0 || d.len > max_op_bytes {
                 return Err(StatusKind::BadLength);
             }
-            let me = me.ok_or(StatusKind::NoRank)?;
+            let me =
+                me.ok_or(if d.comm == 0 { StatusKind::NoRank } else { StatusKind::UnknownCommunicator })?;
             // The root only reads its buffer; every other rank writes it.
             let need = if d.root == me { Access::READ } else { Access::WRITE };
             let buf = regions.resolve(d.key, d.offset, d.len, need)?;
             Ok(Plan::Bcast { buf, len: d.len })
+        }
+        Op::CommCreate => {
+            if d.comm == 0 || d.root != 0 || d.aux_key != RegionKey::NONE || d.aux_offset != 0 {
+                return Err(StatusKind::BadDescriptor);
+            }
+            let min = ringcast_abi::CommCreateHeader::record_len(1) as u64;
+            if d.len < min || d.len > max_op_bytes {
+                return Err(StatusKind::BadLength);
+            }
+            let buf = regions.resolve(d.key, d.offset, d.len, Access::READ)?;
+            Ok(Plan::Comm { op, buf: Some(buf), len: d.len })
+        }
+        Op::CommFree => {
+            let unused =
+                d.len | d.offset | d.aux_offset | d.root as u64 | d.key.0 as u64 | d.aux_key.0 as u64;
+            if d.comm == 0 || unused != 0 {
+                return Err(StatusKind::BadDescriptor);
+            }
+            Ok(Plan::Comm { op, buf: None, len: 0 })
         }
     }
 }

@@ -452,11 +452,21 @@ impl Protocol {
     /// epoch never synchronizes (there is no timer-triggered synchronization), so an engine that
     /// wants to leave cleanly has its hosts fill the epoch first.
     pub fn quiescent(&self) -> bool {
-        self.comms.iter().flatten().all(|c| {
+        (0..self.comms.len()).all(|i| self.is_quiescent(CommHandle(i as u32)))
+    }
+
+    /// [`Protocol::quiescent`] for one communicator (`true` if unknown).
+    pub fn is_quiescent(&self, comm: CommHandle) -> bool {
+        self.comm(comm).is_none_or(|c| {
             c.broken
                 || (c.ops.iter().flatten().all(Op::over)
                     && c.next_bid <= c.sync.done.saturating_mul(self.channels))
         })
+    }
+
+    /// The multicast group of `comm`.
+    pub fn group(&self, comm: CommHandle) -> Option<GroupId> {
+        self.comm(comm).map(|c| c.spec.group)
     }
 
     /// Whether any communicator of this engine is broken.

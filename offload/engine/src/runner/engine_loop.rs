@@ -24,7 +24,9 @@ use crate::core::regions::Resolved;
 use crate::core::{Action, Core, Departure, HostId, Nanos};
 use crate::ctl::{self, Received};
 use ringcast_abi::ctl::{CtlKind, CtlMsg, CtlStatus};
-use ringcast_abi::{Access, Completion, RegionKey, Status, StatusKind, SubmissionDescriptor, ABI_VERSION};
+use ringcast_abi::{
+    Access, Completion, Op as AbiOp, RegionKey, Status, StatusKind, SubmissionDescriptor, ABI_VERSION,
+};
 use ringcast_ring::attach::{self, EngineRings};
 use rustix::event::{epoll, Timespec};
 use std::collections::VecDeque;
@@ -296,7 +298,10 @@ impl EngineLoop {
             work |= n > 0;
             let mut staged: Option<Dma> = None;
             for desc in &burst[..n] {
-                core.submit(HostId(i as u32), desc, now);
+                match net.as_ref() {
+                    Some(net) => core.submit_with(HostId(i as u32), desc, now, net),
+                    None => core.submit(HostId(i as u32), desc, now),
+                }
                 while let Some(action) = core.poll_action() {
                     match action {
                         Action::Dma { src, dst, len, src_key, dst_key, .. } => {
@@ -304,6 +309,28 @@ impl EngineLoop {
                         }
                         Action::Complete { cqe, started, .. } => {
                             conn.queue.push_back(Op { dma: staged.take(), cqe, started, bcast: None });
+                        }
+                        Action::Comm { cookie, comm, op, buf, len, started, .. } => {
+                            // Created or left at once: the communicator tables are this engine's.
+                            let local = core.local_rank(HostId(i as u32)).unwrap_or(u32::MAX);
+                            let result = match (net.as_mut(), op, buf) {
+                                (None, ..) => Err(StatusKind::UnknownCommunicator),
+                                (Some(net), AbiOp::CommCreate, Some(buf)) => {
+                                    // Read once, at creation: not the data path.
+                                    let mut record = vec![0u8; len as usize];
+                                    if segments.read(buf, 0, &mut record) {
+                                        net.comm_create(local, comm, &record)
+                                    } else {
+                                        Err(StatusKind::OutOfBounds)
+                                    }
+                                }
+                                (Some(net), AbiOp::CommFree, _) => net.comm_free(local, comm, now, segments),
+                                _ => Err(StatusKind::BadDescriptor),
+                            };
+                            let status = result.err().unwrap_or(StatusKind::Ok);
+                            core.bcast_done(status == StatusKind::Ok);
+                            let cqe = Completion::new(cookie, desc.opcode, Status::from(status), 0);
+                            conn.queue.push_back(Op { dma: None, cqe, started, bcast: None });
                         }
                         Action::Bcast { cookie, comm, root, buf, len, started, .. } => {
                             *next_token += 1;

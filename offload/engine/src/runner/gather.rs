@@ -79,11 +79,55 @@ pub struct Delivery {
     pub outcome: Outcome,
 }
 
-/// The gather of one engine's local processes on the world communicator.
+/// Where a communicator's ranks live, as one engine needs to know it: which engine (protocol
+/// rank) holds a rank, and whether it is one of this engine's local members.
+#[derive(Clone, Debug)]
+pub enum Placement {
+    /// The world: rank `r` on node `r / ppn`, local index `r % ppn`.
+    Block {
+        /// This engine's node.
+        node: u32,
+        /// Processes per node.
+        ppn: u32,
+    },
+    /// Any membership: per rank, its engine's protocol rank and its index among that engine's
+    /// members.
+    Table {
+        /// This engine's protocol rank.
+        me: u32,
+        /// Rank → protocol rank of its engine.
+        node_of: std::sync::Arc<[u32]>,
+        /// Rank → index among its engine's members.
+        index_of: std::sync::Arc<[u32]>,
+    },
+}
+
+impl Placement {
+    /// The protocol rank (engine) of rank `r`.
+    pub fn node(&self, r: u32) -> u32 {
+        match self {
+            Placement::Block { ppn, .. } => r / ppn.max(&1),
+            Placement::Table { node_of, .. } => node_of.get(r as usize).copied().unwrap_or(u32::MAX),
+        }
+    }
+
+    /// Rank `r`'s local index if it is a member on this engine.
+    pub fn local(&self, r: u32) -> Option<u32> {
+        match self {
+            Placement::Block { node, ppn } => (r / ppn.max(&1) == *node).then(|| r % ppn.max(&1)),
+            Placement::Table { me, node_of, index_of } => {
+                (node_of.get(r as usize) == Some(me)).then(|| index_of.get(r as usize).copied()).flatten()
+            }
+        }
+    }
+}
+
+/// The gather of one engine's local members of one communicator.
 #[derive(Debug)]
 pub struct Gather {
+    /// Local members.
     ppn: u32,
-    node: u32,
+    placement: Placement,
     /// Next slot of each local rank.
     next: Vec<u64>,
     /// Local ranks that left (their next slots cannot be filled until a newcomer takes the
@@ -102,12 +146,18 @@ fn failed(status: StatusKind) -> Outcome {
 }
 
 impl Gather {
-    /// The gather of node `node`, `ppn` processes per node; `capacity` slots are reserved.
+    /// The gather of node `node` of the world, `ppn` processes per node; `capacity` slots are
+    /// reserved.
     pub fn new(node: u32, ppn: u32, capacity: usize) -> Self {
-        let ppn = ppn.max(1);
+        Self::with_placement(ppn, Placement::Block { node, ppn: ppn.max(1) }, capacity)
+    }
+
+    /// The gather of `locals` local members placed as `placement`.
+    pub fn with_placement(locals: u32, placement: Placement, capacity: usize) -> Self {
+        let ppn = locals.max(1);
         Gather {
             ppn,
-            node,
+            placement,
             next: vec![0; ppn as usize],
             departed: vec![false; ppn as usize],
             base: 0,
@@ -120,6 +170,11 @@ impl Gather {
     /// Nothing unfinished.
     pub fn idle(&self) -> bool {
         self.slots.is_empty()
+    }
+
+    /// Where the communicator's ranks live.
+    pub fn placement(&self) -> &Placement {
+        &self.placement
     }
 
     /// Files local process `local`'s next broadcast. `Err` when refused at once.
@@ -162,9 +217,8 @@ impl Gather {
     pub fn next_start(&self) -> Option<Start> {
         let slot = self.slots.get((self.started - self.base) as usize)?;
         let first = slot.first()?;
-        let primary = if first.root / self.ppn == self.node {
-            let root_local = first.root % self.ppn;
-            slot.members[root_local as usize].as_ref().map(|m| (root_local, m))
+        let primary = if let Some(root_local) = self.placement.local(first.root) {
+            slot.members.get(root_local as usize)?.as_ref().map(|m| (root_local, m))
         } else {
             slot.members.iter().enumerate().find_map(|(l, m)| m.as_ref().map(|m| (l as u32, m)))
         };
@@ -387,6 +441,25 @@ mod tests {
         assert!(!g.depart(1));
         assert_eq!(g.post(0, 0, buf(10), 8, 1), Err(StatusKind::CommunicatorBroken));
         assert!(g.broken);
+    }
+
+    #[test]
+    fn a_table_placement_finds_the_root_among_the_local_members() {
+        // Ranks 0..4 on engines [1, 0, 1, 2]; this engine is protocol rank 1 with members 0 and 2
+        // (local indexes 0 and 1).
+        let node_of: std::sync::Arc<[u32]> = vec![1, 0, 1, 2].into();
+        let index_of: std::sync::Arc<[u32]> = vec![0, 0, 1, 0].into();
+        let p = Placement::Table { me: 1, node_of, index_of };
+        assert_eq!(
+            (p.local(0), p.local(1), p.local(2), p.local(3), p.local(9)),
+            (Some(0), None, Some(1), None, None)
+        );
+        assert_eq!((p.node(3), p.node(9)), (2, u32::MAX));
+        let mut g = Gather::with_placement(2, p, 4);
+        g.post(0, 2, buf(10), 8, 1).unwrap();
+        assert_eq!(g.next_start(), None, "root 2 is local index 1, not posted yet");
+        g.post(1, 2, buf(11), 8, 2).unwrap();
+        assert_eq!(g.next_start().map(|s| s.buf), Some(buf(11)));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! process, DPU emulation). Both run [`EngineLoop`].
 mod clock;
 mod closer;
+mod comms;
 mod daemon;
 mod engine_loop;
 mod gather;

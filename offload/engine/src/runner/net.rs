@@ -12,6 +12,7 @@
 //! so no bootstrap traffic is needed. Its process ranks are `node * ppn + local rank`; the
 //! protocol's members are the engines (one per node), and the [`Gather`] turns the posts of a
 //! node's `ppn` processes into one broadcast and delivers it into every local buffer.
+use super::comms::{derive, parse_record, LocalComm};
 use super::gather::{Delivery, Gather};
 use super::memory::SegmentTable;
 use crate::config::{Config, FabricKind};
@@ -23,7 +24,7 @@ use crate::fabric::udp::{Interface, IpFamily, UdpFabric, UdpOptions};
 use crate::fabric::Fabric;
 use crate::fault::FaultInjector;
 use crate::proto::comm::{CommSpec, GroupId, PeerId};
-use crate::proto::protocol::{CommHandle, Env, Outcome, Post, PostError, Protocol};
+use crate::proto::protocol::{Env, Outcome, Post, PostError, Protocol};
 use ringcast_abi::StatusKind;
 use sha2::{Digest, Sha256};
 
@@ -49,22 +50,30 @@ pub struct NetStats {
 pub struct Net {
     proto: Protocol,
     fabric: Box<dyn Fabric + Send>,
-    /// The world communicator; `None` once a local process left it broken (dropped from the
-    /// protocol so the remote engines find out).
-    world: Option<CommHandle>,
+    /// This engine's communicators, by slot (slot 0: the world). A slot's index is in the
+    /// protocol tokens of its broadcasts.
+    comms: Vec<Option<LocalComm>>,
+    node: u32,
     nodes: u32,
     ppn: u32,
-    gather: Gather,
+    /// Slots of each communicator's gather, reserved once.
+    window: usize,
+    /// After the last local member freed a communicator, how long it may wait for the
+    /// protocol to settle it with the other engines.
+    free_linger: Nanos,
     /// Frames of this pass, copied out of the fabric so the protocol can send while handling
     /// them (sized once: `FRAMES_PER_PASS` MTUs).
     arena: Vec<u8>,
     frames: Vec<(PeerId, usize, usize)>,
-    /// Broadcasts the protocol finished, by slot.
+    /// Broadcasts the protocol finished, by token (communicator slot, gather slot).
     finished: Vec<(u64, Outcome)>,
     deliveries: Vec<Delivery>,
     /// Local operations that ended, by the runner's token.
     done: Vec<(u64, Outcome)>,
 }
+
+/// A protocol token: the communicator's slot above this bit, the gather slot below.
+const TOKEN_COMM_SHIFT: u32 = 40;
 
 /// The world communicator's identity, the same at every engine of `job`.
 pub fn world_identity(job: &str) -> (u64, GroupId, u64) {
@@ -101,13 +110,17 @@ impl Net {
             .create_comm(spec)
             .map_err(|s| std::io::Error::other(format!("world communicator refused: {s:?}")))?;
         let window = config.channels as usize * 2;
+        let mut comms: Vec<Option<LocalComm>> = Vec::with_capacity(config.max_comms as usize);
+        comms.push(Some(LocalComm::world(config.node, config.ppn, world, window)));
         Ok(Some(Net {
             proto,
             fabric,
-            world: Some(world),
+            comms,
+            node: config.node,
             nodes: config.nodes,
             ppn: config.ppn,
-            gather: Gather::new(config.node, config.ppn, window),
+            window,
+            free_linger: config.peer_timeout_ms as Nanos * 1_000_000,
             arena: vec![0; FRAMES_PER_PASS * mtu],
             frames: Vec::with_capacity(FRAMES_PER_PASS),
             finished: Vec::with_capacity(window),
@@ -116,8 +129,20 @@ impl Net {
         }))
     }
 
-    /// Files local process `local`'s next broadcast on `comm` (root: a process rank); its
-    /// outcome comes back from [`Net::take_done`] under `token`. `Err` when refused at once.
+    /// The slot of communicator `handle`.
+    fn slot(&self, handle: u64) -> Option<usize> {
+        self.comms.iter().position(|c| c.as_ref().is_some_and(|c| c.handle == handle))
+    }
+
+    /// The rank in communicator `comm` of the host holding engine-local rank `local`.
+    pub fn rank(&self, local: Option<u32>, comm: u64) -> Option<u32> {
+        let c = self.comms[self.slot(comm)?].as_ref()?;
+        *c.rank_of_local.get(local? as usize)?
+    }
+
+    /// Files local process `local`'s next broadcast on communicator `comm` (root: a rank of
+    /// it); its outcome comes back from [`Net::take_done`] under `token`. `Err` when refused at
+    /// once.
     #[allow(clippy::too_many_arguments)]
     pub fn post(
         &mut self,
@@ -130,48 +155,135 @@ impl Net {
         now: Nanos,
         segments: &SegmentTable,
     ) -> Result<(), StatusKind> {
-        if comm != 0 {
-            return Err(StatusKind::UnknownCommunicator);
-        }
-        if root >= self.nodes * self.ppn {
+        let slot = self.slot(comm).ok_or(StatusKind::UnknownCommunicator)?;
+        let (nodes, ppn) = (self.nodes, self.ppn);
+        let c = self.comms[slot].as_mut().ok_or(StatusKind::UnknownCommunicator)?;
+        let index = c.index_of_local(local).ok_or(StatusKind::UnknownCommunicator)?;
+        if c.gather.placement().node(root) == u32::MAX || (comm == 0 && root >= nodes * ppn) {
             return Err(StatusKind::BadRoot);
         }
         let len = u32::try_from(len).map_err(|_| StatusKind::BadLength)?;
-        self.gather.post(local, root, buf, len, token)?;
-        self.start_ready(now, segments);
+        c.gather.post(index, root, buf, len, token)?;
+        self.start_ready(slot, now, segments);
         self.settle(segments);
         Ok(())
     }
 
-    /// Hands the protocol every slot that can start, in order, until one waits (for its root
-    /// process, a local process, or a channel).
-    fn start_ready(&mut self, now: Nanos, segments: &SegmentTable) -> bool {
+    /// Creates (or joins, for a second local member) the communicator `handle` from the record
+    /// `bytes` posted by engine-local rank `local`.
+    pub fn comm_create(&mut self, local: u32, handle: u64, bytes: &[u8]) -> Result<(), StatusKind> {
+        let me = self.node * self.ppn + local;
+        let rec = parse_record(bytes, me, self.nodes * self.ppn)?;
+        if let Some(slot) = self.slot(handle) {
+            let c = self.comms[slot].as_mut().ok_or(StatusKind::UnknownCommunicator)?;
+            if c.digest != rec.digest || c.freeing_since.is_some() || c.proto.is_none() {
+                return Err(StatusKind::BadDescriptor);
+            }
+            match c.rank_of_local.get_mut(local as usize) {
+                Some(r @ None) => *r = Some(rec.my_rank),
+                _ => return Err(StatusKind::BadDescriptor), // created twice by one process
+            }
+            return Ok(());
+        }
+        let (spec, placement, locals) = derive(handle, &rec, self.node, self.ppn)?;
+        let free = match self.comms.iter().position(Option::is_none) {
+            Some(i) => i,
+            None if self.comms.len() < self.comms.capacity() => {
+                self.comms.push(None);
+                self.comms.len() - 1
+            }
+            None => return Err(StatusKind::UnknownCommunicator), // max_comms reached
+        };
+        self.fabric.join(&spec.group).map_err(|_| StatusKind::UnknownCommunicator)?;
+        let proto = self.proto.create_comm(spec)?;
+        let mut rank_of_local = vec![None; self.ppn as usize];
+        rank_of_local[local as usize] = Some(rec.my_rank);
+        self.comms[free] = Some(LocalComm {
+            handle,
+            proto: Some(proto),
+            gather: Gather::with_placement(locals, placement, self.window),
+            rank_of_local,
+            digest: rec.digest,
+            freed: vec![false; locals as usize],
+            freeing_since: None,
+        });
+        Ok(())
+    }
+
+    /// Engine-local rank `local` leaves communicator `handle`. Once every local member left, the
+    /// communicator is dropped when the protocol has settled it with the other engines (or
+    /// after a peer timeout).
+    pub fn comm_free(
+        &mut self,
+        local: u32,
+        handle: u64,
+        now: Nanos,
+        segments: &SegmentTable,
+    ) -> Result<(), StatusKind> {
+        let slot = self.slot(handle).filter(|_| handle != 0).ok_or(StatusKind::UnknownCommunicator)?;
+        let c = self.comms[slot].as_mut().ok_or(StatusKind::UnknownCommunicator)?;
+        let index = c.index_of_local(local).ok_or(StatusKind::UnknownCommunicator)?;
+        c.rank_of_local[local as usize] = None;
+        c.freed[index as usize] = true;
+        // A broadcast of this process still open on it can never finish now.
+        let broke = c.gather.depart(index);
+        if c.freed.iter().all(|&f| f) {
+            c.freeing_since = Some(now);
+        }
+        if broke {
+            self.drop_proto(slot, segments);
+        }
+        self.settle(segments);
+        Ok(())
+    }
+
+    /// Drops communicator `slot` from the protocol: its operations still running fail.
+    fn drop_proto(&mut self, slot: usize, segments: &SegmentTable) {
+        let Some(proto) = self.comms[slot].as_mut().and_then(|c| c.proto.take()) else { return };
+        let Net { proto: p, fabric, finished, .. } = self;
+        let mut env = NetEnv { fabric: fabric.as_mut(), segments, done: finished };
+        p.destroy_comm(proto, &mut env);
+    }
+
+    /// Hands the protocol every slot of communicator `slot` that can start, in order, until one
+    /// waits (for its root process, a local process, or a channel).
+    fn start_ready(&mut self, slot: usize, now: Nanos, segments: &SegmentTable) -> bool {
         let mut work = false;
-        while let Some(s) = self.gather.next_start() {
-            let Some(world) = self.world else {
-                self.gather.refused(StatusKind::CommunicatorBroken);
+        loop {
+            let Some(c) = self.comms[slot].as_mut() else { return work };
+            let Some(s) = c.gather.next_start() else { return work };
+            let Some(comm) = c.proto else {
+                c.gather.refused(StatusKind::CommunicatorBroken);
                 continue;
             };
-            let Net { proto, fabric, finished, ppn, .. } = self;
-            let post = Post { comm: world, root: s.root / *ppn, buf: s.buf, len: s.len, token: s.seq };
+            let root = c.gather.placement().node(s.root);
+            let token = (slot as u64) << TOKEN_COMM_SHIFT | s.seq;
+            let Net { proto, fabric, finished, .. } = self;
+            let post = Post { comm, root, buf: s.buf, len: s.len, token };
             let mut env = NetEnv { fabric: fabric.as_mut(), segments, done: finished };
-            match proto.post_bcast(post, now, &mut env) {
-                Ok(()) => self.gather.started(),
-                Err(PostError::WouldBlock) => break, // its channel is still held
-                Err(PostError::Refused(status)) => self.gather.refused(status),
+            let result = proto.post_bcast(post, now, &mut env);
+            let Some(c) = self.comms[slot].as_mut() else { return work };
+            match result {
+                Ok(()) => c.gather.started(),
+                Err(PostError::WouldBlock) => return work, // its channel is still held
+                Err(PostError::Refused(status)) => c.gather.refused(status),
             }
             work = true;
         }
-        work
     }
 
     /// Turns what the protocol finished into local deliveries: the intra-node copies, then the
     /// outcomes by token.
     fn settle(&mut self, segments: &SegmentTable) {
-        for (seq, outcome) in self.finished.drain(..) {
-            self.gather.done(seq, outcome);
+        for (token, outcome) in self.finished.drain(..) {
+            let slot = (token >> TOKEN_COMM_SHIFT) as usize;
+            if let Some(c) = self.comms.get_mut(slot).and_then(Option::as_mut) {
+                c.gather.done(token & ((1 << TOKEN_COMM_SHIFT) - 1), outcome);
+            }
         }
-        self.gather.take_finished(&mut self.deliveries);
+        for c in self.comms.iter_mut().flatten() {
+            c.gather.take_finished(&mut self.deliveries);
+        }
         for d in self.deliveries.drain(..) {
             let mut outcome = d.outcome;
             if let Some((src, dst, len)) = d.copy {
@@ -183,7 +295,8 @@ impl Net {
         }
     }
 
-    /// One pass: datagrams in, timers, slots waiting to start. True if anything happened.
+    /// One pass: datagrams in, timers, slots waiting to start, freed communicators that are
+    /// settled. True if anything happened.
     pub fn pass(&mut self, now: Nanos, segments: &SegmentTable) -> bool {
         let mtu = self.fabric.mtu();
         let Net { proto, fabric, arena, frames, finished, .. } = self;
@@ -206,25 +319,61 @@ impl Net {
             proto.on_timeout(now, &mut env);
             work = true;
         }
-        work |= self.start_ready(now, segments);
+        for slot in 0..self.comms.len() {
+            work |= self.start_ready(slot, now, segments);
+        }
         work |= !self.finished.is_empty();
         self.settle(segments);
+        work |= self.reap_freed(now, segments);
         work
     }
 
-    /// Local process `local` left. If that leaves a broadcast unfinished, the world
-    /// communicator is dropped from the protocol: its local operations fail with
-    /// `CommunicatorBroken`, and remote engines, no longer answered, fail theirs with
-    /// `PeerUnreachable` within `peer_timeout_ms` rather than wait forever.
+    /// Drops the communicators every local member freed, once settled (or overdue).
+    fn reap_freed(&mut self, now: Nanos, segments: &SegmentTable) -> bool {
+        let mut work = false;
+        for slot in 1..self.comms.len() {
+            let Some(c) = self.comms[slot].as_ref() else { continue };
+            let Some(since) = c.freeing_since else { continue };
+            let settled = c.proto.is_none_or(|h| self.proto.is_quiescent(h));
+            if settled || now.saturating_sub(since) > self.free_linger {
+                if let Some(group) = c.proto.and_then(|h| self.proto.group(h)) {
+                    self.fabric.leave(&group);
+                }
+                self.drop_proto(slot, segments);
+                self.settle(segments);
+                self.comms[slot] = None;
+                work = true;
+            }
+        }
+        work
+    }
+
+    /// Local process `local` left. Every communicator it leaves with a broadcast unfinished is
+    /// dropped from the protocol: its local operations fail with `CommunicatorBroken`, and
+    /// remote engines, no longer answered, fail theirs with `PeerUnreachable` within
+    /// `peer_timeout_ms` rather than wait forever.
     pub fn local_gone(&mut self, local: u32, segments: &SegmentTable) {
-        if self.gather.depart(local) {
-            if let Some(world) = self.world.take() {
-                let Net { proto, fabric, finished, .. } = self;
-                let mut env = NetEnv { fabric: fabric.as_mut(), segments, done: finished };
-                proto.destroy_comm(world, &mut env);
+        for slot in 0..self.comms.len() {
+            let Some(c) = self.comms[slot].as_mut() else { continue };
+            let Some(index) = c.index_of_local(local) else { continue };
+            if slot != 0 {
+                // Membership of a created communicator does not pass to a newcomer.
+                c.rank_of_local[local as usize] = None;
+            }
+            if c.gather.depart(index) {
+                self.drop_proto(slot, segments);
             }
         }
         self.settle(segments);
+    }
+
+    /// A host process took local rank `local`.
+    pub fn local_arrived(&mut self, local: u32) {
+        if let Some(Some(world)) = self.comms.first_mut() {
+            if let Some(index) = world.index_of_local(local) {
+                world.gather.arrive(index);
+            }
+        }
     }
 
     /// The engine is about to sleep: the fabric's doorbell value, or `None` when the fabric
@@ -248,15 +397,10 @@ impl Net {
         self.proto.next_timeout()
     }
 
-    /// A host process took local rank `local`.
-    pub fn local_arrived(&mut self, local: u32) {
-        self.gather.arrive(local);
-    }
-
     /// Nothing owed to peers or local processes: no broadcast in progress here, and every
     /// broadcast this engine took part in synchronized (or the communicator is broken).
     pub fn quiescent(&self) -> bool {
-        self.gather.idle() && self.proto.quiescent()
+        self.comms.iter().flatten().all(|c| c.gather.idle()) && self.proto.quiescent()
     }
 
     /// Local operations that ended since the last call, by token.
@@ -319,6 +463,12 @@ fn udp_fabric(config: &Config) -> std::io::Result<UdpFabric> {
     };
     UdpFabric::new(PeerId(config.node), members, &opts, config)
         .map_err(|e| std::io::Error::other(e.to_string()))
+}
+
+impl crate::core::Ranks for Net {
+    fn rank(&self, local: Option<u32>, comm: u64) -> Option<u32> {
+        Net::rank(self, local, comm)
+    }
 }
 
 /// What the protocol acts through in the engine: the fabric, the mapped host memory, and the

@@ -1,0 +1,212 @@
+//! The communicators one engine serves: the world (handle 0, derived from the job) and those its
+//! local processes create with `COMM_CREATE` (handle = the cookie their members agreed on).
+//!
+//! A communicator's ranks are processes; the protocol's members are engines. From a creation
+//! record ([`ringcast_abi::comm`]) this module derives, for every rank, the engine that holds it
+//! (engines numbered in order of their first rank: the protocol's ranks) and its index among that
+//! engine's members ([`Placement::Table`]), which the local [`Gather`] needs. Every local member
+//! posts the same record (checked by digest); each learns its own rank from it.
+use super::gather::{Gather, Placement};
+use crate::proto::comm::{CommSpec, GroupId, PeerId};
+use crate::proto::protocol::CommHandle;
+use ringcast_abi::{CommCreateHeader, StatusKind, COMM_MAGIC};
+use std::sync::Arc;
+use zerocopy::FromBytes;
+
+/// Most members a created communicator may have (the world's own limit, `nodes * ppn`, is
+/// checked too).
+pub const MAX_COMM_SIZE: u32 = 1 << 24;
+
+/// A creation record, checked.
+#[derive(Debug)]
+pub struct Record {
+    /// The agreed identity and membership.
+    pub seed: u64,
+    /// Multicast group.
+    pub group: GroupId,
+    /// The posting process's rank.
+    pub my_rank: u32,
+    /// World rank of each member.
+    pub members: Vec<u32>,
+    /// Identifies the membership and identity (the same at every member).
+    pub digest: u64,
+}
+
+/// Parses and checks `bytes` as posted by world rank `me` of a world of `world` ranks.
+pub fn parse_record(bytes: &[u8], me: u32, world: u32) -> Result<Record, StatusKind> {
+    let bad = Err(StatusKind::BadDescriptor);
+    let Ok((h, rest)) = CommCreateHeader::read_from_prefix(bytes) else { return bad };
+    if h.magic != COMM_MAGIC || h._reserved0 != 0 || h._reserved1 != [0; 2] {
+        return bad;
+    }
+    if h.size == 0 || h.size > MAX_COMM_SIZE || h.my_rank >= h.size {
+        return bad;
+    }
+    if rest.len() != h.size as usize * 4 {
+        return Err(StatusKind::BadLength);
+    }
+    let members: Vec<u32> =
+        rest.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    if members[h.my_rank as usize] != me {
+        return bad;
+    }
+    // Every member inside the world, none twice.
+    let mut seen = vec![0u64; (world as usize).div_ceil(64)];
+    for &m in &members {
+        if m >= world {
+            return Err(StatusKind::BadRoot);
+        }
+        let (w, b) = ((m / 64) as usize, 1u64 << (m % 64));
+        if seen[w] & b != 0 {
+            return bad;
+        }
+        seen[w] |= b;
+    }
+    // FNV-1a over everything but `my_rank`: equal at every member of one creation.
+    let mut digest = 0xcbf2_9ce4_8422_2325u64;
+    let mut eat = |b: &[u8]| {
+        for &x in b {
+            digest = (digest ^ u64::from(x)).wrapping_mul(0x100_0000_01b3);
+        }
+    };
+    eat(&h.size.to_le_bytes());
+    eat(&h.seed.to_le_bytes());
+    eat(&h.group);
+    eat(rest);
+    Ok(Record { seed: h.seed, group: h.group, my_rank: h.my_rank, members, digest })
+}
+
+/// A communicator of this engine's local processes.
+#[derive(Debug)]
+pub struct LocalComm {
+    /// Handle the hosts name it by (0: the world).
+    pub handle: u64,
+    /// Its protocol communicator; `None` once dropped (broken by a leaving process, or freed).
+    pub proto: Option<CommHandle>,
+    /// The posts of its local members.
+    pub gather: Gather,
+    /// Rank of each engine-local rank (index = local rank `0..ppn`), if a member.
+    pub rank_of_local: Vec<Option<u32>>,
+    /// Record digest (every local member must post the same).
+    pub digest: u64,
+    /// Local members (by gather index) that freed it.
+    pub freed: Vec<bool>,
+    /// Since when every local member has freed it: dropped once the protocol settled it with
+    /// the other engines, or a peer timeout later.
+    pub freeing_since: Option<u64>,
+}
+
+impl LocalComm {
+    /// The world: `nodes * ppn` ranks, rank = `node * ppn + local`.
+    pub fn world(node: u32, ppn: u32, proto: CommHandle, capacity: usize) -> Self {
+        LocalComm {
+            handle: 0,
+            proto: Some(proto),
+            gather: Gather::new(node, ppn, capacity),
+            rank_of_local: (0..ppn).map(|l| Some(node * ppn + l)).collect(),
+            digest: 0,
+            freed: vec![false; ppn as usize],
+            freeing_since: None,
+        }
+    }
+
+    /// The gather index of engine-local rank `local`, if it is a (not freed) member.
+    pub fn index_of_local(&self, local: u32) -> Option<u32> {
+        let rank = (*self.rank_of_local.get(local as usize)?)?;
+        self.gather.placement().local(rank)
+    }
+}
+
+/// What a created communicator looks like from engine `node` (world `ppn`): the protocol's
+/// spec (members: the engines holding ranks, in order of their first rank) and the local
+/// placement.
+pub fn derive(
+    handle: u64,
+    rec: &Record,
+    node: u32,
+    ppn: u32,
+) -> Result<(CommSpec, Placement, u32), StatusKind> {
+    let ppn = ppn.max(1);
+    let mut engines: Vec<u32> = Vec::new();
+    let mut node_of = Vec::with_capacity(rec.members.len());
+    let mut index_of = Vec::with_capacity(rec.members.len());
+    // Members seen so far per engine, indexed like `engines`.
+    let mut counts: Vec<u32> = Vec::new();
+    let mut slot_of_node = std::collections::HashMap::new();
+    for &w in &rec.members {
+        let n = w / ppn;
+        let e = *slot_of_node.entry(n).or_insert_with(|| {
+            engines.push(n);
+            counts.push(0);
+            engines.len() as u32 - 1
+        });
+        node_of.push(e);
+        index_of.push(counts[e as usize]);
+        counts[e as usize] += 1;
+    }
+    let me = *slot_of_node.get(&node).ok_or(StatusKind::BadDescriptor)?;
+    let locals = counts[me as usize];
+    let spec = CommSpec {
+        cookie: handle,
+        group: rec.group,
+        members: engines.into_iter().map(PeerId).collect::<Vec<_>>().into(),
+        my_rank: me,
+        seed: rec.seed,
+        layout: Default::default(),
+    };
+    let placement = Placement::Table { me, node_of: Arc::from(node_of), index_of: Arc::from(index_of) };
+    Ok((spec, placement, locals))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zerocopy::IntoBytes;
+
+    fn record(size: u32, my_rank: u32, members: &[u32]) -> Vec<u8> {
+        let h = CommCreateHeader {
+            magic: COMM_MAGIC,
+            size,
+            my_rank,
+            _reserved0: 0,
+            seed: 9,
+            group: [7; 14],
+            _reserved1: [0; 2],
+        };
+        let mut v = h.as_bytes().to_vec();
+        for m in members {
+            v.extend_from_slice(&m.to_le_bytes());
+        }
+        v
+    }
+
+    #[test]
+    fn a_record_is_checked_and_its_digest_ignores_the_posters_rank() {
+        let a = parse_record(&record(3, 0, &[4, 1, 6]), 4, 8).unwrap();
+        let b = parse_record(&record(3, 2, &[4, 1, 6]), 6, 8).unwrap();
+        assert_eq!(a.digest, b.digest);
+        assert_eq!((a.my_rank, &a.members[..]), (0, &[4, 1, 6][..]));
+        let bad = |bytes: &[u8], me| parse_record(bytes, me, 8).unwrap_err();
+        assert_eq!(bad(&record(3, 0, &[4, 1, 6]), 1), StatusKind::BadDescriptor, "not the poster's rank");
+        assert_eq!(bad(&record(3, 0, &[4, 1, 4]), 4), StatusKind::BadDescriptor, "a rank twice");
+        assert_eq!(bad(&record(3, 0, &[4, 1, 9]), 4), StatusKind::BadRoot, "outside the world");
+        assert_eq!(bad(&record(3, 3, &[4, 1, 6]), 4), StatusKind::BadDescriptor, "my_rank >= size");
+        assert_eq!(bad(&record(4, 0, &[4, 1, 6]), 4), StatusKind::BadLength, "size vs length");
+        assert_eq!(bad(&record(3, 0, &[4, 1, 6])[..20], 4), StatusKind::BadDescriptor, "truncated header");
+        let mut wrong = record(3, 0, &[4, 1, 6]);
+        wrong[0] ^= 1;
+        assert_eq!(bad(&wrong, 4), StatusKind::BadDescriptor, "magic");
+    }
+
+    #[test]
+    fn engines_are_numbered_by_first_rank_and_members_indexed_per_engine() {
+        // ppn 2: world ranks 5,1,4,0 live on nodes 2,0,2,0.
+        let rec = parse_record(&record(4, 0, &[5, 1, 4, 0]), 5, 8).unwrap();
+        let (spec, placement, locals) = derive(77, &rec, 2, 2).unwrap();
+        assert_eq!(&spec.members[..], &[PeerId(2), PeerId(0)]);
+        assert_eq!((spec.my_rank, spec.cookie, locals), (0, 77, 2));
+        assert_eq!((0..4).map(|r| placement.local(r)).collect::<Vec<_>>(), [Some(0), None, Some(1), None]);
+        assert_eq!((0..4).map(|r| placement.node(r)).collect::<Vec<_>>(), [0, 1, 0, 1]);
+        assert!(derive(77, &rec, 3, 2).is_err(), "node 3 holds no member");
+    }
+}

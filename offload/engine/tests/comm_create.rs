@@ -1,0 +1,263 @@
+//! Communicators created and freed by host processes (`COMM_CREATE`, `COMM_FREE`): broadcasts
+//! on them byte-exact, and every misuse answered with its typed error — a bad record, two local
+//! members disagreeing on the membership, an unknown or freed communicator, a communicator freed
+//! under a broadcast in flight — with nothing hanging. Engines are polling threads on the `shm`
+//! fabric, two host processes' worth of hosts (threads) per engine.
+use ringcast_host::{Access, Config, Error, Host, SharedBuf, StatusKind, SubmissionDescriptor};
+use ringcast_offload::config::FabricKind;
+use ringcast_offload::fabric::shm::cleanup;
+use ringcast_offload::runner::spawn_thread;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+static JOBS: AtomicU32 = AtomicU32::new(0);
+
+fn config(job: &str, nodes: u32, node: u32) -> Config {
+    Config {
+        fabric: FabricKind::Shm,
+        job: job.to_string(),
+        nodes,
+        node,
+        ppn: 2,
+        channels: 4,
+        engine_name: format!("{job}-{node}"),
+        log_level: 0,
+        peer_timeout_ms: 1000,
+        ..Config::default()
+    }
+}
+
+fn status(r: Result<impl Sized, Error>) -> Option<StatusKind> {
+    match r {
+        Ok(_) => Some(StatusKind::Ok),
+        Err(e) => e.status(),
+    }
+}
+
+/// A barrier whose wait gives up after a while: a rank that fails must not leave the others
+/// waiting for it forever (the test then reports the failure instead of hanging).
+struct Rendezvous {
+    parties: usize,
+    state: Mutex<(usize, u64)>,
+    cv: Condvar,
+}
+
+impl Rendezvous {
+    fn new(parties: usize) -> Self {
+        Rendezvous { parties, state: Mutex::new((0, 0)), cv: Condvar::new() }
+    }
+
+    fn wait(&self) -> Result<(), String> {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let generation = s.1;
+        s.0 += 1;
+        if s.0 == self.parties {
+            *s = (0, generation + 1);
+            self.cv.notify_all();
+            return Ok(());
+        }
+        let (s, timeout) = self
+            .cv
+            .wait_timeout_while(s, Duration::from_secs(30), |s| s.1 == generation)
+            .unwrap_or_else(|e| e.into_inner());
+        drop(s);
+        if timeout.timed_out() {
+            return Err("another rank failed: nobody came to the rendezvous".into());
+        }
+        Ok(())
+    }
+}
+
+/// Runs `body(host, world_rank)` on 2 nodes × 2 processes (threads; each node's engine is a
+/// polling thread both of its hosts attach to).
+fn cluster(body: impl Fn(&mut Host, u32, &Rendezvous) -> Result<(), String> + Send + Sync + 'static) {
+    let job = format!("commtest-{}-{}", std::process::id(), JOBS.fetch_add(1, Ordering::Relaxed));
+    let (nodes, ppn) = (2u32, 2u32);
+    let barrier = Arc::new(Rendezvous::new((nodes * ppn) as usize));
+    let body = Arc::new(body);
+    let mut threads = Vec::new();
+    let mut engines = Vec::new();
+    for node in 0..nodes {
+        // The engine first, under its name: both of its hosts attach to it.
+        engines.push(spawn_thread(config(&job, nodes, node), true).expect("engine"));
+        for _ in 0..ppn {
+            let (barrier, body, name) = (barrier.clone(), body.clone(), format!("{job}-{node}"));
+            threads.push(std::thread::spawn(move || -> Result<(), String> {
+                let mut host =
+                    Host::attach_wait(&name, Duration::from_secs(10)).map_err(|e| e.to_string())?;
+                let local = host.local_rank().ok_or("no local rank")?;
+                barrier.wait()?;
+                body(&mut host, node * ppn + local, &barrier)
+            }));
+        }
+    }
+    let results: Vec<_> = threads.into_iter().map(|t| t.join().expect("thread")).collect();
+    drop(engines);
+    let _ = cleanup(&job);
+    for r in results {
+        r.unwrap();
+    }
+}
+
+const GROUP: [u8; 14] = [0x5a; 14];
+
+fn pattern(k: u64, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (k.wrapping_mul(131) ^ (i as u64).wrapping_mul(7)) as u8).collect()
+}
+
+/// A process's message buffer and its registration.
+struct Io {
+    buf: SharedBuf,
+    region: ringcast_host::Region,
+}
+
+impl Io {
+    fn new(host: &mut Host, len: usize) -> Result<Io, String> {
+        let buf = SharedBuf::new(len).map_err(|e| e.to_string())?;
+        let region = host.register(&buf, Access::READ_WRITE).map_err(|e| e.to_string())?;
+        Ok(Io { buf, region })
+    }
+
+    /// Broadcasts `len` bytes from `root` on `comm`, where this process is `me`; checks them.
+    fn bcast(
+        &self,
+        host: &mut Host,
+        comm: u64,
+        root: u32,
+        me: u32,
+        k: u64,
+        len: usize,
+    ) -> Result<(), String> {
+        let want = pattern(k, len);
+        let fill = if me == root { want.clone() } else { vec![0xEE; len] };
+        self.buf.write_at(0, &fill).map_err(|e| e.to_string())?;
+        host.bcast(comm, root, self.region.at(0), len as u64)
+            .map_err(|e| format!("comm {comm:#x} bcast {k}: {e}"))?;
+        let mut got = vec![0; len];
+        self.buf.read_at(0, &mut got).map_err(|e| e.to_string())?;
+        if got != want {
+            return Err(format!("comm {comm:#x} bcast {k}: wrong bytes"));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn created_communicators_broadcast_byte_exact_and_are_freed() {
+    cluster(|host, world, barrier| {
+        // A = world ranks {0, 2, 3} (one member on node 0, two on node 1); B = {1, 3}.
+        let comms: [(u64, &[u32]); 2] = [(0xA0, &[0, 2, 3]), (0xB0, &[1, 3])];
+        let io = Io::new(host, 70_000)?;
+        let region = io.region.clone();
+        let mine: Vec<(u64, &[u32], u32)> = comms
+            .iter()
+            .filter_map(|&(h, m)| m.iter().position(|&r| r == world).map(|i| (h, m, i as u32)))
+            .collect();
+        for &(h, m, me) in &mine {
+            host.comm_create(h, GROUP, 7, me, m).map_err(|e| format!("rank {world}: create {h:#x}: {e}"))?;
+        }
+        barrier.wait()?;
+        for &(h, m, me) in &mine {
+            let mut posted = 0;
+            for (k, len) in [100usize, 5000, 70_000].into_iter().enumerate() {
+                let root = k as u32 % m.len() as u32;
+                io.bcast(host, h, root, me, h + k as u64, len)?;
+                posted += 1;
+            }
+            // Fill the synchronization epoch (4 channels) so the engines settle and drop it.
+            while posted % 4 != 0 {
+                host.bcast(h, 0, region.at(0), 1).map_err(|e| e.to_string())?;
+                posted += 1;
+            }
+            host.comm_free(h).map_err(|e| format!("rank {world}: free {h:#x}: {e}"))?;
+            let after = host.bcast(h, 0, region.at(0), 1);
+            if status(after) != Some(StatusKind::UnknownCommunicator) {
+                return Err(format!("rank {world}: a broadcast on freed {h:#x} was not refused"));
+            }
+        }
+        // The world is unaffected.
+        io.bcast(host, 0, 3, world, 99, 4096)
+    });
+}
+
+#[test]
+fn misuse_of_communicators_gets_typed_errors_and_nothing_hangs() {
+    let disagreement = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = disagreement.clone();
+    cluster(move |host, world, barrier| {
+        let io = Io::new(host, 4096)?;
+        let region = io.region.clone();
+        let check = |what: &str, got: Option<StatusKind>, want: StatusKind| {
+            if got == Some(want) {
+                Ok(())
+            } else {
+                Err(format!("rank {world}: {what}: {got:?}, want {want:?}"))
+            }
+        };
+        let other = (world + 1) % 4;
+        check(
+            "record naming someone else",
+            status(host.comm_create(0xC0, GROUP, 1, 0, &[other])),
+            StatusKind::BadDescriptor,
+        )?;
+        check(
+            "member outside the world",
+            status(host.comm_create(0xC1, GROUP, 1, 0, &[world, 99])),
+            StatusKind::BadRoot,
+        )?;
+        check(
+            "broadcast on an unknown communicator",
+            status(host.bcast(0xDEAD, 0, region.at(0), 8)),
+            StatusKind::UnknownCommunicator,
+        )?;
+        check(
+            "freeing an unknown communicator",
+            status(host.comm_free(0xDEAD)),
+            StatusKind::UnknownCommunicator,
+        )?;
+        check("freeing the world", status(host.comm_free(0)), StatusKind::BadDescriptor)?;
+        // Two processes of node 0 disagree on a membership: the second to arrive is refused.
+        if world < 2 {
+            let members: &[u32] = if world == 0 { &[0, 1] } else { &[1, 0] };
+            let me = members.iter().position(|&r| r == world).unwrap_or(0) as u32;
+            disagreement
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(status(host.comm_create(0xE0, GROUP, 1, me, members)));
+        }
+        // Freed under a broadcast in flight: F = {0, 2}. Rank 2 posts a broadcast from rank 0
+        // (who never posts it) and frees F: its broadcast fails at once instead of hanging.
+        if world == 0 || world == 2 {
+            let me = u32::from(world == 2);
+            host.comm_create(0xF0, GROUP, 3, me, &[0, 2])
+                .map_err(|e| format!("rank {world}: create F: {e}"))?;
+        }
+        barrier.wait()?;
+        if world == 2 {
+            let cookie = host.next_cookie();
+            host.post(&SubmissionDescriptor::bcast(cookie, 0xF0, 0, region.at(0), 64))
+                .map_err(|e| e.to_string())?;
+            host.comm_free(0xF0).map_err(|e| format!("free F under a broadcast: {e}"))?;
+            let c = host.wait_cookie(cookie).map_err(|e| e.to_string())?;
+            check(
+                "the broadcast freed under",
+                StatusKind::try_from(c.status).ok(),
+                StatusKind::CommunicatorBroken,
+            )?;
+        }
+        if world == 0 {
+            host.comm_free(0xF0).map_err(|e| format!("rank 0 frees F: {e}"))?;
+        }
+        barrier.wait()?;
+        // The world still works for everyone.
+        io.bcast(host, 0, 1, world, 5, 1500)
+    });
+    let mut got = seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    got.sort_by_key(|s| format!("{s:?}"));
+    assert_eq!(
+        got,
+        vec![Some(StatusKind::BadDescriptor), Some(StatusKind::Ok)],
+        "one creates, the other is refused"
+    );
+}

@@ -1,0 +1,39 @@
+//! The communicator record a host hands its engine with `COMM_CREATE`: who the members are and
+//! the identity every member agreed on at creation (DESIGN §3.1).
+//!
+//! It lives in a registered region (the descriptor's `key`/`offset`/`len`): a
+//! [`CommCreateHeader`] followed by `size` little-endian `u32` world ranks, member `i` of the new
+//! communicator being world rank `members[i]`. The engine checks everything — magic, `size`
+//! against `len`, `my_rank < size`, that `members[my_rank]` is the posting process, ranks inside
+//! the world, no rank twice — and answers a bad record with `BadDescriptor`.
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+/// `"RCCM"` little-endian.
+pub const COMM_MAGIC: u32 = u32::from_le_bytes(*b"RCCM");
+
+/// Head of a `COMM_CREATE` record (40 bytes), followed by `size` `u32` world ranks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(C)]
+pub struct CommCreateHeader {
+    /// [`COMM_MAGIC`].
+    pub magic: u32,
+    /// Members of the new communicator.
+    pub size: u32,
+    /// The posting process's rank in it.
+    pub my_rank: u32,
+    /// Must be zero.
+    pub _reserved0: u32,
+    /// Seed agreed at creation (randomized root delay).
+    pub seed: u64,
+    /// The 112-bit multicast group id agreed at creation.
+    pub group: [u8; 14],
+    /// Must be zero.
+    pub _reserved1: [u8; 2],
+}
+
+impl CommCreateHeader {
+    /// Bytes of a record with `size` members.
+    pub const fn record_len(size: u32) -> usize {
+        core::mem::size_of::<CommCreateHeader>() + size as usize * 4
+    }
+}
