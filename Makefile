@@ -10,7 +10,7 @@ AARCH64 := aarch64-unknown-linux-gnu
 MIRIFLAGS ?= -Zmiri-strict-provenance
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: reproduce all deps build demo test lint test-native test-aarch64 test-miri test-loom test-fuzz fuzz bench fmt clippy clean
+.PHONY: reproduce all deps build demo test lint test-native test-c test-aarch64 test-miri test-loom test-fuzz fuzz bench fmt clippy clean
 
 all: build
 
@@ -28,7 +28,7 @@ demo: deps
 
 ## Every test: native unit/integration/property tests, the ABI layout on aarch64 (compile-time
 ## asserts + the golden-file test under qemu-user), the ring under Miri and loom.
-test: deps lint test-native test-aarch64 test-miri test-loom test-fuzz
+test: deps lint test-native test-c test-aarch64 test-miri test-loom test-fuzz
 	@echo "make test: all suites passed"
 
 # Formatting and clippy are part of the tests: a warning fails `make test`.
@@ -39,6 +39,19 @@ lint:
 test-native:
 	RINGCAST_DST_SEEDS=2000 $(CARGO) test --workspace --all-targets
 	$(CARGO) test --workspace --doc
+
+## The C ABI: libringcast and ringcast.h (cbindgen) from a release build, a pkg-config file
+## for them, and a C program compiled against them and run on a local cluster (daemons, then
+## engine threads).
+RELEASE := $(CURDIR)/target/release
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+test-c:
+	$(CARGO) build --release -p ringcast-capi -p ringcast-host
+	sed "s|@PREFIX@|$(RELEASE)|; s|@VERSION@|$(VERSION)|" host/capi/ringcast.pc.in > $(RELEASE)/ringcast.pc
+	$(CC) -Wall -Wextra -Werror -o $(RELEASE)/ringcast-c-example host/capi/examples/bcast.c \
+	  $$(PKG_CONFIG_PATH=$(RELEASE) pkg-config --cflags --libs ringcast)
+	RINGCAST_LOG_LEVEL=0 $(RELEASE)/ringcast run -n 2 -p 2 --timeout 120 -- $(RELEASE)/ringcast-c-example
+	RINGCAST_LOG_LEVEL=0 $(RELEASE)/ringcast run -n 3 -p 2 --mode thread --timeout 120 -- $(RELEASE)/ringcast-c-example
 
 test-aarch64:
 	$(CARGO) build -p ringcast-abi --features golden-check --target $(AARCH64)

@@ -412,6 +412,15 @@ impl Host {
         }
     }
 
+    /// The completion of `cookie` if it has arrived, without waiting; completions of other
+    /// operations that arrive meanwhile are kept for later (`wait_cookie`, `poll`).
+    pub fn test_cookie(&mut self, cookie: u64) -> Result<Option<Completion>> {
+        while let Some(c) = self.reap()? {
+            self.stash.push_back(c);
+        }
+        Ok(self.stash.iter().position(|c| c.cookie == cookie).and_then(|i| self.stash.remove(i)))
+    }
+
     /// The next completion, if one is there.
     pub fn poll(&mut self) -> Result<Option<Completion>> {
         if let Some(c) = self.stash.pop_front() {

@@ -36,6 +36,14 @@ impl SharedBuf {
         self.seg.len()
     }
 
+    /// The mapping's first byte, for foreign code (the C ABI hands it to C programs, which
+    /// read and write the buffer directly and are responsible for not racing the engine: a
+    /// buffer is the engine's from a post until its completion). Rust code uses
+    /// `read_at`/`write_at`.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.seg.as_non_null().as_ptr()
+    }
+
     /// Always false: buffers are never empty.
     pub fn is_empty(&self) -> bool {
         false
