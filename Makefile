@@ -10,7 +10,7 @@ AARCH64 := aarch64-unknown-linux-gnu
 MIRIFLAGS ?= -Zmiri-strict-provenance
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: reproduce all deps build demo test lint test-native test-c test-aarch64 test-miri test-loom test-fuzz fuzz bench fmt clippy clean
+.PHONY: reproduce all deps build demo test lint test-native test-c test-mpi bench-mpi test-aarch64 test-miri test-loom test-fuzz fuzz bench fmt clippy clean
 
 all: build
 
@@ -28,7 +28,7 @@ demo: deps
 
 ## Every test: native unit/integration/property tests, the ABI layout on aarch64 (compile-time
 ## asserts + the golden-file test under qemu-user), the ring under Miri and loom.
-test: deps lint test-native test-c test-aarch64 test-miri test-loom test-fuzz
+test: deps lint test-native test-c test-mpi test-aarch64 test-miri test-loom test-fuzz
 	@echo "make test: all suites passed"
 
 # Formatting and clippy are part of the tests: a warning fails `make test`.
@@ -53,6 +53,28 @@ test-c:
 	RINGCAST_LOG_LEVEL=0 $(RELEASE)/ringcast run -n 2 -p 2 --timeout 120 -- $(RELEASE)/ringcast-c-example
 	RINGCAST_LOG_LEVEL=0 $(RELEASE)/ringcast run -n 3 -p 2 --mode thread --timeout 120 -- $(RELEASE)/ringcast-c-example
 
+## MPI: the PMPI interposer libringcast_mpi.so (mpicc, against libringcast) and an unmodified
+## MPI program under Open MPI's mpirun, without and with LD_PRELOAD: every broadcast compared
+## byte for byte with PMPI_Bcast, bad arguments with the library's error classes; with the
+## preload every broadcast must have been offloaded (emulated 2-node shm, 2-node udp, 1 node).
+MPIRUN := env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe --mca btl self,vader
+test-mpi: test-c
+	mpicc -shared -fPIC -O2 -Wall -Wextra -Werror -o $(RELEASE)/libringcast_mpi.so host/mpi/ringcast_mpi.c \
+	  -I$(RELEASE)/include -L$(RELEASE) -Wl,-rpath,$(RELEASE) -lringcast
+	mpicc -O2 -Wall -Wextra -Werror -o $(RELEASE)/mpi-bcast-check host/mpi/tests/bcast_check.c
+	mpicc -O2 -Wall -Wextra -Werror -o $(RELEASE)/mpi-bcast-bench host/mpi/bench/bcast_bench.c
+	timeout 300 $(MPIRUN) -np 4 $(RELEASE)/mpi-bcast-check
+	@set -e; for cfg in "RINGCAST_MPI_NODES=2" "RINGCAST_MPI_NODES=2 RINGCAST_MPI_FABRIC=udp" "RINGCAST_MPI_NODES=1"; do \
+	  x=""; for kv in $$cfg; do x="$$x -x $$kv"; done; \
+	  echo "mpirun -np 4 with LD_PRELOAD, $$cfg"; \
+	  timeout 300 $(MPIRUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 $$x \
+	    $(RELEASE)/mpi-bcast-check > $(RELEASE)/mpi-check.log 2>&1 || { cat $(RELEASE)/mpi-check.log; exit 1; }; \
+	  grep 'broadcasts identical' $(RELEASE)/mpi-check.log; \
+	  n=$$(grep -c 'MPI_Bcast: offloaded' $(RELEASE)/mpi-check.log); \
+	  test "$$n" -eq 264 || { echo "expected 264 offloaded broadcasts, got $$n"; cat $(RELEASE)/mpi-check.log; exit 1; }; \
+	done
+	test -z "$$(ls /dev/shm | grep '^ringcast-mpi-')" || { echo "segments left in /dev/shm"; exit 1; }
+
 test-aarch64:
 	$(CARGO) build -p ringcast-abi --features golden-check --target $(AARCH64)
 	$(CARGO) test -p ringcast-abi --target $(AARCH64)
@@ -76,6 +98,10 @@ test-fuzz:
 	done
 
 fuzz: test-fuzz
+
+## MPI_Bcast through ringcast vs the MPI library's own, in one run (osu_bcast-style).
+bench-mpi: test-mpi
+	$(MPIRUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 $(RELEASE)/mpi-bcast-bench 200
 
 ## Benchmarks (not part of make test): ring vs crossbeam ArrayQueue, NOP round trips.
 bench: deps

@@ -361,6 +361,17 @@ pub extern "C" fn ringcast_comm_free(handle: u64) -> c_int {
     with_state(|s| s.host.comm_free(handle).map(|()| RINGCAST_OK).map_err(|e| code(&e)))
 }
 
+/// Unlinks every shared-memory segment of this process's job (`RINGCAST_JOB`): for launchers
+/// that are not `ringcast run` (the PMPI layer calls it from one rank after every rank's engine
+/// has finished). Mappings still in use stay valid.
+#[no_mangle]
+pub extern "C" fn ringcast_unlink_job() -> c_int {
+    match Config::from_env() {
+        Ok(c) => ringcast_offload::fabric::shm::cleanup(&c.job).map_or(RINGCAST_ERR_IO, |_| RINGCAST_OK),
+        Err(_) => RINGCAST_ERR_INVALID,
+    }
+}
+
 /// The message of `code` (a static string; never NULL).
 #[no_mangle]
 pub extern "C" fn ringcast_strerror(code: c_int) -> *const c_char {
