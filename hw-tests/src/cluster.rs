@@ -140,8 +140,6 @@ impl Cluster {
             let mut cmd = command(node, &engine_bin);
             cmd.envs(engine_env(net, job, nodes, node));
             c.engines.push(Engine::spawn(&format!("{job}-{node}"), cmd)?);
-        }
-        for node in 0..nodes {
             let mut cmd: Command = command(node, tool);
             cmd.arg("host")
                 .args(host_args)
@@ -149,16 +147,34 @@ impl Cluster {
                 .args(["--nodes", &nodes.to_string()])
                 .envs(poll_env(nodes * 2));
             c.hosts.push(Child::spawn(&format!("host {node}"), cmd)?);
+            if net == Net::DpdkMemif && node == 0 {
+                // DPDK's memif client connects once, when its port starts, and gives up if the
+                // server's port is not started yet ("ID not found"): the server's engine must
+                // be up first. An engine answers its host's attach only after its fabric started.
+                c.expect_from(0..1, "READY", Duration::from_secs(60))?;
+            }
         }
-        c.expect_all("READY", Duration::from_secs(60))?;
+        let first = if net == Net::DpdkMemif { 1 } else { 0 };
+        c.expect_from(first..nodes, "READY", Duration::from_secs(60))?;
         Ok(c)
     }
 
     /// Waits for `prefix` from every host, failing early with an engine's log if one exits.
     pub fn expect_all(&mut self, prefix: &str, timeout: Duration) -> Result<Vec<String>, String> {
+        self.expect_from(0..self.hosts.len(), prefix, timeout)
+    }
+
+    /// Waits for `prefix` from the hosts `range`, failing early with an engine's log if one
+    /// exits.
+    fn expect_from(
+        &mut self,
+        range: std::ops::Range<usize>,
+        prefix: &str,
+        timeout: Duration,
+    ) -> Result<Vec<String>, String> {
         let deadline = Instant::now() + timeout;
-        let mut out = Vec::with_capacity(self.hosts.len());
-        for i in 0..self.hosts.len() {
+        let mut out = Vec::with_capacity(range.len());
+        for i in range {
             loop {
                 if let Some(dead) = self.engines.iter_mut().position(|e| !e.running()) {
                     let e = self.engines.remove(dead);

@@ -1,7 +1,10 @@
 //! Broadcasts end to end over DPDK without namespaces: two real `ringcast-engine` daemons whose
 //! `dpdk` fabrics are the two ends of a `net_memif` link (shared-memory packet rings between
 //! processes, set up over an abstract Unix socket named after the job: no file, no root, no
-//! network), a host process attached to each. Broadcasts of 2 B to 4 MiB from both roots, every
+//! network), a host process attached to each. Node 0's engine (the memif server) is up before
+//! node 1's starts: DPDK's memif client connects once, at port start, and a server whose port is
+//! not started yet turns it away for good ("ID not found"), which made this test fail one run in
+//! three before the order was enforced. Broadcasts of 2 B to 4 MiB from both roots, every
 //! byte checked at both ranks; both engines and hosts exit cleanly and leave nothing behind.
 //!
 //! Why memif and not `net_ring`: a `net_ring` port is a pair of `rte_ring`s inside one process's

@@ -34,6 +34,9 @@ use std::sync::Arc;
 pub const RX_BURST: usize = 32;
 /// Frames queued for one `rte_eth_tx_burst` (a full batch is sent at once).
 pub const TX_BURST: usize = 32;
+// Burst sizes are passed to DPDK as `u16`.
+const _: () = assert!(RX_BURST <= u16::MAX as usize && TX_BURST <= u16::MAX as usize);
+
 /// Per-lcore cache of the pool (used only on EAL lcores, e.g. the daemon's main thread).
 const POOL_CACHE: u32 = 128;
 
@@ -386,7 +389,7 @@ impl Port {
             return (0, 0);
         }
         self.tx_len = 0;
-        // NOTE: n <= TX_BURST = 32 fits u16.
+        // `n <= TX_BURST`, which fits u16 (asserted at compile time), as does `want` below.
         // SAFETY: the first `n` entries are owned, valid mbufs; the driver takes ownership of
         // the first `sent` of them, the rest stay ours.
         let sent =
