@@ -22,6 +22,10 @@ APT_NEED=(
   "/usr/include/infiniband/verbs.h libibverbs-dev"        # rdma-core-sys: verbs ...
   "/usr/include/rdma/rdma_cma.h librdmacm-dev"            # ... and the RDMA connection manager
   "/usr/include/dpdk/rte_eal.h libdpdk-dev"               # ringcast-dpdk-sys (pulls in DPDK's driver plugins)
+  # the dpdk fabric's drivers in hw-tests/, loaded by the EAL as plugins: AF_XDP (needs libxdp and
+  # libbpf, which the package brings) on veth pairs in namespaces, and memif between two processes
+  "/usr/lib/*/dpdk/pmds-*/librte_net_af_xdp.so.* librte-net-af-xdp23"
+  "/usr/lib/*/dpdk/pmds-*/librte_net_memif.so.* librte-net-memif23"
 )
 
 missing=()

@@ -22,7 +22,9 @@ const FUNCTIONS: &[&str] = &[
     // EAL
     "rte_eal_init",
     "rte_eal_cleanup",
+    "rte_eal_get_runtime_dir",
     "rte_socket_id",
+    "rte_strerror",
     // ethdev
     "rte_eth_dev_count_avail",
     "rte_eth_dev_configure",
@@ -32,15 +34,23 @@ const FUNCTIONS: &[&str] = &[
     "rte_eth_dev_stop",
     "rte_eth_dev_close",
     "rte_eth_macaddr_get",
+    "rte_eth_dev_get_port_by_name",
+    "rte_eth_dev_get_mtu",
     "rte_eth_dev_set_mc_addr_list",
     "rte_eth_allmulticast_enable",
+    "rte_eth_allmulticast_disable",
+    "rte_eth_allmulticast_get",
     "rte_eth_promiscuous_enable",
+    "rte_eth_promiscuous_disable",
+    "rte_eth_promiscuous_get",
     "rte_eth_dev_info_get",
     "rte_eth_dev_socket_id",
     "rte_eth_stats_get",
     // mbuf pools
     "rte_pktmbuf_pool_create",
     "rte_mempool_free",
+    "rte_mempool_avail_count",
+    "rte_mempool_in_use_count",
     // shims over static inline functions and macros
     "rc_rte_eth_rx_burst",
     "rc_rte_eth_tx_burst",
@@ -51,6 +61,7 @@ const FUNCTIONS: &[&str] = &[
     "rc_rte_pktmbuf_data_len",
     "rc_rte_pktmbuf_pkt_len",
     "rc_rte_lcore_id",
+    "rc_rte_errno",
 ];
 
 /// Types the project names directly (everything they reference is pulled in as well, so that

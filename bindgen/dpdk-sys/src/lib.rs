@@ -3,7 +3,7 @@
 //! C shims for what DPDK provides only as `static inline` functions or macros
 //! (`rc_rte_eth_rx_burst`, `rc_rte_eth_tx_burst`, `rc_rte_pktmbuf_alloc`, `rc_rte_pktmbuf_free`,
 //! `rc_rte_pktmbuf_append`, `rc_rte_pktmbuf_mtod`, `rc_rte_pktmbuf_data_len`,
-//! `rc_rte_pktmbuf_pkt_len`, `rc_rte_lcore_id`).
+//! `rc_rte_pktmbuf_pkt_len`, `rc_rte_lcore_id`, `rc_rte_errno`).
 //!
 //! Contract: only what `build.rs` allow-lists, and nothing but bindings (the safe wrappers live in
 //! the engine's fabric modules). C enums are `#[repr(transparent)]` newtypes, so a value a driver

@@ -48,3 +48,8 @@ unsigned int rc_rte_lcore_id(void)
 {
 	return rte_lcore_id();
 }
+
+int rc_rte_errno(void)
+{
+	return rte_errno;
+}

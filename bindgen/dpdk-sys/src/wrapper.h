@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include <rte_eal.h>
+#include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_ether.h>
 #include <rte_lcore.h>
@@ -29,5 +30,9 @@ uint32_t rc_rte_pktmbuf_pkt_len(const struct rte_mbuf *m);
 
 /* LCORE_ID_ANY on a thread that is not an EAL lcore. */
 unsigned int rc_rte_lcore_id(void);
+
+/* rte_errno (a per-lcore variable behind a macro): the calling thread's last DPDK error, set by
+ * the calls that return -1 or NULL (rte_eal_init, rte_pktmbuf_pool_create, ...). */
+int rc_rte_errno(void);
 
 #endif

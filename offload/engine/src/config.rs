@@ -19,6 +19,9 @@ pub enum FabricKind {
     /// Kernel UDP: multicast to the group's `ff15::`/`239/8` address, unicast between the
     /// members listed in `udp_members`.
     Udp,
+    /// Ethernet frames through a DPDK port (`dpdk_vdev`): multicast MACs for the groups, unicast
+    /// between the members (by MAC) listed in `dpdk_members`.
+    Dpdk,
 }
 
 impl FromStr for FabricKind {
@@ -28,7 +31,8 @@ impl FromStr for FabricKind {
             "none" => Ok(FabricKind::None),
             "shm" => Ok(FabricKind::Shm),
             "udp" => Ok(FabricKind::Udp),
-            _ => Err(format!("expected none, shm or udp, got {s:?}")),
+            "dpdk" => Ok(FabricKind::Dpdk),
+            _ => Err(format!("expected none, shm, udp or dpdk, got {s:?}")),
         }
     }
 }
@@ -39,6 +43,7 @@ impl fmt::Display for FabricKind {
             FabricKind::None => "none",
             FabricKind::Shm => "shm",
             FabricKind::Udp => "udp",
+            FabricKind::Dpdk => "dpdk",
         })
     }
 }
@@ -472,7 +477,7 @@ tunables! {
         "name of the engine daemon hosts attach to (abstract Unix socket @ringcast.<name>)";
     /// Fabric of the broadcasts.
     fabric: FabricKind = FabricKind::None, "RINGCAST_FABRIC",
-        "fabric the engine's broadcasts travel on: none (NOP and COPY only), shm (the shared-memory emulation NIC) or udp (kernel UDP multicast)";
+        "fabric the engine's broadcasts travel on: none (NOP and COPY only), shm (the shared-memory emulation NIC), udp (kernel UDP multicast) or dpdk (Ethernet frames through a DPDK port)";
     /// Job the engine belongs to.
     job: String = "default".to_string(), "RINGCAST_JOB",
         "job name: the engines of one job share a fabric namespace and derive their world communicator's identity from it";
@@ -497,6 +502,21 @@ tunables! {
     /// UDP fabric: the multicast interface.
     udp_interface: String = String::new(), "RINGCAST_UDP_INTERFACE",
         "udp fabric: interface for multicast, by name or index (empty: the interface of this node's listed address, or the kernel's route)";
+    /// DPDK fabric: the port, as an EAL virtual device.
+    dpdk_vdev: String = String::new(), "RINGCAST_DPDK_VDEV",
+        "dpdk fabric: the port as an EAL virtual device (--vdev), e.g. net_af_xdp0,iface=eth0,start_queue=0,queue_count=1; empty: the one port dpdk_eal_args make the EAL find (a NIC allowed with -a)";
+    /// DPDK fabric: extra EAL arguments.
+    dpdk_eal_args: String = String::new(), "RINGCAST_DPDK_EAL_ARGS",
+        "dpdk fabric: extra EAL arguments, whitespace-separated, after the fabric's own; an option given here replaces the fabric's (-l, -a, -m, --log-level, --file-prefix, ...)";
+    /// DPDK fabric: mbufs in the pool.
+    dpdk_mbufs: u32 = 8191, "RINGCAST_DPDK_MBUFS",
+        "dpdk fabric: mbufs in the port's pool (4095..=16777215; the queues hold 2 x 1024; 2^n - 1 suits the mempool)";
+    /// DPDK fabric: hugepages or not.
+    dpdk_hugepages: crate::fabric::dpdk::eal_args::Hugepages = crate::fabric::dpdk::eal_args::Hugepages::Off, "RINGCAST_DPDK_HUGEPAGES",
+        "dpdk fabric: off (--no-huge: ordinary memory), on (hugepages; fail without them) or auto (hugepages when hugetlbfs is mounted with enough free pages)";
+    /// DPDK fabric: the members' MAC addresses.
+    dpdk_members: String = String::new(), "RINGCAST_DPDK_MEMBERS",
+        "dpdk fabric: every node's MAC address (comma-separated, index = node); node i's port must have the i-th";
 }
 
 impl Config {
@@ -612,6 +632,20 @@ impl Config {
             if l >= self.ppn {
                 return bad(format!("local_rank {l} outside 0..ppn ({})", self.ppn));
             }
+        }
+        if self.fabric == FabricKind::Dpdk {
+            let members = crate::fabric::dpdk::frame::parse_members(&self.dpdk_members)
+                .map_err(ConfigError::Invalid)?;
+            if members.len() != self.nodes as usize {
+                return bad(format!(
+                    "dpdk_members lists {} addresses for {} nodes",
+                    members.len(),
+                    self.nodes
+                ));
+            }
+        }
+        if !(4095..(1 << 24)).contains(&self.dpdk_mbufs) {
+            return bad(format!("dpdk_mbufs {} outside 4095..=16777215", self.dpdk_mbufs));
         }
         if self.fabric == FabricKind::Udp {
             let members = self.udp_member_addrs()?;

@@ -10,6 +10,8 @@
 //! * [`runner`] — the polling loop that drives the core against real shared memory, run as a
 //!   pinned thread inside a host process ([`runner::spawn_thread`]) or as the `ringcast-engine`
 //!   daemon ([`runner::run_daemon`]): same core, two runners.
+// `unsafe` lives only in the DPDK fabric (`fabric::dpdk`, which allows it).
+#![deny(unsafe_code)]
 pub mod config;
 pub mod core;
 pub mod ctl;

@@ -181,6 +181,10 @@ impl<F: Fabric> Fabric for Faulty<F> {
         self.inner.disarm();
     }
 
+    fn flush(&mut self) {
+        self.inner.flush();
+    }
+
     fn counters(&self) -> FabricCounters {
         self.inner.counters()
     }

@@ -12,6 +12,12 @@
 //! * [`faulty`] — the `RINGCAST_FAULT_*` injector around a fabric without its own;
 //! * [`udp`] — kernel UDP: IPv6 `ff15::` (or IPv4 `239/8`) multicast groups derived from the
 //!   112-bit group id, unicast for repair and synchronization.
+//! * [`dpdk`] — Ethernet frames through a DPDK port (`net_af_xdp`, `net_memif`, `net_mlx5`):
+//!   multicast MACs derived from the group id, members by MAC (cargo feature `dpdk`, on by
+//!   default; its framing and configuration parts build without it). The only module of the
+//!   engine with `unsafe` code.
+#[allow(unsafe_code)]
+pub mod dpdk;
 pub mod faulty;
 pub mod shm;
 pub mod udp;
@@ -52,6 +58,9 @@ pub trait Fabric {
     fn multicast(&mut self, group: &GroupId, frame: &[u8]);
     /// Hands at most `budget` waiting datagrams to `rx(from, frame)`; returns how many.
     fn poll(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> usize;
+    /// Hands datagrams the fabric batched to the device now (a doorbell). A fabric that sends
+    /// at once has nothing to do; the engine calls it at the end of every pass.
+    fn flush(&mut self) {}
     /// Counters so far.
     fn counters(&self) -> FabricCounters;
     /// The engine is about to sleep until this fabric has something for it: returns the value

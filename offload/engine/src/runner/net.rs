@@ -99,6 +99,20 @@ impl Net {
             }
             // The UDP fabric runs the fault injector itself (it releases held datagrams).
             FabricKind::Udp => Box::new(udp_fabric(config)?),
+            #[cfg(feature = "dpdk")]
+            FabricKind::Dpdk => {
+                let dpdk = crate::fabric::dpdk::from_config(config)?;
+                match FaultInjector::from_config(config) {
+                    Some(inj) => Box::new(Faulty::new(dpdk, inj)),
+                    None => Box::new(dpdk),
+                }
+            }
+            #[cfg(not(feature = "dpdk"))]
+            FabricKind::Dpdk => {
+                return Err(std::io::Error::other(
+                    "fabric dpdk: this engine was built without the `dpdk` feature",
+                ))
+            }
         };
         let (cookie, group, seed) = world_identity(&config.job);
         fabric.join(&group)?;
@@ -166,6 +180,7 @@ impl Net {
         c.gather.post(index, root, buf, len, token)?;
         self.start_ready(slot, now, segments);
         self.settle(segments);
+        self.fabric.flush();
         Ok(())
     }
 
@@ -243,6 +258,7 @@ impl Net {
         let Net { proto: p, fabric, finished, .. } = self;
         let mut env = NetEnv { fabric: fabric.as_mut(), segments, done: finished };
         p.destroy_comm(proto, &mut env);
+        self.fabric.flush();
     }
 
     /// Hands the protocol every slot of communicator `slot` that can start, in order, until one
@@ -325,6 +341,7 @@ impl Net {
         work |= !self.finished.is_empty();
         self.settle(segments);
         work |= self.reap_freed(now, segments);
+        self.fabric.flush();
         work
     }
 

@@ -1,0 +1,83 @@
+//! Whether a kernel-bypass path can run on this machine, and if not, why — the reason a test
+//! prints as `SKIP: <reason>` before returning. Each check looks at one requirement: root
+//! (namespaces, AF_XDP), iproute2, the kernel's AF_XDP sockets, and DPDK's driver plugins
+//! (Debian installs them as shared objects the EAL loads from
+//! `/usr/lib/<triplet>/dpdk/pmds-<abi>/`, one package per driver: `librte-net-af-xdp23`,
+//! `librte-net-memif23`).
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// Directories DPDK's driver plugins are installed in (Debian and `/usr/local` builds).
+pub fn plugin_dirs() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    for base in ["/usr/lib", "/usr/local/lib", "/usr/lib64", "/usr/local/lib64"] {
+        let mut candidates = vec![PathBuf::from(base).join("dpdk")];
+        if let Ok(entries) = std::fs::read_dir(base) {
+            // Multiarch: /usr/lib/x86_64-linux-gnu/dpdk.
+            candidates.extend(entries.flatten().map(|e| e.path().join("dpdk")));
+        }
+        for c in candidates {
+            if let Ok(entries) = std::fs::read_dir(&c) {
+                dirs.extend(
+                    entries
+                        .flatten()
+                        .map(|e| e.path())
+                        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("pmds-"))),
+                );
+            }
+        }
+    }
+    dirs.sort();
+    dirs
+}
+
+/// The plugin of DPDK driver `driver` (`net_af_xdp`), if installed.
+pub fn plugin(driver: &str) -> Option<PathBuf> {
+    let stem = format!("librte_{driver}.so");
+    plugin_dirs().into_iter().find_map(|d| {
+        std::fs::read_dir(&d)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&stem)))
+    })
+}
+
+/// Why DPDK driver `driver` cannot be used (its plugin is missing), naming the package.
+pub fn missing_plugin(driver: &str, package: &str) -> Option<String> {
+    plugin(driver).is_none().then(|| {
+        format!(
+            "DPDK's {driver} driver plugin is not installed (Debian: {package}; searched {:?})",
+            plugin_dirs()
+        )
+    })
+}
+
+/// Why network namespaces cannot be created, if they cannot.
+pub fn no_namespaces() -> Option<String> {
+    if !rustix::process::geteuid().is_root() {
+        return Some("not root: network namespaces and AF_XDP need CAP_SYS_ADMIN and CAP_NET_RAW".into());
+    }
+    if Command::new("ip").arg("-V").stdout(Stdio::null()).stderr(Stdio::null()).status().is_err() {
+        return Some("`ip` (iproute2) is not installed".into());
+    }
+    None
+}
+
+/// Why AF_XDP sockets cannot be opened, if they cannot (kernel without `CONFIG_XDP_SOCKETS`).
+pub fn no_af_xdp() -> Option<String> {
+    match rustix::net::socket(rustix::net::AddressFamily::XDP, rustix::net::SocketType::RAW, None) {
+        Ok(_) => None,
+        Err(e) => Some(format!("this kernel opens no AF_XDP socket ({e}): CONFIG_XDP_SOCKETS is off")),
+    }
+}
+
+/// Why DPDK over AF_XDP in namespaces cannot run here, if it cannot.
+pub fn af_xdp_unavailable() -> Option<String> {
+    no_namespaces().or_else(no_af_xdp).or_else(|| missing_plugin("net_af_xdp", "librte-net-af-xdp23"))
+}
+
+/// Why DPDK over memif cannot run here, if it cannot.
+pub fn memif_unavailable() -> Option<String> {
+    missing_plugin("net_memif", "librte-net-memif23")
+}

@@ -1,0 +1,521 @@
+//! The DPDK fabric (DESIGN §4): the protocol's datagrams in Ethernet frames through one DPDK
+//! port — `net_af_xdp` on a veth (tests: veth pairs on a Linux bridge in network namespaces),
+//! `net_memif` between two processes, `net_mlx5` on ConnectX/BlueField — with a multicast
+//! destination MAC for stage-1 multicast and the peer's MAC for point-to-point.
+//!
+//! # Contract
+//!
+//! * Members are identified by MAC address: the launcher hands every engine the same list
+//!   (`dpdk_members`, index = [`PeerId`]), and member `node`'s port must have
+//!   `dpdk_members[node]` as its MAC (checked at start). A frame is delivered only if its
+//!   source MAC is another member's, its EtherType is the fabric's (`0x88B5`), its length
+//!   field is consistent and within the MTU, and its destination is this member's MAC or a
+//!   joined group's; anything else is counted by reason ([`DpdkStats::rejected`]) and, except
+//!   this member's own echoes and frames addressed to others, as [`FabricCounters::refused`].
+//!   Framing and the group → MAC mapping: [`frame`].
+//! * A send to an unknown member, to this member itself, or above the MTU is refused and counted
+//!   ([`FabricCounters::refused`], [`DpdkStats::tx_refused`]), never put on the wire.
+//! * Nothing blocks or panics. Sends are queued into an mbuf batch and go out with one
+//!   `rte_eth_tx_burst` when the batch is full, on [`Fabric::flush`] (the engine calls it after
+//!   every pass) and at the start of every [`Fabric::poll`]; an mbuf shortage, or frames the
+//!   driver refuses, are dropped and counted ([`DpdkStats`]). Unreliable by contract.
+//! * Receive is zero-copy: the poll callback gets a slice into the mbuf, which is freed when
+//!   the callback returns. At most `budget` frames are taken per poll (delivered or not).
+//! * The datagram MTU is the engine's `mtu`; the port's MTU must hold it plus the 2-byte
+//!   length field, else construction fails with the numbers.
+//! * Multicast: joining sets the port's multicast filter (`rte_eth_dev_set_mc_addr_list`); a
+//!   driver without one gets all-multicast, and one without that (AF_XDP) promiscuous mode.
+//!   The software filter above applies in every case. Leaving the last group, and dropping
+//!   the fabric, undo what was turned on.
+//! * The EAL is initialised from the engine's configuration ([`eal_args`]: `--no-huge` unless
+//!   hugepages are asked for and present, a `--file-prefix` unique to job, node and process,
+//!   `--no-pci`, `--no-shconf` or `--in-memory`, quiet logs), once per process
+//!   ([`eal::Eal`]); dropping the fabric stops and closes the port, frees the pool and, as the
+//!   EAL's last user, runs `rte_eal_cleanup`.
+//! * Faults (`RINGCAST_FAULT_*`) are injected by wrapping the fabric in
+//!   [`crate::fabric::faulty::Faulty`] (`runner/net.rs`), as for `shm`.
+//!
+//! # Where the unsafe code is
+//!
+//! Only in this folder, only in [`port`], [`eal`] and [`ffi`], each block with a `// SAFETY:`
+//! comment; [`frame`] and [`eal_args`] are safe, DPDK-free and built without the `dpdk` feature
+//! too (the configuration parses `dpdk_members` and `dpdk_hugepages` with them).
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+pub mod eal_args;
+pub mod frame;
+
+#[cfg(feature = "dpdk")]
+pub mod eal;
+#[cfg(feature = "dpdk")]
+mod ffi;
+#[cfg(feature = "dpdk")]
+pub mod port;
+
+#[cfg(feature = "dpdk")]
+pub use fabric::{DpdkFabric, DpdkOptions, DpdkStats};
+
+/// Why the DPDK fabric could not be built, or a DPDK call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DpdkError {
+    /// The configuration, the member list or the port do not fit together.
+    #[error("dpdk fabric: {0}")]
+    Invalid(String),
+    /// A DPDK call failed.
+    #[error("dpdk fabric: {op}: {msg} (errno {errno})")]
+    Call {
+        /// The failing call.
+        op: &'static str,
+        /// DPDK's errno.
+        errno: i32,
+        /// DPDK's message for it.
+        msg: String,
+    },
+    /// The EAL cannot be (re)initialised as asked.
+    #[error("dpdk fabric: EAL: {0}")]
+    Eal(String),
+}
+
+impl From<DpdkError> for std::io::Error {
+    fn from(e: DpdkError) -> std::io::Error {
+        let kind = match &e {
+            DpdkError::Invalid(_) => std::io::ErrorKind::InvalidInput,
+            DpdkError::Call { errno, .. } => std::io::Error::from_raw_os_error(*errno).kind(),
+            DpdkError::Eal(_) => std::io::ErrorKind::Other,
+        };
+        std::io::Error::new(kind, e.to_string())
+    }
+}
+
+#[cfg(feature = "dpdk")]
+mod fabric {
+    use super::eal::Eal;
+    use super::eal_args::{self, EalSpec};
+    use super::frame::{self, group_mac, Mac, Reject, Station};
+    use super::port::{Port, PortSpec, PortStats, Queued, RX_BURST};
+    use super::DpdkError;
+    use crate::config::Config;
+    use crate::fabric::{Fabric, FabricCounters};
+    use crate::proto::comm::{GroupId, PeerId};
+    use std::sync::Arc;
+
+    /// Default receive and transmit descriptors of the port's queue.
+    pub const DESCRIPTORS: u16 = 1024;
+
+    /// Smallest mbuf data area (DPDK's default, `RTE_MBUF_DEFAULT_DATAROOM`).
+    const MIN_DATA_ROOM: u32 = 2048;
+
+    /// How to build a [`DpdkFabric`].
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct DpdkOptions {
+        /// The EAL's arguments ([`eal_args::eal_args`]).
+        pub eal_args: Vec<String>,
+        /// The port's name (the vdev's); empty: the only port.
+        pub port: String,
+        /// Mbufs in the pool.
+        pub mbufs: u32,
+        /// Receive/transmit descriptors.
+        pub descriptors: u16,
+        /// Largest datagram.
+        pub mtu: usize,
+        /// Groups joined at once.
+        pub max_groups: usize,
+    }
+
+    impl DpdkOptions {
+        /// What `config` says (`dpdk_*`, `mtu`, `max_comms`, `log_level`, `job`, `node`), for
+        /// this process: the file prefix carries its id, the lcore map its CPUs.
+        pub fn from_config(config: &Config) -> Result<DpdkOptions, DpdkError> {
+            let mtu = config.mtu as usize;
+            let data_room = data_room(mtu);
+            let need = u64::from(config.dpdk_mbufs) * u64::from(data_room + 192);
+            let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+            let hugepages = eal_args::resolve_hugepages(
+                config.dpdk_hugepages,
+                need,
+                &read("/proc/mounts"),
+                &read("/proc/meminfo"),
+            )
+            .map_err(DpdkError::Invalid)?;
+            let cpus = rustix::thread::sched_getaffinity(None)
+                .map(|set| (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect())
+                .unwrap_or_default();
+            let spec = EalSpec {
+                vdev: config.dpdk_vdev.clone(),
+                extra: config.dpdk_eal_args.clone(),
+                hugepages,
+                mem_mb: eal_args::mem_mb(config.dpdk_mbufs, data_room),
+                prefix: eal_args::file_prefix(&config.job, config.node, std::process::id()),
+                log_level: config.log_level,
+                cpus,
+            };
+            Ok(DpdkOptions {
+                eal_args: eal_args::eal_args(&spec),
+                port: eal_args::vdev_port_name(&config.dpdk_vdev).to_string(),
+                mbufs: config.dpdk_mbufs,
+                descriptors: DESCRIPTORS,
+                mtu,
+                max_groups: config.max_comms as usize,
+            })
+        }
+    }
+
+    /// Mbuf data room (headroom included) for datagrams of `mtu` bytes: DPDK's default 2048
+    /// bytes, or the frame rounded up to 64 bytes when larger.
+    fn data_room(mtu: usize) -> u32 {
+        let frame = u32::try_from(frame::frame_len(mtu)).unwrap_or(u32::MAX).div_ceil(64).saturating_mul(64);
+        frame.max(MIN_DATA_ROOM).saturating_add(dpdk_sys::RTE_PKTMBUF_HEADROOM)
+    }
+
+    /// What the DPDK fabric counts beyond [`FabricCounters`] (monotonic).
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct DpdkStats {
+        /// Received frames not delivered, by [`Reject::index`].
+        pub rejected: [u64; 7],
+        /// Received frames in chained mbufs (never produced at this MTU; refused).
+        pub chained: u64,
+        /// Sends refused: larger than the MTU, or to an unknown member.
+        pub tx_refused: u64,
+        /// Sends dropped: no free mbuf.
+        pub tx_nombuf: u64,
+        /// Sends dropped: the driver's transmit queue was full.
+        pub tx_full: u64,
+        /// Multicast filter updates that failed on leave (the software filter still applies).
+        pub filter_errors: u64,
+        /// The port's own statistics (zero if the driver reports none).
+        pub port: PortStats,
+    }
+
+    /// How the port receives multicast.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum McastMode {
+        /// No group joined.
+        None,
+        /// The driver's multicast address filter.
+        List,
+        /// All multicast.
+        AllMulticast,
+        /// Everything (drivers without a multicast filter, e.g. AF_XDP).
+        Promiscuous,
+    }
+
+    /// The DPDK fabric of one member. See the module documentation.
+    pub struct DpdkFabric {
+        local: PeerId,
+        station: Station,
+        groups: Vec<GroupId>,
+        max_groups: usize,
+        mode: McastMode,
+        counters: FabricCounters,
+        stats: DpdkStats,
+        // Last: closed after everything else is done.
+        port: Port,
+    }
+
+    impl std::fmt::Debug for DpdkFabric {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("DpdkFabric")
+                .field("local", &self.local)
+                .field("mac", &self.station.own())
+                .field("driver", &self.port.driver())
+                .field("mode", &self.mode)
+                .finish()
+        }
+    }
+
+    impl DpdkFabric {
+        /// Member `local` of `members` (MACs, index = [`PeerId`]) on the port `opts` names,
+        /// initialising the EAL if this process has not (see the module doc).
+        pub fn new(local: PeerId, members: Vec<Mac>, opts: &DpdkOptions) -> Result<DpdkFabric, DpdkError> {
+            if opts.mtu == 0 || opts.mtu > frame::MAX_DATAGRAM {
+                return Err(DpdkError::Invalid(format!(
+                    "mtu {} outside 1..={}",
+                    opts.mtu,
+                    frame::MAX_DATAGRAM
+                )));
+            }
+            let station = Station::new(local, members, opts.mtu).map_err(DpdkError::Invalid)?;
+            let data_room = u16::try_from(data_room(opts.mtu))
+                .map_err(|_| DpdkError::Invalid(format!("mtu {} needs mbufs over 64 KiB", opts.mtu)))?;
+            let needed = 2 * u32::from(opts.descriptors) + 2 * RX_BURST as u32;
+            if opts.mbufs < needed {
+                return Err(DpdkError::Invalid(format!(
+                    "dpdk_mbufs {} is below {needed} (the receive and transmit queues' descriptors and two bursts)",
+                    opts.mbufs
+                )));
+            }
+            let eal = Eal::acquire(opts.eal_args.clone())?;
+            let port = Port::open(
+                Arc::clone(&eal),
+                &PortSpec {
+                    name: opts.port.clone(),
+                    mbufs: opts.mbufs,
+                    data_room,
+                    descriptors: opts.descriptors,
+                    mtu: u32::try_from(opts.mtu + 2).unwrap_or(u32::MAX),
+                },
+            )?;
+            drop(eal); // the port holds its own handle
+            if port.mac() != station.own() {
+                return Err(DpdkError::Invalid(format!(
+                    "node {}: dpdk_members lists {} but the port ({}) has MAC {}",
+                    local.0,
+                    station.own(),
+                    port.driver(),
+                    port.mac()
+                )));
+            }
+            if usize::from(port.mtu()) < opts.mtu + 2 {
+                return Err(DpdkError::Invalid(format!(
+                    "mtu {} needs a port MTU of at least {} (datagram + 2-byte length); the port's is {}",
+                    opts.mtu,
+                    opts.mtu + 2,
+                    port.mtu()
+                )));
+            }
+            Ok(DpdkFabric {
+                local,
+                station,
+                groups: Vec::with_capacity(opts.max_groups.min(1024)),
+                max_groups: opts.max_groups,
+                mode: McastMode::None,
+                counters: FabricCounters::default(),
+                stats: DpdkStats::default(),
+                port,
+            })
+        }
+
+        /// This member's MAC.
+        pub fn mac(&self) -> Mac {
+            self.station.own()
+        }
+
+        /// The driver's name.
+        pub fn driver(&self) -> &str {
+            self.port.driver()
+        }
+
+        /// How the port receives multicast now.
+        pub fn mcast_mode(&self) -> McastMode {
+            self.mode
+        }
+
+        /// The port's promiscuous and all-multicast flags.
+        pub fn port_modes(&self) -> (bool, bool) {
+            self.port.modes()
+        }
+
+        /// The EAL's arguments and runtime directory.
+        pub fn eal(&self) -> (&[String], Option<&std::path::Path>) {
+            (self.port.eal().args(), self.port.eal().runtime_dir())
+        }
+
+        /// Free mbufs and the pool's size (see [`Port::pool_usage`]).
+        pub fn pool_usage(&self) -> (u32, u32) {
+            self.port.pool_usage()
+        }
+
+        /// Counters beyond [`FabricCounters`].
+        pub fn stats(&self) -> DpdkStats {
+            let mut s = self.stats;
+            if let Some(p) = self.port.stats() {
+                s.port = p;
+            }
+            s
+        }
+
+        /// Makes the port receive the joined groups: its multicast filter if the driver has
+        /// one, else all-multicast, else promiscuous; nothing special with no group.
+        fn apply_filter(&mut self) -> Result<(), DpdkError> {
+            let macs = self.station.groups().to_vec();
+            if macs.is_empty() {
+                let r = match self.mode {
+                    McastMode::None => Ok(()),
+                    McastMode::List => self.port.set_mc_list(&[]),
+                    McastMode::AllMulticast => self.port.set_allmulticast(false),
+                    McastMode::Promiscuous => self.port.set_promiscuous(false),
+                };
+                self.mode = McastMode::None;
+                return r;
+            }
+            if matches!(self.mode, McastMode::AllMulticast | McastMode::Promiscuous) {
+                return Ok(()); // already receives every group
+            }
+            let list = match self.port.set_mc_list(&macs) {
+                Ok(()) => {
+                    self.mode = McastMode::List;
+                    return Ok(());
+                }
+                Err(e) => e,
+            };
+            if self.port.set_allmulticast(true).is_ok() {
+                self.mode = McastMode::AllMulticast;
+                return Ok(());
+            }
+            match self.port.set_promiscuous(true) {
+                Ok(()) => {
+                    self.mode = McastMode::Promiscuous;
+                    Ok(())
+                }
+                Err(e) => Err(DpdkError::Invalid(format!(
+                    "the port ({}) can receive no multicast: multicast filter: {list}; promiscuous: {e}",
+                    self.port.driver()
+                ))),
+            }
+        }
+
+        fn queue(&mut self, dst: Mac, datagram: &[u8]) {
+            let src = self.station.own();
+            let len = frame::frame_len(datagram.len());
+            let mut encoded = true;
+            match self.port.queue_tx(len, |buf| encoded = frame::encode(dst, src, datagram, buf)) {
+                Queued::Yes if encoded => {}
+                // `encode` cannot fail for a buffer of exactly `frame_len` bytes and a datagram
+                // within the MTU; counted rather than assumed.
+                Queued::Yes | Queued::TooLong => self.stats.tx_refused += 1,
+                Queued::NoMbuf => self.stats.tx_nombuf += 1,
+            }
+        }
+
+        fn sync_tx_counts(&mut self) {
+            self.stats.tx_full = self.port.tx_counts().1;
+        }
+    }
+
+    impl Fabric for DpdkFabric {
+        fn local(&self) -> PeerId {
+            self.local
+        }
+
+        fn mtu(&self) -> usize {
+            self.station.mtu()
+        }
+
+        fn join(&mut self, group: &GroupId) -> std::io::Result<()> {
+            if self.groups.contains(group) {
+                return Ok(());
+            }
+            if self.groups.len() >= self.max_groups {
+                return Err(std::io::Error::other(format!(
+                    "dpdk fabric: {} groups joined already",
+                    self.groups.len()
+                )));
+            }
+            self.groups.push(*group);
+            self.station.add_group(group_mac(group));
+            if let Err(e) = self.apply_filter() {
+                self.groups.retain(|g| g != group);
+                self.rebuild_station_groups();
+                return Err(e.into());
+            }
+            Ok(())
+        }
+
+        fn leave(&mut self, group: &GroupId) {
+            if !self.groups.contains(group) {
+                return;
+            }
+            self.groups.retain(|g| g != group);
+            self.rebuild_station_groups();
+            if self.apply_filter().is_err() {
+                self.stats.filter_errors += 1;
+            }
+        }
+
+        fn send(&mut self, to: PeerId, frame: &[u8]) {
+            match self.station.member(to) {
+                Some(dst) if frame.len() <= self.station.mtu() && to != self.local => {
+                    self.counters.sent += 1;
+                    self.queue(dst, frame);
+                }
+                _ => {
+                    self.counters.refused += 1;
+                    self.stats.tx_refused += 1;
+                }
+            }
+        }
+
+        fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
+            if frame.len() > self.station.mtu() {
+                self.counters.refused += 1;
+                self.stats.tx_refused += 1;
+                return;
+            }
+            self.counters.multicast += 1;
+            self.queue(group_mac(group), frame);
+        }
+
+        /// Sends what is queued, then takes frames in bursts until `budget` frames were taken
+        /// (delivered or rejected alike) or the queue is empty.
+        fn poll(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> usize {
+            self.port.flush();
+            self.sync_tx_counts();
+            let DpdkFabric { station, port, counters, stats, .. } = self;
+            let mut taken = 0;
+            let mut delivered = 0;
+            while taken < budget {
+                let want = (budget - taken).min(RX_BURST);
+                let got = port.receive(want, &mut |data| {
+                    let Some(data) = data else {
+                        stats.chained += 1;
+                        counters.refused += 1;
+                        return;
+                    };
+                    match station.accept(data) {
+                        Ok(a) => {
+                            counters.received += 1;
+                            delivered += 1;
+                            rx(a.from, a.datagram);
+                        }
+                        Err(r) => {
+                            stats.rejected[r.index()] += 1;
+                            if !matches!(r, Reject::Own | Reject::NotOurs) {
+                                counters.refused += 1;
+                            }
+                        }
+                    }
+                });
+                taken += got;
+                if got < want {
+                    break;
+                }
+            }
+            delivered
+        }
+
+        fn flush(&mut self) {
+            self.port.flush();
+            self.sync_tx_counts();
+        }
+
+        fn counters(&self) -> FabricCounters {
+            let mut c = self.counters;
+            if let Some(p) = self.port.stats() {
+                c.overrun += p.imissed + p.rx_nombuf;
+            }
+            c
+        }
+    }
+
+    impl DpdkFabric {
+        fn rebuild_station_groups(&mut self) {
+            for m in self.station.groups().to_vec() {
+                self.station.remove_group(m);
+            }
+            for g in &self.groups {
+                self.station.add_group(group_mac(g));
+            }
+        }
+    }
+
+    /// The fabric `config` describes: member `node` of `dpdk_members` on the port of
+    /// `dpdk_vdev` (see [`DpdkOptions::from_config`]).
+    pub fn from_config(config: &Config) -> Result<DpdkFabric, DpdkError> {
+        let members = frame::parse_members(&config.dpdk_members).map_err(DpdkError::Invalid)?;
+        let opts = DpdkOptions::from_config(config)?;
+        DpdkFabric::new(PeerId(config.node), members, &opts)
+    }
+}
+
+#[cfg(feature = "dpdk")]
+pub use fabric::{from_config, McastMode};
