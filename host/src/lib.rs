@@ -19,6 +19,7 @@
 //! engine never takes a descriptor it has no completion slot for, so no completion is dropped.
 mod error;
 mod host;
+pub mod netns;
 pub mod selftest;
 mod shared_buf;
 

@@ -38,9 +38,9 @@ fn leftovers() -> Vec<String> {
         .into_iter()
         .filter(|n| n.starts_with("ringcast-run-"))
         .collect();
-    // `ringcast run --netns` names its namespaces `rc<pid>-br` and `rc<pid>-n<i>`.
+    // `ringcast run --netns` names its namespaces `rch<pid>-<seq>-run-br` and `…-run-n<i>`.
     if let Ok(o) = Command::new("ip").args(["netns", "list"]).output() {
-        let ours = |l: &&str| l.starts_with("rc") && l[2..].starts_with(|c: char| c.is_ascii_digit());
+        let ours = |l: &&str| l.starts_with("rch") && l.contains("-run-");
         left.extend(String::from_utf8_lossy(&o.stdout).lines().filter(ours).map(str::to_string));
     }
     if let Ok(o) = Command::new("pgrep").args(["-f", "ringcast (engine|workload-rank)"]).output() {

@@ -16,6 +16,7 @@
 //! but into namespaces the test created (or between processes of this machine, for memif).
 pub mod cluster;
 pub mod env;
-pub mod netns;
+/// The namespace lab lives in the host library (`ringcast run --netns` uses it too).
+pub use ringcast_host::netns;
 pub mod proc;
 pub mod roles;

@@ -10,13 +10,13 @@
 //! engines derive the world communicator from the job.
 //!
 //! The `udp` fabric runs on loopback (IPv4, one port per node), or with `netns` across one
-//! network namespace per node joined by a Linux bridge ([`crate::netns`]): engines and programs
+//! network namespace per node joined by a Linux bridge ([`ringcast_host::netns`]): engines and programs
 //! of node `i` run inside namespace `i`.
 //!
 //! Teardown always runs: programs that outlive a failed sibling are killed (unless
 //! `keep_going`), engines are stopped (SIGTERM, then SIGKILL), the job's shared-memory segments
 //! are unlinked and the namespaces deleted, so nothing is left behind, even after a crash.
-use crate::netns::Netns;
+use ringcast_host::netns::Lab;
 use ringcast_host::{Config, Host};
 use ringcast_offload::fabric::shm::cleanup;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
@@ -79,7 +79,7 @@ pub struct Cluster {
     /// Readers of the programs' captured stdout (index = world rank).
     readers: Vec<Option<std::thread::JoinHandle<String>>>,
     // Dropped last: processes inside the namespaces are gone by then.
-    netns: Option<Netns>,
+    netns: Option<Lab>,
 }
 
 /// `n` distinct free UDP ports on loopback (bound together, then released).
@@ -112,14 +112,10 @@ impl Cluster {
         if spec.netns && spec.nodes > 200 {
             return Err("--netns supports up to 200 nodes".into());
         }
-        let netns = if spec.netns {
-            Some(Netns::create(&format!("rc{}", std::process::id()), spec.nodes, false)?)
-        } else {
-            None
-        };
+        let netns = if spec.netns { Some(Lab::create("run", spec.nodes as usize)?) } else { None };
         let members: Vec<SocketAddr> = match &netns {
             _ if !udp => Vec::new(),
-            Some(ns) => (0..spec.nodes).map(|i| SocketAddr::new(ns.addr(i), 7470)).collect(),
+            Some(_) => (0..spec.nodes).map(|i| SocketAddr::new(Lab::ip(i as usize).into(), 7470)).collect(),
             None => free_ports(spec.nodes)?
                 .into_iter()
                 .map(|p| SocketAddr::new(Ipv4Addr::LOCALHOST.into(), p))
@@ -156,7 +152,7 @@ impl Cluster {
             ]
         };
         let in_node = |c: &Cluster, node: u32, cmd: Command| match &c.netns {
-            Some(ns) => ns.wrap(node, cmd),
+            Some(ns) => ns.wrap(node as usize, cmd),
             None => cmd,
         };
         if spec.mode == Mode::Daemon {

@@ -25,7 +25,6 @@ mod demo;
 mod dst;
 mod fidelity;
 mod info;
-mod netns;
 mod paper;
 mod report;
 mod sim;

@@ -1,4 +1,4 @@
-//! A lab of network namespaces: a Linux bridge in a namespace of its own (multicast snooping
+//! A lab of network namespaces (for `ringcast run --netns` and the hardware-in-the-loop tests): a Linux bridge in a namespace of its own (multicast snooping
 //! off, so multicast is flooded to every port as by a small switch without snooping) and one
 //! namespace per node, each with `eth0` on a veth pair whose other end is a bridge port. Node
 //! `i`'s `eth0` has a fixed MAC ([`Lab::mac`], locally administered) and IPv4 address
@@ -119,6 +119,19 @@ impl Lab {
     pub fn command(&self, i: usize, program: &std::path::Path) -> Command {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", &self.nodes[i]]).arg(program);
+        c
+    }
+
+    /// A prepared `command` (program, arguments, environment) to run in node `i`'s namespace.
+    pub fn wrap(&self, i: usize, command: Command) -> Command {
+        let mut c = self.command(i, std::path::Path::new(command.get_program()));
+        c.args(command.get_args());
+        for (k, v) in command.get_envs() {
+            match v {
+                Some(v) => c.env(k, v),
+                None => c.env_remove(k),
+            };
+        }
         c
     }
 
