@@ -17,9 +17,10 @@
  * ringcast communicator, the datatype is predefined or a contiguous run of one (true extent =
  * size), and the message is within RINGCAST_MPI_MIN_BYTES..RINGCAST_MPI_MAX_BYTES (default:
  * every non-empty message). The root copies into a registered staging buffer, the others copy
- * out of it. Anything else goes to PMPI_Bcast. Bad arguments get the error class the MPI
- * library gives (MPI_ERR_ROOT, MPI_ERR_BUFFER, MPI_ERR_COUNT; a length differing from the
- * root's is MPI_ERR_TRUNCATE), raised through the communicator's error handler. With
+ * out of it. Anything else goes to PMPI_Bcast. Invalid arguments (root, count, MPI_IN_PLACE)
+ * go to PMPI_Bcast too, which reports them with the library's own error class; a length that
+ * differs from the root's fails that rank with MPI_ERR_TRUNCATE (as Open MPI's own does),
+ * raised through the communicator's error handler. With
  * RINGCAST_MPI_VERBOSE=1 every call says which path it took. RINGCAST_MPI=0 turns it all off.
  * MPI_Ibcast is intercepted and passed to PMPI_Ibcast (not offloaded yet). */
 #include <mpi.h>
@@ -298,10 +299,13 @@ int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
         say("MPI_Bcast:", "pmpi (no ringcast communicator)", -1, root);
         return PMPI_Bcast(buffer, count, datatype, root, comm);
     }
-    /* The library's own argument checks, with its error classes. */
-    if (root < 0 || root >= c->size) return rc_error(comm, MPI_ERR_ROOT);
-    if (count < 0) return rc_error(comm, MPI_ERR_COUNT);
-    if (buffer == MPI_IN_PLACE) return rc_error(comm, MPI_ERR_BUFFER);
+    /* Bad arguments go to the library itself: it checks them before communicating and
+     * answers with its own error class (Open MPI: MPI_ERR_ROOT, MPI_ERR_COUNT, MPI_ERR_ARG for
+     * MPI_IN_PLACE), raised through the communicator's error handler. */
+    if (root < 0 || root >= c->size || count < 0 || buffer == MPI_IN_PLACE) {
+        say("MPI_Bcast:", "pmpi (invalid arguments: the library reports them)", -1, root);
+        return PMPI_Bcast(buffer, count, datatype, root, comm);
+    }
     long long bytes = rc_bytes(count, datatype);
     if (bytes < 0 || bytes < rc_min_bytes || bytes > rc_max_bytes || c->size < 2) {
         say("MPI_Bcast:", bytes < 0 ? "pmpi (datatype not contiguous)" : "pmpi (size or communicator outside the thresholds)", bytes, root);

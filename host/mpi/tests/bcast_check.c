@@ -1,7 +1,8 @@
 /* An unmodified MPI program: broadcasts of every size from every root on MPI_COMM_WORLD, on
  * communicators from MPI_Comm_split and MPI_Comm_dup, with MPI_BYTE, MPI_INT and MPI_DOUBLE,
  * each compared byte for byte with what PMPI_Bcast delivers for the same arguments; then bad
- * arguments, whose error class must be the MPI library's own. Run with and without
+ * arguments, whose error class must be the MPI library's own, and counts that disagree with
+ * the root's (MPI_ERR_TRUNCATE at the receivers). Run with and without
  * LD_PRELOAD=libringcast_mpi.so; prints one line per rank and exits non-zero on any mismatch. */
 #include <mpi.h>
 #include <stdio.h>
@@ -77,7 +78,24 @@ int main(int argc, char **argv) {
     same_error(dup, x, 1, size + 3, "root outside the communicator");
     same_error(dup, x, 1, -5, "negative root");
     same_error(dup, x, -1, 0, "negative count");
+    same_error(dup, MPI_IN_PLACE, 1, 0, "MPI_IN_PLACE");
     MPI_Comm_free(&dup);
+    /* Counts that disagree with the root's (an erroneous program): through ringcast the
+     * receivers with fewer elements get MPI_ERR_TRUNCATE, as Open MPI's own linear broadcast
+     * gives; its tree broadcasts may hang instead, so this runs only when asked
+     * (RINGCAST_CHECK_MISMATCH, set for the preloaded runs), on a communicator of its own. */
+    if (getenv("RINGCAST_CHECK_MISMATCH")) {
+    MPI_Comm bad;
+    MPI_Comm_dup(MPI_COMM_WORLD, &bad);
+    MPI_Comm_set_errhandler(bad, MPI_ERRORS_RETURN);
+    int big[100] = {0}, cls;
+    MPI_Error_class(MPI_Bcast(big, rank == 0 ? 100 : 50, MPI_INT, 0, bad), &cls);
+    if (cls != (rank == 0 ? MPI_SUCCESS : MPI_ERR_TRUNCATE)) {
+        fprintf(stderr, "rank %d: mismatched count: class %d\n", rank, cls);
+        MPI_Abort(MPI_COMM_WORLD, 4);
+    }
+    MPI_Comm_free(&bad);
+    }
     MPI_Comm_free(&half);
     printf("rank %d of %d: %ld broadcasts identical to PMPI_Bcast\n", rank, size, done);
     MPI_Finalize();
