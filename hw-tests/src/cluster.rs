@@ -21,6 +21,10 @@ pub enum Net {
     DpdkMemif,
     /// `udp` (IPv4) on each node's `eth0` (in a [`Lab`]).
     Udp,
+    /// `shm`: the shared-memory fabric between engines on this machine (no namespaces; the
+    /// job's segments are unlinked when the cluster is dropped). The DPU-emulation test runs
+    /// engines of two architectures on it.
+    Shm,
 }
 
 /// The memif virtual device of node `node` (0: server, 1: client) of `job`, with the node's MAC.
@@ -68,6 +72,7 @@ pub fn engine_env(net: Net, job: &str, nodes: usize, node: usize) -> Vec<(String
         Net::DpdkAfXdp => ("dpdk", af_xdp_vdev()),
         Net::DpdkMemif => ("dpdk", memif_vdev(job, node)),
         Net::Udp => ("udp", String::new()),
+        Net::Shm => ("shm", String::new()),
     };
     env.extend(
         [
@@ -108,12 +113,15 @@ impl Drop for Cluster {
         }
         self.engines.clear();
         proc::remove_dpdk_leftovers(&self.job);
+        // Engines never unlink the job's shared-memory fabric (a peer may still use it): the
+        // launcher does, once every engine is gone.
+        let _ = ringcast_offload::fabric::shm::cleanup(&self.job);
     }
 }
 
 impl Cluster {
     /// Starts an engine per node on `net` — in the node namespaces of `lab`, or, without a lab,
-    /// `nodes` engines in this namespace (memif) — then a host per node beside its engine
+    /// `nodes` engines in this namespace (memif, shm) — then a host per node beside its engine
     /// running `tool host <host_args...>` (the `ringcast-hw` binary), and waits until every
     /// host attached (`READY`). An engine that exits meanwhile fails the start with its log.
     pub fn start(
@@ -125,19 +133,39 @@ impl Cluster {
         host_args: &[String],
     ) -> Result<Cluster, String> {
         let engine_bin = proc::engine_binary()?;
+        let engine = |_node: usize| Command::new(&engine_bin);
+        Cluster::start_with(lab, nodes, net, job, tool, host_args, &engine)
+    }
+
+    /// [`Cluster::start`] with each node's engine command line given by `engine(node)` (the
+    /// environment of [`engine_env`] is added to it): the DPU-emulation test runs some engines
+    /// as aarch64 binaries under `qemu-aarch64`.
+    pub fn start_with(
+        lab: Option<&Lab>,
+        nodes: usize,
+        net: Net,
+        job: &str,
+        tool: &Path,
+        host_args: &[String],
+        engine: &dyn Fn(usize) -> Command,
+    ) -> Result<Cluster, String> {
         if lab.is_some_and(|lab| lab.nodes.len() != nodes) {
             return Err(format!("a lab of another size for a cluster of {nodes}"));
         }
-        if (net == Net::DpdkMemif) != lab.is_none() || (net == Net::DpdkMemif && nodes != 2) {
-            return Err(format!("{net:?}: memif links two nodes without a lab; AF_XDP and UDP need a lab"));
+        let needs_lab = matches!(net, Net::DpdkAfXdp | Net::Udp);
+        if needs_lab != lab.is_some() || (net == Net::DpdkMemif && nodes != 2) {
+            return Err(format!(
+                "{net:?}: memif links two nodes and shm any number without a lab; AF_XDP and UDP need a lab"
+            ));
         }
-        let command = |node: usize, program: &Path| match lab {
-            Some(lab) => lab.command(node, program),
-            None => Command::new(program),
+        let in_node = |node: usize, cmd: Command| match lab {
+            Some(lab) => lab.wrap(node, cmd),
+            None => cmd,
         };
+        let command = |node: usize, program: &Path| in_node(node, Command::new(program));
         let mut c = Cluster { job: job.to_string(), hosts: Vec::new(), engines: Vec::new() };
         for node in 0..nodes {
-            let mut cmd = command(node, &engine_bin);
+            let mut cmd = in_node(node, engine(node));
             cmd.envs(engine_env(net, job, nodes, node));
             c.engines.push(Engine::spawn(&format!("{job}-{node}"), cmd)?);
             let mut cmd: Command = command(node, tool);

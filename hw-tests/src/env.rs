@@ -81,3 +81,47 @@ pub fn af_xdp_unavailable() -> Option<String> {
 pub fn memif_unavailable() -> Option<String> {
     missing_plugin("net_memif", "librte-net-memif23")
 }
+
+/// The Rust target of the BlueField DPU's ARM cores.
+pub const DPU_TARGET: &str = "aarch64-unknown-linux-gnu";
+
+/// Where `qemu-aarch64` finds the aarch64 C library and loader (Debian's `libc6-arm64-cross`).
+pub const AARCH64_SYSROOT: &str = "/usr/aarch64-linux-gnu";
+
+/// Why the DPU emulation — the engine cross-built for aarch64 and run under `qemu-aarch64` —
+/// cannot run here, if it cannot: the emulator, the cross C library, the cross linker, or the
+/// Rust target is missing (`scripts/deps.sh` installs all four).
+pub fn dpu_emulation_unavailable() -> Option<String> {
+    let runs = |cmd: &str, args: &[&str]| {
+        Command::new(cmd)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !runs("qemu-aarch64", &["--version"]) {
+        return Some("qemu-aarch64 is not installed (Debian: qemu-user)".into());
+    }
+    if !std::path::Path::new(AARCH64_SYSROOT).join("lib/ld-linux-aarch64.so.1").exists() {
+        return Some(format!("no aarch64 C library in {AARCH64_SYSROOT} (Debian: libc6-dev-arm64-cross)"));
+    }
+    if !runs("aarch64-linux-gnu-gcc", &["--version"]) {
+        return Some("no aarch64 cross linker (Debian: gcc-aarch64-linux-gnu)".into());
+    }
+    let libdir = Command::new("rustc")
+        .args(["--print", "target-libdir", "--target", DPU_TARGET])
+        .stderr(Stdio::null())
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    let has_std = libdir.as_ref().and_then(|d| std::fs::read_dir(d).ok()).is_some_and(|mut d| {
+        d.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("libstd-")))
+    });
+    if !has_std {
+        return Some(format!(
+            "the Rust target {DPU_TARGET} is not installed (rustup target add {DPU_TARGET})"
+        ));
+    }
+    None
+}

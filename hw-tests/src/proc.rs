@@ -28,43 +28,72 @@ fn profile_dir() -> Result<PathBuf, String> {
 /// The `ringcast-engine` binary (see the module doc).
 pub fn engine_binary() -> Result<PathBuf, String> {
     static ENGINE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    ENGINE.get_or_init(find_engine).clone()
+    ENGINE.get_or_init(|| find_engine(None)).clone()
 }
 
-fn find_engine() -> Result<PathBuf, String> {
+/// The `ringcast-engine` binary cross-built for `target` (a Rust target triple, e.g.
+/// `aarch64-unknown-linux-gnu`, the BlueField's ARM cores): built like [`engine_binary`], with
+/// `--target` and without default features (the DPDK fabric links the build machine's libdpdk,
+/// which exists only for its own architecture), into `target/<triple>/<profile>/`.
+pub fn cross_engine_binary(target: &str) -> Result<PathBuf, String> {
+    find_engine(Some(target))
+}
+
+fn find_engine(cross: Option<&str>) -> Result<PathBuf, String> {
     let dir = profile_dir()?;
+    let target_dir = dir.parent().ok_or("the profile directory has no parent")?;
+    let profile = dir.file_name().and_then(|n| n.to_str()).unwrap_or("debug").to_string();
     if let Ok(cargo) = std::env::var("CARGO") {
         let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-        let target = dir.parent().ok_or("the profile directory has no parent")?;
         let mut c = Command::new(cargo);
         c.args(["build", "--quiet", "-p", "ringcast-offload", "--bin", "ringcast-engine", "--manifest-path"])
             .arg(&workspace)
             .arg("--target-dir")
-            .arg(target);
-        match dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") | None => {}
-            Some("release") => {
+            .arg(target_dir);
+        if let Some(triple) = cross {
+            c.args(["--target", triple, "--no-default-features"]);
+        }
+        match profile.as_str() {
+            "debug" => {}
+            "release" => {
                 c.arg("--release");
             }
-            Some(other) => {
+            other => {
                 c.args(["--profile", other]);
             }
         }
         let out = c.stdin(Stdio::null()).output().map_err(|e| format!("running cargo build: {e}"))?;
         if !out.status.success() {
             return Err(format!(
-                "cargo build of ringcast-engine failed: {}",
+                "cargo build of ringcast-engine{} failed: {}",
+                cross.map(|t| format!(" for {t}")).unwrap_or_default(),
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
         }
     }
-    let bin = dir.join("ringcast-engine");
+    let bin = match cross {
+        Some(triple) => target_dir.join(triple).join(&profile).join("ringcast-engine"),
+        None => dir.join("ringcast-engine"),
+    };
     if bin.is_file() {
         Ok(bin)
     } else {
         Err(format!("{} does not exist: build it with `cargo build -p ringcast-offload`", bin.display()))
     }
 }
+
+/// The machine an ELF file was built for (`e_machine`: 62 x86-64, 183 aarch64), read from its
+/// header; `None` if `path` is not a 64-bit little-endian ELF file.
+pub fn elf_machine(path: &Path) -> Option<u16> {
+    let mut head = [0u8; 20];
+    std::io::Read::read_exact(&mut std::fs::File::open(path).ok()?, &mut head).ok()?;
+    // Magic, ELFCLASS64 (2), ELFDATA2LSB (1); e_machine at offset 18.
+    (head[..4] == *b"\x7fELF" && head[4] == 2 && head[5] == 1)
+        .then(|| u16::from_le_bytes([head[18], head[19]]))
+}
+
+/// `EM_AARCH64`.
+pub const EM_AARCH64: u16 = 183;
 
 /// Collects a pipe's text on a thread (a child must never block on a full pipe).
 fn drain(pipe: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<String> {

@@ -19,10 +19,13 @@ pub fn run_daemon(config: Config) -> std::io::Result<()> {
     let cfg = engine.core().config();
     if cfg.log_level >= 1 {
         eprintln!(
-            "ringcast-engine[{}]: listening on @ringcast.{} (pid {}, poll {}, cpu {}, rings {}, max hosts {})",
+            "ringcast-engine[{}]: listening on @ringcast.{} (pid {}, {}, poll {}, cpu {}, rings {}, max hosts {})",
             engine.name(),
             engine.name(),
             std::process::id(),
+            // The architecture this binary was built for: a DPU build says aarch64 (the DPU
+            // emulation test checks it under qemu-aarch64).
+            std::env::consts::ARCH,
             super::idle::Idle::new(cfg).mode(),
             pinned.map_or("unpinned".to_string(), |c| c.to_string()),
             cfg.ring_entries,
