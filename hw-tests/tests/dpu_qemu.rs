@@ -28,7 +28,7 @@ const PASSES: u32 = 2;
 
 /// Whether node `node` runs the aarch64 engine.
 fn on_dpu(node: usize) -> bool {
-    node % 2 == 0
+    node.is_multiple_of(2)
 }
 
 #[test]
