@@ -19,7 +19,7 @@ use ringcast_abi::{
     ABI_VERSION, COMM_MAGIC,
 };
 use ringcast_offload::config::LocalRank;
-pub use ringcast_offload::runner::net::NetStats;
+pub use ringcast_offload::runner::net::{CommStats, NetStats};
 use ringcast_offload::runner::{spawn_thread, Idle, ThreadEngine};
 use ringcast_offload::{ctl, Config};
 use ringcast_ring::attach::{self, HostRings};
@@ -362,6 +362,16 @@ impl Host {
             other_drops: r.d,
             repair_frames: r.e,
         })
+    }
+
+    /// The engine's communicators and multicast groups now (`Refused` from an engine without a
+    /// fabric).
+    pub fn comm_stats(&mut self) -> Result<CommStats> {
+        let r = self.request(CtlMsg::new(CtlKind::COMMS), None, "comm stats")?;
+        if r.kind != CtlKind::COMMS_OK {
+            return Err(Error::Refused { request: "comm stats", status: r.status });
+        }
+        Ok(CommStats { alive: r.a, groups: r.b, created: r.c, dropped: r.d, freeing: r.e })
     }
 
     /// Posts one descriptor without blocking.

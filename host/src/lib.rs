@@ -24,7 +24,7 @@ pub mod selftest;
 mod shared_buf;
 
 pub use error::{Error, Result};
-pub use host::{AttachOptions, EngineStats, Host, NetStats, Region};
+pub use host::{AttachOptions, CommStats, EngineStats, Host, NetStats, Region};
 pub use ringcast_abi::{Access, Completion, RegionKey, RegionRef, Status, StatusKind, SubmissionDescriptor};
 pub use ringcast_offload::Config;
 pub use shared_buf::SharedBuf;

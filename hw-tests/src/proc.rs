@@ -163,6 +163,17 @@ impl Engine {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// Its process id (`ip netns exec` execs the engine in place: the same process).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILLs it — a crash, with nothing undone by the engine itself — and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Sends SIGTERM (an engine lingers up to its peer timeout while the protocol still owes
     /// its peers something: signal every engine first, then [`Engine::stop`] each).
     pub fn signal_stop(&mut self) {
@@ -260,6 +271,12 @@ impl Child {
                 }
             }
         }
+    }
+
+    /// SIGKILLs it — a crash — and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// Sends one command line.

@@ -555,3 +555,97 @@ fn member_sink(a: &FabricArgs, built: &mut Built, cmds: &mpsc::Receiver<String>)
 pub fn field<T: std::str::FromStr>(line: &str, key: &str) -> Option<T> {
     line.split_whitespace().find_map(|w| w.strip_prefix(key).and_then(|v| v.strip_prefix('=')))?.parse().ok()
 }
+
+/// Arguments of a communicator-lifecycle host.
+#[derive(Clone, Debug)]
+pub struct LifecycleArgs {
+    /// Engine to attach to.
+    pub engine: String,
+    /// This host's node (world rank; one host per node).
+    pub node: u32,
+    /// Nodes.
+    pub nodes: u32,
+    /// Communicators created and freed, one after the other.
+    pub cycles: u32,
+    /// Every this many cycles, the communicator carries broadcasts and the parent looks at the
+    /// group while it exists (barrier `joined-<cycle>`).
+    pub check_every: u32,
+    /// Communicators created at the end and never freed (the parent then kills a process).
+    pub leak: u32,
+    /// Names the communicators' identities (the same at every host).
+    pub job: String,
+    /// Broadcasts of a synchronization epoch (the engines' `channels`): a checked communicator
+    /// carries that many, so the protocol settles it and its engine can drop it at once.
+    pub epoch: u32,
+}
+
+/// The identity — handle, multicast group, seed — of communicator `i` of `job`, the same at
+/// every host without a bootstrap exchange.
+pub fn lifecycle_identity(job: &str, i: u32) -> (u64, GroupId, u64) {
+    ringcast_offload::runner::net::world_identity(&format!("{job} lifecycle communicator {i}"))
+}
+
+/// How long a host waits for its engine to drop the freed communicators.
+const SETTLE: Duration = Duration::from_secs(60);
+
+/// The `lifecycle` host: `READY`, `GO`, then `cycles` times: create communicator `i` (every
+/// node a member), and every `check_every` cycles broadcast an epoch on it (the last one
+/// checked byte for byte) and pass barrier `joined-<i>`; free it. Then wait until the engine
+/// holds only the world (`COMMS`), print `RESULT cycles=N alive=A groups=G created=C
+/// dropped=D freeing=F` (the engine's counters after the cycles) and, with `leak`, wait for
+/// `GO`, create that many communicators more, pass barrier `leaked`, and wait for `EXIT` (the
+/// parent kills this process or its engine first).
+pub fn host_lifecycle(a: &LifecycleArgs) -> Result<(), String> {
+    let cmds = stdin_lines();
+    let mut host = Host::attach_wait(&a.engine, Duration::from_secs(30))
+        .map_err(|e| format!("attach {}: {e}", a.engine))?;
+    let buf = SharedBuf::new(64).map_err(|e| e.to_string())?;
+    let region = host.register(&buf, Access::READ_WRITE).map_err(|e| e.to_string())?;
+    let members: Vec<u32> = (0..a.nodes).collect();
+    say("READY");
+    await_cmd(&cmds, "GO")?;
+    for i in 0..a.cycles {
+        let (handle, group, seed) = lifecycle_identity(&a.job, i);
+        host.comm_create(handle, group, seed, a.node, &members)
+            .map_err(|e| format!("node {} cycle {i}: create: {e}", a.node))?;
+        if a.check_every > 0 && i % a.check_every == 0 {
+            for k in 0..a.epoch.max(1) {
+                let root = k % a.nodes;
+                let want = pattern(u64::from(i) << 8 | u64::from(k), 64);
+                buf.write_at(0, &if a.node == root { want.clone() } else { vec![0xEE; 64] })
+                    .map_err(|e| e.to_string())?;
+                host.bcast(handle, root, region.at(0), 64)
+                    .map_err(|e| format!("node {} cycle {i}: broadcast {k}: {e}", a.node))?;
+                let mut got = [0u8; 64];
+                buf.read_at(0, &mut got).map_err(|e| e.to_string())?;
+                if got[..] != want[..] {
+                    return Err(format!("node {} cycle {i}: broadcast {k} delivered wrong bytes", a.node));
+                }
+            }
+            barrier(&cmds, &format!("joined-{i}"))?;
+        }
+        host.comm_free(handle).map_err(|e| format!("node {} cycle {i}: free: {e}", a.node))?;
+    }
+    let deadline = Instant::now() + SETTLE;
+    let stats = loop {
+        let s = host.comm_stats().map_err(|e| e.to_string())?;
+        if s.alive == 1 || Instant::now() > deadline {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    say(&format!(
+        "RESULT cycles={} alive={} groups={} created={} dropped={} freeing={}",
+        a.cycles, stats.alive, stats.groups, stats.created, stats.dropped, stats.freeing
+    ));
+    if a.leak > 0 {
+        await_cmd(&cmds, "GO")?;
+        for j in 0..a.leak {
+            let (handle, group, seed) = lifecycle_identity(&a.job, a.cycles + j);
+            host.comm_create(handle, group, seed, a.node, &members)
+                .map_err(|e| format!("node {} leaked communicator {j}: {e}", a.node))?;
+        }
+        barrier(&cmds, "leaked")?;
+    }
+    await_cmd(&cmds, "EXIT")
+}

@@ -7,8 +7,9 @@
 //! for byte and tells lost, doubled, misattributed, misaddressed or damaged datagrams apart.
 //! Asserted: every member gets every datagram of the others exactly once; everything the
 //! stranger sent is refused as foreign and nothing of it delivered; the fabric's counters agree
-//! with what was sent and received; the pool does not leak mbufs; multicast reception uses
-//! promiscuous mode (AF_XDP has no multicast filter) and leaving the group turns it off;
+//! with what was sent and received; the pool does not leak mbufs; multicast reception puts the
+//! group's MAC on the kernel device's multicast list (no promiscuous mode), and leaving the
+//! group takes it off;
 //! dropping the fabric closes the port, cleans the EAL up and removes its runtime directory;
 //! and nothing of the test remains (namespaces, processes, runtime directories).
 use ringcast_hw_tests::cluster::af_xdp_vdev;
@@ -55,10 +56,10 @@ fn members_exchange_every_datagram_and_refuse_a_stranger() {
         assert_eq!(field::<String>(r, "mac"), Some(Lab::mac(i)), "the port has the listed MAC: {r}");
         assert_eq!(
             field::<String>(r, "mode").as_deref(),
-            Some("Promiscuous"),
-            "AF_XDP has no mc filter: {r}"
+            Some("Kernel"),
+            "AF_XDP's groups go on the kernel device's multicast list: {r}"
         );
-        assert_eq!(field::<bool>(r, "promisc"), Some(true), "{r}");
+        assert_eq!(field::<bool>(r, "promisc"), Some(false), "no promiscuous mode needed: {r}");
         assert_eq!(field::<usize>(r, "mtu"), Some(1472), "{r}");
     }
     stranger.expect("READY", Duration::from_secs(30)).expect("stranger up");
@@ -111,7 +112,7 @@ fn members_exchange_every_datagram_and_refuse_a_stranger() {
         );
     }
 
-    // Leaving the group turns promiscuous mode off again.
+    // Leaving the group takes its MAC off the kernel device's list.
     proc::all(&mut members, |m| m.send("LEAVE")).expect("leave");
     for (i, left) in proc::all(&mut members, |m| m.expect("LEFT", Duration::from_secs(10)))
         .expect("left")

@@ -26,6 +26,8 @@ pub const CTL_MAGIC: u32 = u32::from_le_bytes(*b"RCCT");
 /// | STATS_OK         | e→h  | –               | hosts now    | hosts lost  | ok count    | err count | dropped|
 /// | NET_STATS        | h→e  | –               | –            | –           | –           | –         | –      |
 /// | NET_STATS_OK     | e→h  | –               | syncs        | overruns    | CRC drops   | other drops | repair frames |
+/// | COMMS            | h→e  | –               | –            | –           | –           | –         | –      |
+/// | COMMS_OK         | e→h  | –               | alive now    | groups now  | created     | dropped   | freeing|
 ///
 /// `ATTACH`'s `b` asks for a submission ring size (0 = engine default; the completion ring has
 /// the same size); its `c` claims a local rank among the engine's processes (`rank + 1`; 0 = the
@@ -63,6 +65,12 @@ impl CtlKind {
     /// before the engine read them (saturating), `c` frames dropped for a bad CRC, `d` frames
     /// dropped for any other reason, `e` repair datagrams sent.
     pub const NET_STATS_OK: CtlKind = CtlKind(12);
+    /// Ask for the communicators' life (an engine without a fabric answers `ERROR`).
+    pub const COMMS: CtlKind = CtlKind(13);
+    /// Communicators: `a` alive now (the world included), `b` multicast groups the fabric has
+    /// joined now, `c` created since start (the world included), `d` dropped since start, `e`
+    /// alive ones every local member freed, waiting for the protocol to settle them.
+    pub const COMMS_OK: CtlKind = CtlKind(14);
 }
 
 /// Why a control request was refused.

@@ -3,6 +3,9 @@
 //!
 //! * `ringcast-hw host verify|bench --engine NAME --node I --nodes N --sizes A,B --counts C,D`
 //!   — a broadcast host ([`ringcast_hw_tests::roles::host_verify`], `host_bench`);
+//! * `ringcast-hw host lifecycle --engine NAME --node I --nodes N --job J [--cycles 10000]
+//!   [--check-every 1000] [--leak K] [--epoch 16]` — communicators created and freed
+//!   ([`ringcast_hw_tests::roles::host_lifecycle`]);
 //! * `ringcast-hw fabric --kind dpdk|udp --node I --members LIST [--vdev V] --mode
 //!   verify|flood|sink --count N --len L --job J` — a fabric member
 //!   ([`ringcast_hw_tests::roles::fabric_member`]);
@@ -54,6 +57,18 @@ fn list<T: std::str::FromStr>(o: &HashMap<String, String>, k: &str, default: &st
 }
 
 fn host(mode: &str, o: &HashMap<String, String>) -> Result<(), String> {
+    if mode == "lifecycle" {
+        return roles::host_lifecycle(&roles::LifecycleArgs {
+            engine: get(o, "engine", None)?,
+            node: get(o, "node", None)?,
+            nodes: get(o, "nodes", None)?,
+            cycles: get(o, "cycles", Some(10_000))?,
+            check_every: get(o, "check-every", Some(1000))?,
+            leak: get(o, "leak", Some(0))?,
+            job: get(o, "job", None)?,
+            epoch: get(o, "epoch", Some(16))?,
+        });
+    }
     let a = HostArgs {
         engine: get(o, "engine", None)?,
         node: get(o, "node", None)?,
@@ -64,7 +79,7 @@ fn host(mode: &str, o: &HashMap<String, String>) -> Result<(), String> {
     match mode {
         "verify" => roles::host_verify(&a),
         "bench" => roles::host_bench(&a),
-        m => Err(format!("host mode {m:?}: expected verify or bench")),
+        m => Err(format!("host mode {m:?}: expected verify, bench or lifecycle")),
     }
 }
 

@@ -261,3 +261,44 @@ fn misuse_of_communicators_gets_typed_errors_and_nothing_hangs() {
         "one creates, the other is refused"
     );
 }
+
+/// A process that leaves without freeing its communicators (it exited or crashed before
+/// `MPI_Comm_free`) counts as having freed them: once every local member freed or left one,
+/// the engine drops it and leaves its multicast group — the shm fabric unlinks the group's log —
+/// so a long-running engine does not accumulate them.
+#[test]
+fn communicators_a_leaving_process_never_freed_are_dropped_with_their_groups() {
+    let job = format!("commtest-{}-{}", std::process::id(), JOBS.fetch_add(1, Ordering::Relaxed));
+    let engine = spawn_thread(Config { ppn: 2, ..config(&job, 1, 0) }, true).expect("engine");
+    let name = format!("{job}-0");
+    let mut a = Host::attach_wait(&name, Duration::from_secs(10)).expect("a");
+    let mut b = Host::attach_wait(&name, Duration::from_secs(10)).expect("b");
+    let (ra, rb) = (a.local_rank().expect("rank"), b.local_rank().expect("rank"));
+    let group = [0x6b; 14];
+    let log = ringcast_offload::fabric::shm::log_name(&job, &group);
+    let in_shm = |n: &str| std::fs::read_dir("/dev/shm").unwrap().flatten().any(|e| e.file_name() == n);
+    let before = a.comm_stats().expect("stats");
+    assert_eq!((before.alive, before.groups, before.created, before.dropped), (1, 1, 1, 0), "{before:?}");
+    a.comm_create(0xC1, group, 3, ra, &[0, 1]).expect("a creates");
+    b.comm_create(0xC1, group, 3, rb, &[0, 1]).expect("b creates");
+    let s = a.comm_stats().expect("stats");
+    assert_eq!((s.alive, s.groups, s.created), (2, 2, 2), "{s:?}");
+    assert!(in_shm(&log), "the group's log exists while the communicator does");
+    // `a` frees it; `b` goes away without doing so.
+    a.comm_free(0xC1).expect("a frees");
+    assert_eq!(a.comm_stats().expect("stats").alive, 2, "b is still a member");
+    drop(b);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let s = loop {
+        let s = a.comm_stats().expect("stats");
+        if s.alive == 1 || std::time::Instant::now() > deadline {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert_eq!((s.alive, s.groups, s.created, s.dropped, s.freeing), (1, 1, 2, 1, 0), "{s:?}");
+    assert!(!in_shm(&log), "the group's log outlived its communicator");
+    drop(a);
+    drop(engine);
+    let _ = cleanup(&job);
+}

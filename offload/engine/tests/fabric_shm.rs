@@ -294,10 +294,20 @@ fn slow_reader_loses_counted_datagrams() {
     a.send(PeerId(7), b"x");
     a.send(PeerId(0), b"self");
     assert_eq!(a.counters().refused, 4);
-    // Leaving keeps the loss count; the group can be joined again (from the current position).
+    // Leaving keeps the loss count, unmaps the log and unlinks its name (a communicator's group
+    // is left only once every member is done with it): nothing of it stays in /dev/shm.
+    let log = ringcast_offload::fabric::shm::log_name(&job, &GROUP);
+    assert_eq!((a.groups(), b.groups()), (1, 1));
+    assert!(leftovers(&job).contains(&log));
     b.leave(&GROUP);
+    assert_eq!(b.groups(), 0);
     assert_eq!(b.counters().overrun, 936);
+    assert!(!leftovers(&job).contains(&log), "the log's name outlived the leave");
+    a.leave(&GROUP);
+    assert_eq!(a.groups(), 0);
+    // Joined again, a group starts with a fresh log.
     b.join(&GROUP).unwrap();
+    assert!(leftovers(&job).contains(&log));
     assert_eq!(b.poll(100, &mut |_, _| panic!("nothing new")), 0);
     drop((a, b));
     drop(guard);

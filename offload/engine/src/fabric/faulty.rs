@@ -188,4 +188,8 @@ impl<F: Fabric> Fabric for Faulty<F> {
     fn counters(&self) -> FabricCounters {
         self.inner.counters()
     }
+
+    fn groups(&self) -> usize {
+        self.inner.groups()
+    }
 }

@@ -49,8 +49,13 @@ pub trait Fabric {
     fn mtu(&self) -> usize;
     /// Starts receiving multicast group `group` (idempotent).
     fn join(&mut self, group: &GroupId) -> std::io::Result<()>;
-    /// Stops receiving `group`.
+    /// Stops receiving `group` and releases what joining it took (sockets, filter entries,
+    /// mappings): a long-running engine creates and frees communicators — each with its own
+    /// group — without end, so nothing may accumulate per group ever joined.
     fn leave(&mut self, group: &GroupId);
+    /// Groups joined now (what the engine reports with `COMMS`, and tests check returns to
+    /// its baseline after communicators are freed).
+    fn groups(&self) -> usize;
     /// Sends `frame` to member `to` (unreliable; never blocks).
     fn send(&mut self, to: PeerId, frame: &[u8]);
     /// Sends `frame` to every member of `group`, this member excluded (unreliable; never

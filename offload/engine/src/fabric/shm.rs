@@ -289,12 +289,26 @@ impl Fabric for ShmFabric {
         Ok(())
     }
 
+    /// Unmaps the group's log and unlinks its name. Every member leaves a communicator's group
+    /// only once the protocol settled the communicator with its peers (or gave up on them), so
+    /// nobody still reads it; a member that joins after the unlink (it created the communicator
+    /// late and will free it at once) gets a fresh log of its own, which it unlinks in turn.
+    /// Without this, each communicator ever created would keep a log of `log_slots` MTUs in
+    /// `/dev/shm` until the job's [`cleanup`].
     fn leave(&mut self, group: &GroupId) {
-        if let Some(g) = self.groups.iter_mut().find(|g| g.id == *group) {
-            if let Some(r) = g.reader.take() {
+        if let Some(i) = self.groups.iter().position(|g| g.id == *group) {
+            let g = self.groups.swap_remove(i);
+            if let Some(r) = g.reader {
                 self.left_lost += r.lost();
             }
+            drop(g.log);
+            // Already gone when another member unlinked it first.
+            let _ = ShmSegment::unlink_named(&log_name(&self.job, group));
         }
+    }
+
+    fn groups(&self) -> usize {
+        self.groups.iter().filter(|g| g.reader.is_some()).count()
     }
 
     fn send(&mut self, to: PeerId, frame: &[u8]) {

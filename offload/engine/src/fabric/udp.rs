@@ -705,6 +705,10 @@ impl Fabric for UdpFabric {
         Ok(())
     }
 
+    fn groups(&self) -> usize {
+        self.groups.len()
+    }
+
     fn leave(&mut self, group: &GroupId) {
         // Closing the socket drops its membership.
         self.groups.retain(|(g, _)| g != group);

@@ -83,6 +83,9 @@ pub struct LocalComm {
     pub handle: u64,
     /// Its protocol communicator; `None` once dropped (broken by a leaving process, or freed).
     pub proto: Option<CommHandle>,
+    /// Its multicast group, joined at creation and left when the communicator is dropped —
+    /// kept here because a broken communicator's protocol side is gone before that.
+    pub group: GroupId,
     /// The posts of its local members.
     pub gather: Gather,
     /// Rank of each engine-local rank (index = local rank `0..ppn`), if a member.
@@ -98,10 +101,11 @@ pub struct LocalComm {
 
 impl LocalComm {
     /// The world: `nodes * ppn` ranks, rank = `node * ppn + local`.
-    pub fn world(node: u32, ppn: u32, proto: CommHandle, capacity: usize) -> Self {
+    pub fn world(node: u32, ppn: u32, proto: CommHandle, group: GroupId, capacity: usize) -> Self {
         LocalComm {
             handle: 0,
             proto: Some(proto),
+            group,
             gather: Gather::new(node, ppn, capacity),
             rank_of_local: (0..ppn).map(|l| Some(node * ppn + l)).collect(),
             digest: 0,

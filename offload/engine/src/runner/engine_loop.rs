@@ -556,6 +556,18 @@ impl EngineLoop {
                     }
                     None => CtlMsg::error(&msg, CtlStatus::BAD_REQUEST),
                 },
+                CtlKind::COMMS => match self.net.as_ref().map(|n| n.comm_stats()) {
+                    Some(s) => {
+                        let mut m = CtlMsg::reply(&msg, CtlKind::COMMS_OK);
+                        m.a = s.alive;
+                        m.b = s.groups;
+                        m.c = s.created;
+                        m.d = s.dropped;
+                        m.e = s.freeing;
+                        m
+                    }
+                    None => CtlMsg::error(&msg, CtlStatus::BAD_REQUEST),
+                },
                 CtlKind::DETACH => return self.detach(id, Departure::Clean),
                 _ => CtlMsg::error(&msg, CtlStatus::BAD_REQUEST),
             };
@@ -655,7 +667,7 @@ impl EngineLoop {
         let now = self.clock.now();
         // The broadcasts must let go of its buffers before they are unmapped.
         if let (Some(l), Some(net)) = (self.core.local_rank(id), self.net.as_mut()) {
-            net.local_gone(l, &self.segments);
+            net.local_gone(l, now, &self.segments);
         }
         for seg in self.core.detach_host(id, how, unread, now) {
             self.segments.release(seg, &mut conn.maps);

@@ -46,6 +46,23 @@ pub struct NetStats {
     pub repair_frames: u64,
 }
 
+/// The communicators' life (`COMMS`): what a host reads to see that nothing accumulates as
+/// communicators come and go.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommStats {
+    /// Communicators alive now, the world included (those waiting to settle after their last
+    /// local member freed them too).
+    pub alive: u32,
+    /// Multicast groups the fabric has joined now.
+    pub groups: u32,
+    /// Communicators created since start, the world included.
+    pub created: u64,
+    /// Communicators dropped since start (freed and settled, or overdue).
+    pub dropped: u64,
+    /// Of those alive, how many every local member freed (waiting for the protocol to settle).
+    pub freeing: u64,
+}
+
 /// The protocol on its fabric.
 pub struct Net {
     proto: Protocol,
@@ -70,6 +87,9 @@ pub struct Net {
     deliveries: Vec<Delivery>,
     /// Local operations that ended, by the runner's token.
     done: Vec<(u64, Outcome)>,
+    /// Communicators created and dropped since start (see [`CommStats`]).
+    created: u64,
+    dropped: u64,
 }
 
 /// A protocol token: the communicator's slot above this bit, the gather slot below.
@@ -125,7 +145,7 @@ impl Net {
             .map_err(|s| std::io::Error::other(format!("world communicator refused: {s:?}")))?;
         let window = config.channels as usize * 2;
         let mut comms: Vec<Option<LocalComm>> = Vec::with_capacity(config.max_comms as usize);
-        comms.push(Some(LocalComm::world(config.node, config.ppn, world, window)));
+        comms.push(Some(LocalComm::world(config.node, config.ppn, world, group, window)));
         Ok(Some(Net {
             proto,
             fabric,
@@ -140,6 +160,8 @@ impl Net {
             finished: Vec::with_capacity(window),
             deliveries: Vec::with_capacity(window * config.ppn as usize),
             done: Vec::with_capacity(window * config.ppn as usize),
+            created: 1,
+            dropped: 0,
         }))
     }
 
@@ -209,13 +231,25 @@ impl Net {
             }
             None => return Err(StatusKind::UnknownCommunicator), // max_comms reached
         };
-        self.fabric.join(&spec.group).map_err(|_| StatusKind::UnknownCommunicator)?;
-        let proto = self.proto.create_comm(spec)?;
+        let group = spec.group;
+        self.fabric.join(&group).map_err(|_| StatusKind::UnknownCommunicator)?;
+        let proto = match self.proto.create_comm(spec) {
+            Ok(p) => p,
+            Err(e) => {
+                // Joined for nothing: a refused communicator must not keep its group.
+                if !self.comms.iter().flatten().any(|c| c.group == group) {
+                    self.fabric.leave(&group);
+                }
+                return Err(e);
+            }
+        };
+        self.created += 1;
         let mut rank_of_local = vec![None; self.ppn as usize];
         rank_of_local[local as usize] = Some(rec.my_rank);
         self.comms[free] = Some(LocalComm {
             handle,
             proto: Some(proto),
+            group,
             gather: Gather::with_placement(locals, placement, self.window),
             rank_of_local,
             digest: rec.digest,
@@ -353,12 +387,17 @@ impl Net {
             let Some(since) = c.freeing_since else { continue };
             let settled = c.proto.is_none_or(|h| self.proto.is_quiescent(h));
             if settled || now.saturating_sub(since) > self.free_linger {
-                if let Some(group) = c.proto.and_then(|h| self.proto.group(h)) {
-                    self.fabric.leave(&group);
-                }
+                let group = c.group;
                 self.drop_proto(slot, segments);
                 self.settle(segments);
                 self.comms[slot] = None;
+                // Left even when a departing process broke the communicator (its protocol side
+                // is gone already), unless another communicator shares the group (ids are
+                // drawn at random: only a deliberate reuse does).
+                if !self.comms.iter().flatten().any(|c| c.group == group) {
+                    self.fabric.leave(&group);
+                }
+                self.dropped += 1;
                 work = true;
             }
         }
@@ -368,14 +407,20 @@ impl Net {
     /// Local process `local` left. Every communicator it leaves with a broadcast unfinished is
     /// dropped from the protocol: its local operations fail with `CommunicatorBroken`, and
     /// remote engines, no longer answered, fail theirs with `PeerUnreachable` within
-    /// `peer_timeout_ms` rather than wait forever.
-    pub fn local_gone(&mut self, local: u32, segments: &SegmentTable) {
+    /// `peer_timeout_ms` rather than wait forever. Communicators it created and did not free
+    /// count as freed by it (a process that crashed or exited without `MPI_Comm_free`): once
+    /// every local member freed or left one, it is dropped and its group left like any other.
+    pub fn local_gone(&mut self, local: u32, now: Nanos, segments: &SegmentTable) {
         for slot in 0..self.comms.len() {
             let Some(c) = self.comms[slot].as_mut() else { continue };
             let Some(index) = c.index_of_local(local) else { continue };
             if slot != 0 {
                 // Membership of a created communicator does not pass to a newcomer.
                 c.rank_of_local[local as usize] = None;
+                c.freed[index as usize] = true;
+                if c.freeing_since.is_none() && c.freed.iter().all(|&f| f) {
+                    c.freeing_since = Some(now);
+                }
             }
             if c.gather.depart(index) {
                 self.drop_proto(slot, segments);
@@ -423,6 +468,18 @@ impl Net {
     /// Local operations that ended since the last call, by token.
     pub fn take_done(&mut self) -> std::vec::Drain<'_, (u64, Outcome)> {
         self.done.drain(..)
+    }
+
+    /// The communicators' life (`COMMS`).
+    pub fn comm_stats(&self) -> CommStats {
+        let alive = self.comms.iter().flatten();
+        CommStats {
+            alive: alive.clone().count() as u32,
+            groups: u32::try_from(self.fabric.groups()).unwrap_or(u32::MAX),
+            created: self.created,
+            dropped: self.dropped,
+            freeing: alive.filter(|c| c.freeing_since.is_some()).count() as u64,
+        }
     }
 
     /// The counters a host reads with `NET_STATS`.

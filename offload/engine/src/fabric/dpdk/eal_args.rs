@@ -203,6 +203,17 @@ pub fn vdev_port_name(vdev: &str) -> &str {
     vdev.split(',').next().unwrap_or("").trim()
 }
 
+/// The kernel network device a vdev's driver sits on, if any: `net_af_xdp`'s `iface=`
+/// (`net_af_xdp0,iface=eth0,start_queue=0` → `eth0`).
+pub fn vdev_kernel_iface(vdev: &str) -> Option<&str> {
+    let mut parts = vdev.split(',').map(str::trim);
+    let driver = parts.next()?;
+    if !driver.starts_with("net_af_xdp") {
+        return None;
+    }
+    parts.find_map(|kv| kv.strip_prefix("iface=")).filter(|i| !i.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -280,6 +291,15 @@ mod tests {
         assert_eq!(mem_mb(65535, 2176), (65535u64 * 2368).div_ceil(1 << 20) + 64);
         assert_eq!(vdev_port_name("net_af_xdp0,iface=eth0"), "net_af_xdp0");
         assert_eq!(vdev_port_name("net_null0"), "net_null0");
+        assert_eq!(vdev_kernel_iface("net_af_xdp0,iface=eth0,start_queue=0"), Some("eth0"));
+        assert_eq!(vdev_kernel_iface("net_af_xdp1, start_queue=0 ,iface=veth3"), Some("veth3"));
+        assert_eq!(vdev_kernel_iface("net_af_xdp0,iface="), None);
+        assert_eq!(
+            vdev_kernel_iface("net_memif0,role=server,iface=eth0"),
+            None,
+            "memif has no kernel device"
+        );
+        assert_eq!(vdev_kernel_iface(""), None);
     }
 
     #[test]

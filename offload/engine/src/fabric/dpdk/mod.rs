@@ -23,10 +23,13 @@
 //!   the callback returns. At most `budget` frames are taken per poll (delivered or not).
 //! * The datagram MTU is the engine's `mtu`; the port's MTU must hold it plus the 2-byte
 //!   length field, else construction fails with the numbers.
-//! * Multicast: joining sets the port's multicast filter (`rte_eth_dev_set_mc_addr_list`); a
-//!   driver without one gets all-multicast, and one without that (AF_XDP) promiscuous mode.
-//!   The software filter above applies in every case. Leaving the last group, and dropping
-//!   the fabric, undo what was turned on.
+//! * Multicast: a port over a kernel device (`net_af_xdp`'s `iface=`) puts the joined groups'
+//!   MACs on that device's multicast list through a packet-socket membership ([`kernel_mc`]):
+//!   a NIC filters on them, `ip maddr` shows them, and the kernel drops them when the engine
+//!   exits, crash included. Any other port: joining sets its multicast filter
+//!   (`rte_eth_dev_set_mc_addr_list`); a driver without one gets all-multicast, and one without
+//!   that promiscuous mode. The software filter above applies in every case. Leaving a group
+//!   drops its entry; leaving the last, and dropping the fabric, undo what was turned on.
 //! * The EAL is initialised from the engine's configuration ([`eal_args`]: `--no-huge` unless
 //!   hugepages are asked for and present, a `--file-prefix` unique to job, node and process,
 //!   `--no-pci`, `--no-shconf` or `--in-memory`, quiet logs), once per process
@@ -37,7 +40,8 @@
 //!
 //! # Where the unsafe code is
 //!
-//! Only in this folder, only in [`port`], [`eal`] and [`ffi`], each block with a `// SAFETY:`
+//! Only in this folder, only in [`port`], [`eal`], [`ffi`] and [`kernel_mc`] (one
+//! `setsockopt`), each block with a `// SAFETY:`
 //! comment; [`frame`] and [`eal_args`] are safe, DPDK-free and built without the `dpdk` feature
 //! too (the configuration parses `dpdk_members` and `dpdk_hugepages` with them).
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -49,6 +53,8 @@ pub mod frame;
 pub mod eal;
 #[cfg(feature = "dpdk")]
 mod ffi;
+#[cfg(feature = "dpdk")]
+pub mod kernel_mc;
 #[cfg(feature = "dpdk")]
 pub mod port;
 
@@ -92,6 +98,7 @@ mod fabric {
     use super::eal::Eal;
     use super::eal_args::{self, EalSpec};
     use super::frame::{self, group_mac, Mac, Reject, Station};
+    use super::kernel_mc::KernelGroups;
     use super::port::{Port, PortSpec, PortStats, Queued, RX_BURST};
     use super::DpdkError;
     use crate::config::Config;
@@ -120,6 +127,9 @@ mod fabric {
         pub mtu: usize,
         /// Groups joined at once.
         pub max_groups: usize,
+        /// The kernel device under the port, if its driver sits on one (`net_af_xdp`'s
+        /// `iface=`): group MACs go on its multicast list ([`super::kernel_mc`]).
+        pub kernel_iface: Option<String>,
     }
 
     impl DpdkOptions {
@@ -156,6 +166,7 @@ mod fabric {
                 descriptors: DESCRIPTORS,
                 mtu,
                 max_groups: config.max_comms as usize,
+                kernel_iface: eal_args::vdev_kernel_iface(&config.dpdk_vdev).map(str::to_string),
             })
         }
     }
@@ -195,8 +206,10 @@ mod fabric {
         List,
         /// All multicast.
         AllMulticast,
-        /// Everything (drivers without a multicast filter, e.g. AF_XDP).
+        /// Everything (drivers without a multicast filter).
         Promiscuous,
+        /// The group MACs on the multicast list of the kernel device under the port.
+        Kernel,
     }
 
     /// The DPDK fabric of one member. See the module documentation.
@@ -206,6 +219,8 @@ mod fabric {
         groups: Vec<GroupId>,
         max_groups: usize,
         mode: McastMode,
+        /// Memberships on the kernel device under the port, for drivers that sit on one.
+        kernel: Option<KernelGroups>,
         counters: FabricCounters,
         stats: DpdkStats,
         // Last: closed after everything else is done.
@@ -273,12 +288,14 @@ mod fabric {
                     port.mtu()
                 )));
             }
+            let kernel = opts.kernel_iface.as_deref().map(KernelGroups::open).transpose()?;
             Ok(DpdkFabric {
                 local,
                 station,
                 groups: Vec::with_capacity(opts.max_groups.min(1024)),
                 max_groups: opts.max_groups,
                 mode: McastMode::None,
+                kernel,
                 counters: FabricCounters::default(),
                 stats: DpdkStats::default(),
                 port,
@@ -328,12 +345,18 @@ mod fabric {
         /// one, else all-multicast, else promiscuous; nothing special with no group.
         fn apply_filter(&mut self) -> Result<(), DpdkError> {
             let macs = self.station.groups().to_vec();
+            if let Some(k) = self.kernel.as_mut() {
+                k.set(&macs)?;
+                self.mode = if macs.is_empty() { McastMode::None } else { McastMode::Kernel };
+                return Ok(());
+            }
             if macs.is_empty() {
                 let r = match self.mode {
                     McastMode::None => Ok(()),
                     McastMode::List => self.port.set_mc_list(&[]),
                     McastMode::AllMulticast => self.port.set_allmulticast(false),
                     McastMode::Promiscuous => self.port.set_promiscuous(false),
+                    McastMode::Kernel => Ok(()),
                 };
                 self.mode = McastMode::None;
                 return r;
@@ -409,6 +432,10 @@ mod fabric {
                 return Err(e.into());
             }
             Ok(())
+        }
+
+        fn groups(&self) -> usize {
+            self.groups.len()
         }
 
         fn leave(&mut self, group: &GroupId) {
