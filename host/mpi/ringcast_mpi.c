@@ -387,14 +387,28 @@ static int rc_cancel_fn(void *extra, int complete) {
     return MPI_SUCCESS;
 }
 
-/* Lets the MPI library progress its own requests while we wait for ours (its progress engine
- * runs inside any test call), and gives the core away: engine threads and other ranks may
- * share it. */
-static void rc_breathe(int n, MPI_Request *reqs) {
+/* Lets the MPI library progress its own requests while we wait for ours — its progress engine
+ * runs inside any test call: PMPI_Test on `probe`, one of our unfinished requests (a copy of the
+ * handle: unfinished, it completes nothing), or an MPI_Iprobe without one — and gives the core
+ * away: engine threads and other ranks may share it. */
+static void rc_breathe(const struct rc_op *probe) {
     int flag = 0;
-    if (n > 0) PMPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE); /* ours unfinished: completes nothing */
-    else PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+    if (probe) {
+        MPI_Request r = probe->greq;
+        PMPI_Test(&r, &flag, MPI_STATUS_IGNORE);
+    } else {
+        PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+    }
     sched_yield();
+}
+
+/* One of ours in the set that is not finished, or NULL. */
+static const struct rc_op *rc_unfinished(int n, const MPI_Request *reqs) {
+    for (int i = 0; i < n; i++) {
+        const struct rc_op *op = rc_find(reqs[i]);
+        if (op && !op->done) return op;
+    }
+    return NULL;
 }
 
 /* ---- bootstrap and teardown --------------------------------------------------------------- */
@@ -594,7 +608,7 @@ int MPI_Finalize(void) {
          * too, so each has posted its part). */
         while (rc_active > 0) {
             rc_poll();
-            if (rc_active > 0) rc_breathe(0, NULL);
+            if (rc_active > 0) rc_breathe(NULL);
         }
         rc_detach(MPI_COMM_WORLD);
         for (int i = 0; i < rc_pool_n; i++) ringcast_buf_free(rc_pool[i].b);
@@ -846,7 +860,7 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status) {
     for (;;) {
         rc_poll();
         if (op->done) break;
-        rc_breathe(1, request);
+        rc_breathe(op);
     }
     struct rc_err e = rc_err_of(op); /* PMPI_Wait runs free_fn: `op` goes */
     return rc_report_one(PMPI_Wait(request, status), e, status);
@@ -865,8 +879,9 @@ int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
     if (rc_scan(count, requests) == 0) return PMPI_Waitall(count, requests, statuses);
     for (;;) {
         rc_poll();
-        if (rc_scan(count, requests) < 2) break;
-        rc_breathe(count, requests);
+        const struct rc_op *op = rc_unfinished(count, requests);
+        if (!op) break;
+        rc_breathe(op); /* library requests of the set progress meanwhile */
     }
     struct rc_err *e = rc_errs(count, requests);
     return rc_report_set(PMPI_Waitall(count, requests, statuses), e, count, NULL, statuses);

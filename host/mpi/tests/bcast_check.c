@@ -296,11 +296,15 @@ int main(int argc, char **argv) {
     same_error(dup, x, 1, size + 3, "root outside the communicator");
     same_error(dup, x, 1, -5, "negative root");
     same_error(dup, x, -1, 0, "negative count");
-    same_error(dup, MPI_IN_PLACE, 1, 0, "MPI_IN_PLACE");
     same_ierror(dup, x, 1, size + 3, "root outside the communicator");
     same_ierror(dup, x, 1, -5, "negative root");
     same_ierror(dup, x, -1, 0, "negative count");
+#ifndef MPICH_VERSION
+    /* MPICH 4.0.2 does not check MPI_IN_PLACE in MPI_Bcast: it reads the buffer at (void *)-1
+     * and dies of SIGSEGV, with or without the interposer (which passes it to PMPI_Bcast). */
+    same_error(dup, MPI_IN_PLACE, 1, 0, "MPI_IN_PLACE");
     same_ierror(dup, MPI_IN_PLACE, 1, 0, "MPI_IN_PLACE");
+#endif
     MPI_Comm_free(&dup);
     /* Counts that disagree with the root's (an erroneous program): through ringcast the
      * receivers with fewer elements get MPI_ERR_TRUNCATE, as Open MPI's own linear broadcast
