@@ -74,6 +74,9 @@ MPI_CHECK := bash host/mpi/tests/mpi-check.sh
 #   (above the engine's limit), a vector datatype, bad arguments.
 # * RINGCAST_MPI_MAX_BYTES=4096: MPI_Bcast 161 = 4 x (16 + 8 + 16) + 1; MPI_Ibcast 208 =
 #   4 x (16 + 8 + 21 + 4) + 4 x 3 (the rest goes to PMPI, interleaved with the offloaded calls).
+# * RINGCAST_MPI_NODES=4 RINGCAST_MPI_MIN_ENGINES=3: world and its dups (4 engines) offloaded,
+#   `half` (2 engines) declined: MPI_Bcast 217 = 4 x (26 + 26 + 2) + 1, MPI_Ibcast 208 =
+#   4 x (24 + 20 + 2 + 2 + 1) + 4 x 3; declined 180 = 4 x (14 + 2 + 12 + 15 + 2).
 # * nothing set but the preload, one host: auto starts no engine, every call says so: Open MPI
 #   632 = 4 x (76 MPI_Bcast + 82 MPI_Ibcast); MPICH 624 (its MPI_IN_PLACE checks are skipped).
 OFFLOADED := 281 324 0
@@ -86,7 +89,8 @@ test-mpi: test-c
 	$(MPI_CHECK) "Open MPI, nothing set but LD_PRELOAD (auto, one host)" 0 0 632 $(RELEASE)/mpi-check.log -- \
 	  $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 $(RELEASE)/mpi-bcast-check
 	@set -e; for cfg in "RINGCAST_MPI_NODES=2:$(OFFLOADED)" "RINGCAST_MPI_NODES=2 RINGCAST_MPI_FABRIC=udp:$(OFFLOADED)" \
-	    "RINGCAST_MPI_OFFLOAD=always:$(OFFLOADED)" "RINGCAST_MPI_NODES=2 RINGCAST_MPI_MAX_BYTES=4096:161 208 0"; do \
+	    "RINGCAST_MPI_OFFLOAD=always:$(OFFLOADED)" "RINGCAST_MPI_NODES=2 RINGCAST_MPI_MAX_BYTES=4096:161 208 0" \
+	    "RINGCAST_MPI_NODES=4 RINGCAST_MPI_MIN_ENGINES=3:217 208 180"; do \
 	  x=""; for kv in $${cfg%%:*}; do x="$$x -x $$kv"; done; \
 	  $(MPI_CHECK) "Open MPI, LD_PRELOAD, $${cfg%%:*}" $${cfg##*:} $(RELEASE)/mpi-check.log -- \
 	    $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 -x RINGCAST_CHECK_MISMATCH=1 $$x \

@@ -15,10 +15,11 @@
  *
  * The decision (RINGCAST_MPI_OFFLOAD=auto|always|never, auto by default; docs/mpi.md): `never`
  * does not start ringcast; `always` offloads every valid call of a contiguous datatype within
- * RINGCAST_MPI_MIN_BYTES..RINGCAST_MPI_MAX_BYTES; `auto` does the same only on communicators that
- * span at least two engines (ranks on different hosts, or emulated nodes asked for), and on a
- * single engine does not even start ringcast: there the MPI library's shared-memory broadcast is
- * faster than any round trip through an engine. The decision uses only values every rank of the
+ * RINGCAST_MPI_MIN_BYTES..RINGCAST_MPI_MAX_BYTES (default: 1 byte to the engine's largest
+ * message); `auto` does the same only on communicators that span at least
+ * RINGCAST_MPI_MIN_ENGINES engines (2: ranks on different hosts, or emulated nodes asked for),
+ * and when the whole job sits on fewer does not even start ringcast: within one node the MPI
+ * library's shared-memory broadcast copies once, the engine's path twice plus a hand-off. The decision uses only values every rank of the
  * communicator shares (its membership, count x type size, root), so all ranks take the same path:
  * the collectives stay matched. RINGCAST_MPI_VERBOSE=1 says, per call, the path and why.
  *
@@ -100,6 +101,8 @@ static int rc_verbose;
 static int rc_world_rank;
 static int rc_ppn = 1;         /* ranks per engine: ringcast rank / rc_ppn is the engine */
 static long long rc_min_bytes = 1, rc_max_bytes = RC_ENGINE_MAX_DEFAULT, rc_engine_max = RC_ENGINE_MAX_DEFAULT;
+static int rc_min_engines = 2; /* auto: engines a communicator must span (RINGCAST_MPI_MIN_ENGINES) */
+static char rc_off_buf[160];   /* rc_off when it needs numbers */
 static unsigned rc_channels = 16;
 static int rc_keyval = MPI_KEYVAL_INVALID;
 static RingcastBuf *rc_dummy;  /* the 1-byte epoch fillers' buffer (its content is never read) */
@@ -239,7 +242,7 @@ static void rc_attach(MPI_Comm comm) {
     }
     struct rc_comm *c = calloc(1, sizeof *c);
     int ok = c != NULL, rc = RINGCAST_OK;
-    if (ok && (rc_mode == RC_ALWAYS || engines >= 2)) {
+    if (ok && (rc_mode == RC_ALWAYS || engines >= rc_min_engines)) {
         struct { uint8_t group[14]; uint8_t pad[2]; uint64_t handle, seed; } id;
         memset(&id, 0, sizeof id);
         if (rank == 0) ringcast_new_identity(id.group, &id.handle, &id.seed);
@@ -428,6 +431,8 @@ static void rc_start(int provided) {
     if (rc_min_bytes < 1) rc_min_bytes = 1;                   /* the engine moves no empty message */
     if (rc_max_bytes > rc_engine_max) rc_max_bytes = rc_engine_max; /* nor one above its limit */
     rc_channels = (unsigned)env_ll("RINGCAST_CHANNELS", 16);
+    rc_min_engines = (int)env_ll("RINGCAST_MPI_MIN_ENGINES", 2);
+    if (rc_min_engines < 1) rc_min_engines = 1;
     const char *mode = getenv("RINGCAST_MPI_OFFLOAD");
     rc_mode = !mode || !*mode || strcmp(mode, "auto") == 0 ? RC_AUTO : strcmp(mode, "always") == 0 ? RC_ALWAYS : RC_NEVER;
     if (mode && *mode && rc_mode == RC_NEVER && strcmp(mode, "never") != 0 && rank == 0)
@@ -469,10 +474,11 @@ static void rc_start(int provided) {
         if (rc_verbose && rank == 0) fprintf(stderr, "ringcast-mpi: ranks per node differ; every call goes to PMPI\n");
         return;
     }
-    if (rc_mode == RC_AUTO && nodes < 2) {
-        /* No communicator can span two engines: nothing would be offloaded, so no engine. */
-        rc_off = "auto: every rank on one engine (one host, no RINGCAST_MPI_NODES)";
-        if (rc_verbose && rank == 0) fprintf(stderr, "ringcast-mpi: one engine; auto sends every call to PMPI\n");
+    if (rc_mode == RC_AUTO && nodes < rc_min_engines) {
+        /* No communicator can span enough engines: nothing would be offloaded, so no engine. */
+        snprintf(rc_off_buf, sizeof rc_off_buf, "auto: the job spans %d engine(s), fewer than %d", nodes, rc_min_engines);
+        rc_off = rc_off_buf;
+        if (rc_verbose && rank == 0) fprintf(stderr, "ringcast-mpi: %s; every call goes to PMPI\n", rc_off);
         return;
     }
     rc_ppn = ppn;
@@ -690,7 +696,7 @@ static struct rc_comm *rc_decide(void *buffer, int count, MPI_Datatype type, int
         return NULL;
     }
     if (!c->handle) {
-        snprintf(why, whylen, "pmpi (auto: communicator on %d engine)", c->engines);
+        snprintf(why, whylen, "pmpi (auto: the communicator spans %d engine(s), fewer than %d)", c->engines, rc_min_engines);
         return NULL;
     }
     *bytes = rc_bytes(count, type);
