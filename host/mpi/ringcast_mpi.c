@@ -59,6 +59,8 @@
 #define RC_POOL_MAX 8
 /* Smallest staging buffer made: small messages share one size class. */
 #define RC_STAGE_MIN 4096
+/* One engine's UDP address as gathered: a host name (at most 255 bytes), ':', a port, NUL. */
+#define RC_ADDR 272
 
 enum rc_mode { RC_AUTO, RC_ALWAYS, RC_NEVER };
 
@@ -488,7 +490,7 @@ static void rc_start(int provided) {
     char job[64] = {0};
     if (rank == 0) snprintf(job, sizeof job, "mpi-%ld-%d", (long)getpid(), (int)(MPI_Wtime() * 1000) % 100000);
     PMPI_Bcast(job, (int)sizeof job, MPI_CHAR, 0, MPI_COMM_WORLD);
-    char buf[64];
+    char buf[96];
     const char *fabric = getenv("RINGCAST_MPI_FABRIC");
     if (!fabric || !*fabric) fabric = hosts > 1 ? "udp" : "shm";
     set("RINGCAST_FABRIC", fabric);
@@ -510,23 +512,23 @@ static void rc_start(int provided) {
     int addr_ok = 1;
     if (strcmp(fabric, "udp") == 0) {
         /* Each node's engine listens on its host's address; one port per node. */
-        char me_addr[64] = {0}, *all = malloc((size_t)size * 64);
+        char me_addr[RC_ADDR] = {0}, *all = malloc((size_t)size * RC_ADDR);
         char hostname[256] = "127.0.0.1";
         if (hosts > 1) gethostname(hostname, sizeof hostname);
         snprintf(me_addr, sizeof me_addr, "%s:%d", hosts > 1 ? hostname : "127.0.0.1", 20000 + (int)(getpid() % 20000));
         int me_nl[2] = {node, local_rank}, *nl = malloc(sizeof(int) * 2 * (size_t)size);
-        char *members = calloc((size_t)nodes, 66);
+        char *members = calloc((size_t)nodes, RC_ADDR + 1);
         int have = all && nl && members, all_have = 0;
         PMPI_Allreduce(&have, &all_have, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
         if (all_have) {
-            PMPI_Allgather(me_addr, 64, MPI_CHAR, all, 64, MPI_CHAR, MPI_COMM_WORLD);
+            PMPI_Allgather(me_addr, RC_ADDR, MPI_CHAR, all, RC_ADDR, MPI_CHAR, MPI_COMM_WORLD);
             PMPI_Allgather(me_nl, 2, MPI_INT, nl, 2, MPI_INT, MPI_COMM_WORLD);
             /* Member `n` is the address local rank 0 of node `n` gathered, found by (node, local). */
             for (int n = 0; n < nodes; n++)
                 for (int r = 0; r < size; r++)
                     if (nl[2 * r] == n && nl[2 * r + 1] == 0) {
                         if (n) strcat(members, ",");
-                        strncat(members, all + (size_t)r * 64, 63);
+                        strncat(members, all + (size_t)r * RC_ADDR, RC_ADDR - 1);
                     }
             set("RINGCAST_UDP_MEMBERS", members);
         }
