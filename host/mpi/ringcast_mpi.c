@@ -25,7 +25,9 @@
  *
  * Data path: the root copies into a registered staging buffer (the engine reaches only shared
  * memory), the engines broadcast it, the other ranks copy it out. Staging buffers come from a
- * small pool reused by size; one is never shared by two operations in flight.
+ * small pool reused by size; one is never shared by two operations in flight. Even a blocking
+ * MPI_Bcast posts and then polls the engine with the library's progress in between, never
+ * sleeping in the engine: this rank's pending point-to-point requests keep moving.
  *
  * MPI_Ibcast returns a generalized request (MPI_Grequest_start). The MPI library cannot progress
  * it, so the completion calls (MPI_Wait/Test and their -all/-any/-some forms, MPI_Request_free,
@@ -570,41 +572,43 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
 
 /* Fills the last synchronization epoch of `c` with 1-byte broadcasts (every member posts the same
  * count, since every member posted the same broadcasts) so the engines can settle the
- * communicator and leave without waiting. With nothing in flight it waits for them (the
- * communicator is freed at once); otherwise it only posts them, as operations the next progress
- * finishes, and the communicator is freed after the last. */
+ * communicator and leave without waiting. They are posted as internal operations, finished by
+ * progress like any other. */
 static void rc_flush(struct rc_comm *c) {
-    int wait = c->inflight == 0;
     if (!rc_dummy) rc_dummy = ringcast_buf_new(64);
     while (rc_dummy && rc_channels && c->posted % rc_channels) {
-        if (wait) {
-            if (ringcast_bcast(c->handle, 0, rc_dummy, 0, 1) != RINGCAST_OK) break;
-        } else {
-            struct rc_op *op = calloc(1, sizeof *op);
-            if (!op) break;
-            if (ringcast_ibcast(c->handle, 0, rc_dummy, 0, 1, &op->id) != RINGCAST_OK) {
-                free(op);
-                break;
-            }
-            op->c = c;
-            op->greq = MPI_REQUEST_NULL;
-            c->refs++;
-            c->inflight++;
-            rc_active++;
-            rc_op_link(op);
+        struct rc_op *op = calloc(1, sizeof *op);
+        if (!op) break;
+        if (ringcast_ibcast(c->handle, 0, rc_dummy, 0, 1, &op->id) != RINGCAST_OK) {
+            free(op);
+            break;
         }
+        op->c = c;
+        op->greq = MPI_REQUEST_NULL;
+        c->refs++;
+        c->inflight++;
+        rc_active++;
+        rc_op_link(op);
         c->posted++;
     }
 }
 
-/* MPI_Comm_free's part: fill the epoch, free the ringcast communicator (now, or when its
- * operations in flight are done), drop the attribute. */
+/* MPI_Comm_free's part: fill the epoch and free the ringcast communicator, then drop the
+ * attribute. With nothing of the user's in flight on it, the fillers are waited for here (polled,
+ * with the library's progress: MPI_Comm_free is collective, every member is posting them) and
+ * the communicator is freed at once; with an MPI_Ibcast pending, it is freed when the last
+ * operation on it finishes (rc_op_finish -> rc_comm_settle). */
 static void rc_detach(MPI_Comm comm) {
     struct rc_comm *c = rc_of(comm);
     if (!c) return;
     if (c->handle) {
+        int pending = c->inflight > 0;
         rc_flush(c);
         c->freeing = 1;
+        while (!pending && c->inflight > 0) {
+            rc_poll();
+            if (c->inflight > 0) rc_breathe(NULL);
+        }
         rc_comm_settle(c);
     }
     PMPI_Comm_delete_attr(comm, rc_keyval);
@@ -735,8 +739,20 @@ int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
     PMPI_Comm_rank(comm, &me);
     uint8_t *p = ringcast_buf_ptr(stage);
     if (me == root) memcpy(p, buffer, (size_t)bytes);
-    int rc = ringcast_bcast(c->handle, (uint32_t)root, stage, 0, (size_t)bytes);
+    /* Posted, then polled with the MPI library's progress in between rather than waited for in
+     * the engine: a blocking collective must not stop this rank's pending point-to-point
+     * requests from progressing (MPI's progress rule), other MPI_Ibcasts of ours progress too,
+     * and on an oversubscribed node polling with sched_yield answers sooner than sleeping on the
+     * engine's doorbell (docs/performance.md). */
+    uint64_t id = 0;
+    int rc = ringcast_ibcast(c->handle, (uint32_t)root, stage, 0, (size_t)bytes, &id);
     c->posted++;
+    for (int fin = 0; rc == RINGCAST_OK;) {
+        rc = ringcast_test(id, &fin);
+        if (fin || rc != RINGCAST_OK) break;
+        rc_poll();
+        rc_breathe(NULL);
+    }
     if (rc == RINGCAST_OK && me != root) memcpy(buffer, p, (size_t)bytes);
     rc_buf_put(stage, len);
     if (rc != RINGCAST_OK) {
