@@ -4,8 +4,9 @@
  * for MPI_Ibcast (+ MPI_Wait), several MPI_Ibcasts in flight completed by every completion call
  * (Waitall, Waitany, Waitsome, Testall, Testany, Testsome, Test, Request_get_status), an
  * MPI_Ibcast in one Waitall with point-to-point requests, MPI_Bcast and MPI_Ibcast interleaved on
- * one communicator, MPI_Comm_free with an MPI_Ibcast pending; a message above the engine's
- * limit and a non-contiguous datatype; then bad arguments to MPI_Bcast and MPI_Ibcast, whose
+ * one communicator, MPI_Comm_free with an MPI_Ibcast pending, an MPI_Bcast beside a pending send
+ * to its root; a message above the engine's limit and a non-contiguous datatype; then bad
+ * arguments to MPI_Bcast and MPI_Ibcast, whose
  * error class must be the MPI library's own, and (when RINGCAST_CHECK_MISMATCH is set) counts
  * that disagree with the root's (MPI_ERR_TRUNCATE at the receivers) and an MPI_Ibcast request
  * freed while active. Run with and without LD_PRELOAD=libringcast_mpi.so; prints one line per
@@ -234,6 +235,28 @@ static long freed_pending(int k) {
     return 1;
 }
 
+/* MPI's progress rule across an MPI_Bcast: rank 0 sends 8 MiB to the root (nonblocking) and
+ * enters the broadcast, which the root joins only after receiving it — so rank 0's send must
+ * progress while rank 0 sits in MPI_Bcast. */
+static long progress(int k) {
+    int root = 1 % size;
+    const int big = 8 << 20;
+    char *m = malloc((size_t)big);
+    if (!m) die("out of memory");
+    memset(m, rank, (size_t)big);
+    unsigned char *a = fill(MPI_COMM_WORLD, 65536, root, k);
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (rank == 0 && root != 0) MPI_Isend(m, big, MPI_CHAR, root, 78, MPI_COMM_WORLD, &r);
+    if (rank == root && root != 0) MPI_Recv(m, big, MPI_CHAR, 0, 78, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (MPI_Bcast(a, 65536, MPI_BYTE, root, MPI_COMM_WORLD) != MPI_SUCCESS) die("MPI_Bcast failed");
+    MPI_Wait(&r, MPI_STATUS_IGNORE);
+    if (rank == root && root != 0 && (m[0] != 0 || m[big - 1] != 0)) die("the point-to-point message beside MPI_Bcast is wrong");
+    same_as_pmpi(MPI_COMM_WORLD, a, 65536, root, k, "MPI_Bcast beside a pending send");
+    free(a);
+    free(m);
+    return 1;
+}
+
 /* The error class MPI_Ibcast returns for these arguments must be PMPI_Ibcast's. */
 static void same_ierror(MPI_Comm comm, void *buf, int count, int root, const char *what) {
     MPI_Request r1 = MPI_REQUEST_NULL, r2 = MPI_REQUEST_NULL;
@@ -276,6 +299,7 @@ int main(int argc, char **argv) {
     idone += freed_pending(5300);
     /* Beyond the offload: a message above the engine's default limit (4 MiB) and a
      * non-contiguous datatype; both must still be right. */
+    done += progress(5350);
     done += check(MPI_COMM_WORLD, MPI_BYTE, 1, 5 << 20, 0, 5400);
     MPI_Datatype vec;
     MPI_Type_vector(100, 1, 2, MPI_INT, &vec);
