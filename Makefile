@@ -132,9 +132,16 @@ test-fuzz:
 fuzz: test-fuzz
 
 ## MPI_Bcast and MPI_Ibcast+MPI_Wait through ringcast vs the MPI library's own, in one run
-## (osu_bcast-style): Open MPI, 4 ranks, 2 emulated nodes (auto offloads them).
+## (osu_bcast-style): 4 ranks, 2 emulated nodes (auto offloads them), Open MPI then MPICH; last,
+## Open MPI with nothing set but the preload (one host: auto passes every call to PMPI).
 bench-mpi: test-mpi
+	$(MPICH_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-bcast-bench-mpich host/mpi/bench/bcast_bench.c
+	@echo "Open MPI, RINGCAST_MPI_NODES=2:"
 	$(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 $(RELEASE)/mpi-bcast-bench 200
+	@echo "MPICH, RINGCAST_MPI_NODES=2:"
+	$(MPICH_RUN) -np 4 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_NODES 2 $(RELEASE)/mpi-bcast-bench-mpich 200
+	@echo "Open MPI, nothing set (pass-through):"
+	$(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so $(RELEASE)/mpi-bcast-bench 200
 
 ## Benchmarks (not part of make test): ring vs crossbeam ArrayQueue, NOP round trips.
 bench: deps
