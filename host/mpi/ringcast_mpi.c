@@ -555,6 +555,7 @@ static void rc_start(int provided) {
                 fabric, job, rc_mode == RC_ALWAYS ? "always" : "auto", rc_min_bytes, rc_max_bytes);
 }
 
+/* The program's MPI_Init: the library first, then the bootstrap (a collective over the world). */
 int MPI_Init(int *argc, char ***argv) {
     int rc = PMPI_Init(argc, argv), provided = MPI_THREAD_SINGLE;
     if (rc == MPI_SUCCESS) {
@@ -564,6 +565,7 @@ int MPI_Init(int *argc, char ***argv) {
     return rc;
 }
 
+/* As MPI_Init; the thread level granted decides whether the offload may run. */
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
     int rc = PMPI_Init_thread(argc, argv, required, provided);
     if (rc == MPI_SUCCESS) rc_start(*provided);
@@ -614,6 +616,8 @@ static void rc_detach(MPI_Comm comm) {
     PMPI_Comm_delete_attr(comm, rc_keyval);
 }
 
+/* Completes what is in flight, frees the world's communicator, detaches, unlinks the job's
+ * shared memory (one rank, after a barrier), then the library's finalize. */
 int MPI_Finalize(void) {
     if (rc_up) {
         /* Every broadcast posted must end before the engines go (the other ranks are finalizing
@@ -636,18 +640,21 @@ int MPI_Finalize(void) {
     return PMPI_Finalize();
 }
 
+/* Communicator creation: the library's, then ours over the new communicator (collective). */
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
     int rc = PMPI_Comm_dup(comm, newcomm);
     if (rc == MPI_SUCCESS) rc_attach(*newcomm);
     return rc;
 }
 
+/* As MPI_Comm_dup (ranks given MPI_UNDEFINED get MPI_COMM_NULL and nothing of ours). */
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
     int rc = PMPI_Comm_split(comm, color, key, newcomm);
     if (rc == MPI_SUCCESS) rc_attach(*newcomm);
     return rc;
 }
 
+/* As MPI_Comm_dup. */
 int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm) {
     int rc = PMPI_Comm_create(comm, group, newcomm);
     if (rc == MPI_SUCCESS) rc_attach(*newcomm);
@@ -719,6 +726,8 @@ static struct rc_comm *rc_decide(void *buffer, int count, MPI_Datatype type, int
     return c;
 }
 
+/* The blocking broadcast: the rule (rc_decide) picks the path; offloaded, it stages, posts,
+ * polls and copies out. */
 int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
     char why[192];
     long long bytes;
@@ -763,6 +772,8 @@ int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
     return MPI_SUCCESS;
 }
 
+/* The nonblocking broadcast: the same rule; offloaded, a staging buffer of its own, the post,
+ * and a generalized request the completion calls below finish. */
 int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Request *request) {
     char why[192];
     long long bytes;
@@ -877,6 +888,7 @@ static int rc_report_one(int rc, struct rc_err e, MPI_Status *status) {
 /* Each passes straight to PMPI unless the set holds one of ours (rc_live is 0 when none exist).
  * With ours unfinished: poll the engine, then let the library progress, yield, repeat. */
 
+/* One request: ours is polled to its end (with the library's progress), then PMPI_Wait frees it. */
 int MPI_Wait(MPI_Request *request, MPI_Status *status) {
     if (rc_live == 0 || !request) return PMPI_Wait(request, status);
     struct rc_op *op = rc_find(*request);
@@ -890,6 +902,7 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status) {
     return rc_report_one(PMPI_Wait(request, status), e, status);
 }
 
+/* One request, without waiting: ours is polled once first. */
 int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
     struct rc_op *op = rc_live && request ? rc_find(*request) : NULL;
     if (!op) return PMPI_Test(request, flag, status);
@@ -899,6 +912,8 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
     return *flag ? rc_report_one(rc, e, status) : rc;
 }
 
+/* Until every one of ours in the set is finished, poll and let the library progress the rest;
+ * then PMPI_Waitall (which blocks only on the library's own). */
 int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
     if (rc_scan(count, requests) == 0) return PMPI_Waitall(count, requests, statuses);
     for (;;) {
@@ -911,6 +926,7 @@ int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
     return rc_report_set(PMPI_Waitall(count, requests, statuses), e, count, NULL, statuses);
 }
 
+/* Polls ours once, then PMPI_Testall (all or nothing, as MPI says). */
 int MPI_Testall(int count, MPI_Request requests[], int *flag, MPI_Status statuses[]) {
     if (rc_scan(count, requests) == 0) return PMPI_Testall(count, requests, flag, statuses);
     rc_poll();
@@ -931,6 +947,7 @@ static int rc_testany(int count, MPI_Request requests[], int *index, int *flag, 
     return rc;
 }
 
+/* Polls ours and tests the whole set until one completes: never blocks on either kind. */
 int MPI_Waitany(int count, MPI_Request requests[], int *index, MPI_Status *status) {
     if (rc_scan(count, requests) == 0) return PMPI_Waitany(count, requests, index, status);
     for (;;) {
@@ -940,6 +957,7 @@ int MPI_Waitany(int count, MPI_Request requests[], int *index, MPI_Status *statu
     }
 }
 
+/* Polls ours once, then PMPI_Testany. */
 int MPI_Testany(int count, MPI_Request requests[], int *index, int *flag, MPI_Status *status) {
     if (rc_scan(count, requests) == 0) return PMPI_Testany(count, requests, index, flag, status);
     return rc_testany(count, requests, index, flag, status);
@@ -955,6 +973,7 @@ static int rc_testsome(int incount, MPI_Request requests[], int *outcount, int i
     return rc;
 }
 
+/* Polls ours and tests the whole set until some complete (or none is active). */
 int MPI_Waitsome(int incount, MPI_Request requests[], int *outcount, int indices[], MPI_Status statuses[]) {
     if (rc_scan(incount, requests) == 0) return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
     for (;;) {
@@ -964,6 +983,7 @@ int MPI_Waitsome(int incount, MPI_Request requests[], int *outcount, int indices
     }
 }
 
+/* Polls ours once, then PMPI_Testsome. */
 int MPI_Testsome(int incount, MPI_Request requests[], int *outcount, int indices[], MPI_Status statuses[]) {
     if (rc_scan(incount, requests) == 0) return PMPI_Testsome(incount, requests, outcount, indices, statuses);
     return rc_testsome(incount, requests, outcount, indices, statuses);
