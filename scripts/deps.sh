@@ -13,8 +13,10 @@ APT_NEED=(
   "qemu-aarch64 qemu-user"                               # runs the aarch64 test binary on x86-64
   "pkg-config pkg-config"
   "ip iproute2"                                          # network namespaces, veth and bridges of the udp fabric tests
-  "mpicc libopenmpi-dev"                                 # the PMPI interposer and the MPI tests (Open MPI)
-  "mpirun openmpi-bin"
+  "mpicc.openmpi libopenmpi-dev"                         # the PMPI interposer and the MPI tests (Open MPI)
+  "mpirun.openmpi openmpi-bin"
+  "mpicc.mpich libmpich-dev"                             # the interposer built and tested against MPICH too
+  "mpiexec.mpich mpich"
   # bindgen/*-sys: bindgen loads libclang at build time; clang's builtin headers (stddef.h, ...)
   # come with it (libclang-dev -> libclang-14-dev -> libclang-common-14-dev, no clang binary needed)
   "/usr/lib/llvm-*/lib/libclang.so libclang-dev"

@@ -1,82 +1,226 @@
 /* libringcast_mpi.so: the PMPI interposer. Preloaded into an unmodified MPI program
- * (LD_PRELOAD), it routes MPI_Bcast through ringcast when that is correct and calls PMPI_Bcast
- * otherwise.
+ * (LD_PRELOAD), it routes MPI_Bcast and MPI_Ibcast through ringcast when that is correct and
+ * worth it, and calls PMPI_Bcast / PMPI_Ibcast otherwise.
  *
- * MPI_Init / MPI_Init_thread bootstrap ringcast over MPI itself: the ranks sharing a node
- * (MPI_Comm_split_type SHARED) form one emulated node each — or RINGCAST_MPI_NODES of them, to
- * emulate several nodes on one machine — whose local rank 0 starts the node's engine as a
- * polling thread (thread mode) that the node's other ranks attach to; rank 0 names the job
- * and every rank learns its node, local rank and the node count. Ranks on one host use the
- * shared-memory fabric; across hosts, kernel UDP (member addresses exchanged with
- * MPI_Allgather). Every communicator (MPI_COMM_WORLD, and those MPI_Comm_dup / _split /
- * _create make) gets a ringcast communicator: its rank 0 draws the identity, MPI_Bcast-s it
- * (PMPI) and every member creates it; the handle is cached as an MPI attribute.
- * MPI_Comm_free frees it.
+ * Bootstrap (MPI_Init / MPI_Init_thread): the ranks sharing a host (MPI_Comm_split_type SHARED)
+ * form one node each — or RINGCAST_MPI_NODES emulated nodes, to emulate several nodes on one
+ * machine — whose local rank 0 starts the node's engine as a polling thread (thread mode) that
+ * the node's other ranks attach to; rank 0 names the job and every rank learns its node, local
+ * rank and the node count. Ranks on one host use the shared-memory fabric; across hosts, kernel
+ * UDP (member addresses exchanged with MPI_Allgather). Every communicator (MPI_COMM_WORLD, and
+ * those MPI_Comm_dup / _split / _create make) gets a record cached as an MPI attribute and, when
+ * it is to be offloaded, a ringcast communicator: its rank 0 draws the identity, broadcasts it
+ * (PMPI) and every member creates it. MPI_Comm_free frees it — at once, or, with broadcasts still
+ * in flight on it, when the last of them completes.
  *
- * MPI_Bcast is offloaded when: ringcast is up, the communicator is an intra-communicator with a
- * ringcast communicator, the datatype is predefined or a contiguous run of one (true extent =
- * size), and the message is within RINGCAST_MPI_MIN_BYTES..RINGCAST_MPI_MAX_BYTES (default:
- * every non-empty message). The root copies into a registered staging buffer, the others copy
- * out of it. Anything else goes to PMPI_Bcast. Invalid arguments (root, count, MPI_IN_PLACE)
- * go to PMPI_Bcast too, which reports them with the library's own error class; a length that
- * differs from the root's fails that rank with MPI_ERR_TRUNCATE (as Open MPI's own does),
- * raised through the communicator's error handler. With
- * RINGCAST_MPI_VERBOSE=1 every call says which path it took. RINGCAST_MPI=0 turns it all off.
- * MPI_Ibcast is intercepted and passed to PMPI_Ibcast (not offloaded yet). */
+ * The decision (RINGCAST_MPI_OFFLOAD=auto|always|never, auto by default; docs/mpi.md): `never`
+ * does not start ringcast; `always` offloads every valid call of a contiguous datatype within
+ * RINGCAST_MPI_MIN_BYTES..RINGCAST_MPI_MAX_BYTES (default: 1 byte to the engine's largest
+ * message); `auto` does the same only on communicators that span at least
+ * RINGCAST_MPI_MIN_ENGINES engines (2: ranks on different hosts, or emulated nodes asked for),
+ * and when the whole job sits on fewer does not even start ringcast: within one node the MPI
+ * library's shared-memory broadcast copies once, the engine's path twice plus a hand-off. The decision uses only values every rank of the
+ * communicator shares (its membership, count x type size, root), so all ranks take the same path:
+ * the collectives stay matched. RINGCAST_MPI_VERBOSE=1 says, per call, the path and why.
+ *
+ * Data path: the root copies into a registered staging buffer (the engine reaches only shared
+ * memory), the engines broadcast it, the other ranks copy it out. Staging buffers come from a
+ * small pool reused by size; one is never shared by two operations in flight. Even a blocking
+ * MPI_Bcast posts and then polls the engine with the library's progress in between, never
+ * sleeping in the engine: this rank's pending point-to-point requests keep moving.
+ *
+ * MPI_Ibcast returns a generalized request (MPI_Grequest_start). The MPI library cannot progress
+ * it, so the completion calls (MPI_Wait/Test and their -all/-any/-some forms, MPI_Request_free,
+ * MPI_Request_get_status) are intercepted: for a set holding one of ours they poll the engine
+ * (ringcast_test), copy the data out, MPI_Grequest_complete it, and drive the library's own
+ * requests with PMPI_Test* in the same loop — never blocking in the engine while library
+ * requests may need progress. A set without ours costs one counter check (and a list scan only
+ * while some of ours are live).
+ *
+ * Invalid arguments (root, count, MPI_IN_PLACE, null datatype) go to PMPI_Bcast / PMPI_Ibcast,
+ * which report them with the library's own error class. Engine failures map to MPI error classes
+ * (length differing from the root's: MPI_ERR_TRUNCATE; bad root: MPI_ERR_ROOT; else
+ * MPI_ERR_OTHER), raised through the communicator's error handler (MPI_Bcast) or returned by
+ * the completion call (MPI_Ibcast). MPI_THREAD_MULTIPLE turns the offload off: this layer's
+ * state is not thread-safe. */
 #include <mpi.h>
 #include <ringcast.h>
 
+#include <sched.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-/* What a ringcast communicator needs at each call. */
+/* The engine's default largest broadcast (RINGCAST_MAX_MESSAGE_BYTES, docs/tunables.md): one
+ * ringcast broadcast cannot be larger, so neither can an offloaded MPI call. */
+#define RC_ENGINE_MAX_DEFAULT (4LL << 20)
+/* Free staging buffers kept for reuse; more are returned to the engine. */
+#define RC_POOL_MAX 8
+/* Smallest staging buffer made: small messages share one size class. */
+#define RC_STAGE_MIN 4096
+/* One engine's UDP address as gathered: a host name (at most 255 bytes), ':', a port, NUL. */
+#define RC_ADDR 272
+
+enum rc_mode { RC_AUTO, RC_ALWAYS, RC_NEVER };
+
+/* What a communicator needs at each call. Referenced by its attribute and by every operation
+ * posted on it that is not reclaimed yet, so a communicator freed under an MPI_Ibcast keeps its
+ * record until that operation is done with it. */
 struct rc_comm {
-    uint64_t handle;
-    int size;
-    unsigned posted; /* broadcasts since creation, to fill the last synchronization epoch */
+    uint64_t handle; /* ringcast communicator; 0: none (auto declined it, or freed) */
+    int size;        /* MPI ranks */
+    int engines;     /* distinct engines its ranks sit on */
+    unsigned posted; /* broadcasts posted since creation, to fill the last synchronization epoch */
+    int inflight;    /* operations posted and not finished in the engine */
+    int freeing;     /* MPI_Comm_free ran: free the ringcast communicator when inflight is 0 */
+    int refs;        /* the attribute + each unreclaimed operation */
+};
+
+/* One operation in the engine: an MPI_Ibcast (greq set) or an internal epoch-filling broadcast
+ * of a communicator being freed (greq MPI_REQUEST_NULL). */
+struct rc_op {
+    struct rc_op *prev, *next;
+    uint64_t id;         /* ringcast request id */
+    struct rc_comm *c;   /* holds a reference */
+    MPI_Comm comm;       /* the user's communicator, for its error handler (while not freed) */
+    MPI_Request greq;    /* the generalized request the user holds */
+    RingcastBuf *stage;  /* staging buffer, back to the pool once the data is out */
+    size_t stage_len;
+    void *user;          /* where receivers copy to (NULL: nothing to deliver) */
+    size_t bytes;
+    int root_here;       /* this rank is the root: nothing to copy out */
+    int err;             /* MPI error code once done */
+    int done;            /* the engine finished and MPI_Grequest_complete ran */
+    int orphan;          /* MPI_Request_free ran while active: no longer the user's handle */
+    int mpi_freed;       /* free_fn ran */
 };
 
 static int rc_up;              /* ringcast initialized */
+static int rc_mode = RC_AUTO;
+static const char *rc_off = "ringcast not started"; /* why every call goes to PMPI when !rc_up */
 static int rc_verbose;
 static int rc_world_rank;
-static long long rc_min_bytes = 1, rc_max_bytes = 1LL << 30;
+static int rc_ppn = 1;         /* ranks per engine: ringcast rank / rc_ppn is the engine */
+static long long rc_min_bytes = 1, rc_max_bytes = RC_ENGINE_MAX_DEFAULT, rc_engine_max = RC_ENGINE_MAX_DEFAULT;
+static int rc_min_engines = 2; /* auto: engines a communicator must span (RINGCAST_MPI_MIN_ENGINES) */
+static char rc_off_buf[160];   /* rc_off when it needs numbers */
 static unsigned rc_channels = 16;
 static int rc_keyval = MPI_KEYVAL_INVALID;
-static RingcastBuf *rc_stage;   /* staging buffer, grown to the largest message */
-static size_t rc_stage_len;
+static RingcastBuf *rc_dummy;  /* the 1-byte epoch fillers' buffer (its content is never read) */
+static struct { RingcastBuf *b; size_t len; } rc_pool[RC_POOL_MAX];
+static int rc_pool_n;
+static struct rc_op *rc_ops;   /* every unreclaimed operation */
+static int rc_live;            /* user requests whose free_fn has not run: the fast-path check */
+static int rc_active;          /* operations not finished in the engine */
 
-static void say(const char *fmt, const char *a, long long n, int root) {
-    if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: %s %s (%lld bytes, root %d)\n", rc_world_rank, fmt, a, n, root);
+/* One verbose line: which call, which path and why (printf-style reason). */
+static void say(const char *call, long long bytes, int root, const char *fmt, ...) {
+    if (!rc_verbose) return;
+    char why[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "ringcast-mpi[%d]: %s: %s (%lld bytes, root %d)\n", rc_world_rank, call, why, bytes, root);
 }
 
+/* An integer tunable, or `dflt` when unset (environment variables configure a preloaded layer:
+ * the program itself knows nothing of it). */
 static long long env_ll(const char *name, long long dflt) {
     const char *v = getenv(name);
     return v && *v ? atoll(v) : dflt;
 }
 
+/* Engine configuration goes through the environment ringcast_init reads. */
 static void set(const char *k, const char *v) { setenv(k, v, 1); }
+/* As `set`, but a value the user chose wins. */
 static void set_default(const char *k, const char *v) { setenv(k, v, 0); }
 
+/* The MPI error class of a ringcast code (C ABI: negated engine statuses, -100.. library). */
+static int rc_class(int rc) {
+    return rc == RINGCAST_OK ? MPI_SUCCESS : rc == -12 ? MPI_ERR_TRUNCATE : rc == -11 ? MPI_ERR_ROOT : MPI_ERR_OTHER;
+}
+
+static int rc_error(MPI_Comm comm, int err);
+
+/* ---- staging buffers ---------------------------------------------------------------------- */
+
+/* A registered buffer of at least `bytes` (its length in *len), from the pool if one fits —
+ * registration costs an engine round trip, so buffers are reused — else a new one rounded up to
+ * a power of two so later messages of similar size reuse it. NULL if none can be made. */
+static RingcastBuf *rc_buf_get(size_t bytes, size_t *len) {
+    int best = -1;
+    for (int i = 0; i < rc_pool_n; i++)
+        if (rc_pool[i].len >= bytes && (best < 0 || rc_pool[i].len < rc_pool[best].len)) best = i;
+    if (best >= 0) {
+        RingcastBuf *b = rc_pool[best].b;
+        *len = rc_pool[best].len;
+        rc_pool[best] = rc_pool[--rc_pool_n];
+        return b;
+    }
+    size_t n = RC_STAGE_MIN;
+    while (n < bytes && n <= SIZE_MAX / 2) n *= 2;
+    if (n < bytes) n = bytes;
+    RingcastBuf *b = ringcast_buf_new(n);
+    if (!b && n > bytes) b = ringcast_buf_new(n = bytes); /* the rounding may be what failed */
+    *len = b ? n : 0;
+    return b;
+}
+
+/* Gives buffer `b` back: kept for reuse, or — the pool being full — its smallest member (or `b`)
+ * is returned to the engine, so the pool keeps the sizes most expensive to remake. */
+static void rc_buf_put(RingcastBuf *b, size_t len) {
+    if (!b) return;
+    if (rc_pool_n < RC_POOL_MAX) {
+        rc_pool[rc_pool_n].b = b;
+        rc_pool[rc_pool_n++].len = len;
+        return;
+    }
+    int small = 0;
+    for (int i = 1; i < rc_pool_n; i++)
+        if (rc_pool[i].len < rc_pool[small].len) small = i;
+    if (rc_pool[small].len < len) {
+        RingcastBuf *old = rc_pool[small].b;
+        rc_pool[small].b = b;
+        rc_pool[small].len = len;
+        b = old;
+    }
+    ringcast_buf_free(b);
+}
+
+/* ---- communicator records ----------------------------------------------------------------- */
+
+/* Drops one reference to `c`; the last one frees it. */
+static void rc_comm_release(struct rc_comm *c) {
+    if (--c->refs == 0) free(c);
+}
+
+/* The attribute's delete callback (MPI_Comm_free, or MPI_Comm_delete_attr): the communicator no
+ * longer holds the record; operations still posted on it keep it alive. */
 static int rc_attr_delete(MPI_Comm comm, int keyval, void *value, void *extra) {
     (void)comm; (void)keyval; (void)extra;
-    free(value);
+    rc_comm_release(value);
     return MPI_SUCCESS;
 }
 
-/* Fills the last synchronization epoch of `c` (every member posts the same count) so the engines
- * can settle the communicator and leave without waiting. */
-static void rc_flush(struct rc_comm *c) {
-    if (!rc_stage) return;
-    while (rc_channels && c->posted % rc_channels) {
-        if (ringcast_bcast(c->handle, 0, rc_stage, 0, 1) != RINGCAST_OK) break;
-        c->posted++;
+/* Frees the ringcast communicator of `c` once MPI_Comm_free ran and nothing is in flight on it:
+ * the engine refuses to free a communicator under a broadcast, and the freed MPI communicator's
+ * pending MPI_Ibcast must still complete. */
+static void rc_comm_settle(struct rc_comm *c) {
+    if (c->freeing && c->inflight == 0 && c->handle) {
+        int rc = ringcast_comm_free(c->handle);
+        if (rc != RINGCAST_OK && rc_verbose)
+            fprintf(stderr, "ringcast-mpi[%d]: freeing a communicator: %s\n", rc_world_rank, ringcast_strerror(rc));
+        c->handle = 0;
     }
 }
 
-/* Gives `comm` a ringcast communicator (collective over `comm`). */
+/* Gives `comm` its record and, when it is to be offloaded, a ringcast communicator (collective
+ * over `comm`). Under `auto`, a communicator on one engine gets a record without a ringcast
+ * communicator: its calls go to PMPI, and the record says why. */
 static void rc_attach(MPI_Comm comm) {
     int inter = 0, size, rank;
     if (!rc_up || comm == MPI_COMM_NULL) return;
@@ -86,29 +230,47 @@ static void rc_attach(MPI_Comm comm) {
     PMPI_Comm_rank(comm, &rank);
     uint32_t me = (uint32_t)ringcast_rank();
     uint32_t *members = malloc(sizeof(uint32_t) * (size_t)size);
-    if (!members) return;
+    int have = members != NULL, all_have = 0;
+    PMPI_Allreduce(&have, &all_have, 1, MPI_INT, MPI_MIN, comm);
+    if (!all_have) {
+        free(members);
+        return;
+    }
     PMPI_Allgather(&me, 1, MPI_UINT32_T, members, 1, MPI_UINT32_T, comm);
-    struct { uint8_t group[14]; uint8_t pad[2]; uint64_t handle, seed; } id;
-    memset(&id, 0, sizeof id);
-    if (rank == 0) ringcast_new_identity(id.group, &id.handle, &id.seed);
-    PMPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, comm);
-    int rc = ringcast_comm_create(id.handle, id.group, id.seed, (uint32_t)rank, members, (uint32_t)size);
+    /* Engines spanned: the same number at every member (computed from the same gathered list). */
+    int engines = 0;
+    for (int i = 0; i < size; i++) {
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++) seen = members[j] / (uint32_t)rc_ppn == members[i] / (uint32_t)rc_ppn;
+        engines += !seen;
+    }
+    struct rc_comm *c = calloc(1, sizeof *c);
+    int ok = c != NULL, rc = RINGCAST_OK;
+    if (ok && (rc_mode == RC_ALWAYS || engines >= rc_min_engines)) {
+        struct { uint8_t group[14]; uint8_t pad[2]; uint64_t handle, seed; } id;
+        memset(&id, 0, sizeof id);
+        if (rank == 0) ringcast_new_identity(id.group, &id.handle, &id.seed);
+        PMPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, comm);
+        rc = ringcast_comm_create(id.handle, id.group, id.seed, (uint32_t)rank, members, (uint32_t)size);
+        if (rc == RINGCAST_OK) c->handle = id.handle;
+        else ok = 0;
+    } /* else declined by `auto`: a record without a ringcast communicator */
     free(members);
-    int ok = rc == RINGCAST_OK, all = 0;
+    int all = 0;
     PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
     if (!all) {
-        if (ok) ringcast_comm_free(id.handle);
+        if (c && c->handle) ringcast_comm_free(c->handle);
+        free(c);
         if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: communicator not offloaded: %s\n", rc_world_rank, ringcast_strerror(rc));
         return;
     }
-    struct rc_comm *c = malloc(sizeof *c);
-    if (!c) return;
-    c->handle = id.handle;
     c->size = size;
-    c->posted = 0;
+    c->engines = engines;
+    c->refs = 1;
     PMPI_Comm_set_attr(comm, rc_keyval, c);
 }
 
+/* The record of `comm`, or NULL (ringcast not up, null or inter-communicator, not followed). */
 static struct rc_comm *rc_of(MPI_Comm comm) {
     struct rc_comm *c = NULL;
     int flag = 0;
@@ -117,17 +279,177 @@ static struct rc_comm *rc_of(MPI_Comm comm) {
     return flag ? c : NULL;
 }
 
-/* The bootstrap: who is where, the engine environment, ringcast_init, MPI_COMM_WORLD. */
-static void rc_start(void) {
+/* ---- operations in flight ----------------------------------------------------------------- */
+
+/* Puts `op` on the list of unreclaimed operations. */
+static void rc_op_link(struct rc_op *op) {
+    op->prev = NULL;
+    op->next = rc_ops;
+    if (rc_ops) rc_ops->prev = op;
+    rc_ops = op;
+}
+
+/* Takes `op` off the list, drops its communicator reference and frees it. */
+static void rc_op_free(struct rc_op *op) {
+    if (op->prev) op->prev->next = op->next;
+    else rc_ops = op->next;
+    if (op->next) op->next->prev = op->prev;
+    rc_buf_put(op->stage, op->stage_len);
+    rc_comm_release(op->c);
+    free(op);
+}
+
+/* The engine finished `op` with code `rc`: deliver the data, give the staging buffer back,
+ * settle a communicator being freed, and complete the generalized request. MPI may run free_fn
+ * inside MPI_Grequest_complete (a request the user already freed), so `op` is not touched
+ * after it. */
+static void rc_op_finish(struct rc_op *op, int rc) {
+    op->done = 1;
+    op->err = rc_class(rc);
+    rc_active--;
+    if (rc == RINGCAST_OK && op->user && !op->root_here) memcpy(op->user, ringcast_buf_ptr(op->stage), op->bytes);
+    if (rc != RINGCAST_OK && rc_verbose)
+        fprintf(stderr, "ringcast-mpi[%d]: MPI_Ibcast failed: %s\n", rc_world_rank, ringcast_strerror(rc));
+    rc_buf_put(op->stage, op->stage_len);
+    op->stage = NULL;
+    op->c->inflight--;
+    rc_comm_settle(op->c);
+    if (op->greq == MPI_REQUEST_NULL) {
+        rc_op_free(op);
+        return;
+    }
+    int freed = op->mpi_freed; /* free_fn already ran (it will not run again) */
+    PMPI_Grequest_complete(op->greq);
+    if (freed) rc_op_free(op);
+}
+
+/* Asks the engine about `op` without waiting; finishes it when done. A library error (engine
+ * gone, unknown request) finishes it too, with that error: no wait loop outlives the engine. */
+static void rc_op_poll(struct rc_op *op) {
+    int fin = 0;
+    if (op->done) return;
+    int rc = ringcast_test(op->id, &fin);
+    if (fin || rc != RINGCAST_OK) rc_op_finish(op, rc);
+}
+
+/* Progresses every unfinished operation (the user's, orphans, epoch fillers). */
+static void rc_poll(void) {
+    if (rc_active == 0) return;
+    for (struct rc_op *op = rc_ops, *next; op; op = next) {
+        next = op->next; /* finishing may free `op` (never another one) */
+        rc_op_poll(op);
+    }
+}
+
+/* The unfinished-or-held operation whose generalized request is `r`, or NULL. */
+static struct rc_op *rc_find(MPI_Request r) {
+    if (r == MPI_REQUEST_NULL) return NULL;
+    for (struct rc_op *op = rc_ops; op; op = op->next)
+        if (op->greq == r && !op->orphan && !op->mpi_freed) return op;
+    return NULL;
+}
+
+/* Whether any of `n` requests is ours (1), and whether one of them is not finished yet (2). */
+static int rc_scan(int n, const MPI_Request *reqs) {
+    int any = 0;
+    if (rc_live == 0 || n <= 0 || !reqs) return 0;
+    for (int i = 0; i < n; i++) {
+        struct rc_op *op = rc_find(reqs[i]);
+        if (op && !op->done) return 2;
+        if (op) any = 1;
+    }
+    return any;
+}
+
+/* Generalized request: the status of a finished MPI_Ibcast (MPI calls it from Wait/Test/
+ * Request_get_status). The count is in bytes; source and tag as for any collective. The library
+ * is always told success: Open MPI raises a generalized request's error on MPI_COMM_WORLD, not on
+ * the broadcast's communicator, so a program with MPI_ERRORS_RETURN on its communicator would
+ * abort. The completion calls below report an error themselves (rc_report), as the library does
+ * for its own nonblocking collectives: MPI_ERROR in the status, the communicator's handler. */
+static int rc_query_fn(void *extra, MPI_Status *status) {
+    struct rc_op *op = extra;
+    if (status != MPI_STATUS_IGNORE) {
+        PMPI_Status_set_elements_x(status, MPI_BYTE, (MPI_Count)op->bytes);
+        PMPI_Status_set_cancelled(status, 0);
+        status->MPI_SOURCE = MPI_ANY_SOURCE;
+        status->MPI_TAG = MPI_ANY_TAG;
+        status->MPI_ERROR = MPI_SUCCESS;
+    }
+    return MPI_SUCCESS;
+}
+
+/* Generalized request: MPI freed the request (after completion, standard's rule). */
+static int rc_free_fn(void *extra) {
+    struct rc_op *op = extra;
+    op->mpi_freed = 1;
+    rc_live--;
+    if (op->done) rc_op_free(op); /* else rc_op_finish frees it */
+    return MPI_SUCCESS;
+}
+
+/* Generalized request: a started broadcast cannot be cancelled (the other ranks are in it). */
+static int rc_cancel_fn(void *extra, int complete) {
+    (void)extra; (void)complete;
+    return MPI_SUCCESS;
+}
+
+/* Lets the MPI library progress its own requests while we wait for ours — its progress engine
+ * runs inside any test call: PMPI_Test on `probe`, one of our unfinished requests (a copy of the
+ * handle: unfinished, it completes nothing), or an MPI_Iprobe without one — and gives the core
+ * away: engine threads and other ranks may share it. */
+static void rc_breathe(const struct rc_op *probe) {
+    int flag = 0;
+    if (probe) {
+        MPI_Request r = probe->greq;
+        PMPI_Test(&r, &flag, MPI_STATUS_IGNORE);
+    } else {
+        PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+    }
+    sched_yield();
+}
+
+/* One of ours in the set that is not finished, or NULL. */
+static const struct rc_op *rc_unfinished(int n, const MPI_Request *reqs) {
+    for (int i = 0; i < n; i++) {
+        const struct rc_op *op = rc_find(reqs[i]);
+        if (op && !op->done) return op;
+    }
+    return NULL;
+}
+
+/* ---- bootstrap and teardown --------------------------------------------------------------- */
+
+/* The bootstrap: the mode, who is where, the engine environment, ringcast_init, the world's
+ * communicator. Every early return leaves every call on PMPI, decided identically at every
+ * rank (each condition is agreed by an allreduce or depends only on shared values). */
+static void rc_start(int provided) {
     int rank, size;
     PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &size);
     rc_world_rank = rank;
     rc_verbose = (int)env_ll("RINGCAST_MPI_VERBOSE", 0);
+    rc_engine_max = env_ll("RINGCAST_MAX_MESSAGE_BYTES", RC_ENGINE_MAX_DEFAULT);
     rc_min_bytes = env_ll("RINGCAST_MPI_MIN_BYTES", 1);
-    rc_max_bytes = env_ll("RINGCAST_MPI_MAX_BYTES", 1LL << 30);
+    rc_max_bytes = env_ll("RINGCAST_MPI_MAX_BYTES", rc_engine_max);
+    if (rc_min_bytes < 1) rc_min_bytes = 1;                   /* the engine moves no empty message */
+    if (rc_max_bytes > rc_engine_max) rc_max_bytes = rc_engine_max; /* nor one above its limit */
     rc_channels = (unsigned)env_ll("RINGCAST_CHANNELS", 16);
-    if (env_ll("RINGCAST_MPI", 1) == 0) return;
+    rc_min_engines = (int)env_ll("RINGCAST_MPI_MIN_ENGINES", 2);
+    if (rc_min_engines < 1) rc_min_engines = 1;
+    const char *mode = getenv("RINGCAST_MPI_OFFLOAD");
+    rc_mode = !mode || !*mode || strcmp(mode, "auto") == 0 ? RC_AUTO : strcmp(mode, "always") == 0 ? RC_ALWAYS : RC_NEVER;
+    if (mode && *mode && rc_mode == RC_NEVER && strcmp(mode, "never") != 0 && rank == 0)
+        fprintf(stderr, "ringcast-mpi: RINGCAST_MPI_OFFLOAD=%s is not auto, always or never: never\n", mode);
+    if (env_ll("RINGCAST_MPI", 1) == 0) rc_mode = RC_NEVER;
+    if (rc_mode == RC_NEVER) {
+        rc_off = "RINGCAST_MPI_OFFLOAD=never";
+        return;
+    }
+    if (provided == MPI_THREAD_MULTIPLE) {
+        rc_off = "MPI_THREAD_MULTIPLE: this layer is not thread-safe";
+        return;
+    }
 
     /* Ranks of one host; each host split into `emu` emulated nodes of equal size. */
     MPI_Comm local, leaders;
@@ -147,22 +469,30 @@ static void rc_start(void) {
     PMPI_Comm_free(&local);
     int emu = (int)env_ll("RINGCAST_MPI_NODES", 1);
     if (emu < 1 || emu > lsize) emu = 1;
-    int ppn = lsize / emu, uniform = (lsize % emu == 0), agree = 0;
-    int minmax[2] = {ppn, -ppn}, got[2];
-    PMPI_Allreduce(minmax, got, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    PMPI_Allreduce(&uniform, &agree, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!agree || got[0] != -got[1]) {
+    int ppn = lsize / emu, uniform = (lsize % emu == 0), nodes = hosts * emu;
+    int mine[5] = {ppn, -ppn, nodes, -nodes, uniform}, got[5];
+    PMPI_Allreduce(mine, got, 5, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!got[4] || got[0] != -got[1] || got[2] != -got[3]) {
         /* The engines' world needs the same number of ranks on every node. */
+        rc_off = "ranks per node differ between nodes";
         if (rc_verbose && rank == 0) fprintf(stderr, "ringcast-mpi: ranks per node differ; every call goes to PMPI\n");
         return;
     }
-    int node = host_index * emu + lrank / ppn, local_rank = lrank % ppn, nodes = hosts * emu;
+    if (rc_mode == RC_AUTO && nodes < rc_min_engines) {
+        /* No communicator can span enough engines: nothing would be offloaded, so no engine. */
+        snprintf(rc_off_buf, sizeof rc_off_buf, "auto: the job spans %d engine(s), fewer than %d", nodes, rc_min_engines);
+        rc_off = rc_off_buf;
+        if (rc_verbose && rank == 0) fprintf(stderr, "ringcast-mpi: %s; every call goes to PMPI\n", rc_off);
+        return;
+    }
+    rc_ppn = ppn;
+    int node = host_index * emu + lrank / ppn, local_rank = lrank % ppn;
 
     /* The job: named by rank 0, the same everywhere. */
     char job[64] = {0};
     if (rank == 0) snprintf(job, sizeof job, "mpi-%ld-%d", (long)getpid(), (int)(MPI_Wtime() * 1000) % 100000);
     PMPI_Bcast(job, (int)sizeof job, MPI_CHAR, 0, MPI_COMM_WORLD);
-    char buf[64];
+    char buf[96];
     const char *fabric = getenv("RINGCAST_MPI_FABRIC");
     if (!fabric || !*fabric) fabric = hosts > 1 ? "udp" : "shm";
     set("RINGCAST_FABRIC", fabric);
@@ -181,69 +511,126 @@ static void rc_start(void) {
         set_default("RINGCAST_IDLE_SPINS", "50");
         set_default("RINGCAST_IDLE_YIELDS", "10");
     }
+    int addr_ok = 1;
     if (strcmp(fabric, "udp") == 0) {
         /* Each node's engine listens on its host's address; one port per node. */
-        char mine[64] = {0}, *all = malloc((size_t)size * 64);
+        char me_addr[RC_ADDR] = {0}, *all = malloc((size_t)size * RC_ADDR);
         char hostname[256] = "127.0.0.1";
         if (hosts > 1) gethostname(hostname, sizeof hostname);
-        snprintf(mine, sizeof mine, "%s:%d", hosts > 1 ? hostname : "127.0.0.1", 20000 + (int)(getpid() % 20000));
-        if (!all) return;
-        PMPI_Allgather(mine, 64, MPI_CHAR, all, 64, MPI_CHAR, MPI_COMM_WORLD);
-        /* Member `n` is the address local rank 0 of node `n` gathered: world rank n*ppn + 0 in
-         * node order only if ranks are placed by node; find them by (node, local) instead. */
+        snprintf(me_addr, sizeof me_addr, "%s:%d", hosts > 1 ? hostname : "127.0.0.1", 20000 + (int)(getpid() % 20000));
         int me_nl[2] = {node, local_rank}, *nl = malloc(sizeof(int) * 2 * (size_t)size);
-        char *members = calloc((size_t)nodes, 66);
-        if (!nl || !members) return;
-        PMPI_Allgather(me_nl, 2, MPI_INT, nl, 2, MPI_INT, MPI_COMM_WORLD);
-        for (int n = 0; n < nodes; n++)
-            for (int r = 0; r < size; r++)
-                if (nl[2 * r] == n && nl[2 * r + 1] == 0) {
-                    if (n) strcat(members, ",");
-                    strncat(members, all + (size_t)r * 64, 63);
-                }
-        set("RINGCAST_UDP_MEMBERS", members);
+        char *members = calloc((size_t)nodes, RC_ADDR + 1);
+        int have = all && nl && members, all_have = 0;
+        PMPI_Allreduce(&have, &all_have, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        if (all_have) {
+            PMPI_Allgather(me_addr, RC_ADDR, MPI_CHAR, all, RC_ADDR, MPI_CHAR, MPI_COMM_WORLD);
+            PMPI_Allgather(me_nl, 2, MPI_INT, nl, 2, MPI_INT, MPI_COMM_WORLD);
+            /* Member `n` is the address local rank 0 of node `n` gathered, found by (node, local). */
+            for (int n = 0; n < nodes; n++)
+                for (int r = 0; r < size; r++)
+                    if (nl[2 * r] == n && nl[2 * r + 1] == 0) {
+                        if (n) strcat(members, ",");
+                        strncat(members, all + (size_t)r * RC_ADDR, RC_ADDR - 1);
+                    }
+            set("RINGCAST_UDP_MEMBERS", members);
+        }
+        addr_ok = all_have;
         free(all); free(nl); free(members);
     }
-    int rc = ringcast_init();
+    int rc = addr_ok ? ringcast_init() : RINGCAST_ERR_IO;
     int ok = rc == RINGCAST_OK, all_ok = 0;
     PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!all_ok) {
         if (ok) ringcast_finalize();
+        rc_off = "ringcast did not start";
         if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: ringcast not started (%s); every call goes to PMPI\n", rank, ringcast_strerror(rc));
         return;
     }
     rc_up = 1;
+    rc_off = "communicator not followed (inter-communicator, or made by a call not intercepted)";
     PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, rc_attr_delete, &rc_keyval, NULL);
     rc_attach(MPI_COMM_WORLD);
     if (rc_verbose && rank == 0)
-        fprintf(stderr, "ringcast-mpi: %d ranks on %d node(s) x %d, %s fabric, job %s\n", size, nodes, ppn, fabric, job);
+        fprintf(stderr, "ringcast-mpi: %d ranks on %d node(s) x %d, %s fabric, job %s, offload %s, %lld..%lld bytes\n", size, nodes, ppn,
+                fabric, job, rc_mode == RC_ALWAYS ? "always" : "auto", rc_min_bytes, rc_max_bytes);
 }
 
+/* The program's MPI_Init: the library first, then the bootstrap (a collective over the world). */
 int MPI_Init(int *argc, char ***argv) {
-    int rc = PMPI_Init(argc, argv);
-    if (rc == MPI_SUCCESS) rc_start();
+    int rc = PMPI_Init(argc, argv), provided = MPI_THREAD_SINGLE;
+    if (rc == MPI_SUCCESS) {
+        PMPI_Query_thread(&provided);
+        rc_start(provided);
+    }
     return rc;
 }
 
+/* As MPI_Init; the thread level granted decides whether the offload may run. */
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
     int rc = PMPI_Init_thread(argc, argv, required, provided);
-    if (rc == MPI_SUCCESS) rc_start();
+    if (rc == MPI_SUCCESS) rc_start(*provided);
     return rc;
 }
 
+/* Fills the last synchronization epoch of `c` with 1-byte broadcasts (every member posts the same
+ * count, since every member posted the same broadcasts) so the engines can settle the
+ * communicator and leave without waiting. They are posted as internal operations, finished by
+ * progress like any other. */
+static void rc_flush(struct rc_comm *c) {
+    if (!rc_dummy) rc_dummy = ringcast_buf_new(64);
+    while (rc_dummy && rc_channels && c->posted % rc_channels) {
+        struct rc_op *op = calloc(1, sizeof *op);
+        if (!op) break;
+        if (ringcast_ibcast(c->handle, 0, rc_dummy, 0, 1, &op->id) != RINGCAST_OK) {
+            free(op);
+            break;
+        }
+        op->c = c;
+        op->greq = MPI_REQUEST_NULL;
+        c->refs++;
+        c->inflight++;
+        rc_active++;
+        rc_op_link(op);
+        c->posted++;
+    }
+}
+
+/* MPI_Comm_free's part: fill the epoch and free the ringcast communicator, then drop the
+ * attribute. With nothing of the user's in flight on it, the fillers are waited for here (polled,
+ * with the library's progress: MPI_Comm_free is collective, every member is posting them) and
+ * the communicator is freed at once; with an MPI_Ibcast pending, it is freed when the last
+ * operation on it finishes (rc_op_finish -> rc_comm_settle). */
 static void rc_detach(MPI_Comm comm) {
     struct rc_comm *c = rc_of(comm);
     if (!c) return;
-    rc_flush(c);
-    ringcast_comm_free(c->handle);
+    if (c->handle) {
+        int pending = c->inflight > 0;
+        rc_flush(c);
+        c->freeing = 1;
+        while (!pending && c->inflight > 0) {
+            rc_poll();
+            if (c->inflight > 0) rc_breathe(NULL);
+        }
+        rc_comm_settle(c);
+    }
     PMPI_Comm_delete_attr(comm, rc_keyval);
 }
 
+/* Completes what is in flight, frees the world's communicator, detaches, unlinks the job's
+ * shared memory (one rank, after a barrier), then the library's finalize. */
 int MPI_Finalize(void) {
     if (rc_up) {
+        /* Every broadcast posted must end before the engines go (the other ranks are finalizing
+         * too, so each has posted its part). */
+        while (rc_active > 0) {
+            rc_poll();
+            if (rc_active > 0) rc_breathe(NULL);
+        }
         rc_detach(MPI_COMM_WORLD);
-        if (rc_stage) ringcast_buf_free(rc_stage);
-        rc_stage = NULL;
+        for (int i = 0; i < rc_pool_n; i++) ringcast_buf_free(rc_pool[i].b);
+        rc_pool_n = 0;
+        if (rc_dummy) ringcast_buf_free(rc_dummy);
+        rc_dummy = NULL;
         ringcast_finalize();
         /* Every rank's engine is done with the job's shared memory: one rank unlinks it. */
         PMPI_Barrier(MPI_COMM_WORLD);
@@ -253,28 +640,37 @@ int MPI_Finalize(void) {
     return PMPI_Finalize();
 }
 
+/* Communicator creation: the library's, then ours over the new communicator (collective). */
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
     int rc = PMPI_Comm_dup(comm, newcomm);
     if (rc == MPI_SUCCESS) rc_attach(*newcomm);
     return rc;
 }
 
+/* As MPI_Comm_dup (ranks given MPI_UNDEFINED get MPI_COMM_NULL and nothing of ours). */
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
     int rc = PMPI_Comm_split(comm, color, key, newcomm);
     if (rc == MPI_SUCCESS) rc_attach(*newcomm);
     return rc;
 }
 
+/* As MPI_Comm_dup. */
 int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm) {
     int rc = PMPI_Comm_create(comm, group, newcomm);
     if (rc == MPI_SUCCESS) rc_attach(*newcomm);
     return rc;
 }
 
+/* Legal with an MPI_Ibcast still pending on the communicator: that operation completes normally
+ * (its record holds the communicator's) and the ringcast communicator is freed after it. */
 int MPI_Comm_free(MPI_Comm *comm) {
-    if (comm && *comm != MPI_COMM_NULL) rc_detach(*comm);
+    rc_poll();
+    /* Freeing a predefined communicator is erroneous: the library reports it, ours stays. */
+    if (comm && *comm != MPI_COMM_NULL && *comm != MPI_COMM_WORLD && *comm != MPI_COMM_SELF) rc_detach(*comm);
     return PMPI_Comm_free(comm);
 }
+
+/* ---- broadcasts --------------------------------------------------------------------------- */
 
 /* Raises `err` through `comm`'s error handler, as the MPI library does for its own errors. */
 static int rc_error(MPI_Comm comm, int err) {
@@ -293,50 +689,322 @@ static long long rc_bytes(int count, MPI_Datatype type) {
     return (long long)count * size;
 }
 
-int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
+/* The path of a broadcast: its record when offloaded (NULL for PMPI), with the reason for the
+ * verbose line in `why`. Depends only on values every rank of `comm` shares in a correct
+ * program, so every rank decides the same. `invalid` is set for arguments the library must
+ * judge. */
+static struct rc_comm *rc_decide(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm, long long *bytes, char *why,
+                                 size_t whylen) {
     struct rc_comm *c = rc_of(comm);
+    *bytes = -1;
     if (!c) {
-        say("MPI_Bcast:", "pmpi (no ringcast communicator)", -1, root);
-        return PMPI_Bcast(buffer, count, datatype, root, comm);
+        snprintf(why, whylen, "pmpi (%s)", rc_up ? "communicator not followed (inter-communicator, or made by a call not intercepted)" : rc_off);
+        return NULL;
     }
-    /* Bad arguments go to the library itself: it checks them before communicating and
-     * answers with its own error class (Open MPI: MPI_ERR_ROOT, MPI_ERR_COUNT, MPI_ERR_ARG for
+    /* Bad arguments go to the library itself: it checks them before communicating and answers
+     * with its own error class (Open MPI: MPI_ERR_ROOT, MPI_ERR_COUNT, MPI_ERR_ARG for
      * MPI_IN_PLACE), raised through the communicator's error handler. */
-    if (root < 0 || root >= c->size || count < 0 || buffer == MPI_IN_PLACE) {
-        say("MPI_Bcast:", "pmpi (invalid arguments: the library reports them)", -1, root);
+    if (root < 0 || root >= c->size || count < 0 || buffer == MPI_IN_PLACE || type == MPI_DATATYPE_NULL) {
+        snprintf(why, whylen, "pmpi (invalid arguments: the library reports them)");
+        return NULL;
+    }
+    if (!c->handle) {
+        snprintf(why, whylen, "pmpi (auto: the communicator spans %d engine(s), fewer than %d)", c->engines, rc_min_engines);
+        return NULL;
+    }
+    *bytes = rc_bytes(count, type);
+    if (*bytes < 0) {
+        snprintf(why, whylen, "pmpi (datatype not contiguous)");
+        return NULL;
+    }
+    if (*bytes < rc_min_bytes || *bytes > rc_max_bytes || c->size < 2) {
+        snprintf(why, whylen, "pmpi (outside %lld..%lld bytes, or a single rank)", rc_min_bytes, rc_max_bytes);
+        return NULL;
+    }
+    snprintf(why, whylen, "offloaded (%s: %d engine(s), %lld..%lld bytes)", rc_mode == RC_ALWAYS ? "always" : "auto", c->engines, rc_min_bytes,
+             rc_max_bytes);
+    return c;
+}
+
+/* The blocking broadcast: the rule (rc_decide) picks the path; offloaded, it stages, posts,
+ * polls and copies out. */
+int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
+    char why[192];
+    long long bytes;
+    rc_poll();
+    struct rc_comm *c = rc_decide(buffer, count, datatype, root, comm, &bytes, why, sizeof why);
+    if (!c) {
+        say("MPI_Bcast", bytes, root, "%s", why);
         return PMPI_Bcast(buffer, count, datatype, root, comm);
     }
-    long long bytes = rc_bytes(count, datatype);
-    if (bytes < 0 || bytes < rc_min_bytes || bytes > rc_max_bytes || c->size < 2) {
-        say("MPI_Bcast:", bytes < 0 ? "pmpi (datatype not contiguous)" : "pmpi (size or communicator outside the thresholds)", bytes, root);
-        return PMPI_Bcast(buffer, count, datatype, root, comm);
-    }
-    if (rc_stage_len < (size_t)bytes) {
-        if (rc_stage) ringcast_buf_free(rc_stage);
-        rc_stage = ringcast_buf_new((size_t)bytes);
-        rc_stage_len = rc_stage ? (size_t)bytes : 0;
-        if (!rc_stage) {
-            say("MPI_Bcast:", "pmpi (no staging buffer)", bytes, root);
-            return PMPI_Bcast(buffer, count, datatype, root, comm);
-        }
+    size_t len;
+    RingcastBuf *stage = rc_buf_get((size_t)bytes, &len);
+    if (!stage) {
+        /* Every rank must take the same path: a rank without memory cannot fall back alone. */
+        say("MPI_Bcast", bytes, root, "failed (no staging buffer)");
+        return rc_error(comm, MPI_ERR_NO_MEM);
     }
     int me;
     PMPI_Comm_rank(comm, &me);
-    uint8_t *stage = ringcast_buf_ptr(rc_stage);
-    if (me == root) memcpy(stage, buffer, (size_t)bytes);
-    int rc = ringcast_bcast(c->handle, (uint32_t)root, rc_stage, 0, (size_t)bytes);
+    uint8_t *p = ringcast_buf_ptr(stage);
+    if (me == root) memcpy(p, buffer, (size_t)bytes);
+    /* Posted, then polled with the MPI library's progress in between rather than waited for in
+     * the engine: a blocking collective must not stop this rank's pending point-to-point
+     * requests from progressing (MPI's progress rule), other MPI_Ibcasts of ours progress too,
+     * and on an oversubscribed node polling with sched_yield answers sooner than sleeping on the
+     * engine's doorbell (docs/performance.md). */
+    uint64_t id = 0;
+    int rc = ringcast_ibcast(c->handle, (uint32_t)root, stage, 0, (size_t)bytes, &id);
     c->posted++;
+    for (int fin = 0; rc == RINGCAST_OK;) {
+        rc = ringcast_test(id, &fin);
+        if (fin || rc != RINGCAST_OK) break;
+        rc_poll();
+        rc_breathe(NULL);
+    }
+    if (rc == RINGCAST_OK && me != root) memcpy(buffer, p, (size_t)bytes);
+    rc_buf_put(stage, len);
     if (rc != RINGCAST_OK) {
         if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Bcast failed: %s\n", rc_world_rank, ringcast_strerror(rc));
-        /* -12: the length differs from the root's. */
-        return rc_error(comm, rc == -12 ? MPI_ERR_TRUNCATE : rc == -11 ? MPI_ERR_ROOT : MPI_ERR_OTHER);
+        return rc_error(comm, rc_class(rc));
     }
-    if (me != root) memcpy(buffer, stage, (size_t)bytes);
-    say("MPI_Bcast:", "offloaded", bytes, root);
+    say("MPI_Bcast", bytes, root, "%s", why);
     return MPI_SUCCESS;
 }
 
+/* The nonblocking broadcast: the same rule; offloaded, a staging buffer of its own, the post,
+ * and a generalized request the completion calls below finish. */
 int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Request *request) {
-    say("MPI_Ibcast:", "pmpi (non-blocking broadcasts are not offloaded yet)", -1, root);
-    return PMPI_Ibcast(buffer, count, datatype, root, comm, request);
+    char why[192];
+    long long bytes;
+    rc_poll();
+    struct rc_comm *c = request ? rc_decide(buffer, count, datatype, root, comm, &bytes, why, sizeof why) : NULL;
+    if (!c) {
+        say("MPI_Ibcast", request ? bytes : -1, root, "%s", request ? why : "pmpi (invalid arguments: the library reports them)");
+        return PMPI_Ibcast(buffer, count, datatype, root, comm, request);
+    }
+    struct rc_op *op = calloc(1, sizeof *op);
+    RingcastBuf *stage = op ? rc_buf_get((size_t)bytes, &op->stage_len) : NULL;
+    if (!stage) {
+        free(op);
+        say("MPI_Ibcast", bytes, root, "failed (no staging buffer)");
+        return rc_error(comm, MPI_ERR_NO_MEM);
+    }
+    int me;
+    PMPI_Comm_rank(comm, &me);
+    op->stage = stage;
+    op->c = c;
+    op->comm = comm;
+    op->user = buffer;
+    op->bytes = (size_t)bytes;
+    op->root_here = me == root;
+    /* The root's data is taken now: the user may not modify it before completion anyway. */
+    if (op->root_here) memcpy(ringcast_buf_ptr(stage), buffer, (size_t)bytes);
+    int rc = ringcast_ibcast(c->handle, (uint32_t)root, stage, 0, (size_t)bytes, &op->id);
+    c->posted++;
+    if (rc != RINGCAST_OK) {
+        rc_buf_put(stage, op->stage_len);
+        free(op);
+        if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Ibcast failed: %s\n", rc_world_rank, ringcast_strerror(rc));
+        return rc_error(comm, rc_class(rc));
+    }
+    c->refs++;
+    c->inflight++;
+    rc_active++;
+    rc_op_link(op);
+    if (PMPI_Grequest_start(rc_query_fn, rc_free_fn, rc_cancel_fn, op, &op->greq) != MPI_SUCCESS) {
+        /* The engine has it: let it finish in the background as an internal operation. */
+        op->greq = MPI_REQUEST_NULL;
+        op->user = NULL;
+        return rc_error(comm, MPI_ERR_INTERN);
+    }
+    rc_live++;
+    *request = op->greq;
+    say("MPI_Ibcast", bytes, root, "%s", why);
+    return MPI_SUCCESS;
+}
+
+/* ---- errors of finished MPI_Ibcasts --------------------------------------------------------- */
+
+/* What to report for request i of a set after the PMPI call completed (and freed) it. */
+struct rc_err {
+    int err;       /* MPI_SUCCESS: nothing of ours to report */
+    MPI_Comm comm; /* whose error handler */
+};
+
+/* The error and communicator of one of ours, taken before a PMPI call frees it (a communicator
+ * already freed by the user reports on MPI_COMM_WORLD, as errors without one do in MPI-3). */
+static struct rc_err rc_err_of(const struct rc_op *op) {
+    struct rc_err e = {MPI_SUCCESS, MPI_COMM_WORLD};
+    if (op && op->done && op->err != MPI_SUCCESS) {
+        e.err = op->err;
+        e.comm = op->c->freeing ? MPI_COMM_WORLD : op->comm;
+    }
+    return e;
+}
+
+/* The errors of ours finished in a set, by index, or NULL when none failed (the usual case: no
+ * allocation). Taken before the PMPI call that completes them. */
+static struct rc_err *rc_errs(int n, const MPI_Request *reqs) {
+    int any = 0;
+    if (rc_live == 0 || n <= 0 || !reqs) return NULL;
+    for (int i = 0; i < n && !any; i++) any = rc_err_of(rc_find(reqs[i])).err != MPI_SUCCESS;
+    if (!any) return NULL;
+    struct rc_err *e = malloc(sizeof *e * (size_t)n);
+    if (e)
+        for (int i = 0; i < n; i++) e[i] = rc_err_of(rc_find(reqs[i]));
+    return e;
+}
+
+/* After a PMPI call completed the `k` requests `idx` (NULL: 0..k-1) of a set: if one of ours
+ * among them failed, fill every completed status's MPI_ERROR and raise MPI_ERR_IN_STATUS (as
+ * the library does for its own failed requests in -all/-some calls). Frees `e`. */
+static int rc_report_set(int rc, struct rc_err *e, int k, const int *idx, MPI_Status *statuses) {
+    if (!e) return rc;
+    int first = -1;
+    for (int j = 0; j < k; j++)
+        if (e[idx ? idx[j] : j].err != MPI_SUCCESS && first < 0) first = idx ? idx[j] : j;
+    if (first >= 0 && (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS)) {
+        if (statuses != MPI_STATUSES_IGNORE)
+            for (int j = 0; j < k; j++) {
+                int i = idx ? idx[j] : j;
+                if (e[i].err != MPI_SUCCESS) statuses[j].MPI_ERROR = e[i].err;
+                else if (rc == MPI_SUCCESS) statuses[j].MPI_ERROR = MPI_SUCCESS;
+            }
+        rc = rc_error(e[first].comm, MPI_ERR_IN_STATUS);
+    }
+    free(e);
+    return rc;
+}
+
+/* After a PMPI call completed one request whose snapshot is `e`: report its failure, if any. */
+static int rc_report_one(int rc, struct rc_err e, MPI_Status *status) {
+    if (rc != MPI_SUCCESS || e.err == MPI_SUCCESS) return rc;
+    if (status != MPI_STATUS_IGNORE) status->MPI_ERROR = e.err;
+    return rc_error(e.comm, e.err);
+}
+
+/* ---- completion calls --------------------------------------------------------------------- */
+/* Each passes straight to PMPI unless the set holds one of ours (rc_live is 0 when none exist).
+ * With ours unfinished: poll the engine, then let the library progress, yield, repeat. */
+
+/* One request: ours is polled to its end (with the library's progress), then PMPI_Wait frees it. */
+int MPI_Wait(MPI_Request *request, MPI_Status *status) {
+    if (rc_live == 0 || !request) return PMPI_Wait(request, status);
+    struct rc_op *op = rc_find(*request);
+    if (!op) return PMPI_Wait(request, status);
+    for (;;) {
+        rc_poll();
+        if (op->done) break;
+        rc_breathe(op);
+    }
+    struct rc_err e = rc_err_of(op); /* PMPI_Wait runs free_fn: `op` goes */
+    return rc_report_one(PMPI_Wait(request, status), e, status);
+}
+
+/* One request, without waiting: ours is polled once first. */
+int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
+    struct rc_op *op = rc_live && request ? rc_find(*request) : NULL;
+    if (!op) return PMPI_Test(request, flag, status);
+    rc_poll();
+    struct rc_err e = rc_err_of(op);
+    int rc = PMPI_Test(request, flag, status);
+    return *flag ? rc_report_one(rc, e, status) : rc;
+}
+
+/* Until every one of ours in the set is finished, poll and let the library progress the rest;
+ * then PMPI_Waitall (which blocks only on the library's own). */
+int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
+    if (rc_scan(count, requests) == 0) return PMPI_Waitall(count, requests, statuses);
+    for (;;) {
+        rc_poll();
+        const struct rc_op *op = rc_unfinished(count, requests);
+        if (!op) break;
+        rc_breathe(op); /* library requests of the set progress meanwhile */
+    }
+    struct rc_err *e = rc_errs(count, requests);
+    return rc_report_set(PMPI_Waitall(count, requests, statuses), e, count, NULL, statuses);
+}
+
+/* Polls ours once, then PMPI_Testall (all or nothing, as MPI says). */
+int MPI_Testall(int count, MPI_Request requests[], int *flag, MPI_Status statuses[]) {
+    if (rc_scan(count, requests) == 0) return PMPI_Testall(count, requests, flag, statuses);
+    rc_poll();
+    struct rc_err *e = rc_errs(count, requests);
+    int rc = PMPI_Testall(count, requests, flag, statuses);
+    if (*flag) return rc_report_set(rc, e, count, NULL, statuses);
+    free(e);
+    return rc;
+}
+
+/* Testany with our error reporting: the body of MPI_Testany and of MPI_Waitany's loop. */
+static int rc_testany(int count, MPI_Request requests[], int *index, int *flag, MPI_Status *status) {
+    rc_poll();
+    struct rc_err *e = rc_errs(count, requests);
+    int rc = PMPI_Testany(count, requests, index, flag, status);
+    if (e && *flag && *index != MPI_UNDEFINED) rc = rc_report_one(rc, e[*index], status);
+    free(e);
+    return rc;
+}
+
+/* Polls ours and tests the whole set until one completes: never blocks on either kind. */
+int MPI_Waitany(int count, MPI_Request requests[], int *index, MPI_Status *status) {
+    if (rc_scan(count, requests) == 0) return PMPI_Waitany(count, requests, index, status);
+    for (;;) {
+        int flag = 0, rc = rc_testany(count, requests, index, &flag, status);
+        if (rc != MPI_SUCCESS || flag) return rc;
+        sched_yield();
+    }
+}
+
+/* Polls ours once, then PMPI_Testany. */
+int MPI_Testany(int count, MPI_Request requests[], int *index, int *flag, MPI_Status *status) {
+    if (rc_scan(count, requests) == 0) return PMPI_Testany(count, requests, index, flag, status);
+    return rc_testany(count, requests, index, flag, status);
+}
+
+/* Testsome with our error reporting: the body of MPI_Testsome and of MPI_Waitsome's loop. */
+static int rc_testsome(int incount, MPI_Request requests[], int *outcount, int indices[], MPI_Status statuses[]) {
+    rc_poll();
+    struct rc_err *e = rc_errs(incount, requests);
+    int rc = PMPI_Testsome(incount, requests, outcount, indices, statuses);
+    if (*outcount > 0) return rc_report_set(rc, e, *outcount, indices, statuses);
+    free(e);
+    return rc;
+}
+
+/* Polls ours and tests the whole set until some complete (or none is active). */
+int MPI_Waitsome(int incount, MPI_Request requests[], int *outcount, int indices[], MPI_Status statuses[]) {
+    if (rc_scan(incount, requests) == 0) return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
+    for (;;) {
+        int rc = rc_testsome(incount, requests, outcount, indices, statuses);
+        if (rc != MPI_SUCCESS || *outcount != 0) return rc; /* MPI_UNDEFINED: nothing active */
+        sched_yield();
+    }
+}
+
+/* Polls ours once, then PMPI_Testsome. */
+int MPI_Testsome(int incount, MPI_Request requests[], int *outcount, int indices[], MPI_Status statuses[]) {
+    if (rc_scan(incount, requests) == 0) return PMPI_Testsome(incount, requests, outcount, indices, statuses);
+    return rc_testsome(incount, requests, outcount, indices, statuses);
+}
+
+/* Freeing an active MPI_Ibcast request (erroneous for collectives in MPI-3, allowed here): the
+ * broadcast still runs to its end — the other ranks are in it — and delivers, and the next
+ * progress of ours reclaims its staging buffer; MPI calls free_fn after our completion. */
+int MPI_Request_free(MPI_Request *request) {
+    if (rc_live && request) {
+        struct rc_op *op = rc_find(*request);
+        if (op && !op->done) op->orphan = 1;
+    }
+    return PMPI_Request_free(request);
+}
+
+/* Does not free the request: a failure is reported each time it is asked. */
+int MPI_Request_get_status(MPI_Request request, int *flag, MPI_Status *status) {
+    struct rc_op *op = rc_live ? rc_find(request) : NULL;
+    if (!op) return PMPI_Request_get_status(request, flag, status);
+    rc_poll();
+    int rc = PMPI_Request_get_status(request, flag, status);
+    return *flag ? rc_report_one(rc, rc_err_of(op), status) : rc;
 }

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs one configuration of the MPI check program (host/mpi/tests/bcast_check.c) and checks what
+# its log shows: every rank reported its broadcasts identical to PMPI_Bcast, and the paths the
+# RINGCAST_MPI_VERBOSE lines name add up to the numbers the Makefile derives from the program.
+#   mpi-check.sh LABEL BCAST IBCAST DECLINED LOG -- launcher args...
+# BCAST / IBCAST: lines "MPI_Bcast: offloaded" / "MPI_Ibcast: offloaded" expected;
+# DECLINED: lines "pmpi (auto: ..." expected (either call): the calls auto sent to PMPI because
+# the job or the communicator spans too few engines.
+set -uo pipefail
+label=$1 bcast=$2 ibcast=$3 declined=$4 log=$5
+shift 5
+[[ ${1:-} == -- ]] && shift
+echo "mpi-check: $label"
+if ! timeout 300 "$@" >"$log" 2>&1; then
+  cat "$log"
+  echo "mpi-check: $label: the run failed"
+  exit 1
+fi
+fail=0
+ranks=$(grep -c 'broadcasts identical to PMPI_Bcast' "$log")
+[[ $ranks -eq 4 ]] || { echo "mpi-check: $label: $ranks of 4 ranks reported identical broadcasts"; fail=1; }
+n=$(grep -c 'MPI_Bcast: offloaded' "$log")
+[[ $n -eq $bcast ]] || { echo "mpi-check: $label: $n MPI_Bcast offloaded, expected $bcast"; fail=1; }
+n=$(grep -c 'MPI_Ibcast: offloaded' "$log")
+[[ $n -eq $ibcast ]] || { echo "mpi-check: $label: $n MPI_Ibcast offloaded, expected $ibcast"; fail=1; }
+n=$(grep -c 'cast: pmpi (auto: ' "$log")
+[[ $n -eq $declined ]] || { echo "mpi-check: $label: auto sent $n calls to PMPI, expected $declined"; fail=1; }
+if ((fail)); then
+  cat "$log"
+  exit 1
+fi
+grep -m1 'broadcasts identical' "$log"
+echo "mpi-check: $label: $bcast MPI_Bcast and $ibcast MPI_Ibcast offloaded, $declined declined by auto, as expected"
