@@ -393,10 +393,10 @@ impl Nic for UdNic {
         let mut sge = sys::ibv_sge { addr: buf as u64, length: len as u32, lkey: self.mr.lkey() };
         let mut flags = sys::ibv_send_flags(0);
         if r.signalled {
-            flags = flags | sys::ibv_send_flags::IBV_SEND_SIGNALED;
+            flags |= sys::ibv_send_flags::IBV_SEND_SIGNALED;
         }
         if len as u32 <= self.qp.max_inline() {
-            flags = flags | sys::ibv_send_flags::IBV_SEND_INLINE;
+            flags |= sys::ibv_send_flags::IBV_SEND_INLINE;
         }
         let mut wr = sys::ibv_send_wr {
             wr_id: r.wr_id,

@@ -310,7 +310,8 @@ impl SendRing {
         }
         let seq = self.head;
         self.head += 1;
-        let signalled = (seq + 1) % u64::from(self.signal_every) == 0 || self.in_flight() == self.depth;
+        let k = u64::from(self.signal_every);
+        let signalled = seq % k == k - 1 || self.in_flight() == self.depth;
         self.stats.posts += 1;
         self.stats.signalled += u64::from(signalled);
         Some(Reserved { slot: (seq % u64::from(self.depth)) as u32, wr_id: SEND_BIT | seq, signalled })
@@ -520,7 +521,7 @@ mod tests {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            if x % 3 != 0 {
+            if !x.is_multiple_of(3) {
                 if let Some(s) = r.reserve() {
                     if s.signalled {
                         signalled.push_back(s.wr_id);

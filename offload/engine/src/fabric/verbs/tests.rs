@@ -585,7 +585,7 @@ fn the_protocol_broadcasts_byte_exact_over_lossy_fake_links() {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        m.get(3) == Some(&Kind::Data.to_wire()) && x % 50 == 0
+        m.get(3) == Some(&Kind::Data.to_wire()) && x.is_multiple_of(50)
     })));
     let config = Config { mtu: MTU as u32, max_message_bytes: 1 << 18, ..Config::default() };
     let mut fabrics: Vec<Option<VerbsFabric<FakeNic>>> =
@@ -614,15 +614,14 @@ fn the_protocol_broadcasts_byte_exact_over_lossy_fake_links() {
     let mut bufs: Vec<Vec<u8>> = vec![vec![0; 1 << 18]; N as usize];
     let mut done: Vec<Vec<(u64, Outcome)>> = vec![Vec::new(); N as usize];
     let sizes = [2usize, 100, 955, 956, 957, 4096, 65_536, 1 << 18];
-    let mut token = 0;
     for (k, &len) in sizes.iter().enumerate() {
+        let token = k as u64 + 1;
         let root = (k as u32) % N;
         for (i, b) in bufs.iter_mut().enumerate() {
             for (j, byte) in b[..len].iter_mut().enumerate() {
                 *byte = if i as u32 == root { (j * 7 + k) as u8 } else { 0xEE };
             }
         }
-        token += 1;
         for i in 0..N as usize {
             let post = Post {
                 comm: comms[i],
