@@ -21,7 +21,16 @@ pub enum Net {
     DpdkMemif,
     /// `udp` (IPv4) on each node's `eth0` (in a [`Lab`]).
     Udp,
+    /// `verbs`: every engine on this machine with a UD queue pair of its own on one RDMA port
+    /// (no lab). The device, port, GID index and address come from the caller's
+    /// `RINGCAST_VERBS_*` variables (inherited); the datagram MTU is [`VERBS_MTU`] unless
+    /// `RINGCAST_MTU` is set.
+    Verbs,
 }
+
+/// The datagram MTU of [`Net::Verbs`] clusters: with the fabric's 24-byte header, 1024 bytes —
+/// the smallest active MTU of a RoCE port on 1500-byte Ethernet — so the test runs on any port.
+pub const VERBS_MTU: u32 = 1000;
 
 /// The memif virtual device of node `node` (0: server, 1: client) of `job`, with the node's MAC.
 pub fn memif_vdev(job: &str, node: usize) -> String {
@@ -68,7 +77,11 @@ pub fn engine_env(net: Net, job: &str, nodes: usize, node: usize) -> Vec<(String
         Net::DpdkAfXdp => ("dpdk", af_xdp_vdev()),
         Net::DpdkMemif => ("dpdk", memif_vdev(job, node)),
         Net::Udp => ("udp", String::new()),
+        Net::Verbs => ("verbs", String::new()),
     };
+    if net == Net::Verbs && std::env::var_os("RINGCAST_MTU").is_none() {
+        env.push(("RINGCAST_MTU".to_string(), VERBS_MTU.to_string()));
+    }
     env.extend(
         [
             ("RINGCAST_FABRIC", fabric.to_string()),
@@ -113,7 +126,7 @@ impl Drop for Cluster {
 
 impl Cluster {
     /// Starts an engine per node on `net` — in the node namespaces of `lab`, or, without a lab,
-    /// `nodes` engines in this namespace (memif) — then a host per node beside its engine
+    /// `nodes` engines in this namespace (memif, verbs) — then a host per node beside its engine
     /// running `tool host <host_args...>` (the `ringcast-hw` binary), and waits until every
     /// host attached (`READY`). An engine that exits meanwhile fails the start with its log.
     pub fn start(
@@ -128,8 +141,11 @@ impl Cluster {
         if lab.is_some_and(|lab| lab.nodes.len() != nodes) {
             return Err(format!("a lab of another size for a cluster of {nodes}"));
         }
-        if (net == Net::DpdkMemif) != lab.is_none() || (net == Net::DpdkMemif && nodes != 2) {
-            return Err(format!("{net:?}: memif links two nodes without a lab; AF_XDP and UDP need a lab"));
+        let labless = matches!(net, Net::DpdkMemif | Net::Verbs);
+        if labless != lab.is_none() || (net == Net::DpdkMemif && nodes != 2) {
+            return Err(format!(
+                "{net:?}: memif links two nodes and verbs any number without a lab; AF_XDP and UDP need a lab"
+            ));
         }
         let command = |node: usize, program: &Path| match lab {
             Some(lab) => lab.command(node, program),
