@@ -19,6 +19,14 @@
 //! the sequence number the next send would get, until the send ring's completed sequence passes
 //! it ([`UdNic::reap`]).
 //!
+//! # Errors on the data path
+//!
+//! Nothing on the data path fails loudly: a refused post, a completion with an error status, a
+//! failed `ibv_poll_cq` are counted ([`NicStats`]), and the first error completion is kept in
+//! words ([`UdNic::first_completion_error`]). A queue pair that went to the error state is not
+//! reset: every send and receive then fails and is counted, and the engine's peer timeouts turn
+//! the silence into typed errors for the broadcasts in flight.
+//!
 //! # Drop order
 //!
 //! Fields drop in declaration order: the groups first (detach from the QP, leave through
