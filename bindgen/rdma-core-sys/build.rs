@@ -17,6 +17,7 @@ const FUNCTIONS: &[&str] = &[
     "ibv_free_device_list",
     "ibv_open_device",
     "ibv_close_device",
+    "ibv_query_device",
     "ibv_alloc_pd",
     "ibv_dealloc_pd",
     "ibv_create_cq",
@@ -31,6 +32,8 @@ const FUNCTIONS: &[&str] = &[
     "ibv_dereg_mr",
     "ibv_attach_mcast",
     "ibv_detach_mcast",
+    // messages for errors
+    "ibv_wc_status_str",
     // shims over static inline functions
     "rc_ibv_post_send",
     "rc_ibv_post_recv",
@@ -48,6 +51,7 @@ const FUNCTIONS: &[&str] = &[
     "rdma_leave_multicast",
     "rdma_get_cm_event",
     "rdma_ack_cm_event",
+    "rdma_event_str",
 ];
 
 /// Types the project names directly (everything they reference is pulled in as well, so that
@@ -62,12 +66,15 @@ const TYPES: &[&str] = &[
     "ibv_wc",
     "ibv_wc_status",
     "ibv_wc_opcode",
+    "ibv_wc_flags",
     "ibv_wr_opcode",
     "ibv_send_flags",
     "ibv_access_flags",
     "ibv_ah_attr",
     "ibv_port_attr",
     "ibv_port_state",
+    "ibv_device_attr",
+    "ibv_mtu",
     "ibv_gid",
     "ibv_qp_type",
     "ibv_qp_state",

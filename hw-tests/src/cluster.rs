@@ -25,7 +25,16 @@ pub enum Net {
     /// job's segments are unlinked when the cluster is dropped). The DPU-emulation test runs
     /// engines of two architectures on it.
     Shm,
+    /// `verbs`: every engine on this machine with a UD queue pair of its own on one RDMA port
+    /// (no lab). The device, port, GID index and address come from the caller's
+    /// `RINGCAST_VERBS_*` variables (inherited); the datagram MTU is [`VERBS_MTU`] unless
+    /// `RINGCAST_MTU` is set.
+    Verbs,
 }
+
+/// The datagram MTU of [`Net::Verbs`] clusters: with the fabric's 24-byte header, 1024 bytes —
+/// the smallest active MTU of a RoCE port on 1500-byte Ethernet — so the test runs on any port.
+pub const VERBS_MTU: u32 = 1000;
 
 /// The memif virtual device of node `node` (0: server, 1: client) of `job`, with the node's MAC.
 pub fn memif_vdev(job: &str, node: usize) -> String {
@@ -73,7 +82,11 @@ pub fn engine_env(net: Net, job: &str, nodes: usize, node: usize) -> Vec<(String
         Net::DpdkMemif => ("dpdk", memif_vdev(job, node)),
         Net::Udp => ("udp", String::new()),
         Net::Shm => ("shm", String::new()),
+        Net::Verbs => ("verbs", String::new()),
     };
+    if net == Net::Verbs && std::env::var_os("RINGCAST_MTU").is_none() {
+        env.push(("RINGCAST_MTU".to_string(), VERBS_MTU.to_string()));
+    }
     env.extend(
         [
             ("RINGCAST_FABRIC", fabric.to_string()),
@@ -121,7 +134,7 @@ impl Drop for Cluster {
 
 impl Cluster {
     /// Starts an engine per node on `net` — in the node namespaces of `lab`, or, without a lab,
-    /// `nodes` engines in this namespace (memif, shm) — then a host per node beside its engine
+    /// `nodes` engines in this namespace (memif, shm, verbs) — then a host per node beside its engine
     /// running `tool host <host_args...>` (the `ringcast-hw` binary), and waits until every
     /// host attached (`READY`). An engine that exits meanwhile fails the start with its log.
     pub fn start(
@@ -155,7 +168,7 @@ impl Cluster {
         let needs_lab = matches!(net, Net::DpdkAfXdp | Net::Udp);
         if needs_lab != lab.is_some() || (net == Net::DpdkMemif && nodes != 2) {
             return Err(format!(
-                "{net:?}: memif links two nodes and shm any number without a lab; AF_XDP and UDP need a lab"
+                "{net:?}: memif links two nodes, shm and verbs any number without a lab; AF_XDP and UDP need a lab"
             ));
         }
         let in_node = |node: usize, cmd: Command| match lab {

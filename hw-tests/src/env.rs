@@ -3,7 +3,8 @@
 //! (namespaces, AF_XDP), iproute2, the kernel's AF_XDP sockets, and DPDK's driver plugins
 //! (Debian installs them as shared objects the EAL loads from
 //! `/usr/lib/<triplet>/dpdk/pmds-<abi>/`, one package per driver: `librte-net-af-xdp23`,
-//! `librte-net-memif23`).
+//! `librte-net-memif23`), and an RDMA device for the verbs fabric (asked of libibverbs through
+//! the engine's safe [`ringcast_offload::fabric::verbs::devices`]: this crate has no `unsafe`).
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
@@ -124,4 +125,11 @@ pub fn dpu_emulation_unavailable() -> Option<String> {
         ));
     }
     None
+}
+
+/// Why the verbs fabric cannot run here, if it cannot: no RDMA device — the reason is then
+/// exactly `no RDMA device (ibv_get_device_list returned 0)` — or an engine built without the
+/// `verbs` feature, or libibverbs failing otherwise.
+pub fn verbs_unavailable() -> Option<String> {
+    ringcast_offload::fabric::verbs::devices().err().map(|e| e.to_string())
 }

@@ -1,6 +1,7 @@
 //! `ringcast-hw-tests`: what the tests and the `ringcast-hw` tool share to run ringcast on real
 //! kernel-bypass paths — DPDK over `net_af_xdp` on veth pairs joined by a Linux bridge in
-//! network namespaces, and DPDK over `net_memif` between processes.
+//! network namespaces, DPDK over `net_memif` between processes, and the verbs fabric (UD queue
+//! pairs) on an RDMA device where one exists.
 //!
 //! * [`env`] — why a path cannot run here, if it cannot (the tests then print `SKIP: <reason>`);
 //! * [`netns`] — a bridge and member namespaces with fixed MACs and addresses, removed on drop;
@@ -13,7 +14,8 @@
 //!
 //! Contract: everything a test creates — namespaces, processes, DPDK runtime directories — is
 //! owned by a guard whose `Drop` removes it, also when the test fails; nothing is sent anywhere
-//! but into namespaces the test created (or between processes of this machine, for memif).
+//! but into namespaces the test created (or between processes of this machine, for memif; over
+//! the RDMA port, to this machine's own queue pairs, for verbs).
 pub mod cluster;
 pub mod env;
 /// The namespace lab lives in the host library (`ringcast run --netns` uses it too).

@@ -8,7 +8,8 @@
 //!   inline functions do: driven against a fake provider whose ops record their arguments, which
 //!   also checks that Rust and C agree on where `context` and `ops.*` live;
 //! * sizes fixed by the wire or the verbs ABI, and that the layout assertions cover the structs
-//!   the fabric code will hand to a provider.
+//!   the fabric code will hand to a provider;
+//! * the message functions the fabric's errors use (`ibv_wc_status_str`, `rdma_event_str`).
 
 use std::ffi::CStr;
 use std::mem::{offset_of, size_of};
@@ -153,6 +154,25 @@ fn abi_fixed_layouts_and_constants() {
     assert_ne!(unknown, ibv_wc_status::IBV_WC_SUCCESS);
     let flags = ibv_access_flags::IBV_ACCESS_LOCAL_WRITE | ibv_access_flags::IBV_ACCESS_REMOTE_READ;
     assert_eq!(flags.0, 1 | 4);
+    // A UD receive completion says whether its first 40 bytes hold a GRH.
+    assert_eq!(ibv_wc_flags::IBV_WC_GRH.0, 1);
+    assert_eq!((ibv_mtu::IBV_MTU_256.0, ibv_mtu::IBV_MTU_4096.0), (1, 5));
+}
+
+#[test]
+fn messages_for_statuses_and_events() {
+    // SAFETY: both return pointers to static NUL-terminated strings, for any value.
+    let (wc, ev) = unsafe {
+        (
+            CStr::from_ptr(ibv_wc_status_str(ibv_wc_status::IBV_WC_WR_FLUSH_ERR)),
+            CStr::from_ptr(rdma_event_str(rdma_cm_event_type::RDMA_CM_EVENT_MULTICAST_JOIN)),
+        )
+    };
+    assert!(wc.to_string_lossy().to_lowercase().contains("flush"), "{wc:?}");
+    assert_eq!(ev.to_string_lossy(), "RDMA_CM_EVENT_MULTICAST_JOIN");
+    // SAFETY: as above; an unknown value has a message too.
+    let unknown = unsafe { CStr::from_ptr(ibv_wc_status_str(ibv_wc_status(0xdead))) };
+    assert!(!unknown.to_bytes().is_empty());
 }
 
 #[test]
@@ -167,6 +187,7 @@ fn layout_assertions_cover_the_fabric_structs() {
         "ibv_wc",
         "ibv_ah_attr",
         "ibv_port_attr",
+        "ibv_device_attr",
         "ibv_gid",
         "ibv_context",
         "ibv_context_ops",

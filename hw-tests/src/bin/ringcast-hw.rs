@@ -116,6 +116,7 @@ fn measure_fps(lab: &Lab, net: Net, frames: u32, len: usize, job: &str) -> Resul
         Net::DpdkAfXdp | Net::DpdkMemif => ("dpdk", Lab::macs(n)),
         Net::Udp => ("udp", (0..n).map(|i| format!("{}:7470", Lab::ip(i))).collect::<Vec<_>>().join(",")),
         Net::Shm => return Err("frames per second are measured on lab fabrics (dpdk, udp), not shm".into()),
+        Net::Verbs => return Err("the verbs fabric runs on an RDMA device, not in a namespace lab".into()),
     };
     let mut members_p: Vec<Child> = Vec::new();
     for i in 0..n {

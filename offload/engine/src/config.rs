@@ -22,6 +22,9 @@ pub enum FabricKind {
     /// Ethernet frames through a DPDK port (`dpdk_vdev`): multicast MACs for the groups, unicast
     /// between the members (by MAC) listed in `dpdk_members`.
     Dpdk,
+    /// A UD queue pair on an RDMA port (`verbs_device`, `verbs_port`): multicast groups joined
+    /// through rdmacm, unicast to members found by discovery.
+    Verbs,
 }
 
 impl FromStr for FabricKind {
@@ -32,7 +35,8 @@ impl FromStr for FabricKind {
             "shm" => Ok(FabricKind::Shm),
             "udp" => Ok(FabricKind::Udp),
             "dpdk" => Ok(FabricKind::Dpdk),
-            _ => Err(format!("expected none, shm, udp or dpdk, got {s:?}")),
+            "verbs" => Ok(FabricKind::Verbs),
+            _ => Err(format!("expected none, shm, udp, dpdk or verbs, got {s:?}")),
         }
     }
 }
@@ -44,6 +48,7 @@ impl fmt::Display for FabricKind {
             FabricKind::Shm => "shm",
             FabricKind::Udp => "udp",
             FabricKind::Dpdk => "dpdk",
+            FabricKind::Verbs => "verbs",
         })
     }
 }
@@ -477,7 +482,7 @@ tunables! {
         "name of the engine daemon hosts attach to (abstract Unix socket @ringcast.<name>)";
     /// Fabric of the broadcasts.
     fabric: FabricKind = FabricKind::None, "RINGCAST_FABRIC",
-        "fabric the engine's broadcasts travel on: none (NOP and COPY only), shm (the shared-memory emulation NIC), udp (kernel UDP multicast) or dpdk (Ethernet frames through a DPDK port)";
+        "fabric the engine's broadcasts travel on: none (NOP and COPY only), shm (the shared-memory emulation NIC), udp (kernel UDP multicast), dpdk (Ethernet frames through a DPDK port) or verbs (a UD queue pair on an RDMA device)";
     /// Job the engine belongs to.
     job: String = "default".to_string(), "RINGCAST_JOB",
         "job name: the engines of one job share a fabric namespace and derive their world communicator's identity from it";
@@ -517,6 +522,33 @@ tunables! {
     /// DPDK fabric: the members' MAC addresses.
     dpdk_members: String = String::new(), "RINGCAST_DPDK_MEMBERS",
         "dpdk fabric: every node's MAC address (comma-separated, index = node); node i's port must have the i-th";
+    /// Verbs fabric: the RDMA device.
+    verbs_device: String = String::new(), "RINGCAST_VERBS_DEVICE",
+        "verbs fabric: RDMA device by name (ibv_devices: mlx5_0, rxe0, ...); empty: the first device";
+    /// Verbs fabric: the port.
+    verbs_port: u8 = 1, "RINGCAST_VERBS_PORT",
+        "verbs fabric: port number on the device (from 1)";
+    /// Verbs fabric: the GID index of this member's address.
+    verbs_gid_index: u8 = 0, "RINGCAST_VERBS_GID_INDEX",
+        "verbs fabric: GID table index of this member's unicast address (RoCE v2: the index of the interface address's RoCE v2 GID, see show_gids; IB: 0)";
+    /// Verbs fabric: the IP address rdmacm joins groups from.
+    verbs_addr: String = String::new(), "RINGCAST_VERBS_ADDR",
+        "verbs fabric: IP address of the RDMA device's interface (IPoIB or the RoCE netdev) that rdmacm binds to for multicast joins; its family picks IPv6 ff15:: or IPv4 239/8 groups; empty: the address of the RoCE GID at verbs_gid_index (IB needs it set)";
+    /// Verbs fabric: how multicast groups are joined.
+    verbs_join: crate::fabric::verbs::group::JoinMode = crate::fabric::verbs::group::JoinMode::Rdmacm, "RINGCAST_VERBS_JOIN",
+        "verbs fabric: rdmacm (rdma_join_multicast: SA join on IB, IGMP/MLD on RoCE) or attach (ibv_attach_mcast only; RoCE links that flood multicast)";
+    /// Verbs fabric: pre-posted receives.
+    verbs_recv_slots: u32 = 1024, "RINGCAST_VERBS_RECV_SLOTS",
+        "verbs fabric: receive buffers posted on the UD queue pair (16..=65536): the NIC drops a datagram that finds none posted";
+    /// Verbs fabric: send queue depth.
+    verbs_send_depth: u32 = 256, "RINGCAST_VERBS_SEND_DEPTH",
+        "verbs fabric: send buffers and send queue depth (16..=16384); a completion is requested every depth/4 sends, a send finding all in flight is dropped";
+    /// Verbs fabric: HELLO interval.
+    verbs_hello_ms: u32 = 10, "RINGCAST_VERBS_HELLO_MS",
+        "verbs fabric: milliseconds between HELLOs (member discovery) while a member's address is unknown (1..=10000)";
+    /// Verbs fabric: multicast join timeout.
+    verbs_join_timeout_ms: u32 = 5000, "RINGCAST_VERBS_JOIN_TIMEOUT_MS",
+        "verbs fabric: longest wait for rdmacm to confirm a multicast join, in milliseconds";
 }
 
 impl Config {
@@ -647,6 +679,22 @@ impl Config {
         if !(4095..(1 << 24)).contains(&self.dpdk_mbufs) {
             return bad(format!("dpdk_mbufs {} outside 4095..=16777215", self.dpdk_mbufs));
         }
+        if self.verbs_port == 0 {
+            return bad("verbs_port must be at least 1".into());
+        }
+        if !(16..=65536).contains(&self.verbs_recv_slots) {
+            return bad(format!("verbs_recv_slots {} outside 16..=65536", self.verbs_recv_slots));
+        }
+        if !(16..=16384).contains(&self.verbs_send_depth) {
+            return bad(format!("verbs_send_depth {} outside 16..=16384", self.verbs_send_depth));
+        }
+        if !(1..=10_000).contains(&self.verbs_hello_ms) || self.verbs_join_timeout_ms == 0 {
+            return bad(format!(
+                "verbs_hello_ms {} outside 1..=10000, or verbs_join_timeout_ms is 0",
+                self.verbs_hello_ms
+            ));
+        }
+        crate::fabric::verbs::parse_addr(&self.verbs_addr).map_err(ConfigError::Invalid)?;
         if self.fabric == FabricKind::Udp {
             let members = self.udp_member_addrs()?;
             if members.len() != self.nodes as usize {
@@ -728,6 +776,42 @@ mod tests {
             Err(ConfigError::Parse { .. })
         ));
         assert_eq!(Config::from_lookup(env(&[("RINGCAST_PIN_CPU", "1")])).unwrap().pin_cpu, PinCpu::Cpu(1));
+    }
+
+    #[test]
+    fn verbs_tunables_parse_and_are_checked() {
+        let get = |k: &'static str, v: &'static str| move |n: &str| (n == k).then(|| v.to_string());
+        assert_eq!(Config::from_lookup(get("RINGCAST_FABRIC", "verbs")).unwrap().fabric, FabricKind::Verbs);
+        assert_eq!(FabricKind::Verbs.to_string().parse::<FabricKind>(), Ok(FabricKind::Verbs));
+        assert_eq!(
+            Config::from_lookup(get("RINGCAST_VERBS_JOIN", "attach")).unwrap().verbs_join,
+            crate::fabric::verbs::group::JoinMode::Attach
+        );
+        assert_eq!(
+            Config::from_lookup(get("RINGCAST_VERBS_ADDR", "10.0.0.1")).unwrap().verbs_addr,
+            "10.0.0.1"
+        );
+        for (k, v) in [
+            ("RINGCAST_VERBS_PORT", "0"),
+            ("RINGCAST_VERBS_RECV_SLOTS", "8"),
+            ("RINGCAST_VERBS_RECV_SLOTS", "70000"),
+            ("RINGCAST_VERBS_SEND_DEPTH", "15"),
+            ("RINGCAST_VERBS_HELLO_MS", "0"),
+            ("RINGCAST_VERBS_JOIN_TIMEOUT_MS", "0"),
+            ("RINGCAST_VERBS_ADDR", "not-an-ip"),
+            ("RINGCAST_VERBS_ADDR", "239.1.2.3"),
+            ("RINGCAST_VERBS_ADDR", "::"),
+        ] {
+            assert!(matches!(Config::from_lookup(get(k, v)), Err(ConfigError::Invalid(_))), "{k}={v}");
+        }
+        assert!(matches!(
+            Config::from_lookup(get("RINGCAST_VERBS_JOIN", "sa")),
+            Err(ConfigError::Parse { env: "RINGCAST_VERBS_JOIN", .. })
+        ));
+        assert!(matches!(
+            Config::from_lookup(get("RINGCAST_VERBS_PORT", "256")),
+            Err(ConfigError::Parse { env: "RINGCAST_VERBS_PORT", .. })
+        ));
     }
 
     #[test]

@@ -14,13 +14,21 @@
 //!   112-bit group id, unicast for repair and synchronization.
 //! * [`dpdk`] — Ethernet frames through a DPDK port (`net_af_xdp`, `net_memif`, `net_mlx5`):
 //!   multicast MACs derived from the group id, members by MAC (cargo feature `dpdk`, on by
-//!   default; its framing and configuration parts build without it). The only module of the
-//!   engine with `unsafe` code.
+//!   default; its framing and configuration parts build without it).
+//! * [`verbs`] — one UD queue pair on an RDMA device (InfiniBand or RoCE, rdma-core): multicast
+//!   groups joined through rdmacm, members found by HELLO discovery, `n` pre-posted receives
+//!   (cargo feature `verbs`, on by default; its framing, discovery and bookkeeping build and are
+//!   unit-tested without it, against a fake NIC; the device path runs where a device exists).
+//!
+//! [`dpdk`] and [`verbs`] are the only modules of the engine with `unsafe` code (each in a few
+//! files of its own, which call the `bindgen/` crates).
 #[allow(unsafe_code)]
 pub mod dpdk;
 pub mod faulty;
 pub mod shm;
 pub mod udp;
+#[allow(unsafe_code)]
+pub mod verbs;
 
 use crate::proto::comm::{GroupId, PeerId};
 

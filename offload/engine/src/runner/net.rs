@@ -133,6 +133,20 @@ impl Net {
                     "fabric dpdk: this engine was built without the `dpdk` feature",
                 ))
             }
+            #[cfg(feature = "verbs")]
+            FabricKind::Verbs => {
+                let verbs = crate::fabric::verbs::from_config(config)?;
+                match FaultInjector::from_config(config) {
+                    Some(inj) => Box::new(Faulty::new(verbs, inj)),
+                    None => Box::new(verbs),
+                }
+            }
+            #[cfg(not(feature = "verbs"))]
+            FabricKind::Verbs => {
+                return Err(std::io::Error::other(
+                    "fabric verbs: this engine was built without the `verbs` feature",
+                ))
+            }
         };
         let (cookie, group, seed) = world_identity(&config.job);
         fabric.join(&group)?;

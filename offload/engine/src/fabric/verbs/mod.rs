@@ -1,0 +1,687 @@
+//! The verbs fabric (DESIGN §4): the protocol's datagrams as messages of one unreliable
+//! datagram (UD) queue pair per engine, through rdma-core (libibverbs, librdmacm) on an
+//! InfiniBand or RoCE port — multicast groups for stage-1 multicast, address handles for
+//! point-to-point, `n` pre-posted receives, completions polled in bursts.
+//!
+//! # Contract
+//!
+//! * **Members** are numbered by the launcher (`RINGCAST_NODE` of `RINGCAST_NODES`), and find
+//!   each other's UD addresses at run time: every engine multicasts a HELLO (GID, LID, QP
+//!   number) on its job's discovery group until it knows every member, and answers the HELLOs
+//!   of members that still miss someone ([`peers`] has the rules: restarts, duplicates,
+//!   impostors). A send to a member whose address is not known yet is dropped and counted
+//!   ([`VerbsStats::tx_unknown`], [`FabricCounters::refused`]); DATA from such a member is
+//!   delivered (its frame says who it is).
+//! * **Framing** ([`wire`]): a 24-byte header (magic, version, kind, job tag, member,
+//!   incarnation, length) before the protocol's datagram. A received message is delivered only
+//!   if it parses, belongs to this job, comes from another member whose QP number fits its
+//!   incarnation, and its datagram is within the MTU; anything else is counted by reason
+//!   ([`VerbsStats::rejected`], [`Reject`]) and, except this member's own multicast echoes, as
+//!   [`FabricCounters::refused`].
+//! * **Groups** ([`group`]): a communicator's 112-bit id becomes the `udp` fabric's IP group
+//!   (IPv6 `ff15::` + id, or IPv4 `239/8`, by the family of the fabric's address), joined
+//!   through rdmacm (`rdma_join_multicast`: an SA join on InfiniBand, IGMP/MLD on RoCE), the QP
+//!   attached to the MGID the join reports (`ibv_attach_mcast`), or, in attach mode on RoCE, to
+//!   a computed MGID without rdmacm. Join is idempotent; leave of a group not joined does
+//!   nothing. Multicast to a group not joined is refused and counted. Multicast excludes this
+//!   member: the NIC may loop a multicast back to the sending QP, and the fabric drops its own
+//!   frames ([`Reject::Own`], not counted as refused).
+//! * **MTU**: the engine's `mtu` plus the header must fit the port's active MTU (a UD message
+//!   is one packet), else construction fails with the numbers. Larger datagrams are refused.
+//! * **Receives** ([`slots`]): `verbs_recv_slots` buffers, each posted as one receive, taken back
+//!   by completion, handed to the protocol in place (no copy), and posted again after the poll
+//!   callback returns. UD drops a message that finds no posted receive without telling anyone:
+//!   polls that find none posted are counted (`dry`, part of [`FabricCounters::overrun`]).
+//! * **Sends** never block: the frame is copied into one of `verbs_send_depth` registered send
+//!   buffers (inline in the work request when it is small) and posted at once; a completion is
+//!   requested every `depth / 4` sends, and a send that finds every buffer in flight is dropped
+//!   and counted ([`VerbsStats::tx_full`]).
+//! * **Reliability** for repair is the engine's: ring repair, retransmission with back-off and
+//!   the synchronization run over unicast UD like every other fabric's point-to-point (the
+//!   protocol core needs no reliable transport). RC queue pairs would cost one connection per
+//!   peer and connection management for reliability the core already has; one UD QP serves
+//!   every peer and every group with one receive pool.
+//! * Polling: at most `budget` messages per [`Fabric::poll`], taken from the completion queue
+//!   in bursts of [`POLL_BURST`]; HELLOs are sent from `poll` and `flush` when due
+//!   (`verbs_hello_ms`), on the fabric's own monotonic clock.
+//! * Faults (`RINGCAST_FAULT_*`) are injected by wrapping the fabric in
+//!   [`crate::fabric::faulty::Faulty`] (`runner/net.rs`), as for `shm` and `dpdk`.
+//! * Nothing panics; errors name the failing verb and carry its errno ([`VerbsError`]). No
+//!   device: [`VerbsError::NoDevice`] ("no RDMA device (ibv_get_device_list returned 0)").
+//!
+//! # What is tested where
+//!
+//! The fabric's logic is [`VerbsFabric`], generic over the [`nic::Nic`] trait. Its unit tests
+//! run it — several members at once, frames in and out, hellos, restarts, slot reposting, a full
+//! send queue — against an in-memory fake NIC (`fake.rs`, tests only). The real NIC
+//! ([`qp::UdNic`]) runs only where `ibv_get_device_list` finds a device: `hw-tests`'
+//! `verbs_bcast` then broadcasts through real engine daemons; elsewhere it prints a SKIP line.
+//!
+//! # Where the unsafe code is
+//!
+//! Only in this folder, only in `ffi`, [`device`], `cm` and [`qp`] (feature `verbs`, which
+//! links libibverbs and librdmacm through `rdma-core-sys`), each block with a `// SAFETY:`
+//! comment. [`wire`], [`group`], [`peers`], [`slots`] and [`nic`] are safe, verbs-free and built
+//! without the feature (the configuration parses `verbs_join` with [`group::JoinMode`]).
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+pub mod group;
+pub mod nic;
+pub mod peers;
+pub mod slots;
+pub mod wire;
+
+#[cfg(feature = "verbs")]
+mod cm;
+#[cfg(feature = "verbs")]
+pub mod device;
+#[cfg(test)]
+mod fake;
+#[cfg(feature = "verbs")]
+mod ffi;
+#[cfg(feature = "verbs")]
+pub mod qp;
+
+use crate::config::Config;
+use crate::fabric::{Fabric, FabricCounters};
+use crate::proto::comm::{GroupId, PeerId};
+use nic::{Dest, McastId, Nic, PortInfo, Received, SendError};
+use peers::{Learned, Peers, Source};
+use std::net::IpAddr;
+pub use wire::Reject;
+use wire::{Header, Kind, HEADER_LEN, HELLO_NEED, HELLO_REPLY};
+
+/// Completions taken from the completion queue per `ibv_poll_cq` (and receive completions per
+/// [`Nic::poll`]).
+pub const POLL_BURST: usize = 32;
+
+/// The message of [`VerbsError::NoDevice`], which `hw-tests` prints after `SKIP: `.
+pub const NO_DEVICE: &str = "no RDMA device (ibv_get_device_list returned 0)";
+
+/// Why the verbs fabric could not be built, or a verb failed.
+#[derive(Debug, thiserror::Error)]
+pub enum VerbsError {
+    /// `ibv_get_device_list` found no device (or the kernel has no RDMA support: `ENOSYS`).
+    #[error("no RDMA device (ibv_get_device_list returned 0)")]
+    NoDevice,
+    /// The configuration, the device or the port do not fit together.
+    #[error("verbs fabric: {0}")]
+    Invalid(String),
+    /// A verb (or rdmacm call) failed.
+    #[error("verbs fabric: {op}: {msg} (errno {errno})")]
+    Call {
+        /// The failing verb.
+        op: &'static str,
+        /// The OS error number it reported.
+        errno: i32,
+        /// The OS's message for it.
+        msg: String,
+    },
+    /// A multicast join did not complete: rdmacm reported an error event, or none in time.
+    #[error("verbs fabric: joining {group}: {reason}")]
+    Join {
+        /// The IP group (or MGID) joined.
+        group: String,
+        /// What happened.
+        reason: String,
+    },
+    /// This engine was built without the `verbs` cargo feature.
+    #[error("verbs fabric: this engine was built without the `verbs` feature")]
+    NotBuilt,
+}
+
+impl VerbsError {
+    /// The error of verb `op` failing with `errno`.
+    pub fn call(op: &'static str, errno: i32) -> VerbsError {
+        VerbsError::Call { op, errno, msg: std::io::Error::from_raw_os_error(errno).to_string() }
+    }
+}
+
+impl From<VerbsError> for std::io::Error {
+    fn from(e: VerbsError) -> std::io::Error {
+        let kind = match &e {
+            VerbsError::NoDevice => std::io::ErrorKind::NotFound,
+            VerbsError::Invalid(_) => std::io::ErrorKind::InvalidInput,
+            VerbsError::Call { errno, .. } => std::io::Error::from_raw_os_error(*errno).kind(),
+            VerbsError::Join { .. } => std::io::ErrorKind::TimedOut,
+            VerbsError::NotBuilt => std::io::ErrorKind::Unsupported,
+        };
+        std::io::Error::new(kind, e.to_string())
+    }
+}
+
+/// The RDMA devices on this machine, by name: [`VerbsError::NoDevice`] when there is none,
+/// [`VerbsError::NotBuilt`] without the `verbs` feature. Safe to call anywhere (the
+/// hardware-in-the-loop tests decide with it whether they can run).
+pub fn devices() -> Result<Vec<String>, VerbsError> {
+    #[cfg(feature = "verbs")]
+    {
+        device::device_names()
+    }
+    #[cfg(not(feature = "verbs"))]
+    {
+        Err(VerbsError::NotBuilt)
+    }
+}
+
+/// How to open the device and size the queue pair (from the `verbs_*` tunables).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerbsOptions {
+    /// Device name; empty: the first device.
+    pub device: String,
+    /// Port number (from 1).
+    pub port: u8,
+    /// GID table index of this member's address.
+    pub gid_index: u8,
+    /// IP address rdmacm binds to (its interface decides the device); `None`: from the GID.
+    pub addr: Option<IpAddr>,
+    /// How groups are joined.
+    pub join: group::JoinMode,
+    /// Pre-posted receives.
+    pub recv_slots: u32,
+    /// Send buffers (send queue depth).
+    pub send_depth: u32,
+    /// Largest datagram (the engine's `mtu`).
+    pub mtu: usize,
+    /// Longest wait for a multicast join, in milliseconds.
+    pub join_timeout_ms: u32,
+    /// Groups joined at once (communicators, plus the discovery group).
+    pub max_groups: usize,
+}
+
+impl VerbsOptions {
+    /// What `config` says (`verbs_*`, `mtu`, `max_comms`).
+    pub fn from_config(config: &Config) -> Result<VerbsOptions, VerbsError> {
+        Ok(VerbsOptions {
+            device: config.verbs_device.clone(),
+            port: config.verbs_port,
+            gid_index: config.verbs_gid_index,
+            addr: parse_addr(&config.verbs_addr).map_err(VerbsError::Invalid)?,
+            join: config.verbs_join,
+            recv_slots: config.verbs_recv_slots,
+            send_depth: config.verbs_send_depth,
+            mtu: config.mtu as usize,
+            join_timeout_ms: config.verbs_join_timeout_ms,
+            max_groups: config.max_comms as usize + 1,
+        })
+    }
+}
+
+/// `verbs_addr`: empty, or an IP address.
+pub fn parse_addr(s: &str) -> Result<Option<IpAddr>, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Ok(None);
+    }
+    let ip: IpAddr = s.parse().map_err(|_| format!("verbs_addr: {s:?} is not an IP address"))?;
+    if ip.is_unspecified() || ip.is_multicast() {
+        return Err(format!("verbs_addr: {ip} is not a unicast address of this host"));
+    }
+    Ok(Some(ip))
+}
+
+/// What the verbs fabric counts beyond [`FabricCounters`] (monotonic, except the `*_now`
+/// fields).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VerbsStats {
+    /// Received messages not delivered, by [`Reject::index`].
+    pub rejected: [u64; Reject::ALL.len()],
+    /// Sends refused: above the MTU, to this member, or to a member number out of range.
+    pub tx_refused: u64,
+    /// Sends dropped: the member's address is not known yet.
+    pub tx_unknown: u64,
+    /// Multicasts refused: the group is not joined.
+    pub tx_not_joined: u64,
+    /// Sends dropped: every send buffer in flight.
+    pub tx_full: u64,
+    /// Sends the device refused, or completed with an error.
+    pub tx_errors: u64,
+    /// Receive completions with an error status.
+    pub rx_errors: u64,
+    /// Polls after which no receive was posted (messages arriving then are lost unseen).
+    pub rx_dry: u64,
+    /// HELLOs multicast (asking) and unicast (answering).
+    pub hellos_sent: u64,
+    /// See `hellos_sent`.
+    pub replies_sent: u64,
+    /// HELLOs received and taken.
+    pub hellos_received: u64,
+    /// Members learnt (first HELLO of an incarnation).
+    pub peers_learned: u64,
+    /// Members seen restarting (a new incarnation).
+    pub peers_restarted: u64,
+    /// Address handles that could not be created.
+    pub ah_errors: u64,
+    /// Joins whose MGID differs from the one [`group`] predicts (the join's is used).
+    pub mgid_mismatch: u64,
+    /// Other members known now.
+    pub known_now: u32,
+    /// Receives posted now.
+    pub posted_now: u32,
+    /// Sends in flight now.
+    pub in_flight_now: u32,
+}
+
+/// What a [`VerbsFabric`] is, beyond its NIC.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FabricSpec {
+    /// This member.
+    pub local: PeerId,
+    /// Members.
+    pub nodes: u32,
+    /// Largest datagram.
+    pub mtu: usize,
+    /// [`wire::job_tag`] of the job.
+    pub job: u32,
+    /// The job's discovery group ([`group::discovery_group`]).
+    pub discovery: GroupId,
+    /// This start's incarnation (larger than any earlier start's).
+    pub incarnation: u64,
+    /// Interval between HELLOs while members are missing, in nanoseconds.
+    pub hello_ns: u64,
+    /// Groups joined at once (communicators; the discovery group is extra).
+    pub max_groups: usize,
+}
+
+impl FabricSpec {
+    /// What `config` says, with incarnation `incarnation`.
+    pub fn from_config(config: &Config, incarnation: u64) -> FabricSpec {
+        FabricSpec {
+            local: PeerId(config.node),
+            nodes: config.nodes,
+            mtu: config.mtu as usize,
+            job: wire::job_tag(&config.job),
+            discovery: group::discovery_group(&config.job),
+            incarnation,
+            hello_ns: u64::from(config.verbs_hello_ms) * 1_000_000,
+            max_groups: config.max_comms as usize,
+        }
+    }
+}
+
+/// The verbs fabric of one member, over a NIC. See the module documentation.
+pub struct VerbsFabric<N: Nic> {
+    spec: FabricSpec,
+    port: PortInfo,
+    peers: Peers,
+    /// The discovery group's handle (none with a single member).
+    discovery: Option<McastId>,
+    groups: Vec<(GroupId, McastId)>,
+    next_hello: u64,
+    /// Members whose HELLO asked for an answer, not answered yet (each at most once).
+    replies: Vec<u32>,
+    counters: FabricCounters,
+    stats: VerbsStats,
+    burst: [Received; POLL_BURST],
+    // Last: its resources go after everything else is done.
+    nic: N,
+}
+
+impl<N: Nic> std::fmt::Debug for VerbsFabric<N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VerbsFabric")
+            .field("local", &self.spec.local)
+            .field("gid", &group::gid_str(&self.port.address.gid))
+            .field("qpn", &self.port.address.qpn)
+            .field("known", &self.peers.known())
+            .finish()
+    }
+}
+
+/// What to do about a received message once its buffer is released.
+enum After {
+    Nothing,
+    Forget(Option<nic::AhId>),
+    Hello(Header, wire::Hello, u32),
+}
+
+impl<N: Nic> VerbsFabric<N> {
+    /// Member `spec.local` on `nic`: checks the MTU, joins the discovery group (with more than
+    /// one member) and sends the first HELLO.
+    pub fn new(mut nic: N, spec: FabricSpec) -> Result<VerbsFabric<N>, VerbsError> {
+        let port = nic.port();
+        if spec.mtu == 0 || spec.mtu > wire::MAX_BODY {
+            return Err(VerbsError::Invalid(format!("mtu {} outside 1..={}", spec.mtu, wire::MAX_BODY)));
+        }
+        if spec.mtu + HEADER_LEN > port.max_message {
+            return Err(VerbsError::Invalid(format!(
+                "mtu {} needs UD messages of {} bytes (datagram + {HEADER_LEN}-byte header); the port's active MTU is {}: set RINGCAST_MTU to at most {}",
+                spec.mtu,
+                spec.mtu + HEADER_LEN,
+                port.max_message,
+                port.max_message.saturating_sub(HEADER_LEN)
+            )));
+        }
+        let peers = Peers::new(spec.local.0, spec.nodes, spec.incarnation, port.address.qpn)
+            .map_err(VerbsError::Invalid)?;
+        let discovery = if spec.nodes > 1 { Some(nic.join(&spec.discovery)?.id) } else { None };
+        let now = nic.now();
+        let mut f = VerbsFabric {
+            groups: Vec::with_capacity(spec.max_groups.min(1024)),
+            replies: Vec::with_capacity(spec.nodes as usize),
+            spec,
+            port,
+            peers,
+            discovery,
+            next_hello: now,
+            counters: FabricCounters::default(),
+            stats: VerbsStats::default(),
+            burst: [Received::default(); POLL_BURST],
+            nic,
+        };
+        f.tick();
+        Ok(f)
+    }
+
+    /// This member's address (GID, QP number, LID).
+    pub fn address(&self) -> wire::Hello {
+        self.port.address
+    }
+
+    /// The port as the fabric sees it.
+    pub fn port(&self) -> PortInfo {
+        self.port
+    }
+
+    /// The member table.
+    pub fn peers(&self) -> &Peers {
+        &self.peers
+    }
+
+    /// The NIC.
+    pub fn nic(&self) -> &N {
+        &self.nic
+    }
+
+    /// Counters beyond [`FabricCounters`].
+    pub fn stats(&self) -> VerbsStats {
+        let n = self.nic.stats();
+        VerbsStats {
+            tx_full: n.send.full,
+            tx_errors: n.tx_errors + n.post_errors,
+            rx_errors: n.rx_errors,
+            rx_dry: n.recv.dry,
+            known_now: self.peers.known(),
+            posted_now: n.recv.posted_now,
+            in_flight_now: (n.send.posts - n.send.completed) as u32,
+            ..self.stats
+        }
+    }
+
+    /// Sends what is due: a HELLO asking for answers while members are missing, and the answers
+    /// owed.
+    fn tick(&mut self) {
+        let now = self.nic.now();
+        if let Some(d) = self.discovery {
+            if !self.peers.complete() && now >= self.next_hello {
+                self.next_hello = now.saturating_add(self.spec.hello_ns.max(1));
+                if self.hello(Dest::Multicast(d), HELLO_NEED) {
+                    self.stats.hellos_sent += 1;
+                }
+            }
+        }
+        let mut i = 0;
+        while i < self.replies.len() {
+            let m = self.replies[i];
+            let Some((ah, qpn)) = self.peers.route(m) else {
+                i += 1; // no address handle yet: answered once it has one
+                continue;
+            };
+            self.replies.swap_remove(i);
+            if self.hello(Dest::Unicast { ah, qpn }, HELLO_REPLY) {
+                self.stats.replies_sent += 1;
+            }
+        }
+    }
+
+    /// Sends this member's HELLO to `dest`; whether it went out.
+    fn hello(&mut self, dest: Dest, flags: u16) -> bool {
+        let body = self.port.address.encode();
+        let header = self.header(Kind::Hello, body.len(), flags);
+        self.nic.send(dest, &header, &body).is_ok()
+    }
+
+    fn header(&self, kind: Kind, len: usize, flags: u16) -> [u8; HEADER_LEN] {
+        Header {
+            kind,
+            job: self.spec.job,
+            member: self.spec.local.0,
+            incarnation: self.spec.incarnation,
+            len: len as u16,
+            flags,
+        }
+        .encode()
+    }
+
+    /// A frame out to `dest`, counted by outcome.
+    fn transmit(&mut self, dest: Dest, frame: &[u8]) {
+        let header = self.header(Kind::Data, frame.len(), 0);
+        match self.nic.send(dest, &header, frame) {
+            Ok(()) => {}
+            // Counted by the NIC (full ring, post errors); a bad handle is a fabric bug,
+            // counted as refused rather than assumed away.
+            Err(SendError::Full) | Err(SendError::Post(_)) => {}
+            Err(SendError::Invalid) => {
+                self.counters.refused += 1;
+                self.stats.tx_refused += 1;
+            }
+        }
+    }
+
+    fn reject(&mut self, r: Reject) {
+        self.stats.rejected[r.index()] += 1;
+        if r != Reject::Own {
+            self.counters.refused += 1;
+        }
+    }
+
+    /// A HELLO from `h.member` announcing `hello`, sent from QP `src_qp`.
+    fn on_hello(&mut self, h: Header, hello: wire::Hello, src_qp: u32) {
+        match self.peers.on_hello(h.member, h.incarnation, hello, src_qp) {
+            Err(r) => return self.reject(r),
+            Ok(Learned::New) => self.stats.peers_learned += 1,
+            Ok(Learned::Restarted { old }) => {
+                self.stats.peers_learned += 1;
+                self.stats.peers_restarted += 1;
+                if let Some(ah) = old {
+                    self.nic.destroy_ah(ah);
+                }
+            }
+            Ok(Learned::Same) => {}
+        }
+        self.stats.hellos_received += 1;
+        if self.peers.route(h.member).is_none() {
+            match self.nic.create_ah(&hello) {
+                Ok(ah) => self.peers.set_ah(h.member, ah),
+                Err(_) => self.stats.ah_errors += 1, // retried at its next HELLO
+            }
+        }
+        if h.flags & HELLO_NEED != 0
+            && !self.replies.contains(&h.member)
+            && self.peers.reply_due(h.member, self.nic.now(), self.spec.hello_ns / 2)
+        {
+            self.replies.push(h.member);
+        }
+    }
+}
+
+impl<N: Nic> Fabric for VerbsFabric<N> {
+    fn local(&self) -> PeerId {
+        self.spec.local
+    }
+
+    fn mtu(&self) -> usize {
+        self.spec.mtu
+    }
+
+    fn join(&mut self, group: &GroupId) -> std::io::Result<()> {
+        if self.groups.iter().any(|(g, _)| g == group)
+            || (self.discovery.is_some() && *group == self.spec.discovery)
+        {
+            return Ok(());
+        }
+        if self.groups.len() >= self.spec.max_groups {
+            return Err(std::io::Error::other(format!(
+                "verbs fabric: {} groups joined already",
+                self.groups.len()
+            )));
+        }
+        let joined = self.nic.join(group)?;
+        let expected = match self.port.mode {
+            group::JoinMode::Rdmacm => {
+                group::rdmacm_mgid(group::join_ip(group, self.port.spec.family), &self.port.spec)
+            }
+            group::JoinMode::Attach => group::attach_mgid(group, self.port.spec.family),
+        };
+        if joined.mgid != expected {
+            self.stats.mgid_mismatch += 1;
+        }
+        self.groups.push((*group, joined.id));
+        Ok(())
+    }
+
+    /// Communicators' groups (the job's discovery group is the fabric's own, not counted).
+    fn groups(&self) -> usize {
+        self.groups.len()
+    }
+
+    fn leave(&mut self, group: &GroupId) {
+        if let Some(i) = self.groups.iter().position(|(g, _)| g == group) {
+            let (_, id) = self.groups.swap_remove(i);
+            self.nic.leave(id);
+        }
+    }
+
+    fn send(&mut self, to: PeerId, frame: &[u8]) {
+        if frame.len() > self.spec.mtu || to == self.spec.local || to.0 >= self.spec.nodes {
+            self.counters.refused += 1;
+            self.stats.tx_refused += 1;
+            return;
+        }
+        let Some((ah, qpn)) = self.peers.route(to.0) else {
+            self.counters.refused += 1;
+            self.stats.tx_unknown += 1;
+            return;
+        };
+        self.counters.sent += 1;
+        self.transmit(Dest::Unicast { ah, qpn }, frame);
+    }
+
+    fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
+        if frame.len() > self.spec.mtu {
+            self.counters.refused += 1;
+            self.stats.tx_refused += 1;
+            return;
+        }
+        let Some(&(_, id)) = self.groups.iter().find(|(g, _)| g == group) else {
+            self.counters.refused += 1;
+            self.stats.tx_not_joined += 1;
+            return;
+        };
+        self.counters.multicast += 1;
+        self.transmit(Dest::Multicast(id), frame);
+    }
+
+    /// Takes receive completions in bursts until `budget` messages were taken (delivered or
+    /// rejected alike) or none is waiting; reposts the slots; sends the HELLOs that are due.
+    fn poll(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> usize {
+        let mut taken = 0;
+        let mut delivered = 0;
+        while taken < budget {
+            let want = (budget - taken).min(POLL_BURST);
+            let got = self.nic.poll(&mut self.burst[..want]).min(want);
+            for i in 0..got {
+                let r = self.burst[i];
+                let after = {
+                    let VerbsFabric { nic, peers, spec, counters, stats, .. } = &mut *self;
+                    match nic.received(r.slot, r.len) {
+                        None => {
+                            stats.rx_errors += 1; // the NIC named a slot it does not hold
+                            After::Nothing
+                        }
+                        Some(bytes) => match wire::parse_received(bytes, spec.job, spec.mtu) {
+                            Err(e) => {
+                                stats.rejected[e.index()] += 1;
+                                counters.refused += 1;
+                                After::Nothing
+                            }
+                            Ok((h, body)) if h.kind == Kind::Data => {
+                                match peers.on_data(h.member, h.incarnation, r.src_qp) {
+                                    Err(e) => {
+                                        stats.rejected[e.index()] += 1;
+                                        counters.refused += u64::from(e != Reject::Own);
+                                        After::Nothing
+                                    }
+                                    Ok(source) => {
+                                        counters.received += 1;
+                                        delivered += 1;
+                                        rx(PeerId(h.member), body);
+                                        match source {
+                                            Source::Restarted { old } => After::Forget(old),
+                                            Source::Known | Source::Unknown => After::Nothing,
+                                        }
+                                    }
+                                }
+                            }
+                            Ok((h, body)) => match wire::Hello::decode(body) {
+                                Ok(hello) => After::Hello(h, hello, r.src_qp),
+                                Err(e) => {
+                                    stats.rejected[e.index()] += 1;
+                                    counters.refused += 1;
+                                    After::Nothing
+                                }
+                            },
+                        },
+                    }
+                };
+                self.nic.release(r.slot);
+                match after {
+                    After::Nothing => {}
+                    After::Forget(old) => {
+                        self.stats.peers_restarted += 1;
+                        if let Some(ah) = old {
+                            self.nic.destroy_ah(ah);
+                        }
+                    }
+                    After::Hello(h, hello, src_qp) => self.on_hello(h, hello, src_qp),
+                }
+            }
+            taken += got;
+            if got < want {
+                break;
+            }
+        }
+        self.nic.repost();
+        self.tick();
+        delivered
+    }
+
+    fn flush(&mut self) {
+        self.nic.repost();
+        self.tick();
+    }
+
+    fn counters(&self) -> FabricCounters {
+        let n = self.nic.stats();
+        FabricCounters { overrun: self.counters.overrun + n.recv.dry + n.rx_errors, ..self.counters }
+    }
+}
+
+/// The incarnation of a fabric started now: wall-clock nanoseconds (larger after a restart,
+/// unless the clock went back), never 0.
+pub fn incarnation_now() -> u64 {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(t.as_nanos()).unwrap_or(u64::MAX).max(1)
+}
+
+/// The fabric `config` describes: member `node` of `nodes` on the device, port and GID of the
+/// `verbs_*` tunables (see [`VerbsOptions::from_config`]).
+#[cfg(feature = "verbs")]
+pub fn from_config(config: &Config) -> Result<VerbsFabric<qp::UdNic>, VerbsError> {
+    let opts = VerbsOptions::from_config(config)?;
+    let nic = qp::UdNic::open(&opts)?;
+    VerbsFabric::new(nic, FabricSpec::from_config(config, incarnation_now()))
+}
+
+#[cfg(test)]
+mod tests;

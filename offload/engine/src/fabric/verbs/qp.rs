@@ -1,0 +1,555 @@
+//! The real NIC of the `verbs` fabric ([`UdNic`], implementing [`Nic`]): one unreliable-datagram
+//! queue pair on an RDMA port, its completion queue, one registered memory region holding the
+//! `n` receive slots and the send buffers, address handles, and multicast groups joined through
+//! rdmacm or attached directly. Runs only where `ibv_get_device_list` finds a device.
+//!
+//! # Memory
+//!
+//! One region of `recv_slots × R + send_depth × S` bytes, page-aligned: receive slot `i` at
+//! `i × R` (`R` = GRH area + header + MTU, rounded up to 64), send buffer `j` after all receive
+//! slots at `j × S` (`S` = header + MTU, rounded up to 64). The NIC writes a receive slot while
+//! it is posted; [`RecvSlots`] says which are, and [`Nic::received`] hands out a slot's bytes
+//! only while it is held. A send buffer is written only when [`SendRing::reserve`] hands it out,
+//! i.e. when the send that used it last has completed.
+//!
+//! # Address handles
+//!
+//! A send names an address handle, which must live until the send completes. Handles destroyed
+//! while sends may be in flight (a member restarted, a group was left) are retired: kept, with
+//! the sequence number the next send would get, until the send ring's completed sequence passes
+//! it ([`UdNic::reap`]).
+//!
+//! # Errors on the data path
+//!
+//! Nothing on the data path fails loudly: a refused post, a completion with an error status, a
+//! failed `ibv_poll_cq` are counted ([`NicStats`]), and the first error completion is kept in
+//! words ([`UdNic::first_completion_error`]). A queue pair that went to the error state is not
+//! reset: every send and receive then fails and is counted, and the engine's peer timeouts turn
+//! the silence into typed errors for the broadcasts in flight.
+//!
+//! # Drop order
+//!
+//! Fields drop in declaration order: the groups first (detach from the QP, leave through
+//! rdmacm), then the QP (its outstanding work requests die with it), then every address handle,
+//! then — through the `Arc` parents in [`super::device`] — the CQ, the memory region (after the
+//! QP that posted into it), the protection domain, the rdmacm event channel, the device context.
+use super::cm::{EventChannel, McastJoin};
+use super::device::{Ah, Attachment, Context, Cq, Mr, Pd, Qp, QpSpec};
+use super::ffi::wc_status_str;
+use super::group::{self, Family, JoinMode, JoinSpec, LinkLayer, RoceVersion};
+use super::nic::{AhId, Dest, Joined, McastId, Nic, NicStats, PortInfo, Received, SendError};
+use super::slots::{RecvSlots, SendRing, SEND_BIT};
+use super::wire::{Hello, GRH_LEN, HEADER_LEN};
+use super::{VerbsError, VerbsOptions, POLL_BURST};
+use rdma_core_sys as sys;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The Q_Key of every QP and group of the fabric: rdmacm's for UDP port-space groups (a QP
+/// receives only messages carrying its Q_Key, and rdmacm's groups are created with this one).
+pub const QKEY: u32 = sys::RDMA_UDP_QKEY;
+/// The QP number that addresses a multicast group.
+const MULTICAST_QPN: u32 = 0x00ff_ffff;
+/// Inline data asked for at QP creation (small frames — HELLOs, sync messages — skip the DMA
+/// read of their send buffer); the QP is created without inline data if the provider refuses.
+const INLINE_WANTED: u32 = 128;
+/// Receives posted per `ibv_post_recv` call.
+const RECV_BATCH: usize = 32;
+/// Hop limit of unicast: RoCE v2 may route between subnets.
+const UNICAST_HOP_LIMIT: u8 = 64;
+/// Hop limit of attach-mode multicast: the link only, like the `udp` fabric's.
+const MULTICAST_HOP_LIMIT: u8 = 1;
+
+fn round64(n: usize) -> usize {
+    n.div_ceil(64) * 64
+}
+
+/// A joined group: attached to the QP, and joined through rdmacm unless in attach mode.
+struct Group {
+    // Detached first, then left.
+    _attach: Attachment,
+    _join: Option<McastJoin>,
+}
+
+/// The UD queue pair and everything it uses; see the module doc.
+pub struct UdNic {
+    groups: Vec<Option<Group>>,
+    qp: Arc<Qp>,
+    mcast_ahs: Vec<Option<Ah>>,
+    ahs: Vec<Option<Ah>>,
+    retired: Vec<(u64, Ah)>,
+    cq: Arc<Cq>,
+    mr: Arc<Mr>,
+    pd: Arc<Pd>,
+    channel: Option<Arc<EventChannel>>,
+    ctx: Arc<Context>,
+    info: PortInfo,
+    port: u8,
+    gid_index: u8,
+    bind: Option<IpAddr>,
+    join_timeout: Duration,
+    slots: RecvSlots,
+    ring: SendRing,
+    recv_size: usize,
+    send_size: usize,
+    send_offset: usize,
+    wcs: Vec<sys::ibv_wc>,
+    stats: NicStats,
+    other_events: u64,
+    /// The first completion with an error status, described (bring-up needs to know why).
+    first_error: Option<String>,
+    start: Instant,
+}
+
+impl std::fmt::Debug for UdNic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UdNic")
+            .field("device", &self.ctx.name())
+            .field("port", &self.port)
+            .field("qpn", &self.info.address.qpn)
+            .field("gid", &group::gid_str(&self.info.address.gid))
+            .finish()
+    }
+}
+
+impl UdNic {
+    /// Opens the device, port and GID `opts` name, creates the QP with its memory, posts every
+    /// receive and brings the QP to RTS.
+    pub fn open(opts: &VerbsOptions) -> Result<UdNic, VerbsError> {
+        let ctx = Context::open(&opts.device)?;
+        let pa = ctx.query_port(opts.port)?;
+        let dev = ctx.name().to_string();
+        if pa.state != sys::ibv_port_state::IBV_PORT_ACTIVE {
+            return Err(VerbsError::Invalid(format!(
+                "port {} of {dev} is not active (state {}): is the link up (and, on InfiniBand, the subnet manager running)?",
+                opts.port, pa.state.0
+            )));
+        }
+        let link = match u32::from(pa.link_layer) {
+            sys::IBV_LINK_LAYER_ETHERNET => LinkLayer::Ethernet,
+            sys::IBV_LINK_LAYER_INFINIBAND | sys::IBV_LINK_LAYER_UNSPECIFIED => LinkLayer::Infiniband,
+            other => {
+                return Err(VerbsError::Invalid(format!("port {} of {dev}: link layer {other}", opts.port)))
+            }
+        };
+        if u32::from(opts.gid_index) >= pa.gid_table {
+            return Err(VerbsError::Invalid(format!(
+                "verbs_gid_index {} outside the GID table of port {} of {dev} ({} entries)",
+                opts.gid_index, opts.port, pa.gid_table
+            )));
+        }
+        let gid = ctx.query_gid(opts.port, opts.gid_index)?;
+        if gid == [0; 16] {
+            return Err(VerbsError::Invalid(format!(
+                "GID {} of port {} of {dev} is empty (show_gids lists the valid ones: verbs_gid_index)",
+                opts.gid_index, opts.port
+            )));
+        }
+        let bind = opts.addr.or_else(|| group::gid_ip(&gid));
+        let family = match bind {
+            Some(ip) => Family::of(ip),
+            None if std::net::Ipv6Addr::from(gid).to_ipv4_mapped().is_some() => Family::V4,
+            None => Family::V6,
+        };
+        match (opts.join, link, bind) {
+            (JoinMode::Rdmacm, _, None) => {
+                return Err(VerbsError::Invalid(format!(
+                    "rdmacm joins need an IP address of {dev}'s interface (IPoIB, or the RoCE netdev) in verbs_addr; GID {} is none",
+                    group::gid_str(&gid)
+                )))
+            }
+            (JoinMode::Attach, LinkLayer::Infiniband, _) => {
+                return Err(VerbsError::Invalid(
+                    "verbs_join=attach needs a RoCE port: InfiniBand routes a multicast group only after an SA join (verbs_join=rdmacm)".into(),
+                ))
+            }
+            _ => {}
+        }
+        let caps = ctx.query_device()?;
+        let (slots, depth) = (opts.recv_slots, opts.send_depth);
+        if slots > caps.max_qp_wr || depth > caps.max_qp_wr || slots + depth > caps.max_cqe {
+            return Err(VerbsError::Invalid(format!(
+                "{dev} takes at most {} work requests per queue and {} completions per CQ; verbs_recv_slots {slots} and verbs_send_depth {depth} need more",
+                caps.max_qp_wr, caps.max_cqe
+            )));
+        }
+        let recv_size = round64(GRH_LEN + HEADER_LEN + opts.mtu);
+        let send_size = round64(HEADER_LEN + opts.mtu);
+        let send_offset = slots as usize * recv_size;
+        let total = send_offset + depth as usize * send_size;
+        let pd = Pd::new(Arc::clone(&ctx))?;
+        let cq = Cq::new(Arc::clone(&ctx), slots + depth)?;
+        let mr = Mr::new(Arc::clone(&pd), total)?;
+        let qp_spec = QpSpec { send_wr: depth, recv_wr: slots, inline: INLINE_WANTED };
+        let qp = Qp::new_ud(Arc::clone(&pd), Arc::clone(&cq), Arc::clone(&mr), qp_spec).or_else(|_| {
+            Qp::new_ud(Arc::clone(&pd), Arc::clone(&cq), Arc::clone(&mr), QpSpec { inline: 0, ..qp_spec })
+        })?;
+        qp.to_init(opts.port, QKEY)?;
+        let channel = match opts.join {
+            JoinMode::Rdmacm => Some(EventChannel::new()?),
+            JoinMode::Attach => None,
+        };
+        let info = PortInfo {
+            address: Hello {
+                gid,
+                qpn: qp.qpn(),
+                lid: if link == LinkLayer::Infiniband { pa.lid } else { 0 },
+            },
+            max_message: pa.mtu,
+            spec: JoinSpec {
+                family,
+                link,
+                roce: RoceVersion::V2,
+                pkey: group::DEFAULT_PKEY,
+                scope: group::IPOIB_LINK_SCOPE,
+            },
+            mode: opts.join,
+        };
+        let mut nic = UdNic {
+            groups: Vec::new(),
+            qp,
+            mcast_ahs: Vec::new(),
+            ahs: Vec::new(),
+            retired: Vec::new(),
+            cq,
+            mr,
+            pd,
+            channel,
+            ctx,
+            info,
+            port: opts.port,
+            gid_index: opts.gid_index,
+            bind,
+            join_timeout: Duration::from_millis(u64::from(opts.join_timeout_ms)),
+            slots: RecvSlots::new(slots),
+            ring: SendRing::new(depth, depth / 4),
+            recv_size,
+            send_size,
+            send_offset,
+            wcs: vec![sys::ibv_wc::default(); POLL_BURST],
+            stats: NicStats::default(),
+            other_events: 0,
+            first_error: None,
+            start: Instant::now(),
+        };
+        nic.repost();
+        if nic.slots.posted() == 0 {
+            return Err(VerbsError::Invalid(format!("{dev} took none of the {slots} receives")));
+        }
+        nic.qp.to_rts()?;
+        Ok(nic)
+    }
+
+    /// The device's name.
+    pub fn device(&self) -> &str {
+        self.ctx.name()
+    }
+
+    /// rdmacm events of other groups read while joining (errors of earlier groups).
+    pub fn other_cm_events(&self) -> u64 {
+        self.other_events
+    }
+
+    /// The first completion that came back with an error status: its work request's kind, the
+    /// status's message and the vendor error.
+    pub fn first_completion_error(&self) -> Option<&str> {
+        self.first_error.as_deref()
+    }
+
+    /// Address attributes for `dgid`/`dlid` from this port and GID.
+    fn ah_attr(&self, dgid: [u8; 16], dlid: u16, hop_limit: u8) -> sys::ibv_ah_attr {
+        sys::ibv_ah_attr {
+            grh: sys::ibv_global_route {
+                dgid: sys::ibv_gid { raw: dgid },
+                flow_label: 0,
+                sgid_index: self.gid_index,
+                hop_limit,
+                traffic_class: 0,
+            },
+            dlid,
+            sl: 0,
+            src_path_bits: 0,
+            static_rate: 0,
+            is_global: 1,
+            port_num: self.port,
+        }
+    }
+
+    /// Keeps `ah` until every send posted so far has completed.
+    fn retire(&mut self, ah: Ah) {
+        self.retired.push((self.ring.posted_seq(), ah));
+        self.reap();
+    }
+
+    /// Destroys the retired handles no send in flight can name any more.
+    fn reap(&mut self) {
+        let done = self.ring.completed_seq();
+        self.retired.retain(|(seq, _)| *seq > done);
+    }
+
+    fn free_index<T>(table: &mut Vec<Option<T>>) -> usize {
+        match table.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => {
+                table.push(None);
+                table.len() - 1
+            }
+        }
+    }
+}
+
+impl Nic for UdNic {
+    fn port(&self) -> PortInfo {
+        self.info
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn join(&mut self, group_id: &crate::proto::comm::GroupId) -> Result<Joined, VerbsError> {
+        let ip = group::join_ip(group_id, self.info.spec.family);
+        let (group, ah, mgid, mlid) = match self.info.mode {
+            JoinMode::Rdmacm => {
+                let (Some(channel), Some(bind)) = (self.channel.as_ref(), self.bind) else {
+                    return Err(VerbsError::Invalid("rdmacm joins need verbs_addr".into()));
+                };
+                let join = McastJoin::join(channel, bind, ip, self.join_timeout, &mut self.other_events)?;
+                if join.device != self.ctx.name() || join.port != self.port {
+                    return Err(VerbsError::Invalid(format!(
+                        "verbs_addr {bind} is on {} port {}, but the fabric uses {} port {} (verbs_device, verbs_port)",
+                        join.device,
+                        join.port,
+                        self.ctx.name(),
+                        self.port
+                    )));
+                }
+                if join.reply.qkey != QKEY {
+                    return Err(VerbsError::Invalid(format!(
+                        "group {ip} has Q_Key {:#x}, not rdmacm's {QKEY:#x}",
+                        join.reply.qkey
+                    )));
+                }
+                let attr = join.reply.ah_attr;
+                // SAFETY: every member of the GID union is plain bytes; `raw` covers all 16.
+                let mgid = unsafe { attr.grh.dgid.raw };
+                let attach = Attachment::new(Arc::clone(&self.qp), mgid, attr.dlid)?;
+                let ah = Ah::new(Arc::clone(&self.pd), &attr)?;
+                (Group { _attach: attach, _join: Some(join) }, ah, mgid, attr.dlid)
+            }
+            JoinMode::Attach => {
+                let mgid = group::attach_mgid(group_id, self.info.spec.family);
+                let attach = Attachment::new(Arc::clone(&self.qp), mgid, 0)?;
+                let ah = Ah::new(Arc::clone(&self.pd), &self.ah_attr(mgid, 0, MULTICAST_HOP_LIMIT))?;
+                (Group { _attach: attach, _join: None }, ah, mgid, 0)
+            }
+        };
+        let i = Self::free_index(&mut self.groups);
+        self.groups[i] = Some(group);
+        if self.mcast_ahs.len() <= i {
+            self.mcast_ahs.resize_with(i + 1, || None);
+        }
+        self.mcast_ahs[i] = Some(ah);
+        Ok(Joined { id: McastId(i as u32), mgid, mlid })
+    }
+
+    fn leave(&mut self, id: McastId) {
+        let i = id.0 as usize;
+        // Detached and left at once; the handle waits for the sends that may still name it.
+        drop(self.groups.get_mut(i).and_then(Option::take));
+        if let Some(ah) = self.mcast_ahs.get_mut(i).and_then(Option::take) {
+            self.retire(ah);
+        }
+    }
+
+    fn create_ah(&mut self, peer: &Hello) -> Result<AhId, VerbsError> {
+        let ah = Ah::new(Arc::clone(&self.pd), &self.ah_attr(peer.gid, peer.lid, UNICAST_HOP_LIMIT))?;
+        let i = Self::free_index(&mut self.ahs);
+        self.ahs[i] = Some(ah);
+        Ok(AhId(i as u32))
+    }
+
+    fn destroy_ah(&mut self, ah: AhId) {
+        if let Some(ah) = self.ahs.get_mut(ah.0 as usize).and_then(Option::take) {
+            self.retire(ah);
+        }
+    }
+
+    fn send(&mut self, dest: Dest, header: &[u8], body: &[u8]) -> Result<(), SendError> {
+        let len = header.len() + body.len();
+        if len > self.send_size || len > self.info.max_message {
+            return Err(SendError::Invalid);
+        }
+        let (ah, qpn) = match dest {
+            Dest::Unicast { ah, qpn } => (self.ahs.get(ah.0 as usize), qpn),
+            Dest::Multicast(id) => (self.mcast_ahs.get(id.0 as usize), MULTICAST_QPN),
+        };
+        let Some(ah) = ah.and_then(Option::as_ref).map(Ah::as_ptr) else { return Err(SendError::Invalid) };
+        let Some(r) = self.ring.reserve() else { return Err(SendError::Full) };
+        let offset = self.send_offset + r.slot as usize * self.send_size;
+        debug_assert!(offset + self.send_size <= self.mr.len());
+        // SAFETY: `offset..offset + send_size` lies inside the registered memory (the region was
+        // sized for `send_depth` buffers after the receive slots, and `r.slot < send_depth`).
+        let buf = unsafe { self.mr.base().as_ptr().add(offset) };
+        // SAFETY: send buffer `r.slot` is used by no send in flight — the send ring hands it out
+        // only once the send that used it before has completed — and the NIC never writes send
+        // buffers; no other reference to these bytes exists.
+        let out = unsafe { std::slice::from_raw_parts_mut(buf, len) };
+        out[..header.len()].copy_from_slice(header);
+        out[header.len()..].copy_from_slice(body);
+        let mut sge = sys::ibv_sge { addr: buf as u64, length: len as u32, lkey: self.mr.lkey() };
+        let mut flags = sys::ibv_send_flags(0);
+        if r.signalled {
+            flags |= sys::ibv_send_flags::IBV_SEND_SIGNALED;
+        }
+        if len as u32 <= self.qp.max_inline() {
+            flags |= sys::ibv_send_flags::IBV_SEND_INLINE;
+        }
+        let mut wr = sys::ibv_send_wr {
+            wr_id: r.wr_id,
+            next: std::ptr::null_mut(),
+            sg_list: &mut sge,
+            num_sge: 1,
+            opcode: sys::ibv_wr_opcode::IBV_WR_SEND,
+            send_flags: flags.0,
+            ..Default::default()
+        };
+        wr.wr.ud = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_3 { ah, remote_qpn: qpn, remote_qkey: QKEY };
+        // SAFETY: `wr` and `sge` live through the call; the buffer lies in this QP's registered
+        // memory and is not written again until the send completed (send ring, above); the
+        // address handle is destroyed only after every send posted before its retirement
+        // completed (retire/reap) or after the QP is gone (drop order).
+        match unsafe { self.qp.post_send(&mut wr) } {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                self.ring.unreserve(r);
+                self.stats.post_errors += 1;
+                Err(SendError::Post(e))
+            }
+        }
+    }
+
+    fn poll(&mut self, out: &mut [Received]) -> usize {
+        let mut filled = 0;
+        while filled < out.len() {
+            let want = (out.len() - filled).min(POLL_BURST);
+            let got = match self.cq.poll(&mut self.wcs[..want]) {
+                Ok(n) => n,
+                Err(_) => {
+                    self.stats.cq_errors += 1;
+                    break;
+                }
+            };
+            for wc in &self.wcs[..got] {
+                let ok = wc.status == sys::ibv_wc_status::IBV_WC_SUCCESS;
+                if !ok && self.first_error.is_none() {
+                    let kind = if wc.wr_id & SEND_BIT != 0 { "send" } else { "receive" };
+                    self.first_error = Some(format!(
+                        "{kind}: {} (vendor error {:#x})",
+                        wc_status_str(wc.status),
+                        wc.vendor_err
+                    ));
+                }
+                if wc.wr_id & SEND_BIT != 0 {
+                    let _ = self.ring.complete(wc.wr_id);
+                    self.stats.tx_errors += u64::from(!ok);
+                    continue;
+                }
+                match self.slots.complete(wc.wr_id) {
+                    Err(_) => {} // counted as stale by the slots
+                    Ok(slot) if ok && (wc.byte_len as usize) <= self.recv_size => {
+                        out[filled] = Received { slot, len: wc.byte_len, src_qp: wc.src_qp & MULTICAST_QPN };
+                        filled += 1;
+                    }
+                    Ok(slot) => {
+                        self.stats.rx_errors += 1;
+                        self.slots.release(slot);
+                    }
+                }
+            }
+            if got < want {
+                break;
+            }
+        }
+        self.slots.note_burst();
+        self.reap();
+        filled
+    }
+
+    fn received(&self, slot: u32, len: u32) -> Option<&[u8]> {
+        if !self.slots.is_held(slot) || len as usize > self.recv_size {
+            return None;
+        }
+        let offset = slot as usize * self.recv_size;
+        // SAFETY: a held slot is not posted, so the NIC does not write it until it is released
+        // and posted again, which takes `&mut self` and so ends this borrow first; the range
+        // lies inside the registered memory (slot < recv_slots, len <= recv_size) and was
+        // written by the NIC before its completion was polled.
+        Some(unsafe { std::slice::from_raw_parts(self.mr.base().as_ptr().add(offset), len as usize) })
+    }
+
+    fn release(&mut self, slot: u32) {
+        self.slots.release(slot);
+    }
+
+    fn repost(&mut self) {
+        let base = self.mr.base().as_ptr() as u64;
+        let lkey = self.mr.lkey();
+        loop {
+            let mut sges = [sys::ibv_sge::default(); RECV_BATCH];
+            let mut wrs = [sys::ibv_recv_wr::default(); RECV_BATCH];
+            let mut ids = [0u32; RECV_BATCH];
+            let mut n = 0;
+            while n < RECV_BATCH {
+                let Some((slot, wr_id)) = self.slots.next_to_post() else { break };
+                sges[n] = sys::ibv_sge {
+                    addr: base + slot as u64 * self.recv_size as u64,
+                    length: self.recv_size as u32,
+                    lkey,
+                };
+                wrs[n].wr_id = wr_id;
+                wrs[n].num_sge = 1;
+                ids[n] = slot;
+                n += 1;
+            }
+            if n == 0 {
+                return;
+            }
+            let (w, s) = (wrs.as_mut_ptr(), sges.as_mut_ptr());
+            for i in 0..n {
+                // SAFETY: `i < n <= RECV_BATCH`: both pointers stay inside their arrays, which
+                // are not otherwise touched until the post returns.
+                unsafe {
+                    (*w.add(i)).sg_list = s.add(i);
+                    if i + 1 < n {
+                        (*w.add(i)).next = w.add(i + 1);
+                    }
+                }
+            }
+            // SAFETY: the chain's `n` work requests and scatter entries live on this stack frame
+            // through the call; each names one whole receive slot inside the registered memory,
+            // marked posted by `next_to_post` — no reference to its bytes is handed out until
+            // its completion is polled (`received` requires the slot held).
+            match unsafe { self.qp.post_recv(w) } {
+                Ok(()) if n < RECV_BATCH => return,
+                Ok(()) => {}
+                Err((_, bad)) => {
+                    // Work requests from `bad` on were not posted. If the provider names none
+                    // of ours, every one is taken as posted: a slot may be lost, but never
+                    // posted twice.
+                    if let Some(first) = (0..n).find(|&i| w.wrapping_add(i) == bad) {
+                        for &slot in &ids[first..n] {
+                            self.slots.post_failed(slot);
+                        }
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    fn stats(&self) -> NicStats {
+        NicStats { recv: self.slots.stats(), send: self.ring.stats(), ..self.stats }
+    }
+}
