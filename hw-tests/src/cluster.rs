@@ -280,3 +280,41 @@ impl Cluster {
         }
     }
 }
+
+/// The arguments of `ringcast-hw host verify` for broadcasts of `sizes`, `passes` times over.
+pub fn verify_args(sizes: &[usize], passes: u32) -> Vec<String> {
+    let list = sizes.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(",");
+    vec!["verify".into(), "--sizes".into(), list, "--counts".into(), passes.to_string()]
+}
+
+/// Runs the `verify` schedule on a cluster started with [`verify_args`]`(sizes, passes)`: lets
+/// the hosts go, checks every host's `RESULT` (the number of broadcasts and the bytes they
+/// carried: each was checked byte for byte by the host), then shuts hosts and engines down,
+/// each engine having to report a clean stop. Returns the results (index = node) and the
+/// engines' logs.
+pub fn run_verify(
+    mut cluster: Cluster,
+    sizes: &[usize],
+    passes: u32,
+) -> Result<(Vec<String>, Vec<String>), String> {
+    cluster.send_all("GO")?;
+    let results = cluster.expect_all("RESULT", Duration::from_secs(600))?;
+    let broadcasts = sizes.len() as u64 * u64::from(passes);
+    let bytes = sizes.iter().sum::<usize>() as u64 * u64::from(passes);
+    for (node, r) in results.iter().enumerate() {
+        println!("node {node}: {r}");
+        let got = (crate::roles::field::<u64>(r, "broadcasts"), crate::roles::field::<u64>(r, "bytes"));
+        if got != (Some(broadcasts), Some(bytes)) {
+            return Err(format!(
+                "node {node}: {r}: expected {broadcasts} broadcasts of {bytes} bytes in all"
+            ));
+        }
+    }
+    let logs = cluster.shut_down(Duration::from_secs(120))?;
+    for (node, log) in logs.iter().enumerate() {
+        if !log.contains("stopped;") {
+            return Err(format!("engine {node} did not report a clean stop:\n{log}"));
+        }
+    }
+    Ok((results, logs))
+}

@@ -9,12 +9,10 @@
 //! Asserted: every broadcast completes byte-exact everywhere; every host and engine exits
 //! successfully (an engine after SIGTERM: port closed, EAL cleaned up); no DPDK runtime
 //! directory, namespace or process of the test remains.
-use ringcast_hw_tests::cluster::{Cluster, Net};
+use ringcast_hw_tests::cluster::{run_verify, verify_args, Cluster, Net};
 use ringcast_hw_tests::netns::Lab;
-use ringcast_hw_tests::roles::field;
 use ringcast_hw_tests::{env, proc};
 use std::path::Path;
-use std::time::Duration;
 
 const NODES: usize = 3;
 /// 2 B; one fragment's payload and either side of it (mtu 1472 − 32 header − 4 CRC − 4);
@@ -32,23 +30,9 @@ fn engines_broadcast_2_bytes_to_4_mib_byte_exact_over_af_xdp() {
     let lab = Lab::create("bc", NODES).expect("namespaces");
     let prefix = lab.prefix.clone();
     let tool = Path::new(env!("CARGO_BIN_EXE_ringcast-hw"));
-    let sizes = SIZES.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(",");
-    let args = ["verify".to_string(), "--sizes".into(), sizes, "--counts".into(), PASSES.to_string()];
-    let mut cluster =
-        Cluster::start(Some(&lab), NODES, Net::DpdkAfXdp, &job, tool, &args).expect("engines and hosts up");
-    cluster.send_all("GO").expect("go");
-    let results = cluster.expect_all("RESULT", Duration::from_secs(600)).expect("every broadcast verified");
-    let broadcasts = SIZES.len() as u64 * u64::from(PASSES);
-    let bytes = SIZES.iter().sum::<usize>() as u64 * u64::from(PASSES);
-    for (node, r) in results.iter().enumerate() {
-        println!("node {node}: {r}");
-        assert_eq!(field::<u64>(r, "broadcasts"), Some(broadcasts), "node {node}: {r}");
-        assert_eq!(field::<u64>(r, "bytes"), Some(bytes), "node {node}: {r}");
-    }
-    let logs = cluster.shut_down(Duration::from_secs(60)).expect("hosts and engines exit cleanly");
-    for (node, log) in logs.iter().enumerate() {
-        assert!(log.contains("stopped;"), "engine {node} did not report a clean stop:\n{log}");
-    }
+    let cluster = Cluster::start(Some(&lab), NODES, Net::DpdkAfXdp, &job, tool, &verify_args(&SIZES, PASSES))
+        .expect("engines and hosts up");
+    run_verify(cluster, &SIZES, PASSES).expect("every broadcast verified, every process stopped cleanly");
     assert!(proc::dpdk_leftovers(&job).is_empty(), "{:?}", proc::dpdk_leftovers(&job));
     drop(lab);
     assert!(Lab::existing(&prefix).is_empty(), "namespaces left: {:?}", Lab::existing(&prefix));

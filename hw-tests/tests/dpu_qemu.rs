@@ -14,12 +14,10 @@
 //! report `aarch64` as their architecture (the native one its own); every broadcast completes
 //! byte-exact everywhere; every host and engine exits successfully; nothing of the job is left
 //! in `/dev/shm`.
-use ringcast_hw_tests::cluster::{Cluster, Net};
-use ringcast_hw_tests::roles::field;
+use ringcast_hw_tests::cluster::{run_verify, verify_args, Cluster, Net};
 use ringcast_hw_tests::{env, proc};
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
 const NODES: usize = 3;
 /// 2 B; around one fragment's payload (mtu 1472); a page; many fragments; `max_message_bytes`.
@@ -56,24 +54,14 @@ fn aarch64_engines_under_qemu_serve_x86_64_hosts_byte_exact() {
     };
     let job = format!("hwd{}", std::process::id());
     let tool = Path::new(env!("CARGO_BIN_EXE_ringcast-hw"));
-    let sizes = SIZES.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(",");
-    let args = ["verify".to_string(), "--sizes".into(), sizes, "--counts".into(), PASSES.to_string()];
-    let mut cluster = Cluster::start_with(None, NODES, Net::Shm, &job, tool, &args, &engine)
-        .expect("engines (two under qemu-aarch64) and hosts up");
-    cluster.send_all("GO").expect("go");
-    let results = cluster.expect_all("RESULT", Duration::from_secs(600)).expect("every broadcast verified");
-    let broadcasts = SIZES.len() as u64 * u64::from(PASSES);
-    let bytes = SIZES.iter().sum::<usize>() as u64 * u64::from(PASSES);
-    for (node, r) in results.iter().enumerate() {
-        println!("node {node} ({}): {r}", if on_dpu(node) { "aarch64 engine" } else { "x86-64 engine" });
-        assert_eq!(field::<u64>(r, "broadcasts"), Some(broadcasts), "node {node}: {r}");
-        assert_eq!(field::<u64>(r, "bytes"), Some(bytes), "node {node}: {r}");
-    }
-    let logs = cluster.shut_down(Duration::from_secs(120)).expect("hosts and engines exit cleanly");
+    let cluster =
+        Cluster::start_with(None, NODES, Net::Shm, &job, tool, &verify_args(&SIZES, PASSES), &engine)
+            .expect("engines (two under qemu-aarch64) and hosts up");
+    let (_, logs) =
+        run_verify(cluster, &SIZES, PASSES).expect("every broadcast verified, every process stopped cleanly");
     for (node, log) in logs.iter().enumerate() {
         let arch = if on_dpu(node) { "aarch64" } else { std::env::consts::ARCH };
         assert!(log.contains(&format!(", {arch}, poll")), "engine {node} is not the {arch} build:\n{log}");
-        assert!(log.contains("stopped;"), "engine {node} did not report a clean stop:\n{log}");
     }
     let left: Vec<String> = std::fs::read_dir("/dev/shm")
         .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())

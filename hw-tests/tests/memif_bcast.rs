@@ -16,11 +16,9 @@
 //! supported way to link two independent DPDK processes, and it is a real driver with its own
 //! rings, so it tests the fabric's data path; it is point-to-point, hence two nodes (a third
 //! would need a switch — the AF_XDP tests have one).
-use ringcast_hw_tests::cluster::{Cluster, Net};
-use ringcast_hw_tests::roles::field;
+use ringcast_hw_tests::cluster::{run_verify, verify_args, Cluster, Net};
 use ringcast_hw_tests::{env, proc};
 use std::path::Path;
-use std::time::Duration;
 
 const SIZES: [usize; 8] = [2, 1431, 1432, 1433, 65_536, 1 << 20, 3 << 20, 4 << 20];
 const PASSES: u32 = 2;
@@ -33,25 +31,9 @@ fn two_engines_on_a_memif_link_broadcast_byte_exact() {
     }
     let job = format!("hwm{}", std::process::id());
     let tool = Path::new(env!("CARGO_BIN_EXE_ringcast-hw"));
-    let sizes = SIZES.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(",");
-    let args = ["verify".to_string(), "--sizes".into(), sizes, "--counts".into(), PASSES.to_string()];
-    let mut cluster =
-        Cluster::start(None, 2, Net::DpdkMemif, &job, tool, &args).expect("engines and hosts up");
-    cluster.send_all("GO").expect("go");
-    let results = cluster.expect_all("RESULT", Duration::from_secs(600)).expect("every broadcast verified");
-    for (node, r) in results.iter().enumerate() {
-        println!("node {node}: {r}");
-        assert_eq!(field::<u64>(r, "broadcasts"), Some(SIZES.len() as u64 * u64::from(PASSES)), "{r}");
-        assert_eq!(
-            field::<u64>(r, "bytes"),
-            Some(SIZES.iter().sum::<usize>() as u64 * u64::from(PASSES)),
-            "{r}"
-        );
-    }
-    let logs = cluster.shut_down(Duration::from_secs(60)).expect("hosts and engines exit cleanly");
-    for (node, log) in logs.iter().enumerate() {
-        assert!(log.contains("stopped;"), "engine {node} did not report a clean stop:\n{log}");
-    }
+    let cluster = Cluster::start(None, 2, Net::DpdkMemif, &job, tool, &verify_args(&SIZES, PASSES))
+        .expect("engines and hosts up");
+    run_verify(cluster, &SIZES, PASSES).expect("every broadcast verified, every process stopped cleanly");
     assert!(proc::dpdk_leftovers(&job).is_empty(), "{:?}", proc::dpdk_leftovers(&job));
     assert!(!Path::new(&format!("/run/ringcast-{job}.memif")).exists(), "the memif socket is abstract");
 }

@@ -18,11 +18,9 @@
 //! `docs/tunables.md`), which the engines inherit; e.g. soft-RoCE:
 //! `rdma link add rxe0 type rxe netdev eth0`, then `RINGCAST_VERBS_DEVICE=rxe0
 //! RINGCAST_VERBS_GID_INDEX=1 RINGCAST_VERBS_ADDR=<eth0's IPv4>`.
-use ringcast_hw_tests::cluster::{Cluster, Net, VERBS_MTU};
+use ringcast_hw_tests::cluster::{run_verify, verify_args, Cluster, Net, VERBS_MTU};
 use ringcast_hw_tests::env;
-use ringcast_hw_tests::roles::field;
 use std::path::Path;
-use std::time::Duration;
 
 const NODES: usize = 3;
 const PASSES: u32 = 2;
@@ -40,21 +38,7 @@ fn engines_broadcast_2_bytes_to_4_mib_byte_exact_over_verbs() {
     let sizes = [2, 100, payload - 1, payload, payload + 1, 4096, 65_536, 1 << 20, 3 << 20, 4 << 20];
     let job = format!("hwv{}", std::process::id());
     let tool = Path::new(env!("CARGO_BIN_EXE_ringcast-hw"));
-    let list = sizes.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(",");
-    let args = ["verify".to_string(), "--sizes".into(), list, "--counts".into(), PASSES.to_string()];
-    let mut cluster =
-        Cluster::start(None, NODES, Net::Verbs, &job, tool, &args).expect("engines and hosts up");
-    cluster.send_all("GO").expect("go");
-    let results = cluster.expect_all("RESULT", Duration::from_secs(600)).expect("every broadcast verified");
-    let broadcasts = sizes.len() as u64 * u64::from(PASSES);
-    let bytes = sizes.iter().sum::<usize>() as u64 * u64::from(PASSES);
-    for (node, r) in results.iter().enumerate() {
-        println!("node {node}: {r}");
-        assert_eq!(field::<u64>(r, "broadcasts"), Some(broadcasts), "node {node}: {r}");
-        assert_eq!(field::<u64>(r, "bytes"), Some(bytes), "node {node}: {r}");
-    }
-    let logs = cluster.shut_down(Duration::from_secs(60)).expect("hosts and engines exit cleanly");
-    for (node, log) in logs.iter().enumerate() {
-        assert!(log.contains("stopped;"), "engine {node} did not report a clean stop:\n{log}");
-    }
+    let cluster = Cluster::start(None, NODES, Net::Verbs, &job, tool, &verify_args(&sizes, PASSES))
+        .expect("engines and hosts up");
+    run_verify(cluster, &sizes, PASSES).expect("every broadcast verified, every process stopped cleanly");
 }
