@@ -11,8 +11,8 @@
 //! the process dies, however it dies.
 //!
 //! Contract: one `AF_PACKET` socket of protocol 0 (bound to no packet type: it receives
-//! nothing and costs the data path nothing; needs `CAP_NET_RAW`, as AF_XDP does) holds this
-//! fabric's memberships. [`KernelGroups::set`] makes them exactly the given MACs, adding and
+//! nothing and costs the data path nothing; needs `CAP_NET_RAW`, as AF_XDP does; close-on-exec,
+//! so no child keeps the memberships alive) holds this fabric's memberships. [`KernelGroups::set`] makes them exactly the given MACs, adding and
 //! dropping the difference; a failure names the call and carries the OS error.
 use super::frame::Mac;
 use super::DpdkError;
@@ -38,9 +38,15 @@ impl KernelGroups {
     pub fn open(iface: &str) -> Result<KernelGroups, DpdkError> {
         let ifindex = nix::net::if_::if_nametoindex(iface)
             .map_err(|e| os_error("if_nametoindex", std::io::Error::from(e)))?;
-        let sock =
-            rustix::net::socket(rustix::net::AddressFamily::PACKET, rustix::net::SocketType::RAW, None)
-                .map_err(|e| os_error("socket(AF_PACKET)", e.into()))?;
+        // Close-on-exec: a child the engine spawns must not inherit the socket, or the
+        // memberships would outlive the engine.
+        let sock = rustix::net::socket_with(
+            rustix::net::AddressFamily::PACKET,
+            rustix::net::SocketType::RAW,
+            rustix::net::SocketFlags::CLOEXEC,
+            None,
+        )
+        .map_err(|e| os_error("socket(AF_PACKET)", e.into()))?;
         Ok(KernelGroups {
             sock,
             ifindex: i32::try_from(ifindex).unwrap_or(i32::MAX),
@@ -63,7 +69,12 @@ impl KernelGroups {
     pub fn set(&mut self, macs: &[Mac]) -> Result<(), DpdkError> {
         let stale: Vec<Mac> = self.joined.iter().copied().filter(|m| !macs.contains(m)).collect();
         for mac in stale {
-            self.membership(libc::PACKET_DROP_MEMBERSHIP, mac, "setsockopt(PACKET_DROP_MEMBERSHIP)")?;
+            match self.membership(libc::PACKET_DROP_MEMBERSHIP, mac, "setsockopt(PACKET_DROP_MEMBERSHIP)") {
+                // The device was unregistered and registered again meanwhile, which cleared
+                // its list: the membership is gone already.
+                Err(DpdkError::Call { errno: libc::EADDRNOTAVAIL, .. }) | Ok(()) => {}
+                Err(e) => return Err(e),
+            }
             self.joined.retain(|m| *m != mac);
         }
         for &mac in macs {
@@ -133,6 +144,8 @@ mod tests {
         let a = Mac([0x33, 0x33, 0x72, 0x63, 0x00, 0x01]);
         let b = Mac([0x33, 0x33, 0x72, 0x63, 0x00, 0x02]);
         let hex = |m: Mac| m.0.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        let flags = rustix::io::fcntl_getfd(&k.sock).expect("F_GETFD");
+        assert!(flags.contains(rustix::io::FdFlags::CLOEXEC), "a child must not inherit the memberships");
         k.set(&[a, b]).expect("add two");
         assert!(listed("lo").contains(&hex(a)) && listed("lo").contains(&hex(b)), "{:?}", listed("lo"));
         k.set(&[b]).expect("drop one");
