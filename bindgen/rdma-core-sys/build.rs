@@ -10,7 +10,8 @@ use std::env;
 use std::path::PathBuf;
 
 /// Functions the project calls. The data-path verbs are `static inline` in verbs.h and come from
-/// the `rc_` shims of `src/wrapper.c`; so does `ibv_query_port` (see wrapper.h).
+/// the `rc_` shims of `src/wrapper.c`; so do `ibv_query_port` and `ibv_query_gid_ex` (see
+/// wrapper.h).
 const FUNCTIONS: &[&str] = &[
     // verbs: devices, protection domains, completion queues, queue pairs
     "ibv_get_device_list",
@@ -40,6 +41,7 @@ const FUNCTIONS: &[&str] = &[
     "rc_ibv_poll_cq",
     "rc_ibv_req_notify_cq",
     "rc_ibv_query_port",
+    "rc_ibv_query_gid_ex",
     // rdmacm: event channel, ids, address resolution, multicast joins
     "rdma_create_event_channel",
     "rdma_destroy_event_channel",
@@ -76,6 +78,8 @@ const TYPES: &[&str] = &[
     "ibv_device_attr",
     "ibv_mtu",
     "ibv_gid",
+    "ibv_gid_entry",
+    "ibv_gid_type",
     "ibv_qp_type",
     "ibv_qp_state",
     "rdma_cm_event",

@@ -17,4 +17,9 @@ int rc_ibv_req_notify_cq(struct ibv_cq *cq, int solicited_only);
  * the exported symbol of that name takes the older, shorter `struct _compat_ibv_port_attr`. */
 int rc_ibv_query_port(struct ibv_context *context, uint8_t port_num, struct ibv_port_attr *port_attr);
 
+/* `ibv_query_gid_ex` is a static inline over `_ibv_query_gid_ex` that passes the entry's size:
+ * the GID and its type (`enum ibv_gid_type`: IB, RoCE v1, RoCE v2) of one GID table entry. */
+int rc_ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num, uint32_t gid_index,
+			struct ibv_gid_entry *entry, uint32_t flags);
+
 #endif

@@ -2,7 +2,8 @@
 //! this crate, this test included, evaluates):
 //! * the device list round trip through the real libibverbs — on a machine without RDMA hardware
 //!   it finds no device (or fails with errno set), both valid answers; with a device it is opened
-//!   and its first port queried through the `rc_ibv_query_port` shim;
+//!   and its first port queried through the `rc_ibv_query_port` shim, its first GID's type
+//!   through `rc_ibv_query_gid_ex`;
 //! * the data-path shims (`rc_ibv_post_send`, `rc_ibv_post_recv`, `rc_ibv_poll_cq`,
 //!   `rc_ibv_req_notify_cq`) dispatch through the provider's ops table exactly as verbs.h's static
 //!   inline functions do: driven against a fake provider whose ops record their arguments, which
@@ -48,6 +49,10 @@ fn device_list_round_trip() {
         // SAFETY: `ctx` is an open context; ports are numbered from 1.
         assert_eq!(unsafe { rc_ibv_query_port(ctx, 1, &mut port) }, 0, "query port 1");
         assert!(port.gid_tbl_len > 0, "port 1 has no GID table");
+        let mut entry = ibv_gid_entry::default();
+        // SAFETY: open context, valid out-pointer; GID index 0 exists (the table is not empty).
+        assert_eq!(unsafe { rc_ibv_query_gid_ex(ctx, 1, 0, &mut entry, 0) }, 0, "GID 0 of port 1");
+        assert!(entry.gid_type <= 2, "gid type {}", entry.gid_type);
         // SAFETY: `ctx` was opened above and is closed once.
         assert_eq!(unsafe { ibv_close_device(ctx) }, 0);
     }
@@ -157,6 +162,17 @@ fn abi_fixed_layouts_and_constants() {
     // A UD receive completion says whether its first 40 bytes hold a GRH.
     assert_eq!(ibv_wc_flags::IBV_WC_GRH.0, 1);
     assert_eq!((ibv_mtu::IBV_MTU_256.0, ibv_mtu::IBV_MTU_4096.0), (1, 5));
+    // The GID types the verbs fabric maps to RoCE versions (fabric::verbs::group::roce_version).
+    assert_eq!(
+        (
+            ibv_gid_type::IBV_GID_TYPE_IB.0,
+            ibv_gid_type::IBV_GID_TYPE_ROCE_V1.0,
+            ibv_gid_type::IBV_GID_TYPE_ROCE_V2.0
+        ),
+        (0, 1, 2)
+    );
+    // struct ibv_gid_entry: GID (16), then gid_index, port_num, gid_type, ndev_ifindex (u32 each).
+    assert_eq!((size_of::<ibv_gid_entry>(), offset_of!(ibv_gid_entry, gid_type)), (32, 24));
 }
 
 #[test]
@@ -189,6 +205,7 @@ fn layout_assertions_cover_the_fabric_structs() {
         "ibv_port_attr",
         "ibv_device_attr",
         "ibv_gid",
+        "ibv_gid_entry",
         "ibv_context",
         "ibv_context_ops",
         "rdma_cm_event",

@@ -530,7 +530,7 @@ tunables! {
         "verbs fabric: port number on the device (from 1)";
     /// Verbs fabric: the GID index of this member's address.
     verbs_gid_index: u8 = 0, "RINGCAST_VERBS_GID_INDEX",
-        "verbs fabric: GID table index of this member's unicast address (RoCE v2: the index of the interface address's RoCE v2 GID, see show_gids; IB: 0)";
+        "verbs fabric: GID table index of this member's unicast address (RoCE v2: the index of the interface address's RoCE v2 GID, see show_gids; IB: 0); with rdmacm joins it must be the index the kernel uses for verbs_addr, which the first join checks (naming the index to set)";
     /// Verbs fabric: the IP address rdmacm joins groups from.
     verbs_addr: String = String::new(), "RINGCAST_VERBS_ADDR",
         "verbs fabric: IP address of the RDMA device's interface (IPoIB or the RoCE netdev) that rdmacm binds to for multicast joins; its family picks IPv6 ff15:: or IPv4 239/8 groups; empty: the address of the RoCE GID at verbs_gid_index (IB needs it set)";
@@ -545,7 +545,7 @@ tunables! {
         "verbs fabric: send buffers and send queue depth (16..=16384); a completion is requested every depth/4 sends, a send finding all in flight is dropped";
     /// Verbs fabric: HELLO interval.
     verbs_hello_ms: u32 = 10, "RINGCAST_VERBS_HELLO_MS",
-        "verbs fabric: milliseconds between HELLOs (member discovery) while a member's address is unknown (1..=10000)";
+        "verbs fabric: first interval between HELLOs (member discovery) while a member's address is unknown, in milliseconds (1..=10000); it doubles after each HELLO up to 1 s (or this, if larger), and starts over when a new member appears";
     /// Verbs fabric: multicast join timeout.
     verbs_join_timeout_ms: u32 = 5000, "RINGCAST_VERBS_JOIN_TIMEOUT_MS",
         "verbs fabric: longest wait for rdmacm to confirm a multicast join, in milliseconds";

@@ -16,6 +16,7 @@
 //!   the event channel goes with its last id ([`EventChannel`] is shared by `Arc`).
 //! * A group the SA drops later (an SM failover) is not rejoined: its multicast stops arriving
 //!   and the protocol's repair carries the broadcasts (counted as repair traffic).
+use super::device::{destroy_error, report, Keep};
 use super::ffi::{errno, event_str, MinusOne, ToResult};
 use super::VerbsError;
 use rdma_core_sys as sys;
@@ -35,10 +36,13 @@ pub struct EventChannel {
     raw: NonNull<sys::rdma_event_channel>,
 }
 
-// SAFETY: the channel is read by its single user (`&mut` of the NIC) and destroyed once; rdmacm
-// calls on it are thread-safe.
+// SAFETY: an event channel may be used and destroyed from any thread; destroyed once.
 unsafe impl Send for EventChannel {}
-// SAFETY: as above.
+// SAFETY: the channel is shared through `Arc` — by the NIC and by every rdmacm id created on it
+// (`CmId` holds an Arc only to keep it alive until the id is destroyed). Its events are read
+// (`rdma_get_cm_event` in `McastJoin::wait`, `poll` on its fd) only during a join, which takes
+// `&mut UdNic`, and `UdNic` is not `Sync`: one thread reads it at a time. Creating ids on it is
+// thread-safe in librdmacm.
 unsafe impl Sync for EventChannel {}
 
 impl EventChannel {
@@ -83,7 +87,8 @@ impl Drop for EventChannel {
 /// An rdmacm id, destroyed on drop.
 struct CmId {
     raw: NonNull<sys::rdma_cm_id>,
-    _channel: Arc<EventChannel>,
+    /// Its event channel: released after the id is destroyed, leaked if that fails.
+    channel: Keep<Arc<EventChannel>>,
 }
 
 impl Drop for CmId {
@@ -91,9 +96,7 @@ impl Drop for CmId {
         // SAFETY: created by rdma_create_id, destroyed once; every event reported for it was
         // acknowledged (join acknowledges each one at once).
         let r = unsafe { sys::rdma_destroy_id(self.raw.as_ptr()) };
-        if r != 0 {
-            eprintln!("verbs fabric: rdma_destroy_id: {}", std::io::Error::from_raw_os_error(errno()));
-        }
+        self.channel.settle("rdma_destroy_id", r);
     }
 }
 
@@ -175,7 +178,7 @@ impl McastJoin {
         })
         .to_result("rdma_create_id")?;
         let raw = NonNull::new(raw).ok_or_else(|| VerbsError::call("rdma_create_id", errno()))?;
-        let id = CmId { raw, _channel: Arc::clone(channel) };
+        let id = CmId { raw, channel: Keep::new(Arc::clone(channel)) };
         let mut bind_addr = sockaddr(bind);
         // SAFETY: live id; the address is valid for the call (rdmacm copies it).
         MinusOne(unsafe {
@@ -260,17 +263,29 @@ impl McastJoin {
                 channel.wait(left.min(Duration::from_millis(100)));
                 continue;
             }
-            // SAFETY: a reported event is valid until acknowledged; its fields are plain data
-            // and the `ud` member is the one filled for UDP port-space multicast events.
-            let (id, kind, status, ud) = unsafe { ((*ev).id, (*ev).event, (*ev).status, (*ev).param.ud) };
+            // SAFETY: a reported event is valid until acknowledged; `id`, `event` and `status`
+            // are plain fields (a pointer compared, never dereferenced, and integers).
+            let (id, kind, status) = unsafe { ((*ev).id, (*ev).event, (*ev).status) };
+            let mine = id == self.id.raw.as_ptr();
+            let joined = mine && kind == sys::rdma_cm_event_type::RDMA_CM_EVENT_MULTICAST_JOIN;
+            let reply = joined.then(|| {
+                // SAFETY: still unacknowledged, so valid. `param` is a union; for an event of
+                // an id whose QP type is UD — this id, created in the UDP port space — librdmacm
+                // copies the kernel's UD parameters into its `ud` member (the group's address
+                // attributes, QP number, Q_Key), so for this MULTICAST_JOIN event (the only one
+                // it is read for) these bytes are initialised. `ud` holds only integers and a
+                // pointer (copied, never dereferenced): any bit pattern is a valid value.
+                let ud = unsafe { (*ev).param.ud };
+                JoinReply { ah_attr: ud.ah_attr, qkey: ud.qkey }
+            });
             // SAFETY: acknowledged once, after its fields were copied out.
             unsafe { sys::rdma_ack_cm_event(ev) };
-            if id != self.id.raw.as_ptr() {
+            if !mine {
                 *other_events += 1;
                 continue;
             }
-            if kind == sys::rdma_cm_event_type::RDMA_CM_EVENT_MULTICAST_JOIN {
-                return Ok(JoinReply { ah_attr: ud.ah_attr, qkey: ud.qkey });
+            if let Some(reply) = reply {
+                return Ok(reply);
             }
             return Err(VerbsError::Join {
                 group: group.to_string(),
@@ -290,8 +305,8 @@ impl Drop for McastJoin {
                 (&mut self.addr as *mut sys::sockaddr_storage).cast(),
             )
         };
-        if r != 0 && self.complete {
-            eprintln!("verbs fabric: rdma_leave_multicast: {}", std::io::Error::from_raw_os_error(errno()));
+        if let Some(e) = destroy_error(r).filter(|_| self.complete) {
+            report(format_args!("rdma_leave_multicast: {}", std::io::Error::from_raw_os_error(e)));
         }
     }
 }

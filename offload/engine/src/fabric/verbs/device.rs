@@ -9,24 +9,112 @@
 //! ```
 //!
 //! A `Qp` holds its `Mr`: the memory its posted receives point into is deregistered and freed
-//! only after the QP is destroyed. An `Attachment` holds its `Qp`. Nothing here panics; a
-//! failing destroy in `Drop` is reported on stderr and otherwise ignored (the process is the
-//! last owner and the kernel reclaims the rest at exit).
+//! only after the QP is destroyed. An `Attachment` holds its `Qp`. Nothing here panics.
+//!
+//! # A destroy that fails
+//!
+//! What a resource holds for its lifetime — its parents, and for an `Mr` the memory it
+//! registers — is kept in a `Keep`: released after the resource's destroy verb succeeded, and
+//! **leaked** (never freed, never destroyed) when it failed, counted ([`leaked_resources`]) and
+//! reported on stderr. A QP that could not be destroyed may still have receives posted into
+//! its memory region, and a region that could not be deregistered is still pinned and mapped
+//! for the NIC: freeing the heap memory under either would let the device DMA into memory the
+//! allocator hands out again. The same holds one level up: [`super::qp::UdNic`] keeps its
+//! address handles when its QP could not be destroyed ([`Qp::destroy`]). Messages in `Drop` go
+//! through `writeln!` to stderr with the error ignored: a `Drop` never panics, not even when
+//! stderr is closed.
 //!
 //! The operations whose buffers must outlive a completion — [`Qp::post_send`],
 //! [`Qp::post_recv`] — stay `unsafe fn`; [`super::qp::UdNic`] calls them under the bookkeeping
 //! of [`super::slots`].
 //!
-//! `Send`/`Sync`: libibverbs is thread-safe; every object here is used through `&self` verbs
-//! that rdma-core allows from any thread, or through `&mut` of its single owner.
+//! # `Send` and `Sync`
+//!
+//! Every type here is `Send` (libibverbs objects may be used from any thread). Those shared
+//! through `Arc` — `Context`, `Pd`, `Cq`, `Mr`, `Qp` — must be `Sync` as well; what `&self`
+//! allows on them is either thread-safe in libibverbs (queries, allocations, the kernel's
+//! attach and detach) or used only by the one owner that is not `Sync` itself:
+//! [`super::qp::UdNic`] (asserted at compile time there) posts to the QP and polls the CQ, so
+//! those data-path calls never run on two threads at once, whatever the provider's own locking.
 use super::ffi::{errno, Status, ToResult};
 use super::VerbsError;
 use rdma_core_sys as sys;
 use std::alloc::Layout;
 use std::ffi::CStr;
+use std::io::Write;
+use std::os::raw::c_int;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// Resources left allocated because a destroy verb failed (see the module doc).
+static LEAKED: AtomicU64 = AtomicU64::new(0);
+
+/// How many resources (memory, parents, address handles) were leaked because a destroy verb
+/// failed, in this process so far.
+pub fn leaked_resources() -> u64 {
+    // Relaxed: a counter read for reporting, ordering nothing else.
+    LEAKED.load(Ordering::Relaxed)
+}
+
+/// Writes a message of the fabric to stderr, ignoring a failure to write (for `Drop`).
+pub(super) fn report(msg: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr(), "verbs fabric: {msg}");
+}
+
+/// The error of a destroy verb that returned `r`: 0 is success; a positive value is the errno;
+/// a negative one (librdmacm's -1, or a provider's) leaves it in `errno`.
+pub(super) fn destroy_error(r: c_int) -> Option<i32> {
+    match r {
+        0 => None,
+        e if e > 0 => Some(e),
+        _ => Some(errno()),
+    }
+}
+
+/// Forgets `items` (never dropping them), counting them as leaked; `what` names them for the
+/// message.
+pub(super) fn leak_all<T>(items: impl IntoIterator<Item = T>, what: &str) {
+    let n = items.into_iter().map(std::mem::forget).count();
+    if n > 0 {
+        // Relaxed: a counter.
+        LEAKED.fetch_add(n as u64, Ordering::Relaxed);
+        report(format_args!("{n} {what} kept (leaked): the queue pair that may use them is still there"));
+    }
+}
+
+/// What a resource holds that must outlive it (see the module doc): released after its
+/// destroy verb succeeded, leaked when it failed.
+pub(super) struct Keep<T>(Option<T>);
+
+impl<T> Keep<T> {
+    pub(super) fn new(t: T) -> Keep<T> {
+        Keep(Some(t))
+    }
+
+    /// The owner's destroy verb `op` returned `r`: on success what is kept is dropped now; on
+    /// failure it is leaked, counted and reported. Whether the destroy succeeded.
+    pub(super) fn settle(&mut self, op: &str, r: c_int) -> bool {
+        match destroy_error(r) {
+            None => {
+                drop(self.0.take());
+                true
+            }
+            Some(e) => {
+                if let Some(t) = self.0.take() {
+                    std::mem::forget(t);
+                    // Relaxed: a counter.
+                    LEAKED.fetch_add(1, Ordering::Relaxed);
+                }
+                report(format_args!(
+                    "{op}: {}; what it holds (parents, memory) is leaked, not freed",
+                    std::io::Error::from_raw_os_error(e)
+                ));
+                false
+            }
+        }
+    }
+}
 /// The device list, freed on drop.
 struct DeviceList {
     raw: NonNull<*mut sys::ibv_device>,
@@ -178,6 +266,18 @@ impl Context {
         })
     }
 
+    /// The type of entry `index` of port `port`'s GID table (`enum ibv_gid_type`: InfiniBand,
+    /// RoCE v1, RoCE v2).
+    pub fn query_gid_type(&self, port: u8, index: u8) -> Result<u32, VerbsError> {
+        let mut entry = sys::ibv_gid_entry::default();
+        // SAFETY: open context, valid out-pointer for the whole entry (the shim passes its size).
+        Status(unsafe {
+            sys::rc_ibv_query_gid_ex(self.as_ptr(), u32::from(port), u32::from(index), &mut entry, 0)
+        })
+        .to_result("ibv_query_gid_ex")?;
+        Ok(entry.gid_type)
+    }
+
     /// Entry `index` of port `port`'s GID table.
     pub fn query_gid(&self, port: u8, index: u8) -> Result<[u8; 16], VerbsError> {
         let mut gid = sys::ibv_gid { raw: [0; 16] };
@@ -193,12 +293,8 @@ impl Drop for Context {
     fn drop(&mut self) {
         // SAFETY: every child (PD, CQ) holds an Arc of this context, so none is left; closed once.
         let r = unsafe { sys::ibv_close_device(self.as_ptr()) };
-        if r != 0 {
-            eprintln!(
-                "verbs fabric: ibv_close_device({}): {}",
-                self.name,
-                std::io::Error::from_raw_os_error(r)
-            );
+        if let Some(e) = destroy_error(r) {
+            report(format_args!("ibv_close_device({}): {}", self.name, std::io::Error::from_raw_os_error(e)));
         }
     }
 }
@@ -206,12 +302,13 @@ impl Drop for Context {
 /// A protection domain.
 pub struct Pd {
     raw: NonNull<sys::ibv_pd>,
-    ctx: Arc<Context>,
+    ctx: Keep<Arc<Context>>,
 }
 
-// SAFETY: a PD is only passed to thread-safe verbs; owned here, destroyed once.
+// SAFETY: a PD is only passed to thread-safe verbs (creating and destroying MRs, AHs, QPs);
+// owned here, destroyed once.
 unsafe impl Send for Pd {}
-// SAFETY: as above.
+// SAFETY: as above: `&Pd` gives nothing but its pointer to those verbs.
 unsafe impl Sync for Pd {}
 
 impl Pd {
@@ -219,7 +316,7 @@ impl Pd {
     pub fn new(ctx: Arc<Context>) -> Result<Arc<Pd>, VerbsError> {
         // SAFETY: open context.
         let raw = unsafe { sys::ibv_alloc_pd(ctx.as_ptr()) }.to_result("ibv_alloc_pd")?;
-        Ok(Arc::new(Pd { raw, ctx }))
+        Ok(Arc::new(Pd { raw, ctx: Keep::new(ctx) }))
     }
 
     fn as_ptr(&self) -> *mut sys::ibv_pd {
@@ -229,27 +326,26 @@ impl Pd {
 
 impl Drop for Pd {
     fn drop(&mut self) {
-        // SAFETY: every MR, QP and AH of this PD holds an Arc of it: none is left.
+        // SAFETY: every MR, QP and AH of this PD holds an Arc of it (or leaked it with itself):
+        // none is left; deallocated once.
         let r = unsafe { sys::ibv_dealloc_pd(self.as_ptr()) };
-        if r != 0 {
-            eprintln!(
-                "verbs fabric: ibv_dealloc_pd({}): {}",
-                self.ctx.name,
-                std::io::Error::from_raw_os_error(r)
-            );
-        }
+        self.ctx.settle("ibv_dealloc_pd", r);
     }
 }
 
 /// A completion queue.
 pub struct Cq {
     raw: NonNull<sys::ibv_cq>,
-    _ctx: Arc<Context>,
+    ctx: Keep<Arc<Context>>,
 }
 
-// SAFETY: polled through `&mut` of its single user (the NIC); created and destroyed once.
+// SAFETY: a CQ may be polled and destroyed from any thread; created and destroyed once.
 unsafe impl Send for Cq {}
-// SAFETY: as above; `&Cq` exposes nothing but its use in QP creation.
+// SAFETY: `&Cq` allows `poll` (and its pointer, for QP creation). `poll` takes `&self` because
+// the CQ is shared through `Arc` (with the QPs completing into it), but its only caller is
+// `UdNic`, which is not `Sync`: one thread polls at a time. (Providers lock their CQ in
+// `ibv_poll_cq` too, unless it is created single-threaded, which this one is not — that is
+// the provider's business; this impl relies on the single poller.)
 unsafe impl Sync for Cq {}
 
 impl Cq {
@@ -260,13 +356,14 @@ impl Cq {
         let raw =
             unsafe { sys::ibv_create_cq(ctx.as_ptr(), cqe, std::ptr::null_mut(), std::ptr::null_mut(), 0) }
                 .to_result("ibv_create_cq")?;
-        Ok(Arc::new(Cq { raw, _ctx: ctx }))
+        Ok(Arc::new(Cq { raw, ctx: Keep::new(ctx) }))
     }
 
     /// Polls up to `wcs.len()` completions into `wcs`; how many, or the (negative) error.
     pub fn poll(&self, wcs: &mut [sys::ibv_wc]) -> Result<usize, i32> {
         let n = i32::try_from(wcs.len()).unwrap_or(i32::MAX);
-        // SAFETY: live CQ; `wcs` has room for `n` completions, which the provider writes.
+        // SAFETY: live CQ; `wcs` has room for `n` completions, which the provider writes; no
+        // other thread polls it (see the Sync impl).
         let got = unsafe { sys::rc_ibv_poll_cq(self.raw.as_ptr(), n, wcs.as_mut_ptr()) };
         usize::try_from(got).map(|g| g.min(wcs.len())).map_err(|_| got)
     }
@@ -274,11 +371,10 @@ impl Cq {
 
 impl Drop for Cq {
     fn drop(&mut self) {
-        // SAFETY: every QP using this CQ holds an Arc of it: none is left.
+        // SAFETY: every QP using this CQ holds an Arc of it (or leaked it with itself): none is
+        // left; destroyed once.
         let r = unsafe { sys::ibv_destroy_cq(self.raw.as_ptr()) };
-        if r != 0 {
-            eprintln!("verbs fabric: ibv_destroy_cq: {}", std::io::Error::from_raw_os_error(r));
-        }
+        self.ctx.settle("ibv_destroy_cq", r);
     }
 }
 
@@ -303,7 +399,8 @@ impl Memory {
 
 impl Drop for Memory {
     fn drop(&mut self) {
-        // SAFETY: allocated with this layout; freed once (the MR owning it is deregistered).
+        // SAFETY: allocated with this layout; freed once. An `Mr` drops its `Memory` only after
+        // a successful deregistration, and leaks it otherwise (`Keep`).
         unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
     }
 }
@@ -311,10 +408,11 @@ impl Drop for Memory {
 /// A registered memory region over memory it owns.
 pub struct Mr {
     raw: NonNull<sys::ibv_mr>,
-    // Freed after deregistration (Drop runs first, then the fields in order).
-    mem: Memory,
+    /// Start of `parts`' memory (which never moves).
+    base: NonNull<u8>,
     len: usize,
-    _pd: Arc<Pd>,
+    /// The memory, freed only after a successful deregistration, and the PD.
+    parts: Keep<(Memory, Arc<Pd>)>,
 }
 
 // SAFETY: the memory is reached only through raw pointers under the slot bookkeeping of its
@@ -329,10 +427,11 @@ impl Mr {
         let mem = Memory::new(len)?;
         let access = sys::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0 as i32;
         // SAFETY: live PD; `len` bytes at `mem.ptr` are owned by `mem`, which outlives the
-        // registration (field order in Mr, deregistered in Drop first).
+        // registration (`Mr::drop` deregisters before it frees the memory, and leaks the memory
+        // if the deregistration fails).
         let raw = unsafe { sys::ibv_reg_mr(pd.as_ptr(), mem.ptr.as_ptr().cast(), len, access) }
             .to_result("ibv_reg_mr")?;
-        Ok(Arc::new(Mr { raw, mem, len, _pd: pd }))
+        Ok(Arc::new(Mr { raw, base: mem.ptr, len, parts: Keep::new((mem, pd)) }))
     }
 
     /// The local key.
@@ -343,7 +442,7 @@ impl Mr {
 
     /// Start of the memory.
     pub fn base(&self) -> NonNull<u8> {
-        self.mem.ptr
+        self.base
     }
 
     /// Bytes registered.
@@ -359,22 +458,22 @@ impl Mr {
 
 impl Drop for Mr {
     fn drop(&mut self) {
-        // SAFETY: every QP that posted into this memory holds an Arc of this MR, so none is
-        // left; deregistered once, before `mem` is freed.
+        // SAFETY: every QP that posted into this memory holds an Arc of this MR (a QP that
+        // could not be destroyed leaked its Arc), so none is left; deregistered once. The
+        // memory is freed after this returns success, never otherwise (`Keep::settle`).
         let r = unsafe { sys::ibv_dereg_mr(self.raw.as_ptr()) };
-        if r != 0 {
-            eprintln!("verbs fabric: ibv_dereg_mr: {}", std::io::Error::from_raw_os_error(r));
-        }
+        self.parts.settle("ibv_dereg_mr", r);
     }
 }
 
 /// An address handle.
 pub struct Ah {
     raw: NonNull<sys::ibv_ah>,
-    _pd: Arc<Pd>,
+    pd: Keep<Arc<Pd>>,
 }
 
-// SAFETY: an AH is only named in work requests; created and destroyed once.
+// SAFETY: an AH is only named in work requests and destroyed, from any thread; created and
+// destroyed once.
 unsafe impl Send for Ah {}
 
 impl Ah {
@@ -383,7 +482,7 @@ impl Ah {
         let mut attr = *attr;
         // SAFETY: live PD; `attr` is a valid attribute struct for the call's duration.
         let raw = unsafe { sys::ibv_create_ah(pd.as_ptr(), &mut attr) }.to_result("ibv_create_ah")?;
-        Ok(Ah { raw, _pd: pd })
+        Ok(Ah { raw, pd: Keep::new(pd) })
     }
 
     /// For work requests.
@@ -394,28 +493,35 @@ impl Ah {
 
 impl Drop for Ah {
     fn drop(&mut self) {
-        // SAFETY: created by ibv_create_ah, destroyed once. The NIC retires an AH only after the
-        // sends posted with it completed, or after its QP is gone.
+        // SAFETY: created by ibv_create_ah, destroyed once. That no posted send still names it
+        // is `UdNic`'s guarantee, not this type's: a handle taken out of use is retired
+        // (`UdNic::retire`) and dropped by `UdNic::reap` only once every send posted before its
+        // retirement has completed, or after a reset dropped them; the handles still in its
+        // tables are dropped after its QP was destroyed, or leaked if that failed (`UdNic`'s
+        // `Drop`).
         let r = unsafe { sys::ibv_destroy_ah(self.raw.as_ptr()) };
-        if r != 0 {
-            eprintln!("verbs fabric: ibv_destroy_ah: {}", std::io::Error::from_raw_os_error(r));
-        }
+        self.pd.settle("ibv_destroy_ah", r);
     }
 }
 
 /// An unreliable-datagram queue pair.
 pub struct Qp {
     raw: NonNull<sys::ibv_qp>,
+    qpn: u32,
     max_inline: u32,
-    _mr: Arc<Mr>,
-    _cq: Arc<Cq>,
-    _pd: Arc<Pd>,
+    /// Whether `ibv_destroy_qp` succeeded, once it was called (it is never called again).
+    destroyed: Option<bool>,
+    /// The memory its work requests point into, its CQ and its PD.
+    parents: Keep<(Arc<Mr>, Arc<Cq>, Arc<Pd>)>,
 }
 
-// SAFETY: posts go through `&Qp` verbs that libibverbs serialises per queue; the single user
-// posts from one thread at a time anyway. Created and destroyed once.
+// SAFETY: a QP may be used and destroyed from any thread; created and destroyed once.
 unsafe impl Send for Qp {}
-// SAFETY: as above.
+// SAFETY: `&Qp` allows posting, state changes and attach/detach. `Qp` is shared through `Arc`
+// only with its `Attachment`s, which call `ibv_attach_mcast`/`ibv_detach_mcast` (system calls,
+// serialised by the kernel); posting and state changes are called only by `UdNic`, which is not
+// `Sync`, so they never run on two threads at once — whether a provider serialises posts per
+// queue is provider-dependent and not relied on.
 unsafe impl Sync for Qp {}
 
 /// What a UD QP is created with.
@@ -450,13 +556,57 @@ impl Qp {
         // SAFETY: live PD and CQ (their Arcs are kept by the Qp); `attr` valid for the call, which
         // writes the granted capabilities back into it.
         let raw = unsafe { sys::ibv_create_qp(pd.as_ptr(), &mut attr) }.to_result("ibv_create_qp")?;
-        Ok(Arc::new(Qp { raw, max_inline: attr.cap.max_inline_data, _mr: mr, _cq: cq, _pd: pd }))
+        // SAFETY: the QP was just created; `qp_num` is set at creation and never changes.
+        let qpn = unsafe { (*raw.as_ptr()).qp_num };
+        Ok(Arc::new(Qp {
+            raw,
+            qpn,
+            max_inline: attr.cap.max_inline_data,
+            destroyed: None,
+            parents: Keep::new((mr, cq, pd)),
+        }))
+    }
+
+    /// Destroys the QP: whether `ibv_destroy_qp` succeeded (called once; later calls return
+    /// the first outcome). On success its memory region, CQ and PD are released (dropped here
+    /// if this was their last owner); on failure they are leaked — its posted receives may
+    /// still point into the memory — and the caller must keep whatever its posted sends name
+    /// (their address handles) as well. The QP must not be used afterwards.
+    pub fn destroy(&mut self) -> bool {
+        if let Some(ok) = self.destroyed {
+            return ok;
+        }
+        // SAFETY: `&mut self` of a QP shared by `Arc` means no attachment (each holds an Arc)
+        // is left, and no post is running; destroyed once (`destroyed`), before its MR, CQ and
+        // PD, which `parents` keeps until `settle`.
+        let r = unsafe { sys::ibv_destroy_qp(self.raw.as_ptr()) };
+        let ok = self.parents.settle("ibv_destroy_qp", r);
+        self.destroyed = Some(ok);
+        ok
+    }
+
+    /// → RESET: the device drops every work request, posted receives and sends in flight
+    /// alike (to recover from the error state; then [`Qp::to_init`] and [`Qp::to_rts`]).
+    pub fn to_reset(&self) -> Result<(), VerbsError> {
+        use sys::ibv_qp_attr_mask as M;
+        // SAFETY: all-zero is a valid value of this plain C struct.
+        let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        attr.qp_state = sys::ibv_qp_state::IBV_QPS_RESET;
+        self.modify(&mut attr, M::IBV_QP_STATE, "ibv_modify_qp(RESET)")
     }
 
     /// The QP number.
     pub fn qpn(&self) -> u32 {
-        // SAFETY: live QP; `qp_num` is set at creation and never changes.
-        unsafe { (*self.raw.as_ptr()).qp_num }
+        self.qpn
+    }
+
+    /// The QP, unless it was destroyed (safe callers get an error then, never a dangling
+    /// pointer).
+    fn live(&self) -> Result<NonNull<sys::ibv_qp>, VerbsError> {
+        match self.destroyed {
+            None => Ok(self.raw),
+            Some(_) => Err(VerbsError::Invalid("the queue pair was destroyed".into())),
+        }
     }
 
     /// Inline data the provider granted.
@@ -497,20 +647,22 @@ impl Qp {
         op: &'static str,
     ) -> Result<(), VerbsError> {
         let mask = i32::try_from(mask.0).unwrap_or(i32::MAX);
-        // SAFETY: live QP; `attr` valid for the call.
-        Status(unsafe { sys::ibv_modify_qp(self.raw.as_ptr(), attr, mask) }).to_result(op)
+        let qp = self.live()?;
+        // SAFETY: live QP (not destroyed: `live`); `attr` valid for the call.
+        Status(unsafe { sys::ibv_modify_qp(qp.as_ptr(), attr, mask) }).to_result(op)
     }
 
     /// Posts the receive chain starting at `wr`; on failure, the errno and the first work
     /// request not posted.
     ///
     /// # Safety
-    /// Every work request of the chain is valid for the call, and every buffer its scatter
-    /// entries name lies in this QP's registered memory and is not read or written by anyone
-    /// until its completion has been polled (or the QP is destroyed).
+    /// The QP was not destroyed ([`Qp::destroy`]). Every work request of the chain is valid for
+    /// the call, and every buffer its scatter entries name lies in this QP's registered memory
+    /// and is not read or written by anyone until its completion has been polled (or the QP is
+    /// reset or destroyed).
     pub unsafe fn post_recv(&self, wr: *mut sys::ibv_recv_wr) -> Result<(), (i32, *mut sys::ibv_recv_wr)> {
         let mut bad: *mut sys::ibv_recv_wr = std::ptr::null_mut();
-        // SAFETY: the caller's contract; live QP; `bad` is a valid out-pointer.
+        // SAFETY: the caller's contract (a live QP, valid requests); `bad` is a valid out-pointer.
         let r = unsafe { sys::rc_ibv_post_recv(self.raw.as_ptr(), wr, &mut bad) };
         match r {
             0 => Ok(()),
@@ -522,12 +674,14 @@ impl Qp {
     /// Posts one send work request.
     ///
     /// # Safety
-    /// `wr` is valid for the call; the buffer its scatter entry names lies in this QP's
-    /// registered memory and is not written until the send completed (a later signalled
-    /// completion, or the QP's destruction); its address handle lives until then too.
+    /// The QP was not destroyed ([`Qp::destroy`]). `wr` is valid for the call; the buffer its
+    /// scatter entry names lies in this QP's registered memory and is not written until the send
+    /// completed (a later signalled completion, or the QP's reset or destruction); its address
+    /// handle lives until then too.
     pub unsafe fn post_send(&self, wr: *mut sys::ibv_send_wr) -> Result<(), i32> {
         let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
-        // SAFETY: the caller's contract; live QP; `bad` is a valid out-pointer.
+        // SAFETY: the caller's contract (a live QP, a valid request); `bad` is a valid
+        // out-pointer.
         let r = unsafe { sys::rc_ibv_post_send(self.raw.as_ptr(), wr, &mut bad) };
         match r {
             0 => Ok(()),
@@ -539,12 +693,7 @@ impl Qp {
 
 impl Drop for Qp {
     fn drop(&mut self) {
-        // SAFETY: every attachment holds an Arc of this QP: none is left; destroyed once, before
-        // its MR, CQ and PD (held by Arc).
-        let r = unsafe { sys::ibv_destroy_qp(self.raw.as_ptr()) };
-        if r != 0 {
-            eprintln!("verbs fabric: ibv_destroy_qp: {}", std::io::Error::from_raw_os_error(r));
-        }
+        self.destroy();
     }
 }
 
@@ -555,26 +704,39 @@ pub struct Attachment {
     lid: u16,
 }
 
-// SAFETY: holds plain data and an Arc<Qp> (Send + Sync).
-unsafe impl Send for Attachment {}
-
 impl Attachment {
     /// Attaches `qp` to the group `mgid` (multicast LID `mlid`; 0 on RoCE).
     pub fn new(qp: Arc<Qp>, mgid: [u8; 16], mlid: u16) -> Result<Attachment, VerbsError> {
         let gid = sys::ibv_gid { raw: mgid };
-        // SAFETY: live QP; `gid` valid for the call.
-        Status(unsafe { sys::ibv_attach_mcast(qp.raw.as_ptr(), &gid, mlid) })
-            .to_result("ibv_attach_mcast")?;
+        let raw = qp.live()?;
+        // SAFETY: live QP (not destroyed: `live`; held by Arc); `gid` valid for the call.
+        Status(unsafe { sys::ibv_attach_mcast(raw.as_ptr(), &gid, mlid) }).to_result("ibv_attach_mcast")?;
         Ok(Attachment { qp, gid, lid: mlid })
+    }
+
+    /// Attaches the QP again after a reset (some providers drop the attachments with it): a
+    /// detach first, whose failure is expected where the attachment is gone already (the kernel
+    /// ignores a second attach of one it still lists), then the attach.
+    pub fn reattach(&self) -> Result<(), VerbsError> {
+        let raw = self.qp.live()?;
+        // SAFETY: live QP (`live`; held by Arc); `gid` valid for the call.
+        let _ = unsafe { sys::ibv_detach_mcast(raw.as_ptr(), &self.gid, self.lid) };
+        // SAFETY: as above.
+        Status(unsafe { sys::ibv_attach_mcast(raw.as_ptr(), &self.gid, self.lid) })
+            .to_result("ibv_attach_mcast")
     }
 }
 
 impl Drop for Attachment {
     fn drop(&mut self) {
-        // SAFETY: attached by `new` on this live QP (held by Arc); detached once.
-        let r = unsafe { sys::ibv_detach_mcast(self.qp.raw.as_ptr(), &self.gid, self.lid) };
-        if r != 0 {
-            eprintln!("verbs fabric: ibv_detach_mcast: {}", std::io::Error::from_raw_os_error(r));
+        // The QP cannot have been destroyed: that takes `&mut Qp`, i.e. no Arc held here.
+        let Ok(raw) = self.qp.live() else { return };
+        // SAFETY: attached by `new` on this live QP (held by Arc); detached once. A failure is
+        // only reported: nothing is freed that the attachment needs (destroying the QP detaches
+        // what remains).
+        let r = unsafe { sys::ibv_detach_mcast(raw.as_ptr(), &self.gid, self.lid) };
+        if let Some(e) = destroy_error(r) {
+            report(format_args!("ibv_detach_mcast: {}", std::io::Error::from_raw_os_error(e)));
         }
     }
 }
@@ -604,6 +766,27 @@ mod tests {
             }
             Err(e) => panic!("ibv_get_device_list failed otherwise: {e}"),
         }
+    }
+
+    #[test]
+    fn what_a_failed_destroy_would_free_is_leaked_instead() {
+        let parent = Arc::new(());
+        let mut k = Keep::new(Arc::clone(&parent));
+        assert!(k.settle("ibv_destroy_x", 0));
+        assert_eq!(Arc::strong_count(&parent), 1, "released");
+        let before = leaked_resources();
+        let mut k = Keep::new((Arc::clone(&parent), Memory::new(64).expect("memory")));
+        assert!(!k.settle("ibv_dereg_mr", 16), "EBUSY");
+        assert_eq!(Arc::strong_count(&parent), 2, "never dropped: the parent and the memory stay");
+        // -1 with errno: a failure too.
+        let mut k = Keep::new(Arc::clone(&parent));
+        assert!(!k.settle("rdma_destroy_id", -1));
+        assert_eq!(Arc::strong_count(&parent), 3);
+        leak_all(vec![Arc::clone(&parent), Arc::clone(&parent)], "address handles");
+        leak_all(Vec::<Arc<()>>::new(), "nothing");
+        assert_eq!(Arc::strong_count(&parent), 5);
+        assert!(leaked_resources() >= before + 4, "counted");
+        assert_eq!((destroy_error(0), destroy_error(16)), (None, Some(16)));
     }
 
     #[test]

@@ -8,15 +8,27 @@
 //!   **the sender's own included** (as NICs loop multicast back to an attached sender);
 //! * messages land in posted receive slots in posting order, each prefixed by a 40-byte GRH
 //!   area; a message that finds no posted receive is dropped and counted at the wire, unseen by
-//!   the receiver (UD has no RNR);
-//! * the same [`RecvSlots`] and [`SendRing`] bookkeeping the real NIC uses; send completions
-//!   only for signalled sends, which a test can hold back to fill the send queue;
+//!   the receiver (UD has no RNR); the slots are sized by the real NIC's [`Layout`] (from the
+//!   port's MTU, given a local `mtu` of the test's choice);
+//! * a message longer than its slot, or an error the test injects, completes the receive with
+//!   an error and puts the queue pair into the error state: every posted receive is flushed,
+//!   nothing is received or sent until [`Nic::recover`], which resets it (the multicast
+//!   attachments are lost with the reset, as on providers that do not keep them), posts every
+//!   slot again and attaches the groups again — or fails, if the test says so;
+//! * the kernel's attach semantics: attaching a QP twice to one MGID is one attachment, one
+//!   detach removes it; the fake counts its groups per MGID with the real NIC's
+//!   [`Attachments`];
+//! * the same [`RecvSlots`], [`SendRing`] and [`Retired`] bookkeeping the real NIC uses; send
+//!   completions only for signalled sends, which a test can hold back to fill the send queue;
+//!   destroyed address handles are retired until the sends before them completed;
 //! * a clock the test moves, loss the test chooses, raw messages the test injects, and joins,
-//!   address handles and posts the test makes fail.
+//!   address handles, posts and recoveries the test makes fail.
 use super::group::{self, Family, JoinMode, JoinSpec, LinkLayer, RoceVersion};
-use super::nic::{AhId, Dest, Joined, McastId, Nic, NicStats, PortInfo, Received, SendError};
-use super::slots::{RecvSlots, SendRing};
-use super::wire::{Hello, GRH_LEN};
+use super::nic::{
+    AhId, AttachKey, Attachments, Dest, Joined, McastId, Nic, NicStats, PortInfo, Received, SendError,
+};
+use super::slots::{Layout, RecvSlots, Retired, SendRing};
+use super::wire::{Hello, GRH_LEN, HEADER_LEN};
 use super::VerbsError;
 use crate::proto::comm::GroupId;
 use std::collections::VecDeque;
@@ -25,13 +37,38 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 /// A loss rule: `(sender QPN, receiver QPN, message)` → drop it.
 type DropRule = Box<dyn FnMut(u32, u32, &[u8]) -> bool + Send>;
 
+/// What arrives at a station.
+enum Incoming {
+    /// A message from QP `.0`.
+    Message(u32, Vec<u8>),
+    /// An error completion of the next posted receive (say, a protection error).
+    Error,
+    /// A completion naming a slot the NIC does not hold.
+    Bogus,
+}
+
 struct Station {
     gid: [u8; 16],
     qpn: u32,
     alive: bool,
+    /// The kernel's attachments of the QP: each MGID at most once.
     attached: Vec<[u8; 16]>,
-    inbox: VecDeque<(u32, Vec<u8>)>,
+    inbox: VecDeque<Incoming>,
     send_done: VecDeque<u64>,
+}
+
+impl Station {
+    fn attach(&mut self, mgid: [u8; 16]) {
+        if !self.attached.contains(&mgid) {
+            self.attached.push(mgid);
+        }
+    }
+
+    fn detach(&mut self, mgid: [u8; 16]) {
+        if let Some(i) = self.attached.iter().position(|m| *m == mgid) {
+            self.attached.swap_remove(i);
+        }
+    }
 }
 
 #[derive(Default)]
@@ -44,11 +81,15 @@ struct State {
     fail_join: bool,
     fail_ah: bool,
     fail_post: bool,
+    fail_recover: bool,
     mgid_override: Option<[u8; 16]>,
+    join_sgid: Option<u8>,
     /// Messages put into an inbox / dropped by the rule / dropped for want of a posted receive.
     delivered: u64,
     dropped: u64,
     no_slot: u64,
+    /// Messages that reached a queue pair in the error state.
+    lost_down: u64,
 }
 
 /// The medium several fake NICs share.
@@ -66,7 +107,8 @@ impl Wire {
     }
 
     /// A NIC on this wire: `slots` receives, `depth` send buffers, messages of at most
-    /// `max_message` bytes, RoCE v2 with IPv4 groups, groups joined in `mode`.
+    /// `max_message` bytes (the port's MTU; the local `mtu` is the most that fits, see
+    /// [`FakeNic::with_mtu`]), RoCE v2 with IPv4 groups, groups joined in `mode`.
     pub fn nic(&self, slots: u32, depth: u32, max_message: usize, mode: JoinMode) -> FakeNic {
         let mut st = self.lock();
         let idx = st.stations.len();
@@ -90,20 +132,24 @@ impl Wire {
             pkey: group::DEFAULT_PKEY,
             scope: group::IPOIB_LINK_SCOPE,
         };
+        drop(st);
         FakeNic {
             wire: self.clone(),
             idx,
-            port: PortInfo { address: Hello { gid, qpn, lid: 0 }, max_message, spec, mode },
+            port: PortInfo { address: Hello { gid, qpn, lid: 0 }, gid_index: 0, max_message, spec, mode },
             slots: RecvSlots::new(slots),
-            bufs: vec![vec![0; GRH_LEN + max_message]; slots as usize],
+            bufs: Vec::new(),
             posted: VecDeque::new(),
             cq: VecDeque::new(),
             ring: SendRing::new(depth, depth / 4),
             ahs: Vec::new(),
+            retired: Retired::new(),
             groups: Vec::new(),
+            attachments: Attachments::new(),
+            failed: false,
             stats: NicStats::default(),
         }
-        .posted_all()
+        .with_mtu(max_message.saturating_sub(HEADER_LEN))
     }
 
     /// Moves the clock on.
@@ -133,17 +179,42 @@ impl Wire {
         (st.fail_join, st.fail_ah, st.fail_post) = (join, ah, post);
     }
 
+    /// Makes recoveries of a failed queue pair fail (or work again).
+    pub fn fail_recovery(&self, fail: bool) {
+        self.lock().fail_recover = fail;
+    }
+
     /// Joins report this MGID instead of the predicted one.
     pub fn override_mgid(&self, mgid: Option<[u8; 16]>) {
         self.lock().mgid_override = mgid;
     }
 
-    /// Puts raw `bytes` (a frame without GRH) in the inbox of the QP `to`, as sent by `src_qp`.
-    pub fn inject(&self, to: u32, src_qp: u32, bytes: &[u8]) {
+    /// Joins report this source GID index (as rdmacm's reply does), in either mode.
+    pub fn override_join_sgid(&self, index: Option<u8>) {
+        self.lock().join_sgid = index;
+    }
+
+    fn push(&self, to: u32, what: Incoming) {
         let mut st = self.lock();
         if let Some(s) = st.stations.iter_mut().find(|s| s.qpn == to && s.alive) {
-            s.inbox.push_back((src_qp, bytes.to_vec()));
+            s.inbox.push_back(what);
         }
+    }
+
+    /// Puts raw `bytes` (a frame without GRH) in the inbox of the QP `to`, as sent by `src_qp`.
+    pub fn inject(&self, to: u32, src_qp: u32, bytes: &[u8]) {
+        self.push(to, Incoming::Message(src_qp, bytes.to_vec()));
+    }
+
+    /// The next posted receive of QP `to` completes with an error (its queue pair goes to the
+    /// error state).
+    pub fn inject_error(&self, to: u32) {
+        self.push(to, Incoming::Error);
+    }
+
+    /// QP `to`'s next completion names a slot it does not hold.
+    pub fn inject_bogus_completion(&self, to: u32) {
+        self.push(to, Incoming::Bogus);
     }
 
     /// Messages delivered to inboxes, dropped by the loss rule, dropped for want of a posted
@@ -151,6 +222,11 @@ impl Wire {
     pub fn counts(&self) -> (u64, u64, u64) {
         let st = self.lock();
         (st.delivered, st.dropped, st.no_slot)
+    }
+
+    /// Messages that reached a queue pair in the error state (and were lost).
+    pub fn lost_down(&self) -> u64 {
+        self.lock().lost_down
     }
 
     /// QPs attached to `mgid`.
@@ -172,19 +248,34 @@ pub struct FakeNic {
     cq: VecDeque<Received>,
     ring: SendRing,
     ahs: Vec<Option<Hello>>,
-    groups: Vec<Option<[u8; 16]>>,
+    /// Destroyed handles (their index) waiting for the sends before them.
+    retired: Retired<usize>,
+    groups: Vec<Option<AttachKey>>,
+    attachments: Attachments<()>,
+    failed: bool,
     stats: NicStats,
 }
 
 impl FakeNic {
-    fn posted_all(mut self) -> FakeNic {
+    /// This NIC with a local `mtu` (the engine's): its receive slots are laid out as the real
+    /// NIC's for it ([`Layout`]), and posted.
+    pub fn with_mtu(mut self, mtu: usize) -> FakeNic {
+        let n = self.slots.len();
+        // NOTE(unwrap): tests use small sizes.
+        let layout = Layout::new(n, self.ring.depth(), self.port.max_message, mtu).expect("layout");
+        self.bufs = vec![vec![0; layout.recv_size]; n as usize];
         self.repost();
         self
     }
 
-    /// Address handles alive.
+    /// Address handles alive and usable (retired ones not counted).
     pub fn live_ahs(&self) -> usize {
         self.ahs.iter().flatten().count()
+    }
+
+    /// Bytes of a receive slot.
+    pub fn recv_size(&self) -> usize {
+        self.bufs.first().map_or(0, Vec::len)
     }
 
     /// Groups joined.
@@ -197,35 +288,65 @@ impl FakeNic {
         self.cq.len()
     }
 
+    /// The queue pair goes to the error state: every posted receive is flushed.
+    fn fail_qp(&mut self) {
+        if !self.failed {
+            self.failed = true;
+            self.stats.qp_failures += 1;
+        }
+        while let Some((slot, wr)) = self.posted.pop_front() {
+            if self.slots.complete(wr).is_ok() {
+                self.stats.rx_flushed += 1;
+                self.slots.release(slot);
+            }
+        }
+    }
+
     /// Fills posted receives from the inbox; takes send completions.
     fn land(&mut self) {
         let wire = self.wire.clone();
         let mut st = wire.lock();
         let st = &mut *st;
-        let station = &mut st.stations[self.idx];
-        while let Some((src_qp, msg)) = station.inbox.pop_front() {
+        while let Some(what) = st.stations[self.idx].inbox.pop_front() {
+            if self.failed {
+                st.lost_down += 1; // a QP in the error state takes nothing
+                continue;
+            }
+            let msg = match what {
+                Incoming::Bogus => {
+                    self.cq.push_back(Received { slot: u32::MAX, len: GRH_LEN as u32, src_qp: 0 });
+                    continue;
+                }
+                Incoming::Message(src_qp, msg) => Some((src_qp, msg)),
+                Incoming::Error => None,
+            };
             let Some((slot, wr)) = self.posted.pop_front() else {
                 st.no_slot += 1;
                 continue;
             };
             let buf = &mut self.bufs[slot as usize];
-            let len = GRH_LEN + msg.len();
-            if len > buf.len() {
-                // A real NIC completes such a receive with a local length error.
+            let Some((src_qp, msg)) = msg.filter(|(_, m)| GRH_LEN + m.len() <= buf.len()) else {
+                // An injected error, or a local length error (the message is longer than the
+                // slot): the receive completes with an error, and the QP goes to the error
+                // state.
                 self.stats.rx_errors += 1;
-                let _ = self.slots.complete(wr);
-                self.slots.release(slot);
+                if self.slots.complete(wr).is_ok() {
+                    self.slots.release(slot);
+                }
+                self.fail_qp();
                 continue;
-            }
+            };
+            let len = GRH_LEN + msg.len();
             buf[..GRH_LEN].fill(0x6b);
             buf[GRH_LEN..len].copy_from_slice(&msg);
             if let Ok(slot) = self.slots.complete(wr) {
                 self.cq.push_back(Received { slot, len: len as u32, src_qp });
             }
         }
-        while let Some(wr) = station.send_done.pop_front() {
+        while let Some(wr) = st.stations[self.idx].send_done.pop_front() {
             let _ = self.ring.complete(wr);
         }
+        self.retired.reap(&self.ring);
     }
 }
 
@@ -252,17 +373,24 @@ impl Nic for FakeNic {
                 group::rdmacm_mgid(group::join_ip(group, self.port.spec.family), &self.port.spec)
             }
         });
-        st.stations[self.idx].attached.push(mgid);
-        self.groups.push(Some(mgid));
-        Ok(Joined { id: McastId(self.groups.len() as u32 - 1), mgid, mlid: 0 })
+        let sgid_index = st.join_sgid.or(match self.port.mode {
+            JoinMode::Rdmacm => Some(self.port.gid_index),
+            JoinMode::Attach => None,
+        });
+        let key = (mgid, 0);
+        let station = &mut st.stations[self.idx];
+        self.attachments.acquire(key, || {
+            station.attach(mgid);
+            Ok::<(), VerbsError>(())
+        })?;
+        self.groups.push(Some(key));
+        Ok(Joined { id: McastId(self.groups.len() as u32 - 1), mgid, mlid: 0, sgid_index })
     }
 
     fn leave(&mut self, id: McastId) {
-        let Some(mgid) = self.groups.get_mut(id.0 as usize).and_then(Option::take) else { return };
-        let mut st = self.wire.lock();
-        let attached = &mut st.stations[self.idx].attached;
-        if let Some(i) = attached.iter().position(|m| *m == mgid) {
-            attached.swap_remove(i);
+        let Some(key) = self.groups.get_mut(id.0 as usize).and_then(Option::take) else { return };
+        if self.attachments.release(key).is_some() {
+            self.wire.lock().stations[self.idx].detach(key.0);
         }
     }
 
@@ -275,12 +403,15 @@ impl Nic for FakeNic {
     }
 
     fn destroy_ah(&mut self, ah: AhId) {
-        if let Some(a) = self.ahs.get_mut(ah.0 as usize) {
-            *a = None;
+        if self.ahs.get_mut(ah.0 as usize).and_then(Option::take).is_some() {
+            self.retired.retire(&mut self.ring, ah.0 as usize);
         }
     }
 
     fn send(&mut self, dest: Dest, header: &[u8], body: &[u8]) -> Result<(), SendError> {
+        if self.failed {
+            return Err(SendError::Down);
+        }
         let Some(r) = self.ring.reserve() else { return Err(SendError::Full) };
         let len = header.len() + body.len();
         let target = match dest {
@@ -307,7 +438,7 @@ impl Nic for FakeNic {
         for s in st.stations.iter_mut().filter(|s| s.alive) {
             let hit = match (unicast, multicast) {
                 (Some((gid, qpn)), _) => s.gid == gid && s.qpn == qpn,
-                (_, Some(m)) => s.attached.contains(&m),
+                (_, Some((m, _))) => s.attached.contains(&m),
                 _ => false,
             };
             if !hit {
@@ -318,7 +449,7 @@ impl Nic for FakeNic {
                 continue;
             }
             st.delivered += 1;
-            s.inbox.push_back((from, msg.clone()));
+            s.inbox.push_back(Incoming::Message(from, msg.clone()));
         }
         if r.signalled {
             if st.hold_completions {
@@ -338,7 +469,9 @@ impl Nic for FakeNic {
             out[n] = r;
             n += 1;
         }
-        self.slots.note_burst();
+        if !self.failed {
+            self.slots.note_burst();
+        }
         n
     }
 
@@ -354,13 +487,49 @@ impl Nic for FakeNic {
     }
 
     fn repost(&mut self) {
+        if self.failed {
+            return;
+        }
         while let Some(p) = self.slots.next_to_post() {
             self.posted.push_back(p);
         }
     }
 
     fn stats(&self) -> NicStats {
-        NicStats { recv: self.slots.stats(), send: self.ring.stats(), ..self.stats }
+        NicStats {
+            recv: self.slots.stats(),
+            send: self.ring.stats(),
+            retired_now: self.retired.len() as u32,
+            ..self.stats
+        }
+    }
+
+    fn failed(&self) -> bool {
+        self.failed
+    }
+
+    fn recover(&mut self) -> Result<(), VerbsError> {
+        if !self.failed {
+            return Ok(());
+        }
+        let wire = self.wire.clone();
+        let mut st = wire.lock();
+        if st.fail_recover {
+            return Err(VerbsError::call("ibv_modify_qp(RESET)", 5));
+        }
+        // The reset drops every work request, and (on some providers) the attachments.
+        let station = &mut st.stations[self.idx];
+        station.attached.clear();
+        self.slots.unpost_all();
+        self.posted.clear();
+        self.ring.abandon_in_flight();
+        self.retired.reap(&self.ring);
+        self.failed = false;
+        self.repost();
+        for (key, ()) in self.attachments.iter() {
+            station.attach(key.0);
+        }
+        Ok(())
     }
 }
 

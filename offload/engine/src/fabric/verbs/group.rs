@@ -203,6 +203,30 @@ pub fn is_multicast_gid(gid: &[u8; 16]) -> bool {
     v6.is_multicast() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_multicast())
 }
 
+/// Checks the source GID index of a join's address attributes (the GID the kernel picked for
+/// the rdmacm bind address) against `configured` (`verbs_gid_index`, which unicast address
+/// handles and HELLOs use). They differ when, say, `verbs_gid_index` names a RoCE v1 GID
+/// (`fe80::`, index 0 on mlx5) and the join a RoCE v2 one: multicast and unicast would leave
+/// with different source GIDs (and RoCE versions), and members would not reach each other.
+pub fn check_join_sgid(joined: u8, configured: u8) -> Result<(), String> {
+    if joined == configured {
+        return Ok(());
+    }
+    Err(format!(
+        "the multicast join's address uses GID index {joined} (the GID of verbs_addr the kernel picked), but unicast uses verbs_gid_index {configured}: set RINGCAST_VERBS_GID_INDEX={joined} (show_gids lists the port's GIDs)"
+    ))
+}
+
+/// The RoCE version of a GID of type `gid_type` (`enum ibv_gid_type`: 0 InfiniBand, 1 RoCE v1,
+/// 2 RoCE v2); `None` for InfiniBand and unknown types.
+pub fn roce_version(gid_type: u32) -> Option<RoceVersion> {
+    match gid_type {
+        1 => Some(RoceVersion::V1),
+        2 => Some(RoceVersion::V2),
+        _ => None,
+    }
+}
+
 /// The group every engine of `job` joins to announce its address (see [`super::peers`]).
 pub fn discovery_group(job: &str) -> GroupId {
     let h = Sha256::digest(format!("ringcast verbs discovery group of job {job}").as_bytes());
@@ -303,6 +327,18 @@ mod tests {
         assert_eq!(gid_ip(&[0; 16]), None);
         assert_eq!(gid_ip(&Ipv4Addr::UNSPECIFIED.to_ipv6_mapped().octets()), None);
         assert_eq!(gid_ip(&group_ipv6(&G).octets()), None, "a group is no bind address");
+    }
+
+    #[test]
+    fn a_join_with_another_source_gid_names_the_index_to_set() {
+        assert_eq!(check_join_sgid(3, 3), Ok(()));
+        let e = check_join_sgid(3, 0).expect_err("mismatch");
+        assert!(e.contains("RINGCAST_VERBS_GID_INDEX=3") && e.contains("verbs_gid_index 0"), "{e}");
+        assert_eq!(
+            [0, 1, 2, 3].map(roce_version),
+            [None, Some(RoceVersion::V1), Some(RoceVersion::V2), None],
+            "ibv_gid_type"
+        );
     }
 
     #[test]

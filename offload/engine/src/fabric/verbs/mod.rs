@@ -7,11 +7,14 @@
 //!
 //! * **Members** are numbered by the launcher (`RINGCAST_NODE` of `RINGCAST_NODES`), and find
 //!   each other's UD addresses at run time: every engine multicasts a HELLO (GID, LID, QP
-//!   number) on its job's discovery group until it knows every member, and answers the HELLOs
-//!   of members that still miss someone ([`peers`] has the rules: restarts, duplicates,
-//!   impostors). A send to a member whose address is not known yet is dropped and counted
-//!   ([`VerbsStats::tx_unknown`], [`FabricCounters::refused`]); DATA from such a member is
-//!   delivered (its frame says who it is).
+//!   number, the members it knows) on its job's discovery group until it knows every member —
+//!   at intervals backing off from `verbs_hello_ms` to [`HELLO_BACKOFF_CAP_NS`] — and the
+//!   members a HELLO says its sender misses answer it ([`peers`] has the rules: back-off,
+//!   answers, restarts, duplicates, impostors). A member counts as known once an address handle
+//!   to it exists; handles that could not be made are retried from the periodic tick. A send to
+//!   a member not known yet is dropped and counted ([`VerbsStats::tx_unknown`],
+//!   [`FabricCounters::refused`]); DATA from such a member is delivered (its frame says who it
+//!   is).
 //! * **Framing** ([`wire`]): a 24-byte header (magic, version, kind, job tag, member,
 //!   incarnation, length) before the protocol's datagram. A received message is delivered only
 //!   if it parses, belongs to this job, comes from another member whose QP number fits its
@@ -22,16 +25,29 @@
 //!   (IPv6 `ff15::` + id, or IPv4 `239/8`, by the family of the fabric's address), joined
 //!   through rdmacm (`rdma_join_multicast`: an SA join on InfiniBand, IGMP/MLD on RoCE), the QP
 //!   attached to the MGID the join reports (`ibv_attach_mcast`), or, in attach mode on RoCE, to
-//!   a computed MGID without rdmacm. Join is idempotent; leave of a group not joined does
-//!   nothing. Multicast to a group not joined is refused and counted. Multicast excludes this
+//!   a computed MGID without rdmacm. Groups that map to one MGID share one attachment, detached
+//!   when the last of them leaves ([`nic::Attachments`]). A join whose address uses another
+//!   source GID index than `verbs_gid_index` fails, naming the index to set (the first join,
+//!   of the discovery group, happens when the fabric is built). Join is idempotent; leave of a
+//!   group not joined does nothing. Multicast to a group not joined is refused and counted.
+//!   Multicast excludes this
 //!   member: the NIC may loop a multicast back to the sending QP, and the fabric drops its own
 //!   frames ([`Reject::Own`], not counted as refused).
 //! * **MTU**: the engine's `mtu` plus the header must fit the port's active MTU (a UD message
 //!   is one packet), else construction fails with the numbers. Larger datagrams are refused.
-//! * **Receives** ([`slots`]): `verbs_recv_slots` buffers, each posted as one receive, taken back
-//!   by completion, handed to the protocol in place (no copy), and posted again after the poll
-//!   callback returns. UD drops a message that finds no posted receive without telling anyone:
-//!   polls that find none posted are counted (`dry`, part of [`FabricCounters::overrun`]).
+//! * **Receives** ([`slots`]): `verbs_recv_slots` buffers, each sized for the port's active MTU
+//!   (a member with a larger `RINGCAST_MTU` is rejected as [`Reject::Oversize`], never a length
+//!   error), posted as one receive, taken back by completion, handed to the protocol in place
+//!   (no copy), and posted again after the poll callback returns. UD drops a message that finds
+//!   no posted receive without telling anyone: polls that find none posted are counted (`dry`,
+//!   part of [`FabricCounters::overrun`], as are receive errors other than flushes).
+//! * **The error state**: an error completion puts the queue pair out of service
+//!   ([`nic::Nic::failed`], counted in [`VerbsStats::qp_failures`]): nothing is reposted, sends
+//!   are refused and counted ([`VerbsStats::tx_down`], [`FabricCounters::refused`]). The
+//!   fabric's tick then tries to recover it — RESET → INIT → RTR → RTS, every receive posted
+//!   again, every group re-attached — at once and then at most once per
+//!   [`QP_RECOVERY_INTERVAL_NS`]. While it stays failed the protocol's peer timeouts turn the
+//!   silence into typed errors.
 //! * **Sends** never block: the frame is copied into one of `verbs_send_depth` registered send
 //!   buffers (inline in the work request when it is small) and posted at once; a completion is
 //!   requested every `depth / 4` sends, and a send that finds every buffer in flight is dropped
@@ -42,12 +58,25 @@
 //!   peer and connection management for reliability the core already has; one UD QP serves
 //!   every peer and every group with one receive pool.
 //! * Polling: at most `budget` messages per [`Fabric::poll`], taken from the completion queue
-//!   in bursts of [`POLL_BURST`]; HELLOs are sent from `poll` and `flush` when due
-//!   (`verbs_hello_ms`), on the fabric's own monotonic clock.
+//!   in bursts of [`POLL_BURST`]; HELLOs, address-handle retries and queue-pair recovery are
+//!   done from `poll` and `flush` when due, on the fabric's own monotonic clock.
 //! * Faults (`RINGCAST_FAULT_*`) are injected by wrapping the fabric in
 //!   [`crate::fabric::faulty::Faulty`] (`runner/net.rs`), as for `shm` and `dpdk`.
 //! * Nothing panics; errors name the failing verb and carry its errno ([`VerbsError`]). No
 //!   device: [`VerbsError::NoDevice`] ("no RDMA device (ibv_get_device_list returned 0)").
+//!
+//! # Limitations
+//!
+//! * `ibv_create_ah` runs on the data path (a member's first HELLO, a restart) and may block on
+//!   RoCE while the kernel resolves the peer's MAC address (neighbour discovery).
+//! * The queue pair uses P_Key index 0 only: an IPoIB child interface (another partition) needs
+//!   its P_Key's index, which the fabric does not look up.
+//! * The incarnation is the wall clock at start ([`incarnation_now`]): a member restarted on a
+//!   host whose clock stepped back is rejected by the others as stale ([`Reject::Stale`]) until
+//!   it starts with a later incarnation.
+//! * An rdmacm join blocks the engine loop for up to `verbs_join_timeout_ms`; rdmacm events that
+//!   arrive outside a join (`RDMA_CM_EVENT_MULTICAST_ERROR` after an SM failover,
+//!   `RDMA_CM_EVENT_DEVICE_REMOVAL`) are only counted, when the next join reads them.
 //!
 //! # What is tested where
 //!
@@ -89,11 +118,19 @@ use nic::{Dest, McastId, Nic, PortInfo, Received, SendError};
 use peers::{Learned, Peers, Source};
 use std::net::IpAddr;
 pub use wire::Reject;
-use wire::{Header, Kind, HEADER_LEN, HELLO_NEED, HELLO_REPLY};
+use wire::{Header, Kind, HEADER_LEN, HELLO_LEN, HELLO_NEED, HELLO_REPLY};
 
 /// Completions taken from the completion queue per `ibv_poll_cq` (and receive completions per
 /// [`Nic::poll`]).
 pub const POLL_BURST: usize = 32;
+
+/// The longest interval between two HELLOs asking for answers (the back-off's cap; the
+/// interval starts at `verbs_hello_ms` and doubles after each), and the shortest between two
+/// answers to one asker whose HELLO does not say whether it knows this member.
+pub const HELLO_BACKOFF_CAP_NS: u64 = 1_000_000_000;
+
+/// The shortest interval between two attempts to recover a queue pair in the error state.
+pub const QP_RECOVERY_INTERVAL_NS: u64 = 1_000_000_000;
 
 /// The message of [`VerbsError::NoDevice`], which `hw-tests` prints after `SKIP: `.
 pub const NO_DEVICE: &str = "no RDMA device (ibv_get_device_list returned 0)";
@@ -234,10 +271,21 @@ pub struct VerbsStats {
     pub tx_not_joined: u64,
     /// Sends dropped: every send buffer in flight.
     pub tx_full: u64,
-    /// Sends the device refused, or completed with an error.
+    /// Sends refused: the queue pair is in the error state.
+    pub tx_down: u64,
+    /// Sends the device refused, or completed with an error other than a flush.
     pub tx_errors: u64,
-    /// Receive completions with an error status.
+    /// Receive completions with an error status other than a flush, and completions naming a
+    /// slot the NIC does not hold.
     pub rx_errors: u64,
+    /// Receives flushed (the queue pair went to the error state).
+    pub rx_flushed: u64,
+    /// Times the queue pair was found in the error state.
+    pub qp_failures: u64,
+    /// Recoveries of the queue pair that brought it back.
+    pub qp_recoveries: u64,
+    /// Recoveries that failed (the fabric stays down until the next attempt).
+    pub qp_recovery_failures: u64,
     /// Polls after which no receive was posted (messages arriving then are lost unseen).
     pub rx_dry: u64,
     /// HELLOs multicast (asking) and unicast (answering).
@@ -260,6 +308,8 @@ pub struct VerbsStats {
     pub posted_now: u32,
     /// Sends in flight now.
     pub in_flight_now: u32,
+    /// Address handles kept until the sends that may name them complete.
+    pub retired_now: u32,
 }
 
 /// What a [`VerbsFabric`] is, beyond its NIC.
@@ -307,7 +357,16 @@ pub struct VerbsFabric<N: Nic> {
     /// The discovery group's handle (none with a single member).
     discovery: Option<McastId>,
     groups: Vec<(GroupId, McastId)>,
+    /// When the next HELLO asking for answers is due, and the interval after it (back-off).
     next_hello: u64,
+    hello_interval: u64,
+    /// When to try again to make the address handles that could not be made.
+    next_ah_retry: u64,
+    /// When recovery of the failed queue pair was last tried, and why it failed.
+    last_recovery: Option<u64>,
+    recovery_error: Option<String>,
+    /// This member's HELLO body: its address, then its known-members bitmap (sized at start).
+    hello_body: Vec<u8>,
     /// Members whose HELLO asked for an answer, not answered yet (each at most once).
     replies: Vec<u32>,
     counters: FabricCounters,
@@ -332,7 +391,21 @@ impl<N: Nic> std::fmt::Debug for VerbsFabric<N> {
 enum After {
     Nothing,
     Forget(Option<nic::AhId>),
-    Hello(Header, wire::Hello, u32),
+    /// A HELLO: header, address, whether it says its sender knows this member, sending QP.
+    Hello(Header, wire::Hello, Option<bool>, u32),
+}
+
+/// Joins `group` on `nic`, refusing (and leaving again) a join whose address attributes use a
+/// source GID index other than the port's (see [`group::check_join_sgid`]).
+fn join_checked<N: Nic>(nic: &mut N, port: &PortInfo, group: &GroupId) -> Result<nic::Joined, VerbsError> {
+    let joined = nic.join(group)?;
+    if let Some(sgid) = joined.sgid_index {
+        if let Err(e) = group::check_join_sgid(sgid, port.gid_index) {
+            nic.leave(joined.id);
+            return Err(VerbsError::Invalid(e));
+        }
+    }
+    Ok(joined)
 }
 
 impl<N: Nic> VerbsFabric<N> {
@@ -354,16 +427,25 @@ impl<N: Nic> VerbsFabric<N> {
         }
         let peers = Peers::new(spec.local.0, spec.nodes, spec.incarnation, port.address.qpn)
             .map_err(VerbsError::Invalid)?;
-        let discovery = if spec.nodes > 1 { Some(nic.join(&spec.discovery)?.id) } else { None };
+        let discovery =
+            if spec.nodes > 1 { Some(join_checked(&mut nic, &port, &spec.discovery)?.id) } else { None };
         let now = nic.now();
+        let bitmap = wire::bitmap_len(spec.nodes).min(spec.mtu.saturating_sub(HELLO_LEN));
+        let mut hello_body = vec![0u8; HELLO_LEN + bitmap];
+        hello_body[..HELLO_LEN].copy_from_slice(&port.address.encode());
         let mut f = VerbsFabric {
             groups: Vec::with_capacity(spec.max_groups.min(1024)),
             replies: Vec::with_capacity(spec.nodes as usize),
+            next_hello: now,
+            hello_interval: spec.hello_ns.max(1),
+            next_ah_retry: now,
+            last_recovery: None,
+            recovery_error: None,
+            hello_body,
             spec,
             port,
             peers,
             discovery,
-            next_hello: now,
             counters: FabricCounters::default(),
             stats: VerbsStats::default(),
             burst: [Received::default(); POLL_BURST],
@@ -399,22 +481,86 @@ impl<N: Nic> VerbsFabric<N> {
         VerbsStats {
             tx_full: n.send.full,
             tx_errors: n.tx_errors + n.post_errors,
-            rx_errors: n.rx_errors,
+            // The NIC's error completions, and the fabric's own count of slots it did not hold.
+            rx_errors: n.rx_errors + self.stats.rx_errors,
+            rx_flushed: n.rx_flushed,
             rx_dry: n.recv.dry,
+            qp_failures: n.qp_failures,
             known_now: self.peers.known(),
             posted_now: n.recv.posted_now,
             in_flight_now: (n.send.posts - n.send.completed) as u32,
+            retired_now: n.retired_now,
             ..self.stats
         }
     }
 
-    /// Sends what is due: a HELLO asking for answers while members are missing, and the answers
-    /// owed.
+    /// Why the last attempt to recover the queue pair failed (`None` if none has failed).
+    pub fn recovery_error(&self) -> Option<&str> {
+        self.recovery_error.as_deref()
+    }
+
+    /// The interval HELLOs asking for answers back off to.
+    fn hello_cap(&self) -> u64 {
+        HELLO_BACKOFF_CAP_NS.max(self.spec.hello_ns)
+    }
+
+    /// A member (or a new incarnation) appeared: others may be starting too, so ask at the
+    /// first interval again.
+    fn reset_backoff(&mut self, now: u64) {
+        self.hello_interval = self.spec.hello_ns.max(1);
+        self.next_hello = self.next_hello.min(now.saturating_add(self.hello_interval));
+    }
+
+    /// Tries to recover a failed queue pair, at most once per [`QP_RECOVERY_INTERVAL_NS`].
+    fn recover(&mut self, now: u64) {
+        if self.last_recovery.is_some_and(|t| now.saturating_sub(t) < QP_RECOVERY_INTERVAL_NS) {
+            return;
+        }
+        self.last_recovery = Some(now);
+        match self.nic.recover() {
+            Ok(()) => self.stats.qp_recoveries += 1,
+            Err(e) => {
+                self.stats.qp_recovery_failures += 1;
+                self.recovery_error = Some(e.to_string());
+            }
+        }
+    }
+
+    /// Makes the address handles that could not be made when their HELLO came, at most once
+    /// per `verbs_hello_ms`.
+    fn retry_ahs(&mut self, now: u64) {
+        if self.peers.unrouted() == 0 || now < self.next_ah_retry {
+            return;
+        }
+        self.next_ah_retry = now.saturating_add(self.spec.hello_ns.max(1));
+        for m in 0..self.spec.nodes {
+            let Some(e) = self.peers.entry(m) else { continue };
+            if e.ah.is_some() {
+                continue;
+            }
+            let addr = e.addr;
+            match self.nic.create_ah(&addr) {
+                Ok(ah) => self.peers.set_ah(m, ah),
+                Err(_) => self.stats.ah_errors += 1,
+            }
+        }
+    }
+
+    /// Does what is due: recovery of a failed queue pair; address handles to retry; a HELLO
+    /// asking for answers while members are missing (backing off); the answers owed.
     fn tick(&mut self) {
         let now = self.nic.now();
+        if self.nic.failed() {
+            self.recover(now);
+            if self.nic.failed() {
+                return; // nothing leaves a failed queue pair
+            }
+        }
+        self.retry_ahs(now);
         if let Some(d) = self.discovery {
             if !self.peers.complete() && now >= self.next_hello {
-                self.next_hello = now.saturating_add(self.spec.hello_ns.max(1));
+                self.next_hello = now.saturating_add(self.hello_interval);
+                self.hello_interval = self.hello_interval.saturating_mul(2).min(self.hello_cap());
                 if self.hello(Dest::Multicast(d), HELLO_NEED) {
                     self.stats.hellos_sent += 1;
                 }
@@ -434,11 +580,12 @@ impl<N: Nic> VerbsFabric<N> {
         }
     }
 
-    /// Sends this member's HELLO to `dest`; whether it went out.
+    /// Sends this member's HELLO (address and known-members bitmap) to `dest`; whether it
+    /// went out.
     fn hello(&mut self, dest: Dest, flags: u16) -> bool {
-        let body = self.port.address.encode();
-        let header = self.header(Kind::Hello, body.len(), flags);
-        self.nic.send(dest, &header, &body).is_ok()
+        self.peers.fill_known(&mut self.hello_body[HELLO_LEN..]);
+        let header = self.header(Kind::Hello, self.hello_body.len(), flags);
+        self.nic.send(dest, &header, &self.hello_body).is_ok()
     }
 
     fn header(&self, kind: Kind, len: usize, flags: u16) -> [u8; HEADER_LEN] {
@@ -461,6 +608,10 @@ impl<N: Nic> VerbsFabric<N> {
             // Counted by the NIC (full ring, post errors); a bad handle is a fabric bug,
             // counted as refused rather than assumed away.
             Err(SendError::Full) | Err(SendError::Post(_)) => {}
+            Err(SendError::Down) => {
+                self.counters.refused += 1;
+                self.stats.tx_down += 1;
+            }
             Err(SendError::Invalid) => {
                 self.counters.refused += 1;
                 self.stats.tx_refused += 1;
@@ -475,17 +626,23 @@ impl<N: Nic> VerbsFabric<N> {
         }
     }
 
-    /// A HELLO from `h.member` announcing `hello`, sent from QP `src_qp`.
-    fn on_hello(&mut self, h: Header, hello: wire::Hello, src_qp: u32) {
+    /// A HELLO from `h.member` announcing `hello`, sent from QP `src_qp`; `knows_us`: what its
+    /// bitmap says about this member.
+    fn on_hello(&mut self, h: Header, hello: wire::Hello, knows_us: Option<bool>, src_qp: u32) {
+        let now = self.nic.now();
         match self.peers.on_hello(h.member, h.incarnation, hello, src_qp) {
             Err(r) => return self.reject(r),
-            Ok(Learned::New) => self.stats.peers_learned += 1,
+            Ok(Learned::New) => {
+                self.stats.peers_learned += 1;
+                self.reset_backoff(now);
+            }
             Ok(Learned::Restarted { old }) => {
                 self.stats.peers_learned += 1;
                 self.stats.peers_restarted += 1;
                 if let Some(ah) = old {
                     self.nic.destroy_ah(ah);
                 }
+                self.reset_backoff(now);
             }
             Ok(Learned::Same) => {}
         }
@@ -493,13 +650,24 @@ impl<N: Nic> VerbsFabric<N> {
         if self.peers.route(h.member).is_none() {
             match self.nic.create_ah(&hello) {
                 Ok(ah) => self.peers.set_ah(h.member, ah),
-                Err(_) => self.stats.ah_errors += 1, // retried at its next HELLO
+                Err(_) => {
+                    // Retried from the tick (and at its next HELLO).
+                    self.stats.ah_errors += 1;
+                    self.next_ah_retry = now.saturating_add(self.spec.hello_ns.max(1));
+                }
             }
         }
-        if h.flags & HELLO_NEED != 0
-            && !self.replies.contains(&h.member)
-            && self.peers.reply_due(h.member, self.nic.now(), self.spec.hello_ns / 2)
-        {
+        if h.flags & HELLO_NEED == 0 || self.replies.contains(&h.member) {
+            return;
+        }
+        // Only members the asker misses answer; when its bitmap does not say, at most once per
+        // back-off cap and incarnation.
+        let gap = match knows_us {
+            Some(true) => return,
+            Some(false) => self.spec.hello_ns / 2,
+            None => self.hello_cap(),
+        };
+        if self.peers.reply_due(h.member, now, gap) {
             self.replies.push(h.member);
         }
     }
@@ -526,7 +694,7 @@ impl<N: Nic> Fabric for VerbsFabric<N> {
                 self.groups.len()
             )));
         }
-        let joined = self.nic.join(group)?;
+        let joined = join_checked(&mut self.nic, &self.port, group)?;
         let expected = match self.port.mode {
             group::JoinMode::Rdmacm => {
                 group::rdmacm_mgid(group::join_ip(group, self.port.spec.family), &self.port.spec)
@@ -563,6 +731,11 @@ impl<N: Nic> Fabric for VerbsFabric<N> {
             self.stats.tx_unknown += 1;
             return;
         };
+        if self.nic.failed() {
+            self.counters.refused += 1;
+            self.stats.tx_down += 1;
+            return;
+        }
         self.counters.sent += 1;
         self.transmit(Dest::Unicast { ah, qpn }, frame);
     }
@@ -578,6 +751,11 @@ impl<N: Nic> Fabric for VerbsFabric<N> {
             self.stats.tx_not_joined += 1;
             return;
         };
+        if self.nic.failed() {
+            self.counters.refused += 1;
+            self.stats.tx_down += 1;
+            return;
+        }
         self.counters.multicast += 1;
         self.transmit(Dest::Multicast(id), frame);
     }
@@ -624,7 +802,9 @@ impl<N: Nic> Fabric for VerbsFabric<N> {
                                 }
                             }
                             Ok((h, body)) => match wire::Hello::decode(body) {
-                                Ok(hello) => After::Hello(h, hello, r.src_qp),
+                                Ok(hello) => {
+                                    After::Hello(h, hello, wire::known(body, spec.local.0), r.src_qp)
+                                }
                                 Err(e) => {
                                     stats.rejected[e.index()] += 1;
                                     counters.refused += 1;
@@ -643,7 +823,7 @@ impl<N: Nic> Fabric for VerbsFabric<N> {
                             self.nic.destroy_ah(ah);
                         }
                     }
-                    After::Hello(h, hello, src_qp) => self.on_hello(h, hello, src_qp),
+                    After::Hello(h, hello, knows_us, src_qp) => self.on_hello(h, hello, knows_us, src_qp),
                 }
             }
             taken += got;
@@ -661,6 +841,8 @@ impl<N: Nic> Fabric for VerbsFabric<N> {
         self.tick();
     }
 
+    /// `overrun` adds the NIC's dry polls and its receive errors other than flushes (a message
+    /// lost each); flushed receives held no message.
     fn counters(&self) -> FabricCounters {
         let n = self.nic.stats();
         FabricCounters { overrun: self.counters.overrun + n.recv.dry + n.rx_errors, ..self.counters }

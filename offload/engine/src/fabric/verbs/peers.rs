@@ -8,18 +8,28 @@
 //! launcher numbers the members (`RINGCAST_NODE`), but a QP number exists only once the QP is
 //! created, so it cannot be in the configuration. Every engine therefore announces itself:
 //!
-//! * A HELLO ([`super::wire::Hello`]: GID, LID, QP number; the header carries the member number
-//!   and incarnation) is multicast on the job's discovery group
-//!   ([`super::group::discovery_group`]) at start and every `verbs_hello_ms` while this member
-//!   misses any other member, flagged [`HELLO_NEED`](super::wire::HELLO_NEED).
-//! * A member that hears a HELLO with that flag answers with a unicast HELLO
-//!   ([`HELLO_REPLY`](super::wire::HELLO_REPLY)), at most once per half interval per asker
-//!   ([`Peers::reply_due`]). So a member that starts late learns the others from their answers,
-//!   and everyone learns it from its own HELLO; a lost HELLO is repeated at the next interval
-//!   by whoever still misses someone. Once every member is known, nothing more is sent.
+//! * A HELLO ([`super::wire::Hello`]: GID, LID, QP number, and a bitmap of the members its
+//!   sender can send to; the header carries the member number and incarnation) is multicast on
+//!   the job's discovery group ([`super::group::discovery_group`]) at start and then, while this
+//!   member misses any other member, flagged [`HELLO_NEED`](super::wire::HELLO_NEED), at
+//!   intervals growing from `verbs_hello_ms` by doubling up to
+//!   [`HELLO_BACKOFF_CAP_NS`](super::HELLO_BACKOFF_CAP_NS) (1 s), back to `verbs_hello_ms`
+//!   whenever a new member (or incarnation) appears. So a member missing for good costs each
+//!   live member about one multicast a second, not one per `verbs_hello_ms`.
+//! * A member that hears a NEED answers with a unicast HELLO
+//!   ([`HELLO_REPLY`](super::wire::HELLO_REPLY)) only if the NEED's bitmap says its sender does
+//!   not know it — at most once per half `verbs_hello_ms` per asker ([`Peers::reply_due`]) — or,
+//!   when the bitmap does not reach its number, at most once per back-off cap per asker and
+//!   incarnation. A NEED from a member that knows everyone who is up is answered by nobody. So
+//!   a member that starts late learns the others from their answers, and everyone learns it
+//!   from its own NEED; a lost HELLO is repeated at the next NEED of whoever still misses
+//!   someone. Once every member is known, nothing more is sent.
 //! * A HELLO installs or refreshes the member's entry, from which the fabric creates an address
-//!   handle. Sends to a member not known yet are dropped and counted: the fabric is unreliable
-//!   by contract, and the protocol's repair retries.
+//!   handle. A member counts as known ([`Peers::known`], [`Peers::complete`]) only once its
+//!   entry has one: an entry whose handle could not be created is retried from the fabric's
+//!   periodic tick ([`Peers::unrouted`]), and discovery goes on meanwhile. Sends to a member not
+//!   known yet are dropped and counted: the fabric is unreliable by contract, and the
+//!   protocol's repair retries.
 //!
 //! # Identity rules ([`Peers::on_hello`], [`Peers::on_data`])
 //!
@@ -90,7 +100,10 @@ pub struct Peers {
     incarnation: u64,
     qpn: u32,
     entries: Vec<Option<Entry>>,
+    /// Entries with an address handle.
     known: u32,
+    /// Entries (with a handle or not).
+    learned: u32,
 }
 
 impl Peers {
@@ -99,7 +112,7 @@ impl Peers {
         if local >= nodes {
             return Err(format!("member {local} of {nodes}"));
         }
-        Ok(Peers { local, incarnation, qpn, entries: vec![None; nodes as usize], known: 0 })
+        Ok(Peers { local, incarnation, qpn, entries: vec![None; nodes as usize], known: 0, learned: 0 })
     }
 
     /// Members, this one included.
@@ -107,19 +120,36 @@ impl Peers {
         self.entries.len() as u32
     }
 
-    /// Other members known.
+    /// Other members known: their address is, and an address handle sends to them.
     pub fn known(&self) -> u32 {
         self.known
     }
 
-    /// Other members not known.
+    /// Other members whose address is known but whose address handle is not made yet.
+    pub fn unrouted(&self) -> u32 {
+        self.learned - self.known
+    }
+
+    /// Other members not known (no entry, or no address handle).
     pub fn missing(&self) -> u32 {
         self.nodes() - 1 - self.known
     }
 
-    /// Every other member is known.
+    /// Every other member is known (has an address handle).
     pub fn complete(&self) -> bool {
         self.missing() == 0
+    }
+
+    /// The known-members bitmap of this member's HELLOs ([`super::wire::known`]): this member
+    /// and every member with an address handle, as far as `bitmap` reaches (zeroed first).
+    pub fn fill_known(&self, bitmap: &mut [u8]) {
+        bitmap.fill(0);
+        super::wire::set_known(bitmap, self.local);
+        for (m, e) in self.entries.iter().enumerate() {
+            if e.is_some_and(|e| e.ah.is_some()) {
+                super::wire::set_known(bitmap, m as u32);
+            }
+        }
     }
 
     /// Member `m`'s entry.
@@ -133,9 +163,12 @@ impl Peers {
         Some((e.ah?, e.addr.qpn))
     }
 
-    /// Records the address handle created for member `m`'s current entry.
+    /// Records the address handle created for member `m`'s current entry (which had none).
     pub fn set_ah(&mut self, m: u32, ah: AhId) {
         if let Some(Some(e)) = self.entries.get_mut(m as usize) {
+            if e.ah.is_none() {
+                self.known += 1;
+            }
             e.ah = Some(ah);
         }
     }
@@ -172,12 +205,13 @@ impl Peers {
         match slot {
             None => {
                 *slot = Some(fresh);
-                self.known += 1;
+                self.learned += 1;
                 Ok(Learned::New)
             }
             Some(e) if incarnation > e.incarnation => {
                 let old = e.ah;
                 *e = fresh;
+                self.known -= u32::from(old.is_some());
                 Ok(Learned::Restarted { old })
             }
             Some(e) if incarnation < e.incarnation => Err(Reject::Stale),
@@ -195,7 +229,8 @@ impl Peers {
             Some(e) if incarnation > e.incarnation => {
                 let old = e.ah;
                 *slot = None;
-                self.known -= 1;
+                self.learned -= 1;
+                self.known -= u32::from(old.is_some());
                 Ok(Source::Restarted { old })
             }
             Some(e) if incarnation < e.incarnation => Err(Reject::Stale),
@@ -244,8 +279,11 @@ mod tests {
         for (m, qpn) in [(0, 0x20), (2, 0x22), (3, 0x23)] {
             assert_eq!(p.on_hello(m, 5, addr(qpn), qpn), Ok(Learned::New));
             assert_eq!(p.route(m), None, "no address handle yet");
+            assert_eq!(p.unrouted(), 1);
+            assert!(!p.complete(), "an entry without a handle is no route");
             p.set_ah(m, AhId(m));
             assert_eq!(p.route(m), Some((AhId(m), qpn)));
+            assert_eq!(p.unrouted(), 0);
         }
         assert!(p.complete());
         assert_eq!(p.ahs().collect::<Vec<_>>(), [AhId(0), AhId(2), AhId(3)]);
@@ -308,17 +346,33 @@ mod tests {
         // Restart announced by HELLO: new QP, old handle handed back.
         assert_eq!(p.on_hello(2, 6, addr(0x52), 0x52), Ok(Learned::Restarted { old: Some(AhId(3)) }));
         assert_eq!(p.route(2), None);
-        assert_eq!(p.known(), 1);
+        assert_eq!((p.known(), p.unrouted()), (0, 1), "known again once it has a handle");
         p.set_ah(2, AhId(4));
+        assert_eq!(p.known(), 1);
         // Frames of the earlier life still in flight.
         assert_eq!(p.on_hello(2, 5, addr(0x22), 0x22), Err(Reject::Stale));
         assert_eq!(p.on_data(2, 5, 0x22), Err(Reject::Stale));
         // Restart noticed by DATA first: the entry goes, its HELLO will follow.
         assert_eq!(p.on_data(2, 7, 0x62), Ok(Source::Restarted { old: Some(AhId(4)) }));
-        assert_eq!((p.entry(2), p.known()), (None, 0));
+        assert_eq!((p.entry(2), p.known(), p.unrouted()), (None, 0, 0));
         assert_eq!(p.on_data(2, 7, 0x62), Ok(Source::Unknown));
         assert_eq!(p.on_hello(2, 7, addr(0x62), 0x62), Ok(Learned::New));
-        assert_eq!(p.known(), 1);
+        assert_eq!((p.known(), p.unrouted()), (0, 1));
+        p.set_ah(2, AhId(5));
+        p.set_ah(2, AhId(6)); // a second handle for the same entry: counted once
+        assert_eq!((p.known(), p.unrouted()), (1, 0));
+    }
+
+    #[test]
+    fn the_known_bitmap_names_this_member_and_the_routable_ones() {
+        let mut p = table();
+        assert_eq!(p.on_hello(0, 5, addr(0x20), 0x20), Ok(Learned::New));
+        assert_eq!(p.on_hello(3, 5, addr(0x23), 0x23), Ok(Learned::New));
+        p.set_ah(3, AhId(1));
+        let mut bitmap = [0xffu8; 1];
+        p.fill_known(&mut bitmap);
+        assert_eq!(bitmap, [0b1010], "itself (1) and 3; 0 has no handle yet");
+        p.fill_known(&mut []); // nothing to fill
     }
 
     #[test]

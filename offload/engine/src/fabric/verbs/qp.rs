@@ -5,46 +5,70 @@
 //!
 //! # Memory
 //!
-//! One region of `recv_slots × R + send_depth × S` bytes, page-aligned: receive slot `i` at
-//! `i × R` (`R` = GRH area + header + MTU, rounded up to 64), send buffer `j` after all receive
-//! slots at `j × S` (`S` = header + MTU, rounded up to 64). The NIC writes a receive slot while
-//! it is posted; [`RecvSlots`] says which are, and [`Nic::received`] hands out a slot's bytes
-//! only while it is held. A send buffer is written only when [`SendRing::reserve`] hands it out,
-//! i.e. when the send that used it last has completed.
+//! One region laid out by [`Layout`], page-aligned: receive slot `i` at `i × R`, where `R` is
+//! the GRH area plus the port's active MTU, rounded up to 64 (UD delivers no more, so a member
+//! whose `mtu` is larger than this one's never overflows a slot: its frames are rejected by the
+//! parser); send buffer `j` after all receive slots at `j × S`, where `S` is the header plus
+//! this member's `mtu`, rounded up to 64. The NIC writes a receive slot while it is posted; [`RecvSlots`] says
+//! which are, and [`Nic::received`] hands out a slot's bytes only while it is held. A send
+//! buffer is written only when [`SendRing::reserve`] hands it out, i.e. when the send that used
+//! it last has completed (or was dropped by a reset).
 //!
 //! # Address handles
 //!
 //! A send names an address handle, which must live until the send completes. Handles destroyed
-//! while sends may be in flight (a member restarted, a group was left) are retired: kept, with
-//! the sequence number the next send would get, until the send ring's completed sequence passes
-//! it ([`UdNic::reap`]).
+//! while sends may be in flight (a member restarted, a group was left) are retired
+//! ([`Retired`]): kept until every send posted before has completed, the ring's next send being
+//! signalled so that this happens at the next send even when the sends in flight were not.
+//!
+//! # Multicast attachments
+//!
+//! Counted by (MGID, MLID) ([`Attachments`]): the kernel attaches a QP to an MGID once however
+//! often it is asked, and one detach removes it, so groups whose addresses map to one MGID
+//! share one attachment, detached by the last leave. Each group keeps its own rdmacm join and
+//! multicast address handle.
 //!
 //! # Errors on the data path
 //!
 //! Nothing on the data path fails loudly: a refused post, a completion with an error status, a
 //! failed `ibv_poll_cq` are counted ([`NicStats`]), and the first error completion is kept in
-//! words ([`UdNic::first_completion_error`]). A queue pair that went to the error state is not
-//! reset: every send and receive then fails and is counted, and the engine's peer timeouts turn
-//! the silence into typed errors for the broadcasts in flight.
+//! words ([`UdNic::first_completion_error`]). An error completion of a live work request — a
+//! flush too: the device flushes only in the error state — marks the queue pair failed
+//! ([`Nic::failed`]): no receive is posted again (they would only be flushed), sends are refused
+//! ([`SendError::Down`]), and dry polls are not counted. [`Nic::recover`] (which the fabric calls
+//! at most once per interval) resets it: RESET drops every work request, the slots and the send
+//! ring are told so, INIT (Q_Key, port, P_Key index 0), every slot posted, RTR, RTS, and every
+//! attachment made again (some providers drop them with the reset). Completions of work
+//! requests from before the reset match no slot or send any more and are only counted as stale.
 //!
 //! # Drop order
 //!
-//! Fields drop in declaration order: the groups first (detach from the QP, leave through
-//! rdmacm), then the QP (its outstanding work requests die with it), then every address handle,
-//! then — through the `Arc` parents in [`super::device`] — the CQ, the memory region (after the
-//! QP that posted into it), the protection domain, the rdmacm event channel, the device context.
+//! [`UdNic`]'s `Drop` detaches from every group, leaves them (rdmacm), then destroys the QP (its
+//! outstanding work requests die with it). If that fails, the QP may still send with the
+//! address handles and receive into the memory: the handles are leaked, and so (by
+//! [`super::device`]'s rule) are the memory region, the CQ and the PD the QP holds. Then the
+//! fields drop: every address handle, and — through the `Arc` parents in [`super::device`] —
+//! the CQ, the memory region, the protection domain, the rdmacm event channel, the device
+//! context.
 use super::cm::{EventChannel, McastJoin};
-use super::device::{Ah, Attachment, Context, Cq, Mr, Pd, Qp, QpSpec};
+use super::device::{self, Ah, Attachment, Context, Cq, Mr, Pd, Qp, QpSpec};
 use super::ffi::wc_status_str;
 use super::group::{self, Family, JoinMode, JoinSpec, LinkLayer, RoceVersion};
-use super::nic::{AhId, Dest, Joined, McastId, Nic, NicStats, PortInfo, Received, SendError};
-use super::slots::{RecvSlots, SendRing, SEND_BIT};
-use super::wire::{Hello, GRH_LEN, HEADER_LEN};
+use super::nic::{
+    AhId, AttachKey, Attachments, Dest, Joined, McastId, Nic, NicStats, PortInfo, Received, SendError,
+};
+use super::slots::{Layout, RecvSlots, Retired, SendRing, SEND_BIT};
+use super::wire::Hello;
 use super::{VerbsError, VerbsOptions, POLL_BURST};
 use rdma_core_sys as sys;
+use std::marker::PhantomData;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+// `group::roce_version` maps `enum ibv_gid_type` by value.
+const _: () =
+    assert!(sys::ibv_gid_type::IBV_GID_TYPE_ROCE_V1.0 == 1 && sys::ibv_gid_type::IBV_GID_TYPE_ROCE_V2.0 == 2);
 
 /// The Q_Key of every QP and group of the fabric: rdmacm's for UDP port-space groups (a QP
 /// receives only messages carrying its Q_Key, and rdmacm's groups are created with this one).
@@ -61,24 +85,26 @@ const UNICAST_HOP_LIMIT: u8 = 64;
 /// Hop limit of attach-mode multicast: the link only, like the `udp` fabric's.
 const MULTICAST_HOP_LIMIT: u8 = 1;
 
-fn round64(n: usize) -> usize {
-    n.div_ceil(64) * 64
-}
-
-/// A joined group: attached to the QP, and joined through rdmacm unless in attach mode.
+/// A joined group: its attachment's key (the attachment itself is shared, in
+/// [`UdNic::attachments`]) and its rdmacm join unless in attach mode.
 struct Group {
-    // Detached first, then left.
-    _attach: Attachment,
+    key: AttachKey,
     _join: Option<McastJoin>,
 }
 
 /// The UD queue pair and everything it uses; see the module doc.
+///
+/// Not `Sync` (asserted below): the `Sync` impls of [`super::device`]'s shared objects rely on
+/// one thread at a time posting to the QP, polling the CQ and reading the event channel, which
+/// only this type does.
 pub struct UdNic {
+    // Detached first, then left (see `Drop`).
+    attachments: Attachments<Attachment>,
     groups: Vec<Option<Group>>,
     qp: Arc<Qp>,
     mcast_ahs: Vec<Option<Ah>>,
     ahs: Vec<Option<Ah>>,
-    retired: Vec<(u64, Ah)>,
+    retired: Retired<Ah>,
     cq: Arc<Cq>,
     mr: Arc<Mr>,
     pd: Arc<Pd>,
@@ -91,16 +117,21 @@ pub struct UdNic {
     join_timeout: Duration,
     slots: RecvSlots,
     ring: SendRing,
-    recv_size: usize,
-    send_size: usize,
-    send_offset: usize,
+    layout: Layout,
     wcs: Vec<sys::ibv_wc>,
     stats: NicStats,
+    /// An error completion came back and no recovery succeeded since.
+    failed: bool,
     other_events: u64,
     /// The first completion with an error status, described (bring-up needs to know why).
     first_error: Option<String>,
     start: Instant,
+    /// Not `Sync`, whatever the fields are.
+    _not_sync: PhantomData<std::cell::Cell<()>>,
 }
+
+static_assertions::assert_not_impl_any!(UdNic: Sync);
+static_assertions::assert_impl_all!(UdNic: Send);
 
 impl std::fmt::Debug for UdNic {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -174,13 +205,23 @@ impl UdNic {
                 caps.max_qp_wr, caps.max_cqe
             )));
         }
-        let recv_size = round64(GRH_LEN + HEADER_LEN + opts.mtu);
-        let send_size = round64(HEADER_LEN + opts.mtu);
-        let send_offset = slots as usize * recv_size;
-        let total = send_offset + depth as usize * send_size;
+        // Receive slots for the port's largest message (what any member may send), send buffers
+        // for this member's own frames.
+        let layout = Layout::new(slots, depth, pa.mtu, opts.mtu).ok_or_else(|| {
+            VerbsError::Invalid(format!("{slots} receive slots of {} bytes do not fit memory", pa.mtu))
+        })?;
+        // The GID's type (RoCE v1 or v2) decides the MGID rdma_cm predicts for an IPv4 group.
+        let roce = match link {
+            LinkLayer::Ethernet => ctx
+                .query_gid_type(opts.port, opts.gid_index)
+                .ok()
+                .and_then(group::roce_version)
+                .unwrap_or(RoceVersion::V2),
+            LinkLayer::Infiniband => RoceVersion::V2,
+        };
         let pd = Pd::new(Arc::clone(&ctx))?;
         let cq = Cq::new(Arc::clone(&ctx), slots + depth)?;
-        let mr = Mr::new(Arc::clone(&pd), total)?;
+        let mr = Mr::new(Arc::clone(&pd), layout.total)?;
         let qp_spec = QpSpec { send_wr: depth, recv_wr: slots, inline: INLINE_WANTED };
         let qp = Qp::new_ud(Arc::clone(&pd), Arc::clone(&cq), Arc::clone(&mr), qp_spec).or_else(|_| {
             Qp::new_ud(Arc::clone(&pd), Arc::clone(&cq), Arc::clone(&mr), QpSpec { inline: 0, ..qp_spec })
@@ -196,22 +237,18 @@ impl UdNic {
                 qpn: qp.qpn(),
                 lid: if link == LinkLayer::Infiniband { pa.lid } else { 0 },
             },
+            gid_index: opts.gid_index,
             max_message: pa.mtu,
-            spec: JoinSpec {
-                family,
-                link,
-                roce: RoceVersion::V2,
-                pkey: group::DEFAULT_PKEY,
-                scope: group::IPOIB_LINK_SCOPE,
-            },
+            spec: JoinSpec { family, link, roce, pkey: group::DEFAULT_PKEY, scope: group::IPOIB_LINK_SCOPE },
             mode: opts.join,
         };
         let mut nic = UdNic {
+            attachments: Attachments::new(),
             groups: Vec::new(),
             qp,
             mcast_ahs: Vec::new(),
             ahs: Vec::new(),
-            retired: Vec::new(),
+            retired: Retired::new(),
             cq,
             mr,
             pd,
@@ -224,16 +261,16 @@ impl UdNic {
             join_timeout: Duration::from_millis(u64::from(opts.join_timeout_ms)),
             slots: RecvSlots::new(slots),
             ring: SendRing::new(depth, depth / 4),
-            recv_size,
-            send_size,
-            send_offset,
+            layout,
             wcs: vec![sys::ibv_wc::default(); POLL_BURST],
             stats: NicStats::default(),
+            failed: false,
             other_events: 0,
             first_error: None,
             start: Instant::now(),
+            _not_sync: PhantomData,
         };
-        nic.repost();
+        nic.post_queued();
         if nic.slots.posted() == 0 {
             return Err(VerbsError::Invalid(format!("{dev} took none of the {slots} receives")));
         }
@@ -276,16 +313,101 @@ impl UdNic {
         }
     }
 
-    /// Keeps `ah` until every send posted so far has completed.
+    /// Keeps `ah` until every send posted so far has completed (see [`Retired`]).
     fn retire(&mut self, ah: Ah) {
-        self.retired.push((self.ring.posted_seq(), ah));
-        self.reap();
+        self.retired.retire(&mut self.ring, ah);
     }
 
     /// Destroys the retired handles no send in flight can name any more.
     fn reap(&mut self) {
-        let done = self.ring.completed_seq();
-        self.retired.retain(|(seq, _)| *seq > done);
+        self.retired.reap(&self.ring);
+    }
+
+    /// An error completion came back: the queue pair is in the error state.
+    fn fail(&mut self) {
+        if !self.failed {
+            self.failed = true;
+            self.stats.qp_failures += 1;
+        }
+    }
+
+    /// Posts the queued receive slots, in chains of [`RECV_BATCH`].
+    fn post_queued(&mut self) {
+        let base = self.mr.base().as_ptr() as u64;
+        let lkey = self.mr.lkey();
+        let size = self.layout.recv_size;
+        loop {
+            let mut sges = [sys::ibv_sge::default(); RECV_BATCH];
+            let mut wrs = [sys::ibv_recv_wr::default(); RECV_BATCH];
+            let mut ids = [0u32; RECV_BATCH];
+            let mut n = 0;
+            while n < RECV_BATCH {
+                let Some((slot, wr_id)) = self.slots.next_to_post() else { break };
+                sges[n] = sys::ibv_sge { addr: base + slot as u64 * size as u64, length: size as u32, lkey };
+                wrs[n].wr_id = wr_id;
+                wrs[n].num_sge = 1;
+                ids[n] = slot;
+                n += 1;
+            }
+            if n == 0 {
+                return;
+            }
+            let (w, s) = (wrs.as_mut_ptr(), sges.as_mut_ptr());
+            for i in 0..n {
+                // SAFETY: `i < n <= RECV_BATCH`: both pointers stay inside their arrays, which
+                // are not otherwise touched until the post returns.
+                unsafe {
+                    (*w.add(i)).sg_list = s.add(i);
+                    if i + 1 < n {
+                        (*w.add(i)).next = w.add(i + 1);
+                    }
+                }
+            }
+            // SAFETY: the QP is alive (destroyed only by `Drop`). The chain's `n` work requests
+            // and scatter entries live on this stack frame through the call; each names one
+            // whole receive slot inside the registered memory (`Layout`: slot < recv_slots),
+            // marked posted by `next_to_post` — no reference to its bytes is handed out until
+            // its completion is polled (`received` requires the slot held).
+            match unsafe { self.qp.post_recv(w) } {
+                Ok(()) if n < RECV_BATCH => return,
+                Ok(()) => {}
+                Err((_, bad)) => {
+                    // Work requests from `bad` on were not posted. If the provider names none
+                    // of ours, every one is taken as posted: a slot may be lost, but never
+                    // posted twice.
+                    if let Some(first) = (0..n).find(|&i| w.wrapping_add(i) == bad) {
+                        for &slot in &ids[first..n] {
+                            self.slots.post_failed(slot);
+                        }
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The steps of [`Nic::recover`]; the queue pair stays failed if one fails.
+    fn reset_and_restart(&mut self) -> Result<(), VerbsError> {
+        self.qp.to_reset()?;
+        // The reset dropped every work request: no receive is posted, no send in flight, so no
+        // retired handle is named by one any more.
+        self.slots.unpost_all();
+        self.ring.abandon_in_flight();
+        self.reap();
+        self.qp.to_init(self.port, QKEY)?;
+        self.post_queued();
+        if self.slots.posted() == 0 {
+            return Err(VerbsError::Invalid(format!(
+                "{} took none of the {} receives after a reset",
+                self.ctx.name(),
+                self.slots.len()
+            )));
+        }
+        self.qp.to_rts()?;
+        for (_, a) in self.attachments.iter() {
+            a.reattach()?;
+        }
+        Ok(())
     }
 
     fn free_index<T>(table: &mut Vec<Option<T>>) -> usize {
@@ -310,7 +432,7 @@ impl Nic for UdNic {
 
     fn join(&mut self, group_id: &crate::proto::comm::GroupId) -> Result<Joined, VerbsError> {
         let ip = group::join_ip(group_id, self.info.spec.family);
-        let (group, ah, mgid, mlid) = match self.info.mode {
+        let (group, ah, sgid_index) = match self.info.mode {
             JoinMode::Rdmacm => {
                 let (Some(channel), Some(bind)) = (self.channel.as_ref(), self.bind) else {
                     return Err(VerbsError::Invalid("rdmacm joins need verbs_addr".into()));
@@ -334,30 +456,37 @@ impl Nic for UdNic {
                 let attr = join.reply.ah_attr;
                 // SAFETY: every member of the GID union is plain bytes; `raw` covers all 16.
                 let mgid = unsafe { attr.grh.dgid.raw };
-                let attach = Attachment::new(Arc::clone(&self.qp), mgid, attr.dlid)?;
                 let ah = Ah::new(Arc::clone(&self.pd), &attr)?;
-                (Group { _attach: attach, _join: Some(join) }, ah, mgid, attr.dlid)
+                let sgid = Some(attr.grh.sgid_index);
+                (Group { key: (mgid, attr.dlid), _join: Some(join) }, ah, sgid)
             }
             JoinMode::Attach => {
                 let mgid = group::attach_mgid(group_id, self.info.spec.family);
-                let attach = Attachment::new(Arc::clone(&self.qp), mgid, 0)?;
                 let ah = Ah::new(Arc::clone(&self.pd), &self.ah_attr(mgid, 0, MULTICAST_HOP_LIMIT))?;
-                (Group { _attach: attach, _join: None }, ah, mgid, 0)
+                (Group { key: (mgid, 0), _join: None }, ah, None)
             }
         };
+        let (mgid, mlid) = group.key;
+        let qp = &self.qp;
+        // A group whose MGID another joined group has already shares its attachment.
+        self.attachments.acquire(group.key, || Attachment::new(Arc::clone(qp), mgid, mlid))?;
         let i = Self::free_index(&mut self.groups);
         self.groups[i] = Some(group);
         if self.mcast_ahs.len() <= i {
             self.mcast_ahs.resize_with(i + 1, || None);
         }
         self.mcast_ahs[i] = Some(ah);
-        Ok(Joined { id: McastId(i as u32), mgid, mlid })
+        Ok(Joined { id: McastId(i as u32), mgid, mlid, sgid_index })
     }
 
     fn leave(&mut self, id: McastId) {
         let i = id.0 as usize;
-        // Detached and left at once; the handle waits for the sends that may still name it.
-        drop(self.groups.get_mut(i).and_then(Option::take));
+        // Detached (if no other group shares the attachment) and left at once; the handle waits
+        // for the sends that may still name it.
+        if let Some(group) = self.groups.get_mut(i).and_then(Option::take) {
+            drop(self.attachments.release(group.key));
+            drop(group);
+        }
         if let Some(ah) = self.mcast_ahs.get_mut(i).and_then(Option::take) {
             self.retire(ah);
         }
@@ -377,8 +506,11 @@ impl Nic for UdNic {
     }
 
     fn send(&mut self, dest: Dest, header: &[u8], body: &[u8]) -> Result<(), SendError> {
+        if self.failed {
+            return Err(SendError::Down);
+        }
         let len = header.len() + body.len();
-        if len > self.send_size || len > self.info.max_message {
+        if len > self.layout.send_size || len > self.info.max_message {
             return Err(SendError::Invalid);
         }
         let (ah, qpn) = match dest {
@@ -387,14 +519,15 @@ impl Nic for UdNic {
         };
         let Some(ah) = ah.and_then(Option::as_ref).map(Ah::as_ptr) else { return Err(SendError::Invalid) };
         let Some(r) = self.ring.reserve() else { return Err(SendError::Full) };
-        let offset = self.send_offset + r.slot as usize * self.send_size;
-        debug_assert!(offset + self.send_size <= self.mr.len());
+        let offset = self.layout.send_offset + r.slot as usize * self.layout.send_size;
+        debug_assert!(offset + self.layout.send_size <= self.mr.len());
         // SAFETY: `offset..offset + send_size` lies inside the registered memory (the region was
-        // sized for `send_depth` buffers after the receive slots, and `r.slot < send_depth`).
+        // sized by `Layout` for `send_depth` buffers after the receive slots, and
+        // `r.slot < send_depth`).
         let buf = unsafe { self.mr.base().as_ptr().add(offset) };
         // SAFETY: send buffer `r.slot` is used by no send in flight — the send ring hands it out
-        // only once the send that used it before has completed — and the NIC never writes send
-        // buffers; no other reference to these bytes exists.
+        // only once the send that used it before has completed or was dropped by a reset — and
+        // the NIC never writes send buffers; no other reference to these bytes exists.
         let out = unsafe { std::slice::from_raw_parts_mut(buf, len) };
         out[..header.len()].copy_from_slice(header);
         out[header.len()..].copy_from_slice(body);
@@ -416,10 +549,12 @@ impl Nic for UdNic {
             ..Default::default()
         };
         wr.wr.ud = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_3 { ah, remote_qpn: qpn, remote_qkey: QKEY };
-        // SAFETY: `wr` and `sge` live through the call; the buffer lies in this QP's registered
-        // memory and is not written again until the send completed (send ring, above); the
-        // address handle is destroyed only after every send posted before its retirement
-        // completed (retire/reap) or after the QP is gone (drop order).
+        // SAFETY: the QP is alive (destroyed only by `Drop`). `wr` and `sge` live through the
+        // call; the buffer lies in this QP's registered memory and is not written again until
+        // the send completed (send ring, above); the address handle is destroyed only after
+        // every send posted before its retirement completed or was dropped by a reset
+        // (retire/reap), or after the QP is gone, and is leaked if the QP cannot be destroyed
+        // (`Drop`).
         match unsafe { self.qp.post_send(&mut wr) } {
             Ok(()) => Ok(()),
             Err(e) => {
@@ -441,8 +576,10 @@ impl Nic for UdNic {
                     break;
                 }
             };
-            for wc in &self.wcs[..got] {
+            for i in 0..got {
+                let wc = self.wcs[i];
                 let ok = wc.status == sys::ibv_wc_status::IBV_WC_SUCCESS;
+                let flush = wc.status == sys::ibv_wc_status::IBV_WC_WR_FLUSH_ERR;
                 if !ok && self.first_error.is_none() {
                     let kind = if wc.wr_id & SEND_BIT != 0 { "send" } else { "receive" };
                     self.first_error = Some(format!(
@@ -452,19 +589,33 @@ impl Nic for UdNic {
                     ));
                 }
                 if wc.wr_id & SEND_BIT != 0 {
-                    let _ = self.ring.complete(wc.wr_id);
-                    self.stats.tx_errors += u64::from(!ok);
+                    // A stale id (a send from before a reset) is counted by the ring.
+                    if self.ring.complete(wc.wr_id).is_ok() && !ok {
+                        if flush {
+                            self.stats.tx_flushed += 1;
+                        } else {
+                            self.stats.tx_errors += 1;
+                        }
+                        self.fail();
+                    }
                     continue;
                 }
                 match self.slots.complete(wc.wr_id) {
-                    Err(_) => {} // counted as stale by the slots
-                    Ok(slot) if ok && (wc.byte_len as usize) <= self.recv_size => {
+                    Err(_) => {} // counted as stale by the slots (flushes from before a reset too)
+                    Ok(slot) if ok && (wc.byte_len as usize) <= self.layout.recv_size => {
                         out[filled] = Received { slot, len: wc.byte_len, src_qp: wc.src_qp & MULTICAST_QPN };
                         filled += 1;
                     }
                     Ok(slot) => {
-                        self.stats.rx_errors += 1;
+                        if flush {
+                            self.stats.rx_flushed += 1;
+                        } else {
+                            self.stats.rx_errors += 1;
+                        }
                         self.slots.release(slot);
+                        if !ok {
+                            self.fail();
+                        }
                     }
                 }
             }
@@ -472,16 +623,18 @@ impl Nic for UdNic {
                 break;
             }
         }
-        self.slots.note_burst();
+        if !self.failed {
+            self.slots.note_burst();
+        }
         self.reap();
         filled
     }
 
     fn received(&self, slot: u32, len: u32) -> Option<&[u8]> {
-        if !self.slots.is_held(slot) || len as usize > self.recv_size {
+        if !self.slots.is_held(slot) || len as usize > self.layout.recv_size {
             return None;
         }
-        let offset = slot as usize * self.recv_size;
+        let offset = slot as usize * self.layout.recv_size;
         // SAFETY: a held slot is not posted, so the NIC does not write it until it is released
         // and posted again, which takes `&mut self` and so ends this borrow first; the range
         // lies inside the registered memory (slot < recv_slots, len <= recv_size) and was
@@ -494,62 +647,54 @@ impl Nic for UdNic {
     }
 
     fn repost(&mut self) {
-        let base = self.mr.base().as_ptr() as u64;
-        let lkey = self.mr.lkey();
-        loop {
-            let mut sges = [sys::ibv_sge::default(); RECV_BATCH];
-            let mut wrs = [sys::ibv_recv_wr::default(); RECV_BATCH];
-            let mut ids = [0u32; RECV_BATCH];
-            let mut n = 0;
-            while n < RECV_BATCH {
-                let Some((slot, wr_id)) = self.slots.next_to_post() else { break };
-                sges[n] = sys::ibv_sge {
-                    addr: base + slot as u64 * self.recv_size as u64,
-                    length: self.recv_size as u32,
-                    lkey,
-                };
-                wrs[n].wr_id = wr_id;
-                wrs[n].num_sge = 1;
-                ids[n] = slot;
-                n += 1;
-            }
-            if n == 0 {
-                return;
-            }
-            let (w, s) = (wrs.as_mut_ptr(), sges.as_mut_ptr());
-            for i in 0..n {
-                // SAFETY: `i < n <= RECV_BATCH`: both pointers stay inside their arrays, which
-                // are not otherwise touched until the post returns.
-                unsafe {
-                    (*w.add(i)).sg_list = s.add(i);
-                    if i + 1 < n {
-                        (*w.add(i)).next = w.add(i + 1);
-                    }
-                }
-            }
-            // SAFETY: the chain's `n` work requests and scatter entries live on this stack frame
-            // through the call; each names one whole receive slot inside the registered memory,
-            // marked posted by `next_to_post` — no reference to its bytes is handed out until
-            // its completion is polled (`received` requires the slot held).
-            match unsafe { self.qp.post_recv(w) } {
-                Ok(()) if n < RECV_BATCH => return,
-                Ok(()) => {}
-                Err((_, bad)) => {
-                    // Work requests from `bad` on were not posted. If the provider names none
-                    // of ours, every one is taken as posted: a slot may be lost, but never
-                    // posted twice.
-                    if let Some(first) = (0..n).find(|&i| w.wrapping_add(i) == bad) {
-                        for &slot in &ids[first..n] {
-                            self.slots.post_failed(slot);
-                        }
-                    }
-                    return;
-                }
-            }
+        // A failed queue pair would only flush them: they wait for the recovery.
+        if !self.failed {
+            self.post_queued();
         }
     }
 
     fn stats(&self) -> NicStats {
-        NicStats { recv: self.slots.stats(), send: self.ring.stats(), ..self.stats }
+        NicStats {
+            recv: self.slots.stats(),
+            send: self.ring.stats(),
+            retired_now: self.retired.len() as u32,
+            ..self.stats
+        }
+    }
+
+    fn failed(&self) -> bool {
+        self.failed
+    }
+
+    fn recover(&mut self) -> Result<(), VerbsError> {
+        if !self.failed {
+            return Ok(());
+        }
+        self.reset_and_restart()?;
+        self.failed = false;
+        Ok(())
+    }
+}
+
+impl Drop for UdNic {
+    fn drop(&mut self) {
+        // Detached from every group (each attachment once), then left.
+        self.attachments.clear();
+        self.groups.clear();
+        // Then the QP, before the address handles its sends may name. `&mut` to it exists only
+        // if no attachment holds it any more (all were just dropped).
+        let destroyed = Arc::get_mut(&mut self.qp).is_some_and(Qp::destroy);
+        if !destroyed {
+            // The QP is still there (its destroy failed, or someone still holds it): its posted
+            // sends may name any of these handles, so none is destroyed.
+            device::leak_all(
+                std::mem::take(&mut self.ahs)
+                    .into_iter()
+                    .chain(std::mem::take(&mut self.mcast_ahs))
+                    .flatten(),
+                "address handles",
+            );
+            device::leak_all(self.retired.take_all(), "retired address handles");
+        }
     }
 }

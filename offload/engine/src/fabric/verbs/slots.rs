@@ -31,7 +31,25 @@
 //! returns `None`, counted as `full`) — the send queue never overflows. Only every
 //! `signal_every`-th send asks for a completion (fewer completions to poll), plus the send that
 //! fills the ring, so a full ring always has a signalled send in flight whose completion frees it
-//! all: the ring can never stall with only unsignalled sends in flight.
+//! all: the ring can never stall with only unsignalled sends in flight. [`SendRing::signal_next`]
+//! makes the next send signalled whatever the grid says: [`Retired`] asks for it, so handles
+//! waiting for the sends in flight are freed at the next send's completion even when those sends
+//! were unsignalled and the fabric then went idle.
+//!
+//! # Buffer layout
+//!
+//! [`Layout`] is the arithmetic of the one registered region, shared by the device and the fake
+//! NIC: receive slots are sized from the port's active MTU (UD never delivers more than one
+//! packet), not from this member's `mtu` — a member whose `RINGCAST_MTU` is larger sends larger
+//! messages, which must land and be rejected by the parser (`Oversize`), not overflow the
+//! buffer (a local length error, which puts the queue pair into the error state).
+//!
+//! # Reset
+//!
+//! When the queue pair is reset to recover from the error state, the device drops every work
+//! request: [`RecvSlots::unpost_all`] queues the posted slots again (their old ids become stale
+//! at the next post), [`SendRing::abandon_in_flight`] frees every send buffer.
+use super::wire::{GRH_LEN, HEADER_LEN};
 use std::fmt;
 
 /// Bit 63 of a send's work request id.
@@ -64,6 +82,37 @@ enum State {
     Queued,
     Posted,
     Held,
+}
+
+fn round64(n: usize) -> Option<usize> {
+    Some(n.checked_add(63)? / 64 * 64)
+}
+
+/// Where the receive slots and the send buffers lie in the registered region: receive slot `i`
+/// at `i × recv_size`, send buffer `j` at `send_offset + j × send_size`, `total` bytes in all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Bytes of a receive slot: the GRH area plus the port's largest message, rounded up to 64.
+    pub recv_size: usize,
+    /// Bytes of a send buffer: header plus this member's `mtu`, rounded up to 64.
+    pub send_size: usize,
+    /// Where the send buffers start (after every receive slot).
+    pub send_offset: usize,
+    /// Bytes of the region.
+    pub total: usize,
+}
+
+impl Layout {
+    /// `slots` receive slots for messages of up to `port_mtu` bytes (the port's active MTU: what
+    /// any member may send), `depth` send buffers for this member's frames of at most `mtu` bytes
+    /// of datagram; `None` if the sizes overflow.
+    pub fn new(slots: u32, depth: u32, port_mtu: usize, mtu: usize) -> Option<Layout> {
+        let recv_size = round64(GRH_LEN.checked_add(port_mtu)?)?;
+        let send_size = round64(HEADER_LEN.checked_add(mtu)?)?;
+        let send_offset = (slots as usize).checked_mul(recv_size)?;
+        let total = send_offset.checked_add((depth as usize).checked_mul(send_size)?)?;
+        Some(Layout { recv_size, send_size, send_offset, total })
+    }
 }
 
 /// What the receive side counted (monotonic, except `posted_now` and `low_water`).
@@ -180,6 +229,23 @@ impl RecvSlots {
         }
     }
 
+    /// The device dropped every posted receive (the queue pair was reset): the posted slots are
+    /// queued again, after those already queued; held slots stay the caller's. Returns how many
+    /// were posted.
+    pub fn unpost_all(&mut self) -> u32 {
+        let mut n = 0;
+        for (slot, state) in self.state.iter_mut().enumerate() {
+            if *state == State::Posted {
+                *state = State::Queued;
+                self.queue.push_back(slot as u32);
+                n += 1;
+            }
+        }
+        self.posted = 0;
+        self.stats.posted_now = 0;
+        n
+    }
+
     /// Whether `slot` is held (its bytes are the caller's).
     pub fn is_held(&self, slot: u32) -> bool {
         self.state.get(slot as usize) == Some(&State::Held)
@@ -238,6 +304,9 @@ pub struct SendStats {
     pub stale: u64,
     /// Sends posted with a completion requested.
     pub signalled: u64,
+    /// Sends in flight when the queue pair was reset (counted in `completed` too: their buffers
+    /// are free, though no completion said so).
+    pub abandoned: u64,
 }
 
 /// A send buffer and work request id reserved for one send.
@@ -260,6 +329,8 @@ pub struct SendRing {
     head: u64,
     /// Oldest send not known complete.
     tail: u64,
+    /// The next send asks for a completion whatever the grid says.
+    force_signal: bool,
     stats: SendStats,
 }
 
@@ -273,6 +344,7 @@ impl SendRing {
             signal_every: signal_every.clamp(1, depth),
             head: 0,
             tail: 0,
+            force_signal: false,
             stats: SendStats::default(),
         }
     }
@@ -311,7 +383,8 @@ impl SendRing {
         let seq = self.head;
         self.head += 1;
         let k = u64::from(self.signal_every);
-        let signalled = seq % k == k - 1 || self.in_flight() == self.depth;
+        let signalled = seq % k == k - 1 || self.in_flight() == self.depth || self.force_signal;
+        self.force_signal = false;
         self.stats.posts += 1;
         self.stats.signalled += u64::from(signalled);
         Some(Reserved { slot: (seq % u64::from(self.depth)) as u32, wr_id: SEND_BIT | seq, signalled })
@@ -323,7 +396,24 @@ impl SendRing {
             self.head -= 1;
             self.stats.posts -= 1;
             self.stats.signalled -= u64::from(r.signalled);
+            // A forced signal goes to the send that replaces this one.
+            self.force_signal |= r.signalled;
         }
+    }
+
+    /// The next send reserved asks for a completion (see the module doc).
+    pub fn signal_next(&mut self) {
+        self.force_signal = true;
+    }
+
+    /// The device dropped every send in flight (the queue pair was reset): their buffers are
+    /// free. Returns how many there were.
+    pub fn abandon_in_flight(&mut self) -> u32 {
+        let n = self.in_flight();
+        self.tail = self.head;
+        self.stats.completed += u64::from(n);
+        self.stats.abandoned += u64::from(n);
+        n
     }
 
     /// A send completion with id `wr_id` (successful or not): it and every send before it are
@@ -365,9 +455,127 @@ impl SendRing {
     }
 }
 
+/// Things a send in flight may still name (address handles of restarted members and left
+/// groups), each kept until every send reserved before its retirement is known complete.
+#[derive(Debug)]
+pub struct Retired<T> {
+    items: Vec<(u64, T)>,
+}
+
+impl<T> Default for Retired<T> {
+    fn default() -> Retired<T> {
+        Retired { items: Vec::new() }
+    }
+}
+
+impl<T> Retired<T> {
+    /// Nothing retired.
+    pub fn new() -> Retired<T> {
+        Retired::default()
+    }
+
+    /// Keeps `item` until the sends reserved on `ring` so far are complete (dropped at once if
+    /// none is in flight). With sends in flight, the ring's next send is made signalled: its
+    /// completion frees `item` even if the sends in flight were not signalled.
+    pub fn retire(&mut self, ring: &mut SendRing, item: T) {
+        if ring.in_flight() == 0 {
+            drop(item);
+            return;
+        }
+        self.items.push((ring.posted_seq(), item));
+        ring.signal_next();
+    }
+
+    /// Drops the items no send in flight can name any more; how many.
+    pub fn reap(&mut self, ring: &SendRing) -> usize {
+        let done = ring.completed_seq();
+        let before = self.items.len();
+        self.items.retain(|(seq, _)| *seq > done);
+        before - self.items.len()
+    }
+
+    /// Items kept.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Nothing kept.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Takes every item out without dropping it (for an owner that must leak them).
+    pub fn take_all(&mut self) -> Vec<T> {
+        self.items.drain(..).map(|(_, t)| t).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn receive_slots_fit_the_ports_largest_message_not_the_local_mtu() {
+        // Port MTU 4096, this member's mtu 1000: a member with RINGCAST_MTU 4000 sends 4024-byte
+        // messages, which land in a slot (GRH + 4024 <= recv_size) instead of overflowing it.
+        let l = Layout::new(8, 4, 4096, 1000).expect("layout");
+        assert_eq!(l.recv_size, 4160, "round64(40 + 4096)");
+        assert!(l.recv_size >= GRH_LEN + HEADER_LEN + 4000);
+        assert_eq!(l.send_size, 1024, "round64(24 + 1000)");
+        assert_eq!((l.send_offset, l.total), (8 * 4160, 8 * 4160 + 4 * 1024));
+        assert_eq!(Layout::new(2, 2, 256, 100).map(|l| l.recv_size), Some(320));
+        assert_eq!(Layout::new(u32::MAX, 2, usize::MAX / 2, 1), None, "overflow");
+        assert_eq!(Layout::new(1, 1, usize::MAX, 1), None);
+    }
+
+    #[test]
+    fn a_reset_requeues_posted_slots_and_frees_the_ring() {
+        let mut s = RecvSlots::new(4);
+        let ids: Vec<(u32, u64)> = std::iter::from_fn(|| s.next_to_post()).collect();
+        assert_eq!(s.complete(ids[1].1), Ok(1));
+        assert_eq!(s.unpost_all(), 3);
+        assert_eq!((s.posted(), s.queued(), s.stats().posted_now), (0, 3, 0));
+        assert!(s.is_held(1), "held slots stay the caller's");
+        assert_eq!(s.complete(ids[0].1), Err(SlotError::NotPosted), "a flush from before the reset");
+        let again: Vec<u32> = std::iter::from_fn(|| s.next_to_post().map(|p| p.0)).collect();
+        assert_eq!(again, [0, 2, 3]);
+        assert!(s.release(1));
+        assert_eq!(s.next_to_post().map(|p| p.0), Some(1));
+        let mut r = SendRing::new(8, 4);
+        let sent: Vec<Reserved> = (0..5).filter_map(|_| r.reserve()).collect();
+        assert_eq!(r.abandon_in_flight(), 5);
+        assert_eq!((r.in_flight(), r.stats().completed, r.stats().abandoned), (0, 5, 5));
+        assert_eq!(r.complete(sent[3].wr_id), Err(SlotError::Stale), "a flush from before the reset");
+    }
+
+    #[test]
+    fn retired_items_wait_for_the_sends_in_flight_and_force_a_signal() {
+        let mut r = SendRing::new(32, 8);
+        let mut retired = Retired::new();
+        // Nothing in flight: dropped at once.
+        retired.retire(&mut r, "a");
+        assert!(retired.is_empty());
+        // Three unsignalled sends in flight, then the fabric goes idle: the handle waits ...
+        let sent: Vec<Reserved> = (0..3).filter_map(|_| r.reserve()).collect();
+        assert!(sent.iter().all(|s| !s.signalled));
+        retired.retire(&mut r, "b");
+        assert_eq!((retired.len(), retired.reap(&r)), (1, 0));
+        // ... and the next send, off the every-8th grid, asks for the completion that frees it.
+        let next = r.reserve().expect("room");
+        assert!(next.signalled, "forced");
+        assert!(!r.reserve().expect("room").signalled, "only the one");
+        assert_eq!(r.complete(next.wr_id), Ok(4));
+        assert_eq!(retired.reap(&r), 1);
+        assert!(retired.is_empty());
+        // A forced send whose post fails hands the signal on.
+        let _ = r.reserve();
+        retired.retire(&mut r, "c");
+        let x = r.reserve().expect("room");
+        assert!(x.signalled);
+        r.unreserve(x);
+        assert!(r.reserve().expect("room").signalled);
+        assert_eq!(retired.take_all(), ["c"]);
+    }
 
     #[test]
     fn receive_slots_post_complete_release_and_repost() {

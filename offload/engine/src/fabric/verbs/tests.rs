@@ -1,11 +1,13 @@
 //! Unit tests of the `verbs` fabric's logic ([`VerbsFabric`]) on the in-memory fake NIC
-//! (`fake.rs`): discovery among members starting at different times, delivery and its rejects,
-//! multicast without the sender, slot reposting and overrun, a full send queue, restarts,
-//! impostors and foreign jobs, and the real protocol core broadcasting byte-exact over lossy
-//! fake links. None of this touches a device; see the module doc for what runs where.
+//! (`fake.rs`): discovery among members starting at different times, its back-off while a
+//! member is missing and address handles retried, delivery and its rejects, multicast without
+//! the sender, groups sharing an MGID, slot reposting and overrun, a full send queue, retired
+//! address handles, the queue pair's error state and its recovery, restarts, impostors and
+//! foreign jobs, and the real protocol core broadcasting byte-exact over lossy fake links. None
+//! of this touches a device; see the module doc for what runs where.
 use super::fake::{FakeNic, Wire};
 use super::group::{self, JoinMode};
-use super::wire::{self, Header, Kind, HEADER_LEN, HELLO_LEN, HELLO_NEED};
+use super::wire::{self, Header, Kind, HEADER_LEN, HELLO_LEN, HELLO_NEED, HELLO_REPLY};
 use super::*;
 use crate::fabric::Fabric;
 
@@ -76,13 +78,14 @@ fn discover(
 fn members_starting_at_different_times_discover_each_other_then_go_quiet() {
     let wire = Wire::new();
     let mut fabrics: Vec<Option<VerbsFabric<FakeNic>>> = vec![Some(member(&wire, 0, 3, 10)), None, None];
-    // Member 0 alone for a while: it keeps asking, once per interval.
+    // Member 0 alone for a while: it keeps asking, backing off (polled every 2 intervals:
+    // asks at 0, 20, 40 and 80 ms, as the interval grows 10, 20, 40, 80 ms).
     for _ in 0..5 {
         discover(&wire, &mut fabrics, HELLO_NS, 1);
         wire.advance(HELLO_NS);
     }
     let asked = fabrics[0].as_ref().map(|f| f.stats().hellos_sent).unwrap_or_default();
-    assert!((5..=7).contains(&asked), "one HELLO per interval while alone, got {asked}");
+    assert_eq!(asked, 4, "HELLOs while alone, backing off");
     fabrics[2] = Some(member(&wire, 2, 3, 30));
     wire.advance(HELLO_NS / 3);
     fabrics[1] = Some(member(&wire, 1, 3, 20));
@@ -491,45 +494,321 @@ fn random_messages_never_panic_and_every_slot_comes_back() {
     assert!(delivered > 0 && rejected > 0);
 }
 
-#[test]
-fn answers_wait_for_an_address_handle_and_are_rate_limited() {
-    let wire = Wire::new();
-    let mut f = member(&wire, 0, 2, 1);
-    let me = f.address().qpn;
-    let hello = wire::Hello { gid: [5; 16], qpn: 0x777, lid: 0 };
+/// A HELLO of member `member` (incarnation `inc`) from QP `qpn`, with `flags` and, when given,
+/// a known-members bitmap.
+fn hello_frame(member: u32, inc: u64, qpn: u32, flags: u16, bitmap: Option<&[u8]>) -> Vec<u8> {
+    let mut body = wire::Hello { gid: [qpn as u8; 16], qpn, lid: 0 }.encode().to_vec();
+    body.extend_from_slice(bitmap.unwrap_or_default());
     let h = Header {
         kind: Kind::Hello,
         job: wire::job_tag(JOB),
-        member: 1,
-        incarnation: 3,
-        len: HELLO_LEN as u16,
-        flags: HELLO_NEED,
+        member,
+        incarnation: inc,
+        len: body.len() as u16,
+        flags,
     };
     let mut m = h.encode().to_vec();
-    m.extend_from_slice(&hello.encode());
+    m.extend_from_slice(&body);
+    m
+}
+
+#[test]
+fn answers_wait_for_an_address_handle_and_go_only_to_askers_that_miss_this_member() {
+    let wire = Wire::new();
+    let mut f = member(&wire, 0, 3, 1);
+    let me = f.address().qpn;
+    // Member 1 asks, and its bitmap says it knows only itself.
+    let misses_me = hello_frame(1, 3, 0x777, HELLO_NEED, Some(&[0b010]));
     // No address handle can be made: no answer yet.
     wire.fail(false, true, false);
-    wire.inject(me, 0x777, &m);
+    wire.inject(me, 0x777, &misses_me);
     f.poll(8, &mut |_, _| {});
     assert_eq!((f.stats().ah_errors, f.stats().replies_sent), (1, 0));
     // The next HELLO brings the handle, and the answer goes out.
     wire.fail(false, false, false);
-    wire.inject(me, 0x777, &m);
+    wire.inject(me, 0x777, &misses_me);
     f.poll(8, &mut |_, _| {});
     assert_eq!((f.nic().live_ahs(), f.stats().replies_sent), (1, 1));
     // Asked again within half an interval: no second answer; later: one more.
-    wire.inject(me, 0x777, &m);
+    wire.inject(me, 0x777, &misses_me);
     f.poll(8, &mut |_, _| {});
     assert_eq!(f.stats().replies_sent, 1);
     wire.advance(HELLO_NS / 2);
-    wire.inject(me, 0x777, &m);
+    wire.inject(me, 0x777, &misses_me);
     f.poll(8, &mut |_, _| {});
     assert_eq!(f.stats().replies_sent, 2);
-    assert_eq!(f.stats().hellos_received, 4);
+    // A NEED whose bitmap says it knows this member is answered by nobody, however often.
+    let knows_me = hello_frame(1, 3, 0x777, HELLO_NEED, Some(&[0b011]));
+    for _ in 0..5 {
+        wire.advance(HELLO_NS);
+        wire.inject(me, 0x777, &knows_me);
+        f.poll(8, &mut |_, _| {});
+    }
+    assert_eq!(f.stats().replies_sent, 2);
+    // A NEED whose bitmap does not reach this member's number (member 2's bitmap has none):
+    // answered at most once per back-off cap.
+    let unsaid = hello_frame(2, 4, 0x778, HELLO_NEED, None);
+    for _ in 0..20 {
+        wire.inject(me, 0x778, &unsaid);
+        f.poll(8, &mut |_, _| {});
+        wire.advance(HELLO_BACKOFF_CAP_NS / 10);
+    }
+    assert_eq!(f.stats().replies_sent, 2 + 2, "at 0 and after one cap");
+    assert_eq!(f.stats().hellos_received, 4 + 5 + 20);
     // Posts failing: sends are dropped and counted, nothing breaks.
     wire.fail(false, false, true);
     f.send(PeerId(1), b"x");
     assert_eq!(f.stats().tx_errors, 1);
+}
+
+/// A member of `nodes` on its own NIC with a port of `port_mtu` bytes, with `mtu`.
+fn member_mtu(
+    wire: &Wire,
+    local: u32,
+    nodes: u32,
+    inc: u64,
+    port_mtu: usize,
+    mtu: usize,
+) -> VerbsFabric<FakeNic> {
+    let nic = wire.nic(64, 32, port_mtu, JoinMode::Attach).with_mtu(mtu);
+    VerbsFabric::new(nic, FabricSpec { mtu, ..spec(local, nodes, inc) }).expect("fabric on the fake NIC")
+}
+
+#[test]
+fn a_member_with_a_larger_mtu_is_rejected_as_oversize_not_a_length_error() {
+    // Both ports take 4096-byte messages; member 0 runs with RINGCAST_MTU 4000, member 1 with
+    // 1000. Member 1's slots are sized from the port, so member 0's large frames land and are
+    // rejected by the parser; sized from its own mtu, they would complete with a local length
+    // error and put its queue pair into the error state.
+    let wire = Wire::new();
+    let mut fabrics =
+        vec![Some(member_mtu(&wire, 0, 2, 1, 4096, 4000)), Some(member_mtu(&wire, 1, 2, 2, 4096, 1000))];
+    discover(&wire, &mut fabrics, HELLO_NS, 10).expect("discovery");
+    assert!(at(&mut fabrics, 1).nic().recv_size() >= wire::GRH_LEN + 4096);
+    at(&mut fabrics, 0).send(PeerId(1), &[7; 4000]);
+    at(&mut fabrics, 0).send(PeerId(1), b"small");
+    let mut got = Vec::new();
+    at(&mut fabrics, 1).poll(64, &mut |_, d| got.push(d.to_vec()));
+    assert_eq!(got, vec![b"small".to_vec()]);
+    let s = at(&mut fabrics, 1).stats();
+    assert_eq!(s.rejected[Reject::Oversize.index()], 1);
+    assert_eq!((s.qp_failures, s.rx_errors, s.posted_now), (0, 0, 64));
+    assert!(!at(&mut fabrics, 1).nic().failed());
+}
+
+#[test]
+fn an_error_completion_takes_the_qp_down_until_a_recovery_reposts_and_reattaches() {
+    let wire = Wire::new();
+    let g: GroupId = [0x31; 14];
+    let mut fabrics = trio(&wire, &g);
+    let qpn1 = at(&mut fabrics, 1).address().qpn;
+    wire.fail_recovery(true);
+    wire.inject_error(qpn1);
+    let mut inboxes = vec![Vec::new(); 3];
+    poll_all(&mut fabrics, &mut inboxes);
+    let f1 = at(&mut fabrics, 1);
+    assert!(f1.nic().failed());
+    let s = f1.stats();
+    assert_eq!((s.qp_failures, s.rx_errors, s.rx_flushed, s.posted_now), (1, 1, 63, 0));
+    assert_eq!((s.qp_recoveries, s.qp_recovery_failures), (0, 1), "tried at once");
+    assert!(
+        f1.recovery_error().is_some_and(|e| e.contains("ibv_modify_qp(RESET)")),
+        "{:?}",
+        f1.recovery_error()
+    );
+    assert_eq!(f1.counters().overrun, 1, "the message lost to the error; flushes held none");
+    // Down: nothing is reposted, polls do not churn, sends are refused, arriving frames lost.
+    let (posts, dry) = (f1.nic().stats().recv.posts, s.rx_dry);
+    let refused = f1.counters().refused;
+    f1.send(PeerId(2), b"down");
+    f1.multicast(&g, b"down");
+    assert_eq!((f1.counters().refused - refused, f1.stats().tx_down), (2, 2));
+    for _ in 0..100 {
+        at(&mut fabrics, 0).multicast(&g, b"lost");
+        poll_all(&mut fabrics, &mut inboxes);
+        wire.advance(QP_RECOVERY_INTERVAL_NS / 200);
+    }
+    let f1 = at(&mut fabrics, 1);
+    let s = f1.stats();
+    assert_eq!((f1.nic().stats().recv.posts, s.rx_dry, s.rx_flushed, s.qp_failures), (posts, dry, 63, 1));
+    assert_eq!(f1.counters().overrun, 1);
+    assert_eq!(s.qp_recovery_failures, 1, "at most one attempt per interval");
+    assert!(wire.lost_down() >= 100);
+    assert!(inboxes[1].is_empty());
+    // The next interval: another attempt, failing again; then one that works.
+    wire.advance(QP_RECOVERY_INTERVAL_NS / 2);
+    poll_all(&mut fabrics, &mut inboxes);
+    assert_eq!(at(&mut fabrics, 1).stats().qp_recovery_failures, 2);
+    wire.fail_recovery(false);
+    wire.advance(QP_RECOVERY_INTERVAL_NS);
+    poll_all(&mut fabrics, &mut inboxes);
+    let f1 = at(&mut fabrics, 1);
+    let s = f1.stats();
+    assert!(!f1.nic().failed());
+    assert_eq!((s.qp_recoveries, s.qp_recovery_failures, s.posted_now), (1, 2, 64));
+    // Multicast arrives again (the group was attached again after the reset), and unicast.
+    at(&mut fabrics, 0).multicast(&g, b"back");
+    at(&mut fabrics, 1).send(PeerId(2), b"up");
+    poll_all(&mut fabrics, &mut inboxes);
+    assert_eq!(inboxes[1], vec![(PeerId(0), b"back".to_vec())]);
+    assert!(inboxes[2].contains(&(PeerId(1), b"up".to_vec())));
+    assert_eq!(at(&mut fabrics, 1).stats().qp_failures, 1);
+}
+
+#[test]
+fn groups_that_map_to_one_mgid_share_its_attachment() {
+    let wire = Wire::new();
+    let (g1, g2): (GroupId, GroupId) = ([0x41; 14], [0x42; 14]);
+    let mut fabrics = trio(&wire, &[0x40; 14]);
+    // Both groups' addresses map to one MGID (as two 239/8 hashes can).
+    let mgid = [0xee; 16];
+    wire.override_mgid(Some(mgid));
+    for f in fabrics.iter_mut().flatten() {
+        f.join(&g1).expect("join");
+        f.join(&g2).expect("join");
+    }
+    assert_eq!(wire.attached(&mgid), 3, "one attachment per QP");
+    // Member 1 leaves one: it still hears the other.
+    at(&mut fabrics, 1).leave(&g1);
+    assert_eq!(wire.attached(&mgid), 3);
+    at(&mut fabrics, 0).multicast(&g2, b"still there");
+    let mut inboxes = vec![Vec::new(); 3];
+    poll_all(&mut fabrics, &mut inboxes);
+    assert_eq!(inboxes[1], vec![(PeerId(0), b"still there".to_vec())]);
+    // Leaving the last detaches.
+    at(&mut fabrics, 1).leave(&g2);
+    assert_eq!(wire.attached(&mgid), 2);
+    assert_eq!(at(&mut fabrics, 1).nic().live_groups(), 2, "the discovery group and [0x40; 14]");
+}
+
+#[test]
+fn a_join_with_another_source_gid_index_fails_naming_the_index_to_set() {
+    let wire = Wire::new();
+    // At start: the discovery group's join is the first.
+    wire.override_join_sgid(Some(3));
+    let nic = wire.nic(8, 8, MTU + HEADER_LEN, JoinMode::Rdmacm);
+    match VerbsFabric::new(nic, spec(0, 2, 1)) {
+        Err(VerbsError::Invalid(m)) => assert!(m.contains("RINGCAST_VERBS_GID_INDEX=3"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    // Later joins too, and nothing stays joined.
+    wire.override_join_sgid(None);
+    let nic = wire.nic(8, 8, MTU + HEADER_LEN, JoinMode::Rdmacm);
+    let mut f = VerbsFabric::new(nic, spec(0, 2, 1)).expect("matching index");
+    wire.override_join_sgid(Some(1));
+    let e = f.join(&[9; 14]).expect_err("mismatch");
+    assert!(e.to_string().contains("RINGCAST_VERBS_GID_INDEX=1"), "{e}");
+    assert_eq!((f.groups(), f.nic().live_groups()), (0, 1));
+}
+
+#[test]
+fn hellos_back_off_while_a_member_is_missing_and_a_late_member_is_still_found() {
+    // Four members, member 3 absent for a minute: the three others find each other, then keep
+    // asking for member 3 with intervals doubling from 10 ms to the 1 s cap, and nobody answers
+    // NEEDs from members that know it already. (Before the back-off: 6000 NEEDs each, and an
+    // answer to every one.)
+    let wire = Wire::new();
+    let mut fabrics: Vec<Option<VerbsFabric<FakeNic>>> =
+        (0..3).map(|i| Some(member(&wire, i, 4, 1 + u64::from(i)))).chain([None]).collect();
+    let seconds = 60;
+    let mut inboxes = vec![Vec::new(); 4];
+    for _ in 0..seconds * 1_000_000_000 / HELLO_NS {
+        poll_all(&mut fabrics, &mut inboxes);
+        wire.advance(HELLO_NS);
+    }
+    let doublings = (HELLO_BACKOFF_CAP_NS / HELLO_NS).ilog2() as u64 + 1;
+    for f in fabrics.iter().flatten() {
+        let s = f.stats();
+        assert_eq!(s.known_now, 2);
+        assert!(s.hellos_sent <= 2 + doublings + seconds, "{} NEEDs", s.hellos_sent);
+        assert!(s.replies_sent <= 2, "{} answers: only to members that missed this one", s.replies_sent);
+    }
+    // Member 3 starts: its NEED is answered by everyone (their bitmaps say they miss it, its
+    // says it misses them), and everyone learns it from that NEED.
+    fabrics[3] = Some(member(&wire, 3, 4, 4));
+    let rounds = discover(&wire, &mut fabrics, HELLO_NS, 10).expect("member 3 found");
+    assert!(rounds <= 2, "{rounds} rounds");
+    // Then the wire goes quiet.
+    let before = wire.counts().0;
+    for _ in 0..100 {
+        poll_all(&mut fabrics, &mut inboxes);
+        wire.advance(HELLO_NS);
+    }
+    assert_eq!(wire.counts().0, before);
+}
+
+#[test]
+fn an_address_handle_that_could_not_be_made_is_retried_from_the_tick() {
+    let wire = Wire::new();
+    wire.fail(false, true, false);
+    let mut fabrics: Vec<Option<VerbsFabric<FakeNic>>> =
+        (0..2).map(|i| Some(member(&wire, i, 2, 1 + u64::from(i)))).collect();
+    let mut inboxes = vec![Vec::new(); 2];
+    for _ in 0..2 {
+        poll_all(&mut fabrics, &mut inboxes);
+        wire.advance(HELLO_NS);
+    }
+    for f in fabrics.iter().flatten() {
+        assert_eq!((f.peers().entry(1 - f.local().0).is_some(), f.peers().known()), (true, 0));
+        assert!(f.stats().ah_errors >= 1);
+        assert!(!f.peers().complete(), "an entry without a handle is not a route");
+    }
+    // From now on every HELLO is lost: the handles can only come from the tick's retries.
+    wire.set_drop(Some(Box::new(|_, _, m: &[u8]| m.get(3) == Some(&Kind::Hello.to_wire()))));
+    wire.fail(false, false, false);
+    assert!(discover(&wire, &mut fabrics, HELLO_NS, 3).is_some(), "complete once the handles exist");
+    at(&mut fabrics, 0).send(PeerId(1), b"routed");
+    poll_all(&mut fabrics, &mut inboxes);
+    assert_eq!(inboxes[1], vec![(PeerId(0), b"routed".to_vec())]);
+    assert_eq!(at(&mut fabrics, 0).stats().tx_unknown, 0);
+}
+
+#[test]
+fn a_retired_address_handle_is_freed_by_the_next_send_even_off_the_signal_grid() {
+    let wire = Wire::new();
+    let mut fabrics: Vec<Option<VerbsFabric<FakeNic>>> =
+        (0..2).map(|i| Some(member(&wire, i, 2, 5))).collect();
+    discover(&wire, &mut fabrics, HELLO_NS, 10).expect("discovery");
+    let f0 = at(&mut fabrics, 0);
+    let every = 32 / 4; // member(): depth 32, a completion every 8th send
+                        // Unsignalled sends in flight, and the next send off the grid.
+    while f0.nic().stats().send.posts % every != 2 || f0.stats().in_flight_now == 0 {
+        f0.send(PeerId(1), b"unsignalled");
+        f0.poll(64, &mut |_, _| {});
+    }
+    assert!(f0.stats().in_flight_now > 0);
+    // Member 1 restarts (a HELLO without NEED of a new incarnation): its old handle is retired.
+    let me = f0.address().qpn;
+    wire.inject(me, 0x999, &hello_frame(1, 6, 0x999, HELLO_REPLY, None));
+    f0.poll(64, &mut |_, _| {});
+    assert_eq!((f0.stats().peers_restarted, f0.stats().retired_now), (1, 1));
+    // Idle: it waits.
+    for _ in 0..10 {
+        f0.poll(64, &mut |_, _| {});
+    }
+    assert_eq!(f0.stats().retired_now, 1);
+    // The next send asks for a completion, whose arrival frees it.
+    f0.send(PeerId(1), b"signalled");
+    f0.poll(64, &mut |_, _| {});
+    assert_eq!((f0.stats().retired_now, f0.stats().in_flight_now), (0, 0));
+}
+
+#[test]
+fn receive_error_counters_add_up_and_flushes_are_no_overrun() {
+    let wire = Wire::new();
+    let mut f = member(&wire, 0, 2, 1);
+    let me = f.address().qpn;
+    // A completion naming a slot the NIC does not hold: counted by the fabric, kept in stats().
+    wire.inject_bogus_completion(me);
+    f.poll(8, &mut |_, _| panic!("nothing to deliver"));
+    assert_eq!((f.stats().rx_errors, f.counters().overrun), (1, 0));
+    // An error completion: one receive error (a message lost: overrun), the other 63 posted
+    // receives flushed (no message: not overrun).
+    wire.inject_error(me);
+    f.poll(8, &mut |_, _| panic!("nothing to deliver"));
+    let s = f.stats();
+    assert_eq!((s.rx_errors, s.rx_flushed, s.qp_failures), (2, 63, 1));
+    assert_eq!(f.counters().overrun, 1);
 }
 
 /// The real protocol core over three fabrics on a lossy fake wire: broadcasts of 2 B to 256 KiB

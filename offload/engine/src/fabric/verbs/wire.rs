@@ -12,7 +12,7 @@
 //! All integers little-endian (like `shared-abi`'s wire header).
 //! * `"RV"` ([`MAGIC`]), version [`VERSION`]: anything else is not this fabric's.
 //! * `kind`: [`Kind::Data`] (the body is one protocol datagram) or [`Kind::Hello`] (the body is a
-//!   [`Hello`]: the sender's address for unicast).
+//!   [`Hello`] — the sender's address for unicast — followed by the known-members bitmap).
 //! * `job tag`: 32 bits of SHA-256 over the job name ([`job_tag`]): another job's frames on a
 //!   colliding multicast group, or a stray unicast, are refused before the protocol sees them
 //!   (whose 64-bit cookie is the second line).
@@ -23,6 +23,19 @@
 //! * `len`: the body's length; a message is exactly header + body (UD does not pad).
 //! * `flags`: for a HELLO, [`HELLO_NEED`] (the sender misses members: answer it) and
 //!   [`HELLO_REPLY`] (this is such an answer); zero for DATA.
+//!
+//! # HELLO body (version 2)
+//!
+//! ```text
+//!  0       16     20    22    24
+//!  | GID   | QPN  | LID | 0   | known-members bitmap (0 or more bytes)
+//! ```
+//!
+//! Bit `m % 8` of bitmap byte `m / 8` is set when the sender can send to member `m` (it knows
+//! the member's address and has an address handle for it; its own bit is set too). A NEED's
+//! bitmap tells every member that hears it whether to answer ([`known`]): only the members it
+//! misses do. The bitmap covers `nodes` members, or as many as fit the sender's `mtu`; a member
+//! beyond its end is "not said" (`None`), and answers rate-limited.
 //!
 //! # Receive buffers
 //!
@@ -40,8 +53,8 @@ use sha2::{Digest, Sha256};
 
 /// First two bytes of every frame.
 pub const MAGIC: [u8; 2] = *b"RV";
-/// Format version.
-pub const VERSION: u8 = 1;
+/// Format version (2: HELLO bodies carry the known-members bitmap).
+pub const VERSION: u8 = 2;
 /// Header bytes in front of every body.
 pub const HEADER_LEN: usize = 24;
 /// Bytes of every UD receive buffer reserved for the Global Route Header.
@@ -52,6 +65,26 @@ pub const HELLO_LEN: usize = 24;
 pub const HELLO_NEED: u16 = 1;
 /// A HELLO sent as an answer to one with [`HELLO_NEED`].
 pub const HELLO_REPLY: u16 = 2;
+/// Bytes of a known-members bitmap of `nodes` members.
+pub fn bitmap_len(nodes: u32) -> usize {
+    (nodes as usize).div_ceil(8)
+}
+
+/// What a HELLO body's bitmap (the bytes after the [`Hello`] address) says about `member`:
+/// whether its sender knows it, or `None` when the bitmap does not reach that far.
+pub fn known(body: &[u8], member: u32) -> Option<bool> {
+    let bitmap = body.get(HELLO_LEN..)?;
+    let byte = bitmap.get(member as usize / 8)?;
+    Some(byte & (1 << (member % 8)) != 0)
+}
+
+/// Sets `member`'s bit in `bitmap` (ignored beyond its end).
+pub fn set_known(bitmap: &mut [u8], member: u32) {
+    if let Some(b) = bitmap.get_mut(member as usize / 8) {
+        *b |= 1 << (member % 8);
+    }
+}
+
 /// The longest body the length field describes.
 pub const MAX_BODY: usize = u16::MAX as usize;
 
@@ -326,8 +359,15 @@ mod tests {
         let data = frame(header(Kind::Data, 5), b"hello");
         assert_eq!(data, hex("data"), "data frame");
         let hello = Hello { gid: [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 1], qpn: 0x123, lid: 0 };
-        let h = Header { flags: HELLO_NEED, ..header(Kind::Hello, HELLO_LEN) };
-        assert_eq!(frame(h, &hello.encode()), hex("hello_need"), "hello frame");
+        // Member 2 of 10, knowing members 0 and 2 (itself) and 9.
+        let mut body = hello.encode().to_vec();
+        let mut bitmap = vec![0u8; bitmap_len(10)];
+        for m in [0, 2, 9] {
+            set_known(&mut bitmap, m);
+        }
+        body.extend_from_slice(&bitmap);
+        let h = Header { flags: HELLO_NEED, ..header(Kind::Hello, body.len()) };
+        assert_eq!(frame(h, &body), hex("hello_need"), "hello frame");
         assert_eq!(
             job_tag("default"),
             u32::from_le_bytes(hex("job_tag_default")[..4].try_into().unwrap_or([0; 4]))
@@ -350,8 +390,8 @@ mod tests {
         bad[0] = b'X';
         assert_eq!(parse(&bad, JOB, 10), Err(Reject::Magic));
         let mut bad = good.clone();
-        bad[2] = 2;
-        assert_eq!(parse(&bad, JOB, 10), Err(Reject::Version));
+        bad[2] = 1;
+        assert_eq!(parse(&bad, JOB, 10), Err(Reject::Version), "version 1: HELLOs without bitmap");
         let mut bad = good.clone();
         bad[3] = 9;
         assert_eq!(parse(&bad, JOB, 10), Err(Reject::Kind));
@@ -367,6 +407,27 @@ mod tests {
         assert_eq!(Reject::ALL.iter().map(|r| r.index()).collect::<Vec<_>>(), (0..14).collect::<Vec<_>>());
         let names: std::collections::HashSet<_> = Reject::ALL.iter().map(|r| r.name()).collect();
         assert_eq!(names.len(), Reject::ALL.len());
+    }
+
+    #[test]
+    fn the_known_members_bitmap_answers_per_member() {
+        let mut body = Hello { gid: [1; 16], qpn: 5, lid: 0 }.encode().to_vec();
+        assert_eq!(known(&body, 0), None, "no bitmap");
+        assert_eq!(known(&body[..3], 0), None, "not even an address");
+        let mut bitmap = vec![0u8; bitmap_len(12)];
+        assert_eq!(bitmap.len(), 2);
+        for m in [1, 8, 11, 16, 4096] {
+            set_known(&mut bitmap, m); // 16 and 4096 lie beyond: ignored
+        }
+        assert_eq!(bitmap, [0b0000_0010, 0b0000_1001]);
+        body.extend_from_slice(&bitmap);
+        let said: Vec<Option<bool>> = (0..17).map(|m| known(&body, m)).collect();
+        assert_eq!(&said[..2], [Some(false), Some(true)]);
+        assert_eq!(&said[8..12], [Some(true), Some(false), Some(false), Some(true)]);
+        assert_eq!(said[12], Some(false), "inside the last byte");
+        assert_eq!(said[16], None, "beyond the bitmap");
+        assert_eq!(known(&body, u32::MAX), None);
+        assert_eq!((bitmap_len(0), bitmap_len(1), bitmap_len(4096)), (0, 1, 512));
     }
 
     #[test]
