@@ -95,9 +95,13 @@ fn cluster(body: impl Fn(&mut Host, u32, &Rendezvous) -> Result<(), String> + Se
     let results: Vec<_> = threads.into_iter().map(|t| t.join().expect("thread")).collect();
     drop(engines);
     let _ = cleanup(&job);
-    for r in results {
-        r.unwrap();
-    }
+    // Every rank's error, not only the first: the first is often a rank that waited in vain.
+    let errors: Vec<String> = results
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, r)| r.err().map(|e| format!("thread {i}: {e}")))
+        .collect();
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
 }
 
 const GROUP: [u8; 14] = [0x5a; 14];
@@ -236,15 +240,20 @@ fn misuse_of_communicators_gets_typed_errors_and_nothing_hangs() {
         barrier.wait()?;
         if world == 2 {
             let cookie = host.next_cookie();
+            let posted = std::time::Instant::now();
             host.post(&SubmissionDescriptor::bcast(cookie, 0xF0, 0, region.at(0), 64))
                 .map_err(|e| e.to_string())?;
             host.comm_free(0xF0).map_err(|e| format!("free F under a broadcast: {e}"))?;
             let c = host.wait_cookie(cookie).map_err(|e| e.to_string())?;
-            check(
-                "the broadcast freed under",
-                StatusKind::try_from(c.status).ok(),
-                StatusKind::CommunicatorBroken,
-            )?;
+            let status = StatusKind::try_from(c.status).ok();
+            // The free fails it at once. Only if the free reached the engine later than the peer
+            // timeout (a starved engine thread on a loaded machine) may the timeout have failed
+            // it first — a typed error too, and never before its time.
+            let timed_out = status == Some(StatusKind::PeerUnreachable)
+                && posted.elapsed() >= Duration::from_millis(u64::from(config("j", 2, 0).peer_timeout_ms));
+            if !timed_out {
+                check("the broadcast freed under", status, StatusKind::CommunicatorBroken)?;
+            }
         }
         if world == 0 {
             host.comm_free(0xF0).map_err(|e| format!("rank 0 frees F: {e}"))?;
