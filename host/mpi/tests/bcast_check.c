@@ -46,13 +46,26 @@ static long check(MPI_Comm comm, MPI_Datatype type, int esize, int count, int ro
     return 1;
 }
 
-static long sweep(MPI_Comm comm, int k0) {
-    const int counts[] = {1, 7, 1000, 4096, 65536, 1 << 20};
-    int n, k = k0;
+/* Byte counts of the sweeps: around a fragment, a page, many fragments, 1 MiB. */
+static const int sweep_counts[] = {1, 7, 1000, 4096, 65536, 1 << 20};
+
+/* `one(comm, count, root, k)` for every sweep count from every root, numbering the broadcasts
+ * from `*k`. */
+static long every_size_from_every_root(MPI_Comm comm, int *k, long (*one)(MPI_Comm, int, int, int)) {
+    int n;
     long done = 0;
     MPI_Comm_size(comm, &n);
     for (int root = 0; root < n; root++)
-        for (unsigned c = 0; c < sizeof counts / sizeof counts[0]; c++) done += check(comm, MPI_BYTE, 1, counts[c], root, k++);
+        for (unsigned c = 0; c < sizeof sweep_counts / sizeof sweep_counts[0]; c++) done += one(comm, sweep_counts[c], root, (*k)++);
+    return done;
+}
+
+static long bcheck(MPI_Comm comm, int count, int root, int k) { return check(comm, MPI_BYTE, 1, count, root, k); }
+
+static long sweep(MPI_Comm comm, int k0) {
+    int n, k = k0;
+    MPI_Comm_size(comm, &n);
+    long done = every_size_from_every_root(comm, &k, bcheck);
     done += check(comm, MPI_INT, 4, 3000, n - 1, k++);
     done += check(comm, MPI_DOUBLE, 8, 70000, 0, k++);
     return done;
@@ -96,13 +109,8 @@ static long icheck(MPI_Comm comm, int count, int root, int k) {
 
 /* MPI_Ibcast of every size from every root. */
 static long isweep(MPI_Comm comm, int k0) {
-    const int counts[] = {1, 7, 1000, 4096, 65536, 1 << 20};
-    int n, k = k0;
-    long done = 0;
-    MPI_Comm_size(comm, &n);
-    for (int root = 0; root < n; root++)
-        for (unsigned c = 0; c < sizeof counts / sizeof counts[0]; c++) done += icheck(comm, counts[c], root, k++);
-    return done;
+    int k = k0;
+    return every_size_from_every_root(comm, &k, icheck);
 }
 
 /* Completes every request of `r` with completion call `how`; each completes exactly once. */

@@ -102,6 +102,25 @@ pub enum IpFamily {
     V4,
 }
 
+impl IpFamily {
+    /// The family of `ip`.
+    pub fn of(ip: IpAddr) -> IpFamily {
+        match ip {
+            IpAddr::V4(_) => IpFamily::V4,
+            IpAddr::V6(_) => IpFamily::V6,
+        }
+    }
+}
+
+/// The IP multicast group of `group` in `family` (also what the `verbs` fabric joins through
+/// rdmacm).
+pub fn group_ip(group: &GroupId, family: IpFamily) -> IpAddr {
+    match family {
+        IpFamily::V6 => IpAddr::V6(group_ipv6(group)),
+        IpFamily::V4 => IpAddr::V4(group_ipv4(group)),
+    }
+}
+
 /// The interface multicast is sent and received on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Interface {
@@ -489,10 +508,7 @@ impl UdpFabric {
 
     /// The multicast destination of `group`: its derived address and the fabric's port.
     pub fn group_addr(&self, group: &GroupId) -> SocketAddr {
-        match self.family {
-            IpFamily::V6 => SocketAddr::V6(SocketAddrV6::new(group_ipv6(group), self.mcast_port, 0, 0)),
-            IpFamily::V4 => SocketAddr::V4(SocketAddrV4::new(group_ipv4(group), self.mcast_port)),
-        }
+        SocketAddr::new(group_ip(group, self.family), self.mcast_port)
     }
 
     /// This member's unicast address.

@@ -111,22 +111,12 @@ impl Net {
         let mut fabric: Box<dyn Fabric + Send> = match config.fabric {
             FabricKind::None => return Ok(None),
             FabricKind::Shm => {
-                let shm = ShmFabric::new(&config.job, PeerId(config.node), config.nodes, mtu)?;
-                match FaultInjector::from_config(config) {
-                    Some(inj) => Box::new(Faulty::new(shm, inj)),
-                    None => Box::new(shm),
-                }
+                with_faults(ShmFabric::new(&config.job, PeerId(config.node), config.nodes, mtu)?, config)
             }
             // The UDP fabric runs the fault injector itself (it releases held datagrams).
             FabricKind::Udp => Box::new(udp_fabric(config)?),
             #[cfg(feature = "dpdk")]
-            FabricKind::Dpdk => {
-                let dpdk = crate::fabric::dpdk::from_config(config)?;
-                match FaultInjector::from_config(config) {
-                    Some(inj) => Box::new(Faulty::new(dpdk, inj)),
-                    None => Box::new(dpdk),
-                }
-            }
+            FabricKind::Dpdk => with_faults(crate::fabric::dpdk::from_config(config)?, config),
             #[cfg(not(feature = "dpdk"))]
             FabricKind::Dpdk => {
                 return Err(std::io::Error::other(
@@ -134,13 +124,7 @@ impl Net {
                 ))
             }
             #[cfg(feature = "verbs")]
-            FabricKind::Verbs => {
-                let verbs = crate::fabric::verbs::from_config(config)?;
-                match FaultInjector::from_config(config) {
-                    Some(inj) => Box::new(Faulty::new(verbs, inj)),
-                    None => Box::new(verbs),
-                }
-            }
+            FabricKind::Verbs => with_faults(crate::fabric::verbs::from_config(config)?, config),
             #[cfg(not(feature = "verbs"))]
             FabricKind::Verbs => {
                 return Err(std::io::Error::other(
@@ -251,9 +235,7 @@ impl Net {
             Ok(p) => p,
             Err(e) => {
                 // Joined for nothing: a refused communicator must not keep its group.
-                if !self.comms.iter().flatten().any(|c| c.group == group) {
-                    self.fabric.leave(&group);
-                }
+                self.leave_unless_shared(&group);
                 return Err(e);
             }
         };
@@ -298,6 +280,14 @@ impl Net {
         }
         self.settle(segments);
         Ok(())
+    }
+
+    /// Leaves `group` unless a communicator still uses it (ids are drawn at random: only a
+    /// deliberate reuse shares one).
+    fn leave_unless_shared(&mut self, group: &GroupId) {
+        if !self.comms.iter().flatten().any(|c| c.group == *group) {
+            self.fabric.leave(group);
+        }
     }
 
     /// Drops communicator `slot` from the protocol: its operations still running fail.
@@ -406,11 +396,8 @@ impl Net {
                 self.settle(segments);
                 self.comms[slot] = None;
                 // Left even when a departing process broke the communicator (its protocol side
-                // is gone already), unless another communicator shares the group (ids are
-                // drawn at random: only a deliberate reuse does).
-                if !self.comms.iter().flatten().any(|c| c.group == group) {
-                    self.fabric.leave(&group);
-                }
+                // is gone already).
+                self.leave_unless_shared(&group);
                 self.dropped += 1;
                 work = true;
             }
@@ -527,6 +514,15 @@ impl Net {
     }
 }
 
+/// `fabric` behind the `RINGCAST_FAULT_*` injector when `config` asks for faults (every fabric
+/// but `udp`, which injects them itself to release held datagrams in order).
+fn with_faults<F: Fabric + Send + 'static>(fabric: F, config: &Config) -> Box<dyn Fabric + Send> {
+    match FaultInjector::from_config(config) {
+        Some(inj) => Box::new(Faulty::new(fabric, inj)),
+        None => Box::new(fabric),
+    }
+}
+
 /// The UDP fabric `config` describes: member `node` of `udp_members`, groups of the list's
 /// family, the multicast port (`udp_port`, or one derived from the job name so every engine of
 /// a job agrees without being told), and the interface (`udp_interface`, or the one holding this
@@ -544,7 +540,7 @@ fn udp_fabric(config: &Config) -> std::io::Result<UdpFabric> {
         p => p,
     };
     let mut opts = UdpOptions::new(port, config);
-    opts.family = if own.is_ipv6() { IpFamily::V6 } else { IpFamily::V4 };
+    opts.family = IpFamily::of(own.ip());
     opts.interface = match config.udp_interface.as_str() {
         "" => Interface::Addr(own.ip()),
         i => i.parse().map(Interface::Index).unwrap_or_else(|_| Interface::Name(i.to_string())),

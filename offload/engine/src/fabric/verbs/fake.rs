@@ -23,13 +23,14 @@
 //!   destroyed address handles are retired until the sends before them completed;
 //! * a clock the test moves, loss the test chooses, raw messages the test injects, and joins,
 //!   address handles, posts and recoveries the test makes fail.
-use super::group::{self, Family, JoinMode, JoinSpec, LinkLayer, RoceVersion};
+use super::group::{self, JoinMode, JoinSpec, LinkLayer, RoceVersion};
 use super::nic::{
     AhId, AttachKey, Attachments, Dest, Joined, McastId, Nic, NicStats, PortInfo, Received, SendError,
 };
 use super::slots::{Layout, RecvSlots, Retired, SendRing};
 use super::wire::{Hello, GRH_LEN, HEADER_LEN};
 use super::VerbsError;
+use crate::fabric::udp::{group_ip, IpFamily};
 use crate::proto::comm::GroupId;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -126,7 +127,7 @@ impl Wire {
             send_done: VecDeque::new(),
         });
         let spec = JoinSpec {
-            family: Family::V4,
+            family: IpFamily::V4,
             link: LinkLayer::Ethernet,
             roce: RoceVersion::V2,
             pkey: group::DEFAULT_PKEY,
@@ -369,9 +370,7 @@ impl Nic for FakeNic {
         }
         let mgid = st.mgid_override.unwrap_or(match self.port.mode {
             JoinMode::Attach => group::attach_mgid(group, self.port.spec.family),
-            JoinMode::Rdmacm => {
-                group::rdmacm_mgid(group::join_ip(group, self.port.spec.family), &self.port.spec)
-            }
+            JoinMode::Rdmacm => group::rdmacm_mgid(group_ip(group, self.port.spec.family), &self.port.spec),
         });
         let sgid_index = st.join_sgid.or(match self.port.mode {
             JoinMode::Rdmacm => Some(self.port.gid_index),

@@ -36,8 +36,8 @@
 //! The fabric always attaches and sends with the MGID and MLID the join event reports (the
 //! kernel and the SA are authoritative); the prediction here is compared with it and a
 //! difference counted ([`super::VerbsStats::mgid_mismatch`]), and it is what attach mode uses.
+use crate::fabric::udp::{group_ip, IpFamily};
 use crate::proto::comm::GroupId;
-use crate::proto::ident::{group_ipv4, group_ipv6};
 use sha2::{Digest, Sha256};
 use std::fmt;
 use std::net::{IpAddr, Ipv6Addr};
@@ -101,7 +101,7 @@ pub enum RoceVersion {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct JoinSpec {
     /// IPv6 groups (else IPv4): the family of the fabric's IP address.
-    pub family: Family,
+    pub family: IpFamily,
     /// The port's link layer.
     pub link: LinkLayer,
     /// On Ethernet: the RoCE version.
@@ -110,33 +110,6 @@ pub struct JoinSpec {
     pub pkey: u16,
     /// See [`JoinSpec::pkey`].
     pub scope: u8,
-}
-
-/// An IP address family.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Family {
-    /// IPv4.
-    V4,
-    /// IPv6.
-    V6,
-}
-
-impl Family {
-    /// The family of `ip`.
-    pub fn of(ip: IpAddr) -> Family {
-        match ip {
-            IpAddr::V4(_) => Family::V4,
-            IpAddr::V6(_) => Family::V6,
-        }
-    }
-}
-
-/// The IP group of `group` in `family` (the `udp` fabric's mapping).
-pub fn join_ip(group: &GroupId, family: Family) -> IpAddr {
-    match family {
-        Family::V6 => IpAddr::V6(group_ipv6(group)),
-        Family::V4 => IpAddr::V4(group_ipv4(group)),
-    }
 }
 
 /// The MGID Linux's rdma_cm derives from IP group `ip` on a port described by `spec` (see the
@@ -185,7 +158,7 @@ pub fn rdmacm_mgid(ip: IpAddr, spec: &JoinSpec) -> [u8; 16] {
 }
 
 /// The MGID attach mode uses for `group` (RoCE v2's for the family's IP group).
-pub fn attach_mgid(group: &GroupId, family: Family) -> [u8; 16] {
+pub fn attach_mgid(group: &GroupId, family: IpFamily) -> [u8; 16] {
     let spec = JoinSpec {
         family,
         link: LinkLayer::Ethernet,
@@ -193,7 +166,7 @@ pub fn attach_mgid(group: &GroupId, family: Family) -> [u8; 16] {
         pkey: DEFAULT_PKEY,
         scope: IPOIB_LINK_SCOPE,
     };
-    rdmacm_mgid(join_ip(group, family), &spec)
+    rdmacm_mgid(group_ip(group, family), &spec)
 }
 
 /// Whether `gid` is a multicast GID: `ff00::/8` (IB and IPv6 groups) or a v4-mapped IPv4
@@ -255,39 +228,40 @@ pub fn gid_str(gid: &[u8; 16]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proto::ident::{group_ipv4, group_ipv6};
     use std::net::Ipv4Addr;
 
     const G: GroupId = [0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d];
 
-    fn spec(link: LinkLayer, family: Family) -> JoinSpec {
+    fn spec(link: LinkLayer, family: IpFamily) -> JoinSpec {
         JoinSpec { family, link, roce: RoceVersion::V2, pkey: DEFAULT_PKEY, scope: IPOIB_LINK_SCOPE }
     }
 
     #[test]
     fn ip_groups_are_the_udp_fabrics() {
-        let v6 = join_ip(&G, Family::V6);
+        let v6 = group_ip(&G, IpFamily::V6);
         assert_eq!(v6, IpAddr::V6(group_ipv6(&G)));
         assert_eq!(v6.to_string(), "ff15:1011:1213:1415:1617:1819:1a1b:1c1d");
-        let v4 = join_ip(&G, Family::V4);
+        let v4 = group_ip(&G, IpFamily::V4);
         assert_eq!(v4, IpAddr::V4(group_ipv4(&G)));
         assert!(v4.is_multicast());
         assert!(matches!(v4, IpAddr::V4(a) if a.octets()[0] == 239), "239/8");
-        assert_eq!(Family::of(v4), Family::V4);
-        assert_eq!(Family::of(v6), Family::V6);
+        assert_eq!(IpFamily::of(v4), IpFamily::V4);
+        assert_eq!(IpFamily::of(v6), IpFamily::V6);
     }
 
     #[test]
     fn infiniband_mgids_follow_rdma_cm() {
         // IPv6: ff12:6001:ffff + the low 80 bits of ff15:1011:1213:1415:1617:1819:1a1b:1c1d.
-        let m = rdmacm_mgid(join_ip(&G, Family::V6), &spec(LinkLayer::Infiniband, Family::V6));
+        let m = rdmacm_mgid(group_ip(&G, IpFamily::V6), &spec(LinkLayer::Infiniband, IpFamily::V6));
         assert_eq!(gid_str(&m), "ff12:6001:ffff:1415:1617:1819:1a1b:1c1d");
         assert_eq!(m[6..], G[4..], "80 of the 112 bits");
         // IPv4 239.a.b.c: ff12:4001:ffff::0a.b.c (low 28 bits).
         let ip = IpAddr::V4(Ipv4Addr::new(239, 1, 2, 3));
-        let m = rdmacm_mgid(ip, &spec(LinkLayer::Infiniband, Family::V4));
+        let m = rdmacm_mgid(ip, &spec(LinkLayer::Infiniband, IpFamily::V4));
         assert_eq!(gid_str(&m), "ff12:4001:ffff::f01:203");
         // A partition and scope of another IPoIB broadcast address.
-        let s = JoinSpec { pkey: 0x8001, scope: 5, ..spec(LinkLayer::Infiniband, Family::V4) };
+        let s = JoinSpec { pkey: 0x8001, scope: 5, ..spec(LinkLayer::Infiniband, IpFamily::V4) };
         assert_eq!(gid_str(&rdmacm_mgid(ip, &s)), "ff15:4001:8001::f01:203");
         for m in [m, rdmacm_mgid(ip, &s)] {
             assert!(is_multicast_gid(&m));
@@ -296,22 +270,22 @@ mod tests {
 
     #[test]
     fn roce_mgids_are_the_ip_group() {
-        let v6 = join_ip(&G, Family::V6);
-        assert_eq!(rdmacm_mgid(v6, &spec(LinkLayer::Ethernet, Family::V6)), group_ipv6(&G).octets());
+        let v6 = group_ip(&G, IpFamily::V6);
+        assert_eq!(rdmacm_mgid(v6, &spec(LinkLayer::Ethernet, IpFamily::V6)), group_ipv6(&G).octets());
         let ip = IpAddr::V4(Ipv4Addr::new(239, 9, 8, 7));
-        let v2 = rdmacm_mgid(ip, &spec(LinkLayer::Ethernet, Family::V4));
+        let v2 = rdmacm_mgid(ip, &spec(LinkLayer::Ethernet, IpFamily::V4));
         assert_eq!(gid_str(&v2), "::ffff:239.9.8.7");
         let v1 =
-            rdmacm_mgid(ip, &JoinSpec { roce: RoceVersion::V1, ..spec(LinkLayer::Ethernet, Family::V4) });
+            rdmacm_mgid(ip, &JoinSpec { roce: RoceVersion::V1, ..spec(LinkLayer::Ethernet, IpFamily::V4) });
         assert_eq!(gid_str(&v1), "ff0e::ffff:ef09:807");
         for m in [v2, v1, group_ipv6(&G).octets()] {
             assert!(is_multicast_gid(&m), "{}", gid_str(&m));
         }
         assert_eq!(
-            attach_mgid(&G, Family::V4),
-            rdmacm_mgid(join_ip(&G, Family::V4), &spec(LinkLayer::Ethernet, Family::V4))
+            attach_mgid(&G, IpFamily::V4),
+            rdmacm_mgid(group_ip(&G, IpFamily::V4), &spec(LinkLayer::Ethernet, IpFamily::V4))
         );
-        assert_eq!(attach_mgid(&G, Family::V6), group_ipv6(&G).octets());
+        assert_eq!(attach_mgid(&G, IpFamily::V6), group_ipv6(&G).octets());
     }
 
     #[test]

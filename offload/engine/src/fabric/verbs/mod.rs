@@ -112,6 +112,7 @@ mod ffi;
 pub mod qp;
 
 use crate::config::Config;
+use crate::fabric::udp::group_ip;
 use crate::fabric::{Fabric, FabricCounters};
 use crate::proto::comm::{GroupId, PeerId};
 use nic::{Dest, McastId, Nic, PortInfo, Received, SendError};
@@ -697,7 +698,7 @@ impl<N: Nic> Fabric for VerbsFabric<N> {
         let joined = join_checked(&mut self.nic, &self.port, group)?;
         let expected = match self.port.mode {
             group::JoinMode::Rdmacm => {
-                group::rdmacm_mgid(group::join_ip(group, self.port.spec.family), &self.port.spec)
+                group::rdmacm_mgid(group_ip(group, self.port.spec.family), &self.port.spec)
             }
             group::JoinMode::Attach => group::attach_mgid(group, self.port.spec.family),
         };

@@ -53,13 +53,14 @@
 use super::cm::{EventChannel, McastJoin};
 use super::device::{self, Ah, Attachment, Context, Cq, Mr, Pd, Qp, QpSpec};
 use super::ffi::wc_status_str;
-use super::group::{self, Family, JoinMode, JoinSpec, LinkLayer, RoceVersion};
+use super::group::{self, JoinMode, JoinSpec, LinkLayer, RoceVersion};
 use super::nic::{
     AhId, AttachKey, Attachments, Dest, Joined, McastId, Nic, NicStats, PortInfo, Received, SendError,
 };
 use super::slots::{Layout, RecvSlots, Retired, SendRing, SEND_BIT};
 use super::wire::Hello;
 use super::{VerbsError, VerbsOptions, POLL_BURST};
+use crate::fabric::udp::{group_ip, IpFamily};
 use rdma_core_sys as sys;
 use std::marker::PhantomData;
 use std::net::IpAddr;
@@ -179,9 +180,9 @@ impl UdNic {
         }
         let bind = opts.addr.or_else(|| group::gid_ip(&gid));
         let family = match bind {
-            Some(ip) => Family::of(ip),
-            None if std::net::Ipv6Addr::from(gid).to_ipv4_mapped().is_some() => Family::V4,
-            None => Family::V6,
+            Some(ip) => IpFamily::of(ip),
+            None if std::net::Ipv6Addr::from(gid).to_ipv4_mapped().is_some() => IpFamily::V4,
+            None => IpFamily::V6,
         };
         match (opts.join, link, bind) {
             (JoinMode::Rdmacm, _, None) => {
@@ -431,7 +432,7 @@ impl Nic for UdNic {
     }
 
     fn join(&mut self, group_id: &crate::proto::comm::GroupId) -> Result<Joined, VerbsError> {
-        let ip = group::join_ip(group_id, self.info.spec.family);
+        let ip = group_ip(group_id, self.info.spec.family);
         let (group, ah, sgid_index) = match self.info.mode {
             JoinMode::Rdmacm => {
                 let (Some(channel), Some(bind)) = (self.channel.as_ref(), self.bind) else {

@@ -9,6 +9,7 @@ use super::fake::{FakeNic, Wire};
 use super::group::{self, JoinMode};
 use super::wire::{self, Header, Kind, HEADER_LEN, HELLO_LEN, HELLO_NEED, HELLO_REPLY};
 use super::*;
+use crate::fabric::udp::IpFamily;
 use crate::fabric::Fabric;
 
 const MTU: usize = 1000;
@@ -213,7 +214,7 @@ fn joins_are_idempotent_bounded_and_undone_by_leave() {
     f.join(&g).expect("again");
     f.join(&group::discovery_group(JOB)).expect("the discovery group is joined already");
     assert_eq!(f.nic().live_groups(), 2);
-    let mgid = group::attach_mgid(&g, group::Family::V4);
+    let mgid = group::attach_mgid(&g, IpFamily::V4);
     assert_eq!(wire.attached(&mgid), 1);
     for i in 2..5u8 {
         f.join(&[i; 14]).expect("up to max_groups");
