@@ -247,11 +247,13 @@ static void rc_attach(MPI_Comm comm) {
     struct rc_comm *c = calloc(1, sizeof *c);
     int ok = c != NULL, rc = RINGCAST_OK;
     if (ok && (rc_mode == RC_ALWAYS || engines >= rc_min_engines)) {
-        struct { uint8_t group[14]; uint8_t pad[2]; uint64_t handle, seed; } id;
+        /* The identity includes the communicator's secret key: it travels to the members over
+         * MPI (the job's own channel), never on the engines' fabric. */
+        RingcastIdentity id;
         memset(&id, 0, sizeof id);
-        if (rank == 0) ringcast_new_identity(id.group, &id.handle, &id.seed);
+        if (rank == 0) ringcast_new_identity(&id);
         PMPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, comm);
-        rc = ringcast_comm_create(id.handle, id.group, id.seed, (uint32_t)rank, members, (uint32_t)size);
+        rc = ringcast_comm_create(&id, (uint32_t)rank, members, (uint32_t)size);
         if (rc == RINGCAST_OK) c->handle = id.handle;
         else ok = 0;
     } /* else declined by `auto`: a record without a ringcast communicator */

@@ -19,6 +19,7 @@ use ringcast_abi::{
     ABI_VERSION, COMM_MAGIC,
 };
 use ringcast_offload::config::LocalRank;
+use ringcast_offload::proto::ident::CommIdentity;
 pub use ringcast_offload::runner::net::{CommStats, NetStats};
 use ringcast_offload::runner::{spawn_thread, Idle, ThreadEngine};
 use ringcast_offload::{ctl, Config};
@@ -567,28 +568,24 @@ impl Host {
         self.execute(&SubmissionDescriptor::bcast(cookie, comm, root, buf, len))
     }
 
-    /// Creates communicator `handle` (non-zero; every member passes the same) of the world ranks
-    /// `members`, this process being `members[my_rank]`, with the multicast `group` and `seed`
-    /// its members agreed on (one member draws them with `ringcast_offload::proto::ident` and
-    /// the others receive them, e.g. over MPI). Every member calls it; broadcasts on the new
-    /// communicator name it by `handle` and their roots by rank in `members`.
-    pub fn comm_create(
-        &mut self,
-        handle: u64,
-        group: [u8; 14],
-        seed: u64,
-        my_rank: u32,
-        members: &[u32],
-    ) -> Result<()> {
+    /// Creates the communicator `id` names (its cookie is the handle broadcasts name it by;
+    /// every member passes the same identity) of the world ranks `members`, this process being
+    /// `members[my_rank]`. One member draws the identity with
+    /// `ringcast_offload::proto::ident::new_identity` and the others receive it (e.g. over
+    /// MPI): it includes the communicator's secret, which keys its frames, so hand it only to
+    /// members. Every member calls it; broadcasts name their roots by rank in `members`.
+    pub fn comm_create(&mut self, id: &CommIdentity, my_rank: u32, members: &[u32]) -> Result<()> {
         let size = u32::try_from(members.len()).map_err(|_| Error::Protocol("communicator too large"))?;
+        let handle = id.cookie;
         let header = CommCreateHeader {
             magic: COMM_MAGIC,
             size,
             my_rank,
             _reserved0: 0,
-            seed,
-            group,
+            seed: id.seed,
+            group: id.group,
             _reserved1: [0; 2],
+            key: id.key.0,
         };
         let mut record = header.as_bytes().to_vec();
         record.extend(members.iter().flat_map(|m| m.to_le_bytes()));

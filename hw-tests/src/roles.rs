@@ -17,6 +17,7 @@ use ringcast_host::{Access, Host, SharedBuf};
 use ringcast_offload::config::Config;
 use ringcast_offload::fabric::Fabric;
 use ringcast_offload::proto::comm::{GroupId, PeerId};
+use ringcast_offload::proto::ident::CommIdentity;
 use std::collections::HashSet;
 use std::io::BufRead;
 use std::sync::mpsc;
@@ -581,8 +582,8 @@ pub struct LifecycleArgs {
 
 /// The identity — handle, multicast group, seed — of communicator `i` of `job`, the same at
 /// every host without a bootstrap exchange.
-pub fn lifecycle_identity(job: &str, i: u32) -> (u64, GroupId, u64) {
-    ringcast_offload::runner::net::world_identity(&format!("{job} lifecycle communicator {i}"))
+pub fn lifecycle_identity(job: &str, i: u32) -> CommIdentity {
+    ringcast_offload::proto::ident::derived_identity(&format!("{job} lifecycle communicator {i}"), None)
 }
 
 /// How long a host waits for its engine to drop the freed communicators.
@@ -605,8 +606,9 @@ pub fn host_lifecycle(a: &LifecycleArgs) -> Result<(), String> {
     say("READY");
     await_cmd(&cmds, "GO")?;
     for i in 0..a.cycles {
-        let (handle, group, seed) = lifecycle_identity(&a.job, i);
-        host.comm_create(handle, group, seed, a.node, &members)
+        let id = lifecycle_identity(&a.job, i);
+        let handle = id.cookie;
+        host.comm_create(&id, a.node, &members)
             .map_err(|e| format!("node {} cycle {i}: create: {e}", a.node))?;
         if a.check_every > 0 && i % a.check_every == 0 {
             for k in 0..a.epoch.max(1) {
@@ -641,8 +643,8 @@ pub fn host_lifecycle(a: &LifecycleArgs) -> Result<(), String> {
     if a.leak > 0 {
         await_cmd(&cmds, "GO")?;
         for j in 0..a.leak {
-            let (handle, group, seed) = lifecycle_identity(&a.job, a.cycles + j);
-            host.comm_create(handle, group, seed, a.node, &members)
+            let id = lifecycle_identity(&a.job, a.cycles + j);
+            host.comm_create(&id, a.node, &members)
                 .map_err(|e| format!("node {} leaked communicator {j}: {e}", a.node))?;
         }
         barrier(&cmds, "leaked")?;

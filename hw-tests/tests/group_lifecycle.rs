@@ -99,7 +99,7 @@ fn lifecycle(net: Net) {
     let mut cluster =
         Cluster::start(Some(&lab), NODES, net, &job, tool, &args).expect("engines and hosts up");
     let name = |g: &GroupId| kernel_name(net, g);
-    let world = name(&world_identity(&job).1);
+    let world = name(&world_identity(&job, &Default::default()).group);
 
     // Before: the world's group is joined, nothing else of the job.
     let before: Vec<BTreeSet<String>> = lab.nodes.iter().map(|ns| kernel_groups(ns)).collect();
@@ -114,7 +114,7 @@ fn lifecycle(net: Net) {
     for i in (0..CYCLES).step_by(CHECK_EVERY as usize) {
         let at = cluster.expect_all("BARRIER", Duration::from_secs(300)).expect("barrier");
         assert!(at.iter().all(|a| *a == format!("joined-{i}")), "hosts at {at:?}, expected joined-{i}");
-        let g = name(&lifecycle_identity(&job, i).1);
+        let g = name(&lifecycle_identity(&job, i).group);
         for (n, ns) in lab.nodes.iter().enumerate() {
             let now = kernel_groups(ns);
             assert!(now.contains(&g), "node {n}, communicator {i}: its group {g} is not joined: {now:?}");
@@ -146,7 +146,8 @@ fn lifecycle(net: Net) {
     );
 
     // A host dies holding LEAK communicators: its engine drops them and leaves their groups.
-    let leaked: BTreeSet<String> = (0..LEAK).map(|j| name(&lifecycle_identity(&job, CYCLES + j).1)).collect();
+    let leaked: BTreeSet<String> =
+        (0..LEAK).map(|j| name(&lifecycle_identity(&job, CYCLES + j).group)).collect();
     cluster.send_all("GO").expect("go");
     let at = cluster.expect_all("BARRIER", Duration::from_secs(120)).expect("leaked");
     assert!(at.iter().all(|a| a == "leaked"), "{at:?}");

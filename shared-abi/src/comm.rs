@@ -11,7 +11,10 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 /// `"RCCM"` little-endian.
 pub const COMM_MAGIC: u32 = u32::from_le_bytes(*b"RCCM");
 
-/// Head of a `COMM_CREATE` record (40 bytes), followed by `size` `u32` world ranks.
+/// Bytes of a communicator's secret key.
+pub const COMM_KEY_LEN: usize = 32;
+
+/// Head of a `COMM_CREATE` record (72 bytes), followed by `size` `u32` world ranks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(C)]
 pub struct CommCreateHeader {
@@ -29,6 +32,9 @@ pub struct CommCreateHeader {
     pub group: [u8; 14],
     /// Must be zero.
     pub _reserved1: [u8; 2],
+    /// The communicator's secret key (authenticates its frames; never on the wire). Must not be
+    /// all zero.
+    pub key: [u8; COMM_KEY_LEN],
 }
 
 impl CommCreateHeader {

@@ -1,7 +1,7 @@
 //! Checked frames: parse untrusted datagrams into typed views, and emit them.
 //!
 //! ```text
-//! | WireHeader (32 B) | body (kind-specific, may be empty) | CRC32C over header+body (4 B, LE) |
+//! | WireHeader (32 B) | body (kind-specific, may be empty) | tag (8 B, LE) | CRC32C (4 B, LE) |
 //! ```
 //! [`Frame::parse`] promises (the smoltcp contract): if it returns `Ok`, no accessor of the
 //! returned view panics and every length inside is consistent. Every reject has a reason
@@ -9,27 +9,39 @@
 //! parameter, so this crate stays `no_std` and a DPU build can hand in its CRC engine; the
 //! engine passes the hardware-accelerated `crc32c` crate.
 //!
+//! **Integrity and authenticity.** The CRC32C covers header, body and tag: it detects noise,
+//! and [`Frame::parse`] checks it. The tag is keyed — SipHash-2-4 under the communicator's
+//! secret, which members receive at creation and which never travels on the wire — over
+//! [`Frame::tagged`]: the header and, except for data frames, the body. Only the protocol,
+//! which finds the key from the cookie, can check it (an unkeyed CRC stops nobody who can see
+//! the traffic: they recompute it). A data frame's payload is covered instead by the message
+//! MAC the last fragment carries, checked after reassembly, so a fragment costs one keyed
+//! hash of 32 bytes per hop and the bulk of the bytes one keyed hash per message.
+//!
 //! Bodies by kind:
 //! * `DATA_MULTICAST`, `DATA_REPAIR`: fragment bytes (`frag_seq < frag_count`, non-empty unless
 //!   the message is empty, never longer than `total_len`); the **last** fragment carries
-//!   [`DIGEST_LEN`] more bytes after its payload: the CRC32C of the whole message, checked
-//!   end to end after reassembly (a corruption that slips past the per-datagram CRC cannot be
-//!   delivered);
+//!   [`DIGEST_LEN`] more bytes after its payload: the message MAC (keyed BLAKE3 of the
+//!   broadcast id, the length and the whole message under the communicator's key, truncated
+//!   to 128 bits), checked end to end after reassembly: neither a corruption that slips past the
+//!   per-datagram CRC nor a payload forged by someone without the key can be delivered;
 //! * `READY`: empty;
 //! * `SYNC_UP`, `SYNC_DOWN`: one [`SyncBody`];
 //! * `RETRANSMIT_REQUEST`: one [`RetransmitBody`] then `ceil(nfrags / 8)` bitmap bytes (bit `i`
 //!   set = fragment `first_frag + i` is missing).
 //!
 //! Cookie and broadcast-id checks need the communicator table and live in the protocol.
-use crate::wire::{FrameKind, WireHeader, WIRE_HEADER_LEN, WIRE_TRAILER_LEN, WIRE_VERSION};
+use crate::wire::{
+    FrameKind, WireHeader, WIRE_CRC_LEN, WIRE_HEADER_LEN, WIRE_TAG_LEN, WIRE_TRAILER_LEN, WIRE_VERSION,
+};
 use zerocopy::byteorder::little_endian::{U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 /// CRC-32C of a byte string (injected; see the module docs).
 pub type Crc32c = fn(&[u8]) -> u32;
 
-/// Bytes of the end-to-end message digest after the last fragment's payload.
-pub const DIGEST_LEN: usize = 4;
+/// Bytes of the end-to-end message MAC after the last fragment's payload.
+pub const DIGEST_LEN: usize = 16;
 
 /// Smallest possible frame: a header and a trailer.
 pub const MIN_FRAME_LEN: usize = WIRE_HEADER_LEN + WIRE_TRAILER_LEN;
@@ -58,11 +70,14 @@ pub enum DropReason {
     BadRank = 8,
     /// No room to keep an early fragment (all pre-posted slots in use).
     NoSlot = 9,
+    /// The keyed tag does not match: forged (or tampered with) by someone without the
+    /// communicator's key.
+    BadTag = 10,
 }
 
 impl DropReason {
     /// Number of reasons (for counter arrays).
-    pub const COUNT: usize = 10;
+    pub const COUNT: usize = 11;
     /// Every reason, in code order.
     pub const ALL: [DropReason; Self::COUNT] = [
         DropReason::TooShort,
@@ -75,6 +90,7 @@ impl DropReason {
         DropReason::BidOutOfWindow,
         DropReason::BadRank,
         DropReason::NoSlot,
+        DropReason::BadTag,
     ];
 }
 
@@ -120,6 +136,21 @@ pub const MAX_RETRANSMIT_FRAGS: u32 = 8192;
 pub struct Frame<'a> {
     header: &'a WireHeader,
     body: &'a [u8],
+    /// Header and body (what the tag's span is cut from).
+    covered: &'a [u8],
+    tag: u64,
+}
+
+/// The bytes the keyed tag covers in `header_and_body` (a frame's header followed by its
+/// body): the header alone for data frames (their payload is covered by the message MAC), the
+/// whole of it for every other kind. `header_and_body` must hold at least a header.
+pub fn tag_span(kind: FrameKind, header_and_body: &[u8]) -> &[u8] {
+    match kind {
+        FrameKind::DATA_MULTICAST | FrameKind::DATA_REPAIR => {
+            &header_and_body[..WIRE_HEADER_LEN.min(header_and_body.len())]
+        }
+        _ => header_and_body,
+    }
 }
 
 impl<'a> Frame<'a> {
@@ -128,16 +159,19 @@ impl<'a> Frame<'a> {
         if bytes.len() < MIN_FRAME_LEN {
             return Err(DropReason::TooShort);
         }
-        let (covered, trailer) = bytes.split_at(bytes.len() - WIRE_TRAILER_LEN);
-        let want = u32::from_le_bytes([trailer[0], trailer[1], trailer[2], trailer[3]]);
-        if crc(covered) != want {
+        let (sealed, sum) = bytes.split_at(bytes.len() - WIRE_CRC_LEN);
+        let want = u32::from_le_bytes([sum[0], sum[1], sum[2], sum[3]]);
+        if crc(sealed) != want {
             return Err(DropReason::BadCrc);
         }
+        let (covered, tag) = sealed.split_at(sealed.len() - WIRE_TAG_LEN);
+        let mut t = [0u8; WIRE_TAG_LEN];
+        t.copy_from_slice(tag);
         let (header, body) = WireHeader::ref_from_prefix(covered).map_err(|_| DropReason::TooShort)?;
         if header.version != WIRE_VERSION {
             return Err(DropReason::BadVersion);
         }
-        let frame = Frame { header, body };
+        let frame = Frame { header, body, covered, tag: u64::from_le_bytes(t) };
         match header.kind {
             FrameKind::DATA_MULTICAST | FrameKind::DATA_REPAIR => {
                 let (seq, count, total) =
@@ -189,6 +223,16 @@ impl<'a> Frame<'a> {
         self.body
     }
 
+    /// The keyed tag the frame carries.
+    pub fn tag(&self) -> u64 {
+        self.tag
+    }
+
+    /// The bytes the tag covers ([`tag_span`]): check `tag() == keyed_hash(tagged())`.
+    pub fn tagged(&self) -> &'a [u8] {
+        tag_span(self.header.kind, self.covered)
+    }
+
     /// True for the last fragment of a message (it carries the digest).
     pub fn is_last_fragment(&self) -> bool {
         matches!(self.kind(), FrameKind::DATA_MULTICAST | FrameKind::DATA_REPAIR)
@@ -201,13 +245,14 @@ impl<'a> Frame<'a> {
         &self.body[..self.body.len() - cut]
     }
 
-    /// The message digest, carried by the last fragment.
-    pub fn digest(&self) -> Option<u32> {
+    /// The message MAC, carried by the last fragment.
+    pub fn digest(&self) -> Option<[u8; DIGEST_LEN]> {
         if !self.is_last_fragment() {
             return None;
         }
-        let d = &self.body[self.body.len() - DIGEST_LEN..];
-        Some(u32::from_le_bytes([d[0], d[1], d[2], d[3]]))
+        let mut d = [0u8; DIGEST_LEN];
+        d.copy_from_slice(&self.body[self.body.len() - DIGEST_LEN..]);
+        Some(d)
     }
 
     /// The sync body, for `SYNC_UP`/`SYNC_DOWN` frames.
@@ -234,12 +279,14 @@ pub struct BufferTooSmall {
     pub need: usize,
 }
 
-/// Writes header, `body` parts (concatenated) and the CRC trailer into `out`; returns the frame
-/// length. Bodies are given in parts so a fixed body and a bitmap need no staging copy.
+/// Writes header, `body` parts (concatenated) and the trailer into `out`: `tag` applied to the
+/// frame's [`tag_span`], then the CRC32C over all of it; returns the frame length. Bodies are
+/// given in parts so a fixed body and a bitmap need no staging copy.
 pub fn emit(
     out: &mut [u8],
     header: &WireHeader,
     body: &[&[u8]],
+    tag: impl FnOnce(&[u8]) -> u64,
     crc: Crc32c,
 ) -> Result<usize, BufferTooSmall> {
     let body_len: usize = body.iter().map(|b| b.len()).sum();
@@ -253,6 +300,9 @@ pub fn emit(
         out[at..at + part.len()].copy_from_slice(part);
         at += part.len();
     }
+    let t = tag(tag_span(header.kind, &out[..at]));
+    out[at..at + WIRE_TAG_LEN].copy_from_slice(&t.to_le_bytes());
+    at += WIRE_TAG_LEN;
     let sum = crc(&out[..at]);
     out[at..need].copy_from_slice(&sum.to_le_bytes());
     Ok(need)

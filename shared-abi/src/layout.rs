@@ -72,8 +72,9 @@ abi_layout! {
     }
     SyncBody: size 32, align 1 { epoch @ 0, base_bid @ 4, acked @ 8, nacked @ 16, mcast_frags @ 24, total_frags @ 28 }
     RetransmitBody: size 8, align 1 { first_frag @ 0, nfrags @ 4 }
-    CommCreateHeader: size 40, align 8 {
+    CommCreateHeader: size 72, align 8 {
         magic @ 0, size @ 4, my_rank @ 8, _reserved0 @ 12, seed @ 16, group @ 24, _reserved1 @ 38,
+        key @ 40,
     }
 }
 

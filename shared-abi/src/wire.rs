@@ -11,20 +11,29 @@
 //! +-----------------------------------+-----------------------------------+
 //! | fragment count                    | total message length              |
 //! +-----------------------------------+-----------------------------------+
-//! | payload ...                                       | CRC32C (4 bytes)  |
+//! | body ...                          | tag (8 bytes)     | CRC32C (4 B)  |
 //! ```
 //! 32 bytes of header, all fields little-endian (explicit byte-order types: frames cross machines
-//! of any endianness), then the payload, then a CRC32C trailer over header and payload. The cookie
-//! drops another job's frames even when multicast groups collide; a frame is never trusted before
-//! its length, version, kind, cookie and CRC have been checked.
+//! of any endianness), then the body, then a 12-byte trailer: an 8-byte keyed **tag**
+//! (SipHash-2-4 under the communicator's secret key) and a CRC32C over everything before it. The
+//! CRC catches noise; the tag, which only members holding the key can compute, authenticates the
+//! frame (the cookie only names the communicator: anyone who sees the traffic learns it). A
+//! frame is never trusted before its length, version, kind, CRC, cookie and tag have been
+//! checked.
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
-/// Version carried in [`WireHeader::version`].
-pub const WIRE_VERSION: u8 = 1;
+/// Version carried in [`WireHeader::version`] (2: keyed tag in the trailer, 16-byte message MAC).
+pub const WIRE_VERSION: u8 = 2;
 
-/// Size of the CRC32C trailer that follows the payload.
-pub const WIRE_TRAILER_LEN: usize = 4;
+/// Size of the keyed tag at the start of the trailer.
+pub const WIRE_TAG_LEN: usize = 8;
+
+/// Size of the CRC32C at the end of the trailer.
+pub const WIRE_CRC_LEN: usize = 4;
+
+/// Size of the trailer that follows the body: the keyed tag, then the CRC32C.
+pub const WIRE_TRAILER_LEN: usize = WIRE_TAG_LEN + WIRE_CRC_LEN;
 
 /// `READY` flag: the root-delay "ready" of the rank the root waits for.
 pub const READY_FLAG_READY: u16 = 0;

@@ -1,14 +1,22 @@
 //! The wire codec against golden frames (`fixtures/frames.hex`) and hostile input: every frame
 //! kind round-trips byte-exactly; any single-bit flip, any truncation and any random byte string
-//! is rejected with a reason and never panics. `RINGCAST_BLESS=1` rewrites the golden file after
-//! an intended wire change (which must also bump `WIRE_VERSION`).
+//! is rejected with a reason and never panics; the tag covers exactly its span. `RINGCAST_BLESS=1`
+//! rewrites the golden file after an intended wire change (which must also bump `WIRE_VERSION`).
 use proptest::prelude::*;
-use ringcast_abi::frame::{emit, DropReason, Frame, RetransmitBody, SyncBody, MIN_FRAME_LEN};
-use ringcast_abi::wire::{FrameKind, WireHeader, WIRE_VERSION};
+use ringcast_abi::frame::{emit, DropReason, Frame, RetransmitBody, SyncBody, DIGEST_LEN, MIN_FRAME_LEN};
+use ringcast_abi::wire::{FrameKind, WireHeader, WIRE_HEADER_LEN, WIRE_VERSION};
+use std::hash::Hasher;
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
 use zerocopy::IntoBytes;
 
 const GOLDEN: &str = include_str!("../../fixtures/frames.hex");
+
+/// The golden frames' tag: SipHash-2-4 under a fixed key (the engine keys it per communicator).
+fn tag(bytes: &[u8]) -> u64 {
+    let mut h = siphasher::sip::SipHasher24::new_with_keys(0x0706_0504_0302_0100, 0x0f0e_0d0c_0b0a_0908);
+    h.write(bytes);
+    h.finish()
+}
 
 fn header(kind: FrameKind, seq: u32, count: u32, total: u32) -> WireHeader {
     WireHeader {
@@ -29,18 +37,14 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
     let mut out = Vec::new();
     let mut put = |name, h: WireHeader, body: &[&[u8]]| {
         let mut buf = vec![0u8; 256];
-        let n = emit(&mut buf, &h, body, crc32c::crc32c).unwrap();
+        let n = emit(&mut buf, &h, body, tag, crc32c::crc32c).unwrap();
         buf.truncate(n);
         out.push((name, buf));
     };
     put("data_multicast", header(FrameKind::DATA_MULTICAST, 1, 3, 20), &[b"fragment-1"]);
-    put("data_repair", header(FrameKind::DATA_REPAIR, 2, 3, 20), &[b"frag2"]);
-    put(
-        "data_last_fragment",
-        header(FrameKind::DATA_REPAIR, 2, 3, 20),
-        &[b"last!", &0xdead_beefu32.to_le_bytes()],
-    );
-    put("data_empty_message", header(FrameKind::DATA_MULTICAST, 0, 1, 0), &[&0u32.to_le_bytes()]);
+    put("data_repair", header(FrameKind::DATA_REPAIR, 1, 3, 20), &[b"frag2"]);
+    put("data_last_fragment", header(FrameKind::DATA_REPAIR, 2, 3, 20), &[b"last!", &[0xa5; DIGEST_LEN]]);
+    put("data_empty_message", header(FrameKind::DATA_MULTICAST, 0, 1, 0), &[&[0; DIGEST_LEN]]);
     put("ready", header(FrameKind::READY, 0, 0, 0), &[]);
     let sync = SyncBody {
         epoch: U32::new(7),
@@ -84,7 +88,7 @@ fn golden() -> Vec<(String, Vec<u8>)> {
 fn every_kind_matches_its_golden_frame() {
     let now = samples();
     if std::env::var_os("RINGCAST_BLESS").is_some() {
-        let mut text = String::from("# ringcast golden wire frames (WIRE_VERSION 1): name hex. Regenerate with\n# RINGCAST_BLESS=1 cargo test -p ringcast-abi --test frames (and bump WIRE_VERSION).\n");
+        let mut text = String::from("# ringcast golden wire frames (WIRE_VERSION 2): name hex. Regenerate with\n# RINGCAST_BLESS=1 cargo test -p ringcast-abi --test frames (and bump WIRE_VERSION).\n");
         for (name, bytes) in &now {
             text += &format!("{name} {}\n", hex(bytes));
         }
@@ -100,6 +104,9 @@ fn every_kind_matches_its_golden_frame() {
             .unwrap_or_else(|r| panic!("{name}: golden frame rejected: {r:?}"));
         assert_eq!(f.header().cookie.get(), 0x0123_4567_89ab_cdef);
         assert_eq!(f.header().bid.get(), 42);
+        assert_eq!(f.tag(), tag(f.tagged()), "{name}: the tag covers its span");
+        let span = if name.starts_with("data") { WIRE_HEADER_LEN } else { gbytes.len() - 12 };
+        assert_eq!(f.tagged(), &gbytes[..span], "{name}: tag span");
     }
 }
 
@@ -124,10 +131,10 @@ fn typed_accessors_read_golden_bodies() {
     assert!(f.sync().is_none());
     let last = find("data_last_fragment");
     let f = Frame::parse(&last, crc32c::crc32c).unwrap();
-    assert_eq!((f.payload(), f.digest()), (&b"last!"[..], Some(0xdead_beef)));
+    assert_eq!((f.payload(), f.digest()), (&b"last!"[..], Some([0xa5; DIGEST_LEN])));
     let empty = find("data_empty_message");
     let f = Frame::parse(&empty, crc32c::crc32c).unwrap();
-    assert_eq!((f.payload(), f.digest()), (&b""[..], Some(0)));
+    assert_eq!((f.payload(), f.digest()), (&b""[..], Some([0; DIGEST_LEN])));
 }
 
 #[test]
@@ -150,7 +157,7 @@ fn every_single_bit_flip_and_truncation_is_rejected() {
 /// Re-seals `h` + body with a correct CRC, so the check under test is the one after the CRC.
 fn sealed(h: WireHeader, body: &[u8]) -> Vec<u8> {
     let mut buf = vec![0u8; 64 + body.len()];
-    let n = emit(&mut buf, &h, &[body], crc32c::crc32c).unwrap();
+    let n = emit(&mut buf, &h, &[body], tag, crc32c::crc32c).unwrap();
     buf.truncate(n);
     buf
 }
@@ -183,9 +190,14 @@ fn semantic_rejects_have_their_reasons() {
         "empty fragment"
     );
     let last = |body: &[u8]| parse(&sealed(header(FrameKind::DATA_REPAIR, 1, 2, 3), body));
-    assert_eq!(last(b"abc"), Some(DropReason::BadFragment), "last fragment without room for the digest");
-    assert_eq!(last(b"abcdefgh"), Some(DropReason::BadFragment), "last fragment: payload > total");
-    assert_eq!(last(b"abcdefg"), None, "last fragment: 3 payload bytes + digest");
+    let with_mac = |payload: &[u8]| [payload, &[7; DIGEST_LEN]].concat();
+    assert_eq!(
+        last(&[1; DIGEST_LEN - 1]),
+        Some(DropReason::BadFragment),
+        "last fragment without room for the MAC"
+    );
+    assert_eq!(last(&with_mac(b"abcd")), Some(DropReason::BadFragment), "last fragment: payload > total");
+    assert_eq!(last(&with_mac(b"abc")), None, "last fragment: 3 payload bytes + MAC");
     assert_eq!(parse(&sealed(header(FrameKind::READY, 0, 0, 0), b"x")), Some(DropReason::BadLength));
     assert_eq!(parse(&sealed(header(FrameKind::SYNC_UP, 0, 0, 0), &[0; 31])), Some(DropReason::BadLength));
     let rt = RetransmitBody { first_frag: U32::new(0), nfrags: U32::new(9) };
@@ -198,7 +210,7 @@ fn semantic_rejects_have_their_reasons() {
     assert_eq!(parse(&[0u8; MIN_FRAME_LEN - 1]), Some(DropReason::TooShort));
     let mut buf = [0u8; 8];
     assert_eq!(
-        emit(&mut buf, &header(FrameKind::READY, 0, 0, 0), &[], crc32c::crc32c).unwrap_err().need,
+        emit(&mut buf, &header(FrameKind::READY, 0, 0, 0), &[], tag, crc32c::crc32c).unwrap_err().need,
         MIN_FRAME_LEN
     );
 }

@@ -304,55 +304,75 @@ pub unsafe extern "C" fn ringcast_test(request: u64, done: *mut c_int) -> c_int 
     })
 }
 
-/// Draws a new communicator identity (a 14-byte multicast group id, a cookie to use as the
-/// communicator's handle, a seed) from the cryptographic generator; one member draws, the
-/// others receive it (e.g. with `MPI_Bcast`) and every member passes it to
-/// [`ringcast_comm_create`].
+/// A communicator's identity: what one member draws with [`ringcast_new_identity`] and hands
+/// to the others (e.g. `MPI_Bcast` of `sizeof(RingcastIdentity)` bytes) before each calls
+/// [`ringcast_comm_create`]. 64 bytes, no pointers: it can be copied as bytes.
+///
+/// `key` is the communicator's secret: it keys every frame's tag and the message MAC, so
+/// anyone who holds it can forge the communicator's traffic. Hand it to the members only.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RingcastIdentity {
+    /// The communicator's handle (the cookie its frames carry; never 0).
+    pub handle: u64,
+    /// Seed agreed at creation (randomized root delay).
+    pub seed: u64,
+    /// The 112-bit multicast group id.
+    pub group: [u8; 14],
+    /// Zero.
+    pub pad: [u8; 2],
+    /// The communicator's secret key (32 bytes from the CSPRNG).
+    pub key: [u8; 32],
+}
+
+/// Draws a new communicator identity (handle, multicast group, seed and secret key) from the
+/// cryptographic generator into `*id`; one member draws, the others receive it and every
+/// member passes it to [`ringcast_comm_create`].
 ///
 /// # Safety
-/// `group` is valid for 14 bytes of writes; `handle` and `seed` for one write each.
+/// `id` is valid for one write of a `RingcastIdentity`.
 #[no_mangle]
-pub unsafe extern "C" fn ringcast_new_identity(group: *mut u8, handle: *mut u64, seed: *mut u64) -> c_int {
-    if group.is_null() || handle.is_null() || seed.is_null() {
+pub unsafe extern "C" fn ringcast_new_identity(id: *mut RingcastIdentity) -> c_int {
+    if id.is_null() {
         return RINGCAST_ERR_INVALID;
     }
-    let id = ringcast_offload::proto::ident::new_identity();
-    // SAFETY: the caller guarantees 14 writable bytes at `group` and one `u64` at each of the
-    // others; the source is our own array, so the ranges do not overlap.
-    unsafe {
-        std::ptr::copy_nonoverlapping(id.group.as_ptr(), group, id.group.len());
-        handle.write(id.cookie);
-        seed.write(id.seed);
-    }
+    let i = ringcast_offload::proto::ident::new_identity();
+    let out = RingcastIdentity { handle: i.cookie, seed: i.seed, group: i.group, pad: [0; 2], key: i.key.0 };
+    // SAFETY: the caller guarantees `id` points to a writable `RingcastIdentity`; `write` does
+    // not read the (possibly uninitialised) old value.
+    unsafe { id.write(out) };
     RINGCAST_OK
 }
 
-/// Creates communicator `handle` (from [`ringcast_new_identity`]) of the `n` world ranks
-/// `members`, this process being `members[my_rank]`. Every member calls it.
+/// Creates the communicator `*id` names (from [`ringcast_new_identity`], the same at every
+/// member) of the `n` world ranks `members`, this process being `members[my_rank]`. Every member
+/// calls it; broadcasts name it by `id->handle`.
 ///
 /// # Safety
-/// `group` is valid for 14 bytes of reads, `members` for `n` `u32`s.
+/// `id` is valid for one read of a `RingcastIdentity`, `members` for `n` `u32`s.
 #[no_mangle]
 pub unsafe extern "C" fn ringcast_comm_create(
-    handle: u64,
-    group: *const u8,
-    seed: u64,
+    id: *const RingcastIdentity,
     my_rank: u32,
     members: *const u32,
     n: u32,
 ) -> c_int {
-    if group.is_null() || members.is_null() || n == 0 || handle == 0 {
+    if id.is_null() || members.is_null() || n == 0 {
         return RINGCAST_ERR_INVALID;
     }
-    let mut g = [0u8; 14];
-    // SAFETY: the caller guarantees 14 readable bytes at `group` and `n` `u32`s at `members`.
-    let members = unsafe {
-        std::ptr::copy_nonoverlapping(group, g.as_mut_ptr(), g.len());
-        std::slice::from_raw_parts(members, n as usize)
+    // SAFETY: the caller guarantees a readable `RingcastIdentity` at `id` (plain bytes, any
+    // value valid) and `n` `u32`s at `members`.
+    let (id, members) = unsafe { (id.read(), std::slice::from_raw_parts(members, n as usize)) };
+    if id.handle == 0 || id.key == [0; 32] {
+        return RINGCAST_ERR_INVALID;
+    }
+    let ident = ringcast_offload::proto::ident::CommIdentity {
+        cookie: id.handle,
+        group: id.group,
+        seed: id.seed,
+        key: ringcast_offload::proto::auth::Secret(id.key),
     };
-    with_state(|s| {
-        s.host.comm_create(handle, g, seed, my_rank, members).map(|()| RINGCAST_OK).map_err(|e| code(&e))
-    })
+    with_state(|s| s.host.comm_create(&ident, my_rank, members).map(|()| RINGCAST_OK).map_err(|e| code(&e)))
 }
 
 /// Leaves communicator `handle`.

@@ -174,6 +174,53 @@ impl fmt::Display for PinCpu {
     }
 }
 
+/// The job's secret (`RINGCAST_JOB_SECRET`, 64 hex digits): keys the world communicator's frames
+/// (docs/protocol.md, "Integrity and authenticity"). The launcher (`ringcast run`, the MPI
+/// interposer) draws it from the CSPRNG and hands it to every engine of the job; it never
+/// travels on the fabric and is never printed (`Display` says only whether it is set).
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub struct JobSecret(pub Option<[u8; 32]>);
+
+impl JobSecret {
+    /// Hex form, as the environment variable carries it.
+    pub fn to_hex(bytes: &[u8; 32]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+impl FromStr for JobSecret {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.is_empty() {
+            return Ok(JobSecret(None));
+        }
+        let bad = || "expected 64 hex digits (32 bytes), not all zero".to_string();
+        if s.len() != 64 || !s.is_ascii() {
+            return Err(bad());
+        }
+        let mut out = [0u8; 32];
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+        }
+        if out == [0; 32] {
+            return Err(bad());
+        }
+        Ok(JobSecret(Some(out)))
+    }
+}
+
+impl fmt::Display for JobSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() { "set (hidden)" } else { "" })
+    }
+}
+
+impl fmt::Debug for JobSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "JobSecret({})", if self.0.is_some() { "set" } else { "unset" })
+    }
+}
+
 /// How long a broadcast's root waits before it multicasts (Hoefler et al. §3.1): receivers that
 /// have not posted yet lose multicast datagrams beyond their pre-posted slots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -486,6 +533,9 @@ tunables! {
     /// Job the engine belongs to.
     job: String = "default".to_string(), "RINGCAST_JOB",
         "job name: the engines of one job share a fabric namespace and derive their world communicator's identity from it";
+    /// The job's secret.
+    job_secret: JobSecret = JobSecret(None), "RINGCAST_JOB_SECRET",
+        "the job's secret, 64 hex digits from the CSPRNG (ringcast run and the MPI interposer draw one): keys the tag of every world-communicator frame; unset, the key is derived from the job name and anyone who knows the name can forge world frames (the engine warns). Never printed";
     /// Engines (nodes) of the job.
     nodes: u32 = 1, "RINGCAST_NODES",
         "engines (nodes) in the job's world communicator";

@@ -1,8 +1,11 @@
 //! Every kind of bad or foreign datagram is dropped and counted under its own reason, and none
-//! disturbs the protocol: a broadcast posted afterwards still completes with the right bytes.
+//! disturbs the protocol: a broadcast posted afterwards still completes with the right bytes. A
+//! frame forged with the cookie but without the communicator's key is dropped for its tag; a
+//! payload replaced in flight under a genuine tag ends in `DigestMismatch`, never wrong bytes.
 use ringcast_abi::frame::{emit, DropReason, RetransmitBody};
 use ringcast_abi::wire::{FrameKind, WireHeader, WIRE_VERSION};
 use ringcast_offload::core::regions::{Resolved, SegmentHandle};
+use ringcast_offload::proto::auth::{CommKeys, Secret};
 use ringcast_offload::proto::comm::{CommSpec, GroupId, PeerId};
 use ringcast_offload::proto::protocol::{Env, Outcome, Post, Protocol};
 use ringcast_offload::Config;
@@ -32,6 +35,7 @@ impl Env for TestEnv {
 }
 
 const COOKIE: u64 = 0xfeed_f00d;
+const KEY: Secret = Secret([0x3c; 32]);
 
 fn header(kind: FrameKind, src: u32, bid: u32, seq: u32, count: u32, total: u32) -> WireHeader {
     WireHeader {
@@ -47,11 +51,18 @@ fn header(kind: FrameKind, src: u32, bid: u32, seq: u32, count: u32, total: u32)
     }
 }
 
-fn frame(h: &WireHeader, body: &[&[u8]]) -> Vec<u8> {
+/// A frame sealed under `key` (tag and CRC).
+fn frame_keyed(key: &Secret, h: &WireHeader, body: &[&[u8]]) -> Vec<u8> {
+    let keys = CommKeys::new(key);
     let mut b = vec![0u8; 2048];
-    let n = emit(&mut b, h, body, crc32c::crc32c).unwrap();
+    let n = emit(&mut b, h, body, |span| keys.tag(span), crc32c::crc32c).unwrap();
     b.truncate(n);
     b
+}
+
+/// A frame sealed under the communicator's key.
+fn frame(h: &WireHeader, body: &[&[u8]]) -> Vec<u8> {
+    frame_keyed(&KEY, h, body)
 }
 
 #[test]
@@ -66,12 +77,15 @@ fn each_bad_frame_is_counted_under_its_reason() {
             members,
             my_rank: 1,
             seed: 1,
+            key: KEY,
             layout: Default::default(),
         })
         .unwrap();
     let mut env = TestEnv { buf: vec![0; 64], ..TestEnv::default() };
     let data = b"twelve bytes";
-    let digest = crc32c::crc32c(data).to_le_bytes();
+    let keys = CommKeys::new(&KEY);
+    let digest = keys.message_mac(0, data);
+    let digest1 = keys.message_mac(1, data);
     let good = frame(&header(FrameKind::DATA_MULTICAST, 0, 0, 0, 1, 12), &[data, &digest]);
 
     let mut cases: Vec<(&str, PeerId, Vec<u8>, Option<DropReason>)> = Vec::new();
@@ -126,11 +140,28 @@ fn each_bad_frame_is_counted_under_its_reason() {
         frame(&header(FrameKind::DATA_MULTICAST, 0, 999, 0, 1, 12), &[data, &digest]),
         Some(DropReason::BidOutOfWindow),
     ));
+    // The cookie without the key: every kind is dropped for its tag, before anything in it
+    // is believed (a forged "aborted", a forged "all acknowledged", forged data).
+    let impostor = Secret([0x3d; 32]);
+    for (what, h, body) in [
+        ("forged data", header(FrameKind::DATA_MULTICAST, 0, 0, 0, 1, 12), vec![&data[..], &digest[..]]),
+        ("forged ready", header(FrameKind::READY, 0, 0, 0, 0, 0), vec![]),
+        ("forged sync down", header(FrameKind::SYNC_DOWN, 0, 0, 0, 0, 0), vec![&[0xff; 32][..]]),
+    ] {
+        cases.push((what, PeerId(0), frame_keyed(&impostor, &h, &body), Some(DropReason::BadTag)));
+    }
+    // A genuine frame whose header was altered and re-sealed with a valid CRC.
+    let mut altered = good.clone();
+    altered[16] ^= 1; // the broadcast id
+    let n = altered.len() - 4;
+    let sum = crc32c::crc32c(&altered[..n]).to_le_bytes();
+    altered[n..].copy_from_slice(&sum);
+    cases.push(("header altered, CRC re-sealed", PeerId(0), altered, Some(DropReason::BadTag)));
     // Pre-posted slots: one is kept (broadcast 1, not posted yet), the second is dropped.
     cases.push((
         "early fragment, slot free",
         PeerId(0),
-        frame(&header(FrameKind::DATA_MULTICAST, 0, 1, 0, 1, 12), &[data, &digest]),
+        frame(&header(FrameKind::DATA_MULTICAST, 0, 1, 0, 1, 12), &[data, &digest1]),
         None,
     ));
     cases.push((
@@ -169,4 +200,22 @@ fn each_bad_frame_is_counted_under_its_reason() {
     // Broadcast 1 completes from the fragment the pre-posted slot kept.
     p.post_bcast(Post { comm, root: 0, buf, len: 12, token: 2 }, 2, &mut env).unwrap();
     assert_eq!(env.done.last().map(|d| (d.0, d.1.status)), Some((2, ringcast_abi::StatusKind::Ok)));
+
+    // Broadcast 2: its payload replaced in flight under the genuine tag (the tag covers the
+    // header only; the message MAC covers the bytes) — a typed error, the buffer untouched.
+    env.buf[..12].copy_from_slice(b"............");
+    p.post_bcast(Post { comm, root: 0, buf, len: 12, token: 3 }, 3, &mut env).unwrap();
+    let mut swapped =
+        frame(&header(FrameKind::DATA_MULTICAST, 0, 2, 0, 1, 12), &[data, &keys.message_mac(2, data)]);
+    swapped[32..44].copy_from_slice(b"FORGED BYTES");
+    let n = swapped.len() - 4;
+    let sum = crc32c::crc32c(&swapped[..n]).to_le_bytes();
+    swapped[n..].copy_from_slice(&sum);
+    p.on_frame(PeerId(0), &swapped, 4, &mut env);
+    assert_eq!(
+        env.done.last().map(|d| (d.0, d.1.status)),
+        Some((3, ringcast_abi::StatusKind::DigestMismatch)),
+        "a replaced payload fails the message MAC"
+    );
+    assert_eq!(&env.buf[..12], b"............", "nothing delivered");
 }

@@ -11,6 +11,16 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+/// The identity of test communicator `handle` (every member passes the same).
+fn id(handle: u64, group: [u8; 14], seed: u64) -> ringcast_offload::proto::ident::CommIdentity {
+    ringcast_offload::proto::ident::CommIdentity {
+        cookie: handle,
+        group,
+        seed,
+        key: ringcast_offload::proto::auth::Secret([0x42; 32]),
+    }
+}
+
 static JOBS: AtomicU32 = AtomicU32::new(0);
 
 fn config(job: &str, nodes: u32, node: u32) -> Config {
@@ -159,7 +169,8 @@ fn created_communicators_broadcast_byte_exact_and_are_freed() {
             .filter_map(|&(h, m)| m.iter().position(|&r| r == world).map(|i| (h, m, i as u32)))
             .collect();
         for &(h, m, me) in &mine {
-            host.comm_create(h, GROUP, 7, me, m).map_err(|e| format!("rank {world}: create {h:#x}: {e}"))?;
+            host.comm_create(&id(h, GROUP, 7), me, m)
+                .map_err(|e| format!("rank {world}: create {h:#x}: {e}"))?;
         }
         barrier.wait()?;
         for &(h, m, me) in &mine {
@@ -202,12 +213,12 @@ fn misuse_of_communicators_gets_typed_errors_and_nothing_hangs() {
         let other = (world + 1) % 4;
         check(
             "record naming someone else",
-            status(host.comm_create(0xC0, GROUP, 1, 0, &[other])),
+            status(host.comm_create(&id(0xC0, GROUP, 1), 0, &[other])),
             StatusKind::BadDescriptor,
         )?;
         check(
             "member outside the world",
-            status(host.comm_create(0xC1, GROUP, 1, 0, &[world, 99])),
+            status(host.comm_create(&id(0xC1, GROUP, 1), 0, &[world, 99])),
             StatusKind::BadRoot,
         )?;
         check(
@@ -225,16 +236,17 @@ fn misuse_of_communicators_gets_typed_errors_and_nothing_hangs() {
         if world < 2 {
             let members: &[u32] = if world == 0 { &[0, 1] } else { &[1, 0] };
             let me = members.iter().position(|&r| r == world).unwrap_or(0) as u32;
-            disagreement
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(status(host.comm_create(0xE0, GROUP, 1, me, members)));
+            disagreement.lock().unwrap_or_else(|e| e.into_inner()).push(status(host.comm_create(
+                &id(0xE0, GROUP, 1),
+                me,
+                members,
+            )));
         }
         // Freed under a broadcast in flight: F = {0, 2}. Rank 2 posts a broadcast from rank 0
         // (who never posts it) and frees F: its broadcast fails at once instead of hanging.
         if world == 0 || world == 2 {
             let me = u32::from(world == 2);
-            host.comm_create(0xF0, GROUP, 3, me, &[0, 2])
+            host.comm_create(&id(0xF0, GROUP, 3), me, &[0, 2])
                 .map_err(|e| format!("rank {world}: create F: {e}"))?;
         }
         barrier.wait()?;
@@ -288,8 +300,8 @@ fn communicators_a_leaving_process_never_freed_are_dropped_with_their_groups() {
     let in_shm = |n: &str| std::fs::read_dir("/dev/shm").unwrap().flatten().any(|e| e.file_name() == n);
     let before = a.comm_stats().expect("stats");
     assert_eq!((before.alive, before.groups, before.created, before.dropped), (1, 1, 1, 0), "{before:?}");
-    a.comm_create(0xC1, group, 3, ra, &[0, 1]).expect("a creates");
-    b.comm_create(0xC1, group, 3, rb, &[0, 1]).expect("b creates");
+    a.comm_create(&id(0xC1, group, 3), ra, &[0, 1]).expect("a creates");
+    b.comm_create(&id(0xC1, group, 3), rb, &[0, 1]).expect("b creates");
     let s = a.comm_stats().expect("stats");
     assert_eq!((s.alive, s.groups, s.created), (2, 2, 2), "{s:?}");
     assert!(in_shm(&log), "the group's log exists while the communicator does");

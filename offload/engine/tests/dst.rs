@@ -99,3 +99,48 @@ fn every_algorithm_holds_every_invariant() {
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }
+
+/// Issue 13, defect 1: an insider who sees the traffic (cookie, addresses, the coming
+/// broadcasts' roots and lengths) forges whole messages and control frames for coming
+/// broadcast ids with valid CRCs. Without the communicator's secret every forged frame is
+/// dropped for its tag, and the run ends exactly as it does without the forger.
+#[test]
+fn insider_forgeries_are_dropped_and_change_nothing() {
+    let mut forged_runs = 0;
+    for seed in 0..120 {
+        let mut clean = Scenario::generate(seed, 64);
+        clean.forged = 0;
+        let mut forged = clean.clone();
+        forged.forged = 30;
+        let (a, b) = match (run(&clean), run(&forged)) {
+            (Ok(a), Ok(b)) => (a, b),
+            (a, b) => panic!("seed {seed}: without forger {a:?}, with forger {b:?}"),
+        };
+        assert_eq!(
+            (a.completions, a.ok, a.delivered - a.dropped),
+            (b.completions, b.ok, b.delivered - b.dropped),
+            "seed {seed}: the forgeries changed the outcome"
+        );
+        assert!(b.dropped > a.dropped, "seed {seed}: the forged frames were counted");
+        forged_runs += 1;
+    }
+    assert_eq!(forged_runs, 120);
+}
+
+/// The planted breach: the same forger holding the communicator's secret — what the unkeyed
+/// CRC32C digest amounted to before frames were authenticated — gets forged bytes delivered,
+/// and the checker says so. Proof that a forgery getting through would not go unnoticed.
+#[test]
+fn a_forger_holding_the_key_is_caught_by_the_checker() {
+    use ringcast_offload::sim::dst::Violation;
+    let mut caught = 0;
+    for seed in 0..60 {
+        let mut s = Scenario::generate(seed, 16);
+        s.forged = 40;
+        s.forger_has_key = true;
+        if let Err(Violation::WrongBytes { .. }) = run(&s) {
+            caught += 1;
+        }
+    }
+    assert!(caught > 0, "forged bytes were delivered in no seed: the checker or the forger is broken");
+}

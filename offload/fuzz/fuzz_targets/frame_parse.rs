@@ -18,8 +18,9 @@ fuzz_target!(|data: &[u8]| {
 
 fn check(bytes: &[u8]) {
     if let Ok(f) = Frame::parse(bytes, crc32c::crc32c) {
-        let _ = (f.kind(), f.sync(), f.retransmit(), f.digest());
+        let _ = (f.kind(), f.sync(), f.retransmit(), f.digest(), f.tag());
         assert!(f.payload().len() <= f.body().len());
-        assert!(f.body().len() + 36 == bytes.len());
+        assert!(f.body().len() + 44 == bytes.len());
+        assert!(f.tagged().len() <= bytes.len() - 12);
     }
 }

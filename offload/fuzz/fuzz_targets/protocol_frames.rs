@@ -1,9 +1,13 @@
-//! The broadcast protocol fed arbitrary datagrams (re-sealed, with a real communicator's cookie
-//! spliced in so they reach the protocol logic) from arbitrary peers, with posts and timer ticks
-//! in between: never a panic, never a completion twice, memory within its bound.
+//! The broadcast protocol fed arbitrary datagrams (re-sealed — tag under the communicator's key
+//! and CRC — with a real communicator's cookie spliced in so they reach the protocol logic; half
+//! of them with the tag left as the fuzzer wrote it) from arbitrary peers, with posts and timer
+//! ticks in between: never a panic, never a completion twice, memory within its bound.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
+use ringcast_abi::frame::tag_span;
+use ringcast_abi::wire::{FrameKind, WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
 use ringcast_offload::core::regions::{Resolved, SegmentHandle};
+use ringcast_offload::proto::auth::{CommKeys, Secret};
 use ringcast_offload::proto::comm::{CommSpec, GroupId, PeerId};
 use ringcast_offload::proto::protocol::{Env, Outcome, Post, Protocol};
 use ringcast_offload::Config;
@@ -31,12 +35,16 @@ impl Env for NullEnv {
 }
 
 const COOKIE: u64 = 0x1234_5678_9abc_def1;
+const KEY: Secret = Secret([0x11; 32]);
 
 fuzz_target!(|data: &[u8]| {
     let config = Config { mtu: 256, channels: 4, max_message_bytes: 4096, ..Config::default() };
     let mut p = Protocol::new(&config, crc32c::crc32c);
     let members: std::sync::Arc<[PeerId]> = (0..6).map(PeerId).collect();
-    let comm = p.create_comm(CommSpec { cookie: COOKIE, group: [1; 14], members, my_rank: 2, seed: 5, layout: Default::default() }).unwrap();
+    let comm = p
+        .create_comm(CommSpec { cookie: COOKIE, group: [1; 14], members, my_rank: 2, seed: 5, key: KEY, layout: Default::default() })
+        .unwrap();
+    let keys = CommKeys::new(&KEY);
     let mut env = NullEnv { buf: vec![0; 8192], done: HashSet::new() };
     let mut now = 0u64;
     let mut token = 0;
@@ -54,8 +62,13 @@ fuzz_target!(|data: &[u8]| {
             1 => p.on_timeout(now, &mut env),
             _ => {
                 let mut f = c[1..].to_vec();
-                if f.len() >= 40 {
+                if f.len() >= WIRE_HEADER_LEN + WIRE_TRAILER_LEN {
                     f[8..16].copy_from_slice(&COOKIE.to_le_bytes());
+                    let t = f.len() - WIRE_TRAILER_LEN;
+                    if c[0] & 0x80 == 0 {
+                        let tag = keys.tag(tag_span(FrameKind(f[1]), &f[..t]));
+                        f[t..t + 8].copy_from_slice(&tag.to_le_bytes());
+                    }
                     let n = f.len() - 4;
                     let sum = crc32c::crc32c(&f[..n]).to_le_bytes();
                     f[n..].copy_from_slice(&sum);

@@ -20,6 +20,7 @@
 use crate::cluster::host_from_env;
 use clap::Args;
 use ringcast_host::{Access, Config, SharedBuf, SubmissionDescriptor};
+use ringcast_offload::proto::ident::{derived_identity, CommIdentity};
 use std::process::ExitCode;
 
 /// `ringcast workload-rank` options (the same at every rank).
@@ -62,12 +63,10 @@ struct WComm {
     posted: u32,
 }
 
-/// The split communicator of `color` in job `job`: every member derives the same handle,
-/// group and seed from the job name (the identity a bootstrap would distribute).
-fn split_identity(job: &str, color: u32) -> (u64, [u8; 14], u64) {
-    let (cookie, group, seed) =
-        ringcast_offload::runner::net::world_identity(&format!("{job}/split/{color}"));
-    (cookie, group, seed)
+/// The split communicator of `color` in job `job`: every member derives the same identity from
+/// the job name (the identity a bootstrap would distribute), keyed by the job's secret.
+fn split_identity(config: &ringcast_offload::Config, color: u32) -> CommIdentity {
+    derived_identity(&format!("{}/split/{color}", config.job), config.job_secret.0.as_ref())
 }
 
 /// SplitMix64: the schedule's and the patterns' generator.
@@ -132,8 +131,9 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
         let color = me % a.split;
         let members: Vec<u32> = (0..world).filter(|r| r % a.split == color).collect();
         let my_rank = members.iter().position(|&r| r == me).unwrap_or(0) as u32;
-        let (handle, group, seed) = split_identity(&config.job, color);
-        host.comm_create(handle, group, seed, my_rank, &members)
+        let id = split_identity(&config, color);
+        let (handle, seed) = (id.cookie, id.seed);
+        host.comm_create(&id, my_rank, &members)
             .map_err(|e| format!("rank {me}: creating split communicator {color}: {e}"))?;
         comms.push(WComm { handle, size: members.len() as u32, me: my_rank, seed: a.seed ^ seed, posted: 0 });
     }

@@ -45,6 +45,9 @@ pub struct CommSpec {
     pub my_rank: Rank,
     /// Seed agreed at creation (randomized root delay).
     pub seed: u64,
+    /// The communicator's secret: keys the tag of every frame and the message MAC
+    /// ([`super::auth`]). Members receive it with the identity; it never travels on the fabric.
+    pub key: super::auth::Secret,
     /// Where the ranks sit (nodes, sites): the hierarchical and multi-site algorithms and the
     /// algorithm choice use it. [`Layout::FLAT`] when unknown.
     pub layout: super::algo::Layout,

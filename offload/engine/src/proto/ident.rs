@@ -10,6 +10,14 @@
 //! transient, site-local multicast address: 16 bits of prefix + the 112 bits), with an IPv4
 //! `239/8` (organization-local) fallback; the cookie still drops another job's frames should two
 //! groups collide.
+//!
+//! The identity includes the communicator's **secret** (32 bytes from the same generator): it
+//! keys every frame's tag and the message MAC ([`super::auth`]), travels with the identity to
+//! the members (a `COMM_CREATE` record, an `MPI_Bcast` of the interposer), never on the fabric.
+//! Communicators every engine must derive without a bootstrap exchange (the world, test
+//! communicators named by a string) take their identity from [`derived_identity`]: the name
+//! gives cookie, group and seed, and the job's secret keys the frames.
+use super::auth::Secret;
 use super::comm::GroupId;
 use rand_chacha::ChaCha20Rng;
 use rand_core::{OsRng, RngCore, SeedableRng};
@@ -27,6 +35,8 @@ pub struct CommIdentity {
     pub cookie: u64,
     /// Agreed seed (randomized root delay).
     pub seed: u64,
+    /// The communicator's secret (keys frame tags and message MACs).
+    pub key: Secret,
 }
 
 /// The process-wide generator, keyed on first use.
@@ -57,7 +67,29 @@ pub fn new_identity() -> CommIdentity {
     let rng = guard.get_or_insert_with(|| ChaCha20Rng::from_seed(key()));
     let mut group = [0u8; 14];
     rng.fill_bytes(&mut group);
-    CommIdentity { group, cookie: rng.next_u64() | 1, seed: rng.next_u64() }
+    let (cookie, seed) = (rng.next_u64() | 1, rng.next_u64());
+    let mut key = [0u8; 32];
+    rng.fill_bytes(&mut key);
+    CommIdentity { group, cookie, seed, key: Secret(key) }
+}
+
+/// The identity every holder of `name` derives alone (the world communicator of a job, test
+/// communicators named by a string): cookie, group and seed from a hash of `name`; the secret
+/// keyed by `job_secret` when given. Without a job secret the key follows from the name alone,
+/// so anyone who knows the name can forge the communicator's frames: the engine warns.
+pub fn derived_identity(name: &str, job_secret: Option<&[u8; 32]>) -> CommIdentity {
+    let h = Sha256::digest(name.as_bytes());
+    let word = |i: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&h[i..i + 8]);
+        u64::from_le_bytes(w)
+    };
+    let mut group: GroupId = [0; 14];
+    group.copy_from_slice(&h[16..30]);
+    let mut k = blake3::Hasher::new_derive_key("ringcast 2026 derived communicator secret");
+    k.update(job_secret.map_or(&[0u8; 32][..], |s| &s[..]));
+    k.update(name.as_bytes());
+    CommIdentity { group, cookie: word(0) | 1, seed: word(8), key: Secret(*k.finalize().as_bytes()) }
 }
 
 /// The IPv6 multicast group of `group`: `ff15::/16` + the 112 bits.
@@ -87,10 +119,23 @@ mod tests {
         assert_eq!(ids.iter().map(|i| i.group).collect::<HashSet<_>>().len(), ids.len());
         assert_eq!(ids.iter().map(|i| i.cookie).collect::<HashSet<_>>().len(), ids.len());
         assert!(ids.iter().all(|i| i.cookie != 0));
+        assert_eq!(ids.iter().map(|i| i.key).collect::<HashSet<_>>().len(), ids.len());
         // 112 random bits: every byte position takes many values.
         for pos in 0..14 {
             assert!(ids.iter().map(|i| i.group[pos]).collect::<HashSet<_>>().len() > 200);
         }
+    }
+
+    #[test]
+    fn derived_identities_depend_on_the_name_and_their_key_on_the_job_secret() {
+        let a = derived_identity("job a", None);
+        assert_eq!(a, derived_identity("job a", None), "every engine derives the same");
+        let b = derived_identity("job b", None);
+        assert_ne!((a.cookie, a.group, a.key), (b.cookie, b.group, b.key));
+        let s = derived_identity("job a", Some(&[5; 32]));
+        assert_eq!((s.cookie, s.group, s.seed), (a.cookie, a.group, a.seed), "the name gives the identity");
+        assert_ne!(s.key, a.key, "the job secret keys it");
+        assert_ne!(s.key, derived_identity("job a", Some(&[6; 32])).key);
     }
 
     #[test]

@@ -26,8 +26,10 @@
 //!   answered — with fragments or with `READY`/alive — so only an unreachable engine stays
 //!   silent, and after `peer_timeout_ms` of silence the operation fails with
 //!   `PeerUnreachable` and the communicator is marked broken;
-//! * an end-to-end digest (CRC32C of the message, carried after the last fragment's payload) is
-//!   checked before delivery;
+//! * integrity and authenticity: every frame carries a CRC32C (noise) and a tag keyed by the
+//!   communicator's secret ([`super::auth`]), checked before anything in the frame is believed —
+//!   a forged frame is dropped (`BadTag`); the last fragment carries a keyed MAC of the whole
+//!   message, checked before delivery (`DigestMismatch` instead of wrong bytes);
 //! * channels are freed by the delayed synchronization of Yu et al.: broadcast ids are grouped in
 //!   epochs of `channels`; a rank that completed every broadcast of an epoch and heard from its
 //!   sync-tree children sends `SYNC_UP` (combined ACK/NACK) to its parent; the manager (rank 0)
@@ -35,6 +37,7 @@
 //!   that finds its channel still held waits (`PostError::WouldBlock`) — the only time a rank
 //!   waits for the synchronization, so its cost is amortised over `channels` broadcasts.
 use super::algo::{self, Algorithm, Hop, Phase, Shape, LANE_ANY};
+use super::auth::{CommKeys, Mac};
 use super::bitmap::{FragBitmap, Geometry, MAX_FRAGS};
 use super::comm::{
     authenticate, children, parent, sync_children, sync_parent, CommSpec, GroupId, PeerId, Rank, Topology,
@@ -186,7 +189,8 @@ struct Op {
     shape: Shape,
     selective: bool,
     state: State,
-    digest: Option<u32>,
+    /// The message MAC: computed by the root, carried by the last fragment.
+    digest: Option<Mac>,
     counters: OpCounters,
     /// Hops of the copy this rank holds (0 = multicast or root).
     hops: u16,
@@ -244,6 +248,8 @@ struct Sync {
 #[derive(Debug)]
 struct Comm {
     spec: CommSpec,
+    /// Tag and MAC keys derived from `spec.key`.
+    keys: CommKeys,
     next_bid: u32,
     ops: Vec<Option<Op>>,
     channels: Vec<Vec<u8>>,
@@ -405,6 +411,7 @@ impl Protocol {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|_| StatusKind::BadLength)?;
         self.comms[slot] = Some(Comm {
+            keys: CommKeys::new(&spec.key),
             spec,
             next_bid: 0,
             ops: (0..c).map(|_| None).collect(),
@@ -578,7 +585,7 @@ impl Protocol {
                 self.maybe_sync_up(comm, now, env);
                 return Ok(());
             }
-            op.digest = Some((self.crc)(&chan[..len as usize]));
+            op.digest = Some(c.keys.message_mac(bid, &chan[..len as usize]));
             op.bits.fill();
             // Yu et al.: the root's request is complete once the message is in its channel.
             env.complete(token, Outcome { status: StatusKind::Ok, bytes: len as u64, counters: op.counters });
@@ -601,7 +608,7 @@ impl Protocol {
             if picks && picked_rank(c.spec.seed, bid, root, size) == me {
                 let h = header(c, FrameKind::READY, bid, READY_FLAG_READY);
                 let to = c.spec.members[root as usize];
-                send(&mut self.scratch, self.crc, &mut self.counters, env, to, &h, &[]);
+                send(&mut self.scratch, (self.crc, &c.keys), &mut self.counters, env, to, &h, &[]);
             }
             c.ops[slot] = Some(op);
             // Fragments that arrived before this post, out of the pre-posted slots.
@@ -653,7 +660,7 @@ impl Protocol {
                 for k in 0..n {
                     let to = c.spec.members[self.kids[k] as usize];
                     let h = header(c, FrameKind::READY, bid, READY_FLAG_HAVE_ALL);
-                    send(&mut self.scratch, self.crc, &mut self.counters, env, to, &h, &[]);
+                    send(&mut self.scratch, (self.crc, &c.keys), &mut self.counters, env, to, &h, &[]);
                 }
                 self.maybe_sync_up(comm, now, env);
                 return;
@@ -695,6 +702,11 @@ impl Protocol {
         let comm = CommHandle(ci as u32);
         // NOTE(unwrap-free): `ci` was just found.
         let Some(c) = self.comms[ci].as_mut() else { return };
+        // The cookie only names the communicator (anyone who sees its traffic knows it); the
+        // keyed tag proves the frame comes from a holder of its secret.
+        if !c.keys.tag_ok(frame.tagged(), frame.tag()) {
+            return self.drop_frame(DropReason::BadTag);
+        }
         let src = match authenticate(&c.spec, h.src_rank.get(), from) {
             Ok(r) => r,
             Err(reason) => return self.drop_frame(reason),
@@ -840,7 +852,7 @@ impl Protocol {
         let Some(op) = c.ops[slot].as_mut() else { return };
         let len = op.geo.total as usize;
         let data = &c.channels[slot][..len];
-        if op.digest != Some((self.crc)(data)) {
+        if !op.digest.is_some_and(|mac| c.keys.mac_ok(op.bid, data, &mac)) {
             op.state = State::Failed;
             env.complete(op.token, fail(StatusKind::DigestMismatch, op.counters));
             return;
@@ -858,7 +870,7 @@ impl Protocol {
             let h = header(c, FrameKind::READY, bid, READY_FLAG_HAVE_ALL);
             for k in 0..n {
                 let to = c.spec.members[self.kids[k] as usize];
-                send(&mut self.scratch, self.crc, &mut self.counters, env, to, &h, &[]);
+                send(&mut self.scratch, (self.crc, &c.keys), &mut self.counters, env, to, &h, &[]);
             }
         }
         self.maybe_sync_up(comm, now, env);
@@ -879,7 +891,7 @@ impl Protocol {
             let (held, hops, aborted) = (&op.bits, op.hops, op.state == State::Aborted);
             if aborted {
                 let h = header(c, FrameKind::READY, bid, READY_FLAG_ABORTED);
-                send(&mut self.scratch, self.crc, &mut self.counters, env, to, &h, &[]);
+                send(&mut self.scratch, (self.crc, &c.keys), &mut self.counters, env, to, &h, &[]);
                 return;
             }
             for k in 0..n {
@@ -908,7 +920,7 @@ impl Protocol {
             // Nothing to give: say whether this rank is still part of the communicator.
             let flag = if c.broken { READY_FLAG_BROKEN } else { READY_FLAG_ALIVE };
             let h = header(c, FrameKind::READY, bid, flag);
-            send(&mut self.scratch, self.crc, &mut self.counters, env, to, &h, &[]);
+            send(&mut self.scratch, (self.crc, &c.keys), &mut self.counters, env, to, &h, &[]);
         }
     }
 
@@ -928,7 +940,7 @@ impl Protocol {
             let flag = if c.broken { READY_FLAG_BROKEN } else { READY_FLAG_ALIVE };
             let h = header(c, FrameKind::READY, SYNC_PROBE_BID, flag);
             let to = c.spec.members[src as usize];
-            send(&mut self.scratch, self.crc, &mut self.counters, env, to, &h, &[]);
+            send(&mut self.scratch, (self.crc, &c.keys), &mut self.counters, env, to, &h, &[]);
             return;
         }
         if bid == SYNC_PROBE_BID {
@@ -1011,7 +1023,7 @@ impl Protocol {
         let peer = c.spec.members[to as usize];
         send(
             &mut self.scratch,
-            self.crc,
+            (self.crc, &c.keys),
             &mut self.counters,
             env,
             peer,
@@ -1100,7 +1112,7 @@ impl Protocol {
                         .chain(sync_parent(me).filter(|_| c.sync.up_since.is_some()));
                     for k in waited {
                         let to = c.spec.members[k as usize];
-                        send(&mut self.scratch, self.crc, &mut self.counters, env, to, &h, &[]);
+                        send(&mut self.scratch, (self.crc, &c.keys), &mut self.counters, env, to, &h, &[]);
                     }
                     c.probe_at = Some(now + self.probe_every);
                 }
@@ -1182,7 +1194,15 @@ impl Protocol {
             Some(p) => {
                 let h = header(c, FrameKind::SYNC_UP, base, 0);
                 let to = c.spec.members[p as usize];
-                send(&mut self.scratch, self.crc, &mut self.counters, env, to, &h, &[body.as_bytes()]);
+                send(
+                    &mut self.scratch,
+                    (self.crc, &c.keys),
+                    &mut self.counters,
+                    env,
+                    to,
+                    &h,
+                    &[body.as_bytes()],
+                );
                 c.sync.up_retry = Some(now + c.sync.up_backoff.max(self.repair_timeout));
                 if c.sync.up_since.is_none() {
                     c.sync.up_since = Some(now);
@@ -1210,7 +1230,15 @@ impl Protocol {
             if let Some(down) = c.sync.last_down {
                 let h = header(c, FrameKind::SYNC_DOWN, down.base_bid.get(), 0);
                 let to = c.spec.members[src as usize];
-                send(&mut self.scratch, self.crc, &mut self.counters, env, to, &h, &[down.as_bytes()]);
+                send(
+                    &mut self.scratch,
+                    (self.crc, &c.keys),
+                    &mut self.counters,
+                    env,
+                    to,
+                    &h,
+                    &[down.as_bytes()],
+                );
             }
             return;
         }
@@ -1296,7 +1324,7 @@ impl Protocol {
         let h = header(c, FrameKind::SYNC_DOWN, base, 0);
         for k in sync_children(c.spec.size(), me) {
             let to = c.spec.members[k as usize];
-            send(&mut self.scratch, self.crc, &mut self.counters, env, to, &h, &[body.as_bytes()]);
+            send(&mut self.scratch, (self.crc, &c.keys), &mut self.counters, env, to, &h, &[body.as_bytes()]);
         }
         self.maybe_sync_up(comm, now, env);
     }
@@ -1441,10 +1469,10 @@ fn build_fragment(
     h.frag_count = U32::new(op.geo.count());
     h.total_len = U32::new(op.geo.total);
     let data = &c.channels[slot][off as usize..(off + len) as usize];
-    let digest = op.digest.unwrap_or(0).to_le_bytes();
+    let digest = op.digest.unwrap_or([0; DIGEST_LEN]);
     let tail: &[u8] = if seq + 1 == op.geo.count() { &digest } else { &[] };
     grow(out, WIRE_HEADER_LEN + data.len() + tail.len() + WIRE_TRAILER_LEN);
-    emit(out, &h, &[data, tail], crc).unwrap_or(0)
+    emit(out, &h, &[data, tail], |span| c.keys.tag(span), crc).unwrap_or(0)
 }
 
 /// The send buffer grows to the largest datagram sent (at most the MTU), once: an engine that
@@ -1480,17 +1508,20 @@ fn send_repair(
     }
 }
 
+/// Emits `h` + `body` sealed with `seal` (the CRC function and the communicator's keys) and
+/// sends it to `to`.
 fn send(
     scratch: &mut Vec<u8>,
-    crc: Crc32c,
+    seal: (Crc32c, &CommKeys),
     counters: &mut ProtoCounters,
     env: &mut impl Env,
     to: PeerId,
     h: &WireHeader,
     body: &[&[u8]],
 ) {
+    let (crc, keys) = seal;
     grow(scratch, WIRE_HEADER_LEN + body.iter().map(|b| b.len()).sum::<usize>() + WIRE_TRAILER_LEN);
-    if let Ok(n) = emit(scratch, h, body, crc) {
+    if let Ok(n) = emit(scratch, h, body, |span| keys.tag(span), crc) {
         counters.sent += 1;
         env.send(to, &scratch[..n]);
     }

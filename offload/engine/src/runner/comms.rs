@@ -7,6 +7,7 @@
 //! engine's members ([`Placement::Table`]), which the local [`Gather`] needs. Every local member
 //! posts the same record (checked by digest); each learns its own rank from it.
 use super::gather::{Gather, Placement};
+use crate::proto::auth::Secret;
 use crate::proto::comm::{CommSpec, GroupId, PeerId};
 use crate::proto::protocol::CommHandle;
 use ringcast_abi::{CommCreateHeader, StatusKind, COMM_MAGIC};
@@ -24,6 +25,8 @@ pub struct Record {
     pub seed: u64,
     /// Multicast group.
     pub group: GroupId,
+    /// The communicator's secret.
+    pub key: Secret,
     /// The posting process's rank.
     pub my_rank: u32,
     /// World rank of each member.
@@ -37,6 +40,10 @@ pub fn parse_record(bytes: &[u8], me: u32, world: u32) -> Result<Record, StatusK
     let bad = Err(StatusKind::BadDescriptor);
     let Ok((h, rest)) = CommCreateHeader::read_from_prefix(bytes) else { return bad };
     if h.magic != COMM_MAGIC || h._reserved0 != 0 || h._reserved1 != [0; 2] {
+        return bad;
+    }
+    // An all-zero secret is a host that forgot to draw one: its frames would be forgeable.
+    if h.key == [0; 32] {
         return bad;
     }
     if h.size == 0 || h.size > MAX_COMM_SIZE || h.my_rank >= h.size {
@@ -72,8 +79,9 @@ pub fn parse_record(bytes: &[u8], me: u32, world: u32) -> Result<Record, StatusK
     eat(&h.size.to_le_bytes());
     eat(&h.seed.to_le_bytes());
     eat(&h.group);
+    eat(&h.key);
     eat(rest);
-    Ok(Record { seed: h.seed, group: h.group, my_rank: h.my_rank, members, digest })
+    Ok(Record { seed: h.seed, group: h.group, key: Secret(h.key), my_rank: h.my_rank, members, digest })
 }
 
 /// A communicator of this engine's local processes.
@@ -156,6 +164,7 @@ pub fn derive(
         members: engines.into_iter().map(PeerId).collect::<Vec<_>>().into(),
         my_rank: me,
         seed: rec.seed,
+        key: rec.key,
         layout: Default::default(),
     };
     let placement = Placement::Table { me, node_of: Arc::from(node_of), index_of: Arc::from(index_of) };
@@ -176,6 +185,7 @@ mod tests {
             seed: 9,
             group: [7; 14],
             _reserved1: [0; 2],
+            key: [3; 32],
         };
         let mut v = h.as_bytes().to_vec();
         for m in members {

@@ -15,7 +15,7 @@
 use super::comms::{derive, parse_record, LocalComm};
 use super::gather::{Delivery, Gather};
 use super::memory::SegmentTable;
-use crate::config::{Config, FabricKind};
+use crate::config::{Config, FabricKind, JobSecret};
 use crate::core::regions::Resolved;
 use crate::core::Nanos;
 use crate::fabric::faulty::Faulty;
@@ -24,6 +24,7 @@ use crate::fabric::udp::{Interface, IpFamily, UdpFabric, UdpOptions};
 use crate::fabric::Fabric;
 use crate::fault::FaultInjector;
 use crate::proto::comm::{CommSpec, GroupId, PeerId};
+use crate::proto::ident::{derived_identity, CommIdentity};
 use crate::proto::protocol::{Env, Outcome, Post, PostError, Protocol};
 use ringcast_abi::StatusKind;
 use sha2::{Digest, Sha256};
@@ -95,13 +96,10 @@ pub struct Net {
 /// A protocol token: the communicator's slot above this bit, the gather slot below.
 const TOKEN_COMM_SHIFT: u32 = 40;
 
-/// The world communicator's identity, the same at every engine of `job`.
-pub fn world_identity(job: &str) -> (u64, GroupId, u64) {
-    let h = Sha256::digest(format!("ringcast world communicator of job {job}").as_bytes());
-    let word = |i: usize| u64::from_le_bytes(h[i..i + 8].try_into().unwrap_or([0; 8]));
-    let mut group: GroupId = [0; 14];
-    group.copy_from_slice(&h[16..30]);
-    (word(0) | 1, group, word(8))
+/// The world communicator's identity, the same at every engine of `job`; its frames are keyed
+/// by `secret` (the job's, `RINGCAST_JOB_SECRET`).
+pub fn world_identity(job: &str, secret: &JobSecret) -> CommIdentity {
+    derived_identity(&format!("ringcast world communicator of job {job}"), secret.0.as_ref())
 }
 
 impl Net {
@@ -132,12 +130,19 @@ impl Net {
                 ))
             }
         };
-        let (cookie, group, seed) = world_identity(&config.job);
+        let CommIdentity { cookie, group, seed, key } = world_identity(&config.job, &config.job_secret);
+        if config.job_secret.0.is_none() && config.nodes > 1 && config.log_level > 0 {
+            eprintln!(
+                "ringcast-engine: RINGCAST_JOB_SECRET is unset: the world communicator's frames are keyed by the \
+                 job name {:?} alone, so anyone who knows it can forge them (ringcast run and the MPI interposer set one)",
+                config.job
+            );
+        }
         fabric.join(&group)?;
         let mut proto = Protocol::new(config, crc32c::crc32c);
         let members: std::sync::Arc<[PeerId]> = (0..config.nodes).map(PeerId).collect();
         let spec =
-            CommSpec { cookie, group, members, my_rank: config.node, seed, layout: Default::default() };
+            CommSpec { cookie, group, members, my_rank: config.node, seed, key, layout: Default::default() };
         let world = proto
             .create_comm(spec)
             .map_err(|s| std::io::Error::other(format!("world communicator refused: {s:?}")))?;

@@ -9,19 +9,25 @@
 //! * in a benign scenario (no crash, no sealed corruption, unicast loss below 50 %) every
 //!   broadcast succeeds: loss alone, even 100 % multicast loss, never causes an error;
 //! * the protocol's memory stays within what its configuration allows;
-//! * foreign and malformed frames are counted and dropped.
+//! * foreign and malformed frames are counted and dropped;
+//! * an insider who knows a communicator's cookie but not its secret ([`super::forge`]) gets
+//!   every forged frame dropped (`BadTag`): forgeries neither deliver wrong bytes nor fail a
+//!   broadcast (such scenarios stay benign).
 //!
 //! `run(&Scenario::generate(seed, ..))` replays a seed exactly.
 use super::fabric::Faults;
+use super::forge::{Forger, Target};
 use super::rng::SimRng;
 use super::world::World;
 use crate::config::{Config, RootDelay};
 use crate::core::regions::{Resolved, SegmentHandle};
 use crate::core::Nanos;
 use crate::proto::algo::{Algorithm, Layout};
+use crate::proto::auth::Secret;
 use crate::proto::comm::{CommSpec, GroupId, PeerId};
 use crate::proto::protocol::{CommHandle, Outcome, Post, PostError, Protocol};
-use ringcast_abi::frame::DropReason;
+use ringcast_abi::frame::{DropReason, DIGEST_LEN};
+use ringcast_abi::wire::{WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
 use ringcast_abi::StatusKind;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -55,9 +61,15 @@ pub struct Scenario {
     pub crashes: Vec<(usize, Nanos)>,
     /// Foreign-job and garbage datagrams injected.
     pub foreign: usize,
-    /// Forged datagrams with a valid CRC and a member's cookie but arbitrary header fields (an
-    /// insider's garbage): make the scenario non-benign, every other invariant still holds.
+    /// Forged datagrams with a valid CRC and a member's cookie but arbitrary header fields and
+    /// tag (an insider's garbage): every one is dropped, the scenario stays benign.
     pub hostile: usize,
+    /// Whole messages (and control frames) an insider who knows the cookie forges for coming
+    /// broadcasts ([`super::forge`]): every frame dropped for its tag.
+    pub forged: usize,
+    /// The forger holds the communicator's secret (tests only: the planted breach the checker
+    /// must catch).
+    pub forger_has_key: bool,
     /// The broadcast algorithm every engine uses (`None`: each chooses per call).
     pub algorithm: Option<Algorithm>,
     /// Where the ranks of every communicator sit (hierarchical and multi-site algorithms).
@@ -110,7 +122,12 @@ pub enum Violation {
     Memory { node: usize, bytes: usize, bound: usize },
     /// Injected foreign frames were not all counted as dropped.
     UncountedForeign { injected: usize, counted: u64 },
+    /// Forged frames were not all dropped for their tag.
+    UncountedForgery { injected: usize, counted: u64 },
 }
+
+/// Salt of the forger's generator (and of the communicators' secrets): streams of their own.
+const FORGE_SALT: u64 = 0xf0f9_ed5e_c7e7_0001;
 
 /// Largest `ranks × len × broadcasts` a generated scenario moves (keeps `make test` fast).
 const BYTE_BUDGET: u64 = 8 << 20;
@@ -195,7 +212,7 @@ impl Scenario {
             config.fault_seed = r.next_u64() | 1;
         }
         // A valid configuration: the largest message must fit the fragment bitmap.
-        let payload = config.mtu - 40;
+        let payload = config.mtu - (WIRE_HEADER_LEN + WIRE_TRAILER_LEN + DIGEST_LEN) as u32;
         config.max_message_bytes = config.max_message_bytes.min(payload * crate::proto::bitmap::MAX_FRAGS);
         if r.chance(0.08) {
             faults.sealed_corrupt = r.below(5) as f64 / 100.0 + 0.01;
@@ -253,6 +270,17 @@ impl Scenario {
             hostile: if r.chance(0.05) { r.range(1, 40) as usize } else { 0 },
             algorithm: r.chance(0.5).then(|| Algorithm::ALL[r.below(Algorithm::ALL.len() as u64) as usize]),
             layout: Layout { ppn: r.range(1, 8) as u32, cyclic: r.chance(0.5), sites: r.range(1, 3) as u32 },
+            // Drawn from a generator of its own, so every earlier draw (and so every seed's
+            // scenario from before the forger existed) stays what it was.
+            forged: {
+                let mut f = SimRng::new(seed ^ FORGE_SALT);
+                if f.chance(0.08) {
+                    f.range(1, 40) as usize
+                } else {
+                    0
+                }
+            },
+            forger_has_key: false,
         }
     }
 
@@ -263,7 +291,7 @@ impl Scenario {
 
     /// Every broadcast must succeed: no crash, no sealed corruption, unicast mostly working.
     pub fn benign(&self) -> bool {
-        self.hostile == 0
+        !self.forger_has_key
             && self.crashes.is_empty()
             && self.faults.sealed_corrupt == 0.0
             && self.faults.ucast_loss + self.config.fault_drop < 0.5
@@ -331,12 +359,18 @@ fn run_inner(s: &Scenario, dump: &mut Option<String>) -> Result<Report, Violatio
     // Communicators, buffers, lanes.
     let mut lanes: Vec<Vec<Lane>> = vec![Vec::new(); s.ranks];
     let mut cookies = Vec::with_capacity(s.comms.len());
+    let mut secrets = Vec::with_capacity(s.comms.len());
+    let mut frng = SimRng::new(s.seed ^ FORGE_SALT ^ 0x5ec);
     for (c, plan) in s.comms.iter().enumerate() {
         let cookie = rng.next_u64() | 1;
         cookies.push(cookie);
         let mut group: GroupId = [0; 14];
         group.iter_mut().for_each(|b| *b = rng.next_u64() as u8);
         let seed = rng.next_u64();
+        let mut key = [0u8; 32];
+        key.iter_mut().for_each(|b| *b = frng.next_u64() as u8);
+        let key = Secret(key);
+        secrets.push(key);
         let members: std::sync::Arc<[PeerId]> = plan.members.iter().map(|&n| PeerId(n as u32)).collect();
         world.join(group, plan.members.clone());
         for (rank, &node) in plan.members.iter().enumerate() {
@@ -346,6 +380,7 @@ fn run_inner(s: &Scenario, dump: &mut Option<String>) -> Result<Report, Violatio
                 members: members.clone(),
                 my_rank: rank as u32,
                 seed,
+                key,
                 layout: s.layout,
             };
             let handle = world.nodes[node]
@@ -381,6 +416,22 @@ fn run_inner(s: &Scenario, dump: &mut Option<String>) -> Result<Report, Violatio
         f[n..].copy_from_slice(&sum);
         let to = rng.below(s.ranks as u64) as usize;
         world.inject(to, PeerId(rng.below(s.ranks as u64) as u32), rng.below(2_000_000), f);
+    }
+    let payload = s.config.mtu - (WIRE_HEADER_LEN + WIRE_TRAILER_LEN + DIGEST_LEN) as u32;
+    let forger =
+        if s.forger_has_key { Forger::with_real_key(payload) } else { Forger::new(&mut frng, payload) };
+    let mut forged_frames = 0;
+    for _ in 0..s.forged {
+        let c = frng.below(s.comms.len() as u64) as usize;
+        let plan = &s.comms[c];
+        let t =
+            Target { cookie: cookies[c], members: &plan.members, bcasts: &plan.bcasts, secret: secrets[c] };
+        // Early (before or while the broadcasts run) and spread out.
+        let at = frng.below(3_000_000);
+        for f in forger.forge(&mut frng, &t) {
+            forged_frames += 1;
+            world.inject(f.to, PeerId(f.from as u32), at + frng.below(50_000), f.frame);
+        }
     }
     for n in 0..s.ranks {
         world.wake(n, 0);
@@ -419,7 +470,7 @@ fn run_inner(s: &Scenario, dump: &mut Option<String>) -> Result<Report, Violatio
     if let Some(v) = first_missing(&seen, &world, &lanes) {
         return Err(v);
     }
-    check(s, &seen, &world)
+    check(s, &seen, &world, forged_frames)
 }
 
 /// Every node's protocol state, for replaying a failing seed.
@@ -525,7 +576,12 @@ fn first_missing(
     None
 }
 
-fn check(s: &Scenario, seen: &[Vec<Vec<Option<Outcome>>>], world: &World) -> Result<Report, Violation> {
+fn check(
+    s: &Scenario,
+    seen: &[Vec<Vec<Option<Outcome>>>],
+    world: &World,
+    forged_frames: u64,
+) -> Result<Report, Violation> {
     let benign = s.benign();
     let mut rep =
         Report { seed: s.seed, ranks: s.ranks, benign, virtual_ns: world.now(), ..Report::default() };
@@ -594,6 +650,14 @@ fn check(s: &Scenario, seen: &[Vec<Vec<Option<Outcome>>>], world: &World) -> Res
         .sum();
     if s.crashes.is_empty() && s.faults.corrupt == 0.0 && counted < s.foreign as u64 * 9 / 10 {
         return Err(Violation::UncountedForeign { injected: s.foreign, counted });
+    }
+    // Every forged frame that reached a live node unaltered was dropped for its tag (the
+    // release-build injector may drop or corrupt it on receipt; a crash may swallow it).
+    let bad_tags: u64 =
+        world.nodes.iter().map(|n| n.proto.counters().drops[DropReason::BadTag as usize]).sum();
+    let untouched = s.config.fault_drop == 0.0 && s.config.fault_corrupt == 0.0;
+    if !s.forger_has_key && s.crashes.is_empty() && untouched && bad_tags < forged_frames {
+        return Err(Violation::UncountedForgery { injected: forged_frames as usize, counted: bad_tags });
     }
     Ok(rep)
 }

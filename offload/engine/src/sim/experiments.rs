@@ -133,8 +133,15 @@ pub fn run_sequence_on(
     let data: Vec<u8> = (0..len).map(|i| (i * 7 + 1) as u8).collect();
     let mut handles: Vec<CommHandle> = Vec::with_capacity(p);
     for r in 0..p {
-        let spec =
-            CommSpec { cookie: 0xc0ffee, group, members: members.clone(), my_rank: r as u32, seed, layout };
+        let spec = CommSpec {
+            cookie: 0xc0ffee,
+            group,
+            members: members.clone(),
+            my_rank: r as u32,
+            seed,
+            key: crate::proto::auth::Secret([0x5e; 32]),
+            layout,
+        };
         // NOTE(unwrap): one communicator per fresh protocol always fits.
         handles.push(world.nodes[r].proto.create_comm(spec).unwrap());
         // One buffer per rank, reused by every broadcast (the root's holds the message).

@@ -319,7 +319,11 @@ mod tests {
     fn discovery_groups_and_join_modes() {
         assert_eq!(discovery_group("a"), discovery_group("a"));
         assert_ne!(discovery_group("a"), discovery_group("b"));
-        assert_ne!(discovery_group("a"), crate::runner::net::world_identity("a").1, "not the world group");
+        assert_ne!(
+            discovery_group("a"),
+            crate::runner::net::world_identity("a", &Default::default()).group,
+            "not the world group"
+        );
         for m in [JoinMode::Rdmacm, JoinMode::Attach] {
             assert_eq!(m.to_string().parse::<JoinMode>(), Ok(m));
         }

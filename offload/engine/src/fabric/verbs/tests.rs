@@ -888,6 +888,7 @@ fn the_protocol_broadcasts_byte_exact_over_lossy_fake_links() {
             members: members.clone(),
             my_rank: i as u32,
             seed: 7,
+            key: crate::proto::auth::Secret([7; 32]),
             layout: Default::default(),
         };
         comms.push(p.create_comm(spec).expect("communicator"));
