@@ -490,10 +490,20 @@ static void rc_start(int provided) {
     rc_ppn = ppn;
     int node = host_index * emu + lrank / ppn, local_rank = lrank % ppn;
 
-    /* The job: named by rank 0, the same everywhere. */
+    /* The job: named by rank 0, the same everywhere; its secret (keys the world communicator's
+     * frames) drawn by rank 0 from the CSPRNG and handed over MPI, never over the engines' fabric. */
     char job[64] = {0};
-    if (rank == 0) snprintf(job, sizeof job, "mpi-%ld-%d", (long)getpid(), (int)(MPI_Wtime() * 1000) % 100000);
+    RingcastIdentity secret;
+    memset(&secret, 0, sizeof secret);
+    if (rank == 0) {
+        snprintf(job, sizeof job, "mpi-%ld-%d", (long)getpid(), (int)(MPI_Wtime() * 1000) % 100000);
+        ringcast_new_identity(&secret);
+    }
     PMPI_Bcast(job, (int)sizeof job, MPI_CHAR, 0, MPI_COMM_WORLD);
+    PMPI_Bcast(secret.key, (int)sizeof secret.key, MPI_BYTE, 0, MPI_COMM_WORLD);
+    char secret_hex[2 * sizeof secret.key + 1];
+    for (size_t i = 0; i < sizeof secret.key; i++) snprintf(secret_hex + 2 * i, 3, "%02x", secret.key[i]);
+    set("RINGCAST_JOB_SECRET", secret_hex);
     char buf[96];
     const char *fabric = getenv("RINGCAST_MPI_FABRIC");
     if (!fabric || !*fabric) fabric = hosts > 1 ? "udp" : "shm";

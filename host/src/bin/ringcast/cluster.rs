@@ -135,8 +135,14 @@ impl Cluster {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
         let pollers = spec.nodes * (spec.ppn + u32::from(spec.mode == Mode::Daemon));
         let (spins, yields, sleep_us) = if pollers > cpus { (50, 10, 20) } else { (2000, 20000, 50) };
+        // The job's secret keys the world communicator's frames (docs/protocol.md): drawn here
+        // from the CSPRNG unless the caller set one, handed to every engine and program.
+        let secret = std::env::var("RINGCAST_JOB_SECRET").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| {
+            ringcast_offload::config::JobSecret::to_hex(&ringcast_offload::proto::ident::new_identity().key.0)
+        });
         let env = |node: u32| {
             vec![
+                ("RINGCAST_JOB_SECRET", secret.clone()),
                 ("RINGCAST_IDLE_SPINS", spins.to_string()),
                 ("RINGCAST_IDLE_YIELDS", yields.to_string()),
                 ("RINGCAST_IDLE_SLEEP_US", sleep_us.to_string()),
