@@ -10,7 +10,7 @@ AARCH64 := aarch64-unknown-linux-gnu
 MIRIFLAGS ?= -Zmiri-strict-provenance
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: reproduce all deps build demo test lint test-native test-hw test-c test-mpi bench-mpi test-aarch64 test-miri test-loom test-fuzz fuzz bench fmt clippy clean
+.PHONY: reproduce all deps build demo test test-suites lint test-native test-hw test-c test-mpi bench-mpi test-aarch64 test-miri test-loom test-fuzz fuzz bench fmt clippy clean
 
 all: build
 
@@ -27,10 +27,21 @@ demo: deps
 	target/release/ringcast demo
 
 ## Every test: native unit/integration/property tests, the ABI layout on aarch64 (compile-time
-## asserts + the golden-file test under qemu-user), the ring under Miri and loom.
-test: deps lint test-native test-hw test-c test-mpi test-aarch64 test-miri test-loom test-fuzz
+## asserts + the golden-file test under qemu-user), the ring under Miri and loom. The tests must
+## leave the machine as they found it: /dev/shm, the processes of this checkout and the network
+## namespaces are recorded first and compared at the end (scripts/leftovers.sh), and anything
+## new fails `make test` with the list — also when a suite failed.
+LEFTOVERS := bash scripts/leftovers.sh
+test: deps
+	@mkdir -p target
+	@$(LEFTOVERS) snapshot target/leftovers.before
+	@rc=0; $(MAKE) --no-print-directory test-suites || rc=$$?; \
+	  $(LEFTOVERS) check target/leftovers.before || rc=1; \
+	  exit $$rc
 	@echo "make test: all suites passed"
 	@cat target/hw-tests-summary.txt
+
+test-suites: lint test-native test-hw test-c test-mpi test-aarch64 test-miri test-loom test-fuzz
 
 # Formatting and clippy are part of the tests: a warning fails `make test`.
 lint:
@@ -79,6 +90,9 @@ MPICH_CC := mpicc.mpich
 MPICH_RUN := mpiexec.mpich
 MPI_CFLAGS := -O2 -Wall -Wextra -Werror
 MPI_CHECK := bash host/mpi/tests/mpi-check.sh
+# A rank dying mid-loop (abort, SIGKILL, _exit), then a clean run: nothing of the crashed jobs
+# may be left in /dev/shm after it (issue 13).
+MPI_CRASH := bash host/mpi/tests/mpi-crash.sh
 # What one run of the check program on 4 ranks must log (grep counts over all ranks):
 # * offloaded, every message within the default bounds (RINGCAST_CHECK_MISMATCH set):
 #   MPI_Bcast 285 = 4 x (26 + 14 + 26 sweeps of world, half, dup + 4 interleaved + 1 beside a
@@ -110,6 +124,9 @@ test-mpi: test-c
 	    $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 -x RINGCAST_CHECK_MISMATCH=1 $$x \
 	    $(RELEASE)/mpi-bcast-check; \
 	done
+	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-crash-rank host/mpi/tests/crash_rank.c
+	$(MPI_CRASH) "Open MPI, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-crash-rank -- \
+	  $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 -x RINGCAST_PEER_TIMEOUT_MS=1000 -x RINGCAST_MPI_VERBOSE=1
 	$(MPICH_CC) -shared -fPIC $(MPI_CFLAGS) -o $(RELEASE)/libringcast_mpi_mpich.so host/mpi/ringcast_mpi.c \
 	  -I$(RELEASE)/include -L$(RELEASE) -Wl,-rpath,$(RELEASE) -lringcast
 	$(MPICH_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-bcast-check-mpich host/mpi/tests/bcast_check.c
@@ -119,6 +136,9 @@ test-mpi: test-c
 	$(MPI_CHECK) "MPICH, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(OFFLOADED) $(RELEASE)/mpi-check.log -- \
 	  $(MPICH_RUN) -np 4 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_VERBOSE 1 \
 	  -genv RINGCAST_CHECK_MISMATCH 1 -genv RINGCAST_MPI_NODES 2 $(RELEASE)/mpi-bcast-check-mpich
+	$(MPICH_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-crash-rank-mpich host/mpi/tests/crash_rank.c
+	$(MPI_CRASH) "MPICH, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-crash-rank-mpich -- \
+	  $(MPICH_RUN) -np 4 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_NODES 2 -genv RINGCAST_PEER_TIMEOUT_MS 1000 -genv RINGCAST_MPI_VERBOSE 1
 	test -z "$$(ls /dev/shm | grep '^ringcast-mpi-')" || { echo "segments left in /dev/shm"; exit 1; }
 
 test-aarch64:

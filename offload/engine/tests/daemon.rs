@@ -143,3 +143,69 @@ fn engine_death_fails_waits_instead_of_hanging() {
     assert!(t.elapsed() < Duration::from_secs(10));
     assert!(matches!(host.stats(), Err(Error::EngineGone)));
 }
+
+/// This test's segments in /dev/shm (`ringcast-<job>-*`).
+fn segments_of(job: &str) -> Vec<String> {
+    let prefix = format!("ringcast-{job}-");
+    let mut v: Vec<String> = std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Unlinks a job's segments when dropped, so a failing assertion leaves nothing behind either.
+struct ShmJob(String);
+
+impl Drop for ShmJob {
+    fn drop(&mut self) {
+        let _ = ringcast_offload::fabric::shm::cleanup(&self.0);
+    }
+}
+
+/// Issue 13, defect 7: a standalone daemon on the `shm` fabric stopped with SIGTERM removes
+/// everything it created in /dev/shm (its bell board, its world group's log, its rings). With
+/// two engines of one job, the first to stop leaves what the other still maps — the second
+/// keeps working — and the last one out leaves nothing.
+#[test]
+fn shm_daemons_stopped_cleanly_leave_nothing_in_dev_shm() {
+    // One engine alone.
+    let name = unique_name("shm-stop");
+    let _guard = ShmJob(name.clone());
+    let env = [("RINGCAST_FABRIC", "shm".to_string()), ("RINGCAST_JOB", name.clone())];
+    let daemon = Daemon::start_with(&name, &env);
+    let mut host = Host::attach(&name).unwrap();
+    host.nop().unwrap();
+    let made = segments_of(&name);
+    assert!(made.contains(&format!("ringcast-{name}-bells")), "the engine made its bells: {made:?}");
+    assert!(made.iter().any(|n| n.contains("-g")), "and its world group's log: {made:?}");
+    drop(host);
+    assert!(daemon.stop(), "the daemon exits cleanly on SIGTERM");
+    assert_eq!(segments_of(&name), Vec::<String>::new(), "a clean stop removes everything it made");
+
+    // Two engines of one job: the last one out removes everything, not the first.
+    let job = unique_name("shm-pair");
+    let _guard2 = ShmJob(job.clone());
+    let names = [format!("{job}-0"), format!("{job}-1")];
+    let env = |node: u32| {
+        [
+            ("RINGCAST_FABRIC", "shm".to_string()),
+            ("RINGCAST_JOB", job.clone()),
+            ("RINGCAST_NODES", "2".to_string()),
+            ("RINGCAST_NODE", node.to_string()),
+        ]
+    };
+    let d0 = Daemon::start_with(&names[0], &env(0));
+    let d1 = Daemon::start_with(&names[1], &env(1));
+    assert!(d0.stop());
+    let left = segments_of(&job);
+    assert!(left.contains(&format!("ringcast-{job}-bells")), "engine 1 still maps the bells: {left:?}");
+    assert!(left.contains(&format!("ringcast-{job}-0-1")), "and its inbound ring: {left:?}");
+    let mut host = Host::attach(&names[1]).unwrap();
+    host.nop().unwrap();
+    drop(host);
+    assert!(d1.stop());
+    assert_eq!(segments_of(&job), Vec::<String>::new(), "the last one out leaves nothing");
+}

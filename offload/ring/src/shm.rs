@@ -224,10 +224,31 @@ fn named_path(name: &str) -> io::Result<std::path::PathBuf> {
     Ok(std::path::Path::new(SHM_DIR).join(name))
 }
 
+/// Takes a shared `flock` on `file` (blocking: an exclusive holder is a reclaimer, which holds
+/// it only to unlink the name) and checks the file still has a name: a reclaimer that unlinked
+/// it while we waited leaves it with none, and it must not be used (`NotFound`, retried by
+/// [`ShmSegment::create_or_open_named`]).
+fn hold_shared(file: &std::fs::File) -> io::Result<()> {
+    use rustix::fs::{flock, fstat, FlockOperation};
+    flock(file, FlockOperation::LockShared)?;
+    if fstat(file)?.st_nlink == 0 {
+        return Err(io::Error::new(io::ErrorKind::NotFound, "named segment was reclaimed while opening it"));
+    }
+    Ok(())
+}
+
 /// Named segments: plain files in [`SHM_DIR`] mapped `MAP_SHARED`, so that processes that
 /// agree on a name (and nothing else) share memory. Unlike memfds they cannot be sealed, so a
 /// process of the same user could truncate one under us; the files are created mode 0600, i.e.
 /// only processes of the same user — the job's own members — can.
+///
+/// Liveness: every process that maps a named segment holds a shared `flock(2)` on it for as
+/// long as it keeps the mapping (the lock belongs to the segment's open file, which the
+/// [`ShmSegment`] keeps, and the kernel drops it when the process dies, however it dies). A
+/// segment whose exclusive lock can be taken is therefore mapped by nobody:
+/// [`ShmSegment::unlink_if_unused`] removes only such a segment, so it never pulls a name from
+/// under a live user. An opener that raced with it sees the file without a name once it holds
+/// its lock, and starts over.
 impl ShmSegment {
     /// Creates the named segment `name` of `len` zero bytes; fails with `AlreadyExists` if a
     /// segment of that name exists (`O_CREAT | O_EXCL`, mode 0600, `O_CLOEXEC`, `O_NOFOLLOW`).
@@ -249,6 +270,9 @@ impl ShmSegment {
             .mode(0o600)
             .custom_flags(nix::libc::O_NOFOLLOW)
             .open(path)?;
+        // Hold it before anything else: between `open` and here a reclaimer could take the file
+        // for abandoned; then it has no name any more and `hold_shared` says so.
+        hold_shared(&file)?;
         // tmpfs extends with zeros; no page is allocated until touched.
         if let Err(e) = file.set_len(size) {
             let _ = std::fs::remove_file(path);
@@ -271,6 +295,7 @@ impl ShmSegment {
             .write(true)
             .custom_flags(nix::libc::O_NOFOLLOW)
             .open(path)?;
+        hold_shared(&file)?;
         let meta = file.metadata()?;
         if !meta.file_type().is_file() {
             return Err(io::Error::new(io::ErrorKind::InvalidData, "named segment is not a regular file"));
@@ -292,15 +317,34 @@ impl ShmSegment {
     /// if `name` exists; the loser of a race discards its copy and opens the winner's. So an
     /// opener never sees a half-initialised or zero-length segment. A process that dies between
     /// creating and unlinking the temporary leaves it behind; it shares `name`'s prefix, so a
-    /// prefix cleanup removes it.
+    /// prefix cleanup removes it, and it carries its creator's pid, so a reclaim can tell it is
+    /// abandoned. The temporary is locked (see above) before it is published, so the name is
+    /// never unlocked while its creator lives. A segment reclaimed between being found and being
+    /// locked is not used: the whole open-or-create starts over (a few times at most).
     pub fn create_or_open_named(
         name: &str,
         len: usize,
-        init: impl FnOnce(&ShmSegment) -> io::Result<()>,
+        mut init: impl FnMut(&ShmSegment) -> io::Result<()>,
+    ) -> io::Result<(Self, bool)> {
+        let path = named_path(name)?;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match Self::try_create_or_open(name, &path, len, &mut init) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound && attempt < 8 => continue,
+                other => return other,
+            }
+        }
+    }
+
+    fn try_create_or_open(
+        name: &str,
+        path: &std::path::Path,
+        len: usize,
+        init: &mut impl FnMut(&ShmSegment) -> io::Result<()>,
     ) -> io::Result<(Self, bool)> {
         static TMP_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let path = named_path(name)?;
-        match Self::open_at(&path) {
+        match Self::open_at(path) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             other => return other.map(|s| (s, false)),
         }
@@ -308,14 +352,14 @@ impl ShmSegment {
         let n = TMP_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let tmp = std::path::Path::new(SHM_DIR).join(format!("{name}.tmp.{}.{n}", std::process::id()));
         let seg = Self::create_at(&tmp, len)?;
-        let published = init(&seg).and_then(|()| std::fs::hard_link(&tmp, &path));
+        let published = init(&seg).and_then(|()| std::fs::hard_link(&tmp, path));
         // The temporary name has served its purpose either way; the mapping stays valid.
         let _ = std::fs::remove_file(&tmp);
         match published {
             Ok(()) => Ok((seg, true)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 // Lost the race: the winner published a fully initialised segment.
-                Self::open_at(&path).map(|s| (s, false))
+                Self::open_at(path).map(|s| (s, false))
             }
             Err(e) => Err(e),
         }
@@ -324,6 +368,46 @@ impl ShmSegment {
     /// Removes the named segment `name` (mappings stay valid until unmapped).
     pub fn unlink_named(name: &str) -> io::Result<()> {
         std::fs::remove_file(named_path(name)?)
+    }
+
+    /// Removes the named segment `name` if no process maps it (see the liveness rule above):
+    /// takes its exclusive lock without waiting, checks the name still denotes the file locked,
+    /// and unlinks it while holding the lock. `Ok(false)`: in use (or already gone, or not a
+    /// regular file), left alone.
+    pub fn unlink_if_unused(name: &str) -> io::Result<bool> {
+        use rustix::fs::{flock, fstat, lstat, FlockOperation};
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = named_path(name)?;
+        let file = match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+            .open(&path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            // A symlink (O_NOFOLLOW) or anything else odd: not ours to judge.
+            Err(_) => return Ok(false),
+        };
+        let held = fstat(&file)?;
+        if held.st_mode & nix::libc::S_IFMT != nix::libc::S_IFREG {
+            return Ok(false);
+        }
+        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::WOULDBLOCK) => return Ok(false),
+            Err(e) => return Err(e.into()),
+        }
+        // The name may have been unlinked (and even made again) since we opened it.
+        match lstat(&path) {
+            Ok(now) if now.st_dev == held.st_dev && now.st_ino == held.st_ino => {}
+            _ => return Ok(false),
+        }
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+        // `file` closes here, releasing the lock; a waiting opener then finds no name.
     }
 
     /// Names of the segments in [`SHM_DIR`] starting with `prefix` (which must itself be a

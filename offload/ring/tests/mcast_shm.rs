@@ -234,3 +234,28 @@ fn log_writer_killed_mid_stream() {
     // The reader may be lapped by the fast child (counted lost), but it kept receiving.
     assert!(delivered > 0);
 }
+
+/// Issue 13: a named segment is removed by `unlink_if_unused` only once nobody maps it (every
+/// mapper holds a shared lock, dropped with the mapping); a name that is gone is not an error.
+#[test]
+fn unlink_if_unused_spares_a_mapped_segment() {
+    let name = unique("unused");
+    let _c = Cleanup(name.clone());
+    let (a, created) = ShmSegment::create_or_open_named(&name, 4096, |_| Ok(())).unwrap();
+    assert!(created);
+    let (b, created) = ShmSegment::create_or_open_named(&name, 4096, |_| Ok(())).unwrap();
+    assert!(!created);
+    assert!(!ShmSegment::unlink_if_unused(&name).unwrap(), "mapped twice: kept");
+    drop(a);
+    assert!(!ShmSegment::unlink_if_unused(&name).unwrap(), "still mapped once: kept");
+    assert_eq!(ShmSegment::list_named(&name).unwrap(), std::slice::from_ref(&name));
+    drop(b);
+    assert!(ShmSegment::unlink_if_unused(&name).unwrap(), "mapped by nobody: removed");
+    assert!(ShmSegment::list_named(&name).unwrap().is_empty());
+    assert!(!ShmSegment::unlink_if_unused(&name).unwrap(), "already gone");
+    // A segment made again under the name is a new one, mapped, so kept.
+    let (c, created) = ShmSegment::create_or_open_named(&name, 4096, |_| Ok(())).unwrap();
+    assert!(created);
+    assert!(!ShmSegment::unlink_if_unused(&name).unwrap());
+    drop(c);
+}

@@ -16,12 +16,75 @@
 //! Teardown always runs: programs that outlive a failed sibling are killed (unless
 //! `keep_going`), engines are stopped (SIGTERM, then SIGKILL), the job's shared-memory segments
 //! are unlinked and the namespaces deleted, so nothing is left behind, even after a crash.
+//!
+//! When the launcher itself dies without its teardown (SIGKILL, or any signal that kills it),
+//! its children die with it: every child is started through `ringcast child-guard`
+//! ([`guard_exec`]), which arms the parent-death signal (`PR_SET_PDEATHSIG`) and then execs the
+//! engine or program — SIGTERM for engines, so they stop cleanly and, the last one out, remove
+//! the job's segments; SIGKILL for programs. The kernel sends it when the *thread* that forked
+//! the child exits, so [`Cluster::start`] must be called from a thread that outlives the
+//! cluster (the CLI calls it from its main thread). What a killed job still leaves in
+//! `/dev/shm` (segments of engine threads killed with their programs) is named `run-<pid>`
+//! after the dead launcher and is removed by the next run or shm engine on this machine
+//! ([`ringcast_offload::fabric::shm::reclaim_stale`]).
 use ringcast_host::netns::Lab;
 use ringcast_host::{Config, Host};
-use ringcast_offload::fabric::shm::cleanup;
+use ringcast_offload::fabric::shm::{cleanup, reclaim_stale};
+use std::ffi::OsString;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+
+/// The signal a guarded child gets when its launcher dies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DeathSignal {
+    /// SIGTERM: engines, which then stop cleanly.
+    Term,
+    /// SIGKILL: programs.
+    Kill,
+}
+
+/// `ringcast child-guard --parent PID --signal S -- PROGRAM ARGS...`: arms the parent-death
+/// signal `signal`, checks that the launcher `parent` is still this process's parent (if it
+/// died before the signal was armed, nothing would ever come), and execs `PROGRAM` in place —
+/// same pid, environment and descriptors; the setting survives `execve`.
+pub fn guard_exec(parent: u32, signal: DeathSignal, command: &[OsString]) -> ExitCode {
+    let Some((program, args)) = command.split_first() else { return ExitCode::from(2) };
+    let sig = match signal {
+        DeathSignal::Term => rustix::process::Signal::TERM,
+        DeathSignal::Kill => rustix::process::Signal::KILL,
+    };
+    if let Err(e) = rustix::process::set_parent_process_death_signal(Some(sig)) {
+        eprintln!("ringcast child-guard: PR_SET_PDEATHSIG: {e}");
+        return ExitCode::FAILURE;
+    }
+    if rustix::process::getppid().map(|p| p.as_raw_nonzero().get() as u32) != Some(parent) {
+        // The launcher is already gone: do not start an orphan.
+        return ExitCode::FAILURE;
+    }
+    let e = Command::new(program).args(args).exec();
+    eprintln!("ringcast child-guard: {}: {e}", program.to_string_lossy());
+    ExitCode::from(127)
+}
+
+/// `cmd` started through [`guard_exec`]: same program, arguments and environment.
+fn guarded(exe: &std::path::Path, signal: &str, cmd: Command) -> Command {
+    let mut g = Command::new(exe);
+    g.args(["child-guard", "--parent", &std::process::id().to_string(), "--signal", signal, "--"])
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => g.env(k, v),
+            None => g.env_remove(k),
+        };
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        g.current_dir(dir);
+    }
+    g
+}
 
 /// How engines run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -105,6 +168,8 @@ impl Cluster {
     ) -> Result<Cluster, String> {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let job = format!("run-{}", std::process::id());
+        // What killed jobs before this one left (their launchers are gone, nobody maps it).
+        let _ = reclaim_stale();
         let udp = spec.fabric == "udp";
         if spec.netns && !udp {
             return Err("--netns needs --fabric udp".into());
@@ -167,7 +232,7 @@ impl Cluster {
                 cmd.args(["engine"])
                     .envs(env(node))
                     .envs(extra.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-                let child = in_node(&c, node, cmd)
+                let child = guarded(&exe, "term", in_node(&c, node, cmd))
                     .stdin(Stdio::null())
                     .spawn()
                     .map_err(|e| format!("starting engine {node}: {e}"))?;
@@ -182,7 +247,7 @@ impl Cluster {
                     .env("RINGCAST_LOCAL_RANK", local.to_string())
                     .env("RINGCAST_RANK", (node * spec.ppn + local).to_string())
                     .envs(extra.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-                let child = in_node(&c, node, cmd)
+                let child = guarded(&exe, "kill", in_node(&c, node, cmd))
                     .stdin(Stdio::null())
                     .stdout(if capture { Stdio::piped() } else { Stdio::inherit() })
                     .spawn()

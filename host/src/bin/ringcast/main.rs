@@ -84,10 +84,28 @@ enum Cmd {
     /// One demo host process (started by `ringcast demo`).
     #[command(hide = true)]
     DemoHost(substrate::HostArgs),
+    /// Run a command that dies with its launcher (started by `ringcast run` for every engine
+    /// and program: parent-death signal, then exec).
+    #[command(hide = true)]
+    ChildGuard {
+        /// The launcher's pid.
+        #[arg(long)]
+        parent: u32,
+        /// Signal when the launcher dies.
+        #[arg(long, value_enum)]
+        signal: cluster::DeathSignal,
+        /// The command.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        command: Vec<std::ffi::OsString>,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Cmd::ChildGuard { parent, signal, command } = &cli.cmd {
+        // Before reading the configuration: the guarded command's environment is its own.
+        return cluster::guard_exec(*parent, *signal, command);
+    }
     let mut config = match Config::from_env() {
         Ok(c) => c,
         Err(e) => {
@@ -125,5 +143,6 @@ fn main() -> ExitCode {
         Cmd::DemoHost(args) => substrate::host(args),
         Cmd::SubstrateDemo(args) => substrate::run(args),
         Cmd::WorkloadRank(args) => workload::rank(args),
+        Cmd::ChildGuard { .. } => ExitCode::FAILURE, // handled above
     }
 }

@@ -8,7 +8,15 @@
 //!   `ringcast-<job>-<from>-<to>`. Each member creates its inbound rings when it is created;
 //!   a sender opens the peer's ring on first send, and if it does not exist yet counts the
 //!   datagram `refused` and drops it (the protocol repairs). A full ring drops (`overrun`).
-//! * [`cleanup`] unlinks every segment of a job (launcher, tests); [`Drop`] only unmaps.
+//! * Who removes the names (docs/architecture.md, "Shared-memory segments: names and
+//!   reclaim"): every process that maps a segment holds a shared `flock` on it
+//!   ([`ShmSegment::unlink_if_unused`]). [`Drop`] unmaps, then removes every segment of the job
+//!   that nobody maps any more — the last member out leaves nothing, also after a clean stop of
+//!   a lone engine. [`reclaim_stale`] (run when a fabric is made, and by `ringcast run`) removes
+//!   what dead jobs left: segments of jobs named after a process (`run-<pid>`, `mpi-<pid>-…`,
+//!   `calibrate-<pid>`) whose process is gone and that nobody maps, and temporaries whose
+//!   creator is gone. [`cleanup`] unlinks every segment of a job unconditionally (launcher at
+//!   the end of its job, tests).
 //!
 //! Contract: a `ShmFabric` is one member's handle, used by one thread (`Send`, not shared).
 //! Nothing another member writes into the segments can make it panic or deliver torn bytes:
@@ -95,6 +103,82 @@ fn is_job_segment(rest: &str) -> bool {
     matches!(base.split_once('-'), Some((a, b)) if digits(a) && digits(b))
 }
 
+/// The pid in `.tmp.<pid>.<n>`, the suffix of a segment being created (see
+/// [`ShmSegment::create_or_open_named`]).
+fn tmp_creator(name: &str) -> Option<i32> {
+    name.split_once(".tmp.")?.1.split('.').next()?.parse().ok()
+}
+
+/// Prefixes of job names that name their job after a live process: `ringcast run`'s
+/// `run-<launcher pid>` (also `ringcast bench` and `ringcast demo`), the MPI interposer's
+/// `mpi-<pid of rank 0>-<n>`, `ringcast calibrate`'s `calibrate-<pid>` (and jobs derived from
+/// these, e.g. `calibrate-<pid>-w`). While that process lives the job may be live; once it is
+/// gone, the job is over.
+const OWNED_JOBS: [&str; 3] = ["run-", "mpi-", "calibrate-"];
+
+/// The pid a segment's job is named after (see [`OWNED_JOBS`]), if it is such a job's.
+fn job_owner(name: &str) -> Option<i32> {
+    let job = name.strip_prefix("ringcast-")?;
+    let rest = OWNED_JOBS.iter().find_map(|p| job.strip_prefix(p))?;
+    let digits = rest.split_once('-')?.0;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Whether process `pid` provably no longer exists in this pid namespace: no such process
+/// (`ESRCH`), or a zombie (dead, waiting to be reaped). Anything else — alive, another user's
+/// (`EPERM`), a pid reused by an unrelated process — counts as alive.
+pub fn process_gone(pid: i32) -> bool {
+    let Some(p) = rustix::process::Pid::from_raw(pid) else { return false };
+    match rustix::process::test_kill_process(p) {
+        Err(rustix::io::Errno::SRCH) => true,
+        Err(_) => false,
+        Ok(()) => std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(')').and_then(|(_, r)| r.trim_start().chars().next()))
+            .is_some_and(|state| state == 'Z' || state == 'X'),
+    }
+}
+
+/// Removes what dead jobs left in `/dev/shm` (the rule of the module documentation): a
+/// `ringcast-*` segment whose job is named after a process that is gone (see [`OWNED_JOBS`]),
+/// or a temporary whose creator is gone, and that no process maps. Returns how many it
+/// removed. Never touches a segment someone maps, nor one of a job whose naming process lives.
+pub fn reclaim_stale() -> io::Result<usize> {
+    let mut removed = 0;
+    for name in ShmSegment::list_named("ringcast-")? {
+        let dead = |pid: Option<i32>| pid.is_some_and(process_gone);
+        if (dead(tmp_creator(&name)) || dead(job_owner(&name)))
+            && ShmSegment::unlink_if_unused(&name).unwrap_or(false)
+        {
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+/// Unlinks every segment of `job` that no process maps any more (the last member out; see the
+/// module documentation); a temporary only once its creator is gone. Returns how many.
+pub fn release_unused(job: &str) -> io::Result<usize> {
+    check_job(job)?;
+    let prefix = format!("ringcast-{job}-");
+    let mut removed = 0;
+    for name in ShmSegment::list_named(&prefix)? {
+        if !is_job_segment(&name[prefix.len()..]) {
+            continue;
+        }
+        if tmp_creator(&name).is_some_and(|pid| !process_gone(pid)) {
+            continue; // being created right now
+        }
+        if ShmSegment::unlink_if_unused(&name).unwrap_or(false) {
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
 /// Unlinks every shared-memory segment of `job` (logs, rings, leftover temporaries); returns
 /// how many. Mappings that members still hold stay valid until they drop them.
 pub fn cleanup(job: &str) -> io::Result<usize> {
@@ -139,8 +223,21 @@ pub struct ShmFabric {
     counters: FabricCounters,
     /// Log datagrams lost by readers of groups since left.
     left_lost: u64,
-    /// Every member's doorbell: rung after a frame is published for a member that sleeps.
-    bells: BellBoard,
+    /// Every member's doorbell: rung after a frame is published for a member that sleeps
+    /// (`None` only while dropping).
+    bells: Option<BellBoard>,
+}
+
+impl Drop for ShmFabric {
+    /// Unmaps everything, then removes the job's segments nobody maps any more: when the last
+    /// member of a job goes — a clean stop, or any drop — nothing of it is left in `/dev/shm`.
+    fn drop(&mut self) {
+        self.inbound.clear();
+        self.outbound.clear();
+        self.groups.clear();
+        self.bells = None;
+        let _ = release_unused(&self.job);
+    }
 }
 
 impl ShmFabric {
@@ -165,6 +262,9 @@ impl ShmFabric {
         if mtu == 0 || mtu > FRAME_PAYLOAD {
             return Err(invalid(format!("mtu {mtu} outside 1..={FRAME_PAYLOAD}")));
         }
+        // What dead jobs left (their members are gone, nobody maps it): removed before this
+        // job adds its own.
+        let _ = reclaim_stale();
         let mut inbound = Vec::with_capacity(members as usize - 1);
         for from in (0..members).map(PeerId).filter(|&p| p != me) {
             let ring = frame_ring_consumer(&ring_name(job, from, me), geometry.ring_slots)?;
@@ -182,7 +282,7 @@ impl ShmFabric {
             next_source: 0,
             counters: FabricCounters::default(),
             left_lost: 0,
-            bells: BellBoard::create_or_open_named(&bells_name(job), members)?,
+            bells: Some(BellBoard::create_or_open_named(&bells_name(job), members)?),
         })
     }
 
@@ -301,9 +401,11 @@ impl Fabric for ShmFabric {
             if let Some(r) = g.reader {
                 self.left_lost += r.lost();
             }
-            drop(g.log);
-            // Already gone when another member unlinked it first.
+            // Unlinked while still mapped (so while this member's lock is held: a reclaimer
+            // cannot have taken the name for abandoned and a new log be made under it in
+            // between). Already gone when another member unlinked it first.
             let _ = ShmSegment::unlink_named(&log_name(&self.job, group));
+            drop(g.log);
         }
     }
 
@@ -329,7 +431,9 @@ impl Fabric for ShmFabric {
             self.counters.overrun += 1;
             return;
         }
-        self.bells.ring(to.0);
+        if let Some(b) = &self.bells {
+            b.ring(to.0);
+        }
     }
 
     fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
@@ -347,22 +451,28 @@ impl Fabric for ShmFabric {
             }
         };
         match result {
-            Ok(_) => self.bells.ring_all_but(me),
+            Ok(_) => {
+                if let Some(b) = &self.bells {
+                    b.ring_all_but(me);
+                }
+            }
             Err(WriteError::Lost { .. }) => self.counters.overrun += 1,
             Err(WriteError::TooLarge) => self.counters.refused += 1,
         }
     }
 
     fn arm(&self) -> Option<u32> {
-        self.bells.arm(self.me.0)
+        self.bells.as_ref()?.arm(self.me.0)
     }
 
     fn bell(&self) -> Option<&AtomicU32> {
-        self.bells.bell(self.me.0)
+        self.bells.as_ref()?.bell(self.me.0)
     }
 
     fn disarm(&self) {
-        self.bells.disarm(self.me.0);
+        if let Some(b) = &self.bells {
+            b.disarm(self.me.0);
+        }
     }
 
     fn poll(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> usize {
@@ -413,6 +523,23 @@ mod tests {
         for bad in ["", "a/b", "a.b", "..", &"x".repeat(65)] {
             assert!(check_job(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn owners_of_segment_names() {
+        assert_eq!(job_owner("ringcast-run-123-bells"), Some(123));
+        assert_eq!(job_owner("ringcast-run-123-w-0-1"), Some(123));
+        assert_eq!(job_owner("ringcast-mpi-77-4242-g00"), Some(77));
+        assert_eq!(job_owner("ringcast-calibrate-9-w-bells"), Some(9));
+        assert_eq!(job_owner("ringcast-runx-123-bells"), None);
+        assert_eq!(job_owner("ringcast-run-12a-bells"), None);
+        assert_eq!(job_owner("ringcast-run--bells"), None);
+        assert_eq!(job_owner("ringcast-default-bells"), None);
+        assert_eq!(job_owner("ringcast-trun-1-bells"), None);
+        assert_eq!(tmp_creator("ringcast-j-0-1.tmp.4711.3"), Some(4711));
+        assert_eq!(tmp_creator("ringcast-j-0-1"), None);
+        assert!(!process_gone(std::process::id() as i32));
+        assert!(!process_gone(0), "no pid 0: not provably gone");
     }
 
     #[test]
