@@ -177,10 +177,12 @@ bench-mpi: test-mpi
 	@echo "Open MPI, nothing set (pass-through):"
 	$(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so $(RELEASE)/mpi-bcast-bench 200
 
-## Benchmarks (not part of make test): ring vs crossbeam ArrayQueue, NOP round trips.
+## Benchmarks (not part of make test): ring vs crossbeam ArrayQueue, NOP round trips, what frame
+## authentication costs (keyed BLAKE3 MAC and SipHash tag beside CRC32C and memcpy).
 bench: deps
 	$(CARGO) bench -p ringcast-ring --bench ring_throughput
 	$(CARGO) bench -p ringcast-host --bench nop_roundtrip
+	$(CARGO) bench -p ringcast-offload --bench auth
 
 # The papers reproduced on the simulator: every scenario of fixtures/sim/ at full size; tables
 # (CSV, JSON) and plots (SVG, PNG) into docs/sim/, which docs/reproduction.md shows.

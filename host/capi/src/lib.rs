@@ -325,6 +325,10 @@ pub struct RingcastIdentity {
     pub key: [u8; 32],
 }
 
+// C code copies it as bytes (MPI_Bcast of sizeof): its layout is part of the ABI.
+const _: () = assert!(std::mem::size_of::<RingcastIdentity>() == 64);
+const _: () = assert!(std::mem::offset_of!(RingcastIdentity, key) == 32);
+
 /// Draws a new communicator identity (handle, multicast group, seed and secret key) from the
 /// cryptographic generator into `*id`; one member draws, the others receive it and every
 /// member passes it to [`ringcast_comm_create`].

@@ -202,9 +202,12 @@ impl Cluster {
         let (spins, yields, sleep_us) = if pollers > cpus { (50, 10, 20) } else { (2000, 20000, 50) };
         // The job's secret keys the world communicator's frames (docs/protocol.md): drawn here
         // from the CSPRNG unless the caller set one, handed to every engine and program.
-        let secret = std::env::var("RINGCAST_JOB_SECRET").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| {
-            ringcast_offload::config::JobSecret::to_hex(&ringcast_offload::proto::ident::new_identity().key.0)
-        });
+        let secret =
+            std::env::var("RINGCAST_JOB_SECRET").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| {
+                ringcast_offload::config::JobSecret::to_hex(
+                    &ringcast_offload::proto::ident::new_identity().key.0,
+                )
+            });
         let env = |node: u32| {
             vec![
                 ("RINGCAST_JOB_SECRET", secret.clone()),
