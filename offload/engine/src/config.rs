@@ -442,7 +442,7 @@ tunables! {
         "host library: milliseconds to wait for the engine's reply to attach/register/deregister/stats";
     /// Largest datagram on the fabric.
     mtu: u32 = 1472, "RINGCAST_MTU",
-        "largest datagram in bytes (header 32 + payload + CRC 4); 1472 = UDP over 1500-byte Ethernet";
+        "largest datagram in bytes (header 32 + payload + trailer 12: tag 8, CRC 4); 1472 = UDP over 1500-byte Ethernet";
     /// Largest broadcast message.
     max_message_bytes: u32 = 4 << 20, "RINGCAST_MAX_MESSAGE_BYTES",
         "largest broadcast message in bytes (its fragments must fit the 8192-fragment bitmap)";
@@ -634,8 +634,9 @@ impl Config {
             return bad(format!("mtu {} outside 64..=65000", self.mtu));
         }
         let payload = self.mtu
-            - (ringcast_abi::wire::WIRE_HEADER_LEN + ringcast_abi::wire::WIRE_TRAILER_LEN) as u32
-            - 4;
+            - (ringcast_abi::wire::WIRE_HEADER_LEN
+                + ringcast_abi::wire::WIRE_TRAILER_LEN
+                + ringcast_abi::frame::DIGEST_LEN) as u32;
         if self.max_message_bytes.div_ceil(payload) > crate::proto::bitmap::MAX_FRAGS {
             return bad(format!(
                 "max_message_bytes {} needs more than {} fragments of {payload} bytes; raise mtu or lower it",

@@ -58,7 +58,7 @@ use crate::proto::algo::{Algorithm, Layout};
 use ringcast_abi::frame::DIGEST_LEN;
 use ringcast_abi::wire::{WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
 
-/// Bytes a fragment's datagram carries besides its payload: header, digest slot and CRC.
+/// Bytes a fragment's datagram carries besides its payload: header, MAC slot and trailer (tag, CRC).
 pub const FRAME_OVERHEAD: u32 = (WIRE_HEADER_LEN + DIGEST_LEN + WIRE_TRAILER_LEN) as u32;
 
 /// Predicted time in nanoseconds for `alg` to broadcast `bytes` among `p` ranks placed as
