@@ -500,9 +500,16 @@ impl EngineLoop {
         if msg.kind != CtlKind::ATTACH {
             return refuse(CtlStatus::BAD_REQUEST, 0);
         }
-        if msg.version != ABI_VERSION {
-            self.log(1, format_args!("refused attach: host ABI {} != engine ABI {ABI_VERSION}", msg.version));
-            return refuse(CtlStatus::ABI_MISMATCH, ABI_VERSION);
+        match msg.header_error() {
+            Some(CtlStatus::ABI_MISMATCH) => {
+                self.log(
+                    1,
+                    format_args!("refused attach: host ABI {} != engine ABI {ABI_VERSION}", msg.version),
+                );
+                return refuse(CtlStatus::ABI_MISMATCH, ABI_VERSION);
+            }
+            Some(status) => return refuse(status, 0),
+            None => {}
         }
         let cfg = self.core.config();
         let entries = if msg.b == 0 { cfg.ring_entries } else { msg.b };
@@ -582,6 +589,19 @@ impl EngineLoop {
                 }
                 (_, None) => None,
             };
+            // Another ABI version or a reserved field set: refused whatever the kind.
+            if let Some(status) = msg.header_error() {
+                if let Some(fd) = fd {
+                    self.closer.dispose(fd);
+                }
+                let mut m = CtlMsg::error(&msg, status);
+                if status == CtlStatus::ABI_MISMATCH {
+                    m.b = ABI_VERSION;
+                }
+                self.log(1, format_args!("host {}: refused {:?}: {}", id.0, msg.kind, status.message()));
+                self.reply(id, m);
+                continue;
+            }
             let reply = match msg.kind {
                 CtlKind::REGISTER => self.register(id, &msg, fd),
                 CtlKind::DEREGISTER => self.deregister(id, &msg),
