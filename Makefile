@@ -67,7 +67,8 @@ test-hw:
 
 ## The C ABI: libringcast and ringcast.h (cbindgen) from a release build, a pkg-config file
 ## for them, and a C program compiled against them and run on a local cluster (daemons, then
-## engine threads).
+## engine threads); then 10,000 communicators created, used once and freed back to back, and a
+## full communicator table refused with RINGCAST_ERR_TOO_MANY_COMMUNICATORS (comm_cycles.c).
 RELEASE := $(CURDIR)/target/release
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 test-c:
@@ -77,6 +78,9 @@ test-c:
 	  $$(PKG_CONFIG_PATH=$(RELEASE) pkg-config --cflags --libs ringcast)
 	RINGCAST_LOG_LEVEL=0 $(RELEASE)/ringcast run -n 2 -p 2 --timeout 120 -- $(RELEASE)/ringcast-c-example
 	RINGCAST_LOG_LEVEL=0 $(RELEASE)/ringcast run -n 3 -p 2 --mode thread --timeout 120 -- $(RELEASE)/ringcast-c-example
+	$(CC) -Wall -Wextra -Werror -o $(RELEASE)/ringcast-c-comm-cycles host/capi/tests/comm_cycles.c \
+	  $$(PKG_CONFIG_PATH=$(RELEASE) pkg-config --cflags --libs ringcast)
+	RINGCAST_LOG_LEVEL=0 $(RELEASE)/ringcast run -n 2 -p 2 --timeout 300 -- $(RELEASE)/ringcast-c-comm-cycles
 
 ## MPI: the PMPI interposer libringcast_mpi.so (against libringcast) and an unmodified MPI
 ## program (host/mpi/tests/bcast_check.c) under Open MPI and MPICH, without and with LD_PRELOAD:

@@ -49,6 +49,15 @@ pub enum Error {
         /// Its status.
         status: Status,
     },
+    /// `comm_create` refused: the engine serves its maximum number of communicators already
+    /// (`max_comms`, `RINGCAST_MAX_COMMS`, the world included; completion status
+    /// [`StatusKind::TooManyCommunicators`]). Free one and create again: a freed communicator's
+    /// slot comes back as soon as its broadcasts are settled with the other engines.
+    #[error("cannot create communicator {handle:#x}: the engine serves its maximum number of communicators (RINGCAST_MAX_COMMS)")]
+    TooManyCommunicators {
+        /// The communicator that could not be created.
+        handle: u64,
+    },
     /// The engine's control socket hung up: it stopped or died.
     #[error("the engine went away")]
     EngineGone,
@@ -106,6 +115,7 @@ impl Error {
     pub fn status(&self) -> Option<StatusKind> {
         match self {
             Error::Op { status, .. } => StatusKind::try_from(*status).ok(),
+            Error::TooManyCommunicators { .. } => Some(StatusKind::TooManyCommunicators),
             _ => None,
         }
     }

@@ -601,7 +601,12 @@ impl Host {
             record.len() as u64,
         ));
         self.deregister(region)?;
-        result.map(drop)
+        match result {
+            Err(e) if e.status() == Some(StatusKind::TooManyCommunicators) => {
+                Err(Error::TooManyCommunicators { handle })
+            }
+            other => other.map(drop),
+        }
     }
 
     /// Leaves communicator `handle` (every member does; the engine drops it once its last

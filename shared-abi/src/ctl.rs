@@ -123,7 +123,8 @@ impl CtlStatus {
 pub struct CtlMsg {
     /// [`CTL_MAGIC`].
     pub magic: u32,
-    /// Sender's [`crate::ABI_VERSION`].
+    /// Sender's [`crate::ABI_VERSION`]. The engine answers a request of another version with
+    /// `ERROR` [`CtlStatus::ABI_MISMATCH`] (its own version in `b`), whatever its kind.
     pub version: u32,
     /// What this message is.
     pub kind: CtlKind,
@@ -142,7 +143,7 @@ pub struct CtlMsg {
     /// Request sequence number chosen by the host; the engine echoes it in the reply, so a
     /// reply to an earlier request (one the host stopped waiting for) is never taken for this one.
     pub seq: u64,
-    /// Must be zero.
+    /// Must be zero: a request with it set is refused with `ERROR` [`CtlStatus::BAD_REQUEST`].
     pub _reserved: u64,
 }
 
@@ -164,6 +165,19 @@ impl CtlMsg {
         }
     }
 
+    /// Why a request must be refused whatever its kind: another ABI version
+    /// ([`CtlStatus::ABI_MISMATCH`]) or the reserved field set ([`CtlStatus::BAD_REQUEST`]).
+    /// `None` when neither.
+    pub const fn header_error(&self) -> Option<CtlStatus> {
+        if self.version != crate::ABI_VERSION {
+            Some(CtlStatus::ABI_MISMATCH)
+        } else if self._reserved != 0 {
+            Some(CtlStatus::BAD_REQUEST)
+        } else {
+            None
+        }
+    }
+
     /// An `ERROR` reply to `req`.
     pub const fn error(req: &CtlMsg, status: CtlStatus) -> Self {
         let mut m = Self::reply(req, CtlKind::ERROR);
@@ -177,5 +191,21 @@ impl CtlMsg {
         let mut m = Self::new(kind);
         m.seq = req.seq;
         m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_foreign_version_or_a_reserved_field_is_a_header_error() {
+        assert_eq!(CtlMsg::new(CtlKind::STATS).header_error(), None);
+        let mut m = CtlMsg::new(CtlKind::STATS);
+        m.version = crate::ABI_VERSION + 1;
+        assert_eq!(m.header_error(), Some(CtlStatus::ABI_MISMATCH));
+        let mut m = CtlMsg::new(CtlKind::STATS);
+        m._reserved = 1 << 63;
+        assert_eq!(m.header_error(), Some(CtlStatus::BAD_REQUEST));
     }
 }

@@ -73,6 +73,10 @@ statuses! {
     /// The posting host holds no rank in the communicator (every local rank of its engine was
     /// taken when it attached).
     NoRank = 17, "the posting process holds no rank in the communicator";
+    /// The engine serves `max_comms` communicators already (the world included): free one
+    /// first. A freed communicator's slot comes back once its broadcasts are settled with the
+    /// other engines.
+    TooManyCommunicators = 18, "the engine serves its maximum number of communicators";
 }
 
 impl Status {

@@ -12,7 +12,9 @@
 //!
 //! Errors: every function returns `RINGCAST_OK` (0) or a negative code. `-1` to `-99` are the
 //! engine's completion statuses negated (`-(StatusKind)`: `-13` a peer stopped answering,
-//! `-14` the communicator is broken, ...); `-100` and below are the library's own. Every code
+//! `-14` the communicator is broken, `-18` too many communicators, ...; the ones a program may
+//! want to tell apart have names, e.g. `RINGCAST_ERR_TOO_MANY_COMMUNICATORS`); `-100` and below
+//! are the library's own. Every code
 //! has a message: `ringcast_strerror`. Nothing here panics across the boundary: a panic inside
 //! is caught and reported as `RINGCAST_ERR_INTERNAL`.
 //!
@@ -28,6 +30,13 @@ use std::time::Duration;
 
 /// Success.
 pub const RINGCAST_OK: c_int = 0;
+/// The communicator handle names no communicator of this process's engine (never created, or
+/// freed): `-(StatusKind::UnknownCommunicator)`.
+pub const RINGCAST_ERR_UNKNOWN_COMMUNICATOR: c_int = -10;
+/// `ringcast_comm_create` refused: the engine serves its maximum number of communicators
+/// (`RINGCAST_MAX_COMMS`, the world included). Free one first; a freed communicator's slot
+/// comes back as soon as its broadcasts are settled. `-(StatusKind::TooManyCommunicators)`.
+pub const RINGCAST_ERR_TOO_MANY_COMMUNICATORS: c_int = -18;
 /// The engine went away.
 pub const RINGCAST_ERR_ENGINE_GONE: c_int = -100;
 /// A control request or a wait timed out.
@@ -65,6 +74,7 @@ pub struct RingcastBuf {
 fn code(e: &Error) -> c_int {
     match e {
         Error::Op { status, .. } => -c_int::from(status.0.min(99)),
+        Error::TooManyCommunicators { .. } => RINGCAST_ERR_TOO_MANY_COMMUNICATORS,
         Error::EngineGone => RINGCAST_ERR_ENGINE_GONE,
         Error::Timeout { .. } => RINGCAST_ERR_TIMEOUT,
         Error::WouldBlock { .. } => RINGCAST_ERR_WOULD_BLOCK,
@@ -420,4 +430,20 @@ pub extern "C" fn ringcast_strerror(code: c_int) -> *const c_char {
         .iter()
         .find(|(c, _)| *c == code)
         .map_or(c"unknown ringcast error code".as_ptr(), |(_, m)| m.as_ptr())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn named_status_codes_are_the_negated_statuses() {
+        assert_eq!(RINGCAST_ERR_UNKNOWN_COMMUNICATOR, -(StatusKind::UnknownCommunicator as c_int));
+        assert_eq!(RINGCAST_ERR_TOO_MANY_COMMUNICATORS, -(StatusKind::TooManyCommunicators as c_int));
+        let e = Error::TooManyCommunicators { handle: 7 };
+        assert_eq!(code(&e), RINGCAST_ERR_TOO_MANY_COMMUNICATORS);
+        // SAFETY: `ringcast_strerror` returns a pointer to a static NUL-terminated string.
+        let msg = unsafe { std::ffi::CStr::from_ptr(ringcast_strerror(RINGCAST_ERR_TOO_MANY_COMMUNICATORS)) };
+        assert_eq!(msg.to_str(), Ok(StatusKind::TooManyCommunicators.message()));
+    }
 }

@@ -437,6 +437,9 @@ tunables! {
     /// Time a new connection has to send ATTACH.
     attach_timeout_ms: u32 = 2000, "RINGCAST_ATTACH_TIMEOUT_MS",
         "a connection that has not sent ATTACH within this many milliseconds is closed (idle connections cannot hold host slots)";
+    /// Connections kept at once before they ATTACH.
+    max_pending_conns: u32 = 256, "RINGCAST_MAX_PENDING_CONNS",
+        "connections an engine keeps at once before they send ATTACH; a new one past that closes the oldest (idle connections cannot delay a host)";
     /// Host-side limit on a control request.
     ctl_timeout_ms: u32 = 10000, "RINGCAST_CTL_TIMEOUT_MS",
         "host library: milliseconds to wait for the engine's reply to attach/register/deregister/stats";
@@ -680,6 +683,10 @@ impl Config {
         }
         if self.attach_timeout_ms == 0 || self.ctl_timeout_ms == 0 {
             return bad("attach_timeout_ms and ctl_timeout_ms must be positive".into());
+        }
+        // Each pending connection holds a descriptor of the engine's.
+        if self.max_pending_conns == 0 || self.max_pending_conns > 65_536 {
+            return bad(format!("max_pending_conns {} outside 1..=65536", self.max_pending_conns));
         }
         if self.burst == 0 {
             return bad("burst must be positive".into());

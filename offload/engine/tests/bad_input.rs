@@ -83,6 +83,50 @@ fn invalid_control_requests_get_typed_refusals() {
     assert!(host.stats().unwrap().hosts_attached >= 2);
 }
 
+/// Issue 13 (minor): a control message of another ABI version, or with its reserved field set,
+/// is refused as `CtlMsg` documents — before attach and after, whatever its kind — and the
+/// connection stays usable.
+#[test]
+fn control_messages_of_another_version_or_with_reserved_bits_are_refused() {
+    let e = engine(Config::default());
+    let mut reserved_attach = CtlMsg::new(CtlKind::ATTACH);
+    reserved_attach._reserved = 1;
+    let sock = ctl::connect(e.name()).unwrap();
+    let reply = raw_call(&sock, &reserved_attach, None);
+    assert_eq!((reply.kind, reply.status), (CtlKind::ERROR, CtlStatus::BAD_REQUEST), "ATTACH, reserved set");
+
+    let sock = ctl::connect(e.name()).unwrap();
+    assert_eq!(raw_call(&sock, &CtlMsg::new(CtlKind::ATTACH), None).kind, CtlKind::ATTACH_OK);
+    let mut seq = 0;
+    let mut call = |mut msg: CtlMsg| {
+        seq += 1;
+        msg.seq = seq;
+        let reply = raw_call(&sock, &msg, None);
+        assert_eq!(reply.seq, seq);
+        reply
+    };
+    for kind in [CtlKind::STATS, CtlKind::DETACH, CtlKind::DEREGISTER] {
+        let mut foreign = CtlMsg::new(kind);
+        foreign.version = ABI_VERSION + 1;
+        let reply = call(foreign);
+        assert_eq!(
+            (reply.kind, reply.status, reply.b),
+            (CtlKind::ERROR, CtlStatus::ABI_MISMATCH, ABI_VERSION),
+            "{kind:?} of another version"
+        );
+        let mut reserved = CtlMsg::new(kind);
+        reserved._reserved = 0x8000_0000_0000_0000;
+        let reply = call(reserved);
+        assert_eq!(
+            (reply.kind, reply.status),
+            (CtlKind::ERROR, CtlStatus::BAD_REQUEST),
+            "{kind:?}, reserved set"
+        );
+    }
+    // Neither was acted on (the DETACHes did not detach): a valid request is answered.
+    assert_eq!(call(CtlMsg::new(CtlKind::STATS)).kind, CtlKind::STATS_OK);
+}
+
 #[test]
 fn library_side_checks_and_refusals_are_typed() {
     let e = engine(Config { max_regions: 2, ..Config::default() });

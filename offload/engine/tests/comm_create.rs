@@ -82,6 +82,14 @@ impl Rendezvous {
 /// Runs `body(host, world_rank)` on 2 nodes × 2 processes (threads; each node's engine is a
 /// polling thread both of its hosts attach to).
 fn cluster(body: impl Fn(&mut Host, u32, &Rendezvous) -> Result<(), String> + Send + Sync + 'static) {
+    cluster_with(|c| c, body)
+}
+
+/// [`cluster`] with every engine's config passed through `tweak`.
+fn cluster_with(
+    tweak: fn(Config) -> Config,
+    body: impl Fn(&mut Host, u32, &Rendezvous) -> Result<(), String> + Send + Sync + 'static,
+) {
     let job = format!("commtest-{}-{}", std::process::id(), JOBS.fetch_add(1, Ordering::Relaxed));
     let (nodes, ppn) = (2u32, 2u32);
     let barrier = Arc::new(Rendezvous::new((nodes * ppn) as usize));
@@ -90,7 +98,7 @@ fn cluster(body: impl Fn(&mut Host, u32, &Rendezvous) -> Result<(), String> + Se
     let mut engines = Vec::new();
     for node in 0..nodes {
         // The engine first, under its name: both of its hosts attach to it.
-        engines.push(spawn_thread(config(&job, nodes, node), true).expect("engine"));
+        engines.push(spawn_thread(tweak(config(&job, nodes, node)), true).expect("engine"));
         for _ in 0..ppn {
             let (barrier, body, name) = (barrier.clone(), body.clone(), format!("{job}-{node}"));
             threads.push(std::thread::spawn(move || -> Result<(), String> {
@@ -320,6 +328,86 @@ fn communicators_a_leaving_process_never_freed_are_dropped_with_their_groups() {
     assert_eq!((s.alive, s.groups, s.created, s.dropped, s.freeing), (1, 1, 2, 1, 0), "{s:?}");
     assert!(!in_shm(&log), "the group's log outlived its communicator");
     drop(a);
+    drop(engine);
+    let _ = cleanup(&job);
+}
+
+/// A communicator's identity for cycle `k` (every member derives the same).
+fn cycle_identity(k: u64) -> (u64, [u8; 14]) {
+    let mut group = [0u8; 14];
+    group[..8].copy_from_slice(&k.to_le_bytes());
+    group[8..].copy_from_slice(&[0xc7; 6]);
+    (0x1_0000 + k, group)
+}
+
+/// Issue 13, defect 4: create, broadcast once, free — more than twice `max_comms` (64) times,
+/// back to back. A freed communicator's slot comes back as soon as its broadcasts are settled
+/// with the other engine (its last, partial synchronization epoch included), not a peer timeout
+/// later (10 s here, so a communicator left to linger fills the table within the run): every
+/// cycle succeeds, and nothing accumulates.
+#[test]
+fn freed_communicators_are_recycled_at_once() {
+    const CYCLES: u64 = 150;
+    let stats = Arc::new(Mutex::new(Vec::new()));
+    let seen = stats.clone();
+    let slow_timeout = |c: Config| Config { peer_timeout_ms: 10_000, ..c };
+    cluster_with(slow_timeout, move |host, world, _| {
+        let io = Io::new(host, 256)?;
+        for k in 0..CYCLES {
+            let (handle, group) = cycle_identity(k);
+            host.comm_create(&id(handle, group, k), world, &[0, 1, 2, 3])
+                .map_err(|e| format!("rank {world}: cycle {k}: create: {e}"))?;
+            // Roots on both nodes in turn: neither node runs far ahead of the other.
+            io.bcast(host, handle, (k % 4) as u32, world, k, 64 + k as usize % 128)?;
+            host.comm_free(handle).map_err(|e| format!("rank {world}: cycle {k}: free: {e}"))?;
+        }
+        // Every freed communicator settles and is dropped promptly, long before a peer timeout.
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        let s = loop {
+            let s = host.comm_stats().map_err(|e| e.to_string())?;
+            if s.alive == 1 || std::time::Instant::now() > deadline {
+                break s;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        };
+        seen.lock().unwrap_or_else(|e| e.into_inner()).push((s.alive, s.created, s.dropped));
+        Ok(())
+    });
+    for &(alive, created, dropped) in stats.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        assert_eq!((alive, created, dropped), (1, 1 + CYCLES, CYCLES), "alive, created, dropped");
+    }
+}
+
+/// A genuinely full communicator table answers `TooManyCommunicators` (the host library's
+/// `Error::TooManyCommunicators`), not `UnknownCommunicator`; freeing one makes room at once,
+/// also after a broadcast on it (its partial epoch settles as soon as it is freed).
+#[test]
+fn a_full_communicator_table_is_a_typed_refusal() {
+    let job = format!("commtest-{}-{}", std::process::id(), JOBS.fetch_add(1, Ordering::Relaxed));
+    let max_comms = 4u32;
+    let engine = spawn_thread(Config { ppn: 1, max_comms, ..config(&job, 1, 0) }, true).expect("engine");
+    let mut host = Host::attach_wait(&format!("{job}-0"), Duration::from_secs(10)).expect("attach");
+    let io = Io::new(&mut host, 256).expect("buffer");
+    // The world holds one slot.
+    for k in 1..u64::from(max_comms) {
+        let (handle, group) = cycle_identity(1000 + k);
+        host.comm_create(&id(handle, group, k), 0, &[0]).expect("room for it");
+        io.bcast(&mut host, handle, 0, 0, k, 100).expect("broadcast");
+    }
+    let (full, group) = cycle_identity(2000);
+    let refused = host.comm_create(&id(full, group, 1), 0, &[0]).expect_err("the table is full");
+    assert!(matches!(refused, Error::TooManyCommunicators { handle } if handle == full), "{refused:?}");
+    assert_eq!(refused.status(), Some(StatusKind::TooManyCommunicators));
+    // A broadcast on the refused handle: it was never created.
+    let err = host.bcast(full, 0, io.region.at(0), 8).expect_err("not created");
+    assert_eq!(err.status(), Some(StatusKind::UnknownCommunicator));
+    let (busy, _) = cycle_identity(1001);
+    host.comm_free(busy).expect("free");
+    host.comm_create(&id(full, group, 1), 0, &[0]).expect("the freed slot is back at once");
+    io.bcast(&mut host, full, 0, 0, 9, 100).expect("broadcast on the new one");
+    let s = host.comm_stats().expect("stats");
+    assert_eq!((s.alive, s.created, s.dropped), (max_comms, u64::from(max_comms) + 1, 1), "{s:?}");
+    drop(host);
     drop(engine);
     let _ = cleanup(&job);
 }

@@ -209,3 +209,80 @@ fn shm_daemons_stopped_cleanly_leave_nothing_in_dev_shm() {
     assert!(d1.stop());
     assert_eq!(segments_of(&job), Vec::<String>::new(), "the last one out leaves nothing");
 }
+
+/// Room for 4,096 descriptors in this process if the hard limit allows (the flood test holds
+/// 1,000 client ends).
+fn raise_descriptor_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current.is_some_and(|c| c < 4096) {
+        limit.current = Some(limit.maximum.map_or(4096, |m| m.min(4096)));
+        let _ = setrlimit(Resource::Nofile, limit);
+    }
+}
+
+/// Issue 13, defect 6: a flood of idle control connections — 1,000, never saying ATTACH — delays
+/// a legitimate host by at most `attach_timeout_ms` (here: not noticeably), holds at most
+/// `max_pending_conns` of the engine's descriptors, and every one of them is closed on time;
+/// the engine keeps serving.
+#[test]
+fn a_flood_of_idle_connections_delays_no_host() {
+    const IDLE: usize = 1000;
+    let attach_timeout = Duration::from_millis(2000); // the default
+    let max_pending = 256; // the default
+    raise_descriptor_limit();
+    let name = unique_name("idle-flood");
+    let daemon = Daemon::start_with(&name, &[("RINGCAST_LOG_LEVEL", "1".to_string())]);
+    let pid = daemon.child.id();
+    let (fds_before, _) = fds_and_maps(pid);
+    // Connected from a thread: an engine that stops accepting leaves connects blocked in the
+    // listen backlog.
+    let opened = Instant::now();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let engine = name.clone();
+    std::thread::spawn(move || {
+        let socks: Vec<_> = (0..IDLE).map(|_| ringcast_offload::ctl::connect(&engine)).collect();
+        let _ = tx.send(socks);
+    });
+    let socks = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the engine stopped accepting: 1,000 connects did not go through in 10 s");
+    let socks: Vec<_> = socks.into_iter().collect::<Result<_, _>>().expect("connect");
+    let connected = opened.elapsed();
+    let (fds_flooded, _) = fds_and_maps(pid);
+    assert!(
+        fds_flooded <= fds_before + max_pending + 8,
+        "the engine holds {fds_flooded} descriptors under the flood ({fds_before} before)"
+    );
+    // A legitimate host, while every idle connection is still open on our side.
+    let t = Instant::now();
+    let mut host = Host::attach(&name).expect("a host attaches under the flood");
+    let latency = t.elapsed();
+    eprintln!("{IDLE} idle connections opened in {connected:?}; a host attached in {latency:?}");
+    assert!(latency < attach_timeout + Duration::from_secs(1), "attach took {latency:?}");
+    assert!(copy_workload(&mut host, 13, 50) >= 50);
+    // Every idle connection is closed by the engine on time (the oldest ones at once, to make
+    // room; the rest `attach_timeout_ms` after they were accepted).
+    let deadline = opened + connected + attach_timeout + Duration::from_secs(3);
+    for sock in &socks {
+        rustix::io::ioctl_fionbio(sock, true).unwrap();
+        loop {
+            match ringcast_offload::ctl::recv(std::os::fd::AsFd::as_fd(sock), &mut Vec::new()).unwrap() {
+                ringcast_offload::ctl::Received::Closed => break,
+                ringcast_offload::ctl::Received::Empty => {
+                    assert!(Instant::now() < deadline, "an idle connection outlived its attach timeout")
+                }
+                other => panic!("{other:?}"),
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    // Still serving, and a second host gets in at once too.
+    let t = Instant::now();
+    let mut second = Host::attach(&name).expect("second host");
+    assert!(t.elapsed() < attach_timeout, "attach took {:?}", t.elapsed());
+    second.nop().unwrap();
+    host.nop().unwrap();
+    drop((host, second, socks));
+    assert!(daemon.stop(), "daemon exits cleanly on SIGTERM");
+}

@@ -260,6 +260,9 @@ struct Comm {
     ready_seen: Vec<u32>,
     sync: Sync,
     broken: bool,
+    /// Closed by [`Protocol::close_comm`]: no broadcast is posted here again, and the last,
+    /// partial epoch synchronizes as soon as it is over.
+    closing: bool,
     /// A post has been waiting for a channel since.
     blocked_since: Option<Nanos>,
     /// Last answer from a synchronization neighbour to a probe, and when to probe next.
@@ -402,7 +405,7 @@ impl Protocol {
                 self.comms.push(None);
                 self.comms.len() - 1
             }
-            None => return Err(StatusKind::UnknownCommunicator),
+            None => return Err(StatusKind::TooManyCommunicators),
         };
         let c = self.channels as usize;
         let max_frags = Geometry::new(self.max_message, self.payload).map_or(MAX_FRAGS, |g| g.count());
@@ -425,6 +428,7 @@ impl Protocol {
             ready_seen: Vec::with_capacity(c),
             sync: Sync::default(),
             broken: false,
+            closing: false,
             blocked_since: None,
             sync_heard: 0,
             probe_at: None,
@@ -447,6 +451,18 @@ impl Protocol {
             }
         }
         true
+    }
+
+    /// Every local member freed `comm`: no broadcast will be posted on it here again. Its last
+    /// epoch, partial as it may be, synchronizes once its broadcasts are over here and at the
+    /// sync children (every member posts the same broadcasts before freeing a communicator, and
+    /// each engine closes it when its own members freed it), so the communicator becomes
+    /// [`Protocol::is_quiescent`] a round trip after the last member closed it — not only when a
+    /// full epoch of broadcasts was posted.
+    pub fn close_comm(&mut self, comm: CommHandle, now: Nanos, env: &mut impl Env) {
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        c.closing = true;
+        self.maybe_sync_up(comm, now, env);
     }
 
     /// Broadcast ids posted so far on `comm` at this rank.
@@ -502,6 +518,9 @@ impl Protocol {
         };
         if c.broken {
             return refuse(StatusKind::CommunicatorBroken);
+        }
+        if c.closing {
+            return refuse(StatusKind::UnknownCommunicator);
         }
         if root >= c.spec.size() {
             return refuse(StatusKind::BadRoot);
@@ -1146,7 +1165,9 @@ impl Protocol {
         }
         let epoch = c.sync.done;
         let end = (epoch + 1) * channels;
-        if c.next_bid < end {
+        // A closed communicator's last epoch ends at its last broadcast.
+        let last = c.closing && c.next_bid > epoch * channels;
+        if c.next_bid < end && !last {
             return; // not every broadcast of the epoch posted here yet
         }
         if c.ops.iter().flatten().any(|op| op.bid < end && !op.over()) {

@@ -9,7 +9,8 @@
 //! 3. publish the finished completions with one ring store, stamped with one clock read.
 //!
 //! Completions of one host are published in submission order. Every `ctl_poll_us` the loop
-//! also accepts connections, expires those that do not ATTACH within `attach_timeout_ms`, and
+//! also accepts connections (at most `max_pending_conns` not attached yet, the oldest closed for
+//! a new one past that), expires those that do not ATTACH within `attach_timeout_ms`, and
 //! serves control requests from one `epoll_wait` over all control sockets: attach, (de)register,
 //! stats, and detach of hosts that hung up or broke the ring protocol — freeing their slot,
 //! queue and memory while every other host keeps being served.
@@ -141,9 +142,12 @@ impl HostConn {
     }
 }
 
+/// A connection that has not sent ATTACH yet.
 struct Pending {
     sock: OwnedFd,
     since: Nanos,
+    /// Order of acceptance: when the table is full, the oldest makes room.
+    seq: u64,
 }
 
 /// The engine's polling loop state.
@@ -154,7 +158,9 @@ pub struct EngineLoop {
     listener: OwnedFd,
     epoll: OwnedFd,
     hosts: Vec<Option<HostConn>>,
+    /// Connections not attached yet (`max_pending_conns` slots; the slot is in the epoll token).
     pending: Vec<Option<Pending>>,
+    pending_seq: u64,
     segments: SegmentTable,
     burst: Vec<SubmissionDescriptor>,
     out: Vec<Completion>,
@@ -197,7 +203,8 @@ impl EngineLoop {
             log_level: config.log_level.saturating_sub(log_offset),
             segments: SegmentTable::with_capacity(max_hosts * 8),
             hosts: (0..max_hosts).map(|_| None).collect(),
-            pending: (0..max_hosts).map(|_| None).collect(),
+            pending: (0..config.max_pending_conns).map(|_| None).collect(),
+            pending_seq: 0,
             net: Net::new(&config)?,
             next_token: 0,
             armed: Vec::with_capacity(max_hosts),
@@ -387,21 +394,37 @@ impl EngineLoop {
         self.accept_and_expire(now) || n > 0
     }
 
+    /// Closes every connection that did not ATTACH within `attach_timeout_ms`, then accepts
+    /// the connections waiting in the listen backlog — all of them, up to a table's worth per
+    /// poll (a flood cannot hold the loop). A full table closes its oldest connection for each
+    /// new one, so idle connections never leave a host waiting in the backlog; a new
+    /// connection's ATTACH, which a host sends right after connecting, is served at once.
     fn accept_and_expire(&mut self, now: Nanos) -> bool {
         let mut work = false;
-        for slot in 0..self.pending.len() {
-            if self.pending[slot].as_ref().is_some_and(|p| now.saturating_sub(p.since) > self.attach_timeout)
-            {
-                self.pending[slot] = None; // closing the socket removes it from the epoll set
-                self.log(2, format_args!("closed a connection that did not attach in time"));
+        let mut expired = 0;
+        for p in self.pending.iter_mut() {
+            if p.as_ref().is_some_and(|p| now.saturating_sub(p.since) > self.attach_timeout) {
+                *p = None; // closing the socket removes it from the epoll set
+                expired += 1;
             }
         }
-        // A full table takes no more: idle entries expire after `attach_timeout_ms`, so a real
-        // host gets in then (its connect waits in the listen backlog meanwhile).
-        while let Some(slot) = self.pending.iter().position(Option::is_none) {
+        if expired > 0 {
+            self.log(2, format_args!("closed {expired} connection(s) that did not attach in time"));
+        }
+        let mut evicted = 0;
+        for _ in 0..self.pending.len() {
             let sock = match ctl::accept(self.listener.as_fd()) {
                 Ok(Some(fd)) => fd,
                 Ok(None) => break,
+                Err(e) if is_out_of_descriptors(&e) => {
+                    // Out of descriptors: the oldest connection not attached yet makes room.
+                    if self.evict_oldest().is_none() {
+                        self.log(2, format_args!("accept failed: {e}"));
+                        break;
+                    }
+                    evicted += 1;
+                    continue;
+                }
                 Err(e) => {
                     self.log(1, format_args!("accept failed: {e}"));
                     break;
@@ -413,12 +436,40 @@ impl EngineLoop {
                 self.log(1, format_args!("refused a connection from another user"));
                 continue;
             }
+            let slot = match self.pending.iter().position(Option::is_none) {
+                Some(slot) => slot,
+                None => match self.evict_oldest() {
+                    Some(slot) => {
+                        evicted += 1;
+                        slot
+                    }
+                    None => continue, // unreachable: the table has at least one slot
+                },
+            };
             let token = epoll::EventData::new_u64(PENDING_TAG | slot as u64);
             if epoll::add(&self.epoll, &sock, token, epoll::EventFlags::IN).is_ok() {
-                self.pending[slot] = Some(Pending { sock, since: now });
+                self.pending_seq += 1;
+                self.pending[slot] = Some(Pending { sock, since: now, seq: self.pending_seq });
+                self.serve_pending(slot);
             }
         }
+        if evicted > 0 {
+            self.log(
+                2,
+                format_args!(
+                    "closed {evicted} connection(s) not attached yet to make room (max_pending_conns)"
+                ),
+            );
+        }
         work
+    }
+
+    /// Closes the oldest connection that has not attached; its slot.
+    fn evict_oldest(&mut self) -> Option<usize> {
+        let (_, slot) =
+            self.pending.iter().enumerate().filter_map(|(i, p)| p.as_ref().map(|p| (p.seq, i))).min()?;
+        self.pending[slot] = None;
+        Some(slot)
     }
 
     fn serve_pending(&mut self, slot: usize) {
@@ -436,7 +487,7 @@ impl EngineLoop {
                 m
             }
             Ok(Received::Empty) => {
-                self.pending[slot] = Some(Pending { sock, since: p.since });
+                self.pending[slot] = Some(Pending { sock, ..p });
                 return;
             }
             _ => return, // closed or garbage before attaching: drop the connection
@@ -449,9 +500,16 @@ impl EngineLoop {
         if msg.kind != CtlKind::ATTACH {
             return refuse(CtlStatus::BAD_REQUEST, 0);
         }
-        if msg.version != ABI_VERSION {
-            self.log(1, format_args!("refused attach: host ABI {} != engine ABI {ABI_VERSION}", msg.version));
-            return refuse(CtlStatus::ABI_MISMATCH, ABI_VERSION);
+        match msg.header_error() {
+            Some(CtlStatus::ABI_MISMATCH) => {
+                self.log(
+                    1,
+                    format_args!("refused attach: host ABI {} != engine ABI {ABI_VERSION}", msg.version),
+                );
+                return refuse(CtlStatus::ABI_MISMATCH, ABI_VERSION);
+            }
+            Some(status) => return refuse(status, 0),
+            None => {}
         }
         let cfg = self.core.config();
         let entries = if msg.b == 0 { cfg.ring_entries } else { msg.b };
@@ -531,6 +589,19 @@ impl EngineLoop {
                 }
                 (_, None) => None,
             };
+            // Another ABI version or a reserved field set: refused whatever the kind.
+            if let Some(status) = msg.header_error() {
+                if let Some(fd) = fd {
+                    self.closer.dispose(fd);
+                }
+                let mut m = CtlMsg::error(&msg, status);
+                if status == CtlStatus::ABI_MISMATCH {
+                    m.b = ABI_VERSION;
+                }
+                self.log(1, format_args!("host {}: refused {:?}: {}", id.0, msg.kind, status.message()));
+                self.reply(id, m);
+                continue;
+            }
             let reply = match msg.kind {
                 CtlKind::REGISTER => self.register(id, &msg, fd),
                 CtlKind::DEREGISTER => self.deregister(id, &msg),
@@ -834,6 +905,13 @@ impl EngineLoop {
 
 /// The completion of a finished operation, with its start time parked in `engine_ns` (the
 /// publisher turns it into a duration with one clock read per batch).
+/// Whether `e` says the process (or the system) has no descriptor left for a new connection.
+fn is_out_of_descriptors(e: &std::io::Error) -> bool {
+    let raw = e.raw_os_error();
+    raw == Some(rustix::io::Errno::MFILE.raw_os_error())
+        || raw == Some(rustix::io::Errno::NFILE.raw_os_error())
+}
+
 fn finish(core: &mut Core, op: Op) -> Completion {
     let mut c = op.cqe;
     if op.dma.is_some_and(|d| d.failed) {

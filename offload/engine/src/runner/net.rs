@@ -232,7 +232,7 @@ impl Net {
                 self.comms.push(None);
                 self.comms.len() - 1
             }
-            None => return Err(StatusKind::UnknownCommunicator), // max_comms reached
+            None => return Err(StatusKind::TooManyCommunicators), // max_comms alive
         };
         let group = spec.group;
         self.fabric.join(&group).map_err(|_| StatusKind::UnknownCommunicator)?;
@@ -277,14 +277,31 @@ impl Net {
         c.freed[index as usize] = true;
         // A broadcast of this process still open on it can never finish now.
         let broke = c.gather.depart(index);
-        if c.freed.iter().all(|&f| f) {
+        let last = c.freed.iter().all(|&f| f);
+        if last {
             c.freeing_since = Some(now);
         }
         if broke {
             self.drop_proto(slot, segments);
+        } else if last {
+            self.close_proto(slot, now, segments);
         }
         self.settle(segments);
+        // Settled already (nothing was broadcast on it, or this engine was the last to free
+        // it): its slot is free for the next creation at once.
+        self.reap_freed(now, segments);
         Ok(())
+    }
+
+    /// Every local member freed communicator `slot`: the protocol settles its last broadcasts
+    /// with the other engines (they close it when their own members free it), after which
+    /// [`Net::reap_freed`] drops it.
+    fn close_proto(&mut self, slot: usize, now: Nanos, segments: &SegmentTable) {
+        let Some(proto) = self.comms[slot].as_ref().and_then(|c| c.proto) else { return };
+        let Net { proto: p, fabric, finished, .. } = self;
+        let mut env = NetEnv { fabric: fabric.as_mut(), segments, done: finished };
+        p.close_comm(proto, now, &mut env);
+        self.fabric.flush();
     }
 
     /// Leaves `group` unless a communicator still uses it (ids are drawn at random: only a
@@ -388,7 +405,8 @@ impl Net {
         work
     }
 
-    /// Drops the communicators every local member freed, once settled (or overdue).
+    /// Drops the communicators every local member freed, once the protocol settled them with
+    /// the other engines (or, when a peer never answers, `peer_timeout_ms` later).
     fn reap_freed(&mut self, now: Nanos, segments: &SegmentTable) -> bool {
         let mut work = false;
         for slot in 1..self.comms.len() {
@@ -420,16 +438,20 @@ impl Net {
         for slot in 0..self.comms.len() {
             let Some(c) = self.comms[slot].as_mut() else { continue };
             let Some(index) = c.index_of_local(local) else { continue };
+            let mut last = false;
             if slot != 0 {
                 // Membership of a created communicator does not pass to a newcomer.
                 c.rank_of_local[local as usize] = None;
                 c.freed[index as usize] = true;
                 if c.freeing_since.is_none() && c.freed.iter().all(|&f| f) {
                     c.freeing_since = Some(now);
+                    last = true;
                 }
             }
             if c.gather.depart(index) {
                 self.drop_proto(slot, segments);
+            } else if last {
+                self.close_proto(slot, now, segments);
             }
         }
         self.settle(segments);
