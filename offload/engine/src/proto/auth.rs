@@ -69,7 +69,7 @@ impl CommKeys {
 
     /// The tag of `span` (a frame's [`ringcast_abi::frame::tag_span`]).
     pub fn tag(&self, span: &[u8]) -> u64 {
-        let mut h = self.tag.clone();
+        let mut h = self.tag;
         h.write(span);
         h.finish()
     }
@@ -136,7 +136,7 @@ mod tests {
     #[test]
     fn the_tag_key_and_the_mac_key_differ() {
         let k = CommKeys::new(&Secret([9; 32]));
-        let mut t = k.tag.clone();
+        let mut t = k.tag;
         t.write(b"");
         assert_ne!(format!("{k:?}"), "", "debug output exists");
         assert!(!format!("{k:?}{:?}", Secret([9; 32])).contains('9'), "no key material in debug output");
