@@ -209,7 +209,7 @@ mod tests {
     fn defaults_describe_the_default_cluster() {
         let s = selector();
         assert_eq!(s.fabric, FabricModel::default_cluster());
-        assert_eq!(s.payload, 1432);
+        assert_eq!(s.payload, 1472 - 60, "MTU less header 32, trailer 12 and MAC 16");
         assert_eq!((s.channels, s.small_comm, s.forced), (16, 20, None));
     }
 
@@ -229,7 +229,7 @@ mod tests {
         let lane = s.fabric.intra_site;
         assert_eq!((lane.latency_ns, lane.overhead_ns, lane.ns_per_byte), (1500.0, 120.5, 0.04));
         assert_eq!(s.fabric.wan, LogGp { latency_ns: 10_000_000.0, ..lane });
-        assert_eq!((s.fabric.lanes, s.fabric.switch_ns, s.payload), (2, 0.0, 9000 - 40));
+        assert_eq!((s.fabric.lanes, s.fabric.switch_ns, s.payload), (2, 0.0, 9000 - 60));
         assert_eq!(s.forced, Some(Algorithm::DualTree));
         assert_eq!(fragment_payload(10), 0);
     }
