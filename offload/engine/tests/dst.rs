@@ -144,3 +144,57 @@ fn a_forger_holding_the_key_is_caught_by_the_checker() {
     }
     assert!(caught > 0, "forged bytes were delivered in no seed: the checker or the forger is broken");
 }
+
+/// Issue 13: a fragment a rank already holds is never forwarded again when a duplicate of its
+/// allgather copy arrives (idempotent receipt). The hierarchical broadcast with one rank per
+/// node runs its ring allgather over every rank; re-forwarding each duplicated datagram grew the
+/// copies by the duplication rate at every hop (1.19^hops), and this seed — 233 ranks, 19 %
+/// duplication — ran out of its 20 M-event budget within a millisecond of virtual time.
+#[test]
+fn issue_13_seed_duplicates_are_not_re_forwarded() {
+    let r = run(&Scenario::generate(18_000_000_742, 512)).unwrap_or_else(|v| panic!("{v:?}"));
+    assert_eq!(r.ok, r.completions, "every broadcast of the seed succeeds");
+    assert!(r.delivered < 20_000, "{} datagrams for 1,165 completions: duplicates amplified", r.delivered);
+}
+
+/// The same property for both algorithms that relay allgather copies, measured: with 19 %
+/// duplication and nothing else, a broadcast moves about 1.19 times the datagrams of a clean
+/// run — not a number that grows with every hop.
+#[test]
+fn duplication_costs_the_duplicates_and_no_more() {
+    use ringcast_offload::proto::algo::{Algorithm, Layout};
+    use ringcast_offload::sim::dst::CommPlan;
+    use ringcast_offload::sim::fabric::Faults;
+    for alg in [Algorithm::Hierarchical, Algorithm::ScatterAllgather] {
+        let ranks = 96;
+        let scenario = |duplicate: f64| Scenario {
+            seed: 13,
+            ranks,
+            config: ringcast_offload::Config { peer_timeout_ms: 200, ..Default::default() },
+            faults: Faults { duplicate, ..Faults::clean() },
+            comms: vec![CommPlan {
+                members: (0..ranks).collect(),
+                bcasts: vec![(5, 3_000), (17, 64 << 10), (90, 1)],
+                aborted: vec![false; 3],
+            }],
+            skew: 0,
+            crashes: Vec::new(),
+            foreign: 0,
+            hostile: 0,
+            forged: 0,
+            forger_has_key: false,
+            algorithm: Some(alg),
+            layout: Layout { ppn: 1, cyclic: false, sites: 1 },
+        };
+        let clean = run(&scenario(0.0)).unwrap_or_else(|v| panic!("{alg} clean: {v:?}"));
+        let dup = run(&scenario(0.19)).unwrap_or_else(|v| panic!("{alg} 19 % duplicates: {v:?}"));
+        assert_eq!((clean.ok, dup.ok), (clean.completions, dup.completions), "{alg}");
+        let ratio = dup.delivered as f64 / clean.delivered as f64;
+        assert!(
+            ratio < 1.4,
+            "{alg}: {} datagrams with 19 % duplication against {} clean (×{ratio:.2})",
+            dup.delivered,
+            clean.delivered
+        );
+    }
+}

@@ -88,3 +88,97 @@ fn a_dead_multicast_fails_over_to_point_to_point() {
     let after = r.mean_latency(20, 40);
     assert!(after * 4.0 < before, "binomial {after:.0} ns vs ring chain {before:.0} ns");
 }
+
+/// Liveness is measured by progress, not by arrivals: a rank that keeps receiving copies of a
+/// fragment it already holds — and nothing else, its repair requests unanswered — fails its
+/// broadcast with `PeerUnreachable` once `peer_timeout` has passed since the last fragment it
+/// did not have (issue 13). Driven by hand through the sans-IO interface.
+#[test]
+fn duplicates_alone_do_not_keep_a_broadcast_alive() {
+    use ringcast_abi::StatusKind;
+    use ringcast_offload::core::regions::{Resolved, SegmentHandle};
+    use ringcast_offload::proto::algo::{Algorithm, Layout};
+    use ringcast_offload::proto::comm::{CommSpec, GroupId, PeerId};
+    use ringcast_offload::proto::protocol::{Env, Outcome, Post, Protocol};
+
+    #[derive(Default)]
+    struct Host {
+        mem: Vec<u8>,
+        sent: Vec<(PeerId, Vec<u8>)>,
+        done: Vec<Outcome>,
+    }
+    impl Env for Host {
+        fn send(&mut self, to: PeerId, frame: &[u8]) {
+            self.sent.push((to, frame.to_vec()));
+        }
+        fn multicast(&mut self, _: &GroupId, _: &[u8]) {}
+        fn read(&mut self, _: Resolved, offset: u64, out: &mut [u8]) -> bool {
+            let src = self.mem.get(offset as usize..offset as usize + out.len());
+            src.map(|s| out.copy_from_slice(s)).is_some()
+        }
+        fn write(&mut self, _: Resolved, offset: u64, data: &[u8]) -> bool {
+            let dst = self.mem.get_mut(offset as usize..offset as usize + data.len());
+            dst.map(|d| d.copy_from_slice(data)).is_some()
+        }
+        fn complete(&mut self, _: u64, outcome: Outcome) {
+            self.done.push(outcome);
+        }
+    }
+
+    let config = Config { peer_timeout_ms: 200, repair_timeout_us: 100, ..Config::default() };
+    let peer_timeout = 200_000_000;
+    let members: std::sync::Arc<[PeerId]> = (0..3).map(PeerId).collect();
+    let (len, buf) = (3_000u32, Resolved { segment: SegmentHandle(1), offset: 0 });
+    let mut engines: Vec<(Protocol, Host)> = (0..3u32)
+        .map(|rank| {
+            let mut p = Protocol::new(&config, crc32c::crc32c);
+            p.force_algorithm(Some(Algorithm::Linear));
+            let spec = CommSpec {
+                cookie: 0x13,
+                group: [7; 14],
+                members: members.clone(),
+                my_rank: rank,
+                seed: 1,
+                layout: Layout::FLAT,
+                key: ringcast_offload::proto::auth::Secret([0x13; 32]),
+            };
+            p.create_comm(spec).unwrap();
+            let mem = if rank == 0 { (0..len).map(|i| i as u8).collect() } else { vec![0; len as usize] };
+            (p, Host { mem, ..Host::default() })
+        })
+        .collect();
+    let comm = ringcast_offload::proto::protocol::CommHandle(0);
+    for (p, host) in &mut engines {
+        p.post_bcast(Post { comm, root: 0, buf, len, token: 1 }, 0, host).unwrap();
+    }
+    // The first fragment the root sent to rank 1; rank 1 never gets the other two.
+    let first = engines[0].1.sent.iter().find(|(to, _)| *to == PeerId(1)).unwrap().1.clone();
+    let (p1, host1) = &mut engines[1];
+    let arrived = 10_000;
+    p1.on_frame(PeerId(0), &first, arrived, host1);
+    // Then the same datagram every millisecond (a duplicating fabric, a confused peer), and the
+    // timers as the protocol asks for them; its requests go nowhere.
+    let mut now = arrived;
+    while host1.done.is_empty() && now < arrived + 2 * peer_timeout {
+        now += 1_000_000;
+        while let Some(t) = p1.next_timeout().filter(|&t| t <= now) {
+            p1.on_timeout(t, host1);
+            if !host1.done.is_empty() {
+                now = t;
+                break;
+            }
+        }
+        if host1.done.is_empty() {
+            p1.on_frame(PeerId(0), &first, now, host1);
+        }
+    }
+    assert!(host1.sent.iter().any(|(to, _)| *to == PeerId(0)), "rank 1 asked the root for repairs");
+    let outcome = host1.done.first().expect("the broadcast ended");
+    assert_eq!(outcome.status, StatusKind::PeerUnreachable);
+    assert!(outcome.counters.duplicates > 100, "{:?}", outcome.counters);
+    assert!(
+        now <= arrived + peer_timeout,
+        "failed at {now} ns, the peer timeout ran out at {}",
+        arrived + peer_timeout
+    );
+}

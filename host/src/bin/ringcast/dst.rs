@@ -67,7 +67,15 @@ pub fn run_cmd(a: DstArgs) -> ExitCode {
                         tot.5 += r.penalty_n;
                     }
                     Err(v) => {
-                        println!("seed {seed}: VIOLATION {v:?}   (replay: ringcast dst --seed {seed})");
+                        // The scenario depends on the rank bound: the replay must repeat it.
+                        let bound = if a.max_ranks == 512 {
+                            String::new()
+                        } else {
+                            format!(" --max-ranks {}", a.max_ranks)
+                        };
+                        println!(
+                            "seed {seed}: VIOLATION {v:?}   (replay: ringcast dst --seed {seed}{bound})"
+                        );
                         failures.lock().unwrap_or_else(|e| e.into_inner()).push(seed);
                     }
                 }

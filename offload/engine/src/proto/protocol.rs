@@ -185,6 +185,9 @@ struct Op {
     buf: Resolved,
     geo: Geometry,
     bits: FragBitmap,
+    /// Fragments whose allgather copy this rank has relayed (scatter–allgather, hierarchical):
+    /// a later copy of the same fragment in that phase is a duplicate and goes no further.
+    relayed: FragBitmap,
     alg: Algorithm,
     shape: Shape,
     selective: bool,
@@ -257,6 +260,8 @@ struct Comm {
     /// Fragment bitmaps of the channels not in use (one per channel, sized at creation for
     /// `max_message_bytes`): a post takes one, the synchronization gives it back.
     spare_bits: Vec<FragBitmap>,
+    /// The same for [`Op::relayed`].
+    spare_relayed: Vec<FragBitmap>,
     ready_seen: Vec<u32>,
     sync: Sync,
     broken: bool,
@@ -413,6 +418,7 @@ impl Protocol {
             .map(|_| FragBitmap::with_capacity(max_frags))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|_| StatusKind::BadLength)?;
+        let spare_relayed = spare_bits.clone();
         self.comms[slot] = Some(Comm {
             keys: CommKeys::new(&spec.key),
             spec,
@@ -425,6 +431,7 @@ impl Protocol {
                 .map(|_| Early { used: false, bid: 0, from: PeerId(0), len: 0, frame: Vec::new() })
                 .collect(),
             spare_bits,
+            spare_relayed,
             ready_seen: Vec::with_capacity(c),
             sync: Sync::default(),
             broken: false,
@@ -541,9 +548,12 @@ impl Protocol {
         }
         c.blocked_since = None;
         // NOTE(unwrap-free): Geometry::new bounded the count by MAX_FRAGS, as FragBitmap needs.
-        let Some(mut bits) = c.spare_bits.pop() else { return refuse(StatusKind::BadLength) };
-        if bits.reset(geo.count()).is_err() {
+        let (Some(mut bits), Some(mut relayed)) = (c.spare_bits.pop(), c.spare_relayed.pop()) else {
+            return refuse(StatusKind::BadLength);
+        };
+        if bits.reset(geo.count()).is_err() || relayed.reset(geo.count()).is_err() {
             c.spare_bits.push(bits);
+            c.spare_relayed.push(relayed);
             return refuse(StatusKind::BadLength);
         }
         let size = c.spec.size();
@@ -576,6 +586,7 @@ impl Protocol {
             buf,
             geo,
             bits,
+            relayed,
             alg,
             shape,
             selective: alg.uses_multicast() && len >= self.selective_bytes,
@@ -800,9 +811,14 @@ impl Protocol {
         let seq = h.frag_seq.get();
         if op.state != State::Receiving || op.bits.get(seq) {
             op.counters.duplicates += 1;
-            if phase == Phase::Allgather && op.bits.get(seq) && op.state != State::Failed {
+            if phase == Phase::Allgather
+                && op.bits.get(seq)
+                && op.state != State::Failed
+                && op.relayed.set(seq)
+            {
                 // Scatter–allgather: this rank held the fragment (it passed here in the scatter,
-                // or this is the root) but the allgather still runs through it.
+                // came by repair, or this is the root) but the allgather still runs through it —
+                // once: a second allgather copy (a duplicated datagram) is not relayed again.
                 let (alg, shape, me) = (op.alg, op.shape, c.spec.my_rank);
                 let (scratch, crc, counters) = (&mut self.scratch, self.crc, &mut self.counters);
                 algo::forward(alg, &shape, me, seq, phase, false, &mut |hop: Hop| {
@@ -843,6 +859,10 @@ impl Protocol {
         op.fruitless = 0;
         op.backoff = self.repair_timeout;
         op.nack_at = (now + self.repair_timeout).max(op.posted + op.patience);
+        if phase == Phase::Allgather {
+            // Relayed below: a duplicate of this copy must not be.
+            op.relayed.set(seq);
+        }
         let (alg, shape, selective) = (op.alg, op.shape, op.selective);
         if !selective {
             let fwd_hops = hops.saturating_add(1);
@@ -1306,6 +1326,7 @@ impl Protocol {
             if slot.as_ref().is_some_and(|op| op.bid >= base && op.bid < base + channels) {
                 if let Some(op) = slot.take() {
                     c.spare_bits.push(op.bits);
+                    c.spare_relayed.push(op.relayed);
                 }
             }
         }
