@@ -25,12 +25,9 @@ fn processes_of(job: &str) -> Vec<u32> {
 }
 
 fn segments_of(job: &str) -> Vec<String> {
-    let prefix = format!("ringcast-{job}-");
-    std::fs::read_dir("/dev/shm")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.starts_with(&prefix))
-        .collect()
+    let mut v = ringcast_ring::ShmSegment::list_named(&format!("ringcast-{job}-")).unwrap();
+    v.sort();
+    v
 }
 
 /// Kills whatever of `job` is still running and unlinks its segments when dropped, so that a

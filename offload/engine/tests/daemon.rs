@@ -146,12 +146,7 @@ fn engine_death_fails_waits_instead_of_hanging() {
 
 /// This test's segments in /dev/shm (`ringcast-<job>-*`).
 fn segments_of(job: &str) -> Vec<String> {
-    let prefix = format!("ringcast-{job}-");
-    let mut v: Vec<String> = std::fs::read_dir("/dev/shm")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.starts_with(&prefix))
-        .collect();
+    let mut v = ringcast_ring::ShmSegment::list_named(&format!("ringcast-{job}-")).unwrap();
     v.sort();
     v
 }

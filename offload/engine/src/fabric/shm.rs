@@ -159,16 +159,20 @@ pub fn reclaim_stale() -> io::Result<usize> {
     Ok(removed)
 }
 
+/// The names of `job`'s segments in `/dev/shm` (logs, rings, bells, temporaries being created).
+fn job_segments(job: &str) -> io::Result<Vec<String>> {
+    check_job(job)?;
+    let prefix = format!("ringcast-{job}-");
+    let mut names = ShmSegment::list_named(&prefix)?;
+    names.retain(|n| is_job_segment(&n[prefix.len()..]));
+    Ok(names)
+}
+
 /// Unlinks every segment of `job` that no process maps any more (the last member out; see the
 /// module documentation); a temporary only once its creator is gone. Returns how many.
 pub fn release_unused(job: &str) -> io::Result<usize> {
-    check_job(job)?;
-    let prefix = format!("ringcast-{job}-");
     let mut removed = 0;
-    for name in ShmSegment::list_named(&prefix)? {
-        if !is_job_segment(&name[prefix.len()..]) {
-            continue;
-        }
+    for name in job_segments(job)? {
         if tmp_creator(&name).is_some_and(|pid| !process_gone(pid)) {
             continue; // being created right now
         }
@@ -182,13 +186,8 @@ pub fn release_unused(job: &str) -> io::Result<usize> {
 /// Unlinks every shared-memory segment of `job` (logs, rings, leftover temporaries); returns
 /// how many. Mappings that members still hold stay valid until they drop them.
 pub fn cleanup(job: &str) -> io::Result<usize> {
-    check_job(job)?;
-    let prefix = format!("ringcast-{job}-");
     let mut removed = 0;
-    for name in ShmSegment::list_named(&prefix)? {
-        if !is_job_segment(&name[prefix.len()..]) {
-            continue;
-        }
+    for name in job_segments(job)? {
         match ShmSegment::unlink_named(&name) {
             Ok(()) => removed += 1,
             // Another cleaner got there first.

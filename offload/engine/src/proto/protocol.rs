@@ -251,8 +251,9 @@ struct Sync {
 #[derive(Debug)]
 struct Comm {
     spec: CommSpec,
-    /// Tag and MAC keys derived from `spec.key`.
-    keys: CommKeys,
+    /// How its frames are sealed: the CRC function and the tag and MAC keys derived from
+    /// `spec.key`.
+    seal: Seal,
     next_bid: u32,
     ops: Vec<Option<Op>>,
     channels: Vec<Vec<u8>>,
@@ -420,7 +421,7 @@ impl Protocol {
             .map_err(|_| StatusKind::BadLength)?;
         let spare_relayed = spare_bits.clone();
         self.comms[slot] = Some(Comm {
-            keys: CommKeys::new(&spec.key),
+            seal: Seal { crc: self.crc, keys: CommKeys::new(&spec.key) },
             spec,
             next_bid: 0,
             ops: (0..c).map(|_| None).collect(),
@@ -615,7 +616,7 @@ impl Protocol {
                 self.maybe_sync_up(comm, now, env);
                 return Ok(());
             }
-            op.digest = Some(c.keys.message_mac(bid, &chan[..len as usize]));
+            op.digest = Some(c.seal.keys.message_mac(bid, &chan[..len as usize]));
             op.bits.fill();
             // Yu et al.: the root's request is complete once the message is in its channel.
             env.complete(token, Outcome { status: StatusKind::Ok, bytes: len as u64, counters: op.counters });
@@ -638,7 +639,7 @@ impl Protocol {
             if picks && picked_rank(c.spec.seed, bid, root, size) == me {
                 let h = header(c, FrameKind::READY, bid, READY_FLAG_READY);
                 let to = c.spec.members[root as usize];
-                send(&mut self.scratch, (self.crc, &c.keys), &mut self.counters, env, to, &h, &[]);
+                send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[]);
             }
             c.ops[slot] = Some(op);
             // Fragments that arrived before this post, out of the pre-posted slots.
@@ -679,8 +680,7 @@ impl Protocol {
         let me = c.spec.my_rank;
         if alg == Algorithm::Multicast {
             for seq in 0..count {
-                let n =
-                    build_fragment(&mut self.scratch, self.crc, c, slot, seq, FrameKind::DATA_MULTICAST, 0);
+                let n = build_fragment(&mut self.scratch, c, slot, seq, FrameKind::DATA_MULTICAST, 0);
                 self.counters.multicast += 1;
                 env.multicast(&c.spec.group, &self.scratch[..n]);
             }
@@ -690,26 +690,26 @@ impl Protocol {
                 for k in 0..n {
                     let to = c.spec.members[self.kids[k] as usize];
                     let h = header(c, FrameKind::READY, bid, READY_FLAG_HAVE_ALL);
-                    send(&mut self.scratch, (self.crc, &c.keys), &mut self.counters, env, to, &h, &[]);
+                    send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[]);
                 }
                 self.maybe_sync_up(comm, now, env);
                 return;
             }
         }
-        let (scratch, crc, counters) = (&mut self.scratch, self.crc, &mut self.counters);
+        let (scratch, counters) = (&mut self.scratch, &mut self.counters);
         if matches!(alg, Algorithm::Binomial | Algorithm::Linear) {
             // Child by child, largest subtree first: the textbook order, which starts the
             // deepest subtree earliest (its routing does not depend on the fragment).
             algo::forward(alg, &shape, me, 0, Phase::Scatter, true, &mut |hop: Hop| {
                 for seq in 0..count {
-                    send_repair(scratch, crc, counters, env, c, slot, seq, hop, 1);
+                    send_repair(scratch, counters, env, c, slot, seq, hop, 1);
                 }
             });
         } else {
             // Fragment by fragment: the pipeline starts at once on every lane and tree.
             for seq in 0..count {
                 algo::forward(alg, &shape, me, seq, Phase::Scatter, true, &mut |hop: Hop| {
-                    send_repair(scratch, crc, counters, env, c, slot, seq, hop, 1)
+                    send_repair(scratch, counters, env, c, slot, seq, hop, 1)
                 });
             }
         }
@@ -734,7 +734,7 @@ impl Protocol {
         let Some(c) = self.comms[ci].as_mut() else { return };
         // The cookie only names the communicator (anyone who sees its traffic knows it); the
         // keyed tag proves the frame comes from a holder of its secret.
-        if !c.keys.tag_ok(frame.tagged(), frame.tag()) {
+        if !c.seal.keys.tag_ok(frame.tagged(), frame.tag()) {
             return self.drop_frame(DropReason::BadTag);
         }
         let src = match authenticate(&c.spec, h.src_rank.get(), from) {
@@ -820,9 +820,9 @@ impl Protocol {
                 // came by repair, or this is the root) but the allgather still runs through it —
                 // once: a second allgather copy (a duplicated datagram) is not relayed again.
                 let (alg, shape, me) = (op.alg, op.shape, c.spec.my_rank);
-                let (scratch, crc, counters) = (&mut self.scratch, self.crc, &mut self.counters);
+                let (scratch, counters) = (&mut self.scratch, &mut self.counters);
                 algo::forward(alg, &shape, me, seq, phase, false, &mut |hop: Hop| {
-                    send_repair(scratch, crc, counters, env, c, slot, seq, hop, hops.saturating_add(1))
+                    send_repair(scratch, counters, env, c, slot, seq, hop, hops.saturating_add(1))
                 });
             }
             return;
@@ -867,9 +867,9 @@ impl Protocol {
         if !selective {
             let fwd_hops = hops.saturating_add(1);
             let me = c.spec.my_rank;
-            let (scratch, crc, counters) = (&mut self.scratch, self.crc, &mut self.counters);
+            let (scratch, counters) = (&mut self.scratch, &mut self.counters);
             algo::forward(alg, &shape, me, seq, phase, true, &mut |hop: Hop| {
-                send_repair(scratch, crc, counters, env, c, slot, seq, hop, fwd_hops)
+                send_repair(scratch, counters, env, c, slot, seq, hop, fwd_hops)
             });
         }
         let Some(op) = c.ops[slot].as_ref() else { return };
@@ -891,7 +891,7 @@ impl Protocol {
         let Some(op) = c.ops[slot].as_mut() else { return };
         let len = op.geo.total as usize;
         let data = &c.channels[slot][..len];
-        if !op.digest.is_some_and(|mac| c.keys.mac_ok(op.bid, data, &mac)) {
+        if !op.digest.is_some_and(|mac| c.seal.keys.mac_ok(op.bid, data, &mac)) {
             op.state = State::Failed;
             env.complete(op.token, fail(StatusKind::DigestMismatch, op.counters));
             return;
@@ -909,7 +909,7 @@ impl Protocol {
             let h = header(c, FrameKind::READY, bid, READY_FLAG_HAVE_ALL);
             for k in 0..n {
                 let to = c.spec.members[self.kids[k] as usize];
-                send(&mut self.scratch, (self.crc, &c.keys), &mut self.counters, env, to, &h, &[]);
+                send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[]);
             }
         }
         self.maybe_sync_up(comm, now, env);
@@ -930,7 +930,7 @@ impl Protocol {
             let (held, hops, aborted) = (&op.bits, op.hops, op.state == State::Aborted);
             if aborted {
                 let h = header(c, FrameKind::READY, bid, READY_FLAG_ABORTED);
-                send(&mut self.scratch, (self.crc, &c.keys), &mut self.counters, env, to, &h, &[]);
+                send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[]);
                 return;
             }
             for k in 0..n {
@@ -940,17 +940,7 @@ impl Protocol {
                     // Phase::Tree: an answer is never forwarded as an allgather copy.
                     let hop = Hop { to: src, lane: LANE_ANY, phase: Phase::Tree };
                     let hops = hops.saturating_add(1);
-                    send_repair(
-                        &mut self.scratch,
-                        self.crc,
-                        &mut self.counters,
-                        env,
-                        c,
-                        slot,
-                        seq,
-                        hop,
-                        hops,
-                    );
+                    send_repair(&mut self.scratch, &mut self.counters, env, c, slot, seq, hop, hops);
                     sent += 1;
                 }
             }
@@ -959,7 +949,7 @@ impl Protocol {
             // Nothing to give: say whether this rank is still part of the communicator.
             let flag = if c.broken { READY_FLAG_BROKEN } else { READY_FLAG_ALIVE };
             let h = header(c, FrameKind::READY, bid, flag);
-            send(&mut self.scratch, (self.crc, &c.keys), &mut self.counters, env, to, &h, &[]);
+            send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[]);
         }
     }
 
@@ -979,7 +969,7 @@ impl Protocol {
             let flag = if c.broken { READY_FLAG_BROKEN } else { READY_FLAG_ALIVE };
             let h = header(c, FrameKind::READY, SYNC_PROBE_BID, flag);
             let to = c.spec.members[src as usize];
-            send(&mut self.scratch, (self.crc, &c.keys), &mut self.counters, env, to, &h, &[]);
+            send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[]);
             return;
         }
         if bid == SYNC_PROBE_BID {
@@ -1062,7 +1052,7 @@ impl Protocol {
         let peer = c.spec.members[to as usize];
         send(
             &mut self.scratch,
-            (self.crc, &c.keys),
+            &c.seal,
             &mut self.counters,
             env,
             peer,
@@ -1151,7 +1141,7 @@ impl Protocol {
                         .chain(sync_parent(me).filter(|_| c.sync.up_since.is_some()));
                     for k in waited {
                         let to = c.spec.members[k as usize];
-                        send(&mut self.scratch, (self.crc, &c.keys), &mut self.counters, env, to, &h, &[]);
+                        send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[]);
                     }
                     c.probe_at = Some(now + self.probe_every);
                 }
@@ -1235,15 +1225,7 @@ impl Protocol {
             Some(p) => {
                 let h = header(c, FrameKind::SYNC_UP, base, 0);
                 let to = c.spec.members[p as usize];
-                send(
-                    &mut self.scratch,
-                    (self.crc, &c.keys),
-                    &mut self.counters,
-                    env,
-                    to,
-                    &h,
-                    &[body.as_bytes()],
-                );
+                send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[body.as_bytes()]);
                 c.sync.up_retry = Some(now + c.sync.up_backoff.max(self.repair_timeout));
                 if c.sync.up_since.is_none() {
                     c.sync.up_since = Some(now);
@@ -1271,15 +1253,7 @@ impl Protocol {
             if let Some(down) = c.sync.last_down {
                 let h = header(c, FrameKind::SYNC_DOWN, down.base_bid.get(), 0);
                 let to = c.spec.members[src as usize];
-                send(
-                    &mut self.scratch,
-                    (self.crc, &c.keys),
-                    &mut self.counters,
-                    env,
-                    to,
-                    &h,
-                    &[down.as_bytes()],
-                );
+                send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[down.as_bytes()]);
             }
             return;
         }
@@ -1366,7 +1340,7 @@ impl Protocol {
         let h = header(c, FrameKind::SYNC_DOWN, base, 0);
         for k in sync_children(c.spec.size(), me) {
             let to = c.spec.members[k as usize];
-            send(&mut self.scratch, (self.crc, &c.keys), &mut self.counters, env, to, &h, &[body.as_bytes()]);
+            send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[body.as_bytes()]);
         }
         self.maybe_sync_up(comm, now, env);
     }
@@ -1495,15 +1469,7 @@ fn header(c: &Comm, kind: FrameKind, bid: u32, flags: u16) -> WireHeader {
 }
 
 /// Builds fragment `seq` of the broadcast in `slot` into `out`; returns the frame length.
-fn build_fragment(
-    out: &mut Vec<u8>,
-    crc: Crc32c,
-    c: &Comm,
-    slot: usize,
-    seq: u32,
-    kind: FrameKind,
-    hops: u16,
-) -> usize {
+fn build_fragment(out: &mut Vec<u8>, c: &Comm, slot: usize, seq: u32, kind: FrameKind, hops: u16) -> usize {
     let Some(op) = c.ops[slot].as_ref() else { return 0 };
     let Some((off, len)) = op.geo.range(seq) else { return 0 };
     let mut h = header(c, kind, op.bid, hops);
@@ -1514,7 +1480,7 @@ fn build_fragment(
     let digest = op.digest.unwrap_or([0; DIGEST_LEN]);
     let tail: &[u8] = if seq + 1 == op.geo.count() { &digest } else { &[] };
     grow(out, WIRE_HEADER_LEN + data.len() + tail.len() + WIRE_TRAILER_LEN);
-    emit(out, &h, &[data, tail], |span| c.keys.tag(span), crc).unwrap_or(0)
+    c.seal.emit(out, &h, &[data, tail]).unwrap_or(0)
 }
 
 /// The send buffer grows to the largest datagram sent (at most the MTU), once: an engine that
@@ -1530,7 +1496,6 @@ fn grow(out: &mut Vec<u8>, need: usize) {
 #[allow(clippy::too_many_arguments)]
 fn send_repair(
     scratch: &mut Vec<u8>,
-    crc: Crc32c,
     counters: &mut ProtoCounters,
     env: &mut impl Env,
     c: &Comm,
@@ -1540,7 +1505,7 @@ fn send_repair(
     hops: u16,
 ) {
     let flags = hops.min(HOPS_MASK) | (hop.phase as u16) << PHASE_SHIFT;
-    let len = build_fragment(scratch, crc, c, slot, seq, FrameKind::DATA_REPAIR, flags);
+    let len = build_fragment(scratch, c, slot, seq, FrameKind::DATA_REPAIR, flags);
     if len > 0 {
         counters.sent += 1;
         counters.repair_frames += 1;
@@ -1550,20 +1515,37 @@ fn send_repair(
     }
 }
 
-/// Emits `h` + `body` sealed with `seal` (the CRC function and the communicator's keys) and
-/// sends it to `to`.
+/// A communicator's frame sealing: the CRC32C function and its keys.
+#[derive(Debug)]
+struct Seal {
+    crc: Crc32c,
+    keys: CommKeys,
+}
+
+impl Seal {
+    /// Writes `h` + `body` + tag + CRC into `out`; returns the frame length.
+    fn emit(
+        &self,
+        out: &mut [u8],
+        h: &WireHeader,
+        body: &[&[u8]],
+    ) -> Result<usize, ringcast_abi::frame::BufferTooSmall> {
+        emit(out, h, body, |span| self.keys.tag(span), self.crc)
+    }
+}
+
+/// Emits `h` + `body` sealed with the communicator's `seal` and sends it to `to`.
 fn send(
     scratch: &mut Vec<u8>,
-    seal: (Crc32c, &CommKeys),
+    seal: &Seal,
     counters: &mut ProtoCounters,
     env: &mut impl Env,
     to: PeerId,
     h: &WireHeader,
     body: &[&[u8]],
 ) {
-    let (crc, keys) = seal;
     grow(scratch, WIRE_HEADER_LEN + body.iter().map(|b| b.len()).sum::<usize>() + WIRE_TRAILER_LEN);
-    if let Ok(n) = emit(scratch, h, body, |span| keys.tag(span), crc) {
+    if let Ok(n) = seal.emit(scratch, h, body) {
         counters.sent += 1;
         env.send(to, &scratch[..n]);
     }
