@@ -19,10 +19,10 @@ use ringcast_abi::{
     ABI_VERSION, COMM_MAGIC,
 };
 use ringcast_offload::config::LocalRank;
-use ringcast_offload::proto::ident::CommIdentity;
 pub use ringcast_offload::runner::net::{CommStats, NetStats};
 use ringcast_offload::runner::{spawn_thread, Idle, ThreadEngine};
 use ringcast_offload::{ctl, Config};
+use ringcast_proto::comm::ident::CommIdentity;
 use ringcast_ring::attach::{self, HostRings};
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, OwnedFd};
@@ -162,12 +162,13 @@ impl Host {
     /// Attaches to the engine daemon `name`.
     pub fn attach_with(name: &str, opts: AttachOptions) -> Result<Host> {
         let config = Config::from_env()?;
-        let ctl_timeout = opts.ctl_timeout.unwrap_or(Duration::from_millis(config.ctl_timeout_ms as u64));
+        let ctl_timeout =
+            opts.ctl_timeout.unwrap_or(Duration::from_millis(config.runner.ctl_timeout_ms as u64));
         let sock = ctl::connect(name).map_err(|source| Error::Connect { name: name.to_string(), source })?;
         let mut req = CtlMsg::new(CtlKind::ATTACH);
         req.a = std::process::id();
         req.b = opts.ring_entries;
-        req.c = match config.local_rank {
+        req.c = match config.topology.local_rank {
             LocalRank::Auto => 0,
             LocalRank::Fixed(l) => u64::from(l) + 1,
         };
@@ -571,7 +572,7 @@ impl Host {
     /// Creates the communicator `id` names (its cookie is the handle broadcasts name it by;
     /// every member passes the same identity) of the world ranks `members`, this process being
     /// `members[my_rank]`. One member draws the identity with
-    /// `ringcast_offload::proto::ident::new_identity` and the others receive it (e.g. over
+    /// `ringcast_offload::entropy::new_identity` and the others receive it (e.g. over
     /// MPI): it includes the communicator's secret, which keys its frames, so hand it only to
     /// members. Every member calls it; broadcasts name their roots by rank in `members`.
     pub fn comm_create(&mut self, id: &CommIdentity, my_rank: u32, members: &[u32]) -> Result<()> {

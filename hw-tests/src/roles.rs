@@ -16,8 +16,8 @@
 use ringcast_host::{Access, Host, SharedBuf};
 use ringcast_offload::config::Config;
 use ringcast_offload::fabric::Fabric;
-use ringcast_offload::proto::comm::{GroupId, PeerId};
-use ringcast_offload::proto::ident::CommIdentity;
+use ringcast_proto::comm::ident::CommIdentity;
+use ringcast_proto::comm::{GroupId, PeerId};
 use std::collections::HashSet;
 use std::io::BufRead;
 use std::sync::mpsc;
@@ -355,12 +355,14 @@ pub fn build(a: &FabricArgs) -> Result<Built, String> {
             Ok(Built::Dpdk(Box::new(f)))
         }
         Kind::Udp => {
-            use ringcast_offload::fabric::udp::{Interface, IpFamily, UdpFabric, UdpOptions};
-            let members = config.udp_member_addrs().map_err(|e| e.to_string())?;
-            let mut opts = UdpOptions::new(7480, &config);
+            use ringcast_offload::fabric::udp::{Interface, UdpFabric, UdpOptions};
+            use ringcast_proto::comm::ident::IpFamily;
+            let members = config.udp.member_addrs().map_err(|e| e.to_string())?;
+            let mut opts = UdpOptions::new(7480, config.protocol.mtu, config.limits.max_comms);
             opts.family = IpFamily::V4;
             opts.interface = Interface::Name("eth0".into());
-            let f = UdpFabric::new(PeerId(a.node), members, &opts, &config).map_err(|e| e.to_string())?;
+            let f =
+                UdpFabric::new(PeerId(a.node), members, &opts, &config.fault).map_err(|e| e.to_string())?;
             Ok(Built::Udp(Box::new(f)))
         }
     }
@@ -583,7 +585,7 @@ pub struct LifecycleArgs {
 /// The identity — handle, multicast group, seed — of communicator `i` of `job`, the same at
 /// every host without a bootstrap exchange.
 pub fn lifecycle_identity(job: &str, i: u32) -> CommIdentity {
-    ringcast_offload::proto::ident::derived_identity(&format!("{job} lifecycle communicator {i}"), None)
+    ringcast_proto::comm::ident::derived_identity(&format!("{job} lifecycle communicator {i}"), None)
 }
 
 /// How long a host waits for its engine to drop the freed communicators.

@@ -16,7 +16,7 @@ use ringcast_offload::config::{Config, FabricKind};
 use ringcast_offload::fabric::dpdk::frame::Mac;
 use ringcast_offload::fabric::dpdk::{DpdkError, DpdkFabric, DpdkOptions, McastMode};
 use ringcast_offload::fabric::Fabric;
-use ringcast_offload::proto::comm::PeerId;
+use ringcast_proto::comm::PeerId;
 
 fn mac(i: usize) -> Mac {
     Lab::mac(i).parse().expect("lab MACs parse")
@@ -35,16 +35,15 @@ fn one_eal_per_process_shared_refused_and_cleaned_up() {
         "net_memif1,role=server,id=1,socket=/run/ringcast-{job}b.memif,socket-abstract=yes,mac={}",
         mac(2)
     );
-    let config = Config {
-        fabric: FabricKind::Dpdk,
-        job: job.clone(),
-        nodes: 2,
-        node: 0,
-        dpdk_vdev: memif_vdev(&job, 0),
-        dpdk_eal_args: format!("--vdev={second}"),
-        dpdk_members: Lab::macs(2),
-        ..Config::default()
-    };
+    let config = Config::default().with(|cfg| {
+        cfg.topology.fabric = FabricKind::Dpdk;
+        cfg.topology.job = job.clone();
+        cfg.topology.nodes = 2;
+        cfg.topology.node = 0;
+        cfg.dpdk.vdev = memif_vdev(&job, 0);
+        cfg.dpdk.eal_args = format!("--vdev={second}");
+        cfg.dpdk.members = Lab::macs(2);
+    });
     config.validate().expect("a valid configuration");
     let opts = DpdkOptions::from_config(&config).expect("options");
     let members = vec![mac(0), mac(1)];

@@ -109,12 +109,12 @@ pub extern "C" fn ringcast_init() -> c_int {
             Err(_) => return RINGCAST_ERR_INVALID,
         };
         let thread = std::env::var("RINGCAST_RUN_MODE").as_deref() == Ok("thread");
-        let (node, ppn) = (config.node, config.ppn);
-        let size = config.world_size();
-        let host = if thread && config.local_rank == LocalRank::Fixed(0) {
+        let (node, ppn) = (config.topology.node, config.topology.ppn);
+        let size = config.topology.world_size();
+        let host = if thread && config.topology.local_rank == LocalRank::Fixed(0) {
             Host::spawn_named(config)
         } else {
-            Host::attach_wait(&config.engine_name, Duration::from_secs(30))
+            Host::attach_wait(&config.runner.engine_name, Duration::from_secs(30))
         };
         match host {
             Ok(host) => match host.local_rank() {
@@ -350,7 +350,7 @@ pub unsafe extern "C" fn ringcast_new_identity(id: *mut RingcastIdentity) -> c_i
     if id.is_null() {
         return RINGCAST_ERR_INVALID;
     }
-    let i = ringcast_offload::proto::ident::new_identity();
+    let i = ringcast_offload::entropy::new_identity();
     let out = RingcastIdentity { handle: i.cookie, seed: i.seed, group: i.group, pad: [0; 2], key: i.key.0 };
     // SAFETY: the caller guarantees `id` points to a writable `RingcastIdentity`; `write` does
     // not read the (possibly uninitialised) old value.
@@ -380,11 +380,11 @@ pub unsafe extern "C" fn ringcast_comm_create(
     if id.handle == 0 || id.key == [0; 32] {
         return RINGCAST_ERR_INVALID;
     }
-    let ident = ringcast_offload::proto::ident::CommIdentity {
+    let ident = ringcast_proto::comm::ident::CommIdentity {
         cookie: id.handle,
         group: id.group,
         seed: id.seed,
-        key: ringcast_offload::proto::auth::Secret(id.key),
+        key: ringcast_proto::comm::auth::Secret(id.key),
     };
     with_state(|s| s.host.comm_create(&ident, my_rank, members).map(|()| RINGCAST_OK).map_err(|e| code(&e)))
 }
@@ -401,7 +401,9 @@ pub extern "C" fn ringcast_comm_free(handle: u64) -> c_int {
 #[no_mangle]
 pub extern "C" fn ringcast_unlink_job() -> c_int {
     match Config::from_env() {
-        Ok(c) => ringcast_offload::fabric::shm::cleanup(&c.job).map_or(RINGCAST_ERR_IO, |_| RINGCAST_OK),
+        Ok(c) => {
+            ringcast_offload::fabric::shm::cleanup(&c.topology.job).map_or(RINGCAST_ERR_IO, |_| RINGCAST_OK)
+        }
         Err(_) => RINGCAST_ERR_INVALID,
     }
 }

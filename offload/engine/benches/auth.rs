@@ -2,7 +2,7 @@
 //! the CRC32C every datagram already carries and a plain copy; per frame, the SipHash-2-4 tag
 //! over a 32-byte header. `make bench` runs it; docs/performance.md has the figures.
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use ringcast_offload::proto::auth::{CommKeys, Secret};
+use ringcast_proto::comm::auth::{CommKeys, Secret};
 
 fn per_byte(c: &mut Criterion) {
     let keys = CommKeys::new(&Secret([7; 32]));

@@ -1,26 +1,24 @@
-//! `ringcast-offload`: the offload engine.
+//! `ringcast-offload`: the offload engine around its state machine.
 //!
-//! * [`core`] — the sans-IO protocol core (no sockets, threads or clocks);
-//! * [`config`] — every limit and knob, with `RINGCAST_*` overrides;
+//! The state machine itself — intake, communicators, the reliable-transfer layer, the
+//! collectives, the cost model — is `ringcast-proto` (sans-IO); the simulator is `ringcast-sim`.
+//! This crate carries them out against real memory and real fabrics:
+//!
+//! * [`config`] — the composition root of the configuration: every section, `RINGCAST_*`
+//!   overrides read here and only here;
+//! * [`entropy`] — the seeds the state machine is handed (OS randomness, time, host, process);
 //! * [`ctl`] — the control-socket transport shared with the host library;
-//! * [`fault`] — fault injection for every fabric, driven by `RINGCAST_FAULT_*` tunables;
 //! * [`fabric`] — the fabrics that move datagrams between engines (shared memory, UDP, DPDK,
-//!   verbs);
-//! * [`proto`] — the reliable broadcast protocol (being built: fragment bitmaps and geometry);
-//! * [`sim`] — the simulator and the deterministic simulation testing harness;
-//! * [`runner`] — the polling loop that drives the core against real shared memory, run as a
-//!   pinned thread inside a host process ([`runner::spawn_thread`]) or as the `ringcast-engine`
-//!   daemon ([`runner::run_daemon`]): same core, two runners.
+//!   verbs), each wrapped in the fault injector;
+//! * [`runner`] — the polling loop that drives the state machine against real shared memory, run
+//!   as a pinned thread inside a host process ([`runner::spawn_thread`]) or as the
+//!   `ringcast-engine` daemon ([`runner::run_daemon`]): same loop, two runners.
 // `unsafe` lives only in the DPDK and verbs fabrics (`fabric::dpdk`, `fabric::verbs`, which allow it).
 #![deny(unsafe_code)]
 pub mod config;
-pub mod core;
 pub mod ctl;
+pub mod entropy;
 pub mod fabric;
-pub mod fault;
-pub mod model;
-pub mod proto;
 pub mod runner;
-pub mod sim;
 
 pub use config::Config;

@@ -129,7 +129,7 @@ fn control_messages_of_another_version_or_with_reserved_bits_are_refused() {
 
 #[test]
 fn library_side_checks_and_refusals_are_typed() {
-    let e = engine(Config { max_regions: 2, ..Config::default() });
+    let e = engine(Config::default().with(|cfg| cfg.limits.max_regions = 2));
     let mut host = Host::attach(e.name()).unwrap();
     let buf = SharedBuf::new(1024).unwrap();
     assert!(matches!(host.register_range(&buf, 1000, 100, Access::READ), Err(Error::OutOfBounds { .. })));
@@ -150,7 +150,7 @@ fn library_side_checks_and_refusals_are_typed() {
 
 #[test]
 fn too_many_hosts_is_a_typed_refusal() {
-    let mut host = Host::spawn_local(Config { max_hosts: 1, ..Config::default() }).unwrap();
+    let mut host = Host::spawn_local(Config::default().with(|cfg| cfg.limits.max_hosts = 1)).unwrap();
     let name = host.local_engine().unwrap().to_string();
     match Host::attach(&name) {
         Err(Error::Refused { status, .. }) => assert_eq!(status, CtlStatus::TOO_MANY_HOSTS),
@@ -162,7 +162,7 @@ fn too_many_hosts_is_a_typed_refusal() {
 #[test]
 fn full_rings_apply_back_pressure_and_lose_nothing() {
     const N: usize = 8;
-    let e = engine(Config { ring_entries: N as u32, ..Config::default() });
+    let e = engine(Config::default().with(|cfg| cfg.limits.ring_entries = N as u32));
 
     // Host-side credits: at most N in flight, then WouldBlock, never a lost completion.
     let mut host = Host::attach(e.name()).unwrap();
@@ -235,7 +235,7 @@ fn a_host_that_corrupts_its_ring_is_detached_alone() {
 
 #[test]
 fn attach_with_a_bad_ring_size_is_refused() {
-    let e = engine(Config { max_ring_entries: 1024, ..Config::default() });
+    let e = engine(Config::default().with(|cfg| cfg.limits.max_ring_entries = 1024));
     for (entries, why) in [(100, "not a power of two"), (4096, "above max_ring_entries")] {
         let sock = ctl::connect(e.name()).unwrap();
         let mut req = CtlMsg::new(CtlKind::ATTACH);
@@ -250,7 +250,10 @@ fn attach_with_a_bad_ring_size_is_refused() {
 
 #[test]
 fn idle_connections_cannot_lock_hosts_out() {
-    let e = engine(Config { max_hosts: 2, attach_timeout_ms: 300, ..Config::default() });
+    let e = engine(Config::default().with(|cfg| {
+        cfg.limits.max_hosts = 2;
+        cfg.runner.attach_timeout_ms = 300;
+    }));
     // Fill every pending slot with connections that never say ATTACH.
     let idle: Vec<OwnedFd> = (0..2).map(|_| ctl::connect(e.name()).unwrap()).collect();
     std::thread::sleep(Duration::from_millis(20));
@@ -277,7 +280,7 @@ fn idle_connections_cannot_lock_hosts_out() {
 
 #[test]
 fn mapped_memory_is_budgeted_per_host_and_shared_per_buffer() {
-    let e = engine(Config { max_host_bytes: 1 << 20, ..Config::default() });
+    let e = engine(Config::default().with(|cfg| cfg.limits.max_host_bytes = 1 << 20));
     let mut host = Host::attach(e.name()).unwrap();
     let too_big = SharedBuf::new(2 << 20).unwrap();
     // Registering 4 KiB of a 2 MiB segment still maps 2 MiB: over budget.
@@ -314,7 +317,7 @@ fn mapped_memory_is_budgeted_per_host_and_shared_per_buffer() {
 fn a_huge_copy_does_not_stall_other_hosts() {
     const BIG: usize = 512 << 20;
     // 131072 passes of 4 KiB: the copy takes far longer than a round trip, whatever the load.
-    let e = engine(Config { dma_pass_bytes: 4096, ..Config::default() });
+    let e = engine(Config::default().with(|cfg| cfg.limits.dma_pass_bytes = 4096));
     let mut a = Host::attach(e.name()).unwrap();
     let mut b = Host::attach(e.name()).unwrap();
     let src = SharedBuf::new(BIG).unwrap();
@@ -340,7 +343,7 @@ fn a_huge_copy_does_not_stall_other_hosts() {
 
 #[test]
 fn engine_shutdown_answers_queued_descriptors() {
-    let e = engine(Config { dma_pass_bytes: 4096, ..Config::default() });
+    let e = engine(Config::default().with(|cfg| cfg.limits.dma_pass_bytes = 4096));
     let mut host = Host::attach(e.name()).unwrap();
     let src = SharedBuf::new(64 << 20).unwrap();
     let dst = SharedBuf::new(64 << 20).unwrap();
@@ -415,7 +418,7 @@ fn a_descriptor_that_blocks_on_close_does_not_stall_the_engine() {
 #[test]
 fn deregistering_fails_an_in_flight_copy_even_through_a_second_registration() {
     const LEN: u64 = 64 << 20;
-    let e = engine(Config { dma_pass_bytes: 4096, ..Config::default() });
+    let e = engine(Config::default().with(|cfg| cfg.limits.dma_pass_bytes = 4096));
     let mut host = Host::attach(e.name()).unwrap();
     let buf = SharedBuf::new(2 * LEN as usize).unwrap();
     let src = host.register(&buf, Access::READ).unwrap();

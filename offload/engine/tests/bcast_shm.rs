@@ -6,7 +6,7 @@
 use ringcast_host::{Access, Config, Host, SharedBuf};
 use ringcast_offload::config::{AlgorithmChoice, FabricKind};
 use ringcast_offload::fabric::shm::cleanup;
-use ringcast_offload::proto::algo::Algorithm;
+use ringcast_proto::collective::bcast::Algorithm;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Barrier};
 
@@ -37,18 +37,17 @@ fn cluster(nodes: u32, sizes: &[usize], tweak: impl Fn(&mut Config)) -> (u64, u6
     let sizes: Arc<Vec<usize>> = Arc::new(sizes.to_vec());
     let mut threads = Vec::new();
     for node in 0..nodes {
-        let mut config = Config {
-            fabric: FabricKind::Shm,
-            job: job.clone(),
-            nodes,
-            node,
-            engine_name: format!("{job}-{node}"),
-            log_level: 0,
-            repair_timeout_us: 200,
-            ..Config::default()
-        };
+        let mut config = Config::default().with(|cfg| {
+            cfg.topology.fabric = FabricKind::Shm;
+            cfg.topology.job = job.clone();
+            cfg.topology.nodes = nodes;
+            cfg.topology.node = node;
+            cfg.runner.engine_name = format!("{job}-{node}");
+            cfg.runner.log_level = 0;
+            cfg.protocol.repair_timeout_us = 200;
+        });
         tweak(&mut config);
-        let channels = config.channels as usize;
+        let channels = config.protocol.channels as usize;
         let (barrier, sizes) = (barrier.clone(), sizes.clone());
         threads.push(std::thread::spawn(move || -> Result<(u64, u64), String> {
             let mut host = Host::spawn_local(config).map_err(|e| format!("node {node}: {e}"))?;
@@ -120,16 +119,16 @@ fn broadcasts_arrive_byte_exact_at_every_engine() {
 fn broadcasts_survive_injected_loss() {
     // 5 % of every kind of datagram lost, both directions: every byte still arrives.
     cluster(3, &[2, 3000, 200_000, 64], |c| {
-        c.fault_drop = 0.05;
-        c.fault_seed = 7 + c.node as u64;
+        c.fault.drop = 0.05;
+        c.fault.seed = 7 + c.topology.node as u64;
     });
     // Every multicast datagram lost: the multicast algorithm delivers by repair alone — and the
     // counters prove the injector acted (not one fragment arrived by multicast).
     let (repairs, multicast) = cluster(3, &[2, 3000, 200_000, 64], |c| {
-        c.algorithm = AlgorithmChoice::Fixed(Algorithm::Multicast);
-        c.fault_drop = 1.0;
-        c.fault_kinds = "mcast".parse().unwrap_or(c.fault_kinds);
-        c.fault_seed = 7 + c.node as u64;
+        c.protocol.algorithm = AlgorithmChoice::Fixed(Algorithm::Multicast);
+        c.fault.drop = 1.0;
+        c.fault.kinds = "mcast".parse().unwrap_or(c.fault.kinds);
+        c.fault.seed = 7 + c.topology.node as u64;
     });
     assert_eq!(multicast, 0, "every multicast datagram was dropped");
     assert!(repairs > 0, "everything came by repair");
@@ -138,17 +137,17 @@ fn broadcasts_survive_injected_loss() {
 #[test]
 fn broadcasts_survive_duplication_reordering_and_corruption() {
     cluster(3, &[2, 3000, 200_000], |c| {
-        c.fault_duplicate = 0.05;
-        c.fault_reorder = 0.05;
-        c.fault_corrupt = 0.02;
-        c.fault_delay_us = 50;
-        c.fault_seed = 11 + c.node as u64;
+        c.fault.duplicate = 0.05;
+        c.fault.reorder = 0.05;
+        c.fault.corrupt = 0.02;
+        c.fault.delay_us = 50;
+        c.fault.seed = 11 + c.topology.node as u64;
     });
 }
 
 #[test]
 fn every_algorithm_runs_on_the_shm_fabric() {
     for alg in Algorithm::ALL {
-        cluster(4, &[2, 50_000], |c| c.algorithm = AlgorithmChoice::Fixed(alg));
+        cluster(4, &[2, 50_000], |c| c.protocol.algorithm = AlgorithmChoice::Fixed(alg));
     }
 }

@@ -12,30 +12,29 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 /// The identity of test communicator `handle` (every member passes the same).
-fn id(handle: u64, group: [u8; 14], seed: u64) -> ringcast_offload::proto::ident::CommIdentity {
-    ringcast_offload::proto::ident::CommIdentity {
+fn id(handle: u64, group: [u8; 14], seed: u64) -> ringcast_proto::comm::ident::CommIdentity {
+    ringcast_proto::comm::ident::CommIdentity {
         cookie: handle,
         group,
         seed,
-        key: ringcast_offload::proto::auth::Secret([0x42; 32]),
+        key: ringcast_proto::comm::auth::Secret([0x42; 32]),
     }
 }
 
 static JOBS: AtomicU32 = AtomicU32::new(0);
 
 fn config(job: &str, nodes: u32, node: u32) -> Config {
-    Config {
-        fabric: FabricKind::Shm,
-        job: job.to_string(),
-        nodes,
-        node,
-        ppn: 2,
-        channels: 4,
-        engine_name: format!("{job}-{node}"),
-        log_level: 0,
-        peer_timeout_ms: 1000,
-        ..Config::default()
-    }
+    Config::default().with(|cfg| {
+        cfg.topology.fabric = FabricKind::Shm;
+        cfg.topology.job = job.to_string();
+        cfg.topology.nodes = nodes;
+        cfg.topology.node = node;
+        cfg.topology.ppn = 2;
+        cfg.protocol.channels = 4;
+        cfg.runner.engine_name = format!("{job}-{node}");
+        cfg.runner.log_level = 0;
+        cfg.protocol.peer_timeout_ms = 1000;
+    })
 }
 
 fn status(r: Result<impl Sized, Error>) -> Option<StatusKind> {
@@ -270,7 +269,8 @@ fn misuse_of_communicators_gets_typed_errors_and_nothing_hangs() {
             // timeout (a starved engine thread on a loaded machine) may the timeout have failed
             // it first — a typed error too, and never before its time.
             let timed_out = status == Some(StatusKind::PeerUnreachable)
-                && posted.elapsed() >= Duration::from_millis(u64::from(config("j", 2, 0).peer_timeout_ms));
+                && posted.elapsed()
+                    >= Duration::from_millis(u64::from(config("j", 2, 0).protocol.peer_timeout_ms));
             if !timed_out {
                 check("the broadcast freed under", status, StatusKind::CommunicatorBroken)?;
             }
@@ -298,7 +298,7 @@ fn misuse_of_communicators_gets_typed_errors_and_nothing_hangs() {
 #[test]
 fn communicators_a_leaving_process_never_freed_are_dropped_with_their_groups() {
     let job = format!("commtest-{}-{}", std::process::id(), JOBS.fetch_add(1, Ordering::Relaxed));
-    let engine = spawn_thread(Config { ppn: 2, ..config(&job, 1, 0) }, true).expect("engine");
+    let engine = spawn_thread(config(&job, 1, 0).with(|cfg| cfg.topology.ppn = 2), true).expect("engine");
     let name = format!("{job}-0");
     let mut a = Host::attach_wait(&name, Duration::from_secs(10)).expect("a");
     let mut b = Host::attach_wait(&name, Duration::from_secs(10)).expect("b");
@@ -350,7 +350,7 @@ fn freed_communicators_are_recycled_at_once() {
     const CYCLES: u64 = 150;
     let stats = Arc::new(Mutex::new(Vec::new()));
     let seen = stats.clone();
-    let slow_timeout = |c: Config| Config { peer_timeout_ms: 10_000, ..c };
+    let slow_timeout = |c: Config| c.with(|cfg| cfg.protocol.peer_timeout_ms = 10_000);
     cluster_with(slow_timeout, move |host, world, _| {
         let io = Io::new(host, 256)?;
         for k in 0..CYCLES {
@@ -385,7 +385,14 @@ fn freed_communicators_are_recycled_at_once() {
 fn a_full_communicator_table_is_a_typed_refusal() {
     let job = format!("commtest-{}-{}", std::process::id(), JOBS.fetch_add(1, Ordering::Relaxed));
     let max_comms = 4u32;
-    let engine = spawn_thread(Config { ppn: 1, max_comms, ..config(&job, 1, 0) }, true).expect("engine");
+    let engine = spawn_thread(
+        config(&job, 1, 0).with(|cfg| {
+            cfg.topology.ppn = 1;
+            cfg.limits.max_comms = max_comms;
+        }),
+        true,
+    )
+    .expect("engine");
     let mut host = Host::attach_wait(&format!("{job}-0"), Duration::from_secs(10)).expect("attach");
     let io = Io::new(&mut host, 256).expect("buffer");
     // The world holds one slot.

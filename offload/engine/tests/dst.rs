@@ -4,7 +4,7 @@
 //! foreign-job frames, several communicators, random roots — each checked against every
 //! invariant. `RINGCAST_DST_SEEDS` sets how many (`make test` runs 2,000 in release); a failing
 //! seed replays exactly with `ringcast dst --seed N`.
-use ringcast_offload::sim::dst::{run, Scenario};
+use ringcast_sim::dst::{run, Scenario};
 
 fn seeds() -> u64 {
     std::env::var("RINGCAST_DST_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(150)
@@ -59,15 +59,15 @@ fn loss_alone_never_fails_a_broadcast_even_at_100_percent_multicast_loss() {
             continue;
         }
         // Loss and nothing else: no aborted roots, no forged frames, no injected faults.
-        s.faults = ringcast_offload::sim::fabric::Faults::clean();
+        s.faults = ringcast_sim::fabric::Faults::clean();
         s.faults.mcast_loss = 1.0;
         s.hostile = 0;
         s.comms.iter_mut().for_each(|c| c.aborted.iter_mut().for_each(|a| *a = false));
-        s.config.fault_drop = 0.0;
-        s.config.fault_corrupt = 0.0;
-        s.config.fault_duplicate = 0.0;
-        s.config.fault_reorder = 0.0;
-        s.config.fault_delay_us = 0;
+        s.fault.drop = 0.0;
+        s.fault.corrupt = 0.0;
+        s.fault.duplicate = 0.0;
+        s.fault.reorder = 0.0;
+        s.fault.delay_us = 0;
         let r = run(&s).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
         assert!(r.benign);
         assert_eq!(r.ok, r.completions, "seed {seed}: every broadcast succeeds by ring repair alone");
@@ -84,7 +84,7 @@ fn loss_alone_never_fails_a_broadcast_even_at_100_percent_multicast_loss() {
 /// placements (nodes of 1–7 ranks, block or cyclic, 1–2 sites) and invariants.
 #[test]
 fn every_algorithm_holds_every_invariant() {
-    use ringcast_offload::proto::algo::Algorithm;
+    use ringcast_proto::collective::bcast::Algorithm;
     let per = (seeds() / 8).max(40);
     let mut failures = Vec::new();
     for alg in Algorithm::ALL {
@@ -132,7 +132,7 @@ fn insider_forgeries_are_dropped_and_change_nothing() {
 /// and the checker says so. Proof that a forgery getting through would not go unnoticed.
 #[test]
 fn a_forger_holding_the_key_is_caught_by_the_checker() {
-    use ringcast_offload::sim::dst::Violation;
+    use ringcast_sim::dst::Violation;
     let mut caught = 0;
     for seed in 0..60 {
         let mut s = Scenario::generate(seed, 16);
@@ -162,15 +162,18 @@ fn issue_13_seed_duplicates_are_not_re_forwarded() {
 /// run — not a number that grows with every hop.
 #[test]
 fn duplication_costs_the_duplicates_and_no_more() {
-    use ringcast_offload::proto::algo::{Algorithm, Layout};
-    use ringcast_offload::sim::dst::CommPlan;
-    use ringcast_offload::sim::fabric::Faults;
+    use ringcast_proto::collective::bcast::Algorithm;
+    use ringcast_proto::comm::Layout;
+    use ringcast_sim::dst::CommPlan;
+    use ringcast_sim::fabric::Faults;
     for alg in [Algorithm::Hierarchical, Algorithm::ScatterAllgather] {
         let ranks = 96;
         let scenario = |duplicate: f64| Scenario {
             seed: 13,
             ranks,
-            config: ringcast_offload::Config { peer_timeout_ms: 200, ..Default::default() },
+            config: ringcast_proto::config::EngineConfig::default()
+                .with(|cfg| cfg.protocol.peer_timeout_ms = 200),
+            fault: Default::default(),
             faults: Faults { duplicate, ..Faults::clean() },
             comms: vec![CommPlan {
                 members: (0..ranks).collect(),

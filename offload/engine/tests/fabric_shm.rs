@@ -5,7 +5,7 @@
 //! holds no `ringcast-<job>-*` file afterwards.
 use ringcast_offload::fabric::shm::{cleanup, ShmFabric, ShmGeometry};
 use ringcast_offload::fabric::Fabric;
-use ringcast_offload::proto::comm::{GroupId, PeerId};
+use ringcast_proto::comm::{GroupId, PeerId};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 

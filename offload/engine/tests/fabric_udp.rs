@@ -14,11 +14,12 @@
 mod udp_support;
 
 use ringcast_offload::config::Config;
-use ringcast_offload::fabric::udp::{Interface, IpFamily, UdpFabric, UdpOptions};
+use ringcast_offload::entropy::new_identity;
+use ringcast_offload::fabric::udp::{Interface, UdpFabric, UdpOptions};
 use ringcast_offload::fabric::Fabric;
-use ringcast_offload::fault::FaultDirection;
-use ringcast_offload::proto::comm::{GroupId, PeerId};
-use ringcast_offload::proto::ident::new_identity;
+use ringcast_proto::comm::ident::IpFamily;
+use ringcast_proto::comm::{GroupId, PeerId};
+use ringcast_proto::fault::FaultDirection;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
@@ -64,7 +65,7 @@ fn free_port(ip: IpAddr) -> u16 {
 
 /// Options for a test fabric.
 fn options(family: IpFamily, interface: Interface, mcast_port: u16) -> UdpOptions {
-    let mut o = UdpOptions::new(mcast_port, &Config::default());
+    let mut o = UdpOptions::new(mcast_port, 1472, 64);
     o.family = family;
     o.interface = interface;
     o.rcvbuf = 1 << 20;
@@ -75,7 +76,7 @@ fn options(family: IpFamily, interface: Interface, mcast_port: u16) -> UdpOption
 fn members(ip: IpAddr, opts: &UdpOptions, configs: &[Config]) -> Vec<UdpFabric> {
     let addrs: Vec<SocketAddr> = configs.iter().map(|_| SocketAddr::new(ip, free_port(ip))).collect();
     (0..configs.len())
-        .map(|i| UdpFabric::new(PeerId(i as u32), addrs.clone(), opts, &configs[i]).expect("fabric"))
+        .map(|i| UdpFabric::new(PeerId(i as u32), addrs.clone(), opts, &configs[i].fault).expect("fabric"))
         .collect()
 }
 
@@ -234,7 +235,12 @@ fn ipv6_on_loopback_unicast_works_multicast_is_counted() {
 fn injected_loss_is_counted_and_nothing_wrong_is_delivered() {
     let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
     let opts = options(IpFamily::V4, Interface::Name("lo".into()), free_port(lo));
-    let lossy = |seed| Config { fault_drop: 0.25, fault_seed: seed, ..Config::default() };
+    let lossy = |seed| {
+        Config::default().with(|cfg| {
+            cfg.fault.drop = 0.25;
+            cfg.fault.seed = seed;
+        })
+    };
     let mut fabrics = members(lo, &opts, &[lossy(11), lossy(12)]);
     let group = new_identity().group;
     for f in &mut fabrics {
@@ -304,13 +310,12 @@ fn receive_through_faults(
 /// nothing is lost or damaged.
 #[test]
 fn injected_reorder_and_duplication_release_everything() {
-    let faulty = Config {
-        fault_reorder: 0.3,
-        fault_duplicate: 0.2,
-        fault_direction: FaultDirection::Rx,
-        fault_seed: 5,
-        ..Config::default()
-    };
+    let faulty = Config::default().with(|cfg| {
+        cfg.fault.reorder = 0.3;
+        cfg.fault.duplicate = 0.2;
+        cfg.fault.direction = FaultDirection::Rx;
+        cfg.fault.seed = 5;
+    });
     let k = 200;
     let (seqs, s, _) = receive_through_faults(faulty, k);
     assert_eq!(seqs.len() as u64, u64::from(k) + s.fault[2], "extra deliveries are the counted duplicates");
@@ -322,7 +327,10 @@ fn injected_reorder_and_duplication_release_everything() {
 /// by `poll`.
 #[test]
 fn injected_delay_holds_then_releases() {
-    let faulty = Config { fault_delay_us: 20_000, fault_direction: FaultDirection::Rx, ..Config::default() };
+    let faulty = Config::default().with(|cfg| {
+        cfg.fault.delay_us = 20_000;
+        cfg.fault.direction = FaultDirection::Rx;
+    });
     let k = 100;
     let (seqs, s, took) = receive_through_faults(faulty, k);
     assert_eq!(seqs, (0..k).collect::<Vec<_>>(), "a uniform delay keeps the order");
@@ -347,7 +355,7 @@ fn foreign_and_oversized_datagrams_are_refused() {
         raw_member.local_addr().expect("addr"),
     ];
     let mut fabrics: Vec<UdpFabric> = (0..2)
-        .map(|i| UdpFabric::new(PeerId(i), addrs.clone(), &opts, &Config::default()).expect("fabric"))
+        .map(|i| UdpFabric::new(PeerId(i), addrs.clone(), &opts, &Default::default()).expect("fabric"))
         .collect();
     let group = new_identity().group;
     for f in &mut fabrics {
@@ -385,12 +393,12 @@ fn foreign_and_oversized_datagrams_are_refused() {
 
     // Construction refuses what would make a source ambiguous or a socket impossible.
     let dup = vec![addrs[0], addrs[0]];
-    assert!(UdpFabric::new(PeerId(0), dup, &opts, &Config::default()).is_err(), "duplicate address");
-    assert!(UdpFabric::new(PeerId(5), addrs.clone(), &opts, &Config::default()).is_err(), "not a member");
+    assert!(UdpFabric::new(PeerId(0), dup, &opts, &Default::default()).is_err(), "duplicate address");
+    assert!(UdpFabric::new(PeerId(5), addrs.clone(), &opts, &Default::default()).is_err(), "not a member");
     let v6 = UdpOptions { family: IpFamily::V6, ..opts.clone() };
-    assert!(UdpFabric::new(PeerId(0), addrs.clone(), &v6, &Config::default()).is_err(), "wrong family");
+    assert!(UdpFabric::new(PeerId(0), addrs.clone(), &v6, &Default::default()).is_err(), "wrong family");
     let huge = UdpOptions { mtu: 70_000, ..opts.clone() };
-    assert!(UdpFabric::new(PeerId(0), addrs, &huge, &Config::default()).is_err(), "mtu above UDP's");
+    assert!(UdpFabric::new(PeerId(0), addrs, &huge, &Default::default()).is_err(), "mtu above UDP's");
 }
 
 /// Environment of a member process in the namespace test.
@@ -430,7 +438,7 @@ fn netns_member_process() {
         // Exercise the by-address form too: the member's own address names eth0.
         opts.interface = Interface::Addr(addrs[me].ip());
     }
-    let mut f = UdpFabric::new(PeerId(me as u32), addrs.clone(), &opts, &Config::default()).expect("fabric");
+    let mut f = UdpFabric::new(PeerId(me as u32), addrs.clone(), &opts, &Default::default()).expect("fabric");
     f.join(&group).expect("join");
     println!("READY rcvbuf={}", f.rcvbuf());
     let mut line = String::new();

@@ -3,16 +3,16 @@
 //! hop; penalty rounds average 1.0 under 50 % multicast loss (Hoefler et al.); latency without
 //! loss is flat in P; more channels amortise the synchronization (Yu et al.); the adaptive root
 //! delay beats each fixed mode where that mode is wrong; selective repair cuts repair traffic.
-use ringcast_offload::sim::experiments::{self as ex, Pacing};
-use ringcast_offload::sim::fabric::Faults;
 use ringcast_offload::Config;
+use ringcast_sim::experiments::{self as ex, Pacing};
+use ringcast_sim::fabric::Faults;
 
 const L: u64 = 2_000; // link latency, ns
 
 #[test]
 fn one_lost_datagram_costs_about_one_repair_hop() {
     for (name, selective) in [("selective", 0), ("eager", u32::MAX)] {
-        let cfg = Config { selective_repair_bytes: selective, ..ex::paper_config() };
+        let cfg = ex::paper_config().with(|cfg| cfg.protocol.selective_repair_bytes = selective);
         let clean =
             ex::run_sequence(16, 1 << 20, 1, 0, &cfg, ex::fabric(L, 0.0), 1, Pacing::Barrier, |_, _, _| 0);
         // Drop the 300th multicast datagram to rank 5 only.
@@ -80,7 +80,7 @@ fn a_dead_multicast_fails_over_to_point_to_point() {
     // Every multicast datagram is lost: ring repair alone completes, as a chain of P hops, until
     // two synchronized epochs without a multicast hit switch the communicator to the binomial
     // tree (log P hops) at the same broadcast everywhere.
-    let cfg = Config { channels: 4, ..ex::paper_config() };
+    let cfg = ex::paper_config().with(|cfg| cfg.protocol.channels = 4);
     let r = ex::run_sequence(64, 2, 40, 0, &cfg, ex::fabric(L, 1.0), 1, Pacing::Barrier, |_, _, _| 0);
     assert_eq!(r.errors, 0);
     assert_eq!(r.failover_from, Some(8), "decided at the second dead epoch (ids 4..8), effective from 8");
@@ -96,10 +96,11 @@ fn a_dead_multicast_fails_over_to_point_to_point() {
 #[test]
 fn duplicates_alone_do_not_keep_a_broadcast_alive() {
     use ringcast_abi::StatusKind;
-    use ringcast_offload::core::regions::{Resolved, SegmentHandle};
-    use ringcast_offload::proto::algo::{Algorithm, Layout};
-    use ringcast_offload::proto::comm::{CommSpec, GroupId, PeerId};
-    use ringcast_offload::proto::protocol::{Env, Outcome, Post, Protocol};
+    use ringcast_proto::collective::bcast::Algorithm;
+    use ringcast_proto::comm::Layout;
+    use ringcast_proto::comm::{CommSpec, GroupId, PeerId};
+    use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
+    use ringcast_proto::transfer::protocol::{Env, Outcome, Post, Protocol};
 
     #[derive(Default)]
     struct Host {
@@ -125,13 +126,16 @@ fn duplicates_alone_do_not_keep_a_broadcast_alive() {
         }
     }
 
-    let config = Config { peer_timeout_ms: 200, repair_timeout_us: 100, ..Config::default() };
+    let config = Config::default().with(|cfg| {
+        cfg.protocol.peer_timeout_ms = 200;
+        cfg.protocol.repair_timeout_us = 100;
+    });
     let peer_timeout = 200_000_000;
     let members: std::sync::Arc<[PeerId]> = (0..3).map(PeerId).collect();
     let (len, buf) = (3_000u32, Resolved { segment: SegmentHandle(1), offset: 0 });
     let mut engines: Vec<(Protocol, Host)> = (0..3u32)
         .map(|rank| {
-            let mut p = Protocol::new(&config, crc32c::crc32c);
+            let mut p = Protocol::new(&config.engine(), crc32c::crc32c);
             p.force_algorithm(Some(Algorithm::Linear));
             let spec = CommSpec {
                 cookie: 0x13,
@@ -140,14 +144,14 @@ fn duplicates_alone_do_not_keep_a_broadcast_alive() {
                 my_rank: rank,
                 seed: 1,
                 layout: Layout::FLAT,
-                key: ringcast_offload::proto::auth::Secret([0x13; 32]),
+                key: ringcast_proto::comm::auth::Secret([0x13; 32]),
             };
             p.create_comm(spec).unwrap();
             let mem = if rank == 0 { (0..len).map(|i| i as u8).collect() } else { vec![0; len as usize] };
             (p, Host { mem, ..Host::default() })
         })
         .collect();
-    let comm = ringcast_offload::proto::protocol::CommHandle(0);
+    let comm = ringcast_proto::transfer::protocol::CommHandle(0);
     for (p, host) in &mut engines {
         p.post_bcast(Post { comm, root: 0, buf, len, token: 1 }, 0, host).unwrap();
     }

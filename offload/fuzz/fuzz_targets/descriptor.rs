@@ -3,8 +3,8 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use ringcast_abi::{Access, SubmissionDescriptor};
-use ringcast_offload::core::regions::SegmentHandle;
-use ringcast_offload::core::{Action, Core};
+use ringcast_proto::intake::regions::SegmentHandle;
+use ringcast_proto::intake::{Action, Core};
 use ringcast_offload::Config;
 use zerocopy::FromBytes;
 

@@ -6,10 +6,10 @@
 use libfuzzer_sys::fuzz_target;
 use ringcast_abi::frame::tag_span;
 use ringcast_abi::wire::{FrameKind, WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
-use ringcast_offload::core::regions::{Resolved, SegmentHandle};
-use ringcast_offload::proto::auth::{CommKeys, Secret};
-use ringcast_offload::proto::comm::{CommSpec, GroupId, PeerId};
-use ringcast_offload::proto::protocol::{Env, Outcome, Post, Protocol};
+use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
+use ringcast_proto::comm::auth::{CommKeys, Secret};
+use ringcast_proto::comm::{CommSpec, GroupId, PeerId};
+use ringcast_proto::transfer::protocol::{Env, Outcome, Post, Protocol};
 use ringcast_offload::Config;
 use std::collections::HashSet;
 
@@ -38,7 +38,7 @@ const COOKIE: u64 = 0x1234_5678_9abc_def1;
 const KEY: Secret = Secret([0x11; 32]);
 
 fuzz_target!(|data: &[u8]| {
-    let config = Config { mtu: 256, channels: 4, max_message_bytes: 4096, ..Config::default() };
+    let config = Config::default().with(|cfg| { cfg.protocol.mtu = 256; cfg.protocol.channels = 4; cfg.protocol.max_message_bytes = 4096; });
     let mut p = Protocol::new(&config, crc32c::crc32c);
     let members: std::sync::Arc<[PeerId]> = (0..6).map(PeerId).collect();
     let comm = p

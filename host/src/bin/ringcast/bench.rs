@@ -170,7 +170,8 @@ pub fn run_once(a: &BenchArgs, algorithm: &str) -> Result<Vec<SizeLine>, String>
             if let ["size", size, "avg_us", avg, "cpu_us", cpu, "iters", it, "algorithm", alg] = f.as_slice()
             {
                 let p = |v: &str| v.parse::<f64>().map_err(|e| format!("node {node}: {l}: {e}"));
-                let alg = ringcast_offload::proto::algo::Algorithm::from_name(alg).map_or("?", |a| a.name());
+                let alg =
+                    ringcast_proto::collective::bcast::Algorithm::from_name(alg).map_or("?", |a| a.name());
                 mine.push(RankLine {
                     alg,
                     size: p(size)? as u64,
@@ -312,10 +313,11 @@ pub fn rank(a: RankArgs) -> ExitCode {
 fn rank_inner(a: &RankArgs) -> Result<(), String> {
     let config = ringcast_host::Config::from_env().map_err(|e| e.to_string())?;
     // The engine's choice per size, computed the same way (same configuration, same model).
-    let selector = ringcast_offload::model::select::Selector::from_config(&config);
-    let flat = ringcast_offload::proto::algo::Layout::FLAT;
+    let selector = ringcast_proto::model::select::Selector::from_config(&config.engine());
+    let flat = ringcast_proto::comm::Layout::FLAT;
     let mut host = host_from_env()?;
-    let me = config.node * config.ppn + host.local_rank().ok_or("no local rank on the engine")?;
+    let me = config.topology.node * config.topology.ppn
+        + host.local_rank().ok_or("no local rank on the engine")?;
     let largest = a.sizes.iter().copied().max().unwrap_or(1).max(1) as usize;
     let buf = SharedBuf::new(largest).map_err(|e| e.to_string())?;
     let region = host.register(&buf, Access::READ_WRITE).map_err(|e| e.to_string())?;
@@ -341,7 +343,7 @@ fn rank_inner(a: &RankArgs) -> Result<(), String> {
         if got != want {
             return Err(format!("node {me}: {size} B broadcast delivered wrong bytes"));
         }
-        let algorithm = selector.choose(config.nodes, size, &flat, true);
+        let algorithm = selector.choose(config.topology.nodes, size, &flat, true);
         println!(
             "size {size} avg_us {:.3} cpu_us {:.3} iters {iters} algorithm {algorithm}",
             dt.as_secs_f64() * 1e6 / iters as f64,
@@ -351,7 +353,7 @@ fn rank_inner(a: &RankArgs) -> Result<(), String> {
     // Fill the last synchronization epoch with tiny broadcasts: the engine (in thread mode, in
     // this process) lingers at exit until its epochs are synchronized, which needs every rank
     // to have finished every broadcast — MPI_Finalize's barrier, done by the protocol.
-    let channels = config.channels as u64;
+    let channels = config.protocol.channels as u64;
     for _ in 0..(channels - posted % channels) % channels {
         host.bcast(0, 0, region.at(0), 1).map_err(|e| format!("final epoch: {e}"))?;
     }

@@ -17,10 +17,11 @@
 //! per-datagram cost, not by bytes, so `G` is near 0 too. Both are what this fabric costs here.
 use clap::{Args, ValueEnum};
 use ringcast_offload::fabric::shm::{cleanup, ShmFabric};
-use ringcast_offload::fabric::udp::{Interface, IpFamily, UdpFabric, UdpOptions};
+use ringcast_offload::fabric::udp::{Interface, UdpFabric, UdpOptions};
 use ringcast_offload::fabric::Fabric;
-use ringcast_offload::proto::comm::PeerId;
 use ringcast_offload::Config;
+use ringcast_proto::comm::ident::IpFamily;
+use ringcast_proto::comm::PeerId;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -190,11 +191,12 @@ fn udp_pair(config: &Config) -> Result<(Member, Member), String> {
     let port = |_| free_port().ok_or("no free UDP port on loopback");
     let members: Vec<SocketAddr> =
         (0..2).map(|i| port(i).map(|p| SocketAddr::new(lo, p))).collect::<Result<_, _>>()?;
-    let mut opts = UdpOptions::new(free_port().ok_or("no free UDP port")?, config);
+    let mut opts =
+        UdpOptions::new(free_port().ok_or("no free UDP port")?, config.protocol.mtu, config.limits.max_comms);
     opts.family = IpFamily::V4;
     opts.interface = Interface::Name("lo".into());
     let make = |i: u32| {
-        UdpFabric::new(PeerId(i), members.clone(), &opts, config)
+        UdpFabric::new(PeerId(i), members.clone(), &opts, &config.fault)
             .map(|f| Box::new(f) as Member)
             .map_err(|e| e.to_string())
     };
@@ -202,7 +204,7 @@ fn udp_pair(config: &Config) -> Result<(Member, Member), String> {
 }
 
 fn shm_pair(job: &str, config: &Config) -> Result<(Member, Member), String> {
-    let mtu = (config.mtu as usize).min(4088);
+    let mtu = (config.protocol.mtu as usize).min(4088);
     let make = |i: u32| ShmFabric::new(job, PeerId(i), 2, mtu).map_err(|e| format!("shm fabric: {e}"));
     let (mut a, mut b) = (make(0)?, make(1)?);
     if !a.connect(PeerId(1)) || !b.connect(PeerId(0)) {

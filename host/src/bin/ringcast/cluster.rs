@@ -107,11 +107,11 @@ const ENGINE_WAIT: Duration = Duration::from_secs(30);
 pub fn host_from_env() -> Result<Host, String> {
     let config = Config::from_env().map_err(|e| e.to_string())?;
     let starts_engine = std::env::var(MODE_ENV).as_deref() == Ok("thread")
-        && config.local_rank == ringcast_offload::config::LocalRank::Fixed(0);
+        && config.topology.local_rank == ringcast_offload::config::LocalRank::Fixed(0);
     if starts_engine {
         Host::spawn_named(config).map_err(|e| e.to_string())
     } else {
-        Host::attach_wait(&config.engine_name, ENGINE_WAIT).map_err(|e| e.to_string())
+        Host::attach_wait(&config.runner.engine_name, ENGINE_WAIT).map_err(|e| e.to_string())
     }
 }
 
@@ -204,9 +204,7 @@ impl Cluster {
         // from the CSPRNG unless the caller set one, handed to every engine and program.
         let secret =
             std::env::var("RINGCAST_JOB_SECRET").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| {
-                ringcast_offload::config::JobSecret::to_hex(
-                    &ringcast_offload::proto::ident::new_identity().key.0,
-                )
+                ringcast_offload::config::JobSecret::to_hex(&ringcast_offload::entropy::new_identity().key.0)
             });
         let env = |node: u32| {
             vec![

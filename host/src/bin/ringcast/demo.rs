@@ -19,8 +19,8 @@ use crate::report::table::Table;
 use crate::workload::schedule;
 use clap::Args;
 use ringcast_host::Config;
-use ringcast_offload::model::select::Selector;
-use ringcast_offload::proto::algo::Layout;
+use ringcast_proto::comm::Layout;
+use ringcast_proto::model::select::Selector;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -289,7 +289,7 @@ fn demo(a: &DemoArgs) -> Result<(), String> {
     let lookup =
         |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()).or_else(|| std::env::var(k).ok());
     let config = Config::from_lookup(lookup).map_err(|e| e.to_string())?;
-    let selector = Selector::from_config(&config);
+    let selector = Selector::from_config(&config.engine());
     let a_stats = per_size(ours);
     let b_stats = per_size(base);
     let mut t = Table::new([

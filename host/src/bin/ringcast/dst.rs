@@ -3,7 +3,7 @@
 //! command that replays it, and a summary; `--seed N` replays one seed and, if it fails, dumps
 //! every simulated engine's protocol state.
 use clap::Args;
-use ringcast_offload::sim::dst::{run, run_traced, Scenario};
+use ringcast_sim::dst::{run, run_traced, Scenario};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;

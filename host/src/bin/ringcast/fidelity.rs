@@ -15,12 +15,12 @@ use crate::bench::{run_once, BenchArgs, ClusterArgs};
 use crate::calibrate::Measured;
 use crate::cluster::Mode;
 use ringcast_offload::fabric::Fabric;
-use ringcast_offload::model::{FabricModel, LogGp};
-use ringcast_offload::proto::algo::Algorithm;
-use ringcast_offload::proto::comm::PeerId;
-use ringcast_offload::sim::experiments::Pacing;
-use ringcast_offload::sim::perf::{run_point, Point, Setup};
 use ringcast_offload::Config;
+use ringcast_proto::collective::bcast::Algorithm;
+use ringcast_proto::comm::PeerId;
+use ringcast_proto::model::{FabricModel, LogGp};
+use ringcast_sim::experiments::Pacing;
+use ringcast_sim::perf::{run_point, Point, Setup};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -102,8 +102,8 @@ fn model(m: &Measured, extra_latency: f64) -> FabricModel {
 }
 
 fn predict(fabric: FabricModel, alg: Algorithm, nodes: u32, bytes: u64) -> f64 {
-    let config = Config { max_comms: 1, ..Config::default() };
-    let mut setup = Setup::new(fabric, config);
+    let config = Config::default().with(|cfg| cfg.limits.max_comms = 1);
+    let mut setup = Setup::new(fabric, config.engine());
     setup.pacing = Pacing::Pipelined;
     setup.broadcasts = if bytes > 65536 { 8 } else { 64 };
     let point = Point { algorithm: Some(alg), ranks: nodes, bytes: bytes as u32, loss: 0.0 };

@@ -1,8 +1,8 @@
 //! `ringcast info`: the tunables table, the broadcast algorithm the cost model chooses with
 //! them, and optionally a running engine's counters.
 use ringcast_host::{Config, Host};
-use ringcast_offload::model::select::Selector;
-use ringcast_offload::proto::algo::Layout;
+use ringcast_proto::comm::Layout;
+use ringcast_proto::model::select::Selector;
 use std::process::ExitCode;
 
 /// Prints every tunable (default, current, meaning, variable), the algorithm decision table for
@@ -28,7 +28,7 @@ pub fn run(config: &Config, engine: Option<&str>) -> ExitCode {
     }
     println!("\n* = set by the environment");
     println!();
-    print!("{}", Selector::from_config(config).table(&Layout::FLAT));
+    print!("{}", Selector::from_config(&config.engine()).table(&Layout::FLAT));
     if let Some(name) = engine {
         match Host::attach(name).and_then(|mut h| h.stats()) {
             Ok(s) => println!(
@@ -47,13 +47,17 @@ pub fn run(config: &Config, engine: Option<&str>) -> ExitCode {
 /// The tunables page of the docs, generated from the same declarations the engine runs on.
 pub fn markdown() -> ExitCode {
     println!("# Tunables\n");
-    println!("Every engine limit and knob is a field of `ringcast_offload::Config`");
-    println!("(`offload/engine/src/config.rs`), declared once with its default, meaning and environment");
-    println!("variable. `ringcast info` prints this table with the values in force, marking those set by");
-    println!("the environment; the engine daemon, the polling thread and the host library read the same");
-    println!("`RINGCAST_*` variables. Values are checked at start (`Config::validate`): a bad value is an");
-    println!("error naming the variable, never a silent default. Capacities are fixed when an engine");
-    println!("starts: its tables and buffers are sized from these values once and never grow.\n");
+    println!("Every engine limit and knob belongs to one section, named before the dot: `limits`,");
+    println!("`protocol`, `model` and `topology` (what the state machine runs on, `ringcast-proto`),");
+    println!("`fault` (the injector around every fabric), `runner` (the polling loop and control sockets)");
+    println!("and one per fabric (`udp`, `dpdk`, `verbs`). Each section is declared once with its defaults,");
+    println!("meanings and environment variables and checks its own values; `ringcast_offload::Config`");
+    println!("(`offload/engine/src/config/`) composes them and alone reads the `RINGCAST_*` variables.");
+    println!("`ringcast info` prints this table with the values in force, marking those set by the");
+    println!("environment; the engine daemon, the polling thread and the host library read the same");
+    println!("variables. Values are checked at start (`Config::validate`): a bad value is an error naming");
+    println!("the variable, never a silent default. Capacities are fixed when an engine starts: its tables");
+    println!("and buffers are sized from these values once and never grow.\n");
     println!(
         "Regenerate with `ringcast info --markdown > docs/tunables.md` (a test checks it is current).\n"
     );

@@ -118,7 +118,7 @@ fn main() -> ExitCode {
         Cmd::Info { engine, .. } => info::run(&config, engine.as_deref()),
         Cmd::Engine { name } => {
             if let Some(n) = name {
-                config.engine_name = n;
+                config.runner.engine_name = n;
             }
             if let Err(e) = config.validate() {
                 eprintln!("ringcast: {e}");

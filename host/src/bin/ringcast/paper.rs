@@ -4,8 +4,8 @@
 //! times are in multiples of the link latency (2 µs here); the shapes are the claims.
 use clap::Args;
 use ringcast_offload::config::AlgorithmChoice;
-use ringcast_offload::proto::algo::Algorithm;
-use ringcast_offload::sim::experiments as ex;
+use ringcast_proto::collective::bcast::Algorithm;
+use ringcast_sim::experiments as ex;
 use std::process::ExitCode;
 
 /// `ringcast paper` options.
@@ -58,7 +58,8 @@ pub fn run(a: PaperArgs) -> ExitCode {
 
     println!("\n3. Per-rank completion at P = 116 (µs after the root's post), 20 % multicast loss");
     let spread = |alg: Algorithm| {
-        let cfg = ringcast_offload::Config { algorithm: AlgorithmChoice::Fixed(alg), ..ex::paper_config() };
+        let cfg = ringcast_sim::experiments::paper_config()
+            .with(|cfg| cfg.protocol.algorithm = AlgorithmChoice::Fixed(alg));
         let r = ex::run_sequence(
             116,
             2,

@@ -20,7 +20,7 @@
 use crate::cluster::host_from_env;
 use clap::Args;
 use ringcast_host::{Access, Config, SharedBuf, SubmissionDescriptor};
-use ringcast_offload::proto::ident::{derived_identity, CommIdentity};
+use ringcast_proto::comm::ident::{derived_identity, CommIdentity};
 use std::process::ExitCode;
 
 /// `ringcast workload-rank` options (the same at every rank).
@@ -66,7 +66,7 @@ struct WComm {
 /// The split communicator of `color` in job `job`: every member derives the same identity from
 /// the job name (the identity a bootstrap would distribute), keyed by the job's secret.
 fn split_identity(config: &ringcast_offload::Config, color: u32) -> CommIdentity {
-    derived_identity(&format!("{}/split/{color}", config.job), config.job_secret.0.as_ref())
+    derived_identity(&format!("{}/split/{color}", config.topology.job), config.topology.job_secret.0.as_ref())
 }
 
 /// SplitMix64: the schedule's and the patterns' generator.
@@ -113,8 +113,8 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
     let config = Config::from_env().map_err(|e| e.to_string())?;
     let mut host = host_from_env()?;
     let local = host.local_rank().ok_or("this process holds no local rank on its engine")?;
-    let me = config.node * config.ppn + local;
-    let world = config.world_size();
+    let me = config.topology.node * config.topology.ppn + local;
+    let world = config.topology.world_size();
     if a.sizes.is_empty() {
         return Err("no sizes".into());
     }
@@ -200,7 +200,7 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
     }
     // Fill each communicator's last synchronization epoch so the engines can leave without
     // owing anything (the protocol synchronizes whole epochs of `channels` broadcasts).
-    let channels = config.channels;
+    let channels = config.protocol.channels;
     for c in &comms {
         for _ in 0..(channels - c.posted % channels) % channels {
             host.bcast(c.handle, 0, region.at(0), 1).map_err(|e| format!("final epoch: {e}"))?;

@@ -14,7 +14,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match (a.as_str(), args.next()) {
-            ("--name", Some(n)) => config.engine_name = n,
+            ("--name", Some(n)) => config.runner.engine_name = n,
             _ => {
                 eprintln!("usage: ringcast-engine [--name NAME]   (tunables: RINGCAST_* variables, see `ringcast info`)");
                 std::process::exit(2);

@@ -1,13 +1,13 @@
-//! The engine's fault injector (`RINGCAST_FAULT_*`, [`crate::fault`]) around any fabric that
+//! The engine's fault injector (`RINGCAST_FAULT_*`, [`ringcast_proto::fault`]) around any fabric that
 //! has none of its own (the `udp` fabric applies it itself, at the socket): every datagram sent
 //! (`Tx`) and received (`Rx`) gets a verdict — pass (possibly corrupted in place), drop,
 //! duplicate, or hold (delay and reorder). Held datagrams wait in a bounded queue
 //! ([`MAX_HELD`]) with their destination and go out, or are delivered, on the first poll after
 //! they are due. Time is this wrapper's own monotonic clock.
 use super::{Fabric, FabricCounters};
-use crate::core::Nanos;
-use crate::fault::{Dir, FaultInjector, Verdict, MAX_HELD};
-use crate::proto::comm::{GroupId, PeerId};
+use ringcast_proto::comm::{GroupId, PeerId};
+use ringcast_proto::fault::{Dir, FaultInjector, Verdict, MAX_HELD};
+use ringcast_proto::Nanos;
 use std::collections::VecDeque;
 use std::time::Instant;
 

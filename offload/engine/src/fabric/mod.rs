@@ -30,7 +30,7 @@ pub mod udp;
 #[allow(unsafe_code)]
 pub mod verbs;
 
-use crate::proto::comm::{GroupId, PeerId};
+use ringcast_proto::comm::{GroupId, PeerId};
 
 /// Counters every fabric keeps (monotonic).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

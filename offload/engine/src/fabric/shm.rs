@@ -23,7 +23,7 @@
 //! ring frames are length-checked, log datagrams are seqlock-checked and length-checked, and
 //! sender ids are checked against the member count. Own multicasts are never delivered.
 use super::{Fabric, FabricCounters};
-use crate::proto::comm::{GroupId, PeerId};
+use ringcast_proto::comm::{GroupId, PeerId};
 use ringcast_ring::{
     frame_ring_consumer, frame_ring_producer, BellBoard, Consumer, FrameSlot, McastLog, McastReader,
     Producer, ShmSegment, WriteError, FRAME_PAYLOAD,

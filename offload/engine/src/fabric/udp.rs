@@ -17,7 +17,7 @@
 //!   counts it ([`UdpStats::tx_dropped`]); the kernel's receive-queue drops are read from
 //!   `SO_RXQ_OVFL` and reported as [`FabricCounters::overrun`].
 //! * Datagrams above the MTU are refused in both directions.
-//! * The engine's fault injector ([`crate::fault`], `RINGCAST_FAULT_*`) acts on every datagram
+//! * The engine's fault injector ([`ringcast_proto::fault`], `RINGCAST_FAULT_*`) acts on every datagram
 //!   sent (`Tx`) and received (`Rx`). Held (delayed or reordered) datagrams are released by
 //!   [`UdpFabric::poll`] when due.
 //! * Multicast never leaves the link (hop limit 1) and loops back to the sending host, so members
@@ -64,12 +64,12 @@
 //! both families work. Tests on one host therefore use IPv4 on `lo`; see
 //! `tests/fabric_udp.rs`.
 use super::{Fabric, FabricCounters};
-use crate::config::Config;
-use crate::core::Nanos;
-use crate::fault::{Dir, FaultInjector, Verdict, MAX_HELD};
-use crate::proto::comm::{GroupId, PeerId};
-use crate::proto::ident::{group_ipv4, group_ipv6};
 use nix::sys::socket::{self as nsock, ControlMessageOwned, MsgFlags, SockaddrStorage};
+use ringcast_proto::comm::ident::{group_ip, IpFamily};
+use ringcast_proto::comm::{GroupId, PeerId};
+use ringcast_proto::fault::FaultConfig;
+use ringcast_proto::fault::{Dir, FaultInjector, Verdict, MAX_HELD};
+use ringcast_proto::Nanos;
 use rustix::net::{self as rnet, sockopt, AddressFamily, SocketFlags, SocketType};
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSliceMut};
@@ -90,37 +90,6 @@ pub const MAX_UDP_PAYLOAD_V4: usize = 65_507;
 
 /// Largest UDP payload over IPv6 without jumbograms (65535 − 8 UDP).
 pub const MAX_UDP_PAYLOAD_V6: usize = 65_527;
-
-/// Address family of a fabric (every member and the groups).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum IpFamily {
-    /// IPv6; groups `ff15::/16` + the 112-bit group id. The default: the whole id fits, so two
-    /// communicators never share a group.
-    #[default]
-    V6,
-    /// IPv4 fallback; groups `239.x.y.z` from a hash of the id (24 bits: collisions possible,
-    /// the frame cookie keeps jobs apart).
-    V4,
-}
-
-impl IpFamily {
-    /// The family of `ip`.
-    pub fn of(ip: IpAddr) -> IpFamily {
-        match ip {
-            IpAddr::V4(_) => IpFamily::V4,
-            IpAddr::V6(_) => IpFamily::V6,
-        }
-    }
-}
-
-/// The IP multicast group of `group` in `family` (also what the `verbs` fabric joins through
-/// rdmacm).
-pub fn group_ip(group: &GroupId, family: IpFamily) -> IpAddr {
-    match family {
-        IpFamily::V6 => IpAddr::V6(group_ipv6(group)),
-        IpFamily::V4 => IpAddr::V4(group_ipv4(group)),
-    }
-}
 
 /// The interface multicast is sent and received on.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -152,16 +121,16 @@ pub struct UdpOptions {
 }
 
 impl UdpOptions {
-    /// IPv6 on the kernel's choice of interface, `mcast_port`, the MTU and group limit of
-    /// `config` (`mtu`, `max_comms`), [`DEFAULT_RCVBUF`].
-    pub fn new(mcast_port: u16, config: &Config) -> Self {
+    /// IPv6 on the kernel's choice of interface, `mcast_port`, the frame size `mtu` and at most
+    /// `max_groups` groups, [`DEFAULT_RCVBUF`].
+    pub fn new(mcast_port: u16, mtu: u32, max_groups: u32) -> Self {
         UdpOptions {
             family: IpFamily::V6,
             interface: Interface::Index(0),
             mcast_port,
-            mtu: config.mtu as usize,
+            mtu: mtu as usize,
             rcvbuf: DEFAULT_RCVBUF,
-            max_groups: config.max_comms as usize,
+            max_groups: max_groups as usize,
         }
     }
 }
@@ -404,7 +373,7 @@ fn enobufs() -> i32 {
 
 impl UdpFabric {
     /// Member `local` of `members` (unicast addresses, index = [`PeerId`]), with the fault
-    /// injector `config`'s `fault_*` tunables describe (none when all zero).
+    /// injector `faults` describes (none when every rate is zero).
     ///
     /// Binds the unicast socket to `members[local]`; groups are joined later
     /// ([`Fabric::join`]).
@@ -412,7 +381,7 @@ impl UdpFabric {
         local: PeerId,
         members: Vec<SocketAddr>,
         opts: &UdpOptions,
-        config: &Config,
+        faults: &FaultConfig,
     ) -> Result<UdpFabric, UdpError> {
         let bad = |m: String| Err(UdpError::Invalid(m));
         let members: Vec<SocketAddr> = members.into_iter().map(normalize).collect();
@@ -499,7 +468,7 @@ impl UdpFabric {
             buf: vec![0; opts.mtu],
             cmsg: nix::cmsg_space!(u32),
             tx_scratch: Vec::with_capacity(opts.mtu),
-            faults: FaultInjector::from_config(config),
+            faults: FaultInjector::from_config(faults, crate::entropy::fault_seed()),
             held: VecDeque::new(),
             epoch: Instant::now(),
             counters: FabricCounters::default(),
@@ -832,11 +801,14 @@ mod tests {
 
     #[test]
     fn options_follow_the_config() {
-        let c = Config { mtu: 9000, max_comms: 7, ..Config::default() };
-        let o = UdpOptions::new(4000, &c);
+        let c = crate::config::Config::default().with(|cfg| {
+            cfg.protocol.mtu = 9000;
+            cfg.limits.max_comms = 7;
+        });
+        let o = UdpOptions::new(4000, c.protocol.mtu, c.limits.max_comms);
         assert_eq!((o.family, o.mtu, o.max_groups, o.rcvbuf), (IpFamily::V6, 9000, 7, DEFAULT_RCVBUF));
         let bad = UdpOptions { mcast_port: 0, ..o };
         let members = vec!["[::1]:4001".parse().expect("addr")];
-        assert!(matches!(UdpFabric::new(PeerId(0), members, &bad, &c), Err(UdpError::Invalid(_))));
+        assert!(matches!(UdpFabric::new(PeerId(0), members, &bad, &c.fault), Err(UdpError::Invalid(_))));
     }
 }

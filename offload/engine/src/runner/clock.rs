@@ -1,6 +1,6 @@
 //! The runners' clock: monotonic nanoseconds since the runner started. The core never reads it;
 //! runners pass `now` in.
-use crate::core::Nanos;
+use ringcast_proto::Nanos;
 use std::time::Instant;
 
 /// Monotonic clock.

@@ -7,10 +7,10 @@
 //! engine's members ([`Placement::Table`]), which the local [`Gather`] needs. Every local member
 //! posts the same record (checked by digest); each learns its own rank from it.
 use super::gather::{Gather, Placement};
-use crate::proto::auth::Secret;
-use crate::proto::comm::{CommSpec, GroupId, PeerId};
-use crate::proto::protocol::CommHandle;
 use ringcast_abi::{CommCreateHeader, StatusKind, COMM_MAGIC};
+use ringcast_proto::comm::auth::Secret;
+use ringcast_proto::comm::{CommSpec, GroupId, PeerId};
+use ringcast_proto::transfer::protocol::CommHandle;
 use std::sync::Arc;
 use zerocopy::FromBytes;
 

@@ -13,11 +13,11 @@ pub fn run_daemon(config: Config) -> std::io::Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone())?;
     }
-    let pin = config.pin_cpu;
+    let pin = config.runner.pin_cpu;
     let mut engine = EngineLoop::bind(config, 0)?;
     let pinned = pin_current_thread(pin)?;
-    let cfg = engine.core().config();
-    if cfg.log_level >= 1 {
+    let cfg = engine.config();
+    if cfg.runner.log_level >= 1 {
         eprintln!(
             "ringcast-engine[{}]: listening on @ringcast.{} (pid {}, {}, poll {}, cpu {}, rings {}, max hosts {})",
             engine.name(),
@@ -28,13 +28,13 @@ pub fn run_daemon(config: Config) -> std::io::Result<()> {
             std::env::consts::ARCH,
             super::idle::Idle::new(cfg).mode(),
             pinned.map_or("unpinned".to_string(), |c| c.to_string()),
-            cfg.ring_entries,
-            cfg.max_hosts,
+            cfg.limits.ring_entries,
+            cfg.limits.max_hosts,
         );
     }
     engine.run(&stop);
     let c = engine.core().counters();
-    if engine.core().config().log_level >= 1 {
+    if engine.config().runner.log_level >= 1 {
         eprintln!(
             "ringcast-engine[{}]: stopped; {} hosts served ({} lost), {} descriptors ok, {} failed, {} dropped in flight",
             engine.name(),

@@ -21,13 +21,13 @@ use super::clock::Clock;
 use super::memory::{HostMappings, SegmentTable};
 use super::net::Net;
 use crate::config::{Config, LocalRank};
-use crate::core::regions::Resolved;
-use crate::core::{Action, Core, Departure, HostId, Nanos};
 use crate::ctl::{self, Received};
 use ringcast_abi::ctl::{CtlKind, CtlMsg, CtlStatus};
 use ringcast_abi::{
     Access, Completion, Op as AbiOp, RegionKey, Status, StatusKind, SubmissionDescriptor, ABI_VERSION,
 };
+use ringcast_proto::intake::regions::Resolved;
+use ringcast_proto::intake::{Action, Core, Departure, HostId, Nanos};
 use ringcast_ring::attach::{self, EngineRings};
 use rustix::event::{epoll, Timespec};
 use std::collections::VecDeque;
@@ -153,6 +153,9 @@ struct Pending {
 /// The engine's polling loop state.
 pub struct EngineLoop {
     core: Core,
+    /// The configuration it was started with (the runner, the fabric and the state machine each
+    /// read their sections of it).
+    config: Config,
     clock: Clock,
     name: String,
     listener: OwnedFd,
@@ -181,34 +184,35 @@ impl EngineLoop {
     /// Listens on `@ringcast.<config.engine_name>`. `log_offset` lowers the log level (the
     /// in-process thread runner is quieter than the daemon).
     pub fn bind(config: Config, log_offset: u8) -> std::io::Result<Self> {
-        let listener = ctl::listen(&config.engine_name).map_err(|e| {
+        let listener = ctl::listen(&config.runner.engine_name).map_err(|e| {
             if e.kind() == std::io::ErrorKind::AddrInUse {
                 std::io::Error::new(
                     e.kind(),
-                    format!("an engine named {:?} is already running", config.engine_name),
+                    format!("an engine named {:?} is already running", config.runner.engine_name),
                 )
             } else {
                 e
             }
         })?;
-        let max_hosts = config.max_hosts as usize;
+        let max_hosts = config.limits.max_hosts as usize;
         Ok(EngineLoop {
             listener,
             epoll: epoll::create(epoll::CreateFlags::CLOEXEC)?,
-            name: config.engine_name.clone(),
-            burst: vec![SubmissionDescriptor::default(); config.burst as usize],
-            out: Vec::with_capacity(config.max_ring_entries as usize),
-            ctl_interval: config.ctl_poll_us as Nanos * 1000,
-            attach_timeout: config.attach_timeout_ms as Nanos * 1_000_000,
-            log_level: config.log_level.saturating_sub(log_offset),
+            name: config.runner.engine_name.clone(),
+            burst: vec![SubmissionDescriptor::default(); config.runner.burst as usize],
+            out: Vec::with_capacity(config.limits.max_ring_entries as usize),
+            ctl_interval: config.runner.ctl_poll_us as Nanos * 1000,
+            attach_timeout: config.runner.attach_timeout_ms as Nanos * 1_000_000,
+            log_level: config.runner.log_level.saturating_sub(log_offset),
             segments: SegmentTable::with_capacity(max_hosts * 8),
             hosts: (0..max_hosts).map(|_| None).collect(),
-            pending: (0..config.max_pending_conns).map(|_| None).collect(),
+            pending: (0..config.runner.max_pending_conns).map(|_| None).collect(),
             pending_seq: 0,
             net: Net::new(&config)?,
             next_token: 0,
             armed: Vec::with_capacity(max_hosts),
-            core: Core::new(config),
+            core: Core::new(config.engine()),
+            config,
             clock: Clock::new(),
             closer: super::closer::Closer::spawn()?,
             stray: Vec::with_capacity(4),
@@ -219,6 +223,11 @@ impl EngineLoop {
     /// The core (counters, config).
     pub fn core(&self) -> &Core {
         &self.core
+    }
+
+    /// The configuration it was started with.
+    pub fn config(&self) -> &Config {
+        &self.config
     }
 
     /// Engine name.
@@ -293,7 +302,7 @@ impl EngineLoop {
         let Some(conn) = hosts[i].as_mut() else {
             return Ok(false);
         };
-        let mut budget = core.config().dma_pass_bytes;
+        let mut budget = core.config().limits.dma_pass_bytes;
         out.clear();
         // 1. What is queued, in order.
         let mut work = conn.advance(core, segments, &mut budget, out);
@@ -511,10 +520,10 @@ impl EngineLoop {
             Some(status) => return refuse(status, 0),
             None => {}
         }
-        let cfg = self.core.config();
-        let entries = if msg.b == 0 { cfg.ring_entries } else { msg.b };
-        if !entries.is_power_of_two() || entries < 2 || entries > cfg.max_ring_entries {
-            return refuse(CtlStatus::LIMIT, cfg.max_ring_entries);
+        let cfg = &self.config;
+        let entries = if msg.b == 0 { cfg.limits.ring_entries } else { msg.b };
+        if !entries.is_power_of_two() || entries < 2 || entries > cfg.limits.max_ring_entries {
+            return refuse(CtlStatus::LIMIT, cfg.limits.max_ring_entries);
         }
         let now = self.clock.now();
         let claim = match msg.c {
@@ -668,7 +677,7 @@ impl EngineLoop {
         let Some(fd) = fd else {
             return err(CtlStatus::BAD_REQUEST);
         };
-        let budget = self.core.config().max_host_bytes;
+        let budget = self.config.limits.max_host_bytes;
         let EngineLoop { hosts, segments, core, closer, .. } = self;
         let Some(conn) = hosts[id.0 as usize].as_mut() else {
             closer.dispose(fd);
@@ -758,7 +767,7 @@ impl EngineLoop {
     /// finishes what hosts queued, answers descriptors still in their rings with
     /// `EngineShutdown`, and detaches everyone.
     pub fn run(&mut self, stop: &std::sync::atomic::AtomicBool) {
-        let mut idle = super::idle::Idle::new(self.core.config());
+        let mut idle = super::idle::Idle::new(&self.config);
         // Relaxed: the flag carries no data, only "stop"; a late observation costs one pass.
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
             self.step(&mut idle);
@@ -768,7 +777,7 @@ impl EngineLoop {
         // still attached (in thread mode the engine lives in one of its node's processes) —
         // until a peer timeout passes without work: an engine that leaves at once would make
         // the others fail with PeerUnreachable.
-        let linger = self.core.config().peer_timeout_ms as Nanos * 1_000_000;
+        let linger = self.config.protocol.peer_timeout_ms as Nanos * 1_000_000;
         let mut until = self.clock.now() + linger;
         while self.net.as_ref().is_some_and(|n| !n.quiescent() || self.core.hosts_attached_now() > 0)
             && self.clock.now() < until

@@ -24,9 +24,9 @@
 //! engines learn within `peer_timeout_ms` instead of waiting for a broadcast that never comes).
 //! A process that left cleanly with nothing unfinished may be replaced: the newcomer with its
 //! local rank continues its sequence.
-use crate::core::regions::Resolved;
-use crate::proto::protocol::{OpCounters, Outcome};
 use ringcast_abi::StatusKind;
+use ringcast_proto::intake::regions::Resolved;
+use ringcast_proto::transfer::protocol::{OpCounters, Outcome};
 use std::collections::VecDeque;
 
 /// One local process's post in a slot.
@@ -312,7 +312,7 @@ impl Gather {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::regions::SegmentHandle;
+    use ringcast_proto::intake::regions::SegmentHandle;
 
     fn buf(i: u32) -> Resolved {
         Resolved { segment: SegmentHandle(u64::from(i)), offset: 0 }

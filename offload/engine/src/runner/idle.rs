@@ -21,10 +21,10 @@ impl Idle {
     /// Back-off per `config` (`Auto` resolved for this machine).
     pub fn new(config: &Config) -> Self {
         Idle {
-            mode: config.poll_mode.resolve(),
-            spins: config.idle_spins,
-            yields: config.idle_yields,
-            sleep: Duration::from_micros(config.idle_sleep_us as u64),
+            mode: config.runner.poll_mode.resolve(),
+            spins: config.runner.idle_spins,
+            yields: config.runner.idle_yields,
+            sleep: Duration::from_micros(config.runner.idle_sleep_us as u64),
             empty: 0,
         }
     }

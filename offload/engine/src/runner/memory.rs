@@ -9,8 +9,8 @@
 //! the same budget bounds. The core has
 //! bounds-checked every DMA range against the registration; the copy re-checks against the
 //! mapping, so even a core bug cannot reach outside host memory.
-use crate::core::regions::{Resolved, SegmentHandle};
 use ringcast_abi::ctl::CtlStatus;
+use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
 use ringcast_ring::{copy_between, ShmSegment};
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;

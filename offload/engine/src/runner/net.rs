@@ -16,17 +16,18 @@ use super::comms::{derive, parse_record, LocalComm};
 use super::gather::{Delivery, Gather};
 use super::memory::SegmentTable;
 use crate::config::{Config, FabricKind, JobSecret};
-use crate::core::regions::Resolved;
-use crate::core::Nanos;
 use crate::fabric::faulty::Faulty;
 use crate::fabric::shm::ShmFabric;
-use crate::fabric::udp::{Interface, IpFamily, UdpFabric, UdpOptions};
+use crate::fabric::udp::{Interface, UdpFabric, UdpOptions};
 use crate::fabric::Fabric;
-use crate::fault::FaultInjector;
-use crate::proto::comm::{CommSpec, GroupId, PeerId};
-use crate::proto::ident::{derived_identity, CommIdentity};
-use crate::proto::protocol::{Env, Outcome, Post, PostError, Protocol};
 use ringcast_abi::StatusKind;
+use ringcast_proto::comm::ident::IpFamily;
+use ringcast_proto::comm::ident::{derived_identity, CommIdentity};
+use ringcast_proto::comm::{CommSpec, GroupId, PeerId};
+use ringcast_proto::fault::FaultInjector;
+use ringcast_proto::intake::regions::Resolved;
+use ringcast_proto::transfer::protocol::{Env, Outcome, Post, PostError, Protocol};
+use ringcast_proto::Nanos;
 use sha2::{Digest, Sha256};
 
 /// Datagrams taken from the fabric per pass (the host rings get their turn in between).
@@ -105,12 +106,18 @@ pub fn world_identity(job: &str, secret: &JobSecret) -> CommIdentity {
 impl Net {
     /// The network side `config` asks for, if any (`fabric = none`: `None`).
     pub fn new(config: &Config) -> std::io::Result<Option<Net>> {
-        let mtu = config.mtu as usize;
-        let mut fabric: Box<dyn Fabric + Send> = match config.fabric {
+        let mtu = config.protocol.mtu as usize;
+        let mut fabric: Box<dyn Fabric + Send> = match config.topology.fabric {
             FabricKind::None => return Ok(None),
-            FabricKind::Shm => {
-                with_faults(ShmFabric::new(&config.job, PeerId(config.node), config.nodes, mtu)?, config)
-            }
+            FabricKind::Shm => with_faults(
+                ShmFabric::new(
+                    &config.topology.job,
+                    PeerId(config.topology.node),
+                    config.topology.nodes,
+                    mtu,
+                )?,
+                config,
+            ),
             // The UDP fabric runs the fault injector itself (it releases held datagrams).
             FabricKind::Udp => Box::new(udp_fabric(config)?),
             #[cfg(feature = "dpdk")]
@@ -130,39 +137,48 @@ impl Net {
                 ))
             }
         };
-        let CommIdentity { cookie, group, seed, key } = world_identity(&config.job, &config.job_secret);
-        if config.job_secret.0.is_none() && config.nodes > 1 && config.log_level > 0 {
+        let CommIdentity { cookie, group, seed, key } =
+            world_identity(&config.topology.job, &config.topology.job_secret);
+        if config.topology.job_secret.0.is_none() && config.topology.nodes > 1 && config.runner.log_level > 0
+        {
             eprintln!(
                 "ringcast-engine: RINGCAST_JOB_SECRET is unset: the world communicator's frames are keyed by the \
                  job name {:?} alone, so anyone who knows it can forge them (ringcast run and the MPI interposer set one)",
-                config.job
+                config.topology.job
             );
         }
         fabric.join(&group)?;
-        let mut proto = Protocol::new(config, crc32c::crc32c);
-        let members: std::sync::Arc<[PeerId]> = (0..config.nodes).map(PeerId).collect();
-        let spec =
-            CommSpec { cookie, group, members, my_rank: config.node, seed, key, layout: Default::default() };
+        let mut proto = Protocol::new(&config.engine(), crc32c::crc32c);
+        let members: std::sync::Arc<[PeerId]> = (0..config.topology.nodes).map(PeerId).collect();
+        let spec = CommSpec {
+            cookie,
+            group,
+            members,
+            my_rank: config.topology.node,
+            seed,
+            key,
+            layout: Default::default(),
+        };
         let world = proto
             .create_comm(spec)
             .map_err(|s| std::io::Error::other(format!("world communicator refused: {s:?}")))?;
-        let window = config.channels as usize * 2;
-        let mut comms: Vec<Option<LocalComm>> = Vec::with_capacity(config.max_comms as usize);
-        comms.push(Some(LocalComm::world(config.node, config.ppn, world, group, window)));
+        let window = config.protocol.channels as usize * 2;
+        let mut comms: Vec<Option<LocalComm>> = Vec::with_capacity(config.limits.max_comms as usize);
+        comms.push(Some(LocalComm::world(config.topology.node, config.topology.ppn, world, group, window)));
         Ok(Some(Net {
             proto,
             fabric,
             comms,
-            node: config.node,
-            nodes: config.nodes,
-            ppn: config.ppn,
+            node: config.topology.node,
+            nodes: config.topology.nodes,
+            ppn: config.topology.ppn,
             window,
-            free_linger: config.peer_timeout_ms as Nanos * 1_000_000,
+            free_linger: config.protocol.peer_timeout_ms as Nanos * 1_000_000,
             arena: vec![0; FRAMES_PER_PASS * mtu],
             frames: Vec::with_capacity(FRAMES_PER_PASS),
             finished: Vec::with_capacity(window),
-            deliveries: Vec::with_capacity(window * config.ppn as usize),
-            done: Vec::with_capacity(window * config.ppn as usize),
+            deliveries: Vec::with_capacity(window * config.topology.ppn as usize),
+            done: Vec::with_capacity(window * config.topology.ppn as usize),
             created: 1,
             dropped: 0,
         }))
@@ -544,7 +560,7 @@ impl Net {
 /// `fabric` behind the `RINGCAST_FAULT_*` injector when `config` asks for faults (every fabric
 /// but `udp`, which injects them itself to release held datagrams in order).
 fn with_faults<F: Fabric + Send + 'static>(fabric: F, config: &Config) -> Box<dyn Fabric + Send> {
-    match FaultInjector::from_config(config) {
+    match FaultInjector::from_config(&config.fault, crate::entropy::fault_seed()) {
         Some(inj) => Box::new(Faulty::new(fabric, inj)),
         None => Box::new(fabric),
     }
@@ -555,28 +571,28 @@ fn with_faults<F: Fabric + Send + 'static>(fabric: F, config: &Config) -> Box<dy
 /// a job agrees without being told), and the interface (`udp_interface`, or the one holding this
 /// node's address).
 fn udp_fabric(config: &Config) -> std::io::Result<UdpFabric> {
-    let members = config.udp_member_addrs().map_err(|e| std::io::Error::other(e.to_string()))?;
+    let members = config.udp.member_addrs().map_err(|e| std::io::Error::other(e.to_string()))?;
     let own = members
-        .get(config.node as usize)
+        .get(config.topology.node as usize)
         .ok_or_else(|| std::io::Error::other("udp_members has no address for this node"))?;
-    let port = match config.udp_port {
+    let port = match config.udp.port {
         0 => {
-            let h = Sha256::digest(format!("ringcast udp port of job {}", config.job).as_bytes());
+            let h = Sha256::digest(format!("ringcast udp port of job {}", config.topology.job).as_bytes());
             20_000 + u16::from_le_bytes([h[0], h[1]]) % 20_000
         }
         p => p,
     };
-    let mut opts = UdpOptions::new(port, config);
+    let mut opts = UdpOptions::new(port, config.protocol.mtu, config.limits.max_comms);
     opts.family = IpFamily::of(own.ip());
-    opts.interface = match config.udp_interface.as_str() {
+    opts.interface = match config.udp.interface.as_str() {
         "" => Interface::Addr(own.ip()),
         i => i.parse().map(Interface::Index).unwrap_or_else(|_| Interface::Name(i.to_string())),
     };
-    UdpFabric::new(PeerId(config.node), members, &opts, config)
+    UdpFabric::new(PeerId(config.topology.node), members, &opts, &config.fault)
         .map_err(|e| std::io::Error::other(e.to_string()))
 }
 
-impl crate::core::Ranks for Net {
+impl ringcast_proto::intake::Ranks for Net {
     fn rank(&self, local: Option<u32>, comm: u64) -> Option<u32> {
         Net::rank(self, local, comm)
     }

@@ -55,10 +55,11 @@ impl Drop for ThreadEngine {
 pub fn spawn_thread(mut config: Config, keep_name: bool) -> std::io::Result<ThreadEngine> {
     static SEQ: AtomicU32 = AtomicU32::new(0);
     if !keep_name {
-        config.engine_name = format!("thread-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
+        config.runner.engine_name =
+            format!("thread-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed));
     }
-    let name = config.engine_name.clone();
-    let pin = config.pin_cpu;
+    let name = config.runner.engine_name.clone();
+    let pin = config.runner.pin_cpu;
     // Bind before spawning so that attach cannot race the listener.
     let mut engine = EngineLoop::bind(config, 1)?;
     let stop = Arc::new(AtomicBool::new(false));

@@ -11,9 +11,9 @@ use crate::report::plot::Chart;
 use crate::report::progress::Progress;
 use crate::report::table::Table;
 use clap::Args;
-use ringcast_offload::model::cost;
-use ringcast_offload::proto::algo::Layout;
-use ringcast_offload::sim::perf::{run_point, Measured, Point, Setup};
+use ringcast_proto::comm::Layout;
+use ringcast_proto::model::cost;
+use ringcast_sim::perf::{run_point, Measured, Point, Setup};
 use scenario::{Axis, Scenario};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -87,7 +87,7 @@ fn layouts_of(sc: &Scenario) -> Vec<Layout> {
 
 fn channels_of(sc: &Scenario) -> Vec<u32> {
     if sc.channels.is_empty() {
-        vec![sc.setup.config.channels]
+        vec![sc.setup.config.protocol.channels]
     } else {
         sc.channels.clone()
     }
@@ -124,7 +124,7 @@ fn run_scenario(sc: &Scenario, out: Option<&PathBuf>) -> bool {
         for &ch in &channels {
             let mut setup: Setup = sc.setup.clone();
             setup.layout = layout;
-            setup.config.channels = ch;
+            setup.config.protocol.channels = ch;
             for &alg in &sc.algorithms {
                 for &p in &sc.ranks {
                     for &bytes in &sc.bytes {
@@ -133,7 +133,7 @@ fn run_scenario(sc: &Scenario, out: Option<&PathBuf>) -> bool {
                             progress
                                 .set_message(format!("{} P={p} {bytes} B", alg.map_or("auto", |a| a.name())));
                             let m = run_point(&setup, &point);
-                            let payload = setup.config.mtu - 40;
+                            let payload = setup.config.protocol.mtu - 40;
                             let model_ns = cost::predict(
                                 m.algorithm,
                                 p,

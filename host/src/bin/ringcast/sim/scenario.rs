@@ -5,12 +5,13 @@
 //! tunables, and the sweep: algorithms × ranks × message sizes × multicast loss, optionally ×
 //! channels × placements. Every field but `name` has a default, so `--set` alone can describe a
 //! run. Unknown keys are errors (a typo must not silently run the default).
-use ringcast_offload::config::Config;
-use ringcast_offload::model::{FabricModel, LogGp};
-use ringcast_offload::proto::algo::{Algorithm, Layout};
-use ringcast_offload::sim::experiments::Pacing;
-use ringcast_offload::sim::fabric::Faults;
-use ringcast_offload::sim::perf::{sim_config, Setup};
+use ringcast_proto::collective::bcast::Algorithm;
+use ringcast_proto::comm::Layout;
+use ringcast_proto::config::EngineConfig as Config;
+use ringcast_proto::model::{FabricModel, LogGp};
+use ringcast_sim::experiments::Pacing;
+use ringcast_sim::fabric::Faults;
+use ringcast_sim::perf::{sim_config, Setup};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -313,16 +314,14 @@ fn build(f: File) -> Result<Scenario, String> {
     })
 }
 
-/// Engine tunables by name over `config` (through the same parser as `RINGCAST_*`).
+/// Engine tunables by name (`protocol.channels`, or `channels` where the field's name is its
+/// own) over `config`, through the same parser as `RINGCAST_*`.
 fn apply_engine(config: Config, engine: Option<&BTreeMap<String, toml::Value>>) -> Result<Config, String> {
     let Some(engine) = engine else { return Ok(config) };
-    let rows = config.describe();
+    let rows = config.rows();
     let mut env = BTreeMap::new();
     for (k, v) in engine {
-        let row = rows
-            .iter()
-            .find(|r| r.name == k.as_str())
-            .ok_or_else(|| format!("engine.{k}: no such tunable"))?;
+        let row = find_row(&rows, k).ok_or_else(|| format!("engine.{k}: no such tunable"))?;
         let text = match v {
             toml::Value::String(s) => s.clone(),
             toml::Value::Integer(i) => i.to_string(),
@@ -333,7 +332,7 @@ fn apply_engine(config: Config, engine: Option<&BTreeMap<String, toml::Value>>) 
         env.insert(row.env, text);
     }
     // Start from `config`, not the defaults: re-parse only the named ones.
-    let parsed = Config::from_lookup(|k| env.get(k).cloned()).map_err(|e| e.to_string())?;
+    let parsed = Config::from_lookup(&|k| env.get(k).cloned()).map_err(|e| e.to_string())?;
     let mut out = config;
     for k in engine.keys() {
         out = copy_tunable(out, &parsed, k);
@@ -343,17 +342,33 @@ fn apply_engine(config: Config, engine: Option<&BTreeMap<String, toml::Value>>) 
 
 /// `to` with tunable `name` taken from `from` (via the tunables' text form, which round-trips).
 fn copy_tunable(to: Config, from: &Config, name: &str) -> Config {
-    let value = from.describe().into_iter().find(|r| r.name == name).map(|r| r.current);
-    let rows = to.describe();
+    let (from_rows, rows) = (from.rows(), to.rows());
+    let Some(target) = find_row(&from_rows, name) else { return to };
+    let value = Some(target.current.clone());
     let lookup = |env: &str| {
         let row = rows.iter().find(|r| r.env == env)?;
-        if row.name == name {
+        if row.name == target.name {
             value.clone()
         } else {
             Some(row.current.clone())
         }
     };
-    Config::from_lookup(lookup).unwrap_or(to)
+    Config::from_lookup(&lookup).unwrap_or(to)
+}
+
+/// The row named `name`: `section.field`, or the bare field when no other section has one so
+/// named.
+fn find_row<'a>(
+    rows: &'a [ringcast_proto::config::TunableRow],
+    name: &str,
+) -> Option<&'a ringcast_proto::config::TunableRow> {
+    rows.iter().find(|r| r.name == name).or_else(|| {
+        let mut bare = rows.iter().filter(|r| r.name.rsplit('.').next() == Some(name));
+        match (bare.next(), bare.next()) {
+            (Some(r), None) => Some(r),
+            _ => None,
+        }
+    })
 }
 
 #[cfg(test)]
@@ -373,8 +388,8 @@ mod tests {
         .unwrap();
         assert_eq!(s.ranks, vec![16, 32]);
         assert_eq!(s.setup.fabric.lanes, 2);
-        assert_eq!(s.setup.config.channels, 8);
-        assert_eq!(s.setup.config.max_comms, 1, "simulator defaults kept under overrides");
+        assert_eq!(s.setup.config.protocol.channels, 8);
+        assert_eq!(s.setup.config.limits.max_comms, 1, "simulator defaults kept under overrides");
         assert_eq!(s.algorithms, vec![Some(Algorithm::DualTree)]);
         assert!(parse("name = \"t\"\n[sweep]\nrank = [4]\n", &[]).is_err());
         assert!(parse("", &["sweep.algorithms=[\"quantum\"]".into()]).is_err());

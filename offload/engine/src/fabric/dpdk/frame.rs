@@ -36,7 +36,7 @@
 //! It never panics. A frame is accepted only if it has our EtherType, a length field that fits
 //! the frame and the MTU, a destination that is this station's MAC or a joined group's MAC, and
 //! a source that is a listed member other than this station.
-use crate::proto::comm::{GroupId, PeerId};
+use ringcast_proto::comm::{GroupId, PeerId};
 use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
@@ -338,7 +338,7 @@ mod tests {
         let m = group_mac(&group);
         assert_eq!(m, Mac([0x33, 0x33, 0xaa, 0xbb, 0xcc, 0xdd]));
         // RFC 2464: 33:33 + the last 32 bits of the IPv6 group address the udp fabric uses.
-        let v6 = crate::proto::ident::group_ipv6(&group).octets();
+        let v6 = ringcast_proto::comm::ident::group_ipv6(&group).octets();
         assert_eq!(m.0[2..], v6[12..]);
         assert!(m.is_multicast() && !m.is_member_address());
     }

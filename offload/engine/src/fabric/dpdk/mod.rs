@@ -103,7 +103,7 @@ mod fabric {
     use super::DpdkError;
     use crate::config::Config;
     use crate::fabric::{Fabric, FabricCounters};
-    use crate::proto::comm::{GroupId, PeerId};
+    use ringcast_proto::comm::{GroupId, PeerId};
     use std::sync::Arc;
 
     /// Default receive and transmit descriptors of the port's queue.
@@ -136,12 +136,12 @@ mod fabric {
         /// What `config` says (`dpdk_*`, `mtu`, `max_comms`, `log_level`, `job`, `node`), for
         /// this process: the file prefix carries its id, the lcore map its CPUs.
         pub fn from_config(config: &Config) -> Result<DpdkOptions, DpdkError> {
-            let mtu = config.mtu as usize;
+            let mtu = config.protocol.mtu as usize;
             let data_room = data_room(mtu);
-            let need = u64::from(config.dpdk_mbufs) * u64::from(data_room + 192);
+            let need = u64::from(config.dpdk.mbufs) * u64::from(data_room + 192);
             let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
             let hugepages = eal_args::resolve_hugepages(
-                config.dpdk_hugepages,
+                config.dpdk.hugepages,
                 need,
                 &read("/proc/mounts"),
                 &read("/proc/meminfo"),
@@ -151,22 +151,22 @@ mod fabric {
                 .map(|set| (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect())
                 .unwrap_or_default();
             let spec = EalSpec {
-                vdev: config.dpdk_vdev.clone(),
-                extra: config.dpdk_eal_args.clone(),
+                vdev: config.dpdk.vdev.clone(),
+                extra: config.dpdk.eal_args.clone(),
                 hugepages,
-                mem_mb: eal_args::mem_mb(config.dpdk_mbufs, data_room),
-                prefix: eal_args::file_prefix(&config.job, config.node, std::process::id()),
-                log_level: config.log_level,
+                mem_mb: eal_args::mem_mb(config.dpdk.mbufs, data_room),
+                prefix: eal_args::file_prefix(&config.topology.job, config.topology.node, std::process::id()),
+                log_level: config.runner.log_level,
                 cpus,
             };
             Ok(DpdkOptions {
                 eal_args: eal_args::eal_args(&spec),
-                port: eal_args::vdev_port_name(&config.dpdk_vdev).to_string(),
-                mbufs: config.dpdk_mbufs,
+                port: eal_args::vdev_port_name(&config.dpdk.vdev).to_string(),
+                mbufs: config.dpdk.mbufs,
                 descriptors: DESCRIPTORS,
                 mtu,
-                max_groups: config.max_comms as usize,
-                kernel_iface: eal_args::vdev_kernel_iface(&config.dpdk_vdev).map(str::to_string),
+                max_groups: config.limits.max_comms as usize,
+                kernel_iface: eal_args::vdev_kernel_iface(&config.dpdk.vdev).map(str::to_string),
             })
         }
     }
@@ -538,9 +538,9 @@ mod fabric {
     /// The fabric `config` describes: member `node` of `dpdk_members` on the port of
     /// `dpdk_vdev` (see [`DpdkOptions::from_config`]).
     pub fn from_config(config: &Config) -> Result<DpdkFabric, DpdkError> {
-        let members = frame::parse_members(&config.dpdk_members).map_err(DpdkError::Invalid)?;
+        let members = frame::parse_members(&config.dpdk.members).map_err(DpdkError::Invalid)?;
         let opts = DpdkOptions::from_config(config)?;
-        DpdkFabric::new(PeerId(config.node), members, &opts)
+        DpdkFabric::new(PeerId(config.topology.node), members, &opts)
     }
 }
 

@@ -30,8 +30,8 @@ use super::nic::{
 use super::slots::{Layout, RecvSlots, Retired, SendRing};
 use super::wire::{Hello, GRH_LEN, HEADER_LEN};
 use super::VerbsError;
-use crate::fabric::udp::{group_ip, IpFamily};
-use crate::proto::comm::GroupId;
+use ringcast_proto::comm::ident::{group_ip, IpFamily};
+use ringcast_proto::comm::GroupId;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 

@@ -5,7 +5,7 @@
 //! # The mappings
 //!
 //! * **The IP group** ([`join_ip`]) is the `udp` fabric's, shared rather than written twice
-//!   ([`crate::proto::ident::group_ipv6`] / [`crate::proto::ident::group_ipv4`]): IPv6
+//!   ([`ringcast_proto::comm::ident::group_ipv6`] / [`ringcast_proto::comm::ident::group_ipv4`]): IPv6
 //!   `ff15::/16` + the 112 bits when the fabric's address ([`JoinSpec::family`]) is IPv6,
 //!   IPv4 `239/8` from a hash of them when it is IPv4. rdmacm (`rdma_join_multicast`) is
 //!   handed this address; the kernel turns it into an MGID and, on RoCE, sends the IGMP/MLD
@@ -36,8 +36,8 @@
 //! The fabric always attaches and sends with the MGID and MLID the join event reports (the
 //! kernel and the SA are authoritative); the prediction here is compared with it and a
 //! difference counted ([`super::VerbsStats::mgid_mismatch`]), and it is what attach mode uses.
-use crate::fabric::udp::{group_ip, IpFamily};
-use crate::proto::comm::GroupId;
+use ringcast_proto::comm::ident::{group_ip, IpFamily};
+use ringcast_proto::comm::GroupId;
 use sha2::{Digest, Sha256};
 use std::fmt;
 use std::net::{IpAddr, Ipv6Addr};
@@ -228,7 +228,7 @@ pub fn gid_str(gid: &[u8; 16]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::ident::{group_ipv4, group_ipv6};
+    use ringcast_proto::comm::ident::{group_ipv4, group_ipv6};
     use std::net::Ipv4Addr;
 
     const G: GroupId = [0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18, 0x19, 0x1a, 0x1b, 0x1c, 0x1d];

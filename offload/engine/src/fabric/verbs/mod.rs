@@ -112,11 +112,11 @@ mod ffi;
 pub mod qp;
 
 use crate::config::Config;
-use crate::fabric::udp::group_ip;
 use crate::fabric::{Fabric, FabricCounters};
-use crate::proto::comm::{GroupId, PeerId};
 use nic::{Dest, McastId, Nic, PortInfo, Received, SendError};
 use peers::{Learned, Peers, Source};
+use ringcast_proto::comm::ident::group_ip;
+use ringcast_proto::comm::{GroupId, PeerId};
 use std::net::IpAddr;
 pub use wire::Reject;
 use wire::{Header, Kind, HEADER_LEN, HELLO_LEN, HELLO_NEED, HELLO_REPLY};
@@ -231,16 +231,16 @@ impl VerbsOptions {
     /// What `config` says (`verbs_*`, `mtu`, `max_comms`).
     pub fn from_config(config: &Config) -> Result<VerbsOptions, VerbsError> {
         Ok(VerbsOptions {
-            device: config.verbs_device.clone(),
-            port: config.verbs_port,
-            gid_index: config.verbs_gid_index,
-            addr: parse_addr(&config.verbs_addr).map_err(VerbsError::Invalid)?,
-            join: config.verbs_join,
-            recv_slots: config.verbs_recv_slots,
-            send_depth: config.verbs_send_depth,
-            mtu: config.mtu as usize,
-            join_timeout_ms: config.verbs_join_timeout_ms,
-            max_groups: config.max_comms as usize + 1,
+            device: config.verbs.device.clone(),
+            port: config.verbs.port,
+            gid_index: config.verbs.gid_index,
+            addr: parse_addr(&config.verbs.addr).map_err(VerbsError::Invalid)?,
+            join: config.verbs.join,
+            recv_slots: config.verbs.recv_slots,
+            send_depth: config.verbs.send_depth,
+            mtu: config.protocol.mtu as usize,
+            join_timeout_ms: config.verbs.join_timeout_ms,
+            max_groups: config.limits.max_comms as usize + 1,
         })
     }
 }
@@ -338,14 +338,14 @@ impl FabricSpec {
     /// What `config` says, with incarnation `incarnation`.
     pub fn from_config(config: &Config, incarnation: u64) -> FabricSpec {
         FabricSpec {
-            local: PeerId(config.node),
-            nodes: config.nodes,
-            mtu: config.mtu as usize,
-            job: wire::job_tag(&config.job),
-            discovery: group::discovery_group(&config.job),
+            local: PeerId(config.topology.node),
+            nodes: config.topology.nodes,
+            mtu: config.protocol.mtu as usize,
+            job: wire::job_tag(&config.topology.job),
+            discovery: group::discovery_group(&config.topology.job),
             incarnation,
-            hello_ns: u64::from(config.verbs_hello_ms) * 1_000_000,
-            max_groups: config.max_comms as usize,
+            hello_ns: u64::from(config.verbs.hello_ms) * 1_000_000,
+            max_groups: config.limits.max_comms as usize,
         }
     }
 }

@@ -29,7 +29,7 @@ use super::group::JoinSpec;
 use super::slots::{RecvStats, SendStats};
 use super::wire::Hello;
 use super::VerbsError;
-use crate::proto::comm::GroupId;
+use ringcast_proto::comm::GroupId;
 
 /// An address handle of the NIC (unicast to one member).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -60,8 +60,8 @@ use super::nic::{
 use super::slots::{Layout, RecvSlots, Retired, SendRing, SEND_BIT};
 use super::wire::Hello;
 use super::{VerbsError, VerbsOptions, POLL_BURST};
-use crate::fabric::udp::{group_ip, IpFamily};
 use rdma_core_sys as sys;
+use ringcast_proto::comm::ident::{group_ip, IpFamily};
 use std::marker::PhantomData;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -431,7 +431,7 @@ impl Nic for UdNic {
         u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
-    fn join(&mut self, group_id: &crate::proto::comm::GroupId) -> Result<Joined, VerbsError> {
+    fn join(&mut self, group_id: &ringcast_proto::comm::GroupId) -> Result<Joined, VerbsError> {
         let ip = group_ip(group_id, self.info.spec.family);
         let (group, ah, sgid_index) = match self.info.mode {
             JoinMode::Rdmacm => {

@@ -9,8 +9,8 @@ use super::fake::{FakeNic, Wire};
 use super::group::{self, JoinMode};
 use super::wire::{self, Header, Kind, HEADER_LEN, HELLO_LEN, HELLO_NEED, HELLO_REPLY};
 use super::*;
-use crate::fabric::udp::IpFamily;
 use crate::fabric::Fabric;
+use ringcast_proto::comm::ident::IpFamily;
 
 const MTU: usize = 1000;
 const HELLO_NS: u64 = 10_000_000;
@@ -817,10 +817,10 @@ fn receive_error_counters_add_up_and_flushes_are_no_overrun() {
 /// byte-exact at every rank.
 #[test]
 fn the_protocol_broadcasts_byte_exact_over_lossy_fake_links() {
-    use crate::core::regions::{Resolved, SegmentHandle};
-    use crate::proto::algo::Algorithm;
-    use crate::proto::comm::CommSpec;
-    use crate::proto::protocol::{Env, Outcome, Post, Protocol};
+    use ringcast_proto::collective::bcast::Algorithm;
+    use ringcast_proto::comm::CommSpec;
+    use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
+    use ringcast_proto::transfer::protocol::{Env, Outcome, Post, Protocol};
 
     struct TestEnv<'a> {
         fabric: &'a mut VerbsFabric<FakeNic>,
@@ -869,7 +869,10 @@ fn the_protocol_broadcasts_byte_exact_over_lossy_fake_links() {
         x ^= x << 17;
         m.get(3) == Some(&Kind::Data.to_wire()) && x.is_multiple_of(50)
     })));
-    let config = Config { mtu: MTU as u32, max_message_bytes: 1 << 18, ..Config::default() };
+    let config = Config::default().with(|cfg| {
+        cfg.protocol.mtu = MTU as u32;
+        cfg.protocol.max_message_bytes = 1 << 18;
+    });
     let mut fabrics: Vec<Option<VerbsFabric<FakeNic>>> =
         (0..N).map(|i| Some(member_with(&wire, i, N, 1 + u64::from(i), 256, 64))).collect();
     discover(&wire, &mut fabrics, HELLO_NS, 10).expect("discovery");
@@ -880,7 +883,7 @@ fn the_protocol_broadcasts_byte_exact_over_lossy_fake_links() {
     let mut comms = Vec::new();
     for (i, f) in fabrics.iter_mut().enumerate() {
         f.join(&group).expect("join");
-        let mut p = Protocol::new(&config, crc32c::crc32c);
+        let mut p = Protocol::new(&config.engine(), crc32c::crc32c);
         p.force_algorithm(Some(Algorithm::Multicast));
         let spec = CommSpec {
             cookie: 0xc0ffee,
@@ -888,7 +891,7 @@ fn the_protocol_broadcasts_byte_exact_over_lossy_fake_links() {
             members: members.clone(),
             my_rank: i as u32,
             seed: 7,
-            key: crate::proto::auth::Secret([7; 32]),
+            key: ringcast_proto::comm::auth::Secret([7; 32]),
             layout: Default::default(),
         };
         comms.push(p.create_comm(spec).expect("communicator"));
@@ -966,12 +969,11 @@ fn wire_now(f: &VerbsFabric<FakeNic>) -> u64 {
 #[cfg(feature = "verbs")]
 #[test]
 fn from_config_opens_the_device_or_reports_that_there_is_none() {
-    let config = Config {
-        fabric: crate::config::FabricKind::Verbs,
-        nodes: 1,
-        node: 0,
-        ..Config::from_env().expect("RINGCAST_* variables of this test run are valid")
-    };
+    let config = Config::from_env().expect("RINGCAST_* variables of this test run are valid").with(|cfg| {
+        cfg.topology.fabric = crate::config::FabricKind::Verbs;
+        cfg.topology.nodes = 1;
+        cfg.topology.node = 0;
+    });
     match devices() {
         Err(VerbsError::NoDevice) => {
             match from_config(&config) {
@@ -990,10 +992,10 @@ fn from_config_opens_the_device_or_reports_that_there_is_none() {
             let a = f.address();
             assert!(a.qpn != 0 && a.qpn < 1 << 24, "{a:?}");
             assert_ne!(a.gid, [0; 16]);
-            assert!(f.port().max_message >= config.mtu as usize + HEADER_LEN);
+            assert!(f.port().max_message >= config.protocol.mtu as usize + HEADER_LEN);
             assert_eq!(
                 f.nic().device(),
-                if config.verbs_device.is_empty() { names[0].as_str() } else { config.verbs_device.as_str() }
+                if config.verbs.device.is_empty() { names[0].as_str() } else { config.verbs.device.as_str() }
             );
         }
         Err(e) => panic!("ibv_get_device_list failed: {e}"),

@@ -1,0 +1,125 @@
+//! The fabrics' sections: kernel UDP, DPDK and verbs. Each fabric reads its own and nothing else.
+use crate::fabric::dpdk::eal_args::Hugepages;
+use crate::fabric::verbs::group::JoinMode;
+use ringcast_proto::config::{invalid, ConfigError};
+
+ringcast_proto::tunables! {
+    /// The `udp` fabric (section `udp`).
+    pub struct UdpConfig in "udp" {
+        /// UDP fabric: the members' unicast addresses.
+        members: String = String::new(), "RINGCAST_UDP_MEMBERS",
+            "udp fabric: every node's unicast address (ip:port, comma-separated, index = node; IPv6 as [addr]:port); the family of the list is the family of the groups";
+        /// UDP fabric: the multicast port.
+        port: u16 = 0, "RINGCAST_UDP_PORT",
+            "udp fabric: port every member's group sockets bind (0: derived from the job name)";
+        /// UDP fabric: the multicast interface.
+        interface: String = String::new(), "RINGCAST_UDP_INTERFACE",
+            "udp fabric: interface for multicast, by name or index (empty: the interface of this node's listed address, or the kernel's route)";
+    }
+}
+
+impl UdpConfig {
+    /// Each member address must parse.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.member_addrs().map(|_| ())
+    }
+
+    /// The `members` list, parsed (index = node).
+    pub fn member_addrs(&self) -> Result<Vec<std::net::SocketAddr>, ConfigError> {
+        self.members
+            .split(',')
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+            .map(|m| {
+                m.parse().map_err(|e| ConfigError::Invalid(format!("udp.members: {m:?} is not ip:port: {e}")))
+            })
+            .collect()
+    }
+}
+
+ringcast_proto::tunables! {
+    /// The `dpdk` fabric (section `dpdk`).
+    pub struct DpdkConfig in "dpdk" {
+        /// DPDK fabric: the port, as an EAL virtual device.
+        vdev: String = String::new(), "RINGCAST_DPDK_VDEV",
+            "dpdk fabric: the port as an EAL virtual device (--vdev), e.g. net_af_xdp0,iface=eth0,start_queue=0,queue_count=1; empty: the one port dpdk_eal_args make the EAL find (a NIC allowed with -a)";
+        /// DPDK fabric: extra EAL arguments.
+        eal_args: String = String::new(), "RINGCAST_DPDK_EAL_ARGS",
+            "dpdk fabric: extra EAL arguments, whitespace-separated, after the fabric's own; an option given here replaces the fabric's (-l, -a, -m, --log-level, --file-prefix, ...)";
+        /// DPDK fabric: mbufs in the pool.
+        mbufs: u32 = 8191, "RINGCAST_DPDK_MBUFS",
+            "dpdk fabric: mbufs in the port's pool (4095..=16777215; the queues hold 2 x 1024; 2^n - 1 suits the mempool)";
+        /// DPDK fabric: hugepages or not.
+        hugepages: Hugepages = Hugepages::Off, "RINGCAST_DPDK_HUGEPAGES",
+            "dpdk fabric: off (--no-huge: ordinary memory), on (hugepages; fail without them) or auto (hugepages when hugetlbfs is mounted with enough free pages)";
+        /// DPDK fabric: the members' MAC addresses.
+        members: String = String::new(), "RINGCAST_DPDK_MEMBERS",
+            "dpdk fabric: every node's MAC address (comma-separated, index = node); node i's port must have the i-th";
+    }
+}
+
+impl DpdkConfig {
+    /// Checks the section's values (the member count against the nodes is the root's check).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(4095..(1 << 24)).contains(&self.mbufs) {
+            return invalid(format!("dpdk.mbufs {} outside 4095..=16777215", self.mbufs));
+        }
+        Ok(())
+    }
+}
+
+ringcast_proto::tunables! {
+    /// The `verbs` fabric (section `verbs`).
+    pub struct VerbsConfig in "verbs" {
+        /// Verbs fabric: the RDMA device.
+        device: String = String::new(), "RINGCAST_VERBS_DEVICE",
+            "verbs fabric: RDMA device by name (ibv_devices: mlx5_0, rxe0, ...); empty: the first device";
+        /// Verbs fabric: the port.
+        port: u8 = 1, "RINGCAST_VERBS_PORT",
+            "verbs fabric: port number on the device (from 1)";
+        /// Verbs fabric: the GID index of this member's address.
+        gid_index: u8 = 0, "RINGCAST_VERBS_GID_INDEX",
+            "verbs fabric: GID table index of this member's unicast address (RoCE v2: the index of the interface address's RoCE v2 GID, see show_gids; IB: 0); with rdmacm joins it must be the index the kernel uses for verbs_addr, which the first join checks (naming the index to set)";
+        /// Verbs fabric: the IP address rdmacm joins groups from.
+        addr: String = String::new(), "RINGCAST_VERBS_ADDR",
+            "verbs fabric: IP address of the RDMA device's interface (IPoIB or the RoCE netdev) that rdmacm binds to for multicast joins; its family picks IPv6 ff15:: or IPv4 239/8 groups; empty: the address of the RoCE GID at verbs_gid_index (IB needs it set)";
+        /// Verbs fabric: how multicast groups are joined.
+        join: JoinMode = JoinMode::Rdmacm, "RINGCAST_VERBS_JOIN",
+            "verbs fabric: rdmacm (rdma_join_multicast: SA join on IB, IGMP/MLD on RoCE) or attach (ibv_attach_mcast only; RoCE links that flood multicast)";
+        /// Verbs fabric: pre-posted receives.
+        recv_slots: u32 = 1024, "RINGCAST_VERBS_RECV_SLOTS",
+            "verbs fabric: receive buffers posted on the UD queue pair (16..=65536): the NIC drops a datagram that finds none posted";
+        /// Verbs fabric: send queue depth.
+        send_depth: u32 = 256, "RINGCAST_VERBS_SEND_DEPTH",
+            "verbs fabric: send buffers and send queue depth (16..=16384); a completion is requested every depth/4 sends, a send finding all in flight is dropped";
+        /// Verbs fabric: HELLO interval.
+        hello_ms: u32 = 10, "RINGCAST_VERBS_HELLO_MS",
+            "verbs fabric: first interval between HELLOs (member discovery) while a member's address is unknown, in milliseconds (1..=10000); it doubles after each HELLO up to 1 s (or this, if larger), and starts over when a new member appears";
+        /// Verbs fabric: multicast join timeout.
+        join_timeout_ms: u32 = 5000, "RINGCAST_VERBS_JOIN_TIMEOUT_MS",
+            "verbs fabric: longest wait for rdmacm to confirm a multicast join, in milliseconds";
+    }
+}
+
+impl VerbsConfig {
+    /// Checks the section's values.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.port == 0 {
+            return invalid("verbs.port must be at least 1".into());
+        }
+        if !(16..=65536).contains(&self.recv_slots) {
+            return invalid(format!("verbs.recv_slots {} outside 16..=65536", self.recv_slots));
+        }
+        if !(16..=16384).contains(&self.send_depth) {
+            return invalid(format!("verbs.send_depth {} outside 16..=16384", self.send_depth));
+        }
+        if !(1..=10_000).contains(&self.hello_ms) || self.join_timeout_ms == 0 {
+            return invalid(format!(
+                "verbs.hello_ms {} outside 1..=10000, or verbs.join_timeout_ms is 0",
+                self.hello_ms
+            ));
+        }
+        crate::fabric::verbs::parse_addr(&self.addr).map_err(ConfigError::Invalid)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,129 @@
+//! The composition root of the configuration: every section, read from the environment in one
+//! place.
+//!
+//! Each concern declares its own section with [`ringcast_proto::tunables!`] — its struct, its
+//! documented defaults, its `RINGCAST_*` variables and its own checks: the state machine's
+//! [`Limits`], [`ProtocolConfig`], [`ModelConfig`] and [`Topology`] (in `ringcast-proto`), the
+//! fault injector's [`FaultConfig`], the runners' [`RunnerConfig`] and each fabric's
+//! ([`UdpConfig`], [`DpdkConfig`], [`VerbsConfig`]). [`Config`] holds them all; it alone reads
+//! the environment ([`Config::from_env`]) and checks what spans sections. The state machine is
+//! handed [`Config::engine`] and a fabric its own section: neither sees the whole.
+//! Capacities are fixed at engine start: tables are sized from these values once and never grow.
+mod fabrics;
+mod runner;
+
+pub use fabrics::{DpdkConfig, UdpConfig, VerbsConfig};
+pub use ringcast_proto::config::{
+    AlgorithmChoice, ConfigError, EngineConfig, FabricKind, JobSecret, Limits, LocalRank, ModelConfig,
+    ProtocolConfig, RootDelay, Topology, TunableRow,
+};
+pub use ringcast_proto::fault::FaultConfig;
+pub use runner::{PinCpu, PollMode, RunnerConfig};
+
+/// Every engine limit and knob, by section. See `ringcast info` or `docs/tunables.md`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Config {
+    /// Capacities (`limits.*`).
+    pub limits: Limits,
+    /// The protocol (`protocol.*`).
+    pub protocol: ProtocolConfig,
+    /// The cost model (`model.*`).
+    pub model: ModelConfig,
+    /// The job and this engine's place in it (`topology.*`).
+    pub topology: Topology,
+    /// Fault injection on the fabric (`fault.*`).
+    pub fault: FaultConfig,
+    /// The polling loop and control sockets (`runner.*`).
+    pub runner: RunnerConfig,
+    /// The `udp` fabric (`udp.*`).
+    pub udp: UdpConfig,
+    /// The `dpdk` fabric (`dpdk.*`).
+    pub dpdk: DpdkConfig,
+    /// The `verbs` fabric (`verbs.*`).
+    pub verbs: VerbsConfig,
+}
+
+impl Config {
+    /// Defaults overridden by every `RINGCAST_*` variable that is set, then validated.
+    pub fn from_env() -> Result<Config, ConfigError> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// Like [`Config::from_env`] with an explicit variable source (tests, the CLI).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        let c = Config {
+            limits: Limits::parse(&get)?,
+            protocol: ProtocolConfig::parse(&get)?,
+            model: ModelConfig::parse(&get)?,
+            topology: Topology::parse(&get)?,
+            fault: FaultConfig::parse(&get)?,
+            runner: RunnerConfig::parse(&get)?,
+            udp: UdpConfig::parse(&get)?,
+            dpdk: DpdkConfig::parse(&get)?,
+            verbs: VerbsConfig::parse(&get)?,
+        };
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// `self` changed by `f` (tests: `Config::default().with(|c| c.protocol.mtu = 9000)`).
+    pub fn with(mut self, f: impl FnOnce(&mut Self)) -> Self {
+        f(&mut self);
+        self
+    }
+
+    /// The sections the state machine runs on.
+    pub fn engine(&self) -> EngineConfig {
+        EngineConfig {
+            limits: self.limits.clone(),
+            protocol: self.protocol.clone(),
+            model: self.model.clone(),
+            topology: self.topology.clone(),
+        }
+    }
+
+    /// Each section's own checks, then those that span sections.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.engine().validate()?;
+        self.fault.validate()?;
+        self.runner.validate()?;
+        self.udp.validate()?;
+        self.dpdk.validate()?;
+        self.verbs.validate()?;
+        let nodes = self.topology.nodes as usize;
+        if self.topology.fabric == FabricKind::Dpdk {
+            let members = crate::fabric::dpdk::frame::parse_members(&self.dpdk.members)
+                .map_err(ConfigError::Invalid)?;
+            if members.len() != nodes {
+                return Err(ConfigError::Invalid(format!(
+                    "dpdk.members lists {} addresses for {nodes} nodes",
+                    members.len()
+                )));
+            }
+        }
+        if self.topology.fabric == FabricKind::Udp {
+            let members = self.udp.member_addrs()?;
+            if members.len() != nodes {
+                return Err(ConfigError::Invalid(format!(
+                    "udp.members lists {} addresses for {nodes} nodes",
+                    members.len()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every tunable with its default, current value and meaning, section by section.
+    pub fn describe(&self) -> Vec<TunableRow> {
+        let mut rows = self.engine().rows();
+        rows.extend(self.fault.rows());
+        rows.extend(self.runner.rows());
+        rows.extend(self.udp.rows());
+        rows.extend(self.dpdk.rows());
+        rows.extend(self.verbs.rows());
+        rows
+    }
+}
+
+#[cfg(test)]
+mod tests;

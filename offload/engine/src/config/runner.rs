@@ -1,0 +1,163 @@
+//! The runners' section: the polling loop (burst, idle behaviour, pinning), the control
+//! sockets' timers, logging and the engine's name.
+use ringcast_proto::config::{invalid, ConfigError};
+use std::fmt;
+use std::str::FromStr;
+
+/// How the polling loop behaves when it finds no work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PollMode {
+    /// Spin without pause: lowest latency, one core fully used. For a dedicated DPU core or an
+    /// isolated host core.
+    Spin,
+    /// Spin for `idle_spins` empty polls, then `sched_yield` on every empty poll, then sleep
+    /// `idle_sleep_us` after `idle_yields` more: for machines with fewer cores than pollers.
+    SpinYield,
+    /// `Spin` when the machine has at least 4 CPUs, `SpinYield` otherwise.
+    Auto,
+}
+
+impl FromStr for PollMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "spin" => Ok(PollMode::Spin),
+            "spin-yield" | "yield" => Ok(PollMode::SpinYield),
+            "auto" => Ok(PollMode::Auto),
+            _ => Err(format!("expected spin, spin-yield or auto, got {s:?}")),
+        }
+    }
+}
+
+impl fmt::Display for PollMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PollMode::Spin => "spin",
+            PollMode::SpinYield => "spin-yield",
+            PollMode::Auto => "auto",
+        })
+    }
+}
+
+impl PollMode {
+    /// `Auto` decided for this machine.
+    pub fn resolve(self) -> PollMode {
+        match self {
+            PollMode::Auto => {
+                // `available_parallelism` reads cgroup files (tens of µs); hosts resolve the mode
+                // on every blocking call, so the answer is computed once per process.
+                static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+                let cpus = *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+                if cpus >= 4 {
+                    PollMode::Spin
+                } else {
+                    PollMode::SpinYield
+                }
+            }
+            m => m,
+        }
+    }
+}
+
+/// Which CPU the polling thread is pinned to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PinCpu {
+    /// Not pinned.
+    None,
+    /// The highest-numbered CPU the process may run on (hosts usually start on low CPUs).
+    Auto,
+    /// This CPU.
+    Cpu(usize),
+}
+
+impl FromStr for PinCpu {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(PinCpu::None),
+            "auto" => Ok(PinCpu::Auto),
+            n => n
+                .parse()
+                .map(PinCpu::Cpu)
+                .map_err(|_| format!("expected none, auto or a CPU number, got {s:?}")),
+        }
+    }
+}
+
+impl fmt::Display for PinCpu {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PinCpu::None => f.write_str("none"),
+            PinCpu::Auto => f.write_str("auto"),
+            PinCpu::Cpu(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+ringcast_proto::tunables! {
+    /// The polling loop and its control sockets (section `runner`).
+    pub struct RunnerConfig in "runner" {
+        /// Descriptors taken from one host per loop iteration.
+        burst: u32 = 32, "RINGCAST_BURST",
+            "descriptors consumed from one host per polling iteration (fairness between hosts)";
+        /// Idle behaviour of the polling loop.
+        poll_mode: PollMode = PollMode::Auto, "RINGCAST_POLL_MODE",
+            "idle behaviour: spin, spin-yield (for fewer cores than pollers) or auto";
+        /// Empty polls before the loop starts yielding.
+        idle_spins: u32 = 2000, "RINGCAST_IDLE_SPINS",
+            "empty polls before a spin-yield loop starts to sched_yield";
+        /// Yielding empty polls before the loop sleeps.
+        idle_yields: u32 = 20000, "RINGCAST_IDLE_YIELDS",
+            "yielding empty polls before a spin-yield loop sleeps idle_sleep_us";
+        /// Sleep of a long-idle spin-yield loop.
+        idle_sleep_us: u32 = 50, "RINGCAST_IDLE_SLEEP_US",
+            "sleep of a long-idle spin-yield loop in microseconds (bounds wake-up latency when idle)";
+        /// CPU the polling thread is pinned to.
+        pin_cpu: PinCpu = PinCpu::Auto, "RINGCAST_PIN_CPU",
+            "CPU the engine's polling thread is pinned to: none, auto (highest allowed CPU) or a number";
+        /// How often control sockets are polled.
+        ctl_poll_us: u32 = 100, "RINGCAST_CTL_POLL_US",
+            "interval between polls of control sockets (attach, register, host death) in microseconds";
+        /// Time a new connection has to send ATTACH.
+        attach_timeout_ms: u32 = 2000, "RINGCAST_ATTACH_TIMEOUT_MS",
+            "a connection that has not sent ATTACH within this many milliseconds is closed (idle connections cannot hold host slots)";
+        /// Connections kept at once before they ATTACH.
+        max_pending_conns: u32 = 256, "RINGCAST_MAX_PENDING_CONNS",
+            "connections an engine keeps at once before they send ATTACH; a new one past that closes the oldest (idle connections cannot delay a host)";
+        /// Host-side limit on a control request.
+        ctl_timeout_ms: u32 = 10000, "RINGCAST_CTL_TIMEOUT_MS",
+            "host library: milliseconds to wait for the engine's reply to attach/register/deregister/stats";
+        /// What the engine reports on stderr.
+        log_level: u8 = 1, "RINGCAST_LOG_LEVEL",
+            "0 silent; 1 engine start/stop, host deaths and refused requests; 2 also every attach, detach and registration";
+        /// Name of the engine hosts attach to.
+        engine_name: String = "default".to_string(), "RINGCAST_ENGINE",
+            "name of the engine daemon hosts attach to (abstract Unix socket @ringcast.<name>)";
+    }
+}
+
+impl RunnerConfig {
+    /// Checks the section's values.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.attach_timeout_ms == 0 || self.ctl_timeout_ms == 0 {
+            return invalid("attach_timeout_ms and ctl_timeout_ms must be positive".into());
+        }
+        // Each pending connection holds a descriptor of the engine's.
+        if self.max_pending_conns == 0 || self.max_pending_conns > 65_536 {
+            return invalid(format!("max_pending_conns {} outside 1..=65536", self.max_pending_conns));
+        }
+        if self.burst == 0 {
+            return invalid("burst must be positive".into());
+        }
+        if self.engine_name.is_empty()
+            || self.engine_name.len() > 64
+            || self.engine_name.contains(['/', '\0'])
+        {
+            return invalid(format!(
+                "engine_name {:?} must be 1..=64 bytes without '/' or NUL",
+                self.engine_name
+            ));
+        }
+        Ok(())
+    }
+}

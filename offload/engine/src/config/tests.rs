@@ -1,0 +1,123 @@
+//! The configuration's parsing, checks and documentation, over every section.
+use super::*;
+
+#[test]
+fn defaults_are_valid_and_documented() {
+    let c = Config::default();
+    c.validate().unwrap();
+    let rows = c.describe();
+    assert!(rows.len() >= 14);
+    for r in &rows {
+        assert!(r.env.starts_with("RINGCAST_"), "{}", r.env);
+        assert_eq!(r.default, r.current);
+        assert!(!r.meaning.is_empty());
+    }
+}
+
+#[test]
+fn docs_list_every_tunable() {
+    let doc = include_str!("../../../../docs/tunables.md");
+    for r in Config::default().describe() {
+        let row = format!("| `{}` | `{}` | `{}` |", r.name, r.env, r.default);
+        assert!(doc.contains(&row), "docs/tunables.md lacks or misstates {}", r.name);
+    }
+}
+
+#[test]
+fn environment_overrides_and_rejects() {
+    let env = |pairs: &'static [(&'static str, &'static str)]| {
+        move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+    };
+    let c =
+        Config::from_lookup(env(&[("RINGCAST_RING_ENTRIES", "64"), ("RINGCAST_POLL_MODE", "spin")])).unwrap();
+    assert_eq!(c.limits.ring_entries, 64);
+    assert_eq!(c.runner.poll_mode, PollMode::Spin);
+    let row = c.describe().into_iter().find(|r| r.name == "limits.ring_entries").unwrap();
+    assert_eq!((row.default.as_str(), row.current.as_str()), ("256", "64"));
+    assert!(matches!(
+        Config::from_lookup(env(&[("RINGCAST_RING_ENTRIES", "lots")])),
+        Err(ConfigError::Parse { env: "RINGCAST_RING_ENTRIES", .. })
+    ));
+    assert!(matches!(
+        Config::from_lookup(env(&[("RINGCAST_RING_ENTRIES", "100")])),
+        Err(ConfigError::Invalid(_))
+    ));
+    assert!(matches!(Config::from_lookup(env(&[("RINGCAST_PIN_CPU", "x")])), Err(ConfigError::Parse { .. })));
+    assert_eq!(
+        Config::from_lookup(env(&[("RINGCAST_PIN_CPU", "1")])).unwrap().runner.pin_cpu,
+        PinCpu::Cpu(1)
+    );
+}
+
+#[test]
+fn verbs_tunables_parse_and_are_checked() {
+    let get = |k: &'static str, v: &'static str| move |n: &str| (n == k).then(|| v.to_string());
+    assert_eq!(
+        Config::from_lookup(get("RINGCAST_FABRIC", "verbs")).unwrap().topology.fabric,
+        FabricKind::Verbs
+    );
+    assert_eq!(FabricKind::Verbs.to_string().parse::<FabricKind>(), Ok(FabricKind::Verbs));
+    assert_eq!(
+        Config::from_lookup(get("RINGCAST_VERBS_JOIN", "attach")).unwrap().verbs.join,
+        crate::fabric::verbs::group::JoinMode::Attach
+    );
+    assert_eq!(Config::from_lookup(get("RINGCAST_VERBS_ADDR", "10.0.0.1")).unwrap().verbs.addr, "10.0.0.1");
+    for (k, v) in [
+        ("RINGCAST_VERBS_PORT", "0"),
+        ("RINGCAST_VERBS_RECV_SLOTS", "8"),
+        ("RINGCAST_VERBS_RECV_SLOTS", "70000"),
+        ("RINGCAST_VERBS_SEND_DEPTH", "15"),
+        ("RINGCAST_VERBS_HELLO_MS", "0"),
+        ("RINGCAST_VERBS_JOIN_TIMEOUT_MS", "0"),
+        ("RINGCAST_VERBS_ADDR", "not-an-ip"),
+        ("RINGCAST_VERBS_ADDR", "239.1.2.3"),
+        ("RINGCAST_VERBS_ADDR", "::"),
+    ] {
+        assert!(matches!(Config::from_lookup(get(k, v)), Err(ConfigError::Invalid(_))), "{k}={v}");
+    }
+    assert!(matches!(
+        Config::from_lookup(get("RINGCAST_VERBS_JOIN", "sa")),
+        Err(ConfigError::Parse { env: "RINGCAST_VERBS_JOIN", .. })
+    ));
+    assert!(matches!(
+        Config::from_lookup(get("RINGCAST_VERBS_PORT", "256")),
+        Err(ConfigError::Parse { env: "RINGCAST_VERBS_PORT", .. })
+    ));
+}
+
+#[test]
+fn algorithm_choice_and_model_parameters() {
+    use ringcast_proto::collective::bcast::Algorithm;
+    for a in Algorithm::ALL {
+        let c: AlgorithmChoice = a.name().parse().unwrap();
+        assert_eq!(
+            (c, c.to_string(), c.forced()),
+            (AlgorithmChoice::Fixed(a), a.name().to_string(), Some(a))
+        );
+    }
+    assert_eq!("auto".parse::<AlgorithmChoice>(), Ok(AlgorithmChoice::Auto));
+    assert_eq!(AlgorithmChoice::Auto.to_string(), "auto");
+    assert!("fastest".parse::<AlgorithmChoice>().unwrap_err().contains("dual-tree"));
+    let get = |k: &'static str, v: &'static str| move |n: &str| (n == k).then(|| v.to_string());
+    assert_eq!(
+        Config::from_lookup(get("RINGCAST_ALGORITHM", "binomial")).unwrap().protocol.algorithm,
+        AlgorithmChoice::Fixed(Algorithm::Binomial)
+    );
+    assert!(matches!(
+        Config::from_lookup(get("RINGCAST_ALGORITHM", "Binomial")),
+        Err(ConfigError::Parse { env: "RINGCAST_ALGORITHM", .. })
+    ));
+    assert_eq!(Config::from_lookup(get("RINGCAST_MODEL_LANES", "8")).unwrap().model.lanes, 8);
+    for (k, v) in [
+        ("RINGCAST_MODEL_LANES", "0"),
+        ("RINGCAST_MODEL_LANES", "9"),
+        ("RINGCAST_MODEL_LATENCY_NS", "-1"),
+        ("RINGCAST_MODEL_OVERHEAD_NS", "NaN"),
+        ("RINGCAST_MODEL_NS_PER_BYTE", "inf"),
+        ("RINGCAST_MODEL_SWITCH_NS", "-0.5"),
+    ] {
+        assert!(matches!(Config::from_lookup(get(k, v)), Err(ConfigError::Invalid(_))), "{k}={v}");
+    }
+    let c = Config::from_lookup(get("RINGCAST_MODEL_NS_PER_BYTE", "0.8")).unwrap();
+    assert_eq!(c.model.ns_per_byte, 0.8);
+}

@@ -1,0 +1,3 @@
+//! The collectives' schedules: who sends what to whom, as pure functions of (algorithm, shape,
+//! rank). The reliable-transfer layer ([`crate::transfer`]) carries them out.
+pub mod bcast;

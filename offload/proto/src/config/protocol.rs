@@ -1,0 +1,170 @@
+//! The reliable broadcast protocol's knobs: frame size, channels, the root's delay, repair and
+//! liveness timers, and the algorithm choice (docs/protocol.md).
+use super::{invalid, ConfigError};
+use crate::collective::bcast::Algorithm;
+use crate::transfer::bitmap::MAX_FRAGS;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+use core::str::FromStr;
+use ringcast_abi::frame::DIGEST_LEN;
+use ringcast_abi::wire::{WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
+
+/// How long a broadcast's root waits before it multicasts (Hoefler et al. §3.1): receivers that
+/// have not posted yet lose multicast datagrams beyond their pre-posted slots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RootDelay {
+    /// Multicast at once.
+    None,
+    /// Wait this many microseconds.
+    Fixed(u32),
+    /// Randomized single-process synchronization: the root waits for the "ready" of one non-root
+    /// rank picked per broadcast from the communicator's seed.
+    Random,
+    /// Learned: the picked rank's "ready" is a sample of how late receivers arrive (the root does
+    /// not wait for it); the root waits the moving average of those lags, times a factor the
+    /// multicast hit rate measured by the synchronization tunes.
+    Adaptive,
+}
+
+impl FromStr for RootDelay {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(RootDelay::None),
+            "random" => Ok(RootDelay::Random),
+            "adaptive" => Ok(RootDelay::Adaptive),
+            _ => match s.strip_prefix("fixed:").map(str::parse) {
+                Some(Ok(us)) => Ok(RootDelay::Fixed(us)),
+                _ => Err(format!("expected none, fixed:<microseconds>, random or adaptive, got {s:?}")),
+            },
+        }
+    }
+}
+
+impl fmt::Display for RootDelay {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RootDelay::None => f.write_str("none"),
+            RootDelay::Fixed(us) => write!(f, "fixed:{us}"),
+            RootDelay::Random => f.write_str("random"),
+            RootDelay::Adaptive => f.write_str("adaptive"),
+        }
+    }
+}
+
+/// Which broadcast algorithm the engine uses: chosen per call by the cost model
+/// ([`crate::model::select::Selector`]), or one forced for every broadcast (experiments, or a
+/// fabric the model describes badly).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AlgorithmChoice {
+    /// The cheapest predicted algorithm for each call's size, length and placement.
+    #[default]
+    Auto,
+    /// Always this one (a forced multicast still falls back when the fabric cannot multicast).
+    Fixed(Algorithm),
+}
+
+impl AlgorithmChoice {
+    /// The forced algorithm, if any.
+    pub fn forced(self) -> Option<Algorithm> {
+        match self {
+            AlgorithmChoice::Auto => None,
+            AlgorithmChoice::Fixed(a) => Some(a),
+        }
+    }
+}
+
+impl FromStr for AlgorithmChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "auto" {
+            return Ok(AlgorithmChoice::Auto);
+        }
+        Algorithm::from_name(s).map(AlgorithmChoice::Fixed).ok_or_else(|| {
+            let names: Vec<&str> = Algorithm::ALL.iter().map(|a| a.name()).collect();
+            format!("expected auto or one of {}, got {s:?}", names.join(", "))
+        })
+    }
+}
+
+impl fmt::Display for AlgorithmChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AlgorithmChoice::Auto => f.write_str("auto"),
+            AlgorithmChoice::Fixed(a) => f.write_str(a.name()),
+        }
+    }
+}
+
+crate::tunables! {
+    /// The protocol (section `protocol`).
+    pub struct ProtocolConfig in "protocol" {
+        /// Largest datagram on the fabric.
+        mtu: u32 = 1472, "RINGCAST_MTU",
+            "largest datagram in bytes (header 32 + payload + trailer 12: tag 8, CRC 4); 1472 = UDP over 1500-byte Ethernet";
+        /// Largest broadcast message.
+        max_message_bytes: u32 = 4 << 20, "RINGCAST_MAX_MESSAGE_BYTES",
+            "largest broadcast message in bytes (its fragments must fit the 8192-fragment bitmap)";
+        /// Broadcast channels per communicator.
+        channels: u32 = 16, "RINGCAST_CHANNELS",
+            "broadcast channels per communicator: broadcasts in flight before a delayed synchronization must free one (Yu et al.)";
+        /// Pre-posted receive slots.
+        preposted_slots: u32 = 5, "RINGCAST_PREPOSTED_SLOTS",
+            "fragments kept per communicator for broadcasts this rank has not posted yet (the n pre-posted receives of Hoefler et al.)";
+        /// Size below which a communicator uses point-to-point broadcast.
+        small_comm: u32 = 20, "RINGCAST_SMALL_COMM",
+            "communicators smaller than this broadcast point-to-point (binomial; linear up to 4 ranks) instead of multicast";
+        /// Root delay mode.
+        root_delay: RootDelay = RootDelay::None, "RINGCAST_ROOT_DELAY",
+            "root delay before the multicast: none, fixed:<us>, random (wait for one picked rank's ready) or adaptive";
+        /// Ceiling of the adaptive root delay.
+        root_delay_max_us: u32 = 100, "RINGCAST_ROOT_DELAY_MAX_US",
+            "largest delay the adaptive root delay may choose, in microseconds";
+        /// First repair request timeout.
+        repair_timeout_us: u32 = 500, "RINGCAST_REPAIR_TIMEOUT_US",
+            "microseconds without progress before an incomplete rank asks its repair source for missing fragments (doubles per retry)";
+        /// Cap of the repair back-off.
+        repair_backoff_max_us: u32 = 50_000, "RINGCAST_REPAIR_BACKOFF_MAX_US",
+            "largest interval between repair requests in microseconds";
+        /// Requests to the repair source before asking the root.
+        escalate_after: u32 = 3, "RINGCAST_ESCALATE_AFTER",
+            "unanswered repair requests to the ring predecessor before asking the root directly (fail-over to point-to-point)";
+        /// Time after which a silent rank is declared unreachable.
+        peer_timeout_ms: u32 = 2000, "RINGCAST_PEER_TIMEOUT_MS",
+            "milliseconds without progress after which an operation fails with PeerUnreachable and the communicator is broken";
+        /// Message size from which repair is selective.
+        selective_repair_bytes: u32 = 65536, "RINGCAST_SELECTIVE_REPAIR_BYTES",
+            "messages from this size use selective ring repair (only missing fragments travel); smaller ones forward everything";
+        /// Broadcast algorithm: chosen by the cost model, or forced.
+        algorithm: AlgorithmChoice = AlgorithmChoice::Auto, "RINGCAST_ALGORITHM",
+            "broadcast algorithm: auto (cheapest predicted by the cost model per call) or multicast, linear, binomial, chain, binary, scatter-allgather, dual-tree, hierarchical";
+    }
+}
+
+impl ProtocolConfig {
+    /// Checks the section's values against each other and the wire format's limits.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.mtu < 64 || self.mtu > 65_000 {
+            return invalid(format!("mtu {} outside 64..=65000", self.mtu));
+        }
+        let payload = self.mtu - (WIRE_HEADER_LEN + WIRE_TRAILER_LEN + DIGEST_LEN) as u32;
+        if self.max_message_bytes.div_ceil(payload) > MAX_FRAGS {
+            return invalid(format!(
+                "max_message_bytes {} needs more than {MAX_FRAGS} fragments of {payload} bytes; raise mtu or lower it",
+                self.max_message_bytes
+            ));
+        }
+        if self.channels == 0 || self.channels > 64 {
+            return invalid(format!(
+                "channels {} outside 1..=64 (a sync window is 64 broadcasts)",
+                self.channels
+            ));
+        }
+        if self.repair_timeout_us == 0 || self.peer_timeout_ms == 0 {
+            return invalid("repair_timeout_us and peer_timeout_ms must be positive".into());
+        }
+        Ok(())
+    }
+}

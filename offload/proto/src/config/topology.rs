@@ -1,0 +1,189 @@
+//! Where this engine sits in its job: the fabric, the job's name and secret, the world's nodes,
+//! this node, and the local processes it serves.
+use super::{invalid, ConfigError};
+use alloc::format;
+use alloc::string::{String, ToString};
+use core::fmt;
+use core::str::FromStr;
+
+/// Which fabric the engine's broadcasts travel on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FabricKind {
+    /// No fabric: the engine serves NOP and COPY only; BCAST fails with `UnknownCommunicator`.
+    #[default]
+    None,
+    /// The shared-memory emulation NIC (every node on this machine).
+    Shm,
+    /// Kernel UDP: multicast to the group's `ff15::`/`239/8` address, unicast between the
+    /// members listed in `udp_members`.
+    Udp,
+    /// Ethernet frames through a DPDK port (`dpdk_vdev`): multicast MACs for the groups, unicast
+    /// between the members (by MAC) listed in `dpdk_members`.
+    Dpdk,
+    /// A UD queue pair on an RDMA port (`verbs_device`, `verbs_port`): multicast groups joined
+    /// through rdmacm, unicast to members found by discovery.
+    Verbs,
+}
+
+impl FromStr for FabricKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(FabricKind::None),
+            "shm" => Ok(FabricKind::Shm),
+            "udp" => Ok(FabricKind::Udp),
+            "dpdk" => Ok(FabricKind::Dpdk),
+            "verbs" => Ok(FabricKind::Verbs),
+            _ => Err(format!("expected none, shm, udp, dpdk or verbs, got {s:?}")),
+        }
+    }
+}
+
+impl fmt::Display for FabricKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FabricKind::None => "none",
+            FabricKind::Shm => "shm",
+            FabricKind::Udp => "udp",
+            FabricKind::Dpdk => "dpdk",
+            FabricKind::Verbs => "verbs",
+        })
+    }
+}
+
+/// A host process's rank among its engine's local processes: given by the launcher, or the
+/// lowest free one taken at attach.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LocalRank {
+    /// The engine assigns the lowest free local rank at attach (none when all `ppn` are taken;
+    /// such a host can still COPY, but not take part in a broadcast).
+    #[default]
+    Auto,
+    /// This local rank (`0..ppn`).
+    Fixed(u32),
+}
+
+impl FromStr for LocalRank {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(LocalRank::Auto),
+            n => n.parse().map(LocalRank::Fixed).map_err(|_| format!("expected auto or a number, got {s:?}")),
+        }
+    }
+}
+
+impl fmt::Display for LocalRank {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LocalRank::Auto => f.write_str("auto"),
+            LocalRank::Fixed(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+/// The job's secret (`RINGCAST_JOB_SECRET`, 64 hex digits): keys the world communicator's frames
+/// (docs/protocol.md, "Integrity and authenticity"). The launcher (`ringcast run`, the MPI
+/// interposer) draws it from the CSPRNG and hands it to every engine of the job; it never
+/// travels on the fabric and is never printed (`Display` says only whether it is set).
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub struct JobSecret(pub Option<[u8; 32]>);
+
+impl JobSecret {
+    /// Hex form, as the environment variable carries it.
+    pub fn to_hex(bytes: &[u8; 32]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+impl FromStr for JobSecret {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.is_empty() {
+            return Ok(JobSecret(None));
+        }
+        let bad = || "expected 64 hex digits (32 bytes), not all zero".to_string();
+        if s.len() != 64 || !s.is_ascii() {
+            return Err(bad());
+        }
+        let mut out = [0u8; 32];
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+        }
+        if out == [0; 32] {
+            return Err(bad());
+        }
+        Ok(JobSecret(Some(out)))
+    }
+}
+
+impl fmt::Display for JobSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() { "set (hidden)" } else { "" })
+    }
+}
+
+impl fmt::Debug for JobSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "JobSecret({})", if self.0.is_some() { "set" } else { "unset" })
+    }
+}
+
+crate::tunables! {
+    /// The job and this engine's place in it (section `topology`).
+    pub struct Topology in "topology" {
+        /// Fabric of the broadcasts.
+        fabric: FabricKind = FabricKind::None, "RINGCAST_FABRIC",
+            "fabric the engine's broadcasts travel on: none (NOP and COPY only), shm (the shared-memory emulation NIC), udp (kernel UDP multicast), dpdk (Ethernet frames through a DPDK port) or verbs (a UD queue pair on an RDMA device)";
+        /// Job the engine belongs to.
+        job: String = "default".to_string(), "RINGCAST_JOB",
+            "job name: the engines of one job share a fabric namespace and derive their world communicator's identity from it";
+        /// The job's secret.
+        job_secret: JobSecret = JobSecret(None), "RINGCAST_JOB_SECRET",
+            "the job's secret, 64 hex digits from the CSPRNG (ringcast run and the MPI interposer draw one): keys the tag of every world-communicator frame; unset, the key is derived from the job name and anyone who knows the name can forge world frames (the engine warns). Never printed";
+        /// Engines (nodes) of the job.
+        nodes: u32 = 1, "RINGCAST_NODES",
+            "engines (nodes) in the job's world communicator";
+        /// This engine's node number.
+        node: u32 = 0, "RINGCAST_NODE",
+            "this engine's rank in the job's world communicator (0..nodes)";
+        /// Host processes per node.
+        ppn: u32 = 1, "RINGCAST_PPN",
+            "host processes per node in the job's world communicator: process rank = node * ppn + local rank; the engine gathers its local processes' posts of each broadcast, takes part once, and copies into every local buffer";
+        /// This host process's local rank.
+        local_rank: LocalRank = LocalRank::Auto, "RINGCAST_LOCAL_RANK",
+            "this host process's local rank on its engine (0..ppn), sent at attach; auto: the lowest free one";
+    }
+}
+
+impl Topology {
+    /// Checks the section's values against each other.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.nodes == 0 || self.nodes > 4096 || self.node >= self.nodes {
+            return invalid(format!(
+                "node {} of {} nodes: need 0 <= node < nodes <= 4096",
+                self.node, self.nodes
+            ));
+        }
+        if self.job.is_empty()
+            || self.job.len() > 64
+            || !self.job.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return invalid(format!("job {:?} must be 1..=64 characters of [A-Za-z0-9_-]", self.job));
+        }
+        if self.ppn == 0 || self.nodes.saturating_mul(self.ppn) > 1 << 24 {
+            return invalid(format!("ppn {} is 0, or nodes * ppn is above 2^24", self.ppn));
+        }
+        if let LocalRank::Fixed(l) = self.local_rank {
+            if l >= self.ppn {
+                return invalid(format!("local_rank {l} outside 0..ppn ({})", self.ppn));
+            }
+        }
+        Ok(())
+    }
+
+    /// The world communicator's size in processes (`nodes * ppn`).
+    pub fn world_size(&self) -> u32 {
+        self.nodes * self.ppn
+    }
+}

@@ -1,0 +1,463 @@
+//! The engine's sans-IO core: events in, actions out, time injected.
+//!
+//! It owns every piece of engine state that is not I/O: the host table, each host's registered
+//! regions, descriptor validation and execution planning, counters. It never touches a socket,
+//! a clock, a thread or host memory. A runner (the polling thread, the daemon, the simulator, a
+//! test) feeds it events — [`Core::attach_host`], [`Core::register`], [`Core::submit`], … — each
+//! with `now`, then drains [`Core::poll_action`] and carries the actions out **in order**: a
+//! [`Action::Dma`] is always emitted before the [`Action::Complete`] that reports it, so a host
+//! never sees a completion for bytes that have not moved.
+//!
+//! Every descriptor yields exactly one completion, so a runner that keeps one free completion
+//! slot per descriptor it takes never has to drop one (engine-side back-pressure).
+use alloc::vec::Vec;
+pub mod regions;
+
+use crate::config::{EngineConfig, LocalRank};
+use heapless::Deque;
+use regions::{RegError, RegionTable, Resolved, SegmentHandle};
+use ringcast_abi::ctl::CtlStatus;
+use ringcast_abi::desc::DESC_FLAGS_DEFINED;
+use ringcast_abi::{
+    Access, Completion, Op, RegionKey, RegistrationRecord, Status, StatusKind, SubmissionDescriptor,
+};
+
+/// Monotonic time in nanoseconds, supplied by the runner.
+pub type Nanos = u64;
+
+/// Index of a host in the engine's host table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HostId(pub u32);
+
+/// Most actions one event can produce (a COPY: one DMA and one completion).
+pub const MAX_ACTIONS_PER_EVENT: usize = 2;
+/// Capacity of the action queue; a runner drains it after every event.
+pub const ACTION_QUEUE: usize = 16;
+static_assertions::const_assert!(ACTION_QUEUE >= MAX_ACTIONS_PER_EVENT);
+
+/// What the runner must do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Move `len` bytes from `src` to `dst` (a DMA engine's job; the ranges are bounds-checked
+    /// against the registrations and may be in the same segment).
+    Dma {
+        /// Host whose memory this is.
+        host: HostId,
+        /// Region the bytes come from (a deregistration fails a DMA still moving).
+        src_key: RegionKey,
+        /// Region the bytes go to.
+        dst_key: RegionKey,
+        /// Source.
+        src: Resolved,
+        /// Destination.
+        dst: Resolved,
+        /// Bytes.
+        len: u64,
+    },
+    /// Run this rank's part of a broadcast on the fabric (the runner's protocol); the
+    /// descriptor completes when the protocol says so, with `cookie`.
+    Bcast {
+        /// Host that posted it.
+        host: HostId,
+        /// Its descriptor's cookie.
+        cookie: u64,
+        /// Communicator (0: the engine's world communicator).
+        comm: u64,
+        /// Root rank.
+        root: u32,
+        /// The message buffer: read at the root, written elsewhere.
+        buf: Resolved,
+        /// Its region (a deregistration fails the broadcast at this rank).
+        key: RegionKey,
+        /// Bytes.
+        len: u64,
+        /// When the descriptor was taken in.
+        started: Nanos,
+    },
+    /// Create or leave a communicator (`op` is `CommCreate` with the record at `buf`, or
+    /// `CommFree`); the runner's communicator tables complete it.
+    Comm {
+        /// Host that posted it.
+        host: HostId,
+        /// Its descriptor's cookie.
+        cookie: u64,
+        /// The communicator's handle.
+        comm: u64,
+        /// `CommCreate` or `CommFree`.
+        op: Op,
+        /// The record (`CommCreate`).
+        buf: Option<Resolved>,
+        /// Its bytes.
+        len: u64,
+        /// When the descriptor was taken in.
+        started: Nanos,
+    },
+    /// Write `cqe` to `host`'s completion ring (after filling `engine_ns = now - started`).
+    Complete {
+        /// Recipient.
+        host: HostId,
+        /// The entry.
+        cqe: Completion,
+        /// When the descriptor was taken in.
+        started: Nanos,
+    },
+}
+
+/// Engine-wide counters (monotonic).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Hosts that attached.
+    pub hosts_attached: u64,
+    /// Hosts that went away without detaching (control socket hang-up, protocol violation).
+    pub hosts_lost: u64,
+    /// Descriptors completed with `Ok`.
+    pub completed_ok: u64,
+    /// Descriptors completed with an error status.
+    pub completed_err: u64,
+    /// Descriptors a dead host left in its submission ring.
+    pub dropped_in_flight: u64,
+    /// Bytes moved by DMA.
+    pub dma_bytes: u64,
+}
+
+/// Why a host left.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Departure {
+    /// It sent DETACH.
+    Clean,
+    /// Its control socket hung up, or it broke the ring protocol.
+    Lost,
+}
+
+#[derive(Debug)]
+struct HostState {
+    regions: RegionTable,
+    /// Its rank among the engine's local processes (`0..ppn`); `None`: it can COPY, not
+    /// broadcast.
+    local: Option<u32>,
+}
+
+/// The sans-IO engine core.
+#[derive(Debug)]
+pub struct Core {
+    config: EngineConfig,
+    hosts: Vec<Option<HostState>>,
+    actions: Deque<Action, ACTION_QUEUE>,
+    counters: Counters,
+}
+
+impl Core {
+    /// A core with tables sized from `config` (allocated here, never grown afterwards).
+    pub fn new(config: EngineConfig) -> Self {
+        let hosts = (0..config.limits.max_hosts).map(|_| None).collect();
+        Core { config, hosts, actions: Deque::new(), counters: Counters::default() }
+    }
+
+    /// The configuration the core was built with.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Counters so far.
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    /// Hosts currently attached.
+    pub fn hosts_attached_now(&self) -> usize {
+        self.hosts.iter().filter(|h| h.is_some()).count()
+    }
+
+    /// A new host: takes the lowest free slot of the host table, and the lowest free local rank
+    /// if there is one.
+    pub fn attach_host(&mut self, now: Nanos) -> Result<HostId, CtlStatus> {
+        self.attach_host_as(now, LocalRank::Auto)
+    }
+
+    /// A new host claiming local rank `claim` (`Auto`: the lowest free one, or none when all
+    /// `ppn` are held). A fixed claim that is held or outside `0..ppn` is refused with
+    /// `RANK_TAKEN`.
+    pub fn attach_host_as(&mut self, _now: Nanos, claim: LocalRank) -> Result<HostId, CtlStatus> {
+        let slot = self.hosts.iter().position(Option::is_none).ok_or(CtlStatus::TOO_MANY_HOSTS)?;
+        let held = |l: u32| self.hosts.iter().flatten().any(|h| h.local == Some(l));
+        let local = match claim {
+            LocalRank::Fixed(l) if l >= self.config.topology.ppn || held(l) => {
+                return Err(CtlStatus::RANK_TAKEN)
+            }
+            LocalRank::Fixed(l) => Some(l),
+            LocalRank::Auto => (0..self.config.topology.ppn).find(|&l| !held(l)),
+        };
+        self.hosts[slot] =
+            Some(HostState { regions: RegionTable::new(self.config.limits.max_regions), local });
+        self.counters.hosts_attached += 1;
+        Ok(HostId(slot as u32))
+    }
+
+    /// `host`'s local rank, if it holds one.
+    pub fn local_rank(&self, host: HostId) -> Option<u32> {
+        self.hosts.get(host.0 as usize)?.as_ref()?.local
+    }
+
+    /// A host left. Returns the segments of its regions so the runner can unmap them; the
+    /// `in_flight` descriptors the runner found still queued are counted as dropped.
+    pub fn detach_host(
+        &mut self,
+        host: HostId,
+        how: Departure,
+        in_flight: u64,
+        _now: Nanos,
+    ) -> Vec<SegmentHandle> {
+        let Some(mut state) = self.hosts.get_mut(host.0 as usize).and_then(Option::take) else {
+            return Vec::new();
+        };
+        if how == Departure::Lost {
+            self.counters.hosts_lost += 1;
+        }
+        self.counters.dropped_in_flight += in_flight;
+        state.regions.drain().into_iter().map(|r| SegmentHandle(r.segment)).collect()
+    }
+
+    /// Registers `len` bytes at `seg_offset` of a segment of `seg_len` bytes the runner mapped.
+    pub fn register(
+        &mut self,
+        host: HostId,
+        segment: SegmentHandle,
+        seg_len: u64,
+        seg_offset: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<RegionKey, CtlStatus> {
+        let max = self.config.limits.max_region_bytes;
+        let state = self.host_mut(host).ok_or(CtlStatus::BAD_REQUEST)?;
+        if access.0 & !Access::DEFINED != 0 || access.0 == 0 || len == 0 {
+            return Err(CtlStatus::BAD_REQUEST);
+        }
+        match seg_offset.checked_add(len) {
+            Some(end) if end <= seg_len => {}
+            _ => return Err(CtlStatus::BAD_REQUEST),
+        }
+        if len > max {
+            return Err(CtlStatus::LIMIT);
+        }
+        state
+            .regions
+            .insert(RegistrationRecord { key: RegionKey::NONE, access, segment: segment.0, seg_offset, len })
+            .map_err(|_| CtlStatus::TOO_MANY_REGIONS)
+    }
+
+    /// Deregisters `key`; returns the segment to unmap.
+    pub fn deregister(&mut self, host: HostId, key: RegionKey) -> Result<SegmentHandle, CtlStatus> {
+        let state = self.host_mut(host).ok_or(CtlStatus::BAD_REQUEST)?;
+        match state.regions.remove(key) {
+            Ok(r) => Ok(SegmentHandle(r.segment)),
+            Err(RegError::Unknown | RegError::Full) => Err(CtlStatus::UNKNOWN_REGION),
+        }
+    }
+
+    /// Takes in one descriptor from `host`'s submission ring. Always queues exactly one
+    /// completion (preceded by the DMA for a valid COPY), or hands a collective to the runner.
+    /// A host's rank is its world rank on communicator 0 and unknown elsewhere: see
+    /// [`Core::submit_with`].
+    pub fn submit(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos) {
+        let world = WorldRanks { node: self.config.topology.node, ppn: self.config.topology.ppn };
+        self.submit_with(host, desc, now, &world)
+    }
+
+    /// [`Core::submit`], with the runner's communicator tables answering who the host is in the
+    /// descriptor's communicator (the root reads its buffer, the others write theirs).
+    pub fn submit_with(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos, ranks: &dyn Ranks) {
+        let max_op_bytes = self.config.limits.max_op_bytes;
+        let outcome = match self.host_mut(host) {
+            Some(state) => plan(&state.regions, desc, max_op_bytes, ranks.rank(state.local, desc.comm)),
+            None => Err(StatusKind::BadDescriptor),
+        };
+        let cqe = match outcome {
+            Ok(Plan::Nothing) => Completion::new(desc.cookie, desc.opcode, Status::OK, 0),
+            Ok(Plan::Bcast { buf, len }) => {
+                // Completed later, by the runner, when the protocol is done with it.
+                let (cookie, comm, root, key) = (desc.cookie, desc.comm, desc.root, desc.key);
+                self.push(Action::Bcast { host, cookie, comm, root, buf, key, len, started: now });
+                return;
+            }
+            Ok(Plan::Comm { op, buf, len }) => {
+                let (cookie, comm) = (desc.cookie, desc.comm);
+                self.push(Action::Comm { host, cookie, comm, op, buf, len, started: now });
+                return;
+            }
+            Ok(Plan::Dma { src, dst, len }) => {
+                self.push(Action::Dma { host, src_key: desc.aux_key, dst_key: desc.key, src, dst, len });
+                self.counters.dma_bytes += len;
+                Completion::new(desc.cookie, desc.opcode, Status::OK, len)
+            }
+            Err(kind) => Completion::new(desc.cookie, desc.opcode, kind.into(), 0),
+        };
+        if cqe.status.is_ok() {
+            self.counters.completed_ok += 1;
+        } else {
+            self.counters.completed_err += 1;
+        }
+        self.push(Action::Complete { host, cqe, started: now });
+    }
+
+    /// The runner could not carry out a DMA the core planned (its memory was deregistered while
+    /// the operation was in flight): the completion goes out as an error; fix the counters.
+    pub fn dma_failed(&mut self, bytes: u64) {
+        self.counters.completed_ok = self.counters.completed_ok.saturating_sub(1);
+        self.counters.completed_err += 1;
+        self.counters.dma_bytes = self.counters.dma_bytes.saturating_sub(bytes);
+    }
+
+    /// A host left before the completion of an operation the core already counted could be
+    /// published: move it from the completed counters to the dropped ones.
+    pub fn abandoned(&mut self, cqe: &Completion) {
+        if cqe.status.is_ok() {
+            self.counters.completed_ok = self.counters.completed_ok.saturating_sub(1);
+            self.counters.dma_bytes = self.counters.dma_bytes.saturating_sub(cqe.bytes);
+        } else {
+            self.counters.completed_err = self.counters.completed_err.saturating_sub(1);
+        }
+        self.counters.dropped_in_flight += 1;
+    }
+
+    /// A broadcast the core handed out ([`Action::Bcast`]) ended at this rank: count it.
+    pub fn bcast_done(&mut self, ok: bool) {
+        if ok {
+            self.counters.completed_ok += 1;
+        } else {
+            self.counters.completed_err += 1;
+        }
+    }
+
+    /// Next action to carry out, in order.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    fn push(&mut self, a: Action) {
+        // NOTE(unwrap-free): runners drain after every event and one event queues at most
+        // MAX_ACTIONS_PER_EVENT, so the queue cannot be full; a debug assertion guards the
+        // invariant and release builds keep the oldest actions rather than panicking.
+        let pushed = self.actions.push_back(a);
+        debug_assert!(pushed.is_ok(), "action queue overflow: runner did not drain");
+    }
+
+    fn host_mut(&mut self, host: HostId) -> Option<&mut HostState> {
+        self.hosts.get_mut(host.0 as usize)?.as_mut()
+    }
+}
+
+enum Plan {
+    Nothing,
+    Dma { src: Resolved, dst: Resolved, len: u64 },
+    Bcast { buf: Resolved, len: u64 },
+    Comm { op: Op, buf: Option<Resolved>, len: u64 },
+}
+
+/// Who a host is in a communicator, as the runner's communicator tables know it.
+pub trait Ranks {
+    /// The rank in communicator `comm` of the host holding engine-local rank `local`; `None`
+    /// if it is not a member (or holds no local rank).
+    fn rank(&self, local: Option<u32>, comm: u64) -> Option<u32>;
+}
+
+/// The world communicator only: rank = `node * ppn + local`.
+#[derive(Clone, Copy, Debug)]
+pub struct WorldRanks {
+    /// This engine's node.
+    pub node: u32,
+    /// Processes per node.
+    pub ppn: u32,
+}
+
+impl Ranks for WorldRanks {
+    fn rank(&self, local: Option<u32>, comm: u64) -> Option<u32> {
+        match comm {
+            0 => local.map(|l| self.node * self.ppn + l),
+            _ => None,
+        }
+    }
+}
+
+/// Validates a descriptor against the host's registrations and limits.
+fn plan(
+    regions: &RegionTable,
+    d: &SubmissionDescriptor,
+    max_op_bytes: u64,
+    me: Option<u32>,
+) -> Result<Plan, StatusKind> {
+    let op = Op::try_from(d.opcode).map_err(|_| StatusKind::UnknownOpcode)?;
+    if d.flags & !DESC_FLAGS_DEFINED != 0 {
+        return Err(StatusKind::BadFlags);
+    }
+    if d._reserved0 != 0 || d._reserved1 != 0 {
+        return Err(StatusKind::BadDescriptor);
+    }
+    match op {
+        Op::Nop => {
+            let unused = d.len
+                | d.offset
+                | d.aux_offset
+                | d.comm
+                | d.root as u64
+                | d.key.0 as u64
+                | d.aux_key.0 as u64;
+            if unused != 0 {
+                return Err(StatusKind::BadDescriptor);
+            }
+            Ok(Plan::Nothing)
+        }
+        Op::Copy => {
+            if d.comm != 0 || d.root != 0 {
+                return Err(StatusKind::BadDescriptor);
+            }
+            if d.len == 0 || d.len > max_op_bytes {
+                return Err(StatusKind::BadLength);
+            }
+            let src = regions.resolve(d.aux_key, d.aux_offset, d.len, Access::READ)?;
+            let dst = regions.resolve(d.key, d.offset, d.len, Access::WRITE)?;
+            if src.segment == dst.segment
+                && src.offset < dst.offset + d.len
+                && dst.offset < src.offset + d.len
+            {
+                return Err(StatusKind::Overlap);
+            }
+            Ok(Plan::Dma { src, dst, len: d.len })
+        }
+        Op::Bcast => {
+            if d.aux_key != RegionKey::NONE || d.aux_offset != 0 {
+                return Err(StatusKind::BadDescriptor);
+            }
+            if d.len == 0 || d.len > max_op_bytes {
+                return Err(StatusKind::BadLength);
+            }
+            let me =
+                me.ok_or(if d.comm == 0 { StatusKind::NoRank } else { StatusKind::UnknownCommunicator })?;
+            // The root only reads its buffer; every other rank writes it.
+            let need = if d.root == me { Access::READ } else { Access::WRITE };
+            let buf = regions.resolve(d.key, d.offset, d.len, need)?;
+            Ok(Plan::Bcast { buf, len: d.len })
+        }
+        Op::CommCreate => {
+            if d.comm == 0 || d.root != 0 || d.aux_key != RegionKey::NONE || d.aux_offset != 0 {
+                return Err(StatusKind::BadDescriptor);
+            }
+            let min = ringcast_abi::CommCreateHeader::record_len(1) as u64;
+            if d.len < min || d.len > max_op_bytes {
+                return Err(StatusKind::BadLength);
+            }
+            let buf = regions.resolve(d.key, d.offset, d.len, Access::READ)?;
+            Ok(Plan::Comm { op, buf: Some(buf), len: d.len })
+        }
+        Op::CommFree => {
+            let unused =
+                d.len | d.offset | d.aux_offset | d.root as u64 | d.key.0 as u64 | d.aux_key.0 as u64;
+            if d.comm == 0 || unused != 0 {
+                return Err(StatusKind::BadDescriptor);
+            }
+            Ok(Plan::Comm { op, buf: None, len: 0 })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,224 @@
+//! Which fragments of one broadcast a rank holds: a bitmap whose capacity is fixed when it is
+//! made (from `max_message_bytes`; reused for every broadcast of its channel, so no allocation
+//! on the data path) and the fragment geometry that maps a fragment number to its byte range.
+//!
+//! Every fragment header carries the fragment count, so a rank knows exactly what it misses
+//! without a timer; the bitmap answers "complete?", "which are missing?" and "newly held?" (a
+//! duplicate is recognised and ignored, as the ring repair of Hoefler et al. requires).
+use alloc::boxed::Box;
+use alloc::vec;
+use ringcast_abi::frame::MAX_RETRANSMIT_FRAGS;
+
+/// Most fragments one broadcast may have (`max_message_bytes / fragment payload` must fit).
+pub const MAX_FRAGS: u32 = 8192;
+static_assertions::const_assert!(MAX_RETRANSMIT_FRAGS <= MAX_FRAGS);
+
+/// The message would need more than [`MAX_FRAGS`] fragments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TooManyFragments;
+
+/// Held fragments of one broadcast.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FragBitmap {
+    /// Capacity fixed at creation: a simulated rank of a 2-byte broadcast holds one word, an
+    /// engine configured for 4 MiB messages 46.
+    words: Box<[u64]>,
+    count: u32,
+    held: u32,
+}
+
+impl FragBitmap {
+    /// An empty bitmap for a message of `count` fragments (`1..=MAX_FRAGS`).
+    pub fn new(count: u32) -> Result<Self, TooManyFragments> {
+        let mut b = Self::with_capacity(count)?;
+        b.reset(count)?;
+        Ok(b)
+    }
+
+    /// An empty bitmap that can track messages of up to `max` fragments (`1..=MAX_FRAGS`).
+    pub fn with_capacity(max: u32) -> Result<Self, TooManyFragments> {
+        if max == 0 || max > MAX_FRAGS {
+            return Err(TooManyFragments);
+        }
+        Ok(FragBitmap { words: vec![0; max.div_ceil(64) as usize].into_boxed_slice(), count: 0, held: 0 })
+    }
+
+    /// Clears the bitmap for a new message of `count` fragments (within the capacity).
+    pub fn reset(&mut self, count: u32) -> Result<(), TooManyFragments> {
+        if count == 0 || count.div_ceil(64) as usize > self.words.len() {
+            return Err(TooManyFragments);
+        }
+        self.words.iter_mut().for_each(|w| *w = 0);
+        self.count = count;
+        self.held = 0;
+        Ok(())
+    }
+
+    /// Fragments in the message.
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// Fragments held.
+    pub fn held(&self) -> u32 {
+        self.held
+    }
+
+    /// All fragments held.
+    pub fn is_complete(&self) -> bool {
+        self.held == self.count
+    }
+
+    /// Whether fragment `i` is held (false outside the message).
+    pub fn get(&self, i: u32) -> bool {
+        i < self.count && self.words[(i / 64) as usize] & (1 << (i % 64)) != 0
+    }
+
+    /// Marks fragment `i` held; true if it was new, false for a duplicate or out-of-range `i`.
+    pub fn set(&mut self, i: u32) -> bool {
+        if i >= self.count {
+            return false;
+        }
+        let (w, b) = ((i / 64) as usize, 1u64 << (i % 64));
+        if self.words[w] & b != 0 {
+            return false;
+        }
+        self.words[w] |= b;
+        self.held += 1;
+        true
+    }
+
+    /// Marks every fragment held (the root owns the whole message).
+    pub fn fill(&mut self) {
+        for i in 0..self.count {
+            self.set(i);
+        }
+    }
+
+    /// Missing fragments in increasing order.
+    pub fn missing(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.count).filter(move |&i| !self.get(i))
+    }
+
+    /// Writes the missing-fragment bitmap of `first..first + n` (bit set = missing) into `out`
+    /// (`ceil(n / 8)` bytes), as a retransmission request carries it.
+    pub fn write_missing(&self, first: u32, n: u32, out: &mut [u8]) {
+        for b in out.iter_mut() {
+            *b = 0;
+        }
+        for k in 0..n {
+            let i = first.saturating_add(k);
+            if i < self.count && !self.get(i) {
+                if let Some(byte) = out.get_mut((k / 8) as usize) {
+                    *byte |= 1 << (k % 8);
+                }
+            }
+        }
+    }
+}
+
+/// How a message of `total` bytes is cut into fragments of at most `payload` bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// Message length.
+    pub total: u32,
+    /// Payload bytes per fragment (all but the last are full).
+    pub payload: u32,
+}
+
+impl Geometry {
+    /// Geometry of a `total`-byte message in `payload`-byte fragments (`payload > 0`).
+    pub fn new(total: u32, payload: u32) -> Result<Self, TooManyFragments> {
+        let g = Geometry { total, payload: payload.max(1) };
+        if g.count() > MAX_FRAGS {
+            return Err(TooManyFragments);
+        }
+        Ok(g)
+    }
+
+    /// Fragments (an empty message still travels as one empty fragment).
+    pub fn count(&self) -> u32 {
+        self.total.div_ceil(self.payload).max(1)
+    }
+
+    /// Byte range `(offset, len)` of fragment `i`, or `None` outside the message.
+    pub fn range(&self, i: u32) -> Option<(u32, u32)> {
+        if i >= self.count() {
+            return None;
+        }
+        let off = i * self.payload;
+        Some((off, self.payload.min(self.total - off)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn limits_and_duplicates() {
+        assert_eq!(FragBitmap::new(0), Err(TooManyFragments));
+        assert_eq!(FragBitmap::new(MAX_FRAGS + 1), Err(TooManyFragments));
+        let mut b = FragBitmap::new(MAX_FRAGS).unwrap();
+        assert!(b.set(MAX_FRAGS - 1));
+        assert!(!b.set(MAX_FRAGS - 1), "duplicate");
+        assert!(!b.set(MAX_FRAGS), "out of range");
+        assert!(!b.get(MAX_FRAGS));
+        b.fill();
+        assert!(b.is_complete());
+        assert_eq!(b.missing().count(), 0);
+    }
+
+    #[test]
+    fn geometry_covers_the_message_exactly() {
+        let g = Geometry::new(10, 4).unwrap();
+        assert_eq!((g.count(), g.range(0), g.range(2), g.range(3)), (3, Some((0, 4)), Some((8, 2)), None));
+        let empty = Geometry::new(0, 1400).unwrap();
+        assert_eq!((empty.count(), empty.range(0)), (1, Some((0, 0))));
+        assert_eq!(Geometry::new(4 << 20, 256), Err(TooManyFragments));
+        assert_eq!(Geometry::new(4 << 20, 1024).unwrap().count(), 4096);
+    }
+
+    proptest! {
+        /// The bitmap behaves like a set of fragment numbers, whatever order and duplicates.
+        #[test]
+        fn bitmap_matches_a_set(count in 1u32..600, ops in proptest::collection::vec(0u32..700, 0..2000)) {
+            let mut b = FragBitmap::new(count).unwrap();
+            let mut model = BTreeSet::new();
+            for i in ops {
+                let new = i < count && model.insert(i);
+                prop_assert_eq!(b.set(i), new);
+                prop_assert_eq!(b.held() as usize, model.len());
+            }
+            prop_assert_eq!(b.is_complete(), model.len() == count as usize);
+            let missing: Vec<u32> = b.missing().collect();
+            let want: Vec<u32> = (0..count).filter(|i| !model.contains(i)).collect();
+            prop_assert_eq!(&missing, &want);
+            let n = count.min(100);
+            let mut bits = vec![0u8; n.div_ceil(8) as usize];
+            b.write_missing(0, n, &mut bits);
+            for k in 0..n {
+                prop_assert_eq!(bits[(k / 8) as usize] & (1 << (k % 8)) != 0, !model.contains(&k));
+            }
+        }
+
+        /// Fragment ranges tile the message: contiguous, no gap, no overlap, none empty unless
+        /// the message is.
+        #[test]
+        fn fragments_tile_the_message(total in 0u32..100_000, payload in 1u32..5000) {
+            prop_assume!(total.div_ceil(payload) <= MAX_FRAGS);
+            let g = Geometry::new(total, payload).unwrap();
+            let mut next = 0;
+            for i in 0..g.count() {
+                let (off, len) = g.range(i).unwrap();
+                prop_assert_eq!(off, next);
+                prop_assert!(len > 0 || total == 0);
+                prop_assert!(len <= payload);
+                next = off + len;
+            }
+            prop_assert_eq!(next, total);
+        }
+    }
+}
