@@ -10,7 +10,7 @@ AARCH64 := aarch64-unknown-linux-gnu
 MIRIFLAGS ?= -Zmiri-strict-provenance
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: reproduce all deps build demo test test-suites lint test-native test-hw test-c test-mpi bench-mpi test-aarch64 test-miri test-loom test-fuzz fuzz bench fmt clippy clean
+.PHONY: reproduce all deps build demo check test test-suites lint test-native test-hw test-c test-mpi bench-mpi test-aarch64 test-miri test-loom test-fuzz fuzz bench fmt clippy clean
 
 all: build
 
@@ -25,6 +25,12 @@ build: deps
 demo: deps
 	$(CARGO) build --release --workspace
 	target/release/ringcast demo
+
+## The edit loop: formatting, then clippy and the tests of the crates the working tree changed
+## (and of those depending on them). A protocol edit runs `ringcast-proto`'s tests, the DST at
+## 300 seeds included, without building DPDK or rdma-core. `make test` is the full suite.
+check:
+	@bash scripts/check.sh
 
 ## Every test: native unit/integration/property tests, the ABI layout on aarch64 (compile-time
 ## asserts + the golden-file test under qemu-user), the ring under Miri and loom. The tests must

@@ -4,9 +4,9 @@
 //! payload replaced in flight under a genuine tag ends in `DigestMismatch`, never wrong bytes.
 use ringcast_abi::frame::{emit, DropReason, RetransmitBody};
 use ringcast_abi::wire::{FrameKind, WireHeader, WIRE_VERSION};
-use ringcast_offload::Config;
 use ringcast_proto::comm::auth::{CommKeys, Secret};
 use ringcast_proto::comm::{CommSpec, GroupId, PeerId};
+use ringcast_proto::config::EngineConfig;
 use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
 use ringcast_proto::transfer::protocol::{Env, Outcome, Post, Protocol};
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
@@ -67,11 +67,11 @@ fn frame(h: &WireHeader, body: &[&[u8]]) -> Vec<u8> {
 
 #[test]
 fn each_bad_frame_is_counted_under_its_reason() {
-    let config = Config::default().with(|cfg| {
+    let config = EngineConfig::default().with(|cfg| {
         cfg.protocol.channels = 4;
         cfg.protocol.preposted_slots = 1;
     });
-    let mut p = Protocol::new(&config.engine(), crc32c::crc32c);
+    let mut p = Protocol::new(&config, crc32c::crc32c);
     let members: std::sync::Arc<[PeerId]> = (0..4).map(PeerId).collect();
     let comm = p
         .create_comm(CommSpec {

@@ -2,12 +2,12 @@
 //! scenarios — 2 to 512 ranks, 0 B to 4 MiB, multicast loss 0–100 %, unicast loss, bursts,
 //! corruption (plain and CRC-sealed), duplication, reordering, arrival skew, crashed ranks,
 //! foreign-job frames, several communicators, random roots — each checked against every
-//! invariant. `RINGCAST_DST_SEEDS` sets how many (`make test` runs 2,000 in release); a failing
+//! invariant. `RINGCAST_DST_SEEDS` sets how many (`cargo test -p ringcast-proto` runs 300, `make test` 2,000); a failing
 //! seed replays exactly with `ringcast dst --seed N`.
 use ringcast_sim::dst::{run, Scenario};
 
 fn seeds() -> u64 {
-    std::env::var("RINGCAST_DST_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(150)
+    std::env::var("RINGCAST_DST_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(300)
 }
 
 #[test]

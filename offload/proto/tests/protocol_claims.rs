@@ -3,7 +3,7 @@
 //! hop; penalty rounds average 1.0 under 50 % multicast loss (Hoefler et al.); latency without
 //! loss is flat in P; more channels amortise the synchronization (Yu et al.); the adaptive root
 //! delay beats each fixed mode where that mode is wrong; selective repair cuts repair traffic.
-use ringcast_offload::Config;
+use ringcast_proto::config::EngineConfig;
 use ringcast_sim::experiments::{self as ex, Pacing};
 use ringcast_sim::fabric::Faults;
 
@@ -126,7 +126,7 @@ fn duplicates_alone_do_not_keep_a_broadcast_alive() {
         }
     }
 
-    let config = Config::default().with(|cfg| {
+    let config = EngineConfig::default().with(|cfg| {
         cfg.protocol.peer_timeout_ms = 200;
         cfg.protocol.repair_timeout_us = 100;
     });
@@ -135,7 +135,7 @@ fn duplicates_alone_do_not_keep_a_broadcast_alive() {
     let (len, buf) = (3_000u32, Resolved { segment: SegmentHandle(1), offset: 0 });
     let mut engines: Vec<(Protocol, Host)> = (0..3u32)
         .map(|rank| {
-            let mut p = Protocol::new(&config.engine(), crc32c::crc32c);
+            let mut p = Protocol::new(&config, crc32c::crc32c);
             p.force_algorithm(Some(Algorithm::Linear));
             let spec = CommSpec {
                 cookie: 0x13,

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# `make check`: the edit loop. Formatting of the whole tree, then clippy and the tests of the
+# crates the working tree changed (against HEAD, untracked files included) and of the crates
+# that depend on them. `make test` stays the full suite CI runs.
+#
+#   BASE=<rev> make check   compare against <rev> instead of HEAD (e.g. origin/main).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CARGO=${CARGO:-cargo}
+BASE=${BASE:-HEAD}
+
+$CARGO fmt --all -- --check
+
+# Every workspace package with its directory and its workspace dependencies.
+meta=$(mktemp)
+trap 'rm -f "$meta"' EXIT
+$CARGO metadata --format-version 1 --no-deps > "$meta"
+changed=$( { git diff --name-only "$BASE" --; git ls-files --others --exclude-standard; } | sort -u)
+if [ -z "$changed" ]; then
+  echo "make check: nothing changed against $BASE"
+  exit 0
+fi
+pkgs=$(python3 - "$changed" "$meta" <<'PY'
+import json, os, sys
+meta = json.load(open(sys.argv[2]))
+root = os.getcwd()
+files = [f for f in sys.argv[1].split("\n") if f]
+pkgs = {p["name"]: os.path.relpath(os.path.dirname(p["manifest_path"]), root) for p in meta["packages"]}
+deps = {p["name"]: {d["name"] for d in p["dependencies"] if d["name"] in pkgs} for p in meta["packages"]}
+def owner(f):
+    best = None
+    for name, d in pkgs.items():
+        if d == "." or f.startswith(d + "/"):
+            if best is None or len(d) > len(pkgs[best]):
+                best = name
+    return best
+hit = {owner(f) for f in files} - {None}
+# A change to the workspace manifest or lock file touches every package.
+if any(f in ("Cargo.toml", "Cargo.lock") for f in files):
+    hit = set(pkgs)
+# ... and every package that depends on a changed one.
+grew = True
+while grew:
+    grew = False
+    for name, ds in deps.items():
+        if name not in hit and ds & hit:
+            hit.add(name); grew = True
+hit.discard("ringcast-hw-tests")  # hardware in the loop: make test-hw
+print(" ".join(sorted(hit)))
+PY
+)
+if [ -z "$pkgs" ]; then
+  echo "make check: no crate changed against $BASE"
+  exit 0
+fi
+args=()
+for p in $pkgs; do args+=(-p "$p"); done
+echo "make check: ${pkgs}"
+$CARGO clippy "${args[@]}" --all-targets -- -D warnings
+$CARGO test "${args[@]}" --all-targets
