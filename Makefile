@@ -26,9 +26,9 @@ demo: deps
 	$(CARGO) build --release --workspace
 	target/release/ringcast demo
 
-## The edit loop: formatting, then clippy and the tests of the crates the working tree changed
-## (and of those depending on them). A protocol edit runs `ringcast-proto`'s tests, the DST at
-## 300 seeds included, without building DPDK or rdma-core. `make test` is the full suite.
+## The edit loop: formatting, then clippy and the tests of the crates the working tree changed.
+## A protocol edit runs `ringcast-proto`'s tests, the DST at 300 seeds included, without
+## building DPDK or rdma-core. `make test` is the full suite (and the crates depending on them).
 check:
 	@bash scripts/check.sh
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make check`: the edit loop. Formatting of the whole tree, then clippy and the tests of the
-# crates the working tree changed (against HEAD, untracked files included) and of the crates
-# that depend on them. `make test` stays the full suite CI runs.
+# crates the working tree changed (against HEAD, untracked files included). The crates that
+# depend on them are `make test`'s: it stays the full suite CI runs.
 #
 #   BASE=<rev> make check   compare against <rev> instead of HEAD (e.g. origin/main).
 set -euo pipefail
@@ -26,7 +26,6 @@ meta = json.load(open(sys.argv[2]))
 root = os.getcwd()
 files = [f for f in sys.argv[1].split("\n") if f]
 pkgs = {p["name"]: os.path.relpath(os.path.dirname(p["manifest_path"]), root) for p in meta["packages"]}
-deps = {p["name"]: {d["name"] for d in p["dependencies"] if d["name"] in pkgs} for p in meta["packages"]}
 def owner(f):
     best = None
     for name, d in pkgs.items():
@@ -38,13 +37,6 @@ hit = {owner(f) for f in files} - {None}
 # A change to the workspace manifest or lock file touches every package.
 if any(f in ("Cargo.toml", "Cargo.lock") for f in files):
     hit = set(pkgs)
-# ... and every package that depends on a changed one.
-grew = True
-while grew:
-    grew = False
-    for name, ds in deps.items():
-        if name not in hit and ds & hit:
-            hit.add(name); grew = True
 hit.discard("ringcast-hw-tests")  # hardware in the loop: make test-hw
 print(" ".join(sorted(hit)))
 PY
