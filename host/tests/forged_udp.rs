@@ -38,8 +38,8 @@ use ringcast_abi::wire::{FrameKind, WireHeader, WIRE_HEADER_LEN, WIRE_TRAILER_LE
 use ringcast_host::netns::{ip, Lab};
 use ringcast_offload::config::JobSecret;
 use ringcast_offload::entropy::new_identity;
-use ringcast_offload::runner::net::world_identity;
 use ringcast_proto::comm::auth::{CommKeys, Secret};
+use ringcast_proto::engine::world_identity;
 use rustix::net::{self as rnet, sockopt, AddressFamily, RecvFlags, SendFlags, SocketType};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};

@@ -4,6 +4,8 @@
 //! or a lock, opens a socket or touches host memory. The same code runs on the polling thread,
 //! in the DPU daemon, in the simulator and in the tests (`docs/architecture.md`).
 //!
+//! * [`engine`] — the engine: every part below behind one set of events (descriptor, frame,
+//!   timeout, DMA done) and one queue of actions (send, multicast, DMA job, completion);
 //! * [`intake`] — descriptors, registered regions and hosts: validation and planning;
 //! * [`comm`] — communicators: members, topologies, placement, identity and keys;
 //! * [`transfer`] — the reliable-transfer layer: fragment bitmaps, and the protocol state
@@ -28,6 +30,7 @@ pub mod __alloc {
 pub mod collective;
 pub mod comm;
 pub mod config;
+pub mod engine;
 pub mod fault;
 pub mod intake;
 pub mod model;

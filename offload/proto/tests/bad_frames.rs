@@ -8,7 +8,7 @@ use ringcast_proto::comm::auth::{CommKeys, Secret};
 use ringcast_proto::comm::{CommSpec, GroupId, PeerId};
 use ringcast_proto::config::EngineConfig;
 use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
-use ringcast_proto::transfer::protocol::{Env, Outcome, Post, Protocol};
+use ringcast_proto::transfer::protocol::{DmaDir, DmaJob, DmaStatus, Env, Outcome, Post, Protocol};
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
 use zerocopy::IntoBytes;
 
@@ -21,13 +21,12 @@ struct TestEnv {
 impl Env for TestEnv {
     fn send(&mut self, _: PeerId, _: &[u8]) {}
     fn multicast(&mut self, _: &GroupId, _: &[u8]) {}
-    fn read(&mut self, _: Resolved, _: u64, out: &mut [u8]) -> bool {
-        out.copy_from_slice(&self.buf[..out.len()]);
-        true
-    }
-    fn write(&mut self, _: Resolved, _: u64, data: &[u8]) -> bool {
-        self.buf[..data.len()].copy_from_slice(data);
-        true
+    fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
+        match job.dir {
+            DmaDir::Load => stage.copy_from_slice(&self.buf[..stage.len()]),
+            DmaDir::Store => self.buf[..stage.len()].copy_from_slice(stage),
+        }
+        DmaStatus::Done(true)
     }
     fn complete(&mut self, token: u64, o: Outcome) {
         self.done.push((token, o));

@@ -100,7 +100,7 @@ fn duplicates_alone_do_not_keep_a_broadcast_alive() {
     use ringcast_proto::comm::Layout;
     use ringcast_proto::comm::{CommSpec, GroupId, PeerId};
     use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
-    use ringcast_proto::transfer::protocol::{Env, Outcome, Post, Protocol};
+    use ringcast_proto::transfer::protocol::{DmaDir, DmaJob, DmaStatus, Env, Outcome, Post, Protocol};
 
     #[derive(Default)]
     struct Host {
@@ -113,13 +113,13 @@ fn duplicates_alone_do_not_keep_a_broadcast_alive() {
             self.sent.push((to, frame.to_vec()));
         }
         fn multicast(&mut self, _: &GroupId, _: &[u8]) {}
-        fn read(&mut self, _: Resolved, offset: u64, out: &mut [u8]) -> bool {
-            let src = self.mem.get(offset as usize..offset as usize + out.len());
-            src.map(|s| out.copy_from_slice(s)).is_some()
-        }
-        fn write(&mut self, _: Resolved, offset: u64, data: &[u8]) -> bool {
-            let dst = self.mem.get_mut(offset as usize..offset as usize + data.len());
-            dst.map(|d| d.copy_from_slice(data)).is_some()
+        fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
+            let Some(host) = self.mem.get_mut(..stage.len()) else { return DmaStatus::Done(false) };
+            match job.dir {
+                DmaDir::Load => stage.copy_from_slice(host),
+                DmaDir::Store => host.copy_from_slice(stage),
+            }
+            DmaStatus::Done(true)
         }
         fn complete(&mut self, _: u64, outcome: Outcome) {
             self.done.push(outcome);

@@ -24,7 +24,7 @@ use ringcast_proto::fault::{Dir, FaultConfig, FaultInjector, Verdict};
 use ringcast_proto::intake::regions::Resolved;
 use ringcast_proto::model::FabricModel;
 use ringcast_proto::rng::SimRng;
-use ringcast_proto::transfer::protocol::{Env, Outcome, Protocol};
+use ringcast_proto::transfer::protocol::{DmaDir, DmaJob, DmaStatus, Env, Outcome, Protocol};
 use ringcast_proto::Nanos;
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
@@ -405,12 +405,14 @@ impl Env for NodeEnv<'_> {
         }
     }
 
-    fn read(&mut self, buf: Resolved, offset: u64, out: &mut [u8]) -> bool {
-        self.range(buf, offset, out.len()).map(|src| out.copy_from_slice(src)).is_some()
-    }
-
-    fn write(&mut self, buf: Resolved, offset: u64, data: &[u8]) -> bool {
-        self.range(buf, offset, data.len()).map(|dst| dst.copy_from_slice(data)).is_some()
+    fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
+        // Simulated host memory is reached at once (a DMA engine's latency is not modelled).
+        let Some(host) = self.range(job.buf, 0, stage.len()) else { return DmaStatus::Done(false) };
+        match job.dir {
+            DmaDir::Load => stage.copy_from_slice(host),
+            DmaDir::Store => host.copy_from_slice(stage),
+        }
+        DmaStatus::Done(true)
     }
 
     fn complete(&mut self, token: u64, outcome: Outcome) {
@@ -612,10 +614,8 @@ pub trait DynEnv {
     fn send_on(&mut self, to: PeerId, frame: &[u8], lane: u8);
     /// See [`Env::multicast`].
     fn multicast(&mut self, group: &GroupId, frame: &[u8]);
-    /// See [`Env::read`].
-    fn read(&mut self, buf: Resolved, offset: u64, out: &mut [u8]) -> bool;
-    /// See [`Env::write`].
-    fn write(&mut self, buf: Resolved, offset: u64, data: &[u8]) -> bool;
+    /// See [`Env::dma`].
+    fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus;
     /// See [`Env::complete`].
     fn complete(&mut self, token: u64, outcome: Outcome);
 }
@@ -630,11 +630,8 @@ impl<T: Env> DynEnv for T {
     fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
         Env::multicast(self, group, frame)
     }
-    fn read(&mut self, buf: Resolved, offset: u64, out: &mut [u8]) -> bool {
-        Env::read(self, buf, offset, out)
-    }
-    fn write(&mut self, buf: Resolved, offset: u64, data: &[u8]) -> bool {
-        Env::write(self, buf, offset, data)
+    fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
+        Env::dma(self, job, stage)
     }
     fn complete(&mut self, token: u64, outcome: Outcome) {
         Env::complete(self, token, outcome)
@@ -651,11 +648,8 @@ impl Env for &mut dyn DynEnv {
     fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
         (**self).multicast(group, frame)
     }
-    fn read(&mut self, buf: Resolved, offset: u64, out: &mut [u8]) -> bool {
-        (**self).read(buf, offset, out)
-    }
-    fn write(&mut self, buf: Resolved, offset: u64, data: &[u8]) -> bool {
-        (**self).write(buf, offset, data)
+    fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
+        (**self).dma(job, stage)
     }
     fn complete(&mut self, token: u64, outcome: Outcome) {
         (**self).complete(token, outcome)

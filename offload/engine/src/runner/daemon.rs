@@ -33,7 +33,7 @@ pub fn run_daemon(config: Config) -> std::io::Result<()> {
         );
     }
     engine.run(&stop);
-    let c = engine.core().counters();
+    let c = engine.engine().counters();
     if engine.config().runner.log_level >= 1 {
         eprintln!(
             "ringcast-engine[{}]: stopped; {} hosts served ({} lost), {} descriptors ok, {} failed, {} dropped in flight",

@@ -1,33 +1,36 @@
-//! The polling loop: drives the sans-IO [`Core`] against real rings and real shared memory.
+//! The polling loop: drives the sans-IO [`Engine`] against real rings, real shared memory and
+//! a real fabric.
 //!
-//! One pass ([`EngineLoop::poll_once`]), for every attached host in turn:
-//! 1. advance the host's queued operations in order, moving at most `dma_pass_bytes` of DMA (a
-//!    1 GiB COPY takes many passes, so other hosts and control traffic are never stalled);
-//! 2. when nothing of the host's is queued, take up to `burst` descriptors — never more than its
-//!    completion ring has room for, so a completion is never dropped (engine-side back-pressure)
-//!    — feed each to the core and start the actions it returns (DMA, then the completion);
-//! 3. publish the finished completions with one ring store, stamped with one clock read.
+//! One pass ([`EngineLoop::poll_once`]):
+//! 1. for every attached host with nothing in flight, take up to `burst` descriptors — never
+//!    more than its completion ring has room for, so a completion is never dropped
+//!    (engine-side back-pressure) — and hand each to the engine;
+//! 2. hand the engine the fabric's datagrams, and its timers when due;
+//! 3. carry out what the engine asks, in order: frames to the fabric, groups joined and left,
+//!    host memory moved (a COPY moves at most `dma_pass_bytes` per host per pass, so a 1 GiB
+//!    copy takes many passes and other hosts and control traffic are never stalled; the
+//!    engine's staging loads and stores move at once), completions collected;
+//! 4. publish each host's completions with one ring store, stamped with one clock read.
 //!
-//! Completions of one host are published in submission order. Every `ctl_poll_us` the loop
-//! also accepts connections (at most `max_pending_conns` not attached yet, the oldest closed for
-//! a new one past that), expires those that do not ATTACH within `attach_timeout_ms`, and
-//! serves control requests from one `epoll_wait` over all control sockets: attach, (de)register,
-//! stats, and detach of hosts that hung up or broke the ring protocol — freeing their slot,
-//! queue and memory while every other host keeps being served.
+//! The engine publishes each host's completions in submission order. Every `ctl_poll_us` the
+//! loop also accepts connections (at most `max_pending_conns` not attached yet, the oldest
+//! closed for a new one past that), expires those that do not ATTACH within
+//! `attach_timeout_ms`, and serves control requests from one `epoll_wait` over all control
+//! sockets: attach, (de)register, stats, and detach of hosts that hung up or broke the ring
+//! protocol — freeing their slot and memory while every other host keeps being served.
 //!
-//! The data path makes no system call and no allocation: every buffer is sized at start
-//! (`burst`, `out`) or at attach (each host's queue holds at most one ring of operations).
+//! The data path makes no system call and no allocation once warm: every buffer is sized at
+//! start (`burst`) or at attach (each host's completions hold at most one ring).
 use super::clock::Clock;
 use super::memory::{HostMappings, SegmentTable};
 use super::net::Net;
 use crate::config::{Config, LocalRank};
 use crate::ctl::{self, Received};
 use ringcast_abi::ctl::{CtlKind, CtlMsg, CtlStatus};
-use ringcast_abi::{
-    Access, Completion, Op as AbiOp, RegionKey, Status, StatusKind, SubmissionDescriptor, ABI_VERSION,
-};
+use ringcast_abi::{Access, Completion, RegionKey, Status, StatusKind, SubmissionDescriptor, ABI_VERSION};
+use ringcast_proto::engine::{Action, Dma, Engine, JobId};
 use ringcast_proto::intake::regions::Resolved;
-use ringcast_proto::intake::{Action, Core, Departure, HostId, Nanos};
+use ringcast_proto::intake::{Departure, HostId, Nanos};
 use ringcast_ring::attach::{self, EngineRings};
 use rustix::event::{epoll, Timespec};
 use std::collections::VecDeque;
@@ -35,9 +38,6 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::AtomicU32;
 
-/// A broadcast's token: the host slot above this bit, a sequence number below.
-const TOKEN_HOST_SHIFT: u32 = 40;
-const TOKEN_SEQ_MASK: u64 = (1 << TOKEN_HOST_SHIFT) - 1;
 /// epoll tokens of connections that have not attached yet carry this bit; hosts use their id.
 const PENDING_TAG: u64 = 1 << 32;
 /// Control messages served per host per control poll (a host cannot monopolise the loop).
@@ -48,11 +48,12 @@ const EPOLL_BATCH: usize = 64;
 /// noticed within it.
 const PARK_MAX: Nanos = 2_000_000;
 
-/// A DMA in progress.
+/// A COPY the engine asked for, in progress.
 #[derive(Clone, Copy, Debug)]
-struct Dma {
-    src_key: RegionKey,
-    dst_key: RegionKey,
+struct Copying {
+    job: JobId,
+    host: HostId,
+    keys: [RegionKey; 2],
     src: Resolved,
     dst: Resolved,
     len: u64,
@@ -60,8 +61,8 @@ struct Dma {
     failed: bool,
 }
 
-impl Dma {
-    /// Moves up to `budget` more bytes; true when the DMA is over (finished or failed).
+impl Copying {
+    /// Moves up to `budget` more bytes; true when the copy is over (finished or failed).
     fn advance(&mut self, segments: &SegmentTable, budget: &mut u64) -> bool {
         let chunk = (self.len - self.done).min(*budget);
         if chunk > 0 && !self.failed {
@@ -69,8 +70,8 @@ impl Dma {
             if segments.dma(at(self.src), at(self.dst), chunk) {
                 self.done += chunk;
             } else {
-                // The core checked the range against the registration; failing here means the
-                // memory went away under the operation (deregistered mid-flight).
+                // The engine checked the range against the registration; failing here means
+                // the memory went away under the operation (deregistered mid-flight).
                 self.failed = true;
             }
             *budget -= chunk;
@@ -79,64 +80,29 @@ impl Dma {
     }
 }
 
-/// An operation taken from a host's ring whose completion is not published yet.
-#[derive(Debug)]
-struct Op {
-    dma: Option<Dma>,
-    cqe: Completion,
-    started: Nanos,
-    /// A broadcast the protocol has not finished: its token (completions stay in order, so the
-    /// host's later operations wait behind it).
-    bcast: Option<u64>,
-}
-
 struct HostConn {
     pid: u32,
     sock: OwnedFd,
     rings: EngineRings,
-    queue: VecDeque<Op>,
+    /// Completions the engine handed out, to publish at the end of the pass (with their start
+    /// time parked in `engine_ns`).
+    done: Vec<Completion>,
     maps: HostMappings,
 }
 
 impl HostConn {
-    /// Advances queued operations in order, moving at most `budget` bytes of DMA; finished ones
-    /// go to `out`. Stops at the first whose DMA is not over. True if it did anything.
-    fn advance(
-        &mut self,
-        core: &mut Core,
-        segments: &SegmentTable,
-        budget: &mut u64,
-        out: &mut Vec<Completion>,
-    ) -> bool {
-        let mut work = false;
-        while let Some(op) = self.queue.front_mut() {
-            if op.bcast.is_some() {
-                break; // the protocol has not finished it
-            }
-            work = true;
-            if let Some(dma) = op.dma.as_mut() {
-                if !dma.advance(segments, budget) {
-                    break;
-                }
-            }
-            if let Some(op) = self.queue.pop_front() {
-                out.push(finish(core, op));
-            }
-        }
-        work
-    }
-
-    /// Publishes `out` with one ring store, turning each parked start time into the engine time
-    /// up to `end` (one clock read per batch).
-    fn publish(&mut self, out: &mut [Completion], end: Nanos) {
-        if out.is_empty() {
+    /// Publishes its completions with one ring store, turning each parked start time into the
+    /// engine time up to `end` (one clock read per batch).
+    fn publish(&mut self, end: Nanos) {
+        if self.done.is_empty() {
             return;
         }
-        for c in out.iter_mut() {
+        for c in self.done.iter_mut() {
             c.engine_ns = end.saturating_sub(c.engine_ns);
         }
-        let pushed = self.rings.cq.push_batch(out);
-        debug_assert_eq!(pushed, out.len(), "completion ring overflow despite reservation");
+        let pushed = self.rings.cq.push_batch(&self.done);
+        debug_assert_eq!(pushed, self.done.len(), "completion ring overflow despite reservation");
+        self.done.clear();
         // A host sleeping on its completion doorbell is woken (one system call, only then).
         self.rings.cq.wake_consumer();
     }
@@ -152,7 +118,7 @@ struct Pending {
 
 /// The engine's polling loop state.
 pub struct EngineLoop {
-    core: Core,
+    engine: Engine,
     /// The configuration it was started with (the runner, the fabric and the state machine each
     /// read their sections of it).
     config: Config,
@@ -166,16 +132,18 @@ pub struct EngineLoop {
     pending_seq: u64,
     segments: SegmentTable,
     burst: Vec<SubmissionDescriptor>,
-    out: Vec<Completion>,
+    /// COPYs in progress, in the order the engine asked for them.
+    copies: VecDeque<Copying>,
+    /// Copies that ended this pass (answered to the engine after the sweep).
+    ended: Vec<(JobId, bool)>,
     ctl_interval: Nanos,
     attach_timeout: Nanos,
     last_ctl: Nanos,
     log_level: u8,
     closer: super::closer::Closer,
     stray: Vec<OwnedFd>,
-    /// The broadcast protocol on its fabric (`fabric = none`: absent).
+    /// The fabric (`fabric = none`: absent).
     net: Option<Net>,
-    next_token: u64,
     /// Doorbell values of the hosts armed for the current sleep (sized `max_hosts` once).
     armed: Vec<u32>,
 }
@@ -195,12 +163,17 @@ impl EngineLoop {
             }
         })?;
         let max_hosts = config.limits.max_hosts as usize;
+        let networked = config.topology.fabric != crate::config::FabricKind::None;
+        let engine = Engine::new(&config.engine(), crc32c::crc32c, networked)
+            .map_err(|s| std::io::Error::other(format!("world communicator refused: {s:?}")))?;
+        let net = Net::new(&config, engine.world_group())?;
         Ok(EngineLoop {
             listener,
             epoll: epoll::create(epoll::CreateFlags::CLOEXEC)?,
             name: config.runner.engine_name.clone(),
             burst: vec![SubmissionDescriptor::default(); config.runner.burst as usize],
-            out: Vec::with_capacity(config.limits.max_ring_entries as usize),
+            copies: VecDeque::with_capacity(max_hosts),
+            ended: Vec::with_capacity(max_hosts),
             ctl_interval: config.runner.ctl_poll_us as Nanos * 1000,
             attach_timeout: config.runner.attach_timeout_ms as Nanos * 1_000_000,
             log_level: config.runner.log_level.saturating_sub(log_offset),
@@ -208,10 +181,9 @@ impl EngineLoop {
             hosts: (0..max_hosts).map(|_| None).collect(),
             pending: (0..config.runner.max_pending_conns).map(|_| None).collect(),
             pending_seq: 0,
-            net: Net::new(&config)?,
-            next_token: 0,
+            net,
             armed: Vec::with_capacity(max_hosts),
-            core: Core::new(config.engine()),
+            engine,
             config,
             clock: Clock::new(),
             closer: super::closer::Closer::spawn()?,
@@ -220,9 +192,9 @@ impl EngineLoop {
         })
     }
 
-    /// The core (counters, config).
-    pub fn core(&self) -> &Core {
-        &self.core
+    /// The state machine (counters).
+    pub fn engine(&self) -> &Engine {
+        &self.engine
     }
 
     /// The configuration it was started with.
@@ -246,12 +218,13 @@ impl EngineLoop {
         }
     }
 
-    /// One pass over every host and, when due, the control sockets. Returns true if it did work.
+    /// One pass over every host, the fabric and, when due, the control sockets. Returns true
+    /// if it did work.
     pub fn poll_once(&mut self) -> bool {
         let now = self.clock.now();
         let mut work = false;
         for i in 0..self.hosts.len() {
-            match self.serve_data(i, now) {
+            match self.take_descriptors(i, now) {
                 Ok(w) => work |= w,
                 Err(()) => {
                     self.log(1, format_args!("host {i} broke the ring protocol; detaching it"));
@@ -259,7 +232,22 @@ impl EngineLoop {
                 }
             }
         }
-        work |= self.serve_net(now);
+        if let Some(net) = self.net.as_mut() {
+            work |= net.receive(&mut self.engine, now);
+        }
+        if self.engine.poll_timeout().is_some_and(|t| t <= now) {
+            self.engine.handle_timeout(now);
+            work = true;
+        }
+        work |= self.carry_out(now);
+        work |= self.advance_copies(now, self.config.limits.dma_pass_bytes);
+        let end = self.clock.now();
+        for conn in self.hosts.iter_mut().flatten() {
+            conn.publish(end);
+        }
+        if let Some(net) = self.net.as_mut() {
+            net.flush();
+        }
         if now.saturating_sub(self.last_ctl) >= self.ctl_interval {
             self.last_ctl = now;
             work |= self.poll_control(now);
@@ -267,115 +255,102 @@ impl EngineLoop {
         work
     }
 
-    /// The protocol's pass on the fabric, then the broadcasts it finished back to their hosts'
-    /// queues (published by the hosts' next data pass).
-    fn serve_net(&mut self, now: Nanos) -> bool {
-        let EngineLoop { net, hosts, core, segments, .. } = self;
-        let Some(net) = net.as_mut() else { return false };
-        let mut work = net.pass(now, segments);
-        for (token, outcome) in net.take_done() {
+    /// Step 1 for host `i`: new descriptors, only when nothing of its is in flight (keeps the
+    /// reservation exact), only as many as there are free completion slots. `Err` when its
+    /// submission ring is corrupt.
+    fn take_descriptors(&mut self, i: usize, now: Nanos) -> Result<bool, ()> {
+        let EngineLoop { hosts, engine, burst, .. } = self;
+        let Some(conn) = hosts[i].as_mut() else {
+            return Ok(false);
+        };
+        let host = HostId(i as u32);
+        if engine.in_flight(host) > 0 || !conn.done.is_empty() {
+            return Ok(false);
+        }
+        let room = conn.rings.cq.free_slots().min(burst.len());
+        let n = if room > 0 { conn.rings.sq.pop_batch(&mut burst[..room]).map_err(|_| ())? } else { 0 };
+        for desc in &burst[..n] {
+            engine.handle_descriptor(host, desc, now);
+        }
+        Ok(n > 0)
+    }
+
+    /// Step 3: carries out the engine's actions until it has none. True if there were any.
+    fn carry_out(&mut self, now: Nanos) -> bool {
+        let EngineLoop { engine, net, hosts, segments, copies, .. } = self;
+        let mut work = false;
+        while let Some(action) = engine.poll_action() {
             work = true;
-            let ok = outcome.status == StatusKind::Ok;
-            let host = (token >> TOKEN_HOST_SHIFT) as usize;
-            let Some(op) = hosts
-                .get_mut(host)
-                .and_then(Option::as_mut)
-                .and_then(|c| c.queue.iter_mut().find(|op| op.bcast == Some(token)))
-            else {
-                continue; // its host left meanwhile
-            };
-            op.bcast = None;
-            op.cqe.status = Status::from(outcome.status);
-            op.cqe.bytes = outcome.bytes;
-            op.cqe.frags_multicast = outcome.counters.frags_multicast;
-            op.cqe.frags_repair = outcome.counters.frags_repair;
-            op.cqe.penalty_rounds = outcome.counters.penalty_rounds;
-            op.cqe.retransmits = outcome.counters.retransmits;
-            core.bcast_done(ok);
+            match action {
+                Action::Send { to, frame, .. } => {
+                    if let Some(n) = net.as_mut() {
+                        n.send(to, frame);
+                    }
+                }
+                Action::Multicast { group, frame } => {
+                    if let Some(n) = net.as_mut() {
+                        n.multicast(&group, frame);
+                    }
+                }
+                Action::Join { job, group } => {
+                    let ok = net.as_mut().is_some_and(|n| n.join(&group));
+                    engine.handle_join_done(job, ok, now);
+                }
+                Action::Leave { group } => {
+                    if let Some(n) = net.as_mut() {
+                        n.leave(&group);
+                    }
+                }
+                Action::Dma { job, dma: Dma::Copy { host, src, dst, len, keys } } => {
+                    copies.push_back(Copying { job, host, keys, src, dst, len, done: 0, failed: false });
+                }
+                Action::Dma { job, dma: Dma::Load { src, len } } => {
+                    let ok = engine
+                        .staging(job)
+                        .is_some_and(|s| s.len() as u64 == len && segments.read(src, 0, s));
+                    engine.handle_dma_done(job, ok, now);
+                }
+                Action::Dma { job, dma: Dma::Store { dst, len } } => {
+                    let ok = engine
+                        .staging(job)
+                        .is_some_and(|s| s.len() as u64 == len && segments.write(dst, 0, s));
+                    engine.handle_dma_done(job, ok, now);
+                }
+                Action::Complete { host, cqe, started } => {
+                    if let Some(conn) = hosts.get_mut(host.0 as usize).and_then(Option::as_mut) {
+                        conn.done.push(Completion { engine_ns: started, ..cqe });
+                    } else {
+                        engine.abandon(&cqe);
+                    }
+                }
+            }
         }
         work
     }
 
-    /// Steps 1–3 of a pass for host `i`; `Err` when its submission ring is corrupt.
-    fn serve_data(&mut self, i: usize, now: Nanos) -> Result<bool, ()> {
-        let EngineLoop { hosts, core, segments, burst, out, clock, net, next_token, .. } = self;
-        let Some(conn) = hosts[i].as_mut() else {
-            return Ok(false);
-        };
-        let mut budget = core.config().limits.dma_pass_bytes;
-        out.clear();
-        // 1. What is queued, in order.
-        let mut work = conn.advance(core, segments, &mut budget, out);
-        // 2. New descriptors, only behind an empty queue (keeps completions in order), only as
-        // many as there are free completion slots; they run with what is left of the budget.
-        if conn.queue.is_empty() {
-            let room = conn.rings.cq.free_slots().saturating_sub(out.len()).min(burst.len());
-            let n = if room > 0 { conn.rings.sq.pop_batch(&mut burst[..room]).map_err(|_| ())? } else { 0 };
-            work |= n > 0;
-            let mut staged: Option<Dma> = None;
-            for desc in &burst[..n] {
-                match net.as_ref() {
-                    Some(net) => core.submit_with(HostId(i as u32), desc, now, net),
-                    None => core.submit(HostId(i as u32), desc, now),
-                }
-                while let Some(action) = core.poll_action() {
-                    match action {
-                        Action::Dma { src, dst, len, src_key, dst_key, .. } => {
-                            staged = Some(Dma { src_key, dst_key, src, dst, len, done: 0, failed: false });
-                        }
-                        Action::Complete { cqe, started, .. } => {
-                            conn.queue.push_back(Op { dma: staged.take(), cqe, started, bcast: None });
-                        }
-                        Action::Comm { cookie, comm, op, buf, len, started, .. } => {
-                            // Created or left at once: the communicator tables are this engine's.
-                            let local = core.local_rank(HostId(i as u32)).unwrap_or(u32::MAX);
-                            let result = match (net.as_mut(), op, buf) {
-                                (None, ..) => Err(StatusKind::UnknownCommunicator),
-                                (Some(net), AbiOp::CommCreate, Some(buf)) => {
-                                    // Read once, at creation: not the data path.
-                                    let mut record = vec![0u8; len as usize];
-                                    if segments.read(buf, 0, &mut record) {
-                                        net.comm_create(local, comm, &record)
-                                    } else {
-                                        Err(StatusKind::OutOfBounds)
-                                    }
-                                }
-                                (Some(net), AbiOp::CommFree, _) => net.comm_free(local, comm, now, segments),
-                                _ => Err(StatusKind::BadDescriptor),
-                            };
-                            let status = result.err().unwrap_or(StatusKind::Ok);
-                            core.bcast_done(status == StatusKind::Ok);
-                            let cqe = Completion::new(cookie, desc.opcode, Status::from(status), 0);
-                            conn.queue.push_back(Op { dma: None, cqe, started, bcast: None });
-                        }
-                        Action::Bcast { cookie, comm, root, buf, len, started, .. } => {
-                            *next_token += 1;
-                            let token = (i as u64) << TOKEN_HOST_SHIFT | (*next_token & TOKEN_SEQ_MASK);
-                            // The core refused broadcasts from a host without a local rank.
-                            let local = core.local_rank(HostId(i as u32)).unwrap_or(u32::MAX);
-                            let posted = match net.as_mut() {
-                                Some(net) => net.post(local, comm, root, buf, len, token, now, segments),
-                                None => Err(StatusKind::UnknownCommunicator),
-                            };
-                            let mut cqe = Completion::new(cookie, desc.opcode, Status::OK, 0);
-                            let bcast = match posted {
-                                Ok(()) => Some(token),
-                                Err(kind) => {
-                                    cqe.status = Status::from(kind);
-                                    core.bcast_done(false);
-                                    None
-                                }
-                            };
-                            conn.queue.push_back(Op { dma: None, cqe, started, bcast });
-                        }
-                    }
-                }
-            }
-            conn.advance(core, segments, &mut budget, out);
+    /// Moves the copies in progress, at most `budget` bytes per host, and tells the engine of
+    /// those that ended (then carries out what that asks). True if any moved.
+    fn advance_copies(&mut self, now: Nanos, budget: u64) -> bool {
+        if self.copies.is_empty() {
+            return false;
         }
-        // 3. Publish.
-        conn.publish(out, clock.now());
-        Ok(work)
+        let mut budgets = [0u64; 0].to_vec();
+        budgets.resize(self.hosts.len(), budget);
+        let EngineLoop { copies, segments, ended, .. } = self;
+        copies.retain_mut(|c| {
+            let Some(b) = budgets.get_mut(c.host.0 as usize) else { return false };
+            if c.advance(segments, b) {
+                ended.push((c.job, !c.failed));
+                false
+            } else {
+                true
+            }
+        });
+        for (job, ok) in std::mem::take(&mut self.ended) {
+            self.engine.handle_dma_done(job, ok, now);
+        }
+        self.carry_out(now);
+        true
     }
 
     /// Handles control traffic; true if anything happened.
@@ -530,12 +505,12 @@ impl EngineLoop {
             0 => LocalRank::Auto,
             r => LocalRank::Fixed(u32::try_from(r - 1).unwrap_or(u32::MAX)),
         };
-        let id = match self.core.attach_host_as(now, claim) {
+        let id = match self.engine.attach_host(claim, now) {
             Ok(id) => id,
             Err(status) => return refuse(status, 0),
         };
         let fail = |this: &mut Self, status| {
-            this.core.detach_host(id, Departure::Clean, 0, now);
+            this.engine.refuse_host(id, Departure::Clean, now);
             refuse(status, 0);
         };
         let rings = match attach::create(id.0, entries) {
@@ -555,21 +530,19 @@ impl EngineLoop {
         ok.a = id.0;
         ok.b = std::process::id();
         ok.c = rings.segment.len() as u64;
-        let local = self.core.local_rank(id);
+        let local = self.engine.core().local_rank(id);
         ok.d = local.map_or(0, |l| u64::from(l) + 1);
         if ctl::send(sock.as_fd(), &ok, Some(rings.segment.fd())).is_err() {
-            self.core.detach_host(id, Departure::Lost, 0, now);
+            self.engine.refuse_host(id, Departure::Lost, now);
             return;
         }
-        if let (Some(l), Some(net)) = (local, self.net.as_mut()) {
-            net.local_arrived(l);
-        }
+        self.engine.host_arrived(id);
         self.log(
             2,
             format_args!("host {} (pid {pid}) attached as local rank {local:?}, rings of {entries}", id.0),
         );
-        let queue = VecDeque::with_capacity(entries as usize);
-        self.hosts[id.0 as usize] = Some(HostConn { pid, sock, rings, queue, maps: HostMappings::default() });
+        let done = Vec::with_capacity(entries as usize);
+        self.hosts[id.0 as usize] = Some(HostConn { pid, sock, rings, done, maps: HostMappings::default() });
     }
 
     fn serve_host(&mut self, id: HostId) {
@@ -615,16 +588,16 @@ impl EngineLoop {
                 CtlKind::REGISTER => self.register(id, &msg, fd),
                 CtlKind::DEREGISTER => self.deregister(id, &msg),
                 CtlKind::STATS => {
-                    let c = self.core.counters();
+                    let c = self.engine.counters();
                     let mut m = CtlMsg::reply(&msg, CtlKind::STATS_OK);
-                    m.a = self.core.hosts_attached_now() as u32;
+                    m.a = self.engine.core().hosts_attached_now() as u32;
                     m.b = c.hosts_lost as u32;
                     m.c = c.completed_ok;
                     m.d = c.completed_err;
                     m.e = c.dropped_in_flight;
                     m
                 }
-                CtlKind::NET_STATS => match self.net.as_ref().map(|n| n.stats()) {
+                CtlKind::NET_STATS => match self.net.as_ref().map(|n| n.stats(&self.engine)) {
                     Some(n) => {
                         let mut m = CtlMsg::reply(&msg, CtlKind::NET_STATS_OK);
                         m.a = u32::try_from(n.syncs).unwrap_or(u32::MAX);
@@ -636,7 +609,7 @@ impl EngineLoop {
                     }
                     None => CtlMsg::error(&msg, CtlStatus::BAD_REQUEST),
                 },
-                CtlKind::COMMS => match self.net.as_ref().map(|n| n.comm_stats()) {
+                CtlKind::COMMS => match self.net.as_ref().map(|n| n.comm_stats(&self.engine)) {
                     Some(s) => {
                         let mut m = CtlMsg::reply(&msg, CtlKind::COMMS_OK);
                         m.a = s.alive;
@@ -678,7 +651,7 @@ impl EngineLoop {
             return err(CtlStatus::BAD_REQUEST);
         };
         let budget = self.config.limits.max_host_bytes;
-        let EngineLoop { hosts, segments, core, closer, .. } = self;
+        let EngineLoop { hosts, segments, engine, closer, .. } = self;
         let Some(conn) = hosts[id.0 as usize].as_mut() else {
             closer.dispose(fd);
             return err(CtlStatus::BAD_REQUEST);
@@ -694,7 +667,7 @@ impl EngineLoop {
                 return err(status);
             }
         };
-        match core.register(id, handle, seg_len, msg.d, msg.e, Access(msg.a)) {
+        match engine.register(id, handle, seg_len, msg.d, msg.e, Access(msg.a)) {
             Ok(key) => {
                 let mut m = CtlMsg::reply(msg, CtlKind::REGISTER_OK);
                 m.a = key.0;
@@ -709,19 +682,17 @@ impl EngineLoop {
     }
 
     fn deregister(&mut self, id: HostId, msg: &CtlMsg) -> CtlMsg {
-        let EngineLoop { hosts, segments, core, .. } = self;
+        let EngineLoop { hosts, segments, engine, copies, .. } = self;
         let Some(conn) = hosts[id.0 as usize].as_mut() else {
             return CtlMsg::error(msg, CtlStatus::BAD_REQUEST);
         };
         let key = RegionKey(msg.a);
-        match core.deregister(id, key) {
+        match engine.deregister(id, key) {
             Ok(seg) => {
-                // Queued operations on this region fail rather than keep moving bytes into
-                // memory the host has taken back (another registration may keep it mapped).
-                for op in conn.queue.iter_mut() {
-                    if let Some(d) = op.dma.as_mut().filter(|d| d.src_key == key || d.dst_key == key) {
-                        d.failed = true;
-                    }
+                // Copies on this region fail rather than keep moving bytes into memory the host
+                // has taken back (another registration may keep it mapped).
+                for c in copies.iter_mut().filter(|c| c.host == id && c.keys.contains(&key)) {
+                    c.failed = true;
                 }
                 segments.release(seg, &mut conn.maps);
                 let mut m = CtlMsg::reply(msg, CtlKind::DEREGISTER_OK);
@@ -736,22 +707,21 @@ impl EngineLoop {
         let Some(mut conn) = self.hosts.get_mut(id.0 as usize).and_then(Option::take) else {
             return;
         };
-        // Queued operations die with the host: their memory is about to be unmapped. The core
-        // counted them as completed when it planned them; they move to the dropped count.
-        let queued = conn.queue.len() as u64;
-        for op in conn.queue.drain(..) {
-            self.core.abandoned(&op.cqe);
+        // Its operations die with the host: their memory is about to be unmapped. The engine
+        // counted those it finished as completed; they move to the dropped count.
+        let queued = (self.engine.in_flight(id) + conn.done.len()) as u64;
+        for c in conn.done.drain(..) {
+            self.engine.abandon(&c);
         }
+        self.copies.retain(|c| c.host != id);
         let unread = conn.rings.sq.len().unwrap_or(0) as u64;
         let in_flight = unread + queued;
         let now = self.clock.now();
-        // The broadcasts must let go of its buffers before they are unmapped.
-        if let (Some(l), Some(net)) = (self.core.local_rank(id), self.net.as_mut()) {
-            net.local_gone(l, now, &self.segments);
-        }
-        for seg in self.core.detach_host(id, how, unread, now) {
+        // The collectives must let go of its buffers before they are unmapped.
+        for seg in self.engine.detach_host(id, how, unread, now) {
             self.segments.release(seg, &mut conn.maps);
         }
+        self.carry_out(now);
         let level = if how == Departure::Lost { 1 } else { 2 };
         let what = if how == Departure::Lost { "went away" } else { "detached" };
         self.log(
@@ -779,7 +749,8 @@ impl EngineLoop {
         // the others fail with PeerUnreachable.
         let linger = self.config.protocol.peer_timeout_ms as Nanos * 1_000_000;
         let mut until = self.clock.now() + linger;
-        while self.net.as_ref().is_some_and(|n| !n.quiescent() || self.core.hosts_attached_now() > 0)
+        while self.net.is_some()
+            && (!self.engine.quiescent() || self.engine.core().hosts_attached_now() > 0)
             && self.clock.now() < until
         {
             if self.step(&mut idle) {
@@ -846,7 +817,7 @@ impl EngineLoop {
         if !work {
             let now = self.clock.now();
             let mut limit = PARK_MAX;
-            if let Some(t) = self.net.as_ref().and_then(Net::next_timeout) {
+            if let Some(t) = self.engine.poll_timeout() {
                 limit = limit.min(t.saturating_sub(now));
             }
             let mut words: heapless::Vec<(&AtomicU32, u32), { ringcast_ring::doorbell::MAX_WAIT_ANY }> =
@@ -876,35 +847,31 @@ impl EngineLoop {
     }
 
     fn shutdown(&mut self) {
+        let now = self.clock.now();
+        // Copies finish; collectives not finished end with the engine.
+        self.advance_copies(now, u64::MAX);
+        self.engine.abort_collectives(StatusKind::EngineShutdown);
+        self.carry_out(now);
+        let refused = Status::from(StatusKind::EngineShutdown);
         for i in 0..self.hosts.len() {
-            let EngineLoop { hosts, core, segments, burst, out, clock, .. } = self;
+            let EngineLoop { hosts, burst, clock, .. } = self;
             let Some(conn) = hosts[i].as_mut() else {
                 continue;
             };
-            out.clear();
-            // Broadcasts the protocol has not finished end with the engine.
-            for op in conn.queue.iter_mut().filter(|op| op.bcast.is_some()) {
-                op.bcast = None;
-                op.cqe.status = Status::from(StatusKind::EngineShutdown);
-                core.bcast_done(false);
-            }
-            let mut unlimited = u64::MAX;
-            conn.advance(core, segments, &mut unlimited, out);
             // Everything still in the ring is answered, as far as the completion ring has room.
             let now = clock.now();
-            let refused = Status::from(StatusKind::EngineShutdown);
             loop {
-                let room = conn.rings.cq.free_slots().saturating_sub(out.len()).min(burst.len());
+                let room = conn.rings.cq.free_slots().saturating_sub(conn.done.len()).min(burst.len());
                 let n = conn.rings.sq.pop_batch(&mut burst[..room]).unwrap_or(0);
                 if n == 0 {
                     break;
                 }
-                out.extend(burst[..n].iter().map(|d| Completion {
+                conn.done.extend(burst[..n].iter().map(|d| Completion {
                     engine_ns: now,
                     ..Completion::new(d.cookie, d.opcode, refused, 0)
                 }));
             }
-            conn.publish(out, now);
+            conn.publish(now);
         }
         for i in 0..self.hosts.len() {
             self.detach(HostId(i as u32), Departure::Clean);
@@ -912,22 +879,9 @@ impl EngineLoop {
     }
 }
 
-/// The completion of a finished operation, with its start time parked in `engine_ns` (the
-/// publisher turns it into a duration with one clock read per batch).
 /// Whether `e` says the process (or the system) has no descriptor left for a new connection.
 fn is_out_of_descriptors(e: &std::io::Error) -> bool {
     let raw = e.raw_os_error();
     raw == Some(rustix::io::Errno::MFILE.raw_os_error())
         || raw == Some(rustix::io::Errno::NFILE.raw_os_error())
-}
-
-fn finish(core: &mut Core, op: Op) -> Completion {
-    let mut c = op.cqe;
-    if op.dma.is_some_and(|d| d.failed) {
-        c.status = Status::from(StatusKind::OutOfBounds);
-        c.bytes = 0;
-        core.dma_failed(op.cqe.bytes);
-    }
-    c.engine_ns = op.started;
-    c
 }

@@ -1,12 +1,11 @@
-//! Runners: what drives the sans-IO core against real memory and sockets. Two of them, one loop:
+//! Runners: what drives the sans-IO engine (`ringcast_proto::engine`) against real memory and
+//! sockets. Two of them, one loop:
 //! [`spawn_thread`] (pinned polling thread in the host process) and [`run_daemon`] (separate
 //! process, DPU emulation). Both run [`EngineLoop`].
 mod clock;
 mod closer;
-mod comms;
 mod daemon;
 mod engine_loop;
-mod gather;
 mod idle;
 mod memory;
 pub mod net;

@@ -84,12 +84,56 @@ pub trait Env {
     }
     /// Multicast `frame` to the communicator's group (unreliable).
     fn multicast(&mut self, group: &GroupId, frame: &[u8]);
-    /// Read host memory; false if the range is not there.
-    fn read(&mut self, buf: Resolved, offset: u64, out: &mut [u8]) -> bool;
-    /// Write host memory; false if the range is not there.
-    fn write(&mut self, buf: Resolved, offset: u64, data: &[u8]) -> bool;
+    /// Move `job.len` bytes between host memory (`job.buf`) and `stage`, the protocol's own
+    /// memory for the job (a channel). A driver that reaches host memory directly may do it at
+    /// once and say how it went ([`DmaStatus::Done`]); one that hands it to a DMA engine says
+    /// [`DmaStatus::Pending`] and answers later with [`Protocol::dma_done`], moving the bytes
+    /// to or from [`Protocol::staging`] meanwhile. Never re-enter the protocol from here.
+    fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus;
     /// The broadcast posted with `token` is over.
     fn complete(&mut self, token: u64, outcome: Outcome);
+}
+
+/// Which way a host-memory job moves bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DmaDir {
+    /// Host buffer to the protocol's staging: a root loads its message.
+    Load,
+    /// The protocol's staging to the host buffer: a receiver delivers.
+    Store,
+}
+
+/// Names a host-memory job: stale once its broadcast is gone (a late answer is ignored).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DmaToken {
+    /// Communicator.
+    pub comm: CommHandle,
+    /// Its channel.
+    pub slot: u32,
+    /// The broadcast.
+    pub bid: u32,
+}
+
+/// A host-memory transfer the protocol asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DmaJob {
+    /// What to answer with.
+    pub token: DmaToken,
+    /// Which way.
+    pub dir: DmaDir,
+    /// The host buffer.
+    pub buf: Resolved,
+    /// Bytes (the staging's length).
+    pub len: u64,
+}
+
+/// What became of a job handed to [`Env::dma`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DmaStatus {
+    /// Carried out at once: `true` if every byte moved.
+    Done(bool),
+    /// Answered later with [`Protocol::dma_done`].
+    Pending,
 }
 
 /// Per-operation counters returned in the completion.
@@ -169,8 +213,13 @@ pub struct ProtoCounters {
 enum State {
     /// Root waiting for its delay: until `at`, or until the picked rank's ready (`ready`).
     RootDelay { at: Nanos, ready: bool },
+    /// Root loading its message from host memory (a DMA job in flight).
+    Loading,
     /// Non-root receiving.
     Receiving,
+    /// Non-root with every fragment and a good MAC, storing the message into host memory (a
+    /// DMA job in flight): it serves repairs, and counts as over only once stored.
+    Storing,
     /// Data complete here (delivered, or the root's message sent).
     Done,
     /// Failed here (reported to the host).
@@ -457,7 +506,9 @@ impl Protocol {
     pub fn destroy_comm(&mut self, comm: CommHandle, env: &mut impl Env) -> bool {
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::take) else { return false };
         for op in c.ops.into_iter().flatten().filter(|o| !o.over()) {
-            if op.root != c.spec.my_rank {
+            // A root completed its host's request when its message was loaded; one still
+            // loading has not.
+            if op.root != c.spec.my_rank || op.state == State::Loading {
                 env.complete(op.token, fail(StatusKind::CommunicatorBroken, op.counters));
             }
         }
@@ -610,33 +661,15 @@ impl Protocol {
             for e in c.early.iter_mut().filter(|e| e.used && e.bid == bid) {
                 e.used = false;
             }
-            if !env.read(buf, 0, &mut chan[..len as usize]) {
-                // The id is taken (every rank counts posts): abort the broadcast so the others
-                // learn it on their first repair request instead of waiting for data.
-                op.state = State::Aborted;
-                env.complete(token, fail(StatusKind::OutOfBounds, op.counters));
-                c.ops[slot] = Some(op);
-                self.maybe_sync_up(comm, now, env);
-                return Ok(());
-            }
-            op.digest = Some(c.seal.keys.message_mac(bid, &chan[..len as usize]));
-            op.bits.fill();
-            // Yu et al.: the root's request is complete once the message is in its channel.
-            env.complete(token, Outcome { status: StatusKind::Ok, bytes: len as u64, counters: op.counters });
-            let ready =
-                c.ready_seen.iter().position(|&b| b == bid).map(|i| c.ready_seen.swap_remove(i)).is_some();
-            op.state = match self.root_delay {
-                RootDelay::None => State::RootDelay { at: now, ready: true },
-                RootDelay::Fixed(us) => State::RootDelay { at: now + us as Nanos * 1000, ready: true },
-                RootDelay::Adaptive => {
-                    let d = (c.lag_ewma * c.lag_factor as Nanos / 4).min(self.root_delay_max);
-                    State::RootDelay { at: now + d, ready: true }
-                }
-                RootDelay::Random if size > 1 => State::RootDelay { at: now + READY_WAIT_MAX, ready },
-                RootDelay::Random => State::RootDelay { at: now, ready: true },
-            };
+            op.state = State::Loading;
             c.ops[slot] = Some(op);
-            self.advance_root(comm, slot, now, env);
+            let token = DmaToken { comm, slot: slot as u32, bid };
+            let job = DmaJob { token, dir: DmaDir::Load, buf, len: u64::from(len) };
+            match env.dma(job, &mut c.channels[slot][..len as usize]) {
+                DmaStatus::Done(ok) => self.loaded(token, ok, now, env),
+                DmaStatus::Pending => {}
+            }
+            return Ok(());
         } else {
             let picks = matches!(self.root_delay, RootDelay::Random | RootDelay::Adaptive);
             if picks && picked_rank(c.spec.seed, bid, root, size) == me {
@@ -665,6 +698,96 @@ impl Protocol {
         }
         self.maybe_sync_up(comm, now, env);
         Ok(())
+    }
+
+    /// The protocol memory job `t` moves bytes into ([`DmaDir::Load`]) or out of
+    /// ([`DmaDir::Store`]); `None` if the job is stale.
+    pub fn staging(&mut self, t: DmaToken) -> Option<&mut [u8]> {
+        let c = self.comms.get_mut(t.comm.0 as usize)?.as_mut()?;
+        let op = c.ops.get(t.slot as usize)?.as_ref()?;
+        if op.bid != t.bid || !matches!(op.state, State::Loading | State::Storing) {
+            return None;
+        }
+        let len = op.geo.total as usize;
+        c.channels.get_mut(t.slot as usize)?.get_mut(..len)
+    }
+
+    /// Job `t` is over (`ok`: every byte moved). A stale token is ignored.
+    pub fn dma_done(&mut self, t: DmaToken, ok: bool, now: Nanos, env: &mut impl Env) {
+        let state = self
+            .comms
+            .get(t.comm.0 as usize)
+            .and_then(Option::as_ref)
+            .and_then(|c| c.ops.get(t.slot as usize))
+            .and_then(Option::as_ref)
+            .filter(|op| op.bid == t.bid)
+            .map(|op| op.state);
+        match state {
+            Some(State::Loading) => self.loaded(t, ok, now, env),
+            Some(State::Storing) => {
+                self.stored(t, ok, env);
+                self.maybe_sync_up(t.comm, now, env);
+            }
+            _ => {}
+        }
+    }
+
+    /// The root's message is in its channel (`ok`), or could not be read.
+    fn loaded(&mut self, t: DmaToken, ok: bool, now: Nanos, env: &mut impl Env) {
+        let (comm, slot, bid) = (t.comm, t.slot as usize, t.bid);
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        let Some(op) = c.ops[slot].as_mut() else { return };
+        let len = op.geo.total;
+        if !ok {
+            // The id is taken (every rank counts posts): abort the broadcast so the others
+            // learn it on their first repair request instead of waiting for data.
+            op.state = State::Aborted;
+            env.complete(op.token, fail(StatusKind::OutOfBounds, op.counters));
+            self.maybe_sync_up(comm, now, env);
+            return;
+        }
+        op.digest = Some(c.seal.keys.message_mac(bid, &c.channels[slot][..len as usize]));
+        op.bits.fill();
+        // Yu et al.: the root's request is complete once the message is in its channel.
+        env.complete(op.token, Outcome { status: StatusKind::Ok, bytes: len as u64, counters: op.counters });
+        let ready =
+            c.ready_seen.iter().position(|&b| b == bid).map(|i| c.ready_seen.swap_remove(i)).is_some();
+        let size = c.spec.size();
+        op.state = match self.root_delay {
+            RootDelay::None => State::RootDelay { at: now, ready: true },
+            RootDelay::Fixed(us) => State::RootDelay { at: now + us as Nanos * 1000, ready: true },
+            RootDelay::Adaptive => {
+                let d = (c.lag_ewma * c.lag_factor as Nanos / 4).min(self.root_delay_max);
+                State::RootDelay { at: now + d, ready: true }
+            }
+            RootDelay::Random if size > 1 => State::RootDelay { at: now + READY_WAIT_MAX, ready },
+            RootDelay::Random => State::RootDelay { at: now, ready: true },
+        };
+        self.advance_root(comm, slot, now, env);
+        self.maybe_sync_up(comm, now, env);
+    }
+
+    /// A receiver's message is in its host buffer (`ok`), or could not be written.
+    fn stored(&mut self, t: DmaToken, ok: bool, env: &mut impl Env) {
+        let Some(c) = self.comms.get_mut(t.comm.0 as usize).and_then(Option::as_mut) else { return };
+        let Some(op) = c.ops[t.slot as usize].as_mut() else { return };
+        if !ok {
+            op.state = State::Failed;
+            env.complete(op.token, fail(StatusKind::OutOfBounds, op.counters));
+            return;
+        }
+        op.state = State::Done;
+        let len = op.geo.total;
+        env.complete(op.token, Outcome { status: StatusKind::Ok, bytes: len as u64, counters: op.counters });
+        if op.selective {
+            let (bid, root) = (op.bid, op.root);
+            let n = children(Topology::Ring, c.spec.size(), root, c.spec.my_rank, &mut self.kids);
+            let h = header(c, FrameKind::READY, bid, READY_FLAG_HAVE_ALL);
+            for k in 0..n {
+                let to = c.spec.members[self.kids[k] as usize];
+                send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[]);
+            }
+        }
     }
 
     /// Starts the root's transmission once its delay is over.
@@ -899,21 +1022,12 @@ impl Protocol {
             env.complete(op.token, fail(StatusKind::DigestMismatch, op.counters));
             return;
         }
-        if !env.write(op.buf, 0, data) {
-            op.state = State::Failed;
-            env.complete(op.token, fail(StatusKind::OutOfBounds, op.counters));
-            return;
-        }
-        op.state = State::Done;
-        env.complete(op.token, Outcome { status: StatusKind::Ok, bytes: len as u64, counters: op.counters });
-        if op.selective {
-            let (bid, root) = (op.bid, op.root);
-            let n = children(Topology::Ring, c.spec.size(), root, c.spec.my_rank, &mut self.kids);
-            let h = header(c, FrameKind::READY, bid, READY_FLAG_HAVE_ALL);
-            for k in 0..n {
-                let to = c.spec.members[self.kids[k] as usize];
-                send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[]);
-            }
+        op.state = State::Storing;
+        let token = DmaToken { comm, slot: slot as u32, bid: op.bid };
+        let job = DmaJob { token, dir: DmaDir::Store, buf: op.buf, len: len as u64 };
+        match env.dma(job, &mut c.channels[slot][..len]) {
+            DmaStatus::Done(ok) => self.stored(token, ok, env),
+            DmaStatus::Pending => return,
         }
         self.maybe_sync_up(comm, now, env);
     }
@@ -995,6 +1109,9 @@ impl Protocol {
                     } else if let State::RootDelay { .. } = op.state {
                         // Randomized synchronization: the picked rank is there, go now.
                         op.state = State::RootDelay { at: now, ready: true };
+                    } else if op.state == State::Loading && c.ready_seen.len() < channels as usize {
+                        // Here before the message is: the root's delay will find it.
+                        c.ready_seen.push(bid);
                     }
                 }
                 self.advance_root(comm, slot, now, env);

@@ -321,7 +321,7 @@ mod tests {
         assert_ne!(discovery_group("a"), discovery_group("b"));
         assert_ne!(
             discovery_group("a"),
-            crate::runner::net::world_identity("a", &Default::default()).group,
+            ringcast_proto::engine::world_identity("a", &Default::default()).group,
             "not the world group"
         );
         for m in [JoinMode::Rdmacm, JoinMode::Attach] {

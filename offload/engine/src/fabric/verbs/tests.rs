@@ -820,7 +820,7 @@ fn the_protocol_broadcasts_byte_exact_over_lossy_fake_links() {
     use ringcast_proto::collective::bcast::Algorithm;
     use ringcast_proto::comm::CommSpec;
     use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
-    use ringcast_proto::transfer::protocol::{Env, Outcome, Post, Protocol};
+    use ringcast_proto::transfer::protocol::{DmaDir, DmaJob, DmaStatus, Env, Outcome, Post, Protocol};
 
     struct TestEnv<'a> {
         fabric: &'a mut VerbsFabric<FakeNic>,
@@ -834,25 +834,13 @@ fn the_protocol_broadcasts_byte_exact_over_lossy_fake_links() {
         fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
             self.fabric.multicast(group, frame);
         }
-        fn read(&mut self, _: Resolved, offset: u64, out: &mut [u8]) -> bool {
-            let at = offset as usize;
-            match self.buf.get(at..at + out.len()) {
-                Some(src) => {
-                    out.copy_from_slice(src);
-                    true
-                }
-                None => false,
+        fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
+            let Some(host) = self.buf.get_mut(..stage.len()) else { return DmaStatus::Done(false) };
+            match job.dir {
+                DmaDir::Load => stage.copy_from_slice(host),
+                DmaDir::Store => host.copy_from_slice(stage),
             }
-        }
-        fn write(&mut self, _: Resolved, offset: u64, data: &[u8]) -> bool {
-            let at = offset as usize;
-            match self.buf.get_mut(at..at + data.len()) {
-                Some(dst) => {
-                    dst.copy_from_slice(data);
-                    true
-                }
-                None => false,
-            }
+            DmaStatus::Done(true)
         }
         fn complete(&mut self, token: u64, outcome: Outcome) {
             self.done.push((token, outcome));
@@ -981,8 +969,9 @@ fn from_config_opens_the_device_or_reports_that_there_is_none() {
                 Err(e) => panic!("expected NoDevice, got {e}"),
                 Ok(f) => panic!("no device, yet the fabric opened: {f:?}"),
             }
-            let err =
-                crate::runner::net::Net::new(&config).err().expect("the engine refuses the verbs fabric");
+            let err = crate::runner::net::Net::new(&config, None)
+                .err()
+                .expect("the engine refuses the verbs fabric");
             assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
             assert_eq!(err.to_string(), NO_DEVICE);
         }

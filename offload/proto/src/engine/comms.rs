@@ -7,11 +7,15 @@
 //! engine's members ([`Placement::Table`]), which the local [`Gather`] needs. Every local member
 //! posts the same record (checked by digest); each learns its own rank from it.
 use super::gather::{Gather, Placement};
+use crate::comm::auth::Secret;
+use crate::comm::{CommSpec, GroupId, PeerId};
+use crate::transfer::protocol::CommHandle;
+use alloc::collections::BTreeMap;
+use alloc::sync::Arc;
+use alloc::vec;
+use alloc::vec::Vec;
 use ringcast_abi::{CommCreateHeader, StatusKind, COMM_MAGIC};
-use ringcast_proto::comm::auth::Secret;
-use ringcast_proto::comm::{CommSpec, GroupId, PeerId};
-use ringcast_proto::transfer::protocol::CommHandle;
-use std::sync::Arc;
+
 use zerocopy::FromBytes;
 
 /// Most members a created communicator may have (the world's own limit, `nodes * ppn`, is
@@ -144,7 +148,7 @@ pub fn derive(
     let mut index_of = Vec::with_capacity(rec.members.len());
     // Members seen so far per engine, indexed like `engines`.
     let mut counts: Vec<u32> = Vec::new();
-    let mut slot_of_node = std::collections::HashMap::new();
+    let mut slot_of_node = BTreeMap::new();
     for &w in &rec.members {
         let n = w / ppn;
         let e = *slot_of_node.entry(n).or_insert_with(|| {

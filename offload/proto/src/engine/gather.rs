@@ -24,10 +24,13 @@
 //! engines learn within `peer_timeout_ms` instead of waiting for a broadcast that never comes).
 //! A process that left cleanly with nothing unfinished may be replaced: the newcomer with its
 //! local rank continues its sequence.
+use crate::intake::regions::Resolved;
+use crate::transfer::protocol::{OpCounters, Outcome};
+use alloc::collections::VecDeque;
+use alloc::sync::Arc;
+use alloc::vec;
+use alloc::vec::Vec;
 use ringcast_abi::StatusKind;
-use ringcast_proto::intake::regions::Resolved;
-use ringcast_proto::transfer::protocol::{OpCounters, Outcome};
-use std::collections::VecDeque;
 
 /// One local process's post in a slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,9 +99,9 @@ pub enum Placement {
         /// This engine's protocol rank.
         me: u32,
         /// Rank → protocol rank of its engine.
-        node_of: std::sync::Arc<[u32]>,
+        node_of: Arc<[u32]>,
         /// Rank → index among its engine's members.
-        index_of: std::sync::Arc<[u32]>,
+        index_of: Arc<[u32]>,
     },
 }
 
@@ -312,7 +315,7 @@ impl Gather {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ringcast_proto::intake::regions::SegmentHandle;
+    use crate::intake::regions::SegmentHandle;
 
     fn buf(i: u32) -> Resolved {
         Resolved { segment: SegmentHandle(u64::from(i)), offset: 0 }

@@ -1,0 +1,176 @@
+//! What the engine asks its driver to do, in order: frames to send, multicast groups to join and
+//! leave, DMA jobs on host memory, and completions to publish — and the one token space the
+//! driver answers in ([`JobId`]).
+//!
+//! Frames are written once, into the outbox's arena, by the code that builds them; an
+//! [`Action::Send`] or [`Action::Multicast`] lends the driver that slice until it polls the
+//! next action, so queueing a frame costs no copy. The arena grows to the largest burst one
+//! event produces (a root's whole message, at worst) and is reused after every drain.
+use crate::comm::{GroupId, PeerId};
+use crate::intake::regions::Resolved;
+use crate::intake::HostId;
+use crate::Nanos;
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+use ringcast_abi::{Completion, RegionKey};
+
+/// Names one job the driver carries out and answers ([`super::Engine::handle_dma_done`],
+/// [`super::Engine::handle_join_done`]). Stale once the engine has let go of the job: an
+/// answer for it is ignored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobId(pub u64);
+
+/// A host-memory transfer. On a DPU it is a DMA descriptor; on the emulation runners, a copy
+/// between the host's mapped segments (and the engine's staging).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dma {
+    /// Host memory to host memory (a COPY descriptor; the intra-node delivery of a broadcast).
+    Copy {
+        /// The host the operation belongs to (a driver moves a large copy over several passes,
+        /// host by host, so none waits behind another's).
+        host: HostId,
+        /// Source.
+        src: Resolved,
+        /// Destination.
+        dst: Resolved,
+        /// Bytes.
+        len: u64,
+        /// The regions of source and destination, when a descriptor named them
+        /// ([`RegionKey::NONE`] otherwise): deregistering one fails the copy still moving.
+        keys: [RegionKey; 2],
+    },
+    /// Host memory into the engine's staging ([`super::Engine::staging`]): a root's message, a
+    /// communicator's creation record.
+    Load {
+        /// Source.
+        src: Resolved,
+        /// Bytes (the staging slice's length).
+        len: u64,
+    },
+    /// The engine's staging out to host memory: a receiver's delivered message.
+    Store {
+        /// Destination.
+        dst: Resolved,
+        /// Bytes (the staging slice's length).
+        len: u64,
+    },
+}
+
+/// One thing for the driver to do.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Action<'a> {
+    /// Send `frame` to one engine (on NIC lane `lane`; fabrics with one lane ignore it).
+    Send {
+        /// Destination.
+        to: PeerId,
+        /// Lane ([`crate::collective::bcast::LANE_ANY`]: any).
+        lane: u8,
+        /// The sealed frame.
+        frame: &'a [u8],
+    },
+    /// Multicast `frame` to `group`.
+    Multicast {
+        /// The communicator's group.
+        group: GroupId,
+        /// The sealed frame.
+        frame: &'a [u8],
+    },
+    /// Start receiving `group`; answer with [`super::Engine::handle_join_done`].
+    Join {
+        /// The job to answer.
+        job: JobId,
+        /// The group.
+        group: GroupId,
+    },
+    /// Stop receiving `group` (no communicator of this engine uses it any more).
+    Leave {
+        /// The group.
+        group: GroupId,
+    },
+    /// Move bytes; answer with [`super::Engine::handle_dma_done`].
+    Dma {
+        /// The job to answer.
+        job: JobId,
+        /// What to move.
+        dma: Dma,
+    },
+    /// Publish `cqe` on `host`'s completion ring (`engine_ns`: now − `started`). Each host's
+    /// completions come in the order its descriptors were taken.
+    Complete {
+        /// Recipient.
+        host: HostId,
+        /// The entry.
+        cqe: Completion,
+        /// When its descriptor was taken in.
+        started: Nanos,
+    },
+}
+
+#[derive(Debug)]
+enum Queued {
+    Send { to: PeerId, lane: u8, at: usize, len: usize },
+    Multicast { group: GroupId, at: usize, len: usize },
+    Join { job: JobId, group: GroupId },
+    Leave { group: GroupId },
+    Dma { job: JobId, dma: Dma },
+    Complete { host: HostId, cqe: Completion, started: Nanos },
+}
+
+/// The actions queued and not yet polled, with the frames they carry.
+#[derive(Debug, Default)]
+pub(crate) struct Outbox {
+    queue: VecDeque<Queued>,
+    arena: Vec<u8>,
+}
+
+impl Outbox {
+    pub(crate) fn send(&mut self, to: PeerId, lane: u8, frame: &[u8]) {
+        let at = self.put(frame);
+        self.queue.push_back(Queued::Send { to, lane, at, len: frame.len() });
+    }
+
+    pub(crate) fn multicast(&mut self, group: GroupId, frame: &[u8]) {
+        let at = self.put(frame);
+        self.queue.push_back(Queued::Multicast { group, at, len: frame.len() });
+    }
+
+    pub(crate) fn join(&mut self, job: JobId, group: GroupId) {
+        self.queue.push_back(Queued::Join { job, group });
+    }
+
+    pub(crate) fn leave(&mut self, group: GroupId) {
+        self.queue.push_back(Queued::Leave { group });
+    }
+
+    pub(crate) fn dma(&mut self, job: JobId, dma: Dma) {
+        self.queue.push_back(Queued::Dma { job, dma });
+    }
+
+    pub(crate) fn complete(&mut self, host: HostId, cqe: Completion, started: Nanos) {
+        self.queue.push_back(Queued::Complete { host, cqe, started });
+    }
+
+    fn put(&mut self, frame: &[u8]) -> usize {
+        // The arena is reset when the queue drains; it grows once to the largest burst.
+        if self.queue.is_empty() {
+            self.arena.clear();
+        }
+        let at = self.arena.len();
+        self.arena.extend_from_slice(frame);
+        at
+    }
+
+    pub(crate) fn poll(&mut self) -> Option<Action<'_>> {
+        let q = self.queue.pop_front()?;
+        Some(match q {
+            Queued::Send { to, lane, at, len } => Action::Send { to, lane, frame: &self.arena[at..at + len] },
+            Queued::Multicast { group, at, len } => {
+                Action::Multicast { group, frame: &self.arena[at..at + len] }
+            }
+            Queued::Join { job, group } => Action::Join { job, group },
+            Queued::Leave { group } => Action::Leave { group },
+            Queued::Dma { job, dma } => Action::Dma { job, dma },
+            Queued::Complete { host, cqe, started } => Action::Complete { host, cqe, started },
+        })
+    }
+}

@@ -1,0 +1,489 @@
+//! The engine as one sans-IO state machine: descriptor intake, the node's communicators and
+//! gather, the reliable-transfer layer and the collectives, behind one set of events and one
+//! queue of actions (quinn-proto's shape).
+//!
+//! Events, each with `now`: a host attached, registered, posted a descriptor
+//! ([`Engine::handle_descriptor`]) or left; a frame arrived ([`Engine::handle_frame`]); a timer
+//! fell due ([`Engine::handle_timeout`], when [`Engine::poll_timeout`] says); a DMA job or a
+//! group join the driver carried out finished ([`Engine::handle_dma_done`],
+//! [`Engine::handle_join_done`]). After each, the driver drains [`Engine::poll_action`] and does
+//! what it says, in order: send and multicast frames, join and leave groups, move host memory
+//! ([`Action::Dma`]: the only way the engine reaches it — on a DPU, a DMA engine's job), and
+//! publish completions, each host's in the order its descriptors were taken.
+//!
+//! One token space: the driver sees [`JobId`]s (and the hosts' own cookies in completions).
+//! Inside, a host operation is a key of the operation table; the protocol's broadcasts are
+//! named by communicator slot and gather slot, which never leave this module.
+//!
+//! The counters are the engine's own: a completion is counted when it is queued, and moved
+//! when a DMA fails under it or its host leaves before it is published.
+mod action;
+mod comms;
+mod gather;
+mod node;
+mod slab;
+
+pub use action::{Action, Dma, JobId};
+pub use comms::{parse_record, Record, MAX_COMM_SIZE};
+pub use gather::{Delivery, Gather, Placement, Start};
+pub use node::CommStats;
+
+use crate::comm::ident::{derived_identity, CommIdentity};
+use crate::comm::{GroupId, PeerId};
+use crate::config::{EngineConfig, JobSecret, LocalRank};
+use crate::intake::regions::{Resolved, SegmentHandle};
+use crate::intake::{self, Core, Counters, Departure, HostId};
+use crate::transfer::protocol::{DmaDir, DmaToken, OpCounters, Outcome, ProtoCounters};
+use crate::Nanos;
+use action::Outbox;
+use alloc::collections::VecDeque;
+use alloc::format;
+use alloc::vec;
+use alloc::vec::Vec;
+use ringcast_abi::ctl::CtlStatus;
+use ringcast_abi::frame::Crc32c;
+use ringcast_abi::{Access, Completion, Op as AbiOp, RegionKey, Status, StatusKind, SubmissionDescriptor};
+use slab::Slab;
+
+/// The world communicator's identity, the same at every engine of `job`; its frames are keyed
+/// by `secret` (the job's, `RINGCAST_JOB_SECRET`).
+pub fn world_identity(job: &str, secret: &JobSecret) -> CommIdentity {
+    derived_identity(&format!("ringcast world communicator of job {job}"), secret.0.as_ref())
+}
+
+/// A host operation whose completion is not published yet.
+#[derive(Debug)]
+struct HostOp {
+    host: HostId,
+    cqe: Completion,
+    started: Nanos,
+    /// Its outcome is still owed (by a DMA job, the protocol, a join); its host's later
+    /// completions wait behind it.
+    pending: bool,
+    /// A broadcast or a communicator's creation or release (not a COPY).
+    collective: bool,
+}
+
+/// What a [`JobId`] stands for.
+#[derive(Debug)]
+enum Job {
+    /// A COPY descriptor's bytes.
+    Copy { op: u64, len: u64 },
+    /// The protocol's load or store of a broadcast's channel.
+    Proto(DmaToken),
+    /// A broadcast's intra-node delivery into one more local buffer, then its outcome.
+    Deliver { op: u64, outcome: Outcome },
+    /// A communicator's creation record, loaded into `bytes`.
+    Record { op: u64, local: u32, comm: u64, bytes: Vec<u8> },
+    /// The multicast group of the communicator in slot `slot`, created by `op`.
+    Join { op: u64, slot: usize },
+}
+
+/// The engine. See the module documentation.
+#[derive(Debug)]
+pub struct Engine {
+    core: Core,
+    /// The protocol and the communicators; `None` without a fabric (`topology.fabric = none`):
+    /// such an engine serves NOP and COPY, and fails every collective.
+    node: Option<node::Node>,
+    out: Outbox,
+    jobs: Slab<Job>,
+    ops: Slab<HostOp>,
+    /// Each host's operations, in the order their descriptors were taken.
+    queues: Vec<VecDeque<u64>>,
+}
+
+fn failed(status: StatusKind) -> Outcome {
+    Outcome { status, bytes: 0, counters: OpCounters::default() }
+}
+
+impl Engine {
+    /// An engine sized from `config`; `networked`: it has a fabric (the world communicator is
+    /// created, and its group must be joined by the driver before it serves: see
+    /// [`Engine::world_group`]). `crc` computes CRC32C (the driver passes the hardware
+    /// accelerated one).
+    pub fn new(config: &EngineConfig, crc: Crc32c, networked: bool) -> Result<Engine, StatusKind> {
+        let node = if networked { Some(node::Node::new(config, crc)?) } else { None };
+        Ok(Engine {
+            core: Core::new(config.clone()),
+            node,
+            out: Outbox::default(),
+            jobs: Slab::default(),
+            ops: Slab::default(),
+            queues: (0..config.limits.max_hosts).map(|_| VecDeque::new()).collect(),
+        })
+    }
+
+    /// The world communicator's multicast group (`None` without a fabric).
+    pub fn world_group(&self) -> Option<GroupId> {
+        self.node.as_ref().map(node::Node::world_group)
+    }
+
+    /// The intake (hosts, regions, counters).
+    pub fn core(&self) -> &Core {
+        &self.core
+    }
+
+    /// Counters so far.
+    pub fn counters(&self) -> Counters {
+        self.core.counters()
+    }
+
+    /// The protocol's counters (zero without a fabric).
+    pub fn proto_counters(&self) -> ProtoCounters {
+        self.node.as_ref().map(node::Node::proto_counters).unwrap_or_default()
+    }
+
+    /// The communicators' life (`COMMS`; `groups` is the fabric's to fill in).
+    pub fn comm_stats(&self) -> CommStats {
+        self.node.as_ref().map(node::Node::comm_stats).unwrap_or_default()
+    }
+
+    /// Nothing owed to peers or local processes.
+    pub fn quiescent(&self) -> bool {
+        self.node.as_ref().is_none_or(node::Node::quiescent)
+    }
+
+    /// Host operations not published yet, of `host`.
+    pub fn in_flight(&self, host: HostId) -> usize {
+        self.queues.get(host.0 as usize).map_or(0, VecDeque::len)
+    }
+
+    /// One line of the protocol's state (logs).
+    pub fn describe(&self) -> alloc::string::String {
+        self.node.as_ref().map(node::Node::describe).unwrap_or_default()
+    }
+
+    // ---- hosts -------------------------------------------------------------------------
+
+    /// A new host claiming local rank `claim`; see [`Core::attach_host_as`]. It takes part in
+    /// collectives once the driver confirmed it ([`Engine::host_arrived`]).
+    pub fn attach_host(&mut self, claim: LocalRank, now: Nanos) -> Result<HostId, CtlStatus> {
+        self.core.attach_host_as(now, claim)
+    }
+
+    /// The host attached with [`Engine::attach_host`] was told so: with its local rank it
+    /// continues the sequence of broadcasts of the process that held the rank before.
+    pub fn host_arrived(&mut self, host: HostId) {
+        if let (Some(l), Some(node)) = (self.core.local_rank(host), self.node.as_mut()) {
+            node.local_arrived(l);
+        }
+    }
+
+    /// The host attached with [`Engine::attach_host`] could not be told so: its slot is free
+    /// again (it never took part in anything).
+    pub fn refuse_host(&mut self, host: HostId, how: Departure, now: Nanos) {
+        self.core.detach_host(host, how, 0, now);
+    }
+
+    /// A completion the driver took from [`Action::Complete`] could not be published: its host
+    /// left. It moves from the completed counters to the dropped ones.
+    pub fn abandon(&mut self, cqe: &Completion) {
+        self.core.abandoned(cqe);
+    }
+
+    /// Fails every collective not finished yet with `status` (the engine is shutting down);
+    /// their completions go out in order.
+    pub fn abort_collectives(&mut self, status: StatusKind) {
+        let pending: Vec<u64> = self
+            .queues
+            .iter()
+            .flatten()
+            .copied()
+            .filter(|&k| self.ops.get(k).is_some_and(|o| o.pending && o.collective))
+            .collect();
+        for op in pending {
+            self.finish_collective(op, failed(status));
+        }
+    }
+
+    /// `host` left; `unread`: descriptors still in its submission ring. Its operations not
+    /// published yet are dropped (their memory is about to go), the collectives it leaves
+    /// unfinished fail at the other local members; returns the segments to unmap.
+    pub fn detach_host(
+        &mut self,
+        host: HostId,
+        how: Departure,
+        unread: u64,
+        now: Nanos,
+    ) -> Vec<SegmentHandle> {
+        if let Some(queue) = self.queues.get_mut(host.0 as usize) {
+            for key in queue.drain(..) {
+                if let Some(op) = self.ops.remove(key) {
+                    self.core.abandoned(&op.cqe);
+                }
+            }
+        }
+        if let (Some(l), Some(node)) = (self.core.local_rank(host), self.node.as_mut()) {
+            node.local_gone(l, now, &mut self.out);
+        }
+        let segments = self.core.detach_host(host, how, unread, now);
+        self.after(now);
+        segments
+    }
+
+    /// Registers memory; see [`Core::register`].
+    pub fn register(
+        &mut self,
+        host: HostId,
+        segment: SegmentHandle,
+        seg_len: u64,
+        seg_offset: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<RegionKey, CtlStatus> {
+        self.core.register(host, segment, seg_len, seg_offset, len, access)
+    }
+
+    /// Deregisters `key`; returns the segment to unmap.
+    pub fn deregister(&mut self, host: HostId, key: RegionKey) -> Result<SegmentHandle, CtlStatus> {
+        self.core.deregister(host, key)
+    }
+
+    // ---- events ------------------------------------------------------------------------
+
+    /// Takes in one descriptor from `host`'s submission ring. It yields exactly one completion,
+    /// now or later, in order behind the host's earlier ones.
+    pub fn handle_descriptor(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos) {
+        match self.node.as_ref() {
+            Some(node) => self.core.submit_with(host, desc, now, node),
+            None => self.core.submit(host, desc, now),
+        }
+        let mut copy: Option<(Resolved, Resolved, u64, RegionKey, RegionKey)> = None;
+        while let Some(action) = self.core.poll_action() {
+            match action {
+                intake::Action::Dma { src, dst, len, src_key, dst_key, .. } => {
+                    copy = Some((src, dst, len, src_key, dst_key))
+                }
+                intake::Action::Complete { host, cqe, started } => {
+                    let pending = copy.is_some();
+                    let op = self.new_op(host, cqe, started, pending, false);
+                    if let Some((src, dst, len, src_key, dst_key)) = copy.take() {
+                        let job = JobId(self.jobs.insert(Job::Copy { op, len }));
+                        self.out.dma(job, Dma::Copy { host, src, dst, len, keys: [src_key, dst_key] });
+                    }
+                }
+                intake::Action::Comm { host, cookie, comm, op: kind, buf, len, started } => {
+                    let cqe = Completion::new(cookie, desc.opcode, Status::OK, 0);
+                    let op = self.new_op(host, cqe, started, true, true);
+                    let local = self.core.local_rank(host).unwrap_or(u32::MAX);
+                    match (self.node.as_mut(), kind, buf) {
+                        (None, ..) => self.finish_collective(op, failed(StatusKind::UnknownCommunicator)),
+                        (Some(_), AbiOp::CommCreate, Some(src)) => {
+                            // Read once, at creation: not the data path.
+                            let bytes = vec![0u8; len as usize];
+                            let job = JobId(self.jobs.insert(Job::Record { op, local, comm, bytes }));
+                            self.out.dma(job, Dma::Load { src, len });
+                        }
+                        (Some(node), AbiOp::CommFree, _) => {
+                            let r = node.comm_free(local, comm, now, &mut self.out);
+                            self.finish_collective(op, r.err().map_or(failed(StatusKind::Ok), failed));
+                        }
+                        _ => self.finish_collective(op, failed(StatusKind::BadDescriptor)),
+                    }
+                }
+                intake::Action::Bcast { host, cookie, comm, root, buf, len, started, .. } => {
+                    let cqe = Completion::new(cookie, desc.opcode, Status::OK, 0);
+                    let op = self.new_op(host, cqe, started, true, true);
+                    // The core refused broadcasts from a host without a local rank.
+                    let local = self.core.local_rank(host).unwrap_or(u32::MAX);
+                    let posted = match self.node.as_mut() {
+                        Some(node) => node.post(local, comm, root, buf, len, op, now),
+                        None => Err(StatusKind::UnknownCommunicator),
+                    };
+                    if let Err(kind) = posted {
+                        self.finish_collective(op, failed(kind));
+                    }
+                }
+            }
+        }
+        self.after(now);
+    }
+
+    /// A frame from engine `from`.
+    pub fn handle_frame(&mut self, from: PeerId, bytes: &[u8], now: Nanos) {
+        if let Some(node) = self.node.as_mut() {
+            node.on_frame(from, bytes, now, &mut self.out);
+        }
+        self.after(now);
+    }
+
+    /// Timers due at `now` fire.
+    pub fn handle_timeout(&mut self, now: Nanos) {
+        if let Some(node) = self.node.as_mut() {
+            node.on_timeout(now, &mut self.out);
+        }
+        self.after(now);
+    }
+
+    /// When [`Engine::handle_timeout`] is next due.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        self.node.as_ref().and_then(node::Node::next_timeout)
+    }
+
+    /// Job `job` ([`Action::Dma`]) is over: `ok` if every byte moved. A job the engine has let
+    /// go of meanwhile is ignored.
+    pub fn handle_dma_done(&mut self, job: JobId, ok: bool, now: Nanos) {
+        let Some(j) = self.jobs.remove(job.0) else { return };
+        match j {
+            Job::Copy { op, len } => {
+                if let Some(o) = self.ops.get_mut(op) {
+                    if !ok {
+                        o.cqe.status = Status::from(StatusKind::OutOfBounds);
+                        o.cqe.bytes = 0;
+                        self.core.dma_failed(len);
+                    }
+                    o.pending = false;
+                    let host = o.host;
+                    self.flush(host);
+                }
+            }
+            Job::Proto(token) => {
+                if let Some(node) = self.node.as_mut() {
+                    node.dma_done(token, ok, now, &mut self.out);
+                }
+            }
+            Job::Deliver { op, outcome } => {
+                let outcome = if ok {
+                    outcome
+                } else {
+                    Outcome { status: StatusKind::OutOfBounds, bytes: 0, ..outcome }
+                };
+                self.finish_collective(op, outcome);
+            }
+            Job::Record { op, local, comm, bytes } => {
+                let node = self.node.as_mut();
+                match (ok, node) {
+                    (false, _) => self.finish_collective(op, failed(StatusKind::OutOfBounds)),
+                    (true, None) => self.finish_collective(op, failed(StatusKind::UnknownCommunicator)),
+                    (true, Some(node)) => match node.comm_create(local, comm, &bytes) {
+                        Ok(None) => self.finish_collective(op, failed(StatusKind::Ok)),
+                        Ok(Some((slot, group))) => {
+                            let job = JobId(self.jobs.insert(Job::Join { op, slot }));
+                            self.out.join(job, group);
+                        }
+                        Err(kind) => self.finish_collective(op, failed(kind)),
+                    },
+                }
+            }
+            Job::Join { .. } => {} // answered by handle_join_done
+        }
+        self.after(now);
+    }
+
+    /// Job `job` ([`Action::Join`]) is over: `ok` if the group is joined.
+    pub fn handle_join_done(&mut self, job: JobId, ok: bool, now: Nanos) {
+        let Some(Job::Join { op, slot }) = self.jobs.remove(job.0) else { return };
+        if let Some(node) = self.node.as_mut() {
+            if ok {
+                node.joined(slot);
+            } else {
+                node.join_failed(slot, &mut self.out);
+            }
+        }
+        let outcome = if ok { StatusKind::Ok } else { StatusKind::UnknownCommunicator };
+        self.finish_collective(op, failed(outcome));
+        self.after(now);
+    }
+
+    /// The engine memory a job moves bytes into ([`Dma::Load`]) or out of ([`Dma::Store`]);
+    /// `None` for a copy between host buffers or a job let go of.
+    pub fn staging(&mut self, job: JobId) -> Option<&mut [u8]> {
+        match self.jobs.get_mut(job.0)? {
+            Job::Proto(token) => {
+                let token = *token;
+                self.node.as_mut()?.staging(token)
+            }
+            Job::Record { bytes, .. } => Some(&mut bytes[..]),
+            _ => None,
+        }
+    }
+
+    /// The next action, in order; `None` when there is nothing to do.
+    pub fn poll_action(&mut self) -> Option<Action<'_>> {
+        self.out.poll()
+    }
+
+    // ---- inside ------------------------------------------------------------------------
+
+    fn new_op(
+        &mut self,
+        host: HostId,
+        cqe: Completion,
+        started: Nanos,
+        pending: bool,
+        collective: bool,
+    ) -> u64 {
+        let key = self.ops.insert(HostOp { host, cqe, started, pending, collective });
+        if let Some(q) = self.queues.get_mut(host.0 as usize) {
+            q.push_back(key);
+        }
+        if !pending {
+            self.flush(host);
+        }
+        key
+    }
+
+    /// A collective (broadcast, communicator creation or release) ended for host operation
+    /// `op`: count it and let its host's completions go out.
+    fn finish_collective(&mut self, op: u64, outcome: Outcome) {
+        let Some(o) = self.ops.get_mut(op) else { return }; // its host left meanwhile
+        o.cqe.status = Status::from(outcome.status);
+        o.cqe.bytes = outcome.bytes;
+        o.cqe.frags_multicast = outcome.counters.frags_multicast;
+        o.cqe.frags_repair = outcome.counters.frags_repair;
+        o.cqe.penalty_rounds = outcome.counters.penalty_rounds;
+        o.cqe.retransmits = outcome.counters.retransmits;
+        o.pending = false;
+        let host = o.host;
+        self.core.bcast_done(outcome.status == StatusKind::Ok);
+        self.flush(host);
+    }
+
+    /// Publishes `host`'s finished operations at the front of its queue.
+    fn flush(&mut self, host: HostId) {
+        let Some(queue) = self.queues.get_mut(host.0 as usize) else { return };
+        while let Some(&key) = queue.front() {
+            match self.ops.get(key) {
+                Some(op) if op.pending => break,
+                Some(_) => {
+                    queue.pop_front();
+                    if let Some(op) = self.ops.remove(key) {
+                        self.out.complete(op.host, op.cqe, op.started);
+                    }
+                }
+                None => {
+                    queue.pop_front();
+                }
+            }
+        }
+    }
+
+    /// After every event: the slots that can start, the protocol's host-memory jobs and the
+    /// broadcasts it ended, the deliveries they make, the communicators that settled.
+    fn after(&mut self, now: Nanos) {
+        let Some(node) = self.node.as_mut() else { return };
+        let mut deliveries = Vec::new();
+        let mut jobs = Vec::new();
+        node.step(now, &mut self.out, &mut jobs, &mut deliveries);
+        for j in jobs {
+            let dma = match j.dir {
+                DmaDir::Load => Dma::Load { src: j.buf, len: j.len },
+                DmaDir::Store => Dma::Store { dst: j.buf, len: j.len },
+            };
+            let job = JobId(self.jobs.insert(Job::Proto(j.token)));
+            self.out.dma(job, dma);
+        }
+        for d in deliveries {
+            let Some(op) = self.ops.get(d.token) else { continue }; // its host left
+            match d.copy {
+                Some((src, dst, len)) => {
+                    let host = op.host;
+                    let job = JobId(self.jobs.insert(Job::Deliver { op: d.token, outcome: d.outcome }));
+                    self.out.dma(job, Dma::Copy { host, src, dst, len, keys: [RegionKey::NONE; 2] });
+                }
+                None => self.finish_collective(d.token, d.outcome),
+            }
+        }
+    }
+}

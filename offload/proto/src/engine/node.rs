@@ -1,0 +1,481 @@
+//! The engine's network side: the protocol and this node's communicators — the world (handle 0,
+//! derived from the job) and those its local processes create — each with the gather of its
+//! local members (DESIGN §3.4, "one engine per node").
+//!
+//! The world communicator: every engine of a job derives the same identity — cookie, multicast
+//! group, seed — from the job name ([`super::world_identity`]), so no bootstrap traffic is
+//! needed. Its process ranks are `node * ppn + local rank`; the protocol's members are the
+//! engines (one per node), and the [`Gather`] turns the posts of a node's `ppn` processes into
+//! one broadcast and delivers it into every local buffer.
+use super::action::Outbox;
+use super::comms::{derive, parse_record, LocalComm};
+use super::gather::{Delivery, Gather};
+use crate::collective::bcast::LANE_ANY;
+use crate::comm::{CommSpec, GroupId, PeerId};
+use crate::config::EngineConfig;
+use crate::intake::regions::Resolved;
+use crate::transfer::protocol::{
+    DmaJob, DmaStatus, DmaToken, Env, Outcome, Post, PostError, ProtoCounters, Protocol,
+};
+use crate::Nanos;
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec;
+use alloc::vec::Vec;
+use ringcast_abi::frame::Crc32c;
+use ringcast_abi::StatusKind;
+
+/// A protocol token: the communicator's slot above this bit, the gather slot below.
+const TOKEN_COMM_SHIFT: u32 = 40;
+
+/// The communicators' life (`COMMS`): what a host reads to see that nothing accumulates as
+/// communicators come and go.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommStats {
+    /// Communicators alive now, the world included (those waiting to settle after their last
+    /// local member freed them too).
+    pub alive: u32,
+    /// Multicast groups the fabric has joined now (the driver's to fill in).
+    pub groups: u32,
+    /// Communicators created since start, the world included.
+    pub created: u64,
+    /// Communicators dropped since start (freed and settled, or overdue).
+    pub dropped: u64,
+    /// Of those alive, how many every local member freed (waiting for the protocol to settle).
+    pub freeing: u64,
+}
+
+/// What the protocol acts through: the outbox for frames, and the lists of host-memory jobs it
+/// asked for and broadcasts it ended (taken after each call).
+struct NodeEnv<'a> {
+    out: &'a mut Outbox,
+    jobs: &'a mut Vec<DmaJob>,
+    done: &'a mut Vec<(u64, Outcome)>,
+}
+
+impl Env for NodeEnv<'_> {
+    fn send(&mut self, to: PeerId, frame: &[u8]) {
+        self.out.send(to, LANE_ANY, frame);
+    }
+
+    fn send_on(&mut self, to: PeerId, frame: &[u8], lane: u8) {
+        self.out.send(to, lane, frame);
+    }
+
+    fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
+        self.out.multicast(*group, frame);
+    }
+
+    fn dma(&mut self, job: DmaJob, _stage: &mut [u8]) -> DmaStatus {
+        // The driver moves the bytes (on a DPU, its DMA engine), then answers.
+        self.jobs.push(job);
+        DmaStatus::Pending
+    }
+
+    fn complete(&mut self, token: u64, outcome: Outcome) {
+        self.done.push((token, outcome));
+    }
+}
+
+/// The protocol and the communicators of one engine.
+pub(crate) struct Node {
+    proto: Protocol,
+    /// This engine's communicators, by slot (slot 0: the world). A slot's index is in the
+    /// protocol tokens of its broadcasts.
+    comms: Vec<Option<LocalComm>>,
+    max_comms: usize,
+    node: u32,
+    nodes: u32,
+    ppn: u32,
+    /// Slots of each communicator's gather, reserved once.
+    window: usize,
+    /// After the last local member freed a communicator, how long it may wait for the
+    /// protocol to settle it with the other engines.
+    free_linger: Nanos,
+    /// Broadcasts the protocol finished, by token (communicator slot, gather slot).
+    finished: Vec<(u64, Outcome)>,
+    /// Host-memory jobs the protocol asked for.
+    jobs: Vec<DmaJob>,
+    /// Communicators created and dropped since start (see [`CommStats`]).
+    created: u64,
+    dropped: u64,
+}
+
+impl Node {
+    pub(crate) fn new(config: &EngineConfig, crc: Crc32c) -> Result<Node, StatusKind> {
+        let t = &config.topology;
+        let id = super::world_identity(&t.job, &t.job_secret);
+        let mut proto = Protocol::new(config, crc);
+        let members: Arc<[PeerId]> = (0..t.nodes).map(PeerId).collect();
+        let spec = CommSpec {
+            cookie: id.cookie,
+            group: id.group,
+            members,
+            my_rank: t.node,
+            seed: id.seed,
+            key: id.key,
+            layout: Default::default(),
+        };
+        let world = proto.create_comm(spec)?;
+        let window = config.protocol.channels as usize * 2;
+        let max_comms = config.limits.max_comms as usize;
+        let mut comms = Vec::with_capacity(max_comms);
+        comms.push(Some(LocalComm::world(t.node, t.ppn, world, id.group, window)));
+        Ok(Node {
+            proto,
+            comms,
+            max_comms,
+            node: t.node,
+            nodes: t.nodes,
+            ppn: t.ppn,
+            window,
+            free_linger: config.protocol.peer_timeout_ms as Nanos * 1_000_000,
+            finished: Vec::with_capacity(window),
+            jobs: Vec::new(),
+            created: 1,
+            dropped: 0,
+        })
+    }
+
+    pub(crate) fn world_group(&self) -> GroupId {
+        self.comms.first().and_then(Option::as_ref).map_or([0; 14], |c| c.group)
+    }
+
+    /// The slot of communicator `handle`.
+    fn slot(&self, handle: u64) -> Option<usize> {
+        self.comms.iter().position(|c| c.as_ref().is_some_and(|c| c.handle == handle))
+    }
+
+    /// The rank in communicator `comm` of the host holding engine-local rank `local`.
+    pub(crate) fn rank(&self, local: Option<u32>, comm: u64) -> Option<u32> {
+        let c = self.comms[self.slot(comm)?].as_ref()?;
+        *c.rank_of_local.get(local? as usize)?
+    }
+
+    /// Files local process `local`'s next broadcast on communicator `comm` (root: a rank of
+    /// it); its outcome comes back as a delivery for host operation `op`. `Err` when refused
+    /// at once.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn post(
+        &mut self,
+        local: u32,
+        comm: u64,
+        root: u32,
+        buf: Resolved,
+        len: u64,
+        op: u64,
+        _now: Nanos,
+    ) -> Result<(), StatusKind> {
+        let slot = self.slot(comm).ok_or(StatusKind::UnknownCommunicator)?;
+        let (nodes, ppn) = (self.nodes, self.ppn);
+        let c = self.comms[slot].as_mut().ok_or(StatusKind::UnknownCommunicator)?;
+        let index = c.index_of_local(local).ok_or(StatusKind::UnknownCommunicator)?;
+        if c.gather.placement().node(root) == u32::MAX || (comm == 0 && root >= nodes * ppn) {
+            return Err(StatusKind::BadRoot);
+        }
+        let len = u32::try_from(len).map_err(|_| StatusKind::BadLength)?;
+        c.gather.post(index, root, buf, len, op)
+    }
+
+    /// Creates (or joins, for a second local member) the communicator `handle` from the record
+    /// `bytes` posted by engine-local rank `local`. `Ok(Some((slot, group)))`: created, and its
+    /// group must be joined ([`Node::joined`] or [`Node::join_failed`]); `Ok(None)`: a second
+    /// local member, done.
+    pub(crate) fn comm_create(
+        &mut self,
+        local: u32,
+        handle: u64,
+        bytes: &[u8],
+    ) -> Result<Option<(usize, GroupId)>, StatusKind> {
+        let me = self.node * self.ppn + local;
+        let rec = parse_record(bytes, me, self.nodes * self.ppn)?;
+        if let Some(slot) = self.slot(handle) {
+            let c = self.comms[slot].as_mut().ok_or(StatusKind::UnknownCommunicator)?;
+            if c.digest != rec.digest || c.freeing_since.is_some() || c.proto.is_none() {
+                return Err(StatusKind::BadDescriptor);
+            }
+            match c.rank_of_local.get_mut(local as usize) {
+                Some(r @ None) => *r = Some(rec.my_rank),
+                _ => return Err(StatusKind::BadDescriptor), // created twice by one process
+            }
+            return Ok(None);
+        }
+        let (spec, placement, locals) = derive(handle, &rec, self.node, self.ppn)?;
+        let free = match self.comms.iter().position(Option::is_none) {
+            Some(i) => i,
+            None if self.comms.len() < self.max_comms => {
+                self.comms.push(None);
+                self.comms.len() - 1
+            }
+            None => return Err(StatusKind::TooManyCommunicators), // max_comms alive
+        };
+        let group = spec.group;
+        let proto = self.proto.create_comm(spec)?;
+        let mut rank_of_local = vec![None; self.ppn as usize];
+        rank_of_local[local as usize] = Some(rec.my_rank);
+        self.comms[free] = Some(LocalComm {
+            handle,
+            proto: Some(proto),
+            group,
+            gather: Gather::with_placement(locals, placement, self.window),
+            rank_of_local,
+            digest: rec.digest,
+            freed: vec![false; locals as usize],
+            freeing_since: None,
+        });
+        Ok(Some((free, group)))
+    }
+
+    /// The group of the communicator created in `slot` is joined.
+    pub(crate) fn joined(&mut self, _slot: usize) {
+        self.created += 1;
+    }
+
+    /// The group of the communicator created in `slot` could not be joined: the communicator
+    /// is gone again (a refused communicator must not keep its group).
+    pub(crate) fn join_failed(&mut self, slot: usize, out: &mut Outbox) {
+        self.drop_proto(slot, out);
+        if let Some(c) = self.comms.get_mut(slot).and_then(Option::take) {
+            self.leave_unless_shared(&c.group, out);
+        }
+    }
+
+    /// Engine-local rank `local` leaves communicator `handle`. Once every local member left, the
+    /// communicator is dropped when the protocol has settled it with the other engines (or
+    /// after a peer timeout).
+    pub(crate) fn comm_free(
+        &mut self,
+        local: u32,
+        handle: u64,
+        now: Nanos,
+        out: &mut Outbox,
+    ) -> Result<(), StatusKind> {
+        let slot = self.slot(handle).filter(|_| handle != 0).ok_or(StatusKind::UnknownCommunicator)?;
+        let c = self.comms[slot].as_mut().ok_or(StatusKind::UnknownCommunicator)?;
+        let index = c.index_of_local(local).ok_or(StatusKind::UnknownCommunicator)?;
+        c.rank_of_local[local as usize] = None;
+        c.freed[index as usize] = true;
+        // A broadcast of this process still open on it can never finish now.
+        let broke = c.gather.depart(index);
+        let last = c.freed.iter().all(|&f| f);
+        if last {
+            c.freeing_since = Some(now);
+        }
+        if broke {
+            self.drop_proto(slot, out);
+        } else if last {
+            self.close_proto(slot, now, out);
+        }
+        Ok(())
+    }
+
+    /// Every local member freed communicator `slot`: the protocol settles its last broadcasts
+    /// with the other engines (they close it when their own members free it), after which
+    /// [`Node::reap_freed`] drops it.
+    fn close_proto(&mut self, slot: usize, now: Nanos, out: &mut Outbox) {
+        let Some(proto) = self.comms[slot].as_ref().and_then(|c| c.proto) else { return };
+        let Node { proto: p, finished, jobs, .. } = self;
+        p.close_comm(proto, now, &mut NodeEnv { out, jobs, done: finished });
+    }
+
+    /// Leaves `group` unless a communicator still uses it (ids are drawn at random: only a
+    /// deliberate reuse shares one).
+    fn leave_unless_shared(&mut self, group: &GroupId, out: &mut Outbox) {
+        if !self.comms.iter().flatten().any(|c| c.group == *group) {
+            out.leave(*group);
+        }
+    }
+
+    /// Drops communicator `slot` from the protocol: its operations still running fail.
+    fn drop_proto(&mut self, slot: usize, out: &mut Outbox) {
+        let Some(proto) = self.comms[slot].as_mut().and_then(|c| c.proto.take()) else { return };
+        let Node { proto: p, finished, jobs, .. } = self;
+        p.destroy_comm(proto, &mut NodeEnv { out, jobs, done: finished });
+    }
+
+    /// Hands the protocol every slot of communicator `slot` that can start, in order, until one
+    /// waits (for its root process, a local process, or a channel).
+    fn start_ready(&mut self, slot: usize, now: Nanos, out: &mut Outbox) {
+        loop {
+            let Some(c) = self.comms[slot].as_mut() else { return };
+            let Some(s) = c.gather.next_start() else { return };
+            let Some(comm) = c.proto else {
+                c.gather.refused(StatusKind::CommunicatorBroken);
+                continue;
+            };
+            let root = c.gather.placement().node(s.root);
+            let token = (slot as u64) << TOKEN_COMM_SHIFT | s.seq;
+            let Node { proto, finished, jobs, .. } = self;
+            let post = Post { comm, root, buf: s.buf, len: s.len, token };
+            let result = proto.post_bcast(post, now, &mut NodeEnv { out, jobs, done: finished });
+            let Some(c) = self.comms[slot].as_mut() else { return };
+            match result {
+                Ok(()) => c.gather.started(),
+                Err(PostError::WouldBlock) => return, // its channel is still held
+                Err(PostError::Refused(status)) => c.gather.refused(status),
+            }
+        }
+    }
+
+    /// Turns what the protocol finished into deliveries to local processes.
+    fn settle(&mut self, deliveries: &mut Vec<Delivery>) {
+        for (token, outcome) in self.finished.drain(..) {
+            let slot = (token >> TOKEN_COMM_SHIFT) as usize;
+            if let Some(c) = self.comms.get_mut(slot).and_then(Option::as_mut) {
+                c.gather.done(token & ((1 << TOKEN_COMM_SHIFT) - 1), outcome);
+            }
+        }
+        for c in self.comms.iter_mut().flatten() {
+            c.gather.take_finished(deliveries);
+        }
+    }
+
+    /// After an event: slots that can start, what the protocol finished, communicators that
+    /// settled; the protocol's host-memory jobs into `jobs`, local deliveries into `deliveries`.
+    pub(crate) fn step(
+        &mut self,
+        now: Nanos,
+        out: &mut Outbox,
+        jobs: &mut Vec<DmaJob>,
+        deliveries: &mut Vec<Delivery>,
+    ) {
+        for slot in 0..self.comms.len() {
+            self.start_ready(slot, now, out);
+        }
+        self.settle(deliveries);
+        self.reap_freed(now, out, deliveries);
+        jobs.append(&mut self.jobs);
+    }
+
+    /// A frame from engine `from`.
+    pub(crate) fn on_frame(&mut self, from: PeerId, bytes: &[u8], now: Nanos, out: &mut Outbox) {
+        let Node { proto, finished, jobs, .. } = self;
+        proto.on_frame(from, bytes, now, &mut NodeEnv { out, jobs, done: finished });
+    }
+
+    /// The protocol's timers, if due.
+    pub(crate) fn on_timeout(&mut self, now: Nanos, out: &mut Outbox) {
+        if self.proto.next_timeout().is_some_and(|t| t <= now) {
+            let Node { proto, finished, jobs, .. } = self;
+            proto.on_timeout(now, &mut NodeEnv { out, jobs, done: finished });
+        }
+    }
+
+    /// A host-memory job of the protocol is over.
+    pub(crate) fn dma_done(&mut self, token: DmaToken, ok: bool, now: Nanos, out: &mut Outbox) {
+        let Node { proto, finished, jobs, .. } = self;
+        proto.dma_done(token, ok, now, &mut NodeEnv { out, jobs, done: finished });
+    }
+
+    /// The protocol memory of a job.
+    pub(crate) fn staging(&mut self, token: DmaToken) -> Option<&mut [u8]> {
+        self.proto.staging(token)
+    }
+
+    /// When a timer is next due: the protocol's, or the deadline of a freed communicator that
+    /// has not settled.
+    pub(crate) fn next_timeout(&self) -> Option<Nanos> {
+        let linger = self.free_linger;
+        let freeing =
+            self.comms.iter().flatten().filter_map(|c| c.freeing_since).map(|s| s + linger + 1).min();
+        match (self.proto.next_timeout(), freeing) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Drops the communicators every local member freed, once the protocol settled them with
+    /// the other engines (or, when a peer never answers, `peer_timeout_ms` later).
+    fn reap_freed(&mut self, now: Nanos, out: &mut Outbox, deliveries: &mut Vec<Delivery>) {
+        for slot in 1..self.comms.len() {
+            let Some(c) = self.comms[slot].as_ref() else { continue };
+            let Some(since) = c.freeing_since else { continue };
+            let settled = c.proto.is_none_or(|h| self.proto.is_quiescent(h));
+            if settled || now.saturating_sub(since) > self.free_linger {
+                let group = c.group;
+                self.drop_proto(slot, out);
+                self.settle(deliveries);
+                self.comms[slot] = None;
+                // Left even when a departing process broke the communicator (its protocol side
+                // is gone already).
+                self.leave_unless_shared(&group, out);
+                self.dropped += 1;
+            }
+        }
+    }
+
+    /// Local process `local` left. Every communicator it leaves with a broadcast unfinished is
+    /// dropped from the protocol: its local operations fail with `CommunicatorBroken`, and
+    /// remote engines, no longer answered, fail theirs with `PeerUnreachable` within
+    /// `peer_timeout_ms` rather than wait forever. Communicators it created and did not free
+    /// count as freed by it (a process that crashed or exited without `MPI_Comm_free`): once
+    /// every local member freed or left one, it is dropped and its group left like any other.
+    pub(crate) fn local_gone(&mut self, local: u32, now: Nanos, out: &mut Outbox) {
+        for slot in 0..self.comms.len() {
+            let Some(c) = self.comms[slot].as_mut() else { continue };
+            let Some(index) = c.index_of_local(local) else { continue };
+            let mut last = false;
+            if slot != 0 {
+                // Membership of a created communicator does not pass to a newcomer.
+                c.rank_of_local[local as usize] = None;
+                c.freed[index as usize] = true;
+                if c.freeing_since.is_none() && c.freed.iter().all(|&f| f) {
+                    c.freeing_since = Some(now);
+                    last = true;
+                }
+            }
+            if c.gather.depart(index) {
+                self.drop_proto(slot, out);
+            } else if last {
+                self.close_proto(slot, now, out);
+            }
+        }
+    }
+
+    /// A host process took local rank `local`.
+    pub(crate) fn local_arrived(&mut self, local: u32) {
+        if let Some(Some(world)) = self.comms.first_mut() {
+            if let Some(index) = world.index_of_local(local) {
+                world.gather.arrive(index);
+            }
+        }
+    }
+
+    /// Nothing owed to peers or local processes: no broadcast in progress here, and every
+    /// broadcast this engine took part in synchronized (or the communicator is broken).
+    pub(crate) fn quiescent(&self) -> bool {
+        self.comms.iter().flatten().all(|c| c.gather.idle()) && self.proto.quiescent()
+    }
+
+    /// The communicators' life (`COMMS`), `groups` left at 0 for the driver.
+    pub(crate) fn comm_stats(&self) -> CommStats {
+        let alive = self.comms.iter().flatten();
+        CommStats {
+            alive: alive.clone().count() as u32,
+            groups: 0,
+            created: self.created,
+            dropped: self.dropped,
+            freeing: alive.filter(|c| c.freeing_since.is_some()).count() as u64,
+        }
+    }
+
+    pub(crate) fn proto_counters(&self) -> ProtoCounters {
+        self.proto.counters()
+    }
+
+    pub(crate) fn describe(&self) -> String {
+        self.proto.describe()
+    }
+}
+
+impl core::fmt::Debug for Node {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Node").field("node", &self.node).field("comms", &self.comms.len()).finish()
+    }
+}
+
+impl crate::intake::Ranks for Node {
+    fn rank(&self, local: Option<u32>, comm: u64) -> Option<u32> {
+        Node::rank(self, local, comm)
+    }
+}
