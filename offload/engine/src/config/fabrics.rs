@@ -19,9 +19,10 @@ ringcast_proto::tunables! {
 }
 
 impl UdpConfig {
-    /// Each member address must parse.
+    /// Nothing to check alone: the member list is parsed (and counted against the nodes) when
+    /// the fabric is `udp` — a launcher may set every fabric's list and pick one.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.member_addrs().map(|_| ())
+        Ok(())
     }
 
     /// The `members` list, parsed (index = node).

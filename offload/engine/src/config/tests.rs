@@ -121,3 +121,22 @@ fn algorithm_choice_and_model_parameters() {
     let c = Config::from_lookup(get("RINGCAST_MODEL_NS_PER_BYTE", "0.8")).unwrap();
     assert_eq!(c.model.ns_per_byte, 0.8);
 }
+
+#[test]
+fn a_fabric_checks_only_its_own_member_list() {
+    // A launcher may set every fabric's list and pick one: the udp list is parsed only when
+    // the fabric is udp.
+    let pairs = [
+        ("RINGCAST_FABRIC", "dpdk"),
+        ("RINGCAST_NODES", "2"),
+        ("RINGCAST_DPDK_MEMBERS", "02:72:63:68:00:01,02:72:63:68:00:02"),
+        ("RINGCAST_UDP_MEMBERS", "02:72:63:68:00:01,02:72:63:68:00:02"),
+    ];
+    let get = |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string());
+    assert_eq!(Config::from_lookup(get).map(|c| c.topology.fabric), Ok(FabricKind::Dpdk));
+    let udp = |k: &str| match k {
+        "RINGCAST_FABRIC" => Some("udp".to_string()),
+        _ => get(k),
+    };
+    assert!(matches!(Config::from_lookup(udp), Err(ConfigError::Invalid(m)) if m.contains("udp.members")));
+}
