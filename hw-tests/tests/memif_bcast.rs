@@ -10,7 +10,7 @@
 //! Why memif and not `net_ring`: a `net_ring` port is a pair of `rte_ring`s inside one process's
 //! DPDK memory, so two ring ports can only be linked inside one EAL, i.e. one process — and an
 //! engine is a process with an EAL of its own (DPDK initialises once per process; see
-//! `fabric::dpdk::eal`). Sharing rings across processes would need DPDK's primary/secondary
+//! `ringcast_dpdk::eal`). Sharing rings across processes would need DPDK's primary/secondary
 //! multi-process mode (shared hugepage memory and configuration files), which the fabric avoids
 //! on purpose (`--no-shconf`/`--in-memory`, one file prefix per engine). memif is DPDK's
 //! supported way to link two independent DPDK processes, and it is a real driver with its own

@@ -40,7 +40,7 @@ fn eal_mbufs_and_a_null_port() {
     let runtime_dir = unsafe { CStr::from_ptr(rte_eal_get_runtime_dir()) }.to_string_lossy().into_owned();
     assert!(!runtime_dir.is_empty(), "the EAL names its runtime directory");
 
-    // SAFETY (every call below): the EAL is initialised and this thread is its main lcore; every
+    // SAFETY: (every call below) the EAL is initialised and this thread is its main lcore; every
     // pointer passed is live for the call.
     unsafe {
         assert_ne!(rc_rte_lcore_id(), LCORE_ID_ANY, "the EAL's main thread is an lcore");

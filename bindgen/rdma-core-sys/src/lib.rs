@@ -5,10 +5,13 @@
 //! `rc_ibv_query_port`, `rc_ibv_query_gid_ex`).
 //!
 //! Contract: only what `build.rs` allow-lists, and nothing but bindings (the safe wrappers live in
-//! the engine's fabric modules). C enums are `#[repr(transparent)]` newtypes, so a value the
+//! the device crate, `ringcast-verbs`, `offload/verbs/`). C enums are `#[repr(transparent)]` newtypes, so a value the
 //! provider fills in that this header did not know is still a valid Rust value. Every struct's
 //! size, alignment and field offsets are checked against clang's at compile time (bindgen's layout
 //! assertions), on every build of this crate and its tests.
 
+// The bitfield accessors bindgen generates have `unsafe` blocks without `// SAFETY:` comments
+// (generated code: the workspace's `undocumented_unsafe_blocks` cannot apply to it).
 #![allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code, clippy::all)]
+#![allow(clippy::undocumented_unsafe_blocks)]
 include!(concat!(env!("OUT_DIR"), "/bindings.rs"));

@@ -13,8 +13,9 @@
 //! * [`runner`] — the polling loop that drives the state machine against real shared memory, run
 //!   as a pinned thread inside a host process ([`runner::spawn_thread`]) or as the
 //!   `ringcast-engine` daemon ([`runner::run_daemon`]): same loop, two runners.
-// `unsafe` lives only in the DPDK and verbs fabrics (`fabric::dpdk`, `fabric::verbs`, which allow it).
-#![deny(unsafe_code)]
+// No `unsafe` here: the device code of the DPDK and verbs fabrics is in `ringcast-dpdk` and
+// `ringcast-verbs` (offload/dpdk, offload/verbs).
+#![forbid(unsafe_code)]
 pub mod config;
 pub mod ctl;
 pub mod entropy;

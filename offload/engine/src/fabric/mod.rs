@@ -20,14 +20,13 @@
 //!   (cargo feature `verbs`, on by default; its framing, discovery and bookkeeping build and are
 //!   unit-tested without it, against a fake NIC; the device path runs where a device exists).
 //!
-//! [`dpdk`] and [`verbs`] are the only modules of the engine with `unsafe` code (each in a few
-//! files of its own, which call the `bindgen/` crates).
-#[allow(unsafe_code)]
+//! No fabric has `unsafe` code (the crate forbids it): the device code of [`dpdk`] and
+//! [`verbs`] is in crates of their own, `ringcast-dpdk` and `ringcast-verbs` (`offload/dpdk`,
+//! `offload/verbs`), safe wrappers over the `bindgen/` crates.
 pub mod dpdk;
 pub mod faulty;
 pub mod shm;
 pub mod udp;
-#[allow(unsafe_code)]
 pub mod verbs;
 
 use ringcast_proto::comm::{GroupId, PeerId};

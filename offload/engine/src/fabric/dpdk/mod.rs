@@ -24,7 +24,7 @@
 //! * The datagram MTU is the engine's `mtu`; the port's MTU must hold it plus the 2-byte
 //!   length field, else construction fails with the numbers.
 //! * Multicast: a port over a kernel device (`net_af_xdp`'s `iface=`) puts the joined groups'
-//!   MACs on that device's multicast list through a packet-socket membership ([`kernel_mc`]):
+//!   MACs on that device's multicast list through a packet-socket membership (`ringcast_dpdk::KernelGroups`):
 //!   a NIC filters on them, `ip maddr` shows them, and the kernel drops them when the engine
 //!   exits, crash included. Any other port: joining sets its multicast filter
 //!   (`rte_eth_dev_set_mc_addr_list`); a driver without one gets all-multicast, and one without
@@ -33,30 +33,23 @@
 //! * The EAL is initialised from the engine's configuration ([`eal_args`]: `--no-huge` unless
 //!   hugepages are asked for and present, a `--file-prefix` unique to job, node and process,
 //!   `--no-pci`, `--no-shconf` or `--in-memory`, quiet logs), once per process
-//!   ([`eal::Eal`]); dropping the fabric stops and closes the port, frees the pool and, as the
+//!   (`ringcast_dpdk::Eal`); dropping the fabric stops and closes the port, frees the pool and, as the
 //!   EAL's last user, runs `rte_eal_cleanup`.
 //! * Faults (`RINGCAST_FAULT_*`) are injected by wrapping the fabric in
 //!   [`crate::fabric::faulty::Faulty`] (`runner/net.rs`), as for `shm`.
 //!
-//! # Where the unsafe code is
+//! # Where the device code is
 //!
-//! Only in this folder, only in [`port`], [`eal`], [`ffi`] and [`kernel_mc`] (one
-//! `setsockopt`), each block with a `// SAFETY:`
-//! comment; [`frame`] and [`eal_args`] are safe, DPDK-free and built without the `dpdk` feature
-//! too (the configuration parses `dpdk_members` and `dpdk_hugepages` with them).
-#![deny(clippy::undocumented_unsafe_blocks)]
+//! In the `ringcast-dpdk` crate (`offload/dpdk`, feature `dpdk`): the EAL's life
+//! ([`ringcast_dpdk::Eal`]), the port, its queues, pool and mbufs ([`ringcast_dpdk::Port`]), the
+//! kernel memberships ([`ringcast_dpdk::KernelGroups`]) — the only `unsafe` code of this fabric.
+//! This module is safe (the engine crate forbids `unsafe`): the framing ([`frame`]), the EAL's
+//! arguments ([`eal_args`]), the members, the multicast modes and the [`Fabric`] impl. [`frame`]
+//! and [`eal_args`] are DPDK-free and built without the `dpdk` feature too (the configuration
+//! parses `dpdk_members` and `dpdk_hugepages` with them).
 
 pub mod eal_args;
 pub mod frame;
-
-#[cfg(feature = "dpdk")]
-pub mod eal;
-#[cfg(feature = "dpdk")]
-mod ffi;
-#[cfg(feature = "dpdk")]
-pub mod kernel_mc;
-#[cfg(feature = "dpdk")]
-pub mod port;
 
 #[cfg(feature = "dpdk")]
 pub use fabric::{DpdkFabric, DpdkOptions, DpdkStats};
@@ -82,6 +75,18 @@ pub enum DpdkError {
     Eal(String),
 }
 
+/// The device crate's errors, variant for variant (its messages under this crate's prefix).
+#[cfg(feature = "dpdk")]
+impl From<ringcast_dpdk::DpdkError> for DpdkError {
+    fn from(e: ringcast_dpdk::DpdkError) -> DpdkError {
+        match e {
+            ringcast_dpdk::DpdkError::Invalid(m) => DpdkError::Invalid(m),
+            ringcast_dpdk::DpdkError::Call { op, errno, msg } => DpdkError::Call { op, errno, msg },
+            ringcast_dpdk::DpdkError::Eal(m) => DpdkError::Eal(m),
+        }
+    }
+}
+
 impl From<DpdkError> for std::io::Error {
     fn from(e: DpdkError) -> std::io::Error {
         let kind = match &e {
@@ -95,14 +100,12 @@ impl From<DpdkError> for std::io::Error {
 
 #[cfg(feature = "dpdk")]
 mod fabric {
-    use super::eal::Eal;
     use super::eal_args::{self, EalSpec};
     use super::frame::{self, group_mac, Mac, Reject, Station};
-    use super::kernel_mc::KernelGroups;
-    use super::port::{Port, PortSpec, PortStats, Queued, RX_BURST};
     use super::DpdkError;
     use crate::config::Config;
     use crate::fabric::{Fabric, FabricCounters};
+    use ringcast_dpdk::{Eal, EtherAddr, KernelGroups, Port, PortSpec, PortStats, Queued, RX_BURST};
     use ringcast_proto::comm::{GroupId, PeerId};
     use std::sync::Arc;
 
@@ -128,7 +131,7 @@ mod fabric {
         /// Groups joined at once.
         pub max_groups: usize,
         /// The kernel device under the port, if its driver sits on one (`net_af_xdp`'s
-        /// `iface=`): group MACs go on its multicast list ([`super::kernel_mc`]).
+        /// `iface=`): group MACs go on its multicast list ([`KernelGroups`]).
         pub kernel_iface: Option<String>,
     }
 
@@ -175,7 +178,7 @@ mod fabric {
     /// bytes, or the frame rounded up to 64 bytes when larger.
     fn data_room(mtu: usize) -> u32 {
         let frame = u32::try_from(frame::frame_len(mtu)).unwrap_or(u32::MAX).div_ceil(64).saturating_mul(64);
-        frame.max(MIN_DATA_ROOM).saturating_add(dpdk_sys::RTE_PKTMBUF_HEADROOM)
+        frame.max(MIN_DATA_ROOM).saturating_add(ringcast_dpdk::PKTMBUF_HEADROOM)
     }
 
     /// What the DPDK fabric counts beyond [`FabricCounters`] (monotonic).
@@ -271,13 +274,14 @@ mod fabric {
                 },
             )?;
             drop(eal); // the port holds its own handle
-            if port.mac() != station.own() {
+            let port_mac = Mac(port.mac());
+            if port_mac != station.own() {
                 return Err(DpdkError::Invalid(format!(
                     "node {}: dpdk_members lists {} but the port ({}) has MAC {}",
                     local.0,
                     station.own(),
                     port.driver(),
-                    port.mac()
+                    port_mac
                 )));
             }
             if usize::from(port.mtu()) < opts.mtu + 2 {
@@ -327,7 +331,7 @@ mod fabric {
             (self.port.eal().args(), self.port.eal().runtime_dir())
         }
 
-        /// Free mbufs and the pool's size (see [`Port::pool_usage`]).
+        /// Free mbufs and the pool's size (see [`ringcast_dpdk::Port::pool_usage`]).
         pub fn pool_usage(&self) -> (u32, u32) {
             self.port.pool_usage()
         }
@@ -344,7 +348,7 @@ mod fabric {
         /// Makes the port receive the joined groups: its multicast filter if the driver has
         /// one, else all-multicast, else promiscuous; nothing special with no group.
         fn apply_filter(&mut self) -> Result<(), DpdkError> {
-            let macs = self.station.groups().to_vec();
+            let macs: Vec<EtherAddr> = self.station.groups().iter().map(|m| m.0).collect();
             if let Some(k) = self.kernel.as_mut() {
                 k.set(&macs)?;
                 self.mode = if macs.is_empty() { McastMode::None } else { McastMode::Kernel };
@@ -359,7 +363,7 @@ mod fabric {
                     McastMode::Kernel => Ok(()),
                 };
                 self.mode = McastMode::None;
-                return r;
+                return r.map_err(DpdkError::from);
             }
             if matches!(self.mode, McastMode::AllMulticast | McastMode::Promiscuous) {
                 return Ok(()); // already receives every group

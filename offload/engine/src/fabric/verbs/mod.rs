@@ -86,13 +86,14 @@
 //! ([`qp::UdNic`]) runs only where `ibv_get_device_list` finds a device: `hw-tests`'
 //! `verbs_bcast` then broadcasts through real engine daemons; elsewhere it prints a SKIP line.
 //!
-//! # Where the unsafe code is
+//! # Where the device code is
 //!
-//! Only in this folder, only in `ffi`, [`device`], `cm` and [`qp`] (feature `verbs`, which
-//! links libibverbs and librdmacm through `rdma-core-sys`), each block with a `// SAFETY:`
-//! comment. [`wire`], [`group`], [`peers`], [`slots`] and [`nic`] are safe, verbs-free and built
-//! without the feature (the configuration parses `verbs_join` with [`group::JoinMode`]).
-#![deny(clippy::undocumented_unsafe_blocks)]
+//! In the `ringcast-verbs` crate (`offload/verbs`, feature `verbs`, which links libibverbs and
+//! librdmacm through `rdma-core-sys`): the verbs resources, rdmacm joins, and the UD queue pair
+//! with its registered region ([`ringcast_verbs::UdQueue`]) — the only `unsafe` code of this
+//! fabric. This module is safe (the engine crate forbids `unsafe`): [`qp`] drives the device
+//! through that crate; [`wire`], [`group`], [`peers`], [`slots`] and [`nic`] are verbs-free and
+//! built without the feature (the configuration parses `verbs_join` with [`group::JoinMode`]).
 
 pub mod group;
 pub mod nic;
@@ -100,14 +101,8 @@ pub mod peers;
 pub mod slots;
 pub mod wire;
 
-#[cfg(feature = "verbs")]
-mod cm;
-#[cfg(feature = "verbs")]
-pub mod device;
 #[cfg(test)]
 mod fake;
-#[cfg(feature = "verbs")]
-mod ffi;
 #[cfg(feature = "verbs")]
 pub mod qp;
 
@@ -175,6 +170,19 @@ impl VerbsError {
     }
 }
 
+/// The device crate's errors, variant for variant (its messages under this crate's prefix).
+#[cfg(feature = "verbs")]
+impl From<ringcast_verbs::VerbsError> for VerbsError {
+    fn from(e: ringcast_verbs::VerbsError) -> VerbsError {
+        match e {
+            ringcast_verbs::VerbsError::NoDevice => VerbsError::NoDevice,
+            ringcast_verbs::VerbsError::Invalid(m) => VerbsError::Invalid(m),
+            ringcast_verbs::VerbsError::Call { op, errno, msg } => VerbsError::Call { op, errno, msg },
+            ringcast_verbs::VerbsError::Join { group, reason } => VerbsError::Join { group, reason },
+        }
+    }
+}
+
 impl From<VerbsError> for std::io::Error {
     fn from(e: VerbsError) -> std::io::Error {
         let kind = match &e {
@@ -194,7 +202,7 @@ impl From<VerbsError> for std::io::Error {
 pub fn devices() -> Result<Vec<String>, VerbsError> {
     #[cfg(feature = "verbs")]
     {
-        device::device_names()
+        ringcast_verbs::device_names().map_err(VerbsError::from)
     }
     #[cfg(not(feature = "verbs"))]
     {

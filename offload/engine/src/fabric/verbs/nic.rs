@@ -1,6 +1,7 @@
 //! The boundary between the `verbs` fabric's logic ([`super::VerbsFabric`]) and the device: the
 //! [`Nic`] trait, safe, small, and implemented twice — by the real UD queue pair
-//! ([`super::qp::UdNic`], feature `verbs`, the only code behind it that is `unsafe`) and, in unit
+//! ([`super::qp::UdNic`], feature `verbs`, over the `ringcast-verbs` crate, where the `unsafe`
+//! code is) and, in unit
 //! tests, by an in-memory fake (`fake.rs`) that moves frames between several fabrics of one
 //! test. Everything above this trait — framing, discovery, the member table, reject counters,
 //! hello timing, group bookkeeping — is therefore tested without a device; what is below it on

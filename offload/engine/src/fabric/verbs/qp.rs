@@ -3,6 +3,11 @@
 //! `n` receive slots and the send buffers, address handles, and multicast groups joined through
 //! rdmacm or attached directly. Runs only where `ibv_get_device_list` finds a device.
 //!
+//! Safe code: the device is reached through the `ringcast-verbs` crate, whose
+//! [`ringcast_verbs::UdQueue`] owns the queue pair and its region and keeps its own account of
+//! which bytes the device may touch. This module decides the policy — which slot to post, which
+//! buffer serves which send, when to signal, when to recover — with [`super::slots`].
+//!
 //! # Memory
 //!
 //! One region laid out by [`Layout`], page-aligned: receive slot `i` at `i × R`, where `R` is
@@ -10,7 +15,8 @@
 //! whose `mtu` is larger than this one's never overflows a slot: its frames are rejected by the
 //! parser); send buffer `j` after all receive slots at `j × S`, where `S` is the header plus
 //! this member's `mtu`, rounded up to 64. The NIC writes a receive slot while it is posted; [`RecvSlots`] says
-//! which are, and [`Nic::received`] hands out a slot's bytes only while it is held. A send
+//! which are, and [`Nic::received`] hands out a slot's bytes only while it is held (and
+//! [`ringcast_verbs::UdQueue::received`] only while it is not posted). A send
 //! buffer is written only when [`SendRing::reserve`] hands it out, i.e. when the send that used
 //! it last has completed (or was dropped by a reset).
 //!
@@ -46,13 +52,10 @@
 //! [`UdNic`]'s `Drop` detaches from every group, leaves them (rdmacm), then destroys the QP (its
 //! outstanding work requests die with it). If that fails, the QP may still send with the
 //! address handles and receive into the memory: the handles are leaked, and so (by
-//! [`super::device`]'s rule) are the memory region, the CQ and the PD the QP holds. Then the
-//! fields drop: every address handle, and — through the `Arc` parents in [`super::device`] —
-//! the CQ, the memory region, the protection domain, the rdmacm event channel, the device
-//! context.
-use super::cm::{EventChannel, McastJoin};
-use super::device::{self, Ah, Attachment, Context, Cq, Mr, Pd, Qp, QpSpec};
-use super::ffi::wc_status_str;
+//! [`ringcast_verbs::device`]'s rule) are the memory region, the CQ and the PD the QP holds, and
+//! the handles of the sends in flight. Then the fields drop: every address handle, and — through
+//! the `Arc` parents in [`ringcast_verbs::device`] — the CQ, the memory region, the protection
+//! domain, the rdmacm event channel, the device context.
 use super::group::{self, JoinMode, JoinSpec, LinkLayer, RoceVersion};
 use super::nic::{
     AhId, AttachKey, Attachments, Dest, Joined, McastId, Nic, NicStats, PortInfo, Received, SendError,
@@ -60,13 +63,17 @@ use super::nic::{
 use super::slots::{Layout, RecvSlots, Retired, SendRing, SEND_BIT};
 use super::wire::Hello;
 use super::{VerbsError, VerbsOptions, POLL_BURST};
-use rdma_core_sys as sys;
 use ringcast_proto::comm::ident::{group_ip, IpFamily};
-use std::marker::PhantomData;
+use ringcast_verbs::{
+    leak_all, sys, wc_status_str, Ah, Attachment, Context, Cq, EventChannel, McastJoin, Pd, QpSpec, Regions,
+    SendRequest, UdQueue,
+};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+// The device's rule for work request ids is the slots' own.
+const _: () = assert!(SEND_BIT == ringcast_verbs::SEND_BIT);
 // `group::roce_version` maps `enum ibv_gid_type` by value.
 const _: () =
     assert!(sys::ibv_gid_type::IBV_GID_TYPE_ROCE_V1.0 == 1 && sys::ibv_gid_type::IBV_GID_TYPE_ROCE_V2.0 == 2);
@@ -94,20 +101,14 @@ struct Group {
 }
 
 /// The UD queue pair and everything it uses; see the module doc.
-///
-/// Not `Sync` (asserted below): the `Sync` impls of [`super::device`]'s shared objects rely on
-/// one thread at a time posting to the QP, polling the CQ and reading the event channel, which
-/// only this type does.
 pub struct UdNic {
     // Detached first, then left (see `Drop`).
     attachments: Attachments<Attachment>,
     groups: Vec<Option<Group>>,
-    qp: Arc<Qp>,
-    mcast_ahs: Vec<Option<Ah>>,
-    ahs: Vec<Option<Ah>>,
-    retired: Retired<Ah>,
-    cq: Arc<Cq>,
-    mr: Arc<Mr>,
+    queue: UdQueue,
+    mcast_ahs: Vec<Option<Arc<Ah>>>,
+    ahs: Vec<Option<Arc<Ah>>>,
+    retired: Retired<Arc<Ah>>,
     pd: Arc<Pd>,
     channel: Option<Arc<EventChannel>>,
     ctx: Arc<Context>,
@@ -127,11 +128,8 @@ pub struct UdNic {
     /// The first completion with an error status, described (bring-up needs to know why).
     first_error: Option<String>,
     start: Instant,
-    /// Not `Sync`, whatever the fields are.
-    _not_sync: PhantomData<std::cell::Cell<()>>,
 }
 
-static_assertions::assert_not_impl_any!(UdNic: Sync);
 static_assertions::assert_impl_all!(UdNic: Send);
 
 impl std::fmt::Debug for UdNic {
@@ -222,12 +220,16 @@ impl UdNic {
         };
         let pd = Pd::new(Arc::clone(&ctx))?;
         let cq = Cq::new(Arc::clone(&ctx), slots + depth)?;
-        let mr = Mr::new(Arc::clone(&pd), layout.total)?;
+        let regions = Regions {
+            recv_slots: slots,
+            recv_size: layout.recv_size,
+            send_buffers: depth,
+            send_size: layout.send_size,
+        };
         let qp_spec = QpSpec { send_wr: depth, recv_wr: slots, inline: INLINE_WANTED };
-        let qp = Qp::new_ud(Arc::clone(&pd), Arc::clone(&cq), Arc::clone(&mr), qp_spec).or_else(|_| {
-            Qp::new_ud(Arc::clone(&pd), Arc::clone(&cq), Arc::clone(&mr), QpSpec { inline: 0, ..qp_spec })
-        })?;
-        qp.to_init(opts.port, QKEY)?;
+        let mut queue = UdQueue::new(&pd, cq, regions, qp_spec)?;
+        queue.to_init(opts.port, QKEY)?;
+        let qp = Arc::clone(queue.qp());
         let channel = match opts.join {
             JoinMode::Rdmacm => Some(EventChannel::new()?),
             JoinMode::Attach => None,
@@ -246,12 +248,10 @@ impl UdNic {
         let mut nic = UdNic {
             attachments: Attachments::new(),
             groups: Vec::new(),
-            qp,
+            queue,
             mcast_ahs: Vec::new(),
             ahs: Vec::new(),
             retired: Retired::new(),
-            cq,
-            mr,
             pd,
             channel,
             ctx,
@@ -269,13 +269,12 @@ impl UdNic {
             other_events: 0,
             first_error: None,
             start: Instant::now(),
-            _not_sync: PhantomData,
         };
         nic.post_queued();
         if nic.slots.posted() == 0 {
             return Err(VerbsError::Invalid(format!("{dev} took none of the {slots} receives")));
         }
-        nic.qp.to_rts()?;
+        nic.queue.to_rts()?;
         Ok(nic)
     }
 
@@ -315,7 +314,7 @@ impl UdNic {
     }
 
     /// Keeps `ah` until every send posted so far has completed (see [`Retired`]).
-    fn retire(&mut self, ah: Ah) {
+    fn retire(&mut self, ah: Arc<Ah>) {
         self.retired.retire(&mut self.ring, ah);
     }
 
@@ -334,52 +333,26 @@ impl UdNic {
 
     /// Posts the queued receive slots, in chains of [`RECV_BATCH`].
     fn post_queued(&mut self) {
-        let base = self.mr.base().as_ptr() as u64;
-        let lkey = self.mr.lkey();
-        let size = self.layout.recv_size;
         loop {
-            let mut sges = [sys::ibv_sge::default(); RECV_BATCH];
-            let mut wrs = [sys::ibv_recv_wr::default(); RECV_BATCH];
-            let mut ids = [0u32; RECV_BATCH];
+            let mut batch = [(0u32, 0u64); RECV_BATCH];
             let mut n = 0;
             while n < RECV_BATCH {
-                let Some((slot, wr_id)) = self.slots.next_to_post() else { break };
-                sges[n] = sys::ibv_sge { addr: base + slot as u64 * size as u64, length: size as u32, lkey };
-                wrs[n].wr_id = wr_id;
-                wrs[n].num_sge = 1;
-                ids[n] = slot;
+                let Some(next) = self.slots.next_to_post() else { break };
+                batch[n] = next;
                 n += 1;
             }
             if n == 0 {
                 return;
             }
-            let (w, s) = (wrs.as_mut_ptr(), sges.as_mut_ptr());
-            for i in 0..n {
-                // SAFETY: `i < n <= RECV_BATCH`: both pointers stay inside their arrays, which
-                // are not otherwise touched until the post returns.
-                unsafe {
-                    (*w.add(i)).sg_list = s.add(i);
-                    if i + 1 < n {
-                        (*w.add(i)).next = w.add(i + 1);
-                    }
-                }
-            }
-            // SAFETY: the QP is alive (destroyed only by `Drop`). The chain's `n` work requests
-            // and scatter entries live on this stack frame through the call; each names one
-            // whole receive slot inside the registered memory (`Layout`: slot < recv_slots),
-            // marked posted by `next_to_post` — no reference to its bytes is handed out until
-            // its completion is polled (`received` requires the slot held).
-            match unsafe { self.qp.post_recv(w) } {
+            match self.queue.post_recv(&batch[..n]) {
                 Ok(()) if n < RECV_BATCH => return,
                 Ok(()) => {}
-                Err((_, bad)) => {
-                    // Work requests from `bad` on were not posted. If the provider names none
+                Err(e) => {
+                    // Entries from `e.posted` on were not posted (if the provider names none
                     // of ours, every one is taken as posted: a slot may be lost, but never
-                    // posted twice.
-                    if let Some(first) = (0..n).find(|&i| w.wrapping_add(i) == bad) {
-                        for &slot in &ids[first..n] {
-                            self.slots.post_failed(slot);
-                        }
+                    // posted twice).
+                    for &(slot, _) in &batch[e.posted.min(n)..n] {
+                        self.slots.post_failed(slot);
                     }
                     return;
                 }
@@ -389,13 +362,13 @@ impl UdNic {
 
     /// The steps of [`Nic::recover`]; the queue pair stays failed if one fails.
     fn reset_and_restart(&mut self) -> Result<(), VerbsError> {
-        self.qp.to_reset()?;
+        self.queue.reset()?;
         // The reset dropped every work request: no receive is posted, no send in flight, so no
         // retired handle is named by one any more.
         self.slots.unpost_all();
         self.ring.abandon_in_flight();
         self.reap();
-        self.qp.to_init(self.port, QKEY)?;
+        self.queue.to_init(self.port, QKEY)?;
         self.post_queued();
         if self.slots.posted() == 0 {
             return Err(VerbsError::Invalid(format!(
@@ -404,7 +377,7 @@ impl UdNic {
                 self.slots.len()
             )));
         }
-        self.qp.to_rts()?;
+        self.queue.to_rts()?;
         for (_, a) in self.attachments.iter() {
             a.reattach()?;
         }
@@ -455,8 +428,7 @@ impl Nic for UdNic {
                     )));
                 }
                 let attr = join.reply.ah_attr;
-                // SAFETY: every member of the GID union is plain bytes; `raw` covers all 16.
-                let mgid = unsafe { attr.grh.dgid.raw };
+                let mgid = join.reply.mgid();
                 let ah = Ah::new(Arc::clone(&self.pd), &attr)?;
                 let sgid = Some(attr.grh.sgid_index);
                 (Group { key: (mgid, attr.dlid), _join: Some(join) }, ah, sgid)
@@ -468,7 +440,7 @@ impl Nic for UdNic {
             }
         };
         let (mgid, mlid) = group.key;
-        let qp = &self.qp;
+        let qp = self.queue.qp();
         // A group whose MGID another joined group has already shares its attachment.
         self.attachments.acquire(group.key, || Attachment::new(Arc::clone(qp), mgid, mlid))?;
         let i = Self::free_index(&mut self.groups);
@@ -518,45 +490,19 @@ impl Nic for UdNic {
             Dest::Unicast { ah, qpn } => (self.ahs.get(ah.0 as usize), qpn),
             Dest::Multicast(id) => (self.mcast_ahs.get(id.0 as usize), MULTICAST_QPN),
         };
-        let Some(ah) = ah.and_then(Option::as_ref).map(Ah::as_ptr) else { return Err(SendError::Invalid) };
+        let Some(ah) = ah.and_then(Option::as_ref) else { return Err(SendError::Invalid) };
         let Some(r) = self.ring.reserve() else { return Err(SendError::Full) };
-        let offset = self.layout.send_offset + r.slot as usize * self.layout.send_size;
-        debug_assert!(offset + self.layout.send_size <= self.mr.len());
-        // SAFETY: `offset..offset + send_size` lies inside the registered memory (the region was
-        // sized by `Layout` for `send_depth` buffers after the receive slots, and
-        // `r.slot < send_depth`).
-        let buf = unsafe { self.mr.base().as_ptr().add(offset) };
-        // SAFETY: send buffer `r.slot` is used by no send in flight — the send ring hands it out
-        // only once the send that used it before has completed or was dropped by a reset — and
-        // the NIC never writes send buffers; no other reference to these bytes exists.
-        let out = unsafe { std::slice::from_raw_parts_mut(buf, len) };
-        out[..header.len()].copy_from_slice(header);
-        out[header.len()..].copy_from_slice(body);
-        let mut sge = sys::ibv_sge { addr: buf as u64, length: len as u32, lkey: self.mr.lkey() };
-        let mut flags = sys::ibv_send_flags(0);
-        if r.signalled {
-            flags |= sys::ibv_send_flags::IBV_SEND_SIGNALED;
-        }
-        if len as u32 <= self.qp.max_inline() {
-            flags |= sys::ibv_send_flags::IBV_SEND_INLINE;
-        }
-        let mut wr = sys::ibv_send_wr {
+        let req = SendRequest {
+            buffer: r.slot,
             wr_id: r.wr_id,
-            next: std::ptr::null_mut(),
-            sg_list: &mut sge,
-            num_sge: 1,
-            opcode: sys::ibv_wr_opcode::IBV_WR_SEND,
-            send_flags: flags.0,
-            ..Default::default()
+            ah,
+            remote_qpn: qpn,
+            remote_qkey: QKEY,
+            signalled: r.signalled,
+            header,
+            body,
         };
-        wr.wr.ud = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_3 { ah, remote_qpn: qpn, remote_qkey: QKEY };
-        // SAFETY: the QP is alive (destroyed only by `Drop`). `wr` and `sge` live through the
-        // call; the buffer lies in this QP's registered memory and is not written again until
-        // the send completed (send ring, above); the address handle is destroyed only after
-        // every send posted before its retirement completed or was dropped by a reset
-        // (retire/reap), or after the QP is gone, and is leaked if the QP cannot be destroyed
-        // (`Drop`).
-        match unsafe { self.qp.post_send(&mut wr) } {
+        match self.queue.send(req) {
             Ok(()) => Ok(()),
             Err(e) => {
                 self.ring.unreserve(r);
@@ -570,7 +516,7 @@ impl Nic for UdNic {
         let mut filled = 0;
         while filled < out.len() {
             let want = (out.len() - filled).min(POLL_BURST);
-            let got = match self.cq.poll(&mut self.wcs[..want]) {
+            let got = match self.queue.poll(&mut self.wcs[..want]) {
                 Ok(n) => n,
                 Err(_) => {
                     self.stats.cq_errors += 1;
@@ -635,12 +581,9 @@ impl Nic for UdNic {
         if !self.slots.is_held(slot) || len as usize > self.layout.recv_size {
             return None;
         }
-        let offset = slot as usize * self.layout.recv_size;
-        // SAFETY: a held slot is not posted, so the NIC does not write it until it is released
-        // and posted again, which takes `&mut self` and so ends this borrow first; the range
-        // lies inside the registered memory (slot < recv_slots, len <= recv_size) and was
-        // written by the NIC before its completion was polled.
-        Some(unsafe { std::slice::from_raw_parts(self.mr.base().as_ptr().add(offset), len as usize) })
+        // A held slot is not posted: the queue lends its bytes (written by the NIC before its
+        // completion was polled) until it is posted again, which takes `&mut self`.
+        self.queue.received(slot, len as usize)
     }
 
     fn release(&mut self, slot: u32) {
@@ -682,20 +625,20 @@ impl Drop for UdNic {
         // Detached from every group (each attachment once), then left.
         self.attachments.clear();
         self.groups.clear();
-        // Then the QP, before the address handles its sends may name. `&mut` to it exists only
+        // Then the QP, before the address handles its sends may name. It can be destroyed only
         // if no attachment holds it any more (all were just dropped).
-        let destroyed = Arc::get_mut(&mut self.qp).is_some_and(Qp::destroy);
+        let destroyed = self.queue.destroy();
         if !destroyed {
             // The QP is still there (its destroy failed, or someone still holds it): its posted
             // sends may name any of these handles, so none is destroyed.
-            device::leak_all(
+            leak_all(
                 std::mem::take(&mut self.ahs)
                     .into_iter()
                     .chain(std::mem::take(&mut self.mcast_ahs))
                     .flatten(),
                 "address handles",
             );
-            device::leak_all(self.retired.take_all(), "retired address handles");
+            leak_all(self.retired.take_all(), "retired address handles");
         }
     }
 }

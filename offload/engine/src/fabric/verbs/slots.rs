@@ -1,8 +1,10 @@
 //! The bookkeeping of the `verbs` fabric's queue pair, in safe code with no verbs in it: the
 //! `n` pre-posted receive slots ([`RecvSlots`]) and the send queue's depth ([`SendRing`]). Both
-//! the device ([`super::qp`]) and the unit tests' fake NIC drive them, and the device's
-//! `unsafe` code relies on them for one fact each: a receive buffer is read only while its slot
-//! is not posted, and a send buffer is written only while no work request in flight uses it.
+//! the device ([`super::qp`]) and the unit tests' fake NIC drive them, and they keep one fact
+//! each: a receive buffer is read only while its slot is not posted, and a send buffer is
+//! written only while no work request in flight uses it. (The `ringcast-verbs` crate's
+//! `UdQueue`, under [`super::qp`], checks both facts again with its own account, so that no
+//! mistake here can make the device and the engine touch one buffer at once.)
 //!
 //! # Work request ids
 //!

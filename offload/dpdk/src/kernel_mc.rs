@@ -14,8 +14,8 @@
 //! nothing and costs the data path nothing; needs `CAP_NET_RAW`, as AF_XDP does; close-on-exec,
 //! so no child keeps the memberships alive) holds this fabric's memberships. [`KernelGroups::set`] makes them exactly the given MACs, adding and
 //! dropping the difference; a failure names the call and carries the OS error.
-use super::frame::Mac;
-use super::DpdkError;
+use crate::DpdkError;
+use crate::EtherAddr;
 use nix::libc;
 use std::os::fd::{AsRawFd, OwnedFd};
 
@@ -25,7 +25,7 @@ pub struct KernelGroups {
     sock: OwnedFd,
     ifindex: i32,
     iface: String,
-    joined: Vec<Mac>,
+    joined: Vec<EtherAddr>,
 }
 
 fn os_error(op: &'static str, e: std::io::Error) -> DpdkError {
@@ -61,13 +61,13 @@ impl KernelGroups {
     }
 
     /// MACs held now.
-    pub fn joined(&self) -> &[Mac] {
+    pub fn joined(&self) -> &[EtherAddr] {
         &self.joined
     }
 
     /// Makes the memberships exactly `macs`.
-    pub fn set(&mut self, macs: &[Mac]) -> Result<(), DpdkError> {
-        let stale: Vec<Mac> = self.joined.iter().copied().filter(|m| !macs.contains(m)).collect();
+    pub fn set(&mut self, macs: &[EtherAddr]) -> Result<(), DpdkError> {
+        let stale: Vec<EtherAddr> = self.joined.iter().copied().filter(|m| !macs.contains(m)).collect();
         for mac in stale {
             match self.membership(libc::PACKET_DROP_MEMBERSHIP, mac, "setsockopt(PACKET_DROP_MEMBERSHIP)") {
                 // The device was unregistered and registered again meanwhile, which cleared
@@ -86,9 +86,9 @@ impl KernelGroups {
         Ok(())
     }
 
-    fn membership(&self, opt: libc::c_int, mac: Mac, op: &'static str) -> Result<(), DpdkError> {
+    fn membership(&self, opt: libc::c_int, mac: EtherAddr, op: &'static str) -> Result<(), DpdkError> {
         let mut address = [0u8; 8];
-        address[..6].copy_from_slice(&mac.0);
+        address[..6].copy_from_slice(&mac);
         let mreq = libc::packet_mreq {
             mr_ifindex: self.ifindex,
             mr_type: libc::PACKET_MR_MULTICAST as libc::c_ushort,
@@ -141,9 +141,9 @@ mod tests {
                 return;
             }
         };
-        let a = Mac([0x33, 0x33, 0x72, 0x63, 0x00, 0x01]);
-        let b = Mac([0x33, 0x33, 0x72, 0x63, 0x00, 0x02]);
-        let hex = |m: Mac| m.0.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        let a = [0x33, 0x33, 0x72, 0x63, 0x00, 0x01];
+        let b = [0x33, 0x33, 0x72, 0x63, 0x00, 0x02];
+        let hex = |m: EtherAddr| m.iter().map(|x| format!("{x:02x}")).collect::<String>();
         let flags = rustix::io::fcntl_getfd(&k.sock).expect("F_GETFD");
         assert!(flags.contains(rustix::io::FdFlags::CLOEXEC), "a child must not inherit the memberships");
         k.set(&[a, b]).expect("add two");

@@ -20,10 +20,10 @@
 //! allows any thread to use a queue that no other thread uses concurrently, and the pool's
 //! default operations are multi-producer/multi-consumer safe (a thread that is not an EAL lcore
 //! bypasses the per-lcore cache).
-use super::eal::Eal;
-use super::ffi::ToResult;
-use super::frame::Mac;
-use super::DpdkError;
+use crate::eal::Eal;
+use crate::ffi::ToResult;
+use crate::DpdkError;
+use crate::EtherAddr;
 use dpdk_sys::{rte_eth_conf, rte_eth_dev_info, rte_eth_stats, rte_ether_addr, rte_mbuf, rte_mempool};
 use std::ffi::{CStr, CString};
 use std::ptr::NonNull;
@@ -191,7 +191,7 @@ pub enum Queued {
 /// A started port; see the module doc.
 pub struct Port {
     id: u16,
-    mac: Mac,
+    mac: EtherAddr,
     mtu: u16,
     driver: String,
     /// Mbufs waiting for `rte_eth_tx_burst`, owned by the port (first `tx_len` entries).
@@ -279,7 +279,7 @@ impl Port {
         // Drop does it (it tolerates a port that was never started).
         let mut port = Port {
             id,
-            mac: Mac::default(),
+            mac: [0; 6],
             mtu: 0,
             driver,
             tx: [std::ptr::null_mut(); TX_BURST],
@@ -309,14 +309,14 @@ impl Port {
             dpdk_sys::rte_eth_dev_start(id).to_result("rte_eth_dev_start")?;
             let mut mac = rte_ether_addr::default();
             dpdk_sys::rte_eth_macaddr_get(id, &mut mac).to_result("rte_eth_macaddr_get")?;
-            port.mac = Mac(mac.addr_bytes);
+            port.mac = mac.addr_bytes;
             dpdk_sys::rte_eth_dev_get_mtu(id, &mut port.mtu).to_result("rte_eth_dev_get_mtu")?;
         }
         Ok(port)
     }
 
     /// The port's MAC address.
-    pub fn mac(&self) -> Mac {
+    pub fn mac(&self) -> EtherAddr {
         self.mac
     }
 
@@ -430,9 +430,9 @@ impl Port {
     }
 
     /// Sets the multicast filter to `groups` (may fail with ENOTSUP: the driver keeps none).
-    pub fn set_mc_list(&mut self, groups: &[Mac]) -> Result<(), DpdkError> {
+    pub fn set_mc_list(&mut self, groups: &[EtherAddr]) -> Result<(), DpdkError> {
         let mut list: Vec<rte_ether_addr> =
-            groups.iter().map(|m| rte_ether_addr { addr_bytes: m.0 }).collect();
+            groups.iter().map(|&m| rte_ether_addr { addr_bytes: m }).collect();
         let n = u32::try_from(list.len()).map_err(|_| DpdkError::Invalid("too many groups".into()))?;
         let ptr = if list.is_empty() { std::ptr::null_mut() } else { list.as_mut_ptr() };
         // SAFETY: `ptr` points to `n` addresses (or is NULL with n = 0, which flushes the list).

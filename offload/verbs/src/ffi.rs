@@ -7,7 +7,7 @@
 //! Every call of the fabric that can fail goes through it, so an error always names the failing
 //! verb and carries the OS errno ([`VerbsError::Call`]). Also the messages of completion
 //! statuses and rdmacm events.
-use super::VerbsError;
+use crate::VerbsError;
 use rdma_core_sys as sys;
 use std::ffi::CStr;
 use std::os::raw::c_int;

@@ -16,9 +16,9 @@
 //!   the event channel goes with its last id ([`EventChannel`] is shared by `Arc`).
 //! * A group the SA drops later (an SM failover) is not rejoined: its multicast stops arriving
 //!   and the protocol's repair carries the broadcasts (counted as repair traffic).
-use super::device::{destroy_error, report, Keep};
-use super::ffi::{errno, event_str, MinusOne, ToResult};
-use super::VerbsError;
+use crate::device::{destroy_error, report, Keep};
+use crate::ffi::{errno, event_str, MinusOne, ToResult};
+use crate::VerbsError;
 use rdma_core_sys as sys;
 use std::ffi::CStr;
 use std::net::IpAddr;
@@ -38,11 +38,14 @@ pub struct EventChannel {
 
 // SAFETY: an event channel may be used and destroyed from any thread; destroyed once.
 unsafe impl Send for EventChannel {}
-// SAFETY: the channel is shared through `Arc` — by the NIC and by every rdmacm id created on it
-// (`CmId` holds an Arc only to keep it alive until the id is destroyed). Its events are read
-// (`rdma_get_cm_event` in `McastJoin::wait`, `poll` on its fd) only during a join, which takes
-// `&mut UdNic`, and `UdNic` is not `Sync`: one thread reads it at a time. Creating ids on it is
-// thread-safe in librdmacm.
+// SAFETY: the channel is shared through `Arc` — by its user and by every rdmacm id created on
+// it (`CmId` holds an Arc only to keep it alive until the id is destroyed). Through `&` it is
+// read (`rdma_get_cm_event` in `McastJoin::wait`, `poll` on its fd) and ids are created on it;
+// librdmacm serialises both internally (its event read is one `read` on the channel's fd, the
+// id lookup under its lock), and each event read is acknowledged by the thread that read it,
+// once. Two joins waiting on one channel from two threads would take each other's events (the
+// other's join then times out: a wrong answer, not a memory error); the verbs fabric joins from
+// its one polling thread.
 unsafe impl Sync for EventChannel {}
 
 impl EventChannel {
@@ -136,6 +139,20 @@ pub struct JoinReply {
     pub ah_attr: sys::ibv_ah_attr,
     /// The group's Q_Key.
     pub qkey: u32,
+}
+
+impl JoinReply {
+    /// The group's MGID (the destination GID of its address attributes).
+    pub fn mgid(&self) -> [u8; 16] {
+        gid_bytes(&self.ah_attr.grh.dgid)
+    }
+}
+
+/// The 16 bytes of a GID.
+pub fn gid_bytes(gid: &sys::ibv_gid) -> [u8; 16] {
+    // SAFETY: every member of the GID union is plain bytes (or integers over the same 16
+    // bytes); `raw` covers all 16, and any bit pattern is a valid `[u8; 16]`.
+    unsafe { gid.raw }
 }
 
 /// A joined multicast group, left on drop.
@@ -331,5 +348,14 @@ mod tests {
         // SAFETY: every member of the address union is plain bytes.
         let octets = unsafe { sin6.sin6_addr.__in6_u.__u6_addr8 };
         assert_eq!(IpAddr::from(octets), v6);
+    }
+
+    #[test]
+    fn a_join_reply_names_its_mgid() {
+        let mut reply = JoinReply { ah_attr: sys::ibv_ah_attr::default(), qkey: 0 };
+        let mgid = [0xff, 0x12, 0x60, 0x1b, 0xff, 0xff, 0, 0, 0, 0, 0, 1, 0xe0, 0, 0, 1];
+        reply.ah_attr.grh.dgid = sys::ibv_gid { raw: mgid };
+        assert_eq!(reply.mgid(), mgid);
+        assert_eq!(gid_bytes(&sys::ibv_gid { raw: [7; 16] }), [7; 16]);
     }
 }

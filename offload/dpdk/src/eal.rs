@@ -16,8 +16,8 @@
 //!   pins its main thread to its main lcore's CPUs; the runner decides pinning).
 //! * Each port is claimed by one fabric at a time ([`Eal::claim_port`]).
 //! * Nothing here panics; a poisoned lock is recovered (its state is plain data).
-use super::ffi::{MinusOneErrno, ToResult};
-use super::DpdkError;
+use crate::ffi::{MinusOneErrno, ToResult};
+use crate::DpdkError;
 use std::ffi::{CStr, CString};
 use std::os::raw::c_char;
 use std::path::PathBuf;
@@ -174,7 +174,7 @@ impl Drop for Eal {
         let r = unsafe { dpdk_sys::rte_eal_cleanup() };
         if r != 0 {
             // Never panic in Drop; say it.
-            eprintln!("dpdk fabric: rte_eal_cleanup: {}", super::ffi::strerror(r.saturating_neg()));
+            eprintln!("dpdk fabric: rte_eal_cleanup: {}", crate::ffi::strerror(r.saturating_neg()));
         }
         if let Some(dir) = &self.runtime_dir {
             // Empty with --no-shconf/--in-memory; a non-empty one (another configuration) stays.

@@ -3,7 +3,7 @@
 //! (`rte_eal_init`, `rte_pktmbuf_pool_create`). Every `dpdk_sys` call of the fabric that can
 //! fail goes through it, so an error always names the failing call and carries DPDK's errno and
 //! message.
-use super::DpdkError;
+use crate::DpdkError;
 use std::ffi::CStr;
 use std::ptr::NonNull;
 

@@ -19,25 +19,27 @@
 //! reported on stderr. A QP that could not be destroyed may still have receives posted into
 //! its memory region, and a region that could not be deregistered is still pinned and mapped
 //! for the NIC: freeing the heap memory under either would let the device DMA into memory the
-//! allocator hands out again. The same holds one level up: [`super::qp::UdNic`] keeps its
-//! address handles when its QP could not be destroyed ([`Qp::destroy`]). Messages in `Drop` go
+//! allocator hands out again. The same holds one level up: [`crate::UdQueue`] keeps the address
+//! handles of its sends in flight when its QP could not be destroyed ([`Qp::destroy`]), and so
+//! must its caller keep the handles it still holds ([`leak_all`]). Messages in `Drop` go
 //! through `writeln!` to stderr with the error ignored: a `Drop` never panics, not even when
 //! stderr is closed.
 //!
-//! The operations whose buffers must outlive a completion — [`Qp::post_send`],
-//! [`Qp::post_recv`] — stay `unsafe fn`; [`super::qp::UdNic`] calls them under the bookkeeping
-//! of [`super::slots`].
+//! The operations whose buffers must outlive a completion — `Qp::post_send`, `Qp::post_recv` —
+//! stay `unsafe fn`, private to this crate; [`crate::UdQueue`] calls them under its own
+//! bookkeeping of which buffer the device may touch, and offers the data path as safe calls.
 //!
 //! # `Send` and `Sync`
 //!
 //! Every type here is `Send` (libibverbs objects may be used from any thread). Those shared
 //! through `Arc` — `Context`, `Pd`, `Cq`, `Mr`, `Qp` — must be `Sync` as well; what `&self`
 //! allows on them is either thread-safe in libibverbs (queries, allocations, the kernel's
-//! attach and detach) or used only by the one owner that is not `Sync` itself:
-//! [`super::qp::UdNic`] (asserted at compile time there) posts to the QP and polls the CQ, so
-//! those data-path calls never run on two threads at once, whatever the provider's own locking.
-use super::ffi::{errno, Status, ToResult};
-use super::VerbsError;
+//! attach and detach) or private to this crate and used only by the one owner that is not
+//! `Sync` itself: [`crate::UdQueue`] (asserted at compile time there) posts to the QP and polls
+//! the CQ, so those data-path calls never run on two threads at once, whatever the provider's
+//! own locking.
+use crate::ffi::{errno, Status, ToResult};
+use crate::VerbsError;
 use rdma_core_sys as sys;
 use std::alloc::Layout;
 use std::ffi::CStr;
@@ -58,13 +60,13 @@ pub fn leaked_resources() -> u64 {
 }
 
 /// Writes a message of the fabric to stderr, ignoring a failure to write (for `Drop`).
-pub(super) fn report(msg: std::fmt::Arguments<'_>) {
+pub(crate) fn report(msg: std::fmt::Arguments<'_>) {
     let _ = writeln!(std::io::stderr(), "verbs fabric: {msg}");
 }
 
 /// The error of a destroy verb that returned `r`: 0 is success; a positive value is the errno;
 /// a negative one (librdmacm's -1, or a provider's) leaves it in `errno`.
-pub(super) fn destroy_error(r: c_int) -> Option<i32> {
+pub(crate) fn destroy_error(r: c_int) -> Option<i32> {
     match r {
         0 => None,
         e if e > 0 => Some(e),
@@ -74,7 +76,7 @@ pub(super) fn destroy_error(r: c_int) -> Option<i32> {
 
 /// Forgets `items` (never dropping them), counting them as leaked; `what` names them for the
 /// message.
-pub(super) fn leak_all<T>(items: impl IntoIterator<Item = T>, what: &str) {
+pub fn leak_all<T>(items: impl IntoIterator<Item = T>, what: &str) {
     let n = items.into_iter().map(std::mem::forget).count();
     if n > 0 {
         // Relaxed: a counter.
@@ -85,16 +87,16 @@ pub(super) fn leak_all<T>(items: impl IntoIterator<Item = T>, what: &str) {
 
 /// What a resource holds that must outlive it (see the module doc): released after its
 /// destroy verb succeeded, leaked when it failed.
-pub(super) struct Keep<T>(Option<T>);
+pub(crate) struct Keep<T>(Option<T>);
 
 impl<T> Keep<T> {
-    pub(super) fn new(t: T) -> Keep<T> {
+    pub(crate) fn new(t: T) -> Keep<T> {
         Keep(Some(t))
     }
 
     /// The owner's destroy verb `op` returned `r`: on success what is kept is dropped now; on
     /// failure it is leaked, counted and reported. Whether the destroy succeeded.
-    pub(super) fn settle(&mut self, op: &str, r: c_int) -> bool {
+    pub(crate) fn settle(&mut self, op: &str, r: c_int) -> bool {
         match destroy_error(r) {
             None => {
                 drop(self.0.take());
@@ -165,7 +167,7 @@ impl Drop for DeviceList {
     }
 }
 
-/// The names of the RDMA devices (see [`super::devices`]).
+/// The names of the RDMA devices: [`VerbsError::NoDevice`] when there is none.
 pub fn device_names() -> Result<Vec<String>, VerbsError> {
     let list = DeviceList::get()?;
     Ok((0..list.len).filter_map(|i| list.name(i)).collect())
@@ -342,8 +344,9 @@ pub struct Cq {
 // SAFETY: a CQ may be polled and destroyed from any thread; created and destroyed once.
 unsafe impl Send for Cq {}
 // SAFETY: `&Cq` allows `poll` (and its pointer, for QP creation). `poll` takes `&self` because
-// the CQ is shared through `Arc` (with the QPs completing into it), but its only caller is
-// `UdNic`, which is not `Sync`: one thread polls at a time. (Providers lock their CQ in
+// the CQ is shared through `Arc` (with the QPs completing into it), but it is private to this
+// crate and its only caller is `UdQueue::poll`, which takes `&mut UdQueue`, and `UdQueue` is not
+// `Sync`: one thread polls at a time. (Providers lock their CQ in
 // `ibv_poll_cq` too, unless it is created single-threaded, which this one is not — that is
 // the provider's business; this impl relies on the single poller.)
 unsafe impl Sync for Cq {}
@@ -360,7 +363,7 @@ impl Cq {
     }
 
     /// Polls up to `wcs.len()` completions into `wcs`; how many, or the (negative) error.
-    pub fn poll(&self, wcs: &mut [sys::ibv_wc]) -> Result<usize, i32> {
+    pub(crate) fn poll(&self, wcs: &mut [sys::ibv_wc]) -> Result<usize, i32> {
         let n = i32::try_from(wcs.len()).unwrap_or(i32::MAX);
         // SAFETY: live CQ; `wcs` has room for `n` completions, which the provider writes; no
         // other thread polls it (see the Sync impl).
@@ -441,7 +444,7 @@ impl Mr {
     }
 
     /// Start of the memory.
-    pub fn base(&self) -> NonNull<u8> {
+    pub(crate) fn base(&self) -> NonNull<u8> {
         self.base
     }
 
@@ -475,30 +478,33 @@ pub struct Ah {
 // SAFETY: an AH is only named in work requests and destroyed, from any thread; created and
 // destroyed once.
 unsafe impl Send for Ah {}
+// SAFETY: `&Ah` gives out nothing but its pointer, and only inside this crate (to name it in a
+// send work request, which `UdQueue` posts from one thread at a time); shared through `Arc` so
+// that a send in flight keeps it alive.
+unsafe impl Sync for Ah {}
 
 impl Ah {
-    /// An AH for `attr` on `pd`.
-    pub fn new(pd: Arc<Pd>, attr: &sys::ibv_ah_attr) -> Result<Ah, VerbsError> {
+    /// An AH for `attr` on `pd`, shared: every send in flight that names it holds a clone
+    /// ([`crate::UdQueue`]).
+    pub fn new(pd: Arc<Pd>, attr: &sys::ibv_ah_attr) -> Result<Arc<Ah>, VerbsError> {
         let mut attr = *attr;
         // SAFETY: live PD; `attr` is a valid attribute struct for the call's duration.
         let raw = unsafe { sys::ibv_create_ah(pd.as_ptr(), &mut attr) }.to_result("ibv_create_ah")?;
-        Ok(Ah { raw, pd: Keep::new(pd) })
+        Ok(Arc::new(Ah { raw, pd: Keep::new(pd) }))
     }
 
     /// For work requests.
-    pub fn as_ptr(&self) -> *mut sys::ibv_ah {
+    pub(crate) fn as_ptr(&self) -> *mut sys::ibv_ah {
         self.raw.as_ptr()
     }
 }
 
 impl Drop for Ah {
     fn drop(&mut self) {
-        // SAFETY: created by ibv_create_ah, destroyed once. That no posted send still names it
-        // is `UdNic`'s guarantee, not this type's: a handle taken out of use is retired
-        // (`UdNic::retire`) and dropped by `UdNic::reap` only once every send posted before its
-        // retirement has completed, or after a reset dropped them; the handles still in its
-        // tables are dropped after its QP was destroyed, or leaked if that failed (`UdNic`'s
-        // `Drop`).
+        // SAFETY: created by ibv_create_ah, destroyed once, when its last `Arc` goes. No posted
+        // send still names it: every send `UdQueue` posts holds a clone of the `Arc` until the
+        // send is known complete (its own or a later signalled completion), or the QP was reset
+        // or destroyed; if destroying the QP fails, those clones are leaked (`UdQueue::destroy`).
         let r = unsafe { sys::ibv_destroy_ah(self.raw.as_ptr()) };
         self.pd.settle("ibv_destroy_ah", r);
     }
@@ -517,11 +523,12 @@ pub struct Qp {
 
 // SAFETY: a QP may be used and destroyed from any thread; created and destroyed once.
 unsafe impl Send for Qp {}
-// SAFETY: `&Qp` allows posting, state changes and attach/detach. `Qp` is shared through `Arc`
-// only with its `Attachment`s, which call `ibv_attach_mcast`/`ibv_detach_mcast` (system calls,
-// serialised by the kernel); posting and state changes are called only by `UdNic`, which is not
-// `Sync`, so they never run on two threads at once — whether a provider serialises posts per
-// queue is provider-dependent and not relied on.
+// SAFETY: `&Qp` allows posting, state changes and attach/detach. Attach and detach
+// (`Attachment`, which holds an `Arc<Qp>`) are `ibv_attach_mcast`/`ibv_detach_mcast`, system
+// calls serialised by the kernel. Posting and state changes are private to this crate and called
+// only by `UdQueue`, through `&mut UdQueue`, and `UdQueue` is not `Sync`: they never run on two
+// threads at once — whether a provider serialises posts per queue is provider-dependent and not
+// relied on.
 unsafe impl Sync for Qp {}
 
 /// What a UD QP is created with.
@@ -587,7 +594,7 @@ impl Qp {
 
     /// → RESET: the device drops every work request, posted receives and sends in flight
     /// alike (to recover from the error state; then [`Qp::to_init`] and [`Qp::to_rts`]).
-    pub fn to_reset(&self) -> Result<(), VerbsError> {
+    pub(crate) fn to_reset(&self) -> Result<(), VerbsError> {
         use sys::ibv_qp_attr_mask as M;
         // SAFETY: all-zero is a valid value of this plain C struct.
         let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
@@ -616,7 +623,7 @@ impl Qp {
 
     /// RESET → INIT → RTR → RTS for a UD QP on `port` with Q_Key `qkey` (partition index 0).
     /// Receives may be posted between [`Qp::to_init`] and this.
-    pub fn to_init(&self, port: u8, qkey: u32) -> Result<(), VerbsError> {
+    pub(crate) fn to_init(&self, port: u8, qkey: u32) -> Result<(), VerbsError> {
         use sys::ibv_qp_attr_mask as M;
         // SAFETY: all-zero is a valid value of this plain C struct.
         let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
@@ -629,7 +636,7 @@ impl Qp {
     }
 
     /// INIT → RTR → RTS (see [`Qp::to_init`]).
-    pub fn to_rts(&self) -> Result<(), VerbsError> {
+    pub(crate) fn to_rts(&self) -> Result<(), VerbsError> {
         use sys::ibv_qp_attr_mask as M;
         // SAFETY: as in to_init.
         let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
@@ -660,7 +667,10 @@ impl Qp {
     /// the call, and every buffer its scatter entries name lies in this QP's registered memory
     /// and is not read or written by anyone until its completion has been polled (or the QP is
     /// reset or destroyed).
-    pub unsafe fn post_recv(&self, wr: *mut sys::ibv_recv_wr) -> Result<(), (i32, *mut sys::ibv_recv_wr)> {
+    pub(crate) unsafe fn post_recv(
+        &self,
+        wr: *mut sys::ibv_recv_wr,
+    ) -> Result<(), (i32, *mut sys::ibv_recv_wr)> {
         let mut bad: *mut sys::ibv_recv_wr = std::ptr::null_mut();
         // SAFETY: the caller's contract (a live QP, valid requests); `bad` is a valid out-pointer.
         let r = unsafe { sys::rc_ibv_post_recv(self.raw.as_ptr(), wr, &mut bad) };
@@ -678,7 +688,7 @@ impl Qp {
     /// scatter entry names lies in this QP's registered memory and is not written until the send
     /// completed (a later signalled completion, or the QP's reset or destruction); its address
     /// handle lives until then too.
-    pub unsafe fn post_send(&self, wr: *mut sys::ibv_send_wr) -> Result<(), i32> {
+    pub(crate) unsafe fn post_send(&self, wr: *mut sys::ibv_send_wr) -> Result<(), i32> {
         let mut bad: *mut sys::ibv_send_wr = std::ptr::null_mut();
         // SAFETY: the caller's contract (a live QP, a valid request); `bad` is a valid
         // out-pointer.
@@ -753,7 +763,7 @@ mod tests {
         match device_names() {
             Err(VerbsError::NoDevice) => {
                 assert!(matches!(Context::open(""), Err(VerbsError::NoDevice)));
-                assert_eq!(VerbsError::NoDevice.to_string(), super::super::NO_DEVICE);
+                assert_eq!(VerbsError::NoDevice.to_string(), crate::NO_DEVICE);
             }
             Ok(names) => {
                 assert!(!names.is_empty() && names.iter().all(|n| !n.is_empty()), "{names:?}");
