@@ -120,7 +120,23 @@ impl VerbsConfig {
                 self.hello_ms
             ));
         }
-        crate::fabric::verbs::parse_addr(&self.addr).map_err(ConfigError::Invalid)?;
+        self.parsed_addr().map_err(ConfigError::Invalid)?;
         Ok(())
+    }
+}
+
+impl VerbsConfig {
+    /// `addr`: empty, or a unicast IP address of this host.
+    pub fn parsed_addr(&self) -> Result<Option<std::net::IpAddr>, String> {
+        let s = self.addr.trim();
+        if s.is_empty() {
+            return Ok(None);
+        }
+        let ip: std::net::IpAddr =
+            s.parse().map_err(|_| format!("verbs.addr: {s:?} is not an IP address"))?;
+        if ip.is_unspecified() || ip.is_multicast() {
+            return Err(format!("verbs.addr: {ip} is not a unicast address of this host"));
+        }
+        Ok(Some(ip))
     }
 }

@@ -242,7 +242,7 @@ impl VerbsOptions {
             device: config.verbs.device.clone(),
             port: config.verbs.port,
             gid_index: config.verbs.gid_index,
-            addr: parse_addr(&config.verbs.addr).map_err(VerbsError::Invalid)?,
+            addr: config.verbs.parsed_addr().map_err(VerbsError::Invalid)?,
             join: config.verbs.join,
             recv_slots: config.verbs.recv_slots,
             send_depth: config.verbs.send_depth,
@@ -251,19 +251,6 @@ impl VerbsOptions {
             max_groups: config.limits.max_comms as usize + 1,
         })
     }
-}
-
-/// `verbs_addr`: empty, or an IP address.
-pub fn parse_addr(s: &str) -> Result<Option<IpAddr>, String> {
-    let s = s.trim();
-    if s.is_empty() {
-        return Ok(None);
-    }
-    let ip: IpAddr = s.parse().map_err(|_| format!("verbs_addr: {s:?} is not an IP address"))?;
-    if ip.is_unspecified() || ip.is_multicast() {
-        return Err(format!("verbs_addr: {ip} is not a unicast address of this host"));
-    }
-    Ok(Some(ip))
 }
 
 /// What the verbs fabric counts beyond [`FabricCounters`] (monotonic, except the `*_now`
