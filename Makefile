@@ -75,10 +75,13 @@ test-hw:
 ## for them, and a C program compiled against them and run on a local cluster (daemons, then
 ## engine threads); then 10,000 communicators created, used once and freed back to back, and a
 ## full communicator table refused with RINGCAST_ERR_TOO_MANY_COMMUNICATORS (comm_cycles.c).
+## libringcast and the `ringcast` CLI are built by two cargo commands: built together, cargo
+## would unify the engine's features and libringcast would link DPDK and rdma-core too.
 RELEASE := $(CURDIR)/target/release
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 test-c:
-	$(CARGO) build --release -p ringcast-capi -p ringcast-host
+	$(CARGO) build --release -p ringcast-capi
+	$(CARGO) build --release -p ringcast-cli
 	sed "s|@PREFIX@|$(RELEASE)|; s|@VERSION@|$(VERSION)|" host/capi/ringcast.pc.in > $(RELEASE)/ringcast.pc
 	$(CC) -Wall -Wextra -Werror -o $(RELEASE)/ringcast-c-example host/capi/examples/bcast.c \
 	  $$(PKG_CONFIG_PATH=$(RELEASE) pkg-config --cflags --libs ringcast)
@@ -197,7 +200,7 @@ bench: deps
 # The papers reproduced on the simulator: every scenario of fixtures/sim/ at full size; tables
 # (CSV, JSON) and plots (SVG, PNG) into docs/sim/, which docs/reproduction.md shows.
 reproduce: deps
-	$(CARGO) build --release -p ringcast-host
+	$(CARGO) build --release -p ringcast-cli
 	RINGCAST_NO_PROGRESS=1 ./target/release/ringcast sim fixtures/sim/*.toml --out docs/sim
 
 fmt:

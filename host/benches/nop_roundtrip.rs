@@ -1,11 +1,15 @@
 //! NOP round-trip latency host → engine → host, in both runner modes, measured in one run:
 //! `thread` (the engine polls in a pinned thread of this process) and `daemon` (the engine is a
-//! separate `ringcast engine` process attached through the shared-memory rings). Also the cost
-//! of a batch of 32 NOPs behind one doorbell, to show what batching buys per descriptor.
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+//! separate process attached through the shared-memory rings: this bench binary re-executed,
+//! running the same daemon as `ringcast engine`, so the bench needs no other binary). Also the
+//! cost of a batch of 32 NOPs behind one doorbell, to show what batching buys per descriptor.
+use criterion::{criterion_group, Criterion, Throughput};
 use ringcast_host::{Config, Error, Host, SubmissionDescriptor};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
+
+/// Set (to the engine's name) in the re-executed bench binary that runs the daemon.
+const ENGINE_ROLE: &str = "RINGCAST_BENCH_ENGINE";
 
 struct Daemon(Child);
 
@@ -17,12 +21,13 @@ impl Drop for Daemon {
 }
 
 fn start_daemon(name: &str) -> (Daemon, Host) {
-    let child = Command::new(env!("CARGO_BIN_EXE_ringcast"))
-        .args(["engine", "--name", name])
+    let exe = std::env::current_exe().expect("the bench's own path");
+    let child = Command::new(exe)
+        .env(ENGINE_ROLE, name)
         .env("RINGCAST_LOG_LEVEL", "0")
         .stdin(Stdio::null())
         .spawn()
-        .expect("start ringcast engine");
+        .expect("start the engine daemon");
     let d = Daemon(child);
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -72,5 +77,37 @@ fn nop_round_trip(c: &mut Criterion) {
     g.finish();
 }
 
+/// The engine daemon of [`start_daemon`], in the re-executed bench binary (as `ringcast engine`).
+fn run_engine(name: String) -> ExitCode {
+    let mut config = match Config::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("nop_roundtrip engine: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    config.runner.engine_name = name;
+    if let Err(e) = config.validate() {
+        eprintln!("nop_roundtrip engine: {e}");
+        return ExitCode::from(2);
+    }
+    match ringcast_offload::runner::run_daemon(config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nop_roundtrip engine: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 criterion_group!(benches, nop_round_trip);
-criterion_main!(benches);
+
+/// `criterion_main!`, but the re-executed binary runs the engine daemon instead.
+fn main() -> ExitCode {
+    if let Ok(name) = std::env::var(ENGINE_ROLE) {
+        return run_engine(name);
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    ExitCode::SUCCESS
+}

@@ -27,7 +27,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 /// The fitted LogGP parameters of the shm fabric (`ringcast calibrate --fabric shm`).
-const SHM_CALIBRATION: &str = include_str!("../../../../fixtures/calibration/shm.toml");
+const SHM_CALIBRATION: &str = include_str!("../../../fixtures/calibration/shm.toml");
 
 /// Pre-posted receive slots per engine: every fragment of a 1 MiB broadcast at the default MTU.
 const PREPOSTED: u32 = 1024;

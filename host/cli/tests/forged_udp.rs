@@ -473,7 +473,7 @@ fn run(keyed: bool) -> Option<Run> {
     let secret = JobSecret::to_hex(&new_identity().key.0);
     let members =
         (0..NODES).map(|i| SocketAddrV4::new(Lab::ip(i), PORT).to_string()).collect::<Vec<_>>().join(",");
-    // What `ringcast run` gives every engine and program (host/src/bin/ringcast/cluster.rs),
+    // What `ringcast run` gives every engine and program (host/cli/src/cluster.rs),
     // more pollers than cores; the multicast algorithm forced.
     let env = |node: usize| {
         vec![
