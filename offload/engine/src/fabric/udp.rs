@@ -12,7 +12,7 @@
 //!   the source back to a `PeerId`; a datagram from any other address is refused and counted,
 //!   never handed to the protocol under a made-up member id. (UDP cannot stop a host on the
 //!   link from spoofing a member's address: the keyed tag every frame carries is what stops a
-//!   forger — `proto::auth`, tested with a spoofing forger in `host/tests/forged_udp.rs`.)
+//!   forger — `proto::auth`, tested with a spoofing forger in `host/cli/tests/forged_udp.rs`.)
 //! * Nothing blocks: every socket is non-blocking; a full send buffer drops the datagram and
 //!   counts it ([`UdpStats::tx_dropped`]); the kernel's receive-queue drops are read from
 //!   `SO_RXQ_OVFL` and reported as [`FabricCounters::overrun`].
