@@ -15,6 +15,7 @@
 //! own cost. On loopback the kernel delivers a datagram inside the sender's system call, so the
 //! trip shows up in `o_send` and `L` comes out near 0; the stream rate is bounded by the
 //! per-datagram cost, not by bytes, so `G` is near 0 too. Both are what this fabric costs here.
+use crate::fidelity::Measured;
 use clap::{Args, ValueEnum};
 use ringcast_offload::fabric::shm::{cleanup, ShmFabric};
 use ringcast_offload::fabric::udp::{Interface, UdpFabric, UdpOptions};
@@ -53,23 +54,6 @@ pub struct CalibrateArgs {
     /// this fabric at 2, 4 and 8 nodes (writes fixtures/calibration/<fabric>-fidelity.csv).
     #[arg(long)]
     compare: bool,
-}
-
-/// Measured LogGP parameters, in nanoseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Measured {
-    /// Sender cost per datagram.
-    pub o_send: f64,
-    /// Receiver cost per datagram.
-    pub o_recv: f64,
-    /// Latency beyond the overheads.
-    pub latency: f64,
-    /// Inter-arrival time of small datagrams.
-    pub gap: f64,
-    /// Time per byte.
-    pub ns_per_byte: f64,
-    /// The round trip the latency came from.
-    pub rtt: f64,
 }
 
 const SMALL: usize = 64;

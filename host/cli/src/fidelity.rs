@@ -12,7 +12,6 @@
 //!
 //! Writes the table to `fixtures/calibration/<fabric>-fidelity.csv`.
 use crate::bench::{run_once, BenchArgs, ClusterArgs};
-use crate::calibrate::Measured;
 use crate::cluster::Mode;
 use ringcast_offload::fabric::Fabric;
 use ringcast_offload::Config;
@@ -23,6 +22,23 @@ use ringcast_sim::experiments::Pacing;
 use ringcast_sim::perf::{run_point, Point, Setup};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
+
+/// Measured LogGP parameters, in nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Measured {
+    /// Sender cost per datagram.
+    pub o_send: f64,
+    /// Receiver cost per datagram.
+    pub o_recv: f64,
+    /// Latency beyond the overheads.
+    pub latency: f64,
+    /// Inter-arrival time of small datagrams.
+    pub gap: f64,
+    /// Time per byte.
+    pub ns_per_byte: f64,
+    /// The round trip the latency came from.
+    pub rtt: f64,
+}
 
 /// Node counts compared.
 const NODES: [u32; 3] = [2, 4, 8];
