@@ -41,6 +41,16 @@ hit.discard("ringcast-hw-tests")  # hardware in the loop: make test-hw
 print(" ".join(sorted(hit)))
 PY
 )
+# The fuzz targets live outside the workspace (nightly, sanitizers): a change to a crate they
+# read must still build them, or only CI's `make test-fuzz` finds the break.
+if echo "$changed" | grep -qE '^(shared-abi|offload/(ring|proto|fuzz))/'; then
+  if $CARGO +nightly fuzz --version >/dev/null 2>&1; then
+    echo "make check: the fuzz targets"
+    $CARGO +nightly fuzz build --fuzz-dir offload/fuzz
+  else
+    echo "make check: the fuzz targets not built (no nightly cargo-fuzz; make test-fuzz installs it)"
+  fi
+fi
 if [ -z "$pkgs" ]; then
   echo "make check: no crate changed against $BASE"
   exit 0

@@ -5,11 +5,11 @@ use libfuzzer_sys::fuzz_target;
 use ringcast_abi::{Access, SubmissionDescriptor};
 use ringcast_proto::intake::regions::SegmentHandle;
 use ringcast_proto::intake::{Action, Core};
-use ringcast_offload::Config;
+use ringcast_proto::config::EngineConfig;
 use zerocopy::FromBytes;
 
 fuzz_target!(|data: &[u8]| {
-    let mut core = Core::new(Config::default());
+    let mut core = Core::new(EngineConfig::default());
     let h = core.attach_host(0).unwrap();
     let a = core.register(h, SegmentHandle(1), 1 << 20, 0, 4096, Access::READ_WRITE).unwrap();
     let b = core.register(h, SegmentHandle(1), 1 << 20, 8192, 4096, Access::READ).unwrap();

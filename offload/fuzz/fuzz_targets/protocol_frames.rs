@@ -9,8 +9,8 @@ use ringcast_abi::wire::{FrameKind, WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
 use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
 use ringcast_proto::comm::auth::{CommKeys, Secret};
 use ringcast_proto::comm::{CommSpec, GroupId, PeerId};
-use ringcast_proto::transfer::protocol::{Env, Outcome, Post, Protocol};
-use ringcast_offload::Config;
+use ringcast_proto::config::EngineConfig;
+use ringcast_proto::transfer::protocol::{DmaDir, DmaJob, DmaStatus, Env, Outcome, Post, Protocol};
 use std::collections::HashSet;
 
 struct NullEnv {
@@ -21,13 +21,15 @@ struct NullEnv {
 impl Env for NullEnv {
     fn send(&mut self, _: PeerId, _: &[u8]) {}
     fn multicast(&mut self, _: &GroupId, _: &[u8]) {}
-    fn read(&mut self, b: Resolved, o: u64, out: &mut [u8]) -> bool {
-        let s = (b.offset + o) as usize;
-        self.buf.get(s..s + out.len()).map(|src| out.copy_from_slice(src)).is_some()
-    }
-    fn write(&mut self, b: Resolved, o: u64, data: &[u8]) -> bool {
-        let s = (b.offset + o) as usize;
-        self.buf.get_mut(s..s + data.len()).map(|dst| dst.copy_from_slice(data)).is_some()
+    fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
+        assert_eq!(job.len, stage.len() as u64, "a job's length is its staging's");
+        let s = job.buf.offset as usize;
+        let Some(host) = self.buf.get_mut(s..s + stage.len()) else { return DmaStatus::Done(false) };
+        match job.dir {
+            DmaDir::Load => stage.copy_from_slice(host),
+            DmaDir::Store => host.copy_from_slice(stage),
+        }
+        DmaStatus::Done(true)
     }
     fn complete(&mut self, token: u64, _: Outcome) {
         assert!(self.done.insert(token), "completion {token} delivered twice");
@@ -38,7 +40,7 @@ const COOKIE: u64 = 0x1234_5678_9abc_def1;
 const KEY: Secret = Secret([0x11; 32]);
 
 fuzz_target!(|data: &[u8]| {
-    let config = Config::default().with(|cfg| { cfg.protocol.mtu = 256; cfg.protocol.channels = 4; cfg.protocol.max_message_bytes = 4096; });
+    let config = EngineConfig::default().with(|cfg| { cfg.protocol.mtu = 256; cfg.protocol.channels = 4; cfg.protocol.max_message_bytes = 4096; });
     let mut p = Protocol::new(&config, crc32c::crc32c);
     let members: std::sync::Arc<[PeerId]> = (0..6).map(PeerId).collect();
     let comm = p
