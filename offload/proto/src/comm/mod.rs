@@ -52,7 +52,7 @@ pub struct CommSpec {
     /// Seed agreed at creation (randomized root delay).
     pub seed: u64,
     /// The communicator's secret: keys the tag of every frame and the message MAC
-    /// ([`super::auth`]). Members receive it with the identity; it never travels on the fabric.
+    /// ([`auth`]). Members receive it with the identity; it never travels on the fabric.
     pub key: auth::Secret,
     /// Where the ranks sit (nodes, sites): the hierarchical and multi-site algorithms and the
     /// algorithm choice use it. [`Layout::FLAT`] when unknown.

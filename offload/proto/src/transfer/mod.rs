@@ -1,5 +1,14 @@
-//! The reliable-transfer layer: fragment bitmaps and geometry ([`bitmap`]) and the protocol state
-//! machine ([`protocol`]: fragmentation, CRC and MAC, repair and retransmission, channels and
-//! delayed synchronization, liveness and typed failure; see `docs/protocol.md`).
+//! The reliable-transfer layer (see `docs/protocol.md`): fragment bitmaps and geometry
+//! ([`bitmap`]), what the layer asks of its surroundings ([`env`](mod@env)), and the protocol
+//! ([`protocol`]: communicators, frames in, DMA jobs done) with its parts, one file each: the
+//! state (`state.rs`), ring repair (`repair.rs`), the delayed synchronization (`sync.rs`),
+//! timers (`timers.rs`) and the seal every frame leaves with (`seal.rs`). The broadcast's own
+//! data path is [`crate::collective::bcast`]'s.
 pub mod bitmap;
+pub mod env;
 pub mod protocol;
+mod repair;
+pub(crate) mod seal;
+pub(crate) mod state;
+pub(crate) mod sync;
+mod timers;

@@ -2,6 +2,7 @@
 //! the trees without a second phase deliver each fragment exactly once; repair sources are
 //! ranks that do forward the fragment.
 use super::*;
+use crate::comm::{Layout, Rank};
 use proptest::prelude::*;
 use std::collections::VecDeque;
 

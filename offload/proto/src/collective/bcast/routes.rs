@@ -581,6 +581,3 @@ fn dual_source(shape: &Shape, me: Rank, seq: u32) -> Option<Rank> {
         hit
     })
 }
-
-#[cfg(test)]
-mod tests;

@@ -1,0 +1,412 @@
+//! The broadcast's data path on the reliable-transfer layer: a post, the root's load from host
+//! memory and its multicast (after the root delay), fragments arriving and forwarded along the
+//! algorithm's routes, and the message stored into host memory once complete and authentic.
+use crate::collective::bcast::{self as algo, Algorithm, Hop, Phase, Shape};
+use crate::comm::{children, parent, PeerId, Rank, Topology};
+use crate::config::RootDelay;
+use crate::transfer::bitmap::Geometry;
+use crate::transfer::env::*;
+use crate::transfer::protocol::*;
+use crate::transfer::seal::*;
+use crate::transfer::state::*;
+use crate::Nanos;
+use ringcast_abi::frame::{DropReason, Frame};
+use ringcast_abi::wire::{FrameKind, READY_FLAG_HAVE_ALL, READY_FLAG_READY};
+use ringcast_abi::StatusKind;
+
+impl Protocol {
+    /// Posts this rank's part of the next broadcast on `post.comm`: `post.len` bytes at
+    /// `post.buf` (read at the root, written elsewhere), completed through
+    /// `env.complete(post.token, ..)`.
+    pub fn post_bcast(&mut self, post: Post, now: Nanos, env: &mut impl Env) -> Result<(), PostError> {
+        let Post { comm, root, buf, len, token } = post;
+        let refuse = |s| Err(PostError::Refused(s));
+        let (payload, max_message, channels) = (self.payload, self.max_message, self.channels);
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else {
+            return refuse(StatusKind::UnknownCommunicator);
+        };
+        if c.broken {
+            return refuse(StatusKind::CommunicatorBroken);
+        }
+        if c.closing {
+            return refuse(StatusKind::UnknownCommunicator);
+        }
+        if root >= c.spec.size() {
+            return refuse(StatusKind::BadRoot);
+        }
+        if len > max_message {
+            return refuse(StatusKind::BadLength);
+        }
+        let Ok(geo) = Geometry::new(len, payload) else { return refuse(StatusKind::BadLength) };
+        let bid = c.next_bid;
+        let slot = (bid % channels) as usize;
+        if c.ops[slot].is_some() {
+            if c.blocked_since.is_none() {
+                c.blocked_since = Some(now);
+                c.sync_heard = now;
+                c.probe_at.get_or_insert(now + self.repair_timeout);
+            }
+            return Err(PostError::WouldBlock);
+        }
+        c.blocked_since = None;
+        // NOTE(unwrap-free): Geometry::new bounded the count by MAX_FRAGS, as FragBitmap needs.
+        let (Some(mut bits), Some(mut relayed)) = (c.spare_bits.pop(), c.spare_relayed.pop()) else {
+            return refuse(StatusKind::BadLength);
+        };
+        if bits.reset(geo.count()).is_err() || relayed.reset(geo.count()).is_err() {
+            c.spare_bits.push(bits);
+            c.spare_relayed.push(relayed);
+            return refuse(StatusKind::BadLength);
+        }
+        let size = c.spec.size();
+        let failed_over = c.failover_from.is_some_and(|b| bid >= b);
+        let layout = c.spec.layout;
+        let alg = self.choose(size, len, &layout, !failed_over);
+        let shape = Shape { size, root, layout, count: geo.count() };
+        // No repair request before the broadcast is overdue: twice what the cost model predicts
+        // for it (a large scatter-allgather may leave a rank without a fragment for milliseconds
+        // with nothing lost), and never sooner than the repair timeout.
+        let predicted = self.selector.predict(alg, size, len as u64, &layout);
+        let patience =
+            self.repair_timeout.max((2.0 * predicted).min(self.peer_timeout as f64 / 4.0) as Nanos);
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else {
+            return refuse(StatusKind::UnknownCommunicator);
+        };
+        let chan = &mut c.channels[slot];
+        if chan.len() < len as usize {
+            // Grows once to the largest message seen; never shrinks (no allocation later).
+            chan.resize(len as usize, 0);
+        }
+        c.next_bid += 1;
+        let next_bid = c.next_bid;
+        c.ready_seen.retain(|&b| b >= next_bid);
+        let me = c.spec.my_rank;
+        let mut op = Op {
+            bid,
+            root,
+            token,
+            buf,
+            geo,
+            bits,
+            relayed,
+            alg,
+            shape,
+            selective: alg.uses_multicast() && len >= self.selective_bytes,
+            state: State::Receiving,
+            digest: None,
+            counters: OpCounters::default(),
+            hops: 0,
+            posted: now,
+            heard: now,
+            nack_at: now + patience,
+            patience,
+            backoff: self.repair_timeout,
+            fruitless: 0,
+        };
+        if me == root {
+            // Fragments others forwarded for this broadcast are of no use to its root.
+            for e in c.early.iter_mut().filter(|e| e.used && e.bid == bid) {
+                e.used = false;
+            }
+            op.state = State::Loading;
+            c.ops[slot] = Some(op);
+            let token = DmaToken { comm, slot: slot as u32, bid };
+            let job = DmaJob { token, dir: DmaDir::Load, buf, len: u64::from(len) };
+            match env.dma(job, &mut c.channels[slot][..len as usize]) {
+                DmaStatus::Done(ok) => self.loaded(token, ok, now, env),
+                DmaStatus::Pending => {}
+            }
+            return Ok(());
+        } else {
+            let picks = matches!(self.root_delay, RootDelay::Random | RootDelay::Adaptive);
+            if picks && picked_rank(c.spec.seed, bid, root, size) == me {
+                let h = header(c, FrameKind::READY, bid, READY_FLAG_READY);
+                let to = c.spec.members[root as usize];
+                send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[]);
+            }
+            c.ops[slot] = Some(op);
+            // Fragments that arrived before this post, out of the pre-posted slots.
+            let mut buf = core::mem::take(&mut self.early_buf);
+            while let Some(e) = self
+                .comms
+                .get_mut(comm.0 as usize)
+                .and_then(Option::as_mut)
+                .and_then(|c| c.early.iter_mut().find(|e| e.used && e.bid == bid))
+            {
+                e.used = false;
+                let (from, len) = (e.from, e.len);
+                if buf.len() < len {
+                    buf.resize(len, 0); // grows once, up to the MTU
+                }
+                buf[..len].copy_from_slice(&e.frame[..len]);
+                self.on_frame(from, &buf[..len], now, env);
+            }
+            self.early_buf = buf;
+        }
+        self.maybe_sync_up(comm, now, env);
+        Ok(())
+    }
+
+    /// The root's message is in its channel (`ok`), or could not be read.
+    pub(crate) fn loaded(&mut self, t: DmaToken, ok: bool, now: Nanos, env: &mut impl Env) {
+        let (comm, slot, bid) = (t.comm, t.slot as usize, t.bid);
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        let Some(op) = c.ops[slot].as_mut() else { return };
+        let len = op.geo.total;
+        if !ok {
+            // The id is taken (every rank counts posts): abort the broadcast so the others
+            // learn it on their first repair request instead of waiting for data.
+            op.state = State::Aborted;
+            env.complete(op.token, fail(StatusKind::OutOfBounds, op.counters));
+            self.maybe_sync_up(comm, now, env);
+            return;
+        }
+        op.digest = Some(c.seal.keys.message_mac(bid, &c.channels[slot][..len as usize]));
+        op.bits.fill();
+        // Yu et al.: the root's request is complete once the message is in its channel.
+        env.complete(op.token, Outcome { status: StatusKind::Ok, bytes: len as u64, counters: op.counters });
+        let ready =
+            c.ready_seen.iter().position(|&b| b == bid).map(|i| c.ready_seen.swap_remove(i)).is_some();
+        let size = c.spec.size();
+        op.state = match self.root_delay {
+            RootDelay::None => State::RootDelay { at: now, ready: true },
+            RootDelay::Fixed(us) => State::RootDelay { at: now + us as Nanos * 1000, ready: true },
+            RootDelay::Adaptive => {
+                let d = (c.lag_ewma * c.lag_factor as Nanos / 4).min(self.root_delay_max);
+                State::RootDelay { at: now + d, ready: true }
+            }
+            RootDelay::Random if size > 1 => State::RootDelay { at: now + READY_WAIT_MAX, ready },
+            RootDelay::Random => State::RootDelay { at: now, ready: true },
+        };
+        self.advance_root(comm, slot, now, env);
+        self.maybe_sync_up(comm, now, env);
+    }
+
+    /// A receiver's message is in its host buffer (`ok`), or could not be written.
+    pub(crate) fn stored(&mut self, t: DmaToken, ok: bool, env: &mut impl Env) {
+        let Some(c) = self.comms.get_mut(t.comm.0 as usize).and_then(Option::as_mut) else { return };
+        let Some(op) = c.ops[t.slot as usize].as_mut() else { return };
+        if !ok {
+            op.state = State::Failed;
+            env.complete(op.token, fail(StatusKind::OutOfBounds, op.counters));
+            return;
+        }
+        op.state = State::Done;
+        let len = op.geo.total;
+        env.complete(op.token, Outcome { status: StatusKind::Ok, bytes: len as u64, counters: op.counters });
+        if op.selective {
+            let (bid, root) = (op.bid, op.root);
+            let n = children(Topology::Ring, c.spec.size(), root, c.spec.my_rank, &mut self.kids);
+            let h = header(c, FrameKind::READY, bid, READY_FLAG_HAVE_ALL);
+            for k in 0..n {
+                let to = c.spec.members[self.kids[k] as usize];
+                send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[]);
+            }
+        }
+    }
+
+    /// Starts the root's transmission once its delay is over.
+    pub(crate) fn advance_root(&mut self, comm: CommHandle, slot: usize, now: Nanos, env: &mut impl Env) {
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        let Some(op) = c.ops[slot].as_mut() else { return };
+        let State::RootDelay { at, ready } = op.state else { return };
+        if !ready && now < at {
+            return;
+        }
+        if ready && now < at {
+            return;
+        }
+        op.state = State::Done;
+        let (bid, count, alg, shape, selective) = (op.bid, op.geo.count(), op.alg, op.shape, op.selective);
+        let me = c.spec.my_rank;
+        if alg == Algorithm::Multicast {
+            for seq in 0..count {
+                let n = build_fragment(&mut self.scratch, c, slot, seq, FrameKind::DATA_MULTICAST, 0);
+                self.counters.multicast += 1;
+                env.multicast(&c.spec.group, &self.scratch[..n]);
+            }
+            if selective {
+                // Selective ring repair: the successor asks for what the multicast missed.
+                let n = children(Topology::Ring, c.spec.size(), me, me, &mut self.kids);
+                for k in 0..n {
+                    let to = c.spec.members[self.kids[k] as usize];
+                    let h = header(c, FrameKind::READY, bid, READY_FLAG_HAVE_ALL);
+                    send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[]);
+                }
+                self.maybe_sync_up(comm, now, env);
+                return;
+            }
+        }
+        let (scratch, counters) = (&mut self.scratch, &mut self.counters);
+        if matches!(alg, Algorithm::Binomial | Algorithm::Linear) {
+            // Child by child, largest subtree first: the textbook order, which starts the
+            // deepest subtree earliest (its routing does not depend on the fragment).
+            algo::forward(alg, &shape, me, 0, Phase::Scatter, true, &mut |hop: Hop| {
+                for seq in 0..count {
+                    send_repair(scratch, counters, env, c, slot, seq, hop, 1);
+                }
+            });
+        } else {
+            // Fragment by fragment: the pipeline starts at once on every lane and tree.
+            for seq in 0..count {
+                algo::forward(alg, &shape, me, seq, Phase::Scatter, true, &mut |hop: Hop| {
+                    send_repair(scratch, counters, env, c, slot, seq, hop, 1)
+                });
+            }
+        }
+        self.maybe_sync_up(comm, now, env);
+    }
+
+    pub(crate) fn on_data(
+        &mut self,
+        comm: CommHandle,
+        from: PeerId,
+        bytes: &[u8],
+        frame: &Frame<'_>,
+        now: Nanos,
+        env: &mut impl Env,
+    ) {
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        let h = frame.header();
+        let bid = h.bid.get();
+        let slot = match locate(c, bid, self.channels) {
+            Located::Slot(s) => s,
+            Located::Future => {
+                // A broadcast not posted here yet: keep the fragment if a pre-posted slot is free.
+                match c.early.iter_mut().find(|e| !e.used) {
+                    Some(e) if bytes.len() <= self.mtu => {
+                        if e.frame.len() < bytes.len() {
+                            e.frame.resize(bytes.len(), 0); // once per slot, up to the MTU
+                        }
+                        e.frame[..bytes.len()].copy_from_slice(bytes);
+                        *e = Early {
+                            used: true,
+                            bid,
+                            from,
+                            len: bytes.len(),
+                            frame: core::mem::take(&mut e.frame),
+                        };
+                    }
+                    _ => self.counters.drops[DropReason::NoSlot as usize] += 1,
+                }
+                return;
+            }
+            Located::Stale => return self.drop_frame(DropReason::BidOutOfWindow),
+        };
+        let flags = h.flags.get();
+        let (hops, phase) = if h.kind == FrameKind::DATA_MULTICAST {
+            (0, Phase::Tree)
+        } else {
+            (flags & HOPS_MASK, Phase::from_bits(flags >> PHASE_SHIFT))
+        };
+        let Some(op) = c.ops[slot].as_mut() else { return };
+        let seq = h.frag_seq.get();
+        if op.state != State::Receiving || op.bits.get(seq) {
+            op.counters.duplicates += 1;
+            if phase == Phase::Allgather
+                && op.bits.get(seq)
+                && op.state != State::Failed
+                && op.relayed.set(seq)
+            {
+                // Scatter–allgather: this rank held the fragment (it passed here in the scatter,
+                // came by repair, or this is the root) but the allgather still runs through it —
+                // once: a second allgather copy (a duplicated datagram) is not relayed again.
+                let (alg, shape, me) = (op.alg, op.shape, c.spec.my_rank);
+                let (scratch, counters) = (&mut self.scratch, &mut self.counters);
+                algo::forward(alg, &shape, me, seq, phase, false, &mut |hop: Hop| {
+                    send_repair(scratch, counters, env, c, slot, seq, hop, hops.saturating_add(1))
+                });
+            }
+            return;
+        }
+        if h.total_len.get() != op.geo.total {
+            op.state = State::Failed;
+            env.complete(op.token, fail(StatusKind::LengthMismatch, op.counters));
+            return;
+        }
+        let last = op.geo.count() - 1;
+        let Some((off, len)) = op.geo.range(seq) else { return self.drop_frame(DropReason::BadFragment) };
+        if h.frag_count.get() != op.geo.count() || frame.payload().len() != len as usize {
+            return self.drop_frame(DropReason::BadFragment);
+        }
+        op.heard = now;
+        if !op.bits.set(seq) {
+            op.counters.duplicates += 1;
+            return;
+        }
+        c.channels[slot][off as usize..(off + len) as usize].copy_from_slice(frame.payload());
+        if seq == last {
+            op.digest = frame.digest();
+        }
+        if hops == 0 {
+            op.counters.frags_multicast += 1;
+            c.epoch_mcast += 1;
+        } else {
+            op.counters.frags_repair += 1;
+            op.counters.penalty_rounds = op.counters.penalty_rounds.max(hops as u32);
+        }
+        c.epoch_total += 1;
+        op.hops = op.hops.max(hops);
+        // Progress: the repair clock restarts.
+        op.fruitless = 0;
+        op.backoff = self.repair_timeout;
+        op.nack_at = (now + self.repair_timeout).max(op.posted + op.patience);
+        if phase == Phase::Allgather {
+            // Relayed below: a duplicate of this copy must not be.
+            op.relayed.set(seq);
+        }
+        let (alg, shape, selective) = (op.alg, op.shape, op.selective);
+        if !selective {
+            let fwd_hops = hops.saturating_add(1);
+            let me = c.spec.my_rank;
+            let (scratch, counters) = (&mut self.scratch, &mut self.counters);
+            algo::forward(alg, &shape, me, seq, phase, true, &mut |hop: Hop| {
+                send_repair(scratch, counters, env, c, slot, seq, hop, fwd_hops)
+            });
+        }
+        let Some(op) = c.ops[slot].as_ref() else { return };
+        if op.bits.is_complete() {
+            self.finish(comm, slot, now, env);
+        } else if selective && hops == 0 && seq == last {
+            // The multicast is over and fragments are missing: every header carries the count, so
+            // this rank knows exactly what it lacks — ask the repair source now, no timer (its
+            // have-all, once it completes, is the backstop).
+            if let Some(src) = parent(Topology::Ring, shape.size, shape.root, c.spec.my_rank) {
+                self.request(comm, slot, src, now, env);
+            }
+        }
+    }
+
+    /// All fragments are here: check the digest, deliver, tell the children (selective mode).
+    pub(crate) fn finish(&mut self, comm: CommHandle, slot: usize, now: Nanos, env: &mut impl Env) {
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        let Some(op) = c.ops[slot].as_mut() else { return };
+        let len = op.geo.total as usize;
+        let data = &c.channels[slot][..len];
+        if !op.digest.is_some_and(|mac| c.seal.keys.mac_ok(op.bid, data, &mac)) {
+            op.state = State::Failed;
+            env.complete(op.token, fail(StatusKind::DigestMismatch, op.counters));
+            return;
+        }
+        op.state = State::Storing;
+        let token = DmaToken { comm, slot: slot as u32, bid: op.bid };
+        let job = DmaJob { token, dir: DmaDir::Store, buf: op.buf, len: len as u64 };
+        match env.dma(job, &mut c.channels[slot][..len]) {
+            DmaStatus::Done(ok) => self.stored(token, ok, env),
+            DmaStatus::Pending => return,
+        }
+        self.maybe_sync_up(comm, now, env);
+    }
+}
+
+/// The rank whose "ready" the root waits for in broadcast `bid` (randomized single-process
+/// synchronization): drawn from the communicator's seed, never the root.
+pub fn picked_rank(seed: u64, bid: u32, root: Rank, size: u32) -> Rank {
+    // splitmix64 of (seed, bid): every member computes the same pick without communication.
+    let mut z = seed ^ (bid as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    let k = (z % (size.max(2) as u64 - 1)) as u32 + 1;
+    (root + k) % size.max(1)
+}

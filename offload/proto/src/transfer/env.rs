@@ -1,0 +1,143 @@
+//! What the protocol asks of its surroundings ([`Env`]: frames out, DMA jobs on host memory,
+//! completions) and the values that cross that boundary: posts, outcomes, counters, handles.
+use crate::comm::{GroupId, PeerId, Rank};
+use crate::intake::regions::Resolved;
+use ringcast_abi::frame::DropReason;
+use ringcast_abi::StatusKind;
+
+/// What the protocol asks of its surroundings (the runner, the simulator, a test).
+pub trait Env {
+    /// Send `frame` to one peer (unreliable; the protocol recovers losses).
+    fn send(&mut self, to: PeerId, frame: &[u8]);
+    /// Send `frame` to one peer on NIC lane `lane` ([`crate::collective::bcast::LANE_ANY`]: any or all lanes
+    /// aggregated). Fabrics with one lane ignore it.
+    fn send_on(&mut self, to: PeerId, frame: &[u8], lane: u8) {
+        let _ = lane;
+        self.send(to, frame)
+    }
+    /// Multicast `frame` to the communicator's group (unreliable).
+    fn multicast(&mut self, group: &GroupId, frame: &[u8]);
+    /// Move `job.len` bytes between host memory (`job.buf`) and `stage`, the protocol's own
+    /// memory for the job (a channel). A driver that reaches host memory directly may do it at
+    /// once and say how it went ([`DmaStatus::Done`]); one that hands it to a DMA engine says
+    /// [`DmaStatus::Pending`] and answers later with [`Protocol::dma_done`](crate::transfer::protocol::Protocol::dma_done), moving the bytes
+    /// to or from [`Protocol::staging`](crate::transfer::protocol::Protocol::staging) meanwhile. Never re-enter the protocol from here.
+    fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus;
+    /// The broadcast posted with `token` is over.
+    fn complete(&mut self, token: u64, outcome: Outcome);
+}
+
+/// Which way a host-memory job moves bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DmaDir {
+    /// Host buffer to the protocol's staging: a root loads its message.
+    Load,
+    /// The protocol's staging to the host buffer: a receiver delivers.
+    Store,
+}
+
+/// Names a host-memory job: stale once its broadcast is gone (a late answer is ignored).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DmaToken {
+    /// Communicator.
+    pub comm: CommHandle,
+    /// Its channel.
+    pub slot: u32,
+    /// The broadcast.
+    pub bid: u32,
+}
+
+/// A host-memory transfer the protocol asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DmaJob {
+    /// What to answer with.
+    pub token: DmaToken,
+    /// Which way.
+    pub dir: DmaDir,
+    /// The host buffer.
+    pub buf: Resolved,
+    /// Bytes (the staging's length).
+    pub len: u64,
+}
+
+/// What became of a job handed to [`Env::dma`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DmaStatus {
+    /// Carried out at once: `true` if every byte moved.
+    Done(bool),
+    /// Answered later with [`Protocol::dma_done`](crate::transfer::protocol::Protocol::dma_done).
+    Pending,
+}
+
+/// Per-operation counters returned in the completion.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpCounters {
+    /// Fragments received by multicast.
+    pub frags_multicast: u32,
+    /// Fragments received by repair (point-to-point).
+    pub frags_repair: u32,
+    /// Ring hops the data took to reach this rank beyond the multicast (Hoefler's "penalty
+    /// rounds"): 0 when everything came by multicast (or this is the root).
+    pub penalty_rounds: u32,
+    /// Repair requests this rank sent.
+    pub retransmits: u32,
+    /// Fragments that arrived twice.
+    pub duplicates: u32,
+}
+
+/// How a broadcast ended at this rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// `Ok` or why not.
+    pub status: StatusKind,
+    /// Bytes delivered (0 on error).
+    pub bytes: u64,
+    /// Counters.
+    pub counters: OpCounters,
+}
+
+/// Handle of a communicator in this engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CommHandle(pub u32);
+
+/// One rank's part of a broadcast.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Post {
+    /// Communicator.
+    pub comm: CommHandle,
+    /// Root rank.
+    pub root: Rank,
+    /// The buffer: read at the root, written at the others.
+    pub buf: Resolved,
+    /// Message length (the same at every rank).
+    pub len: u32,
+    /// Returned in the completion.
+    pub token: u64,
+}
+
+/// Why a post was not accepted now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PostError {
+    /// The channel this broadcast needs is still held (its epoch is not synchronized yet):
+    /// post again after the next event.
+    WouldBlock,
+    /// Refused for good with this status.
+    Refused(StatusKind),
+}
+
+/// Protocol-wide counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProtoCounters {
+    /// Frames dropped, by reason (`DropReason as usize`).
+    pub drops: [u64; DropReason::COUNT],
+    /// Frames sent point-to-point.
+    pub sent: u64,
+    /// Frames multicast.
+    pub multicast: u64,
+    /// Synchronization epochs completed.
+    pub syncs: u64,
+    /// Repair (point-to-point data) datagrams sent, and their bytes: the repair traffic.
+    pub repair_frames: u64,
+    /// See `repair_frames`.
+    pub repair_bytes: u64,
+}

@@ -1,0 +1,184 @@
+//! Ring repair, the reliable second stage: answering a repair request with the fragments the
+//! asker misses (at most `MAX_REPAIR_PER_REQUEST` per request), the `READY` family of control
+//! frames (ready, have-all, alive, broken, aborted), and asking a repair source.
+use crate::collective::bcast::{Hop, Phase, LANE_ANY};
+use crate::comm::Rank;
+use crate::config::RootDelay;
+use crate::transfer::protocol::*;
+use crate::transfer::seal::*;
+use crate::transfer::state::*;
+use crate::transfer::sync::waits_on;
+use crate::Nanos;
+use ringcast_abi::frame::{Frame, RetransmitBody, MAX_RETRANSMIT_FRAGS};
+use ringcast_abi::wire::{
+    FrameKind, READY_FLAG_ABORTED, READY_FLAG_ALIVE, READY_FLAG_BROKEN, READY_FLAG_HAVE_ALL,
+    READY_FLAG_PROBE, READY_FLAG_READY, SYNC_PROBE_BID, WIRE_HEADER_LEN, WIRE_TRAILER_LEN,
+};
+use ringcast_abi::StatusKind;
+use zerocopy::byteorder::little_endian::U32;
+use zerocopy::IntoBytes;
+
+impl Protocol {
+    /// A rank asks for fragments it misses: send what we hold, or say we are alive.
+    pub(crate) fn on_request(
+        &mut self,
+        comm: CommHandle,
+        src: Rank,
+        bid: u32,
+        frame: &Frame<'_>,
+        env: &mut impl Env,
+    ) {
+        // Answering changes nothing in the communicator: a shared borrow, no copy of the bitmap.
+        let Some(c) = self.comms.get(comm.0 as usize).and_then(Option::as_ref) else { return };
+        let to = c.spec.members[src as usize];
+        let mut sent = 0;
+        if let (Located::Slot(slot), Some((body, bitmap))) =
+            (locate(c, bid, self.channels), frame.retransmit())
+        {
+            let (first, n) = (body.first_frag.get(), body.nfrags.get());
+            // NOTE(unwrap-free): locate returned an occupied slot.
+            let Some(op) = c.ops[slot].as_ref() else { return };
+            let (held, hops, aborted) = (&op.bits, op.hops, op.state == State::Aborted);
+            if aborted {
+                let h = header(c, FrameKind::READY, bid, READY_FLAG_ABORTED);
+                send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[]);
+                return;
+            }
+            for k in 0..n {
+                let seq = first.saturating_add(k);
+                let missing = bitmap.get((k / 8) as usize).is_some_and(|b| b & (1 << (k % 8)) != 0);
+                if missing && held.get(seq) && sent < MAX_REPAIR_PER_REQUEST {
+                    // Phase::Tree: an answer is never forwarded as an allgather copy.
+                    let hop = Hop { to: src, lane: LANE_ANY, phase: Phase::Tree };
+                    let hops = hops.saturating_add(1);
+                    send_repair(&mut self.scratch, &mut self.counters, env, c, slot, seq, hop, hops);
+                    sent += 1;
+                }
+            }
+        }
+        if sent == 0 {
+            // Nothing to give: say whether this rank is still part of the communicator.
+            let flag = if c.broken { READY_FLAG_BROKEN } else { READY_FLAG_ALIVE };
+            let h = header(c, FrameKind::READY, bid, flag);
+            send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[]);
+        }
+    }
+
+    pub(crate) fn on_ready(
+        &mut self,
+        comm: CommHandle,
+        src: Rank,
+        bid: u32,
+        flags: u16,
+        now: Nanos,
+        env: &mut impl Env,
+    ) {
+        let channels = self.channels;
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        if flags == READY_FLAG_PROBE {
+            // Any live engine answers, however slow its application.
+            let flag = if c.broken { READY_FLAG_BROKEN } else { READY_FLAG_ALIVE };
+            let h = header(c, FrameKind::READY, SYNC_PROBE_BID, flag);
+            let to = c.spec.members[src as usize];
+            send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[]);
+            return;
+        }
+        if bid == SYNC_PROBE_BID {
+            // An answer to our synchronization probe.
+            match flags {
+                READY_FLAG_ALIVE if waits_on(c, src) => c.sync_heard = now,
+                READY_FLAG_BROKEN => c.broken = true,
+                _ => {}
+            }
+            return;
+        }
+        match (flags, locate(c, bid, self.channels)) {
+            (READY_FLAG_READY, Located::Slot(slot)) => {
+                let adaptive = self.root_delay == RootDelay::Adaptive;
+                if let Some(op) = c.ops[slot].as_mut() {
+                    if adaptive {
+                        // A lag sample: how far the picked rank arrived behind the root.
+                        let lag = now.saturating_sub(op.posted);
+                        c.lag_ewma = (c.lag_ewma * 3 + lag) / 4;
+                    } else if let State::RootDelay { .. } = op.state {
+                        // Randomized synchronization: the picked rank is there, go now.
+                        op.state = State::RootDelay { at: now, ready: true };
+                    } else if op.state == State::Loading && c.ready_seen.len() < channels as usize {
+                        // Here before the message is: the root's delay will find it.
+                        c.ready_seen.push(bid);
+                    }
+                }
+                self.advance_root(comm, slot, now, env);
+            }
+            (READY_FLAG_READY, Located::Future) => {
+                if self.root_delay == RootDelay::Adaptive {
+                    c.lag_ewma = c.lag_ewma * 3 / 4; // arrived before the root: lag 0
+                } else if c.ready_seen.len() < channels as usize {
+                    c.ready_seen.push(bid);
+                }
+            }
+            (READY_FLAG_HAVE_ALL, Located::Slot(slot))
+                if c.ops[slot].as_ref().is_some_and(|op| op.state == State::Receiving) =>
+            {
+                self.request(comm, slot, src, now, env);
+            }
+            (READY_FLAG_ALIVE, Located::Slot(slot)) => {
+                if let Some(op) = c.ops[slot].as_mut() {
+                    op.heard = now;
+                }
+            }
+            (READY_FLAG_BROKEN, Located::Slot(slot)) => {
+                // The rank we wait on left the communicator: so do we (only if we still needed it).
+                if let Some(op) = c.ops[slot].as_mut().filter(|op| op.state == State::Receiving) {
+                    c.broken = true;
+                    op.state = State::Failed;
+                    env.complete(op.token, fail(StatusKind::CommunicatorBroken, op.counters));
+                }
+            }
+            (READY_FLAG_ABORTED, Located::Slot(slot)) => {
+                if let Some(op) = c.ops[slot].as_mut().filter(|op| op.state == State::Receiving) {
+                    op.state = State::Aborted;
+                    env.complete(op.token, fail(StatusKind::RootFailed, op.counters));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Sends a repair request for `slot`'s missing fragments to rank `to`.
+    pub(crate) fn request(
+        &mut self,
+        comm: CommHandle,
+        slot: usize,
+        to: Rank,
+        now: Nanos,
+        env: &mut impl Env,
+    ) {
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        let Some(op) = c.ops[slot].as_mut() else { return };
+        let Some(first) = op.bits.missing().next() else { return };
+        // As many fragments as one datagram's bitmap can name; the next request continues.
+        let fit = ((self.mtu - WIRE_HEADER_LEN - WIRE_TRAILER_LEN - 8) * 8) as u32;
+        let n = (op.geo.count() - first).min(MAX_RETRANSMIT_FRAGS).min(fit);
+        let mut bitmap = [0u8; (MAX_RETRANSMIT_FRAGS / 8) as usize];
+        let nbytes = n.div_ceil(8) as usize;
+        op.bits.write_missing(first, n, &mut bitmap[..nbytes]);
+        op.counters.retransmits += 1;
+        // Whatever triggered it (timer, have-all), the next request waits a full back-off: the
+        // answer to this one is on its way.
+        op.nack_at = now + op.backoff;
+        let bid = op.bid;
+        let body = RetransmitBody { first_frag: U32::new(first), nfrags: U32::new(n) };
+        let h = header(c, FrameKind::RETRANSMIT_REQUEST, bid, 0);
+        let peer = c.spec.members[to as usize];
+        send(
+            &mut self.scratch,
+            &c.seal,
+            &mut self.counters,
+            env,
+            peer,
+            &h,
+            &[body.as_bytes(), &bitmap[..nbytes]],
+        );
+    }
+}

@@ -1,0 +1,115 @@
+//! Frames out: headers, fragments built into the scratch buffer, and the seal (CRC32C and the
+//! communicator's tag) every frame leaves with.
+use crate::collective::bcast::Hop;
+use crate::comm::auth::CommKeys;
+use crate::comm::PeerId;
+use crate::transfer::protocol::*;
+use crate::transfer::state::*;
+use alloc::vec::Vec;
+use ringcast_abi::frame::{emit, Crc32c, DIGEST_LEN};
+use ringcast_abi::wire::{FrameKind, WireHeader, WIRE_HEADER_LEN, WIRE_TRAILER_LEN, WIRE_VERSION};
+use zerocopy::byteorder::little_endian::{U16, U32, U64};
+
+pub(crate) fn header(c: &Comm, kind: FrameKind, bid: u32, flags: u16) -> WireHeader {
+    WireHeader {
+        version: WIRE_VERSION,
+        kind,
+        flags: U16::new(flags),
+        src_rank: U32::new(c.spec.my_rank),
+        cookie: U64::new(c.spec.cookie),
+        bid: U32::new(bid),
+        frag_seq: U32::new(0),
+        frag_count: U32::new(0),
+        total_len: U32::new(0),
+    }
+}
+
+/// Builds fragment `seq` of the broadcast in `slot` into `out`; returns the frame length.
+pub(crate) fn build_fragment(
+    out: &mut Vec<u8>,
+    c: &Comm,
+    slot: usize,
+    seq: u32,
+    kind: FrameKind,
+    hops: u16,
+) -> usize {
+    let Some(op) = c.ops[slot].as_ref() else { return 0 };
+    let Some((off, len)) = op.geo.range(seq) else { return 0 };
+    let mut h = header(c, kind, op.bid, hops);
+    h.frag_seq = U32::new(seq);
+    h.frag_count = U32::new(op.geo.count());
+    h.total_len = U32::new(op.geo.total);
+    let data = &c.channels[slot][off as usize..(off + len) as usize];
+    let digest = op.digest.unwrap_or([0; DIGEST_LEN]);
+    let tail: &[u8] = if seq + 1 == op.geo.count() { &digest } else { &[] };
+    grow(out, WIRE_HEADER_LEN + data.len() + tail.len() + WIRE_TRAILER_LEN);
+    c.seal.emit(out, &h, &[data, tail]).unwrap_or(0)
+}
+
+/// The send buffer grows to the largest datagram sent (at most the MTU), once: an engine that
+/// only ever sends small frames — a simulated rank among a million — never holds an MTU.
+pub(crate) fn grow(out: &mut Vec<u8>, need: usize) {
+    if out.len() < need {
+        out.resize(need, 0);
+    }
+}
+
+/// A communicator's frame sealing: the CRC32C function and its keys.
+#[derive(Debug)]
+pub(crate) struct Seal {
+    pub(crate) crc: Crc32c,
+    pub(crate) keys: CommKeys,
+}
+
+impl Seal {
+    /// Writes `h` + `body` + tag + CRC into `out`; returns the frame length.
+    fn emit(
+        &self,
+        out: &mut [u8],
+        h: &WireHeader,
+        body: &[&[u8]],
+    ) -> Result<usize, ringcast_abi::frame::BufferTooSmall> {
+        emit(out, h, body, |span| self.keys.tag(span), self.crc)
+    }
+}
+
+/// Emits `h` + `body` sealed with the communicator's `seal` and sends it to `to`.
+pub(crate) fn send(
+    scratch: &mut Vec<u8>,
+    seal: &Seal,
+    counters: &mut ProtoCounters,
+    env: &mut impl Env,
+    to: PeerId,
+    h: &WireHeader,
+    body: &[&[u8]],
+) {
+    grow(scratch, WIRE_HEADER_LEN + body.iter().map(|b| b.len()).sum::<usize>() + WIRE_TRAILER_LEN);
+    if let Ok(n) = seal.emit(scratch, h, body) {
+        counters.sent += 1;
+        env.send(to, &scratch[..n]);
+    }
+}
+
+/// Sends fragment `seq` of the broadcast in `slot` along `hop` as a point-to-point datagram,
+/// `hops` hops from the multicast (or the root), and counts it as repair traffic.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn send_repair(
+    scratch: &mut Vec<u8>,
+    counters: &mut ProtoCounters,
+    env: &mut impl Env,
+    c: &Comm,
+    slot: usize,
+    seq: u32,
+    hop: Hop,
+    hops: u16,
+) {
+    let flags = hops.min(HOPS_MASK) | (hop.phase as u16) << PHASE_SHIFT;
+    let len = build_fragment(scratch, c, slot, seq, FrameKind::DATA_REPAIR, flags);
+    if len > 0 {
+        counters.sent += 1;
+        counters.repair_frames += 1;
+        counters.repair_bytes += len as u64;
+        let Some(&to) = c.spec.members.get(hop.to as usize) else { return };
+        env.send_on(to, &scratch[..len], hop.lane);
+    }
+}

@@ -1,0 +1,143 @@
+//! The protocol's state: one [`Op`] per broadcast in a channel, the pre-posted receive slots
+//! ([`Early`]), the delayed synchronization's epoch ([`Sync`]) and the communicator ([`Comm`])
+//! that holds them.
+use crate::collective::bcast::{Algorithm, Shape};
+use crate::comm::auth::Mac;
+use crate::comm::{CommSpec, PeerId, Rank};
+use crate::intake::regions::Resolved;
+use crate::transfer::bitmap::{FragBitmap, Geometry};
+use crate::transfer::protocol::*;
+use crate::transfer::seal::*;
+use crate::Nanos;
+use alloc::vec::Vec;
+use ringcast_abi::frame::SyncBody;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum State {
+    /// Root waiting for its delay: until `at`, or until the picked rank's ready (`ready`).
+    RootDelay { at: Nanos, ready: bool },
+    /// Root loading its message from host memory (a DMA job in flight).
+    Loading,
+    /// Non-root receiving.
+    Receiving,
+    /// Non-root with every fragment and a good MAC, storing the message into host memory (a
+    /// DMA job in flight): it serves repairs, and counts as over only once stored.
+    Storing,
+    /// Data complete here (delivered, or the root's message sent).
+    Done,
+    /// Failed here (reported to the host).
+    Failed,
+    /// Aborted by its root (unreadable root buffer): over, and not a NACK for the
+    /// synchronization — the communicator stays usable.
+    Aborted,
+}
+
+#[derive(Debug)]
+pub(crate) struct Op {
+    pub(crate) bid: u32,
+    pub(crate) root: Rank,
+    pub(crate) token: u64,
+    pub(crate) buf: Resolved,
+    pub(crate) geo: Geometry,
+    pub(crate) bits: FragBitmap,
+    /// Fragments whose allgather copy this rank has relayed (scatter–allgather, hierarchical):
+    /// a later copy of the same fragment in that phase is a duplicate and goes no further.
+    pub(crate) relayed: FragBitmap,
+    pub(crate) alg: Algorithm,
+    pub(crate) shape: Shape,
+    pub(crate) selective: bool,
+    pub(crate) state: State,
+    /// The message MAC: computed by the root, carried by the last fragment.
+    pub(crate) digest: Option<Mac>,
+    pub(crate) counters: OpCounters,
+    /// Hops of the copy this rank holds (0 = multicast or root).
+    pub(crate) hops: u16,
+    /// When this rank posted it.
+    pub(crate) posted: Nanos,
+    /// Last time the repair source (or root) answered or data arrived.
+    pub(crate) heard: Nanos,
+    /// Next repair request.
+    pub(crate) nack_at: Nanos,
+    /// No request before `posted + patience` (the broadcast is not overdue before).
+    pub(crate) patience: Nanos,
+    pub(crate) backoff: Nanos,
+    pub(crate) fruitless: u32,
+}
+
+impl Op {
+    pub(crate) fn over(&self) -> bool {
+        matches!(self.state, State::Done | State::Failed | State::Aborted)
+    }
+}
+
+/// A pre-posted receive slot: keeps one fragment of a broadcast this rank has not posted yet.
+/// The buffers are allocated with the communicator and reused.
+#[derive(Debug)]
+pub(crate) struct Early {
+    pub(crate) used: bool,
+    pub(crate) bid: u32,
+    pub(crate) from: PeerId,
+    pub(crate) len: usize,
+    pub(crate) frame: Vec<u8>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Sync {
+    /// Epochs synchronized; broadcast ids below `done * channels` are released.
+    pub(crate) done: u32,
+    /// Children (of 2) whose UP for epoch `done` arrived, as bits.
+    pub(crate) heard: u8,
+    pub(crate) acked: u64,
+    pub(crate) nacked: u64,
+    pub(crate) mcast: u32,
+    pub(crate) total: u32,
+    /// UP sent for epoch `done`: when to repeat it.
+    pub(crate) up_retry: Option<Nanos>,
+    /// When the first UP of epoch `done` went out (no DOWN by `+ peer_timeout`: broken).
+    pub(crate) up_since: Option<Nanos>,
+    /// Since when this rank has done its own part of epoch `done` but still misses a sync
+    /// child's UP.
+    pub(crate) ready_since: Option<Nanos>,
+    pub(crate) up_backoff: Nanos,
+    /// The DOWN of epoch `done - 1`, to repeat to a child that missed it.
+    pub(crate) last_down: Option<SyncBody>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Comm {
+    pub(crate) spec: CommSpec,
+    /// How its frames are sealed: the CRC function and the tag and MAC keys derived from
+    /// `spec.key`.
+    pub(crate) seal: Seal,
+    pub(crate) next_bid: u32,
+    pub(crate) ops: Vec<Option<Op>>,
+    pub(crate) channels: Vec<Vec<u8>>,
+    pub(crate) early: Vec<Early>,
+    /// Fragment bitmaps of the channels not in use (one per channel, sized at creation for
+    /// `max_message_bytes`): a post takes one, the synchronization gives it back.
+    pub(crate) spare_bits: Vec<FragBitmap>,
+    /// The same for [`Op::relayed`].
+    pub(crate) spare_relayed: Vec<FragBitmap>,
+    pub(crate) ready_seen: Vec<u32>,
+    pub(crate) sync: Sync,
+    pub(crate) broken: bool,
+    /// Closed by [`Protocol::close_comm`]: no broadcast is posted here again, and the last,
+    /// partial epoch synchronizes as soon as it is over.
+    pub(crate) closing: bool,
+    /// A post has been waiting for a channel since.
+    pub(crate) blocked_since: Option<Nanos>,
+    /// Last answer from a synchronization neighbour to a probe, and when to probe next.
+    pub(crate) sync_heard: Nanos,
+    pub(crate) probe_at: Option<Nanos>,
+    /// Adaptive root delay: EWMA of the picked ranks' arrival lag behind the root, and the
+    /// multiplier (in quarters) the multicast hit rate tunes.
+    pub(crate) lag_ewma: Nanos,
+    pub(crate) lag_factor: u32,
+    /// Consecutive synchronized epochs in which no rank received anything by multicast.
+    pub(crate) mcast_dead_epochs: u32,
+    /// From this broadcast id on, multicast has failed over to point-to-point (binomial).
+    pub(crate) failover_from: Option<u32>,
+    /// Fragments received this epoch (multicast, all): reported in SYNC_UP.
+    pub(crate) epoch_mcast: u32,
+    pub(crate) epoch_total: u32,
+}

@@ -1,0 +1,222 @@
+//! The delayed synchronization of Yu et al.: broadcast ids in epochs of `channels`; a rank done
+//! with an epoch, whose sync-tree children reported, sends the combined ACK/NACK (`SYNC_UP`) to
+//! its parent; the manager answers with `SYNC_DOWN`, which frees the epoch's channels.
+use crate::comm::{sync_children, sync_parent, Rank};
+use crate::transfer::protocol::*;
+use crate::transfer::seal::*;
+use crate::transfer::state::*;
+use crate::Nanos;
+use ringcast_abi::frame::{DropReason, Frame, SyncBody};
+use ringcast_abi::wire::FrameKind;
+use zerocopy::byteorder::little_endian::{U32, U64};
+use zerocopy::IntoBytes;
+
+impl Protocol {
+    /// Sends SYNC_UP for the current epoch if this rank and its sync children are done with it
+    /// (the manager sends SYNC_DOWN instead).
+    pub(crate) fn maybe_sync_up(&mut self, comm: CommHandle, now: Nanos, env: &mut impl Env) {
+        let channels = self.channels;
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        if c.sync.up_retry.is_some() || c.sync.up_since.is_some() || c.broken {
+            return; // already sent (the timer repeats it), or given up
+        }
+        let epoch = c.sync.done;
+        let end = (epoch + 1) * channels;
+        // A closed communicator's last epoch ends at its last broadcast.
+        let last = c.closing && c.next_bid > epoch * channels;
+        if c.next_bid < end && !last {
+            return; // not every broadcast of the epoch posted here yet
+        }
+        if c.ops.iter().flatten().any(|op| op.bid < end && !op.over()) {
+            return;
+        }
+        let me = c.spec.my_rank;
+        let want = sync_children(c.spec.size(), me).enumerate().fold(0u8, |m, (i, _)| m | 1 << i);
+        if c.sync.heard & want != want {
+            // Our part is done; a child's is not: wait for it, probing it (see on_timeout).
+            if c.sync.ready_since.is_none() {
+                c.sync.ready_since = Some(now);
+                c.sync_heard = now;
+                c.probe_at.get_or_insert(now + self.probe_every);
+            }
+            return;
+        }
+        c.sync.up_backoff = self.repair_timeout;
+        self.send_up(comm, now, env);
+    }
+
+    pub(crate) fn send_up(&mut self, comm: CommHandle, now: Nanos, env: &mut impl Env) {
+        let channels = self.channels;
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        let epoch = c.sync.done;
+        let base = epoch * channels;
+        let (mut acked, mut nacked) = (c.sync.acked, c.sync.nacked);
+        for op in c.ops.iter().flatten().filter(|op| op.bid >= base && op.bid < base + channels) {
+            match op.state {
+                State::Done | State::Aborted => acked |= 1 << (op.bid - base),
+                _ => nacked |= 1 << (op.bid - base),
+            }
+        }
+        let mine: u64 = if channels == 64 { u64::MAX } else { (1u64 << channels) - 1 };
+        // A leaf's own view: everything it completed; combined with the children's ANDs.
+        let acked = if c.sync.heard == 0 { acked } else { acked & (c.sync.acked | !mine) & mine };
+        let body = SyncBody {
+            epoch: U32::new(epoch),
+            base_bid: U32::new(base),
+            acked: U64::new(acked & mine),
+            nacked: U64::new(nacked),
+            mcast_frags: U32::new(c.sync.mcast.saturating_add(c.epoch_mcast)),
+            total_frags: U32::new(c.sync.total.saturating_add(c.epoch_total)),
+        };
+        match sync_parent(c.spec.my_rank) {
+            Some(p) => {
+                let h = header(c, FrameKind::SYNC_UP, base, 0);
+                let to = c.spec.members[p as usize];
+                send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[body.as_bytes()]);
+                c.sync.up_retry = Some(now + c.sync.up_backoff.max(self.repair_timeout));
+                if c.sync.up_since.is_none() {
+                    c.sync.up_since = Some(now);
+                    c.sync_heard = now;
+                    c.probe_at.get_or_insert(now + self.probe_every);
+                }
+            }
+            None => {
+                // The manager: the combined result goes down the tree.
+                self.apply_down(comm, body, now, env);
+            }
+        }
+    }
+
+    pub(crate) fn on_sync_up(
+        &mut self,
+        comm: CommHandle,
+        src: Rank,
+        frame: &Frame<'_>,
+        now: Nanos,
+        env: &mut impl Env,
+    ) {
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        let Some(body) = frame.sync() else { return };
+        let me = c.spec.my_rank;
+        let Some(idx) = sync_children(c.spec.size(), me).position(|k| k == src) else {
+            return self.drop_frame(DropReason::BadRank);
+        };
+        let epoch = body.epoch.get();
+        if epoch.checked_add(1) == Some(c.sync.done) {
+            // The child missed our DOWN: repeat it.
+            if let Some(down) = c.sync.last_down {
+                let h = header(c, FrameKind::SYNC_DOWN, down.base_bid.get(), 0);
+                let to = c.spec.members[src as usize];
+                send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[down.as_bytes()]);
+            }
+            return;
+        }
+        if epoch != c.sync.done || c.sync.heard & (1 << idx) != 0 {
+            return;
+        }
+        let first = c.sync.heard == 0;
+        c.sync.heard |= 1 << idx;
+        c.sync.acked = if first { body.acked.get() } else { c.sync.acked & body.acked.get() };
+        c.sync.nacked |= body.nacked.get();
+        c.sync.mcast = c.sync.mcast.saturating_add(body.mcast_frags.get());
+        c.sync.total = c.sync.total.saturating_add(body.total_frags.get());
+        self.maybe_sync_up(comm, now, env);
+    }
+
+    pub(crate) fn on_sync_down(
+        &mut self,
+        comm: CommHandle,
+        src: Rank,
+        frame: &Frame<'_>,
+        now: Nanos,
+        env: &mut impl Env,
+    ) {
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        let Some(body) = frame.sync() else { return };
+        if sync_parent(c.spec.my_rank) != Some(src) {
+            return self.drop_frame(DropReason::BadRank);
+        }
+        if body.epoch.get() != c.sync.done {
+            return; // an old DOWN repeated
+        }
+        if body.base_bid.get() != c.sync.done.wrapping_mul(self.channels) {
+            return self.drop_frame(DropReason::BidOutOfWindow);
+        }
+        self.apply_down(comm, *body, now, env);
+    }
+
+    /// Epoch over everywhere: free its channels, learn the hit rate, pass the result down.
+    pub(crate) fn apply_down(&mut self, comm: CommHandle, body: SyncBody, now: Nanos, env: &mut impl Env) {
+        let channels = self.channels;
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        let base = body.base_bid.get();
+        for slot in c.ops.iter_mut() {
+            if slot.as_ref().is_some_and(|op| op.bid >= base && op.bid < base + channels) {
+                if let Some(op) = slot.take() {
+                    c.spare_bits.push(op.bits);
+                    c.spare_relayed.push(op.relayed);
+                }
+            }
+        }
+        if body.nacked.get() != 0 {
+            c.broken = true;
+        }
+        let (m, t) = (body.mcast_frags.get() as u64, body.total_frags.get() as u64);
+        // Fail-over (Yu et al.): two synchronized epochs in which nobody received a single
+        // fragment by multicast — the multicast path is broken. Every rank applies the same
+        // DOWN, and posting any broadcast id from `base + channels` on reuses a channel only
+        // this DOWN frees, so every rank switches to the binomial point-to-point broadcast at
+        // the same broadcast.
+        if t > 0 && m == 0 {
+            c.mcast_dead_epochs += 1;
+            if c.mcast_dead_epochs >= 2 && c.failover_from.is_none() {
+                c.failover_from = Some(base + channels);
+            }
+        } else if m > 0 {
+            c.mcast_dead_epochs = 0;
+        }
+        // Adaptive root delay: the root waits the picked ranks' typical arrival lag (EWMA, per
+        // broadcast) times a factor the multicast hit rate the synchronization measured tunes —
+        // additive increase below 50 % hits (wait for more of the late ones), halving from 90 %
+        // (a miss costs one penalty round, a delay costs every broadcast).
+        if t > 0 {
+            if m * 2 < t {
+                c.lag_factor = (c.lag_factor + 1).min(8);
+            } else if m * 10 >= t * 9 {
+                c.lag_factor /= 2;
+            }
+        }
+        c.sync = Sync { done: c.sync.done + 1, last_down: Some(body), ..Sync::default() };
+        c.epoch_mcast = 0;
+        c.epoch_total = 0;
+        self.counters.syncs += 1;
+        let me = c.spec.my_rank;
+        let h = header(c, FrameKind::SYNC_DOWN, base, 0);
+        for k in sync_children(c.spec.size(), me) {
+            let to = c.spec.members[k as usize];
+            send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[body.as_bytes()]);
+        }
+        self.maybe_sync_up(comm, now, env);
+    }
+}
+
+/// Since when this rank waits on the synchronization — a post blocked on a channel, its part of
+/// the epoch done but a child's UP missing, or an UP without its DOWN — if it does. A broken
+/// communicator waits for nothing.
+pub(crate) fn sync_wait_since(c: &Comm) -> Option<Nanos> {
+    if c.broken {
+        return None;
+    }
+    [c.blocked_since, c.sync.ready_since, c.sync.up_since].into_iter().flatten().min()
+}
+
+/// Whether this rank waits on `src` for the synchronization: its parent while an UP is
+/// unanswered, a child whose UP is missing while this rank's own part is done.
+pub(crate) fn waits_on(c: &Comm, src: Rank) -> bool {
+    let me = c.spec.my_rank;
+    if c.sync.up_since.is_some() && sync_parent(me) == Some(src) {
+        return true;
+    }
+    (c.sync.ready_since.is_some() || c.blocked_since.is_some())
+        && sync_children(c.spec.size(), me).enumerate().any(|(i, k)| k == src && c.sync.heard & (1 << i) == 0)
+}
