@@ -196,6 +196,7 @@ bench: deps
 	$(CARGO) bench -p ringcast-ring --bench ring_throughput
 	$(CARGO) bench -p ringcast-host --bench nop_roundtrip
 	$(CARGO) bench -p ringcast-offload --bench auth
+	$(CARGO) bench -p ringcast-proto --bench timers
 
 # The papers reproduced on the simulator: every scenario of fixtures/sim/ at full size; tables
 # (CSV, JSON) and plots (SVG, PNG) into docs/sim/, which docs/reproduction.md shows.

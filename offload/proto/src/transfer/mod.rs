@@ -11,4 +11,4 @@ mod repair;
 pub(crate) mod seal;
 pub(crate) mod state;
 pub(crate) mod sync;
-mod timers;
+pub(crate) mod timers;

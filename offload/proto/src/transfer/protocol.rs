@@ -49,6 +49,7 @@ pub use crate::transfer::env::*;
 use crate::transfer::seal::*;
 use crate::transfer::state::*;
 use crate::transfer::sync::waits_on;
+use crate::transfer::timers::TimerTable;
 use crate::Nanos;
 use alloc::format;
 use alloc::string::String;
@@ -99,6 +100,10 @@ pub struct Protocol {
     pub(crate) forced: Option<Algorithm>,
     /// The cost model that picks an algorithm per call and says how long one should take.
     pub(crate) selector: Selector,
+    /// Each communicator's earliest deadline ([`Protocol::next_timeout`] without a scan).
+    pub(crate) timers: TimerTable,
+    /// The communicators due in one [`Protocol::on_timeout`] (kept to reuse its memory).
+    pub(crate) due: Vec<u32>,
 }
 
 impl Protocol {
@@ -133,6 +138,8 @@ impl Protocol {
             crc,
             forced: config.protocol.algorithm.forced(),
             selector: Selector::from_config(config),
+            timers: TimerTable::default(),
+            due: Vec::new(),
         }
     }
 
@@ -235,6 +242,7 @@ impl Protocol {
     /// Removes a communicator; its operations still running fail with `CommunicatorBroken`.
     pub fn destroy_comm(&mut self, comm: CommHandle, env: &mut impl Env) -> bool {
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::take) else { return false };
+        self.timers.set(comm.0, None);
         for op in c.ops.into_iter().flatten().filter(|o| !o.over()) {
             // A root completed its host's request when its message was loaded; one still
             // loading has not.
@@ -255,6 +263,7 @@ impl Protocol {
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
         c.closing = true;
         self.maybe_sync_up(comm, now, env);
+        self.rearm(comm);
     }
 
     /// Broadcast ids posted so far on `comm` at this rank.
@@ -328,6 +337,7 @@ impl Protocol {
             }
             _ => {}
         }
+        self.rearm(t.comm);
     }
 
     /// A datagram arrived from `from`. Anything malformed, foreign or stale is counted and
@@ -373,6 +383,7 @@ impl Protocol {
         // Whatever this frame ended (an operation completed, failed or was aborted), the epoch
         // may now be ready to synchronize.
         self.maybe_sync_up(comm, now, env);
+        self.rearm(comm);
     }
 
     pub(crate) fn drop_frame(&mut self, reason: DropReason) {

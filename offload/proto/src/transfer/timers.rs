@@ -7,28 +7,67 @@ use crate::transfer::seal::*;
 use crate::transfer::state::*;
 use crate::transfer::sync::sync_wait_since;
 use crate::Nanos;
+use alloc::vec::Vec;
 use ringcast_abi::wire::{FrameKind, READY_FLAG_PROBE, SYNC_PROBE_BID};
 use ringcast_abi::StatusKind;
 
 impl Protocol {
-    /// When the next call to [`Protocol::on_timeout`] is due.
+    /// When the next call to [`Protocol::on_timeout`] is due: the timer table's earliest entry.
     pub fn next_timeout(&self) -> Option<Nanos> {
+        let next = self.timers.next();
+        // The table must say what a scan of every communicator says: a missed re-arm is a
+        // hang. Debug builds (every test, the DST) check it on each call.
+        debug_assert_eq!(next, self.next_timeout_by_scan());
+        next
+    }
+
+    /// [`Protocol::next_timeout`] the way it was found before the timer table: a scan of every
+    /// communicator × channel. The debug builds' cross-check, and the baseline the `timers`
+    /// bench measures the table against in the same run.
+    #[doc(hidden)]
+    pub fn next_timeout_by_scan(&self) -> Option<Nanos> {
+        self.comms.iter().flatten().filter_map(|c| self.deadline_of(c)).min()
+    }
+
+    /// Timers: root delays, repair requests, dead peers, synchronization retries. Only the
+    /// communicators whose deadline is due are visited, each once per call.
+    pub fn on_timeout(&mut self, now: Nanos, env: &mut impl Env) {
+        let mut due = core::mem::take(&mut self.due);
+        due.clear();
+        while let Some(ci) = self.timers.pop_due(now) {
+            due.push(ci);
+        }
+        for &ci in &due {
+            self.comm_timeout(ci as usize, now, env);
+            self.rearm(CommHandle(ci));
+        }
+        self.due = due;
+    }
+
+    /// Re-computes `comm`'s earliest deadline into the timer table. Every entry point that may
+    /// change a communicator's timers ends with it.
+    pub(crate) fn rearm(&mut self, comm: CommHandle) {
+        let at = self.comms.get(comm.0 as usize).and_then(Option::as_ref).and_then(|c| self.deadline_of(c));
+        self.timers.set(comm.0, at);
+    }
+
+    /// The earliest of `c`'s deadlines: its operations' root delays, repair requests and peer
+    /// silences, and (unless broken) its synchronization's retry, probe and silence.
+    fn deadline_of(&self, c: &Comm) -> Option<Nanos> {
         let mut next: Option<Nanos> = None;
         let mut at = |t: Nanos| next = Some(next.map_or(t, |n: Nanos| n.min(t)));
-        for c in self.comms.iter().flatten() {
-            for op in c.ops.iter().flatten() {
-                match op.state {
-                    State::RootDelay { at: t, .. } => at(t),
-                    State::Receiving => {
-                        at(op.nack_at);
-                        at(op.heard + self.peer_timeout);
-                    }
-                    _ => {}
+        for op in c.ops.iter().flatten() {
+            match op.state {
+                State::RootDelay { at: t, .. } => at(t),
+                State::Receiving => {
+                    at(op.nack_at);
+                    at(op.heard + self.peer_timeout);
                 }
+                _ => {}
             }
-            if c.broken {
-                continue; // a broken communicator synchronizes nothing more
-            }
+        }
+        // A broken communicator synchronizes nothing more.
+        if !c.broken {
             if let Some(t) = c.sync.up_retry {
                 at(t);
             }
@@ -42,75 +81,247 @@ impl Protocol {
         next
     }
 
-    /// Timers: root delays, repair requests, dead peers, synchronization retries.
-    pub fn on_timeout(&mut self, now: Nanos, env: &mut impl Env) {
-        for ci in 0..self.comms.len() {
-            let comm = CommHandle(ci as u32);
-            for slot in 0..self.channels as usize {
-                let Some(c) = self.comms[ci].as_mut() else { break };
-                let Some(op) = c.ops[slot].as_mut() else { continue };
-                match op.state {
-                    State::RootDelay { .. } => self.advance_root(comm, slot, now, env),
-                    State::Receiving if now >= op.heard + self.peer_timeout => {
-                        op.state = State::Failed;
-                        c.broken = true;
-                        env.complete(op.token, fail(StatusKind::PeerUnreachable, op.counters));
-                    }
-                    State::Receiving if now >= op.nack_at => {
-                        // Ask the repair source; after `escalate_after` fruitless requests, the
-                        // root (fail-over to point-to-point repair from the source of the data).
-                        let first = op.bits.missing().next().unwrap_or(0);
-                        let src = algo::source(op.alg, &op.shape, c.spec.my_rank, first).unwrap_or(op.root);
-                        let to = if op.fruitless >= self.escalate_after { op.root } else { src };
-                        op.fruitless += 1;
-                        op.backoff = (op.backoff * 2).min(self.backoff_max);
-                        self.request(comm, slot, to, now, env);
-                    }
-                    _ => {}
-                }
-            }
-            let Some(c) = self.comms[ci].as_mut() else { continue };
-            // Waiting on the synchronization (a blocked post, or an UP without its DOWN): probe
-            // the neighbours waited on; only engines silent for `peer_timeout` break the
-            // communicator — a slow application never does.
-            if let Some(since) = sync_wait_since(c) {
-                if now >= since.max(c.sync_heard) + self.peer_timeout {
+    /// The timers of communicator `ci`, due now.
+    fn comm_timeout(&mut self, ci: usize, now: Nanos, env: &mut impl Env) {
+        let comm = CommHandle(ci as u32);
+        for slot in 0..self.channels as usize {
+            let Some(c) = self.comms[ci].as_mut() else { break };
+            let Some(op) = c.ops[slot].as_mut() else { continue };
+            match op.state {
+                State::RootDelay { .. } => self.advance_root(comm, slot, now, env),
+                State::Receiving if now >= op.heard + self.peer_timeout => {
+                    op.state = State::Failed;
                     c.broken = true;
-                    c.blocked_since = None;
-                    c.sync.up_retry = None;
-                    c.sync.up_since = None;
-                    c.probe_at = None;
-                } else if c.probe_at.is_some_and(|t| now >= t) {
-                    let me = c.spec.my_rank;
-                    let h = header(c, FrameKind::READY, SYNC_PROBE_BID, READY_FLAG_PROBE);
-                    // At most two children and a parent: no allocation on this timer path.
-                    let waited = sync_children(c.spec.size(), me)
-                        .enumerate()
-                        .filter(|(i, _)| c.sync.heard & (1 << i) == 0)
-                        .map(|(_, k)| k)
-                        .chain(sync_parent(me).filter(|_| c.sync.up_since.is_some()));
-                    for k in waited {
-                        let to = c.spec.members[k as usize];
-                        send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[]);
-                    }
-                    c.probe_at = Some(now + self.probe_every);
+                    env.complete(op.token, fail(StatusKind::PeerUnreachable, op.counters));
                 }
-            } else {
-                c.probe_at = None;
+                State::Receiving if now >= op.nack_at => {
+                    // Ask the repair source; after `escalate_after` fruitless requests, the
+                    // root (fail-over to point-to-point repair from the source of the data).
+                    let first = op.bits.missing().next().unwrap_or(0);
+                    let src = algo::source(op.alg, &op.shape, c.spec.my_rank, first).unwrap_or(op.root);
+                    let to = if op.fruitless >= self.escalate_after { op.root } else { src };
+                    op.fruitless += 1;
+                    op.backoff = (op.backoff * 2).min(self.backoff_max);
+                    self.request(comm, slot, to, now, env);
+                }
+                _ => {}
             }
-            // An operation may have ended in this pass (delay over, failure): the epoch may be
-            // ready to synchronize.
-            self.maybe_sync_up(comm, now, env);
-            let Some(c) = self.comms[ci].as_mut() else { continue };
-            if c.broken {
+        }
+        let Some(c) = self.comms[ci].as_mut() else { return };
+        // Waiting on the synchronization (a blocked post, or an UP without its DOWN): probe
+        // the neighbours waited on; only engines silent for `peer_timeout` break the
+        // communicator — a slow application never does.
+        if let Some(since) = sync_wait_since(c) {
+            if now >= since.max(c.sync_heard) + self.peer_timeout {
+                c.broken = true;
+                c.blocked_since = None;
                 c.sync.up_retry = None;
+                c.sync.up_since = None;
                 c.probe_at = None;
-                continue;
+            } else if c.probe_at.is_some_and(|t| now >= t) {
+                let me = c.spec.my_rank;
+                let h = header(c, FrameKind::READY, SYNC_PROBE_BID, READY_FLAG_PROBE);
+                // At most two children and a parent: no allocation on this timer path.
+                let waited = sync_children(c.spec.size(), me)
+                    .enumerate()
+                    .filter(|(i, _)| c.sync.heard & (1 << i) == 0)
+                    .map(|(_, k)| k)
+                    .chain(sync_parent(me).filter(|_| c.sync.up_since.is_some()));
+                for k in waited {
+                    let to = c.spec.members[k as usize];
+                    send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[]);
+                }
+                c.probe_at = Some(now + self.probe_every);
             }
-            if c.sync.up_retry.is_some_and(|t| now >= t) {
-                c.sync.up_retry = None;
-                c.sync.up_backoff = (c.sync.up_backoff * 2).min(self.backoff_max);
-                self.send_up(comm, now, env);
+        } else {
+            c.probe_at = None;
+        }
+        // An operation may have ended in this pass (delay over, failure): the epoch may be
+        // ready to synchronize.
+        self.maybe_sync_up(comm, now, env);
+        let Some(c) = self.comms[ci].as_mut() else { return };
+        if c.broken {
+            c.sync.up_retry = None;
+            c.probe_at = None;
+            return;
+        }
+        if c.sync.up_retry.is_some_and(|t| now >= t) {
+            c.sync.up_retry = None;
+            c.sync.up_backoff = (c.sync.up_backoff * 2).min(self.backoff_max);
+            self.send_up(comm, now, env);
+        }
+    }
+}
+
+/// The deadlines of the communicator slots as an indexed binary min-heap: the next deadline in
+/// O(1), setting or clearing a slot's in O(log n), no scan of every communicator × channel on
+/// the engine's loop. It grows with the protocol's communicator table (one entry per slot,
+/// never reserving more) and allocates nothing after that.
+#[derive(Debug, Default)]
+pub(crate) struct TimerTable {
+    /// Communicator slots with a deadline, heap-ordered by it.
+    heap: Vec<u32>,
+    /// Per slot: its index in `heap`, or [`NOT_ARMED`].
+    pos: Vec<u32>,
+    /// Per slot: its deadline (meaningful while armed).
+    at: Vec<Nanos>,
+}
+
+const NOT_ARMED: u32 = u32::MAX;
+
+impl TimerTable {
+    /// The earliest deadline.
+    pub(crate) fn next(&self) -> Option<Nanos> {
+        self.heap.first().map(|&s| self.at[s as usize])
+    }
+
+    /// Sets (`Some`) or clears (`None`) slot `slot`'s deadline.
+    pub(crate) fn set(&mut self, slot: u32, at: Option<Nanos>) {
+        let s = slot as usize;
+        while self.pos.len() <= s {
+            // One slot more, as the communicator table grows (see `Protocol::create_comm`).
+            self.pos.reserve_exact(1);
+            self.pos.push(NOT_ARMED);
+            self.at.reserve_exact(1);
+            self.at.push(0);
+            self.heap.reserve_exact(1);
+        }
+        match (self.pos[s], at) {
+            (NOT_ARMED, None) => {}
+            (NOT_ARMED, Some(t)) => {
+                self.at[s] = t;
+                self.pos[s] = self.heap.len() as u32;
+                self.heap.push(slot);
+                self.up(self.heap.len() - 1);
+            }
+            (i, Some(t)) => {
+                let earlier = t < self.at[s];
+                self.at[s] = t;
+                if earlier {
+                    self.up(i as usize)
+                } else {
+                    self.down(i as usize)
+                }
+            }
+            (i, None) => self.remove_at(i as usize),
+        }
+    }
+
+    /// Takes the earliest slot whose deadline is at or before `now`.
+    pub(crate) fn pop_due(&mut self, now: Nanos) -> Option<u32> {
+        let &s = self.heap.first()?;
+        if self.at[s as usize] > now {
+            return None;
+        }
+        self.remove_at(0);
+        Some(s)
+    }
+
+    fn remove_at(&mut self, i: usize) {
+        let gone = self.heap[i];
+        self.pos[gone as usize] = NOT_ARMED;
+        let last = self.heap.len() - 1;
+        self.heap.swap(i, last);
+        self.heap.pop();
+        if i < self.heap.len() {
+            self.pos[self.heap[i] as usize] = i as u32;
+            self.down(i);
+            self.up(i);
+        }
+    }
+
+    fn key(&self, i: usize) -> Nanos {
+        self.at[self.heap[i] as usize]
+    }
+
+    fn swap(&mut self, a: usize, b: usize) {
+        self.heap.swap(a, b);
+        self.pos[self.heap[a] as usize] = a as u32;
+        self.pos[self.heap[b] as usize] = b as u32;
+    }
+
+    fn up(&mut self, mut i: usize) {
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if self.key(i) >= self.key(parent) {
+                break;
+            }
+            self.swap(i, parent);
+            i = parent;
+        }
+    }
+
+    fn down(&mut self, mut i: usize) {
+        loop {
+            let (l, r) = (2 * i + 1, 2 * i + 2);
+            let mut least = i;
+            if l < self.heap.len() && self.key(l) < self.key(least) {
+                least = l;
+            }
+            if r < self.heap.len() && self.key(r) < self.key(least) {
+                least = r;
+            }
+            if least == i {
+                break;
+            }
+            self.swap(i, least);
+            i = least;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The table against the obvious model (a map scanned for its minimum), under random
+    //! arm / re-arm / clear / pop sequences.
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Set(u32, Option<Nanos>),
+        Pop(Nanos),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => (0u32..24, proptest::option::of(0u64..1_000)).prop_map(|(s, t)| Op::Set(s, t)),
+            1 => (0u64..1_000).prop_map(Op::Pop),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn the_table_keeps_the_earliest_deadline_of_every_slot(ops in proptest::collection::vec(op(), 0..300)) {
+            let mut table = TimerTable::default();
+            let mut model: BTreeMap<u32, Nanos> = BTreeMap::new();
+            for op in ops {
+                match op {
+                    Op::Set(s, t) => {
+                        table.set(s, t);
+                        match t {
+                            Some(t) => model.insert(s, t),
+                            None => model.remove(&s),
+                        };
+                    }
+                    Op::Pop(now) => {
+                        let mut popped = Vec::new();
+                        while let Some(s) = table.pop_due(now) {
+                            popped.push(s);
+                        }
+                        let mut due: Vec<u32> = model.iter().filter(|(_, &t)| t <= now).map(|(&s, _)| s).collect();
+                        model.retain(|_, t| *t > now);
+                        // Popped in deadline order (ties in any order).
+                        let times: Vec<Nanos> = popped.iter().map(|&s| table.at[s as usize]).collect();
+                        prop_assert!(times.windows(2).all(|w| w[0] <= w[1]));
+                        popped.sort_unstable();
+                        due.sort_unstable();
+                        prop_assert_eq!(popped, due);
+                    }
+                }
+                prop_assert_eq!(table.next(), model.values().min().copied());
+                prop_assert_eq!(table.heap.len(), model.len());
             }
         }
     }

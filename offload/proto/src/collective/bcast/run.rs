@@ -19,6 +19,14 @@ impl Protocol {
     /// `post.buf` (read at the root, written elsewhere), completed through
     /// `env.complete(post.token, ..)`.
     pub fn post_bcast(&mut self, post: Post, now: Nanos, env: &mut impl Env) -> Result<(), PostError> {
+        let r = self.post(post, now, env);
+        // Whichever way it went (started, waiting for a channel, refused), the communicator's
+        // timers may have changed.
+        self.rearm(post.comm);
+        r
+    }
+
+    fn post(&mut self, post: Post, now: Nanos, env: &mut impl Env) -> Result<(), PostError> {
         let Post { comm, root, buf, len, token } = post;
         let refuse = |s| Err(PostError::Refused(s));
         let (payload, max_message, channels) = (self.payload, self.max_message, self.channels);
