@@ -70,7 +70,11 @@ fn loss_alone_never_fails_a_broadcast_even_at_100_percent_multicast_loss() {
         s.fault.delay_us = 0;
         let r = run(&s).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
         assert!(r.benign);
-        assert_eq!(r.ok + r.empty, r.completions, "seed {seed}: every broadcast succeeds by ring repair alone");
+        assert_eq!(
+            r.ok + r.empty,
+            r.completions,
+            "seed {seed}: every broadcast succeeds by ring repair alone"
+        );
         assert_eq!(r.frags_multicast, 0);
         checked += 1;
         if checked == 40 {
@@ -121,7 +125,8 @@ fn insider_forgeries_are_dropped_and_change_nothing() {
             (b.completions, b.ok, b.delivered - b.dropped),
             "seed {seed}: the forgeries changed the outcome"
         );
-        assert!(b.dropped > a.dropped, "seed {seed}: the forged frames were counted");
+        // (A communicator whose broadcasts are all 0 bytes offers the forger nothing to forge.)
+        assert!(b.forged == 0 || b.dropped > a.dropped, "seed {seed}: the forged frames were counted");
         forged_runs += 1;
     }
     assert_eq!(forged_runs, 120);

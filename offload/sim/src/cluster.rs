@@ -106,7 +106,13 @@ impl Cluster {
         }
         let nodes = engines
             .into_iter()
-            .map(|engine| Machine { engine, mem: HostMem::default(), crash_at: None, timer: None, held: Vec::new() })
+            .map(|engine| Machine {
+                engine,
+                mem: HostMem::default(),
+                crash_at: None,
+                timer: None,
+                held: Vec::new(),
+            })
             .collect();
         Cluster { nodes, net, dma, dma_rng, published: Vec::new() }
     }

@@ -5,8 +5,8 @@
 //! and [`Net::multicast`] and take their events from [`Net::pop`].
 use super::fabric::{Channel, Fate, Faults};
 use ringcast_proto::collective::bcast::{rx_lane, tx_lane, LANE_ANY};
-use ringcast_proto::comm::Layout;
 use ringcast_proto::comm::GroupId;
+use ringcast_proto::comm::Layout;
 use ringcast_proto::fault::{Dir, FaultConfig, FaultInjector, Verdict};
 use ringcast_proto::model::FabricModel;
 use ringcast_proto::rng::SimRng;
@@ -85,7 +85,6 @@ impl Perf {
         self.fabric.lanes.max(1) as usize
     }
 }
-
 
 /// Everything except the nodes, so a node's protocol can borrow it as its `Env`.
 pub(crate) struct Net {
@@ -191,7 +190,13 @@ impl Net {
     /// a multicast leaving for the switch) on `lane`: returns when it reaches the receiving
     /// NIC (for a multicast, when it leaves the switch towards a receiver at the sender's site
     /// — see [`Net::mcast_arrival`]).
-    pub(crate) fn charge_send(&mut self, from: usize, to: Option<usize>, len: usize, lane: u8) -> Option<Nanos> {
+    pub(crate) fn charge_send(
+        &mut self,
+        from: usize,
+        to: Option<usize>,
+        len: usize,
+        lane: u8,
+    ) -> Option<Nanos> {
         let now = self.now;
         let p = self.perf.as_mut()?;
         let lanes = p.lanes();
@@ -276,7 +281,6 @@ impl Net {
         *cpu
     }
 }
-
 
 impl Net {
     /// A network of `nodes` nodes with `faults`, its decisions drawn from `rng`.

@@ -44,8 +44,6 @@ pub struct Done {
     pub at: Nanos,
 }
 
-
-
 /// One simulated engine.
 pub struct Node {
     /// The protocol under test.
@@ -240,7 +238,8 @@ impl World {
                 }
                 self.net.delivered += 1;
                 let node = &mut self.nodes[to];
-                let mut env = NodeEnv { me: to, net: &mut self.net, mem: &mut node.mem, done: &mut self.done };
+                let mut env =
+                    NodeEnv { me: to, net: &mut self.net, mem: &mut node.mem, done: &mut self.done };
                 node.proto.on_frame(PeerId(from), &frame, now, &mut env);
                 to
             }

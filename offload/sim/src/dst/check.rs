@@ -22,14 +22,20 @@ fn cookie(c: usize, k: u64) -> u64 {
     ((c as u64) << 32) | k
 }
 
-/// One rank's sequence on one communicator: create, the broadcasts in order, maybe free.
+/// One rank's sequence of descriptors, one at a time (a host process blocking on each): on
+/// every communicator it is a member of, create, the broadcasts in order, maybe free — step `j`
+/// of every communicator (in communicator order) before step `j + 1` of any. Every rank's
+/// sequence is thus a subsequence of one global order, as MPI asks of collectives on
+/// overlapping communicators; with a host's completions published in order, concurrent
+/// per-communicator sequences could deadlock through the gather (a slot waits for a local
+/// member whose next post waits behind another communicator's slot).
 #[derive(Clone, Debug)]
 struct Lane {
     rank: usize,
-    comm: usize,
-    /// Steps posted so far (0: not created yet), and in all.
+    /// (communicator, step): step 0 creates, `1..=n` are broadcasts `0..n`, `n + 1` frees.
+    steps: Vec<(usize, usize)>,
+    /// Steps posted so far.
     next: usize,
-    steps: usize,
     busy: bool,
     ready_at: Nanos,
 }
@@ -39,8 +45,7 @@ pub(super) struct Ledger {
     procs: Vec<Proc>,
     handles: Vec<u64>,
     lanes: Vec<Lane>,
-    /// Lanes of each rank, and of each node.
-    lanes_of: Vec<Vec<usize>>,
+    /// Lanes (ranks) of each node.
     lanes_at: Vec<Vec<usize>>,
     /// Rank of each (node, host id).
     rank_of: Vec<Vec<usize>>,
@@ -58,7 +63,6 @@ pub(super) struct Ledger {
 impl Ledger {
     pub(super) fn new(s: &Scenario, procs: Vec<Proc>, handles: Vec<u64>) -> Ledger {
         let mut lanes = Vec::new();
-        let mut lanes_of = vec![Vec::new(); procs.len()];
         let mut rank_of: Vec<Vec<usize>> = Vec::new();
         for (r, p) in procs.iter().enumerate() {
             if rank_of.len() <= p.node {
@@ -69,13 +73,12 @@ impl Ledger {
                 hosts.resize(p.host.0 as usize + 1, usize::MAX);
             }
             hosts[p.host.0 as usize] = r;
-            for (c, m) in p.comms.iter().enumerate() {
-                if m.is_some() {
-                    lanes_of[r].push(lanes.len());
-                    let steps = Self::steps(s, c);
-                    lanes.push(Lane { rank: r, comm: c, next: 0, steps, busy: false, ready_at: 0 });
-                }
-            }
+            let mine: Vec<usize> = (0..s.comms.len()).filter(|&c| p.comms[c].is_some()).collect();
+            let longest = mine.iter().map(|&c| Self::steps(s, c)).max().unwrap_or(0);
+            let steps = (0..longest)
+                .flat_map(|j| mine.iter().filter(move |&&c| j < Self::steps(s, c)).map(move |&c| (c, j)))
+                .collect();
+            lanes.push(Lane { rank: r, steps, next: 0, busy: false, ready_at: 0 });
         }
         let seen =
             (0..procs.len()).map(|_| s.comms.iter().map(|p| vec![None; p.bcasts.len()]).collect()).collect();
@@ -85,7 +88,7 @@ impl Ledger {
         for (l, lane) in lanes.iter().enumerate() {
             lanes_at[procs[lane.rank].node].push(l);
         }
-        Ledger { procs, handles, lanes, lanes_of, lanes_at, rank_of, posted, seen, cursor: 0, wakes }
+        Ledger { procs, handles, lanes, lanes_at, rank_of, posted, seen, cursor: 0, wakes }
     }
 
     /// Has node `n` woken at `at` (once, however many lanes wait for that time).
@@ -104,12 +107,18 @@ impl Ledger {
     /// Reads the completions published since last time: each must be the next its host is
     /// owed (in descriptor order), and the first for its broadcast at its rank; frees its
     /// lane, whose next post is due after a random arrival skew.
-    pub(super) fn drain(&mut self, s: &Scenario, cluster: &mut Cluster, rng: &mut SimRng) -> Result<(), Violation> {
+    pub(super) fn drain(
+        &mut self,
+        s: &Scenario,
+        cluster: &mut Cluster,
+        rng: &mut SimRng,
+    ) -> Result<(), Violation> {
         while self.cursor < cluster.published().len() {
             let p = cluster.published()[self.cursor];
             self.cursor += 1;
             let stray = Violation::Stray { node: p.node, cookie: p.cqe.cookie };
-            let rank = *self.rank_of.get(p.node).and_then(|h| h.get(p.host.0 as usize)).ok_or(stray.clone())?;
+            let rank =
+                *self.rank_of.get(p.node).and_then(|h| h.get(p.host.0 as usize)).ok_or(stray.clone())?;
             match self.posted[rank].pop_front() {
                 Some(c) if c == p.cqe.cookie => {}
                 Some(_) => return Err(Violation::OutOfOrder { rank, cookie: p.cqe.cookie }),
@@ -124,13 +133,17 @@ impl Ledger {
             } else if self.seen[rank][c][k as usize].replace(p.cqe).is_some() {
                 return Err(Violation::DoubleCompletion { rank, comm: c, bcast: k as usize });
             }
-            if let Some(&l) = self.lanes_of[rank].iter().find(|&&l| self.lanes[l].comm == c) {
-                let lane = &mut self.lanes[l];
-                lane.busy = false;
-                lane.ready_at = p.at + if s.skew > 0 { rng.below(s.skew + 1) } else { 0 };
-                let at = lane.ready_at;
-                self.wake(cluster, p.node, at);
-            }
+            let lane = &mut self.lanes[rank];
+            lane.busy = false;
+            // Arrival skew (an application's gaps) before broadcasts and releases; the
+            // communicators are created back to back at start, as a job sets them up (an
+            // engine that has not created one yet drops its frames: a gap there is a
+            // different scenario, see the module documentation of `dst`).
+            let creating = lane.steps.get(lane.next).is_some_and(|&(_, j)| j == 0);
+            let skew = if s.skew > 0 && !creating { rng.below(s.skew + 1) } else { 0 };
+            lane.ready_at = p.at + skew;
+            let at = lane.ready_at;
+            self.wake(cluster, p.node, at);
         }
         Ok(())
     }
@@ -146,7 +159,7 @@ impl Ledger {
             let l = self.lanes_at[n][i];
             let lane = &self.lanes[l];
             let p = &self.procs[lane.rank];
-            if lane.busy || lane.next >= lane.steps {
+            if lane.busy || lane.next >= lane.steps.len() {
                 continue;
             }
             if now < lane.ready_at {
@@ -154,7 +167,7 @@ impl Ledger {
                 self.wake(cluster, n, at);
                 continue;
             }
-            let (c, step) = (lane.comm, lane.next);
+            let (c, step) = lane.steps[lane.next];
             let Some(m) = p.comms[c].as_ref() else { continue };
             let handle = self.handles[c];
             let plan = &s.comms[c];
@@ -185,19 +198,31 @@ impl Ledger {
             if cluster.nodes[self.procs[lane.rank].node].crash_at.is_some() {
                 continue;
             }
-            let (rank, comm) = (lane.rank, lane.comm);
-            if let Some(k) = self.seen[rank][comm].iter().position(Option::is_none) {
-                return Some(Violation::Hang { rank, comm, bcast: k, at });
+            let rank = lane.rank;
+            for (comm, outs) in self.seen[rank].iter().enumerate() {
+                if self.procs[rank].comms[comm].is_none() {
+                    continue;
+                }
+                if let Some(k) = outs.iter().position(Option::is_none) {
+                    return Some(Violation::Hang { rank, comm, bcast: k, at });
+                }
             }
-            if lane.busy || lane.next < lane.steps {
-                return Some(Violation::Hang { rank, comm, bcast: usize::MAX, at });
+            if let Some(&(comm, _)) = lane.steps.get(lane.next.saturating_sub(usize::from(lane.busy))) {
+                if lane.busy || lane.next < lane.steps.len() {
+                    return Some(Violation::Hang { rank, comm, bcast: usize::MAX, at });
+                }
             }
         }
         None
     }
 
     /// Judges the run from what the ranks saw, their host memory and the engines' counters.
-    pub(super) fn check(&self, s: &Scenario, cluster: &Cluster, forged_frames: u64) -> Result<Report, Violation> {
+    pub(super) fn check(
+        &self,
+        s: &Scenario,
+        cluster: &Cluster,
+        forged_frames: u64,
+    ) -> Result<Report, Violation> {
         let benign = s.benign();
         let mut rep = Report {
             seed: s.seed,
@@ -270,16 +295,18 @@ impl Ledger {
         let drops = |r: DropReason| -> u64 {
             cluster.nodes.iter().map(|m| m.engine.proto_counters().drops[r as usize]).sum()
         };
-        let counted: u64 = [DropReason::TooShort, DropReason::BadCrc, DropReason::BadVersion, DropReason::UnknownKind]
-            .into_iter()
-            .map(drops)
-            .sum();
+        let counted: u64 =
+            [DropReason::TooShort, DropReason::BadCrc, DropReason::BadVersion, DropReason::UnknownKind]
+                .into_iter()
+                .map(drops)
+                .sum();
         if s.crashes.is_empty() && s.faults.corrupt == 0.0 && counted < s.foreign as u64 * 9 / 10 {
             return Err(Violation::UncountedForeign { injected: s.foreign, counted });
         }
-        // Every forged frame that reached a live node unaltered was dropped for its tag (the
+        // Every forged frame that reached a live node unaltered was dropped for its tag — or,
+        // reaching an engine before it created the communicator, for its cookie (the
         // release-build injector may drop or corrupt it on receipt; a crash may swallow it).
-        let bad_tags = drops(DropReason::BadTag);
+        let bad_tags = drops(DropReason::BadTag) + drops(DropReason::ForeignCookie);
         let untouched = s.fault.drop == 0.0 && s.fault.corrupt == 0.0;
         if !s.forger_has_key && s.crashes.is_empty() && untouched && bad_tags < forged_frames {
             return Err(Violation::UncountedForgery { injected: forged_frames as usize, counted: bad_tags });
