@@ -147,8 +147,8 @@ impl Engine {
         self.node.as_ref().map_or(0, |n| n.memory_bound(largest))
     }
 
-    /// Whether some communicator alive in the protocol is broken (a peer declared unreachable,
-    /// or a local member left mid-broadcast): never, in a run without faults that justify it.
+    /// Whether some communicator alive in the protocol is broken (a peer declared
+    /// unreachable): never, in a run without faults that justify it.
     pub fn any_broken(&self) -> bool {
         self.node.as_ref().is_some_and(node::Node::any_broken)
     }
