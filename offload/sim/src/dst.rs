@@ -25,13 +25,15 @@
 //!   communicators a flat layout) and is not used;
 //! * each rank's buffer of each broadcast is a segment of its node's simulated host memory,
 //!   registered as a region of its own; broadcasts are `BCAST` descriptors through
-//!   [`Engine::handle_descriptor`](ringcast_proto::engine::Engine::handle_descriptor), blocking
-//!   per (rank, communicator) as today's lanes, completions read from the engine's
-//!   `Complete` actions;
+//!   [`Engine::handle_descriptor`](ringcast_proto::engine::Engine::handle_descriptor), one at a
+//!   time per rank (a process blocking on each) in one global order over the communicators
+//!   (see `check::Lane`: a host's completions are published in order, so independent
+//!   per-communicator sequences could deadlock through the gather), completions read from the
+//!   engine's `Complete` actions;
 //! * communicators are created as a host creates them: a `COMM_CREATE` descriptor naming a
 //!   creation record in registered host memory (the engine loads it by DMA and joins the group),
-//!   before the rank's first broadcast on it, and — when the seed says so — freed with
-//!   `COMM_FREE` after its last;
+//!   back to back at start without arrival skew, and — when the seed says so and its
+//!   application gaps stay under the peer timeout — freed with `COMM_FREE` after its last;
 //! * a 0-byte broadcast is still posted: the ABI refuses it with `BadLength` at every rank
 //!   (checked as exactly that, and reported apart as `empty`);
 //! * an unreadable root buffer (an aborted broadcast) is a registered region whose host memory
