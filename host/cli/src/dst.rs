@@ -1,5 +1,5 @@
-//! `ringcast dst`: deterministic simulation testing of the broadcast protocol from the command
-//! line. Runs seeds `start..start+seeds` (on every core), prints each failing seed with the
+//! `ringcast dst`: deterministic simulation testing of the whole engine (`ringcast_sim::dst`)
+//! from the command line. Runs seeds `start..start+seeds` (on every core), prints each failing seed with the
 //! command that replays it, and a summary; `--seed N` replays one seed and, if it fails, dumps
 //! every simulated engine's protocol state.
 use clap::Args;
@@ -46,7 +46,7 @@ pub fn run_cmd(a: DstArgs) -> ExitCode {
     let next = AtomicU64::new(a.start);
     let end = a.start + a.seeds;
     let failures = Mutex::new(Vec::new());
-    let totals = Mutex::new((0usize, 0usize, 0u64, 0u64, 0u64, 0u64));
+    let totals = Mutex::new((0usize, 0usize, 0u64, 0u64, 0u64, 0u64, 0usize));
     let t = std::time::Instant::now();
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     std::thread::scope(|scope| {
@@ -65,6 +65,7 @@ pub fn run_cmd(a: DstArgs) -> ExitCode {
                         tot.3 += r.dropped;
                         tot.4 += r.penalty_sum;
                         tot.5 += r.penalty_n;
+                        tot.6 += r.empty;
                     }
                     Err(v) => {
                         // The scenario depends on the rank bound: the replay must repeat it.
@@ -90,10 +91,11 @@ pub fn run_cmd(a: DstArgs) -> ExitCode {
             });
         }
     });
-    let (completions, ok, delivered, dropped, psum, pn) = *totals.lock().unwrap_or_else(|e| e.into_inner());
+    let (completions, ok, delivered, dropped, psum, pn, empty) =
+        *totals.lock().unwrap_or_else(|e| e.into_inner());
     let failed = failures.into_inner().unwrap_or_default();
     println!(
-        "{} seeds in {:.1} s: {} violated an invariant; {completions} completions checked ({ok} ok, {} typed errors), \
+        "{} seeds in {:.1} s: {} violated an invariant; {completions} completions checked ({ok} ok, {} typed errors of which {empty} 0-byte BadLength), \
          {delivered} datagrams delivered, {dropped} dropped and counted, mean penalty rounds {:.2}",
         a.seeds,
         t.elapsed().as_secs_f64(),

@@ -4,8 +4,8 @@
 //!   overrides) and meaning, like `ompi_info`; `--engine NAME` adds a running engine's counters.
 //! * `ringcast engine [--name NAME]` — runs the engine daemon in the foreground (the same code as
 //!   the `ringcast-engine` binary).
-//! * `ringcast dst [--seeds N] [--seed S]` — deterministic simulation testing of the broadcast
-//!   protocol; prints failing seeds, replays one exactly.
+//! * `ringcast dst [--seeds N] [--seed S]` — deterministic simulation testing of the whole
+//!   engine; prints failing seeds, replays one exactly.
 //! * `ringcast sim [FILES] [--set k=v]` — broadcasts on the LogGP-priced simulated fabric: sweeps,
 //!   tables, CSV/JSON, plots (`fixtures/sim/*.toml`, `docs/reproduction.md`).
 //! * `ringcast calibrate [--fabric udp|shm]` — LogGP parameters of a real fabric, measured, written
@@ -63,7 +63,7 @@ enum Cmd {
     Demo(demo::DemoArgs),
     /// The offload substrate: engine daemon + host processes, verified COPYs, every bad-input case.
     SubstrateDemo(substrate::DemoArgs),
-    /// Deterministic simulation testing of the broadcast protocol (seeded, replayable).
+    /// Deterministic simulation testing of the whole engine (seeded, replayable).
     Dst(dst::DstArgs),
     /// The protocol's paper claims reproduced on the simulator (tables).
     Paper(paper::PaperArgs),

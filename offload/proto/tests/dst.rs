@@ -1,4 +1,4 @@
-//! Deterministic simulation testing of the broadcast protocol (see `sim::dst`): seeded random
+//! Deterministic simulation testing of the whole engine (see `sim::dst`): seeded random
 //! scenarios — 2 to 512 ranks, 0 B to 4 MiB, multicast loss 0–100 %, unicast loss, bursts,
 //! corruption (plain and CRC-sealed), duplication, reordering, arrival skew, crashed ranks,
 //! foreign-job frames, several communicators, random roots — each checked against every
@@ -14,6 +14,7 @@ fn seeds() -> u64 {
 fn seeded_scenarios_hold_every_invariant() {
     let n = seeds();
     let (mut benign, mut completions, mut ok, mut dropped, mut delivered) = (0, 0, 0, 0u64, 0u64);
+    let (mut empty, mut nodes) = (0, 0);
     let mut failures = Vec::new();
     for seed in 0..n {
         match run(&Scenario::generate(seed, 512)) {
@@ -23,13 +24,16 @@ fn seeded_scenarios_hold_every_invariant() {
                 ok += r.ok;
                 dropped += r.dropped;
                 delivered += r.delivered;
+                empty += r.empty;
+                nodes += r.nodes;
             }
             Err(v) => failures.push(format!("seed {seed}: {v:?}  (replay: ringcast dst --seed {seed})")),
         }
     }
     println!(
-        "DST: {n} scenarios ({benign} benign), {completions} completions checked ({ok} ok, {} typed errors), \
-         {delivered} datagrams delivered, {dropped} dropped and counted",
+        "DST: {n} scenarios ({benign} benign, {nodes} engines), {completions} completions checked ({ok} ok, \
+         {} typed errors of which {empty} 0-byte BadLength), {delivered} datagrams delivered, {dropped} dropped \
+         and counted",
         completions - ok
     );
     assert!(
@@ -70,7 +74,11 @@ fn loss_alone_never_fails_a_broadcast_even_at_100_percent_multicast_loss() {
         s.fault.delay_us = 0;
         let r = run(&s).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
         assert!(r.benign);
-        assert_eq!(r.ok, r.completions, "seed {seed}: every broadcast succeeds by ring repair alone");
+        assert_eq!(
+            r.ok + r.empty,
+            r.completions,
+            "seed {seed}: every broadcast succeeds by ring repair alone"
+        );
         assert_eq!(r.frags_multicast, 0);
         checked += 1;
         if checked == 40 {
@@ -81,7 +89,7 @@ fn loss_alone_never_fails_a_broadcast_even_at_100_percent_multicast_loss() {
 }
 
 /// Every algorithm the engine ships, forced on every engine, under the same swarm of faults,
-/// placements (nodes of 1–7 ranks, block or cyclic, 1–2 sites) and invariants.
+/// placements (engines of 1–7 ranks, block or cyclic) and invariants.
 #[test]
 fn every_algorithm_holds_every_invariant() {
     use ringcast_proto::collective::bcast::Algorithm;
@@ -121,7 +129,8 @@ fn insider_forgeries_are_dropped_and_change_nothing() {
             (b.completions, b.ok, b.delivered - b.dropped),
             "seed {seed}: the forgeries changed the outcome"
         );
-        assert!(b.dropped > a.dropped, "seed {seed}: the forged frames were counted");
+        // (A communicator whose broadcasts are all 0 bytes offers the forger nothing to forge.)
+        assert!(b.forged == 0 || b.dropped > a.dropped, "seed {seed}: the forged frames were counted");
         forged_runs += 1;
     }
     assert_eq!(forged_runs, 120);
@@ -153,7 +162,7 @@ fn a_forger_holding_the_key_is_caught_by_the_checker() {
 #[test]
 fn issue_13_seed_duplicates_are_not_re_forwarded() {
     let r = run(&Scenario::generate(18_000_000_742, 512)).unwrap_or_else(|v| panic!("{v:?}"));
-    assert_eq!(r.ok, r.completions, "every broadcast of the seed succeeds");
+    assert_eq!(r.ok + r.empty, r.completions, "every broadcast of the seed succeeds");
     assert!(r.delivered < 20_000, "{} datagrams for 1,165 completions: duplicates amplified", r.delivered);
 }
 
@@ -188,6 +197,8 @@ fn duplication_costs_the_duplicates_and_no_more() {
             forger_has_key: false,
             algorithm: Some(alg),
             layout: Layout { ppn: 1, cyclic: false, sites: 1 },
+            dma: ringcast_sim::dst::DmaTiming::Now,
+            free_comms: false,
         };
         let clean = run(&scenario(0.0)).unwrap_or_else(|v| panic!("{alg} clean: {v:?}"));
         let dup = run(&scenario(0.19)).unwrap_or_else(|v| panic!("{alg} 19 % duplicates: {v:?}"));

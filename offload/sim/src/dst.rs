@@ -1,11 +1,15 @@
 //! Deterministic simulation testing (TigerBeetle's VOPR habit): a seed draws a whole scenario —
 //! cluster size, communicators, broadcasts, configuration *and the fault rates themselves*
-//! ("swarm") — runs the real protocol core on the simulated fabric, and checks invariants:
+//! ("swarm") — runs the whole engine ([`super::cluster`]: intake, the node's communicator and
+//! gather tables, the protocol, DMA jobs, in-order completions) on the simulated fabric, and
+//! checks invariants:
 //!
 //! * no panic, whatever the faults;
 //! * every broadcast every live rank posted ends exactly once — `Ok` or a typed error — within
-//!   a bounded virtual time (no hang);
-//! * an `Ok` completion carries exactly the root's bytes (no completion with wrong data);
+//!   a bounded virtual time (no hang), and each host's completions come in the order of its
+//!   descriptors;
+//! * an `Ok` completion means the rank's buffer in simulated host memory holds exactly the
+//!   root's bytes (no completion with wrong data) — read from host memory, not the engine;
 //! * in a benign scenario (no crash, no sealed corruption, unicast loss below 50 %) every
 //!   broadcast succeeds: loss alone, even 100 % multicast loss, never causes an error;
 //! * the protocol's memory stays within what its configuration allows;
@@ -14,22 +18,44 @@
 //!   every forged frame dropped (`BadTag`): forgeries neither deliver wrong bytes nor fail a
 //!   broadcast (such scenarios stay benign).
 //!
+//! How a scenario maps onto engines ([`setup`]):
+//! * a scenario rank is a host process: `layout.ppn` of them share one node's engine (block or
+//!   cyclic placement per `layout.cyclic`), each attached with a fixed local rank, so world rank
+//!   = `node * ppn + local`; `layout.sites` has no engine counterpart (an engine gives created
+//!   communicators a flat layout) and is not used;
+//! * each rank's buffer of each broadcast is a segment of its node's simulated host memory,
+//!   registered as a region of its own; broadcasts are `BCAST` descriptors through
+//!   [`Engine::handle_descriptor`](ringcast_proto::engine::Engine::handle_descriptor), one at a
+//!   time per rank (a process blocking on each) in one global order over the communicators
+//!   (see `check::Lane`: a host's completions are published in order, so independent
+//!   per-communicator sequences could deadlock through the gather), completions read from the
+//!   engine's `Complete` actions;
+//! * communicators are created as a host creates them: a `COMM_CREATE` descriptor naming a
+//!   creation record in registered host memory (the engine loads it by DMA and joins the group),
+//!   back to back at start without arrival skew, and — when the seed says so and its
+//!   application gaps stay under the peer timeout — freed with `COMM_FREE` after its last;
+//! * a 0-byte broadcast is still posted: the ABI refuses it with `BadLength` at every rank
+//!   (checked as exactly that, and reported apart as `empty`);
+//! * an unreadable root buffer (an aborted broadcast) is a registered region whose host memory
+//!   is gone: the engine's DMA load fails, the root ends with `OutOfBounds` and the others with
+//!   `RootFailed`;
+//! * a crashed rank crashes its node: the engine and every host process on it stop;
+//! * DMA jobs are carried out at once or late, as the seed chooses ([`DmaTiming`]).
+//!
 //! `run(&Scenario::generate(seed, ..))` replays a seed exactly.
+mod check;
+mod setup;
+
+pub use super::cluster::DmaTiming;
 use super::fabric::Faults;
-use super::forge::{Forger, Target};
-use super::world::World;
-use ringcast_abi::frame::{DropReason, DIGEST_LEN};
+use ringcast_abi::frame::DIGEST_LEN;
 use ringcast_abi::wire::{WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
 use ringcast_abi::StatusKind;
 use ringcast_proto::collective::bcast::Algorithm;
-use ringcast_proto::comm::auth::Secret;
 use ringcast_proto::comm::Layout;
-use ringcast_proto::comm::{CommSpec, GroupId, PeerId};
 use ringcast_proto::config::{EngineConfig, RootDelay};
 use ringcast_proto::fault::FaultConfig;
-use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
 use ringcast_proto::rng::SimRng;
-use ringcast_proto::transfer::protocol::{CommHandle, Outcome, Post, PostError, Protocol};
 use ringcast_proto::Nanos;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -49,7 +75,7 @@ pub struct CommPlan {
 pub struct Scenario {
     /// The seed it was drawn from.
     pub seed: u64,
-    /// Simulated engines.
+    /// Ranks (host processes; `layout.ppn` of them per simulated node and engine).
     pub ranks: usize,
     /// The state machine's configuration.
     pub config: EngineConfig,
@@ -61,7 +87,7 @@ pub struct Scenario {
     pub comms: Vec<CommPlan>,
     /// Largest delay between a rank's previous completion and its next post (arrival skew).
     pub skew: Nanos,
-    /// Nodes that crash, and when.
+    /// Ranks that crash, and when (each takes its node's engine and every rank on it along).
     pub crashes: Vec<(usize, Nanos)>,
     /// Foreign-job and garbage datagrams injected.
     pub foreign: usize,
@@ -76,8 +102,13 @@ pub struct Scenario {
     pub forger_has_key: bool,
     /// The broadcast algorithm every engine uses (`None`: each chooses per call).
     pub algorithm: Option<Algorithm>,
-    /// Where the ranks of every communicator sit (hierarchical and multi-site algorithms).
+    /// How many ranks share a node's engine (`ppn`), and whether they are placed on nodes
+    /// block-wise or cyclically (`sites` is not used: see the module documentation).
     pub layout: Layout,
+    /// When the engines' DMA jobs are carried out.
+    pub dma: DmaTiming,
+    /// Every rank frees each communicator (`COMM_FREE`) after its last broadcast on it.
+    pub free_comms: bool,
 }
 
 /// What a passing run measured.
@@ -87,11 +118,15 @@ pub struct Report {
     pub seed: u64,
     /// Ranks.
     pub ranks: usize,
-    /// Completions checked.
+    /// Simulated nodes (engines).
+    pub nodes: usize,
+    /// Broadcast completions checked (communicator creation and release not included).
     pub completions: usize,
     /// Of which `Ok`.
     pub ok: usize,
-    /// Datagrams delivered.
+    /// Of which 0-byte broadcasts, refused with `BadLength` as the ABI says.
+    pub empty: usize,
+    /// Datagrams delivered (to live nodes).
     pub delivered: u64,
     /// Virtual time at the end.
     pub virtual_ns: Nanos,
@@ -105,23 +140,34 @@ pub struct Report {
     pub penalty_sum: u64,
     /// See `penalty_sum`.
     pub penalty_n: u64,
+    /// Forged datagrams injected (0 when no coming broadcast offered the forger a target).
+    pub forged: u64,
     /// Whether the scenario counted as benign (every broadcast had to succeed).
     pub benign: bool,
 }
 
-/// An invariant that did not hold.
+/// An invariant that did not hold (`rank`: a scenario rank; `node`: a simulated node).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Violation {
-    /// The core panicked.
+    /// The engine panicked.
     Panic(String),
-    /// An `Ok` completion delivered bytes other than the root's.
-    WrongBytes { node: usize, comm: usize, bcast: usize },
+    /// An `Ok` completion left bytes other than the root's in the rank's buffer (or an aborted
+    /// broadcast ended `Ok`).
+    WrongBytes { rank: usize, comm: usize, bcast: usize },
     /// A broadcast completed twice at one rank.
-    DoubleCompletion { node: usize, comm: usize, bcast: usize },
-    /// A broadcast never completed (hang), or the run exceeded its event/time budget.
-    Hang { node: usize, comm: usize, bcast: usize, at: Nanos },
-    /// A benign scenario produced an error.
-    UnexpectedError { node: usize, comm: usize, bcast: usize, status: StatusKind },
+    DoubleCompletion { rank: usize, comm: usize, bcast: usize },
+    /// A broadcast never completed (hang), or the run exceeded its event/time budget
+    /// (`bcast`: `usize::MAX` for the communicator's creation or release).
+    Hang { rank: usize, comm: usize, bcast: usize, at: Nanos },
+    /// A benign scenario produced an error, or a 0-byte broadcast ended otherwise than
+    /// `BadLength`.
+    UnexpectedError { rank: usize, comm: usize, bcast: usize, status: StatusKind },
+    /// Creating or freeing a communicator failed (both are local to a node: they never may).
+    CommLife { rank: usize, comm: usize, status: StatusKind },
+    /// A host's completions came out of the order of its descriptors (`cookie`: what came).
+    OutOfOrder { rank: usize, cookie: u64 },
+    /// A completion for no descriptor of its host, or with a status outside the ABI.
+    Stray { node: usize, cookie: u64 },
     /// Protocol memory exceeded its configured bound.
     Memory { node: usize, bytes: usize, bound: usize },
     /// Injected foreign frames were not all counted as dropped.
@@ -132,6 +178,9 @@ pub enum Violation {
 
 /// Salt of the forger's generator (and of the communicators' secrets): streams of their own.
 const FORGE_SALT: u64 = 0xf0f9_ed5e_c7e7_0001;
+/// Salt of the engine-side draws (DMA timing, freeing communicators): a stream of its own, so
+/// every draw of the scenario before them stays what it was.
+const ENGINE_SALT: u64 = 0xe9_91e5_d3a0_0001;
 
 /// Largest `ranks × len × broadcasts` a generated scenario moves (keeps `make test` fast).
 const BYTE_BUDGET: u64 = 8 << 20;
@@ -290,7 +339,28 @@ impl Scenario {
                 }
             },
             forger_has_key: false,
+            dma: {
+                let mut e = SimRng::new(seed ^ ENGINE_SALT);
+                match e.below(4) {
+                    0 => DmaTiming::Now,
+                    1 => DmaTiming::Late { late: 1.0, max_ns: e.range(100, 20_000) },
+                    _ => DmaTiming::Late { late: 0.5, max_ns: e.range(100, 5_000) },
+                }
+            },
+            free_comms: false,
         }
+        .with_free_draw()
+    }
+
+    /// Draws whether the ranks free their communicators. Not when an application gap may exceed
+    /// the peer timeout: an engine whose every local member freed a communicator waits at most
+    /// `peer_timeout_ms` for the other engines to settle it, so a receiver that posts its last
+    /// broadcast later than that finds the root's engine gone (`PeerUnreachable`) — the
+    /// engine's documented bound, not a fault this scenario means to test.
+    fn with_free_draw(mut self) -> Scenario {
+        let peer_timeout = self.config.protocol.peer_timeout_ms as Nanos * 1_000_000;
+        self.free_comms = SimRng::new(self.seed ^ ENGINE_SALT ^ 1).chance(0.5) && self.skew < peer_timeout;
+        self
     }
 
     /// Like [`Scenario::generate`], with every engine forced to broadcast with `alg`.
@@ -311,24 +381,6 @@ impl Scenario {
 pub fn pattern(seed: u64, c: usize, k: usize, len: u32) -> Vec<u8> {
     let mut r = SimRng::new(seed ^ ((c as u64) << 40) ^ ((k as u64) << 20) ^ 0x5eed);
     (0..len).map(|_| r.next_u64() as u8).collect()
-}
-
-fn token(c: usize, k: usize) -> u64 {
-    ((c as u64) << 32) | k as u64
-}
-
-fn segment(c: usize, k: usize) -> u64 {
-    token(c, k) + 1
-}
-
-/// Per (node, communicator) driver state: blocking broadcasts, one after the other.
-#[derive(Clone, Debug)]
-struct Lane {
-    comm: usize,
-    handle: CommHandle,
-    next: usize,
-    busy: bool,
-    ready_at: Nanos,
 }
 
 /// Runs a scenario and checks every invariant.
@@ -352,321 +404,36 @@ pub fn run_traced(s: &Scenario, dump: &mut Option<String>) -> Result<Report, Vio
 
 fn run_inner(s: &Scenario, dump: &mut Option<String>) -> Result<Report, Violation> {
     let mut rng = SimRng::new(s.seed ^ 0xfab);
-    let protos: Vec<Protocol> = (0..s.ranks)
-        .map(|_| {
-            let mut p = Protocol::new(&s.config, crc32c::crc32c);
-            p.force_algorithm(s.algorithm);
-            p
-        })
-        .collect();
-    let mut world = World::new(protos, s.faults.clone(), rng.fork(), crc32c::crc32c);
-    for &(n, at) in &s.crashes {
-        world.nodes[n].crash_at = Some(at);
-    }
-    world.inject_faults(&s.fault);
-
-    // Communicators, buffers, lanes.
-    let mut lanes: Vec<Vec<Lane>> = vec![Vec::new(); s.ranks];
-    let mut cookies = Vec::with_capacity(s.comms.len());
-    let mut secrets = Vec::with_capacity(s.comms.len());
-    let mut frng = SimRng::new(s.seed ^ FORGE_SALT ^ 0x5ec);
-    for (c, plan) in s.comms.iter().enumerate() {
-        let cookie = rng.next_u64() | 1;
-        cookies.push(cookie);
-        let mut group: GroupId = [0; 14];
-        group.iter_mut().for_each(|b| *b = rng.next_u64() as u8);
-        let seed = rng.next_u64();
-        let mut key = [0u8; 32];
-        key.iter_mut().for_each(|b| *b = frng.next_u64() as u8);
-        let key = Secret(key);
-        secrets.push(key);
-        let members: std::sync::Arc<[PeerId]> = plan.members.iter().map(|&n| PeerId(n as u32)).collect();
-        world.join(group, plan.members.clone());
-        for (rank, &node) in plan.members.iter().enumerate() {
-            let spec = CommSpec {
-                cookie,
-                group,
-                members: members.clone(),
-                my_rank: rank as u32,
-                seed,
-                key,
-                layout: s.layout,
-            };
-            let handle = world.nodes[node]
-                .proto
-                .create_comm(spec)
-                .map_err(|st| Violation::UnexpectedError { node, comm: c, bcast: 0, status: st })?;
-            for (k, &(root, len)) in plan.bcasts.iter().enumerate() {
-                let mut bytes =
-                    if root as usize == rank { pattern(s.seed, c, k, len) } else { vec![0; len as usize] };
-                if root as usize == rank && plan.aborted[k] {
-                    bytes.clear(); // unreadable root buffer
-                }
-                world.nodes[node].mem.insert(segment(c, k), bytes);
-            }
-            lanes[node].push(Lane { comm: c, handle, next: 0, busy: false, ready_at: 0 });
-        }
-    }
-    for _ in 0..s.foreign {
-        let to = rng.below(s.ranks as u64) as usize;
-        let at = rng.below(1_000_000);
-        let len = rng.range(0, 120) as usize;
-        let frame: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
-        world.inject(to, PeerId(rng.below(s.ranks as u64) as u32), at, frame);
-    }
-    for _ in 0..s.hostile {
-        let len = rng.range(40, 200) as usize;
-        let mut f: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
-        f[0] = ringcast_abi::wire::WIRE_VERSION;
-        f[1] = rng.range(1, 6) as u8;
-        f[8..16].copy_from_slice(&cookies[rng.below(cookies.len() as u64) as usize].to_le_bytes());
-        let n = f.len() - 4;
-        let sum = crc32c::crc32c(&f[..n]).to_le_bytes();
-        f[n..].copy_from_slice(&sum);
-        let to = rng.below(s.ranks as u64) as usize;
-        world.inject(to, PeerId(rng.below(s.ranks as u64) as u32), rng.below(2_000_000), f);
-    }
-    let payload = s.config.protocol.mtu - (WIRE_HEADER_LEN + WIRE_TRAILER_LEN + DIGEST_LEN) as u32;
-    let forger =
-        if s.forger_has_key { Forger::with_real_key(payload) } else { Forger::new(&mut frng, payload) };
-    let mut forged_frames = 0;
-    for _ in 0..s.forged {
-        let c = frng.below(s.comms.len() as u64) as usize;
-        let plan = &s.comms[c];
-        let t =
-            Target { cookie: cookies[c], members: &plan.members, bcasts: &plan.bcasts, secret: secrets[c] };
-        // Early (before or while the broadcasts run) and spread out.
-        let at = frng.below(3_000_000);
-        for f in forger.forge(&mut frng, &t) {
-            forged_frames += 1;
-            world.inject(f.to, PeerId(f.from as u32), at + frng.below(50_000), f.frame);
-        }
-    }
-    for n in 0..s.ranks {
-        world.wake(n, 0);
-    }
-
-    // completions[node][comm][bcast]
-    let mut seen: Vec<Vec<Vec<Option<Outcome>>>> =
-        (0..s.ranks).map(|_| s.comms.iter().map(|p| vec![None; p.bcasts.len()]).collect()).collect();
-    let mut cursor = 0;
-    let mut events = 0u64;
+    let setup::Built { mut cluster, procs, handles, forged_frames } = setup::build(s, &mut rng);
+    let mut ledger = check::Ledger::new(s, procs, handles);
     let time_limit: Nanos = 60_000_000_000;
-    while let Some(step) = world.step() {
+    let mut events = 0u64;
+    while let Some(step) = cluster.step() {
         events += 1;
-        if events > MAX_EVENTS || world.now() > time_limit {
+        if events > MAX_EVENTS || cluster.now() > time_limit {
             if let Some(d) = dump.as_mut() {
-                d.push_str(&dump_world(&world));
+                d.push_str(&check::dump(&cluster));
             }
-            return Err(first_missing(&seen, &world, &lanes).unwrap_or(Violation::Hang {
-                node: 0,
+            return Err(ledger.first_missing(&cluster).unwrap_or(Violation::Hang {
+                rank: 0,
                 comm: 0,
                 bcast: 0,
-                at: world.now(),
+                at: cluster.now(),
             }));
         }
-        drain(s, &mut world, &mut lanes, &mut seen, &mut cursor, &mut rng)?;
+        ledger.drain(s, &mut cluster, &mut rng)?;
         if let Some(n) = step {
-            post_ready(s, &mut world, &mut lanes[n], n, &mut seen);
-            // A root completes inside its post: free its lane now, or the last post of a run
-            // would never be seen.
-            drain(s, &mut world, &mut lanes, &mut seen, &mut cursor, &mut rng)?;
+            ledger.post_ready(s, &mut cluster, n);
+            // A post may complete at once (a refused descriptor): free its lane now, or the
+            // last post of a run would never be seen.
+            ledger.drain(s, &mut cluster, &mut rng)?;
         }
     }
     if let Some(d) = dump.as_mut() {
-        d.push_str(&dump_world(&world));
+        d.push_str(&check::dump(&cluster));
     }
-    if let Some(v) = first_missing(&seen, &world, &lanes) {
+    if let Some(v) = ledger.first_missing(&cluster) {
         return Err(v);
     }
-    check(s, &seen, &world, forged_frames)
-}
-
-/// Every node's protocol state, for replaying a failing seed.
-fn dump_world(world: &World) -> String {
-    let mut d = String::new();
-    for (i, n) in world.nodes.iter().enumerate() {
-        d.push_str(&format!(
-            "node {i} drops {:?} armed {:?} next {:?} fired {} handled {}\n{}",
-            n.proto.counters().drops,
-            n.armed(),
-            n.proto.next_timeout(),
-            n.fired,
-            n.handled,
-            n.proto.describe()
-        ));
-    }
-    d
-}
-
-type Seen = Vec<Vec<Vec<Option<Outcome>>>>;
-
-/// Records new completions (each must be the first for its broadcast at its node) and frees
-/// their lanes: the next post of that lane is due after a random arrival skew.
-fn drain(
-    s: &Scenario,
-    world: &mut World,
-    lanes: &mut [Vec<Lane>],
-    seen: &mut Seen,
-    cursor: &mut usize,
-    rng: &mut SimRng,
-) -> Result<(), Violation> {
-    while *cursor < world.done().len() {
-        let d = world.done()[*cursor];
-        *cursor += 1;
-        let (c, k) = ((d.token >> 32) as usize, (d.token & 0xffff_ffff) as usize);
-        if seen[d.node][c][k].replace(d.outcome).is_some() {
-            return Err(Violation::DoubleCompletion { node: d.node, comm: c, bcast: k });
-        }
-        if let Some(l) = lanes[d.node].iter_mut().find(|l| l.comm == c) {
-            l.busy = false;
-            l.ready_at = d.at + if s.skew > 0 { rng.below(s.skew + 1) } else { 0 };
-            world.wake(d.node, l.ready_at);
-        }
-    }
-    Ok(())
-}
-
-/// Posts every lane of node `n` whose previous broadcast completed and whose time has come.
-fn post_ready(
-    s: &Scenario,
-    world: &mut World,
-    lanes: &mut [Lane],
-    n: usize,
-    seen: &mut [Vec<Vec<Option<Outcome>>>],
-) {
-    let now = world.now();
-    for l in lanes.iter_mut() {
-        let plan = &s.comms[l.comm];
-        while !l.busy && l.next < plan.bcasts.len() && now >= l.ready_at {
-            let (root, len) = plan.bcasts[l.next];
-            let (c, k) = (l.comm, l.next);
-            let buf = Resolved { segment: SegmentHandle(segment(c, k)), offset: 0 };
-            let handle = l.handle;
-            let r = world.with_node(n, |p, now, env| {
-                let mut env = env;
-                p.post_bcast(Post { comm: handle, root, buf, len, token: token(c, k) }, now, &mut env)
-            });
-            match r {
-                Ok(()) => {
-                    // Busy until its completion is drained (a root's is already in).
-                    l.next += 1;
-                    l.busy = true;
-                }
-                Err(PostError::WouldBlock) => break,
-                Err(PostError::Refused(status)) => {
-                    seen[n][c][k] = Some(Outcome { status, bytes: 0, counters: Default::default() });
-                    l.next += 1;
-                }
-            }
-        }
-        if !l.busy && l.next < plan.bcasts.len() && now < l.ready_at {
-            world.wake(n, l.ready_at);
-        }
-    }
-}
-
-/// The first broadcast a live node posted or had to post that never completed.
-fn first_missing(
-    seen: &[Vec<Vec<Option<Outcome>>>],
-    world: &World,
-    lanes: &[Vec<Lane>],
-) -> Option<Violation> {
-    for (node, ls) in lanes.iter().enumerate() {
-        if world.nodes[node].crash_at.is_some() {
-            continue;
-        }
-        for l in ls {
-            if let Some(k) = seen[node][l.comm].iter().position(Option::is_none) {
-                return Some(Violation::Hang { node, comm: l.comm, bcast: k, at: world.now() });
-            }
-        }
-    }
-    None
-}
-
-fn check(
-    s: &Scenario,
-    seen: &[Vec<Vec<Option<Outcome>>>],
-    world: &World,
-    forged_frames: u64,
-) -> Result<Report, Violation> {
-    let benign = s.benign();
-    let mut rep =
-        Report { seed: s.seed, ranks: s.ranks, benign, virtual_ns: world.now(), ..Report::default() };
-    rep.delivered = world.delivered();
-    let largest = s.comms.iter().flat_map(|p| p.bcasts.iter().map(|b| b.1)).max().unwrap_or(0) as usize;
-    for (node, per_comm) in seen.iter().enumerate() {
-        let n = &world.nodes[node];
-        // Benign: nothing may leave a communicator broken (a slow rank is not a dead one).
-        if benign && n.proto.any_broken() {
-            return Err(Violation::UnexpectedError {
-                node,
-                comm: 0,
-                bcast: 0,
-                status: StatusKind::CommunicatorBroken,
-            });
-        }
-        let bound = n.proto.memory_bound(largest);
-        let bytes = n.proto.memory_bytes();
-        if bytes > bound {
-            return Err(Violation::Memory { node, bytes, bound });
-        }
-        rep.dropped += n.proto.counters().drops.iter().sum::<u64>();
-        for (c, outs) in per_comm.iter().enumerate() {
-            let Some(rank) = s.comms[c].members.iter().position(|&m| m == node) else { continue };
-            for (k, out) in outs.iter().enumerate() {
-                let Some(o) = out else { continue };
-                rep.completions += 1;
-                let (root, len) = s.comms[c].bcasts[k];
-                let aborted = s.comms[c].aborted[k];
-                if aborted && o.status == StatusKind::Ok {
-                    return Err(Violation::WrongBytes { node, comm: c, bcast: k });
-                }
-                let expected_abort =
-                    aborted && matches!(o.status, StatusKind::RootFailed | StatusKind::OutOfBounds);
-                if o.status != StatusKind::Ok {
-                    if benign && !expected_abort {
-                        return Err(Violation::UnexpectedError { node, comm: c, bcast: k, status: o.status });
-                    }
-                    continue;
-                }
-                rep.ok += 1;
-                let want = pattern(s.seed, c, k, len);
-                if n.mem.get(&segment(c, k)).map(Vec::as_slice) != Some(&want[..]) {
-                    return Err(Violation::WrongBytes { node, comm: c, bcast: k });
-                }
-                if root as usize != rank {
-                    rep.frags_multicast += o.counters.frags_multicast as u64;
-                    rep.frags_repair += o.counters.frags_repair as u64;
-                    rep.penalty_sum += o.counters.penalty_rounds as u64;
-                    rep.penalty_n += 1;
-                }
-            }
-        }
-    }
-    // Every injected frame that reached a live node is counted under some drop reason.
-    let counted: u64 = world
-        .nodes
-        .iter()
-        .map(|n| {
-            let d = n.proto.counters().drops;
-            [DropReason::TooShort, DropReason::BadCrc, DropReason::BadVersion, DropReason::UnknownKind]
-                .iter()
-                .map(|r| d[*r as usize])
-                .sum::<u64>()
-        })
-        .sum();
-    if s.crashes.is_empty() && s.faults.corrupt == 0.0 && counted < s.foreign as u64 * 9 / 10 {
-        return Err(Violation::UncountedForeign { injected: s.foreign, counted });
-    }
-    // Every forged frame that reached a live node unaltered was dropped for its tag (the
-    // release-build injector may drop or corrupt it on receipt; a crash may swallow it).
-    let bad_tags: u64 =
-        world.nodes.iter().map(|n| n.proto.counters().drops[DropReason::BadTag as usize]).sum();
-    let untouched = s.fault.drop == 0.0 && s.fault.corrupt == 0.0;
-    if !s.forger_has_key && s.crashes.is_empty() && untouched && bad_tags < forged_frames {
-        return Err(Violation::UncountedForgery { injected: forged_frames as usize, counted: bad_tags });
-    }
-    Ok(rep)
+    ledger.check(s, &cluster, forged_frames).map(|r| Report { forged: forged_frames, ..r })
 }

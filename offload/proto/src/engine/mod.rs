@@ -134,6 +134,25 @@ impl Engine {
         self.node.as_ref().map(node::Node::proto_counters).unwrap_or_default()
     }
 
+    /// Bytes of protocol state held now (channel buffers and pre-posted slots; zero without a
+    /// fabric): what a memory bound is checked against (the simulator's DST does).
+    pub fn memory_bytes(&self) -> usize {
+        self.node.as_ref().map_or(0, node::Node::memory_bytes)
+    }
+
+    /// The most [`Engine::memory_bytes`] may reach for messages up to `largest` bytes with the
+    /// communicators alive now (one channel per broadcast slot per communicator, plus the
+    /// pre-posted slots).
+    pub fn memory_bound(&self, largest: usize) -> usize {
+        self.node.as_ref().map_or(0, |n| n.memory_bound(largest))
+    }
+
+    /// Whether some communicator alive in the protocol is broken (a peer declared
+    /// unreachable): never, in a run without faults that justify it.
+    pub fn any_broken(&self) -> bool {
+        self.node.as_ref().is_some_and(node::Node::any_broken)
+    }
+
     /// The communicators' life (`COMMS`; `groups` is the fabric's to fill in).
     pub fn comm_stats(&self) -> CommStats {
         self.node.as_ref().map(node::Node::comm_stats).unwrap_or_default()

@@ -459,6 +459,18 @@ impl Node {
         }
     }
 
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.proto.memory_bytes()
+    }
+
+    pub(crate) fn memory_bound(&self, largest: usize) -> usize {
+        self.proto.memory_bound(largest)
+    }
+
+    pub(crate) fn any_broken(&self) -> bool {
+        self.proto.any_broken()
+    }
+
     pub(crate) fn proto_counters(&self) -> ProtoCounters {
         self.proto.counters()
     }

@@ -1,0 +1,333 @@
+//! The DST's driver-side bookkeeping and its checker. The ledger plays every rank's host
+//! process — it posts descriptors, blocking per (rank, communicator), and reads the completions
+//! the engines publish — and records what it saw; the checker then judges the run from that
+//! record, the simulated host memory and the engines' public counters alone (nothing of the
+//! engine's inner state).
+use super::setup::{segment, Proc};
+use super::{pattern, Report, Scenario, Violation};
+use crate::cluster::Cluster;
+use ringcast_abi::frame::DropReason;
+use ringcast_abi::{Completion, RegionRef, StatusKind, SubmissionDescriptor};
+use ringcast_proto::rng::SimRng;
+use ringcast_proto::Nanos;
+use std::collections::{BTreeSet, VecDeque};
+
+/// Index of a communicator's creation in a cookie (a broadcast has its index there).
+const CREATE: u64 = 0xffff_fffe;
+/// Index of a communicator's release in a cookie.
+const FREE: u64 = 0xffff_ffff;
+
+/// The cookie of step `k` of communicator `c` (broadcast index, [`CREATE`] or [`FREE`]).
+fn cookie(c: usize, k: u64) -> u64 {
+    ((c as u64) << 32) | k
+}
+
+/// One rank's sequence of descriptors, one at a time (a host process blocking on each): on
+/// every communicator it is a member of, create, the broadcasts in order, maybe free — step `j`
+/// of every communicator (in communicator order) before step `j + 1` of any. Every rank's
+/// sequence is thus a subsequence of one global order, as MPI asks of collectives on
+/// overlapping communicators; with a host's completions published in order, concurrent
+/// per-communicator sequences could deadlock through the gather (a slot waits for a local
+/// member whose next post waits behind another communicator's slot).
+#[derive(Clone, Debug)]
+struct Lane {
+    rank: usize,
+    /// (communicator, step): step 0 creates, `1..=n` are broadcasts `0..n`, `n + 1` frees.
+    steps: Vec<(usize, usize)>,
+    /// Steps posted so far.
+    next: usize,
+    busy: bool,
+    ready_at: Nanos,
+}
+
+/// What the driver posted and saw.
+pub(super) struct Ledger {
+    procs: Vec<Proc>,
+    handles: Vec<u64>,
+    lanes: Vec<Lane>,
+    /// Lanes (ranks) of each node.
+    lanes_at: Vec<Vec<usize>>,
+    /// Rank of each (node, host id).
+    rank_of: Vec<Vec<usize>>,
+    /// Cookies each rank posted and has not seen completed, in order.
+    posted: Vec<VecDeque<u64>>,
+    /// Broadcast completions: `seen[rank][comm][bcast]`.
+    seen: Vec<Vec<Vec<Option<Completion>>>>,
+    /// Published completions read so far.
+    cursor: usize,
+    /// Wake-ups scheduled per node and not yet due: one per distinct time, or every event of a
+    /// node with many waiting lanes would schedule a wake per lane, each doing the same again.
+    wakes: Vec<BTreeSet<Nanos>>,
+}
+
+impl Ledger {
+    pub(super) fn new(s: &Scenario, procs: Vec<Proc>, handles: Vec<u64>) -> Ledger {
+        let mut lanes = Vec::new();
+        let mut rank_of: Vec<Vec<usize>> = Vec::new();
+        for (r, p) in procs.iter().enumerate() {
+            if rank_of.len() <= p.node {
+                rank_of.resize(p.node + 1, Vec::new());
+            }
+            let hosts = &mut rank_of[p.node];
+            if hosts.len() <= p.host.0 as usize {
+                hosts.resize(p.host.0 as usize + 1, usize::MAX);
+            }
+            hosts[p.host.0 as usize] = r;
+            let mine: Vec<usize> = (0..s.comms.len()).filter(|&c| p.comms[c].is_some()).collect();
+            let longest = mine.iter().map(|&c| Self::steps(s, c)).max().unwrap_or(0);
+            let steps = (0..longest)
+                .flat_map(|j| mine.iter().filter(move |&&c| j < Self::steps(s, c)).map(move |&c| (c, j)))
+                .collect();
+            lanes.push(Lane { rank: r, steps, next: 0, busy: false, ready_at: 0 });
+        }
+        let seen =
+            (0..procs.len()).map(|_| s.comms.iter().map(|p| vec![None; p.bcasts.len()]).collect()).collect();
+        let posted = vec![VecDeque::new(); procs.len()];
+        let wakes = vec![BTreeSet::new(); rank_of.len()];
+        let mut lanes_at = vec![Vec::new(); rank_of.len()];
+        for (l, lane) in lanes.iter().enumerate() {
+            lanes_at[procs[lane.rank].node].push(l);
+        }
+        Ledger { procs, handles, lanes, lanes_at, rank_of, posted, seen, cursor: 0, wakes }
+    }
+
+    /// Has node `n` woken at `at` (once, however many lanes wait for that time).
+    fn wake(&mut self, cluster: &mut Cluster, n: usize, at: Nanos) {
+        if self.wakes[n].insert(at) {
+            cluster.wake(n, at);
+        }
+    }
+
+    /// Steps of a lane on communicator `c`: create, every broadcast, and free if the scenario
+    /// frees its communicators.
+    fn steps(s: &Scenario, c: usize) -> usize {
+        1 + s.comms[c].bcasts.len() + usize::from(s.free_comms)
+    }
+
+    /// Reads the completions published since last time: each must be the next its host is
+    /// owed (in descriptor order), and the first for its broadcast at its rank; frees its
+    /// lane, whose next post is due after a random arrival skew.
+    pub(super) fn drain(
+        &mut self,
+        s: &Scenario,
+        cluster: &mut Cluster,
+        rng: &mut SimRng,
+    ) -> Result<(), Violation> {
+        while self.cursor < cluster.published().len() {
+            let p = cluster.published()[self.cursor];
+            self.cursor += 1;
+            let stray = Violation::Stray { node: p.node, cookie: p.cqe.cookie };
+            let rank =
+                *self.rank_of.get(p.node).and_then(|h| h.get(p.host.0 as usize)).ok_or(stray.clone())?;
+            match self.posted[rank].pop_front() {
+                Some(c) if c == p.cqe.cookie => {}
+                Some(_) => return Err(Violation::OutOfOrder { rank, cookie: p.cqe.cookie }),
+                None => return Err(stray),
+            }
+            let status = StatusKind::try_from(p.cqe.status).map_err(|_| stray)?;
+            let (c, k) = ((p.cqe.cookie >> 32) as usize, p.cqe.cookie & 0xffff_ffff);
+            if k == CREATE || k == FREE {
+                if status != StatusKind::Ok {
+                    return Err(Violation::CommLife { rank, comm: c, status });
+                }
+            } else if self.seen[rank][c][k as usize].replace(p.cqe).is_some() {
+                return Err(Violation::DoubleCompletion { rank, comm: c, bcast: k as usize });
+            }
+            let lane = &mut self.lanes[rank];
+            lane.busy = false;
+            // Arrival skew (an application's gaps) before broadcasts and releases; the
+            // communicators are created back to back at start, as a job sets them up (an
+            // engine that has not created one yet drops its frames: a gap there is a
+            // different scenario, see the module documentation of `dst`).
+            let creating = lane.steps.get(lane.next).is_some_and(|&(_, j)| j == 0);
+            let skew = if s.skew > 0 && !creating { rng.below(s.skew + 1) } else { 0 };
+            lane.ready_at = p.at + skew;
+            let at = lane.ready_at;
+            self.wake(cluster, p.node, at);
+        }
+        Ok(())
+    }
+
+    /// Posts the next step of every lane of node `n`'s ranks whose previous step completed and
+    /// whose time has come.
+    pub(super) fn post_ready(&mut self, s: &Scenario, cluster: &mut Cluster, n: usize) {
+        let now = cluster.now();
+        // Wake-ups up to now are spent.
+        let later = self.wakes[n].split_off(&(now + 1));
+        self.wakes[n] = later;
+        for i in 0..self.lanes_at[n].len() {
+            let l = self.lanes_at[n][i];
+            let lane = &self.lanes[l];
+            let p = &self.procs[lane.rank];
+            if lane.busy || lane.next >= lane.steps.len() {
+                continue;
+            }
+            if now < lane.ready_at {
+                let at = lane.ready_at;
+                self.wake(cluster, n, at);
+                continue;
+            }
+            let (c, step) = lane.steps[lane.next];
+            let Some(m) = p.comms[c].as_ref() else { continue };
+            let handle = self.handles[c];
+            let plan = &s.comms[c];
+            let d = if step == 0 {
+                let record = RegionRef { key: m.record, offset: 0 };
+                SubmissionDescriptor::comm_create(cookie(c, CREATE), handle, record, m.record_len)
+            } else if step <= plan.bcasts.len() {
+                let k = step - 1;
+                let (root, len) = plan.bcasts[k];
+                let buf = RegionRef { key: m.bufs[k], offset: 0 };
+                SubmissionDescriptor::bcast(cookie(c, k as u64), handle, root, buf, u64::from(len))
+            } else {
+                SubmissionDescriptor::comm_free(cookie(c, FREE), handle)
+            };
+            let host = p.host;
+            self.posted[lane.rank].push_back(d.cookie);
+            let lane = &mut self.lanes[l];
+            lane.next += 1;
+            lane.busy = true;
+            cluster.with_engine(n, |e, now| e.handle_descriptor(host, &d, now));
+        }
+    }
+
+    /// The first step a rank on a live node posted or had to post that never completed.
+    pub(super) fn first_missing(&self, cluster: &Cluster) -> Option<Violation> {
+        let at = cluster.now();
+        for lane in &self.lanes {
+            if cluster.nodes[self.procs[lane.rank].node].crash_at.is_some() {
+                continue;
+            }
+            let rank = lane.rank;
+            for (comm, outs) in self.seen[rank].iter().enumerate() {
+                if self.procs[rank].comms[comm].is_none() {
+                    continue;
+                }
+                if let Some(k) = outs.iter().position(Option::is_none) {
+                    return Some(Violation::Hang { rank, comm, bcast: k, at });
+                }
+            }
+            if let Some(&(comm, _)) = lane.steps.get(lane.next.saturating_sub(usize::from(lane.busy))) {
+                if lane.busy || lane.next < lane.steps.len() {
+                    return Some(Violation::Hang { rank, comm, bcast: usize::MAX, at });
+                }
+            }
+        }
+        None
+    }
+
+    /// Judges the run from what the ranks saw, their host memory and the engines' counters.
+    pub(super) fn check(
+        &self,
+        s: &Scenario,
+        cluster: &Cluster,
+        forged_frames: u64,
+    ) -> Result<Report, Violation> {
+        let benign = s.benign();
+        let mut rep = Report {
+            seed: s.seed,
+            ranks: s.ranks,
+            nodes: cluster.nodes.len(),
+            benign,
+            virtual_ns: cluster.now(),
+            ..Report::default()
+        };
+        rep.delivered = cluster.delivered();
+        let largest = s.comms.iter().flat_map(|p| p.bcasts.iter().map(|b| b.1)).max().unwrap_or(0) as usize;
+        for (node, m) in cluster.nodes.iter().enumerate() {
+            // Benign: nothing may leave a communicator broken (a slow rank is not a dead one).
+            if benign && m.engine.any_broken() {
+                let status = StatusKind::CommunicatorBroken;
+                return Err(Violation::UnexpectedError { rank: usize::MAX, comm: 0, bcast: node, status });
+            }
+            let (bytes, bound) = (m.engine.memory_bytes(), m.engine.memory_bound(largest));
+            if bytes > bound {
+                return Err(Violation::Memory { node, bytes, bound });
+            }
+            rep.dropped += m.engine.proto_counters().drops.iter().sum::<u64>();
+        }
+        for (rank, per_comm) in self.seen.iter().enumerate() {
+            let p = &self.procs[rank];
+            for (c, outs) in per_comm.iter().enumerate() {
+                let Some(me) = p.comms[c].as_ref().map(|m| m.rank) else { continue };
+                for (k, out) in outs.iter().enumerate() {
+                    let Some(cqe) = out else { continue };
+                    rep.completions += 1;
+                    // Known: the drain refused a status outside the ABI.
+                    let Ok(status) = StatusKind::try_from(cqe.status) else { continue };
+                    let (root, len) = s.comms[c].bcasts[k];
+                    if len == 0 {
+                        // The ABI refuses a 0-byte broadcast, at every rank alike.
+                        if status != StatusKind::BadLength {
+                            return Err(Violation::UnexpectedError { rank, comm: c, bcast: k, status });
+                        }
+                        rep.empty += 1;
+                        continue;
+                    }
+                    let aborted = s.comms[c].aborted[k];
+                    if aborted && status == StatusKind::Ok {
+                        return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
+                    }
+                    let expected_abort =
+                        aborted && matches!(status, StatusKind::RootFailed | StatusKind::OutOfBounds);
+                    if status != StatusKind::Ok {
+                        if benign && !expected_abort {
+                            return Err(Violation::UnexpectedError { rank, comm: c, bcast: k, status });
+                        }
+                        continue;
+                    }
+                    rep.ok += 1;
+                    let want = pattern(s.seed, c, k, len);
+                    let mem = &cluster.nodes[p.node].mem;
+                    if mem.get(&segment(p.local, c, k as u64)).map(Vec::as_slice) != Some(&want[..]) {
+                        return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
+                    }
+                    if root != me {
+                        rep.frags_multicast += u64::from(cqe.frags_multicast);
+                        rep.frags_repair += u64::from(cqe.frags_repair);
+                        rep.penalty_sum += u64::from(cqe.penalty_rounds);
+                        rep.penalty_n += 1;
+                    }
+                }
+            }
+        }
+        // Every injected frame that reached a live node is counted under some drop reason.
+        let drops = |r: DropReason| -> u64 {
+            cluster.nodes.iter().map(|m| m.engine.proto_counters().drops[r as usize]).sum()
+        };
+        let counted: u64 =
+            [DropReason::TooShort, DropReason::BadCrc, DropReason::BadVersion, DropReason::UnknownKind]
+                .into_iter()
+                .map(drops)
+                .sum();
+        if s.crashes.is_empty() && s.faults.corrupt == 0.0 && counted < s.foreign as u64 * 9 / 10 {
+            return Err(Violation::UncountedForeign { injected: s.foreign, counted });
+        }
+        // Every forged frame that reached a live node unaltered was dropped for its tag — or,
+        // reaching an engine before it created the communicator, for its cookie (the
+        // release-build injector may drop or corrupt it on receipt; a crash may swallow it).
+        let bad_tags = drops(DropReason::BadTag) + drops(DropReason::ForeignCookie);
+        let untouched = s.fault.drop == 0.0 && s.fault.corrupt == 0.0;
+        if !s.forger_has_key && s.crashes.is_empty() && untouched && bad_tags < forged_frames {
+            return Err(Violation::UncountedForgery { injected: forged_frames as usize, counted: bad_tags });
+        }
+        Ok(rep)
+    }
+}
+
+/// Every node's engine state, for replaying a failing seed.
+pub(super) fn dump(cluster: &Cluster) -> String {
+    let mut d = String::new();
+    for (i, m) in cluster.nodes.iter().enumerate() {
+        d.push_str(&format!(
+            "node {i} drops {:?} armed {:?} next {:?} comms {:?} quiescent {}\n{}",
+            m.engine.proto_counters().drops,
+            m.armed(),
+            m.engine.poll_timeout(),
+            m.engine.comm_stats(),
+            m.engine.quiescent(),
+            m.engine.describe()
+        ));
+    }
+    d
+}

@@ -1,0 +1,223 @@
+//! Builds a scenario's cluster the way a real job starts: one engine per node (configured with
+//! the job's topology), the ranks attached to their node's engine as host processes with fixed
+//! local ranks, each rank's broadcast buffers and communicator creation records written into
+//! its node's simulated host memory and registered as regions; then the foreign, hostile and
+//! forged datagrams of the scenario queued for injection.
+use super::{Scenario, FORGE_SALT};
+use crate::cluster::Cluster;
+use crate::forge::{Forger, Target};
+use ringcast_abi::frame::DIGEST_LEN;
+use ringcast_abi::wire::{WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
+use ringcast_abi::{Access, CommCreateHeader, RegionKey, COMM_MAGIC};
+use ringcast_proto::comm::PeerId;
+use ringcast_proto::config::{AlgorithmChoice, LocalRank};
+use ringcast_proto::engine::Engine;
+use ringcast_proto::intake::regions::SegmentHandle;
+use ringcast_proto::intake::HostId;
+use ringcast_proto::rng::SimRng;
+use zerocopy::IntoBytes;
+
+/// The part of a segment handle that names the record of a communicator (a broadcast's
+/// buffer has its index there).
+const RECORD: u64 = 0xffff_ffff;
+
+/// Segment of local rank `local`'s buffer `k` of communicator `c` (`k` = [`RECORD`]: its
+/// creation record) in its node's host memory.
+pub(super) fn segment(local: u32, c: usize, k: u64) -> u64 {
+    (u64::from(local) << 48) | ((c as u64) << 32) | k
+}
+
+/// A rank as a host process.
+pub(super) struct Proc {
+    /// Its node (engine).
+    pub node: usize,
+    /// Its local rank there.
+    pub local: u32,
+    /// Its host id at its engine.
+    pub host: HostId,
+    /// Per communicator it is a member of: its rank there, its creation record's region and
+    /// length, and the region of each broadcast's buffer (`NONE` for 0 bytes).
+    pub comms: Vec<Option<Membership>>,
+}
+
+/// A rank's part in one communicator.
+pub(super) struct Membership {
+    pub rank: u32,
+    pub record: RegionKey,
+    pub record_len: u64,
+    pub bufs: Vec<RegionKey>,
+}
+
+/// The built cluster and what the driver and checker need to know of it.
+pub(super) struct Built {
+    pub cluster: Cluster,
+    pub procs: Vec<Proc>,
+    /// Each communicator's handle (its cookie).
+    pub handles: Vec<u64>,
+    /// Forged datagrams injected.
+    pub forged_frames: u64,
+}
+
+/// Node and local rank of every rank: `ppn` ranks per node, block-wise or cyclic.
+pub(super) fn placement(s: &Scenario) -> (usize, Vec<(usize, u32)>) {
+    let ppn = (s.layout.ppn.max(1) as usize).min(s.ranks.max(1));
+    let nodes = s.ranks.div_ceil(ppn);
+    let at = (0..s.ranks)
+        .map(|r| if s.layout.cyclic { (r % nodes, (r / nodes) as u32) } else { (r / ppn, (r % ppn) as u32) })
+        .collect();
+    (nodes, at)
+}
+
+/// World rank of a rank at (`node`, `local`) with `ppn` ranks per node.
+fn world_rank(node: usize, local: u32, ppn: u32) -> u32 {
+    node as u32 * ppn + local
+}
+
+pub(super) fn build(s: &Scenario, rng: &mut SimRng) -> Built {
+    let (nodes, at) = placement(s);
+    let ppn = (s.layout.ppn.max(1) as usize).min(s.ranks.max(1)) as u32;
+    let engines = (0..nodes)
+        .map(|n| {
+            let config = s.config.clone().with(|c| {
+                c.topology.job = "dst".into();
+                (c.topology.nodes, c.topology.node, c.topology.ppn) = (nodes as u32, n as u32, ppn);
+                if let Some(a) = s.algorithm {
+                    c.protocol.algorithm = AlgorithmChoice::Fixed(a);
+                }
+            });
+            Engine::new(&config, crc32c::crc32c, true).expect("a valid engine configuration")
+        })
+        .collect();
+    let mut cluster = Cluster::new(engines, s.faults.clone(), rng.fork(), crc32c::crc32c, s.dma, rng.fork());
+    for &(r, t) in &s.crashes {
+        let n = at[r].0;
+        let m = &mut cluster.nodes[n];
+        m.crash_at = Some(m.crash_at.map_or(t, |c| c.min(t)));
+    }
+    cluster.inject_faults(&s.fault);
+
+    let mut procs: Vec<Proc> = at
+        .iter()
+        .map(|&(node, local)| {
+            let host = cluster.with_engine(node, |e, now| {
+                let h = e.attach_host(LocalRank::Fixed(local), now).expect("a free local rank");
+                e.host_arrived(h);
+                h
+            });
+            Proc { node, local, host, comms: (0..s.comms.len()).map(|_| None).collect() }
+        })
+        .collect();
+
+    // Communicators: identities drawn as a creator would, handed to every member.
+    let mut handles = Vec::with_capacity(s.comms.len());
+    let mut secrets = Vec::with_capacity(s.comms.len());
+    let mut frng = SimRng::new(s.seed ^ FORGE_SALT ^ 0x5ec);
+    for (c, plan) in s.comms.iter().enumerate() {
+        let cookie = rng.next_u64() | 1;
+        handles.push(cookie);
+        let mut group = [0u8; 14];
+        group.iter_mut().for_each(|b| *b = rng.next_u64() as u8);
+        let seed = rng.next_u64();
+        let mut key = [0u8; 32];
+        key.iter_mut().for_each(|b| *b = frng.next_u64() as u8);
+        secrets.push(ringcast_proto::comm::auth::Secret(key));
+        let worlds: Vec<u32> = plan.members.iter().map(|&r| world_rank(at[r].0, at[r].1, ppn)).collect();
+        for (rank, &r) in plan.members.iter().enumerate() {
+            let header = CommCreateHeader {
+                magic: COMM_MAGIC,
+                size: worlds.len() as u32,
+                my_rank: rank as u32,
+                _reserved0: 0,
+                seed,
+                group,
+                _reserved1: [0; 2],
+                key,
+            };
+            let mut record = header.as_bytes().to_vec();
+            record.extend(worlds.iter().flat_map(|w| w.to_le_bytes()));
+            let p = &procs[r];
+            let (node, local, host) = (p.node, p.local, p.host);
+            let mut register = |seg: u64, bytes: Vec<u8>, len: u64, access| {
+                let m = &mut cluster.nodes[node];
+                m.mem.insert(seg, bytes);
+                m.engine.register(host, SegmentHandle(seg), len, 0, len, access).expect("a region")
+            };
+            let record_len = record.len() as u64;
+            let rec_key = register(segment(local, c, RECORD), record, record_len, Access::READ);
+            let bufs = plan
+                .bcasts
+                .iter()
+                .enumerate()
+                .map(|(k, &(root, len))| {
+                    if len == 0 {
+                        return RegionKey::NONE;
+                    }
+                    let mine = root as usize == rank;
+                    let bytes = match (mine, plan.aborted[k]) {
+                        // An unreadable root buffer: registered, but its memory is gone.
+                        (true, true) => Vec::new(),
+                        (true, false) => super::pattern(s.seed, c, k, len),
+                        (false, _) => vec![0; len as usize],
+                    };
+                    register(segment(local, c, k as u64), bytes, u64::from(len), Access::READ_WRITE)
+                })
+                .collect();
+            procs[r].comms[c] = Some(Membership { rank: rank as u32, record: rec_key, record_len, bufs });
+        }
+    }
+
+    for _ in 0..s.foreign {
+        let to = rng.below(nodes as u64) as usize;
+        let t = rng.below(1_000_000);
+        let len = rng.range(0, 120) as usize;
+        let frame: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+        cluster.inject(to, PeerId(rng.below(nodes as u64) as u32), t, frame);
+    }
+    for _ in 0..s.hostile {
+        let len = rng.range(40, 200) as usize;
+        let mut f: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+        f[0] = ringcast_abi::wire::WIRE_VERSION;
+        f[1] = rng.range(1, 6) as u8;
+        f[8..16].copy_from_slice(&handles[rng.below(handles.len() as u64) as usize].to_le_bytes());
+        let n = f.len() - 4;
+        let sum = crc32c::crc32c(&f[..n]).to_le_bytes();
+        f[n..].copy_from_slice(&sum);
+        let to = rng.below(nodes as u64) as usize;
+        cluster.inject(to, PeerId(rng.below(nodes as u64) as u32), rng.below(2_000_000), f);
+    }
+
+    // The forger sees the protocol's traffic: a communicator's members there are the engines
+    // holding its ranks, in order of their first rank (the engine's rule, `engine::comms`), and
+    // its broadcasts those the ABI lets through (not 0 bytes).
+    let payload = s.config.protocol.mtu - (WIRE_HEADER_LEN + WIRE_TRAILER_LEN + DIGEST_LEN) as u32;
+    let forger =
+        if s.forger_has_key { Forger::with_real_key(payload) } else { Forger::new(&mut frng, payload) };
+    let mut forged_frames = 0;
+    for _ in 0..s.forged {
+        let c = frng.below(s.comms.len() as u64) as usize;
+        let plan = &s.comms[c];
+        let mut engines: Vec<usize> = Vec::new();
+        for &r in &plan.members {
+            if !engines.contains(&at[r].0) {
+                engines.push(at[r].0);
+            }
+        }
+        let engine_rank = |rank: u32| {
+            let n = at[plan.members[rank as usize]].0;
+            engines.iter().position(|&e| e == n).unwrap_or(0) as u32
+        };
+        let bcasts: Vec<(u32, u32)> =
+            plan.bcasts.iter().filter(|b| b.1 > 0).map(|&(root, len)| (engine_rank(root), len)).collect();
+        let t = Target { cookie: handles[c], members: &engines, bcasts: &bcasts, secret: secrets[c] };
+        // Early (before or while the broadcasts run) and spread out.
+        let when = frng.below(3_000_000);
+        for f in forger.forge(&mut frng, &t) {
+            forged_frames += 1;
+            cluster.inject(f.to, PeerId(f.from as u32), when + frng.below(50_000), f.frame);
+        }
+    }
+    for n in 0..nodes {
+        cluster.wake(n, 0);
+    }
+    Built { cluster, procs, handles, forged_frames }
+}

@@ -1,0 +1,385 @@
+//! The simulated network both worlds share: the discrete-event queue in virtual time, the
+//! [`Fabric`](super::fabric) fault profile, each node's `RINGCAST_FAULT_*` injector, the
+//! multicast groups, and the optional LogGP performance model. [`super::world`] puts one
+//! protocol on each node, [`super::cluster`] one whole engine; both send through [`Net::send`]
+//! and [`Net::multicast`] and take their events from [`Net::pop`].
+use super::fabric::{Channel, Fate, Faults};
+use ringcast_proto::collective::bcast::{rx_lane, tx_lane, LANE_ANY};
+use ringcast_proto::comm::GroupId;
+use ringcast_proto::comm::Layout;
+use ringcast_proto::fault::{Dir, FaultConfig, FaultInjector, Verdict};
+use ringcast_proto::model::FabricModel;
+use ringcast_proto::rng::SimRng;
+use ringcast_proto::Nanos;
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, HashMap};
+use std::rc::Rc;
+
+/// One event.
+#[derive(Debug)]
+pub(crate) enum Ev {
+    /// A datagram reaches `to`'s NIC (`admitted`: its receive costs are already charged).
+    Deliver {
+        to: u32,
+        from: u32,
+        lane: u8,
+        admitted: bool,
+        frame: Rc<[u8]>,
+    },
+    Timer {
+        node: u32,
+        at: Nanos,
+    },
+    Wake {
+        node: u32,
+    },
+    /// A DMA job an engine handed its driver falls due (late DMA: [`super::cluster`]).
+    Job {
+        node: u32,
+        job: u64,
+    },
+}
+
+/// A queued event, ordered by time then insertion.
+#[derive(Debug)]
+pub(crate) struct Entry {
+    pub(crate) at: Nanos,
+    seq: u64,
+    pub(crate) ev: Ev,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, o: &Self) -> Ordering {
+        (self.at, self.seq).cmp(&(o.at, o.seq))
+    }
+}
+
+/// The performance model's state: where each node sits and when each resource is next free.
+pub(crate) struct Perf {
+    fabric: FabricModel,
+    layout: Layout,
+    ranks: u32,
+    /// Per rank: its engine's CPU (the `o` of every datagram it sends or receives).
+    cpu_free: Vec<Nanos>,
+    /// Per machine node and lane: sending and receiving side of the NIC.
+    tx_free: Vec<Nanos>,
+    rx_free: Vec<Nanos>,
+    /// Per ordered pair of sites: the WAN pipe.
+    wan_free: Vec<Nanos>,
+    sites: u32,
+}
+
+impl Perf {
+    fn lanes(&self) -> usize {
+        self.fabric.lanes.max(1) as usize
+    }
+}
+
+/// Everything except the nodes, so a node's protocol can borrow it as its `Env`.
+pub(crate) struct Net {
+    pub(crate) now: Nanos,
+    pub(crate) seq: u64,
+    pub(crate) heap: BinaryHeap<Reverse<Entry>>,
+    pub(crate) perf: Option<Perf>,
+    pub(crate) faults: Faults,
+    pub(crate) chan: Channel,
+    pub(crate) groups: HashMap<GroupId, std::sync::Arc<[usize]>>,
+    /// Multicast datagrams delivered so far per receiver (for targeted drops).
+    pub(crate) mcast_seen: Vec<u32>,
+    /// Each node's `RINGCAST_FAULT_*` injector, as a real fabric endpoint would have.
+    pub(crate) injectors: Vec<Option<Box<FaultInjector>>>,
+    pub(crate) crc: fn(&[u8]) -> u32,
+    pub(crate) delivered: u64,
+}
+
+impl Net {
+    pub(crate) fn push(&mut self, at: Nanos, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Reverse(Entry { at, seq: self.seq, ev }));
+    }
+
+    /// Runs node `node`'s injector on a datagram in `dir`: `None` when dropped, else the number
+    /// of copies and any extra hold time.
+    pub(crate) fn inject(&mut self, node: usize, dir: Dir, frame: &mut [u8]) -> Option<(u8, Nanos)> {
+        let now = self.now;
+        let Some(inj) = self.injectors[node].as_mut() else { return Some((1, 0)) };
+        match inj.on_datagram(dir, frame, now) {
+            Verdict::Drop => None,
+            Verdict::Pass => Some((1, 0)),
+            Verdict::Duplicate => Some((2, 0)),
+            Verdict::Held => {
+                // The simulator takes the held datagram back at once and delivers it late.
+                let at = inj.next_release().unwrap_or(now);
+                let _ = inj.release(Nanos::MAX);
+                Some((1, at.saturating_sub(now)))
+            }
+        }
+    }
+
+    /// Sends one datagram to one receiver through the fault profile, `extra` late; `at` is
+    /// when the performance model has it reach the receiver's NIC (`None`: the profile's
+    /// latency). `frame` is shared until a fault changes it.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn transmit_held(
+        &mut self,
+        from: usize,
+        to: usize,
+        multicast: bool,
+        frame: &Rc<[u8]>,
+        extra: Nanos,
+        at: Option<Nanos>,
+        lane: u8,
+    ) {
+        if multicast {
+            self.mcast_seen[to] += 1;
+            if self.faults.drop_mcast == Some((to, self.mcast_seen[to])) {
+                return;
+            }
+        }
+        let crc = self.crc;
+        let mut rx_copies = 1;
+        let mut rx_hold = 0;
+        let mut owned: Option<Vec<u8>> = None;
+        if self.injectors[to].is_some() {
+            let mut bytes = frame.to_vec();
+            let Some((c, h)) = self.inject(to, Dir::Rx, &mut bytes) else { return };
+            (rx_copies, rx_hold) = (c, h);
+            owned = Some(bytes);
+        }
+        // The fault decision may corrupt the datagram: only then does this receiver get a copy.
+        let mut probe = owned.take().unwrap_or_default();
+        let faulty = self.faults.corrupt > 0.0 || self.faults.sealed_corrupt > 0.0;
+        if faulty && probe.is_empty() {
+            probe = frame.to_vec();
+        }
+        let fate = self.chan.fate(&self.faults, to, multicast, &mut probe, crc);
+        let bytes: Rc<[u8]> = if probe.is_empty() { frame.clone() } else { probe.into() };
+        match fate {
+            Fate::Lost => {}
+            Fate::Deliver { delay, copies } => {
+                let copies = copies.max(rx_copies);
+                let arrive = match at {
+                    // The model prices the trip; the profile's latency floor becomes jitter only.
+                    Some(t) => t + delay.saturating_sub(self.faults.latency),
+                    None => self.now + delay,
+                } + extra
+                    + rx_hold;
+                let (to, from) = (to as u32, from as u32);
+                if copies == 2 {
+                    let later = arrive + 1 + self.chan.rng().below(self.faults.jitter + 1);
+                    let frame = bytes.clone();
+                    self.push(later, Ev::Deliver { to, from, lane, admitted: false, frame });
+                }
+                self.push(arrive, Ev::Deliver { to, from, lane, admitted: false, frame: bytes });
+            }
+        }
+    }
+
+    /// Charges the sender's side of a datagram of `len` bytes from rank `from` to `to` (`None`:
+    /// a multicast leaving for the switch) on `lane`: returns when it reaches the receiving
+    /// NIC (for a multicast, when it leaves the switch towards a receiver at the sender's site
+    /// — see [`Net::mcast_arrival`]).
+    pub(crate) fn charge_send(
+        &mut self,
+        from: usize,
+        to: Option<usize>,
+        len: usize,
+        lane: u8,
+    ) -> Option<Nanos> {
+        let now = self.now;
+        let p = self.perf.as_mut()?;
+        let lanes = p.lanes();
+        let (fr, size) = (from as u32, p.ranks);
+        let src_node = p.layout.node_of(size, fr) as usize;
+        let f = &p.fabric;
+        let dst = to.map(|t| (p.layout.node_of(size, t as u32) as usize, p.layout.site_of(size, t as u32)));
+        let local = dst.is_some_and(|(dn, _)| dn == src_node);
+        let o = if local { f.intra_node.overhead_ns } else { f.intra_site.overhead_ns };
+        let cpu = &mut p.cpu_free[from];
+        let start = (*cpu).max(now) + o as Nanos;
+        *cpu = start;
+        if let Some((dn, _)) = dst {
+            if dn == src_node {
+                // Shared memory: no NIC, a copy at memory speed.
+                let m = &f.intra_node;
+                return Some(start + (m.latency_ns + len as f64 * m.ns_per_byte) as Nanos);
+            }
+        }
+        let link = &f.intra_site;
+        // The NIC: one lane for `max(g, s·G)`, or all lanes aggregated for `s·G / lanes`.
+        let (first, n, occ) = match tx_lane(lane) {
+            Some(l) if lanes > 1 => (l as usize % lanes, 1, link.occupancy(len)),
+            _ => (0, lanes, (link.occupancy(len) / lanes as f64).max(link.gap_ns)),
+        };
+        let base = src_node * lanes;
+        let tx = &mut p.tx_free[base + first..base + first + n];
+        let nic = tx.iter().copied().max().unwrap_or(0).max(start);
+        let left = nic + occ as Nanos;
+        tx.iter_mut().for_each(|t| *t = left);
+        let mut t = left + link.latency_ns as Nanos;
+        match dst {
+            Some((_, dsite)) => {
+                let ssite = p.layout.site_of(size, fr);
+                if dsite != ssite {
+                    // Long and fat: the pair's WAN pipe serializes, then its latency.
+                    let w = &mut p.wan_free[(ssite * p.sites + dsite) as usize];
+                    let enter = (*w).max(left);
+                    *w = enter + (len as f64 * f.wan.ns_per_byte) as Nanos;
+                    t = *w + f.wan.latency_ns as Nanos;
+                }
+            }
+            None => t += f.switch_ns as Nanos,
+        }
+        Some(t)
+    }
+
+    /// When a multicast that left the switch at `t` (at the root's site) reaches `to`: across
+    /// sites it crosses the WAN once more (replicated beyond it).
+    pub(crate) fn mcast_arrival(&self, from: usize, to: usize, t: Nanos, len: usize) -> Nanos {
+        let Some(p) = self.perf.as_ref() else { return t };
+        if p.layout.site_of(p.ranks, from as u32) == p.layout.site_of(p.ranks, to as u32) {
+            return t;
+        }
+        t + (len as f64 * p.fabric.wan.ns_per_byte + p.fabric.wan.latency_ns) as Nanos
+    }
+
+    /// Charges the receiving side of a datagram that reached `to`'s NIC now: the receiving
+    /// lane's serialization and the receiver's overhead. Returns when the protocol handles it.
+    pub(crate) fn charge_receive(&mut self, from: usize, to: usize, len: usize, lane: u8) -> Nanos {
+        let now = self.now;
+        let Some(p) = self.perf.as_mut() else { return now };
+        let lanes = p.lanes();
+        let size = p.ranks;
+        let (sn, dn) = (p.layout.node_of(size, from as u32), p.layout.node_of(size, to as u32));
+        let mut done = now;
+        if sn != dn {
+            // The receiving NIC: the lane the sender addressed, or all lanes aggregated.
+            let link = &p.fabric.intra_site;
+            let (first, n, occ) = match rx_lane(lane) {
+                Some(l) if lanes > 1 => (l as usize % lanes, 1, link.occupancy(len)),
+                _ => (0, lanes, link.occupancy(len) / lanes as f64),
+            };
+            let base = dn as usize * lanes;
+            let rx = &mut p.rx_free[base + first..base + first + n];
+            done = now.max(rx.iter().copied().max().unwrap_or(0) + occ as Nanos);
+            rx.iter_mut().for_each(|t| *t = done);
+        }
+        let o = if sn == dn { p.fabric.intra_node.overhead_ns } else { p.fabric.intra_site.overhead_ns };
+        let cpu = &mut p.cpu_free[to];
+        *cpu = (*cpu).max(done) + o as Nanos;
+        *cpu
+    }
+}
+
+impl Net {
+    /// A network of `nodes` nodes with `faults`, its decisions drawn from `rng`.
+    pub(crate) fn new(nodes: usize, faults: Faults, rng: SimRng, crc: fn(&[u8]) -> u32) -> Net {
+        Net {
+            now: 0,
+            seq: 0,
+            heap: BinaryHeap::new(),
+            perf: None,
+            faults,
+            chan: Channel::new(rng, nodes),
+            groups: HashMap::new(),
+            mcast_seen: vec![0; nodes],
+            injectors: (0..nodes).map(|_| None).collect(),
+            crc,
+            delivered: 0,
+        }
+    }
+
+    /// The next event, with virtual time moved to it.
+    pub(crate) fn pop(&mut self) -> Option<Ev> {
+        let Reverse(Entry { at, ev, .. }) = self.heap.pop()?;
+        self.now = at;
+        Some(ev)
+    }
+
+    /// Prices every datagram with `fabric` from now on, node `i` being rank `i` of a
+    /// communicator placed as `layout` over all `ranks` nodes.
+    pub(crate) fn set_model(&mut self, fabric: FabricModel, layout: Layout, ranks: u32) {
+        let lanes = fabric.lanes.max(1) as usize;
+        let machines = layout.nodes(ranks) as usize;
+        let sites = layout.site_count(ranks);
+        self.perf = Some(Perf {
+            fabric,
+            layout,
+            ranks,
+            cpu_free: vec![0; ranks as usize],
+            tx_free: vec![0; machines * lanes],
+            rx_free: vec![0; machines * lanes],
+            wan_free: vec![0; (sites * sites) as usize],
+            sites,
+        });
+    }
+
+    /// Gives every node a fault injector per `config` (none when every rate is zero), each with
+    /// a seed of its own derived from `config.seed` (never from the process: replays are exact).
+    pub(crate) fn inject_faults(&mut self, config: &FaultConfig) {
+        for (i, inj) in self.injectors.iter_mut().enumerate() {
+            let mut c = config.clone();
+            c.seed = c.seed.wrapping_add(i as u64 * 0x9e37_79b9);
+            *inj = FaultInjector::from_config(&c, i as u64 + 1).map(Box::new);
+        }
+    }
+
+    /// Node `me` sends `frame` to node `to` on NIC lane `lane`.
+    pub(crate) fn send(&mut self, me: usize, to: usize, frame: &[u8], lane: u8) {
+        if to >= self.mcast_seen.len() {
+            return; // not a node of this world
+        }
+        let mut bytes = frame.to_vec();
+        let Some((copies, hold)) = self.inject(me, Dir::Tx, &mut bytes) else { return };
+        let bytes: Rc<[u8]> = bytes.into();
+        for _ in 0..copies {
+            let at = self.charge_send(me, Some(to), bytes.len(), lane);
+            self.transmit_held(me, to, false, &bytes, hold, at, lane);
+        }
+    }
+
+    /// Node `me` multicasts `frame` to the receivers of `group` (itself excepted).
+    pub(crate) fn multicast(&mut self, me: usize, group: &GroupId, frame: &[u8]) {
+        let Some(members) = self.groups.get(group).cloned() else { return };
+        // Sender-side faults hit the datagram once, before the switch replicates it.
+        let mut bytes = frame.to_vec();
+        let Some((copies, hold)) = self.inject(me, Dir::Tx, &mut bytes) else { return };
+        let bytes: Rc<[u8]> = bytes.into();
+        for _ in 0..copies {
+            // One transmission by the root's NIC; the switch replicates it.
+            let left = self.charge_send(me, None, bytes.len(), LANE_ANY);
+            for &to in members.iter().filter(|&&m| m != me) {
+                let at = left.map(|t| self.mcast_arrival(me, to, t, bytes.len()));
+                self.transmit_held(me, to, true, &bytes, hold, at, LANE_ANY);
+            }
+        }
+    }
+
+    /// Node `node` receives `group` from now on.
+    pub(crate) fn join(&mut self, group: GroupId, node: usize) {
+        let mut m: Vec<usize> = self.groups.get(&group).map(|m| m.to_vec()).unwrap_or_default();
+        if !m.contains(&node) {
+            m.push(node);
+        }
+        self.groups.insert(group, m.into());
+    }
+
+    /// Node `node` no longer receives `group`.
+    pub(crate) fn leave(&mut self, group: GroupId, node: usize) {
+        if let Some(m) = self.groups.get(&group) {
+            let m: Vec<usize> = m.iter().copied().filter(|&n| n != node).collect();
+            self.groups.insert(group, m.into());
+        }
+    }
+}
