@@ -11,4 +11,5 @@ mod repair;
 pub(crate) mod seal;
 pub(crate) mod state;
 pub(crate) mod sync;
-pub(crate) mod timers;
+mod timer_table;
+mod timers;

@@ -46,10 +46,8 @@ use crate::comm::{authenticate, CommSpec, GroupId, PeerId, Rank};
 use crate::config::{EngineConfig, RootDelay};
 use crate::model::select::Selector;
 pub use crate::transfer::env::*;
-use crate::transfer::seal::*;
-use crate::transfer::state::*;
-use crate::transfer::sync::waits_on;
-use crate::transfer::timers::TimerTable;
+use crate::transfer::state::{fail, waits_on, Comm, Early, Op, Seal, State, Sync};
+use crate::transfer::timer_table::TimerTable;
 use crate::Nanos;
 use alloc::format;
 use alloc::string::String;
@@ -60,15 +58,6 @@ use ringcast_abi::StatusKind;
 
 /// Largest ring fan-out the selective repair announces to (the ring has one successor).
 pub(crate) const MAX_CHILDREN: usize = 4;
-/// Hop counts a repair datagram carries in its flags (bits 0..=11); bits 12..=13 carry the
-/// [`Phase`] of the scatter–allgather algorithms.
-pub(crate) const HOPS_MASK: u16 = 0x0fff;
-pub(crate) const PHASE_SHIFT: u16 = 12;
-/// How long a root waits for the picked rank's "ready" before it multicasts anyway.
-pub(crate) const READY_WAIT_MAX: Nanos = 10_000_000;
-/// Fragments one repair request can draw: a ~50-byte request must not trigger thousands of
-/// datagrams at once (the asker asks again for the rest).
-pub(crate) const MAX_REPAIR_PER_REQUEST: u32 = 256;
 
 /// The broadcast protocol of one engine.
 pub struct Protocol {
@@ -437,31 +426,4 @@ impl Protocol {
     pub fn adaptive_delay(&self, comm: CommHandle) -> Option<Nanos> {
         self.comm(comm).map(|c| (c.lag_ewma * c.lag_factor as Nanos / 4).min(self.root_delay_max))
     }
-}
-
-pub(crate) enum Located {
-    Slot(usize),
-    Future,
-    Stale,
-}
-
-/// Where broadcast `bid` stands for this rank: a live slot, not posted yet (within the window),
-/// or outside the window.
-pub(crate) fn locate(c: &Comm, bid: u32, channels: u32) -> Located {
-    let floor = c.sync.done * channels;
-    if bid < floor {
-        return Located::Stale;
-    }
-    if bid >= c.next_bid {
-        return if bid < c.next_bid + channels { Located::Future } else { Located::Stale };
-    }
-    let slot = (bid % channels) as usize;
-    match &c.ops[slot] {
-        Some(op) if op.bid == bid => Located::Slot(slot),
-        _ => Located::Stale,
-    }
-}
-
-pub(crate) fn fail(status: StatusKind, counters: OpCounters) -> Outcome {
-    Outcome { status, bytes: 0, counters }
 }

@@ -4,10 +4,10 @@
 use crate::collective::bcast::{Hop, Phase, LANE_ANY};
 use crate::comm::Rank;
 use crate::config::RootDelay;
-use crate::transfer::protocol::*;
-use crate::transfer::seal::*;
-use crate::transfer::state::*;
-use crate::transfer::sync::waits_on;
+use crate::transfer::env::{CommHandle, Env};
+use crate::transfer::protocol::Protocol;
+use crate::transfer::seal::{header, send, send_repair};
+use crate::transfer::state::{fail, locate, waits_on, Located, State};
 use crate::Nanos;
 use ringcast_abi::frame::{Frame, RetransmitBody, MAX_RETRANSMIT_FRAGS};
 use ringcast_abi::wire::{
@@ -17,6 +17,10 @@ use ringcast_abi::wire::{
 use ringcast_abi::StatusKind;
 use zerocopy::byteorder::little_endian::U32;
 use zerocopy::IntoBytes;
+
+/// Fragments one repair request can draw: a ~50-byte request must not trigger thousands of
+/// datagrams at once (the asker asks again for the rest).
+pub(crate) const MAX_REPAIR_PER_REQUEST: u32 = 256;
 
 impl Protocol {
     /// A rank asks for fragments it misses: send what we hold, or say we are alive.

@@ -1,14 +1,18 @@
 //! Frames out: headers, fragments built into the scratch buffer, and the seal (CRC32C and the
 //! communicator's tag) every frame leaves with.
 use crate::collective::bcast::Hop;
-use crate::comm::auth::CommKeys;
 use crate::comm::PeerId;
-use crate::transfer::protocol::*;
-use crate::transfer::state::*;
+use crate::transfer::env::{Env, ProtoCounters};
+use crate::transfer::state::{Comm, Seal};
 use alloc::vec::Vec;
-use ringcast_abi::frame::{emit, Crc32c, DIGEST_LEN};
+use ringcast_abi::frame::{emit, DIGEST_LEN};
 use ringcast_abi::wire::{FrameKind, WireHeader, WIRE_HEADER_LEN, WIRE_TRAILER_LEN, WIRE_VERSION};
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
+
+/// Hop counts a repair datagram carries in its flags (bits 0..=11); bits 12..=13 carry the
+/// [`Phase`] of the scatter–allgather algorithms.
+pub(crate) const HOPS_MASK: u16 = 0x0fff;
+pub(crate) const PHASE_SHIFT: u16 = 12;
 
 pub(crate) fn header(c: &Comm, kind: FrameKind, bid: u32, flags: u16) -> WireHeader {
     WireHeader {
@@ -52,13 +56,6 @@ pub(crate) fn grow(out: &mut Vec<u8>, need: usize) {
     if out.len() < need {
         out.resize(need, 0);
     }
-}
-
-/// A communicator's frame sealing: the CRC32C function and its keys.
-#[derive(Debug)]
-pub(crate) struct Seal {
-    pub(crate) crc: Crc32c,
-    pub(crate) keys: CommKeys,
 }
 
 impl Seal {

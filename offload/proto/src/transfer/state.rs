@@ -2,15 +2,18 @@
 //! ([`Early`]), the delayed synchronization's epoch ([`Sync`]) and the communicator ([`Comm`])
 //! that holds them.
 use crate::collective::bcast::{Algorithm, Shape};
+use crate::comm::auth::CommKeys;
 use crate::comm::auth::Mac;
+use crate::comm::{sync_children, sync_parent};
 use crate::comm::{CommSpec, PeerId, Rank};
 use crate::intake::regions::Resolved;
 use crate::transfer::bitmap::{FragBitmap, Geometry};
-use crate::transfer::protocol::*;
-use crate::transfer::seal::*;
+use crate::transfer::env::{OpCounters, Outcome};
 use crate::Nanos;
 use alloc::vec::Vec;
+use ringcast_abi::frame::Crc32c;
 use ringcast_abi::frame::SyncBody;
+use ringcast_abi::StatusKind;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum State {
@@ -140,4 +143,59 @@ pub(crate) struct Comm {
     /// Fragments received this epoch (multicast, all): reported in SYNC_UP.
     pub(crate) epoch_mcast: u32,
     pub(crate) epoch_total: u32,
+}
+
+/// A communicator's frame sealing: the CRC32C function and its keys.
+#[derive(Debug)]
+pub(crate) struct Seal {
+    pub(crate) crc: Crc32c,
+    pub(crate) keys: CommKeys,
+}
+
+pub(crate) enum Located {
+    Slot(usize),
+    Future,
+    Stale,
+}
+
+/// Where broadcast `bid` stands for this rank: a live slot, not posted yet (within the window),
+/// or outside the window.
+pub(crate) fn locate(c: &Comm, bid: u32, channels: u32) -> Located {
+    let floor = c.sync.done * channels;
+    if bid < floor {
+        return Located::Stale;
+    }
+    if bid >= c.next_bid {
+        return if bid < c.next_bid + channels { Located::Future } else { Located::Stale };
+    }
+    let slot = (bid % channels) as usize;
+    match &c.ops[slot] {
+        Some(op) if op.bid == bid => Located::Slot(slot),
+        _ => Located::Stale,
+    }
+}
+
+pub(crate) fn fail(status: StatusKind, counters: OpCounters) -> Outcome {
+    Outcome { status, bytes: 0, counters }
+}
+
+/// Since when this rank waits on the synchronization — a post blocked on a channel, its part of
+/// the epoch done but a child's UP missing, or an UP without its DOWN — if it does. A broken
+/// communicator waits for nothing.
+pub(crate) fn sync_wait_since(c: &Comm) -> Option<Nanos> {
+    if c.broken {
+        return None;
+    }
+    [c.blocked_since, c.sync.ready_since, c.sync.up_since].into_iter().flatten().min()
+}
+
+/// Whether this rank waits on `src` for the synchronization: its parent while an UP is
+/// unanswered, a child whose UP is missing while this rank's own part is done.
+pub(crate) fn waits_on(c: &Comm, src: Rank) -> bool {
+    let me = c.spec.my_rank;
+    if c.sync.up_since.is_some() && sync_parent(me) == Some(src) {
+        return true;
+    }
+    (c.sync.ready_since.is_some() || c.blocked_since.is_some())
+        && sync_children(c.spec.size(), me).enumerate().any(|(i, k)| k == src && c.sync.heard & (1 << i) == 0)
 }

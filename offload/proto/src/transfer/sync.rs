@@ -2,9 +2,10 @@
 //! with an epoch, whose sync-tree children reported, sends the combined ACK/NACK (`SYNC_UP`) to
 //! its parent; the manager answers with `SYNC_DOWN`, which frees the epoch's channels.
 use crate::comm::{sync_children, sync_parent, Rank};
-use crate::transfer::protocol::*;
-use crate::transfer::seal::*;
-use crate::transfer::state::*;
+use crate::transfer::env::{CommHandle, Env};
+use crate::transfer::protocol::Protocol;
+use crate::transfer::seal::{header, send};
+use crate::transfer::state::{State, Sync};
 use crate::Nanos;
 use ringcast_abi::frame::{DropReason, Frame, SyncBody};
 use ringcast_abi::wire::FrameKind;
@@ -198,25 +199,4 @@ impl Protocol {
         }
         self.maybe_sync_up(comm, now, env);
     }
-}
-
-/// Since when this rank waits on the synchronization — a post blocked on a channel, its part of
-/// the epoch done but a child's UP missing, or an UP without its DOWN — if it does. A broken
-/// communicator waits for nothing.
-pub(crate) fn sync_wait_since(c: &Comm) -> Option<Nanos> {
-    if c.broken {
-        return None;
-    }
-    [c.blocked_since, c.sync.ready_since, c.sync.up_since].into_iter().flatten().min()
-}
-
-/// Whether this rank waits on `src` for the synchronization: its parent while an UP is
-/// unanswered, a child whose UP is missing while this rank's own part is done.
-pub(crate) fn waits_on(c: &Comm, src: Rank) -> bool {
-    let me = c.spec.my_rank;
-    if c.sync.up_since.is_some() && sync_parent(me) == Some(src) {
-        return true;
-    }
-    (c.sync.ready_since.is_some() || c.blocked_since.is_some())
-        && sync_children(c.spec.size(), me).enumerate().any(|(i, k)| k == src && c.sync.heard & (1 << i) == 0)
 }

@@ -5,14 +5,19 @@ use crate::collective::bcast::{self as algo, Algorithm, Hop, Phase, Shape};
 use crate::comm::{children, parent, PeerId, Rank, Topology};
 use crate::config::RootDelay;
 use crate::transfer::bitmap::Geometry;
-use crate::transfer::env::*;
-use crate::transfer::protocol::*;
-use crate::transfer::seal::*;
-use crate::transfer::state::*;
+use crate::transfer::env::{
+    CommHandle, DmaDir, DmaJob, DmaStatus, DmaToken, Env, OpCounters, Outcome, Post, PostError,
+};
+use crate::transfer::protocol::Protocol;
+use crate::transfer::seal::{build_fragment, header, send, send_repair, HOPS_MASK, PHASE_SHIFT};
+use crate::transfer::state::{fail, locate, Early, Located, Op, State};
 use crate::Nanos;
 use ringcast_abi::frame::{DropReason, Frame};
 use ringcast_abi::wire::{FrameKind, READY_FLAG_HAVE_ALL, READY_FLAG_READY};
 use ringcast_abi::StatusKind;
+
+/// How long a root waits for the picked rank's "ready" before it multicasts anyway.
+pub(crate) const READY_WAIT_MAX: Nanos = 10_000_000;
 
 impl Protocol {
     /// Posts this rank's part of the next broadcast on `post.comm`: `post.len` bytes at
