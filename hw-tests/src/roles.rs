@@ -351,7 +351,8 @@ pub fn build(a: &FabricArgs) -> Result<Built, String> {
         .map_err(|e| e.to_string())?;
     match a.kind {
         Kind::Dpdk => {
-            let f = ringcast_offload::fabric::dpdk::from_config(&config).map_err(|e| e.to_string())?;
+            let f = ringcast_offload::fabric::dpdk::open(&config.fabric_setup(), &config.dpdk)
+                .map_err(|e| e.to_string())?;
             Ok(Built::Dpdk(Box::new(f)))
         }
         Kind::Udp => {
@@ -361,8 +362,7 @@ pub fn build(a: &FabricArgs) -> Result<Built, String> {
             let mut opts = UdpOptions::new(7480, config.protocol.mtu, config.limits.max_comms);
             opts.family = IpFamily::V4;
             opts.interface = Interface::Name("eth0".into());
-            let f =
-                UdpFabric::new(PeerId(a.node), members, &opts, &config.fault).map_err(|e| e.to_string())?;
+            let f = UdpFabric::new(PeerId(a.node), members, &opts).map_err(|e| e.to_string())?;
             Ok(Built::Udp(Box::new(f)))
         }
     }

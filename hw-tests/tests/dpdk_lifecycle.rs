@@ -45,7 +45,7 @@ fn one_eal_per_process_shared_refused_and_cleaned_up() {
         cfg.dpdk.members = Lab::macs(2);
     });
     config.validate().expect("a valid configuration");
-    let opts = DpdkOptions::from_config(&config).expect("options");
+    let opts = DpdkOptions::new(&config.fabric_setup(), &config.dpdk).expect("options");
     let members = vec![mac(0), mac(1)];
     let affinity = rustix::thread::sched_getaffinity(None).expect("affinity");
 

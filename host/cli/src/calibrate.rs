@@ -19,7 +19,7 @@ use crate::fidelity::Measured;
 use clap::{Args, ValueEnum};
 use ringcast_offload::fabric::shm::{cleanup, ShmFabric};
 use ringcast_offload::fabric::udp::{Interface, UdpFabric, UdpOptions};
-use ringcast_offload::fabric::Fabric;
+use ringcast_offload::fabric::{faulty, Fabric};
 use ringcast_offload::Config;
 use ringcast_proto::comm::ident::IpFamily;
 use ringcast_proto::comm::PeerId;
@@ -180,8 +180,8 @@ fn udp_pair(config: &Config) -> Result<(Member, Member), String> {
     opts.family = IpFamily::V4;
     opts.interface = Interface::Name("lo".into());
     let make = |i: u32| {
-        UdpFabric::new(PeerId(i), members.clone(), &opts, &config.fault)
-            .map(|f| Box::new(f) as Member)
+        UdpFabric::new(PeerId(i), members.clone(), &opts)
+            .map(|f| with_faults(Box::new(f), config))
             .map_err(|e| e.to_string())
     };
     Ok((make(0)?, make(1)?))
@@ -194,7 +194,13 @@ fn shm_pair(job: &str, config: &Config) -> Result<(Member, Member), String> {
     if !a.connect(PeerId(1)) || !b.connect(PeerId(0)) {
         return Err("shm fabric: members cannot reach each other's rings".into());
     }
-    Ok((Box::new(a), Box::new(b)))
+    Ok((with_faults(Box::new(a), config), with_faults(Box::new(b), config)))
+}
+
+/// `fabric` as the engine runs it: behind the one fault injector when `RINGCAST_FAULT_*` asks
+/// for faults (a rehearsal of loss measures the lossy fabric), itself otherwise.
+fn with_faults(fabric: Member, config: &Config) -> Member {
+    faulty::wrap(fabric, &config.fault, ringcast_offload::entropy::fault_seed())
 }
 
 /// The scenario file the measurement becomes.

@@ -9,7 +9,8 @@
 //! * [`entropy`] — the seeds the state machine is handed (OS randomness, time, host, process);
 //! * [`ctl`] — the control-socket transport shared with the host library;
 //! * [`fabric`] — the fabrics that move datagrams between engines (shared memory, UDP, DPDK,
-//!   verbs), each wrapped in the fault injector;
+//!   verbs), each built from its own section and a [`fabric::FabricSetup`] (never the whole
+//!   [`Config`]) and wrapped in the one fault injector when faults are asked for;
 //! * [`runner`] — the polling loop that drives the state machine against real shared memory, run
 //!   as a pinned thread inside a host process ([`runner::spawn_thread`]) or as the
 //!   `ringcast-engine` daemon ([`runner::run_daemon`]): same loop, two runners.

@@ -3,6 +3,10 @@
 //! with `ip netns exec`), injected faults through the `fault_*` tunables, and foreign or
 //! oversized datagrams.
 //!
+//! Faults are injected as the engine injects them on every fabric: the fabric wrapped in
+//! [`Faulty`] when its configuration asks for any (`runner/net.rs`), so these tests check the
+//! one injector on real sockets.
+//!
 //! Every datagram carries its sender, kind, destination and sequence number, and a body derived
 //! from them, so a receiver checks each one byte for byte and can tell a lost, duplicated,
 //! misattributed or damaged datagram.
@@ -14,12 +18,14 @@
 mod udp_support;
 
 use ringcast_offload::config::Config;
-use ringcast_offload::entropy::new_identity;
-use ringcast_offload::fabric::udp::{Interface, UdpFabric, UdpOptions};
-use ringcast_offload::fabric::Fabric;
+use ringcast_offload::entropy::{fault_seed, new_identity};
+use ringcast_offload::fabric::faulty::Faulty;
+use ringcast_offload::fabric::udp::{Interface, UdpFabric, UdpOptions, UdpStats};
+use ringcast_offload::fabric::{Fabric, FabricCounters};
 use ringcast_proto::comm::ident::IpFamily;
 use ringcast_proto::comm::{GroupId, PeerId};
 use ringcast_proto::fault::FaultDirection;
+use ringcast_proto::fault::FaultInjector;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
@@ -72,11 +78,104 @@ fn options(family: IpFamily, interface: Interface, mcast_port: u16) -> UdpOption
     o
 }
 
-/// `n` members on `ip`, each a fabric built with `configs[i]`.
-fn members(ip: IpAddr, opts: &UdpOptions, configs: &[Config]) -> Vec<UdpFabric> {
+/// A member as the engine runs it: the udp fabric, behind the engine's fault injector when
+/// its configuration asks for faults.
+// A handful of members per test, built once: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
+enum Member {
+    Plain(UdpFabric),
+    Faulty(Faulty<UdpFabric>),
+}
+
+impl Member {
+    fn fabric(&self) -> &dyn Fabric {
+        match self {
+            Member::Plain(f) => f,
+            Member::Faulty(f) => f,
+        }
+    }
+
+    fn fabric_mut(&mut self) -> &mut dyn Fabric {
+        match self {
+            Member::Plain(f) => f,
+            Member::Faulty(f) => f,
+        }
+    }
+
+    fn udp(&self) -> &UdpFabric {
+        match self {
+            Member::Plain(f) => f,
+            Member::Faulty(f) => f.inner(),
+        }
+    }
+
+    fn stats(&self) -> UdpStats {
+        self.udp().stats()
+    }
+
+    fn rcvbuf(&self) -> usize {
+        self.udp().rcvbuf()
+    }
+
+    /// The injector's counts (dropped, corrupted, duplicated, held); zero without one.
+    fn fault_counts(&self) -> [u64; 4] {
+        match self {
+            Member::Plain(_) => [0; 4],
+            Member::Faulty(f) => f.fault_counts(),
+        }
+    }
+
+    /// Datagrams the injector holds back now.
+    fn held(&self) -> usize {
+        match self {
+            Member::Plain(_) => 0,
+            Member::Faulty(f) => f.held(),
+        }
+    }
+}
+
+impl Fabric for Member {
+    fn local(&self) -> PeerId {
+        self.fabric().local()
+    }
+    fn mtu(&self) -> usize {
+        self.fabric().mtu()
+    }
+    fn join(&mut self, group: &GroupId) -> std::io::Result<()> {
+        self.fabric_mut().join(group)
+    }
+    fn leave(&mut self, group: &GroupId) {
+        self.fabric_mut().leave(group)
+    }
+    fn groups(&self) -> usize {
+        self.fabric().groups()
+    }
+    fn send(&mut self, to: PeerId, frame: &[u8]) {
+        self.fabric_mut().send(to, frame)
+    }
+    fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
+        self.fabric_mut().multicast(group, frame)
+    }
+    fn poll(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> usize {
+        self.fabric_mut().poll(budget, rx)
+    }
+    fn counters(&self) -> FabricCounters {
+        self.fabric().counters()
+    }
+}
+
+/// `n` members on `ip`, each a fabric built with `configs[i]` (its `fault` section: the
+/// injector, seeded as the engine seeds it).
+fn members(ip: IpAddr, opts: &UdpOptions, configs: &[Config]) -> Vec<Member> {
     let addrs: Vec<SocketAddr> = configs.iter().map(|_| SocketAddr::new(ip, free_port(ip))).collect();
     (0..configs.len())
-        .map(|i| UdpFabric::new(PeerId(i as u32), addrs.clone(), opts, &configs[i].fault).expect("fabric"))
+        .map(|i| {
+            let f = UdpFabric::new(PeerId(i as u32), addrs.clone(), opts).expect("fabric");
+            match FaultInjector::from_config(&configs[i].fault, fault_seed()) {
+                Some(inj) => Member::Faulty(Faulty::new(f, inj)),
+                None => Member::Plain(f),
+            }
+        })
         .collect()
 }
 
@@ -85,8 +184,8 @@ type Inbox = Vec<(PeerId, Vec<u8>)>;
 
 /// Polls every fabric until `done(inboxes)` or `timeout`, then `settle` more (to catch
 /// duplicates and strays). Returns the inboxes.
-fn pump(
-    fabrics: &mut [UdpFabric],
+fn pump<F: Fabric>(
+    fabrics: &mut [F],
     inboxes: &mut [Inbox],
     timeout: Duration,
     settle: Duration,
@@ -144,7 +243,7 @@ fn check_inbox(me: usize, n: usize, k: u16, inbox: &Inbox) -> Result<(), String>
 
 /// Member `me` of `n` sends `k` multicast datagrams to `group` and `k` unicast datagrams to
 /// every other member, lengths varying up to the MTU.
-fn send_all(f: &mut UdpFabric, me: usize, n: usize, k: u16, group: &GroupId) {
+fn send_all(f: &mut impl Fabric, me: usize, n: usize, k: u16, group: &GroupId) {
     let mtu = f.mtu();
     for seq in 0..k {
         let len = 6 + (usize::from(seq) * 37) % (mtu - 5);
@@ -257,7 +356,7 @@ fn injected_loss_is_counted_and_nothing_wrong_is_delivered() {
         }
     }
     let sent = 2 * u64::from(k);
-    let accounted = |f: &[UdpFabric], got: usize| got as u64 + f[0].stats().fault[0] + f[1].stats().fault[0];
+    let accounted = |f: &[Member], got: usize| got as u64 + f[0].fault_counts()[0] + f[1].fault_counts()[0];
     let deadline = Instant::now() + Duration::from_secs(5);
     while accounted(&fabrics, inboxes[1].len()) < sent && Instant::now() < deadline {
         pump(&mut fabrics, &mut inboxes, Duration::ZERO, Duration::from_millis(1), |_| true);
@@ -271,9 +370,9 @@ fn injected_loss_is_counted_and_nothing_wrong_is_delivered() {
         assert_eq!((from.0, src), (0, 0));
         assert!(seen.insert((kind, seq)), "duplicate {kind}/{seq}");
     }
-    let (tx, rx) = (fabrics[0].stats(), fabrics[1].stats());
-    println!("sent {sent}, delivered {got}, dropped on tx {}, on rx {}", tx.fault[0], rx.fault[0]);
-    assert!(tx.fault[0] > 0 && rx.fault[0] > 0, "both injectors dropped: {tx:?} {rx:?}");
+    let (tx, rx) = (fabrics[0].fault_counts(), fabrics[1].fault_counts());
+    println!("sent {sent}, delivered {got}, dropped on tx {}, on rx {}", tx[0], rx[0]);
+    assert!(tx[0] > 0 && rx[0] > 0, "both injectors dropped: {tx:?} {rx:?}");
     assert_eq!(accounted(&fabrics, got), sent, "every datagram delivered or counted as dropped");
     assert_eq!(fabrics[1].counters().received, got as u64);
     assert_eq!((fabrics[1].counters().overrun, fabrics[1].counters().refused), (0, 0));
@@ -281,11 +380,9 @@ fn injected_loss_is_counted_and_nothing_wrong_is_delivered() {
 }
 
 /// Member 1 (with `faulty`) receives `k` unicast datagrams from member 0 and is polled until it
-/// has them all; returns its inbox's sequence numbers, its stats and how long that took.
-fn receive_through_faults(
-    faulty: Config,
-    k: u16,
-) -> (Vec<u16>, ringcast_offload::fabric::udp::UdpStats, Duration) {
+/// has them all; returns its inbox's sequence numbers, its injector's counts (dropped,
+/// corrupted, duplicated, held) and how long that took.
+fn receive_through_faults(faulty: Config, k: u16) -> (Vec<u16>, [u64; 4], Duration) {
     let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
     let opts = options(IpFamily::V4, Interface::Name("lo".into()), free_port(lo));
     let mut fabrics = members(lo, &opts, &[Config::default(), faulty]);
@@ -302,7 +399,7 @@ fn receive_through_faults(
     let seqs: Vec<u16> = inboxes[1].iter().map(|(_, f)| parse(f).expect("intact").3).collect();
     assert_eq!(fabrics[1].counters().received, seqs.len() as u64);
     assert_eq!(seqs.iter().collect::<BTreeSet<_>>().len(), usize::from(k), "nothing lost");
-    (seqs, fabrics[1].stats(), took)
+    (seqs, fabrics[1].fault_counts(), took)
 }
 
 /// Injected reordering and duplication on receipt (`fault_reorder`, `fault_duplicate`): held
@@ -318,8 +415,8 @@ fn injected_reorder_and_duplication_release_everything() {
     });
     let k = 200;
     let (seqs, s, _) = receive_through_faults(faulty, k);
-    assert_eq!(seqs.len() as u64, u64::from(k) + s.fault[2], "extra deliveries are the counted duplicates");
-    assert!(s.fault[2] > 0 && s.fault[3] > 0, "{s:?}");
+    assert_eq!(seqs.len() as u64, u64::from(k) + s[2], "extra deliveries are the counted duplicates");
+    assert!(s[2] > 0 && s[3] > 0, "{s:?}");
     assert!(seqs.windows(2).any(|w| w[1] < w[0]), "reordered");
 }
 
@@ -334,7 +431,7 @@ fn injected_delay_holds_then_releases() {
     let k = 100;
     let (seqs, s, took) = receive_through_faults(faulty, k);
     assert_eq!(seqs, (0..k).collect::<Vec<_>>(), "a uniform delay keeps the order");
-    assert_eq!(s.fault[3], u64::from(k), "every datagram held: {s:?}");
+    assert_eq!(s[3], u64::from(k), "every datagram held: {s:?}");
     assert!(took >= Duration::from_millis(20), "delivered after {took:?}");
 }
 
@@ -354,9 +451,8 @@ fn foreign_and_oversized_datagrams_are_refused() {
         SocketAddr::new(lo, free_port(lo)),
         raw_member.local_addr().expect("addr"),
     ];
-    let mut fabrics: Vec<UdpFabric> = (0..2)
-        .map(|i| UdpFabric::new(PeerId(i), addrs.clone(), &opts, &Default::default()).expect("fabric"))
-        .collect();
+    let mut fabrics: Vec<UdpFabric> =
+        (0..2).map(|i| UdpFabric::new(PeerId(i), addrs.clone(), &opts).expect("fabric")).collect();
     let group = new_identity().group;
     for f in &mut fabrics {
         f.join(&group).expect("join");
@@ -393,12 +489,12 @@ fn foreign_and_oversized_datagrams_are_refused() {
 
     // Construction refuses what would make a source ambiguous or a socket impossible.
     let dup = vec![addrs[0], addrs[0]];
-    assert!(UdpFabric::new(PeerId(0), dup, &opts, &Default::default()).is_err(), "duplicate address");
-    assert!(UdpFabric::new(PeerId(5), addrs.clone(), &opts, &Default::default()).is_err(), "not a member");
+    assert!(UdpFabric::new(PeerId(0), dup, &opts).is_err(), "duplicate address");
+    assert!(UdpFabric::new(PeerId(5), addrs.clone(), &opts).is_err(), "not a member");
     let v6 = UdpOptions { family: IpFamily::V6, ..opts.clone() };
-    assert!(UdpFabric::new(PeerId(0), addrs.clone(), &v6, &Default::default()).is_err(), "wrong family");
+    assert!(UdpFabric::new(PeerId(0), addrs.clone(), &v6).is_err(), "wrong family");
     let huge = UdpOptions { mtu: 70_000, ..opts.clone() };
-    assert!(UdpFabric::new(PeerId(0), addrs, &huge, &Default::default()).is_err(), "mtu above UDP's");
+    assert!(UdpFabric::new(PeerId(0), addrs, &huge).is_err(), "mtu above UDP's");
 }
 
 /// Environment of a member process in the namespace test.
@@ -438,7 +534,7 @@ fn netns_member_process() {
         // Exercise the by-address form too: the member's own address names eth0.
         opts.interface = Interface::Addr(addrs[me].ip());
     }
-    let mut f = UdpFabric::new(PeerId(me as u32), addrs.clone(), &opts, &Default::default()).expect("fabric");
+    let mut f = UdpFabric::new(PeerId(me as u32), addrs.clone(), &opts).expect("fabric");
     f.join(&group).expect("join");
     println!("READY rcvbuf={}", f.rcvbuf());
     let mut line = String::new();

@@ -2,9 +2,10 @@
 //! drop, corrupt, duplicate, reorder and delay datagrams, per direction and per frame kind — so a
 //! user can rehearse loss on a real cluster, not only in the simulator.
 //!
-//! A fabric calls [`FaultInjector::on_datagram`] for each datagram it sends (`Tx`) or receives
-//! (`Rx`) and does what the [`Verdict`] says; held (reordered or delayed) datagrams come back
-//! from [`FaultInjector::release`]. With every rate at zero, [`FaultInjector::from_config`]
+//! Its owner — the engine's one wrapper around whichever fabric runs
+//! (`ringcast_offload::fabric::faulty`), or the simulator — calls [`FaultInjector::on_datagram`]
+//! for each datagram sent (`Tx`) or received (`Rx`) and does what the [`Verdict`] says; held
+//! (reordered or delayed) datagrams come back from [`FaultInjector::release`]. With every rate at zero, [`FaultInjector::from_config`]
 //! returns `None` and a fabric pays nothing.
 //!
 //! The injector draws from a generator of its own ([`SimRng`]), seeded by `fault.seed` or, when

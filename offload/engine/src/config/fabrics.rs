@@ -1,5 +1,9 @@
-//! The fabrics' sections: kernel UDP, DPDK and verbs. Each fabric reads its own and nothing else.
+//! The fabrics' sections: kernel UDP, DPDK and verbs. Each fabric is handed its own (and the
+//! few job-wide values of [`crate::fabric::FabricSetup`]) and nothing else; each section checks
+//! its own values, and offers the one check that needs another section's value (its member
+//! list against the node count) for the root to call when that fabric is the one in use.
 use crate::fabric::dpdk::eal_args::Hugepages;
+use crate::fabric::dpdk::frame::parse_members;
 use crate::fabric::verbs::group::JoinMode;
 use ringcast_proto::config::{invalid, ConfigError};
 
@@ -19,9 +23,29 @@ ringcast_proto::tunables! {
 }
 
 impl UdpConfig {
-    /// Nothing to check alone: the member list is parsed (and counted against the nodes) when
-    /// the fabric is `udp` — a launcher may set every fabric's list and pick one.
+    /// Checks what the section can alone: an interface given by name must be one Linux could
+    /// have (at most 15 bytes, no `/` or whitespace), so a typo fails at start with the
+    /// variable's name rather than as a socket error. The member list is parsed (and counted
+    /// against the nodes) only when the fabric is `udp` ([`UdpConfig::check_members`]): a
+    /// launcher may set every fabric's list and pick one.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        let i = self.interface.as_str();
+        let name_ok = i.len() <= 15 && !i.contains(|c: char| c == '/' || c.is_whitespace());
+        if i.parse::<u32>().is_err() && !name_ok {
+            return invalid(format!(
+                "udp.interface {i:?} is neither an interface index nor a name (at most 15 bytes, no '/' or whitespace)"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The member list parses and has one address per node (`topology.nodes`): checked by the
+    /// root when `udp` is the fabric in use.
+    pub fn check_members(&self, nodes: u32) -> Result<(), ConfigError> {
+        let members = self.member_addrs()?;
+        if members.len() != nodes as usize {
+            return invalid(format!("udp.members lists {} addresses for {nodes} nodes", members.len()));
+        }
         Ok(())
     }
 
@@ -60,10 +84,21 @@ ringcast_proto::tunables! {
 }
 
 impl DpdkConfig {
-    /// Checks the section's values (the member count against the nodes is the root's check).
+    /// Checks the section's values (the member list only when the fabric is in use:
+    /// [`DpdkConfig::check_members`]).
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !(4095..(1 << 24)).contains(&self.mbufs) {
             return invalid(format!("dpdk.mbufs {} outside 4095..=16777215", self.mbufs));
+        }
+        Ok(())
+    }
+
+    /// The member list parses (MAC addresses) and has one per node (`topology.nodes`):
+    /// checked by the root when `dpdk` is the fabric in use.
+    pub fn check_members(&self, nodes: u32) -> Result<(), ConfigError> {
+        let members = parse_members(&self.members).map_err(ConfigError::Invalid)?;
+        if members.len() != nodes as usize {
+            return invalid(format!("dpdk.members lists {} addresses for {nodes} nodes", members.len()));
         }
         Ok(())
     }

@@ -7,7 +7,9 @@
 //! fault injector's [`FaultConfig`], the runners' [`RunnerConfig`] and each fabric's
 //! ([`UdpConfig`], [`DpdkConfig`], [`VerbsConfig`]). [`Config`] holds them all; it alone reads
 //! the environment ([`Config::from_env`]) and checks what spans sections. The state machine is
-//! handed [`Config::engine`] and a fabric its own section: neither sees the whole.
+//! handed [`Config::engine`], and a fabric its own section plus [`Config::fabric_setup`] (the
+//! job, this node, the datagram size): neither sees the whole, so what each depends on is
+//! visible in what it is handed.
 //! Capacities are fixed at engine start: tables are sized from these values once and never grow.
 mod fabrics;
 mod runner;
@@ -19,6 +21,9 @@ pub use ringcast_proto::config::{
 };
 pub use ringcast_proto::fault::FaultConfig;
 pub use runner::{PinCpu, PollMode, RunnerConfig};
+
+use crate::fabric::FabricSetup;
+use ringcast_proto::comm::PeerId;
 
 /// Every engine limit and knob, by section. See `ringcast info` or `docs/tunables.md`.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -82,7 +87,22 @@ impl Config {
         }
     }
 
-    /// Each section's own checks, then those that span sections.
+    /// What every fabric is told beyond its own section ([`FabricSetup`]), from the sections
+    /// that own it. A fabric is handed this and its section, never `self`.
+    pub fn fabric_setup(&self) -> FabricSetup {
+        FabricSetup {
+            job: self.topology.job.clone(),
+            node: PeerId(self.topology.node),
+            nodes: self.topology.nodes,
+            mtu: self.protocol.mtu as usize,
+            max_groups: self.limits.max_comms as usize,
+            log_level: self.runner.log_level,
+        }
+    }
+
+    /// Each section's own checks, then those that span sections: the member list of the
+    /// fabric in use (a fabric section) against the number of nodes (`topology`). A fabric not
+    /// in use is not asked: a launcher may set every fabric's list and pick one.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.engine().validate()?;
         self.fault.validate()?;
@@ -90,27 +110,11 @@ impl Config {
         self.udp.validate()?;
         self.dpdk.validate()?;
         self.verbs.validate()?;
-        let nodes = self.topology.nodes as usize;
-        if self.topology.fabric == FabricKind::Dpdk {
-            let members = crate::fabric::dpdk::frame::parse_members(&self.dpdk.members)
-                .map_err(ConfigError::Invalid)?;
-            if members.len() != nodes {
-                return Err(ConfigError::Invalid(format!(
-                    "dpdk.members lists {} addresses for {nodes} nodes",
-                    members.len()
-                )));
-            }
+        match self.topology.fabric {
+            FabricKind::Udp => self.udp.check_members(self.topology.nodes),
+            FabricKind::Dpdk => self.dpdk.check_members(self.topology.nodes),
+            FabricKind::None | FabricKind::Shm | FabricKind::Verbs => Ok(()),
         }
-        if self.topology.fabric == FabricKind::Udp {
-            let members = self.udp.member_addrs()?;
-            if members.len() != nodes {
-                return Err(ConfigError::Invalid(format!(
-                    "udp.members lists {} addresses for {nodes} nodes",
-                    members.len()
-                )));
-            }
-        }
-        Ok(())
     }
 
     /// Every tunable with its default, current value and meaning, section by section.

@@ -140,3 +140,41 @@ fn a_fabric_checks_only_its_own_member_list() {
     };
     assert!(matches!(Config::from_lookup(udp), Err(ConfigError::Invalid(m)) if m.contains("udp.members")));
 }
+
+#[test]
+fn each_section_checks_itself_and_the_root_only_what_spans_sections() {
+    // Alone: an impossible interface name is the udp section's own error.
+    let udp = UdpConfig { interface: "a-name-longer-than-ifnamsiz".into(), ..UdpConfig::default() };
+    assert!(matches!(udp.validate(), Err(ConfigError::Invalid(m)) if m.contains("udp.interface")));
+    for ok in ["", "eth0", "7", "enp1s0f0np0"] {
+        assert_eq!(UdpConfig { interface: ok.into(), ..UdpConfig::default() }.validate(), Ok(()), "{ok:?}");
+    }
+    // The member lists against the node count: a section's check, called by the root for the
+    // fabric in use only.
+    let two = UdpConfig { members: "127.0.0.1:1,127.0.0.1:2".into(), ..UdpConfig::default() };
+    assert_eq!(two.check_members(2), Ok(()));
+    assert!(
+        matches!(two.check_members(3), Err(ConfigError::Invalid(m)) if m.contains("2 addresses for 3 nodes"))
+    );
+    let macs = DpdkConfig { members: "02:72:63:68:00:01".into(), ..DpdkConfig::default() };
+    assert_eq!(macs.check_members(1), Ok(()));
+    assert!(macs.check_members(2).is_err());
+    assert!(DpdkConfig { members: "not-a-mac".into(), ..DpdkConfig::default() }.check_members(1).is_err());
+}
+
+#[test]
+fn a_fabric_is_set_up_from_the_sections_that_own_its_values() {
+    let c = Config::default().with(|c| {
+        c.topology.job = "setup-test".into();
+        c.topology.node = 2;
+        c.topology.nodes = 3;
+        c.protocol.mtu = 9000;
+        c.limits.max_comms = 5;
+        c.runner.log_level = 2;
+    });
+    let s = c.fabric_setup();
+    assert_eq!(
+        (s.job.as_str(), s.node, s.nodes, s.mtu, s.max_groups, s.log_level),
+        ("setup-test", ringcast_proto::comm::PeerId(2), 3, 9000, 5, 2)
+    );
+}

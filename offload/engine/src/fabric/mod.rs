@@ -9,7 +9,8 @@
 //!
 //! * [`shm`] — the polling-thread emulation NIC: a shared-memory multicast log per group, SPSC
 //!   rings per directed pair; across processes on one machine.
-//! * [`faulty`] — the `RINGCAST_FAULT_*` injector around a fabric without its own;
+//! * [`faulty`] — the `RINGCAST_FAULT_*` injector, one wrapper around whichever fabric runs
+//!   (`udp` included), drawing from its own generator;
 //! * [`udp`] — kernel UDP: IPv6 `ff15::` (or IPv4 `239/8`) multicast groups derived from the
 //!   112-bit group id, unicast for repair and synchronization.
 //! * [`dpdk`] — Ethernet frames through a DPDK port (`net_af_xdp`, `net_memif`, `net_mlx5`):
@@ -19,6 +20,16 @@
 //!   groups joined through rdmacm, members found by HELLO discovery, `n` pre-posted receives
 //!   (cargo feature `verbs`, on by default; its framing, discovery and bookkeeping build and are
 //!   unit-tested without it, against a fake NIC; the device path runs where a device exists).
+//!
+//! # What a fabric is told
+//!
+//! A fabric is built from its own configuration section ([`crate::config::UdpConfig`],
+//! [`crate::config::DpdkConfig`], [`crate::config::VerbsConfig`]; `shm` has none) and a
+//! [`FabricSetup`]: the few facts about the job that are not any fabric's to decide — which job,
+//! which member of how many, the datagram size — which the composition root derives from its
+//! other sections ([`crate::config::Config::fabric_setup`]). No fabric sees the whole
+//! configuration or reads the environment: what it depends on is in its constructor's
+//! signature, and a test builds one without a `Config`.
 //!
 //! No fabric has `unsafe` code (the crate forbids it): the device code of [`dpdk`] and
 //! [`verbs`] is in crates of their own, `ringcast-dpdk` and `ringcast-verbs` (`offload/dpdk`,
@@ -30,6 +41,29 @@ pub mod udp;
 pub mod verbs;
 
 use ringcast_proto::comm::{GroupId, PeerId};
+
+/// What every fabric is told beyond its own section: the job and this engine's place in it.
+/// Built by the composition root ([`crate::config::Config::fabric_setup`]) from the sections
+/// that own these values (`topology`, `protocol`, `limits`, `runner`), so a fabric depends on
+/// these few values and not on the whole configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FabricSetup {
+    /// The job's name (`topology.job`): every engine of a job derives the same names from it —
+    /// `shm` segment names, the `udp` port when none is set, the `verbs` job tag and discovery
+    /// group, the `dpdk` EAL file prefix.
+    pub job: String,
+    /// This engine's member number (`topology.node`).
+    pub node: PeerId,
+    /// Members of the job (`topology.nodes`).
+    pub nodes: u32,
+    /// Largest datagram the protocol sends (`protocol.mtu`).
+    pub mtu: usize,
+    /// Multicast groups joined at once: one per communicator (`limits.max_comms`).
+    pub max_groups: usize,
+    /// How much the engine reports on stderr (`runner.log_level`): a fabric with a chatty
+    /// library underneath (DPDK's EAL) quiets it to match.
+    pub log_level: u8,
+}
 
 /// Counters every fabric keeps (monotonic).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -89,4 +123,49 @@ pub trait Fabric {
     }
     /// Awake again: senders need not ring any more.
     fn disarm(&self) {}
+}
+
+/// A boxed fabric is a fabric: the runner picks one at run time and wraps whichever it is in
+/// the one fault injector ([`faulty::wrap`]). Every method forwards, the provided ones too
+/// (a default here would hide the fabric's own `flush` or doorbell).
+impl<F: Fabric + ?Sized> Fabric for Box<F> {
+    fn local(&self) -> PeerId {
+        (**self).local()
+    }
+    fn mtu(&self) -> usize {
+        (**self).mtu()
+    }
+    fn join(&mut self, group: &GroupId) -> std::io::Result<()> {
+        (**self).join(group)
+    }
+    fn leave(&mut self, group: &GroupId) {
+        (**self).leave(group)
+    }
+    fn groups(&self) -> usize {
+        (**self).groups()
+    }
+    fn send(&mut self, to: PeerId, frame: &[u8]) {
+        (**self).send(to, frame)
+    }
+    fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
+        (**self).multicast(group, frame)
+    }
+    fn poll(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> usize {
+        (**self).poll(budget, rx)
+    }
+    fn flush(&mut self) {
+        (**self).flush()
+    }
+    fn counters(&self) -> FabricCounters {
+        (**self).counters()
+    }
+    fn arm(&self) -> Option<u32> {
+        (**self).arm()
+    }
+    fn bell(&self) -> Option<&std::sync::atomic::AtomicU32> {
+        (**self).bell()
+    }
+    fn disarm(&self) {
+        (**self).disarm()
+    }
 }

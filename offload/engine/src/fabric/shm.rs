@@ -22,7 +22,7 @@
 //! Nothing another member writes into the segments can make it panic or deliver torn bytes:
 //! ring frames are length-checked, log datagrams are seqlock-checked and length-checked, and
 //! sender ids are checked against the member count. Own multicasts are never delivered.
-use super::{Fabric, FabricCounters};
+use super::{Fabric, FabricCounters, FabricSetup};
 use ringcast_proto::comm::{GroupId, PeerId};
 use ringcast_ring::{
     frame_ring_consumer, frame_ring_producer, BellBoard, Consumer, FrameSlot, McastLog, McastReader,
@@ -240,6 +240,13 @@ impl Drop for ShmFabric {
 }
 
 impl ShmFabric {
+    /// The fabric of member `setup.node` of the job `setup` describes (the `shm` fabric has
+    /// no section of its own: the job name, the members and the datagram size are all it
+    /// needs), default geometry.
+    pub fn open(setup: &FabricSetup) -> io::Result<ShmFabric> {
+        Self::new(&setup.job, setup.node, setup.nodes, setup.mtu)
+    }
+
     /// Member `me` of `members` in `job`, carrying datagrams of up to `mtu` bytes; creates
     /// this member's inbound rings (from every other member). Default geometry.
     pub fn new(job: &str, me: PeerId, members: u32, mtu: usize) -> io::Result<ShmFabric> {

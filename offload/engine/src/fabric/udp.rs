@@ -17,9 +17,12 @@
 //!   counts it ([`UdpStats::tx_dropped`]); the kernel's receive-queue drops are read from
 //!   `SO_RXQ_OVFL` and reported as [`FabricCounters::overrun`].
 //! * Datagrams above the MTU are refused in both directions.
-//! * The engine's fault injector ([`ringcast_proto::fault`], `RINGCAST_FAULT_*`) acts on every datagram
-//!   sent (`Tx`) and received (`Rx`). Held (delayed or reordered) datagrams are released by
-//!   [`UdpFabric::poll`] when due.
+//! * Faults (`RINGCAST_FAULT_*`) are not this fabric's business: the engine wraps it in
+//!   [`crate::fabric::faulty::Faulty`] like every other fabric (`runner/net.rs`), so the
+//!   injector — and its generator — is one piece of code for every fabric. The wrapper sees a
+//!   datagram after this fabric's own checks on receipt (member source, MTU, own loopback) and
+//!   before them on sending (an over-MTU datagram bypasses it), as when the fabric injected
+//!   faults itself.
 //! * Multicast never leaves the link (hop limit 1) and loops back to the sending host, so members
 //!   sharing a host hear each other; a member discards its own looped-back datagrams.
 //!
@@ -63,19 +66,17 @@
 //! nothing is delivered. IPv4 multicast on `lo` works. Across veth pairs joined by a Linux bridge
 //! both families work. Tests on one host therefore use IPv4 on `lo`; see
 //! `tests/fabric_udp.rs`.
-use super::{Fabric, FabricCounters};
+use super::{Fabric, FabricCounters, FabricSetup};
+use crate::config::UdpConfig;
 use nix::sys::socket::{self as nsock, ControlMessageOwned, MsgFlags, SockaddrStorage};
 use ringcast_proto::comm::ident::{group_ip, IpFamily};
 use ringcast_proto::comm::{GroupId, PeerId};
-use ringcast_proto::fault::FaultConfig;
-use ringcast_proto::fault::{Dir, FaultInjector, Verdict, MAX_HELD};
-use ringcast_proto::Nanos;
 use rustix::net::{self as rnet, sockopt, AddressFamily, SocketFlags, SocketType};
-use std::collections::{HashMap, VecDeque};
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::time::Instant;
 
 /// Default receive buffer request per socket: 4 MiB, ~2800 full 1472-byte datagrams of payload
 /// (fewer in practice: the kernel charges each datagram's whole buffer). Enough for several
@@ -135,6 +136,48 @@ impl UdpOptions {
     }
 }
 
+/// The multicast port of a job whose `udp.port` is 0, derived from the job name (in
+/// `20000..40000`): every engine of a job computes the same one without being told.
+pub fn job_port(job: &str) -> u16 {
+    let h = Sha256::digest(format!("ringcast udp port of job {job}").as_bytes());
+    20_000 + u16::from_le_bytes([h[0], h[1]]) % 20_000
+}
+
+impl UdpOptions {
+    /// What the `udp` section says for the job of `setup`, for a member whose listed address
+    /// is `own`: groups of `own`'s family, the section's port (or [`job_port`]), the section's
+    /// interface (an index, a name, or when empty the interface holding `own`), the job's
+    /// datagram size and one group per communicator.
+    pub fn from_section(setup: &FabricSetup, section: &UdpConfig, own: IpAddr) -> UdpOptions {
+        let port = match section.port {
+            0 => job_port(&setup.job),
+            p => p,
+        };
+        UdpOptions {
+            family: IpFamily::of(own),
+            interface: match section.interface.as_str() {
+                "" => Interface::Addr(own),
+                i => i.parse().map(Interface::Index).unwrap_or_else(|_| Interface::Name(i.to_string())),
+            },
+            mcast_port: port,
+            mtu: setup.mtu,
+            rcvbuf: DEFAULT_RCVBUF,
+            max_groups: setup.max_groups,
+        }
+    }
+}
+
+/// The UDP fabric of member `setup.node` of the section's member list, with
+/// [`UdpOptions::from_section`].
+pub fn open(setup: &FabricSetup, section: &UdpConfig) -> Result<UdpFabric, UdpError> {
+    let members = section.member_addrs().map_err(|e| UdpError::Invalid(e.to_string()))?;
+    let own = members
+        .get(setup.node.0 as usize)
+        .ok_or_else(|| UdpError::Invalid(format!("udp.members has no address for node {}", setup.node.0)))?;
+    let opts = UdpOptions::from_section(setup, section, own.ip());
+    UdpFabric::new(setup.node, members, &opts)
+}
+
 /// Why a [`UdpFabric`] could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum UdpError {
@@ -183,26 +226,6 @@ pub struct UdpStats {
     pub tx_errors: u64,
     /// Receive calls that failed for a reason other than an empty queue.
     pub rx_errors: u64,
-    /// The fault injector's counts: dropped, corrupted, duplicated, held (all zero without
-    /// one).
-    pub fault: [u64; 4],
-}
-
-/// Where a held datagram goes when released.
-#[derive(Clone, Copy, Debug)]
-enum HeldTo {
-    /// Sent to this address.
-    Tx(SocketAddr),
-    /// Delivered as from this member.
-    Rx(PeerId),
-}
-
-/// A datagram the fault injector delays.
-#[derive(Debug)]
-struct Held {
-    due: Nanos,
-    to: HeldTo,
-    frame: Vec<u8>,
 }
 
 /// A receiving socket and the kernel's drop count last seen on it.
@@ -250,11 +273,6 @@ pub struct UdpFabric {
     buf: Vec<u8>,
     /// Control-message buffer for `SO_RXQ_OVFL`.
     cmsg: Vec<u8>,
-    /// Copy of an outgoing frame the injector may corrupt.
-    tx_scratch: Vec<u8>,
-    faults: Option<FaultInjector>,
-    held: VecDeque<Held>,
-    epoch: Instant,
     counters: FabricCounters,
     stats: UdpStats,
 }
@@ -372,17 +390,11 @@ fn enobufs() -> i32 {
 }
 
 impl UdpFabric {
-    /// Member `local` of `members` (unicast addresses, index = [`PeerId`]), with the fault
-    /// injector `faults` describes (none when every rate is zero).
+    /// Member `local` of `members` (unicast addresses, index = [`PeerId`]).
     ///
     /// Binds the unicast socket to `members[local]`; groups are joined later
     /// ([`Fabric::join`]).
-    pub fn new(
-        local: PeerId,
-        members: Vec<SocketAddr>,
-        opts: &UdpOptions,
-        faults: &FaultConfig,
-    ) -> Result<UdpFabric, UdpError> {
+    pub fn new(local: PeerId, members: Vec<SocketAddr>, opts: &UdpOptions) -> Result<UdpFabric, UdpError> {
         let bad = |m: String| Err(UdpError::Invalid(m));
         let members: Vec<SocketAddr> = members.into_iter().map(normalize).collect();
         let Some(&own) = members.get(local.0 as usize) else {
@@ -467,10 +479,6 @@ impl UdpFabric {
             next_socket: 0,
             buf: vec![0; opts.mtu],
             cmsg: nix::cmsg_space!(u32),
-            tx_scratch: Vec::with_capacity(opts.mtu),
-            faults: FaultInjector::from_config(faults, crate::entropy::fault_seed()),
-            held: VecDeque::new(),
-            epoch: Instant::now(),
             counters: FabricCounters::default(),
             stats: UdpStats::default(),
         })
@@ -500,21 +508,7 @@ impl UdpFabric {
 
     /// Counters beyond [`FabricCounters`].
     pub fn stats(&self) -> UdpStats {
-        let mut s = self.stats;
-        if let Some(f) = &self.faults {
-            s.fault = f.counts;
-        }
-        s
-    }
-
-    /// Datagrams the fault injector holds back (released by `poll` when due).
-    pub fn held(&self) -> usize {
-        self.held.len()
-    }
-
-    /// Nanoseconds on the fabric's clock (the fault injector's time base).
-    fn now(&self) -> Nanos {
-        Nanos::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(Nanos::MAX)
+        self.stats
     }
 
     /// A group socket: reusable address and port, bound to the group, joined on the interface.
@@ -538,71 +532,10 @@ impl UdpFabric {
         Ok(Endpoint { sock: UdpSocket::from(fd), drops_seen: 0, rcvbuf })
     }
 
-    /// Sends one accepted datagram through the fault injector.
-    fn send_to(&mut self, dest: SocketAddr, frame: &[u8]) {
-        let now = self.now();
-        let Some(inj) = self.faults.as_mut() else {
-            transmit(&self.unicast.sock, dest, frame, &mut self.stats);
-            return;
-        };
-        self.tx_scratch.clear();
-        self.tx_scratch.extend_from_slice(frame);
-        match inj.on_datagram(Dir::Tx, &mut self.tx_scratch, now) {
-            Verdict::Drop => {}
-            Verdict::Pass => transmit(&self.unicast.sock, dest, &self.tx_scratch, &mut self.stats),
-            Verdict::Duplicate => {
-                transmit(&self.unicast.sock, dest, &self.tx_scratch, &mut self.stats);
-                transmit(&self.unicast.sock, dest, &self.tx_scratch, &mut self.stats);
-            }
-            Verdict::Held => {
-                if let Some((due, frame)) = take_back(inj, now) {
-                    if self.held.len() < MAX_HELD {
-                        self.held.push_back(Held { due, to: HeldTo::Tx(dest), frame });
-                    } else {
-                        transmit(&self.unicast.sock, dest, &frame, &mut self.stats);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Sends due held datagrams and delivers due held receptions (at most `room`); returns the
-    /// deliveries.
-    fn release_held(&mut self, now: Nanos, room: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> usize {
-        let mut delivered = 0;
-        let mut i = 0;
-        // Bounded by the queue length (≤ MAX_HELD): every step removes an entry or advances.
-        while i < self.held.len() {
-            let Some(h) = self.held.get(i) else { break };
-            let blocked = matches!(h.to, HeldTo::Rx(_)) && delivered >= room;
-            if h.due > now || blocked {
-                i += 1;
-                continue;
-            }
-            let Some(h) = self.held.remove(i) else { break };
-            match h.to {
-                HeldTo::Tx(dest) => transmit(&self.unicast.sock, dest, &h.frame, &mut self.stats),
-                HeldTo::Rx(peer) => {
-                    self.counters.received += 1;
-                    delivered += 1;
-                    rx(peer, &h.frame);
-                }
-            }
-        }
-        delivered
-    }
-
     /// Takes the datagram `recv` put in `buf`, from a group socket if `multicast`: refuses it,
-    /// drops it, holds it, or delivers it (at most `room` deliveries now; a duplicate beyond is
-    /// held for the next poll). Returns the deliveries.
-    fn accept(
-        &mut self,
-        recv: &Recv,
-        multicast: bool,
-        now: Nanos,
-        room: usize,
-        rx: &mut dyn FnMut(PeerId, &[u8]),
-    ) -> usize {
+    /// drops it (this member's own looped-back multicast), or delivers it. Returns the
+    /// deliveries (0 or 1).
+    fn accept(&mut self, recv: &Recv, multicast: bool, rx: &mut dyn FnMut(PeerId, &[u8])) -> usize {
         if recv.len > self.mtu {
             self.counters.refused += 1;
             self.stats.oversize += 1;
@@ -618,56 +551,11 @@ impl UdpFabric {
             self.stats.own += 1;
             return 0;
         }
-        let Some(frame) = self.buf.get_mut(..recv.len) else { return 0 };
-        let copies = match self.faults.as_mut() {
-            None => 1,
-            Some(inj) => match inj.on_datagram(Dir::Rx, frame, now) {
-                Verdict::Drop => 0,
-                Verdict::Pass => 1,
-                Verdict::Duplicate => 2,
-                Verdict::Held => {
-                    let Some((due, frame)) = take_back(inj, now) else { return 0 };
-                    if self.held.len() < MAX_HELD {
-                        self.held.push_back(Held { due, to: HeldTo::Rx(peer), frame });
-                        return 0;
-                    }
-                    // No room to hold: deliver now, as the injector itself passes a datagram on
-                    // when full — unless the budget is spent, then it is lost like any datagram
-                    // a full queue cannot take.
-                    if room == 0 {
-                        self.counters.overrun += 1;
-                        return 0;
-                    }
-                    self.counters.received += 1;
-                    rx(peer, &frame);
-                    return 1;
-                }
-            },
-        };
-        let mut delivered = 0;
-        for _ in 0..copies {
-            if delivered < room {
-                self.counters.received += 1;
-                delivered += 1;
-                rx(peer, frame);
-            } else if self.held.len() < MAX_HELD {
-                // A duplicate beyond the budget waits for the next poll.
-                self.held.push_back(Held { due: now, to: HeldTo::Rx(peer), frame: frame.to_vec() });
-            } else {
-                self.counters.overrun += 1;
-            }
-        }
-        delivered
+        let Some(frame) = self.buf.get(..recv.len) else { return 0 };
+        self.counters.received += 1;
+        rx(peer, frame);
+        1
     }
-}
-
-/// Takes a just-held datagram back from the injector with its due time. The injector's queue
-/// does not record where a datagram goes, so the fabric keeps its own (address, due time,
-/// bytes) queue and leaves the injector's empty: with at most this one datagram in it,
-/// `release(Nanos::MAX)` returns exactly it (the simulator does the same).
-fn take_back(inj: &mut FaultInjector, now: Nanos) -> Option<(Nanos, Vec<u8>)> {
-    let due = inj.next_release().unwrap_or(now);
-    inj.release(Nanos::MAX).map(|f| (due, f))
 }
 
 impl Fabric for UdpFabric {
@@ -705,7 +593,7 @@ impl Fabric for UdpFabric {
         match dest {
             Some(dest) if frame.len() <= self.mtu => {
                 self.counters.sent += 1;
-                self.send_to(dest, frame);
+                transmit(&self.unicast.sock, dest, frame, &mut self.stats);
             }
             _ => {
                 self.counters.refused += 1;
@@ -722,17 +610,16 @@ impl Fabric for UdpFabric {
         }
         self.counters.multicast += 1;
         let dest = self.group_addr(group);
-        self.send_to(dest, frame);
+        transmit(&self.unicast.sock, dest, frame, &mut self.stats);
     }
 
-    /// Releases due held datagrams, then reads the sockets in turn — the unicast socket and
-    /// one per group, starting with a different one each call — until `budget` datagrams have
-    /// been read (delivered, refused or dropped alike, so a flood of foreign traffic cannot
-    /// keep the loop here) or every socket is empty.
+    /// Reads the sockets in turn — the unicast socket and one per group, starting with a
+    /// different one each call — until `budget` datagrams have been read (delivered, refused or
+    /// dropped alike, so a flood of foreign traffic cannot keep the loop here) or every socket
+    /// is empty.
     fn poll(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> usize {
-        let now = self.now();
-        let mut delivered = self.release_held(now, budget, rx);
-        let mut taken = delivered;
+        let mut delivered = 0;
+        let mut taken = 0;
         let sockets = 1 + self.groups.len();
         let start = self.next_socket % sockets;
         self.next_socket = self.next_socket.wrapping_add(1);
@@ -764,7 +651,7 @@ impl Fabric for UdpFabric {
                     self.counters.overrun += u64::from(d.wrapping_sub(endpoint.drops_seen));
                     endpoint.drops_seen = d;
                 }
-                delivered += self.accept(&recv, idx != 0, now, budget.saturating_sub(delivered), rx);
+                delivered += self.accept(&recv, idx != 0, rx);
             }
         }
         delivered
@@ -800,15 +687,33 @@ mod tests {
     }
 
     #[test]
-    fn options_follow_the_config() {
-        let c = crate::config::Config::default().with(|cfg| {
-            cfg.protocol.mtu = 9000;
-            cfg.limits.max_comms = 7;
-        });
-        let o = UdpOptions::new(4000, c.protocol.mtu, c.limits.max_comms);
-        assert_eq!((o.family, o.mtu, o.max_groups, o.rcvbuf), (IpFamily::V6, 9000, 7, DEFAULT_RCVBUF));
+    fn options_follow_the_section_and_the_setup() {
+        let setup = FabricSetup {
+            job: "unit".into(),
+            node: PeerId(1),
+            nodes: 2,
+            mtu: 9000,
+            max_groups: 7,
+            log_level: 0,
+        };
+        let v4: IpAddr = "10.0.0.2".parse().expect("ip");
+        let o = UdpOptions::from_section(&setup, &UdpConfig::default(), v4);
+        assert_eq!((o.family, o.mtu, o.max_groups, o.rcvbuf), (IpFamily::V4, 9000, 7, DEFAULT_RCVBUF));
+        assert_eq!((o.mcast_port, o.interface.clone()), (job_port("unit"), Interface::Addr(v4)));
+        assert!((20_000..40_000).contains(&o.mcast_port));
+        let named = UdpConfig { port: 4000, interface: "eth1".into(), ..Default::default() };
+        let o = UdpOptions::from_section(&setup, &named, "fd00::2".parse().expect("ip"));
+        assert_eq!(
+            (o.family, o.mcast_port, o.interface.clone()),
+            (IpFamily::V6, 4000, Interface::Name("eth1".into()))
+        );
+        let indexed = UdpConfig { interface: "3".into(), ..Default::default() };
+        assert_eq!(UdpOptions::from_section(&setup, &indexed, v4).interface, Interface::Index(3));
         let bad = UdpOptions { mcast_port: 0, ..o };
         let members = vec!["[::1]:4001".parse().expect("addr")];
-        assert!(matches!(UdpFabric::new(PeerId(0), members, &bad, &c.fault), Err(UdpError::Invalid(_))));
+        assert!(matches!(UdpFabric::new(PeerId(0), members, &bad), Err(UdpError::Invalid(_))));
+        // A node the list has no address for.
+        let one = UdpConfig { members: "127.0.0.1:4001".into(), ..Default::default() };
+        assert!(matches!(open(&setup, &one), Err(UdpError::Invalid(m)) if m.contains("node 1")));
     }
 }

@@ -3,21 +3,20 @@
 //!
 //! The state machine ([`Engine`]) knows nothing of the fabric: each pass hands it the fabric's
 //! waiting datagrams ([`Net::receive`]), and the loop carries out the frames, joins and leaves it
-//! asks for through [`Net::send`], [`Net::multicast`], [`Net::join`] and [`Net::leave`]. The
-//! fabric is built here from its own configuration section and wrapped in the fault injector
-//! (`fault.*`) when one is asked for.
+//! asks for through [`Net::send`], [`Net::multicast`], [`Net::join`] and [`Net::leave`].
+//!
+//! This is where the configuration meets the fabrics: the runner holds the whole [`Config`],
+//! and hands the fabric it picks only that fabric's section and the job-wide
+//! [`crate::fabric::FabricSetup`] ([`Config::fabric_setup`]). Whatever the fabric, the result
+//! is wrapped in the one fault injector ([`faulty::wrap`], `fault.*`) when faults are asked for,
+//! seeded from `fault.seed` or, when that is 0, from this process ([`crate::entropy::fault_seed`]).
 use crate::config::{Config, FabricKind};
-use crate::fabric::faulty::Faulty;
 use crate::fabric::shm::ShmFabric;
-use crate::fabric::udp::{Interface, UdpFabric, UdpOptions};
-use crate::fabric::Fabric;
-use ringcast_proto::comm::ident::IpFamily;
+use crate::fabric::{faulty, udp, Fabric};
 use ringcast_proto::comm::{GroupId, PeerId};
 pub use ringcast_proto::engine::CommStats;
 use ringcast_proto::engine::Engine;
-use ringcast_proto::fault::FaultInjector;
 use ringcast_proto::Nanos;
-use sha2::{Digest, Sha256};
 
 /// Datagrams taken from the fabric per pass (the host rings get their turn in between).
 const FRAMES_PER_PASS: usize = 64;
@@ -50,22 +49,19 @@ impl Net {
     /// The fabric `config` asks for, if any (`fabric = none`: `None`), with the world
     /// communicator's group `world` joined.
     pub fn new(config: &Config, world: Option<GroupId>) -> std::io::Result<Option<Net>> {
-        let mtu = config.protocol.mtu as usize;
-        let mut fabric: Box<dyn Fabric + Send> = match config.topology.fabric {
+        let setup = config.fabric_setup();
+        let mtu = setup.mtu;
+        // Each arm builds its fabric from its own section and the setup, nothing else.
+        let fabric: Box<dyn Fabric + Send> = match config.topology.fabric {
             FabricKind::None => return Ok(None),
-            FabricKind::Shm => with_faults(
-                ShmFabric::new(
-                    &config.topology.job,
-                    PeerId(config.topology.node),
-                    config.topology.nodes,
-                    mtu,
-                )?,
-                config,
-            ),
-            // The UDP fabric runs the fault injector itself (it releases held datagrams).
-            FabricKind::Udp => Box::new(udp_fabric(config)?),
+            FabricKind::Shm => Box::new(ShmFabric::open(&setup)?),
+            // The message as the engine printed it when it built the fabric here (`udp fabric:
+            // ...`), not `UdpError`'s `io::Error` conversion (which drops the prefix).
+            FabricKind::Udp => {
+                Box::new(udp::open(&setup, &config.udp).map_err(|e| std::io::Error::other(e.to_string()))?)
+            }
             #[cfg(feature = "dpdk")]
-            FabricKind::Dpdk => with_faults(crate::fabric::dpdk::from_config(config)?, config),
+            FabricKind::Dpdk => Box::new(crate::fabric::dpdk::open(&setup, &config.dpdk)?),
             #[cfg(not(feature = "dpdk"))]
             FabricKind::Dpdk => {
                 return Err(std::io::Error::other(
@@ -73,7 +69,7 @@ impl Net {
                 ))
             }
             #[cfg(feature = "verbs")]
-            FabricKind::Verbs => with_faults(crate::fabric::verbs::from_config(config)?, config),
+            FabricKind::Verbs => Box::new(crate::fabric::verbs::open(&setup, &config.verbs)?),
             #[cfg(not(feature = "verbs"))]
             FabricKind::Verbs => {
                 return Err(std::io::Error::other(
@@ -81,6 +77,7 @@ impl Net {
                 ))
             }
         };
+        let mut fabric = faulty::wrap(fabric, &config.fault, crate::entropy::fault_seed());
         if let Some(group) = world {
             fabric.join(&group)?;
         }
@@ -196,37 +193,53 @@ impl Net {
     }
 }
 
-/// `fabric` behind the `RINGCAST_FAULT_*` injector when `config` asks for faults (every fabric
-/// but `udp`, which injects them itself to release held datagrams in order).
-fn with_faults<F: Fabric + Send + 'static>(fabric: F, config: &Config) -> Box<dyn Fabric + Send> {
-    match FaultInjector::from_config(&config.fault, crate::entropy::fault_seed()) {
-        Some(inj) => Box::new(Faulty::new(fabric, inj)),
-        None => Box::new(fabric),
-    }
-}
+// The one test here needs the verbs fabric's device code.
+#[cfg(all(test, feature = "verbs"))]
+mod tests {
+    use super::*;
+    use crate::fabric::verbs::{self, wire::HEADER_LEN, VerbsError, NO_DEVICE};
 
-/// The UDP fabric `config` describes: member `node` of `udp_members`, groups of the list's
-/// family, the multicast port (`udp_port`, or one derived from the job name so every engine of
-/// a job agrees without being told), and the interface (`udp_interface`, or the one holding this
-/// node's address).
-fn udp_fabric(config: &Config) -> std::io::Result<UdpFabric> {
-    let members = config.udp.member_addrs().map_err(|e| std::io::Error::other(e.to_string()))?;
-    let own = members
-        .get(config.topology.node as usize)
-        .ok_or_else(|| std::io::Error::other("udp_members has no address for this node"))?;
-    let port = match config.udp.port {
-        0 => {
-            let h = Sha256::digest(format!("ringcast udp port of job {}", config.topology.job).as_bytes());
-            20_000 + u16::from_le_bytes([h[0], h[1]]) % 20_000
+    /// On a machine without an RDMA device (this one, and CI), building the verbs fabric from
+    /// its section and the setup the root derives is the typed `NoDevice` error — through the
+    /// engine's `Net` too — never a panic. Where a device exists, the fabric opens instead (set `RINGCAST_VERBS_*` for the
+    /// device, port, GID index and address), with a QP number and a GID, and joins nothing but
+    /// what a single member needs. Either branch can fail.
+    #[test]
+    fn the_verbs_fabric_opens_the_device_or_reports_that_there_is_none() {
+        let config =
+            Config::from_env().expect("RINGCAST_* variables of this test run are valid").with(|cfg| {
+                cfg.topology.fabric = FabricKind::Verbs;
+                cfg.topology.nodes = 1;
+                cfg.topology.node = 0;
+            });
+        match verbs::devices() {
+            Err(VerbsError::NoDevice) => {
+                match verbs::open(&config.fabric_setup(), &config.verbs) {
+                    Err(VerbsError::NoDevice) => {}
+                    Err(e) => panic!("expected NoDevice, got {e}"),
+                    Ok(f) => panic!("no device, yet the fabric opened: {f:?}"),
+                }
+                let err = Net::new(&config, None).err().expect("the engine refuses the verbs fabric");
+                assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+                assert_eq!(err.to_string(), NO_DEVICE);
+            }
+            Ok(names) => {
+                let f = verbs::open(&config.fabric_setup(), &config.verbs)
+                    .unwrap_or_else(|e| panic!("devices {names:?}, but the fabric did not open: {e}"));
+                let a = f.address();
+                assert!(a.qpn != 0 && a.qpn < 1 << 24, "{a:?}");
+                assert_ne!(a.gid, [0; 16]);
+                assert!(f.port().max_message >= config.protocol.mtu as usize + HEADER_LEN);
+                assert_eq!(
+                    f.nic().device(),
+                    if config.verbs.device.is_empty() {
+                        names[0].as_str()
+                    } else {
+                        config.verbs.device.as_str()
+                    }
+                );
+            }
+            Err(e) => panic!("ibv_get_device_list failed: {e}"),
         }
-        p => p,
-    };
-    let mut opts = UdpOptions::new(port, config.protocol.mtu, config.limits.max_comms);
-    opts.family = IpFamily::of(own.ip());
-    opts.interface = match config.udp.interface.as_str() {
-        "" => Interface::Addr(own.ip()),
-        i => i.parse().map(Interface::Index).unwrap_or_else(|_| Interface::Name(i.to_string())),
-    };
-    UdpFabric::new(PeerId(config.topology.node), members, &opts, &config.fault)
-        .map_err(|e| std::io::Error::other(e.to_string()))
+    }
 }

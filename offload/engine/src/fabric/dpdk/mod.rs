@@ -30,13 +30,15 @@
 //!   (`rte_eth_dev_set_mc_addr_list`); a driver without one gets all-multicast, and one without
 //!   that promiscuous mode. The software filter above applies in every case. Leaving a group
 //!   drops its entry; leaving the last, and dropping the fabric, undo what was turned on.
-//! * The EAL is initialised from the engine's configuration ([`eal_args`]: `--no-huge` unless
+//! * The fabric is built from its section (`dpdk.*`) and the job's
+//!   [`crate::fabric::FabricSetup`] (datagram size, groups, log level, job and node), never
+//!   from the whole configuration. The EAL is initialised from them ([`eal_args`]: `--no-huge` unless
 //!   hugepages are asked for and present, a `--file-prefix` unique to job, node and process,
 //!   `--no-pci`, `--no-shconf` or `--in-memory`, quiet logs), once per process
 //!   (`ringcast_dpdk::Eal`); dropping the fabric stops and closes the port, frees the pool and, as the
 //!   EAL's last user, runs `rte_eal_cleanup`.
 //! * Faults (`RINGCAST_FAULT_*`) are injected by wrapping the fabric in
-//!   [`crate::fabric::faulty::Faulty`] (`runner/net.rs`), as for `shm`.
+//!   [`crate::fabric::faulty::Faulty`] (`runner/net.rs`), as for every fabric.
 //!
 //! # Where the device code is
 //!
@@ -103,8 +105,8 @@ mod fabric {
     use super::eal_args::{self, EalSpec};
     use super::frame::{self, group_mac, Mac, Reject, Station};
     use super::DpdkError;
-    use crate::config::Config;
-    use crate::fabric::{Fabric, FabricCounters};
+    use crate::config::DpdkConfig;
+    use crate::fabric::{Fabric, FabricCounters, FabricSetup};
     use ringcast_dpdk::{Eal, EtherAddr, KernelGroups, Port, PortSpec, PortStats, Queued, RX_BURST};
     use ringcast_proto::comm::{GroupId, PeerId};
     use std::sync::Arc;
@@ -136,15 +138,16 @@ mod fabric {
     }
 
     impl DpdkOptions {
-        /// What `config` says (`dpdk_*`, `mtu`, `max_comms`, `log_level`, `job`, `node`), for
-        /// this process: the file prefix carries its id, the lcore map its CPUs.
-        pub fn from_config(config: &Config) -> Result<DpdkOptions, DpdkError> {
-            let mtu = config.protocol.mtu as usize;
+        /// What the `dpdk` section says for the job of `setup` (its datagram size, groups, log
+        /// level, job name and node), for this process: the file prefix carries its id, the
+        /// lcore map its CPUs.
+        pub fn new(setup: &FabricSetup, section: &DpdkConfig) -> Result<DpdkOptions, DpdkError> {
+            let mtu = setup.mtu;
             let data_room = data_room(mtu);
-            let need = u64::from(config.dpdk.mbufs) * u64::from(data_room + 192);
+            let need = u64::from(section.mbufs) * u64::from(data_room + 192);
             let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
             let hugepages = eal_args::resolve_hugepages(
-                config.dpdk.hugepages,
+                section.hugepages,
                 need,
                 &read("/proc/mounts"),
                 &read("/proc/meminfo"),
@@ -154,22 +157,22 @@ mod fabric {
                 .map(|set| (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect())
                 .unwrap_or_default();
             let spec = EalSpec {
-                vdev: config.dpdk.vdev.clone(),
-                extra: config.dpdk.eal_args.clone(),
+                vdev: section.vdev.clone(),
+                extra: section.eal_args.clone(),
                 hugepages,
-                mem_mb: eal_args::mem_mb(config.dpdk.mbufs, data_room),
-                prefix: eal_args::file_prefix(&config.topology.job, config.topology.node, std::process::id()),
-                log_level: config.runner.log_level,
+                mem_mb: eal_args::mem_mb(section.mbufs, data_room),
+                prefix: eal_args::file_prefix(&setup.job, setup.node.0, std::process::id()),
+                log_level: setup.log_level,
                 cpus,
             };
             Ok(DpdkOptions {
                 eal_args: eal_args::eal_args(&spec),
-                port: eal_args::vdev_port_name(&config.dpdk.vdev).to_string(),
-                mbufs: config.dpdk.mbufs,
+                port: eal_args::vdev_port_name(&section.vdev).to_string(),
+                mbufs: section.mbufs,
                 descriptors: DESCRIPTORS,
                 mtu,
-                max_groups: config.limits.max_comms as usize,
-                kernel_iface: eal_args::vdev_kernel_iface(&config.dpdk.vdev).map(str::to_string),
+                max_groups: setup.max_groups,
+                kernel_iface: eal_args::vdev_kernel_iface(&section.vdev).map(str::to_string),
             })
         }
     }
@@ -539,14 +542,14 @@ mod fabric {
         }
     }
 
-    /// The fabric `config` describes: member `node` of `dpdk_members` on the port of
-    /// `dpdk_vdev` (see [`DpdkOptions::from_config`]).
-    pub fn from_config(config: &Config) -> Result<DpdkFabric, DpdkError> {
-        let members = frame::parse_members(&config.dpdk.members).map_err(DpdkError::Invalid)?;
-        let opts = DpdkOptions::from_config(config)?;
-        DpdkFabric::new(PeerId(config.topology.node), members, &opts)
+    /// The fabric of member `setup.node` of the section's `members`, on the port of its
+    /// `vdev` (see [`DpdkOptions::new`]).
+    pub fn open(setup: &FabricSetup, section: &DpdkConfig) -> Result<DpdkFabric, DpdkError> {
+        let members = frame::parse_members(&section.members).map_err(DpdkError::Invalid)?;
+        let opts = DpdkOptions::new(setup, section)?;
+        DpdkFabric::new(setup.node, members, &opts)
     }
 }
 
 #[cfg(feature = "dpdk")]
-pub use fabric::{from_config, McastMode};
+pub use fabric::{open, McastMode};

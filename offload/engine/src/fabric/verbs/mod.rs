@@ -61,7 +61,10 @@
 //!   in bursts of [`POLL_BURST`]; HELLOs, address-handle retries and queue-pair recovery are
 //!   done from `poll` and `flush` when due, on the fabric's own monotonic clock.
 //! * Faults (`RINGCAST_FAULT_*`) are injected by wrapping the fabric in
-//!   [`crate::fabric::faulty::Faulty`] (`runner/net.rs`), as for `shm` and `dpdk`.
+//!   [`crate::fabric::faulty::Faulty`] (`runner/net.rs`), as for every fabric.
+//! * **Configuration**: the fabric is built from its section (`verbs.*`) and the job's
+//!   [`FabricSetup`] (member, members, datagram size, groups, job name), never from the whole
+//!   configuration (`open`, [`VerbsOptions::new`], [`FabricSpec::new`]).
 //! * Nothing panics; errors name the failing verb and carry its errno ([`VerbsError`]). No
 //!   device: [`VerbsError::NoDevice`] ("no RDMA device (ibv_get_device_list returned 0)").
 //!
@@ -106,8 +109,8 @@ mod fake;
 #[cfg(feature = "verbs")]
 pub mod qp;
 
-use crate::config::Config;
-use crate::fabric::{Fabric, FabricCounters};
+use crate::config::VerbsConfig;
+use crate::fabric::{Fabric, FabricCounters, FabricSetup};
 use nic::{Dest, McastId, Nic, PortInfo, Received, SendError};
 use peers::{Learned, Peers, Source};
 use ringcast_proto::comm::ident::group_ip;
@@ -236,19 +239,20 @@ pub struct VerbsOptions {
 }
 
 impl VerbsOptions {
-    /// What `config` says (`verbs_*`, `mtu`, `max_comms`).
-    pub fn from_config(config: &Config) -> Result<VerbsOptions, VerbsError> {
+    /// What the `verbs` section says, for datagrams and groups of the job of `setup` (one
+    /// group more than it has communicators: the discovery group).
+    pub fn new(setup: &FabricSetup, section: &VerbsConfig) -> Result<VerbsOptions, VerbsError> {
         Ok(VerbsOptions {
-            device: config.verbs.device.clone(),
-            port: config.verbs.port,
-            gid_index: config.verbs.gid_index,
-            addr: config.verbs.parsed_addr().map_err(VerbsError::Invalid)?,
-            join: config.verbs.join,
-            recv_slots: config.verbs.recv_slots,
-            send_depth: config.verbs.send_depth,
-            mtu: config.protocol.mtu as usize,
-            join_timeout_ms: config.verbs.join_timeout_ms,
-            max_groups: config.limits.max_comms as usize + 1,
+            device: section.device.clone(),
+            port: section.port,
+            gid_index: section.gid_index,
+            addr: section.parsed_addr().map_err(VerbsError::Invalid)?,
+            join: section.join,
+            recv_slots: section.recv_slots,
+            send_depth: section.send_depth,
+            mtu: setup.mtu,
+            join_timeout_ms: section.join_timeout_ms,
+            max_groups: setup.max_groups + 1,
         })
     }
 }
@@ -330,17 +334,18 @@ pub struct FabricSpec {
 }
 
 impl FabricSpec {
-    /// What `config` says, with incarnation `incarnation`.
-    pub fn from_config(config: &Config, incarnation: u64) -> FabricSpec {
+    /// Member `setup.node` of the job `setup` describes, HELLOs at the section's interval,
+    /// with incarnation `incarnation`.
+    pub fn new(setup: &FabricSetup, section: &VerbsConfig, incarnation: u64) -> FabricSpec {
         FabricSpec {
-            local: PeerId(config.topology.node),
-            nodes: config.topology.nodes,
-            mtu: config.protocol.mtu as usize,
-            job: wire::job_tag(&config.topology.job),
-            discovery: group::discovery_group(&config.topology.job),
+            local: setup.node,
+            nodes: setup.nodes,
+            mtu: setup.mtu,
+            job: wire::job_tag(&setup.job),
+            discovery: group::discovery_group(&setup.job),
             incarnation,
-            hello_ns: u64::from(config.verbs.hello_ms) * 1_000_000,
-            max_groups: config.limits.max_comms as usize,
+            hello_ns: u64::from(section.hello_ms) * 1_000_000,
+            max_groups: setup.max_groups,
         }
     }
 }
@@ -852,13 +857,13 @@ pub fn incarnation_now() -> u64 {
     u64::try_from(t.as_nanos()).unwrap_or(u64::MAX).max(1)
 }
 
-/// The fabric `config` describes: member `node` of `nodes` on the device, port and GID of the
-/// `verbs_*` tunables (see [`VerbsOptions::from_config`]).
+/// The fabric of member `setup.node` of `setup.nodes` on the device, port and GID of the
+/// `verbs` section (see [`VerbsOptions::new`]), started now ([`incarnation_now`]).
 #[cfg(feature = "verbs")]
-pub fn from_config(config: &Config) -> Result<VerbsFabric<qp::UdNic>, VerbsError> {
-    let opts = VerbsOptions::from_config(config)?;
+pub fn open(setup: &FabricSetup, section: &VerbsConfig) -> Result<VerbsFabric<qp::UdNic>, VerbsError> {
+    let opts = VerbsOptions::new(setup, section)?;
     let nic = qp::UdNic::open(&opts)?;
-    VerbsFabric::new(nic, FabricSpec::from_config(config, incarnation_now()))
+    VerbsFabric::new(nic, FabricSpec::new(setup, section, incarnation_now()))
 }
 
 #[cfg(test)]
