@@ -131,6 +131,10 @@ pub struct RetransmitBody {
 /// Largest fragment range one retransmission request can describe.
 pub const MAX_RETRANSMIT_FRAGS: u32 = 8192;
 
+/// Most fragments one message (one broadcast) may have: `max_message_bytes / fragment payload`
+/// must fit, and a receiver tracks at most this many in its bitmap.
+pub const MAX_FRAGS: u32 = 8192;
+
 /// A parsed, checked frame borrowing the datagram.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Frame<'a> {

@@ -171,7 +171,7 @@ pub fn run_once(a: &BenchArgs, algorithm: &str) -> Result<Vec<SizeLine>, String>
             {
                 let p = |v: &str| v.parse::<f64>().map_err(|e| format!("node {node}: {l}: {e}"));
                 let alg =
-                    ringcast_proto::collective::bcast::Algorithm::from_name(alg).map_or("?", |a| a.name());
+                    ringcast_proto::schedule::bcast::Algorithm::from_name(alg).map_or("?", |a| a.name());
                 mine.push(RankLine {
                     alg,
                     size: p(size)? as u64,

@@ -4,7 +4,7 @@
 //! times are in multiples of the link latency (2 µs here); the shapes are the claims.
 use clap::Args;
 use ringcast_offload::config::AlgorithmChoice;
-use ringcast_proto::collective::bcast::Algorithm;
+use ringcast_proto::schedule::bcast::Algorithm;
 use ringcast_sim::experiments as ex;
 use std::process::ExitCode;
 

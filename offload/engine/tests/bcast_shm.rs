@@ -6,7 +6,7 @@
 use ringcast_host::{Access, Config, Host, SharedBuf};
 use ringcast_offload::config::{AlgorithmChoice, FabricKind};
 use ringcast_offload::fabric::shm::cleanup;
-use ringcast_proto::collective::bcast::Algorithm;
+use ringcast_proto::schedule::bcast::Algorithm;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Barrier};
 

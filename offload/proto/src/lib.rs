@@ -8,9 +8,11 @@
 //!   timeout, DMA done) and one queue of actions (send, multicast, DMA job, completion);
 //! * [`intake`] — descriptors, registered regions and hosts: validation and planning;
 //! * [`comm`] — communicators: members, topologies, placement, identity and keys;
+//! * [`schedule`] — the collectives' schedules: who sends what to whom, as pure functions of
+//!   (algorithm, shape, rank) — the broadcast's algorithms as per-fragment routing rules;
 //! * [`transfer`] — the reliable-transfer layer: fragment bitmaps, and the protocol state
-//!   machine (CRC and MAC, repair, channels and delayed synchronization, liveness);
-//! * [`collective`] — the collectives' schedules (broadcast and its algorithms);
+//!   machine (CRC and MAC, repair, channels and delayed synchronization, liveness, timers);
+//! * [`collective`] — the collectives on that layer: the broadcast's data path;
 //! * [`model`] — the LogGP cost model that picks an algorithm per call;
 //! * [`config`] — the sections of the configuration the state machine runs on;
 //! * [`fault`] — the fault injector every fabric (and the simulator) is wrapped in;
@@ -35,6 +37,7 @@ pub mod fault;
 pub mod intake;
 pub mod model;
 pub mod rng;
+pub mod schedule;
 pub mod transfer;
 
 /// Monotonic time in nanoseconds, supplied by whoever drives the state machine.

@@ -92,7 +92,7 @@ fn loss_alone_never_fails_a_broadcast_even_at_100_percent_multicast_loss() {
 /// placements (engines of 1–7 ranks, block or cyclic) and invariants.
 #[test]
 fn every_algorithm_holds_every_invariant() {
-    use ringcast_proto::collective::bcast::Algorithm;
+    use ringcast_proto::schedule::bcast::Algorithm;
     let per = (seeds() / 8).max(40);
     let mut failures = Vec::new();
     for alg in Algorithm::ALL {
@@ -171,8 +171,8 @@ fn issue_13_seed_duplicates_are_not_re_forwarded() {
 /// run — not a number that grows with every hop.
 #[test]
 fn duplication_costs_the_duplicates_and_no_more() {
-    use ringcast_proto::collective::bcast::Algorithm;
     use ringcast_proto::comm::Layout;
+    use ringcast_proto::schedule::bcast::Algorithm;
     use ringcast_sim::dst::CommPlan;
     use ringcast_sim::fabric::Faults;
     for alg in [Algorithm::Hierarchical, Algorithm::ScatterAllgather] {

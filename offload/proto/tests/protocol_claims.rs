@@ -96,10 +96,10 @@ fn a_dead_multicast_fails_over_to_point_to_point() {
 #[test]
 fn duplicates_alone_do_not_keep_a_broadcast_alive() {
     use ringcast_abi::StatusKind;
-    use ringcast_proto::collective::bcast::Algorithm;
     use ringcast_proto::comm::Layout;
     use ringcast_proto::comm::{CommSpec, GroupId, PeerId};
     use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
+    use ringcast_proto::schedule::bcast::Algorithm;
     use ringcast_proto::transfer::protocol::{DmaDir, DmaJob, DmaStatus, Env, Outcome, Post, Protocol};
 
     #[derive(Default)]

@@ -145,7 +145,7 @@ impl Cluster {
     /// Injects a raw datagram to node `to` at `at` (foreign, garbage or forged frames).
     pub fn inject(&mut self, to: usize, from: PeerId, at: Nanos, frame: Vec<u8>) {
         let (to, from) = (to as u32, from.0);
-        let lane = ringcast_proto::collective::bcast::LANE_ANY;
+        let lane = ringcast_proto::schedule::bcast::LANE_ANY;
         self.net.push(at, Ev::Deliver { to, from, lane, admitted: true, frame: frame.into() });
     }
 

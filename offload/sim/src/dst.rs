@@ -51,11 +51,11 @@ use super::fabric::Faults;
 use ringcast_abi::frame::DIGEST_LEN;
 use ringcast_abi::wire::{WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
 use ringcast_abi::StatusKind;
-use ringcast_proto::collective::bcast::Algorithm;
 use ringcast_proto::comm::Layout;
 use ringcast_proto::config::{EngineConfig, RootDelay};
 use ringcast_proto::fault::FaultConfig;
 use ringcast_proto::rng::SimRng;
+use ringcast_proto::schedule::bcast::Algorithm;
 use ringcast_proto::Nanos;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 

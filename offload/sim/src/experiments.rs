@@ -10,13 +10,13 @@
 use super::fabric::Faults;
 use super::world::World;
 use ringcast_abi::StatusKind;
-use ringcast_proto::collective::bcast::Algorithm;
 use ringcast_proto::comm::Layout;
 use ringcast_proto::comm::{CommSpec, GroupId, PeerId};
 use ringcast_proto::config::{AlgorithmChoice, EngineConfig, RootDelay};
 use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
 use ringcast_proto::model::FabricModel;
 use ringcast_proto::rng::SimRng;
+use ringcast_proto::schedule::bcast::Algorithm;
 use ringcast_proto::transfer::protocol::{CommHandle, Outcome, Post, PostError, Protocol};
 use ringcast_proto::Nanos;
 

@@ -4,12 +4,12 @@
 //! protocol on each node, [`super::cluster`] one whole engine; both send through [`Net::send`]
 //! and [`Net::multicast`] and take their events from [`Net::pop`].
 use super::fabric::{Channel, Fate, Faults};
-use ringcast_proto::collective::bcast::{rx_lane, tx_lane, LANE_ANY};
 use ringcast_proto::comm::GroupId;
 use ringcast_proto::comm::Layout;
 use ringcast_proto::fault::{Dir, FaultConfig, FaultInjector, Verdict};
 use ringcast_proto::model::FabricModel;
 use ringcast_proto::rng::SimRng;
+use ringcast_proto::schedule::bcast::{rx_lane, tx_lane, LANE_ANY};
 use ringcast_proto::Nanos;
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};

@@ -4,10 +4,10 @@
 //! prediction. `ringcast sim` sweeps these; `docs/reproduction.md` is made of them.
 use super::experiments::{run_sequence_on, Pacing, PerfModel};
 use super::fabric::Faults;
-use ringcast_proto::collective::bcast::Algorithm;
 use ringcast_proto::comm::Layout;
 use ringcast_proto::config::EngineConfig;
 use ringcast_proto::model::FabricModel;
+use ringcast_proto::schedule::bcast::Algorithm;
 use ringcast_proto::Nanos;
 use std::time::Instant;
 

@@ -21,13 +21,13 @@
 use super::fabric::Faults;
 pub use super::mem::HostMem;
 use super::net::{Ev, Net};
-use ringcast_proto::collective::bcast::LANE_ANY;
 use ringcast_proto::comm::Layout;
 use ringcast_proto::comm::{GroupId, PeerId};
 use ringcast_proto::fault::FaultConfig;
 use ringcast_proto::intake::regions::Resolved;
 use ringcast_proto::model::FabricModel;
 use ringcast_proto::rng::SimRng;
+use ringcast_proto::schedule::bcast::LANE_ANY;
 use ringcast_proto::transfer::protocol::{DmaDir, DmaJob, DmaStatus, Env, Outcome, Protocol};
 use ringcast_proto::Nanos;
 

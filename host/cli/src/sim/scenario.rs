@@ -5,10 +5,10 @@
 //! tunables, and the sweep: algorithms × ranks × message sizes × multicast loss, optionally ×
 //! channels × placements. Every field but `name` has a default, so `--set` alone can describe a
 //! run. Unknown keys are errors (a typo must not silently run the default).
-use ringcast_proto::collective::bcast::Algorithm;
 use ringcast_proto::comm::Layout;
 use ringcast_proto::config::EngineConfig as Config;
 use ringcast_proto::model::{FabricModel, LogGp};
+use ringcast_proto::schedule::bcast::Algorithm;
 use ringcast_sim::experiments::Pacing;
 use ringcast_sim::fabric::Faults;
 use ringcast_sim::perf::{sim_config, Setup};

@@ -87,7 +87,7 @@ fn verbs_tunables_parse_and_are_checked() {
 
 #[test]
 fn algorithm_choice_and_model_parameters() {
-    use ringcast_proto::collective::bcast::Algorithm;
+    use ringcast_proto::schedule::bcast::Algorithm;
     for a in Algorithm::ALL {
         let c: AlgorithmChoice = a.name().parse().unwrap();
         assert_eq!(

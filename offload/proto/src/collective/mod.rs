@@ -1,3 +1,4 @@
-//! The collectives' schedules: who sends what to whom, as pure functions of (algorithm, shape,
-//! rank). The reliable-transfer layer ([`crate::transfer`]) carries them out.
+//! The collectives as operations on the reliable-transfer layer ([`crate::transfer`]): what a
+//! post does, where its bytes come from and go, and when it is over. Their schedules — who sends
+//! what to whom — are [`crate::schedule`]'s.
 pub mod bcast;

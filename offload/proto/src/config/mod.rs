@@ -2,7 +2,7 @@
 //! [`tunables!`](crate::tunables) and validating itself.
 //!
 //! The state machine sees only the sections it runs on — [`Limits`], [`ProtocolConfig`],
-//! [`ModelConfig`], [`Topology`] and the fault injector's [`FaultConfig`](crate::fault::FaultConfig) — never the whole
+//! [`ModelConfig`], [`Topology`] and the fault injector's `FaultConfig` — never the whole
 //! configuration: the composition root (`ringcast_offload::Config`) holds every section (its own:
 //! the polling loop and each fabric) and is the only code that reads the environment. Each
 //! declaration derives the struct, its `Default`, the parser over a variable source and the rows

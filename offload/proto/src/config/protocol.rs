@@ -1,14 +1,14 @@
 //! The reliable broadcast protocol's knobs: frame size, channels, the root's delay, repair and
 //! liveness timers, and the algorithm choice (docs/protocol.md).
 use super::{invalid, ConfigError};
-use crate::collective::bcast::Algorithm;
-use crate::transfer::bitmap::MAX_FRAGS;
+use crate::schedule::bcast::Algorithm;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 use core::str::FromStr;
 use ringcast_abi::frame::DIGEST_LEN;
+use ringcast_abi::frame::MAX_FRAGS;
 use ringcast_abi::wire::{WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
 
 /// How long a broadcast's root waits before it multicasts (Hoefler et al. §3.1): receivers that

@@ -63,7 +63,7 @@ pub enum Action<'a> {
     Send {
         /// Destination.
         to: PeerId,
-        /// Lane ([`crate::collective::bcast::LANE_ANY`]: any).
+        /// Lane ([`crate::schedule::bcast::LANE_ANY`]: any).
         lane: u8,
         /// The sealed frame.
         frame: &'a [u8],

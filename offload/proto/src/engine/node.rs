@@ -10,10 +10,10 @@
 use super::action::Outbox;
 use super::comms::{derive, parse_record, LocalComm};
 use super::gather::{Delivery, Gather};
-use crate::collective::bcast::LANE_ANY;
 use crate::comm::{CommSpec, GroupId, PeerId};
 use crate::config::EngineConfig;
 use crate::intake::regions::Resolved;
+use crate::schedule::bcast::LANE_ANY;
 use crate::transfer::protocol::{
     DmaJob, DmaStatus, DmaToken, Env, Outcome, Post, PostError, ProtoCounters, Protocol,
 };

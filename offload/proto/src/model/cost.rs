@@ -2,7 +2,7 @@
 //! LogGP terms, extended with Hoefler's multicast and Mamidala's leader-based broadcast.
 //!
 //! [`predict`] is what [`super::select`] minimises. It only predicts: the simulator executes the
-//! real routing rules of [`crate::collective::bcast`] on a fabric priced by the same [`FabricModel`],
+//! real routing rules of [`crate::schedule::bcast`] on a fabric priced by the same [`FabricModel`],
 //! and comparing the two is how these formulas are to be checked.
 //!
 //! # The terms
@@ -54,8 +54,8 @@
 //! Every input is accepted: `p ≤ 1` costs nothing, `bytes = 0` sends one empty fragment, and
 //! counts are `u64`/`f64` so nothing overflows.
 use super::{FabricModel, LogGp};
-use crate::collective::bcast::Algorithm;
 use crate::comm::Layout;
+use crate::schedule::bcast::Algorithm;
 use ringcast_abi::frame::DIGEST_LEN;
 use ringcast_abi::wire::{WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
 

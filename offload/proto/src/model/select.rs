@@ -10,9 +10,9 @@
 //! [`Selector::table`] renders the decisions for a grid of sizes and lengths; `ringcast info`
 //! prints it for the configuration in force.
 use super::{cost, FabricModel, LogGp};
-use crate::collective::bcast::Algorithm;
 use crate::comm::Layout;
 use crate::config::EngineConfig;
+use crate::schedule::bcast::Algorithm;
 use alloc::format;
 use alloc::string::String;
 use alloc::string::ToString;

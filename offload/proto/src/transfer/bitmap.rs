@@ -7,10 +7,9 @@
 //! duplicate is recognised and ignored, as the ring repair of Hoefler et al. requires).
 use alloc::boxed::Box;
 use alloc::vec;
+pub use ringcast_abi::frame::MAX_FRAGS;
 use ringcast_abi::frame::MAX_RETRANSMIT_FRAGS;
 
-/// Most fragments one broadcast may have (`max_message_bytes / fragment payload` must fit).
-pub const MAX_FRAGS: u32 = 8192;
 static_assertions::const_assert!(MAX_RETRANSMIT_FRAGS <= MAX_FRAGS);
 
 /// The message would need more than [`MAX_FRAGS`] fragments.

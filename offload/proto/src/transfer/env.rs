@@ -9,7 +9,7 @@ use ringcast_abi::StatusKind;
 pub trait Env {
     /// Send `frame` to one peer (unreliable; the protocol recovers losses).
     fn send(&mut self, to: PeerId, frame: &[u8]);
-    /// Send `frame` to one peer on NIC lane `lane` ([`crate::collective::bcast::LANE_ANY`]: any or all lanes
+    /// Send `frame` to one peer on NIC lane `lane` ([`crate::schedule::bcast::LANE_ANY`]: any or all lanes
     /// aggregated). Fabrics with one lane ignore it.
     fn send_on(&mut self, to: PeerId, frame: &[u8], lane: u8) {
         let _ = lane;

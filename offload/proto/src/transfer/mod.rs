@@ -3,7 +3,7 @@
 //! ([`protocol`]: communicators, frames in, DMA jobs done) with its parts, one file each: the
 //! state (`state.rs`), ring repair (`repair.rs`), the delayed synchronization (`sync.rs`),
 //! timers (`timers.rs`) and the seal every frame leaves with (`seal.rs`). The broadcast's own
-//! data path is [`crate::collective::bcast`]'s.
+//! data path is [`crate::schedule::bcast`]'s.
 pub mod bitmap;
 pub mod env;
 pub mod protocol;

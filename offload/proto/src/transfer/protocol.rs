@@ -6,7 +6,7 @@
 //! through [`Protocol::dma_done`]), completions. The caller asks [`Protocol::next_timeout`] when
 //! to call `on_timeout` next. No clock, socket or thread. This file holds the entry points and
 //! the communicators' lifecycle; the parts live beside it (`state.rs`, `repair.rs`, `sync.rs`,
-//! `timers.rs`, `seal.rs`) and the broadcast's data path in `collective/bcast/run.rs`.
+//! `timers.rs`, `seal.rs`) and the broadcast's data path in `collective/bcast.rs`.
 //!
 //! **The broadcast** (Hoefler et al. made reliable and buffer-safe with Yu et al.):
 //! * every rank keeps each broadcast's bytes in one of its communicator's `channels` (engine
@@ -40,11 +40,11 @@
 //!   that finds its channel still held waits (`PostError::WouldBlock`) — the only time a rank
 //!   waits for the synchronization, so its cost is amortised over `channels` broadcasts.
 use super::bitmap::{FragBitmap, Geometry, MAX_FRAGS};
-use crate::collective::bcast::Algorithm;
 use crate::comm::auth::CommKeys;
 use crate::comm::{authenticate, CommSpec, GroupId, PeerId, Rank};
 use crate::config::{EngineConfig, RootDelay};
 use crate::model::select::Selector;
+use crate::schedule::bcast::Algorithm;
 pub use crate::transfer::env::*;
 use crate::transfer::state::{fail, waits_on, Comm, Early, Op, Seal, State, Sync};
 use crate::transfer::timer_table::TimerTable;

@@ -1,9 +1,9 @@
 //! Ring repair, the reliable second stage: answering a repair request with the fragments the
 //! asker misses (at most `MAX_REPAIR_PER_REQUEST` per request), the `READY` family of control
 //! frames (ready, have-all, alive, broken, aborted), and asking a repair source.
-use crate::collective::bcast::{Hop, Phase, LANE_ANY};
 use crate::comm::Rank;
 use crate::config::RootDelay;
+use crate::schedule::bcast::{Hop, Phase, LANE_ANY};
 use crate::transfer::env::{CommHandle, Env};
 use crate::transfer::protocol::Protocol;
 use crate::transfer::seal::{header, send, send_repair};

@@ -1,7 +1,7 @@
 //! Frames out: headers, fragments built into the scratch buffer, and the seal (CRC32C and the
 //! communicator's tag) every frame leaves with.
-use crate::collective::bcast::Hop;
 use crate::comm::PeerId;
+use crate::schedule::bcast::Hop;
 use crate::transfer::env::{Env, ProtoCounters};
 use crate::transfer::state::{Comm, Seal};
 use alloc::vec::Vec;

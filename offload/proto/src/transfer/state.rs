@@ -1,12 +1,12 @@
 //! The protocol's state: one [`Op`] per broadcast in a channel, the pre-posted receive slots
 //! ([`Early`]), the delayed synchronization's epoch ([`Sync`]) and the communicator ([`Comm`])
 //! that holds them.
-use crate::collective::bcast::{Algorithm, Shape};
 use crate::comm::auth::CommKeys;
 use crate::comm::auth::Mac;
 use crate::comm::{sync_children, sync_parent};
 use crate::comm::{CommSpec, PeerId, Rank};
 use crate::intake::regions::Resolved;
+use crate::schedule::bcast::{Algorithm, Shape};
 use crate::transfer::bitmap::{FragBitmap, Geometry};
 use crate::transfer::env::{OpCounters, Outcome};
 use crate::Nanos;

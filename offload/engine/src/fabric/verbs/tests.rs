@@ -817,9 +817,9 @@ fn receive_error_counters_add_up_and_flushes_are_no_overrun() {
 /// byte-exact at every rank.
 #[test]
 fn the_protocol_broadcasts_byte_exact_over_lossy_fake_links() {
-    use ringcast_proto::collective::bcast::Algorithm;
     use ringcast_proto::comm::CommSpec;
     use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
+    use ringcast_proto::schedule::bcast::Algorithm;
     use ringcast_proto::transfer::protocol::{DmaDir, DmaJob, DmaStatus, Env, Outcome, Post, Protocol};
 
     struct TestEnv<'a> {

@@ -1,9 +1,9 @@
 //! The broadcast's data path on the reliable-transfer layer: a post, the root's load from host
 //! memory and its multicast (after the root delay), fragments arriving and forwarded along the
 //! algorithm's routes, and the message stored into host memory once complete and authentic.
-use crate::collective::bcast::{self as algo, Algorithm, Hop, Phase, Shape};
 use crate::comm::{children, parent, PeerId, Rank, Topology};
 use crate::config::RootDelay;
+use crate::schedule::bcast::{self as algo, Algorithm, Hop, Phase, Shape};
 use crate::transfer::bitmap::Geometry;
 use crate::transfer::env::{
     CommHandle, DmaDir, DmaJob, DmaStatus, DmaToken, Env, OpCounters, Outcome, Post, PostError,
@@ -414,7 +414,7 @@ impl Protocol {
 
 /// The rank whose "ready" the root waits for in broadcast `bid` (randomized single-process
 /// synchronization): drawn from the communicator's seed, never the root.
-pub fn picked_rank(seed: u64, bid: u32, root: Rank, size: u32) -> Rank {
+pub(crate) fn picked_rank(seed: u64, bid: u32, root: Rank, size: u32) -> Rank {
     // splitmix64 of (seed, bid): every member computes the same pick without communication.
     let mut z = seed ^ (bid as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

@@ -581,3 +581,6 @@ fn dual_source(shape: &Shape, me: Rank, seq: u32) -> Option<Rank> {
         hit
     })
 }
+
+#[cfg(test)]
+mod tests;
