@@ -15,8 +15,9 @@
 //! * the protocol's memory stays within what its configuration allows;
 //! * foreign and malformed frames are counted and dropped;
 //! * an insider who knows a communicator's cookie but not its secret ([`super::forge`]) gets
-//!   every forged frame dropped (`BadTag`): forgeries neither deliver wrong bytes nor fail a
-//!   broadcast (such scenarios stay benign).
+//!   every forged frame dropped — for its tag (`BadTag`) at a node that holds the
+//!   communicator then, for its cookie before it created it or after it let it go — and
+//!   forgeries neither deliver wrong bytes nor fail a broadcast (such scenarios stay benign).
 //!
 //! How a scenario maps onto engines ([`setup`]):
 //! * a scenario rank is a host process: `layout.ppn` of them share one node's engine (block or
@@ -172,8 +173,11 @@ pub enum Violation {
     Memory { node: usize, bytes: usize, bound: usize },
     /// Injected foreign frames were not all counted as dropped.
     UncountedForeign { injected: usize, counted: u64 },
-    /// Forged frames were not all dropped for their tag.
+    /// Forged frames were not all dropped (for their tag or their cookie).
     UncountedForgery { injected: usize, counted: u64 },
+    /// `inside` forged frames reached node `node` while it held the communicator they name,
+    /// yet it counted only `bad_tags` frames dropped for their tag.
+    ForgeryPastTheTag { node: usize, inside: u64, bad_tags: u64 },
 }
 
 /// Salt of the forger's generator (and of the communicators' secrets): streams of their own.
@@ -404,7 +408,7 @@ pub fn run_traced(s: &Scenario, dump: &mut Option<String>) -> Result<Report, Vio
 
 fn run_inner(s: &Scenario, dump: &mut Option<String>) -> Result<Report, Violation> {
     let mut rng = SimRng::new(s.seed ^ 0xfab);
-    let setup::Built { mut cluster, procs, handles, forged_frames } = setup::build(s, &mut rng);
+    let setup::Built { mut cluster, procs, handles, forged } = setup::build(s, &mut rng);
     let mut ledger = check::Ledger::new(s, procs, handles);
     let time_limit: Nanos = 60_000_000_000;
     let mut events = 0u64;
@@ -435,5 +439,5 @@ fn run_inner(s: &Scenario, dump: &mut Option<String>) -> Result<Report, Violatio
     if let Some(v) = ledger.first_missing(&cluster) {
         return Err(v);
     }
-    ledger.check(s, &cluster, forged_frames).map(|r| Report { forged: forged_frames, ..r })
+    ledger.check(s, &cluster, &forged).map(|r| Report { forged: forged.len() as u64, ..r })
 }

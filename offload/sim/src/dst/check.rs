@@ -3,7 +3,7 @@
 //! the engines publish — and records what it saw; the checker then judges the run from that
 //! record, the simulated host memory and the engines' public counters alone (nothing of the
 //! engine's inner state).
-use super::setup::{segment, Proc};
+use super::setup::{segment, Forged, Proc};
 use super::{pattern, Report, Scenario, Violation};
 use crate::cluster::Cluster;
 use ringcast_abi::frame::DropReason;
@@ -221,8 +221,9 @@ impl Ledger {
         &self,
         s: &Scenario,
         cluster: &Cluster,
-        forged_frames: u64,
+        forged: &[Forged],
     ) -> Result<Report, Violation> {
+        let forged_frames = forged.len() as u64;
         let benign = s.benign();
         let mut rep = Report {
             seed: s.seed,
@@ -303,13 +304,46 @@ impl Ledger {
         if s.crashes.is_empty() && s.faults.corrupt == 0.0 && counted < s.foreign as u64 * 9 / 10 {
             return Err(Violation::UncountedForeign { injected: s.foreign, counted });
         }
-        // Every forged frame that reached a live node unaltered was dropped for its tag — or,
-        // reaching an engine before it created the communicator, for its cookie (the
-        // release-build injector may drop or corrupt it on receipt; a crash may swallow it).
-        let bad_tags = drops(DropReason::BadTag) + drops(DropReason::ForeignCookie);
+        // Every forged frame that reached a live node unaltered was dropped: for its tag if
+        // the node held the communicator then, else for its cookie (before the node created it
+        // or after it let it go). The release-build injector may drop or corrupt it on
+        // receipt, and a crash may swallow it: those runs are not judged.
         let untouched = s.fault.drop == 0.0 && s.fault.corrupt == 0.0;
-        if !s.forger_has_key && s.crashes.is_empty() && untouched && bad_tags < forged_frames {
-            return Err(Violation::UncountedForgery { injected: forged_frames as usize, counted: bad_tags });
+        if !s.forger_has_key && s.crashes.is_empty() && untouched {
+            let dropped = drops(DropReason::BadTag) + drops(DropReason::ForeignCookie);
+            if dropped < forged_frames {
+                return Err(Violation::UncountedForgery {
+                    injected: forged_frames as usize,
+                    counted: dropped,
+                });
+            }
+            // Strictly inside [created, freed) at its node — the node's own completions say
+            // when — a forged frame can only have been dropped for its tag.
+            let lifetime = |n: usize, c: usize| {
+                let at = |k: u64| {
+                    cluster
+                        .published()
+                        .iter()
+                        .filter(|p| p.node == n && p.cqe.cookie == cookie(c, k))
+                        .map(|p| p.at)
+                        .min()
+                };
+                (at(CREATE), at(FREE).unwrap_or(Nanos::MAX))
+            };
+            for (n, m) in cluster.nodes.iter().enumerate() {
+                let inside = forged
+                    .iter()
+                    .filter(|f| f.to == n)
+                    .filter(|f| {
+                        let (created, freed) = lifetime(n, f.comm);
+                        created.is_some_and(|t| t < f.at) && f.at < freed
+                    })
+                    .count() as u64;
+                let bad_tags = m.engine.proto_counters().drops[DropReason::BadTag as usize];
+                if bad_tags < inside {
+                    return Err(Violation::ForgeryPastTheTag { node: n, inside, bad_tags });
+                }
+            }
         }
         Ok(rep)
     }

@@ -15,6 +15,7 @@ use ringcast_proto::engine::Engine;
 use ringcast_proto::intake::regions::SegmentHandle;
 use ringcast_proto::intake::HostId;
 use ringcast_proto::rng::SimRng;
+use ringcast_proto::Nanos;
 use zerocopy::IntoBytes;
 
 /// The part of a segment handle that names the record of a communicator (a broadcast's
@@ -54,8 +55,16 @@ pub(super) struct Built {
     pub procs: Vec<Proc>,
     /// Each communicator's handle (its cookie).
     pub handles: Vec<u64>,
-    /// Forged datagrams injected.
-    pub forged_frames: u64,
+    /// Forged datagrams injected, each with where and when it lands.
+    pub forged: Vec<Forged>,
+}
+
+/// One forged datagram: the node it is injected at, when, and the communicator it names.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Forged {
+    pub to: usize,
+    pub at: Nanos,
+    pub comm: usize,
 }
 
 /// Node and local rank of every rank: `ppn` ranks per node, block-wise or cyclic.
@@ -192,7 +201,7 @@ pub(super) fn build(s: &Scenario, rng: &mut SimRng) -> Built {
     let payload = s.config.protocol.mtu - (WIRE_HEADER_LEN + WIRE_TRAILER_LEN + DIGEST_LEN) as u32;
     let forger =
         if s.forger_has_key { Forger::with_real_key(payload) } else { Forger::new(&mut frng, payload) };
-    let mut forged_frames = 0;
+    let mut forged = Vec::new();
     for _ in 0..s.forged {
         let c = frng.below(s.comms.len() as u64) as usize;
         let plan = &s.comms[c];
@@ -212,12 +221,13 @@ pub(super) fn build(s: &Scenario, rng: &mut SimRng) -> Built {
         // Early (before or while the broadcasts run) and spread out.
         let when = frng.below(3_000_000);
         for f in forger.forge(&mut frng, &t) {
-            forged_frames += 1;
-            cluster.inject(f.to, PeerId(f.from as u32), when + frng.below(50_000), f.frame);
+            let at = when + frng.below(50_000);
+            forged.push(Forged { to: f.to, at, comm: c });
+            cluster.inject(f.to, PeerId(f.from as u32), at, f.frame);
         }
     }
     for n in 0..nodes {
         cluster.wake(n, 0);
     }
-    Built { cluster, procs, handles, forged_frames }
+    Built { cluster, procs, handles, forged }
 }
