@@ -281,3 +281,48 @@ fn a_flood_of_idle_connections_delays_no_host() {
     drop((host, second, socks));
     assert!(daemon.stop(), "daemon exits cleanly on SIGTERM");
 }
+
+/// `pin_cpu = auto` across processes: engine daemons of one machine never share a CPU, and once
+/// every allowed CPU has an engine the next one stays unpinned (issue 15: every engine used to
+/// pin itself to the same, highest CPU). Each daemon says where it is pinned in its banner,
+/// printed once it is pinned.
+#[test]
+fn auto_pinned_daemons_take_distinct_cpus_and_stop_pinning_when_cpus_run_out() {
+    use std::io::{BufRead, BufReader};
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut daemons = Vec::new();
+    let mut pins: Vec<Option<usize>> = Vec::new();
+    for i in 0..=cpus {
+        let name = unique_name(&format!("pin{i}"));
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ringcast-engine"))
+            .args(["--name", &name])
+            .env("RINGCAST_LOG_LEVEL", "1")
+            .env("RINGCAST_POLL_MODE", "spin-yield")
+            .env("RINGCAST_PIN_CPU", "auto")
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn ringcast-engine");
+        let mut banner = String::new();
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        while !banner.contains("listening on") {
+            banner.clear();
+            assert!(err.read_line(&mut banner).unwrap() > 0, "daemon {name} exited before its banner");
+        }
+        let cpu = banner.split(", cpu ").nth(1).and_then(|r| r.split(',').next()).expect("cpu in the banner");
+        pins.push(cpu.parse().ok());
+        daemons.push(Daemon { child, name });
+        // Keep reading its stderr so the daemon never blocks on a full pipe.
+        std::thread::spawn(move || for _ in err.lines() {});
+    }
+    let pinned: Vec<usize> = pins.iter().flatten().copied().collect();
+    let mut distinct = pinned.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), pinned.len(), "two engines pinned to one CPU: {pins:?}");
+    assert!(pinned.len() <= cpus, "{} engines pinned on {cpus} CPUs: {pins:?}", pinned.len());
+    assert!(pins.iter().any(Option::is_none), "{} engines on {cpus} CPUs, all pinned: {pins:?}", cpus + 1);
+    for d in daemons {
+        assert!(d.stop(), "daemon exits cleanly on SIGTERM");
+    }
+}

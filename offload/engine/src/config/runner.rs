@@ -64,7 +64,9 @@ impl PollMode {
 pub enum PinCpu {
     /// Not pinned.
     None,
-    /// The highest-numbered CPU the process may run on (hosts usually start on low CPUs).
+    /// A CPU of its own: the highest-numbered CPU the process may run on that no other engine
+    /// of the machine holds (hosts usually start on low CPUs); unpinned when every one has an
+    /// engine already.
     Auto,
     /// This CPU.
     Cpu(usize),
@@ -114,7 +116,7 @@ ringcast_proto::tunables! {
             "sleep of a long-idle spin-yield loop in microseconds (bounds wake-up latency when idle)";
         /// CPU the polling thread is pinned to.
         pin_cpu: PinCpu = PinCpu::Auto, "RINGCAST_PIN_CPU",
-            "CPU the engine's polling thread is pinned to: none, auto (highest allowed CPU) or a number";
+            "CPU the engine's polling thread is pinned to: none, auto (a CPU no other engine holds, highest first; unpinned when every CPU has one) or a number";
         /// How often control sockets are polled.
         ctl_poll_us: u32 = 100, "RINGCAST_CTL_POLL_US",
             "interval between polls of control sockets (attach, register, host death) in microseconds";

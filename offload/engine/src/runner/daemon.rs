@@ -27,7 +27,7 @@ pub fn run_daemon(config: Config) -> std::io::Result<()> {
             // emulation test checks it under qemu-aarch64).
             std::env::consts::ARCH,
             super::idle::Idle::new(cfg).mode(),
-            pinned.map_or("unpinned".to_string(), |c| c.to_string()),
+            pinned.cpu().map_or("unpinned".to_string(), |c| c.to_string()),
             cfg.limits.ring_entries,
             cfg.limits.max_hosts,
         );

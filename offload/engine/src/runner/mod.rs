@@ -16,5 +16,5 @@ pub use clock::Clock;
 pub use daemon::run_daemon;
 pub use engine_loop::EngineLoop;
 pub use idle::Idle;
-pub use pin::pin_current_thread;
+pub use pin::{pin_current_thread, Pinned};
 pub use thread::{spawn_thread, ThreadEngine};

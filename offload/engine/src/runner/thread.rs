@@ -66,9 +66,11 @@ pub fn spawn_thread(mut config: Config, keep_name: bool) -> std::io::Result<Thre
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     let stop2 = stop.clone();
     let handle = std::thread::Builder::new().name(format!("ringcast-{name}")).spawn(move || {
-        let pinned = pin_current_thread(pin).ok().flatten();
-        let _ = tx.send(pinned);
+        // Held while the engine runs: its claim on the CPU (see `pin`).
+        let pinned = pin_current_thread(pin).ok();
+        let _ = tx.send(pinned.as_ref().and_then(|p| p.cpu()));
         engine.run(&stop2);
+        drop(pinned);
     })?;
     let pinned = rx.recv().ok().flatten();
     Ok(ThreadEngine { name, stop, handle: Some(handle), pinned })
