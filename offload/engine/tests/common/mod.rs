@@ -48,8 +48,13 @@ impl Daemon {
             .spawn()
             .expect("spawn ringcast-engine");
         let d = Daemon { child, name: name.to_string() };
-        if let Err(e) = Host::attach_wait(name, Duration::from_secs(20)) {
-            panic!("engine {name} did not come up: {e}");
+        // Up once its control socket takes connections. Not by attaching a host: a probe host's
+        // DETACH is fire-and-forget, and the test's own host, attaching next, could find the
+        // probe still holding the node's only local rank (`NoRank`, seen under load).
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while let Err(e) = ringcast_offload::ctl::connect(name) {
+            assert!(Instant::now() < deadline, "engine {name} did not come up: {e}");
+            std::thread::sleep(Duration::from_millis(10));
         }
         d
     }
