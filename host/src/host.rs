@@ -20,7 +20,7 @@ use ringcast_abi::{
 };
 use ringcast_offload::config::LocalRank;
 pub use ringcast_offload::runner::net::{CommStats, NetStats};
-use ringcast_offload::runner::{spawn_thread, Idle, ThreadEngine};
+use ringcast_offload::runner::{spawn_thread, Driver, Idle, ThreadEngine};
 use ringcast_offload::{ctl, Config};
 use ringcast_proto::comm::ident::CommIdentity;
 use ringcast_ring::attach::{self, HostRings};
@@ -406,6 +406,8 @@ impl Host {
     pub fn post(&mut self, desc: &SubmissionDescriptor) -> Result<()> {
         let mut idle = Idle::new(&self.idle_config);
         let mut n = 0u32;
+        // Taken at the first full ring only: a post that finds room costs nothing more.
+        let mut driver: Option<Option<Driver>> = None;
         loop {
             match self.try_post(desc) {
                 Err(Error::WouldBlock { .. }) if self.in_flight > 0 => {}
@@ -413,6 +415,12 @@ impl Host {
             }
             if let Some(c) = self.reap()? {
                 self.stash.push_back(c);
+                idle.busy();
+                continue;
+            }
+            // Thread mode: run the engine loop while waiting for room (see `reap_until`).
+            let d = driver.get_or_insert_with(|| self.local.as_ref().map(ThreadEngine::driver));
+            if d.as_ref().is_some_and(Driver::poll) {
                 idle.busy();
                 continue;
             }
@@ -477,9 +485,16 @@ impl Host {
         }
         let mut idle = Idle::new(&self.idle_config);
         let mut n = 0u32;
+        // Thread mode: this thread runs the engine loop while it waits, and the engine thread
+        // parks — one poller in the process, not two (see `runner::thread`).
+        let mut driver = self.local.as_ref().map(ThreadEngine::driver);
         loop {
             if let Some(c) = self.reap()? {
                 return Ok(Some(c));
+            }
+            if driver.as_ref().is_some_and(Driver::poll) {
+                idle.busy();
+                continue;
             }
             n = n.wrapping_add(1);
             // Checked every few polls while spinning and on every poll once the back-off sleeps,
@@ -494,7 +509,13 @@ impl Host {
                 return Err(Error::EngineGone);
             }
             if sleeping {
+                // Asleep on the doorbell, this thread runs nothing: the engine thread takes the
+                // loop back meanwhile.
+                let driving = driver.take().is_some(); // dropped here: the thread resumes
                 self.park(deadline);
+                if driving {
+                    driver = self.local.as_ref().map(ThreadEngine::driver);
+                }
             } else {
                 idle.idle();
             }

@@ -742,18 +742,22 @@ impl EngineLoop {
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
             self.step(&mut idle);
         }
-        // Linger while the protocol still owes its peers something (repairs they may ask for,
-        // the synchronization of the broadcasts it took part in), or other local processes are
-        // still attached (in thread mode the engine lives in one of its node's processes) —
-        // until a peer timeout passes without work: an engine that leaves at once would make
-        // the others fail with PeerUnreachable.
+        self.finish(&mut idle);
+    }
+
+    /// After the stop: linger while the protocol still owes its peers something (repairs they
+    /// may ask for, the synchronization of the broadcasts it took part in), or other local
+    /// processes are still attached (in thread mode the engine lives in one of its node's
+    /// processes) — until a peer timeout passes without work: an engine that leaves at once
+    /// would make the others fail with PeerUnreachable. Then shut down.
+    pub(crate) fn finish(&mut self, idle: &mut super::idle::Idle) {
         let linger = self.config.protocol.peer_timeout_ms as Nanos * 1_000_000;
         let mut until = self.clock.now() + linger;
         while self.net.is_some()
             && (!self.engine.quiescent() || self.engine.core().hosts_attached_now() > 0)
             && self.clock.now() < until
         {
-            if self.step(&mut idle) {
+            if self.step(idle) {
                 until = self.clock.now() + linger;
             }
         }
@@ -762,7 +766,7 @@ impl EngineLoop {
 
     /// One pass, then the idle strategy's back-off if it found nothing: spin, yield, and then
     /// sleep on the doorbells (or nap, when the fabric cannot ring one). True if it did work.
-    fn step(&mut self, idle: &mut super::idle::Idle) -> bool {
+    pub(crate) fn step(&mut self, idle: &mut super::idle::Idle) -> bool {
         if self.poll_once() {
             idle.busy();
             return true;

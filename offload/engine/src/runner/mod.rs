@@ -17,4 +17,4 @@ pub use daemon::run_daemon;
 pub use engine_loop::EngineLoop;
 pub use idle::Idle;
 pub use pin::{pin_current_thread, Pinned};
-pub use thread::{spawn_thread, ThreadEngine};
+pub use thread::{spawn_thread, Driver, ThreadEngine};

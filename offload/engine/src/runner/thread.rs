@@ -4,12 +4,43 @@
 //! (`thread-<pid>-<n>`), so the host library attaches to it exactly as it attaches to a daemon —
 //! same rings, same control messages, same code path. Other processes could attach too, which is
 //! how one engine serves a whole emulated node.
+//!
+//! **One poller per process.** A host thread blocked in a wait would otherwise spin beside the
+//! engine thread: two pollers of one process, four on two cores with two processes, each
+//! broadcast paying for the scheduler's time slices. So a waiting host of this process takes the
+//! [`Driver`] role and runs the engine's loop itself, one pass per poll, while the engine thread
+//! parks; when the host leaves its wait (or goes to sleep on its completion doorbell) it hands
+//! the loop back. The loop sits behind a mutex the two take turns on — uncontended but for the
+//! hand-over.
 use super::engine_loop::EngineLoop;
+use super::idle::Idle;
 use super::pin::pin_current_thread;
 use crate::config::Config;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::{JoinHandle, Thread};
+use std::time::Duration;
+
+/// The engine loop and who runs it.
+struct Shared {
+    engine: Mutex<EngineLoop>,
+    /// Host threads of this process in a wait, driving the loop themselves.
+    drivers: AtomicU32,
+    /// The engine thread, to wake when the last driver leaves.
+    thread: std::sync::OnceLock<Thread>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, EngineLoop> {
+        // A panic in a pass poisons the mutex; the loop's state is still the engine's to run
+        // (its invariants are kept per action), as the daemon would after logging it.
+        self.engine.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// How long the engine thread parks while a host drives: a bound, not a latency — the last
+/// driver to leave unparks it at once.
+const DRIVEN_PARK: Duration = Duration::from_millis(10);
 
 /// A running engine thread; stops and joins when dropped.
 pub struct ThreadEngine {
@@ -17,6 +48,35 @@ pub struct ThreadEngine {
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
     pinned: Option<usize>,
+    shared: Arc<Shared>,
+}
+
+/// A host thread's turn at running the engine loop while it waits (see the module doc); the
+/// engine thread resumes when the last one is dropped.
+pub struct Driver {
+    shared: Arc<Shared>,
+}
+
+impl Driver {
+    /// One pass of the engine loop, unless the engine thread is in the middle of one (it
+    /// parks at its next turn). True if it did work.
+    pub fn poll(&self) -> bool {
+        match self.shared.engine.try_lock() {
+            Ok(mut e) => e.poll_once(),
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().poll_once(),
+            Err(std::sync::TryLockError::WouldBlock) => false,
+        }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        if self.shared.drivers.fetch_sub(1, Ordering::AcqRel) == 1 {
+            if let Some(t) = self.shared.thread.get() {
+                t.unpark();
+            }
+        }
+    }
 }
 
 impl ThreadEngine {
@@ -28,6 +88,13 @@ impl ThreadEngine {
     /// The CPU the thread is pinned to, if any.
     pub fn pinned_cpu(&self) -> Option<usize> {
         self.pinned
+    }
+
+    /// Takes the driver role for a wait: the engine thread parks at its next turn and the
+    /// caller runs the loop through [`Driver::poll`] until it drops the role.
+    pub fn driver(&self) -> Driver {
+        self.shared.drivers.fetch_add(1, Ordering::AcqRel);
+        Driver { shared: self.shared.clone() }
     }
 
     /// Stops the loop and waits for the thread.
@@ -61,17 +128,33 @@ pub fn spawn_thread(mut config: Config, keep_name: bool) -> std::io::Result<Thre
     let name = config.runner.engine_name.clone();
     let pin = config.runner.pin_cpu;
     // Bind before spawning so that attach cannot race the listener.
-    let mut engine = EngineLoop::bind(config, 1)?;
+    let engine = EngineLoop::bind(config, 1)?;
+    let mut idle = Idle::new(engine.config());
+    let shared = Arc::new(Shared {
+        engine: Mutex::new(engine),
+        drivers: AtomicU32::new(0),
+        thread: Default::default(),
+    });
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    let stop2 = stop.clone();
+    let (stop2, shared2) = (stop.clone(), shared.clone());
     let handle = std::thread::Builder::new().name(format!("ringcast-{name}")).spawn(move || {
+        let _ = shared2.thread.set(std::thread::current());
         // Held while the engine runs: its claim on the CPU (see `pin`).
         let pinned = pin_current_thread(pin).ok();
         let _ = tx.send(pinned.as_ref().and_then(|p| p.cpu()));
-        engine.run(&stop2);
+        // Relaxed: see EngineLoop::run.
+        while !stop2.load(Ordering::Relaxed) {
+            if shared2.drivers.load(Ordering::Acquire) > 0 {
+                // A host of this process is waiting and runs the loop itself.
+                std::thread::park_timeout(DRIVEN_PARK);
+                continue;
+            }
+            shared2.lock().step(&mut idle);
+        }
+        shared2.lock().finish(&mut idle);
         drop(pinned);
     })?;
     let pinned = rx.recv().ok().flatten();
-    Ok(ThreadEngine { name, stop, handle: Some(handle), pinned })
+    Ok(ThreadEngine { name, stop, handle: Some(handle), pinned, shared })
 }
