@@ -407,7 +407,7 @@ impl Host {
         let mut idle = Idle::new(&self.idle_config);
         let mut n = 0u32;
         // Taken at the first full ring only: a post that finds room costs nothing more.
-        let mut driver: Option<Option<Driver>> = None;
+        let mut driver: Option<Driver> = None;
         loop {
             match self.try_post(desc) {
                 Err(Error::WouldBlock { .. }) if self.in_flight > 0 => {}
@@ -419,8 +419,10 @@ impl Host {
                 continue;
             }
             // Thread mode: run the engine loop while waiting for room (see `reap_until`).
-            let d = driver.get_or_insert_with(|| self.local.as_ref().map(ThreadEngine::driver));
-            if d.as_ref().is_some_and(Driver::poll) {
+            if driver.is_none() {
+                driver = self.local.as_ref().map(ThreadEngine::driver);
+            }
+            if driver.as_ref().is_some_and(Driver::poll) {
                 idle.busy();
                 continue;
             }

@@ -30,11 +30,20 @@ struct Shared {
     thread: std::sync::OnceLock<Thread>,
 }
 
+// A panic in a pass poisons the mutex; the loop's state is still the engine's to run (its
+// invariants are kept per action), as the daemon would after logging it.
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, EngineLoop> {
-        // A panic in a pass poisons the mutex; the loop's state is still the engine's to run
-        // (its invariants are kept per action), as the daemon would after logging it.
         self.engine.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The loop, unless the other side is in the middle of a pass.
+    fn try_lock(&self) -> Option<MutexGuard<'_, EngineLoop>> {
+        match self.engine.try_lock() {
+            Ok(e) => Some(e),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
     }
 }
 
@@ -61,11 +70,7 @@ impl Driver {
     /// One pass of the engine loop, unless the engine thread is in the middle of one (it
     /// parks at its next turn). True if it did work.
     pub fn poll(&self) -> bool {
-        match self.shared.engine.try_lock() {
-            Ok(mut e) => e.poll_once(),
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().poll_once(),
-            Err(std::sync::TryLockError::WouldBlock) => false,
-        }
+        self.shared.try_lock().is_some_and(|mut e| e.poll_once())
     }
 }
 

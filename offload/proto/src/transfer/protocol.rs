@@ -187,6 +187,8 @@ impl Protocol {
                 // One more entry, not the 4 a growing Vec would reserve (384 bytes each).
                 self.comms.reserve_exact(1);
                 self.comms.push(None);
+                // Room for every communicator to fall due at once: `on_timeout` never allocates.
+                self.due.reserve_exact(self.comms.len().saturating_sub(self.due.len()));
                 self.comms.len() - 1
             }
             None => return Err(StatusKind::TooManyCommunicators),

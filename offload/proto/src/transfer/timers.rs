@@ -1,7 +1,7 @@
 //! The protocol's timers: root delays, repair requests, dead peers, synchronization retries and
 //! probes.
 use crate::comm::{sync_children, sync_parent};
-use crate::schedule::bcast::{self as algo};
+use crate::schedule::bcast as algo;
 use crate::transfer::env::{CommHandle, Env};
 use crate::transfer::protocol::Protocol;
 use crate::transfer::seal::{header, send};
