@@ -411,6 +411,12 @@ impl Host {
         loop {
             match self.try_post(desc) {
                 Err(Error::WouldBlock { .. }) if self.in_flight > 0 => {}
+                Ok(()) => {
+                    // Thread mode: the engine thread may be holding back for us (see
+                    // `runner::thread`); take the descriptor in now.
+                    self.progress();
+                    return Ok(());
+                }
                 other => return other,
             }
             if let Some(c) = self.reap()? {
@@ -434,9 +440,18 @@ impl Host {
         }
     }
 
+    /// Thread mode: one pass of this process's engine loop from a non-blocking call, unless a
+    /// pass is under way (see `runner::thread`). Nothing in daemon mode.
+    fn progress(&mut self) {
+        if let Some(t) = self.local.as_ref() {
+            t.progress();
+        }
+    }
+
     /// The completion of `cookie` if it has arrived, without waiting; completions of other
     /// operations that arrive meanwhile are kept for later (`wait_cookie`, `poll`).
     pub fn test_cookie(&mut self, cookie: u64) -> Result<Option<Completion>> {
+        self.progress();
         while let Some(c) = self.reap()? {
             self.stash.push_back(c);
         }
@@ -448,6 +463,7 @@ impl Host {
         if let Some(c) = self.stash.pop_front() {
             return Ok(Some(c));
         }
+        self.progress();
         self.reap()
     }
 

@@ -114,6 +114,9 @@ ringcast_proto::tunables! {
         /// Sleep of a long-idle spin-yield loop.
         idle_sleep_us: u32 = 50, "RINGCAST_IDLE_SLEEP_US",
             "sleep of a long-idle spin-yield loop in microseconds (bounds wake-up latency when idle)";
+        /// How long a thread-mode engine thread stays parked after its host's blocking call.
+        handback_us: u32 = 100, "RINGCAST_HANDBACK_US",
+            "thread mode: microseconds the engine thread stays parked after a host's blocking call returns (a host calling again at once keeps driving; non-blocking work waits at most this long)";
         /// CPU the polling thread is pinned to.
         pin_cpu: PinCpu = PinCpu::Auto, "RINGCAST_PIN_CPU",
             "CPU the engine's polling thread is pinned to: none, auto (a CPU no other engine holds, highest first; unpinned when every CPU has one) or a number";

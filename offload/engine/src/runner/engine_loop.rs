@@ -796,7 +796,7 @@ impl EngineLoop {
     /// Sleeps until a host posts, a peer publishes a frame for us, the protocol's next timer, or
     /// `PARK_MAX` (control requests wait that long at most). `None` if it cannot (see
     /// [`EngineLoop::park_unavailable`]); else whether the re-check after arming found work.
-    fn park(&mut self) -> Option<bool> {
+    pub(crate) fn park(&mut self) -> Option<bool> {
         if self.park_unavailable() {
             return None;
         }
@@ -879,6 +879,9 @@ impl EngineLoop {
         }
         for i in 0..self.hosts.len() {
             self.detach(HostId(i as u32), Departure::Clean);
+        }
+        if let Some(net) = self.net.as_ref() {
+            self.log(2, format_args!("{}", net.describe(&self.engine)));
         }
     }
 }

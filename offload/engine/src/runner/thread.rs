@@ -12,14 +12,22 @@
 //! parks; when the host leaves its wait (or goes to sleep on its completion doorbell) it hands
 //! the loop back. The loop sits behind a mutex the two take turns on — uncontended but for the
 //! hand-over.
+//!
+//! **The hand-back is lazy.** A program broadcasting in a loop leaves its blocking call and
+//! enters the next a microsecond later; waking the engine thread in between (a futex wake-up,
+//! then a second runnable thread in the process) cost ~75 µs per 2-byte broadcast on this 2-core
+//! machine — ten times the broadcast. So the engine thread resumes only once no host has driven
+//! for `runner.handback_us`; until then non-blocking work waits (a host's `post`, `poll` and
+//! `test` run a pass themselves, see [`ThreadEngine::progress`]). And the engine thread never
+//! yields or sleeps with the loop locked: a driver arriving meanwhile must not wait for it.
 use super::engine_loop::EngineLoop;
 use super::idle::Idle;
 use super::pin::pin_current_thread;
 use crate::config::Config;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::{JoinHandle, Thread};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The engine loop and who runs it.
 struct Shared {
@@ -28,6 +36,10 @@ struct Shared {
     drivers: AtomicU32,
     /// The engine thread, to wake when the last driver leaves.
     thread: std::sync::OnceLock<Thread>,
+    /// When the last driver left (ns since `epoch`): the engine thread resumes `handback` after.
+    released: AtomicU64,
+    epoch: Instant,
+    handback: Duration,
 }
 
 // A panic in a pass poisons the mutex; the loop's state is still the engine's to run (its
@@ -45,10 +57,25 @@ impl Shared {
             Err(std::sync::TryLockError::WouldBlock) => None,
         }
     }
+
+    fn since_epoch(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// How much longer the engine thread leaves the loop to the hosts: while one drives, or
+    /// for `handback` after the last one left.
+    fn hosts_hold(&self) -> Option<Duration> {
+        if self.drivers.load(Ordering::Acquire) > 0 {
+            return Some(DRIVEN_PARK);
+        }
+        let idle_for =
+            Duration::from_nanos(self.since_epoch().saturating_sub(self.released.load(Ordering::Acquire)));
+        self.handback.checked_sub(idle_for).filter(|d| !d.is_zero())
+    }
 }
 
 /// How long the engine thread parks while a host drives: a bound, not a latency — the last
-/// driver to leave unparks it at once.
+/// driver to leave unparks it when `handback` is zero, and the thread re-checks after waking.
 const DRIVEN_PARK: Duration = Duration::from_millis(10);
 
 /// A running engine thread; stops and joins when dropped.
@@ -76,7 +103,10 @@ impl Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        if self.shared.drivers.fetch_sub(1, Ordering::AcqRel) == 1 {
+        // Stamped before the count drops: the engine thread that sees no driver also sees when
+        // the last one left.
+        self.shared.released.fetch_max(self.shared.since_epoch(), Ordering::AcqRel);
+        if self.shared.drivers.fetch_sub(1, Ordering::AcqRel) == 1 && self.shared.handback.is_zero() {
             if let Some(t) = self.shared.thread.get() {
                 t.unpark();
             }
@@ -93,6 +123,16 @@ impl ThreadEngine {
     /// The CPU the thread is pinned to, if any.
     pub fn pinned_cpu(&self) -> Option<usize> {
         self.pinned
+    }
+
+    /// One pass of the engine loop from a host's non-blocking call (post, poll, test), unless
+    /// a pass is under way elsewhere: while the engine thread holds back (see the module doc)
+    /// a program that posts and then computes still gets its descriptor taken at once.
+    pub fn progress(&self) -> bool {
+        let worked = self.shared.try_lock().is_some_and(|mut e| e.poll_once());
+        // A host making progress itself keeps the engine thread held back, as a driver does.
+        self.shared.released.fetch_max(self.shared.since_epoch(), Ordering::AcqRel);
+        worked
     }
 
     /// Takes the driver role for a wait: the engine thread parks at its next turn and the
@@ -135,10 +175,14 @@ pub fn spawn_thread(mut config: Config, keep_name: bool) -> std::io::Result<Thre
     // Bind before spawning so that attach cannot race the listener.
     let engine = EngineLoop::bind(config, 1)?;
     let mut idle = Idle::new(engine.config());
+    let handback = Duration::from_micros(engine.config().runner.handback_us.into());
     let shared = Arc::new(Shared {
         engine: Mutex::new(engine),
         drivers: AtomicU32::new(0),
         thread: Default::default(),
+        released: AtomicU64::new(0),
+        epoch: Instant::now(),
+        handback,
     });
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
@@ -150,12 +194,28 @@ pub fn spawn_thread(mut config: Config, keep_name: bool) -> std::io::Result<Thre
         let _ = tx.send(pinned.as_ref().and_then(|p| p.cpu()));
         // Relaxed: see EngineLoop::run.
         while !stop2.load(Ordering::Relaxed) {
-            if shared2.drivers.load(Ordering::Acquire) > 0 {
-                // A host of this process is waiting and runs the loop itself.
-                std::thread::park_timeout(DRIVEN_PARK);
+            if let Some(hold) = shared2.hosts_hold() {
+                // A host of this process is waiting and runs the loop itself, or just did.
+                std::thread::park_timeout(hold);
                 continue;
             }
-            shared2.lock().step(&mut idle);
+            // The loop is locked for a pass or a doorbell sleep (a host's post rings the bell
+            // and so ends it), never while this thread yields or naps.
+            if shared2.lock().poll_once() {
+                idle.busy();
+                continue;
+            }
+            if idle.sleeping() {
+                match shared2.lock().park() {
+                    Some(true) => {
+                        idle.busy();
+                        continue;
+                    }
+                    Some(false) => continue,
+                    None => {}
+                }
+            }
+            idle.idle();
         }
         shared2.lock().finish(&mut idle);
         drop(pinned);
