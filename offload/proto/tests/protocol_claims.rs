@@ -186,3 +186,50 @@ fn duplicates_alone_do_not_keep_a_broadcast_alive() {
         arrived + peer_timeout
     );
 }
+
+/// A loop of blocking broadcasts larger than the pre-posted slots, receiver behind the root (the
+/// root completes at once and runs up to `channels` ahead): the root waits for the receiver's
+/// `READY` (rendezvous), so every fragment travels once. Sent eagerly, the fragments beyond the
+/// slots were dropped at the receiver and sent again by repair, a repair timeout later.
+#[test]
+fn broadcasts_larger_than_the_preposted_slots_wait_for_the_receiver_and_travel_once() {
+    let cfg = EngineConfig::default();
+    let (n, len) = (64usize, 8192u32);
+    let frags = u64::from(len.div_ceil(cfg.protocol.mtu - 32 - 12 - 32));
+    assert!(frags > u64::from(cfg.protocol.preposted_slots), "the message must exceed the slots");
+    // The receiver spends 20 µs between its broadcasts; the root none.
+    let r = ex::run_sequence(2, len, n, 0, &cfg, ex::fabric(L, 0.0), 3, Pacing::Pipelined, |_, rank, _| {
+        if rank == 1 {
+            20_000
+        } else {
+            0
+        }
+    });
+    assert_eq!(r.errors, 0);
+    assert_eq!(r.repair_frames, n as u64 * frags, "each fragment sent once, none again by repair");
+    let repair_timeout = u64::from(cfg.protocol.repair_timeout_us) * 1000;
+    assert!(
+        r.end < n as u64 * 30_000,
+        "no broadcast waited for a repair timeout ({repair_timeout} ns): end {}",
+        r.end
+    );
+}
+
+/// Randomized synchronization: when the picked rank's `READY` arrives before the root has its
+/// message loaded, the root sends as soon as it is loaded — not after the ready wait's 10 ms cap.
+#[test]
+fn a_ready_that_came_before_the_root_lets_it_send_at_once() {
+    let cfg = EngineConfig::default().with(|c| c.protocol.root_delay = "random".parse().unwrap());
+    // The root arrives 50 µs after the receiver, every time.
+    let r = ex::run_sequence(2, 2, 8, 0, &cfg, ex::fabric(L, 0.0), 5, Pacing::Barrier, |_, rank, _| {
+        if rank == 0 {
+            50_000
+        } else {
+            0
+        }
+    });
+    assert_eq!(r.errors, 0);
+    for (k, c) in r.completion.iter().enumerate() {
+        assert!(c[1] <= 2 * L, "broadcast {k}: the receiver completed {} ns after the root's post", c[1]);
+    }
+}
