@@ -856,6 +856,9 @@ impl EngineLoop {
         self.advance_copies(now, u64::MAX);
         self.engine.abort_collectives(StatusKind::EngineShutdown);
         self.carry_out(now);
+        if let Some(net) = self.net.as_mut() {
+            net.flush(); // the last datagrams' doorbells
+        }
         let refused = Status::from(StatusKind::EngineShutdown);
         for i in 0..self.hosts.len() {
             let EngineLoop { hosts, burst, clock, .. } = self;
