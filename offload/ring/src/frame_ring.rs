@@ -63,6 +63,24 @@ impl FrameSlot {
         Some(slot)
     }
 
+    /// Writes `frame` from `from` into this slot in place (a ring slot being pushed); false,
+    /// leaving it empty, if `frame` is longer than [`FRAME_PAYLOAD`]. Only `frame.len()` bytes of
+    /// data are written: the rest is stale and not read (`len` says where the frame ends).
+    pub fn fill(&mut self, from: u32, frame: &[u8]) -> bool {
+        self.from = from;
+        match self.data.get_mut(..frame.len()) {
+            Some(d) => {
+                d.copy_from_slice(frame);
+                self.len = frame.len() as u32;
+                true
+            }
+            None => {
+                self.len = 0;
+                false
+            }
+        }
+    }
+
     /// The frame's bytes, or `None` if `len` is impossible.
     pub fn payload(&self) -> Option<&[u8]> {
         self.data.get(..usize::try_from(self.len).ok()?)

@@ -75,6 +75,22 @@ impl<T: Copy> Slots<T> {
         // SAFETY: forwarded from the caller: `i < capacity` and the slot is published to us.
         unsafe { self.base.as_ptr().add(i).read() }
     }
+
+    /// Runs `f` on slot `i` in place, to write it. Same contract as [`Slots::write`]; `f` sees
+    /// the slot's stale contents (any bit pattern: `T: FromBytes`).
+    pub(crate) unsafe fn with_mut<R>(&self, i: usize, f: impl FnOnce(&mut T) -> R) -> R {
+        // SAFETY: forwarded from the caller: `i < capacity` (the pointer is in the slot array,
+        // aligned) and the slot is ours alone until we publish it, so no other reference to it
+        // exists while `f` runs.
+        f(unsafe { &mut *self.base.as_ptr().add(i) })
+    }
+
+    /// Runs `f` on slot `i` in place, to read it. Same contract as [`Slots::read`].
+    pub(crate) unsafe fn with<R>(&self, i: usize, f: impl FnOnce(&T) -> R) -> R {
+        // SAFETY: forwarded from the caller: `i < capacity` and the slot is published to us; the
+        // producer does not write it before we release it, which happens after `f` returns.
+        f(unsafe { &*self.base.as_ptr().add(i) })
+    }
 }
 
 /// Loom build: the slots are loom `UnsafeCell`s so that loom reports a producer write racing
@@ -122,5 +138,21 @@ impl<T: Copy> Slots<T> {
         let cell = unsafe { &*self.base.as_ptr().add(i) };
         // SAFETY: the slot was published to the consumer (loom verifies); initialised at creation.
         cell.with(|p| unsafe { p.read() })
+    }
+
+    /// See the non-loom version.
+    pub(crate) unsafe fn with_mut<R>(&self, i: usize, f: impl FnOnce(&mut T) -> R) -> R {
+        // SAFETY: `i < capacity` (caller), so the cell exists; loom checks exclusivity.
+        let cell = unsafe { &*self.base.as_ptr().add(i) };
+        // SAFETY: the protocol gives the producer sole access to this slot (loom verifies).
+        cell.with_mut(|p| f(unsafe { &mut *p }))
+    }
+
+    /// See the non-loom version.
+    pub(crate) unsafe fn with<R>(&self, i: usize, f: impl FnOnce(&T) -> R) -> R {
+        // SAFETY: `i < capacity` (caller), so the cell exists; loom checks exclusivity.
+        let cell = unsafe { &*self.base.as_ptr().add(i) };
+        // SAFETY: the slot was published to the consumer (loom verifies); initialised at creation.
+        cell.with(|p| f(unsafe { &*p }))
     }
 }

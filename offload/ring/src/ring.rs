@@ -372,6 +372,25 @@ impl<T: Entry> Producer<T> {
         Ok(())
     }
 
+    /// Pushes one entry written in place by `fill`, or returns false (without calling it) when
+    /// the ring is full. `fill` sees the slot's stale contents and must set every field the
+    /// consumer reads. For large slots only partly used (a 4 KiB frame slot holding a 1.5 KiB
+    /// datagram) this saves building a `T` and copying all of it in.
+    pub fn try_push_with(&mut self, fill: impl FnOnce(&mut T)) -> bool {
+        if self.cached_free() == 0 {
+            self.refresh_head();
+            if self.cached_free() == 0 {
+                return false;
+            }
+        }
+        let i = self.ring.index(self.tail);
+        // SAFETY: as in `try_push`: `i < capacity` and the slot is free, ours until published.
+        unsafe { self.ring.slots.with_mut(i, fill) };
+        self.tail = self.tail.wrapping_add(1);
+        self.publish();
+        true
+    }
+
     /// Pushes as many of `items` as fit, in order, with one `Release` store of `tail`; returns
     /// how many were pushed.
     pub fn push_batch(&mut self, items: &[T]) -> usize {
@@ -520,6 +539,22 @@ impl<T: Entry> Consumer<T> {
         self.head = self.head.wrapping_add(1);
         self.release();
         Ok(Some(v))
+    }
+
+    /// Pops one entry, handing it to `f` in place and releasing its slot when `f` returns;
+    /// `Ok(None)` when empty, `Err(Corrupt)` as [`Consumer::try_pop`]. The slot's contents are
+    /// the producer's: `f` must check them as it would a popped copy.
+    pub fn try_pop_with<R>(&mut self, f: impl FnOnce(&T) -> R) -> Result<Option<R>, RingError> {
+        if self.cached_filled() == 0 && self.refresh_tail()? == 0 {
+            return Ok(None);
+        }
+        let i = self.ring.index(self.head);
+        // SAFETY: as in `try_pop`: `i < capacity` and position `head` is published to us; the
+        // producer does not overwrite it before the release below, after `f`.
+        let r = unsafe { self.ring.slots.with(i, f) };
+        self.head = self.head.wrapping_add(1);
+        self.release();
+        Ok(Some(r))
     }
 
     /// Pops up to `out.len()` entries into `out[..n]` with one `Release` store of `head`;

@@ -34,6 +34,31 @@ fn three_items_through_capacity_two() {
     });
 }
 
+/// The in-place calls under every interleaving: a filler writing a slot never races the
+/// consumer's in-place read of it (loom's cells would report it).
+#[test]
+fn in_place_through_capacity_two() {
+    loom::model(|| {
+        let (mut p, mut c) = channel::<u64>(2, RingRole::SUBMISSION);
+        let producer = thread::spawn(move || {
+            for i in 1..=3u64 {
+                while !p.try_push_with(|v| *v = i) {
+                    thread::yield_now();
+                }
+            }
+        });
+        let mut got = Vec::new();
+        while got.len() < 3 {
+            match c.try_pop_with(|v| *v).unwrap() {
+                Some(v) => got.push(v),
+                None => thread::yield_now(),
+            }
+        }
+        producer.join().unwrap();
+        assert_eq!(got, [1, 2, 3]);
+    });
+}
+
 #[test]
 fn batches_through_capacity_two() {
     loom::model(|| {

@@ -108,6 +108,46 @@ fn batches_publish_and_consume() {
     assert_eq!(c.pop_batch(&mut []), Ok(0));
 }
 
+/// In-place push and pop (`try_push_with`, `try_pop_with`): the same order and values as the
+/// copying calls, a full ring refuses without calling `fill`, stale contents are visible to a
+/// filler (it must set what the consumer reads), and frame slots written in place carry only
+/// their frame. Runs under Miri (the references into the slot array).
+#[test]
+fn in_place_push_and_pop() {
+    let (mut p, mut c) = channel::<u64>(4, RingRole::SUBMISSION);
+    let rounds = if cfg!(miri) { 10 } else { 1_000 };
+    for r in 0..rounds as u64 {
+        for k in 0..4 {
+            assert!(p.try_push_with(|v| *v = r * 4 + k), "room for 4");
+        }
+        let mut called = false;
+        assert!(!p.try_push_with(|_| called = true), "full");
+        assert!(!called, "a full ring does not call fill");
+        for k in 0..4 {
+            assert_eq!(c.try_pop_with(|v| *v), Ok(Some(r * 4 + k)));
+        }
+        assert_eq!(c.try_pop_with(|v| *v), Ok(None));
+    }
+    // The filler sees what the slot held a lap ago.
+    assert!(p.try_push_with(|v| assert_eq!(*v, (rounds as u64 - 1) * 4, "stale contents")));
+    assert_eq!(c.try_pop(), Ok(Some((rounds as u64 - 1) * 4)));
+
+    let (mut p, mut c) = channel::<ringcast_ring::FrameSlot>(2, RingRole::SUBMISSION);
+    assert!(p.try_push_with(|s| assert!(s.fill(3, &[7; 1500]))));
+    assert!(p.try_push_with(|s| assert!(s.fill(4, b"short"))));
+    assert_eq!(
+        c.try_pop_with(|s| (s.from, s.payload().map(<[u8]>::to_vec))),
+        Ok(Some((3, Some(vec![7; 1500]))))
+    );
+    assert_eq!(
+        c.try_pop_with(|s| (s.from, s.payload().map(<[u8]>::to_vec))),
+        Ok(Some((4, Some(b"short".to_vec()))))
+    );
+    // Too long for a slot: refused and left empty.
+    assert!(p.try_push_with(|s| assert!(!s.fill(5, &vec![0; ringcast_ring::FRAME_PAYLOAD + 1]))));
+    assert_eq!(c.try_pop_with(|s| s.payload().map(<[u8]>::len)), Ok(Some(Some(0))));
+}
+
 #[test]
 fn wrap_around_many_times() {
     let (mut p, mut c) = channel::<u64>(4, RingRole::SUBMISSION);

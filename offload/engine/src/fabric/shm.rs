@@ -348,19 +348,21 @@ impl ShmFabric {
         let mtu = self.mtu;
         if let Some((from, ring)) = self.inbound.get_mut(k) {
             let Some(consumer) = ring else { return false };
-            match consumer.try_pop() {
+            // Handed over in place, the slot released after `rx`: no copy of the slot.
+            let counters = &mut self.counters;
+            match consumer.try_pop_with(|slot| match slot.payload() {
+                Some(frame) if slot.from == from.0 && frame.len() <= mtu => {
+                    counters.received += 1;
+                    rx(*from, frame);
+                    true
+                }
+                _ => {
+                    counters.refused += 1;
+                    false
+                }
+            }) {
                 Ok(None) => false,
-                Ok(Some(slot)) => match slot.payload() {
-                    Some(frame) if slot.from == from.0 && frame.len() <= mtu => {
-                        self.counters.received += 1;
-                        rx(*from, frame);
-                        true
-                    }
-                    _ => {
-                        self.counters.refused += 1;
-                        false
-                    }
-                },
+                Ok(Some(delivered)) => delivered,
                 Err(_) => {
                     // Impossible indices: the sender is broken; stop reading this ring.
                     self.counters.refused += 1;
@@ -428,18 +430,19 @@ impl Fabric for ShmFabric {
     fn send(&mut self, to: PeerId, frame: &[u8]) {
         self.counters.sent += 1;
         let me = self.me.0;
-        let slot = match FrameSlot::new(me, frame) {
-            Some(s) if frame.len() <= self.mtu => s,
-            _ => {
-                self.counters.refused += 1;
-                return;
-            }
-        };
+        if frame.len() > self.mtu.min(FRAME_PAYLOAD) {
+            self.counters.refused += 1;
+            return;
+        }
         let Some(producer) = self.producer(to) else {
             self.counters.refused += 1;
             return;
         };
-        if producer.try_push(slot).is_err() {
+        // Written into the ring slot in place: the datagram's bytes once, not a 4 KiB slot
+        // built, zeroed and copied (measured: that was most of the fabric's memory traffic).
+        if !producer.try_push_with(|slot| {
+            slot.fill(me, frame);
+        }) {
             self.counters.overrun += 1;
             return;
         }

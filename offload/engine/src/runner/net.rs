@@ -39,10 +39,6 @@ pub struct NetStats {
 /// The fabric of an engine.
 pub struct Net {
     fabric: Box<dyn Fabric + Send>,
-    /// Frames of this pass, copied out of the fabric so the engine can send while handling
-    /// them (sized once: `FRAMES_PER_PASS` MTUs).
-    arena: Vec<u8>,
-    frames: Vec<(PeerId, usize, usize)>,
 }
 
 impl Net {
@@ -50,7 +46,6 @@ impl Net {
     /// communicator's group `world` joined.
     pub fn new(config: &Config, world: Option<GroupId>) -> std::io::Result<Option<Net>> {
         let setup = config.fabric_setup();
-        let mtu = setup.mtu;
         // Each arm builds its fabric from its own section and the setup, nothing else.
         let fabric: Box<dyn Fabric + Send> = match config.topology.fabric {
             FabricKind::None => return Ok(None),
@@ -89,31 +84,23 @@ impl Net {
                 config.topology.job
             );
         }
-        Ok(Some(Net {
-            fabric,
-            arena: vec![0; FRAMES_PER_PASS * mtu],
-            frames: Vec::with_capacity(FRAMES_PER_PASS),
-        }))
+        Ok(Some(Net { fabric }))
     }
 
     /// Hands the fabric's waiting datagrams (at most `FRAMES_PER_PASS`) to `engine`; true if
-    /// there were any.
+    /// there were any. Each is handled where the fabric holds it (its ring slot, its receive
+    /// buffer): the engine only queues what it sends in reply (sans-IO), so nothing needs the
+    /// fabric while a datagram is borrowed from it, and nothing is copied out first.
     pub fn receive(&mut self, engine: &mut Engine, now: Nanos) -> bool {
         let mtu = self.fabric.mtu();
-        let Net { fabric, arena, frames } = self;
-        frames.clear();
-        let mut used = 0;
-        fabric.poll(FRAMES_PER_PASS, &mut |from, d| {
-            if d.len() <= mtu && used + d.len() <= arena.len() {
-                arena[used..used + d.len()].copy_from_slice(d);
-                frames.push((from, used, d.len()));
-                used += d.len();
+        let mut handled = 0usize;
+        self.fabric.poll(FRAMES_PER_PASS, &mut |from, d| {
+            if d.len() <= mtu {
+                engine.handle_frame(from, d, now);
+                handled += 1;
             }
         });
-        for &(from, at, len) in frames.iter() {
-            engine.handle_frame(from, &arena[at..at + len], now);
-        }
-        !frames.is_empty()
+        handled > 0
     }
 
     /// Sends `frame` to engine `to`.
