@@ -63,24 +63,6 @@ impl FrameSlot {
         Some(slot)
     }
 
-    /// Writes `frame` from `from` into this slot in place (a ring slot being pushed); false,
-    /// leaving it empty, if `frame` is longer than [`FRAME_PAYLOAD`]. Only `frame.len()` bytes of
-    /// data are written: the rest is stale and not read (`len` says where the frame ends).
-    pub fn fill(&mut self, from: u32, frame: &[u8]) -> bool {
-        self.from = from;
-        match self.data.get_mut(..frame.len()) {
-            Some(d) => {
-                d.copy_from_slice(frame);
-                self.len = frame.len() as u32;
-                true
-            }
-            None => {
-                self.len = 0;
-                false
-            }
-        }
-    }
-
     /// The frame's bytes, or `None` if `len` is impossible.
     pub fn payload(&self) -> Option<&[u8]> {
         self.data.get(..usize::try_from(self.len).ok()?)
@@ -159,3 +141,66 @@ pub fn frame_ring_producer(name: &str) -> io::Result<Producer<FrameSlot>> {
 
 // A frame slot travels through the generic ring.
 static_assertions::assert_impl_all!(FrameSlot: Entry);
+
+/// Why [`push_frame`] did not push.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PushFrameError {
+    /// No free slot (the receiver is behind).
+    Full,
+    /// Longer than [`FRAME_PAYLOAD`].
+    TooLong,
+}
+
+/// Pushes `frame` from member `from`, written into the ring slot in place: the datagram's bytes
+/// once — not a 4 KiB [`FrameSlot`] built, zeroed and copied whole (which was most of the shm
+/// fabric's memory traffic for 1.5 KiB datagrams).
+pub fn push_frame(p: &mut Producer<FrameSlot>, from: u32, frame: &[u8]) -> Result<(), PushFrameError> {
+    if frame.len() > FRAME_PAYLOAD {
+        return Err(PushFrameError::TooLong);
+    }
+    let pushed = p.try_push_raw(|slot| {
+        // SAFETY: `slot` points to a free slot of the ring, ours alone until published
+        // (`try_push_raw`); the fields are written through raw pointers (no reference into
+        // shared memory), `frame.len() <= FRAME_PAYLOAD` bytes into `data`, from caller memory
+        // that cannot overlap the ring.
+        unsafe {
+            core::ptr::addr_of_mut!((*slot).from).write(from);
+            core::ptr::addr_of_mut!((*slot).len).write(frame.len() as u32);
+            let data = core::ptr::addr_of_mut!((*slot).data).cast::<u8>();
+            core::ptr::copy_nonoverlapping(frame.as_ptr(), data, frame.len());
+        }
+    });
+    if pushed {
+        Ok(())
+    } else {
+        Err(PushFrameError::Full)
+    }
+}
+
+/// Pops the next frame into `out`: `Some((from, Some(len)))` with the frame in `out[..len]`,
+/// `Some((from, None))` for a slot whose length is impossible (over [`FRAME_PAYLOAD`] or
+/// `out.len()`: the slot is consumed, nothing copied), `None` when empty. Only the frame's own
+/// bytes are copied, by raw copies out of the slot — never a reference into the ring, so a
+/// peer that rewrites a slot it handed over can only make us copy torn bytes (which the
+/// frame's CRC and tag then reject).
+pub fn pop_frame(
+    c: &mut Consumer<FrameSlot>,
+    out: &mut [u8],
+) -> Result<Option<(u32, Option<usize>)>, crate::RingError> {
+    c.try_pop_raw(|slot| {
+        // SAFETY: `slot` points to a slot published to us and not reused before this closure
+        // returns (`try_pop_raw`); every read is a raw read of plain integers (any bit pattern
+        // is valid), and at most `out.len()` bytes are copied into caller memory, which cannot
+        // overlap the ring.
+        unsafe {
+            let from = core::ptr::addr_of!((*slot).from).read();
+            let len = core::ptr::addr_of!((*slot).len).read() as usize;
+            if len > FRAME_PAYLOAD || len > out.len() {
+                return (from, None);
+            }
+            let data = core::ptr::addr_of!((*slot).data).cast::<u8>();
+            core::ptr::copy_nonoverlapping(data, out.as_mut_ptr(), len);
+            (from, Some(len))
+        }
+    })
+}

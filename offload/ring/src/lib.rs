@@ -51,7 +51,10 @@ mod shm;
 #[cfg(not(loom))]
 pub use bells::BellBoard;
 #[cfg(not(loom))]
-pub use frame_ring::{frame_ring_consumer, frame_ring_producer, FrameSlot, FRAME_PAYLOAD, FRAME_ROLE};
+pub use frame_ring::{
+    frame_ring_consumer, frame_ring_producer, pop_frame, push_frame, FrameSlot, PushFrameError,
+    FRAME_PAYLOAD, FRAME_ROLE,
+};
 pub use mcast_log::{
     log_footprint, Datagram, LogError, McastLog, McastReader, WriteError, DEFAULT_STALL_POLLS, LOG_MAGIC,
     LOG_VERSION, MAX_LOG_PAYLOAD, MAX_LOG_SLOTS, TAKEOVER_LAPS,

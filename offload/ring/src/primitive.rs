@@ -76,20 +76,19 @@ impl<T: Copy> Slots<T> {
         unsafe { self.base.as_ptr().add(i).read() }
     }
 
-    /// Runs `f` on slot `i` in place, to write it. Same contract as [`Slots::write`]; `f` sees
-    /// the slot's stale contents (any bit pattern: `T: FromBytes`).
-    pub(crate) unsafe fn with_mut<R>(&self, i: usize, f: impl FnOnce(&mut T) -> R) -> R {
-        // SAFETY: forwarded from the caller: `i < capacity` (the pointer is in the slot array,
-        // aligned) and the slot is ours alone until we publish it, so no other reference to it
-        // exists while `f` runs.
-        f(unsafe { &mut *self.base.as_ptr().add(i) })
+    /// Runs `f` with a pointer to slot `i`, to write it in place. Same contract as
+    /// [`Slots::write`]. The slot is handed over as a raw pointer, never a reference: a peer
+    /// process that breaks the protocol may write the same memory at any time.
+    pub(crate) unsafe fn with_mut<R>(&self, i: usize, f: impl FnOnce(*mut T) -> R) -> R {
+        // SAFETY: forwarded from the caller: `i < capacity`, so the pointer is in the slot array.
+        f(unsafe { self.base.as_ptr().add(i) })
     }
 
-    /// Runs `f` on slot `i` in place, to read it. Same contract as [`Slots::read`].
-    pub(crate) unsafe fn with<R>(&self, i: usize, f: impl FnOnce(&T) -> R) -> R {
-        // SAFETY: forwarded from the caller: `i < capacity` and the slot is published to us; the
-        // producer does not write it before we release it, which happens after `f` returns.
-        f(unsafe { &*self.base.as_ptr().add(i) })
+    /// Runs `f` with a pointer to slot `i`, to read it in place. Same contract as
+    /// [`Slots::read`]; a raw pointer for the same reason as [`Slots::with_mut`].
+    pub(crate) unsafe fn with<R>(&self, i: usize, f: impl FnOnce(*const T) -> R) -> R {
+        // SAFETY: forwarded from the caller: `i < capacity`, so the pointer is in the slot array.
+        f(unsafe { self.base.as_ptr().add(i) })
     }
 }
 
@@ -141,18 +140,16 @@ impl<T: Copy> Slots<T> {
     }
 
     /// See the non-loom version.
-    pub(crate) unsafe fn with_mut<R>(&self, i: usize, f: impl FnOnce(&mut T) -> R) -> R {
+    pub(crate) unsafe fn with_mut<R>(&self, i: usize, f: impl FnOnce(*mut T) -> R) -> R {
         // SAFETY: `i < capacity` (caller), so the cell exists; loom checks exclusivity.
         let cell = unsafe { &*self.base.as_ptr().add(i) };
-        // SAFETY: the protocol gives the producer sole access to this slot (loom verifies).
-        cell.with_mut(|p| f(unsafe { &mut *p }))
+        cell.with_mut(f)
     }
 
     /// See the non-loom version.
-    pub(crate) unsafe fn with<R>(&self, i: usize, f: impl FnOnce(&T) -> R) -> R {
+    pub(crate) unsafe fn with<R>(&self, i: usize, f: impl FnOnce(*const T) -> R) -> R {
         // SAFETY: `i < capacity` (caller), so the cell exists; loom checks exclusivity.
         let cell = unsafe { &*self.base.as_ptr().add(i) };
-        // SAFETY: the slot was published to the consumer (loom verifies); initialised at creation.
-        cell.with(|p| f(unsafe { &*p }))
+        cell.with(f)
     }
 }

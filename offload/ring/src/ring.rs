@@ -372,11 +372,13 @@ impl<T: Entry> Producer<T> {
         Ok(())
     }
 
-    /// Pushes one entry written in place by `fill`, or returns false (without calling it) when
-    /// the ring is full. `fill` sees the slot's stale contents and must set every field the
-    /// consumer reads. For large slots only partly used (a 4 KiB frame slot holding a 1.5 KiB
-    /// datagram) this saves building a `T` and copying all of it in.
-    pub fn try_push_with(&mut self, fill: impl FnOnce(&mut T)) -> bool {
+    /// Pushes one entry written in place through the pointer `fill` gets, or returns false
+    /// (without calling it) when the ring is full. The slot holds stale contents; `fill` must
+    /// write every field the consumer reads. For large slots only partly used (a 4 KiB frame
+    /// slot holding a 1.5 KiB datagram: [`crate::frame_ring::push_frame`]) this saves building
+    /// a `T` and copying all of it in. A raw pointer, not a reference: the slot is in memory a
+    /// peer process could write against the protocol.
+    pub fn try_push_raw(&mut self, fill: impl FnOnce(*mut T)) -> bool {
         if self.cached_free() == 0 {
             self.refresh_head();
             if self.cached_free() == 0 {
@@ -541,10 +543,11 @@ impl<T: Entry> Consumer<T> {
         Ok(Some(v))
     }
 
-    /// Pops one entry, handing it to `f` in place and releasing its slot when `f` returns;
-    /// `Ok(None)` when empty, `Err(Corrupt)` as [`Consumer::try_pop`]. The slot's contents are
-    /// the producer's: `f` must check them as it would a popped copy.
-    pub fn try_pop_with<R>(&mut self, f: impl FnOnce(&T) -> R) -> Result<Option<R>, RingError> {
+    /// Pops one entry, handing `f` a pointer to it in place and releasing its slot when `f`
+    /// returns; `Ok(None)` when empty, `Err(Corrupt)` as [`Consumer::try_pop`]. The slot's
+    /// contents are the producer's: `f` copies out what it needs (by raw copies: the producer
+    /// may break the protocol and write it meanwhile) and checks it as a popped copy.
+    pub fn try_pop_raw<R>(&mut self, f: impl FnOnce(*const T) -> R) -> Result<Option<R>, RingError> {
         if self.cached_filled() == 0 && self.refresh_tail()? == 0 {
             return Ok(None);
         }

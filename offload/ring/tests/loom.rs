@@ -42,14 +42,16 @@ fn in_place_through_capacity_two() {
         let (mut p, mut c) = channel::<u64>(2, RingRole::SUBMISSION);
         let producer = thread::spawn(move || {
             for i in 1..=3u64 {
-                while !p.try_push_with(|v| *v = i) {
+                // SAFETY (test): the free slot `try_push_raw` hands over.
+                while !p.try_push_raw(|v| unsafe { v.write(i) }) {
                     thread::yield_now();
                 }
             }
         });
         let mut got = Vec::new();
         while got.len() < 3 {
-            match c.try_pop_with(|v| *v).unwrap() {
+            // SAFETY (test): the published slot `try_pop_raw` hands over.
+            match c.try_pop_raw(|v| unsafe { v.read() }).unwrap() {
                 Some(v) => got.push(v),
                 None => thread::yield_now(),
             }

@@ -108,44 +108,53 @@ fn batches_publish_and_consume() {
     assert_eq!(c.pop_batch(&mut []), Ok(0));
 }
 
-/// In-place push and pop (`try_push_with`, `try_pop_with`): the same order and values as the
-/// copying calls, a full ring refuses without calling `fill`, stale contents are visible to a
-/// filler (it must set what the consumer reads), and frame slots written in place carry only
-/// their frame. Runs under Miri (the references into the slot array).
+/// In-place push and pop (`try_push_raw`, `try_pop_raw`, and the frame rings' `push_frame` /
+/// `pop_frame` on them): the same order and values as the copying calls, a full ring refuses
+/// without calling `fill`, a filler sees the slot's stale contents, frames travel with only
+/// their own bytes and an impossible length is refused. Runs under Miri (raw pointers into the
+/// slot array).
 #[test]
 fn in_place_push_and_pop() {
+    use ringcast_ring::{pop_frame, push_frame, FrameSlot, PushFrameError, FRAME_PAYLOAD};
     let (mut p, mut c) = channel::<u64>(4, RingRole::SUBMISSION);
     let rounds = if cfg!(miri) { 10 } else { 1_000 };
     for r in 0..rounds as u64 {
         for k in 0..4 {
-            assert!(p.try_push_with(|v| *v = r * 4 + k), "room for 4");
+            // SAFETY: the pointer is the free slot `try_push_raw` hands over.
+            let fill = |v: *mut u64| unsafe { v.write(r * 4 + k) };
+            assert!(p.try_push_raw(fill), "room for 4");
         }
         let mut called = false;
-        assert!(!p.try_push_with(|_| called = true), "full");
+        assert!(!p.try_push_raw(|_| called = true), "full");
         assert!(!called, "a full ring does not call fill");
+        // SAFETY: the pointer is the published slot `try_pop_raw` hands over.
+        let read = |v: *const u64| unsafe { v.read() };
         for k in 0..4 {
-            assert_eq!(c.try_pop_with(|v| *v), Ok(Some(r * 4 + k)));
+            assert_eq!(c.try_pop_raw(read), Ok(Some(r * 4 + k)));
         }
-        assert_eq!(c.try_pop_with(|v| *v), Ok(None));
+        assert_eq!(c.try_pop_raw(read), Ok(None));
     }
-    // The filler sees what the slot held a lap ago.
-    assert!(p.try_push_with(|v| assert_eq!(*v, (rounds as u64 - 1) * 4, "stale contents")));
+    // The filler sees what the slot held a lap ago (and leaves it: it is pushed unchanged).
+    // SAFETY: the pointer is the free slot `try_push_raw` hands over.
+    let stale = |v: *mut u64| unsafe { v.read() };
+    assert!(p.try_push_raw(|v| assert_eq!(stale(v), (rounds as u64 - 1) * 4, "stale contents")));
     assert_eq!(c.try_pop(), Ok(Some((rounds as u64 - 1) * 4)));
 
-    let (mut p, mut c) = channel::<ringcast_ring::FrameSlot>(2, RingRole::SUBMISSION);
-    assert!(p.try_push_with(|s| assert!(s.fill(3, &[7; 1500]))));
-    assert!(p.try_push_with(|s| assert!(s.fill(4, b"short"))));
-    assert_eq!(
-        c.try_pop_with(|s| (s.from, s.payload().map(<[u8]>::to_vec))),
-        Ok(Some((3, Some(vec![7; 1500]))))
-    );
-    assert_eq!(
-        c.try_pop_with(|s| (s.from, s.payload().map(<[u8]>::to_vec))),
-        Ok(Some((4, Some(b"short".to_vec()))))
-    );
-    // Too long for a slot: refused and left empty.
-    assert!(p.try_push_with(|s| assert!(!s.fill(5, &vec![0; ringcast_ring::FRAME_PAYLOAD + 1]))));
-    assert_eq!(c.try_pop_with(|s| s.payload().map(<[u8]>::len)), Ok(Some(Some(0))));
+    let (mut p, mut c) = channel::<FrameSlot>(2, RingRole::SUBMISSION);
+    let mut out = vec![0u8; FRAME_PAYLOAD];
+    assert_eq!(push_frame(&mut p, 3, &[7; 1500]), Ok(()));
+    assert_eq!(push_frame(&mut p, 4, b"short"), Ok(()));
+    assert_eq!(push_frame(&mut p, 5, b"x"), Err(PushFrameError::Full));
+    assert_eq!(pop_frame(&mut c, &mut out), Ok(Some((3, Some(1500)))));
+    assert_eq!(&out[..1500], &[7; 1500][..]);
+    assert_eq!(pop_frame(&mut c, &mut out), Ok(Some((4, Some(5)))));
+    assert_eq!(&out[..5], b"short");
+    assert_eq!(pop_frame(&mut c, &mut out), Ok(None));
+    assert_eq!(push_frame(&mut p, 5, &vec![0; FRAME_PAYLOAD + 1]), Err(PushFrameError::TooLong));
+    // A slot whose length does not fit the reader's buffer is consumed, nothing copied.
+    assert_eq!(push_frame(&mut p, 6, &[1; 100]), Ok(()));
+    assert_eq!(pop_frame(&mut c, &mut out[..50]), Ok(Some((6, None))));
+    assert_eq!(pop_frame(&mut c, &mut out), Ok(None));
 }
 
 #[test]

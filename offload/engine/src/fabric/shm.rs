@@ -25,8 +25,8 @@
 use super::{Fabric, FabricCounters, FabricSetup};
 use ringcast_proto::comm::{GroupId, PeerId};
 use ringcast_ring::{
-    frame_ring_consumer, frame_ring_producer, BellBoard, Consumer, FrameSlot, McastLog, McastReader,
-    Producer, ShmSegment, WriteError, FRAME_PAYLOAD,
+    frame_ring_consumer, frame_ring_producer, pop_frame, push_frame, BellBoard, Consumer, FrameSlot,
+    McastLog, McastReader, Producer, ShmSegment, WriteError, FRAME_PAYLOAD,
 };
 use std::io;
 use std::sync::atomic::AtomicU32;
@@ -229,6 +229,8 @@ pub struct ShmFabric {
     /// one per datagram (the fence and the peer's `waiting` word cost 4 % of a 1 MiB stream).
     to_wake: Vec<bool>,
     wake_any: bool,
+    /// A point-to-point frame, copied out of its ring slot, while it is handled.
+    rx_buf: Vec<u8>,
 }
 
 impl Drop for ShmFabric {
@@ -295,6 +297,7 @@ impl ShmFabric {
             bells: Some(BellBoard::create_or_open_named(&bells_name(job), members)?),
             to_wake: vec![false; members as usize],
             wake_any: false,
+            rx_buf: vec![0; mtu],
         })
     }
 
@@ -348,21 +351,19 @@ impl ShmFabric {
         let mtu = self.mtu;
         if let Some((from, ring)) = self.inbound.get_mut(k) {
             let Some(consumer) = ring else { return false };
-            // Handed over in place, the slot released after `rx`: no copy of the slot.
-            let counters = &mut self.counters;
-            match consumer.try_pop_with(|slot| match slot.payload() {
-                Some(frame) if slot.from == from.0 && frame.len() <= mtu => {
-                    counters.received += 1;
-                    rx(*from, frame);
+            // Only the frame's bytes are copied out of the slot (`pop_frame`), into our own
+            // buffer, where `rx` handles it.
+            match pop_frame(consumer, &mut self.rx_buf) {
+                Ok(None) => false,
+                Ok(Some((sender, Some(len)))) if sender == from.0 && len <= mtu => {
+                    self.counters.received += 1;
+                    rx(*from, &self.rx_buf[..len]);
                     true
                 }
-                _ => {
-                    counters.refused += 1;
+                Ok(Some(_)) => {
+                    self.counters.refused += 1;
                     false
                 }
-            }) {
-                Ok(None) => false,
-                Ok(Some(delivered)) => delivered,
                 Err(_) => {
                     // Impossible indices: the sender is broken; stop reading this ring.
                     self.counters.refused += 1;
@@ -438,11 +439,8 @@ impl Fabric for ShmFabric {
             self.counters.refused += 1;
             return;
         };
-        // Written into the ring slot in place: the datagram's bytes once, not a 4 KiB slot
-        // built, zeroed and copied (measured: that was most of the fabric's memory traffic).
-        if !producer.try_push_with(|slot| {
-            slot.fill(me, frame);
-        }) {
+        // Written into the ring slot in place: the datagram's bytes once (`push_frame`).
+        if push_frame(producer, me, frame).is_err() {
             self.counters.overrun += 1;
             return;
         }
