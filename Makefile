@@ -10,7 +10,7 @@ AARCH64 := aarch64-unknown-linux-gnu
 MIRIFLAGS ?= -Zmiri-strict-provenance
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: reproduce all deps build demo check test test-suites lint test-native test-hw test-c test-mpi bench-mpi test-aarch64 test-miri test-loom test-fuzz fuzz bench fmt clippy clean
+.PHONY: reproduce all deps build demo check test test-suites lint test-native test-hw test-c test-mpi bench-mpi bench-compare bench-compare-build test-aarch64 test-miri test-loom test-fuzz fuzz bench fmt clippy clean
 
 all: build
 
@@ -126,6 +126,7 @@ test-mpi: test-c
 	  -I$(RELEASE)/include -L$(RELEASE) -Wl,-rpath,$(RELEASE) -lringcast
 	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-bcast-check host/mpi/tests/bcast_check.c
 	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-bcast-bench host/mpi/bench/bcast_bench.c
+	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-osu-bcast host/mpi/bench/osu_bcast.c
 	$(MPI_CHECK) "Open MPI, no preload" 0 0 0 $(RELEASE)/mpi-check.log -- $(OMPI_RUN) -np 4 $(RELEASE)/mpi-bcast-check
 	$(MPI_CHECK) "Open MPI, nothing set but LD_PRELOAD (auto, one host)" 0 0 636 $(RELEASE)/mpi-check.log -- \
 	  $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 $(RELEASE)/mpi-bcast-check
@@ -190,13 +191,31 @@ bench-mpi: test-mpi
 	@echo "Open MPI, nothing set (pass-through):"
 	$(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so $(RELEASE)/mpi-bcast-bench 200
 
+## ringcast against Open MPI's own MPI_Bcast on this machine, in the same run: `ringcast bench
+## --compare-mpi` alternates ringcast's bench (--barrier) and host/mpi/bench/osu_bcast.c under
+## mpirun on as many ranks, round by round, both with osu_bcast's method (warm-up, untimed
+## barrier, per-rank mean), and prints per size the medians and the ratio of the slowest ranks
+## (docs/performance.md). A few seconds per line on 2 cores.
+CMP_SIZES := 2,8192,65536,1048576
+CMP := RINGCAST_LOG_LEVEL=0 $(RELEASE)/ringcast bench --compare-mpi --sizes $(CMP_SIZES) --iters 1000 --rounds 3
+bench-compare-build:
+	$(CARGO) build --release -p ringcast-cli
+	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-osu-bcast host/mpi/bench/osu_bcast.c
+
+bench-compare: deps bench-compare-build
+	$(CMP) -n 2 --mode thread
+	$(CMP) -n 2 --mode daemon
+	$(CMP) -n 8 --algorithm multicast
+
 ## Benchmarks (not part of make test): ring vs crossbeam ArrayQueue, NOP round trips, what frame
-## authentication costs (keyed BLAKE3 MAC and SipHash tag beside CRC32C and memcpy).
+## authentication costs (keyed BLAKE3 MAC and SipHash tag beside CRC32C and memcpy); last,
+## ringcast against Open MPI's MPI_Bcast (bench-compare).
 bench: deps
 	$(CARGO) bench -p ringcast-ring --bench ring_throughput
 	$(CARGO) bench -p ringcast-host --bench nop_roundtrip
 	$(CARGO) bench -p ringcast-offload --bench auth
 	$(CARGO) bench -p ringcast-proto --bench timers
+	$(MAKE) --no-print-directory bench-compare
 
 # The papers reproduced on the simulator: every scenario of fixtures/sim/ at full size; tables
 # (CSV, JSON) and plots (SVG, PNG) into docs/sim/, which docs/reproduction.md shows.

@@ -2,13 +2,18 @@
 //! osu_bcast-style broadcast benchmark on it.
 //!
 //! `ringcast bench` starts `-n` nodes (engines on the chosen fabric, daemon or thread mode) with
-//! one benchmark process each. Every rank runs, per message size, `iters` broadcasts from
-//! rank 0 back to back (as IMB and a loop of blocking `MPI_Bcast` do; there is no barrier
-//! between them) and reports its mean time per broadcast and its process CPU time per
-//! broadcast; the last broadcast's bytes are checked at every rank. The launcher prints, per
-//! size, the mean over ranks and the fastest and slowest rank (osu_bcast's avg/min/max), or
-//! JSON. `--compare` runs the binomial tree on the same cluster setup in the same invocation and
-//! prints the ratio.
+//! `-p` benchmark processes each. Every rank runs, per message size, `iters` broadcasts from
+//! rank 0 (after up to 10 untimed warm-up ones) and reports its mean time per broadcast and its
+//! process CPU time per broadcast; the last broadcast's bytes are checked at every rank. By
+//! default the broadcasts run back to back (as IMB and a loop of blocking `MPI_Bcast` do; no
+//! barrier between them). With `--barrier`, osu_bcast's method: an untimed barrier before each
+//! broadcast and only the broadcast timed (the barrier is the harness's own, in shared memory:
+//! [`crate::barrier`]). The launcher prints, per size, the mean over ranks and the fastest and
+//! slowest rank (osu_bcast's avg/min/max), or JSON. `--compare` runs the binomial tree on the
+//! same cluster setup in the same invocation and prints the ratio; `--compare-mpi` runs Open
+//! MPI's own `MPI_Bcast` on the same machine, interleaved round by round, and prints the ratio
+//! of the slowest ranks ([`crate::compare`]).
+use crate::barrier::{Barrier, BarrierSegment, BARRIER_ENV};
 use crate::cluster::{host_from_env, Cluster, Mode, Spec};
 use clap::Args;
 use ringcast_host::{Access, SharedBuf};
@@ -109,6 +114,11 @@ pub struct BenchArgs {
     /// Also run the binomial tree and print the ratio.
     #[arg(long)]
     pub compare: bool,
+    /// osu_bcast's method: an untimed barrier before each timed broadcast (default: back to back).
+    #[arg(long)]
+    pub barrier: bool,
+    #[command(flatten)]
+    pub mpi: crate::compare::CompareArgs,
     /// JSON instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -138,7 +148,8 @@ pub struct SizeLine {
     pub iters: u32,
 }
 
-fn iters_for(iters: u32, size: u64) -> u32 {
+/// Timed broadcasts per size (`host/mpi/bench/osu_bcast.c` uses the same rule).
+pub fn iters_for(iters: u32, size: u64) -> u32 {
     if size >= 65536 {
         (iters / 10).max(10)
     } else {
@@ -149,16 +160,27 @@ fn iters_for(iters: u32, size: u64) -> u32 {
 /// Runs the benchmark once with `algorithm` on a fresh cluster.
 pub fn run_once(a: &BenchArgs, algorithm: &str) -> Result<Vec<SizeLine>, String> {
     let sizes: Vec<String> = a.sizes.iter().map(u64::to_string).collect();
-    let args = vec![
+    let mut args = vec![
         "bench-rank".to_string(),
         "--sizes".into(),
         sizes.join(","),
         "--iters".into(),
         a.iters.to_string(),
     ];
-    let env = [("RINGCAST_ALGORITHM".to_string(), algorithm.to_string())];
+    let mut env = vec![("RINGCAST_ALGORITHM".to_string(), algorithm.to_string())];
+    // Removed when this function returns, after the cluster is torn down (declared first).
+    let barrier = if a.barrier {
+        let seg = BarrierSegment::create(a.cluster.nodes * a.cluster.ppn)?;
+        args.push("--barrier".into());
+        env.push((BARRIER_ENV.to_string(), seg.name.clone()));
+        Some(seg)
+    } else {
+        None
+    };
     let mut cluster = Cluster::start(&a.cluster.spec(false), "self", &args, &env, true)?;
     let results = cluster.wait(Duration::from_secs(600));
+    drop(cluster);
+    drop(barrier);
     let mut lines: Vec<Vec<RankLine>> = Vec::new();
     for (node, (status, out)) in results.iter().enumerate() {
         if !status.is_some_and(|s| s.success()) {
@@ -205,7 +227,12 @@ pub fn run_once(a: &BenchArgs, algorithm: &str) -> Result<Vec<SizeLine>, String>
 }
 
 /// `ringcast bench`.
-pub fn bench(a: BenchArgs) -> ExitCode {
+pub fn bench(mut a: BenchArgs) -> ExitCode {
+    if a.mpi.compare_mpi {
+        // The same method as the MPI side (osu_bcast's): barrier-separated broadcasts.
+        a.barrier = true;
+        return crate::compare::run(&a);
+    }
     let main = match run_once(&a, &a.algorithm) {
         Ok(r) => r,
         Err(e) => {
@@ -258,7 +285,8 @@ pub fn bench(a: BenchArgs) -> ExitCode {
         a.cluster.nodes, a.cluster.fabric, a.cluster.mode, a.algorithm
     );
     println!(
-        "# back-to-back broadcasts from rank 0; per-rank mean, then over ranks; CPU = the host process's"
+        "# {} broadcasts from rank 0; per-rank mean, then over ranks; CPU = the host process's",
+        if a.barrier { "barrier-separated (osu_bcast)" } else { "back-to-back" }
     );
     let extra = if base.is_some() { format!("{:>16}{:>9}", "Binomial(us)", "Ratio") } else { String::new() };
     println!(
@@ -291,7 +319,14 @@ pub struct RankArgs {
     sizes: Vec<u64>,
     #[arg(long, default_value_t = 1000)]
     iters: u32,
+    /// An untimed barrier (the segment named by RINGCAST_BENCH_BARRIER) before each timed
+    /// broadcast.
+    #[arg(long)]
+    barrier: bool,
 }
+
+/// How long a rank waits at the barrier for the others before failing.
+const BARRIER_LIMIT: Duration = Duration::from_secs(120);
 
 /// CPU time of this process so far (every thread: in thread mode that includes the engine's).
 fn cpu_time() -> Duration {
@@ -320,6 +355,17 @@ fn rank_inner(a: &RankArgs) -> Result<(), String> {
         + host.local_rank().ok_or("no local rank on the engine")?;
     let largest = a.sizes.iter().copied().max().unwrap_or(1).max(1) as usize;
     let buf = SharedBuf::new(largest).map_err(|e| e.to_string())?;
+    let barrier = if a.barrier {
+        let name = std::env::var(BARRIER_ENV).map_err(|_| format!("--barrier needs {BARRIER_ENV}"))?;
+        Some(Barrier::open(&name, config.topology.nodes * config.topology.ppn)?)
+    } else {
+        None
+    };
+    // A rank that died leaves the others at the barrier: they fail instead of hanging.
+    let sync = |what: &str| match &barrier {
+        Some(b) => b.wait(BARRIER_LIMIT).map_err(|e| format!("{what}: {e}")),
+        None => Ok(()),
+    };
     let region = host.register(&buf, Access::READ_WRITE).map_err(|e| e.to_string())?;
     let mut posted = 0u64;
     for &size in &a.sizes {
@@ -329,15 +375,30 @@ fn rank_inner(a: &RankArgs) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
         let iters = iters_for(a.iters, size);
         for _ in 0..iters.min(10) {
+            sync("warm-up")?;
             host.bcast(0, 0, region.at(0), size).map_err(|e| e.to_string())?; // warm-up
             posted += 1;
         }
-        let (t0, c0) = (Instant::now(), cpu_time());
-        for _ in 0..iters {
-            host.bcast(0, 0, region.at(0), size).map_err(|e| format!("{size} B: {e}"))?;
-        }
+        let (dt, dc) = if barrier.is_some() {
+            // osu_bcast: barrier untimed, only the broadcast timed (and its CPU time counted).
+            let (mut dt, mut dc) = (Duration::ZERO, Duration::ZERO);
+            for _ in 0..iters {
+                sync("timed loop")?;
+                let c0 = cpu_time();
+                let t0 = Instant::now();
+                host.bcast(0, 0, region.at(0), size).map_err(|e| format!("{size} B: {e}"))?;
+                dt += t0.elapsed();
+                dc += cpu_time().saturating_sub(c0);
+            }
+            (dt, dc)
+        } else {
+            let (t0, c0) = (Instant::now(), cpu_time());
+            for _ in 0..iters {
+                host.bcast(0, 0, region.at(0), size).map_err(|e| format!("{size} B: {e}"))?;
+            }
+            (t0.elapsed(), cpu_time().saturating_sub(c0))
+        };
         posted += iters as u64;
-        let (dt, dc) = (t0.elapsed(), cpu_time().saturating_sub(c0));
         let mut got = vec![0; size as usize];
         buf.read_at(0, &mut got).map_err(|e| e.to_string())?;
         if got != want {

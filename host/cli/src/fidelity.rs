@@ -157,6 +157,8 @@ pub fn compare(fabric: &str, m: &Measured, wake_rtt: f64) -> Result<String, Stri
                 sizes: SIZES.to_vec(),
                 iters: 200,
                 compare: false,
+                barrier: false,
+                mpi: Default::default(),
                 json: false,
             };
             let measured = run_once(&args, alg.name())?;

@@ -11,16 +11,19 @@
 //! * `ringcast calibrate [--fabric udp|shm]` — LogGP parameters of a real fabric, measured, written
 //!   as a `ringcast sim` scenario under `fixtures/calibration/`.
 //! * `ringcast run -n N [--mode daemon|thread] -- PROGRAM` — a program on a local emulated
-//!   cluster; `ringcast bench -n N [--algorithm A] [--compare] [--json]` — osu_bcast-style.
+//!   cluster; `ringcast bench -n N [--algorithm A] [--compare] [--barrier] [--json]` —
+//!   osu_bcast-style; `--compare-mpi` runs Open MPI's own `MPI_Bcast` beside it, interleaved.
 //! * `ringcast demo` — the main job: thousands of verified broadcasts from changing roots on an
 //!   emulated cluster (engines and processes on the `shm` fabric, injected multicast loss and
 //!   arrival skew), reported per size beside the binomial tree on the same fabric, with a plot.
 //! * `ringcast substrate-demo` — a daemon engine, host processes, verified COPYs, every bad-input
 //!   case, a host killed with work in flight, latency and bandwidth in both run modes.
 //! * `ringcast workload-rank` — one rank of the demo's workload (under `ringcast run`).
+mod barrier;
 mod bench;
 mod calibrate;
 mod cluster;
+mod compare;
 mod demo;
 mod dst;
 mod fidelity;
