@@ -225,10 +225,6 @@ pub struct ShmFabric {
     /// Every member's doorbell: rung after a frame is published for a member that sleeps
     /// (`None` only while dropping).
     bells: Option<BellBoard>,
-    /// Members sent to since the last flush, whose bells ring then: one fence per pass, not
-    /// one per datagram (the fence and the peer's `waiting` word cost 4 % of a 1 MiB stream).
-    to_wake: Vec<bool>,
-    wake_any: bool,
     /// A point-to-point frame, copied out of its ring slot, while it is handled.
     rx_buf: Vec<u8>,
 }
@@ -295,8 +291,6 @@ impl ShmFabric {
             counters: FabricCounters::default(),
             left_lost: 0,
             bells: Some(BellBoard::create_or_open_named(&bells_name(job), members)?),
-            to_wake: vec![false; members as usize],
-            wake_any: false,
             rx_buf: vec![0; mtu],
         })
     }
@@ -444,9 +438,8 @@ impl Fabric for ShmFabric {
             self.counters.overrun += 1;
             return;
         }
-        if let Some(w) = self.to_wake.get_mut(to.0 as usize) {
-            *w = true;
-            self.wake_any = true;
+        if let Some(b) = &self.bells {
+            b.ring(to.0);
         }
     }
 
@@ -466,28 +459,12 @@ impl Fabric for ShmFabric {
         };
         match result {
             Ok(_) => {
-                for (m, w) in self.to_wake.iter_mut().enumerate() {
-                    *w = m as u32 != me;
+                if let Some(b) = &self.bells {
+                    b.ring_all_but(me);
                 }
-                self.wake_any = true;
             }
             Err(WriteError::Lost { .. }) => self.counters.overrun += 1,
             Err(WriteError::TooLarge) => self.counters.refused += 1,
-        }
-    }
-
-    /// Rings the bells of the members this pass sent to (a sleeping engine wakes; a polling
-    /// one costs a load of its `waiting` word).
-    fn flush(&mut self) {
-        if !std::mem::take(&mut self.wake_any) {
-            return;
-        }
-        for (m, w) in self.to_wake.iter_mut().enumerate() {
-            if std::mem::take(w) {
-                if let Some(b) = &self.bells {
-                    b.ring(m as u32);
-                }
-            }
         }
     }
 

@@ -133,7 +133,7 @@ impl Protocol {
             return Ok(());
         } else {
             let picks = matches!(self.root_delay, RootDelay::Random | RootDelay::Adaptive)
-                || rendezvous(alg, geo.count(), self.slots);
+                || rendezvous(alg, size, geo.count(), self.slots);
             if picks && picked_rank(c.spec.seed, bid, root, size) == me {
                 let h = header(c, FrameKind::READY, bid, READY_FLAG_READY);
                 let to = c.spec.members[root as usize];
@@ -187,9 +187,12 @@ impl Protocol {
         let until_ready = |wait: Nanos| State::RootDelay { at: if ready { now } else { now + wait }, ready };
         op.state = match self.root_delay {
             // Larger than the pre-posted slots: a rendezvous, whatever the mode (see
-            // `rendezvous`) — for no longer than a repair would take to fetch what is lost.
-            _ if size > 1 && rendezvous(op.alg, op.geo.count(), self.slots) => {
-                until_ready(self.repair_timeout)
+            // `rendezvous`). Capped as randomized synchronization is, not at a repair timeout:
+            // a root running `channels` broadcasts ahead of a busy receiver waits longer than
+            // that for its ready (capped at 500 µs, 64 KiB broadcasts on 2 nodes took 126 µs
+            // instead of 86 µs: the root gave up and sent into unposted slots).
+            _ if size > 1 && rendezvous(op.alg, size, op.geo.count(), self.slots) => {
+                until_ready(READY_WAIT_MAX)
             }
             RootDelay::None => State::RootDelay { at: now, ready: true },
             RootDelay::Fixed(us) => State::RootDelay { at: now + us as Nanos * 1000, ready: true },
@@ -427,12 +430,14 @@ impl Protocol {
 /// not posted yet is dropped and travels again by repair — on a loop of broadcasts, where
 /// the root runs up to `channels` ahead, a third of an 8 KiB stream was (2 nodes, measured).
 /// The rendezvous costs one control frame and a hop, next to the many fragments it saves.
-/// Only for the small communicators' algorithms (linear, binomial), where the root sends to
-/// ranks directly and one picked rank stands for few; the large communicators' multicast,
-/// trees and pipelines keep their own loss handling (measured: applied to hierarchical on 96
-/// ranks with 19 % duplicated datagrams, it moved 1.42× the clean run's datagrams, not 1.19×).
-pub(crate) fn rendezvous(alg: Algorithm, frags: u32, slots: usize) -> bool {
-    matches!(alg, Algorithm::Linear | Algorithm::Binomial) && frags as usize > slots
+/// Only where one picked rank stands for every receiver or for few: two ranks (whatever the
+/// algorithm: the pipelined ones the model picks for large messages degenerate to root → peer),
+/// and the small communicators' linear and binomial trees, where the root sends to ranks
+/// directly. The large communicators' multicast, trees and pipelines keep their own loss
+/// handling (measured: applied to hierarchical on 96 ranks with 19 % duplicated datagrams, it
+/// moved 1.42× the clean run's datagrams, not 1.19×).
+pub(crate) fn rendezvous(alg: Algorithm, size: u32, frags: u32, slots: usize) -> bool {
+    (size == 2 || matches!(alg, Algorithm::Linear | Algorithm::Binomial)) && frags as usize > slots
 }
 
 /// The rank whose "ready" the root waits for in broadcast `bid` (randomized single-process
