@@ -440,9 +440,12 @@ impl Host {
         }
     }
 
-    /// Thread mode: one pass of this process's engine loop from a non-blocking call, unless a
-    /// pass is under way (see `runner::thread`). Nothing in daemon mode.
-    fn progress(&mut self) {
+    /// Thread mode: one pass of this process's engine loop, unless a pass is under way (see
+    /// `runner::thread`); what an application's own wait loop (an MPI library's progress engine
+    /// in its barrier) calls to keep broadcasts moving while it waits elsewhere. The host's
+    /// non-blocking calls (`post`, `poll`, `test_cookie`) make one such pass themselves.
+    /// Nothing in daemon mode (the engine has a core of its own).
+    pub fn progress(&mut self) {
         if let Some(t) = self.local.as_ref() {
             t.progress();
         }

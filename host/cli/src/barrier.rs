@@ -43,7 +43,11 @@ impl Barrier {
 
     /// Waits until all `n` participants have called `wait` for this generation; fails after
     /// `limit` (a participant died: nobody must hang).
-    pub fn wait(&self, limit: Duration) -> Result<(), String> {
+    ///
+    /// `progress` is called on every poll: as an MPI library's barrier runs its progress engine,
+    /// so that a broadcast this rank completed early (a root) still moves while it waits here —
+    /// in thread mode nobody else runs its engine then.
+    pub fn wait(&self, limit: Duration, mut progress: impl FnMut()) -> Result<(), String> {
         let (Some(count), Some(generation)) = (self.board.bell(COUNT), self.board.bell(GENERATION)) else {
             return Err("barrier segment too small".into());
         };
@@ -59,6 +63,7 @@ impl Barrier {
         let start = Instant::now();
         let mut polls = 0u32;
         while generation.load(Ordering::Acquire) == gen {
+            progress();
             polls = polls.wrapping_add(1);
             if polls < 64 {
                 std::hint::spin_loop();
@@ -118,7 +123,7 @@ mod tests {
                     let b = Barrier::open(&name, THREADS).unwrap();
                     for r in 0..ROUNDS {
                         arrived[r as usize].fetch_add(1, Ordering::SeqCst);
-                        b.wait(Duration::from_secs(10)).unwrap();
+                        b.wait(Duration::from_secs(10), || {}).unwrap();
                         let seen = arrived[r as usize].load(Ordering::SeqCst);
                         assert_eq!(seen, THREADS, "thread {t} passed round {r} before every thread arrived");
                     }
@@ -137,7 +142,7 @@ mod tests {
         let name = format!("ringcast-test-barrier-timeout-{}", std::process::id());
         let seg = BarrierSegment { _barrier: Barrier::open(&name, 2).unwrap(), name: name.clone() };
         let b = Barrier::open(&name, 2).unwrap();
-        assert!(b.wait(Duration::from_millis(50)).is_err());
+        assert!(b.wait(Duration::from_millis(50), || {}).is_err());
         drop(seg);
     }
 }

@@ -361,9 +361,11 @@ fn rank_inner(a: &RankArgs) -> Result<(), String> {
     } else {
         None
     };
-    // A rank that died leaves the others at the barrier: they fail instead of hanging.
-    let sync = |what: &str| match &barrier {
-        Some(b) => b.wait(BARRIER_LIMIT).map_err(|e| format!("{what}: {e}")),
+    // A rank that died leaves the others at the barrier: they fail instead of hanging. The
+    // barrier progresses this rank's engine as it waits (an MPI barrier runs its progress
+    // engine too): in thread mode a root, done at once, still owes its broadcast's sending.
+    let sync = |what: &str, host: &mut ringcast_host::Host| match &barrier {
+        Some(b) => b.wait(BARRIER_LIMIT, || host.progress()).map_err(|e| format!("{what}: {e}")),
         None => Ok(()),
     };
     let region = host.register(&buf, Access::READ_WRITE).map_err(|e| e.to_string())?;
@@ -375,7 +377,7 @@ fn rank_inner(a: &RankArgs) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
         let iters = iters_for(a.iters, size);
         for _ in 0..iters.min(10) {
-            sync("warm-up")?;
+            sync("warm-up", &mut host)?;
             host.bcast(0, 0, region.at(0), size).map_err(|e| e.to_string())?; // warm-up
             posted += 1;
         }
@@ -383,7 +385,7 @@ fn rank_inner(a: &RankArgs) -> Result<(), String> {
             // osu_bcast: barrier untimed, only the broadcast timed (and its CPU time counted).
             let (mut dt, mut dc) = (Duration::ZERO, Duration::ZERO);
             for _ in 0..iters {
-                sync("timed loop")?;
+                sync("timed loop", &mut host)?;
                 let c0 = cpu_time();
                 let t0 = Instant::now();
                 host.bcast(0, 0, region.at(0), size).map_err(|e| format!("{size} B: {e}"))?;
