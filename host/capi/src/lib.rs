@@ -314,6 +314,18 @@ pub unsafe extern "C" fn ringcast_test(request: u64, done: *mut c_int) -> c_int 
     })
 }
 
+/// Runs one pass of this process's engine when it lives here (thread mode), so that operations
+/// keep moving while the application waits on something else — what an MPI library's progress
+/// engine calls from its own waits (the interposer's `MPI_Barrier`). Nothing in daemon mode.
+/// `RINGCAST_OK`, or `RINGCAST_ERR_NOT_INITIALIZED`.
+#[no_mangle]
+pub extern "C" fn ringcast_progress() -> c_int {
+    with_state(|s| {
+        s.host.progress();
+        Ok(RINGCAST_OK)
+    })
+}
+
 /// A communicator's identity: what one member draws with [`ringcast_new_identity`] and hands
 /// to the others (e.g. `MPI_Bcast` of `sizeof(RingcastIdentity)` bytes) before each calls
 /// [`ringcast_comm_create`]. 64 bytes, no pointers: it can be copied as bytes.
