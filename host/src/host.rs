@@ -113,6 +113,8 @@ pub struct Host {
     rings: HostRings,
     host_id: u32,
     engine_pid: u32,
+    /// The CPU the engine's thread is pinned to, as it said at attach.
+    engine_cpu: Option<usize>,
     local_rank: Option<u32>,
     /// Posted and not yet reaped from the completion ring.
     in_flight: usize,
@@ -185,6 +187,11 @@ impl Host {
             _ => return Err(Error::Protocol("attach reply without a ring segment")),
         };
         let rings = attach::open(fd)?;
+        let engine_cpu = usize::try_from(reply.e).ok().and_then(|c| c.checked_sub(1));
+        if let (true, Some(cpu)) = (config.runner.host_pin, engine_cpu) {
+            // Best effort: a CPU outside this process's affinity set leaves the thread as it is.
+            let _ = ringcast_offload::runner::pin_current_thread(ringcast_offload::config::PinCpu::Cpu(cpu));
+        }
         let capacity = rings.cq.capacity();
         let max_in_flight = opts.max_in_flight.unwrap_or(capacity).max(1);
         Ok(Host {
@@ -192,6 +199,7 @@ impl Host {
             rings,
             host_id: reply.a,
             engine_pid: reply.b,
+            engine_cpu,
             local_rank: u32::try_from(reply.d).ok().and_then(|d| d.checked_sub(1)),
             in_flight: 0,
             max_in_flight,
@@ -232,6 +240,12 @@ impl Host {
     /// Process id of the engine (this process in thread mode).
     pub fn engine_pid(&self) -> u32 {
         self.engine_pid
+    }
+
+    /// The CPU the engine's polling thread is pinned to (`None`: unpinned), as it said at
+    /// attach; with `runner.host_pin` the attaching thread was pinned there too.
+    pub fn engine_cpu(&self) -> Option<usize> {
+        self.engine_cpu
     }
 
     /// This process's local rank on its engine (`None`: every local rank was taken when it

@@ -15,7 +15,7 @@ pub const CTL_MAGIC: u32 = u32::from_le_bytes(*b"RCCT");
 /// | kind             | dir  | fd              | a            | b           | c           | d         | e      |
 /// |------------------|------|-----------------|--------------|-------------|-------------|-----------|--------|
 /// | ATTACH           | h→e  | –               | host pid     | sq entries  | local rank+1| –         | –      |
-/// | ATTACH_OK        | e→h  | attach segment  | host id      | engine pid  | segment len | local rank+1 | –   |
+/// | ATTACH_OK        | e→h  | attach segment  | host id      | engine pid  | segment len | local rank+1 | engine CPU+1 |
 /// | REGISTER         | h→e  | region segment  | access bits  | –           | segment len | offset    | length |
 /// | REGISTER_OK      | e→h  | –               | region key   | –           | –           | –         | –      |
 /// | DEREGISTER       | h→e  | –               | region key   | –           | –           | –         | –      |
@@ -32,7 +32,8 @@ pub const CTL_MAGIC: u32 = u32::from_le_bytes(*b"RCCT");
 /// `ATTACH`'s `b` asks for a submission ring size (0 = engine default; the completion ring has
 /// the same size); its `c` claims a local rank among the engine's processes (`rank + 1`; 0 = the
 /// lowest free one), and `ATTACH_OK`'s `d` says which the host holds (0 = none: every local
-/// rank was taken; the host can COPY but not broadcast). `ERROR` carries a [`CtlStatus`].
+/// rank was taken; the host can COPY but not broadcast), its `e` the CPU the engine's thread is
+/// pinned to (`cpu + 1`; 0 = unpinned). `ERROR` carries a [`CtlStatus`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(transparent)]
 pub struct CtlKind(pub u32);

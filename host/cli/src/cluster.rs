@@ -196,10 +196,31 @@ impl Cluster {
             netns,
         };
         // More pollers (engines and programs) than cores: back off to sleeping after a few empty
-        // passes, or the process a poller waits for never gets the CPU it spins on.
+        // passes, or the process a poller waits for never gets the CPU it spins on. Daemons
+        // that each have a CPU (they claim distinct ones) are the exception: each program is
+        // pinned to its engine's CPU (`host_pin`) and the two take turns there by sched_yield —
+        // the program yields 50 times, then sleeps on its doorbell; the engine yields long
+        // before it sleeps. Waking a sleeper on another CPU of this VM costs ~40 µs a hop:
+        // measured (2 nodes, 2 B back to back) 55 → 11 µs, the program's CPU at 1 MiB 1.4 →
+        // 3.4 % of the broadcast (docs/performance.md).
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
         let pollers = spec.nodes * (spec.ppn + u32::from(spec.mode == Mode::Daemon));
-        let (spins, yields, sleep_us) = if pollers > cpus { (50, 10, 20) } else { (2000, 20000, 50) };
+        let paired = spec.mode == Mode::Daemon && pollers > cpus && spec.nodes <= cpus;
+        let idle = |spins: u32, yields: u32, sleep_us: u32| {
+            [
+                ("RINGCAST_IDLE_SPINS", spins.to_string()),
+                ("RINGCAST_IDLE_YIELDS", yields.to_string()),
+                ("RINGCAST_IDLE_SLEEP_US", sleep_us.to_string()),
+            ]
+        };
+        let (engine_idle, program_idle) = if paired {
+            (idle(0, 200_000, 50), idle(0, 50, 20))
+        } else if pollers > cpus {
+            (idle(50, 10, 20), idle(50, 10, 20))
+        } else {
+            (idle(2000, 20000, 50), idle(2000, 20000, 50))
+        };
+        let host_pin = ("RINGCAST_HOST_PIN", paired.to_string());
         // The job's secret keys the world communicator's frames (docs/protocol.md): drawn here
         // from the CSPRNG unless the caller set one, handed to every engine and program.
         let secret =
@@ -209,9 +230,6 @@ impl Cluster {
         let env = |node: u32| {
             vec![
                 ("RINGCAST_JOB_SECRET", secret.clone()),
-                ("RINGCAST_IDLE_SPINS", spins.to_string()),
-                ("RINGCAST_IDLE_YIELDS", yields.to_string()),
-                ("RINGCAST_IDLE_SLEEP_US", sleep_us.to_string()),
                 ("RINGCAST_FABRIC", spec.fabric.clone()),
                 ("RINGCAST_JOB", job.clone()),
                 ("RINGCAST_NODES", spec.nodes.to_string()),
@@ -232,6 +250,7 @@ impl Cluster {
                 let mut cmd = Command::new(&exe);
                 cmd.args(["engine"])
                     .envs(env(node))
+                    .envs(engine_idle.clone())
                     .envs(extra.iter().map(|(k, v)| (k.as_str(), v.as_str())));
                 let child = guarded(&exe, "term", in_node(&c, node, cmd))
                     .stdin(Stdio::null())
@@ -245,6 +264,8 @@ impl Cluster {
                 let mut cmd = if program == "self" { Command::new(&exe) } else { Command::new(program) };
                 cmd.args(args)
                     .envs(env(node))
+                    .envs(program_idle.clone())
+                    .envs([host_pin.clone()])
                     .env("RINGCAST_LOCAL_RANK", local.to_string())
                     .env("RINGCAST_RANK", (node * spec.ppn + local).to_string())
                     .envs(extra.iter().map(|(k, v)| (k.as_str(), v.as_str())));

@@ -38,6 +38,15 @@ fn host_process_role() {
             // Die without detaching, with most of those copies still queued.
             std::process::abort();
         }
+        "pinned" => {
+            // RINGCAST_HOST_PIN is set for this child: attaching pins this thread to the
+            // engine's CPU, which the engine reported in ATTACH_OK.
+            let host = Host::attach(&engine).expect("attach to daemon");
+            let cpu = host.engine_cpu().expect("the daemon was started pinned");
+            let set = rustix::thread::sched_getaffinity(None).unwrap();
+            let mine: Vec<usize> = (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect();
+            assert_eq!(mine, [cpu], "the host thread runs where its engine does");
+        }
         "" => {
             let mut host = Host::spawn_local(ringcast_host::Config::default()).unwrap();
             assert_eq!(host.engine_pid(), std::process::id(), "thread mode: the engine runs in this process");
@@ -325,4 +334,34 @@ fn auto_pinned_daemons_take_distinct_cpus_and_stop_pinning_when_cpus_run_out() {
     for d in daemons {
         assert!(d.stop(), "daemon exits cleanly on SIGTERM");
     }
+}
+
+/// `runner.host_pin` (what `ringcast run`/`bench` set for daemons that each have a CPU): a host
+/// learns its engine's CPU at attach and pins its attaching thread there; without the option
+/// nothing is pinned.
+#[test]
+fn a_host_with_host_pin_runs_on_its_engines_cpu() {
+    let name = unique_name("hostpin");
+    // A fixed CPU, not `auto`: another test here may hold every claim at the moment.
+    let daemon = Daemon::start_with(&name, &[("RINGCAST_PIN_CPU", "0".to_string())]);
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", CHILD_TEST, "--nocapture", "--test-threads=1"])
+        .env(ROLE, "pinned")
+        .env(ENGINE, &name)
+        .env("RINGCAST_HOST_PIN", "true")
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn child host");
+    let status = wait_with_timeout(&mut child, Duration::from_secs(60)).expect("child host finished");
+    assert!(status.success(), "pinned child host failed: {status:?}");
+    // This process attaches without the option: its affinity is left alone.
+    let before = rustix::thread::sched_getaffinity(None).unwrap();
+    let host = Host::attach(&name).expect("attach");
+    assert!(host.engine_cpu().is_some(), "the engine reports its CPU");
+    let after = rustix::thread::sched_getaffinity(None).unwrap();
+    let cpus =
+        |s: &rustix::thread::CpuSet| (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| s.is_set(c)).count();
+    assert_eq!(cpus(&before), cpus(&after), "no host_pin, no pinning");
+    drop(host);
+    assert!(daemon.stop(), "daemon exits cleanly on SIGTERM");
 }

@@ -16,6 +16,7 @@ pub fn run_daemon(config: Config) -> std::io::Result<()> {
     let pin = config.runner.pin_cpu;
     let mut engine = EngineLoop::bind(config, 0)?;
     let pinned = pin_current_thread(pin)?;
+    engine.set_cpu(pinned.cpu());
     let cfg = engine.config();
     if cfg.runner.log_level >= 1 {
         eprintln!(

@@ -146,6 +146,8 @@ pub struct EngineLoop {
     net: Option<Net>,
     /// Doorbell values of the hosts armed for the current sleep (sized `max_hosts` once).
     armed: Vec<u32>,
+    /// The CPU the loop's thread is pinned to (told to attaching hosts: `ATTACH_OK.e`).
+    cpu: Option<usize>,
 }
 
 impl EngineLoop {
@@ -188,6 +190,7 @@ impl EngineLoop {
             clock: Clock::new(),
             closer: super::closer::Closer::spawn()?,
             stray: Vec::with_capacity(4),
+            cpu: None,
             last_ctl: 0,
         })
     }
@@ -205,6 +208,12 @@ impl EngineLoop {
     /// Engine name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Records the CPU the loop's thread is pinned to (the runner pinned it), which attaching
+    /// hosts learn (`ATTACH_OK.e`).
+    pub fn set_cpu(&mut self, cpu: Option<usize>) {
+        self.cpu = cpu;
     }
 
     /// Shared-memory segments mapped right now (registered regions share them).
@@ -536,6 +545,7 @@ impl EngineLoop {
         ok.c = rings.segment.len() as u64;
         let local = self.engine.core().local_rank(id);
         ok.d = local.map_or(0, |l| u64::from(l) + 1);
+        ok.e = self.cpu.map_or(0, |c| c as u64 + 1);
         if ctl::send(sock.as_fd(), &ok, Some(rings.segment.fd())).is_err() {
             self.engine.refuse_host(id, Departure::Lost, now);
             return;

@@ -191,6 +191,7 @@ pub fn spawn_thread(mut config: Config, keep_name: bool) -> std::io::Result<Thre
         let _ = shared2.thread.set(std::thread::current());
         // Held while the engine runs: its claim on the CPU (see `pin`).
         let pinned = pin_current_thread(pin).ok();
+        shared2.lock().set_cpu(pinned.as_ref().and_then(|p| p.cpu()));
         let _ = tx.send(pinned.as_ref().and_then(|p| p.cpu()));
         // Relaxed: see EngineLoop::run.
         while !stop2.load(Ordering::Relaxed) {
