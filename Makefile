@@ -220,6 +220,7 @@ bench: deps
 	$(CARGO) bench -p ringcast-host --bench nop_roundtrip
 	$(CARGO) bench -p ringcast-offload --bench auth
 	$(CARGO) bench -p ringcast-proto --bench timers
+	$(CARGO) bench -p ringcast-proto --bench engine_stream
 	$(MAKE) --no-print-directory bench-compare
 
 # The papers reproduced on the simulator: every scenario of fixtures/sim/ at full size; tables
