@@ -6,10 +6,10 @@ use crate::config::RootDelay;
 use crate::schedule::bcast::{self as algo, Algorithm, Hop, Phase, Shape};
 use crate::transfer::bitmap::Geometry;
 use crate::transfer::env::{
-    CommHandle, DmaDir, DmaJob, DmaStatus, DmaToken, Env, OpCounters, Outcome, Post, PostError,
+    CommHandle, Dest, DmaDir, DmaJob, DmaStatus, DmaToken, Env, OpCounters, Outcome, Post, PostError,
 };
 use crate::transfer::protocol::Protocol;
-use crate::transfer::seal::{build_fragment, header, send, send_repair, HOPS_MASK, PHASE_SHIFT};
+use crate::transfer::seal::{header, send, send_fragment, send_repair, HOPS_MASK, PHASE_SHIFT};
 use crate::transfer::state::{fail, locate, Early, Located, Op, State};
 use crate::Nanos;
 use ringcast_abi::frame::{DropReason, Frame};
@@ -246,9 +246,9 @@ impl Protocol {
         let me = c.spec.my_rank;
         if alg == Algorithm::Multicast {
             for seq in 0..count {
-                let n = build_fragment(&mut self.scratch, c, slot, seq, FrameKind::DATA_MULTICAST, 0);
+                let group = Dest::Group(&c.spec.group);
+                send_fragment(&mut self.scratch, env, c, slot, seq, FrameKind::DATA_MULTICAST, 0, group);
                 self.counters.multicast += 1;
-                env.multicast(&c.spec.group, &self.scratch[..n]);
             }
             if selective {
                 // Selective ring repair: the successor asks for what the multicast missed.

@@ -120,18 +120,51 @@ enum Queued {
 #[derive(Debug, Default)]
 pub(crate) struct Outbox {
     queue: VecDeque<Queued>,
+    /// The queued frames' bytes, `used` of them live; never shrunk, so a frame built in place
+    /// writes over old bytes instead of zeroing first.
     arena: Vec<u8>,
+    used: usize,
 }
 
 impl Outbox {
     pub(crate) fn send(&mut self, to: PeerId, lane: u8, frame: &[u8]) {
-        let at = self.put(frame);
-        self.queue.push_back(Queued::Send { to, lane, at, len: frame.len() });
+        self.send_with(to, lane, frame.len(), &mut |out| {
+            out.copy_from_slice(frame);
+            frame.len()
+        });
     }
 
     pub(crate) fn multicast(&mut self, group: GroupId, frame: &[u8]) {
-        let at = self.put(frame);
-        self.queue.push_back(Queued::Multicast { group, at, len: frame.len() });
+        self.multicast_with(group, frame.len(), &mut |out| {
+            out.copy_from_slice(frame);
+            frame.len()
+        });
+    }
+
+    /// Queues a send of the frame `build` writes into `len` bytes of the arena (it returns the
+    /// length it used; 0 queues nothing): the protocol seals its fragments here directly.
+    pub(crate) fn send_with(
+        &mut self,
+        to: PeerId,
+        lane: u8,
+        len: usize,
+        build: &mut dyn FnMut(&mut [u8]) -> usize,
+    ) {
+        if let Some((at, len)) = self.put_with(len, build) {
+            self.queue.push_back(Queued::Send { to, lane, at, len });
+        }
+    }
+
+    /// As [`Outbox::send_with`], for a multicast.
+    pub(crate) fn multicast_with(
+        &mut self,
+        group: GroupId,
+        len: usize,
+        build: &mut dyn FnMut(&mut [u8]) -> usize,
+    ) {
+        if let Some((at, len)) = self.put_with(len, build) {
+            self.queue.push_back(Queued::Multicast { group, at, len });
+        }
     }
 
     pub(crate) fn join(&mut self, job: JobId, group: GroupId) {
@@ -150,14 +183,22 @@ impl Outbox {
         self.queue.push_back(Queued::Complete { host, cqe, started });
     }
 
-    fn put(&mut self, frame: &[u8]) -> usize {
-        // The arena is reset when the queue drains; it grows once to the largest burst.
+    fn put_with(&mut self, len: usize, build: &mut dyn FnMut(&mut [u8]) -> usize) -> Option<(usize, usize)> {
+        // The arena is reused from the start when the queue drains; it grows once to the
+        // largest burst.
         if self.queue.is_empty() {
-            self.arena.clear();
+            self.used = 0;
         }
-        let at = self.arena.len();
-        self.arena.extend_from_slice(frame);
-        at
+        let at = self.used;
+        if self.arena.len() < at + len {
+            self.arena.resize(at + len, 0);
+        }
+        let n = build(&mut self.arena[at..at + len]).min(len);
+        if n == 0 {
+            return None;
+        }
+        self.used = at + n;
+        Some((at, n))
     }
 
     pub(crate) fn poll(&mut self) -> Option<Action<'_>> {

@@ -15,7 +15,7 @@ use crate::config::EngineConfig;
 use crate::intake::regions::Resolved;
 use crate::schedule::bcast::LANE_ANY;
 use crate::transfer::protocol::{
-    DmaJob, DmaStatus, DmaToken, Env, Outcome, Post, PostError, ProtoCounters, Protocol,
+    Dest, DmaJob, DmaStatus, DmaToken, Env, Outcome, Post, PostError, ProtoCounters, Protocol,
 };
 use crate::Nanos;
 use alloc::string::String;
@@ -64,6 +64,20 @@ impl Env for NodeEnv<'_> {
 
     fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
         self.out.multicast(*group, frame);
+    }
+
+    fn send_built(
+        &mut self,
+        to: Dest<'_>,
+        len: usize,
+        _scratch: &mut Vec<u8>,
+        build: &mut dyn FnMut(&mut [u8]) -> usize,
+    ) {
+        // Sealed where it waits to be polled: no copy from a scratch buffer.
+        match to {
+            Dest::Peer(p, lane) => self.out.send_with(p, lane, len, build),
+            Dest::Group(g) => self.out.multicast_with(*g, len, build),
+        }
     }
 
     fn dma(&mut self, job: DmaJob, _stage: &mut [u8]) -> DmaStatus {

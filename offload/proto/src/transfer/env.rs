@@ -17,6 +17,27 @@ pub trait Env {
     }
     /// Multicast `frame` to the communicator's group (unreliable).
     fn multicast(&mut self, group: &GroupId, frame: &[u8]);
+    /// Send a frame that `build` writes into a buffer of `len` bytes (returning the length it
+    /// used; 0 sends nothing). By default it is built in `scratch` and handed to
+    /// [`Env::send_on`] / [`Env::multicast`]; a driver that queues frames (the engine's outbox)
+    /// has it built where it is queued — one copy of every datagram fewer.
+    fn send_built(
+        &mut self,
+        to: Dest<'_>,
+        len: usize,
+        scratch: &mut alloc::vec::Vec<u8>,
+        build: &mut dyn FnMut(&mut [u8]) -> usize,
+    ) {
+        if scratch.len() < len {
+            scratch.resize(len, 0); // once, to the largest frame (at most the MTU)
+        }
+        let n = build(&mut scratch[..len]);
+        match to {
+            _ if n == 0 => {}
+            Dest::Peer(p, lane) => self.send_on(p, &scratch[..n], lane),
+            Dest::Group(g) => self.multicast(g, &scratch[..n]),
+        }
+    }
     /// Move `job.len` bytes between host memory (`job.buf`) and `stage`, the protocol's own
     /// memory for the job (a channel). A driver that reaches host memory directly may do it at
     /// once and say how it went ([`DmaStatus::Done`]); one that hands it to a DMA engine says
@@ -25,6 +46,15 @@ pub trait Env {
     fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus;
     /// The broadcast posted with `token` is over.
     fn complete(&mut self, token: u64, outcome: Outcome);
+}
+
+/// Where [`Env::send_built`] sends: one peer on a lane, or a multicast group.
+#[derive(Clone, Copy, Debug)]
+pub enum Dest<'a> {
+    /// One peer, on a NIC lane.
+    Peer(PeerId, u8),
+    /// The communicator's multicast group.
+    Group(&'a GroupId),
 }
 
 /// Which way a host-memory job moves bytes.

@@ -2,7 +2,7 @@
 //! communicator's tag) every frame leaves with.
 use crate::comm::PeerId;
 use crate::schedule::bcast::Hop;
-use crate::transfer::env::{Env, ProtoCounters};
+use crate::transfer::env::{Dest, Env, ProtoCounters};
 use crate::transfer::state::{Comm, Seal};
 use alloc::vec::Vec;
 use ringcast_abi::frame::{emit, DIGEST_LEN};
@@ -28,9 +28,18 @@ pub(crate) fn header(c: &Comm, kind: FrameKind, bid: u32, flags: u16) -> WireHea
     }
 }
 
-/// Builds fragment `seq` of the broadcast in `slot` into `out`; returns the frame length.
+/// The length of fragment `seq` of the broadcast in `slot` as a frame (0: no such fragment).
+pub(crate) fn fragment_len(c: &Comm, slot: usize, seq: u32) -> usize {
+    let Some(op) = c.ops[slot].as_ref() else { return 0 };
+    let Some((_, len)) = op.geo.range(seq) else { return 0 };
+    let tail = if seq + 1 == op.geo.count() { DIGEST_LEN } else { 0 };
+    WIRE_HEADER_LEN + len as usize + tail + WIRE_TRAILER_LEN
+}
+
+/// Builds fragment `seq` of the broadcast in `slot` into `out` (at least
+/// [`fragment_len`] bytes); returns the frame length (0 if it does not fit).
 pub(crate) fn build_fragment(
-    out: &mut Vec<u8>,
+    out: &mut [u8],
     c: &Comm,
     slot: usize,
     seq: u32,
@@ -46,8 +55,26 @@ pub(crate) fn build_fragment(
     let data = &c.channels[slot][off as usize..(off + len) as usize];
     let digest = op.digest.unwrap_or([0; DIGEST_LEN]);
     let tail: &[u8] = if seq + 1 == op.geo.count() { &digest } else { &[] };
-    grow(out, WIRE_HEADER_LEN + data.len() + tail.len() + WIRE_TRAILER_LEN);
     c.seal.emit(out, &h, &[data, tail]).unwrap_or(0)
+}
+
+/// Sends fragment `seq` of the broadcast in `slot` to `to`, built where the driver queues it.
+pub(crate) fn send_fragment(
+    scratch: &mut Vec<u8>,
+    env: &mut impl Env,
+    c: &Comm,
+    slot: usize,
+    seq: u32,
+    kind: FrameKind,
+    hops: u16,
+    to: Dest<'_>,
+) -> usize {
+    let mut built = 0;
+    env.send_built(to, fragment_len(c, slot, seq), scratch, &mut |out| {
+        built = build_fragment(out, c, slot, seq, kind, hops);
+        built
+    });
+    built
 }
 
 /// The send buffer grows to the largest datagram sent (at most the MTU), once: an engine that
@@ -101,12 +128,12 @@ pub(crate) fn send_repair(
     hops: u16,
 ) {
     let flags = hops.min(HOPS_MASK) | (hop.phase as u16) << PHASE_SHIFT;
-    let len = build_fragment(scratch, c, slot, seq, FrameKind::DATA_REPAIR, flags);
+    let Some(&to) = c.spec.members.get(hop.to as usize) else { return };
+    let len =
+        send_fragment(scratch, env, c, slot, seq, FrameKind::DATA_REPAIR, flags, Dest::Peer(to, hop.lane));
     if len > 0 {
         counters.sent += 1;
         counters.repair_frames += 1;
         counters.repair_bytes += len as u64;
-        let Some(&to) = c.spec.members.get(hop.to as usize) else { return };
-        env.send_on(to, &scratch[..len], hop.lane);
     }
 }
