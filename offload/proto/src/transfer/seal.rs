@@ -59,6 +59,7 @@ pub(crate) fn build_fragment(
 }
 
 /// Sends fragment `seq` of the broadcast in `slot` to `to`, built where the driver queues it.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn send_fragment(
     scratch: &mut Vec<u8>,
     env: &mut impl Env,
