@@ -129,6 +129,8 @@ fn duplicates_alone_do_not_keep_a_broadcast_alive() {
     let config = EngineConfig::default().with(|cfg| {
         cfg.protocol.peer_timeout_ms = 200;
         cfg.protocol.repair_timeout_us = 100;
+        // Eager (no rendezvous): the root sends at its post, which this test then replays.
+        cfg.protocol.preposted_slots = 64;
     });
     let peer_timeout = 200_000_000;
     let members: std::sync::Arc<[PeerId]> = (0..3).map(PeerId).collect();
@@ -196,7 +198,8 @@ fn broadcasts_larger_than_the_preposted_slots_wait_for_the_receiver_and_travel_o
     let cfg = EngineConfig::default();
     let (n, len) = (64usize, 8192u32);
     let frags = u64::from(len.div_ceil(cfg.protocol.mtu - 32 - 12 - 32));
-    assert!(frags > u64::from(cfg.protocol.preposted_slots), "the message must exceed the slots");
+    let window = frags * u64::from(cfg.protocol.channels);
+    assert!(window > u64::from(cfg.protocol.preposted_slots), "a window of them must exceed the slots");
     // The receiver spends 20 µs between its broadcasts; the root none.
     let r = ex::run_sequence(2, len, n, 0, &cfg, ex::fabric(L, 0.0), 3, Pacing::Pipelined, |_, rank, _| {
         if rank == 1 {
@@ -213,6 +216,30 @@ fn broadcasts_larger_than_the_preposted_slots_wait_for_the_receiver_and_travel_o
         "no broadcast waited for a repair timeout ({repair_timeout} ns): end {}",
         r.end
     );
+}
+
+/// The same for one-fragment broadcasts with more channels than pre-posted slots: a root
+/// `channels` broadcasts ahead would overflow the slots, so these wait for the receiver too,
+/// and each fragment travels once. With the defaults (16 slots, 16 channels) they go eagerly,
+/// and there too each fragment travels once.
+#[test]
+fn a_window_of_small_broadcasts_never_overflows_the_preposted_slots() {
+    for channels in [16, 64] {
+        let cfg = EngineConfig::default().with(|c| c.protocol.channels = channels);
+        let n = 256usize;
+        let r = ex::run_sequence(2, 2, n, 0, &cfg, ex::fabric(L, 0.0), 3, Pacing::Pipelined, |_, rank, _| {
+            if rank == 1 {
+                5_000
+            } else {
+                0
+            }
+        });
+        assert_eq!(r.errors, 0);
+        assert_eq!(
+            r.repair_frames, n as u64,
+            "{channels} channels: each fragment sent once, none again by repair"
+        );
+    }
 }
 
 /// Randomized synchronization: when the picked rank's `READY` arrives before the root has its

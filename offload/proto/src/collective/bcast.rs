@@ -133,7 +133,7 @@ impl Protocol {
             return Ok(());
         } else {
             let picks = matches!(self.root_delay, RootDelay::Random | RootDelay::Adaptive)
-                || rendezvous(alg, size, geo.count(), self.slots);
+                || rendezvous(alg, size, geo.count(), self.slots, channels);
             if picks && picked_rank(c.spec.seed, bid, root, size) == me {
                 let h = header(c, FrameKind::READY, bid, READY_FLAG_READY);
                 let to = c.spec.members[root as usize];
@@ -191,7 +191,7 @@ impl Protocol {
             // a root running `channels` broadcasts ahead of a busy receiver waits longer than
             // that for its ready (capped at 500 µs, 64 KiB broadcasts on 2 nodes took 126 µs
             // instead of 86 µs: the root gave up and sent into unposted slots).
-            _ if size > 1 && rendezvous(op.alg, size, op.geo.count(), self.slots) => {
+            _ if size > 1 && rendezvous(op.alg, size, op.geo.count(), self.slots, self.channels) => {
                 until_ready(READY_WAIT_MAX)
             }
             RootDelay::None => State::RootDelay { at: now, ready: true },
@@ -425,10 +425,13 @@ impl Protocol {
 }
 
 /// Whether a broadcast of `frags` fragments is sent by rendezvous: its root waits for the
-/// picked rank's `READY` (as in randomized synchronization) because the pre-posted slots (`slots`)
-/// cannot hold it. Sent eagerly, every fragment beyond the slots reaching a rank that has
-/// not posted yet is dropped and travels again by repair — on a loop of broadcasts, where
-/// the root runs up to `channels` ahead, a third of an 8 KiB stream was (2 nodes, measured).
+/// picked rank's `READY` (as in randomized synchronization) because the pre-posted slots
+/// (`slots`, fragments) cannot hold a window of such broadcasts — the root completes at once and
+/// runs up to `channels` broadcasts ahead of a receiver that has not posted yet. Sent eagerly,
+/// every fragment beyond the slots is dropped there and travels again a repair timeout later:
+/// measured on 2 nodes, a third of an 8 KiB stream was, and 2-byte broadcasts with 64 channels
+/// took 75 µs instead of 2.5 µs. So only messages of which a full window fits the slots go
+/// eagerly (with the defaults, 16 slots and 16 channels: one fragment, up to 1,411 bytes).
 /// The rendezvous costs one control frame and a hop, next to the many fragments it saves.
 /// Only where one picked rank stands for every receiver or for few: two ranks (whatever the
 /// algorithm: the pipelined ones the model picks for large messages degenerate to root → peer),
@@ -436,8 +439,9 @@ impl Protocol {
 /// directly. The large communicators' multicast, trees and pipelines keep their own loss
 /// handling (measured: applied to hierarchical on 96 ranks with 19 % duplicated datagrams, it
 /// moved 1.42× the clean run's datagrams, not 1.19×).
-pub(crate) fn rendezvous(alg: Algorithm, size: u32, frags: u32, slots: usize) -> bool {
-    (size == 2 || matches!(alg, Algorithm::Linear | Algorithm::Binomial)) && frags as usize > slots
+pub(crate) fn rendezvous(alg: Algorithm, size: u32, frags: u32, slots: usize, channels: u32) -> bool {
+    (size == 2 || matches!(alg, Algorithm::Linear | Algorithm::Binomial))
+        && frags as usize * channels as usize > slots
 }
 
 /// The rank whose "ready" the root waits for in broadcast `bid` (randomized single-process
