@@ -176,7 +176,12 @@ impl Net {
             p.repair_frames,
             p.syncs,
             p.drops.iter().sum::<u64>()
-        )
+        ) + &ringcast_abi::frame::DropReason::ALL
+            .iter()
+            .zip(p.drops.iter())
+            .filter(|(_, &n)| n > 0)
+            .map(|(r, n)| format!(" {r:?} {n}"))
+            .collect::<String>()
     }
 }
 

@@ -8,6 +8,7 @@ use crate::transfer::bitmap::Geometry;
 use crate::transfer::env::{
     CommHandle, Dest, DmaDir, DmaJob, DmaStatus, DmaToken, Env, OpCounters, Outcome, Post, PostError,
 };
+use crate::transfer::mac::{advance_mac, root_mac_through};
 use crate::transfer::protocol::Protocol;
 use crate::transfer::seal::{header, send, send_fragment, send_repair, HOPS_MASK, PHASE_SHIFT};
 use crate::transfer::state::{fail, locate, Early, Located, Op, State};
@@ -108,6 +109,9 @@ impl Protocol {
             selective: alg.uses_multicast() && len >= self.selective_bytes,
             state: State::Receiving,
             digest: None,
+            mac: c.seal.keys.mac_state(bid, u64::from(len)),
+            hashed: 0,
+            prefix: 0,
             counters: OpCounters::default(),
             hops: 0,
             posted: now,
@@ -176,7 +180,8 @@ impl Protocol {
             self.maybe_sync_up(comm, now, env);
             return;
         }
-        op.digest = Some(c.seal.keys.message_mac(bid, &c.channels[slot][..len as usize]));
+        // The MAC is computed as the fragments first leave (`root_mac_through`), so the first
+        // ones leave before the last byte is hashed.
         op.bits.fill();
         // Yu et al.: the root's request is complete once the message is in its channel.
         env.complete(op.token, Outcome { status: StatusKind::Ok, bytes: len as u64, counters: op.counters });
@@ -187,12 +192,15 @@ impl Protocol {
         let until_ready = |wait: Nanos| State::RootDelay { at: if ready { now } else { now + wait }, ready };
         op.state = match self.root_delay {
             // Larger than the pre-posted slots: a rendezvous, whatever the mode (see
-            // `rendezvous`). Capped as randomized synchronization is, not at a repair timeout:
-            // a root running `channels` broadcasts ahead of a busy receiver waits longer than
-            // that for its ready (capped at 500 µs, 64 KiB broadcasts on 2 nodes took 126 µs
-            // instead of 86 µs: the root gave up and sent into unposted slots).
+            // `rendezvous`), waited for as long as a peer may stay silent: a root running
+            // `channels` broadcasts ahead of a busy receiver waits that long for its ready. Any
+            // shorter cap sends into unposted slots on a loop of broadcasts as soon as `channels`
+            // of them take longer than it (measured, 2 nodes: capped at 500 µs, 64 KiB took
+            // 126 µs instead of 86 µs; capped at 10 ms, 1 MiB dropped a quarter of its
+            // fragments). Receivers that posted never wait on it: their repair requests, from
+            // `patience` on, are answered whatever the root's delay.
             _ if size > 1 && rendezvous(op.alg, size, op.geo.count(), self.slots, self.channels) => {
-                until_ready(READY_WAIT_MAX)
+                until_ready(self.peer_timeout)
             }
             RootDelay::None => State::RootDelay { at: now, ready: true },
             RootDelay::Fixed(us) => State::RootDelay { at: now + us as Nanos * 1000, ready: true },
@@ -246,6 +254,9 @@ impl Protocol {
         let me = c.spec.my_rank;
         if alg == Algorithm::Multicast {
             for seq in 0..count {
+                if let Some(op) = c.ops[slot].as_mut() {
+                    root_mac_through(op, &c.channels[slot], seq);
+                }
                 let group = Dest::Group(&c.spec.group);
                 send_fragment(&mut self.scratch, env, c, slot, seq, FrameKind::DATA_MULTICAST, 0, group);
                 self.counters.multicast += 1;
@@ -262,18 +273,26 @@ impl Protocol {
                 return;
             }
         }
-        let (scratch, counters) = (&mut self.scratch, &mut self.counters);
+        let (scratch, counters, hops) = (&mut self.scratch, &mut self.counters, &mut self.hops);
         if matches!(alg, Algorithm::Binomial | Algorithm::Linear) {
             // Child by child, largest subtree first: the textbook order, which starts the
             // deepest subtree earliest (its routing does not depend on the fragment).
-            algo::forward(alg, &shape, me, 0, Phase::Scatter, true, &mut |hop: Hop| {
+            hops.clear();
+            algo::forward(alg, &shape, me, 0, Phase::Scatter, true, &mut |hop: Hop| hops.push(hop));
+            for &hop in hops.iter() {
                 for seq in 0..count {
+                    if let Some(op) = c.ops[slot].as_mut() {
+                        root_mac_through(op, &c.channels[slot], seq);
+                    }
                     send_repair(scratch, counters, env, c, slot, seq, hop, 1);
                 }
-            });
+            }
         } else {
             // Fragment by fragment: the pipeline starts at once on every lane and tree.
             for seq in 0..count {
+                if let Some(op) = c.ops[slot].as_mut() {
+                    root_mac_through(op, &c.channels[slot], seq);
+                }
                 algo::forward(alg, &shape, me, seq, Phase::Scatter, true, &mut |hop: Hop| {
                     send_repair(scratch, counters, env, c, slot, seq, hop, 1)
                 });
@@ -363,6 +382,7 @@ impl Protocol {
         if seq == last {
             op.digest = frame.digest();
         }
+        advance_mac(op, &c.channels[slot], false);
         if hops == 0 {
             op.counters.frags_multicast += 1;
             c.epoch_mcast += 1;
@@ -407,8 +427,8 @@ impl Protocol {
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
         let Some(op) = c.ops[slot].as_mut() else { return };
         let len = op.geo.total as usize;
-        let data = &c.channels[slot][..len];
-        if !op.digest.is_some_and(|mac| c.seal.keys.mac_ok(op.bid, data, &mac)) {
+        advance_mac(op, &c.channels[slot], true);
+        if op.hashed as usize != len || !op.digest.is_some_and(|mac| op.mac.ok(&mac)) {
             op.state = State::Failed;
             env.complete(op.token, fail(StatusKind::DigestMismatch, op.counters));
             return;

@@ -81,18 +81,60 @@ impl CommKeys {
 
     /// The MAC of broadcast `bid`'s `message`.
     pub fn message_mac(&self, bid: u32, message: &[u8]) -> Mac {
-        let mut h = blake3::Hasher::new_keyed(&self.mac);
-        h.update(&bid.to_le_bytes());
-        h.update(&(message.len() as u64).to_le_bytes());
-        h.update(message);
-        let mut out = [0u8; DIGEST_LEN];
-        h.finalize_xof().fill(&mut out);
-        out
+        let mut m = self.mac_state(bid, message.len() as u64);
+        m.update(message);
+        m.finish()
     }
 
     /// Whether `mac` is broadcast `bid`'s MAC of `message` (constant-time in the value compared).
     pub fn mac_ok(&self, bid: u32, message: &[u8], mac: &Mac) -> bool {
         ct_eq(&self.message_mac(bid, message), mac)
+    }
+
+    /// The MAC of broadcast `bid`'s message of `len` bytes, computed as its bytes come in
+    /// order ([`MacState::update`]): a receiver hashes what it holds while the rest is still on
+    /// its way, instead of one pass over the whole message at the end.
+    /// BLAKE3 hashes large updates in power-of-two subtrees of 1 KiB chunks, SIMD-parallel, when
+    /// they start on such a boundary of its input: updates that end at `k · 2ⁿ KiB −`
+    /// [`MAC_PREFIX`] bytes of the message keep it on them.
+    pub fn mac_state(&self, bid: u32, len: u64) -> MacState {
+        let mut h = blake3::Hasher::new_keyed(&self.mac);
+        h.update(&bid.to_le_bytes());
+        h.update(&len.to_le_bytes());
+        MacState(h)
+    }
+}
+
+/// Bytes the MAC hashes before the message: the broadcast id (4) and the length (8).
+pub const MAC_PREFIX: u32 = 12;
+
+/// A message MAC being computed ([`CommKeys::mac_state`]). Its `Debug` prints no state.
+#[derive(Clone)]
+pub struct MacState(blake3::Hasher);
+
+impl core::fmt::Debug for MacState {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("MacState(..)")
+    }
+}
+
+impl MacState {
+    /// The message's next bytes, in order. BLAKE3 hashes many 1 KiB chunks at once only in
+    /// large updates: feed it batches of several KiB, not datagram by datagram.
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    /// The MAC of everything fed.
+    pub fn finish(&self) -> Mac {
+        let mut out = [0u8; DIGEST_LEN];
+        self.0.finalize_xof().fill(&mut out);
+        out
+    }
+
+    /// Whether `mac` is the MAC of everything fed (constant-time in the value compared).
+    pub fn ok(&self, mac: &Mac) -> bool {
+        ct_eq(&self.finish(), mac)
     }
 }
 
@@ -131,6 +173,24 @@ mod tests {
             assert!(!a.mac_ok(5, &m, &mac), "byte {i} not covered by the MAC");
         }
         assert_ne!(a.message_mac(0, b""), a.message_mac(1, b""), "empty messages too");
+    }
+
+    #[test]
+    fn the_mac_fed_in_pieces_is_the_mac_of_the_whole() {
+        let k = CommKeys::new(&Secret([3; 32]));
+        let msg: Vec<u8> = (0..70_000u32).map(|i| (i * 7) as u8).collect();
+        let whole = k.message_mac(9, &msg);
+        for piece in [1usize, 1411, 1024, 16 << 10, 70_000] {
+            let mut m = k.mac_state(9, msg.len() as u64);
+            for p in msg.chunks(piece) {
+                m.update(p);
+            }
+            assert_eq!(m.finish(), whole, "pieces of {piece}");
+            assert!(m.ok(&whole));
+        }
+        let mut m = k.mac_state(9, msg.len() as u64);
+        m.update(&msg[..msg.len() - 1]);
+        assert!(!m.ok(&whole), "a byte short");
     }
 
     #[test]

@@ -2,10 +2,12 @@
 //! ([`bitmap`]), what the layer asks of its surroundings ([`env`](mod@env)), and the protocol
 //! ([`protocol`]: communicators, frames in, DMA jobs done) with its parts, one file each: the
 //! state (`state.rs`), ring repair (`repair.rs`), the delayed synchronization (`sync.rs`),
-//! timers (`timers.rs`) and the seal every frame leaves with (`seal.rs`). The broadcast's own
+//! timers (`timers.rs`), the seal every frame leaves with (`seal.rs`) and the message MAC
+//! computed as the bytes move (`mac.rs`). The broadcast's own
 //! data path is [`crate::schedule::bcast`]'s.
 pub mod bitmap;
 pub mod env;
+pub(crate) mod mac;
 pub mod protocol;
 mod repair;
 pub(crate) mod seal;

@@ -83,6 +83,8 @@ pub struct Protocol {
     pub(crate) scratch: Vec<u8>,
     pub(crate) early_buf: Vec<u8>,
     pub(crate) kids: [Rank; MAX_CHILDREN],
+    /// A root's first hops of a tree broadcast (grows once to the widest fan-out).
+    pub(crate) hops: Vec<crate::schedule::bcast::Hop>,
     pub(crate) crc: Crc32c,
     /// Algorithm every broadcast uses instead of the selection (`algorithm` tunable, tests,
     /// the simulator's sweeps).
@@ -124,6 +126,7 @@ impl Protocol {
             scratch: Vec::new(),
             early_buf: Vec::new(),
             kids: [0; MAX_CHILDREN],
+            hops: Vec::new(),
             crc,
             forced: config.protocol.algorithm.forced(),
             selector: Selector::from_config(config),

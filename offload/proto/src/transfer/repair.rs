@@ -5,6 +5,7 @@ use crate::comm::Rank;
 use crate::config::RootDelay;
 use crate::schedule::bcast::{Hop, Phase, LANE_ANY};
 use crate::transfer::env::{CommHandle, Env};
+use crate::transfer::mac::root_mac_through;
 use crate::transfer::protocol::Protocol;
 use crate::transfer::seal::{header, send, send_repair};
 use crate::transfer::state::{fail, locate, waits_on, Located, State};
@@ -32,7 +33,19 @@ impl Protocol {
         frame: &Frame<'_>,
         env: &mut impl Env,
     ) {
-        // Answering changes nothing in the communicator: a shared borrow, no copy of the bitmap.
+        // A root asked before its sends finished its MAC (it waits for a ready) finishes it
+        // now: the last fragment carries it. Not before its message is loaded (its bits are
+        // filled then): the channel holds nothing of it yet.
+        if let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) {
+            if let Located::Slot(slot) = locate(c, bid, self.channels) {
+                let me = c.spec.my_rank;
+                if let Some(op) = c.ops[slot].as_mut().filter(|op| op.root == me && op.bits.is_complete()) {
+                    root_mac_through(op, &c.channels[slot], op.geo.count().saturating_sub(1));
+                }
+            }
+        }
+        // Answering changes nothing else in the communicator: a shared borrow, no copy of the
+        // bitmap.
         let Some(c) = self.comms.get(comm.0 as usize).and_then(Option::as_ref) else { return };
         let to = c.spec.members[src as usize];
         let mut sent = 0;

@@ -2,7 +2,7 @@
 //! ([`Early`]), the delayed synchronization's epoch ([`Sync`]) and the communicator ([`Comm`])
 //! that holds them.
 use crate::comm::auth::CommKeys;
-use crate::comm::auth::Mac;
+use crate::comm::auth::{Mac, MacState};
 use crate::comm::{sync_children, sync_parent};
 use crate::comm::{CommSpec, PeerId, Rank};
 use crate::intake::regions::Resolved;
@@ -52,6 +52,12 @@ pub(crate) struct Op {
     pub(crate) state: State,
     /// The message MAC: computed by the root, carried by the last fragment.
     pub(crate) digest: Option<Mac>,
+    /// A receiver's MAC of the message so far: the contiguous prefix it holds, fed in batches
+    /// as fragments arrive (`collective::bcast::advance_mac`), up to `hashed` bytes; the
+    /// prefix's next fragment is `prefix`.
+    pub(crate) mac: MacState,
+    pub(crate) hashed: u32,
+    pub(crate) prefix: u32,
     pub(crate) counters: OpCounters,
     /// Hops of the copy this rank holds (0 = multicast or root).
     pub(crate) hops: u16,
