@@ -546,7 +546,8 @@ impl Host {
             if sleeping {
                 // Asleep on the doorbell, this thread runs nothing: the engine thread takes the
                 // loop back meanwhile.
-                let driving = driver.take().is_some(); // dropped here: the thread resumes
+                // Handed back at once: the engine thread runs the loop while this one sleeps.
+                let driving = driver.take().map(Driver::release_now).is_some();
                 self.park(deadline);
                 if driving {
                     driver = self.local.as_ref().map(ThreadEngine::driver);
