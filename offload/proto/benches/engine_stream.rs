@@ -262,7 +262,7 @@ fn main() {
         );
     }
     println!(
-        "# sync frames from the receiver: {} ({} per broadcast)",
+        "# sync frames from the receiver: {} ({:.2} per broadcast)",
         s.frames[RECV],
         s.frames[RECV] as f64 / iters as f64
     );
