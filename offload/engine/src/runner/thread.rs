@@ -148,10 +148,11 @@ impl ThreadEngine {
     /// a pass is under way elsewhere: while the engine thread holds back (see the module doc)
     /// a program that posts and then computes still gets its descriptor taken at once.
     pub fn progress(&self) -> bool {
-        let worked = self.shared.try_lock().is_some_and(|mut e| e.poll_once());
-        // A host making progress itself keeps the engine thread held back, as a driver does.
-        self.shared.released.fetch_max(self.shared.since_epoch(), Ordering::AcqRel);
-        worked
+        // A driver for one pass: the engine thread stays held back during it (a pass that sends
+        // a whole 1 MiB broadcast outlasts the hand-back delay: woken meanwhile, the engine
+        // thread queued on the loop's lock and then polled beside the host) and for the
+        // hand-back delay after it.
+        self.driver().poll()
     }
 
     /// Takes the driver role for a wait: the engine thread parks at its next turn and the
