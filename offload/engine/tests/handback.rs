@@ -5,6 +5,8 @@
 //! short blocking calls: several per call when the hand-back is eager, far fewer than one per
 //! call when it is lazy. It
 //! runs alone in its binary: no other test's engine thread to tell apart.
+mod common;
+use common::engine_tid;
 use ringcast_host::{Access, Config, Host, SharedBuf, SubmissionDescriptor};
 
 /// Voluntary + involuntary context switches of thread `tid` of this process.
@@ -15,19 +17,6 @@ fn switches(tid: u32) -> u64 {
         .filter(|l| l.starts_with("voluntary_ctxt_switches") || l.starts_with("nonvoluntary_ctxt_switches"))
         .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
         .sum()
-}
-
-/// The engine thread of this process (named `ringcast-thread-…`, cut to 15 characters).
-fn engine_tid() -> u32 {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .find(|tid| {
-            std::fs::read_to_string(format!("/proc/self/task/{tid}/comm"))
-                .is_ok_and(|c| c.trim().starts_with("ringcast-thread"))
-        })
-        .expect("the engine thread")
 }
 
 #[test]

@@ -4,6 +4,8 @@
 //! waits on COPYs long enough to be seen, with the host's back-off set never to sleep (so the
 //! old behaviour, a host spinning beside a busy engine thread, would show on every sample). It
 //! runs alone in its binary: no other test's threads to tell apart.
+mod common;
+use common::engine_tid;
 use ringcast_host::{Access, Config, Host, SharedBuf, SubmissionDescriptor};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -14,19 +16,6 @@ fn state(tid: u32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
     // After the command name in parentheses: " S ..." — the name may itself hold spaces.
     stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next())
-}
-
-/// The engine thread of this process (named `ringcast-thread-…`, cut to 15 characters).
-fn engine_tid() -> u32 {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .find(|tid| {
-            std::fs::read_to_string(format!("/proc/self/task/{tid}/comm"))
-                .is_ok_and(|c| c.trim().starts_with("ringcast-thread"))
-        })
-        .expect("the engine thread")
 }
 
 #[test]

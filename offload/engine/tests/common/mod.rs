@@ -1,6 +1,7 @@
 //! Shared pieces of the engine's integration tests: a real `ringcast-engine` daemon process,
 //! child host processes (this test binary re-executed in a role), and the host library's
-//! self-test workload (COPY results checked byte for byte, every bad-descriptor case).
+//! self-test workload (COPY results checked byte for byte, every bad-descriptor case), and the
+//! thread-mode engine thread of this process (`engine_tid`).
 #![allow(dead_code)]
 use ringcast_host::Host;
 use std::process::{Child, Command, Stdio};
@@ -115,4 +116,18 @@ pub fn copy_workload(host: &mut Host, seed: u64, copies: usize) -> usize {
     assert_eq!(report.copies, copies);
     assert_eq!(report.bad_cases.len(), 10, "{:?}", report.bad_cases);
     report.copies + report.batch
+}
+
+/// The engine thread of this process (named `ringcast-thread-…`, cut to 15 characters): the
+/// thread-mode tests read its scheduler state and context switches from `/proc/self/task`.
+pub fn engine_tid() -> u32 {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .find(|tid| {
+            std::fs::read_to_string(format!("/proc/self/task/{tid}/comm"))
+                .is_ok_and(|c| c.trim().starts_with("ringcast-thread"))
+        })
+        .expect("the engine thread")
 }
