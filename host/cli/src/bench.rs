@@ -17,6 +17,7 @@ use crate::barrier::{Barrier, BarrierSegment, BARRIER_ENV};
 use crate::cluster::{host_from_env, Cluster, Mode, Spec};
 use clap::Args;
 use ringcast_host::{Access, SharedBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -118,10 +119,41 @@ pub struct BenchArgs {
     #[arg(long)]
     pub barrier: bool,
     #[command(flatten)]
-    pub mpi: crate::compare::CompareArgs,
+    pub mpi: CompareArgs,
     /// JSON instead of the table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The default launcher: Open MPI's, as root if need be, more ranks than cores allowed, shared
+/// memory between the ranks (the Makefile's `OMPI_RUN`).
+pub const DEFAULT_MPIRUN: &str = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+                                  mpirun.openmpi --oversubscribe --mca btl self,vader";
+
+/// `--compare-mpi` and its options (part of `ringcast bench`).
+#[derive(Args, Clone)]
+pub struct CompareArgs {
+    /// Also run Open MPI's own MPI_Bcast (osu_bcast's method, same sizes and ranks),
+    /// interleaved round by round, and print the ratio of the slowest ranks; implies --barrier.
+    #[arg(long)]
+    pub compare_mpi: bool,
+    /// --compare-mpi: rounds of (ringcast, Open MPI); medians over rounds are reported.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: u32,
+    /// --compare-mpi: the MPI benchmark program (default: mpi-osu-bcast next to this executable).
+    #[arg(long)]
+    pub mpi_bench: Option<PathBuf>,
+    /// --compare-mpi: the launcher command, split at spaces; `-np N PROGRAM SIZES ITERS` is
+    /// appended.
+    #[arg(long, default_value = DEFAULT_MPIRUN)]
+    pub mpirun: String,
+}
+
+impl Default for CompareArgs {
+    /// Off, with the command line's defaults.
+    fn default() -> Self {
+        CompareArgs { compare_mpi: false, rounds: 3, mpi_bench: None, mpirun: DEFAULT_MPIRUN.to_string() }
+    }
 }
 
 /// One rank's figures for one size.
@@ -227,12 +259,7 @@ pub fn run_once(a: &BenchArgs, algorithm: &str) -> Result<Vec<SizeLine>, String>
 }
 
 /// `ringcast bench`.
-pub fn bench(mut a: BenchArgs) -> ExitCode {
-    if a.mpi.compare_mpi {
-        // The same method as the MPI side (osu_bcast's): barrier-separated broadcasts.
-        a.barrier = true;
-        return crate::compare::run(&a);
-    }
+pub fn bench(a: BenchArgs) -> ExitCode {
     let main = match run_once(&a, &a.algorithm) {
         Ok(r) => r,
         Err(e) => {

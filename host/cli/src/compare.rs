@@ -12,7 +12,6 @@
 //! each, and the ratio ringcast slowest / Open MPI slowest (below 1: ringcast is faster). The
 //! exact commands are printed first, so a reader can rerun either side alone.
 use crate::bench::{run_once, BenchArgs, SizeLine};
-use clap::Args;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -21,39 +20,8 @@ use std::time::{Duration, Instant};
 /// The MPI benchmark program's file name (built by `make bench-compare-build`).
 pub const MPI_PROGRAM: &str = "mpi-osu-bcast";
 
-/// The default launcher: Open MPI's, as root if need be, more ranks than cores allowed, shared
-/// memory between the ranks (the Makefile's `OMPI_RUN`).
-pub const DEFAULT_MPIRUN: &str = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-                                  mpirun.openmpi --oversubscribe --mca btl self,vader";
-
 /// Longest an MPI run may take before it is stopped.
 const MPI_LIMIT: Duration = Duration::from_secs(600);
-
-/// `--compare-mpi` and its options (part of `ringcast bench`).
-#[derive(Args, Clone)]
-pub struct CompareArgs {
-    /// Also run Open MPI's own MPI_Bcast (osu_bcast's method, same sizes and ranks),
-    /// interleaved round by round, and print the ratio of the slowest ranks; implies --barrier.
-    #[arg(long)]
-    pub compare_mpi: bool,
-    /// --compare-mpi: rounds of (ringcast, Open MPI); medians over rounds are reported.
-    #[arg(long, default_value_t = 3)]
-    pub rounds: u32,
-    /// --compare-mpi: the MPI benchmark program (default: mpi-osu-bcast next to this executable).
-    #[arg(long)]
-    pub mpi_bench: Option<PathBuf>,
-    /// --compare-mpi: the launcher command, split at spaces; `-np N PROGRAM SIZES ITERS` is
-    /// appended.
-    #[arg(long, default_value = DEFAULT_MPIRUN)]
-    pub mpirun: String,
-}
-
-impl Default for CompareArgs {
-    /// Off, with the command line's defaults.
-    fn default() -> Self {
-        CompareArgs { compare_mpi: false, rounds: 3, mpi_bench: None, mpirun: DEFAULT_MPIRUN.to_string() }
-    }
-}
 
 /// One size of the MPI program's output.
 #[derive(Clone, Copy, Debug)]

@@ -141,6 +141,11 @@ fn main() -> ExitCode {
         Cmd::Sim(args) => sim::run(args),
         Cmd::Calibrate(args) => calibrate::run(args, &config),
         Cmd::Run(args) => bench::run(args),
+        // The same method as the MPI side (osu_bcast's): barrier-separated broadcasts.
+        Cmd::Bench(mut args) if args.mpi.compare_mpi => {
+            args.barrier = true;
+            compare::run(&args)
+        }
         Cmd::Bench(args) => bench::bench(args),
         Cmd::BenchRank(args) => bench::rank(args),
         Cmd::DemoHost(args) => substrate::host(args),
