@@ -802,11 +802,14 @@ int MPI_Barrier(MPI_Comm comm) {
     if (!rc_up) return PMPI_Barrier(comm);
     MPI_Request r;
     int rc = PMPI_Ibarrier(comm, &r);
-    for (int flag = 0; rc == MPI_SUCCESS && !flag;) {
+    for (int flag = 0, polls = 0; rc == MPI_SUCCESS && !flag; polls++) {
         rc = PMPI_Test(&r, &flag, MPI_STATUS_IGNORE);
         if (rc == MPI_SUCCESS && !flag) {
             ringcast_progress();
             rc_poll();
+            /* The ranks this does not run an engine for (not the node's first, or beside a
+             * daemon) give the CPU away now and then on an oversubscribed node. */
+            if (polls >= 64) sched_yield();
         }
     }
     return rc;

@@ -188,7 +188,9 @@ impl Host {
         };
         let rings = attach::open(fd)?;
         let engine_cpu = usize::try_from(reply.e).ok().and_then(|c| c.checked_sub(1));
-        if let (true, Some(cpu)) = (config.runner.host_pin, engine_cpu) {
+        // Only beside a daemon: an engine thread of this very process is driven by its hosts.
+        let daemon = reply.b != std::process::id();
+        if let (true, true, Some(cpu)) = (config.runner.host_pin, daemon, engine_cpu) {
             // Best effort: a CPU outside this process's affinity set leaves the thread as it is.
             let _ = ringcast_offload::runner::pin_current_thread(ringcast_offload::config::PinCpu::Cpu(cpu));
         }
@@ -411,6 +413,9 @@ impl Host {
             self.rings.sq.wake_consumer();
         }
         self.in_flight += n;
+        if n > 0 {
+            self.progress(); // thread mode: taken in now, as `post` does
+        }
         n
     }
 

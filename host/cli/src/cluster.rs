@@ -197,15 +197,24 @@ impl Cluster {
         };
         // More pollers (engines and programs) than cores: back off to sleeping after a few empty
         // passes, or the process a poller waits for never gets the CPU it spins on. Daemons
-        // that each have a CPU (they claim distinct ones) are the exception: each program is
-        // pinned to its engine's CPU (`host_pin`) and the two take turns there by sched_yield —
-        // the program yields 50 times, then sleeps on its doorbell; the engine yields long
-        // before it sleeps. Waking a sleeper on another CPU of this VM costs ~40 µs a hop:
+        // that each have a CPU (they claim distinct ones) are the exception for `ringcast
+        // bench`: each of its ranks is pinned to its engine's CPU (`host_pin`) and the two take
+        // turns there by sched_yield — the rank yields 50 times, then sleeps on its doorbell;
+        // the engine yields long before it sleeps. Waking a sleeper on another CPU of this VM costs ~40 µs a hop:
         // measured (2 nodes, 2 B back to back) 55 → 11 µs, the program's CPU at 1 MiB 1.4 →
         // 3.4 % of the broadcast (docs/performance.md).
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
         let pollers = spec.nodes * (spec.ppn + u32::from(spec.mode == Mode::Daemon));
-        let paired = spec.mode == Mode::Daemon && pollers > cpus && spec.nodes <= cpus;
+        // Only for the benchmark's own ranks (`program == "self"`: one thread each — the pin is
+        // inherited by every thread a program starts after attaching), one per node (with
+        // more, they would crowd one CPU while others idle), and not in namespaces (CPU claims
+        // are per network namespace: every engine would claim the same CPU).
+        let paired = spec.mode == Mode::Daemon
+            && pollers > cpus
+            && spec.nodes <= cpus
+            && spec.ppn == 1
+            && !spec.netns
+            && program == "self";
         let idle = |spins: u32, yields: u32, sleep_us: u32| {
             [
                 ("RINGCAST_IDLE_SPINS", spins.to_string()),

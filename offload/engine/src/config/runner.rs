@@ -116,10 +116,10 @@ ringcast_proto::tunables! {
             "sleep of a long-idle spin-yield loop in microseconds (bounds wake-up latency when idle)";
         /// How long a thread-mode engine thread stays parked after its host's blocking call.
         handback_us: u32 = 100, "RINGCAST_HANDBACK_US",
-            "thread mode: microseconds the engine thread stays parked after a host's blocking call returns (a host calling again at once keeps driving; non-blocking work waits at most this long)";
+            "thread mode: microseconds the engine thread stays parked after a host's blocking call returns (a host calling again at once keeps driving; work no host drives waits at most about 1 ms)";
         /// Whether a host pins itself to its engine's CPU.
         host_pin: bool = false, "RINGCAST_HOST_PIN",
-            "host library, daemon mode: pin the attaching thread to the CPU the engine is pinned to (emulation with more pollers than CPUs: host and engine take turns on one CPU by sched_yield instead of waking each other across CPUs; `ringcast run`/`bench` set it when every engine has a CPU)";
+            "host library, daemon mode: pin the attaching thread to the CPU the engine is pinned to (emulation with more pollers than CPUs: host and engine take turns on one CPU by sched_yield instead of waking each other across CPUs; `ringcast bench` sets it for its ranks when every engine has a CPU)";
         /// CPU the polling thread is pinned to.
         pin_cpu: PinCpu = PinCpu::Auto, "RINGCAST_PIN_CPU",
             "CPU the engine's polling thread is pinned to: none, auto (a CPU no other engine holds, highest first; unpinned when every CPU has one) or a number";

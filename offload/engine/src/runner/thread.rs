@@ -17,9 +17,12 @@
 //! enters the next a microsecond later; waking the engine thread in between (a futex wake-up,
 //! then a second runnable thread in the process) cost ~75 µs per 2-byte broadcast on this 2-core
 //! machine — ten times the broadcast. So the engine thread resumes only once no host has driven
-//! for `runner.handback_us`; until then non-blocking work waits (a host's `post`, `poll` and
-//! `test` run a pass themselves, see [`ThreadEngine::progress`]). And the engine thread never
-//! yields or sleeps with the loop locked: a driver arriving meanwhile must not wait for it.
+//! for `runner.handback_us`, and it is not woken when the last driver leaves: it looks again
+//! at most every `DRIVEN_PARK` (1 ms), which bounds how long work nobody drives waits (a
+//! host's `post`, `post_batch`, `poll` and `test` run a pass themselves, see
+//! [`ThreadEngine::progress`]). A host going to sleep on its doorbell hands back at once
+//! ([`Driver::release_now`]). And the engine thread never yields or sleeps with the loop
+//! locked: a driver arriving meanwhile must not wait for it.
 use super::engine_loop::EngineLoop;
 use super::idle::Idle;
 use super::pin::pin_current_thread;
@@ -74,9 +77,12 @@ impl Shared {
     }
 }
 
-/// How long the engine thread parks while a host drives: a bound, not a latency — the last
-/// driver to leave unparks it when `handback` is zero, and the thread re-checks after waking.
-const DRIVEN_PARK: Duration = Duration::from_millis(10);
+/// How long the engine thread parks while a host drives, before it looks again. The last
+/// driver to leave lazily does not wake it (that is the point), so this bounds how long work
+/// nobody drives waits after a host returned to its program: a non-blocking post without a
+/// pass of its own, another process's broadcast, a peer's repair request. (At 10 ms, a
+/// `try_post` after a run of blocking calls waited up to 13 ms to be taken.)
+const DRIVEN_PARK: Duration = Duration::from_millis(1);
 
 /// A running engine thread; stops and joins when dropped.
 pub struct ThreadEngine {

@@ -368,7 +368,7 @@ impl Protocol {
             FrameKind::DATA_MULTICAST | FrameKind::DATA_REPAIR => {
                 self.on_data(comm, from, bytes, &frame, now, env)
             }
-            FrameKind::RETRANSMIT_REQUEST => self.on_request(comm, src, bid, &frame, env),
+            FrameKind::RETRANSMIT_REQUEST => self.on_request(comm, src, bid, &frame, now, env),
             FrameKind::READY => self.on_ready(comm, src, bid, h.flags.get(), now, env),
             FrameKind::SYNC_UP => self.on_sync_up(comm, src, &frame, now, env),
             FrameKind::SYNC_DOWN => self.on_sync_down(comm, src, &frame, now, env),

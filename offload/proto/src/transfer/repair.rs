@@ -8,7 +8,7 @@ use crate::transfer::env::{CommHandle, Env};
 use crate::transfer::mac::root_mac_through;
 use crate::transfer::protocol::Protocol;
 use crate::transfer::seal::{header, send, send_repair};
-use crate::transfer::state::{fail, locate, waits_on, Located, State};
+use crate::transfer::state::{fail, locate, rendezvous, waits_on, Located, State};
 use crate::Nanos;
 use ringcast_abi::frame::{Frame, RetransmitBody, MAX_RETRANSMIT_FRAGS};
 use ringcast_abi::wire::{
@@ -31,16 +31,28 @@ impl Protocol {
         src: Rank,
         bid: u32,
         frame: &Frame<'_>,
+        now: Nanos,
         env: &mut impl Env,
     ) {
-        // A root asked before its sends finished its MAC (it waits for a ready) finishes it
-        // now: the last fragment carries it. Not before its message is loaded (its bits are
-        // filled then): the channel holds nothing of it yet.
+        // A root asked while it still waits for a ready (it was lost, or is late): a rank that
+        // asks has posted — the request is as good as its ready, so the root sends now, to
+        // everyone, and that answers it. (Waiting on, it held the epoch for `peer_timeout`:
+        // 200 8 KiB broadcasts on 2 ranks took 6 s at 1 % unicast loss instead of 11 ms.)
         if let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) {
             if let Located::Slot(slot) = locate(c, bid, self.channels) {
                 let me = c.spec.my_rank;
-                if let Some(op) = c.ops[slot].as_mut().filter(|op| op.root == me && op.bits.is_complete()) {
-                    root_mac_through(op, &c.channels[slot], op.geo.count().saturating_sub(1));
+                if let Some(op) = c.ops[slot].as_mut().filter(|op| op.root == me) {
+                    if let State::RootDelay { .. } = op.state {
+                        op.state = State::RootDelay { at: now, ready: true };
+                        self.advance_root(comm, slot, now, env);
+                        return;
+                    }
+                    // Sent already but its MAC not finished (it cannot be, the last fragment
+                    // finishes it; kept for any send order): finish it — not before the message is
+                    // loaded (its bits are filled then): the channel holds nothing of it yet.
+                    if op.bits.is_complete() {
+                        root_mac_through(op, &c.channels[slot], op.geo.count().saturating_sub(1));
+                    }
                 }
             }
         }
@@ -112,14 +124,21 @@ impl Protocol {
         match (flags, locate(c, bid, self.channels)) {
             (READY_FLAG_READY, Located::Slot(slot)) => {
                 let adaptive = self.root_delay == RootDelay::Adaptive;
+                let (slots, size) = (self.slots, c.spec.size());
                 if let Some(op) = c.ops[slot].as_mut() {
                     if adaptive {
                         // A lag sample: how far the picked rank arrived behind the root.
                         let lag = now.saturating_sub(op.posted);
                         c.lag_ewma = (c.lag_ewma * 3 + lag) / 4;
-                    } else if let State::RootDelay { .. } = op.state {
-                        // Randomized synchronization: the picked rank is there, go now.
-                        op.state = State::RootDelay { at: now, ready: true };
+                    }
+                    // A rendezvous waits for this ready in every mode; randomized
+                    // synchronization too. (The adaptive delay alone does not.)
+                    let waits = !adaptive || rendezvous(op.alg, size, op.geo.count(), slots, channels);
+                    if let State::RootDelay { .. } = op.state {
+                        if waits {
+                            // The picked rank is there: go now.
+                            op.state = State::RootDelay { at: now, ready: true };
+                        }
                     } else if op.state == State::Loading && c.ready_seen.len() < channels as usize {
                         // Here before the message is: the root's delay will find it.
                         c.ready_seen.push(bid);
@@ -130,7 +149,9 @@ impl Protocol {
             (READY_FLAG_READY, Located::Future) => {
                 if self.root_delay == RootDelay::Adaptive {
                     c.lag_ewma = c.lag_ewma * 3 / 4; // arrived before the root: lag 0
-                } else if c.ready_seen.len() < channels as usize {
+                }
+                // Kept in every mode: a rendezvous finds it once its message is loaded.
+                if c.ready_seen.len() < channels as usize {
                     c.ready_seen.push(bid);
                 }
             }

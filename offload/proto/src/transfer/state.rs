@@ -205,3 +205,23 @@ pub(crate) fn waits_on(c: &Comm, src: Rank) -> bool {
     (c.sync.ready_since.is_some() || c.blocked_since.is_some())
         && sync_children(c.spec.size(), me).enumerate().any(|(i, k)| k == src && c.sync.heard & (1 << i) == 0)
 }
+
+/// Whether a broadcast of `frags` fragments is sent by rendezvous: its root waits for the
+/// picked rank's `READY` (as in randomized synchronization) because the pre-posted slots
+/// (`slots`, fragments) cannot hold a window of such broadcasts — the root completes at once and
+/// runs up to `channels` broadcasts ahead of a receiver that has not posted yet. Sent eagerly,
+/// every fragment beyond the slots is dropped there and travels again a repair timeout later:
+/// measured on 2 nodes, a third of an 8 KiB stream was, and 2-byte broadcasts with 64 channels
+/// took 75 µs instead of 2.5 µs. So only messages of which a full window fits the slots go
+/// eagerly (with the defaults, 16 slots and 16 channels: one fragment, up to 1,411 bytes).
+/// The rendezvous costs one control frame and a hop, next to the many fragments it saves.
+/// Only where one picked rank stands for every receiver or for few: two ranks (whatever the
+/// algorithm: the pipelined ones the model picks for large messages degenerate to root → peer),
+/// and the small communicators' linear and binomial trees, where the root sends to ranks
+/// directly. The large communicators' multicast, trees and pipelines keep their own loss
+/// handling (measured: applied to hierarchical on 96 ranks with 19 % duplicated datagrams, it
+/// moved 1.42× the clean run's datagrams, not 1.19×).
+pub(crate) fn rendezvous(alg: Algorithm, size: u32, frags: u32, slots: usize, channels: u32) -> bool {
+    (size == 2 || matches!(alg, Algorithm::Linear | Algorithm::Binomial))
+        && frags as usize * channels as usize > slots
+}
