@@ -61,8 +61,9 @@ impl Shared {
         }
     }
 
+    /// Nanoseconds since the engine started, never 0 (0 in `released` means "not held").
     fn since_epoch(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX).max(1)
     }
 
     /// How much longer the engine thread leaves the loop to the hosts: while one drives, or
@@ -71,8 +72,12 @@ impl Shared {
         if self.drivers.load(Ordering::Acquire) > 0 {
             return Some(DRIVEN_PARK);
         }
-        let idle_for =
-            Duration::from_nanos(self.since_epoch().saturating_sub(self.released.load(Ordering::Acquire)));
+        // 0: no host ever drove, or the last one handed back at once (`release_now`).
+        let released = self.released.load(Ordering::Acquire);
+        if released == 0 {
+            return None;
+        }
+        let idle_for = Duration::from_nanos(self.since_epoch().saturating_sub(released));
         self.handback.checked_sub(idle_for).filter(|d| !d.is_zero())
     }
 }
@@ -249,4 +254,38 @@ pub fn spawn_thread(mut config: Config, keep_name: bool) -> std::io::Result<Thre
     })?;
     let pinned = rx.recv().ok().flatten();
     Ok(ThreadEngine { name, stop, handle: Some(handle), pinned, shared })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hand-back rule, on a real engine thread: held while a host drives, held for
+    /// `handback_us` after a host returns to its program (lazily), released at once when the
+    /// host goes to sleep (`release_now`), held again by a host's progress pass. A long
+    /// hand-back delay makes "held" unambiguous however slow the machine.
+    #[test]
+    fn the_engine_thread_is_held_while_hosts_drive_and_just_after() {
+        let config = Config::default().with(|c| c.runner.handback_us = 10_000_000);
+        let t = spawn_thread(config, false).expect("engine thread");
+        let hold = || t.shared.hosts_hold();
+        let d = t.driver();
+        assert_eq!(hold(), Some(DRIVEN_PARK), "a host drives");
+        drop(d);
+        let lazy = hold().expect("held after a host returns from a blocking call");
+        assert!(
+            lazy > Duration::from_secs(5) && lazy <= Duration::from_secs(10),
+            "for the hand-back delay: {lazy:?}"
+        );
+        let d = t.driver();
+        d.release_now();
+        assert_eq!(hold(), None, "a host gone to sleep hands back at once");
+        t.progress();
+        assert!(hold().is_some(), "a progress pass holds it again");
+        let (d1, d2) = (t.driver(), t.driver());
+        d1.release_now();
+        assert_eq!(hold(), Some(DRIVEN_PARK), "another host still drives");
+        drop(d2);
+        assert!(hold().is_some(), "the last one returned lazily");
+    }
 }
