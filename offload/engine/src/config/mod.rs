@@ -56,11 +56,17 @@ impl Config {
 
     /// Like [`Config::from_env`] with an explicit variable source (tests, the CLI).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        let topology = Topology::parse(&get)?;
+        let mut protocol = ProtocolConfig::parse(&get)?;
+        if get("RINGCAST_MTU").is_none() {
+            // The one default that depends on another section: a fabric's own datagram size.
+            protocol.mtu = topology.fabric.default_mtu();
+        }
         let c = Config {
             limits: Limits::parse(&get)?,
-            protocol: ProtocolConfig::parse(&get)?,
+            protocol,
             model: ModelConfig::parse(&get)?,
-            topology: Topology::parse(&get)?,
+            topology,
             fault: FaultConfig::parse(&get)?,
             runner: RunnerConfig::parse(&get)?,
             udp: UdpConfig::parse(&get)?,

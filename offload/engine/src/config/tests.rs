@@ -178,3 +178,18 @@ fn a_fabric_is_set_up_from_the_sections_that_own_its_values() {
         ("setup-test", ringcast_proto::comm::PeerId(2), 3, 9000, 5, 2)
     );
 }
+
+#[test]
+fn the_datagram_size_defaults_to_the_fabrics_own_unless_set() {
+    let env = |vars: &'static [(&'static str, &'static str)]| {
+        Config::from_lookup(move |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string()))
+            .unwrap()
+            .protocol
+            .mtu
+    };
+    assert_eq!(env(&[("RINGCAST_FABRIC", "shm")]), 4088, "shm: one ring slot");
+    assert_eq!(env(&[("RINGCAST_FABRIC", "udp"), ("RINGCAST_UDP_MEMBERS", "127.0.0.1:1")]), 1472);
+    assert_eq!(env(&[]), 1472, "no fabric: the Ethernet default");
+    assert_eq!(env(&[("RINGCAST_FABRIC", "shm"), ("RINGCAST_MTU", "1472")]), 1472, "set: kept");
+    assert_eq!(Config::default().protocol.mtu, 1472, "the section alone knows no fabric");
+}

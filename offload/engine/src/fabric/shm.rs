@@ -31,6 +31,9 @@ use ringcast_ring::{
 use std::io;
 use std::sync::atomic::AtomicU32;
 
+// The shm fabric's default datagram (`protocol.mtu` unset) is exactly what a ring slot carries.
+static_assertions::const_assert_eq!(ringcast_proto::config::SHM_MTU as usize, FRAME_PAYLOAD);
+
 /// Slots of each group's multicast log (the depth a reader may fall behind before it loses).
 pub const LOG_SLOTS: u32 = 1024;
 /// Slots of each point-to-point ring.

@@ -102,8 +102,8 @@ crate::tunables! {
     /// The protocol (section `protocol`).
     pub struct ProtocolConfig in "protocol" {
         /// Largest datagram on the fabric.
-        mtu: u32 = 1472, "RINGCAST_MTU",
-            "largest datagram in bytes (header 32 + payload + trailer 12: tag 8, CRC 4); 1472 = UDP over 1500-byte Ethernet";
+        mtu: u32 = super::topology::ETHERNET_MTU, "RINGCAST_MTU",
+            "largest datagram in bytes (header 32 + payload + trailer 12: tag 8, CRC 4); unset: by fabric, 1472 (UDP over 1500-byte Ethernet) or 4088 on shm (one 4 KiB ring slot)";
         /// Largest broadcast message.
         max_message_bytes: u32 = 4 << 20, "RINGCAST_MAX_MESSAGE_BYTES",
             "largest broadcast message in bytes (its fragments must fit the 8192-fragment bitmap)";

@@ -25,6 +25,25 @@ pub enum FabricKind {
     Verbs,
 }
 
+/// The datagram size of kernel UDP over 1500-byte Ethernet (and of DPDK and verbs ports unless
+/// `RINGCAST_MTU` says more): `protocol.mtu`'s default on every fabric but `shm`.
+pub const ETHERNET_MTU: u32 = 1472;
+
+/// The `shm` fabric's datagram: one 4 KiB ring slot less its length and sender words. Its
+/// default `protocol.mtu`: the fabric has no wire to fit, and 2.8 times fewer fragments than
+/// [`ETHERNET_MTU`] cut the per-fragment work of a large broadcast (docs/performance.md).
+pub const SHM_MTU: u32 = 4088;
+
+impl FabricKind {
+    /// `protocol.mtu` when `RINGCAST_MTU` is not set: what the fabric carries in one datagram.
+    pub const fn default_mtu(self) -> u32 {
+        match self {
+            FabricKind::Shm => SHM_MTU,
+            FabricKind::None | FabricKind::Udp | FabricKind::Dpdk | FabricKind::Verbs => ETHERNET_MTU,
+        }
+    }
+}
+
 impl FromStr for FabricKind {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
