@@ -114,7 +114,8 @@ fn duplicates_alone_do_not_keep_a_broadcast_alive() {
         }
         fn multicast(&mut self, _: &GroupId, _: &[u8]) {}
         fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
-            let Some(host) = self.mem.get_mut(..stage.len()) else { return DmaStatus::Done(false) };
+            let off = job.buf.offset as usize;
+            let Some(host) = self.mem.get_mut(off..off + stage.len()) else { return DmaStatus::Done(false) };
             match job.dir {
                 DmaDir::Load => stage.copy_from_slice(host),
                 DmaDir::Store => host.copy_from_slice(stage),

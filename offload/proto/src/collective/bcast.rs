@@ -1,8 +1,10 @@
 //! The broadcast's data path on the reliable-transfer layer: a post, the root's load from host
 //! memory and its multicast (after the root delay), fragments arriving and forwarded along the
-//! algorithm's routes, and the message stored into host memory once complete and authentic.
+//! algorithm's routes, and the message stored into host memory in parts as the MAC covers it.
+//! A receiver completes once the whole message is authentic and stored.
 use crate::comm::{children, parent, PeerId, Rank, Topology};
 use crate::config::RootDelay;
+use crate::intake::regions::Resolved;
 use crate::schedule::bcast::{self as algo, Algorithm, Hop, Phase, Shape};
 use crate::transfer::bitmap::Geometry;
 use crate::transfer::env::{
@@ -112,6 +114,9 @@ impl Protocol {
             mac: c.seal.keys.mac_state(bid, u64::from(len)),
             hashed: 0,
             prefix: 0,
+            stored: 0,
+            stores_out: 0,
+            store_failed: false,
             counters: OpCounters::default(),
             hops: 0,
             posted: now,
@@ -128,7 +133,7 @@ impl Protocol {
             }
             op.state = State::Loading;
             c.ops[slot] = Some(op);
-            let token = DmaToken { comm, slot: slot as u32, bid };
+            let token = DmaToken { comm, slot: slot as u32, bid, off: 0, len };
             let job = DmaJob { token, dir: DmaDir::Load, buf, len: u64::from(len) };
             match env.dma(job, &mut c.channels[slot][..len as usize]) {
                 DmaStatus::Done(ok) => self.loaded(token, ok, now, env),
@@ -215,11 +220,24 @@ impl Protocol {
         self.maybe_sync_up(comm, now, env);
     }
 
-    /// A receiver's message is in its host buffer (`ok`), or could not be written.
+    /// A part of a receiver's message is in its host buffer (`ok`), or could not be written.
     pub(crate) fn stored(&mut self, t: DmaToken, ok: bool, env: &mut impl Env) {
         let Some(c) = self.comms.get_mut(t.comm.0 as usize).and_then(Option::as_mut) else { return };
         let Some(op) = c.ops[t.slot as usize].as_mut() else { return };
-        if !ok {
+        op.stores_out = op.stores_out.saturating_sub(1);
+        op.store_failed |= !ok;
+        self.delivered(t.comm, t.slot as usize, env);
+    }
+
+    /// Completes a receiver's broadcast once it is authentic (`Storing`) and every part of it
+    /// has been stored: the completion follows the bytes it reports.
+    fn delivered(&mut self, comm: CommHandle, slot: usize, env: &mut impl Env) {
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        let Some(op) = c.ops[slot].as_mut() else { return };
+        if op.state != State::Storing || op.stores_out > 0 {
+            return;
+        }
+        if op.store_failed {
             op.state = State::Failed;
             env.complete(op.token, fail(StatusKind::OutOfBounds, op.counters));
             return;
@@ -383,6 +401,10 @@ impl Protocol {
             op.digest = frame.digest();
         }
         advance_mac(op, &c.channels[slot], false);
+        if op.hashed >= op.stored + STORE_PART && !op.bits.is_complete() {
+            // (Complete: `finish` stores the rest in one part.)
+            store_part(comm, slot, op, &mut c.channels[slot], env);
+        }
         if hops == 0 {
             op.counters.frags_multicast += 1;
             c.epoch_mcast += 1;
@@ -426,21 +448,47 @@ impl Protocol {
     pub(crate) fn finish(&mut self, comm: CommHandle, slot: usize, now: Nanos, env: &mut impl Env) {
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
         let Some(op) = c.ops[slot].as_mut() else { return };
-        let len = op.geo.total as usize;
         advance_mac(op, &c.channels[slot], true);
-        if op.hashed as usize != len || !op.digest.is_some_and(|mac| op.mac.ok(&mac)) {
+        if op.hashed != op.geo.total || !op.digest.is_some_and(|mac| op.mac.ok(&mac)) {
             op.state = State::Failed;
             env.complete(op.token, fail(StatusKind::DigestMismatch, op.counters));
             return;
         }
+        // The rest of the message after the parts stored while it arrived: the bytes past the
+        // MAC's last batch (more only where a gap held the MAC back until the end).
         op.state = State::Storing;
-        let token = DmaToken { comm, slot: slot as u32, bid: op.bid };
-        let job = DmaJob { token, dir: DmaDir::Store, buf: op.buf, len: len as u64 };
-        match env.dma(job, &mut c.channels[slot][..len]) {
-            DmaStatus::Done(ok) => self.stored(token, ok, env),
-            DmaStatus::Pending => return,
+        store_part(comm, slot, op, &mut c.channels[slot], env);
+        self.delivered(comm, slot, env);
+        // Stores still out: the last answer syncs up (`Protocol::dma_done`).
+        if self.comm(comm).and_then(|c| c.ops[slot].as_ref()).is_some_and(Op::over) {
+            self.maybe_sync_up(comm, now, env);
         }
-        self.maybe_sync_up(comm, now, env);
+    }
+}
+
+/// A receiver stores its message into the host buffer in parts of at least this many bytes,
+/// each as soon as the MAC covers it, instead of in one job after the last fragment: for a
+/// 1 MiB message that job was ~50 µs (a memcpy of 1 MiB) of latency after the last byte had
+/// arrived, now it is at most one part. One [`crate::transfer::mac`] batch: parts follow the
+/// MAC's progress.
+const STORE_PART: u32 = 64 << 10;
+
+/// Hands the host-memory driver `op`'s bytes from `op.stored` up to `op.hashed` (everything
+/// the MAC has covered and no job carries yet; the whole rest once the message is
+/// authentic). Bytes may reach the host buffer before the message is verified — as a NIC's
+/// receive DMA does; the broadcast completes (`Protocol::delivered`) only once it is
+/// verified and every part is stored, and a message that fails verification completes with
+/// an error, never `Ok`.
+fn store_part(comm: CommHandle, slot: usize, op: &mut Op, channel: &mut [u8], env: &mut impl Env) {
+    let upto = if op.state == State::Storing { op.geo.total } else { op.hashed };
+    let (off, len) = (op.stored, upto.saturating_sub(op.stored));
+    let Some(stage) = channel.get_mut(off as usize..upto as usize).filter(|_| len > 0) else { return };
+    let token = DmaToken { comm, slot: slot as u32, bid: op.bid, off, len };
+    let buf = Resolved { offset: op.buf.offset + u64::from(off), ..op.buf };
+    op.stored = upto;
+    match env.dma(DmaJob { token, dir: DmaDir::Store, buf, len: u64::from(len) }, stage) {
+        DmaStatus::Done(ok) => op.store_failed |= !ok,
+        DmaStatus::Pending => op.stores_out += 1,
     }
 }
 

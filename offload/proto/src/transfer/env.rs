@@ -62,7 +62,8 @@ pub enum Dest<'a> {
 pub enum DmaDir {
     /// Host buffer to the protocol's staging: a root loads its message.
     Load,
-    /// The protocol's staging to the host buffer: a receiver delivers.
+    /// The protocol's staging to the host buffer: a receiver delivers (a part of the message,
+    /// see [`DmaToken::off`]).
     Store,
 }
 
@@ -75,6 +76,12 @@ pub struct DmaToken {
     pub slot: u32,
     /// The broadcast.
     pub bid: u32,
+    /// Where in the message the job's bytes start: a receiver stores its message in parts, each
+    /// as soon as the MAC has covered it (`collective::bcast`); a load is the whole message
+    /// (0).
+    pub off: u32,
+    /// The job's bytes from `off` (the staging's length).
+    pub len: u32,
 }
 
 /// A host-memory transfer the protocol asks for.

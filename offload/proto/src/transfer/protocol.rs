@@ -10,9 +10,10 @@
 //!
 //! **The broadcast** (Hoefler et al. made reliable and buffer-safe with Yu et al.):
 //! * every rank keeps each broadcast's bytes in one of its communicator's `channels` (engine
-//!   memory), so it can serve repairs after its host has the data back, and delivers to the
-//!   host buffer when complete; the root completes its host's request as soon as the message is
-//!   in its channel;
+//!   memory), so it can serve repairs after its host has the data back; a receiver stores it
+//!   into the host buffer in parts as the message MAC covers them and completes once the
+//!   message is verified and stored; the root completes its host's request as soon as the
+//!   message is in its channel;
 //! * stage 1: after the optional root delay the root multicasts every fragment once (large
 //!   communicators); receivers that have not posted yet keep at most `preposted_slots`
 //!   fragments per communicator, the rest are lost as on a NIC without posted receives;
@@ -306,11 +307,16 @@ impl Protocol {
     pub fn staging(&mut self, t: DmaToken) -> Option<&mut [u8]> {
         let c = self.comms.get_mut(t.comm.0 as usize)?.as_mut()?;
         let op = c.ops.get(t.slot as usize)?.as_ref()?;
-        if op.bid != t.bid || !matches!(op.state, State::Loading | State::Storing) {
+        // A receiver's parts are stored while it still receives: fragments are never rewritten
+        // once held, so a late job reads what the MAC covered. Failed or over: nothing to move.
+        if op.bid != t.bid || !matches!(op.state, State::Loading | State::Receiving | State::Storing) {
             return None;
         }
-        let len = op.geo.total as usize;
-        c.channels.get_mut(t.slot as usize)?.get_mut(..len)
+        let (off, end) = (t.off as usize, t.off as usize + t.len as usize);
+        if end > op.geo.total as usize {
+            return None;
+        }
+        c.channels.get_mut(t.slot as usize)?.get_mut(off..end)
     }
 
     /// Job `t` is over (`ok`: every byte moved). A stale token is ignored.
@@ -325,7 +331,7 @@ impl Protocol {
             .map(|op| op.state);
         match state {
             Some(State::Loading) => self.loaded(t, ok, now, env),
-            Some(State::Storing) => {
+            Some(State::Receiving | State::Storing) => {
                 self.stored(t, ok, env);
                 self.maybe_sync_up(t.comm, now, env);
             }

@@ -58,6 +58,12 @@ pub(crate) struct Op {
     pub(crate) mac: MacState,
     pub(crate) hashed: u32,
     pub(crate) prefix: u32,
+    /// A receiver's message handed to host-memory store jobs so far (bytes from the start;
+    /// never past `hashed`), the jobs not answered yet, and whether any failed: the broadcast
+    /// completes once it is `Storing` and none is out.
+    pub(crate) stored: u32,
+    pub(crate) stores_out: u32,
+    pub(crate) store_failed: bool,
     pub(crate) counters: OpCounters,
     /// Hops of the copy this rank holds (0 = multicast or root).
     pub(crate) hops: u16,

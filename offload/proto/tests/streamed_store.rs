@@ -1,0 +1,175 @@
+//! A receiver stores a large message into its host buffer in parts while it arrives — each part
+//! once the message MAC covers it — and completes only after the message is verified and every
+//! part is stored (the completion follows the bytes it reports). Driven by hand: two protocol
+//! instances, the root's host memory reached at once, the receiver's through DMA jobs that stay
+//! pending until the test answers them, as a DPU's DMA engine does.
+use ringcast_abi::StatusKind;
+use ringcast_proto::comm::auth::Secret;
+use ringcast_proto::comm::{CommSpec, GroupId, Layout, PeerId};
+use ringcast_proto::config::EngineConfig;
+use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
+use ringcast_proto::schedule::bcast::Algorithm;
+use ringcast_proto::transfer::protocol::{
+    CommHandle, DmaDir, DmaJob, DmaStatus, DmaToken, Env, Outcome, Post, Protocol,
+};
+
+/// A host and the driver of its engine: frames sent are kept for the test to carry; host
+/// memory jobs are carried out at once, or kept pending (`defer`) with their host offsets.
+#[derive(Default)]
+struct Host {
+    mem: Vec<u8>,
+    sent: Vec<(PeerId, Vec<u8>)>,
+    done: Vec<Outcome>,
+    defer: bool,
+    pending: Vec<(DmaToken, u64)>,
+}
+
+impl Env for Host {
+    fn send(&mut self, to: PeerId, frame: &[u8]) {
+        self.sent.push((to, frame.to_vec()));
+    }
+    fn multicast(&mut self, _: &GroupId, _: &[u8]) {}
+    fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
+        let off = job.buf.offset as usize;
+        if self.defer {
+            assert_eq!(job.dir, DmaDir::Store, "a receiver only stores");
+            assert_eq!(job.len, stage.len() as u64);
+            self.pending.push((job.token, job.buf.offset));
+            return DmaStatus::Pending;
+        }
+        let Some(host) = self.mem.get_mut(off..off + stage.len()) else { return DmaStatus::Done(false) };
+        match job.dir {
+            DmaDir::Load => stage.copy_from_slice(host),
+            DmaDir::Store => host.copy_from_slice(stage),
+        }
+        DmaStatus::Done(true)
+    }
+    fn complete(&mut self, _: u64, outcome: Outcome) {
+        self.done.push(outcome);
+    }
+}
+
+fn pair(len: u32) -> [(Protocol, Host); 2] {
+    let config = EngineConfig::default();
+    let members: std::sync::Arc<[PeerId]> = (0..2).map(PeerId).collect();
+    [0u32, 1].map(|rank| {
+        let mut p = Protocol::new(&config, crc32c::crc32c);
+        p.force_algorithm(Some(Algorithm::Linear));
+        p.create_comm(CommSpec {
+            cookie: 0x51,
+            group: [5; 14],
+            members: members.clone(),
+            my_rank: rank,
+            seed: 9,
+            layout: Layout::FLAT,
+            key: Secret([0x51; 32]),
+        })
+        .unwrap();
+        let mem = if rank == 0 {
+            (0..len).map(|i| (i * 7 + i / 4096) as u8).collect()
+        } else {
+            vec![0; len as usize]
+        };
+        (p, Host { mem, defer: rank == 1, ..Host::default() })
+    })
+}
+
+/// Posts at both ranks, lets the root have the receiver's READY (a 1 MiB broadcast on two ranks
+/// is a rendezvous) and returns the fragments the root then sent, in order.
+fn start(engines: &mut [(Protocol, Host); 2], len: u32) -> Vec<Vec<u8>> {
+    let buf = Resolved { segment: SegmentHandle(1), offset: 0 };
+    let comm = CommHandle(0);
+    for (p, host) in engines.iter_mut() {
+        p.post_bcast(Post { comm, root: 0, buf, len, token: 1 }, 0, host).unwrap();
+    }
+    let readies: Vec<_> = engines[1].1.sent.drain(..).collect();
+    assert!(!readies.is_empty(), "the receiver announced itself");
+    let (root, root_host) = &mut engines[0];
+    for (to, f) in readies {
+        assert_eq!(to, PeerId(0));
+        root.on_frame(PeerId(1), &f, 1_000, root_host);
+    }
+    let frames: Vec<Vec<u8>> =
+        root_host.sent.drain(..).map(|(to, f)| (to == PeerId(1)).then_some(f)).flatten().collect();
+    assert!(frames.len() > 100, "the root sent its fragments: {}", frames.len());
+    frames
+}
+
+/// Answers the receiver's pending store jobs: the bytes go to the host buffer at each job's
+/// offset, then the protocol hears the job is done.
+fn answer(p: &mut Protocol, host: &mut Host, now: u64) -> usize {
+    let jobs: Vec<_> = host.pending.drain(..).collect();
+    for &(token, off) in &jobs {
+        let bytes = p.staging(token).expect("a pending part is still staged").to_vec();
+        host.mem[off as usize..off as usize + bytes.len()].copy_from_slice(&bytes);
+        p.dma_done(token, true, now, host);
+    }
+    jobs.len()
+}
+
+#[test]
+fn a_large_message_is_stored_in_parts_while_it_arrives_and_completes_after_the_last() {
+    let len = 1 << 20;
+    let mut engines = pair(len);
+    let frames = start(&mut engines, len);
+    let [(_, root_host), (p1, host1)] = &mut engines;
+    let want = root_host.mem.clone();
+    let mut parts = Vec::new();
+    let (last, rest) = frames.split_last().unwrap();
+    for (k, f) in rest.iter().enumerate() {
+        p1.on_frame(PeerId(0), f, 2_000 + k as u64, host1);
+        parts.extend(host1.pending.iter().map(|&(t, off)| (off, t.len)));
+        answer(p1, host1, 2_000 + k as u64);
+    }
+    assert!(host1.done.is_empty(), "nothing completes before the last fragment");
+    assert!(parts.len() >= 14, "parts stored while the message arrived: {}", parts.len());
+    let before_last: u64 = parts.iter().map(|&(_, l)| u64::from(l)).sum();
+    assert!(
+        before_last >= u64::from(len) * 7 / 8,
+        "{before_last} of {len} bytes stored before the last fragment"
+    );
+    assert_eq!(&host1.mem[..before_last as usize], &want[..before_last as usize]);
+
+    // The last fragment: the MAC is checked, the tail is handed to the driver — and the
+    // broadcast does not complete while that part is out.
+    p1.on_frame(PeerId(0), last, 9_000, host1);
+    assert_eq!(host1.pending.len(), 1, "one last part");
+    parts.extend(host1.pending.iter().map(|&(t, off)| (off, t.len)));
+    assert!(host1.done.is_empty(), "no completion before its bytes are stored");
+    assert_eq!(answer(p1, host1, 9_500), 1);
+    let outcome = host1.done.first().expect("completed once the last part was stored");
+    assert_eq!(outcome.status, StatusKind::Ok);
+    assert_eq!(outcome.bytes, u64::from(len));
+    // The parts tile the message: contiguous, in order, no byte twice.
+    let mut at = 0u64;
+    for &(off, l) in &parts {
+        assert_eq!(off, at, "parts {parts:?}");
+        at += u64::from(l);
+    }
+    assert_eq!(at, u64::from(len));
+    assert!(host1.mem == want, "the receiver holds the root's message");
+}
+
+#[test]
+fn a_failed_part_fails_the_broadcast_and_a_late_answer_for_a_gone_one_is_ignored() {
+    let len = 1 << 20;
+    let mut engines = pair(len);
+    let frames = start(&mut engines, len);
+    let [_, (p1, host1)] = &mut engines;
+    for (k, f) in frames.iter().enumerate() {
+        p1.on_frame(PeerId(0), f, 2_000 + k as u64, host1);
+    }
+    let jobs: Vec<_> = host1.pending.drain(..).collect();
+    assert!(jobs.len() >= 2, "{} parts", jobs.len());
+    // The first part cannot be written (its host memory went away); the others can.
+    for (i, &(token, _)) in jobs.iter().enumerate() {
+        assert!(host1.done.is_empty(), "no completion while parts are out");
+        p1.dma_done(token, i != 0, 10_000, host1);
+    }
+    assert_eq!(host1.done.len(), 1, "one completion");
+    assert_eq!(host1.done[0].status, StatusKind::OutOfBounds, "never Ok with a part missing");
+    // An answer for a job of the finished broadcast changes nothing.
+    p1.dma_done(jobs[0].0, true, 11_000, host1);
+    assert_eq!(host1.done.len(), 1);
+    assert!(p1.staging(jobs[1].0).is_none(), "nothing of a failed broadcast is staged any more");
+}
