@@ -317,6 +317,42 @@ fn slow_reader_loses_counted_datagrams() {
     drop(guard);
 }
 
+/// A multicast sent before a unicast is delivered before it, whatever source the member's
+/// round-robin would take next: a NIC's one receive queue keeps that order, and the protocol
+/// relies on it (a have-all overtaking the multicast made a receiver ask for the whole
+/// message again). Here member 2's unicast is sent after it has read member 0's multicasts,
+/// as a ring predecessor's have-all is.
+#[test]
+fn a_multicast_sent_before_a_unicast_is_delivered_first() {
+    let job = unique_job("order");
+    let guard = JobGuard(job.clone());
+    let mut f: Vec<ShmFabric> = (0..3).map(|m| ShmFabric::new(&job, PeerId(m), 3, MTU).unwrap()).collect();
+    for x in &mut f {
+        x.join(&GROUP).unwrap();
+    }
+    for round in 0..4u64 {
+        for i in 0..50 {
+            f[0].multicast(&GROUP, &frame(DATA_MCAST, 0, round * 50 + i));
+        }
+        // Member 2 reads them all, then tells member 1 (a unicast after the multicast).
+        let mut seen = 0;
+        while f[2].poll(64, &mut |_, _| seen += 1) > 0 {}
+        assert_eq!(seen, 50);
+        f[2].send(PeerId(1), &frame(DATA_UNICAST, 2, round));
+        // Member 1 reads in small polls, so each poll starts where the last one stopped.
+        let mut order = Vec::new();
+        while f[1].poll(7, &mut |from, b| order.push(parse(from, b).0)) > 0 {}
+        assert_eq!(order.len(), 51, "round {round}");
+        assert_eq!(
+            order.last(),
+            Some(&DATA_UNICAST),
+            "round {round}: the unicast came before a multicast sent before it: {order:?}"
+        );
+    }
+    drop(f);
+    drop(guard);
+}
+
 #[test]
 fn member_killed_mid_send() {
     let job = unique_job("kill");

@@ -22,9 +22,11 @@ impl Env for TestEnv {
     fn send(&mut self, _: PeerId, _: &[u8]) {}
     fn multicast(&mut self, _: &GroupId, _: &[u8]) {}
     fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
+        let off = job.buf.offset as usize;
+        let Some(host) = self.buf.get_mut(off..off + stage.len()) else { return DmaStatus::Done(false) };
         match job.dir {
-            DmaDir::Load => stage.copy_from_slice(&self.buf[..stage.len()]),
-            DmaDir::Store => self.buf[..stage.len()].copy_from_slice(stage),
+            DmaDir::Load => stage.copy_from_slice(host),
+            DmaDir::Store => host.copy_from_slice(stage),
         }
         DmaStatus::Done(true)
     }

@@ -220,7 +220,7 @@ pub struct ShmFabric {
     /// Outbound rings by destination, opened on first send.
     outbound: Vec<Option<Producer<FrameSlot>>>,
     groups: Vec<Group>,
-    /// Where the next `poll` starts its round-robin over inbound rings then groups.
+    /// The inbound ring the next `poll` tries first (the logs are drained before any ring).
     next_source: usize,
     counters: FabricCounters,
     /// Log datagrams lost by readers of groups since left.
@@ -486,23 +486,46 @@ impl Fabric for ShmFabric {
     }
 
     fn poll(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> usize {
-        let sources = self.inbound.len() + self.groups.len();
+        let (rings, sources) = (self.inbound.len(), self.inbound.len() + self.groups.len());
         if sources == 0 {
             return 0;
         }
+        // The multicast logs first, the point-to-point rings only when no log has a datagram:
+        // a NIC's one receive queue delivers a multicast before a unicast sent after it, and
+        // the protocol relies on that order — a predecessor's have-all (unicast) overtaking the
+        // multicast this member has not read yet made it ask for, and get, the whole message
+        // again (8 nodes, 1 MiB: more fragments by repair than by multicast). A datagram
+        // multicast before a unicast was sent is visible in the log once the unicast is in
+        // the ring (the sender read or wrote it before it pushed), so draining the logs before
+        // each ring datagram keeps that order; only a multicast published between the check
+        // and the pop can still come second. Each log is drained in turn; the rings take turns,
+        // starting where the last poll stopped; a round of both without a delivery ends it.
         let mut delivered = 0;
-        // Round-robin, one datagram per source per round, starting where the last poll
-        // stopped; a full round without a delivery ends it. At most `budget + 1` rounds.
-        let mut idle = 0;
         let mut k = self.next_source % sources;
-        while delivered < budget && idle < sources {
-            if self.poll_source(k, rx) {
-                delivered += 1;
-                idle = 0;
-            } else {
-                idle += 1;
+        while delivered < budget {
+            let mut any = false;
+            for g in rings..sources {
+                while delivered < budget && self.poll_source(g, rx) {
+                    delivered += 1;
+                    any = true;
+                }
             }
-            k = (k + 1) % sources;
+            if any {
+                continue;
+            }
+            // One ring datagram, then the logs again.
+            for _ in 0..rings {
+                let r = k % rings.max(1);
+                k = r + 1;
+                if self.poll_source(r, rx) {
+                    delivered += 1;
+                    any = true;
+                    break;
+                }
+            }
+            if !any {
+                break;
+            }
         }
         self.next_source = k;
         delivered

@@ -835,7 +835,8 @@ fn the_protocol_broadcasts_byte_exact_over_lossy_fake_links() {
             self.fabric.multicast(group, frame);
         }
         fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
-            let Some(host) = self.buf.get_mut(..stage.len()) else { return DmaStatus::Done(false) };
+            let off = job.buf.offset as usize;
+            let Some(host) = self.buf.get_mut(off..off + stage.len()) else { return DmaStatus::Done(false) };
             match job.dir {
                 DmaDir::Load => stage.copy_from_slice(host),
                 DmaDir::Store => host.copy_from_slice(stage),
