@@ -7,10 +7,12 @@
 //! stream's GB/s per core against this machine's memcpy bandwidth measured in the same run.
 //!
 //! Run: `cargo bench -p ringcast-proto --bench engine_stream` (in `make bench`). Prints one
-//! table; `ENGINE_STREAM_ITERS` sets the broadcasts (default 300).
+//! table, a send and a receive row per datagram size: Ethernet's 1472 bytes (kernel UDP, DPDK,
+//! verbs) and the `shm` fabric's 4088 (one ring slot; its default). `ENGINE_STREAM_ITERS` sets
+//! the broadcasts (default 300).
 use ringcast_abi::{Access, SubmissionDescriptor};
 use ringcast_proto::comm::PeerId;
-use ringcast_proto::config::{EngineConfig, LocalRank};
+use ringcast_proto::config::{EngineConfig, LocalRank, ETHERNET_MTU, SHM_MTU};
 use ringcast_proto::engine::{Action, Dma, Engine, JobId};
 use ringcast_proto::intake::regions::SegmentHandle;
 use std::time::{Duration, Instant};
@@ -37,9 +39,10 @@ struct Stream {
 }
 
 impl Stream {
-    fn new() -> Stream {
+    fn new(mtu: u32) -> Stream {
         let engine = |node: u32| {
             let config = EngineConfig::default().with(|c| {
+                c.protocol.mtu = mtu;
                 c.topology.job = "stream".into();
                 (c.topology.nodes, c.topology.node, c.topology.ppn) = (2, node, 1);
             });
@@ -177,7 +180,58 @@ fn main() {
     let default_iters = if measured { 300 } else { 3 };
     let iters: u64 =
         std::env::var("ENGINE_STREAM_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(default_iters);
-    let mut s = Stream::new();
+    let runs: Vec<(u32, Stream)> =
+        [ETHERNET_MTU, SHM_MTU].map(|mtu| (mtu, stream(mtu, iters, measured))).into();
+    if !measured {
+        println!("engine_stream: {iters} broadcasts of 1 MiB delivered byte-exact at each MTU (smoke run; `cargo bench` measures)");
+        return;
+    }
+    let cache = memcpy_gbps(16, 2000);
+    let dram = memcpy_gbps(64, 1000);
+    println!("# engine_stream: {iters} broadcasts of 1 MiB per datagram size, 2 engines on one thread");
+    println!("# memcpy of 1 MiB messages on this machine: {cache:.1} GB/s into 16 rotating buffers (the channels), {dram:.1} GB/s into 64");
+    println!(
+        "{:<10}{:>6}{:>8}{:>16}{:>16}{:>14}{:>14}{:>18}",
+        "# side",
+        "MTU",
+        "frags",
+        "engine ns/frag",
+        "DMA ns/frag",
+        "engine GB/s",
+        "+DMA GB/s",
+        "of memcpy (16)"
+    );
+    for (mtu, s) in &runs {
+        let frags = s.frames[ROOT] as f64;
+        let bytes = (iters as usize * MESSAGE) as f64;
+        let gbps = |d: Duration| bytes / d.as_secs_f64() / 1e9;
+        let per_frag = |d: Duration| d.as_nanos() as f64 / frags;
+        for (name, e) in [("send", ROOT), ("receive", RECV)] {
+            let all = s.engine_ns[e] + s.dma_ns[e];
+            println!(
+                "{:<10}{:>6}{:>8.0}{:>16.0}{:>16.0}{:>14.2}{:>14.2}{:>17.0}%",
+                name,
+                mtu,
+                frags / iters as f64,
+                per_frag(s.engine_ns[e]),
+                per_frag(s.dma_ns[e]),
+                gbps(s.engine_ns[e]),
+                gbps(all),
+                100.0 * gbps(all) / cache
+            );
+        }
+        println!(
+            "# MTU {mtu}: sync frames from the receiver: {} ({:.2} per broadcast)",
+            s.frames[RECV],
+            s.frames[RECV] as f64 / iters as f64
+        );
+    }
+}
+
+/// Streams `iters` 1 MiB broadcasts at datagram size `mtu` after a warm-up, checked: every
+/// broadcast completes on both sides and the receiver holds the root's bytes.
+fn stream(mtu: u32, iters: u64, measured: bool) -> Stream {
+    let mut s = Stream::new(mtu);
     let mut keys = Vec::new();
     for e in 0..2 {
         let h = s.engines[e].attach_host(LocalRank::Auto, 0).expect("attach");
@@ -230,40 +284,5 @@ fn main() {
     run(&mut s, iters);
     assert_eq!(s.completions, [iters, iters], "every broadcast completed on both sides");
     assert!(s.mem[RECV] == s.mem[ROOT], "the receiver holds the root's bytes");
-    if !measured {
-        println!("engine_stream: {iters} broadcasts of 1 MiB delivered byte-exact (smoke run; `cargo bench` measures)");
-        return;
-    }
-    let frags = s.frames[ROOT] as f64;
-    let bytes = (iters as usize * MESSAGE) as f64;
-    let gbps = |d: Duration| bytes / d.as_secs_f64() / 1e9;
-    let per_frag = |d: Duration| d.as_nanos() as f64 / frags;
-    let cache = memcpy_gbps(16, 2000);
-    let dram = memcpy_gbps(64, 1000);
-    println!(
-        "# engine_stream: {iters} broadcasts of 1 MiB, 2 engines on one thread, {} fragments each",
-        frags / iters as f64
-    );
-    println!("# memcpy of 1 MiB messages on this machine: {cache:.1} GB/s into 16 rotating buffers (the channels), {dram:.1} GB/s into 64");
-    println!(
-        "{:<10}{:>16}{:>16}{:>14}{:>14}{:>18}",
-        "# side", "engine ns/frag", "DMA ns/frag", "engine GB/s", "+DMA GB/s", "of memcpy (16)"
-    );
-    for (name, e) in [("send", ROOT), ("receive", RECV)] {
-        let all = s.engine_ns[e] + s.dma_ns[e];
-        println!(
-            "{:<10}{:>16.0}{:>16.0}{:>14.2}{:>14.2}{:>17.0}%",
-            name,
-            per_frag(s.engine_ns[e]),
-            per_frag(s.dma_ns[e]),
-            gbps(s.engine_ns[e]),
-            gbps(all),
-            100.0 * gbps(all) / cache
-        );
-    }
-    println!(
-        "# sync frames from the receiver: {} ({:.2} per broadcast)",
-        s.frames[RECV],
-        s.frames[RECV] as f64 / iters as f64
-    );
+    s
 }

@@ -90,7 +90,7 @@ fn start(engines: &mut [(Protocol, Host); 2], len: u32) -> Vec<Vec<u8>> {
         root.on_frame(PeerId(1), &f, 1_000, root_host);
     }
     let frames: Vec<Vec<u8>> =
-        root_host.sent.drain(..).map(|(to, f)| (to == PeerId(1)).then_some(f)).flatten().collect();
+        root_host.sent.drain(..).filter_map(|(to, f)| (to == PeerId(1)).then_some(f)).collect();
     assert!(frames.len() > 100, "the root sent its fragments: {}", frames.len());
     frames
 }
