@@ -169,6 +169,15 @@ fn init(args: &[String]) -> Result<(Vec<CString>, Option<PathBuf>), DpdkError> {
 impl Drop for Eal {
     fn drop(&mut self) {
         let mut st = state();
+        // Let the EAL's interrupt thread finish what it started before the memory goes: a
+        // driver's control callback may still run there for a port already closed (memif's
+        // control channel, on the peer's hang-up, defers its own unregistration), and
+        // `rte_eal_cleanup` unmaps the memory it works on under it — an engine then died of
+        // SIGSEGV at exit in ~1 of 25 memif runs (hw-tests/tests/memif_bcast.rs; core: memif's
+        // handler on `eal-intr-thread` while the main thread was in `rte_mem_unmap`). Closed
+        // ports have no descriptor left in the interrupt thread's epoll set, so nothing new can
+        // start; 20 ms covers one that already had. Once per process.
+        std::thread::sleep(std::time::Duration::from_millis(20));
         // SAFETY: this was the last handle: every port (closed) and pool (freed) held one, so no
         // DPDK object of this process is in use; the EAL was initialised and is cleaned up once.
         let r = unsafe { dpdk_sys::rte_eal_cleanup() };
