@@ -18,6 +18,7 @@
 // `ringcast-verbs` (offload/dpdk, offload/verbs).
 #![forbid(unsafe_code)]
 pub mod config;
+pub mod crc;
 pub mod ctl;
 pub mod entropy;
 pub mod fabric;

@@ -166,7 +166,7 @@ impl EngineLoop {
         })?;
         let max_hosts = config.limits.max_hosts as usize;
         let networked = config.topology.fabric != crate::config::FabricKind::None;
-        let engine = Engine::new(&config.engine(), crc32c::crc32c, networked)
+        let engine = Engine::new(&config.engine(), crate::crc::crc32c, networked)
             .map_err(|s| std::io::Error::other(format!("world communicator refused: {s:?}")))?;
         let net = Net::new(&config, engine.world_group())?;
         Ok(EngineLoop {
