@@ -7,7 +7,7 @@
 //! returned view panics and every length inside is consistent. Every reject has a reason
 //! ([`DropReason`]) so bring-up on hardware can count *why* frames die. The CRC function is a
 //! parameter, so this crate stays `no_std` and a DPU build can hand in its CRC engine; the
-//! engine passes the hardware-accelerated `crc32c` crate.
+//! engine passes `crc-fast`'s (offload/engine/src/crc.rs), the simulator and tests the `crc32c` crate.
 //!
 //! **Integrity and authenticity.** The CRC32C covers header, body and tag: it detects noise,
 //! and [`Frame::parse`] checks it. The tag is keyed — SipHash-2-4 under the communicator's
