@@ -168,6 +168,7 @@ fn init(args: &[String]) -> Result<(Vec<CString>, Option<PathBuf>), DpdkError> {
 
 impl Drop for Eal {
     fn drop(&mut self) {
+        // Held across the wait below too: nobody starts an EAL while this one is ending.
         let mut st = state();
         // Let the EAL's interrupt thread finish what it started before the memory goes: a
         // driver's control callback may still run there for a port already closed (memif's

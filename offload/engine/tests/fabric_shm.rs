@@ -353,6 +353,46 @@ fn a_multicast_sent_before_a_unicast_is_delivered_first() {
     drop(guard);
 }
 
+/// The order above does not starve anyone: a ring datagram waits only for the multicasts
+/// visible when it was seen, not for logs that keep filling, and a busy group's log does not
+/// keep another group's waiting. The reader polls 8 datagrams at a time while 30 new multicasts
+/// arrive on one group between its polls.
+#[test]
+fn busy_logs_starve_neither_the_rings_nor_other_logs() {
+    const OTHER: GroupId = *b"ringcast-test2";
+    let job = unique_job("fair");
+    let guard = JobGuard(job.clone());
+    let mut f: Vec<ShmFabric> = (0..3).map(|m| ShmFabric::new(&job, PeerId(m), 3, MTU).unwrap()).collect();
+    for x in &mut f {
+        x.join(&GROUP).unwrap();
+        x.join(&OTHER).unwrap();
+    }
+    for i in 0..3 {
+        f[2].multicast(&OTHER, &frame(DATA_MCAST, 2, i));
+    }
+    f[2].send(PeerId(1), &frame(DATA_UNICAST, 2, 0));
+    let (mut unicast_at, mut other) = (None, 0);
+    for step in 0..20u64 {
+        for i in 0..30 {
+            f[0].multicast(&GROUP, &frame(DATA_MCAST, 0, step * 30 + i));
+        }
+        f[1].poll(8, &mut |from, b| {
+            let (kind, _) = parse(from, b);
+            if kind == DATA_UNICAST {
+                unicast_at.get_or_insert(step);
+            } else if from == PeerId(2) {
+                other += 1;
+            }
+        });
+    }
+    assert_eq!(other, 3, "the quiet group's multicasts were delivered");
+    // 33 multicasts were visible when the unicast was seen: 5 polls of 8, then the unicast.
+    let at = unicast_at.expect("the unicast was delivered while the log kept filling");
+    assert!(at <= 5, "the unicast waited {at} polls");
+    drop(f);
+    drop(guard);
+}
+
 #[test]
 fn member_killed_mid_send() {
     let job = unique_job("kill");

@@ -173,3 +173,41 @@ fn a_failed_part_fails_the_broadcast_and_a_late_answer_for_a_gone_one_is_ignored
     assert_eq!(host1.done.len(), 1);
     assert!(p1.staging(jobs[1].0).is_none(), "nothing of a failed broadcast is staged any more");
 }
+
+#[test]
+fn parts_of_a_destroyed_communicators_broadcast_move_nothing_and_touch_its_successor_not() {
+    let len = 1 << 20;
+    let mut engines = pair(len);
+    let frames = start(&mut engines, len);
+    let [_, (p1, host1)] = &mut engines;
+    for (k, f) in frames[..frames.len() / 2].iter().enumerate() {
+        p1.on_frame(PeerId(0), f, 2_000 + k as u64, host1);
+    }
+    let old: Vec<_> = host1.pending.drain(..).collect();
+    assert!(old.len() >= 4, "parts out: {}", old.len());
+    // The communicator goes while its parts are out: the broadcast fails, once.
+    assert!(p1.destroy_comm(CommHandle(0), host1));
+    assert_eq!(host1.done.len(), 1);
+    assert_eq!(host1.done[0].status, StatusKind::CommunicatorBroken);
+    // A new communicator takes the same handle and starts a broadcast of the same size: its
+    // id, channel and range are those of the old parts.
+    let members: std::sync::Arc<[PeerId]> = (0..2).map(PeerId).collect();
+    let spec = CommSpec {
+        cookie: 0x52,
+        group: [6; 14],
+        members,
+        my_rank: 1,
+        seed: 9,
+        layout: Layout::FLAT,
+        key: Secret([0x52; 32]),
+    };
+    assert_eq!(p1.create_comm(spec).unwrap(), CommHandle(0), "the handle is reused");
+    let buf = Resolved { segment: SegmentHandle(1), offset: 0 };
+    p1.post_bcast(Post { comm: CommHandle(0), root: 0, buf, len, token: 2 }, 50_000, host1).unwrap();
+    host1.sent.clear();
+    for &(token, _) in &old {
+        assert!(p1.staging(token).is_none(), "an old part has no bytes to move any more");
+        p1.dma_done(token, true, 60_000, host1);
+    }
+    assert_eq!(host1.done.len(), 1, "the late answers completed nothing of the new broadcast");
+}

@@ -209,7 +209,7 @@ impl Scenario {
         let mut config = EngineConfig::default();
         let p = &mut config.protocol;
         p.channels = [1, 2, 4, 16, 16][r.below(5) as usize];
-        p.mtu = [256, 1472, 1472, 9000][r.below(4) as usize];
+        p.mtu = [256, 1472, 4088, 9000][r.below(4) as usize];
         p.preposted_slots = [0, 5, 5, 64][r.below(4) as usize];
         p.small_comm = [20, 20, 4, 1000][r.below(4) as usize];
         p.selective_repair_bytes = [65536, 65536, 1024, u32::MAX][r.below(4) as usize];

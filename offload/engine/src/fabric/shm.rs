@@ -206,6 +206,9 @@ struct Group {
     id: GroupId,
     log: McastLog,
     reader: Option<McastReader>,
+    /// While a ring datagram waits ([`ShmFabric::waiting_ring`]): the log's sequences claimed
+    /// when it was seen, which are read before it.
+    fence: u64,
 }
 
 /// One member's endpoint of the shared-memory fabric (see the module documentation).
@@ -220,8 +223,12 @@ pub struct ShmFabric {
     /// Outbound rings by destination, opened on first send.
     outbound: Vec<Option<Producer<FrameSlot>>>,
     groups: Vec<Group>,
-    /// The inbound ring the next `poll` tries first (the logs are drained before any ring).
-    next_source: usize,
+    /// The inbound ring the next `poll` looks at first.
+    next_ring: usize,
+    /// The group the next round over the logs starts with.
+    next_group: usize,
+    /// A ring seen holding a datagram, delivered once the logs are read up to their `fence`.
+    waiting_ring: Option<usize>,
     counters: FabricCounters,
     /// Log datagrams lost by readers of groups since left.
     left_lost: u64,
@@ -290,7 +297,9 @@ impl ShmFabric {
             inbound,
             outbound: (0..members).map(|_| None).collect(),
             groups: Vec::new(),
-            next_source: 0,
+            next_ring: 0,
+            next_group: 0,
+            waiting_ring: None,
             counters: FabricCounters::default(),
             left_lost: 0,
             bells: Some(BellBoard::create_or_open_named(&bells_name(job), members)?),
@@ -334,7 +343,7 @@ impl ShmFabric {
                         format!("log {name} carries {} bytes, mtu is {}", log.max_payload(), self.mtu),
                     ));
                 }
-                self.groups.push(Group { id: *id, log, reader: None });
+                self.groups.push(Group { id: *id, log, reader: None, fence: 0 });
                 self.groups.len() - 1
             }
         };
@@ -380,6 +389,23 @@ impl ShmFabric {
             rx(PeerId(d.from), d.payload);
             true
         }
+    }
+}
+
+impl ShmFabric {
+    /// The first inbound ring from `next_ring` on that holds a datagram.
+    fn ring_with_data(&mut self) -> Option<usize> {
+        let rings = self.inbound.len();
+        let next = self.next_ring;
+        (0..rings).map(|k| (next + k) % rings).find(|&r| match self.inbound.get_mut(r) {
+            Some((_, Some(c))) => c.is_empty() == Ok(false),
+            _ => false,
+        })
+    }
+
+    /// Whether group `g`'s reader is still short of the fence a waiting ring datagram set.
+    fn before_fence(&self, g: usize) -> bool {
+        self.groups.get(g).is_some_and(|g| g.reader.as_ref().is_some_and(|r| r.cursor() < g.fence))
     }
 }
 
@@ -486,48 +512,56 @@ impl Fabric for ShmFabric {
     }
 
     fn poll(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> usize {
-        let (rings, sources) = (self.inbound.len(), self.inbound.len() + self.groups.len());
-        if sources == 0 {
-            return 0;
-        }
-        // The multicast logs first, the point-to-point rings only when no log has a datagram:
-        // a NIC's one receive queue delivers a multicast before a unicast sent after it, and
-        // the protocol relies on that order — a predecessor's have-all (unicast) overtaking the
-        // multicast this member has not read yet made it ask for, and get, the whole message
-        // again (8 nodes, 1 MiB: more fragments by repair than by multicast). A datagram
-        // multicast before a unicast was sent is visible in the log once the unicast is in
-        // the ring (the sender read or wrote it before it pushed), so draining the logs before
-        // each ring datagram keeps that order; only a multicast published between the check
-        // and the pop can still come second. Each log is drained in turn; the rings take turns,
-        // starting where the last poll stopped; a round of both without a delivery ends it.
+        // A multicast before a unicast sent after it, as a NIC's one receive queue delivers
+        // them, and the protocol relies on that: a ring predecessor's have-all (unicast)
+        // overtaking the multicast this member had not read yet made it ask for, and get, the
+        // whole message again (8 nodes, 1 MiB: more fragments by repair than by multicast).
+        // So a ring datagram, once seen, waits until every log is read up to what it held at
+        // that moment (its `fence`): whatever was multicast before the unicast was pushed is
+        // there by then (its sender read or wrote it first). Only up to the fence, held across
+        // polls: logs that keep filling cannot starve the rings. Without a waiting ring, the
+        // logs take turns, one datagram each per round.
+        let rings = self.inbound.len();
         let mut delivered = 0;
-        let mut k = self.next_source % sources;
         while delivered < budget {
-            let mut any = false;
-            for g in rings..sources {
-                while delivered < budget && self.poll_source(g, rx) {
-                    delivered += 1;
-                    any = true;
+            if self.waiting_ring.is_none() {
+                self.waiting_ring = self.ring_with_data();
+                if self.waiting_ring.is_some() {
+                    for g in &mut self.groups {
+                        g.fence = g.log.write_seq();
+                    }
                 }
             }
-            if any {
+            if let Some(r) = self.waiting_ring {
+                for g in 0..self.groups.len() {
+                    while delivered < budget && self.before_fence(g) && self.poll_source(rings + g, rx) {
+                        delivered += 1;
+                    }
+                }
+                if delivered == budget {
+                    break; // the fences hold until the next poll
+                }
+                self.waiting_ring = None;
+                self.next_ring = r + 1;
+                if !self.poll_source(r, rx) {
+                    break; // seen but not delivered (refused, or the ring broke): next poll
+                }
+                delivered += 1;
                 continue;
             }
-            // One ring datagram, then the logs again.
-            for _ in 0..rings {
-                let r = k % rings.max(1);
-                k = r + 1;
-                if self.poll_source(r, rx) {
+            let groups = self.groups.len();
+            let mut any = false;
+            for k in 0..groups {
+                if delivered < budget && self.poll_source(rings + (self.next_group + k) % groups, rx) {
                     delivered += 1;
                     any = true;
-                    break;
                 }
             }
+            self.next_group = (self.next_group + 1) % groups.max(1);
             if !any {
                 break;
             }
         }
-        self.next_source = k;
         delivered
     }
 

@@ -133,7 +133,7 @@ impl Protocol {
             }
             op.state = State::Loading;
             c.ops[slot] = Some(op);
-            let token = DmaToken { comm, slot: slot as u32, bid, off: 0, len };
+            let token = DmaToken { comm, generation: c.generation, slot: slot as u32, bid, off: 0, len };
             let job = DmaJob { token, dir: DmaDir::Load, buf, len: u64::from(len) };
             match env.dma(job, &mut c.channels[slot][..len as usize]) {
                 DmaStatus::Done(ok) => self.loaded(token, ok, now, env),
@@ -403,7 +403,7 @@ impl Protocol {
         advance_mac(op, &c.channels[slot], false);
         if op.hashed >= op.stored + STORE_PART && !op.bits.is_complete() {
             // (Complete: `finish` stores the rest in one part.)
-            store_part(comm, slot, op, &mut c.channels[slot], env);
+            store_part((comm, c.generation), slot, op, &mut c.channels[slot], env);
         }
         if hops == 0 {
             op.counters.frags_multicast += 1;
@@ -457,7 +457,7 @@ impl Protocol {
         // The rest of the message after the parts stored while it arrived: the bytes past the
         // MAC's last batch (more only where a gap held the MAC back until the end).
         op.state = State::Storing;
-        store_part(comm, slot, op, &mut c.channels[slot], env);
+        store_part((comm, c.generation), slot, op, &mut c.channels[slot], env);
         self.delivered(comm, slot, env);
         // Stores still out: the last answer syncs up (`Protocol::dma_done`).
         if self.comm(comm).and_then(|c| c.ops[slot].as_ref()).is_some_and(Op::over) {
@@ -479,11 +479,17 @@ const STORE_PART: u32 = 64 << 10;
 /// receive DMA does; the broadcast completes (`Protocol::delivered`) only once it is
 /// verified and every part is stored, and a message that fails verification completes with
 /// an error, never `Ok`.
-fn store_part(comm: CommHandle, slot: usize, op: &mut Op, channel: &mut [u8], env: &mut impl Env) {
+fn store_part(
+    (comm, generation): (CommHandle, u32),
+    slot: usize,
+    op: &mut Op,
+    channel: &mut [u8],
+    env: &mut impl Env,
+) {
     let upto = if op.state == State::Storing { op.geo.total } else { op.hashed };
     let (off, len) = (op.stored, upto.saturating_sub(op.stored));
     let Some(stage) = channel.get_mut(off as usize..upto as usize).filter(|_| len > 0) else { return };
-    let token = DmaToken { comm, slot: slot as u32, bid: op.bid, off, len };
+    let token = DmaToken { comm, generation, slot: slot as u32, bid: op.bid, off, len };
     let buf = Resolved { offset: op.buf.offset + u64::from(off), ..op.buf };
     op.stored = upto;
     match env.dma(DmaJob { token, dir: DmaDir::Store, buf, len: u64::from(len) }, stage) {

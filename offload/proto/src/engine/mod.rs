@@ -406,7 +406,9 @@ impl Engine {
     }
 
     /// The engine memory a job moves bytes into ([`Dma::Load`]) or out of ([`Dma::Store`]);
-    /// `None` for a copy between host buffers or a job let go of.
+    /// `None` for a copy between host buffers or a job let go of. A driver asks when it carries
+    /// the job out, not when it takes it: a job whose broadcast ended meanwhile (failed, or its
+    /// communicator gone while a store part was out) then has `None` and moves nothing.
     pub fn staging(&mut self, job: JobId) -> Option<&mut [u8]> {
         match self.jobs.get_mut(job.0)? {
             Job::Proto(token) => {

@@ -43,6 +43,10 @@ pub trait Env {
     /// once and say how it went ([`DmaStatus::Done`]); one that hands it to a DMA engine says
     /// [`DmaStatus::Pending`] and answers later with [`Protocol::dma_done`](crate::transfer::protocol::Protocol::dma_done), moving the bytes
     /// to or from [`Protocol::staging`](crate::transfer::protocol::Protocol::staging) meanwhile. Never re-enter the protocol from here.
+    ///
+    /// A pending job's bytes are fetched from the staging when the job is carried out, not
+    /// when it is handed over: a broadcast may end (fail, or its communicator go) while one of
+    /// its store parts is out, and from then on its jobs have no staging and move nothing.
     fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus;
     /// The broadcast posted with `token` is over.
     fn complete(&mut self, token: u64, outcome: Outcome);
@@ -72,6 +76,8 @@ pub enum DmaDir {
 pub struct DmaToken {
     /// Communicator.
     pub comm: CommHandle,
+    /// The communicator's generation (a handle is reused once its communicator is gone).
+    pub generation: u32,
     /// Its channel.
     pub slot: u32,
     /// The broadcast.

@@ -79,6 +79,8 @@ pub struct Protocol {
     pub(crate) probe_every: Nanos,
     pub(crate) selective_bytes: u32,
     pub(crate) comms: Vec<Option<Comm>>,
+    /// The next communicator's [`Comm::generation`].
+    pub(crate) next_generation: u32,
     pub(crate) max_comms: usize,
     pub(crate) counters: ProtoCounters,
     pub(crate) scratch: Vec<u8>,
@@ -122,6 +124,7 @@ impl Protocol {
             // Grows to `max_comms` as communicators are created: a simulated rank of one
             // communicator holds one entry, not 64.
             comms: Vec::new(),
+            next_generation: 0,
             max_comms: config.limits.max_comms as usize,
             counters: ProtoCounters::default(),
             scratch: Vec::new(),
@@ -204,7 +207,9 @@ impl Protocol {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|_| StatusKind::BadLength)?;
         let spare_relayed = spare_bits.clone();
+        self.next_generation = self.next_generation.wrapping_add(1);
         self.comms[slot] = Some(Comm {
+            generation: self.next_generation,
             seal: Seal { crc: self.crc, keys: CommKeys::new(&spec.key) },
             spec,
             next_bid: 0,
@@ -305,7 +310,7 @@ impl Protocol {
     /// The protocol memory job `t` moves bytes into ([`DmaDir::Load`]) or out of
     /// ([`DmaDir::Store`]); `None` if the job is stale.
     pub fn staging(&mut self, t: DmaToken) -> Option<&mut [u8]> {
-        let c = self.comms.get_mut(t.comm.0 as usize)?.as_mut()?;
+        let c = self.comms.get_mut(t.comm.0 as usize)?.as_mut().filter(|c| c.generation == t.generation)?;
         let op = c.ops.get(t.slot as usize)?.as_ref()?;
         // A receiver's parts are stored while it still receives: fragments are never rewritten
         // once held, so a late job reads what the MAC covered. Failed or over: nothing to move.
@@ -325,6 +330,7 @@ impl Protocol {
             .comms
             .get(t.comm.0 as usize)
             .and_then(Option::as_ref)
+            .filter(|c| c.generation == t.generation)
             .and_then(|c| c.ops.get(t.slot as usize))
             .and_then(Option::as_ref)
             .filter(|op| op.bid == t.bid)

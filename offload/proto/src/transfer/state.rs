@@ -120,6 +120,10 @@ pub(crate) struct Sync {
 
 #[derive(Debug)]
 pub(crate) struct Comm {
+    /// Which communicator of this protocol's life it is: a host-memory job's token carries it,
+    /// so the answer to a job of a communicator since destroyed is not taken for one of its
+    /// successor in the same table slot (whose broadcast ids restart at 0).
+    pub(crate) generation: u32,
     pub(crate) spec: CommSpec,
     /// How its frames are sealed: the CRC function and the tag and MAC keys derived from
     /// `spec.key`.
