@@ -206,8 +206,8 @@ struct Group {
     id: GroupId,
     log: McastLog,
     reader: Option<McastReader>,
-    /// While a ring datagram waits ([`ShmFabric::waiting_ring`]): the log's sequences claimed
-    /// when it was seen, which are read before it.
+    /// While a ring datagram is held ([`ShmFabric::held`]): the log's sequences claimed when it
+    /// was taken, which are read before it is delivered.
     fence: u64,
 }
 
@@ -223,19 +223,20 @@ pub struct ShmFabric {
     /// Outbound rings by destination, opened on first send.
     outbound: Vec<Option<Producer<FrameSlot>>>,
     groups: Vec<Group>,
-    /// The inbound ring the next `poll` looks at first.
+    /// The inbound ring the next `poll` takes from first.
     next_ring: usize,
     /// The group the next round over the logs starts with.
     next_group: usize,
-    /// A ring seen holding a datagram, delivered once the logs are read up to their `fence`.
-    waiting_ring: Option<usize>,
+    /// A ring datagram taken into `rx_buf` (sender, length), delivered once every log is read
+    /// up to its `fence`.
+    held: Option<(PeerId, usize)>,
     counters: FabricCounters,
     /// Log datagrams lost by readers of groups since left.
     left_lost: u64,
     /// Every member's doorbell: rung after a frame is published for a member that sleeps
     /// (`None` only while dropping).
     bells: Option<BellBoard>,
-    /// A point-to-point frame, copied out of its ring slot, while it is handled.
+    /// A point-to-point frame, copied out of its ring slot, while it is held and handled.
     rx_buf: Vec<u8>,
 }
 
@@ -299,7 +300,7 @@ impl ShmFabric {
             groups: Vec::new(),
             next_ring: 0,
             next_group: 0,
-            waiting_ring: None,
+            held: None,
             counters: FabricCounters::default(),
             left_lost: 0,
             bells: Some(BellBoard::create_or_open_named(&bells_name(job), members)?),
@@ -350,62 +351,56 @@ impl ShmFabric {
         Ok(&mut self.groups[i])
     }
 
-    /// Takes one datagram from source `k` (inbound rings first, then groups) into `rx`;
-    /// whether one was delivered.
-    fn poll_source(&mut self, k: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> bool {
-        let members = self.members;
-        let mtu = self.mtu;
-        if let Some((from, ring)) = self.inbound.get_mut(k) {
-            let Some(consumer) = ring else { return false };
+    /// Takes the next datagram of the inbound rings, from `next_ring` on, into `rx_buf`, and
+    /// sets every log's fence to what was claimed in it by then: whatever was multicast before
+    /// that datagram was pushed (its sender read or wrote it first) is below the fence.
+    fn take_from_rings(&mut self) -> Option<(PeerId, usize)> {
+        let (rings, mtu) = (self.inbound.len(), self.mtu);
+        for k in 0..rings {
+            let r = (self.next_ring + k) % rings;
+            let Some((from, Some(consumer))) = self.inbound.get_mut(r) else { continue };
+            let from = *from;
             // Only the frame's bytes are copied out of the slot (`pop_frame`), into our own
-            // buffer, where `rx` handles it.
+            // buffer, where it is held and then handled.
             match pop_frame(consumer, &mut self.rx_buf) {
-                Ok(None) => false,
+                Ok(None) => continue,
                 Ok(Some((sender, Some(len)))) if sender == from.0 && len <= mtu => {
                     self.counters.received += 1;
-                    rx(*from, &self.rx_buf[..len]);
-                    true
+                    self.next_ring = r + 1;
+                    for g in &mut self.groups {
+                        g.fence = g.log.write_seq();
+                    }
+                    return Some((from, len));
                 }
-                Ok(Some(_)) => {
-                    self.counters.refused += 1;
-                    false
-                }
+                Ok(Some(_)) => self.counters.refused += 1,
                 Err(_) => {
                     // Impossible indices: the sender is broken; stop reading this ring.
                     self.counters.refused += 1;
-                    *ring = None;
-                    false
+                    self.inbound[r].1 = None;
                 }
             }
-        } else {
-            let Some(group) = self.groups.get_mut(k - self.inbound.len()) else { return false };
-            let Some(reader) = group.reader.as_mut() else { return false };
-            let Some(d) = reader.recv() else { return false };
-            if d.from >= members || d.payload.len() > mtu {
-                self.counters.refused += 1;
-                return false;
-            }
-            self.counters.received += 1;
-            rx(PeerId(d.from), d.payload);
-            true
         }
-    }
-}
-
-impl ShmFabric {
-    /// The first inbound ring from `next_ring` on that holds a datagram.
-    fn ring_with_data(&mut self) -> Option<usize> {
-        let rings = self.inbound.len();
-        let next = self.next_ring;
-        (0..rings).map(|k| (next + k) % rings).find(|&r| match self.inbound.get_mut(r) {
-            Some((_, Some(c))) => c.is_empty() == Ok(false),
-            _ => false,
-        })
+        None
     }
 
-    /// Whether group `g`'s reader is still short of the fence a waiting ring datagram set.
-    fn before_fence(&self, g: usize) -> bool {
-        self.groups.get(g).is_some_and(|g| g.reader.as_ref().is_some_and(|r| r.cursor() < g.fence))
+    /// Delivers one datagram of group `g`'s log (`below_fence`: only one claimed before the
+    /// held ring datagram was taken); whether one was delivered.
+    fn take_from_log(&mut self, g: usize, below_fence: bool, rx: &mut dyn FnMut(PeerId, &[u8])) -> bool {
+        let (members, mtu) = (self.members, self.mtu);
+        let Some(group) = self.groups.get_mut(g) else { return false };
+        let fence = group.fence;
+        let Some(reader) = group.reader.as_mut() else { return false };
+        if below_fence && reader.cursor() >= fence {
+            return false;
+        }
+        let Some(d) = reader.recv() else { return false };
+        if d.from >= members || d.payload.len() > mtu {
+            self.counters.refused += 1;
+            return false;
+        }
+        self.counters.received += 1;
+        rx(PeerId(d.from), d.payload);
+        true
     }
 }
 
@@ -516,51 +511,41 @@ impl Fabric for ShmFabric {
         // them, and the protocol relies on that: a ring predecessor's have-all (unicast)
         // overtaking the multicast this member had not read yet made it ask for, and get, the
         // whole message again (8 nodes, 1 MiB: more fragments by repair than by multicast).
-        // So a ring datagram, once seen, waits until every log is read up to what it held at
-        // that moment (its `fence`): whatever was multicast before the unicast was pushed is
-        // there by then (its sender read or wrote it first). Only up to the fence, held across
-        // polls: logs that keep filling cannot starve the rings. Without a waiting ring, the
-        // logs take turns, one datagram each per round.
-        let rings = self.inbound.len();
+        // So a datagram taken from a ring is held until every log is read up to what had been
+        // claimed in it by then (its fence). Only up to the fence, held across polls: logs that
+        // keep filling cannot starve the rings. With no ring datagram, the logs take turns,
+        // one datagram each per round.
+        let groups = self.groups.len();
         let mut delivered = 0;
         while delivered < budget {
-            if self.waiting_ring.is_none() {
-                self.waiting_ring = self.ring_with_data();
-                if self.waiting_ring.is_some() {
-                    for g in &mut self.groups {
-                        g.fence = g.log.write_seq();
-                    }
-                }
+            if self.held.is_none() {
+                self.held = self.take_from_rings();
             }
-            if let Some(r) = self.waiting_ring {
-                for g in 0..self.groups.len() {
-                    while delivered < budget && self.before_fence(g) && self.poll_source(rings + g, rx) {
+            let Some((from, len)) = self.held else {
+                let mut any = false;
+                for k in 0..groups {
+                    if delivered < budget && self.take_from_log((self.next_group + k) % groups, false, rx) {
                         delivered += 1;
+                        any = true;
                     }
                 }
-                if delivered == budget {
-                    break; // the fences hold until the next poll
+                self.next_group = (self.next_group + 1) % groups.max(1);
+                if !any {
+                    break;
                 }
-                self.waiting_ring = None;
-                self.next_ring = r + 1;
-                if !self.poll_source(r, rx) {
-                    break; // seen but not delivered (refused, or the ring broke): next poll
-                }
-                delivered += 1;
                 continue;
-            }
-            let groups = self.groups.len();
-            let mut any = false;
-            for k in 0..groups {
-                if delivered < budget && self.poll_source(rings + (self.next_group + k) % groups, rx) {
+            };
+            for g in 0..groups {
+                while delivered < budget && self.take_from_log(g, true, rx) {
                     delivered += 1;
-                    any = true;
                 }
             }
-            self.next_group = (self.next_group + 1) % groups.max(1);
-            if !any {
-                break;
+            if delivered == budget {
+                break; // the fences and the held datagram wait for the next poll
             }
+            self.held = None;
+            rx(from, &self.rx_buf[..len]);
+            delivered += 1;
         }
         delivered
     }
