@@ -10,7 +10,7 @@ use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
 use ringcast_proto::comm::auth::{CommKeys, Secret};
 use ringcast_proto::comm::{CommSpec, GroupId, PeerId};
 use ringcast_proto::config::EngineConfig;
-use ringcast_proto::transfer::protocol::{DmaDir, DmaJob, DmaStatus, Env, Outcome, Post, Protocol};
+use ringcast_proto::transfer::protocol::{DmaJob, DmaStatus, Env, Outcome, Post, Protocol};
 use std::collections::HashSet;
 
 struct NullEnv {
@@ -23,13 +23,7 @@ impl Env for NullEnv {
     fn multicast(&mut self, _: &GroupId, _: &[u8]) {}
     fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
         assert_eq!(job.len, stage.len() as u64, "a job's length is its staging's");
-        let s = job.buf.offset as usize;
-        let Some(host) = self.buf.get_mut(s..s + stage.len()) else { return DmaStatus::Done(false) };
-        match job.dir {
-            DmaDir::Load => stage.copy_from_slice(host),
-            DmaDir::Store => host.copy_from_slice(stage),
-        }
-        DmaStatus::Done(true)
+        job.carry_out(&mut self.buf, stage)
     }
     fn complete(&mut self, token: u64, _: Outcome) {
         assert!(self.done.insert(token), "completion {token} delivered twice");

@@ -8,7 +8,7 @@ use ringcast_proto::comm::auth::{CommKeys, Secret};
 use ringcast_proto::comm::{CommSpec, GroupId, PeerId};
 use ringcast_proto::config::EngineConfig;
 use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
-use ringcast_proto::transfer::protocol::{DmaDir, DmaJob, DmaStatus, Env, Outcome, Post, Protocol};
+use ringcast_proto::transfer::protocol::{DmaJob, DmaStatus, Env, Outcome, Post, Protocol};
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
 use zerocopy::IntoBytes;
 
@@ -22,13 +22,7 @@ impl Env for TestEnv {
     fn send(&mut self, _: PeerId, _: &[u8]) {}
     fn multicast(&mut self, _: &GroupId, _: &[u8]) {}
     fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
-        let off = job.buf.offset as usize;
-        let Some(host) = self.buf.get_mut(off..off + stage.len()) else { return DmaStatus::Done(false) };
-        match job.dir {
-            DmaDir::Load => stage.copy_from_slice(host),
-            DmaDir::Store => host.copy_from_slice(stage),
-        }
-        DmaStatus::Done(true)
+        job.carry_out(&mut self.buf, stage)
     }
     fn complete(&mut self, token: u64, o: Outcome) {
         self.done.push((token, o));

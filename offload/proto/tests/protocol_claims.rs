@@ -100,7 +100,7 @@ fn duplicates_alone_do_not_keep_a_broadcast_alive() {
     use ringcast_proto::comm::{CommSpec, GroupId, PeerId};
     use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
     use ringcast_proto::schedule::bcast::Algorithm;
-    use ringcast_proto::transfer::protocol::{DmaDir, DmaJob, DmaStatus, Env, Outcome, Post, Protocol};
+    use ringcast_proto::transfer::protocol::{DmaJob, DmaStatus, Env, Outcome, Post, Protocol};
 
     #[derive(Default)]
     struct Host {
@@ -114,13 +114,7 @@ fn duplicates_alone_do_not_keep_a_broadcast_alive() {
         }
         fn multicast(&mut self, _: &GroupId, _: &[u8]) {}
         fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
-            let off = job.buf.offset as usize;
-            let Some(host) = self.mem.get_mut(off..off + stage.len()) else { return DmaStatus::Done(false) };
-            match job.dir {
-                DmaDir::Load => stage.copy_from_slice(host),
-                DmaDir::Store => host.copy_from_slice(stage),
-            }
-            DmaStatus::Done(true)
+            job.carry_out(&mut self.mem, stage)
         }
         fn complete(&mut self, _: u64, outcome: Outcome) {
             self.done.push(outcome);

@@ -30,19 +30,13 @@ impl Env for Host {
     }
     fn multicast(&mut self, _: &GroupId, _: &[u8]) {}
     fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
-        let off = job.buf.offset as usize;
         if self.defer {
             assert_eq!(job.dir, DmaDir::Store, "a receiver only stores");
             assert_eq!(job.len, stage.len() as u64);
             self.pending.push((job.token, job.buf.offset));
             return DmaStatus::Pending;
         }
-        let Some(host) = self.mem.get_mut(off..off + stage.len()) else { return DmaStatus::Done(false) };
-        match job.dir {
-            DmaDir::Load => stage.copy_from_slice(host),
-            DmaDir::Store => host.copy_from_slice(stage),
-        }
-        DmaStatus::Done(true)
+        job.carry_out(&mut self.mem, stage)
     }
     fn complete(&mut self, _: u64, outcome: Outcome) {
         self.done.push(outcome);

@@ -8,6 +8,9 @@
 //!   `ringcast-<job>-<from>-<to>`. Each member creates its inbound rings when it is created;
 //!   a sender opens the peer's ring on first send, and if it does not exist yet counts the
 //!   datagram `refused` and drops it (the protocol repairs). A full ring drops (`overrun`).
+//! * Order across the two, as a NIC's one receive queue keeps it: a datagram taken from a
+//!   ring is delivered only after every multicast claimed in the logs when it was taken
+//!   (`poll`); the protocol relies on a unicast not overtaking a multicast sent before it.
 //! * Who removes the names (docs/architecture.md, "Shared-memory segments: names and
 //!   reclaim"): every process that maps a segment holds a shared `flock` on it
 //!   ([`ShmSegment::unlink_if_unused`]). [`Drop`] unmaps, then removes every segment of the job

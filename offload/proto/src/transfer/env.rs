@@ -103,6 +103,22 @@ pub struct DmaJob {
     pub len: u64,
 }
 
+impl DmaJob {
+    /// Carries the job out at once between `stage` and `host`, a host memory of one flat
+    /// buffer in which `buf.offset` is a byte offset (the segment is not looked at): the whole
+    /// driver side of a test, a fuzz target or a one-buffer experiment. `Done(false)` when the
+    /// range is not inside `host`.
+    pub fn carry_out(&self, host: &mut [u8], stage: &mut [u8]) -> DmaStatus {
+        let range = usize::try_from(self.buf.offset).ok().and_then(|o| Some(o..o.checked_add(stage.len())?));
+        let Some(host) = range.and_then(|r| host.get_mut(r)) else { return DmaStatus::Done(false) };
+        match self.dir {
+            DmaDir::Load => stage.copy_from_slice(host),
+            DmaDir::Store => host.copy_from_slice(stage),
+        }
+        DmaStatus::Done(true)
+    }
+}
+
 /// What became of a job handed to [`Env::dma`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DmaStatus {
@@ -183,4 +199,27 @@ pub struct ProtoCounters {
     pub repair_frames: u64,
     /// See `repair_frames`.
     pub repair_bytes: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::intake::regions::SegmentHandle;
+
+    #[test]
+    fn a_job_carried_out_on_one_buffer_moves_its_range_or_fails_whole() {
+        let token = DmaToken { comm: CommHandle(0), generation: 1, slot: 0, bid: 0, off: 0, len: 4 };
+        let job =
+            |dir, offset| DmaJob { token, dir, buf: Resolved { segment: SegmentHandle(1), offset }, len: 4 };
+        let mut host: Vec<u8> = (0..10).collect();
+        let mut stage = [0u8; 4];
+        assert_eq!(job(DmaDir::Load, 3).carry_out(&mut host, &mut stage), DmaStatus::Done(true));
+        assert_eq!(stage, [3, 4, 5, 6]);
+        assert_eq!(job(DmaDir::Store, 6).carry_out(&mut host, &mut stage), DmaStatus::Done(true));
+        assert_eq!(&host[6..], &[3, 4, 5, 6]);
+        for offset in [7, u64::MAX] {
+            assert_eq!(job(DmaDir::Store, offset).carry_out(&mut host, &mut stage), DmaStatus::Done(false));
+        }
+        assert_eq!(&host[6..], &[3, 4, 5, 6], "a failed job moved nothing");
+    }
 }

@@ -820,7 +820,7 @@ fn the_protocol_broadcasts_byte_exact_over_lossy_fake_links() {
     use ringcast_proto::comm::CommSpec;
     use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
     use ringcast_proto::schedule::bcast::Algorithm;
-    use ringcast_proto::transfer::protocol::{DmaDir, DmaJob, DmaStatus, Env, Outcome, Post, Protocol};
+    use ringcast_proto::transfer::protocol::{DmaJob, DmaStatus, Env, Outcome, Post, Protocol};
 
     struct TestEnv<'a> {
         fabric: &'a mut VerbsFabric<FakeNic>,
@@ -835,13 +835,7 @@ fn the_protocol_broadcasts_byte_exact_over_lossy_fake_links() {
             self.fabric.multicast(group, frame);
         }
         fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
-            let off = job.buf.offset as usize;
-            let Some(host) = self.buf.get_mut(off..off + stage.len()) else { return DmaStatus::Done(false) };
-            match job.dir {
-                DmaDir::Load => stage.copy_from_slice(host),
-                DmaDir::Store => host.copy_from_slice(stage),
-            }
-            DmaStatus::Done(true)
+            job.carry_out(self.buf, stage)
         }
         fn complete(&mut self, token: u64, outcome: Outcome) {
             self.done.push((token, outcome));
