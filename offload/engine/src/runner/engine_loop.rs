@@ -13,52 +13,46 @@
 //! 4. publish each host's completions with one ring store, stamped with one clock read.
 //!
 //! The engine publishes each host's completions in submission order. Every `ctl_poll_us` the
-//! loop also accepts connections (at most `max_pending_conns` not attached yet, the oldest
-//! closed for a new one past that), expires those that do not ATTACH within
-//! `attach_timeout_ms`, and serves control requests from one `epoll_wait` over all control
-//! sockets: attach, (de)register, stats, and detach of hosts that hung up or broke the ring
-//! protocol — freeing their slot and memory while every other host keeps being served.
+//! loop also serves its control path (`control.rs`): it accepts connections (at most
+//! `max_pending_conns` not attached yet, the oldest closed for a new one past that), expires
+//! those that do not ATTACH within `attach_timeout_ms`, and serves control requests from one
+//! `epoll_wait` over all control sockets: attach, (de)register, stats, and detach of hosts
+//! that hung up or broke the ring protocol — freeing their slot and memory while every other
+//! host keeps being served.
 //!
 //! The data path makes no system call and no allocation once warm: every buffer is sized at
 //! start (`burst`) or at attach (each host's completions hold at most one ring).
 use super::clock::Clock;
+use super::control::Pending;
 use super::memory::{HostMappings, SegmentTable};
 use super::net::Net;
-use crate::config::{Config, LocalRank};
-use crate::ctl::{self, Received};
-use ringcast_abi::ctl::{CtlKind, CtlMsg, CtlStatus};
-use ringcast_abi::{Access, Completion, RegionKey, Status, StatusKind, SubmissionDescriptor, ABI_VERSION};
+use crate::config::Config;
+use crate::ctl;
+use ringcast_abi::{Completion, RegionKey, Status, StatusKind, SubmissionDescriptor};
 use ringcast_proto::engine::{Action, Dma, Engine, JobId};
 use ringcast_proto::intake::regions::Resolved;
 use ringcast_proto::intake::{Departure, HostId, Nanos};
-use ringcast_ring::attach::{self, EngineRings};
-use rustix::event::{epoll, Timespec};
+use ringcast_ring::attach::EngineRings;
+use rustix::event::epoll;
 use std::collections::VecDeque;
-use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::atomic::AtomicU32;
 
-/// epoll tokens of connections that have not attached yet carry this bit; hosts use their id.
-const PENDING_TAG: u64 = 1 << 32;
-/// Control messages served per host per control poll (a host cannot monopolise the loop).
-const CTL_PER_HOST: usize = 16;
-/// Control-socket events taken per `epoll_wait`.
-const EPOLL_BATCH: usize = 64;
 /// Longest sleep on the doorbells: control requests (attach, register) and a stop request are
 /// noticed within it.
 const PARK_MAX: Nanos = 2_000_000;
 
 /// A COPY the engine asked for, in progress.
 #[derive(Clone, Copy, Debug)]
-struct Copying {
-    job: JobId,
-    host: HostId,
-    keys: [RegionKey; 2],
-    src: Resolved,
-    dst: Resolved,
-    len: u64,
-    done: u64,
-    failed: bool,
+pub(super) struct Copying {
+    pub(super) job: JobId,
+    pub(super) host: HostId,
+    pub(super) keys: [RegionKey; 2],
+    pub(super) src: Resolved,
+    pub(super) dst: Resolved,
+    pub(super) len: u64,
+    pub(super) done: u64,
+    pub(super) failed: bool,
 }
 
 impl Copying {
@@ -80,14 +74,14 @@ impl Copying {
     }
 }
 
-struct HostConn {
-    pid: u32,
-    sock: OwnedFd,
-    rings: EngineRings,
+pub(super) struct HostConn {
+    pub(super) pid: u32,
+    pub(super) sock: OwnedFd,
+    pub(super) rings: EngineRings,
     /// Completions the engine handed out, to publish at the end of the pass (with their start
     /// time parked in `engine_ns`).
-    done: Vec<Completion>,
-    maps: HostMappings,
+    pub(super) done: Vec<Completion>,
+    pub(super) maps: HostMappings,
 }
 
 impl HostConn {
@@ -108,46 +102,38 @@ impl HostConn {
     }
 }
 
-/// A connection that has not sent ATTACH yet.
-struct Pending {
-    sock: OwnedFd,
-    since: Nanos,
-    /// Order of acceptance: when the table is full, the oldest makes room.
-    seq: u64,
-}
-
 /// The engine's polling loop state.
 pub struct EngineLoop {
-    engine: Engine,
+    pub(super) engine: Engine,
     /// The configuration it was started with (the runner, the fabric and the state machine each
     /// read their sections of it).
-    config: Config,
-    clock: Clock,
-    name: String,
-    listener: OwnedFd,
-    epoll: OwnedFd,
-    hosts: Vec<Option<HostConn>>,
+    pub(super) config: Config,
+    pub(super) clock: Clock,
+    pub(super) name: String,
+    pub(super) listener: OwnedFd,
+    pub(super) epoll: OwnedFd,
+    pub(super) hosts: Vec<Option<HostConn>>,
     /// Connections not attached yet (`max_pending_conns` slots; the slot is in the epoll token).
-    pending: Vec<Option<Pending>>,
-    pending_seq: u64,
-    segments: SegmentTable,
-    burst: Vec<SubmissionDescriptor>,
+    pub(super) pending: Vec<Option<Pending>>,
+    pub(super) pending_seq: u64,
+    pub(super) segments: SegmentTable,
+    pub(super) burst: Vec<SubmissionDescriptor>,
     /// COPYs in progress, in the order the engine asked for them.
-    copies: VecDeque<Copying>,
+    pub(super) copies: VecDeque<Copying>,
     /// Copies that ended this pass (answered to the engine after the sweep).
-    ended: Vec<(JobId, bool)>,
-    ctl_interval: Nanos,
-    attach_timeout: Nanos,
-    last_ctl: Nanos,
-    log_level: u8,
-    closer: super::closer::Closer,
-    stray: Vec<OwnedFd>,
+    pub(super) ended: Vec<(JobId, bool)>,
+    pub(super) ctl_interval: Nanos,
+    pub(super) attach_timeout: Nanos,
+    pub(super) last_ctl: Nanos,
+    pub(super) log_level: u8,
+    pub(super) closer: super::closer::Closer,
+    pub(super) stray: Vec<OwnedFd>,
     /// The fabric (`fabric = none`: absent).
-    net: Option<Net>,
+    pub(super) net: Option<Net>,
     /// Doorbell values of the hosts armed for the current sleep (sized `max_hosts` once).
-    armed: Vec<u32>,
+    pub(super) armed: Vec<u32>,
     /// The CPU the loop's thread is pinned to (told to attaching hosts: `ATTACH_OK.e`).
-    cpu: Option<usize>,
+    pub(super) cpu: Option<usize>,
 }
 
 impl EngineLoop {
@@ -221,7 +207,7 @@ impl EngineLoop {
         self.segments.mapped()
     }
 
-    fn log(&self, level: u8, msg: std::fmt::Arguments<'_>) {
+    pub(super) fn log(&self, level: u8, msg: std::fmt::Arguments<'_>) {
         if self.log_level >= level {
             eprintln!("ringcast-engine[{}]: {msg}", self.name);
         }
@@ -289,7 +275,7 @@ impl EngineLoop {
     }
 
     /// Step 3: carries out the engine's actions until it has none. True if there were any.
-    fn carry_out(&mut self, now: Nanos) -> bool {
+    pub(super) fn carry_out(&mut self, now: Nanos) -> bool {
         let EngineLoop { engine, net, hosts, segments, copies, .. } = self;
         let mut work = false;
         while let Some(action) = engine.poll_action() {
@@ -364,387 +350,6 @@ impl EngineLoop {
         }
         self.carry_out(now);
         true
-    }
-
-    /// Handles control traffic; true if anything happened.
-    fn poll_control(&mut self, now: Nanos) -> bool {
-        let mut events = [MaybeUninit::<epoll::Event>::uninit(); EPOLL_BATCH];
-        let mut tokens = [0u64; EPOLL_BATCH];
-        let n = match epoll::wait(&self.epoll, &mut events, Some(&Timespec { tv_sec: 0, tv_nsec: 0 })) {
-            Ok((ready, _)) => {
-                for (t, e) in tokens.iter_mut().zip(ready.iter()) {
-                    *t = e.data.u64();
-                }
-                ready.len()
-            }
-            Err(_) => 0,
-        };
-        // Ready sockets first, then new connections: a flood of connects cannot push out a
-        // connection whose ATTACH is already waiting.
-        for &token in &tokens[..n] {
-            if token & PENDING_TAG != 0 {
-                self.serve_pending((token & !PENDING_TAG) as usize);
-            } else {
-                self.serve_host(HostId(token as u32));
-            }
-        }
-        self.accept_and_expire(now) || n > 0
-    }
-
-    /// Closes every connection that did not ATTACH within `attach_timeout_ms`, then accepts
-    /// the connections waiting in the listen backlog — all of them, up to a table's worth per
-    /// poll (a flood cannot hold the loop). A full table closes its oldest connection for each
-    /// new one, so idle connections never leave a host waiting in the backlog; a new
-    /// connection's ATTACH, which a host sends right after connecting, is served at once.
-    fn accept_and_expire(&mut self, now: Nanos) -> bool {
-        let mut work = false;
-        let mut expired = 0;
-        for p in self.pending.iter_mut() {
-            if p.as_ref().is_some_and(|p| now.saturating_sub(p.since) > self.attach_timeout) {
-                *p = None; // closing the socket removes it from the epoll set
-                expired += 1;
-            }
-        }
-        if expired > 0 {
-            self.log(2, format_args!("closed {expired} connection(s) that did not attach in time"));
-        }
-        let mut evicted = 0;
-        for _ in 0..self.pending.len() {
-            let sock = match ctl::accept(self.listener.as_fd()) {
-                Ok(Some(fd)) => fd,
-                Ok(None) => break,
-                Err(e) if is_out_of_descriptors(&e) => {
-                    // Out of descriptors: the oldest connection not attached yet makes room.
-                    if self.evict_oldest().is_none() {
-                        self.log(2, format_args!("accept failed: {e}"));
-                        break;
-                    }
-                    evicted += 1;
-                    continue;
-                }
-                Err(e) => {
-                    self.log(1, format_args!("accept failed: {e}"));
-                    break;
-                }
-            };
-            work = true;
-            // Only this machine's user (or root) is served.
-            if !ctl::peer_is_trusted(sock.as_fd()) {
-                self.log(1, format_args!("refused a connection from another user"));
-                continue;
-            }
-            let slot = match self.pending.iter().position(Option::is_none) {
-                Some(slot) => slot,
-                None => match self.evict_oldest() {
-                    Some(slot) => {
-                        evicted += 1;
-                        slot
-                    }
-                    None => continue, // unreachable: the table has at least one slot
-                },
-            };
-            let token = epoll::EventData::new_u64(PENDING_TAG | slot as u64);
-            if epoll::add(&self.epoll, &sock, token, epoll::EventFlags::IN).is_ok() {
-                self.pending_seq += 1;
-                self.pending[slot] = Some(Pending { sock, since: now, seq: self.pending_seq });
-                self.serve_pending(slot);
-            }
-        }
-        if evicted > 0 {
-            self.log(
-                2,
-                format_args!(
-                    "closed {evicted} connection(s) not attached yet to make room (max_pending_conns)"
-                ),
-            );
-        }
-        work
-    }
-
-    /// Closes the oldest connection that has not attached; its slot.
-    fn evict_oldest(&mut self) -> Option<usize> {
-        let (_, slot) =
-            self.pending.iter().enumerate().filter_map(|(i, p)| p.as_ref().map(|p| (p.seq, i))).min()?;
-        self.pending[slot] = None;
-        Some(slot)
-    }
-
-    fn serve_pending(&mut self, slot: usize) {
-        let Some(p) = self.pending.get_mut(slot).and_then(Option::take) else {
-            return;
-        };
-        let sock = p.sock;
-        let received = ctl::recv(sock.as_fd(), &mut self.stray);
-        self.closer.dispose_all(&mut self.stray);
-        let msg = match received {
-            Ok(Received::Msg(m, fd)) => {
-                if let Some(fd) = fd {
-                    self.closer.dispose(fd);
-                }
-                m
-            }
-            Ok(Received::Empty) => {
-                self.pending[slot] = Some(Pending { sock, ..p });
-                return;
-            }
-            _ => return, // closed or garbage before attaching: drop the connection
-        };
-        let refuse = |status: CtlStatus, b: u32| {
-            let mut m = CtlMsg::error(&msg, status);
-            m.b = b;
-            let _ = ctl::send_now(sock.as_fd(), &m);
-        };
-        if msg.kind != CtlKind::ATTACH {
-            return refuse(CtlStatus::BAD_REQUEST, 0);
-        }
-        match msg.header_error() {
-            Some(CtlStatus::ABI_MISMATCH) => {
-                self.log(
-                    1,
-                    format_args!("refused attach: host ABI {} != engine ABI {ABI_VERSION}", msg.version),
-                );
-                return refuse(CtlStatus::ABI_MISMATCH, ABI_VERSION);
-            }
-            Some(status) => return refuse(status, 0),
-            None => {}
-        }
-        let cfg = &self.config;
-        let entries = if msg.b == 0 { cfg.limits.ring_entries } else { msg.b };
-        if !entries.is_power_of_two() || entries < 2 || entries > cfg.limits.max_ring_entries {
-            return refuse(CtlStatus::LIMIT, cfg.limits.max_ring_entries);
-        }
-        let now = self.clock.now();
-        let claim = match msg.c {
-            0 => LocalRank::Auto,
-            r => LocalRank::Fixed(u32::try_from(r - 1).unwrap_or(u32::MAX)),
-        };
-        let id = match self.engine.attach_host(claim, now) {
-            Ok(id) => id,
-            Err(status) => return refuse(status, 0),
-        };
-        let fail = |this: &mut Self, status| {
-            this.engine.refuse_host(id, Departure::Clean, now);
-            refuse(status, 0);
-        };
-        let rings = match attach::create(id.0, entries) {
-            Ok(r) => r,
-            Err(e) => {
-                self.log(1, format_args!("attach segment for host {} failed: {e}", id.0));
-                return fail(self, CtlStatus::MAP_FAILED);
-            }
-        };
-        if epoll::modify(&self.epoll, &sock, epoll::EventData::new_u64(id.0 as u64), epoll::EventFlags::IN)
-            .is_err()
-        {
-            return fail(self, CtlStatus::MAP_FAILED);
-        }
-        let pid = ctl::peer_pid(sock.as_fd()).unwrap_or(msg.a);
-        let mut ok = CtlMsg::reply(&msg, CtlKind::ATTACH_OK);
-        ok.a = id.0;
-        ok.b = std::process::id();
-        ok.c = rings.segment.len() as u64;
-        let local = self.engine.core().local_rank(id);
-        ok.d = local.map_or(0, |l| u64::from(l) + 1);
-        ok.e = self.cpu.map_or(0, |c| c as u64 + 1);
-        if ctl::send(sock.as_fd(), &ok, Some(rings.segment.fd())).is_err() {
-            self.engine.refuse_host(id, Departure::Lost, now);
-            return;
-        }
-        self.engine.host_arrived(id);
-        self.log(
-            2,
-            format_args!("host {} (pid {pid}) attached as local rank {local:?}, rings of {entries}", id.0),
-        );
-        let done = Vec::with_capacity(entries as usize);
-        self.hosts[id.0 as usize] = Some(HostConn { pid, sock, rings, done, maps: HostMappings::default() });
-    }
-
-    fn serve_host(&mut self, id: HostId) {
-        for _ in 0..CTL_PER_HOST {
-            let Some(conn) = self.hosts.get(id.0 as usize).and_then(Option::as_ref) else {
-                return;
-            };
-            let received = ctl::recv(conn.sock.as_fd(), &mut self.stray);
-            self.closer.dispose_all(&mut self.stray);
-            let (msg, fd) = match received {
-                Ok(Received::Msg(m, fd)) => (m, fd),
-                Ok(Received::Empty) => return,
-                Ok(Received::Closed) | Err(_) => return self.detach(id, Departure::Lost),
-                Ok(Received::Malformed) => {
-                    self.log(1, format_args!("host {}: malformed control message", id.0));
-                    self.reply(id, CtlMsg::error(&CtlMsg::new(CtlKind(0)), CtlStatus::BAD_REQUEST));
-                    continue;
-                }
-            };
-            // Only REGISTER carries a descriptor; any other is closed off the loop.
-            let fd = match (msg.kind, fd) {
-                (CtlKind::REGISTER, fd) => fd,
-                (_, Some(fd)) => {
-                    self.closer.dispose(fd);
-                    None
-                }
-                (_, None) => None,
-            };
-            // Another ABI version or a reserved field set: refused whatever the kind.
-            if let Some(status) = msg.header_error() {
-                if let Some(fd) = fd {
-                    self.closer.dispose(fd);
-                }
-                let mut m = CtlMsg::error(&msg, status);
-                if status == CtlStatus::ABI_MISMATCH {
-                    m.b = ABI_VERSION;
-                }
-                self.log(1, format_args!("host {}: refused {:?}: {}", id.0, msg.kind, status.message()));
-                self.reply(id, m);
-                continue;
-            }
-            let reply = match msg.kind {
-                CtlKind::REGISTER => self.register(id, &msg, fd),
-                CtlKind::DEREGISTER => self.deregister(id, &msg),
-                CtlKind::STATS => {
-                    let c = self.engine.counters();
-                    let mut m = CtlMsg::reply(&msg, CtlKind::STATS_OK);
-                    m.a = self.engine.core().hosts_attached_now() as u32;
-                    m.b = c.hosts_lost as u32;
-                    m.c = c.completed_ok;
-                    m.d = c.completed_err;
-                    m.e = c.dropped_in_flight;
-                    m
-                }
-                CtlKind::NET_STATS => match self.net.as_ref().map(|n| n.stats(&self.engine)) {
-                    Some(n) => {
-                        let mut m = CtlMsg::reply(&msg, CtlKind::NET_STATS_OK);
-                        m.a = u32::try_from(n.syncs).unwrap_or(u32::MAX);
-                        m.b = u32::try_from(n.overrun).unwrap_or(u32::MAX);
-                        m.c = n.crc_drops;
-                        m.d = n.other_drops;
-                        m.e = n.repair_frames;
-                        m
-                    }
-                    None => CtlMsg::error(&msg, CtlStatus::BAD_REQUEST),
-                },
-                CtlKind::COMMS => match self.net.as_ref().map(|n| n.comm_stats(&self.engine)) {
-                    Some(s) => {
-                        let mut m = CtlMsg::reply(&msg, CtlKind::COMMS_OK);
-                        m.a = s.alive;
-                        m.b = s.groups;
-                        m.c = s.created;
-                        m.d = s.dropped;
-                        m.e = s.freeing;
-                        m
-                    }
-                    None => CtlMsg::error(&msg, CtlStatus::BAD_REQUEST),
-                },
-                CtlKind::DETACH => return self.detach(id, Departure::Clean),
-                _ => CtlMsg::error(&msg, CtlStatus::BAD_REQUEST),
-            };
-            if reply.kind == CtlKind::ERROR {
-                self.log(
-                    1,
-                    format_args!("host {}: refused {:?}: {}", id.0, msg.kind, reply.status.message()),
-                );
-            }
-            self.reply(id, reply);
-        }
-    }
-
-    fn reply(&mut self, id: HostId, msg: CtlMsg) {
-        let failed = match self.hosts[id.0 as usize].as_ref() {
-            // Never block on a host: one whose socket buffer is full is not reading its replies.
-            Some(conn) => ctl::send_now(conn.sock.as_fd(), &msg).is_err(),
-            None => false,
-        };
-        if failed {
-            self.detach(id, Departure::Lost);
-        }
-    }
-
-    fn register(&mut self, id: HostId, msg: &CtlMsg, fd: Option<OwnedFd>) -> CtlMsg {
-        let err = |s| CtlMsg::error(msg, s);
-        let Some(fd) = fd else {
-            return err(CtlStatus::BAD_REQUEST);
-        };
-        let budget = self.config.limits.max_host_bytes;
-        let EngineLoop { hosts, segments, engine, closer, .. } = self;
-        let Some(conn) = hosts[id.0 as usize].as_mut() else {
-            closer.dispose(fd);
-            return err(CtlStatus::BAD_REQUEST);
-        };
-        // Only a sealed memfd is mapped (see SegmentTable::acquire); anything else goes back
-        // to be closed off the loop.
-        let (handle, seg_len) = match segments.acquire(fd, &mut conn.maps, budget) {
-            Ok(x) => x,
-            Err((status, fd)) => {
-                if let Some(fd) = fd {
-                    closer.dispose(fd);
-                }
-                return err(status);
-            }
-        };
-        match engine.register(id, handle, seg_len, msg.d, msg.e, Access(msg.a)) {
-            Ok(key) => {
-                let mut m = CtlMsg::reply(msg, CtlKind::REGISTER_OK);
-                m.a = key.0;
-                self.log(2, format_args!("host {}: registered {} bytes as key {:#x}", id.0, msg.e, key.0));
-                m
-            }
-            Err(status) => {
-                segments.release(handle, &mut conn.maps);
-                err(status)
-            }
-        }
-    }
-
-    fn deregister(&mut self, id: HostId, msg: &CtlMsg) -> CtlMsg {
-        let EngineLoop { hosts, segments, engine, copies, .. } = self;
-        let Some(conn) = hosts[id.0 as usize].as_mut() else {
-            return CtlMsg::error(msg, CtlStatus::BAD_REQUEST);
-        };
-        let key = RegionKey(msg.a);
-        match engine.deregister(id, key) {
-            Ok(seg) => {
-                // Copies on this region fail rather than keep moving bytes into memory the host
-                // has taken back (another registration may keep it mapped).
-                for c in copies.iter_mut().filter(|c| c.host == id && c.keys.contains(&key)) {
-                    c.failed = true;
-                }
-                segments.release(seg, &mut conn.maps);
-                let mut m = CtlMsg::reply(msg, CtlKind::DEREGISTER_OK);
-                m.a = msg.a;
-                m
-            }
-            Err(status) => CtlMsg::error(msg, status),
-        }
-    }
-
-    fn detach(&mut self, id: HostId, how: Departure) {
-        let Some(mut conn) = self.hosts.get_mut(id.0 as usize).and_then(Option::take) else {
-            return;
-        };
-        // Its operations die with the host: their memory is about to be unmapped. The engine
-        // counted those it finished as completed; they move to the dropped count.
-        let queued = (self.engine.in_flight(id) + conn.done.len()) as u64;
-        for c in conn.done.drain(..) {
-            self.engine.abandon(&c);
-        }
-        self.copies.retain(|c| c.host != id);
-        let unread = conn.rings.sq.len().unwrap_or(0) as u64;
-        let in_flight = unread + queued;
-        let now = self.clock.now();
-        // The collectives must let go of its buffers before they are unmapped.
-        for seg in self.engine.detach_host(id, how, unread, now) {
-            self.segments.release(seg, &mut conn.maps);
-        }
-        self.carry_out(now);
-        let level = if how == Departure::Lost { 1 } else { 2 };
-        let what = if how == Departure::Lost { "went away" } else { "detached" };
-        self.log(
-            level,
-            format_args!(
-                "host {} (pid {}) {what}; {in_flight} descriptors dropped in flight",
-                id.0, conn.pid
-            ),
-        );
     }
 
     /// Runs until `stop` is set, backing off per the idle strategy when there is no work; then
@@ -901,11 +506,4 @@ impl EngineLoop {
             self.log(2, format_args!("{}", net.describe(&self.engine)));
         }
     }
-}
-
-/// Whether `e` says the process (or the system) has no descriptor left for a new connection.
-fn is_out_of_descriptors(e: &std::io::Error) -> bool {
-    let raw = e.raw_os_error();
-    raw == Some(rustix::io::Errno::MFILE.raw_os_error())
-        || raw == Some(rustix::io::Errno::NFILE.raw_os_error())
 }

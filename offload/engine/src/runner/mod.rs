@@ -4,6 +4,7 @@
 //! process, DPU emulation). Both run [`EngineLoop`].
 mod clock;
 mod closer;
+mod control;
 mod daemon;
 mod engine_loop;
 mod idle;
