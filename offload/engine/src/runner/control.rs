@@ -3,7 +3,7 @@
 //! from one `epoll_wait` — attach, (de)register, stats, detach — and the departure of hosts
 //! that hung up or broke the ring protocol, freeing their slot and memory while every other
 //! host keeps being served. The data path is `engine_loop.rs`; this runs every `ctl_poll_us`.
-use super::engine_loop::{EngineLoop, HostConn};
+use super::engine_loop::{EngineLoop, HostConn, Pending};
 use super::memory::HostMappings;
 use crate::config::LocalRank;
 use crate::ctl::{self, Received};
@@ -21,14 +21,6 @@ const PENDING_TAG: u64 = 1 << 32;
 const CTL_PER_HOST: usize = 16;
 /// Control-socket events taken per `epoll_wait`.
 const EPOLL_BATCH: usize = 64;
-
-/// A connection that has not sent ATTACH yet.
-pub(super) struct Pending {
-    pub(super) sock: OwnedFd,
-    pub(super) since: Nanos,
-    /// Order of acceptance: when the table is full, the oldest makes room.
-    pub(super) seq: u64,
-}
 
 impl EngineLoop {
     /// Handles control traffic; true if anything happened.

@@ -23,7 +23,6 @@
 //! The data path makes no system call and no allocation once warm: every buffer is sized at
 //! start (`burst`) or at attach (each host's completions hold at most one ring).
 use super::clock::Clock;
-use super::control::Pending;
 use super::memory::{HostMappings, SegmentTable};
 use super::net::Net;
 use crate::config::Config;
@@ -100,6 +99,14 @@ impl HostConn {
         // A host sleeping on its completion doorbell is woken (one system call, only then).
         self.rings.cq.wake_consumer();
     }
+}
+
+/// A connection that has not sent ATTACH yet.
+pub(super) struct Pending {
+    pub(super) sock: OwnedFd,
+    pub(super) since: Nanos,
+    /// Order of acceptance: when the table is full, the oldest makes room.
+    pub(super) seq: u64,
 }
 
 /// The engine's polling loop state.
