@@ -6,7 +6,7 @@
 //! over 768-byte blocks and finishes a datagram's last few hundred bytes one word at a time,
 //! ~300 ns for a 4088-byte `shm` datagram on this machine; `crc-fast` folds with carry-less
 //! multiplies (PCLMULQDQ / VPCLMULQDQ on x86-64, PMULL on aarch64, picked at run time), ~110-140
-//! ns for the same datagram (docs/performance.md, "The CRC").
+//! ns for the same datagram (docs/performance.md, issue 15's fourth step).
 
 use crc_fast::{checksum, CrcAlgorithm};
 

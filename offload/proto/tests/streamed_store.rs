@@ -45,20 +45,10 @@ impl Env for Host {
 
 fn pair(len: u32) -> [(Protocol, Host); 2] {
     let config = EngineConfig::default();
-    let members: std::sync::Arc<[PeerId]> = (0..2).map(PeerId).collect();
     [0u32, 1].map(|rank| {
         let mut p = Protocol::new(&config, crc32c::crc32c);
         p.force_algorithm(Some(Algorithm::Linear));
-        p.create_comm(CommSpec {
-            cookie: 0x51,
-            group: [5; 14],
-            members: members.clone(),
-            my_rank: rank,
-            seed: 9,
-            layout: Layout::FLAT,
-            key: Secret([0x51; 32]),
-        })
-        .unwrap();
+        p.create_comm(spec(rank, 0x51)).unwrap();
         let mem = if rank == 0 {
             (0..len).map(|i| (i * 7 + i / 4096) as u8).collect()
         } else {
@@ -66,6 +56,26 @@ fn pair(len: u32) -> [(Protocol, Host); 2] {
         };
         (p, Host { mem, defer: rank == 1, ..Host::default() })
     })
+}
+
+/// Rank `rank`'s view of a 2-rank communicator `cookie` (its group and key follow the cookie).
+fn spec(rank: u32, cookie: u8) -> CommSpec {
+    CommSpec {
+        cookie: u64::from(cookie),
+        group: [cookie; 14],
+        members: (0..2).map(PeerId).collect(),
+        my_rank: rank,
+        seed: 9,
+        layout: Layout::FLAT,
+        key: Secret([cookie; 32]),
+    }
+}
+
+/// Hands the receiver `frames` from the root, one event each.
+fn feed(p: &mut Protocol, host: &mut Host, frames: &[Vec<u8>]) {
+    for (k, f) in frames.iter().enumerate() {
+        p.on_frame(PeerId(0), f, 2_000 + k as u64, host);
+    }
 }
 
 /// Posts at both ranks, lets the root have the receiver's READY (a 1 MiB broadcast on two ranks
@@ -150,9 +160,7 @@ fn a_failed_part_fails_the_broadcast_and_a_late_answer_for_a_gone_one_is_ignored
     let mut engines = pair(len);
     let frames = start(&mut engines, len);
     let [_, (p1, host1)] = &mut engines;
-    for (k, f) in frames.iter().enumerate() {
-        p1.on_frame(PeerId(0), f, 2_000 + k as u64, host1);
-    }
+    feed(p1, host1, &frames);
     let jobs: Vec<_> = host1.pending.drain(..).collect();
     assert!(jobs.len() >= 2, "{} parts", jobs.len());
     // The first part cannot be written (its host memory went away); the others can.
@@ -174,9 +182,7 @@ fn parts_of_a_destroyed_communicators_broadcast_move_nothing_and_touch_its_succe
     let mut engines = pair(len);
     let frames = start(&mut engines, len);
     let [_, (p1, host1)] = &mut engines;
-    for (k, f) in frames[..frames.len() / 2].iter().enumerate() {
-        p1.on_frame(PeerId(0), f, 2_000 + k as u64, host1);
-    }
+    feed(p1, host1, &frames[..frames.len() / 2]);
     let old: Vec<_> = host1.pending.drain(..).collect();
     assert!(old.len() >= 4, "parts out: {}", old.len());
     // The communicator goes while its parts are out: the broadcast fails, once.
@@ -185,17 +191,7 @@ fn parts_of_a_destroyed_communicators_broadcast_move_nothing_and_touch_its_succe
     assert_eq!(host1.done[0].status, StatusKind::CommunicatorBroken);
     // A new communicator takes the same handle and starts a broadcast of the same size: its
     // id, channel and range are those of the old parts.
-    let members: std::sync::Arc<[PeerId]> = (0..2).map(PeerId).collect();
-    let spec = CommSpec {
-        cookie: 0x52,
-        group: [6; 14],
-        members,
-        my_rank: 1,
-        seed: 9,
-        layout: Layout::FLAT,
-        key: Secret([0x52; 32]),
-    };
-    assert_eq!(p1.create_comm(spec).unwrap(), CommHandle(0), "the handle is reused");
+    assert_eq!(p1.create_comm(spec(1, 0x52)).unwrap(), CommHandle(0), "the handle is reused");
     let buf = Resolved { segment: SegmentHandle(1), offset: 0 };
     p1.post_bcast(Post { comm: CommHandle(0), root: 0, buf, len, token: 2 }, 50_000, host1).unwrap();
     host1.sent.clear();

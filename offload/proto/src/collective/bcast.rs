@@ -468,8 +468,9 @@ impl Protocol {
 
 /// A receiver stores its message into the host buffer in parts of at least this many bytes,
 /// each as soon as the MAC covers it, instead of in one job after the last fragment: for a
-/// 1 MiB message that job was ~50 µs (a memcpy of 1 MiB) of latency after the last byte had
-/// arrived, now it is at most one part. One [`crate::transfer::mac`] batch: parts follow the
+/// 1 MiB message that job was a 1 MiB copy out of a cache-warm channel after the last byte had
+/// arrived (2-node 1 MiB broadcasts 2–3 % faster without it, docs/performance.md), now it is
+/// the tail past the MAC's last batch. One [`crate::transfer::mac`] batch: parts follow the
 /// MAC's progress.
 const STORE_PART: u32 = 64 << 10;
 
