@@ -18,14 +18,15 @@ use ringcast_abi::{
     Access, CommCreateHeader, Completion, RegionKey, RegionRef, StatusKind, SubmissionDescriptor,
     ABI_VERSION, COMM_MAGIC,
 };
-use ringcast_offload::config::LocalRank;
+use ringcast_offload::config::{DmaMode, LocalRank};
+use ringcast_offload::ctl::CtlSock;
 pub use ringcast_offload::runner::net::{CommStats, NetStats};
 use ringcast_offload::runner::{spawn_thread, Driver, Idle, ThreadEngine};
 use ringcast_offload::{ctl, Config};
 use ringcast_proto::comm::ident::CommIdentity;
 use ringcast_ring::attach::{self, HostRings};
 use std::collections::VecDeque;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 use zerocopy::IntoBytes;
 
@@ -109,8 +110,12 @@ impl Region {
 
 /// A host process's attachment to an engine.
 pub struct Host {
-    sock: OwnedFd,
+    sock: CtlSock,
     rings: HostRings,
+    /// The rings live in this process and the engine reaches them and every registered buffer
+    /// by DMA (`cma`): buffers register by address, and the engine wakes a sleeping host with a
+    /// `WAKE` on the control connection instead of a futex.
+    host_owned: bool,
     host_id: u32,
     engine_pid: u32,
     /// The CPU the engine's thread is pinned to, as it said at attach.
@@ -161,12 +166,54 @@ impl Host {
         }
     }
 
-    /// Attaches to the engine daemon `name`.
+    /// Attaches to the engine daemon `name` (`tcp://ip:port`: across the PCIe boundary), with
+    /// the configuration of the environment.
     pub fn attach_with(name: &str, opts: AttachOptions) -> Result<Host> {
-        let config = Config::from_env()?;
+        Self::attach_config(name, &Config::from_env()?, opts)
+    }
+
+    /// Attaches with an explicit configuration (what it reads: `runner.dma`, the job secret for
+    /// TCP, the idle strategy, the control timeout, the local rank claim).
+    pub fn attach_config(name: &str, config: &Config, opts: AttachOptions) -> Result<Host> {
+        let config = config.clone();
         let ctl_timeout =
             opts.ctl_timeout.unwrap_or(Duration::from_millis(config.runner.ctl_timeout_ms as u64));
-        let sock = ctl::connect(name).map_err(|source| Error::Connect { name: name.to_string(), source })?;
+        let mut sock =
+            CtlSock::connect(name).map_err(|source| Error::Connect { name: name.to_string(), source })?;
+        // Over TCP nothing can be mapped: the engine is across the PCIe boundary.
+        let host_owned = sock.is_tcp() || config.runner.dma == DmaMode::Cma;
+        let refused = |reply: &CtlMsg, request: &'static str| match reply.status {
+            CtlStatus::ABI_MISMATCH => Error::AbiMismatch { engine: reply.b, library: ABI_VERSION },
+            status => Error::Refused { request, status },
+        };
+        let mut seq = 1;
+        let mut request = |sock: &mut CtlSock, mut req: CtlMsg, what: &'static str| {
+            req.seq = seq;
+            seq += 1;
+            call(sock, &req, None, ctl_timeout, what, &mut |_| {})
+        };
+        // The nonce: to prove the job's secret over TCP, and host-owned rings as ours.
+        let mut nonce = 0;
+        if host_owned {
+            let (reply, _) = request(&mut sock, CtlMsg::new(CtlKind::HELLO), "hello")?;
+            if reply.kind != CtlKind::HELLO_OK {
+                return Err(refused(&reply, "hello"));
+            }
+            nonce = reply.c;
+        }
+        if sock.is_tcp() {
+            let Some(secret) = config.topology.job_secret.0 else {
+                return Err(Error::Protocol(
+                    "an engine over TCP needs the job's secret (RINGCAST_JOB_SECRET)",
+                ));
+            };
+            let mut auth = CtlMsg::new(CtlKind::AUTH);
+            (auth.d, auth.e) = ctl::auth_tag(&secret, nonce);
+            let (reply, _) = request(&mut sock, auth, "auth")?;
+            if reply.kind != CtlKind::AUTH_OK {
+                return Err(refused(&reply, "auth"));
+            }
+        }
         let mut req = CtlMsg::new(CtlKind::ATTACH);
         req.a = std::process::id();
         req.b = opts.ring_entries;
@@ -174,19 +221,28 @@ impl Host {
             LocalRank::Auto => 0,
             LocalRank::Fixed(l) => u64::from(l) + 1,
         };
-        req.seq = 1;
-        let (reply, fd) = call(&sock, &req, None, ctl_timeout, "attach", &mut |_| {})?;
-        if reply.kind == CtlKind::ERROR {
-            return Err(match reply.status {
-                CtlStatus::ABI_MISMATCH => Error::AbiMismatch { engine: reply.b, library: ABI_VERSION },
-                status => Error::Refused { request: "attach", status },
-            });
-        }
-        let fd = match (reply.kind, fd) {
-            (CtlKind::ATTACH_OK, Some(fd)) => fd,
-            _ => return Err(Error::Protocol("attach reply without a ring segment")),
+        let owned = if host_owned {
+            let entries = if opts.ring_entries == 0 { config.limits.ring_entries } else { opts.ring_entries };
+            let mut rings = attach::create_host_owned(entries, nonce)?;
+            // The engine's ends are DMA copies: indices are mirrored (ringcast_abi::ring).
+            rings.sq.set_mirrored();
+            rings.cq.set_mirrored();
+            req.b = entries;
+            req.d = rings.segment.as_non_null().as_ptr() as u64;
+            req.e = rings.header.total_len;
+            Some(rings)
+        } else {
+            None
         };
-        let rings = attach::open(fd)?;
+        let (reply, fd) = request(&mut sock, req, "attach")?;
+        if reply.kind == CtlKind::ERROR {
+            return Err(refused(&reply, "attach"));
+        }
+        let rings = match (reply.kind, fd, owned) {
+            (CtlKind::ATTACH_OK, None, Some(rings)) => rings,
+            (CtlKind::ATTACH_OK, Some(fd), None) => attach::open(fd)?,
+            _ => return Err(Error::Protocol("attach reply does not match the rings asked for")),
+        };
         let engine_cpu = usize::try_from(reply.e).ok().and_then(|c| c.checked_sub(1));
         // Only beside a daemon: an engine thread of this very process is driven by its hosts.
         let daemon = reply.b != std::process::id();
@@ -199,6 +255,7 @@ impl Host {
         Ok(Host {
             sock,
             rings,
+            host_owned,
             host_id: reply.a,
             engine_pid: reply.b,
             engine_cpu,
@@ -206,7 +263,7 @@ impl Host {
             in_flight: 0,
             max_in_flight,
             next_cookie: 1,
-            next_seq: 2,
+            next_seq: seq,
             stash: VecDeque::with_capacity(max_in_flight.min(capacity)),
             idle_config: config,
             ctl_timeout,
@@ -296,7 +353,8 @@ impl Host {
                 orphans.push(RegionKey(m.a));
             }
         };
-        let reply = call(&self.sock, &msg, buf, self.ctl_timeout, what, &mut stale).map(|(m, _)| m);
+        let fd = buf.map(SharedBuf::fd);
+        let reply = call(&mut self.sock, &msg, fd, self.ctl_timeout, what, &mut stale).map(|(m, _)| m);
         for key in orphans {
             let mut req = CtlMsg::new(CtlKind::DEREGISTER);
             req.a = key.0;
@@ -323,12 +381,21 @@ impl Host {
             Some(end) if end <= buf.len() as u64 && len > 0 => {}
             _ => return Err(Error::OutOfBounds { offset, len, size: buf.len() as u64 }),
         }
-        let mut req = CtlMsg::new(CtlKind::REGISTER);
-        req.a = access.0;
-        req.c = buf.len() as u64;
-        req.d = offset;
-        req.e = len;
-        let reply = self.request(req, Some(buf), "register")?;
+        let reply = if self.host_owned {
+            // By address: the engine maps nothing; it reaches the range by DMA.
+            let mut req = CtlMsg::new(CtlKind::REGISTER_ADDR);
+            req.a = access.0;
+            req.c = buf.as_ptr() as u64 + offset;
+            req.e = len;
+            self.request(req, None, "register")?
+        } else {
+            let mut req = CtlMsg::new(CtlKind::REGISTER);
+            req.a = access.0;
+            req.c = buf.len() as u64;
+            req.d = offset;
+            req.e = len;
+            self.request(req, Some(buf), "register")?
+        };
         match reply.kind {
             CtlKind::REGISTER_OK => Ok(Region { key: RegionKey(reply.a), offset, len, buf: buf.clone() }),
             _ => Err(Error::Refused { request: "register", status: reply.status }),
@@ -452,7 +519,7 @@ impl Host {
                 continue;
             }
             n = n.wrapping_add(1);
-            if n.is_multiple_of(LIVENESS_EVERY) && ctl::peer_gone(self.sock.as_fd()) {
+            if n.is_multiple_of(LIVENESS_EVERY) && self.sock.peer_gone() {
                 return Err(Error::EngineGone);
             }
             idle.idle();
@@ -545,7 +612,7 @@ impl Host {
             {
                 return Ok(None);
             }
-            if (n.is_multiple_of(LIVENESS_EVERY) || sleeping) && ctl::peer_gone(self.sock.as_fd()) {
+            if (n.is_multiple_of(LIVENESS_EVERY) || sleeping) && self.sock.peer_gone() {
                 return Err(Error::EngineGone);
             }
             if sleeping {
@@ -574,11 +641,20 @@ impl Host {
         let cq = &mut self.rings.cq;
         let seen = cq.arm();
         // Re-checked after arming: a completion published before the engine saw us waiting is
-        // found here; one published after rings the bell.
+        // found here; one published after rings the bell (or, host-owned rings, sends WAKE).
         if cq.is_empty().unwrap_or(false) {
-            ringcast_ring::doorbell::wait(cq.bell(), seen, limit);
+            if self.host_owned {
+                ctl::readable_within(self.sock.fd(), limit);
+            } else {
+                ringcast_ring::doorbell::wait(cq.bell(), seen, limit);
+            }
         }
         cq.disarm();
+        if self.host_owned {
+            // WAKEs said what the ring now shows; a reply only comes during a request.
+            let mut stray = Vec::new();
+            while let Ok(ctl::Received::Msg(..)) = self.sock.recv(&mut stray) {}
+        }
     }
 
     /// Waits for the completion of `cookie`, keeping the others (in order) for later.
@@ -683,7 +759,8 @@ impl Host {
     /// too, ignoring errors). A process that dies without either is detected by the engine.
     pub fn detach(mut self) -> Result<()> {
         self.detached = true;
-        ctl::send_now(self.sock.as_fd(), &CtlMsg::new(CtlKind::DETACH))?;
+        self.sock.send_now(&CtlMsg::new(CtlKind::DETACH))?;
+        self.sock.finish();
         Ok(())
     }
 }
@@ -692,20 +769,21 @@ impl Drop for Host {
     fn drop(&mut self) {
         if !self.detached {
             // Never blocks: a stopped engine with a full socket buffer must not hang a drop.
-            let _ = ctl::send_now(self.sock.as_fd(), &CtlMsg::new(CtlKind::DETACH));
+            let _ = self.sock.send_now(&CtlMsg::new(CtlKind::DETACH));
+            self.sock.finish();
         }
     }
 }
 
 fn call(
-    sock: &OwnedFd,
+    sock: &mut CtlSock,
     msg: &CtlMsg,
-    buf: Option<&SharedBuf>,
+    fd: Option<std::os::fd::BorrowedFd<'_>>,
     timeout: Duration,
     request: &'static str,
     stale: &mut dyn FnMut(CtlMsg),
 ) -> Result<(CtlMsg, Option<OwnedFd>)> {
-    ctl::call(sock.as_fd(), msg, buf.map(|b| b.fd()), timeout, stale).map_err(|e| match e.kind() {
+    sock.call(msg, fd, timeout, stale).map_err(|e| match e.kind() {
         std::io::ErrorKind::ConnectionAborted
         | std::io::ErrorKind::BrokenPipe
         | std::io::ErrorKind::ConnectionReset => Error::EngineGone,

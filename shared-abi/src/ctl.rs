@@ -1,10 +1,13 @@
-//! Control messages between a host library and an engine, over a `SOCK_SEQPACKET` Unix socket.
+//! Control messages between a host library and an engine, over a `SOCK_SEQPACKET` Unix socket
+//! on one machine or a TCP connection across the PCIe boundary (a BlueField's ARM cores).
 //!
-//! The data path is the rings; the control path carries what rings cannot: shared-memory file
-//! descriptors (`SCM_RIGHTS`) for the attach segment and registered regions, and the ABI version
-//! handshake. Every message is one fixed-size [`CtlMsg`]; the meaning of the generic fields
-//! depends on [`CtlKind`] and is listed there. The socket's hang-up tells the engine that a host
-//! died, with or without descriptors in flight.
+//! The data path is the rings; the control path carries what rings cannot: the job secret and
+//! the attach proof, shared-memory file descriptors (`SCM_RIGHTS`, Unix socket and `mapped` DMA
+//! only) or host addresses (`cma`) for the rings and registered regions, the ABI version
+//! handshake and, for hosts the engine cannot wake through shared memory, wake-ups. Every
+//! message is one fixed-size [`CtlMsg`] (on TCP, back to back: the stream is cut every 64
+//! bytes); the meaning of the generic fields depends on [`CtlKind`] and is listed there. The
+//! socket's hang-up tells the engine that a host died, with or without descriptors in flight.
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// `"RCCT"` little-endian.
@@ -14,9 +17,15 @@ pub const CTL_MAGIC: u32 = u32::from_le_bytes(*b"RCCT");
 ///
 /// | kind             | dir  | fd              | a            | b           | c           | d         | e      |
 /// |------------------|------|-----------------|--------------|-------------|-------------|-----------|--------|
-/// | ATTACH           | h→e  | –               | host pid     | sq entries  | local rank+1| –         | –      |
-/// | ATTACH_OK        | e→h  | attach segment  | host id      | engine pid  | segment len | local rank+1 | engine CPU+1 |
+/// | HELLO            | h→e  | –               | –            | –           | –           | –         | –      |
+/// | HELLO_OK         | e→h  | –               | –            | –           | nonce       | –         | –      |
+/// | AUTH             | h→e  | –               | –            | –           | –           | tag lo    | tag hi |
+/// | AUTH_OK          | e→h  | –               | –            | –           | –           | –         | –      |
+/// | ATTACH           | h→e  | –               | host pid     | sq entries  | local rank+1| rings addr| rings len |
+/// | ATTACH_OK        | e→h  | attach segment¹ | host id      | engine pid  | segment len | local rank+1 | engine CPU+1 |
 /// | REGISTER         | h→e  | region segment  | access bits  | –           | segment len | offset    | length |
+/// | REGISTER_ADDR    | h→e  | –               | access bits  | –           | address     | –         | length |
+/// | WAKE             | e→h  | –               | –            | –           | –           | –         | –      |
 /// | REGISTER_OK      | e→h  | –               | region key   | –           | –           | –         | –      |
 /// | DEREGISTER       | h→e  | –               | region key   | –           | –           | –         | –      |
 /// | DEREGISTER_OK    | e→h  | –               | region key   | –           | –           | –         | –      |
@@ -28,6 +37,18 @@ pub const CTL_MAGIC: u32 = u32::from_le_bytes(*b"RCCT");
 /// | NET_STATS_OK     | e→h  | –               | syncs        | overruns    | CRC drops   | other drops | repair frames |
 /// | COMMS            | h→e  | –               | –            | –           | –           | –         | –      |
 /// | COMMS_OK         | e→h  | –               | alive now    | groups now  | created     | dropped   | freeing|
+///
+/// ¹ Only for a mapped attach. `ATTACH`'s `d`/`e` are 0 for a mapped attach (the engine builds
+/// the rings and passes their segment); non-zero, they name host-owned rings (the `cma` backend):
+/// a [`crate::SegmentHeader`] and both rings at that address of the host's memory, which the
+/// engine reads and writes only by DMA, and whose header carries the `HELLO_OK` nonce.
+///
+/// `HELLO` asks the engine for a fresh nonce. `AUTH` answers it with a tag proving the host
+/// holds the job's secret without sending it (the first 16 bytes of BLAKE3 keyed with the secret
+/// over a context string and the nonce, `ringcast_offload::ctl::auth_tag`); a TCP connection
+/// must pass `AUTH` before `ATTACH` (a Unix-socket one is trusted by its peer's user id
+/// instead). The nonce is also what host-owned rings carry as their attach proof. `WAKE` (engine → host, `seq` 0) tells a host-owned-ring
+/// host sleeping on its socket that completions were published; a host ignores it elsewhere.
 ///
 /// `ATTACH`'s `b` asks for a submission ring size (0 = engine default; the completion ring has
 /// the same size); its `c` claims a local rank among the engine's processes (`rank + 1`; 0 = the
@@ -72,6 +93,19 @@ impl CtlKind {
     /// joined now, `c` created since start (the world included), `d` dropped since start, `e`
     /// alive ones every local member freed, waiting for the protocol to settle them.
     pub const COMMS_OK: CtlKind = CtlKind(14);
+    /// Host asks for a nonce (to authenticate, and to prove host-owned rings).
+    pub const HELLO: CtlKind = CtlKind(15);
+    /// Engine's nonce in `c`, fresh per connection.
+    pub const HELLO_OK: CtlKind = CtlKind(16);
+    /// Host proves it holds the job's secret: `d`, `e` the tag's halves over the nonce.
+    pub const AUTH: CtlKind = CtlKind(17);
+    /// Engine accepted the tag.
+    pub const AUTH_OK: CtlKind = CtlKind(18);
+    /// Host registers `e` bytes of its own memory at address `c` (the `cma` backend: nothing is
+    /// mapped, the engine reaches the range by DMA); `a` the access bits.
+    pub const REGISTER_ADDR: CtlKind = CtlKind(19);
+    /// Engine → host: completions were published while the host slept (host-owned rings).
+    pub const WAKE: CtlKind = CtlKind(20);
 }
 
 /// Why a control request was refused.
@@ -100,6 +134,13 @@ impl CtlStatus {
     /// The local rank the host claimed at attach is held by another attached host, or is not
     /// below the engine's processes per node.
     pub const RANK_TAKEN: CtlStatus = CtlStatus(8);
+    /// The connection did not prove it belongs to the engine's job (no `AUTH` before `ATTACH`
+    /// over TCP, or a wrong tag), or its host-owned rings did not carry the engine's nonce.
+    pub const UNAUTHORIZED: CtlStatus = CtlStatus(9);
+    /// The engine does not serve this DMA backend (a `cma`-only engine refuses mapped attaches
+    /// and segments; a host attached by `cma` registers by address), or the host memory it
+    /// named could not be reached by DMA.
+    pub const BACKEND: CtlStatus = CtlStatus(10);
 
     /// One-line description.
     pub const fn message(self) -> &'static str {
@@ -113,6 +154,8 @@ impl CtlStatus {
             6 => "region key is not registered",
             7 => "request exceeds a configured engine limit",
             8 => "local rank already held by another host, or outside the engine's processes per node",
+            9 => "connection not authorized: missing or wrong job secret, or bad attach proof",
+            10 => "DMA backend not served by this engine, or host memory unreachable by DMA",
             _ => "unknown control status",
         }
     }

@@ -55,12 +55,12 @@ abi_layout! {
     }
     RegistrationRecord: size 32, align 8 { key @ 0, access @ 4, segment @ 8, seg_offset @ 16, len @ 24 }
     RingHeader: size 128, align 128 { magic @ 0, abi_version @ 8, role @ 12, entry_size @ 16, capacity @ 20, _pad @ 24 }
-    ProducerIndex: size 128, align 128 { tail @ 0, bell @ 8, _pad @ 12 }
-    ConsumerIndex: size 128, align 128 { head @ 0, waiting @ 8, _pad @ 12 }
+    ProducerIndex: size 128, align 128 { tail @ 0, bell @ 8, _pad0 @ 12, tail_mirror @ 16, _pad @ 24 }
+    ConsumerIndex: size 128, align 128 { head @ 0, waiting @ 8, _pad0 @ 12, head_mirror @ 16, _pad @ 24 }
     RingControl: size 384, align 128 { header @ 0, producer @ 128, consumer @ 256 }
     SegmentHeader: size 128, align 128 {
         magic @ 0, abi_version @ 8, host_id @ 12, sq_offset @ 16, cq_offset @ 24,
-        sq_capacity @ 32, cq_capacity @ 36, total_len @ 40, _pad @ 48,
+        sq_capacity @ 32, cq_capacity @ 36, total_len @ 40, attach_proof @ 48, _pad @ 56,
     }
     CtlMsg: size 64, align 8 {
         magic @ 0, version @ 4, kind @ 8, status @ 12, a @ 16, b @ 20, c @ 24, d @ 32, e @ 40, seq @ 48,

@@ -16,6 +16,15 @@
 //! if the ring is still empty and `bell` unchanged; a producer, after publishing `tail`, bumps
 //! `bell` and wakes the sleeper when it sees `waiting` set. A consumer that never sleeps leaves
 //! `waiting` at 0 and costs the producer one load per publish.
+//!
+//! Mirrored indices: when one end of a ring is played by DMA (the engine of a host with
+//! host-owned rings reads and writes them with `process_vm_readv`/`writev` or RDMA), an index
+//! store from the far side is a copy that another CPU may see half done (the kernel copies with
+//! `rep movsb`; nothing makes 8 bytes single-copy atomic). Both ends then store each index
+//! twice — `tail` then `tail_mirror` (`head` then `head_mirror`), the second only after the first
+//! is complete and visible — and read them in the other order, mirror first, trusting a value
+//! only when both agree. A torn store cannot agree with a complete one, so a torn index is
+//! never used; the reader just looks again.
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// `"RCRING01"` little-endian: marks an initialised ring control block.
@@ -60,8 +69,13 @@ pub struct ProducerIndex {
     /// Doorbell: bumped by the producer after a publish the sleeping consumer must see (the
     /// consumer sleeps on this word).
     pub bell: u32,
+    /// Explicit padding.
+    pub _pad0: u32,
+    /// Mirrored rings only (one end played by DMA): `tail` stored again after `tail`; see the
+    /// module's "Mirrored indices".
+    pub tail_mirror: u64,
     /// Explicit padding to the cache-line unit.
-    pub _pad: [u8; 116],
+    pub _pad: [u8; 104],
 }
 
 /// The consumer's cache line: the index of the next slot it will read.
@@ -72,8 +86,12 @@ pub struct ConsumerIndex {
     pub head: u64,
     /// Non-zero while the consumer is about to sleep or sleeping on the producer's `bell`.
     pub waiting: u32,
+    /// Explicit padding.
+    pub _pad0: u32,
+    /// Mirrored rings only: `head` stored again after `head`.
+    pub head_mirror: u64,
     /// Explicit padding to the cache-line unit.
-    pub _pad: [u8; 116],
+    pub _pad: [u8; 104],
 }
 
 /// The whole control block; slots follow it at [`RingControl::SLOTS_OFFSET`].

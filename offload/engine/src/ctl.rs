@@ -7,6 +7,12 @@
 //! so a short or long message is a protocol error, never a desynchronised stream. The socket's
 //! hang-up is how each side learns that the other died.
 //!
+//! Across the PCIe boundary (an engine on a DPU's ARM cores) the same messages travel over TCP
+//! ([`CtlSock`], [`listen_tcp`], [`connect_tcp`]): back to back, 64 bytes each, reassembled per
+//! connection, never with a descriptor. A stream has no boundaries to check, so a message of
+//! another size shows up as a bad magic at the next cut (`Malformed`) and a connection closed
+//! mid-message as `Closed`.
+//!
 //! Everything here is safe code over `rustix`, which hands received descriptors over as
 //! `OwnedFd`s.
 use ringcast_abi::ctl::{CtlMsg, CTL_MAGIC};
@@ -230,4 +236,237 @@ pub fn peer_gone(sock: BorrowedFd<'_>) -> bool {
         Ok(_) => fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR | PollFlags::RDHUP),
         Err(_) => false,
     }
+}
+
+/// One end of a control connection: a Unix `SOCK_SEQPACKET` socket (descriptors may travel) or
+/// a TCP stream (64-byte messages back to back, reassembled here).
+#[derive(Debug)]
+pub struct CtlSock {
+    fd: OwnedFd,
+    /// TCP only: the message being reassembled and how many of its bytes have arrived.
+    stream: Option<Box<([u8; MSG_LEN], usize)>>,
+}
+
+impl CtlSock {
+    /// A Unix `SOCK_SEQPACKET` socket.
+    pub fn unix(fd: OwnedFd) -> Self {
+        CtlSock { fd, stream: None }
+    }
+
+    /// A connected TCP socket.
+    pub fn tcp(fd: OwnedFd) -> Self {
+        // Control messages are small and latency-bound (a WAKE, a reply): never delayed.
+        let _ = net::sockopt::set_tcp_nodelay(&fd, true);
+        CtlSock { fd, stream: Some(Box::new(([0; MSG_LEN], 0))) }
+    }
+
+    /// Connects to `engine`: `tcp://host:port`, else the abstract socket of that name.
+    pub fn connect(engine: &str) -> io::Result<Self> {
+        match engine.strip_prefix("tcp://") {
+            Some(addr) => Ok(Self::tcp(connect_tcp(addr)?)),
+            None => Ok(Self::unix(connect(engine)?)),
+        }
+    }
+
+    /// True for a TCP connection (no descriptors, no peer credentials).
+    pub fn is_tcp(&self) -> bool {
+        self.stream.is_some()
+    }
+
+    /// The socket.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.fd.as_fd()
+    }
+
+    /// Sends `msg` (with `fd` on a Unix socket; a descriptor cannot cross TCP: `InvalidInput`),
+    /// blocking on a blocking socket.
+    pub fn send(&self, msg: &CtlMsg, fd: Option<BorrowedFd<'_>>) -> io::Result<()> {
+        self.send_flags(msg, fd, SendFlags::empty())
+    }
+
+    /// Sends `msg` without ever blocking (see [`send_now`]). On TCP a message only part of which
+    /// fits is an error too: the caller drops the connection, whose stream is cut mid-message.
+    pub fn send_now(&self, msg: &CtlMsg) -> io::Result<()> {
+        self.send_flags(msg, None, SendFlags::DONTWAIT)
+    }
+
+    fn send_flags(&self, msg: &CtlMsg, fd: Option<BorrowedFd<'_>>, flags: SendFlags) -> io::Result<()> {
+        if self.stream.is_none() {
+            return send_with(self.fd(), msg, fd, flags);
+        }
+        if fd.is_some() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "no descriptor crosses a TCP control connection",
+            ));
+        }
+        let bytes = msg.as_bytes();
+        let mut sent = 0;
+        while sent < MSG_LEN {
+            match net::send(&self.fd, &bytes[sent..], SendFlags::NOSIGNAL | flags) {
+                Ok(n) => sent += n,
+                Err(Errno::INTR) => {}
+                Err(Errno::AGAIN) if sent > 0 && flags.is_empty() => {}
+                Err(e) => return Err(e.into()),
+            }
+            if sent > 0 && sent < MSG_LEN && flags.contains(SendFlags::DONTWAIT) {
+                return Err(io::Error::new(io::ErrorKind::WriteZero, "control message cut short"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Receives one message without blocking (descriptors as in [`recv`]).
+    pub fn recv(&mut self, stray: &mut Vec<OwnedFd>) -> io::Result<Received> {
+        let Some(st) = self.stream.as_mut() else {
+            return recv_with(std::os::fd::AsFd::as_fd(&self.fd), RecvFlags::DONTWAIT, stray);
+        };
+        let (buf, have) = &mut **st;
+        while *have < MSG_LEN {
+            match net::recv(&self.fd, &mut buf[*have..], RecvFlags::DONTWAIT) {
+                // The peer closed, before or in the middle of a message.
+                Ok((0, _)) => return Ok(Received::Closed),
+                Ok((n, _)) => *have += n,
+                Err(Errno::AGAIN) | Err(Errno::INTR) => return Ok(Received::Empty),
+                Err(Errno::CONNRESET) => return Ok(Received::Closed),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        *have = 0;
+        // NOTE(unwrap): exactly MSG_LEN bytes, and CtlMsg is FromBytes of that size.
+        let msg = CtlMsg::read_from_bytes(&buf[..]).unwrap();
+        if msg.magic != CTL_MAGIC {
+            return Ok(Received::Malformed);
+        }
+        Ok(Received::Msg(msg, None))
+    }
+
+    /// Request/reply over this connection, as [`call`].
+    pub fn call(
+        &mut self,
+        msg: &CtlMsg,
+        fd: Option<BorrowedFd<'_>>,
+        timeout: std::time::Duration,
+        stale: &mut dyn FnMut(CtlMsg),
+    ) -> io::Result<(CtlMsg, Option<OwnedFd>)> {
+        if self.stream.is_none() {
+            return call(self.fd(), msg, fd, timeout, stale);
+        }
+        let deadline = std::time::Instant::now() + timeout;
+        self.send(msg, fd)?;
+        let mut stray = Vec::new();
+        loop {
+            wait_until(self.fd(), PollFlags::IN, deadline)?;
+            match self.recv(&mut stray)? {
+                Received::Msg(m, _) if m.seq != msg.seq => stale(m),
+                Received::Msg(m, fd) => return Ok((m, fd)),
+                Received::Empty => {}
+                Received::Closed => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::ConnectionAborted,
+                        "engine closed the control connection",
+                    ))
+                }
+                Received::Malformed => {
+                    return Err(io::Error::new(io::ErrorKind::InvalidData, "malformed control reply"))
+                }
+            }
+        }
+    }
+
+    /// The last message was sent: on TCP, ends our direction (the peer reads everything sent
+    /// and then the end) and drops what the peer sent that nobody will read (`WAKE`s) — a TCP
+    /// socket closed with unread data resets the connection, which can lose the last message.
+    pub fn finish(&mut self) {
+        if self.stream.is_some() {
+            let _ = net::shutdown(&self.fd, net::Shutdown::Write);
+            let mut stray = Vec::new();
+            while let Ok(Received::Msg(..)) = self.recv(&mut stray) {}
+        }
+    }
+
+    /// True when the peer has hung up (see [`peer_gone`]).
+    pub fn peer_gone(&self) -> bool {
+        peer_gone(self.fd())
+    }
+}
+
+/// Waits until `sock` is ready for `events` or `deadline` passes (`TimedOut`).
+fn wait_until(sock: BorrowedFd<'_>, events: PollFlags, deadline: std::time::Instant) -> io::Result<()> {
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "no reply from the engine"));
+        }
+        let ts = Timespec { tv_sec: left.as_secs() as i64, tv_nsec: left.subsec_nanos() as i64 };
+        let mut fds = [PollFd::new(&sock, events)];
+        match poll(&mut fds, Some(&ts)) {
+            Ok(0) | Err(Errno::INTR) => continue,
+            Ok(_) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Waits until `sock` has something to read or `timeout` passes; false on timeout. (A host
+/// with host-owned rings sleeps here for the engine's `WAKE`.)
+pub fn readable_within(sock: BorrowedFd<'_>, timeout: std::time::Duration) -> bool {
+    wait_until(sock, PollFlags::IN, std::time::Instant::now() + timeout).is_ok()
+}
+
+/// Binds and listens on the TCP address `addr` (`ip:port`; port 0 picks one: see
+/// [`local_port`]), non-blocking.
+pub fn listen_tcp(addr: &str) -> io::Result<OwnedFd> {
+    let sa: std::net::SocketAddr = addr
+        .parse()
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("bad TCP address {addr:?}")))?;
+    let family = if sa.is_ipv4() { AddressFamily::INET } else { AddressFamily::INET6 };
+    let fd =
+        net::socket_with(family, SocketType::STREAM, SocketFlags::CLOEXEC | SocketFlags::NONBLOCK, None)?;
+    net::sockopt::set_socket_reuseaddr(&fd, true)?;
+    net::bind(&fd, &sa)?;
+    net::listen(&fd, 128)?;
+    Ok(fd)
+}
+
+/// The port a TCP listener is bound to.
+pub fn local_port(listener: BorrowedFd<'_>) -> Option<u16> {
+    std::net::SocketAddr::try_from(net::getsockname(listener).ok()?).ok().map(|a| a.port())
+}
+
+/// Connects to the TCP address `addr` (`ip:port`), blocking socket.
+pub fn connect_tcp(addr: &str) -> io::Result<OwnedFd> {
+    let sa: std::net::SocketAddr = addr
+        .parse()
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("bad TCP address {addr:?}")))?;
+    let family = if sa.is_ipv4() { AddressFamily::INET } else { AddressFamily::INET6 };
+    let fd = net::socket_with(family, SocketType::STREAM, SocketFlags::CLOEXEC, None)?;
+    net::connect(&fd, &sa)?;
+    Ok(fd)
+}
+
+/// Context string of [`auth_tag`]: a tag for this purpose is never valid for another.
+const AUTH_CONTEXT: &[u8] = b"ringcast control AUTH v1";
+
+/// The tag a host sends in `AUTH`: the first 16 bytes of BLAKE3 keyed with the job's secret over
+/// a context string and the engine's nonce, as two little-endian halves. The secret never
+/// travels.
+pub fn auth_tag(secret: &[u8; 32], nonce: u64) -> (u64, u64) {
+    let mut h = blake3::Hasher::new_keyed(secret);
+    h.update(AUTH_CONTEXT);
+    h.update(&nonce.to_le_bytes());
+    let out = h.finalize();
+    let b = out.as_bytes();
+    // NOTE(unwrap): 8-byte slices of a 32-byte hash.
+    (u64::from_le_bytes(b[..8].try_into().unwrap()), u64::from_le_bytes(b[8..16].try_into().unwrap()))
+}
+
+/// Whether `got` is the tag for `nonce`, compared in constant time (no early exit: the time
+/// taken says nothing about how much of a guess was right).
+pub fn auth_ok(secret: &[u8; 32], nonce: u64, got: (u64, u64)) -> bool {
+    let want = auth_tag(secret, nonce);
+    let diff = (want.0 ^ got.0) | (want.1 ^ got.1);
+    // black_box: the compiler may not turn the OR-fold back into a branch per half.
+    std::hint::black_box(diff) == 0
 }

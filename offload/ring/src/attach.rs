@@ -79,7 +79,10 @@ pub struct HostRings {
 
 const HEADER_LEN: u64 = core::mem::size_of::<SegmentHeader>() as u64;
 
-fn layout(sq_capacity: u32, cq_capacity: u32) -> (u64, u64, u64) {
+/// Offsets of the submission ring, of the completion ring, and the total length of a segment
+/// whose rings hold `sq_capacity` and `cq_capacity` entries: the one layout both attach kinds
+/// use (the engine checks a host-owned segment's header against it).
+pub fn layout(sq_capacity: u32, cq_capacity: u32) -> (u64, u64, u64) {
     let sq_offset = HEADER_LEN;
     let cq_offset = sq_offset + footprint::<SubmissionDescriptor>(sq_capacity) as u64;
     let total = cq_offset + footprint::<Completion>(cq_capacity) as u64;
@@ -134,6 +137,67 @@ pub fn create(host_id: u32, entries: u32) -> Result<EngineRings, AttachError> {
         )
     };
     Ok(EngineRings { segment: seg, sq, cq })
+}
+
+/// Builds host-owned rings (the `cma` DMA backend): the segment stays in this process — it is
+/// never passed to the engine, which reads and writes it only by DMA at the address the host
+/// names at `ATTACH`. `proof` is the engine's `HELLO_OK` nonce, written into the header for the
+/// engine to find there. `host_id` is 0: the engine's id for the host comes in `ATTACH_OK`.
+pub fn create_host_owned(entries: u32, proof: u64) -> Result<HostRings, AttachError> {
+    let engine = create(0, entries)?;
+    let seg = engine.segment.clone();
+    let mut header = SegmentHeader::new_zeroed();
+    seg.read_at(0, header.as_mut_bytes()).map_err(|_| AttachError::Header("segment too small"))?;
+    header.attach_proof = proof;
+    seg.write_at(0, header.as_bytes()).map_err(|_| AttachError::Header("segment too small"))?;
+    let (sq_offset, cq_offset, total) = layout(entries, entries);
+    let [(sq_mem, sq_len), (cq_mem, cq_len)] = ring_ranges(&seg, sq_offset, cq_offset, total)?;
+    // The engine's ends built above are dropped unused: this process holds the other two.
+    drop(engine);
+    let owner: Arc<dyn Send + Sync> = seg.clone();
+    // SAFETY: the ranges lie inside `seg`'s mapping, which `owner` keeps alive, and were
+    // initialised by `create`; this process takes the host's ends only (SQ producer, CQ
+    // consumer); the engine's ends are played by DMA through the same layout.
+    let (sq, cq) = unsafe {
+        (
+            Producer::attach(sq_mem, sq_len, RingRole::SUBMISSION, owner.clone())?,
+            Consumer::attach(cq_mem, cq_len, RingRole::COMPLETION, owner)?,
+        )
+    };
+    Ok(HostRings { segment: seg, header, sq, cq })
+}
+
+/// Checks a host-owned segment's header, read by DMA from `len` bytes the host named, against
+/// the layout the engine would build for its capacities; `Ok` with the capacity when every
+/// field matches, `proof` included.
+pub fn check_host_owned(
+    header: &SegmentHeader,
+    len: u64,
+    proof: u64,
+    max_entries: u32,
+) -> Result<u32, AttachError> {
+    if header.magic != SEGMENT_MAGIC {
+        return Err(AttachError::Header("bad magic"));
+    }
+    if header.abi_version != ABI_VERSION {
+        return Err(AttachError::Header("ABI version differs from the engine's"));
+    }
+    let entries = header.sq_capacity;
+    if header.cq_capacity != entries || !entries.is_power_of_two() || entries < 2 || entries > max_entries {
+        return Err(AttachError::Header("ring capacities"));
+    }
+    let (sq_offset, cq_offset, total) = layout(entries, entries);
+    if header.sq_offset != sq_offset
+        || header.cq_offset != cq_offset
+        || header.total_len != total
+        || len != total
+    {
+        return Err(AttachError::Header("ring offsets do not match the capacities"));
+    }
+    if header.attach_proof != proof {
+        return Err(AttachError::Header("attach proof differs from the engine's nonce"));
+    }
+    Ok(entries)
 }
 
 /// Maps an attach segment received from an engine and takes the host's ends of its rings.

@@ -47,6 +47,14 @@ mod layout_checks {
         offset_of!(RingControl, consumer) + offset_of!(ConsumerIndex, waiting),
         super::WAITING_OFFSET
     );
+    const_assert_eq!(
+        offset_of!(RingControl, producer) + offset_of!(ProducerIndex, tail_mirror),
+        super::TAIL_MIRROR_OFFSET
+    );
+    const_assert_eq!(
+        offset_of!(RingControl, consumer) + offset_of!(ConsumerIndex, head_mirror),
+        super::HEAD_MIRROR_OFFSET
+    );
     const_assert_eq!(RingControl::SLOTS_OFFSET, 384);
     const_assert_eq!(align_of::<RingControl>(), super::RING_ALIGN);
     // `head` and `tail` are on different cache-line units.
@@ -65,6 +73,10 @@ const BELL_OFFSET: usize = 136;
 /// Byte offset of the consumer's `waiting` in the control block.
 #[cfg(not(loom))]
 const WAITING_OFFSET: usize = 264;
+#[cfg(not(loom))]
+const TAIL_MIRROR_OFFSET: usize = 144;
+#[cfg(not(loom))]
+const HEAD_MIRROR_OFFSET: usize = 272;
 /// Required alignment of a ring's start.
 pub const RING_ALIGN: usize = 128;
 
@@ -126,8 +138,8 @@ pub unsafe fn init<T: Entry>(
             capacity,
             _pad: [0; 104],
         },
-        producer: ProducerIndex { tail: 0, bell: 0, _pad: [0; 116] },
-        consumer: ConsumerIndex { head: 0, waiting: 0, _pad: [0; 116] },
+        producer: ProducerIndex { tail: 0, bell: 0, _pad0: 0, tail_mirror: 0, _pad: [0; 104] },
+        consumer: ConsumerIndex { head: 0, waiting: 0, _pad0: 0, head_mirror: 0, _pad: [0; 104] },
     };
     // SAFETY: `mem` is 128-aligned (checked; `RingControl` has alignment 128) and valid for
     // writes of `len >= SLOTS_OFFSET` bytes (checked; caller guarantees validity), and nobody
@@ -183,12 +195,17 @@ unsafe fn validate<T: Entry>(mem: NonNull<u8>, len: usize, role: RingRole) -> Re
 struct RawRing<T> {
     tail: NonNull<AtomicU64>,
     head: NonNull<AtomicU64>,
+    tail_mirror: NonNull<AtomicU64>,
+    head_mirror: NonNull<AtomicU64>,
     bell: NonNull<AtomicU32>,
     waiting: NonNull<AtomicU32>,
     slots: Slots<T>,
     /// `capacity - 1`.
     mask: u64,
     capacity: u64,
+    /// The other end is played by DMA: indices are stored twice and read checked (see the
+    /// ABI's "Mirrored indices").
+    mirrored: bool,
 }
 
 impl<T: Entry> RawRing<T> {
@@ -199,13 +216,15 @@ impl<T: Entry> RawRing<T> {
     /// while the returned value is used; `head`/`tail` are only ever accessed atomically.
     #[cfg(not(loom))]
     unsafe fn from_memory(mem: NonNull<u8>, capacity: u32) -> Self {
-        // SAFETY: all five offsets are inside the validated footprint, so `add` stays in the
+        // SAFETY: all seven offsets are inside the validated footprint, so `add` stays in the
         // allocation; the results are non-null because `mem` is, and aligned for their types
         // (8 for the indices, 4 for the doorbell words; `mem` is 128-aligned).
-        let (tail, head, bell, waiting, slots) = unsafe {
+        let (tail, head, tail_mirror, head_mirror, bell, waiting, slots) = unsafe {
             (
                 mem.add(TAIL_OFFSET).cast::<AtomicU64>(),
                 mem.add(HEAD_OFFSET).cast::<AtomicU64>(),
+                mem.add(TAIL_MIRROR_OFFSET).cast::<AtomicU64>(),
+                mem.add(HEAD_MIRROR_OFFSET).cast::<AtomicU64>(),
                 mem.add(BELL_OFFSET).cast::<AtomicU32>(),
                 mem.add(WAITING_OFFSET).cast::<AtomicU32>(),
                 mem.add(RingControl::SLOTS_OFFSET).cast::<T>(),
@@ -214,6 +233,8 @@ impl<T: Entry> RawRing<T> {
         RawRing {
             tail,
             head,
+            tail_mirror,
+            head_mirror,
             bell,
             waiting,
             // SAFETY: slot 0 is at 384 = 3·128 from a 128-aligned base and `align_of::<T>() <=
@@ -221,6 +242,7 @@ impl<T: Entry> RawRing<T> {
             slots: unsafe { Slots::new(slots) },
             mask: u64::from(capacity) - 1,
             capacity: u64::from(capacity),
+            mirrored: false,
         }
     }
 
@@ -258,6 +280,16 @@ impl<T: Entry> RawRing<T> {
         unsafe { self.head.as_ref() }
     }
 
+    fn tail_mirror(&self) -> &AtomicU64 {
+        // SAFETY: as for `tail`.
+        unsafe { self.tail_mirror.as_ref() }
+    }
+
+    fn head_mirror(&self) -> &AtomicU64 {
+        // SAFETY: as for `tail`.
+        unsafe { self.head_mirror.as_ref() }
+    }
+
     fn bell(&self) -> &AtomicU32 {
         // SAFETY: as for `tail`: an aligned 4-byte word of the control block (or a loom atomic)
         // that every party accesses only atomically.
@@ -267,6 +299,43 @@ impl<T: Entry> RawRing<T> {
     fn waiting(&self) -> &AtomicU32 {
         // SAFETY: as for `bell`.
         unsafe { self.waiting.as_ref() }
+    }
+
+    /// The producer's `tail` (Acquire); on a mirrored ring `None` while the far side's store of
+    /// it may be incomplete (mirror read first, then the index; trusted when equal).
+    fn load_tail(&self) -> Option<u64> {
+        if !self.mirrored {
+            return Some(self.tail().load(Ordering::Acquire));
+        }
+        let mirror = self.tail_mirror().load(Ordering::Acquire);
+        let tail = self.tail().load(Ordering::Acquire);
+        (mirror == tail).then_some(tail)
+    }
+
+    /// The consumer's `head`, as [`RawRing::load_tail`].
+    fn load_head(&self) -> Option<u64> {
+        if !self.mirrored {
+            return Some(self.head().load(Ordering::Acquire));
+        }
+        let mirror = self.head_mirror().load(Ordering::Acquire);
+        let head = self.head().load(Ordering::Acquire);
+        (mirror == head).then_some(head)
+    }
+
+    /// Stores `tail` (Release), then its mirror on a mirrored ring.
+    fn store_tail(&self, tail: u64) {
+        self.tail().store(tail, Ordering::Release);
+        if self.mirrored {
+            self.tail_mirror().store(tail, Ordering::Release);
+        }
+    }
+
+    /// Stores `head` (Release), then its mirror on a mirrored ring.
+    fn store_head(&self, head: u64) {
+        self.head().store(head, Ordering::Release);
+        if self.mirrored {
+            self.head_mirror().store(head, Ordering::Release);
+        }
     }
 
     /// Slot index of position `pos`.
@@ -345,14 +414,24 @@ impl<T: Entry> Producer<T> {
     fn refresh_head(&mut self) {
         // Acquire: pairs with the consumer's Release store of `head` after it read the slots;
         // so its reads of the slots we are about to overwrite happen before our writes.
-        self.cached_head = self.ring.head().load(Ordering::Acquire);
+        if let Some(head) = self.ring.load_head() {
+            self.cached_head = head;
+        }
+    }
+
+    /// The consumer is played by DMA (host-owned rings): from now on every `tail` store is
+    /// mirrored and `head` is trusted only when it equals its mirror (see the ABI's "Mirrored
+    /// indices"). Called once, before the ring is shared.
+    pub fn set_mirrored(&mut self) {
+        self.ring.mirrored = true;
+        self.ring.store_tail(self.tail);
     }
 
     /// Publishes positions up to `self.tail`.
     fn publish(&self) {
         // Release: pairs with the consumer's Acquire load of `tail`; our slot writes before this
         // store are visible to the consumer once it sees the new tail.
-        self.ring.tail().store(self.tail, Ordering::Release);
+        self.ring.store_tail(self.tail);
     }
 
     /// Pushes one entry, or gives it back when the ring is full.
@@ -445,8 +524,9 @@ impl<T: Entry> Producer<T> {
     /// Entries published but not yet consumed (reads the consumer's index). A bogus consumer
     /// index reads as `capacity`.
     pub fn in_flight(&self) -> usize {
-        // Acquire: as in `refresh_head` (an observer's read; nothing is written after it).
-        let head = self.ring.head().load(Ordering::Acquire);
+        // Acquire: as in `refresh_head` (an observer's read; nothing is written after it). A
+        // mirrored head mid-store counts as the last one we trusted.
+        let head = self.ring.load_head().unwrap_or(self.cached_head);
         let used = self.tail.wrapping_sub(head);
         used.min(self.ring.capacity) as usize
     }
@@ -505,7 +585,10 @@ impl<T: Entry> Consumer<T> {
     fn refresh_tail(&mut self) -> Result<u64, RingError> {
         // Acquire: pairs with the producer's Release store of `tail`; its slot writes before
         // that store are visible to our reads of positions `< tail`.
-        let tail = self.ring.tail().load(Ordering::Acquire);
+        let Some(tail) = self.ring.load_tail() else {
+            // A store from the far side still in progress: what we had is still true.
+            return Ok(self.cached_filled());
+        };
         let filled = tail.wrapping_sub(self.head);
         if filled > self.ring.capacity {
             // Keep the cache valid (empty) so the next call re-reads and re-checks.
@@ -525,7 +608,14 @@ impl<T: Entry> Consumer<T> {
     fn release(&self) {
         // Release: pairs with the producer's Acquire load of `head`; our slot reads before this
         // store happen before the producer overwrites those slots.
-        self.ring.head().store(self.head, Ordering::Release);
+        self.ring.store_head(self.head);
+    }
+
+    /// The producer is played by DMA (host-owned rings): every `head` store is mirrored and
+    /// `tail` trusted only when it equals its mirror. Called once, before the ring is shared.
+    pub fn set_mirrored(&mut self) {
+        self.ring.mirrored = true;
+        self.ring.store_head(self.head);
     }
 
     /// Pops one entry; `Ok(None)` when empty, `Err(Corrupt)` when the producer's `tail` is more
@@ -688,6 +778,8 @@ pub fn channel<T: Entry>(capacity: u32, role: RingRole) -> (Producer<T>, Consume
 struct LoomRing<T> {
     tail: AtomicU64,
     head: AtomicU64,
+    tail_mirror: AtomicU64,
+    head_mirror: AtomicU64,
     bell: AtomicU32,
     waiting: AtomicU32,
     slots: Box<[loom::cell::UnsafeCell<T>]>,
@@ -712,6 +804,8 @@ pub fn channel<T: Entry>(capacity: u32, _role: RingRole) -> (Producer<T>, Consum
     let ring = Arc::new(LoomRing {
         tail: AtomicU64::new(0),
         head: AtomicU64::new(0),
+        tail_mirror: AtomicU64::new(0),
+        head_mirror: AtomicU64::new(0),
         bell: AtomicU32::new(0),
         waiting: AtomicU32::new(0),
         slots,
@@ -719,6 +813,8 @@ pub fn channel<T: Entry>(capacity: u32, _role: RingRole) -> (Producer<T>, Consum
     let raw = || RawRing {
         tail: NonNull::from(&ring.tail),
         head: NonNull::from(&ring.head),
+        tail_mirror: NonNull::from(&ring.tail_mirror),
+        head_mirror: NonNull::from(&ring.head_mirror),
         bell: NonNull::from(&ring.bell),
         waiting: NonNull::from(&ring.waiting),
         // SAFETY: the boxed cells live as long as `ring`, which both sides keep alive.
@@ -727,6 +823,7 @@ pub fn channel<T: Entry>(capacity: u32, _role: RingRole) -> (Producer<T>, Consum
         },
         mask: u64::from(capacity) - 1,
         capacity: u64::from(capacity),
+        mirrored: false,
     };
     let (rp, rc) = (raw(), raw());
     let owner: Arc<dyn Send + Sync> = ring.clone();

@@ -20,7 +20,7 @@ pub use ringcast_proto::config::{
     ProtocolConfig, RootDelay, Topology, TunableRow,
 };
 pub use ringcast_proto::fault::FaultConfig;
-pub use runner::{PinCpu, PollMode, RunnerConfig};
+pub use runner::{DmaMode, PinCpu, PollMode, RunnerConfig};
 
 use crate::fabric::FabricSetup;
 use ringcast_proto::comm::PeerId;
@@ -116,6 +116,13 @@ impl Config {
         self.udp.validate()?;
         self.dpdk.validate()?;
         self.verbs.validate()?;
+        // A TCP control channel crosses a network: hosts must prove the job's secret there.
+        if !self.runner.listen_tcp.is_empty() && self.topology.job_secret.0.is_none() {
+            return ringcast_proto::config::invalid(
+                "runner.listen_tcp needs topology.job_secret (RINGCAST_JOB_SECRET): TCP hosts prove it"
+                    .into(),
+            );
+        }
         match self.topology.fabric {
             FabricKind::Udp => self.udp.check_members(self.topology.nodes),
             FabricKind::Dpdk => self.dpdk.check_members(self.topology.nodes),

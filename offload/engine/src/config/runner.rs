@@ -59,6 +59,40 @@ impl PollMode {
     }
 }
 
+/// Which DMA backends an engine serves (each host picks one at attach; see `runner::dma`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DmaMode {
+    /// Engine: both (a host over TCP can only use `cma`). Host: `mapped` over the Unix socket,
+    /// `cma` over TCP.
+    Auto,
+    /// Only shared mappings of sealed memfds (same machine).
+    Mapped,
+    /// Only cross-memory attach: the engine maps nothing of its hosts (the BlueField contract).
+    Cma,
+}
+
+impl FromStr for DmaMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(DmaMode::Auto),
+            "mapped" => Ok(DmaMode::Mapped),
+            "cma" => Ok(DmaMode::Cma),
+            _ => Err(format!("expected auto, mapped or cma, got {s:?}")),
+        }
+    }
+}
+
+impl fmt::Display for DmaMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DmaMode::Auto => "auto",
+            DmaMode::Mapped => "mapped",
+            DmaMode::Cma => "cma",
+        })
+    }
+}
+
 /// Which CPU the polling thread is pinned to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PinCpu {
@@ -140,7 +174,13 @@ ringcast_proto::tunables! {
             "0 silent; 1 engine start/stop, host deaths and refused requests; 2 also every attach, detach and registration";
         /// Name of the engine hosts attach to.
         engine_name: String = "default".to_string(), "RINGCAST_ENGINE",
-            "name of the engine daemon hosts attach to (abstract Unix socket @ringcast.<name>)";
+            "engine hosts attach to: a name (abstract Unix socket @ringcast.<name>) or, for a host, tcp://ip:port (an engine across the PCIe boundary)";
+        /// TCP address the engine also accepts hosts on.
+        listen_tcp: String = String::new(), "RINGCAST_LISTEN_TCP",
+            "engine: also accept hosts over TCP at ip:port (port 0: any; the engine logs it); needs RINGCAST_JOB_SECRET, which every TCP host proves with AUTH. Empty: Unix socket only";
+        /// DMA backends served (engine) or used (host).
+        dma: DmaMode = DmaMode::Auto, "RINGCAST_DMA",
+            "how the engine reaches host memory: mapped (shared memfd mappings, one machine), cma (process_vm_readv/writev: nothing mapped, host-owned rings, buffers registered by address) or auto (engine: both; host: mapped over a Unix socket, cma over TCP)";
     }
 }
 
@@ -157,7 +197,11 @@ impl RunnerConfig {
         if self.burst == 0 {
             return invalid("burst must be positive".into());
         }
-        if self.engine_name.is_empty()
+        if let Some(addr) = self.engine_name.strip_prefix("tcp://") {
+            if addr.parse::<std::net::SocketAddr>().is_err() {
+                return invalid(format!("engine {:?}: expected tcp://ip:port", self.engine_name));
+            }
+        } else if self.engine_name.is_empty()
             || self.engine_name.len() > 64
             || self.engine_name.contains(['/', '\0'])
         {
@@ -165,6 +209,9 @@ impl RunnerConfig {
                 "engine_name {:?} must be 1..=64 bytes without '/' or NUL",
                 self.engine_name
             ));
+        }
+        if !self.listen_tcp.is_empty() && self.listen_tcp.parse::<std::net::SocketAddr>().is_err() {
+            return invalid(format!("listen_tcp {:?}: expected ip:port", self.listen_tcp));
         }
         Ok(())
     }

@@ -1,12 +1,20 @@
-//! The control path of the polling loop: connections accepted on the engine's abstract socket,
-//! those that do not ATTACH in time expired, and the control requests of attached hosts served
-//! from one `epoll_wait` — attach, (de)register, stats, detach — and the departure of hosts
-//! that hung up or broke the ring protocol, freeing their slot and memory while every other
-//! host keeps being served. The data path is `engine_loop.rs`; this runs every `ctl_poll_us`.
+//! The control path of the polling loop: connections accepted on the engine's abstract socket
+//! and on its TCP address, those that do not ATTACH in time expired, and the control requests of
+//! attached hosts served from one `epoll_wait` — hello/auth, attach (mapped or host-owned
+//! rings), (de)register (a memfd or an address range), stats, detach — and the departure of
+//! hosts that hung up or broke the ring protocol, freeing their slot and memory while every
+//! other host keeps being served. The data path is `engine_loop.rs`; this runs every
+//! `ctl_poll_us`.
+//!
+//! Who may attach: over the Unix socket, processes of this user (or root), by their peer
+//! credentials; over TCP, whoever answers the connection's nonce with the job secret's tag
+//! (`AUTH`) — nothing else crosses a network to vouch for a peer. A host-owned-ring attach also
+//! proves the memory it names is its own: the ring header there must carry the nonce.
+use super::dma::rings::{HostRings, RemoteError, RemoteRings};
+use super::dma::{Backend, HostMappings};
 use super::engine_loop::{EngineLoop, HostConn, Pending};
-use super::memory::HostMappings;
-use crate::config::LocalRank;
-use crate::ctl::{self, Received};
+use crate::config::{DmaMode, LocalRank};
+use crate::ctl::{self, CtlSock, Received};
 use ringcast_abi::ctl::{CtlKind, CtlMsg, CtlStatus};
 use ringcast_abi::{Access, RegionKey, ABI_VERSION};
 use ringcast_proto::intake::{Departure, HostId, Nanos};
@@ -66,46 +74,8 @@ impl EngineLoop {
             self.log(2, format_args!("closed {expired} connection(s) that did not attach in time"));
         }
         let mut evicted = 0;
-        for _ in 0..self.pending.len() {
-            let sock = match ctl::accept(self.listener.as_fd()) {
-                Ok(Some(fd)) => fd,
-                Ok(None) => break,
-                Err(e) if is_out_of_descriptors(&e) => {
-                    // Out of descriptors: the oldest connection not attached yet makes room.
-                    if self.evict_oldest().is_none() {
-                        self.log(2, format_args!("accept failed: {e}"));
-                        break;
-                    }
-                    evicted += 1;
-                    continue;
-                }
-                Err(e) => {
-                    self.log(1, format_args!("accept failed: {e}"));
-                    break;
-                }
-            };
-            work = true;
-            // Only this machine's user (or root) is served.
-            if !ctl::peer_is_trusted(sock.as_fd()) {
-                self.log(1, format_args!("refused a connection from another user"));
-                continue;
-            }
-            let slot = match self.pending.iter().position(Option::is_none) {
-                Some(slot) => slot,
-                None => match self.evict_oldest() {
-                    Some(slot) => {
-                        evicted += 1;
-                        slot
-                    }
-                    None => continue, // unreachable: the table has at least one slot
-                },
-            };
-            let token = epoll::EventData::new_u64(PENDING_TAG | slot as u64);
-            if epoll::add(&self.epoll, &sock, token, epoll::EventFlags::IN).is_ok() {
-                self.pending_seq += 1;
-                self.pending[slot] = Some(Pending { sock, since: now, seq: self.pending_seq });
-                self.serve_pending(slot);
-            }
+        for tcp in [false, true] {
+            work |= self.accept_from(tcp, now, &mut evicted);
         }
         if evicted > 0 {
             self.log(
@@ -118,6 +88,64 @@ impl EngineLoop {
         work
     }
 
+    /// Accepts what waits on one listener (the Unix socket, or TCP), up to a table's worth.
+    fn accept_from(&mut self, tcp: bool, now: Nanos, evicted: &mut u32) -> bool {
+        let mut work = false;
+        for _ in 0..self.pending.len() {
+            let listener = match (tcp, &self.tcp_listener) {
+                (false, _) => self.listener.as_fd(),
+                (true, Some((l, _))) => l.as_fd(),
+                (true, None) => return work,
+            };
+            let sock = match ctl::accept(listener) {
+                Ok(Some(fd)) => fd,
+                Ok(None) => break,
+                Err(e) if is_out_of_descriptors(&e) => {
+                    // Out of descriptors: the oldest connection not attached yet makes room.
+                    if self.evict_oldest().is_none() {
+                        self.log(2, format_args!("accept failed: {e}"));
+                        break;
+                    }
+                    *evicted += 1;
+                    continue;
+                }
+                Err(e) => {
+                    self.log(1, format_args!("accept failed: {e}"));
+                    break;
+                }
+            };
+            work = true;
+            // Over the Unix socket only this machine's user (or root) is served; over TCP the
+            // job secret decides (AUTH).
+            let sock = if tcp {
+                CtlSock::tcp(sock)
+            } else if ctl::peer_is_trusted(sock.as_fd()) {
+                CtlSock::unix(sock)
+            } else {
+                self.log(1, format_args!("refused a connection from another user"));
+                continue;
+            };
+            let slot = match self.pending.iter().position(Option::is_none) {
+                Some(slot) => slot,
+                None => match self.evict_oldest() {
+                    Some(slot) => {
+                        *evicted += 1;
+                        slot
+                    }
+                    None => continue, // unreachable: the table has at least one slot
+                },
+            };
+            let token = epoll::EventData::new_u64(PENDING_TAG | slot as u64);
+            if epoll::add(&self.epoll, sock.fd(), token, epoll::EventFlags::IN).is_ok() {
+                self.pending_seq += 1;
+                self.pending[slot] =
+                    Some(Pending { sock, since: now, seq: self.pending_seq, nonce: None, authed: false });
+                self.serve_pending(slot);
+            }
+        }
+        work
+    }
+
     /// Closes the oldest connection that has not attached; its slot.
     fn evict_oldest(&mut self) -> Option<usize> {
         let (_, slot) =
@@ -126,50 +154,145 @@ impl EngineLoop {
         Some(slot)
     }
 
+    /// Serves a connection that has not attached: `HELLO`, `AUTH`, then `ATTACH` (which
+    /// makes it a host), each answered at once; a connection that sends anything else, garbage,
+    /// or a wrong tag is refused and closed.
     fn serve_pending(&mut self, slot: usize) {
-        let Some(p) = self.pending.get_mut(slot).and_then(Option::take) else {
-            return;
+        // HELLO, AUTH and ATTACH may all be waiting: a few messages per readiness.
+        for _ in 0..4 {
+            let Some(mut p) = self.pending.get_mut(slot).and_then(Option::take) else {
+                return;
+            };
+            let received = p.sock.recv(&mut self.stray);
+            self.closer.dispose_all(&mut self.stray);
+            let msg = match received {
+                Ok(Received::Msg(m, fd)) => {
+                    if let Some(fd) = fd {
+                        self.closer.dispose(fd);
+                    }
+                    m
+                }
+                Ok(Received::Empty) => {
+                    self.pending[slot] = Some(p);
+                    return;
+                }
+                Ok(Received::Malformed) => {
+                    let bad = CtlMsg::error(&CtlMsg::new(CtlKind(0)), CtlStatus::BAD_REQUEST);
+                    let _ = p.sock.send_now(&bad);
+                    self.log(1, format_args!("refused a connection: malformed control message"));
+                    return;
+                }
+                _ => return, // closed before attaching: drop the connection
+            };
+            let refuse = |p: &Pending, status: CtlStatus, b: u32| {
+                let mut m = CtlMsg::error(&msg, status);
+                m.b = b;
+                let _ = p.sock.send_now(&m);
+            };
+            match msg.header_error() {
+                Some(CtlStatus::ABI_MISMATCH) => {
+                    self.log(
+                        1,
+                        format_args!("refused attach: host ABI {} != engine ABI {ABI_VERSION}", msg.version),
+                    );
+                    return refuse(&p, CtlStatus::ABI_MISMATCH, ABI_VERSION);
+                }
+                Some(status) => return refuse(&p, status, 0),
+                None => {}
+            }
+            match msg.kind {
+                CtlKind::HELLO if p.nonce.is_none() => {
+                    let nonce =
+                        u64::from_le_bytes(crate::entropy::gather()[..8].try_into().unwrap_or([1; 8]));
+                    let mut ok = CtlMsg::reply(&msg, CtlKind::HELLO_OK);
+                    ok.c = nonce;
+                    if p.sock.send_now(&ok).is_err() {
+                        return;
+                    }
+                    p.nonce = Some(nonce);
+                }
+                CtlKind::AUTH => {
+                    let secret = self.config.topology.job_secret.0;
+                    let ok = match (secret, p.nonce) {
+                        (Some(secret), Some(nonce)) => ctl::auth_ok(&secret, nonce, (msg.d, msg.e)),
+                        _ => false,
+                    };
+                    if !ok {
+                        self.log(1, format_args!("refused a connection: wrong or unasked AUTH"));
+                        return refuse(&p, CtlStatus::UNAUTHORIZED, 0);
+                    }
+                    if p.sock.send_now(&CtlMsg::reply(&msg, CtlKind::AUTH_OK)).is_err() {
+                        return;
+                    }
+                    p.authed = true;
+                }
+                CtlKind::ATTACH if p.sock.is_tcp() && !p.authed => {
+                    self.log(1, format_args!("refused attach over TCP without AUTH"));
+                    return refuse(&p, CtlStatus::UNAUTHORIZED, 0);
+                }
+                CtlKind::ATTACH => return self.attach(p, &msg),
+                _ => return refuse(&p, CtlStatus::BAD_REQUEST, 0),
+            }
+            self.pending[slot] = Some(p);
+        }
+    }
+
+    /// `ATTACH` from a connection entitled to it: builds (mapped) or checks (host-owned) its
+    /// rings and makes it a host.
+    fn attach(&mut self, p: Pending, msg: &CtlMsg) {
+        let refuse = |sock: &CtlSock, status: CtlStatus, b: u32| {
+            let mut m = CtlMsg::error(msg, status);
+            m.b = b;
+            let _ = sock.send_now(&m);
         };
         let sock = p.sock;
-        let received = ctl::recv(sock.as_fd(), &mut self.stray);
-        self.closer.dispose_all(&mut self.stray);
-        let msg = match received {
-            Ok(Received::Msg(m, fd)) => {
-                if let Some(fd) = fd {
-                    self.closer.dispose(fd);
-                }
-                m
-            }
-            Ok(Received::Empty) => {
-                self.pending[slot] = Some(Pending { sock, ..p });
-                return;
-            }
-            _ => return, // closed or garbage before attaching: drop the connection
-        };
-        let refuse = |status: CtlStatus, b: u32| {
-            let mut m = CtlMsg::error(&msg, status);
-            m.b = b;
-            let _ = ctl::send_now(sock.as_fd(), &m);
-        };
-        if msg.kind != CtlKind::ATTACH {
-            return refuse(CtlStatus::BAD_REQUEST, 0);
-        }
-        match msg.header_error() {
-            Some(CtlStatus::ABI_MISMATCH) => {
-                self.log(
-                    1,
-                    format_args!("refused attach: host ABI {} != engine ABI {ABI_VERSION}", msg.version),
-                );
-                return refuse(CtlStatus::ABI_MISMATCH, ABI_VERSION);
-            }
-            Some(status) => return refuse(status, 0),
-            None => {}
-        }
         let cfg = &self.config;
+        let host_owned = msg.d != 0 || msg.e != 0;
+        let dma = cfg.runner.dma;
+        // What the engine serves, and what a connection can carry: no descriptor crosses TCP.
+        if (host_owned && dma == DmaMode::Mapped) || (!host_owned && (dma == DmaMode::Cma || sock.is_tcp())) {
+            self.log(1, format_args!("refused attach: DMA backend not served (engine: {dma})"));
+            return refuse(&sock, CtlStatus::BACKEND, 0);
+        }
         let entries = if msg.b == 0 { cfg.limits.ring_entries } else { msg.b };
         if !entries.is_power_of_two() || entries < 2 || entries > cfg.limits.max_ring_entries {
-            return refuse(CtlStatus::LIMIT, cfg.limits.max_ring_entries);
+            return refuse(&sock, CtlStatus::LIMIT, cfg.limits.max_ring_entries);
         }
+        // The peer's own pid where the socket can tell it; over TCP the claim, which the nonce
+        // in the ring header at the named address then proves.
+        let pid = if sock.is_tcp() { msg.a } else { ctl::peer_pid(sock.fd()).unwrap_or(msg.a) };
+        let rings = if host_owned {
+            let Some(nonce) = p.nonce else {
+                return refuse(&sock, CtlStatus::UNAUTHORIZED, 0);
+            };
+            let Ok(raw) = i32::try_from(pid) else {
+                return refuse(&sock, CtlStatus::BAD_REQUEST, 0);
+            };
+            match RemoteRings::open(
+                nix::unistd::Pid::from_raw(raw),
+                msg.d,
+                msg.e,
+                nonce,
+                cfg.limits.max_ring_entries,
+            ) {
+                Ok(r) if r.entries() as u32 == entries => Some(r),
+                Ok(_) => return refuse(&sock, CtlStatus::BAD_REQUEST, 0),
+                Err(e) => {
+                    self.log(1, format_args!("refused attach of pid {pid}: {e}"));
+                    let status = match e {
+                        RemoteError::Header(ringcast_ring::attach::AttachError::Header(why))
+                            if why.starts_with("attach proof") =>
+                        {
+                            CtlStatus::UNAUTHORIZED
+                        }
+                        _ => CtlStatus::BACKEND,
+                    };
+                    return refuse(&sock, status, 0);
+                }
+            }
+        } else {
+            None
+        };
         let now = self.clock.now();
         let claim = match msg.c {
             0 => LocalRank::Auto,
@@ -177,51 +300,79 @@ impl EngineLoop {
         };
         let id = match self.engine.attach_host(claim, now) {
             Ok(id) => id,
-            Err(status) => return refuse(status, 0),
+            Err(status) => return refuse(&sock, status, 0),
         };
         let fail = |this: &mut Self, status| {
             this.engine.refuse_host(id, Departure::Clean, now);
-            refuse(status, 0);
+            refuse(&sock, status, 0);
         };
-        let rings = match attach::create(id.0, entries) {
-            Ok(r) => r,
-            Err(e) => {
-                self.log(1, format_args!("attach segment for host {} failed: {e}", id.0));
-                return fail(self, CtlStatus::MAP_FAILED);
+        let (rings, backend) = match rings {
+            Some(r) => {
+                // NOTE(cast): checked to fit an i32 above.
+                (HostRings::Remote(r), Backend::Cma { pid: nix::unistd::Pid::from_raw(pid as i32) })
             }
+            None => match attach::create(id.0, entries) {
+                Ok(r) => (HostRings::Mapped(r), Backend::Mapped),
+                Err(e) => {
+                    self.log(1, format_args!("attach segment for host {} failed: {e}", id.0));
+                    return fail(self, CtlStatus::MAP_FAILED);
+                }
+            },
         };
-        if epoll::modify(&self.epoll, &sock, epoll::EventData::new_u64(id.0 as u64), epoll::EventFlags::IN)
-            .is_err()
+        if epoll::modify(
+            &self.epoll,
+            sock.fd(),
+            epoll::EventData::new_u64(id.0 as u64),
+            epoll::EventFlags::IN,
+        )
+        .is_err()
         {
             return fail(self, CtlStatus::MAP_FAILED);
         }
-        let pid = ctl::peer_pid(sock.as_fd()).unwrap_or(msg.a);
-        let mut ok = CtlMsg::reply(&msg, CtlKind::ATTACH_OK);
+        let mut ok = CtlMsg::reply(msg, CtlKind::ATTACH_OK);
         ok.a = id.0;
         ok.b = std::process::id();
-        ok.c = rings.segment.len() as u64;
         let local = self.engine.core().local_rank(id);
         ok.d = local.map_or(0, |l| u64::from(l) + 1);
         ok.e = self.cpu.map_or(0, |c| c as u64 + 1);
-        if ctl::send(sock.as_fd(), &ok, Some(rings.segment.fd())).is_err() {
+        let sent = match &rings {
+            HostRings::Mapped(r) => {
+                ok.c = r.segment.len() as u64;
+                sock.send(&ok, Some(r.segment.fd()))
+            }
+            HostRings::Remote(_) => {
+                ok.c = msg.e;
+                sock.send_now(&ok)
+            }
+        };
+        if sent.is_err() {
             self.engine.refuse_host(id, Departure::Lost, now);
             return;
         }
         self.engine.host_arrived(id);
+        let how = match backend {
+            Backend::Mapped => "mapped rings",
+            Backend::Cma { .. } => "host-owned rings by cma",
+        };
+        let via = if sock.is_tcp() { "TCP" } else { "Unix socket" };
         self.log(
             2,
-            format_args!("host {} (pid {pid}) attached as local rank {local:?}, rings of {entries}", id.0),
+            format_args!(
+                "host {} (pid {pid}) attached over {via} as local rank {local:?}, {how} of {entries}",
+                id.0
+            ),
         );
         let done = Vec::with_capacity(entries as usize);
-        self.hosts[id.0 as usize] = Some(HostConn { pid, sock, rings, done, maps: HostMappings::default() });
+        self.hosts[id.0 as usize] =
+            Some(HostConn { pid, sock, backend, rings, done, maps: HostMappings::default() });
     }
 
-    fn serve_host(&mut self, id: HostId) {
+    pub(super) fn serve_host(&mut self, id: HostId) {
         for _ in 0..CTL_PER_HOST {
-            let Some(conn) = self.hosts.get(id.0 as usize).and_then(Option::as_ref) else {
+            let Some(conn) = self.hosts.get_mut(id.0 as usize).and_then(Option::as_mut) else {
                 return;
             };
-            let received = ctl::recv(conn.sock.as_fd(), &mut self.stray);
+            let received = conn.sock.recv(&mut self.stray);
             self.closer.dispose_all(&mut self.stray);
             let (msg, fd) = match received {
                 Ok(Received::Msg(m, fd)) => (m, fd),
@@ -257,6 +408,7 @@ impl EngineLoop {
             }
             let reply = match msg.kind {
                 CtlKind::REGISTER => self.register(id, &msg, fd),
+                CtlKind::REGISTER_ADDR => self.register_addr(id, &msg),
                 CtlKind::DEREGISTER => self.deregister(id, &msg),
                 CtlKind::STATS => {
                     let c = self.engine.counters();
@@ -308,7 +460,7 @@ impl EngineLoop {
     fn reply(&mut self, id: HostId, msg: CtlMsg) {
         let failed = match self.hosts[id.0 as usize].as_ref() {
             // Never block on a host: one whose socket buffer is full is not reading its replies.
-            Some(conn) => ctl::send_now(conn.sock.as_fd(), &msg).is_err(),
+            Some(conn) => conn.sock.send_now(&msg).is_err(),
             None => false,
         };
         if failed {
@@ -322,14 +474,19 @@ impl EngineLoop {
             return err(CtlStatus::BAD_REQUEST);
         };
         let budget = self.config.limits.max_host_bytes;
-        let EngineLoop { hosts, segments, engine, closer, .. } = self;
+        let EngineLoop { hosts, memory, engine, closer, .. } = self;
         let Some(conn) = hosts[id.0 as usize].as_mut() else {
             closer.dispose(fd);
             return err(CtlStatus::BAD_REQUEST);
         };
+        // A host-owned-ring host registers by address: the engine maps nothing of it.
+        if conn.backend != Backend::Mapped {
+            closer.dispose(fd);
+            return err(CtlStatus::BACKEND);
+        }
         // Only a sealed memfd is mapped (see SegmentTable::acquire); anything else goes back
         // to be closed off the loop.
-        let (handle, seg_len) = match segments.acquire(fd, &mut conn.maps, budget) {
+        let (handle, seg_len) = match memory.mapped().acquire(fd, &mut conn.maps, budget) {
             Ok(x) => x,
             Err((status, fd)) => {
                 if let Some(fd) = fd {
@@ -346,14 +503,46 @@ impl EngineLoop {
                 m
             }
             Err(status) => {
-                segments.release(handle, &mut conn.maps);
+                memory.release(handle, &mut conn.maps);
+                err(status)
+            }
+        }
+    }
+
+    /// `REGISTER_ADDR`: `e` bytes at address `c` of a `cma` host's memory.
+    fn register_addr(&mut self, id: HostId, msg: &CtlMsg) -> CtlMsg {
+        let err = |s| CtlMsg::error(msg, s);
+        let budget = self.config.limits.max_host_bytes;
+        let EngineLoop { hosts, memory, engine, .. } = self;
+        let Some(conn) = hosts[id.0 as usize].as_mut() else {
+            return err(CtlStatus::BAD_REQUEST);
+        };
+        let Backend::Cma { pid } = conn.backend else {
+            return err(CtlStatus::BACKEND);
+        };
+        let (handle, len) = match memory.cma().acquire(pid, msg.c, msg.e, &mut conn.maps, budget) {
+            Ok(x) => x,
+            Err(status) => return err(status),
+        };
+        match engine.register(id, handle, len, 0, len, Access(msg.a)) {
+            Ok(key) => {
+                let mut m = CtlMsg::reply(msg, CtlKind::REGISTER_OK);
+                m.a = key.0;
+                self.log(
+                    2,
+                    format_args!("host {}: registered {len} bytes at {:#x} as key {:#x}", id.0, msg.c, key.0),
+                );
+                m
+            }
+            Err(status) => {
+                memory.release(handle, &mut conn.maps);
                 err(status)
             }
         }
     }
 
     fn deregister(&mut self, id: HostId, msg: &CtlMsg) -> CtlMsg {
-        let EngineLoop { hosts, segments, engine, copies, .. } = self;
+        let EngineLoop { hosts, memory, engine, copies, .. } = self;
         let Some(conn) = hosts[id.0 as usize].as_mut() else {
             return CtlMsg::error(msg, CtlStatus::BAD_REQUEST);
         };
@@ -365,7 +554,7 @@ impl EngineLoop {
                 for c in copies.iter_mut().filter(|c| c.host == id && c.keys.contains(&key)) {
                     c.failed = true;
                 }
-                segments.release(seg, &mut conn.maps);
+                memory.release(seg, &mut conn.maps);
                 let mut m = CtlMsg::reply(msg, CtlKind::DEREGISTER_OK);
                 m.a = msg.a;
                 m
@@ -385,12 +574,12 @@ impl EngineLoop {
             self.engine.abandon(&c);
         }
         self.copies.retain(|c| c.host != id);
-        let unread = conn.rings.sq.len().unwrap_or(0) as u64;
+        let unread = conn.rings.unread();
         let in_flight = unread + queued;
         let now = self.clock.now();
         // The collectives must let go of its buffers before they are unmapped.
         for seg in self.engine.detach_host(id, how, unread, now) {
-            self.segments.release(seg, &mut conn.maps);
+            self.memory.release(seg, &mut conn.maps);
         }
         self.carry_out(now);
         let level = if how == Departure::Lost { 1 } else { 2 };

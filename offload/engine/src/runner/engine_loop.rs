@@ -23,15 +23,16 @@
 //! The data path makes no system call and no allocation once warm: every buffer is sized at
 //! start (`burst`) or at attach (each host's completions hold at most one ring).
 use super::clock::Clock;
-use super::memory::{HostMappings, SegmentTable};
+use super::dma::rings::{HostRings, RingFault};
+use super::dma::{Backend, HostMappings, HostMemory};
 use super::net::Net;
 use crate::config::Config;
-use crate::ctl;
+use crate::ctl::{self, CtlSock};
+use ringcast_abi::ctl::{CtlKind, CtlMsg};
 use ringcast_abi::{Completion, RegionKey, Status, StatusKind, SubmissionDescriptor};
 use ringcast_proto::engine::{Action, Dma, Engine, JobId};
 use ringcast_proto::intake::regions::Resolved;
 use ringcast_proto::intake::{Departure, HostId, Nanos};
-use ringcast_ring::attach::EngineRings;
 use rustix::event::epoll;
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
@@ -56,11 +57,11 @@ pub(super) struct Copying {
 
 impl Copying {
     /// Moves up to `budget` more bytes; true when the copy is over (finished or failed).
-    fn advance(&mut self, segments: &SegmentTable, budget: &mut u64) -> bool {
+    fn advance(&mut self, memory: &mut HostMemory, budget: &mut u64) -> bool {
         let chunk = (self.len - self.done).min(*budget);
         if chunk > 0 && !self.failed {
             let at = |r: Resolved| Resolved { segment: r.segment, offset: r.offset + self.done };
-            if segments.dma(at(self.src), at(self.dst), chunk) {
+            if memory.copy(at(self.src), at(self.dst), chunk) {
                 self.done += chunk;
             } else {
                 // The engine checked the range against the registration; failing here means
@@ -75,8 +76,10 @@ impl Copying {
 
 pub(super) struct HostConn {
     pub(super) pid: u32,
-    pub(super) sock: OwnedFd,
-    pub(super) rings: EngineRings,
+    pub(super) sock: CtlSock,
+    /// How the engine reaches its memory (chosen at attach).
+    pub(super) backend: Backend,
+    pub(super) rings: HostRings,
     /// Completions the engine handed out, to publish at the end of the pass (with their start
     /// time parked in `engine_ns`).
     pub(super) done: Vec<Completion>,
@@ -93,20 +96,36 @@ impl HostConn {
         for c in self.done.iter_mut() {
             c.engine_ns = end.saturating_sub(c.engine_ns);
         }
-        let pushed = self.rings.cq.push_batch(&self.done);
-        debug_assert_eq!(pushed, self.done.len(), "completion ring overflow despite reservation");
+        match &mut self.rings {
+            HostRings::Mapped(r) => {
+                let pushed = r.cq.push_batch(&self.done);
+                debug_assert_eq!(pushed, self.done.len(), "completion ring overflow despite reservation");
+                // A host sleeping on its completion doorbell is woken (one system call, only
+                // then).
+                r.cq.wake_consumer();
+            }
+            HostRings::Remote(r) => {
+                // A failed write means the host's memory is gone: its socket's hang-up detaches
+                // it at the next control poll. A host asleep on its socket is woken there.
+                if r.push_batch(&self.done) && r.host_sleeping() {
+                    let _ = self.sock.send_now(&CtlMsg::new(CtlKind::WAKE));
+                }
+            }
+        }
         self.done.clear();
-        // A host sleeping on its completion doorbell is woken (one system call, only then).
-        self.rings.cq.wake_consumer();
     }
 }
 
 /// A connection that has not sent ATTACH yet.
 pub(super) struct Pending {
-    pub(super) sock: OwnedFd,
+    pub(super) sock: CtlSock,
     pub(super) since: Nanos,
     /// Order of acceptance: when the table is full, the oldest makes room.
     pub(super) seq: u64,
+    /// The nonce sent in `HELLO_OK` (one per connection).
+    pub(super) nonce: Option<u64>,
+    /// `AUTH` passed (the job's secret proven).
+    pub(super) authed: bool,
 }
 
 /// The engine's polling loop state.
@@ -118,12 +137,15 @@ pub struct EngineLoop {
     pub(super) clock: Clock,
     pub(super) name: String,
     pub(super) listener: OwnedFd,
+    /// The TCP control listener (`runner.listen_tcp`), and the port it is bound to.
+    pub(super) tcp_listener: Option<(OwnedFd, u16)>,
     pub(super) epoll: OwnedFd,
     pub(super) hosts: Vec<Option<HostConn>>,
     /// Connections not attached yet (`max_pending_conns` slots; the slot is in the epoll token).
     pub(super) pending: Vec<Option<Pending>>,
     pub(super) pending_seq: u64,
-    pub(super) segments: SegmentTable,
+    /// The DMA port: every host's registered memory, on its backend.
+    pub(super) memory: HostMemory,
     pub(super) burst: Vec<SubmissionDescriptor>,
     /// COPYs in progress, in the order the engine asked for them.
     pub(super) copies: VecDeque<Copying>,
@@ -147,6 +169,20 @@ impl EngineLoop {
     /// Listens on `@ringcast.<config.engine_name>`. `log_offset` lowers the log level (the
     /// in-process thread runner is quieter than the daemon).
     pub fn bind(config: Config, log_offset: u8) -> std::io::Result<Self> {
+        if config.runner.engine_name.starts_with("tcp://") {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "an engine listens under a name; RINGCAST_LISTEN_TCP adds a TCP address",
+            ));
+        }
+        let tcp_listener = match config.runner.listen_tcp.as_str() {
+            "" => None,
+            addr => {
+                let fd = ctl::listen_tcp(addr)?;
+                let port = ctl::local_port(std::os::fd::AsFd::as_fd(&fd)).unwrap_or(0);
+                Some((fd, port))
+            }
+        };
         let listener = ctl::listen(&config.runner.engine_name).map_err(|e| {
             if e.kind() == std::io::ErrorKind::AddrInUse {
                 std::io::Error::new(
@@ -164,6 +200,7 @@ impl EngineLoop {
         let net = Net::new(&config, engine.world_group())?;
         Ok(EngineLoop {
             listener,
+            tcp_listener,
             epoll: epoll::create(epoll::CreateFlags::CLOEXEC)?,
             name: config.runner.engine_name.clone(),
             burst: vec![SubmissionDescriptor::default(); config.runner.burst as usize],
@@ -172,7 +209,7 @@ impl EngineLoop {
             ctl_interval: config.runner.ctl_poll_us as Nanos * 1000,
             attach_timeout: config.runner.attach_timeout_ms as Nanos * 1_000_000,
             log_level: config.runner.log_level.saturating_sub(log_offset),
-            segments: SegmentTable::with_capacity(max_hosts * 8),
+            memory: HostMemory::with_capacity(max_hosts * 8),
             hosts: (0..max_hosts).map(|_| None).collect(),
             pending: (0..config.runner.max_pending_conns).map(|_| None).collect(),
             pending_seq: 0,
@@ -193,6 +230,11 @@ impl EngineLoop {
         &self.engine
     }
 
+    /// The TCP port hosts can attach on (`runner.listen_tcp`), if any.
+    pub fn tcp_port(&self) -> Option<u16> {
+        self.tcp_listener.as_ref().map(|(_, p)| *p)
+    }
+
     /// The configuration it was started with.
     pub fn config(&self) -> &Config {
         &self.config
@@ -211,7 +253,12 @@ impl EngineLoop {
 
     /// Shared-memory segments mapped right now (registered regions share them).
     pub fn mapped_segments(&self) -> usize {
-        self.segments.mapped()
+        self.memory.mapped_segments()
+    }
+
+    /// Host address ranges registered by `cma` now.
+    pub fn cma_ranges(&self) -> usize {
+        self.memory.cma_ranges()
     }
 
     pub(super) fn log(&self, level: u8, msg: std::fmt::Arguments<'_>) {
@@ -228,9 +275,15 @@ impl EngineLoop {
         for i in 0..self.hosts.len() {
             match self.take_descriptors(i, now) {
                 Ok(w) => work |= w,
-                Err(()) => {
-                    self.log(1, format_args!("host {i} broke the ring protocol; detaching it"));
-                    self.detach(HostId(i as u32), Departure::Lost);
+                Err(RingFault) => {
+                    // A host that exited cleanly takes its memory with it: its DETACH may wait on
+                    // the control socket, so that is read first. Still attached after it, the
+                    // host broke the ring protocol or its memory went away under us.
+                    self.serve_host(HostId(i as u32));
+                    if self.hosts[i].is_some() {
+                        self.log(1, format_args!("host {i} broke the ring protocol or its rings became unreachable; detaching it"));
+                        self.detach(HostId(i as u32), Departure::Lost);
+                    }
                 }
             }
         }
@@ -264,7 +317,7 @@ impl EngineLoop {
     /// Step 1 for host `i`: new descriptors, only when nothing of its is in flight (keeps the
     /// reservation exact), only as many as there are free completion slots. `Err` when its
     /// submission ring is corrupt.
-    fn take_descriptors(&mut self, i: usize, now: Nanos) -> Result<bool, ()> {
+    fn take_descriptors(&mut self, i: usize, now: Nanos) -> Result<bool, RingFault> {
         let EngineLoop { hosts, engine, burst, .. } = self;
         let Some(conn) = hosts[i].as_mut() else {
             return Ok(false);
@@ -273,8 +326,8 @@ impl EngineLoop {
         if engine.in_flight(host) > 0 || !conn.done.is_empty() {
             return Ok(false);
         }
-        let room = conn.rings.cq.free_slots().min(burst.len());
-        let n = if room > 0 { conn.rings.sq.pop_batch(&mut burst[..room]).map_err(|_| ())? } else { 0 };
+        let room = conn.rings.free_slots(burst.len()).min(burst.len());
+        let n = if room > 0 { conn.rings.pop_batch(&mut burst[..room])? } else { 0 };
         for desc in &burst[..n] {
             engine.handle_descriptor(host, desc, now);
         }
@@ -283,7 +336,7 @@ impl EngineLoop {
 
     /// Step 3: carries out the engine's actions until it has none. True if there were any.
     pub(super) fn carry_out(&mut self, now: Nanos) -> bool {
-        let EngineLoop { engine, net, hosts, segments, copies, .. } = self;
+        let EngineLoop { engine, net, hosts, memory, copies, .. } = self;
         let mut work = false;
         while let Some(action) = engine.poll_action() {
             work = true;
@@ -311,15 +364,13 @@ impl EngineLoop {
                     copies.push_back(Copying { job, host, keys, src, dst, len, done: 0, failed: false });
                 }
                 Action::Dma { job, dma: Dma::Load { src, len } } => {
-                    let ok = engine
-                        .staging(job)
-                        .is_some_and(|s| s.len() as u64 == len && segments.read(src, 0, s));
+                    let ok =
+                        engine.staging(job).is_some_and(|s| s.len() as u64 == len && memory.read(src, 0, s));
                     engine.handle_dma_done(job, ok, now);
                 }
                 Action::Dma { job, dma: Dma::Store { dst, len } } => {
-                    let ok = engine
-                        .staging(job)
-                        .is_some_and(|s| s.len() as u64 == len && segments.write(dst, 0, s));
+                    let ok =
+                        engine.staging(job).is_some_and(|s| s.len() as u64 == len && memory.write(dst, 0, s));
                     engine.handle_dma_done(job, ok, now);
                 }
                 Action::Complete { host, cqe, started } => {
@@ -342,10 +393,10 @@ impl EngineLoop {
         }
         let mut budgets = [0u64; 0].to_vec();
         budgets.resize(self.hosts.len(), budget);
-        let EngineLoop { copies, segments, ended, .. } = self;
+        let EngineLoop { copies, memory, ended, .. } = self;
         copies.retain_mut(|c| {
             let Some(b) = budgets.get_mut(c.host.0 as usize) else { return false };
-            if c.advance(segments, b) {
+            if c.advance(memory, b) {
                 ended.push((c.job, !c.failed));
                 false
             } else {
@@ -411,12 +462,14 @@ impl EngineLoop {
         false
     }
 
-    /// Whether this engine cannot sleep on doorbells (its fabric cannot wake it, or it serves
-    /// more hosts than one wait can cover): it naps instead.
+    /// Whether this engine cannot sleep on doorbells (its fabric cannot wake it, it serves
+    /// more hosts than one wait can cover, or a host with host-owned rings, whose new work only
+    /// a DMA poll finds): it naps instead.
     fn park_unavailable(&self) -> bool {
         let hosts = self.hosts.iter().flatten().count();
         hosts + 1 > ringcast_ring::doorbell::MAX_WAIT_ANY
             || self.net.as_ref().is_some_and(|n| n.bell().is_none())
+            || self.hosts.iter().flatten().any(|c| c.rings.mapped().is_none())
     }
 
     /// Sleeps until a host posts, a peer publishes a frame for us, the protocol's next timer, or
@@ -428,8 +481,8 @@ impl EngineLoop {
         }
         // 1. Arm: every host's submission doorbell, then the fabric's.
         self.armed.clear();
-        for conn in self.hosts.iter().flatten() {
-            self.armed.push(conn.rings.sq.arm());
+        for rings in self.hosts.iter().flatten().filter_map(|c| c.rings.mapped()) {
+            self.armed.push(rings.sq.arm());
         }
         let fabric_seen = match self.net.as_ref() {
             Some(n) => match n.arm() {
@@ -452,8 +505,10 @@ impl EngineLoop {
             }
             let mut words: heapless::Vec<(&AtomicU32, u32), { ringcast_ring::doorbell::MAX_WAIT_ANY }> =
                 heapless::Vec::new();
-            for (conn, &seen) in self.hosts.iter().flatten().zip(&self.armed) {
-                let _ = words.push((conn.rings.sq.bell(), seen));
+            for (rings, &seen) in
+                self.hosts.iter().flatten().filter_map(|c| c.rings.mapped()).zip(&self.armed)
+            {
+                let _ = words.push((rings.sq.bell(), seen));
             }
             if let (Some(bell), Some(seen)) = (self.net.as_ref().and_then(Net::bell), fabric_seen) {
                 let _ = words.push((bell, seen));
@@ -471,8 +526,8 @@ impl EngineLoop {
     }
 
     fn disarm_hosts(&self) {
-        for conn in self.hosts.iter().flatten() {
-            conn.rings.sq.disarm();
+        for rings in self.hosts.iter().flatten().filter_map(|c| c.rings.mapped()) {
+            rings.sq.disarm();
         }
     }
 
@@ -494,8 +549,9 @@ impl EngineLoop {
             // Everything still in the ring is answered, as far as the completion ring has room.
             let now = clock.now();
             loop {
-                let room = conn.rings.cq.free_slots().saturating_sub(conn.done.len()).min(burst.len());
-                let n = conn.rings.sq.pop_batch(&mut burst[..room]).unwrap_or(0);
+                let room =
+                    conn.rings.free_slots(burst.len()).saturating_sub(conn.done.len()).min(burst.len());
+                let n = conn.rings.pop_batch(&mut burst[..room]).unwrap_or(0);
                 if n == 0 {
                     break;
                 }

@@ -1,5 +1,5 @@
-//! The runner's table of mapped host memory: segment handles (what the core knows) to mappings
-//! (what the DMA touches).
+//! The `mapped` DMA backend: segment handles (what the core knows) to mappings of the hosts'
+//! sealed memfds (what a job touches). Same machine only: the engine maps what the host passed.
 //!
 //! One mapping per memfd (identified by device and inode), shared by every registration of it
 //! and reference-counted: registering a buffer twice neither maps it twice nor hides from the
@@ -9,6 +9,7 @@
 //! the same budget bounds. The core has
 //! bounds-checked every DMA range against the registration; the copy re-checks against the
 //! mapping, so even a core bug cannot reach outside host memory.
+use super::HostMappings;
 use ringcast_abi::ctl::CtlStatus;
 use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
 use ringcast_ring::{copy_between, ShmSegment};
@@ -28,13 +29,6 @@ pub struct SegmentTable {
     by_handle: HashMap<u64, Mapping>,
     by_file: HashMap<(u64, u64), u64>,
     next: u64,
-}
-
-/// Bytes of distinct segments one host references, for its budget.
-#[derive(Debug, Default)]
-pub struct HostMappings {
-    held: Vec<(SegmentHandle, u64, u32)>,
-    bytes: u64,
 }
 
 impl SegmentTable {
@@ -76,8 +70,7 @@ impl SegmentTable {
             Some(m) => m.seg.len() as u64,
             None => u64::try_from(st.st_size).map_err(|_| (CtlStatus::MAP_FAILED, None))?,
         };
-        let new_for_host = !host.held.iter().any(|(h, _, _)| *h == handle);
-        if new_for_host && host.bytes.saturating_add(len) > budget {
+        if !host.holds(handle) && !host.fits(len, budget) {
             return Err((CtlStatus::LIMIT, Some(fd)));
         }
         match existing {
@@ -94,25 +87,13 @@ impl SegmentTable {
                 self.by_handle.insert(handle.0, Mapping { seg: Arc::new(seg), id, refs: 1 });
             }
         }
-        match host.held.iter_mut().find(|(h, _, _)| *h == handle) {
-            Some(entry) => entry.2 += 1,
-            None => {
-                host.held.push((handle, len, 1));
-                host.bytes += len;
-            }
-        }
+        host.take(handle, len);
         Ok((handle, len))
     }
 
     /// Drops one reference of `host` to `handle`, unmapping when no registration uses it.
     pub fn release(&mut self, handle: SegmentHandle, host: &mut HostMappings) {
-        if let Some(i) = host.held.iter().position(|(h, _, _)| *h == handle) {
-            host.held[i].2 -= 1;
-            if host.held[i].2 == 0 {
-                host.bytes -= host.held[i].1;
-                host.held.swap_remove(i);
-            }
-        }
+        host.give_back(handle);
         if let Some(m) = self.by_handle.get_mut(&handle.0) {
             m.refs -= 1;
             if m.refs == 0 {

@@ -1,0 +1,236 @@
+//! The `cma` DMA backend: host memory reached with `process_vm_readv`/`process_vm_writev`
+//! (cross-memory attach), the way a DPU reaches it by RDMA — the engine maps nothing of its
+//! hosts. A host registers any range of its own memory by address (an MPI user buffer in
+//! place); every job is checked against the registered ranges before it is issued, and the
+//! kernel checks it again against the host's mappings (an unmapped page fails the job, it never
+//! faults the engine).
+//!
+//! The kernel copies with `rep movsb`: a copy is not single-copy atomic, and two calls are
+//! ordered only with a fence between them (see [`fenced`]). The ring code builds on exactly that
+//! (`rings.rs`).
+use super::HostMappings;
+use nix::sys::uio::{process_vm_readv, process_vm_writev, RemoteIoVec};
+use nix::unistd::Pid;
+use ringcast_abi::ctl::CtlStatus;
+use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
+use std::collections::HashMap;
+use std::io::{IoSlice, IoSliceMut};
+
+/// Handles of `cma` ranges carry this bit (mapped segments never do), so one handle space
+/// serves both backends and the core's overlap checks see distinct handles.
+pub const CMA_TAG: u64 = 1 << 63;
+
+/// One registered range of a host process's memory.
+#[derive(Clone, Copy, Debug)]
+struct Range {
+    pid: Pid,
+    base: u64,
+    len: u64,
+}
+
+/// Registered ranges by handle.
+#[derive(Default)]
+pub struct CmaTable {
+    ranges: HashMap<u64, Range>,
+    next: u64,
+}
+
+/// Reads `out.len()` bytes at `addr` of process `pid`; false unless every byte arrived.
+pub fn read(pid: Pid, addr: u64, out: &mut [u8]) -> bool {
+    let len = out.len();
+    if len == 0 {
+        return true;
+    }
+    let remote = [RemoteIoVec { base: addr as usize, len }];
+    process_vm_readv(pid, &mut [IoSliceMut::new(out)], &remote).is_ok_and(|n| n == len)
+}
+
+/// Reads several ranges of process `pid` in one call, in order; false unless every byte arrived.
+pub fn read_many(pid: Pid, parts: &mut [(u64, &mut [u8])]) -> bool {
+    let mut remote: heapless::Vec<RemoteIoVec, 4> = heapless::Vec::new();
+    let mut total = 0;
+    for (addr, buf) in parts.iter() {
+        if remote.push(RemoteIoVec { base: *addr as usize, len: buf.len() }).is_err() {
+            return false;
+        }
+        total += buf.len();
+    }
+    let mut local: heapless::Vec<IoSliceMut<'_>, 4> = heapless::Vec::new();
+    for (_, buf) in parts.iter_mut() {
+        let _ = local.push(IoSliceMut::new(buf));
+    }
+    process_vm_readv(pid, &mut local, &remote).is_ok_and(|n| n == total)
+}
+
+/// Writes `data` at `addr` of process `pid`; false unless every byte was written.
+pub fn write(pid: Pid, addr: u64, data: &[u8]) -> bool {
+    write_many(pid, &[(addr, data)])
+}
+
+/// Writes several ranges of process `pid` in one call; false unless every byte was written. No
+/// order between the parts is promised (see the module doc).
+pub fn write_many(pid: Pid, parts: &[(u64, &[u8])]) -> bool {
+    let mut remote: heapless::Vec<RemoteIoVec, 4> = heapless::Vec::new();
+    let mut local: heapless::Vec<IoSlice<'_>, 4> = heapless::Vec::new();
+    let mut total = 0;
+    for (addr, buf) in parts {
+        if remote.push(RemoteIoVec { base: *addr as usize, len: buf.len() }).is_err() {
+            return false;
+        }
+        let _ = local.push(IoSlice::new(buf));
+        total += buf.len();
+    }
+    if total == 0 {
+        return true;
+    }
+    process_vm_writev(pid, &local, &remote).is_ok_and(|n| n == total)
+}
+
+/// Runs `first`, then `second` only once every store of `first` is visible to other CPUs: the
+/// order the ring protocol needs between a DMA write of entries and of the index that publishes
+/// them (and between an index and its mirror). The kernel copies on this thread, so a fence on
+/// it orders them.
+pub fn fenced(first: impl FnOnce() -> bool, second: impl FnOnce() -> bool) -> bool {
+    if !first() {
+        return false;
+    }
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    second()
+}
+
+impl CmaTable {
+    /// Registers `len` bytes at `addr` of process `pid` for a host whose registered bytes are
+    /// `host`, within `budget`. The range must be reachable now: its first and last byte are
+    /// read once (a range the host does not have mapped is refused, not discovered later).
+    pub fn acquire(
+        &mut self,
+        pid: Pid,
+        addr: u64,
+        len: u64,
+        host: &mut HostMappings,
+        budget: u64,
+    ) -> Result<(SegmentHandle, u64), CtlStatus> {
+        if len == 0 || addr.checked_add(len).is_none_or(|end| end > usize::MAX as u64) {
+            return Err(CtlStatus::BAD_REQUEST);
+        }
+        if !host.fits(len, budget) {
+            return Err(CtlStatus::LIMIT);
+        }
+        let mut probe = [0u8; 1];
+        if !read(pid, addr, &mut probe) || !read(pid, addr + len - 1, &mut probe) {
+            return Err(CtlStatus::BACKEND);
+        }
+        self.next += 1;
+        let handle = SegmentHandle(CMA_TAG | self.next);
+        self.ranges.insert(handle.0, Range { pid, base: addr, len });
+        host.take(handle, len);
+        // The core sees the range as a segment of its own, starting at offset 0.
+        Ok((handle, len))
+    }
+
+    /// Drops `handle` (one registration, never shared).
+    pub fn release(&mut self, handle: SegmentHandle, host: &mut HostMappings) {
+        host.give_back(handle);
+        self.ranges.remove(&handle.0);
+    }
+
+    /// Ranges registered now.
+    pub fn registered(&self) -> usize {
+        self.ranges.len()
+    }
+
+    /// The process and address of `len` bytes at `at + offset`, checked inside the range.
+    fn locate(&self, at: Resolved, offset: u64, len: u64) -> Option<(Pid, u64)> {
+        let r = self.ranges.get(&at.segment.0)?;
+        let start = at.offset.checked_add(offset)?;
+        (start.checked_add(len)? <= r.len).then_some((r.pid, r.base + start))
+    }
+
+    /// Reads host memory at `at + offset` into `out`; false when the handle is unknown, the
+    /// range falls outside the registration, or the host no longer has it mapped.
+    pub fn read(&self, at: Resolved, offset: u64, out: &mut [u8]) -> bool {
+        self.locate(at, offset, out.len() as u64).is_some_and(|(pid, addr)| read(pid, addr, out))
+    }
+
+    /// Writes `data` to host memory at `at + offset`; false as for [`CmaTable::read`].
+    pub fn write(&self, at: Resolved, offset: u64, data: &[u8]) -> bool {
+        self.locate(at, offset, data.len() as u64).is_some_and(|(pid, addr)| write(pid, addr, data))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn me() -> Pid {
+        Pid::this()
+    }
+
+    #[test]
+    fn a_job_outside_its_registration_is_refused_before_it_is_issued() {
+        let mut table = CmaTable::default();
+        let mut host = HostMappings::default();
+        let buf = vec![7u8; 4096];
+        let (h, len) = table.acquire(me(), buf.as_ptr() as u64, 4096, &mut host, u64::MAX).unwrap();
+        assert_eq!(len, 4096);
+        let at = Resolved { segment: h, offset: 0 };
+        let mut out = [0u8; 16];
+        assert!(table.read(at, 4080, &mut out));
+        assert_eq!(out, [7; 16]);
+        // One byte past the end, an offset that overflows, an unknown handle: refused.
+        assert!(!table.read(at, 4081, &mut out));
+        assert!(!table.read(Resolved { segment: h, offset: u64::MAX }, 1, &mut out));
+        assert!(!table.read(Resolved { segment: SegmentHandle(CMA_TAG | 99), offset: 0 }, 0, &mut out));
+        assert!(!table.write(at, 4090, &[0; 7]));
+        assert_eq!(buf[4090..], [7; 6], "a refused write wrote nothing");
+        table.release(h, &mut host);
+        assert!(!table.read(at, 0, &mut out), "a released range is unknown");
+        assert_eq!(table.registered(), 0);
+    }
+
+    #[test]
+    fn a_range_the_host_has_not_mapped_or_an_empty_one_or_over_budget_is_refused() {
+        let mut table = CmaTable::default();
+        let mut host = HostMappings::default();
+        // Page 0 is never mapped.
+        assert_eq!(table.acquire(me(), 0, 4096, &mut host, u64::MAX).err(), Some(CtlStatus::BACKEND));
+        let buf = [0u8; 64];
+        let addr = buf.as_ptr() as u64;
+        assert_eq!(table.acquire(me(), addr, 0, &mut host, u64::MAX).err(), Some(CtlStatus::BAD_REQUEST));
+        assert_eq!(
+            table.acquire(me(), u64::MAX - 1, 8, &mut host, u64::MAX).err(),
+            Some(CtlStatus::BAD_REQUEST)
+        );
+        assert_eq!(table.acquire(me(), addr, 64, &mut host, 32).err(), Some(CtlStatus::LIMIT));
+        assert!(table.acquire(me(), addr, 64, &mut host, 64).is_ok());
+        assert_eq!(table.acquire(me(), addr, 1, &mut host, 64).err(), Some(CtlStatus::LIMIT), "budget spent");
+    }
+
+    #[test]
+    fn writes_and_reads_reach_another_process_and_end_with_it() {
+        // A real other process: `cat` waiting on its stdin. The low end of its stack mapping is
+        // memory it does not use; this process reaches it only by cma.
+        let mut child = std::process::Command::new("cat")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = Pid::from_raw(child.id() as i32);
+        let maps = std::fs::read_to_string(format!("/proc/{}/maps", child.id())).unwrap();
+        let stack = maps.lines().find(|l| l.ends_with("[stack]")).expect("child has a stack mapping");
+        let lo = u64::from_str_radix(stack.split('-').next().unwrap(), 16).unwrap();
+        let pattern: Vec<u8> = (0..=255).collect();
+        assert!(write(pid, lo, &pattern));
+        let mut back = vec![0u8; 256];
+        assert!(read(pid, lo, &mut back));
+        assert_eq!(back, pattern);
+        // Two parts in one call, in order.
+        let (mut a, mut b) = ([0u8; 4], [0u8; 4]);
+        assert!(read_many(pid, &mut [(lo + 10, &mut a[..]), (lo + 200, &mut b[..])]));
+        assert_eq!((a, b), ([10, 11, 12, 13], [200, 201, 202, 203]));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!read(pid, lo, &mut back), "a dead process's memory is gone");
+        assert!(!write(pid, lo, &pattern));
+    }
+}

@@ -1,0 +1,180 @@
+//! The DMA port: the only way the engine's runner touches host memory.
+//!
+//! The sans-IO core asks for host memory as actions (`Action::Dma`: load into its staging,
+//! store from it, copy between two regions), each on a (segment handle, offset) the core has
+//! bounds-checked against the host's registration (`intake::regions`), and is told of each job's
+//! end with `handle_dma_done`. The runner carries the jobs out here, on one of two backends,
+//! chosen per host at attach:
+//! - `mapped` ([`mapped`]): the host passed sealed memfds, the engine maps them and copies with
+//!   `memcpy` — one machine, the fastest path, and what the thread mode uses;
+//! - `cma` ([`cma`]): the host names addresses of its own memory and the engine reaches them
+//!   with `process_vm_readv`/`writev`, mapping nothing — what a BlueField does by RDMA, and what
+//!   the DPU emulation runs to prove the engine needs nothing else.
+//!
+//! Rules every backend keeps (and an RDMA one would):
+//! - a job is checked against the registered range before it is issued — a core bug cannot
+//!   reach outside what the host registered; a job on memory the host took back fails, it
+//!   never faults the engine;
+//! - jobs complete in the order they were issued; a job's data is complete and visible to the
+//!   host when the job completes (the runner answers the core after that), so a completion the
+//!   engine writes after a job's data is seen after it;
+//! - within one job, no order between bytes is promised (a `cma` copy is `rep movsb`): anything
+//!   the host polls is published by a separate, later job — the rings' mirrored indices
+//!   ([`rings`]).
+//!
+//! Both backends here complete a job before the call that issues it returns (a kernel copy or a
+//! `memcpy`); the core already treats every job as asynchronous, which a queue-pair backend
+//! needs.
+pub mod cma;
+pub mod mapped;
+pub mod rings;
+
+use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
+
+pub use cma::CmaTable;
+pub use mapped::SegmentTable;
+
+/// How the engine reaches one host's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// Shared mappings of the host's memfds.
+    Mapped,
+    /// Cross-memory attach into process `pid`.
+    Cma {
+        /// The host process.
+        pid: nix::unistd::Pid,
+    },
+}
+
+/// Bytes of distinct segments or ranges one host holds registered, for its budget
+/// (`max_host_bytes`).
+#[derive(Debug, Default)]
+pub struct HostMappings {
+    held: Vec<(SegmentHandle, u64, u32)>,
+    bytes: u64,
+}
+
+impl HostMappings {
+    /// True when the host holds `handle` already (a second registration costs nothing more).
+    pub fn holds(&self, handle: SegmentHandle) -> bool {
+        self.held.iter().any(|(h, _, _)| *h == handle)
+    }
+
+    /// True when `len` more bytes fit within `budget`.
+    pub fn fits(&self, len: u64, budget: u64) -> bool {
+        self.bytes.saturating_add(len) <= budget
+    }
+
+    /// Records one more reference to `handle` of `len` bytes.
+    pub fn take(&mut self, handle: SegmentHandle, len: u64) {
+        match self.held.iter_mut().find(|(h, _, _)| *h == handle) {
+            Some(entry) => entry.2 += 1,
+            None => {
+                self.held.push((handle, len, 1));
+                self.bytes += len;
+            }
+        }
+    }
+
+    /// Drops one reference to `handle`.
+    pub fn give_back(&mut self, handle: SegmentHandle) {
+        if let Some(i) = self.held.iter().position(|(h, _, _)| *h == handle) {
+            self.held[i].2 -= 1;
+            if self.held[i].2 == 0 {
+                self.bytes -= self.held[i].1;
+                self.held.swap_remove(i);
+            }
+        }
+    }
+}
+
+/// Chunk of a copy between two regions of which at least one is reached by `cma`: it goes
+/// through the engine's memory (a DPU copies host to host the same way, through its own).
+const BOUNCE: usize = 256 * 1024;
+
+/// Every host's registered memory, on both backends: the port the runner issues jobs to.
+pub struct HostMemory {
+    mapped: SegmentTable,
+    cma: CmaTable,
+    bounce: Vec<u8>,
+}
+
+impl HostMemory {
+    /// Tables sized for `capacity` mappings, and the bounce buffer (allocated once, here: no
+    /// allocation on the data path).
+    pub fn with_capacity(capacity: usize) -> Self {
+        HostMemory {
+            mapped: SegmentTable::with_capacity(capacity),
+            cma: CmaTable::default(),
+            bounce: vec![0; BOUNCE],
+        }
+    }
+
+    /// The `mapped` backend's table (registration of memfds).
+    pub fn mapped(&mut self) -> &mut SegmentTable {
+        &mut self.mapped
+    }
+
+    /// The `cma` backend's table (registration of address ranges).
+    pub fn cma(&mut self) -> &mut CmaTable {
+        &mut self.cma
+    }
+
+    /// Shared-memory segments mapped now.
+    pub fn mapped_segments(&self) -> usize {
+        self.mapped.mapped()
+    }
+
+    /// Address ranges registered by `cma` now.
+    pub fn cma_ranges(&self) -> usize {
+        self.cma.registered()
+    }
+
+    /// Releases one registration of `handle`, whichever backend holds it.
+    pub fn release(&mut self, handle: SegmentHandle, host: &mut HostMappings) {
+        if handle.0 & cma::CMA_TAG != 0 {
+            self.cma.release(handle, host)
+        } else {
+            self.mapped.release(handle, host)
+        }
+    }
+
+    /// Job: reads host memory at `at + offset` into `out`; false when it is refused or fails.
+    pub fn read(&self, at: Resolved, offset: u64, out: &mut [u8]) -> bool {
+        if at.segment.0 & cma::CMA_TAG != 0 {
+            self.cma.read(at, offset, out)
+        } else {
+            self.mapped.read(at, offset, out)
+        }
+    }
+
+    /// Job: writes `data` to host memory at `at + offset`; false as for [`HostMemory::read`].
+    pub fn write(&self, at: Resolved, offset: u64, data: &[u8]) -> bool {
+        if at.segment.0 & cma::CMA_TAG != 0 {
+            self.cma.write(at, offset, data)
+        } else {
+            self.mapped.write(at, offset, data)
+        }
+    }
+
+    /// Job: copies `len` bytes between two regions (a COPY's chunk); false as for
+    /// [`HostMemory::read`].
+    pub fn copy(&mut self, src: Resolved, dst: Resolved, len: u64) -> bool {
+        if (src.segment.0 | dst.segment.0) & cma::CMA_TAG == 0 {
+            return self.mapped.dma(src, dst, len);
+        }
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(BOUNCE as u64);
+            let mut buf = std::mem::take(&mut self.bounce);
+            let ok =
+                self.read(src, done, &mut buf[..n as usize]) && self.write(dst, done, &buf[..n as usize]);
+            self.bounce = buf;
+            if !ok {
+                return false;
+            }
+            done += n;
+        }
+        true
+    }
+}

@@ -1,0 +1,270 @@
+//! A host's rings as the engine sees them: mapped into its address space (the engine built them,
+//! `mapped` backend), or host-owned and reached only by DMA (`cma` backend: the BlueField
+//! contract).
+//!
+//! Host-owned rings have the layout of `shared-abi` (`SegmentHeader`, two `RingControl`s and
+//! their slots) at an address of the host's memory. The engine plays its two ends by DMA:
+//! - submissions: one read of the producer's line (mirror, then `tail`: trusted only when they
+//!   agree), one read of the new descriptors (a burst: one job, two parts when it wraps), then
+//!   `head` and its mirror written back (two jobs, fenced);
+//! - completions: the entries (one job), then `tail`, then its mirror (each fenced after the
+//!   one before), then one read of the consumer's line — its `head` for the free slots and its
+//!   `waiting` flag: a host asleep on its control socket is sent a `WAKE` there (no futex
+//!   crosses the boundary);
+//! - new work is found by reading the producer's line every pass (a DMA poll).
+//!
+//! The consumer's line is read only when the cached free count cannot take a batch, so a
+//! steady stream costs about six small DMA jobs per batch of descriptors and completions.
+use super::cma;
+use nix::unistd::Pid;
+use ringcast_abi::{Completion, RingControl, SegmentHeader, SubmissionDescriptor};
+use ringcast_ring::attach::{self, EngineRings};
+use zerocopy::{FromZeros, IntoBytes};
+
+/// Offset of `tail` and of `tail_mirror` from a ring's control block.
+const TAIL: u64 = 128;
+const TAIL_MIRROR: u64 = 144;
+/// Offset of `head`, `waiting` and `head_mirror` from a ring's control block.
+const HEAD: u64 = 256;
+const HEAD_MIRROR: u64 = 272;
+const SLOTS: u64 = RingControl::SLOTS_OFFSET as u64;
+const ENTRY: u64 = 64;
+static_assertions::const_assert_eq!(core::mem::size_of::<SubmissionDescriptor>(), ENTRY as usize);
+static_assertions::const_assert_eq!(core::mem::size_of::<Completion>(), ENTRY as usize);
+
+/// The engine's ends of a host's host-owned rings, played by `cma` jobs.
+#[derive(Debug)]
+pub struct RemoteRings {
+    pid: Pid,
+    sq: u64,
+    cq: u64,
+    entries: u64,
+    /// Submissions consumed (ours; written back to the host).
+    sq_head: u64,
+    /// The host's last trusted `tail`.
+    sq_tail: u64,
+    /// Completions published (ours).
+    cq_tail: u64,
+    /// The host's last trusted `head`.
+    cq_head: u64,
+    /// The host's `waiting` as last read.
+    host_waiting: bool,
+}
+
+/// Why host-owned rings were refused at attach.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    /// The header could not be read at the address the host named.
+    #[error("host-owned rings unreachable by DMA at the address named")]
+    Unreachable,
+    /// The header is not the layout the engine would have built, or lacks the nonce.
+    #[error("host-owned rings refused: {0}")]
+    Header(#[from] attach::AttachError),
+}
+
+impl RemoteRings {
+    /// Reads and checks the header of the `len` bytes at `addr` of process `pid` (the nonce
+    /// `proof` included; capacities up to `max_entries`), then the rings' indices.
+    pub fn open(pid: Pid, addr: u64, len: u64, proof: u64, max_entries: u32) -> Result<Self, RemoteError> {
+        let mut header = SegmentHeader::new_zeroed();
+        if !cma::read(pid, addr, header.as_mut_bytes()) {
+            return Err(RemoteError::Unreachable);
+        }
+        let entries = attach::check_host_owned(&header, len, proof, max_entries)?;
+        let r = RemoteRings {
+            pid,
+            sq: addr + header.sq_offset,
+            cq: addr + header.cq_offset,
+            entries: u64::from(entries),
+            sq_head: 0,
+            sq_tail: 0,
+            cq_tail: 0,
+            cq_head: 0,
+            host_waiting: false,
+        };
+        // A fresh host starts both rings empty; anything else is refused rather than trusted.
+        let (mut a, mut b, mut c) = ([0u8; 8], [0u8; 8], [0u8; 8]);
+        if !cma::read_many(
+            pid,
+            &mut [(r.sq + HEAD, &mut a[..]), (r.sq + TAIL, &mut b[..]), (r.cq + TAIL, &mut c[..])],
+        ) {
+            return Err(RemoteError::Unreachable);
+        }
+        if [a, b, c].iter().any(|v| u64::from_le_bytes(*v) != 0) {
+            return Err(RemoteError::Header(attach::AttachError::Header("rings not fresh")));
+        }
+        Ok(r)
+    }
+
+    /// Capacity of each ring.
+    pub fn entries(&self) -> usize {
+        self.entries as usize
+    }
+
+    /// Reads the host's submission `tail` (mirror first; the last trusted value while a store
+    /// of it is in progress); `Err` when the read failed or it names an impossible state.
+    fn read_sq_tail(&mut self) -> Result<u64, RingFault> {
+        let (mut m, mut t) = ([0u8; 8], [0u8; 8]);
+        if !cma::read_many(self.pid, &mut [(self.sq + TAIL_MIRROR, &mut m[..]), (self.sq + TAIL, &mut t[..])])
+        {
+            return Err(RingFault);
+        }
+        let (m, t) = (u64::from_le_bytes(m), u64::from_le_bytes(t));
+        if m == t {
+            if t.wrapping_sub(self.sq_head) > self.entries {
+                return Err(RingFault);
+            }
+            self.sq_tail = t;
+        }
+        Ok(self.sq_tail)
+    }
+
+    /// Takes up to `out.len()` new descriptors: `Ok(n)`; `Err` when the host's ring is corrupt
+    /// or its memory is gone (the runner detaches it).
+    pub fn pop_batch(&mut self, out: &mut [SubmissionDescriptor]) -> Result<usize, RingFault> {
+        let tail = self.read_sq_tail()?;
+        let n = (tail - self.sq_head).min(out.len() as u64) as usize;
+        if n == 0 {
+            return Ok(0);
+        }
+        let start = self.sq_head % self.entries;
+        let first = (n as u64).min(self.entries - start) as usize;
+        let (a, b) = out[..n].split_at_mut(first);
+        let ok = cma::read_many(
+            self.pid,
+            &mut [(self.sq + SLOTS + start * ENTRY, a.as_mut_bytes()), (self.sq + SLOTS, b.as_mut_bytes())],
+        );
+        if !ok {
+            return Err(RingFault);
+        }
+        self.sq_head += n as u64;
+        let head = self.sq_head.to_le_bytes();
+        let (pid, sq) = (self.pid, self.sq);
+        if !cma::fenced(|| cma::write(pid, sq + HEAD, &head), || cma::write(pid, sq + HEAD_MIRROR, &head)) {
+            return Err(RingFault);
+        }
+        Ok(n)
+    }
+
+    /// Descriptors published and not taken (for the drop count when the host goes).
+    pub fn unread(&mut self) -> u64 {
+        self.read_sq_tail().map_or(0, |t| t - self.sq_head)
+    }
+
+    /// Reads the host's completion `head` (mirror first) and `waiting`.
+    fn read_cq_consumer(&mut self) -> bool {
+        let (mut h, mut w, mut m) = ([0u8; 8], [0u8; 4], [0u8; 8]);
+        if !cma::read_many(
+            self.pid,
+            &mut [
+                (self.cq + HEAD_MIRROR, &mut m[..]),
+                (self.cq + HEAD, &mut h[..]),
+                (self.cq + HEAD + 8, &mut w[..]),
+            ],
+        ) {
+            return false;
+        }
+        let (m, h) = (u64::from_le_bytes(m), u64::from_le_bytes(h));
+        if m == h && self.cq_tail.wrapping_sub(h) <= self.entries {
+            self.cq_head = h;
+        }
+        self.host_waiting = u32::from_le_bytes(w) != 0;
+        true
+    }
+
+    /// Free completion slots (re-reading the host's `head` only when the cached count is short
+    /// of `want`).
+    pub fn free_slots(&mut self, want: usize) -> usize {
+        let free = |r: &Self| (r.entries - (r.cq_tail - r.cq_head)) as usize;
+        if free(self) < want {
+            self.read_cq_consumer();
+        }
+        free(self)
+    }
+
+    /// Publishes `items` (all of them fit: the runner reserved the slots); false when the
+    /// host's memory is gone. After it, [`RemoteRings::host_sleeping`] says whether to wake it.
+    pub fn push_batch(&mut self, items: &[Completion]) -> bool {
+        let n = items.len() as u64;
+        if n == 0 {
+            return true;
+        }
+        let start = self.cq_tail % self.entries;
+        let first = n.min(self.entries - start) as usize;
+        let (a, b) = items.split_at(first);
+        let pid = self.pid;
+        let cq = self.cq;
+        let tail = (self.cq_tail + n).to_le_bytes();
+        let ok = cma::fenced(
+            || {
+                cma::write_many(
+                    pid,
+                    &[(cq + SLOTS + start * ENTRY, a.as_bytes()), (cq + SLOTS, b.as_bytes())],
+                )
+            },
+            || cma::fenced(|| cma::write(pid, cq + TAIL, &tail), || cma::write(pid, cq + TAIL_MIRROR, &tail)),
+        );
+        if !ok {
+            return false;
+        }
+        self.cq_tail += n;
+        // The host stores `waiting` before it re-checks `tail`; we stored `tail` before this
+        // read: one of us sees the other (the fence orders our store before our load).
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        self.read_cq_consumer()
+    }
+
+    /// True when the host said (at the last read) that it sleeps waiting for completions.
+    pub fn host_sleeping(&self) -> bool {
+        self.host_waiting
+    }
+}
+
+/// A ring a host broke or took away.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingFault;
+
+/// A host's rings: mapped (engine-built) or host-owned.
+// One per attached host, in a table sized at start: boxing the mapped variant (the hot one)
+// would add a pointer chase to every pass for nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum HostRings {
+    /// Mapped into the engine (the `mapped` backend).
+    Mapped(EngineRings),
+    /// Reached by DMA (the `cma` backend).
+    Remote(RemoteRings),
+}
+
+impl HostRings {
+    /// Up to `out.len()` new descriptors; `Err` on a corrupt or vanished ring.
+    pub fn pop_batch(&mut self, out: &mut [SubmissionDescriptor]) -> Result<usize, RingFault> {
+        match self {
+            HostRings::Mapped(r) => r.sq.pop_batch(out).map_err(|_| RingFault),
+            HostRings::Remote(r) => r.pop_batch(out),
+        }
+    }
+
+    /// Free completion slots, looking again only when fewer than `want` are known free.
+    pub fn free_slots(&mut self, want: usize) -> usize {
+        match self {
+            HostRings::Mapped(r) => r.cq.free_slots(),
+            HostRings::Remote(r) => r.free_slots(want),
+        }
+    }
+
+    /// Descriptors published and not taken.
+    pub fn unread(&mut self) -> u64 {
+        match self {
+            HostRings::Mapped(r) => r.sq.len().unwrap_or(0) as u64,
+            HostRings::Remote(r) => r.unread(),
+        }
+    }
+
+    /// The mapped rings (doorbells), if these are.
+    pub fn mapped(&self) -> Option<&EngineRings> {
+        match self {
+            HostRings::Mapped(r) => Some(r),
+            HostRings::Remote(_) => None,
+        }
+    }
+}

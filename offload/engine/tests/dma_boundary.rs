@@ -1,0 +1,317 @@
+//! The BlueField contract on one machine: an engine daemon that reaches its hosts only by DMA
+//! (`cma`: `process_vm_readv`/`writev`, nothing of theirs mapped) and hears from them only over
+//! a TCP control connection that proves the job's secret. Real host processes attach over TCP,
+//! get byte-exact COPY results and every typed error; the daemon's `/proc/<pid>/maps` holds no
+//! host memory; every bad control connection is refused with a typed status while the daemon
+//! keeps serving; a host that dies mid-work leaves nothing behind.
+mod common;
+use common::*;
+use ringcast_abi::ctl::{CtlKind, CtlMsg, CtlStatus};
+use ringcast_host::{Access, Host, SharedBuf, SubmissionDescriptor};
+use ringcast_offload::ctl::{self, CtlSock, Received};
+use std::time::{Duration, Instant};
+
+const CHILD_TEST: &str = "host_process_role";
+const SECRET: &str = "5a17c0ffee5a17c0ffee5a17c0ffee5a17c0ffee5a17c0ffee5a17c0ffee0001";
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+fn secret() -> [u8; 32] {
+    let mut out = [0u8; 32];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&SECRET[2 * i..2 * i + 2], 16).unwrap();
+    }
+    out
+}
+
+/// A port nobody listens on now (the daemon binds it next).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A daemon that serves `cma` only, on its abstract socket and on TCP; its `tcp://` address.
+fn cma_daemon(tag: &str) -> (Daemon, String) {
+    let name = unique_name(tag);
+    let port = free_port();
+    let daemon = Daemon::start_with(
+        &name,
+        &[
+            ("RINGCAST_LISTEN_TCP", format!("127.0.0.1:{port}")),
+            ("RINGCAST_JOB_SECRET", SECRET.to_string()),
+            ("RINGCAST_DMA", "cma".to_string()),
+        ],
+    );
+    (daemon, format!("tcp://127.0.0.1:{port}"))
+}
+
+/// A host attached over TCP with the job's secret (this process's environment has none).
+fn tcp_host(addr: &str) -> Host {
+    let config = ringcast_host::Config::default().with(|c| c.topology.job_secret.0 = Some(secret()));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match Host::attach_config(addr, &config, Default::default()) {
+            Ok(h) => return h,
+            Err(ringcast_host::Error::Connect { .. }) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            Err(e) => panic!("attach over TCP: {e}"),
+        }
+    }
+}
+
+/// Host memory of `pid` the engine has mapped: memfds of the host library (its buffers and
+/// rings are `memfd:ringcast-*`; the engine's own are never mapped by a `cma` engine either).
+fn host_memory_mapped(pid: u32) -> Vec<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("memfd:ringcast"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Entry point of the child host processes.
+#[test]
+fn host_process_role() {
+    let role = std::env::var(ROLE).unwrap_or_default();
+    let engine = std::env::var(ENGINE).unwrap_or_default();
+    match role.as_str() {
+        "copy" => {
+            let mut host = Host::attach(&engine).expect("attach over TCP");
+            assert_ne!(host.engine_pid(), std::process::id());
+            copy_workload(&mut host, std::process::id() as u64, 120);
+        }
+        "die-in-flight" => {
+            let mut host = Host::attach(&engine).expect("attach over TCP");
+            const BIG: usize = 16 << 20;
+            let src = SharedBuf::new(BIG).unwrap();
+            let dst = SharedBuf::new(BIG).unwrap();
+            let rs = host.register(&src, Access::READ).unwrap();
+            let rd = host.register(&dst, Access::READ_WRITE).unwrap();
+            let descs: Vec<_> = (0..host.ring_entries() as u64)
+                .map(|i| SubmissionDescriptor::copy(i + 1, rd.at(0), rs.at(0), BIG as u64))
+                .collect();
+            assert!(host.post_batch(&descs) > 16);
+            std::process::abort();
+        }
+        "" => {}
+        other => panic!("unknown role {other}"),
+    }
+}
+
+#[test]
+fn hosts_over_tcp_get_byte_exact_results_with_none_of_their_memory_mapped() {
+    let (daemon, addr) = cma_daemon("tcp-cma");
+    let engine_pid = daemon.child.id();
+    let mut kids: Vec<_> = (0..2)
+        .map(|_| {
+            let mut c = std::process::Command::new(std::env::current_exe().unwrap());
+            c.args(["--exact", CHILD_TEST, "--nocapture", "--test-threads=1"])
+                .env(ROLE, "copy")
+                .env("RINGCAST_ENGINE", &addr)
+                .env(ENGINE, &addr)
+                .env("RINGCAST_JOB_SECRET", SECRET)
+                .env("RINGCAST_POLL_MODE", "spin-yield")
+                .stdin(std::process::Stdio::null());
+            c.spawn().unwrap()
+        })
+        .collect();
+    // While they work, the engine maps none of their memory.
+    let mut seen_clean = 0;
+    while kids.iter_mut().any(|k| matches!(k.try_wait(), Ok(None))) {
+        assert_eq!(host_memory_mapped(engine_pid), Vec::<String>::new(), "the engine mapped host memory");
+        seen_clean += 1;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for k in &mut kids {
+        let status = wait_with_timeout(k, Duration::from_secs(120)).expect("child host hung");
+        assert!(status.success(), "child host failed: {status}");
+    }
+    assert!(seen_clean > 0);
+    let mut probe = tcp_host(&addr);
+    let s = probe.stats().unwrap();
+    assert_eq!(s.hosts_lost, 0, "both children detached cleanly: {s:?}");
+    assert!(s.completed_ok >= 2 * 120, "{s:?}");
+    assert!(s.completed_err >= 2 * 10, "every bad-input case was answered: {s:?}");
+    drop(probe);
+    assert!(daemon.stop());
+}
+
+#[test]
+fn a_cma_host_on_the_unix_socket_registers_in_place_and_a_mapped_one_is_refused() {
+    let (daemon, _) = cma_daemon("unix-cma");
+    // A mapped attach: the engine serves cma only.
+    match Host::attach_config(&daemon.name, &ringcast_host::Config::default(), Default::default()) {
+        Err(ringcast_host::Error::Refused { request: "attach", status }) => {
+            assert_eq!(status, CtlStatus::BACKEND)
+        }
+        other => panic!("a mapped attach to a cma-only engine must be refused, got {other:?}"),
+    }
+    let config =
+        ringcast_host::Config::default().with(|c| c.runner.dma = ringcast_offload::config::DmaMode::Cma);
+    let mut host = Host::attach_config(&daemon.name, &config, Default::default()).unwrap();
+    copy_workload(&mut host, 5, 40);
+    assert_eq!(host_memory_mapped(daemon.child.id()), Vec::<String>::new());
+    drop(host);
+    assert!(daemon.stop());
+}
+
+/// Sends `msgs` on a fresh TCP connection and returns the replies until the engine closes it or
+/// goes quiet.
+fn exchange(addr: &str, msgs: &[CtlMsg]) -> Vec<CtlMsg> {
+    let mut sock = CtlSock::connect(addr).unwrap();
+    let mut replies = Vec::new();
+    let mut stray = Vec::new();
+    for m in msgs {
+        if sock.send(m, None).is_err() {
+            break;
+        }
+        if !ctl::readable_within(sock.fd(), TIMEOUT) {
+            break;
+        }
+        match sock.recv(&mut stray).unwrap() {
+            Received::Msg(r, _) => replies.push(r),
+            _ => break,
+        }
+    }
+    replies
+}
+
+fn msg(kind: CtlKind, seq: u64) -> CtlMsg {
+    let mut m = CtlMsg::new(kind);
+    m.seq = seq;
+    m
+}
+
+#[test]
+fn every_bad_control_connection_gets_a_typed_refusal_and_the_engine_serves_on() {
+    let (daemon, addr) = cma_daemon("tcp-bad");
+    let tcp = addr.strip_prefix("tcp://").unwrap().to_string();
+    let mut good = tcp_host(&addr);
+    good.nop().unwrap();
+
+    // ATTACH without AUTH.
+    let r = exchange(&addr, &[msg(CtlKind::ATTACH, 1)]);
+    assert_eq!((r[0].kind, r[0].status), (CtlKind::ERROR, CtlStatus::UNAUTHORIZED));
+    // AUTH before HELLO (no nonce asked for).
+    let r = exchange(&addr, &[msg(CtlKind::AUTH, 1)]);
+    assert_eq!((r[0].kind, r[0].status), (CtlKind::ERROR, CtlStatus::UNAUTHORIZED));
+    // A wrong secret: another job's host.
+    let r = exchange(&addr, &[msg(CtlKind::HELLO, 1)]);
+    assert_eq!(r[0].kind, CtlKind::HELLO_OK);
+    let mut sock = CtlSock::connect(&addr).unwrap();
+    let (hello, _) = sock.call(&msg(CtlKind::HELLO, 1), None, TIMEOUT, &mut |_| {}).unwrap();
+    let mut auth = msg(CtlKind::AUTH, 2);
+    let mut other_job = secret();
+    other_job[0] ^= 1;
+    (auth.d, auth.e) = ctl::auth_tag(&other_job, hello.c);
+    let (reply, _) = sock.call(&auth, None, TIMEOUT, &mut |_| {}).unwrap();
+    assert_eq!((reply.kind, reply.status), (CtlKind::ERROR, CtlStatus::UNAUTHORIZED));
+    // The right secret over an old nonce (a replayed AUTH) fails too.
+    let mut sock = CtlSock::connect(&addr).unwrap();
+    let (fresh, _) = sock.call(&msg(CtlKind::HELLO, 1), None, TIMEOUT, &mut |_| {}).unwrap();
+    assert_ne!(fresh.c, hello.c, "a nonce per connection");
+    let mut replay = msg(CtlKind::AUTH, 2);
+    (replay.d, replay.e) = ctl::auth_tag(&secret(), hello.c);
+    let (reply, _) = sock.call(&replay, None, TIMEOUT, &mut |_| {}).unwrap();
+    assert_eq!(reply.status, CtlStatus::UNAUTHORIZED);
+    // Authenticated, but a mapped ATTACH (no descriptor can cross TCP).
+    let mut sock = CtlSock::connect(&addr).unwrap();
+    let (hello, _) = sock.call(&msg(CtlKind::HELLO, 1), None, TIMEOUT, &mut |_| {}).unwrap();
+    let mut auth = msg(CtlKind::AUTH, 2);
+    (auth.d, auth.e) = ctl::auth_tag(&secret(), hello.c);
+    assert_eq!(sock.call(&auth, None, TIMEOUT, &mut |_| {}).unwrap().0.kind, CtlKind::AUTH_OK);
+    let (reply, _) = sock.call(&msg(CtlKind::ATTACH, 3), None, TIMEOUT, &mut |_| {}).unwrap();
+    assert_eq!(reply.status, CtlStatus::BACKEND);
+    // Authenticated, host-owned rings named in another process's memory: the nonce is not there.
+    let mut cat = std::process::Command::new("cat").stdin(std::process::Stdio::piped()).spawn().unwrap();
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", cat.id())).unwrap();
+    let stack = maps.lines().find(|l| l.ends_with("[stack]")).unwrap();
+    let lo = u64::from_str_radix(stack.split('-').next().unwrap(), 16).unwrap();
+    let mut sock = CtlSock::connect(&addr).unwrap();
+    let (hello, _) = sock.call(&msg(CtlKind::HELLO, 1), None, TIMEOUT, &mut |_| {}).unwrap();
+    let mut auth = msg(CtlKind::AUTH, 2);
+    (auth.d, auth.e) = ctl::auth_tag(&secret(), hello.c);
+    sock.call(&auth, None, TIMEOUT, &mut |_| {}).unwrap();
+    let mut attach = msg(CtlKind::ATTACH, 3);
+    (attach.a, attach.b, attach.d) = (cat.id(), 256, lo);
+    attach.e = ringcast_ring::attach::layout(256, 256).2;
+    let (reply, _) = sock.call(&attach, None, TIMEOUT, &mut |_| {}).unwrap();
+    assert_eq!(reply.kind, CtlKind::ERROR);
+    assert!(matches!(reply.status, CtlStatus::UNAUTHORIZED | CtlStatus::BACKEND), "{:?}", reply.status);
+    cat.kill().unwrap();
+    cat.wait().unwrap();
+    // Garbage: 64 bytes that are not a control message.
+    let raw = ctl::connect_tcp(&tcp).unwrap();
+    rustix::net::send(&raw, &[0xA5; 64], rustix::net::SendFlags::empty()).unwrap();
+    let mut sock = CtlSock::tcp(raw);
+    assert!(ctl::readable_within(sock.fd(), TIMEOUT));
+    match sock.recv(&mut Vec::new()).unwrap() {
+        Received::Msg(r, _) => assert_eq!((r.kind, r.status), (CtlKind::ERROR, CtlStatus::BAD_REQUEST)),
+        other => panic!("garbage must be refused, got {other:?}"),
+    }
+    // Oversized: a HELLO with 40 more bytes behind it — the tail cuts the next message wrong.
+    let raw = ctl::connect_tcp(&tcp).unwrap();
+    let mut bytes = zerocopy::IntoBytes::as_bytes(&msg(CtlKind::HELLO, 1)).to_vec();
+    bytes.extend([0x11; 40]);
+    rustix::net::send(&raw, &bytes, rustix::net::SendFlags::empty()).unwrap();
+    rustix::net::send(&raw, &[0x22; 24], rustix::net::SendFlags::empty()).unwrap();
+    let mut sock = CtlSock::tcp(raw);
+    let mut kinds = Vec::new();
+    let deadline = Instant::now() + TIMEOUT;
+    while Instant::now() < deadline {
+        match sock.recv(&mut Vec::new()) {
+            Ok(Received::Msg(r, _)) => kinds.push((r.kind, r.status)),
+            Ok(Received::Closed) | Err(_) => break,
+            _ => std::thread::sleep(Duration::from_millis(5)),
+        }
+    }
+    assert_eq!(kinds, [(CtlKind::HELLO_OK, CtlStatus::OK), (CtlKind::ERROR, CtlStatus::BAD_REQUEST)]);
+    // Truncated: half a message, then the connection closes.
+    let raw = ctl::connect_tcp(&tcp).unwrap();
+    rustix::net::send(&raw, &[0x52; 30], rustix::net::SendFlags::empty()).unwrap();
+    drop(raw);
+    // A flood of idle connections: more than the engine keeps pending.
+    let idle: Vec<_> = (0..300).filter_map(|_| ctl::connect_tcp(&tcp).ok()).collect();
+    assert!(idle.len() > 256);
+    let mut late = tcp_host(&addr);
+    late.nop().unwrap();
+    drop(idle);
+    // Through all of it the first host was served.
+    copy_workload(&mut good, 11, 20);
+    let s = good.stats().unwrap();
+    assert_eq!(s.hosts_lost, 0, "{s:?}");
+    drop((good, late));
+    assert!(daemon.stop());
+}
+
+#[test]
+fn a_tcp_host_that_dies_mid_copy_leaves_the_engine_serving_and_holding_nothing() {
+    let (daemon, addr) = cma_daemon("tcp-die");
+    let mut survivor = tcp_host(&addr);
+    survivor.nop().unwrap();
+    let before = fds_and_maps(daemon.child.id());
+    let mut kid = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", CHILD_TEST, "--nocapture", "--test-threads=1"])
+        .env(ROLE, "die-in-flight")
+        .env("RINGCAST_ENGINE", &addr)
+        .env(ENGINE, &addr)
+        .env("RINGCAST_JOB_SECRET", SECRET)
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = wait_with_timeout(&mut kid, Duration::from_secs(60)).expect("child hung");
+    assert!(!status.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = survivor.stats().unwrap();
+        if s.hosts_lost == 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "engine never noticed the dead host: {s:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(fds_and_maps(daemon.child.id()), before, "engine fds/mappings back to their counts");
+    copy_workload(&mut survivor, 3, 30);
+    drop(survivor);
+    assert!(daemon.stop());
+}
