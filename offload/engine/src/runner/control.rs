@@ -11,6 +11,7 @@
 //! (`AUTH`) — nothing else crosses a network to vouch for a peer. A host-owned-ring attach also
 //! proves the memory it names is its own: the ring header there must carry the nonce.
 use super::dma::rings::{HostRings, RemoteError, RemoteRings};
+use super::dma::cma::Process;
 use super::dma::{Backend, HostMappings};
 use super::engine_loop::{EngineLoop, HostConn, Pending};
 use crate::config::{DmaMode, LocalRank};
@@ -268,8 +269,15 @@ impl EngineLoop {
             let Ok(raw) = i32::try_from(pid) else {
                 return refuse(&sock, CtlStatus::BAD_REQUEST, 0);
             };
+            let process = match Process::open(nix::unistd::Pid::from_raw(raw)) {
+                Ok(p) => p,
+                Err(e) => {
+                    self.log(1, format_args!("refused attach of pid {pid}: {e}"));
+                    return refuse(&sock, CtlStatus::BACKEND, 0);
+                }
+            };
             match RemoteRings::open(
-                nix::unistd::Pid::from_raw(raw),
+                process,
                 msg.d,
                 msg.e,
                 nonce,
@@ -308,8 +316,8 @@ impl EngineLoop {
         };
         let (rings, backend) = match rings {
             Some(r) => {
-                // NOTE(cast): checked to fit an i32 above.
-                (HostRings::Remote(r), Backend::Cma { pid: nix::unistd::Pid::from_raw(pid as i32) })
+                let process = r.process().clone();
+                (HostRings::Remote(r), Backend::Cma(process))
             }
             None => match attach::create(id.0, entries) {
                 Ok(r) => (HostRings::Mapped(r), Backend::Mapped),
@@ -350,9 +358,9 @@ impl EngineLoop {
             return;
         }
         self.engine.host_arrived(id);
-        let how = match backend {
-            Backend::Mapped => "mapped rings",
-            Backend::Cma { .. } => "host-owned rings by cma",
+        let how = match &backend {
+            Backend::Mapped => "mapped rings".to_string(),
+            Backend::Cma(p) => format!("host-owned rings by cma ({})", p.path()),
         };
         let via = if sock.is_tcp() { "TCP" } else { "Unix socket" };
         self.log(
@@ -480,7 +488,7 @@ impl EngineLoop {
             return err(CtlStatus::BAD_REQUEST);
         };
         // A host-owned-ring host registers by address: the engine maps nothing of it.
-        if conn.backend != Backend::Mapped {
+        if !matches!(conn.backend, Backend::Mapped) {
             closer.dispose(fd);
             return err(CtlStatus::BACKEND);
         }
@@ -517,10 +525,10 @@ impl EngineLoop {
         let Some(conn) = hosts[id.0 as usize].as_mut() else {
             return err(CtlStatus::BAD_REQUEST);
         };
-        let Backend::Cma { pid } = conn.backend else {
+        let Backend::Cma(process) = &conn.backend else {
             return err(CtlStatus::BACKEND);
         };
-        let (handle, len) = match memory.cma().acquire(pid, msg.c, msg.e, &mut conn.maps, budget) {
+        let (handle, len) = match memory.cma().acquire(process, msg.c, msg.e, &mut conn.maps, budget) {
             Ok(x) => x,
             Err(status) => return err(status),
         };

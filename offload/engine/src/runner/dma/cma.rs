@@ -5,6 +5,9 @@
 //! kernel checks it again against the host's mappings (an unmapped page fails the job, it never
 //! faults the engine).
 //!
+//! Where the system calls are missing (`qemu-user` does not emulate them: the aarch64 engine of
+//! the DPU emulation), the same access goes through `/proc/<pid>/mem` (`pread`/`pwrite`).
+//!
 //! The kernel copies with `rep movsb`: a copy is not single-copy atomic, and two calls are
 //! ordered only with a fence between them (see [`fenced`]). The ring code builds on exactly that
 //! (`rings.rs`).
@@ -15,15 +18,16 @@ use ringcast_abi::ctl::CtlStatus;
 use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
 use std::collections::HashMap;
 use std::io::{IoSlice, IoSliceMut};
+use std::sync::Arc;
 
 /// Handles of `cma` ranges carry this bit (mapped segments never do), so one handle space
 /// serves both backends and the core's overlap checks see distinct handles.
 pub const CMA_TAG: u64 = 1 << 63;
 
 /// One registered range of a host process's memory.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Range {
-    pid: Pid,
+    process: Process,
     base: u64,
     len: u64,
 }
@@ -35,55 +39,115 @@ pub struct CmaTable {
     next: u64,
 }
 
-/// Reads `out.len()` bytes at `addr` of process `pid`; false unless every byte arrived.
-pub fn read(pid: Pid, addr: u64, out: &mut [u8]) -> bool {
-    let len = out.len();
-    if len == 0 {
-        return true;
-    }
-    let remote = [RemoteIoVec { base: addr as usize, len }];
-    process_vm_readv(pid, &mut [IoSliceMut::new(out)], &remote).is_ok_and(|n| n == len)
+/// Whether this kernel (or emulator) has `process_vm_readv`: `qemu-user` answers `ENOSYS`, so
+/// an aarch64 engine under `qemu-aarch64` reaches its hosts through `/proc/<pid>/mem` instead —
+/// the same kernel path (`access_remote_vm`), the same permission check, nothing mapped.
+fn vm_rw_available() -> bool {
+    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AVAILABLE.get_or_init(|| {
+        let mut b = [0u8; 1];
+        let probe = [RemoteIoVec { base: b.as_ptr() as usize, len: 1 }];
+        process_vm_readv(Pid::this(), &mut [IoSliceMut::new(&mut b)], &probe) != Err(nix::errno::Errno::ENOSYS)
+    })
 }
 
-/// Reads several ranges of process `pid` in one call, in order; false unless every byte arrived.
-pub fn read_many(pid: Pid, parts: &mut [(u64, &mut [u8])]) -> bool {
-    let mut remote: heapless::Vec<RemoteIoVec, 4> = heapless::Vec::new();
-    let mut total = 0;
-    for (addr, buf) in parts.iter() {
-        if remote.push(RemoteIoVec { base: *addr as usize, len: buf.len() }).is_err() {
-            return false;
+/// A host process the engine reaches by cross-memory attach.
+#[derive(Clone, Debug)]
+pub struct Process {
+    pid: Pid,
+    /// `/proc/<pid>/mem`, where `process_vm_readv` is not implemented.
+    mem: Option<Arc<std::fs::File>>,
+}
+
+impl Process {
+    /// Process `pid` (opens `/proc/<pid>/mem` only where the system calls are missing).
+    pub fn open(pid: Pid) -> std::io::Result<Process> {
+        let mem = if vm_rw_available() {
+            None
+        } else {
+            let f = std::fs::OpenOptions::new().read(true).write(true).open(format!("/proc/{pid}/mem"))?;
+            Some(Arc::new(f))
+        };
+        Ok(Process { pid, mem })
+    }
+
+    /// Process `pid` through `/proc/<pid>/mem` whatever the system offers (what an engine under
+    /// `qemu-user` uses; tests compare the two paths).
+    pub fn via_proc_mem(pid: Pid) -> std::io::Result<Process> {
+        let f = std::fs::OpenOptions::new().read(true).write(true).open(format!("/proc/{pid}/mem"))?;
+        Ok(Process { pid, mem: Some(Arc::new(f)) })
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    /// How this process is reached (for logs).
+    pub fn path(&self) -> &'static str {
+        if self.mem.is_some() {
+            "/proc/<pid>/mem"
+        } else {
+            "process_vm_readv/writev"
         }
-        total += buf.len();
     }
-    let mut local: heapless::Vec<IoSliceMut<'_>, 4> = heapless::Vec::new();
-    for (_, buf) in parts.iter_mut() {
-        let _ = local.push(IoSliceMut::new(buf));
+
+    /// Reads `out.len()` bytes at `addr`; false unless every byte arrived.
+    pub fn read(&self, addr: u64, out: &mut [u8]) -> bool {
+        self.read_many(&mut [(addr, out)])
     }
-    process_vm_readv(pid, &mut local, &remote).is_ok_and(|n| n == total)
-}
 
-/// Writes `data` at `addr` of process `pid`; false unless every byte was written.
-pub fn write(pid: Pid, addr: u64, data: &[u8]) -> bool {
-    write_many(pid, &[(addr, data)])
-}
-
-/// Writes several ranges of process `pid` in one call; false unless every byte was written. No
-/// order between the parts is promised (see the module doc).
-pub fn write_many(pid: Pid, parts: &[(u64, &[u8])]) -> bool {
-    let mut remote: heapless::Vec<RemoteIoVec, 4> = heapless::Vec::new();
-    let mut local: heapless::Vec<IoSlice<'_>, 4> = heapless::Vec::new();
-    let mut total = 0;
-    for (addr, buf) in parts {
-        if remote.push(RemoteIoVec { base: *addr as usize, len: buf.len() }).is_err() {
-            return false;
+    /// Reads several ranges in one job, in order; false unless every byte arrived.
+    pub fn read_many(&self, parts: &mut [(u64, &mut [u8])]) -> bool {
+        if let Some(mem) = &self.mem {
+            use std::os::unix::fs::FileExt;
+            return parts.iter_mut().all(|(addr, buf)| buf.is_empty() || mem.read_exact_at(buf, *addr).is_ok());
         }
-        let _ = local.push(IoSlice::new(buf));
-        total += buf.len();
+        let mut remote: heapless::Vec<RemoteIoVec, 4> = heapless::Vec::new();
+        let mut total = 0;
+        for (addr, buf) in parts.iter() {
+            if remote.push(RemoteIoVec { base: *addr as usize, len: buf.len() }).is_err() {
+                return false;
+            }
+            total += buf.len();
+        }
+        if total == 0 {
+            return true;
+        }
+        let mut local: heapless::Vec<IoSliceMut<'_>, 4> = heapless::Vec::new();
+        for (_, buf) in parts.iter_mut() {
+            let _ = local.push(IoSliceMut::new(buf));
+        }
+        process_vm_readv(self.pid, &mut local, &remote).is_ok_and(|n| n == total)
     }
-    if total == 0 {
-        return true;
+
+    /// Writes `data` at `addr`; false unless every byte was written.
+    pub fn write(&self, addr: u64, data: &[u8]) -> bool {
+        self.write_many(&[(addr, data)])
     }
-    process_vm_writev(pid, &local, &remote).is_ok_and(|n| n == total)
+
+    /// Writes several ranges in one job; false unless every byte was written. No order
+    /// between the parts is promised (see the module doc).
+    pub fn write_many(&self, parts: &[(u64, &[u8])]) -> bool {
+        if let Some(mem) = &self.mem {
+            use std::os::unix::fs::FileExt;
+            return parts.iter().all(|(addr, buf)| buf.is_empty() || mem.write_all_at(buf, *addr).is_ok());
+        }
+        let mut remote: heapless::Vec<RemoteIoVec, 4> = heapless::Vec::new();
+        let mut local: heapless::Vec<IoSlice<'_>, 4> = heapless::Vec::new();
+        let mut total = 0;
+        for (addr, buf) in parts {
+            if remote.push(RemoteIoVec { base: *addr as usize, len: buf.len() }).is_err() {
+                return false;
+            }
+            let _ = local.push(IoSlice::new(buf));
+            total += buf.len();
+        }
+        if total == 0 {
+            return true;
+        }
+        process_vm_writev(self.pid, &local, &remote).is_ok_and(|n| n == total)
+    }
 }
 
 /// Runs `first`, then `second` only once every store of `first` is visible to other CPUs: the
@@ -99,12 +163,12 @@ pub fn fenced(first: impl FnOnce() -> bool, second: impl FnOnce() -> bool) -> bo
 }
 
 impl CmaTable {
-    /// Registers `len` bytes at `addr` of process `pid` for a host whose registered bytes are
+    /// Registers `len` bytes at `addr` of `process` for a host whose registered bytes are
     /// `host`, within `budget`. The range must be reachable now: its first and last byte are
     /// read once (a range the host does not have mapped is refused, not discovered later).
     pub fn acquire(
         &mut self,
-        pid: Pid,
+        process: &Process,
         addr: u64,
         len: u64,
         host: &mut HostMappings,
@@ -117,12 +181,12 @@ impl CmaTable {
             return Err(CtlStatus::LIMIT);
         }
         let mut probe = [0u8; 1];
-        if !read(pid, addr, &mut probe) || !read(pid, addr + len - 1, &mut probe) {
+        if !process.read(addr, &mut probe) || !process.read(addr + len - 1, &mut probe) {
             return Err(CtlStatus::BACKEND);
         }
         self.next += 1;
         let handle = SegmentHandle(CMA_TAG | self.next);
-        self.ranges.insert(handle.0, Range { pid, base: addr, len });
+        self.ranges.insert(handle.0, Range { process: process.clone(), base: addr, len });
         host.take(handle, len);
         // The core sees the range as a segment of its own, starting at offset 0.
         Ok((handle, len))
@@ -140,21 +204,21 @@ impl CmaTable {
     }
 
     /// The process and address of `len` bytes at `at + offset`, checked inside the range.
-    fn locate(&self, at: Resolved, offset: u64, len: u64) -> Option<(Pid, u64)> {
+    fn locate(&self, at: Resolved, offset: u64, len: u64) -> Option<(&Process, u64)> {
         let r = self.ranges.get(&at.segment.0)?;
         let start = at.offset.checked_add(offset)?;
-        (start.checked_add(len)? <= r.len).then_some((r.pid, r.base + start))
+        (start.checked_add(len)? <= r.len).then_some((&r.process, r.base + start))
     }
 
     /// Reads host memory at `at + offset` into `out`; false when the handle is unknown, the
     /// range falls outside the registration, or the host no longer has it mapped.
     pub fn read(&self, at: Resolved, offset: u64, out: &mut [u8]) -> bool {
-        self.locate(at, offset, out.len() as u64).is_some_and(|(pid, addr)| read(pid, addr, out))
+        self.locate(at, offset, out.len() as u64).is_some_and(|(p, addr)| p.read(addr, out))
     }
 
     /// Writes `data` to host memory at `at + offset`; false as for [`CmaTable::read`].
     pub fn write(&self, at: Resolved, offset: u64, data: &[u8]) -> bool {
-        self.locate(at, offset, data.len() as u64).is_some_and(|(pid, addr)| write(pid, addr, data))
+        self.locate(at, offset, data.len() as u64).is_some_and(|(p, addr)| p.write(addr, data))
     }
 }
 
@@ -162,8 +226,8 @@ impl CmaTable {
 mod tests {
     use super::*;
 
-    fn me() -> Pid {
-        Pid::this()
+    fn me() -> Process {
+        Process::open(Pid::this()).unwrap()
     }
 
     #[test]
@@ -171,7 +235,7 @@ mod tests {
         let mut table = CmaTable::default();
         let mut host = HostMappings::default();
         let buf = vec![7u8; 4096];
-        let (h, len) = table.acquire(me(), buf.as_ptr() as u64, 4096, &mut host, u64::MAX).unwrap();
+        let (h, len) = table.acquire(&me(), buf.as_ptr() as u64, 4096, &mut host, u64::MAX).unwrap();
         assert_eq!(len, 4096);
         let at = Resolved { segment: h, offset: 0 };
         let mut out = [0u8; 16];
@@ -193,17 +257,17 @@ mod tests {
         let mut table = CmaTable::default();
         let mut host = HostMappings::default();
         // Page 0 is never mapped.
-        assert_eq!(table.acquire(me(), 0, 4096, &mut host, u64::MAX).err(), Some(CtlStatus::BACKEND));
+        assert_eq!(table.acquire(&me(), 0, 4096, &mut host, u64::MAX).err(), Some(CtlStatus::BACKEND));
         let buf = [0u8; 64];
         let addr = buf.as_ptr() as u64;
-        assert_eq!(table.acquire(me(), addr, 0, &mut host, u64::MAX).err(), Some(CtlStatus::BAD_REQUEST));
+        assert_eq!(table.acquire(&me(), addr, 0, &mut host, u64::MAX).err(), Some(CtlStatus::BAD_REQUEST));
         assert_eq!(
-            table.acquire(me(), u64::MAX - 1, 8, &mut host, u64::MAX).err(),
+            table.acquire(&me(), u64::MAX - 1, 8, &mut host, u64::MAX).err(),
             Some(CtlStatus::BAD_REQUEST)
         );
-        assert_eq!(table.acquire(me(), addr, 64, &mut host, 32).err(), Some(CtlStatus::LIMIT));
-        assert!(table.acquire(me(), addr, 64, &mut host, 64).is_ok());
-        assert_eq!(table.acquire(me(), addr, 1, &mut host, 64).err(), Some(CtlStatus::LIMIT), "budget spent");
+        assert_eq!(table.acquire(&me(), addr, 64, &mut host, 32).err(), Some(CtlStatus::LIMIT));
+        assert!(table.acquire(&me(), addr, 64, &mut host, 64).is_ok());
+        assert_eq!(table.acquire(&me(), addr, 1, &mut host, 64).err(), Some(CtlStatus::LIMIT), "budget spent");
     }
 
     #[test]
@@ -215,22 +279,36 @@ mod tests {
             .stdout(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        let pid = Pid::from_raw(child.id() as i32);
+        let raw = Pid::from_raw(child.id() as i32);
+        // Both ways in: the system calls, and /proc/<pid>/mem (qemu-user's).
+        for pid in [Process::open(raw).unwrap(), Process::via_proc_mem(raw).unwrap()] {
+            reach(&pid, &child, raw);
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let pid = Process::open(raw).unwrap();
+        let mut back = [0u8; 4];
+        assert!(!pid.read(0x1000, &mut back), "a dead process's memory is gone");
+    }
+
+    fn reach(pid: &Process, child: &std::process::Child, raw: Pid) {
+        assert_eq!(pid.pid(), raw);
         let maps = std::fs::read_to_string(format!("/proc/{}/maps", child.id())).unwrap();
         let stack = maps.lines().find(|l| l.ends_with("[stack]")).expect("child has a stack mapping");
         let lo = u64::from_str_radix(stack.split('-').next().unwrap(), 16).unwrap();
-        let pattern: Vec<u8> = (0..=255).collect();
-        assert!(write(pid, lo, &pattern));
+        // Another pattern per way in, so each pass reads back what it wrote itself.
+        let salt = pid.path().len() as u8;
+        let pattern: Vec<u8> = (0..=255u8).map(|b| b ^ salt).collect();
+        assert!(pid.write(lo, &pattern));
         let mut back = vec![0u8; 256];
-        assert!(read(pid, lo, &mut back));
+        assert!(pid.read(lo, &mut back));
         assert_eq!(back, pattern);
         // Two parts in one call, in order.
         let (mut a, mut b) = ([0u8; 4], [0u8; 4]);
-        assert!(read_many(pid, &mut [(lo + 10, &mut a[..]), (lo + 200, &mut b[..])]));
-        assert_eq!((a, b), ([10, 11, 12, 13], [200, 201, 202, 203]));
-        child.kill().unwrap();
-        child.wait().unwrap();
-        assert!(!read(pid, lo, &mut back), "a dead process's memory is gone");
-        assert!(!write(pid, lo, &pattern));
+        assert!(pid.read_many(&mut [(lo + 10, &mut a[..]), (lo + 200, &mut b[..])]));
+        assert_eq!((a, b), ([10 ^ salt, 11 ^ salt, 12 ^ salt, 13 ^ salt], [200 ^ salt, 201 ^ salt, 202 ^ salt, 203 ^ salt]));
+        // Outside anything mapped: refused by the kernel, never a fault here.
+        assert!(!pid.read(8, &mut back));
+        assert!(!pid.write(8, &pattern));
     }
 }

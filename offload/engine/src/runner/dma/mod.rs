@@ -35,15 +35,12 @@ pub use cma::CmaTable;
 pub use mapped::SegmentTable;
 
 /// How the engine reaches one host's memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum Backend {
     /// Shared mappings of the host's memfds.
     Mapped,
-    /// Cross-memory attach into process `pid`.
-    Cma {
-        /// The host process.
-        pid: nix::unistd::Pid,
-    },
+    /// Cross-memory attach into the host's process.
+    Cma(cma::Process),
 }
 
 /// Bytes of distinct segments or ranges one host holds registered, for its budget

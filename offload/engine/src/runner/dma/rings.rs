@@ -16,7 +16,7 @@
 //! The consumer's line is read only when the cached free count cannot take a batch, so a
 //! steady stream costs about six small DMA jobs per batch of descriptors and completions.
 use super::cma;
-use nix::unistd::Pid;
+use cma::Process;
 use ringcast_abi::{Completion, RingControl, SegmentHeader, SubmissionDescriptor};
 use ringcast_ring::attach::{self, EngineRings};
 use zerocopy::{FromZeros, IntoBytes};
@@ -35,7 +35,7 @@ static_assertions::const_assert_eq!(core::mem::size_of::<Completion>(), ENTRY as
 /// The engine's ends of a host's host-owned rings, played by `cma` jobs.
 #[derive(Debug)]
 pub struct RemoteRings {
-    pid: Pid,
+    process: Process,
     sq: u64,
     cq: u64,
     entries: u64,
@@ -63,16 +63,16 @@ pub enum RemoteError {
 }
 
 impl RemoteRings {
-    /// Reads and checks the header of the `len` bytes at `addr` of process `pid` (the nonce
+    /// Reads and checks the header of the `len` bytes at `addr` of `process` (the nonce
     /// `proof` included; capacities up to `max_entries`), then the rings' indices.
-    pub fn open(pid: Pid, addr: u64, len: u64, proof: u64, max_entries: u32) -> Result<Self, RemoteError> {
+    pub fn open(process: Process, addr: u64, len: u64, proof: u64, max_entries: u32) -> Result<Self, RemoteError> {
         let mut header = SegmentHeader::new_zeroed();
-        if !cma::read(pid, addr, header.as_mut_bytes()) {
+        if !process.read(addr, header.as_mut_bytes()) {
             return Err(RemoteError::Unreachable);
         }
         let entries = attach::check_host_owned(&header, len, proof, max_entries)?;
         let r = RemoteRings {
-            pid,
+            process,
             sq: addr + header.sq_offset,
             cq: addr + header.cq_offset,
             entries: u64::from(entries),
@@ -84,8 +84,7 @@ impl RemoteRings {
         };
         // A fresh host starts both rings empty; anything else is refused rather than trusted.
         let (mut a, mut b, mut c) = ([0u8; 8], [0u8; 8], [0u8; 8]);
-        if !cma::read_many(
-            pid,
+        if !r.process.read_many(
             &mut [(r.sq + HEAD, &mut a[..]), (r.sq + TAIL, &mut b[..]), (r.cq + TAIL, &mut c[..])],
         ) {
             return Err(RemoteError::Unreachable);
@@ -94,6 +93,11 @@ impl RemoteRings {
             return Err(RemoteError::Header(attach::AttachError::Header("rings not fresh")));
         }
         Ok(r)
+    }
+
+    /// The host process.
+    pub fn process(&self) -> &Process {
+        &self.process
     }
 
     /// Capacity of each ring.
@@ -105,7 +109,7 @@ impl RemoteRings {
     /// of it is in progress); `Err` when the read failed or it names an impossible state.
     fn read_sq_tail(&mut self) -> Result<u64, RingFault> {
         let (mut m, mut t) = ([0u8; 8], [0u8; 8]);
-        if !cma::read_many(self.pid, &mut [(self.sq + TAIL_MIRROR, &mut m[..]), (self.sq + TAIL, &mut t[..])])
+        if !self.process.read_many(&mut [(self.sq + TAIL_MIRROR, &mut m[..]), (self.sq + TAIL, &mut t[..])])
         {
             return Err(RingFault);
         }
@@ -130,8 +134,7 @@ impl RemoteRings {
         let start = self.sq_head % self.entries;
         let first = (n as u64).min(self.entries - start) as usize;
         let (a, b) = out[..n].split_at_mut(first);
-        let ok = cma::read_many(
-            self.pid,
+        let ok = self.process.read_many(
             &mut [(self.sq + SLOTS + start * ENTRY, a.as_mut_bytes()), (self.sq + SLOTS, b.as_mut_bytes())],
         );
         if !ok {
@@ -139,8 +142,8 @@ impl RemoteRings {
         }
         self.sq_head += n as u64;
         let head = self.sq_head.to_le_bytes();
-        let (pid, sq) = (self.pid, self.sq);
-        if !cma::fenced(|| cma::write(pid, sq + HEAD, &head), || cma::write(pid, sq + HEAD_MIRROR, &head)) {
+        let (p, sq) = (&self.process, self.sq);
+        if !cma::fenced(|| p.write(sq + HEAD, &head), || p.write(sq + HEAD_MIRROR, &head)) {
             return Err(RingFault);
         }
         Ok(n)
@@ -154,8 +157,7 @@ impl RemoteRings {
     /// Reads the host's completion `head` (mirror first) and `waiting`.
     fn read_cq_consumer(&mut self) -> bool {
         let (mut h, mut w, mut m) = ([0u8; 8], [0u8; 4], [0u8; 8]);
-        if !cma::read_many(
-            self.pid,
+        if !self.process.read_many(
             &mut [
                 (self.cq + HEAD_MIRROR, &mut m[..]),
                 (self.cq + HEAD, &mut h[..]),
@@ -192,17 +194,16 @@ impl RemoteRings {
         let start = self.cq_tail % self.entries;
         let first = n.min(self.entries - start) as usize;
         let (a, b) = items.split_at(first);
-        let pid = self.pid;
+        let p = &self.process;
         let cq = self.cq;
         let tail = (self.cq_tail + n).to_le_bytes();
         let ok = cma::fenced(
             || {
-                cma::write_many(
-                    pid,
+                p.write_many(
                     &[(cq + SLOTS + start * ENTRY, a.as_bytes()), (cq + SLOTS, b.as_bytes())],
                 )
             },
-            || cma::fenced(|| cma::write(pid, cq + TAIL, &tail), || cma::write(pid, cq + TAIL_MIRROR, &tail)),
+            || cma::fenced(|| p.write(cq + TAIL, &tail), || p.write(cq + TAIL_MIRROR, &tail)),
         );
         if !ok {
             return false;
