@@ -1,23 +1,30 @@
-//! DPU emulation across architectures: the `ringcast-engine` daemon cross-built for
-//! `aarch64-unknown-linux-gnu` (the BlueField's ARM cores; without default features, as on a
-//! DPU without the build machine's libdpdk) and run under `qemu-aarch64`, serving x86-64 host
-//! processes through the shared-memory rings — the attach segment, submission and completion
-//! rings, registered regions and control messages all cross from one architecture to the other.
+//! DPU emulation across architectures and across the boundary: the `ringcast-engine` daemon
+//! cross-built for `aarch64-unknown-linux-gnu` (the BlueField's ARM cores; without default
+//! features, as on a DPU without the build machine's libdpdk) and run under `qemu-aarch64`, each
+//! engine in a network namespace of its own — the "DPU" — reached by its x86-64 host, in
+//! another namespace, only over TCP (with the job's secret), and reaching the host's memory
+//! only by DMA (`RINGCAST_DMA=cma`; under qemu, through `/proc/<pid>/mem`, since qemu-user has
+//! no `process_vm_readv`). The engines talk over the `udp` fabric on the lab's bridge.
 //!
-//! Three nodes on the `shm` fabric: nodes 0 and 2 run the aarch64 engine under qemu, node 1 the
-//! native x86-64 engine, so the fabric's multicast log and point-to-point rings are shared
-//! across architectures too. Each node has one x86-64 host (`ringcast-hw host verify`) running
-//! broadcasts of 2 B to 4 MiB with the root rotating over the nodes, every byte checked at every
-//! rank.
+//! Three nodes: nodes 0 and 2 run the aarch64 engine under qemu, node 1 the native x86-64 one.
+//! Each host (`ringcast-hw host verify`) runs broadcasts of 2 B to 4 MiB with the root rotating
+//! over the nodes, every byte checked at every rank. Then node 1's host is killed in the middle
+//! of a stream of 4 MiB broadcasts.
 //!
-//! Asserted: the cross-built binary really is an aarch64 ELF file and the engines under qemu
-//! report `aarch64` as their architecture (the native one its own); every broadcast completes
-//! byte-exact everywhere; every host and engine exits successfully; nothing of the job is left
-//! in `/dev/shm`.
-use ringcast_hw_tests::cluster::{run_verify, verify_args, Cluster, Net};
-use ringcast_hw_tests::{env, proc};
+//! Asserted: the cross-built binary is an aarch64 ELF file and the engines under qemu report
+//! `aarch64` (the native one its own); every host attached by cma over TCP; while the hosts
+//! work, no engine's `/proc/<pid>/maps` holds host memory; every broadcast completes byte-exact
+//! everywhere; when node 1's host is killed the other hosts end (done, or with a typed error)
+//! instead of hanging, and its engine notices, holds as many descriptors as before the host came
+//! and no mapping more; every engine stops cleanly.
+use ringcast_hw_tests::cluster::verify_args;
+use ringcast_hw_tests::netns::Lab;
+use ringcast_hw_tests::{dpu, env, proc};
 use std::path::Path;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 const NODES: usize = 3;
 /// 2 B; around one fragment's payload (mtu 1472); a page; many fragments; `max_message_bytes`.
@@ -29,9 +36,20 @@ fn on_dpu(node: usize) -> bool {
     node.is_multiple_of(2)
 }
 
+/// Open descriptors and mappings of `pid`.
+fn fds_and_maps(pid: u32) -> (usize, usize) {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0);
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).map(|m| m.lines().count()).unwrap_or(0);
+    (fds, maps)
+}
+
+/// Verify hosts of the phase-2 stream: 4 MiB broadcasts, enough to be killed in the middle of.
+const STREAM: [usize; 1] = [4 << 20];
+const STREAM_PASSES: u32 = 200;
+
 #[test]
-fn aarch64_engines_under_qemu_serve_x86_64_hosts_byte_exact() {
-    if let Some(why) = env::dpu_emulation_unavailable() {
+fn aarch64_engines_on_their_own_dpus_serve_x86_64_hosts_by_dma_only() {
+    if let Some(why) = env::dpu_emulation_unavailable().or_else(env::no_namespaces) {
         println!("SKIP: {why}");
         return;
     }
@@ -52,20 +70,84 @@ fn aarch64_engines_under_qemu_serve_x86_64_hosts_byte_exact() {
             Command::new(&native_engine)
         }
     };
+    let lab = Lab::create("dpu", 2 * NODES).expect("namespaces");
     let job = format!("hwd{}", std::process::id());
     let tool = Path::new(env!("CARGO_BIN_EXE_ringcast-hw"));
-    let cluster =
-        Cluster::start_with(None, NODES, Net::Shm, &job, tool, &verify_args(&SIZES, PASSES), &engine)
-            .expect("engines (two under qemu-aarch64) and hosts up");
-    let (_, logs) =
-        run_verify(cluster, &SIZES, PASSES).expect("every broadcast verified, every process stopped cleanly");
+    let mut cluster = dpu::start(&lab, NODES, &job, tool, &verify_args(&SIZES, PASSES), &engine)
+        .expect("engines (two under qemu) and hosts up");
+    let pids: Vec<u32> = cluster.engines.iter().map(|e| e.pid()).collect();
+
+    // While hosts work, every engine's mappings are watched for host memory.
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (stop, pids) = (stop.clone(), pids.clone());
+        std::thread::spawn(move || {
+            let mut looks = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                for &pid in &pids {
+                    let mapped = dpu::host_memory_mapped(pid);
+                    assert!(mapped.is_empty(), "engine {pid} maps host memory: {mapped:?}");
+                }
+                looks += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            looks
+        })
+    };
+
+    // Phase 1: every size from every root, byte-exact at every rank.
+    cluster.send_all("GO").unwrap();
+    let results = cluster.expect_all("RESULT", Duration::from_secs(600)).expect("every host verified");
+    let broadcasts = (SIZES.len() as u64 * u64::from(PASSES)).to_string();
+    for (node, r) in results.iter().enumerate() {
+        println!("node {node}: {r}");
+        assert!(r.contains(&format!("broadcasts={broadcasts} ")), "node {node}: {r}");
+    }
+    for (i, h) in std::mem::take(&mut cluster.hosts).into_iter().enumerate() {
+        let (status, err) = h.finish(Duration::from_secs(60));
+        assert!(status.is_some_and(|s| s.success()), "host {i}: {status:?} {err}");
+    }
+
+    // Phase 2: node 1's host is killed in the middle of a stream of 4 MiB broadcasts.
+    let idle = fds_and_maps(pids[1]);
+    let args = verify_args(&STREAM, STREAM_PASSES);
+    cluster.hosts = (0..NODES).map(|n| dpu::spawn_host(&lab, NODES, n, tool, &args).unwrap()).collect();
+    cluster.expect_all("READY", Duration::from_secs(60)).expect("stream hosts attached");
+    cluster.send_all("GO").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    cluster.hosts[1].kill();
+    // The others end — done or with a typed error — and never hang.
+    for (i, h) in std::mem::take(&mut cluster.hosts).into_iter().enumerate() {
+        if i != 1 {
+            let (status, err) = h.finish(Duration::from_secs(120));
+            assert!(status.is_some(), "host {i} hung after node 1's host died: {err}");
+            println!("host {i} after node 1's host died: {status:?} {}", err.trim());
+        }
+    }
+    // Its descriptors back to their count, no mapping more (the allocator may return one).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while {
+        let now = fds_and_maps(pids[1]);
+        now.0 != idle.0 || now.1 > idle.1
+    } {
+        assert!(
+            Instant::now() < deadline,
+            "engine 1 still holds the killed host: {:?} vs {idle:?}",
+            fds_and_maps(pids[1])
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, Ordering::Relaxed);
+    assert!(watcher.join().expect("no engine mapped host memory") > 0);
+
+    let logs = cluster.shut_down(Duration::from_secs(120)).expect("every engine stopped cleanly");
     for (node, log) in logs.iter().enumerate() {
         let arch = if on_dpu(node) { "aarch64" } else { std::env::consts::ARCH };
         assert!(log.contains(&format!(", {arch}, poll")), "engine {node} is not the {arch} build:\n{log}");
+        assert!(log.contains("attached over TCP"), "engine {node}: hosts attach over TCP only:\n{log}");
+        let way = if on_dpu(node) { "/proc/<pid>/mem" } else { "process_vm_readv/writev" };
+        assert!(log.contains(&format!("host-owned rings by cma ({way})")), "engine {node}:\n{log}");
+        assert!(log.contains("stopped;"), "engine {node} did not stop cleanly:\n{log}");
     }
-    let left: Vec<String> = std::fs::read_dir("/dev/shm")
-        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
-        .unwrap_or_default();
-    let left: Vec<&String> = left.iter().filter(|n| n.starts_with(&format!("ringcast-{job}-"))).collect();
-    assert!(left.is_empty(), "segments of the job left in /dev/shm: {left:?}");
+    assert!(logs[1].contains("went away"), "engine 1 noticed its host die:\n{}", logs[1]);
 }

@@ -10,8 +10,8 @@
 //! credentials; over TCP, whoever answers the connection's nonce with the job secret's tag
 //! (`AUTH`) — nothing else crosses a network to vouch for a peer. A host-owned-ring attach also
 //! proves the memory it names is its own: the ring header there must carry the nonce.
-use super::dma::rings::{HostRings, RemoteError, RemoteRings};
 use super::dma::cma::Process;
+use super::dma::rings::{HostRings, RemoteError, RemoteRings};
 use super::dma::{Backend, HostMappings};
 use super::engine_loop::{EngineLoop, HostConn, Pending};
 use crate::config::{DmaMode, LocalRank};
@@ -276,13 +276,7 @@ impl EngineLoop {
                     return refuse(&sock, CtlStatus::BACKEND, 0);
                 }
             };
-            match RemoteRings::open(
-                process,
-                msg.d,
-                msg.e,
-                nonce,
-                cfg.limits.max_ring_entries,
-            ) {
+            match RemoteRings::open(process, msg.d, msg.e, nonce, cfg.limits.max_ring_entries) {
                 Ok(r) if r.entries() as u32 == entries => Some(r),
                 Ok(_) => return refuse(&sock, CtlStatus::BAD_REQUEST, 0),
                 Err(e) => {

@@ -47,7 +47,8 @@ fn vm_rw_available() -> bool {
     *AVAILABLE.get_or_init(|| {
         let mut b = [0u8; 1];
         let probe = [RemoteIoVec { base: b.as_ptr() as usize, len: 1 }];
-        process_vm_readv(Pid::this(), &mut [IoSliceMut::new(&mut b)], &probe) != Err(nix::errno::Errno::ENOSYS)
+        process_vm_readv(Pid::this(), &mut [IoSliceMut::new(&mut b)], &probe)
+            != Err(nix::errno::Errno::ENOSYS)
     })
 }
 
@@ -101,7 +102,9 @@ impl Process {
     pub fn read_many(&self, parts: &mut [(u64, &mut [u8])]) -> bool {
         if let Some(mem) = &self.mem {
             use std::os::unix::fs::FileExt;
-            return parts.iter_mut().all(|(addr, buf)| buf.is_empty() || mem.read_exact_at(buf, *addr).is_ok());
+            return parts
+                .iter_mut()
+                .all(|(addr, buf)| buf.is_empty() || mem.read_exact_at(buf, *addr).is_ok());
         }
         let mut remote: heapless::Vec<RemoteIoVec, 4> = heapless::Vec::new();
         let mut total = 0;
@@ -267,7 +270,11 @@ mod tests {
         );
         assert_eq!(table.acquire(&me(), addr, 64, &mut host, 32).err(), Some(CtlStatus::LIMIT));
         assert!(table.acquire(&me(), addr, 64, &mut host, 64).is_ok());
-        assert_eq!(table.acquire(&me(), addr, 1, &mut host, 64).err(), Some(CtlStatus::LIMIT), "budget spent");
+        assert_eq!(
+            table.acquire(&me(), addr, 1, &mut host, 64).err(),
+            Some(CtlStatus::LIMIT),
+            "budget spent"
+        );
     }
 
     #[test]
@@ -306,7 +313,10 @@ mod tests {
         // Two parts in one call, in order.
         let (mut a, mut b) = ([0u8; 4], [0u8; 4]);
         assert!(pid.read_many(&mut [(lo + 10, &mut a[..]), (lo + 200, &mut b[..])]));
-        assert_eq!((a, b), ([10 ^ salt, 11 ^ salt, 12 ^ salt, 13 ^ salt], [200 ^ salt, 201 ^ salt, 202 ^ salt, 203 ^ salt]));
+        assert_eq!(
+            (a, b),
+            ([10 ^ salt, 11 ^ salt, 12 ^ salt, 13 ^ salt], [200 ^ salt, 201 ^ salt, 202 ^ salt, 203 ^ salt])
+        );
         // Outside anything mapped: refused by the kernel, never a fault here.
         assert!(!pid.read(8, &mut back));
         assert!(!pid.write(8, &pattern));

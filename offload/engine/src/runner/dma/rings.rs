@@ -65,7 +65,13 @@ pub enum RemoteError {
 impl RemoteRings {
     /// Reads and checks the header of the `len` bytes at `addr` of `process` (the nonce
     /// `proof` included; capacities up to `max_entries`), then the rings' indices.
-    pub fn open(process: Process, addr: u64, len: u64, proof: u64, max_entries: u32) -> Result<Self, RemoteError> {
+    pub fn open(
+        process: Process,
+        addr: u64,
+        len: u64,
+        proof: u64,
+        max_entries: u32,
+    ) -> Result<Self, RemoteError> {
         let mut header = SegmentHeader::new_zeroed();
         if !process.read(addr, header.as_mut_bytes()) {
             return Err(RemoteError::Unreachable);
@@ -84,9 +90,11 @@ impl RemoteRings {
         };
         // A fresh host starts both rings empty; anything else is refused rather than trusted.
         let (mut a, mut b, mut c) = ([0u8; 8], [0u8; 8], [0u8; 8]);
-        if !r.process.read_many(
-            &mut [(r.sq + HEAD, &mut a[..]), (r.sq + TAIL, &mut b[..]), (r.cq + TAIL, &mut c[..])],
-        ) {
+        if !r.process.read_many(&mut [
+            (r.sq + HEAD, &mut a[..]),
+            (r.sq + TAIL, &mut b[..]),
+            (r.cq + TAIL, &mut c[..]),
+        ]) {
             return Err(RemoteError::Unreachable);
         }
         if [a, b, c].iter().any(|v| u64::from_le_bytes(*v) != 0) {
@@ -109,8 +117,7 @@ impl RemoteRings {
     /// of it is in progress); `Err` when the read failed or it names an impossible state.
     fn read_sq_tail(&mut self) -> Result<u64, RingFault> {
         let (mut m, mut t) = ([0u8; 8], [0u8; 8]);
-        if !self.process.read_many(&mut [(self.sq + TAIL_MIRROR, &mut m[..]), (self.sq + TAIL, &mut t[..])])
-        {
+        if !self.process.read_many(&mut [(self.sq + TAIL_MIRROR, &mut m[..]), (self.sq + TAIL, &mut t[..])]) {
             return Err(RingFault);
         }
         let (m, t) = (u64::from_le_bytes(m), u64::from_le_bytes(t));
@@ -134,9 +141,10 @@ impl RemoteRings {
         let start = self.sq_head % self.entries;
         let first = (n as u64).min(self.entries - start) as usize;
         let (a, b) = out[..n].split_at_mut(first);
-        let ok = self.process.read_many(
-            &mut [(self.sq + SLOTS + start * ENTRY, a.as_mut_bytes()), (self.sq + SLOTS, b.as_mut_bytes())],
-        );
+        let ok = self.process.read_many(&mut [
+            (self.sq + SLOTS + start * ENTRY, a.as_mut_bytes()),
+            (self.sq + SLOTS, b.as_mut_bytes()),
+        ]);
         if !ok {
             return Err(RingFault);
         }
@@ -157,13 +165,11 @@ impl RemoteRings {
     /// Reads the host's completion `head` (mirror first) and `waiting`.
     fn read_cq_consumer(&mut self) -> bool {
         let (mut h, mut w, mut m) = ([0u8; 8], [0u8; 4], [0u8; 8]);
-        if !self.process.read_many(
-            &mut [
-                (self.cq + HEAD_MIRROR, &mut m[..]),
-                (self.cq + HEAD, &mut h[..]),
-                (self.cq + HEAD + 8, &mut w[..]),
-            ],
-        ) {
+        if !self.process.read_many(&mut [
+            (self.cq + HEAD_MIRROR, &mut m[..]),
+            (self.cq + HEAD, &mut h[..]),
+            (self.cq + HEAD + 8, &mut w[..]),
+        ]) {
             return false;
         }
         let (m, h) = (u64::from_le_bytes(m), u64::from_le_bytes(h));
@@ -198,11 +204,7 @@ impl RemoteRings {
         let cq = self.cq;
         let tail = (self.cq_tail + n).to_le_bytes();
         let ok = cma::fenced(
-            || {
-                p.write_many(
-                    &[(cq + SLOTS + start * ENTRY, a.as_bytes()), (cq + SLOTS, b.as_bytes())],
-                )
-            },
+            || p.write_many(&[(cq + SLOTS + start * ENTRY, a.as_bytes()), (cq + SLOTS, b.as_bytes())]),
             || cma::fenced(|| p.write(cq + TAIL, &tail), || p.write(cq + TAIL_MIRROR, &tail)),
         );
         if !ok {
