@@ -8,9 +8,9 @@
 //! Where the system calls are missing (`qemu-user` does not emulate them: the aarch64 engine of
 //! the DPU emulation), the same access goes through `/proc/<pid>/mem` (`pread`/`pwrite`).
 //!
-//! The kernel copies with `rep movsb`: a copy is not single-copy atomic, and two calls are
-//! ordered only with a fence between them (see [`fenced`]). The ring code builds on exactly that
-//! (`rings.rs`).
+//! The kernel copies with `rep movsb`: a copy is not single-copy atomic, and two copies are
+//! ordered only where the CPU keeps them so ([`Process::keeps_order`]) or with a fence between
+//! them ([`Process::write_in_order`]). The ring code builds on exactly that (`rings.rs`).
 use super::HostMappings;
 use nix::sys::uio::{process_vm_readv, process_vm_writev, RemoteIoVec};
 use nix::unistd::Pid;
@@ -93,6 +93,31 @@ impl Process {
         }
     }
 
+    /// Whether the parts of one [`Process::write_many`] (and of one [`Process::read_many`]) are
+    /// carried out in order: one system call copies them one after the other on this CPU, and
+    /// x86-64 keeps a CPU's stores (and its loads) in program order between two copies — the
+    /// stores *inside* one `rep movsb` may appear out of order, never across two. Elsewhere
+    /// (aarch64, or `/proc/<pid>/mem` with one call per part) the ring code issues ordered parts
+    /// as separate jobs with a fence between them.
+    pub fn keeps_order(&self) -> bool {
+        cfg!(target_arch = "x86_64") && self.mem.is_none()
+    }
+
+    /// Writes `parts` so that each is visible before the next begins: one job where
+    /// [`Process::keeps_order`], else one per part with a fence between; false unless every
+    /// byte was written.
+    pub fn write_in_order(&self, parts: &[(u64, &[u8])]) -> bool {
+        if self.keeps_order() {
+            return self.write_many(parts);
+        }
+        parts.iter().enumerate().all(|(i, part)| {
+            if i > 0 {
+                std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            }
+            self.write(part.0, part.1)
+        })
+    }
+
     /// Reads `out.len()` bytes at `addr`; false unless every byte arrived.
     pub fn read(&self, addr: u64, out: &mut [u8]) -> bool {
         self.read_many(&mut [(addr, out)])
@@ -151,18 +176,6 @@ impl Process {
         }
         process_vm_writev(self.pid, &local, &remote).is_ok_and(|n| n == total)
     }
-}
-
-/// Runs `first`, then `second` only once every store of `first` is visible to other CPUs: the
-/// order the ring protocol needs between a DMA write of entries and of the index that publishes
-/// them (and between an index and its mirror). The kernel copies on this thread, so a fence on
-/// it orders them.
-pub fn fenced(first: impl FnOnce() -> bool, second: impl FnOnce() -> bool) -> bool {
-    if !first() {
-        return false;
-    }
-    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-    second()
 }
 
 impl CmaTable {

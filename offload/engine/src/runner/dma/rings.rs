@@ -4,17 +4,18 @@
 //!
 //! Host-owned rings have the layout of `shared-abi` (`SegmentHeader`, two `RingControl`s and
 //! their slots) at an address of the host's memory. The engine plays its two ends by DMA:
-//! - submissions: one read of the producer's line (mirror, then `tail`: trusted only when they
-//!   agree), one read of the new descriptors (a burst: one job, two parts when it wraps), then
-//!   `head` and its mirror written back (two jobs, fenced);
-//! - completions: the entries (one job), then `tail`, then its mirror (each fenced after the
-//!   one before), then one read of the consumer's line — its `head` for the free slots and its
-//!   `waiting` flag: a host asleep on its control socket is sent a `WAKE` there (no futex
-//!   crosses the boundary);
+//! - submissions: a read of the producer's line (mirror, then `tail`: trusted only when they
+//!   agree) and of the new descriptors (a burst), then `head` and its mirror written back;
+//! - completions: the entries, then `tail`, then its mirror (each visible before the next),
+//!   then one read of the consumer's line — its `head` for the free slots and its `waiting`
+//!   flag: a host asleep on its control socket is sent a `WAKE` there (no futex crosses the
+//!   boundary);
 //! - new work is found by reading the producer's line every pass (a DMA poll).
 //!
-//! The consumer's line is read only when the cached free count cannot take a batch, so a
-//! steady stream costs about six small DMA jobs per batch of descriptors and completions.
+//! Where one job keeps its parts in order (`Process::keeps_order`: x86-64 with the system
+//! calls) each step above is one job — the poll reads the tail and a burst of slots together —
+//! so a descriptor costs four DMA jobs in all (poll, head, completions, consumer line);
+//! elsewhere ordered parts are separate jobs with a fence between.
 use super::cma;
 use cma::Process;
 use ringcast_abi::{Completion, RingControl, SegmentHeader, SubmissionDescriptor};
@@ -133,28 +134,61 @@ impl RemoteRings {
     /// Takes up to `out.len()` new descriptors: `Ok(n)`; `Err` when the host's ring is corrupt
     /// or its memory is gone (the runner detaches it).
     pub fn pop_batch(&mut self, out: &mut [SubmissionDescriptor]) -> Result<usize, RingFault> {
-        let tail = self.read_sq_tail()?;
-        let n = (tail - self.sq_head).min(out.len() as u64) as usize;
+        let n = if self.process.keeps_order() {
+            self.read_tail_and_slots(out)?
+        } else {
+            let tail = self.read_sq_tail()?;
+            let n = (tail - self.sq_head).min(out.len() as u64) as usize;
+            if n > 0 && !self.read_slots(&mut out[..n]) {
+                return Err(RingFault);
+            }
+            n
+        };
         if n == 0 {
             return Ok(0);
         }
-        let start = self.sq_head % self.entries;
-        let first = (n as u64).min(self.entries - start) as usize;
-        let (a, b) = out[..n].split_at_mut(first);
-        let ok = self.process.read_many(&mut [
-            (self.sq + SLOTS + start * ENTRY, a.as_mut_bytes()),
-            (self.sq + SLOTS, b.as_mut_bytes()),
-        ]);
-        if !ok {
-            return Err(RingFault);
-        }
         self.sq_head += n as u64;
         let head = self.sq_head.to_le_bytes();
-        let (p, sq) = (&self.process, self.sq);
-        if !cma::fenced(|| p.write(sq + HEAD, &head), || p.write(sq + HEAD_MIRROR, &head)) {
+        let sq = self.sq;
+        if !self.process.write_in_order(&[(sq + HEAD, &head), (sq + HEAD_MIRROR, &head)]) {
             return Err(RingFault);
         }
         Ok(n)
+    }
+
+    /// Reads the descriptors at positions `sq_head..sq_head + out.len()` (two parts when they
+    /// wrap).
+    fn read_slots(&self, out: &mut [SubmissionDescriptor]) -> bool {
+        let start = self.sq_head % self.entries;
+        let first = (out.len() as u64).min(self.entries - start) as usize;
+        let (a, b) = out.split_at_mut(first);
+        self.process
+            .read_many(&mut [(self.sq + SLOTS + start * ENTRY, a.as_mut_bytes()), (self.sq + SLOTS, b.as_mut_bytes())])
+    }
+
+    /// One job for a poll where parts are read in order ([`Process::keeps_order`]): the tail's
+    /// mirror, the tail, then as many slots from `sq_head` as `out` holds (up to the ring's
+    /// end) — those below the tail were published before it, so they are read complete; the
+    /// rest are ignored. Returns how many new descriptors `out` holds.
+    fn read_tail_and_slots(&mut self, out: &mut [SubmissionDescriptor]) -> Result<usize, RingFault> {
+        let start = self.sq_head % self.entries;
+        let window = (out.len() as u64).min(self.entries - start) as usize;
+        let (mut m, mut t) = ([0u8; 8], [0u8; 8]);
+        if !self.process.read_many(&mut [
+            (self.sq + TAIL_MIRROR, &mut m[..]),
+            (self.sq + TAIL, &mut t[..]),
+            (self.sq + SLOTS + start * ENTRY, out[..window].as_mut_bytes()),
+        ]) {
+            return Err(RingFault);
+        }
+        let (m, t) = (u64::from_le_bytes(m), u64::from_le_bytes(t));
+        if m == t {
+            if t.wrapping_sub(self.sq_head) > self.entries {
+                return Err(RingFault);
+            }
+            self.sq_tail = t;
+        }
+        Ok(((self.sq_tail - self.sq_head) as usize).min(window))
     }
 
     /// Descriptors published and not taken (for the drop count when the host goes).
@@ -200,13 +234,15 @@ impl RemoteRings {
         let start = self.cq_tail % self.entries;
         let first = n.min(self.entries - start) as usize;
         let (a, b) = items.split_at(first);
-        let p = &self.process;
         let cq = self.cq;
         let tail = (self.cq_tail + n).to_le_bytes();
-        let ok = cma::fenced(
-            || p.write_many(&[(cq + SLOTS + start * ENTRY, a.as_bytes()), (cq + SLOTS, b.as_bytes())]),
-            || cma::fenced(|| p.write(cq + TAIL, &tail), || p.write(cq + TAIL_MIRROR, &tail)),
-        );
+        // Entries, then the tail, then its mirror: each visible before the next.
+        let ok = self.process.write_in_order(&[
+            (cq + SLOTS + start * ENTRY, a.as_bytes()),
+            (cq + SLOTS, b.as_bytes()),
+            (cq + TAIL, &tail),
+            (cq + TAIL_MIRROR, &tail),
+        ]);
         if !ok {
             return false;
         }
