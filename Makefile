@@ -137,6 +137,7 @@ test-mpi: test-c
 	$(MPI_CHECK) "Open MPI, nothing set but LD_PRELOAD (auto, one host)" 0 0 636 $(RELEASE)/mpi-check.log -- \
 	  $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 $(RELEASE)/mpi-bcast-check
 	@set -e; for cfg in "RINGCAST_MPI_NODES=2:$(OFFLOADED)" "RINGCAST_MPI_NODES=2 RINGCAST_MPI_FABRIC=udp:$(OFFLOADED)" \
+	    "RINGCAST_MPI_NODES=2 RINGCAST_DMA=cma:$(OFFLOADED)" \
 	    "RINGCAST_MPI_OFFLOAD=always:$(OFFLOADED)" "RINGCAST_MPI_NODES=2 RINGCAST_MPI_MAX_BYTES=4096:161 208 0" \
 	    "RINGCAST_MPI_NODES=4 RINGCAST_MPI_MIN_ENGINES=3:221 208 180"; do \
 	  x=""; for kv in $${cfg%%:*}; do x="$$x -x $$kv"; done; \
@@ -186,12 +187,15 @@ test-fuzz:
 fuzz: test-fuzz
 
 ## MPI_Bcast and MPI_Ibcast+MPI_Wait through ringcast vs the MPI library's own, in one run
-## (osu_bcast-style): 4 ranks, 2 emulated nodes (auto offloads them), Open MPI then MPICH; last,
+## (osu_bcast-style): 4 ranks, 2 emulated nodes (auto offloads them), Open MPI (staged, then in
+## place with the cma backend) then MPICH; last,
 ## Open MPI with nothing set but the preload (one host: auto passes every call to PMPI).
 bench-mpi: test-mpi
 	$(MPICH_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-bcast-bench-mpich host/mpi/bench/bcast_bench.c
 	@echo "Open MPI, RINGCAST_MPI_NODES=2:"
 	$(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 $(RELEASE)/mpi-bcast-bench 200
+	@echo "Open MPI, RINGCAST_MPI_NODES=2 RINGCAST_DMA=cma (MPI_Bcast in place, no staging copy):"
+	$(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 -x RINGCAST_DMA=cma $(RELEASE)/mpi-bcast-bench 200
 	@echo "MPICH, RINGCAST_MPI_NODES=2:"
 	$(MPICH_RUN) -np 4 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_NODES 2 $(RELEASE)/mpi-bcast-bench-mpich 200
 	@echo "Open MPI, nothing set (pass-through):"

@@ -99,10 +99,8 @@ fn dma_backends(c: &mut Criterion) {
     let cma = base.clone().with(|c| c.runner.dma = ringcast_offload::config::DmaMode::Cma);
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let tcp_host = cma.clone().with(|c| c.topology.job_secret = SECRET.parse().unwrap());
-    let tcp_env = [
-        ("RINGCAST_LISTEN_TCP", format!("127.0.0.1:{port}")),
-        ("RINGCAST_JOB_SECRET", SECRET.to_string()),
-    ];
+    let tcp_env =
+        [("RINGCAST_LISTEN_TCP", format!("127.0.0.1:{port}")), ("RINGCAST_JOB_SECRET", SECRET.to_string())];
     let tcp_addr = format!("tcp://127.0.0.1:{port}");
     /// Label, TCP address (else the daemon's name), the daemon's extra environment, the host's
     /// configuration.

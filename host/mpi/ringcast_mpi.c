@@ -23,9 +23,14 @@
  * communicator shares (its membership, count x type size, root), so all ranks take the same path:
  * the collectives stay matched. RINGCAST_MPI_VERBOSE=1 says, per call, the path and why.
  *
- * Data path: the root copies into a registered staging buffer (the engine reaches only shared
- * memory), the engines broadcast it, the other ranks copy it out. Staging buffers come from a
- * small pool reused by size; one is never shared by two operations in flight. Even a blocking
+ * Data path: the root copies into a registered staging buffer (with the default `mapped` DMA
+ * backend the engine reaches only shared memory), the engines broadcast it, the other ranks copy
+ * it out. Staging buffers come from a small pool reused by size; one is never shared by two
+ * operations in flight. Where the engine reaches host memory by DMA (RINGCAST_DMA=cma, an engine
+ * across the PCIe boundary) a blocking MPI_Bcast registers the user's buffer in place instead —
+ * no copy at either end — through a small registration cache (RC_WRAP_MAX buffers, least
+ * recently used one deregistered; RINGCAST_MPI_INPLACE=0 turns it off). MPI_Ibcast keeps its
+ * staging buffer: a cached registration could be evicted under it. Even a blocking
  * MPI_Bcast posts and then polls the engine with the library's progress in between, never
  * sleeping in the engine: this rank's pending point-to-point requests keep moving.
  *
@@ -61,6 +66,8 @@
 #define RC_POOL_MAX 8
 /* Smallest staging buffer made: small messages share one size class. */
 #define RC_STAGE_MIN 4096
+/* User buffers kept registered in place (cma), least recently used evicted. */
+#define RC_WRAP_MAX 16
 /* One engine's UDP address as gathered: a host name (at most 255 bytes), ':', a port, NUL. */
 #define RC_ADDR 272
 
@@ -112,6 +119,11 @@ static int rc_keyval = MPI_KEYVAL_INVALID;
 static RingcastBuf *rc_dummy;  /* the 1-byte epoch fillers' buffer (its content is never read) */
 static struct { RingcastBuf *b; size_t len; } rc_pool[RC_POOL_MAX];
 static int rc_pool_n;
+/* The in-place registration cache: -1 not tried yet, 0 off (mapped backend, or turned off). */
+static int rc_inplace = -1;
+static struct { void *p; size_t len; RingcastBuf *b; unsigned long used; } rc_wraps[RC_WRAP_MAX];
+static int rc_wraps_n;
+static unsigned long rc_wrap_tick;
 static struct rc_op *rc_ops;   /* every unreclaimed operation */
 static int rc_live;            /* user requests whose free_fn has not run: the fast-path check */
 static int rc_active;          /* operations not finished in the engine */
@@ -189,6 +201,53 @@ static void rc_buf_put(RingcastBuf *b, size_t len) {
         b = old;
     }
     ringcast_buf_free(b);
+}
+
+/* ---- in-place registration ---------------------------------------------------------------- */
+
+/* The user's `bytes` at `p` registered in place (cma), from the cache or registered now, the
+ * cache's least recently used entry making room; NULL where in-place registration is off or
+ * refused (the caller stages instead). Only blocking calls use it, so no operation is in flight
+ * on an entry it evicts. */
+static RingcastBuf *rc_wrap_get(void *p, size_t bytes) {
+    if (rc_inplace == 0) return NULL;
+    for (int i = 0; i < rc_wraps_n; i++)
+        if (rc_wraps[i].p == p && rc_wraps[i].len >= bytes) {
+            rc_wraps[i].used = ++rc_wrap_tick;
+            return rc_wraps[i].b;
+        }
+    RingcastBuf *b = ringcast_buf_wrap(p, bytes);
+    if (!b) {
+        /* The first refusal says the backend maps (no in-place at all); later ones are this
+         * buffer's (say, read-only memory): stage it. */
+        if (rc_inplace < 0) rc_inplace = 0;
+        return NULL;
+    }
+    rc_inplace = 1;
+    int slot = rc_wraps_n;
+    if (rc_wraps_n == RC_WRAP_MAX) {
+        slot = 0;
+        for (int i = 1; i < rc_wraps_n; i++)
+            if (rc_wraps[i].used < rc_wraps[slot].used) slot = i;
+        ringcast_buf_free(rc_wraps[slot].b);
+    } else {
+        rc_wraps_n++;
+    }
+    rc_wraps[slot].p = p;
+    rc_wraps[slot].len = bytes;
+    rc_wraps[slot].b = b;
+    rc_wraps[slot].used = ++rc_wrap_tick;
+    return b;
+}
+
+/* Forgets the cached registration of `b` (an operation on it failed: the memory may be gone). */
+static void rc_wrap_drop(RingcastBuf *b) {
+    for (int i = 0; i < rc_wraps_n; i++)
+        if (rc_wraps[i].b == b) {
+            ringcast_buf_free(b);
+            rc_wraps[i] = rc_wraps[--rc_wraps_n];
+            return;
+        }
 }
 
 /* ---- communicator records ----------------------------------------------------------------- */
@@ -433,6 +492,7 @@ static void rc_start(int provided) {
     rc_verbose = (int)env_ll("RINGCAST_MPI_VERBOSE", 0);
     rc_engine_max = env_ll("RINGCAST_MAX_MESSAGE_BYTES", RC_ENGINE_MAX_DEFAULT);
     rc_min_bytes = env_ll("RINGCAST_MPI_MIN_BYTES", 1);
+    if (env_ll("RINGCAST_MPI_INPLACE", 1) == 0) rc_inplace = 0;
     rc_max_bytes = env_ll("RINGCAST_MPI_MAX_BYTES", rc_engine_max);
     if (rc_min_bytes < 1) rc_min_bytes = 1;                   /* the engine moves no empty message */
     if (rc_max_bytes > rc_engine_max) rc_max_bytes = rc_engine_max; /* nor one above its limit */
@@ -640,6 +700,8 @@ int MPI_Finalize(void) {
         }
         rc_detach(MPI_COMM_WORLD);
         for (int i = 0; i < rc_pool_n; i++) ringcast_buf_free(rc_pool[i].b);
+        for (int i = 0; i < rc_wraps_n; i++) ringcast_buf_free(rc_wraps[i].b);
+        rc_wraps_n = 0;
         rc_pool_n = 0;
         if (rc_dummy) ringcast_buf_free(rc_dummy);
         rc_dummy = NULL;
@@ -757,8 +819,11 @@ int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
         say("MPI_Bcast", bytes, root, "%s", why);
         return PMPI_Bcast(buffer, count, datatype, root, comm);
     }
-    size_t len;
-    RingcastBuf *stage = rc_buf_get((size_t)bytes, &len);
+    size_t len = 0;
+    /* In place where the engine reaches this process's memory by DMA; else staged. Either way
+     * the same ringcast broadcast: the ranks need not agree on it. */
+    RingcastBuf *wrapped = rc_wrap_get(buffer, (size_t)bytes);
+    RingcastBuf *stage = wrapped ? wrapped : rc_buf_get((size_t)bytes, &len);
     if (!stage) {
         /* Every rank must take the same path: a rank without memory cannot fall back alone. */
         say("MPI_Bcast", bytes, root, "failed (no staging buffer)");
@@ -767,7 +832,7 @@ int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
     int me;
     PMPI_Comm_rank(comm, &me);
     uint8_t *p = ringcast_buf_ptr(stage);
-    if (me == root) memcpy(p, buffer, (size_t)bytes);
+    if (me == root && !wrapped) memcpy(p, buffer, (size_t)bytes);
     /* Posted, then polled with the MPI library's progress in between rather than waited for in
      * the engine: a blocking collective must not stop this rank's pending point-to-point
      * requests from progressing (MPI's progress rule), other MPI_Ibcasts of ours progress too,
@@ -782,13 +847,17 @@ int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
         rc_poll();
         rc_breathe(NULL);
     }
-    if (rc == RINGCAST_OK && me != root) memcpy(buffer, p, (size_t)bytes);
-    rc_buf_put(stage, len);
+    if (wrapped) {
+        if (rc != RINGCAST_OK) rc_wrap_drop(wrapped);
+    } else {
+        if (rc == RINGCAST_OK && me != root) memcpy(buffer, p, (size_t)bytes);
+        rc_buf_put(stage, len);
+    }
     if (rc != RINGCAST_OK) {
         if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Bcast failed: %s\n", rc_world_rank, ringcast_strerror(rc));
         return rc_error(comm, rc_class(rc));
     }
-    say("MPI_Bcast", bytes, root, "%s", why);
+    say("MPI_Bcast", bytes, root, "%s%s", why, wrapped ? ", in place" : ", staged");
     return MPI_SUCCESS;
 }
 

@@ -67,13 +67,15 @@ pub struct EngineStats {
     pub dropped_in_flight: u64,
 }
 
-/// A registered region: a [`SharedBuf`] range the engine may access, named by its key.
+/// A registered region, named by its key: a [`SharedBuf`] range the engine may access, or a
+/// range of this process's memory registered in place by address ([`Host::register_memory`],
+/// host-owned-ring hosts only).
 #[derive(Debug, Clone)]
 pub struct Region {
     key: RegionKey,
     offset: u64,
     len: u64,
-    buf: SharedBuf,
+    buf: Option<SharedBuf>,
 }
 
 impl Region {
@@ -97,9 +99,9 @@ impl Region {
         self.offset
     }
 
-    /// The buffer it covers.
-    pub fn buf(&self) -> &SharedBuf {
-        &self.buf
+    /// The buffer it covers (`None`: memory registered in place).
+    pub fn buf(&self) -> Option<&SharedBuf> {
+        self.buf.as_ref()
     }
 
     /// `(key, offset)` for a descriptor.
@@ -397,7 +399,44 @@ impl Host {
             self.request(req, Some(buf), "register")?
         };
         match reply.kind {
-            CtlKind::REGISTER_OK => Ok(Region { key: RegionKey(reply.a), offset, len, buf: buf.clone() }),
+            CtlKind::REGISTER_OK => {
+                Ok(Region { key: RegionKey(reply.a), offset, len, buf: Some(buf.clone()) })
+            }
+            _ => Err(Error::Refused { request: "register", status: reply.status }),
+        }
+    }
+
+    /// Whether this host registers memory in place ([`Host::register_memory`]): its engine
+    /// reaches it by DMA (`cma`), not through shared mappings.
+    pub fn registers_in_place(&self) -> bool {
+        self.host_owned
+    }
+
+    /// Registers `len` bytes of this process's memory at `ptr` in place — no copy, no shared
+    /// buffer: an MPI user buffer as it is. Only where the engine reaches host memory by DMA
+    /// ([`Host::registers_in_place`]; else `Refused` with `BACKEND`, without asking).
+    ///
+    /// # Safety
+    /// The range must stay allocated while registered, and while an operation naming it is
+    /// outstanding the engine reads or writes it behind the compiler's back: no Rust reference
+    /// to those bytes may be used until the operation's completion (as for a buffer handed to
+    /// a NIC).
+    pub unsafe fn register_memory(&mut self, ptr: *const u8, len: usize, access: Access) -> Result<Region> {
+        if !self.host_owned {
+            return Err(Error::Refused { request: "register", status: CtlStatus::BACKEND });
+        }
+        if ptr.is_null() || len == 0 {
+            return Err(Error::OutOfBounds { offset: ptr as u64, len: len as u64, size: 0 });
+        }
+        let mut req = CtlMsg::new(CtlKind::REGISTER_ADDR);
+        req.a = access.0;
+        req.c = ptr as u64;
+        req.e = len as u64;
+        let reply = self.request(req, None, "register")?;
+        match reply.kind {
+            CtlKind::REGISTER_OK => {
+                Ok(Region { key: RegionKey(reply.a), offset: 0, len: len as u64, buf: None })
+            }
             _ => Err(Error::Refused { request: "register", status: reply.status }),
         }
     }

@@ -5,10 +5,12 @@
 //! it: in thread mode local rank 0 starts the node's engine thread and the others attach to it;
 //! otherwise the engine daemon named `RINGCAST_ENGINE`), `ringcast_finalize` detaches.
 //!
-//! Memory: the engine reaches only shared memory, so messages live in buffers this library
-//! allocates and registers (`ringcast_buf_new`); `ringcast_buf_ptr` gives C the mapping. A
-//! buffer belongs to the engine from the post of an operation on it until that operation's
-//! completion: C code must not touch it meanwhile.
+//! Memory: messages live in registered buffers. `ringcast_buf_new` allocates shared memory and
+//! registers it (what every backend reaches); `ringcast_buf_ptr` gives C the mapping. Where the
+//! engine reaches host memory by DMA (`RINGCAST_DMA=cma`, or an engine over TCP),
+//! `ringcast_buf_wrap` registers the caller's own memory in place instead — an MPI user buffer
+//! without a staging copy. A buffer belongs to the engine from the post of an operation on it
+//! until that operation's completion: C code must not touch it meanwhile.
 //!
 //! Errors: every function returns `RINGCAST_OK` (0) or a negative code. `-1` to `-99` are the
 //! engine's completion statuses negated (`-(StatusKind)`: `-13` a peer stopped answering,
@@ -65,9 +67,14 @@ struct State {
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
 
-/// A message buffer: shared memory registered with the engine (opaque to C).
+/// A message buffer registered with the engine (opaque to C): shared memory this library
+/// allocated (`ringcast_buf_new`), or the caller's own memory registered in place
+/// (`ringcast_buf_wrap`).
 pub struct RingcastBuf {
-    buf: SharedBuf,
+    /// The shared buffer, kept mapped while C holds `ptr` into it; `None` for wrapped memory.
+    _buf: Option<SharedBuf>,
+    ptr: *mut u8,
+    len: usize,
     region: Region,
 }
 
@@ -164,7 +171,33 @@ pub extern "C" fn ringcast_buf_new(len: usize) -> *mut RingcastBuf {
     with_state(|s| {
         let buf = SharedBuf::new(len.max(1)).map_err(|e| code(&e))?;
         let region = s.host.register(&buf, Access::READ_WRITE).map_err(|e| code(&e))?;
-        out = Box::into_raw(Box::new(RingcastBuf { buf, region }));
+        let (ptr, len) = (buf.as_ptr(), buf.len());
+        out = Box::into_raw(Box::new(RingcastBuf { _buf: Some(buf), ptr, len, region }));
+        Ok(RINGCAST_OK)
+    });
+    out
+}
+
+/// Registers `len` bytes of the caller's memory at `ptr` in place (no copy), as a buffer the
+/// other calls take like one of `ringcast_buf_new`'s; NULL when this process's engine reaches
+/// host memory through shared mappings (`RINGCAST_DMA=mapped`, the default over the Unix
+/// socket: only `cma` and engines across the PCIe boundary register in place), or on error.
+/// `ringcast_buf_free` deregisters it and leaves the memory alone.
+///
+/// # Safety
+/// `ptr..ptr+len` stays allocated until `ringcast_buf_free`, and is not touched by the caller
+/// while an operation on it is outstanding.
+#[no_mangle]
+pub unsafe extern "C" fn ringcast_buf_wrap(ptr: *mut u8, len: usize) -> *mut RingcastBuf {
+    let mut out = std::ptr::null_mut();
+    with_state(|s| {
+        if !s.host.registers_in_place() || ptr.is_null() || len == 0 {
+            return Err(RINGCAST_ERR_INVALID);
+        }
+        // SAFETY: the caller keeps the range allocated while registered and untouched while
+        // an operation on it is outstanding (this function's contract).
+        let region = unsafe { s.host.register_memory(ptr, len, Access::READ_WRITE) }.map_err(|e| code(&e))?;
+        out = Box::into_raw(Box::new(RingcastBuf { _buf: None, ptr, len, region }));
         Ok(RINGCAST_OK)
     });
     out
@@ -178,7 +211,7 @@ pub extern "C" fn ringcast_buf_new(len: usize) -> *mut RingcastBuf {
 pub unsafe extern "C" fn ringcast_buf_ptr(b: *const RingcastBuf) -> *mut u8 {
     // SAFETY: the caller guarantees `b` is NULL or a live buffer of ours.
     match unsafe { b.as_ref() } {
-        Some(b) => b.buf.as_ptr(),
+        Some(b) => b.ptr,
         None => std::ptr::null_mut(),
     }
 }
@@ -190,7 +223,7 @@ pub unsafe extern "C" fn ringcast_buf_ptr(b: *const RingcastBuf) -> *mut u8 {
 #[no_mangle]
 pub unsafe extern "C" fn ringcast_buf_len(b: *const RingcastBuf) -> usize {
     // SAFETY: as in `ringcast_buf_ptr`.
-    unsafe { b.as_ref() }.map_or(0, |b| b.buf.len())
+    unsafe { b.as_ref() }.map_or(0, |b| b.len)
 }
 
 /// Deregisters and frees buffer `b` (NULL: nothing).
@@ -228,7 +261,7 @@ unsafe fn bcast_desc(
     // SAFETY: forwarded from the caller.
     let b = unsafe { b.as_ref() }.ok_or(RINGCAST_ERR_INVALID)?;
     match offset.checked_add(len) {
-        Some(end) if end <= b.buf.len() && len > 0 => {}
+        Some(end) if end <= b.len && len > 0 => {}
         _ => return Err(RINGCAST_ERR_INVALID),
     }
     Ok(SubmissionDescriptor::bcast(cookie, comm, root, b.region.at(offset as u64), len as u64))

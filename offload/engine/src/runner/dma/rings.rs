@@ -162,8 +162,10 @@ impl RemoteRings {
         let start = self.sq_head % self.entries;
         let first = (out.len() as u64).min(self.entries - start) as usize;
         let (a, b) = out.split_at_mut(first);
-        self.process
-            .read_many(&mut [(self.sq + SLOTS + start * ENTRY, a.as_mut_bytes()), (self.sq + SLOTS, b.as_mut_bytes())])
+        self.process.read_many(&mut [
+            (self.sq + SLOTS + start * ENTRY, a.as_mut_bytes()),
+            (self.sq + SLOTS, b.as_mut_bytes()),
+        ])
     }
 
     /// One job for a poll where parts are read in order ([`Process::keeps_order`]): the tail's
