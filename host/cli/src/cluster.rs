@@ -13,6 +13,11 @@
 //! network namespace per node joined by a Linux bridge ([`ringcast_host::netns`]): engines and programs
 //! of node `i` run inside namespace `i`.
 //!
+//! DPU mode (`--mode dpu`) puts node `i`'s engine in namespace `i` and its programs in namespace
+//! `nodes + i` of one lab: programs attach over TCP (`RINGCAST_ENGINE=tcp://…`, proving the job
+//! secret), the engines serve `cma` only, and the `udp` fabric's members are the engines'
+//! addresses on the bridge.
+//!
 //! Teardown always runs: programs that outlive a failed sibling are killed (unless
 //! `keep_going`), engines are stopped (SIGTERM, then SIGKILL), the job's shared-memory segments
 //! are unlinked and the namespaces deleted, so nothing is left behind, even after a crash.
@@ -93,7 +98,15 @@ pub enum Mode {
     Daemon,
     /// Each program runs its node's engine as a pinned polling thread.
     Thread,
+    /// The BlueField contract: one daemon per node in a network namespace of its own (the
+    /// "DPU"), its programs in another, reaching it only over TCP with the job's secret; the
+    /// engine reaches their memory only by DMA (`RINGCAST_DMA=cma`); the `udp` fabric runs on
+    /// the bridge between the DPUs (`shm` works too). Needs root (namespaces).
+    Dpu,
 }
+
+/// The TCP port a DPU-mode engine listens on for its programs.
+const DPU_CONTROL_PORT: u16 = 7471;
 
 /// Environment variable telling a program how to reach its engine.
 pub const MODE_ENV: &str = "RINGCAST_RUN_MODE";
@@ -171,13 +184,20 @@ impl Cluster {
         // What killed jobs before this one left (their launchers are gone, nobody maps it).
         let _ = reclaim_stale();
         let udp = spec.fabric == "udp";
+        let dpu = spec.mode == Mode::Dpu;
         if spec.netns && !udp {
             return Err("--netns needs --fabric udp".into());
         }
-        if spec.netns && spec.nodes > 200 {
-            return Err("--netns supports up to 200 nodes".into());
+        if (spec.netns && spec.nodes > 200) || (dpu && spec.nodes > 100) {
+            return Err("--netns supports up to 200 nodes, --mode dpu up to 100".into());
         }
-        let netns = if spec.netns { Some(Lab::create("run", spec.nodes as usize)?) } else { None };
+        let netns = if dpu {
+            Some(Lab::create("dpu", 2 * spec.nodes as usize)?)
+        } else if spec.netns {
+            Some(Lab::create("run", spec.nodes as usize)?)
+        } else {
+            None
+        };
         let members: Vec<SocketAddr> = match &netns {
             _ if !udp => Vec::new(),
             Some(_) => (0..spec.nodes).map(|i| SocketAddr::new(Lab::ip(i as usize).into(), 7470)).collect(),
@@ -204,7 +224,7 @@ impl Cluster {
         // measured (2 nodes, 2 B back to back) 55 → 11 µs, the program's CPU at 1 MiB 1.4 →
         // 3.4 % of the broadcast (docs/performance.md).
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-        let pollers = spec.nodes * (spec.ppn + u32::from(spec.mode == Mode::Daemon));
+        let pollers = spec.nodes * (spec.ppn + u32::from(spec.mode != Mode::Thread));
         // Only for the benchmark's own ranks (`program == "self"`: one thread each — the pin is
         // inherited by every thread a program starts after attaching), one per node (with
         // more, they would crowd one CPU while others idle), and not in namespaces (CPU claims
@@ -215,6 +235,7 @@ impl Cluster {
             && spec.ppn == 1
             && !spec.netns
             && program == "self";
+        // `paired` is for daemons beside their programs; a DPU is across the boundary.
         let idle = |spins: u32, yields: u32, sleep_us: u32| {
             [
                 ("RINGCAST_IDLE_SPINS", spins.to_string()),
@@ -247,18 +268,46 @@ impl Cluster {
                 ("RINGCAST_UDP_MEMBERS", members.clone()),
                 ("RINGCAST_ENGINE", format!("{job}-{node}")),
                 ("RINGCAST_POLL_MODE", "spin-yield".to_string()),
-                (MODE_ENV, if spec.mode == Mode::Thread { "thread" } else { "daemon" }.to_string()),
+                (
+                    MODE_ENV,
+                    match spec.mode {
+                        Mode::Thread => "thread",
+                        Mode::Daemon => "daemon",
+                        Mode::Dpu => "dpu",
+                    }
+                    .to_string(),
+                ),
             ]
         };
+        // DPU mode: the engine's side of the boundary, and where its programs reach it.
+        let dpu_engine = |node: u32| {
+            let ip = Lab::ip(node as usize);
+            vec![
+                ("RINGCAST_LISTEN_TCP", format!("{ip}:{DPU_CONTROL_PORT}")),
+                ("RINGCAST_DMA", "cma".to_string()),
+                // CPU claims are per network namespace: every DPU would claim the same CPU.
+                ("RINGCAST_PIN_CPU", "none".to_string()),
+            ]
+        };
+        let dpu_program = |node: u32| {
+            let ip = Lab::ip(node as usize);
+            vec![
+                ("RINGCAST_ENGINE", format!("tcp://{ip}:{DPU_CONTROL_PORT}")),
+                ("RINGCAST_DMA", "cma".to_string()),
+            ]
+        };
+        // Programs of node `i` live in namespace `i`, or `nodes + i` beside a DPU.
+        let program_ns = |node: u32| if dpu { spec.nodes + node } else { node };
         let in_node = |c: &Cluster, node: u32, cmd: Command| match &c.netns {
             Some(ns) => ns.wrap(node as usize, cmd),
             None => cmd,
         };
-        if spec.mode == Mode::Daemon {
+        if spec.mode != Mode::Thread {
             for node in 0..spec.nodes {
                 let mut cmd = Command::new(&exe);
                 cmd.args(["engine"])
                     .envs(env(node))
+                    .envs(if dpu { dpu_engine(node) } else { Vec::new() })
                     .envs(engine_idle.clone())
                     .envs(extra.iter().map(|(k, v)| (k.as_str(), v.as_str())));
                 let child = guarded(&exe, "term", in_node(&c, node, cmd))
@@ -277,8 +326,9 @@ impl Cluster {
                     .envs([host_pin.clone()])
                     .env("RINGCAST_LOCAL_RANK", local.to_string())
                     .env("RINGCAST_RANK", (node * spec.ppn + local).to_string())
+                    .envs(if dpu { dpu_program(node) } else { Vec::new() })
                     .envs(extra.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-                let child = guarded(&exe, "kill", in_node(&c, node, cmd))
+                let child = guarded(&exe, "kill", in_node(&c, program_ns(node), cmd))
                     .stdin(Stdio::null())
                     .stdout(if capture { Stdio::piped() } else { Stdio::inherit() })
                     .spawn()

@@ -10,7 +10,7 @@
 //!   tables, CSV/JSON, plots (`fixtures/sim/*.toml`, `docs/reproduction.md`).
 //! * `ringcast calibrate [--fabric udp|shm]` — LogGP parameters of a real fabric, measured, written
 //!   as a `ringcast sim` scenario under `fixtures/calibration/`.
-//! * `ringcast run -n N [--mode daemon|thread] -- PROGRAM` — a program on a local emulated
+//! * `ringcast run -n N [--mode daemon|thread|dpu] -- PROGRAM` — a program on a local emulated
 //!   cluster; `ringcast bench -n N [--algorithm A] [--compare] [--barrier] [--json]` —
 //!   osu_bcast-style; `--compare-mpi` runs Open MPI's own `MPI_Bcast` beside it, interleaved.
 //! * `ringcast demo` — the main job: thousands of verified broadcasts from changing roots on an

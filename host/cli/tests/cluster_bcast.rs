@@ -1,7 +1,8 @@
 //! Broadcasts between real processes on a local emulated cluster (`ringcast run`, issue 5):
 //! 3 nodes × 2 processes, on the world and on communicators the processes create and free,
 //! every fabric and run mode — `shm` with engine daemons and with engine
-//! threads, `udp` on loopback and across network namespaces joined by a Linux bridge — with 5 %
+//! threads, `udp` on loopback and across network namespaces joined by a Linux bridge, and DPU
+//! mode (engines and programs in namespaces of their own, TCP control, `cma`) — with 5 %
 //! of multicast datagrams dropped at the receivers and the multicast algorithm forced, so losses
 //! really happen and are really repaired. Every rank checks every byte of every broadcast (the
 //! program is `ringcast workload-rank`); the test checks that every rank reported every
@@ -38,9 +39,10 @@ fn leftovers() -> Vec<String> {
         .into_iter()
         .filter(|n| n.starts_with("ringcast-run-"))
         .collect();
-    // `ringcast run --netns` names its namespaces `rch<pid>-<seq>-run-br` and `…-run-n<i>`.
+    // `ringcast run --netns` names its namespaces `rch<pid>-<seq>-run-br` and `…-run-n<i>`,
+    // `--mode dpu` `…-dpu-br` and `…-dpu-n<i>`.
     if let Ok(o) = Command::new("ip").args(["netns", "list"]).output() {
-        let ours = |l: &&str| l.starts_with("rch") && l.contains("-run-");
+        let ours = |l: &&str| l.starts_with("rch") && (l.contains("-run-") || l.contains("-dpu-"));
         left.extend(String::from_utf8_lossy(&o.stdout).lines().filter(ours).map(str::to_string));
     }
     if let Ok(o) = Command::new("pgrep").args(["-f", "ringcast (engine|workload-rank)"]).output() {
@@ -121,8 +123,13 @@ fn broadcasts_over_every_fabric_and_mode_with_multicast_loss() {
     run_lossy(&["--fabric", "shm", "--mode", "thread"]);
     run_lossy(&["--fabric", "udp", "--mode", "daemon"]);
     match netns_unavailable() {
-        None => run_lossy(&["--fabric", "udp", "--netns"]),
-        Some(why) => println!("SKIP: udp across namespaces: {why}"),
+        None => {
+            run_lossy(&["--fabric", "udp", "--netns"]);
+            // The BlueField contract: engines in namespaces of their own, programs in others,
+            // attached over TCP, their memory reached by cma only.
+            run_lossy(&["--fabric", "udp", "--mode", "dpu"]);
+        }
+        Some(why) => println!("SKIP: udp across namespaces and dpu mode: {why}"),
     }
 }
 
