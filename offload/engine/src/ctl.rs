@@ -187,38 +187,35 @@ pub fn call(
     stale: &mut dyn FnMut(CtlMsg),
 ) -> io::Result<(CtlMsg, Option<OwnedFd>)> {
     let deadline = std::time::Instant::now() + timeout;
-    let wait_for = |events: PollFlags| -> io::Result<()> {
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                return Err(io::Error::new(io::ErrorKind::TimedOut, "no reply from the engine"));
-            }
-            let ts = Timespec { tv_sec: left.as_secs() as i64, tv_nsec: left.subsec_nanos() as i64 };
-            let mut fds = [PollFd::new(&sock, events)];
-            match poll(&mut fds, Some(&ts)) {
-                Ok(0) | Err(Errno::INTR) => continue,
-                Ok(_) => return Ok(()),
-                Err(e) => return Err(e.into()),
-            }
-        }
-    };
     loop {
         match send_with(sock, msg, fd, SendFlags::DONTWAIT) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => wait_for(PollFlags::OUT)?,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => wait_until(sock, PollFlags::OUT, deadline)?,
             other => break other?,
         }
     }
+    await_reply(msg.seq, stale, |stray| {
+        wait_until(sock, PollFlags::IN, deadline)?;
+        recv_with(sock, RecvFlags::DONTWAIT, stray)
+    })
+}
+
+/// Receives with `next` (which waits, then reads one message) until the reply to request `seq`;
+/// earlier replies go to `stale`.
+fn await_reply(
+    seq: u64,
+    stale: &mut dyn FnMut(CtlMsg),
+    mut next: impl FnMut(&mut Vec<OwnedFd>) -> io::Result<Received>,
+) -> io::Result<(CtlMsg, Option<OwnedFd>)> {
     let mut stray = Vec::new();
     loop {
-        wait_for(PollFlags::IN)?;
-        match recv_with(sock, RecvFlags::DONTWAIT, &mut stray)? {
-            Received::Msg(m, _) if m.seq != msg.seq => stale(m),
+        match next(&mut stray)? {
+            Received::Msg(m, _) if m.seq != seq => stale(m),
             Received::Msg(m, fd) => return Ok((m, fd)),
             Received::Empty => {}
             Received::Closed => {
                 return Err(io::Error::new(
                     io::ErrorKind::ConnectionAborted,
-                    "engine closed the control socket",
+                    "engine closed the control connection",
                 ))
             }
             Received::Malformed => {
@@ -353,26 +350,28 @@ impl CtlSock {
         if self.stream.is_none() {
             return call(self.fd(), msg, fd, timeout, stale);
         }
+        if fd.is_some() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "no descriptor crosses a TCP control connection",
+            ));
+        }
+        // Never blocks past the deadline, not even on a peer that stopped reading.
         let deadline = std::time::Instant::now() + timeout;
-        self.send(msg, fd)?;
-        let mut stray = Vec::new();
-        loop {
-            wait_until(self.fd(), PollFlags::IN, deadline)?;
-            match self.recv(&mut stray)? {
-                Received::Msg(m, _) if m.seq != msg.seq => stale(m),
-                Received::Msg(m, fd) => return Ok((m, fd)),
-                Received::Empty => {}
-                Received::Closed => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::ConnectionAborted,
-                        "engine closed the control connection",
-                    ))
-                }
-                Received::Malformed => {
-                    return Err(io::Error::new(io::ErrorKind::InvalidData, "malformed control reply"))
-                }
+        let bytes = msg.as_bytes();
+        let mut sent = 0;
+        while sent < MSG_LEN {
+            match net::send(&self.fd, &bytes[sent..], SendFlags::NOSIGNAL | SendFlags::DONTWAIT) {
+                Ok(n) => sent += n,
+                Err(Errno::INTR) => {}
+                Err(Errno::AGAIN) => wait_until(self.fd(), PollFlags::OUT, deadline)?,
+                Err(e) => return Err(e.into()),
             }
         }
+        await_reply(msg.seq, stale, |stray| {
+            wait_until(self.fd(), PollFlags::IN, deadline)?;
+            self.recv(stray)
+        })
     }
 
     /// The last message was sent: on TCP, ends our direction (the peer reads everything sent

@@ -1,7 +1,8 @@
 //! Host-owned rings (the `cma` DMA backend): the engine's index stores arrive as DMA copies that
 //! may be seen half done, so a mirrored ring trusts an index only when it equals its mirror.
 //! Here the test plays the engine by writing the segment's bytes directly, as a DMA would.
-use ringcast_abi::{Completion, Opcode, Status};
+#![cfg(not(loom))]
+use ringcast_abi::{Completion, Opcode, RingRole, Status, SubmissionDescriptor};
 use ringcast_ring::attach;
 use zerocopy::IntoBytes;
 
@@ -11,6 +12,34 @@ const HEAD: u64 = 256;
 const HEAD_MIRROR: u64 = 272;
 const SLOTS: u64 = 384;
 
+/// Both ends mirrored (heap memory, so Miri runs it): entries pass in order through many wraps,
+/// and the mirrors hold what the indices hold.
+#[test]
+fn mirrored_ends_pass_every_entry_in_order() {
+    let (mut p, mut c) = ringcast_ring::channel::<SubmissionDescriptor>(8, RingRole::SUBMISSION);
+    p.set_mirrored();
+    c.set_mirrored();
+    let rounds = if cfg!(miri) { 20 } else { 2_000 };
+    let mut next = 0u64;
+    let mut got = [SubmissionDescriptor::default(); 8];
+    for round in 0..rounds {
+        let batch: Vec<_> =
+            (0..(round % 8) + 1).map(|i| SubmissionDescriptor::nop(next + i as u64)).collect();
+        let pushed = p.push_batch(&batch);
+        assert_eq!(pushed, batch.len(), "the consumer drained everything");
+        let n = c.pop_batch(&mut got).unwrap();
+        assert_eq!(n, pushed);
+        for d in &got[..n] {
+            assert_eq!(d.cookie, next);
+            next += 1;
+        }
+        assert_eq!(p.free_slots(), 8);
+        assert_eq!(c.len().unwrap(), 0);
+    }
+}
+
+// The byte-level cases write a memfd segment (no Miri: it has no memfd_create).
+#[cfg(not(miri))]
 #[test]
 fn a_mirrored_consumer_takes_a_tail_only_once_its_mirror_agrees() {
     let mut rings = attach::create_host_owned(8, 0xfeed).unwrap();
@@ -39,6 +68,7 @@ fn a_mirrored_consumer_takes_a_tail_only_once_its_mirror_agrees() {
     assert_eq!(u64::from_le_bytes(b), 1);
 }
 
+#[cfg(not(miri))]
 #[test]
 fn a_mirrored_producer_frees_slots_only_for_an_agreeing_head() {
     let mut rings = attach::create_host_owned(4, 1).unwrap();

@@ -121,6 +121,13 @@ impl RemoteRings {
         if !self.process.read_many(&mut [(self.sq + TAIL_MIRROR, &mut m[..]), (self.sq + TAIL, &mut t[..])]) {
             return Err(RingFault);
         }
+        self.accept_sq_tail(m, t)
+    }
+
+    /// Takes the host's submission `tail` `t` read after its mirror `m`: trusted when they
+    /// agree (else the last trusted value stands: a store in progress); `Err` when it names an
+    /// impossible state.
+    fn accept_sq_tail(&mut self, m: [u8; 8], t: [u8; 8]) -> Result<u64, RingFault> {
         let (m, t) = (u64::from_le_bytes(m), u64::from_le_bytes(t));
         if m == t {
             if t.wrapping_sub(self.sq_head) > self.entries {
@@ -183,14 +190,8 @@ impl RemoteRings {
         ]) {
             return Err(RingFault);
         }
-        let (m, t) = (u64::from_le_bytes(m), u64::from_le_bytes(t));
-        if m == t {
-            if t.wrapping_sub(self.sq_head) > self.entries {
-                return Err(RingFault);
-            }
-            self.sq_tail = t;
-        }
-        Ok(((self.sq_tail - self.sq_head) as usize).min(window))
+        let tail = self.accept_sq_tail(m, t)?;
+        Ok(((tail - self.sq_head) as usize).min(window))
     }
 
     /// Descriptors published and not taken (for the drop count when the host goes).
