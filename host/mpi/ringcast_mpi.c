@@ -119,7 +119,7 @@ static int rc_keyval = MPI_KEYVAL_INVALID;
 static RingcastBuf *rc_dummy;  /* the 1-byte epoch fillers' buffer (its content is never read) */
 static struct { RingcastBuf *b; size_t len; } rc_pool[RC_POOL_MAX];
 static int rc_pool_n;
-/* The in-place registration cache: -1 not tried yet, 0 off (mapped backend, or turned off). */
+/* The in-place registration cache: -1 not asked yet, 0 off (mapped backend, or turned off). */
 static int rc_inplace = -1;
 static struct { void *p; size_t len; RingcastBuf *b; unsigned long used; } rc_wraps[RC_WRAP_MAX];
 static int rc_wraps_n;
@@ -210,33 +210,34 @@ static void rc_buf_put(RingcastBuf *b, size_t len) {
  * refused (the caller stages instead). Only blocking calls use it, so no operation is in flight
  * on an entry it evicts. */
 static RingcastBuf *rc_wrap_get(void *p, size_t bytes) {
-    if (rc_inplace == 0) return NULL;
+    if (rc_inplace < 0) rc_inplace = ringcast_registers_in_place() == 1;
+    if (!rc_inplace) return NULL;
     for (int i = 0; i < rc_wraps_n; i++)
         if (rc_wraps[i].p == p && rc_wraps[i].len >= bytes) {
             rc_wraps[i].used = ++rc_wrap_tick;
             return rc_wraps[i].b;
         }
-    RingcastBuf *b = ringcast_buf_wrap(p, bytes);
-    if (!b) {
-        /* The first refusal says the backend maps (no in-place at all); later ones are this
-         * buffer's (say, read-only memory): stage it. */
-        if (rc_inplace < 0) rc_inplace = 0;
-        return NULL;
-    }
-    rc_inplace = 1;
-    int slot = rc_wraps_n;
+    /* The least recently used entry makes room when the cache is full, and once more when the
+     * engine refuses a registration (its per-host limits count the cached ones). */
+    int lru = -1;
+    for (int i = 0; i < rc_wraps_n; i++)
+        if (lru < 0 || rc_wraps[i].used < rc_wraps[lru].used) lru = i;
     if (rc_wraps_n == RC_WRAP_MAX) {
-        slot = 0;
-        for (int i = 1; i < rc_wraps_n; i++)
-            if (rc_wraps[i].used < rc_wraps[slot].used) slot = i;
-        ringcast_buf_free(rc_wraps[slot].b);
-    } else {
-        rc_wraps_n++;
+        ringcast_buf_free(rc_wraps[lru].b);
+        rc_wraps[lru] = rc_wraps[--rc_wraps_n];
+        lru = -1;
     }
-    rc_wraps[slot].p = p;
-    rc_wraps[slot].len = bytes;
-    rc_wraps[slot].b = b;
-    rc_wraps[slot].used = ++rc_wrap_tick;
+    RingcastBuf *b = ringcast_buf_wrap(p, bytes);
+    if (!b && lru >= 0) {
+        ringcast_buf_free(rc_wraps[lru].b);
+        rc_wraps[lru] = rc_wraps[--rc_wraps_n];
+        b = ringcast_buf_wrap(p, bytes);
+    }
+    if (!b) return NULL; /* this buffer (say, read-only memory): staged instead */
+    rc_wraps[rc_wraps_n].p = p;
+    rc_wraps[rc_wraps_n].len = bytes;
+    rc_wraps[rc_wraps_n].b = b;
+    rc_wraps[rc_wraps_n++].used = ++rc_wrap_tick;
     return b;
 }
 

@@ -130,6 +130,8 @@ pub struct Host {
     next_seq: u64,
     /// Reaped but not yet handed to the caller.
     stash: VecDeque<Completion>,
+    /// Keys of late `REGISTER_OK`s nobody holds, deregistered at the next request.
+    orphans: Vec<RegionKey>,
     idle_config: Config,
     ctl_timeout: Duration,
     detached: bool,
@@ -202,6 +204,11 @@ impl Host {
                 return Err(refused(&reply, "hello"));
             }
             nonce = reply.c;
+            // The engine reaches our memory by cross-memory attach: where Yama restricts ptrace
+            // to descendants, this lets that one process (and no other) in, as registering
+            // memory with an RDMA NIC grants it a key. Best effort: without Yama there is
+            // nothing to set.
+            ctl::let_engine_in(reply.d);
         }
         if sock.is_tcp() {
             let Some(secret) = config.topology.job_secret.0 else {
@@ -267,6 +274,7 @@ impl Host {
             next_cookie: 1,
             next_seq: seq,
             stash: VecDeque::with_capacity(max_in_flight.min(capacity)),
+            orphans: Vec::new(),
             idle_config: config,
             ctl_timeout,
             detached: false,
@@ -349,7 +357,7 @@ impl Host {
     fn request(&mut self, mut msg: CtlMsg, buf: Option<&SharedBuf>, what: &'static str) -> Result<CtlMsg> {
         msg.seq = self.next_seq;
         self.next_seq += 1;
-        let mut orphans: Vec<RegionKey> = Vec::new();
+        let mut orphans: Vec<RegionKey> = std::mem::take(&mut self.orphans);
         let mut stale = |m: CtlMsg| {
             if m.kind == CtlKind::REGISTER_OK {
                 orphans.push(RegionKey(m.a));
@@ -690,9 +698,15 @@ impl Host {
         }
         cq.disarm();
         if self.host_owned {
-            // WAKEs said what the ring now shows; a reply only comes during a request.
+            // WAKEs said what the ring now shows. A reply only comes during a request — but a
+            // late REGISTER_OK (its request timed out) names a region nobody holds: kept to be
+            // deregistered at the next request.
             let mut stray = Vec::new();
-            while let Ok(ctl::Received::Msg(..)) = self.sock.recv(&mut stray) {}
+            while let Ok(ctl::Received::Msg(m, _)) = self.sock.recv(&mut stray) {
+                if m.kind == CtlKind::REGISTER_OK {
+                    self.orphans.push(RegionKey(m.a));
+                }
+            }
         }
     }
 

@@ -18,7 +18,7 @@ pub const CTL_MAGIC: u32 = u32::from_le_bytes(*b"RCCT");
 /// | kind             | dir  | fd              | a            | b           | c           | d         | e      |
 /// |------------------|------|-----------------|--------------|-------------|-------------|-----------|--------|
 /// | HELLO            | h→e  | –               | –            | –           | –           | –         | –      |
-/// | HELLO_OK         | e→h  | –               | –            | –           | nonce       | –         | –      |
+/// | HELLO_OK         | e→h  | –               | –            | –           | nonce       | engine pid| –      |
 /// | AUTH             | h→e  | –               | –            | –           | –           | tag lo    | tag hi |
 /// | AUTH_OK          | e→h  | –               | –            | –           | –           | –         | –      |
 /// | ATTACH           | h→e  | –               | host pid     | sq entries  | local rank+1| rings addr| rings len |

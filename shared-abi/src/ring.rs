@@ -23,8 +23,13 @@
 //! `rep movsb`; nothing makes 8 bytes single-copy atomic). Both ends then store each index
 //! twice — `tail` then `tail_mirror` (`head` then `head_mirror`), the second only after the first
 //! is complete and visible — and read them in the other order, mirror first, trusting a value
-//! only when both agree. A torn store cannot agree with a complete one, so a torn index is
-//! never used; the reader just looks again.
+//! only when both agree. The mirror is stored only once the index is complete, so a reader
+//! that sees a torn mirror reads the index after it complete (or torn towards a later value):
+//! the two disagree and the reader looks again. They agree on a value never stored only if both
+//! reads are torn at once to the same bytes — two half-done copies of consecutive values of a
+//! counter landing on the same mix; the reader's bounds check (`tail - head <= capacity`) is the
+//! backstop. RDMA writes of 8 aligned bytes are atomic on PCIe, so on a DPU the mirror is
+//! belt and braces.
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// `"RCRING01"` little-endian: marks an initialised ring control block.

@@ -178,6 +178,14 @@ pub extern "C" fn ringcast_buf_new(len: usize) -> *mut RingcastBuf {
     out
 }
 
+/// 1 when this process's engine reaches host memory by DMA, so `ringcast_buf_wrap` can
+/// register memory in place; 0 when it maps shared buffers (only `ringcast_buf_new`'s); a
+/// negative code before `ringcast_init`.
+#[no_mangle]
+pub extern "C" fn ringcast_registers_in_place() -> c_int {
+    with_state(|s| Ok(c_int::from(s.host.registers_in_place())))
+}
+
 /// Registers `len` bytes of the caller's memory at `ptr` in place (no copy), as a buffer the
 /// other calls take like one of `ringcast_buf_new`'s; NULL when this process's engine reaches
 /// host memory through shared mappings (`RINGCAST_DMA=mapped`, the default over the Unix

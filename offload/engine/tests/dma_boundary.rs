@@ -149,7 +149,23 @@ fn a_cma_host_on_the_unix_socket_registers_in_place_and_a_mapped_one_is_refused(
     let config =
         ringcast_host::Config::default().with(|c| c.runner.dma = ringcast_offload::config::DmaMode::Cma);
     let mut host = Host::attach_config(&daemon.name, &config, Default::default()).unwrap();
+    assert!(host.registers_in_place());
     copy_workload(&mut host, 5, 40);
+    // Two registrations of one buffer that overlap have handles of their own: a COPY between
+    // them would read bytes it had written. Refused whole, nothing moved.
+    let buf = SharedBuf::new(8192).unwrap();
+    let pattern: Vec<u8> = (0..8192u32).map(|i| (i * 7) as u8).collect();
+    buf.write_at(0, &pattern).unwrap();
+    let a = host.register_range(&buf, 0, 6144, Access::READ_WRITE).unwrap();
+    let b = host.register_range(&buf, 2048, 6144, Access::READ_WRITE).unwrap();
+    assert!(host.copy(b.at(0), a.at(0), 6144).is_err(), "an overlapping copy must fail");
+    let mut after = vec![0u8; 8192];
+    buf.read_at(0, &mut after).unwrap();
+    assert_eq!(after, pattern, "a refused copy moved nothing");
+    // Disjoint parts of the same registrations copy fine.
+    host.copy(b.at(4096), a.at(0), 2048).unwrap();
+    buf.read_at(0, &mut after).unwrap();
+    assert_eq!(after[6144..8192], pattern[..2048]);
     assert_eq!(host_memory_mapped(daemon.child.id()), Vec::<String>::new());
     drop(host);
     assert!(daemon.stop());
@@ -314,4 +330,23 @@ fn a_tcp_host_that_dies_mid_copy_leaves_the_engine_serving_and_holding_nothing()
     copy_workload(&mut survivor, 3, 30);
     drop(survivor);
     assert!(daemon.stop());
+}
+
+#[test]
+fn a_tcp_host_waiting_on_an_engine_that_dies_gets_engine_gone() {
+    let (mut daemon, addr) = cma_daemon("tcp-engine-dies");
+    let mut host = tcp_host(&addr);
+    host.nop().unwrap();
+    daemon.child.kill().unwrap();
+    daemon.child.wait().unwrap();
+    // The rings are the host's own memory: posting succeeds; nobody will ever complete it. A
+    // TCP peer's end shows as RDHUP, never HUP: the wait must notice it all the same.
+    let _ = host.try_post(&SubmissionDescriptor::nop(77));
+    let t = Instant::now();
+    match host.wait() {
+        Err(ringcast_host::Error::EngineGone) => {}
+        other => panic!("expected EngineGone, got {other:?}"),
+    }
+    assert!(t.elapsed() < Duration::from_secs(10));
+    assert!(matches!(host.stats(), Err(ringcast_host::Error::EngineGone)));
 }

@@ -148,9 +148,15 @@ impl EngineLoop {
     }
 
     /// Closes the oldest connection that has not attached; its slot.
+    /// Authenticated connections (past `AUTH`) go last: a flood of connections that proved
+    /// nothing cannot push out a host between its `AUTH` and its `ATTACH`.
     fn evict_oldest(&mut self) -> Option<usize> {
-        let (_, slot) =
-            self.pending.iter().enumerate().filter_map(|(i, p)| p.as_ref().map(|p| (p.seq, i))).min()?;
+        let (_, _, slot) = self
+            .pending
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.as_ref().map(|p| (p.authed, p.seq, i)))
+            .min()?;
         self.pending[slot] = None;
         Some(slot)
     }
@@ -207,6 +213,9 @@ impl EngineLoop {
                         u64::from_le_bytes(crate::entropy::gather()[..8].try_into().unwrap_or([1; 8]));
                     let mut ok = CtlMsg::reply(&msg, CtlKind::HELLO_OK);
                     ok.c = nonce;
+                    // The engine's pid: a host with host-owned rings lets this process (and no
+                    // other) reach its memory where Yama restricts ptrace (PR_SET_PTRACER).
+                    ok.d = u64::from(std::process::id());
                     if p.sock.send_now(&ok).is_err() {
                         return;
                     }
@@ -266,9 +275,17 @@ impl EngineLoop {
             let Some(nonce) = p.nonce else {
                 return refuse(&sock, CtlStatus::UNAUTHORIZED, 0);
             };
+            // A claimed pid (TCP) is never the engine itself — its memory holds other hosts'
+            // data, and a host could have placed the nonce in it by broadcasting it — nor init.
+            // (Over the Unix socket the kernel vouches for the pid: a thread-mode host is in the
+            // engine's own process.)
             let Ok(raw) = i32::try_from(pid) else {
                 return refuse(&sock, CtlStatus::BAD_REQUEST, 0);
             };
+            if sock.is_tcp() && (pid == std::process::id() || raw <= 1) {
+                self.log(1, format_args!("refused attach naming pid {pid}"));
+                return refuse(&sock, CtlStatus::UNAUTHORIZED, 0);
+            }
             let process = match Process::open(nix::unistd::Pid::from_raw(raw)) {
                 Ok(p) => p,
                 Err(e) => {
@@ -366,7 +383,7 @@ impl EngineLoop {
         );
         let done = Vec::with_capacity(entries as usize);
         self.hosts[id.0 as usize] =
-            Some(HostConn { pid, sock, backend, rings, done, maps: HostMappings::default() });
+            Some(HostConn { pid, sock, backend, rings, done, maps: HostMappings::default(), broken: false });
     }
 
     pub(super) fn serve_host(&mut self, id: HostId) {
@@ -383,6 +400,10 @@ impl EngineLoop {
                 Ok(Received::Malformed) => {
                     self.log(1, format_args!("host {}: malformed control message", id.0));
                     self.reply(id, CtlMsg::error(&CtlMsg::new(CtlKind(0)), CtlStatus::BAD_REQUEST));
+                    // A TCP stream cut wrong stays wrong: every later message would be too.
+                    if self.hosts[id.0 as usize].as_ref().is_some_and(|c| c.sock.is_tcp()) {
+                        return self.detach(id, Departure::Lost);
+                    }
                     continue;
                 }
             };

@@ -84,6 +84,9 @@ pub(super) struct HostConn {
     /// time parked in `engine_ns`).
     pub(super) done: Vec<Completion>,
     pub(super) maps: HostMappings,
+    /// Its control connection can no longer be trusted (a message cut short): detached at the
+    /// end of the pass.
+    pub(super) broken: bool,
 }
 
 impl HostConn {
@@ -106,9 +109,13 @@ impl HostConn {
             }
             HostRings::Remote(r) => {
                 // A failed write means the host's memory is gone: its socket's hang-up detaches
-                // it at the next control poll. A host asleep on its socket is woken there.
-                if r.push_batch(&self.done) && r.host_sleeping() {
-                    let _ = self.sock.send_now(&CtlMsg::new(CtlKind::WAKE));
+                // it at the next control poll. A host asleep on its socket is woken there; a
+                // WAKE that does not go out whole has cut the stream: the host is detached.
+                if r.push_batch(&self.done)
+                    && r.host_sleeping()
+                    && self.sock.send_now(&CtlMsg::new(CtlKind::WAKE)).is_err()
+                {
+                    self.broken = true;
                 }
             }
         }
@@ -303,6 +310,12 @@ impl EngineLoop {
             for conn in self.hosts.iter_mut().flatten() {
                 conn.publish(end);
             }
+            for i in 0..self.hosts.len() {
+                if self.hosts[i].as_ref().is_some_and(|c| c.broken) {
+                    self.log(1, format_args!("host {i}: control connection cut mid-message; detaching it"));
+                    self.detach(HostId(i as u32), Departure::Lost);
+                }
+            }
         }
         if let Some(net) = self.net.as_mut() {
             net.flush();
@@ -361,7 +374,11 @@ impl EngineLoop {
                     }
                 }
                 Action::Dma { job, dma: Dma::Copy { host, src, dst, len, keys } } => {
-                    copies.push_back(Copying { job, host, keys, src, dst, len, done: 0, failed: false });
+                    if memory.overlap(src, dst, len) {
+                        engine.handle_dma_done(job, false, now);
+                    } else {
+                        copies.push_back(Copying { job, host, keys, src, dst, len, done: 0, failed: false });
+                    }
                 }
                 Action::Dma { job, dma: Dma::Load { src, len } } => {
                     let ok =

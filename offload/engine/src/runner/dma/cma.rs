@@ -118,6 +118,22 @@ impl Process {
         })
     }
 
+    /// Reads `parts` so that each is read after the one before is complete: one job where
+    /// [`Process::keeps_order`] (x86-64 does not reorder a CPU's loads), else one per part with
+    /// an Acquire fence between (on arm64 the kernel's loads of a later call could otherwise be
+    /// satisfied before an earlier one's); false unless every byte arrived.
+    pub fn read_in_order(&self, parts: &mut [(u64, &mut [u8])]) -> bool {
+        if self.keeps_order() {
+            return self.read_many(parts);
+        }
+        parts.iter_mut().enumerate().all(|(i, part)| {
+            if i > 0 {
+                std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            }
+            self.read(part.0, part.1)
+        })
+    }
+
     /// Reads `out.len()` bytes at `addr`; false unless every byte arrived.
     pub fn read(&self, addr: u64, out: &mut [u8]) -> bool {
         self.read_many(&mut [(addr, out)])
@@ -224,6 +240,16 @@ impl CmaTable {
         let r = self.ranges.get(&at.segment.0)?;
         let start = at.offset.checked_add(offset)?;
         (start.checked_add(len)? <= r.len).then_some((&r.process, r.base + start))
+    }
+
+    /// Whether `len` bytes at `a` and at `b` are the same memory in part (two registrations of
+    /// one process may overlap: each has a handle of its own, so the state machine's overlap
+    /// check, which compares handles, cannot see it).
+    pub fn overlap(&self, a: Resolved, b: Resolved, len: u64) -> bool {
+        match (self.locate(a, 0, len), self.locate(b, 0, len)) {
+            (Some((pa, xa)), Some((pb, xb))) => pa.pid() == pb.pid() && xa < xb + len && xb < xa + len,
+            _ => false,
+        }
     }
 
     /// Reads host memory at `at + offset` into `out`; false when the handle is unknown, the

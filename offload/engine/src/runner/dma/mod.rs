@@ -154,11 +154,23 @@ impl HostMemory {
         }
     }
 
+    /// Whether a copy of `len` bytes from `src` to `dst` would read bytes it wrote (two `cma`
+    /// registrations of one process overlapping: the state machine, comparing handles, cannot
+    /// see it). Such a copy through the bounce buffer would deliver overwritten bytes: the
+    /// runner refuses it whole, before any chunk moves, as the state machine refuses overlap
+    /// within one segment.
+    pub fn overlap(&self, src: Resolved, dst: Resolved, len: u64) -> bool {
+        (src.segment.0 & dst.segment.0) & cma::CMA_TAG != 0 && self.cma.overlap(src, dst, len)
+    }
+
     /// Job: copies `len` bytes between two regions (a COPY's chunk); false as for
     /// [`HostMemory::read`].
     pub fn copy(&mut self, src: Resolved, dst: Resolved, len: u64) -> bool {
         if (src.segment.0 | dst.segment.0) & cma::CMA_TAG == 0 {
             return self.mapped.dma(src, dst, len);
+        }
+        if self.overlap(src, dst, len) {
+            return false;
         }
         let mut done = 0;
         while done < len {

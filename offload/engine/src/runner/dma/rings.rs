@@ -118,7 +118,10 @@ impl RemoteRings {
     /// of it is in progress); `Err` when the read failed or it names an impossible state.
     fn read_sq_tail(&mut self) -> Result<u64, RingFault> {
         let (mut m, mut t) = ([0u8; 8], [0u8; 8]);
-        if !self.process.read_many(&mut [(self.sq + TAIL_MIRROR, &mut m[..]), (self.sq + TAIL, &mut t[..])]) {
+        if !self
+            .process
+            .read_in_order(&mut [(self.sq + TAIL_MIRROR, &mut m[..]), (self.sq + TAIL, &mut t[..])])
+        {
             return Err(RingFault);
         }
         self.accept_sq_tail(m, t)
@@ -146,6 +149,8 @@ impl RemoteRings {
         } else {
             let tail = self.read_sq_tail()?;
             let n = (tail - self.sq_head).min(out.len() as u64) as usize;
+            // The slots are read only after the tail that published them (a fence between).
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
             if n > 0 && !self.read_slots(&mut out[..n]) {
                 return Err(RingFault);
             }
@@ -199,10 +204,13 @@ impl RemoteRings {
         self.read_sq_tail().map_or(0, |t| t - self.sq_head)
     }
 
-    /// Reads the host's completion `head` (mirror first) and `waiting`.
+    /// Reads the host's completion `head` (mirror first) and `waiting`. A head is taken only
+    /// when it agrees with its mirror and lies between the last one taken and our tail: a host
+    /// moving it backwards (or past what we published) is ignored, so the free count never
+    /// exceeds the ring.
     fn read_cq_consumer(&mut self) -> bool {
         let (mut h, mut w, mut m) = ([0u8; 8], [0u8; 4], [0u8; 8]);
-        if !self.process.read_many(&mut [
+        if !self.process.read_in_order(&mut [
             (self.cq + HEAD_MIRROR, &mut m[..]),
             (self.cq + HEAD, &mut h[..]),
             (self.cq + HEAD + 8, &mut w[..]),
@@ -210,7 +218,7 @@ impl RemoteRings {
             return false;
         }
         let (m, h) = (u64::from_le_bytes(m), u64::from_le_bytes(h));
-        if m == h && self.cq_tail.wrapping_sub(h) <= self.entries {
+        if m == h && h >= self.cq_head && h <= self.cq_tail {
             self.cq_head = h;
         }
         self.host_waiting = u32::from_le_bytes(w) != 0;
@@ -220,7 +228,7 @@ impl RemoteRings {
     /// Free completion slots (re-reading the host's `head` only when the cached count is short
     /// of `want`).
     pub fn free_slots(&mut self, want: usize) -> usize {
-        let free = |r: &Self| (r.entries - (r.cq_tail - r.cq_head)) as usize;
+        let free = |r: &Self| r.entries.saturating_sub(r.cq_tail - r.cq_head) as usize;
         if free(self) < want {
             self.read_cq_consumer();
         }
@@ -308,5 +316,98 @@ impl HostRings {
             HostRings::Mapped(r) => Some(r),
             HostRings::Remote(_) => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ringcast_abi::{Opcode, Status};
+
+    /// Host-owned rings in this very process, played by DMA into it (cma on our own pid).
+    fn rings(entries: u32) -> (ringcast_ring::attach::HostRings, RemoteRings) {
+        let mut host = attach::create_host_owned(entries, 42).unwrap();
+        host.sq.set_mirrored();
+        host.cq.set_mirrored();
+        let addr = host.segment.as_non_null().as_ptr() as u64;
+        let me = Process::open(nix::unistd::Pid::this()).unwrap();
+        let remote = RemoteRings::open(me, addr, host.header.total_len, 42, 1024).unwrap();
+        (host, remote)
+    }
+
+    #[test]
+    fn descriptors_and_completions_cross_by_dma_in_order_through_wraps() {
+        let (mut host, mut remote) = rings(8);
+        let mut out = [SubmissionDescriptor::default(); 5];
+        let mut next = 0u64;
+        for round in 0..50u64 {
+            let n = (round % 5 + 1) as usize;
+            let batch: Vec<_> = (0..n).map(|i| SubmissionDescriptor::nop(next + i as u64)).collect();
+            assert_eq!(host.sq.push_batch(&batch), n);
+            // A burst stops at the ring's end; the rest comes with the next poll.
+            let mut taken = Vec::new();
+            while taken.len() < n {
+                let got = remote.pop_batch(&mut out).unwrap();
+                assert!(got > 0, "published descriptors are found");
+                taken.extend_from_slice(&out[..got]);
+            }
+            assert_eq!(taken.len(), n);
+            assert!(taken.iter().enumerate().all(|(i, d)| d.cookie == next + i as u64));
+            let done: Vec<_> =
+                taken.iter().map(|d| Completion::new(d.cookie, Opcode::NOP, Status::OK, 0)).collect();
+            assert!(remote.free_slots(n) >= n);
+            assert!(remote.push_batch(&done));
+            for i in 0..n as u64 {
+                assert_eq!(host.cq.try_pop().unwrap().map(|c| c.cookie), Some(next + i));
+            }
+            next += n as u64;
+        }
+        assert_eq!(remote.unread(), 0);
+    }
+
+    #[test]
+    fn a_host_moving_its_head_backwards_or_past_the_tail_gets_no_more_room() {
+        let (host, mut remote) = rings(8);
+        let cq = host.header.cq_offset;
+        let done = [Completion::new(1, Opcode::NOP, Status::OK, 0); 8];
+        assert_eq!(remote.free_slots(8), 8);
+        assert!(remote.push_batch(&done[..6]));
+        let write_head = |v: u64| {
+            host.segment.write_at(cq + HEAD, &v.to_le_bytes()).unwrap();
+            host.segment.write_at(cq + HEAD_MIRROR, &v.to_le_bytes()).unwrap();
+        };
+        // The host consumed 4, then claims 0 again, then 100: neither frees what it holds.
+        write_head(4);
+        assert_eq!(remote.free_slots(8), 6);
+        write_head(0);
+        assert_eq!(remote.free_slots(8), 6, "a head moving backwards is ignored");
+        write_head(100);
+        assert_eq!(remote.free_slots(8), 6, "a head past our tail is ignored");
+        assert!(remote.push_batch(&done[..6]));
+        write_head(0);
+        assert_eq!(remote.free_slots(8), 0, "never more than the ring, never a wrap-around");
+    }
+
+    #[test]
+    fn a_tail_more_than_a_ring_ahead_breaks_the_ring_and_stale_rings_are_refused() {
+        let (host, mut remote) = rings(8);
+        let sq = host.header.sq_offset;
+        host.segment.write_at(sq + TAIL, &9u64.to_le_bytes()).unwrap();
+        host.segment.write_at(sq + TAIL_MIRROR, &9u64.to_le_bytes()).unwrap();
+        let mut out = [SubmissionDescriptor::default(); 4];
+        assert_eq!(remote.pop_batch(&mut out), Err(RingFault));
+        // Rings that are not fresh, or without the nonce, are refused at attach.
+        let me = || Process::open(nix::unistd::Pid::this()).unwrap();
+        let addr = host.segment.as_non_null().as_ptr() as u64;
+        assert!(RemoteRings::open(me(), addr, host.header.total_len, 42, 1024).is_err(), "not fresh");
+        let other = attach::create_host_owned(8, 42).unwrap();
+        let addr = other.segment.as_non_null().as_ptr() as u64;
+        assert!(RemoteRings::open(me(), addr, other.header.total_len, 43, 1024).is_err(), "wrong nonce");
+        assert!(
+            RemoteRings::open(me(), addr, other.header.total_len - 64, 42, 1024).is_err(),
+            "wrong length"
+        );
+        assert!(RemoteRings::open(me(), addr, other.header.total_len, 42, 4).is_err(), "over the limit");
+        assert!(RemoteRings::open(me(), 8, other.header.total_len, 42, 1024).is_err(), "unmapped");
     }
 }
