@@ -141,6 +141,9 @@ impl CtlStatus {
     /// and segments; a host attached by `cma` registers by address), or the host memory it
     /// named could not be reached by DMA.
     pub const BACKEND: CtlStatus = CtlStatus(10);
+    /// The connection sent no `ATTACH` within the engine's `attach_timeout_ms`, or was the
+    /// oldest of `max_pending_conns` connections not attached yet when another came: closed.
+    pub const IDLE: CtlStatus = CtlStatus(11);
 
     /// One-line description.
     pub const fn message(self) -> &'static str {
@@ -156,6 +159,7 @@ impl CtlStatus {
             8 => "local rank already held by another host, or outside the engine's processes per node",
             9 => "connection not authorized: missing or wrong job secret, or bad attach proof",
             10 => "DMA backend not served by this engine, or host memory unreachable by DMA",
+            11 => "connection closed: no ATTACH in time, or pushed out by newer connections",
             _ => "unknown control status",
         }
     }

@@ -261,13 +261,21 @@ fn idle_connections_cannot_lock_hosts_out() {
     let mut host = Host::attach(e.name()).expect("a real host gets in past idle connections");
     host.nop().unwrap();
     assert!(t.elapsed() < Duration::from_secs(5));
-    // The idle ones are closed by the engine once their time is up.
+    // The idle ones are told why (IDLE) and closed by the engine once their time is up.
     for sock in &idle {
         rustix::io::ioctl_fionbio(sock, true).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
+        let mut told = false;
         loop {
             match ctl::recv(sock.as_fd(), &mut Vec::new()).unwrap() {
-                Received::Closed => break,
+                Received::Msg(m, _) if m.kind == ringcast_abi::ctl::CtlKind::ERROR && !told => {
+                    assert_eq!(m.status, ringcast_abi::ctl::CtlStatus::IDLE);
+                    told = true;
+                }
+                Received::Closed => {
+                    assert!(told, "closed without a word");
+                    break;
+                }
                 Received::Empty => {
                     assert!(Instant::now() < deadline, "idle connection never closed")
                 }

@@ -270,8 +270,14 @@ fn a_flood_of_idle_connections_delays_no_host() {
     let deadline = opened + connected + attach_timeout + Duration::from_secs(3);
     for sock in &socks {
         rustix::io::ioctl_fionbio(sock, true).unwrap();
+        let mut told = false;
         loop {
             match ringcast_offload::ctl::recv(std::os::fd::AsFd::as_fd(sock), &mut Vec::new()).unwrap() {
+                // Told why first (IDLE), when its socket buffer had room for it.
+                ringcast_offload::ctl::Received::Msg(m, _) if !told => {
+                    assert_eq!(m.status, ringcast_abi::ctl::CtlStatus::IDLE);
+                    told = true;
+                }
                 ringcast_offload::ctl::Received::Closed => break,
                 ringcast_offload::ctl::Received::Empty => {
                     assert!(Instant::now() < deadline, "an idle connection outlived its attach timeout")

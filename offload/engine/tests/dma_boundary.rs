@@ -286,12 +286,18 @@ fn every_bad_control_connection_gets_a_typed_refusal_and_the_engine_serves_on() 
     let raw = ctl::connect_tcp(&tcp).unwrap();
     rustix::net::send(&raw, &[0x52; 30], rustix::net::SendFlags::empty()).unwrap();
     drop(raw);
-    // A flood of idle connections: more than the engine keeps pending.
+    // A flood of idle connections: more than the engine keeps pending. Those pushed out are
+    // told why (IDLE) before they are closed.
     let idle: Vec<_> = (0..300).filter_map(|_| ctl::connect_tcp(&tcp).ok()).collect();
     assert!(idle.len() > 256);
     let mut late = tcp_host(&addr);
     late.nop().unwrap();
-    drop(idle);
+    let mut first = CtlSock::tcp(idle.into_iter().next().unwrap());
+    assert!(ctl::readable_within(first.fd(), TIMEOUT));
+    match first.recv(&mut Vec::new()).unwrap() {
+        Received::Msg(r, _) => assert_eq!((r.kind, r.status), (CtlKind::ERROR, CtlStatus::IDLE)),
+        other => panic!("the oldest idle connection must be told why, got {other:?}"),
+    }
     // Through all of it the first host was served.
     copy_workload(&mut good, 11, 20);
     let s = good.stats().unwrap();

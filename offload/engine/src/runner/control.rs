@@ -67,7 +67,10 @@ impl EngineLoop {
         let mut expired = 0;
         for p in self.pending.iter_mut() {
             if p.as_ref().is_some_and(|p| now.saturating_sub(p.since) > self.attach_timeout) {
-                *p = None; // closing the socket removes it from the epoll set
+                // Told why before it is closed (closing removes it from the epoll set).
+                if let Some(p) = p.take() {
+                    let _ = p.sock.send_now(&CtlMsg::error(&CtlMsg::new(CtlKind(0)), CtlStatus::IDLE));
+                }
                 expired += 1;
             }
         }
@@ -157,7 +160,9 @@ impl EngineLoop {
             .enumerate()
             .filter_map(|(i, p)| p.as_ref().map(|p| (p.authed, p.seq, i)))
             .min()?;
-        self.pending[slot] = None;
+        if let Some(p) = self.pending[slot].take() {
+            let _ = p.sock.send_now(&CtlMsg::error(&CtlMsg::new(CtlKind(0)), CtlStatus::IDLE));
+        }
         Some(slot)
     }
 
