@@ -12,21 +12,19 @@
 //! * Completions that arrive while the caller waits for something else (room to post, another
 //!   cookie) are kept in arrival order and returned by later `poll`/`wait` calls.
 use crate::error::{Error, Result};
+use crate::handshake::{self, call};
 use crate::shared_buf::SharedBuf;
 use ringcast_abi::ctl::{CtlKind, CtlMsg, CtlStatus};
 use ringcast_abi::{
-    Access, CommCreateHeader, Completion, RegionKey, RegionRef, StatusKind, SubmissionDescriptor,
-    ABI_VERSION, COMM_MAGIC,
+    Access, CommCreateHeader, Completion, RegionKey, RegionRef, StatusKind, SubmissionDescriptor, COMM_MAGIC,
 };
-use ringcast_offload::config::{DmaMode, LocalRank};
 use ringcast_offload::ctl::CtlSock;
 pub use ringcast_offload::runner::net::{CommStats, NetStats};
 use ringcast_offload::runner::{spawn_thread, Driver, Idle, ThreadEngine};
 use ringcast_offload::{ctl, Config};
 use ringcast_proto::comm::ident::CommIdentity;
-use ringcast_ring::attach::{self, HostRings};
+use ringcast_ring::attach::HostRings;
 use std::collections::VecDeque;
-use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 use zerocopy::IntoBytes;
 
@@ -182,76 +180,8 @@ impl Host {
         let config = config.clone();
         let ctl_timeout =
             opts.ctl_timeout.unwrap_or(Duration::from_millis(config.runner.ctl_timeout_ms as u64));
-        let mut sock =
-            CtlSock::connect(name).map_err(|source| Error::Connect { name: name.to_string(), source })?;
-        // Over TCP nothing can be mapped: the engine is across the PCIe boundary.
-        let host_owned = sock.is_tcp() || config.runner.dma == DmaMode::Cma;
-        let refused = |reply: &CtlMsg, request: &'static str| match reply.status {
-            CtlStatus::ABI_MISMATCH => Error::AbiMismatch { engine: reply.b, library: ABI_VERSION },
-            status => Error::Refused { request, status },
-        };
-        let mut seq = 1;
-        let mut request = |sock: &mut CtlSock, mut req: CtlMsg, what: &'static str| {
-            req.seq = seq;
-            seq += 1;
-            call(sock, &req, None, ctl_timeout, what, &mut |_| {})
-        };
-        // The nonce: to prove the job's secret over TCP, and host-owned rings as ours.
-        let mut nonce = 0;
-        if host_owned {
-            let (reply, _) = request(&mut sock, CtlMsg::new(CtlKind::HELLO), "hello")?;
-            if reply.kind != CtlKind::HELLO_OK {
-                return Err(refused(&reply, "hello"));
-            }
-            nonce = reply.c;
-            // The engine reaches our memory by cross-memory attach: where Yama restricts ptrace
-            // to descendants, this lets that one process (and no other) in, as registering
-            // memory with an RDMA NIC grants it a key. Best effort: without Yama there is
-            // nothing to set.
-            ctl::let_engine_in(reply.d);
-        }
-        if sock.is_tcp() {
-            let Some(secret) = config.topology.job_secret.0 else {
-                return Err(Error::Protocol(
-                    "an engine over TCP needs the job's secret (RINGCAST_JOB_SECRET)",
-                ));
-            };
-            let mut auth = CtlMsg::new(CtlKind::AUTH);
-            (auth.d, auth.e) = ctl::auth_tag(&secret, nonce);
-            let (reply, _) = request(&mut sock, auth, "auth")?;
-            if reply.kind != CtlKind::AUTH_OK {
-                return Err(refused(&reply, "auth"));
-            }
-        }
-        let mut req = CtlMsg::new(CtlKind::ATTACH);
-        req.a = std::process::id();
-        req.b = opts.ring_entries;
-        req.c = match config.topology.local_rank {
-            LocalRank::Auto => 0,
-            LocalRank::Fixed(l) => u64::from(l) + 1,
-        };
-        let owned = if host_owned {
-            let entries = if opts.ring_entries == 0 { config.limits.ring_entries } else { opts.ring_entries };
-            let mut rings = attach::create_host_owned(entries, nonce)?;
-            // The engine's ends are DMA copies: indices are mirrored (ringcast_abi::ring).
-            rings.sq.set_mirrored();
-            rings.cq.set_mirrored();
-            req.b = entries;
-            req.d = rings.segment.as_non_null().as_ptr() as u64;
-            req.e = rings.header.total_len;
-            Some(rings)
-        } else {
-            None
-        };
-        let (reply, fd) = request(&mut sock, req, "attach")?;
-        if reply.kind == CtlKind::ERROR {
-            return Err(refused(&reply, "attach"));
-        }
-        let rings = match (reply.kind, fd, owned) {
-            (CtlKind::ATTACH_OK, None, Some(rings)) => rings,
-            (CtlKind::ATTACH_OK, Some(fd), None) => attach::open(fd)?,
-            _ => return Err(Error::Protocol("attach reply does not match the rings asked for")),
-        };
+        let handshake::Attached { sock, rings, host_owned, reply, next_seq } =
+            handshake::attach(name, &config, &opts, ctl_timeout)?;
         let engine_cpu = usize::try_from(reply.e).ok().and_then(|c| c.checked_sub(1));
         // Only beside a daemon: an engine thread of this very process is driven by its hosts.
         let daemon = reply.b != std::process::id();
@@ -272,7 +202,7 @@ impl Host {
             in_flight: 0,
             max_in_flight,
             next_cookie: 1,
-            next_seq: seq,
+            next_seq,
             stash: VecDeque::with_capacity(max_in_flight.min(capacity)),
             orphans: Vec::new(),
             idle_config: config,
@@ -826,21 +756,4 @@ impl Drop for Host {
             self.sock.finish();
         }
     }
-}
-
-fn call(
-    sock: &mut CtlSock,
-    msg: &CtlMsg,
-    fd: Option<std::os::fd::BorrowedFd<'_>>,
-    timeout: Duration,
-    request: &'static str,
-    stale: &mut dyn FnMut(CtlMsg),
-) -> Result<(CtlMsg, Option<OwnedFd>)> {
-    sock.call(msg, fd, timeout, stale).map_err(|e| match e.kind() {
-        std::io::ErrorKind::ConnectionAborted
-        | std::io::ErrorKind::BrokenPipe
-        | std::io::ErrorKind::ConnectionReset => Error::EngineGone,
-        std::io::ErrorKind::TimedOut => Error::Timeout { request, timeout },
-        _ => Error::Io(e),
-    })
 }

@@ -18,6 +18,7 @@
 //! as many descriptors in flight as its completion ring holds (`WouldBlock` otherwise), and the
 //! engine never takes a descriptor it has no completion slot for, so no completion is dropped.
 mod error;
+mod handshake;
 mod host;
 pub mod netns;
 pub mod selftest;

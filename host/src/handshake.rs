@@ -1,0 +1,122 @@
+//! The attach handshake of a host with its engine: over the Unix socket or TCP; `HELLO` (the
+//! engine's nonce, and its pid for Yama) and `AUTH` (the job secret's tag, over TCP) where
+//! needed; then `ATTACH` with engine-built (mapped) or host-owned rings (`cma`: built here, in
+//! this process's memory, with the nonce in their header). See docs/architecture.md, "Control
+//! path".
+use crate::error::{Error, Result};
+use crate::host::AttachOptions;
+use ringcast_abi::ctl::{CtlKind, CtlMsg, CtlStatus};
+use ringcast_abi::ABI_VERSION;
+use ringcast_offload::config::{DmaMode, LocalRank};
+use ringcast_offload::ctl::{self, CtlSock};
+use ringcast_offload::Config;
+use ringcast_ring::attach::{self, HostRings};
+use std::os::fd::OwnedFd;
+use std::time::Duration;
+
+/// What a successful handshake leaves.
+pub(crate) struct Attached {
+    pub(crate) sock: CtlSock,
+    pub(crate) rings: HostRings,
+    /// The rings are this process's own and its memory registers by address.
+    pub(crate) host_owned: bool,
+    /// The engine's `ATTACH_OK`.
+    pub(crate) reply: CtlMsg,
+    /// The next request's sequence number.
+    pub(crate) next_seq: u64,
+}
+
+/// Connects to `name` (`tcp://ip:port`, or an engine name) and attaches.
+pub(crate) fn attach(
+    name: &str,
+    config: &Config,
+    opts: &AttachOptions,
+    ctl_timeout: Duration,
+) -> Result<Attached> {
+    let mut sock =
+        CtlSock::connect(name).map_err(|source| Error::Connect { name: name.to_string(), source })?;
+    // Over TCP nothing can be mapped: the engine is across the PCIe boundary.
+    let host_owned = sock.is_tcp() || config.runner.dma == DmaMode::Cma;
+    let refused = |reply: &CtlMsg, request: &'static str| match reply.status {
+        CtlStatus::ABI_MISMATCH => Error::AbiMismatch { engine: reply.b, library: ABI_VERSION },
+        status => Error::Refused { request, status },
+    };
+    let mut seq = 1;
+    let mut request = |sock: &mut CtlSock, mut req: CtlMsg, what: &'static str| {
+        req.seq = seq;
+        seq += 1;
+        call(sock, &req, None, ctl_timeout, what, &mut |_| {})
+    };
+    // The nonce: to prove the job's secret over TCP, and host-owned rings as ours.
+    let mut nonce = 0;
+    if host_owned {
+        let (reply, _) = request(&mut sock, CtlMsg::new(CtlKind::HELLO), "hello")?;
+        if reply.kind != CtlKind::HELLO_OK {
+            return Err(refused(&reply, "hello"));
+        }
+        nonce = reply.c;
+        // The engine reaches our memory by cross-memory attach: where Yama restricts ptrace
+        // to descendants, this lets that one process (and no other) in, as registering
+        // memory with an RDMA NIC grants it a key. Best effort: without Yama there is
+        // nothing to set.
+        ctl::let_engine_in(reply.d);
+    }
+    if sock.is_tcp() {
+        let Some(secret) = config.topology.job_secret.0 else {
+            return Err(Error::Protocol("an engine over TCP needs the job's secret (RINGCAST_JOB_SECRET)"));
+        };
+        let mut auth = CtlMsg::new(CtlKind::AUTH);
+        (auth.d, auth.e) = ctl::auth_tag(&secret, nonce);
+        let (reply, _) = request(&mut sock, auth, "auth")?;
+        if reply.kind != CtlKind::AUTH_OK {
+            return Err(refused(&reply, "auth"));
+        }
+    }
+    let mut req = CtlMsg::new(CtlKind::ATTACH);
+    req.a = std::process::id();
+    req.b = opts.ring_entries;
+    req.c = match config.topology.local_rank {
+        LocalRank::Auto => 0,
+        LocalRank::Fixed(l) => u64::from(l) + 1,
+    };
+    let owned = if host_owned {
+        let entries = if opts.ring_entries == 0 { config.limits.ring_entries } else { opts.ring_entries };
+        let mut rings = attach::create_host_owned(entries, nonce)?;
+        // The engine's ends are DMA copies: indices are mirrored (ringcast_abi::ring).
+        rings.sq.set_mirrored();
+        rings.cq.set_mirrored();
+        req.b = entries;
+        req.d = rings.segment.as_non_null().as_ptr() as u64;
+        req.e = rings.header.total_len;
+        Some(rings)
+    } else {
+        None
+    };
+    let (reply, fd) = request(&mut sock, req, "attach")?;
+    if reply.kind == CtlKind::ERROR {
+        return Err(refused(&reply, "attach"));
+    }
+    let rings = match (reply.kind, fd, owned) {
+        (CtlKind::ATTACH_OK, None, Some(rings)) => rings,
+        (CtlKind::ATTACH_OK, Some(fd), None) => attach::open(fd)?,
+        _ => return Err(Error::Protocol("attach reply does not match the rings asked for")),
+    };
+    Ok(Attached { sock, rings, host_owned, reply, next_seq: seq })
+}
+
+pub(crate) fn call(
+    sock: &mut CtlSock,
+    msg: &CtlMsg,
+    fd: Option<std::os::fd::BorrowedFd<'_>>,
+    timeout: Duration,
+    request: &'static str,
+    stale: &mut dyn FnMut(CtlMsg),
+) -> Result<(CtlMsg, Option<OwnedFd>)> {
+    sock.call(msg, fd, timeout, stale).map_err(|e| match e.kind() {
+        std::io::ErrorKind::ConnectionAborted
+        | std::io::ErrorKind::BrokenPipe
+        | std::io::ErrorKind::ConnectionReset => Error::EngineGone,
+        std::io::ErrorKind::TimedOut => Error::Timeout { request, timeout },
+        _ => Error::Io(e),
+    })
+}
