@@ -132,3 +132,48 @@ impl SegmentTable {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_outside_its_mapping_is_refused_before_it_is_issued() {
+        let host_buf = ShmSegment::create("ringcast-test", 4096).unwrap();
+        host_buf.write_at(0, &[9u8; 4096]).unwrap();
+        let fd = host_buf.fd().try_clone_to_owned().unwrap();
+        let mut table = SegmentTable::with_capacity(4);
+        let mut host = HostMappings::default();
+        let (h, len) = table.acquire(fd, &mut host, u64::MAX).unwrap();
+        assert_eq!(len, 4096);
+        let at = Resolved { segment: h, offset: 0 };
+        let mut out = [0u8; 16];
+        assert!(table.read(at, 4080, &mut out));
+        assert_eq!(out, [9; 16]);
+        // One byte past the end, an offset that overflows, an unknown handle: refused.
+        assert!(!table.read(at, 4081, &mut out));
+        assert!(!table.read(Resolved { segment: h, offset: u64::MAX }, 1, &mut out));
+        assert!(!table.read(Resolved { segment: SegmentHandle(h.0 + 1), offset: 0 }, 0, &mut out));
+        assert!(!table.write(at, 4090, &[0; 7]));
+        assert!(!table.dma(at, Resolved { segment: h, offset: 4000 }, 200));
+        let mut back = [0u8; 4096];
+        host_buf.read_at(0, &mut back).unwrap();
+        assert_eq!(back, [9u8; 4096], "refused jobs wrote nothing");
+        table.release(h, &mut host);
+        assert_eq!(table.mapped(), 0);
+        assert!(!table.read(at, 0, &mut out), "a released segment is unknown");
+    }
+
+    #[test]
+    fn only_a_sealed_memfd_is_mapped() {
+        // A plain file: not sealed, never fstat'ed or mapped, handed back to be closed.
+        let file = std::fs::File::open("/proc/self/exe").unwrap();
+        let mut table = SegmentTable::with_capacity(4);
+        let mut host = HostMappings::default();
+        match table.acquire(file.into(), &mut host, u64::MAX) {
+            Err((CtlStatus::MAP_FAILED, Some(_))) => {}
+            other => panic!("an unsealed file must be refused, got {:?}", other.map(|x| x.1)),
+        }
+        assert_eq!(table.mapped(), 0);
+    }
+}
