@@ -317,6 +317,13 @@ impl EngineLoop {
                 }
             }
         }
+        // Submission heads that no completion carried back this pass go now.
+        for conn in self.hosts.iter_mut().flatten() {
+            if let HostRings::Remote(r) = &mut conn.rings {
+                // A failed write: the host's memory is gone, its hang-up detaches it.
+                let _ = r.flush_head();
+            }
+        }
         if let Some(net) = self.net.as_mut() {
             net.flush();
         }

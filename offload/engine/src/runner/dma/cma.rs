@@ -20,6 +20,10 @@ use std::collections::HashMap;
 use std::io::{IoSlice, IoSliceMut};
 use std::sync::Arc;
 
+/// Most parts one job takes (the ring code's largest: completions in two parts, the tail and
+/// its mirror, the submission head and its mirror).
+const MAX_PARTS: usize = 8;
+
 /// Handles of `cma` ranges carry this bit (mapped segments never do), so one handle space
 /// serves both backends and the core's overlap checks see distinct handles.
 pub const CMA_TAG: u64 = 1 << 63;
@@ -147,9 +151,9 @@ impl Process {
                 .iter_mut()
                 .all(|(addr, buf)| buf.is_empty() || mem.read_exact_at(buf, *addr).is_ok());
         }
-        let mut remote: heapless::Vec<RemoteIoVec, 4> = heapless::Vec::new();
+        let mut remote: heapless::Vec<RemoteIoVec, MAX_PARTS> = heapless::Vec::new();
         let mut total = 0;
-        for (addr, buf) in parts.iter() {
+        for (addr, buf) in parts.iter().filter(|(_, b)| !b.is_empty()) {
             if remote.push(RemoteIoVec { base: *addr as usize, len: buf.len() }).is_err() {
                 return false;
             }
@@ -158,8 +162,8 @@ impl Process {
         if total == 0 {
             return true;
         }
-        let mut local: heapless::Vec<IoSliceMut<'_>, 4> = heapless::Vec::new();
-        for (_, buf) in parts.iter_mut() {
+        let mut local: heapless::Vec<IoSliceMut<'_>, MAX_PARTS> = heapless::Vec::new();
+        for (_, buf) in parts.iter_mut().filter(|(_, b)| !b.is_empty()) {
             let _ = local.push(IoSliceMut::new(buf));
         }
         process_vm_readv(self.pid, &mut local, &remote).is_ok_and(|n| n == total)
@@ -177,10 +181,10 @@ impl Process {
             use std::os::unix::fs::FileExt;
             return parts.iter().all(|(addr, buf)| buf.is_empty() || mem.write_all_at(buf, *addr).is_ok());
         }
-        let mut remote: heapless::Vec<RemoteIoVec, 4> = heapless::Vec::new();
-        let mut local: heapless::Vec<IoSlice<'_>, 4> = heapless::Vec::new();
+        let mut remote: heapless::Vec<RemoteIoVec, MAX_PARTS> = heapless::Vec::new();
+        let mut local: heapless::Vec<IoSlice<'_>, MAX_PARTS> = heapless::Vec::new();
         let mut total = 0;
-        for (addr, buf) in parts {
+        for (addr, buf) in parts.iter().filter(|(_, b)| !b.is_empty()) {
             if remote.push(RemoteIoVec { base: *addr as usize, len: buf.len() }).is_err() {
                 return false;
             }

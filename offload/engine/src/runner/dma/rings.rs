@@ -5,7 +5,8 @@
 //! Host-owned rings have the layout of `shared-abi` (`SegmentHeader`, two `RingControl`s and
 //! their slots) at an address of the host's memory. The engine plays its two ends by DMA:
 //! - submissions: a read of the producer's line (mirror, then `tail`: trusted only when they
-//!   agree) and of the new descriptors (a burst), then `head` and its mirror written back;
+//!   agree) and of the new descriptors (a burst); `head` and its mirror go back with the pass's
+//!   completions, or alone at the end of a pass that had none;
 //! - completions: the entries, then `tail`, then its mirror (each visible before the next),
 //!   then one read of the consumer's line — its `head` for the free slots and its `waiting`
 //!   flag: a host asleep on its control socket is sent a `WAKE` there (no futex crosses the
@@ -14,7 +15,7 @@
 //!
 //! Where one job keeps its parts in order (`Process::keeps_order`: x86-64 with the system
 //! calls) each step above is one job — the poll reads the tail and a burst of slots together —
-//! so a descriptor costs four DMA jobs in all (poll, head, completions, consumer line);
+//! so a descriptor costs three DMA jobs in all (poll; completions with `head`; consumer line);
 //! elsewhere ordered parts are separate jobs with a fence between.
 use super::cma;
 use cma::Process;
@@ -50,6 +51,8 @@ pub struct RemoteRings {
     cq_head: u64,
     /// The host's `waiting` as last read.
     host_waiting: bool,
+    /// Submissions taken whose `head` has not gone back to the host yet.
+    head_dirty: bool,
 }
 
 /// Why host-owned rings were refused at attach.
@@ -88,6 +91,7 @@ impl RemoteRings {
             cq_tail: 0,
             cq_head: 0,
             host_waiting: false,
+            head_dirty: false,
         };
         // A fresh host starts both rings empty; anything else is refused rather than trusted.
         let (mut a, mut b, mut c) = ([0u8; 8], [0u8; 8], [0u8; 8]);
@@ -159,13 +163,23 @@ impl RemoteRings {
         if n == 0 {
             return Ok(0);
         }
+        // `head` goes back with this pass's completions (one job less per descriptor), or at
+        // the end of the pass ([`RemoteRings::flush_head`]) when there are none.
         self.sq_head += n as u64;
+        self.head_dirty = true;
+        Ok(n)
+    }
+
+    /// Writes `head` (and its mirror) back if descriptors were taken since it last went: the
+    /// end of a pass in which no completion carried it. False when the host's memory is gone.
+    pub fn flush_head(&mut self) -> bool {
+        if !self.head_dirty {
+            return true;
+        }
+        self.head_dirty = false;
         let head = self.sq_head.to_le_bytes();
         let sq = self.sq;
-        if !self.process.write_in_order(&[(sq + HEAD, &head), (sq + HEAD_MIRROR, &head)]) {
-            return Err(RingFault);
-        }
-        Ok(n)
+        self.process.write_in_order(&[(sq + HEAD, &head), (sq + HEAD_MIRROR, &head)])
     }
 
     /// Reads the descriptors at positions `sq_head..sq_head + out.len()` (two parts when they
@@ -245,15 +259,22 @@ impl RemoteRings {
         let start = self.cq_tail % self.entries;
         let first = n.min(self.entries - start) as usize;
         let (a, b) = items.split_at(first);
-        let cq = self.cq;
+        let (cq, sq) = (self.cq, self.sq);
         let tail = (self.cq_tail + n).to_le_bytes();
-        // Entries, then the tail, then its mirror: each visible before the next.
+        let head = self.sq_head.to_le_bytes();
+        // The submission `head` taken this pass first (empty parts when it has gone already):
+        // a host that sees these completions then sees the room they made, never a ring still
+        // full. Then the entries, the tail, its mirror: each visible before the next.
+        let head_part: &[u8] = if self.head_dirty { &head } else { &[] };
         let ok = self.process.write_in_order(&[
+            (sq + HEAD, head_part),
+            (sq + HEAD_MIRROR, head_part),
             (cq + SLOTS + start * ENTRY, a.as_bytes()),
             (cq + SLOTS, b.as_bytes()),
             (cq + TAIL, &tail),
             (cq + TAIL_MIRROR, &tail),
         ]);
+        self.head_dirty = false;
         if !ok {
             return false;
         }
