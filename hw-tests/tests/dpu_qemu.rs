@@ -4,7 +4,8 @@
 //! engine in a network namespace of its own — the "DPU" — reached by its x86-64 host, in
 //! another namespace, only over TCP (with the job's secret), and reaching the host's memory
 //! only by DMA (`RINGCAST_DMA=cma`; under qemu, through `/proc/<pid>/mem`, since qemu-user has
-//! no `process_vm_readv`). The engines talk over the `udp` fabric on the lab's bridge.
+//! no `process_vm_readv`). The engines talk over the `shm` fabric (qemu-user emulates neither
+//! `IP_MULTICAST_IF` nor `SO_RXQ_OVFL`, which the `udp` fabric needs; see `hw-tests/src/dpu.rs`).
 //!
 //! Three nodes: nodes 0 and 2 run the aarch64 engine under qemu, node 1 the native x86-64 one.
 //! Each host (`ringcast-hw host verify`) runs broadcasts of 2 B to 4 MiB with the root rotating

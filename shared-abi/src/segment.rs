@@ -20,9 +20,11 @@ pub const SEGMENT_MAGIC: u64 = u64::from_le_bytes(*b"RCSEG001");
 pub struct SegmentHeader {
     /// [`SEGMENT_MAGIC`].
     pub magic: u64,
-    /// [`crate::ABI_VERSION`] of the engine that built the segment.
+    /// [`crate::ABI_VERSION`] of whoever built the segment (the engine, or the host for
+    /// host-owned rings; the other side refuses another version).
     pub abi_version: u32,
-    /// Engine-assigned host id (index in the engine's host table).
+    /// Engine-assigned host id (index in the engine's host table); 0 in host-owned segments
+    /// (the id comes in `ATTACH_OK`).
     pub host_id: u32,
     /// Offset of the submission ring's [`crate::RingControl`].
     pub sq_offset: u64,

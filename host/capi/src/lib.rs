@@ -188,8 +188,9 @@ pub extern "C" fn ringcast_registers_in_place() -> c_int {
 
 /// Registers `len` bytes of the caller's memory at `ptr` in place (no copy), as a buffer the
 /// other calls take like one of `ringcast_buf_new`'s; NULL when this process's engine reaches
-/// host memory through shared mappings (`RINGCAST_DMA=mapped`, the default over the Unix
-/// socket: only `cma` and engines across the PCIe boundary register in place), or on error.
+/// host memory through shared mappings (`RINGCAST_DMA=mapped`, or `auto` — the default — over
+/// the Unix socket: only `cma` and engines across the PCIe boundary register in place), or on
+/// error.
 /// `ringcast_buf_free` deregisters it and leaves the memory alone.
 ///
 /// # Safety

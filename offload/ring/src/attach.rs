@@ -1,5 +1,7 @@
-//! A host's attach segment: one shared-memory segment holding its submission ring and its
-//! completion ring behind a [`SegmentHeader`].
+//! A host's attach segment: one segment holding its submission ring and its completion ring
+//! behind a [`SegmentHeader`] — built by the engine and shared ([`create`], [`open`]), or built
+//! by the host in its own memory and reached by the engine only by DMA
+//! ([`create_host_owned`], checked with [`check_host_owned`]).
 //!
 //! ```text
 //! 0                    SegmentHeader (128 B)

@@ -7,7 +7,8 @@
 //!   position `i` is `i & (capacity - 1)`;
 //! * each side keeps its own index locally (it is the only writer) and a cached copy of the other
 //!   side's index, re-read only when the cache says full (producer) or empty (consumer);
-//! * batch operations publish with one `Release` store;
+//! * batch operations publish with one `Release` store (two on a mirrored ring: the index, then
+//!   its mirror — `set_mirrored`, for rings whose other end is played by DMA);
 //! * nothing the peer writes can make this code panic or access memory outside the ring: a
 //!   consumer that sees `tail - head > capacity` (or `tail < head`) returns
 //!   [`RingError::Corrupt`]; a producer that sees a bogus `head` treats the ring as full.

@@ -1,5 +1,5 @@
 //! The runners' section: the polling loop (burst, idle behaviour, pinning), the control
-//! sockets' timers, logging and the engine's name.
+//! sockets' timers and TCP listener, the DMA backends served, logging and the engine's name.
 use ringcast_proto::config::{invalid, ConfigError};
 use std::fmt;
 use std::str::FromStr;

@@ -32,6 +32,13 @@ pub fn run_daemon(config: Config) -> std::io::Result<()> {
             cfg.limits.ring_entries,
             cfg.limits.max_hosts,
         );
+        if let Some(port) = engine.tcp_port() {
+            eprintln!(
+                "ringcast-engine[{}]: hosts attach over TCP at {} port {port} (job secret required)",
+                engine.name(),
+                cfg.runner.listen_tcp,
+            );
+        }
     }
     engine.run(&stop);
     let c = engine.engine().counters();

@@ -10,7 +10,10 @@
 //!    host memory moved (a COPY moves at most `dma_pass_bytes` per host per pass, so a 1 GiB
 //!    copy takes many passes and other hosts and control traffic are never stalled; the
 //!    engine's staging loads and stores move at once), completions collected;
-//! 4. publish each host's completions with one ring store, stamped with one clock read.
+//! 4. publish each host's completions, stamped with one clock read: with one ring store (mapped
+//!    rings), or by DMA with the submission head taken that pass, then the host's consumer line
+//!    read back for its `waiting` flag (host-owned rings, `dma/rings.rs`); a host-owned head no
+//!    completion carried goes back alone at the end of the pass.
 //!
 //! The engine publishes each host's completions in submission order. Every `ctl_poll_us` the
 //! loop also serves its control path (`control.rs`): it accepts connections (at most
@@ -20,8 +23,10 @@
 //! that hung up or broke the ring protocol — freeing their slot and memory while every other
 //! host keeps being served.
 //!
-//! The data path makes no system call and no allocation once warm: every buffer is sized at
-//! start (`burst`) or at attach (each host's completions hold at most one ring).
+//! The data path makes no allocation once warm: every buffer is sized at start (`burst`, the
+//! DMA bounce buffer) or at attach (each host's completions hold at most one ring). With mapped
+//! rings it makes no system call either; a host-owned-ring host costs a few DMA jobs per pass
+//! (each a system call under `cma`) and a `WAKE` send when it sleeps.
 use super::clock::Clock;
 use super::dma::rings::{HostRings, RingFault};
 use super::dma::{Backend, HostMappings, HostMemory};

@@ -174,8 +174,9 @@ impl Process {
         self.write_many(&[(addr, data)])
     }
 
-    /// Writes several ranges in one job; false unless every byte was written. No order
-    /// between the parts is promised (see the module doc).
+    /// Writes several ranges in one job; false unless every byte was written. The parts are
+    /// in order only where [`Process::keeps_order`] says so; [`Process::write_in_order`] is
+    /// the call for parts that must be.
     pub fn write_many(&self, parts: &[(u64, &[u8])]) -> bool {
         if let Some(mem) = &self.mem {
             use std::os::unix::fs::FileExt;

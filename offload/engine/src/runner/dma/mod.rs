@@ -12,15 +12,17 @@
 //!   the DPU emulation runs to prove the engine needs nothing else.
 //!
 //! Rules every backend keeps (and an RDMA one would):
-//! - a job is checked against the registered range before it is issued — a core bug cannot
-//!   reach outside what the host registered; a job on memory the host took back fails, it
-//!   never faults the engine;
+//! - a job is checked before it is issued — `cma` against the registered range, `mapped`
+//!   against the mapped segment — so a core bug cannot reach outside what the host registered
+//!   (`cma`) or handed over (`mapped`); a job on memory the host took back fails, it never
+//!   faults the engine;
 //! - jobs complete in the order they were issued; a job's data is complete and visible to the
 //!   host when the job completes (the runner answers the core after that), so a completion the
 //!   engine writes after a job's data is seen after it;
-//! - within one job, no order between bytes is promised (a `cma` copy is `rep movsb`): anything
-//!   the host polls is published by a separate, later job — the rings' mirrored indices
-//!   ([`rings`]).
+//! - within one part of a job, no order between bytes is promised (a `cma` copy is `rep
+//!   movsb`): anything the host polls is published by a later part, ordered after the data
+//!   (`cma::Process::write_in_order`: later parts of one job where the CPU keeps them in order,
+//!   separate fenced jobs elsewhere) — the rings' mirrored indices ([`rings`]).
 //!
 //! Both backends here complete a job before the call that issues it returns (a kernel copy or a
 //! `memcpy`); the core already treats every job as asynchronous, which a queue-pair backend
