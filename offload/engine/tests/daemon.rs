@@ -4,7 +4,7 @@
 //! a daemon that dies makes waits fail with `EngineGone` instead of hanging.
 mod common;
 use common::*;
-use ringcast_host::{Access, Error, Host, SharedBuf, SubmissionDescriptor};
+use ringcast_host::{Error, Host, SubmissionDescriptor};
 use std::time::{Duration, Instant};
 
 const CHILD_TEST: &str = "host_process_role";
@@ -25,18 +25,7 @@ fn host_process_role() {
         }
         "die-in-flight" => {
             let mut host = Host::attach(&engine).expect("attach to daemon");
-            const BIG: usize = 32 << 20;
-            let src = SharedBuf::new(BIG).unwrap();
-            let dst = SharedBuf::new(BIG).unwrap();
-            let rs = host.register(&src, Access::READ).unwrap();
-            let rd = host.register(&dst, Access::READ_WRITE).unwrap();
-            let descs: Vec<_> = (0..host.ring_entries() as u64)
-                .map(|i| SubmissionDescriptor::copy(i + 1, rd.at(0), rs.at(0), BIG as u64))
-                .collect();
-            let posted = host.post_batch(&descs);
-            assert!(posted > 32, "posted only {posted}");
-            // Die without detaching, with most of those copies still queued.
-            std::process::abort();
+            die_with_copies_in_flight(&mut host, 32 << 20, 32);
         }
         "pinned" => {
             // RINGCAST_HOST_PIN is set for this child: attaching pins this thread to the

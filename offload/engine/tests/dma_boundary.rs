@@ -69,6 +69,21 @@ fn host_memory_mapped(pid: u32) -> Vec<String> {
         .collect()
 }
 
+/// This test binary re-executed as a host process in `role`, attaching over TCP to `addr` with
+/// the job's secret.
+fn spawn_tcp_child(role: &str, addr: &str) -> std::process::Child {
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", CHILD_TEST, "--nocapture", "--test-threads=1"])
+        .env(ROLE, role)
+        .env("RINGCAST_ENGINE", addr)
+        .env(ENGINE, addr)
+        .env("RINGCAST_JOB_SECRET", SECRET)
+        .env("RINGCAST_POLL_MODE", "spin-yield")
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 /// Entry point of the child host processes.
 #[test]
 fn host_process_role() {
@@ -82,16 +97,7 @@ fn host_process_role() {
         }
         "die-in-flight" => {
             let mut host = Host::attach(&engine).expect("attach over TCP");
-            const BIG: usize = 16 << 20;
-            let src = SharedBuf::new(BIG).unwrap();
-            let dst = SharedBuf::new(BIG).unwrap();
-            let rs = host.register(&src, Access::READ).unwrap();
-            let rd = host.register(&dst, Access::READ_WRITE).unwrap();
-            let descs: Vec<_> = (0..host.ring_entries() as u64)
-                .map(|i| SubmissionDescriptor::copy(i + 1, rd.at(0), rs.at(0), BIG as u64))
-                .collect();
-            assert!(host.post_batch(&descs) > 16);
-            std::process::abort();
+            die_with_copies_in_flight(&mut host, 16 << 20, 16);
         }
         "" => {}
         other => panic!("unknown role {other}"),
@@ -102,19 +108,7 @@ fn host_process_role() {
 fn hosts_over_tcp_get_byte_exact_results_with_none_of_their_memory_mapped() {
     let (daemon, addr) = cma_daemon("tcp-cma");
     let engine_pid = daemon.child.id();
-    let mut kids: Vec<_> = (0..2)
-        .map(|_| {
-            let mut c = std::process::Command::new(std::env::current_exe().unwrap());
-            c.args(["--exact", CHILD_TEST, "--nocapture", "--test-threads=1"])
-                .env(ROLE, "copy")
-                .env("RINGCAST_ENGINE", &addr)
-                .env(ENGINE, &addr)
-                .env("RINGCAST_JOB_SECRET", SECRET)
-                .env("RINGCAST_POLL_MODE", "spin-yield")
-                .stdin(std::process::Stdio::null());
-            c.spawn().unwrap()
-        })
-        .collect();
+    let mut kids: Vec<_> = (0..2).map(|_| spawn_tcp_child("copy", &addr)).collect();
     // While they work, the engine maps none of their memory.
     let mut seen_clean = 0;
     while kids.iter_mut().any(|k| matches!(k.try_wait(), Ok(None))) {
@@ -312,15 +306,7 @@ fn a_tcp_host_that_dies_mid_copy_leaves_the_engine_serving_and_holding_nothing()
     let mut survivor = tcp_host(&addr);
     survivor.nop().unwrap();
     let before = fds_and_maps(daemon.child.id());
-    let mut kid = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", CHILD_TEST, "--nocapture", "--test-threads=1"])
-        .env(ROLE, "die-in-flight")
-        .env("RINGCAST_ENGINE", &addr)
-        .env(ENGINE, &addr)
-        .env("RINGCAST_JOB_SECRET", SECRET)
-        .stdin(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut kid = spawn_tcp_child("die-in-flight", &addr);
     let status = wait_with_timeout(&mut kid, Duration::from_secs(60)).expect("child hung");
     assert!(!status.success());
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -131,3 +131,20 @@ pub fn engine_tid() -> u32 {
         })
         .expect("the engine thread")
 }
+
+/// Registers two `big`-byte buffers, posts a ring's worth of COPYs between them (at least
+/// `min_posted` must go in) and aborts — a host dying without detaching, with most of those
+/// copies still queued.
+pub fn die_with_copies_in_flight(host: &mut Host, big: usize, min_posted: usize) -> ! {
+    use ringcast_host::{Access, SharedBuf, SubmissionDescriptor};
+    let src = SharedBuf::new(big).unwrap();
+    let dst = SharedBuf::new(big).unwrap();
+    let rs = host.register(&src, Access::READ).unwrap();
+    let rd = host.register(&dst, Access::READ_WRITE).unwrap();
+    let descs: Vec<_> = (0..host.ring_entries() as u64)
+        .map(|i| SubmissionDescriptor::copy(i + 1, rd.at(0), rs.at(0), big as u64))
+        .collect();
+    let posted = host.post_batch(&descs);
+    assert!(posted > min_posted, "posted only {posted}");
+    std::process::abort();
+}
