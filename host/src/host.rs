@@ -473,10 +473,7 @@ impl Host {
         let mut driver: Option<Driver> = None;
         loop {
             match self.try_post(desc) {
-                // Host-owned rings: with nothing in flight the ring is full only until the
-                // engine's `head` store, possibly in progress (mirrored), lands: wait for it.
-                Err(Error::WouldBlock { .. })
-                    if self.in_flight > 0 || (self.host_owned && self.in_flight() < self.max_in_flight) => {}
+                Err(Error::WouldBlock { .. }) if self.in_flight > 0 => {}
                 Ok(()) => {
                     // Thread mode: the engine thread may be holding back for us (see
                     // `runner::thread`); take the descriptor in now.

@@ -294,6 +294,22 @@ impl CtlSock {
         if self.stream.is_none() {
             return send_with(self.fd(), msg, fd, flags);
         }
+        // A blocking send waits for room as long as it takes; `send_now` never waits.
+        let wait = (!flags.contains(SendFlags::DONTWAIT))
+            .then(|| std::time::Instant::now() + std::time::Duration::from_secs(365 * 24 * 3600));
+        self.send_stream(msg, fd, wait)
+    }
+
+    /// Sends `msg` whole on the TCP stream, never blocking in the kernel: with `wait`, a full
+    /// socket buffer is waited out until that deadline (`TimedOut`); without, it is an error
+    /// (`WouldBlock` before any byte went, `WriteZero` after some did: the stream is cut, the
+    /// caller drops the connection).
+    fn send_stream(
+        &self,
+        msg: &CtlMsg,
+        fd: Option<BorrowedFd<'_>>,
+        wait: Option<std::time::Instant>,
+    ) -> io::Result<()> {
         if fd.is_some() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -303,14 +319,17 @@ impl CtlSock {
         let bytes = msg.as_bytes();
         let mut sent = 0;
         while sent < MSG_LEN {
-            match net::send(&self.fd, &bytes[sent..], SendFlags::NOSIGNAL | flags) {
+            match net::send(&self.fd, &bytes[sent..], SendFlags::NOSIGNAL | SendFlags::DONTWAIT) {
                 Ok(n) => sent += n,
                 Err(Errno::INTR) => {}
-                Err(Errno::AGAIN) if sent > 0 && flags.is_empty() => {}
+                Err(Errno::AGAIN) => match wait {
+                    Some(deadline) => wait_until(self.fd(), PollFlags::OUT, deadline)?,
+                    None if sent > 0 => {
+                        return Err(io::Error::new(io::ErrorKind::WriteZero, "control message cut short"))
+                    }
+                    None => return Err(io::Error::from(io::ErrorKind::WouldBlock)),
+                },
                 Err(e) => return Err(e.into()),
-            }
-            if sent > 0 && sent < MSG_LEN && flags.contains(SendFlags::DONTWAIT) {
-                return Err(io::Error::new(io::ErrorKind::WriteZero, "control message cut short"));
             }
         }
         Ok(())
@@ -352,24 +371,9 @@ impl CtlSock {
         if self.stream.is_none() {
             return call(self.fd(), msg, fd, timeout, stale);
         }
-        if fd.is_some() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "no descriptor crosses a TCP control connection",
-            ));
-        }
         // Never blocks past the deadline, not even on a peer that stopped reading.
         let deadline = std::time::Instant::now() + timeout;
-        let bytes = msg.as_bytes();
-        let mut sent = 0;
-        while sent < MSG_LEN {
-            match net::send(&self.fd, &bytes[sent..], SendFlags::NOSIGNAL | SendFlags::DONTWAIT) {
-                Ok(n) => sent += n,
-                Err(Errno::INTR) => {}
-                Err(Errno::AGAIN) => wait_until(self.fd(), PollFlags::OUT, deadline)?,
-                Err(e) => return Err(e.into()),
-            }
-        }
+        self.send_stream(msg, fd, Some(deadline))?;
         await_reply(msg.seq, stale, |stray| {
             wait_until(self.fd(), PollFlags::IN, deadline)?;
             self.recv(stray)

@@ -148,3 +148,18 @@ pub fn die_with_copies_in_flight(host: &mut Host, big: usize, min_posted: usize)
     assert!(posted > min_posted, "posted only {posted}");
     std::process::abort();
 }
+
+/// With `host`'s engine killed: a descriptor posted now is never completed, and a wait on it
+/// ends with `EngineGone` within 10 s instead of hanging; control requests say so too.
+pub fn waits_end_when_the_engine_is_gone(host: &mut Host) {
+    use ringcast_host::{Error, SubmissionDescriptor};
+    // The rings are still there (mapped, or the host's own memory): posting succeeds.
+    let _ = host.try_post(&SubmissionDescriptor::nop(77));
+    let t = Instant::now();
+    match host.wait() {
+        Err(Error::EngineGone) => {}
+        other => panic!("expected EngineGone, got {other:?}"),
+    }
+    assert!(t.elapsed() < Duration::from_secs(10));
+    assert!(matches!(host.stats(), Err(Error::EngineGone)));
+}
