@@ -98,6 +98,10 @@ pub enum Error {
     /// Configuration from the environment did not parse.
     #[error(transparent)]
     Config(#[from] ringcast_offload::config::ConfigError),
+    /// The `rdma` backend could not be set up on this side (no device, no support in this
+    /// build, a verb failed).
+    #[error("rdma: {0}")]
+    Rdma(String),
     /// An operating-system error.
     #[error(transparent)]
     Io(#[from] std::io::Error),

@@ -1,10 +1,12 @@
 //! The attach handshake of a host with its engine: over the Unix socket or TCP; `HELLO` (the
 //! engine's nonce, and its pid for Yama) and `AUTH` (the job secret's tag, over TCP) where
-//! needed; then `ATTACH` with engine-built (mapped) or host-owned rings (`cma`: built here, in
-//! this process's memory, with the nonce in their header). See docs/architecture.md, "Control
+//! needed; `RDMA_CONNECT` for the `rdma` backend (queue pair addresses exchanged); then
+//! `ATTACH` with engine-built (mapped) or host-owned rings (`cma`, `rdma`: built here, in this
+//! process's memory, with the nonce in their header; `rdma`: registered with the device). See docs/architecture.md, "Control
 //! path".
 use crate::error::{Error, Result};
 use crate::host::AttachOptions;
+use crate::rdma::RdmaEnd;
 use ringcast_abi::ctl::{CtlKind, CtlMsg, CtlStatus};
 use ringcast_abi::ABI_VERSION;
 use ringcast_offload::config::{DmaMode, LocalRank};
@@ -24,6 +26,8 @@ pub(crate) struct Attached {
     pub(crate) reply: CtlMsg,
     /// The next request's sequence number.
     pub(crate) next_seq: u64,
+    /// The RDMA end the engine reaches this process's memory through (`rdma` backend).
+    pub(crate) rdma: Option<RdmaEnd>,
 }
 
 /// Connects to `name` (`tcp://ip:port`, or an engine name) and attaches.
@@ -33,10 +37,15 @@ pub(crate) fn attach(
     opts: &AttachOptions,
     ctl_timeout: Duration,
 ) -> Result<Attached> {
+    // The RDMA end first: no device is said before the engine is bothered.
+    let mut rdma = match config.runner.dma {
+        DmaMode::Rdma => Some(RdmaEnd::open(&config.verbs)?),
+        _ => None,
+    };
     let mut sock =
         CtlSock::connect(name).map_err(|source| Error::Connect { name: name.to_string(), source })?;
     // Over TCP nothing can be mapped: the engine is across the PCIe boundary.
-    let host_owned = sock.is_tcp() || config.runner.dma == DmaMode::Cma;
+    let host_owned = sock.is_tcp() || matches!(config.runner.dma, DmaMode::Cma | DmaMode::Rdma);
     let refused = |reply: &CtlMsg, request: &'static str| match reply.status {
         CtlStatus::ABI_MISMATCH => Error::AbiMismatch { engine: reply.b, library: ABI_VERSION },
         status => Error::Refused { request, status },
@@ -59,7 +68,9 @@ pub(crate) fn attach(
         // to descendants, this lets that one process (and no other) in, as registering
         // memory with an RDMA NIC grants it a key. Best effort: without Yama there is
         // nothing to set.
-        ctl::let_engine_in(reply.d);
+        if rdma.is_none() {
+            ctl::let_engine_in(reply.d);
+        }
     }
     if sock.is_tcp() {
         let Some(secret) = config.topology.job_secret.0 else {
@@ -71,6 +82,17 @@ pub(crate) fn attach(
         if reply.kind != CtlKind::AUTH_OK {
             return Err(refused(&reply, "auth"));
         }
+    }
+    if let Some(end) = rdma.as_mut() {
+        // The engine's queue pair is connected to ours before it reads anything of ours.
+        let mut req = CtlMsg::new(CtlKind::RDMA_CONNECT);
+        end.address()?.put(&mut req);
+        let (reply, _) = request(&mut sock, req, "rdma connect")?;
+        if reply.kind != CtlKind::RDMA_CONNECT_OK {
+            return Err(refused(&reply, "rdma connect"));
+        }
+        let engine = ctl::QpAddress::get(&reply).ok_or(Error::Protocol("RDMA_CONNECT_OK without an address"))?;
+        end.connect(&engine)?;
     }
     let mut req = CtlMsg::new(CtlKind::ATTACH);
     req.a = std::process::id();
@@ -88,6 +110,10 @@ pub(crate) fn attach(
         req.b = entries;
         req.d = rings.segment.as_non_null().as_ptr() as u64;
         req.e = rings.header.total_len;
+        if let Some(end) = rdma.as_mut() {
+            // Exposed to the engine's queue pair: `a` is its key (a pid means nothing there).
+            req.a = end.expose_rings(req.d, req.e)?;
+        }
         Some(rings)
     } else {
         None
@@ -101,7 +127,7 @@ pub(crate) fn attach(
         (CtlKind::ATTACH_OK, Some(fd), None) => attach::open(fd)?,
         _ => return Err(Error::Protocol("attach reply does not match the rings asked for")),
     };
-    Ok(Attached { sock, rings, host_owned, reply, next_seq: seq })
+    Ok(Attached { sock, rings, host_owned, reply, next_seq: seq, rdma })
 }
 
 pub(crate) fn call(

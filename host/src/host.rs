@@ -116,6 +116,8 @@ pub struct Host {
     /// by DMA (`cma`): buffers register by address, and the engine wakes a sleeping host with a
     /// `WAKE` on the control connection instead of a futex.
     host_owned: bool,
+    /// The RDMA end its memory is exposed through (`rdma` backend).
+    rdma: Option<crate::rdma::RdmaEnd>,
     host_id: u32,
     engine_pid: u32,
     /// The CPU the engine's thread is pinned to, as it said at attach.
@@ -180,7 +182,7 @@ impl Host {
         let config = config.clone();
         let ctl_timeout =
             opts.ctl_timeout.unwrap_or(Duration::from_millis(config.runner.ctl_timeout_ms as u64));
-        let handshake::Attached { sock, rings, host_owned, reply, next_seq } =
+        let handshake::Attached { sock, rings, host_owned, reply, next_seq, rdma } =
             handshake::attach(name, &config, &opts, ctl_timeout)?;
         let engine_cpu = usize::try_from(reply.e).ok().and_then(|c| c.checked_sub(1));
         // Only beside a daemon: an engine thread of this very process is driven by its hosts.
@@ -195,6 +197,7 @@ impl Host {
             sock,
             rings,
             host_owned,
+            rdma,
             host_id: reply.a,
             engine_pid: reply.b,
             engine_cpu,
@@ -323,11 +326,7 @@ impl Host {
         }
         let reply = if self.host_owned {
             // By address: the engine maps nothing; it reaches the range by DMA.
-            let mut req = CtlMsg::new(CtlKind::REGISTER_ADDR);
-            req.a = access.0;
-            req.c = buf.as_ptr() as u64 + offset;
-            req.e = len;
-            self.request(req, None, "register")?
+            self.register_addr(buf.as_ptr() as u64 + offset, len, access)?
         } else {
             let mut req = CtlMsg::new(CtlKind::REGISTER);
             req.a = access.0;
@@ -366,17 +365,34 @@ impl Host {
         if ptr.is_null() || len == 0 {
             return Err(Error::OutOfBounds { offset: ptr as u64, len: len as u64, size: 0 });
         }
-        let mut req = CtlMsg::new(CtlKind::REGISTER_ADDR);
-        req.a = access.0;
-        req.c = ptr as u64;
-        req.e = len as u64;
-        let reply = self.request(req, None, "register")?;
+        let reply = self.register_addr(ptr as u64, len as u64, access)?;
         match reply.kind {
             CtlKind::REGISTER_OK => {
                 Ok(Region { key: RegionKey(reply.a), offset: 0, len: len as u64, buf: None })
             }
             _ => Err(Error::Refused { request: "register", status: reply.status }),
         }
+    }
+
+    /// `REGISTER_ADDR` of `len` bytes at `addr` of this process (exposed to the engine's queue
+    /// pair first with `rdma`: the request carries the rkey).
+    fn register_addr(&mut self, addr: u64, len: u64, access: Access) -> Result<CtlMsg> {
+        let mut req = CtlMsg::new(CtlKind::REGISTER_ADDR);
+        req.a = access.0;
+        req.c = addr;
+        req.e = len;
+        if let Some(end) = self.rdma.as_mut() {
+            req.b = end.expose(addr, len)?;
+        }
+        let reply = self.request(req, None, "register");
+        if let Some(end) = self.rdma.as_mut() {
+            let key = match &reply {
+                Ok(r) if r.kind == CtlKind::REGISTER_OK => Some(RegionKey(r.a)),
+                _ => None,
+            };
+            end.answered(key);
+        }
+        reply
     }
 
     /// Deregisters a region. Descriptors naming it that the engine has not taken yet complete
@@ -391,7 +407,12 @@ impl Host {
         req.a = key.0;
         let reply = self.request(req, None, "deregister")?;
         match reply.kind {
-            CtlKind::DEREGISTER_OK => Ok(()),
+            CtlKind::DEREGISTER_OK => {
+                if let Some(end) = self.rdma.as_mut() {
+                    end.deregistered(key);
+                }
+                Ok(())
+            }
             _ => Err(Error::Refused { request: "deregister", status: reply.status }),
         }
     }

@@ -25,6 +25,7 @@ mod error;
 mod handshake;
 mod host;
 pub mod netns;
+mod rdma;
 pub mod selftest;
 mod shared_buf;
 

@@ -21,10 +21,12 @@ pub const CTL_MAGIC: u32 = u32::from_le_bytes(*b"RCCT");
 /// | HELLO_OK         | e→h  | –               | –            | –           | nonce       | engine pid| –      |
 /// | AUTH             | h→e  | –               | –            | –           | –           | tag lo    | tag hi |
 /// | AUTH_OK          | e→h  | –               | –            | –           | –           | –         | –      |
-/// | ATTACH           | h→e  | –               | host pid     | sq entries  | local rank+1| rings addr| rings len |
+/// | RDMA_CONNECT     | h→e  | –               | QP number    | first PSN   | GID[0..8]   | GID[8..16]| LID, MTU<<16 |
+/// | RDMA_CONNECT_OK  | e→h  | –               | QP number    | first PSN   | GID[0..8]   | GID[8..16]| LID, MTU<<16 |
+/// | ATTACH           | h→e  | –               | host pid (rings rkey²) | sq entries  | local rank+1| rings addr| rings len |
 /// | ATTACH_OK        | e→h  | attach segment¹ | host id      | engine pid  | segment len | local rank+1 | engine CPU+1 |
 /// | REGISTER         | h→e  | region segment  | access bits  | –           | segment len | offset    | length |
-/// | REGISTER_ADDR    | h→e  | –               | access bits  | –           | address     | –         | length |
+/// | REGISTER_ADDR    | h→e  | –               | access bits  | rkey²       | address     | –         | length |
 /// | WAKE             | e→h  | –               | –            | –           | –           | –         | –      |
 /// | REGISTER_OK      | e→h  | –               | region key   | –           | –           | –         | –      |
 /// | DEREGISTER       | h→e  | –               | region key   | –           | –           | –         | –      |
@@ -42,6 +44,9 @@ pub const CTL_MAGIC: u32 = u32::from_le_bytes(*b"RCCT");
 /// the rings and passes their segment); non-zero, they name host-owned rings (the `cma` backend):
 /// a [`crate::SegmentHeader`] and both rings at that address of the host's memory, which the
 /// engine reads and writes only by DMA, and whose header carries the `HELLO_OK` nonce.
+///
+/// ² The `rdma` backend: after `RDMA_CONNECT`, the region's rkey (the host registered it for
+/// remote read and write on the device it connected with).
 ///
 /// `HELLO` asks the engine for a fresh nonce. `AUTH` answers it with a tag proving the host
 /// holds the job's secret without sending it (the first 16 bytes of BLAKE3 keyed with the secret
@@ -106,6 +111,16 @@ impl CtlKind {
     pub const REGISTER_ADDR: CtlKind = CtlKind(19);
     /// Engine → host: completions were published while the host slept (host-owned rings).
     pub const WAKE: CtlKind = CtlKind(20);
+    /// Host asks for an RDMA connection (the `rdma` backend), before `ATTACH`: its RC queue
+    /// pair's address — `a` QP number, `b` first PSN, `c` and `d` the GID's first and last 8
+    /// bytes (little-endian), `e` the LID in bits 0..16 and the active MTU (`enum ibv_mtu`) in
+    /// bits 16..24. The host then attaches with host-owned rings in memory it registered for
+    /// remote access, `ATTACH.a` carrying that region's rkey, and registers memory with
+    /// `REGISTER_ADDR`, `b` carrying the rkey.
+    pub const RDMA_CONNECT: CtlKind = CtlKind(21);
+    /// Engine connected its queue pair for this host: its address, encoded as in
+    /// `RDMA_CONNECT`.
+    pub const RDMA_CONNECT_OK: CtlKind = CtlKind(22);
 }
 
 /// Why a control request was refused.

@@ -485,3 +485,42 @@ pub fn let_engine_in(engine: u64) {
         let _ = rustix::process::set_ptracer(rustix::process::PTracer::ProcessID(pid));
     }
 }
+
+/// An RC queue pair's address as `RDMA_CONNECT` and `RDMA_CONNECT_OK` carry it (the `rdma` DMA
+/// backend; see `ringcast_abi::ctl::CtlKind::RDMA_CONNECT`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QpAddress {
+    /// The QP number.
+    pub qpn: u32,
+    /// The first PSN it sends with.
+    pub psn: u32,
+    /// The port's LID (InfiniBand; 0 on RoCE).
+    pub lid: u16,
+    /// The port's GID.
+    pub gid: [u8; 16],
+    /// The active MTU (`enum ibv_mtu`: 1 = 256 B … 5 = 4096 B).
+    pub mtu: u8,
+}
+
+impl QpAddress {
+    /// Writes it into `m`'s `a`..`e`.
+    pub fn put(&self, m: &mut CtlMsg) {
+        m.a = self.qpn;
+        m.b = self.psn;
+        m.c = u64::from_le_bytes(self.gid[..8].try_into().unwrap_or_default());
+        m.d = u64::from_le_bytes(self.gid[8..].try_into().unwrap_or_default());
+        m.e = u64::from(self.lid) | u64::from(self.mtu) << 16;
+    }
+
+    /// Reads it from `m`; `None` when `e` has bits past the MTU's or the MTU is not 1..=5.
+    pub fn get(m: &CtlMsg) -> Option<QpAddress> {
+        let mtu = (m.e >> 16) as u8;
+        if m.e >> 24 != 0 || !(1..=5).contains(&mtu) {
+            return None;
+        }
+        let mut gid = [0u8; 16];
+        gid[..8].copy_from_slice(&m.c.to_le_bytes());
+        gid[8..].copy_from_slice(&m.d.to_le_bytes());
+        Some(QpAddress { qpn: m.a, psn: m.b, lid: m.e as u16, gid, mtu })
+    }
+}

@@ -363,3 +363,91 @@ fn host_owned_rings_wrap_many_times_over_tcp() {
     drop(host);
     assert!(daemon.stop());
 }
+
+/// Whether this machine has an RDMA device (sysfs): where it has none, an engine's
+/// `RDMA_CONNECT` cannot be served and must be refused with `BACKEND`.
+fn rdma_device_present() -> bool {
+    std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some())
+}
+
+/// A fresh authenticated connection: HELLO, AUTH with the job's secret.
+fn authed(addr: &str) -> CtlSock {
+    let mut sock = CtlSock::connect(addr).unwrap();
+    let (hello, _) = sock.call(&msg(CtlKind::HELLO, 1), None, TIMEOUT, &mut |_| {}).unwrap();
+    let mut auth = msg(CtlKind::AUTH, 2);
+    (auth.d, auth.e) = ctl::auth_tag(&secret(), hello.c);
+    assert_eq!(sock.call(&auth, None, TIMEOUT, &mut |_| {}).unwrap().0.kind, CtlKind::AUTH_OK);
+    sock
+}
+
+/// A plausible RC queue pair address (RoCE-like GID, MTU 1024).
+fn qp_address() -> ctl::QpAddress {
+    ctl::QpAddress { qpn: 0x11, psn: 0x2222, lid: 0, gid: [0xfe; 16], mtu: 3 }
+}
+
+#[test]
+fn rdma_requests_the_engine_cannot_serve_get_typed_refusals_and_it_serves_on() {
+    // An engine serving only `cma`: RDMA_CONNECT is a backend it does not serve.
+    let (daemon, addr) = cma_daemon("rdma-cma");
+    let mut good = tcp_host(&addr);
+    let mut sock = authed(&addr);
+    let mut req = msg(CtlKind::RDMA_CONNECT, 3);
+    qp_address().put(&mut req);
+    let (reply, _) = sock.call(&req, None, TIMEOUT, &mut |_| {}).unwrap();
+    assert_eq!((reply.kind, reply.status), (CtlKind::ERROR, CtlStatus::BACKEND));
+    // Over TCP without AUTH.
+    let r = exchange(&addr, &[req]);
+    assert_eq!((r[0].kind, r[0].status), (CtlKind::ERROR, CtlStatus::UNAUTHORIZED));
+    copy_workload(&mut good, 3, 10);
+    drop(good);
+    assert!(daemon.stop());
+
+    // An engine serving every backend: malformed addresses are BAD_REQUEST; a well-formed one
+    // needs a device — none here: BACKEND, said in the log, and the engine serves on.
+    let name = unique_name("rdma-auto");
+    let port = free_port();
+    let daemon = Daemon::start_with(
+        &name,
+        &[
+            ("RINGCAST_LISTEN_TCP", format!("127.0.0.1:{port}")),
+            ("RINGCAST_JOB_SECRET", SECRET.to_string()),
+            ("RINGCAST_DMA", "auto".to_string()),
+        ],
+    );
+    let addr = format!("tcp://127.0.0.1:{port}");
+    let mut good = tcp_host(&addr);
+    for bad_e in [0u64, 7 << 24 | 3 << 16, 6 << 16] {
+        let mut sock = authed(&addr);
+        let mut req = msg(CtlKind::RDMA_CONNECT, 3);
+        qp_address().put(&mut req);
+        req.e = bad_e;
+        let (reply, _) = sock.call(&req, None, TIMEOUT, &mut |_| {}).unwrap();
+        assert_eq!((reply.kind, reply.status), (CtlKind::ERROR, CtlStatus::BAD_REQUEST), "e = {bad_e:#x}");
+    }
+    let mut sock = CtlSock::connect(&addr).unwrap();
+    let (reply, _) = sock.call(&req, None, TIMEOUT, &mut |_| {}).unwrap();
+    assert_eq!(reply.status, CtlStatus::UNAUTHORIZED, "RDMA_CONNECT over TCP before AUTH");
+    if !rdma_device_present() {
+        let mut sock = authed(&addr);
+        let (reply, _) = sock.call(&req, None, TIMEOUT, &mut |_| {}).unwrap();
+        assert_eq!((reply.kind, reply.status), (CtlKind::ERROR, CtlStatus::BACKEND), "no RDMA device here");
+    }
+    // A host asking for `rdma` without a device (or the feature) is told so on its own side,
+    // before the engine is asked anything.
+    if !rdma_device_present() {
+        let config = ringcast_host::Config::default().with(|c| {
+            c.topology.job_secret.0 = Some(secret());
+            c.runner.dma = ringcast_offload::config::DmaMode::Rdma;
+        });
+        match Host::attach_config(&addr, &config, Default::default()) {
+            Err(ringcast_host::Error::Rdma(why)) => assert!(!why.is_empty()),
+            Err(other) => panic!("expected an rdma error, got {other}"),
+            Ok(_) => panic!("attached by rdma without a device"),
+        }
+    }
+    copy_workload(&mut good, 4, 10);
+    let s = good.stats().unwrap();
+    assert_eq!(s.hosts_lost, 0, "{s:?}");
+    drop(good);
+    assert!(daemon.stop());
+}

@@ -321,7 +321,7 @@ impl Pd {
         Ok(Arc::new(Pd { raw, ctx: Keep::new(ctx) }))
     }
 
-    fn as_ptr(&self) -> *mut sys::ibv_pd {
+    pub(crate) fn as_ptr(&self) -> *mut sys::ibv_pd {
         self.raw.as_ptr()
     }
 }
@@ -510,7 +510,7 @@ impl Drop for Ah {
     }
 }
 
-/// An unreliable-datagram queue pair.
+/// A queue pair: unreliable datagram ([`crate::UdQueue`]) or reliable connected ([`crate::rc`]).
 pub struct Qp {
     raw: NonNull<sys::ibv_qp>,
     qpn: u32,
@@ -545,6 +545,18 @@ pub struct QpSpec {
 impl Qp {
     /// A UD QP on `pd` completing into `cq`, posting into `mr`'s memory; in RESET state.
     pub fn new_ud(pd: Arc<Pd>, cq: Arc<Cq>, mr: Arc<Mr>, spec: QpSpec) -> Result<Arc<Qp>, VerbsError> {
+        Qp::create(pd, cq, mr, spec, sys::ibv_qp_type::IBV_QPT_UD)
+    }
+
+    /// A QP of `qp_type` (UD here, RC for [`crate::rc`]) on `pd` completing into `cq`, posting
+    /// into `mr`'s memory; in RESET state.
+    pub(crate) fn create(
+        pd: Arc<Pd>,
+        cq: Arc<Cq>,
+        mr: Arc<Mr>,
+        spec: QpSpec,
+        qp_type: sys::ibv_qp_type,
+    ) -> Result<Arc<Qp>, VerbsError> {
         let mut attr = sys::ibv_qp_init_attr {
             qp_context: std::ptr::null_mut(),
             send_cq: cq.raw.as_ptr(),
@@ -557,7 +569,7 @@ impl Qp {
                 max_recv_sge: 1,
                 max_inline_data: spec.inline,
             },
-            qp_type: sys::ibv_qp_type::IBV_QPT_UD,
+            qp_type,
             sq_sig_all: 0,
         };
         // SAFETY: live PD and CQ (their Arcs are kept by the Qp); `attr` valid for the call, which
@@ -647,7 +659,7 @@ impl Qp {
         self.modify(&mut attr, M::IBV_QP_STATE | M::IBV_QP_SQ_PSN, "ibv_modify_qp(RTS)")
     }
 
-    fn modify(
+    pub(crate) fn modify(
         &self,
         attr: &mut sys::ibv_qp_attr,
         mask: sys::ibv_qp_attr_mask,

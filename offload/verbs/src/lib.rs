@@ -12,6 +12,9 @@
 //!   receive slots and send buffers it owns, with the data path as safe calls: a receive slot's
 //!   bytes are lent only while it is not posted, a send buffer is written only while no send in
 //!   flight uses it, and an address handle lives while a send in flight names it;
+//! * [`rc`] — [`RcQueue`]: a reliable-connected queue pair with a registered local buffer,
+//!   posting RDMA READ and WRITE (the engine's `rdma` DMA backend), and [`Responder`] /
+//!   [`ExposedMr`]: a host's passive end and its memory registered for remote access;
 //! * [`cm`] — rdmacm multicast joins ([`McastJoin`]) on an event channel ([`EventChannel`]);
 //! * [`VerbsError`] — every failure, naming the verb and carrying its errno.
 //!
@@ -21,13 +24,14 @@
 //!
 //! # Where the unsafe code is
 //!
-//! In [`device`], [`cm`], [`ud`] and `ffi` (rdma-core's error conventions), each block with a
+//! In [`device`], [`cm`], [`ud`], [`rc`] and `ffi` (rdma-core's error conventions), each block with a
 //! `// SAFETY:` comment (`clippy::undocumented_unsafe_blocks` is denied workspace-wide). Every
 //! public function is safe.
 
 pub mod cm;
 pub mod device;
 mod ffi;
+pub mod rc;
 pub mod ud;
 
 pub use cm::{EventChannel, JoinReply, McastJoin};
@@ -37,6 +41,7 @@ pub use device::{
 };
 pub use ffi::{event_str, wc_status_str};
 pub use rdma_core_sys as sys;
+pub use rc::{ExposedMr, PostError, RcAddress, RcQueue, RdmaRequest, Responder};
 pub use ud::{PostRecvError, Regions, SendRequest, UdQueue, SEND_BIT};
 
 /// The message of [`VerbsError::NoDevice`].

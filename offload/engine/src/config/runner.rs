@@ -62,13 +62,16 @@ impl PollMode {
 /// Which DMA backends an engine serves (each host picks one at attach; see `runner::dma`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DmaMode {
-    /// Engine: both (a host over TCP can only use `cma`). Host: `mapped` over the Unix socket,
-    /// `cma` over TCP.
+    /// Engine: every backend (a host over TCP cannot use `mapped`). Host: `mapped` over the
+    /// Unix socket, `cma` over TCP.
     Auto,
     /// Only shared mappings of sealed memfds (same machine).
     Mapped,
     /// Only cross-memory attach: the engine maps nothing of its hosts (the BlueField contract).
     Cma,
+    /// Only RDMA READ/WRITE on a reliable-connected queue pair per host (the BlueField
+    /// contract on real hardware; the device of the `verbs` section).
+    Rdma,
 }
 
 impl FromStr for DmaMode {
@@ -78,7 +81,8 @@ impl FromStr for DmaMode {
             "auto" => Ok(DmaMode::Auto),
             "mapped" => Ok(DmaMode::Mapped),
             "cma" => Ok(DmaMode::Cma),
-            _ => Err(format!("expected auto, mapped or cma, got {s:?}")),
+            "rdma" => Ok(DmaMode::Rdma),
+            _ => Err(format!("expected auto, mapped, cma or rdma, got {s:?}")),
         }
     }
 }
@@ -89,6 +93,7 @@ impl fmt::Display for DmaMode {
             DmaMode::Auto => "auto",
             DmaMode::Mapped => "mapped",
             DmaMode::Cma => "cma",
+            DmaMode::Rdma => "rdma",
         })
     }
 }
@@ -180,7 +185,7 @@ ringcast_proto::tunables! {
             "engine: also accept hosts over TCP at ip:port (port 0: any; the engine logs it); needs RINGCAST_JOB_SECRET, which every TCP host proves with AUTH. Empty: Unix socket only";
         /// DMA backends served (engine) or used (host).
         dma: DmaMode = DmaMode::Auto, "RINGCAST_DMA",
-            "how the engine reaches host memory: mapped (shared memfd mappings, one machine), cma (process_vm_readv/writev: nothing mapped, host-owned rings, buffers registered by address) or auto (engine: both; host: mapped over a Unix socket, cma over TCP)";
+            "how the engine reaches host memory: mapped (shared memfd mappings, one machine), cma (process_vm_readv/writev: nothing mapped, host-owned rings, buffers registered by address), rdma (RDMA READ/WRITE on one RC queue pair per host, on the device of RINGCAST_VERBS_DEVICE/_PORT/_GID_INDEX; host-owned rings and buffers registered with the host's own device) or auto (engine: all three; host: mapped over a Unix socket, cma over TCP)";
     }
 }
 

@@ -12,7 +12,8 @@
 //! proves the memory it names is its own: the ring header there must carry the nonce.
 use super::dma::cma::Process;
 use super::dma::rings::{HostRings, RemoteError, RemoteRings};
-use super::dma::{Backend, HostMappings};
+use super::dma::rdma::RdmaLink;
+use super::dma::{Backend, HostMappings, Remote};
 use super::engine_loop::{EngineLoop, HostConn, Pending};
 use crate::config::{DmaMode, LocalRank};
 use crate::ctl::{self, CtlSock, Received};
@@ -143,7 +144,7 @@ impl EngineLoop {
             if epoll::add(&self.epoll, sock.fd(), token, epoll::EventFlags::IN).is_ok() {
                 self.pending_seq += 1;
                 self.pending[slot] =
-                    Some(Pending { sock, since: now, seq: self.pending_seq, nonce: None, authed: false });
+                    Some(Pending { sock, since: now, seq: self.pending_seq, nonce: None, authed: false, link: None });
                 self.serve_pending(slot);
             }
         }
@@ -241,6 +242,22 @@ impl EngineLoop {
                     }
                     p.authed = true;
                 }
+                CtlKind::RDMA_CONNECT if p.sock.is_tcp() && !p.authed => {
+                    self.log(1, format_args!("refused RDMA_CONNECT over TCP without AUTH"));
+                    return refuse(&p, CtlStatus::UNAUTHORIZED, 0);
+                }
+                CtlKind::RDMA_CONNECT if p.nonce.is_none() || p.link.is_some() => {
+                    return refuse(&p, CtlStatus::BAD_REQUEST, 0);
+                }
+                CtlKind::RDMA_CONNECT => match self.rdma_connect(&msg) {
+                    Ok((link, ok)) => {
+                        if p.sock.send_now(&ok).is_err() {
+                            return;
+                        }
+                        p.link = Some(link);
+                    }
+                    Err(status) => return refuse(&p, status, 0),
+                },
                 CtlKind::ATTACH if p.sock.is_tcp() && !p.authed => {
                     self.log(1, format_args!("refused attach over TCP without AUTH"));
                     return refuse(&p, CtlStatus::UNAUTHORIZED, 0);
@@ -264,8 +281,16 @@ impl EngineLoop {
         let cfg = &self.config;
         let host_owned = msg.d != 0 || msg.e != 0;
         let dma = cfg.runner.dma;
-        // What the engine serves, and what a connection can carry: no descriptor crosses TCP.
-        if (host_owned && dma == DmaMode::Mapped) || (!host_owned && (dma == DmaMode::Cma || sock.is_tcp())) {
+        let rdma = p.link.is_some();
+        // What the engine serves, and what a connection can carry: no descriptor crosses TCP;
+        // a host that connected by RDMA attaches host-owned rings by RDMA.
+        let served = match (host_owned, rdma) {
+            (false, false) => matches!(dma, DmaMode::Auto | DmaMode::Mapped) && !sock.is_tcp(),
+            (true, false) => matches!(dma, DmaMode::Auto | DmaMode::Cma),
+            (true, true) => matches!(dma, DmaMode::Auto | DmaMode::Rdma),
+            (false, true) => false,
+        };
+        if !served {
             self.log(1, format_args!("refused attach: DMA backend not served (engine: {dma})"));
             return refuse(&sock, CtlStatus::BACKEND, 0);
         }
@@ -275,7 +300,12 @@ impl EngineLoop {
         }
         // The peer's own pid where the socket can tell it; over TCP the claim, which the nonce
         // in the ring header at the named address then proves.
-        let pid = if sock.is_tcp() { msg.a } else { ctl::peer_pid(sock.fd()).unwrap_or(msg.a) };
+        // (An `rdma` host's `a` is its rings' rkey: its pid means nothing across the boundary.)
+        let pid = match (rdma, sock.is_tcp()) {
+            (true, _) => 0,
+            (false, true) => msg.a,
+            (false, false) => ctl::peer_pid(sock.fd()).unwrap_or(msg.a),
+        };
         let rings = if host_owned {
             let Some(nonce) = p.nonce else {
                 return refuse(&sock, CtlStatus::UNAUTHORIZED, 0);
@@ -284,21 +314,30 @@ impl EngineLoop {
             // data, and a host could have placed the nonce in it by broadcasting it — nor init.
             // (Over the Unix socket the kernel vouches for the pid: a thread-mode host is in the
             // engine's own process.)
-            let Ok(raw) = i32::try_from(pid) else {
-                return refuse(&sock, CtlStatus::BAD_REQUEST, 0);
-            };
-            if sock.is_tcp() && (pid == std::process::id() || raw <= 1) {
-                self.log(1, format_args!("refused attach naming pid {pid}"));
-                return refuse(&sock, CtlStatus::UNAUTHORIZED, 0);
-            }
-            let process = match Process::open(nix::unistd::Pid::from_raw(raw)) {
-                Ok(p) => p,
-                Err(e) => {
-                    self.log(1, format_args!("refused attach of pid {pid}: {e}"));
-                    return refuse(&sock, CtlStatus::BACKEND, 0);
+            let remote = if let Some(link) = p.link {
+                // The rings' region, exposed under the rkey `a` carries.
+                let remote = Remote::rdma(link);
+                if !remote.expose(msg.d, msg.e, msg.a) {
+                    return refuse(&sock, CtlStatus::BAD_REQUEST, 0);
+                }
+                remote
+            } else {
+                let Ok(raw) = i32::try_from(pid) else {
+                    return refuse(&sock, CtlStatus::BAD_REQUEST, 0);
+                };
+                if sock.is_tcp() && (pid == std::process::id() || raw <= 1) {
+                    self.log(1, format_args!("refused attach naming pid {pid}"));
+                    return refuse(&sock, CtlStatus::UNAUTHORIZED, 0);
+                }
+                match Process::open(nix::unistd::Pid::from_raw(raw)) {
+                    Ok(p) => Remote::Cma(p),
+                    Err(e) => {
+                        self.log(1, format_args!("refused attach of pid {pid}: {e}"));
+                        return refuse(&sock, CtlStatus::BACKEND, 0);
+                    }
                 }
             };
-            match RemoteRings::open(process, msg.d, msg.e, nonce, cfg.limits.max_ring_entries) {
+            match RemoteRings::open(remote, msg.d, msg.e, nonce, cfg.limits.max_ring_entries) {
                 Ok(r) if r.entries() as u32 == entries => Some(r),
                 Ok(_) => return refuse(&sock, CtlStatus::BAD_REQUEST, 0),
                 Err(e) => {
@@ -332,8 +371,8 @@ impl EngineLoop {
         };
         let (rings, backend) = match rings {
             Some(r) => {
-                let process = r.process().clone();
-                (HostRings::Remote(r), Backend::Cma(process))
+                let remote = r.process().clone();
+                (HostRings::Remote(r), Backend::Remote(remote))
             }
             None => match attach::create(id.0, entries) {
                 Ok(r) => (HostRings::Mapped(r), Backend::Mapped),
@@ -376,7 +415,7 @@ impl EngineLoop {
         self.engine.host_arrived(id);
         let how = match &backend {
             Backend::Mapped => "mapped rings".to_string(),
-            Backend::Cma(p) => format!("host-owned rings by cma ({})", p.path()),
+            Backend::Remote(r) => format!("host-owned rings by {}", r.path()),
         };
         let via = if sock.is_tcp() { "TCP" } else { "Unix socket" };
         self.log(
@@ -537,7 +576,8 @@ impl EngineLoop {
         }
     }
 
-    /// `REGISTER_ADDR`: `e` bytes at address `c` of a `cma` host's memory.
+    /// `REGISTER_ADDR`: `e` bytes at address `c` of a `cma` or `rdma` host's memory (`rdma`:
+    /// under rkey `b`).
     fn register_addr(&mut self, id: HostId, msg: &CtlMsg) -> CtlMsg {
         let err = |s| CtlMsg::error(msg, s);
         let budget = self.config.limits.max_host_bytes;
@@ -545,12 +585,19 @@ impl EngineLoop {
         let Some(conn) = hosts[id.0 as usize].as_mut() else {
             return err(CtlStatus::BAD_REQUEST);
         };
-        let Backend::Cma(process) = &conn.backend else {
+        let Backend::Remote(remote) = &conn.backend else {
             return err(CtlStatus::BACKEND);
         };
-        let (handle, len) = match memory.cma().acquire(process, msg.c, msg.e, &mut conn.maps, budget) {
+        // An `rdma` host's range is exposed under the rkey in `b` (released with it).
+        if !remote.expose(msg.c, msg.e, msg.b) {
+            return err(CtlStatus::LIMIT);
+        }
+        let (handle, len) = match memory.ranges().acquire(remote, msg.c, msg.e, &mut conn.maps, budget) {
             Ok(x) => x,
-            Err(status) => return err(status),
+            Err(status) => {
+                remote.withdraw(msg.c, msg.e);
+                return err(status);
+            }
         };
         match engine.register(id, handle, len, 0, len, Access(msg.a)) {
             Ok(key) => {
@@ -565,6 +612,38 @@ impl EngineLoop {
             Err(status) => {
                 memory.release(handle, &mut conn.maps);
                 err(status)
+            }
+        }
+    }
+
+    /// `RDMA_CONNECT`: a queue pair connected to the host's (the device opened at the first
+    /// request), and the reply carrying its address; `BACKEND` when the engine does not serve
+    /// `rdma` or has no device, `BAD_REQUEST` for an address that cannot be one.
+    fn rdma_connect(&mut self, msg: &CtlMsg) -> Result<(RdmaLink, CtlMsg), CtlStatus> {
+        if !matches!(self.config.runner.dma, DmaMode::Auto | DmaMode::Rdma) {
+            return Err(CtlStatus::BACKEND);
+        }
+        let host = ctl::QpAddress::get(msg).ok_or(CtlStatus::BAD_REQUEST)?;
+        if self.rdma.is_none() {
+            match open_rdma_device(&self.config) {
+                Ok(d) => self.rdma = Some(d),
+                Err(e) => {
+                    self.log(1, format_args!("refused RDMA_CONNECT: {e}"));
+                    return Err(CtlStatus::BACKEND);
+                }
+            }
+        }
+        let device = self.rdma.as_mut().ok_or(CtlStatus::BACKEND)?;
+        match device.connect(&host) {
+            Ok((port, ours)) => {
+                let mut ok = CtlMsg::reply(msg, CtlKind::RDMA_CONNECT_OK);
+                ours.put(&mut ok);
+                self.log(2, format_args!("RDMA connection to QP {:#x} as QP {:#x}", host.qpn, ours.qpn));
+                Ok((RdmaLink::new(port), ok))
+            }
+            Err(e) => {
+                self.log(1, format_args!("refused RDMA_CONNECT to QP {:#x}: {e}", host.qpn));
+                Err(CtlStatus::BACKEND)
             }
         }
     }
@@ -627,4 +706,15 @@ fn is_out_of_descriptors(e: &std::io::Error) -> bool {
     let raw = e.raw_os_error();
     raw == Some(rustix::io::Errno::MFILE.raw_os_error())
         || raw == Some(rustix::io::Errno::NFILE.raw_os_error())
+}
+
+/// The RDMA device of the `verbs` section (feature `verbs`; without it, none).
+#[cfg(feature = "verbs")]
+fn open_rdma_device(config: &crate::config::Config) -> Result<Box<dyn super::dma::rdma::RdmaDevice>, String> {
+    Ok(Box::new(super::dma::rdma::device::VerbsDevice::open(&config.verbs)?))
+}
+
+#[cfg(not(feature = "verbs"))]
+fn open_rdma_device(_: &crate::config::Config) -> Result<Box<dyn super::dma::rdma::RdmaDevice>, String> {
+    Err("built without the verbs feature (rdma-core)".into())
 }

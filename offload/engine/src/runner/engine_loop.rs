@@ -33,7 +33,7 @@ use super::dma::{Backend, HostMappings, HostMemory};
 use super::net::Net;
 use crate::config::Config;
 use crate::ctl::{self, CtlSock};
-use ringcast_abi::ctl::{CtlKind, CtlMsg};
+use ringcast_abi::ctl::{CtlKind, CtlMsg, CtlStatus};
 use ringcast_abi::{Completion, RegionKey, Status, StatusKind, SubmissionDescriptor};
 use ringcast_proto::engine::{Action, Dma, Engine, JobId};
 use ringcast_proto::intake::regions::Resolved;
@@ -138,6 +138,8 @@ pub(super) struct Pending {
     pub(super) nonce: Option<u64>,
     /// `AUTH` passed (the job's secret proven).
     pub(super) authed: bool,
+    /// The RDMA connection `RDMA_CONNECT` made (the `rdma` backend), until `ATTACH`.
+    pub(super) link: Option<super::dma::rdma::RdmaLink>,
 }
 
 /// The engine's polling loop state.
@@ -175,6 +177,9 @@ pub struct EngineLoop {
     pub(super) armed: Vec<u32>,
     /// The CPU the loop's thread is pinned to (told to attaching hosts: `ATTACH_OK.e`).
     pub(super) cpu: Option<usize>,
+    /// Where hosts' RDMA connections are made (`rdma` backend), opened at the first
+    /// `RDMA_CONNECT`.
+    pub(super) rdma: Option<Box<dyn super::dma::rdma::RdmaDevice>>,
 }
 
 impl EngineLoop {
@@ -233,6 +238,7 @@ impl EngineLoop {
             closer: super::closer::Closer::spawn()?,
             stray: Vec::with_capacity(4),
             cpu: None,
+            rdma: None,
             last_ctl: 0,
         })
     }
@@ -270,7 +276,7 @@ impl EngineLoop {
 
     /// Host address ranges registered by `cma` now.
     pub fn cma_ranges(&self) -> usize {
-        self.memory.cma_ranges()
+        self.memory.remote_ranges()
     }
 
     pub(super) fn log(&self, level: u8, msg: std::fmt::Arguments<'_>) {
@@ -292,7 +298,16 @@ impl EngineLoop {
                     // the control socket, so that is read first. Still attached after it, the
                     // host broke the ring protocol or its memory went away under us.
                     self.serve_host(HostId(i as u32));
-                    if self.hosts[i].is_some() {
+                    let fault = self.hosts[i].as_ref().and_then(|c| match &c.backend {
+                        Backend::Remote(r) => r.fault(),
+                        Backend::Mapped => None,
+                    });
+                    if let (Some(conn), Some(fault)) = (self.hosts[i].as_ref(), fault) {
+                        // Its RDMA connection failed: that host alone is detached, told why.
+                        self.log(1, format_args!("host {i}: {fault}; detaching it"));
+                        let _ = conn.sock.send_now(&CtlMsg::error(&CtlMsg::new(CtlKind(0)), CtlStatus::BACKEND));
+                        self.detach(HostId(i as u32), Departure::Lost);
+                    } else if self.hosts[i].is_some() {
                         self.log(1, format_args!("host {i} broke the ring protocol or its rings became unreachable; detaching it"));
                         self.detach(HostId(i as u32), Departure::Lost);
                     }

@@ -1,9 +1,9 @@
 //! The `cma` DMA backend: host memory reached with `process_vm_readv`/`process_vm_writev`
 //! (cross-memory attach), the way a DPU reaches it by RDMA — the engine maps nothing of its
 //! hosts. A host registers any range of its own memory by address (an MPI user buffer in
-//! place); every job is checked against the registered ranges before it is issued, and the
-//! kernel checks it again against the host's mappings (an unmapped page fails the job, it never
-//! faults the engine).
+//! place); every job is checked against the registered ranges before it is issued
+//! (`ranges.rs`), and the kernel checks it again against the host's mappings (an unmapped page
+//! fails the job, it never faults the engine).
 //!
 //! Where the system calls are missing (`qemu-user` does not emulate them: the aarch64 engine of
 //! the DPU emulation), the same access goes through `/proc/<pid>/mem` (`pread`/`pwrite`).
@@ -11,37 +11,14 @@
 //! The kernel copies with `rep movsb`: a copy is not single-copy atomic, and two copies are
 //! ordered only where the CPU keeps them so ([`Process::keeps_order`]) or with a fence between
 //! them ([`Process::write_in_order`]). The ring code builds on exactly that (`rings.rs`).
-use super::HostMappings;
 use nix::sys::uio::{process_vm_readv, process_vm_writev, RemoteIoVec};
 use nix::unistd::Pid;
-use ringcast_abi::ctl::CtlStatus;
-use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
-use std::collections::HashMap;
 use std::io::{IoSlice, IoSliceMut};
 use std::sync::Arc;
 
 /// Most parts one job takes (the ring code's largest: completions in two parts, the tail and
 /// its mirror, the submission head and its mirror).
-const MAX_PARTS: usize = 8;
-
-/// Handles of `cma` ranges carry this bit (mapped segments never do), so one handle space
-/// serves both backends and the core's overlap checks see distinct handles.
-pub const CMA_TAG: u64 = 1 << 63;
-
-/// One registered range of a host process's memory.
-#[derive(Clone, Debug)]
-struct Range {
-    process: Process,
-    base: u64,
-    len: u64,
-}
-
-/// Registered ranges by handle.
-#[derive(Default)]
-pub struct CmaTable {
-    ranges: HashMap<u64, Range>,
-    next: u64,
-}
+pub const MAX_PARTS: usize = 8;
 
 /// Whether this kernel (or emulator) has `process_vm_readv`: `qemu-user` answers `ENOSYS`, so
 /// an aarch64 engine under `qemu-aarch64` reaches its hosts through `/proc/<pid>/mem` instead —
@@ -199,127 +176,9 @@ impl Process {
     }
 }
 
-impl CmaTable {
-    /// Registers `len` bytes at `addr` of `process` for a host whose registered bytes are
-    /// `host`, within `budget`. The range must be reachable now: its first and last byte are
-    /// read once (a range the host does not have mapped is refused, not discovered later).
-    pub fn acquire(
-        &mut self,
-        process: &Process,
-        addr: u64,
-        len: u64,
-        host: &mut HostMappings,
-        budget: u64,
-    ) -> Result<(SegmentHandle, u64), CtlStatus> {
-        if len == 0 || addr.checked_add(len).is_none_or(|end| end > usize::MAX as u64) {
-            return Err(CtlStatus::BAD_REQUEST);
-        }
-        if !host.fits(len, budget) {
-            return Err(CtlStatus::LIMIT);
-        }
-        let mut probe = [0u8; 1];
-        if !process.read(addr, &mut probe) || !process.read(addr + len - 1, &mut probe) {
-            return Err(CtlStatus::BACKEND);
-        }
-        self.next += 1;
-        let handle = SegmentHandle(CMA_TAG | self.next);
-        self.ranges.insert(handle.0, Range { process: process.clone(), base: addr, len });
-        host.take(handle, len);
-        // The core sees the range as a segment of its own, starting at offset 0.
-        Ok((handle, len))
-    }
-
-    /// Drops `handle` (one registration, never shared).
-    pub fn release(&mut self, handle: SegmentHandle, host: &mut HostMappings) {
-        host.give_back(handle);
-        self.ranges.remove(&handle.0);
-    }
-
-    /// Ranges registered now.
-    pub fn registered(&self) -> usize {
-        self.ranges.len()
-    }
-
-    /// The process and address of `len` bytes at `at + offset`, checked inside the range.
-    fn locate(&self, at: Resolved, offset: u64, len: u64) -> Option<(&Process, u64)> {
-        let r = self.ranges.get(&at.segment.0)?;
-        let start = at.offset.checked_add(offset)?;
-        (start.checked_add(len)? <= r.len).then_some((&r.process, r.base + start))
-    }
-
-    /// Whether `len` bytes at `a` and at `b` are the same memory in part (two registrations of
-    /// one process may overlap: each has a handle of its own, so the state machine's overlap
-    /// check, which compares handles, cannot see it).
-    pub fn overlap(&self, a: Resolved, b: Resolved, len: u64) -> bool {
-        match (self.locate(a, 0, len), self.locate(b, 0, len)) {
-            (Some((pa, xa)), Some((pb, xb))) => pa.pid() == pb.pid() && xa < xb + len && xb < xa + len,
-            _ => false,
-        }
-    }
-
-    /// Reads host memory at `at + offset` into `out`; false when the handle is unknown, the
-    /// range falls outside the registration, or the host no longer has it mapped.
-    pub fn read(&self, at: Resolved, offset: u64, out: &mut [u8]) -> bool {
-        self.locate(at, offset, out.len() as u64).is_some_and(|(p, addr)| p.read(addr, out))
-    }
-
-    /// Writes `data` to host memory at `at + offset`; false as for [`CmaTable::read`].
-    pub fn write(&self, at: Resolved, offset: u64, data: &[u8]) -> bool {
-        self.locate(at, offset, data.len() as u64).is_some_and(|(p, addr)| p.write(addr, data))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn me() -> Process {
-        Process::open(Pid::this()).unwrap()
-    }
-
-    #[test]
-    fn a_job_outside_its_registration_is_refused_before_it_is_issued() {
-        let mut table = CmaTable::default();
-        let mut host = HostMappings::default();
-        let buf = vec![7u8; 4096];
-        let (h, len) = table.acquire(&me(), buf.as_ptr() as u64, 4096, &mut host, u64::MAX).unwrap();
-        assert_eq!(len, 4096);
-        let at = Resolved { segment: h, offset: 0 };
-        let mut out = [0u8; 16];
-        assert!(table.read(at, 4080, &mut out));
-        assert_eq!(out, [7; 16]);
-        // One byte past the end, an offset that overflows, an unknown handle: refused.
-        assert!(!table.read(at, 4081, &mut out));
-        assert!(!table.read(Resolved { segment: h, offset: u64::MAX }, 1, &mut out));
-        assert!(!table.read(Resolved { segment: SegmentHandle(CMA_TAG | 99), offset: 0 }, 0, &mut out));
-        assert!(!table.write(at, 4090, &[0; 7]));
-        assert_eq!(buf[4090..], [7; 6], "a refused write wrote nothing");
-        table.release(h, &mut host);
-        assert!(!table.read(at, 0, &mut out), "a released range is unknown");
-        assert_eq!(table.registered(), 0);
-    }
-
-    #[test]
-    fn a_range_the_host_has_not_mapped_or_an_empty_one_or_over_budget_is_refused() {
-        let mut table = CmaTable::default();
-        let mut host = HostMappings::default();
-        // Page 0 is never mapped.
-        assert_eq!(table.acquire(&me(), 0, 4096, &mut host, u64::MAX).err(), Some(CtlStatus::BACKEND));
-        let buf = [0u8; 64];
-        let addr = buf.as_ptr() as u64;
-        assert_eq!(table.acquire(&me(), addr, 0, &mut host, u64::MAX).err(), Some(CtlStatus::BAD_REQUEST));
-        assert_eq!(
-            table.acquire(&me(), u64::MAX - 1, 8, &mut host, u64::MAX).err(),
-            Some(CtlStatus::BAD_REQUEST)
-        );
-        assert_eq!(table.acquire(&me(), addr, 64, &mut host, 32).err(), Some(CtlStatus::LIMIT));
-        assert!(table.acquire(&me(), addr, 64, &mut host, 64).is_ok());
-        assert_eq!(
-            table.acquire(&me(), addr, 1, &mut host, 64).err(),
-            Some(CtlStatus::LIMIT),
-            "budget spent"
-        );
-    }
 
     #[test]
     fn writes_and_reads_reach_another_process_and_end_with_it() {

@@ -3,46 +3,58 @@
 //! The sans-IO core asks for host memory as actions (`Action::Dma`: load into its staging,
 //! store from it, copy between two regions), each on a (segment handle, offset) the core has
 //! bounds-checked against the host's registration (`intake::regions`), and is told of each job's
-//! end with `handle_dma_done`. The runner carries the jobs out here, on one of two backends,
+//! end with `handle_dma_done`. The runner carries the jobs out here, on one of three backends,
 //! chosen per host at attach:
 //! - `mapped` ([`mapped`]): the host passed sealed memfds, the engine maps them and copies with
 //!   `memcpy` — one machine, the fastest path, and what the thread mode uses;
 //! - `cma` ([`cma`]): the host names addresses of its own memory and the engine reaches them
-//!   with `process_vm_readv`/`writev`, mapping nothing — what a BlueField does by RDMA, and what
-//!   the DPU emulation runs to prove the engine needs nothing else.
+//!   with `process_vm_readv`/`writev`, mapping nothing — what the DPU emulation runs to prove
+//!   the engine needs nothing else;
+//! - `rdma` ([`rdma`]): the host registers its memory with its RDMA device and names it by
+//!   (address, length, rkey); the engine reaches it by RDMA READ and WRITE on one
+//!   reliable-connected queue pair per host — what a BlueField does across PCIe.
 //!
-//! Rules every backend keeps (and an RDMA one would):
-//! - a job is checked before it is issued — `cma` against the registered range, `mapped`
-//!   against the mapped segment — so a core bug cannot reach outside what the host registered
-//!   (`cma`) or handed over (`mapped`); a job on memory the host took back fails, it never
-//!   faults the engine;
+//! `cma` and `rdma` share everything above the wire ([`remote::Remote`]): the table of ranges
+//! registered by address ([`ranges`]) and host-owned rings ([`rings`]).
+//!
+//! Rules every backend keeps:
+//! - a job is checked before it is issued — `cma` and `rdma` against the registered range
+//!   (and `rdma` again against the regions the host exposed), `mapped` against the mapped
+//!   segment — so a core bug cannot reach outside what the host registered or handed over; a
+//!   job on memory the host took back fails, it never faults the engine;
 //! - jobs complete in the order they were issued; a job's data is complete and visible to the
 //!   host when the job completes (the runner answers the core after that), so a completion the
 //!   engine writes after a job's data is seen after it;
 //! - within one part of a job, no order between bytes is promised (a `cma` copy is `rep
-//!   movsb`): anything the host polls is published by a later part, ordered after the data
-//!   (`cma::Process::write_in_order`: later parts of one job where the CPU keeps them in order,
-//!   separate fenced jobs elsewhere) — the rings' mirrored indices ([`rings`]).
+//!   movsb`, an RDMA WRITE is placed in any order): anything the host polls is published by a
+//!   later part, ordered after the data (`Remote::write_in_order`: later parts of one job where
+//!   the CPU keeps them in order, separate jobs elsewhere) — the rings' mirrored indices
+//!   ([`rings`]).
 //!
-//! Both backends here complete a job before the call that issues it returns (a kernel copy or a
-//! `memcpy`); the core already treats every job as asynchronous, which a queue-pair backend
-//! needs.
+//! Every backend here completes a job before the call that issues it returns (a kernel copy, a
+//! `memcpy`, or RDMA work requests waited for); the core already treats every job as
+//! asynchronous, so a backend that overlaps jobs needs no change above the runner.
 pub mod cma;
 pub mod mapped;
+pub mod ranges;
+pub mod rdma;
+pub mod remote;
 pub mod rings;
 
 use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
 
-pub use cma::CmaTable;
 pub use mapped::SegmentTable;
+pub use ranges::{RangeTable, RANGE_TAG};
+pub use remote::Remote;
 
 /// How the engine reaches one host's memory.
 #[derive(Clone, Debug)]
 pub enum Backend {
     /// Shared mappings of the host's memfds.
     Mapped,
-    /// Cross-memory attach into the host's process.
-    Cma(cma::Process),
+    /// By DMA across the boundary: cross-memory attach into the host's process (`cma`), or
+    /// RDMA on its queue pair (`rdma`).
+    Remote(Remote),
 }
 
 /// Bytes of distinct segments or ranges one host holds registered, for its budget
@@ -87,14 +99,14 @@ impl HostMappings {
     }
 }
 
-/// Chunk of a copy between two regions of which at least one is reached by `cma`: it goes
+/// Chunk of a copy between two regions of which at least one is reached by DMA: it goes
 /// through the engine's memory (a DPU copies host to host the same way, through its own).
 const BOUNCE: usize = 256 * 1024;
 
 /// Every host's registered memory, on both backends: the port the runner issues jobs to.
 pub struct HostMemory {
     mapped: SegmentTable,
-    cma: CmaTable,
+    ranges: RangeTable,
     bounce: Vec<u8>,
 }
 
@@ -104,7 +116,7 @@ impl HostMemory {
     pub fn with_capacity(capacity: usize) -> Self {
         HostMemory {
             mapped: SegmentTable::with_capacity(capacity),
-            cma: CmaTable::default(),
+            ranges: RangeTable::default(),
             bounce: vec![0; BOUNCE],
         }
     }
@@ -114,9 +126,9 @@ impl HostMemory {
         &mut self.mapped
     }
 
-    /// The `cma` backend's table (registration of address ranges).
-    pub fn cma(&mut self) -> &mut CmaTable {
-        &mut self.cma
+    /// The remote backends' table (registration of address ranges, `cma` or `rdma`).
+    pub fn ranges(&mut self) -> &mut RangeTable {
+        &mut self.ranges
     }
 
     /// Shared-memory segments mapped now.
@@ -124,15 +136,15 @@ impl HostMemory {
         self.mapped.mapped()
     }
 
-    /// Address ranges registered by `cma` now.
-    pub fn cma_ranges(&self) -> usize {
-        self.cma.registered()
+    /// Address ranges registered by `cma` or `rdma` now.
+    pub fn remote_ranges(&self) -> usize {
+        self.ranges.registered()
     }
 
     /// Releases one registration of `handle`, whichever backend holds it.
     pub fn release(&mut self, handle: SegmentHandle, host: &mut HostMappings) {
-        if handle.0 & cma::CMA_TAG != 0 {
-            self.cma.release(handle, host)
+        if handle.0 & RANGE_TAG != 0 {
+            self.ranges.release(handle, host)
         } else {
             self.mapped.release(handle, host)
         }
@@ -140,8 +152,8 @@ impl HostMemory {
 
     /// Job: reads host memory at `at + offset` into `out`; false when it is refused or fails.
     pub fn read(&self, at: Resolved, offset: u64, out: &mut [u8]) -> bool {
-        if at.segment.0 & cma::CMA_TAG != 0 {
-            self.cma.read(at, offset, out)
+        if at.segment.0 & RANGE_TAG != 0 {
+            self.ranges.read(at, offset, out)
         } else {
             self.mapped.read(at, offset, out)
         }
@@ -149,26 +161,26 @@ impl HostMemory {
 
     /// Job: writes `data` to host memory at `at + offset`; false as for [`HostMemory::read`].
     pub fn write(&self, at: Resolved, offset: u64, data: &[u8]) -> bool {
-        if at.segment.0 & cma::CMA_TAG != 0 {
-            self.cma.write(at, offset, data)
+        if at.segment.0 & RANGE_TAG != 0 {
+            self.ranges.write(at, offset, data)
         } else {
             self.mapped.write(at, offset, data)
         }
     }
 
-    /// Whether a copy of `len` bytes from `src` to `dst` would read bytes it wrote (two `cma`
+    /// Whether a copy of `len` bytes from `src` to `dst` would read bytes it wrote (two
     /// registrations of one process overlapping: the state machine, comparing handles, cannot
     /// see it). Such a copy through the bounce buffer would deliver overwritten bytes: the
     /// runner refuses it whole, before any chunk moves, as the state machine refuses overlap
     /// within one segment.
     pub fn overlap(&self, src: Resolved, dst: Resolved, len: u64) -> bool {
-        (src.segment.0 & dst.segment.0) & cma::CMA_TAG != 0 && self.cma.overlap(src, dst, len)
+        (src.segment.0 & dst.segment.0) & RANGE_TAG != 0 && self.ranges.overlap(src, dst, len)
     }
 
     /// Job: copies `len` bytes between two regions (a COPY's chunk); false as for
     /// [`HostMemory::read`].
     pub fn copy(&mut self, src: Resolved, dst: Resolved, len: u64) -> bool {
-        if (src.segment.0 | dst.segment.0) & cma::CMA_TAG == 0 {
+        if (src.segment.0 | dst.segment.0) & RANGE_TAG == 0 {
             return self.mapped.dma(src, dst, len);
         }
         // Overlap was refused for the whole copy before its first chunk (`overlap`).

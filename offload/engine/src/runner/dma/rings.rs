@@ -1,6 +1,6 @@
 //! A host's rings as the engine sees them: mapped into its address space (the engine built them,
-//! `mapped` backend), or host-owned and reached only by DMA (`cma` backend: the BlueField
-//! contract).
+//! `mapped` backend), or host-owned and reached only by DMA (`cma` or `rdma` backend: the
+//! BlueField contract).
 //!
 //! Host-owned rings have the layout of `shared-abi` (`SegmentHeader`, two `RingControl`s and
 //! their slots) at an address of the host's memory. The engine plays its two ends by DMA:
@@ -13,12 +13,11 @@
 //!   boundary);
 //! - new work is found by reading the producer's line every pass (a DMA poll).
 //!
-//! Where one job keeps its parts in order (`Process::keeps_order`: x86-64 with the system
+//! Where one job keeps its parts in order (`Remote::keeps_order`: x86-64 with the `cma` system
 //! calls) each step above is one job — the poll reads the tail and a burst of slots together —
 //! so a descriptor costs three DMA jobs in all (poll; completions with `head`; consumer line);
 //! elsewhere ordered parts are separate jobs with a fence between.
-use super::cma;
-use cma::Process;
+use super::remote::Remote;
 use ringcast_abi::{Completion, RingControl, SegmentHeader, SubmissionDescriptor};
 use ringcast_ring::attach::{self, EngineRings};
 use zerocopy::{FromZeros, IntoBytes};
@@ -34,10 +33,10 @@ const ENTRY: u64 = 64;
 static_assertions::const_assert_eq!(core::mem::size_of::<SubmissionDescriptor>(), ENTRY as usize);
 static_assertions::const_assert_eq!(core::mem::size_of::<Completion>(), ENTRY as usize);
 
-/// The engine's ends of a host's host-owned rings, played by `cma` jobs.
+/// The engine's ends of a host's host-owned rings, played by DMA jobs (`cma` or `rdma`).
 #[derive(Debug)]
 pub struct RemoteRings {
-    process: Process,
+    process: Remote,
     sq: u64,
     cq: u64,
     entries: u64,
@@ -70,7 +69,7 @@ impl RemoteRings {
     /// Reads and checks the header of the `len` bytes at `addr` of `process` (the nonce
     /// `proof` included; capacities up to `max_entries`), then the rings' indices.
     pub fn open(
-        process: Process,
+        process: Remote,
         addr: u64,
         len: u64,
         proof: u64,
@@ -109,7 +108,7 @@ impl RemoteRings {
     }
 
     /// The host process.
-    pub fn process(&self) -> &Process {
+    pub fn process(&self) -> &Remote {
         &self.process
     }
 
@@ -194,7 +193,7 @@ impl RemoteRings {
         ])
     }
 
-    /// One job for a poll where parts are read in order ([`Process::keeps_order`]): the tail's
+    /// One job for a poll where parts are read in order ([`Remote::keeps_order`]): the tail's
     /// mirror, the tail, then as many slots from `sq_head` as `out` holds (up to the ring's
     /// end) — those below the tail were published before it, so they are read complete; the
     /// rest are ignored. Returns how many new descriptors `out` holds.
@@ -302,7 +301,7 @@ pub struct RingFault;
 pub enum HostRings {
     /// Mapped into the engine (the `mapped` backend).
     Mapped(EngineRings),
-    /// Reached by DMA (the `cma` backend).
+    /// Reached by DMA (the `cma` or `rdma` backend).
     Remote(RemoteRings),
 }
 
@@ -343,22 +342,43 @@ impl HostRings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runner::dma::cma::Process;
+    use crate::runner::dma::rdma::{fake::FakeNic, RdmaLink};
     use ringcast_abi::{Opcode, Status};
 
-    /// Host-owned rings in this very process, played by DMA into it (cma on our own pid).
-    fn rings(entries: u32) -> (ringcast_ring::attach::HostRings, RemoteRings) {
+    /// Host-owned rings in this very process, played by DMA into it: cma on our own pid, or
+    /// RDMA through the fake NIC (a 256-byte buffer: bursts move in pieces).
+    fn rings_by(entries: u32, rdma: bool) -> (ringcast_ring::attach::HostRings, RemoteRings) {
         let mut host = attach::create_host_owned(entries, 42).unwrap();
         host.sq.set_mirrored();
         host.cq.set_mirrored();
         let addr = host.segment.as_non_null().as_ptr() as u64;
-        let me = Process::open(nix::unistd::Pid::this()).unwrap();
+        let me = if rdma {
+            let (nic, state) = FakeNic::new(256);
+            state.lock().unwrap().registered.push((addr, host.header.total_len, 0x5eed));
+            let mut link = RdmaLink::new(Box::new(nic));
+            assert!(link.expose(addr, host.header.total_len, 0x5eed));
+            Remote::rdma(link)
+        } else {
+            Remote::Cma(Process::open(nix::unistd::Pid::this()).unwrap())
+        };
         let remote = RemoteRings::open(me, addr, host.header.total_len, 42, 1024).unwrap();
         (host, remote)
     }
 
+    fn rings(entries: u32) -> (ringcast_ring::attach::HostRings, RemoteRings) {
+        rings_by(entries, false)
+    }
+
     #[test]
     fn descriptors_and_completions_cross_by_dma_in_order_through_wraps() {
-        let (mut host, mut remote) = rings(8);
+        for rdma in [false, true] {
+            cross_through_wraps(rdma);
+        }
+    }
+
+    fn cross_through_wraps(rdma: bool) {
+        let (mut host, mut remote) = rings_by(8, rdma);
         let mut out = [SubmissionDescriptor::default(); 5];
         let mut next = 0u64;
         for round in 0..50u64 {
@@ -418,7 +438,7 @@ mod tests {
         let mut out = [SubmissionDescriptor::default(); 4];
         assert_eq!(remote.pop_batch(&mut out), Err(RingFault));
         // Rings that are not fresh, or without the nonce, are refused at attach.
-        let me = || Process::open(nix::unistd::Pid::this()).unwrap();
+        let me = || Remote::Cma(Process::open(nix::unistd::Pid::this()).unwrap());
         let addr = host.segment.as_non_null().as_ptr() as u64;
         assert!(RemoteRings::open(me(), addr, host.header.total_len, 42, 1024).is_err(), "not fresh");
         let other = attach::create_host_owned(8, 42).unwrap();
