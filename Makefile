@@ -65,8 +65,8 @@ test-native: $(CURDIR)/target/release/mpi-osu-bcast
 	$(CARGO) test --workspace --doc
 
 ## Hardware in the loop (hw-tests/): DPDK over AF_XDP in namespaces and over memif, the group
-## lifecycle on udp and dpdk, the aarch64 engine under qemu serving x86-64 hosts, verbs where a
-## device exists. One test at a time (each starts several engines). A test whose path cannot
+## lifecycle on udp and dpdk, the aarch64 engine under qemu serving x86-64 hosts, the verbs
+## fabric and the `rdma` DMA backend where a device exists. One test at a time (each starts several engines). A test whose path cannot
 ## run here prints `SKIP: <reason>` and returns: cargo counts it as passed, so the summary below
 ## counts it as skipped, never as passed.
 test-hw:

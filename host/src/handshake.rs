@@ -91,7 +91,8 @@ pub(crate) fn attach(
         if reply.kind != CtlKind::RDMA_CONNECT_OK {
             return Err(refused(&reply, "rdma connect"));
         }
-        let engine = ctl::QpAddress::get(&reply).ok_or(Error::Protocol("RDMA_CONNECT_OK without an address"))?;
+        let engine =
+            ctl::QpAddress::get(&reply).ok_or(Error::Protocol("RDMA_CONNECT_OK without an address"))?;
         end.connect(&engine)?;
     }
     let mut req = CtlMsg::new(CtlKind::ATTACH);

@@ -35,7 +35,8 @@ fn rdma_error(e: ringcast_verbs::VerbsError) -> Error {
 impl RdmaEnd {
     /// Opens the device and makes the queue pair (not yet connected).
     pub(crate) fn open(cfg: &VerbsConfig) -> Result<RdmaEnd> {
-        let responder = ringcast_verbs::Responder::open(&cfg.device, cfg.port, cfg.gid_index).map_err(rdma_error)?;
+        let responder =
+            ringcast_verbs::Responder::open(&cfg.device, cfg.port, cfg.gid_index).map_err(rdma_error)?;
         Ok(RdmaEnd { responder, rings: None, regions: Vec::new(), unanswered: None })
     }
 

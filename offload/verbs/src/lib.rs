@@ -40,8 +40,8 @@ pub use device::{
     QpSpec,
 };
 pub use ffi::{event_str, wc_status_str};
-pub use rdma_core_sys as sys;
 pub use rc::{ExposedMr, PostError, RcAddress, RcQueue, RdmaRequest, Responder};
+pub use rdma_core_sys as sys;
 pub use ud::{PostRecvError, Regions, SendRequest, UdQueue, SEND_BIT};
 
 /// The message of [`VerbsError::NoDevice`].

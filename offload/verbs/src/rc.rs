@@ -87,13 +87,26 @@ const _: fn() = || {
 impl RcQueue {
     /// An RC QP on `ctx`'s port `port` (GID index `gid_index`), with `buffer` bytes of local
     /// memory and room for `depth` work requests in flight; not yet connected.
-    pub fn new(ctx: Arc<Context>, port: u8, gid_index: u8, buffer: usize, depth: u32) -> Result<RcQueue, VerbsError> {
+    pub fn new(
+        ctx: Arc<Context>,
+        port: u8,
+        gid_index: u8,
+        buffer: usize,
+        depth: u32,
+    ) -> Result<RcQueue, VerbsError> {
         let pd = Pd::new(Arc::clone(&ctx))?;
         RcQueue::on(ctx, pd, port, gid_index, buffer, depth)
     }
 
     /// As [`RcQueue::new`], on protection domain `pd`.
-    fn on(ctx: Arc<Context>, pd: Arc<Pd>, port: u8, gid_index: u8, buffer: usize, depth: u32) -> Result<RcQueue, VerbsError> {
+    fn on(
+        ctx: Arc<Context>,
+        pd: Arc<Pd>,
+        port: u8,
+        gid_index: u8,
+        buffer: usize,
+        depth: u32,
+    ) -> Result<RcQueue, VerbsError> {
         let cq = Cq::new(Arc::clone(&ctx), depth)?;
         let mr = Mr::new(Arc::clone(&pd), buffer)?;
         let spec = QpSpec { send_wr: depth, recv_wr: 1, inline: 0 };

@@ -11,8 +11,8 @@
 //! (`AUTH`) — nothing else crosses a network to vouch for a peer. A host-owned-ring attach also
 //! proves the memory it names is its own: the ring header there must carry the nonce.
 use super::dma::cma::Process;
-use super::dma::rings::{HostRings, RemoteError, RemoteRings};
 use super::dma::rdma::RdmaLink;
+use super::dma::rings::{HostRings, RemoteError, RemoteRings};
 use super::dma::{Backend, HostMappings, Remote};
 use super::engine_loop::{EngineLoop, HostConn, Pending};
 use crate::config::{DmaMode, LocalRank};
@@ -143,8 +143,14 @@ impl EngineLoop {
             let token = epoll::EventData::new_u64(PENDING_TAG | slot as u64);
             if epoll::add(&self.epoll, sock.fd(), token, epoll::EventFlags::IN).is_ok() {
                 self.pending_seq += 1;
-                self.pending[slot] =
-                    Some(Pending { sock, since: now, seq: self.pending_seq, nonce: None, authed: false, link: None });
+                self.pending[slot] = Some(Pending {
+                    sock,
+                    since: now,
+                    seq: self.pending_seq,
+                    nonce: None,
+                    authed: false,
+                    link: None,
+                });
                 self.serve_pending(slot);
             }
         }

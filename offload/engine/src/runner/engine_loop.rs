@@ -305,7 +305,8 @@ impl EngineLoop {
                     if let (Some(conn), Some(fault)) = (self.hosts[i].as_ref(), fault) {
                         // Its RDMA connection failed: that host alone is detached, told why.
                         self.log(1, format_args!("host {i}: {fault}; detaching it"));
-                        let _ = conn.sock.send_now(&CtlMsg::error(&CtlMsg::new(CtlKind(0)), CtlStatus::BACKEND));
+                        let _ =
+                            conn.sock.send_now(&CtlMsg::error(&CtlMsg::new(CtlKind(0)), CtlStatus::BACKEND));
                         self.detach(HostId(i as u32), Departure::Lost);
                     } else if self.hosts[i].is_some() {
                         self.log(1, format_args!("host {i} broke the ring protocol or its rings became unreachable; detaching it"));

@@ -27,7 +27,6 @@ pub struct RangeTable {
     next: u64,
 }
 
-
 impl RangeTable {
     /// Registers `len` bytes at `addr` of `remote` for a host whose registered bytes are
     /// `host`, within `budget`. The range must be reachable now: its first and last byte are

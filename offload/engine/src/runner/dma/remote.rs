@@ -117,9 +117,8 @@ impl Remote {
     pub fn read_in_order(&self, parts: &mut [(u64, &mut [u8])]) -> bool {
         match self {
             Remote::Cma(p) => p.read_in_order(parts),
-            Remote::Rdma(l) => {
-                Self::link(l).is_some_and(|mut l| parts.iter_mut().all(|p| l.read_many(std::slice::from_mut(p))))
-            }
+            Remote::Rdma(l) => Self::link(l)
+                .is_some_and(|mut l| parts.iter_mut().all(|p| l.read_many(std::slice::from_mut(p)))),
         }
     }
 }

@@ -51,8 +51,14 @@ impl RcPort for RcQueue {
         RcQueue::buffer_len(self)
     }
     fn post(&mut self, r: WorkRequest) -> Result<(), i32> {
-        let req =
-            RdmaRequest { wr_id: r.wr_id, write: r.write, local: r.local, len: r.len, remote: r.remote, rkey: r.rkey };
+        let req = RdmaRequest {
+            wr_id: r.wr_id,
+            write: r.write,
+            local: r.local,
+            len: r.len,
+            remote: r.remote,
+            rkey: r.rkey,
+        };
         RcQueue::post(self, req).map_err(|e| match e {
             PostError::Invalid => 0,
             PostError::Post(errno) => errno,

@@ -26,6 +26,15 @@ pub struct NicState {
     pub silent: bool,
     /// In the error state (after a failed request).
     pub error: bool,
+    /// Every WRITE carried out: (host address, length).
+    pub writes: Vec<(u64, u32)>,
+}
+
+impl NicState {
+    /// WRITEs carried out that touched `len` bytes at `addr`.
+    pub fn writes_into(&self, addr: u64, len: u64) -> usize {
+        self.writes.iter().filter(|&&(a, l)| a < addr + len && addr < a + u64::from(l)).count()
+    }
 }
 
 /// The fake NIC.
@@ -78,11 +87,16 @@ impl RcPort for FakeNic {
             Err(REMOTE_ACCESS)
         } else {
             let ok = if r.write {
+                s.writes.push((r.remote, r.len));
                 self.host.write(r.remote, &self.buffer[local])
             } else {
                 self.host.read(r.remote, &mut self.buffer[local])
             };
-            if ok { Ok(()) } else { Err(REMOTE_ACCESS) }
+            if ok {
+                Ok(())
+            } else {
+                Err(REMOTE_ACCESS)
+            }
         };
         s.error |= status.is_err();
         self.done.push_back(WorkDone { wr_id: r.wr_id, status });

@@ -215,10 +215,17 @@ impl RdmaLink {
         }
         let lens: [usize; 8] = lens_of(parts.iter().map(|(_, b)| b.len()));
         let addrs: [u64; 8] = addrs_of(parts.iter().map(|(a, _)| *a));
-        self.run(false, parts.len(), &lens, &addrs, |piece, buf| {
-            let out = &mut parts[piece.part].1[piece.at..piece.at + piece.len];
-            out.copy_from_slice(&buf[piece.local..piece.local + piece.len]);
-        }, |_, _| {})
+        self.run(
+            false,
+            parts.len(),
+            &lens,
+            &addrs,
+            |piece, buf| {
+                let out = &mut parts[piece.part].1[piece.at..piece.at + piece.len];
+                out.copy_from_slice(&buf[piece.local..piece.local + piece.len]);
+            },
+            |_, _| {},
+        )
     }
 
     /// Writes every part (bytes → host address), each part's pieces complete before the next
@@ -232,10 +239,17 @@ impl RdmaLink {
         }
         let lens: [usize; 8] = lens_of(parts.iter().map(|(_, b)| b.len()));
         let addrs: [u64; 8] = addrs_of(parts.iter().map(|(a, _)| *a));
-        self.run(true, parts.len(), &lens, &addrs, |_, _| {}, |piece, buf| {
-            buf[piece.local..piece.local + piece.len]
-                .copy_from_slice(&parts[piece.part].1[piece.at..piece.at + piece.len]);
-        })
+        self.run(
+            true,
+            parts.len(),
+            &lens,
+            &addrs,
+            |_, _| {},
+            |piece, buf| {
+                buf[piece.local..piece.local + piece.len]
+                    .copy_from_slice(&parts[piece.part].1[piece.at..piece.at + piece.len]);
+            },
+        )
     }
 
     /// Moves `n` parts (lengths `lens`, host addresses `addrs`) through the buffer in batches:
@@ -371,3 +385,6 @@ pub(crate) mod fake;
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod engine_tests;
