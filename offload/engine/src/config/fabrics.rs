@@ -109,13 +109,13 @@ ringcast_proto::tunables! {
     pub struct VerbsConfig in "verbs" {
         /// Verbs fabric: the RDMA device.
         device: String = String::new(), "RINGCAST_VERBS_DEVICE",
-            "verbs fabric: RDMA device by name (ibv_devices: mlx5_0, rxe0, ...); empty: the first device";
+            "verbs fabric and the rdma DMA backend: RDMA device by name (ibv_devices: mlx5_0, rxe0, ...); empty: the first device";
         /// Verbs fabric: the port.
         port: u8 = 1, "RINGCAST_VERBS_PORT",
-            "verbs fabric: port number on the device (from 1)";
+            "verbs fabric and the rdma DMA backend: port number on the device (from 1)";
         /// Verbs fabric: the GID index of this member's address.
         gid_index: u8 = 0, "RINGCAST_VERBS_GID_INDEX",
-            "verbs fabric: GID table index of this member's unicast address (RoCE v2: the index of the interface address's RoCE v2 GID, see show_gids; IB: 0); with rdmacm joins it must be the index the kernel uses for verbs_addr, which the first join checks (naming the index to set)";
+            "verbs fabric and the rdma DMA backend: GID table index of this member's unicast address (RoCE v2: the index of the interface address's RoCE v2 GID, see show_gids; IB: 0); with rdmacm joins it must be the index the kernel uses for verbs_addr, which the first join checks (naming the index to set)";
         /// Verbs fabric: the IP address rdmacm joins groups from.
         addr: String = String::new(), "RINGCAST_VERBS_ADDR",
             "verbs fabric: IP address of the RDMA device's interface (IPoIB or the RoCE netdev) that rdmacm binds to for multicast joins; its family picks IPv6 ff15:: or IPv4 239/8 groups; empty: the address of the RoCE GID at verbs_gid_index (IB needs it set)";
