@@ -98,6 +98,14 @@ pub enum Error {
     /// Configuration from the environment did not parse.
     #[error(transparent)]
     Config(#[from] ringcast_offload::config::ConfigError),
+    /// The engine detached this host and said why (an unasked `ERROR`, `seq` 0, before it
+    /// closed the connection): `BACKEND` when its memory could no longer be reached (an RDMA
+    /// connection failed), `BAD_REQUEST` when its rings broke the protocol.
+    #[error("the engine detached this host: {}", status.message())]
+    Detached {
+        /// Why.
+        status: CtlStatus,
+    },
     /// The `rdma` backend could not be set up on this side (no device, no support in this
     /// build, a verb failed).
     #[error("rdma: {0}")]

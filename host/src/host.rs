@@ -118,6 +118,8 @@ pub struct Host {
     host_owned: bool,
     /// The RDMA end its memory is exposed through (`rdma` backend).
     rdma: Option<crate::rdma::RdmaEnd>,
+    /// Why the engine detached this host, if it said so (an unasked `ERROR`).
+    detached_by_engine: Option<CtlStatus>,
     host_id: u32,
     engine_pid: u32,
     /// The CPU the engine's thread is pinned to, as it said at attach.
@@ -198,6 +200,7 @@ impl Host {
             rings,
             host_owned,
             rdma,
+            detached_by_engine: None,
             host_id: reply.a,
             engine_pid: reply.b,
             engine_cpu,
@@ -287,17 +290,32 @@ impl Host {
 
     /// One control request/reply with this host's timeout and a fresh sequence number. A late
     /// REGISTER_OK (its request timed out) names a region nobody holds: it is deregistered.
+    /// The error for an engine that is gone: `Detached` with its reason when it said why,
+    /// `EngineGone` otherwise.
+    fn gone(&self) -> Error {
+        match self.detached_by_engine {
+            Some(status) => Error::Detached { status },
+            None => Error::EngineGone,
+        }
+    }
+
     fn request(&mut self, mut msg: CtlMsg, buf: Option<&SharedBuf>, what: &'static str) -> Result<CtlMsg> {
         msg.seq = self.next_seq;
         self.next_seq += 1;
         let mut orphans: Vec<RegionKey> = std::mem::take(&mut self.orphans);
-        let mut stale = |m: CtlMsg| {
-            if m.kind == CtlKind::REGISTER_OK {
-                orphans.push(RegionKey(m.a));
-            }
+        let mut detached = self.detached_by_engine;
+        let mut stale = |m: CtlMsg| match m.kind {
+            CtlKind::REGISTER_OK => orphans.push(RegionKey(m.a)),
+            CtlKind::ERROR if m.seq == 0 => detached = Some(m.status),
+            _ => {}
         };
         let fd = buf.map(SharedBuf::fd);
         let reply = call(&mut self.sock, &msg, fd, self.ctl_timeout, what, &mut stale).map(|(m, _)| m);
+        self.detached_by_engine = detached;
+        let reply = match reply {
+            Err(Error::EngineGone) => Err(self.gone()),
+            other => other,
+        };
         for key in orphans {
             let mut req = CtlMsg::new(CtlKind::DEREGISTER);
             req.a = key.0;
@@ -518,7 +536,7 @@ impl Host {
             }
             n = n.wrapping_add(1);
             if n.is_multiple_of(LIVENESS_EVERY) && self.sock.peer_gone() {
-                return Err(Error::EngineGone);
+                return Err(self.gone());
             }
             idle.idle();
         }
@@ -572,7 +590,8 @@ impl Host {
         if let Some(c) = self.stash.pop_front() {
             return Ok(c);
         }
-        self.reap_until(None)?.ok_or(Error::EngineGone)
+        let c = self.reap_until(None)?;
+        c.ok_or_else(|| self.gone())
     }
 
     /// Waits up to `timeout` for the next completion (`Ok(None)` when it runs out).
@@ -611,7 +630,7 @@ impl Host {
                 return Ok(None);
             }
             if (n.is_multiple_of(LIVENESS_EVERY) || sleeping) && self.sock.peer_gone() {
-                return Err(Error::EngineGone);
+                return Err(self.gone());
             }
             if sleeping {
                 // Asleep on the doorbell, this thread runs nothing: the engine thread takes the
@@ -654,8 +673,11 @@ impl Host {
             // deregistered at the next request.
             let mut stray = Vec::new();
             while let Ok(ctl::Received::Msg(m, _)) = self.sock.recv(&mut stray) {
-                if m.kind == CtlKind::REGISTER_OK {
-                    self.orphans.push(RegionKey(m.a));
+                match m.kind {
+                    CtlKind::REGISTER_OK => self.orphans.push(RegionKey(m.a)),
+                    // The engine detaches us and says why: kept for the error the wait returns.
+                    CtlKind::ERROR if m.seq == 0 => self.detached_by_engine = Some(m.status),
+                    _ => {}
                 }
             }
         }
@@ -671,7 +693,7 @@ impl Host {
             match self.reap_until(None) {
                 Ok(Some(c)) if c.cookie == cookie => return Ok(c),
                 Ok(Some(c)) => self.stash.push_back(c),
-                Ok(None) => return Err(Error::EngineGone),
+                Ok(None) => return Err(self.gone()),
                 Err(Error::NothingInFlight { .. }) => {
                     return Err(Error::NothingInFlight { cookie: Some(cookie) })
                 }

@@ -82,7 +82,7 @@ fn code(e: &Error) -> c_int {
     match e {
         Error::Op { status, .. } => -c_int::from(status.0.min(99)),
         Error::TooManyCommunicators { .. } => RINGCAST_ERR_TOO_MANY_COMMUNICATORS,
-        Error::EngineGone => RINGCAST_ERR_ENGINE_GONE,
+        Error::EngineGone | Error::Detached { .. } => RINGCAST_ERR_ENGINE_GONE,
         Error::Timeout { .. } => RINGCAST_ERR_TIMEOUT,
         Error::WouldBlock { .. } => RINGCAST_ERR_WOULD_BLOCK,
         Error::NothingInFlight { .. } => RINGCAST_ERR_NO_REQUEST,

@@ -451,3 +451,46 @@ fn rdma_requests_the_engine_cannot_serve_get_typed_refusals_and_it_serves_on() {
     drop(good);
     assert!(daemon.stop());
 }
+
+#[test]
+fn a_host_whose_rings_break_the_protocol_is_told_why_and_detached_and_the_engine_serves_on() {
+    let (daemon, addr) = cma_daemon("ring-broken");
+    let mut good = tcp_host(&addr);
+    // A host of its own making: authenticated, host-owned rings in this process.
+    let mut sock = authed(&addr);
+    let (hello, _) = sock.call(&msg(CtlKind::HELLO, 3), None, TIMEOUT, &mut |_| {}).unwrap();
+    assert_eq!(hello.kind, CtlKind::ERROR, "one nonce per connection");
+    let mut sock = CtlSock::connect(&addr).unwrap();
+    let (hello, _) = sock.call(&msg(CtlKind::HELLO, 1), None, TIMEOUT, &mut |_| {}).unwrap();
+    let mut auth = msg(CtlKind::AUTH, 2);
+    (auth.d, auth.e) = ctl::auth_tag(&secret(), hello.c);
+    assert_eq!(sock.call(&auth, None, TIMEOUT, &mut |_| {}).unwrap().0.kind, CtlKind::AUTH_OK);
+    let mut rings = ringcast_ring::attach::create_host_owned(64, hello.c).unwrap();
+    rings.sq.set_mirrored();
+    rings.cq.set_mirrored();
+    let mut attach = msg(CtlKind::ATTACH, 3);
+    (attach.a, attach.b) = (std::process::id(), 64);
+    (attach.d, attach.e) = (rings.segment.as_non_null().as_ptr() as u64, rings.header.total_len);
+    let (reply, _) = sock.call(&attach, None, TIMEOUT, &mut |_| {}).unwrap();
+    assert_eq!(reply.kind, CtlKind::ATTACH_OK, "{:?}", reply.status);
+    // Its submission tail (and mirror) jumps past a ring's worth: an impossible state.
+    let sq = rings.header.sq_offset;
+    for at in [sq + 144, sq + 128] {
+        rings.segment.write_at(at, &1000u64.to_le_bytes()).unwrap();
+    }
+    let deadline = Instant::now() + TIMEOUT;
+    let mut told = None;
+    while Instant::now() < deadline {
+        match sock.recv(&mut Vec::new()) {
+            Ok(Received::Msg(m, _)) if m.kind == CtlKind::ERROR && m.seq == 0 => told = Some(m.status),
+            Ok(Received::Closed) | Err(_) => break,
+            _ => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
+    assert_eq!(told, Some(CtlStatus::BAD_REQUEST), "told why before the connection closed");
+    copy_workload(&mut good, 5, 10);
+    let s = good.stats().unwrap();
+    assert_eq!((s.hosts_lost, s.hosts_attached), (1, 1), "{s:?}");
+    drop(good);
+    assert!(daemon.stop());
+}

@@ -308,8 +308,12 @@ impl EngineLoop {
                         let _ =
                             conn.sock.send_now(&CtlMsg::error(&CtlMsg::new(CtlKind(0)), CtlStatus::BACKEND));
                         self.detach(HostId(i as u32), Departure::Lost);
-                    } else if self.hosts[i].is_some() {
+                    } else if let Some(conn) = self.hosts[i].as_ref() {
                         self.log(1, format_args!("host {i} broke the ring protocol or its rings became unreachable; detaching it"));
+                        // Told why, if it is still there to hear it.
+                        let _ = conn
+                            .sock
+                            .send_now(&CtlMsg::error(&CtlMsg::new(CtlKind(0)), CtlStatus::BAD_REQUEST));
                         self.detach(HostId(i as u32), Departure::Lost);
                     }
                 }
