@@ -400,15 +400,15 @@ impl Host {
         req.c = addr;
         req.e = len;
         if let Some(end) = self.rdma.as_mut() {
-            req.b = end.expose(addr, len)?;
+            req.b = end.expose(addr, len, access.0 & Access::WRITE.0 != 0)?;
         }
         let reply = self.request(req, None, "register");
         if let Some(end) = self.rdma.as_mut() {
-            let key = match &reply {
-                Ok(r) if r.kind == CtlKind::REGISTER_OK => Some(RegionKey(r.a)),
-                _ => None,
-            };
-            end.answered(key);
+            end.answered(match &reply {
+                Ok(r) if r.kind == CtlKind::REGISTER_OK => Ok(Some(RegionKey(r.a))),
+                Ok(_) => Ok(None),
+                Err(_) => Err(()),
+            });
         }
         reply
     }

@@ -24,6 +24,11 @@ pub(crate) struct RdmaEnd {
     regions: Vec<(RegionKey, ringcast_verbs::ExposedMr)>,
     #[cfg(feature = "rdma")]
     unanswered: Option<ringcast_verbs::ExposedMr>,
+    /// Regions whose registration got no answer in time: the engine may still have taken them
+    /// (its late `REGISTER_OK` is then deregistered as an orphan), so they stay exposed until
+    /// the attachment ends — withdrawing them could break the connection under a late probe.
+    #[cfg(feature = "rdma")]
+    unsettled: Vec<ringcast_verbs::ExposedMr>,
 }
 
 #[cfg(feature = "rdma")]
@@ -37,7 +42,7 @@ impl RdmaEnd {
     pub(crate) fn open(cfg: &VerbsConfig) -> Result<RdmaEnd> {
         let responder =
             ringcast_verbs::Responder::open(&cfg.device, cfg.port, cfg.gid_index).map_err(rdma_error)?;
-        Ok(RdmaEnd { responder, rings: None, regions: Vec::new(), unanswered: None })
+        Ok(RdmaEnd { responder, rings: None, regions: Vec::new(), unanswered: None, unsettled: Vec::new() })
     }
 
     /// Its queue pair's address, for `RDMA_CONNECT`.
@@ -60,26 +65,31 @@ impl RdmaEnd {
 
     /// Exposes the rings' `len` bytes at `addr`: their rkey.
     pub(crate) fn expose_rings(&mut self, addr: u64, len: u64) -> Result<u32> {
-        let mr = self.responder.expose(addr, len as usize).map_err(rdma_error)?;
+        let mr = self.responder.expose(addr, len as usize, true).map_err(rdma_error)?;
         let rkey = mr.rkey();
         self.rings = Some(mr);
         Ok(rkey)
     }
 
-    /// Exposes `len` bytes at `addr` for a registration about to be asked for: its rkey.
-    pub(crate) fn expose(&mut self, addr: u64, len: u64) -> Result<u32> {
-        let mr = self.responder.expose(addr, len as usize).map_err(rdma_error)?;
+    /// Exposes `len` bytes at `addr` for a registration about to be asked for, writable by the
+    /// engine only when `writable` (its NIC refuses any WRITE otherwise): its rkey.
+    pub(crate) fn expose(&mut self, addr: u64, len: u64, writable: bool) -> Result<u32> {
+        let mr = self.responder.expose(addr, len as usize, writable).map_err(rdma_error)?;
         let rkey = mr.rkey();
         self.unanswered = Some(mr);
         Ok(rkey)
     }
 
-    /// The engine answered the registration: kept under `key` (`Some`), or dropped.
-    pub(crate) fn answered(&mut self, key: Option<RegionKey>) {
-        if let (Some(key), Some(mr)) = (key, self.unanswered.take()) {
-            self.regions.push((key, mr));
+    /// The engine answered the registration: kept under `key` (`Ok(Some)`), dropped when
+    /// refused (`Ok(None)`: the engine withdrew it), kept until detach when no answer came in
+    /// time (`Err`).
+    pub(crate) fn answered(&mut self, key: std::result::Result<Option<RegionKey>, ()>) {
+        let Some(mr) = self.unanswered.take() else { return };
+        match key {
+            Ok(Some(key)) => self.regions.push((key, mr)),
+            Ok(None) => drop(mr),
+            Err(()) => self.unsettled.push(mr),
         }
-        self.unanswered = None;
     }
 
     /// The engine dropped `key`: its memory is no longer exposed.
@@ -102,10 +112,10 @@ impl RdmaEnd {
     pub(crate) fn expose_rings(&mut self, _: u64, _: u64) -> Result<u32> {
         unreachable_end()
     }
-    pub(crate) fn expose(&mut self, _: u64, _: u64) -> Result<u32> {
+    pub(crate) fn expose(&mut self, _: u64, _: u64, _: bool) -> Result<u32> {
         unreachable_end()
     }
-    pub(crate) fn answered(&mut self, _: Option<RegionKey>) {}
+    pub(crate) fn answered(&mut self, _: std::result::Result<Option<RegionKey>, ()>) {}
     pub(crate) fn deregistered(&mut self, _: RegionKey) {}
 }
 

@@ -180,6 +180,10 @@ pub struct DeviceCaps {
     pub max_qp_wr: u32,
     /// Completions per completion queue.
     pub max_cqe: u32,
+    /// RDMA READs (and atomics) a queue pair may have outstanding as a responder.
+    pub max_qp_rd_atom: u32,
+    /// RDMA READs (and atomics) a queue pair may have outstanding as a requester.
+    pub max_qp_init_rd_atom: u32,
 }
 
 /// A port's state (`ibv_query_port`).
@@ -243,7 +247,12 @@ impl Context {
         // SAFETY: open context, valid out-pointer.
         Status(unsafe { sys::ibv_query_device(self.as_ptr(), &mut attr) }).to_result("ibv_query_device")?;
         let u = |v: i32| u32::try_from(v).unwrap_or(0);
-        Ok(DeviceCaps { max_qp_wr: u(attr.max_qp_wr), max_cqe: u(attr.max_cqe) })
+        Ok(DeviceCaps {
+            max_qp_wr: u(attr.max_qp_wr),
+            max_cqe: u(attr.max_cqe),
+            max_qp_rd_atom: u(attr.max_qp_rd_atom),
+            max_qp_init_rd_atom: u(attr.max_qp_init_rd_atom),
+        })
     }
 
     /// Port `port`'s attributes.
@@ -345,8 +354,8 @@ pub struct Cq {
 unsafe impl Send for Cq {}
 // SAFETY: `&Cq` allows `poll` (and its pointer, for QP creation). `poll` takes `&self` because
 // the CQ is shared through `Arc` (with the QPs completing into it), but it is private to this
-// crate and its only caller is `UdQueue::poll`, which takes `&mut UdQueue`, and `UdQueue` is not
-// `Sync`: one thread polls at a time. (Providers lock their CQ in
+// crate and its only callers are `UdQueue::poll` and `RcQueue::poll`, which take `&mut self` of
+// the one queue owning that CQ, neither queue being `Sync`: one thread polls a CQ at a time. (Providers lock their CQ in
 // `ibv_poll_cq` too, unless it is created single-threaded, which this one is not — that is
 // the provider's business; this impl relies on the single poller.)
 unsafe impl Sync for Cq {}
@@ -526,9 +535,9 @@ unsafe impl Send for Qp {}
 // SAFETY: `&Qp` allows posting, state changes and attach/detach. Attach and detach
 // (`Attachment`, which holds an `Arc<Qp>`) are `ibv_attach_mcast`/`ibv_detach_mcast`, system
 // calls serialised by the kernel. Posting and state changes are private to this crate and called
-// only by `UdQueue`, through `&mut UdQueue`, and `UdQueue` is not `Sync`: they never run on two
-// threads at once — whether a provider serialises posts per queue is provider-dependent and not
-// relied on.
+// only by the one owner of each QP — `UdQueue` through `&mut UdQueue`, `RcQueue` through
+// `&mut RcQueue` — neither of which is `Sync` or shares its QP: they never run on two threads at
+// once — whether a provider serialises posts per queue is provider-dependent and not relied on.
 unsafe impl Sync for Qp {}
 
 /// What a UD QP is created with.

@@ -150,7 +150,10 @@ impl RcQueue {
         attr.path_mtu = sys::ibv_mtu(u32::from(local.mtu.min(remote.mtu).max(1)));
         attr.dest_qp_num = remote.qpn;
         attr.rq_psn = remote.psn;
-        attr.max_dest_rd_atomic = 1;
+        // READs in flight at once, each way: up to a batch (16), as far as the device allows
+        // (1 would run a batch of READs one after the other).
+        let caps = self.ctx.query_device()?;
+        attr.max_dest_rd_atomic = caps.max_qp_rd_atom.clamp(1, 16) as u8;
         attr.min_rnr_timer = 12;
         attr.ah_attr = sys::ibv_ah_attr {
             grh: sys::ibv_global_route {
@@ -180,12 +183,13 @@ impl RcQueue {
         // SAFETY: as above.
         let mut attr: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
         attr.qp_state = sys::ibv_qp_state::IBV_QPS_RTS;
-        // 4.096 µs × 2^14 ≈ 67 ms per try, 7 tries: a host that vanished fails a job in ~0.5 s.
-        attr.timeout = 14;
+        // 4.096 µs × 2^10 ≈ 4 ms per try, 7 tries: a host that vanished fails the job in ~30 ms
+        // — the engine's loop waits that long once, for every host (jobs are synchronous).
+        attr.timeout = 10;
         attr.retry_cnt = 7;
         attr.rnr_retry = 7;
         attr.sq_psn = self.psn;
-        attr.max_rd_atomic = 1;
+        attr.max_rd_atomic = caps.max_qp_init_rd_atom.clamp(1, 16) as u8;
         let mask = M::IBV_QP_STATE
             | M::IBV_QP_TIMEOUT
             | M::IBV_QP_RETRY_CNT
@@ -271,21 +275,28 @@ pub struct ExposedMr {
 unsafe impl Send for ExposedMr {}
 
 impl ExposedMr {
-    /// Registers `len` bytes at `addr` of this process on `queue`'s device for remote read and
-    /// write (and local write, which remote write requires).
+    /// Registers `len` bytes at `addr` of this process on `pd`'s device for remote read, and
+    /// for remote write when `writable` (with local write, which remote write requires).
     ///
-    /// Registering reads and writes nothing: what the remote end may then write is the
-    /// caller's contract with it (the host library's `unsafe fn register_memory`: no Rust
-    /// reference to those bytes is used while an operation naming them is outstanding). The
-    /// kernel pins the pages; an address this process has not mapped fails the registration.
-    pub fn register(pd: &Arc<Pd>, addr: u64, len: usize) -> Result<ExposedMr, VerbsError> {
+    /// Safe, as sending a `REGISTER_ADDR` for a `cma` engine is: registering reads and writes
+    /// nothing in this process. What the remote end then writes, behind the compiler's back, is
+    /// the contract of the API that decides what to expose — the host library's `unsafe fn
+    /// register_memory` (no Rust reference to those bytes is used while an operation naming
+    /// them is outstanding), its `SharedBuf`s and its rings, which Rust reaches only through
+    /// raw pointers. The kernel pins the pages; an address this process has not mapped fails
+    /// the registration.
+    pub fn register(pd: &Arc<Pd>, addr: u64, len: usize, writable: bool) -> Result<ExposedMr, VerbsError> {
         if len == 0 {
             return Err(VerbsError::Invalid("registering 0 bytes".into()));
         }
-        let access = (sys::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE
-            | sys::ibv_access_flags::IBV_ACCESS_REMOTE_READ
-            | sys::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE)
-            .0 as i32;
+        // Remote write only where the host allows the engine to write (it needs local write,
+        // which a read-only mapping refuses): the NIC then refuses any WRITE to the rest.
+        let mut access = sys::ibv_access_flags::IBV_ACCESS_REMOTE_READ;
+        if writable {
+            access |= sys::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE
+                | sys::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE;
+        }
+        let access = access.0 as i32;
         // SAFETY: live PD; the kernel checks that the range is mapped in this process and pins
         // it (no Rust reference is made to it here).
         let raw = unsafe { sys::ibv_reg_mr(pd.as_ptr(), addr as *mut std::ffi::c_void, len, access) }
@@ -350,8 +361,9 @@ impl Responder {
         self.queue.connect(engine)
     }
 
-    /// Registers `len` bytes at `addr` for the engine (see [`ExposedMr::register`]).
-    pub fn expose(&self, addr: u64, len: usize) -> Result<ExposedMr, VerbsError> {
-        ExposedMr::register(&self.pd, addr, len)
+    /// Registers `len` bytes at `addr` for the engine, writable by it or not (see
+    /// [`ExposedMr::register`]).
+    pub fn expose(&self, addr: u64, len: usize, writable: bool) -> Result<ExposedMr, VerbsError> {
+        ExposedMr::register(&self.pd, addr, len, writable)
     }
 }

@@ -594,14 +594,18 @@ impl EngineLoop {
         let Backend::Remote(remote) = &conn.backend else {
             return err(CtlStatus::BACKEND);
         };
+        if msg.e == 0 || msg.c.checked_add(msg.e).is_none() {
+            return err(CtlStatus::BAD_REQUEST);
+        }
         // An `rdma` host's range is exposed under the rkey in `b` (released with it).
         if !remote.expose(msg.c, msg.e, msg.b) {
             return err(CtlStatus::LIMIT);
         }
-        let (handle, len) = match memory.ranges().acquire(remote, msg.c, msg.e, &mut conn.maps, budget) {
+        let (handle, len) = match memory.ranges().acquire(remote, msg.c, msg.e, msg.b, &mut conn.maps, budget)
+        {
             Ok(x) => x,
             Err(status) => {
-                remote.withdraw(msg.c, msg.e);
+                remote.withdraw(msg.c, msg.e, msg.b);
                 return err(status);
             }
         };

@@ -18,6 +18,8 @@ struct Range {
     remote: Remote,
     base: u64,
     len: u64,
+    /// The key it was exposed under (`rdma`; 0 for `cma`).
+    rkey: u32,
 }
 
 /// Registered ranges by handle (both remote backends).
@@ -29,13 +31,17 @@ pub struct RangeTable {
 
 impl RangeTable {
     /// Registers `len` bytes at `addr` of `remote` for a host whose registered bytes are
-    /// `host`, within `budget`. The range must be reachable now: its first and last byte are
-    /// read once (a range the host does not have mapped is refused, not discovered later).
+    /// `host`, within `budget` (`rkey`: the key an `rdma` host exposed it under, already
+    /// recorded on its link). The range must be reachable now: its first and last byte are
+    /// read once (a range the host does not have mapped is refused, not discovered later —
+    /// with `rdma`, a wrong key is discovered by the host's NIC on that read, which ends the
+    /// connection: a reliable-connected queue pair does not survive a remote access error).
     pub fn acquire(
         &mut self,
         remote: &Remote,
         addr: u64,
         len: u64,
+        rkey: u32,
         host: &mut HostMappings,
         budget: u64,
     ) -> Result<(SegmentHandle, u64), CtlStatus> {
@@ -51,7 +57,7 @@ impl RangeTable {
         }
         self.next += 1;
         let handle = SegmentHandle(RANGE_TAG | self.next);
-        self.ranges.insert(handle.0, Range { remote: remote.clone(), base: addr, len });
+        self.ranges.insert(handle.0, Range { remote: remote.clone(), base: addr, len, rkey });
         host.take(handle, len);
         // The core sees the range as a segment of its own, starting at offset 0.
         Ok((handle, len))
@@ -62,7 +68,7 @@ impl RangeTable {
         host.give_back(handle);
         if let Some(r) = self.ranges.remove(&handle.0) {
             // An `rdma` host's region is exposed once per registration: the link forgets it.
-            r.remote.withdraw(r.base, r.len);
+            r.remote.withdraw(r.base, r.len, r.rkey);
         }
     }
 
@@ -115,7 +121,7 @@ mod tests {
         let mut table = RangeTable::default();
         let mut host = HostMappings::default();
         let buf = vec![7u8; 4096];
-        let (h, len) = table.acquire(&me(), buf.as_ptr() as u64, 4096, &mut host, u64::MAX).unwrap();
+        let (h, len) = table.acquire(&me(), buf.as_ptr() as u64, 4096, 0, &mut host, u64::MAX).unwrap();
         assert_eq!(len, 4096);
         let at = Resolved { segment: h, offset: 0 };
         let mut out = [0u8; 16];
@@ -137,18 +143,18 @@ mod tests {
         let mut table = RangeTable::default();
         let mut host = HostMappings::default();
         // Page 0 is never mapped.
-        assert_eq!(table.acquire(&me(), 0, 4096, &mut host, u64::MAX).err(), Some(CtlStatus::BACKEND));
+        assert_eq!(table.acquire(&me(), 0, 4096, 0, &mut host, u64::MAX).err(), Some(CtlStatus::BACKEND));
         let buf = [0u8; 64];
         let addr = buf.as_ptr() as u64;
-        assert_eq!(table.acquire(&me(), addr, 0, &mut host, u64::MAX).err(), Some(CtlStatus::BAD_REQUEST));
+        assert_eq!(table.acquire(&me(), addr, 0, 0, &mut host, u64::MAX).err(), Some(CtlStatus::BAD_REQUEST));
         assert_eq!(
-            table.acquire(&me(), u64::MAX - 1, 8, &mut host, u64::MAX).err(),
+            table.acquire(&me(), u64::MAX - 1, 8, 0, &mut host, u64::MAX).err(),
             Some(CtlStatus::BAD_REQUEST)
         );
-        assert_eq!(table.acquire(&me(), addr, 64, &mut host, 32).err(), Some(CtlStatus::LIMIT));
-        assert!(table.acquire(&me(), addr, 64, &mut host, 64).is_ok());
+        assert_eq!(table.acquire(&me(), addr, 64, 0, &mut host, 32).err(), Some(CtlStatus::LIMIT));
+        assert!(table.acquire(&me(), addr, 64, 0, &mut host, 64).is_ok());
         assert_eq!(
-            table.acquire(&me(), addr, 1, &mut host, 64).err(),
+            table.acquire(&me(), addr, 1, 0, &mut host, 64).err(),
             Some(CtlStatus::LIMIT),
             "budget spent"
         );

@@ -34,11 +34,11 @@ impl Remote {
         }
     }
 
-    /// Forgets one exposure of that region (`rdma`).
-    pub fn withdraw(&self, addr: u64, len: u64) {
+    /// Forgets the exposure of that region under `rkey` (`rdma`).
+    pub fn withdraw(&self, addr: u64, len: u64, rkey: u32) {
         if let Remote::Rdma(l) = self {
             if let Some(mut l) = Self::link(l) {
-                l.withdraw(addr, len);
+                l.withdraw(addr, len, rkey);
             }
         }
     }

@@ -28,6 +28,11 @@ pub struct NicState {
     pub error: bool,
     /// Every WRITE carried out: (host address, length).
     pub writes: Vec<(u64, u32)>,
+    /// Completions come back late — one poll in two finds none — and the buffer is busy (not
+    /// lent) until every one was polled, as on a real queue pair.
+    pub deferred: bool,
+    /// A completion for a request nobody posted, delivered at the next poll.
+    pub stray: Option<u64>,
 }
 
 impl NicState {
@@ -43,6 +48,7 @@ pub struct FakeNic {
     buffer: Vec<u8>,
     done: VecDeque<WorkDone>,
     state: Arc<Mutex<NicState>>,
+    polls: u64,
 }
 
 impl FakeNic {
@@ -51,14 +57,22 @@ impl FakeNic {
     pub fn new(buffer: usize) -> (FakeNic, Arc<Mutex<NicState>>) {
         let state = Arc::new(Mutex::new(NicState::default()));
         let host = Process::open(nix::unistd::Pid::this()).expect("this process");
-        (FakeNic { host, buffer: vec![0; buffer], done: VecDeque::new(), state: Arc::clone(&state) }, state)
+        let nic = FakeNic {
+            host,
+            buffer: vec![0; buffer],
+            done: VecDeque::new(),
+            state: Arc::clone(&state),
+            polls: 0,
+        };
+        (nic, state)
     }
 }
 
 impl RcPort for FakeNic {
     fn buffer(&mut self) -> Option<&mut [u8]> {
-        // The fake completes a request at post time: the buffer is never busy afterwards.
-        Some(&mut self.buffer)
+        // The fake moves the bytes at post time; the buffer counts as busy until the
+        // completions were polled (what a real queue pair needs).
+        self.done.is_empty().then_some(&mut self.buffer[..])
     }
 
     fn buffer_len(&self) -> usize {
@@ -104,6 +118,14 @@ impl RcPort for FakeNic {
     }
 
     fn poll(&mut self) -> Result<Option<WorkDone>, i32> {
+        self.polls += 1;
+        let mut s = self.state.lock().unwrap();
+        if let Some(wr_id) = s.stray.take() {
+            return Ok(Some(WorkDone { wr_id, status: Ok(()) }));
+        }
+        if s.deferred && self.polls % 2 == 1 {
+            return Ok(None);
+        }
         Ok(self.done.pop_front())
     }
 

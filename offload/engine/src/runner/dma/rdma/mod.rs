@@ -25,15 +25,20 @@
 use crate::ctl::QpAddress;
 use std::time::{Duration, Instant};
 
-/// Longest wait for a job's completions: past it the host is taken as gone (a live RC
-/// connection completes or reports an error itself within its retry budget, ~0.5 s).
-pub const JOB_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest wait for one batch's completions: past it the host is taken as gone. A live RC
+/// connection completes, or reports an error itself within its retry budget (~30 ms, see
+/// `ringcast_verbs::RcQueue::connect`), well inside it. The engine's loop waits here for every
+/// host: a host that vanishes stalls it once, for that retry budget.
+pub const JOB_TIMEOUT: Duration = Duration::from_millis(250);
 
 /// Work requests posted in one batch at most (and so the pieces a batch tracks).
 const BATCH: usize = 16;
 
 /// Regions one host may expose at most (its rings and its registrations).
 pub const MAX_EXPOSED: usize = 4096;
+
+/// Parts of one job at most (the ring code's largest job has six).
+pub const MAX_PARTS: usize = 8;
 
 /// One RDMA work request, as the link asks its port for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,6 +96,9 @@ pub enum LinkFault {
     /// No completion within [`JOB_TIMEOUT`].
     #[error("RDMA job not completed within {JOB_TIMEOUT:?}")]
     Timeout,
+    /// A completion for a request this batch did not post.
+    #[error("RDMA completion for an unknown request ({0})")]
+    Unexpected(u64),
 }
 
 /// A region the host exposed.
@@ -168,9 +176,10 @@ impl RdmaLink {
         true
     }
 
-    /// Forgets one exposure of exactly that region (the host deregistered it).
-    pub fn withdraw(&mut self, addr: u64, len: u64) {
-        if let Some(i) = self.exposed.iter().position(|e| e.addr == addr && e.len == len) {
+    /// Forgets the exposure of exactly that region under `rkey` (the host deregistered it: a
+    /// second registration of the same bytes has a key of its own and stays).
+    pub fn withdraw(&mut self, addr: u64, len: u64, rkey: u32) {
+        if let Some(i) = self.exposed.iter().position(|e| *e == Exposed { addr, len, rkey }) {
             self.exposed.swap_remove(i);
         }
     }
@@ -196,10 +205,12 @@ impl RdmaLink {
         self.exposed.iter().find(|e| e.addr <= addr && end <= e.addr + e.len).map(|e| e.rkey)
     }
 
-    /// Whether every part lies in an exposed region; counts a refusal.
-    fn check(&mut self, parts: impl Iterator<Item = (u64, usize)>) -> bool {
-        let mut ok = self.fault.is_none();
-        for (addr, len) in parts {
+    /// Whether every part lies in an exposed region (an empty part moves nothing and is not
+    /// checked, as with `cma`) and the job has at most [`MAX_PARTS`] parts; counts a refusal.
+    fn check(&mut self, parts: impl ExactSizeIterator<Item = (u64, usize)>) -> bool {
+        debug_assert!(parts.len() <= MAX_PARTS, "a job of {} parts", parts.len());
+        let mut ok = self.fault.is_none() && parts.len() <= MAX_PARTS;
+        for (addr, len) in parts.filter(|&(_, len)| len > 0) {
             ok &= self.rkey(addr, len as u64).is_some();
         }
         if !ok && self.fault.is_none() {
@@ -213,8 +224,8 @@ impl RdmaLink {
         if !self.check(parts.iter().map(|(a, b)| (*a, b.len()))) {
             return false;
         }
-        let lens: [usize; 8] = lens_of(parts.iter().map(|(_, b)| b.len()));
-        let addrs: [u64; 8] = addrs_of(parts.iter().map(|(a, _)| *a));
+        let lens: [usize; MAX_PARTS] = lens_of(parts.iter().map(|(_, b)| b.len()));
+        let addrs: [u64; MAX_PARTS] = addrs_of(parts.iter().map(|(a, _)| *a));
         self.run(
             false,
             parts.len(),
@@ -237,8 +248,8 @@ impl RdmaLink {
         if ordered {
             return parts.iter().all(|p| self.write_many(std::slice::from_ref(p), false));
         }
-        let lens: [usize; 8] = lens_of(parts.iter().map(|(_, b)| b.len()));
-        let addrs: [u64; 8] = addrs_of(parts.iter().map(|(a, _)| *a));
+        let lens: [usize; MAX_PARTS] = lens_of(parts.iter().map(|(_, b)| b.len()));
+        let addrs: [u64; MAX_PARTS] = addrs_of(parts.iter().map(|(a, _)| *a));
         self.run(
             true,
             parts.len(),
@@ -265,18 +276,23 @@ impl RdmaLink {
         mut fill: impl FnMut(Piece, &mut [u8]),
     ) -> bool {
         let cap = self.port.buffer_len();
-        if cap == 0 || n > lens.len() {
+        if cap == 0 || n > MAX_PARTS {
             return false;
         }
         let (mut part, mut at) = (0, 0);
         while part < n {
             // One batch: pieces until the buffer or the batch is full.
             let mut pieces = [Piece::default(); BATCH];
+            let mut rkeys = [0u32; BATCH];
             let (mut count, mut used) = (0, 0);
             while part < n && count < BATCH && used < cap {
                 let len = (lens[part] - at).min(cap - used);
                 if len > 0 {
+                    // Every piece's key before anything is posted: a refusal leaves nothing
+                    // in flight (`check` made it unreachable; kept so it stays harmless).
+                    let Some(rkey) = self.rkey(addrs[part] + at as u64, len as u64) else { return false };
                     pieces[count] = Piece { part, at, local: used, len };
+                    rkeys[count] = rkey;
                     count += 1;
                     used += len;
                     at += len;
@@ -292,9 +308,9 @@ impl RdmaLink {
                     fill(*p, buf);
                 }
             }
-            for p in &pieces[..count] {
+            let first = self.next_wr;
+            for (p, &rkey) in pieces[..count].iter().zip(&rkeys) {
                 let remote = addrs[p.part] + p.at as u64;
-                let Some(rkey) = self.rkey(remote, p.len as u64) else { return false };
                 let wr_id = self.next_wr;
                 self.next_wr += 1;
                 let req = WorkRequest { wr_id, write, local: p.local, len: p.len as u32, remote, rkey };
@@ -303,7 +319,7 @@ impl RdmaLink {
                 }
                 self.stats.posted += 1;
             }
-            if !self.wait(count) {
+            if !self.wait(count, first) {
                 return false;
             }
             if !write {
@@ -316,9 +332,10 @@ impl RdmaLink {
         true
     }
 
-    /// Waits for `n` completions (every request in flight); false, faulted, on an error
-    /// status, a failed poll or the timeout.
-    fn wait(&mut self, mut n: usize) -> bool {
+    /// Waits for the `n` completions of the requests posted from `wr_id` `first` on (every
+    /// request in flight); false, faulted, on an error status, a completion of another
+    /// request, a failed poll or the timeout.
+    fn wait(&mut self, mut n: usize, first: u64) -> bool {
         let mut deadline: Option<Instant> = None;
         let mut spins = 0u32;
         while n > 0 {
@@ -326,6 +343,9 @@ impl RdmaLink {
                 Ok(Some(done)) => {
                     if let Err(status) = done.status {
                         return self.faulted(LinkFault::Completion(status));
+                    }
+                    if done.wr_id < first || done.wr_id >= self.next_wr {
+                        return self.faulted(LinkFault::Unexpected(done.wr_id));
                     }
                     n -= 1;
                 }
@@ -353,17 +373,18 @@ impl RdmaLink {
     }
 }
 
-/// The lengths of up to 8 parts (a job has at most `cma::MAX_PARTS`; the caller passes fewer).
-fn lens_of(it: impl Iterator<Item = usize>) -> [usize; 8] {
-    let mut out = [0; 8];
+/// The lengths of up to [`MAX_PARTS`] parts (`check` refused longer jobs).
+fn lens_of(it: impl Iterator<Item = usize>) -> [usize; MAX_PARTS] {
+    let mut out = [0; MAX_PARTS];
     for (o, v) in out.iter_mut().zip(it) {
         *o = v;
     }
     out
 }
 
-fn addrs_of(it: impl Iterator<Item = u64>) -> [u64; 8] {
-    let mut out = [0; 8];
+/// The host addresses of up to [`MAX_PARTS`] parts.
+fn addrs_of(it: impl Iterator<Item = u64>) -> [u64; MAX_PARTS] {
+    let mut out = [0; MAX_PARTS];
     for (o, v) in out.iter_mut().zip(it) {
         *o = v;
     }

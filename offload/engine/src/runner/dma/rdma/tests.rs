@@ -55,7 +55,7 @@ fn a_job_outside_every_exposed_region_is_refused_before_anything_is_posted() {
     assert_eq!(link.fault(), None, "a refusal does not break the link");
     assert!(link.read_many(&mut [(base + 1008, &mut out[..])]));
     // A withdrawn region is refused too; a region the link refuses to record.
-    link.withdraw(base, 1024);
+    link.withdraw(base, 1024, RKEY);
     assert!(!link.read_many(&mut [(base, &mut out[..])]));
     assert!(!link.expose(base, 0, RKEY));
     assert!(!link.expose(u64::MAX - 1, 8, RKEY));
@@ -96,4 +96,44 @@ fn a_host_that_never_answers_faults_the_link_after_the_timeout() {
     assert!(!link.read_many(&mut [(base, &mut out[..])]));
     assert_eq!(link.fault(), Some(LinkFault::Timeout));
     assert!(started.elapsed() < Duration::from_secs(5), "bounded wait");
+}
+
+#[test]
+fn late_completions_keep_the_buffer_busy_until_polled_and_a_stray_one_faults_the_link() {
+    let mem = vec![0u8; 3000];
+    let base = mem.as_ptr() as u64;
+    let (mut link, state) = link_over(&mem, 128);
+    state.lock().unwrap().deferred = true;
+    let data: Vec<u8> = (0..3000u32).map(|i| (i % 239) as u8).collect();
+    assert!(link.write_many(&[(base, &data)], false), "{:?}", link.fault());
+    let mut back = vec![0u8; 3000];
+    assert!(link.read_many(&mut [(base, &mut back[..])]));
+    assert_eq!(back, data);
+    // A completion of a request this link never posted: its bookkeeping cannot be trusted.
+    state.lock().unwrap().stray = Some(1 << 40);
+    assert!(!link.read_many(&mut [(base, &mut back[..8])]));
+    assert_eq!(link.fault(), Some(LinkFault::Unexpected(1 << 40)));
+}
+
+#[test]
+fn a_second_registration_of_the_same_bytes_outlives_the_first_one_withdrawn() {
+    let mem = vec![3u8; 256];
+    let base = mem.as_ptr() as u64;
+    let (mut link, state) = link_over(&mem, 256);
+    // The host registers the same bytes again under another key, then deregisters it: its NIC
+    // forgets that key, and the engine must keep using the first.
+    state.lock().unwrap().registered.push((base, 256, RKEY + 1));
+    assert!(link.expose(base, 256, RKEY + 1));
+    link.withdraw(base, 256, RKEY + 1);
+    state.lock().unwrap().registered.retain(|r| r.2 != RKEY + 1);
+    let mut out = [0u8; 16];
+    for _ in 0..3 {
+        assert!(link.read_many(&mut [(base + 100, &mut out[..])]), "{:?}", link.fault());
+    }
+    assert_eq!(out, [3; 16]);
+    // Empty parts move nothing and are not checked (as with cma); too many parts are refused.
+    assert!(link.write_many(&[(0, &[]), (base, &[3])], false));
+    let parts: Vec<(u64, &[u8])> = (0..9).map(|i| (base + i, &mem[..1])).collect();
+    assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| link.write_many(&parts, false)))
+        .map_or(true, |ok| !ok));
 }
