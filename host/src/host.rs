@@ -733,6 +733,22 @@ impl Host {
         self.execute(&SubmissionDescriptor::bcast(cookie, comm, root, buf, len))
     }
 
+    /// Allgather on communicator `comm` (0: the world): this rank's `block` bytes — read from
+    /// `send`, or in place (`None`: already at `recv + rank × block`) — go to every rank, and
+    /// every rank's block arrives at `recv + rank × block` (`recv` holds `size × block` bytes).
+    /// The engine runs it as one broadcast per rank, every property of the broadcast kept;
+    /// blocks until this rank has every block.
+    pub fn allgather(
+        &mut self,
+        comm: u64,
+        recv: RegionRef,
+        send: Option<RegionRef>,
+        block: u64,
+    ) -> Result<Completion> {
+        let cookie = self.next_cookie();
+        self.execute(&SubmissionDescriptor::allgather(cookie, comm, recv, send, block))
+    }
+
     /// Creates the communicator `id` names (its cookie is the handle broadcasts name it by;
     /// every member passes the same identity) of the world ranks `members`, this process being
     /// `members[my_rank]`. One member draws the identity with

@@ -20,6 +20,7 @@ pub const DESC_FLAGS_DEFINED: u8 = 0;
 /// | BCAST  | the message buffer      | 0                      | message bytes| comm / root   |
 /// | COMM_CREATE | the record ([`crate::comm`]) | 0             | record bytes | new comm / 0  |
 /// | COMM_FREE | 0                    | 0                      | 0            | comm / 0      |
+/// | ALLGATHER | the receive buffer (`size × len`) | this rank's block (0: in place) | block bytes | comm / 0 |
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(C)]
 pub struct SubmissionDescriptor {
@@ -103,6 +104,30 @@ impl SubmissionDescriptor {
         d.len = len;
         d.key = record.key;
         d.offset = record.offset;
+        d
+    }
+
+    /// An ALLGATHER of `block` bytes per rank on communicator `comm` into `recv`
+    /// (`size × block` bytes), this rank's block read from `send`, or in place (`None`: already
+    /// at its place in `recv`), carrying `cookie`.
+    pub const fn allgather(
+        cookie: u64,
+        comm: u64,
+        recv: RegionRef,
+        send: Option<RegionRef>,
+        block: u64,
+    ) -> Self {
+        let mut d = Self::zeroed_const();
+        d.opcode = Opcode::ALLGATHER;
+        d.cookie = cookie;
+        d.comm = comm;
+        d.len = block;
+        d.key = recv.key;
+        d.offset = recv.offset;
+        if let Some(s) = send {
+            d.aux_key = s.key;
+            d.aux_offset = s.offset;
+        }
         d
     }
 

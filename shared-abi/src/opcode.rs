@@ -27,6 +27,12 @@ impl Opcode {
     /// This process leaves communicator `comm`; the engine drops it once its last local member
     /// left and the broadcasts it took part in are settled with the other engines.
     pub const COMM_FREE: Opcode = Opcode(4);
+    /// Allgather on communicator `comm`: every rank contributes `len` bytes and receives every
+    /// rank's, in rank order, into (`region`, `offset`): `size × len` bytes, rank `r`'s block at
+    /// `r × len`. The contribution is read from (`aux`, `aux_offset`), or — `aux` 0 — is
+    /// already in place at this rank's block of the receive buffer (`MPI_IN_PLACE`).
+    /// Completes when every block is in this rank's receive buffer.
+    pub const ALLGATHER: Opcode = Opcode(5);
 }
 
 /// The operations this engine build understands.
@@ -42,6 +48,8 @@ pub enum Op {
     CommCreate,
     /// See [`Opcode::COMM_FREE`].
     CommFree,
+    /// See [`Opcode::ALLGATHER`].
+    Allgather,
 }
 
 impl From<Op> for Opcode {
@@ -52,6 +60,7 @@ impl From<Op> for Opcode {
             Op::Bcast => Opcode::BCAST,
             Op::CommCreate => Opcode::COMM_CREATE,
             Op::CommFree => Opcode::COMM_FREE,
+            Op::Allgather => Opcode::ALLGATHER,
         }
     }
 }
@@ -65,6 +74,7 @@ impl TryFrom<Opcode> for Op {
             Opcode::BCAST => Ok(Op::Bcast),
             Opcode::COMM_CREATE => Ok(Op::CommCreate),
             Opcode::COMM_FREE => Ok(Op::CommFree),
+            Opcode::ALLGATHER => Ok(Op::Allgather),
             other => Err(other),
         }
     }
@@ -79,6 +89,7 @@ impl Op {
             Op::Bcast => "bcast",
             Op::CommCreate => "comm-create",
             Op::CommFree => "comm-free",
+            Op::Allgather => "allgather",
         }
     }
 }

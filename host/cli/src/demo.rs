@@ -92,7 +92,12 @@ struct RunResult {
     recs: Vec<Vec<Rec>>,
     /// Engine counters summed over nodes: syncs, overrun, crc, other drops, repair frames.
     net: [u64; 5],
+    /// Allgather latencies (ns), every rank's, every block verified by the ranks.
+    gathers: Vec<u64>,
 }
+
+/// Allgathers each rank runs after its broadcasts (4,000-byte blocks, alternately in place).
+const ALLGATHERS: u32 = 8;
 
 /// The settings both runs share, plus `algorithm`.
 fn engine_env(a: &DemoArgs, algorithm: &str) -> Result<Vec<(String, String)>, String> {
@@ -135,6 +140,10 @@ fn run_once(a: &DemoArgs, algorithm: &str) -> Result<RunResult, String> {
         a.seed.to_string(),
         "--skew-us".into(),
         a.skew_us.to_string(),
+        "--allgathers".into(),
+        ALLGATHERS.to_string(),
+        "--allgather-block".into(),
+        "4000".into(),
     ]
     .to_vec();
     let started = Instant::now();
@@ -169,6 +178,7 @@ fn run_once(a: &DemoArgs, algorithm: &str) -> Result<RunResult, String> {
                     pen,
                     retx,
                 }),
+                (Some(b'G'), &[_, _, _, lat_ns]) => run.gathers.push(lat_ns),
                 (Some(b'N'), &[syncs, overrun, crc, other, repair]) => {
                     for (t, v) in run.net.iter_mut().zip([syncs, overrun, crc, other, repair]) {
                         *t += v;
@@ -176,6 +186,10 @@ fn run_once(a: &DemoArgs, algorithm: &str) -> Result<RunResult, String> {
                 }
                 _ => {}
             }
+        }
+        let gathered = out.lines().filter(|l| l.starts_with("G ")).count();
+        if gathered != ALLGATHERS as usize {
+            return Err(format!("{algorithm}: rank {rank} reported {gathered} of {ALLGATHERS} allgathers"));
         }
         if recs.len() != a.count as usize {
             return Err(format!(
@@ -391,6 +405,17 @@ fn demo(a: &DemoArgs) -> Result<(), String> {
     let files = chart.write(&a.out.join("latency"))?;
     println!();
     println!("plot: {}", files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
-    println!("every byte of {} broadcasts verified at every rank", 2 * a.count as u64 * u64::from(world));
+    let mut g: Vec<u64> = ours.gathers.clone();
+    println!(
+        "allgather ({world} ranks x 4000 B, one broadcast per rank): {} per rank verified, median {:.0} us, p99 {:.0} us",
+        ALLGATHERS,
+        quantile(&mut g, 0.5) / 1e3,
+        quantile(&mut g, 0.99) / 1e3
+    );
+    println!(
+        "every byte of {} broadcasts and {} allgathers verified at every rank",
+        2 * a.count as u64 * u64::from(world),
+        2 * ALLGATHERS * world
+    );
     Ok(())
 }

@@ -51,6 +51,13 @@ pub struct WorkloadArgs {
     /// run every other broadcast on this rank's one; freed at the end (`COMM_FREE`).
     #[arg(long, default_value_t = 1)]
     pub split: u32,
+    /// Allgathers on each communicator after the broadcasts (every other one in place), every
+    /// block of every rank checked.
+    #[arg(long, default_value_t = 0)]
+    pub allgathers: u32,
+    /// Bytes of each rank's allgather block.
+    #[arg(long, default_value_t = 3000)]
+    pub allgather_block: u64,
 }
 
 /// A communicator of the workload: its handle, size, this rank's rank in it, and the seed its
@@ -194,6 +201,9 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
             cqe.retransmits
         );
     }
+    if a.allgathers > 0 {
+        allgathers(a, &mut host, &mut comms, &mut lines).map_err(|e| format!("rank {me}: {e}"))?;
+    }
     if a.expect_failure && a.victim.is_some() && a.victim != Some(me) {
         print!("{lines}");
         return Err(format!("rank {me}: every broadcast succeeded although rank {:?} died", a.victim));
@@ -226,5 +236,63 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
         }
     }
     print!("{lines}");
+    Ok(())
+}
+
+/// Rank `r`'s block of allgather `g` on a communicator seeded `seed`.
+fn block_pattern(seed: u64, g: u32, r: u32, out: &mut [u8]) {
+    pattern(seed ^ 0xa11_6a7e_u64 ^ (u64::from(r) << 40), g, out)
+}
+
+/// `a.allgathers` allgathers on every communicator, alternately in place and from a send
+/// buffer; every block checked. Each consumes one broadcast per member of the communicator's
+/// sequence (`posted`), which the final epoch counts.
+fn allgathers(
+    a: &WorkloadArgs,
+    host: &mut ringcast_host::Host,
+    comms: &mut [WComm],
+    lines: &mut String,
+) -> Result<(), String> {
+    let block = a.allgather_block.max(1) as usize;
+    let most = comms.iter().map(|c| c.size).max().unwrap_or(1) as usize;
+    let recv = SharedBuf::new(block * most).map_err(|e| e.to_string())?;
+    let send = SharedBuf::new(block).map_err(|e| e.to_string())?;
+    let rr = host.register(&recv, Access::READ_WRITE).map_err(|e| e.to_string())?;
+    let rs = host.register(&send, Access::READ).map_err(|e| e.to_string())?;
+    let mut mine = vec![0u8; block];
+    let mut got = vec![0u8; block * most];
+    let mut want = vec![0u8; block];
+    for g in 0..a.allgathers {
+        for c in comms.iter_mut() {
+            let total = block * c.size as usize;
+            recv.write_at(0, &vec![0xEE; total]).map_err(|e| e.to_string())?;
+            block_pattern(c.seed, g, c.me, &mut mine);
+            let in_place = g % 2 == 0;
+            let from = if in_place {
+                recv.write_at(c.me as u64 * block as u64, &mine).map_err(|e| e.to_string())?;
+                None
+            } else {
+                send.write_at(0, &mine).map_err(|e| e.to_string())?;
+                Some(rs.at(0))
+            };
+            let t0 = monotonic_ns();
+            host.allgather(c.handle, rr.at(0), from, block as u64)
+                .map_err(|e| format!("allgather {g} ({block} B blocks, {} ranks): {e}", c.size))?;
+            let t1 = monotonic_ns();
+            c.posted += c.size;
+            recv.read_at(0, &mut got[..total]).map_err(|e| e.to_string())?;
+            for r in 0..c.size {
+                block_pattern(c.seed, g, r, &mut want);
+                let at = r as usize * block;
+                if got[at..at + block] != want[..] {
+                    return Err(format!("allgather {g}: block of rank {r} wrong"));
+                }
+            }
+            use std::fmt::Write as _;
+            let _ = writeln!(lines, "G {g} {block} {} {}", c.size, t1 - t0);
+        }
+    }
+    host.deregister(rr).map_err(|e| e.to_string())?;
+    host.deregister(rs).map_err(|e| e.to_string())?;
     Ok(())
 }

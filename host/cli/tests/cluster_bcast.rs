@@ -22,6 +22,8 @@ static SERIAL: Mutex<()> = Mutex::new(());
 const NODES: u32 = 3;
 const PPN: u32 = 2;
 const COUNT: u32 = 48;
+/// Allgathers per communicator after the broadcasts.
+const ALLGATHERS: u32 = 4;
 
 fn ringcast(args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ringcast"))
@@ -97,8 +99,9 @@ fn run_lossy(cluster: &[&str]) {
     let mut args = vec!["run", "-n", &n, "-p", &p, "--timeout", "300"];
     args.extend_from_slice(cluster);
     // Every other broadcast on communicators the ranks create (rank % 3: members on two of
-    // the three nodes, one per node), freed at the end.
-    let w = workload(&["--split", "3"]);
+    // the three nodes, one per node), freed at the end; then allgathers on both communicators
+    // (in place and not), every block checked by the ranks.
+    let w = workload(&["--split", "3", "--allgathers", &ALLGATHERS.to_string()]);
     args.extend(w.iter().map(String::as_str));
     let loss = [
         ("RINGCAST_ALGORITHM", "multicast"),
@@ -111,6 +114,12 @@ fn run_lossy(cluster: &[&str]) {
     assert!(o.status.success(), "{cluster:?}: {err}\n{out}");
     let (per_rank, mc, rep) = parse(&out);
     assert_eq!(per_rank, vec![COUNT; (NODES * PPN) as usize], "{cluster:?}: broadcasts per rank\n{out}");
+    let gathers = out.lines().filter(|l| l.starts_with("G ")).count();
+    assert_eq!(
+        gathers,
+        (NODES * PPN * ALLGATHERS * 2) as usize,
+        "{cluster:?}: allgathers (world + split)\n{out}"
+    );
     assert!(mc > 0, "{cluster:?}: nothing arrived by multicast");
     assert!(rep > 0, "{cluster:?}: 5 % multicast loss and nothing was repaired");
     assert!(leftovers().is_empty(), "{cluster:?}: left behind: {:?}", leftovers());

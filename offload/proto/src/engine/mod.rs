@@ -18,6 +18,7 @@
 //! The counters are the engine's own: a completion is counted when it is queued, and moved
 //! when a DMA fails under it or its host leaves before it is published.
 mod action;
+mod allgather;
 mod comms;
 mod gather;
 mod node;
@@ -36,6 +37,7 @@ use crate::intake::{self, Core, Counters, Departure, HostId};
 use crate::transfer::protocol::{DmaDir, DmaToken, OpCounters, Outcome, ProtoCounters};
 use crate::Nanos;
 use action::Outbox;
+use allgather::AllgatherCall;
 use alloc::collections::VecDeque;
 use alloc::format;
 use alloc::vec;
@@ -77,6 +79,8 @@ enum Job {
     Record { op: u64, local: u32, comm: u64, bytes: Vec<u8> },
     /// The multicast group of the communicator in slot `slot`, created by `op`.
     Join { op: u64, slot: usize },
+    /// A composed collective's local copy (`allgather.rs`), part of `token`.
+    Part { token: u64 },
 }
 
 /// The engine. See the module documentation.
@@ -89,6 +93,9 @@ pub struct Engine {
     out: Outbox,
     jobs: Slab<Job>,
     ops: Slab<HostOp>,
+    /// Composed collectives in progress (`allgather.rs`); their parts carry keys of this
+    /// table tagged with `slab::TAGGED`.
+    parts: Slab<allgather::Composite>,
     /// Each host's operations, in the order their descriptors were taken.
     queues: Vec<VecDeque<u64>>,
 }
@@ -110,6 +117,7 @@ impl Engine {
             out: Outbox::default(),
             jobs: Slab::default(),
             ops: Slab::default(),
+            parts: Slab::default(),
             queues: (0..config.limits.max_hosts).map(|_| VecDeque::new()).collect(),
         })
     }
@@ -301,6 +309,11 @@ impl Engine {
                         _ => self.finish_collective(op, failed(StatusKind::BadDescriptor)),
                     }
                 }
+                intake::Action::Allgather { host, cookie, comm, me, size, send, recv, len, started } => {
+                    let keys = [desc.aux_key, desc.key];
+                    let call = AllgatherCall { host, cookie, comm, me, size, send, recv, len, keys, started };
+                    self.start_allgather(call, now);
+                }
                 intake::Action::Bcast { host, cookie, comm, root, buf, len, started, .. } => {
                     let cqe = Completion::new(cookie, desc.opcode, Status::OK, 0);
                     let op = self.new_op(host, cqe, started, true, true);
@@ -385,6 +398,10 @@ impl Engine {
                     },
                 }
             }
+            Job::Part { token } => {
+                let outcome = if ok { failed(StatusKind::Ok) } else { failed(StatusKind::OutOfBounds) };
+                self.finish_part(token, outcome);
+            }
             Job::Join { .. } => {} // answered by handle_join_done
         }
         self.after(now);
@@ -448,6 +465,9 @@ impl Engine {
     /// A collective (broadcast, communicator creation or release) ended for host operation
     /// `op`: count it and let its host's completions go out.
     fn finish_collective(&mut self, op: u64, outcome: Outcome) {
+        if op & slab::TAGGED != 0 {
+            return self.finish_part(op, outcome);
+        }
         let Some(o) = self.ops.get_mut(op) else { return }; // its host left meanwhile
         o.cqe.status = Status::from(outcome.status);
         o.cqe.bytes = outcome.bytes;
@@ -496,10 +516,9 @@ impl Engine {
             self.out.dma(job, dma);
         }
         for d in deliveries {
-            let Some(op) = self.ops.get(d.token) else { continue }; // its host left
+            let Some(host) = self.host_of(d.token) else { continue }; // its host left
             match d.copy {
                 Some((src, dst, len)) => {
-                    let host = op.host;
                     let job = JobId(self.jobs.insert(Job::Deliver { op: d.token, outcome: d.outcome }));
                     self.out.dma(job, Dma::Copy { host, src, dst, len, keys: [RegionKey::NONE; 2] });
                 }

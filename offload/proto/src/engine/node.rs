@@ -9,7 +9,7 @@
 //! one broadcast and delivers it into every local buffer.
 use super::action::Outbox;
 use super::comms::{derive, parse_record, LocalComm};
-use super::gather::{Delivery, Gather};
+use super::gather::{Delivery, Gather, Placement};
 use crate::comm::{CommSpec, GroupId, PeerId};
 use crate::config::EngineConfig;
 use crate::intake::regions::Resolved;
@@ -164,6 +164,15 @@ impl Node {
     pub(crate) fn rank(&self, local: Option<u32>, comm: u64) -> Option<u32> {
         let c = self.comms[self.slot(comm)?].as_ref()?;
         *c.rank_of_local.get(local? as usize)?
+    }
+
+    /// Ranks in communicator `comm`.
+    pub(crate) fn size(&self, comm: u64) -> Option<u32> {
+        let c = self.comms[self.slot(comm)?].as_ref()?;
+        Some(match c.gather.placement() {
+            Placement::Block { .. } => self.nodes * self.ppn,
+            Placement::Table { node_of, .. } => node_of.len() as u32,
+        })
     }
 
     /// Files local process `local`'s next broadcast on communicator `comm` (root: a rank of
@@ -503,5 +512,9 @@ impl core::fmt::Debug for Node {
 impl crate::intake::Ranks for Node {
     fn rank(&self, local: Option<u32>, comm: u64) -> Option<u32> {
         Node::rank(self, local, comm)
+    }
+
+    fn size(&self, comm: u64) -> Option<u32> {
+        Node::size(self, comm)
     }
 }

@@ -1,7 +1,10 @@
 //! A table of entries named by generation-tagged keys: a key outlives its entry harmlessly (a
 //! late answer for a job the engine has let go of finds nothing), and slots are reused without
-//! growing past the most entries ever held at once.
+//! growing past the most entries ever held at once. Keys never have bit 63 set ([`TAGGED`]).
 use alloc::vec::Vec;
+
+/// The bit no key of a [`Slab`] has: free for a caller to tell keys of two tables apart.
+pub(crate) const TAGGED: u64 = 1 << 63;
 
 #[derive(Debug)]
 pub(crate) struct Slab<T> {
@@ -25,7 +28,9 @@ impl<T> Slab<T> {
             }
         };
         let slot = &mut self.slots[index as usize];
-        slot.0 = slot.0.wrapping_add(1);
+        // 31-bit generations: bit 63 of a key is never set, so a caller may tag keys of
+        // another table with it (the engine's collective parts, `TAGGED`).
+        slot.0 = slot.0.wrapping_add(1) & 0x7fff_ffff;
         slot.1 = Some(value);
         u64::from(slot.0) << 32 | u64::from(index)
     }

@@ -74,6 +74,29 @@ pub enum Action {
         /// When the descriptor was taken in.
         started: Nanos,
     },
+    /// Run this rank's part of an allgather: its block (`send`, or in place at `recv` +
+    /// `me × len`) to every rank, every rank's block into `recv` at `rank × len`; the
+    /// descriptor completes when the runner says so, with `cookie`.
+    Allgather {
+        /// Host that posted it.
+        host: HostId,
+        /// Its descriptor's cookie.
+        cookie: u64,
+        /// Communicator (0: the engine's world communicator).
+        comm: u64,
+        /// This host's rank in it.
+        me: u32,
+        /// Ranks in it.
+        size: u32,
+        /// Where this rank's block is read from when it is not in place.
+        send: Option<Resolved>,
+        /// The receive buffer (`size × len` bytes).
+        recv: Resolved,
+        /// Block bytes.
+        len: u64,
+        /// When the descriptor was taken in.
+        started: Nanos,
+    },
     /// Create or leave a communicator (`op` is `CommCreate` with the record at `buf`, or
     /// `CommFree`); the runner's communicator tables complete it.
     Comm {
@@ -259,7 +282,8 @@ impl Core {
     /// A host's rank is its world rank on communicator 0 and unknown elsewhere: see
     /// [`Core::submit_with`].
     pub fn submit(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos) {
-        let world = WorldRanks { node: self.config.topology.node, ppn: self.config.topology.ppn };
+        let t = &self.config.topology;
+        let world = WorldRanks { node: t.node, nodes: t.nodes, ppn: t.ppn };
         self.submit_with(host, desc, now, &world)
     }
 
@@ -268,7 +292,10 @@ impl Core {
     pub fn submit_with(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos, ranks: &dyn Ranks) {
         let max_op_bytes = self.config.limits.max_op_bytes;
         let outcome = match self.host_mut(host) {
-            Some(state) => plan(&state.regions, desc, max_op_bytes, ranks.rank(state.local, desc.comm)),
+            Some(state) => {
+                let who = (ranks.rank(state.local, desc.comm), ranks.size(desc.comm));
+                plan(&state.regions, desc, max_op_bytes, who)
+            }
             None => Err(StatusKind::BadDescriptor),
         };
         let cqe = match outcome {
@@ -282,6 +309,11 @@ impl Core {
             Ok(Plan::Comm { op, buf, len }) => {
                 let (cookie, comm) = (desc.cookie, desc.comm);
                 self.push(Action::Comm { host, cookie, comm, op, buf, len, started: now });
+                return;
+            }
+            Ok(Plan::Allgather { me, size, send, recv, len }) => {
+                let (cookie, comm) = (desc.cookie, desc.comm);
+                self.push(Action::Allgather { host, cookie, comm, me, size, send, recv, len, started: now });
                 return;
             }
             Ok(Plan::Dma { src, dst, len }) => {
@@ -351,6 +383,7 @@ enum Plan {
     Dma { src: Resolved, dst: Resolved, len: u64 },
     Bcast { buf: Resolved, len: u64 },
     Comm { op: Op, buf: Option<Resolved>, len: u64 },
+    Allgather { me: u32, size: u32, send: Option<Resolved>, recv: Resolved, len: u64 },
 }
 
 /// Who a host is in a communicator, as the runner's communicator tables know it.
@@ -358,6 +391,8 @@ pub trait Ranks {
     /// The rank in communicator `comm` of the host holding engine-local rank `local`; `None`
     /// if it is not a member (or holds no local rank).
     fn rank(&self, local: Option<u32>, comm: u64) -> Option<u32>;
+    /// Ranks in communicator `comm`; `None` if this engine does not know it.
+    fn size(&self, comm: u64) -> Option<u32>;
 }
 
 /// The world communicator only: rank = `node * ppn + local`.
@@ -365,6 +400,8 @@ pub trait Ranks {
 pub struct WorldRanks {
     /// This engine's node.
     pub node: u32,
+    /// Nodes of the job.
+    pub nodes: u32,
     /// Processes per node.
     pub ppn: u32,
 }
@@ -376,6 +413,10 @@ impl Ranks for WorldRanks {
             _ => None,
         }
     }
+
+    fn size(&self, comm: u64) -> Option<u32> {
+        (comm == 0).then_some(self.nodes * self.ppn)
+    }
 }
 
 /// Validates a descriptor against the host's registrations and limits.
@@ -383,7 +424,7 @@ fn plan(
     regions: &RegionTable,
     d: &SubmissionDescriptor,
     max_op_bytes: u64,
-    me: Option<u32>,
+    (me, size): (Option<u32>, Option<u32>),
 ) -> Result<Plan, StatusKind> {
     let op = Op::try_from(d.opcode).map_err(|_| StatusKind::UnknownOpcode)?;
     if d.flags & !DESC_FLAGS_DEFINED != 0 {
@@ -436,6 +477,37 @@ fn plan(
             let need = if d.root == me { Access::READ } else { Access::WRITE };
             let buf = regions.resolve(d.key, d.offset, d.len, need)?;
             Ok(Plan::Bcast { buf, len: d.len })
+        }
+        Op::Allgather => {
+            if d.root != 0 {
+                return Err(StatusKind::BadDescriptor);
+            }
+            let unknown = if d.comm == 0 { StatusKind::NoRank } else { StatusKind::UnknownCommunicator };
+            let (me, size) = (me.ok_or(unknown)?, size.ok_or(unknown)?);
+            let total = d.len.checked_mul(u64::from(size)).ok_or(StatusKind::BadLength)?;
+            if d.len == 0 || total > max_op_bytes {
+                return Err(StatusKind::BadLength);
+            }
+            // Every block arrives in the receive buffer (this rank's own too, unless in place).
+            let recv = regions.resolve(d.key, d.offset, total, Access::WRITE)?;
+            let send = if d.aux_key == RegionKey::NONE {
+                if d.aux_offset != 0 {
+                    return Err(StatusKind::BadDescriptor);
+                }
+                // In place: the block is read where it already is.
+                regions.resolve(d.key, d.offset + u64::from(me) * d.len, d.len, Access::READ)?;
+                None
+            } else {
+                let send = regions.resolve(d.aux_key, d.aux_offset, d.len, Access::READ)?;
+                if send.segment == recv.segment
+                    && send.offset < recv.offset + total
+                    && recv.offset < send.offset + d.len
+                {
+                    return Err(StatusKind::Overlap);
+                }
+                Some(send)
+            };
+            Ok(Plan::Allgather { me, size, send, recv, len: d.len })
         }
         Op::CommCreate => {
             if d.comm == 0 || d.root != 0 || d.aux_key != RegionKey::NONE || d.aux_offset != 0 {

@@ -1,0 +1,136 @@
+//! Allgather as the engine composes it from its reliable broadcast: every rank's block is one
+//! broadcast rooted at that rank, into its place in every receive buffer — the multicast
+//! allgather of issue 17 (each block is multicast once; a receiver that misses fragments gets
+//! them by ring repair, like any broadcast).
+//!
+//! Algorithm, for a communicator of `size` ranks and `len`-byte blocks, at every rank `me`:
+//! 1. post `size` broadcasts on the communicator, in rank order: broadcast `r` has root `r`
+//!    and buffer `recv + r·len` — except this rank's own, whose buffer is the send block (or,
+//!    in place, `recv + me·len`). Every rank posts the same sequence, so the communicator's
+//!    broadcast numbering (and the node's gather of its local processes) lines up everywhere;
+//! 2. when not in place, copy the send block into `recv + me·len` (a DMA copy on this node);
+//! 3. complete once every part is over: `Ok` with `size·len` bytes when all are, else the first
+//!    failure's status (a dead rank's block fails with `PeerUnreachable` within the protocol's
+//!    bound, like a broadcast from it).
+//!
+//! Each part carries every property of the broadcast: CRC and MAC per datagram, fragment
+//! bitmaps, ring repair, retransmission, typed errors, channels and delayed synchronization for
+//! buffer reuse. The cost model picks each part's algorithm as for any broadcast of `len`
+//! bytes. What this is not (yet): Mamidala's leader-based allgather, where a node's blocks go
+//! out as one message, and the ring or recursive-doubling exchange between leaders — with
+//! `ppn` processes per node this sends `ppn` messages per node where one would do.
+//!
+//! Parts are named by keys of [`Engine::parts`] tagged with [`TAGGED`], so the one path that
+//! finishes broadcasts finishes parts too.
+use super::slab::TAGGED;
+use super::{failed, Engine, Job};
+use crate::intake::regions::Resolved;
+use crate::intake::HostId;
+use crate::transfer::protocol::{OpCounters, Outcome};
+use crate::Nanos;
+use ringcast_abi::{Completion, Opcode, RegionKey, Status, StatusKind};
+
+/// A composed collective in progress: the host operation it completes and what is left.
+#[derive(Debug)]
+pub(super) struct Composite {
+    /// The host operation (key of `Engine::ops`).
+    parent: u64,
+    /// Parts not over yet.
+    remaining: u32,
+    /// The first failure, else `Ok`.
+    status: StatusKind,
+    /// Bytes reported on success.
+    bytes: u64,
+    /// The parts' counters, summed.
+    counters: OpCounters,
+}
+
+/// What an allgather descriptor asks for, as the intake checked it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct AllgatherCall {
+    pub(super) host: HostId,
+    pub(super) cookie: u64,
+    pub(super) comm: u64,
+    pub(super) me: u32,
+    pub(super) size: u32,
+    pub(super) send: Option<Resolved>,
+    pub(super) recv: Resolved,
+    pub(super) len: u64,
+    /// The send and receive regions' keys (a deregistration fails the local copy).
+    pub(super) keys: [RegionKey; 2],
+    pub(super) started: Nanos,
+}
+
+impl Engine {
+    /// Starts an allgather (see the module doc).
+    pub(super) fn start_allgather(&mut self, a: AllgatherCall, now: Nanos) {
+        let cqe = Completion::new(a.cookie, Opcode::ALLGATHER, Status::OK, 0);
+        let op = self.new_op(a.host, cqe, a.started, true, true);
+        let local = self.core.local_rank(a.host).unwrap_or(u32::MAX);
+        let parts = a.size + u32::from(a.send.is_some());
+        let bytes = a.len * u64::from(a.size);
+        let composite = Composite {
+            parent: op,
+            remaining: parts,
+            status: StatusKind::Ok,
+            bytes,
+            counters: OpCounters::default(),
+        };
+        let token = TAGGED | self.parts.insert(composite);
+        let block =
+            |r: u32| Resolved { segment: a.recv.segment, offset: a.recv.offset + u64::from(r) * a.len };
+        let mut refused = None;
+        for r in 0..a.size {
+            let buf = if r == a.me { a.send.unwrap_or(block(r)) } else { block(r) };
+            let posted = match self.node.as_mut() {
+                Some(node) => node.post(local, a.comm, r, buf, a.len, token, now),
+                None => Err(StatusKind::UnknownCommunicator),
+            };
+            if let Err(kind) = posted {
+                // Refused at once (the communicator, not the part): this and every later part
+                // fail here; parts already filed end through the protocol.
+                refused = Some((kind, a.size - r));
+                break;
+            }
+        }
+        if let Some((kind, n)) = refused {
+            for _ in 0..n {
+                self.finish_part(token, failed(kind));
+            }
+        }
+        if let Some(src) = a.send {
+            let job = super::JobId(self.jobs.insert(Job::Part { token }));
+            let dma = super::Dma::Copy { host: a.host, src, dst: block(a.me), len: a.len, keys: a.keys };
+            self.out.dma(job, dma);
+        }
+    }
+
+    /// One part of composite `token` ended with `outcome`; the last one finishes its host
+    /// operation.
+    pub(super) fn finish_part(&mut self, token: u64, outcome: Outcome) {
+        let key = token & !TAGGED;
+        let Some(c) = self.parts.get_mut(key) else { return };
+        c.remaining = c.remaining.saturating_sub(1);
+        if outcome.status != StatusKind::Ok && c.status == StatusKind::Ok {
+            c.status = outcome.status;
+        }
+        let (sum, add) = (&mut c.counters, outcome.counters);
+        sum.frags_multicast += add.frags_multicast;
+        sum.frags_repair += add.frags_repair;
+        sum.penalty_rounds = sum.penalty_rounds.max(add.penalty_rounds);
+        sum.retransmits += add.retransmits;
+        sum.duplicates += add.duplicates;
+        if c.remaining > 0 {
+            return;
+        }
+        let Some(c) = self.parts.remove(key) else { return };
+        let bytes = if c.status == StatusKind::Ok { c.bytes } else { 0 };
+        self.finish_collective(c.parent, Outcome { status: c.status, bytes, counters: c.counters });
+    }
+
+    /// The host of host operation or part `token`.
+    pub(super) fn host_of(&self, token: u64) -> Option<HostId> {
+        let op = if token & TAGGED != 0 { self.parts.get(token & !TAGGED)?.parent } else { token };
+        self.ops.get(op).map(|o| o.host)
+    }
+}
