@@ -99,7 +99,8 @@ test-c:
 
 ## MPI: the PMPI interposer libringcast_mpi.so (against libringcast) and an unmodified MPI
 ## program (host/mpi/tests/bcast_check.c) under Open MPI and MPICH, without and with LD_PRELOAD:
-## every MPI_Bcast and MPI_Ibcast compared byte for byte with PMPI_Bcast, bad arguments with the
+## every MPI_Bcast and MPI_Ibcast compared byte for byte with PMPI_Bcast (and every MPI_Allgather
+## of host/mpi/tests/allgather_check.c with PMPI_Allgather), bad arguments with the
 ## library's error classes; the path of every call, as RINGCAST_MPI_VERBOSE logs it, counted
 ## against the documented rule (docs/mpi.md). Each MPI's tools are called by their own names, so
 ## nothing depends on which one the `mpi` alternatives point at.
@@ -127,6 +128,11 @@ MPI_CRASH := bash host/mpi/tests/mpi-crash.sh
 # * nothing set but the preload, one host: auto starts no engine, every call says so: Open MPI
 #   636 = 4 x (77 MPI_Bcast + 82 MPI_Ibcast); MPICH 628 (its MPI_IN_PLACE checks are skipped).
 OFFLOADED := 285 324 0
+# The allgather check (host/mpi/tests/allgather_check.c) on 4 ranks, RINGCAST_MPI_NODES=2: 12
+# allgathers on each of world, a dup and a split half (every one spanning both engines), all
+# offloaded; the vector-datatype one goes to PMPI: 4 x 36.
+ALLGATHERS := 144
+MPI_ALLGATHER_CHECK := bash host/mpi/tests/mpi-allgather-check.sh
 test-mpi: test-c
 	$(OMPI_CC) -shared -fPIC $(MPI_CFLAGS) -o $(RELEASE)/libringcast_mpi.so host/mpi/ringcast_mpi.c \
 	  -I$(RELEASE)/include -L$(RELEASE) -Wl,-rpath,$(RELEASE) -lringcast
@@ -145,6 +151,11 @@ test-mpi: test-c
 	    $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 -x RINGCAST_CHECK_MISMATCH=1 $$x \
 	    $(RELEASE)/mpi-bcast-check; \
 	done
+	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-allgather-check host/mpi/tests/allgather_check.c
+	$(MPI_ALLGATHER_CHECK) "Open MPI, no preload" 0 $(RELEASE)/mpi-allgather.log -- $(OMPI_RUN) -np 4 $(RELEASE)/mpi-allgather-check
+	$(MPI_ALLGATHER_CHECK) "Open MPI, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(ALLGATHERS) $(RELEASE)/mpi-allgather.log -- \
+	  $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 -x RINGCAST_MPI_NODES=2 \
+	  $(RELEASE)/mpi-allgather-check
 	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-crash-rank host/mpi/tests/crash_rank.c
 	$(MPI_CRASH) "Open MPI, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-crash-rank -- \
 	  $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 -x RINGCAST_PEER_TIMEOUT_MS=1000 -x RINGCAST_MPI_VERBOSE=1
@@ -157,6 +168,10 @@ test-mpi: test-c
 	$(MPI_CHECK) "MPICH, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(OFFLOADED) $(RELEASE)/mpi-check.log -- \
 	  $(MPICH_RUN) -np 4 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_VERBOSE 1 \
 	  -genv RINGCAST_CHECK_MISMATCH 1 -genv RINGCAST_MPI_NODES 2 $(RELEASE)/mpi-bcast-check-mpich
+	$(MPICH_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-allgather-check-mpich host/mpi/tests/allgather_check.c
+	$(MPI_ALLGATHER_CHECK) "MPICH, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(ALLGATHERS) $(RELEASE)/mpi-allgather.log -- \
+	  $(MPICH_RUN) -np 4 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_VERBOSE 1 \
+	  -genv RINGCAST_MPI_NODES 2 $(RELEASE)/mpi-allgather-check-mpich
 	$(MPICH_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-crash-rank-mpich host/mpi/tests/crash_rank.c
 	$(MPI_CRASH) "MPICH, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-crash-rank-mpich -- \
 	  $(MPICH_RUN) -np 4 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_NODES 2 -genv RINGCAST_PEER_TIMEOUT_MS 1000 -genv RINGCAST_MPI_VERBOSE 1

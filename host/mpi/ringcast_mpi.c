@@ -1,6 +1,6 @@
 /* libringcast_mpi.so: the PMPI interposer. Preloaded into an unmodified MPI program
- * (LD_PRELOAD), it routes MPI_Bcast and MPI_Ibcast through ringcast when that is correct and
- * worth it, and calls PMPI_Bcast / PMPI_Ibcast otherwise.
+ * (LD_PRELOAD), it routes MPI_Bcast, MPI_Ibcast and MPI_Allgather through ringcast when that is
+ * correct and worth it, and calls the PMPI functions otherwise.
  *
  * Bootstrap (MPI_Init / MPI_Init_thread): the ranks sharing a host (MPI_Comm_split_type SHARED)
  * form one node each — or RINGCAST_MPI_NODES emulated nodes, to emulate several nodes on one
@@ -883,6 +883,80 @@ int MPI_Barrier(MPI_Comm comm) {
         }
     }
     return rc;
+}
+
+/* The allgather: offloaded under the broadcast's rule applied to the receive side (count x type
+ * of one block, the same at every rank in a correct program), as one ringcast ALLGATHER on a
+ * staging buffer of size x block bytes: this rank's block copied in at its place, the others'
+ * copied out. Invalid or non-contiguous arguments, a send side whose bytes differ from the
+ * receive side's, and MPI_IN_PLACE used by some ranks only are the library's to judge: only
+ * the receive side decides the path, and a send side that does not match it fails with
+ * MPI_ERR_TRUNCATE here (every rank still posts its part, so none is left waiting). */
+int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                  MPI_Datatype recvtype, MPI_Comm comm) {
+    char why[192];
+    why[0] = '\0';
+    long long block = -1;
+    rc_poll();
+    struct rc_comm *c = rc_of(comm);
+    const char *pmpi = NULL;
+    if (!c) {
+        pmpi = rc_up ? "pmpi (communicator not followed)" : rc_off;
+    } else if (recvcount < 0 || recvtype == MPI_DATATYPE_NULL || recvbuf == MPI_IN_PLACE) {
+        pmpi = "pmpi (invalid arguments: the library reports them)";
+    } else if (!c->handle) {
+        pmpi = "pmpi (auto: the communicator spans too few engines)";
+    } else if ((block = rc_bytes(recvcount, recvtype)) < 0) {
+        pmpi = "pmpi (datatype not contiguous)";
+    } else if (block < rc_min_bytes || block * c->size > rc_max_bytes || c->size < 2) {
+        pmpi = "pmpi (outside the byte bounds, or a single rank)";
+    }
+    if (pmpi) {
+        if (rc_verbose) snprintf(why, sizeof why, "%s", pmpi);
+        say("MPI_Allgather", block, -1, "%s", why);
+        return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    }
+    int me;
+    PMPI_Comm_rank(comm, &me);
+    size_t total = (size_t)block * (size_t)c->size, len = 0;
+    RingcastBuf *stage = rc_buf_get(total, &len);
+    if (!stage) {
+        say("MPI_Allgather", block, -1, "failed (no staging buffer)");
+        return rc_error(comm, MPI_ERR_NO_MEM);
+    }
+    uint8_t *p = ringcast_buf_ptr(stage);
+    int mismatch = 0;
+    if (sendbuf == MPI_IN_PLACE) {
+        memcpy(p + (size_t)me * (size_t)block, (const uint8_t *)recvbuf + (size_t)me * (size_t)block, (size_t)block);
+    } else {
+        long long sb = rc_bytes(sendcount, sendtype);
+        mismatch = sb != block;
+        if (mismatch) memset(p + (size_t)me * (size_t)block, 0, (size_t)block); /* never stale bytes */
+        else memcpy(p + (size_t)me * (size_t)block, sendbuf, (size_t)block);
+    }
+    /* Posted and polled with the library's progress in between, as MPI_Bcast. */
+    uint64_t id = 0;
+    int rc = ringcast_iallgather(c->handle, NULL, 0, stage, 0, (size_t)block, &id);
+    c->posted += (unsigned)c->size;
+    for (int fin = 0; rc == RINGCAST_OK;) {
+        rc = ringcast_test(id, &fin);
+        if (fin || rc != RINGCAST_OK) break;
+        rc_poll();
+        rc_breathe(NULL);
+    }
+    if (rc == RINGCAST_OK && !mismatch) memcpy(recvbuf, p, total);
+    rc_buf_put(stage, len);
+    if (mismatch) {
+        say("MPI_Allgather", block, -1, "failed (send and receive sides differ in bytes)");
+        return rc_error(comm, MPI_ERR_TRUNCATE);
+    }
+    if (rc != RINGCAST_OK) {
+        if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Allgather failed: %s\n", rc_world_rank, ringcast_strerror(rc));
+        return rc_error(comm, rc_class(rc));
+    }
+    if (rc_verbose) snprintf(why, sizeof why, "offloaded (%d ranks, staged)", c->size);
+    say("MPI_Allgather", block, -1, "%s", why);
+    return MPI_SUCCESS;
 }
 
 /* The nonblocking broadcast: the same rule; offloaded, a staging buffer of its own, the post,

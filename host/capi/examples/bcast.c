@@ -1,6 +1,6 @@
 /* A C program on a ringcast cluster: broadcasts of every size from every root on the job's
- * world communicator through libringcast (blocking and non-blocking), every byte checked, and
- * the typed errors of bad calls. Run it on every rank of `ringcast run -n N -p P -- ./bcast`;
+ * world communicator through libringcast (blocking and non-blocking), two allgathers (in place
+ * and from a send buffer), every byte checked, and the typed errors of bad calls. Run it on every rank of `ringcast run -n N -p P -- ./bcast`;
  * exits non-zero on any wrong byte or status. */
 #include <ringcast.h>
 #include <stdio.h>
@@ -45,6 +45,27 @@ int main(void) {
             }
         }
     }
+    /* Allgathers: 1000 bytes from every rank, in place and from a send buffer. */
+    const size_t blk = 1000;
+    RingcastBuf *send = ringcast_buf_new(blk);
+    if (send == NULL || (size_t)n * blk > (1 << 20)) return fail(me, "allgather buffers", RINGCAST_ERR_IO);
+    unsigned char *sp = ringcast_buf_ptr(send);
+    for (int g = 0; g < 2; g++, k++) {
+        memset(p, 0xEE, (size_t)n * blk);
+        unsigned char *mine = g == 0 ? p + (size_t)me * blk : sp;
+        for (size_t i = 0; i < blk; i++) mine[i] = pattern(k + (unsigned)me * 977u, i);
+        rc = ringcast_allgather(0, g == 0 ? NULL : send, 0, b, 0, blk);
+        posted += (unsigned)n; /* one broadcast per rank */
+        if (rc != RINGCAST_OK) return fail(me, "allgather", rc);
+        for (int r = 0; r < n; r++)
+            for (size_t i = 0; i < blk; i++)
+                if (p[(size_t)r * blk + i] != pattern(k + (unsigned)r * 977u, i)) {
+                    fprintf(stderr, "rank %d: allgather %d: block of rank %d wrong at %zu\n", me, g, r, i);
+                    return 1;
+                }
+    }
+    if ((rc = ringcast_allgather(0, NULL, 0, b, 0, 0)) != RINGCAST_ERR_INVALID) return fail(me, "allgather of 0 bytes", rc);
+    ringcast_buf_free(send);
     /* Bad calls get typed errors, and the rank goes on. */
     if ((rc = ringcast_bcast(0, 0, b, (1 << 20) - 8, 16)) != RINGCAST_ERR_INVALID) return fail(me, "range past the buffer", rc);
     if ((rc = ringcast_bcast(0xdead, 0, b, 0, 8)) != -10) return fail(me, "unknown communicator", rc);
@@ -60,6 +81,6 @@ int main(void) {
     }
     ringcast_buf_free(b);
     if ((rc = ringcast_finalize()) != RINGCAST_OK) return fail(me, "ringcast_finalize", rc);
-    printf("rank %d of %d: %u broadcasts verified\n", me, n, k);
+    printf("rank %d of %d: %u broadcasts and 2 allgathers verified\n", me, n, k - 2);
     return 0;
 }

@@ -297,6 +297,89 @@ pub unsafe extern "C" fn ringcast_bcast(
     })
 }
 
+/// The ALLGATHER descriptor of [`ringcast_allgather`]'s arguments, checked against the buffers.
+///
+/// # Safety
+/// `recv` and `send` are NULL or live buffers of ours.
+unsafe fn allgather_desc(
+    cookie: u64,
+    comm: u64,
+    send: *const RingcastBuf,
+    send_offset: usize,
+    recv: *const RingcastBuf,
+    recv_offset: usize,
+    block: usize,
+) -> Result<SubmissionDescriptor, c_int> {
+    // SAFETY: forwarded from the caller.
+    let r = unsafe { recv.as_ref() }.ok_or(RINGCAST_ERR_INVALID)?;
+    // SAFETY: forwarded from the caller.
+    let from = match unsafe { send.as_ref() } {
+        None => None,
+        Some(b) => match send_offset.checked_add(block) {
+            Some(end) if end <= b.len => Some(b.region.at(send_offset as u64)),
+            _ => return Err(RINGCAST_ERR_INVALID),
+        },
+    };
+    // The receive buffer's size × block bytes are checked by the engine (it knows the size).
+    if block == 0 || recv_offset >= r.len {
+        return Err(RINGCAST_ERR_INVALID);
+    }
+    Ok(SubmissionDescriptor::allgather(cookie, comm, r.region.at(recv_offset as u64), from, block as u64))
+}
+
+/// Allgather on communicator `comm` (0: the world): this rank's `block` bytes at `send_offset`
+/// of `send` — or, `send` NULL, already in place at `recv_offset + rank × block` of `recv` — go
+/// to every rank, and every rank's block arrives at `recv_offset + rank × block` of `recv`
+/// (which must hold `size × block` bytes there); returns when this rank has every block.
+///
+/// # Safety
+/// `recv` is NULL or a live buffer of ours; `send` is NULL or a live buffer of ours.
+#[no_mangle]
+pub unsafe extern "C" fn ringcast_allgather(
+    comm: u64,
+    send: *const RingcastBuf,
+    send_offset: usize,
+    recv: *const RingcastBuf,
+    recv_offset: usize,
+    block: usize,
+) -> c_int {
+    with_state(|s| {
+        let cookie = s.host.next_cookie();
+        // SAFETY: forwarded from the caller.
+        let d = unsafe { allgather_desc(cookie, comm, send, send_offset, recv, recv_offset, block) }?;
+        s.host.execute(&d).map(|_| RINGCAST_OK).map_err(|e| code(&e))
+    })
+}
+
+/// Starts the allgather of [`ringcast_allgather`] and stores its request in `*request`;
+/// complete it with [`ringcast_wait`] or [`ringcast_test`].
+///
+/// # Safety
+/// `send` and `recv` as for [`ringcast_allgather`]; `request` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ringcast_iallgather(
+    comm: u64,
+    send: *const RingcastBuf,
+    send_offset: usize,
+    recv: *const RingcastBuf,
+    recv_offset: usize,
+    block: usize,
+    request: *mut u64,
+) -> c_int {
+    if request.is_null() {
+        return RINGCAST_ERR_INVALID;
+    }
+    with_state(|s| {
+        let cookie = s.host.next_cookie();
+        // SAFETY: forwarded from the caller.
+        let d = unsafe { allgather_desc(cookie, comm, send, send_offset, recv, recv_offset, block) }?;
+        s.host.post(&d).map_err(|e| code(&e))?;
+        // SAFETY: non-null (checked) and writable (caller).
+        unsafe { request.write(cookie) };
+        Ok(RINGCAST_OK)
+    })
+}
+
 /// Starts the broadcast of [`ringcast_bcast`] and stores its request in `*request`; complete it
 /// with [`ringcast_wait`] or [`ringcast_test`].
 ///
