@@ -202,7 +202,14 @@ fn the_demo_runs_and_reports() {
     {
         assert!(stdout.contains(want), "{want:?} missing from the report:\n{stdout}");
     }
-    assert!(stdout.contains(&format!("every byte of {} broadcasts and {} allgathers verified", 2 * 120 * 8, 2 * 8 * 8)), "{stdout}");
+    assert!(
+        stdout.contains(&format!(
+            "every byte of {} broadcasts and {} allgathers verified",
+            2 * 120 * 8,
+            2 * 8 * 8
+        )),
+        "{stdout}"
+    );
     assert!(stdout.contains("allgather (8 ranks x 4000 B"), "{stdout}");
     for ext in ["svg", "png"] {
         let f = out_dir.join(format!("latency.{ext}"));
