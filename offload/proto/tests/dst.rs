@@ -4,7 +4,7 @@
 //! foreign-job frames, several communicators, random roots — each checked against every
 //! invariant. `RINGCAST_DST_SEEDS` sets how many (`cargo test -p ringcast-proto` runs 300, `make test` 2,000); a failing
 //! seed replays exactly with `ringcast dst --seed N`.
-use ringcast_sim::dst::{run, Scenario};
+use ringcast_sim::dst::{run, Scenario, Violation};
 
 fn seeds() -> u64 {
     std::env::var("RINGCAST_DST_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(300)
@@ -14,7 +14,7 @@ fn seeds() -> u64 {
 fn seeded_scenarios_hold_every_invariant() {
     let n = seeds();
     let (mut benign, mut completions, mut ok, mut dropped, mut delivered) = (0, 0, 0, 0u64, 0u64);
-    let (mut empty, mut nodes) = (0, 0);
+    let (mut empty, mut nodes, mut allgathers) = (0, 0, 0);
     let mut failures = Vec::new();
     for seed in 0..n {
         match run(&Scenario::generate(seed, 512)) {
@@ -26,14 +26,15 @@ fn seeded_scenarios_hold_every_invariant() {
                 delivered += r.delivered;
                 empty += r.empty;
                 nodes += r.nodes;
+                allgathers += r.allgathers;
             }
             Err(v) => failures.push(format!("seed {seed}: {v:?}  (replay: ringcast dst --seed {seed})")),
         }
     }
     println!(
         "DST: {n} scenarios ({benign} benign, {nodes} engines), {completions} completions checked ({ok} ok, \
-         {} typed errors of which {empty} 0-byte BadLength), {delivered} datagrams delivered, {dropped} dropped \
-         and counted",
+         {allgathers} of them allgathers, {} typed errors of which {empty} 0-byte BadLength), {delivered} \
+         datagrams delivered, {dropped} dropped and counted",
         completions - ok
     );
     assert!(
@@ -43,6 +44,7 @@ fn seeded_scenarios_hold_every_invariant() {
         failures.join("\n")
     );
     assert!(benign > n / 3, "the generator must keep producing benign scenarios");
+    assert!(n < 50 || allgathers > 0, "the generator must keep producing allgathers");
     assert!(ok > completions / 2);
 }
 
@@ -141,7 +143,6 @@ fn insider_forgeries_are_dropped_and_change_nothing() {
 /// and the checker says so. Proof that a forgery getting through would not go unnoticed.
 #[test]
 fn a_forger_holding_the_key_is_caught_by_the_checker() {
-    use ringcast_sim::dst::Violation;
     let mut caught = 0;
     for seed in 0..60 {
         let mut s = Scenario::generate(seed, 16);
@@ -184,17 +185,18 @@ fn duplication_costs_the_duplicates_and_no_more() {
                 .with(|cfg| cfg.protocol.peer_timeout_ms = 200),
             fault: Default::default(),
             faults: Faults { duplicate, ..Faults::clean() },
-            comms: vec![CommPlan {
-                members: (0..ranks).collect(),
-                bcasts: vec![(5, 3_000), (17, 64 << 10), (90, 1)],
-                aborted: vec![false; 3],
-            }],
+            comms: vec![CommPlan::broadcasts(
+                (0..ranks).collect(),
+                vec![(5, 3_000), (17, 64 << 10), (90, 1)],
+                vec![false; 3],
+            )],
             skew: 0,
             crashes: Vec::new(),
             foreign: 0,
             hostile: 0,
             forged: 0,
             forger_has_key: false,
+            plant_missing_block: false,
             algorithm: Some(alg),
             layout: Layout { ppn: 1, cyclic: false, sites: 1 },
             dma: ringcast_sim::dst::DmaTiming::Now,
@@ -210,5 +212,28 @@ fn duplication_costs_the_duplicates_and_no_more() {
             dup.delivered,
             clean.delivered
         );
+    }
+}
+
+#[test]
+fn an_allgather_missing_a_block_is_caught_by_the_checker() {
+    // The first seed whose scenario has an in-place allgather that completes: with rank 0's own
+    // block planted out of its receive buffer, the checker — which computes every expected
+    // block from the inputs itself — must report wrong bytes.
+    let seed = (0..500)
+        .find(|&s| {
+            let sc = Scenario::generate(s, 64);
+            sc.benign()
+                && sc
+                    .comms
+                    .iter()
+                    .any(|c| c.allgather.iter().zip(&c.bcasts).any(|(a, b)| *a == Some(true) && b.1 > 0))
+                && run(&sc).is_ok_and(|r| r.allgathers > 0)
+        })
+        .expect("a seed with an in-place allgather");
+    let planted = Scenario { plant_missing_block: true, ..Scenario::generate(seed, 64) };
+    match run(&planted) {
+        Err(Violation::WrongBytes { .. }) => {}
+        other => panic!("seed {seed}: the planted missing block was not caught: {other:?}"),
     }
 }

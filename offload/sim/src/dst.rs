@@ -69,6 +69,17 @@ pub struct CommPlan {
     pub bcasts: Vec<(u32, u32)>,
     /// Broadcasts whose root buffer is too short to read: the root aborts them.
     pub aborted: Vec<bool>,
+    /// Steps that are allgathers instead (`bcasts[k].1` is then the block each rank
+    /// contributes; the root is not used): `Some(in_place)`.
+    pub allgather: Vec<Option<bool>>,
+}
+
+impl CommPlan {
+    /// A plan of broadcasts only.
+    pub fn broadcasts(members: Vec<usize>, bcasts: Vec<(u32, u32)>, aborted: Vec<bool>) -> CommPlan {
+        let allgather = vec![None; bcasts.len()];
+        CommPlan { members, bcasts, aborted, allgather }
+    }
 }
 
 /// A complete, replayable scenario.
@@ -101,6 +112,10 @@ pub struct Scenario {
     /// The forger holds the communicator's secret (tests only: the planted breach the checker
     /// must catch).
     pub forger_has_key: bool,
+    /// Tests only, the planted bug the checker must catch: in every in-place allgather, rank
+    /// 0's own block is left out of its receive buffer (as an engine skipping a sub-block
+    /// would deliver it).
+    pub plant_missing_block: bool,
     /// The broadcast algorithm every engine uses (`None`: each chooses per call).
     pub algorithm: Option<Algorithm>,
     /// How many ranks share a node's engine (`ppn`), and whether they are placed on nodes
@@ -145,6 +160,8 @@ pub struct Report {
     pub forged: u64,
     /// Whether the scenario counted as benign (every broadcast had to succeed).
     pub benign: bool,
+    /// `Ok` allgather completions, every block checked (counted in `ok` too).
+    pub allgathers: u64,
 }
 
 /// An invariant that did not hold (`rank`: a scenario rank; `node`: a simulated node).
@@ -185,6 +202,9 @@ const FORGE_SALT: u64 = 0xf0f9_ed5e_c7e7_0001;
 /// Salt of the engine-side draws (DMA timing, freeing communicators): a stream of its own, so
 /// every draw of the scenario before them stays what it was.
 const ENGINE_SALT: u64 = 0xe9_91e5_d3a0_0001;
+
+/// Salt of the allgather draws: a stream of their own.
+const ALLGATHER_SALT: u64 = 0xa11_6a7e_0001;
 
 /// Largest `ranks × len × broadcasts` a generated scenario moves (keeps `make test` fast).
 const BYTE_BUDGET: u64 = 8 << 20;
@@ -305,8 +325,24 @@ impl Scenario {
                     (r.below(size as u64) as u32, len)
                 })
                 .collect();
-            let aborted = bcasts.iter().map(|&(_, len)| len > 0 && r.chance(0.03)).collect();
-            comms.push(CommPlan { members: nodes, bcasts, aborted });
+            let mut aborted: Vec<bool> = bcasts.iter().map(|&(_, len)| len > 0 && r.chance(0.03)).collect();
+            // Allgathers, from a stream of their own (every earlier draw of a seed stays what it
+            // was): on communicators of at most 32 ranks (each is one broadcast per rank), with
+            // a block of the drawn length spread over the ranks, so the byte budget holds.
+            let mut g = SimRng::new(seed ^ ALLGATHER_SALT ^ comms.len() as u64);
+            let mut bcasts = bcasts;
+            let allgather: Vec<Option<bool>> = (0..bcasts.len())
+                .map(|k| {
+                    if size > 32 || !g.chance(0.2) {
+                        return None;
+                    }
+                    let len = bcasts[k].1;
+                    bcasts[k].1 = if len == 0 { 0 } else { (len / size as u32).max(1) };
+                    aborted[k] = false;
+                    Some(g.chance(0.5))
+                })
+                .collect();
+            comms.push(CommPlan { members: nodes, bcasts, aborted, allgather });
         }
         let crashes = if r.chance(0.1) {
             (0..r.range(1, 2)).map(|_| (r.below(ranks as u64) as usize, r.range(0, 2_000_000))).collect()
@@ -343,6 +379,7 @@ impl Scenario {
                 }
             },
             forger_has_key: false,
+            plant_missing_block: false,
             dma: {
                 let mut e = SimRng::new(seed ^ ENGINE_SALT);
                 match e.below(4) {
@@ -375,10 +412,16 @@ impl Scenario {
     /// Every broadcast must succeed: no crash, no sealed corruption, unicast mostly working.
     pub fn benign(&self) -> bool {
         !self.forger_has_key
+            && !self.plant_missing_block
             && self.crashes.is_empty()
             && self.faults.sealed_corrupt == 0.0
             && self.faults.ucast_loss + self.fault.drop < 0.5
     }
+}
+
+/// Rank `q`'s block of allgather `k` of communicator `c`.
+pub fn block_pattern(seed: u64, c: usize, k: usize, q: u32, len: u32) -> Vec<u8> {
+    pattern(seed ^ (u64::from(q) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15), c, k, len)
 }
 
 /// The root's bytes of broadcast `k` of communicator `c`.

@@ -35,11 +35,27 @@ fn cluster(
     faults: Faults,
     seed: u64,
 ) -> (Cluster, Vec<Rank>) {
+    cluster_with(nodes, ppn, len, rounds, in_place, faults, seed, &|_| {})
+}
+
+/// As [`cluster`], every engine's configuration changed by `tweak`.
+#[allow(clippy::too_many_arguments)]
+fn cluster_with(
+    nodes: u32,
+    ppn: u32,
+    len: usize,
+    rounds: u32,
+    in_place: bool,
+    faults: Faults,
+    seed: u64,
+    tweak: &dyn Fn(&mut EngineConfig),
+) -> (Cluster, Vec<Rank>) {
     let engines = (0..nodes)
         .map(|n| {
             let config = EngineConfig::default().with(|c| {
                 c.topology.job = "allgather".into();
                 (c.topology.nodes, c.topology.node, c.topology.ppn) = (nodes, n, ppn);
+                tweak(c);
             });
             Engine::new(&config, crc32c::crc32c, true).unwrap()
         })
@@ -217,4 +233,60 @@ fn bad_allgathers_get_typed_errors_at_the_rank_that_posted_them() {
     let done = run(&mut c, &ranks, len, 1);
     assert_eq!(done.len(), 2);
     assert!(done.iter().all(|p| p.cqe.status.0 == StatusKind::Ok as u16), "{done:?}");
+}
+
+/// Every rank but one posts its second allgather at once; the last arrives 417 ms later — an
+/// application gap twice the peer timeout. The others' parts past the first synchronization
+/// epoch wait behind it while their own earlier parts wait on the slow rank: a slow
+/// application, not a dead engine, so nothing may fail (it broke the communicator once: the
+/// blocked post's synchronization clock ran while this rank's own part of the epoch was still
+/// waiting on the slow root).
+#[test]
+fn a_slow_rank_behind_a_long_gap_breaks_nothing() {
+    let len = 356usize;
+    for seed in 1..4u64 {
+        let faults = Faults { ucast_loss: 0.09, mcast_loss: 0.5, ..Faults::clean() };
+        let tweak = |c: &mut EngineConfig| {
+            c.protocol.peer_timeout_ms = 200;
+            c.protocol.repair_backoff_max_us = 5_000;
+            c.protocol.preposted_slots = 0;
+        };
+        let (mut c, ranks) = cluster_with(6, 2, len, 2, true, faults, seed, &tweak);
+        let post = |c: &mut Cluster, r: usize, round: usize| {
+            let rank = &ranks[r];
+            let (recv, _) = rank.regions[round];
+            let cookie = (r as u64) << 16 | round as u64;
+            let d = SubmissionDescriptor::allgather(
+                cookie,
+                0,
+                RegionRef { key: recv, offset: 0 },
+                None,
+                len as u64,
+            );
+            c.with_engine(rank.node, |e, now| e.handle_descriptor(rank.host, &d, now));
+        };
+        let run_until = |c: &mut Cluster, n: usize, until: u64| {
+            while c.published().len() < n && c.now() < until {
+                if c.step().is_none() {
+                    break;
+                }
+            }
+        };
+        for r in 0..ranks.len() {
+            post(&mut c, r, 0);
+        }
+        run_until(&mut c, ranks.len(), u64::MAX);
+        for r in 1..ranks.len() {
+            post(&mut c, r, 1);
+        }
+        let gap_end = c.now() + 417_000_000;
+        run_until(&mut c, usize::MAX, gap_end);
+        assert_eq!(c.published().len(), ranks.len(), "nobody finishes without the slow rank's block");
+        post(&mut c, 0, 1);
+        run_until(&mut c, 2 * ranks.len(), u64::MAX);
+        let bad: Vec<(usize, u16)> =
+            c.published().iter().filter(|p| p.cqe.status.0 != 0).map(|p| (p.node, p.cqe.status.0)).collect();
+        assert_eq!(c.published().len(), 2 * ranks.len(), "seed {seed}");
+        assert!(bad.is_empty(), "seed {seed}: failed (node, status): {bad:?}");
+    }
 }

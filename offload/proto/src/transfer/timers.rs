@@ -120,6 +120,15 @@ impl Protocol {
             }
         }
         let Some(c) = self.comms[ci].as_mut() else { return };
+        // A post blocked behind the synchronization while this rank's own part of the epoch is
+        // still running (many broadcasts in flight: an allgather's parts, nonblocking posts)
+        // waits on those broadcasts, not on the neighbours: each has its own liveness (a silent
+        // root fails it), and a slow application behind one of them is not a dead engine. The
+        // synchronization's clock starts once this rank's part is done.
+        let end = (c.sync.done + 1) * self.channels;
+        if c.blocked_since.is_some() && c.ops.iter().flatten().any(|op| op.bid < end && !op.over()) {
+            c.sync_heard = now;
+        }
         // Waiting on the synchronization (a blocked post, or an UP without its DOWN): probe
         // the neighbours waited on; only engines silent for `peer_timeout` break the
         // communicator — a slow application never does.

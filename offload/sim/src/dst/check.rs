@@ -178,7 +178,22 @@ impl Ledger {
                 let k = step - 1;
                 let (root, len) = plan.bcasts[k];
                 let buf = RegionRef { key: m.bufs[k], offset: 0 };
-                SubmissionDescriptor::bcast(cookie(c, k as u64), handle, root, buf, u64::from(len))
+                match plan.allgather[k] {
+                    Some(_) => {
+                        let send = (m.sends[k] != ringcast_abi::RegionKey::NONE)
+                            .then_some(RegionRef { key: m.sends[k], offset: 0 });
+                        SubmissionDescriptor::allgather(
+                            cookie(c, k as u64),
+                            handle,
+                            buf,
+                            send,
+                            u64::from(len),
+                        )
+                    }
+                    None => {
+                        SubmissionDescriptor::bcast(cookie(c, k as u64), handle, root, buf, u64::from(len))
+                    }
+                }
             } else {
                 SubmissionDescriptor::comm_free(cookie(c, FREE), handle)
             };
@@ -278,8 +293,20 @@ impl Ledger {
                         continue;
                     }
                     rep.ok += 1;
-                    let want = pattern(s.seed, c, k, len);
                     let mem = &cluster.nodes[p.node].mem;
+                    if s.comms[c].allgather[k].is_some() {
+                        // Every rank's block at its place, each computed here from the inputs.
+                        let size = s.comms[c].members.len() as u32;
+                        let got = mem.get(&segment(p.local, c, k as u64));
+                        let want: Vec<u8> =
+                            (0..size).flat_map(|q| super::block_pattern(s.seed, c, k, q, len)).collect();
+                        if got.map(Vec::as_slice) != Some(&want[..]) || cqe.bytes != want.len() as u64 {
+                            return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
+                        }
+                        rep.allgathers += 1;
+                        continue;
+                    }
+                    let want = pattern(s.seed, c, k, len);
                     if mem.get(&segment(p.local, c, k as u64)).map(Vec::as_slice) != Some(&want[..]) {
                         return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
                     }

@@ -47,7 +47,17 @@ pub(super) struct Membership {
     pub record: RegionKey,
     pub record_len: u64,
     pub bufs: Vec<RegionKey>,
+    /// Per step: an allgather's send block when it is not in place (`NONE` otherwise).
+    pub sends: Vec<RegionKey>,
 }
+
+/// The segment of a rank's send block of allgather `k` (beside its receive buffer's).
+pub(super) fn send_segment(local: u32, c: usize, k: u64) -> u64 {
+    segment(local, c, k | SEND)
+}
+
+/// The bit of a step index that names an allgather's send block.
+const SEND: u64 = 1 << 30;
 
 /// The built cluster and what the driver and checker need to know of it.
 pub(super) struct Built {
@@ -153,6 +163,8 @@ pub(super) fn build(s: &Scenario, rng: &mut SimRng) -> Built {
             };
             let record_len = record.len() as u64;
             let rec_key = register(segment(local, c, RECORD), record, record_len, Access::READ);
+            let size = plan.members.len() as u32;
+            let mut sends = vec![RegionKey::NONE; plan.bcasts.len()];
             let bufs = plan
                 .bcasts
                 .iter()
@@ -160,6 +172,21 @@ pub(super) fn build(s: &Scenario, rng: &mut SimRng) -> Built {
                 .map(|(k, &(root, len))| {
                     if len == 0 {
                         return RegionKey::NONE;
+                    }
+                    if let Some(in_place) = plan.allgather[k] {
+                        // The receive buffer for every block (poison), this rank's block in place
+                        // or in a send block of its own.
+                        let total = u64::from(len) * u64::from(size);
+                        let mine = super::block_pattern(s.seed, c, k, rank as u32, len);
+                        let mut recv = vec![0xEE; total as usize];
+                        if in_place && !(s.plant_missing_block && rank == 0) {
+                            let at = rank * len as usize;
+                            recv[at..at + len as usize].copy_from_slice(&mine);
+                        } else if !in_place {
+                            let seg = send_segment(local, c, k as u64);
+                            sends[k] = register(seg, mine, u64::from(len), Access::READ);
+                        }
+                        return register(segment(local, c, k as u64), recv, total, Access::READ_WRITE);
                     }
                     let mine = root as usize == rank;
                     let bytes = match (mine, plan.aborted[k]) {
@@ -171,7 +198,8 @@ pub(super) fn build(s: &Scenario, rng: &mut SimRng) -> Built {
                     register(segment(local, c, k as u64), bytes, u64::from(len), Access::READ_WRITE)
                 })
                 .collect();
-            procs[r].comms[c] = Some(Membership { rank: rank as u32, record: rec_key, record_len, bufs });
+            procs[r].comms[c] =
+                Some(Membership { rank: rank as u32, record: rec_key, record_len, bufs, sends });
         }
     }
 
@@ -215,8 +243,18 @@ pub(super) fn build(s: &Scenario, rng: &mut SimRng) -> Built {
             let n = at[plan.members[rank as usize]].0;
             engines.iter().position(|&e| e == n).unwrap_or(0) as u32
         };
-        let bcasts: Vec<(u32, u32)> =
-            plan.bcasts.iter().filter(|b| b.1 > 0).map(|&(root, len)| (engine_rank(root), len)).collect();
+        let bcasts: Vec<(u32, u32)> = plan
+            .bcasts
+            .iter()
+            .zip(&plan.allgather)
+            .filter(|(b, _)| b.1 > 0)
+            // An allgather is one broadcast per rank, rooted at each in turn.
+            .flat_map(|(&(root, len), ag)| {
+                let roots: Vec<u32> =
+                    if ag.is_some() { (0..plan.members.len() as u32).collect() } else { vec![root] };
+                roots.into_iter().map(move |r| (engine_rank(r), len))
+            })
+            .collect();
         let t = Target { cookie: handles[c], members: &engines, bcasts: &bcasts, secret: secrets[c] };
         // Early (before or while the broadcasts run) and spread out.
         let when = frng.below(3_000_000);
