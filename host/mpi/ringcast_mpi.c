@@ -1,6 +1,6 @@
 /* libringcast_mpi.so: the PMPI interposer. Preloaded into an unmodified MPI program
- * (LD_PRELOAD), it routes MPI_Bcast, MPI_Ibcast and MPI_Allgather through ringcast when that is
- * correct and worth it, and calls the PMPI functions otherwise.
+ * (LD_PRELOAD), it routes MPI_Bcast, MPI_Ibcast, MPI_Allgather and MPI_Iallgather through
+ * ringcast when that is correct and worth it, and calls the PMPI functions otherwise.
  *
  * Bootstrap (MPI_Init / MPI_Init_thread): the ranks sharing a host (MPI_Comm_split_type SHARED)
  * form one node each — or RINGCAST_MPI_NODES emulated nodes, to emulate several nodes on one
@@ -371,7 +371,7 @@ static void rc_op_finish(struct rc_op *op, int rc) {
     rc_active--;
     if (rc == RINGCAST_OK && op->user && !op->root_here) memcpy(op->user, ringcast_buf_ptr(op->stage), op->bytes);
     if (rc != RINGCAST_OK && rc_verbose)
-        fprintf(stderr, "ringcast-mpi[%d]: MPI_Ibcast failed: %s\n", rc_world_rank, ringcast_strerror(rc));
+        fprintf(stderr, "ringcast-mpi[%d]: a nonblocking collective failed: %s\n", rc_world_rank, ringcast_strerror(rc));
     rc_buf_put(op->stage, op->stage_len);
     op->stage = NULL;
     op->c->inflight--;
@@ -885,66 +885,84 @@ int MPI_Barrier(MPI_Comm comm) {
     return rc;
 }
 
-/* The allgather: offloaded under the broadcast's rule applied to the receive side (count x type
- * of one block, the same at every rank in a correct program), as one ringcast ALLGATHER on a
- * staging buffer of size x block bytes: this rank's block copied in at its place, the others'
- * copied out. Invalid or non-contiguous arguments, a send side whose bytes differ from the
- * receive side's, and MPI_IN_PLACE used by some ranks only are the library's to judge: only
- * the receive side decides the path, and a send side that does not match it fails with
- * MPI_ERR_TRUNCATE here (every rank still posts its part, so none is left waiting). */
-int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                  MPI_Datatype recvtype, MPI_Comm comm) {
-    char why[192];
-    why[0] = '\0';
-    long long block = -1;
-    rc_poll();
+/* The allgather's path: its record when offloaded (NULL for PMPI, the reason in `why`), under
+ * the broadcast's rule applied to the receive side (count x type of one block, the same at every
+ * rank of a correct program): only values every rank shares decide, so all take one path. */
+static struct rc_comm *rc_decide_gather(void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, long long *block,
+                                        char *why, size_t whylen) {
     struct rc_comm *c = rc_of(comm);
     const char *pmpi = NULL;
+    *block = -1;
     if (!c) {
         pmpi = rc_up ? "pmpi (communicator not followed)" : rc_off;
     } else if (recvcount < 0 || recvtype == MPI_DATATYPE_NULL || recvbuf == MPI_IN_PLACE) {
         pmpi = "pmpi (invalid arguments: the library reports them)";
     } else if (!c->handle) {
         pmpi = "pmpi (auto: the communicator spans too few engines)";
-    } else if ((block = rc_bytes(recvcount, recvtype)) < 0) {
+    } else if ((*block = rc_bytes(recvcount, recvtype)) < 0) {
         pmpi = "pmpi (datatype not contiguous)";
-    } else if (block < rc_min_bytes || block * c->size > rc_max_bytes || c->size < 2) {
+    } else if (*block < rc_min_bytes || *block * c->size > rc_max_bytes || c->size < 2) {
         pmpi = "pmpi (outside the byte bounds, or a single rank)";
     }
-    if (pmpi) {
-        if (rc_verbose) snprintf(why, sizeof why, "%s", pmpi);
+    if (rc_verbose) snprintf(why, whylen, "%s", pmpi ? pmpi : "offloaded (staged)");
+    return pmpi ? NULL : c;
+}
+
+/* A staging buffer of size x block bytes with this rank's block at its place: from `sendbuf`,
+ * or from `recvbuf` with MPI_IN_PLACE; a send side whose bytes differ from the receive side's
+ * (an erroneous program) leaves a zeroed block and sets *mismatch. NULL without memory. */
+static RingcastBuf *rc_gather_stage(struct rc_comm *c, MPI_Comm comm, const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                                    const void *recvbuf, long long block, size_t *len, int *mismatch) {
+    int me;
+    PMPI_Comm_rank(comm, &me);
+    RingcastBuf *stage = rc_buf_get((size_t)block * (size_t)c->size, len);
+    if (!stage) return NULL;
+    uint8_t *mine = (uint8_t *)ringcast_buf_ptr(stage) + (size_t)me * (size_t)block;
+    *mismatch = 0;
+    if (sendbuf == MPI_IN_PLACE) {
+        memcpy(mine, (const uint8_t *)recvbuf + (size_t)me * (size_t)block, (size_t)block);
+    } else if (rc_bytes(sendcount, sendtype) != block) {
+        *mismatch = 1;
+        memset(mine, 0, (size_t)block); /* never stale bytes */
+    } else {
+        memcpy(mine, sendbuf, (size_t)block);
+    }
+    return stage;
+}
+
+/* The allgather: one ringcast ALLGATHER on a staging buffer of size x block bytes (this rank's
+ * block copied in at its place, every block copied out), posted and polled with the library's
+ * progress in between, as MPI_Bcast. Invalid or non-contiguous arguments go to PMPI_Allgather;
+ * a send side that does not match the receive side still posts (so no rank is left waiting for
+ * its block) and fails with MPI_ERR_TRUNCATE here. */
+int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                  MPI_Datatype recvtype, MPI_Comm comm) {
+    char why[192];
+    why[0] = '\0';
+    long long block;
+    rc_poll();
+    struct rc_comm *c = rc_decide_gather(recvbuf, recvcount, recvtype, comm, &block, why, sizeof why);
+    if (!c) {
         say("MPI_Allgather", block, -1, "%s", why);
         return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     }
-    int me;
-    PMPI_Comm_rank(comm, &me);
-    size_t total = (size_t)block * (size_t)c->size, len = 0;
-    RingcastBuf *stage = rc_buf_get(total, &len);
+    size_t len = 0, total = (size_t)block * (size_t)c->size;
+    int mismatch;
+    RingcastBuf *stage = rc_gather_stage(c, comm, sendbuf, sendcount, sendtype, recvbuf, block, &len, &mismatch);
     if (!stage) {
         say("MPI_Allgather", block, -1, "failed (no staging buffer)");
         return rc_error(comm, MPI_ERR_NO_MEM);
     }
-    uint8_t *p = ringcast_buf_ptr(stage);
-    int mismatch = 0;
-    if (sendbuf == MPI_IN_PLACE) {
-        memcpy(p + (size_t)me * (size_t)block, (const uint8_t *)recvbuf + (size_t)me * (size_t)block, (size_t)block);
-    } else {
-        long long sb = rc_bytes(sendcount, sendtype);
-        mismatch = sb != block;
-        if (mismatch) memset(p + (size_t)me * (size_t)block, 0, (size_t)block); /* never stale bytes */
-        else memcpy(p + (size_t)me * (size_t)block, sendbuf, (size_t)block);
-    }
-    /* Posted and polled with the library's progress in between, as MPI_Bcast. */
     uint64_t id = 0;
     int rc = ringcast_iallgather(c->handle, NULL, 0, stage, 0, (size_t)block, &id);
-    c->posted += (unsigned)c->size;
+    c->posted += (unsigned)c->size; /* one broadcast per rank */
     for (int fin = 0; rc == RINGCAST_OK;) {
         rc = ringcast_test(id, &fin);
         if (fin || rc != RINGCAST_OK) break;
         rc_poll();
         rc_breathe(NULL);
     }
-    if (rc == RINGCAST_OK && !mismatch) memcpy(recvbuf, p, total);
+    if (rc == RINGCAST_OK && !mismatch) memcpy(recvbuf, ringcast_buf_ptr(stage), total);
     rc_buf_put(stage, len);
     if (mismatch) {
         say("MPI_Allgather", block, -1, "failed (send and receive sides differ in bytes)");
@@ -954,8 +972,65 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
         if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Allgather failed: %s\n", rc_world_rank, ringcast_strerror(rc));
         return rc_error(comm, rc_class(rc));
     }
-    if (rc_verbose) snprintf(why, sizeof why, "offloaded (%d ranks, staged)", c->size);
     say("MPI_Allgather", block, -1, "%s", why);
+    return MPI_SUCCESS;
+}
+
+/* The nonblocking allgather: the same rule and staging; a generalized request the completion
+ * calls finish like an MPI_Ibcast's (the whole receive buffer copied out). A mismatched send
+ * side fails the call itself (MPI_ERR_TRUNCATE) after posting its zeroed block. */
+int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                   MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request) {
+    char why[192];
+    why[0] = '\0';
+    long long block = -1;
+    rc_poll();
+    struct rc_comm *c = request ? rc_decide_gather(recvbuf, recvcount, recvtype, comm, &block, why, sizeof why) : NULL;
+    if (!c) {
+        say("MPI_Iallgather", block, -1, "%s", request ? why : "pmpi (invalid arguments: the library reports them)");
+        return PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+    }
+    struct rc_op *op = calloc(1, sizeof *op);
+    int mismatch = 0;
+    RingcastBuf *stage =
+        op ? rc_gather_stage(c, comm, sendbuf, sendcount, sendtype, recvbuf, block, &op->stage_len, &mismatch) : NULL;
+    if (!stage) {
+        free(op);
+        say("MPI_Iallgather", block, -1, "failed (no staging buffer)");
+        return rc_error(comm, MPI_ERR_NO_MEM);
+    }
+    op->stage = stage;
+    op->c = c;
+    op->comm = comm;
+    op->user = mismatch ? NULL : recvbuf;
+    op->bytes = (size_t)block * (size_t)c->size;
+    op->root_here = 0; /* every rank receives: the whole buffer is copied out */
+    int rc = ringcast_iallgather(c->handle, NULL, 0, stage, 0, (size_t)block, &op->id);
+    c->posted += (unsigned)c->size;
+    if (rc != RINGCAST_OK) {
+        rc_buf_put(stage, op->stage_len);
+        free(op);
+        if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Iallgather failed: %s\n", rc_world_rank, ringcast_strerror(rc));
+        return rc_error(comm, rc_class(rc));
+    }
+    c->refs++;
+    c->inflight++;
+    rc_active++;
+    rc_op_link(op);
+    if (mismatch) {
+        /* Posted (the others get a zeroed block), finished in the background, failed here. */
+        op->greq = MPI_REQUEST_NULL;
+        say("MPI_Iallgather", block, -1, "failed (send and receive sides differ in bytes)");
+        return rc_error(comm, MPI_ERR_TRUNCATE);
+    }
+    if (PMPI_Grequest_start(rc_query_fn, rc_free_fn, rc_cancel_fn, op, &op->greq) != MPI_SUCCESS) {
+        op->greq = MPI_REQUEST_NULL;
+        op->user = NULL;
+        return rc_error(comm, MPI_ERR_INTERN);
+    }
+    rc_live++;
+    *request = op->greq;
+    say("MPI_Iallgather", block, -1, "%s", why);
     return MPI_SUCCESS;
 }
 
