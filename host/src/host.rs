@@ -749,6 +749,24 @@ impl Host {
         self.execute(&SubmissionDescriptor::allgather(cookie, comm, recv, send, block))
     }
 
+    /// Allreduce on communicator `comm` of `len` bytes of `dtype` elements with `op`, in the
+    /// work buffer `work` (`size × len` bytes): this rank's contribution — read from `send`, or
+    /// in place (`None`: already at `work + rank × len`) — is gathered with every rank's, the
+    /// engine reduces them in rank order and the result is at the start of `work` when this
+    /// returns (bit-identical at every rank).
+    pub fn allreduce(
+        &mut self,
+        comm: u64,
+        work: RegionRef,
+        send: Option<RegionRef>,
+        len: u64,
+        dtype: ringcast_abi::DataType,
+        op: ringcast_abi::ReduceOp,
+    ) -> Result<Completion> {
+        let cookie = self.next_cookie();
+        self.execute(&SubmissionDescriptor::allreduce(cookie, comm, work, send, len, dtype, op))
+    }
+
     /// Creates the communicator `id` names (its cookie is the handle broadcasts name it by;
     /// every member passes the same identity) of the world ranks `members`, this process being
     /// `members[my_rank]`. One member draws the identity with

@@ -31,6 +31,8 @@ mod shared_buf;
 
 pub use error::{Error, Result};
 pub use host::{AttachOptions, CommStats, EngineStats, Host, NetStats, Region};
-pub use ringcast_abi::{Access, Completion, RegionKey, RegionRef, Status, StatusKind, SubmissionDescriptor};
+pub use ringcast_abi::{
+    Access, Completion, DataType, ReduceOp, RegionKey, RegionRef, Status, StatusKind, SubmissionDescriptor,
+};
 pub use ringcast_offload::Config;
 pub use shared_buf::SharedBuf;

@@ -21,6 +21,7 @@ pub const DESC_FLAGS_DEFINED: u8 = 0;
 /// | COMM_CREATE | the record ([`crate::comm`]) | 0             | record bytes | new comm / 0  |
 /// | COMM_FREE | 0                    | 0                      | 0            | comm / 0      |
 /// | ALLGATHER | the receive buffer (`size × len`) | this rank's block (0: in place) | block bytes | comm / 0 |
+/// | ALLREDUCE | the work buffer (`size × len`; the result at its start) | this rank's contribution (0: in place) | bytes | comm / type and operation |
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(C)]
 pub struct SubmissionDescriptor {
@@ -128,6 +129,24 @@ impl SubmissionDescriptor {
             d.aux_key = s.key;
             d.aux_offset = s.offset;
         }
+        d
+    }
+
+    /// An ALLREDUCE of `len` bytes of `dtype` elements with `op` on communicator `comm`, in the
+    /// work buffer `work` (`size × len` bytes; the result at its start), this rank's
+    /// contribution read from `send` or in place (`None`: at `work + rank × len`).
+    pub const fn allreduce(
+        cookie: u64,
+        comm: u64,
+        work: RegionRef,
+        send: Option<RegionRef>,
+        len: u64,
+        dtype: crate::reduce::DataType,
+        op: crate::reduce::ReduceOp,
+    ) -> Self {
+        let mut d = Self::allgather(cookie, comm, work, send, len);
+        d.opcode = Opcode::ALLREDUCE;
+        d.root = crate::reduce::reduce_spec(dtype, op);
         d
     }
 

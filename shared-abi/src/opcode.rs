@@ -33,6 +33,14 @@ impl Opcode {
     /// already in place at this rank's block of the receive buffer (`MPI_IN_PLACE`).
     /// Completes when every block is in this rank's receive buffer.
     pub const ALLGATHER: Opcode = Opcode(5);
+    /// Allreduce on communicator `comm` of `len` bytes of elements (type and operation in
+    /// `root`: [`crate::reduce::reduce_spec`]). (`region`, `offset`) is a work buffer of
+    /// `size × len` bytes: every rank's contribution is gathered there at `rank × len` — this
+    /// rank's read from (`aux`, `aux_offset`), or already in place — then the engine reduces
+    /// them in rank order (the same order at every rank: bit-identical results, floats
+    /// included) and writes the result at the start of the work buffer. Completes with `len`
+    /// bytes once the result is there.
+    pub const ALLREDUCE: Opcode = Opcode(6);
 }
 
 /// The operations this engine build understands.
@@ -50,6 +58,8 @@ pub enum Op {
     CommFree,
     /// See [`Opcode::ALLGATHER`].
     Allgather,
+    /// See [`Opcode::ALLREDUCE`].
+    Allreduce,
 }
 
 impl From<Op> for Opcode {
@@ -61,6 +71,7 @@ impl From<Op> for Opcode {
             Op::CommCreate => Opcode::COMM_CREATE,
             Op::CommFree => Opcode::COMM_FREE,
             Op::Allgather => Opcode::ALLGATHER,
+            Op::Allreduce => Opcode::ALLREDUCE,
         }
     }
 }
@@ -75,6 +86,7 @@ impl TryFrom<Opcode> for Op {
             Opcode::COMM_CREATE => Ok(Op::CommCreate),
             Opcode::COMM_FREE => Ok(Op::CommFree),
             Opcode::ALLGATHER => Ok(Op::Allgather),
+            Opcode::ALLREDUCE => Ok(Op::Allreduce),
             other => Err(other),
         }
     }
@@ -90,6 +102,7 @@ impl Op {
             Op::CommCreate => "comm-create",
             Op::CommFree => "comm-free",
             Op::Allgather => "allgather",
+            Op::Allreduce => "allreduce",
         }
     }
 }

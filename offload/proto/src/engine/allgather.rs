@@ -20,15 +20,24 @@
 //! out as one message, and the ring or recursive-doubling exchange between leaders — with
 //! `ppn` processes per node this sends `ppn` messages per node where one would do.
 //!
+//! **Allreduce** is the same allgather into a work buffer of `size × len` bytes, then one more
+//! step: once every part is over, the engine loads the work buffer (a DMA job), reduces the
+//! contributions in rank order (`collective::reduce`: the same operations in the same order at
+//! every rank, so every rank's result is bit-identical, floats included) and stores the result
+//! at the start of the work buffer. Every rank moves every contribution — the multicast
+//! allreduce, right for short messages; recursive doubling and Rabenseifner's reduce-scatter +
+//! allgather, which move less for long ones, are not built yet.
+//!
 //! Parts are named by keys of [`Engine::parts`] tagged with [`TAGGED`], so the one path that
 //! finishes broadcasts finishes parts too.
 use super::slab::TAGGED;
 use super::{failed, Engine, Job};
+use crate::collective::reduce::reduce_blocks;
 use crate::intake::regions::Resolved;
 use crate::intake::HostId;
 use crate::transfer::protocol::{OpCounters, Outcome};
 use crate::Nanos;
-use ringcast_abi::{Completion, Opcode, RegionKey, Status, StatusKind};
+use ringcast_abi::{Completion, DataType, Opcode, ReduceOp, RegionKey, Status, StatusKind};
 
 /// A composed collective in progress: the host operation it completes and what is left.
 #[derive(Debug)]
@@ -43,6 +52,18 @@ pub(super) struct Composite {
     bytes: u64,
     /// The parts' counters, summed.
     counters: OpCounters,
+    /// An allreduce: what is reduced once every part is over.
+    reduce: Option<Reduce>,
+}
+
+/// An allreduce's last step: the contributions gathered in `work` (`size` blocks of `len`
+/// bytes), reduced with `spec` in rank order into its first block.
+#[derive(Clone, Copy, Debug)]
+struct Reduce {
+    spec: (DataType, ReduceOp),
+    work: Resolved,
+    len: u64,
+    size: u32,
 }
 
 /// What an allgather descriptor asks for, as the intake checked it.
@@ -50,31 +71,38 @@ pub(super) struct Composite {
 pub(super) struct AllgatherCall {
     pub(super) host: HostId,
     pub(super) cookie: u64,
+    /// `ALLGATHER` or `ALLREDUCE` (what the completion says).
+    pub(super) opcode: Opcode,
     pub(super) comm: u64,
     pub(super) me: u32,
     pub(super) size: u32,
     pub(super) send: Option<Resolved>,
     pub(super) recv: Resolved,
     pub(super) len: u64,
+    /// An allreduce's type and operation.
+    pub(super) reduce: Option<(DataType, ReduceOp)>,
     /// The send and receive regions' keys (a deregistration fails the local copy).
     pub(super) keys: [RegionKey; 2],
     pub(super) started: Nanos,
 }
 
 impl Engine {
-    /// Starts an allgather (see the module doc).
+    /// Starts an allgather or allreduce (see the module doc).
     pub(super) fn start_allgather(&mut self, a: AllgatherCall, now: Nanos) {
-        let cqe = Completion::new(a.cookie, Opcode::ALLGATHER, Status::OK, 0);
+        let cqe = Completion::new(a.cookie, a.opcode, Status::OK, 0);
         let op = self.new_op(a.host, cqe, a.started, true, true);
         let local = self.core.local_rank(a.host).unwrap_or(u32::MAX);
         let parts = a.size + u32::from(a.send.is_some());
-        let bytes = a.len * u64::from(a.size);
+        let reduce = a.reduce.map(|spec| Reduce { spec, work: a.recv, len: a.len, size: a.size });
+        // What the completion reports: every block, or an allreduce's result.
+        let bytes = if reduce.is_some() { a.len } else { a.len * u64::from(a.size) };
         let composite = Composite {
             parent: op,
             remaining: parts,
             status: StatusKind::Ok,
             bytes,
             counters: OpCounters::default(),
+            reduce,
         };
         let token = TAGGED | self.parts.insert(composite);
         let block =
@@ -124,8 +152,40 @@ impl Engine {
             return;
         }
         let Some(c) = self.parts.remove(key) else { return };
+        if let (StatusKind::Ok, Some(r)) = (c.status, c.reduce) {
+            // Every contribution is in the work buffer: read them back to reduce them.
+            let total = r.len * u64::from(r.size);
+            let bytes = alloc::vec![0u8; total as usize];
+            let job = Job::ReduceLoad { op: c.parent, spec: r.spec, len: r.len as usize, dst: r.work, bytes };
+            let job = super::JobId(self.jobs.insert(job));
+            self.out.dma(job, super::Dma::Load { src: r.work, len: total });
+            return;
+        }
         let bytes = if c.status == StatusKind::Ok { c.bytes } else { 0 };
         self.finish_collective(c.parent, Outcome { status: c.status, bytes, counters: c.counters });
+    }
+
+    /// An allreduce's contributions were loaded into `bytes` (`ok`): reduce them in rank order
+    /// and store the result at the start of the work buffer `dst`.
+    pub(super) fn reduce_loaded(
+        &mut self,
+        op: u64,
+        spec: (DataType, ReduceOp),
+        len: usize,
+        dst: Resolved,
+        mut bytes: alloc::vec::Vec<u8>,
+        ok: bool,
+    ) {
+        if !ok {
+            return self.finish_collective(op, failed(StatusKind::OutOfBounds));
+        }
+        if reduce_blocks(spec.0, spec.1, &mut bytes, len).is_err() {
+            // The intake checked type, operation and length: not reached.
+            return self.finish_collective(op, failed(StatusKind::BadDescriptor));
+        }
+        bytes.truncate(len);
+        let job = super::JobId(self.jobs.insert(Job::ReduceStore { op, bytes }));
+        self.out.dma(job, super::Dma::Store { dst, len: len as u64 });
     }
 
     /// The host of host operation or part `token`.

@@ -81,6 +81,16 @@ enum Job {
     Join { op: u64, slot: usize },
     /// A composed collective's local copy (`allgather.rs`), part of `token`.
     Part { token: u64 },
+    /// An allreduce's gathered contributions, loaded into `bytes` to be reduced (`allgather.rs`).
+    ReduceLoad {
+        op: u64,
+        spec: (ringcast_abi::DataType, ringcast_abi::ReduceOp),
+        len: usize,
+        dst: Resolved,
+        bytes: Vec<u8>,
+    },
+    /// An allreduce's result in `bytes`, being stored.
+    ReduceStore { op: u64, bytes: Vec<u8> },
 }
 
 /// The engine. See the module documentation.
@@ -309,9 +319,34 @@ impl Engine {
                         _ => self.finish_collective(op, failed(StatusKind::BadDescriptor)),
                     }
                 }
-                intake::Action::Allgather { host, cookie, comm, me, size, send, recv, len, started } => {
+                intake::Action::Allgather {
+                    host,
+                    cookie,
+                    comm,
+                    me,
+                    size,
+                    send,
+                    recv,
+                    len,
+                    reduce,
+                    started,
+                } => {
                     let keys = [desc.aux_key, desc.key];
-                    let call = AllgatherCall { host, cookie, comm, me, size, send, recv, len, keys, started };
+                    let opcode = desc.opcode;
+                    let call = AllgatherCall {
+                        host,
+                        cookie,
+                        opcode,
+                        comm,
+                        me,
+                        size,
+                        send,
+                        recv,
+                        len,
+                        reduce,
+                        keys,
+                        started,
+                    };
                     self.start_allgather(call, now);
                 }
                 intake::Action::Bcast { host, cookie, comm, root, buf, len, started, .. } => {
@@ -402,6 +437,21 @@ impl Engine {
                 let outcome = if ok { failed(StatusKind::Ok) } else { failed(StatusKind::OutOfBounds) };
                 self.finish_part(token, outcome);
             }
+            Job::ReduceLoad { op, spec, len, dst, bytes } => {
+                self.reduce_loaded(op, spec, len, dst, bytes, ok)
+            }
+            Job::ReduceStore { op, bytes } => {
+                let outcome = if ok {
+                    Outcome {
+                        status: StatusKind::Ok,
+                        bytes: bytes.len() as u64,
+                        counters: OpCounters::default(),
+                    }
+                } else {
+                    failed(StatusKind::OutOfBounds)
+                };
+                self.finish_collective(op, outcome);
+            }
             Job::Join { .. } => {} // answered by handle_join_done
         }
         self.after(now);
@@ -433,6 +483,7 @@ impl Engine {
                 self.node.as_mut()?.staging(token)
             }
             Job::Record { bytes, .. } => Some(&mut bytes[..]),
+            Job::ReduceLoad { bytes, .. } | Job::ReduceStore { bytes, .. } => Some(&mut bytes[..]),
             _ => None,
         }
     }

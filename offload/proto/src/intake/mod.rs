@@ -74,7 +74,7 @@ pub enum Action {
         /// When the descriptor was taken in.
         started: Nanos,
     },
-    /// Run this rank's part of an allgather: its block (`send`, or in place at `recv` +
+    /// Run this rank's part of an allgather (or allreduce): its block (`send`, or in place at `recv` +
     /// `me × len`) to every rank, every rank's block into `recv` at `rank × len`; the
     /// descriptor completes when the runner says so, with `cookie`.
     Allgather {
@@ -94,6 +94,9 @@ pub enum Action {
         recv: Resolved,
         /// Block bytes.
         len: u64,
+        /// An allreduce: the type and operation the gathered blocks are then reduced with
+        /// (in rank order), the result written at the start of `recv`.
+        reduce: Option<(ringcast_abi::DataType, ringcast_abi::ReduceOp)>,
         /// When the descriptor was taken in.
         started: Nanos,
     },
@@ -311,9 +314,20 @@ impl Core {
                 self.push(Action::Comm { host, cookie, comm, op, buf, len, started: now });
                 return;
             }
-            Ok(Plan::Allgather { me, size, send, recv, len }) => {
+            Ok(Plan::Allgather { me, size, send, recv, len, reduce }) => {
                 let (cookie, comm) = (desc.cookie, desc.comm);
-                self.push(Action::Allgather { host, cookie, comm, me, size, send, recv, len, started: now });
+                self.push(Action::Allgather {
+                    host,
+                    cookie,
+                    comm,
+                    me,
+                    size,
+                    send,
+                    recv,
+                    len,
+                    reduce,
+                    started: now,
+                });
                 return;
             }
             Ok(Plan::Dma { src, dst, len }) => {
@@ -380,10 +394,28 @@ impl Core {
 
 enum Plan {
     Nothing,
-    Dma { src: Resolved, dst: Resolved, len: u64 },
-    Bcast { buf: Resolved, len: u64 },
-    Comm { op: Op, buf: Option<Resolved>, len: u64 },
-    Allgather { me: u32, size: u32, send: Option<Resolved>, recv: Resolved, len: u64 },
+    Dma {
+        src: Resolved,
+        dst: Resolved,
+        len: u64,
+    },
+    Bcast {
+        buf: Resolved,
+        len: u64,
+    },
+    Comm {
+        op: Op,
+        buf: Option<Resolved>,
+        len: u64,
+    },
+    Allgather {
+        me: u32,
+        size: u32,
+        send: Option<Resolved>,
+        recv: Resolved,
+        len: u64,
+        reduce: Option<(ringcast_abi::DataType, ringcast_abi::ReduceOp)>,
+    },
 }
 
 /// Who a host is in a communicator, as the runner's communicator tables know it.
@@ -478,23 +510,39 @@ fn plan(
             let buf = regions.resolve(d.key, d.offset, d.len, need)?;
             Ok(Plan::Bcast { buf, len: d.len })
         }
-        Op::Allgather => {
-            if d.root != 0 {
-                return Err(StatusKind::BadDescriptor);
-            }
+        Op::Allgather | Op::Allreduce => {
+            let reduce = match op {
+                Op::Allreduce => {
+                    let (dtype, rop) =
+                        ringcast_abi::reduce::parse_reduce_spec(d.root).ok_or(StatusKind::BadDescriptor)?;
+                    match crate::collective::reduce::check(dtype, rop, d.len as usize) {
+                        Ok(()) => Some((dtype, rop)),
+                        Err(crate::collective::reduce::ReduceError::Unsupported) => {
+                            return Err(StatusKind::BadDescriptor)
+                        }
+                        Err(crate::collective::reduce::ReduceError::Length) => {
+                            return Err(StatusKind::BadLength)
+                        }
+                    }
+                }
+                _ if d.root != 0 => return Err(StatusKind::BadDescriptor),
+                _ => None,
+            };
             let unknown = if d.comm == 0 { StatusKind::NoRank } else { StatusKind::UnknownCommunicator };
             let (me, size) = (me.ok_or(unknown)?, size.ok_or(unknown)?);
             let total = d.len.checked_mul(u64::from(size)).ok_or(StatusKind::BadLength)?;
             if d.len == 0 || total > max_op_bytes {
                 return Err(StatusKind::BadLength);
             }
-            // Every block arrives in the receive buffer (this rank's own too, unless in place).
+            // Every block arrives in the receive (work) buffer (this rank's own too, unless in
+            // place).
             let recv = regions.resolve(d.key, d.offset, total, Access::WRITE)?;
             let send = if d.aux_key == RegionKey::NONE {
                 if d.aux_offset != 0 {
                     return Err(StatusKind::BadDescriptor);
                 }
-                // In place: the block is read where it already is.
+                // In place: the block is read where it already is (and the work buffer is read
+                // back for the reduction).
                 regions.resolve(d.key, d.offset + u64::from(me) * d.len, d.len, Access::READ)?;
                 None
             } else {
@@ -507,7 +555,11 @@ fn plan(
                 }
                 Some(send)
             };
-            Ok(Plan::Allgather { me, size, send, recv, len: d.len })
+            if reduce.is_some() {
+                // The engine reads every contribution back from the work buffer.
+                regions.resolve(d.key, d.offset, total, Access::READ)?;
+            }
+            Ok(Plan::Allgather { me, size, send, recv, len: d.len, reduce })
         }
         Op::CommCreate => {
             if d.comm == 0 || d.root != 0 || d.aux_key != RegionKey::NONE || d.aux_offset != 0 {

@@ -1,0 +1,303 @@
+//! ALLREDUCE through whole engines on the simulated fabric: every type and operation the ABI
+//! defines, contributions from every rank (in place and from a send buffer, one and several
+//! processes per node, a clean fabric and a lossy one), the result at every rank equal — bit for
+//! bit — to a reduction this test computes itself in rank order, and identical across ranks;
+//! bad type/operation combinations typed at the rank that posted them.
+use ringcast_abi::{Access, DataType, Opcode, ReduceOp, RegionRef, StatusKind, SubmissionDescriptor};
+use ringcast_proto::config::{EngineConfig, LocalRank};
+use ringcast_proto::engine::Engine;
+use ringcast_proto::intake::regions::SegmentHandle;
+use ringcast_proto::rng::SimRng;
+use ringcast_sim::cluster::{Cluster, DmaTiming};
+use ringcast_sim::fabric::Faults;
+
+/// Rank `r`'s contribution of `n` elements of `dtype`: values spread over the type's range,
+/// floats of mixed magnitudes (so the order of a float sum shows).
+fn contribution(dtype: DataType, r: u32, n: usize) -> Vec<u8> {
+    let mut g = SimRng::new(u64::from(r) * 7919 + u64::from(dtype.0));
+    (0..n)
+        .flat_map(|_| {
+            let x = g.next_u64();
+            match dtype {
+                DataType::F32 => (((x % 2001) as f32 - 1000.0) * 10f32.powi((x >> 20) as i32 % 12 - 6))
+                    .to_le_bytes()
+                    .to_vec(),
+                DataType::F64 => (((x % 2001) as f64 - 1000.0) * 10f64.powi((x >> 20) as i32 % 30 - 15))
+                    .to_le_bytes()
+                    .to_vec(),
+                // Small values now and then, so logical operations see zeros.
+                _ => {
+                    let v = if x % 5 == 0 { 0 } else { x >> 3 };
+                    v.to_le_bytes()[..dtype.size().unwrap()].to_vec()
+                }
+            }
+        })
+        .collect()
+}
+
+/// The reduction in rank order, computed here element by element (not with the engine's code).
+fn reference(dtype: DataType, op: ReduceOp, blocks: &[Vec<u8>]) -> Vec<u8> {
+    let size = dtype.size().unwrap();
+    let mut out = blocks[0].clone();
+    for b in &blocks[1..] {
+        for (a, x) in out.chunks_exact_mut(size).zip(b.chunks_exact(size)) {
+            let r: Vec<u8> = match dtype {
+                DataType::F32 => {
+                    let (p, q) = (
+                        f32::from_le_bytes(a.try_into().unwrap()),
+                        f32::from_le_bytes(x.try_into().unwrap()),
+                    );
+                    let v = match op {
+                        ReduceOp::SUM => p + q,
+                        ReduceOp::PROD => p * q,
+                        ReduceOp::MIN => {
+                            if q < p {
+                                q
+                            } else {
+                                p
+                            }
+                        }
+                        _ => {
+                            if q > p {
+                                q
+                            } else {
+                                p
+                            }
+                        }
+                    };
+                    v.to_le_bytes().to_vec()
+                }
+                DataType::F64 => {
+                    let (p, q) = (
+                        f64::from_le_bytes(a.try_into().unwrap()),
+                        f64::from_le_bytes(x.try_into().unwrap()),
+                    );
+                    let v = match op {
+                        ReduceOp::SUM => p + q,
+                        ReduceOp::PROD => p * q,
+                        ReduceOp::MIN => {
+                            if q < p {
+                                q
+                            } else {
+                                p
+                            }
+                        }
+                        _ => {
+                            if q > p {
+                                q
+                            } else {
+                                p
+                            }
+                        }
+                    };
+                    v.to_le_bytes().to_vec()
+                }
+                _ => {
+                    // Integers as i128 of the right signedness, wrapped back to `size` bytes.
+                    let signed =
+                        matches!(dtype, DataType::I8 | DataType::I16 | DataType::I32 | DataType::I64);
+                    let get = |b: &[u8]| -> i128 {
+                        let mut w = [0u8; 16];
+                        w[..size].copy_from_slice(b);
+                        if signed && b[size - 1] & 0x80 != 0 {
+                            w[size..].iter_mut().for_each(|x| *x = 0xff);
+                        }
+                        i128::from_le_bytes(w)
+                    };
+                    let (p, q) = (get(a), get(x));
+                    let v: i128 = match op {
+                        ReduceOp::SUM => p.wrapping_add(q),
+                        ReduceOp::PROD => p.wrapping_mul(q),
+                        ReduceOp::MIN => p.min(q),
+                        ReduceOp::MAX => p.max(q),
+                        ReduceOp::BAND => p & q,
+                        ReduceOp::BOR => p | q,
+                        ReduceOp::BXOR => p ^ q,
+                        ReduceOp::LAND => i128::from(p != 0 && q != 0),
+                        _ => i128::from(p != 0 || q != 0),
+                    };
+                    v.to_le_bytes()[..size].to_vec()
+                }
+            };
+            a.copy_from_slice(&r);
+        }
+    }
+    out
+}
+
+const TYPES: [DataType; 10] = [
+    DataType::I8,
+    DataType::U8,
+    DataType::I16,
+    DataType::U16,
+    DataType::I32,
+    DataType::U32,
+    DataType::I64,
+    DataType::U64,
+    DataType::F32,
+    DataType::F64,
+];
+const OPS: [ReduceOp; 9] = [
+    ReduceOp::SUM,
+    ReduceOp::PROD,
+    ReduceOp::MIN,
+    ReduceOp::MAX,
+    ReduceOp::BAND,
+    ReduceOp::BOR,
+    ReduceOp::BXOR,
+    ReduceOp::LAND,
+    ReduceOp::LOR,
+];
+
+/// One allreduce per supported (type, operation) at every rank of `nodes × ppn`, all posted at
+/// once; every result checked.
+fn check(nodes: u32, ppn: u32, elems: usize, faults: Faults, seed: u64) {
+    let engines = (0..nodes)
+        .map(|n| {
+            let config = EngineConfig::default().with(|c| {
+                c.topology.job = "allreduce".into();
+                (c.topology.nodes, c.topology.node, c.topology.ppn) = (nodes, n, ppn);
+            });
+            Engine::new(&config, crc32c::crc32c, true).unwrap()
+        })
+        .collect();
+    let mut c = Cluster::new(
+        engines,
+        faults,
+        SimRng::new(seed),
+        crc32c::crc32c,
+        DmaTiming::Now,
+        SimRng::new(seed ^ 3),
+    );
+    let size = nodes * ppn;
+    let cases: Vec<(DataType, ReduceOp)> =
+        TYPES.iter().flat_map(|&t| OPS.iter().filter(move |o| o.supports(t)).map(move |&o| (t, o))).collect();
+    let mut hosts = Vec::new();
+    for r in 0..size {
+        let (node, local) = ((r / ppn) as usize, r % ppn);
+        let m = &mut c.nodes[node];
+        let host = m.engine.attach_host(LocalRank::Fixed(local), 0).unwrap();
+        m.engine.host_arrived(host);
+        hosts.push((node, local, host));
+    }
+    for (i, &(t, o)) in cases.iter().enumerate() {
+        let len = elems * t.size().unwrap();
+        let total = (len * size as usize) as u64;
+        for r in 0..size {
+            let (node, local, host) = hosts[r as usize];
+            let m = &mut c.nodes[node];
+            let seg = u64::from(local) << 48 | (i as u64) << 8;
+            let mine = contribution(t, r, elems);
+            let in_place = (i + r as usize) % 2 == 0;
+            let mut work = vec![0xEE; total as usize];
+            let send = if in_place {
+                work[r as usize * len..(r as usize + 1) * len].copy_from_slice(&mine);
+                None
+            } else {
+                m.mem.insert(seg | 1, mine);
+                Some(
+                    m.engine
+                        .register(host, SegmentHandle(seg | 1), len as u64, 0, len as u64, Access::READ)
+                        .unwrap(),
+                )
+            };
+            m.mem.insert(seg, work);
+            let wk =
+                m.engine.register(host, SegmentHandle(seg), total, 0, total, Access::READ_WRITE).unwrap();
+            let d = SubmissionDescriptor::allreduce(
+                (u64::from(r) << 16) | i as u64,
+                0,
+                RegionRef { key: wk, offset: 0 },
+                send.map(|key| RegionRef { key, offset: 0 }),
+                len as u64,
+                t,
+                o,
+            );
+            c.with_engine(node, |e, now| e.handle_descriptor(host, &d, now));
+        }
+    }
+    let want = cases.len() * size as usize;
+    let mut steps = 0u64;
+    let count = |c: &Cluster| c.published().iter().filter(|p| p.cqe.opcode == Opcode::ALLREDUCE).count();
+    while count(&c) < want {
+        steps += 1;
+        assert!(steps < 20_000_000, "allreduces did not finish");
+        if c.step().is_none() {
+            break;
+        }
+    }
+    assert_eq!(count(&c), want);
+    for p in c.published() {
+        assert_eq!(p.cqe.status.0, StatusKind::Ok as u16, "{p:?}");
+    }
+    for (i, &(t, o)) in cases.iter().enumerate() {
+        let len = elems * t.size().unwrap();
+        let blocks: Vec<Vec<u8>> = (0..size).map(|r| contribution(t, r, elems)).collect();
+        let want = reference(t, o, &blocks);
+        for r in 0..size {
+            let (node, local, _) = hosts[r as usize];
+            let seg = u64::from(local) << 48 | (i as u64) << 8;
+            let got = &c.nodes[node].mem.get(&seg).unwrap()[..len];
+            assert!(got == &want[..], "rank {r}: {t:?} {o:?}: result differs from the rank-order reduction");
+        }
+    }
+}
+
+#[test]
+fn every_type_and_operation_reduces_exactly_in_rank_order_at_every_rank() {
+    check(4, 1, 37, Faults::clean(), 1);
+    check(3, 2, 300, Faults::clean(), 2);
+}
+
+#[test]
+fn allreduces_survive_loss_reordering_and_duplicates() {
+    let lossy =
+        Faults { mcast_loss: 0.1, ucast_loss: 0.03, jitter: 4_000, duplicate: 0.02, ..Faults::clean() };
+    check(4, 2, 500, lossy, 9);
+}
+
+#[test]
+fn unsupported_reductions_are_typed_at_the_rank_that_posted_them() {
+    let config = EngineConfig::default().with(|c| c.topology.job = "allreduce-bad".into());
+    let engine = Engine::new(&config, crc32c::crc32c, true).unwrap();
+    let mut c = Cluster::new(
+        vec![engine],
+        Faults::clean(),
+        SimRng::new(1),
+        crc32c::crc32c,
+        DmaTiming::Now,
+        SimRng::new(2),
+    );
+    let host = c.nodes[0].engine.attach_host(LocalRank::Fixed(0), 0).unwrap();
+    c.nodes[0].engine.host_arrived(host);
+    c.nodes[0].mem.insert(1, vec![0; 64]);
+    let wk = c.nodes[0].engine.register(host, SegmentHandle(1), 64, 0, 64, Access::READ_WRITE).unwrap();
+    let at = RegionRef { key: wk, offset: 0 };
+    let mut raw = SubmissionDescriptor::allreduce(5, 0, at, None, 8, DataType::I32, ReduceOp::SUM);
+    raw.root = 0x1_0000 | raw.root; // bits past the operation
+    let cases = [
+        (
+            SubmissionDescriptor::allreduce(1, 0, at, None, 8, DataType::F64, ReduceOp::BXOR),
+            StatusKind::BadDescriptor,
+        ),
+        (
+            SubmissionDescriptor::allreduce(2, 0, at, None, 8, DataType(42), ReduceOp::SUM),
+            StatusKind::BadDescriptor,
+        ),
+        (
+            SubmissionDescriptor::allreduce(3, 0, at, None, 8, DataType::I32, ReduceOp(0)),
+            StatusKind::BadDescriptor,
+        ),
+        (
+            SubmissionDescriptor::allreduce(4, 0, at, None, 6, DataType::I64, ReduceOp::SUM),
+            StatusKind::BadLength,
+        ),
+        (raw, StatusKind::BadDescriptor),
+    ];
+    for (d, _) in &cases {
+        c.with_engine(0, |e, now| e.handle_descriptor(host, d, now));
+    }
+    let got: Vec<(u64, u16)> = c.published().iter().map(|p| (p.cqe.cookie, p.cqe.status.0)).collect();
+    let want: Vec<(u64, u16)> = cases.iter().map(|(d, s)| (d.cookie, *s as u16)).collect();
+    assert_eq!(got, want);
+}
