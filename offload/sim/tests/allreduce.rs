@@ -27,7 +27,7 @@ fn contribution(dtype: DataType, r: u32, n: usize) -> Vec<u8> {
                     .to_vec(),
                 // Small values now and then, so logical operations see zeros.
                 _ => {
-                    let v = if x % 5 == 0 { 0 } else { x >> 3 };
+                    let v = if x.is_multiple_of(5) { 0 } else { x >> 3 };
                     v.to_le_bytes()[..dtype.size().unwrap()].to_vec()
                 }
             }
@@ -188,7 +188,7 @@ fn check(nodes: u32, ppn: u32, elems: usize, faults: Faults, seed: u64) {
             let m = &mut c.nodes[node];
             let seg = u64::from(local) << 48 | (i as u64) << 8;
             let mine = contribution(t, r, elems);
-            let in_place = (i + r as usize) % 2 == 0;
+            let in_place = (i + r as usize).is_multiple_of(2);
             let mut work = vec![0xEE; total as usize];
             let send = if in_place {
                 work[r as usize * len..(r as usize + 1) * len].copy_from_slice(&mine);
@@ -274,7 +274,7 @@ fn unsupported_reductions_are_typed_at_the_rank_that_posted_them() {
     let wk = c.nodes[0].engine.register(host, SegmentHandle(1), 64, 0, 64, Access::READ_WRITE).unwrap();
     let at = RegionRef { key: wk, offset: 0 };
     let mut raw = SubmissionDescriptor::allreduce(5, 0, at, None, 8, DataType::I32, ReduceOp::SUM);
-    raw.root = 0x1_0000 | raw.root; // bits past the operation
+    raw.root |= 0x1_0000; // bits past the operation
     let cases = [
         (
             SubmissionDescriptor::allreduce(1, 0, at, None, 8, DataType::F64, ReduceOp::BXOR),

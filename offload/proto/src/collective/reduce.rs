@@ -144,7 +144,8 @@ mod tests {
     #[test]
     fn every_operation_on_signed_integers_matches_the_obvious_fold() {
         let contributions = [[3, -7, 100, 0], [5, 2, -100, 9], [-1, 8, 7, 0]];
-        let ops: [(ReduceOp, fn(i32, i32) -> i32); 9] = [
+        type Fold = fn(i32, i32) -> i32;
+        let ops: [(ReduceOp, Fold); 9] = [
             (ReduceOp::SUM, i32::wrapping_add),
             (ReduceOp::PROD, i32::wrapping_mul),
             (ReduceOp::MIN, i32::min),
