@@ -133,6 +133,11 @@ OFFLOADED := 285 324 0
 # both engines), all offloaded; the vector-datatype one goes to PMPI: 4 x 36 and 4 x 18.
 ALLGATHERS := 144 72
 MPI_ALLGATHER_CHECK := bash host/mpi/tests/mpi-allgather-check.sh
+# The allreduce check (host/mpi/tests/allreduce_check.c) on 4 ranks, RINGCAST_MPI_NODES=2: 45
+# integer and 24 float allreduces on each of world and a split half (both spanning the two
+# engines), all offloaded; the MPI_MINLOC one goes to PMPI: 4 x 138.
+ALLREDUCES := 552
+MPI_ALLREDUCE_CHECK := bash host/mpi/tests/mpi-allreduce-check.sh
 test-mpi: test-c
 	$(OMPI_CC) -shared -fPIC $(MPI_CFLAGS) -o $(RELEASE)/libringcast_mpi.so host/mpi/ringcast_mpi.c \
 	  -I$(RELEASE)/include -L$(RELEASE) -Wl,-rpath,$(RELEASE) -lringcast
@@ -156,6 +161,10 @@ test-mpi: test-c
 	$(MPI_ALLGATHER_CHECK) "Open MPI, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(ALLGATHERS) $(RELEASE)/mpi-allgather.log -- \
 	  $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 -x RINGCAST_MPI_NODES=2 \
 	  $(RELEASE)/mpi-allgather-check
+	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-allreduce-check host/mpi/tests/allreduce_check.c -lm
+	$(MPI_ALLREDUCE_CHECK) "Open MPI, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(ALLREDUCES) $(RELEASE)/mpi-allreduce.log -- \
+	  $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 -x RINGCAST_MPI_NODES=2 \
+	  $(RELEASE)/mpi-allreduce-check
 	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-crash-rank host/mpi/tests/crash_rank.c
 	$(MPI_CRASH) "Open MPI, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-crash-rank -- \
 	  $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 -x RINGCAST_PEER_TIMEOUT_MS=1000 -x RINGCAST_MPI_VERBOSE=1
@@ -172,6 +181,10 @@ test-mpi: test-c
 	$(MPI_ALLGATHER_CHECK) "MPICH, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(ALLGATHERS) $(RELEASE)/mpi-allgather.log -- \
 	  $(MPICH_RUN) -np 4 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_VERBOSE 1 \
 	  -genv RINGCAST_MPI_NODES 2 $(RELEASE)/mpi-allgather-check-mpich
+	$(MPICH_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-allreduce-check-mpich host/mpi/tests/allreduce_check.c -lm
+	$(MPI_ALLREDUCE_CHECK) "MPICH, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(ALLREDUCES) $(RELEASE)/mpi-allreduce.log -- \
+	  $(MPICH_RUN) -np 4 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_VERBOSE 1 \
+	  -genv RINGCAST_MPI_NODES 2 $(RELEASE)/mpi-allreduce-check-mpich
 	$(MPICH_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-crash-rank-mpich host/mpi/tests/crash_rank.c
 	$(MPI_CRASH) "MPICH, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-crash-rank-mpich -- \
 	  $(MPICH_RUN) -np 4 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_NODES 2 -genv RINGCAST_PEER_TIMEOUT_MS 1000 -genv RINGCAST_MPI_VERBOSE 1

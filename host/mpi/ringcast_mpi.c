@@ -1,6 +1,7 @@
 /* libringcast_mpi.so: the PMPI interposer. Preloaded into an unmodified MPI program
- * (LD_PRELOAD), it routes MPI_Bcast, MPI_Ibcast, MPI_Allgather and MPI_Iallgather through
- * ringcast when that is correct and worth it, and calls the PMPI functions otherwise.
+ * (LD_PRELOAD), it routes MPI_Bcast, MPI_Ibcast, MPI_Allgather, MPI_Iallgather and
+ * MPI_Allreduce through ringcast when that is correct and worth it, and calls the PMPI functions
+ * otherwise.
  *
  * Bootstrap (MPI_Init / MPI_Init_thread): the ranks sharing a host (MPI_Comm_split_type SHARED)
  * form one node each — or RINGCAST_MPI_NODES emulated nodes, to emulate several nodes on one
@@ -1031,6 +1032,100 @@ int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, vo
     rc_live++;
     *request = op->greq;
     say("MPI_Iallgather", block, -1, "%s", why);
+    return MPI_SUCCESS;
+}
+
+/* The ringcast element type of a predefined MPI datatype, 0 for any other (the library's path). */
+static uint8_t rc_type_of(MPI_Datatype t) {
+    if (t == MPI_INT8_T || t == MPI_SIGNED_CHAR) return RINGCAST_TYPE_INT8;
+    if (t == MPI_UINT8_T || t == MPI_UNSIGNED_CHAR) return RINGCAST_TYPE_UINT8;
+    if (t == MPI_INT16_T || t == MPI_SHORT) return RINGCAST_TYPE_INT16;
+    if (t == MPI_UINT16_T || t == MPI_UNSIGNED_SHORT) return RINGCAST_TYPE_UINT16;
+    if (t == MPI_INT32_T || t == MPI_INT) return RINGCAST_TYPE_INT32;
+    if (t == MPI_UINT32_T || t == MPI_UNSIGNED) return RINGCAST_TYPE_UINT32;
+    if (t == MPI_INT64_T || t == MPI_LONG_LONG || (t == MPI_LONG && sizeof(long) == 8)) return RINGCAST_TYPE_INT64;
+    if (t == MPI_UINT64_T || t == MPI_UNSIGNED_LONG_LONG || (t == MPI_UNSIGNED_LONG && sizeof(long) == 8))
+        return RINGCAST_TYPE_UINT64;
+    if (t == MPI_FLOAT) return RINGCAST_TYPE_FLOAT;
+    if (t == MPI_DOUBLE) return RINGCAST_TYPE_DOUBLE;
+    return 0;
+}
+
+/* The ringcast operation of a predefined MPI operation, 0 for any other (user operations,
+ * MPI_MINLOC/MAXLOC, MPI_REPLACE...: the library's path). */
+static uint8_t rc_op_of(MPI_Op op) {
+    if (op == MPI_SUM) return RINGCAST_OP_SUM;
+    if (op == MPI_PROD) return RINGCAST_OP_PROD;
+    if (op == MPI_MIN) return RINGCAST_OP_MIN;
+    if (op == MPI_MAX) return RINGCAST_OP_MAX;
+    if (op == MPI_BAND) return RINGCAST_OP_BAND;
+    if (op == MPI_BOR) return RINGCAST_OP_BOR;
+    if (op == MPI_BXOR) return RINGCAST_OP_BXOR;
+    if (op == MPI_LAND) return RINGCAST_OP_LAND;
+    if (op == MPI_LOR) return RINGCAST_OP_LOR;
+    return 0;
+}
+
+/* The allreduce: predefined operations on basic types under the broadcast's rule (count x type,
+ * the same at every rank of a correct program), as one ringcast ALLREDUCE on a staging work
+ * buffer of size x bytes (this rank's contribution copied in at its place): the engine gathers
+ * every contribution, reduces them in rank order — the same order at every rank, so every
+ * rank's result is bit-identical, floats included (it may differ from the library's own float
+ * result within rounding: another order) — and the result is copied out. Bitwise and logical
+ * operations on floats, user operations, other datatypes: PMPI_Allreduce. */
+int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+    char why[192];
+    why[0] = '\0';
+    rc_poll();
+    struct rc_comm *c = rc_of(comm);
+    uint8_t t = rc_type_of(datatype), o = rc_op_of(op);
+    int tsize = 0;
+    long long bytes = -1;
+    const char *pmpi = NULL;
+    if (!c) {
+        pmpi = rc_up ? "pmpi (communicator not followed)" : rc_off;
+    } else if (count < 0 || recvbuf == MPI_IN_PLACE) {
+        pmpi = "pmpi (invalid arguments: the library reports them)";
+    } else if (!c->handle) {
+        pmpi = "pmpi (auto: the communicator spans too few engines)";
+    } else if (!t || !o || (t >= RINGCAST_TYPE_FLOAT && o >= RINGCAST_OP_BAND)) {
+        pmpi = "pmpi (datatype or operation not offloaded)";
+    } else if (PMPI_Type_size(datatype, &tsize) != MPI_SUCCESS ||
+               (bytes = (long long)count * tsize) < rc_min_bytes || bytes * c->size > rc_max_bytes || c->size < 2) {
+        pmpi = "pmpi (outside the byte bounds, or a single rank)";
+    }
+    if (pmpi) {
+        if (rc_verbose) snprintf(why, sizeof why, "%s", pmpi);
+        say("MPI_Allreduce", bytes, -1, "%s", why);
+        return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+    }
+    int me;
+    PMPI_Comm_rank(comm, &me);
+    size_t len = 0;
+    RingcastBuf *stage = rc_buf_get((size_t)bytes * (size_t)c->size, &len);
+    if (!stage) {
+        say("MPI_Allreduce", bytes, -1, "failed (no staging buffer)");
+        return rc_error(comm, MPI_ERR_NO_MEM);
+    }
+    uint8_t *p = ringcast_buf_ptr(stage);
+    memcpy(p + (size_t)me * (size_t)bytes, sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, (size_t)bytes);
+    uint64_t id = 0;
+    int rc = ringcast_iallreduce(c->handle, NULL, 0, stage, 0, (size_t)bytes, t, o, &id);
+    c->posted += (unsigned)c->size; /* one broadcast per rank */
+    for (int fin = 0; rc == RINGCAST_OK;) {
+        rc = ringcast_test(id, &fin);
+        if (fin || rc != RINGCAST_OK) break;
+        rc_poll();
+        rc_breathe(NULL);
+    }
+    if (rc == RINGCAST_OK) memcpy(recvbuf, p, (size_t)bytes);
+    rc_buf_put(stage, len);
+    if (rc != RINGCAST_OK) {
+        if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Allreduce failed: %s\n", rc_world_rank, ringcast_strerror(rc));
+        return rc_error(comm, rc_class(rc));
+    }
+    if (rc_verbose) snprintf(why, sizeof why, "offloaded (%d ranks, staged)", c->size);
+    say("MPI_Allreduce", bytes, -1, "%s", why);
     return MPI_SUCCESS;
 }
 

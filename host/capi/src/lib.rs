@@ -32,6 +32,47 @@ use std::time::Duration;
 
 /// Success.
 pub const RINGCAST_OK: c_int = 0;
+
+/// Element types of [`ringcast_iallreduce`] (the ABI's `DataType`).
+pub const RINGCAST_TYPE_INT8: u8 = 1;
+/// See [`RINGCAST_TYPE_INT8`].
+pub const RINGCAST_TYPE_UINT8: u8 = 2;
+/// See [`RINGCAST_TYPE_INT8`].
+pub const RINGCAST_TYPE_INT16: u8 = 3;
+/// See [`RINGCAST_TYPE_INT8`].
+pub const RINGCAST_TYPE_UINT16: u8 = 4;
+/// See [`RINGCAST_TYPE_INT8`].
+pub const RINGCAST_TYPE_INT32: u8 = 5;
+/// See [`RINGCAST_TYPE_INT8`].
+pub const RINGCAST_TYPE_UINT32: u8 = 6;
+/// See [`RINGCAST_TYPE_INT8`].
+pub const RINGCAST_TYPE_INT64: u8 = 7;
+/// See [`RINGCAST_TYPE_INT8`].
+pub const RINGCAST_TYPE_UINT64: u8 = 8;
+/// See [`RINGCAST_TYPE_INT8`].
+pub const RINGCAST_TYPE_FLOAT: u8 = 9;
+/// See [`RINGCAST_TYPE_INT8`].
+pub const RINGCAST_TYPE_DOUBLE: u8 = 10;
+/// Operations of [`ringcast_iallreduce`] (the ABI's `ReduceOp`).
+pub const RINGCAST_OP_SUM: u8 = 1;
+/// See [`RINGCAST_OP_SUM`].
+pub const RINGCAST_OP_PROD: u8 = 2;
+/// See [`RINGCAST_OP_SUM`].
+pub const RINGCAST_OP_MIN: u8 = 3;
+/// See [`RINGCAST_OP_SUM`].
+pub const RINGCAST_OP_MAX: u8 = 4;
+/// See [`RINGCAST_OP_SUM`] (integers only).
+pub const RINGCAST_OP_BAND: u8 = 5;
+/// See [`RINGCAST_OP_SUM`] (integers only).
+pub const RINGCAST_OP_BOR: u8 = 6;
+/// See [`RINGCAST_OP_SUM`] (integers only).
+pub const RINGCAST_OP_BXOR: u8 = 7;
+/// See [`RINGCAST_OP_SUM`] (integers only).
+pub const RINGCAST_OP_LAND: u8 = 8;
+/// See [`RINGCAST_OP_SUM`] (integers only).
+pub const RINGCAST_OP_LOR: u8 = 9;
+static_assertions::const_assert_eq!(RINGCAST_TYPE_DOUBLE, ringcast_abi::DataType::F64.0);
+static_assertions::const_assert_eq!(RINGCAST_OP_LOR, ringcast_abi::ReduceOp::LOR.0);
 /// The communicator handle names no communicator of this process's engine (never created, or
 /// freed): `-(StatusKind::UnknownCommunicator)`.
 pub const RINGCAST_ERR_UNKNOWN_COMMUNICATOR: c_int = -10;
@@ -348,6 +389,44 @@ pub unsafe extern "C" fn ringcast_allgather(
         // SAFETY: forwarded from the caller.
         let d = unsafe { allgather_desc(cookie, comm, send, send_offset, recv, recv_offset, block) }?;
         s.host.execute(&d).map(|_| RINGCAST_OK).map_err(|e| code(&e))
+    })
+}
+
+/// Starts an allreduce on communicator `comm` of `len` bytes of elements of type `dtype` with
+/// operation `op` (`RINGCAST_TYPE_*`, `RINGCAST_OP_*` values: the ABI's `DataType` and
+/// `ReduceOp`) in the work buffer at `work_offset` of `work` (`size × len` bytes): this rank's
+/// contribution at `send_offset` of `send`, or — `send` NULL — already in place at
+/// `work_offset + rank × len`; when it completes ([`ringcast_wait`] / [`ringcast_test`]) the
+/// result, reduced in rank order (bit-identical at every rank), is at `work_offset`.
+///
+/// # Safety
+/// `work` and `send` are NULL or live buffers of ours; `request` is NULL or valid for a write.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ringcast_iallreduce(
+    comm: u64,
+    send: *const RingcastBuf,
+    send_offset: usize,
+    work: *const RingcastBuf,
+    work_offset: usize,
+    len: usize,
+    dtype: u8,
+    op: u8,
+    request: *mut u64,
+) -> c_int {
+    if request.is_null() {
+        return RINGCAST_ERR_INVALID;
+    }
+    with_state(|s| {
+        let cookie = s.host.next_cookie();
+        // SAFETY: forwarded from the caller.
+        let mut d = unsafe { allgather_desc(cookie, comm, send, send_offset, work, work_offset, len) }?;
+        d.opcode = ringcast_abi::Opcode::ALLREDUCE;
+        d.root = ringcast_abi::reduce::reduce_spec(ringcast_abi::DataType(dtype), ringcast_abi::ReduceOp(op));
+        s.host.post(&d).map_err(|e| code(&e))?;
+        // SAFETY: non-null (checked) and writable (caller).
+        unsafe { request.write(cookie) };
+        Ok(RINGCAST_OK)
     })
 }
 
