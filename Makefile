@@ -231,6 +231,9 @@ bench-mpi: test-mpi
 	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-allgather-bench host/mpi/bench/allgather_bench.c
 	@echo "Open MPI, RINGCAST_MPI_NODES=2, MPI_Allgather against PMPI_Allgather:"
 	$(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 $(RELEASE)/mpi-allgather-bench 100 3
+	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-allreduce-bench host/mpi/bench/allreduce_bench.c
+	@echo "Open MPI, RINGCAST_MPI_NODES=2, MPI_Allreduce against PMPI_Allreduce:"
+	$(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 $(RELEASE)/mpi-allreduce-bench 100 3
 
 ## ringcast against Open MPI's own MPI_Bcast on this machine, in the same run: `ringcast bench
 ## --compare-mpi` alternates ringcast's bench (--barrier) and host/mpi/bench/osu_bcast.c under
