@@ -14,7 +14,7 @@ fn seeds() -> u64 {
 fn seeded_scenarios_hold_every_invariant() {
     let n = seeds();
     let (mut benign, mut completions, mut ok, mut dropped, mut delivered) = (0, 0, 0, 0u64, 0u64);
-    let (mut empty, mut nodes, mut allgathers) = (0, 0, 0);
+    let (mut empty, mut nodes, mut allgathers, mut allreduces) = (0, 0, 0, 0);
     let mut failures = Vec::new();
     for seed in 0..n {
         match run(&Scenario::generate(seed, 512)) {
@@ -27,13 +27,14 @@ fn seeded_scenarios_hold_every_invariant() {
                 empty += r.empty;
                 nodes += r.nodes;
                 allgathers += r.allgathers;
+                allreduces += r.allreduces;
             }
             Err(v) => failures.push(format!("seed {seed}: {v:?}  (replay: ringcast dst --seed {seed})")),
         }
     }
     println!(
         "DST: {n} scenarios ({benign} benign, {nodes} engines), {completions} completions checked ({ok} ok, \
-         {allgathers} of them allgathers, {} typed errors of which {empty} 0-byte BadLength), {delivered} \
+         {allgathers} of them allgathers and {allreduces} allreduces, {} typed errors of which {empty} 0-byte BadLength), {delivered} \
          datagrams delivered, {dropped} dropped and counted",
         completions - ok
     );
@@ -45,6 +46,7 @@ fn seeded_scenarios_hold_every_invariant() {
     );
     assert!(benign > n / 3, "the generator must keep producing benign scenarios");
     assert!(n < 50 || allgathers > 0, "the generator must keep producing allgathers");
+    assert!(n < 50 || allreduces > 0, "the generator must keep producing allreduces");
     assert!(ok > completions / 2);
 }
 
@@ -235,5 +237,16 @@ fn an_allgather_missing_a_block_is_caught_by_the_checker() {
     match run(&planted) {
         Err(Violation::WrongBytes { .. }) => {}
         other => panic!("seed {seed}: the planted missing block was not caught: {other:?}"),
+    }
+}
+
+/// Seeds the DST failed with before the fix: an allreduce on two ranks of one node, where the
+/// gather's primary completed (and wrote its result over its contribution) before the copy of
+/// its contribution to the other local process had read it.
+#[test]
+fn a_primary_completes_only_after_the_copies_reading_its_buffer() {
+    for seed in [115, 132] {
+        let r = run(&Scenario::generate(seed, 512));
+        assert!(r.as_ref().is_ok_and(|r| r.allreduces > 0), "seed {seed}: {r:?}");
     }
 }

@@ -51,7 +51,7 @@ pub use super::cluster::DmaTiming;
 use super::fabric::Faults;
 use ringcast_abi::frame::DIGEST_LEN;
 use ringcast_abi::wire::{WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
-use ringcast_abi::StatusKind;
+use ringcast_abi::{DataType, ReduceOp, StatusKind};
 use ringcast_proto::comm::Layout;
 use ringcast_proto::config::{EngineConfig, RootDelay};
 use ringcast_proto::fault::FaultConfig;
@@ -72,13 +72,17 @@ pub struct CommPlan {
     /// Steps that are allgathers instead (`bcasts[k].1` is then the block each rank
     /// contributes; the root is not used): `Some(in_place)`.
     pub allgather: Vec<Option<bool>>,
+    /// Allgather steps that are allreduces: the element type and operation (the block is a
+    /// whole number of elements).
+    pub allreduce: Vec<Option<(DataType, ReduceOp)>>,
 }
 
 impl CommPlan {
     /// A plan of broadcasts only.
     pub fn broadcasts(members: Vec<usize>, bcasts: Vec<(u32, u32)>, aborted: Vec<bool>) -> CommPlan {
         let allgather = vec![None; bcasts.len()];
-        CommPlan { members, bcasts, aborted, allgather }
+        let allreduce = vec![None; bcasts.len()];
+        CommPlan { members, bcasts, aborted, allgather, allreduce }
     }
 }
 
@@ -162,6 +166,9 @@ pub struct Report {
     pub benign: bool,
     /// `Ok` allgather completions, every block checked (counted in `ok` too).
     pub allgathers: u64,
+    /// `Ok` allreduce completions, each result checked against the checker's own reduction
+    /// (counted in `ok` too).
+    pub allreduces: u64,
 }
 
 /// An invariant that did not hold (`rank`: a scenario rank; `node`: a simulated node).
@@ -342,7 +349,27 @@ impl Scenario {
                     Some(g.chance(0.5))
                 })
                 .collect();
-            comms.push(CommPlan { members: nodes, bcasts, aborted, allgather });
+            // Half the allgathers are allreduces, of a type and operation drawn from the same
+            // stream, on whole elements.
+            let allreduce: Vec<Option<(DataType, ReduceOp)>> = (0..bcasts.len())
+                .map(|k| {
+                    allgather[k]?;
+                    if !g.chance(0.5) {
+                        return None;
+                    }
+                    let dtype = DataType(g.range(1, 10) as u8);
+                    let op = loop {
+                        let op = ReduceOp(g.range(1, 9) as u8);
+                        if op.supports(dtype) {
+                            break op;
+                        }
+                    };
+                    let size = dtype.size().unwrap_or(1) as u32;
+                    bcasts[k].1 -= bcasts[k].1 % size;
+                    Some((dtype, op))
+                })
+                .collect();
+            comms.push(CommPlan { members: nodes, bcasts, aborted, allgather, allreduce });
         }
         let crashes = if r.chance(0.1) {
             (0..r.range(1, 2)).map(|_| (r.below(ranks as u64) as usize, r.range(0, 2_000_000))).collect()

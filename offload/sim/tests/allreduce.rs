@@ -152,6 +152,11 @@ const OPS: [ReduceOp; 9] = [
 /// One allreduce per supported (type, operation) at every rank of `nodes × ppn`, all posted at
 /// once; every result checked.
 fn check(nodes: u32, ppn: u32, elems: usize, faults: Faults, seed: u64) {
+    check_with(nodes, ppn, elems, faults, seed, DmaTiming::Now)
+}
+
+/// [`check`] with DMA jobs carried out per `dma`.
+fn check_with(nodes: u32, ppn: u32, elems: usize, faults: Faults, seed: u64, dma: DmaTiming) {
     let engines = (0..nodes)
         .map(|n| {
             let config = EngineConfig::default().with(|c| {
@@ -161,14 +166,7 @@ fn check(nodes: u32, ppn: u32, elems: usize, faults: Faults, seed: u64) {
             Engine::new(&config, crc32c::crc32c, true).unwrap()
         })
         .collect();
-    let mut c = Cluster::new(
-        engines,
-        faults,
-        SimRng::new(seed),
-        crc32c::crc32c,
-        DmaTiming::Now,
-        SimRng::new(seed ^ 3),
-    );
+    let mut c = Cluster::new(engines, faults, SimRng::new(seed), crc32c::crc32c, dma, SimRng::new(seed ^ 3));
     let size = nodes * ppn;
     let cases: Vec<(DataType, ReduceOp)> =
         TYPES.iter().flat_map(|&t| OPS.iter().filter(move |o| o.supports(t)).map(move |&o| (t, o))).collect();
@@ -300,4 +298,11 @@ fn unsupported_reductions_are_typed_at_the_rank_that_posted_them() {
     let got: Vec<(u64, u16)> = c.published().iter().map(|p| (p.cqe.cookie, p.cqe.status.0)).collect();
     let want: Vec<(u64, u16)> = cases.iter().map(|(d, s)| (d.cookie, *s as u16)).collect();
     assert_eq!(got, want);
+}
+
+#[test]
+fn late_dma_jobs_change_nothing() {
+    let late = DmaTiming::Late { late: 1.0, max_ns: 20_000 };
+    check_with(1, 3, 2000, Faults::clean(), 4, late);
+    check_with(2, 2, 2000, Faults::clean(), 5, late);
 }

@@ -11,8 +11,10 @@
 //!
 //! When the protocol is done and every local process has posted, the slot finishes: the runner
 //! copies the primary's bytes into every other local buffer (intra-node delivery; DMA on a DPU)
-//! and completes every local process's operation. Nothing completes before all local buffers
-//! are written, so a process that reuses its buffer after its completion never races a copy.
+//! and completes every local process's operation — each after its own copy, the primary after
+//! the last copy reading its buffer (`Delivery::copies`), so a process that reuses its buffer
+//! after its completion never races a copy (found by the DST: an allreduce whose result, written
+//! over the primary's contribution, reached a local process copying from it).
 //!
 //! Each process's arguments are checked against the slot's reference (the root process's post
 //! on the root node, else the primary's): a different root fails that process's operation with
@@ -78,6 +80,12 @@ pub struct Delivery {
     /// Copy `len` bytes from the primary's buffer to its own first (then complete it with
     /// `outcome`, or with `OutOfBounds` if the copy fails).
     pub copy: Option<(Resolved, Resolved, u64)>,
+    /// With `copy`: the primary's token, whose completion waits for this copy.
+    pub primary: Option<u64>,
+    /// The primary's delivery: how many copies read its buffer — it completes only after the
+    /// last of them, so a process that reuses its buffer after its completion (or an engine
+    /// writing a result there) never races a copy still reading it.
+    pub copies: u32,
     /// How its operation ended.
     pub outcome: Outcome,
 }
@@ -269,19 +277,30 @@ impl Gather {
             self.started = self.started.max(self.base);
             let outcome = slot.outcome.unwrap_or(failed(StatusKind::CommunicatorBroken));
             let reference = slot.primary.and_then(|p| slot.members[p as usize]);
+            let first = out.len();
+            let mut primary_at = None;
             for (l, m) in slot.members.iter().enumerate() {
                 let Some(m) = m else { continue };
-                let mut d = Delivery { token: m.token, copy: None, outcome };
+                let mut d = Delivery { token: m.token, copy: None, primary: None, copies: 0, outcome };
                 match reference {
                     _ if !complete => d.outcome = failed(StatusKind::CommunicatorBroken),
                     Some(r) if r.root != m.root => d.outcome = failed(StatusKind::BadRoot),
                     Some(r) if r.len != m.len => d.outcome = failed(StatusKind::LengthMismatch),
                     Some(r) if slot.primary != Some(l as u32) && outcome.status == StatusKind::Ok => {
                         d.copy = Some((r.buf, m.buf, u64::from(m.len)));
+                        d.primary = Some(r.token);
                     }
                     _ => {}
                 }
+                if slot.primary == Some(l as u32) {
+                    primary_at = Some(out.len());
+                }
                 out.push(d);
+            }
+            // The primary completes after every copy reading its buffer.
+            let copies = out[first..].iter().filter(|d| d.copy.is_some()).count() as u32;
+            if let Some(i) = primary_at {
+                out[i].copies = copies;
             }
         }
     }

@@ -73,8 +73,9 @@ enum Job {
     Copy { op: u64, len: u64 },
     /// The protocol's load or store of a broadcast's channel.
     Proto(DmaToken),
-    /// A broadcast's intra-node delivery into one more local buffer, then its outcome.
-    Deliver { op: u64, outcome: Outcome },
+    /// A broadcast's intra-node delivery into one more local buffer, then its outcome; then
+    /// the primary's completion, if this was the last copy reading its buffer.
+    Deliver { op: u64, outcome: Outcome, primary: Option<u64> },
     /// A communicator's creation record, loaded into `bytes`.
     Record { op: u64, local: u32, comm: u64, bytes: Vec<u8> },
     /// The multicast group of the communicator in slot `slot`, created by `op`.
@@ -108,6 +109,9 @@ pub struct Engine {
     parts: Slab<allgather::Composite>,
     /// Each host's operations, in the order their descriptors were taken.
     queues: Vec<VecDeque<u64>>,
+    /// Primaries of finished gather slots waiting for the copies reading their buffers:
+    /// (token, copies left, outcome).
+    primaries: Vec<(u64, u32, Outcome)>,
 }
 
 fn failed(status: StatusKind) -> Outcome {
@@ -128,6 +132,7 @@ impl Engine {
             jobs: Slab::default(),
             ops: Slab::default(),
             parts: Slab::default(),
+            primaries: Vec::new(),
             queues: (0..config.limits.max_hosts).map(|_| VecDeque::new()).collect(),
         })
     }
@@ -410,13 +415,14 @@ impl Engine {
                     node.dma_done(token, ok, now, &mut self.out);
                 }
             }
-            Job::Deliver { op, outcome } => {
+            Job::Deliver { op, outcome, primary } => {
                 let outcome = if ok {
                     outcome
                 } else {
                     Outcome { status: StatusKind::OutOfBounds, bytes: 0, ..outcome }
                 };
                 self.finish_collective(op, outcome);
+                self.copied(primary);
             }
             Job::Record { op, local, comm, bytes } => {
                 let node = self.node.as_mut();
@@ -532,6 +538,17 @@ impl Engine {
         self.flush(host);
     }
 
+    /// One copy reading primary `primary`'s buffer is over: the last one completes it.
+    fn copied(&mut self, primary: Option<u64>) {
+        let Some(p) = primary else { return };
+        let Some(i) = self.primaries.iter().position(|w| w.0 == p) else { return };
+        self.primaries[i].1 -= 1;
+        if self.primaries[i].1 == 0 {
+            let (token, _, outcome) = self.primaries.swap_remove(i);
+            self.finish_collective(token, outcome);
+        }
+    }
+
     /// Publishes `host`'s finished operations at the front of its queue.
     fn flush(&mut self, host: HostId) {
         let Some(queue) = self.queues.get_mut(host.0 as usize) else { return };
@@ -566,11 +583,24 @@ impl Engine {
             let job = JobId(self.jobs.insert(Job::Proto(j.token)));
             self.out.dma(job, dma);
         }
+        // Primaries first: a copy ending at once (its host gone) finds its primary waiting.
+        for d in deliveries.iter().filter(|d| d.copies > 0) {
+            // Completed after the last copy reading its buffer (`copied`).
+            self.primaries.push((d.token, d.copies, d.outcome));
+        }
         for d in deliveries {
-            let Some(host) = self.host_of(d.token) else { continue }; // its host left
+            if d.copies > 0 {
+                continue;
+            }
+            let Some(host) = self.host_of(d.token) else {
+                // Its host left: no copy, but the primary no longer waits for it.
+                self.copied(d.primary);
+                continue;
+            };
             match d.copy {
                 Some((src, dst, len)) => {
-                    let job = JobId(self.jobs.insert(Job::Deliver { op: d.token, outcome: d.outcome }));
+                    let deliver = Job::Deliver { op: d.token, outcome: d.outcome, primary: d.primary };
+                    let job = JobId(self.jobs.insert(deliver));
                     self.out.dma(job, Dma::Copy { host, src, dst, len, keys: [RegionKey::NONE; 2] });
                 }
                 None => self.finish_collective(d.token, d.outcome),

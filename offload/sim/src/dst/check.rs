@@ -182,13 +182,11 @@ impl Ledger {
                     Some(_) => {
                         let send = (m.sends[k] != ringcast_abi::RegionKey::NONE)
                             .then_some(RegionRef { key: m.sends[k], offset: 0 });
-                        SubmissionDescriptor::allgather(
-                            cookie(c, k as u64),
-                            handle,
-                            buf,
-                            send,
-                            u64::from(len),
-                        )
+                        let (ck, len) = (cookie(c, k as u64), u64::from(len));
+                        match plan.allreduce[k] {
+                            Some((t, o)) => SubmissionDescriptor::allreduce(ck, handle, buf, send, len, t, o),
+                            None => SubmissionDescriptor::allgather(ck, handle, buf, send, len),
+                        }
                     }
                     None => {
                         SubmissionDescriptor::bcast(cookie(c, k as u64), handle, root, buf, u64::from(len))
@@ -262,6 +260,10 @@ impl Ledger {
             }
             rep.dropped += m.engine.proto_counters().drops.iter().sum::<u64>();
         }
+        // Each allreduce's result at the first rank checked: every other rank's must be the same
+        // bytes.
+        let mut results: std::collections::HashMap<(usize, usize), Vec<u8>> =
+            std::collections::HashMap::new();
         for (rank, per_comm) in self.seen.iter().enumerate() {
             let p = &self.procs[rank];
             for (c, outs) in per_comm.iter().enumerate() {
@@ -294,6 +296,26 @@ impl Ledger {
                     }
                     rep.ok += 1;
                     let mem = &cluster.nodes[p.node].mem;
+                    if let Some((t, o)) = s.comms[c].allreduce[k] {
+                        // The reduction of every rank's contribution in rank order, computed here.
+                        let size = s.comms[c].members.len() as u32;
+                        let blocks: Vec<Vec<u8>> =
+                            (0..size).map(|q| super::block_pattern(s.seed, c, k, q, len)).collect();
+                        let want = reference_reduce(t, o, &blocks);
+                        let Some(got) = mem.get(&segment(p.local, c, k as u64)).map(|m| &m[..len as usize])
+                        else {
+                            return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
+                        };
+                        // Equal to the checker's reduction (a NaN equal to any NaN: the
+                        // compiler may order a commutative operation's operands either way,
+                        // which changes only a NaN's payload) and bit-identical across ranks.
+                        let first = results.entry((c, k)).or_insert_with(|| got.to_vec());
+                        if !same_values(t, got, &want) || got != &first[..] || cqe.bytes != u64::from(len) {
+                            return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
+                        }
+                        rep.allreduces += 1;
+                        continue;
+                    }
                     if s.comms[c].allgather[k].is_some() {
                         // Every rank's block at its place, each computed here from the inputs.
                         let size = s.comms[c].members.len() as u32;
@@ -391,4 +413,99 @@ pub(super) fn dump(cluster: &Cluster) -> String {
         ));
     }
     d
+}
+
+/// The checker's own reduction of `blocks` in rank order (not the engine's code): integers as
+/// `i128` of their signedness wrapped back to their width, floats with the operators in their
+/// own precision.
+fn reference_reduce(t: ringcast_abi::DataType, o: ringcast_abi::ReduceOp, blocks: &[Vec<u8>]) -> Vec<u8> {
+    use ringcast_abi::{DataType as T, ReduceOp as O};
+    fn pick<F: PartialOrd + Copy>(o: O, p: F, q: F, sum: F, prod: F) -> F {
+        match o {
+            O::SUM => sum,
+            O::PROD => prod,
+            O::MIN => {
+                if q < p {
+                    q
+                } else {
+                    p
+                }
+            }
+            _ => {
+                if q > p {
+                    q
+                } else {
+                    p
+                }
+            }
+        }
+    }
+    let size = t.size().unwrap_or(1);
+    let mut out = blocks[0].clone();
+    for b in &blocks[1..] {
+        for (a, x) in out.chunks_exact_mut(size).zip(b.chunks_exact(size)) {
+            let bytes: Vec<u8> = match t {
+                T::F32 => {
+                    let (p, q) = (
+                        f32::from_le_bytes(a.try_into().unwrap_or_default()),
+                        f32::from_le_bytes(x.try_into().unwrap_or_default()),
+                    );
+                    pick(o, p, q, p + q, p * q).to_le_bytes().to_vec()
+                }
+                T::F64 => {
+                    let (p, q) = (
+                        f64::from_le_bytes(a.try_into().unwrap_or_default()),
+                        f64::from_le_bytes(x.try_into().unwrap_or_default()),
+                    );
+                    pick(o, p, q, p + q, p * q).to_le_bytes().to_vec()
+                }
+                _ => {
+                    let signed = matches!(t, T::I8 | T::I16 | T::I32 | T::I64);
+                    let get = |v: &[u8]| -> i128 {
+                        let mut w = [0u8; 16];
+                        w[..size].copy_from_slice(v);
+                        if signed && v[size - 1] & 0x80 != 0 {
+                            w[size..].iter_mut().for_each(|x| *x = 0xff);
+                        }
+                        i128::from_le_bytes(w)
+                    };
+                    let (p, q) = (get(a), get(x));
+                    let r = match o {
+                        O::SUM => p.wrapping_add(q),
+                        O::PROD => p.wrapping_mul(q),
+                        O::MIN => p.min(q),
+                        O::MAX => p.max(q),
+                        O::BAND => p & q,
+                        O::BOR => p | q,
+                        O::BXOR => p ^ q,
+                        O::LAND => i128::from(p != 0 && q != 0),
+                        _ => i128::from(p != 0 || q != 0),
+                    };
+                    r.to_le_bytes()[..size].to_vec()
+                }
+            };
+            a.copy_from_slice(&bytes);
+        }
+    }
+    out
+}
+
+/// Whether `a` and `b` hold the same elements of `t`: bytes equal, or both NaN (floats).
+fn same_values(t: ringcast_abi::DataType, a: &[u8], b: &[u8]) -> bool {
+    let size = t.size().unwrap_or(1);
+    a.len() == b.len()
+        && a.chunks_exact(size).zip(b.chunks_exact(size)).all(|(x, y)| {
+            x == y
+                || match size {
+                    4 if t.is_float() => {
+                        f32::from_le_bytes(x.try_into().unwrap_or_default()).is_nan()
+                            && f32::from_le_bytes(y.try_into().unwrap_or_default()).is_nan()
+                    }
+                    8 if t.is_float() => {
+                        f64::from_le_bytes(x.try_into().unwrap_or_default()).is_nan()
+                            && f64::from_le_bytes(y.try_into().unwrap_or_default()).is_nan()
+                    }
+                    _ => false,
+                }
+        })
 }
