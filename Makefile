@@ -131,13 +131,13 @@ OFFLOADED := 285 324 0
 # The allgather check (host/mpi/tests/allgather_check.c) on 4 ranks, RINGCAST_MPI_NODES=2: 12
 # MPI_Allgather and 6 MPI_Iallgather on each of world, a dup and a split half (every one spanning
 # both engines), all offloaded; the vector-datatype one goes to PMPI: 4 x 36 and 4 x 18.
-ALLGATHERS := 144 72
-MPI_ALLGATHER_CHECK := bash host/mpi/tests/mpi-allgather-check.sh
+ALLGATHERS := MPI_Allgather=144 MPI_Iallgather=72
+NO_ALLGATHERS := MPI_Allgather=0 MPI_Iallgather=0
+MPI_COLL_CHECK := bash host/mpi/tests/mpi-collective-check.sh
 # The allreduce check (host/mpi/tests/allreduce_check.c) on 4 ranks, RINGCAST_MPI_NODES=2: 45
 # integer and 24 float allreduces on each of world and a split half (both spanning the two
 # engines), all offloaded; the MPI_MINLOC one goes to PMPI: 4 x 138.
-ALLREDUCES := 552
-MPI_ALLREDUCE_CHECK := bash host/mpi/tests/mpi-allreduce-check.sh
+ALLREDUCES := MPI_Allreduce=552
 test-mpi: test-c
 	$(OMPI_CC) -shared -fPIC $(MPI_CFLAGS) -o $(RELEASE)/libringcast_mpi.so host/mpi/ringcast_mpi.c \
 	  -I$(RELEASE)/include -L$(RELEASE) -Wl,-rpath,$(RELEASE) -lringcast
@@ -157,12 +157,13 @@ test-mpi: test-c
 	    $(RELEASE)/mpi-bcast-check; \
 	done
 	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-allgather-check host/mpi/tests/allgather_check.c
-	$(MPI_ALLGATHER_CHECK) "Open MPI, no preload" 0 0 $(RELEASE)/mpi-allgather.log -- $(OMPI_RUN) -np 4 $(RELEASE)/mpi-allgather-check
-	$(MPI_ALLGATHER_CHECK) "Open MPI, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(ALLGATHERS) $(RELEASE)/mpi-allgather.log -- \
+	$(MPI_COLL_CHECK) "Open MPI, no preload" $(RELEASE)/mpi-allgather.log "identical to PMPI_Allgather" $(NO_ALLGATHERS) -- \
+	  $(OMPI_RUN) -np 4 $(RELEASE)/mpi-allgather-check
+	$(MPI_COLL_CHECK) "Open MPI, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-allgather.log "identical to PMPI_Allgather" $(ALLGATHERS) -- \
 	  $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 -x RINGCAST_MPI_NODES=2 \
 	  $(RELEASE)/mpi-allgather-check
 	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-allreduce-check host/mpi/tests/allreduce_check.c -lm
-	$(MPI_ALLREDUCE_CHECK) "Open MPI, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(ALLREDUCES) $(RELEASE)/mpi-allreduce.log -- \
+	$(MPI_COLL_CHECK) "Open MPI, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-allreduce.log "matching PMPI_Allreduce" $(ALLREDUCES) -- \
 	  $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 -x RINGCAST_MPI_NODES=2 \
 	  $(RELEASE)/mpi-allreduce-check
 	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-crash-rank host/mpi/tests/crash_rank.c
@@ -178,11 +179,11 @@ test-mpi: test-c
 	  $(MPICH_RUN) -np 4 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_VERBOSE 1 \
 	  -genv RINGCAST_CHECK_MISMATCH 1 -genv RINGCAST_MPI_NODES 2 $(RELEASE)/mpi-bcast-check-mpich
 	$(MPICH_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-allgather-check-mpich host/mpi/tests/allgather_check.c
-	$(MPI_ALLGATHER_CHECK) "MPICH, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(ALLGATHERS) $(RELEASE)/mpi-allgather.log -- \
+	$(MPI_COLL_CHECK) "MPICH, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-allgather.log "identical to PMPI_Allgather" $(ALLGATHERS) -- \
 	  $(MPICH_RUN) -np 4 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_VERBOSE 1 \
 	  -genv RINGCAST_MPI_NODES 2 $(RELEASE)/mpi-allgather-check-mpich
 	$(MPICH_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-allreduce-check-mpich host/mpi/tests/allreduce_check.c -lm
-	$(MPI_ALLREDUCE_CHECK) "MPICH, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(ALLREDUCES) $(RELEASE)/mpi-allreduce.log -- \
+	$(MPI_COLL_CHECK) "MPICH, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-allreduce.log "matching PMPI_Allreduce" $(ALLREDUCES) -- \
 	  $(MPICH_RUN) -np 4 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_VERBOSE 1 \
 	  -genv RINGCAST_MPI_NODES 2 $(RELEASE)/mpi-allreduce-check-mpich
 	$(MPICH_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-crash-rank-mpich host/mpi/tests/crash_rank.c

@@ -809,6 +809,19 @@ static struct rc_comm *rc_decide(void *buffer, int count, MPI_Datatype type, int
 #undef WHY
 }
 
+/* Waits for request `id`, posted with result `rc`: polled, with the library's progress and this
+ * layer's other operations in between (a blocking collective must not stop this rank's pending
+ * point-to-point requests: MPI's progress rule), never sleeping in the engine. The final code. */
+static int rc_await(int rc, uint64_t id) {
+    for (int fin = 0; rc == RINGCAST_OK;) {
+        rc = ringcast_test(id, &fin);
+        if (fin || rc != RINGCAST_OK) break;
+        rc_poll();
+        rc_breathe(NULL);
+    }
+    return rc;
+}
+
 /* The blocking broadcast: the rule (rc_decide) picks the path; offloaded, it stages, posts,
  * polls and copies out. */
 int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
@@ -843,12 +856,7 @@ int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
     uint64_t id = 0;
     int rc = ringcast_ibcast(c->handle, (uint32_t)root, stage, 0, (size_t)bytes, &id);
     c->posted++;
-    for (int fin = 0; rc == RINGCAST_OK;) {
-        rc = ringcast_test(id, &fin);
-        if (fin || rc != RINGCAST_OK) break;
-        rc_poll();
-        rc_breathe(NULL);
-    }
+    rc = rc_await(rc, id);
     if (wrapped) {
         if (rc != RINGCAST_OK) rc_wrap_drop(wrapped);
     } else {
@@ -957,12 +965,7 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
     uint64_t id = 0;
     int rc = ringcast_iallgather(c->handle, NULL, 0, stage, 0, (size_t)block, &id);
     c->posted += (unsigned)c->size; /* one broadcast per rank */
-    for (int fin = 0; rc == RINGCAST_OK;) {
-        rc = ringcast_test(id, &fin);
-        if (fin || rc != RINGCAST_OK) break;
-        rc_poll();
-        rc_breathe(NULL);
-    }
+    rc = rc_await(rc, id);
     if (rc == RINGCAST_OK && !mismatch) memcpy(recvbuf, ringcast_buf_ptr(stage), total);
     rc_buf_put(stage, len);
     if (mismatch) {
@@ -1112,12 +1115,7 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype da
     uint64_t id = 0;
     int rc = ringcast_iallreduce(c->handle, NULL, 0, stage, 0, (size_t)bytes, t, o, &id);
     c->posted += (unsigned)c->size; /* one broadcast per rank */
-    for (int fin = 0; rc == RINGCAST_OK;) {
-        rc = ringcast_test(id, &fin);
-        if (fin || rc != RINGCAST_OK) break;
-        rc_poll();
-        rc_breathe(NULL);
-    }
+    rc = rc_await(rc, id);
     if (rc == RINGCAST_OK) memcpy(recvbuf, p, (size_t)bytes);
     rc_buf_put(stage, len);
     if (rc != RINGCAST_OK) {

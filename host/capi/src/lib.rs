@@ -338,6 +338,25 @@ pub unsafe extern "C" fn ringcast_bcast(
     })
 }
 
+/// Posts the descriptor `make` builds for a fresh cookie and stores that cookie — the request —
+/// in `*request` (the nonblocking calls).
+///
+/// # Safety
+/// `request` is NULL or valid for a write; `make` upholds its own buffers' contracts.
+unsafe fn start(request: *mut u64, make: impl FnOnce(u64) -> Result<SubmissionDescriptor, c_int>) -> c_int {
+    if request.is_null() {
+        return RINGCAST_ERR_INVALID;
+    }
+    with_state(|s| {
+        let cookie = s.host.next_cookie();
+        let d = make(cookie)?;
+        s.host.post(&d).map_err(|e| code(&e))?;
+        // SAFETY: non-null (checked) and writable (the caller's contract).
+        unsafe { request.write(cookie) };
+        Ok(RINGCAST_OK)
+    })
+}
+
 /// The ALLGATHER descriptor of [`ringcast_allgather`]'s arguments, checked against the buffers.
 ///
 /// # Safety
@@ -414,20 +433,16 @@ pub unsafe extern "C" fn ringcast_iallreduce(
     op: u8,
     request: *mut u64,
 ) -> c_int {
-    if request.is_null() {
-        return RINGCAST_ERR_INVALID;
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        start(request, |cookie| {
+            let mut d = allgather_desc(cookie, comm, send, send_offset, work, work_offset, len)?;
+            d.opcode = ringcast_abi::Opcode::ALLREDUCE;
+            d.root =
+                ringcast_abi::reduce::reduce_spec(ringcast_abi::DataType(dtype), ringcast_abi::ReduceOp(op));
+            Ok(d)
+        })
     }
-    with_state(|s| {
-        let cookie = s.host.next_cookie();
-        // SAFETY: forwarded from the caller.
-        let mut d = unsafe { allgather_desc(cookie, comm, send, send_offset, work, work_offset, len) }?;
-        d.opcode = ringcast_abi::Opcode::ALLREDUCE;
-        d.root = ringcast_abi::reduce::reduce_spec(ringcast_abi::DataType(dtype), ringcast_abi::ReduceOp(op));
-        s.host.post(&d).map_err(|e| code(&e))?;
-        // SAFETY: non-null (checked) and writable (caller).
-        unsafe { request.write(cookie) };
-        Ok(RINGCAST_OK)
-    })
 }
 
 /// Starts the allgather of [`ringcast_allgather`] and stores its request in `*request`;
@@ -445,18 +460,10 @@ pub unsafe extern "C" fn ringcast_iallgather(
     block: usize,
     request: *mut u64,
 ) -> c_int {
-    if request.is_null() {
-        return RINGCAST_ERR_INVALID;
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        start(request, |cookie| allgather_desc(cookie, comm, send, send_offset, recv, recv_offset, block))
     }
-    with_state(|s| {
-        let cookie = s.host.next_cookie();
-        // SAFETY: forwarded from the caller.
-        let d = unsafe { allgather_desc(cookie, comm, send, send_offset, recv, recv_offset, block) }?;
-        s.host.post(&d).map_err(|e| code(&e))?;
-        // SAFETY: non-null (checked) and writable (caller).
-        unsafe { request.write(cookie) };
-        Ok(RINGCAST_OK)
-    })
 }
 
 /// Starts the broadcast of [`ringcast_bcast`] and stores its request in `*request`; complete it
@@ -473,18 +480,8 @@ pub unsafe extern "C" fn ringcast_ibcast(
     len: usize,
     request: *mut u64,
 ) -> c_int {
-    if request.is_null() {
-        return RINGCAST_ERR_INVALID;
-    }
-    with_state(|s| {
-        let cookie = s.host.next_cookie();
-        // SAFETY: forwarded from the caller.
-        let d = unsafe { bcast_desc(cookie, comm, root, b, offset, len) }?;
-        s.host.post(&d).map_err(|e| code(&e))?;
-        // SAFETY: non-null (checked) and writable (caller).
-        unsafe { request.write(cookie) };
-        Ok(RINGCAST_OK)
-    })
+    // SAFETY: forwarded from the caller.
+    unsafe { start(request, |cookie| bcast_desc(cookie, comm, root, b, offset, len)) }
 }
 
 fn completion_code(c: &Completion) -> c_int {

@@ -15,4 +15,5 @@ pub mod forge;
 pub mod mem;
 pub(crate) mod net;
 pub mod perf;
+pub mod reference;
 pub mod world;

@@ -1,7 +1,8 @@
 //! ALLREDUCE through whole engines on the simulated fabric: every type and operation the ABI
 //! defines, contributions from every rank (in place and from a send buffer, one and several
 //! processes per node, a clean fabric and a lossy one), the result at every rank equal — bit for
-//! bit — to a reduction this test computes itself in rank order, and identical across ranks;
+//! bit — to the checker's own reduction in rank order (`ringcast_sim::reference`, not the
+//! engine's code), and identical across ranks;
 //! bad type/operation combinations typed at the rank that posted them.
 use ringcast_abi::{Access, DataType, Opcode, ReduceOp, RegionRef, StatusKind, SubmissionDescriptor};
 use ringcast_proto::config::{EngineConfig, LocalRank};
@@ -10,6 +11,7 @@ use ringcast_proto::intake::regions::SegmentHandle;
 use ringcast_proto::rng::SimRng;
 use ringcast_sim::cluster::{Cluster, DmaTiming};
 use ringcast_sim::fabric::Faults;
+use ringcast_sim::reference::reference_reduce;
 
 /// Rank `r`'s contribution of `n` elements of `dtype`: values spread over the type's range,
 /// floats of mixed magnitudes (so the order of a float sum shows).
@@ -33,96 +35,6 @@ fn contribution(dtype: DataType, r: u32, n: usize) -> Vec<u8> {
             }
         })
         .collect()
-}
-
-/// The reduction in rank order, computed here element by element (not with the engine's code).
-fn reference(dtype: DataType, op: ReduceOp, blocks: &[Vec<u8>]) -> Vec<u8> {
-    let size = dtype.size().unwrap();
-    let mut out = blocks[0].clone();
-    for b in &blocks[1..] {
-        for (a, x) in out.chunks_exact_mut(size).zip(b.chunks_exact(size)) {
-            let r: Vec<u8> = match dtype {
-                DataType::F32 => {
-                    let (p, q) = (
-                        f32::from_le_bytes(a.try_into().unwrap()),
-                        f32::from_le_bytes(x.try_into().unwrap()),
-                    );
-                    let v = match op {
-                        ReduceOp::SUM => p + q,
-                        ReduceOp::PROD => p * q,
-                        ReduceOp::MIN => {
-                            if q < p {
-                                q
-                            } else {
-                                p
-                            }
-                        }
-                        _ => {
-                            if q > p {
-                                q
-                            } else {
-                                p
-                            }
-                        }
-                    };
-                    v.to_le_bytes().to_vec()
-                }
-                DataType::F64 => {
-                    let (p, q) = (
-                        f64::from_le_bytes(a.try_into().unwrap()),
-                        f64::from_le_bytes(x.try_into().unwrap()),
-                    );
-                    let v = match op {
-                        ReduceOp::SUM => p + q,
-                        ReduceOp::PROD => p * q,
-                        ReduceOp::MIN => {
-                            if q < p {
-                                q
-                            } else {
-                                p
-                            }
-                        }
-                        _ => {
-                            if q > p {
-                                q
-                            } else {
-                                p
-                            }
-                        }
-                    };
-                    v.to_le_bytes().to_vec()
-                }
-                _ => {
-                    // Integers as i128 of the right signedness, wrapped back to `size` bytes.
-                    let signed =
-                        matches!(dtype, DataType::I8 | DataType::I16 | DataType::I32 | DataType::I64);
-                    let get = |b: &[u8]| -> i128 {
-                        let mut w = [0u8; 16];
-                        w[..size].copy_from_slice(b);
-                        if signed && b[size - 1] & 0x80 != 0 {
-                            w[size..].iter_mut().for_each(|x| *x = 0xff);
-                        }
-                        i128::from_le_bytes(w)
-                    };
-                    let (p, q) = (get(a), get(x));
-                    let v: i128 = match op {
-                        ReduceOp::SUM => p.wrapping_add(q),
-                        ReduceOp::PROD => p.wrapping_mul(q),
-                        ReduceOp::MIN => p.min(q),
-                        ReduceOp::MAX => p.max(q),
-                        ReduceOp::BAND => p & q,
-                        ReduceOp::BOR => p | q,
-                        ReduceOp::BXOR => p ^ q,
-                        ReduceOp::LAND => i128::from(p != 0 && q != 0),
-                        _ => i128::from(p != 0 || q != 0),
-                    };
-                    v.to_le_bytes()[..size].to_vec()
-                }
-            };
-            a.copy_from_slice(&r);
-        }
-    }
-    out
 }
 
 const TYPES: [DataType; 10] = [
@@ -231,7 +143,7 @@ fn check_with(nodes: u32, ppn: u32, elems: usize, faults: Faults, seed: u64, dma
     for (i, &(t, o)) in cases.iter().enumerate() {
         let len = elems * t.size().unwrap();
         let blocks: Vec<Vec<u8>> = (0..size).map(|r| contribution(t, r, elems)).collect();
-        let want = reference(t, o, &blocks);
+        let want = reference_reduce(t, o, &blocks);
         for r in 0..size {
             let (node, local, _) = hosts[r as usize];
             let seg = u64::from(local) << 48 | (i as u64) << 8;

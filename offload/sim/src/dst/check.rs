@@ -6,6 +6,7 @@
 use super::setup::{segment, Forged, Proc};
 use super::{pattern, Report, Scenario, Violation};
 use crate::cluster::Cluster;
+use crate::reference::{reference_reduce, same_values};
 use ringcast_abi::frame::DropReason;
 use ringcast_abi::{Completion, RegionRef, StatusKind, SubmissionDescriptor};
 use ringcast_proto::rng::SimRng;
@@ -413,99 +414,4 @@ pub(super) fn dump(cluster: &Cluster) -> String {
         ));
     }
     d
-}
-
-/// The checker's own reduction of `blocks` in rank order (not the engine's code): integers as
-/// `i128` of their signedness wrapped back to their width, floats with the operators in their
-/// own precision.
-fn reference_reduce(t: ringcast_abi::DataType, o: ringcast_abi::ReduceOp, blocks: &[Vec<u8>]) -> Vec<u8> {
-    use ringcast_abi::{DataType as T, ReduceOp as O};
-    fn pick<F: PartialOrd + Copy>(o: O, p: F, q: F, sum: F, prod: F) -> F {
-        match o {
-            O::SUM => sum,
-            O::PROD => prod,
-            O::MIN => {
-                if q < p {
-                    q
-                } else {
-                    p
-                }
-            }
-            _ => {
-                if q > p {
-                    q
-                } else {
-                    p
-                }
-            }
-        }
-    }
-    let size = t.size().unwrap_or(1);
-    let mut out = blocks[0].clone();
-    for b in &blocks[1..] {
-        for (a, x) in out.chunks_exact_mut(size).zip(b.chunks_exact(size)) {
-            let bytes: Vec<u8> = match t {
-                T::F32 => {
-                    let (p, q) = (
-                        f32::from_le_bytes(a.try_into().unwrap_or_default()),
-                        f32::from_le_bytes(x.try_into().unwrap_or_default()),
-                    );
-                    pick(o, p, q, p + q, p * q).to_le_bytes().to_vec()
-                }
-                T::F64 => {
-                    let (p, q) = (
-                        f64::from_le_bytes(a.try_into().unwrap_or_default()),
-                        f64::from_le_bytes(x.try_into().unwrap_or_default()),
-                    );
-                    pick(o, p, q, p + q, p * q).to_le_bytes().to_vec()
-                }
-                _ => {
-                    let signed = matches!(t, T::I8 | T::I16 | T::I32 | T::I64);
-                    let get = |v: &[u8]| -> i128 {
-                        let mut w = [0u8; 16];
-                        w[..size].copy_from_slice(v);
-                        if signed && v[size - 1] & 0x80 != 0 {
-                            w[size..].iter_mut().for_each(|x| *x = 0xff);
-                        }
-                        i128::from_le_bytes(w)
-                    };
-                    let (p, q) = (get(a), get(x));
-                    let r = match o {
-                        O::SUM => p.wrapping_add(q),
-                        O::PROD => p.wrapping_mul(q),
-                        O::MIN => p.min(q),
-                        O::MAX => p.max(q),
-                        O::BAND => p & q,
-                        O::BOR => p | q,
-                        O::BXOR => p ^ q,
-                        O::LAND => i128::from(p != 0 && q != 0),
-                        _ => i128::from(p != 0 || q != 0),
-                    };
-                    r.to_le_bytes()[..size].to_vec()
-                }
-            };
-            a.copy_from_slice(&bytes);
-        }
-    }
-    out
-}
-
-/// Whether `a` and `b` hold the same elements of `t`: bytes equal, or both NaN (floats).
-fn same_values(t: ringcast_abi::DataType, a: &[u8], b: &[u8]) -> bool {
-    let size = t.size().unwrap_or(1);
-    a.len() == b.len()
-        && a.chunks_exact(size).zip(b.chunks_exact(size)).all(|(x, y)| {
-            x == y
-                || match size {
-                    4 if t.is_float() => {
-                        f32::from_le_bytes(x.try_into().unwrap_or_default()).is_nan()
-                            && f32::from_le_bytes(y.try_into().unwrap_or_default()).is_nan()
-                    }
-                    8 if t.is_float() => {
-                        f64::from_le_bytes(x.try_into().unwrap_or_default()).is_nan()
-                            && f64::from_le_bytes(y.try_into().unwrap_or_default()).is_nan()
-                    }
-                    _ => false,
-                }
-        })
 }
