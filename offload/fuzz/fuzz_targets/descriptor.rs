@@ -1,5 +1,6 @@
 //! Descriptor validation on arbitrary 64-byte submissions: never a panic, exactly one
-//! completion echoing the cookie, and any DMA inside the registered regions.
+//! completion echoing the cookie, and any DMA (or collective buffer) inside the registered
+//! regions; an allreduce only with a type and operation the engine reduces.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use ringcast_abi::{Access, SubmissionDescriptor};
@@ -39,6 +40,20 @@ fuzz_target!(|data: &[u8]| {
                     completions += 1;
                     assert_eq!(cookie, d.cookie);
                     assert!(buf.offset + len <= 4096 || (buf.offset >= 8192 && buf.offset + len <= 8192 + 4096));
+                }
+                Action::Allgather { cookie, send, recv, len, size, me, reduce, .. } => {
+                    // Handed to the runner (an allgather or allreduce), which completes it.
+                    completions += 1;
+                    assert_eq!(cookie, d.cookie);
+                    let inside = |off: u64, n: u64| off + n <= 4096 || (off >= 8192 && off + n <= 8192 + 4096);
+                    assert!(me < size && len > 0);
+                    assert!(inside(recv.offset, len * u64::from(size)), "receive buffer outside its region");
+                    if let Some(send) = send {
+                        assert!(inside(send.offset, len), "send block outside its region");
+                    }
+                    if let Some((t, op)) = reduce {
+                        assert!(op.supports(t) && len % t.size().unwrap_or(1) as u64 == 0);
+                    }
                 }
                 Action::Comm { cookie, buf, len, .. } => {
                     // Handed to the runner's communicator tables, which complete it.
