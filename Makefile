@@ -136,8 +136,9 @@ NO_ALLGATHERS := MPI_Allgather=0 MPI_Iallgather=0
 MPI_COLL_CHECK := bash host/mpi/tests/mpi-collective-check.sh
 # The allreduce check (host/mpi/tests/allreduce_check.c) on 4 ranks, RINGCAST_MPI_NODES=2: 45
 # integer and 24 float allreduces on each of world and a split half (both spanning the two
-# engines), all offloaded; the MPI_MINLOC one goes to PMPI: 4 x 138.
-ALLREDUCES := MPI_Allreduce=552
+# engines), all offloaded, and 12 reduces on each; the MPI_MINLOC one goes to PMPI: 4 x 138 and
+# 4 x 24.
+ALLREDUCES := MPI_Allreduce=552 MPI_Reduce=96
 test-mpi: test-c
 	$(OMPI_CC) -shared -fPIC $(MPI_CFLAGS) -o $(RELEASE)/libringcast_mpi.so host/mpi/ringcast_mpi.c \
 	  -I$(RELEASE)/include -L$(RELEASE) -Wl,-rpath,$(RELEASE) -lringcast

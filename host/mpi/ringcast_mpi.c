@@ -1,7 +1,7 @@
 /* libringcast_mpi.so: the PMPI interposer. Preloaded into an unmodified MPI program
- * (LD_PRELOAD), it routes MPI_Bcast, MPI_Ibcast, MPI_Allgather, MPI_Iallgather and
- * MPI_Allreduce through ringcast when that is correct and worth it, and calls the PMPI functions
- * otherwise.
+ * (LD_PRELOAD), it routes MPI_Bcast, MPI_Ibcast, MPI_Allgather, MPI_Iallgather,
+ * MPI_Allreduce and MPI_Reduce through ringcast when that is correct and worth it, and calls the
+ * PMPI functions otherwise.
  *
  * Bootstrap (MPI_Init / MPI_Init_thread): the ranks sharing a host (MPI_Comm_split_type SHARED)
  * form one node each — or RINGCAST_MPI_NODES emulated nodes, to emulate several nodes on one
@@ -1076,7 +1076,10 @@ static uint8_t rc_op_of(MPI_Op op) {
  * rank's result is bit-identical, floats included (it may differ from the library's own float
  * result within rounding: another order) — and the result is copied out. Bitwise and logical
  * operations on floats, user operations, other datatypes: PMPI_Allreduce. */
-int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+/* MPI_Allreduce (root -1) and MPI_Reduce (the result copied out at `root` only; the others'
+ * recvbuf is not significant): one ringcast ALLREDUCE either way, under the rule above. */
+static int rc_reduce(const char *call, const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
+                     MPI_Comm comm) {
     char why[192];
     why[0] = '\0';
     rc_poll();
@@ -1087,7 +1090,7 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype da
     const char *pmpi = NULL;
     if (!c) {
         pmpi = rc_up ? "pmpi (communicator not followed)" : rc_off;
-    } else if (count < 0 || recvbuf == MPI_IN_PLACE) {
+    } else if (count < 0 || (root < 0 && recvbuf == MPI_IN_PLACE) || root >= c->size || root < -1) {
         pmpi = "pmpi (invalid arguments: the library reports them)";
     } else if (!c->handle) {
         pmpi = "pmpi (auto: the communicator spans too few engines)";
@@ -1099,32 +1102,54 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype da
     }
     if (pmpi) {
         if (rc_verbose) snprintf(why, sizeof why, "%s", pmpi);
-        say("MPI_Allreduce", bytes, -1, "%s", why);
-        return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+        say(call, bytes, root, "%s", why);
+        return root < 0 ? PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm)
+                        : PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
     }
     int me;
     PMPI_Comm_rank(comm, &me);
     size_t len = 0;
     RingcastBuf *stage = rc_buf_get((size_t)bytes * (size_t)c->size, &len);
     if (!stage) {
-        say("MPI_Allreduce", bytes, -1, "failed (no staging buffer)");
+        say(call, bytes, root, "failed (no staging buffer)");
         return rc_error(comm, MPI_ERR_NO_MEM);
     }
     uint8_t *p = ringcast_buf_ptr(stage);
-    memcpy(p + (size_t)me * (size_t)bytes, sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, (size_t)bytes);
+    /* MPI_IN_PLACE is the root's alone in MPI_Reduce: another rank using it (an erroneous
+     * program) still posts — a zeroed contribution, so no rank waits for it — and fails. */
+    const void *mine = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+    int bad = mine == NULL || (sendbuf == MPI_IN_PLACE && root >= 0 && me != root);
+    if (bad) memset(p + (size_t)me * (size_t)bytes, 0, (size_t)bytes);
+    else memcpy(p + (size_t)me * (size_t)bytes, mine, (size_t)bytes);
     uint64_t id = 0;
     int rc = ringcast_iallreduce(c->handle, NULL, 0, stage, 0, (size_t)bytes, t, o, &id);
     c->posted += (unsigned)c->size; /* one broadcast per rank */
     rc = rc_await(rc, id);
-    if (rc == RINGCAST_OK) memcpy(recvbuf, p, (size_t)bytes);
+    if (rc == RINGCAST_OK && !bad && (root < 0 || me == root)) memcpy(recvbuf, p, (size_t)bytes);
     rc_buf_put(stage, len);
+    if (bad) {
+        say(call, bytes, root, "failed (MPI_IN_PLACE at a rank other than the root, or no buffer)");
+        return rc_error(comm, MPI_ERR_ARG);
+    }
     if (rc != RINGCAST_OK) {
-        if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Allreduce failed: %s\n", rc_world_rank, ringcast_strerror(rc));
+        if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: %s failed: %s\n", rc_world_rank, call, ringcast_strerror(rc));
         return rc_error(comm, rc_class(rc));
     }
     if (rc_verbose) snprintf(why, sizeof why, "offloaded (%d ranks, staged)", c->size);
-    say("MPI_Allreduce", bytes, -1, "%s", why);
+    say(call, bytes, root, "%s", why);
     return MPI_SUCCESS;
+}
+
+int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+    return rc_reduce("MPI_Allreduce", sendbuf, recvbuf, count, datatype, op, -1, comm);
+}
+
+/* MPI_Reduce as an allreduce whose result only the root keeps: every rank reduces anyway (the
+ * multicast allreduce gathers every contribution everywhere), so the root's result costs
+ * nothing more. MPI_IN_PLACE is the root's (its contribution in recvbuf). */
+int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm) {
+    if (root < 0) return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
+    return rc_reduce("MPI_Reduce", sendbuf, recvbuf, count, datatype, op, root, comm);
 }
 
 /* The nonblocking broadcast: the same rule; offloaded, a staging buffer of its own, the post,

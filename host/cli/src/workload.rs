@@ -58,6 +58,11 @@ pub struct WorkloadArgs {
     /// Bytes of each rank's allgather block.
     #[arg(long, default_value_t = 3000)]
     pub allgather_block: u64,
+    /// Allreduces on each communicator after the allgathers (alternately sums of 64-bit
+    /// integers and of doubles, in place and not), every result checked against this rank's
+    /// own reduction of every rank's contribution in rank order.
+    #[arg(long, default_value_t = 0)]
+    pub allreduces: u32,
 }
 
 /// A communicator of the workload: its handle, size, this rank's rank in it, and the seed its
@@ -204,6 +209,9 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
     if a.allgathers > 0 {
         allgathers(a, &mut host, &mut comms, &mut lines).map_err(|e| format!("rank {me}: {e}"))?;
     }
+    if a.allreduces > 0 {
+        allreduces(a, &mut host, &mut comms, &mut lines).map_err(|e| format!("rank {me}: {e}"))?;
+    }
     if a.expect_failure && a.victim.is_some() && a.victim != Some(me) {
         print!("{lines}");
         return Err(format!("rank {me}: every broadcast succeeded although rank {:?} died", a.victim));
@@ -293,6 +301,90 @@ fn allgathers(
         }
     }
     host.deregister(rr).map_err(|e| e.to_string())?;
+    host.deregister(rs).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// Rank `r`'s contribution to allreduce `g` on a communicator seeded `seed`: `n` elements, as
+/// 64-bit integers (`g` even) or doubles of mixed magnitudes (`g` odd).
+fn contribution(seed: u64, g: u32, r: u32, n: usize) -> Vec<u8> {
+    (0..n)
+        .flat_map(|i| {
+            let x = mix(seed ^ 0xa11_7ed0 ^ (u64::from(g) << 48) ^ (u64::from(r) << 32) ^ i as u64);
+            if g.is_multiple_of(2) {
+                x.to_le_bytes()
+            } else {
+                let scale = 10f64.powi((x >> 58) as i32 - 8);
+                (((x >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * scale).to_le_bytes()
+            }
+        })
+        .collect()
+}
+
+/// `a.allreduces` allreduces on every communicator, alternately sums of 64-bit integers and of
+/// doubles, alternately in place and from a send buffer; every result compared bit for bit with
+/// this rank's own left-to-right reduction of every rank's contribution (the engine's order: the
+/// same bits at every rank).
+fn allreduces(
+    a: &WorkloadArgs,
+    host: &mut ringcast_host::Host,
+    comms: &mut [WComm],
+    lines: &mut String,
+) -> Result<(), String> {
+    const N: usize = 512;
+    let len = N * 8;
+    let most = comms.iter().map(|c| c.size).max().unwrap_or(1) as usize;
+    let work = SharedBuf::new(len * most).map_err(|e| e.to_string())?;
+    let send = SharedBuf::new(len).map_err(|e| e.to_string())?;
+    let rw = host.register(&work, Access::READ_WRITE).map_err(|e| e.to_string())?;
+    let rs = host.register(&send, Access::READ).map_err(|e| e.to_string())?;
+    let mut got = vec![0u8; len];
+    for g in 0..a.allreduces {
+        for c in comms.iter_mut() {
+            let mine = contribution(c.seed, g, c.me, N);
+            let from = if g % 4 < 2 {
+                work.write_at(c.me as u64 * len as u64, &mine).map_err(|e| e.to_string())?;
+                None
+            } else {
+                send.write_at(0, &mine).map_err(|e| e.to_string())?;
+                Some(rs.at(0))
+            };
+            let (dtype, op) = if g.is_multiple_of(2) {
+                (ringcast_host::DataType::I64, ringcast_host::ReduceOp::SUM)
+            } else {
+                (ringcast_host::DataType::F64, ringcast_host::ReduceOp::SUM)
+            };
+            let t0 = monotonic_ns();
+            host.allreduce(c.handle, rw.at(0), from, len as u64, dtype, op)
+                .map_err(|e| format!("allreduce {g} ({len} B, {} ranks): {e}", c.size))?;
+            let t1 = monotonic_ns();
+            c.posted += c.size;
+            work.read_at(0, &mut got).map_err(|e| e.to_string())?;
+            // This rank's own reduction, in rank order.
+            let mut want = contribution(c.seed, g, 0, N);
+            for r in 1..c.size {
+                let x = contribution(c.seed, g, r, N);
+                for (w, v) in want.chunks_exact_mut(8).zip(x.chunks_exact(8)) {
+                    let (p, q) = (w.try_into().unwrap_or([0; 8]), v.try_into().unwrap_or([0; 8]));
+                    let sum = if g.is_multiple_of(2) {
+                        u64::from_le_bytes(p).wrapping_add(u64::from_le_bytes(q)).to_le_bytes()
+                    } else {
+                        (f64::from_le_bytes(p) + f64::from_le_bytes(q)).to_le_bytes()
+                    };
+                    w.copy_from_slice(&sum);
+                }
+            }
+            if got != want {
+                return Err(format!(
+                    "allreduce {g} ({} ranks): result differs from the rank-order sum",
+                    c.size
+                ));
+            }
+            use std::fmt::Write as _;
+            let _ = writeln!(lines, "R {g} {len} {} {}", c.size, t1 - t0);
+        }
+    }
+    host.deregister(rw).map_err(|e| e.to_string())?;
     host.deregister(rs).map_err(|e| e.to_string())?;
     Ok(())
 }

@@ -22,7 +22,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 const NODES: u32 = 3;
 const PPN: u32 = 2;
 const COUNT: u32 = 48;
-/// Allgathers per communicator after the broadcasts.
+/// Allgathers, and allreduces, per communicator after the broadcasts.
 const ALLGATHERS: u32 = 4;
 
 fn ringcast(args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -99,9 +99,16 @@ fn run_lossy(cluster: &[&str]) {
     let mut args = vec!["run", "-n", &n, "-p", &p, "--timeout", "300"];
     args.extend_from_slice(cluster);
     // Every other broadcast on communicators the ranks create (rank % 3: members on two of
-    // the three nodes, one per node), freed at the end; then allgathers on both communicators
-    // (in place and not), every block checked by the ranks.
-    let w = workload(&["--split", "3", "--allgathers", &ALLGATHERS.to_string()]);
+    // the three nodes, one per node), freed at the end; then allgathers and allreduces on both
+    // communicators (in place and not), every block and result checked by the ranks.
+    let w = workload(&[
+        "--split",
+        "3",
+        "--allgathers",
+        &ALLGATHERS.to_string(),
+        "--allreduces",
+        &ALLGATHERS.to_string(),
+    ]);
     args.extend(w.iter().map(String::as_str));
     let loss = [
         ("RINGCAST_ALGORITHM", "multicast"),

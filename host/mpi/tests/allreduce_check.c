@@ -1,4 +1,5 @@
-/* An unmodified MPI program for the interposer's MPI_Allreduce: on MPI_COMM_WORLD and a split
+/* An unmodified MPI program for the interposer's MPI_Allreduce and MPI_Reduce (to rotating roots,
+ * in place at the root and not: 24 per rank, compared at the root): on MPI_COMM_WORLD and a split
  * half, every predefined operation on int, unsigned, long long, signed char and unsigned short
  * (compared byte for byte with PMPI_Allreduce's result), and sum, prod, min and max on float and
  * double (within the rounding another reduction order allows, and bit-identical at every rank:
@@ -74,6 +75,40 @@ static int one(MPI_Comm comm, MPI_Datatype t, int tsize, MPI_Op op, int count, i
     return 1;
 }
 
+/* MPI_Reduce to `root`, in place at the root or not, compared at the root with PMPI_Reduce's
+ * result (integers exactly, floats within rounding). */
+static int reduce_one(MPI_Comm comm, MPI_Datatype t, int tsize, MPI_Op op, int count, int root, int in_place, int k) {
+    int me;
+    MPI_Comm_rank(comm, &me);
+    size_t bytes = (size_t)count * (size_t)tsize;
+    unsigned char *send = malloc(bytes), *a = malloc(bytes), *b = malloc(bytes);
+    if (!send || !a || !b) die("malloc");
+    fill(send, t, count, me, k);
+    int here = in_place && me == root;
+    if (here) memcpy(a, send, bytes);
+    if (MPI_Reduce(here ? MPI_IN_PLACE : send, a, count, t, op, root, comm) != MPI_SUCCESS) die("MPI_Reduce failed");
+    if (PMPI_Reduce(send, b, count, t, op, root, comm) != MPI_SUCCESS) die("PMPI_Reduce failed");
+    if (me == root) {
+        for (int i = 0; i < count; i++) {
+            int ok;
+            if (t == MPI_DOUBLE) {
+                double x = ((double *)a)[i], y = ((double *)b)[i];
+                ok = fabs(x - y) <= 1e-10 * (fabs(y) + 1.0);
+            } else {
+                ok = memcmp(a + (size_t)i * tsize, b + (size_t)i * tsize, (size_t)tsize) == 0;
+            }
+            if (!ok) {
+                fprintf(stderr, "rank %d: reduce %d element %d differs from PMPI_Reduce\n", rank, k, i);
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            }
+        }
+    }
+    free(send);
+    free(a);
+    free(b);
+    return 1;
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -95,6 +130,18 @@ int main(int argc, char **argv) {
             for (int o = 0; o < 4; o++)
                 for (int s = 0; s < 3; s++) n += one(comms[c], floats[t], fsz[t], fops[o], counts[s], s % 2, k++);
     }
+    int nr = 0;
+    for (int c = 0; c < 2; c++) {
+        int n;
+        MPI_Comm_size(comms[c], &n);
+        for (int t = 0; t < 5; t++) {
+            nr += reduce_one(comms[c], ints[t], isz[t], MPI_SUM, 1000, k % n, k % 2, k);
+            k++;
+            nr += reduce_one(comms[c], ints[t], isz[t], MPI_MAX, 7, k % n, k % 2, k);
+            k++;
+        }
+        for (int s = 0; s < 2; s++, k++) nr += reduce_one(comms[c], MPI_DOUBLE, 8, MPI_SUM, 5000, k % n, s, k);
+    }
     /* MPI_MINLOC on pairs: not offloaded, the library's result. */
     struct { double v; int i; } in = {1.0 / (rank + 1), rank}, out;
     if (MPI_Allreduce(&in, &out, 1, MPI_DOUBLE_INT, MPI_MINLOC, MPI_COMM_WORLD) != MPI_SUCCESS) die("MINLOC failed");
@@ -102,7 +149,7 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (out.i != size - 1) die("MINLOC wrong");
     MPI_Comm_free(&half);
-    printf("rank %d: %d allreduces matching PMPI_Allreduce\n", rank, n + 1);
+    printf("rank %d: %d allreduces matching PMPI_Allreduce, %d reduces matching PMPI_Reduce\n", rank, n + 1, nr);
     MPI_Finalize();
     return 0;
 }
