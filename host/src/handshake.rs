@@ -5,7 +5,6 @@
 //! process's memory, with the nonce in their header; `rdma`: registered with the device). See docs/architecture.md, "Control
 //! path".
 use crate::error::{Error, Result};
-use crate::host::AttachOptions;
 use crate::rdma::RdmaEnd;
 use ringcast_abi::ctl::{CtlKind, CtlMsg, CtlStatus};
 use ringcast_abi::ABI_VERSION;
@@ -15,6 +14,20 @@ use ringcast_offload::Config;
 use ringcast_ring::attach::{self, HostRings};
 use std::os::fd::OwnedFd;
 use std::time::Duration;
+
+/// Options for [`crate::Host::attach_with`]: what the handshake asks the engine for.
+#[derive(Clone, Debug, Default)]
+pub struct AttachOptions {
+    /// Ring entries to ask for (power of two); 0 takes the engine's `ring_entries`.
+    pub ring_entries: u32,
+    /// Most operations outstanding before `try_post` says `WouldBlock`. `None`: the completion
+    /// ring's capacity, so completions can never back up. A larger value is allowed — the engine
+    /// then stops taking descriptors while the completion ring is full (engine-side
+    /// back-pressure) — for hosts that reap completions on another schedule.
+    pub max_in_flight: Option<usize>,
+    /// Limit on each control request; `None`: the `ctl_timeout_ms` tunable.
+    pub ctl_timeout: Option<Duration>,
+}
 
 /// What a successful handshake leaves.
 pub(crate) struct Attached {

@@ -12,7 +12,7 @@
 //! * Completions that arrive while the caller waits for something else (room to post, another
 //!   cookie) are kept in arrival order and returned by later `poll`/`wait` calls.
 use crate::error::{Error, Result};
-use crate::handshake::{self, call};
+use crate::handshake::{self, call, AttachOptions};
 use crate::shared_buf::SharedBuf;
 use ringcast_abi::ctl::{CtlKind, CtlMsg, CtlStatus};
 use ringcast_abi::{
@@ -35,20 +35,6 @@ const DEADLINE_EVERY: u32 = 64;
 /// Longest sleep on the completion doorbell before the host re-checks its deadline and the
 /// engine's liveness.
 const PARK_MAX: Duration = Duration::from_millis(5);
-
-/// Options for [`Host::attach_with`].
-#[derive(Clone, Debug, Default)]
-pub struct AttachOptions {
-    /// Ring entries to ask for (power of two); 0 takes the engine's `ring_entries`.
-    pub ring_entries: u32,
-    /// Most operations outstanding before `try_post` says `WouldBlock`. `None`: the completion
-    /// ring's capacity, so completions can never back up. A larger value is allowed — the engine
-    /// then stops taking descriptors while the completion ring is full (engine-side
-    /// back-pressure) — for hosts that reap completions on another schedule.
-    pub max_in_flight: Option<usize>,
-    /// Limit on each control request; `None`: the `ctl_timeout_ms` tunable.
-    pub ctl_timeout: Option<Duration>,
-}
 
 /// Counters of the engine a host is attached to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -30,7 +30,8 @@ pub mod selftest;
 mod shared_buf;
 
 pub use error::{Error, Result};
-pub use host::{AttachOptions, CommStats, EngineStats, Host, NetStats, Region};
+pub use handshake::AttachOptions;
+pub use host::{CommStats, EngineStats, Host, NetStats, Region};
 pub use ringcast_abi::{
     Access, Completion, DataType, ReduceOp, RegionKey, RegionRef, Status, StatusKind, SubmissionDescriptor,
 };
