@@ -31,6 +31,7 @@
 pub mod cm;
 pub mod device;
 mod ffi;
+mod keep;
 pub mod rc;
 pub mod ud;
 
