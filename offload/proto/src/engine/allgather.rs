@@ -155,7 +155,10 @@ impl Engine {
         if let (StatusKind::Ok, Some(r)) = (c.status, c.reduce) {
             // Every contribution is in the work buffer: read them back to reduce them.
             let total = r.len * u64::from(r.size);
-            let bytes = alloc::vec![0u8; total as usize];
+            // A spare buffer from an earlier allreduce: allocation only while the largest grows.
+            let mut bytes = self.reduce_spare.pop().unwrap_or_default();
+            bytes.clear();
+            bytes.resize(total as usize, 0);
             let job = Job::ReduceLoad { op: c.parent, spec: r.spec, len: r.len as usize, dst: r.work, bytes };
             let job = super::JobId(self.jobs.insert(job));
             self.out.dma(job, super::Dma::Load { src: r.work, len: total });
@@ -176,12 +179,10 @@ impl Engine {
         mut bytes: alloc::vec::Vec<u8>,
         ok: bool,
     ) {
-        if !ok {
+        if !ok || reduce_blocks(spec.0, spec.1, &mut bytes, len).is_err() {
+            // (The intake checked type, operation and length: only a failed load gets here.)
+            self.reduce_spare.push(bytes);
             return self.finish_collective(op, failed(StatusKind::OutOfBounds));
-        }
-        if reduce_blocks(spec.0, spec.1, &mut bytes, len).is_err() {
-            // The intake checked type, operation and length: not reached.
-            return self.finish_collective(op, failed(StatusKind::BadDescriptor));
         }
         bytes.truncate(len);
         let job = super::JobId(self.jobs.insert(Job::ReduceStore { op, bytes }));

@@ -112,6 +112,8 @@ pub struct Engine {
     /// Primaries of finished gather slots waiting for the copies reading their buffers:
     /// (token, copies left, outcome).
     primaries: Vec<(u64, u32, Outcome)>,
+    /// Allreduce buffers between uses (one per allreduce ever in flight at once).
+    reduce_spare: Vec<Vec<u8>>,
 }
 
 fn failed(status: StatusKind) -> Outcome {
@@ -133,6 +135,7 @@ impl Engine {
             ops: Slab::default(),
             parts: Slab::default(),
             primaries: Vec::new(),
+            reduce_spare: Vec::new(),
             queues: (0..config.limits.max_hosts).map(|_| VecDeque::new()).collect(),
         })
     }
@@ -456,6 +459,9 @@ impl Engine {
                 } else {
                     failed(StatusKind::OutOfBounds)
                 };
+                // Its buffer serves the next allreduce (grown, never shrunk: no allocation
+                // once the largest has been seen).
+                self.reduce_spare.push(bytes);
                 self.finish_collective(op, outcome);
             }
             Job::Join { .. } => {} // answered by handle_join_done
