@@ -136,9 +136,9 @@ NO_ALLGATHERS := MPI_Allgather=0 MPI_Iallgather=0
 MPI_COLL_CHECK := bash host/mpi/tests/mpi-collective-check.sh
 # The allreduce check (host/mpi/tests/allreduce_check.c) on 4 ranks, RINGCAST_MPI_NODES=2: 45
 # integer and 24 float allreduces on each of world and a split half (both spanning the two
-# engines), all offloaded, and 12 reduces on each; the MPI_MINLOC one goes to PMPI: 4 x 138 and
-# 4 x 24.
-ALLREDUCES := MPI_Allreduce=552 MPI_Reduce=96
+# engines), all offloaded, 12 reduces and a pair of nonblocking allreduces on each; the
+# MPI_MINLOC one goes to PMPI: 4 x 138, 4 x 24 and 4 x 4.
+ALLREDUCES := MPI_Allreduce=552 MPI_Reduce=96 MPI_Iallreduce=16
 test-mpi: test-c
 	$(OMPI_CC) -shared -fPIC $(MPI_CFLAGS) -o $(RELEASE)/libringcast_mpi.so host/mpi/ringcast_mpi.c \
 	  -I$(RELEASE)/include -L$(RELEASE) -Wl,-rpath,$(RELEASE) -lringcast

@@ -1,7 +1,7 @@
 /* libringcast_mpi.so: the PMPI interposer. Preloaded into an unmodified MPI program
  * (LD_PRELOAD), it routes MPI_Bcast, MPI_Ibcast, MPI_Allgather, MPI_Iallgather,
- * MPI_Allreduce and MPI_Reduce through ringcast when that is correct and worth it, and calls the
- * PMPI functions otherwise.
+ * MPI_Allreduce, MPI_Iallreduce and MPI_Reduce through ringcast when that is correct and worth
+ * it, and calls the PMPI functions otherwise.
  *
  * Bootstrap (MPI_Init / MPI_Init_thread): the ranks sharing a host (MPI_Comm_split_type SHARED)
  * form one node each — or RINGCAST_MPI_NODES emulated nodes, to emulate several nodes on one
@@ -1078,15 +1078,15 @@ static uint8_t rc_op_of(MPI_Op op) {
  * operations on floats, user operations, other datatypes: PMPI_Allreduce. */
 /* MPI_Allreduce (root -1) and MPI_Reduce (the result copied out at `root` only; the others'
  * recvbuf is not significant): one ringcast ALLREDUCE either way, under the rule above. */
-static int rc_reduce(const char *call, const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
-                     MPI_Comm comm) {
-    char why[192];
-    why[0] = '\0';
-    rc_poll();
+/* The path of a reduction (root -1: an allreduce): its record when offloaded (NULL for PMPI,
+ * the reason in `why`), with the ringcast type and operation and the bytes per contribution. */
+static struct rc_comm *rc_decide_reduce(void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm,
+                                        uint8_t *t, uint8_t *o, long long *bytes, char *why, size_t whylen) {
     struct rc_comm *c = rc_of(comm);
-    uint8_t t = rc_type_of(datatype), o = rc_op_of(op);
+    *t = rc_type_of(datatype);
+    *o = rc_op_of(op);
     int tsize = 0;
-    long long bytes = -1;
+    *bytes = -1;
     const char *pmpi = NULL;
     if (!c) {
         pmpi = rc_up ? "pmpi (communicator not followed)" : rc_off;
@@ -1094,14 +1094,25 @@ static int rc_reduce(const char *call, const void *sendbuf, void *recvbuf, int c
         pmpi = "pmpi (invalid arguments: the library reports them)";
     } else if (!c->handle) {
         pmpi = "pmpi (auto: the communicator spans too few engines)";
-    } else if (!t || !o || (t >= RINGCAST_TYPE_FLOAT && o >= RINGCAST_OP_BAND)) {
+    } else if (!*t || !*o || (*t >= RINGCAST_TYPE_FLOAT && *o >= RINGCAST_OP_BAND)) {
         pmpi = "pmpi (datatype or operation not offloaded)";
     } else if (PMPI_Type_size(datatype, &tsize) != MPI_SUCCESS ||
-               (bytes = (long long)count * tsize) < rc_min_bytes || bytes * c->size > rc_max_bytes || c->size < 2) {
+               (*bytes = (long long)count * tsize) < rc_min_bytes || *bytes * c->size > rc_max_bytes || c->size < 2) {
         pmpi = "pmpi (outside the byte bounds, or a single rank)";
     }
-    if (pmpi) {
-        if (rc_verbose) snprintf(why, sizeof why, "%s", pmpi);
+    if (rc_verbose) snprintf(why, whylen, "%s", pmpi ? pmpi : "offloaded (staged)");
+    return pmpi ? NULL : c;
+}
+
+static int rc_reduce(const char *call, const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
+                     MPI_Comm comm) {
+    char why[192];
+    why[0] = '\0';
+    rc_poll();
+    uint8_t t, o;
+    long long bytes;
+    struct rc_comm *c = rc_decide_reduce(recvbuf, count, datatype, op, root, comm, &t, &o, &bytes, why, sizeof why);
+    if (!c) {
         say(call, bytes, root, "%s", why);
         return root < 0 ? PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm)
                         : PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
@@ -1135,7 +1146,6 @@ static int rc_reduce(const char *call, const void *sendbuf, void *recvbuf, int c
         if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: %s failed: %s\n", rc_world_rank, call, ringcast_strerror(rc));
         return rc_error(comm, rc_class(rc));
     }
-    if (rc_verbose) snprintf(why, sizeof why, "offloaded (%d ranks, staged)", c->size);
     say(call, bytes, root, "%s", why);
     return MPI_SUCCESS;
 }
@@ -1150,6 +1160,61 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype da
 int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm) {
     if (root < 0) return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
     return rc_reduce("MPI_Reduce", sendbuf, recvbuf, count, datatype, op, root, comm);
+}
+
+/* The nonblocking allreduce: the same rule and staging, a generalized request the completion
+ * calls finish like an MPI_Ibcast's (the result copied out of the work buffer's start). */
+int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                   MPI_Request *request) {
+    char why[192];
+    why[0] = '\0';
+    rc_poll();
+    uint8_t t = 0, o = 0;
+    long long bytes = -1;
+    struct rc_comm *c =
+        request ? rc_decide_reduce(recvbuf, count, datatype, op, -1, comm, &t, &o, &bytes, why, sizeof why) : NULL;
+    const void *mine = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+    if (!c || mine == NULL) {
+        say("MPI_Iallreduce", bytes, -1, "%s", request && mine ? why : "pmpi (invalid arguments: the library reports them)");
+        return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
+    }
+    int me;
+    PMPI_Comm_rank(comm, &me);
+    struct rc_op *rop = calloc(1, sizeof *rop);
+    RingcastBuf *stage = rop ? rc_buf_get((size_t)bytes * (size_t)c->size, &rop->stage_len) : NULL;
+    if (!stage) {
+        free(rop);
+        say("MPI_Iallreduce", bytes, -1, "failed (no staging buffer)");
+        return rc_error(comm, MPI_ERR_NO_MEM);
+    }
+    memcpy((uint8_t *)ringcast_buf_ptr(stage) + (size_t)me * (size_t)bytes, mine, (size_t)bytes);
+    rop->stage = stage;
+    rop->c = c;
+    rop->comm = comm;
+    rop->user = recvbuf;
+    rop->bytes = (size_t)bytes;
+    rop->root_here = 0; /* every rank gets the result: copied out of the work buffer's start */
+    int rc = ringcast_iallreduce(c->handle, NULL, 0, stage, 0, (size_t)bytes, t, o, &rop->id);
+    c->posted += (unsigned)c->size;
+    if (rc != RINGCAST_OK) {
+        rc_buf_put(stage, rop->stage_len);
+        free(rop);
+        if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Iallreduce failed: %s\n", rc_world_rank, ringcast_strerror(rc));
+        return rc_error(comm, rc_class(rc));
+    }
+    c->refs++;
+    c->inflight++;
+    rc_active++;
+    rc_op_link(rop);
+    if (PMPI_Grequest_start(rc_query_fn, rc_free_fn, rc_cancel_fn, rop, &rop->greq) != MPI_SUCCESS) {
+        rop->greq = MPI_REQUEST_NULL;
+        rop->user = NULL;
+        return rc_error(comm, MPI_ERR_INTERN);
+    }
+    rc_live++;
+    *request = rop->greq;
+    say("MPI_Iallreduce", bytes, -1, "%s", why);
+    return MPI_SUCCESS;
 }
 
 /* The nonblocking broadcast: the same rule; offloaded, a staging buffer of its own, the post,
