@@ -41,7 +41,8 @@ fuzz_target!(|data: &[u8]| {
                     assert_eq!(cookie, d.cookie);
                     assert!(buf.offset + len <= 4096 || (buf.offset >= 8192 && buf.offset + len <= 8192 + 4096));
                 }
-                Action::Allgather { cookie, send, recv, len, size, me, reduce, .. } => {
+                Action::Allgather(g) => {
+                    let (cookie, send, recv, len, size, me, reduce) = (g.cookie, g.send, g.recv, g.len, g.size, g.me, g.reduce);
                     // Handed to the runner (an allgather or allreduce), which completes it.
                     completions += 1;
                     assert_eq!(cookie, d.cookie);

@@ -35,6 +35,10 @@
 //!   creation record in registered host memory (the engine loads it by DMA and joins the group),
 //!   back to back at start without arrival skew, and — when the seed says so and its
 //!   application gaps stay under the peer timeout — freed with `COMM_FREE` after its last;
+//! * about a fifth of the steps on communicators of up to 32 ranks are `ALLGATHER`s instead (half
+//!   of them `ALLREDUCE`s of a drawn type and operation), in place or from a send block, drawn
+//!   from a stream of their own; the checker computes every block and every reduction itself
+//!   (`crate::reference`) and requires the same result bytes at every rank;
 //! * a 0-byte broadcast is still posted: the ABI refuses it with `BadLength` at every rank
 //!   (checked as exactly that, and reported apart as `empty`);
 //! * an unreadable root buffer (an aborted broadcast) is a registered region whose host memory

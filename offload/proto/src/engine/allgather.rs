@@ -34,10 +34,10 @@ use super::slab::TAGGED;
 use super::{failed, Engine, Job};
 use crate::collective::reduce::reduce_blocks;
 use crate::intake::regions::Resolved;
-use crate::intake::HostId;
+use crate::intake::{GatherCall, HostId};
 use crate::transfer::protocol::{OpCounters, Outcome};
 use crate::Nanos;
-use ringcast_abi::{Completion, DataType, Opcode, ReduceOp, RegionKey, Status, StatusKind};
+use ringcast_abi::{Completion, DataType, ReduceOp, Status, StatusKind};
 
 /// A composed collective in progress: the host operation it completes and what is left.
 #[derive(Debug)]
@@ -66,29 +66,9 @@ struct Reduce {
     size: u32,
 }
 
-/// What an allgather descriptor asks for, as the intake checked it.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct AllgatherCall {
-    pub(super) host: HostId,
-    pub(super) cookie: u64,
-    /// `ALLGATHER` or `ALLREDUCE` (what the completion says).
-    pub(super) opcode: Opcode,
-    pub(super) comm: u64,
-    pub(super) me: u32,
-    pub(super) size: u32,
-    pub(super) send: Option<Resolved>,
-    pub(super) recv: Resolved,
-    pub(super) len: u64,
-    /// An allreduce's type and operation.
-    pub(super) reduce: Option<(DataType, ReduceOp)>,
-    /// The send and receive regions' keys (a deregistration fails the local copy).
-    pub(super) keys: [RegionKey; 2],
-    pub(super) started: Nanos,
-}
-
 impl Engine {
     /// Starts an allgather or allreduce (see the module doc).
-    pub(super) fn start_allgather(&mut self, a: AllgatherCall, now: Nanos) {
+    pub(super) fn start_allgather(&mut self, a: GatherCall, now: Nanos) {
         let cqe = Completion::new(a.cookie, a.opcode, Status::OK, 0);
         let op = self.new_op(a.host, cqe, a.started, true, true);
         let local = self.core.local_rank(a.host).unwrap_or(u32::MAX);

@@ -37,7 +37,6 @@ use crate::intake::{self, Core, Counters, Departure, HostId};
 use crate::transfer::protocol::{DmaDir, DmaToken, OpCounters, Outcome, ProtoCounters};
 use crate::Nanos;
 use action::Outbox;
-use allgather::AllgatherCall;
 use alloc::collections::VecDeque;
 use alloc::format;
 use alloc::vec;
@@ -327,36 +326,7 @@ impl Engine {
                         _ => self.finish_collective(op, failed(StatusKind::BadDescriptor)),
                     }
                 }
-                intake::Action::Allgather {
-                    host,
-                    cookie,
-                    comm,
-                    me,
-                    size,
-                    send,
-                    recv,
-                    len,
-                    reduce,
-                    started,
-                } => {
-                    let keys = [desc.aux_key, desc.key];
-                    let opcode = desc.opcode;
-                    let call = AllgatherCall {
-                        host,
-                        cookie,
-                        opcode,
-                        comm,
-                        me,
-                        size,
-                        send,
-                        recv,
-                        len,
-                        reduce,
-                        keys,
-                        started,
-                    };
-                    self.start_allgather(call, now);
-                }
+                intake::Action::Allgather(call) => self.start_allgather(call, now),
                 intake::Action::Bcast { host, cookie, comm, root, buf, len, started, .. } => {
                     let cqe = Completion::new(cookie, desc.opcode, Status::OK, 0);
                     let op = self.new_op(host, cqe, started, true, true);

@@ -35,6 +35,37 @@ pub const MAX_ACTIONS_PER_EVENT: usize = 2;
 pub const ACTION_QUEUE: usize = 16;
 static_assertions::const_assert!(ACTION_QUEUE >= MAX_ACTIONS_PER_EVENT);
 
+/// An allgather or allreduce as the intake checked it: this rank's block (`send`, or in place
+/// at `recv + me × len`) goes to every rank, every rank's block into `recv` at `rank × len`;
+/// an allreduce then reduces them (in rank order) into the start of `recv`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GatherCall {
+    /// Host that posted it.
+    pub host: HostId,
+    /// Its descriptor's cookie.
+    pub cookie: u64,
+    /// `ALLGATHER` or `ALLREDUCE` (what the completion says).
+    pub opcode: ringcast_abi::Opcode,
+    /// Communicator (0: the engine's world communicator).
+    pub comm: u64,
+    /// This host's rank in it.
+    pub me: u32,
+    /// Ranks in it.
+    pub size: u32,
+    /// Where this rank's block is read from when it is not in place.
+    pub send: Option<Resolved>,
+    /// The receive (work) buffer (`size × len` bytes).
+    pub recv: Resolved,
+    /// Block bytes.
+    pub len: u64,
+    /// An allreduce: the type and operation the gathered blocks are reduced with.
+    pub reduce: Option<(ringcast_abi::DataType, ringcast_abi::ReduceOp)>,
+    /// The send and receive regions' keys (a deregistration fails the local copy).
+    pub keys: [RegionKey; 2],
+    /// When the descriptor was taken in.
+    pub started: Nanos,
+}
+
 /// What the runner must do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -74,32 +105,9 @@ pub enum Action {
         /// When the descriptor was taken in.
         started: Nanos,
     },
-    /// Run this rank's part of an allgather (or allreduce): its block (`send`, or in place at `recv` +
-    /// `me × len`) to every rank, every rank's block into `recv` at `rank × len`; the
-    /// descriptor completes when the runner says so, with `cookie`.
-    Allgather {
-        /// Host that posted it.
-        host: HostId,
-        /// Its descriptor's cookie.
-        cookie: u64,
-        /// Communicator (0: the engine's world communicator).
-        comm: u64,
-        /// This host's rank in it.
-        me: u32,
-        /// Ranks in it.
-        size: u32,
-        /// Where this rank's block is read from when it is not in place.
-        send: Option<Resolved>,
-        /// The receive buffer (`size × len` bytes).
-        recv: Resolved,
-        /// Block bytes.
-        len: u64,
-        /// An allreduce: the type and operation the gathered blocks are then reduced with
-        /// (in rank order), the result written at the start of `recv`.
-        reduce: Option<(ringcast_abi::DataType, ringcast_abi::ReduceOp)>,
-        /// When the descriptor was taken in.
-        started: Nanos,
-    },
+    /// Run this rank's part of an allgather (or allreduce), as [`GatherCall`] says; the
+    /// descriptor completes when the runner says so, with its cookie.
+    Allgather(GatherCall),
     /// Create or leave a communicator (`op` is `CommCreate` with the record at `buf`, or
     /// `CommFree`); the runner's communicator tables complete it.
     Comm {
@@ -315,10 +323,12 @@ impl Core {
                 return;
             }
             Ok(Plan::Allgather { me, size, send, recv, len, reduce }) => {
-                let (cookie, comm) = (desc.cookie, desc.comm);
-                self.push(Action::Allgather {
+                let (cookie, comm, opcode, keys) =
+                    (desc.cookie, desc.comm, desc.opcode, [desc.aux_key, desc.key]);
+                let call = GatherCall {
                     host,
                     cookie,
+                    opcode,
                     comm,
                     me,
                     size,
@@ -326,8 +336,10 @@ impl Core {
                     recv,
                     len,
                     reduce,
+                    keys,
                     started: now,
-                });
+                };
+                self.push(Action::Allgather(call));
                 return;
             }
             Ok(Plan::Dma { src, dst, len }) => {
