@@ -139,6 +139,16 @@ MPI_COLL_CHECK := bash host/mpi/tests/mpi-collective-check.sh
 # engines), all offloaded, 12 reduces and a pair of nonblocking allreduces on each; the
 # MPI_MINLOC one goes to PMPI: 4 x 138, 4 x 24 and 4 x 4.
 ALLREDUCES := MPI_Allreduce=552 MPI_Reduce=96 MPI_Iallreduce=16
+# An uneven job (issue 17, item 8): 3 ranks on RINGCAST_MPI_NODES=2 are nodes of 2 and 1 ranks
+# (RINGCAST_NODE_RANKS=2,1). The world and its dups span both engines, the split halves {0,2}
+# and {1} two and one: the bcast check offloads MPI_Bcast 162, MPI_Ibcast 196 and auto declines
+# 33 (the one-engine half); the allgather check 96 = 3 x 24 (world, dup) + 2 x 12 (half {0,2})
+# and 48 = 3 x 12 + 2 x 6; the allreduce check 345, 60, 10 = (3 + 2) x 69, 12, 2. Every result
+# compared with the library's own.
+UNEVEN := CHECK_RANKS=3
+UNEVEN_BCASTS := 162 196 33
+UNEVEN_ALLGATHERS := MPI_Allgather=96 MPI_Iallgather=48
+UNEVEN_ALLREDUCES := MPI_Allreduce=345 MPI_Reduce=60 MPI_Iallreduce=10
 test-mpi: test-c
 	$(OMPI_CC) -shared -fPIC $(MPI_CFLAGS) -o $(RELEASE)/libringcast_mpi.so host/mpi/ringcast_mpi.c \
 	  -I$(RELEASE)/include -L$(RELEASE) -Wl,-rpath,$(RELEASE) -lringcast
@@ -167,6 +177,17 @@ test-mpi: test-c
 	$(MPI_COLL_CHECK) "Open MPI, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-allreduce.log "matching PMPI_Allreduce" $(ALLREDUCES) -- \
 	  $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 -x RINGCAST_MPI_NODES=2 \
 	  $(RELEASE)/mpi-allreduce-check
+	$(UNEVEN) $(MPI_CHECK) "Open MPI, LD_PRELOAD, 3 ranks, RINGCAST_MPI_NODES=2 (uneven: 2+1)" $(UNEVEN_BCASTS) $(RELEASE)/mpi-check.log -- \
+	  $(OMPI_RUN) -np 3 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 -x RINGCAST_CHECK_MISMATCH=1 \
+	  -x RINGCAST_MPI_NODES=2 $(RELEASE)/mpi-bcast-check
+	$(UNEVEN) $(MPI_COLL_CHECK) "Open MPI, LD_PRELOAD, 3 ranks, RINGCAST_MPI_NODES=2 (uneven: 2+1)" $(RELEASE)/mpi-allgather.log \
+	  "identical to PMPI_Allgather" $(UNEVEN_ALLGATHERS) -- \
+	  $(OMPI_RUN) -np 3 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 -x RINGCAST_MPI_NODES=2 \
+	  $(RELEASE)/mpi-allgather-check
+	$(UNEVEN) $(MPI_COLL_CHECK) "Open MPI, LD_PRELOAD, 3 ranks, RINGCAST_MPI_NODES=2 (uneven: 2+1)" $(RELEASE)/mpi-allreduce.log \
+	  "matching PMPI_Allreduce" $(UNEVEN_ALLREDUCES) -- \
+	  $(OMPI_RUN) -np 3 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 -x RINGCAST_MPI_NODES=2 \
+	  $(RELEASE)/mpi-allreduce-check
 	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-crash-rank host/mpi/tests/crash_rank.c
 	$(MPI_CRASH) "Open MPI, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-crash-rank -- \
 	  $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 -x RINGCAST_PEER_TIMEOUT_MS=1000 -x RINGCAST_MPI_VERBOSE=1
@@ -186,6 +207,13 @@ test-mpi: test-c
 	$(MPICH_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-allreduce-check-mpich host/mpi/tests/allreduce_check.c -lm
 	$(MPI_COLL_CHECK) "MPICH, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-allreduce.log "matching PMPI_Allreduce" $(ALLREDUCES) -- \
 	  $(MPICH_RUN) -np 4 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_VERBOSE 1 \
+	  -genv RINGCAST_MPI_NODES 2 $(RELEASE)/mpi-allreduce-check-mpich
+	$(UNEVEN) $(MPI_CHECK) "MPICH, LD_PRELOAD, 3 ranks, RINGCAST_MPI_NODES=2 (uneven: 2+1)" $(UNEVEN_BCASTS) $(RELEASE)/mpi-check.log -- \
+	  $(MPICH_RUN) -np 3 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_VERBOSE 1 \
+	  -genv RINGCAST_CHECK_MISMATCH 1 -genv RINGCAST_MPI_NODES 2 $(RELEASE)/mpi-bcast-check-mpich
+	$(UNEVEN) $(MPI_COLL_CHECK) "MPICH, LD_PRELOAD, 3 ranks, RINGCAST_MPI_NODES=2 (uneven: 2+1)" $(RELEASE)/mpi-allreduce.log \
+	  "matching PMPI_Allreduce" $(UNEVEN_ALLREDUCES) -- \
+	  $(MPICH_RUN) -np 3 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_VERBOSE 1 \
 	  -genv RINGCAST_MPI_NODES 2 $(RELEASE)/mpi-allreduce-check-mpich
 	$(MPICH_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-crash-rank-mpich host/mpi/tests/crash_rank.c
 	$(MPI_CRASH) "MPICH, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-crash-rank-mpich -- \

@@ -111,7 +111,7 @@ static int rc_mode = RC_AUTO;
 static const char *rc_off = "ringcast not started"; /* why every call goes to PMPI when !rc_up */
 static int rc_verbose;
 static int rc_world_rank;
-static int rc_ppn = 1;         /* ranks per engine: ringcast rank / rc_ppn is the engine */
+static int rc_node;            /* this rank's engine (emulated node) */
 static long long rc_min_bytes = 1, rc_max_bytes = RC_ENGINE_MAX_DEFAULT, rc_engine_max = RC_ENGINE_MAX_DEFAULT;
 static int rc_min_engines = 2; /* auto: engines a communicator must span (RINGCAST_MPI_MIN_ENGINES) */
 static char rc_off_buf[160];   /* rc_off when it needs numbers */
@@ -289,22 +289,26 @@ static void rc_attach(MPI_Comm comm) {
     if (inter) return;
     PMPI_Comm_size(comm, &size);
     PMPI_Comm_rank(comm, &rank);
-    uint32_t me = (uint32_t)ringcast_rank();
-    uint32_t *members = malloc(sizeof(uint32_t) * (size_t)size);
-    int have = members != NULL, all_have = 0;
+    /* Each member's ringcast world rank and engine. */
+    uint32_t me[2] = {(uint32_t)ringcast_rank(), (uint32_t)rc_node};
+    uint32_t *pairs = malloc(sizeof(uint32_t) * 2 * (size_t)size), *members = malloc(sizeof(uint32_t) * (size_t)size);
+    int have = pairs != NULL && members != NULL, all_have = 0;
     PMPI_Allreduce(&have, &all_have, 1, MPI_INT, MPI_MIN, comm);
     if (!all_have) {
+        free(pairs);
         free(members);
         return;
     }
-    PMPI_Allgather(&me, 1, MPI_UINT32_T, members, 1, MPI_UINT32_T, comm);
+    PMPI_Allgather(me, 2, MPI_UINT32_T, pairs, 2, MPI_UINT32_T, comm);
     /* Engines spanned: the same number at every member (computed from the same gathered list). */
     int engines = 0;
     for (int i = 0; i < size; i++) {
         int seen = 0;
-        for (int j = 0; j < i && !seen; j++) seen = members[j] / (uint32_t)rc_ppn == members[i] / (uint32_t)rc_ppn;
+        members[i] = pairs[2 * i];
+        for (int j = 0; j < i && !seen; j++) seen = pairs[2 * j + 1] == pairs[2 * i + 1];
         engines += !seen;
     }
+    free(pairs);
     struct rc_comm *c = calloc(1, sizeof *c);
     int ok = c != NULL, rc = RINGCAST_OK;
     if (ok && (rc_mode == RC_ALWAYS || engines >= rc_min_engines)) {
@@ -515,7 +519,7 @@ static void rc_start(int provided) {
         return;
     }
 
-    /* Ranks of one host; each host split into `emu` emulated nodes of equal size. */
+    /* Ranks of one host, and which host this is. */
     MPI_Comm local, leaders;
     int lrank, lsize;
     PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
@@ -531,26 +535,46 @@ static void rc_start(int provided) {
     PMPI_Bcast(&host_index, 1, MPI_INT, 0, local);
     PMPI_Bcast(&hosts, 1, MPI_INT, 0, local);
     PMPI_Comm_free(&local);
-    int emu = (int)env_ll("RINGCAST_MPI_NODES", 1);
-    if (emu < 1 || emu > lsize) emu = 1;
-    int ppn = lsize / emu, uniform = (lsize % emu == 0), nodes = hosts * emu;
-    int mine[5] = {ppn, -ppn, nodes, -nodes, uniform}, got[5];
-    PMPI_Allreduce(mine, got, 5, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!got[4] || got[0] != -got[1] || got[2] != -got[3]) {
-        /* The engines' world needs the same number of ranks on every node. */
-        rc_off = "ranks per node differ between nodes";
-        if (rc_verbose && rank == 0) fprintf(stderr, "ringcast-mpi: ranks per node differ; every call goes to PMPI\n");
+    /* Each host's ranks split into `emu` emulated nodes (the same number on every host), as
+     * evenly as they go: the first `lsize % emu` nodes of a host hold one rank more. Hosts may
+     * hold different numbers of ranks and nodes need not be equal (the engines' uneven world,
+     * RINGCAST_NODE_RANKS): 3 ranks on 2 nodes is 2+1. */
+    int emu = (int)env_ll("RINGCAST_MPI_NODES", 1), emu_all = 0;
+    if (emu < 1) emu = 1;
+    if (emu > lsize) emu = lsize;
+    PMPI_Allreduce(&emu, &emu_all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    emu = emu_all;
+    int nodes = hosts * emu, base = lsize / emu, extra = lsize % emu, k, local_rank;
+    if (lrank < extra * (base + 1)) {
+        k = lrank / (base + 1);
+        local_rank = lrank % (base + 1);
+    } else {
+        k = extra + (lrank - extra * (base + 1)) / base;
+        local_rank = (lrank - extra * (base + 1)) % base;
+    }
+    int node = host_index * emu + k;
+    /* Ranks on every node, from every rank's node: the engines number world ranks node by node. */
+    int *node_of = malloc(sizeof(int) * (size_t)size), *counts = calloc((size_t)nodes, sizeof(int));
+    int have_counts = node_of && counts, all_counts = 0;
+    PMPI_Allreduce(&have_counts, &all_counts, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_counts) {
+        free(node_of); free(counts);
+        rc_off = "out of memory at start";
         return;
     }
+    PMPI_Allgather(&node, 1, MPI_INT, node_of, 1, MPI_INT, MPI_COMM_WORLD);
+    for (int r = 0; r < size; r++) counts[node_of[r]]++;
+    int ppn = counts[0], uniform = 1;
+    for (int n = 1; n < nodes; n++) uniform &= counts[n] == ppn;
+    free(node_of);
     if (rc_mode == RC_AUTO && nodes < rc_min_engines) {
         /* No communicator can span enough engines: nothing would be offloaded, so no engine. */
+        free(counts);
         snprintf(rc_off_buf, sizeof rc_off_buf, "auto: the job spans %d engine(s), fewer than %d", nodes, rc_min_engines);
         rc_off = rc_off_buf;
         if (rc_verbose && rank == 0) fprintf(stderr, "ringcast-mpi: %s; every call goes to PMPI\n", rc_off);
         return;
     }
-    rc_ppn = ppn;
-    int node = host_index * emu + lrank / ppn, local_rank = lrank % ppn;
 
     /* The job: named by rank 0, the same everywhere; its secret (keys the world communicator's
      * frames) drawn by rank 0 from the CSPRNG and handed over MPI, never over the engines' fabric. */
@@ -573,7 +597,25 @@ static void rc_start(int provided) {
     set("RINGCAST_JOB", job);
     snprintf(buf, sizeof buf, "%d", nodes); set("RINGCAST_NODES", buf);
     snprintf(buf, sizeof buf, "%d", node); set("RINGCAST_NODE", buf);
-    snprintf(buf, sizeof buf, "%d", ppn); set("RINGCAST_PPN", buf);
+    if (uniform) {
+        snprintf(buf, sizeof buf, "%d", ppn); set("RINGCAST_PPN", buf);
+        set("RINGCAST_NODE_RANKS", "");
+    } else {
+        /* An uneven world: one count per node. */
+        size_t cap = (size_t)nodes * 12 + 1, at = 0;
+        char *list = malloc(cap);
+        if (!list) {
+            free(counts);
+            rc_off = "out of memory at start";
+            return;
+        }
+        for (int n = 0; n < nodes; n++) at += (size_t)snprintf(list + at, cap - at, n ? ",%d" : "%d", counts[n]);
+        set("RINGCAST_PPN", "1");
+        set("RINGCAST_NODE_RANKS", list);
+        free(list);
+    }
+    free(counts);
+    rc_node = node;
     snprintf(buf, sizeof buf, "%d", local_rank); set("RINGCAST_LOCAL_RANK", buf);
     snprintf(buf, sizeof buf, "%s-%d", job, node); set("RINGCAST_ENGINE", buf);
     set("RINGCAST_RUN_MODE", "thread");
@@ -624,9 +666,13 @@ static void rc_start(int provided) {
     rc_off = "communicator not followed (inter-communicator, or made by a call not intercepted)";
     PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, rc_attr_delete, &rc_keyval, NULL);
     rc_attach(MPI_COMM_WORLD);
-    if (rc_verbose && rank == 0)
-        fprintf(stderr, "ringcast-mpi: %d ranks on %d node(s) x %d, %s fabric, job %s, offload %s, %lld..%lld bytes\n", size, nodes, ppn,
+    if (rc_verbose && rank == 0) {
+        char shape[48];
+        if (uniform) snprintf(shape, sizeof shape, "x %d", ppn);
+        else snprintf(shape, sizeof shape, "holding %.38s", getenv("RINGCAST_NODE_RANKS"));
+        fprintf(stderr, "ringcast-mpi: %d ranks on %d node(s) %s, %s fabric, job %s, offload %s, %lld..%lld bytes\n", size, nodes, shape,
                 fabric, job, rc_mode == RC_ALWAYS ? "always" : "auto", rc_min_bytes, rc_max_bytes);
+    }
 }
 
 /* The program's MPI_Init: the library first, then the bootstrap (a collective over the world). */

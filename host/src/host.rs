@@ -240,7 +240,8 @@ impl Host {
     }
 
     /// This process's local rank on its engine (`None`: every local rank was taken when it
-    /// attached; it can COPY but not broadcast). Its world rank is `node * ppn + local rank`.
+    /// attached; it can COPY but not broadcast). Its world rank is
+    /// `config.topology.world_rank(local)` (`node * ppn + local rank` in a uniform world).
     pub fn local_rank(&self) -> Option<u32> {
         self.local_rank
     }

@@ -157,17 +157,17 @@ pub extern "C" fn ringcast_init() -> c_int {
             Err(_) => return RINGCAST_ERR_INVALID,
         };
         let thread = std::env::var("RINGCAST_RUN_MODE").as_deref() == Ok("thread");
-        let (node, ppn) = (config.topology.node, config.topology.ppn);
         let size = config.topology.world_size();
+        let topology = config.topology.clone();
         let host = if thread && config.topology.local_rank == LocalRank::Fixed(0) {
             Host::spawn_named(config)
         } else {
             Host::attach_wait(&config.runner.engine_name, Duration::from_secs(30))
         };
         match host {
-            Ok(host) => match host.local_rank() {
-                Some(local) => {
-                    *slot = Some(State { host, rank: node * ppn + local, size });
+            Ok(host) => match host.local_rank().and_then(|l| topology.world_rank(l)) {
+                Some(rank) => {
+                    *slot = Some(State { host, rank, size });
                     RINGCAST_OK
                 }
                 None => -(StatusKind::NoRank as c_int),

@@ -30,6 +30,10 @@ pub struct ClusterArgs {
     /// Program processes per node.
     #[arg(short = 'p', long = "procs-per-node", default_value_t = 1)]
     pub ppn: u32,
+    /// An uneven job: processes on each node, comma-separated (e.g. 2,1: three ranks on two
+    /// nodes); overrides --nodes and --procs-per-node.
+    #[arg(long, value_delimiter = ',')]
+    pub node_ranks: Vec<u32>,
     /// Engines as daemons (DPU emulation) or polling threads in the programs.
     #[arg(long, value_enum, default_value_t = Mode::Daemon)]
     pub mode: Mode,
@@ -45,8 +49,9 @@ impl ClusterArgs {
     /// The launcher's description of this cluster.
     pub fn spec(&self, keep_going: bool) -> Spec {
         Spec {
-            nodes: self.nodes,
+            nodes: if self.node_ranks.is_empty() { self.nodes } else { self.node_ranks.len() as u32 },
             ppn: self.ppn,
+            node_ranks: self.node_ranks.clone(),
             mode: self.mode,
             fabric: self.fabric.clone(),
             netns: self.netns,
@@ -378,13 +383,13 @@ fn rank_inner(a: &RankArgs) -> Result<(), String> {
     let selector = ringcast_proto::model::select::Selector::from_config(&config.engine());
     let flat = ringcast_proto::comm::Layout::FLAT;
     let mut host = host_from_env()?;
-    let me = config.topology.node * config.topology.ppn
-        + host.local_rank().ok_or("no local rank on the engine")?;
+    let local = host.local_rank().ok_or("no local rank on the engine")?;
+    let me = config.topology.world_rank(local).ok_or("local rank outside this node's share of the world")?;
     let largest = a.sizes.iter().copied().max().unwrap_or(1).max(1) as usize;
     let buf = SharedBuf::new(largest).map_err(|e| e.to_string())?;
     let barrier = if a.barrier {
         let name = std::env::var(BARRIER_ENV).map_err(|_| format!("--barrier needs {BARRIER_ENV}"))?;
-        Some(Barrier::open(&name, config.topology.nodes * config.topology.ppn)?)
+        Some(Barrier::open(&name, config.topology.world_size())?)
     } else {
         None
     };

@@ -34,6 +34,7 @@
 //! ([`ringcast_offload::fabric::shm::reclaim_stale`]).
 use ringcast_host::netns::Lab;
 use ringcast_host::{Config, Host};
+use ringcast_offload::config::NodeRanks;
 use ringcast_offload::fabric::shm::{cleanup, reclaim_stale};
 use std::ffi::OsString;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
@@ -135,6 +136,9 @@ pub struct Spec {
     pub nodes: u32,
     /// Program processes per node.
     pub ppn: u32,
+    /// An uneven world: program processes on each node (overrides `nodes` and `ppn`; empty:
+    /// `ppn` on each of `nodes`).
+    pub node_ranks: Vec<u32>,
     /// How engines run.
     pub mode: Mode,
     /// `shm` or `udp`.
@@ -143,6 +147,27 @@ pub struct Spec {
     pub netns: bool,
     /// Do not kill the other programs when one fails (they must end on their own).
     pub keep_going: bool,
+}
+
+impl Spec {
+    /// Program processes on node `node`.
+    pub fn count(&self, node: u32) -> u32 {
+        self.node_ranks.get(node as usize).copied().unwrap_or(if self.node_ranks.is_empty() {
+            self.ppn
+        } else {
+            0
+        })
+    }
+
+    /// Node `node`'s first world rank (ranks are numbered node by node).
+    pub fn start(&self, node: u32) -> u32 {
+        (0..node).map(|n| self.count(n)).sum()
+    }
+
+    /// Program processes in all.
+    pub fn world_size(&self) -> u32 {
+        self.start(self.nodes)
+    }
 }
 
 /// A job being run.
@@ -224,7 +249,7 @@ impl Cluster {
         // measured (2 nodes, 2 B back to back) 55 → 11 µs, the program's CPU at 1 MiB 1.4 →
         // 3.4 % of the broadcast (docs/performance.md).
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-        let pollers = spec.nodes * (spec.ppn + u32::from(spec.mode != Mode::Thread));
+        let pollers = spec.world_size() + spec.nodes * u32::from(spec.mode != Mode::Thread);
         // Only for the benchmark's own ranks (`program == "self"`: one thread each — the pin is
         // inherited by every thread a program starts after attaching), one per node (with
         // more, they would crowd one CPU while others idle), and not in namespaces (CPU claims
@@ -232,7 +257,7 @@ impl Cluster {
         let paired = spec.mode == Mode::Daemon
             && pollers > cpus
             && spec.nodes <= cpus
-            && spec.ppn == 1
+            && spec.world_size() == spec.nodes
             && !spec.netns
             && program == "self";
         // `paired` is for daemons beside their programs; a DPU is across the boundary.
@@ -264,7 +289,8 @@ impl Cluster {
                 ("RINGCAST_JOB", job.clone()),
                 ("RINGCAST_NODES", spec.nodes.to_string()),
                 ("RINGCAST_NODE", node.to_string()),
-                ("RINGCAST_PPN", spec.ppn.to_string()),
+                ("RINGCAST_PPN", if spec.node_ranks.is_empty() { spec.ppn } else { 1 }.to_string()),
+                ("RINGCAST_NODE_RANKS", NodeRanks(spec.node_ranks.clone()).to_string()),
                 ("RINGCAST_UDP_MEMBERS", members.clone()),
                 ("RINGCAST_ENGINE", format!("{job}-{node}")),
                 ("RINGCAST_POLL_MODE", "spin-yield".to_string()),
@@ -318,14 +344,14 @@ impl Cluster {
             }
         }
         for node in 0..spec.nodes {
-            for local in 0..spec.ppn {
+            for local in 0..spec.count(node) {
                 let mut cmd = if program == "self" { Command::new(&exe) } else { Command::new(program) };
                 cmd.args(args)
                     .envs(env(node))
                     .envs(program_idle.clone())
                     .envs([host_pin.clone()])
                     .env("RINGCAST_LOCAL_RANK", local.to_string())
-                    .env("RINGCAST_RANK", (node * spec.ppn + local).to_string())
+                    .env("RINGCAST_RANK", (spec.start(node) + local).to_string())
                     .envs(if dpu { dpu_program(node) } else { Vec::new() })
                     .envs(extra.iter().map(|(k, v)| (k.as_str(), v.as_str())));
                 let child = guarded(&exe, "kill", in_node(&c, program_ns(node), cmd))

@@ -150,6 +150,7 @@ fn run_once(a: &DemoArgs, algorithm: &str) -> Result<RunResult, String> {
     let spec = Spec {
         nodes: a.nodes,
         ppn: a.ppn,
+        node_ranks: Vec::new(),
         mode: a.mode,
         fabric: a.fabric.clone(),
         netns: a.netns,

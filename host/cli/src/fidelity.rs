@@ -149,6 +149,7 @@ pub fn compare(fabric: &str, m: &Measured, wake_rtt: f64) -> Result<String, Stri
                 cluster: ClusterArgs {
                     nodes,
                     ppn: 1,
+                    node_ranks: Vec::new(),
                     mode: Mode::Daemon,
                     fabric: fabric.to_string(),
                     netns: false,

@@ -125,7 +125,7 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
     let config = Config::from_env().map_err(|e| e.to_string())?;
     let mut host = host_from_env()?;
     let local = host.local_rank().ok_or("this process holds no local rank on its engine")?;
-    let me = config.topology.node * config.topology.ppn + local;
+    let me = config.topology.world_rank(local).ok_or("local rank outside this node's share of the world")?;
     let world = config.topology.world_size();
     if a.sizes.is_empty() {
         return Err("no sizes".into());

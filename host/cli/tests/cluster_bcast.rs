@@ -9,6 +9,8 @@
 //! broadcast, that multicast and repair both carried data, and that nothing — processes,
 //! `/dev/shm` segments, namespaces — is left behind.
 //!
+//! The same on uneven jobs (a different number of ranks on each node).
+//!
 //! Then a member is SIGKILLed mid-broadcast (a process beside a surviving one, and in thread
 //! mode the process hosting its node's engine): every survivor must end with a typed error
 //! within bounded time, never hang, and nothing may be left behind.
@@ -94,9 +96,14 @@ fn workload(extra: &[&str]) -> Vec<String> {
 }
 
 fn run_lossy(cluster: &[&str]) {
-    let n = NODES.to_string();
-    let p = PPN.to_string();
-    let mut args = vec!["run", "-n", &n, "-p", &p, "--timeout", "300"];
+    let (n, p) = (NODES.to_string(), PPN.to_string());
+    run_lossy_on(&["-n", &n, "-p", &p], NODES * PPN, cluster);
+}
+
+/// [`run_lossy`] on a job of `ranks` ranks placed by `shape` (`ringcast run`'s options).
+fn run_lossy_on(shape: &[&str], ranks: u32, cluster: &[&str]) {
+    let mut args = vec!["run", "--timeout", "300"];
+    args.extend_from_slice(shape);
     args.extend_from_slice(cluster);
     // Every other broadcast on communicators the ranks create (rank % 3: members on two of
     // the three nodes, one per node), freed at the end; then allgathers and allreduces on both
@@ -120,13 +127,15 @@ fn run_lossy(cluster: &[&str]) {
     let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert!(o.status.success(), "{cluster:?}: {err}\n{out}");
     let (per_rank, mc, rep) = parse(&out);
-    assert_eq!(per_rank, vec![COUNT; (NODES * PPN) as usize], "{cluster:?}: broadcasts per rank\n{out}");
-    let gathers = out.lines().filter(|l| l.starts_with("G ")).count();
-    assert_eq!(
-        gathers,
-        (NODES * PPN * ALLGATHERS * 2) as usize,
-        "{cluster:?}: allgathers (world + split)\n{out}"
-    );
+    assert_eq!(per_rank, vec![COUNT; ranks as usize], "{cluster:?}: broadcasts per rank\n{out}");
+    for (kind, what) in [("G ", "allgathers"), ("R ", "allreduces")] {
+        let n = out.lines().filter(|l| l.starts_with(kind)).count();
+        assert_eq!(
+            n,
+            (ranks * ALLGATHERS * 2) as usize,
+            "{shape:?} {cluster:?}: {what} (world + split)\n{out}"
+        );
+    }
     assert!(mc > 0, "{cluster:?}: nothing arrived by multicast");
     assert!(rep > 0, "{cluster:?}: 5 % multicast loss and nothing was repaired");
     assert!(leftovers().is_empty(), "{cluster:?}: left behind: {:?}", leftovers());
@@ -147,6 +156,16 @@ fn broadcasts_over_every_fabric_and_mode_with_multicast_loss() {
         }
         Some(why) => println!("SKIP: udp across namespaces and dpu mode: {why}"),
     }
+}
+
+/// Issue 17 item 8: a job whose nodes hold different numbers of ranks (3 ranks on 2 nodes,
+/// 6 on 3 nodes as 2+1+3) offloads everything — broadcasts, created communicators,
+/// allgathers and allreduces — with loss, on `shm` daemons and `udp` threads.
+#[test]
+fn an_uneven_job_offloads_every_collective() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    run_lossy_on(&["--node-ranks", "2,1,3"], 6, &["--fabric", "shm", "--mode", "daemon"]);
+    run_lossy_on(&["--node-ranks", "2,1"], 3, &["--fabric", "udp", "--mode", "thread"]);
 }
 
 /// Runs the workload with world rank `victim` SIGKILLed during broadcast 20; every survivor

@@ -6,6 +6,7 @@
 # BCAST / IBCAST: lines "MPI_Bcast: offloaded" / "MPI_Ibcast: offloaded" expected;
 # DECLINED: lines "pmpi (auto: ..." expected (either call): the calls auto sent to PMPI because
 # the job or the communicator spans too few engines.
+# CHECK_RANKS: ranks of the run (default 4).
 set -uo pipefail
 label=$1 bcast=$2 ibcast=$3 declined=$4 log=$5
 shift 5
@@ -18,7 +19,8 @@ if ! timeout 300 "$@" >"$log" 2>&1; then
 fi
 fail=0
 ranks=$(grep -c 'broadcasts identical to PMPI_Bcast' "$log")
-[[ $ranks -eq 4 ]] || { echo "mpi-check: $label: $ranks of 4 ranks reported identical broadcasts"; fail=1; }
+nranks=${CHECK_RANKS:-4}
+[[ $ranks -eq $nranks ]] || { echo "mpi-check: $label: $ranks of $nranks ranks reported identical broadcasts"; fail=1; }
 n=$(grep -c 'MPI_Bcast: offloaded' "$log")
 [[ $n -eq $bcast ]] || { echo "mpi-check: $label: $n MPI_Bcast offloaded, expected $bcast"; fail=1; }
 n=$(grep -c 'MPI_Ibcast: offloaded' "$log")

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs one check program of a collective beside the broadcast (host/mpi/tests/allgather_check.c,
-# allreduce_check.c) and checks its log: every one of the 4 ranks printed the line saying its
+# allreduce_check.c) and checks its log: every rank printed the line saying its
 # results matched the library's own (RANKS: a fixed string of that line), and each intercepted
 # call took the offloaded path as often as expected (RINGCAST_MPI_VERBOSE lines
 # "<CALL>: offloaded").
 #   mpi-collective-check.sh LABEL LOG RANKS CALL=N [CALL=N ...] -- launcher args...
+# CHECK_RANKS: ranks of the run (default 4).
 set -uo pipefail
 label=$1 log=$2 ranks_line=$3
 shift 3
@@ -22,7 +23,8 @@ if ! timeout 300 "$@" >"$log" 2>&1; then
 fi
 fail=0
 ranks=$(grep -cF "$ranks_line" "$log")
-[[ $ranks -eq 4 ]] || { echo "mpi-collective-check: $label: $ranks of 4 ranks printed \"$ranks_line\""; fail=1; }
+nranks=${CHECK_RANKS:-4}
+[[ $ranks -eq $nranks ]] || { echo "mpi-collective-check: $label: $ranks of $nranks ranks printed \"$ranks_line\""; fail=1; }
 said=""
 for e in "${expect[@]}"; do
   call=${e%%=*} want=${e##*=}

@@ -20,10 +20,12 @@
 //!   forgeries neither deliver wrong bytes nor fail a broadcast (such scenarios stay benign).
 //!
 //! How a scenario maps onto engines ([`setup`]):
-//! * a scenario rank is a host process: `layout.ppn` of them share one node's engine (block or
-//!   cyclic placement per `layout.cyclic`), each attached with a fixed local rank, so world rank
-//!   = `node * ppn + local`; `layout.sites` has no engine counterpart (an engine gives created
-//!   communicators a flat layout) and is not used;
+//! * a scenario rank is a host process: up to `layout.ppn` of them share one node's engine
+//!   (block or cyclic placement per `layout.cyclic`), each attached with a fixed local rank;
+//!   the engines' world holds exactly the ranks each node has — uneven whenever the rank count
+//!   does not divide (`RINGCAST_NODE_RANKS`), world ranks numbered node by node;
+//!   `layout.sites` has no engine counterpart (an engine gives created communicators a flat
+//!   layout) and is not used;
 //! * each rank's buffer of each broadcast is a segment of its node's simulated host memory,
 //!   registered as a region of its own; broadcasts are `BCAST` descriptors through
 //!   [`Engine::handle_descriptor`](ringcast_proto::engine::Engine::handle_descriptor), one at a
@@ -173,6 +175,8 @@ pub struct Report {
     /// `Ok` allreduce completions, each result checked against the checker's own reduction
     /// (counted in `ok` too).
     pub allreduces: u64,
+    /// Whether the engines' world was uneven (nodes holding different numbers of ranks).
+    pub uneven: bool,
 }
 
 /// An invariant that did not hold (`rank`: a scenario rank; `node`: a simulated node).
@@ -513,5 +517,9 @@ fn run_inner(s: &Scenario, dump: &mut Option<String>) -> Result<Report, Violatio
     if let Some(v) = ledger.first_missing(&cluster) {
         return Err(v);
     }
-    ledger.check(s, &cluster, &forged).map(|r| Report { forged: forged.len() as u64, ..r })
+    let uneven = {
+        let (nodes, at) = setup::placement(s);
+        !setup::world(nodes, &at).is_uniform()
+    };
+    ledger.check(s, &cluster, &forged).map(|r| Report { forged: forged.len() as u64, uneven, ..r })
 }

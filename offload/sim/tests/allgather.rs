@@ -4,7 +4,8 @@
 //! duplicating datagrams; several allgathers in flight at once; and each bad descriptor gets its
 //! typed status at the rank that posted it.
 use ringcast_abi::{Access, Opcode, RegionKey, RegionRef, StatusKind, SubmissionDescriptor};
-use ringcast_proto::config::{EngineConfig, LocalRank};
+use ringcast_proto::comm::World;
+use ringcast_proto::config::{EngineConfig, LocalRank, NodeRanks};
 use ringcast_proto::engine::Engine;
 use ringcast_proto::intake::regions::SegmentHandle;
 use ringcast_proto::intake::HostId;
@@ -19,6 +20,7 @@ fn block(r: u32, round: u32, len: usize) -> Vec<u8> {
 
 struct Rank {
     node: usize,
+    local: u32,
     host: HostId,
     /// Per round: the receive region and, not in place, the send region.
     regions: Vec<(RegionKey, Option<RegionKey>)>,
@@ -35,14 +37,13 @@ fn cluster(
     faults: Faults,
     seed: u64,
 ) -> (Cluster, Vec<Rank>) {
-    cluster_with(nodes, ppn, len, rounds, in_place, faults, seed, &|_| {})
+    cluster_with(&vec![ppn; nodes as usize], len, rounds, in_place, faults, seed, &|_| {})
 }
 
-/// As [`cluster`], every engine's configuration changed by `tweak`.
-#[allow(clippy::too_many_arguments)]
+/// As [`cluster`] with `counts[n]` processes on node `n` (an uneven world when they differ),
+/// every engine's configuration changed by `tweak`.
 fn cluster_with(
-    nodes: u32,
-    ppn: u32,
+    counts: &[u32],
     len: usize,
     rounds: u32,
     in_place: bool,
@@ -50,11 +51,17 @@ fn cluster_with(
     seed: u64,
     tweak: &dyn Fn(&mut EngineConfig),
 ) -> (Cluster, Vec<Rank>) {
+    let world = World::from_counts(counts).unwrap();
+    let nodes = world.nodes();
     let engines = (0..nodes)
         .map(|n| {
             let config = EngineConfig::default().with(|c| {
                 c.topology.job = "allgather".into();
-                (c.topology.nodes, c.topology.node, c.topology.ppn) = (nodes, n, ppn);
+                (c.topology.nodes, c.topology.node) = (nodes, n);
+                match world {
+                    World::Uniform { ppn, .. } => c.topology.ppn = ppn,
+                    World::Uneven { .. } => c.topology.node_ranks = NodeRanks(counts.to_vec()),
+                }
                 tweak(c);
             });
             Engine::new(&config, crc32c::crc32c, true).unwrap()
@@ -68,11 +75,12 @@ fn cluster_with(
         DmaTiming::Now,
         SimRng::new(seed ^ 7),
     );
-    let size = nodes * ppn;
+    let size = world.size();
     let total = len as u64 * u64::from(size);
     let mut ranks = Vec::new();
     for r in 0..size {
-        let (node, local) = ((r / ppn) as usize, r % ppn);
+        let (node, local) = world.locate(r).unwrap();
+        let node = node as usize;
         let m = &mut cluster.nodes[node];
         let host = m.engine.attach_host(LocalRank::Fixed(local), 0).unwrap();
         m.engine.host_arrived(host);
@@ -94,7 +102,7 @@ fn cluster_with(
                 m.engine.register(host, SegmentHandle(seg), total, 0, total, Access::READ_WRITE).unwrap();
             regions.push((key, send));
         }
-        ranks.push(Rank { node, host, regions });
+        ranks.push(Rank { node, local, host, regions });
     }
     (cluster, ranks)
 }
@@ -133,9 +141,14 @@ fn run(cluster: &mut Cluster, ranks: &[Rank], len: usize, rounds: u32) -> Vec<Pu
 }
 
 fn check(nodes: u32, ppn: u32, len: usize, rounds: u32, in_place: bool, faults: Faults, seed: u64) {
-    let (mut c, ranks) = cluster(nodes, ppn, len, rounds, in_place, faults, seed);
+    check_counts(&vec![ppn; nodes as usize], len, rounds, in_place, faults, seed)
+}
+
+/// [`check`] with `counts[n]` processes on node `n`.
+fn check_counts(counts: &[u32], len: usize, rounds: u32, in_place: bool, faults: Faults, seed: u64) {
+    let (mut c, ranks) = cluster_with(counts, len, rounds, in_place, faults, seed, &|_| {});
     let done = run(&mut c, &ranks, len, rounds);
-    let size = nodes * ppn;
+    let size = ranks.len() as u32;
     assert_eq!(done.len(), ranks.len() * rounds as usize, "one completion per allgather per rank");
     for p in &done {
         assert_eq!(p.cqe.status.0, StatusKind::Ok as u16, "{p:?}");
@@ -150,7 +163,7 @@ fn check(nodes: u32, ppn: u32, len: usize, rounds: u32, in_place: bool, faults: 
             .collect();
         let posted: Vec<u64> = (0..rounds).map(|round| (r as u64) << 16 | u64::from(round)).collect();
         assert_eq!(mine, posted, "rank {r}");
-        let local = r as u32 % ppn;
+        let local = rank.local;
         for round in 0..rounds {
             let seg = u64::from(local) << 48 | u64::from(round) << 8;
             let got = c.nodes[rank.node].mem.get(&seg).unwrap();
@@ -184,6 +197,15 @@ fn several_allgathers_in_flight_survive_loss_reordering_and_duplicates() {
     }
     // Blocks of many fragments, and more parts than the protocol has channels (24 ranks).
     check(6, 4, 20_000, 2, false, lossy(), 7);
+}
+
+/// Issue 17 item 8: nodes holding different numbers of processes (30 ranks on 4 nodes as
+/// 8+8+7+7, and 2+1+3), with loss: every block reaches every rank.
+#[test]
+fn an_uneven_world_gathers_every_block() {
+    check_counts(&[2, 1, 3], 2000, 2, false, lossy(), 21);
+    check_counts(&[2, 1, 3], 700, 1, true, Faults::clean(), 22);
+    check_counts(&[8, 8, 7, 7], 300, 1, false, lossy(), 23);
 }
 
 #[test]
@@ -251,7 +273,7 @@ fn a_slow_rank_behind_a_long_gap_breaks_nothing() {
             c.protocol.repair_backoff_max_us = 5_000;
             c.protocol.preposted_slots = 0;
         };
-        let (mut c, ranks) = cluster_with(6, 2, len, 2, true, faults, seed, &tweak);
+        let (mut c, ranks) = cluster_with(&[2; 6], len, 2, true, faults, seed, &tweak);
         let post = |c: &mut Cluster, r: usize, round: usize| {
             let rank = &ranks[r];
             let (recv, _) = rank.regions[round];

@@ -17,7 +17,7 @@ mod runner;
 pub use fabrics::{DpdkConfig, UdpConfig, VerbsConfig};
 pub use ringcast_proto::config::{
     AlgorithmChoice, ConfigError, EngineConfig, FabricKind, JobSecret, Limits, LocalRank, ModelConfig,
-    ProtocolConfig, RootDelay, Topology, TunableRow,
+    NodeRanks, ProtocolConfig, RootDelay, Topology, TunableRow,
 };
 pub use ringcast_proto::fault::FaultConfig;
 pub use runner::{DmaMode, PinCpu, PollMode, RunnerConfig};

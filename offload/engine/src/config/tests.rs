@@ -193,3 +193,45 @@ fn the_datagram_size_defaults_to_the_fabrics_own_unless_set() {
     assert_eq!(env(&[("RINGCAST_FABRIC", "shm"), ("RINGCAST_MTU", "1472")]), 1472, "set: kept");
     assert_eq!(Config::default().protocol.mtu, 1472, "the section alone knows no fabric");
 }
+
+#[test]
+fn an_uneven_world_is_parsed_and_checked() {
+    let env = |pairs: &'static [(&'static str, &'static str)]| {
+        move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+    };
+    let c = Config::from_lookup(env(&[
+        ("RINGCAST_NODES", "4"),
+        ("RINGCAST_NODE", "2"),
+        ("RINGCAST_NODE_RANKS", "8, 8,7,7"),
+        ("RINGCAST_LOCAL_RANK", "6"),
+    ]))
+    .unwrap();
+    let t = &c.topology;
+    assert_eq!(
+        (t.world_size(), t.local_capacity(), t.world_rank(6), t.world_rank(7)),
+        (30, 7, Some(22), None)
+    );
+    assert_eq!(t.node_ranks.to_string(), "8,8,7,7", "printed as it is given");
+    let invalid = |pairs: &'static [(&'static str, &'static str)]| {
+        matches!(Config::from_lookup(env(pairs)), Err(ConfigError::Invalid(_)))
+    };
+    assert!(invalid(&[("RINGCAST_NODES", "3"), ("RINGCAST_NODE_RANKS", "2,1")]), "a count per node");
+    assert!(invalid(&[("RINGCAST_NODES", "2"), ("RINGCAST_NODE_RANKS", "2,0")]), "an empty node");
+    assert!(
+        invalid(&[("RINGCAST_NODES", "2"), ("RINGCAST_NODE_RANKS", "2,1"), ("RINGCAST_PPN", "2")]),
+        "both"
+    );
+    assert!(
+        invalid(&[
+            ("RINGCAST_NODES", "2"),
+            ("RINGCAST_NODE", "1"),
+            ("RINGCAST_NODE_RANKS", "2,1"),
+            ("RINGCAST_LOCAL_RANK", "1")
+        ]),
+        "node 1 serves one process"
+    );
+    assert!(matches!(
+        Config::from_lookup(env(&[("RINGCAST_NODE_RANKS", "2;1")])),
+        Err(ConfigError::Parse { env: "RINGCAST_NODE_RANKS", .. })
+    ));
+}

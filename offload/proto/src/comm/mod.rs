@@ -12,10 +12,12 @@
 pub mod auth;
 pub mod ident;
 mod layout;
+mod world;
 
 use alloc::sync::Arc;
 pub use layout::Layout;
 use ringcast_abi::frame::DropReason;
+pub use world::{World, WorldError, MAX_WORLD};
 
 /// Rank within a communicator.
 pub type Rank = u32;

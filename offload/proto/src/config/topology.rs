@@ -1,8 +1,10 @@
 //! Where this engine sits in its job: the fabric, the job's name and secret, the world's nodes,
 //! this node, and the local processes it serves.
 use super::{invalid, ConfigError};
+use crate::comm::{World, MAX_WORLD};
 use alloc::format;
 use alloc::string::{String, ToString};
+use alloc::vec::Vec;
 use core::fmt;
 use core::str::FromStr;
 
@@ -101,6 +103,33 @@ impl fmt::Display for LocalRank {
     }
 }
 
+/// Processes on each node of an uneven world (`RINGCAST_NODE_RANKS`, comma-separated counts
+/// such as `8,8,7,7`); empty: `ppn` on every node.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeRanks(pub Vec<u32>);
+
+impl FromStr for NodeRanks {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.is_empty() {
+            return Ok(NodeRanks(Vec::new()));
+        }
+        s.split(',')
+            .map(|c| c.trim().parse::<u32>().map_err(|_| format!("expected counts like 8,8,7,7, got {s:?}")))
+            .collect::<Result<_, _>>()
+            .map(NodeRanks)
+    }
+}
+
+impl fmt::Display for NodeRanks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, c) in self.0.iter().enumerate() {
+            write!(f, "{}{c}", if i == 0 { "" } else { "," })?;
+        }
+        Ok(())
+    }
+}
+
 /// The job's secret (`RINGCAST_JOB_SECRET`, 64 hex digits): keys the world communicator's frames
 /// (docs/protocol.md, "Integrity and authenticity"). The launcher (`ringcast run`, the MPI
 /// interposer) draws it from the CSPRNG and hands it to every engine of the job; it never
@@ -169,6 +198,9 @@ crate::tunables! {
         /// Host processes per node.
         ppn: u32 = 1, "RINGCAST_PPN",
             "host processes per node in the job's world communicator: process rank = node * ppn + local rank; the engine gathers its local processes' posts of each broadcast, takes part once, and copies into every local buffer";
+        /// Processes on each node, when nodes differ.
+        node_ranks: NodeRanks = NodeRanks(Vec::new()), "RINGCAST_NODE_RANKS",
+            "an uneven world: host processes on each node, comma-separated, one count per node (e.g. 8,8,7,7 for 30 ranks on 4 nodes); ranks are numbered node by node. Empty: ppn on every node. Set with ppn left at 1";
         /// This host process's local rank.
         local_rank: LocalRank = LocalRank::Auto, "RINGCAST_LOCAL_RANK",
             "this host process's local rank on its engine (0..ppn), sent at attach; auto: the lowest free one";
@@ -190,19 +222,65 @@ impl Topology {
         {
             return invalid(format!("job {:?} must be 1..=64 characters of [A-Za-z0-9_-]", self.job));
         }
-        if self.ppn == 0 || self.nodes.saturating_mul(self.ppn) > 1 << 24 {
+        if self.ppn == 0 || self.nodes.saturating_mul(self.ppn) > MAX_WORLD {
             return invalid(format!("ppn {} is 0, or nodes * ppn is above 2^24", self.ppn));
         }
+        if !self.node_ranks.0.is_empty() {
+            if self.ppn != 1 {
+                return invalid(format!(
+                    "node_ranks {} and ppn {}: set one of them",
+                    self.node_ranks, self.ppn
+                ));
+            }
+            if self.node_ranks.0.len() != self.nodes as usize {
+                return invalid(format!(
+                    "node_ranks {} lists {} nodes, the job has {}",
+                    self.node_ranks,
+                    self.node_ranks.0.len(),
+                    self.nodes
+                ));
+            }
+            if let Err(e) = World::from_counts(&self.node_ranks.0) {
+                return invalid(format!(
+                    "node_ranks {}: {e:?} (every count 1 or more, 2^24 in all)",
+                    self.node_ranks
+                ));
+            }
+        }
         if let LocalRank::Fixed(l) = self.local_rank {
-            if l >= self.ppn {
-                return invalid(format!("local_rank {l} outside 0..ppn ({})", self.ppn));
+            let here = self.local_capacity();
+            if l >= here {
+                return invalid(format!("local_rank {l} outside 0..{here}, the processes this node serves"));
             }
         }
         Ok(())
     }
 
-    /// The world communicator's size in processes (`nodes * ppn`).
+    /// The world communicator: `ppn` processes on every node, or `node_ranks`' counts.
+    /// (Call on a validated section; an invalid `node_ranks` gives the uniform world.)
+    pub fn world(&self) -> World {
+        match self.node_ranks.0.is_empty() {
+            true => World::Uniform { nodes: self.nodes, ppn: self.ppn.max(1) },
+            false => World::from_counts(&self.node_ranks.0)
+                .unwrap_or(World::Uniform { nodes: self.nodes, ppn: self.ppn.max(1) }),
+        }
+    }
+
+    /// The world communicator's size in processes.
     pub fn world_size(&self) -> u32 {
-        self.nodes * self.ppn
+        self.world().size()
+    }
+
+    /// Local processes this node serves (local ranks `0..` this).
+    pub fn local_capacity(&self) -> u32 {
+        match self.node_ranks.0.get(self.node as usize) {
+            Some(&c) => c,
+            None => self.ppn,
+        }
+    }
+
+    /// The world rank of this node's local process `local`.
+    pub fn world_rank(&self, local: u32) -> Option<u32> {
+        self.world().rank(self.node, local)
     }
 }

@@ -8,7 +8,7 @@
 //! posts the same record (checked by digest); each learns its own rank from it.
 use super::gather::{Gather, Placement};
 use crate::comm::auth::Secret;
-use crate::comm::{CommSpec, GroupId, PeerId};
+use crate::comm::{CommSpec, GroupId, PeerId, World};
 use crate::transfer::protocol::CommHandle;
 use alloc::collections::BTreeMap;
 use alloc::sync::Arc;
@@ -112,16 +112,18 @@ pub struct LocalComm {
 }
 
 impl LocalComm {
-    /// The world: `nodes * ppn` ranks, rank = `node * ppn + local`.
-    pub fn world(node: u32, ppn: u32, proto: CommHandle, group: GroupId, capacity: usize) -> Self {
+    /// The world, as node `node` serves it: its local processes are world ranks
+    /// `world.start(node)..`.
+    pub fn world(node: u32, world: &World, proto: CommHandle, group: GroupId, capacity: usize) -> Self {
+        let locals = world.count(node);
         LocalComm {
             handle: 0,
             proto: Some(proto),
             group,
-            gather: Gather::new(node, ppn, capacity),
-            rank_of_local: (0..ppn).map(|l| Some(node * ppn + l)).collect(),
+            gather: Gather::new(node, world.clone(), capacity),
+            rank_of_local: (0..locals).map(|l| world.rank(node, l)).collect(),
             digest: 0,
-            freed: vec![false; ppn as usize],
+            freed: vec![false; locals as usize],
             freeing_since: None,
         }
     }
@@ -133,16 +135,14 @@ impl LocalComm {
     }
 }
 
-/// What a created communicator looks like from engine `node` (world `ppn`): the protocol's
-/// spec (members: the engines holding ranks, in order of their first rank) and the local
-/// placement.
+/// What a created communicator looks like from engine `node` of `world`: the protocol's spec
+/// (members: the engines holding ranks, in order of their first rank) and the local placement.
 pub fn derive(
     handle: u64,
     rec: &Record,
     node: u32,
-    ppn: u32,
+    world: &World,
 ) -> Result<(CommSpec, Placement, u32), StatusKind> {
-    let ppn = ppn.max(1);
     let mut engines: Vec<u32> = Vec::new();
     let mut node_of = Vec::with_capacity(rec.members.len());
     let mut index_of = Vec::with_capacity(rec.members.len());
@@ -150,7 +150,8 @@ pub fn derive(
     let mut counts: Vec<u32> = Vec::new();
     let mut slot_of_node = BTreeMap::new();
     for &w in &rec.members {
-        let n = w / ppn;
+        // (`parse_record` checked every member is a world rank.)
+        let n = world.node_of(w).ok_or(StatusKind::BadRoot)?;
         let e = *slot_of_node.entry(n).or_insert_with(|| {
             engines.push(n);
             counts.push(0);
@@ -220,11 +221,26 @@ mod tests {
     fn engines_are_numbered_by_first_rank_and_members_indexed_per_engine() {
         // ppn 2: world ranks 5,1,4,0 live on nodes 2,0,2,0.
         let rec = parse_record(&record(4, 0, &[5, 1, 4, 0]), 5, 8).unwrap();
-        let (spec, placement, locals) = derive(77, &rec, 2, 2).unwrap();
+        let world = World::Uniform { nodes: 4, ppn: 2 };
+        let (spec, placement, locals) = derive(77, &rec, 2, &world).unwrap();
         assert_eq!(&spec.members[..], &[PeerId(2), PeerId(0)]);
         assert_eq!((spec.my_rank, spec.cookie, locals), (0, 77, 2));
         assert_eq!((0..4).map(|r| placement.local(r)).collect::<Vec<_>>(), [Some(0), None, Some(1), None]);
         assert_eq!((0..4).map(|r| placement.node(r)).collect::<Vec<_>>(), [0, 1, 0, 1]);
-        assert!(derive(77, &rec, 3, 2).is_err(), "node 3 holds no member");
+        assert!(derive(77, &rec, 3, &world).is_err(), "node 3 holds no member");
+    }
+
+    #[test]
+    fn an_uneven_world_places_members_by_its_counts() {
+        // Nodes of 3, 1 and 2 processes: world ranks 0-2 | 3 | 4-5.
+        let world = World::from_counts(&[3, 1, 2]).unwrap();
+        let rec = parse_record(&record(4, 1, &[5, 3, 2, 4]), 3, 6).unwrap();
+        let (spec, placement, locals) = derive(5, &rec, 2, &world).unwrap();
+        assert_eq!(&spec.members[..], &[PeerId(2), PeerId(1), PeerId(0)]);
+        assert_eq!((spec.my_rank, locals), (0, 2));
+        assert_eq!((0..4).map(|r| placement.node(r)).collect::<Vec<_>>(), [0, 1, 2, 0]);
+        assert_eq!((0..4).map(|r| placement.local(r)).collect::<Vec<_>>(), [Some(0), None, None, Some(1)]);
+        let (_, at_1, locals_1) = derive(5, &rec, 1, &world).unwrap();
+        assert_eq!((at_1.local(1), locals_1), (Some(0), 1));
     }
 }

@@ -26,6 +26,7 @@
 //! engines learn within `peer_timeout_ms` instead of waiting for a broadcast that never comes).
 //! A process that left cleanly with nothing unfinished may be replaced: the newcomer with its
 //! local rank continues its sequence.
+use crate::comm::World;
 use crate::intake::regions::Resolved;
 use crate::transfer::protocol::{OpCounters, Outcome};
 use alloc::collections::VecDeque;
@@ -94,12 +95,12 @@ pub struct Delivery {
 /// rank) holds a rank, and whether it is one of this engine's local members.
 #[derive(Clone, Debug)]
 pub enum Placement {
-    /// The world: rank `r` on node `r / ppn`, local index `r % ppn`.
-    Block {
+    /// The world: ranks numbered node by node ([`World`]).
+    World {
         /// This engine's node.
         node: u32,
-        /// Processes per node.
-        ppn: u32,
+        /// The world's shape.
+        world: World,
     },
     /// Any membership: per rank, its engine's protocol rank and its index among that engine's
     /// members.
@@ -117,7 +118,7 @@ impl Placement {
     /// The protocol rank (engine) of rank `r`.
     pub fn node(&self, r: u32) -> u32 {
         match self {
-            Placement::Block { ppn, .. } => r / ppn.max(&1),
+            Placement::World { world, .. } => world.node_of(r).unwrap_or(u32::MAX),
             Placement::Table { node_of, .. } => node_of.get(r as usize).copied().unwrap_or(u32::MAX),
         }
     }
@@ -125,7 +126,7 @@ impl Placement {
     /// Rank `r`'s local index if it is a member on this engine.
     pub fn local(&self, r: u32) -> Option<u32> {
         match self {
-            Placement::Block { node, ppn } => (r / ppn.max(&1) == *node).then(|| r % ppn.max(&1)),
+            Placement::World { node, world } => world.locate(r).filter(|l| l.0 == *node).map(|l| l.1),
             Placement::Table { me, node_of, index_of } => {
                 (node_of.get(r as usize) == Some(me)).then(|| index_of.get(r as usize).copied()).flatten()
             }
@@ -157,10 +158,9 @@ fn failed(status: StatusKind) -> Outcome {
 }
 
 impl Gather {
-    /// The gather of node `node` of the world, `ppn` processes per node; `capacity` slots are
-    /// reserved.
-    pub fn new(node: u32, ppn: u32, capacity: usize) -> Self {
-        Self::with_placement(ppn, Placement::Block { node, ppn: ppn.max(1) }, capacity)
+    /// The gather of node `node` of the world; `capacity` slots are reserved.
+    pub fn new(node: u32, world: World, capacity: usize) -> Self {
+        Self::with_placement(world.count(node), Placement::World { node, world }, capacity)
     }
 
     /// The gather of `locals` local members placed as `placement`.
@@ -336,6 +336,11 @@ mod tests {
     use super::*;
     use crate::intake::regions::SegmentHandle;
 
+    /// Node `node`'s gather in a world of 8 nodes of `ppn` processes.
+    fn uniform(node: u32, ppn: u32, capacity: usize) -> Gather {
+        Gather::new(node, World::Uniform { nodes: 8, ppn }, capacity)
+    }
+
     fn buf(i: u32) -> Resolved {
         Resolved { segment: SegmentHandle(u64::from(i)), offset: 0 }
     }
@@ -353,7 +358,7 @@ mod tests {
     #[test]
     fn receiver_node_starts_with_the_first_poster_and_copies_to_the_rest() {
         // Node 1 of 2, ppn 3: root 0 lives on node 0.
-        let mut g = Gather::new(1, 3, 4);
+        let mut g = uniform(1, 3, 4);
         g.post(2, 0, buf(12), 100, 102).unwrap();
         let s = g.next_start().unwrap();
         assert_eq!((s.seq, s.root, s.len, s.buf), (0, 0, 100, buf(12)));
@@ -376,7 +381,7 @@ mod tests {
     #[test]
     fn root_node_waits_for_the_root_process() {
         // Node 0, ppn 2, root = process 1 (local 1 of node 0).
-        let mut g = Gather::new(0, 2, 4);
+        let mut g = uniform(0, 2, 4);
         g.post(0, 1, buf(10), 8, 100).unwrap();
         assert_eq!(g.next_start(), None, "the root's buffer is not posted yet");
         g.post(1, 1, buf(11), 8, 101).unwrap();
@@ -390,7 +395,7 @@ mod tests {
 
     #[test]
     fn slots_start_in_order_and_later_slots_wait() {
-        let mut g = Gather::new(0, 2, 4);
+        let mut g = uniform(0, 2, 4);
         // Local 1 runs ahead: slot 0 (root 0, local 0 on this node) then slot 1 (root 2, remote).
         g.post(1, 0, buf(11), 8, 1).unwrap();
         g.post(1, 2, buf(11), 8, 2).unwrap();
@@ -403,7 +408,7 @@ mod tests {
 
     #[test]
     fn mismatched_arguments_fail_only_that_process() {
-        let mut g = Gather::new(1, 3, 4);
+        let mut g = uniform(1, 3, 4);
         g.post(0, 0, buf(10), 100, 100).unwrap();
         g.started();
         g.post(1, 0, buf(11), 99, 101).unwrap();
@@ -419,7 +424,7 @@ mod tests {
 
     #[test]
     fn a_failed_broadcast_copies_nothing() {
-        let mut g = Gather::new(1, 2, 4);
+        let mut g = uniform(1, 2, 4);
         g.post(0, 0, buf(10), 8, 1).unwrap();
         g.post(1, 0, buf(11), 8, 2).unwrap();
         g.started();
@@ -431,7 +436,7 @@ mod tests {
 
     #[test]
     fn a_process_leaving_mid_broadcast_breaks_the_gather() {
-        let mut g = Gather::new(1, 2, 4);
+        let mut g = uniform(1, 2, 4);
         g.post(0, 0, buf(10), 8, 1).unwrap();
         g.started();
         assert!(g.depart(1), "slot 0 can never finish without local 1");
@@ -443,7 +448,7 @@ mod tests {
 
     #[test]
     fn a_clean_departure_with_nothing_open_can_be_replaced() {
-        let mut g = Gather::new(1, 2, 4);
+        let mut g = uniform(1, 2, 4);
         for (l, t) in [(0, 1), (1, 2)] {
             g.post(l, 0, buf(10 + l), 8, t).unwrap();
         }
@@ -459,7 +464,7 @@ mod tests {
 
     #[test]
     fn posting_past_a_departed_process_fails_instead_of_waiting() {
-        let mut g = Gather::new(1, 2, 4);
+        let mut g = uniform(1, 2, 4);
         assert!(!g.depart(1));
         assert_eq!(g.post(0, 0, buf(10), 8, 1), Err(StatusKind::CommunicatorBroken));
         assert!(g.broken);
@@ -486,7 +491,7 @@ mod tests {
 
     #[test]
     fn a_refused_slot_fails_every_local_process() {
-        let mut g = Gather::new(1, 2, 4);
+        let mut g = uniform(1, 2, 4);
         g.post(0, 0, buf(10), 8, 1).unwrap();
         g.refused(StatusKind::BadLength);
         g.post(1, 0, buf(11), 8, 2).unwrap();

@@ -4,13 +4,14 @@
 //!
 //! The world communicator: every engine of a job derives the same identity — cookie, multicast
 //! group, seed — from the job name ([`super::world_identity`]), so no bootstrap traffic is
-//! needed. Its process ranks are `node * ppn + local rank`; the protocol's members are the
-//! engines (one per node), and the [`Gather`] turns the posts of a node's `ppn` processes into
-//! one broadcast and delivers it into every local buffer.
+//! needed. Its process ranks are numbered node by node ([`World`]: `node * ppn + local rank`,
+//! or an uneven count per node); the protocol's members are the engines (one per node), and
+//! the [`Gather`] turns the posts of a node's processes into one broadcast and delivers it into
+//! every local buffer.
 use super::action::Outbox;
 use super::comms::{derive, parse_record, LocalComm};
 use super::gather::{Delivery, Gather, Placement};
-use crate::comm::{CommSpec, GroupId, PeerId};
+use crate::comm::{CommSpec, GroupId, PeerId, World};
 use crate::config::EngineConfig;
 use crate::intake::regions::Resolved;
 use crate::schedule::bcast::LANE_ANY;
@@ -99,8 +100,8 @@ pub(crate) struct Node {
     comms: Vec<Option<LocalComm>>,
     max_comms: usize,
     node: u32,
-    nodes: u32,
-    ppn: u32,
+    /// The world's shape: which node serves which world rank.
+    world: World,
     /// Slots of each communicator's gather, reserved once.
     window: usize,
     /// After the last local member freed a communicator, how long it may wait for the
@@ -120,7 +121,8 @@ impl Node {
         let t = &config.topology;
         let id = super::world_identity(&t.job, &t.job_secret);
         let mut proto = Protocol::new(config, crc);
-        let members: Arc<[PeerId]> = (0..t.nodes).map(PeerId).collect();
+        let world_shape = t.world();
+        let members: Arc<[PeerId]> = (0..world_shape.nodes()).map(PeerId).collect();
         let spec = CommSpec {
             cookie: id.cookie,
             group: id.group,
@@ -134,14 +136,13 @@ impl Node {
         let window = config.protocol.channels as usize * 2;
         let max_comms = config.limits.max_comms as usize;
         let mut comms = Vec::with_capacity(max_comms);
-        comms.push(Some(LocalComm::world(t.node, t.ppn, world, id.group, window)));
+        comms.push(Some(LocalComm::world(t.node, &world_shape, world, id.group, window)));
         Ok(Node {
             proto,
             comms,
             max_comms,
             node: t.node,
-            nodes: t.nodes,
-            ppn: t.ppn,
+            world: world_shape,
             window,
             free_linger: config.protocol.peer_timeout_ms as Nanos * 1_000_000,
             finished: Vec::with_capacity(window),
@@ -170,7 +171,7 @@ impl Node {
     pub(crate) fn size(&self, comm: u64) -> Option<u32> {
         let c = self.comms[self.slot(comm)?].as_ref()?;
         Some(match c.gather.placement() {
-            Placement::Block { .. } => self.nodes * self.ppn,
+            Placement::World { world, .. } => world.size(),
             Placement::Table { node_of, .. } => node_of.len() as u32,
         })
     }
@@ -190,10 +191,9 @@ impl Node {
         _now: Nanos,
     ) -> Result<(), StatusKind> {
         let slot = self.slot(comm).ok_or(StatusKind::UnknownCommunicator)?;
-        let (nodes, ppn) = (self.nodes, self.ppn);
         let c = self.comms[slot].as_mut().ok_or(StatusKind::UnknownCommunicator)?;
         let index = c.index_of_local(local).ok_or(StatusKind::UnknownCommunicator)?;
-        if c.gather.placement().node(root) == u32::MAX || (comm == 0 && root >= nodes * ppn) {
+        if c.gather.placement().node(root) == u32::MAX {
             return Err(StatusKind::BadRoot);
         }
         let len = u32::try_from(len).map_err(|_| StatusKind::BadLength)?;
@@ -210,8 +210,8 @@ impl Node {
         handle: u64,
         bytes: &[u8],
     ) -> Result<Option<(usize, GroupId)>, StatusKind> {
-        let me = self.node * self.ppn + local;
-        let rec = parse_record(bytes, me, self.nodes * self.ppn)?;
+        let me = self.world.rank(self.node, local).ok_or(StatusKind::BadDescriptor)?;
+        let rec = parse_record(bytes, me, self.world.size())?;
         if let Some(slot) = self.slot(handle) {
             let c = self.comms[slot].as_mut().ok_or(StatusKind::UnknownCommunicator)?;
             if c.digest != rec.digest || c.freeing_since.is_some() || c.proto.is_none() {
@@ -223,7 +223,7 @@ impl Node {
             }
             return Ok(None);
         }
-        let (spec, placement, locals) = derive(handle, &rec, self.node, self.ppn)?;
+        let (spec, placement, locals) = derive(handle, &rec, self.node, &self.world)?;
         let free = match self.comms.iter().position(Option::is_none) {
             Some(i) => i,
             None if self.comms.len() < self.max_comms => {
@@ -234,7 +234,7 @@ impl Node {
         };
         let group = spec.group;
         let proto = self.proto.create_comm(spec)?;
-        let mut rank_of_local = vec![None; self.ppn as usize];
+        let mut rank_of_local = vec![None; self.world.count(self.node) as usize];
         rank_of_local[local as usize] = Some(rec.my_rank);
         self.comms[free] = Some(LocalComm {
             handle,

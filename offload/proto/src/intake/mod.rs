@@ -13,6 +13,7 @@
 use alloc::vec::Vec;
 pub mod regions;
 
+use crate::comm::World;
 use crate::config::{EngineConfig, LocalRank};
 use heapless::Deque;
 use regions::{RegError, RegionTable, Resolved, SegmentHandle};
@@ -175,6 +176,9 @@ struct HostState {
 #[derive(Debug)]
 pub struct Core {
     config: EngineConfig,
+    /// The world's shape, from `config.topology` (built once: the intake asks it per
+    /// descriptor).
+    world: World,
     hosts: Vec<Option<HostState>>,
     actions: Deque<Action, ACTION_QUEUE>,
     counters: Counters,
@@ -184,7 +188,8 @@ impl Core {
     /// A core with tables sized from `config` (allocated here, never grown afterwards).
     pub fn new(config: EngineConfig) -> Self {
         let hosts = (0..config.limits.max_hosts).map(|_| None).collect();
-        Core { config, hosts, actions: Deque::new(), counters: Counters::default() }
+        let world = config.topology.world();
+        Core { config, world, hosts, actions: Deque::new(), counters: Counters::default() }
     }
 
     /// The configuration the core was built with.
@@ -215,11 +220,11 @@ impl Core {
         let slot = self.hosts.iter().position(Option::is_none).ok_or(CtlStatus::TOO_MANY_HOSTS)?;
         let held = |l: u32| self.hosts.iter().flatten().any(|h| h.local == Some(l));
         let local = match claim {
-            LocalRank::Fixed(l) if l >= self.config.topology.ppn || held(l) => {
+            LocalRank::Fixed(l) if l >= self.config.topology.local_capacity() || held(l) => {
                 return Err(CtlStatus::RANK_TAKEN)
             }
             LocalRank::Fixed(l) => Some(l),
-            LocalRank::Auto => (0..self.config.topology.ppn).find(|&l| !held(l)),
+            LocalRank::Auto => (0..self.config.topology.local_capacity()).find(|&l| !held(l)),
         };
         self.hosts[slot] =
             Some(HostState { regions: RegionTable::new(self.config.limits.max_regions), local });
@@ -293,8 +298,9 @@ impl Core {
     /// A host's rank is its world rank on communicator 0 and unknown elsewhere: see
     /// [`Core::submit_with`].
     pub fn submit(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos) {
-        let t = &self.config.topology;
-        let world = WorldRanks { node: t.node, nodes: t.nodes, ppn: t.ppn };
+        // (A uniform world is two numbers; an uneven one an `Arc`: cloning is a count bump.)
+        let world = self.world.clone();
+        let world = WorldRanks { node: self.config.topology.node, world: &world };
         self.submit_with(host, desc, now, &world)
     }
 
@@ -439,27 +445,25 @@ pub trait Ranks {
     fn size(&self, comm: u64) -> Option<u32>;
 }
 
-/// The world communicator only: rank = `node * ppn + local`.
+/// The world communicator only: ranks numbered node by node ([`World`]).
 #[derive(Clone, Copy, Debug)]
-pub struct WorldRanks {
+pub struct WorldRanks<'a> {
     /// This engine's node.
     pub node: u32,
-    /// Nodes of the job.
-    pub nodes: u32,
-    /// Processes per node.
-    pub ppn: u32,
+    /// The world's shape.
+    pub world: &'a World,
 }
 
-impl Ranks for WorldRanks {
+impl Ranks for WorldRanks<'_> {
     fn rank(&self, local: Option<u32>, comm: u64) -> Option<u32> {
         match comm {
-            0 => local.map(|l| self.node * self.ppn + l),
+            0 => self.world.rank(self.node, local?),
             _ => None,
         }
     }
 
     fn size(&self, comm: u64) -> Option<u32> {
-        (comm == 0).then_some(self.nodes * self.ppn)
+        (comm == 0).then(|| self.world.size())
     }
 }
 

@@ -9,8 +9,8 @@ use crate::forge::{Forger, Target};
 use ringcast_abi::frame::DIGEST_LEN;
 use ringcast_abi::wire::{WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
 use ringcast_abi::{Access, CommCreateHeader, RegionKey, COMM_MAGIC};
-use ringcast_proto::comm::PeerId;
-use ringcast_proto::config::{AlgorithmChoice, LocalRank};
+use ringcast_proto::comm::{PeerId, World};
+use ringcast_proto::config::{AlgorithmChoice, LocalRank, NodeRanks};
 use ringcast_proto::engine::Engine;
 use ringcast_proto::intake::regions::SegmentHandle;
 use ringcast_proto::intake::HostId;
@@ -87,19 +87,33 @@ pub(super) fn placement(s: &Scenario) -> (usize, Vec<(usize, u32)>) {
     (nodes, at)
 }
 
-/// World rank of a rank at (`node`, `local`) with `ppn` ranks per node.
-fn world_rank(node: usize, local: u32, ppn: u32) -> u32 {
-    node as u32 * ppn + local
+/// The engines' world: exactly the ranks each node holds — uneven when `ranks` is not a
+/// multiple of `ppn` (block: the last node holds fewer) or of the node count (cyclic: the
+/// first nodes hold one more), so the engines' uneven worlds (issue 17, item 8) run under
+/// every fault class.
+pub(super) fn world(nodes: usize, at: &[(usize, u32)]) -> World {
+    let mut counts = vec![0u32; nodes];
+    at.iter().for_each(|&(n, _)| counts[n] += 1);
+    World::from_counts(&counts).expect("every node holds a rank")
 }
 
 pub(super) fn build(s: &Scenario, rng: &mut SimRng) -> Built {
     let (nodes, at) = placement(s);
-    let ppn = (s.layout.ppn.max(1) as usize).min(s.ranks.max(1)) as u32;
+    let world = world(nodes, &at);
+    let world_rank = |node: usize, local: u32| world.rank(node as u32, local).expect("a rank of the world");
     let engines = (0..nodes)
         .map(|n| {
             let config = s.config.clone().with(|c| {
                 c.topology.job = "dst".into();
-                (c.topology.nodes, c.topology.node, c.topology.ppn) = (nodes as u32, n as u32, ppn);
+                (c.topology.nodes, c.topology.node) = (nodes as u32, n as u32);
+                match &world {
+                    World::Uniform { ppn, .. } => c.topology.ppn = *ppn,
+                    World::Uneven { .. } => {
+                        c.topology.ppn = 1;
+                        c.topology.node_ranks =
+                            NodeRanks((0..nodes as u32).map(|n| world.count(n)).collect());
+                    }
+                }
                 if let Some(a) = s.algorithm {
                     c.protocol.algorithm = AlgorithmChoice::Fixed(a);
                 }
@@ -140,7 +154,7 @@ pub(super) fn build(s: &Scenario, rng: &mut SimRng) -> Built {
         let mut key = [0u8; 32];
         key.iter_mut().for_each(|b| *b = frng.next_u64() as u8);
         secrets.push(ringcast_proto::comm::auth::Secret(key));
-        let worlds: Vec<u32> = plan.members.iter().map(|&r| world_rank(at[r].0, at[r].1, ppn)).collect();
+        let worlds: Vec<u32> = plan.members.iter().map(|&r| world_rank(at[r].0, at[r].1)).collect();
         for (rank, &r) in plan.members.iter().enumerate() {
             let header = CommCreateHeader {
                 magic: COMM_MAGIC,
