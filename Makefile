@@ -139,6 +139,13 @@ MPI_COLL_CHECK := bash host/mpi/tests/mpi-collective-check.sh
 # engines), all offloaded, 12 reduces and a pair of nonblocking allreduces on each; the
 # MPI_MINLOC one goes to PMPI: 4 x 138, 4 x 24 and 4 x 4.
 ALLREDUCES := MPI_Allreduce=552 MPI_Reduce=96 MPI_Iallreduce=16
+# The barrier check (host/mpi/tests/barrier_check.c) on 4 ranks, RINGCAST_MPI_NODES=2: on each of
+# world, a dup and a split half (all spanning both engines) 1 MPI_Barrier and 4 MPI_Ibarrier
+# (by MPI_Wait, MPI_Test, two at once), every rank arriving last once: 4 x 3 and 4 x 12. On 3
+# ranks (2+1) the half {1} spans one engine: (3 + 3 + 2) x 1 and x 4.
+BARRIERS := MPI_Barrier=12 MPI_Ibarrier=48
+UNEVEN_BARRIERS := MPI_Barrier=8 MPI_Ibarrier=32
+BARRIER_LINE := none left before the last rank arrived
 # An uneven job (issue 17, item 8): 3 ranks on RINGCAST_MPI_NODES=2 are nodes of 2 and 1 ranks
 # (RINGCAST_NODE_RANKS=2,1). The world and its dups span both engines, the split halves {0,2}
 # and {1} two and one: the bcast check offloads MPI_Bcast 162, MPI_Ibcast 196 and auto declines
@@ -188,6 +195,14 @@ test-mpi: test-c
 	  "matching PMPI_Allreduce" $(UNEVEN_ALLREDUCES) -- \
 	  $(OMPI_RUN) -np 3 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 -x RINGCAST_MPI_NODES=2 \
 	  $(RELEASE)/mpi-allreduce-check
+	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-barrier-check host/mpi/tests/barrier_check.c
+	$(MPI_COLL_CHECK) "Open MPI, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-barrier.log "$(BARRIER_LINE)" $(BARRIERS) -- \
+	  $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 -x RINGCAST_MPI_NODES=2 \
+	  $(RELEASE)/mpi-barrier-check
+	$(UNEVEN) $(MPI_COLL_CHECK) "Open MPI, LD_PRELOAD, 3 ranks, RINGCAST_MPI_NODES=2 (uneven: 2+1)" $(RELEASE)/mpi-barrier.log \
+	  "$(BARRIER_LINE)" $(UNEVEN_BARRIERS) -- \
+	  $(OMPI_RUN) -np 3 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 -x RINGCAST_MPI_NODES=2 \
+	  $(RELEASE)/mpi-barrier-check
 	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-crash-rank host/mpi/tests/crash_rank.c
 	$(MPI_CRASH) "Open MPI, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-crash-rank -- \
 	  $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 -x RINGCAST_PEER_TIMEOUT_MS=1000 -x RINGCAST_MPI_VERBOSE=1
@@ -215,6 +230,10 @@ test-mpi: test-c
 	  "matching PMPI_Allreduce" $(UNEVEN_ALLREDUCES) -- \
 	  $(MPICH_RUN) -np 3 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_VERBOSE 1 \
 	  -genv RINGCAST_MPI_NODES 2 $(RELEASE)/mpi-allreduce-check-mpich
+	$(MPICH_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-barrier-check-mpich host/mpi/tests/barrier_check.c
+	$(MPI_COLL_CHECK) "MPICH, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-barrier.log "$(BARRIER_LINE)" $(BARRIERS) -- \
+	  $(MPICH_RUN) -np 4 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_VERBOSE 1 \
+	  -genv RINGCAST_MPI_NODES 2 $(RELEASE)/mpi-barrier-check-mpich
 	$(MPICH_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-crash-rank-mpich host/mpi/tests/crash_rank.c
 	$(MPI_CRASH) "MPICH, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-crash-rank-mpich -- \
 	  $(MPICH_RUN) -np 4 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_NODES 2 -genv RINGCAST_PEER_TIMEOUT_MS 1000 -genv RINGCAST_MPI_VERBOSE 1
@@ -262,6 +281,9 @@ bench-mpi: test-mpi
 	@echo "Open MPI, RINGCAST_MPI_NODES=2, MPI_Allgather against PMPI_Allgather:"
 	$(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 $(RELEASE)/mpi-allgather-bench 100 3
 	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-allreduce-bench host/mpi/bench/allreduce_bench.c
+	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-barrier-bench host/mpi/bench/barrier_bench.c
+	@echo "Open MPI, RINGCAST_MPI_NODES=2, MPI_Barrier against PMPI_Barrier:"
+	$(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 $(RELEASE)/mpi-barrier-bench 500 5
 	@echo "Open MPI, RINGCAST_MPI_NODES=2, MPI_Allreduce against PMPI_Allreduce:"
 	$(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 $(RELEASE)/mpi-allreduce-bench 100 3
 

@@ -917,14 +917,30 @@ int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
     return MPI_SUCCESS;
 }
 
+/* The barrier's path: its record when offloaded (NULL for PMPI, the reason in `why`): every
+ * barrier on a communicator ringcast runs (the same at every rank of it). */
+static struct rc_comm *rc_decide_barrier(MPI_Comm comm, char *why, size_t whylen) {
+    struct rc_comm *c = rc_of(comm);
+    if (!c) {
+        if (rc_verbose)
+            snprintf(why, whylen, "pmpi (%s)", rc_up ? "communicator not followed (inter-communicator, or made by a call not intercepted)" : rc_off);
+        return NULL;
+    }
+    if (!c->handle || c->size < 2) {
+        if (rc_verbose) snprintf(why, whylen, "pmpi (auto: the communicator spans %d engine(s), fewer than %d, or one rank)", c->engines, rc_min_engines);
+        return NULL;
+    }
+    if (rc_verbose) snprintf(why, whylen, "offloaded (%s: %d engine(s))", rc_mode == RC_ALWAYS ? "always" : "auto", c->engines);
+    return c;
+}
+
 /* The library's own barrier, waited for with this rank's engine progressing: with the engine
  * a thread of this process (thread mode), a root that left MPI_Bcast at once still owes its
  * broadcast's sending, and nobody runs the engine while the rank waits in a barrier — osu_bcast
  * puts one before every broadcast. Measured (np 2, RINGCAST_MPI_NODES=2, mpi-bcast-bench): 8 KiB
  * 217 µs with the plain PMPI_Barrier (the engine thread resumes only after the hand-back delay,
  * docs/performance.md). */
-int MPI_Barrier(MPI_Comm comm) {
-    if (!rc_up) return PMPI_Barrier(comm);
+static int rc_pmpi_barrier(MPI_Comm comm) {
     MPI_Request r;
     int rc = PMPI_Ibarrier(comm, &r);
     for (int flag = 0, polls = 0; rc == MPI_SUCCESS && !flag; polls++) {
@@ -938,6 +954,69 @@ int MPI_Barrier(MPI_Comm comm) {
         }
     }
     return rc;
+}
+
+/* The barrier: offloaded on a communicator ringcast runs (one one-byte broadcast per engine,
+ * each leaving its node once the node's ranks all arrived), else the library's, progressing. */
+int MPI_Barrier(MPI_Comm comm) {
+    if (!rc_up) return PMPI_Barrier(comm);
+    char why[192];
+    why[0] = '\0';
+    rc_poll();
+    struct rc_comm *c = rc_decide_barrier(comm, why, sizeof why);
+    if (!c) {
+        say("MPI_Barrier", 0, -1, "%s", why);
+        return rc_pmpi_barrier(comm);
+    }
+    uint64_t id = 0;
+    int rc = ringcast_ibarrier(c->handle, &id);
+    c->posted += (unsigned)c->engines; /* one broadcast per engine */
+    rc = rc_await(rc, id);
+    if (rc != RINGCAST_OK) {
+        if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Barrier failed: %s\n", rc_world_rank, ringcast_strerror(rc));
+        return rc_error(comm, rc_class(rc));
+    }
+    say("MPI_Barrier", 0, -1, "%s", why);
+    return MPI_SUCCESS;
+}
+
+/* The non-blocking barrier: the same path, a generalized request. */
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request) {
+    char why[192];
+    why[0] = '\0';
+    rc_poll();
+    struct rc_comm *c = request ? rc_decide_barrier(comm, why, sizeof why) : NULL;
+    if (!c) {
+        say("MPI_Ibarrier", 0, -1, "%s", request ? why : "pmpi (invalid arguments: the library reports them)");
+        return PMPI_Ibarrier(comm, request);
+    }
+    struct rc_op *op = calloc(1, sizeof *op);
+    if (!op) {
+        say("MPI_Ibarrier", 0, -1, "failed (out of memory)");
+        return rc_error(comm, MPI_ERR_NO_MEM);
+    }
+    op->c = c;
+    op->comm = comm;
+    op->root_here = 1; /* nothing to copy out */
+    int rc = ringcast_ibarrier(c->handle, &op->id);
+    c->posted += (unsigned)c->engines;
+    if (rc != RINGCAST_OK) {
+        free(op);
+        if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Ibarrier failed: %s\n", rc_world_rank, ringcast_strerror(rc));
+        return rc_error(comm, rc_class(rc));
+    }
+    c->refs++;
+    c->inflight++;
+    rc_active++;
+    rc_op_link(op);
+    if (PMPI_Grequest_start(rc_query_fn, rc_free_fn, rc_cancel_fn, op, &op->greq) != MPI_SUCCESS) {
+        op->greq = MPI_REQUEST_NULL;
+        return rc_error(comm, MPI_ERR_INTERN);
+    }
+    rc_live++;
+    *request = op->greq;
+    say("MPI_Ibarrier", 0, -1, "%s", why);
+    return MPI_SUCCESS;
 }
 
 /* The allgather's path: its record when offloaded (NULL for PMPI, the reason in `why`), under

@@ -15,18 +15,14 @@ use crate::error::{Error, Result};
 use crate::handshake::{self, call, AttachOptions};
 use crate::shared_buf::SharedBuf;
 use ringcast_abi::ctl::{CtlKind, CtlMsg, CtlStatus};
-use ringcast_abi::{
-    Access, CommCreateHeader, Completion, RegionKey, RegionRef, StatusKind, SubmissionDescriptor, COMM_MAGIC,
-};
+use ringcast_abi::{Access, Completion, RegionKey, RegionRef, StatusKind, SubmissionDescriptor};
 use ringcast_offload::ctl::CtlSock;
 pub use ringcast_offload::runner::net::{CommStats, NetStats};
 use ringcast_offload::runner::{spawn_thread, Driver, Idle, ThreadEngine};
 use ringcast_offload::{ctl, Config};
-use ringcast_proto::comm::ident::CommIdentity;
 use ringcast_ring::attach::HostRings;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
-use zerocopy::IntoBytes;
 
 /// Empty completion polls between checks that the engine is still there (one `poll(2)` each).
 const LIVENESS_EVERY: u32 = 4096;
@@ -121,6 +117,13 @@ pub struct Host {
     /// Keys of late `REGISTER_OK`s nobody holds, deregistered at the next request.
     orphans: Vec<RegionKey>,
     idle_config: Config,
+    /// Sizes of the communicators this process created (the world's is in `idle_config`): a
+    /// barrier's scratch holds one byte per rank.
+    pub(crate) comm_sizes: HashMap<u64, u32>,
+    /// A barrier's scratch, registered at the first barrier and grown as needed.
+    pub(crate) barrier_scratch: Option<Region>,
+    /// Earlier, smaller barrier scratch regions (kept registered: see `barrier_descriptor`).
+    pub(crate) retired_scratch: Vec<Region>,
     ctl_timeout: Duration,
     detached: bool,
     // Declared last: dropped after the rings and socket, so a local engine outlives its host.
@@ -198,6 +201,9 @@ impl Host {
             stash: VecDeque::with_capacity(max_in_flight.min(capacity)),
             orphans: Vec::new(),
             idle_config: config,
+            comm_sizes: HashMap::new(),
+            barrier_scratch: None,
+            retired_scratch: Vec::new(),
             ctl_timeout,
             detached: false,
             local: None,
@@ -237,6 +243,11 @@ impl Host {
     /// attach; with `runner.host_pin` the attaching thread was pinned there too.
     pub fn engine_cpu(&self) -> Option<usize> {
         self.engine_cpu
+    }
+
+    /// Ranks in the job's world communicator (as this process's configuration says).
+    pub fn world_size(&self) -> u32 {
+        self.idle_config.topology.world_size()
     }
 
     /// This process's local rank on its engine (`None`: every local rank was taken when it
@@ -709,97 +720,6 @@ impl Host {
     pub fn copy(&mut self, dst: RegionRef, src: RegionRef, len: u64) -> Result<Completion> {
         let cookie = self.next_cookie();
         self.execute(&SubmissionDescriptor::copy(cookie, dst, src, len))
-    }
-
-    /// Broadcasts `len` bytes at `buf` on the engine's world communicator (`comm` 0) from rank
-    /// `root`: read here if this engine is the root, written here otherwise. Blocks until this
-    /// rank's part is over; the completion carries the protocol's counters (fragments by
-    /// multicast and by repair, penalty rounds, repair requests).
-    pub fn bcast(&mut self, comm: u64, root: u32, buf: RegionRef, len: u64) -> Result<Completion> {
-        let cookie = self.next_cookie();
-        self.execute(&SubmissionDescriptor::bcast(cookie, comm, root, buf, len))
-    }
-
-    /// Allgather on communicator `comm` (0: the world): this rank's `block` bytes — read from
-    /// `send`, or in place (`None`: already at `recv + rank × block`) — go to every rank, and
-    /// every rank's block arrives at `recv + rank × block` (`recv` holds `size × block` bytes).
-    /// The engine runs it as one broadcast per rank, every property of the broadcast kept;
-    /// blocks until this rank has every block.
-    pub fn allgather(
-        &mut self,
-        comm: u64,
-        recv: RegionRef,
-        send: Option<RegionRef>,
-        block: u64,
-    ) -> Result<Completion> {
-        let cookie = self.next_cookie();
-        self.execute(&SubmissionDescriptor::allgather(cookie, comm, recv, send, block))
-    }
-
-    /// Allreduce on communicator `comm` of `len` bytes of `dtype` elements with `op`, in the
-    /// work buffer `work` (`size × len` bytes): this rank's contribution — read from `send`, or
-    /// in place (`None`: already at `work + rank × len`) — is gathered with every rank's, the
-    /// engine reduces them in rank order and the result is at the start of `work` when this
-    /// returns (bit-identical at every rank).
-    pub fn allreduce(
-        &mut self,
-        comm: u64,
-        work: RegionRef,
-        send: Option<RegionRef>,
-        len: u64,
-        dtype: ringcast_abi::DataType,
-        op: ringcast_abi::ReduceOp,
-    ) -> Result<Completion> {
-        let cookie = self.next_cookie();
-        self.execute(&SubmissionDescriptor::allreduce(cookie, comm, work, send, len, dtype, op))
-    }
-
-    /// Creates the communicator `id` names (its cookie is the handle broadcasts name it by;
-    /// every member passes the same identity) of the world ranks `members`, this process being
-    /// `members[my_rank]`. One member draws the identity with
-    /// `ringcast_offload::entropy::new_identity` and the others receive it (e.g. over
-    /// MPI): it includes the communicator's secret, which keys its frames, so hand it only to
-    /// members. Every member calls it; broadcasts name their roots by rank in `members`.
-    pub fn comm_create(&mut self, id: &CommIdentity, my_rank: u32, members: &[u32]) -> Result<()> {
-        let size = u32::try_from(members.len()).map_err(|_| Error::Protocol("communicator too large"))?;
-        let handle = id.cookie;
-        let header = CommCreateHeader {
-            magic: COMM_MAGIC,
-            size,
-            my_rank,
-            _reserved0: 0,
-            seed: id.seed,
-            group: id.group,
-            _reserved1: [0; 2],
-            key: id.key.0,
-        };
-        let mut record = header.as_bytes().to_vec();
-        record.extend(members.iter().flat_map(|m| m.to_le_bytes()));
-        // The record travels in shared memory the engine reads once, at creation.
-        let buf = SharedBuf::new(record.len())?;
-        buf.write_at(0, &record)?;
-        let region = self.register(&buf, Access::READ)?;
-        let cookie = self.next_cookie();
-        let result = self.execute(&SubmissionDescriptor::comm_create(
-            cookie,
-            handle,
-            region.at(0),
-            record.len() as u64,
-        ));
-        self.deregister(region)?;
-        match result {
-            Err(e) if e.status() == Some(StatusKind::TooManyCommunicators) => {
-                Err(Error::TooManyCommunicators { handle })
-            }
-            other => other.map(drop),
-        }
-    }
-
-    /// Leaves communicator `handle` (every member does; the engine drops it once its last
-    /// local member left). A broadcast of this process still open on it fails.
-    pub fn comm_free(&mut self, handle: u64) -> Result<()> {
-        let cookie = self.next_cookie();
-        self.execute(&SubmissionDescriptor::comm_free(cookie, handle)).map(drop)
     }
 
     /// Detaches cleanly, reporting whether the engine could be told (dropping a `Host` detaches

@@ -21,6 +21,7 @@
 //! **Back-pressure.** Every descriptor produces exactly one completion. The host keeps at most
 //! as many descriptors in flight as its completion ring holds (`WouldBlock` otherwise), and the
 //! engine never takes a descriptor it has no completion slot for, so no completion is dropped.
+mod collectives;
 mod error;
 mod handshake;
 mod host;

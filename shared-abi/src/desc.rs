@@ -22,6 +22,7 @@ pub const DESC_FLAGS_DEFINED: u8 = 0;
 /// | COMM_FREE | 0                    | 0                      | 0            | comm / 0      |
 /// | ALLGATHER | the receive buffer (`size × len`) | this rank's block (0: in place) | block bytes | comm / 0 |
 /// | ALLREDUCE | the work buffer (`size × len`; the result at its start) | this rank's contribution (0: in place) | bytes | comm / type and operation |
+/// | BARRIER | scratch (≥ 1 byte per rank) | 0                   | scratch bytes | comm / 0     |
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(C)]
 pub struct SubmissionDescriptor {
@@ -147,6 +148,19 @@ impl SubmissionDescriptor {
         let mut d = Self::allgather(cookie, comm, work, send, len);
         d.opcode = Opcode::ALLREDUCE;
         d.root = crate::reduce::reduce_spec(dtype, op);
+        d
+    }
+
+    /// A BARRIER on communicator `comm` with `len` bytes of `scratch` (at least the
+    /// communicator's size).
+    pub const fn barrier(cookie: u64, comm: u64, scratch: RegionRef, len: u64) -> Self {
+        let mut d = Self::zeroed_const();
+        d.opcode = Opcode::BARRIER;
+        d.cookie = cookie;
+        d.comm = comm;
+        d.len = len;
+        d.key = scratch.key;
+        d.offset = scratch.offset;
         d
     }
 

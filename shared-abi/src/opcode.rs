@@ -41,6 +41,11 @@ impl Opcode {
     /// included) and writes the result at the start of the work buffer. Completes with `len`
     /// bytes once the result is there.
     pub const ALLREDUCE: Opcode = Opcode(6);
+    /// Barrier on communicator `comm`: completes at a rank only once every rank of the
+    /// communicator has posted it. (`region`, `offset`, `len`) is scratch the engine may read
+    /// and write — at least one byte per rank of the communicator (`len ≥ size`); what it
+    /// holds afterwards is unspecified. Completes with 0 bytes.
+    pub const BARRIER: Opcode = Opcode(7);
 }
 
 /// The operations this engine build understands.
@@ -60,6 +65,8 @@ pub enum Op {
     Allgather,
     /// See [`Opcode::ALLREDUCE`].
     Allreduce,
+    /// See [`Opcode::BARRIER`].
+    Barrier,
 }
 
 impl From<Op> for Opcode {
@@ -72,6 +79,7 @@ impl From<Op> for Opcode {
             Op::CommFree => Opcode::COMM_FREE,
             Op::Allgather => Opcode::ALLGATHER,
             Op::Allreduce => Opcode::ALLREDUCE,
+            Op::Barrier => Opcode::BARRIER,
         }
     }
 }
@@ -87,6 +95,7 @@ impl TryFrom<Opcode> for Op {
             Opcode::COMM_FREE => Ok(Op::CommFree),
             Opcode::ALLGATHER => Ok(Op::Allgather),
             Opcode::ALLREDUCE => Ok(Op::Allreduce),
+            Opcode::BARRIER => Ok(Op::Barrier),
             other => Err(other),
         }
     }
@@ -103,6 +112,7 @@ impl Op {
             Op::CommFree => "comm-free",
             Op::Allgather => "allgather",
             Op::Allreduce => "allreduce",
+            Op::Barrier => "barrier",
         }
     }
 }

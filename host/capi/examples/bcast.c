@@ -1,11 +1,12 @@
 /* A C program on a ringcast cluster: broadcasts of every size from every root on the job's
  * world communicator through libringcast (blocking and non-blocking), two allgathers (in place
- * and from a send buffer), every byte checked, and the typed errors of bad calls. Run it on every rank of `ringcast run -n N -p P -- ./bcast`;
+ * and from a send buffer), two barriers (rank 0 arriving last), every byte checked, and the typed errors of bad calls. Run it on every rank of `ringcast run -n N -p P -- ./bcast`;
  * exits non-zero on any wrong byte or status. */
 #include <ringcast.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static unsigned char pattern(unsigned k, size_t i) { return (unsigned char)(k * 131u + i * 7u + (i >> 9)); }
 
@@ -66,6 +67,37 @@ int main(void) {
     }
     if ((rc = ringcast_allgather(0, NULL, 0, b, 0, 0)) != RINGCAST_ERR_INVALID) return fail(me, "allgather of 0 bytes", rc);
     ringcast_buf_free(send);
+    /* Barriers (blocking, then non-blocking): rank 0 arrives last, after a nap, and says when
+     * it arrived (a broadcast right after); no rank may have left before that — a causal check
+     * on one machine's clock, no timing bound. Each barrier is one broadcast per node. */
+    const char *nodes_env = getenv("RINGCAST_NODES");
+    unsigned nodes = nodes_env ? (unsigned)atoi(nodes_env) : 1;
+    for (int i = 0; i < 2; i++) {
+        struct timespec t, nap = {0, 50 * 1000 * 1000};
+        if (me == 0) nanosleep(&nap, NULL);
+        clock_gettime(CLOCK_REALTIME, &t);
+        double arrived = (double)t.tv_sec + (double)t.tv_nsec * 1e-9, left;
+        if (i == 0) {
+            rc = ringcast_barrier(0);
+        } else {
+            uint64_t req;
+            rc = ringcast_ibarrier(0, &req);
+            if (rc == RINGCAST_OK) rc = ringcast_wait(req);
+        }
+        posted += nodes;
+        if (rc != RINGCAST_OK) return fail(me, "barrier", rc);
+        clock_gettime(CLOCK_REALTIME, &t);
+        left = (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+        memcpy(p, &arrived, sizeof arrived);
+        if ((rc = ringcast_bcast(0, 0, b, 0, sizeof arrived)) != RINGCAST_OK) return fail(me, "barrier's arrival time", rc);
+        posted++;
+        memcpy(&arrived, p, sizeof arrived);
+        if (left < arrived) {
+            fprintf(stderr, "rank %d: barrier %d: left at %.6f, before rank 0 arrived at %.6f\n", me, i, left, arrived);
+            return 1;
+        }
+    }
+    if ((rc = ringcast_barrier(0xdead)) >= 0) return fail(me, "barrier on an unknown communicator", rc);
     /* Bad calls get typed errors, and the rank goes on. */
     if ((rc = ringcast_bcast(0, 0, b, (1 << 20) - 8, 16)) != RINGCAST_ERR_INVALID) return fail(me, "range past the buffer", rc);
     if ((rc = ringcast_bcast(0xdead, 0, b, 0, 8)) != -10) return fail(me, "unknown communicator", rc);
@@ -81,6 +113,6 @@ int main(void) {
     }
     ringcast_buf_free(b);
     if ((rc = ringcast_finalize()) != RINGCAST_OK) return fail(me, "ringcast_finalize", rc);
-    printf("rank %d of %d: %u broadcasts and 2 allgathers verified\n", me, n, k - 2);
+    printf("rank %d of %d: %u broadcasts, 2 allgathers and 2 barriers verified\n", me, n, k - 2);
     return 0;
 }

@@ -484,6 +484,32 @@ pub unsafe extern "C" fn ringcast_ibcast(
     unsafe { start(request, |cookie| bcast_desc(cookie, comm, root, b, offset, len)) }
 }
 
+/// Barrier on communicator `comm` (0: the world): returns once every rank of it has called
+/// it (a rank that died fails it with a typed error within the protocol's bound).
+#[no_mangle]
+pub extern "C" fn ringcast_barrier(comm: u64) -> c_int {
+    with_state(|s| s.host.barrier(comm).map(|_| RINGCAST_OK).map_err(|e| code(&e)))
+}
+
+/// Starts the barrier of [`ringcast_barrier`] and stores its request in `*request`; complete
+/// it with [`ringcast_wait`] or [`ringcast_test`].
+///
+/// # Safety
+/// `request` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ringcast_ibarrier(comm: u64, request: *mut u64) -> c_int {
+    if request.is_null() {
+        return RINGCAST_ERR_INVALID;
+    }
+    with_state(|s| {
+        let d = s.host.barrier_descriptor(comm).map_err(|e| code(&e))?;
+        s.host.post(&d).map_err(|e| code(&e))?;
+        // SAFETY: non-null (checked) and writable (the caller's contract).
+        unsafe { request.write(d.cookie) };
+        Ok(RINGCAST_OK)
+    })
+}
+
 fn completion_code(c: &Completion) -> c_int {
     match StatusKind::try_from(c.status) {
         Ok(StatusKind::Ok) => RINGCAST_OK,

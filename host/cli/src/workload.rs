@@ -63,6 +63,10 @@ pub struct WorkloadArgs {
     /// own reduction of every rank's contribution in rank order.
     #[arg(long, default_value_t = 0)]
     pub allreduces: u32,
+    /// Barriers on each communicator after the allreduces, each rank arriving after a random
+    /// nap (up to `--skew-us`); every rank checks it left no earlier than the last one arrived.
+    #[arg(long, default_value_t = 0)]
+    pub barriers: u32,
 }
 
 /// A communicator of the workload: its handle, size, this rank's rank in it, and the seed its
@@ -73,6 +77,8 @@ struct WComm {
     me: u32,
     seed: u64,
     posted: u32,
+    /// Engines its ranks sit on (a barrier is one broadcast per engine).
+    engines: u32,
 }
 
 /// The split communicator of `color` in job `job`: every member derives the same identity from
@@ -138,7 +144,15 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
     let poison = vec![0xEEu8; largest];
     let mut lines = String::with_capacity(a.count as usize * 64);
     let mut skew = mix(a.seed ^ u64::from(me) << 40);
-    let mut comms = vec![WComm { handle: 0, size: world, me, seed: a.seed, posted: 0 }];
+    let shape = config.topology.world();
+    let engines_of = |members: &[u32]| {
+        let mut nodes: Vec<u32> = members.iter().filter_map(|&r| shape.node_of(r)).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        nodes.len() as u32
+    };
+    let mut comms =
+        vec![WComm { handle: 0, size: world, me, seed: a.seed, posted: 0, engines: shape.nodes() }];
     if a.split > 1 {
         let color = me % a.split;
         let members: Vec<u32> = (0..world).filter(|r| r % a.split == color).collect();
@@ -147,7 +161,15 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
         let (handle, seed) = (id.cookie, id.seed);
         host.comm_create(&id, my_rank, &members)
             .map_err(|e| format!("rank {me}: creating split communicator {color}: {e}"))?;
-        comms.push(WComm { handle, size: members.len() as u32, me: my_rank, seed: a.seed ^ seed, posted: 0 });
+        let engines = engines_of(&members);
+        comms.push(WComm {
+            handle,
+            size: members.len() as u32,
+            me: my_rank,
+            seed: a.seed ^ seed,
+            posted: 0,
+            engines,
+        });
     }
     for k in 0..a.count {
         let n_comms = comms.len();
@@ -211,6 +233,9 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
     }
     if a.allreduces > 0 {
         allreduces(a, &mut host, &mut comms, &mut lines).map_err(|e| format!("rank {me}: {e}"))?;
+    }
+    if a.barriers > 0 {
+        barriers(a, &mut host, &mut comms, &mut lines, &mut skew).map_err(|e| format!("rank {me}: {e}"))?;
     }
     if a.expect_failure && a.victim.is_some() && a.victim != Some(me) {
         print!("{lines}");
@@ -302,6 +327,51 @@ fn allgathers(
     }
     host.deregister(rr).map_err(|e| e.to_string())?;
     host.deregister(rs).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// `a.barriers` barriers on every communicator, each rank arriving after a random nap (up to
+/// `skew_us`). Every rank checks it left no earlier than the last rank arrived: the arrival
+/// times — on this machine's monotonic clock, which every rank of `ringcast run` shares, also
+/// across its network namespaces — are gathered by an allgather right after.
+fn barriers(
+    a: &WorkloadArgs,
+    host: &mut ringcast_host::Host,
+    comms: &mut [WComm],
+    lines: &mut String,
+    skew: &mut u64,
+) -> Result<(), String> {
+    let most = comms.iter().map(|c| c.size).max().unwrap_or(1) as usize;
+    let times = SharedBuf::new(8 * most).map_err(|e| e.to_string())?;
+    let rt = host.register(&times, Access::READ_WRITE).map_err(|e| e.to_string())?;
+    let mut got = vec![0u8; 8 * most];
+    for g in 0..a.barriers {
+        for c in comms.iter_mut() {
+            if a.skew_us > 0 {
+                *skew = mix(*skew);
+                std::thread::sleep(std::time::Duration::from_micros(*skew % a.skew_us));
+            }
+            let arrived = monotonic_ns();
+            host.barrier(c.handle).map_err(|e| format!("barrier {g} ({} ranks): {e}", c.size))?;
+            let left = monotonic_ns();
+            c.posted += c.engines;
+            times.write_at(u64::from(c.me) * 8, &arrived.to_le_bytes()).map_err(|e| e.to_string())?;
+            host.allgather(c.handle, rt.at(0), None, 8)
+                .map_err(|e| format!("barrier {g}'s arrival times: {e}"))?;
+            c.posted += c.size;
+            let n = 8 * c.size as usize;
+            times.read_at(0, &mut got[..n]).map_err(|e| e.to_string())?;
+            for (r, t) in got[..n].chunks_exact(8).enumerate() {
+                let t = u64::from_le_bytes(t.try_into().unwrap_or_default());
+                if left < t {
+                    return Err(format!("barrier {g}: left at {left} ns, before rank {r} arrived at {t} ns"));
+                }
+            }
+            use std::fmt::Write as _;
+            let _ = writeln!(lines, "W {g} {} {}", c.size, left - arrived);
+        }
+    }
+    host.deregister(rt).map_err(|e| e.to_string())?;
     Ok(())
 }
 

@@ -24,7 +24,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 const NODES: u32 = 3;
 const PPN: u32 = 2;
 const COUNT: u32 = 48;
-/// Allgathers, and allreduces, per communicator after the broadcasts.
+/// Allgathers, allreduces, and barriers, per communicator after the broadcasts.
 const ALLGATHERS: u32 = 4;
 
 fn ringcast(args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -106,14 +106,17 @@ fn run_lossy_on(shape: &[&str], ranks: u32, cluster: &[&str]) {
     args.extend_from_slice(shape);
     args.extend_from_slice(cluster);
     // Every other broadcast on communicators the ranks create (rank % 3: members on two of
-    // the three nodes, one per node), freed at the end; then allgathers and allreduces on both
-    // communicators (in place and not), every block and result checked by the ranks.
+    // the three nodes, one per node), freed at the end; then allgathers, allreduces and
+    // barriers on both communicators (in place and not), every block and result checked by the
+    // ranks, and every barrier left no earlier than its last rank arrived.
     let w = workload(&[
         "--split",
         "3",
         "--allgathers",
         &ALLGATHERS.to_string(),
         "--allreduces",
+        &ALLGATHERS.to_string(),
+        "--barriers",
         &ALLGATHERS.to_string(),
     ]);
     args.extend(w.iter().map(String::as_str));
@@ -128,7 +131,7 @@ fn run_lossy_on(shape: &[&str], ranks: u32, cluster: &[&str]) {
     assert!(o.status.success(), "{cluster:?}: {err}\n{out}");
     let (per_rank, mc, rep) = parse(&out);
     assert_eq!(per_rank, vec![COUNT; ranks as usize], "{cluster:?}: broadcasts per rank\n{out}");
-    for (kind, what) in [("G ", "allgathers"), ("R ", "allreduces")] {
+    for (kind, what) in [("G ", "allgathers"), ("R ", "allreduces"), ("W ", "barriers")] {
         let n = out.lines().filter(|l| l.starts_with(kind)).count();
         assert_eq!(
             n,

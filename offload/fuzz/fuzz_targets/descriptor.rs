@@ -56,6 +56,14 @@ fuzz_target!(|data: &[u8]| {
                         assert!(op.supports(t) && len % t.size().unwrap_or(1) as u64 == 0);
                     }
                 }
+                Action::Barrier(g) => {
+                    // Handed to the runner, which completes it; scratch of a byte per rank.
+                    completions += 1;
+                    assert_eq!(g.cookie, d.cookie);
+                    assert!(g.me < g.size && g.len >= u64::from(g.size) && g.send.is_none() && g.reduce.is_none());
+                    let inside = |off: u64, n: u64| off + n <= 4096 || (off >= 8192 && off + n <= 8192 + 4096);
+                    assert!(inside(g.recv.offset, g.len), "scratch outside its region");
+                }
                 Action::Comm { cookie, buf, len, .. } => {
                     // Handed to the runner's communicator tables, which complete it.
                     completions += 1;

@@ -14,7 +14,7 @@ fn seeds() -> u64 {
 fn seeded_scenarios_hold_every_invariant() {
     let n = seeds();
     let (mut benign, mut completions, mut ok, mut dropped, mut delivered) = (0, 0, 0, 0u64, 0u64);
-    let (mut empty, mut nodes, mut allgathers, mut allreduces, mut uneven) = (0, 0, 0, 0, 0);
+    let (mut empty, mut nodes, mut allgathers, mut allreduces, mut uneven, mut barriers) = (0, 0, 0, 0, 0, 0);
     let mut failures = Vec::new();
     for seed in 0..n {
         match run(&Scenario::generate(seed, 512)) {
@@ -29,13 +29,14 @@ fn seeded_scenarios_hold_every_invariant() {
                 allgathers += r.allgathers;
                 allreduces += r.allreduces;
                 uneven += u64::from(r.uneven);
+                barriers += r.barriers;
             }
             Err(v) => failures.push(format!("seed {seed}: {v:?}  (replay: ringcast dst --seed {seed})")),
         }
     }
     println!(
         "DST: {n} scenarios ({benign} benign, {uneven} with uneven worlds, {nodes} engines), {completions} completions checked ({ok} ok, \
-         {allgathers} of them allgathers and {allreduces} allreduces, {} typed errors of which {empty} 0-byte BadLength), {delivered} \
+         {allgathers} of them allgathers, {allreduces} allreduces and {barriers} barriers, {} typed errors of which {empty} 0-byte BadLength), {delivered} \
          datagrams delivered, {dropped} dropped and counted",
         completions - ok
     );
@@ -203,6 +204,7 @@ fn duplication_costs_the_duplicates_and_no_more() {
             forged: 0,
             forger_has_key: false,
             plant_missing_block: false,
+            plant_late_arrival: false,
             algorithm: Some(alg),
             layout: Layout { ppn: 1, cyclic: false, sites: 1 },
             dma: ringcast_sim::dst::DmaTiming::Now,
@@ -241,6 +243,29 @@ fn an_allgather_missing_a_block_is_caught_by_the_checker() {
     match run(&planted) {
         Err(Violation::WrongBytes { .. }) => {}
         other => panic!("seed {seed}: the planted missing block was not caught: {other:?}"),
+    }
+}
+
+#[test]
+fn a_barrier_left_before_its_last_arrival_is_caught_by_the_checker() {
+    // The first seed whose benign scenario completes a barrier with rank 0 among its members:
+    // with rank 0's posts recorded a second late, every other member appears to have left
+    // before rank 0 arrived, and the checker — which compares each completion's time with
+    // every member's post — must say so.
+    let seed = (0..500)
+        .find(|&s| {
+            let sc = Scenario::generate(s, 64);
+            sc.benign()
+                && sc.comms.iter().any(|c| {
+                    c.members.len() > 1 && c.barrier.iter().zip(&c.bcasts).any(|(&b, x)| b && x.1 > 0)
+                })
+                && run(&sc).is_ok_and(|r| r.barriers > 0)
+        })
+        .expect("a seed with a barrier");
+    let planted = Scenario { plant_late_arrival: true, ..Scenario::generate(seed, 64) };
+    match run(&planted) {
+        Err(Violation::EarlyBarrier { late: 0, .. }) => {}
+        other => panic!("seed {seed}: the planted late arrival was not caught: {other:?}"),
     }
 }
 

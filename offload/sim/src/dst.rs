@@ -81,6 +81,9 @@ pub struct CommPlan {
     /// Allgather steps that are allreduces: the element type and operation (the block is a
     /// whole number of elements).
     pub allreduce: Vec<Option<(DataType, ReduceOp)>>,
+    /// Steps that are barriers instead (`bcasts[k].1` is then the scratch: the communicator's
+    /// size, or 0 for a refused one).
+    pub barrier: Vec<bool>,
 }
 
 impl CommPlan {
@@ -88,7 +91,8 @@ impl CommPlan {
     pub fn broadcasts(members: Vec<usize>, bcasts: Vec<(u32, u32)>, aborted: Vec<bool>) -> CommPlan {
         let allgather = vec![None; bcasts.len()];
         let allreduce = vec![None; bcasts.len()];
-        CommPlan { members, bcasts, aborted, allgather, allreduce }
+        let barrier = vec![false; bcasts.len()];
+        CommPlan { members, bcasts, aborted, allgather, allreduce, barrier }
     }
 }
 
@@ -126,6 +130,10 @@ pub struct Scenario {
     /// 0's own block is left out of its receive buffer (as an engine skipping a sub-block
     /// would deliver it).
     pub plant_missing_block: bool,
+    /// Tests only, a planted error in the record the checker must catch: rank 0's barrier
+    /// posts are recorded a second later than they were made, so every other rank's barrier
+    /// appears to have ended before rank 0 arrived.
+    pub plant_late_arrival: bool,
     /// The broadcast algorithm every engine uses (`None`: each chooses per call).
     pub algorithm: Option<Algorithm>,
     /// How many ranks share a node's engine (`ppn`), and whether they are placed on nodes
@@ -175,6 +183,8 @@ pub struct Report {
     /// `Ok` allreduce completions, each result checked against the checker's own reduction
     /// (counted in `ok` too).
     pub allreduces: u64,
+    /// `Ok` barrier completions, each after every member's post (counted in `ok` too).
+    pub barriers: u64,
     /// Whether the engines' world was uneven (nodes holding different numbers of ranks).
     pub uneven: bool,
 }
@@ -210,6 +220,9 @@ pub enum Violation {
     /// `inside` forged frames reached node `node` while it held the communicator they name,
     /// yet it counted only `bad_tags` frames dropped for their tag.
     ForgeryPastTheTag { node: usize, inside: u64, bad_tags: u64 },
+    /// A barrier ended `Ok` at `rank` at `left`, before member `late` posted it (`arrived`;
+    /// `Nanos::MAX`: never).
+    EarlyBarrier { rank: usize, comm: usize, bcast: usize, left: Nanos, late: usize, arrived: Nanos },
 }
 
 /// Salt of the forger's generator (and of the communicators' secrets): streams of their own.
@@ -220,6 +233,8 @@ const ENGINE_SALT: u64 = 0xe9_91e5_d3a0_0001;
 
 /// Salt of the allgather draws: a stream of their own.
 const ALLGATHER_SALT: u64 = 0xa11_6a7e_0001;
+/// Salt of the barrier draws: a stream of their own.
+const BARRIER_SALT: u64 = 0xba77_1e70_0001;
 
 /// Largest `ranks × len × broadcasts` a generated scenario moves (keeps `make test` fast).
 const BYTE_BUDGET: u64 = 8 << 20;
@@ -377,7 +392,21 @@ impl Scenario {
                     Some((dtype, op))
                 })
                 .collect();
-            comms.push(CommPlan { members: nodes, bcasts, aborted, allgather, allreduce });
+            // Barriers, from a stream of their own: on any communicator, in place of some of the
+            // remaining broadcasts, with one scratch byte per rank (none: refused, as a 0-byte
+            // broadcast is).
+            let mut b = SimRng::new(seed ^ BARRIER_SALT ^ comms.len() as u64);
+            let barrier: Vec<bool> = (0..bcasts.len())
+                .map(|k| {
+                    if allgather[k].is_some() || !b.chance(0.1) {
+                        return false;
+                    }
+                    bcasts[k].1 = if bcasts[k].1 == 0 { 0 } else { size as u32 };
+                    aborted[k] = false;
+                    true
+                })
+                .collect();
+            comms.push(CommPlan { members: nodes, bcasts, aborted, allgather, allreduce, barrier });
         }
         let crashes = if r.chance(0.1) {
             (0..r.range(1, 2)).map(|_| (r.below(ranks as u64) as usize, r.range(0, 2_000_000))).collect()
@@ -415,6 +444,7 @@ impl Scenario {
             },
             forger_has_key: false,
             plant_missing_block: false,
+            plant_late_arrival: false,
             dma: {
                 let mut e = SimRng::new(seed ^ ENGINE_SALT);
                 match e.below(4) {

@@ -36,7 +36,6 @@ use crate::collective::reduce::reduce_blocks;
 use crate::intake::regions::Resolved;
 use crate::intake::{GatherCall, HostId};
 use crate::transfer::protocol::{OpCounters, Outcome};
-use crate::Nanos;
 use ringcast_abi::{Completion, DataType, ReduceOp, Status, StatusKind};
 
 /// A composed collective in progress: the host operation it completes and what is left.
@@ -66,9 +65,24 @@ struct Reduce {
     size: u32,
 }
 
+impl Composite {
+    /// A composed collective completing host operation `parent` after `parts` parts, with
+    /// `bytes` on success.
+    pub(super) fn new(parent: u64, parts: u32, bytes: u64) -> Self {
+        Composite {
+            parent,
+            remaining: parts,
+            status: StatusKind::Ok,
+            bytes,
+            counters: OpCounters::default(),
+            reduce: None,
+        }
+    }
+}
+
 impl Engine {
     /// Starts an allgather or allreduce (see the module doc).
-    pub(super) fn start_allgather(&mut self, a: GatherCall, now: Nanos) {
+    pub(super) fn start_allgather(&mut self, a: GatherCall) {
         let cqe = Completion::new(a.cookie, a.opcode, Status::OK, 0);
         let op = self.new_op(a.host, cqe, a.started, true, true);
         let local = self.core.local_rank(a.host).unwrap_or(u32::MAX);
@@ -76,14 +90,7 @@ impl Engine {
         let reduce = a.reduce.map(|spec| Reduce { spec, work: a.recv, len: a.len, size: a.size });
         // What the completion reports: every block, or an allreduce's result.
         let bytes = if reduce.is_some() { a.len } else { a.len * u64::from(a.size) };
-        let composite = Composite {
-            parent: op,
-            remaining: parts,
-            status: StatusKind::Ok,
-            bytes,
-            counters: OpCounters::default(),
-            reduce,
-        };
+        let composite = Composite { reduce, ..Composite::new(op, parts, bytes) };
         let token = TAGGED | self.parts.insert(composite);
         let block =
             |r: u32| Resolved { segment: a.recv.segment, offset: a.recv.offset + u64::from(r) * a.len };
@@ -91,7 +98,7 @@ impl Engine {
         for r in 0..a.size {
             let buf = if r == a.me { a.send.unwrap_or(block(r)) } else { block(r) };
             let posted = match self.node.as_mut() {
-                Some(node) => node.post(local, a.comm, r, buf, a.len, token, now),
+                Some(node) => node.post(local, a.comm, r, buf, a.len, token, false),
                 None => Err(StatusKind::UnknownCommunicator),
             };
             if let Err(kind) = posted {

@@ -42,6 +42,8 @@ struct Member {
     len: u32,
     buf: Resolved,
     token: u64,
+    /// A barrier's part: the slot starts only once every local process has posted it.
+    all: bool,
 }
 
 #[derive(Debug)]
@@ -123,6 +125,23 @@ impl Placement {
         }
     }
 
+    /// Each engine's first rank, in protocol-rank order: the roots of a barrier's parts.
+    pub fn leaders(&self) -> Vec<u32> {
+        match self {
+            Placement::World { world, .. } => (0..world.nodes()).map(|n| world.start(n)).collect(),
+            Placement::Table { node_of, .. } => {
+                let mut leaders: Vec<u32> = Vec::new();
+                for (r, &n) in node_of.iter().enumerate() {
+                    // Engines are numbered by first rank: engine `n` first appears as the next one.
+                    if n as usize == leaders.len() {
+                        leaders.push(r as u32);
+                    }
+                }
+                leaders
+            }
+        }
+    }
+
     /// Rank `r`'s local index if it is a member on this engine.
     pub fn local(&self, r: u32) -> Option<u32> {
         match self {
@@ -140,6 +159,8 @@ pub struct Gather {
     /// Local members.
     ppn: u32,
     placement: Placement,
+    /// `placement.leaders()`, computed once.
+    leaders: Vec<u32>,
     /// Next slot of each local rank.
     next: Vec<u64>,
     /// Local ranks that left (their next slots cannot be filled until a newcomer takes the
@@ -168,6 +189,7 @@ impl Gather {
         let ppn = locals.max(1);
         Gather {
             ppn,
+            leaders: placement.leaders(),
             placement,
             next: vec![0; ppn as usize],
             departed: vec![false; ppn as usize],
@@ -188,6 +210,11 @@ impl Gather {
         &self.placement
     }
 
+    /// Each engine's first rank, in protocol-rank order.
+    pub fn leaders(&self) -> &[u32] {
+        &self.leaders
+    }
+
     /// Files local process `local`'s next broadcast. `Err` when refused at once.
     pub fn post(
         &mut self,
@@ -196,6 +223,21 @@ impl Gather {
         buf: Resolved,
         len: u32,
         token: u64,
+    ) -> Result<(), StatusKind> {
+        self.post_with(local, root, buf, len, token, false)
+    }
+
+    /// [`Gather::post`]; with `all`, the slot is a barrier's part: it goes to the protocol only
+    /// once every local process has posted it, so its broadcast leaving the root's node (or
+    /// reaching it) says this whole node has arrived.
+    pub fn post_with(
+        &mut self,
+        local: u32,
+        root: u32,
+        buf: Resolved,
+        len: u32,
+        token: u64,
+        all: bool,
     ) -> Result<(), StatusKind> {
         if self.broken {
             return Err(StatusKind::CommunicatorBroken);
@@ -219,7 +261,7 @@ impl Gather {
                 outcome: None,
             });
         }
-        self.slots[idx].members[l] = Some(Member { root, len, buf, token });
+        self.slots[idx].members[l] = Some(Member { root, len, buf, token, all });
         Ok(())
     }
 
@@ -228,6 +270,9 @@ impl Gather {
     pub fn next_start(&self) -> Option<Start> {
         let slot = self.slots.get((self.started - self.base) as usize)?;
         let first = slot.first()?;
+        if slot.members.iter().flatten().any(|m| m.all) && !slot.members.iter().all(Option::is_some) {
+            return None; // a barrier's part: not before the whole node has arrived
+        }
         let primary = if let Some(root_local) = self.placement.local(first.root) {
             slot.members.get(root_local as usize)?.as_ref().map(|m| (root_local, m))
         } else {

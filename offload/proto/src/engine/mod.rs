@@ -19,6 +19,7 @@
 //! when a DMA fails under it or its host leaves before it is published.
 mod action;
 mod allgather;
+mod barrier;
 mod comms;
 mod gather;
 mod node;
@@ -326,14 +327,15 @@ impl Engine {
                         _ => self.finish_collective(op, failed(StatusKind::BadDescriptor)),
                     }
                 }
-                intake::Action::Allgather(call) => self.start_allgather(call, now),
+                intake::Action::Allgather(call) => self.start_allgather(call),
+                intake::Action::Barrier(call) => self.start_barrier(call),
                 intake::Action::Bcast { host, cookie, comm, root, buf, len, started, .. } => {
                     let cqe = Completion::new(cookie, desc.opcode, Status::OK, 0);
                     let op = self.new_op(host, cqe, started, true, true);
                     // The core refused broadcasts from a host without a local rank.
                     let local = self.core.local_rank(host).unwrap_or(u32::MAX);
                     let posted = match self.node.as_mut() {
-                        Some(node) => node.post(local, comm, root, buf, len, op, now),
+                        Some(node) => node.post(local, comm, root, buf, len, op, false),
                         None => Err(StatusKind::UnknownCommunicator),
                     };
                     if let Err(kind) = posted {

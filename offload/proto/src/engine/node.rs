@@ -176,9 +176,14 @@ impl Node {
         })
     }
 
+    /// Each engine's first rank in communicator `comm`, in protocol-rank order.
+    pub(crate) fn leaders(&self, comm: u64) -> Option<&[u32]> {
+        Some(self.comms[self.slot(comm)?].as_ref()?.gather.leaders())
+    }
+
     /// Files local process `local`'s next broadcast on communicator `comm` (root: a rank of
-    /// it); its outcome comes back as a delivery for host operation `op`. `Err` when refused
-    /// at once.
+    /// it); its outcome comes back as a delivery for host operation `op`. `all`: a barrier's
+    /// part (see [`Gather::post_with`]). `Err` when refused at once.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn post(
         &mut self,
@@ -188,7 +193,7 @@ impl Node {
         buf: Resolved,
         len: u64,
         op: u64,
-        _now: Nanos,
+        all: bool,
     ) -> Result<(), StatusKind> {
         let slot = self.slot(comm).ok_or(StatusKind::UnknownCommunicator)?;
         let c = self.comms[slot].as_mut().ok_or(StatusKind::UnknownCommunicator)?;
@@ -197,7 +202,7 @@ impl Node {
             return Err(StatusKind::BadRoot);
         }
         let len = u32::try_from(len).map_err(|_| StatusKind::BadLength)?;
-        c.gather.post(index, root, buf, len, op)
+        c.gather.post_with(index, root, buf, len, op, all)
     }
 
     /// Creates (or joins, for a second local member) the communicator `handle` from the record

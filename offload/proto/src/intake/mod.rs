@@ -109,6 +109,9 @@ pub enum Action {
     /// Run this rank's part of an allgather (or allreduce), as [`GatherCall`] says; the
     /// descriptor completes when the runner says so, with its cookie.
     Allgather(GatherCall),
+    /// Run this rank's part of a barrier ([`GatherCall`] with `recv` the scratch of `len`
+    /// bytes, no send block, no reduction).
+    Barrier(GatherCall),
     /// Create or leave a communicator (`op` is `CommCreate` with the record at `buf`, or
     /// `CommFree`); the runner's communicator tables complete it.
     Comm {
@@ -348,6 +351,24 @@ impl Core {
                 self.push(Action::Allgather(call));
                 return;
             }
+            Ok(Plan::Barrier { me, size, scratch, len }) => {
+                let call = GatherCall {
+                    host,
+                    cookie: desc.cookie,
+                    opcode: desc.opcode,
+                    comm: desc.comm,
+                    me,
+                    size,
+                    send: None,
+                    recv: scratch,
+                    len,
+                    reduce: None,
+                    keys: [desc.key, desc.key],
+                    started: now,
+                };
+                self.push(Action::Barrier(call));
+                return;
+            }
             Ok(Plan::Dma { src, dst, len }) => {
                 self.push(Action::Dma { host, src_key: desc.aux_key, dst_key: desc.key, src, dst, len });
                 self.counters.dma_bytes += len;
@@ -433,6 +454,12 @@ enum Plan {
         recv: Resolved,
         len: u64,
         reduce: Option<(ringcast_abi::DataType, ringcast_abi::ReduceOp)>,
+    },
+    Barrier {
+        me: u32,
+        size: u32,
+        scratch: Resolved,
+        len: u64,
     },
 }
 
@@ -576,6 +603,19 @@ fn plan(
                 regions.resolve(d.key, d.offset, total, Access::READ)?;
             }
             Ok(Plan::Allgather { me, size, send, recv, len: d.len, reduce })
+        }
+        Op::Barrier => {
+            if d.root != 0 || d.aux_key != RegionKey::NONE || d.aux_offset != 0 {
+                return Err(StatusKind::BadDescriptor);
+            }
+            let unknown = if d.comm == 0 { StatusKind::NoRank } else { StatusKind::UnknownCommunicator };
+            let (me, size) = (me.ok_or(unknown)?, size.ok_or(unknown)?);
+            // One scratch byte per rank at least (the engine uses one per engine spanned).
+            if d.len < u64::from(size) || d.len > max_op_bytes {
+                return Err(StatusKind::BadLength);
+            }
+            let scratch = regions.resolve(d.key, d.offset, d.len, Access::READ_WRITE)?;
+            Ok(Plan::Barrier { me, size, scratch, len: d.len })
         }
         Op::CommCreate => {
             if d.comm == 0 || d.root != 0 || d.aux_key != RegionKey::NONE || d.aux_offset != 0 {

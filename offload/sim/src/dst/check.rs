@@ -41,6 +41,9 @@ struct Lane {
     ready_at: Nanos,
 }
 
+/// When a step was posted (`None`: not yet) and when it completed.
+type Times = (Option<Nanos>, Nanos);
+
 /// What the driver posted and saw.
 pub(super) struct Ledger {
     procs: Vec<Proc>,
@@ -54,6 +57,8 @@ pub(super) struct Ledger {
     posted: Vec<VecDeque<u64>>,
     /// Broadcast completions: `seen[rank][comm][bcast]`.
     seen: Vec<Vec<Vec<Option<Completion>>>>,
+    /// When each step was posted and when it completed, indexed as `seen`.
+    times: Vec<Vec<Vec<Times>>>,
     /// Published completions read so far.
     cursor: usize,
     /// Wake-ups scheduled per node and not yet due: one per distinct time, or every event of a
@@ -83,13 +88,16 @@ impl Ledger {
         }
         let seen =
             (0..procs.len()).map(|_| s.comms.iter().map(|p| vec![None; p.bcasts.len()]).collect()).collect();
+        let times = (0..procs.len())
+            .map(|_| s.comms.iter().map(|p| vec![(None, 0); p.bcasts.len()]).collect())
+            .collect();
         let posted = vec![VecDeque::new(); procs.len()];
         let wakes = vec![BTreeSet::new(); rank_of.len()];
         let mut lanes_at = vec![Vec::new(); rank_of.len()];
         for (l, lane) in lanes.iter().enumerate() {
             lanes_at[procs[lane.rank].node].push(l);
         }
-        Ledger { procs, handles, lanes, lanes_at, rank_of, posted, seen, cursor: 0, wakes }
+        Ledger { procs, handles, lanes, lanes_at, rank_of, posted, seen, times, cursor: 0, wakes }
     }
 
     /// Has node `n` woken at `at` (once, however many lanes wait for that time).
@@ -133,6 +141,8 @@ impl Ledger {
                 }
             } else if self.seen[rank][c][k as usize].replace(p.cqe).is_some() {
                 return Err(Violation::DoubleCompletion { rank, comm: c, bcast: k as usize });
+            } else {
+                self.times[rank][c][k as usize].1 = p.at;
             }
             let lane = &mut self.lanes[rank];
             lane.busy = false;
@@ -179,18 +189,31 @@ impl Ledger {
                 let k = step - 1;
                 let (root, len) = plan.bcasts[k];
                 let buf = RegionRef { key: m.bufs[k], offset: 0 };
-                match plan.allgather[k] {
-                    Some(_) => {
-                        let send = (m.sends[k] != ringcast_abi::RegionKey::NONE)
-                            .then_some(RegionRef { key: m.sends[k], offset: 0 });
-                        let (ck, len) = (cookie(c, k as u64), u64::from(len));
-                        match plan.allreduce[k] {
-                            Some((t, o)) => SubmissionDescriptor::allreduce(ck, handle, buf, send, len, t, o),
-                            None => SubmissionDescriptor::allgather(ck, handle, buf, send, len),
+                // Rank 0's posts recorded late: the planted error the barrier check must catch.
+                let late = if s.plant_late_arrival && lane.rank == 0 { 1_000_000_000 } else { 0 };
+                self.times[lane.rank][c][k].0 = Some(now + late);
+                if plan.barrier[k] {
+                    SubmissionDescriptor::barrier(cookie(c, k as u64), handle, buf, u64::from(len))
+                } else {
+                    match plan.allgather[k] {
+                        Some(_) => {
+                            let send = (m.sends[k] != ringcast_abi::RegionKey::NONE)
+                                .then_some(RegionRef { key: m.sends[k], offset: 0 });
+                            let (ck, len) = (cookie(c, k as u64), u64::from(len));
+                            match plan.allreduce[k] {
+                                Some((t, o)) => {
+                                    SubmissionDescriptor::allreduce(ck, handle, buf, send, len, t, o)
+                                }
+                                None => SubmissionDescriptor::allgather(ck, handle, buf, send, len),
+                            }
                         }
-                    }
-                    None => {
-                        SubmissionDescriptor::bcast(cookie(c, k as u64), handle, root, buf, u64::from(len))
+                        None => SubmissionDescriptor::bcast(
+                            cookie(c, k as u64),
+                            handle,
+                            root,
+                            buf,
+                            u64::from(len),
+                        ),
                     }
                 }
             } else {
@@ -296,6 +319,29 @@ impl Ledger {
                         continue;
                     }
                     rep.ok += 1;
+                    if s.comms[c].barrier[k] {
+                        // Left no earlier than the last member posted (every member must have).
+                        let left = self.times[rank][c][k].1;
+                        let members = (0..self.procs.len()).filter(|&q| self.procs[q].comms[c].is_some());
+                        for q in members {
+                            let arrived = self.times[q][c][k].0.unwrap_or(Nanos::MAX);
+                            if arrived > left {
+                                return Err(Violation::EarlyBarrier {
+                                    rank,
+                                    comm: c,
+                                    bcast: k,
+                                    left,
+                                    late: q,
+                                    arrived,
+                                });
+                            }
+                        }
+                        if cqe.bytes != 0 {
+                            return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
+                        }
+                        rep.barriers += 1;
+                        continue;
+                    }
                     let mem = &cluster.nodes[p.node].mem;
                     if let Some((t, o)) = s.comms[c].allreduce[k] {
                         // The reduction of every rank's contribution in rank order, computed here.

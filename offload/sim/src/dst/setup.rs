@@ -187,6 +187,15 @@ pub(super) fn build(s: &Scenario, rng: &mut SimRng) -> Built {
                     if len == 0 {
                         return RegionKey::NONE;
                     }
+                    if plan.barrier[k] {
+                        // The barrier's scratch: one byte per rank.
+                        return register(
+                            segment(local, c, k as u64),
+                            vec![0; len as usize],
+                            u64::from(len),
+                            Access::READ_WRITE,
+                        );
+                    }
                     if let Some(in_place) = plan.allgather[k] {
                         // The receive buffer for every block (poison), this rank's block in place
                         // or in a send block of its own.
@@ -257,16 +266,22 @@ pub(super) fn build(s: &Scenario, rng: &mut SimRng) -> Built {
             let n = at[plan.members[rank as usize]].0;
             engines.iter().position(|&e| e == n).unwrap_or(0) as u32
         };
+        let n_engines = engines.len() as u32;
         let bcasts: Vec<(u32, u32)> = plan
             .bcasts
             .iter()
-            .zip(&plan.allgather)
+            .zip(plan.allgather.iter().zip(&plan.barrier))
             .filter(|(b, _)| b.1 > 0)
-            // An allgather is one broadcast per rank, rooted at each in turn.
-            .flat_map(|(&(root, len), ag)| {
-                let roots: Vec<u32> =
-                    if ag.is_some() { (0..plan.members.len() as u32).collect() } else { vec![root] };
-                roots.into_iter().map(move |r| (engine_rank(r), len))
+            // An allgather is one broadcast per rank, rooted at each in turn; a barrier one
+            // byte from each engine in turn.
+            .flat_map(|(&(root, len), (ag, &barrier))| -> Vec<(u32, u32)> {
+                if barrier {
+                    (0..n_engines).map(|e| (e, 1)).collect()
+                } else if ag.is_some() {
+                    (0..plan.members.len() as u32).map(|r| (engine_rank(r), len)).collect()
+                } else {
+                    vec![(engine_rank(root), len)]
+                }
             })
             .collect();
         let t = Target { cookie: handles[c], members: &engines, bcasts: &bcasts, secret: secrets[c] };

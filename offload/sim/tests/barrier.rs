@@ -1,0 +1,239 @@
+//! BARRIER through whole engines on the simulated fabric: no rank completes before the last
+//! rank of the communicator has posted — ranks arriving one by one, milliseconds apart, on
+//! uniform and uneven worlds, with loss, reordering and duplicates; barriers back to back; a
+//! dead engine fails the survivors' barrier with a typed error instead of hanging; and each bad
+//! descriptor gets its typed status at the rank that posted it.
+use ringcast_abi::{Access, Opcode, RegionKey, RegionRef, StatusKind, SubmissionDescriptor};
+use ringcast_proto::comm::World;
+use ringcast_proto::config::{EngineConfig, LocalRank, NodeRanks};
+use ringcast_proto::engine::Engine;
+use ringcast_proto::intake::regions::SegmentHandle;
+use ringcast_proto::intake::HostId;
+use ringcast_proto::rng::SimRng;
+use ringcast_sim::cluster::{Cluster, DmaTiming, Published};
+use ringcast_sim::fabric::Faults;
+
+struct Rank {
+    node: usize,
+    host: HostId,
+    /// The scratch region (one byte per rank).
+    scratch: RegionKey,
+}
+
+/// `counts[n]` processes on node `n`, each with its scratch registered.
+fn cluster(
+    counts: &[u32],
+    faults: Faults,
+    seed: u64,
+    tweak: &dyn Fn(&mut EngineConfig),
+) -> (Cluster, Vec<Rank>) {
+    let world = World::from_counts(counts).unwrap();
+    let nodes = world.nodes();
+    let engines = (0..nodes)
+        .map(|n| {
+            let config = EngineConfig::default().with(|c| {
+                c.topology.job = "barrier".into();
+                (c.topology.nodes, c.topology.node) = (nodes, n);
+                match world {
+                    World::Uniform { ppn, .. } => c.topology.ppn = ppn,
+                    World::Uneven { .. } => c.topology.node_ranks = NodeRanks(counts.to_vec()),
+                }
+                tweak(c);
+            });
+            Engine::new(&config, crc32c::crc32c, true).unwrap()
+        })
+        .collect();
+    let mut cluster = Cluster::new(
+        engines,
+        faults,
+        SimRng::new(seed),
+        crc32c::crc32c,
+        DmaTiming::Now,
+        SimRng::new(seed ^ 7),
+    );
+    let size = u64::from(world.size());
+    let mut ranks = Vec::new();
+    for r in 0..world.size() {
+        let (node, local) = world.locate(r).unwrap();
+        let m = &mut cluster.nodes[node as usize];
+        let host = m.engine.attach_host(LocalRank::Fixed(local), 0).unwrap();
+        m.engine.host_arrived(host);
+        let seg = u64::from(local) << 48 | 0x5c;
+        m.mem.insert(seg, vec![0u8; size as usize]);
+        let scratch = m.engine.register(host, SegmentHandle(seg), size, 0, size, Access::READ_WRITE).unwrap();
+        ranks.push(Rank { node: node as usize, host, scratch });
+    }
+    (cluster, ranks)
+}
+
+fn barrier(c: &mut Cluster, ranks: &[Rank], r: usize, cookie: u64) {
+    let rank = &ranks[r];
+    let d = SubmissionDescriptor::barrier(
+        cookie,
+        0,
+        RegionRef { key: rank.scratch, offset: 0 },
+        ranks.len() as u64,
+    );
+    c.with_engine(rank.node, |e, now| e.handle_descriptor(rank.host, &d, now));
+}
+
+fn barriers(c: &Cluster) -> Vec<Published> {
+    c.published().iter().filter(|p| p.cqe.opcode == Opcode::BARRIER).copied().collect()
+}
+
+/// Runs until `n` barriers completed, or until virtual time `until`.
+fn run_until(c: &mut Cluster, n: usize, until: u64) {
+    while barriers(c).len() < n && c.now() < until {
+        if c.step().is_none() {
+            break;
+        }
+    }
+}
+
+/// Moves virtual time to `at` (running whatever happens until then).
+fn advance(c: &mut Cluster, at: u64) {
+    c.wake(0, at);
+    while c.now() < at {
+        if c.step().is_none() {
+            break;
+        }
+    }
+}
+
+/// Ranks post one by one, `gap` ns apart in a shuffled order: nothing completes before the last
+/// post, and then every rank completes `Ok`.
+fn staggered(counts: &[u32], faults: Faults, seed: u64) {
+    let (mut c, ranks) = cluster(counts, faults, seed, &|_| {});
+    let mut order: Vec<usize> = (0..ranks.len()).collect();
+    let mut rng = SimRng::new(seed ^ 0xba77);
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.next_u64() as usize % (i + 1));
+    }
+    let gap = 2_000_000;
+    let mut last_post = 0;
+    for (i, &r) in order.iter().enumerate() {
+        let at = c.now().max(i as u64 * gap);
+        advance(&mut c, at);
+        assert!(barriers(&c).is_empty(), "seed {seed}: a barrier completed before rank {r} posted");
+        last_post = c.now();
+        barrier(&mut c, &ranks, r, r as u64);
+    }
+    run_until(&mut c, ranks.len(), u64::MAX);
+    let done = barriers(&c);
+    assert_eq!(done.len(), ranks.len(), "seed {seed}: one completion per rank");
+    for p in &done {
+        assert_eq!(p.cqe.status.0, StatusKind::Ok as u16, "seed {seed}: {p:?}");
+        assert_eq!(p.cqe.bytes, 0);
+        assert!(p.at >= last_post, "seed {seed}: completed at {} before the last post at {last_post}", p.at);
+    }
+}
+
+fn lossy() -> Faults {
+    Faults { mcast_loss: 0.05, ucast_loss: 0.02, jitter: 3_000, duplicate: 0.01, ..Faults::clean() }
+}
+
+#[test]
+fn no_rank_leaves_before_the_last_one_arrives() {
+    staggered(&[1, 1, 1, 1], Faults::clean(), 1);
+    staggered(&[2, 2, 2], Faults::clean(), 2);
+    for seed in 0..4 {
+        staggered(&[3, 3, 3, 3], lossy(), 10 + seed);
+    }
+}
+
+#[test]
+fn an_uneven_world_waits_for_every_rank() {
+    staggered(&[2, 1, 3], lossy(), 21);
+    staggered(&[8, 8, 7, 7], lossy(), 22);
+    staggered(&[1, 4], Faults::clean(), 23);
+}
+
+/// Ten barriers back to back at every rank (each posted when the rank's previous one
+/// completed), with loss: every rank completes every one, in order.
+#[test]
+fn barriers_back_to_back_complete_in_order() {
+    let (mut c, ranks) = cluster(&[2, 3, 2], lossy(), 5, &|_| {});
+    let rounds = 10u64;
+    for r in 0..ranks.len() {
+        barrier(&mut c, &ranks, r, (r as u64) << 16);
+    }
+    let mut next = vec![1u64; ranks.len()];
+    let mut seen = 0;
+    while seen < ranks.len() * rounds as usize {
+        assert!(c.step().is_some(), "the queue ran dry with {seen} barriers done");
+        let done = barriers(&c);
+        for p in &done[seen..] {
+            assert_eq!(p.cqe.status.0, StatusKind::Ok as u16, "{p:?}");
+            let r = (p.cqe.cookie >> 16) as usize;
+            assert_eq!(p.cqe.cookie & 0xffff, next[r] - 1, "rank {r}: in order");
+            if next[r] < rounds {
+                barrier(&mut c, &ranks, r, (r as u64) << 16 | next[r]);
+            }
+            next[r] += 1;
+        }
+        seen = done.len();
+    }
+}
+
+/// One engine dies before its ranks post: the others' barrier fails with a typed error within
+/// the protocol's bound, never hangs.
+#[test]
+fn a_dead_engine_fails_the_barrier_instead_of_hanging() {
+    let tweak = |c: &mut EngineConfig| c.protocol.peer_timeout_ms = 300;
+    let (mut c, ranks) = cluster(&[2, 2, 2], Faults::clean(), 9, &tweak);
+    c.nodes[2].crash_at = Some(0);
+    let alive: Vec<usize> = (0..ranks.len()).filter(|&r| ranks[r].node != 2).collect();
+    for &r in &alive {
+        barrier(&mut c, &ranks, r, r as u64);
+    }
+    run_until(&mut c, alive.len(), 5_000_000_000);
+    let done = barriers(&c);
+    assert_eq!(done.len(), alive.len(), "every survivor completes");
+    for p in &done {
+        let s = StatusKind::try_from(p.cqe.status).unwrap();
+        assert!(matches!(s, StatusKind::PeerUnreachable | StatusKind::CommunicatorBroken), "{p:?}");
+        assert!(p.at < 3_000_000_000, "failed within the bound: {p:?}");
+    }
+}
+
+#[test]
+fn bad_barriers_get_typed_errors_at_the_rank_that_posted_them() {
+    let (mut c, ranks) = cluster(&[1, 1], Faults::clean(), 3, &|_| {});
+    let (host, scratch) = (ranks[0].host, ranks[0].scratch);
+    // Local rank 0's scratch segment again, read-only.
+    let read_only = c.with_engine(0, |e, _| {
+        e.register(host, SegmentHandle(0x5c), 2, 0, 2, Access::READ).unwrap()
+    });
+    let at = |key, offset| RegionRef { key, offset };
+    let cases = [
+        // Less than a byte per rank.
+        (SubmissionDescriptor::barrier(1, 0, at(scratch, 0), 1), StatusKind::BadLength),
+        // Scratch past the region's end.
+        (SubmissionDescriptor::barrier(2, 0, at(scratch, 1), 2), StatusKind::OutOfBounds),
+        // Scratch the engine may not write.
+        (SubmissionDescriptor::barrier(3, 0, at(read_only, 0), 2), StatusKind::AccessDenied),
+        // A root set: a barrier has none.
+        (
+            SubmissionDescriptor { root: 1, ..SubmissionDescriptor::barrier(4, 0, at(scratch, 0), 2) },
+            StatusKind::BadDescriptor,
+        ),
+        // A communicator this engine does not know.
+        (SubmissionDescriptor::barrier(5, 99, at(scratch, 0), 2), StatusKind::UnknownCommunicator),
+        // An unknown region.
+        (SubmissionDescriptor::barrier(6, 0, at(RegionKey(0x7777), 0), 2), StatusKind::UnknownRegion),
+    ];
+    for (d, _) in &cases {
+        c.with_engine(0, |e, now| e.handle_descriptor(host, d, now));
+    }
+    let got: Vec<(u64, u16)> = c.published().iter().map(|p| (p.cqe.cookie, p.cqe.status.0)).collect();
+    let want: Vec<(u64, u16)> = cases.iter().map(|(d, s)| (d.cookie, *s as u16)).collect();
+    assert_eq!(got, want);
+    // Nothing was posted to the protocol: a good barrier afterwards runs as the first.
+    for r in 0..ranks.len() {
+        barrier(&mut c, &ranks, r, 100 + r as u64);
+    }
+    run_until(&mut c, 2 + cases.len(), u64::MAX);
+    let done = barriers(&c);
+    assert_eq!(done.len(), 2 + cases.len());
+    assert!(done[cases.len()..].iter().all(|p| p.cqe.status.0 == StatusKind::Ok as u16), "{done:?}");
+}
