@@ -66,8 +66,10 @@ statuses! {
     PeerUnreachable = 13, "a rank stopped answering";
     /// The communicator lost a member earlier; its collectives can no longer complete.
     CommunicatorBroken = 14, "communicator broken by an unreachable rank";
-    /// The reassembled message failed its end-to-end digest.
-    DigestMismatch = 15, "reassembled message failed its end-to-end digest";
+    /// The reassembled message failed its end-to-end digest: altered on its way, or the ranks
+    /// posted different calls (another collective, element type or operation — the call is in
+    /// the digest).
+    DigestMismatch = 15, "reassembled message failed its end-to-end digest (altered, or the ranks posted different calls)";
     /// The root could not read its buffer; the broadcast was aborted everywhere.
     RootFailed = 16, "the root aborted the broadcast (its buffer could not be read)";
     /// The posting host holds no rank in the communicator (every local rank of its engine was

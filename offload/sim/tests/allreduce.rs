@@ -218,3 +218,112 @@ fn late_dma_jobs_change_nothing() {
     check_with(1, 3, 2000, Faults::clean(), 4, late);
     check_with(2, 2, 2000, Faults::clean(), 5, late);
 }
+
+/// Ranks that disagree on the call — one rank's operation, or type, differs; or one posts an
+/// allgather of the same bytes — never reduce each other's bytes their own way: the call's
+/// context is in every part's message MAC (and compared by the node's gather), so the
+/// disagreeing parts fail with `DigestMismatch` and no rank completes `Ok` with a result its
+/// peers did not compute. The offender sits on a node of its own (`ppn` 1) and beside a
+/// sibling (`ppn` 2).
+#[test]
+fn ranks_that_disagree_on_the_call_get_typed_errors_not_wrong_results() {
+    let elems = 40usize;
+    for (ppn, offender) in [(1u32, 2u32), (2, 1), (2, 2)] {
+        for variant in 0..3 {
+            let nodes = 3u32;
+            let engines = (0..nodes)
+                .map(|n| {
+                    let config = EngineConfig::default().with(|c| {
+                        c.topology.job = "mismatch".into();
+                        (c.topology.nodes, c.topology.node, c.topology.ppn) = (nodes, n, ppn);
+                    });
+                    Engine::new(&config, crc32c::crc32c, true).unwrap()
+                })
+                .collect();
+            let seed = 40 + variant;
+            let mut c = Cluster::new(
+                engines,
+                Faults::clean(),
+                SimRng::new(seed),
+                crc32c::crc32c,
+                DmaTiming::Now,
+                SimRng::new(1),
+            );
+            let size = nodes * ppn;
+            let len = elems * 8;
+            let total = (len * size as usize) as u64;
+            for r in 0..size {
+                let (node, local) = ((r / ppn) as usize, r % ppn);
+                let m = &mut c.nodes[node];
+                let host = m.engine.attach_host(LocalRank::Fixed(local), 0).unwrap();
+                m.engine.host_arrived(host);
+                let seg = u64::from(local) << 48 | 0x77;
+                let mut work = vec![0u8; total as usize];
+                work[r as usize * len..(r as usize + 1) * len].copy_from_slice(&contribution(
+                    DataType::I64,
+                    r,
+                    elems,
+                ));
+                m.mem.insert(seg, work);
+                let wk =
+                    m.engine.register(host, SegmentHandle(seg), total, 0, total, Access::READ_WRITE).unwrap();
+                let at = RegionRef { key: wk, offset: 0 };
+                let mut d = SubmissionDescriptor::allreduce(
+                    u64::from(r),
+                    0,
+                    at,
+                    None,
+                    len as u64,
+                    DataType::I64,
+                    ReduceOp::SUM,
+                );
+                if r == offender {
+                    d = match variant {
+                        0 => SubmissionDescriptor::allreduce(
+                            u64::from(r),
+                            0,
+                            at,
+                            None,
+                            len as u64,
+                            DataType::I64,
+                            ReduceOp::MAX,
+                        ),
+                        1 => SubmissionDescriptor::allreduce(
+                            u64::from(r),
+                            0,
+                            at,
+                            None,
+                            len as u64,
+                            DataType::U64,
+                            ReduceOp::SUM,
+                        ),
+                        _ => SubmissionDescriptor::allgather(u64::from(r), 0, at, None, len as u64),
+                    };
+                }
+                c.with_engine(node, |e, now| e.handle_descriptor(host, &d, now));
+            }
+            let done = |c: &Cluster| c.published().len();
+            let mut steps = 0u64;
+            while done(&c) < size as usize {
+                steps += 1;
+                assert!(steps < 20_000_000, "variant {variant}: did not finish");
+                if c.step().is_none() {
+                    break;
+                }
+            }
+            let outcomes: Vec<(u64, StatusKind)> = c
+                .published()
+                .iter()
+                .map(|p| (p.cqe.cookie, StatusKind::try_from(p.cqe.status).unwrap()))
+                .collect();
+            assert_eq!(outcomes.len(), size as usize, "ppn {ppn} variant {variant}: every rank completes");
+            for &(r, s) in &outcomes {
+                assert_eq!(
+                    s,
+                    StatusKind::DigestMismatch,
+                    "ppn {ppn} variant {variant}: rank {r} ended {s:?}"
+                );
+            }
+        }
+    }
+}

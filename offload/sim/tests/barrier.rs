@@ -201,9 +201,8 @@ fn bad_barriers_get_typed_errors_at_the_rank_that_posted_them() {
     let (mut c, ranks) = cluster(&[1, 1], Faults::clean(), 3, &|_| {});
     let (host, scratch) = (ranks[0].host, ranks[0].scratch);
     // Local rank 0's scratch segment again, read-only.
-    let read_only = c.with_engine(0, |e, _| {
-        e.register(host, SegmentHandle(0x5c), 2, 0, 2, Access::READ).unwrap()
-    });
+    let read_only =
+        c.with_engine(0, |e, _| e.register(host, SegmentHandle(0x5c), 2, 0, 2, Access::READ).unwrap());
     let at = |key, offset| RegionRef { key, offset };
     let cases = [
         // Less than a byte per rank.

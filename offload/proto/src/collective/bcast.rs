@@ -35,7 +35,7 @@ impl Protocol {
     }
 
     fn post(&mut self, post: Post, now: Nanos, env: &mut impl Env) -> Result<(), PostError> {
-        let Post { comm, root, buf, len, token } = post;
+        let Post { comm, root, buf, len, token, context } = post;
         let refuse = |s| Err(PostError::Refused(s));
         let (payload, max_message, channels) = (self.payload, self.max_message, self.channels);
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else {
@@ -111,7 +111,7 @@ impl Protocol {
             selective: alg.uses_multicast() && len >= self.selective_bytes,
             state: State::Receiving,
             digest: None,
-            mac: c.seal.keys.mac_state(bid, u64::from(len)),
+            mac: c.seal.keys.mac_state_in(bid, u64::from(len), context),
             hashed: 0,
             prefix: 0,
             stored: 0,

@@ -12,7 +12,8 @@
 //!   for data frames, its body — 8 bytes in every frame's trailer. A frame whose tag does not
 //!   match is dropped (`DropReason::BadTag`) before anything in it is believed: a forger without
 //!   the key gets nothing but a drop counter moved, and the genuine broadcast goes on;
-//! * the **MAC key**: keyed BLAKE3 over (broadcast id, length, message), truncated to 128 bits —
+//! * the **MAC key**: keyed BLAKE3 over (broadcast id, length and call context, message),
+//!   truncated to 128 bits —
 //!   the message MAC the last fragment carries, checked after reassembly before delivery. It
 //!   covers the payload bytes the per-frame tag leaves out (so a fragment costs one short
 //!   SipHash per hop, and the bulk of the bytes one BLAKE3 pass per message, which runs at
@@ -102,6 +103,14 @@ impl CommKeys {
         h.update(&bid.to_le_bytes());
         h.update(&len.to_le_bytes());
         MacState(h)
+    }
+
+    /// [`CommKeys::mac_state`] of a message posted in `context` (what the call is, beyond a
+    /// broadcast: [`crate::transfer::protocol::Post::context`]), folded into the upper half of
+    /// the hashed length — messages are below 4 GiB, so context 0 is the plain broadcast's MAC
+    /// and the MAC's prefix stays [`MAC_PREFIX`] bytes.
+    pub fn mac_state_in(&self, bid: u32, len: u64, context: u32) -> MacState {
+        self.mac_state(bid, (u64::from(context) << 32) | (len & 0xffff_ffff))
     }
 }
 

@@ -65,6 +65,15 @@ struct Reduce {
     size: u32,
 }
 
+/// The context a composed collective's parts carry ([`crate::transfer::protocol::Post::context`]):
+/// its opcode, and an allreduce's element type and operation — so ranks that posted different
+/// calls (an allgather against an allreduce, another type or operation) fail with
+/// `DigestMismatch` instead of reducing each other's bytes their own way.
+pub(super) fn call_context(opcode: ringcast_abi::Opcode, reduce: Option<(DataType, ReduceOp)>) -> u32 {
+    let (t, o) = reduce.map_or((0, 0), |(t, o)| (t.0, o.0));
+    u32::from(opcode.0) | u32::from(t) << 8 | u32::from(o) << 16
+}
+
 impl Composite {
     /// A composed collective completing host operation `parent` after `parts` parts, with
     /// `bytes` on success.
@@ -92,13 +101,14 @@ impl Engine {
         let bytes = if reduce.is_some() { a.len } else { a.len * u64::from(a.size) };
         let composite = Composite { reduce, ..Composite::new(op, parts, bytes) };
         let token = TAGGED | self.parts.insert(composite);
+        let context = call_context(a.opcode, a.reduce);
         let block =
             |r: u32| Resolved { segment: a.recv.segment, offset: a.recv.offset + u64::from(r) * a.len };
         let mut refused = None;
         for r in 0..a.size {
             let buf = if r == a.me { a.send.unwrap_or(block(r)) } else { block(r) };
             let posted = match self.node.as_mut() {
-                Some(node) => node.post(local, a.comm, r, buf, a.len, token, false),
+                Some(node) => node.post(local, a.comm, r, buf, a.len, token, false, context),
                 None => Err(StatusKind::UnknownCommunicator),
             };
             if let Err(kind) = posted {

@@ -24,7 +24,7 @@
 //!
 //! The scratch is the host's (the ABI asks `len ≥ size` bytes; `E ≤ size`): the engine reads
 //! and writes one byte per part there, and what it holds afterwards is unspecified.
-use super::allgather::Composite;
+use super::allgather::{call_context, Composite};
 use super::slab::TAGGED;
 use super::{failed, Engine};
 use crate::intake::regions::Resolved;
@@ -43,11 +43,12 @@ impl Engine {
             _ => return self.finish_collective(op, failed(StatusKind::UnknownCommunicator)),
         };
         let token = TAGGED | self.parts.insert(Composite::new(op, engines, 0));
+        let context = call_context(a.opcode, None);
         for k in 0..engines {
             let buf = Resolved { segment: a.recv.segment, offset: a.recv.offset + u64::from(k) };
             let posted = match self.node.as_mut() {
                 Some(node) => match node.leaders(a.comm).and_then(|l| l.get(k as usize).copied()) {
-                    Some(root) => node.post(local, a.comm, root, buf, 1, token, true),
+                    Some(root) => node.post(local, a.comm, root, buf, 1, token, true, context),
                     None => Err(StatusKind::UnknownCommunicator),
                 },
                 None => Err(StatusKind::UnknownCommunicator),

@@ -44,6 +44,8 @@ struct Member {
     token: u64,
     /// A barrier's part: the slot starts only once every local process has posted it.
     all: bool,
+    /// The call's context ([`crate::transfer::protocol::Post::context`]).
+    context: u32,
 }
 
 #[derive(Debug)]
@@ -73,6 +75,8 @@ pub struct Start {
     pub len: u32,
     /// The primary's buffer.
     pub buf: Resolved,
+    /// The call's context, as the primary posted it.
+    pub context: u32,
 }
 
 /// What to do for one local process when a slot finishes.
@@ -224,12 +228,15 @@ impl Gather {
         len: u32,
         token: u64,
     ) -> Result<(), StatusKind> {
-        self.post_with(local, root, buf, len, token, false)
+        self.post_with(local, root, buf, len, token, false, 0)
     }
 
-    /// [`Gather::post`]; with `all`, the slot is a barrier's part: it goes to the protocol only
-    /// once every local process has posted it, so its broadcast leaving the root's node (or
-    /// reaching it) says this whole node has arrived.
+    /// [`Gather::post`] in call context `context` (a process whose context differs from the
+    /// slot's reference fails with `DigestMismatch`, as a remote rank would); with `all`, the
+    /// slot is a barrier's part: it goes to the protocol only once every local process has
+    /// posted it, so its broadcast leaving the root's node (or reaching it) says this whole node
+    /// has arrived.
+    #[allow(clippy::too_many_arguments)]
     pub fn post_with(
         &mut self,
         local: u32,
@@ -238,6 +245,7 @@ impl Gather {
         len: u32,
         token: u64,
         all: bool,
+        context: u32,
     ) -> Result<(), StatusKind> {
         if self.broken {
             return Err(StatusKind::CommunicatorBroken);
@@ -261,7 +269,7 @@ impl Gather {
                 outcome: None,
             });
         }
-        self.slots[idx].members[l] = Some(Member { root, len, buf, token, all });
+        self.slots[idx].members[l] = Some(Member { root, len, buf, token, all, context });
         Ok(())
     }
 
@@ -279,7 +287,7 @@ impl Gather {
             slot.members.iter().enumerate().find_map(|(l, m)| m.as_ref().map(|m| (l as u32, m)))
         };
         let (_, m) = primary?;
-        Some(Start { seq: self.started, root: m.root, len: m.len, buf: m.buf })
+        Some(Start { seq: self.started, root: m.root, len: m.len, buf: m.buf, context: m.context })
     }
 
     /// The slot [`Gather::next_start`] returned was accepted by the protocol.
@@ -331,6 +339,7 @@ impl Gather {
                     _ if !complete => d.outcome = failed(StatusKind::CommunicatorBroken),
                     Some(r) if r.root != m.root => d.outcome = failed(StatusKind::BadRoot),
                     Some(r) if r.len != m.len => d.outcome = failed(StatusKind::LengthMismatch),
+                    Some(r) if r.context != m.context => d.outcome = failed(StatusKind::DigestMismatch),
                     Some(r) if slot.primary != Some(l as u32) && outcome.status == StatusKind::Ok => {
                         d.copy = Some((r.buf, m.buf, u64::from(m.len)));
                         d.primary = Some(r.token);

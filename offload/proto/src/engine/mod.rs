@@ -335,7 +335,7 @@ impl Engine {
                     // The core refused broadcasts from a host without a local rank.
                     let local = self.core.local_rank(host).unwrap_or(u32::MAX);
                     let posted = match self.node.as_mut() {
-                        Some(node) => node.post(local, comm, root, buf, len, op, false),
+                        Some(node) => node.post(local, comm, root, buf, len, op, false, 0),
                         None => Err(StatusKind::UnknownCommunicator),
                     };
                     if let Err(kind) = posted {

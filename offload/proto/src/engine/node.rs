@@ -183,7 +183,8 @@ impl Node {
 
     /// Files local process `local`'s next broadcast on communicator `comm` (root: a rank of
     /// it); its outcome comes back as a delivery for host operation `op`. `all`: a barrier's
-    /// part (see [`Gather::post_with`]). `Err` when refused at once.
+    /// part; `context`: the call's context (see [`Gather::post_with`]). `Err` when refused at
+    /// once.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn post(
         &mut self,
@@ -194,6 +195,7 @@ impl Node {
         len: u64,
         op: u64,
         all: bool,
+        context: u32,
     ) -> Result<(), StatusKind> {
         let slot = self.slot(comm).ok_or(StatusKind::UnknownCommunicator)?;
         let c = self.comms[slot].as_mut().ok_or(StatusKind::UnknownCommunicator)?;
@@ -202,7 +204,7 @@ impl Node {
             return Err(StatusKind::BadRoot);
         }
         let len = u32::try_from(len).map_err(|_| StatusKind::BadLength)?;
-        c.gather.post_with(index, root, buf, len, op, all)
+        c.gather.post_with(index, root, buf, len, op, all, context)
     }
 
     /// Creates (or joins, for a second local member) the communicator `handle` from the record
@@ -334,7 +336,7 @@ impl Node {
             let root = c.gather.placement().node(s.root);
             let token = (slot as u64) << TOKEN_COMM_SHIFT | s.seq;
             let Node { proto, finished, jobs, .. } = self;
-            let post = Post { comm, root, buf: s.buf, len: s.len, token };
+            let post = Post { comm, root, buf: s.buf, len: s.len, token, context: s.context };
             let result = proto.post_bcast(post, now, &mut NodeEnv { out, jobs, done: finished });
             let Some(c) = self.comms[slot].as_mut() else { return };
             match result {

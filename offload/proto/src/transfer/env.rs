@@ -172,6 +172,12 @@ pub struct Post {
     pub len: u32,
     /// Returned in the completion.
     pub token: u64,
+    /// What the call is beyond a broadcast, folded into the message MAC so every rank must
+    /// agree on it: 0 for a broadcast; a composed collective's opcode, element type and
+    /// operation (`engine::allgather`). A receiver that posted another context than the root
+    /// fails the broadcast with `DigestMismatch` instead of delivering bytes meant for another
+    /// call.
+    pub context: u32,
 }
 
 /// Why a post was not accepted now.

@@ -900,6 +900,7 @@ fn the_protocol_broadcasts_byte_exact_over_lossy_fake_links() {
                 buf: Resolved { segment: SegmentHandle(1), offset: 0 },
                 len: len as u32,
                 token,
+                context: 0,
             };
             let now = wire_now(&fabrics[i]);
             let mut env = TestEnv { fabric: &mut fabrics[i], buf: &mut bufs[i], done: &mut done[i] };
