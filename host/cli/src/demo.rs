@@ -94,9 +94,16 @@ struct RunResult {
     net: [u64; 5],
     /// Allgather latencies (ns), every rank's, every block verified by the ranks.
     gathers: Vec<u64>,
+    /// Allreduce latencies (ns), every result verified by the ranks.
+    reduces: Vec<u64>,
+    /// Barrier times (ns, from this rank's arrival), each checked against every arrival.
+    barriers: Vec<u64>,
 }
 
-/// Allgathers each rank runs after its broadcasts (4,000-byte blocks, alternately in place).
+/// Allgathers each rank runs after its broadcasts (4,000-byte blocks, alternately in place);
+/// as many allreduces (4 KiB of 64-bit integers and doubles, checked bit for bit against the
+/// rank's own rank-order reduction) and barriers (each rank checking it left no earlier than
+/// the last one arrived) after them.
 const ALLGATHERS: u32 = 8;
 
 /// The settings both runs share, plus `algorithm`.
@@ -144,6 +151,10 @@ fn run_once(a: &DemoArgs, algorithm: &str) -> Result<RunResult, String> {
         ALLGATHERS.to_string(),
         "--allgather-block".into(),
         "4000".into(),
+        "--allreduces".into(),
+        ALLGATHERS.to_string(),
+        "--barriers".into(),
+        ALLGATHERS.to_string(),
     ]
     .to_vec();
     let started = Instant::now();
@@ -180,6 +191,8 @@ fn run_once(a: &DemoArgs, algorithm: &str) -> Result<RunResult, String> {
                     retx,
                 }),
                 (Some(b'G'), &[_, _, _, lat_ns]) => run.gathers.push(lat_ns),
+                (Some(b'R'), &[_, _, _, lat_ns]) => run.reduces.push(lat_ns),
+                (Some(b'W'), &[_, _, lat_ns]) => run.barriers.push(lat_ns),
                 (Some(b'N'), &[syncs, overrun, crc, other, repair]) => {
                     for (t, v) in run.net.iter_mut().zip([syncs, overrun, crc, other, repair]) {
                         *t += v;
@@ -188,9 +201,11 @@ fn run_once(a: &DemoArgs, algorithm: &str) -> Result<RunResult, String> {
                 _ => {}
             }
         }
-        let gathered = out.lines().filter(|l| l.starts_with("G ")).count();
-        if gathered != ALLGATHERS as usize {
-            return Err(format!("{algorithm}: rank {rank} reported {gathered} of {ALLGATHERS} allgathers"));
+        for (kind, what) in [("G ", "allgathers"), ("R ", "allreduces"), ("W ", "barriers")] {
+            let n = out.lines().filter(|l| l.starts_with(kind)).count();
+            if n != ALLGATHERS as usize {
+                return Err(format!("{algorithm}: rank {rank} reported {n} of {ALLGATHERS} {what}"));
+            }
         }
         if recs.len() != a.count as usize {
             return Err(format!(
@@ -413,9 +428,25 @@ fn demo(a: &DemoArgs) -> Result<(), String> {
         quantile(&mut g, 0.5) / 1e3,
         quantile(&mut g, 0.99) / 1e3
     );
+    let mut r: Vec<u64> = ours.reduces.clone();
     println!(
-        "every byte of {} broadcasts and {} allgathers verified at every rank",
+        "allreduce ({world} ranks x 4096 B of i64 / f64 sums): {} per rank verified bit for bit, median {:.0} us, p99 {:.0} us",
+        ALLGATHERS,
+        quantile(&mut r, 0.5) / 1e3,
+        quantile(&mut r, 0.99) / 1e3
+    );
+    let mut w: Vec<u64> = ours.barriers.clone();
+    println!(
+        "barrier ({world} ranks, one broadcast per node; each rank naps up to the skew first): {} per rank, none left before its last rank arrived, median {:.0} us, p99 {:.0} us",
+        ALLGATHERS,
+        quantile(&mut w, 0.5) / 1e3,
+        quantile(&mut w, 0.99) / 1e3
+    );
+    println!(
+        "every byte of {} broadcasts, {} allgathers and {} allreduces verified at every rank, {} barriers checked",
         2 * a.count as u64 * u64::from(world),
+        2 * ALLGATHERS * world,
+        2 * ALLGATHERS * world,
         2 * ALLGATHERS * world
     );
     Ok(())

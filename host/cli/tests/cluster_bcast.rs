@@ -233,13 +233,17 @@ fn the_demo_runs_and_reports() {
     }
     assert!(
         stdout.contains(&format!(
-            "every byte of {} broadcasts and {} allgathers verified",
+            "every byte of {} broadcasts, {} allgathers and {} allreduces verified at every rank, {} barriers checked",
             2 * 120 * 8,
+            2 * 8 * 8,
+            2 * 8 * 8,
             2 * 8 * 8
         )),
         "{stdout}"
     );
-    assert!(stdout.contains("allgather (8 ranks x 4000 B"), "{stdout}");
+    for what in ["allgather (8 ranks x 4000 B", "allreduce (8 ranks x 4096 B", "barrier (8 ranks"] {
+        assert!(stdout.contains(what), "{what:?} missing:\n{stdout}");
+    }
     for ext in ["svg", "png"] {
         let f = out_dir.join(format!("latency.{ext}"));
         assert!(std::fs::metadata(&f).is_ok_and(|m| m.len() > 1000), "{} missing", f.display());
