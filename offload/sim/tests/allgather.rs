@@ -5,7 +5,7 @@
 //! typed status at the rank that posted it.
 use ringcast_abi::{Access, Opcode, RegionKey, RegionRef, StatusKind, SubmissionDescriptor};
 use ringcast_proto::comm::World;
-use ringcast_proto::config::{EngineConfig, LocalRank, NodeRanks};
+use ringcast_proto::config::{AllgatherParts, EngineConfig, LocalRank, NodeRanks};
 use ringcast_proto::engine::Engine;
 use ringcast_proto::intake::regions::SegmentHandle;
 use ringcast_proto::intake::HostId;
@@ -146,7 +146,20 @@ fn check(nodes: u32, ppn: u32, len: usize, rounds: u32, in_place: bool, faults: 
 
 /// [`check`] with `counts[n]` processes on node `n`.
 fn check_counts(counts: &[u32], len: usize, rounds: u32, in_place: bool, faults: Faults, seed: u64) {
-    let (mut c, ranks) = cluster_with(counts, len, rounds, in_place, faults, seed, &|_| {});
+    check_tweaked(counts, len, rounds, in_place, faults, seed, &|_| {})
+}
+
+/// [`check_counts`] with every engine's configuration changed by `tweak`.
+fn check_tweaked(
+    counts: &[u32],
+    len: usize,
+    rounds: u32,
+    in_place: bool,
+    faults: Faults,
+    seed: u64,
+    tweak: &dyn Fn(&mut EngineConfig),
+) {
+    let (mut c, ranks) = cluster_with(counts, len, rounds, in_place, faults, seed, tweak);
     let done = run(&mut c, &ranks, len, rounds);
     let size = ranks.len() as u32;
     assert_eq!(done.len(), ranks.len() * rounds as usize, "one completion per allgather per rank");
@@ -197,6 +210,21 @@ fn several_allgathers_in_flight_survive_loss_reordering_and_duplicates() {
     }
     // Blocks of many fragments, and more parts than the protocol has channels (24 ranks).
     check(6, 4, 20_000, 2, false, lossy(), 7);
+}
+
+/// Both compositions — leader-based (one part per engine, the node's blocks assembled into its
+/// leader's buffer first: the default) and one part per rank — deliver every block, with
+/// loss, in place and not, on uniform and uneven worlds.
+#[test]
+fn leader_based_and_per_rank_compositions_both_gather_every_block() {
+    let per_rank = |c: &mut EngineConfig| c.protocol.allgather_parts = AllgatherParts::Ranks;
+    for (i, counts) in [&[3u32, 3, 3][..], &[4, 1, 2], &[1, 1, 1, 1]].into_iter().enumerate() {
+        for in_place in [true, false] {
+            let seed = 60 + i as u64 * 2 + u64::from(in_place);
+            check_tweaked(counts, 1500, 2, in_place, lossy(), seed, &per_rank);
+            check_tweaked(counts, 1500, 2, in_place, lossy(), seed, &|_| {});
+        }
+    }
 }
 
 /// Issue 17 item 8: nodes holding different numbers of processes (30 ranks on 4 nodes as

@@ -222,8 +222,8 @@ fn late_dma_jobs_change_nothing() {
 /// Ranks that disagree on the call — one rank's operation, or type, differs; or one posts an
 /// allgather of the same bytes — never reduce each other's bytes their own way: the call's
 /// context is in every part's message MAC (and compared by the node's gather), so the
-/// disagreeing parts fail with `DigestMismatch` and no rank completes `Ok` with a result its
-/// peers did not compute. The offender sits on a node of its own (`ppn` 1) and beside a
+/// offender fails with `DigestMismatch`, and every other rank either fails the same way or
+/// completes with exactly the reduction it asked for. The offender sits on a node of its own (`ppn` 1) and beside a
 /// sibling (`ppn` 2).
 #[test]
 fn ranks_that_disagree_on_the_call_get_typed_errors_not_wrong_results() {
@@ -317,13 +317,26 @@ fn ranks_that_disagree_on_the_call_get_typed_errors_not_wrong_results() {
                 .map(|p| (p.cqe.cookie, StatusKind::try_from(p.cqe.status).unwrap()))
                 .collect();
             assert_eq!(outcomes.len(), size as usize, "ppn {ppn} variant {variant}: every rank completes");
+            // The offender fails typed. Every other rank fails typed too, or — when the
+            // offender's block travelled inside its node leader's part, whose call was the
+            // others' — completes with the sum the others asked for, of every contribution.
+            let blocks: Vec<Vec<u8>> = (0..size).map(|r| contribution(DataType::I64, r, elems)).collect();
+            let sum = reference_reduce(DataType::I64, ReduceOp::SUM, &blocks);
             for &(r, s) in &outcomes {
-                assert_eq!(
-                    s,
-                    StatusKind::DigestMismatch,
-                    "ppn {ppn} variant {variant}: rank {r} ended {s:?}"
-                );
+                let r = r as u32;
+                if r == offender || s != StatusKind::Ok {
+                    assert_eq!(
+                        s,
+                        StatusKind::DigestMismatch,
+                        "ppn {ppn} variant {variant}: rank {r} ended {s:?}"
+                    );
+                    continue;
+                }
+                let (node, local) = ((r / ppn) as usize, r % ppn);
+                let got = &c.nodes[node].mem.get(&(u64::from(local) << 48 | 0x77)).unwrap()[..len];
+                assert!(got == &sum[..], "ppn {ppn} variant {variant}: rank {r} Ok with another result");
             }
+            assert!(outcomes.iter().any(|&(r, _)| r as u32 == offender), "the offender completed");
         }
     }
 }

@@ -28,6 +28,38 @@ pub enum RootDelay {
     Adaptive,
 }
 
+/// How the engine composes an allgather (and an allreduce's gathering) from broadcasts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AllgatherParts {
+    /// Mamidala's leader-based allgather: one broadcast per engine, carrying its ranks' blocks
+    /// side by side, when every engine's ranks are consecutive in the communicator; else one
+    /// per rank.
+    #[default]
+    Nodes,
+    /// One broadcast per rank, always.
+    Ranks,
+}
+
+impl FromStr for AllgatherParts {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "nodes" => Ok(AllgatherParts::Nodes),
+            "ranks" => Ok(AllgatherParts::Ranks),
+            _ => Err(format!("expected nodes or ranks, got {s:?}")),
+        }
+    }
+}
+
+impl fmt::Display for AllgatherParts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AllgatherParts::Nodes => "nodes",
+            AllgatherParts::Ranks => "ranks",
+        })
+    }
+}
+
 impl FromStr for RootDelay {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -140,6 +172,9 @@ crate::tunables! {
         /// Broadcast algorithm: chosen by the cost model, or forced.
         algorithm: AlgorithmChoice = AlgorithmChoice::Auto, "RINGCAST_ALGORITHM",
             "broadcast algorithm: auto (cheapest predicted by the cost model per call) or multicast, linear, binomial, chain, binary, scatter-allgather, dual-tree, hierarchical";
+        /// How an allgather is composed.
+        allgather_parts: AllgatherParts = AllgatherParts::Nodes, "RINGCAST_ALLGATHER_PARTS",
+            "how the engine composes ALLGATHER and ALLREDUCE from broadcasts: nodes (Mamidala's leader-based allgather: one broadcast per engine carrying its ranks' blocks, when every engine's ranks are consecutive; else one per rank) or ranks (one broadcast per rank)";
     }
 }
 

@@ -30,9 +30,12 @@
 //!
 //! Parts are named by keys of [`Engine::parts`] tagged with [`TAGGED`], so the one path that
 //! finishes broadcasts finishes parts too.
+use super::assembly::Piece;
+use super::gather::Kind;
 use super::slab::TAGGED;
 use super::{failed, Engine, Job};
 use crate::collective::reduce::reduce_blocks;
+use crate::config::AllgatherParts;
 use crate::intake::regions::Resolved;
 use crate::intake::{GatherCall, HostId};
 use crate::transfer::protocol::{OpCounters, Outcome};
@@ -90,43 +93,115 @@ impl Composite {
 }
 
 impl Engine {
-    /// Starts an allgather or allreduce (see the module doc).
+    /// Starts an allgather or allreduce (see the module doc): leader-based when every engine's
+    /// ranks are consecutive (one part per engine), else one part per rank.
     pub(super) fn start_allgather(&mut self, a: GatherCall) {
         let cqe = Completion::new(a.cookie, a.opcode, Status::OK, 0);
         let op = self.new_op(a.host, cqe, a.started, true, true);
         let local = self.core.local_rank(a.host).unwrap_or(u32::MAX);
-        let parts = a.size + u32::from(a.send.is_some());
+        let leader_based = self.core.config().protocol.allgather_parts == AllgatherParts::Nodes;
+        let nodes = match (leader_based, self.node.as_ref()) {
+            (true, Some(n)) => n.ranges(a.comm).map(|(r, mine)| (r.len() as u32, mine)),
+            _ => None,
+        };
+        let parts = match nodes {
+            Some((engines, _)) => engines,
+            None => a.size + u32::from(a.send.is_some()),
+        };
         let reduce = a.reduce.map(|spec| Reduce { spec, work: a.recv, len: a.len, size: a.size });
         // What the completion reports: every block, or an allreduce's result.
         let bytes = if reduce.is_some() { a.len } else { a.len * u64::from(a.size) };
         let composite = Composite { reduce, ..Composite::new(op, parts, bytes) };
         let token = TAGGED | self.parts.insert(composite);
         let context = call_context(a.opcode, a.reduce);
+        match nodes {
+            Some((engines, mine)) => self.post_node_parts(&a, local, token, context, engines, mine),
+            None => self.post_rank_parts(&a, local, token, context),
+        }
+    }
+
+    /// One part per rank: broadcast `r` rooted at `r` into `recv + r·len`, this rank's from its
+    /// send block (then copied into its place) or in place.
+    fn post_rank_parts(&mut self, a: &GatherCall, local: u32, token: u64, context: u32) {
         let block =
             |r: u32| Resolved { segment: a.recv.segment, offset: a.recv.offset + u64::from(r) * a.len };
-        let mut refused = None;
+        let kind = Kind { context, ..Kind::default() };
         for r in 0..a.size {
             let buf = if r == a.me { a.send.unwrap_or(block(r)) } else { block(r) };
             let posted = match self.node.as_mut() {
-                Some(node) => node.post(local, a.comm, r, buf, a.len, token, false, context),
+                Some(node) => node.post(local, a.comm, r, buf, a.len, token, kind),
                 None => Err(StatusKind::UnknownCommunicator),
             };
             if let Err(kind) = posted {
                 // Refused at once (the communicator, not the part): this and every later part
-                // fail here; parts already filed end through the protocol.
-                refused = Some((kind, a.size - r));
-                break;
-            }
-        }
-        if let Some((kind, n)) = refused {
-            for _ in 0..n {
-                self.finish_part(token, failed(kind));
+                // fail here (the local copy too); parts already filed end through the protocol.
+                for _ in r..a.size + u32::from(a.send.is_some()) {
+                    self.finish_part(token, failed(kind));
+                }
+                return;
             }
         }
         if let Some(src) = a.send {
             let job = super::JobId(self.jobs.insert(Job::Part { token }));
             let dma = super::Dma::Copy { host: a.host, src, dst: block(a.me), len: a.len, keys: a.keys };
             self.out.dma(job, dma);
+        }
+    }
+
+    /// Mamidala's leader-based allgather: one part per engine, in engine order, rooted at its
+    /// first rank and carrying its ranks' blocks side by side (`count · len` bytes into
+    /// `recv + first · len`). This engine's part (`mine`) leaves once every local block is
+    /// assembled into the leader's buffer (`assembly.rs`); the gather then delivers each part
+    /// into every local buffer, this rank's own block included.
+    fn post_node_parts(
+        &mut self,
+        a: &GatherCall,
+        local: u32,
+        token: u64,
+        context: u32,
+        engines: u32,
+        mine: u32,
+    ) {
+        let at = |r: u32| Resolved { segment: a.recv.segment, offset: a.recv.offset + u64::from(r) * a.len };
+        for k in 0..engines {
+            let Some(node) = self.node.as_mut() else { return };
+            let ((first, count), locals) = match (node.ranges(a.comm), node.locals(a.comm)) {
+                (Some((r, _)), Some(l)) if (k as usize) < r.len() => (r[k as usize], l),
+                _ => (
+                    (0, 0),
+                    0, // the communicator went away meanwhile: refused below
+                ),
+            };
+            let own = k == mine;
+            let kind = Kind { all: own, assemble: own, context };
+            let posted = match count {
+                0 => Err(StatusKind::UnknownCommunicator),
+                _ => node.post(local, a.comm, first, at(first), a.len * u64::from(count), token, kind),
+            };
+            match posted {
+                Ok(seq) if own => {
+                    let (src, key) = match a.send {
+                        Some(s) => (s, a.keys[0]),
+                        None => (at(a.me), a.keys[1]),
+                    };
+                    let piece = Piece {
+                        host: a.host,
+                        src,
+                        key,
+                        at: u64::from(a.me.saturating_sub(first)) * a.len,
+                        len: a.len,
+                    };
+                    let leader = (a.me == first).then_some((at(first), a.keys[1]));
+                    self.assemble(a.comm, seq, piece, leader, locals);
+                }
+                Ok(_) => {}
+                Err(kind) => {
+                    for _ in k..engines {
+                        self.finish_part(token, failed(kind));
+                    }
+                    return;
+                }
+            }
         }
     }
 

@@ -25,6 +25,7 @@
 //! The scratch is the host's (the ABI asks `len ≥ size` bytes; `E ≤ size`): the engine reads
 //! and writes one byte per part there, and what it holds afterwards is unspecified.
 use super::allgather::{call_context, Composite};
+use super::gather::Kind;
 use super::slab::TAGGED;
 use super::{failed, Engine};
 use crate::intake::regions::Resolved;
@@ -48,7 +49,15 @@ impl Engine {
             let buf = Resolved { segment: a.recv.segment, offset: a.recv.offset + u64::from(k) };
             let posted = match self.node.as_mut() {
                 Some(node) => match node.leaders(a.comm).and_then(|l| l.get(k as usize).copied()) {
-                    Some(root) => node.post(local, a.comm, root, buf, 1, token, true, context),
+                    Some(root) => node.post(
+                        local,
+                        a.comm,
+                        root,
+                        buf,
+                        1,
+                        token,
+                        Kind { all: true, context, ..Kind::default() },
+                    ),
                     None => Err(StatusKind::UnknownCommunicator),
                 },
                 None => Err(StatusKind::UnknownCommunicator),

@@ -35,6 +35,21 @@ use alloc::vec;
 use alloc::vec::Vec;
 use ringcast_abi::StatusKind;
 
+/// What a post is beyond a plain broadcast: a composed collective's part.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Kind {
+    /// The slot starts only once every local process has posted it (a barrier's part, an
+    /// assembled part).
+    pub all: bool,
+    /// The slot starts only once the engine assembled every local process's block into the
+    /// root's buffer ([`Gather::assembled`]): a leader-based allgather's node part.
+    pub assemble: bool,
+    /// The call's context ([`crate::transfer::protocol::Post::context`]): a process whose
+    /// context differs from the slot's reference fails with `DigestMismatch`, as a remote rank
+    /// would.
+    pub context: u32,
+}
+
 /// One local process's post in a slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Member {
@@ -42,10 +57,7 @@ struct Member {
     len: u32,
     buf: Resolved,
     token: u64,
-    /// A barrier's part: the slot starts only once every local process has posted it.
-    all: bool,
-    /// The call's context ([`crate::transfer::protocol::Post::context`]).
-    context: u32,
+    kind: Kind,
 }
 
 #[derive(Debug)]
@@ -56,6 +68,8 @@ struct Slot {
     primary: Option<u32>,
     /// The protocol's result for this node.
     outcome: Option<Outcome>,
+    /// Waiting for the engine's assembly of the local blocks ([`Kind::assemble`]).
+    assembling: bool,
 }
 
 impl Slot {
@@ -146,6 +160,31 @@ impl Placement {
         }
     }
 
+    /// Each engine's ranks as one range (first rank, count), in protocol-rank order — `None`
+    /// when some engine's ranks are not consecutive (a communicator of every third rank): a
+    /// leader-based allgather needs a node's blocks side by side.
+    pub fn ranges(&self) -> Option<Vec<(u32, u32)>> {
+        match self {
+            Placement::World { world, .. } => {
+                Some((0..world.nodes()).map(|n| (world.start(n), world.count(n))).collect())
+            }
+            Placement::Table { node_of, .. } => {
+                let mut ranges: Vec<(u32, u32)> = Vec::new();
+                for (r, &n) in node_of.iter().enumerate() {
+                    let seen = ranges.len();
+                    if seen > 0 && n as usize == seen - 1 {
+                        ranges[seen - 1].1 += 1; // the current engine goes on
+                    } else if n as usize == seen {
+                        ranges.push((r as u32, 1)); // engines are numbered by first rank
+                    } else {
+                        return None; // an engine seen before comes back: not consecutive
+                    }
+                }
+                Some(ranges)
+            }
+        }
+    }
+
     /// Rank `r`'s local index if it is a member on this engine.
     pub fn local(&self, r: u32) -> Option<u32> {
         match self {
@@ -165,6 +204,8 @@ pub struct Gather {
     placement: Placement,
     /// `placement.leaders()`, computed once.
     leaders: Vec<u32>,
+    /// `placement.ranges()`, computed once.
+    ranges: Option<Vec<(u32, u32)>>,
     /// Next slot of each local rank.
     next: Vec<u64>,
     /// Local ranks that left (their next slots cannot be filled until a newcomer takes the
@@ -194,6 +235,7 @@ impl Gather {
         Gather {
             ppn,
             leaders: placement.leaders(),
+            ranges: placement.ranges(),
             placement,
             next: vec![0; ppn as usize],
             departed: vec![false; ppn as usize],
@@ -219,6 +261,21 @@ impl Gather {
         &self.leaders
     }
 
+    /// Each engine's consecutive ranks (first, count), in protocol-rank order, if they are.
+    pub fn ranges(&self) -> Option<&[(u32, u32)]> {
+        self.ranges.as_deref()
+    }
+
+    /// Local members.
+    pub fn locals(&self) -> u32 {
+        self.ppn
+    }
+
+    /// Whether the gather broke (a local process left mid-collective, or [`Gather::fail`]).
+    pub fn is_broken(&self) -> bool {
+        self.broken
+    }
+
     /// Files local process `local`'s next broadcast. `Err` when refused at once.
     pub fn post(
         &mut self,
@@ -228,15 +285,13 @@ impl Gather {
         len: u32,
         token: u64,
     ) -> Result<(), StatusKind> {
-        self.post_with(local, root, buf, len, token, false, 0)
+        self.post_with(local, root, buf, len, token, Kind::default()).map(drop)
     }
 
-    /// [`Gather::post`] in call context `context` (a process whose context differs from the
-    /// slot's reference fails with `DigestMismatch`, as a remote rank would); with `all`, the
-    /// slot is a barrier's part: it goes to the protocol only once every local process has
-    /// posted it, so its broadcast leaving the root's node (or reaching it) says this whole node
-    /// has arrived.
-    #[allow(clippy::too_many_arguments)]
+    /// [`Gather::post`] of a composed collective's part ([`Kind`]); the slot's sequence number.
+    /// A barrier's part (`all`) goes to the protocol only once every local process has posted
+    /// it, so its broadcast leaving the root's node (or reaching it) says this whole node has
+    /// arrived.
     pub fn post_with(
         &mut self,
         local: u32,
@@ -244,9 +299,8 @@ impl Gather {
         buf: Resolved,
         len: u32,
         token: u64,
-        all: bool,
-        context: u32,
-    ) -> Result<(), StatusKind> {
+        kind: Kind,
+    ) -> Result<u64, StatusKind> {
         if self.broken {
             return Err(StatusKind::CommunicatorBroken);
         }
@@ -267,10 +321,26 @@ impl Gather {
                 members: vec![None; self.ppn as usize],
                 primary: None,
                 outcome: None,
+                assembling: false,
             });
         }
-        self.slots[idx].members[l] = Some(Member { root, len, buf, token, all, context });
-        Ok(())
+        let slot = &mut self.slots[idx];
+        slot.members[l] = Some(Member { root, len, buf, token, kind });
+        slot.assembling |= kind.assemble;
+        Ok(seq)
+    }
+
+    /// The engine assembled slot `seq`'s local blocks into its root's buffer: it may start.
+    pub fn assembled(&mut self, seq: u64) {
+        if let Some(slot) = seq.checked_sub(self.base).and_then(|i| self.slots.get_mut(i as usize)) {
+            slot.assembling = false;
+        }
+    }
+
+    /// Fails every unfinished operation, now and later, with `CommunicatorBroken` (an assembly
+    /// the engine could not carry out: the node's part would carry wrong bytes).
+    pub fn fail(&mut self) {
+        self.break_all();
     }
 
     /// The next slot the protocol may take, if it can start; call [`Gather::started`] once the
@@ -278,8 +348,11 @@ impl Gather {
     pub fn next_start(&self) -> Option<Start> {
         let slot = self.slots.get((self.started - self.base) as usize)?;
         let first = slot.first()?;
-        if slot.members.iter().flatten().any(|m| m.all) && !slot.members.iter().all(Option::is_some) {
+        if slot.members.iter().flatten().any(|m| m.kind.all) && !slot.members.iter().all(Option::is_some) {
             return None; // a barrier's part: not before the whole node has arrived
+        }
+        if slot.assembling {
+            return None; // a node part: not before its blocks are in the root's buffer
         }
         let primary = if let Some(root_local) = self.placement.local(first.root) {
             slot.members.get(root_local as usize)?.as_ref().map(|m| (root_local, m))
@@ -287,7 +360,7 @@ impl Gather {
             slot.members.iter().enumerate().find_map(|(l, m)| m.as_ref().map(|m| (l as u32, m)))
         };
         let (_, m) = primary?;
-        Some(Start { seq: self.started, root: m.root, len: m.len, buf: m.buf, context: m.context })
+        Some(Start { seq: self.started, root: m.root, len: m.len, buf: m.buf, context: m.kind.context })
     }
 
     /// The slot [`Gather::next_start`] returned was accepted by the protocol.
@@ -339,7 +412,9 @@ impl Gather {
                     _ if !complete => d.outcome = failed(StatusKind::CommunicatorBroken),
                     Some(r) if r.root != m.root => d.outcome = failed(StatusKind::BadRoot),
                     Some(r) if r.len != m.len => d.outcome = failed(StatusKind::LengthMismatch),
-                    Some(r) if r.context != m.context => d.outcome = failed(StatusKind::DigestMismatch),
+                    Some(r) if r.kind.context != m.kind.context => {
+                        d.outcome = failed(StatusKind::DigestMismatch)
+                    }
                     Some(r) if slot.primary != Some(l as u32) && outcome.status == StatusKind::Ok => {
                         d.copy = Some((r.buf, m.buf, u64::from(m.len)));
                         d.primary = Some(r.token);

@@ -19,6 +19,7 @@
 //! when a DMA fails under it or its host leaves before it is published.
 mod action;
 mod allgather;
+mod assembly;
 mod barrier;
 mod comms;
 mod gather;
@@ -92,6 +93,8 @@ enum Job {
     },
     /// An allreduce's result in `bytes`, being stored.
     ReduceStore { op: u64, bytes: Vec<u8> },
+    /// One copy of a node part's assembly (`assembly.rs`): gather slot `seq` of `comm`.
+    Assemble { comm: u64, seq: u64 },
 }
 
 /// The engine. See the module documentation.
@@ -114,6 +117,8 @@ pub struct Engine {
     primaries: Vec<(u64, u32, Outcome)>,
     /// Allreduce buffers between uses (one per allreduce ever in flight at once).
     reduce_spare: Vec<Vec<u8>>,
+    /// Node parts of leader-based allgathers being assembled (`assembly.rs`).
+    assemblies: Vec<assembly::Assembly>,
 }
 
 fn failed(status: StatusKind) -> Outcome {
@@ -136,6 +141,7 @@ impl Engine {
             parts: Slab::default(),
             primaries: Vec::new(),
             reduce_spare: Vec::new(),
+            assemblies: Vec::new(),
             queues: (0..config.limits.max_hosts).map(|_| VecDeque::new()).collect(),
         })
     }
@@ -335,7 +341,9 @@ impl Engine {
                     // The core refused broadcasts from a host without a local rank.
                     let local = self.core.local_rank(host).unwrap_or(u32::MAX);
                     let posted = match self.node.as_mut() {
-                        Some(node) => node.post(local, comm, root, buf, len, op, false, 0),
+                        Some(node) => {
+                            node.post(local, comm, root, buf, len, op, gather::Kind::default()).map(drop)
+                        }
                         None => Err(StatusKind::UnknownCommunicator),
                     };
                     if let Err(kind) = posted {
@@ -414,6 +422,7 @@ impl Engine {
                     },
                 }
             }
+            Job::Assemble { comm, seq } => self.assembly_copied(comm, seq, ok),
             Job::Part { token } => {
                 let outcome = if ok { failed(StatusKind::Ok) } else { failed(StatusKind::OutOfBounds) };
                 self.finish_part(token, outcome);

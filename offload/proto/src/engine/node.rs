@@ -10,7 +10,7 @@
 //! every local buffer.
 use super::action::Outbox;
 use super::comms::{derive, parse_record, LocalComm};
-use super::gather::{Delivery, Gather, Placement};
+use super::gather::{Delivery, Gather, Kind, Placement};
 use crate::comm::{CommSpec, GroupId, PeerId, World};
 use crate::config::EngineConfig;
 use crate::intake::regions::Resolved;
@@ -176,15 +176,52 @@ impl Node {
         })
     }
 
+    /// Each engine's consecutive ranks in communicator `comm` (first, count), in protocol-rank
+    /// order, and this engine's index among them — `None` if some engine's are not consecutive.
+    pub(crate) fn ranges(&self, comm: u64) -> Option<(&[(u32, u32)], u32)> {
+        let c = self.comms[self.slot(comm)?].as_ref()?;
+        let ranges = c.gather.ranges()?;
+        let me = match c.gather.placement() {
+            Placement::World { node, .. } => *node,
+            Placement::Table { me, .. } => *me,
+        };
+        Some((ranges, me))
+    }
+
+    /// Whether communicator `comm` is here and not broken.
+    pub(crate) fn usable(&self, comm: u64) -> bool {
+        self.slot(comm).and_then(|s| self.comms[s].as_ref()).is_some_and(|c| !c.gather.is_broken())
+    }
+
+    /// Local members of communicator `comm` on this engine.
+    pub(crate) fn locals(&self, comm: u64) -> Option<u32> {
+        Some(self.comms[self.slot(comm)?].as_ref()?.gather.locals())
+    }
+
+    /// The engine assembled the local blocks of slot `seq` of communicator `comm` into its
+    /// root's buffer (`ok`), or could not: the slot may start, or the communicator breaks
+    /// (its node part would carry wrong bytes; the other engines learn it within the peer
+    /// timeout).
+    pub(crate) fn assembled(&mut self, comm: u64, seq: u64, ok: bool, out: &mut Outbox) {
+        let Some(slot) = self.slot(comm) else { return };
+        let Some(c) = self.comms[slot].as_mut() else { return };
+        if ok {
+            c.gather.assembled(seq);
+        } else {
+            c.gather.fail();
+            self.drop_proto(slot, out);
+        }
+    }
+
     /// Each engine's first rank in communicator `comm`, in protocol-rank order.
     pub(crate) fn leaders(&self, comm: u64) -> Option<&[u32]> {
         Some(self.comms[self.slot(comm)?].as_ref()?.gather.leaders())
     }
 
     /// Files local process `local`'s next broadcast on communicator `comm` (root: a rank of
-    /// it); its outcome comes back as a delivery for host operation `op`. `all`: a barrier's
-    /// part; `context`: the call's context (see [`Gather::post_with`]). `Err` when refused at
-    /// once.
+    /// it); its outcome comes back as a delivery for host operation `op`; `kind` says what
+    /// part of a composed collective it is ([`Kind`]). The gather's slot sequence number; `Err`
+    /// when refused at once.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn post(
         &mut self,
@@ -194,9 +231,8 @@ impl Node {
         buf: Resolved,
         len: u64,
         op: u64,
-        all: bool,
-        context: u32,
-    ) -> Result<(), StatusKind> {
+        kind: Kind,
+    ) -> Result<u64, StatusKind> {
         let slot = self.slot(comm).ok_or(StatusKind::UnknownCommunicator)?;
         let c = self.comms[slot].as_mut().ok_or(StatusKind::UnknownCommunicator)?;
         let index = c.index_of_local(local).ok_or(StatusKind::UnknownCommunicator)?;
@@ -204,7 +240,7 @@ impl Node {
             return Err(StatusKind::BadRoot);
         }
         let len = u32::try_from(len).map_err(|_| StatusKind::BadLength)?;
-        c.gather.post_with(index, root, buf, len, op, all, context)
+        c.gather.post_with(index, root, buf, len, op, kind)
     }
 
     /// Creates (or joins, for a second local member) the communicator `handle` from the record

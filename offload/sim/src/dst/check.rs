@@ -271,7 +271,20 @@ impl Ledger {
             ..Report::default()
         };
         rep.delivered = cluster.delivered();
-        let largest = s.comms.iter().flat_map(|p| p.bcasts.iter().map(|b| b.1)).max().unwrap_or(0) as usize;
+        // The largest message a protocol carries: a broadcast's, or an allgather's node part
+        // (up to every rank's block: leader-based, one part per engine).
+        let largest = s
+            .comms
+            .iter()
+            .flat_map(|p| {
+                let size = p.members.len() as u32;
+                p.bcasts
+                    .iter()
+                    .zip(&p.allgather)
+                    .map(move |(b, ag)| if ag.is_some() { b.1 * size } else { b.1 })
+            })
+            .max()
+            .unwrap_or(0) as usize;
         for (node, m) in cluster.nodes.iter().enumerate() {
             // Benign: nothing may leave a communicator broken (a slow rank is not a dead one).
             if benign && m.engine.any_broken() {

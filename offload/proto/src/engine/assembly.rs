@@ -1,0 +1,121 @@
+//! The node step of Mamidala's leader-based allgather: before a node's part leaves, every
+//! local process's block is copied into the root's (the node leader's) receive buffer, so the
+//! node sends its blocks as one message instead of one per process.
+//!
+//! Each local process posting its node's part hands over its *piece* — where its block is
+//! (its send block, or in place) and where it goes in the part (`at`); the leader's post also
+//! names the part's buffer. Once every local process has handed its piece over, the engine
+//! copies each piece that is not already in place into the leader's buffer (DMA jobs, host to
+//! host, as the gather's deliveries are), then tells the gather the slot may start
+//! ([`super::gather::Gather::assembled`]). A copy that fails (a region deregistered on the way)
+//! breaks the communicator instead: the part would carry wrong bytes.
+use super::{Dma, Engine, Job, JobId};
+use crate::intake::regions::Resolved;
+use crate::intake::HostId;
+use alloc::vec::Vec;
+use ringcast_abi::RegionKey;
+
+/// One local process's block of a node part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Piece {
+    /// The process (whose DMA queue moves it).
+    pub host: HostId,
+    /// Where its block is.
+    pub src: Resolved,
+    /// The block's region (a deregistration fails the copy).
+    pub key: RegionKey,
+    /// Where it goes: bytes from the start of the part.
+    pub at: u64,
+    /// Bytes.
+    pub len: u64,
+}
+
+/// A node part being assembled: gather slot `seq` of communicator `comm`.
+#[derive(Debug)]
+pub(super) struct Assembly {
+    comm: u64,
+    seq: u64,
+    /// Local processes that hand a piece over.
+    expected: u32,
+    /// The part's buffer at the leader, once the leader posted, and its region.
+    leader: Option<(Resolved, RegionKey)>,
+    pieces: Vec<Piece>,
+    /// Copies still moving once started.
+    pending: u32,
+    failed: bool,
+}
+
+impl Engine {
+    /// Local process `piece.host` posted slot `seq` of communicator `comm`, a node part of
+    /// `expected` pieces (`leader`: the part's buffer, when this process is the leader).
+    pub(super) fn assemble(
+        &mut self,
+        comm: u64,
+        seq: u64,
+        piece: Piece,
+        leader: Option<(Resolved, RegionKey)>,
+        expected: u32,
+    ) {
+        let i = match self.assemblies.iter().position(|a| a.comm == comm && a.seq == seq) {
+            Some(i) => i,
+            None => {
+                // Assemblies of a communicator that broke meanwhile never finish: let go of them.
+                let node = self.node.as_ref();
+                self.assemblies.retain(|a| node.is_some_and(|n| n.usable(a.comm)));
+                let pieces = Vec::with_capacity(expected as usize);
+                self.assemblies.push(Assembly {
+                    comm,
+                    seq,
+                    expected,
+                    leader: None,
+                    pieces,
+                    pending: 0,
+                    failed: false,
+                });
+                self.assemblies.len() - 1
+            }
+        };
+        let a = &mut self.assemblies[i];
+        a.pieces.push(piece);
+        if leader.is_some() {
+            a.leader = leader;
+        }
+        let Some((dst, dst_key)) = a.leader else { return };
+        if (a.pieces.len() as u32) < a.expected {
+            return;
+        }
+        for p in &a.pieces {
+            let to = Resolved { segment: dst.segment, offset: dst.offset + p.at };
+            if p.src == to {
+                continue; // in place at the leader already
+            }
+            a.pending += 1;
+            let job = JobId(self.jobs.insert(Job::Assemble { comm, seq }));
+            self.out.dma(
+                job,
+                Dma::Copy { host: p.host, src: p.src, dst: to, len: p.len, keys: [p.key, dst_key] },
+            );
+        }
+        if a.pending == 0 {
+            self.assembly_done(i);
+        }
+    }
+
+    /// One copy of the assembly of slot `seq` of communicator `comm` is over (`ok`).
+    pub(super) fn assembly_copied(&mut self, comm: u64, seq: u64, ok: bool) {
+        let Some(i) = self.assemblies.iter().position(|a| a.comm == comm && a.seq == seq) else { return };
+        let a = &mut self.assemblies[i];
+        a.pending = a.pending.saturating_sub(1);
+        a.failed |= !ok;
+        if a.pending == 0 {
+            self.assembly_done(i);
+        }
+    }
+
+    fn assembly_done(&mut self, i: usize) {
+        let a = self.assemblies.swap_remove(i);
+        if let Some(node) = self.node.as_mut() {
+            node.assembled(a.comm, a.seq, !a.failed, &mut self.out);
+        }
+    }
+}
