@@ -81,6 +81,9 @@ struct rc_comm {
     uint64_t handle; /* ringcast communicator; 0: none (auto declined it, or freed) */
     int size;        /* MPI ranks */
     int engines;     /* distinct engines its ranks sit on */
+    int gather_parts; /* broadcasts an allgather (or allreduce) takes: one per engine when each
+                       * engine's ranks are consecutive (the engine's leader-based allgather), else
+                       * one per rank — counted in `posted` */
     unsigned posted; /* broadcasts posted since creation, to fill the last synchronization epoch */
     int inflight;    /* operations posted and not finished in the engine */
     int freeing;     /* MPI_Comm_free ran: free the ringcast communicator when inflight is 0 */
@@ -300,15 +303,20 @@ static void rc_attach(MPI_Comm comm) {
         return;
     }
     PMPI_Allgather(me, 2, MPI_UINT32_T, pairs, 2, MPI_UINT32_T, comm);
-    /* Engines spanned: the same number at every member (computed from the same gathered list). */
-    int engines = 0;
+    /* Engines spanned: the same number at every member (computed from the same gathered list);
+     * whether each engine's ranks are consecutive (the engine's rule for its leader-based
+     * allgather, which then takes one broadcast per engine). */
+    int engines = 0, consecutive = 1;
     for (int i = 0; i < size; i++) {
         int seen = 0;
         members[i] = pairs[2 * i];
         for (int j = 0; j < i && !seen; j++) seen = pairs[2 * j + 1] == pairs[2 * i + 1];
         engines += !seen;
+        if (seen && pairs[2 * (i - 1) + 1] != pairs[2 * i + 1]) consecutive = 0;
     }
     free(pairs);
+    const char *parts = getenv("RINGCAST_ALLGATHER_PARTS");
+    int leader_based = consecutive && !(parts && strcmp(parts, "ranks") == 0);
     struct rc_comm *c = calloc(1, sizeof *c);
     int ok = c != NULL, rc = RINGCAST_OK;
     if (ok && (rc_mode == RC_ALWAYS || engines >= rc_min_engines)) {
@@ -333,6 +341,7 @@ static void rc_attach(MPI_Comm comm) {
     }
     c->size = size;
     c->engines = engines;
+    c->gather_parts = leader_based ? engines : size;
     c->refs = 1;
     PMPI_Comm_set_attr(comm, rc_keyval, c);
 }
@@ -1089,7 +1098,7 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
     }
     uint64_t id = 0;
     int rc = ringcast_iallgather(c->handle, NULL, 0, stage, 0, (size_t)block, &id);
-    c->posted += (unsigned)c->size; /* one broadcast per rank */
+    c->posted += (unsigned)c->gather_parts;
     rc = rc_await(rc, id);
     if (rc == RINGCAST_OK && !mismatch) memcpy(recvbuf, ringcast_buf_ptr(stage), total);
     rc_buf_put(stage, len);
@@ -1135,7 +1144,7 @@ int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, vo
     op->bytes = (size_t)block * (size_t)c->size;
     op->root_here = 0; /* every rank receives: the whole buffer is copied out */
     int rc = ringcast_iallgather(c->handle, NULL, 0, stage, 0, (size_t)block, &op->id);
-    c->posted += (unsigned)c->size;
+    c->posted += (unsigned)c->gather_parts;
     if (rc != RINGCAST_OK) {
         rc_buf_put(stage, op->stage_len);
         free(op);
@@ -1259,7 +1268,7 @@ static int rc_reduce(const char *call, const void *sendbuf, void *recvbuf, int c
     else memcpy(p + (size_t)me * (size_t)bytes, mine, (size_t)bytes);
     uint64_t id = 0;
     int rc = ringcast_iallreduce(c->handle, NULL, 0, stage, 0, (size_t)bytes, t, o, &id);
-    c->posted += (unsigned)c->size; /* one broadcast per rank */
+    c->posted += (unsigned)c->gather_parts;
     rc = rc_await(rc, id);
     if (rc == RINGCAST_OK && !bad && (root < 0 || me == root)) memcpy(recvbuf, p, (size_t)bytes);
     rc_buf_put(stage, len);
@@ -1320,7 +1329,7 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype d
     rop->bytes = (size_t)bytes;
     rop->root_here = 0; /* every rank gets the result: copied out of the work buffer's start */
     int rc = ringcast_iallreduce(c->handle, NULL, 0, stage, 0, (size_t)bytes, t, o, &rop->id);
-    c->posted += (unsigned)c->size;
+    c->posted += (unsigned)c->gather_parts;
     if (rc != RINGCAST_OK) {
         rc_buf_put(stage, rop->stage_len);
         free(rop);

@@ -46,7 +46,12 @@ int main(void) {
             }
         }
     }
-    /* Allgathers: 1000 bytes from every rank, in place and from a send buffer. */
+    /* Allgathers: 1000 bytes from every rank, in place and from a send buffer. Each is one
+     * broadcast per node (the engine's leader-based allgather: the world's ranks are numbered
+     * node by node), or per rank with RINGCAST_ALLGATHER_PARTS=ranks; a barrier one per node. */
+    const char *nodes_env = getenv("RINGCAST_NODES"), *parts_env = getenv("RINGCAST_ALLGATHER_PARTS");
+    unsigned nodes = nodes_env ? (unsigned)atoi(nodes_env) : 1;
+    unsigned gather_parts = parts_env && strcmp(parts_env, "ranks") == 0 ? (unsigned)n : nodes;
     const size_t blk = 1000;
     RingcastBuf *send = ringcast_buf_new(blk);
     if (send == NULL || (size_t)n * blk > (1 << 20)) return fail(me, "allgather buffers", RINGCAST_ERR_IO);
@@ -56,7 +61,7 @@ int main(void) {
         unsigned char *mine = g == 0 ? p + (size_t)me * blk : sp;
         for (size_t i = 0; i < blk; i++) mine[i] = pattern(k + (unsigned)me * 977u, i);
         rc = ringcast_allgather(0, g == 0 ? NULL : send, 0, b, 0, blk);
-        posted += (unsigned)n; /* one broadcast per rank */
+        posted += gather_parts;
         if (rc != RINGCAST_OK) return fail(me, "allgather", rc);
         for (int r = 0; r < n; r++)
             for (size_t i = 0; i < blk; i++)
@@ -69,9 +74,7 @@ int main(void) {
     ringcast_buf_free(send);
     /* Barriers (blocking, then non-blocking): rank 0 arrives last, after a nap, and says when
      * it arrived (a broadcast right after); no rank may have left before that — a causal check
-     * on one machine's clock, no timing bound. Each barrier is one broadcast per node. */
-    const char *nodes_env = getenv("RINGCAST_NODES");
-    unsigned nodes = nodes_env ? (unsigned)atoi(nodes_env) : 1;
+     * on one machine's clock, no timing bound. */
     for (int i = 0; i < 2; i++) {
         struct timespec t, nap = {0, 50 * 1000 * 1000};
         if (me == 0) nanosleep(&nap, NULL);

@@ -79,6 +79,10 @@ struct WComm {
     posted: u32,
     /// Engines its ranks sit on (a barrier is one broadcast per engine).
     engines: u32,
+    /// Broadcasts an allgather or allreduce takes: one per engine (leader-based: every engine's
+    /// members are consecutive here, world ranks being numbered node by node), or one per rank
+    /// when `RINGCAST_ALLGATHER_PARTS=ranks`.
+    gather_parts: u32,
 }
 
 /// The split communicator of `color` in job `job`: every member derives the same identity from
@@ -151,8 +155,17 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
         nodes.dedup();
         nodes.len() as u32
     };
-    let mut comms =
-        vec![WComm { handle: 0, size: world, me, seed: a.seed, posted: 0, engines: shape.nodes() }];
+    let per_rank = config.protocol.allgather_parts == ringcast_offload::config::AllgatherParts::Ranks;
+    let gather_parts = |engines: u32, size: u32| if per_rank { size } else { engines };
+    let mut comms = vec![WComm {
+        handle: 0,
+        size: world,
+        me,
+        seed: a.seed,
+        posted: 0,
+        engines: shape.nodes(),
+        gather_parts: gather_parts(shape.nodes(), world),
+    }];
     if a.split > 1 {
         let color = me % a.split;
         let members: Vec<u32> = (0..world).filter(|r| r % a.split == color).collect();
@@ -162,13 +175,16 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
         host.comm_create(&id, my_rank, &members)
             .map_err(|e| format!("rank {me}: creating split communicator {color}: {e}"))?;
         let engines = engines_of(&members);
+        let size = members.len() as u32;
+        let gather_parts = gather_parts(engines, size);
         comms.push(WComm {
             handle,
-            size: members.len() as u32,
+            size,
             me: my_rank,
             seed: a.seed ^ seed,
             posted: 0,
             engines,
+            gather_parts,
         });
     }
     for k in 0..a.count {
@@ -312,7 +328,7 @@ fn allgathers(
             host.allgather(c.handle, rr.at(0), from, block as u64)
                 .map_err(|e| format!("allgather {g} ({block} B blocks, {} ranks): {e}", c.size))?;
             let t1 = monotonic_ns();
-            c.posted += c.size;
+            c.posted += c.gather_parts;
             recv.read_at(0, &mut got[..total]).map_err(|e| e.to_string())?;
             for r in 0..c.size {
                 block_pattern(c.seed, g, r, &mut want);
@@ -358,7 +374,7 @@ fn barriers(
             times.write_at(u64::from(c.me) * 8, &arrived.to_le_bytes()).map_err(|e| e.to_string())?;
             host.allgather(c.handle, rt.at(0), None, 8)
                 .map_err(|e| format!("barrier {g}'s arrival times: {e}"))?;
-            c.posted += c.size;
+            c.posted += c.gather_parts;
             let n = 8 * c.size as usize;
             times.read_at(0, &mut got[..n]).map_err(|e| e.to_string())?;
             for (r, t) in got[..n].chunks_exact(8).enumerate() {
@@ -428,7 +444,7 @@ fn allreduces(
             host.allreduce(c.handle, rw.at(0), from, len as u64, dtype, op)
                 .map_err(|e| format!("allreduce {g} ({len} B, {} ranks): {e}", c.size))?;
             let t1 = monotonic_ns();
-            c.posted += c.size;
+            c.posted += c.gather_parts;
             work.read_at(0, &mut got).map_err(|e| e.to_string())?;
             // This rank's own reduction, in rank order.
             let mut want = contribution(c.seed, g, 0, N);

@@ -1,24 +1,39 @@
-//! Allgather as the engine composes it from its reliable broadcast: every rank's block is one
-//! broadcast rooted at that rank, into its place in every receive buffer — the multicast
-//! allgather of issue 17 (each block is multicast once; a receiver that misses fragments gets
-//! them by ring repair, like any broadcast).
+//! Allgather as the engine composes it from its reliable broadcast — the multicast allgather of
+//! issue 17: every block is multicast once, and a receiver that misses fragments gets them by
+//! ring repair, like any broadcast. Two compositions (`protocol.allgather_parts`):
 //!
-//! Algorithm, for a communicator of `size` ranks and `len`-byte blocks, at every rank `me`:
+//! **Leader-based** (Mamidala et al., the default where it applies: every engine's ranks are
+//! consecutive in the communicator, as the world's are). For a communicator spanning engines
+//! `0..E`, engine `k` holding ranks `first_k .. first_k + count_k`, at every rank `me` on
+//! engine `mine`:
+//! 1. post `E` broadcasts, in engine order: broadcast `k` has root `first_k` (the engine's
+//!    *leader*) and carries `count_k · len` bytes into `recv + first_k·len` — the engine's
+//!    blocks side by side. Every rank posts the same sequence, so the numbering lines up;
+//! 2. this engine's own part waits in the gather until every local process posted it and the
+//!    engine copied each local block (from its send block, or in place) into the leader's
+//!    buffer (`assembly.rs`); then it leaves as one message;
+//! 3. the gather delivers every part into every local buffer (this rank's own block comes back
+//!    with its node's part); complete once every part is over.
+//!
+//! With `ppn` processes per node this sends one message per node where the other composition
+//! sends `ppn`, at the price of a node-wide rendezvous before the node's part leaves (measured
+//! in docs/performance.md). The leaders exchange by multicast, not by the ring or recursive
+//! doubling of the paper: one multicast per node is the exchange.
+//!
+//! **Per rank** (any placement). At every rank `me`:
 //! 1. post `size` broadcasts on the communicator, in rank order: broadcast `r` has root `r`
 //!    and buffer `recv + r·len` — except this rank's own, whose buffer is the send block (or,
-//!    in place, `recv + me·len`). Every rank posts the same sequence, so the communicator's
-//!    broadcast numbering (and the node's gather of its local processes) lines up everywhere;
+//!    in place, `recv + me·len`);
 //! 2. when not in place, copy the send block into `recv + me·len` (a DMA copy on this node);
-//! 3. complete once every part is over: `Ok` with `size·len` bytes when all are, else the first
-//!    failure's status (a dead rank's block fails with `PeerUnreachable` within the protocol's
-//!    bound, like a broadcast from it).
+//! 3. complete once every part is over.
 //!
-//! Each part carries every property of the broadcast: CRC and MAC per datagram, fragment
-//! bitmaps, ring repair, retransmission, typed errors, channels and delayed synchronization for
-//! buffer reuse. The cost model picks each part's algorithm as for any broadcast of `len`
-//! bytes. What this is not (yet): Mamidala's leader-based allgather, where a node's blocks go
-//! out as one message, and the ring or recursive-doubling exchange between leaders — with
-//! `ppn` processes per node this sends `ppn` messages per node where one would do.
+//! Either way the operation ends `Ok` with `size·len` bytes when every part is over, else with
+//! the first failure's status (a dead rank's part fails with `PeerUnreachable` within the
+//! protocol's bound, like a broadcast from it), and each part carries every property of the
+//! broadcast: CRC and MAC per datagram, fragment bitmaps, ring repair, retransmission, typed
+//! errors, channels and delayed synchronization for buffer reuse, and the call's context in its
+//! MAC ([`call_context`]). The cost model picks each part's algorithm as for any broadcast of
+//! its length.
 //!
 //! **Allreduce** is the same allgather into a work buffer of `size × len` bytes, then one more
 //! step: once every part is over, the engine loads the work buffer (a DMA job), reduces the
