@@ -281,6 +281,11 @@ bench-mpi: test-mpi
 	@echo "Open MPI, RINGCAST_MPI_NODES=2, MPI_Allgather against PMPI_Allgather:"
 	$(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 $(RELEASE)/mpi-allgather-bench 100 3
 	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-allreduce-bench host/mpi/bench/allreduce_bench.c
+	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-allgather-loop host/mpi/bench/allgather_loop.c
+	@echo "Open MPI, RINGCAST_MPI_NODES=2, 8 KiB MPI_Allgather per rank, then leader-based (RINGCAST_ALLGATHER_PARTS):"
+	$(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 $(RELEASE)/mpi-allgather-loop 8192 300
+	$(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 -x RINGCAST_ALLGATHER_PARTS=nodes \
+	  $(RELEASE)/mpi-allgather-loop 8192 300
 	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-barrier-bench host/mpi/bench/barrier_bench.c
 	@echo "Open MPI, RINGCAST_MPI_NODES=2, MPI_Barrier against PMPI_Barrier:"
 	$(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 $(RELEASE)/mpi-barrier-bench 500 5
@@ -318,6 +323,7 @@ bench: deps
 reproduce: deps
 	$(CARGO) build --release -p ringcast-cli
 	RINGCAST_NO_PROGRESS=1 ./target/release/ringcast sim fixtures/sim/*.toml --out docs/sim
+	./target/release/ringcast paper --mamidala --out docs/sim
 
 fmt:
 	$(CARGO) fmt --all

@@ -81,9 +81,9 @@ struct rc_comm {
     uint64_t handle; /* ringcast communicator; 0: none (auto declined it, or freed) */
     int size;        /* MPI ranks */
     int engines;     /* distinct engines its ranks sit on */
-    int gather_parts; /* broadcasts an allgather (or allreduce) takes: one per engine when each
-                       * engine's ranks are consecutive (the engine's leader-based allgather), else
-                       * one per rank — counted in `posted` */
+    int gather_parts; /* broadcasts an allgather (or allreduce) takes: one per rank, or — the
+                       * engine's leader-based allgather, RINGCAST_ALLGATHER_PARTS=nodes — one per
+                       * engine when each engine's ranks are consecutive; counted in `posted` */
     unsigned posted; /* broadcasts posted since creation, to fill the last synchronization epoch */
     int inflight;    /* operations posted and not finished in the engine */
     int freeing;     /* MPI_Comm_free ran: free the ringcast communicator when inflight is 0 */
@@ -316,7 +316,7 @@ static void rc_attach(MPI_Comm comm) {
     }
     free(pairs);
     const char *parts = getenv("RINGCAST_ALLGATHER_PARTS");
-    int leader_based = consecutive && !(parts && strcmp(parts, "ranks") == 0);
+    int leader_based = consecutive && parts && strcmp(parts, "nodes") == 0;
     struct rc_comm *c = calloc(1, sizeof *c);
     int ok = c != NULL, rc = RINGCAST_OK;
     if (ok && (rc_mode == RC_ALWAYS || engines >= rc_min_engines)) {
@@ -363,6 +363,32 @@ static void rc_op_link(struct rc_op *op) {
     op->next = rc_ops;
     if (rc_ops) rc_ops->prev = op;
     rc_ops = op;
+}
+
+/* `op`, posted in the engine, joins the operations in flight on its communicator. */
+static void rc_op_track(struct rc_op *op) {
+    op->c->refs++;
+    op->c->inflight++;
+    rc_active++;
+    rc_op_link(op);
+}
+
+static int rc_query_fn(void *extra, MPI_Status *status);
+static int rc_free_fn(void *extra);
+static int rc_cancel_fn(void *extra, int complete);
+
+/* Hands tracked `op` to the user as a generalized request in `*request`: MPI_SUCCESS, or —
+ * no request could be made — MPI_ERR_INTERN through `comm`'s handler, the engine finishing `op`
+ * in the background as an internal operation. */
+static int rc_op_request(struct rc_op *op, MPI_Comm comm, MPI_Request *request) {
+    if (PMPI_Grequest_start(rc_query_fn, rc_free_fn, rc_cancel_fn, op, &op->greq) != MPI_SUCCESS) {
+        op->greq = MPI_REQUEST_NULL;
+        op->user = NULL;
+        return rc_error(comm, MPI_ERR_INTERN);
+    }
+    rc_live++;
+    *request = op->greq;
+    return MPI_SUCCESS;
 }
 
 /* Takes `op` off the list, drops its communicator reference and frees it. */
@@ -1014,18 +1040,10 @@ int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request) {
         if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Ibarrier failed: %s\n", rc_world_rank, ringcast_strerror(rc));
         return rc_error(comm, rc_class(rc));
     }
-    c->refs++;
-    c->inflight++;
-    rc_active++;
-    rc_op_link(op);
-    if (PMPI_Grequest_start(rc_query_fn, rc_free_fn, rc_cancel_fn, op, &op->greq) != MPI_SUCCESS) {
-        op->greq = MPI_REQUEST_NULL;
-        return rc_error(comm, MPI_ERR_INTERN);
-    }
-    rc_live++;
-    *request = op->greq;
-    say("MPI_Ibarrier", 0, -1, "%s", why);
-    return MPI_SUCCESS;
+    rc_op_track(op);
+    int made = rc_op_request(op, comm, request);
+    if (made == MPI_SUCCESS) say("MPI_Ibarrier", 0, -1, "%s", why);
+    return made;
 }
 
 /* The allgather's path: its record when offloaded (NULL for PMPI, the reason in `why`), under
@@ -1151,25 +1169,16 @@ int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, vo
         if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Iallgather failed: %s\n", rc_world_rank, ringcast_strerror(rc));
         return rc_error(comm, rc_class(rc));
     }
-    c->refs++;
-    c->inflight++;
-    rc_active++;
-    rc_op_link(op);
+    rc_op_track(op);
     if (mismatch) {
         /* Posted (the others get a zeroed block), finished in the background, failed here. */
         op->greq = MPI_REQUEST_NULL;
         say("MPI_Iallgather", block, -1, "failed (send and receive sides differ in bytes)");
         return rc_error(comm, MPI_ERR_TRUNCATE);
     }
-    if (PMPI_Grequest_start(rc_query_fn, rc_free_fn, rc_cancel_fn, op, &op->greq) != MPI_SUCCESS) {
-        op->greq = MPI_REQUEST_NULL;
-        op->user = NULL;
-        return rc_error(comm, MPI_ERR_INTERN);
-    }
-    rc_live++;
-    *request = op->greq;
-    say("MPI_Iallgather", block, -1, "%s", why);
-    return MPI_SUCCESS;
+    int made = rc_op_request(op, comm, request);
+    if (made == MPI_SUCCESS) say("MPI_Iallgather", block, -1, "%s", why);
+    return made;
 }
 
 /* The ringcast element type of a predefined MPI datatype, 0 for any other (the library's path). */
@@ -1336,19 +1345,10 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype d
         if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Iallreduce failed: %s\n", rc_world_rank, ringcast_strerror(rc));
         return rc_error(comm, rc_class(rc));
     }
-    c->refs++;
-    c->inflight++;
-    rc_active++;
-    rc_op_link(rop);
-    if (PMPI_Grequest_start(rc_query_fn, rc_free_fn, rc_cancel_fn, rop, &rop->greq) != MPI_SUCCESS) {
-        rop->greq = MPI_REQUEST_NULL;
-        rop->user = NULL;
-        return rc_error(comm, MPI_ERR_INTERN);
-    }
-    rc_live++;
-    *request = rop->greq;
-    say("MPI_Iallreduce", bytes, -1, "%s", why);
-    return MPI_SUCCESS;
+    rc_op_track(rop);
+    int made = rc_op_request(rop, comm, request);
+    if (made == MPI_SUCCESS) say("MPI_Iallreduce", bytes, -1, "%s", why);
+    return made;
 }
 
 /* The nonblocking broadcast: the same rule; offloaded, a staging buffer of its own, the post,
@@ -1388,20 +1388,10 @@ int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Com
         if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Ibcast failed: %s\n", rc_world_rank, ringcast_strerror(rc));
         return rc_error(comm, rc_class(rc));
     }
-    c->refs++;
-    c->inflight++;
-    rc_active++;
-    rc_op_link(op);
-    if (PMPI_Grequest_start(rc_query_fn, rc_free_fn, rc_cancel_fn, op, &op->greq) != MPI_SUCCESS) {
-        /* The engine has it: let it finish in the background as an internal operation. */
-        op->greq = MPI_REQUEST_NULL;
-        op->user = NULL;
-        return rc_error(comm, MPI_ERR_INTERN);
-    }
-    rc_live++;
-    *request = op->greq;
-    say("MPI_Ibcast", bytes, root, "%s", why);
-    return MPI_SUCCESS;
+    rc_op_track(op);
+    int made = rc_op_request(op, comm, request);
+    if (made == MPI_SUCCESS) say("MPI_Ibcast", bytes, root, "%s", why);
+    return made;
 }
 
 /* ---- errors of finished MPI_Ibcasts --------------------------------------------------------- */

@@ -47,11 +47,12 @@ int main(void) {
         }
     }
     /* Allgathers: 1000 bytes from every rank, in place and from a send buffer. Each is one
-     * broadcast per node (the engine's leader-based allgather: the world's ranks are numbered
-     * node by node), or per rank with RINGCAST_ALLGATHER_PARTS=ranks; a barrier one per node. */
+     * broadcast per rank, or per node with RINGCAST_ALLGATHER_PARTS=nodes (the engine's
+     * leader-based allgather: the world's ranks are numbered node by node); a barrier one per
+     * node. */
     const char *nodes_env = getenv("RINGCAST_NODES"), *parts_env = getenv("RINGCAST_ALLGATHER_PARTS");
     unsigned nodes = nodes_env ? (unsigned)atoi(nodes_env) : 1;
-    unsigned gather_parts = parts_env && strcmp(parts_env, "ranks") == 0 ? (unsigned)n : nodes;
+    unsigned gather_parts = parts_env && strcmp(parts_env, "nodes") == 0 ? nodes : (unsigned)n;
     const size_t blk = 1000;
     RingcastBuf *send = ringcast_buf_new(blk);
     if (send == NULL || (size_t)n * blk > (1 << 20)) return fail(me, "allgather buffers", RINGCAST_ERR_IO);

@@ -79,9 +79,9 @@ struct WComm {
     posted: u32,
     /// Engines its ranks sit on (a barrier is one broadcast per engine).
     engines: u32,
-    /// Broadcasts an allgather or allreduce takes: one per engine (leader-based: every engine's
-    /// members are consecutive here, world ranks being numbered node by node), or one per rank
-    /// when `RINGCAST_ALLGATHER_PARTS=ranks`.
+    /// Broadcasts an allgather or allreduce takes: one per rank, or with
+    /// `RINGCAST_ALLGATHER_PARTS=nodes` one per engine (leader-based: every engine's members are
+    /// consecutive here, world ranks being numbered node by node).
     gather_parts: u32,
 }
 

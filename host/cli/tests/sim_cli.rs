@@ -1,6 +1,9 @@
 //! `ringcast sim` end to end: every scenario in `fixtures/sim/` parses and runs (shrunk with
 //! `--set` where the full sweep belongs to `make reproduce`), writes its table as CSV and JSON
-//! and its plots as SVG and PNG, and the million-rank run completes every rank.
+//! and its plots as SVG and PNG, and the million-rank run completes every rank. And
+//! `ringcast paper --mamidala --quick`: Mamidala et al.'s Figures 5–7 as schedule models, every
+//! table printed with the paper's orderings holding, every plot written.
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -105,4 +108,90 @@ fn bad_scenarios_are_clear_errors() {
         assert_eq!(o.status.code(), Some(2), "{bad:?} must be refused");
         assert!(!o.stderr.is_empty());
     }
+}
+
+/// The rows of the table printed under the first line containing `title`: per row, each
+/// numeric cell by its column name.
+fn printed_table(text: &str, title: &str) -> Vec<HashMap<String, f64>> {
+    let at = text.find(title).unwrap_or_else(|| panic!("no {title:?} in:\n{text}"));
+    let mut lines = text[at..].lines().skip(1).skip_while(|l| !l.trim_start().starts_with("bytes"));
+    let header: Vec<String> =
+        lines.next().unwrap_or_default().split_whitespace().map(str::to_string).collect();
+    lines
+        .skip(1) // the rule
+        .take_while(|l| l.split_whitespace().next().is_some_and(|c| c.parse::<u64>().is_ok()))
+        .map(|l| {
+            let cells = l.split_whitespace().map(|c| c.parse::<f64>().ok());
+            header.iter().cloned().zip(cells).filter_map(|(h, v)| Some((h, v?))).collect()
+        })
+        .collect()
+}
+
+fn row(table: &[HashMap<String, f64>], bytes: f64) -> &HashMap<String, f64> {
+    table.iter().find(|r| r["bytes"] == bytes).unwrap_or_else(|| panic!("no row for {bytes} bytes"))
+}
+
+#[test]
+fn paper_mamidala_prints_figures_5_to_7_with_the_papers_orderings() {
+    let out = std::env::temp_dir().join(format!("ringcast-mamidala-{}", std::process::id()));
+    let o = Command::new(env!("CARGO_BIN_EXE_ringcast"))
+        .args(["paper", "--mamidala", "--quick", "--out"])
+        .arg(&out)
+        .current_dir(root())
+        .output()
+        .expect("run ringcast paper --mamidala");
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{text}\n{}", String::from_utf8_lossy(&o.stderr));
+
+    // Figure 7: on 16 × 8 (the quick sweep), leader-based beats the flat ring in both placements.
+    let ag = printed_table(&text, "Figure 7");
+    assert_eq!(ag.len(), 2, "{text}");
+    let r = row(&ag, 65536.0);
+    assert!(r["leaders_us"] * 4.0 < r["ring_cyclic_us"], "{r:?}");
+    assert!(r["leaders_us"] < r["ring_block_us"], "{r:?}");
+    assert!(r["x_vs_mpich_cyclic"] > 1.0 && r["x_vs_mpich_block"] > 1.0, "{r:?}");
+    assert!(r["mcast_procs_us"] < r["mcast_engine_us"], "{r:?}");
+
+    // Figure 6(a,b): cyclic ≤ parallel < single reducer at 1 MiB on both nodes, and cyclic
+    // strictly better than parallel on the NUMA one only.
+    let ar = printed_table(&text, "Figure 6(a,b)");
+    let r = row(&ar, 1048576.0);
+    for node in ["opteron", "clovertown"] {
+        let col = |c: &str| r[&format!("{node}_{c}_us")];
+        assert!(col("cyclic") <= col("parallel") * 1.001 && col("parallel") < col("single"), "{node}: {r:?}");
+    }
+    assert!(r["opteron_cyclic_vs_parallel_pct"] > 10.0, "{r:?}");
+    assert!(r["clovertown_cyclic_vs_parallel_pct"].abs() < 1.0, "{r:?}");
+
+    // Figure 6(c): the bidirectional schedule wins.
+    let ht = printed_table(&text, "Figure 6(c)");
+    let r = row(&ht, 1048576.0);
+    assert!(r["bidirectional_us"] < r["one_direction_us"] && r["gain_pct"] > 5.0, "{r:?}");
+
+    // Alltoall across nodes: aggregation pays off for tiny messages.
+    let a2a = printed_table(&text, "== Alltoall");
+    let r = row(&a2a, 16.0);
+    assert!(
+        r["aggregated_us"] < r["pairwise_block_us"] && r["aggregated_us"] < r["pairwise_cyclic_us"],
+        "{r:?}"
+    );
+
+    assert!(text.contains("Figure 5(c)") && text.contains("not modelled"), "{text}");
+    for stem in
+        ["mamidala-allgather-16x8", "mamidala-allreduce-node", "mamidala-alltoall", "mamidala-alltoall-16x8"]
+    {
+        let svg = out.join(format!("{stem}.svg"));
+        let bytes = std::fs::read(&svg).unwrap_or_else(|e| panic!("{}: {e}", svg.display()));
+        assert!(bytes.len() > 1000, "{} is empty", svg.display());
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn paper_mamidala_options_need_the_flag() {
+    let o = Command::new(env!("CARGO_BIN_EXE_ringcast"))
+        .args(["paper", "--quick"])
+        .output()
+        .expect("run ringcast paper --quick");
+    assert_eq!(o.status.code(), Some(2), "--quick alone must be refused");
 }

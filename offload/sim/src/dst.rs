@@ -59,7 +59,7 @@ use ringcast_abi::frame::DIGEST_LEN;
 use ringcast_abi::wire::{WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
 use ringcast_abi::{DataType, ReduceOp, StatusKind};
 use ringcast_proto::comm::Layout;
-use ringcast_proto::config::{EngineConfig, RootDelay};
+use ringcast_proto::config::{AllgatherParts, EngineConfig, RootDelay};
 use ringcast_proto::fault::FaultConfig;
 use ringcast_proto::rng::SimRng;
 use ringcast_proto::schedule::bcast::Algorithm;
@@ -456,6 +456,16 @@ impl Scenario {
             free_comms: false,
         }
         .with_free_draw()
+        .with_composition_draw()
+    }
+
+    /// Draws how the engines compose allgathers and allreduces (one part per rank, or
+    /// leader-based: one per engine where the ranks allow it), from a stream of its own.
+    fn with_composition_draw(mut self) -> Scenario {
+        let nodes = SimRng::new(self.seed ^ ENGINE_SALT ^ 2).chance(0.5);
+        self.config.protocol.allgather_parts =
+            if nodes { AllgatherParts::Nodes } else { AllgatherParts::Ranks };
+        self
     }
 
     /// Draws whether the ranks free their communicators. Not when an application gap may exceed

@@ -8,6 +8,7 @@
 //! checker in [`dst`] shares none of its code and reads only host memory, completions and
 //! public counters.
 pub mod cluster;
+pub mod collectives;
 pub mod dst;
 pub mod experiments;
 pub mod fabric;

@@ -213,7 +213,7 @@ fn several_allgathers_in_flight_survive_loss_reordering_and_duplicates() {
 }
 
 /// Both compositions — leader-based (one part per engine, the node's blocks assembled into its
-/// leader's buffer first: the default) and one part per rank — deliver every block, with
+/// leader's buffer first) and one part per rank (the default) — deliver every block, with
 /// loss, in place and not, on uniform and uneven worlds.
 #[test]
 fn leader_based_and_per_rank_compositions_both_gather_every_block() {

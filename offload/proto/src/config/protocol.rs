@@ -29,14 +29,16 @@ pub enum RootDelay {
 }
 
 /// How the engine composes an allgather (and an allreduce's gathering) from broadcasts.
+/// One part per rank is the default: on this 2-core machine its slowest rank finished sooner
+/// (docs/performance.md, "Leader-based against per-rank allgather").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AllgatherParts {
     /// Mamidala's leader-based allgather: one broadcast per engine, carrying its ranks' blocks
     /// side by side, when every engine's ranks are consecutive in the communicator; else one
     /// per rank.
-    #[default]
     Nodes,
     /// One broadcast per rank, always.
+    #[default]
     Ranks,
 }
 
@@ -173,8 +175,8 @@ crate::tunables! {
         algorithm: AlgorithmChoice = AlgorithmChoice::Auto, "RINGCAST_ALGORITHM",
             "broadcast algorithm: auto (cheapest predicted by the cost model per call) or multicast, linear, binomial, chain, binary, scatter-allgather, dual-tree, hierarchical";
         /// How an allgather is composed.
-        allgather_parts: AllgatherParts = AllgatherParts::Nodes, "RINGCAST_ALLGATHER_PARTS",
-            "how the engine composes ALLGATHER and ALLREDUCE from broadcasts: nodes (Mamidala's leader-based allgather: one broadcast per engine carrying its ranks' blocks, when every engine's ranks are consecutive; else one per rank) or ranks (one broadcast per rank)";
+        allgather_parts: AllgatherParts = AllgatherParts::Ranks, "RINGCAST_ALLGATHER_PARTS",
+            "how the engine composes ALLGATHER and ALLREDUCE from broadcasts: ranks (one broadcast per rank) or nodes (Mamidala's leader-based allgather: one broadcast per engine carrying its ranks' blocks, when every engine's ranks are consecutive; else one per rank)";
     }
 }
 

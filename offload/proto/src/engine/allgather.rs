@@ -2,8 +2,10 @@
 //! issue 17: every block is multicast once, and a receiver that misses fragments gets them by
 //! ring repair, like any broadcast. Two compositions (`protocol.allgather_parts`):
 //!
-//! **Leader-based** (Mamidala et al., the default where it applies: every engine's ranks are
-//! consecutive in the communicator, as the world's are). For a communicator spanning engines
+//! **Leader-based** (Mamidala et al.; `nodes`, where it applies: every engine's ranks are
+//! consecutive in the communicator, as the world's are. Not the default: on this machine its
+//! node-wide rendezvous cost the slowest rank more than the messages it saves, see
+//! docs/performance.md). For a communicator spanning engines
 //! `0..E`, engine `k` holding ranks `first_k .. first_k + count_k`, at every rank `me` on
 //! engine `mine`:
 //! 1. post `E` broadcasts, in engine order: broadcast `k` has root `first_k` (the engine's
@@ -20,7 +22,7 @@
 //! in docs/performance.md). The leaders exchange by multicast, not by the ring or recursive
 //! doubling of the paper: one multicast per node is the exchange.
 //!
-//! **Per rank** (any placement). At every rank `me`:
+//! **Per rank** (`ranks`, the default; any placement). At every rank `me`:
 //! 1. post `size` broadcasts on the communicator, in rank order: broadcast `r` has root `r`
 //!    and buffer `recv + r·len` — except this rank's own, whose buffer is the send block (or,
 //!    in place, `recv + me·len`);
