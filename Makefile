@@ -137,8 +137,9 @@ MPI_COLL_CHECK := bash host/mpi/tests/mpi-collective-check.sh
 # The allreduce check (host/mpi/tests/allreduce_check.c) on 4 ranks, RINGCAST_MPI_NODES=2: 45
 # integer and 24 float allreduces on each of world and a split half (both spanning the two
 # engines), all offloaded, 12 reduces and a pair of nonblocking allreduces on each; the
-# MPI_MINLOC one goes to PMPI: 4 x 138, 4 x 24 and 4 x 4.
-ALLREDUCES := MPI_Allreduce=552 MPI_Reduce=96 MPI_Iallreduce=16
+# MPI_MINLOC one goes to PMPI: 4 x 138, 4 x 24 and 4 x 4; and 4 x 4 MPI_Ireduce (2 per
+# communicator, rotating roots).
+ALLREDUCES := MPI_Allreduce=552 MPI_Reduce=96 MPI_Iallreduce=16 MPI_Ireduce=16
 # The barrier check (host/mpi/tests/barrier_check.c) on 4 ranks, RINGCAST_MPI_NODES=2: on each of
 # world, a dup and a split half (all spanning both engines) 1 MPI_Barrier and 4 MPI_Ibarrier
 # (by MPI_Wait, MPI_Test, two at once), every rank arriving last once: 4 x 3 and 4 x 12. On 3
@@ -151,11 +152,11 @@ BARRIER_LINE := none left before the last rank arrived
 # and {1} two and one: the bcast check offloads MPI_Bcast 162, MPI_Ibcast 196 and auto declines
 # 33 (the one-engine half); the allgather check 96 = 3 x 24 (world, dup) + 2 x 12 (half {0,2})
 # and 48 = 3 x 12 + 2 x 6; the allreduce check 345, 60, 10 = (3 + 2) x 69, 12, 2. Every result
-# compared with the library's own.
+# compared with the library's own. (MPI_Ireduce: (3 + 2) x 2.)
 UNEVEN := CHECK_RANKS=3
 UNEVEN_BCASTS := 162 196 33
 UNEVEN_ALLGATHERS := MPI_Allgather=96 MPI_Iallgather=48
-UNEVEN_ALLREDUCES := MPI_Allreduce=345 MPI_Reduce=60 MPI_Iallreduce=10
+UNEVEN_ALLREDUCES := MPI_Allreduce=345 MPI_Reduce=60 MPI_Iallreduce=10 MPI_Ireduce=10
 test-mpi: test-c
 	$(OMPI_CC) -shared -fPIC $(MPI_CFLAGS) -o $(RELEASE)/libringcast_mpi.so host/mpi/ringcast_mpi.c \
 	  -I$(RELEASE)/include -L$(RELEASE) -Wl,-rpath,$(RELEASE) -lringcast

@@ -1276,7 +1276,9 @@ static int rc_reduce(const char *call, const void *sendbuf, void *recvbuf, int c
     if (bad) memset(p + (size_t)me * (size_t)bytes, 0, (size_t)bytes);
     else memcpy(p + (size_t)me * (size_t)bytes, mine, (size_t)bytes);
     uint64_t id = 0;
-    int rc = ringcast_iallreduce(c->handle, NULL, 0, stage, 0, (size_t)bytes, t, o, &id);
+    /* MPI_Reduce is ringcast's REDUCE: only the root reduces. */
+    int rc = root < 0 ? ringcast_iallreduce(c->handle, NULL, 0, stage, 0, (size_t)bytes, t, o, &id)
+                      : ringcast_ireduce(c->handle, (uint32_t)root, NULL, 0, stage, 0, (size_t)bytes, t, o, &id);
     c->posted += (unsigned)c->gather_parts;
     rc = rc_await(rc, id);
     if (rc == RINGCAST_OK && !bad && (root < 0 || me == root)) memcpy(recvbuf, p, (size_t)bytes);
@@ -1348,6 +1350,61 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype d
     rc_op_track(rop);
     int made = rc_op_request(rop, comm, request);
     if (made == MPI_SUCCESS) say("MPI_Iallreduce", bytes, -1, "%s", why);
+    return made;
+}
+
+/* The nonblocking reduce: MPI_Iallreduce's path with ringcast's REDUCE — only the root reduces,
+ * and only the root copies the result out at completion. MPI_IN_PLACE is the root's alone: at
+ * another rank (an erroneous program) this rank still posts — a zeroed contribution, so no rank
+ * waits for it, finished in the background — and fails with MPI_ERR_ARG, as MPI_Reduce does. */
+int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm,
+                MPI_Request *request) {
+    char why[192];
+    why[0] = '\0';
+    rc_poll();
+    uint8_t t = 0, o = 0;
+    long long bytes = -1;
+    int me = -1;
+    if (comm != MPI_COMM_NULL) PMPI_Comm_rank(comm, &me);
+    struct rc_comm *c =
+        request && root >= 0 ? rc_decide_reduce(recvbuf, count, datatype, op, root, comm, &t, &o, &bytes, why, sizeof why) : NULL;
+    if (!c) {
+        say("MPI_Ireduce", bytes, root, "%s", request && root >= 0 ? why : "pmpi (invalid arguments: the library reports them)");
+        return PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request);
+    }
+    const void *mine = sendbuf == MPI_IN_PLACE ? (me == root ? recvbuf : NULL) : sendbuf;
+    struct rc_op *rop = calloc(1, sizeof *rop);
+    RingcastBuf *stage = rop ? rc_buf_get((size_t)bytes * (size_t)c->size, &rop->stage_len) : NULL;
+    if (!stage) {
+        free(rop);
+        say("MPI_Ireduce", bytes, root, "failed (no staging buffer)");
+        return rc_error(comm, MPI_ERR_NO_MEM);
+    }
+    uint8_t *at = (uint8_t *)ringcast_buf_ptr(stage) + (size_t)me * (size_t)bytes;
+    if (mine) memcpy(at, mine, (size_t)bytes);
+    else memset(at, 0, (size_t)bytes);
+    rop->stage = stage;
+    rop->c = c;
+    rop->comm = comm;
+    rop->user = me == root && mine ? recvbuf : NULL; /* the result is the root's alone */
+    rop->bytes = (size_t)bytes;
+    rop->root_here = 0;
+    int rc = ringcast_ireduce(c->handle, (uint32_t)root, NULL, 0, stage, 0, (size_t)bytes, t, o, &rop->id);
+    c->posted += (unsigned)c->gather_parts;
+    if (rc != RINGCAST_OK) {
+        rc_buf_put(stage, rop->stage_len);
+        free(rop);
+        if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Ireduce failed: %s\n", rc_world_rank, ringcast_strerror(rc));
+        return rc_error(comm, rc_class(rc));
+    }
+    rc_op_track(rop);
+    if (!mine) {
+        rop->greq = MPI_REQUEST_NULL; /* finished in the background as an internal operation */
+        say("MPI_Ireduce", bytes, root, "failed (MPI_IN_PLACE at a rank other than the root, or no buffer)");
+        return rc_error(comm, MPI_ERR_ARG);
+    }
+    int made = rc_op_request(rop, comm, request);
+    if (made == MPI_SUCCESS) say("MPI_Ireduce", bytes, root, "%s", why);
     return made;
 }
 

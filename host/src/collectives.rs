@@ -54,6 +54,24 @@ impl Host {
         self.execute(&SubmissionDescriptor::allreduce(cookie, comm, work, send, len, dtype, op))
     }
 
+    /// Reduce to rank `root` of communicator `comm`: the [`Host::allreduce`] (same buffers, types
+    /// and operations) whose result only the root receives, at the start of its `work`; every
+    /// other rank returns once its part is over, its `work` contents unspecified.
+    #[allow(clippy::too_many_arguments)]
+    pub fn reduce(
+        &mut self,
+        comm: u64,
+        root: u32,
+        work: RegionRef,
+        send: Option<RegionRef>,
+        len: u64,
+        dtype: ringcast_abi::DataType,
+        op: ringcast_abi::ReduceOp,
+    ) -> Result<Completion> {
+        let cookie = self.next_cookie();
+        self.execute(&SubmissionDescriptor::reduce(cookie, comm, root, work, send, len, dtype, op))
+    }
+
     /// Barrier on communicator `comm` (0: the world): returns once every rank of it has
     /// called it. The engine runs it as one one-byte broadcast per engine the communicator
     /// spans, each leaving its node only once all of that node's processes arrived (every

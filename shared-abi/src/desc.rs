@@ -21,7 +21,8 @@ pub const DESC_FLAGS_DEFINED: u8 = 0;
 /// | COMM_CREATE | the record ([`crate::comm`]) | 0             | record bytes | new comm / 0  |
 /// | COMM_FREE | 0                    | 0                      | 0            | comm / 0      |
 /// | ALLGATHER | the receive buffer (`size × len`) | this rank's block (0: in place) | block bytes | comm / 0 |
-/// | ALLREDUCE | the work buffer (`size × len`; the result at its start) | this rank's contribution (0: in place) | bytes | comm / type and operation |
+/// | ALLREDUCE | the work buffer (`size × len`; the result at its start) | this rank's contribution (0: in place) | bytes | comm / 0; `spec`: type and operation |
+/// | REDUCE | the work buffer (`size × len`; the result at its start, at the root) | this rank's contribution (0: in place) | bytes | comm / root; `spec`: type and operation |
 /// | BARRIER | scratch (≥ 1 byte per rank) | 0                   | scratch bytes | comm / 0     |
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(C)]
@@ -30,8 +31,9 @@ pub struct SubmissionDescriptor {
     pub opcode: Opcode,
     /// Reserved flag bits; see [`DESC_FLAGS_DEFINED`].
     pub flags: u8,
-    /// Must be zero.
-    pub _reserved0: u16,
+    /// A reduction's element type and operation ([`crate::reduce::reduce_spec`]): `ALLREDUCE`
+    /// and `REDUCE`; 0 for every other opcode.
+    pub spec: u16,
     /// Root rank of a collective (0 for non-collective operations).
     pub root: u32,
     /// Communicator handle returned by the engine at creation (0 for non-collective operations).
@@ -147,7 +149,26 @@ impl SubmissionDescriptor {
     ) -> Self {
         let mut d = Self::allgather(cookie, comm, work, send, len);
         d.opcode = Opcode::ALLREDUCE;
-        d.root = crate::reduce::reduce_spec(dtype, op);
+        d.spec = crate::reduce::reduce_spec(dtype, op);
+        d
+    }
+
+    /// A REDUCE to rank `root`: the [`SubmissionDescriptor::allreduce`] whose result only the
+    /// root receives.
+    #[allow(clippy::too_many_arguments)]
+    pub const fn reduce(
+        cookie: u64,
+        comm: u64,
+        root: u32,
+        work: RegionRef,
+        send: Option<RegionRef>,
+        len: u64,
+        dtype: crate::reduce::DataType,
+        op: crate::reduce::ReduceOp,
+    ) -> Self {
+        let mut d = Self::allreduce(cookie, comm, work, send, len, dtype, op);
+        d.opcode = Opcode::REDUCE;
+        d.root = root;
         d
     }
 
@@ -177,7 +198,7 @@ impl SubmissionDescriptor {
         SubmissionDescriptor {
             opcode: Opcode(0),
             flags: 0,
-            _reserved0: 0,
+            spec: 0,
             root: 0,
             comm: 0,
             cookie: 0,

@@ -45,7 +45,7 @@ macro_rules! abi_layout {
 
 abi_layout! {
     SubmissionDescriptor: size 64, align 8 {
-        opcode @ 0, flags @ 1, _reserved0 @ 2, root @ 4, comm @ 8, cookie @ 16, len @ 24,
+        opcode @ 0, flags @ 1, spec @ 2, root @ 4, comm @ 8, cookie @ 16, len @ 24,
         key @ 32, aux_key @ 36, offset @ 40, aux_offset @ 48, _reserved1 @ 56,
     }
     Completion: size 64, align 8 {

@@ -34,7 +34,7 @@ impl Opcode {
     /// Completes when every block is in this rank's receive buffer.
     pub const ALLGATHER: Opcode = Opcode(5);
     /// Allreduce on communicator `comm` of `len` bytes of elements (type and operation in
-    /// `root`: [`crate::reduce::reduce_spec`]). (`region`, `offset`) is a work buffer of
+    /// `spec`: [`crate::reduce::reduce_spec`]). (`region`, `offset`) is a work buffer of
     /// `size × len` bytes: every rank's contribution is gathered there at `rank × len` — this
     /// rank's read from (`aux`, `aux_offset`), or already in place — then the engine reduces
     /// them in rank order (the same order at every rank: bit-identical results, floats
@@ -46,6 +46,11 @@ impl Opcode {
     /// and write — at least one byte per rank of the communicator (`len ≥ size`); what it
     /// holds afterwards is unspecified. Completes with 0 bytes.
     pub const BARRIER: Opcode = Opcode(7);
+    /// Reduce to rank `root` of communicator `comm`: an [`Opcode::ALLREDUCE`] (same buffers,
+    /// same `spec`) whose result only the root receives, at the start of its work buffer
+    /// (completing with `len` bytes); every other rank's work buffer ends with unspecified
+    /// contents and its operation completes with 0 bytes, without reducing.
+    pub const REDUCE: Opcode = Opcode(8);
 }
 
 /// The operations this engine build understands.
@@ -67,6 +72,8 @@ pub enum Op {
     Allreduce,
     /// See [`Opcode::BARRIER`].
     Barrier,
+    /// See [`Opcode::REDUCE`].
+    Reduce,
 }
 
 impl From<Op> for Opcode {
@@ -80,6 +87,7 @@ impl From<Op> for Opcode {
             Op::Allgather => Opcode::ALLGATHER,
             Op::Allreduce => Opcode::ALLREDUCE,
             Op::Barrier => Opcode::BARRIER,
+            Op::Reduce => Opcode::REDUCE,
         }
     }
 }
@@ -96,6 +104,7 @@ impl TryFrom<Opcode> for Op {
             Opcode::ALLGATHER => Ok(Op::Allgather),
             Opcode::ALLREDUCE => Ok(Op::Allreduce),
             Opcode::BARRIER => Ok(Op::Barrier),
+            Opcode::REDUCE => Ok(Op::Reduce),
             other => Err(other),
         }
     }
@@ -113,6 +122,7 @@ impl Op {
             Op::Allgather => "allgather",
             Op::Allreduce => "allreduce",
             Op::Barrier => "barrier",
+            Op::Reduce => "reduce",
         }
     }
 }

@@ -1,6 +1,6 @@
-//! What an `ALLREDUCE` descriptor reduces: the element type and the operation, two `u8`s the
-//! descriptor carries in its `root` field (type in bits 0..8, operation in bits 8..16; the rest
-//! zero). Both are newtypes on the ABI, enums inside: a host can put any byte there, and the
+//! What an `ALLREDUCE` or `REDUCE` descriptor reduces: the element type and the operation, two
+//! `u8`s the descriptor carries in its `spec` field (type in the low byte, operation in the
+//! high one). Both are newtypes on the ABI, enums inside: a host can put any byte there, and the
 //! engine answers an unknown or unsupported one with `BadDescriptor` instead of trusting it.
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
@@ -84,15 +84,12 @@ impl ReduceOp {
     }
 }
 
-/// The `root` field of an `ALLREDUCE` descriptor carrying `dtype` and `op`.
-pub const fn reduce_spec(dtype: DataType, op: ReduceOp) -> u32 {
-    dtype.0 as u32 | (op.0 as u32) << 8
+/// The `spec` field of an `ALLREDUCE` or `REDUCE` descriptor carrying `dtype` and `op`.
+pub const fn reduce_spec(dtype: DataType, op: ReduceOp) -> u16 {
+    dtype.0 as u16 | (op.0 as u16) << 8
 }
 
-/// The type and operation an `ALLREDUCE`'s `root` field carries, if its unused bits are zero.
-pub const fn parse_reduce_spec(root: u32) -> Option<(DataType, ReduceOp)> {
-    if root >> 16 != 0 {
-        return None;
-    }
-    Some((DataType(root as u8), ReduceOp((root >> 8) as u8)))
+/// The type and operation a `spec` field carries.
+pub const fn parse_reduce_spec(spec: u16) -> (DataType, ReduceOp) {
+    (DataType(spec as u8), ReduceOp((spec >> 8) as u8))
 }

@@ -438,7 +438,41 @@ pub unsafe extern "C" fn ringcast_iallreduce(
         start(request, |cookie| {
             let mut d = allgather_desc(cookie, comm, send, send_offset, work, work_offset, len)?;
             d.opcode = ringcast_abi::Opcode::ALLREDUCE;
-            d.root =
+            d.spec =
+                ringcast_abi::reduce::reduce_spec(ringcast_abi::DataType(dtype), ringcast_abi::ReduceOp(op));
+            Ok(d)
+        })
+    }
+}
+
+/// Starts a reduce to rank `root` of communicator `comm`: the allreduce of
+/// [`ringcast_iallreduce`] (same buffers, types, operations) whose result only the root
+/// receives, at `work_offset` of its `work` buffer; at every other rank the work buffer's
+/// contents are unspecified afterwards. Complete it with [`ringcast_wait`] or [`ringcast_test`].
+///
+/// # Safety
+/// `work` and `send` are NULL or live buffers of ours; `request` is NULL or valid for a write.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ringcast_ireduce(
+    comm: u64,
+    root: u32,
+    send: *const RingcastBuf,
+    send_offset: usize,
+    work: *const RingcastBuf,
+    work_offset: usize,
+    len: usize,
+    dtype: u8,
+    op: u8,
+    request: *mut u64,
+) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        start(request, |cookie| {
+            let mut d = allgather_desc(cookie, comm, send, send_offset, work, work_offset, len)?;
+            d.opcode = ringcast_abi::Opcode::REDUCE;
+            d.root = root;
+            d.spec =
                 ringcast_abi::reduce::reduce_spec(ringcast_abi::DataType(dtype), ringcast_abi::ReduceOp(op));
             Ok(d)
         })

@@ -1,6 +1,6 @@
 /* An unmodified MPI program for the interposer's MPI_Allreduce, MPI_Iallreduce (pairs in
- * flight) and MPI_Reduce (to rotating roots, in place at the root and not: 24 per rank,
- * compared at the root): on MPI_COMM_WORLD and a split
+ * flight), MPI_Reduce (to rotating roots, in place at the root and not: 24 per rank,
+ * compared at the root) and MPI_Ireduce (4 per rank, likewise): on MPI_COMM_WORLD and a split
  * half, every predefined operation on int, unsigned, long long, signed char and unsigned short
  * (compared byte for byte with PMPI_Allreduce's result), and sum, prod, min and max on float and
  * double (within the rounding another reduction order allows, and bit-identical at every rank:
@@ -115,7 +115,8 @@ static int ione(MPI_Comm comm, int k) {
 
 /* MPI_Reduce to `root`, in place at the root or not, compared at the root with PMPI_Reduce's
  * result (integers exactly, floats within rounding). */
-static int reduce_one(MPI_Comm comm, MPI_Datatype t, int tsize, MPI_Op op, int count, int root, int in_place, int k) {
+static int reduce_one(MPI_Comm comm, MPI_Datatype t, int tsize, MPI_Op op, int count, int root, int in_place, int k,
+                      int nonblocking) {
     int me;
     MPI_Comm_rank(comm, &me);
     size_t bytes = (size_t)count * (size_t)tsize;
@@ -124,7 +125,14 @@ static int reduce_one(MPI_Comm comm, MPI_Datatype t, int tsize, MPI_Op op, int c
     fill(send, t, count, me, k);
     int here = in_place && me == root;
     if (here) memcpy(a, send, bytes);
-    if (MPI_Reduce(here ? MPI_IN_PLACE : send, a, count, t, op, root, comm) != MPI_SUCCESS) die("MPI_Reduce failed");
+    if (nonblocking) {
+        MPI_Request r;
+        if (MPI_Ireduce(here ? MPI_IN_PLACE : send, a, count, t, op, root, comm, &r) != MPI_SUCCESS ||
+            MPI_Wait(&r, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            die("MPI_Ireduce failed");
+    } else if (MPI_Reduce(here ? MPI_IN_PLACE : send, a, count, t, op, root, comm) != MPI_SUCCESS) {
+        die("MPI_Reduce failed");
+    }
     if (PMPI_Reduce(send, b, count, t, op, root, comm) != MPI_SUCCESS) die("PMPI_Reduce failed");
     if (me == root) {
         for (int i = 0; i < count; i++) {
@@ -173,12 +181,18 @@ int main(int argc, char **argv) {
         int n;
         MPI_Comm_size(comms[c], &n);
         for (int t = 0; t < 5; t++) {
-            nr += reduce_one(comms[c], ints[t], isz[t], MPI_SUM, 1000, k % n, k % 2, k);
+            nr += reduce_one(comms[c], ints[t], isz[t], MPI_SUM, 1000, k % n, k % 2, k, 0);
             k++;
-            nr += reduce_one(comms[c], ints[t], isz[t], MPI_MAX, 7, k % n, k % 2, k);
+            nr += reduce_one(comms[c], ints[t], isz[t], MPI_MAX, 7, k % n, k % 2, k, 0);
             k++;
         }
-        for (int s = 0; s < 2; s++, k++) nr += reduce_one(comms[c], MPI_DOUBLE, 8, MPI_SUM, 5000, k % n, s, k);
+        for (int s = 0; s < 2; s++, k++) nr += reduce_one(comms[c], MPI_DOUBLE, 8, MPI_SUM, 5000, k % n, s, k, 0);
+    }
+    int nir = 0;
+    for (int c = 0; c < 2; c++) {
+        int n;
+        MPI_Comm_size(comms[c], &n);
+        for (int s = 0; s < 2; s++, k++) nir += reduce_one(comms[c], s ? MPI_DOUBLE : MPI_INT, s ? 8 : 4, MPI_SUM, 300, k % n, s, k, 1);
     }
     int ni = 0;
     for (int c = 0; c < 2; c++) ni += ione(comms[c], k++);
@@ -189,8 +203,9 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (out.i != size - 1) die("MINLOC wrong");
     MPI_Comm_free(&half);
-    printf("rank %d: %d allreduces matching PMPI_Allreduce (%d of them nonblocking), %d reduces matching PMPI_Reduce\n", rank,
-           n + 1 + ni, ni, nr);
+    printf("rank %d: %d allreduces matching PMPI_Allreduce (%d of them nonblocking), %d reduces matching PMPI_Reduce (%d more "
+           "nonblocking)\n",
+           rank, n + 1 + ni, ni, nr, nir);
     MPI_Finalize();
     return 0;
 }

@@ -81,6 +81,8 @@ pub struct CommPlan {
     /// Allgather steps that are allreduces: the element type and operation (the block is a
     /// whole number of elements).
     pub allreduce: Vec<Option<(DataType, ReduceOp)>>,
+    /// Allreduce steps that are reduces to their step's root (`bcasts[k].0`) instead.
+    pub reduce: Vec<bool>,
     /// Steps that are barriers instead (`bcasts[k].1` is then the scratch: the communicator's
     /// size, or 0 for a refused one).
     pub barrier: Vec<bool>,
@@ -92,7 +94,8 @@ impl CommPlan {
         let allgather = vec![None; bcasts.len()];
         let allreduce = vec![None; bcasts.len()];
         let barrier = vec![false; bcasts.len()];
-        CommPlan { members, bcasts, aborted, allgather, allreduce, barrier }
+        let reduce = vec![false; bcasts.len()];
+        CommPlan { members, bcasts, aborted, allgather, allreduce, reduce, barrier }
     }
 }
 
@@ -183,6 +186,9 @@ pub struct Report {
     /// `Ok` allreduce completions, each result checked against the checker's own reduction
     /// (counted in `ok` too).
     pub allreduces: u64,
+    /// `Ok` reduce completions, the root's result checked like an allreduce's and every other
+    /// rank's 0 bytes (counted in `ok` too).
+    pub reduces: u64,
     /// `Ok` barrier completions, each after every member's post (counted in `ok` too).
     pub barriers: u64,
     /// Whether the engines' world was uneven (nodes holding different numbers of ranks).
@@ -233,6 +239,8 @@ const ENGINE_SALT: u64 = 0xe9_91e5_d3a0_0001;
 
 /// Salt of the allgather draws: a stream of their own.
 const ALLGATHER_SALT: u64 = 0xa11_6a7e_0001;
+/// Salt of the reduce draws: a stream of their own.
+const REDUCE_SALT: u64 = 0x4ed0_ce00_0001;
 /// Salt of the barrier draws: a stream of their own.
 const BARRIER_SALT: u64 = 0xba77_1e70_0001;
 
@@ -406,7 +414,10 @@ impl Scenario {
                     true
                 })
                 .collect();
-            comms.push(CommPlan { members: nodes, bcasts, aborted, allgather, allreduce, barrier });
+            // Some allreduces are reduces to the step's root, from a stream of their own.
+            let mut q = SimRng::new(seed ^ REDUCE_SALT ^ comms.len() as u64);
+            let reduce: Vec<bool> = allreduce.iter().map(|a| a.is_some() && q.chance(0.4)).collect();
+            comms.push(CommPlan { members: nodes, bcasts, aborted, allgather, allreduce, reduce, barrier });
         }
         let crashes = if r.chance(0.1) {
             (0..r.range(1, 2)).map(|_| (r.below(ranks as u64) as usize, r.range(0, 2_000_000))).collect()

@@ -340,3 +340,111 @@ fn ranks_that_disagree_on_the_call_get_typed_errors_not_wrong_results() {
         }
     }
 }
+
+/// REDUCE to every root in turn, with loss, in place and not, leader-based and per rank: the
+/// root's result equals the checker's rank-order reduction; every other rank completes `Ok`
+/// with 0 bytes (it gathered but did not reduce). A root outside the communicator is `BadRoot`.
+#[test]
+fn a_reduce_delivers_the_result_at_its_root_only() {
+    let (nodes, ppn, elems) = (3u32, 2u32, 50usize);
+    for parts in
+        [ringcast_proto::config::AllgatherParts::Ranks, ringcast_proto::config::AllgatherParts::Nodes]
+    {
+        let engines = (0..nodes)
+            .map(|n| {
+                let config = EngineConfig::default().with(|c| {
+                    c.topology.job = "reduce".into();
+                    (c.topology.nodes, c.topology.node, c.topology.ppn) = (nodes, n, ppn);
+                    c.protocol.allgather_parts = parts;
+                });
+                Engine::new(&config, crc32c::crc32c, true).unwrap()
+            })
+            .collect();
+        let faults = Faults { mcast_loss: 0.05, ucast_loss: 0.02, jitter: 3_000, ..Faults::clean() };
+        let mut c =
+            Cluster::new(engines, faults, SimRng::new(9), crc32c::crc32c, DmaTiming::Now, SimRng::new(10));
+        let size = nodes * ppn;
+        let (t, o) = (DataType::F64, ReduceOp::SUM);
+        let len = elems * 8;
+        let total = (len * size as usize) as u64;
+        let mut hosts = Vec::new();
+        for r in 0..size {
+            let (node, local) = ((r / ppn) as usize, r % ppn);
+            let m = &mut c.nodes[node];
+            let host = m.engine.attach_host(LocalRank::Fixed(local), 0).unwrap();
+            m.engine.host_arrived(host);
+            hosts.push((node, local, host));
+        }
+        // One reduce per root, every rank posting all of them at once.
+        for root in 0..size {
+            for r in 0..size {
+                let (node, local, host) = hosts[r as usize];
+                let m = &mut c.nodes[node];
+                let seg = u64::from(local) << 48 | u64::from(root) << 8;
+                let mine = contribution(t, r, elems);
+                let in_place = (root + r).is_multiple_of(2);
+                let mut work = vec![0xEE; total as usize];
+                let send = if in_place {
+                    work[r as usize * len..(r as usize + 1) * len].copy_from_slice(&mine);
+                    None
+                } else {
+                    m.mem.insert(seg | 1, mine);
+                    Some(
+                        m.engine
+                            .register(host, SegmentHandle(seg | 1), len as u64, 0, len as u64, Access::READ)
+                            .unwrap(),
+                    )
+                };
+                m.mem.insert(seg, work);
+                let wk =
+                    m.engine.register(host, SegmentHandle(seg), total, 0, total, Access::READ_WRITE).unwrap();
+                let d = SubmissionDescriptor::reduce(
+                    u64::from(r) << 16 | u64::from(root),
+                    0,
+                    root,
+                    RegionRef { key: wk, offset: 0 },
+                    send.map(|key| RegionRef { key, offset: 0 }),
+                    len as u64,
+                    t,
+                    o,
+                );
+                c.with_engine(node, |e, now| e.handle_descriptor(host, &d, now));
+            }
+        }
+        let want = (size * size) as usize;
+        let count = |c: &Cluster| c.published().iter().filter(|p| p.cqe.opcode == Opcode::REDUCE).count();
+        let mut steps = 0u64;
+        while count(&c) < want {
+            steps += 1;
+            assert!(steps < 20_000_000, "{parts:?}: reduces did not finish");
+            if c.step().is_none() {
+                break;
+            }
+        }
+        let blocks: Vec<Vec<u8>> = (0..size).map(|r| contribution(t, r, elems)).collect();
+        let result = reference_reduce(t, o, &blocks);
+        for p in c.published() {
+            let (r, root) = ((p.cqe.cookie >> 16) as u32, (p.cqe.cookie & 0xffff) as u32);
+            assert_eq!(p.cqe.status.0, StatusKind::Ok as u16, "{parts:?}: {p:?}");
+            if r == root {
+                assert_eq!(p.cqe.bytes, len as u64);
+                let (node, local, _) = hosts[r as usize];
+                let got =
+                    &c.nodes[node].mem.get(&(u64::from(local) << 48 | u64::from(root) << 8)).unwrap()[..len];
+                assert!(
+                    got == &result[..],
+                    "{parts:?}: root {root}'s result differs from the rank-order reduction"
+                );
+            } else {
+                assert_eq!(p.cqe.bytes, 0, "{parts:?}: rank {r} of a reduce to {root}");
+            }
+        }
+        assert_eq!(count(&c), want);
+        // A root outside the communicator.
+        let (node, _, host) = hosts[0];
+        let d = SubmissionDescriptor::reduce(0xbad, 0, size, RegionRef::default(), None, len as u64, t, o);
+        c.with_engine(node, |e, now| e.handle_descriptor(host, &d, now));
+        let last = c.published().last().unwrap();
+        assert_eq!((last.cqe.cookie, last.cqe.status.0), (0xbad, StatusKind::BadRoot as u16));
+    }
+}

@@ -45,6 +45,10 @@
 //! allreduce, right for short messages; recursive doubling and Rabenseifner's reduce-scatter +
 //! allgather, which move less for long ones, are not built yet.
 //!
+//! **Reduce** is the same allreduce whose last step only the root takes: every rank gathers
+//! every contribution (the multicast composition delivers each part everywhere), the root alone
+//! loads, reduces and stores, and the others complete with 0 bytes once their parts are over.
+//!
 //! Parts are named by keys of [`Engine::parts`] tagged with [`TAGGED`], so the one path that
 //! finishes broadcasts finishes parts too.
 use super::assembly::Piece;
@@ -125,9 +129,17 @@ impl Engine {
             Some((engines, _)) => engines,
             None => a.size + u32::from(a.send.is_some()),
         };
-        let reduce = a.reduce.map(|spec| Reduce { spec, work: a.recv, len: a.len, size: a.size });
-        // What the completion reports: every block, or an allreduce's result.
-        let bytes = if reduce.is_some() { a.len } else { a.len * u64::from(a.size) };
+        // A reduce's other ranks gather like everyone but do not reduce (their buffer's contents
+        // are left unspecified), and report no bytes.
+        let receives = a.root.is_none_or(|r| r == a.me);
+        let reduce =
+            a.reduce.filter(|_| receives).map(|spec| Reduce { spec, work: a.recv, len: a.len, size: a.size });
+        // What the completion reports: every block, an allreduce's (or the root's) result, or nothing.
+        let bytes = match (reduce.is_some(), receives) {
+            (true, _) => a.len,
+            (false, true) => a.len * u64::from(a.size),
+            (false, false) => 0,
+        };
         let composite = Composite { reduce, ..Composite::new(op, parts, bytes) };
         let token = TAGGED | self.parts.insert(composite);
         let context = call_context(a.opcode, a.reduce);

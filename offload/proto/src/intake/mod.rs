@@ -36,7 +36,7 @@ pub const MAX_ACTIONS_PER_EVENT: usize = 2;
 pub const ACTION_QUEUE: usize = 16;
 static_assertions::const_assert!(ACTION_QUEUE >= MAX_ACTIONS_PER_EVENT);
 
-/// An allgather or allreduce as the intake checked it: this rank's block (`send`, or in place
+/// An allgather, allreduce or reduce (or a barrier) as the intake checked it: this rank's block (`send`, or in place
 /// at `recv + me × len`) goes to every rank, every rank's block into `recv` at `rank × len`;
 /// an allreduce then reduces them (in rank order) into the start of `recv`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,7 +45,7 @@ pub struct GatherCall {
     pub host: HostId,
     /// Its descriptor's cookie.
     pub cookie: u64,
-    /// `ALLGATHER` or `ALLREDUCE` (what the completion says).
+    /// `ALLGATHER`, `ALLREDUCE`, `REDUCE` or `BARRIER` (what the completion says).
     pub opcode: ringcast_abi::Opcode,
     /// Communicator (0: the engine's world communicator).
     pub comm: u64,
@@ -59,8 +59,10 @@ pub struct GatherCall {
     pub recv: Resolved,
     /// Block bytes.
     pub len: u64,
-    /// An allreduce: the type and operation the gathered blocks are reduced with.
+    /// An allreduce or reduce: the type and operation the gathered blocks are reduced with.
     pub reduce: Option<(ringcast_abi::DataType, ringcast_abi::ReduceOp)>,
+    /// A reduce: the rank that receives the result (the others do not reduce).
+    pub root: Option<u32>,
     /// The send and receive regions' keys (a deregistration fails the local copy).
     pub keys: [RegionKey; 2],
     /// When the descriptor was taken in.
@@ -331,7 +333,7 @@ impl Core {
                 self.push(Action::Comm { host, cookie, comm, op, buf, len, started: now });
                 return;
             }
-            Ok(Plan::Allgather { me, size, send, recv, len, reduce }) => {
+            Ok(Plan::Allgather { me, size, send, recv, len, reduce, root }) => {
                 let (cookie, comm, opcode, keys) =
                     (desc.cookie, desc.comm, desc.opcode, [desc.aux_key, desc.key]);
                 let call = GatherCall {
@@ -345,6 +347,7 @@ impl Core {
                     recv,
                     len,
                     reduce,
+                    root,
                     keys,
                     started: now,
                 };
@@ -363,6 +366,7 @@ impl Core {
                     recv: scratch,
                     len,
                     reduce: None,
+                    root: None,
                     keys: [desc.key, desc.key],
                     started: now,
                 };
@@ -454,6 +458,7 @@ enum Plan {
         recv: Resolved,
         len: u64,
         reduce: Option<(ringcast_abi::DataType, ringcast_abi::ReduceOp)>,
+        root: Option<u32>,
     },
     Barrier {
         me: u32,
@@ -505,7 +510,8 @@ fn plan(
     if d.flags & !DESC_FLAGS_DEFINED != 0 {
         return Err(StatusKind::BadFlags);
     }
-    if d._reserved0 != 0 || d._reserved1 != 0 {
+    let reduces = matches!(op, Op::Allreduce | Op::Reduce);
+    if d._reserved1 != 0 || (d.spec != 0 && !reduces) {
         return Err(StatusKind::BadDescriptor);
     }
     match op {
@@ -553,11 +559,11 @@ fn plan(
             let buf = regions.resolve(d.key, d.offset, d.len, need)?;
             Ok(Plan::Bcast { buf, len: d.len })
         }
-        Op::Allgather | Op::Allreduce => {
+        Op::Allgather | Op::Allreduce | Op::Reduce => {
             let reduce = match op {
-                Op::Allreduce => {
-                    let (dtype, rop) =
-                        ringcast_abi::reduce::parse_reduce_spec(d.root).ok_or(StatusKind::BadDescriptor)?;
+                Op::Allreduce if d.root != 0 => return Err(StatusKind::BadDescriptor),
+                Op::Allreduce | Op::Reduce => {
+                    let (dtype, rop) = ringcast_abi::reduce::parse_reduce_spec(d.spec);
                     match crate::collective::reduce::check(dtype, rop, d.len as usize) {
                         Ok(()) => Some((dtype, rop)),
                         Err(crate::collective::reduce::ReduceError::Unsupported) => {
@@ -573,6 +579,12 @@ fn plan(
             };
             let unknown = if d.comm == 0 { StatusKind::NoRank } else { StatusKind::UnknownCommunicator };
             let (me, size) = (me.ok_or(unknown)?, size.ok_or(unknown)?);
+            // A reduce's root, this rank or another.
+            let root = match op {
+                Op::Reduce if d.root >= size => return Err(StatusKind::BadRoot),
+                Op::Reduce => Some(d.root),
+                _ => None,
+            };
             let total = d.len.checked_mul(u64::from(size)).ok_or(StatusKind::BadLength)?;
             if d.len == 0 || total > max_op_bytes {
                 return Err(StatusKind::BadLength);
@@ -602,7 +614,7 @@ fn plan(
                 // The engine reads every contribution back from the work buffer.
                 regions.resolve(d.key, d.offset, total, Access::READ)?;
             }
-            Ok(Plan::Allgather { me, size, send, recv, len: d.len, reduce })
+            Ok(Plan::Allgather { me, size, send, recv, len: d.len, reduce, root })
         }
         Op::Barrier => {
             if d.root != 0 || d.aux_key != RegionKey::NONE || d.aux_offset != 0 {

@@ -151,6 +151,67 @@ fn bcast_is_validated_then_handed_to_the_runner() {
     }
 }
 
+#[test]
+fn reductions_carry_their_spec_and_a_reduce_its_root() {
+    use ringcast_abi::{DataType, ReduceOp};
+    let (mut core, h, a, _) = core_with_regions();
+    let at = RegionRef { key: a, offset: 0 };
+    // A world of one rank: a reduce to rank 0 is handed to the runner with its root.
+    core.submit(h, &SubmissionDescriptor::reduce(5, 0, 0, at, None, 16, DataType::I64, ReduceOp::SUM), 0);
+    let acts = drain(&mut core);
+    match &acts[..] {
+        [Action::Allgather(g)] => {
+            assert_eq!(
+                (g.cookie, g.root, g.reduce, g.len),
+                (5, Some(0), Some((DataType::I64, ReduceOp::SUM)), 16)
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    let bad = [
+        // An allreduce names no root.
+        (
+            SubmissionDescriptor {
+                root: 1,
+                ..SubmissionDescriptor::allreduce(1, 0, at, None, 8, DataType::I64, ReduceOp::SUM)
+            },
+            StatusKind::BadDescriptor,
+        ),
+        // A reduce to a rank outside the communicator.
+        (
+            SubmissionDescriptor::reduce(2, 0, 1, at, None, 8, DataType::I64, ReduceOp::SUM),
+            StatusKind::BadRoot,
+        ),
+        // A bitwise operation on floats.
+        (
+            SubmissionDescriptor::reduce(3, 0, 0, at, None, 8, DataType::F64, ReduceOp::BAND),
+            StatusKind::BadDescriptor,
+        ),
+        // No type at all.
+        (
+            SubmissionDescriptor {
+                spec: 0,
+                ..SubmissionDescriptor::reduce(4, 0, 0, at, None, 8, DataType::I64, ReduceOp::SUM)
+            },
+            StatusKind::BadDescriptor,
+        ),
+        // A spec on an opcode that reduces nothing.
+        (
+            SubmissionDescriptor { spec: 0x0107, ..SubmissionDescriptor::bcast(6, 0, 0, at, 8) },
+            StatusKind::BadDescriptor,
+        ),
+        // Not a whole number of elements.
+        (
+            SubmissionDescriptor::reduce(7, 0, 0, at, None, 12, DataType::I64, ReduceOp::SUM),
+            StatusKind::BadLength,
+        ),
+    ];
+    for (d, want) in bad {
+        core.submit(h, &d, 0);
+        assert_eq!(status_of(&drain(&mut core)), want, "{d:?}");
+    }
+}
+
 proptest! {
     /// Any 64 bytes from a host: no panic, exactly one completion echoing the cookie — or one
     /// broadcast handed to the runner, which completes it — and any DMA or broadcast buffer lies
@@ -161,7 +222,7 @@ proptest! {
         let mut d = SubmissionDescriptor::read_from_bytes(&bytes).unwrap();
         // Steer a share of cases into valid territory so the DMA path is exercised too.
         if pick > 0 {
-            d.opcode = Opcode::COPY; d.flags = 0; d._reserved0 = 0; d._reserved1 = 0; d.comm = 0; d.root = 0;
+            d.opcode = Opcode::COPY; d.flags = 0; d.spec = 0; d._reserved1 = 0; d.comm = 0; d.root = 0;
             d.len %= 1100; d.offset %= 1100; d.aux_offset %= 1100;
             d.key = a;
             d.aux_key = if pick == 1 { a } else { b };

@@ -201,6 +201,9 @@ impl Ledger {
                                 .then_some(RegionRef { key: m.sends[k], offset: 0 });
                             let (ck, len) = (cookie(c, k as u64), u64::from(len));
                             match plan.allreduce[k] {
+                                Some((t, o)) if plan.reduce[k] => {
+                                    SubmissionDescriptor::reduce(ck, handle, root, buf, send, len, t, o)
+                                }
                                 Some((t, o)) => {
                                     SubmissionDescriptor::allreduce(ck, handle, buf, send, len, t, o)
                                 }
@@ -356,6 +359,14 @@ impl Ledger {
                         continue;
                     }
                     let mem = &cluster.nodes[p.node].mem;
+                    if s.comms[c].reduce[k] && root != me {
+                        // A reduce's other rank: gathered, did not reduce, reports nothing.
+                        if cqe.bytes != 0 {
+                            return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
+                        }
+                        rep.reduces += 1;
+                        continue;
+                    }
                     if let Some((t, o)) = s.comms[c].allreduce[k] {
                         // The reduction of every rank's contribution in rank order, computed here.
                         let size = s.comms[c].members.len() as u32;
@@ -373,7 +384,11 @@ impl Ledger {
                         if !same_values(t, got, &want) || got != &first[..] || cqe.bytes != u64::from(len) {
                             return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
                         }
-                        rep.allreduces += 1;
+                        if s.comms[c].reduce[k] {
+                            rep.reduces += 1;
+                        } else {
+                            rep.allreduces += 1;
+                        }
                         continue;
                     }
                     if s.comms[c].allgather[k].is_some() {

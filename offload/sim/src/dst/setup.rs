@@ -10,7 +10,7 @@ use ringcast_abi::frame::DIGEST_LEN;
 use ringcast_abi::wire::{WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
 use ringcast_abi::{Access, CommCreateHeader, RegionKey, COMM_MAGIC};
 use ringcast_proto::comm::{PeerId, World};
-use ringcast_proto::config::{AlgorithmChoice, LocalRank, NodeRanks};
+use ringcast_proto::config::{AlgorithmChoice, AllgatherParts, LocalRank, NodeRanks};
 use ringcast_proto::engine::Engine;
 use ringcast_proto::intake::regions::SegmentHandle;
 use ringcast_proto::intake::HostId;
@@ -267,6 +267,14 @@ pub(super) fn build(s: &Scenario, rng: &mut SimRng) -> Built {
             engines.iter().position(|&e| e == n).unwrap_or(0) as u32
         };
         let n_engines = engines.len() as u32;
+        // Leader-based allgathers (where the ranks allow it): one part per engine, its ranks'
+        // blocks side by side.
+        let member_engines: Vec<u32> = (0..plan.members.len() as u32).map(engine_rank).collect();
+        let consecutive = member_engines.windows(2).all(|w| w[0] <= w[1])
+            && member_engines.first().is_none_or(|&e| e == 0)
+            && member_engines.windows(2).all(|w| w[1] <= w[0] + 1);
+        let node_parts = consecutive && s.config.protocol.allgather_parts == AllgatherParts::Nodes;
+        let count_of = |e: u32| member_engines.iter().filter(|&&x| x == e).count() as u32;
         let bcasts: Vec<(u32, u32)> = plan
             .bcasts
             .iter()
@@ -277,6 +285,8 @@ pub(super) fn build(s: &Scenario, rng: &mut SimRng) -> Built {
             .flat_map(|(&(root, len), (ag, &barrier))| -> Vec<(u32, u32)> {
                 if barrier {
                     (0..n_engines).map(|e| (e, 1)).collect()
+                } else if ag.is_some() && node_parts {
+                    (0..n_engines).map(|e| (e, len * count_of(e))).collect()
                 } else if ag.is_some() {
                     (0..plan.members.len() as u32).map(|r| (engine_rank(r), len)).collect()
                 } else {
