@@ -16,7 +16,8 @@ use super::fabric::Faults;
 use super::mem::HostMem;
 use super::net::{Ev, Net};
 use ringcast_abi::Completion;
-use ringcast_proto::comm::PeerId;
+use ringcast_proto::comm::{PeerId, World};
+use ringcast_proto::config::EngineConfig;
 use ringcast_proto::engine::{Action, Dma, Engine, JobId};
 use ringcast_proto::fault::FaultConfig;
 use ringcast_proto::intake::HostId;
@@ -84,6 +85,22 @@ pub struct Cluster {
     /// Draws of the DMA timing (a stream of its own: the fabric's decisions stay as they are).
     dma_rng: SimRng,
     published: Vec<Published>,
+}
+
+/// One engine per node of `world`, each configured for job `job` and its node, then changed by
+/// `tweak`: what a test of whole engines starts from.
+pub fn world_engines(world: &World, job: &str, tweak: &dyn Fn(&mut EngineConfig)) -> Vec<Engine> {
+    (0..world.nodes())
+        .map(|n| {
+            let config = EngineConfig::default().with(|c| {
+                c.topology.job = job.into();
+                c.topology.set_world(world);
+                c.topology.node = n;
+                tweak(c);
+            });
+            Engine::new(&config, crc32c::crc32c, true).expect("a valid engine configuration")
+        })
+        .collect()
 }
 
 impl Cluster {

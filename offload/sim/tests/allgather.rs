@@ -5,12 +5,11 @@
 //! typed status at the rank that posted it.
 use ringcast_abi::{Access, Opcode, RegionKey, RegionRef, StatusKind, SubmissionDescriptor};
 use ringcast_proto::comm::World;
-use ringcast_proto::config::{AllgatherParts, EngineConfig, LocalRank, NodeRanks};
-use ringcast_proto::engine::Engine;
+use ringcast_proto::config::{AllgatherParts, EngineConfig, LocalRank};
 use ringcast_proto::intake::regions::SegmentHandle;
 use ringcast_proto::intake::HostId;
 use ringcast_proto::rng::SimRng;
-use ringcast_sim::cluster::{Cluster, DmaTiming, Published};
+use ringcast_sim::cluster::{world_engines, Cluster, DmaTiming, Published};
 use ringcast_sim::fabric::Faults;
 
 /// Rank `r`'s block of round `round`: bytes no other rank or round has.
@@ -52,21 +51,7 @@ fn cluster_with(
     tweak: &dyn Fn(&mut EngineConfig),
 ) -> (Cluster, Vec<Rank>) {
     let world = World::from_counts(counts).unwrap();
-    let nodes = world.nodes();
-    let engines = (0..nodes)
-        .map(|n| {
-            let config = EngineConfig::default().with(|c| {
-                c.topology.job = "allgather".into();
-                (c.topology.nodes, c.topology.node) = (nodes, n);
-                match world {
-                    World::Uniform { ppn, .. } => c.topology.ppn = ppn,
-                    World::Uneven { .. } => c.topology.node_ranks = NodeRanks(counts.to_vec()),
-                }
-                tweak(c);
-            });
-            Engine::new(&config, crc32c::crc32c, true).unwrap()
-        })
-        .collect();
+    let engines = world_engines(&world, "allgather", tweak);
     let mut cluster = Cluster::new(
         engines,
         faults,

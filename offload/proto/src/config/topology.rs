@@ -266,6 +266,19 @@ impl Topology {
         }
     }
 
+    /// Makes this the topology of `world`: its node count, and `ppn` or `node_ranks` as it is
+    /// uniform or not (the node itself is left as it is).
+    pub fn set_world(&mut self, world: &World) {
+        self.nodes = world.nodes();
+        match world {
+            World::Uniform { ppn, .. } => (self.ppn, self.node_ranks) = (*ppn, NodeRanks(Vec::new())),
+            World::Uneven { .. } => {
+                self.ppn = 1;
+                self.node_ranks = NodeRanks((0..world.nodes()).map(|n| world.count(n)).collect());
+            }
+        }
+    }
+
     /// The world communicator's size in processes.
     pub fn world_size(&self) -> u32 {
         self.world().size()

@@ -10,7 +10,7 @@ use ringcast_abi::frame::DIGEST_LEN;
 use ringcast_abi::wire::{WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
 use ringcast_abi::{Access, CommCreateHeader, RegionKey, COMM_MAGIC};
 use ringcast_proto::comm::{PeerId, World};
-use ringcast_proto::config::{AlgorithmChoice, AllgatherParts, LocalRank, NodeRanks};
+use ringcast_proto::config::{AlgorithmChoice, AllgatherParts, LocalRank};
 use ringcast_proto::engine::Engine;
 use ringcast_proto::intake::regions::SegmentHandle;
 use ringcast_proto::intake::HostId;
@@ -105,15 +105,8 @@ pub(super) fn build(s: &Scenario, rng: &mut SimRng) -> Built {
         .map(|n| {
             let config = s.config.clone().with(|c| {
                 c.topology.job = "dst".into();
-                (c.topology.nodes, c.topology.node) = (nodes as u32, n as u32);
-                match &world {
-                    World::Uniform { ppn, .. } => c.topology.ppn = *ppn,
-                    World::Uneven { .. } => {
-                        c.topology.ppn = 1;
-                        c.topology.node_ranks =
-                            NodeRanks((0..nodes as u32).map(|n| world.count(n)).collect());
-                    }
-                }
+                c.topology.set_world(&world);
+                c.topology.node = n as u32;
                 if let Some(a) = s.algorithm {
                     c.protocol.algorithm = AlgorithmChoice::Fixed(a);
                 }
