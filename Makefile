@@ -147,6 +147,13 @@ ALLREDUCES := MPI_Allreduce=552 MPI_Reduce=96 MPI_Iallreduce=16 MPI_Ireduce=16
 BARRIERS := MPI_Barrier=12 MPI_Ibarrier=48
 UNEVEN_BARRIERS := MPI_Barrier=8 MPI_Ibarrier=32
 BARRIER_LINE := none left before the last rank arrived
+# The alltoall check (host/mpi/tests/alltoall_check.c) on 4 ranks, RINGCAST_MPI_NODES=2: on each
+# of world, a dup and a split half, 4 MPI_Alltoall and a pair of MPI_Ialltoall (1 B to 256 KiB
+# per pair), all offloaded: 4 x 12 and 4 x 6; a whole send buffer past the limit, MPI_IN_PLACE
+# and a vector datatype go to the library. On 3 ranks (2+1): (3 + 3 + 2) x 4 and x 2.
+ALLTOALLS := MPI_Alltoall=48 MPI_Ialltoall=24
+UNEVEN_ALLTOALLS := MPI_Alltoall=32 MPI_Ialltoall=16
+ALLTOALL_LINE := alltoalls identical to PMPI_Alltoall
 # An uneven job (issue 17, item 8): 3 ranks on RINGCAST_MPI_NODES=2 are nodes of 2 and 1 ranks
 # (RINGCAST_NODE_RANKS=2,1). The world and its dups span both engines, the split halves {0,2}
 # and {1} two and one: the bcast check offloads MPI_Bcast 162, MPI_Ibcast 196 and auto declines
@@ -204,6 +211,14 @@ test-mpi: test-c
 	  "$(BARRIER_LINE)" $(UNEVEN_BARRIERS) -- \
 	  $(OMPI_RUN) -np 3 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 -x RINGCAST_MPI_NODES=2 \
 	  $(RELEASE)/mpi-barrier-check
+	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-alltoall-check host/mpi/tests/alltoall_check.c
+	$(MPI_COLL_CHECK) "Open MPI, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-alltoall.log "$(ALLTOALL_LINE)" $(ALLTOALLS) -- \
+	  $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 -x RINGCAST_MPI_NODES=2 \
+	  $(RELEASE)/mpi-alltoall-check
+	$(UNEVEN) $(MPI_COLL_CHECK) "Open MPI, LD_PRELOAD, 3 ranks, RINGCAST_MPI_NODES=2 (uneven: 2+1)" $(RELEASE)/mpi-alltoall.log \
+	  "$(ALLTOALL_LINE)" $(UNEVEN_ALLTOALLS) -- \
+	  $(OMPI_RUN) -np 3 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 -x RINGCAST_MPI_NODES=2 \
+	  $(RELEASE)/mpi-alltoall-check
 	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-crash-rank host/mpi/tests/crash_rank.c
 	$(MPI_CRASH) "Open MPI, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-crash-rank -- \
 	  $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 -x RINGCAST_PEER_TIMEOUT_MS=1000 -x RINGCAST_MPI_VERBOSE=1
@@ -235,6 +250,10 @@ test-mpi: test-c
 	$(MPI_COLL_CHECK) "MPICH, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-barrier.log "$(BARRIER_LINE)" $(BARRIERS) -- \
 	  $(MPICH_RUN) -np 4 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_VERBOSE 1 \
 	  -genv RINGCAST_MPI_NODES 2 $(RELEASE)/mpi-barrier-check-mpich
+	$(MPICH_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-alltoall-check-mpich host/mpi/tests/alltoall_check.c
+	$(MPI_COLL_CHECK) "MPICH, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-alltoall.log "$(ALLTOALL_LINE)" $(ALLTOALLS) -- \
+	  $(MPICH_RUN) -np 4 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_VERBOSE 1 \
+	  -genv RINGCAST_MPI_NODES 2 $(RELEASE)/mpi-alltoall-check-mpich
 	$(MPICH_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-crash-rank-mpich host/mpi/tests/crash_rank.c
 	$(MPI_CRASH) "MPICH, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-crash-rank-mpich -- \
 	  $(MPICH_RUN) -np 4 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_NODES 2 -genv RINGCAST_PEER_TIMEOUT_MS 1000 -genv RINGCAST_MPI_VERBOSE 1

@@ -1181,6 +1181,120 @@ int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, vo
     return made;
 }
 
+/* The alltoall's path: its record when offloaded (NULL for PMPI, the reason in `why`): a
+ * followed communicator, contiguous types of the same bytes on both sides, no MPI_IN_PLACE, and
+ * a whole send buffer (what each rank multicasts: the engine's multicast alltoall) within the
+ * byte bounds — short blocks; longer ones are the library's pairwise exchange. Only values every
+ * rank shares decide. */
+static struct rc_comm *rc_decide_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int recvcount,
+                                          MPI_Datatype recvtype, MPI_Comm comm, long long *block, char *why, size_t whylen) {
+    struct rc_comm *c = rc_of(comm);
+    long long sb = rc_bytes(sendcount, sendtype);
+    *block = rc_bytes(recvcount, recvtype);
+    const char *pmpi = NULL;
+    if (!c) {
+        pmpi = rc_up ? "pmpi (communicator not followed)" : rc_off;
+    } else if (sendbuf == MPI_IN_PLACE || sendcount < 0 || recvcount < 0) {
+        pmpi = "pmpi (MPI_IN_PLACE or invalid arguments: the library's)";
+    } else if (!c->handle || c->size < 2) {
+        pmpi = "pmpi (auto: the communicator spans too few engines, or one rank)";
+    } else if (*block < 0 || sb != *block) {
+        pmpi = "pmpi (datatype not contiguous, or the sides differ)";
+    } else if (*block < rc_min_bytes || *block * c->size > rc_max_bytes) {
+        pmpi = "pmpi (a whole send buffer outside the byte bounds: the library's pairwise exchange)";
+    }
+    if (rc_verbose) snprintf(why, whylen, "%s", pmpi ? pmpi : "offloaded (multicast alltoall, staged)");
+    return pmpi ? NULL : c;
+}
+
+/* Stages an alltoall in one buffer: the work buffer ((size + 1) x size x block bytes: the
+ * result at its start, then the engine's scratch), then the send buffer copied in. Its pool
+ * length in *len; NULL without memory. */
+static RingcastBuf *rc_alltoall_stage(struct rc_comm *c, const void *sendbuf, long long block, size_t *len) {
+    size_t whole = (size_t)block * (size_t)c->size, work = whole * ((size_t)c->size + 1);
+    RingcastBuf *stage = rc_buf_get(work + whole, len);
+    if (stage) memcpy((uint8_t *)ringcast_buf_ptr(stage) + work, sendbuf, whole);
+    return stage;
+}
+
+/* Where the staged send buffer starts. */
+static size_t rc_alltoall_send_at(struct rc_comm *c, long long block) {
+    return (size_t)block * (size_t)c->size * ((size_t)c->size + 1);
+}
+
+/* The blocking alltoall: ringcast's ALLTOALL on a staged buffer, the result copied out. */
+int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                 MPI_Comm comm) {
+    char why[192];
+    why[0] = '\0';
+    long long block = -1;
+    rc_poll();
+    struct rc_comm *c = rc_decide_alltoall(sendbuf, sendcount, sendtype, recvcount, recvtype, comm, &block, why, sizeof why);
+    if (!c) {
+        say("MPI_Alltoall", block, -1, "%s", why);
+        return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    }
+    size_t len = 0;
+    RingcastBuf *stage = rc_alltoall_stage(c, sendbuf, block, &len);
+    if (!stage) {
+        say("MPI_Alltoall", block, -1, "failed (no staging buffer)");
+        return rc_error(comm, MPI_ERR_NO_MEM);
+    }
+    uint64_t id = 0;
+    int rc = ringcast_ialltoall(c->handle, stage, rc_alltoall_send_at(c, block), stage, 0, (size_t)block, &id);
+    c->posted += (unsigned)c->size; /* one broadcast per rank */
+    rc = rc_await(rc, id);
+    if (rc == RINGCAST_OK) memcpy(recvbuf, ringcast_buf_ptr(stage), (size_t)block * (size_t)c->size);
+    rc_buf_put(stage, len);
+    if (rc != RINGCAST_OK) {
+        if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Alltoall failed: %s\n", rc_world_rank, ringcast_strerror(rc));
+        return rc_error(comm, rc_class(rc));
+    }
+    say("MPI_Alltoall", block, -1, "%s", why);
+    return MPI_SUCCESS;
+}
+
+/* The nonblocking alltoall: the same path, a generalized request; the result copied out at
+ * completion, as an MPI_Ibcast's data. */
+int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                  MPI_Comm comm, MPI_Request *request) {
+    char why[192];
+    why[0] = '\0';
+    long long block = -1;
+    rc_poll();
+    struct rc_comm *c =
+        request ? rc_decide_alltoall(sendbuf, sendcount, sendtype, recvcount, recvtype, comm, &block, why, sizeof why) : NULL;
+    if (!c) {
+        say("MPI_Ialltoall", block, -1, "%s", request ? why : "pmpi (invalid arguments: the library reports them)");
+        return PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+    }
+    struct rc_op *op = calloc(1, sizeof *op);
+    RingcastBuf *stage = op ? rc_alltoall_stage(c, sendbuf, block, &op->stage_len) : NULL;
+    if (!stage) {
+        free(op);
+        say("MPI_Ialltoall", block, -1, "failed (no staging buffer)");
+        return rc_error(comm, MPI_ERR_NO_MEM);
+    }
+    op->stage = stage;
+    op->c = c;
+    op->comm = comm;
+    op->user = recvbuf;
+    op->bytes = (size_t)block * (size_t)c->size;
+    op->root_here = 0; /* the result is copied out of the stage's start */
+    int rc = ringcast_ialltoall(c->handle, stage, rc_alltoall_send_at(c, block), stage, 0, (size_t)block, &op->id);
+    c->posted += (unsigned)c->size;
+    if (rc != RINGCAST_OK) {
+        rc_buf_put(stage, op->stage_len);
+        free(op);
+        if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Ialltoall failed: %s\n", rc_world_rank, ringcast_strerror(rc));
+        return rc_error(comm, rc_class(rc));
+    }
+    rc_op_track(op);
+    int made = rc_op_request(op, comm, request);
+    if (made == MPI_SUCCESS) say("MPI_Ialltoall", block, -1, "%s", why);
+    return made;
+}
+
 /* The ringcast element type of a predefined MPI datatype, 0 for any other (the library's path). */
 static uint8_t rc_type_of(MPI_Datatype t) {
     if (t == MPI_INT8_T || t == MPI_SIGNED_CHAR) return RINGCAST_TYPE_INT8;

@@ -72,6 +72,21 @@ impl Host {
         self.execute(&SubmissionDescriptor::reduce(cookie, comm, root, work, send, len, dtype, op))
     }
 
+    /// Alltoall on communicator `comm`: block `q` of `send` (`size × block` bytes) goes to rank
+    /// `q`, and rank `r`'s block for this rank arrives at `work + r × block` — `work` holds
+    /// `(size + 1) × size × block` bytes, the rest scratch (the engine's multicast alltoall:
+    /// every rank's whole send buffer arrives there). Blocks until the result is in place.
+    pub fn alltoall(
+        &mut self,
+        comm: u64,
+        work: RegionRef,
+        send: RegionRef,
+        block: u64,
+    ) -> Result<Completion> {
+        let cookie = self.next_cookie();
+        self.execute(&SubmissionDescriptor::alltoall(cookie, comm, work, send, block))
+    }
+
     /// Barrier on communicator `comm` (0: the world): returns once every rank of it has
     /// called it. The engine runs it as one one-byte broadcast per engine the communicator
     /// spans, each leaving its node only once all of that node's processes arrived (every

@@ -24,6 +24,7 @@ pub const DESC_FLAGS_DEFINED: u8 = 0;
 /// | ALLREDUCE | the work buffer (`size × len`; the result at its start) | this rank's contribution (0: in place) | bytes | comm / 0; `spec`: type and operation |
 /// | REDUCE | the work buffer (`size × len`; the result at its start, at the root) | this rank's contribution (0: in place) | bytes | comm / root; `spec`: type and operation |
 /// | BARRIER | scratch (≥ 1 byte per rank) | 0                   | scratch bytes | comm / 0     |
+/// | ALLTOALL | the work buffer (`(size + 1) × size × len`; the result at its start) | the send buffer (`size × len`) | block bytes | comm / 0 |
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(C)]
 pub struct SubmissionDescriptor {
@@ -182,6 +183,22 @@ impl SubmissionDescriptor {
         d.len = len;
         d.key = scratch.key;
         d.offset = scratch.offset;
+        d
+    }
+
+    /// An ALLTOALL of `block` bytes per pair on communicator `comm`: block `q` of `send`
+    /// (`size × block` bytes) goes to rank `q`; the result is at the start of `work`
+    /// (`(size + 1) × size × block` bytes).
+    pub const fn alltoall(cookie: u64, comm: u64, work: RegionRef, send: RegionRef, block: u64) -> Self {
+        let mut d = Self::zeroed_const();
+        d.opcode = Opcode::ALLTOALL;
+        d.cookie = cookie;
+        d.comm = comm;
+        d.len = block;
+        d.key = work.key;
+        d.offset = work.offset;
+        d.aux_key = send.key;
+        d.aux_offset = send.offset;
         d
     }
 

@@ -51,6 +51,13 @@ impl Opcode {
     /// (completing with `len` bytes); every other rank's work buffer ends with unspecified
     /// contents and its operation completes with 0 bytes, without reducing.
     pub const REDUCE: Opcode = Opcode(8);
+    /// Alltoall on communicator `comm`: every rank sends block `q` of its send buffer
+    /// (`aux`, `aux_offset`: `size × len` bytes) to rank `q`. (`region`, `offset`) is a work
+    /// buffer of `(size + 1) × size × len` bytes: the result — block `r` from rank `r`, at
+    /// `r × len` — at its start; the rest is scratch the engine writes (every rank's whole send
+    /// buffer arrives there: the multicast alltoall, one message per rank, for short blocks).
+    /// Completes with `size × len` bytes.
+    pub const ALLTOALL: Opcode = Opcode(9);
 }
 
 /// The operations this engine build understands.
@@ -74,6 +81,8 @@ pub enum Op {
     Barrier,
     /// See [`Opcode::REDUCE`].
     Reduce,
+    /// See [`Opcode::ALLTOALL`].
+    Alltoall,
 }
 
 impl From<Op> for Opcode {
@@ -88,6 +97,7 @@ impl From<Op> for Opcode {
             Op::Allreduce => Opcode::ALLREDUCE,
             Op::Barrier => Opcode::BARRIER,
             Op::Reduce => Opcode::REDUCE,
+            Op::Alltoall => Opcode::ALLTOALL,
         }
     }
 }
@@ -105,6 +115,7 @@ impl TryFrom<Opcode> for Op {
             Opcode::ALLREDUCE => Ok(Op::Allreduce),
             Opcode::BARRIER => Ok(Op::Barrier),
             Opcode::REDUCE => Ok(Op::Reduce),
+            Opcode::ALLTOALL => Ok(Op::Alltoall),
             other => Err(other),
         }
     }
@@ -123,6 +134,7 @@ impl Op {
             Op::Allreduce => "allreduce",
             Op::Barrier => "barrier",
             Op::Reduce => "reduce",
+            Op::Alltoall => "alltoall",
         }
     }
 }

@@ -518,6 +518,36 @@ pub unsafe extern "C" fn ringcast_ibcast(
     unsafe { start(request, |cookie| bcast_desc(cookie, comm, root, b, offset, len)) }
 }
 
+/// Starts an alltoall on communicator `comm`: block `q` of the send buffer (`size × block` bytes
+/// at `send_offset` of `send`) goes to rank `q`; when it completes ([`ringcast_wait`] /
+/// [`ringcast_test`]) rank `r`'s block for this rank is at `work_offset + r × block` of `work`,
+/// which must hold `(size + 1) × size × block` bytes there (the rest is the engine's scratch).
+///
+/// # Safety
+/// `send` and `work` are NULL or live buffers of ours; `request` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ringcast_ialltoall(
+    comm: u64,
+    send: *const RingcastBuf,
+    send_offset: usize,
+    work: *const RingcastBuf,
+    work_offset: usize,
+    block: usize,
+    request: *mut u64,
+) -> c_int {
+    // SAFETY: the buffers are NULL or live buffers of ours (the caller's contract).
+    let (s, w) = unsafe { (send.as_ref(), work.as_ref()) };
+    // SAFETY: `request` as the caller's contract says.
+    unsafe {
+        start(request, |cookie| {
+            let (s, w) = (s.ok_or(RINGCAST_ERR_INVALID)?, w.ok_or(RINGCAST_ERR_INVALID)?);
+            let send = s.region.at(send_offset as u64);
+            let work = w.region.at(work_offset as u64);
+            Ok(SubmissionDescriptor::alltoall(cookie, comm, work, send, block as u64))
+        })
+    }
+}
+
 /// Barrier on communicator `comm` (0: the world): returns once every rank of it has called
 /// it (a rank that died fails it with a typed error within the protocol's bound).
 #[no_mangle]

@@ -56,6 +56,17 @@ fuzz_target!(|data: &[u8]| {
                         assert!(op.supports(t) && len % t.size().unwrap_or(1) as u64 == 0);
                     }
                 }
+                Action::Alltoall(g) => {
+                    // Handed to the runner, which completes it; a work buffer of (size + 1) ×
+                    // size × len bytes and a send buffer of size × len, inside their regions.
+                    completions += 1;
+                    assert_eq!(g.cookie, d.cookie);
+                    let whole = g.len * u64::from(g.size);
+                    assert!(g.me < g.size && g.len > 0 && g.reduce.is_none());
+                    let inside = |off: u64, n: u64| off + n <= 4096 || (off >= 8192 && off + n <= 8192 + 4096);
+                    assert!(inside(g.recv.offset, whole * (u64::from(g.size) + 1)), "work buffer outside its region");
+                    assert!(g.send.is_some_and(|s| inside(s.offset, whole)), "send buffer outside its region");
+                }
                 Action::Barrier(g) => {
                     // Handed to the runner, which completes it; scratch of a byte per rank.
                     completions += 1;

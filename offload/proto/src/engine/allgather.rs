@@ -74,9 +74,11 @@ pub(super) struct Composite {
     /// Bytes reported on success.
     bytes: u64,
     /// The parts' counters, summed.
-    counters: OpCounters,
+    pub(super) counters: OpCounters,
     /// An allreduce: what is reduced once every part is over.
     reduce: Option<Reduce>,
+    /// An alltoall: which blocks are copied into place once every part is over.
+    pub(super) scatter: Option<super::alltoall::Scatter>,
 }
 
 /// An allreduce's last step: the contributions gathered in `work` (`size` blocks of `len`
@@ -109,6 +111,7 @@ impl Composite {
             bytes,
             counters: OpCounters::default(),
             reduce: None,
+            scatter: None,
         }
     }
 }
@@ -253,6 +256,9 @@ impl Engine {
             return;
         }
         let Some(c) = self.parts.remove(key) else { return };
+        if let (StatusKind::Ok, Some(s)) = (c.status, c.scatter) {
+            return self.scatter_blocks(c.parent, s, c.counters);
+        }
         if let (StatusKind::Ok, Some(r)) = (c.status, c.reduce) {
             // Every contribution is in the work buffer: read them back to reduce them.
             let total = r.len * u64::from(r.size);

@@ -19,6 +19,7 @@
 //! when a DMA fails under it or its host leaves before it is published.
 mod action;
 mod allgather;
+mod alltoall;
 mod assembly;
 mod barrier;
 mod comms;
@@ -335,6 +336,7 @@ impl Engine {
                 }
                 intake::Action::Allgather(call) => self.start_allgather(call),
                 intake::Action::Barrier(call) => self.start_barrier(call),
+                intake::Action::Alltoall(call) => self.start_alltoall(call),
                 intake::Action::Bcast { host, cookie, comm, root, buf, len, started, .. } => {
                     let cqe = Completion::new(cookie, desc.opcode, Status::OK, 0);
                     let op = self.new_op(host, cqe, started, true, true);

@@ -111,6 +111,9 @@ pub enum Action {
     /// Run this rank's part of an allgather (or allreduce), as [`GatherCall`] says; the
     /// descriptor completes when the runner says so, with its cookie.
     Allgather(GatherCall),
+    /// Run this rank's part of an alltoall ([`GatherCall`] with `recv` the work buffer, `send`
+    /// the send buffer, `len` the block).
+    Alltoall(GatherCall),
     /// Run this rank's part of a barrier ([`GatherCall`] with `recv` the scratch of `len`
     /// bytes, no send block, no reduction).
     Barrier(GatherCall),
@@ -354,6 +357,25 @@ impl Core {
                 self.push(Action::Allgather(call));
                 return;
             }
+            Ok(Plan::Alltoall { me, size, send, work, len }) => {
+                let call = GatherCall {
+                    host,
+                    cookie: desc.cookie,
+                    opcode: desc.opcode,
+                    comm: desc.comm,
+                    me,
+                    size,
+                    send: Some(send),
+                    recv: work,
+                    len,
+                    reduce: None,
+                    root: None,
+                    keys: [desc.aux_key, desc.key],
+                    started: now,
+                };
+                self.push(Action::Alltoall(call));
+                return;
+            }
             Ok(Plan::Barrier { me, size, scratch, len }) => {
                 let call = GatherCall {
                     host,
@@ -464,6 +486,13 @@ enum Plan {
         me: u32,
         size: u32,
         scratch: Resolved,
+        len: u64,
+    },
+    Alltoall {
+        me: u32,
+        size: u32,
+        send: Resolved,
+        work: Resolved,
         len: u64,
     },
 }
@@ -615,6 +644,28 @@ fn plan(
                 regions.resolve(d.key, d.offset, total, Access::READ)?;
             }
             Ok(Plan::Allgather { me, size, send, recv, len: d.len, reduce, root })
+        }
+        Op::Alltoall => {
+            if d.root != 0 || d.aux_key == RegionKey::NONE {
+                return Err(StatusKind::BadDescriptor); // a send buffer of its own: no in place
+            }
+            let unknown = if d.comm == 0 { StatusKind::NoRank } else { StatusKind::UnknownCommunicator };
+            let (me, size) = (me.ok_or(unknown)?, size.ok_or(unknown)?);
+            let total = d.len.checked_mul(u64::from(size)).ok_or(StatusKind::BadLength)?;
+            // The work buffer: the result, then every rank's whole send buffer.
+            let work_len = total.checked_mul(u64::from(size) + 1).ok_or(StatusKind::BadLength)?;
+            if d.len == 0 || work_len > max_op_bytes {
+                return Err(StatusKind::BadLength);
+            }
+            let work = regions.resolve(d.key, d.offset, work_len, Access::READ_WRITE)?;
+            let send = regions.resolve(d.aux_key, d.aux_offset, total, Access::READ)?;
+            if send.segment == work.segment
+                && send.offset < work.offset + work_len
+                && work.offset < send.offset + total
+            {
+                return Err(StatusKind::Overlap);
+            }
+            Ok(Plan::Alltoall { me, size, send, work, len: d.len })
         }
         Op::Barrier => {
             if d.root != 0 || d.aux_key != RegionKey::NONE || d.aux_offset != 0 {

@@ -1,0 +1,104 @@
+//! Alltoall as the engine composes it from its reliable broadcast — the *multicast alltoall*:
+//! every rank multicasts its whole send buffer once, and every rank keeps the block meant for
+//! it. `P` messages of `P · len` bytes instead of the `P · (P − 1)` point-to-point messages of a
+//! pairwise exchange: the right trade for short blocks on a fabric with multicast, where the
+//! per-message cost dominates, and the wrong one for long blocks, where every receiver takes in
+//! `P` times the bytes it needs. Each part is a whole send buffer, so it must fit the protocol's
+//! message limit (`max_message_bytes`, 4 MiB by default: a larger alltoall fails `BadLength`);
+//! the MPI interposer offloads only what fits and leaves the rest to the library.
+//!
+//! Algorithm, for a communicator of `size` ranks and `len`-byte blocks, at every rank `me`,
+//! with a work buffer of `(size + 1) · size · len` bytes:
+//! 1. post `size` broadcasts of `size · len` bytes, in rank order: broadcast `r` has root `r`;
+//!    its buffer is this rank's send buffer when `r = me`, else `work + (1 + r) · size · len`.
+//!    Every rank posts the same sequence, so the communicator's numbering lines up;
+//! 2. once every part is over, copy block `me` of each into its place: from
+//!    `work + (1 + r) · size · len + me · len` (or, for `r = me`, from the send buffer) to
+//!    `work + r · len` — `size` DMA copies on this node;
+//! 3. complete with `size · len` bytes once the copies are over; a failed part fails the
+//!    operation with its status (a dead rank's part with `PeerUnreachable` within the protocol's
+//!    bound), before any copy.
+//!
+//! Each part carries every property of the broadcast (CRC and MAC per datagram, bitmaps,
+//! repair, retransmission, typed errors, channels, and the call's context in its MAC: a rank
+//! posting an alltoall against another's allgather of the same bytes fails typed). Not the
+//! pairwise exchange with node aggregation or Mamidala's bidirectional schedule, which need
+//! point-to-point reliable transfers the protocol does not have (its transfers are broadcasts).
+use super::allgather::{call_context, Composite};
+use super::gather::Kind;
+use super::slab::TAGGED;
+use super::{failed, Dma, Engine, Job, JobId};
+use crate::intake::regions::Resolved;
+use crate::intake::{GatherCall, HostId};
+use crate::transfer::protocol::OpCounters;
+use ringcast_abi::{Completion, RegionKey, Status, StatusKind};
+
+/// An alltoall's last step: the blocks to copy into place once every part is over.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Scatter {
+    host: HostId,
+    send: Resolved,
+    work: Resolved,
+    len: u64,
+    size: u32,
+    me: u32,
+    /// The send and work buffers' regions.
+    keys: [RegionKey; 2],
+}
+
+/// `base` moved `by` bytes on.
+fn at(base: Resolved, by: u64) -> Resolved {
+    Resolved { segment: base.segment, offset: base.offset + by }
+}
+
+impl Engine {
+    /// Starts an alltoall (see the module doc).
+    pub(super) fn start_alltoall(&mut self, a: GatherCall) {
+        let cqe = Completion::new(a.cookie, a.opcode, Status::OK, 0);
+        let op = self.new_op(a.host, cqe, a.started, true, true);
+        let local = self.core.local_rank(a.host).unwrap_or(u32::MAX);
+        let whole = a.len * u64::from(a.size);
+        // (The intake made sure there is a send buffer.)
+        let send = a.send.unwrap_or(a.recv);
+        let scatter =
+            Scatter { host: a.host, send, work: a.recv, len: a.len, size: a.size, me: a.me, keys: a.keys };
+        let mut composite = Composite::new(op, a.size, whole);
+        composite.scatter = Some(scatter);
+        let token = TAGGED | self.parts.insert(composite);
+        let kind = Kind { context: call_context(a.opcode, None), ..Kind::default() };
+        for r in 0..a.size {
+            let buf = if r == a.me { send } else { at(a.recv, (1 + u64::from(r)) * whole) };
+            let posted = match self.node.as_mut() {
+                Some(node) => node.post(local, a.comm, r, buf, whole, token, kind),
+                None => Err(StatusKind::UnknownCommunicator),
+            };
+            if let Err(kind) = posted {
+                // Refused at once: this and every later part fail here; parts already filed
+                // end through the protocol.
+                for _ in r..a.size {
+                    self.finish_part(token, failed(kind));
+                }
+                return;
+            }
+        }
+    }
+
+    /// Every part of host operation `parent`'s alltoall is over: copy block `me` of each into
+    /// its place; the last copy completes the operation (with the parts' `counters`).
+    pub(super) fn scatter_blocks(&mut self, parent: u64, s: Scatter, counters: OpCounters) {
+        let whole = s.len * u64::from(s.size);
+        let mut composite = Composite::new(parent, s.size, whole);
+        composite.counters = counters;
+        let token = TAGGED | self.parts.insert(composite);
+        let mine = u64::from(s.me) * s.len;
+        for r in 0..s.size {
+            let (src, src_key) = match r == s.me {
+                true => (at(s.send, mine), s.keys[0]),
+                false => (at(s.work, (1 + u64::from(r)) * whole + mine), s.keys[1]),
+            };
+            let dst = at(s.work, u64::from(r) * s.len);
+            let job = JobId(self.jobs.insert(Job::Part { token }));
+            self.out.dma(job, Dma::Copy { host: s.host, src, dst, len: s.len, keys: [src_key, s.keys[1]] });
+        }
+    }
+}
