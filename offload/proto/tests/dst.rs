@@ -15,7 +15,7 @@ fn seeded_scenarios_hold_every_invariant() {
     let n = seeds();
     let (mut benign, mut completions, mut ok, mut dropped, mut delivered) = (0, 0, 0, 0u64, 0u64);
     let (mut empty, mut nodes, mut allgathers, mut allreduces, mut uneven, mut barriers) = (0, 0, 0, 0, 0, 0);
-    let mut reduces = 0;
+    let (mut reduces, mut alltoalls) = (0, 0);
     let mut failures = Vec::new();
     for seed in 0..n {
         match run(&Scenario::generate(seed, 512)) {
@@ -32,13 +32,14 @@ fn seeded_scenarios_hold_every_invariant() {
                 uneven += u64::from(r.uneven);
                 barriers += r.barriers;
                 reduces += r.reduces;
+                alltoalls += r.alltoalls;
             }
             Err(v) => failures.push(format!("seed {seed}: {v:?}  (replay: ringcast dst --seed {seed})")),
         }
     }
     println!(
         "DST: {n} scenarios ({benign} benign, {uneven} with uneven worlds, {nodes} engines), {completions} completions checked ({ok} ok, \
-         {allgathers} of them allgathers, {allreduces} allreduces, {reduces} reduces and {barriers} barriers, {} typed errors of which {empty} 0-byte BadLength), {delivered} \
+         {allgathers} of them allgathers, {allreduces} allreduces, {reduces} reduces, {alltoalls} alltoalls and {barriers} barriers, {} typed errors of which {empty} 0-byte BadLength), {delivered} \
          datagrams delivered, {dropped} dropped and counted",
         completions - ok
     );

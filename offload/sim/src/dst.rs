@@ -83,6 +83,8 @@ pub struct CommPlan {
     pub allreduce: Vec<Option<(DataType, ReduceOp)>>,
     /// Allreduce steps that are reduces to their step's root (`bcasts[k].0`) instead.
     pub reduce: Vec<bool>,
+    /// Steps that are alltoalls instead (`bcasts[k].1` is then the block per pair).
+    pub alltoall: Vec<bool>,
     /// Steps that are barriers instead (`bcasts[k].1` is then the scratch: the communicator's
     /// size, or 0 for a refused one).
     pub barrier: Vec<bool>,
@@ -95,7 +97,8 @@ impl CommPlan {
         let allreduce = vec![None; bcasts.len()];
         let barrier = vec![false; bcasts.len()];
         let reduce = vec![false; bcasts.len()];
-        CommPlan { members, bcasts, aborted, allgather, allreduce, reduce, barrier }
+        let alltoall = vec![false; bcasts.len()];
+        CommPlan { members, bcasts, aborted, allgather, allreduce, reduce, alltoall, barrier }
     }
 }
 
@@ -189,6 +192,8 @@ pub struct Report {
     /// `Ok` reduce completions, the root's result checked like an allreduce's and every other
     /// rank's 0 bytes (counted in `ok` too).
     pub reduces: u64,
+    /// `Ok` alltoall completions, every block checked (counted in `ok` too).
+    pub alltoalls: u64,
     /// `Ok` barrier completions, each after every member's post (counted in `ok` too).
     pub barriers: u64,
     /// Whether the engines' world was uneven (nodes holding different numbers of ranks).
@@ -241,6 +246,8 @@ const ENGINE_SALT: u64 = 0xe9_91e5_d3a0_0001;
 const ALLGATHER_SALT: u64 = 0xa11_6a7e_0001;
 /// Salt of the reduce draws: a stream of their own.
 const REDUCE_SALT: u64 = 0x4ed0_ce00_0001;
+/// Salt of the alltoall draws: a stream of their own.
+const ALLTOALL_SALT: u64 = 0xa77_0a77_0001;
 /// Salt of the barrier draws: a stream of their own.
 const BARRIER_SALT: u64 = 0xba77_1e70_0001;
 
@@ -417,7 +424,32 @@ impl Scenario {
             // Some allreduces are reduces to the step's root, from a stream of their own.
             let mut q = SimRng::new(seed ^ REDUCE_SALT ^ comms.len() as u64);
             let reduce: Vec<bool> = allreduce.iter().map(|a| a.is_some() && q.chance(0.4)).collect();
-            comms.push(CommPlan { members: nodes, bcasts, aborted, allgather, allreduce, reduce, barrier });
+            // Alltoalls, from a stream of their own: on communicators of at most 16 ranks, in place
+            // of some remaining broadcasts, the block spread so `size²` blocks keep the budget
+            // (and a whole send buffer the message limit).
+            let mut t = SimRng::new(seed ^ ALLTOALL_SALT ^ comms.len() as u64);
+            let alltoall: Vec<bool> = (0..bcasts.len())
+                .map(|k| {
+                    if size > 16 || allgather[k].is_some() || barrier[k] || !t.chance(0.1) {
+                        return false;
+                    }
+                    let len = bcasts[k].1;
+                    let sq = (size * size) as u32;
+                    bcasts[k].1 = if len == 0 { 0 } else { (len / sq).clamp(1, (4 << 20) / size as u32 / 2) };
+                    aborted[k] = false;
+                    true
+                })
+                .collect();
+            comms.push(CommPlan {
+                members: nodes,
+                bcasts,
+                aborted,
+                allgather,
+                allreduce,
+                reduce,
+                alltoall,
+                barrier,
+            });
         }
         let crashes = if r.chance(0.1) {
             (0..r.range(1, 2)).map(|_| (r.below(ranks as u64) as usize, r.range(0, 2_000_000))).collect()
@@ -503,6 +535,11 @@ impl Scenario {
             && self.faults.sealed_corrupt == 0.0
             && self.faults.ucast_loss + self.fault.drop < 0.5
     }
+}
+
+/// The block rank `from` sends rank `to` in alltoall `k` of communicator `c`.
+pub fn pair_pattern(seed: u64, c: usize, k: usize, from: u32, to: u32, len: u32) -> Vec<u8> {
+    block_pattern(seed ^ (u64::from(to) + 7).wrapping_mul(0x2545_f491_4f6c_dd1d), c, k, from, len)
 }
 
 /// Rank `q`'s block of allgather `k` of communicator `c`.

@@ -646,6 +646,9 @@ fn plan(
             Ok(Plan::Allgather { me, size, send, recv, len: d.len, reduce, root })
         }
         Op::Alltoall => {
+            if d.len == 0 {
+                return Err(StatusKind::BadLength); // as for every collective of no bytes
+            }
             if d.root != 0 || d.aux_key == RegionKey::NONE {
                 return Err(StatusKind::BadDescriptor); // a send buffer of its own: no in place
             }

@@ -192,7 +192,10 @@ impl Ledger {
                 // Rank 0's posts recorded late: the planted error the barrier check must catch.
                 let late = if s.plant_late_arrival && lane.rank == 0 { 1_000_000_000 } else { 0 };
                 self.times[lane.rank][c][k].0 = Some(now + late);
-                if plan.barrier[k] {
+                if plan.alltoall[k] {
+                    let send = RegionRef { key: m.sends[k], offset: 0 };
+                    SubmissionDescriptor::alltoall(cookie(c, k as u64), handle, buf, send, u64::from(len))
+                } else if plan.barrier[k] {
                     SubmissionDescriptor::barrier(cookie(c, k as u64), handle, buf, u64::from(len))
                 } else {
                     match plan.allgather[k] {
@@ -281,10 +284,13 @@ impl Ledger {
             .iter()
             .flat_map(|p| {
                 let size = p.members.len() as u32;
-                p.bcasts
-                    .iter()
-                    .zip(&p.allgather)
-                    .map(move |(b, ag)| if ag.is_some() { b.1 * size } else { b.1 })
+                p.bcasts.iter().zip(p.allgather.iter().zip(&p.alltoall)).map(move |(b, (ag, &a2a))| {
+                    if ag.is_some() || a2a {
+                        b.1 * size
+                    } else {
+                        b.1
+                    }
+                })
             })
             .max()
             .unwrap_or(0) as usize;
@@ -359,6 +365,18 @@ impl Ledger {
                         continue;
                     }
                     let mem = &cluster.nodes[p.node].mem;
+                    if s.comms[c].alltoall[k] {
+                        // Rank `r`'s block for this rank at `r × len`, each computed here.
+                        let size = s.comms[c].members.len() as u32;
+                        let want: Vec<u8> =
+                            (0..size).flat_map(|r| super::pair_pattern(s.seed, c, k, r, me, len)).collect();
+                        let got = mem.get(&segment(p.local, c, k as u64)).and_then(|m| m.get(..want.len()));
+                        if got != Some(&want[..]) || cqe.bytes != want.len() as u64 {
+                            return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
+                        }
+                        rep.alltoalls += 1;
+                        continue;
+                    }
                     if s.comms[c].reduce[k] && root != me {
                         // A reduce's other rank: gathered, did not reduce, reports nothing.
                         if cqe.bytes != 0 {

@@ -180,6 +180,22 @@ pub(super) fn build(s: &Scenario, rng: &mut SimRng) -> Built {
                     if len == 0 {
                         return RegionKey::NONE;
                     }
+                    if plan.alltoall[k] {
+                        // The work buffer (result, then scratch) and a send buffer of a block
+                        // for every rank.
+                        let whole = u64::from(len) * u64::from(size);
+                        let send: Vec<u8> = (0..size)
+                            .flat_map(|q| super::pair_pattern(s.seed, c, k, rank as u32, q, len))
+                            .collect();
+                        sends[k] = register(send_segment(local, c, k as u64), send, whole, Access::READ);
+                        let work = whole * (u64::from(size) + 1);
+                        return register(
+                            segment(local, c, k as u64),
+                            vec![0xEE; work as usize],
+                            work,
+                            Access::READ_WRITE,
+                        );
+                    }
                     if plan.barrier[k] {
                         // The barrier's scratch: one byte per rank.
                         return register(
@@ -271,12 +287,15 @@ pub(super) fn build(s: &Scenario, rng: &mut SimRng) -> Built {
         let bcasts: Vec<(u32, u32)> = plan
             .bcasts
             .iter()
-            .zip(plan.allgather.iter().zip(&plan.barrier))
+            .zip(plan.allgather.iter().zip(plan.barrier.iter().zip(&plan.alltoall)))
             .filter(|(b, _)| b.1 > 0)
             // An allgather is one broadcast per rank, rooted at each in turn; a barrier one
-            // byte from each engine in turn.
-            .flat_map(|(&(root, len), (ag, &barrier))| -> Vec<(u32, u32)> {
-                if barrier {
+            // byte from each engine in turn; an alltoall a whole send buffer from each rank.
+            .flat_map(|(&(root, len), (ag, (&barrier, &a2a)))| -> Vec<(u32, u32)> {
+                if a2a {
+                    let whole = len * plan.members.len() as u32;
+                    (0..plan.members.len() as u32).map(|r| (engine_rank(r), whole)).collect()
+                } else if barrier {
                     (0..n_engines).map(|e| (e, 1)).collect()
                 } else if ag.is_some() && node_parts {
                     (0..n_engines).map(|e| (e, len * count_of(e))).collect()
