@@ -165,7 +165,7 @@ UNEVEN_BCASTS := 162 196 33
 UNEVEN_ALLGATHERS := MPI_Allgather=96 MPI_Iallgather=48
 UNEVEN_ALLREDUCES := MPI_Allreduce=345 MPI_Reduce=60 MPI_Iallreduce=10 MPI_Ireduce=10
 test-mpi: test-c
-	$(OMPI_CC) -shared -fPIC $(MPI_CFLAGS) -o $(RELEASE)/libringcast_mpi.so host/mpi/ringcast_mpi.c \
+	$(OMPI_CC) -shared -fPIC $(MPI_CFLAGS) -o $(RELEASE)/libringcast_mpi.so host/mpi/ringcast_mpi.c host/mpi/rc_collectives.c \
 	  -I$(RELEASE)/include -L$(RELEASE) -Wl,-rpath,$(RELEASE) -lringcast
 	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-bcast-check host/mpi/tests/bcast_check.c
 	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-bcast-bench host/mpi/bench/bcast_bench.c
@@ -222,7 +222,7 @@ test-mpi: test-c
 	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-crash-rank host/mpi/tests/crash_rank.c
 	$(MPI_CRASH) "Open MPI, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-crash-rank -- \
 	  $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 -x RINGCAST_PEER_TIMEOUT_MS=1000 -x RINGCAST_MPI_VERBOSE=1
-	$(MPICH_CC) -shared -fPIC $(MPI_CFLAGS) -o $(RELEASE)/libringcast_mpi_mpich.so host/mpi/ringcast_mpi.c \
+	$(MPICH_CC) -shared -fPIC $(MPI_CFLAGS) -o $(RELEASE)/libringcast_mpi_mpich.so host/mpi/ringcast_mpi.c host/mpi/rc_collectives.c \
 	  -I$(RELEASE)/include -L$(RELEASE) -Wl,-rpath,$(RELEASE) -lringcast
 	$(MPICH_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-bcast-check-mpich host/mpi/tests/bcast_check.c
 	$(MPI_CHECK) "MPICH, no preload" 0 0 0 $(RELEASE)/mpi-check.log -- $(MPICH_RUN) -np 4 $(RELEASE)/mpi-bcast-check-mpich
