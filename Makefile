@@ -306,9 +306,8 @@ bench-mpi: test-mpi
 	$(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 $(RELEASE)/mpi-allgather-loop 8192 300
 	$(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 -x RINGCAST_ALLGATHER_PARTS=nodes \
 	  $(RELEASE)/mpi-allgather-loop 8192 300
-	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-alltoall-bench host/mpi/bench/alltoall_bench.c
 	@echo "Open MPI, RINGCAST_MPI_NODES=2, MPI_Alltoall against PMPI_Alltoall:"
-	$(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 $(RELEASE)/mpi-alltoall-bench 100 3
+	$(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 $(RELEASE)/mpi-allgather-bench 100 3 alltoall
 	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-barrier-bench host/mpi/bench/barrier_bench.c
 	@echo "Open MPI, RINGCAST_MPI_NODES=2, MPI_Barrier against PMPI_Barrier:"
 	$(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 $(RELEASE)/mpi-barrier-bench 500 5

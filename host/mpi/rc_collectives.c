@@ -569,58 +569,13 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datat
     return rc_reduce("MPI_Reduce", sendbuf, recvbuf, count, datatype, op, root, comm);
 }
 
-/* The nonblocking allreduce: the same rule and staging, a generalized request the completion
- * calls finish like an MPI_Ibcast's (the result copied out of the work buffer's start). */
-int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
-                   MPI_Request *request) {
-    char why[192];
-    why[0] = '\0';
-    rc_poll();
-    uint8_t t = 0, o = 0;
-    long long bytes = -1;
-    struct rc_comm *c =
-        request ? rc_decide_reduce(recvbuf, count, datatype, op, -1, comm, &t, &o, &bytes, why, sizeof why) : NULL;
-    const void *mine = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-    if (!c || mine == NULL) {
-        say("MPI_Iallreduce", bytes, -1, "%s", request && mine ? why : "pmpi (invalid arguments: the library reports them)");
-        return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
-    }
-    int me;
-    PMPI_Comm_rank(comm, &me);
-    struct rc_op *rop = calloc(1, sizeof *rop);
-    RingcastBuf *stage = rop ? rc_buf_get((size_t)bytes * (size_t)c->size, &rop->stage_len) : NULL;
-    if (!stage) {
-        free(rop);
-        say("MPI_Iallreduce", bytes, -1, "failed (no staging buffer)");
-        return rc_error(comm, MPI_ERR_NO_MEM);
-    }
-    memcpy((uint8_t *)ringcast_buf_ptr(stage) + (size_t)me * (size_t)bytes, mine, (size_t)bytes);
-    rop->stage = stage;
-    rop->c = c;
-    rop->comm = comm;
-    rop->user = recvbuf;
-    rop->bytes = (size_t)bytes;
-    rop->root_here = 0; /* every rank gets the result: copied out of the work buffer's start */
-    int rc = ringcast_iallreduce(c->handle, NULL, 0, stage, 0, (size_t)bytes, t, o, &rop->id);
-    c->posted += (unsigned)c->gather_parts;
-    if (rc != RINGCAST_OK) {
-        rc_buf_put(stage, rop->stage_len);
-        free(rop);
-        if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Iallreduce failed: %s\n", rc_world_rank, ringcast_strerror(rc));
-        return rc_error(comm, rc_class(rc));
-    }
-    rc_op_track(rop);
-    int made = rc_op_request(rop, comm, request);
-    if (made == MPI_SUCCESS) say("MPI_Iallreduce", bytes, -1, "%s", why);
-    return made;
-}
-
-/* The nonblocking reduce: MPI_Iallreduce's path with ringcast's REDUCE — only the root reduces,
- * and only the root copies the result out at completion. MPI_IN_PLACE is the root's alone: at
- * another rank (an erroneous program) this rank still posts — a zeroed contribution, so no rank
- * waits for it, finished in the background — and fails with MPI_ERR_ARG, as MPI_Reduce does. */
-int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm,
-                MPI_Request *request) {
+/* The nonblocking allreduce and reduce (`reduce`: to `root`): the blocking ones' path with a
+ * generalized request, the result copied out at completion (at every rank, or the root's alone)
+ * as an MPI_Ibcast's data. MPI_IN_PLACE is a reduce's root's alone: at another rank (an
+ * erroneous program) this rank still posts — a zeroed contribution, so no rank waits for it,
+ * finished in the background — and fails with MPI_ERR_ARG, as MPI_Reduce does. */
+static int rc_ireduce(const char *call, int reduce, const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                      int root, MPI_Comm comm, MPI_Request *request) {
     char why[192];
     why[0] = '\0';
     rc_poll();
@@ -628,18 +583,21 @@ int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype data
     long long bytes = -1;
     int me = -1;
     if (comm != MPI_COMM_NULL) PMPI_Comm_rank(comm, &me);
-    struct rc_comm *c =
-        request && root >= 0 ? rc_decide_reduce(recvbuf, count, datatype, op, root, comm, &t, &o, &bytes, why, sizeof why) : NULL;
-    if (!c) {
-        say("MPI_Ireduce", bytes, root, "%s", request && root >= 0 ? why : "pmpi (invalid arguments: the library reports them)");
-        return PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request);
+    /* (A reduce's negative root is invalid: the library reports it.) */
+    int valid = request && (!reduce || root >= 0);
+    struct rc_comm *c = valid ? rc_decide_reduce(recvbuf, count, datatype, op, reduce ? root : -1, comm, &t, &o, &bytes, why, sizeof why)
+                              : NULL;
+    const void *mine = sendbuf == MPI_IN_PLACE ? (!reduce || me == root ? recvbuf : NULL) : sendbuf;
+    if (!c || (!reduce && mine == NULL)) {
+        say(call, bytes, root, "%s", c || !valid ? "pmpi (invalid arguments: the library reports them)" : why);
+        return reduce ? PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request)
+                      : PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
     }
-    const void *mine = sendbuf == MPI_IN_PLACE ? (me == root ? recvbuf : NULL) : sendbuf;
     struct rc_op *rop = calloc(1, sizeof *rop);
     RingcastBuf *stage = rop ? rc_buf_get((size_t)bytes * (size_t)c->size, &rop->stage_len) : NULL;
     if (!stage) {
         free(rop);
-        say("MPI_Ireduce", bytes, root, "failed (no staging buffer)");
+        say(call, bytes, root, "failed (no staging buffer)");
         return rc_error(comm, MPI_ERR_NO_MEM);
     }
     uint8_t *at = (uint8_t *)ringcast_buf_ptr(stage) + (size_t)me * (size_t)bytes;
@@ -648,26 +606,38 @@ int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype data
     rop->stage = stage;
     rop->c = c;
     rop->comm = comm;
-    rop->user = me == root && mine ? recvbuf : NULL; /* the result is the root's alone */
+    /* The result is copied out of the work buffer's start: at every rank, or the root's alone. */
+    rop->user = (!reduce || me == root) && mine ? recvbuf : NULL;
     rop->bytes = (size_t)bytes;
     rop->root_here = 0;
-    int rc = ringcast_ireduce(c->handle, (uint32_t)root, NULL, 0, stage, 0, (size_t)bytes, t, o, &rop->id);
+    int rc = reduce ? ringcast_ireduce(c->handle, (uint32_t)root, NULL, 0, stage, 0, (size_t)bytes, t, o, &rop->id)
+                    : ringcast_iallreduce(c->handle, NULL, 0, stage, 0, (size_t)bytes, t, o, &rop->id);
     c->posted += (unsigned)c->gather_parts;
     if (rc != RINGCAST_OK) {
         rc_buf_put(stage, rop->stage_len);
         free(rop);
-        if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Ireduce failed: %s\n", rc_world_rank, ringcast_strerror(rc));
+        if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: %s failed: %s\n", rc_world_rank, call, ringcast_strerror(rc));
         return rc_error(comm, rc_class(rc));
     }
     rc_op_track(rop);
     if (!mine) {
         rop->greq = MPI_REQUEST_NULL; /* finished in the background as an internal operation */
-        say("MPI_Ireduce", bytes, root, "failed (MPI_IN_PLACE at a rank other than the root, or no buffer)");
+        say(call, bytes, root, "failed (MPI_IN_PLACE at a rank other than the root, or no buffer)");
         return rc_error(comm, MPI_ERR_ARG);
     }
     int made = rc_op_request(rop, comm, request);
-    if (made == MPI_SUCCESS) say("MPI_Ireduce", bytes, root, "%s", why);
+    if (made == MPI_SUCCESS) say(call, bytes, root, "%s", why);
     return made;
+}
+
+int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                   MPI_Request *request) {
+    return rc_ireduce("MPI_Iallreduce", 0, sendbuf, recvbuf, count, datatype, op, -1, comm, request);
+}
+
+int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm,
+                MPI_Request *request) {
+    return rc_ireduce("MPI_Ireduce", 1, sendbuf, recvbuf, count, datatype, op, root, comm, request);
 }
 
 /* The nonblocking broadcast: the same rule; offloaded, a staging buffer of its own, the post,

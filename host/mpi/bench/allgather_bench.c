@@ -1,25 +1,29 @@
-/* osu_allgather-style comparison in one run: per block size, the time of MPI_Allgather (which
- * LD_PRELOAD=libringcast_mpi.so routes through ringcast when its rule says so) and of
- * PMPI_Allgather (the MPI library's own) on the same ranks, interleaved round by round: warm-up,
- * a barrier before each timed call, each rank's mean, and the slowest rank's mean reported (osu's
- * "max" column); the ratio is library time / interposed time (above 1, the interposer is
- * faster). Without the preload both columns measure the library. Usage:
- *   mpirun -np N [-x LD_PRELOAD=.../libringcast_mpi.so] allgather_bench [iterations] [rounds] */
+/* osu_allgather- and osu_alltoall-style comparison in one run: per block size, the time of
+ * MPI_Allgather (or, with "alltoall", MPI_Alltoall) — which LD_PRELOAD=libringcast_mpi.so routes
+ * through ringcast when its rule says so — and of PMPI_Allgather (PMPI_Alltoall: the MPI
+ * library's own) on the same ranks, interleaved round by round: warm-up, a barrier before each
+ * timed call, each rank's mean, and the slowest rank's mean reported (osu's "max" column); the
+ * ratio is library time / interposed time (above 1, the interposer is faster). Without the
+ * preload both columns measure the library. Blocks up to 256 KiB per rank (allgather) or 64 KiB
+ * per pair (alltoall: the interposer offloads one while a whole send buffer fits the engine's
+ * message limit). Usage:
+ *   mpirun -np N [-x LD_PRELOAD=.../libringcast_mpi.so] allgather_bench [iterations] [rounds] [alltoall] */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-/* The slowest rank's mean time of one allgather of `block` bytes per rank, in microseconds,
- * over `iters` timed calls after five warm-up ones. */
-static double run(int library, char *send, char *recv, int block, int iters) {
+/* MPI_Allgather and MPI_Alltoall take the same arguments. */
+typedef int (*exchange_fn)(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm);
+
+/* The slowest rank's mean time of one call of `call` with `block` bytes per rank (or pair), in
+ * microseconds, over `iters` timed calls after five warm-up ones. */
+static double run(exchange_fn call, char *send, char *recv, int block, int iters) {
     double total = 0;
     for (int i = 0; i < iters + 5; i++) {
         PMPI_Barrier(MPI_COMM_WORLD);
         double t = MPI_Wtime();
-        if (library)
-            PMPI_Allgather(send, block, MPI_BYTE, recv, block, MPI_BYTE, MPI_COMM_WORLD);
-        else
-            MPI_Allgather(send, block, MPI_BYTE, recv, block, MPI_BYTE, MPI_COMM_WORLD);
+        call(send, block, MPI_BYTE, recv, block, MPI_BYTE, MPI_COMM_WORLD);
         t = MPI_Wtime() - t;
         if (i >= 5) total += t;
     }
@@ -36,27 +40,28 @@ static int cmp(const void *a, const void *b) {
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank, size, iters = argc > 1 ? atoi(argv[1]) : 100, rounds = argc > 2 ? atoi(argv[2]) : 3;
+    int alltoall = argc > 3 && strcmp(argv[3], "alltoall") == 0;
     if (rounds < 1 || rounds > 15) rounds = 3;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    const int max = 1 << 18;
-    char *send = malloc(max), *recv = malloc((size_t)max * size);
+    exchange_fn ours = alltoall ? MPI_Alltoall : MPI_Allgather, lib = alltoall ? PMPI_Alltoall : PMPI_Allgather;
+    const int max = alltoall ? 1 << 16 : 1 << 18;
+    char *send = malloc((size_t)max * size), *recv = malloc((size_t)max * size);
     if (!send || !recv) MPI_Abort(MPI_COMM_WORLD, 1);
-    for (int i = 0; i < max; i++) send[i] = (char)(rank + i);
+    for (size_t i = 0; i < (size_t)max * size; i++) send[i] = (char)(rank + i);
     if (rank == 0)
         printf("# %d ranks, median over %d interleaved rounds of the slowest rank's mean\n# %-8s %16s %16s %7s\n", size, rounds, "Block",
-               "MPI_Allgather(us)", "PMPI_Allgather(us)", "Ratio");
+               alltoall ? "MPI_Alltoall(us)" : "MPI_Allgather(us)", alltoall ? "PMPI_Alltoall(us)" : "PMPI_Allgather(us)", "Ratio");
     for (int block = 2; block <= max; block *= 8) {
         int n = block >= 32768 ? iters / 10 + 1 : iters;
-        double ours[15], lib[15];
+        double o[15], l[15];
         for (int r = 0; r < rounds; r++) {
-            ours[r] = run(0, send, recv, block, n);
-            lib[r] = run(1, send, recv, block, n);
+            o[r] = run(ours, send, recv, block, n);
+            l[r] = run(lib, send, recv, block, n);
         }
-        qsort(ours, (size_t)rounds, sizeof ours[0], cmp);
-        qsort(lib, (size_t)rounds, sizeof lib[0], cmp);
-        double o = ours[rounds / 2], l = lib[rounds / 2];
-        if (rank == 0) printf("%-10d %16.2f %16.2f %6.2fx\n", block, o, l, l / o);
+        qsort(o, (size_t)rounds, sizeof o[0], cmp);
+        qsort(l, (size_t)rounds, sizeof l[0], cmp);
+        if (rank == 0) printf("%-10d %16.2f %16.2f %6.2fx\n", block, o[rounds / 2], l[rounds / 2], l[rounds / 2] / o[rounds / 2]);
     }
     free(send);
     free(recv);
