@@ -434,10 +434,30 @@ pub unsafe extern "C" fn ringcast_iallreduce(
     request: *mut u64,
 ) -> c_int {
     // SAFETY: forwarded from the caller.
+    unsafe { ireduce(None, comm, (send, send_offset), (work, work_offset), len, (dtype, op), request) }
+}
+
+/// An ALLREDUCE (`root` `None`) or a REDUCE to `root` of the calls below, started.
+///
+/// # Safety
+/// `send.0` and `work.0` are NULL or live buffers of ours; `request` is NULL or valid for a
+/// write.
+unsafe fn ireduce(
+    root: Option<u32>,
+    comm: u64,
+    send: (*const RingcastBuf, usize),
+    work: (*const RingcastBuf, usize),
+    len: usize,
+    (dtype, op): (u8, u8),
+    request: *mut u64,
+) -> c_int {
+    // SAFETY: forwarded from the caller.
     unsafe {
         start(request, |cookie| {
-            let mut d = allgather_desc(cookie, comm, send, send_offset, work, work_offset, len)?;
-            d.opcode = ringcast_abi::Opcode::ALLREDUCE;
+            let mut d = allgather_desc(cookie, comm, send.0, send.1, work.0, work.1, len)?;
+            d.opcode =
+                if root.is_some() { ringcast_abi::Opcode::REDUCE } else { ringcast_abi::Opcode::ALLREDUCE };
+            d.root = root.unwrap_or(0);
             d.spec =
                 ringcast_abi::reduce::reduce_spec(ringcast_abi::DataType(dtype), ringcast_abi::ReduceOp(op));
             Ok(d)
@@ -467,16 +487,7 @@ pub unsafe extern "C" fn ringcast_ireduce(
     request: *mut u64,
 ) -> c_int {
     // SAFETY: forwarded from the caller.
-    unsafe {
-        start(request, |cookie| {
-            let mut d = allgather_desc(cookie, comm, send, send_offset, work, work_offset, len)?;
-            d.opcode = ringcast_abi::Opcode::REDUCE;
-            d.root = root;
-            d.spec =
-                ringcast_abi::reduce::reduce_spec(ringcast_abi::DataType(dtype), ringcast_abi::ReduceOp(op));
-            Ok(d)
-        })
-    }
+    unsafe { ireduce(Some(root), comm, (send, send_offset), (work, work_offset), len, (dtype, op), request) }
 }
 
 /// Starts the allgather of [`ringcast_allgather`] and stores its request in `*request`;
