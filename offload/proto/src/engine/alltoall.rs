@@ -12,7 +12,8 @@
 //! 1. post `size` broadcasts of `size · len` bytes, in rank order: broadcast `r` has root `r`;
 //!    its buffer is this rank's send buffer when `r = me`, else `work + (1 + r) · size · len`.
 //!    Every rank posts the same sequence, so the communicator's numbering lines up;
-//! 2. once every part is over, copy block `me` of each into its place: from
+//! 2. once every part is over, copy block `me` of each into its place (`composite.rs`'s
+//!    `scatter_blocks`): from
 //!    `work + (1 + r) · size · len + me · len` (or, for `r = me`, from the send buffer) to
 //!    `work + r · len` — `size` DMA copies on this node;
 //! 3. complete with `size · len` bytes once the copies are over; a failed part fails the
@@ -24,32 +25,12 @@
 //! posting an alltoall against another's allgather of the same bytes fails typed). Not the
 //! pairwise exchange with node aggregation or Mamidala's bidirectional schedule, which need
 //! point-to-point reliable transfers the protocol does not have (its transfers are broadcasts).
-use super::allgather::{call_context, Composite};
+use super::composite::{at, call_context, Composite, Scatter};
 use super::gather::Kind;
 use super::slab::TAGGED;
-use super::{failed, Dma, Engine, Job, JobId};
-use crate::intake::regions::Resolved;
-use crate::intake::{GatherCall, HostId};
-use crate::transfer::protocol::OpCounters;
-use ringcast_abi::{Completion, RegionKey, Status, StatusKind};
-
-/// An alltoall's last step: the blocks to copy into place once every part is over.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Scatter {
-    host: HostId,
-    send: Resolved,
-    work: Resolved,
-    len: u64,
-    size: u32,
-    me: u32,
-    /// The send and work buffers' regions.
-    keys: [RegionKey; 2],
-}
-
-/// `base` moved `by` bytes on.
-fn at(base: Resolved, by: u64) -> Resolved {
-    Resolved { segment: base.segment, offset: base.offset + by }
-}
+use super::{failed, Engine};
+use crate::intake::GatherCall;
+use ringcast_abi::{Completion, Status, StatusKind};
 
 impl Engine {
     /// Starts an alltoall (see the module doc).
@@ -80,25 +61,6 @@ impl Engine {
                 }
                 return;
             }
-        }
-    }
-
-    /// Every part of host operation `parent`'s alltoall is over: copy block `me` of each into
-    /// its place; the last copy completes the operation (with the parts' `counters`).
-    pub(super) fn scatter_blocks(&mut self, parent: u64, s: Scatter, counters: OpCounters) {
-        let whole = s.len * u64::from(s.size);
-        let mut composite = Composite::new(parent, s.size, whole);
-        composite.counters = counters;
-        let token = TAGGED | self.parts.insert(composite);
-        let mine = u64::from(s.me) * s.len;
-        for r in 0..s.size {
-            let (src, src_key) = match r == s.me {
-                true => (at(s.send, mine), s.keys[0]),
-                false => (at(s.work, (1 + u64::from(r)) * whole + mine), s.keys[1]),
-            };
-            let dst = at(s.work, u64::from(r) * s.len);
-            let job = JobId(self.jobs.insert(Job::Part { token }));
-            self.out.dma(job, Dma::Copy { host: s.host, src, dst, len: s.len, keys: [src_key, s.keys[1]] });
         }
     }
 }

@@ -24,7 +24,7 @@
 //!
 //! The scratch is the host's (the ABI asks `len ≥ size` bytes; `E ≤ size`): the engine reads
 //! and writes one byte per part there, and what it holds afterwards is unspecified.
-use super::allgather::{call_context, Composite};
+use super::composite::{call_context, Composite};
 use super::gather::Kind;
 use super::slab::TAGGED;
 use super::{failed, Engine};

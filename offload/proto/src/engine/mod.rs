@@ -23,6 +23,7 @@ mod alltoall;
 mod assembly;
 mod barrier;
 mod comms;
+mod composite;
 mod gather;
 mod node;
 mod slab;
@@ -110,7 +111,7 @@ pub struct Engine {
     ops: Slab<HostOp>,
     /// Composed collectives in progress (`allgather.rs`); their parts carry keys of this
     /// table tagged with `slab::TAGGED`.
-    parts: Slab<allgather::Composite>,
+    parts: Slab<composite::Composite>,
     /// Each host's operations, in the order their descriptors were taken.
     queues: Vec<VecDeque<u64>>,
     /// Primaries of finished gather slots waiting for the copies reading their buffers:

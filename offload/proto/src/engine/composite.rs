@@ -1,0 +1,172 @@
+//! A composed collective — an allgather, allreduce, reduce, alltoall or barrier the engine
+//! builds from its reliable broadcast (`allgather.rs`, `alltoall.rs`, `barrier.rs`) — while its
+//! parts run: the host operation it completes, the parts not over yet, the first failure, the
+//! parts' counters summed, and the step some take once every part is over (an allreduce's
+//! reduction, an alltoall's copies into place). Parts are named by keys of [`Engine::parts`]
+//! tagged with [`TAGGED`], so the one path that finishes broadcasts finishes parts too
+//! ([`Engine::finish_part`]).
+use super::slab::TAGGED;
+use super::{failed, Dma, Engine, Job, JobId};
+use crate::collective::reduce::reduce_blocks;
+use crate::intake::regions::Resolved;
+use crate::intake::HostId;
+use crate::transfer::protocol::{OpCounters, Outcome};
+use ringcast_abi::{DataType, ReduceOp, RegionKey, StatusKind};
+
+/// A composed collective in progress: the host operation it completes and what is left.
+#[derive(Debug)]
+pub(super) struct Composite {
+    /// The host operation (key of `Engine::ops`).
+    pub(super) parent: u64,
+    /// Parts not over yet.
+    remaining: u32,
+    /// The first failure, else `Ok`.
+    status: StatusKind,
+    /// Bytes reported on success.
+    bytes: u64,
+    /// The parts' counters, summed.
+    pub(super) counters: OpCounters,
+    /// An allreduce: what is reduced once every part is over.
+    pub(super) reduce: Option<Reduce>,
+    /// An alltoall: which blocks are copied into place once every part is over.
+    pub(super) scatter: Option<Scatter>,
+}
+
+/// An allreduce's last step: the contributions gathered in `work` (`size` blocks of `len`
+/// bytes), reduced with `spec` in rank order into its first block.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Reduce {
+    pub(super) spec: (DataType, ReduceOp),
+    pub(super) work: Resolved,
+    pub(super) len: u64,
+    pub(super) size: u32,
+}
+
+/// The context a composed collective's parts carry ([`crate::transfer::protocol::Post::context`]):
+/// its opcode, and an allreduce's element type and operation — so ranks that posted different
+/// calls (an allgather against an allreduce, another type or operation) fail with
+/// `DigestMismatch` instead of reducing each other's bytes their own way.
+pub(super) fn call_context(opcode: ringcast_abi::Opcode, reduce: Option<(DataType, ReduceOp)>) -> u32 {
+    let (t, o) = reduce.map_or((0, 0), |(t, o)| (t.0, o.0));
+    u32::from(opcode.0) | u32::from(t) << 8 | u32::from(o) << 16
+}
+
+impl Composite {
+    /// A composed collective completing host operation `parent` after `parts` parts, with
+    /// `bytes` on success.
+    pub(super) fn new(parent: u64, parts: u32, bytes: u64) -> Self {
+        Composite {
+            parent,
+            remaining: parts,
+            status: StatusKind::Ok,
+            bytes,
+            counters: OpCounters::default(),
+            reduce: None,
+            scatter: None,
+        }
+    }
+}
+
+/// An alltoall's last step: the blocks to copy into place once every part is over.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Scatter {
+    pub(super) host: HostId,
+    pub(super) send: Resolved,
+    pub(super) work: Resolved,
+    pub(super) len: u64,
+    pub(super) size: u32,
+    pub(super) me: u32,
+    /// The send and work buffers' regions.
+    pub(super) keys: [RegionKey; 2],
+}
+
+/// `base` moved `by` bytes on.
+pub(super) fn at(base: Resolved, by: u64) -> Resolved {
+    Resolved { segment: base.segment, offset: base.offset + by }
+}
+
+impl Engine {
+    /// One part of composite `token` ended with `outcome`; the last one finishes its host
+    /// operation.
+    pub(super) fn finish_part(&mut self, token: u64, outcome: Outcome) {
+        let key = token & !TAGGED;
+        let Some(c) = self.parts.get_mut(key) else { return };
+        c.remaining = c.remaining.saturating_sub(1);
+        if outcome.status != StatusKind::Ok && c.status == StatusKind::Ok {
+            c.status = outcome.status;
+        }
+        let (sum, add) = (&mut c.counters, outcome.counters);
+        sum.frags_multicast += add.frags_multicast;
+        sum.frags_repair += add.frags_repair;
+        sum.penalty_rounds = sum.penalty_rounds.max(add.penalty_rounds);
+        sum.retransmits += add.retransmits;
+        sum.duplicates += add.duplicates;
+        if c.remaining > 0 {
+            return;
+        }
+        let Some(c) = self.parts.remove(key) else { return };
+        if let (StatusKind::Ok, Some(s)) = (c.status, c.scatter) {
+            return self.scatter_blocks(c.parent, s, c.counters);
+        }
+        if let (StatusKind::Ok, Some(r)) = (c.status, c.reduce) {
+            // Every contribution is in the work buffer: read them back to reduce them.
+            let total = r.len * u64::from(r.size);
+            // A spare buffer from an earlier allreduce: allocation only while the largest grows.
+            let mut bytes = self.reduce_spare.pop().unwrap_or_default();
+            bytes.clear();
+            bytes.resize(total as usize, 0);
+            let job = Job::ReduceLoad { op: c.parent, spec: r.spec, len: r.len as usize, dst: r.work, bytes };
+            let job = super::JobId(self.jobs.insert(job));
+            self.out.dma(job, super::Dma::Load { src: r.work, len: total });
+            return;
+        }
+        let bytes = if c.status == StatusKind::Ok { c.bytes } else { 0 };
+        self.finish_collective(c.parent, Outcome { status: c.status, bytes, counters: c.counters });
+    }
+
+    /// An allreduce's contributions were loaded into `bytes` (`ok`): reduce them in rank order
+    /// and store the result at the start of the work buffer `dst`.
+    pub(super) fn reduce_loaded(
+        &mut self,
+        op: u64,
+        spec: (DataType, ReduceOp),
+        len: usize,
+        dst: Resolved,
+        mut bytes: alloc::vec::Vec<u8>,
+        ok: bool,
+    ) {
+        if !ok || reduce_blocks(spec.0, spec.1, &mut bytes, len).is_err() {
+            // (The intake checked type, operation and length: only a failed load gets here.)
+            self.reduce_spare.push(bytes);
+            return self.finish_collective(op, failed(StatusKind::OutOfBounds));
+        }
+        bytes.truncate(len);
+        let job = super::JobId(self.jobs.insert(Job::ReduceStore { op, bytes }));
+        self.out.dma(job, super::Dma::Store { dst, len: len as u64 });
+    }
+
+    /// The host of host operation or part `token`.
+    pub(super) fn host_of(&self, token: u64) -> Option<HostId> {
+        let op = if token & TAGGED != 0 { self.parts.get(token & !TAGGED)?.parent } else { token };
+        self.ops.get(op).map(|o| o.host)
+    }
+
+    /// Every part of host operation `parent`'s alltoall is over: copy block `me` of each into
+    /// its place; the last copy completes the operation (with the parts' `counters`).
+    pub(super) fn scatter_blocks(&mut self, parent: u64, s: Scatter, counters: OpCounters) {
+        let whole = s.len * u64::from(s.size);
+        let mut composite = Composite::new(parent, s.size, whole);
+        composite.counters = counters;
+        let token = TAGGED | self.parts.insert(composite);
+        let mine = u64::from(s.me) * s.len;
+        for r in 0..s.size {
+            let (src, src_key) = match r == s.me {
+                true => (at(s.send, mine), s.keys[0]),
+                false => (at(s.work, (1 + u64::from(r)) * whole + mine), s.keys[1]),
+            };
+            let dst = at(s.work, u64::from(r) * s.len);
+            let job = JobId(self.jobs.insert(Job::Part { token }));
+            self.out.dma(job, Dma::Copy { host: s.host, src, dst, len: s.len, keys: [src_key, s.keys[1]] });
+        }
+    }
+}
