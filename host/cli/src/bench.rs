@@ -207,7 +207,7 @@ pub fn run_once(a: &BenchArgs, algorithm: &str) -> Result<Vec<SizeLine>, String>
     let mut env = vec![("RINGCAST_ALGORITHM".to_string(), algorithm.to_string())];
     // Removed when this function returns, after the cluster is torn down (declared first).
     let barrier = if a.barrier {
-        let seg = BarrierSegment::create(a.cluster.nodes * a.cluster.ppn)?;
+        let seg = BarrierSegment::create(a.cluster.spec(false).world_size())?;
         args.push("--barrier".into());
         env.push((BARRIER_ENV.to_string(), seg.name.clone()));
         Some(seg)
@@ -312,9 +312,14 @@ pub fn bench(a: BenchArgs) -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
+    let spec = a.cluster.spec(false);
     println!(
-        "# ringcast bench: {} nodes, {} fabric, {:?} mode, algorithm {}",
-        a.cluster.nodes, a.cluster.fabric, a.cluster.mode, a.algorithm
+        "# ringcast bench: {} nodes, {} ranks, {} fabric, {:?} mode, algorithm {}",
+        spec.nodes,
+        spec.world_size(),
+        a.cluster.fabric,
+        a.cluster.mode,
+        a.algorithm
     );
     println!(
         "# {} broadcasts from rank 0; per-rank mean, then over ranks; CPU = the host process's",

@@ -173,7 +173,8 @@ fn compare(a: &BenchArgs) -> Result<(), String> {
     let program = mpi_program(a)?;
     let sizes: Vec<String> = a.sizes.iter().map(u64::to_string).collect();
     let sizes = sizes.join(",");
-    let ranks = a.cluster.nodes * a.cluster.ppn;
+    // Every rank of the cluster, uneven ones (`--node-ranks`) included.
+    let ranks = a.cluster.spec(false).world_size();
     let mut mpi_cmd = launcher(&a.mpi.mpirun)?;
     mpi_cmd.extend([
         "-np".into(),
@@ -184,9 +185,13 @@ fn compare(a: &BenchArgs) -> Result<(), String> {
     ]);
     let c = &a.cluster;
     let rc_cmd = format!(
-        "ringcast bench -n {} -p {} --mode {} --fabric {} --algorithm {} --sizes {sizes} --iters {} --barrier",
+        "ringcast bench -n {} -p {}{} --mode {} --fabric {} --algorithm {} --sizes {sizes} --iters {} --barrier",
         c.nodes,
         c.ppn,
+        match c.node_ranks.is_empty() {
+            true => String::new(),
+            false => format!(" --node-ranks {}", c.node_ranks.iter().map(u32::to_string).collect::<Vec<_>>().join(",")),
+        },
         format!("{:?}", c.mode).to_lowercase(),
         c.fabric,
         a.algorithm,
