@@ -190,15 +190,8 @@ impl SubmissionDescriptor {
     /// (`size × block` bytes) goes to rank `q`; the result is at the start of `work`
     /// (`(size + 1) × size × block` bytes).
     pub const fn alltoall(cookie: u64, comm: u64, work: RegionRef, send: RegionRef, block: u64) -> Self {
-        let mut d = Self::zeroed_const();
+        let mut d = Self::allgather(cookie, comm, work, Some(send), block);
         d.opcode = Opcode::ALLTOALL;
-        d.cookie = cookie;
-        d.comm = comm;
-        d.len = block;
-        d.key = work.key;
-        d.offset = work.offset;
-        d.aux_key = send.key;
-        d.aux_offset = send.offset;
         d
     }
 

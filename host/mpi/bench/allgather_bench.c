@@ -11,6 +11,8 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "bench_median.h"
 #include <string.h>
 
 /* MPI_Allgather and MPI_Alltoall take the same arguments. */
@@ -30,11 +32,6 @@ static double run(exchange_fn call, char *send, char *recv, int block, int iters
     double mean = total / iters * 1e6, slowest = 0;
     MPI_Reduce(&mean, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     return slowest;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 int main(int argc, char **argv) {
@@ -59,9 +56,8 @@ int main(int argc, char **argv) {
             o[r] = run(ours, send, recv, block, n);
             l[r] = run(lib, send, recv, block, n);
         }
-        qsort(o, (size_t)rounds, sizeof o[0], cmp);
-        qsort(l, (size_t)rounds, sizeof l[0], cmp);
-        if (rank == 0) printf("%-10d %16.2f %16.2f %6.2fx\n", block, o[rounds / 2], l[rounds / 2], l[rounds / 2] / o[rounds / 2]);
+        double om = rc_bench_median(o, rounds), lm = rc_bench_median(l, rounds);
+        if (rank == 0) printf("%-10d %16.2f %16.2f %6.2fx\n", block, om, lm, lm / om);
     }
     free(send);
     free(recv);

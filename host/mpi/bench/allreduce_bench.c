@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "bench_median.h"
+
 /* The slowest rank's mean time of one allreduce of `block` bytes (doubles), in microseconds,
  * over `iters` timed calls after five warm-up ones. */
 static double run(int library, char *send, char *recv, int block, int iters) {
@@ -27,11 +29,6 @@ static double run(int library, char *send, char *recv, int block, int iters) {
     double mean = total / iters * 1e6, slowest = 0;
     MPI_Reduce(&mean, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     return slowest;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 int main(int argc, char **argv) {
@@ -54,9 +51,7 @@ int main(int argc, char **argv) {
             ours[r] = run(0, send, recv, block, n);
             lib[r] = run(1, send, recv, block, n);
         }
-        qsort(ours, (size_t)rounds, sizeof ours[0], cmp);
-        qsort(lib, (size_t)rounds, sizeof lib[0], cmp);
-        double o = ours[rounds / 2], l = lib[rounds / 2];
+        double o = rc_bench_median(ours, rounds), l = rc_bench_median(lib, rounds);
         if (rank == 0) printf("%-10d %16.2f %16.2f %6.2fx\n", block, o, l, l / o);
     }
     free(send);

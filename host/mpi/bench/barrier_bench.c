@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "bench_median.h"
+
 /* The slowest rank's mean time of one barrier on `comm`, in microseconds, over `iters` timed
  * calls after ten warm-up ones. */
 static double run(int library, MPI_Comm comm, int iters) {
@@ -19,11 +21,6 @@ static double run(int library, MPI_Comm comm, int iters) {
     double mean = (MPI_Wtime() - t) / iters * 1e6, slowest = 0;
     PMPI_Reduce(&mean, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, comm);
     return slowest;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 int main(int argc, char **argv) {
@@ -45,9 +42,7 @@ int main(int argc, char **argv) {
             ours[r] = run(0, comms[c], iters);
             lib[r] = run(1, comms[c], iters);
         }
-        qsort(ours, (size_t)rounds, sizeof ours[0], cmp);
-        qsort(lib, (size_t)rounds, sizeof lib[0], cmp);
-        double o = ours[rounds / 2], l = lib[rounds / 2];
+        double o = rc_bench_median(ours, rounds), l = rc_bench_median(lib, rounds);
         if (rank == 0) printf("%-10s %16.2f %16.2f %6.2fx\n", names[c], o, l, l / o);
     }
     MPI_Comm_free(&dup);

@@ -5,11 +5,12 @@
 //! engine's code), and identical across ranks;
 //! bad type/operation combinations typed at the rank that posted them.
 use ringcast_abi::{Access, DataType, Opcode, ReduceOp, RegionRef, StatusKind, SubmissionDescriptor};
+use ringcast_proto::comm::World;
 use ringcast_proto::config::{EngineConfig, LocalRank};
 use ringcast_proto::engine::Engine;
 use ringcast_proto::intake::regions::SegmentHandle;
 use ringcast_proto::rng::SimRng;
-use ringcast_sim::cluster::{Cluster, DmaTiming};
+use ringcast_sim::cluster::{world_engines, Cluster, DmaTiming};
 use ringcast_sim::fabric::Faults;
 use ringcast_sim::reference::reference_reduce;
 
@@ -69,15 +70,7 @@ fn check(nodes: u32, ppn: u32, elems: usize, faults: Faults, seed: u64) {
 
 /// [`check`] with DMA jobs carried out per `dma`.
 fn check_with(nodes: u32, ppn: u32, elems: usize, faults: Faults, seed: u64, dma: DmaTiming) {
-    let engines = (0..nodes)
-        .map(|n| {
-            let config = EngineConfig::default().with(|c| {
-                c.topology.job = "allreduce".into();
-                (c.topology.nodes, c.topology.node, c.topology.ppn) = (nodes, n, ppn);
-            });
-            Engine::new(&config, crc32c::crc32c, true).unwrap()
-        })
-        .collect();
+    let engines = world_engines(&World::Uniform { nodes, ppn }, "allreduce", &|_| {});
     let mut c = Cluster::new(engines, faults, SimRng::new(seed), crc32c::crc32c, dma, SimRng::new(seed ^ 3));
     let size = nodes * ppn;
     let cases: Vec<(DataType, ReduceOp)> =
@@ -231,15 +224,7 @@ fn ranks_that_disagree_on_the_call_get_typed_errors_not_wrong_results() {
     for (ppn, offender) in [(1u32, 2u32), (2, 1), (2, 2)] {
         for variant in 0..3 {
             let nodes = 3u32;
-            let engines = (0..nodes)
-                .map(|n| {
-                    let config = EngineConfig::default().with(|c| {
-                        c.topology.job = "mismatch".into();
-                        (c.topology.nodes, c.topology.node, c.topology.ppn) = (nodes, n, ppn);
-                    });
-                    Engine::new(&config, crc32c::crc32c, true).unwrap()
-                })
-                .collect();
+            let engines = world_engines(&World::Uniform { nodes, ppn }, "mismatch", &|_| {});
             let seed = 40 + variant;
             let mut c = Cluster::new(
                 engines,
@@ -350,16 +335,8 @@ fn a_reduce_delivers_the_result_at_its_root_only() {
     for parts in
         [ringcast_proto::config::AllgatherParts::Ranks, ringcast_proto::config::AllgatherParts::Nodes]
     {
-        let engines = (0..nodes)
-            .map(|n| {
-                let config = EngineConfig::default().with(|c| {
-                    c.topology.job = "reduce".into();
-                    (c.topology.nodes, c.topology.node, c.topology.ppn) = (nodes, n, ppn);
-                    c.protocol.allgather_parts = parts;
-                });
-                Engine::new(&config, crc32c::crc32c, true).unwrap()
-            })
-            .collect();
+        let engines =
+            world_engines(&World::Uniform { nodes, ppn }, "reduce", &|c| c.protocol.allgather_parts = parts);
         let faults = Faults { mcast_loss: 0.05, ucast_loss: 0.02, jitter: 3_000, ..Faults::clean() };
         let mut c =
             Cluster::new(engines, faults, SimRng::new(9), crc32c::crc32c, DmaTiming::Now, SimRng::new(10));

@@ -62,7 +62,9 @@ impl Engine {
                 // Assemblies of a communicator that broke meanwhile never finish: let go of them.
                 let node = self.node.as_ref();
                 self.assemblies.retain(|a| node.is_some_and(|n| n.usable(a.comm)));
-                let pieces = Vec::with_capacity(expected as usize);
+                // A finished assembly's list, reused: no allocation once the largest node is seen.
+                let mut pieces = self.spare_pieces.pop().unwrap_or_default();
+                pieces.clear();
                 self.assemblies.push(Assembly {
                     comm,
                     seq,
@@ -117,5 +119,6 @@ impl Engine {
         if let Some(node) = self.node.as_mut() {
             node.assembled(a.comm, a.seq, !a.failed, &mut self.out);
         }
+        self.spare_pieces.push(a.pieces);
     }
 }

@@ -121,6 +121,8 @@ pub struct Engine {
     reduce_spare: Vec<Vec<u8>>,
     /// Node parts of leader-based allgathers being assembled (`assembly.rs`).
     assemblies: Vec<assembly::Assembly>,
+    /// Piece lists of finished assemblies, for the next ones.
+    spare_pieces: Vec<Vec<assembly::Piece>>,
 }
 
 fn failed(status: StatusKind) -> Outcome {
@@ -144,6 +146,7 @@ impl Engine {
             primaries: Vec::new(),
             reduce_spare: Vec::new(),
             assemblies: Vec::new(),
+            spare_pieces: Vec::new(),
             queues: (0..config.limits.max_hosts).map(|_| VecDeque::new()).collect(),
         })
     }
