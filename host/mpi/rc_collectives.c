@@ -84,7 +84,6 @@ int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
      * engine's doorbell (docs/performance.md). */
     uint64_t id = 0;
     int rc = ringcast_ibcast(c->handle, (uint32_t)root, stage, 0, (size_t)bytes, &id);
-    c->posted++;
     rc = rc_await(rc, id);
     if (wrapped) {
         if (rc != RINGCAST_OK) rc_wrap_drop(wrapped);
@@ -153,7 +152,6 @@ int MPI_Barrier(MPI_Comm comm) {
     }
     uint64_t id = 0;
     int rc = ringcast_ibarrier(c->handle, &id);
-    c->posted += (unsigned)c->engines; /* one broadcast per engine */
     rc = rc_await(rc, id);
     if (rc != RINGCAST_OK) {
         if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Barrier failed: %s\n", rc_world_rank, ringcast_strerror(rc));
@@ -182,7 +180,6 @@ int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request) {
     op->comm = comm;
     op->root_here = 1; /* nothing to copy out */
     int rc = ringcast_ibarrier(c->handle, &op->id);
-    c->posted += (unsigned)c->engines;
     if (rc != RINGCAST_OK) {
         free(op);
         if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Ibarrier failed: %s\n", rc_world_rank, ringcast_strerror(rc));
@@ -264,7 +261,6 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
     }
     uint64_t id = 0;
     int rc = ringcast_iallgather(c->handle, NULL, 0, stage, 0, (size_t)block, &id);
-    c->posted += (unsigned)c->gather_parts;
     rc = rc_await(rc, id);
     if (rc == RINGCAST_OK && !mismatch) memcpy(recvbuf, ringcast_buf_ptr(stage), total);
     rc_buf_put(stage, len);
@@ -310,7 +306,6 @@ int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, vo
     op->bytes = (size_t)block * (size_t)c->size;
     op->root_here = 0; /* every rank receives: the whole buffer is copied out */
     int rc = ringcast_iallgather(c->handle, NULL, 0, stage, 0, (size_t)block, &op->id);
-    c->posted += (unsigned)c->gather_parts;
     if (rc != RINGCAST_OK) {
         rc_buf_put(stage, op->stage_len);
         free(op);
@@ -390,7 +385,6 @@ int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
     }
     uint64_t id = 0;
     int rc = ringcast_ialltoall(c->handle, stage, rc_alltoall_send_at(c, block), stage, 0, (size_t)block, &id);
-    c->posted += (unsigned)c->size; /* one broadcast per rank */
     rc = rc_await(rc, id);
     if (rc == RINGCAST_OK) memcpy(recvbuf, ringcast_buf_ptr(stage), (size_t)block * (size_t)c->size);
     rc_buf_put(stage, len);
@@ -430,7 +424,6 @@ int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
     op->bytes = (size_t)block * (size_t)c->size;
     op->root_here = 0; /* the result is copied out of the stage's start */
     int rc = ringcast_ialltoall(c->handle, stage, rc_alltoall_send_at(c, block), stage, 0, (size_t)block, &op->id);
-    c->posted += (unsigned)c->size;
     if (rc != RINGCAST_OK) {
         rc_buf_put(stage, op->stage_len);
         free(op);
@@ -541,7 +534,6 @@ static int rc_reduce(const char *call, const void *sendbuf, void *recvbuf, int c
     /* MPI_Reduce is ringcast's REDUCE: only the root reduces. */
     int rc = root < 0 ? ringcast_iallreduce(c->handle, NULL, 0, stage, 0, (size_t)bytes, t, o, &id)
                       : ringcast_ireduce(c->handle, (uint32_t)root, NULL, 0, stage, 0, (size_t)bytes, t, o, &id);
-    c->posted += (unsigned)c->gather_parts;
     rc = rc_await(rc, id);
     if (rc == RINGCAST_OK && !bad && (root < 0 || me == root)) memcpy(recvbuf, p, (size_t)bytes);
     rc_buf_put(stage, len);
@@ -612,7 +604,6 @@ static int rc_ireduce(const char *call, int reduce, const void *sendbuf, void *r
     rop->root_here = 0;
     int rc = reduce ? ringcast_ireduce(c->handle, (uint32_t)root, NULL, 0, stage, 0, (size_t)bytes, t, o, &rop->id)
                     : ringcast_iallreduce(c->handle, NULL, 0, stage, 0, (size_t)bytes, t, o, &rop->id);
-    c->posted += (unsigned)c->gather_parts;
     if (rc != RINGCAST_OK) {
         rc_buf_put(stage, rop->stage_len);
         free(rop);
@@ -670,7 +661,6 @@ int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Com
     /* The root's data is taken now: the user may not modify it before completion anyway. */
     if (op->root_here) memcpy(ringcast_buf_ptr(stage), buffer, (size_t)bytes);
     int rc = ringcast_ibcast(c->handle, (uint32_t)root, stage, 0, (size_t)bytes, &op->id);
-    c->posted++;
     if (rc != RINGCAST_OK) {
         rc_buf_put(stage, op->stage_len);
         free(op);

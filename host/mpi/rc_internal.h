@@ -37,17 +37,13 @@ struct rc_comm {
     uint64_t handle; /* ringcast communicator; 0: none (auto declined it, or freed) */
     int size;        /* MPI ranks */
     int engines;     /* distinct engines its ranks sit on */
-    int gather_parts; /* broadcasts an allgather (or allreduce) takes: one per rank, or — the
-                       * engine's leader-based allgather, RINGCAST_ALLGATHER_PARTS=nodes — one per
-                       * engine when each engine's ranks are consecutive; counted in `posted` */
-    unsigned posted; /* broadcasts posted since creation, to fill the last synchronization epoch */
     int inflight;    /* operations posted and not finished in the engine */
     int freeing;     /* MPI_Comm_free ran: free the ringcast communicator when inflight is 0 */
     int refs;        /* the attribute + each unreclaimed operation */
 };
 
-/* One operation in the engine: an MPI_Ibcast (greq set) or an internal epoch-filling broadcast
- * of a communicator being freed (greq MPI_REQUEST_NULL). */
+/* One operation in the engine: an MPI_Ibcast (greq set) or an internal one finished in the
+ * background (greq MPI_REQUEST_NULL). */
 struct rc_op {
     struct rc_op *prev, *next;
     uint64_t id;         /* ringcast request id */

@@ -62,9 +62,7 @@ static int rc_node;            /* this rank's engine (emulated node) */
 RC_HIDDEN long long rc_min_bytes = 1, rc_max_bytes = RC_ENGINE_MAX_DEFAULT, rc_engine_max = RC_ENGINE_MAX_DEFAULT;
 RC_HIDDEN int rc_min_engines = 2; /* auto: engines a communicator must span (RINGCAST_MPI_MIN_ENGINES) */
 static char rc_off_buf[160];   /* rc_off when it needs numbers */
-static unsigned rc_channels = 16;
 static int rc_keyval = MPI_KEYVAL_INVALID;
-static RingcastBuf *rc_dummy;  /* the 1-byte epoch fillers' buffer (its content is never read) */
 static struct { RingcastBuf *b; size_t len; } rc_pool[RC_POOL_MAX];
 static int rc_pool_n;
 /* The in-place registration cache: -1 not asked yet, 0 off (mapped backend, or turned off). */
@@ -246,20 +244,15 @@ static void rc_attach(MPI_Comm comm) {
         return;
     }
     PMPI_Allgather(me, 2, MPI_UINT32_T, pairs, 2, MPI_UINT32_T, comm);
-    /* Engines spanned: the same number at every member (computed from the same gathered list);
-     * whether each engine's ranks are consecutive (the engine's rule for its leader-based
-     * allgather, which then takes one broadcast per engine). */
-    int engines = 0, consecutive = 1;
+    /* Engines spanned: the same number at every member (computed from the same gathered list). */
+    int engines = 0;
     for (int i = 0; i < size; i++) {
         int seen = 0;
         members[i] = pairs[2 * i];
         for (int j = 0; j < i && !seen; j++) seen = pairs[2 * j + 1] == pairs[2 * i + 1];
         engines += !seen;
-        if (seen && pairs[2 * (i - 1) + 1] != pairs[2 * i + 1]) consecutive = 0;
     }
     free(pairs);
-    const char *parts = getenv("RINGCAST_ALLGATHER_PARTS");
-    int leader_based = consecutive && parts && strcmp(parts, "nodes") == 0;
     struct rc_comm *c = calloc(1, sizeof *c);
     int ok = c != NULL, rc = RINGCAST_OK;
     if (ok && (rc_mode == RC_ALWAYS || engines >= rc_min_engines)) {
@@ -284,7 +277,6 @@ static void rc_attach(MPI_Comm comm) {
     }
     c->size = size;
     c->engines = engines;
-    c->gather_parts = leader_based ? engines : size;
     c->refs = 1;
     PMPI_Comm_set_attr(comm, rc_keyval, c);
 }
@@ -377,7 +369,7 @@ static void rc_op_poll(struct rc_op *op) {
     if (fin || rc != RINGCAST_OK) rc_op_finish(op, rc);
 }
 
-/* Progresses every unfinished operation (the user's, orphans, epoch fillers). */
+/* Progresses every unfinished operation (the user's, and orphans finished in the background). */
 RC_HIDDEN void rc_poll(void) {
     if (rc_active == 0) return;
     for (struct rc_op *op = rc_ops, *next; op; op = next) {
@@ -480,7 +472,6 @@ static void rc_start(int provided) {
     rc_max_bytes = env_ll("RINGCAST_MPI_MAX_BYTES", rc_engine_max);
     if (rc_min_bytes < 1) rc_min_bytes = 1;                   /* the engine moves no empty message */
     if (rc_max_bytes > rc_engine_max) rc_max_bytes = rc_engine_max; /* nor one above its limit */
-    rc_channels = (unsigned)env_ll("RINGCAST_CHANNELS", 16);
     rc_min_engines = (int)env_ll("RINGCAST_MPI_MIN_ENGINES", 2);
     if (rc_min_engines < 1) rc_min_engines = 1;
     const char *mode = getenv("RINGCAST_MPI_OFFLOAD");
@@ -670,45 +661,15 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
     return rc;
 }
 
-/* Fills the last synchronization epoch of `c` with 1-byte broadcasts (every member posts the same
- * count, since every member posted the same broadcasts) so the engines can settle the
- * communicator and leave without waiting. They are posted as internal operations, finished by
- * progress like any other. */
-static void rc_flush(struct rc_comm *c) {
-    if (!rc_dummy) rc_dummy = ringcast_buf_new(64);
-    while (rc_dummy && rc_channels && c->posted % rc_channels) {
-        struct rc_op *op = calloc(1, sizeof *op);
-        if (!op) break;
-        if (ringcast_ibcast(c->handle, 0, rc_dummy, 0, 1, &op->id) != RINGCAST_OK) {
-            free(op);
-            break;
-        }
-        op->c = c;
-        op->greq = MPI_REQUEST_NULL;
-        c->refs++;
-        c->inflight++;
-        rc_active++;
-        rc_op_link(op);
-        c->posted++;
-    }
-}
-
-/* MPI_Comm_free's part: fill the epoch and free the ringcast communicator, then drop the
- * attribute. With nothing of the user's in flight on it, the fillers are waited for here (polled,
- * with the library's progress: MPI_Comm_free is collective, every member is posting them) and
- * the communicator is freed at once; with an MPI_Ibcast pending, it is freed when the last
- * operation on it finishes (rc_op_finish -> rc_comm_settle). */
+/* MPI_Comm_free's part: free the ringcast communicator — at once with nothing of the user's in
+ * flight on it, else when the last operation on it finishes (rc_op_finish -> rc_comm_settle) —
+ * then drop the attribute. The engines settle its last, partial synchronization epoch
+ * themselves once every member freed it: nothing is padded here. */
 static void rc_detach(MPI_Comm comm) {
     struct rc_comm *c = rc_of(comm);
     if (!c) return;
     if (c->handle) {
-        int pending = c->inflight > 0;
-        rc_flush(c);
         c->freeing = 1;
-        while (!pending && c->inflight > 0) {
-            rc_poll();
-            if (c->inflight > 0) rc_breathe(NULL);
-        }
         rc_comm_settle(c);
     }
     PMPI_Comm_delete_attr(comm, rc_keyval);
@@ -729,8 +690,6 @@ int MPI_Finalize(void) {
         for (int i = 0; i < rc_wraps_n; i++) ringcast_buf_free(rc_wraps[i].b);
         rc_wraps_n = 0;
         rc_pool_n = 0;
-        if (rc_dummy) ringcast_buf_free(rc_dummy);
-        rc_dummy = NULL;
         ringcast_finalize();
         /* Every rank's engine is done with the job's shared memory: one rank unlinks it. */
         PMPI_Barrier(MPI_COMM_WORLD);

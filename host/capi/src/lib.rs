@@ -12,12 +12,11 @@
 //! without a staging copy. A buffer belongs to the engine from the post of an operation on it
 //! until that operation's completion: C code must not touch it meanwhile.
 //!
-//! Errors: every function returns `RINGCAST_OK` (0) or a negative code. `-1` to `-99` are the
-//! engine's completion statuses negated (`-(StatusKind)`: `-13` a peer stopped answering,
-//! `-14` the communicator is broken, `-18` too many communicators, ...; the ones a program may
-//! want to tell apart have names, e.g. `RINGCAST_ERR_TOO_MANY_COMMUNICATORS`); `-100` and below
-//! are the library's own. Every code
-//! has a message: `ringcast_strerror`. Nothing here panics across the boundary: a panic inside
+//! Errors: every function returns `RINGCAST_OK` (0) or a negative code, each with a name in
+//! `ringcast.h` and a message from `ringcast_strerror`. `-1` to `-99` are the engine's
+//! completion statuses negated (`-(StatusKind)`: `RINGCAST_ERR_PEER_UNREACHABLE` (-13) a rank
+//! stopped answering, `RINGCAST_ERR_COMMUNICATOR_BROKEN` (-14), ...); `-100` and below are the
+//! library's own. Nothing here panics across the boundary: a panic inside
 //! is caught and reported as `RINGCAST_ERR_INTERNAL`.
 //!
 //! Thread safety: calls are serialized by the process-wide lock (an MPI rank's calls come from
@@ -73,13 +72,71 @@ pub const RINGCAST_OP_LAND: u8 = 8;
 pub const RINGCAST_OP_LOR: u8 = 9;
 static_assertions::const_assert_eq!(RINGCAST_TYPE_DOUBLE, ringcast_abi::DataType::F64.0);
 static_assertions::const_assert_eq!(RINGCAST_OP_LOR, ringcast_abi::ReduceOp::LOR.0);
+/// The descriptor's opcode is unknown to the engine (a library older than the engine's ABI). `-(StatusKind::UnknownOpcode)`.
+pub const RINGCAST_ERR_UNKNOWN_OPCODE: c_int = -1;
+/// A length is zero or exceeds the engine's limit (`RINGCAST_MAX_MESSAGE_BYTES`). `-(StatusKind::BadLength)`.
+pub const RINGCAST_ERR_BAD_LENGTH: c_int = -2;
+/// A buffer's region is not registered with the engine. `-(StatusKind::UnknownRegion)`.
+pub const RINGCAST_ERR_UNKNOWN_REGION: c_int = -3;
+/// An offset and length reach outside the registered buffer. `-(StatusKind::OutOfBounds)`.
+pub const RINGCAST_ERR_OUT_OF_BOUNDS: c_int = -4;
+/// The buffer lacks the access the operation needs (read or write). `-(StatusKind::AccessDenied)`.
+pub const RINGCAST_ERR_ACCESS_DENIED: c_int = -5;
+/// Reserved descriptor flags are set. `-(StatusKind::BadFlags)`.
+pub const RINGCAST_ERR_BAD_FLAGS: c_int = -6;
+/// The descriptor's fields do not fit its opcode (e.g. an unknown type or operation). `-(StatusKind::BadDescriptor)`.
+pub const RINGCAST_ERR_BAD_DESCRIPTOR: c_int = -7;
+/// The engine is shutting down: the operation was answered without running. `-(StatusKind::EngineShutdown)`.
+pub const RINGCAST_ERR_ENGINE_SHUTDOWN: c_int = -8;
+/// Send and receive ranges overlap without being in place. `-(StatusKind::Overlap)`.
+pub const RINGCAST_ERR_OVERLAP: c_int = -9;
 /// The communicator handle names no communicator of this process's engine (never created, or
-/// freed): `-(StatusKind::UnknownCommunicator)`.
+/// freed). `-(StatusKind::UnknownCommunicator)`.
 pub const RINGCAST_ERR_UNKNOWN_COMMUNICATOR: c_int = -10;
+/// The root rank is outside the communicator. `-(StatusKind::BadRoot)`.
+pub const RINGCAST_ERR_BAD_ROOT: c_int = -11;
+/// The message length differs from the root's. `-(StatusKind::LengthMismatch)`.
+pub const RINGCAST_ERR_LENGTH_MISMATCH: c_int = -12;
+/// A rank stopped answering (dead process or engine): the operation failed within
+/// `RINGCAST_PEER_TIMEOUT_MS`. `-(StatusKind::PeerUnreachable)`.
+pub const RINGCAST_ERR_PEER_UNREACHABLE: c_int = -13;
+/// The communicator is broken by an unreachable rank: create a new one. `-(StatusKind::CommunicatorBroken)`.
+pub const RINGCAST_ERR_COMMUNICATOR_BROKEN: c_int = -14;
+/// The reassembled message failed its end-to-end digest: altered on the way, or the ranks
+/// posted different calls (count, type, operation or collective). `-(StatusKind::DigestMismatch)`.
+pub const RINGCAST_ERR_DIGEST_MISMATCH: c_int = -15;
+/// The root aborted the broadcast (its buffer could not be read). `-(StatusKind::RootFailed)`.
+pub const RINGCAST_ERR_ROOT_FAILED: c_int = -16;
+/// This process holds no rank in the communicator. `-(StatusKind::NoRank)`.
+pub const RINGCAST_ERR_NO_RANK: c_int = -17;
 /// `ringcast_comm_create` refused: the engine serves its maximum number of communicators
 /// (`RINGCAST_MAX_COMMS`, the world included). Free one first; a freed communicator's slot
 /// comes back as soon as its broadcasts are settled. `-(StatusKind::TooManyCommunicators)`.
 pub const RINGCAST_ERR_TOO_MANY_COMMUNICATORS: c_int = -18;
+
+/// Every engine status with its named code (the test checks it covers every status).
+#[cfg(test)]
+const STATUS_CODES: [(c_int, StatusKind); 18] = [
+    (RINGCAST_ERR_UNKNOWN_OPCODE, StatusKind::UnknownOpcode),
+    (RINGCAST_ERR_BAD_LENGTH, StatusKind::BadLength),
+    (RINGCAST_ERR_UNKNOWN_REGION, StatusKind::UnknownRegion),
+    (RINGCAST_ERR_OUT_OF_BOUNDS, StatusKind::OutOfBounds),
+    (RINGCAST_ERR_ACCESS_DENIED, StatusKind::AccessDenied),
+    (RINGCAST_ERR_BAD_FLAGS, StatusKind::BadFlags),
+    (RINGCAST_ERR_BAD_DESCRIPTOR, StatusKind::BadDescriptor),
+    (RINGCAST_ERR_ENGINE_SHUTDOWN, StatusKind::EngineShutdown),
+    (RINGCAST_ERR_OVERLAP, StatusKind::Overlap),
+    (RINGCAST_ERR_UNKNOWN_COMMUNICATOR, StatusKind::UnknownCommunicator),
+    (RINGCAST_ERR_BAD_ROOT, StatusKind::BadRoot),
+    (RINGCAST_ERR_LENGTH_MISMATCH, StatusKind::LengthMismatch),
+    (RINGCAST_ERR_PEER_UNREACHABLE, StatusKind::PeerUnreachable),
+    (RINGCAST_ERR_COMMUNICATOR_BROKEN, StatusKind::CommunicatorBroken),
+    (RINGCAST_ERR_DIGEST_MISMATCH, StatusKind::DigestMismatch),
+    (RINGCAST_ERR_ROOT_FAILED, StatusKind::RootFailed),
+    (RINGCAST_ERR_NO_RANK, StatusKind::NoRank),
+    (RINGCAST_ERR_TOO_MANY_COMMUNICATORS, StatusKind::TooManyCommunicators),
+];
+
 /// The engine went away.
 pub const RINGCAST_ERR_ENGINE_GONE: c_int = -100;
 /// A control request or a wait timed out.
@@ -178,8 +235,10 @@ pub extern "C" fn ringcast_init() -> c_int {
     run.unwrap_or(RINGCAST_ERR_INTERNAL)
 }
 
-/// Detaches (a thread-mode engine of this process lingers until its node's other processes
-/// and its peers are done with it).
+/// Detaches: `MPI_Finalize`'s part. Once every process of the node finalized, the engine
+/// settles the world's last synchronization epoch with the other engines, however many
+/// collectives were posted — nobody pads epochs (a thread-mode engine of this process lingers
+/// until its node's other processes and its peers are done with it).
 #[no_mangle]
 pub extern "C" fn ringcast_finalize() -> c_int {
     let run = std::panic::catch_unwind(|| {
@@ -703,7 +762,8 @@ pub unsafe extern "C" fn ringcast_comm_create(
     with_state(|s| s.host.comm_create(&ident, my_rank, members).map(|()| RINGCAST_OK).map_err(|e| code(&e)))
 }
 
-/// Leaves communicator `handle`.
+/// Leaves communicator `handle` (`MPI_Comm_free`). Once every local member left it, the engine
+/// settles its last, partial synchronization epoch with the other engines and drops it.
 #[no_mangle]
 pub extern "C" fn ringcast_comm_free(handle: u64) -> c_int {
     with_state(|s| s.host.comm_free(handle).map(|()| RINGCAST_OK).map_err(|e| code(&e)))
@@ -751,6 +811,22 @@ pub extern "C" fn ringcast_strerror(code: c_int) -> *const c_char {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_status_has_a_named_code_and_a_message() {
+        for k in StatusKind::ALL.iter().copied().filter(|&k| k != StatusKind::Ok) {
+            let named = STATUS_CODES.iter().find(|(_, s)| *s == k);
+            assert_eq!(named.map(|(c, _)| *c), Some(-(k as c_int)), "{k:?} has no RINGCAST_ERR_ constant");
+            // SAFETY: `ringcast_strerror` returns a pointer to a static NUL-terminated string.
+            let msg = unsafe { std::ffi::CStr::from_ptr(ringcast_strerror(-(k as c_int))) };
+            assert_eq!(msg.to_str(), Ok(k.message()));
+        }
+        for own in -108..=-100 {
+            // SAFETY: as above.
+            let msg = unsafe { std::ffi::CStr::from_ptr(ringcast_strerror(own)) };
+            assert_ne!(msg.to_str(), Ok("unknown ringcast error code"), "{own}");
+        }
+    }
 
     #[test]
     fn named_status_codes_are_the_negated_statuses() {

@@ -117,12 +117,7 @@ int main(void) {
     for (unsigned i = 1; i < max_comms; i++)
         if ((rc = ringcast_comm_free(ids[i].handle)) != RINGCAST_OK) return fail(me, "free", i, rc);
 
-    /* Fill the last synchronization epoch of the world so the engines leave at once. */
-    unsigned channels = env_or("RINGCAST_CHANNELS", 16);
-    while (channels && world % channels) {
-        if ((rc = ringcast_bcast(0, 0, b, 0, 1)) != RINGCAST_OK) return fail(me, "final epoch", world, rc);
-        world++;
-    }
+    /* No padding of the world's last synchronization epoch: ringcast_finalize settles it. */
     ringcast_buf_free(b);
     free(ids);
     free(members);

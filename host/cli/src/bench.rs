@@ -1,25 +1,27 @@
 //! `ringcast run` and `ringcast bench`: programs on a local emulated cluster, and an
-//! osu_bcast-style broadcast benchmark on it.
+//! osu-style collective benchmark on it.
 //!
 //! `ringcast bench` starts `-n` nodes (engines on the chosen fabric, daemon or thread mode) with
-//! `-p` benchmark processes each. Every rank runs, per message size, `iters` broadcasts from
-//! rank 0 (after up to 10 untimed warm-up ones) and reports its mean time per broadcast and its
-//! process CPU time per broadcast; the last broadcast's bytes are checked at every rank. By
-//! default the broadcasts run back to back (as IMB and a loop of blocking `MPI_Bcast` do; no
-//! barrier between them). With `--barrier`, osu_bcast's method: an untimed barrier before each
-//! broadcast and only the broadcast timed (the barrier is the harness's own, in shared memory:
+//! `-p` benchmark processes each. Every rank runs, per message size, `iters` calls of the
+//! `--collective` (broadcasts from rank 0 by default; allreduce, reduce, allgather, alltoall,
+//! barrier: [`crate::bench_rank`]) after up to 10 untimed warm-up ones, and reports its mean time
+//! per call and its process CPU time per call; the last call's result is checked at every rank,
+//! and the engines' repair frames are counted per size (set `RINGCAST_FAULT_DROP` to inject
+//! loss). By default the calls run back to back (as IMB and a loop of blocking `MPI_Bcast` do;
+//! no barrier between them). With `--barrier`, osu_bcast's method: an untimed barrier before
+//! each call and only the call timed (the barrier is the harness's own, in shared memory:
 //! [`crate::barrier`]). The launcher prints, per size, the mean over ranks and the fastest and
 //! slowest rank (osu_bcast's avg/min/max), or JSON. `--compare` runs the binomial tree on the
 //! same cluster setup in the same invocation and prints the ratio; `--compare-mpi` runs Open
-//! MPI's own `MPI_Bcast` on the same machine, interleaved round by round, and prints the ratio
+//! MPI's own collective on the same machine, interleaved round by round, and prints the ratio
 //! of the slowest ranks ([`crate::compare`]).
-use crate::barrier::{Barrier, BarrierSegment, BARRIER_ENV};
-use crate::cluster::{host_from_env, Cluster, Mode, Spec};
+use crate::barrier::{BarrierSegment, BARRIER_ENV};
+pub use crate::bench_rank::Collective;
+use crate::cluster::{Cluster, Mode, Spec};
 use clap::Args;
-use ringcast_host::{Access, SharedBuf};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The cluster both commands start.
 #[derive(Args, Clone)]
@@ -108,6 +110,10 @@ pub fn run(a: RunArgs) -> ExitCode {
 pub struct BenchArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    /// The collective: bcast, allreduce, reduce, allgather, alltoall or barrier (sizes are
+    /// then each rank's contribution or block; a barrier ignores them).
+    #[arg(long, value_enum, default_value_t = Collective::Bcast)]
+    pub collective: Collective,
     /// Algorithm: auto (the engine's choice) or any `ringcast info` lists.
     #[arg(long, default_value = "auto")]
     pub algorithm: String,
@@ -138,7 +144,7 @@ pub const DEFAULT_MPIRUN: &str = "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS
 /// `--compare-mpi` and its options (part of `ringcast bench`).
 #[derive(Args, Clone)]
 pub struct CompareArgs {
-    /// Also run Open MPI's own MPI_Bcast (osu_bcast's method, same sizes and ranks),
+    /// Also run Open MPI's own collective (osu_bcast's method, same collective, sizes and ranks),
     /// interleaved round by round, and print the ratio of the slowest ranks; implies --barrier.
     #[arg(long)]
     pub compare_mpi: bool,
@@ -169,6 +175,7 @@ struct RankLine {
     avg_us: f64,
     cpu_us: f64,
     iters: u32,
+    repairs: u64,
 }
 
 /// One size over all ranks.
@@ -183,6 +190,8 @@ pub struct SizeLine {
     /// Host process CPU time per broadcast, µs.
     pub cpu: f64,
     pub iters: u32,
+    /// Repair frames the engines sent during this size (warm-up included).
+    pub repairs: u64,
 }
 
 /// Timed broadcasts per size (`host/mpi/bench/osu_bcast.c` uses the same rule).
@@ -199,6 +208,8 @@ pub fn run_once(a: &BenchArgs, algorithm: &str) -> Result<Vec<SizeLine>, String>
     let sizes: Vec<String> = a.sizes.iter().map(u64::to_string).collect();
     let mut args = vec![
         "bench-rank".to_string(),
+        "--collective".into(),
+        a.collective.name().into(),
         "--sizes".into(),
         sizes.join(","),
         "--iters".into(),
@@ -226,7 +237,8 @@ pub fn run_once(a: &BenchArgs, algorithm: &str) -> Result<Vec<SizeLine>, String>
         let mut mine = Vec::new();
         for l in out.lines() {
             let f: Vec<&str> = l.split_whitespace().collect();
-            if let ["size", size, "avg_us", avg, "cpu_us", cpu, "iters", it, "algorithm", alg] = f.as_slice()
+            if let ["size", size, "avg_us", avg, "cpu_us", cpu, "iters", it, "algorithm", alg, "repairs", rep] =
+                f.as_slice()
             {
                 let p = |v: &str| v.parse::<f64>().map_err(|e| format!("node {node}: {l}: {e}"));
                 let alg =
@@ -237,13 +249,14 @@ pub fn run_once(a: &BenchArgs, algorithm: &str) -> Result<Vec<SizeLine>, String>
                     avg_us: p(avg)?,
                     cpu_us: p(cpu)?,
                     iters: p(it)? as u32,
+                    repairs: p(rep)? as u64,
                 });
             }
         }
         lines.push(mine);
     }
     let mut out = Vec::new();
-    for (k, &size) in a.sizes.iter().enumerate() {
+    for (k, &size) in a.collective.sizes(&a.sizes).iter().enumerate() {
         let per: Vec<RankLine> =
             lines.iter().filter_map(|l| l.get(k).copied()).filter(|l| l.size == size).collect();
         if per.len() != lines.len() {
@@ -258,6 +271,7 @@ pub fn run_once(a: &BenchArgs, algorithm: &str) -> Result<Vec<SizeLine>, String>
             max: per.iter().map(|l| l.avg_us).fold(0.0, f64::max),
             cpu: per.iter().map(|l| l.cpu_us).sum::<f64>() / n,
             iters: per[0].iters,
+            repairs: per.iter().map(|l| l.repairs).sum(),
         });
     }
     Ok(out)
@@ -290,7 +304,7 @@ pub fn bench(a: BenchArgs) -> ExitCode {
             .map(|(i, l)| {
                 let b = base.as_ref().and_then(|b| b.get(i));
                 format!(
-                    "{{\"size\":{},\"algorithm\":\"{}\",\"avg_us\":{:.3},\"min_us\":{:.3},\"max_us\":{:.3},\"cpu_us\":{:.3},\"iterations\":{}{}}}",
+                    "{{\"size\":{},\"algorithm\":\"{}\",\"avg_us\":{:.3},\"min_us\":{:.3},\"max_us\":{:.3},\"cpu_us\":{:.3},\"iterations\":{},\"repair_frames\":{}{}}}",
                     l.size,
                     l.alg,
                     l.avg,
@@ -298,12 +312,14 @@ pub fn bench(a: BenchArgs) -> ExitCode {
                     l.max,
                     l.cpu,
                     l.iters,
+                    l.repairs,
                     b.map_or(String::new(), |b| format!(",\"binomial_avg_us\":{:.3},\"speedup\":{:.3}", b.avg, b.avg / l.avg.max(1e-9)))
                 )
             })
             .collect();
         println!(
-            "{{\"nodes\":{},\"fabric\":\"{}\",\"mode\":\"{:?}\",\"algorithm\":\"{}\",\"results\":[{}]}}",
+            "{{\"collective\":\"{}\",\"nodes\":{},\"fabric\":\"{}\",\"mode\":\"{:?}\",\"algorithm\":\"{}\",\"results\":[{}]}}",
+            a.collective.name(),
             a.cluster.nodes,
             a.cluster.fabric,
             a.cluster.mode,
@@ -314,27 +330,38 @@ pub fn bench(a: BenchArgs) -> ExitCode {
     }
     let spec = a.cluster.spec(false);
     println!(
-        "# ringcast bench: {} nodes, {} ranks, {} fabric, {:?} mode, algorithm {}",
+        "# ringcast bench: {}, {} nodes, {} ranks, {} fabric, {:?} mode, algorithm {}",
+        a.collective.name(),
         spec.nodes,
         spec.world_size(),
         a.cluster.fabric,
         a.cluster.mode,
         a.algorithm
     );
+    let what = match a.collective {
+        Collective::Bcast => "broadcasts from rank 0 (size: the message)",
+        Collective::Allreduce => "allreduces, u64 sums (size: each rank's vector)",
+        Collective::Reduce => "reduces to rank 0, u64 sums (size: each rank's vector)",
+        Collective::Allgather => "allgathers (size: each rank's block)",
+        Collective::Alltoall => "alltoalls (size: each pair's block)",
+        Collective::Barrier => "barriers",
+    };
     println!(
-        "# {} broadcasts from rank 0; per-rank mean, then over ranks; CPU = the host process's",
-        if a.barrier { "barrier-separated (osu_bcast)" } else { "back-to-back" }
+        "# {} {what}; the last result checked at every rank; per-rank mean, then over ranks;",
+        if a.barrier { "barrier-separated (osu)" } else { "back-to-back" }
     );
+    println!("# CPU = the host process's; Repairs = repair frames the engines sent (warm-up included)");
     let extra = if base.is_some() { format!("{:>16}{:>9}", "Binomial(us)", "Ratio") } else { String::new() };
     println!(
-        "{:<10}{:>19}{:>17}{:>17}{:>17}{:>13}{:>12}{extra}",
+        "{:<10}{:>19}{:>17}{:>17}{:>17}{:>13}{:>12}{:>9}{extra}",
         "# Size",
         "Algorithm",
         "Avg Latency(us)",
         "Min Latency(us)",
         "Max Latency(us)",
         "CPU(us)",
-        "Iterations"
+        "Iterations",
+        "Repairs"
     );
     for (i, l) in main.iter().enumerate() {
         let extra = base
@@ -342,120 +369,9 @@ pub fn bench(a: BenchArgs) -> ExitCode {
             .and_then(|b| b.get(i))
             .map_or(String::new(), |b| format!("{:>16.2}{:>8.2}x", b.avg, b.avg / l.avg.max(1e-9)));
         println!(
-            "{:<10}{:>19}{:>17.2}{:>17.2}{:>17.2}{:>13.2}{:>12}{extra}",
-            l.size, l.alg, l.avg, l.min, l.max, l.cpu, l.iters
+            "{:<10}{:>19}{:>17.2}{:>17.2}{:>17.2}{:>13.2}{:>12}{:>9}{extra}",
+            l.size, l.alg, l.avg, l.min, l.max, l.cpu, l.iters, l.repairs
         );
     }
     ExitCode::SUCCESS
-}
-
-/// `ringcast bench-rank` options (one rank of `ringcast bench`).
-#[derive(Args)]
-pub struct RankArgs {
-    #[arg(long, value_delimiter = ',')]
-    sizes: Vec<u64>,
-    #[arg(long, default_value_t = 1000)]
-    iters: u32,
-    /// An untimed barrier (the segment named by RINGCAST_BENCH_BARRIER) before each timed
-    /// broadcast.
-    #[arg(long)]
-    barrier: bool,
-}
-
-/// How long a rank waits at the barrier for the others before failing.
-const BARRIER_LIMIT: Duration = Duration::from_secs(120);
-
-/// CPU time of this process so far (every thread: in thread mode that includes the engine's).
-fn cpu_time() -> Duration {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
-    Duration::new(t.tv_sec.max(0) as u64, t.tv_nsec.clamp(0, 999_999_999) as u32)
-}
-
-/// One benchmark rank: prints `size S avg_us A cpu_us C iters I algorithm X` per size.
-pub fn rank(a: RankArgs) -> ExitCode {
-    match rank_inner(&a) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("ringcast bench-rank: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-fn rank_inner(a: &RankArgs) -> Result<(), String> {
-    let config = ringcast_host::Config::from_env().map_err(|e| e.to_string())?;
-    // The engine's choice per size, computed the same way (same configuration, same model).
-    let selector = ringcast_proto::model::select::Selector::from_config(&config.engine());
-    let flat = ringcast_proto::comm::Layout::FLAT;
-    let mut host = host_from_env()?;
-    let local = host.local_rank().ok_or("no local rank on the engine")?;
-    let me = config.topology.world_rank(local).ok_or("local rank outside this node's share of the world")?;
-    let largest = a.sizes.iter().copied().max().unwrap_or(1).max(1) as usize;
-    let buf = SharedBuf::new(largest).map_err(|e| e.to_string())?;
-    let barrier = if a.barrier {
-        let name = std::env::var(BARRIER_ENV).map_err(|_| format!("--barrier needs {BARRIER_ENV}"))?;
-        Some(Barrier::open(&name, config.topology.world_size())?)
-    } else {
-        None
-    };
-    // A rank that died leaves the others at the barrier: they fail instead of hanging. The
-    // barrier progresses this rank's engine as it waits (an MPI barrier runs its progress
-    // engine too): in thread mode a root, done at once, still owes its broadcast's sending.
-    let sync = |what: &str, host: &mut ringcast_host::Host| match &barrier {
-        Some(b) => b.wait(BARRIER_LIMIT, || host.progress()).map_err(|e| format!("{what}: {e}")),
-        None => Ok(()),
-    };
-    let region = host.register(&buf, Access::READ_WRITE).map_err(|e| e.to_string())?;
-    let mut posted = 0u64;
-    for &size in &a.sizes {
-        let size = size.max(1);
-        let want: Vec<u8> = (0..size).map(|i| (i as u8).wrapping_mul(31).wrapping_add(size as u8)).collect();
-        buf.write_at(0, &if me == 0 { want.clone() } else { vec![0; size as usize] })
-            .map_err(|e| e.to_string())?;
-        let iters = iters_for(a.iters, size);
-        for _ in 0..iters.min(10) {
-            sync("warm-up", &mut host)?;
-            host.bcast(0, 0, region.at(0), size).map_err(|e| e.to_string())?; // warm-up
-            posted += 1;
-        }
-        let (dt, dc) = if barrier.is_some() {
-            // osu_bcast: barrier untimed, only the broadcast timed (and its CPU time counted).
-            let (mut dt, mut dc) = (Duration::ZERO, Duration::ZERO);
-            for _ in 0..iters {
-                sync("timed loop", &mut host)?;
-                let c0 = cpu_time();
-                let t0 = Instant::now();
-                host.bcast(0, 0, region.at(0), size).map_err(|e| format!("{size} B: {e}"))?;
-                dt += t0.elapsed();
-                dc += cpu_time().saturating_sub(c0);
-            }
-            (dt, dc)
-        } else {
-            let (t0, c0) = (Instant::now(), cpu_time());
-            for _ in 0..iters {
-                host.bcast(0, 0, region.at(0), size).map_err(|e| format!("{size} B: {e}"))?;
-            }
-            (t0.elapsed(), cpu_time().saturating_sub(c0))
-        };
-        posted += iters as u64;
-        let mut got = vec![0; size as usize];
-        buf.read_at(0, &mut got).map_err(|e| e.to_string())?;
-        if got != want {
-            return Err(format!("node {me}: {size} B broadcast delivered wrong bytes"));
-        }
-        let algorithm = selector.choose(config.topology.nodes, size, &flat, true);
-        println!(
-            "size {size} avg_us {:.3} cpu_us {:.3} iters {iters} algorithm {algorithm}",
-            dt.as_secs_f64() * 1e6 / iters as f64,
-            dc.as_secs_f64() * 1e6 / iters as f64
-        );
-    }
-    // Fill the last synchronization epoch with tiny broadcasts: the engine (in thread mode, in
-    // this process) lingers at exit until its epochs are synchronized, which needs every rank
-    // to have finished every broadcast — MPI_Finalize's barrier, done by the protocol.
-    let channels = config.protocol.channels as u64;
-    for _ in 0..(channels - posted % channels) % channels {
-        host.bcast(0, 0, region.at(0), 1).map_err(|e| format!("final epoch: {e}"))?;
-    }
-    Ok(())
 }

@@ -1,13 +1,13 @@
-//! `ringcast bench --compare-mpi`: ringcast against the MPI library's own broadcast, on the same
-//! machine, in the same run.
+//! `ringcast bench --compare-mpi`: ringcast against the MPI library's own collective (broadcast,
+//! allreduce, reduce, allgather, alltoall or barrier: `--collective`), on the same machine, in
+//! the same run.
 //!
-//! Both sides use osu_bcast's method: per size, up to 10 untimed warm-up broadcasts, then
-//! `iters` broadcasts from rank 0 (a tenth, at least 10, from 64 KiB), each after an untimed
-//! barrier, only the broadcast timed; each rank's mean, then the mean and the slowest rank over
-//! ranks. Ringcast runs as `ringcast bench --barrier` on the configured cluster (`-n` nodes ×
+//! Both sides use osu_bcast's method: per size, up to 10 untimed warm-up calls, then `iters`
+//! calls (a tenth, at least 10, from 64 KiB), each after an untimed barrier, only the call
+//! timed; each rank's mean, then the mean and the slowest rank over ranks. Ringcast runs as `ringcast bench --barrier` on the configured cluster (`-n` nodes ×
 //! `-p` processes); Open MPI runs `host/mpi/bench/osu_bcast.c` (`mpi-osu-bcast`, next to this
-//! executable or `--mpi-bench`) under `mpirun -np <nodes × ppn>` with the same sizes and
-//! iterations. The two alternate, round by round (`--rounds`), so that both see the same
+//! executable or `--mpi-bench`) under `mpirun -np <nodes × ppn>` with the same collective, sizes
+//! and iterations. The two alternate, round by round (`--rounds`), so that both see the same
 //! machine; per size the median over rounds of the mean and of the slowest rank is reported for
 //! each, and the ratio ringcast slowest / Open MPI slowest (below 1: ringcast is faster). The
 //! exact commands are printed first, so a reader can rerun either side alone.
@@ -171,7 +171,9 @@ fn compare(a: &BenchArgs) -> Result<(), String> {
         return Err("--rounds must be at least 1".into());
     }
     let program = mpi_program(a)?;
-    let sizes: Vec<String> = a.sizes.iter().map(u64::to_string).collect();
+    let coll = a.collective.name();
+    let run_sizes = a.collective.sizes(&a.sizes);
+    let sizes: Vec<String> = run_sizes.iter().map(u64::to_string).collect();
     let sizes = sizes.join(",");
     // Every rank of the cluster, uneven ones (`--node-ranks`) included.
     let ranks = a.cluster.spec(false).world_size();
@@ -182,10 +184,11 @@ fn compare(a: &BenchArgs) -> Result<(), String> {
         program.display().to_string(),
         sizes.clone(),
         a.iters.to_string(),
+        coll.to_string(),
     ]);
     let c = &a.cluster;
     let rc_cmd = format!(
-        "ringcast bench -n {} -p {}{} --mode {} --fabric {} --algorithm {} --sizes {sizes} --iters {} --barrier",
+        "ringcast bench --collective {coll} -n {} -p {}{} --mode {} --fabric {} --algorithm {} --sizes {sizes} --iters {} --barrier",
         c.nodes,
         c.ppn,
         match c.node_ranks.is_empty() {
@@ -201,10 +204,9 @@ fn compare(a: &BenchArgs) -> Result<(), String> {
     let mut mpi: Vec<Vec<MpiLine>> = Vec::new();
     for round in 0..a.mpi.rounds {
         rc.push(run_once(a, &a.algorithm).map_err(|e| format!("round {round}, ringcast: {e}"))?);
-        mpi.push(run_mpi(&mpi_cmd, &a.sizes).map_err(|e| format!("round {round}, Open MPI: {e}"))?);
+        mpi.push(run_mpi(&mpi_cmd, &run_sizes).map_err(|e| format!("round {round}, Open MPI: {e}"))?);
     }
-    let rows: Vec<Row> = a
-        .sizes
+    let rows: Vec<Row> = run_sizes
         .iter()
         .enumerate()
         .map(|(k, &size)| Row {
@@ -241,7 +243,8 @@ fn compare(a: &BenchArgs) -> Result<(), String> {
             })
             .collect();
         let doc = serde_json::json!({
-            "method": "osu_bcast: warm-up, untimed barrier before each timed broadcast, per-rank mean; medians over rounds",
+            "collective": coll,
+            "method": "osu_bcast: warm-up, untimed barrier before each timed call, per-rank mean; medians over rounds",
             "ratio": "ringcast max_us / mpi max_us (slowest rank vs slowest rank; below 1: ringcast is faster)",
             "nodes": c.nodes,
             "ppn": c.ppn,
@@ -256,9 +259,11 @@ fn compare(a: &BenchArgs) -> Result<(), String> {
         println!("{doc}");
         return Ok(());
     }
-    println!("# ringcast vs Open MPI MPI_Bcast, {ranks} ranks, osu_bcast's method (warm-up, untimed barrier");
     println!(
-        "# before each timed broadcast, per-rank mean), interleaved rounds: {}, medians over rounds",
+        "# ringcast vs Open MPI's own {coll}, {ranks} ranks, osu_bcast's method (warm-up, untimed barrier"
+    );
+    println!(
+        "# before each timed call, per-rank mean), interleaved rounds: {}, medians over rounds",
         a.mpi.rounds
     );
     println!("# ringcast: {rc_cmd}");

@@ -98,12 +98,17 @@ struct RunResult {
     reduces: Vec<u64>,
     /// Barrier times (ns, from this rank's arrival), each checked against every arrival.
     barriers: Vec<u64>,
+    /// Reduce latencies (ns), each result verified by its root.
+    rooted: Vec<u64>,
+    /// Alltoall latencies (ns), every block verified by its receiver.
+    exchanges: Vec<u64>,
 }
 
 /// Allgathers each rank runs after its broadcasts (4,000-byte blocks, alternately in place);
 /// as many allreduces (4 KiB of 64-bit integers and doubles, checked bit for bit against the
-/// rank's own rank-order reduction) and barriers (each rank checking it left no earlier than
-/// the last one arrived) after them.
+/// rank's own rank-order reduction), barriers (each rank checking it left no earlier than
+/// the last one arrived), reduces (2 KiB, the root moving round the ranks, checked by the root)
+/// and alltoalls (512-byte blocks, every block checked) after them.
 const ALLGATHERS: u32 = 8;
 
 /// The settings both runs share, plus `algorithm`.
@@ -155,6 +160,10 @@ fn run_once(a: &DemoArgs, algorithm: &str) -> Result<RunResult, String> {
         ALLGATHERS.to_string(),
         "--barriers".into(),
         ALLGATHERS.to_string(),
+        "--reduces".into(),
+        ALLGATHERS.to_string(),
+        "--alltoalls".into(),
+        ALLGATHERS.to_string(),
     ]
     .to_vec();
     let started = Instant::now();
@@ -193,6 +202,8 @@ fn run_once(a: &DemoArgs, algorithm: &str) -> Result<RunResult, String> {
                 (Some(b'G'), &[_, _, _, lat_ns]) => run.gathers.push(lat_ns),
                 (Some(b'R'), &[_, _, _, lat_ns]) => run.reduces.push(lat_ns),
                 (Some(b'W'), &[_, _, lat_ns]) => run.barriers.push(lat_ns),
+                (Some(b'D'), &[_, _, _, lat_ns]) => run.rooted.push(lat_ns),
+                (Some(b'X'), &[_, _, _, lat_ns]) => run.exchanges.push(lat_ns),
                 (Some(b'N'), &[syncs, overrun, crc, other, repair]) => {
                     for (t, v) in run.net.iter_mut().zip([syncs, overrun, crc, other, repair]) {
                         *t += v;
@@ -201,7 +212,13 @@ fn run_once(a: &DemoArgs, algorithm: &str) -> Result<RunResult, String> {
                 _ => {}
             }
         }
-        for (kind, what) in [("G ", "allgathers"), ("R ", "allreduces"), ("W ", "barriers")] {
+        for (kind, what) in [
+            ("G ", "allgathers"),
+            ("R ", "allreduces"),
+            ("W ", "barriers"),
+            ("D ", "reduces"),
+            ("X ", "alltoalls"),
+        ] {
             let n = out.lines().filter(|l| l.starts_with(kind)).count();
             if n != ALLGATHERS as usize {
                 return Err(format!("{algorithm}: rank {rank} reported {n} of {ALLGATHERS} {what}"));
@@ -442,12 +459,24 @@ fn demo(a: &DemoArgs) -> Result<(), String> {
         quantile(&mut w, 0.5) / 1e3,
         quantile(&mut w, 0.99) / 1e3
     );
+    let mut d: Vec<u64> = ours.rooted.clone();
     println!(
-        "every byte of {} broadcasts, {} allgathers and {} allreduces verified at every rank, {} barriers checked",
+        "reduce ({world} ranks x 2048 B of i64 max / f64 sums, root moving): {} per rank, each verified bit for bit by its root, median {:.0} us, p99 {:.0} us",
+        ALLGATHERS,
+        quantile(&mut d, 0.5) / 1e3,
+        quantile(&mut d, 0.99) / 1e3
+    );
+    let mut x: Vec<u64> = ours.exchanges.clone();
+    println!(
+        "alltoall ({world} ranks x 512 B blocks, one multicast per rank): {} per rank, every block verified, median {:.0} us, p99 {:.0} us",
+        ALLGATHERS,
+        quantile(&mut x, 0.5) / 1e3,
+        quantile(&mut x, 0.99) / 1e3
+    );
+    let each = 2 * ALLGATHERS * world;
+    println!(
+        "every byte of {} broadcasts, {each} allgathers, {each} allreduces and {each} alltoalls verified at every rank, {each} reduces at their roots, {each} barriers checked",
         2 * a.count as u64 * u64::from(world),
-        2 * ALLGATHERS * world,
-        2 * ALLGATHERS * world,
-        2 * ALLGATHERS * world
     );
     Ok(())
 }

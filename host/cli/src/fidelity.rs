@@ -154,6 +154,7 @@ pub fn compare(fabric: &str, m: &Measured, wake_rtt: f64) -> Result<String, Stri
                     fabric: fabric.to_string(),
                     netns: false,
                 },
+                collective: crate::bench::Collective::Bcast,
                 algorithm: alg.name().to_string(),
                 sizes: SIZES.to_vec(),
                 iters: 200,

@@ -11,8 +11,9 @@
 //! * `ringcast calibrate [--fabric udp|shm]` — LogGP parameters of a real fabric, measured, written
 //!   as a `ringcast sim` scenario under `fixtures/calibration/`.
 //! * `ringcast run -n N [--mode daemon|thread|dpu] -- PROGRAM` — a program on a local emulated
-//!   cluster; `ringcast bench -n N [--algorithm A] [--compare] [--barrier] [--json]` —
-//!   osu_bcast-style; `--compare-mpi` runs Open MPI's own `MPI_Bcast` beside it, interleaved.
+//!   cluster; `ringcast bench -n N [--collective C] [--algorithm A] [--compare] [--barrier]
+//!   [--json]` — osu-style, any offloaded collective; `--compare-mpi` runs Open MPI's own
+//!   collective beside it, interleaved.
 //! * `ringcast demo` — the main job: thousands of verified broadcasts from changing roots on an
 //!   emulated cluster (engines and processes on the `shm` fabric, injected multicast loss and
 //!   arrival skew), reported per size beside the binomial tree on the same fabric, with a plot.
@@ -21,6 +22,7 @@
 //! * `ringcast workload-rank` — one rank of the demo's workload (under `ringcast run`).
 mod barrier;
 mod bench;
+mod bench_rank;
 mod calibrate;
 mod cluster;
 mod compare;
@@ -72,11 +74,11 @@ enum Cmd {
     Paper(paper::PaperArgs),
     /// Run a program on a local emulated cluster (engines on a fabric, one process per node).
     Run(bench::RunArgs),
-    /// osu_bcast-style broadcast benchmark on a local emulated cluster.
+    /// osu-style benchmark of a collective (default: broadcast) on a local emulated cluster.
     Bench(bench::BenchArgs),
     /// One rank of `ringcast bench` (started by it).
     #[command(hide = true)]
-    BenchRank(bench::RankArgs),
+    BenchRank(bench_rank::RankArgs),
     /// Measure a real fabric's LogGP parameters and write them as a simulator scenario.
     Calibrate(calibrate::CalibrateArgs),
     /// Simulate broadcasts on a LogGP-priced fabric: one scenario or a sweep, tables, CSV/JSON, plots.
@@ -147,7 +149,7 @@ fn main() -> ExitCode {
             compare::run(&args)
         }
         Cmd::Bench(args) => bench::bench(args),
-        Cmd::BenchRank(args) => bench::rank(args),
+        Cmd::BenchRank(args) => bench_rank::rank(args),
         Cmd::DemoHost(args) => substrate::host(args),
         Cmd::SubstrateDemo(args) => substrate::run(args),
         Cmd::WorkloadRank(args) => workload::rank(args),

@@ -1,5 +1,7 @@
-//! `ringcast workload-rank`: one rank of a verified broadcast workload on a local cluster (the
-//! program `ringcast demo` and the cluster tests run on every rank).
+//! `ringcast workload-rank`: one rank of a verified collective workload on a local cluster (the
+//! program `ringcast demo` and the cluster tests run on every rank): broadcasts, then on request
+//! allgathers, allreduces, barriers, reduces and alltoalls, every result checked. No rank pads
+//! synchronization epochs: detaching (and freeing a communicator) settles the last one.
 //!
 //! Every rank derives the same schedule from the seed: broadcast `k` has a size drawn from
 //! `sizes` and a root drawn from the world ranks, and its bytes are a pattern of `(seed, k)`.
@@ -67,6 +69,18 @@ pub struct WorkloadArgs {
     /// nap (up to `--skew-us`); every rank checks it left no earlier than the last one arrived.
     #[arg(long, default_value_t = 0)]
     pub barriers: u32,
+    /// Reduces on each communicator after the barriers, the root moving round the ranks
+    /// (alternately maxima of 64-bit integers and sums of doubles); the root checks the result
+    /// bit for bit against its own rank-order reduction.
+    #[arg(long, default_value_t = 0)]
+    pub reduces: u32,
+    /// Alltoalls on each communicator after the reduces, every block of every sender checked.
+    #[arg(long, default_value_t = 0)]
+    pub alltoalls: u32,
+    /// Bytes of each alltoall block (a rank's whole send buffer, blocks × ranks, must fit one
+    /// message).
+    #[arg(long, default_value_t = 512)]
+    pub alltoall_block: u64,
 }
 
 /// A communicator of the workload: its handle, size, this rank's rank in it, and the seed its
@@ -76,13 +90,6 @@ struct WComm {
     size: u32,
     me: u32,
     seed: u64,
-    posted: u32,
-    /// Engines its ranks sit on (a barrier is one broadcast per engine).
-    engines: u32,
-    /// Broadcasts an allgather or allreduce takes: one per rank, or with
-    /// `RINGCAST_ALLGATHER_PARTS=nodes` one per engine (leader-based: every engine's members are
-    /// consecutive here, world ranks being numbered node by node).
-    gather_parts: u32,
 }
 
 /// The split communicator of `color` in job `job`: every member derives the same identity from
@@ -148,24 +155,7 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
     let poison = vec![0xEEu8; largest];
     let mut lines = String::with_capacity(a.count as usize * 64);
     let mut skew = mix(a.seed ^ u64::from(me) << 40);
-    let shape = config.topology.world();
-    let engines_of = |members: &[u32]| {
-        let mut nodes: Vec<u32> = members.iter().filter_map(|&r| shape.node_of(r)).collect();
-        nodes.sort_unstable();
-        nodes.dedup();
-        nodes.len() as u32
-    };
-    let per_rank = config.protocol.allgather_parts == ringcast_offload::config::AllgatherParts::Ranks;
-    let gather_parts = |engines: u32, size: u32| if per_rank { size } else { engines };
-    let mut comms = vec![WComm {
-        handle: 0,
-        size: world,
-        me,
-        seed: a.seed,
-        posted: 0,
-        engines: shape.nodes(),
-        gather_parts: gather_parts(shape.nodes(), world),
-    }];
+    let mut comms = vec![WComm { handle: 0, size: world, me, seed: a.seed }];
     if a.split > 1 {
         let color = me % a.split;
         let members: Vec<u32> = (0..world).filter(|r| r % a.split == color).collect();
@@ -174,23 +164,12 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
         let (handle, seed) = (id.cookie, id.seed);
         host.comm_create(&id, my_rank, &members)
             .map_err(|e| format!("rank {me}: creating split communicator {color}: {e}"))?;
-        let engines = engines_of(&members);
         let size = members.len() as u32;
-        let gather_parts = gather_parts(engines, size);
-        comms.push(WComm {
-            handle,
-            size,
-            me: my_rank,
-            seed: a.seed ^ seed,
-            posted: 0,
-            engines,
-            gather_parts,
-        });
+        comms.push(WComm { handle, size, me: my_rank, seed: a.seed ^ seed });
     }
     for k in 0..a.count {
         let n_comms = comms.len();
         let c = &mut comms[k as usize % n_comms];
-        c.posted += 1;
         let (comm, my_rank, seed) = (c.handle, c.me, c.seed);
         let (size, root) = schedule(seed, k, &a.sizes, c.size);
         let n = size as usize;
@@ -253,18 +232,18 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
     if a.barriers > 0 {
         barriers(a, &mut host, &mut comms, &mut lines, &mut skew).map_err(|e| format!("rank {me}: {e}"))?;
     }
+    if a.reduces > 0 {
+        reduces(a, &mut host, &mut comms, &mut lines).map_err(|e| format!("rank {me}: {e}"))?;
+    }
+    if a.alltoalls > 0 {
+        alltoalls(a, &mut host, &mut comms, &mut lines).map_err(|e| format!("rank {me}: {e}"))?;
+    }
     if a.expect_failure && a.victim.is_some() && a.victim != Some(me) {
         print!("{lines}");
         return Err(format!("rank {me}: every broadcast succeeded although rank {:?} died", a.victim));
     }
-    // Fill each communicator's last synchronization epoch so the engines can leave without
-    // owing anything (the protocol synchronizes whole epochs of `channels` broadcasts).
-    let channels = config.protocol.channels;
-    for c in &comms {
-        for _ in 0..(channels - c.posted % channels) % channels {
-            host.bcast(c.handle, 0, region.at(0), 1).map_err(|e| format!("final epoch: {e}"))?;
-        }
-    }
+    // No padding of synchronization epochs: freeing a communicator, and detaching from the
+    // world, settle its last, partial epoch with the other engines.
     for c in comms.iter().skip(1) {
         host.comm_free(c.handle).map_err(|e| format!("rank {me}: freeing communicator: {e}"))?;
         // Freed: the engine no longer takes broadcasts on it from this process.
@@ -295,7 +274,7 @@ fn block_pattern(seed: u64, g: u32, r: u32, out: &mut [u8]) {
 
 /// `a.allgathers` allgathers on every communicator, alternately in place and from a send
 /// buffer; every block checked. Each consumes one broadcast per member of the communicator's
-/// sequence (`posted`), which the final epoch counts.
+/// sequence.
 fn allgathers(
     a: &WorkloadArgs,
     host: &mut ringcast_host::Host,
@@ -328,7 +307,6 @@ fn allgathers(
             host.allgather(c.handle, rr.at(0), from, block as u64)
                 .map_err(|e| format!("allgather {g} ({block} B blocks, {} ranks): {e}", c.size))?;
             let t1 = monotonic_ns();
-            c.posted += c.gather_parts;
             recv.read_at(0, &mut got[..total]).map_err(|e| e.to_string())?;
             for r in 0..c.size {
                 block_pattern(c.seed, g, r, &mut want);
@@ -370,11 +348,9 @@ fn barriers(
             let arrived = monotonic_ns();
             host.barrier(c.handle).map_err(|e| format!("barrier {g} ({} ranks): {e}", c.size))?;
             let left = monotonic_ns();
-            c.posted += c.engines;
             times.write_at(u64::from(c.me) * 8, &arrived.to_le_bytes()).map_err(|e| e.to_string())?;
             host.allgather(c.handle, rt.at(0), None, 8)
                 .map_err(|e| format!("barrier {g}'s arrival times: {e}"))?;
-            c.posted += c.gather_parts;
             let n = 8 * c.size as usize;
             times.read_at(0, &mut got[..n]).map_err(|e| e.to_string())?;
             for (r, t) in got[..n].chunks_exact(8).enumerate() {
@@ -444,22 +420,14 @@ fn allreduces(
             host.allreduce(c.handle, rw.at(0), from, len as u64, dtype, op)
                 .map_err(|e| format!("allreduce {g} ({len} B, {} ranks): {e}", c.size))?;
             let t1 = monotonic_ns();
-            c.posted += c.gather_parts;
             work.read_at(0, &mut got).map_err(|e| e.to_string())?;
-            // This rank's own reduction, in rank order.
-            let mut want = contribution(c.seed, g, 0, N);
-            for r in 1..c.size {
-                let x = contribution(c.seed, g, r, N);
-                for (w, v) in want.chunks_exact_mut(8).zip(x.chunks_exact(8)) {
-                    let (p, q) = (w.try_into().unwrap_or([0; 8]), v.try_into().unwrap_or([0; 8]));
-                    let sum = if g.is_multiple_of(2) {
-                        u64::from_le_bytes(p).wrapping_add(u64::from_le_bytes(q)).to_le_bytes()
-                    } else {
-                        (f64::from_le_bytes(p) + f64::from_le_bytes(q)).to_le_bytes()
-                    };
-                    w.copy_from_slice(&sum);
+            let want = rank_order(c, g, N, |p, q| {
+                if g.is_multiple_of(2) {
+                    u64::from_le_bytes(p).wrapping_add(u64::from_le_bytes(q)).to_le_bytes()
+                } else {
+                    (f64::from_le_bytes(p) + f64::from_le_bytes(q)).to_le_bytes()
                 }
-            }
+            });
             if got != want {
                 return Err(format!(
                     "allreduce {g} ({} ranks): result differs from the rank-order sum",
@@ -468,6 +436,137 @@ fn allreduces(
             }
             use std::fmt::Write as _;
             let _ = writeln!(lines, "R {g} {len} {} {}", c.size, t1 - t0);
+        }
+    }
+    host.deregister(rw).map_err(|e| e.to_string())?;
+    host.deregister(rs).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// This rank's own reduction of every member's contribution to reduction `g` (`n` 8-byte
+/// elements), left to right in rank order — the engine's documented order.
+fn rank_order(c: &WComm, g: u32, n: usize, fold: impl Fn([u8; 8], [u8; 8]) -> [u8; 8]) -> Vec<u8> {
+    let mut want = contribution(c.seed, g, 0, n);
+    for r in 1..c.size {
+        let x = contribution(c.seed, g, r, n);
+        for (w, v) in want.chunks_exact_mut(8).zip(x.chunks_exact(8)) {
+            let folded = fold(w.try_into().unwrap_or([0; 8]), v.try_into().unwrap_or([0; 8]));
+            w.copy_from_slice(&folded);
+        }
+    }
+    want
+}
+
+/// `a.reduces` reduces on every communicator, the root `g mod size`, alternately maxima of
+/// signed 64-bit integers (in place) and sums of doubles (from a send buffer). The root compares
+/// the result bit for bit with its own rank-order reduction; the others only see their call
+/// succeed.
+fn reduces(
+    a: &WorkloadArgs,
+    host: &mut ringcast_host::Host,
+    comms: &mut [WComm],
+    lines: &mut String,
+) -> Result<(), String> {
+    const N: usize = 256;
+    let len = N * 8;
+    let most = comms.iter().map(|c| c.size).max().unwrap_or(1) as usize;
+    let work = SharedBuf::new(len * most).map_err(|e| e.to_string())?;
+    let send = SharedBuf::new(len).map_err(|e| e.to_string())?;
+    let rw = host.register(&work, Access::READ_WRITE).map_err(|e| e.to_string())?;
+    let rs = host.register(&send, Access::READ).map_err(|e| e.to_string())?;
+    let mut got = vec![0u8; len];
+    for g in 0..a.reduces {
+        for c in comms.iter_mut() {
+            let root = g % c.size;
+            let mine = contribution(c.seed, g, c.me, N);
+            let max = g.is_multiple_of(2);
+            let from = if max {
+                work.write_at(c.me as u64 * len as u64, &mine).map_err(|e| e.to_string())?;
+                None
+            } else {
+                send.write_at(0, &mine).map_err(|e| e.to_string())?;
+                Some(rs.at(0))
+            };
+            let (dtype, op) = if max {
+                (ringcast_host::DataType::I64, ringcast_host::ReduceOp::MAX)
+            } else {
+                (ringcast_host::DataType::F64, ringcast_host::ReduceOp::SUM)
+            };
+            let t0 = monotonic_ns();
+            host.reduce(c.handle, root, rw.at(0), from, len as u64, dtype, op)
+                .map_err(|e| format!("reduce {g} to {root} ({len} B, {} ranks): {e}", c.size))?;
+            let t1 = monotonic_ns();
+            if c.me == root {
+                work.read_at(0, &mut got).map_err(|e| e.to_string())?;
+                let want = rank_order(c, g, N, |p, q| {
+                    if max {
+                        i64::from_le_bytes(p).max(i64::from_le_bytes(q)).to_le_bytes()
+                    } else {
+                        (f64::from_le_bytes(p) + f64::from_le_bytes(q)).to_le_bytes()
+                    }
+                });
+                if got != want {
+                    return Err(format!(
+                        "reduce {g} to {root} ({} ranks): result differs from the rank-order reduction",
+                        c.size
+                    ));
+                }
+            }
+            use std::fmt::Write as _;
+            let _ = writeln!(lines, "D {g} {len} {} {}", c.size, t1 - t0);
+        }
+    }
+    host.deregister(rw).map_err(|e| e.to_string())?;
+    host.deregister(rs).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// Sender `s`'s block for rank `d` in alltoall `g` on a communicator seeded `seed`.
+fn exchange_pattern(seed: u64, g: u32, s: u32, d: u32, out: &mut [u8]) {
+    pattern(seed ^ 0xa11_2a11 ^ (u64::from(s) << 40) ^ (u64::from(d) << 20), g, out)
+}
+
+/// `a.alltoalls` alltoalls on every communicator, every block from every sender checked at
+/// every receiver. Each is one broadcast per member (the multicast alltoall).
+fn alltoalls(
+    a: &WorkloadArgs,
+    host: &mut ringcast_host::Host,
+    comms: &mut [WComm],
+    lines: &mut String,
+) -> Result<(), String> {
+    let block = a.alltoall_block.max(1) as usize;
+    let most = comms.iter().map(|c| c.size).max().unwrap_or(1) as usize;
+    // The result, then scratch for every rank's whole send buffer.
+    let work = SharedBuf::new((most + 1) * most * block).map_err(|e| e.to_string())?;
+    let send = SharedBuf::new(most * block).map_err(|e| e.to_string())?;
+    let rw = host.register(&work, Access::READ_WRITE).map_err(|e| e.to_string())?;
+    let rs = host.register(&send, Access::READ).map_err(|e| e.to_string())?;
+    let mut out = vec![0u8; most * block];
+    let mut got = vec![0u8; most * block];
+    let mut want = vec![0u8; block];
+    for g in 0..a.alltoalls {
+        for c in comms.iter_mut() {
+            let total = c.size as usize * block;
+            for d in 0..c.size {
+                let at = d as usize * block;
+                exchange_pattern(c.seed, g, c.me, d, &mut out[at..at + block]);
+            }
+            send.write_at(0, &out[..total]).map_err(|e| e.to_string())?;
+            work.write_at(0, &vec![0xEE; total]).map_err(|e| e.to_string())?;
+            let t0 = monotonic_ns();
+            host.alltoall(c.handle, rw.at(0), rs.at(0), block as u64)
+                .map_err(|e| format!("alltoall {g} ({block} B blocks, {} ranks): {e}", c.size))?;
+            let t1 = monotonic_ns();
+            work.read_at(0, &mut got[..total]).map_err(|e| e.to_string())?;
+            for s in 0..c.size {
+                exchange_pattern(c.seed, g, s, c.me, &mut want);
+                let at = s as usize * block;
+                if got[at..at + block] != want[..] {
+                    return Err(format!("alltoall {g}: block from rank {s} wrong"));
+                }
+            }
+            use std::fmt::Write as _;
+            let _ = writeln!(lines, "X {g} {block} {} {}", c.size, t1 - t0);
         }
     }
     host.deregister(rw).map_err(|e| e.to_string())?;

@@ -226,18 +226,24 @@ fn the_demo_runs_and_reports() {
     );
     let (stdout, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert!(o.status.success(), "{err}\n{stdout}");
-    for want in
-        ["2 B ", "64 KiB ", "1 MiB ", "multicast hit rate", "penalty rounds", "binomial/ours", "CRC drops"]
-    {
+    for want in [
+        "2 B ",
+        "64 KiB ",
+        "1 MiB ",
+        "multicast hit rate",
+        "penalty rounds",
+        "binomial/ours",
+        "CRC drops",
+        "reduce (",
+        "alltoall (",
+    ] {
         assert!(stdout.contains(want), "{want:?} missing from the report:\n{stdout}");
     }
     assert!(
         stdout.contains(&format!(
-            "every byte of {} broadcasts, {} allgathers and {} allreduces verified at every rank, {} barriers checked",
+            "every byte of {} broadcasts, {each} allgathers, {each} allreduces and {each} alltoalls verified at every rank, {each} reduces at their roots, {each} barriers checked",
             2 * 120 * 8,
-            2 * 8 * 8,
-            2 * 8 * 8,
-            2 * 8 * 8
+            each = 2 * 8 * 8
         )),
         "{stdout}"
     );

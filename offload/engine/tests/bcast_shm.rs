@@ -2,7 +2,9 @@
 //! protocol → the shared-memory fabric → other engines → their hosts' registered buffers.
 //! Engines run as polling threads (one per emulated node) in this test process; every byte
 //! is checked at every rank, with and without injected loss, for every algorithm, from changing
-//! roots; nothing is left in `/dev/shm`.
+//! roots; nothing is left in `/dev/shm`. No test pads the last synchronization epoch: each
+//! ends after a number of broadcasts that is not a multiple of `channels`, and every engine must
+//! still leave at once — not a peer timeout later, owing its peers a synchronization.
 use ringcast_host::{Access, Config, Host, SharedBuf};
 use ringcast_offload::config::{AlgorithmChoice, FabricKind};
 use ringcast_offload::fabric::shm::cleanup;
@@ -28,9 +30,14 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// How long the peers may stay silent in these tests: an engine that lingered at exit for its
+/// last, partial epoch would take this long to leave.
+const PEER_TIMEOUT_MS: u32 = 20_000;
+
 /// `nodes` engines (threads) with one host each; every host runs `sizes` broadcasts from
-/// rotating roots and checks the bytes. Returns the fragments the completions report received
-/// by repair and by multicast.
+/// rotating roots and checks the bytes, then detaches, its engine shutting down with it (thread
+/// mode): that must take well under [`PEER_TIMEOUT_MS`]. Returns the fragments the
+/// completions report received by repair and by multicast.
 fn cluster(nodes: u32, sizes: &[usize], tweak: impl Fn(&mut Config)) -> (u64, u64) {
     let job = job();
     let barrier = Arc::new(Barrier::new(nodes as usize));
@@ -45,9 +52,9 @@ fn cluster(nodes: u32, sizes: &[usize], tweak: impl Fn(&mut Config)) -> (u64, u6
             cfg.runner.engine_name = format!("{job}-{node}");
             cfg.runner.log_level = 0;
             cfg.protocol.repair_timeout_us = 200;
+            cfg.protocol.peer_timeout_ms = PEER_TIMEOUT_MS;
         });
         tweak(&mut config);
-        let channels = config.protocol.channels as usize;
         let (barrier, sizes) = (barrier.clone(), sizes.clone());
         threads.push(std::thread::spawn(move || -> Result<(u64, u64), String> {
             let mut host = Host::spawn_local(config).map_err(|e| format!("node {node}: {e}"))?;
@@ -79,12 +86,15 @@ fn cluster(nodes: u32, sizes: &[usize], tweak: impl Fn(&mut Config)) -> (u64, u6
                 repairs += c.frags_repair as u64;
                 multicast += c.frags_multicast as u64;
             }
-            // Fill the last synchronization epoch, so every engine can leave at once (an engine
-            // lingers at exit while it owes its peers a synchronization).
-            for _ in 0..(channels - sizes.len() % channels) % channels {
-                host.bcast(0, 0, region.at(0), 1).map_err(|e| format!("node {node} final epoch: {e}"))?;
-            }
             barrier.wait();
+            // Detaching finalizes the world: the engines settle its partial last epoch among
+            // themselves, so each leaves as soon as its peers are done.
+            let t0 = std::time::Instant::now();
+            drop(host);
+            let took = t0.elapsed();
+            if took.as_millis() >= u128::from(PEER_TIMEOUT_MS / 2) {
+                return Err(format!("node {node}: its engine took {took:?} to leave (lingered)"));
+            }
             Ok((repairs, multicast))
         }));
     }

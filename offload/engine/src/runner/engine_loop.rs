@@ -143,6 +143,11 @@ pub(super) struct Pending {
 }
 
 /// The engine's polling loop state.
+/// Repair timeouts of silence a finishing engine that owes nothing still answers for: a child
+/// whose last `SYNC_DOWN` was lost asks again after one repair timeout, doubling (so this covers
+/// three losses in a row).
+const TIME_WAIT_REPAIRS: Nanos = 8;
+
 pub struct EngineLoop {
     pub(super) engine: Engine,
     /// The configuration it was started with (the runner, the fabric and the state machine each
@@ -475,16 +480,24 @@ impl EngineLoop {
     /// may ask for, the synchronization of the broadcasts it took part in), or other local
     /// processes are still attached (in thread mode the engine lives in one of its node's
     /// processes) — until a peer timeout passes without work: an engine that leaves at once
-    /// would make the others fail with PeerUnreachable. Then shut down.
+    /// would make the others fail with PeerUnreachable. Once it owes nothing, it still answers
+    /// for [`TIME_WAIT_REPAIRS`] repair timeouts of silence (TCP's TIME-WAIT): the last
+    /// `SYNC_DOWN` it sent may be lost, and the child asking again must find it here, not a
+    /// peer timeout of silence. Then shut down.
     pub(crate) fn finish(&mut self, idle: &mut super::idle::Idle) {
         let linger = self.config.protocol.peer_timeout_ms as Nanos * 1_000_000;
-        let mut until = self.clock.now() + linger;
-        while self.net.is_some()
-            && (!self.engine.quiescent() || self.engine.core().hosts_attached_now() > 0)
-            && self.clock.now() < until
-        {
+        let quiet = self.config.protocol.repair_timeout_us as Nanos * 1_000 * TIME_WAIT_REPAIRS;
+        let now = self.clock.now();
+        let (mut until, mut quiet_until) = (now + linger, now + quiet);
+        while self.net.is_some() {
+            let now = self.clock.now();
+            let owes = !self.engine.quiescent() || self.engine.core().hosts_attached_now() > 0;
+            if now >= until || (!owes && now >= quiet_until) {
+                break;
+            }
             if self.step(idle) {
-                until = self.clock.now() + linger;
+                let now = self.clock.now();
+                (until, quiet_until) = (now + linger, now + quiet);
             }
         }
         self.shutdown();

@@ -476,7 +476,12 @@ impl Node {
     /// `peer_timeout_ms` rather than wait forever. Communicators it created and did not free
     /// count as freed by it (a process that crashed or exited without `MPI_Comm_free`): once
     /// every local member freed or left one, it is dropped and its group left like any other.
-    pub(crate) fn local_gone(&mut self, local: u32, now: Nanos, out: &mut Outbox) {
+    ///
+    /// The world is `MPI_Finalize`'s: a process that detached (`clean`) finalized it, and once
+    /// every local member did, its last synchronization epoch, partial as it may be, settles
+    /// with the other engines (as a freed communicator's does) — every rank posted the same
+    /// collectives, so nobody pads epochs to leave. A lost process does not finalize it.
+    pub(crate) fn local_gone(&mut self, local: u32, clean: bool, now: Nanos, out: &mut Outbox) {
         for slot in 0..self.comms.len() {
             let Some(c) = self.comms[slot].as_mut() else { continue };
             let Some(index) = c.index_of_local(local) else { continue };
@@ -489,6 +494,9 @@ impl Node {
                     c.freeing_since = Some(now);
                     last = true;
                 }
+            } else if clean {
+                c.freed[index as usize] = true;
+                last = c.freed.iter().all(|&f| f);
             }
             if c.gather.depart(index) {
                 self.drop_proto(slot, out);
@@ -498,12 +506,20 @@ impl Node {
         }
     }
 
-    /// A host process took local rank `local`.
+    /// A host process took local rank `local`. A world every local member had finalized opens
+    /// again for it once the protocol settled it (a daemon engine serving the next job of the
+    /// same shape: every engine's world starts its next epoch afresh).
     pub(crate) fn local_arrived(&mut self, local: u32) {
-        if let Some(Some(world)) = self.comms.first_mut() {
-            if let Some(index) = world.index_of_local(local) {
-                world.gather.arrive(index);
+        let Some(Some(world)) = self.comms.first_mut() else { return };
+        let Some(index) = world.index_of_local(local) else { return };
+        world.gather.arrive(index);
+        if world.freed.iter().all(|&f| f) {
+            if let Some(proto) = world.proto {
+                self.proto.reopen_comm(proto);
             }
+        }
+        if let Some(Some(world)) = self.comms.first_mut() {
+            world.freed[index as usize] = false;
         }
     }
 

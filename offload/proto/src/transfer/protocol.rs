@@ -266,6 +266,19 @@ impl Protocol {
         self.rearm(comm);
     }
 
+    /// Opens `comm` again after [`Protocol::close_comm`], if it settled: its next broadcast starts
+    /// the epoch after the last synchronized one (every engine reopens the same way, so their
+    /// broadcast ids agree). A communicator still settling stays closed: its posts are refused.
+    pub fn reopen_comm(&mut self, comm: CommHandle) {
+        let channels = self.channels;
+        let settled = self.is_quiescent(comm);
+        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
+        if c.closing && settled && !c.broken {
+            c.closing = false;
+            c.next_bid = c.sync.done.saturating_mul(channels);
+        }
+    }
+
     /// Broadcast ids posted so far on `comm` at this rank.
     pub fn posted(&self, comm: CommHandle) -> Option<u32> {
         self.comm(comm).map(|c| c.next_bid)
@@ -273,8 +286,9 @@ impl Protocol {
 
     /// Nothing in progress and nothing left to synchronize: every operation over, and every
     /// posted broadcast id inside a synchronized epoch — or the communicator broken. A partial
-    /// epoch never synchronizes (there is no timer-triggered synchronization), so an engine that
-    /// wants to leave cleanly has its hosts fill the epoch first.
+    /// epoch synchronizes only once the communicator is closed ([`Protocol::close_comm`]: freed,
+    /// or the world finalized by every local process); there is no timer-triggered
+    /// synchronization.
     pub fn quiescent(&self) -> bool {
         (0..self.comms.len()).all(|i| self.is_quiescent(CommHandle(i as u32)))
     }
