@@ -114,6 +114,7 @@ pub(crate) fn attach(
     req.c = match config.topology.local_rank {
         LocalRank::Auto => 0,
         LocalRank::Fixed(l) => u64::from(l) + 1,
+        LocalRank::None => u64::MAX,
     };
     let owned = if host_owned {
         let entries = if opts.ring_entries == 0 { config.limits.ring_entries } else { opts.ring_entries };

@@ -473,6 +473,26 @@ impl Host {
         Ok(CommStats { alive: r.a, groups: r.b, created: r.c, dropped: r.d, freeing: r.e })
     }
 
+    /// Every counter of the engine, in the order of `ringcast_abi::counters::ALL` (three per
+    /// `COUNTERS` request): what `ringcast stats` shows. An engine of this ABI version has the
+    /// same table, so the values line up with the names.
+    pub fn counters(&mut self) -> Result<Vec<u64>> {
+        let mut values = Vec::with_capacity(ringcast_abi::counters::COUNT);
+        let mut total = ringcast_abi::counters::COUNT;
+        while values.len() < total {
+            let mut m = CtlMsg::new(CtlKind::COUNTERS);
+            m.a = values.len() as u32;
+            let r = self.request(m, None, "counters")?;
+            if r.kind != CtlKind::COUNTERS_OK || r.a != m.a {
+                return Err(Error::Refused { request: "counters", status: r.status });
+            }
+            total = (r.b as usize).min(ringcast_abi::counters::COUNT);
+            values.extend([r.c, r.d, r.e]);
+        }
+        values.truncate(total);
+        Ok(values)
+    }
+
     /// Posts one descriptor without blocking.
     pub fn try_post(&mut self, desc: &SubmissionDescriptor) -> Result<()> {
         if self.in_flight() >= self.max_in_flight {

@@ -57,9 +57,9 @@ pub const CTL_MAGIC: u32 = u32::from_le_bytes(*b"RCCT");
 ///
 /// `ATTACH`'s `b` asks for a submission ring size (0 = engine default; the completion ring has
 /// the same size); its `c` claims a local rank among the engine's processes (`rank + 1`; 0 = the
-/// lowest free one), and `ATTACH_OK`'s `d` says which the host holds (0 = none: every local
-/// rank was taken; the host can COPY but not broadcast), its `e` the CPU the engine's thread is
-/// pinned to (`cpu + 1`; 0 = unpinned). `ERROR` carries a [`CtlStatus`].
+/// lowest free one; `u64::MAX` = none, an observer such as `ringcast stats`), and `ATTACH_OK`'s
+/// `d` says which the host holds (0 = none: every local rank was taken, or none was claimed; the
+/// host can COPY but not broadcast), its `e` the CPU the engine's thread is pinned to (`cpu + 1`; 0 = unpinned). `ERROR` carries a [`CtlStatus`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(transparent)]
 pub struct CtlKind(pub u32);
@@ -121,6 +121,12 @@ impl CtlKind {
     /// Engine connected its queue pair for this host: its address, encoded as in
     /// `RDMA_CONNECT`.
     pub const RDMA_CONNECT_OK: CtlKind = CtlKind(22);
+    /// Ask for counters `a`, `a + 1`, `a + 2` of [`crate::counters::ALL`] (every counter the
+    /// engine keeps, for `ringcast stats`).
+    pub const COUNTERS: CtlKind = CtlKind(23);
+    /// Counters: `a` the first index (echoed), `b` how many counters the engine has, `c`, `d`,
+    /// `e` the values (zero past the end).
+    pub const COUNTERS_OK: CtlKind = CtlKind(24);
 }
 
 /// Why a control request was refused.

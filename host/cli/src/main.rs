@@ -2,6 +2,8 @@
 //!
 //! * `ringcast info` — every tunable with its default, current value (after `RINGCAST_*`
 //!   overrides) and meaning, like `ompi_info`; `--engine NAME` adds a running engine's counters.
+//! * `ringcast stats [--engine NAME | --all] [--watch SECS] [--json | --prometheus]` — every
+//!   counter of running engines, with rates in watch mode.
 //! * `ringcast engine [--name NAME]` — runs the engine daemon in the foreground (the same code as
 //!   the `ringcast-engine` binary).
 //! * `ringcast dst [--seeds N] [--seed S]` — deterministic simulation testing of the whole
@@ -33,6 +35,7 @@ mod info;
 mod paper;
 mod report;
 mod sim;
+mod stats;
 mod substrate;
 mod workload;
 
@@ -58,6 +61,9 @@ enum Cmd {
         #[arg(long)]
         markdown: bool,
     },
+    /// Every counter of running engines (one, several, or --all of this machine's), once or
+    /// --watch with rates; --json or --prometheus.
+    Stats(stats::StatsArgs),
     /// Run the offload engine daemon in the foreground (DPU-emulation mode).
     Engine {
         /// Name hosts attach with (default: RINGCAST_ENGINE, else "default").
@@ -137,6 +143,7 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Cmd::Stats(args) => stats::run(args, &config),
         Cmd::Demo(args) => demo::run(args),
         Cmd::Dst(args) => dst::run_cmd(args),
         Cmd::Paper(args) => paper::run(args),

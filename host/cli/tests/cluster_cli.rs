@@ -118,3 +118,43 @@ fn run_starts_programs_on_every_node_and_reports_failures() {
     assert!(err.contains("failed"), "{err}");
     assert!(shm_left().is_empty(), "{:?}", shm_left());
 }
+
+/// `ringcast stats` on a running job: from inside `ringcast run` (the engines alive), after a
+/// verified workload, every engine of the job is found (`--all`), read as an observer (the job's
+/// ranks are not disturbed) and reports what the workload did; Prometheus and JSON carry the
+/// same table; an engine that is not there is named and fails the command.
+#[test]
+fn stats_reads_every_engine_of_a_running_job() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let exe = env!("CARGO_BIN_EXE_ringcast");
+    let script = format!(
+        "{exe} workload-rank --count 40 --sizes 2,3000 --allreduces 2 >/dev/null || exit 3; \
+         [ \"$RINGCAST_NODE\" = 0 ] || exit 0; echo \"ENGINE=$RINGCAST_ENGINE\"; \
+         {exe} stats --all --json --watch 0.05 --count 2 && {exe} stats --all --prometheus"
+    );
+    let (ok, out, err) = ringcast(&["run", "-n", "2", "--", "/bin/sh", "-c", &script]);
+    assert!(ok, "{out}\n{err}");
+    let docs: Vec<serde_json::Value> =
+        out.lines().filter(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).expect("json")).collect();
+    assert_eq!(docs.len(), 2, "{out}");
+    let engines = docs[1]["engines"].as_array().expect("engines");
+    // Other clusters may be running too: this job's engines are named after it (`JOB-NODE`).
+    let mine = out.lines().find_map(|l| l.strip_prefix("ENGINE=")).expect("node 0's engine name");
+    let prefix = mine.trim_end_matches(|c: char| c.is_ascii_digit());
+    let job: Vec<&serde_json::Value> =
+        engines.iter().filter(|e| e["engine"].as_str().is_some_and(|n| n.starts_with(prefix))).collect();
+    assert_eq!(job.len(), 2, "{out}");
+    for e in &job {
+        let c = &e["counters"];
+        assert!(c["descriptors_ok_total"].as_u64().unwrap_or(0) >= 42, "{e}");
+        assert!(c["collectives_total"].as_u64().unwrap_or(0) >= 42, "{e}");
+        assert!(c["sync_epochs_total"].as_u64().unwrap_or(0) >= 1, "{e}");
+        assert_eq!(c["communicators"], 1, "{e}");
+        assert!(e["per_second"].is_object(), "the second reading has rates: {e}");
+    }
+    assert!(out.contains("# TYPE ringcast_descriptors_ok_total counter"), "{out}");
+    assert!(out.contains("ringcast_engine_up{engine=\"run-"), "{out}");
+    let (ok, out, _) = ringcast(&["stats", "--engine", "no-such-engine-here"]);
+    assert!(!ok);
+    assert!(out.contains("not running"), "{out}");
+}

@@ -365,6 +365,7 @@ impl EngineLoop {
         let now = self.clock.now();
         let claim = match msg.c {
             0 => LocalRank::Auto,
+            u64::MAX => LocalRank::None,
             r => LocalRank::Fixed(u32::try_from(r - 1).unwrap_or(u32::MAX)),
         };
         let id = match self.engine.attach_host(claim, now) {
@@ -517,6 +518,15 @@ impl EngineLoop {
                     }
                     None => CtlMsg::error(&msg, CtlStatus::BAD_REQUEST),
                 },
+                CtlKind::COUNTERS => {
+                    let all = super::counters::snapshot(&self.engine, self.net.as_ref());
+                    let mut m = CtlMsg::reply(&msg, CtlKind::COUNTERS_OK);
+                    m.a = msg.a;
+                    m.b = all.len() as u32;
+                    let at = |k: u32| all.get(msg.a.saturating_add(k) as usize).copied().unwrap_or(0);
+                    (m.c, m.d, m.e) = (at(0), at(1), at(2));
+                    m
+                }
                 CtlKind::DETACH => return self.detach(id, Departure::Clean),
                 _ => CtlMsg::error(&msg, CtlStatus::BAD_REQUEST),
             };

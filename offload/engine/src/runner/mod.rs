@@ -5,6 +5,7 @@
 mod clock;
 mod closer;
 mod control;
+mod counters;
 mod daemon;
 pub mod dma;
 mod engine_loop;

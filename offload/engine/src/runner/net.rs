@@ -144,6 +144,11 @@ impl Net {
         self.fabric.disarm();
     }
 
+    /// The fabric's datagram counters.
+    pub fn fabric_counters(&self) -> crate::fabric::FabricCounters {
+        self.fabric.counters()
+    }
+
     /// The communicators' life (`COMMS`), with the groups the fabric holds.
     pub fn comm_stats(&self, engine: &Engine) -> CommStats {
         CommStats { groups: u32::try_from(self.fabric.groups()).unwrap_or(u32::MAX), ..engine.comm_stats() }

@@ -82,6 +82,9 @@ pub enum LocalRank {
     Auto,
     /// This local rank (`0..ppn`).
     Fixed(u32),
+    /// No rank: an observer (`ringcast stats`) or a COPY-only client, which must not take a
+    /// rank a job's process is about to claim.
+    None,
 }
 
 impl FromStr for LocalRank {
@@ -89,7 +92,11 @@ impl FromStr for LocalRank {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "auto" => Ok(LocalRank::Auto),
-            n => n.parse().map(LocalRank::Fixed).map_err(|_| format!("expected auto or a number, got {s:?}")),
+            "none" => Ok(LocalRank::None),
+            n => n
+                .parse()
+                .map(LocalRank::Fixed)
+                .map_err(|_| format!("expected auto, none or a number, got {s:?}")),
         }
     }
 }
@@ -99,6 +106,7 @@ impl fmt::Display for LocalRank {
         match self {
             LocalRank::Auto => f.write_str("auto"),
             LocalRank::Fixed(n) => write!(f, "{n}"),
+            LocalRank::None => f.write_str("none"),
         }
     }
 }
@@ -203,7 +211,7 @@ crate::tunables! {
             "an uneven world: host processes on each node, comma-separated, one count per node (e.g. 8,8,7,7 for 30 ranks on 4 nodes); ranks are numbered node by node. Empty: ppn on every node. Set with ppn left at 1";
         /// This host process's local rank.
         local_rank: LocalRank = LocalRank::Auto, "RINGCAST_LOCAL_RANK",
-            "this host process's local rank on its engine (0..ppn), sent at attach; auto: the lowest free one";
+            "this host process's local rank on its engine (0..ppn), sent at attach; auto: the lowest free one; none: no rank (an observer: COPY and counters only)";
     }
 }
 

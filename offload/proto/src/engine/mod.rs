@@ -527,7 +527,7 @@ impl Engine {
         o.cqe.retransmits = outcome.counters.retransmits;
         o.pending = false;
         let host = o.host;
-        self.core.bcast_done(outcome.status == StatusKind::Ok);
+        self.core.bcast_done(outcome.status == StatusKind::Ok, &outcome.counters);
         self.flush(host);
     }
 

@@ -161,6 +161,15 @@ pub struct Counters {
     pub dropped_in_flight: u64,
     /// Bytes moved by DMA.
     pub dma_bytes: u64,
+    /// Collective operations that ended (ok or not), and what they report summed: fragments
+    /// received by multicast and by repair, penalty rounds.
+    pub collectives: u64,
+    /// See `collectives`.
+    pub frags_multicast: u64,
+    /// See `collectives`.
+    pub frags_repair: u64,
+    /// See `collectives`.
+    pub penalty_rounds: u64,
 }
 
 /// Why a host left.
@@ -233,6 +242,7 @@ impl Core {
             }
             LocalRank::Fixed(l) => Some(l),
             LocalRank::Auto => (0..self.config.topology.local_capacity()).find(|&l| !held(l)),
+            LocalRank::None => None,
         };
         self.hosts[slot] =
             Some(HostState { regions: RegionTable::new(self.config.limits.max_regions), local });
@@ -431,7 +441,12 @@ impl Core {
     }
 
     /// A broadcast the core handed out ([`Action::Bcast`]) ended at this rank: count it.
-    pub fn bcast_done(&mut self, ok: bool) {
+    pub fn bcast_done(&mut self, ok: bool, ops: &crate::transfer::env::OpCounters) {
+        let c = &mut self.counters;
+        c.collectives += 1;
+        c.frags_multicast += u64::from(ops.frags_multicast);
+        c.frags_repair += u64::from(ops.frags_repair);
+        c.penalty_rounds += u64::from(ops.penalty_rounds);
         if ok {
             self.counters.completed_ok += 1;
         } else {

@@ -1,0 +1,242 @@
+//! `ringcast stats`: every counter of running engines — what `ibstat` or `ucx_info` users reach
+//! for first when something is slow.
+//!
+//! It attaches to each engine as an observer (`RINGCAST_LOCAL_RANK=none`: no rank taken from a
+//! job, no ring used) and reads the whole counter table (`COUNTERS`,
+//! `shared-abi/src/counters.rs`): hosts and descriptors, collectives with their multicast and
+//! repair fragments (the multicast hit rate), the fabric's datagrams and overruns, frame drops
+//! by reason, repairs, synchronization epochs, communicators and groups. Engines are named with
+//! `--engine` (a local name, or `tcp://host:port` for one on a DPU) or found with `--all`: every
+//! engine listening on this machine (their abstract control sockets, `@ringcast.NAME` in
+//! `/proc/net/unix`). `--watch SECS` prints every SECS seconds with the rate of each total over
+//! the interval; `--json` one JSON document per reading; `--prometheus` the text exposition
+//! format (`ringcast_<counter>{engine="NAME"}`), for node_exporter's textfile collector or a
+//! scrape through any HTTP file server. An engine that is gone, or refuses, is named with the
+//! reason and the command fails (exit 1) once nothing is left to show.
+use clap::Args;
+use ringcast_abi::counters::{CounterKind, ALL};
+use ringcast_host::{AttachOptions, Config, Host};
+use ringcast_offload::config::LocalRank;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// `ringcast stats` options.
+#[derive(Args)]
+pub struct StatsArgs {
+    /// An engine to read (repeatable): its name, or tcp://HOST:PORT (default: RINGCAST_ENGINE,
+    /// else "default").
+    #[arg(long)]
+    engine: Vec<String>,
+    /// Every engine running on this machine.
+    #[arg(long, conflicts_with = "engine")]
+    all: bool,
+    /// Read again every SECS seconds, with rates over the interval.
+    #[arg(long, value_name = "SECS")]
+    watch: Option<f64>,
+    /// Readings in watch mode before stopping (default: until interrupted).
+    #[arg(long)]
+    count: Option<u64>,
+    /// JSON, one document per reading.
+    #[arg(long, conflicts_with = "prometheus")]
+    json: bool,
+    /// The Prometheus text exposition format.
+    #[arg(long)]
+    prometheus: bool,
+}
+
+/// The names of the engines listening on this machine, sorted: their abstract control sockets
+/// `@ringcast.NAME` (the CPU-claim sockets `ringcast.cpu.N` are not engines).
+pub fn local_engines() -> Vec<String> {
+    let table = std::fs::read_to_string("/proc/net/unix").unwrap_or_default();
+    let mut names: Vec<String> = table
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(7))
+        .filter_map(|path| path.strip_prefix("@ringcast."))
+        .filter(|name| !name.starts_with("cpu."))
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// One engine being read.
+struct Watched {
+    name: String,
+    host: Option<Host>,
+    pid: u32,
+    /// The last reading and when, and the one before (watch mode's rates).
+    last: Option<(Instant, Vec<u64>)>,
+    prev: Option<(Instant, Vec<u64>)>,
+    /// Why it cannot be read (gone, refused).
+    error: Option<String>,
+}
+
+fn attach(name: &str, config: &Config) -> Result<Host, String> {
+    let mut config = config.clone();
+    config.topology.local_rank = LocalRank::None;
+    Host::attach_config(name, &config, AttachOptions::default()).map_err(|e| match e {
+        ringcast_host::Error::Connect { .. } => format!("not running (nothing listens as {name:?})"),
+        e => format!("refused: {e}"),
+    })
+}
+
+/// `ringcast stats`.
+pub fn run(a: StatsArgs, config: &Config) -> ExitCode {
+    let names = if a.all {
+        let found = local_engines();
+        if found.is_empty() {
+            eprintln!("ringcast stats: no engine is running on this machine");
+            return ExitCode::FAILURE;
+        }
+        found
+    } else if a.engine.is_empty() {
+        vec![config.runner.engine_name.clone()]
+    } else {
+        a.engine.clone()
+    };
+    let mut engines: Vec<Watched> = names
+        .into_iter()
+        .map(|name| match attach(&name, config) {
+            Ok(h) => {
+                Watched { pid: h.engine_pid(), name, host: Some(h), last: None, prev: None, error: None }
+            }
+            Err(e) => Watched { name, host: None, pid: 0, last: None, prev: None, error: Some(e) },
+        })
+        .collect();
+    let readings = if a.watch.is_some() { a.count.unwrap_or(u64::MAX) } else { 1 };
+    let interval = Duration::from_secs_f64(a.watch.unwrap_or(1.0).max(0.01));
+    for k in 0..readings {
+        if k > 0 {
+            std::thread::sleep(interval);
+        }
+        for e in engines.iter_mut() {
+            read(e);
+        }
+        print(&a, &engines, k);
+        if engines.iter().all(|e| e.error.is_some()) {
+            break;
+        }
+    }
+    if engines.iter().any(|e| e.error.is_some()) {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Takes a new reading of `e`, keeping the previous one for rates.
+fn read(e: &mut Watched) {
+    let Some(host) = e.host.as_mut() else { return };
+    match host.counters() {
+        Ok(v) => e.prev = e.last.replace((Instant::now(), v)),
+        Err(err) => {
+            e.error = Some(format!("gone: {err}"));
+            e.host = None;
+        }
+    }
+}
+
+/// Per-second rate of each total between the previous reading and the last one.
+fn rates(e: &Watched) -> Option<Vec<Option<f64>>> {
+    let ((t1, v1), (t0, v0)) = (e.last.as_ref()?, e.prev.as_ref()?);
+    let dt = t1.duration_since(*t0).as_secs_f64().max(1e-9);
+    Some(
+        ALL.iter()
+            .zip(v1.iter().zip(v0))
+            .map(|(c, (b, a))| (c.kind == CounterKind::Total).then(|| b.saturating_sub(*a) as f64 / dt))
+            .collect(),
+    )
+}
+
+/// The multicast hit rate over everything the engine received: multicast fragments over all.
+fn hit_rate(v: &[u64]) -> Option<f64> {
+    let at = |n| ringcast_abi::counters::index_of(n).and_then(|i| v.get(i).copied()).unwrap_or(0);
+    let (m, r) = (at("fragments_multicast_total"), at("fragments_repair_total"));
+    (m + r > 0).then(|| m as f64 / (m + r) as f64)
+}
+
+fn print(a: &StatsArgs, engines: &[Watched], reading: u64) {
+    if a.prometheus {
+        for (i, c) in ALL.iter().enumerate() {
+            println!("# HELP ringcast_{} {}", c.name, c.help);
+            let kind = if c.kind == CounterKind::Total { "counter" } else { "gauge" };
+            println!("# TYPE ringcast_{} {kind}", c.name);
+            for e in engines {
+                if let Some(v) = e.last.as_ref().and_then(|(_, v)| v.get(i)) {
+                    println!("ringcast_{}{{engine=\"{}\"}} {v}", c.name, e.name.replace('"', "\\\""));
+                }
+            }
+        }
+        println!("# HELP ringcast_engine_up whether the engine answered");
+        println!("# TYPE ringcast_engine_up gauge");
+        for e in engines {
+            println!(
+                "ringcast_engine_up{{engine=\"{}\"}} {}",
+                e.name.replace('"', "\\\""),
+                u8::from(e.error.is_none())
+            );
+        }
+        return;
+    }
+    if a.json {
+        let list: Vec<serde_json::Value> = engines
+            .iter()
+            .map(|e| {
+                let mut doc = serde_json::json!({ "engine": e.name, "pid": e.pid });
+                match (&e.error, &e.last) {
+                    (Some(err), _) => doc["error"] = serde_json::json!(err),
+                    (None, Some((_, v))) => {
+                        let counters: serde_json::Map<String, serde_json::Value> = ALL
+                            .iter()
+                            .zip(v)
+                            .map(|(c, v)| (c.name.to_string(), serde_json::json!(v)))
+                            .collect();
+                        doc["counters"] = serde_json::Value::Object(counters);
+                        doc["multicast_hit_rate"] = serde_json::json!(hit_rate(v));
+                        if let Some(r) = rates(e) {
+                            let per_sec: serde_json::Map<String, serde_json::Value> = ALL
+                                .iter()
+                                .zip(r)
+                                .filter_map(|(c, r)| Some((c.name.to_string(), serde_json::json!(r?))))
+                                .collect();
+                            doc["per_second"] = serde_json::Value::Object(per_sec);
+                        }
+                    }
+                    (None, None) => {}
+                }
+                doc
+            })
+            .collect();
+        println!("{}", serde_json::json!({ "reading": reading, "engines": list }));
+        return;
+    }
+    for e in engines {
+        if let Some(err) = &e.error {
+            println!("engine {:?}: {err}", e.name);
+            continue;
+        }
+        let Some((_, v)) = &e.last else { continue };
+        let r = rates(e);
+        println!(
+            "engine {:?} (pid {}){}",
+            e.name,
+            e.pid,
+            if r.is_some() { ", rates per second" } else { "" }
+        );
+        for (i, c) in ALL.iter().enumerate() {
+            let value = v.get(i).copied().unwrap_or(0);
+            let rate = r.as_ref().and_then(|r| r.get(i).copied().flatten());
+            let rate = rate.map_or(String::new(), |x| format!("{x:>12.1}/s"));
+            println!("  {:<32}{value:>16}{rate:>14}  {}", c.name, c.help);
+        }
+        match hit_rate(v) {
+            Some(h) => println!(
+                "  {:<32}{:>15.1}%  fragments received by multicast, of all received",
+                "multicast_hit_rate",
+                h * 100.0
+            ),
+            None => println!("  {:<32}{:>16}  no fragment received yet", "multicast_hit_rate", "-"),
+        }
+    }
+}

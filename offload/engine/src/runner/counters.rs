@@ -1,0 +1,71 @@
+//! Every counter of a running engine, in the order of `ringcast_abi::counters::ALL`: what
+//! `COUNTERS` reads out (`ringcast stats`). One function fills the whole table from the intake,
+//! the protocol and the fabric, so the table and the engine cannot drift apart unnoticed (a test
+//! checks every slot is written).
+use super::net::Net;
+use ringcast_abi::counters::{COUNT, DROPS_FIRST};
+use ringcast_proto::engine::Engine;
+
+/// The engine's counters now (`net`: its fabric, if it has one; without one the broadcast side
+/// reads zero).
+pub(crate) fn snapshot(engine: &Engine, net: Option<&Net>) -> [u64; COUNT] {
+    let c = engine.counters();
+    let p = engine.proto_counters();
+    let f = net.map(Net::fabric_counters).unwrap_or_default();
+    let comms = net.map(|n| n.comm_stats(engine)).unwrap_or_default();
+    let mut v = [0u64; COUNT];
+    let head = [
+        engine.core().hosts_attached_now() as u64,
+        c.hosts_attached,
+        c.hosts_lost,
+        c.completed_ok,
+        c.completed_err,
+        c.dropped_in_flight,
+        c.dma_bytes,
+        c.collectives,
+        c.frags_multicast,
+        c.frags_repair,
+        c.penalty_rounds,
+        f.sent,
+        f.multicast,
+        f.received,
+        f.overrun,
+        f.refused,
+        p.syncs,
+    ];
+    v[..DROPS_FIRST].copy_from_slice(&head);
+    let drops = DROPS_FIRST + p.drops.len();
+    v[DROPS_FIRST..drops].copy_from_slice(&p.drops);
+    let tail = [
+        p.repair_frames,
+        p.repair_bytes,
+        u64::from(comms.alive),
+        u64::from(comms.groups),
+        comms.created,
+        comms.dropped,
+        comms.freeing,
+    ];
+    v[drops..].copy_from_slice(&tail);
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    /// The table's three parts fill it exactly (a miscount would panic in the engine), and the
+    /// counters of an engine that has done nothing but start read as such.
+    #[test]
+    fn the_snapshot_fills_the_table_of_a_fresh_engine() {
+        for networked in [false, true] {
+            let engine = Engine::new(&Config::default().engine(), crate::crc::crc32c, networked)
+                .expect("a default engine");
+            let v = snapshot(&engine, None);
+            let at = |name| v[ringcast_abi::counters::index_of(name).expect(name)];
+            assert_eq!(at("descriptors_ok_total"), 0);
+            assert_eq!(at("hosts_attached"), 0);
+            assert_eq!(at("communicators"), 0, "no fabric: no communicator reported");
+        }
+    }
+}
