@@ -174,9 +174,12 @@ ringcast_proto::tunables! {
         /// Host-side limit on a control request.
         ctl_timeout_ms: u32 = 10000, "RINGCAST_CTL_TIMEOUT_MS",
             "host library: milliseconds to wait for the engine's reply to attach/register/deregister/stats";
-        /// What the engine reports on stderr.
+        /// What the engine reports in its log.
         log_level: u8 = 1, "RINGCAST_LOG_LEVEL",
             "0 silent; 1 engine start/stop, host deaths and refused requests; 2 also every attach, detach and registration";
+        /// Where the engine logs.
+        log_file: String = String::new(), "RINGCAST_LOG_FILE",
+            "engine daemon: append its log to this file (each line with a UTC timestamp and level; reopened on SIGHUP, for logrotate); empty: stderr";
         /// Name of the engine hosts attach to.
         engine_name: String = "default".to_string(), "RINGCAST_ENGINE",
             "engine hosts attach to: a name (abstract Unix socket @ringcast.<name>) or, for a host, tcp://ip:port (an engine across the PCIe boundary)";

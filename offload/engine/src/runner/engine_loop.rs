@@ -286,7 +286,7 @@ impl EngineLoop {
 
     pub(super) fn log(&self, level: u8, msg: std::fmt::Arguments<'_>) {
         if self.log_level >= level {
-            eprintln!("ringcast-engine[{}]: {msg}", self.name);
+            super::log::line(&self.name, level, msg);
         }
     }
 
@@ -468,11 +468,17 @@ impl EngineLoop {
     /// finishes what hosts queued, answers descriptors still in their rings with
     /// `EngineShutdown`, and detaches everyone.
     pub fn run(&mut self, stop: &std::sync::atomic::AtomicBool) {
+        self.run_until_stopped(stop, || {});
+    }
+
+    /// [`EngineLoop::run`], calling `stopping` once `stop` is seen, before the drain.
+    pub fn run_until_stopped(&mut self, stop: &std::sync::atomic::AtomicBool, stopping: impl FnOnce()) {
         let mut idle = super::idle::Idle::new(&self.config);
         // Relaxed: the flag carries no data, only "stop"; a late observation costs one pass.
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
             self.step(&mut idle);
         }
+        stopping();
         self.finish(&mut idle);
     }
 

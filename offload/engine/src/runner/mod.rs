@@ -10,7 +10,9 @@ mod daemon;
 pub mod dma;
 mod engine_loop;
 mod idle;
+pub mod log;
 pub mod net;
+mod notify;
 mod pin;
 mod thread;
 

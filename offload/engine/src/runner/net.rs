@@ -78,10 +78,14 @@ impl Net {
         }
         if config.topology.job_secret.0.is_none() && config.topology.nodes > 1 && config.runner.log_level > 0
         {
-            eprintln!(
-                "ringcast-engine: RINGCAST_JOB_SECRET is unset: the world communicator's frames are keyed by the \
-                 job name {:?} alone, so anyone who knows it can forge them (ringcast run and the MPI interposer set one)",
-                config.topology.job
+            super::log::line(
+                &config.runner.engine_name,
+                1,
+                format_args!(
+                    "RINGCAST_JOB_SECRET is unset: the world communicator's frames are keyed by the job name {:?} \
+                     alone, so anyone who knows it can forge them (ringcast run and the MPI interposer set one)",
+                    config.topology.job
+                ),
             );
         }
         Ok(Some(Net { fabric }))
