@@ -74,12 +74,17 @@ pub struct RunArgs {
     /// must not hang: the engines fail their operations with typed errors).
     #[arg(long)]
     keep_going: bool,
+    /// Print how the job ended (every rank and engine, the engines' counters) as JSON on
+    /// stdout, failed or not.
+    #[arg(long)]
+    json: bool,
     /// The program and its arguments (after `--`).
     #[arg(trailing_var_arg = true, required = true)]
     program: Vec<String>,
 }
 
-/// `ringcast run`: starts the cluster, runs the program on every node, tears everything down.
+/// `ringcast run`: starts the cluster, runs the program on every node, tears everything down;
+/// a failed job ends with one summary ([`crate::outcome`]).
 pub fn run(a: RunArgs) -> ExitCode {
     let Some((prog, args)) = a.program.split_first() else { return ExitCode::from(2) };
     let mut cluster = match Cluster::start(&a.cluster.spec(a.keep_going), prog, args, &[], false) {
@@ -89,19 +94,19 @@ pub fn run(a: RunArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let results = cluster.wait(Duration::from_secs(a.timeout));
-    let failed: Vec<usize> = results
-        .iter()
-        .enumerate()
-        .filter(|(_, (s, _))| !s.is_some_and(|s| s.success()))
-        .map(|(i, _)| i)
-        .collect();
+    let ranks = cluster.wait_ended(Duration::from_secs(a.timeout));
+    // Read before the teardown: the engines still running answer for their counters.
+    let outcome = cluster.outcome(&ranks);
     drop(cluster);
-    if failed.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        eprintln!("ringcast run: node(s) {failed:?} failed");
+    if a.json {
+        println!("{}", outcome.json());
+    }
+    if outcome.failed() {
+        // One summary, after everything the programs said.
+        eprint!("{}", outcome.text());
         ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
     }
 }
 

@@ -179,6 +179,15 @@ pub struct Cluster {
     programs: Vec<Child>,
     /// Readers of the programs' captured stdout (index = world rank).
     readers: Vec<Option<std::thread::JoinHandle<String>>>,
+    /// Forwarders of the programs' stderr, each returning the last line (index = world rank).
+    err_readers: Vec<Option<std::thread::JoinHandle<Option<String>>>>,
+    /// Node of each program (index = world rank).
+    rank_nodes: Vec<u32>,
+    /// When the job started, and when each engine was seen ending (daemon modes).
+    started: Instant,
+    engine_ends: Vec<Option<(ExitStatus, Duration)>>,
+    /// Engines this process can attach to as an observer (daemons outside namespaces).
+    observable: bool,
     // Dropped last: processes inside the namespaces are gone by then.
     netns: Option<Lab>,
 }
@@ -238,6 +247,11 @@ impl Cluster {
             engines: Vec::new(),
             programs: Vec::new(),
             readers: Vec::new(),
+            err_readers: Vec::new(),
+            rank_nodes: Vec::new(),
+            started: Instant::now(),
+            engine_ends: Vec::new(),
+            observable: spec.mode == Mode::Daemon && netns.is_none(),
             netns,
         };
         // More pollers (engines and programs) than cores: back off to sleeping after a few empty
@@ -357,10 +371,30 @@ impl Cluster {
                 let child = guarded(&exe, "kill", in_node(&c, program_ns(node), cmd))
                     .stdin(Stdio::null())
                     .stdout(if capture { Stdio::piped() } else { Stdio::inherit() })
+                    .stderr(Stdio::piped())
                     .spawn()
                     .map_err(|e| format!("starting program {local} on node {node}: {e}"))?;
                 c.programs.push(child);
+                c.rank_nodes.push(node);
             }
+        }
+        c.engine_ends = c.engines.iter().map(|_| None).collect();
+        // Every program's stderr goes on to ours as it comes, line by line; the last line is
+        // kept for the failure summary (a rank's typed error).
+        for p in &mut c.programs {
+            c.err_readers.push(p.stderr.take().map(|e| {
+                std::thread::spawn(move || {
+                    use std::io::{BufRead, Write};
+                    let mut last = None;
+                    for line in std::io::BufReader::new(e).lines().map_while(Result::ok) {
+                        let _ = writeln!(std::io::stderr().lock(), "{line}");
+                        if !line.trim().is_empty() {
+                            last = Some(line);
+                        }
+                    }
+                    last
+                })
+            }));
         }
         // Captured output is drained as it comes: a program must never block on a full pipe.
         for p in &mut c.programs {
@@ -378,9 +412,14 @@ impl Cluster {
     /// Waits for every program (at most `limit`); returns each one's status and stdout. A
     /// program still running at the limit, or after a sibling failed, is killed.
     pub fn wait(&mut self, limit: Duration) -> Vec<(Option<ExitStatus>, String)> {
+        self.wait_ended(limit).into_iter().map(|r| (r.status, r.stdout)).collect()
+    }
+
+    /// [`Cluster::wait`], with when each program ended and its last line on stderr; engines
+    /// that end meanwhile are noted too (for [`Cluster::outcome`]).
+    pub fn wait_ended(&mut self, limit: Duration) -> Vec<RankEnd> {
         let deadline = Instant::now() + limit;
-        let mut outs: Vec<Option<(Option<ExitStatus>, String)>> =
-            self.programs.iter().map(|_| None).collect();
+        let mut outs: Vec<Option<RankEnd>> = self.programs.iter().map(|_| None).collect();
         let mut failed = false;
         while outs.iter().any(Option::is_none) {
             for (i, p) in self.programs.iter_mut().enumerate() {
@@ -397,14 +436,82 @@ impl Cluster {
                     Ok(None) => continue,
                     Err(_) => None,
                 };
+                let at = self.started.elapsed();
                 failed |= !status.is_some_and(|s| s.success());
-                let text = self.readers[i].take().and_then(|r| r.join().ok()).unwrap_or_default();
-                outs[i] = Some((status, text));
+                let stdout = self.readers[i].take().and_then(|r| r.join().ok()).unwrap_or_default();
+                let said =
+                    self.err_readers.get_mut(i).and_then(Option::take).and_then(|r| r.join().ok()).flatten();
+                outs[i] = Some(RankEnd { status, stdout, at, said });
             }
+            self.note_engine_ends();
             std::thread::sleep(Duration::from_millis(2));
         }
         outs.into_iter().flatten().collect()
     }
+
+    /// Records the engines that ended since the last look.
+    fn note_engine_ends(&mut self) {
+        let at = self.started.elapsed();
+        for (e, end) in self.engines.iter_mut().zip(self.engine_ends.iter_mut()) {
+            if end.is_none() {
+                if let Ok(Some(s)) = e.try_wait() {
+                    *end = Some((s, at));
+                }
+            }
+        }
+    }
+
+    /// The job's end as [`crate::outcome::Outcome`]: every rank (from `ranks`, what
+    /// [`Cluster::wait_ended`] returned), every engine (daemon modes), and the counters of the
+    /// engines still running (read as an observer; daemons outside namespaces only).
+    pub fn outcome(&mut self, ranks: &[RankEnd]) -> crate::outcome::Outcome {
+        use crate::outcome::{End, Ended, Outcome};
+        self.note_engine_ends();
+        let ranks = ranks
+            .iter()
+            .enumerate()
+            .map(|(r, e)| Ended {
+                who: format!("rank {r} (node {})", self.rank_nodes.get(r).copied().unwrap_or(0)),
+                end: End::of(e.status),
+                at: Some(e.at),
+                said: e.said.clone(),
+            })
+            .collect();
+        let engines = self
+            .engine_ends
+            .iter()
+            .enumerate()
+            .map(|(n, end)| Ended {
+                who: format!("engine {n} ({}-{n})", self.job),
+                end: end.map_or(End::Running, |(s, _)| End::of(Some(s))),
+                at: end.map(|(_, at)| at),
+                said: None,
+            })
+            .collect();
+        let config = Config::from_env().unwrap_or_default();
+        let counters = (0..self.engines.len())
+            .filter(|&n| self.observable && self.engine_ends[n].is_none())
+            .filter_map(|n| {
+                let name = format!("{}-{n}", self.job);
+                let mut host = crate::stats::attach(&name, &config).ok()?;
+                Some((name, host.counters().ok()?))
+            })
+            .collect();
+        Outcome { ranks, engines, counters }
+    }
+}
+
+/// How one program of a job ended.
+#[derive(Debug)]
+pub struct RankEnd {
+    /// `None`: killed by the launcher.
+    pub status: Option<ExitStatus>,
+    /// Its captured stdout (empty unless captured).
+    pub stdout: String,
+    /// Since the job started, when the launcher saw it end.
+    pub at: Duration,
+    /// Its last line on stderr.
+    pub said: Option<String>,
 }
 
 impl Drop for Cluster {

@@ -12,8 +12,9 @@
 //!   tables, CSV/JSON, plots (`fixtures/sim/*.toml`, `docs/reproduction.md`).
 //! * `ringcast calibrate [--fabric udp|shm]` — LogGP parameters of a real fabric, measured, written
 //!   as a `ringcast sim` scenario under `fixtures/calibration/`.
-//! * `ringcast run -n N [--mode daemon|thread|dpu] -- PROGRAM` — a program on a local emulated
-//!   cluster; `ringcast bench -n N [--collective C] [--algorithm A] [--compare] [--barrier]
+//! * `ringcast run -n N [--mode daemon|thread|dpu] [--json] -- PROGRAM` — a program on a local
+//!   emulated cluster (a failed job ends with one summary: who ended first and how, what every
+//!   rank got, the engines' counters); `ringcast bench -n N [--collective C] [--algorithm A] [--compare] [--barrier]
 //!   [--json]` — osu-style, any offloaded collective; `--compare-mpi` runs Open MPI's own
 //!   collective beside it, interleaved.
 //! * `ringcast demo` — the main job: thousands of verified broadcasts from changing roots on an
@@ -32,6 +33,7 @@ mod demo;
 mod dst;
 mod fidelity;
 mod info;
+mod outcome;
 mod paper;
 mod report;
 mod sim;

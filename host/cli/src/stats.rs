@@ -72,7 +72,8 @@ struct Watched {
     error: Option<String>,
 }
 
-fn attach(name: &str, config: &Config) -> Result<Host, String> {
+/// Attaches to engine `name` as an observer (no local rank).
+pub fn attach(name: &str, config: &Config) -> Result<Host, String> {
     let mut config = config.clone();
     config.topology.local_rank = LocalRank::None;
     Host::attach_config(name, &config, AttachOptions::default()).map_err(|e| match e {

@@ -177,7 +177,7 @@ fn run_with_victim(cluster: &[&str], victim: u32, allowed: &[&str]) {
     let n = NODES.to_string();
     let p = PPN.to_string();
     let v = victim.to_string();
-    let mut args = vec!["run", "-n", &n, "-p", &p, "--keep-going", "--timeout", "120"];
+    let mut args = vec!["run", "-n", &n, "-p", &p, "--keep-going", "--timeout", "120", "--json"];
     args.extend_from_slice(cluster);
     let w = workload(&["--victim", &v, "--die-at", "20", "--expect-failure"]);
     args.extend(w.iter().map(String::as_str));
@@ -186,7 +186,24 @@ fn run_with_victim(cluster: &[&str], victim: u32, allowed: &[&str]) {
     let took = started.elapsed();
     let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert!(!o.status.success(), "{cluster:?}: the victim's death must fail the run");
-    assert!(err.contains(&format!("node(s) [{victim}] failed")), "{cluster:?}: only the victim fails: {err}");
+    // One summary says who ended first and how, and what the others got.
+    let node = victim / PPN;
+    let first = format!("first: rank {victim} (node {node}): killed by signal 9 (SIGKILL)");
+    assert!(err.contains("ringcast run: the job failed") && err.contains(&first), "{cluster:?}: {err}");
+    let summary: serde_json::Value =
+        serde_json::from_str(out.lines().rev().find(|l| l.starts_with('{')).expect("--json")).expect("json");
+    assert_eq!(summary["ok"], false);
+    assert_eq!(summary["first_failure"]["who"], format!("rank {victim} (node {node})"));
+    for (r, rank) in summary["ranks"].as_array().expect("ranks").iter().enumerate() {
+        let want = if r as u32 == victim { "killed by signal 9 (SIGKILL)" } else { "exit 0" };
+        assert_eq!(rank["end"], want, "{cluster:?}: only the victim fails: {summary}");
+    }
+    if cluster.contains(&"daemon") {
+        let counters = summary["engine_counters"].as_array().expect("engine counters");
+        assert_eq!(counters.len(), NODES as usize, "{summary}");
+        let lost = counters[node as usize]["counters"]["hosts_lost_total"].as_u64();
+        assert_eq!(lost, Some(1), "the victim's engine saw its host die: {summary}");
+    }
     let errors: Vec<&str> = out.lines().filter(|l| l.starts_with("E ")).collect();
     assert_eq!(
         errors.len(),
