@@ -470,7 +470,7 @@ impl Host {
         if r.kind != CtlKind::COMMS_OK {
             return Err(Error::Refused { request: "comm stats", status: r.status });
         }
-        Ok(CommStats { alive: r.a, groups: r.b, created: r.c, dropped: r.d, freeing: r.e })
+        Ok(CommStats { alive: r.a, groups: r.b, created: r.c, dropped: r.d, freeing: r.e, overdue: 0 })
     }
 
     /// Every counter of the engine, in the order of `ringcast_abi::counters::ALL` (three per

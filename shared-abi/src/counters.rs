@@ -82,10 +82,14 @@ pub const ALL: [Counter; COUNT] = [
     total("communicators_created_total", "communicators created since start (the world included)"),
     total("communicators_dropped_total", "communicators dropped since start"),
     gauge("communicators_freeing", "communicators every local member freed, not settled yet"),
+    total(
+        "communicators_overdue_total",
+        "communicators dropped unsettled, a peer timeout after their last local member freed them",
+    ),
 ];
 
 /// Number of counters.
-pub const COUNT: usize = 35;
+pub const COUNT: usize = 36;
 
 /// Index of counter `name`, if this build has it.
 pub fn index_of(name: &str) -> Option<usize> {

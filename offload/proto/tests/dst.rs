@@ -15,7 +15,7 @@ fn seeded_scenarios_hold_every_invariant() {
     let n = seeds();
     let (mut benign, mut completions, mut ok, mut dropped, mut delivered) = (0, 0, 0, 0u64, 0u64);
     let (mut empty, mut nodes, mut allgathers, mut allreduces, mut uneven, mut barriers) = (0, 0, 0, 0, 0, 0);
-    let (mut reduces, mut alltoalls) = (0, 0);
+    let (mut reduces, mut alltoalls, mut settled) = (0, 0, 0);
     let mut failures = Vec::new();
     for seed in 0..n {
         match run(&Scenario::generate(seed, 512)) {
@@ -33,6 +33,7 @@ fn seeded_scenarios_hold_every_invariant() {
                 barriers += r.barriers;
                 reduces += r.reduces;
                 alltoalls += r.alltoalls;
+                settled += u64::from(r.finalized);
             }
             Err(v) => failures.push(format!("seed {seed}: {v:?}  (replay: ringcast dst --seed {seed})")),
         }
@@ -40,9 +41,11 @@ fn seeded_scenarios_hold_every_invariant() {
     println!(
         "DST: {n} scenarios ({benign} benign, {uneven} with uneven worlds, {nodes} engines), {completions} completions checked ({ok} ok, \
          {allgathers} of them allgathers, {allreduces} allreduces, {reduces} reduces, {alltoalls} alltoalls and {barriers} barriers, {} typed errors of which {empty} 0-byte BadLength), {delivered} \
-         datagrams delivered, {dropped} dropped and counted",
+         datagrams delivered, {dropped} dropped and counted; {settled} benign scenarios finalized with every engine settled",
         completions - ok
     );
+    // Issue 18 item 4: nobody pads epochs — detaching settles them.
+    assert!(n < 50 || settled * 3 >= benign, "only {settled} of {benign} benign scenarios finalized");
     // Issue 17 item 8: uneven worlds (a different number of ranks per node) run under every
     // fault class.
     assert!(n < 50 || uneven * 10 >= n, "only {uneven} of {n} scenarios had an uneven world");
@@ -208,6 +211,7 @@ fn duplication_costs_the_duplicates_and_no_more() {
             forger_has_key: false,
             plant_missing_block: false,
             plant_late_arrival: false,
+            plant_no_detach: false,
             algorithm: Some(alg),
             layout: Layout { ppn: 1, cyclic: false, sites: 1 },
             dma: ringcast_sim::dst::DmaTiming::Now,
@@ -269,6 +273,27 @@ fn a_barrier_left_before_its_last_arrival_is_caught_by_the_checker() {
     match run(&planted) {
         Err(Violation::EarlyBarrier { late: 0, .. }) => {}
         other => panic!("seed {seed}: the planted late arrival was not caught: {other:?}"),
+    }
+}
+
+#[test]
+fn an_engine_left_owing_a_partial_epoch_is_caught_by_the_checker() {
+    // The first benign seed on more than one engine, its point-to-point traffic clean, that
+    // finalizes: with its last process
+    // never detaching, that process's communicators keep a partial epoch open.
+    let seed = (0..200)
+        .find(|&s| {
+            let sc = Scenario::generate(s, 64);
+            let f = (&sc.faults, &sc.fault);
+            let clean =
+                f.0.ucast_loss == 0.0 && f.0.corrupt == 0.0 && f.0.burst_enter == 0.0 && f.1.drop == 0.0;
+            clean && sc.benign() && run(&sc).is_ok_and(|r| r.finalized && r.ok > 0 && r.nodes > 1)
+        })
+        .expect("a benign seed that finalizes");
+    let planted = Scenario { plant_no_detach: true, ..Scenario::generate(seed, 64) };
+    match run(&planted) {
+        Err(Violation::Unsettled { .. }) => {}
+        other => panic!("seed {seed}: the planted missing detach was not caught: {other:?}"),
     }
 }
 

@@ -140,6 +140,10 @@ pub struct Scenario {
     /// posts are recorded a second later than they were made, so every other rank's barrier
     /// appears to have ended before rank 0 arrived.
     pub plant_late_arrival: bool,
+    /// Tests only, a planted error the checker must catch: the last rank to finish never
+    /// detaches (a process that hangs instead of finalizing), yet is counted as finalized — its
+    /// communicators' last epochs cannot settle, which [`Violation::Unsettled`] must report.
+    pub plant_no_detach: bool,
     /// The broadcast algorithm every engine uses (`None`: each chooses per call).
     pub algorithm: Option<Algorithm>,
     /// How many ranks share a node's engine (`ppn`), and whether they are placed on nodes
@@ -198,6 +202,9 @@ pub struct Report {
     pub barriers: u64,
     /// Whether the engines' world was uneven (nodes holding different numbers of ranks).
     pub uneven: bool,
+    /// Benign, every process detached at its end (finalized), and every engine was checked to
+    /// owe nothing at the end: every last, partial epoch settled without padding.
+    pub finalized: bool,
 }
 
 /// An invariant that did not hold (`rank`: a scenario rank; `node`: a simulated node).
@@ -234,6 +241,11 @@ pub enum Violation {
     /// A barrier ended `Ok` at `rank` at `left`, before member `late` posted it (`arrived`;
     /// `Nanos::MAX`: never).
     EarlyBarrier { rank: usize, comm: usize, bcast: usize, left: Nanos, late: usize, arrived: Nanos },
+    /// Every process of a benign scenario finished and detached (finalized), yet node `node`'s
+    /// engine still owed its peers something when the run ended, or let a communicator go
+    /// unsettled a peer timeout after its members left: a last, partial epoch that never
+    /// settled (a real engine would linger a peer timeout at exit).
+    Unsettled { node: usize },
 }
 
 /// Salt of the forger's generator (and of the communicators' secrets): streams of their own.
@@ -488,6 +500,7 @@ impl Scenario {
             forger_has_key: false,
             plant_missing_block: false,
             plant_late_arrival: false,
+            plant_no_detach: false,
             dma: {
                 let mut e = SimRng::new(seed ^ ENGINE_SALT);
                 match e.below(4) {

@@ -44,6 +44,7 @@ pub(crate) fn snapshot(engine: &Engine, net: Option<&Net>) -> [u64; COUNT] {
         comms.created,
         comms.dropped,
         comms.freeing,
+        comms.overdue,
     ];
     v[drops..].copy_from_slice(&tail);
     v

@@ -109,6 +109,9 @@ pub struct LocalComm {
     /// Since when every local member has freed it: dropped once the protocol settled it with
     /// the other engines, or a peer timeout later.
     pub freeing_since: Option<u64>,
+    /// Since when the protocol has settled it (freed ones): it stays a few repair timeouts
+    /// more, so a member whose last `SYNC_DOWN` was lost finds it when it asks again.
+    pub settled_since: Option<u64>,
 }
 
 impl LocalComm {
@@ -125,6 +128,7 @@ impl LocalComm {
             digest: 0,
             freed: vec![false; locals as usize],
             freeing_since: None,
+            settled_since: None,
         }
     }
 

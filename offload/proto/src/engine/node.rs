@@ -44,6 +44,10 @@ pub struct CommStats {
     pub dropped: u64,
     /// Of those alive, how many every local member freed (waiting for the protocol to settle).
     pub freeing: u64,
+    /// Of those dropped, how many the protocol had not settled: dropped `peer_timeout_ms` after
+    /// their last local member freed them, a peer never having answered (dead, or an
+    /// application gap longer than the peer timeout).
+    pub overdue: u64,
 }
 
 /// What the protocol acts through: the outbox for frames, and the lists of host-memory jobs it
@@ -92,6 +96,10 @@ impl Env for NodeEnv<'_> {
     }
 }
 
+/// Repair timeouts a settled freed communicator stays before it is dropped: a member whose last
+/// `SYNC_DOWN` was lost asks again after one repair timeout, then two, then four.
+const TIME_WAIT_REPAIRS: Nanos = 8;
+
 /// The protocol and the communicators of one engine.
 pub(crate) struct Node {
     proto: Protocol,
@@ -107,6 +115,9 @@ pub(crate) struct Node {
     /// After the last local member freed a communicator, how long it may wait for the
     /// protocol to settle it with the other engines.
     free_linger: Nanos,
+    /// How long a settled freed communicator stays (TCP's TIME-WAIT): [`TIME_WAIT_REPAIRS`]
+    /// repair timeouts.
+    time_wait: Nanos,
     /// Broadcasts the protocol finished, by token (communicator slot, gather slot).
     finished: Vec<(u64, Outcome)>,
     /// Host-memory jobs the protocol asked for.
@@ -114,6 +125,8 @@ pub(crate) struct Node {
     /// Communicators created and dropped since start (see [`CommStats`]).
     created: u64,
     dropped: u64,
+    /// Of those, dropped unsettled (see [`CommStats::overdue`]).
+    overdue: u64,
 }
 
 impl Node {
@@ -145,10 +158,12 @@ impl Node {
             world: world_shape,
             window,
             free_linger: config.protocol.peer_timeout_ms as Nanos * 1_000_000,
+            time_wait: config.protocol.repair_timeout_us as Nanos * 1_000 * TIME_WAIT_REPAIRS,
             finished: Vec::with_capacity(window),
             jobs: Vec::new(),
             created: 1,
             dropped: 0,
+            overdue: 0,
         })
     }
 
@@ -288,6 +303,7 @@ impl Node {
             digest: rec.digest,
             freed: vec![false; locals as usize],
             freeing_since: None,
+            settled_since: None,
         });
         Ok(Some((free, group)))
     }
@@ -442,8 +458,17 @@ impl Node {
     /// has not settled.
     pub(crate) fn next_timeout(&self) -> Option<Nanos> {
         let linger = self.free_linger;
-        let freeing =
-            self.comms.iter().flatten().filter_map(|c| c.freeing_since).map(|s| s + linger + 1).min();
+        let time_wait = self.time_wait;
+        let freeing = self
+            .comms
+            .iter()
+            .flatten()
+            .filter_map(|c| {
+                let overdue = c.freeing_since.map(|s| s + linger + 1);
+                let settled = c.settled_since.map(|s| s + time_wait);
+                overdue.into_iter().chain(settled).min()
+            })
+            .min();
         match (self.proto.next_timeout(), freeing) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -451,13 +476,24 @@ impl Node {
     }
 
     /// Drops the communicators every local member freed, once the protocol settled them with
-    /// the other engines (or, when a peer never answers, `peer_timeout_ms` later).
+    /// the other engines and then [`Node::time_wait`] passed (a member whose last `SYNC_DOWN`
+    /// was lost asks again within it) — or, when a peer never answers, `peer_timeout_ms` after
+    /// the last local member freed it (counted `overdue`).
     fn reap_freed(&mut self, now: Nanos, out: &mut Outbox, deliveries: &mut Vec<Delivery>) {
         for slot in 1..self.comms.len() {
-            let Some(c) = self.comms[slot].as_ref() else { continue };
+            let Some(c) = self.comms[slot].as_mut() else { continue };
             let Some(since) = c.freeing_since else { continue };
             let settled = c.proto.is_none_or(|h| self.proto.is_quiescent(h));
-            if settled || now.saturating_sub(since) > self.free_linger {
+            if settled && c.settled_since.is_none() {
+                c.settled_since = Some(now);
+            }
+            let waited = c.settled_since.is_some_and(|t| now.saturating_sub(t) >= self.time_wait);
+            // Broken (its protocol side gone, or a peer declared dead), or nobody to answer (no
+            // synchronization children here): nothing to wait for.
+            let gone = c
+                .proto
+                .is_none_or(|h| self.proto.is_broken(h).unwrap_or(true) || !self.proto.has_sync_children(h));
+            if (settled && (waited || gone)) || now.saturating_sub(since) > self.free_linger {
                 let group = c.group;
                 self.drop_proto(slot, out);
                 self.settle(deliveries);
@@ -466,6 +502,7 @@ impl Node {
                 // is gone already).
                 self.leave_unless_shared(&group, out);
                 self.dropped += 1;
+                self.overdue += u64::from(!settled);
             }
         }
     }
@@ -538,6 +575,7 @@ impl Node {
             created: self.created,
             dropped: self.dropped,
             freeing: alive.filter(|c| c.freeing_since.is_some()).count() as u64,
+            overdue: self.overdue,
         }
     }
 

@@ -312,6 +312,13 @@ impl Protocol {
         self.comms.iter().flatten().any(|c| c.broken)
     }
 
+    /// Whether this rank answers synchronization children on `comm` (their `SYNC_UP`s come
+    /// here, and a lost `SYNC_DOWN` is asked for here again).
+    pub fn has_sync_children(&self, comm: CommHandle) -> bool {
+        self.comm(comm)
+            .is_some_and(|c| crate::comm::sync_children(c.spec.size(), c.spec.my_rank).next().is_some())
+    }
+
     /// Whether `comm` lost a member.
     pub fn is_broken(&self, comm: CommHandle) -> Option<bool> {
         self.comm(comm).map(|c| c.broken)

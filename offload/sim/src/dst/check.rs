@@ -9,6 +9,7 @@ use crate::cluster::Cluster;
 use crate::reference::{reference_reduce, same_values};
 use ringcast_abi::frame::DropReason;
 use ringcast_abi::{Completion, RegionRef, StatusKind, SubmissionDescriptor};
+use ringcast_proto::intake::Departure;
 use ringcast_proto::rng::SimRng;
 use ringcast_proto::Nanos;
 use std::collections::{BTreeSet, VecDeque};
@@ -51,6 +52,10 @@ pub(super) struct Ledger {
     lanes: Vec<Lane>,
     /// Lanes (ranks) of each node.
     lanes_at: Vec<Vec<usize>>,
+    /// Ranks that finished every step and detached (`MPI_Finalize`).
+    finalized: Vec<bool>,
+    /// When each node's first process detached: its communicators may be let go from then on.
+    first_detach: Vec<Nanos>,
     /// Rank of each (node, host id).
     rank_of: Vec<Vec<usize>>,
     /// Cookies each rank posted and has not seen completed, in order.
@@ -97,7 +102,22 @@ impl Ledger {
         for (l, lane) in lanes.iter().enumerate() {
             lanes_at[procs[lane.rank].node].push(l);
         }
-        Ledger { procs, handles, lanes, lanes_at, rank_of, posted, seen, times, cursor: 0, wakes }
+        let finalized = vec![false; procs.len()];
+        let first_detach = vec![Nanos::MAX; rank_of.len()];
+        Ledger {
+            procs,
+            handles,
+            lanes,
+            lanes_at,
+            rank_of,
+            finalized,
+            first_detach,
+            posted,
+            seen,
+            times,
+            cursor: 0,
+            wakes,
+        }
     }
 
     /// Has node `n` woken at `at` (once, however many lanes wait for that time).
@@ -232,6 +252,34 @@ impl Ledger {
             lane.busy = true;
             cluster.with_engine(n, |e, now| e.handle_descriptor(host, &d, now));
         }
+        self.finalize_done(s, cluster, n);
+    }
+
+    /// Detaches (cleanly: `MPI_Finalize`) every process of node `n` whose every step completed.
+    /// Nobody pads synchronization epochs: the engines must settle each communicator's last,
+    /// partial epoch themselves — the world's once its local processes all left, a created one
+    /// once its local members freed it or left — which [`Ledger::check`] verifies
+    /// (`Violation::Unsettled`). Not when an application gap may exceed the peer timeout: a
+    /// process leaving counts as freeing what it created, and an engine waits at most that long
+    /// for the others to settle a freed communicator (the bound `Scenario::free_comms` keeps).
+    fn finalize_done(&mut self, s: &Scenario, cluster: &mut Cluster, n: usize) {
+        if s.skew >= s.config.protocol.peer_timeout_ms as Nanos * 1_000_000 {
+            return;
+        }
+        for i in 0..self.lanes_at[n].len() {
+            let lane = &self.lanes[self.lanes_at[n][i]];
+            let done = !lane.busy && lane.next >= lane.steps.len();
+            if !done || self.finalized[lane.rank] || cluster.nodes[n].dead(cluster.now()) {
+                continue;
+            }
+            self.finalized[lane.rank] = true;
+            if s.plant_no_detach && self.finalized.iter().all(|&f| f) {
+                continue; // the planted error: the last process never leaves
+            }
+            self.first_detach[n] = self.first_detach[n].min(cluster.now());
+            let host = self.procs[lane.rank].host;
+            cluster.with_engine(n, |e, now| e.detach_host(host, Departure::Clean, 0, now));
+        }
     }
 
     /// The first step a rank on a live node posted or had to post that never completed.
@@ -294,7 +342,23 @@ impl Ledger {
             })
             .max()
             .unwrap_or(0) as usize;
+        let all_finalized = self.finalized.iter().all(|&f| f);
+        rep.finalized = benign && all_finalized;
+        // Where no point-to-point datagram is lost or altered, a freed communicator always
+        // settles (a lost last SYNC_DOWN is asked for again within the engines' time-wait; four
+        // losses in a row may outlast it).
+        let clean_unicast = s.faults.ucast_loss == 0.0
+            && s.faults.corrupt == 0.0
+            && s.faults.burst_enter == 0.0
+            && s.fault.drop == 0.0
+            && s.fault.corrupt == 0.0;
         for (node, m) in cluster.nodes.iter().enumerate() {
+            // Benign and every process gone: nothing may be owed to the other engines, and no
+            // communicator may have been let go unsettled (dropped by the peer timeout).
+            let overdue = clean_unicast && m.engine.comm_stats().overdue > 0;
+            if benign && all_finalized && (!m.engine.quiescent() || overdue) {
+                return Err(Violation::Unsettled { node });
+            }
             // Benign: nothing may leave a communicator broken (a slow rank is not a dead one).
             if benign && m.engine.any_broken() {
                 let status = StatusKind::CommunicatorBroken;
@@ -460,7 +524,8 @@ impl Ledger {
                 });
             }
             // Strictly inside [created, freed) at its node — the node's own completions say
-            // when — a forged frame can only have been dropped for its tag.
+            // when; a communicator never freed may be let go once the node's processes detach —
+            // a forged frame can only have been dropped for its tag.
             let lifetime = |n: usize, c: usize| {
                 let at = |k: u64| {
                     cluster
@@ -470,7 +535,7 @@ impl Ledger {
                         .map(|p| p.at)
                         .min()
                 };
-                (at(CREATE), at(FREE).unwrap_or(Nanos::MAX))
+                (at(CREATE), at(FREE).unwrap_or(Nanos::MAX).min(self.first_detach[n]))
             };
             for (n, m) in cluster.nodes.iter().enumerate() {
                 let inside = forged
