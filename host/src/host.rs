@@ -47,6 +47,31 @@ pub struct EngineStats {
     pub dropped_in_flight: u64,
 }
 
+/// One communicator of the engine, as [`Host::comm_list`] reads it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommInfo {
+    /// Its handle (0: the world).
+    pub handle: u64,
+    /// Ranks in all, engines they sit on, and ranks on this engine.
+    pub ranks: u32,
+    /// See `ranks`.
+    pub engines: u32,
+    /// See `ranks`.
+    pub local_members: u32,
+    /// Broadcast ids posted at this engine (composed collectives count one per part).
+    pub posted: u32,
+    /// Synchronization epochs completed.
+    pub synced_epochs: u32,
+    /// A member unreachable, or a local process left mid-collective.
+    pub broken: bool,
+    /// Closed here (freed, or the world finalized): its last epoch settles.
+    pub closing: bool,
+    /// Every local member freed it; dropped once settled.
+    pub freeing: bool,
+    /// Multicast failed over to point-to-point.
+    pub failed_over: bool,
+}
+
 /// A registered region, named by its key: a [`SharedBuf`] range the engine may access, or a
 /// range of this process's memory registered in place by address ([`Host::register_memory`],
 /// host-owned-ring hosts only).
@@ -491,6 +516,48 @@ impl Host {
         }
         values.truncate(total);
         Ok(values)
+    }
+
+    /// Every communicator alive at the engine, the world first (`COMM_LIST`, two pages each).
+    pub fn comm_list(&mut self) -> Result<Vec<CommInfo>> {
+        let mut out = Vec::new();
+        let mut count = 1usize;
+        while out.len() < count {
+            let page = |this: &mut Self, b: u32| -> Result<CtlMsg> {
+                let mut m = CtlMsg::new(CtlKind::COMM_LIST);
+                (m.a, m.b) = (out.len() as u32, b);
+                let r = this.request(m, None, "comm list")?;
+                match r.kind {
+                    CtlKind::COMM_LIST_OK if r.a == m.a => Ok(r),
+                    _ => Err(Error::Refused { request: "comm list", status: r.status }),
+                }
+            };
+            let first = match page(self, 0) {
+                Ok(r) => r,
+                // The table shrank since the count was read: what was read is the list.
+                Err(_) if !out.is_empty() => break,
+                Err(e) => return Err(e),
+            };
+            let second = page(self, 1)?;
+            count = first.b as usize;
+            let lo = |v: u64| v as u32;
+            let hi = |v: u64| (v >> 32) as u32;
+            let flag = |bit: u64| second.d & bit != 0;
+            use ringcast_abi::ctl::{COMM_BROKEN, COMM_CLOSING, COMM_FAILED_OVER, COMM_FREEING};
+            out.push(CommInfo {
+                handle: first.c,
+                ranks: lo(first.d),
+                engines: hi(first.d),
+                posted: lo(first.e),
+                synced_epochs: hi(first.e),
+                local_members: second.c as u32,
+                broken: flag(COMM_BROKEN),
+                closing: flag(COMM_CLOSING),
+                freeing: flag(COMM_FREEING),
+                failed_over: flag(COMM_FAILED_OVER),
+            });
+        }
+        Ok(out)
     }
 
     /// Posts one descriptor without blocking.

@@ -32,7 +32,7 @@ mod shared_buf;
 
 pub use error::{Error, Result};
 pub use handshake::AttachOptions;
-pub use host::{CommStats, EngineStats, Host, NetStats, Region};
+pub use host::{CommInfo, CommStats, EngineStats, Host, NetStats, Region};
 pub use ringcast_abi::{
     Access, Completion, DataType, ReduceOp, RegionKey, RegionRef, Status, StatusKind, SubmissionDescriptor,
 };

@@ -127,7 +127,26 @@ impl CtlKind {
     /// Counters: `a` the first index (echoed), `b` how many counters the engine has, `c`, `d`,
     /// `e` the values (zero past the end).
     pub const COUNTERS_OK: CtlKind = CtlKind(24);
+    /// Ask for communicator `a` (0 = the first alive, the world) of the engine's table, page
+    /// `b` (0 or 1), for `ringcast stats`.
+    pub const COMM_LIST: CtlKind = CtlKind(25);
+    /// Communicator `a` (echoed) of `b` alive. Page 0: `c` its handle, `d` ranks (low 32 bits)
+    /// and engines it spans (high), `e` broadcast ids posted here (low) and synchronization
+    /// epochs completed (high). Page 1: `c` its ranks on this engine, `d` flags
+    /// ([`COMM_BROKEN`], [`COMM_CLOSING`], [`COMM_FREEING`], [`COMM_FAILED_OVER`]). Past the
+    /// end: `ERROR` `BAD_REQUEST` with `b` the count.
+    pub const COMM_LIST_OK: CtlKind = CtlKind(26);
 }
+
+/// `COMM_LIST_OK` flag: a member was declared unreachable (or a local process left
+/// mid-collective).
+pub const COMM_BROKEN: u64 = 1;
+/// `COMM_LIST_OK` flag: closed here (freed, or the world finalized); its last epoch settles.
+pub const COMM_CLOSING: u64 = 2;
+/// `COMM_LIST_OK` flag: every local member freed it; dropped once settled.
+pub const COMM_FREEING: u64 = 4;
+/// `COMM_LIST_OK` flag: multicast failed over to point-to-point.
+pub const COMM_FAILED_OVER: u64 = 8;
 
 /// Why a control request was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]

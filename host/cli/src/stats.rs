@@ -5,7 +5,9 @@
 //! job, no ring used) and reads the whole counter table (`COUNTERS`,
 //! `shared-abi/src/counters.rs`): hosts and descriptors, collectives with their multicast and
 //! repair fragments (the multicast hit rate), the fabric's datagrams and overruns, frame drops
-//! by reason, repairs, synchronization epochs, communicators and groups. Engines are named with
+//! by reason, repairs, synchronization epochs, communicators and groups — and per communicator
+//! (`COMM_LIST`): its ranks and engines, broadcasts posted, epochs synchronized, and whether it
+//! is broken, closed, settling or failed over from multicast. Engines are named with
 //! `--engine` (a local name, or `tcp://host:port` for one on a DPU) or found with `--all`: every
 //! engine listening on this machine (their abstract control sockets, `@ringcast.NAME` in
 //! `/proc/net/unix`). `--watch SECS` prints every SECS seconds with the rate of each total over
@@ -15,7 +17,7 @@
 //! reason and the command fails (exit 1) once nothing is left to show.
 use clap::Args;
 use ringcast_abi::counters::{CounterKind, ALL};
-use ringcast_host::{AttachOptions, Config, Host};
+use ringcast_host::{AttachOptions, CommInfo, Config, Host};
 use ringcast_offload::config::LocalRank;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -67,6 +69,8 @@ struct Watched {
     pid: u32,
     /// The last reading and when, and the one before (watch mode's rates).
     last: Option<(Instant, Vec<u64>)>,
+    /// Its communicators at the last reading.
+    comms: Vec<CommInfo>,
     prev: Option<(Instant, Vec<u64>)>,
     /// Why it cannot be read (gone, refused).
     error: Option<String>,
@@ -99,10 +103,24 @@ pub fn run(a: StatsArgs, config: &Config) -> ExitCode {
     let mut engines: Vec<Watched> = names
         .into_iter()
         .map(|name| match attach(&name, config) {
-            Ok(h) => {
-                Watched { pid: h.engine_pid(), name, host: Some(h), last: None, prev: None, error: None }
-            }
-            Err(e) => Watched { name, host: None, pid: 0, last: None, prev: None, error: Some(e) },
+            Ok(h) => Watched {
+                pid: h.engine_pid(),
+                name,
+                host: Some(h),
+                last: None,
+                prev: None,
+                comms: Vec::new(),
+                error: None,
+            },
+            Err(e) => Watched {
+                name,
+                host: None,
+                pid: 0,
+                last: None,
+                prev: None,
+                comms: Vec::new(),
+                error: Some(e),
+            },
         })
         .collect();
     let readings = if a.watch.is_some() { a.count.unwrap_or(u64::MAX) } else { 1 };
@@ -129,8 +147,11 @@ pub fn run(a: StatsArgs, config: &Config) -> ExitCode {
 /// Takes a new reading of `e`, keeping the previous one for rates.
 fn read(e: &mut Watched) {
     let Some(host) = e.host.as_mut() else { return };
-    match host.counters() {
-        Ok(v) => e.prev = e.last.replace((Instant::now(), v)),
+    match host.counters().and_then(|v| Ok((v, host.comm_list()?))) {
+        Ok((v, comms)) => {
+            e.prev = e.last.replace((Instant::now(), v));
+            e.comms = comms;
+        }
         Err(err) => {
             e.error = Some(format!("gone: {err}"));
             e.host = None;
@@ -150,6 +171,43 @@ fn rates(e: &Watched) -> Option<Vec<Option<f64>>> {
     )
 }
 
+/// A per-communicator Prometheus series: its name, help and value.
+type PerComm = (&'static str, &'static str, fn(&CommInfo) -> u64);
+
+/// A communicator's state in words.
+fn comm_state(c: &CommInfo) -> String {
+    let words: Vec<&str> = [
+        (c.broken, "broken"),
+        (c.closing, "closed"),
+        (c.freeing, "freed, settling"),
+        (c.failed_over, "multicast failed over"),
+    ]
+    .iter()
+    .filter(|(on, _)| *on)
+    .map(|(_, w)| *w)
+    .collect();
+    if words.is_empty() {
+        "open".to_string()
+    } else {
+        words.join(", ")
+    }
+}
+
+fn comm_json(c: &CommInfo) -> serde_json::Value {
+    serde_json::json!({
+        "handle": c.handle,
+        "ranks": c.ranks,
+        "engines": c.engines,
+        "local_members": c.local_members,
+        "broadcasts": c.posted,
+        "sync_epochs": c.synced_epochs,
+        "broken": c.broken,
+        "closed": c.closing,
+        "freeing": c.freeing,
+        "multicast_failed_over": c.failed_over,
+    })
+}
+
 /// The multicast hit rate over everything the engine received: multicast fragments over all.
 fn hit_rate(v: &[u64]) -> Option<f64> {
     let at = |n| ringcast_abi::counters::index_of(n).and_then(|i| v.get(i).copied()).unwrap_or(0);
@@ -166,6 +224,28 @@ fn print(a: &StatsArgs, engines: &[Watched], reading: u64) {
             for e in engines {
                 if let Some(v) = e.last.as_ref().and_then(|(_, v)| v.get(i)) {
                     println!("ringcast_{}{{engine=\"{}\"}} {v}", c.name, e.name.replace('"', "\\\""));
+                }
+            }
+        }
+        let per_comm: [PerComm; 3] = [
+            ("comm_broadcasts_total", "broadcast ids posted on the communicator at this engine", |c| {
+                u64::from(c.posted)
+            }),
+            ("comm_sync_epochs_total", "synchronization epochs the communicator completed", |c| {
+                u64::from(c.synced_epochs)
+            }),
+            ("comm_broken", "1 if a member of the communicator was declared unreachable", |c| {
+                u64::from(c.broken)
+            }),
+        ];
+        for (name, help, value) in per_comm {
+            println!("# HELP ringcast_{name} {help}");
+            let kind = if name.ends_with("_total") { "counter" } else { "gauge" };
+            println!("# TYPE ringcast_{name} {kind}");
+            for e in engines.iter().filter(|e| e.error.is_none()) {
+                for c in &e.comms {
+                    let engine = e.name.replace('"', "\\\"");
+                    println!("ringcast_{name}{{engine=\"{engine}\",comm=\"{:#x}\"}} {}", c.handle, value(c));
                 }
             }
         }
@@ -195,6 +275,7 @@ fn print(a: &StatsArgs, engines: &[Watched], reading: u64) {
                             .collect();
                         doc["counters"] = serde_json::Value::Object(counters);
                         doc["multicast_hit_rate"] = serde_json::json!(hit_rate(v));
+                        doc["communicators"] = e.comms.iter().map(comm_json).collect();
                         if let Some(r) = rates(e) {
                             let per_sec: serde_json::Map<String, serde_json::Value> = ALL
                                 .iter()
@@ -238,6 +319,22 @@ fn print(a: &StatsArgs, engines: &[Watched], reading: u64) {
                 h * 100.0
             ),
             None => println!("  {:<32}{:>16}  no fragment received yet", "multicast_hit_rate", "-"),
+        }
+        println!(
+            "  {:<20}{:>8}{:>9}{:>7}{:>12}{:>9}  state",
+            "communicator", "ranks", "engines", "here", "broadcasts", "epochs"
+        );
+        for c in &e.comms {
+            let handle = if c.handle == 0 { "world".to_string() } else { format!("{:#x}", c.handle) };
+            println!(
+                "  {handle:<20}{:>8}{:>9}{:>7}{:>12}{:>9}  {}",
+                c.ranks,
+                c.engines,
+                c.local_members,
+                c.posted,
+                c.synced_epochs,
+                comm_state(c)
+            );
         }
     }
 }

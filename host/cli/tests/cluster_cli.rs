@@ -151,6 +151,10 @@ fn stats_reads_every_engine_of_a_running_job() {
         assert!(c["sync_epochs_total"].as_u64().unwrap_or(0) >= 1, "{e}");
         assert_eq!(c["communicators"], 1, "{e}");
         assert!(e["per_second"].is_object(), "the second reading has rates: {e}");
+        // Per communicator: the world, which the workload's rank finalized (closed here).
+        let world = &e["communicators"][0];
+        assert_eq!((world["handle"].as_u64(), world["ranks"].as_u64()), (Some(0), Some(2)), "{e}");
+        assert!(world["broadcasts"].as_u64().unwrap_or(0) >= 40, "{e}");
     }
     assert!(out.contains("# TYPE ringcast_descriptors_ok_total counter"), "{out}");
     assert!(out.contains("ringcast_engine_up{engine=\"run-"), "{out}");

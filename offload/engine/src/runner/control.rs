@@ -527,6 +527,7 @@ impl EngineLoop {
                     (m.c, m.d, m.e) = (at(0), at(1), at(2));
                     m
                 }
+                CtlKind::COMM_LIST => super::counters::comm_list_reply(&self.engine, &msg),
                 CtlKind::DETACH => return self.detach(id, Departure::Clean),
                 _ => CtlMsg::error(&msg, CtlStatus::BAD_REQUEST),
             };

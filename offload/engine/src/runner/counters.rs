@@ -4,6 +4,9 @@
 //! checks every slot is written).
 use super::net::Net;
 use ringcast_abi::counters::{COUNT, DROPS_FIRST};
+use ringcast_abi::ctl::{
+    CtlKind, CtlMsg, CtlStatus, COMM_BROKEN, COMM_CLOSING, COMM_FAILED_OVER, COMM_FREEING,
+};
 use ringcast_proto::engine::Engine;
 
 /// The engine's counters now (`net`: its fabric, if it has one; without one the broadcast side
@@ -48,6 +51,37 @@ pub(crate) fn snapshot(engine: &Engine, net: Option<&Net>) -> [u64; COUNT] {
     ];
     v[drops..].copy_from_slice(&tail);
     v
+}
+
+/// The answer to `COMM_LIST` (`msg.a`: which communicator, `msg.b`: which page).
+pub(crate) fn comm_list_reply(engine: &Engine, msg: &CtlMsg) -> CtlMsg {
+    let comms = engine.comm_list();
+    let count = u32::try_from(comms.len()).unwrap_or(u32::MAX);
+    let Some(c) = comms.get(msg.a as usize) else {
+        let mut m = CtlMsg::error(msg, CtlStatus::BAD_REQUEST);
+        m.b = count;
+        return m;
+    };
+    let mut m = CtlMsg::reply(msg, CtlKind::COMM_LIST_OK);
+    (m.a, m.b) = (msg.a, count);
+    let pair = |lo: u32, hi: u32| u64::from(lo) | u64::from(hi) << 32;
+    if msg.b == 0 {
+        m.c = c.handle;
+        m.d = pair(c.ranks, c.state.engines);
+        m.e = pair(c.state.posted, c.state.synced_epochs);
+    } else {
+        m.c = u64::from(c.local_members);
+        m.d = [
+            (c.broken, COMM_BROKEN),
+            (c.state.closing, COMM_CLOSING),
+            (c.freeing, COMM_FREEING),
+            (c.state.failed_over, COMM_FAILED_OVER),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .fold(0, |f, (_, bit)| f | bit);
+    }
+    m
 }
 
 #[cfg(test)]

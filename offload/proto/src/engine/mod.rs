@@ -31,7 +31,7 @@ mod slab;
 pub use action::{Action, Dma, JobId};
 pub use comms::{parse_record, Record, MAX_COMM_SIZE};
 pub use gather::{Delivery, Gather, Placement, Start};
-pub use node::CommStats;
+pub use node::{CommInfo, CommStats};
 
 use crate::comm::ident::{derived_identity, CommIdentity};
 use crate::comm::{GroupId, PeerId};
@@ -193,6 +193,11 @@ impl Engine {
     /// The communicators' life (`COMMS`; `groups` is the fabric's to fill in).
     pub fn comm_stats(&self) -> CommStats {
         self.node.as_ref().map(node::Node::comm_stats).unwrap_or_default()
+    }
+
+    /// Every communicator alive here, the world first (empty without a fabric).
+    pub fn comm_list(&self) -> Vec<CommInfo> {
+        self.node.as_ref().map(node::Node::comm_list).unwrap_or_default()
     }
 
     /// Nothing owed to peers or local processes.

@@ -50,6 +50,24 @@ pub struct CommStats {
     pub overdue: u64,
 }
 
+/// One communicator as `ringcast stats` shows it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommInfo {
+    /// Its handle (0: the world).
+    pub handle: u64,
+    /// Ranks in all, and of them on this engine.
+    pub ranks: u32,
+    /// See `ranks`.
+    pub local_members: u32,
+    /// The protocol's view (engines, broadcasts posted, epochs synchronized, closed, failed
+    /// over).
+    pub state: crate::transfer::protocol::CommState,
+    /// Broken: a member unreachable, or a local process left mid-collective.
+    pub broken: bool,
+    /// Every local member freed it; it waits for the protocol to settle.
+    pub freeing: bool,
+}
+
 /// What the protocol acts through: the outbox for frames, and the lists of host-memory jobs it
 /// asked for and broadcasts it ended (taken after each call).
 struct NodeEnv<'a> {
@@ -567,6 +585,29 @@ impl Node {
     }
 
     /// The communicators' life (`COMMS`), `groups` left at 0 for the driver.
+    /// Every communicator alive here, in table order (the world first), for `ringcast stats`.
+    pub(crate) fn comm_list(&self) -> Vec<CommInfo> {
+        self.comms
+            .iter()
+            .flatten()
+            .map(|c| {
+                let state = c.proto.and_then(|h| self.proto.comm_state(h)).unwrap_or_default();
+                let ranks = match c.gather.placement() {
+                    super::gather::Placement::World { world, .. } => world.size(),
+                    super::gather::Placement::Table { node_of, .. } => node_of.len() as u32,
+                };
+                CommInfo {
+                    handle: c.handle,
+                    ranks,
+                    local_members: c.gather.locals(),
+                    state,
+                    broken: state.broken || c.proto.is_none(),
+                    freeing: c.freeing_since.is_some(),
+                }
+            })
+            .collect()
+    }
+
     pub(crate) fn comm_stats(&self) -> CommStats {
         let alive = self.comms.iter().flatten();
         CommStats {

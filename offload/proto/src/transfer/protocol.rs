@@ -312,6 +312,19 @@ impl Protocol {
         self.comms.iter().flatten().any(|c| c.broken)
     }
 
+    /// What `ringcast stats` shows of `comm`: broadcast ids posted here, synchronization epochs
+    /// completed, and whether it is broken, closed, or failed over from multicast.
+    pub fn comm_state(&self, comm: CommHandle) -> Option<CommState> {
+        self.comm(comm).map(|c| CommState {
+            engines: c.spec.size(),
+            posted: c.next_bid,
+            synced_epochs: c.sync.done,
+            broken: c.broken,
+            closing: c.closing,
+            failed_over: c.failover_from.is_some(),
+        })
+    }
+
     /// Whether this rank answers synchronization children on `comm` (their `SYNC_UP`s come
     /// here, and a lost `SYNC_DOWN` is asked for here again).
     pub fn has_sync_children(&self, comm: CommHandle) -> bool {
@@ -464,4 +477,21 @@ impl Protocol {
     pub fn adaptive_delay(&self, comm: CommHandle) -> Option<Nanos> {
         self.comm(comm).map(|c| (c.lag_ewma * c.lag_factor as Nanos / 4).min(self.root_delay_max))
     }
+}
+
+/// A protocol communicator's state ([`Protocol::comm_state`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CommState {
+    /// Engines (protocol ranks) it spans.
+    pub engines: u32,
+    /// Broadcast ids posted here (its parts included).
+    pub posted: u32,
+    /// Synchronization epochs completed.
+    pub synced_epochs: u32,
+    /// A member was declared unreachable.
+    pub broken: bool,
+    /// Closed: freed (or the world finalized) here; its last epoch settles.
+    pub closing: bool,
+    /// Multicast failed over to point-to-point (two epochs without a multicast hit).
+    pub failed_over: bool,
 }
