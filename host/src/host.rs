@@ -518,32 +518,29 @@ impl Host {
         Ok(values)
     }
 
-    /// Every communicator alive at the engine, the world first (`COMM_LIST`, two pages each).
+    /// Every communicator alive at the engine, the world first (`COMM_LIST`, two pages each;
+    /// an engine without a fabric has none).
     pub fn comm_list(&mut self) -> Result<Vec<CommInfo>> {
+        use ringcast_abi::ctl::{COMM_BROKEN, COMM_CLOSING, COMM_FAILED_OVER, COMM_FREEING};
         let mut out = Vec::new();
-        let mut count = 1usize;
-        while out.len() < count {
-            let page = |this: &mut Self, b: u32| -> Result<CtlMsg> {
+        loop {
+            // `None`: past the end of the table (`ERROR BAD_REQUEST`, the count in `b`).
+            let page = |this: &mut Self, b: u32, at: u32| -> Result<Option<CtlMsg>> {
                 let mut m = CtlMsg::new(CtlKind::COMM_LIST);
-                (m.a, m.b) = (out.len() as u32, b);
+                (m.a, m.b) = (at, b);
                 let r = this.request(m, None, "comm list")?;
                 match r.kind {
-                    CtlKind::COMM_LIST_OK if r.a == m.a => Ok(r),
+                    CtlKind::COMM_LIST_OK if r.a == at => Ok(Some(r)),
+                    CtlKind::ERROR if r.status == CtlStatus::BAD_REQUEST && r.b <= at => Ok(None),
                     _ => Err(Error::Refused { request: "comm list", status: r.status }),
                 }
             };
-            let first = match page(self, 0) {
-                Ok(r) => r,
-                // The table shrank since the count was read: what was read is the list.
-                Err(_) if !out.is_empty() => break,
-                Err(e) => return Err(e),
-            };
-            let second = page(self, 1)?;
-            count = first.b as usize;
-            let lo = |v: u64| v as u32;
-            let hi = |v: u64| (v >> 32) as u32;
+            let at = out.len() as u32;
+            let Some(first) = page(self, 0, at)? else { break };
+            // The table may shrink between the two pages: what was read is the list then.
+            let Some(second) = page(self, 1, at)? else { break };
+            let (lo, hi) = (|v: u64| v as u32, |v: u64| (v >> 32) as u32);
             let flag = |bit: u64| second.d & bit != 0;
-            use ringcast_abi::ctl::{COMM_BROKEN, COMM_CLOSING, COMM_FAILED_OVER, COMM_FREEING};
             out.push(CommInfo {
                 handle: first.c,
                 ranks: lo(first.d),
@@ -556,6 +553,9 @@ impl Host {
                 freeing: flag(COMM_FREEING),
                 failed_over: flag(COMM_FAILED_OVER),
             });
+            if out.len() >= first.b as usize {
+                break;
+            }
         }
         Ok(out)
     }

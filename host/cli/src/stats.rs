@@ -12,9 +12,10 @@
 //! engine listening on this machine (their abstract control sockets, `@ringcast.NAME` in
 //! `/proc/net/unix`). `--watch SECS` prints every SECS seconds with the rate of each total over
 //! the interval; `--json` one JSON document per reading; `--prometheus` the text exposition
-//! format (`ringcast_<counter>{engine="NAME"}`), for node_exporter's textfile collector or a
-//! scrape through any HTTP file server. An engine that is gone, or refuses, is named with the
-//! reason and the command fails (exit 1) once nothing is left to show.
+//! format (`ringcast_<counter>{engine="NAME"}`), for node_exporter's textfile collector; and
+//! `--serve ADDR` answers a Prometheus server's `GET /metrics` itself, reading the engines
+//! afresh per scrape. An engine that is gone, or refuses, is named with the reason and the
+//! command fails (exit 1) once nothing is left to show.
 use clap::Args;
 use ringcast_abi::counters::{CounterKind, ALL};
 use ringcast_host::{AttachOptions, CommInfo, Config, Host};
@@ -44,6 +45,10 @@ pub struct StatsArgs {
     /// The Prometheus text exposition format.
     #[arg(long)]
     prometheus: bool,
+    /// Serve the Prometheus format over HTTP at ADDR (e.g. 127.0.0.1:9464; port 0: any, printed
+    /// first), reading the engines afresh for every request; with --count N, stop after N.
+    #[arg(long, value_name = "ADDR", conflicts_with_all = ["json", "watch"])]
+    serve: Option<String>,
 }
 
 /// The names of the engines listening on this machine, sorted: their abstract control sockets
@@ -123,6 +128,15 @@ pub fn run(a: StatsArgs, config: &Config) -> ExitCode {
             },
         })
         .collect();
+    if let Some(addr) = &a.serve {
+        return match serve(addr, a.count.unwrap_or(u64::MAX), &mut engines) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("ringcast stats --serve {addr}: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let readings = if a.watch.is_some() { a.count.unwrap_or(u64::MAX) } else { 1 };
     let interval = Duration::from_secs_f64(a.watch.unwrap_or(1.0).max(0.01));
     for k in 0..readings {
@@ -171,6 +185,44 @@ fn rates(e: &Watched) -> Option<Vec<Option<f64>>> {
     )
 }
 
+/// Answers `requests` HTTP requests at `addr` with the engines' counters in the Prometheus
+/// format, read afresh each time (what a Prometheus server scrapes: `GET /metrics`; any other
+/// path is 404). One request at a time: a scrape every few seconds needs no more.
+fn serve(addr: &str, requests: u64, engines: &mut [Watched]) -> std::io::Result<()> {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind(addr)?;
+    println!("serving http://{}/metrics", listener.local_addr()?);
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    for _ in 0..requests {
+        let (stream, _) = listener.accept()?;
+        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+        let mut reader = BufReader::new(&stream);
+        let mut request = String::new();
+        reader.read_line(&mut request)?;
+        // The headers, up to the blank line (nothing in them matters here).
+        let mut line = String::new();
+        while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+            line.clear();
+        }
+        let path = request.split_whitespace().nth(1).unwrap_or("");
+        let (status, body) = if path == "/metrics" || path == "/" {
+            for e in engines.iter_mut() {
+                read(e);
+            }
+            ("200 OK", prometheus(engines))
+        } else {
+            ("404 Not Found", "not found: ringcast serves /metrics\n".to_string())
+        };
+        let mut out = &stream;
+        write!(
+            out,
+            "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )?;
+    }
+    Ok(())
+}
+
 /// A per-communicator Prometheus series: its name, help and value.
 type PerComm = (&'static str, &'static str, fn(&CommInfo) -> u64);
 
@@ -215,49 +267,64 @@ fn hit_rate(v: &[u64]) -> Option<f64> {
     (m + r > 0).then(|| m as f64 / (m + r) as f64)
 }
 
+/// Every counter (and the per-communicator series) in the Prometheus text exposition format.
+fn prometheus(engines: &[Watched]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    for (i, c) in ALL.iter().enumerate() {
+        let _ = writeln!(out, "# HELP ringcast_{} {}", c.name, c.help);
+        let kind = if c.kind == CounterKind::Total { "counter" } else { "gauge" };
+        let _ = writeln!(out, "# TYPE ringcast_{} {kind}", c.name);
+        for e in engines {
+            if let Some(v) = e.last.as_ref().and_then(|(_, v)| v.get(i)) {
+                let _ =
+                    writeln!(out, "ringcast_{}{{engine=\"{}\"}} {v}", c.name, e.name.replace('"', "\\\""));
+            }
+        }
+    }
+    let per_comm: [PerComm; 3] = [
+        ("comm_broadcasts_total", "broadcast ids posted on the communicator at this engine", |c| {
+            u64::from(c.posted)
+        }),
+        ("comm_sync_epochs_total", "synchronization epochs the communicator completed", |c| {
+            u64::from(c.synced_epochs)
+        }),
+        ("comm_broken", "1 if a member of the communicator was declared unreachable", |c| {
+            u64::from(c.broken)
+        }),
+    ];
+    for (name, help, value) in per_comm {
+        let _ = writeln!(out, "# HELP ringcast_{name} {help}");
+        let kind = if name.ends_with("_total") { "counter" } else { "gauge" };
+        let _ = writeln!(out, "# TYPE ringcast_{name} {kind}");
+        for e in engines.iter().filter(|e| e.error.is_none()) {
+            for c in &e.comms {
+                let engine = e.name.replace('"', "\\\"");
+                let _ = writeln!(
+                    out,
+                    "ringcast_{name}{{engine=\"{engine}\",comm=\"{:#x}\"}} {}",
+                    c.handle,
+                    value(c)
+                );
+            }
+        }
+    }
+    let _ = writeln!(out, "# HELP ringcast_engine_up whether the engine answered");
+    let _ = writeln!(out, "# TYPE ringcast_engine_up gauge");
+    for e in engines {
+        let _ = writeln!(
+            out,
+            "ringcast_engine_up{{engine=\"{}\"}} {}",
+            e.name.replace('"', "\\\""),
+            u8::from(e.error.is_none())
+        );
+    }
+    out
+}
+
 fn print(a: &StatsArgs, engines: &[Watched], reading: u64) {
     if a.prometheus {
-        for (i, c) in ALL.iter().enumerate() {
-            println!("# HELP ringcast_{} {}", c.name, c.help);
-            let kind = if c.kind == CounterKind::Total { "counter" } else { "gauge" };
-            println!("# TYPE ringcast_{} {kind}", c.name);
-            for e in engines {
-                if let Some(v) = e.last.as_ref().and_then(|(_, v)| v.get(i)) {
-                    println!("ringcast_{}{{engine=\"{}\"}} {v}", c.name, e.name.replace('"', "\\\""));
-                }
-            }
-        }
-        let per_comm: [PerComm; 3] = [
-            ("comm_broadcasts_total", "broadcast ids posted on the communicator at this engine", |c| {
-                u64::from(c.posted)
-            }),
-            ("comm_sync_epochs_total", "synchronization epochs the communicator completed", |c| {
-                u64::from(c.synced_epochs)
-            }),
-            ("comm_broken", "1 if a member of the communicator was declared unreachable", |c| {
-                u64::from(c.broken)
-            }),
-        ];
-        for (name, help, value) in per_comm {
-            println!("# HELP ringcast_{name} {help}");
-            let kind = if name.ends_with("_total") { "counter" } else { "gauge" };
-            println!("# TYPE ringcast_{name} {kind}");
-            for e in engines.iter().filter(|e| e.error.is_none()) {
-                for c in &e.comms {
-                    let engine = e.name.replace('"', "\\\"");
-                    println!("ringcast_{name}{{engine=\"{engine}\",comm=\"{:#x}\"}} {}", c.handle, value(c));
-                }
-            }
-        }
-        println!("# HELP ringcast_engine_up whether the engine answered");
-        println!("# TYPE ringcast_engine_up gauge");
-        for e in engines {
-            println!(
-                "ringcast_engine_up{{engine=\"{}\"}} {}",
-                e.name.replace('"', "\\\""),
-                u8::from(e.error.is_none())
-            );
-        }
+        print!("{}", prometheus(engines));
         return;
     }
     if a.json {

@@ -162,3 +162,60 @@ fn stats_reads_every_engine_of_a_running_job() {
     assert!(!ok);
     assert!(out.contains("not running"), "{out}");
 }
+
+/// `ringcast stats --serve`: a Prometheus server's scrape of a running engine over HTTP, read
+/// afresh per request; another path is 404; it stops after `--count` requests.
+#[test]
+fn stats_serves_prometheus_scrapes() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    /// Kills its child when dropped: a failed assertion must not leave the engine running (it
+    /// would hold the test's output open).
+    struct Reaped(std::process::Child);
+    impl Drop for Reaped {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let exe = env!("CARGO_BIN_EXE_ringcast");
+    let name = format!("stats-serve-{}", std::process::id());
+    let _engine = Reaped(
+        Command::new(exe)
+            .args(["engine", "--name", &name])
+            .env("RINGCAST_LOG_LEVEL", "0")
+            .env("RINGCAST_FABRIC", "none")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("an engine"),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while ringcast_offload::ctl::connect(&name).is_err() {
+        assert!(std::time::Instant::now() < deadline, "the engine did not come up");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let mut server = Reaped(
+        Command::new(exe)
+            .args(["stats", "--engine", &name, "--serve", "127.0.0.1:0", "--count", "2"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("ringcast stats --serve"),
+    );
+    let mut first = String::new();
+    BufReader::new(server.0.stdout.as_mut().expect("stdout")).read_line(&mut first).expect("its address");
+    let addr =
+        first.trim().strip_prefix("serving http://").and_then(|a| a.strip_suffix("/metrics")).expect(&first);
+    let get = |path: &str| {
+        let mut s = std::net::TcpStream::connect(addr).expect("connect");
+        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").expect("request");
+        let mut reply = String::new();
+        s.read_to_string(&mut reply).expect("reply");
+        reply
+    };
+    let metrics = get("/metrics");
+    assert!(metrics.starts_with("HTTP/1.1 200 OK"), "{metrics}");
+    assert!(metrics.contains(&format!("ringcast_engine_up{{engine=\"{name}\"}} 1")), "{metrics}");
+    assert!(metrics.contains("# TYPE ringcast_descriptors_ok_total counter"), "{metrics}");
+    assert!(get("/other").starts_with("HTTP/1.1 404"));
+    assert!(server.0.wait().expect("exit").success(), "it stops after --count requests");
+}
