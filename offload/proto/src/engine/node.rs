@@ -506,11 +506,14 @@ impl Node {
                 c.settled_since = Some(now);
             }
             let waited = c.settled_since.is_some_and(|t| now.saturating_sub(t) >= self.time_wait);
-            // Broken (its protocol side gone, or a peer declared dead), or nobody to answer (no
-            // synchronization children here): nothing to wait for.
-            let gone = c
-                .proto
-                .is_none_or(|h| self.proto.is_broken(h).unwrap_or(true) || !self.proto.has_sync_children(h));
+            // Broken (its protocol side gone, or a peer declared dead), nobody to answer (no
+            // synchronization children here), or nothing ever synchronized (no broadcast: no
+            // SYNC_DOWN to repeat, and its slot is back at once): nothing to wait for.
+            let gone = c.proto.is_none_or(|h| {
+                self.proto.is_broken(h).unwrap_or(true)
+                    || !self.proto.has_sync_children(h)
+                    || self.proto.comm_state(h).is_none_or(|s| s.posted == 0)
+            });
             if (settled && (waited || gone)) || now.saturating_sub(since) > self.free_linger {
                 let group = c.group;
                 self.drop_proto(slot, out);
