@@ -2,6 +2,9 @@
 #   make demo    the main job
 #   make test    every test (what .ci/run runs)
 # Both install what is missing first (scripts/deps.sh says what it installs).
+# And `make install PREFIX=/usr/local DESTDIR=` / `make uninstall` (same PREFIX and DESTDIR):
+# the CLI, the engine, libringcast, ringcast.h, ringcast.pc, the MPI interposers, the systemd
+# unit and the docs (scripts/install.sh lists what lands where).
 
 SHELL := /bin/bash
 CARGO ?= cargo
@@ -10,7 +13,7 @@ AARCH64 := aarch64-unknown-linux-gnu
 MIRIFLAGS ?= -Zmiri-strict-provenance
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: reproduce all deps build demo check test test-suites lint test-native test-hw test-c test-mpi bench-mpi bench-compare bench-compare-build test-aarch64 test-miri test-loom test-fuzz fuzz bench fmt clippy clean
+.PHONY: reproduce all deps build demo check test test-suites lint test-native test-hw test-c test-mpi install uninstall test-install bench-mpi bench-compare bench-compare-build test-aarch64 test-miri test-loom test-fuzz fuzz bench fmt clippy clean
 
 all: build
 
@@ -47,7 +50,7 @@ test: deps
 	@echo "make test: all suites passed"
 	@cat target/hw-tests-summary.txt
 
-test-suites: lint test-native test-hw test-c test-mpi test-aarch64 test-miri test-loom test-fuzz
+test-suites: lint test-native test-hw test-c test-mpi test-install test-aarch64 test-miri test-loom test-fuzz
 
 # Formatting and clippy are part of the tests: a warning fails `make test`.
 lint:
@@ -258,6 +261,31 @@ test-mpi: test-c
 	$(MPI_CRASH) "MPICH, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-crash-rank-mpich -- \
 	  $(MPICH_RUN) -np 4 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_NODES 2 -genv RINGCAST_PEER_TIMEOUT_MS 1000 -genv RINGCAST_MPI_VERBOSE 1
 	test -z "$$(ls /dev/shm | grep '^ringcast-mpi-')" || { echo "segments left in /dev/shm"; exit 1; }
+
+## Installing: `make install PREFIX=... DESTDIR=...` builds (release) what is missing and
+## installs it, writing PREFIX (never DESTDIR) into ringcast.pc and the interposers' RUNPATH;
+## `make uninstall` with the same PREFIX and DESTDIR removes what the install manifest
+## (PREFIX/share/ringcast/install-manifest.txt) lists. Not part of `make build`: no apt-get.
+## BINDIR, LIBDIR, INCLUDEDIR, DATADIR, DOCDIR, SYSCONFDIR, SYSTEMDUNITDIR, MPICC (one
+## interposer with that MPI), WITH_MPI=no and NO_BUILD=1 are read too (scripts/install.sh).
+PREFIX ?= /usr/local
+DESTDIR ?=
+INSTALL_SH := PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" CARGO="$(CARGO)" VERSION="$(VERSION)" \
+  INSTALL_OMPI_CC="$(OMPI_CC)" INSTALL_MPICH_CC="$(MPICH_CC)" bash scripts/install.sh
+install:
+	$(INSTALL_SH) install
+
+uninstall:
+	$(INSTALL_SH) uninstall
+
+## The installed tree on its own (scripts/install-check.sh): installed into a fresh temporary
+## prefix, the C example built with `pkg-config ringcast` and run by the installed `ringcast`,
+## the MPI check program under the installed interposers (Open MPI, MPICH) with the counts of
+## test-mpi, nothing pointing into the build tree, a DESTDIR-staged install, then uninstalled
+## down to no file.
+test-install:
+	INSTALL_CHECK_OFFLOADED="$(OFFLOADED)" INSTALL_CHECK_OMPI_RUN="$(OMPI_RUN)" INSTALL_CHECK_MPICH_RUN="$(MPICH_RUN)" \
+	  bash scripts/install-check.sh
 
 test-aarch64:
 	$(CARGO) build -p ringcast-abi --features golden-check --target $(AARCH64)
