@@ -227,13 +227,13 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
         allgathers(a, &mut host, &mut comms, &mut lines).map_err(|e| format!("rank {me}: {e}"))?;
     }
     if a.allreduces > 0 {
-        allreduces(a, &mut host, &mut comms, &mut lines).map_err(|e| format!("rank {me}: {e}"))?;
+        reductions(a, &mut host, &mut comms, &mut lines, false).map_err(|e| format!("rank {me}: {e}"))?;
     }
     if a.barriers > 0 {
         barriers(a, &mut host, &mut comms, &mut lines, &mut skew).map_err(|e| format!("rank {me}: {e}"))?;
     }
     if a.reduces > 0 {
-        reduces(a, &mut host, &mut comms, &mut lines).map_err(|e| format!("rank {me}: {e}"))?;
+        reductions(a, &mut host, &mut comms, &mut lines, true).map_err(|e| format!("rank {me}: {e}"))?;
     }
     if a.alltoalls > 0 {
         alltoalls(a, &mut host, &mut comms, &mut lines).map_err(|e| format!("rank {me}: {e}"))?;
@@ -383,59 +383,72 @@ fn contribution(seed: u64, g: u32, r: u32, n: usize) -> Vec<u8> {
         .collect()
 }
 
-/// `a.allreduces` allreduces on every communicator, alternately sums of 64-bit integers and of
-/// doubles, alternately in place and from a send buffer; every result compared bit for bit with
-/// this rank's own left-to-right reduction of every rank's contribution (the engine's order: the
-/// same bits at every rank).
-fn allreduces(
+/// Reductions on every communicator, every result compared bit for bit with this rank's own
+/// left-to-right reduction of every rank's contribution (the engine's order: the same bits at
+/// every rank). Not `rooted`: `a.allreduces` allreduces of 4 KiB, alternately sums of 64-bit
+/// integers and of doubles, alternately in place and from a send buffer (two calls each);
+/// `rooted`: `a.reduces` reduces of 2 KiB to the root `g mod size`, alternately maxima of
+/// signed 64-bit integers (in place) and sums of doubles (from a send buffer), which only the
+/// root checks (the others only see their call succeed).
+fn reductions(
     a: &WorkloadArgs,
     host: &mut ringcast_host::Host,
     comms: &mut [WComm],
     lines: &mut String,
+    rooted: bool,
 ) -> Result<(), String> {
-    const N: usize = 512;
-    let len = N * 8;
+    use ringcast_host::{DataType, ReduceOp};
+    let (count, n, tag, what) =
+        if rooted { (a.reduces, 256, 'D', "reduce") } else { (a.allreduces, 512, 'R', "allreduce") };
+    let len = n * 8;
     let most = comms.iter().map(|c| c.size).max().unwrap_or(1) as usize;
     let work = SharedBuf::new(len * most).map_err(|e| e.to_string())?;
     let send = SharedBuf::new(len).map_err(|e| e.to_string())?;
     let rw = host.register(&work, Access::READ_WRITE).map_err(|e| e.to_string())?;
     let rs = host.register(&send, Access::READ).map_err(|e| e.to_string())?;
     let mut got = vec![0u8; len];
-    for g in 0..a.allreduces {
+    for g in 0..count {
         for c in comms.iter_mut() {
-            let mine = contribution(c.seed, g, c.me, N);
-            let from = if g % 4 < 2 {
+            let ints = g.is_multiple_of(2);
+            // Integers: sums (allreduce) or maxima (reduce); doubles: sums.
+            let (dtype, op) = match (ints, rooted) {
+                (true, false) => (DataType::I64, ReduceOp::SUM),
+                (true, true) => (DataType::I64, ReduceOp::MAX),
+                (false, _) => (DataType::F64, ReduceOp::SUM),
+            };
+            let in_place = if rooted { ints } else { g % 4 < 2 };
+            let mine = contribution(c.seed, g, c.me, n);
+            let from = if in_place {
                 work.write_at(c.me as u64 * len as u64, &mine).map_err(|e| e.to_string())?;
                 None
             } else {
                 send.write_at(0, &mine).map_err(|e| e.to_string())?;
                 Some(rs.at(0))
             };
-            let (dtype, op) = if g.is_multiple_of(2) {
-                (ringcast_host::DataType::I64, ringcast_host::ReduceOp::SUM)
-            } else {
-                (ringcast_host::DataType::F64, ringcast_host::ReduceOp::SUM)
-            };
+            let root = g % c.size;
             let t0 = monotonic_ns();
-            host.allreduce(c.handle, rw.at(0), from, len as u64, dtype, op)
-                .map_err(|e| format!("allreduce {g} ({len} B, {} ranks): {e}", c.size))?;
+            let done = match rooted {
+                false => host.allreduce(c.handle, rw.at(0), from, len as u64, dtype, op),
+                true => host.reduce(c.handle, root, rw.at(0), from, len as u64, dtype, op),
+            };
+            done.map_err(|e| format!("{what} {g} ({len} B, {} ranks): {e}", c.size))?;
             let t1 = monotonic_ns();
-            work.read_at(0, &mut got).map_err(|e| e.to_string())?;
-            let want = rank_order(c, g, N, |p, q| {
-                if g.is_multiple_of(2) {
-                    u64::from_le_bytes(p).wrapping_add(u64::from_le_bytes(q)).to_le_bytes()
-                } else {
-                    (f64::from_le_bytes(p) + f64::from_le_bytes(q)).to_le_bytes()
+            if !rooted || c.me == root {
+                work.read_at(0, &mut got).map_err(|e| e.to_string())?;
+                let want = rank_order(c, g, n, |p, q| match (ints, op) {
+                    (true, ReduceOp::MAX) => i64::from_le_bytes(p).max(i64::from_le_bytes(q)).to_le_bytes(),
+                    (true, _) => u64::from_le_bytes(p).wrapping_add(u64::from_le_bytes(q)).to_le_bytes(),
+                    (false, _) => (f64::from_le_bytes(p) + f64::from_le_bytes(q)).to_le_bytes(),
+                });
+                if got != want {
+                    return Err(format!(
+                        "{what} {g} ({} ranks): result differs from the rank-order reduction",
+                        c.size
+                    ));
                 }
-            });
-            if got != want {
-                return Err(format!(
-                    "allreduce {g} ({} ranks): result differs from the rank-order sum",
-                    c.size
-                ));
             }
             use std::fmt::Write as _;
-            let _ = writeln!(lines, "R {g} {len} {} {}", c.size, t1 - t0);
+            let _ = writeln!(lines, "{tag} {g} {len} {} {}", c.size, t1 - t0);
         }
     }
     host.deregister(rw).map_err(|e| e.to_string())?;
@@ -455,70 +468,6 @@ fn rank_order(c: &WComm, g: u32, n: usize, fold: impl Fn([u8; 8], [u8; 8]) -> [u
         }
     }
     want
-}
-
-/// `a.reduces` reduces on every communicator, the root `g mod size`, alternately maxima of
-/// signed 64-bit integers (in place) and sums of doubles (from a send buffer). The root compares
-/// the result bit for bit with its own rank-order reduction; the others only see their call
-/// succeed.
-fn reduces(
-    a: &WorkloadArgs,
-    host: &mut ringcast_host::Host,
-    comms: &mut [WComm],
-    lines: &mut String,
-) -> Result<(), String> {
-    const N: usize = 256;
-    let len = N * 8;
-    let most = comms.iter().map(|c| c.size).max().unwrap_or(1) as usize;
-    let work = SharedBuf::new(len * most).map_err(|e| e.to_string())?;
-    let send = SharedBuf::new(len).map_err(|e| e.to_string())?;
-    let rw = host.register(&work, Access::READ_WRITE).map_err(|e| e.to_string())?;
-    let rs = host.register(&send, Access::READ).map_err(|e| e.to_string())?;
-    let mut got = vec![0u8; len];
-    for g in 0..a.reduces {
-        for c in comms.iter_mut() {
-            let root = g % c.size;
-            let mine = contribution(c.seed, g, c.me, N);
-            let max = g.is_multiple_of(2);
-            let from = if max {
-                work.write_at(c.me as u64 * len as u64, &mine).map_err(|e| e.to_string())?;
-                None
-            } else {
-                send.write_at(0, &mine).map_err(|e| e.to_string())?;
-                Some(rs.at(0))
-            };
-            let (dtype, op) = if max {
-                (ringcast_host::DataType::I64, ringcast_host::ReduceOp::MAX)
-            } else {
-                (ringcast_host::DataType::F64, ringcast_host::ReduceOp::SUM)
-            };
-            let t0 = monotonic_ns();
-            host.reduce(c.handle, root, rw.at(0), from, len as u64, dtype, op)
-                .map_err(|e| format!("reduce {g} to {root} ({len} B, {} ranks): {e}", c.size))?;
-            let t1 = monotonic_ns();
-            if c.me == root {
-                work.read_at(0, &mut got).map_err(|e| e.to_string())?;
-                let want = rank_order(c, g, N, |p, q| {
-                    if max {
-                        i64::from_le_bytes(p).max(i64::from_le_bytes(q)).to_le_bytes()
-                    } else {
-                        (f64::from_le_bytes(p) + f64::from_le_bytes(q)).to_le_bytes()
-                    }
-                });
-                if got != want {
-                    return Err(format!(
-                        "reduce {g} to {root} ({} ranks): result differs from the rank-order reduction",
-                        c.size
-                    ));
-                }
-            }
-            use std::fmt::Write as _;
-            let _ = writeln!(lines, "D {g} {len} {} {}", c.size, t1 - t0);
-        }
-    }
-    host.deregister(rw).map_err(|e| e.to_string())?;
-    host.deregister(rs).map_err(|e| e.to_string())?;
-    Ok(())
 }
 
 /// Sender `s`'s block for rank `d` in alltoall `g` on a communicator seeded `seed`.
