@@ -536,9 +536,16 @@ impl Host {
                 }
             };
             let at = out.len() as u32;
+            // An engine serves at most `max_comms` (a u16-sized table): more is not an engine.
+            if at > u32::from(u16::MAX) {
+                return Err(Error::Refused { request: "comm list", status: CtlStatus::LIMIT });
+            }
             let Some(first) = page(self, 0, at)? else { break };
-            // The table may shrink between the two pages: what was read is the list then.
+            // The table may change between the two pages: what was read is the list then.
             let Some(second) = page(self, 1, at)? else { break };
+            if second.e != first.c {
+                break;
+            }
             let (lo, hi) = (|v: u64| v as u32, |v: u64| (v >> 32) as u32);
             let flag = |bit: u64| second.d & bit != 0;
             out.push(CommInfo {
@@ -807,6 +814,23 @@ impl Host {
     pub fn copy(&mut self, dst: RegionRef, src: RegionRef, len: u64) -> Result<Completion> {
         let cookie = self.next_cookie();
         self.execute(&SubmissionDescriptor::copy(cookie, dst, src, len))
+    }
+
+    /// Finalizes (`MPI_Finalize`'s part), then detaches: this process posts nothing more on the
+    /// world, and once every process of its node finalized, the engines settle the world's last,
+    /// partial synchronization epoch among themselves — however many collectives were posted,
+    /// nobody pads epochs. Operations still in flight are waited for first. A process that only
+    /// detaches (or is dropped) leaves the world open: one taking its rank continues its
+    /// sequence.
+    pub fn finalize(mut self) -> Result<()> {
+        while self.in_flight > 0 {
+            self.wait()?;
+        }
+        let r = self.request(CtlMsg::new(CtlKind::FINALIZE), None, "finalize")?;
+        if r.kind != CtlKind::FINALIZE_OK {
+            return Err(Error::Refused { request: "finalize", status: r.status });
+        }
+        self.detach()
     }
 
     /// Detaches cleanly, reporting whether the engine could be told (dropping a `Host` detaches

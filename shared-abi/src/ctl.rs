@@ -133,9 +133,20 @@ impl CtlKind {
     /// Communicator `a` (echoed) of `b` alive. Page 0: `c` its handle, `d` ranks (low 32 bits)
     /// and engines it spans (high), `e` broadcast ids posted here (low) and synchronization
     /// epochs completed (high). Page 1: `c` its ranks on this engine, `d` flags
-    /// ([`COMM_BROKEN`], [`COMM_CLOSING`], [`COMM_FREEING`], [`COMM_FAILED_OVER`]). Past the
+    /// ([`COMM_BROKEN`], [`COMM_CLOSING`], [`COMM_FREEING`], [`COMM_FAILED_OVER`]), `e` its
+    /// handle again (the table may change between the two requests). Past the
     /// end: `ERROR` `BAD_REQUEST` with `b` the count.
     pub const COMM_LIST_OK: CtlKind = CtlKind(26);
+}
+
+impl CtlKind {
+    /// Host → engine: this process finalized (`ringcast_finalize`, `MPI_Finalize`): it posts
+    /// nothing more on the world. Once every local process of the world did, the engine closes
+    /// the world so its last, partial synchronization epoch settles (no padding); a process
+    /// that merely detaches (a crash, a replacement) does not close it. Answered `FINALIZE_OK`.
+    pub const FINALIZE: CtlKind = CtlKind(27);
+    /// Engine noted the finalization.
+    pub const FINALIZE_OK: CtlKind = CtlKind(28);
 }
 
 /// `COMM_LIST_OK` flag: a member was declared unreachable (or a local process left

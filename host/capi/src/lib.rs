@@ -111,7 +111,9 @@ pub const RINGCAST_ERR_ROOT_FAILED: c_int = -16;
 pub const RINGCAST_ERR_NO_RANK: c_int = -17;
 /// `ringcast_comm_create` refused: the engine serves its maximum number of communicators
 /// (`RINGCAST_MAX_COMMS`, the world included). Free one first; a freed communicator's slot
-/// comes back as soon as its broadcasts are settled. `-(StatusKind::TooManyCommunicators)`.
+/// comes back once its broadcasts are settled (eight repair timeouts later at an engine that
+/// synchronized others, a lost last `SYNC_DOWN` being asked for again meanwhile; at once if
+/// nothing was broadcast on it). `-(StatusKind::TooManyCommunicators)`.
 pub const RINGCAST_ERR_TOO_MANY_COMMUNICATORS: c_int = -18;
 
 /// Every engine status with its named code (the test checks it covers every status).
@@ -244,7 +246,7 @@ pub extern "C" fn ringcast_finalize() -> c_int {
     let run = std::panic::catch_unwind(|| {
         let mut slot = STATE.lock().unwrap_or_else(|e| e.into_inner());
         match slot.take() {
-            Some(s) => s.host.detach().map_or_else(|e| code(&e), |()| RINGCAST_OK),
+            Some(s) => s.host.finalize().map_or_else(|e| code(&e), |()| RINGCAST_OK),
             None => RINGCAST_ERR_NOT_INITIALIZED,
         }
     });

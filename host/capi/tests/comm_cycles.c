@@ -1,7 +1,8 @@
 /* Communicators recycled (issue 13, defect 4): RINGCAST_CYCLES (default 10,000) communicators of
  * every rank created, used for one broadcast and freed back to back through libringcast — far more
  * than an engine's RINGCAST_MAX_COMMS (default 64) — every cycle succeeding, because a freed
- * communicator's slot comes back as soon as its broadcasts are settled with the other engines.
+ * communicator's slot comes back once its broadcasts are settled with the other engines (a few
+ * repair timeouts later where the engine synchronized others; at once if nothing was broadcast).
  * Then a genuinely full table: RINGCAST_MAX_COMMS - 1 communicators alive (the world holds one
  * slot), one more is refused with RINGCAST_ERR_TOO_MANY_COMMUNICATORS at every rank, and freeing
  * one makes room at once. Run it on every rank of `ringcast run -n N -p P -- ./comm_cycles`

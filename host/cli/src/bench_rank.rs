@@ -6,8 +6,9 @@
 //! and `reduce` (rounded up to whole elements; summed, rooted at 0 for `reduce`); each rank's
 //! block for `allgather` and `alltoall`; nothing for `barrier` (one line, size 0). Every
 //! collective reads a send buffer that stays put, so back-to-back calls need no refilling, and
-//! the result of the last one is compared with what the inputs make (the sum in closed form,
-//! every rank's block by its pattern).
+//! the result of the last one is compared with what the inputs make (the sum recomputed,
+//! every rank's block by its pattern — hashes, so misplaced or swapped data cannot match), after
+//! one more untimed call into a poisoned result.
 use crate::barrier::{Barrier, BARRIER_ENV};
 use crate::cluster::host_from_env;
 use clap::Args;
@@ -92,17 +93,24 @@ pub fn rank(a: RankArgs) -> ExitCode {
     }
 }
 
-/// The byte rank `from`'s input holds at offset `i` of a `size`-byte call (for an alltoall, its
-/// block for rank `to`; otherwise `to` is 0).
-fn pattern(i: u64, size: u64, from: u32, to: u32) -> u8 {
-    (i as u8).wrapping_mul(31).wrapping_add(size as u8)
-        ^ (from as u8).wrapping_mul(97)
-        ^ (to as u8).wrapping_mul(13)
+/// SplitMix64's finalizer: the patterns' hash (`host/mpi/bench/osu_bcast.c` has the same).
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
-/// Element `i` of rank `r`'s allreduce contribution (wrapping sums are exact).
+/// The byte rank `from`'s input holds at offset `i` of a `size`-byte call (for an alltoall, its
+/// block for rank `to`; otherwise `to` is 0): a hash, so no shift or swap of data matches.
+fn pattern(i: u64, size: u64, from: u32, to: u32) -> u8 {
+    (mix(i ^ size << 40 ^ u64::from(from) << 20 ^ u64::from(to) << 52) >> 24) as u8
+}
+
+/// Element `i` of rank `r`'s reduction input: a hash, so no two ranks' inputs can trade places
+/// or stand in for each other and leave the sum unchanged (wrapping sums are exact).
 fn element(i: u64, r: u32) -> u64 {
-    (i + 1).wrapping_mul(0x9e37_79b9).wrapping_add(u64::from(r) << 20)
+    mix(i ^ u64::from(r) << 40)
 }
 
 /// One size of one collective: its buffers, registered, and what one call posts.
@@ -299,6 +307,10 @@ fn rank_inner(a: &RankArgs) -> Result<(), String> {
             }
             (t0.elapsed(), cpu_time().saturating_sub(c0))
         };
+        // The timed calls wrote the same bytes again and again: one more, untimed, into a
+        // poisoned result, so a call that completes without writing anything is caught too.
+        call.fill()?;
+        call.run(&mut host)?;
         call.check()?;
         let algorithm = selector.choose(config.topology.nodes, call.part_bytes(), &flat, true);
         call.release(&mut host)?;
@@ -309,7 +321,7 @@ fn rank_inner(a: &RankArgs) -> Result<(), String> {
             repairs(&mut host).saturating_sub(repairs_before)
         );
     }
-    // The last, partial synchronization epoch settles when this process detaches (dropping
-    // `host`): every rank finalized the world.
-    Ok(())
+    // MPI_Finalize's part: once every rank did, the world's last, partial synchronization
+    // epoch settles among the engines (nobody pads epochs).
+    host.finalize().map_err(|e| format!("finalize: {e}"))
 }

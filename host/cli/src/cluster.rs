@@ -385,12 +385,18 @@ impl Cluster {
             c.err_readers.push(p.stderr.take().map(|e| {
                 std::thread::spawn(move || {
                     use std::io::{BufRead, Write};
+                    // Bytes as they come (a line that is not UTF-8 is forwarded as it is: the
+                    // pipe stays read to its end, so the program never gets SIGPIPE).
                     let mut last = None;
-                    for line in std::io::BufReader::new(e).lines().map_while(Result::ok) {
-                        let _ = writeln!(std::io::stderr().lock(), "{line}");
-                        if !line.trim().is_empty() {
-                            last = Some(line);
+                    let mut reader = std::io::BufReader::new(e);
+                    let mut line = Vec::new();
+                    while reader.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+                        let _ = std::io::stderr().lock().write_all(&line);
+                        let text = String::from_utf8_lossy(&line).trim().to_string();
+                        if !text.is_empty() {
+                            last = Some(text);
                         }
+                        line.clear();
                     }
                     last
                 })
@@ -439,8 +445,15 @@ impl Cluster {
                 let at = self.started.elapsed();
                 failed |= !status.is_some_and(|s| s.success());
                 let stdout = self.readers[i].take().and_then(|r| r.join().ok()).unwrap_or_default();
-                let said =
-                    self.err_readers.get_mut(i).and_then(Option::take).and_then(|r| r.join().ok()).flatten();
+                // A child of the program may hold its stderr open past its exit: wait a little
+                // for the last line, never for the child.
+                let said = self.err_readers.get_mut(i).and_then(Option::take).and_then(|r| {
+                    let until = Instant::now() + Duration::from_millis(500);
+                    while !r.is_finished() && Instant::now() < until {
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                    r.is_finished().then(|| r.join().ok()).flatten().flatten()
+                });
                 outs[i] = Some(RankEnd { status, stdout, at, said });
             }
             self.note_engine_ends();

@@ -1,6 +1,6 @@
 //! `ringcast info`: the tunables table, the broadcast algorithm the cost model chooses with
 //! them, and optionally a running engine's counters.
-use ringcast_host::{Config, Host};
+use ringcast_host::Config;
 use ringcast_proto::comm::Layout;
 use ringcast_proto::model::select::Selector;
 use std::process::ExitCode;
@@ -30,7 +30,8 @@ pub fn run(config: &Config, engine: Option<&str>) -> ExitCode {
     println!();
     print!("{}", Selector::from_config(&config.engine()).table(&Layout::FLAT));
     if let Some(name) = engine {
-        match Host::attach(name).and_then(|mut h| h.stats()) {
+        // As an observer: no local rank taken from a job starting beside it.
+        match crate::stats::attach(name, config).map_err(|e| e.to_string()).and_then(|mut h| h.stats().map_err(|e| e.to_string())) {
             Ok(s) => println!(
                 "\nengine {name:?}: {} hosts attached (this query included), {} lost, {} descriptors ok, {} failed, {} dropped in flight",
                 s.hosts_attached, s.hosts_lost, s.completed_ok, s.completed_err, s.dropped_in_flight

@@ -138,7 +138,8 @@ pub fn run(a: StatsArgs, config: &Config) -> ExitCode {
         };
     }
     let readings = if a.watch.is_some() { a.count.unwrap_or(u64::MAX) } else { 1 };
-    let interval = Duration::from_secs_f64(a.watch.unwrap_or(1.0).max(0.01));
+    let secs = a.watch.filter(|w| w.is_finite()).unwrap_or(1.0).clamp(0.01, 86_400.0);
+    let interval = Duration::from_secs_f64(secs);
     for k in 0..readings {
         if k > 0 {
             std::thread::sleep(interval);
@@ -189,38 +190,69 @@ fn rates(e: &Watched) -> Option<Vec<Option<f64>>> {
 /// format, read afresh each time (what a Prometheus server scrapes: `GET /metrics`; any other
 /// path is 404). One request at a time: a scrape every few seconds needs no more.
 fn serve(addr: &str, requests: u64, engines: &mut [Watched]) -> std::io::Result<()> {
-    use std::io::{BufRead, BufReader, Write};
     let listener = std::net::TcpListener::bind(addr)?;
     println!("serving http://{}/metrics", listener.local_addr()?);
     let _ = std::io::Write::flush(&mut std::io::stdout());
-    for _ in 0..requests {
-        let (stream, _) = listener.accept()?;
-        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-        let mut reader = BufReader::new(&stream);
-        let mut request = String::new();
-        reader.read_line(&mut request)?;
-        // The headers, up to the blank line (nothing in them matters here).
-        let mut line = String::new();
-        while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-            line.clear();
+    let mut answered = 0;
+    while answered < requests {
+        // One bad client (gone, silent, malformed) costs its own request, never the server.
+        let Ok((stream, _)) = listener.accept() else { continue };
+        if answer(&stream, engines).is_ok() {
+            answered += 1;
         }
-        let path = request.split_whitespace().nth(1).unwrap_or("");
-        let (status, body) = if path == "/metrics" || path == "/" {
+    }
+    Ok(())
+}
+
+/// Reads one request from `stream` (at most 8 KiB, within 5 s) and answers it.
+fn answer(stream: &std::net::TcpStream, engines: &mut [Watched]) -> std::io::Result<()> {
+    use std::io::{BufRead, BufReader, Read, Write};
+    const LIMIT: u64 = 8 << 10;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    stream.set_read_timeout(Some(Duration::from_secs(1)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(5)))?;
+    let mut reader = BufReader::new(stream.take(LIMIT));
+    let mut head = Vec::new();
+    // Up to the blank line ending the headers (nothing in them matters here).
+    loop {
+        let mut line = Vec::new();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) => break,
+            Ok(_) if line == b"\r\n" || line == b"\n" => break,
+            Ok(_) => head.extend_from_slice(&line),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {
+            }
+            Err(e) => return Err(e),
+        }
+        if Instant::now() > deadline {
+            return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "request too slow"));
+        }
+    }
+    let request = String::from_utf8_lossy(&head);
+    let mut words = request.split_whitespace();
+    let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    let (status, body) = match (method, path) {
+        ("GET", "/metrics" | "/") => {
             for e in engines.iter_mut() {
                 read(e);
             }
             ("200 OK", prometheus(engines))
-        } else {
-            ("404 Not Found", "not found: ringcast serves /metrics\n".to_string())
-        };
-        let mut out = &stream;
-        write!(
-            out,
-            "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        )?;
-    }
-    Ok(())
+        }
+        ("GET", _) => ("404 Not Found", "not found: ringcast serves /metrics\n".to_string()),
+        _ => ("405 Method Not Allowed", "only GET\n".to_string()),
+    };
+    let mut out = stream;
+    write!(
+        out,
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// `s` as a Prometheus label value (backslash, quote and newline escaped).
+fn label(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 /// A per-communicator Prometheus series: its name, help and value.
@@ -275,10 +307,9 @@ fn prometheus(engines: &[Watched]) -> String {
         let _ = writeln!(out, "# HELP ringcast_{} {}", c.name, c.help);
         let kind = if c.kind == CounterKind::Total { "counter" } else { "gauge" };
         let _ = writeln!(out, "# TYPE ringcast_{} {kind}", c.name);
-        for e in engines {
+        for e in engines.iter().filter(|e| e.error.is_none()) {
             if let Some(v) = e.last.as_ref().and_then(|(_, v)| v.get(i)) {
-                let _ =
-                    writeln!(out, "ringcast_{}{{engine=\"{}\"}} {v}", c.name, e.name.replace('"', "\\\""));
+                let _ = writeln!(out, "ringcast_{}{{engine=\"{}\"}} {v}", c.name, label(&e.name));
             }
         }
     }
@@ -299,7 +330,7 @@ fn prometheus(engines: &[Watched]) -> String {
         let _ = writeln!(out, "# TYPE ringcast_{name} {kind}");
         for e in engines.iter().filter(|e| e.error.is_none()) {
             for c in &e.comms {
-                let engine = e.name.replace('"', "\\\"");
+                let engine = label(&e.name);
                 let _ = writeln!(
                     out,
                     "ringcast_{name}{{engine=\"{engine}\",comm=\"{:#x}\"}} {}",
@@ -315,7 +346,7 @@ fn prometheus(engines: &[Watched]) -> String {
         let _ = writeln!(
             out,
             "ringcast_engine_up{{engine=\"{}\"}} {}",
-            e.name.replace('"', "\\\""),
+            label(&e.name),
             u8::from(e.error.is_none())
         );
     }

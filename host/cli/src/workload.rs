@@ -1,7 +1,7 @@
 //! `ringcast workload-rank`: one rank of a verified collective workload on a local cluster (the
 //! program `ringcast demo` and the cluster tests run on every rank): broadcasts, then on request
 //! allgathers, allreduces, barriers, reduces and alltoalls, every result checked. No rank pads
-//! synchronization epochs: detaching (and freeing a communicator) settles the last one.
+//! synchronization epochs: finalizing (and freeing a communicator) settles the last one.
 //!
 //! Every rank derives the same schedule from the seed: broadcast `k` has a size drawn from
 //! `sizes` and a root drawn from the world ranks, and its bytes are a pattern of `(seed, k)`.
@@ -242,8 +242,8 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
         print!("{lines}");
         return Err(format!("rank {me}: every broadcast succeeded although rank {:?} died", a.victim));
     }
-    // No padding of synchronization epochs: freeing a communicator, and detaching from the
-    // world, settle its last, partial epoch with the other engines.
+    // No padding of synchronization epochs: freeing a communicator, and finalizing the world
+    // (below), settle its last, partial epoch with the other engines.
     for c in comms.iter().skip(1) {
         host.comm_free(c.handle).map_err(|e| format!("rank {me}: freeing communicator: {e}"))?;
         // Freed: the engine no longer takes broadcasts on it from this process.
@@ -264,7 +264,8 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
         }
     }
     print!("{lines}");
-    Ok(())
+    // MPI_Finalize's part: the world's last, partial epoch settles among the engines.
+    host.finalize().map_err(|e| format!("rank {me}: finalize: {e}"))
 }
 
 /// Rank `r`'s block of allgather `g` on a communicator seeded `seed`.

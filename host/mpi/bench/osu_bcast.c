@@ -28,14 +28,22 @@ static long iters_for(long iters, long size) {
     return iters > 1 ? iters : 1;
 }
 
-/* The byte rank `from`'s input holds at offset `i` (for an alltoall, of its block for `to`):
- * ringcast's `pattern` in bench_rank.rs. */
-static unsigned char pattern(long i, long size, int from, int to) {
-    return (unsigned char)((unsigned char)(i * 31 + size) ^ (unsigned char)(from * 97) ^ (unsigned char)(to * 13));
+/* SplitMix64's finalizer: ringcast's `mix` in bench_rank.rs. */
+static uint64_t mix(uint64_t x) {
+    uint64_t z = x + 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
 }
 
-/* Element `i` of rank `r`'s reduction input: ringcast's `element`. */
-static uint64_t element(long i, int r) { return (uint64_t)(i + 1) * 0x9e3779b9u + ((uint64_t)r << 20); }
+/* The byte rank `from`'s input holds at offset `i` (for an alltoall, of its block for `to`):
+ * ringcast's `pattern` in bench_rank.rs, a hash so that misplaced data cannot match. */
+static unsigned char pattern(long i, long size, int from, int to) {
+    return (unsigned char)(mix((uint64_t)i ^ (uint64_t)size << 40 ^ (uint64_t)from << 20 ^ (uint64_t)to << 52) >> 24);
+}
+
+/* Element `i` of rank `r`'s reduction input: ringcast's `element`, a hash. */
+static uint64_t element(long i, int r) { return mix((uint64_t)i ^ (uint64_t)r << 40); }
 
 static void die(int rank, const char *what, long size) {
     fprintf(stderr, "mpi-osu-bcast: rank %d: %s of %ld B delivered wrong bytes\n", rank, what, size);

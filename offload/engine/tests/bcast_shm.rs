@@ -35,7 +35,7 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
 const PEER_TIMEOUT_MS: u32 = 20_000;
 
 /// `nodes` engines (threads) with one host each; every host runs `sizes` broadcasts from
-/// rotating roots and checks the bytes, then detaches, its engine shutting down with it (thread
+/// rotating roots and checks the bytes, then finalizes, its engine shutting down with it (thread
 /// mode): that must take well under [`PEER_TIMEOUT_MS`]. Returns the fragments the
 /// completions report received by repair and by multicast.
 fn cluster(nodes: u32, sizes: &[usize], tweak: impl Fn(&mut Config)) -> (u64, u64) {
@@ -87,10 +87,10 @@ fn cluster(nodes: u32, sizes: &[usize], tweak: impl Fn(&mut Config)) -> (u64, u6
                 multicast += c.frags_multicast as u64;
             }
             barrier.wait();
-            // Detaching finalizes the world: the engines settle its partial last epoch among
+            // Finalizing closes the world: the engines settle its partial last epoch among
             // themselves, so each leaves as soon as its peers are done.
             let t0 = std::time::Instant::now();
-            drop(host);
+            host.finalize().map_err(|e| format!("node {node}: finalize: {e}"))?;
             let took = t0.elapsed();
             if took.as_millis() >= u128::from(PEER_TIMEOUT_MS / 2) {
                 return Err(format!("node {node}: its engine took {took:?} to leave (lingered)"));

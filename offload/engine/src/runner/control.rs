@@ -528,6 +528,11 @@ impl EngineLoop {
                     m
                 }
                 CtlKind::COMM_LIST => super::counters::comm_list_reply(&self.engine, &msg),
+                CtlKind::FINALIZE => {
+                    let now = self.clock.now();
+                    self.engine.finalize_host(id, now);
+                    CtlMsg::reply(&msg, CtlKind::FINALIZE_OK)
+                }
                 CtlKind::DETACH => return self.detach(id, Departure::Clean),
                 _ => CtlMsg::error(&msg, CtlStatus::BAD_REQUEST),
             };

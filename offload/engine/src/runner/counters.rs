@@ -71,6 +71,7 @@ pub(crate) fn comm_list_reply(engine: &Engine, msg: &CtlMsg) -> CtlMsg {
         m.e = pair(c.state.posted, c.state.synced_epochs);
     } else {
         m.c = u64::from(c.local_members);
+        m.e = c.handle; // the reader checks both pages name one communicator
         m.d = [
             (c.broken, COMM_BROKEN),
             (c.state.closing, COMM_CLOSING),

@@ -23,6 +23,7 @@ pub fn run_daemon(config: Config) -> std::io::Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone())?;
     }
+    super::log::handle_sighup()?;
     if !config.runner.log_file.is_empty() {
         super::log::to_file(&config.runner.log_file)?;
     }

@@ -142,12 +142,12 @@ pub(super) struct Pending {
     pub(super) link: Option<super::dma::rdma::RdmaLink>,
 }
 
-/// The engine's polling loop state.
 /// Repair timeouts of silence a finishing engine that owes nothing still answers for: a child
 /// whose last `SYNC_DOWN` was lost asks again after one repair timeout, doubling (so this covers
 /// three losses in a row).
 const TIME_WAIT_REPAIRS: Nanos = 8;
 
+/// The engine's polling loop state.
 pub struct EngineLoop {
     pub(super) engine: Engine,
     /// The configuration it was started with (the runner, the fabric and the state machine each
@@ -495,10 +495,13 @@ impl EngineLoop {
         let quiet = self.config.protocol.repair_timeout_us as Nanos * 1_000 * TIME_WAIT_REPAIRS;
         let now = self.clock.now();
         let (mut until, mut quiet_until) = (now + linger, now + quiet);
+        // However busy, never more than this: a host that keeps asking (an observer polling its
+        // counters) must not hold a stopping engine.
+        let hard = now + 4 * linger;
         while self.net.is_some() {
             let now = self.clock.now();
-            let owes = !self.engine.quiescent() || self.engine.core().hosts_attached_now() > 0;
-            if now >= until || (!owes && now >= quiet_until) {
+            let owes = !self.engine.quiescent() || self.engine.core().ranked_hosts_now() > 0;
+            if now >= until || now >= hard || (!owes && now >= quiet_until) {
                 break;
             }
             if self.step(idle) {

@@ -27,13 +27,19 @@ fn append(path: &PathBuf) -> std::io::Result<File> {
     OpenOptions::new().create(true).append(true).open(path)
 }
 
-/// Sends the log to `path` (appending) from now on, and reopens it on SIGHUP.
+/// Takes SIGHUP (`systemctl reload`): from now on it asks for the log file to be reopened —
+/// and, without a log file, does nothing (rather than end the process, SIGHUP's default).
+pub fn handle_sighup() -> std::io::Result<()> {
+    let flag = REOPEN.get_or_init(|| Arc::new(AtomicBool::new(false))).clone();
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, flag)?;
+    Ok(())
+}
+
+/// Sends the log to `path` (appending) from now on; [`handle_sighup`] reopens it.
 pub fn to_file(path: &str) -> std::io::Result<()> {
     let path = PathBuf::from(path);
     let file = append(&path)
         .map_err(|e| std::io::Error::new(e.kind(), format!("log file {}: {e}", path.display())))?;
-    let flag = REOPEN.get_or_init(|| Arc::new(AtomicBool::new(false))).clone();
-    signal_hook::flag::register(signal_hook::consts::SIGHUP, flag)?;
     *SINK.lock().unwrap_or_else(|e| e.into_inner()) = Some(FileSink { path, file });
     Ok(())
 }

@@ -455,6 +455,12 @@ impl Gather {
         }
     }
 
+    /// Every local process may post again (a new job: none of the last one's departures
+    /// stands).
+    pub fn arrive_all(&mut self) {
+        self.departed.iter_mut().for_each(|d| *d = false);
+    }
+
     fn break_all(&mut self) {
         self.broken = true;
     }

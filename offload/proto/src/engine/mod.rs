@@ -258,6 +258,16 @@ impl Engine {
         }
     }
 
+    /// `host` finalized (`FINALIZE`): it posts nothing more on the world; once every local
+    /// process of the world did, the world closes and its last, partial epoch settles with the
+    /// other engines. A host without a local rank changes nothing.
+    pub fn finalize_host(&mut self, host: HostId, now: Nanos) {
+        if let (Some(l), Some(node)) = (self.core.local_rank(host), self.node.as_mut()) {
+            node.local_finalized(l, now, &mut self.out);
+        }
+        self.after(now);
+    }
+
     /// `host` left; `unread`: descriptors still in its submission ring. Its operations not
     /// published yet are dropped (their memory is about to go), the collectives it leaves
     /// unfinished fail at the other local members; returns the segments to unmap.
@@ -276,7 +286,7 @@ impl Engine {
             }
         }
         if let (Some(l), Some(node)) = (self.core.local_rank(host), self.node.as_mut()) {
-            node.local_gone(l, how == Departure::Clean, now, &mut self.out);
+            node.local_gone(l, now, &mut self.out);
         }
         let segments = self.core.detach_host(host, how, unread, now);
         self.after(now);

@@ -534,12 +534,9 @@ impl Node {
     /// `peer_timeout_ms` rather than wait forever. Communicators it created and did not free
     /// count as freed by it (a process that crashed or exited without `MPI_Comm_free`): once
     /// every local member freed or left one, it is dropped and its group left like any other.
-    ///
-    /// The world is `MPI_Finalize`'s: a process that detached (`clean`) finalized it, and once
-    /// every local member did, its last synchronization epoch, partial as it may be, settles
-    /// with the other engines (as a freed communicator's does) — every rank posted the same
-    /// collectives, so nobody pads epochs to leave. A lost process does not finalize it.
-    pub(crate) fn local_gone(&mut self, local: u32, clean: bool, now: Nanos, out: &mut Outbox) {
+    /// The world is not closed by a departure, only by [`Node::local_finalized`]: a process
+    /// that takes the rank next continues its sequence.
+    pub(crate) fn local_gone(&mut self, local: u32, now: Nanos, out: &mut Outbox) {
         for slot in 0..self.comms.len() {
             let Some(c) = self.comms[slot].as_mut() else { continue };
             let Some(index) = c.index_of_local(local) else { continue };
@@ -552,9 +549,6 @@ impl Node {
                     c.freeing_since = Some(now);
                     last = true;
                 }
-            } else if clean {
-                c.freed[index as usize] = true;
-                last = c.freed.iter().all(|&f| f);
             }
             if c.gather.depart(index) {
                 self.drop_proto(slot, out);
@@ -564,21 +558,36 @@ impl Node {
         }
     }
 
-    /// A host process took local rank `local`. A world every local member had finalized opens
-    /// again for it once the protocol settled it (a daemon engine serving the next job of the
-    /// same shape: every engine's world starts its next epoch afresh).
+    /// Local process `local` finalized (`MPI_Finalize`): it posts nothing more on the world.
+    /// Once every local process did, the world is closed — its last synchronization epoch,
+    /// partial as it may be, settles with the other engines as a freed communicator's does
+    /// (every rank posted the same collectives), so nobody pads epochs to leave.
+    pub(crate) fn local_finalized(&mut self, local: u32, now: Nanos, out: &mut Outbox) {
+        let Some(Some(world)) = self.comms.first_mut() else { return };
+        let Some(index) = world.index_of_local(local) else { return };
+        world.freed[index as usize] = true;
+        if world.freed.iter().all(|&f| f) {
+            self.close_proto(0, now, out);
+        }
+    }
+
+    /// A host process took local rank `local`. A world every local process finalized belongs to
+    /// a job that is over here: it opens again for the next one (a daemon engine serving jobs of
+    /// the same shape one after another) at the next epoch boundary — where every engine whose
+    /// processes finalized the same collectives reopens it too — and its gather forgets the
+    /// departures of the last job (the newcomer's node-mates are still to come).
     pub(crate) fn local_arrived(&mut self, local: u32) {
         let Some(Some(world)) = self.comms.first_mut() else { return };
         let Some(index) = world.index_of_local(local) else { return };
-        world.gather.arrive(index);
         if world.freed.iter().all(|&f| f) {
             if let Some(proto) = world.proto {
                 self.proto.reopen_comm(proto);
             }
+            world.gather.arrive_all();
+            world.freed.iter_mut().for_each(|f| *f = false);
         }
-        if let Some(Some(world)) = self.comms.first_mut() {
-            world.freed[index as usize] = false;
-        }
+        world.gather.arrive(index);
+        world.freed[index as usize] = false;
     }
 
     /// Nothing owed to peers or local processes: no broadcast in progress here, and every
@@ -587,7 +596,6 @@ impl Node {
         self.comms.iter().flatten().all(|c| c.gather.idle()) && self.proto.quiescent()
     }
 
-    /// The communicators' life (`COMMS`), `groups` left at 0 for the driver.
     /// Every communicator alive here, in table order (the world first), for `ringcast stats`.
     pub(crate) fn comm_list(&self) -> Vec<CommInfo> {
         self.comms
@@ -611,6 +619,7 @@ impl Node {
             .collect()
     }
 
+    /// The communicators' life (`COMMS`), `groups` left at 0 for the driver.
     pub(crate) fn comm_stats(&self) -> CommStats {
         let alive = self.comms.iter().flatten();
         CommStats {

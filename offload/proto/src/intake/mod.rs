@@ -224,6 +224,12 @@ impl Core {
         self.hosts.iter().filter(|h| h.is_some()).count()
     }
 
+    /// Hosts attached now that hold a local rank (observers such as `ringcast stats` and
+    /// COPY-only clients not counted).
+    pub fn ranked_hosts_now(&self) -> usize {
+        self.hosts.iter().flatten().filter(|h| h.local.is_some()).count()
+    }
+
     /// A new host: takes the lowest free slot of the host table, and the lowest free local rank
     /// if there is one.
     pub fn attach_host(&mut self, now: Nanos) -> Result<HostId, CtlStatus> {

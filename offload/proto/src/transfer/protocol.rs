@@ -266,16 +266,17 @@ impl Protocol {
         self.rearm(comm);
     }
 
-    /// Opens `comm` again after [`Protocol::close_comm`], if it settled: its next broadcast starts
-    /// the epoch after the last synchronized one (every engine reopens the same way, so their
-    /// broadcast ids agree). A communicator still settling stays closed: its posts are refused.
+    /// Opens `comm` again after [`Protocol::close_comm`]: its next broadcast starts the epoch
+    /// after its last one — the id every engine that closed it after the same broadcasts rounds
+    /// up to, so their ids agree. A last epoch not synchronized yet keeps its channels until its
+    /// `SYNC_DOWN` (a post that needs one waits, as for any epoch). A broken communicator stays
+    /// as it is.
     pub fn reopen_comm(&mut self, comm: CommHandle) {
         let channels = self.channels;
-        let settled = self.is_quiescent(comm);
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
-        if c.closing && settled && !c.broken {
+        if c.closing && !c.broken {
             c.closing = false;
-            c.next_bid = c.sync.done.saturating_mul(channels);
+            c.next_bid = c.next_bid.div_ceil(channels).saturating_mul(channels);
         }
     }
 

@@ -255,7 +255,8 @@ impl Ledger {
         self.finalize_done(s, cluster, n);
     }
 
-    /// Detaches (cleanly: `MPI_Finalize`) every process of node `n` whose every step completed.
+    /// Finalizes and detaches (`MPI_Finalize`) every process of node `n` whose every step
+    /// completed.
     /// Nobody pads synchronization epochs: the engines must settle each communicator's last,
     /// partial epoch themselves — the world's once its local processes all left, a created one
     /// once its local members freed it or left — which [`Ledger::check`] verifies
@@ -278,7 +279,10 @@ impl Ledger {
             }
             self.first_detach[n] = self.first_detach[n].min(cluster.now());
             let host = self.procs[lane.rank].host;
-            cluster.with_engine(n, |e, now| e.detach_host(host, Departure::Clean, 0, now));
+            cluster.with_engine(n, |e, now| {
+                e.finalize_host(host, now);
+                e.detach_host(host, Departure::Clean, 0, now)
+            });
         }
     }
 

@@ -1,0 +1,133 @@
+//! Finalizing the world through whole engines on the simulated fabric: a job that ends with a
+//! partial synchronization epoch leaves its engines owing their peers nothing once every process
+//! finalized (no padding); the next job on the same engines (a daemon serving jobs one after
+//! another) broadcasts byte-exact from the next epoch on; and a process that only detaches — a
+//! replacement mid-job — does not close the world: its successor continues the sequence.
+use ringcast_abi::{Access, Opcode, RegionKey, RegionRef, StatusKind, SubmissionDescriptor};
+use ringcast_proto::comm::World;
+use ringcast_proto::config::LocalRank;
+use ringcast_proto::intake::regions::SegmentHandle;
+use ringcast_proto::intake::{Departure, HostId};
+use ringcast_proto::rng::SimRng;
+use ringcast_sim::cluster::{world_engines, Cluster, DmaTiming};
+use ringcast_sim::fabric::Faults;
+
+const LEN: usize = 3000;
+
+struct Rank {
+    node: usize,
+    host: HostId,
+    buf: RegionKey,
+    seg: u64,
+}
+
+fn new_cluster(world: &World, seed: u64) -> Cluster {
+    let engines = world_engines(world, "finalize", &|c| c.protocol.channels = 4);
+    let faults = Faults { mcast_loss: 0.05, jitter: 2_000, ..Faults::clean() };
+    Cluster::new(engines, faults, SimRng::new(seed), crc32c::crc32c, DmaTiming::Now, SimRng::new(seed ^ 7))
+}
+
+/// Attaches world rank `r` (its node's local rank) with a buffer of its own; `job` tells the
+/// segments of successive jobs apart.
+fn attach(c: &mut Cluster, world: &World, r: u32, job: u64) -> Rank {
+    let (node, local) = world.locate(r).unwrap();
+    let m = &mut c.nodes[node as usize];
+    let host = m.engine.attach_host(LocalRank::Fixed(local), 0).unwrap();
+    m.engine.host_arrived(host);
+    let seg = u64::from(local) << 48 | job << 8 | 0xb;
+    m.mem.insert(seg, vec![0u8; LEN]);
+    let len = LEN as u64;
+    let buf = m.engine.register(host, SegmentHandle(seg), len, 0, len, Access::READ_WRITE).unwrap();
+    Rank { node: node as usize, host, buf, seg }
+}
+
+fn pattern(k: u64) -> Vec<u8> {
+    (0..LEN).map(|i| (i as u64 * 7 + k * 131) as u8).collect()
+}
+
+/// Broadcast `k` from `root` on the world at every rank; runs until each completed and checks
+/// every rank's bytes.
+fn bcast(c: &mut Cluster, ranks: &[Rank], root: usize, k: u64) {
+    let before = done(c);
+    for (r, rank) in ranks.iter().enumerate() {
+        let fill = if r == root { pattern(k) } else { vec![0xEE; LEN] };
+        c.nodes[rank.node].mem.insert(rank.seg, fill);
+        let d = SubmissionDescriptor::bcast(
+            k,
+            0,
+            root as u32,
+            RegionRef { key: rank.buf, offset: 0 },
+            LEN as u64,
+        );
+        c.with_engine(rank.node, |e, now| e.handle_descriptor(rank.host, &d, now));
+    }
+    while done(c) < before + ranks.len() {
+        assert!(c.step().is_some(), "broadcast {k}: the simulation ran dry before every rank completed");
+    }
+    for p in c.published().iter().filter(|p| p.cqe.cookie == k && p.cqe.opcode == Opcode::BCAST) {
+        assert_eq!(p.cqe.status.0, StatusKind::Ok as u16, "broadcast {k}: {p:?}");
+    }
+    for rank in ranks {
+        assert_eq!(c.nodes[rank.node].mem.get(&rank.seg), Some(&pattern(k)), "broadcast {k}: wrong bytes");
+    }
+}
+
+fn done(c: &Cluster) -> usize {
+    c.published().iter().filter(|p| p.cqe.opcode == Opcode::BCAST).count()
+}
+
+/// Runs every event left.
+fn settle(c: &mut Cluster) {
+    while c.step().is_some() {}
+}
+
+#[test]
+fn finalizing_settles_a_partial_epoch_and_the_next_job_starts_afresh() {
+    for counts in [vec![1u32, 1, 1], vec![2, 2]] {
+        let world = World::from_counts(&counts).unwrap();
+        let mut c = new_cluster(&world, 3);
+        let ranks: Vec<Rank> = (0..world.size()).map(|r| attach(&mut c, &world, r, 1)).collect();
+        // Job 1: 5 broadcasts with 4 channels — the last epoch holds one.
+        for k in 0..5 {
+            bcast(&mut c, &ranks, k as usize % ranks.len(), k);
+        }
+        settle(&mut c);
+        assert!(c.nodes.iter().any(|m| !m.engine.quiescent()), "{counts:?}: a partial epoch is owed");
+        for rank in &ranks {
+            c.with_engine(rank.node, |e, now| {
+                e.finalize_host(rank.host, now);
+                e.detach_host(rank.host, Departure::Clean, 0, now)
+            });
+        }
+        settle(&mut c);
+        for (n, m) in c.nodes.iter().enumerate() {
+            assert!(
+                m.engine.quiescent(),
+                "{counts:?}: engine {n} still owes its peers after every process finalized"
+            );
+        }
+        // Job 2 on the same engines: new processes, the world reopened at the next epoch.
+        let ranks: Vec<Rank> = (0..world.size()).map(|r| attach(&mut c, &world, r, 2)).collect();
+        for k in 100..107 {
+            bcast(&mut c, &ranks, (k as usize + 1) % ranks.len(), k);
+        }
+    }
+}
+
+#[test]
+fn a_process_that_only_detaches_is_replaced_without_closing_the_world() {
+    let world = World::from_counts(&[1, 1]).unwrap();
+    let mut c = new_cluster(&world, 5);
+    let mut ranks: Vec<Rank> = (0..2).map(|r| attach(&mut c, &world, r, 1)).collect();
+    for k in 0..3 {
+        bcast(&mut c, &ranks, k as usize % 2, k);
+    }
+    // Rank 1 leaves without finalizing (its node's only process) and a newcomer takes its rank:
+    // it continues the sequence, in the middle of an epoch.
+    let gone = &ranks[1];
+    c.with_engine(gone.node, |e, now| e.detach_host(gone.host, Departure::Clean, 0, now));
+    ranks[1] = attach(&mut c, &world, 1, 2);
+    for k in 3..9 {
+        bcast(&mut c, &ranks, k as usize % 2, k);
+    }
+}
