@@ -147,6 +147,9 @@ pub(super) struct Pending {
 /// three losses in a row).
 const TIME_WAIT_REPAIRS: Nanos = 8;
 
+/// ... and at least this fraction of the peer timeout (200 ms by default).
+const TIME_WAIT_PEER_FRACTION: Nanos = 10;
+
 /// The engine's polling loop state.
 pub struct EngineLoop {
     pub(super) engine: Engine,
@@ -486,13 +489,22 @@ impl EngineLoop {
     /// may ask for, the synchronization of the broadcasts it took part in), or other local
     /// processes are still attached (in thread mode the engine lives in one of its node's
     /// processes) — until a peer timeout passes without work: an engine that leaves at once
-    /// would make the others fail with PeerUnreachable. Once it owes nothing, it still answers
-    /// for [`TIME_WAIT_REPAIRS`] repair timeouts of silence (TCP's TIME-WAIT): the last
-    /// `SYNC_DOWN` it sent may be lost, and the child asking again must find it here, not a
-    /// peer timeout of silence. Then shut down.
+    /// would make the others fail with PeerUnreachable. Once it owes nothing, an engine that
+    /// synchronized others still answers for a quiet period (TCP's TIME-WAIT: eight repair
+    /// timeouts, at least a tenth of the peer timeout): the last `SYNC_DOWN` it sent may be
+    /// lost, and the child asking again must find it here, not a peer timeout of silence. Then
+    /// shut down.
     pub(crate) fn finish(&mut self, idle: &mut super::idle::Idle) {
         let linger = self.config.protocol.peer_timeout_ms as Nanos * 1_000_000;
-        let quiet = self.config.protocol.repair_timeout_us as Nanos * 1_000 * TIME_WAIT_REPAIRS;
+        // Only an engine that synchronized others keeps answering (a leaf owes nobody a repeat);
+        // long enough for a child's retry to come through a loaded machine, not only a repair
+        // timeout's doubling (seen: a debug build on 2 busy cores, a 1.6 ms wait too short).
+        let quiet = if self.engine.answers_sync_children() {
+            let repairs = self.config.protocol.repair_timeout_us as Nanos * 1_000 * TIME_WAIT_REPAIRS;
+            repairs.max(linger / TIME_WAIT_PEER_FRACTION)
+        } else {
+            0
+        };
         let now = self.clock.now();
         let (mut until, mut quiet_until) = (now + linger, now + quiet);
         // However busy, never more than this: a host that keeps asking (an observer polling its

@@ -200,6 +200,12 @@ impl Engine {
         self.node.as_ref().map(node::Node::comm_list).unwrap_or_default()
     }
 
+    /// Whether this engine synchronized others on some communicator that carried broadcasts
+    /// (their `SYNC_UP`s came here: a lost `SYNC_DOWN` may be asked for again).
+    pub fn answers_sync_children(&self) -> bool {
+        self.node.as_ref().is_some_and(node::Node::answers_sync_children)
+    }
+
     /// Nothing owed to peers or local processes.
     pub fn quiescent(&self) -> bool {
         self.node.as_ref().is_none_or(node::Node::quiescent)

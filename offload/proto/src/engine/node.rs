@@ -596,6 +596,13 @@ impl Node {
         self.comms.iter().flatten().all(|c| c.gather.idle()) && self.proto.quiescent()
     }
 
+    /// See [`super::Engine::answers_sync_children`].
+    pub(crate) fn answers_sync_children(&self) -> bool {
+        self.comms.iter().flatten().filter_map(|c| c.proto).any(|h| {
+            self.proto.has_sync_children(h) && self.proto.comm_state(h).is_some_and(|s| s.posted > 0)
+        })
+    }
+
     /// Every communicator alive here, in table order (the world first), for `ringcast stats`.
     pub(crate) fn comm_list(&self) -> Vec<CommInfo> {
         self.comms
