@@ -4,11 +4,14 @@
 //! bit — to the checker's own reduction in rank order (`ringcast_sim::reference`, not the
 //! engine's code), and identical across ranks;
 //! bad type/operation combinations typed at the rank that posted them.
-use ringcast_abi::{Access, DataType, Opcode, ReduceOp, RegionRef, StatusKind, SubmissionDescriptor};
+use ringcast_abi::{
+    Access, DataType, Opcode, ReduceOp, RegionKey, RegionRef, StatusKind, SubmissionDescriptor,
+};
 use ringcast_proto::comm::World;
 use ringcast_proto::config::{EngineConfig, LocalRank};
 use ringcast_proto::engine::Engine;
 use ringcast_proto::intake::regions::SegmentHandle;
+use ringcast_proto::intake::HostId;
 use ringcast_proto::rng::SimRng;
 use ringcast_sim::cluster::{world_engines, Cluster, DmaTiming};
 use ringcast_sim::fabric::Faults;
@@ -16,6 +19,32 @@ use ringcast_sim::reference::reference_reduce;
 
 /// Rank `r`'s contribution of `n` elements of `dtype`: values spread over the type's range,
 /// floats of mixed magnitudes (so the order of a float sum shows).
+/// Rank `r`'s buffers for one reduction in segment `seg` of its node: a work buffer of `total`
+/// poisoned bytes, its contribution `mine` either in place (at `r × len`) or in a send buffer
+/// of its own (`seg | 1`). Returns the work region and the send region, if any.
+fn stage(
+    m: &mut ringcast_sim::cluster::Machine,
+    host: HostId,
+    seg: u64,
+    r: u32,
+    mine: &[u8],
+    in_place: bool,
+    total: u64,
+) -> (RegionKey, Option<RegionKey>) {
+    let len = mine.len();
+    let mut work = vec![0xEE; total as usize];
+    let send = if in_place {
+        work[r as usize * len..(r as usize + 1) * len].copy_from_slice(mine);
+        None
+    } else {
+        m.mem.insert(seg | 1, mine.to_vec());
+        let l = len as u64;
+        Some(m.engine.register(host, SegmentHandle(seg | 1), l, 0, l, Access::READ).unwrap())
+    };
+    m.mem.insert(seg, work);
+    (m.engine.register(host, SegmentHandle(seg), total, 0, total, Access::READ_WRITE).unwrap(), send)
+}
+
 fn contribution(dtype: DataType, r: u32, n: usize) -> Vec<u8> {
     let mut g = SimRng::new(u64::from(r) * 7919 + u64::from(dtype.0));
     (0..n)
@@ -90,23 +119,8 @@ fn check_with(nodes: u32, ppn: u32, elems: usize, faults: Faults, seed: u64, dma
             let (node, local, host) = hosts[r as usize];
             let m = &mut c.nodes[node];
             let seg = u64::from(local) << 48 | (i as u64) << 8;
-            let mine = contribution(t, r, elems);
             let in_place = (i + r as usize).is_multiple_of(2);
-            let mut work = vec![0xEE; total as usize];
-            let send = if in_place {
-                work[r as usize * len..(r as usize + 1) * len].copy_from_slice(&mine);
-                None
-            } else {
-                m.mem.insert(seg | 1, mine);
-                Some(
-                    m.engine
-                        .register(host, SegmentHandle(seg | 1), len as u64, 0, len as u64, Access::READ)
-                        .unwrap(),
-                )
-            };
-            m.mem.insert(seg, work);
-            let wk =
-                m.engine.register(host, SegmentHandle(seg), total, 0, total, Access::READ_WRITE).unwrap();
+            let (wk, send) = stage(m, host, seg, r, &contribution(t, r, elems), in_place, total);
             let d = SubmissionDescriptor::allreduce(
                 (u64::from(r) << 16) | i as u64,
                 0,
@@ -358,23 +372,8 @@ fn a_reduce_delivers_the_result_at_its_root_only() {
                 let (node, local, host) = hosts[r as usize];
                 let m = &mut c.nodes[node];
                 let seg = u64::from(local) << 48 | u64::from(root) << 8;
-                let mine = contribution(t, r, elems);
                 let in_place = (root + r).is_multiple_of(2);
-                let mut work = vec![0xEE; total as usize];
-                let send = if in_place {
-                    work[r as usize * len..(r as usize + 1) * len].copy_from_slice(&mine);
-                    None
-                } else {
-                    m.mem.insert(seg | 1, mine);
-                    Some(
-                        m.engine
-                            .register(host, SegmentHandle(seg | 1), len as u64, 0, len as u64, Access::READ)
-                            .unwrap(),
-                    )
-                };
-                m.mem.insert(seg, work);
-                let wk =
-                    m.engine.register(host, SegmentHandle(seg), total, 0, total, Access::READ_WRITE).unwrap();
+                let (wk, send) = stage(m, host, seg, r, &contribution(t, r, elems), in_place, total);
                 let d = SubmissionDescriptor::reduce(
                     u64::from(r) << 16 | u64::from(root),
                     0,
