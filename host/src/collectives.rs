@@ -39,8 +39,9 @@ impl Host {
     /// Allreduce on communicator `comm` of `len` bytes of `dtype` elements with `op`, in the
     /// work buffer `work` (`size × len` bytes): this rank's contribution — read from `send`, or
     /// in place (`None`: already at `work + rank × len`) — is gathered with every rank's, the
-    /// engine reduces them in rank order and the result is at the start of `work` when this
-    /// returns (bit-identical at every rank).
+    /// engine reduces them in its documented order (rank order, or node by node when it
+    /// composes leader-based: docs/protocol.md) and the result is at the start of `work` when
+    /// this returns (bit-identical at every rank).
     pub fn allreduce(
         &mut self,
         comm: u64,

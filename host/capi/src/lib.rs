@@ -477,7 +477,8 @@ pub unsafe extern "C" fn ringcast_allgather(
 /// `ReduceOp`) in the work buffer at `work_offset` of `work` (`size × len` bytes): this rank's
 /// contribution at `send_offset` of `send`, or — `send` NULL — already in place at
 /// `work_offset + rank × len`; when it completes ([`ringcast_wait`] / [`ringcast_test`]) the
-/// result, reduced in rank order (bit-identical at every rank), is at `work_offset`.
+/// result, reduced in the engine's documented order (rank order, or node by node when it
+/// composes leader-based; bit-identical at every rank), is at `work_offset`.
 ///
 /// # Safety
 /// `work` and `send` are NULL or live buffers of ours; `request` is NULL or valid for a write.

@@ -106,7 +106,7 @@ struct RunResult {
 
 /// Allgathers each rank runs after its broadcasts (4,000-byte blocks, alternately in place);
 /// as many allreduces (4 KiB of 64-bit integers and doubles, checked bit for bit against the
-/// rank's own rank-order reduction), barriers (each rank checking it left no earlier than
+/// rank's own reduction in the engine's order), barriers (each rank checking it left no earlier than
 /// the last one arrived), reduces (2 KiB, the root moving round the ranks, checked by the root)
 /// and alltoalls (512-byte blocks, every block checked) after them.
 const ALLGATHERS: u32 = 8;

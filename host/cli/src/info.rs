@@ -2,6 +2,7 @@
 //! them, and optionally a running engine's counters.
 use ringcast_host::Config;
 use ringcast_proto::comm::Layout;
+use ringcast_proto::config::AllgatherParts;
 use ringcast_proto::model::select::Selector;
 use std::process::ExitCode;
 
@@ -29,6 +30,7 @@ pub fn run(config: &Config, engine: Option<&str>) -> ExitCode {
     println!("\n* = set by the environment");
     println!();
     print!("{}", Selector::from_config(&config.engine()).table(&Layout::FLAT));
+    print!("{}", compositions(config.engine().protocol.allgather_parts));
     if let Some(name) = engine {
         // As an observer: no local rank taken from a job starting beside it.
         match crate::stats::attach(name, config).map_err(|e| e.to_string()).and_then(|mut h| h.stats().map_err(|e| e.to_string())) {
@@ -43,6 +45,37 @@ pub fn run(config: &Config, engine: Option<&str>) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// How the engine composes each collective beyond broadcast from its broadcasts, with the
+/// configured `protocol.allgather_parts` (the rule `AllgatherParts::leader_based` applies per
+/// call); each part's broadcast algorithm is then the table above's for its length.
+fn compositions(parts: AllgatherParts) -> String {
+    use std::fmt::Write as _;
+    let way = |reduction: bool| match parts.leader_based(reduction) {
+        true => "leader-based: one part per engine, rooted at its first rank",
+        false => "per rank: one part per rank",
+    };
+    let mut t = format!("\ncollectives (protocol.allgather_parts = {parts}):\n");
+    let reduction = match parts.leader_based(true) {
+        true => "the node's result, reduced by its engine from its ranks' contributions; then the parts in node order",
+        false => "the rank's contribution; then the parts reduced in rank order",
+    };
+    let allgather = match parts.leader_based(false) {
+        true => "the engine's ranks' blocks side by side",
+        false => "the rank's block",
+    };
+    let rows = [
+        ("ALLREDUCE, REDUCE", way(true), reduction),
+        ("ALLGATHER", way(false), allgather),
+        ("ALLTOALL", "per rank: one part per rank", "the rank's whole send buffer (the multicast alltoall)"),
+        ("BARRIER", "one part per engine", "one byte, leaving once every local process arrived"),
+    ];
+    for (what, how, carries) in rows {
+        let _ = writeln!(t, "  {what:18} {how:58} {carries}");
+    }
+    t.push_str("  (leader-based only where every engine's ranks are consecutive in the communicator; else per rank)\n");
+    t
 }
 
 /// The tunables page of the docs, generated from the same declarations the engine runs on.

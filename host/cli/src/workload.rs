@@ -90,6 +90,29 @@ struct WComm {
     size: u32,
     me: u32,
     seed: u64,
+    /// How many of its members each engine holds, in order, when the engine reduces leader-based
+    /// on it (the reduction order then goes node by node: `reduction_order`); `None`: rank order.
+    groups: Option<Vec<u32>>,
+}
+
+/// The engines' node-by-node groups of `members` (world ranks, in communicator order) when the
+/// configured composition makes reductions leader-based and every engine's members are
+/// consecutive (the engine's own rule, `engine/allgather.rs`); `None` otherwise.
+fn reduction_groups(config: &ringcast_offload::Config, members: &[u32]) -> Option<Vec<u32>> {
+    if !config.protocol.allgather_parts.leader_based(true) {
+        return None;
+    }
+    let world = config.topology.world();
+    let mut groups: Vec<(u32, u32)> = Vec::new();
+    for &r in members {
+        let node = world.node_of(r)?;
+        match groups.last_mut() {
+            Some((last, n)) if *last == node => *n += 1,
+            _ => groups.push((node, 1)),
+        }
+    }
+    let consecutive = groups.iter().enumerate().all(|(i, &(n, _))| groups[..i].iter().all(|&(m, _)| m != n));
+    consecutive.then(|| groups.into_iter().map(|(_, n)| n).collect())
 }
 
 /// The split communicator of `color` in job `job`: every member derives the same identity from
@@ -155,7 +178,9 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
     let poison = vec![0xEEu8; largest];
     let mut lines = String::with_capacity(a.count as usize * 64);
     let mut skew = mix(a.seed ^ u64::from(me) << 40);
-    let mut comms = vec![WComm { handle: 0, size: world, me, seed: a.seed }];
+    let everyone: Vec<u32> = (0..world).collect();
+    let groups = reduction_groups(&config, &everyone);
+    let mut comms = vec![WComm { handle: 0, size: world, me, seed: a.seed, groups }];
     if a.split > 1 {
         let color = me % a.split;
         let members: Vec<u32> = (0..world).filter(|r| r % a.split == color).collect();
@@ -165,7 +190,8 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
         host.comm_create(&id, my_rank, &members)
             .map_err(|e| format!("rank {me}: creating split communicator {color}: {e}"))?;
         let size = members.len() as u32;
-        comms.push(WComm { handle, size, me: my_rank, seed: a.seed ^ seed });
+        let groups = reduction_groups(&config, &members);
+        comms.push(WComm { handle, size, me: my_rank, seed: a.seed ^ seed, groups });
     }
     for k in 0..a.count {
         let n_comms = comms.len();
@@ -436,14 +462,14 @@ fn reductions(
             let t1 = monotonic_ns();
             if !rooted || c.me == root {
                 work.read_at(0, &mut got).map_err(|e| e.to_string())?;
-                let want = rank_order(c, g, n, |p, q| match (ints, op) {
+                let want = reduction_order(c, g, n, |p, q| match (ints, op) {
                     (true, ReduceOp::MAX) => i64::from_le_bytes(p).max(i64::from_le_bytes(q)).to_le_bytes(),
                     (true, _) => u64::from_le_bytes(p).wrapping_add(u64::from_le_bytes(q)).to_le_bytes(),
                     (false, _) => (f64::from_le_bytes(p) + f64::from_le_bytes(q)).to_le_bytes(),
                 });
                 if got != want {
                     return Err(format!(
-                        "{what} {g} ({} ranks): result differs from the rank-order reduction",
+                        "{what} {g} ({} ranks): result differs from the reduction in the engine's order",
                         c.size
                     ));
                 }
@@ -458,17 +484,32 @@ fn reductions(
 }
 
 /// This rank's own reduction of every member's contribution to reduction `g` (`n` 8-byte
-/// elements), left to right in rank order — the engine's documented order.
-fn rank_order(c: &WComm, g: u32, n: usize, fold: impl Fn([u8; 8], [u8; 8]) -> [u8; 8]) -> Vec<u8> {
-    let mut want = contribution(c.seed, g, 0, n);
-    for r in 1..c.size {
-        let x = contribution(c.seed, g, r, n);
-        for (w, v) in want.chunks_exact_mut(8).zip(x.chunks_exact(8)) {
+/// elements) in the engine's documented order: left to right in rank order, or — leader-based
+/// (`WComm::groups`) — each engine's members left to right, then the engines' results left to
+/// right.
+fn reduction_order(c: &WComm, g: u32, n: usize, fold: impl Fn([u8; 8], [u8; 8]) -> [u8; 8]) -> Vec<u8> {
+    let fold_into = |acc: &mut Vec<u8>, x: &[u8]| {
+        for (w, v) in acc.chunks_exact_mut(8).zip(x.chunks_exact(8)) {
             let folded = fold(w.try_into().unwrap_or([0; 8]), v.try_into().unwrap_or([0; 8]));
             w.copy_from_slice(&folded);
         }
+    };
+    let whole = [c.size];
+    let groups = c.groups.as_deref().unwrap_or(&whole);
+    let mut first = 0;
+    let mut want: Option<Vec<u8>> = None;
+    for &count in groups {
+        let mut node = contribution(c.seed, g, first, n);
+        for r in first + 1..first + count {
+            fold_into(&mut node, &contribution(c.seed, g, r, n));
+        }
+        first += count;
+        match want.as_mut() {
+            None => want = Some(node),
+            Some(acc) => fold_into(acc, &node),
+        }
     }
-    want
+    want.unwrap_or_default()
 }
 
 /// Sender `s`'s block for rank `d` in alltoall `g` on a communicator seeded `seed`.

@@ -3,6 +3,23 @@
 //! allreduce's result with.
 use ringcast_abi::{DataType, ReduceOp};
 
+/// The checker's own reduction of `blocks` in the leader-based composition's order: each
+/// node's blocks (`counts[k]` consecutive ranks) in rank order, then the nodes' results in node
+/// order — `((c₀ ⊕ c₁) ⊕ (c₂ ⊕ c₃))` for two nodes of two. Without `counts`, rank order.
+pub fn reference_reduce_grouped(t: DataType, o: ReduceOp, blocks: &[Vec<u8>], counts: Option<&[u32]>) -> Vec<u8> {
+    let Some(counts) = counts else { return reference_reduce(t, o, blocks) };
+    let mut first = 0;
+    let nodes: Vec<Vec<u8>> = counts
+        .iter()
+        .map(|&n| {
+            let group = &blocks[first..first + n as usize];
+            first += n as usize;
+            reference_reduce(t, o, group)
+        })
+        .collect();
+    reference_reduce(t, o, &nodes)
+}
+
 /// The checker's own reduction of `blocks` in rank order (not the engine's code): integers as
 /// `i128` of their signedness wrapped back to their width, floats with the operators in their
 /// own precision.

@@ -8,14 +8,14 @@ use ringcast_abi::{
     Access, DataType, Opcode, ReduceOp, RegionKey, RegionRef, StatusKind, SubmissionDescriptor,
 };
 use ringcast_proto::comm::World;
-use ringcast_proto::config::{EngineConfig, LocalRank};
+use ringcast_proto::config::{AllgatherParts, EngineConfig, LocalRank};
 use ringcast_proto::engine::Engine;
 use ringcast_proto::intake::regions::SegmentHandle;
 use ringcast_proto::intake::HostId;
 use ringcast_proto::rng::SimRng;
 use ringcast_sim::cluster::{world_engines, Cluster, DmaTiming};
 use ringcast_sim::fabric::Faults;
-use ringcast_sim::reference::reference_reduce;
+use ringcast_sim::reference::{reference_reduce, reference_reduce_grouped};
 
 /// Rank `r`'s contribution of `n` elements of `dtype`: values spread over the type's range,
 /// floats of mixed magnitudes (so the order of a float sum shows).
@@ -92,14 +92,31 @@ const OPS: [ReduceOp; 9] = [
 ];
 
 /// One allreduce per supported (type, operation) at every rank of `nodes × ppn`, all posted at
-/// once; every result checked.
+/// once, in both compositions (leader-based, the default for reductions, and per rank); every
+/// result checked against the checker's own reduction in the composition's order.
 fn check(nodes: u32, ppn: u32, elems: usize, faults: Faults, seed: u64) {
     check_with(nodes, ppn, elems, faults, seed, DmaTiming::Now)
 }
 
 /// [`check`] with DMA jobs carried out per `dma`.
 fn check_with(nodes: u32, ppn: u32, elems: usize, faults: Faults, seed: u64, dma: DmaTiming) {
-    let engines = world_engines(&World::Uniform { nodes, ppn }, "allreduce", &|_| {});
+    for parts in [AllgatherParts::Auto, AllgatherParts::Ranks] {
+        check_parts(nodes, ppn, elems, faults.clone(), seed, dma, parts);
+    }
+}
+
+/// [`check_with`] in one composition.
+fn check_parts(
+    nodes: u32,
+    ppn: u32,
+    elems: usize,
+    faults: Faults,
+    seed: u64,
+    dma: DmaTiming,
+    parts: AllgatherParts,
+) {
+    let engines =
+        world_engines(&World::Uniform { nodes, ppn }, "allreduce", &|c| c.protocol.allgather_parts = parts);
     let mut c = Cluster::new(engines, faults, SimRng::new(seed), crc32c::crc32c, dma, SimRng::new(seed ^ 3));
     let size = nodes * ppn;
     let cases: Vec<(DataType, ReduceOp)> =
@@ -150,18 +167,24 @@ fn check_with(nodes: u32, ppn: u32, elems: usize, faults: Faults, seed: u64, dma
     for (i, &(t, o)) in cases.iter().enumerate() {
         let len = elems * t.size().unwrap();
         let blocks: Vec<Vec<u8>> = (0..size).map(|r| contribution(t, r, elems)).collect();
-        let want = reference_reduce(t, o, &blocks);
+        // Leader-based: node by node (`ppn` ranks each), then across the nodes.
+        let counts = vec![ppn; nodes as usize];
+        let groups = parts.leader_based(true).then_some(&counts[..]);
+        let want = reference_reduce_grouped(t, o, &blocks, groups);
         for r in 0..size {
             let (node, local, _) = hosts[r as usize];
             let seg = u64::from(local) << 48 | (i as u64) << 8;
             let got = &c.nodes[node].mem.get(&seg).unwrap()[..len];
-            assert!(got == &want[..], "rank {r}: {t:?} {o:?}: result differs from the rank-order reduction");
+            assert!(
+                got == &want[..],
+                "{parts:?}, rank {r}: {t:?} {o:?}: result differs from the reduction in the composition's order"
+            );
         }
     }
 }
 
 #[test]
-fn every_type_and_operation_reduces_exactly_in_rank_order_at_every_rank() {
+fn every_type_and_operation_reduces_exactly_in_the_documented_order_at_every_rank() {
     check(4, 1, 37, Faults::clean(), 1);
     check(3, 2, 300, Faults::clean(), 2);
 }
@@ -231,14 +254,23 @@ fn late_dma_jobs_change_nothing() {
 /// context is in every part's message MAC (and compared by the node's gather), so the
 /// offender fails with `DigestMismatch`, and every other rank either fails the same way or
 /// completes with exactly the reduction it asked for. The offender sits on a node of its own (`ppn` 1) and beside a
-/// sibling (`ppn` 2).
+/// sibling (`ppn` 2). Calls are told apart so only where they have the same shape — the same
+/// parts, as every reduction against a reduction, and an allgather against an allreduce when
+/// both are composed per rank (here: `ranks`) or the offender is alone on its node; by default
+/// a reduction is leader-based and an allgather per rank, and a rank posting more parts than
+/// its peers waits for the surplus as for a collective the others have not called yet (an MPI
+/// program calling different collectives on one communicator is erroneous: docs/protocol.md).
 #[test]
 fn ranks_that_disagree_on_the_call_get_typed_errors_not_wrong_results() {
     let elems = 40usize;
     for (ppn, offender) in [(1u32, 2u32), (2, 1), (2, 2)] {
         for variant in 0..3 {
             let nodes = 3u32;
-            let engines = world_engines(&World::Uniform { nodes, ppn }, "mismatch", &|_| {});
+            // The default composition, but per rank where an allgather meets an allreduce.
+            let parts = if variant == 2 && ppn > 1 { AllgatherParts::Ranks } else { AllgatherParts::Auto };
+            let engines = world_engines(&World::Uniform { nodes, ppn }, "mismatch", &|c| {
+                c.protocol.allgather_parts = parts
+            });
             let seed = 40 + variant;
             let mut c = Cluster::new(
                 engines,
@@ -341,13 +373,14 @@ fn ranks_that_disagree_on_the_call_get_typed_errors_not_wrong_results() {
 }
 
 /// REDUCE to every root in turn, with loss, in place and not, leader-based and per rank: the
-/// root's result equals the checker's rank-order reduction; every other rank completes `Ok`
+/// root's result equals the checker's reduction in the composition's order (rank order; node by
+/// node then across nodes when leader-based); every other rank completes `Ok`
 /// with 0 bytes (it gathered but did not reduce). A root outside the communicator is `BadRoot`.
 #[test]
 fn a_reduce_delivers_the_result_at_its_root_only() {
     let (nodes, ppn, elems) = (3u32, 2u32, 50usize);
     for parts in
-        [ringcast_proto::config::AllgatherParts::Ranks, ringcast_proto::config::AllgatherParts::Nodes]
+        [AllgatherParts::Ranks, AllgatherParts::Nodes]
     {
         let engines =
             world_engines(&World::Uniform { nodes, ppn }, "reduce", &|c| c.protocol.allgather_parts = parts);
@@ -398,7 +431,10 @@ fn a_reduce_delivers_the_result_at_its_root_only() {
             }
         }
         let blocks: Vec<Vec<u8>> = (0..size).map(|r| contribution(t, r, elems)).collect();
-        let result = reference_reduce(t, o, &blocks);
+        // Leader-based: each node's contributions reduced first (two ranks each), then the nodes'.
+        let counts = vec![ppn; nodes as usize];
+        let groups = (parts == AllgatherParts::Nodes).then_some(&counts[..]);
+        let result = reference_reduce_grouped(t, o, &blocks, groups);
         for p in c.published() {
             let (r, root) = ((p.cqe.cookie >> 16) as u32, (p.cqe.cookie & 0xffff) as u32);
             assert_eq!(p.cqe.status.0, StatusKind::Ok as u16, "{parts:?}: {p:?}");
@@ -409,7 +445,7 @@ fn a_reduce_delivers_the_result_at_its_root_only() {
                     &c.nodes[node].mem.get(&(u64::from(local) << 48 | u64::from(root) << 8)).unwrap()[..len];
                 assert!(
                     got == &result[..],
-                    "{parts:?}: root {root}'s result differs from the rank-order reduction"
+                    "{parts:?}: root {root}'s result differs from the checker's reduction in its order"
                 );
             } else {
                 assert_eq!(p.cqe.bytes, 0, "{parts:?}: rank {r} of a reduce to {root}");

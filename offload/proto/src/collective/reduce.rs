@@ -2,9 +2,13 @@
 //! one of the ABI's types, for each operation the ABI defines.
 //!
 //! **Order, and why results are bit-identical.** The engine reduces the gathered contributions
-//! in rank order — `((c₀ ⊕ c₁) ⊕ c₂) ⊕ …` — at every rank, over the same bytes: every rank
-//! computes the same operations on the same operands in the same order, so every rank's result
-//! is the same bit pattern, floats included. It may differ from an MPI library's result for
+//! in rank order — `((c₀ ⊕ c₁) ⊕ c₂) ⊕ …` — at every rank, over the same bytes; composed
+//! leader-based (the default for reductions, `engine/allgather.rs`), each node first reduces
+//! its ranks' contributions in rank order and the nodes' results are then reduced in node
+//! order — `(c₀ ⊕ c₁) ⊕ (c₂ ⊕ c₃)` for two nodes of two. Either way every rank computes the
+//! same operations on the same operands in the same order (a node's result is computed once,
+//! by its engine, and multicast), so every rank's result is the same bit pattern, floats
+//! included. It may differ from an MPI library's result for
 //! floats (a library may reduce in a tree, or in another order per algorithm), within what
 //! floating-point reassociation allows; for integers it is exact (wrapping, as C's unsigned
 //! arithmetic).

@@ -1,28 +1,35 @@
-//! Allgather as the engine composes it from its reliable broadcast — the multicast allgather of
-//! issue 17: every block is multicast once, and a receiver that misses fragments gets them by
-//! ring repair, like any broadcast. Two compositions (`protocol.allgather_parts`):
+//! Allgather, allreduce and reduce as the engine composes them from its reliable broadcast —
+//! the multicast allgather of issue 17: every block is multicast once, and a receiver that
+//! misses fragments gets them by ring repair, like any broadcast. Two compositions, chosen per
+//! call (`protocol.allgather_parts`: `auto`, the default, takes the leader-based one for
+//! reductions and the per-rank one for allgathers; `nodes` and `ranks` force one):
 //!
-//! **Leader-based** (Mamidala et al.; `nodes`, where it applies: every engine's ranks are
-//! consecutive in the communicator, as the world's are. Not the default: on this machine its
-//! node-wide rendezvous cost the slowest rank more than the messages it saves, see
-//! docs/performance.md). For a communicator spanning engines
+//! **Leader-based** (Mamidala et al.; where every engine's ranks are consecutive in the
+//! communicator, as the world's are). For a communicator spanning engines
 //! `0..E`, engine `k` holding ranks `first_k .. first_k + count_k`, at every rank `me` on
 //! engine `mine`:
 //! 1. post `E` broadcasts, in engine order: broadcast `k` has root `first_k` (the engine's
-//!    *leader*) and carries `count_k · len` bytes into `recv + first_k·len` — the engine's
-//!    blocks side by side. Every rank posts the same sequence, so the numbering lines up;
+//!    *leader*) and lands at `recv + first_k·len` — an allgather's carries `count_k · len` bytes,
+//!    the engine's blocks side by side; a reduction's `len` bytes, the node's partial result.
+//!    Every rank posts the same sequence, so the numbering lines up;
 //! 2. this engine's own part waits in the gather until every local process posted it and the
-//!    engine copied each local block (from its send block, or in place) into the leader's
-//!    buffer (`assembly.rs`); then it leaves as one message;
-//! 3. the gather delivers every part into every local buffer (this rank's own block comes back
-//!    with its node's part); complete once every part is over.
+//!    engine built it in the leader's buffer (`assembly.rs`): an allgather's local blocks
+//!    copied there, a reduction's reduced there in local rank order (`reduction.rs`: loaded,
+//!    reduced, stored — Mamidala's intra-node step, by the engine's core); then it leaves as
+//!    one message;
+//! 3. the gather delivers every part into every local buffer; complete once every part is
+//!    over (a reduction: after its last step, below).
 //!
+//! No part lands on a local rank's own contribution before the engine read it: part `k ≠ mine`
+//! lands at `first_k`, another node's rank, and this node's part lands only after its assembly.
 //! With `ppn` processes per node this sends one message per node where the other composition
-//! sends `ppn`, at the price of a node-wide rendezvous before the node's part leaves (measured
-//! in docs/performance.md). The leaders exchange by multicast, not by the ring or recursive
-//! doubling of the paper: one multicast per node is the exchange.
+//! sends `ppn`, at the price of a node-wide rendezvous before the node's part leaves — which a
+//! reduction needs anyway (every result depends on every contribution), and which costs an
+//! allgather on this machine more than the messages it saves (docs/performance.md). The leaders
+//! exchange by multicast, not by the ring or recursive doubling of the paper: one multicast per
+//! node is the exchange.
 //!
-//! **Per rank** (`ranks`, the default; any placement). At every rank `me`:
+//! **Per rank** (allgathers by default; any placement). At every rank `me`:
 //! 1. post `size` broadcasts on the communicator, in rank order: broadcast `r` has root `r`
 //!    and buffer `recv + r·len` — except this rank's own, whose buffer is the send block (or,
 //!    in place, `recv + me·len`);
@@ -37,16 +44,18 @@
 //! MAC ([`call_context`]). The cost model picks each part's algorithm as for any broadcast of
 //! its length. What runs once every part is over is `composite.rs`'s.
 //!
-//! **Allreduce** is the same allgather into a work buffer of `size × len` bytes, then one more
-//! step: once every part is over, the engine loads the work buffer (a DMA job), reduces the
-//! contributions in rank order (`collective::reduce`: the same operations in the same order at
-//! every rank, so every rank's result is bit-identical, floats included) and stores the result
-//! at the start of the work buffer. Every rank moves every contribution — the multicast
-//! allreduce, right for short messages; recursive doubling and Rabenseifner's reduce-scatter +
-//! allgather, which move less for long ones, are not built yet.
+//! **Allreduce** is the same gathering into a work buffer of `size × len` bytes, then one more
+//! step: once every part is over, the engine loads the parts (one block per rank, or per node),
+//! reduces them in rank (node) order (`collective::reduce`: the same operations in the same
+//! order at every rank, so every rank's result is bit-identical, floats included) and stores the
+//! result at the start of the work buffer (`reduction.rs`). Leader-based, a node's result is
+//! reduced once, by its engine, and every rank then reduces `E` blocks instead of `size`: `ppn`
+//! times fewer bytes on the fabric and in the last step. Every node still moves its block to
+//! every node — the multicast allreduce; recursive doubling and Rabenseifner's reduce-scatter +
+//! allgather, which move less for long messages between many nodes, are not built.
 //!
 //! **Reduce** is the same allreduce whose last step only the root takes: every rank gathers
-//! every contribution (the multicast composition delivers each part everywhere), the root alone
+//! every part (the multicast composition delivers each part everywhere), the root alone
 //! loads, reduces and stores, and the others complete with 0 bytes once their parts are over.
 
 use super::assembly::Piece;
@@ -54,7 +63,6 @@ use super::composite::{call_context, Composite, Reduce};
 use super::gather::Kind;
 use super::slab::TAGGED;
 use super::{failed, Engine, Job};
-use crate::config::AllgatherParts;
 use crate::intake::regions::Resolved;
 use crate::intake::GatherCall;
 use ringcast_abi::{Completion, Status, StatusKind};
@@ -66,7 +74,7 @@ impl Engine {
         let cqe = Completion::new(a.cookie, a.opcode, Status::OK, 0);
         let op = self.new_op(a.host, cqe, a.started, true, true);
         let local = self.core.local_rank(a.host).unwrap_or(u32::MAX);
-        let leader_based = self.core.config().protocol.allgather_parts == AllgatherParts::Nodes;
+        let leader_based = self.core.config().protocol.allgather_parts.leader_based(a.reduce.is_some());
         let nodes = match (leader_based, self.node.as_ref()) {
             (true, Some(n)) => n.ranges(a.comm).map(|(r, mine)| (r.len() as u32, mine)),
             _ => None,
@@ -78,8 +86,11 @@ impl Engine {
         // A reduce's other ranks gather like everyone but do not reduce (their buffer's contents
         // are left unspecified), and report no bytes.
         let receives = a.root.is_none_or(|r| r == a.me);
-        let reduce =
-            a.reduce.filter(|_| receives).map(|spec| Reduce { spec, work: a.recv, len: a.len, size: a.size });
+        let by_node = nodes.is_some().then_some(a.comm);
+        let reduce = a
+            .reduce
+            .filter(|_| receives)
+            .map(|spec| Reduce { spec, work: a.recv, len: a.len, size: a.size, by_node });
         // What the completion reports: every block, an allreduce's (or the root's) result, or nothing.
         let bytes = match (reduce.is_some(), receives) {
             (true, _) => a.len,
@@ -150,9 +161,12 @@ impl Engine {
             };
             let own = k == mine;
             let kind = Kind { all: own, assemble: own, context };
+            // A reduction's node part is the node's one partial result; an allgather's, its
+            // ranks' blocks side by side.
+            let part_len = if a.reduce.is_some() { a.len } else { a.len * u64::from(count) };
             let posted = match count {
                 0 => Err(StatusKind::UnknownCommunicator),
-                _ => node.post(local, a.comm, first, at(first), a.len * u64::from(count), token, kind),
+                _ => node.post(local, a.comm, first, at(first), part_len, token, kind),
             };
             match posted {
                 Ok(seq) if own => {
@@ -168,7 +182,7 @@ impl Engine {
                         len: a.len,
                     };
                     let leader = (a.me == first).then_some((at(first), a.keys[1]));
-                    self.assemble(a.comm, seq, piece, leader, locals);
+                    self.assemble(a.comm, seq, piece, leader, locals, a.reduce);
                 }
                 Ok(_) => {}
                 Err(kind) => {

@@ -1,6 +1,8 @@
-//! The node step of Mamidala's leader-based allgather: before a node's part leaves, every
+//! The node step of Mamidala's leader-based collectives: before a node's part leaves, every
 //! local process's block is copied into the root's (the node leader's) receive buffer, so the
-//! node sends its blocks as one message instead of one per process.
+//! node sends its blocks as one message instead of one per process — or, for an allreduce or
+//! a reduce, the local blocks are reduced there in local rank order (`reduction.rs`), so the
+//! node sends one block: its processes' partial result.
 //!
 //! Each local process posting its node's part hands over its *piece* — where its block is
 //! (its send block, or in place) and where it goes in the part (`at`); the leader's post also
@@ -9,11 +11,12 @@
 //! host, as the gather's deliveries are), then tells the gather the slot may start
 //! ([`super::gather::Gather::assembled`]). A copy that fails (a region deregistered on the way)
 //! breaks the communicator instead: the part would carry wrong bytes.
+use super::reduction::Then;
 use super::{Dma, Engine, Job, JobId};
 use crate::intake::regions::Resolved;
 use crate::intake::HostId;
 use alloc::vec::Vec;
-use ringcast_abi::RegionKey;
+use ringcast_abi::{DataType, ReduceOp, RegionKey};
 
 /// One local process's block of a node part.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,7 +27,8 @@ pub(super) struct Piece {
     pub src: Resolved,
     /// The block's region (a deregistration fails the copy).
     pub key: RegionKey,
-    /// Where it goes: bytes from the start of the part.
+    /// Where it goes: bytes from the start of the part (a reduction: its order, local rank
+    /// times the block).
     pub at: u64,
     /// Bytes.
     pub len: u64,
@@ -43,11 +47,14 @@ pub(super) struct Assembly {
     /// Copies still moving once started.
     pending: u32,
     failed: bool,
+    /// An allreduce's or reduce's node part: the blocks are reduced, not placed side by side.
+    reduce: Option<(DataType, ReduceOp)>,
 }
 
 impl Engine {
     /// Local process `piece.host` posted slot `seq` of communicator `comm`, a node part of
-    /// `expected` pieces (`leader`: the part's buffer, when this process is the leader).
+    /// `expected` pieces (`leader`: the part's buffer, when this process is the leader;
+    /// `reduce`: the pieces are reduced into it, not placed).
     pub(super) fn assemble(
         &mut self,
         comm: u64,
@@ -55,6 +62,7 @@ impl Engine {
         piece: Piece,
         leader: Option<(Resolved, RegionKey)>,
         expected: u32,
+        reduce: Option<(DataType, ReduceOp)>,
     ) {
         let i = match self.assemblies.iter().position(|a| a.comm == comm && a.seq == seq) {
             Some(i) => i,
@@ -73,6 +81,7 @@ impl Engine {
                     pieces,
                     pending: 0,
                     failed: false,
+                    reduce,
                 });
                 self.assemblies.len() - 1
             }
@@ -85,6 +94,9 @@ impl Engine {
         let Some((dst, dst_key)) = a.leader else { return };
         if (a.pieces.len() as u32) < a.expected {
             return;
+        }
+        if let Some(spec) = a.reduce {
+            return self.reduce_pieces(i, spec, dst);
         }
         for p in &a.pieces {
             let to = Resolved { segment: dst.segment, offset: dst.offset + p.at };
@@ -112,6 +124,20 @@ impl Engine {
         if a.pending == 0 {
             self.assembly_done(i);
         }
+    }
+
+    /// Every piece of assembly `i`, a reduction's node part, is handed over: reduce them in
+    /// local rank order into the leader's buffer `dst`; the part leaves once it is stored.
+    fn reduce_pieces(&mut self, i: usize, spec: (DataType, ReduceOp), dst: Resolved) {
+        let mut a = self.assemblies.swap_remove(i);
+        a.pieces.sort_unstable_by_key(|p| p.at);
+        let len = a.pieces.first().map_or(0, |p| p.len);
+        let mut sources = core::mem::take(&mut self.reduce_sources);
+        sources.clear();
+        sources.extend(a.pieces.iter().map(|p| (p.src, 1)));
+        self.reduce_into(spec, len, &sources, dst, Then::Assembled { comm: a.comm, seq: a.seq });
+        self.reduce_sources = sources;
+        self.spare_pieces.push(a.pieces);
     }
 
     fn assembly_done(&mut self, i: usize) {

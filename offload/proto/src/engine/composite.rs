@@ -7,7 +7,7 @@
 //! ([`Engine::finish_part`]).
 use super::slab::TAGGED;
 use super::{failed, Dma, Engine, Job, JobId};
-use crate::collective::reduce::reduce_blocks;
+use super::reduction::Then;
 use crate::intake::regions::Resolved;
 use crate::intake::HostId;
 use crate::transfer::protocol::{OpCounters, Outcome};
@@ -32,14 +32,18 @@ pub(super) struct Composite {
     pub(super) scatter: Option<Scatter>,
 }
 
-/// An allreduce's last step: the contributions gathered in `work` (`size` blocks of `len`
-/// bytes), reduced with `spec` in rank order into its first block.
+/// An allreduce's last step: the parts gathered in `work` — `size` blocks of `len` bytes
+/// side by side (one per rank), or one block per node at its leader's place (`by_node`, the
+/// leader-based composition: `len` bytes at `first · len` for each node's first rank `first`)
+/// — reduced with `spec` in rank (node) order into its first block.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Reduce {
     pub(super) spec: (DataType, ReduceOp),
     pub(super) work: Resolved,
     pub(super) len: u64,
     pub(super) size: u32,
+    /// The communicator whose nodes' leaders hold the parts, when they are per node.
+    pub(super) by_node: Option<u64>,
 }
 
 /// The context a composed collective's parts carry ([`crate::transfer::protocol::Post::context`]):
@@ -109,40 +113,30 @@ impl Engine {
             return self.scatter_blocks(c.parent, s, c.counters);
         }
         if let (StatusKind::Ok, Some(r)) = (c.status, c.reduce) {
-            // Every contribution is in the work buffer: read them back to reduce them.
-            let total = r.len * u64::from(r.size);
-            // A spare buffer from an earlier allreduce: allocation only while the largest grows.
-            let mut bytes = self.reduce_spare.pop().unwrap_or_default();
-            bytes.clear();
-            bytes.resize(total as usize, 0);
-            let job = Job::ReduceLoad { op: c.parent, spec: r.spec, len: r.len as usize, dst: r.work, bytes };
-            let job = super::JobId(self.jobs.insert(job));
-            self.out.dma(job, super::Dma::Load { src: r.work, len: total });
+            // Every part is in the work buffer: read them back and reduce them.
+            let then = Then::Complete { op: c.parent, counters: c.counters };
+            let mut sources = core::mem::take(&mut self.reduce_sources);
+            sources.clear();
+            match (r.by_node, self.node.as_ref()) {
+                (None, _) => sources.push((r.work, r.size)),
+                (Some(comm), Some(node)) => {
+                    // One block per node, at its first rank's place (`allgather.rs`).
+                    let nodes = node.ranges(comm).map_or(&[][..], |(n, _)| n);
+                    sources.extend(nodes.iter().map(|&(first, _)| (at(r.work, u64::from(first) * r.len), 1)));
+                }
+                (Some(_), None) => {}
+            }
+            if sources.is_empty() {
+                // The communicator went away meanwhile.
+                self.reduce_sources = sources;
+                return self.finish_collective(c.parent, failed(StatusKind::UnknownCommunicator));
+            }
+            self.reduce_into(r.spec, r.len, &sources, r.work, then);
+            self.reduce_sources = sources;
             return;
         }
         let bytes = if c.status == StatusKind::Ok { c.bytes } else { 0 };
         self.finish_collective(c.parent, Outcome { status: c.status, bytes, counters: c.counters });
-    }
-
-    /// An allreduce's contributions were loaded into `bytes` (`ok`): reduce them in rank order
-    /// and store the result at the start of the work buffer `dst`.
-    pub(super) fn reduce_loaded(
-        &mut self,
-        op: u64,
-        spec: (DataType, ReduceOp),
-        len: usize,
-        dst: Resolved,
-        mut bytes: alloc::vec::Vec<u8>,
-        ok: bool,
-    ) {
-        if !ok || reduce_blocks(spec.0, spec.1, &mut bytes, len).is_err() {
-            // (The intake checked type, operation and length: only a failed load gets here.)
-            self.reduce_spare.push(bytes);
-            return self.finish_collective(op, failed(StatusKind::OutOfBounds));
-        }
-        bytes.truncate(len);
-        let job = super::JobId(self.jobs.insert(Job::ReduceStore { op, bytes }));
-        self.out.dma(job, super::Dma::Store { dst, len: len as u64 });
     }
 
     /// The host of host operation or part `token`.

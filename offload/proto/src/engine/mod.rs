@@ -26,6 +26,7 @@ mod comms;
 mod composite;
 mod gather;
 mod node;
+mod reduction;
 mod slab;
 
 pub use action::{Action, Dma, JobId};
@@ -85,16 +86,10 @@ enum Job {
     Join { op: u64, slot: usize },
     /// A composed collective's local copy (`allgather.rs`), part of `token`.
     Part { token: u64 },
-    /// An allreduce's gathered contributions, loaded into `bytes` to be reduced (`allgather.rs`).
-    ReduceLoad {
-        op: u64,
-        spec: (ringcast_abi::DataType, ringcast_abi::ReduceOp),
-        len: usize,
-        dst: Resolved,
-        bytes: Vec<u8>,
-    },
-    /// An allreduce's result in `bytes`, being stored.
-    ReduceStore { op: u64, bytes: Vec<u8> },
+    /// Blocks `first..first + blocks` of reduction `r`'s staging, being loaded (`reduction.rs`).
+    ReduceLoad { r: u64, first: u32, blocks: u32 },
+    /// Reduction `r`'s result, being stored.
+    ReduceStore { r: u64 },
     /// One copy of a node part's assembly (`assembly.rs`): gather slot `seq` of `comm`.
     Assemble { comm: u64, seq: u64 },
 }
@@ -117,8 +112,12 @@ pub struct Engine {
     /// Primaries of finished gather slots waiting for the copies reading their buffers:
     /// (token, copies left, outcome).
     primaries: Vec<(u64, u32, Outcome)>,
-    /// Allreduce buffers between uses (one per allreduce ever in flight at once).
+    /// Reductions in progress (`reduction.rs`).
+    reductions: Slab<reduction::Reduction>,
+    /// Reduction buffers between uses (one per reduction ever in flight at once).
     reduce_spare: Vec<Vec<u8>>,
+    /// Where a reduction's blocks are, while it is started (kept: no allocation per call).
+    reduce_sources: Vec<(Resolved, u32)>,
     /// Node parts of leader-based allgathers being assembled (`assembly.rs`).
     assemblies: Vec<assembly::Assembly>,
     /// Piece lists of finished assemblies, for the next ones.
@@ -144,7 +143,9 @@ impl Engine {
             ops: Slab::default(),
             parts: Slab::default(),
             primaries: Vec::new(),
+            reductions: Slab::default(),
             reduce_spare: Vec::new(),
+            reduce_sources: Vec::new(),
             assemblies: Vec::new(),
             spare_pieces: Vec::new(),
             queues: (0..config.limits.max_hosts).map(|_| VecDeque::new()).collect(),
@@ -454,24 +455,8 @@ impl Engine {
                 let outcome = if ok { failed(StatusKind::Ok) } else { failed(StatusKind::OutOfBounds) };
                 self.finish_part(token, outcome);
             }
-            Job::ReduceLoad { op, spec, len, dst, bytes } => {
-                self.reduce_loaded(op, spec, len, dst, bytes, ok)
-            }
-            Job::ReduceStore { op, bytes } => {
-                let outcome = if ok {
-                    Outcome {
-                        status: StatusKind::Ok,
-                        bytes: bytes.len() as u64,
-                        counters: OpCounters::default(),
-                    }
-                } else {
-                    failed(StatusKind::OutOfBounds)
-                };
-                // Its buffer serves the next allreduce (grown, never shrunk: no allocation
-                // once the largest has been seen).
-                self.reduce_spare.push(bytes);
-                self.finish_collective(op, outcome);
-            }
+            Job::ReduceLoad { r, .. } => self.reduce_loaded(r, ok),
+            Job::ReduceStore { r } => self.reduction_over(r, ok),
             Job::Join { .. } => {} // answered by handle_join_done
         }
         self.after(now);
@@ -497,13 +482,19 @@ impl Engine {
     /// the job out, not when it takes it: a job whose broadcast ended meanwhile (failed, or its
     /// communicator gone while a store part was out) then has `None` and moves nothing.
     pub fn staging(&mut self, job: JobId) -> Option<&mut [u8]> {
+        // (Reductions first: their memory is not the job's, and the borrow checker cannot see
+        // the job table let go of in an arm that returns another table's memory.)
+        match *self.jobs.get(job.0)? {
+            Job::ReduceLoad { r, first, blocks } => return self.reduction_staging(r, first, blocks),
+            Job::ReduceStore { r } => return self.reduction_staging(r, 0, 0),
+            _ => {}
+        }
         match self.jobs.get_mut(job.0)? {
             Job::Proto(token) => {
                 let token = *token;
                 self.node.as_mut()?.staging(token)
             }
             Job::Record { bytes, .. } => Some(&mut bytes[..]),
-            Job::ReduceLoad { bytes, .. } | Job::ReduceStore { bytes, .. } => Some(&mut bytes[..]),
             _ => None,
         }
     }

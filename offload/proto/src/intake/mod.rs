@@ -38,7 +38,8 @@ static_assertions::const_assert!(ACTION_QUEUE >= MAX_ACTIONS_PER_EVENT);
 
 /// An allgather, allreduce or reduce (or a barrier) as the intake checked it: this rank's block (`send`, or in place
 /// at `recv + me × len`) goes to every rank, every rank's block into `recv` at `rank × len`;
-/// an allreduce then reduces them (in rank order) into the start of `recv`.
+/// an allreduce then reduces them (in rank order, or node by node when leader-based) into the
+/// start of `recv`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GatherCall {
     /// Host that posted it.

@@ -6,7 +6,7 @@
 use super::setup::{segment, Forged, Proc};
 use super::{pattern, Report, Scenario, Violation};
 use crate::cluster::Cluster;
-use crate::reference::{reference_reduce, same_values};
+use crate::reference::{reference_reduce_grouped, same_values};
 use ringcast_abi::frame::DropReason;
 use ringcast_abi::{Completion, RegionRef, StatusKind, SubmissionDescriptor};
 use ringcast_proto::intake::Departure;
@@ -454,11 +454,13 @@ impl Ledger {
                         continue;
                     }
                     if let Some((t, o)) = s.comms[c].allreduce[k] {
-                        // The reduction of every rank's contribution in rank order, computed here.
+                        // The reduction of every rank's contribution in rank order (node by
+                        // node, then across nodes, when leader-based), computed here.
                         let size = s.comms[c].members.len() as u32;
                         let blocks: Vec<Vec<u8>> =
                             (0..size).map(|q| super::block_pattern(s.seed, c, k, q, len)).collect();
-                        let want = reference_reduce(t, o, &blocks);
+                        let groups = super::setup::node_parts(s, c, true);
+                        let want = reference_reduce_grouped(t, o, &blocks, groups.as_deref());
                         let Some(got) = mem.get(&segment(p.local, c, k as u64)).map(|m| &m[..len as usize])
                         else {
                             return Err(Violation::WrongBytes { rank, comm: c, bcast: k });

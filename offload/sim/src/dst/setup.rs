@@ -10,7 +10,7 @@ use ringcast_abi::frame::DIGEST_LEN;
 use ringcast_abi::wire::{WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
 use ringcast_abi::{Access, CommCreateHeader, RegionKey, COMM_MAGIC};
 use ringcast_proto::comm::{PeerId, World};
-use ringcast_proto::config::{AlgorithmChoice, AllgatherParts, LocalRank};
+use ringcast_proto::config::{AlgorithmChoice, LocalRank};
 use ringcast_proto::engine::Engine;
 use ringcast_proto::intake::regions::SegmentHandle;
 use ringcast_proto::intake::HostId;
@@ -75,6 +75,31 @@ pub(super) struct Forged {
     pub to: usize,
     pub at: Nanos,
     pub comm: usize,
+}
+
+/// How many of communicator `c`'s ranks each of its engines holds, in engine order, when its
+/// reductions (`reduction`) or allgathers are leader-based (`protocol.allgather_parts` says so
+/// for the call, and every engine's ranks are consecutive, as the engine requires): one part per engine — an allgather's ranks'
+/// blocks side by side, a reduction's node result. `None`: one part per rank.
+pub(super) fn node_parts(s: &Scenario, c: usize, reduction: bool) -> Option<Vec<u32>> {
+    if !s.config.protocol.allgather_parts.leader_based(reduction) {
+        return None;
+    }
+    let (_, at) = placement(s);
+    let mut counts: Vec<(usize, u32)> = Vec::new();
+    for &r in &s.comms[c].members {
+        let node = at[r].0;
+        if counts.last().is_some_and(|&(last, _)| last == node) {
+            if let Some((_, n)) = counts.last_mut() {
+                *n += 1;
+            }
+        } else if counts.iter().any(|&(seen, _)| seen == node) {
+            return None; // an engine seen before, not just now: its ranks are not consecutive
+        } else {
+            counts.push((node, 1));
+        }
+    }
+    Some(counts.into_iter().map(|(_, n)| n).collect())
 }
 
 /// Node and local rank of every rank: `ppn` ranks per node, block-wise or cyclic.
@@ -276,29 +301,27 @@ pub(super) fn build(s: &Scenario, rng: &mut SimRng) -> Built {
             engines.iter().position(|&e| e == n).unwrap_or(0) as u32
         };
         let n_engines = engines.len() as u32;
-        // Leader-based allgathers (where the ranks allow it): one part per engine, its ranks'
-        // blocks side by side.
-        let member_engines: Vec<u32> = (0..plan.members.len() as u32).map(engine_rank).collect();
-        let consecutive = member_engines.windows(2).all(|w| w[0] <= w[1])
-            && member_engines.first().is_none_or(|&e| e == 0)
-            && member_engines.windows(2).all(|w| w[1] <= w[0] + 1);
-        let node_parts = consecutive && s.config.protocol.allgather_parts == AllgatherParts::Nodes;
-        let count_of = |e: u32| member_engines.iter().filter(|&&x| x == e).count() as u32;
+        // Leader-based compositions (where the ranks allow it): one part per engine.
+        let node_counts = [node_parts(s, c, false), node_parts(s, c, true)];
         let bcasts: Vec<(u32, u32)> = plan
             .bcasts
             .iter()
             .zip(plan.allgather.iter().zip(plan.barrier.iter().zip(&plan.alltoall)))
-            .filter(|(b, _)| b.1 > 0)
+            .zip(&plan.allreduce)
+            .map(|((b, (ag, rest)), red)| (b, (ag, rest), red.is_some()))
+            .filter(|(b, _, _)| b.1 > 0)
             // An allgather is one broadcast per rank, rooted at each in turn; a barrier one
             // byte from each engine in turn; an alltoall a whole send buffer from each rank.
-            .flat_map(|(&(root, len), (ag, (&barrier, &a2a)))| -> Vec<(u32, u32)> {
+            .flat_map(|(&(root, len), (ag, (&barrier, &a2a)), reduction)| -> Vec<(u32, u32)> {
                 if a2a {
                     let whole = len * plan.members.len() as u32;
                     (0..plan.members.len() as u32).map(|r| (engine_rank(r), whole)).collect()
                 } else if barrier {
                     (0..n_engines).map(|e| (e, 1)).collect()
-                } else if ag.is_some() && node_parts {
-                    (0..n_engines).map(|e| (e, len * count_of(e))).collect()
+                } else if let (Some(_), Some(counts)) = (ag, &node_counts[usize::from(reduction)]) {
+                    // A reduction's node part is one block; an allgather's, its ranks' blocks.
+                    let per = |n: u32| if reduction { len } else { len * n };
+                    counts.iter().enumerate().map(|(e, &n)| (e as u32, per(n))).collect()
                 } else if ag.is_some() {
                     (0..plan.members.len() as u32).map(|r| (engine_rank(r), len)).collect()
                 } else {
