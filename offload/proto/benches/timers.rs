@@ -43,7 +43,15 @@ fn busy(comms: u32) -> Protocol {
         let comm = p.create_comm(spec).expect("within max_comms");
         for b in 0..channels {
             let buf = Resolved { segment: SegmentHandle(1), offset: 0 };
-            let post = Post { comm, root: 0, buf, len: 4096, token: (i * channels + b) as u64, context: 0 };
+            let post = Post {
+                comm,
+                root: 0,
+                buf,
+                len: 4096,
+                token: (i * channels + b) as u64,
+                context: 0,
+                window: 0,
+            };
             p.post_bcast(post, 0, &mut Nowhere).expect("a free channel");
         }
     }

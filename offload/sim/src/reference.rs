@@ -6,7 +6,12 @@ use ringcast_abi::{DataType, ReduceOp};
 /// The checker's own reduction of `blocks` in the leader-based composition's order: each
 /// node's blocks (`counts[k]` consecutive ranks) in rank order, then the nodes' results in node
 /// order — `((c₀ ⊕ c₁) ⊕ (c₂ ⊕ c₃))` for two nodes of two. Without `counts`, rank order.
-pub fn reference_reduce_grouped(t: DataType, o: ReduceOp, blocks: &[Vec<u8>], counts: Option<&[u32]>) -> Vec<u8> {
+pub fn reference_reduce_grouped(
+    t: DataType,
+    o: ReduceOp,
+    blocks: &[Vec<u8>],
+    counts: Option<&[u32]>,
+) -> Vec<u8> {
     let Some(counts) = counts else { return reference_reduce(t, o, blocks) };
     let mut first = 0;
     let nodes: Vec<Vec<u8>> = counts

@@ -379,9 +379,7 @@ fn ranks_that_disagree_on_the_call_get_typed_errors_not_wrong_results() {
 #[test]
 fn a_reduce_delivers_the_result_at_its_root_only() {
     let (nodes, ppn, elems) = (3u32, 2u32, 50usize);
-    for parts in
-        [AllgatherParts::Ranks, AllgatherParts::Nodes]
-    {
+    for parts in [AllgatherParts::Ranks, AllgatherParts::Nodes] {
         let engines =
             world_engines(&World::Uniform { nodes, ppn }, "reduce", &|c| c.protocol.allgather_parts = parts);
         let faults = Faults { mcast_loss: 0.05, ucast_loss: 0.02, jitter: 3_000, ..Faults::clean() };

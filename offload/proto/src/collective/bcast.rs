@@ -13,7 +13,7 @@ use crate::transfer::env::{
 use crate::transfer::mac::{advance_mac, root_mac_through};
 use crate::transfer::protocol::Protocol;
 use crate::transfer::seal::{header, send, send_fragment, send_repair, HOPS_MASK, PHASE_SHIFT};
-use crate::transfer::state::{fail, locate, rendezvous, Early, Located, Op, State};
+use crate::transfer::state::{fail, locate, rendezvous, window_of, Early, Located, Op, State};
 use crate::Nanos;
 use ringcast_abi::frame::{DropReason, Frame};
 use ringcast_abi::wire::{FrameKind, READY_FLAG_HAVE_ALL, READY_FLAG_READY};
@@ -35,7 +35,8 @@ impl Protocol {
     }
 
     fn post(&mut self, post: Post, now: Nanos, env: &mut impl Env) -> Result<(), PostError> {
-        let Post { comm, root, buf, len, token, context } = post;
+        let Post { comm, root, buf, len, token, context, window } = post;
+        let window = window_of(window, self.channels);
         let refuse = |s| Err(PostError::Refused(s));
         let (payload, max_message, channels) = (self.payload, self.max_message, self.channels);
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else {
@@ -107,6 +108,7 @@ impl Protocol {
             bits,
             relayed,
             alg,
+            window,
             shape,
             selective: alg.uses_multicast() && len >= self.selective_bytes,
             state: State::Receiving,
@@ -142,7 +144,7 @@ impl Protocol {
             return Ok(());
         } else {
             let picks = matches!(self.root_delay, RootDelay::Random | RootDelay::Adaptive)
-                || rendezvous(alg, size, geo.count(), self.slots, channels);
+                || rendezvous(alg, size, geo.count(), self.slots, window);
             if picks && picked_rank(c.spec.seed, bid, root, size) == me {
                 let h = header(c, FrameKind::READY, bid, READY_FLAG_READY);
                 let to = c.spec.members[root as usize];
@@ -204,7 +206,7 @@ impl Protocol {
             // 126 µs instead of 86 µs; capped at 10 ms, 1 MiB dropped a quarter of its
             // fragments). Receivers that posted never wait on it: their repair requests, from
             // `patience` on, are answered whatever the root's delay.
-            _ if size > 1 && rendezvous(op.alg, size, op.geo.count(), self.slots, self.channels) => {
+            _ if size > 1 && rendezvous(op.alg, size, op.geo.count(), self.slots, op.window) => {
                 until_ready(self.peer_timeout)
             }
             RootDelay::None => State::RootDelay { at: now, ready: true },

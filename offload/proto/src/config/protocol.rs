@@ -162,7 +162,7 @@ crate::tunables! {
         channels: u32 = 16, "RINGCAST_CHANNELS",
             "broadcast channels per communicator: broadcasts in flight before a delayed synchronization must free one (Yu et al.)";
         /// Pre-posted receive slots.
-        preposted_slots: u32 = 16, "RINGCAST_PREPOSTED_SLOTS",
+        preposted_slots: u32 = 64, "RINGCAST_PREPOSTED_SLOTS",
             "fragments kept per communicator for broadcasts this rank has not posted yet (the n pre-posted receives of Hoefler et al.)";
         /// Size below which a communicator uses point-to-point broadcast.
         small_comm: u32 = 20, "RINGCAST_SMALL_COMM",

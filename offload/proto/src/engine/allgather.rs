@@ -87,10 +87,13 @@ impl Engine {
         // are left unspecified), and report no bytes.
         let receives = a.root.is_none_or(|r| r == a.me);
         let by_node = nodes.is_some().then_some(a.comm);
-        let reduce = a
-            .reduce
-            .filter(|_| receives)
-            .map(|spec| Reduce { spec, work: a.recv, len: a.len, size: a.size, by_node });
+        let reduce = a.reduce.filter(|_| receives).map(|spec| Reduce {
+            spec,
+            work: a.recv,
+            len: a.len,
+            size: a.size,
+            by_node,
+        });
         // What the completion reports: every block, an allreduce's (or the root's) result, or nothing.
         let bytes = match (reduce.is_some(), receives) {
             (true, _) => a.len,
@@ -112,7 +115,7 @@ impl Engine {
     fn post_rank_parts(&mut self, a: &GatherCall, local: u32, token: u64, context: u32) {
         let block =
             |r: u32| Resolved { segment: a.recv.segment, offset: a.recv.offset + u64::from(r) * a.len };
-        let kind = Kind { context, ..Kind::default() };
+        let kind = Kind { context, window: a.size, ..Kind::default() };
         for r in 0..a.size {
             let buf = if r == a.me { a.send.unwrap_or(block(r)) } else { block(r) };
             let posted = match self.node.as_mut() {
@@ -160,7 +163,7 @@ impl Engine {
                 ),
             };
             let own = k == mine;
-            let kind = Kind { all: own, assemble: own, context };
+            let kind = Kind { all: own, assemble: own, context, window: engines };
             // A reduction's node part is the node's one partial result; an allgather's, its
             // ranks' blocks side by side.
             let part_len = if a.reduce.is_some() { a.len } else { a.len * u64::from(count) };

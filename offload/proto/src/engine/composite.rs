@@ -5,9 +5,9 @@
 //! reduction, an alltoall's copies into place). Parts are named by keys of [`Engine::parts`]
 //! tagged with [`TAGGED`], so the one path that finishes broadcasts finishes parts too
 //! ([`Engine::finish_part`]).
+use super::reduction::Then;
 use super::slab::TAGGED;
 use super::{failed, Dma, Engine, Job, JobId};
-use super::reduction::Then;
 use crate::intake::regions::Resolved;
 use crate::intake::HostId;
 use crate::transfer::protocol::{OpCounters, Outcome};

@@ -48,6 +48,8 @@ pub struct Kind {
     /// context differs from the slot's reference fails with `DigestMismatch`, as a remote rank
     /// would.
     pub context: u32,
+    /// The call's parts ([`crate::transfer::protocol::Post::window`]; 0: a broadcast).
+    pub window: u32,
 }
 
 /// One local process's post in a slot.
@@ -91,6 +93,8 @@ pub struct Start {
     pub buf: Resolved,
     /// The call's context, as the primary posted it.
     pub context: u32,
+    /// The call's parts, as the primary posted it (0: a broadcast).
+    pub window: u32,
 }
 
 /// What to do for one local process when a slot finishes.
@@ -360,7 +364,14 @@ impl Gather {
             slot.members.iter().enumerate().find_map(|(l, m)| m.as_ref().map(|m| (l as u32, m)))
         };
         let (_, m) = primary?;
-        Some(Start { seq: self.started, root: m.root, len: m.len, buf: m.buf, context: m.kind.context })
+        Some(Start {
+            seq: self.started,
+            root: m.root,
+            len: m.len,
+            buf: m.buf,
+            context: m.kind.context,
+            window: m.kind.window,
+        })
     }
 
     /// The slot [`Gather::next_start`] returned was accepted by the protocol.

@@ -406,7 +406,8 @@ impl Node {
             let root = c.gather.placement().node(s.root);
             let token = (slot as u64) << TOKEN_COMM_SHIFT | s.seq;
             let Node { proto, finished, jobs, .. } = self;
-            let post = Post { comm, root, buf: s.buf, len: s.len, token, context: s.context };
+            let post =
+                Post { comm, root, buf: s.buf, len: s.len, token, context: s.context, window: s.window };
             let result = proto.post_bcast(post, now, &mut NodeEnv { out, jobs, done: finished });
             let Some(c) = self.comms[slot].as_mut() else { return };
             match result {

@@ -178,6 +178,13 @@ pub struct Post {
     /// fails the broadcast with `DigestMismatch` instead of delivering bytes meant for another
     /// call.
     pub context: u32,
+    /// How far ahead of a receiver its root can run, in broadcasts: 0 for a broadcast, whose
+    /// root completes once its message is in the channel and may run `channels` broadcasts
+    /// ahead; a composed collective's number of parts, since no rank completes a call before
+    /// every part of it arrived (a root is at most one call ahead). With the pre-posted slots it
+    /// decides whether the broadcast goes eagerly or by rendezvous
+    /// ([`crate::transfer::state::rendezvous`]); every rank of a correct program passes the same.
+    pub window: u32,
 }
 
 /// Why a post was not accepted now.

@@ -133,7 +133,7 @@ impl Protocol {
                     }
                     // A rendezvous waits for this ready in every mode; randomized
                     // synchronization too. (The adaptive delay alone does not.)
-                    let waits = !adaptive || rendezvous(op.alg, size, op.geo.count(), slots, channels);
+                    let waits = !adaptive || rendezvous(op.alg, size, op.geo.count(), slots, op.window);
                     if let State::RootDelay { .. } = op.state {
                         if waits {
                             // The picked rank is there: go now.

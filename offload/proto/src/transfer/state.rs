@@ -47,6 +47,9 @@ pub(crate) struct Op {
     /// a later copy of the same fragment in that phase is a duplicate and goes no further.
     pub(crate) relayed: FragBitmap,
     pub(crate) alg: Algorithm,
+    /// Broadcasts a root may run ahead of a receiver ([`crate::transfer::env::Post::window`],
+    /// at most `channels`).
+    pub(crate) window: u32,
     pub(crate) shape: Shape,
     pub(crate) selective: bool,
     pub(crate) state: State,
@@ -218,20 +221,62 @@ pub(crate) fn waits_on(c: &Comm, src: Rank) -> bool {
 
 /// Whether a broadcast of `frags` fragments is sent by rendezvous: its root waits for the
 /// picked rank's `READY` (as in randomized synchronization) because the pre-posted slots
-/// (`slots`, fragments) cannot hold a window of such broadcasts — the root completes at once and
-/// runs up to `channels` broadcasts ahead of a receiver that has not posted yet. Sent eagerly,
-/// every fragment beyond the slots is dropped there and travels again a repair timeout later:
-/// measured on 2 nodes, a third of an 8 KiB stream was, and 2-byte broadcasts with 64 channels
-/// took 75 µs instead of 2.5 µs. So only messages of which a full window fits the slots go
-/// eagerly (with the defaults, 16 slots and 16 channels: one fragment, up to 1,411 bytes).
-/// The rendezvous costs one control frame and a hop, next to the many fragments it saves.
+/// (`slots`, fragments) cannot hold a window of such broadcasts — `window` of them (a
+/// broadcast's root completes at once and runs up to `channels` broadcasts ahead of a receiver
+/// that has not posted yet; a composed collective's root at most its call's parts: no rank
+/// completes a call before every part arrived). Sent eagerly, every fragment beyond the slots
+/// is dropped there and travels again a repair timeout later: measured on 2 nodes, a third of
+/// an 8 KiB stream was, and 2-byte broadcasts with 64 channels took 75 µs instead of 2.5 µs.
+/// So only messages of which a full window fits the slots go eagerly (with the defaults, 64
+/// slots and 16 channels: a broadcast of up to 4 fragments, 5,644 bytes on Ethernet and 16,000
+/// on `shm`; an allreduce's part on 2 nodes, 2 parts, of up to 32 fragments).
+/// The rendezvous costs one control frame and a hop, next to the many fragments it saves —
+/// but the hop waits for the picked rank's process to post, which in a composed collective
+/// means its next call: on 2 cores shared by 4 ranks, a 4 KiB allreduce by rendezvous took
+/// 160–300 µs and eagerly 55–63 µs (docs/performance.md).
 /// Only where one picked rank stands for every receiver or for few: two ranks (whatever the
 /// algorithm: the pipelined ones the model picks for large messages degenerate to root → peer),
 /// and the small communicators' linear and binomial trees, where the root sends to ranks
 /// directly. The large communicators' multicast, trees and pipelines keep their own loss
 /// handling (measured: applied to hierarchical on 96 ranks with 19 % duplicated datagrams, it
 /// moved 1.42× the clean run's datagrams, not 1.19×).
-pub(crate) fn rendezvous(alg: Algorithm, size: u32, frags: u32, slots: usize, channels: u32) -> bool {
+pub(crate) fn rendezvous(alg: Algorithm, size: u32, frags: u32, slots: usize, window: u32) -> bool {
     (size == 2 || matches!(alg, Algorithm::Linear | Algorithm::Binomial))
-        && frags as usize * channels as usize > slots
+        && frags as usize * window as usize > slots
+}
+
+/// The window of a post ([`crate::transfer::env::Post::window`]): a broadcast's is `channels`,
+/// a composed collective's its parts, never more than `channels`.
+pub(crate) fn window_of(posted: u32, channels: u32) -> u32 {
+    match posted {
+        0 => channels,
+        n => n.min(channels),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{rendezvous, window_of};
+    use crate::schedule::bcast::Algorithm;
+
+    /// A broadcast's root may run `channels` broadcasts ahead, a composed collective's root only
+    /// its call's parts: with the defaults (64 slots, 16 channels) a 2-node allreduce's part of 8
+    /// fragments goes eagerly — by rendezvous it waited for the other process's next call
+    /// (docs/performance.md) — while a broadcast of 8 fragments still waits.
+    #[test]
+    fn a_composed_collectives_parts_go_eagerly_where_one_call_fits_the_slots() {
+        let (slots, channels) = (64, 16);
+        assert_eq!(window_of(0, channels), channels, "a broadcast: `channels` ahead");
+        assert_eq!(window_of(2, channels), 2, "an allreduce on 2 nodes: its 2 parts");
+        assert_eq!(window_of(1000, channels), channels, "never more than the channels");
+        assert!(rendezvous(Algorithm::Linear, 2, 8, slots, window_of(0, channels)));
+        assert!(!rendezvous(Algorithm::Linear, 2, 8, slots, window_of(2, channels)));
+        assert!(rendezvous(Algorithm::Linear, 2, 33, slots, window_of(2, channels)), "beyond the slots");
+        assert!(
+            !rendezvous(Algorithm::Linear, 2, 4, slots, window_of(0, channels)),
+            "a window of 4-fragment broadcasts fits"
+        );
+        // Multicast on many ranks keeps its own loss handling, whatever the window.
+        assert!(!rendezvous(Algorithm::Multicast, 64, 100, slots, channels));
+    }
 }

@@ -901,6 +901,7 @@ fn the_protocol_broadcasts_byte_exact_over_lossy_fake_links() {
                 len: len as u32,
                 token,
                 context: 0,
+                window: 0,
             };
             let now = wire_now(&fabrics[i]);
             let mut env = TestEnv { fabric: &mut fabrics[i], buf: &mut bufs[i], done: &mut done[i] };
