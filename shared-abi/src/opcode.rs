@@ -35,11 +35,14 @@ impl Opcode {
     pub const ALLGATHER: Opcode = Opcode(5);
     /// Allreduce on communicator `comm` of `len` bytes of elements (type and operation in
     /// `spec`: [`crate::reduce::reduce_spec`]). (`region`, `offset`) is a work buffer of
-    /// `size × len` bytes: every rank's contribution is gathered there at `rank × len` — this
-    /// rank's read from (`aux`, `aux_offset`), or already in place — then the engine reduces
-    /// them in rank order (the same order at every rank: bit-identical results, floats
-    /// included) and writes the result at the start of the work buffer. Completes with `len`
-    /// bytes once the result is there.
+    /// `size × len` bytes: this rank's contribution is read from (`aux`, `aux_offset`), or is
+    /// already in place at `rank × len`; the engine gathers the contributions there (one block
+    /// per rank, or — composed leader-based, the default — one block per node at its first
+    /// rank's place, each node's contributions reduced by its engine), reduces them in a fixed
+    /// order (rank order, or node by node: the same at every rank, so results are bit-identical,
+    /// floats included) and writes the result at the start of the work buffer; the rest of the
+    /// work buffer is unspecified afterwards. Completes with `len` bytes once the result is
+    /// there.
     pub const ALLREDUCE: Opcode = Opcode(6);
     /// Barrier on communicator `comm`: completes at a rank only once every rank of the
     /// communicator has posted it. (`region`, `offset`, `len`) is scratch the engine may read

@@ -215,12 +215,13 @@ fn broadcasts_larger_than_the_preposted_slots_wait_for_the_receiver_and_travel_o
 
 /// The same for one-fragment broadcasts with more channels than pre-posted slots: a root
 /// `channels` broadcasts ahead would overflow the slots, so these wait for the receiver too,
-/// and each fragment travels once. With the defaults (16 slots, 16 channels) they go eagerly,
-/// and there too each fragment travels once.
+/// and each fragment travels once (64 channels against 32 slots). With the defaults (16
+/// channels, 64 slots) they go eagerly, and there too each fragment travels once.
 #[test]
 fn a_window_of_small_broadcasts_never_overflows_the_preposted_slots() {
-    for channels in [16, 64] {
-        let cfg = EngineConfig::default().with(|c| c.protocol.channels = channels);
+    for (channels, slots) in [(16, 64), (64, 32)] {
+        let cfg = EngineConfig::default()
+            .with(|c| (c.protocol.channels, c.protocol.preposted_slots) = (channels, slots));
         let n = 256usize;
         let r = ex::run_sequence(2, 2, n, 0, &cfg, ex::fabric(L, 0.0), 3, Pacing::Pipelined, |_, rank, _| {
             if rank == 1 {

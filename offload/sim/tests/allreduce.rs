@@ -458,3 +458,91 @@ fn a_reduce_delivers_the_result_at_its_root_only() {
         assert_eq!((last.cqe.cookie, last.cqe.status.0), (0xbad, StatusKind::BadRoot as u16));
     }
 }
+
+/// A root that has several composed calls in flight may be that many calls ahead, so it waits
+/// for a rendezvous where a receiver with one call in flight would send eagerly
+/// (`Post::window`); the receiver answers with its `READY` wherever any root could be
+/// waiting, so the root never waits for the receiver's repair request instead (a repair
+/// timeout, 500 µs, per call). Node 0's ranks post four allreduces of 16 KiB at once, node 1's
+/// one at a time, each after the last completed: every call completes within a few hops of
+/// node 1's post.
+#[test]
+fn a_root_with_calls_in_flight_is_answered_by_a_receiver_with_one() {
+    let (nodes, ppn, calls, elems) = (2u32, 2u32, 4u64, 2048usize);
+    let engines = world_engines(&World::Uniform { nodes, ppn }, "in-flight", &|_| {});
+    let mut c = Cluster::new(
+        engines,
+        Faults::clean(),
+        SimRng::new(5),
+        crc32c::crc32c,
+        DmaTiming::Now,
+        SimRng::new(6),
+    );
+    let size = nodes * ppn;
+    let (t, o) = (DataType::U64, ReduceOp::SUM);
+    let len = elems * 8;
+    let total = (len * size as usize) as u64;
+    let mut hosts = Vec::new();
+    for r in 0..size {
+        let (node, local) = ((r / ppn) as usize, r % ppn);
+        let m = &mut c.nodes[node];
+        let host = m.engine.attach_host(LocalRank::Fixed(local), 0).unwrap();
+        m.engine.host_arrived(host);
+        hosts.push((node, local, host));
+    }
+    let post = |c: &mut Cluster, r: u32, k: u64| {
+        let (node, local, host) = hosts[r as usize];
+        let m = &mut c.nodes[node];
+        let seg = u64::from(local) << 48 | k << 8;
+        let (wk, _) = stage(m, host, seg, r, &contribution(t, r, elems), true, total);
+        let d = SubmissionDescriptor::allreduce(
+            u64::from(r) << 16 | k,
+            0,
+            RegionRef { key: wk, offset: 0 },
+            None,
+            len as u64,
+            t,
+            o,
+        );
+        c.with_engine(node, |e, now| e.handle_descriptor(host, &d, now));
+    };
+    for r in 0..ppn {
+        for k in 0..calls {
+            post(&mut c, r, k);
+        }
+    }
+    let mut posted_at = vec![[0u64; 4]; size as usize];
+    for r in ppn..size {
+        posted_at[r as usize][0] = c.now();
+        post(&mut c, r, 0);
+    }
+    let mut seen = 0;
+    let mut steps = 0u64;
+    while c.published().len() < (calls * u64::from(size)) as usize {
+        steps += 1;
+        assert!(steps < 20_000_000, "the allreduces did not finish");
+        if c.step().is_none() {
+            break;
+        }
+        let fresh: Vec<(u32, u64, u64)> = c.published()[seen..]
+            .iter()
+            .map(|p| ((p.cqe.cookie >> 16) as u32, p.cqe.cookie & 0xffff, p.at))
+            .collect();
+        seen = c.published().len();
+        for (r, k, at) in fresh {
+            assert!(r < size);
+            if r >= ppn {
+                let waited = at - posted_at[r as usize][k as usize];
+                assert!(waited < 300_000, "rank {r}'s call {k} took {waited} ns after its post");
+                if k + 1 < calls {
+                    posted_at[r as usize][(k + 1) as usize] = c.now();
+                    post(&mut c, r, k + 1);
+                }
+            }
+        }
+    }
+    assert_eq!(c.published().len(), (calls * u64::from(size)) as usize);
+    for p in c.published() {
+        assert_eq!(p.cqe.status.0, StatusKind::Ok as u16, "{p:?}");
+    }
+}

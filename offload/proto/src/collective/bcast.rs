@@ -143,8 +143,11 @@ impl Protocol {
             }
             return Ok(());
         } else {
+            // The picked rank answers wherever a root could be waiting: it does not know how
+            // many calls the root has in flight (its `window`), so it assumes the most, the
+            // channels — a `READY` the root does not wait for is harmless.
             let picks = matches!(self.root_delay, RootDelay::Random | RootDelay::Adaptive)
-                || rendezvous(alg, size, geo.count(), self.slots, window);
+                || rendezvous(alg, size, geo.count(), self.slots, channels);
             if picks && picked_rank(c.spec.seed, bid, root, size) == me {
                 let h = header(c, FrameKind::READY, bid, READY_FLAG_READY);
                 let to = c.spec.members[root as usize];

@@ -115,7 +115,8 @@ impl Engine {
     fn post_rank_parts(&mut self, a: &GatherCall, local: u32, token: u64, context: u32) {
         let block =
             |r: u32| Resolved { segment: a.recv.segment, offset: a.recv.offset + u64::from(r) * a.len };
-        let kind = Kind { context, window: a.size, ..Kind::default() };
+        let kind =
+            Kind { context, window: a.size.saturating_mul(self.calls_in_flight(a.host)), ..Kind::default() };
         for r in 0..a.size {
             let buf = if r == a.me { a.send.unwrap_or(block(r)) } else { block(r) };
             let posted = match self.node.as_mut() {
@@ -153,6 +154,7 @@ impl Engine {
         mine: u32,
     ) {
         let at = |r: u32| Resolved { segment: a.recv.segment, offset: a.recv.offset + u64::from(r) * a.len };
+        let window = engines.saturating_mul(self.calls_in_flight(a.host));
         for k in 0..engines {
             let Some(node) = self.node.as_mut() else { return };
             let ((first, count), locals) = match (node.ranges(a.comm), node.locals(a.comm)) {
@@ -163,7 +165,7 @@ impl Engine {
                 ),
             };
             let own = k == mine;
-            let kind = Kind { all: own, assemble: own, context, window: engines };
+            let kind = Kind { all: own, assemble: own, context, window };
             // A reduction's node part is the node's one partial result; an allgather's, its
             // ranks' blocks side by side.
             let part_len = if a.reduce.is_some() { a.len } else { a.len * u64::from(count) };

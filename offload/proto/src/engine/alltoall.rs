@@ -46,7 +46,8 @@ impl Engine {
         let mut composite = Composite::new(op, a.size, whole);
         composite.scatter = Some(scatter);
         let token = TAGGED | self.parts.insert(composite);
-        let kind = Kind { context: call_context(a.opcode, None), window: a.size, ..Kind::default() };
+        let window = a.size.saturating_mul(self.calls_in_flight(a.host));
+        let kind = Kind { context: call_context(a.opcode, None), window, ..Kind::default() };
         for r in 0..a.size {
             let buf = if r == a.me { send } else { at(a.recv, (1 + u64::from(r)) * whole) };
             let posted = match self.node.as_mut() {

@@ -132,6 +132,17 @@ impl Engine {
         let mut a = self.assemblies.swap_remove(i);
         a.pieces.sort_unstable_by_key(|p| p.at);
         let len = a.pieces.first().map_or(0, |p| p.len);
+        if a.pieces.iter().any(|p| p.len != len) {
+            // Local processes disagree on the length: the intake bounded each piece by its own
+            // length only, and a node result of some of them would be a wrong result every
+            // node takes for the right one. The part never leaves; the communicator breaks
+            // (every rank's operation on it fails typed), as for a failed copy.
+            if let Some(node) = self.node.as_mut() {
+                node.assembled(a.comm, a.seq, false, &mut self.out);
+            }
+            self.spare_pieces.push(a.pieces);
+            return;
+        }
         let mut sources = core::mem::take(&mut self.reduce_sources);
         sources.clear();
         sources.extend(a.pieces.iter().map(|p| (p.src, 1)));

@@ -139,6 +139,14 @@ impl Engine {
         self.finish_collective(c.parent, Outcome { status: c.status, bytes, counters: c.counters });
     }
 
+    /// Composed collectives `host` has in flight (the one being started included), on any
+    /// communicator: how many calls a root of their parts may be ahead of a receiver
+    /// ([`crate::transfer::env::Post::window`]; an over-count only makes a rendezvous likelier).
+    pub(super) fn calls_in_flight(&self, host: HostId) -> u32 {
+        let mine = self.parts.values().filter(|c| self.ops.get(c.parent).is_some_and(|o| o.host == host));
+        (mine.count() as u32).max(1)
+    }
+
     /// The host of host operation or part `token`.
     pub(super) fn host_of(&self, token: u64) -> Option<HostId> {
         let op = if token & TAGGED != 0 { self.parts.get(token & !TAGGED)?.parent } else { token };

@@ -62,6 +62,11 @@ impl<T> Slab<T> {
         Some(value)
     }
 
+    /// The values held, in slot order.
+    pub(crate) fn values(&self) -> impl Iterator<Item = &T> {
+        self.slots.iter().filter_map(|(_, v)| v.as_ref())
+    }
+
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.slots.len() - self.free.len()

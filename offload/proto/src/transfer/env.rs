@@ -180,10 +180,12 @@ pub struct Post {
     pub context: u32,
     /// How far ahead of a receiver its root can run, in broadcasts: 0 for a broadcast, whose
     /// root completes once its message is in the channel and may run `channels` broadcasts
-    /// ahead; a composed collective's number of parts, since no rank completes a call before
-    /// every part of it arrived (a root is at most one call ahead). With the pre-posted slots it
-    /// decides whether the broadcast goes eagerly or by rendezvous
-    /// ([`crate::transfer::state::rendezvous`]); every rank of a correct program passes the same.
+    /// ahead; for a composed collective's part, its call's parts times the composed calls this
+    /// engine has in flight: no rank completes a call before every part of it arrived, so a
+    /// root is at most as many calls ahead as it has not completed (one, for blocking calls).
+    /// With the pre-posted slots it decides whether the root sends eagerly or waits for a
+    /// rendezvous ([`crate::transfer::state::rendezvous`]); receivers answer a rendezvous
+    /// wherever a window of `channels` would need one, so they never leave a root waiting.
     pub window: u32,
 }
 

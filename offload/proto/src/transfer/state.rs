@@ -223,8 +223,10 @@ pub(crate) fn waits_on(c: &Comm, src: Rank) -> bool {
 /// picked rank's `READY` (as in randomized synchronization) because the pre-posted slots
 /// (`slots`, fragments) cannot hold a window of such broadcasts — `window` of them (a
 /// broadcast's root completes at once and runs up to `channels` broadcasts ahead of a receiver
-/// that has not posted yet; a composed collective's root at most its call's parts: no rank
-/// completes a call before every part arrived). Sent eagerly, every fragment beyond the slots
+/// that has not posted yet; a composed collective's root at most its call's parts times its
+/// calls in flight: no rank completes a call before every part arrived). The picked rank
+/// decides with a window of `channels`, the most any root may use, so a waiting root is
+/// always answered. Sent eagerly, every fragment beyond the slots
 /// is dropped there and travels again a repair timeout later: measured on 2 nodes, a third of
 /// an 8 KiB stream was, and 2-byte broadcasts with 64 channels took 75 µs instead of 2.5 µs.
 /// So only messages of which a full window fits the slots go eagerly (with the defaults, 64
