@@ -546,3 +546,149 @@ fn a_root_with_calls_in_flight_is_answered_by_a_receiver_with_one() {
         assert_eq!(p.cqe.status.0, StatusKind::Ok as u16, "{p:?}");
     }
 }
+
+/// A rank whose allreduce is shorter than the others' — beside a sibling on its node, whose
+/// engine reduces their contributions together (leader-based), and alone on its node — fails
+/// typed; nobody reduces past the shorter buffer or completes `Ok` with another result than the
+/// others asked for (the node whose processes disagree breaks the communicator: every rank's
+/// operation on it then fails typed, within the protocol's bound).
+#[test]
+fn a_shorter_contribution_is_a_typed_error_not_a_wrong_result() {
+    let elems = 40usize;
+    for (ppn, offender) in [(2u32, 1u32), (1, 2)] {
+        let nodes = 3u32;
+        let engines = world_engines(&World::Uniform { nodes, ppn }, "short", &|_| {});
+        let mut c = Cluster::new(
+            engines,
+            Faults::clean(),
+            SimRng::new(7),
+            crc32c::crc32c,
+            DmaTiming::Now,
+            SimRng::new(8),
+        );
+        let size = nodes * ppn;
+        let len = elems * 8;
+        let total = (len * size as usize) as u64;
+        for r in 0..size {
+            let (node, local) = ((r / ppn) as usize, r % ppn);
+            let m = &mut c.nodes[node];
+            let host = m.engine.attach_host(LocalRank::Fixed(local), 0).unwrap();
+            m.engine.host_arrived(host);
+            let seg = u64::from(local) << 48 | 0x55;
+            // The offender's last element, past its shorter length, is not its to give.
+            let mut block = contribution(DataType::I64, r, elems);
+            if r == offender {
+                block[len - 8..].fill(0x5a);
+            }
+            let (wk, _) = stage(m, host, seg, r, &block, true, total);
+            let mine = if r == offender { len - 8 } else { len };
+            let d = SubmissionDescriptor::allreduce(
+                u64::from(r),
+                0,
+                RegionRef { key: wk, offset: 0 },
+                None,
+                mine as u64,
+                DataType::I64,
+                ReduceOp::SUM,
+            );
+            c.with_engine(node, |e, now| e.handle_descriptor(host, &d, now));
+        }
+        let mut steps = 0u64;
+        while c.published().len() < size as usize {
+            steps += 1;
+            assert!(steps < 20_000_000, "ppn {ppn}: did not finish");
+            if c.step().is_none() {
+                break;
+            }
+        }
+        assert_eq!(c.published().len(), size as usize, "ppn {ppn}: every rank completes");
+        let blocks: Vec<Vec<u8>> = (0..size).map(|r| contribution(DataType::I64, r, elems)).collect();
+        let counts = vec![ppn; nodes as usize];
+        let sum = reference_reduce_grouped(DataType::I64, ReduceOp::SUM, &blocks, Some(&counts));
+        for p in c.published() {
+            let r = p.cqe.cookie as u32;
+            let s = StatusKind::try_from(p.cqe.status).unwrap();
+            if r == offender {
+                assert_ne!(s, StatusKind::Ok, "ppn {ppn}: the offender completed Ok");
+            } else if s == StatusKind::Ok {
+                let (node, local) = ((r / ppn) as usize, r % ppn);
+                let got = &c.nodes[node].mem.get(&(u64::from(local) << 48 | 0x55)).unwrap()[..len];
+                assert!(got == &sum[..], "ppn {ppn}: rank {r} Ok with another result");
+            }
+        }
+    }
+}
+
+/// Leader-based reductions on an uneven world (3, 1 and 2 ranks per node), floats and
+/// integers, in place and not: each node's contributions reduced by its engine, then the nodes'
+/// in node order — exactly the checker's reduction in that order, at every rank.
+#[test]
+fn leader_based_reductions_on_an_uneven_world() {
+    let counts = [3u32, 1, 2];
+    let world = World::from_counts(&counts).unwrap();
+    let engines = world_engines(&world, "uneven-reduce", &|_| {});
+    let mut c = Cluster::new(
+        engines,
+        Faults::clean(),
+        SimRng::new(3),
+        crc32c::crc32c,
+        DmaTiming::Now,
+        SimRng::new(4),
+    );
+    let size = world.size();
+    let elems = 300usize;
+    let mut hosts = Vec::new();
+    for r in 0..size {
+        let (node, local) = world.locate(r).unwrap();
+        let m = &mut c.nodes[node as usize];
+        let host = m.engine.attach_host(LocalRank::Fixed(local), 0).unwrap();
+        m.engine.host_arrived(host);
+        hosts.push((node as usize, local, host));
+    }
+    let cases =
+        [(DataType::F64, ReduceOp::SUM), (DataType::F32, ReduceOp::PROD), (DataType::I32, ReduceOp::MAX)];
+    for (i, &(t, o)) in cases.iter().enumerate() {
+        let len = elems * t.size().unwrap();
+        let total = (len * size as usize) as u64;
+        for r in 0..size {
+            let (node, local, host) = hosts[r as usize];
+            let m = &mut c.nodes[node];
+            let seg = u64::from(local) << 48 | (i as u64) << 8;
+            let in_place = (i + r as usize).is_multiple_of(2);
+            let (wk, send) = stage(m, host, seg, r, &contribution(t, r, elems), in_place, total);
+            let d = SubmissionDescriptor::allreduce(
+                u64::from(r) << 16 | i as u64,
+                0,
+                RegionRef { key: wk, offset: 0 },
+                send.map(|key| RegionRef { key, offset: 0 }),
+                len as u64,
+                t,
+                o,
+            );
+            c.with_engine(node, |e, now| e.handle_descriptor(host, &d, now));
+        }
+    }
+    let want = cases.len() * size as usize;
+    let mut steps = 0u64;
+    while c.published().len() < want {
+        steps += 1;
+        assert!(steps < 20_000_000, "allreduces did not finish");
+        if c.step().is_none() {
+            break;
+        }
+    }
+    assert_eq!(c.published().len(), want);
+    for p in c.published() {
+        assert_eq!(p.cqe.status.0, StatusKind::Ok as u16, "{p:?}");
+    }
+    for (i, &(t, o)) in cases.iter().enumerate() {
+        let len = elems * t.size().unwrap();
+        let blocks: Vec<Vec<u8>> = (0..size).map(|r| contribution(t, r, elems)).collect();
+        let result = reference_reduce_grouped(t, o, &blocks, Some(&counts));
+        for r in 0..size {
+            let (node, local, _) = hosts[r as usize];
+            let got = &c.nodes[node].mem.get(&(u64::from(local) << 48 | (i as u64) << 8)).unwrap()[..len];
+            assert!(got == &result[..], "rank {r}: {t:?} {o:?} differs from the node-by-node reduction");
+        }
+    }
+}
