@@ -364,6 +364,7 @@ bench: deps
 	$(CARGO) bench -p ringcast-ring --bench ring_throughput
 	$(CARGO) bench -p ringcast-host --bench nop_roundtrip
 	$(CARGO) bench -p ringcast-offload --bench auth
+	$(CARGO) bench -p ringcast-offload --bench crc_copy
 	$(CARGO) bench -p ringcast-proto --bench timers
 	$(CARGO) bench -p ringcast-proto --bench engine_stream
 	$(MAKE) --no-print-directory bench-compare
