@@ -3,8 +3,8 @@
 //! separately (what the engine does), or fused: the payload copied in chunks, each chunk fed
 //! to an incremental CRC while it is still in L1. `make bench` runs it; the figures and the
 //! conclusion are in docs/architecture.md ("The copies a broadcast makes").
-use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use crc_fast::{CrcAlgorithm, Digest};
+use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ringcast_offload::crc::crc32c;
 
 const FRAME: usize = 4088;

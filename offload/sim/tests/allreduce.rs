@@ -45,6 +45,31 @@ fn stage(
     (m.engine.register(host, SegmentHandle(seg), total, 0, total, Access::READ_WRITE).unwrap(), send)
 }
 
+/// Attaches every rank of `world` to its node's engine, in rank order: (node, local rank, host).
+fn attach_ranks(c: &mut Cluster, world: &World) -> Vec<(usize, u32, HostId)> {
+    (0..world.size())
+        .map(|r| {
+            let (node, local) = world.locate(r).unwrap();
+            let m = &mut c.nodes[node as usize];
+            let host = m.engine.attach_host(LocalRank::Fixed(local), 0).unwrap();
+            m.engine.host_arrived(host);
+            (node as usize, local, host)
+        })
+        .collect()
+}
+
+/// Steps `c` until `done` says so (or nothing is left to do); `what` did not finish otherwise.
+fn run_until(c: &mut Cluster, what: &str, done: impl Fn(&Cluster) -> bool) {
+    let mut steps = 0u64;
+    while !done(c) {
+        steps += 1;
+        assert!(steps < 20_000_000, "{what} did not finish");
+        if c.step().is_none() {
+            break;
+        }
+    }
+}
+
 fn contribution(dtype: DataType, r: u32, n: usize) -> Vec<u8> {
     let mut g = SimRng::new(u64::from(r) * 7919 + u64::from(dtype.0));
     (0..n)
@@ -121,14 +146,7 @@ fn check_parts(
     let size = nodes * ppn;
     let cases: Vec<(DataType, ReduceOp)> =
         TYPES.iter().flat_map(|&t| OPS.iter().filter(move |o| o.supports(t)).map(move |&o| (t, o))).collect();
-    let mut hosts = Vec::new();
-    for r in 0..size {
-        let (node, local) = ((r / ppn) as usize, r % ppn);
-        let m = &mut c.nodes[node];
-        let host = m.engine.attach_host(LocalRank::Fixed(local), 0).unwrap();
-        m.engine.host_arrived(host);
-        hosts.push((node, local, host));
-    }
+    let hosts = attach_ranks(&mut c, &World::Uniform { nodes, ppn });
     for (i, &(t, o)) in cases.iter().enumerate() {
         let len = elems * t.size().unwrap();
         let total = (len * size as usize) as u64;
@@ -151,15 +169,8 @@ fn check_parts(
         }
     }
     let want = cases.len() * size as usize;
-    let mut steps = 0u64;
     let count = |c: &Cluster| c.published().iter().filter(|p| p.cqe.opcode == Opcode::ALLREDUCE).count();
-    while count(&c) < want {
-        steps += 1;
-        assert!(steps < 20_000_000, "allreduces did not finish");
-        if c.step().is_none() {
-            break;
-        }
-    }
+    run_until(&mut c, "allreduces", |c| count(c) >= want);
     assert_eq!(count(&c), want);
     for p in c.published() {
         assert_eq!(p.cqe.status.0, StatusKind::Ok as u16, "{p:?}");
@@ -334,14 +345,7 @@ fn ranks_that_disagree_on_the_call_get_typed_errors_not_wrong_results() {
                 c.with_engine(node, |e, now| e.handle_descriptor(host, &d, now));
             }
             let done = |c: &Cluster| c.published().len();
-            let mut steps = 0u64;
-            while done(&c) < size as usize {
-                steps += 1;
-                assert!(steps < 20_000_000, "variant {variant}: did not finish");
-                if c.step().is_none() {
-                    break;
-                }
-            }
+            run_until(&mut c, &format!("variant {variant}"), |c| done(c) >= size as usize);
             let outcomes: Vec<(u64, StatusKind)> = c
                 .published()
                 .iter()
@@ -389,14 +393,7 @@ fn a_reduce_delivers_the_result_at_its_root_only() {
         let (t, o) = (DataType::F64, ReduceOp::SUM);
         let len = elems * 8;
         let total = (len * size as usize) as u64;
-        let mut hosts = Vec::new();
-        for r in 0..size {
-            let (node, local) = ((r / ppn) as usize, r % ppn);
-            let m = &mut c.nodes[node];
-            let host = m.engine.attach_host(LocalRank::Fixed(local), 0).unwrap();
-            m.engine.host_arrived(host);
-            hosts.push((node, local, host));
-        }
+        let hosts = attach_ranks(&mut c, &World::Uniform { nodes, ppn });
         // One reduce per root, every rank posting all of them at once.
         for root in 0..size {
             for r in 0..size {
@@ -420,14 +417,7 @@ fn a_reduce_delivers_the_result_at_its_root_only() {
         }
         let want = (size * size) as usize;
         let count = |c: &Cluster| c.published().iter().filter(|p| p.cqe.opcode == Opcode::REDUCE).count();
-        let mut steps = 0u64;
-        while count(&c) < want {
-            steps += 1;
-            assert!(steps < 20_000_000, "{parts:?}: reduces did not finish");
-            if c.step().is_none() {
-                break;
-            }
-        }
+        run_until(&mut c, &format!("{parts:?}: reduces"), |c| count(c) >= want);
         let blocks: Vec<Vec<u8>> = (0..size).map(|r| contribution(t, r, elems)).collect();
         // Leader-based: each node's contributions reduced first (two ranks each), then the nodes'.
         let counts = vec![ppn; nodes as usize];
@@ -482,14 +472,7 @@ fn a_root_with_calls_in_flight_is_answered_by_a_receiver_with_one() {
     let (t, o) = (DataType::U64, ReduceOp::SUM);
     let len = elems * 8;
     let total = (len * size as usize) as u64;
-    let mut hosts = Vec::new();
-    for r in 0..size {
-        let (node, local) = ((r / ppn) as usize, r % ppn);
-        let m = &mut c.nodes[node];
-        let host = m.engine.attach_host(LocalRank::Fixed(local), 0).unwrap();
-        m.engine.host_arrived(host);
-        hosts.push((node, local, host));
-    }
+    let hosts = attach_ranks(&mut c, &World::Uniform { nodes, ppn });
     let post = |c: &mut Cluster, r: u32, k: u64| {
         let (node, local, host) = hosts[r as usize];
         let m = &mut c.nodes[node];
@@ -569,11 +552,10 @@ fn a_shorter_contribution_is_a_typed_error_not_a_wrong_result() {
         let size = nodes * ppn;
         let len = elems * 8;
         let total = (len * size as usize) as u64;
+        let hosts = attach_ranks(&mut c, &World::Uniform { nodes, ppn });
         for r in 0..size {
-            let (node, local) = ((r / ppn) as usize, r % ppn);
+            let (node, local, host) = hosts[r as usize];
             let m = &mut c.nodes[node];
-            let host = m.engine.attach_host(LocalRank::Fixed(local), 0).unwrap();
-            m.engine.host_arrived(host);
             let seg = u64::from(local) << 48 | 0x55;
             // The offender's last element, past its shorter length, is not its to give.
             let mut block = contribution(DataType::I64, r, elems);
@@ -593,14 +575,7 @@ fn a_shorter_contribution_is_a_typed_error_not_a_wrong_result() {
             );
             c.with_engine(node, |e, now| e.handle_descriptor(host, &d, now));
         }
-        let mut steps = 0u64;
-        while c.published().len() < size as usize {
-            steps += 1;
-            assert!(steps < 20_000_000, "ppn {ppn}: did not finish");
-            if c.step().is_none() {
-                break;
-            }
-        }
+        run_until(&mut c, &format!("ppn {ppn}"), |c| c.published().len() >= size as usize);
         assert_eq!(c.published().len(), size as usize, "ppn {ppn}: every rank completes");
         let blocks: Vec<Vec<u8>> = (0..size).map(|r| contribution(DataType::I64, r, elems)).collect();
         let counts = vec![ppn; nodes as usize];
@@ -637,14 +612,7 @@ fn leader_based_reductions_on_an_uneven_world() {
     );
     let size = world.size();
     let elems = 300usize;
-    let mut hosts = Vec::new();
-    for r in 0..size {
-        let (node, local) = world.locate(r).unwrap();
-        let m = &mut c.nodes[node as usize];
-        let host = m.engine.attach_host(LocalRank::Fixed(local), 0).unwrap();
-        m.engine.host_arrived(host);
-        hosts.push((node as usize, local, host));
-    }
+    let hosts = attach_ranks(&mut c, &world);
     let cases =
         [(DataType::F64, ReduceOp::SUM), (DataType::F32, ReduceOp::PROD), (DataType::I32, ReduceOp::MAX)];
     for (i, &(t, o)) in cases.iter().enumerate() {
@@ -669,14 +637,7 @@ fn leader_based_reductions_on_an_uneven_world() {
         }
     }
     let want = cases.len() * size as usize;
-    let mut steps = 0u64;
-    while c.published().len() < want {
-        steps += 1;
-        assert!(steps < 20_000_000, "allreduces did not finish");
-        if c.step().is_none() {
-            break;
-        }
-    }
+    run_until(&mut c, "allreduces", |c| c.published().len() >= want);
     assert_eq!(c.published().len(), want);
     for p in c.published() {
         assert_eq!(p.cqe.status.0, StatusKind::Ok as u16, "{p:?}");
