@@ -48,26 +48,27 @@ pub fn run(config: &Config, engine: Option<&str>) -> ExitCode {
 }
 
 /// How the engine composes each collective beyond broadcast from its broadcasts, with the
-/// configured `protocol.allgather_parts` (the rule `AllgatherParts::leader_based` applies per
-/// call); each part's broadcast algorithm is then the table above's for its length.
+/// configured `protocol.allgather_parts`; each part's broadcast algorithm is then the table
+/// above's for its length.
 fn compositions(parts: AllgatherParts) -> String {
     use std::fmt::Write as _;
-    let way = |reduction: bool| match parts.leader_based(reduction) {
+    let leader = parts.leader_based();
+    let way = match leader {
         true => "leader-based: one part per engine, rooted at its first rank",
         false => "per rank: one part per rank",
     };
     let mut t = format!("\ncollectives (protocol.allgather_parts = {parts}):\n");
-    let reduction = match parts.leader_based(true) {
+    let reduction = match leader {
         true => "the node's result, reduced by its engine from its ranks' contributions; then the parts in node order",
         false => "the rank's contribution; then the parts reduced in rank order",
     };
-    let allgather = match parts.leader_based(false) {
+    let allgather = match leader {
         true => "the engine's ranks' blocks side by side",
         false => "the rank's block",
     };
     let rows = [
-        ("ALLREDUCE, REDUCE", way(true), reduction),
-        ("ALLGATHER", way(false), allgather),
+        ("ALLREDUCE, REDUCE", way, reduction),
+        ("ALLGATHER", way, allgather),
         ("ALLTOALL", "per rank: one part per rank", "the rank's whole send buffer (the multicast alltoall)"),
         ("BARRIER", "one part per engine", "one byte, leaving once every local process arrived"),
     ];

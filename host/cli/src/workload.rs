@@ -99,7 +99,7 @@ struct WComm {
 /// configured composition makes reductions leader-based and every engine's members are
 /// consecutive (the engine's own rule, `engine/allgather.rs`); `None` otherwise.
 fn reduction_groups(config: &ringcast_offload::Config, members: &[u32]) -> Option<Vec<u32>> {
-    if !config.protocol.allgather_parts.leader_based(true) {
+    if !config.protocol.allgather_parts.leader_based() {
         return None;
     }
     let world = config.topology.world();

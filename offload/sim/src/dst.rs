@@ -515,12 +515,12 @@ impl Scenario {
         .with_composition_draw()
     }
 
-    /// Draws how the engines compose allgathers and reductions (per call, one part per rank, or
+    /// Draws how the engines compose allgathers and reductions (one part per rank, or
     /// leader-based: one per engine where the ranks allow it), from a stream of its own.
     fn with_composition_draw(mut self) -> Scenario {
-        let draw = SimRng::new(self.seed ^ ENGINE_SALT ^ 2).below(3);
+        let nodes = SimRng::new(self.seed ^ ENGINE_SALT ^ 2).chance(0.5);
         self.config.protocol.allgather_parts =
-            [AllgatherParts::Auto, AllgatherParts::Nodes, AllgatherParts::Ranks][draw as usize];
+            if nodes { AllgatherParts::Nodes } else { AllgatherParts::Ranks };
         self
     }
 

@@ -31,29 +31,21 @@ pub enum RootDelay {
 /// How the engine composes an allgather, an allreduce and a reduce from broadcasts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AllgatherParts {
-    /// Per call: leader-based for reductions (one partial result per node: `ppn` times fewer
-    /// bytes moved and reduced, 2.5× faster at 1 MiB with 2 processes per node here), one part
-    /// per rank for allgathers (on this 2-core machine their slowest rank finished sooner:
-    /// docs/performance.md, "Leader-based against per-rank allgather").
-    #[default]
-    Auto,
     /// Mamidala's leader-based compositions: one broadcast per engine — an allgather's ranks'
     /// blocks side by side, a reduction's node result — when every engine's ranks are
-    /// consecutive in the communicator; else one per rank.
+    /// consecutive in the communicator; else one per rank. The default: faster than one part
+    /// per rank for every reduction and allgather measured here once parts stopped waiting for
+    /// a rendezvous (docs/performance.md, "The 4 KiB step found, and leader-based reductions").
+    #[default]
     Nodes,
     /// One broadcast per rank, always.
     Ranks,
 }
 
 impl AllgatherParts {
-    /// Whether a call (a reduction, or an allgather) is composed leader-based, where the
-    /// communicator's placement allows it.
-    pub fn leader_based(self, reduction: bool) -> bool {
-        match self {
-            AllgatherParts::Auto => reduction,
-            AllgatherParts::Nodes => true,
-            AllgatherParts::Ranks => false,
-        }
+    /// Whether calls are composed leader-based, where the communicator's placement allows it.
+    pub fn leader_based(self) -> bool {
+        self == AllgatherParts::Nodes
     }
 }
 
@@ -61,10 +53,9 @@ impl FromStr for AllgatherParts {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
-            "auto" => Ok(AllgatherParts::Auto),
             "nodes" => Ok(AllgatherParts::Nodes),
             "ranks" => Ok(AllgatherParts::Ranks),
-            _ => Err(format!("expected auto, nodes or ranks, got {s:?}")),
+            _ => Err(format!("expected nodes or ranks, got {s:?}")),
         }
     }
 }
@@ -72,7 +63,6 @@ impl FromStr for AllgatherParts {
 impl fmt::Display for AllgatherParts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            AllgatherParts::Auto => "auto",
             AllgatherParts::Nodes => "nodes",
             AllgatherParts::Ranks => "ranks",
         })
@@ -192,8 +182,8 @@ crate::tunables! {
         algorithm: AlgorithmChoice = AlgorithmChoice::Auto, "RINGCAST_ALGORITHM",
             "broadcast algorithm: auto (cheapest predicted by the cost model per call) or multicast, linear, binomial, chain, binary, scatter-allgather, dual-tree, hierarchical";
         /// How allgathers and reductions are composed.
-        allgather_parts: AllgatherParts = AllgatherParts::Auto, "RINGCAST_ALLGATHER_PARTS",
-            "how the engine composes ALLGATHER, ALLREDUCE and REDUCE from broadcasts: auto (leader-based for reductions, per rank for allgathers), nodes (Mamidala's leader-based compositions: one broadcast per engine — an allgather's ranks' blocks side by side, a reduction's node result — when every engine's ranks are consecutive; else one per rank) or ranks (one broadcast per rank)";
+        allgather_parts: AllgatherParts = AllgatherParts::Nodes, "RINGCAST_ALLGATHER_PARTS",
+            "how the engine composes ALLGATHER, ALLREDUCE and REDUCE from broadcasts: nodes (Mamidala's leader-based compositions: one broadcast per engine — an allgather's ranks' blocks side by side, a reduction's node result — when every engine's ranks are consecutive; else one per rank) or ranks (one broadcast per rank)";
     }
 }
 

@@ -1,8 +1,8 @@
 //! Allgather, allreduce and reduce as the engine composes them from its reliable broadcast —
 //! the multicast allgather of issue 17: every block is multicast once, and a receiver that
-//! misses fragments gets them by ring repair, like any broadcast. Two compositions, chosen per
-//! call (`protocol.allgather_parts`: `auto`, the default, takes the leader-based one for
-//! reductions and the per-rank one for allgathers; `nodes` and `ranks` force one):
+//! misses fragments gets them by ring repair, like any broadcast. Two compositions
+//! (`protocol.allgather_parts`: `nodes`, the default, leader-based where the placement allows
+//! it; `ranks`, one part per rank always):
 //!
 //! **Leader-based** (Mamidala et al.; where every engine's ranks are consecutive in the
 //! communicator, as the world's are). For a communicator spanning engines
@@ -23,13 +23,13 @@
 //! No part lands on a local rank's own contribution before the engine read it: part `k ≠ mine`
 //! lands at `first_k`, another node's rank, and this node's part lands only after its assembly.
 //! With `ppn` processes per node this sends one message per node where the other composition
-//! sends `ppn`, at the price of a node-wide rendezvous before the node's part leaves — which a
-//! reduction needs anyway (every result depends on every contribution), and which costs an
-//! allgather on this machine more than the messages it saves (docs/performance.md). The leaders
+//! sends `ppn`, at the price of a node-wide rendezvous before the node's part leaves — which
+//! every one of these collectives needs anyway (every result depends on every contribution);
+//! measured faster than per rank for allgathers and reductions alike (docs/performance.md). The leaders
 //! exchange by multicast, not by the ring or recursive doubling of the paper: one multicast per
 //! node is the exchange.
 //!
-//! **Per rank** (allgathers by default; any placement). At every rank `me`:
+//! **Per rank** (`ranks`, or a placement whose engines' ranks are not consecutive). At every rank `me`:
 //! 1. post `size` broadcasts on the communicator, in rank order: broadcast `r` has root `r`
 //!    and buffer `recv + r·len` — except this rank's own, whose buffer is the send block (or,
 //!    in place, `recv + me·len`);
@@ -74,7 +74,7 @@ impl Engine {
         let cqe = Completion::new(a.cookie, a.opcode, Status::OK, 0);
         let op = self.new_op(a.host, cqe, a.started, true, true);
         let local = self.core.local_rank(a.host).unwrap_or(u32::MAX);
-        let leader_based = self.core.config().protocol.allgather_parts.leader_based(a.reduce.is_some());
+        let leader_based = self.core.config().protocol.allgather_parts.leader_based();
         let nodes = match (leader_based, self.node.as_ref()) {
             (true, Some(n)) => n.ranges(a.comm).map(|(r, mine)| (r.len() as u32, mine)),
             _ => None,

@@ -459,7 +459,7 @@ impl Ledger {
                         let size = s.comms[c].members.len() as u32;
                         let blocks: Vec<Vec<u8>> =
                             (0..size).map(|q| super::block_pattern(s.seed, c, k, q, len)).collect();
-                        let groups = super::setup::node_parts(s, c, true);
+                        let groups = super::setup::node_parts(s, c);
                         let want = reference_reduce_grouped(t, o, &blocks, groups.as_deref());
                         let Some(got) = mem.get(&segment(p.local, c, k as u64)).map(|m| &m[..len as usize])
                         else {

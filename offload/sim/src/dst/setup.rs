@@ -78,11 +78,11 @@ pub(super) struct Forged {
 }
 
 /// How many of communicator `c`'s ranks each of its engines holds, in engine order, when its
-/// reductions (`reduction`) or allgathers are leader-based (`protocol.allgather_parts` says so
-/// for the call, and every engine's ranks are consecutive, as the engine requires): one part per engine — an allgather's ranks'
+/// allgathers and reductions are leader-based (`protocol.allgather_parts = nodes`, and every
+/// engine's ranks are consecutive, as the engine requires): one part per engine — an allgather's ranks'
 /// blocks side by side, a reduction's node result. `None`: one part per rank.
-pub(super) fn node_parts(s: &Scenario, c: usize, reduction: bool) -> Option<Vec<u32>> {
-    if !s.config.protocol.allgather_parts.leader_based(reduction) {
+pub(super) fn node_parts(s: &Scenario, c: usize) -> Option<Vec<u32>> {
+    if !s.config.protocol.allgather_parts.leader_based() {
         return None;
     }
     let (_, at) = placement(s);
@@ -302,7 +302,7 @@ pub(super) fn build(s: &Scenario, rng: &mut SimRng) -> Built {
         };
         let n_engines = engines.len() as u32;
         // Leader-based compositions (where the ranks allow it): one part per engine.
-        let node_counts = [node_parts(s, c, false), node_parts(s, c, true)];
+        let node_counts = node_parts(s, c);
         let bcasts: Vec<(u32, u32)> = plan
             .bcasts
             .iter()
@@ -318,7 +318,7 @@ pub(super) fn build(s: &Scenario, rng: &mut SimRng) -> Built {
                     (0..plan.members.len() as u32).map(|r| (engine_rank(r), whole)).collect()
                 } else if barrier {
                     (0..n_engines).map(|e| (e, 1)).collect()
-                } else if let (Some(_), Some(counts)) = (ag, &node_counts[usize::from(reduction)]) {
+                } else if let (Some(_), Some(counts)) = (ag, &node_counts) {
                     // A reduction's node part is one block; an allgather's, its ranks' blocks.
                     let per = |n: u32| if reduction { len } else { len * n };
                     counts.iter().enumerate().map(|(e, &n)| (e as u32, per(n))).collect()
