@@ -440,7 +440,7 @@ fn demo(a: &DemoArgs) -> Result<(), String> {
     println!("plot: {}", files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
     let mut g: Vec<u64> = ours.gathers.clone();
     println!(
-        "allgather ({world} ranks x 4000 B, one broadcast per rank): {} per rank verified, median {:.0} us, p99 {:.0} us",
+        "allgather ({world} ranks x 4000 B, one broadcast per node): {} per rank verified, median {:.0} us, p99 {:.0} us",
         ALLGATHERS,
         quantile(&mut g, 0.5) / 1e3,
         quantile(&mut g, 0.99) / 1e3
