@@ -45,6 +45,18 @@ fn stage(
     (m.engine.register(host, SegmentHandle(seg), total, 0, total, Access::READ_WRITE).unwrap(), send)
 }
 
+/// A cluster of `engines` on a clean fabric, DMA jobs answered at once, seeded `fabric` and `dma`.
+fn clean_cluster(engines: Vec<Engine>, fabric: u64, dma: u64) -> Cluster {
+    Cluster::new(
+        engines,
+        Faults::clean(),
+        SimRng::new(fabric),
+        crc32c::crc32c,
+        DmaTiming::Now,
+        SimRng::new(dma),
+    )
+}
+
 /// Attaches every rank of `world` to its node's engine, in rank order: (node, local rank, host).
 fn attach_ranks(c: &mut Cluster, world: &World) -> Vec<(usize, u32, HostId)> {
     (0..world.size())
@@ -125,28 +137,28 @@ fn check(nodes: u32, ppn: u32, elems: usize, faults: Faults, seed: u64) {
 
 /// [`check`] with DMA jobs carried out per `dma`.
 fn check_with(nodes: u32, ppn: u32, elems: usize, faults: Faults, seed: u64, dma: DmaTiming) {
+    let cases: Vec<(DataType, ReduceOp)> =
+        TYPES.iter().flat_map(|&t| OPS.iter().filter(move |o| o.supports(t)).map(move |&o| (t, o))).collect();
     for parts in [AllgatherParts::Nodes, AllgatherParts::Ranks] {
-        check_parts(nodes, ppn, elems, faults.clone(), seed, dma, parts);
+        check_world(&World::Uniform { nodes, ppn }, &cases, elems, faults.clone(), seed, dma, parts);
     }
 }
 
-/// [`check_with`] in one composition.
-fn check_parts(
-    nodes: u32,
-    ppn: u32,
+/// One allreduce per case at every rank of `world` in one composition, all posted at once;
+/// every result checked against the checker's reduction in the composition's order.
+fn check_world(
+    world: &World,
+    cases: &[(DataType, ReduceOp)],
     elems: usize,
     faults: Faults,
     seed: u64,
     dma: DmaTiming,
     parts: AllgatherParts,
 ) {
-    let engines =
-        world_engines(&World::Uniform { nodes, ppn }, "allreduce", &|c| c.protocol.allgather_parts = parts);
+    let engines = world_engines(world, "allreduce", &|c| c.protocol.allgather_parts = parts);
     let mut c = Cluster::new(engines, faults, SimRng::new(seed), crc32c::crc32c, dma, SimRng::new(seed ^ 3));
-    let size = nodes * ppn;
-    let cases: Vec<(DataType, ReduceOp)> =
-        TYPES.iter().flat_map(|&t| OPS.iter().filter(move |o| o.supports(t)).map(move |&o| (t, o))).collect();
-    let hosts = attach_ranks(&mut c, &World::Uniform { nodes, ppn });
+    let size = world.size();
+    let hosts = attach_ranks(&mut c, world);
     for (i, &(t, o)) in cases.iter().enumerate() {
         let len = elems * t.size().unwrap();
         let total = (len * size as usize) as u64;
@@ -178,8 +190,8 @@ fn check_parts(
     for (i, &(t, o)) in cases.iter().enumerate() {
         let len = elems * t.size().unwrap();
         let blocks: Vec<Vec<u8>> = (0..size).map(|r| contribution(t, r, elems)).collect();
-        // Leader-based: node by node (`ppn` ranks each), then across the nodes.
-        let counts = vec![ppn; nodes as usize];
+        // Leader-based: node by node, then across the nodes.
+        let counts: Vec<u32> = (0..world.nodes()).map(|n| world.count(n)).collect();
         let groups = parts.leader_based().then_some(&counts[..]);
         let want = reference_reduce_grouped(t, o, &blocks, groups);
         for r in 0..size {
@@ -280,14 +292,7 @@ fn ranks_that_disagree_on_the_call_get_typed_errors_not_wrong_results() {
                 c.protocol.allgather_parts = parts
             });
             let seed = 40 + variant;
-            let mut c = Cluster::new(
-                engines,
-                Faults::clean(),
-                SimRng::new(seed),
-                crc32c::crc32c,
-                DmaTiming::Now,
-                SimRng::new(1),
-            );
+            let mut c = clean_cluster(engines, seed, 1);
             let size = nodes * ppn;
             let len = elems * 8;
             let total = (len * size as usize) as u64;
@@ -466,14 +471,7 @@ fn a_reduce_delivers_the_result_at_its_root_only() {
 fn a_root_with_calls_in_flight_is_answered_by_a_receiver_with_one() {
     let (nodes, ppn, calls, elems) = (2u32, 2u32, 4u64, 2048usize);
     let engines = world_engines(&World::Uniform { nodes, ppn }, "in-flight", &|_| {});
-    let mut c = Cluster::new(
-        engines,
-        Faults::clean(),
-        SimRng::new(5),
-        crc32c::crc32c,
-        DmaTiming::Now,
-        SimRng::new(6),
-    );
+    let mut c = clean_cluster(engines, 5, 6);
     let size = nodes * ppn;
     let (t, o) = (DataType::U64, ReduceOp::SUM);
     let len = elems * 8;
@@ -547,14 +545,7 @@ fn a_shorter_contribution_is_a_typed_error_not_a_wrong_result() {
     for (ppn, offender) in [(2u32, 1u32), (1, 2)] {
         let nodes = 3u32;
         let engines = world_engines(&World::Uniform { nodes, ppn }, "short", &|_| {});
-        let mut c = Cluster::new(
-            engines,
-            Faults::clean(),
-            SimRng::new(7),
-            crc32c::crc32c,
-            DmaTiming::Now,
-            SimRng::new(8),
-        );
+        let mut c = clean_cluster(engines, 7, 8);
         let size = nodes * ppn;
         let len = elems * 8;
         let total = (len * size as usize) as u64;
@@ -605,57 +596,8 @@ fn a_shorter_contribution_is_a_typed_error_not_a_wrong_result() {
 /// in node order — exactly the checker's reduction in that order, at every rank.
 #[test]
 fn leader_based_reductions_on_an_uneven_world() {
-    let counts = [3u32, 1, 2];
-    let world = World::from_counts(&counts).unwrap();
-    let engines = world_engines(&world, "uneven-reduce", &|_| {});
-    let mut c = Cluster::new(
-        engines,
-        Faults::clean(),
-        SimRng::new(3),
-        crc32c::crc32c,
-        DmaTiming::Now,
-        SimRng::new(4),
-    );
-    let size = world.size();
-    let elems = 300usize;
-    let hosts = attach_ranks(&mut c, &world);
+    let world = World::from_counts(&[3, 1, 2]).unwrap();
     let cases =
         [(DataType::F64, ReduceOp::SUM), (DataType::F32, ReduceOp::PROD), (DataType::I32, ReduceOp::MAX)];
-    for (i, &(t, o)) in cases.iter().enumerate() {
-        let len = elems * t.size().unwrap();
-        let total = (len * size as usize) as u64;
-        for r in 0..size {
-            let (node, local, host) = hosts[r as usize];
-            let m = &mut c.nodes[node];
-            let seg = u64::from(local) << 48 | (i as u64) << 8;
-            let in_place = (i + r as usize).is_multiple_of(2);
-            let (wk, send) = stage(m, host, seg, r, &contribution(t, r, elems), in_place, total);
-            let d = SubmissionDescriptor::allreduce(
-                u64::from(r) << 16 | i as u64,
-                0,
-                RegionRef { key: wk, offset: 0 },
-                send.map(|key| RegionRef { key, offset: 0 }),
-                len as u64,
-                t,
-                o,
-            );
-            c.with_engine(node, |e, now| e.handle_descriptor(host, &d, now));
-        }
-    }
-    let want = cases.len() * size as usize;
-    run_until(&mut c, "allreduces", |c| c.published().len() >= want);
-    assert_eq!(c.published().len(), want);
-    for p in c.published() {
-        assert_eq!(p.cqe.status.0, StatusKind::Ok as u16, "{p:?}");
-    }
-    for (i, &(t, o)) in cases.iter().enumerate() {
-        let len = elems * t.size().unwrap();
-        let blocks: Vec<Vec<u8>> = (0..size).map(|r| contribution(t, r, elems)).collect();
-        let result = reference_reduce_grouped(t, o, &blocks, Some(&counts));
-        for r in 0..size {
-            let (node, local, _) = hosts[r as usize];
-            let got = &c.nodes[node].mem.get(&(u64::from(local) << 48 | (i as u64) << 8)).unwrap()[..len];
-            assert!(got == &result[..], "rank {r}: {t:?} {o:?} differs from the node-by-node reduction");
-        }
-    }
+    check_world(&world, &cases, 300, Faults::clean(), 3, DmaTiming::Now, AllgatherParts::Nodes);
 }

@@ -48,7 +48,8 @@ pub struct Kind {
     /// context differs from the slot's reference fails with `DigestMismatch`, as a remote rank
     /// would.
     pub context: u32,
-    /// The call's parts ([`crate::transfer::protocol::Post::window`]; 0: a broadcast).
+    /// How far ahead the call's roots may run: its parts times its process's composed calls in
+    /// flight ([`crate::transfer::protocol::Post::window`]; 0: a broadcast).
     pub window: u32,
 }
 
@@ -93,7 +94,7 @@ pub struct Start {
     pub buf: Resolved,
     /// The call's context, as the primary posted it.
     pub context: u32,
-    /// The call's parts, as the primary posted it (0: a broadcast).
+    /// The call's window ([`Kind::window`]), as the primary posted it (0: a broadcast).
     pub window: u32,
 }
 
