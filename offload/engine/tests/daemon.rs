@@ -117,7 +117,12 @@ fn host_dying_with_descriptors_in_flight_leaves_others_served() {
     assert!(stats.dropped_in_flight > 0, "the dead host's queued descriptors were dropped: {stats:?}");
     assert_eq!(stats.hosts_attached, 1, "only the survivor is still attached");
     // Everything the dead host held — its socket, ring segment and two 32 MiB regions — is gone.
-    assert_eq!(fds_and_maps(engine_pid), before, "engine fds/mappings back to their counts");
+    assert_eq!(
+        fds_and_maps(engine_pid),
+        before,
+        "engine fds/shared mappings back to their counts; mapped now: {:#?}",
+        shared_maps(engine_pid)
+    );
     copy_workload(&mut survivor, 99, 40);
     drop(survivor);
     assert!(daemon.stop());

@@ -318,7 +318,12 @@ fn a_tcp_host_that_dies_mid_copy_leaves_the_engine_serving_and_holding_nothing()
         assert!(Instant::now() < deadline, "engine never noticed the dead host: {s:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(fds_and_maps(daemon.child.id()), before, "engine fds/mappings back to their counts");
+    assert_eq!(
+        fds_and_maps(daemon.child.id()),
+        before,
+        "engine fds/shared mappings back to their counts; mapped now: {:#?}",
+        shared_maps(daemon.child.id())
+    );
     copy_workload(&mut survivor, 3, 30);
     drop(survivor);
     assert!(daemon.stop());

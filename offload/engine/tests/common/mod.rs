@@ -19,11 +19,25 @@ pub fn unique_name(tag: &str) -> String {
     format!("test-{tag}-{}-{n}", std::process::id())
 }
 
-/// Open file descriptors and memory mappings of process `pid` (from /proc).
+/// Open file descriptors and shared memory mappings of process `pid` (from /proc).
+///
+/// Shared mappings are what a host lends an engine (its ring segment and registered regions)
+/// and what a leak of them would leave; private ones are the engine's own heap, whose count
+/// moves with the allocator (a thread arena, a large buffer kept warm) and says nothing about
+/// a host.
 pub fn fds_and_maps(pid: u32) -> (usize, usize) {
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0);
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).map(|m| m.lines().count()).unwrap_or(0);
-    (fds, maps)
+    (fds, shared_maps(pid).len())
+}
+
+/// The shared mappings of `pid`, one `/proc/<pid>/maps` line each (for a failure's message).
+pub fn shared_maps(pid: u32) -> Vec<String> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    // The permissions field is `rwxs` or `rwxp`: its fourth letter says shared or private.
+    maps.lines()
+        .filter(|l| l.split_whitespace().nth(1).is_some_and(|perms| perms.ends_with('s')))
+        .map(str::to_owned)
+        .collect()
 }
 
 /// A running `ringcast-engine` daemon; SIGTERMed and reaped on drop.
