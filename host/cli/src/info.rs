@@ -66,14 +66,18 @@ fn compositions(parts: AllgatherParts) -> String {
         true => "the engine's ranks' blocks side by side",
         false => "the rank's block",
     };
+    let alltoall = match leader {
+        true => "the engine's ranks' whole send buffers side by side (the multicast alltoall, aggregated per node)",
+        false => "the rank's whole send buffer (the multicast alltoall)",
+    };
     let rows = [
         ("ALLREDUCE, REDUCE", way, reduction),
         ("ALLGATHER", way, allgather),
-        ("ALLTOALL", "per rank: one part per rank", "the rank's whole send buffer (the multicast alltoall)"),
+        ("ALLTOALL", way, alltoall),
         ("BARRIER", "one part per engine", "one byte, leaving once every local process arrived"),
     ];
     for (what, how, carries) in rows {
-        let _ = writeln!(t, "  {what:18} {how:58} {carries}");
+        let _ = writeln!(t, "  {what:18} {how:60} {carries}");
     }
     t.push_str("  (leader-based only where every engine's ranks are consecutive in the communicator; else per rank)\n");
     t

@@ -273,7 +273,7 @@ fn late_dma_jobs_change_nothing() {
 }
 
 /// Ranks that disagree on the call — one rank's operation, or type, differs; or one posts an
-/// allgather of the same bytes — never reduce each other's bytes their own way, in either
+/// allgather of the same bytes, or an alltoall of blocks of that length — never reduce each other's bytes their own way, in either
 /// composition: the call's context is in every part's message MAC (and compared by the node's
 /// gather; a node part carries its leader's call, and lengths differ between an allgather's and
 /// a reduction's node part). So the offender fails typed, and every other rank either fails
@@ -286,7 +286,7 @@ fn ranks_that_disagree_on_the_call_get_typed_errors_not_wrong_results() {
     for ((ppn, offender), parts) in
         cases.into_iter().flat_map(|c| [AllgatherParts::Nodes, AllgatherParts::Ranks].map(|p| (c, p)))
     {
-        for variant in 0..3 {
+        for variant in 0..4 {
             let nodes = 3u32;
             let engines = world_engines(&World::Uniform { nodes, ppn }, "mismatch", &|c| {
                 c.protocol.allgather_parts = parts
@@ -295,7 +295,8 @@ fn ranks_that_disagree_on_the_call_get_typed_errors_not_wrong_results() {
             let mut c = clean_cluster(engines, seed, 1);
             let size = nodes * ppn;
             let len = elems * 8;
-            let total = (len * size as usize) as u64;
+            // Room for an alltoall's work buffer too (the allreduce uses the first `size` blocks).
+            let total = (len * size as usize * (size as usize + 1)) as u64;
             for r in 0..size {
                 let (node, local) = ((r / ppn) as usize, r % ppn);
                 let m = &mut c.nodes[node];
@@ -312,6 +313,12 @@ fn ranks_that_disagree_on_the_call_get_typed_errors_not_wrong_results() {
                 let wk =
                     m.engine.register(host, SegmentHandle(seg), total, 0, total, Access::READ_WRITE).unwrap();
                 let at = RegionRef { key: wk, offset: 0 };
+                let send_len = (len * size as usize) as u64;
+                m.mem.insert(seg | 0x100, vec![7u8; send_len as usize]);
+                let sk = m
+                    .engine
+                    .register(host, SegmentHandle(seg | 0x100), send_len, 0, send_len, Access::READ)
+                    .unwrap();
                 let mut d = SubmissionDescriptor::allreduce(
                     u64::from(r),
                     0,
@@ -341,13 +348,22 @@ fn ranks_that_disagree_on_the_call_get_typed_errors_not_wrong_results() {
                             DataType::U64,
                             ReduceOp::SUM,
                         ),
-                        _ => SubmissionDescriptor::allgather(u64::from(r), 0, at, None, len as u64),
+                        2 => SubmissionDescriptor::allgather(u64::from(r), 0, at, None, len as u64),
+                        _ => SubmissionDescriptor::alltoall(
+                            u64::from(r),
+                            0,
+                            at,
+                            RegionRef { key: sk, offset: 0 },
+                            len as u64,
+                        ),
                     };
                 }
                 c.with_engine(node, |e, now| e.handle_descriptor(host, &d, now));
             }
             let done = |c: &Cluster| c.published().len();
-            run_until(&mut c, &format!("variant {variant}"), |c| done(c) >= size as usize);
+            run_until(&mut c, &format!("{parts:?} ppn {ppn} variant {variant}"), |c| {
+                done(c) >= size as usize
+            });
             let outcomes: Vec<(u64, StatusKind)> = c
                 .published()
                 .iter()

@@ -1,11 +1,11 @@
 //! ALLTOALL through whole engines on the simulated fabric: block `q` of every rank's send
 //! buffer reaches rank `q`, at the sender's place in its result, byte for byte — one and several
 //! processes per node, uniform and uneven worlds, a clean fabric and one losing, reordering and
-//! duplicating datagrams, several alltoalls in flight; each bad descriptor typed at the rank
-//! that posted it.
+//! duplicating datagrams, several alltoalls in flight, both compositions (one part per node,
+//! the default, and one per rank); each bad descriptor typed at the rank that posted it.
 use ringcast_abi::{Access, Opcode, RegionKey, RegionRef, StatusKind, SubmissionDescriptor};
 use ringcast_proto::comm::World;
-use ringcast_proto::config::LocalRank;
+use ringcast_proto::config::{AllgatherParts, LocalRank};
 use ringcast_proto::intake::regions::SegmentHandle;
 use ringcast_proto::intake::HostId;
 use ringcast_proto::rng::SimRng;
@@ -27,9 +27,16 @@ struct Rank {
     segs: Vec<u64>,
 }
 
-fn cluster(counts: &[u32], len: usize, rounds: u32, faults: Faults, seed: u64) -> (Cluster, Vec<Rank>) {
+fn cluster(
+    counts: &[u32],
+    len: usize,
+    rounds: u32,
+    faults: Faults,
+    seed: u64,
+    parts: AllgatherParts,
+) -> (Cluster, Vec<Rank>) {
     let world = World::from_counts(counts).unwrap();
-    let engines = world_engines(&world, "alltoall", &|_| {});
+    let engines = world_engines(&world, "alltoall", &|c| c.protocol.allgather_parts = parts);
     let mut c = Cluster::new(
         engines,
         faults,
@@ -73,8 +80,31 @@ fn alltoalls(c: &Cluster) -> Vec<Published> {
     c.published().iter().filter(|p| p.cqe.opcode == Opcode::ALLTOALL).copied().collect()
 }
 
+/// Runs `rounds` alltoalls on every rank of a world of `counts` in both compositions and checks
+/// every block — and that each composition posted the broadcasts it says: one per node per
+/// alltoall, or one per rank.
 fn check(counts: &[u32], len: usize, rounds: u32, faults: Faults, seed: u64) {
-    let (mut c, ranks) = cluster(counts, len, rounds, faults, seed);
+    for parts in [AllgatherParts::Nodes, AllgatherParts::Ranks] {
+        let posted = check_with(counts, len, rounds, faults.clone(), seed, parts);
+        let per_call = if parts.leader_based() { counts.len() } else { counts.iter().sum::<u32>() as usize };
+        let want = per_call * rounds as usize;
+        assert!(
+            posted.iter().all(|&p| p == want),
+            "{counts:?} {parts}: broadcasts posted {posted:?}, want {want}"
+        );
+    }
+}
+
+/// One composition of [`check`]; returns the broadcasts each engine posted on the world.
+fn check_with(
+    counts: &[u32],
+    len: usize,
+    rounds: u32,
+    faults: Faults,
+    seed: u64,
+    parts: AllgatherParts,
+) -> Vec<usize> {
+    let (mut c, ranks) = cluster(counts, len, rounds, faults, seed, parts);
     for (r, rank) in ranks.iter().enumerate() {
         for round in 0..rounds {
             let (wk, sk) = rank.regions[round as usize];
@@ -112,11 +142,12 @@ fn check(counts: &[u32], len: usize, rounds: u32, faults: Faults, seed: u64) {
                 let at = r as usize * len;
                 assert!(
                     got[at..at + len] == block(r, q as u32, round, len)[..],
-                    "{counts:?} round {round}: rank {q}'s block from rank {r} wrong"
+                    "{counts:?} {parts} round {round}: rank {q}'s block from rank {r} wrong"
                 );
             }
         }
     }
+    c.nodes.iter().map(|n| n.engine.comm_list()[0].state.posted as usize).collect()
 }
 
 fn lossy() -> Faults {
@@ -130,6 +161,15 @@ fn every_rank_gets_its_block_from_every_rank() {
     check(&[2, 1, 3], 64, 1, Faults::clean(), 3);
 }
 
+/// Under `nodes`, an alltoall whose node parts would not go eagerly (more fragments than the
+/// pre-posted slots) is composed per rank, at every rank alike: 20 KB blocks on 2 × 2 ranks
+/// post one part per rank, and every block still arrives.
+#[test]
+fn long_blocks_are_not_aggregated() {
+    let posted = check_with(&[2, 2], 20_000, 1, lossy(), 30, AllgatherParts::Nodes);
+    assert_eq!(posted, [4, 4], "one part per rank");
+}
+
 #[test]
 fn several_alltoalls_in_flight_survive_loss_reordering_and_duplicates() {
     for seed in 0..3 {
@@ -141,7 +181,7 @@ fn several_alltoalls_in_flight_survive_loss_reordering_and_duplicates() {
 #[test]
 fn bad_alltoalls_get_typed_errors_at_the_rank_that_posted_them() {
     let len = 64u64;
-    let (mut c, ranks) = cluster(&[1, 1], len as usize, 1, Faults::clean(), 4);
+    let (mut c, ranks) = cluster(&[1, 1], len as usize, 1, Faults::clean(), 4, AllgatherParts::Nodes);
     let (wk, sk) = ranks[0].regions[0];
     let at = |key, offset| RegionRef { key, offset };
     let cases = [

@@ -28,14 +28,16 @@ pub enum RootDelay {
     Adaptive,
 }
 
-/// How the engine composes an allgather, an allreduce and a reduce from broadcasts.
+/// How the engine composes an allgather, an allreduce, a reduce and an alltoall from broadcasts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AllgatherParts {
     /// Mamidala's leader-based compositions: one broadcast per engine — an allgather's ranks'
-    /// blocks side by side, a reduction's node result — when every engine's ranks are
-    /// consecutive in the communicator; else one per rank. The default: faster than one part
-    /// per rank for every reduction and allgather measured here once parts stopped waiting for
-    /// a rendezvous (docs/performance.md, "The 4 KiB step found, and leader-based reductions").
+    /// blocks side by side, a reduction's node result, an alltoall's ranks' send buffers side by
+    /// side — when every engine's ranks are consecutive in the communicator; else one per rank.
+    /// The default: faster than one part per rank for every reduction and allgather measured
+    /// here once parts stopped waiting for a rendezvous (docs/performance.md, "The 4 KiB step
+    /// found, and leader-based reductions"), and for alltoalls of short blocks, even for long
+    /// ones ("Alltoall aggregated per node").
     #[default]
     Nodes,
     /// One broadcast per rank, always.
@@ -181,9 +183,9 @@ crate::tunables! {
         /// Broadcast algorithm: chosen by the cost model, or forced.
         algorithm: AlgorithmChoice = AlgorithmChoice::Auto, "RINGCAST_ALGORITHM",
             "broadcast algorithm: auto (cheapest predicted by the cost model per call) or multicast, linear, binomial, chain, binary, scatter-allgather, dual-tree, hierarchical";
-        /// How allgathers and reductions are composed.
+        /// How allgathers, reductions and alltoalls are composed.
         allgather_parts: AllgatherParts = AllgatherParts::Nodes, "RINGCAST_ALLGATHER_PARTS",
-            "how the engine composes ALLGATHER, ALLREDUCE and REDUCE from broadcasts: nodes (Mamidala's leader-based compositions: one broadcast per engine — an allgather's ranks' blocks side by side, a reduction's node result — when every engine's ranks are consecutive; else one per rank) or ranks (one broadcast per rank)";
+            "how the engine composes ALLGATHER, ALLREDUCE, REDUCE and ALLTOALL from broadcasts: nodes (Mamidala's leader-based compositions: one broadcast per engine — an allgather's ranks' blocks side by side, a reduction's node result, an alltoall's ranks' send buffers side by side — when every engine's ranks are consecutive; else one per rank) or ranks (one broadcast per rank)";
     }
 }
 

@@ -67,6 +67,15 @@ use crate::intake::regions::Resolved;
 use crate::intake::GatherCall;
 use ringcast_abi::{Completion, Status, StatusKind};
 
+/// Where a leader-based composition's blocks are: rank `r`'s at `base + r · stride`, `stride`
+/// bytes each (the part of a node holding ranks `first..first + count` is the run from
+/// `first`'s block on).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Blocks {
+    pub(super) base: Resolved,
+    pub(super) stride: u64,
+}
+
 impl Engine {
     /// Starts an allgather or allreduce (see the module doc): leader-based when every engine's
     /// ranks are consecutive (one part per engine), else one part per rank.
@@ -105,7 +114,10 @@ impl Engine {
         let token = TAGGED | self.parts.insert(composite);
         let context = call_context(a.opcode, a.reduce);
         match nodes {
-            Some((engines, mine)) => self.post_node_parts(&a, local, token, context, engines, mine),
+            Some((engines, mine)) => {
+                let blocks = Blocks { base: a.recv, stride: a.len };
+                self.post_node_parts(&a, local, token, context, (engines, mine), blocks)
+            }
             None => self.post_rank_parts(&a, local, token, context),
         }
     }
@@ -139,21 +151,24 @@ impl Engine {
         }
     }
 
-    /// Mamidala's leader-based allgather: one part per engine, in engine order, rooted at its
-    /// first rank and carrying its ranks' blocks side by side (`count · len` bytes into
-    /// `recv + first · len`). This engine's part (`mine`) leaves once every local block is
-    /// assembled into the leader's buffer (`assembly.rs`); the gather then delivers each part
-    /// into every local buffer, this rank's own block included.
-    fn post_node_parts(
+    /// Mamidala's leader-based composition: one part per engine, in engine order, rooted at its
+    /// first rank and carrying its ranks' blocks side by side (`count · stride` bytes into
+    /// `base + first · stride`; a reduction's part is the node's one block of `stride` bytes).
+    /// This engine's part (`mine`) leaves once every local block is assembled into the
+    /// leader's buffer (`assembly.rs`); the gather then delivers each part into every local
+    /// buffer, this rank's own block included. An allgather's and a reduction's blocks are
+    /// `len` bytes at `recv`; an alltoall's are whole send buffers (`alltoall.rs`).
+    pub(super) fn post_node_parts(
         &mut self,
         a: &GatherCall,
         local: u32,
         token: u64,
         context: u32,
-        engines: u32,
-        mine: u32,
+        (engines, mine): (u32, u32),
+        blocks: Blocks,
     ) {
-        let at = |r: u32| Resolved { segment: a.recv.segment, offset: a.recv.offset + u64::from(r) * a.len };
+        let Blocks { base, stride } = blocks;
+        let at = |r: u32| Resolved { segment: base.segment, offset: base.offset + u64::from(r) * stride };
         let window = engines.saturating_mul(self.calls_in_flight(a.host));
         for k in 0..engines {
             let Some(node) = self.node.as_mut() else { return };
@@ -166,9 +181,9 @@ impl Engine {
             };
             let own = k == mine;
             let kind = Kind { all: own, assemble: own, context, window };
-            // A reduction's node part is the node's one partial result; an allgather's, its
-            // ranks' blocks side by side.
-            let part_len = if a.reduce.is_some() { a.len } else { a.len * u64::from(count) };
+            // A reduction's node part is the node's one partial result; an allgather's or an
+            // alltoall's, its ranks' blocks side by side.
+            let part_len = if a.reduce.is_some() { stride } else { stride * u64::from(count) };
             let posted = match count {
                 0 => Err(StatusKind::UnknownCommunicator),
                 _ => node.post(local, a.comm, first, at(first), part_len, token, kind),
@@ -183,8 +198,8 @@ impl Engine {
                         host: a.host,
                         src,
                         key,
-                        at: u64::from(a.me.saturating_sub(first)) * a.len,
-                        len: a.len,
+                        at: u64::from(a.me.saturating_sub(first)) * stride,
+                        len: stride,
                     };
                     let leader = (a.me == first).then_some((at(first), a.keys[1]));
                     self.assemble(a.comm, seq, piece, leader, locals, a.reduce);

@@ -1,21 +1,35 @@
 //! Alltoall as the engine composes it from its reliable broadcast — the *multicast alltoall*:
-//! every rank multicasts its whole send buffer once, and every rank keeps the block meant for
-//! it. `P` messages of `P · len` bytes instead of the `P · (P − 1)` point-to-point messages of a
+//! every rank's whole send buffer is multicast once, and every rank keeps the blocks meant for
+//! it. Messages of `P · len` bytes instead of the `P · (P − 1)` point-to-point messages of a
 //! pairwise exchange: the right trade for short blocks on a fabric with multicast, where the
 //! per-message cost dominates, and the wrong one for long blocks, where every receiver takes in
-//! `P` times the bytes it needs. Each part is a whole send buffer, so it must fit the protocol's
-//! message limit (`max_message_bytes`, 4 MiB by default: a larger alltoall fails `BadLength`);
-//! the MPI interposer offloads only what fits and leaves the rest to the library.
+//! `P` times the bytes it needs. Each part must fit the protocol's message limit
+//! (`max_message_bytes`, 4 MiB by default: a larger alltoall fails `BadLength`); the MPI
+//! interposer offloads only what fits and leaves the rest to the library.
 //!
-//! Algorithm, for a communicator of `size` ranks and `len`-byte blocks, at every rank `me`,
-//! with a work buffer of `(size + 1) · size · len` bytes:
-//! 1. post `size` broadcasts of `size · len` bytes, in rank order: broadcast `r` has root `r`;
-//!    its buffer is this rank's send buffer when `r = me`, else `work + (1 + r) · size · len`.
-//!    Every rank posts the same sequence, so the communicator's numbering lines up;
-//! 2. once every part is over, copy block `me` of each into its place (`composite.rs`'s
-//!    `scatter_blocks`): from
-//!    `work + (1 + r) · size · len + me · len` (or, for `r = me`, from the send buffer) to
-//!    `work + r · len` — `size` DMA copies on this node;
+//! Two compositions, the allgather's (`protocol.allgather_parts`, `allgather.rs`):
+//!
+//! **Node-level aggregation** (`nodes`, the default, where every engine's ranks are
+//! consecutive): one part per engine, in engine order, rooted at the engine's first rank and
+//! carrying its ranks' send buffers side by side (`count · size · len` bytes). The engine first
+//! copies each local process's send buffer into the leader's work buffer (`assembly.rs`), then
+//! the node's buffers leave as one message — Mamidala's node-aggregated alltoall, with one
+//! multicast per node as the exchange between leaders. `E` messages instead of `P`: the same
+//! bytes on the fabric in `ppn` times fewer messages, for one intra-node copy of each send
+//! buffer and a node-wide rendezvous before the node's part leaves.
+//!
+//! **Per rank** (`ranks`): one part per rank, rooted at it, from its own send buffer.
+//!
+//! Algorithm, for a communicator of `size` ranks and `len`-byte blocks (`whole = size · len`),
+//! at every rank `me`, with a work buffer of `(size + 1) · whole` bytes:
+//! 1. post the parts in order (every rank posts the same sequence, so the communicator's
+//!    numbering lines up). Either way rank `r`'s send buffer lands at `work + (1 + r) · whole`:
+//!    per rank, part `r` has root `r` and that buffer (this rank's own part leaves from its send
+//!    buffer); per node, part `k` has root `first_k` and lands at `work + (1 + first_k) · whole`,
+//!    `count_k · whole` bytes;
+//! 2. once every part is over, copy block `me` of each rank into its place (`composite.rs`'s
+//!    `scatter_blocks`): from `work + (1 + r) · whole + me · len` (or, for `r = me`, from the
+//!    send buffer) to `work + r · len` — `size` DMA copies on this node;
 //! 3. complete with `size · len` bytes once the copies are over; a failed part fails the
 //!    operation with its status (a dead rank's part with `PeerUnreachable` within the protocol's
 //!    bound), before any copy.
@@ -23,8 +37,9 @@
 //! Each part carries every property of the broadcast (CRC and MAC per datagram, bitmaps,
 //! repair, retransmission, typed errors, channels, and the call's context in its MAC: a rank
 //! posting an alltoall against another's allgather of the same bytes fails typed). Not the
-//! pairwise exchange with node aggregation or Mamidala's bidirectional schedule, which need
-//! point-to-point reliable transfers the protocol does not have (its transfers are broadcasts).
+//! pairwise exchange or Mamidala's bidirectional schedule, which need point-to-point reliable
+//! transfers the protocol does not have (its transfers are broadcasts).
+use super::allgather::Blocks;
 use super::composite::{at, call_context, Composite, Scatter};
 use super::gather::Kind;
 use super::slab::TAGGED;
@@ -43,11 +58,27 @@ impl Engine {
         let send = a.send.unwrap_or(a.recv);
         let scatter =
             Scatter { host: a.host, send, work: a.recv, len: a.len, size: a.size, me: a.me, keys: a.keys };
-        let mut composite = Composite::new(op, a.size, whole);
+        let protocol = &self.core.config().protocol;
+        let (leader_based, slots) = (protocol.allgather_parts.leader_based(), protocol.preposted_slots);
+        let payload = u64::from(crate::model::select::fragment_payload(protocol.mtu)).max(1);
+        let nodes = match (leader_based, self.node.as_ref()) {
+            (true, Some(n)) => n
+                .ranges(a.comm)
+                .filter(|(r, _)| aggregates(r, whole, payload, slots))
+                .map(|(r, mine)| (r.len() as u32, mine)),
+            _ => None,
+        };
+        let mut composite = Composite::new(op, nodes.map_or(a.size, |(engines, _)| engines), whole);
         composite.scatter = Some(scatter);
         let token = TAGGED | self.parts.insert(composite);
+        let context = call_context(a.opcode, None);
+        if let Some(engines) = nodes {
+            // Rank `r`'s send buffer lands at `work + (1 + r) · whole` either way.
+            let blocks = Blocks { base: at(a.recv, whole), stride: whole };
+            return self.post_node_parts(&a, local, token, context, engines, blocks);
+        }
         let window = a.size.saturating_mul(self.calls_in_flight(a.host));
-        let kind = Kind { context: call_context(a.opcode, None), window, ..Kind::default() };
+        let kind = Kind { context, window, ..Kind::default() };
         for r in 0..a.size {
             let buf = if r == a.me { send } else { at(a.recv, (1 + u64::from(r)) * whole) };
             let posted = match self.node.as_mut() {
@@ -63,5 +94,40 @@ impl Engine {
                 return;
             }
         }
+    }
+}
+
+/// Whether an alltoall of `whole`-byte send buffers on engines holding `ranges` of ranks is
+/// aggregated per node: while its node parts go eagerly — every part's fragments, times the
+/// parts, fit the receivers' `slots` pre-posted fragments, as the protocol's rendezvous rule
+/// counts them for one call in flight (`transfer/state.rs`). Then aggregation saves messages
+/// for nothing but the node's copies; beyond, every part waits for a rendezvous either way and
+/// aggregating adds a node-wide wait and a larger message to it: at 16 KiB blocks on 2 × 2
+/// ranks, per rank measured 253–273 µs and per node 335–390 (docs/performance.md). Every rank
+/// decides alike: the values are the communicator's, the call's and the configuration's.
+fn aggregates(ranges: &[(u32, u32)], whole: u64, payload: u64, slots: u32) -> bool {
+    let largest = ranges.iter().map(|&(_, count)| u64::from(count)).max().unwrap_or(0);
+    let frags = (largest * whole).div_ceil(payload);
+    frags.saturating_mul(ranges.len() as u64) <= u64::from(slots)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::aggregates;
+
+    /// Aggregated while every node part's fragments, times the parts, fit the slots — decided by
+    /// the largest node of an uneven world.
+    #[test]
+    fn node_parts_are_aggregated_while_they_go_eagerly() {
+        let (payload, slots) = (4000, 64);
+        // 2 × 2 ranks, 4 KiB blocks: parts of 2 · 16 KiB, 9 fragments each, 18 in all.
+        assert!(aggregates(&[(0, 2), (2, 2)], 4 * 4096, payload, slots));
+        // 16 KiB blocks: 33 fragments each, 66 in all.
+        assert!(!aggregates(&[(0, 2), (2, 2)], 4 * 16384, payload, slots));
+        // Exactly the slots: 2 parts of 32 fragments.
+        assert!(aggregates(&[(0, 2), (2, 2)], 64_000, payload, slots));
+        // The largest node decides: 3 + 1 ranks, 3 · 30,000 B = 23 fragments, times 2.
+        assert!(aggregates(&[(0, 3), (3, 1)], 30_000, payload, slots));
+        assert!(!aggregates(&[(0, 3), (3, 1)], 45_000, payload, slots));
     }
 }
