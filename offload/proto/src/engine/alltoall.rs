@@ -16,9 +16,11 @@
 //! the node's buffers leave as one message — Mamidala's node-aggregated alltoall, with one
 //! multicast per node as the exchange between leaders. `E` messages instead of `P`: the same
 //! bytes on the fabric in `ppn` times fewer messages, for one intra-node copy of each send
-//! buffer and a node-wide rendezvous before the node's part leaves.
+//! buffer and a node-wide rendezvous before the node's part leaves — so only while the node
+//! parts go eagerly ([`aggregates`]).
 //!
-//! **Per rank** (`ranks`): one part per rank, rooted at it, from its own send buffer.
+//! **Per rank** (`ranks`, or longer blocks): one part per rank, rooted at it, from its own send
+//! buffer.
 //!
 //! Algorithm, for a communicator of `size` ranks and `len`-byte blocks (`whole = size · len`),
 //! at every rank `me`, with a work buffer of `(size + 1) · whole` bytes:
