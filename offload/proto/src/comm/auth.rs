@@ -12,7 +12,8 @@
 //!   for data frames, its body — 8 bytes in every frame's trailer. A frame whose tag does not
 //!   match is dropped (`DropReason::BadTag`) before anything in it is believed: a forger without
 //!   the key gets nothing but a drop counter moved, and the genuine broadcast goes on;
-//! * the **MAC key**: keyed BLAKE3 over (broadcast id, length and call context, message),
+//! * the **MAC key**: keyed BLAKE3 over (broadcast id, length and call context, calls the
+//!   posting process skipped, message),
 //!   truncated to 128 bits —
 //!   the message MAC the last fragment carries, checked after reassembly before delivery. It
 //!   covers the payload bytes the per-frame tag leaves out (so a fragment costs one short
@@ -99,23 +100,26 @@ impl CommKeys {
     /// they start on such a boundary of its input: updates that end at `k · 2ⁿ KiB −`
     /// [`MAC_PREFIX`] bytes of the message keep it on them.
     pub fn mac_state(&self, bid: u32, len: u64) -> MacState {
-        let mut h = blake3::Hasher::new_keyed(&self.mac);
-        h.update(&bid.to_le_bytes());
-        h.update(&len.to_le_bytes());
-        MacState(h)
+        self.mac_state_in(bid, len, 0)
     }
 
-    /// [`CommKeys::mac_state`] of a message posted in `context` (what the call is, beyond a
-    /// broadcast: [`crate::transfer::protocol::Post::context`]), folded into the upper half of
-    /// the hashed length — messages are below 4 GiB, so context 0 is the plain broadcast's MAC
-    /// and the MAC's prefix stays [`MAC_PREFIX`] bytes.
-    pub fn mac_state_in(&self, bid: u32, len: u64, context: u32) -> MacState {
-        self.mac_state(bid, (u64::from(context) << 32) | (len & 0xffff_ffff))
+    /// [`CommKeys::mac_state`] of a message posted in `context`
+    /// ([`crate::transfer::protocol::Post::context`]): its low half — what the call is, beyond a
+    /// broadcast — folded into the upper half of the hashed length (messages are below 4 GiB),
+    /// its high half — the calls the posting process skipped on the communicator — hashed after
+    /// it. Context 0 is a plain broadcast's MAC.
+    pub fn mac_state_in(&self, bid: u32, len: u64, context: u64) -> MacState {
+        let mut h = blake3::Hasher::new_keyed(&self.mac);
+        h.update(&bid.to_le_bytes());
+        h.update(&((context << 32) | (len & 0xffff_ffff)).to_le_bytes());
+        h.update(&((context >> 32) as u32).to_le_bytes());
+        MacState(h)
     }
 }
 
-/// Bytes the MAC hashes before the message: the broadcast id (4) and the length (8).
-pub const MAC_PREFIX: u32 = 12;
+/// Bytes the MAC hashes before the message: the broadcast id (4), the length with the call (8)
+/// and the skipped calls (4).
+pub const MAC_PREFIX: u32 = 16;
 
 /// A message MAC being computed ([`CommKeys::mac_state`]). Its `Debug` prints no state.
 #[derive(Clone)]

@@ -124,7 +124,7 @@ impl Engine {
 
     /// One part per rank: broadcast `r` rooted at `r` into `recv + r·len`, this rank's from its
     /// send block (then copied into its place) or in place.
-    fn post_rank_parts(&mut self, a: &GatherCall, local: u32, token: u64, context: u32) {
+    fn post_rank_parts(&mut self, a: &GatherCall, local: u32, token: u64, context: u64) {
         let block =
             |r: u32| Resolved { segment: a.recv.segment, offset: a.recv.offset + u64::from(r) * a.len };
         let kind =
@@ -138,6 +138,9 @@ impl Engine {
             if let Err(kind) = posted {
                 // Refused at once (the communicator, not the part): this and every later part
                 // fail here (the local copy too); parts already filed end through the protocol.
+                if r == 0 {
+                    self.skipped_call(a.host, a.comm);
+                }
                 for _ in r..a.size + u32::from(a.send.is_some()) {
                     self.finish_part(token, failed(kind));
                 }
@@ -163,7 +166,7 @@ impl Engine {
         a: &GatherCall,
         local: u32,
         token: u64,
-        context: u32,
+        context: u64,
         (engines, mine): (u32, u32),
         blocks: Blocks,
     ) {
@@ -181,6 +184,8 @@ impl Engine {
             };
             let own = k == mine;
             let kind = Kind { all: own, assemble: own, context, window };
+            // What this process's post carries (its skipped calls too): the assembly compares it.
+            let full = node.context_of(local, a.comm, context);
             // A reduction's node part is the node's one partial result; an allgather's or an
             // alltoall's, its ranks' blocks side by side.
             let part_len = if a.reduce.is_some() { stride } else { stride * u64::from(count) };
@@ -200,12 +205,16 @@ impl Engine {
                         key,
                         at: u64::from(a.me.saturating_sub(first)) * stride,
                         len: stride,
+                        context: full,
                     };
                     let leader = (a.me == first).then_some((at(first), a.keys[1]));
                     self.assemble(a.comm, seq, piece, leader, locals, a.reduce);
                 }
                 Ok(_) => {}
                 Err(kind) => {
+                    if k == 0 {
+                        self.skipped_call(a.host, a.comm);
+                    }
                     for _ in k..engines {
                         self.finish_part(token, failed(kind));
                     }

@@ -90,6 +90,9 @@ impl Engine {
             if let Err(kind) = posted {
                 // Refused at once: this and every later part fail here; parts already filed
                 // end through the protocol.
+                if r == 0 {
+                    self.skipped_call(a.host, a.comm);
+                }
                 for _ in r..a.size {
                     self.finish_part(token, failed(kind));
                 }

@@ -32,6 +32,8 @@ pub(super) struct Piece {
     pub at: u64,
     /// Bytes.
     pub len: u64,
+    /// The call's context as its process posted it ([`super::gather::Kind::context`]).
+    pub context: u64,
 }
 
 /// A node part being assembled: gather slot `seq` of communicator `comm`.
@@ -93,6 +95,18 @@ impl Engine {
         }
         let Some((dst, dst_key)) = a.leader else { return };
         if (a.pieces.len() as u32) < a.expected {
+            return;
+        }
+        let context = a.pieces.first().map_or(0, |p| p.context);
+        if a.pieces.iter().any(|p| p.context != context) {
+            // Local processes are in different calls (another collective, type or operation, or
+            // one skipped a call: `Gather::skip`): the part would carry blocks of calls that are
+            // not this one. It never leaves; the communicator breaks, as for a failed copy.
+            let a = self.assemblies.swap_remove(i);
+            if let Some(node) = self.node.as_mut() {
+                node.assembled(a.comm, a.seq, false, &mut self.out);
+            }
+            self.spare_pieces.push(a.pieces);
             return;
         }
         if let Some(spec) = a.reduce {

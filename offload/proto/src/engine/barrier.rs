@@ -65,6 +65,9 @@ impl Engine {
             if let Err(kind) = posted {
                 // Refused at once: this and every later part fail here; parts already filed
                 // end through the protocol.
+                if k == 0 {
+                    self.skipped_call(a.host, a.comm);
+                }
                 for _ in k..engines {
                     self.finish_part(token, failed(kind));
                 }

@@ -50,9 +50,9 @@ pub(super) struct Reduce {
 /// its opcode, and an allreduce's element type and operation — so ranks that posted different
 /// calls (an allgather against an allreduce, another type or operation) fail with
 /// `DigestMismatch` instead of reducing each other's bytes their own way.
-pub(super) fn call_context(opcode: ringcast_abi::Opcode, reduce: Option<(DataType, ReduceOp)>) -> u32 {
+pub(super) fn call_context(opcode: ringcast_abi::Opcode, reduce: Option<(DataType, ReduceOp)>) -> u64 {
     let (t, o) = reduce.map_or((0, 0), |(t, o)| (t.0, o.0));
-    u32::from(opcode.0) | u32::from(t) << 8 | u32::from(o) << 16
+    u64::from(opcode.0) | u64::from(t) << 8 | u64::from(o) << 16
 }
 
 impl Composite {

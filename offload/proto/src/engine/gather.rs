@@ -44,10 +44,10 @@ pub struct Kind {
     /// The slot starts only once the engine assembled every local process's block into the
     /// root's buffer ([`Gather::assembled`]): a leader-based allgather's node part.
     pub assemble: bool,
-    /// The call's context ([`crate::transfer::protocol::Post::context`]): a process whose
-    /// context differs from the slot's reference fails with `DigestMismatch`, as a remote rank
-    /// would.
-    pub context: u32,
+    /// The call's context ([`crate::transfer::protocol::Post::context`]; the gather adds the
+    /// process's skipped calls, [`Gather::skip`]): a process whose context differs from the
+    /// slot's reference fails with `DigestMismatch`, as a remote rank would.
+    pub context: u64,
     /// How far ahead the call's roots may run: its parts times its process's composed calls in
     /// flight ([`crate::transfer::protocol::Post::window`]; 0: a broadcast).
     pub window: u32,
@@ -92,8 +92,8 @@ pub struct Start {
     pub len: u32,
     /// The primary's buffer.
     pub buf: Resolved,
-    /// The call's context, as the primary posted it.
-    pub context: u32,
+    /// The call's context, as the primary posted it (its skipped calls included).
+    pub context: u64,
     /// The call's window ([`Kind::window`]), as the primary posted it (0: a broadcast).
     pub window: u32,
 }
@@ -216,6 +216,8 @@ pub struct Gather {
     /// Local ranks that left (their next slots cannot be filled until a newcomer takes the
     /// rank).
     departed: Vec<bool>,
+    /// Calls of each local rank on this communicator that posted nothing ([`Gather::skip`]).
+    skipped: Vec<u32>,
     /// Sequence number of `slots[0]`.
     base: u64,
     slots: VecDeque<Slot>,
@@ -244,6 +246,7 @@ impl Gather {
             placement,
             next: vec![0; ppn as usize],
             departed: vec![false; ppn as usize],
+            skipped: vec![0; ppn as usize],
             base: 0,
             slots: VecDeque::with_capacity(capacity),
             started: 0,
@@ -320,6 +323,7 @@ impl Gather {
             return Err(StatusKind::CommunicatorBroken);
         }
         self.next[l] += 1;
+        let kind = Kind { context: self.context_of(local, kind.context), ..kind };
         let idx = (seq - self.base) as usize;
         while self.slots.len() <= idx {
             self.slots.push_back(Slot {
@@ -333,6 +337,26 @@ impl Gather {
         slot.members[l] = Some(Member { root, len, buf, token, kind });
         slot.assembling |= kind.assemble;
         Ok(seq)
+    }
+
+    /// Local process `local` made a call on this communicator that posted nothing (refused at
+    /// once: a bad descriptor, a root outside the communicator). Its other ranks' engines know
+    /// nothing of it and post that call's broadcasts, so from here on this process's posts would
+    /// be matched with the others' calls one behind. Its later posts carry the count in their
+    /// context ([`crate::transfer::protocol::Post::context`]), which the message MAC covers:
+    /// they fail with `DigestMismatch`, at both ends, instead of delivering another call's bytes
+    /// as this call's (before, a rank whose broadcast was refused got the previous broadcast's
+    /// bytes, `Ok`, from its next one: `offload/sim/tests/skipped_call.rs`).
+    pub fn skip(&mut self, local: u32) {
+        if let Some(s) = self.skipped.get_mut(local as usize) {
+            *s = s.wrapping_add(1);
+        }
+    }
+
+    /// The context local process `local`'s next post with call context `context` carries: the
+    /// call's, and its skipped calls in the high half.
+    pub fn context_of(&self, local: u32, context: u64) -> u64 {
+        context | u64::from(self.skipped.get(local as usize).copied().unwrap_or(0)) << 32
     }
 
     /// The engine assembled slot `seq`'s local blocks into its root's buffer: it may start.
@@ -471,6 +495,8 @@ impl Gather {
     /// stands).
     pub fn arrive_all(&mut self) {
         self.departed.iter_mut().for_each(|d| *d = false);
+        // A new job: its processes start in step.
+        self.skipped.iter_mut().for_each(|s| *s = 0);
     }
 
     fn break_all(&mut self) {

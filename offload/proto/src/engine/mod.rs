@@ -334,6 +334,9 @@ impl Engine {
                     copy = Some((src, dst, len, src_key, dst_key))
                 }
                 intake::Action::Complete { host, cqe, started } => {
+                    if !cqe.status.is_ok() && posts_parts(desc.opcode) {
+                        self.skipped_call(host, desc.comm);
+                    }
                     let pending = copy.is_some();
                     let op = self.new_op(host, cqe, started, pending, false);
                     if let Some((src, dst, len, src_key, dst_key)) = copy.take() {
@@ -375,12 +378,22 @@ impl Engine {
                         None => Err(StatusKind::UnknownCommunicator),
                     };
                     if let Err(kind) = posted {
+                        self.skipped_call(host, comm);
                         self.finish_collective(op, failed(kind));
                     }
                 }
             }
         }
         self.after(now);
+    }
+
+    /// A call of `host` on communicator `comm` posted nothing (refused at once): its later
+    /// posts there carry the count, so they are not matched with the other ranks' calls one
+    /// behind ([`gather::Gather::skip`]).
+    pub(super) fn skipped_call(&mut self, host: HostId, comm: u64) {
+        if let (Some(node), Some(local)) = (self.node.as_mut(), self.core.local_rank(host)) {
+            node.skip(local, comm);
+        }
     }
 
     /// A frame from engine `from`.
@@ -612,4 +625,12 @@ impl Engine {
             }
         }
     }
+}
+
+/// Whether a call of `opcode` is one the other ranks of its communicator make too and that posts
+/// broadcasts there: a broadcast or a composed collective.
+fn posts_parts(opcode: ringcast_abi::Opcode) -> bool {
+    use ringcast_abi::Opcode;
+    [Opcode::BCAST, Opcode::ALLGATHER, Opcode::ALLREDUCE, Opcode::REDUCE, Opcode::ALLTOALL, Opcode::BARRIER]
+        .contains(&opcode)
 }

@@ -276,6 +276,22 @@ impl Node {
         c.gather.post_with(index, root, buf, len, op, kind)
     }
 
+    /// Engine-local rank `local` made a call on communicator `comm` that posted nothing
+    /// ([`super::gather::Gather::skip`]); nothing if it is not a member here.
+    pub(crate) fn skip(&mut self, local: u32, comm: u64) {
+        let Some(c) = self.slot(comm).and_then(|s| self.comms[s].as_mut()) else { return };
+        if let Some(index) = c.index_of_local(local) {
+            c.gather.skip(index);
+        }
+    }
+
+    /// The context engine-local rank `local`'s next post on `comm` with call context `context`
+    /// carries ([`super::gather::Gather::context_of`]).
+    pub(crate) fn context_of(&self, local: u32, comm: u64, context: u64) -> u64 {
+        let Some(c) = self.slot(comm).and_then(|s| self.comms[s].as_ref()) else { return context };
+        c.index_of_local(local).map_or(context, |index| c.gather.context_of(index, context))
+    }
+
     /// Creates (or joins, for a second local member) the communicator `handle` from the record
     /// `bytes` posted by engine-local rank `local`. `Ok(Some((slot, group)))`: created, and its
     /// group must be joined ([`Node::joined`] or [`Node::join_failed`]); `Ok(None)`: a second

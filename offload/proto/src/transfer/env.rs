@@ -173,11 +173,14 @@ pub struct Post {
     /// Returned in the completion.
     pub token: u64,
     /// What the call is beyond a broadcast, folded into the message MAC so every rank must
-    /// agree on it: 0 for a broadcast; a composed collective's opcode, element type and
-    /// operation (`engine::allgather`). A receiver that posted another context than the root
-    /// fails the broadcast with `DigestMismatch` instead of delivering bytes meant for another
-    /// call.
-    pub context: u32,
+    /// agree on it. Low half: 0 for a broadcast; a composed collective's opcode, element type
+    /// and operation (`engine::composite::call_context`). High half: how many calls on the
+    /// communicator the posting process made that posted nothing (refused at once, e.g. a bad
+    /// descriptor: `engine::gather::Gather::skip`) — so a process that skipped a call the
+    /// others made is not matched with their calls shifted by one. A receiver that posted
+    /// another context than the root fails the broadcast with `DigestMismatch` instead of
+    /// delivering bytes meant for another call.
+    pub context: u64,
     /// How far ahead of a receiver its root can run, in broadcasts: 0 for a broadcast, whose
     /// root completes once its message is in the channel and may run `channels` broadcasts
     /// ahead; for a composed collective's part, its call's parts times the composed calls this
