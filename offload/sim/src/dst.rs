@@ -517,10 +517,16 @@ impl Scenario {
 
     /// Draws how the engines compose allgathers and reductions (one part per rank, or
     /// leader-based: one per engine where the ranks allow it), from a stream of its own.
+    /// Half the scenarios also reduce in rounds of a small staging (`limits.reduce_staging_bytes`
+    /// of 64 bytes to 4 KiB: reductions of many slices, under every fault).
     fn with_composition_draw(mut self) -> Scenario {
-        let nodes = SimRng::new(self.seed ^ ENGINE_SALT ^ 2).chance(0.5);
+        let mut g = SimRng::new(self.seed ^ ENGINE_SALT ^ 2);
+        let nodes = g.chance(0.5);
         self.config.protocol.allgather_parts =
             if nodes { AllgatherParts::Nodes } else { AllgatherParts::Ranks };
+        if g.chance(0.5) {
+            self.config.limits.reduce_staging_bytes = g.range(64, 4096);
+        }
         self
     }
 

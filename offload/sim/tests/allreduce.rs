@@ -137,11 +137,26 @@ fn check(nodes: u32, ppn: u32, elems: usize, faults: Faults, seed: u64) {
 
 /// [`check`] with DMA jobs carried out per `dma`.
 fn check_with(nodes: u32, ppn: u32, elems: usize, faults: Faults, seed: u64, dma: DmaTiming) {
+    let staging = EngineConfig::default().limits.reduce_staging_bytes;
+    check_staged(nodes, ppn, elems, faults, seed, dma, staging)
+}
+
+/// [`check_with`] with `limits.reduce_staging_bytes` = `staging`.
+fn check_staged(nodes: u32, ppn: u32, elems: usize, faults: Faults, seed: u64, dma: DmaTiming, staging: u64) {
     let cases: Vec<(DataType, ReduceOp)> =
         TYPES.iter().flat_map(|&t| OPS.iter().filter(move |o| o.supports(t)).map(move |&o| (t, o))).collect();
     for parts in [AllgatherParts::Nodes, AllgatherParts::Ranks] {
-        check_world(&World::Uniform { nodes, ppn }, &cases, elems, faults.clone(), seed, dma, parts);
+        let setup = Setup { parts, staging };
+        check_world(&World::Uniform { nodes, ppn }, &cases, elems, faults.clone(), seed, dma, setup);
     }
+}
+
+/// The engine settings a [`check_world`] runs with.
+#[derive(Clone, Copy, Debug)]
+struct Setup {
+    parts: AllgatherParts,
+    /// `limits.reduce_staging_bytes`.
+    staging: u64,
 }
 
 /// One allreduce per case at every rank of `world` in one composition, all posted at once;
@@ -153,9 +168,13 @@ fn check_world(
     faults: Faults,
     seed: u64,
     dma: DmaTiming,
-    parts: AllgatherParts,
+    setup: Setup,
 ) {
-    let engines = world_engines(world, "allreduce", &|c| c.protocol.allgather_parts = parts);
+    let Setup { parts, staging } = setup;
+    let engines = world_engines(world, "allreduce", &|c| {
+        c.protocol.allgather_parts = parts;
+        c.limits.reduce_staging_bytes = staging;
+    });
     let mut c = Cluster::new(engines, faults, SimRng::new(seed), crc32c::crc32c, dma, SimRng::new(seed ^ 3));
     let size = world.size();
     let hosts = attach_ranks(&mut c, world);
@@ -263,6 +282,17 @@ fn unsupported_reductions_are_typed_at_the_rank_that_posted_them() {
     let got: Vec<(u64, u16)> = c.published().iter().map(|p| (p.cqe.cookie, p.cqe.status.0)).collect();
     let want: Vec<(u64, u16)> = cases.iter().map(|(d, s)| (d.cookie, *s as u16)).collect();
     assert_eq!(got, want);
+}
+
+/// Reductions in many rounds (`limits.reduce_staging_bytes` of 256 bytes: a few elements of
+/// each block per round, the last round shorter), with loss and with DMA jobs answered late:
+/// every result still exactly the reduction in the composition's order, at every rank.
+#[test]
+fn reductions_in_rounds_of_a_small_staging_give_the_same_results() {
+    let lossy = Faults { mcast_loss: 0.05, ucast_loss: 0.02, jitter: 2_000, ..Faults::clean() };
+    check_staged(3, 2, 301, lossy, 21, DmaTiming::Now, 256);
+    let late = DmaTiming::Late { late: 1.0, max_ns: 20_000 };
+    check_staged(2, 3, 150, Faults::clean(), 22, late, 256);
 }
 
 #[test]
@@ -615,5 +645,7 @@ fn leader_based_reductions_on_an_uneven_world() {
     let world = World::from_counts(&[3, 1, 2]).unwrap();
     let cases =
         [(DataType::F64, ReduceOp::SUM), (DataType::F32, ReduceOp::PROD), (DataType::I32, ReduceOp::MAX)];
-    check_world(&world, &cases, 300, Faults::clean(), 3, DmaTiming::Now, AllgatherParts::Nodes);
+    let setup =
+        Setup { parts: AllgatherParts::Nodes, staging: EngineConfig::default().limits.reduce_staging_bytes };
+    check_world(&world, &cases, 300, Faults::clean(), 3, DmaTiming::Now, setup);
 }

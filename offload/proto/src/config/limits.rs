@@ -32,6 +32,9 @@ crate::tunables! {
         /// Communicators per engine.
         max_comms: u32 = 64, "RINGCAST_MAX_COMMS",
             "communicators one engine serves at once";
+        /// Engine memory one reduction stages at once.
+        reduce_staging_bytes: u64 = 512 << 10, "RINGCAST_REDUCE_STAGING_BYTES",
+            "engine memory one reduction holds at once: its blocks are loaded, reduced and stored a slice of each at a time, blocks x slice within this (at least one element of each block); small enough to stay in a cache, independent of the message";
     }
 }
 
@@ -65,6 +68,9 @@ impl Limits {
         }
         if self.dma_pass_bytes < 4096 {
             return invalid(format!("dma_pass_bytes {} is below 4096", self.dma_pass_bytes));
+        }
+        if self.reduce_staging_bytes < 64 {
+            return invalid(format!("reduce_staging_bytes {} is below 64", self.reduce_staging_bytes));
         }
         if self.max_comms == 0 {
             return invalid("max_comms must be positive".into());

@@ -116,6 +116,8 @@ pub struct Engine {
     reductions: Slab<reduction::Reduction>,
     /// Reduction buffers between uses (one per reduction ever in flight at once).
     reduce_spare: Vec<Vec<u8>>,
+    /// The source lists of reductions between uses (as `reduce_spare`).
+    reduce_runs: Vec<Vec<(Resolved, u32)>>,
     /// Where a reduction's blocks are, while it is started (kept: no allocation per call).
     reduce_sources: Vec<(Resolved, u32)>,
     /// Node parts of leader-based allgathers being assembled (`assembly.rs`).
@@ -145,6 +147,7 @@ impl Engine {
             primaries: Vec::new(),
             reductions: Slab::default(),
             reduce_spare: Vec::new(),
+            reduce_runs: Vec::new(),
             reduce_sources: Vec::new(),
             assemblies: Vec::new(),
             spare_pieces: Vec::new(),
@@ -469,7 +472,7 @@ impl Engine {
                 self.finish_part(token, outcome);
             }
             Job::ReduceLoad { r, .. } => self.reduce_loaded(r, ok),
-            Job::ReduceStore { r } => self.reduction_over(r, ok),
+            Job::ReduceStore { r } => self.reduce_stored(r, ok),
             Job::Join { .. } => {} // answered by handle_join_done
         }
         self.after(now);

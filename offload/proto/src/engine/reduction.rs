@@ -18,11 +18,20 @@
 //! operations, each element in local rank order) nor the work. The simulator models both
 //! orders with the paper's per-core costs (docs/reproduction.md, Figure 6).
 //!
-//! Every source block is loaded (a DMA job each; on a DPU, reads across PCIe) into one staging
-//! buffer, taken from the spares of earlier reductions: no allocation once the largest has been
-//! seen. A failed load or store ends the reduction as failed (`OutOfBounds`); the caller's
-//! continuation decides what that means (an operation failed, or a node part never leaving and
-//! its communicator broken).
+//! The blocks are reduced a slice at a time (*rounds*): slice `[at, at + n)` of every source
+//! block is loaded (a DMA job each; on a DPU, reads across PCIe) into one staging buffer, the
+//! slices are reduced in the order given, and the result's slice is stored at `dst + at` —
+//! then the next slice. `blocks × n` stays within `limits.reduce_staging_bytes` (at least one
+//! element of each block), so the engine memory a reduction holds is bounded by the
+//! configuration, not by the message (a 4 MiB allreduce composed per rank on 64 ranks staged
+//! 256 MiB before), and a round's bytes stay in a cache between the load, the reduction and the
+//! store. When everything fits, it is one round with one load per run of consecutive blocks.
+//! The staging buffer is taken from the spares of earlier reductions: no allocation once the
+//! largest has been seen. Slices never overlap across rounds, so a destination that is also a
+//! source (the result over a block of the work buffer) is only written where it was read. A
+//! failed load or store ends the reduction as failed (`OutOfBounds`); the caller's continuation
+//! decides what that means (an operation failed, or a node part never leaving and its
+//! communicator broken).
 use super::{failed, Dma, Engine, Job, JobId};
 use crate::collective::reduce::reduce_blocks;
 use crate::intake::regions::Resolved;
@@ -44,10 +53,19 @@ pub(super) enum Then {
 pub(super) struct Reduction {
     spec: (DataType, ReduceOp),
     /// Bytes per block.
-    len: usize,
-    /// The loaded blocks side by side, in reduction order; the result in the first.
+    len: u64,
+    /// Where the blocks are: runs of consecutive blocks, in reduction order.
+    sources: Vec<(Resolved, u32)>,
+    /// Blocks in all.
+    blocks: u32,
+    /// Bytes of each block per round (a multiple of the element).
+    slice: u64,
+    /// This round's offset in each block, and its bytes.
+    at: u64,
+    n: u64,
+    /// This round's slices side by side, in reduction order; the result in the first.
     bytes: Vec<u8>,
-    /// Loads not over yet.
+    /// Loads of this round not over yet.
     pending: u32,
     failed: bool,
     /// Where the result goes.
@@ -66,46 +84,79 @@ impl Engine {
         dst: Resolved,
         then: Then,
     ) {
-        let blocks: u64 = sources.iter().map(|&(_, n)| u64::from(n)).sum();
-        let mut bytes = self.reduce_spare.pop().unwrap_or_default();
-        bytes.clear();
-        bytes.resize((blocks * len) as usize, 0);
+        let blocks: u32 = sources.iter().map(|&(_, n)| n).sum();
+        let budget = self.core.config().limits.reduce_staging_bytes;
+        let slice = slice_of(len, blocks, spec.0.size().unwrap_or(1) as u64, budget);
+        let mut runs = self.reduce_runs.pop().unwrap_or_default();
+        runs.clear();
+        runs.extend(sources.iter().copied().filter(|&(_, n)| n > 0));
+        let bytes = self.reduce_spare.pop().unwrap_or_default();
         let key = self.reductions.insert(Reduction {
             spec,
-            len: len as usize,
+            len,
+            sources: runs,
+            blocks,
+            slice,
+            at: 0,
+            n: 0,
             bytes,
             pending: 0,
             failed: false,
             dst,
             then,
         });
+        if blocks == 0 || len == 0 {
+            // Nothing to reduce (the intake refuses empty calls; a defect if it gets here).
+            return self.reduction_over(key, false);
+        }
+        self.reduce_round(key);
+    }
+
+    /// Loads reduction `r`'s next slice of every block (from offset `at`).
+    fn reduce_round(&mut self, r: u64) {
+        let Some(red) = self.reductions.get_mut(r) else { return };
+        red.n = red.slice.min(red.len - red.at);
+        let (n, at, len) = (red.n, red.at, red.len);
+        // Every byte is loaded over before it is read: only growth is filled (the first round
+        // of a reduction larger than any before; a spare is only cut to size).
+        red.bytes.resize((u64::from(red.blocks) * n) as usize, 0);
+        let whole = n == len;
         let mut first = 0u32;
-        for &(src, n) in sources.iter().filter(|&&(_, n)| n > 0) {
-            let job = JobId(self.jobs.insert(Job::ReduceLoad { r: key, first, blocks: n }));
-            self.out.dma(job, Dma::Load { src, len: u64::from(n) * len });
-            first += n;
-            if let Some(r) = self.reductions.get_mut(key) {
-                r.pending += 1;
+        let mut loads = 0u32;
+        for i in 0..red.sources.len() {
+            let Some(red) = self.reductions.get(r) else { return };
+            let (src, count) = red.sources[i];
+            // A run of whole blocks is one contiguous load; slices of it are one load each.
+            let pieces: &mut dyn Iterator<Item = (u64, u32)> = match whole {
+                true => &mut core::iter::once((0, count)),
+                false => &mut (0..count).map(|b| (u64::from(b) * len + at, 1)),
+            };
+            for (offset, k) in pieces {
+                let job = JobId(self.jobs.insert(Job::ReduceLoad { r, first, blocks: k }));
+                let from = Resolved { segment: src.segment, offset: src.offset + offset };
+                self.out.dma(job, Dma::Load { src: from, len: u64::from(k) * n });
+                first += k;
+                loads += 1;
             }
         }
-        if first == 0 {
-            // Nothing to reduce (the intake refuses empty calls; a defect if it gets here).
-            self.reduce_loaded(key, false);
+        if let Some(red) = self.reductions.get_mut(r) {
+            red.pending = loads;
         }
     }
 
-    /// The engine memory reduction `r`'s job moves: blocks `first..first + blocks` of its
+    /// The engine memory reduction `r`'s job moves: slices `first..first + blocks` of its
     /// staging (a load), or its result (`blocks` = 0: the store).
     pub(super) fn reduction_staging(&mut self, r: u64, first: u32, blocks: u32) -> Option<&mut [u8]> {
         let red = self.reductions.get_mut(r)?;
-        let (from, n) = match blocks {
+        let (from, k) = match blocks {
             0 => (0, 1),
-            n => (first as usize, n as usize),
+            k => (u64::from(first), u64::from(k)),
         };
-        red.bytes.get_mut(from * red.len..(from + n) * red.len)
+        red.bytes.get_mut((from * red.n) as usize..((from + k) * red.n) as usize)
     }
 
-    /// One load of reduction `r` is over (`ok`); the last one reduces and stores the result.
+    /// One load of reduction `r` is over (`ok`); the last of a round reduces the round's slices
+    /// and stores the result's.
     pub(super) fn reduce_loaded(&mut self, r: u64, ok: bool) {
         let Some(red) = self.reductions.get_mut(r) else { return };
         red.pending = red.pending.saturating_sub(1);
@@ -114,20 +165,31 @@ impl Engine {
             return;
         }
         // (The intake checked type, operation and length: only a failed load fails here.)
-        if red.failed || reduce_blocks(red.spec.0, red.spec.1, &mut red.bytes, red.len).is_err() {
+        if red.failed || reduce_blocks(red.spec.0, red.spec.1, &mut red.bytes, red.n as usize).is_err() {
             return self.reduction_over(r, false);
         }
-        let (dst, len) = (red.dst, red.len as u64);
+        let dst = Resolved { segment: red.dst.segment, offset: red.dst.offset + red.at };
         let job = JobId(self.jobs.insert(Job::ReduceStore { r }));
-        self.out.dma(job, Dma::Store { dst, len });
+        self.out.dma(job, Dma::Store { dst, len: red.n });
+    }
+
+    /// A round of reduction `r` is stored (`ok`): the next round, or the end.
+    pub(super) fn reduce_stored(&mut self, r: u64, ok: bool) {
+        let Some(red) = self.reductions.get_mut(r) else { return };
+        red.at += red.n;
+        if !ok || red.at >= red.len {
+            return self.reduction_over(r, ok);
+        }
+        self.reduce_round(r);
     }
 
     /// Reduction `r` is over: its result stored (`ok`) or not.
     pub(super) fn reduction_over(&mut self, r: u64, ok: bool) {
         let Some(red) = self.reductions.remove(r) else { return };
-        let len = red.len as u64;
-        // Its buffer serves the next reduction (grown, never shrunk).
+        let len = red.len;
+        // Its buffers serve the next reduction (grown, never shrunk; bounded by the staging).
         self.reduce_spare.push(red.bytes);
+        self.reduce_runs.push(red.sources);
         match red.then {
             Then::Complete { op, counters } => {
                 let outcome = match ok {
@@ -142,5 +204,33 @@ impl Engine {
                 }
             }
         }
+    }
+}
+
+/// Bytes of each block one round reduces: as many whole elements (`elem` bytes) as keep
+/// `blocks` slices within `budget`, at least one, at most the block.
+fn slice_of(len: u64, blocks: u32, elem: u64, budget: u64) -> u64 {
+    let elem = elem.max(1);
+    let per_block = budget / u64::from(blocks.max(1));
+    (per_block / elem * elem).max(elem).min(len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slice_of;
+
+    /// Rounds stay within the budget, in whole elements, and a reduction that fits is one round.
+    #[test]
+    fn slices_keep_the_staging_within_its_budget() {
+        // Fits: one round of the whole block.
+        assert_eq!(slice_of(4096, 4, 8, 512 << 10), 4096);
+        // 4 MiB blocks, 2 of them, 512 KiB of staging: 256 KiB each.
+        assert_eq!(slice_of(4 << 20, 2, 8, 512 << 10), 256 << 10);
+        // Whole elements only: 3 blocks of f64 share 1000 bytes as 3 x 328.
+        assert_eq!(slice_of(8000, 3, 8, 1000), 328);
+        // More blocks than the budget has elements: one element each.
+        assert_eq!(slice_of(8000, 1000, 8, 1000), 8);
+        // Never more than the block.
+        assert_eq!(slice_of(6, 1, 2, 1 << 20), 6);
     }
 }
