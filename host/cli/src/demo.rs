@@ -468,7 +468,7 @@ fn demo(a: &DemoArgs) -> Result<(), String> {
     );
     let mut x: Vec<u64> = ours.exchanges.clone();
     println!(
-        "alltoall ({world} ranks x 512 B blocks, one multicast per rank): {} per rank, every block verified, median {:.0} us, p99 {:.0} us",
+        "alltoall ({world} ranks x 512 B blocks, one multicast per node): {} per rank, every block verified, median {:.0} us, p99 {:.0} us",
         ALLGATHERS,
         quantile(&mut x, 0.5) / 1e3,
         quantile(&mut x, 0.99) / 1e3

@@ -93,6 +93,10 @@ struct WComm {
     /// How many of its members each engine holds, in order, when the engine reduces leader-based
     /// on it (the reduction order then goes node by node: `reduction_order`); `None`: rank order.
     groups: Option<Vec<u32>>,
+    /// Its allreduces combine the node results by recursive doubling between the leaders (the
+    /// world, leader-based, `protocol.allreduce_between = doubling`): a balanced tree, not left
+    /// to right.
+    doubling: bool,
 }
 
 /// The engines' node-by-node groups of `members` (world ranks, in communicator order) when the
@@ -180,7 +184,9 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
     let mut skew = mix(a.seed ^ u64::from(me) << 40);
     let everyone: Vec<u32> = (0..world).collect();
     let groups = reduction_groups(&config, &everyone);
-    let mut comms = vec![WComm { handle: 0, size: world, me, seed: a.seed, groups }];
+    let doubling = config.protocol.allreduce_between == ringcast_offload::config::AllreduceBetween::Doubling
+        && groups.as_ref().is_some_and(|g| g.len() >= 2);
+    let mut comms = vec![WComm { handle: 0, size: world, me, seed: a.seed, groups, doubling }];
     if a.split > 1 {
         let color = me % a.split;
         let members: Vec<u32> = (0..world).filter(|r| r % a.split == color).collect();
@@ -191,7 +197,7 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
             .map_err(|e| format!("rank {me}: creating split communicator {color}: {e}"))?;
         let size = members.len() as u32;
         let groups = reduction_groups(&config, &members);
-        comms.push(WComm { handle, size, me: my_rank, seed: a.seed ^ seed, groups });
+        comms.push(WComm { handle, size, me: my_rank, seed: a.seed ^ seed, groups, doubling: false });
     }
     for k in 0..a.count {
         let n_comms = comms.len();
@@ -462,7 +468,7 @@ fn reductions(
             let t1 = monotonic_ns();
             if !rooted || c.me == root {
                 work.read_at(0, &mut got).map_err(|e| e.to_string())?;
-                let want = reduction_order(c, g, n, |p, q| match (ints, op) {
+                let want = reduction_order(c, g, n, !rooted && c.doubling, |p, q| match (ints, op) {
                     (true, ReduceOp::MAX) => i64::from_le_bytes(p).max(i64::from_le_bytes(q)).to_le_bytes(),
                     (true, _) => u64::from_le_bytes(p).wrapping_add(u64::from_le_bytes(q)).to_le_bytes(),
                     (false, _) => (f64::from_le_bytes(p) + f64::from_le_bytes(q)).to_le_bytes(),
@@ -486,8 +492,15 @@ fn reductions(
 /// This rank's own reduction of every member's contribution to reduction `g` (`n` 8-byte
 /// elements) in the engine's documented order: left to right in rank order, or — leader-based
 /// (`WComm::groups`) — each engine's members left to right, then the engines' results left to
-/// right.
-fn reduction_order(c: &WComm, g: u32, n: usize, fold: impl Fn([u8; 8], [u8; 8]) -> [u8; 8]) -> Vec<u8> {
+/// right, or (`doubling`: an allreduce by recursive doubling) node `i + P`'s folded into node
+/// `i`'s (`P` the largest power of two not above the engines), then a balanced tree.
+fn reduction_order(
+    c: &WComm,
+    g: u32,
+    n: usize,
+    doubling: bool,
+    fold: impl Fn([u8; 8], [u8; 8]) -> [u8; 8],
+) -> Vec<u8> {
     let fold_into = |acc: &mut Vec<u8>, x: &[u8]| {
         for (w, v) in acc.chunks_exact_mut(8).zip(x.chunks_exact(8)) {
             let folded = fold(w.try_into().unwrap_or([0; 8]), v.try_into().unwrap_or([0; 8]));
@@ -497,19 +510,39 @@ fn reduction_order(c: &WComm, g: u32, n: usize, fold: impl Fn([u8; 8], [u8; 8]) 
     let whole = [c.size];
     let groups = c.groups.as_deref().unwrap_or(&whole);
     let mut first = 0;
-    let mut want: Option<Vec<u8>> = None;
+    let mut nodes: Vec<Vec<u8>> = Vec::with_capacity(groups.len());
     for &count in groups {
         let mut node = contribution(c.seed, g, first, n);
         for r in first + 1..first + count {
             fold_into(&mut node, &contribution(c.seed, g, r, n));
         }
         first += count;
-        match want.as_mut() {
-            None => want = Some(node),
-            Some(acc) => fold_into(acc, &node),
+        nodes.push(node);
+    }
+    if doubling {
+        let p = ringcast_proto::engine::power_below(nodes.len() as u32) as usize;
+        for i in 0..nodes.len() - p {
+            let upper = nodes[i + p].clone();
+            fold_into(&mut nodes[i], &upper);
+        }
+        nodes.truncate(p);
+        while nodes.len() > 1 {
+            nodes = nodes
+                .chunks(2)
+                .map(|pair| {
+                    let mut lower = pair[0].clone();
+                    fold_into(&mut lower, &pair[1]);
+                    lower
+                })
+                .collect();
         }
     }
-    want.unwrap_or_default()
+    let mut nodes = nodes.into_iter();
+    let mut want = nodes.next().unwrap_or_default();
+    for node in nodes {
+        fold_into(&mut want, &node);
+    }
+    want
 }
 
 /// Sender `s`'s block for rank `d` in alltoall `g` on a communicator seeded `seed`.

@@ -25,6 +25,36 @@ pub fn reference_reduce_grouped(
     reference_reduce(t, o, &nodes)
 }
 
+/// The checker's own reduction of `blocks` in the recursive-doubling allreduce's order
+/// (`protocol.allreduce_between = doubling`): each node's blocks (`counts[k]` consecutive
+/// ranks) in rank order; with `P` the largest power of two not above the node count `E`, node
+/// `i + P`'s result folded into node `i`'s (`nᵢ ⊕ nᵢ₊ₚ`); then, level by level, the results of
+/// nodes `i` and `i + 2ᵏ` (`i` a multiple of `2ᵏ⁺¹`) combined lower first — a balanced tree:
+/// `((m₀ ⊕ m₁) ⊕ (m₂ ⊕ m₃))`. Written from that description, not from the engine's schedule.
+pub fn reference_reduce_doubling(t: DataType, o: ReduceOp, blocks: &[Vec<u8>], counts: &[u32]) -> Vec<u8> {
+    let mut first = 0;
+    let mut nodes: Vec<Vec<u8>> = counts
+        .iter()
+        .map(|&n| {
+            let group = &blocks[first..first + n as usize];
+            first += n as usize;
+            reference_reduce(t, o, group)
+        })
+        .collect();
+    let mut p = 1;
+    while p * 2 <= nodes.len() {
+        p *= 2;
+    }
+    for i in 0..nodes.len() - p {
+        nodes[i] = reference_reduce(t, o, &[nodes[i].clone(), nodes[i + p].clone()]);
+    }
+    nodes.truncate(p);
+    while nodes.len() > 1 {
+        nodes = nodes.chunks(2).map(|pair| reference_reduce(t, o, pair)).collect();
+    }
+    nodes.swap_remove(0)
+}
+
 /// The checker's own reduction of `blocks` in rank order (not the engine's code): integers as
 /// `i128` of their signedness wrapped back to their width, floats with the operators in their
 /// own precision.

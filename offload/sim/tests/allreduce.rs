@@ -8,14 +8,14 @@ use ringcast_abi::{
     Access, DataType, Opcode, ReduceOp, RegionKey, RegionRef, StatusKind, SubmissionDescriptor,
 };
 use ringcast_proto::comm::World;
-use ringcast_proto::config::{AllgatherParts, EngineConfig, LocalRank};
+use ringcast_proto::config::{AllgatherParts, AllreduceBetween, EngineConfig, LocalRank};
 use ringcast_proto::engine::Engine;
 use ringcast_proto::intake::regions::SegmentHandle;
 use ringcast_proto::intake::HostId;
 use ringcast_proto::rng::SimRng;
 use ringcast_sim::cluster::{world_engines, Cluster, DmaTiming};
 use ringcast_sim::fabric::Faults;
-use ringcast_sim::reference::{reference_reduce, reference_reduce_grouped};
+use ringcast_sim::reference::{reference_reduce, reference_reduce_doubling, reference_reduce_grouped};
 
 /// Rank `r`'s contribution of `n` elements of `dtype`: values spread over the type's range,
 /// floats of mixed magnitudes (so the order of a float sum shows).
@@ -146,7 +146,7 @@ fn check_staged(nodes: u32, ppn: u32, elems: usize, faults: Faults, seed: u64, d
     let cases: Vec<(DataType, ReduceOp)> =
         TYPES.iter().flat_map(|&t| OPS.iter().filter(move |o| o.supports(t)).map(move |&o| (t, o))).collect();
     for parts in [AllgatherParts::Nodes, AllgatherParts::Ranks] {
-        let setup = Setup { parts, staging };
+        let setup = Setup { parts, staging, between: AllreduceBetween::Multicast };
         check_world(&World::Uniform { nodes, ppn }, &cases, elems, faults.clone(), seed, dma, setup);
     }
 }
@@ -157,6 +157,16 @@ struct Setup {
     parts: AllgatherParts,
     /// `limits.reduce_staging_bytes`.
     staging: u64,
+    /// `protocol.allreduce_between`.
+    between: AllreduceBetween,
+}
+
+impl Setup {
+    /// Leader-based, node results combined by `between`, the default staging.
+    fn leaders(between: AllreduceBetween) -> Setup {
+        let staging = EngineConfig::default().limits.reduce_staging_bytes;
+        Setup { parts: AllgatherParts::Nodes, staging, between }
+    }
 }
 
 /// One allreduce per case at every rank of `world` in one composition, all posted at once;
@@ -170,10 +180,11 @@ fn check_world(
     dma: DmaTiming,
     setup: Setup,
 ) {
-    let Setup { parts, staging } = setup;
+    let Setup { parts, staging, between } = setup;
     let engines = world_engines(world, "allreduce", &|c| {
         c.protocol.allgather_parts = parts;
         c.limits.reduce_staging_bytes = staging;
+        c.protocol.allreduce_between = between;
     });
     let mut c = Cluster::new(engines, faults, SimRng::new(seed), crc32c::crc32c, dma, SimRng::new(seed ^ 3));
     let size = world.size();
@@ -212,7 +223,12 @@ fn check_world(
         // Leader-based: node by node, then across the nodes.
         let counts: Vec<u32> = (0..world.nodes()).map(|n| world.count(n)).collect();
         let groups = parts.leader_based().then_some(&counts[..]);
-        let want = reference_reduce_grouped(t, o, &blocks, groups);
+        let want = match (between, groups) {
+            (AllreduceBetween::Doubling, Some(counts)) if counts.len() >= 2 => {
+                reference_reduce_doubling(t, o, &blocks, counts)
+            }
+            _ => reference_reduce_grouped(t, o, &blocks, groups),
+        };
         for r in 0..size {
             let (node, local, _) = hosts[r as usize];
             let seg = u64::from(local) << 48 | (i as u64) << 8;
@@ -645,7 +661,42 @@ fn leader_based_reductions_on_an_uneven_world() {
     let world = World::from_counts(&[3, 1, 2]).unwrap();
     let cases =
         [(DataType::F64, ReduceOp::SUM), (DataType::F32, ReduceOp::PROD), (DataType::I32, ReduceOp::MAX)];
-    let setup =
-        Setup { parts: AllgatherParts::Nodes, staging: EngineConfig::default().limits.reduce_staging_bytes };
-    check_world(&world, &cases, 300, Faults::clean(), 3, DmaTiming::Now, setup);
+    check_world(
+        &world,
+        &cases,
+        300,
+        Faults::clean(),
+        3,
+        DmaTiming::Now,
+        Setup::leaders(AllreduceBetween::Multicast),
+    );
+}
+
+/// Recursive doubling between the node leaders (`protocol.allreduce_between = doubling`): two
+/// to eight nodes — powers of two and not (a fold) — one to three processes per node and an
+/// uneven world, floats and integers, in place and not, with loss and with DMA jobs answered
+/// late: every rank's result is exactly the checker's reduction in the doubling's order (node
+/// by node, the fold, then a balanced tree over the nodes).
+#[test]
+fn recursive_doubling_between_the_leaders_reduces_in_its_documented_order() {
+    let cases = [
+        (DataType::F64, ReduceOp::SUM),
+        (DataType::F32, ReduceOp::PROD),
+        (DataType::I32, ReduceOp::MAX),
+        (DataType::U8, ReduceOp::BXOR),
+    ];
+    let doubling = Setup::leaders(AllreduceBetween::Doubling);
+    let lossy =
+        Faults { mcast_loss: 0.05, ucast_loss: 0.03, jitter: 3_000, duplicate: 0.01, ..Faults::clean() };
+    let late = DmaTiming::Late { late: 1.0, max_ns: 20_000 };
+    for (i, counts) in
+        [&[1u32, 1][..], &[2, 2, 2], &[1, 1, 1, 1], &[2, 1, 3, 1, 2], &[1; 8]].into_iter().enumerate()
+    {
+        let world = World::from_counts(counts).unwrap();
+        check_world(&world, &cases, 257, Faults::clean(), 40 + i as u64, DmaTiming::Now, doubling);
+        check_world(&world, &cases, 300, lossy.clone(), 50 + i as u64, late, doubling);
+    }
+    // Rounds of a small staging in every step.
+    let small = Setup { staging: 256, ..doubling };
+    check_world(&World::from_counts(&[2, 2, 1]).unwrap(), &cases, 301, lossy, 60, DmaTiming::Now, small);
 }

@@ -2,8 +2,11 @@
 //! partial synchronization epoch leaves its engines owing their peers nothing once every process
 //! finalized (no padding); the next job on the same engines (a daemon serving jobs one after
 //! another) broadcasts byte-exact from the next epoch on; and a process that only detaches — a
-//! replacement mid-job — does not close the world: its successor continues the sequence.
-use ringcast_abi::{Access, Opcode, RegionKey, RegionRef, StatusKind, SubmissionDescriptor};
+//! replacement mid-job — does not close the world: its successor continues the sequence. The
+//! world's pair communicators (recursive-doubling allreduces) settle and reopen with it.
+use ringcast_abi::{
+    Access, DataType, Opcode, ReduceOp, RegionKey, RegionRef, StatusKind, SubmissionDescriptor,
+};
 use ringcast_proto::comm::World;
 use ringcast_proto::config::LocalRank;
 use ringcast_proto::intake::regions::SegmentHandle;
@@ -22,7 +25,10 @@ struct Rank {
 }
 
 fn new_cluster(world: &World, seed: u64) -> Cluster {
-    let engines = world_engines(world, "finalize", &|c| c.protocol.channels = 4);
+    let engines = world_engines(world, "finalize", &|c| {
+        c.protocol.channels = 4;
+        c.protocol.allreduce_between = ringcast_proto::config::AllreduceBetween::Doubling;
+    });
     let faults = Faults { mcast_loss: 0.05, jitter: 2_000, ..Faults::clean() };
     Cluster::new(engines, faults, SimRng::new(seed), crc32c::crc32c, DmaTiming::Now, SimRng::new(seed ^ 7))
 }
@@ -129,5 +135,70 @@ fn a_process_that_only_detaches_is_replaced_without_closing_the_world() {
     ranks[1] = attach(&mut c, &world, 1, 2);
     for k in 3..9 {
         bcast(&mut c, &ranks, k as usize % 2, k);
+    }
+}
+
+/// An allreduce (`i64` sum, in place) at every rank, its cookie `k`, combined by recursive
+/// doubling between the leaders over the world's pair communicators; checks every result.
+fn allreduce(c: &mut Cluster, ranks: &[Rank], k: u64) {
+    let size = ranks.len();
+    let elems = LEN / size / 8;
+    let len = elems * 8;
+    let value = |r: usize, i: usize| (r as i64 + 1) * 1_000 + i as i64 + k as i64;
+    let before = c.published().iter().filter(|p| p.cqe.opcode == Opcode::ALLREDUCE).count();
+    for (r, rank) in ranks.iter().enumerate() {
+        let mut work = vec![0u8; LEN];
+        for i in 0..elems {
+            work[r * len + i * 8..r * len + i * 8 + 8].copy_from_slice(&value(r, i).to_le_bytes());
+        }
+        c.nodes[rank.node].mem.insert(rank.seg, work);
+        let at = RegionRef { key: rank.buf, offset: 0 };
+        let d = SubmissionDescriptor::allreduce(k, 0, at, None, len as u64, DataType::I64, ReduceOp::SUM);
+        c.with_engine(rank.node, |e, now| e.handle_descriptor(rank.host, &d, now));
+    }
+    let count = |c: &Cluster| c.published().iter().filter(|p| p.cqe.opcode == Opcode::ALLREDUCE).count();
+    while count(c) < before + size {
+        assert!(c.step().is_some(), "allreduce {k}: the simulation ran dry");
+    }
+    let want: Vec<u8> =
+        (0..elems).flat_map(|i| (0..size).map(|r| value(r, i)).sum::<i64>().to_le_bytes()).collect();
+    for p in c.published().iter().filter(|p| p.cqe.cookie == k && p.cqe.opcode == Opcode::ALLREDUCE) {
+        assert_eq!(p.cqe.status.0, StatusKind::Ok as u16, "allreduce {k}: {p:?}");
+    }
+    for rank in ranks {
+        assert!(
+            c.nodes[rank.node].mem.get(&rank.seg).unwrap()[..len] == want[..],
+            "allreduce {k}: wrong sum"
+        );
+    }
+}
+
+/// Recursive-doubling allreduces leave partial epochs on the world's pair communicators too:
+/// once every process finalized, every engine owes nothing; the next job's allreduces work.
+#[test]
+fn pair_communicators_settle_at_finalize_and_serve_the_next_job() {
+    for counts in [vec![1u32, 1, 1], vec![2, 1, 2, 1]] {
+        let world = World::from_counts(&counts).unwrap();
+        let mut c = new_cluster(&world, 7);
+        let ranks: Vec<Rank> = (0..world.size()).map(|r| attach(&mut c, &world, r, 1)).collect();
+        for k in 0..3 {
+            allreduce(&mut c, &ranks, k);
+        }
+        settle(&mut c);
+        assert!(c.nodes.iter().any(|m| !m.engine.quiescent()), "{counts:?}: partial epochs are owed");
+        for rank in &ranks {
+            c.with_engine(rank.node, |e, now| {
+                e.finalize_host(rank.host, now);
+                e.detach_host(rank.host, Departure::Clean, 0, now)
+            });
+        }
+        settle(&mut c);
+        for (n, m) in c.nodes.iter().enumerate() {
+            assert!(m.engine.quiescent(), "{counts:?}: engine {n} still owes its peers after finalize");
+        }
+        let ranks: Vec<Rank> = (0..world.size()).map(|r| attach(&mut c, &world, r, 2)).collect();
+        for k in 10..15 {
+            allreduce(&mut c, &ranks, k);
+        }
     }
 }

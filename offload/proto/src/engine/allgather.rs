@@ -63,6 +63,7 @@ use super::composite::{call_context, Composite, Reduce};
 use super::gather::Kind;
 use super::slab::TAGGED;
 use super::{failed, Engine, Job};
+use crate::config::AllreduceBetween;
 use crate::intake::regions::Resolved;
 use crate::intake::GatherCall;
 use ringcast_abi::{Completion, Status, StatusKind};
@@ -109,16 +110,74 @@ impl Engine {
             (false, true) => a.len * u64::from(a.size),
             (false, false) => 0,
         };
+        let context = call_context(a.opcode, a.reduce);
+        // An allreduce on the world may combine the node results by recursive doubling between
+        // the leaders (`doubling.rs`): one part, the node's, carried out by the engine.
+        let doubling = a.comm == 0
+            && a.root.is_none()
+            && self.core.config().protocol.allreduce_between == AllreduceBetween::Doubling;
+        if let (Some(spec), Some((engines, mine)), true) = (a.reduce, nodes, doubling) {
+            if engines >= 2 {
+                let token = TAGGED | self.parts.insert(Composite::new(op, 1, a.len));
+                return self.post_doubling(&a, local, token, context, spec, mine);
+            }
+        }
         let mut composite = Composite::new(op, parts, bytes);
         composite.reduce = reduce;
         let token = TAGGED | self.parts.insert(composite);
-        let context = call_context(a.opcode, a.reduce);
         match nodes {
             Some((engines, mine)) => {
                 let blocks = Blocks { base: a.recv, stride: a.len };
                 self.post_node_parts(&a, local, token, context, (engines, mine), blocks)
             }
             None => self.post_rank_parts(&a, local, token, context),
+        }
+    }
+
+    /// A recursive-doubling allreduce's one part (`doubling.rs`): this node's slot, rooted at
+    /// its leader, into every local process's `work + 0`, carried out by the engine once every
+    /// local contribution is reduced into the leader's.
+    fn post_doubling(
+        &mut self,
+        a: &GatherCall,
+        local: u32,
+        token: u64,
+        context: u64,
+        spec: (ringcast_abi::DataType, ringcast_abi::ReduceOp),
+        mine: u32,
+    ) {
+        let at = |r: u32| Resolved { segment: a.recv.segment, offset: a.recv.offset + u64::from(r) * a.len };
+        let Some(node) = self.node.as_mut() else {
+            return self.finish_part(token, failed(StatusKind::UnknownCommunicator));
+        };
+        let (first, locals) = match (node.ranges(a.comm), node.locals(a.comm)) {
+            (Some((r, _)), Some(l)) if (mine as usize) < r.len() => (r[mine as usize].0, l),
+            _ => {
+                self.skipped_call(a.host, a.comm);
+                return self.finish_part(token, failed(StatusKind::UnknownCommunicator));
+            }
+        };
+        let kind = Kind { all: true, assemble: true, context, window: 0, local: true };
+        let full = node.context_of(local, a.comm, context);
+        match node.post(local, a.comm, first, at(0), a.len, token, kind) {
+            Ok(seq) => {
+                if !self.doubling_calls.iter().any(|&(c, s, ..)| c == a.comm && s == seq) {
+                    self.doubling_calls.push((a.comm, seq, spec));
+                }
+                let (src, key) = match a.send {
+                    Some(s) => (s, a.keys[0]),
+                    None => (at(a.me), a.keys[1]),
+                };
+                let at_in_part = u64::from(a.me.saturating_sub(first)) * a.len;
+                let piece = Piece { host: a.host, src, key, at: at_in_part, len: a.len, context: full };
+                // The node's result goes to the leader's `work + 0`, where the doubling starts.
+                let leader = (a.me == first).then_some((at(0), a.keys[1]));
+                self.assemble(a.comm, seq, piece, leader, locals, Some(spec));
+            }
+            Err(kind) => {
+                self.skipped_call(a.host, a.comm);
+                self.finish_part(token, failed(kind));
+            }
         }
     }
 
@@ -183,7 +242,7 @@ impl Engine {
                 ),
             };
             let own = k == mine;
-            let kind = Kind { all: own, assemble: own, context, window };
+            let kind = Kind { all: own, assemble: own, context, window, local: false };
             // What this process's post carries (its skipped calls too): the assembly compares it.
             let full = node.context_of(local, a.comm, context);
             // A reduction's node part is the node's one partial result; an allgather's or an

@@ -51,6 +51,10 @@ pub struct Kind {
     /// How far ahead the call's roots may run: its parts times its process's composed calls in
     /// flight ([`crate::transfer::protocol::Post::window`]; 0: a broadcast).
     pub window: u32,
+    /// The slot never goes to the protocol as a broadcast: the engine carries it out itself
+    /// (a recursive-doubling allreduce between the node leaders, `doubling.rs`) once it starts,
+    /// and reports its outcome with [`Gather::done`]. It starts and is delivered like any slot.
+    pub local: bool,
 }
 
 /// One local process's post in a slot.
@@ -96,6 +100,8 @@ pub struct Start {
     pub context: u64,
     /// The call's window ([`Kind::window`]), as the primary posted it (0: a broadcast).
     pub window: u32,
+    /// The engine carries the slot out itself ([`Kind::local`]).
+    pub local: bool,
 }
 
 /// What to do for one local process when a slot finishes.
@@ -396,6 +402,7 @@ impl Gather {
             buf: m.buf,
             context: m.kind.context,
             window: m.kind.window,
+            local: m.kind.local,
         })
     }
 

@@ -24,8 +24,10 @@ mod assembly;
 mod barrier;
 mod comms;
 mod composite;
+mod doubling;
 mod gather;
 mod node;
+mod pairs;
 mod reduction;
 mod slab;
 
@@ -33,6 +35,7 @@ pub use action::{Action, Dma, JobId};
 pub use comms::{parse_record, Record, MAX_COMM_SIZE};
 pub use gather::{Delivery, Gather, Placement, Start};
 pub use node::{CommInfo, CommStats};
+pub use pairs::{doubling_partners, power_below};
 
 use crate::comm::ident::{derived_identity, CommIdentity};
 use crate::comm::{GroupId, PeerId};
@@ -114,6 +117,15 @@ pub struct Engine {
     primaries: Vec<(u64, u32, Outcome)>,
     /// Reductions in progress (`reduction.rs`).
     reductions: Slab<reduction::Reduction>,
+    /// Recursive-doubling allreduces in progress (`doubling.rs`), and the calls whose gather
+    /// slot has not started yet.
+    doublings: Slab<doubling::Doubling>,
+    doubling_calls: Vec<doubling::DoublingCall>,
+    /// Started slots waiting for the doubling before them: one runs at a time, in slot order,
+    /// so every engine posts on a pair communicator in the same order.
+    doubling_queue: VecDeque<(u64, gather::Start)>,
+    /// Their steps that ended (reductions, transfers): (doubling, outcome), taken in `after`.
+    doubling_done: Vec<(u64, Outcome)>,
     /// Reduction buffers between uses (one per reduction ever in flight at once).
     reduce_spare: Vec<Vec<u8>>,
     /// The source lists of reductions between uses (as `reduce_spare`).
@@ -146,6 +158,10 @@ impl Engine {
             parts: Slab::default(),
             primaries: Vec::new(),
             reductions: Slab::default(),
+            doublings: Slab::default(),
+            doubling_calls: Vec::new(),
+            doubling_queue: VecDeque::new(),
+            doubling_done: Vec::new(),
             reduce_spare: Vec::new(),
             reduce_runs: Vec::new(),
             reduce_sources: Vec::new(),
@@ -592,6 +608,30 @@ impl Engine {
     /// After every event: the slots that can start, the protocol's host-memory jobs and the
     /// broadcasts it ended, the deliveries they make, the communicators that settled.
     fn after(&mut self, now: Nanos) {
+        loop {
+            self.step_node(now);
+            // Slots and transfers the engine carries out itself (`doubling.rs`): their progress
+            // may finish slots, which the next round delivers.
+            let Some(node) = self.node.as_mut() else { return };
+            let mut started = Vec::new();
+            node.take_local_started(&mut started);
+            node.take_pair_done(&mut self.doubling_done);
+            self.doubling_queue.extend(started);
+            let next = (self.doublings.len() == 0).then(|| self.doubling_queue.pop_front()).flatten();
+            if next.is_none() && self.doubling_done.is_empty() {
+                return;
+            }
+            for (key, outcome) in core::mem::take(&mut self.doubling_done) {
+                self.doubling_part_over(key, outcome, now);
+            }
+            if let Some((comm, start)) = next {
+                self.start_doubling(comm, start, now);
+            }
+        }
+    }
+
+    /// One step of the node: slots started, the protocol's jobs issued, deliveries carried out.
+    fn step_node(&mut self, now: Nanos) {
         let Some(node) = self.node.as_mut() else { return };
         let mut deliveries = Vec::new();
         let mut jobs = Vec::new();

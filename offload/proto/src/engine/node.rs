@@ -10,7 +10,8 @@
 //! every local buffer.
 use super::action::Outbox;
 use super::comms::{derive, parse_record, LocalComm};
-use super::gather::{Delivery, Gather, Kind, Placement};
+use super::gather::{Delivery, Gather, Kind, Placement, Start};
+use super::pairs::{Pairs, PAIR_TOKEN};
 use crate::comm::{CommSpec, GroupId, PeerId, World};
 use crate::config::EngineConfig;
 use crate::intake::regions::Resolved;
@@ -140,6 +141,10 @@ pub(crate) struct Node {
     finished: Vec<(u64, Outcome)>,
     /// Host-memory jobs the protocol asked for.
     jobs: Vec<DmaJob>,
+    /// The world's pair communicators: point-to-point transfers between engines (`pairs.rs`).
+    pairs: Pairs,
+    /// Slots the engine carries out itself ([`Kind::local`]) that started: (communicator, slot).
+    local_started: Vec<(u64, Start)>,
     /// Communicators created and dropped since start (see [`CommStats`]).
     created: u64,
     dropped: u64,
@@ -164,6 +169,7 @@ impl Node {
             layout: Default::default(),
         };
         let world = proto.create_comm(spec)?;
+        let pairs = Pairs::new(t, t.node, world_shape.nodes(), &mut proto);
         let window = config.protocol.channels as usize * 2;
         let max_comms = config.limits.max_comms as usize;
         let mut comms = Vec::with_capacity(max_comms);
@@ -179,6 +185,8 @@ impl Node {
             time_wait: config.protocol.repair_timeout_us as Nanos * 1_000 * TIME_WAIT_REPAIRS,
             finished: Vec::with_capacity(window),
             jobs: Vec::new(),
+            pairs,
+            local_started: Vec::new(),
             created: 1,
             dropped: 0,
             overdue: 0,
@@ -274,6 +282,45 @@ impl Node {
         }
         let len = u32::try_from(len).map_err(|_| StatusKind::BadLength)?;
         c.gather.post_with(index, root, buf, len, op, kind)
+    }
+
+    /// Slots the engine carries out itself that started since the last call: (communicator,
+    /// slot), moved into `out`.
+    pub(crate) fn take_local_started(&mut self, out: &mut Vec<(u64, Start)>) {
+        out.append(&mut self.local_started);
+    }
+
+    /// Pair transfers that ended since the last call: (token, outcome), moved into `out`.
+    pub(crate) fn take_pair_done(&mut self, out: &mut Vec<(u64, Outcome)>) {
+        out.append(&mut self.pairs.done);
+    }
+
+    /// The engine finished slot `seq` of communicator `comm`, one it carries out itself.
+    pub(crate) fn finish_local(&mut self, comm: u64, seq: u64, outcome: Outcome) {
+        if let Some(c) = self.slot(comm).and_then(|s| self.comms[s].as_mut()) {
+            c.gather.done(seq, outcome);
+        }
+    }
+
+    /// Sends `len` bytes at `buf` to engine `partner` of the world (`root_is_me`), or receives
+    /// them from it into `buf`, on their pair communicator (`pairs.rs`); `token` comes back from
+    /// [`Node::take_pair_done`].
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn pair_post(
+        &mut self,
+        partner: u32,
+        root_is_me: bool,
+        buf: Resolved,
+        len: u32,
+        token: u64,
+        context: u64,
+        now: Nanos,
+        out: &mut Outbox,
+    ) {
+        let Node { proto, finished, jobs, pairs, .. } = self;
+        let mut env = NodeEnv { out, jobs, done: finished };
+        pairs.post(proto, partner, root_is_me, buf, len, token, context, now, &mut env);
+        // Completions the protocol gave at once (a refusal) go through `settle`.
     }
 
     /// Engine-local rank `local` made a call on communicator `comm` that posted nothing
@@ -390,8 +437,12 @@ impl Node {
     /// [`Node::reap_freed`] drops it.
     fn close_proto(&mut self, slot: usize, now: Nanos, out: &mut Outbox) {
         let Some(proto) = self.comms[slot].as_ref().and_then(|c| c.proto) else { return };
-        let Node { proto: p, finished, jobs, .. } = self;
-        p.close_comm(proto, now, &mut NodeEnv { out, jobs, done: finished });
+        let Node { proto: p, finished, jobs, pairs, .. } = self;
+        let mut env = NodeEnv { out, jobs, done: finished };
+        p.close_comm(proto, now, &mut env);
+        if slot == 0 {
+            pairs.close(p, now, &mut env);
+        }
     }
 
     /// Leaves `group` unless a communicator still uses it (ids are drawn at random: only a
@@ -405,8 +456,13 @@ impl Node {
     /// Drops communicator `slot` from the protocol: its operations still running fail.
     fn drop_proto(&mut self, slot: usize, out: &mut Outbox) {
         let Some(proto) = self.comms[slot].as_mut().and_then(|c| c.proto.take()) else { return };
-        let Node { proto: p, finished, jobs, .. } = self;
-        p.destroy_comm(proto, &mut NodeEnv { out, jobs, done: finished });
+        let Node { proto: p, finished, jobs, pairs, .. } = self;
+        let mut env = NodeEnv { out, jobs, done: finished };
+        p.destroy_comm(proto, &mut env);
+        if slot == 0 {
+            // The world's pairs go with it.
+            pairs.drop_all(p, &mut env);
+        }
     }
 
     /// Hands the protocol every slot of communicator `slot` that can start, in order, until one
@@ -415,6 +471,12 @@ impl Node {
         loop {
             let Some(c) = self.comms[slot].as_mut() else { return };
             let Some(s) = c.gather.next_start() else { return };
+            if s.local {
+                // The engine carries it out (`Node::take_local_started`).
+                c.gather.started();
+                self.local_started.push((c.handle, s));
+                continue;
+            }
             let Some(comm) = c.proto else {
                 c.gather.refused(StatusKind::CommunicatorBroken);
                 continue;
@@ -437,6 +499,10 @@ impl Node {
     /// Turns what the protocol finished into deliveries to local processes.
     fn settle(&mut self, deliveries: &mut Vec<Delivery>) {
         for (token, outcome) in self.finished.drain(..) {
+            if token & PAIR_TOKEN != 0 {
+                self.pairs.done.push((token & !PAIR_TOKEN, outcome));
+                continue;
+            }
             let slot = (token >> TOKEN_COMM_SHIFT) as usize;
             if let Some(c) = self.comms.get_mut(slot).and_then(Option::as_mut) {
                 c.gather.done(token & ((1 << TOKEN_COMM_SHIFT) - 1), outcome);
@@ -458,6 +524,10 @@ impl Node {
     ) {
         for slot in 0..self.comms.len() {
             self.start_ready(slot, now, out);
+        }
+        {
+            let Node { proto, finished, jobs: j, pairs, .. } = self;
+            pairs.retry(proto, now, &mut NodeEnv { out, jobs: j, done: finished });
         }
         self.settle(deliveries);
         self.reap_freed(now, out, deliveries);
@@ -599,6 +669,7 @@ impl Node {
         if world.freed.iter().all(|&f| f) {
             if let Some(proto) = world.proto {
                 self.proto.reopen_comm(proto);
+                self.pairs.reopen(&mut self.proto);
             }
             world.gather.arrive_all();
             world.freed.iter_mut().for_each(|f| *f = false);

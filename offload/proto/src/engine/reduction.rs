@@ -46,6 +46,8 @@ pub(super) enum Then {
     Complete { op: u64, counters: OpCounters },
     /// Node part `seq` of communicator `comm` is assembled: it may leave.
     Assembled { comm: u64, seq: u64 },
+    /// A step of recursive doubling `key` is over (`doubling.rs`).
+    Doubled { key: u64 },
 }
 
 /// A reduction in progress (key of `Engine::reductions`).
@@ -202,6 +204,12 @@ impl Engine {
                 if let Some(node) = self.node.as_mut() {
                     node.assembled(comm, seq, ok, &mut self.out);
                 }
+            }
+            Then::Doubled { key } => {
+                let status = if ok { StatusKind::Ok } else { StatusKind::OutOfBounds };
+                let outcome = Outcome { status, bytes: len, counters: OpCounters::default() };
+                // Carried on in `after`, which knows the time.
+                self.doubling_done.push((key, outcome));
             }
         }
     }

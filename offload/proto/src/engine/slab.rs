@@ -67,7 +67,7 @@ impl<T> Slab<T> {
         self.slots.iter().filter_map(|(_, v)| v.as_ref())
     }
 
-    #[cfg(test)]
+    /// Values held.
     pub(crate) fn len(&self) -> usize {
         self.slots.len() - self.free.len()
     }

@@ -1,0 +1,232 @@
+//! Point-to-point transfers between the world's engines: *pair communicators*.
+//!
+//! Every transfer of the protocol is a broadcast on a communicator. A broadcast on a
+//! communicator of two engines is a reliable point-to-point message — fragments, CRC, the
+//! keyed tag and message MAC, bitmaps, repair, retransmission with back-off, typed errors for
+//! an unreachable peer within `peer_timeout_ms`, channels and the delayed synchronization for
+//! buffer reuse — with nothing new on the wire. So the engine derives, for the world, one
+//! two-engine communicator per partner an algorithm needs, the way every engine derives the
+//! world itself: its identity (cookie, seed, secret) from the job's name and secret and the two
+//! engine numbers ([`crate::comm::ident::derived_identity`]), no bootstrap traffic; both
+//! engines of a pair create it at start, so no frame finds it missing. Pair communicators are
+//! small (two members: never multicast) and follow the world's life: closed when every local
+//! process finalized it, reopened for the next job, dropped when the world breaks.
+//!
+//! The partners are those of recursive doubling among the engines (`doubling.rs`): with `P` the
+//! largest power of two not above the engine count `E`, engine `i < P` pairs with `i ^ 2^k`
+//! for every `2^k < P` and, if `i + P < E`, with `i + P`; engine `i ≥ P` only with `i − P`.
+//! `log₂ E` communicators per engine at most, not `E − 1`.
+//!
+//! Both engines of a pair post its transfers in the same order (the algorithm's schedule says
+//! which side roots each), so the protocol's broadcast numbering lines up, as it does for any
+//! communicator. A post that finds its channel still held waits here, in order, and is
+//! retried after every event.
+use crate::comm::ident::derived_identity;
+use crate::comm::{CommSpec, PeerId};
+use crate::config::Topology;
+use crate::intake::regions::Resolved;
+use crate::transfer::protocol::OpCounters;
+use crate::transfer::protocol::{CommHandle, Env, Outcome, Post, PostError, Protocol};
+use crate::Nanos;
+use alloc::collections::VecDeque;
+use alloc::format;
+use alloc::vec::Vec;
+use ringcast_abi::StatusKind;
+
+/// Protocol tokens of pair transfers carry this bit (the world's and created communicators'
+/// tokens never reach it: their communicator slot sits below it).
+pub(crate) const PAIR_TOKEN: u64 = 1 << 63;
+
+/// The engines engine `me` of `engines` exchanges with in recursive doubling (module doc), in
+/// the order the algorithm meets them.
+pub fn doubling_partners(me: u32, engines: u32) -> Vec<u32> {
+    let p = power_below(engines);
+    if me >= p {
+        return alloc::vec![me - p];
+    }
+    let fold = (me + p < engines).then_some(me + p);
+    fold.into_iter().chain((0..p.trailing_zeros()).map(|k| me ^ (1 << k))).collect()
+}
+
+/// The largest power of two not above `n` (1 for 0 and 1).
+pub fn power_below(n: u32) -> u32 {
+    match n {
+        0 | 1 => 1,
+        n => 1 << (31 - n.leading_zeros()),
+    }
+}
+
+/// One transfer waiting for its pair's channel.
+#[derive(Clone, Copy, Debug)]
+struct Waiting {
+    partner: u32,
+    post: Post,
+}
+
+/// This engine's pair communicators and their transfers.
+#[derive(Debug, Default)]
+pub(crate) struct Pairs {
+    /// (partner engine, protocol handle), in [`doubling_partners`] order; a handle is `None`
+    /// once dropped.
+    comms: Vec<(u32, Option<CommHandle>)>,
+    /// This engine's number.
+    me: u32,
+    waiting: VecDeque<Waiting>,
+    /// Transfers over: (token without [`PAIR_TOKEN`], outcome), taken by the engine.
+    pub(crate) done: Vec<(u64, Outcome)>,
+}
+
+impl Pairs {
+    /// Creates node `me`'s pair communicators of the world described by `t`. Those the protocol
+    /// refuses (its table full) are left out: transfers to that partner then fail typed.
+    pub(crate) fn new(t: &Topology, me: u32, engines: u32, proto: &mut Protocol) -> Pairs {
+        let mut comms = Vec::new();
+        if engines >= 2 {
+            for partner in doubling_partners(me, engines) {
+                let (lo, hi) = (me.min(partner), me.max(partner));
+                let name = format!("ringcast pair communicator {lo} {hi} of job {}", t.job);
+                let id = derived_identity(&name, t.job_secret.0.as_ref());
+                let spec = CommSpec {
+                    cookie: id.cookie,
+                    group: id.group,
+                    members: alloc::vec![PeerId(lo), PeerId(hi)].into(),
+                    my_rank: u32::from(me == hi),
+                    seed: id.seed,
+                    key: id.key,
+                    layout: Default::default(),
+                };
+                comms.push((partner, proto.create_comm(spec).ok()));
+            }
+        }
+        Pairs { comms, me, waiting: VecDeque::new(), done: Vec::new() }
+    }
+
+    fn handle(&self, partner: u32) -> Option<CommHandle> {
+        self.comms.iter().find(|(p, _)| *p == partner).and_then(|(_, h)| *h)
+    }
+
+    /// Sends `len` bytes at `buf` to `partner` (`root_is_me`) or receives them from it into
+    /// `buf`; `token` comes back in [`Pairs::done`]. In the order posted per pair.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn post(
+        &mut self,
+        proto: &mut Protocol,
+        partner: u32,
+        root_is_me: bool,
+        buf: Resolved,
+        len: u32,
+        token: u64,
+        context: u64,
+        now: Nanos,
+        env: &mut impl Env,
+    ) {
+        let Some(comm) = self.handle(partner) else {
+            return self.done.push((token, failed(StatusKind::UnknownCommunicator)));
+        };
+        let root_engine = if root_is_me { self.me } else { partner };
+        let root = u32::from(root_engine == self.me.max(partner));
+        let post = Post { comm, root, buf, len, token: token | PAIR_TOKEN, context, window: 0 };
+        let w = Waiting { partner, post };
+        if self.waiting.iter().any(|q| q.partner == partner) {
+            return self.waiting.push_back(w); // behind an earlier transfer of this pair
+        }
+        if let Some(w) = self.try_post(proto, w, now, env) {
+            self.waiting.push_back(w);
+        }
+    }
+
+    /// Posts what waits for a channel, in order per pair.
+    pub(crate) fn retry(&mut self, proto: &mut Protocol, now: Nanos, env: &mut impl Env) {
+        let mut blocked: Vec<u32> = Vec::new();
+        let mut i = 0;
+        while i < self.waiting.len() {
+            let w = self.waiting[i];
+            if blocked.contains(&w.partner) {
+                i += 1;
+                continue;
+            }
+            let _ = self.waiting.remove(i);
+            if let Some(w) = self.try_post(proto, w, now, env) {
+                self.waiting.insert(i, w);
+                blocked.push(w.partner);
+                i += 1;
+            }
+        }
+    }
+
+    /// Posts `w`; gives it back if its channel is still held.
+    fn try_post(
+        &mut self,
+        proto: &mut Protocol,
+        w: Waiting,
+        now: Nanos,
+        env: &mut impl Env,
+    ) -> Option<Waiting> {
+        match proto.post_bcast(w.post, now, env) {
+            Ok(()) => None,
+            Err(PostError::WouldBlock) => Some(w),
+            Err(PostError::Refused(status)) => {
+                self.done.push((w.post.token & !PAIR_TOKEN, failed(status)));
+                None
+            }
+        }
+    }
+
+    /// The world closed (every local process finalized): the pairs settle their last
+    /// synchronization epoch with their partners, as the world does.
+    pub(crate) fn close(&mut self, proto: &mut Protocol, now: Nanos, env: &mut impl Env) {
+        for h in self.comms.iter().filter_map(|(_, h)| *h) {
+            proto.close_comm(h, now, env);
+        }
+    }
+
+    /// The world reopened for the next job.
+    pub(crate) fn reopen(&mut self, proto: &mut Protocol) {
+        for h in self.comms.iter().filter_map(|(_, h)| *h) {
+            proto.reopen_comm(h);
+        }
+    }
+
+    /// The world broke: its pairs go with it (their transfers fail; partners learn within the
+    /// peer timeout) and what waited fails.
+    pub(crate) fn drop_all(&mut self, proto: &mut Protocol, env: &mut impl Env) {
+        for (_, h) in self.comms.iter_mut() {
+            if let Some(h) = h.take() {
+                proto.destroy_comm(h, env);
+            }
+        }
+        for w in self.waiting.drain(..) {
+            self.done.push((w.post.token & !PAIR_TOKEN, failed(StatusKind::CommunicatorBroken)));
+        }
+    }
+}
+
+fn failed(status: StatusKind) -> Outcome {
+    Outcome { status, bytes: 0, counters: OpCounters::default() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partners_are_those_of_recursive_doubling_with_a_fold() {
+        assert_eq!(power_below(1), 1);
+        assert_eq!(power_below(5), 4);
+        assert_eq!(power_below(8), 8);
+        assert_eq!(doubling_partners(0, 2), [1]);
+        assert_eq!(doubling_partners(1, 2), [0]);
+        // Five engines: 4 folds into 0; 0..4 double among themselves.
+        assert_eq!(doubling_partners(0, 5), [4, 1, 2]);
+        assert_eq!(doubling_partners(3, 5), [2, 1]);
+        assert_eq!(doubling_partners(4, 5), [0]);
+        // Every pair is known at both ends.
+        for e in 2..20u32 {
+            for a in 0..e {
+                for b in doubling_partners(a, e) {
+                    assert!(doubling_partners(b, e).contains(&a), "{a} <-> {b} of {e}");
+                }
+            }
+        }
+    }
+}
