@@ -700,3 +700,63 @@ fn recursive_doubling_between_the_leaders_reduces_in_its_documented_order() {
     let small = Setup { staging: 256, ..doubling };
     check_world(&World::from_counts(&[2, 2, 1]).unwrap(), &cases, 301, lossy, 60, DmaTiming::Now, small);
 }
+
+/// An engine dead before the ranks post a doubling allreduce: every survivor fails typed within
+/// `(⌈log₂ E⌉ + 1)` peer timeouts — the dead engine's partner by the peer timeout, the partners
+/// of the later steps because that engine's world broke — never hangs. Every position of the
+/// dead engine among five (a folded one, a butterfly's) is tried.
+#[test]
+fn a_dead_engine_fails_a_doubling_allreduce_everywhere_within_the_bound() {
+    let nodes = 5u32;
+    let world = World::Uniform { nodes, ppn: 1 };
+    let peer_timeout_ms = 300u64;
+    for dead in 0..nodes as usize {
+        let engines = world_engines(&world, "doubling-dead", &|c| {
+            c.protocol.allreduce_between = AllreduceBetween::Doubling;
+            c.protocol.peer_timeout_ms = peer_timeout_ms as u32;
+        });
+        let mut c = clean_cluster(engines, 70 + dead as u64, 1);
+        c.nodes[dead].crash_at = Some(0);
+        let hosts = attach_ranks(&mut c, &world);
+        let elems = 64;
+        let len = elems * 8;
+        let total = (len * nodes as usize) as u64;
+        let alive: Vec<u32> = (0..nodes).filter(|&r| r as usize != dead).collect();
+        for &r in &alive {
+            let (node, local, host) = hosts[r as usize];
+            let m = &mut c.nodes[node];
+            let (wk, _) = stage(
+                m,
+                host,
+                u64::from(local) << 48 | 0x3,
+                r,
+                &contribution(DataType::I64, r, elems),
+                true,
+                total,
+            );
+            let at = RegionRef { key: wk, offset: 0 };
+            let d = SubmissionDescriptor::allreduce(
+                u64::from(r),
+                0,
+                at,
+                None,
+                len as u64,
+                DataType::I64,
+                ReduceOp::SUM,
+            );
+            c.with_engine(node, |e, now| e.handle_descriptor(host, &d, now));
+        }
+        run_until(&mut c, &format!("dead engine {dead}"), |c| c.published().len() >= alive.len());
+        let bound = (3 + 1) * peer_timeout_ms * 1_000_000 + 100_000_000;
+        for p in c.published() {
+            let s = StatusKind::try_from(p.cqe.status).unwrap();
+            let typed = [
+                StatusKind::PeerUnreachable,
+                StatusKind::CommunicatorBroken,
+                StatusKind::UnknownCommunicator,
+            ];
+            assert!(typed.contains(&s), "dead engine {dead}: {p:?}");
+            assert!(p.at < bound, "dead engine {dead}: failed at {} ms, beyond the bound", p.at / 1_000_000);
+        }
+    }
+}

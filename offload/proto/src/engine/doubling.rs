@@ -26,8 +26,11 @@
 //! the same setting). Each engine receives `⌈log₂ E⌉ · len` bytes (plus `len` for a fold) where
 //! the multicast allreduce gives every rank `E · len`; every transfer is a reliable broadcast on
 //! a two-engine communicator: CRC, tag and MAC, repair, back-off, `PeerUnreachable` within the
-//! peer timeout. A failed transfer or reduction fails the slot: every local process's
-//! operation ends with that status.
+//! peer timeout. A failed transfer or reduction fails the slot — every local process's
+//! operation ends with that status — and breaks the world at that engine, whose partners of the
+//! later steps then fail theirs within the peer timeout instead of waiting for transfers it
+//! will never post: an engine dead at the start of an allreduce fails it everywhere within
+//! `(⌈log₂ E⌉ + 1)` peer timeouts.
 //!
 //! Buffers: the partial result lives at the leader's `work + 0`; a partner's arrives in a
 //! scratch block of the same work buffer no local contribution occupies any more — the
@@ -209,8 +212,15 @@ impl Engine {
             return;
         }
         if d.status != StatusKind::Ok {
+            // The partners of the steps to come would wait for transfers this engine will not
+            // post: the world breaks here, and they learn within the peer timeout (each level
+            // of the schedule adds at most one).
             let d = self.doublings.remove(key).expect("present");
-            return self.finish_doubling_slot(d.comm, d.seq, failed(d.status));
+            self.finish_doubling_slot(d.comm, d.seq, failed(d.status));
+            if let Some(node) = self.node.as_mut() {
+                node.break_comm(d.comm, &mut self.out);
+            }
+            return;
         }
         d.step += 1;
         self.doubling_step(key, now);

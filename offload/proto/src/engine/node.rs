@@ -254,6 +254,17 @@ impl Node {
         }
     }
 
+    /// Breaks communicator `comm`: every unfinished operation fails (those with an outcome
+    /// already keep it) and the protocol lets go of it — and of the world's pairs, for the
+    /// world — so the other engines stop hearing from it and fail theirs within the peer timeout.
+    pub(crate) fn break_comm(&mut self, comm: u64, out: &mut Outbox) {
+        let Some(slot) = self.slot(comm) else { return };
+        if let Some(c) = self.comms[slot].as_mut() {
+            c.gather.fail();
+        }
+        self.drop_proto(slot, out);
+    }
+
     /// Each engine's first rank in communicator `comm`, in protocol-rank order.
     pub(crate) fn leaders(&self, comm: u64) -> Option<&[u32]> {
         Some(self.comms[self.slot(comm)?].as_ref()?.gather.leaders())
