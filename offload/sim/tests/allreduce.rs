@@ -319,12 +319,15 @@ fn late_dma_jobs_change_nothing() {
 }
 
 /// Ranks that disagree on the call — one rank's operation, or type, differs; or one posts an
-/// allgather of the same bytes, or an alltoall of blocks of that length — never reduce each other's bytes their own way, in either
-/// composition: the call's context is in every part's message MAC (and compared by the node's
-/// gather; a node part carries its leader's call, and lengths differ between an allgather's and
-/// a reduction's node part). So the offender fails typed, and every other rank either fails
-/// typed too or completes with exactly the reduction it asked for. The offender sits on a node of its own
-/// (`ppn` 1) and beside a sibling (`ppn` 2).
+/// allgather of the same bytes, or an alltoall of blocks of that length — never reduce each
+/// other's bytes their own way, in either composition: the call's context is in every part's
+/// message MAC (and compared by the node's gather; a node part carries its leader's call, and
+/// lengths differ between an allgather's and a reduction's node part). With recursive doubling
+/// between the leaders the pair transfers' MACs and the node's assembly tell another type or
+/// operation; another shape of call (an allgather) posts other parts and waits, so those
+/// variants run with multicast only. The offender fails typed, and every other rank either
+/// fails typed too or completes with exactly the reduction it asked for. The offender sits on a
+/// node of its own (`ppn` 1) and beside a sibling (`ppn` 2).
 #[test]
 fn ranks_that_disagree_on_the_call_get_typed_errors_not_wrong_results() {
     let elems = 40usize;
@@ -332,12 +335,21 @@ fn ranks_that_disagree_on_the_call_get_typed_errors_not_wrong_results() {
     for ((ppn, offender), parts) in
         cases.into_iter().flat_map(|c| [AllgatherParts::Nodes, AllgatherParts::Ranks].map(|p| (c, p)))
     {
-        for variant in 0..4 {
+        let betweens = |variant: u32| match variant {
+            0 | 1 => &[AllreduceBetween::Multicast, AllreduceBetween::Doubling][..],
+            _ => &[AllreduceBetween::Multicast][..],
+        };
+        for (variant, &between) in (0..4u32).flat_map(|v| betweens(v).iter().map(move |b| (v, b))) {
             let nodes = 3u32;
+            // An allreduce against another type or operation is told in both ways of combining
+            // the node results; against an allgather or an alltoall — another shape of call —
+            // only multicast posts the same parts (with doubling the ranks wait for each
+            // other's parts, as for a collective not called yet: docs/protocol.md).
             let engines = world_engines(&World::Uniform { nodes, ppn }, "mismatch", &|c| {
-                c.protocol.allgather_parts = parts
+                c.protocol.allgather_parts = parts;
+                c.protocol.allreduce_between = between;
             });
-            let seed = 40 + variant;
+            let seed = 40 + u64::from(variant);
             let mut c = clean_cluster(engines, seed, 1);
             let size = nodes * ppn;
             let len = elems * 8;

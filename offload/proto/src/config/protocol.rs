@@ -75,14 +75,15 @@ impl fmt::Display for AllgatherParts {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AllreduceBetween {
     /// Every node's result multicast once, every rank reducing them all (the multicast
-    /// allreduce, `engine/allgather.rs`). The default: measured faster on this machine
-    /// (docs/performance.md, "Recursive doubling between the leaders").
-    #[default]
+    /// allreduce, `engine/allgather.rs`).
     Multicast,
     /// Recursive doubling between the node leaders' engines over pair communicators
     /// (`engine/doubling.rs`): `log₂ E` exchanges of the node result, each engine receiving
     /// `len` bytes per step instead of `E · len` — Mamidala's allreduce, with the leaders'
-    /// point-to-point step on the engines.
+    /// point-to-point step on the engines. The default: as fast or faster than multicast in
+    /// every configuration measured here, 1.3–2.1× from 64 KiB (docs/performance.md,
+    /// "Recursive doubling between the leaders").
+    #[default]
     Doubling,
 }
 
@@ -222,7 +223,7 @@ crate::tunables! {
         allgather_parts: AllgatherParts = AllgatherParts::Nodes, "RINGCAST_ALLGATHER_PARTS",
             "how the engine composes ALLGATHER, ALLREDUCE, REDUCE and ALLTOALL from broadcasts: nodes (Mamidala's leader-based compositions: one broadcast per engine — an allgather's ranks' blocks side by side, a reduction's node result, an alltoall's ranks' send buffers side by side — when every engine's ranks are consecutive; else one per rank) or ranks (one broadcast per rank)";
         /// How a leader-based allreduce combines the node results.
-        allreduce_between: AllreduceBetween = AllreduceBetween::Multicast, "RINGCAST_ALLREDUCE_BETWEEN",
+        allreduce_between: AllreduceBetween = AllreduceBetween::Doubling, "RINGCAST_ALLREDUCE_BETWEEN",
             "how a leader-based ALLREDUCE on the world combines the node results: multicast (each node's result multicast once, every rank reduces them all) or doubling (recursive doubling between the node leaders' engines over pair communicators, then delivered to each node's processes); other communicators, REDUCE and per-rank compositions always multicast";
     }
 }

@@ -39,8 +39,9 @@
 //! Each part carries every property of the broadcast (CRC and MAC per datagram, bitmaps,
 //! repair, retransmission, typed errors, channels, and the call's context in its MAC: a rank
 //! posting an alltoall against another's allgather of the same bytes fails typed). Not the
-//! pairwise exchange or Mamidala's bidirectional schedule, which need point-to-point reliable
-//! transfers the protocol does not have (its transfers are broadcasts).
+//! pairwise exchange or Mamidala's bidirectional schedule: point-to-point transfers exist as
+//! pair communicators (`pairs.rs`), but only between recursive-doubling partners; a pairwise
+//! exchange needs one per pair of engines.
 use super::allgather::Blocks;
 use super::composite::{at, call_context, Composite, Scatter};
 use super::gather::Kind;
