@@ -471,7 +471,7 @@ static uint8_t rc_op_of(MPI_Op op) {
  * the same at every rank of a correct program), as one ringcast ALLREDUCE on a staging work
  * buffer of size x bytes (this rank's contribution copied in at its place): the engine gathers
  * every contribution, reduces them in a fixed order (rank order, or node by node then across
- * nodes when it composes leader-based — on the world by default by recursive doubling between
+ * nodes when it composes leader-based — by default by recursive doubling between
  * the nodes: docs/protocol.md) — the same order at every rank, so every
  * rank's result is bit-identical, floats included (it may differ from the library's own float
  * result within rounding: another order) — and the result is copied out. Bitwise and logical

@@ -39,7 +39,7 @@ impl Opcode {
     /// already in place at `rank × len`; the engine gathers the contributions there (one block
     /// per rank, or — composed leader-based, the default — one block per node at its first
     /// rank's place, each node's contributions reduced by its engine), reduces them in a fixed
-    /// order (rank order, or node by node — then, on the world by default, the node results by
+    /// order (rank order, or node by node — then, by default, the node results by
     /// recursive doubling between the nodes, a balanced tree: docs/protocol.md — the same at
     /// every rank, so results are bit-identical, floats included) and writes the result at the
     /// start of the work buffer; the rest of the

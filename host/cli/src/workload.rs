@@ -93,9 +93,9 @@ struct WComm {
     /// How many of its members each engine holds, in order, when the engine reduces leader-based
     /// on it (the reduction order then goes node by node: `reduction_order`); `None`: rank order.
     groups: Option<Vec<u32>>,
-    /// Its allreduces combine the node results by recursive doubling between the leaders (the
-    /// world, leader-based, `protocol.allreduce_between = doubling`): a balanced tree, not left
-    /// to right.
+    /// Its allreduces combine the node results by recursive doubling between the leaders
+    /// (leader-based on several engines, `protocol.allreduce_between = doubling`): a balanced
+    /// tree, not left to right.
     doubling: bool,
 }
 
@@ -184,8 +184,11 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
     let mut skew = mix(a.seed ^ u64::from(me) << 40);
     let everyone: Vec<u32> = (0..world).collect();
     let groups = reduction_groups(&config, &everyone);
-    let doubling = config.protocol.allreduce_between == ringcast_offload::config::AllreduceBetween::Doubling
-        && groups.as_ref().is_some_and(|g| g.len() >= 2);
+    let doubles = |groups: &Option<Vec<u32>>| {
+        config.protocol.allreduce_between == ringcast_offload::config::AllreduceBetween::Doubling
+            && groups.as_ref().is_some_and(|g| g.len() >= 2)
+    };
+    let doubling = doubles(&groups);
     let mut comms = vec![WComm { handle: 0, size: world, me, seed: a.seed, groups, doubling }];
     if a.split > 1 {
         let color = me % a.split;
@@ -197,7 +200,8 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
             .map_err(|e| format!("rank {me}: creating split communicator {color}: {e}"))?;
         let size = members.len() as u32;
         let groups = reduction_groups(&config, &members);
-        comms.push(WComm { handle, size, me: my_rank, seed: a.seed ^ seed, groups, doubling: false });
+        let doubling = doubles(&groups);
+        comms.push(WComm { handle, size, me: my_rank, seed: a.seed ^ seed, groups, doubling });
     }
     for k in 0..a.count {
         let n_comms = comms.len();

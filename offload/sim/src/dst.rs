@@ -59,7 +59,7 @@ use ringcast_abi::frame::DIGEST_LEN;
 use ringcast_abi::wire::{WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
 use ringcast_abi::{DataType, ReduceOp, StatusKind};
 use ringcast_proto::comm::Layout;
-use ringcast_proto::config::{AllgatherParts, EngineConfig, RootDelay};
+use ringcast_proto::config::{AllgatherParts, AllreduceBetween, EngineConfig, RootDelay};
 use ringcast_proto::fault::FaultConfig;
 use ringcast_proto::rng::SimRng;
 use ringcast_proto::schedule::bcast::Algorithm;
@@ -518,7 +518,9 @@ impl Scenario {
     /// Draws how the engines compose allgathers and reductions (one part per rank, or
     /// leader-based: one per engine where the ranks allow it), from a stream of its own.
     /// Half the scenarios also reduce in rounds of a small staging (`limits.reduce_staging_bytes`
-    /// of 64 bytes to 4 KiB: reductions of many slices, under every fault).
+    /// of 64 bytes to 4 KiB: reductions of many slices, under every fault), and half combine
+    /// the node results of leader-based allreduces by recursive doubling between the leaders
+    /// over pair communicators (`protocol.allreduce_between`), half by multicast.
     fn with_composition_draw(mut self) -> Scenario {
         let mut g = SimRng::new(self.seed ^ ENGINE_SALT ^ 2);
         let nodes = g.chance(0.5);
@@ -527,6 +529,8 @@ impl Scenario {
         if g.chance(0.5) {
             self.config.limits.reduce_staging_bytes = g.range(64, 4096);
         }
+        self.config.protocol.allreduce_between =
+            if g.chance(0.5) { AllreduceBetween::Doubling } else { AllreduceBetween::Multicast };
         self
     }
 

@@ -111,11 +111,10 @@ impl Engine {
             (false, false) => 0,
         };
         let context = call_context(a.opcode, a.reduce);
-        // An allreduce on the world may combine the node results by recursive doubling between
-        // the leaders (`doubling.rs`): one part, the node's, carried out by the engine.
-        let doubling = a.comm == 0
-            && a.root.is_none()
-            && self.core.config().protocol.allreduce_between == AllreduceBetween::Doubling;
+        // An allreduce may combine the node results by recursive doubling between the leaders
+        // (`doubling.rs`): one part, the node's, carried out by the engine.
+        let doubling =
+            a.root.is_none() && self.core.config().protocol.allreduce_between == AllreduceBetween::Doubling;
         if let (Some(spec), Some((engines, mine)), true) = (a.reduce, nodes, doubling) {
             if engines >= 2 {
                 let token = TAGGED | self.parts.insert(Composite::new(op, 1, a.len));

@@ -7,6 +7,7 @@
 //! engine's members ([`Placement::Table`]), which the local [`Gather`] needs. Every local member
 //! posts the same record (checked by digest); each learns its own rank from it.
 use super::gather::{Gather, Placement};
+use super::pairs::Pairs;
 use crate::comm::auth::Secret;
 use crate::comm::{CommSpec, GroupId, PeerId, World};
 use crate::transfer::protocol::CommHandle;
@@ -112,12 +113,21 @@ pub struct LocalComm {
     /// Since when the protocol has settled it (freed ones): it stays a few repair timeouts
     /// more, so a member whose last `SYNC_DOWN` was lost finds it when it asks again.
     pub settled_since: Option<u64>,
+    /// Its pair communicators: point-to-point transfers between its engines (`pairs.rs`).
+    pub pairs: Pairs,
 }
 
 impl LocalComm {
     /// The world, as node `node` serves it: its local processes are world ranks
     /// `world.start(node)..`.
-    pub fn world(node: u32, world: &World, proto: CommHandle, group: GroupId, capacity: usize) -> Self {
+    pub fn world(
+        node: u32,
+        world: &World,
+        proto: CommHandle,
+        group: GroupId,
+        capacity: usize,
+        pairs: Pairs,
+    ) -> Self {
         let locals = world.count(node);
         LocalComm {
             handle: 0,
@@ -129,6 +139,7 @@ impl LocalComm {
             freed: vec![false; locals as usize],
             freeing_since: None,
             settled_since: None,
+            pairs,
         }
     }
 

@@ -1,9 +1,9 @@
 //! Mamidala's allreduce with the leaders' step on the engines: recursive doubling between the
-//! node leaders (`protocol.allreduce_between = doubling`, the world only).
+//! node leaders (`protocol.allreduce_between = doubling`, the default).
 //!
-//! Algorithm, for `E` engines (nodes) of a world, `len`-byte contributions, `P` the largest
+//! Algorithm, for `E` engines (nodes) of a communicator, `len`-byte contributions, `P` the largest
 //! power of two not above `E`, at every engine `i`:
-//! 1. **intra-node**: every local process posts one slot of the world's gather, rooted at the
+//! 1. **intra-node**: every local process posts one slot of the communicator's gather, rooted at the
 //!    node's leader (its first rank) and carried out by the engine, not broadcast
 //!    ([`super::gather::Kind::local`]); the engine reduces the node's contributions in local rank
 //!    order into the leader's work buffer (`assembly.rs`, as the leader-based multicast
@@ -27,7 +27,7 @@
 //! the multicast allreduce gives every rank `E · len`; every transfer is a reliable broadcast on
 //! a two-engine communicator: CRC, tag and MAC, repair, back-off, `PeerUnreachable` within the
 //! peer timeout. A failed transfer or reduction fails the slot — every local process's
-//! operation ends with that status — and breaks the world at that engine, whose partners of the
+//! operation ends with that status — and breaks the communicator at that engine, whose partners of the
 //! later steps then fail theirs within the peer timeout instead of waiting for transfers it
 //! will never post: an engine dead at the start of an allreduce fails it everywhere within
 //! `(⌈log₂ E⌉ + 1)` peer timeouts.
@@ -156,6 +156,7 @@ impl Engine {
             let outcome = Outcome { status: StatusKind::Ok, bytes: d.len, counters: d.counters };
             return self.finish_doubling_slot(d.comm, d.seq, outcome);
         };
+        let comm = d.comm;
         let (me, partial, scratch, len, context, spec) =
             (d.me, d.partial, d.scratch, d.len, d.context, d.spec);
         let n = len as u32; // (the gather checked the length fits)
@@ -192,7 +193,7 @@ impl Engine {
         }
         for &(partner, send, buf) in &transfers[..count as usize] {
             let Some(node) = self.node.as_mut() else { return };
-            node.pair_post(partner, send, buf, n, key, context, now, &mut self.out);
+            node.pair_post(comm, partner, send, buf, n, key, context, now, &mut self.out);
         }
     }
 
@@ -213,7 +214,7 @@ impl Engine {
         }
         if d.status != StatusKind::Ok {
             // The partners of the steps to come would wait for transfers this engine will not
-            // post: the world breaks here, and they learn within the peer timeout (each level
+            // post: the communicator breaks here, and they learn within the peer timeout (each level
             // of the schedule adds at most one).
             let d = self.doublings.remove(key).expect("present");
             self.finish_doubling_slot(d.comm, d.seq, failed(d.status));
@@ -224,6 +225,11 @@ impl Engine {
         }
         d.step += 1;
         self.doubling_step(key, now);
+    }
+
+    /// Whether a doubling of communicator `comm` is running here.
+    pub(super) fn doubling_runs(&self, comm: u64) -> bool {
+        self.doublings.values().any(|d| d.comm == comm)
     }
 
     fn finish_doubling_slot(&mut self, comm: u64, seq: u64, outcome: Outcome) {

@@ -121,8 +121,8 @@ pub struct Engine {
     /// slot has not started yet.
     doublings: Slab<doubling::Doubling>,
     doubling_calls: Vec<doubling::DoublingCall>,
-    /// Started slots waiting for the doubling before them: one runs at a time, in slot order,
-    /// so every engine posts on a pair communicator in the same order.
+    /// Started slots waiting for the doubling before them on their communicator: one runs at a
+    /// time per communicator, in slot order, so both ends of a pair post in the same order.
     doubling_queue: VecDeque<(u64, gather::Start)>,
     /// Their steps that ended (reductions, transfers): (doubling, outcome), taken in `after`.
     doubling_done: Vec<(u64, Outcome)>,
@@ -617,15 +617,17 @@ impl Engine {
             node.take_local_started(&mut started);
             node.take_pair_done(&mut self.doubling_done);
             self.doubling_queue.extend(started);
-            let next = (self.doublings.len() == 0).then(|| self.doubling_queue.pop_front()).flatten();
-            if next.is_none() && self.doubling_done.is_empty() {
-                return;
-            }
-            for (key, outcome) in core::mem::take(&mut self.doubling_done) {
+            let done = core::mem::take(&mut self.doubling_done);
+            let progress = !done.is_empty();
+            for (key, outcome) in done {
                 self.doubling_part_over(key, outcome, now);
             }
-            if let Some((comm, start)) = next {
-                self.start_doubling(comm, start, now);
+            // The first waiting slot of each communicator without a doubling running starts.
+            let next = self.doubling_queue.iter().position(|(c, _)| !self.doubling_runs(*c));
+            match next.and_then(|i| self.doubling_queue.remove(i)) {
+                Some((comm, start)) => self.start_doubling(comm, start, now),
+                None if !progress => return,
+                None => {}
             }
         }
     }

@@ -20,6 +20,7 @@ use crate::transfer::protocol::{
     Dest, DmaJob, DmaStatus, DmaToken, Env, Outcome, Post, PostError, ProtoCounters, Protocol,
 };
 use crate::Nanos;
+use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec;
@@ -141,8 +142,9 @@ pub(crate) struct Node {
     finished: Vec<(u64, Outcome)>,
     /// Host-memory jobs the protocol asked for.
     jobs: Vec<DmaJob>,
-    /// The world's pair communicators: point-to-point transfers between engines (`pairs.rs`).
-    pairs: Pairs,
+    /// Pair transfers that ended (token without [`PAIR_TOKEN`], outcome), of every
+    /// communicator's pairs (`pairs.rs`).
+    pair_done: Vec<(u64, Outcome)>,
     /// Slots the engine carries out itself ([`Kind::local`]) that started: (communicator, slot).
     local_started: Vec<(u64, Start)>,
     /// Communicators created and dropped since start (see [`CommStats`]).
@@ -169,11 +171,12 @@ impl Node {
             layout: Default::default(),
         };
         let world = proto.create_comm(spec)?;
-        let pairs = Pairs::new(t, t.node, world_shape.nodes(), &mut proto);
+        let engines: Vec<PeerId> = (0..world_shape.nodes()).map(PeerId).collect();
+        let pairs = Pairs::new(&format!("job {}", t.job), &id.key, &engines, t.node, &mut proto);
         let window = config.protocol.channels as usize * 2;
         let max_comms = config.limits.max_comms as usize;
         let mut comms = Vec::with_capacity(max_comms);
-        comms.push(Some(LocalComm::world(t.node, &world_shape, world, id.group, window)));
+        comms.push(Some(LocalComm::world(t.node, &world_shape, world, id.group, window, pairs)));
         Ok(Node {
             proto,
             comms,
@@ -185,7 +188,7 @@ impl Node {
             time_wait: config.protocol.repair_timeout_us as Nanos * 1_000 * TIME_WAIT_REPAIRS,
             finished: Vec::with_capacity(window),
             jobs: Vec::new(),
-            pairs,
+            pair_done: Vec::new(),
             local_started: Vec::new(),
             created: 1,
             dropped: 0,
@@ -255,8 +258,8 @@ impl Node {
     }
 
     /// Breaks communicator `comm`: every unfinished operation fails (those with an outcome
-    /// already keep it) and the protocol lets go of it — and of the world's pairs, for the
-    /// world — so the other engines stop hearing from it and fail theirs within the peer timeout.
+    /// already keep it) and the protocol lets go of it and of its pairs, so the other engines
+    /// stop hearing from it and fail theirs within the peer timeout.
     pub(crate) fn break_comm(&mut self, comm: u64, out: &mut Outbox) {
         let Some(slot) = self.slot(comm) else { return };
         if let Some(c) = self.comms[slot].as_mut() {
@@ -303,7 +306,10 @@ impl Node {
 
     /// Pair transfers that ended since the last call: (token, outcome), moved into `out`.
     pub(crate) fn take_pair_done(&mut self, out: &mut Vec<(u64, Outcome)>) {
-        out.append(&mut self.pairs.done);
+        out.append(&mut self.pair_done);
+        for c in self.comms.iter_mut().flatten() {
+            out.append(&mut c.pairs.done);
+        }
     }
 
     /// The engine finished slot `seq` of communicator `comm`, one it carries out itself.
@@ -313,12 +319,13 @@ impl Node {
         }
     }
 
-    /// Sends `len` bytes at `buf` to engine `partner` of the world (`root_is_me`), or receives
-    /// them from it into `buf`, on their pair communicator (`pairs.rs`); `token` comes back from
-    /// [`Node::take_pair_done`].
+    /// Sends `len` bytes at `buf` to engine `partner` of communicator `comm` (`root_is_me`), or
+    /// receives them from it into `buf`, on their pair communicator (`pairs.rs`); `token` comes
+    /// back from [`Node::take_pair_done`].
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn pair_post(
         &mut self,
+        comm: u64,
         partner: u32,
         root_is_me: bool,
         buf: Resolved,
@@ -328,9 +335,15 @@ impl Node {
         now: Nanos,
         out: &mut Outbox,
     ) {
-        let Node { proto, finished, jobs, pairs, .. } = self;
+        let Some(slot) = self.slot(comm) else {
+            let failed =
+                Outcome { status: StatusKind::UnknownCommunicator, bytes: 0, counters: Default::default() };
+            return self.pair_done.push((token, failed));
+        };
+        let Node { proto, finished, jobs, comms, .. } = self;
+        let Some(c) = comms[slot].as_mut() else { return };
         let mut env = NodeEnv { out, jobs, done: finished };
-        pairs.post(proto, partner, root_is_me, buf, len, token, context, now, &mut env);
+        c.pairs.post(proto, partner, root_is_me, buf, len, token, context, now, &mut env);
         // Completions the protocol gave at once (a refusal) go through `settle`.
     }
 
@@ -383,7 +396,9 @@ impl Node {
             None => return Err(StatusKind::TooManyCommunicators), // max_comms alive
         };
         let group = spec.group;
+        let (members, me) = (spec.members.clone(), spec.my_rank);
         let proto = self.proto.create_comm(spec)?;
+        let pairs = Pairs::new(&format!("communicator {handle:#x}"), &rec.key, &members, me, &mut self.proto);
         let mut rank_of_local = vec![None; self.world.count(self.node) as usize];
         rank_of_local[local as usize] = Some(rec.my_rank);
         self.comms[free] = Some(LocalComm {
@@ -396,6 +411,7 @@ impl Node {
             freed: vec![false; locals as usize],
             freeing_since: None,
             settled_since: None,
+            pairs,
         });
         Ok(Some((free, group)))
     }
@@ -448,11 +464,11 @@ impl Node {
     /// [`Node::reap_freed`] drops it.
     fn close_proto(&mut self, slot: usize, now: Nanos, out: &mut Outbox) {
         let Some(proto) = self.comms[slot].as_ref().and_then(|c| c.proto) else { return };
-        let Node { proto: p, finished, jobs, pairs, .. } = self;
+        let Node { proto: p, finished, jobs, comms, .. } = self;
         let mut env = NodeEnv { out, jobs, done: finished };
         p.close_comm(proto, now, &mut env);
-        if slot == 0 {
-            pairs.close(p, now, &mut env);
+        if let Some(c) = comms[slot].as_mut() {
+            c.pairs.close(p, now, &mut env);
         }
     }
 
@@ -467,12 +483,12 @@ impl Node {
     /// Drops communicator `slot` from the protocol: its operations still running fail.
     fn drop_proto(&mut self, slot: usize, out: &mut Outbox) {
         let Some(proto) = self.comms[slot].as_mut().and_then(|c| c.proto.take()) else { return };
-        let Node { proto: p, finished, jobs, pairs, .. } = self;
+        let Node { proto: p, finished, jobs, comms, .. } = self;
         let mut env = NodeEnv { out, jobs, done: finished };
         p.destroy_comm(proto, &mut env);
-        if slot == 0 {
-            // The world's pairs go with it.
-            pairs.drop_all(p, &mut env);
+        if let Some(c) = comms[slot].as_mut() {
+            // Its pairs go with it.
+            c.pairs.drop_all(p, &mut env);
         }
     }
 
@@ -511,7 +527,7 @@ impl Node {
     fn settle(&mut self, deliveries: &mut Vec<Delivery>) {
         for (token, outcome) in self.finished.drain(..) {
             if token & PAIR_TOKEN != 0 {
-                self.pairs.done.push((token & !PAIR_TOKEN, outcome));
+                self.pair_done.push((token & !PAIR_TOKEN, outcome));
                 continue;
             }
             let slot = (token >> TOKEN_COMM_SHIFT) as usize;
@@ -537,8 +553,11 @@ impl Node {
             self.start_ready(slot, now, out);
         }
         {
-            let Node { proto, finished, jobs: j, pairs, .. } = self;
-            pairs.retry(proto, now, &mut NodeEnv { out, jobs: j, done: finished });
+            let Node { proto, finished, jobs: j, comms, .. } = self;
+            let mut env = NodeEnv { out, jobs: j, done: finished };
+            for c in comms.iter_mut().flatten() {
+                c.pairs.retry(proto, now, &mut env);
+            }
         }
         self.settle(deliveries);
         self.reap_freed(now, out, deliveries);
@@ -599,7 +618,8 @@ impl Node {
         for slot in 1..self.comms.len() {
             let Some(c) = self.comms[slot].as_mut() else { continue };
             let Some(since) = c.freeing_since else { continue };
-            let settled = c.proto.is_none_or(|h| self.proto.is_quiescent(h));
+            let settled =
+                c.proto.is_none_or(|h| self.proto.is_quiescent(h)) && c.pairs.quiescent(&self.proto);
             if settled && c.settled_since.is_none() {
                 c.settled_since = Some(now);
             }
@@ -680,7 +700,7 @@ impl Node {
         if world.freed.iter().all(|&f| f) {
             if let Some(proto) = world.proto {
                 self.proto.reopen_comm(proto);
-                self.pairs.reopen(&mut self.proto);
+                world.pairs.reopen(&mut self.proto);
             }
             world.gather.arrive_all();
             world.freed.iter_mut().for_each(|f| *f = false);

@@ -1,16 +1,19 @@
-//! Point-to-point transfers between the world's engines: *pair communicators*.
+//! Point-to-point transfers between a communicator's engines: *pair communicators*.
 //!
 //! Every transfer of the protocol is a broadcast on a communicator. A broadcast on a
 //! communicator of two engines is a reliable point-to-point message — fragments, CRC, the
 //! keyed tag and message MAC, bitmaps, repair, retransmission with back-off, typed errors for
 //! an unreachable peer within `peer_timeout_ms`, channels and the delayed synchronization for
-//! buffer reuse — with nothing new on the wire. So the engine derives, for the world, one
-//! two-engine communicator per partner an algorithm needs, the way every engine derives the
-//! world itself: its identity (cookie, seed, secret) from the job's name and secret and the two
-//! engine numbers ([`crate::comm::ident::derived_identity`]), no bootstrap traffic; both
-//! engines of a pair create it at start, so no frame finds it missing. Pair communicators are
-//! small (two members: never multicast) and follow the world's life: closed when every local
-//! process finalized it, reopened for the next job, dropped when the world breaks.
+//! buffer reuse — with nothing new on the wire. So the engine derives, for each communicator
+//! (the world and every created one), one two-engine communicator per partner an algorithm
+//! needs, the way every engine derives the world itself: its identity (cookie, seed, secret)
+//! from the parent's — the job's name and secret for the world, the creation record's cookie
+//! and secret for a created one — and the two engine numbers
+//! ([`crate::comm::ident::derived_identity`]), no bootstrap traffic; both engines of a pair
+//! create it with the parent, so no frame finds it missing. Pair communicators are small (two
+//! members: never multicast) and follow their parent's life: closed when it closes (every local
+//! process finalized or freed it), reopened with the world for the next job, dropped when the
+//! parent breaks or is dropped.
 //!
 //! The partners are those of recursive doubling among the engines (`doubling.rs`): with `P` the
 //! largest power of two not above the engine count `E`, engine `i < P` pairs with `i ^ 2^k`
@@ -21,9 +24,9 @@
 //! which side roots each), so the protocol's broadcast numbering lines up, as it does for any
 //! communicator. A post that finds its channel still held waits here, in order, and is
 //! retried after every event.
+use crate::comm::auth::Secret;
 use crate::comm::ident::derived_identity;
 use crate::comm::{CommSpec, PeerId};
-use crate::config::Topology;
 use crate::intake::regions::Resolved;
 use crate::transfer::protocol::OpCounters;
 use crate::transfer::protocol::{CommHandle, Env, Outcome, Post, PostError, Protocol};
@@ -77,19 +80,29 @@ pub(crate) struct Pairs {
 }
 
 impl Pairs {
-    /// Creates node `me`'s pair communicators of the world described by `t`. Those the protocol
-    /// refuses (its table full) are left out: transfers to that partner then fail typed.
-    pub(crate) fn new(t: &Topology, me: u32, engines: u32, proto: &mut Protocol) -> Pairs {
+    /// Creates the pair communicators engine `me` of a communicator needs: the communicator's
+    /// engines are `members` (fabric addresses, in engine order), it is named `parent` (the
+    /// job's world, or a created communicator's cookie) and keyed by `secret`. Those the
+    /// protocol refuses (its table full) are left out: transfers to that partner then fail
+    /// typed.
+    pub(crate) fn new(
+        parent: &str,
+        secret: &Secret,
+        members: &[PeerId],
+        me: u32,
+        proto: &mut Protocol,
+    ) -> Pairs {
         let mut comms = Vec::new();
-        if engines >= 2 {
+        let engines = members.len() as u32;
+        if engines >= 2 && me < engines {
             for partner in doubling_partners(me, engines) {
                 let (lo, hi) = (me.min(partner), me.max(partner));
-                let name = format!("ringcast pair communicator {lo} {hi} of job {}", t.job);
-                let id = derived_identity(&name, t.job_secret.0.as_ref());
+                let name = format!("ringcast pair communicator {lo} {hi} of {parent}");
+                let id = derived_identity(&name, Some(&secret.0));
                 let spec = CommSpec {
                     cookie: id.cookie,
                     group: id.group,
-                    members: alloc::vec![PeerId(lo), PeerId(hi)].into(),
+                    members: alloc::vec![members[lo as usize], members[hi as usize]].into(),
                     my_rank: u32::from(me == hi),
                     seed: id.seed,
                     key: id.key,
@@ -99,6 +112,11 @@ impl Pairs {
             }
         }
         Pairs { comms, me, waiting: VecDeque::new(), done: Vec::new() }
+    }
+
+    /// Whether every pair communicator settled with its partner (nothing owed).
+    pub(crate) fn quiescent(&self, proto: &Protocol) -> bool {
+        self.comms.iter().filter_map(|(_, h)| *h).all(|h| proto.is_quiescent(h))
     }
 
     fn handle(&self, partner: u32) -> Option<CommHandle> {

@@ -67,7 +67,7 @@ impl<T> Slab<T> {
         self.slots.iter().filter_map(|(_, v)| v.as_ref())
     }
 
-    /// Values held.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.slots.len() - self.free.len()
     }

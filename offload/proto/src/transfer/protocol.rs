@@ -122,10 +122,12 @@ impl Protocol {
                 .max(config.protocol.repair_timeout_us as Nanos * 1000),
             selective_bytes: config.protocol.selective_repair_bytes,
             // Grows to `max_comms` as communicators are created: a simulated rank of one
-            // communicator holds one entry, not 64.
+            // communicator holds one entry, not 64. Each communicator brings its pair
+            // communicators (`engine/pairs.rs`: at most ⌈log₂ nodes⌉ + 1).
             comms: Vec::new(),
             next_generation: 0,
-            max_comms: config.limits.max_comms as usize,
+            max_comms: config.limits.max_comms as usize
+                * (1 + pairs_per_comm(config.topology.world().nodes())),
             counters: ProtoCounters::default(),
             scratch: Vec::new(),
             early_buf: Vec::new(),
@@ -495,4 +497,10 @@ pub struct CommState {
     pub closing: bool,
     /// Multicast failed over to point-to-point (two epochs without a multicast hit).
     pub failed_over: bool,
+}
+
+/// The most pair communicators one communicator of engines among `nodes` brings
+/// (`engine/pairs.rs`): ⌈log₂ nodes⌉ + 1.
+fn pairs_per_comm(nodes: u32) -> usize {
+    (32 - nodes.max(2).saturating_sub(1).leading_zeros()) as usize + 1
 }

@@ -6,9 +6,10 @@
 use super::setup::{segment, Forged, Proc};
 use super::{pattern, Report, Scenario, Violation};
 use crate::cluster::Cluster;
-use crate::reference::{reference_reduce_grouped, same_values};
+use crate::reference::{reference_reduce_doubling, reference_reduce_grouped, same_values};
 use ringcast_abi::frame::DropReason;
 use ringcast_abi::{Completion, RegionRef, StatusKind, SubmissionDescriptor};
+use ringcast_proto::config::AllreduceBetween;
 use ringcast_proto::intake::Departure;
 use ringcast_proto::rng::SimRng;
 use ringcast_proto::Nanos;
@@ -460,7 +461,16 @@ impl Ledger {
                         let blocks: Vec<Vec<u8>> =
                             (0..size).map(|q| super::block_pattern(s.seed, c, k, q, len)).collect();
                         let groups = super::setup::node_parts(s, c);
-                        let want = reference_reduce_grouped(t, o, &blocks, groups.as_deref());
+                        // An allreduce (not a reduce) of several engines, leader-based, combines
+                        // the node results by recursive doubling where the engines do.
+                        let doubling = s.config.protocol.allreduce_between == AllreduceBetween::Doubling
+                            && !s.comms[c].reduce[k];
+                        let want = match groups.as_deref() {
+                            Some(g) if doubling && g.len() >= 2 => {
+                                reference_reduce_doubling(t, o, &blocks, g)
+                            }
+                            g => reference_reduce_grouped(t, o, &blocks, g),
+                        };
                         let Some(got) = mem.get(&segment(p.local, c, k as u64)).map(|m| &m[..len as usize])
                         else {
                             return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
