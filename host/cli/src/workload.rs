@@ -472,7 +472,7 @@ fn reductions(
             let t1 = monotonic_ns();
             if !rooted || c.me == root {
                 work.read_at(0, &mut got).map_err(|e| e.to_string())?;
-                let want = reduction_order(c, g, n, !rooted && c.doubling, |p, q| match (ints, op) {
+                let want = reduction_order(c, g, n, c.doubling, |p, q| match (ints, op) {
                     (true, ReduceOp::MAX) => i64::from_le_bytes(p).max(i64::from_le_bytes(q)).to_le_bytes(),
                     (true, _) => u64::from_le_bytes(p).wrapping_add(u64::from_le_bytes(q)).to_le_bytes(),
                     (false, _) => (f64::from_le_bytes(p) + f64::from_le_bytes(q)).to_le_bytes(),

@@ -461,16 +461,24 @@ fn ranks_that_disagree_on_the_call_get_typed_errors_not_wrong_results() {
     }
 }
 
-/// REDUCE to every root in turn, with loss, in place and not, leader-based and per rank: the
-/// root's result equals the checker's reduction in the composition's order (rank order; node by
-/// node then across nodes when leader-based); every other rank completes `Ok`
-/// with 0 bytes (it gathered but did not reduce). A root outside the communicator is `BadRoot`.
+/// REDUCE to every root in turn, with loss, in place and not, per rank and leader-based (node
+/// results by multicast and by recursive doubling): the root's result equals the checker's
+/// reduction in the composition's order (rank order; node by node then across nodes in node
+/// order, or by the doubling's tree); every other rank completes `Ok` with 0 bytes. A root
+/// outside the communicator is `BadRoot`.
 #[test]
 fn a_reduce_delivers_the_result_at_its_root_only() {
     let (nodes, ppn, elems) = (3u32, 2u32, 50usize);
-    for parts in [AllgatherParts::Ranks, AllgatherParts::Nodes] {
-        let engines =
-            world_engines(&World::Uniform { nodes, ppn }, "reduce", &|c| c.protocol.allgather_parts = parts);
+    let setups = [
+        (AllgatherParts::Ranks, AllreduceBetween::Multicast),
+        (AllgatherParts::Nodes, AllreduceBetween::Multicast),
+        (AllgatherParts::Nodes, AllreduceBetween::Doubling),
+    ];
+    for (parts, between) in setups {
+        let engines = world_engines(&World::Uniform { nodes, ppn }, "reduce", &|c| {
+            c.protocol.allgather_parts = parts;
+            c.protocol.allreduce_between = between;
+        });
         let faults = Faults { mcast_loss: 0.05, ucast_loss: 0.02, jitter: 3_000, ..Faults::clean() };
         let mut c =
             Cluster::new(engines, faults, SimRng::new(9), crc32c::crc32c, DmaTiming::Now, SimRng::new(10));
@@ -507,7 +515,10 @@ fn a_reduce_delivers_the_result_at_its_root_only() {
         // Leader-based: each node's contributions reduced first (two ranks each), then the nodes'.
         let counts = vec![ppn; nodes as usize];
         let groups = (parts == AllgatherParts::Nodes).then_some(&counts[..]);
-        let result = reference_reduce_grouped(t, o, &blocks, groups);
+        let result = match (between, groups) {
+            (AllreduceBetween::Doubling, Some(g)) => reference_reduce_doubling(t, o, &blocks, g),
+            _ => reference_reduce_grouped(t, o, &blocks, groups),
+        };
         for p in c.published() {
             let (r, root) = ((p.cqe.cookie >> 16) as u32, (p.cqe.cookie & 0xffff) as u32);
             assert_eq!(p.cqe.status.0, StatusKind::Ok as u16, "{parts:?}: {p:?}");

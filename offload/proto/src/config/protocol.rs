@@ -224,7 +224,7 @@ crate::tunables! {
             "how the engine composes ALLGATHER, ALLREDUCE, REDUCE and ALLTOALL from broadcasts: nodes (Mamidala's leader-based compositions: one broadcast per engine — an allgather's ranks' blocks side by side, a reduction's node result, an alltoall's ranks' send buffers side by side — when every engine's ranks are consecutive; else one per rank) or ranks (one broadcast per rank)";
         /// How a leader-based allreduce combines the node results.
         allreduce_between: AllreduceBetween = AllreduceBetween::Doubling, "RINGCAST_ALLREDUCE_BETWEEN",
-            "how a leader-based ALLREDUCE combines the node results: multicast (each node's result multicast once, every rank reduces them all) or doubling (recursive doubling between the node leaders' engines over pair communicators, then delivered to each node's processes); REDUCE and per-rank compositions always multicast";
+            "how a leader-based ALLREDUCE or REDUCE combines the node results: multicast (each node's result multicast once, every rank reduces them all) or doubling (recursive doubling between the node leaders' engines over pair communicators, then delivered to each node's processes); per-rank compositions always multicast";
     }
 }
 

@@ -57,6 +57,10 @@
 //! **Reduce** is the same allreduce whose last step only the root takes: every rank gathers
 //! every part (the multicast composition delivers each part everywhere), the root alone
 //! loads, reduces and stores, and the others complete with 0 bytes once their parts are over.
+//!
+//! By default (`protocol.allreduce_between = doubling`) a leader-based allreduce or reduce
+//! combines the node results by recursive doubling between the leaders instead of multicasting
+//! them (`doubling.rs`): one part per node, carried out by the engine.
 
 use super::assembly::Piece;
 use super::composite::{call_context, Composite, Reduce};
@@ -111,13 +115,14 @@ impl Engine {
             (false, false) => 0,
         };
         let context = call_context(a.opcode, a.reduce);
-        // An allreduce may combine the node results by recursive doubling between the leaders
-        // (`doubling.rs`): one part, the node's, carried out by the engine.
-        let doubling =
-            a.root.is_none() && self.core.config().protocol.allreduce_between == AllreduceBetween::Doubling;
+        // An allreduce or a reduce may combine the node results by recursive doubling between
+        // the leaders (`doubling.rs`): one part, the node's, carried out by the engine. (A
+        // reduce's other ranks get the result too, in a buffer whose contents are theirs not to
+        // rely on, and report no bytes.)
+        let doubling = self.core.config().protocol.allreduce_between == AllreduceBetween::Doubling;
         if let (Some(spec), Some((engines, mine)), true) = (a.reduce, nodes, doubling) {
             if engines >= 2 {
-                let token = TAGGED | self.parts.insert(Composite::new(op, 1, a.len));
+                let token = TAGGED | self.parts.insert(Composite::new(op, 1, bytes));
                 return self.post_doubling(&a, local, token, context, spec, mine);
             }
         }
@@ -161,6 +166,9 @@ impl Engine {
         match node.post(local, a.comm, first, at(0), a.len, token, kind) {
             Ok(seq) => {
                 if !self.doubling_calls.iter().any(|&(c, s, ..)| c == a.comm && s == seq) {
+                    // Calls of a communicator that broke before their slot started never start.
+                    let node = self.node.as_ref();
+                    self.doubling_calls.retain(|&(c, ..)| node.is_some_and(|n| n.usable(c)));
                     self.doubling_calls.push((a.comm, seq, spec));
                 }
                 let (src, key) = match a.send {

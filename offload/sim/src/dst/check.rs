@@ -461,10 +461,9 @@ impl Ledger {
                         let blocks: Vec<Vec<u8>> =
                             (0..size).map(|q| super::block_pattern(s.seed, c, k, q, len)).collect();
                         let groups = super::setup::node_parts(s, c);
-                        // An allreduce (not a reduce) of several engines, leader-based, combines
-                        // the node results by recursive doubling where the engines do.
-                        let doubling = s.config.protocol.allreduce_between == AllreduceBetween::Doubling
-                            && !s.comms[c].reduce[k];
+                        // A reduction of several engines, leader-based, combines the node
+                        // results by recursive doubling where the engines do.
+                        let doubling = s.config.protocol.allreduce_between == AllreduceBetween::Doubling;
                         let want = match groups.as_deref() {
                             Some(g) if doubling && g.len() >= 2 => {
                                 reference_reduce_doubling(t, o, &blocks, g)
