@@ -483,12 +483,14 @@ impl Node {
     /// Drops communicator `slot` from the protocol: its operations still running fail.
     fn drop_proto(&mut self, slot: usize, out: &mut Outbox) {
         let Some(proto) = self.comms[slot].as_mut().and_then(|c| c.proto.take()) else { return };
-        let Node { proto: p, finished, jobs, comms, .. } = self;
+        let Node { proto: p, finished, jobs, comms, pair_done, .. } = self;
         let mut env = NodeEnv { out, jobs, done: finished };
         p.destroy_comm(proto, &mut env);
         if let Some(c) = comms[slot].as_mut() {
-            // Its pairs go with it.
+            // Its pairs go with it; what their transfers owe is told now (the communicator
+            // may be reaped before the engine takes them).
             c.pairs.drop_all(p, &mut env);
+            pair_done.append(&mut c.pairs.done);
         }
     }
 
@@ -627,11 +629,13 @@ impl Node {
             // Broken (its protocol side gone, or a peer declared dead), nobody to answer (no
             // synchronization children here), or nothing ever synchronized (no broadcast: no
             // SYNC_DOWN to repeat, and its slot is back at once): nothing to wait for.
-            let gone = c.proto.is_none_or(|h| {
+            let nothing_to_repeat = |h| {
                 self.proto.is_broken(h).unwrap_or(true)
                     || !self.proto.has_sync_children(h)
                     || self.proto.comm_state(h).is_none_or(|s| s.posted == 0)
-            });
+            };
+            // Its pairs too: one used only by doublings may owe a lost SYNC_DOWN there.
+            let gone = c.proto.is_none_or(nothing_to_repeat) && c.pairs.handles().all(nothing_to_repeat);
             if (settled && (waited || gone)) || now.saturating_sub(since) > self.free_linger {
                 let group = c.group;
                 self.drop_proto(slot, out);

@@ -114,6 +114,11 @@ impl Pairs {
         Pairs { comms, me, waiting: VecDeque::new(), done: Vec::new() }
     }
 
+    /// The protocol handles of the pair communicators alive.
+    pub(crate) fn handles(&self) -> impl Iterator<Item = CommHandle> + '_ {
+        self.comms.iter().filter_map(|(_, h)| *h)
+    }
+
     /// Whether every pair communicator settled with its partner (nothing owed).
     pub(crate) fn quiescent(&self, proto: &Protocol) -> bool {
         self.comms.iter().filter_map(|(_, h)| *h).all(|h| proto.is_quiescent(h))
