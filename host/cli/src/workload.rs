@@ -496,8 +496,9 @@ fn reductions(
 /// This rank's own reduction of every member's contribution to reduction `g` (`n` 8-byte
 /// elements) in the engine's documented order: left to right in rank order, or — leader-based
 /// (`WComm::groups`) — each engine's members left to right, then the engines' results left to
-/// right, or (`doubling`: an allreduce by recursive doubling) node `i + P`'s folded into node
-/// `i`'s (`P` the largest power of two not above the engines), then a balanced tree.
+/// right, or (`doubling`: between the leaders) node `i + P`'s folded into node `i`'s (`P` the
+/// largest power of two not above the engines), then nodes `i` and `i + P/2` combined, then
+/// `i` and `i + P/4`, ….
 fn reduction_order(
     c: &WComm,
     g: u32,
@@ -530,15 +531,14 @@ fn reduction_order(
             fold_into(&mut nodes[i], &upper);
         }
         nodes.truncate(p);
-        while nodes.len() > 1 {
-            nodes = nodes
-                .chunks(2)
-                .map(|pair| {
-                    let mut lower = pair[0].clone();
-                    fold_into(&mut lower, &pair[1]);
-                    lower
-                })
-                .collect();
+        let mut d = p / 2;
+        while d >= 1 {
+            for i in 0..d {
+                let upper = nodes[i + d].clone();
+                fold_into(&mut nodes[i], &upper);
+            }
+            nodes.truncate(d);
+            d /= 2;
         }
     }
     let mut nodes = nodes.into_iter();

@@ -518,9 +518,10 @@ impl Scenario {
     /// Draws how the engines compose allgathers and reductions (one part per rank, or
     /// leader-based: one per engine where the ranks allow it), from a stream of its own.
     /// Half the scenarios also reduce in rounds of a small staging (`limits.reduce_staging_bytes`
-    /// of 64 bytes to 4 KiB: reductions of many slices, under every fault), and half combine
-    /// the node results of leader-based allreduces by recursive doubling between the leaders
-    /// over pair communicators (`protocol.allreduce_between`), half by multicast.
+    /// of 64 bytes to 4 KiB: reductions of many slices, under every fault), half combine the
+    /// node results of leader-based allreduces between the leaders over pair communicators
+    /// (`protocol.allreduce_between`), half by multicast, and half halve blocks from 64 bytes to
+    /// 2 KiB on (Rabenseifner's schedule, `protocol.allreduce_halving_bytes`).
     fn with_composition_draw(mut self) -> Scenario {
         let mut g = SimRng::new(self.seed ^ ENGINE_SALT ^ 2);
         let nodes = g.chance(0.5);
@@ -531,6 +532,10 @@ impl Scenario {
         }
         self.config.protocol.allreduce_between =
             if g.chance(0.5) { AllreduceBetween::Doubling } else { AllreduceBetween::Multicast };
+        if g.chance(0.5) {
+            // Rabenseifner's schedule between the leaders for blocks this short.
+            self.config.protocol.allreduce_halving_bytes = g.range(64, 2048) as u32;
+        }
         self
     }
 

@@ -28,9 +28,10 @@ pub fn reference_reduce_grouped(
 /// The checker's own reduction of `blocks` in the recursive-doubling allreduce's order
 /// (`protocol.allreduce_between = doubling`): each node's blocks (`counts[k]` consecutive
 /// ranks) in rank order; with `P` the largest power of two not above the node count `E`, node
-/// `i + P`'s result folded into node `i`'s (`nᵢ ⊕ nᵢ₊ₚ`); then, level by level, the results of
-/// nodes `i` and `i + 2ᵏ` (`i` a multiple of `2ᵏ⁺¹`) combined lower first — a balanced tree:
-/// `((m₀ ⊕ m₁) ⊕ (m₂ ⊕ m₃))`. Written from that description, not from the engine's schedule.
+/// `i + P`'s result folded into node `i`'s (`nᵢ ⊕ nᵢ₊ₚ`); then the results of nodes `i` and
+/// `i + P/2` combined lower first, then `i` and `i + P/4`, …: `((m₀ ⊕ m₂) ⊕ (m₁ ⊕ m₃))` for four.
+/// Written from that description, not from the engine's schedule (recursive doubling and
+/// Rabenseifner's both reduce in this tree).
 pub fn reference_reduce_doubling(t: DataType, o: ReduceOp, blocks: &[Vec<u8>], counts: &[u32]) -> Vec<u8> {
     let mut first = 0;
     let mut nodes: Vec<Vec<u8>> = counts
@@ -49,8 +50,13 @@ pub fn reference_reduce_doubling(t: DataType, o: ReduceOp, blocks: &[Vec<u8>], c
         nodes[i] = reference_reduce(t, o, &[nodes[i].clone(), nodes[i + p].clone()]);
     }
     nodes.truncate(p);
-    while nodes.len() > 1 {
-        nodes = nodes.chunks(2).map(|pair| reference_reduce(t, o, pair)).collect();
+    let mut d = p / 2;
+    while d >= 1 {
+        for i in 0..d {
+            nodes[i] = reference_reduce(t, o, &[nodes[i].clone(), nodes[i + d].clone()]);
+        }
+        nodes.truncate(d);
+        d /= 2;
     }
     nodes.swap_remove(0)
 }

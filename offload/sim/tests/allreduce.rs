@@ -146,7 +146,8 @@ fn check_staged(nodes: u32, ppn: u32, elems: usize, faults: Faults, seed: u64, d
     let cases: Vec<(DataType, ReduceOp)> =
         TYPES.iter().flat_map(|&t| OPS.iter().filter(move |o| o.supports(t)).map(move |&o| (t, o))).collect();
     for parts in [AllgatherParts::Nodes, AllgatherParts::Ranks] {
-        let setup = Setup { parts, staging, between: AllreduceBetween::Multicast };
+        let halving = EngineConfig::default().protocol.allreduce_halving_bytes;
+        let setup = Setup { parts, staging, between: AllreduceBetween::Multicast, halving };
         check_world(&World::Uniform { nodes, ppn }, &cases, elems, faults.clone(), seed, dma, setup);
     }
 }
@@ -159,13 +160,16 @@ struct Setup {
     staging: u64,
     /// `protocol.allreduce_between`.
     between: AllreduceBetween,
+    /// `protocol.allreduce_halving_bytes`.
+    halving: u32,
 }
 
 impl Setup {
     /// Leader-based, node results combined by `between`, the default staging.
     fn leaders(between: AllreduceBetween) -> Setup {
         let staging = EngineConfig::default().limits.reduce_staging_bytes;
-        Setup { parts: AllgatherParts::Nodes, staging, between }
+        let halving = EngineConfig::default().protocol.allreduce_halving_bytes;
+        Setup { parts: AllgatherParts::Nodes, staging, between, halving }
     }
 }
 
@@ -180,11 +184,12 @@ fn check_world(
     dma: DmaTiming,
     setup: Setup,
 ) {
-    let Setup { parts, staging, between } = setup;
+    let Setup { parts, staging, between, halving } = setup;
     let engines = world_engines(world, "allreduce", &|c| {
         c.protocol.allgather_parts = parts;
         c.limits.reduce_staging_bytes = staging;
         c.protocol.allreduce_between = between;
+        c.protocol.allreduce_halving_bytes = halving;
     });
     let mut c = Cluster::new(engines, faults, SimRng::new(seed), crc32c::crc32c, dma, SimRng::new(seed ^ 3));
     let size = world.size();
@@ -721,7 +726,25 @@ fn recursive_doubling_between_the_leaders_reduces_in_its_documented_order() {
     }
     // Rounds of a small staging in every step.
     let small = Setup { staging: 256, ..doubling };
-    check_world(&World::from_counts(&[2, 2, 1]).unwrap(), &cases, 301, lossy, 60, DmaTiming::Now, small);
+    check_world(
+        &World::from_counts(&[2, 2, 1]).unwrap(),
+        &cases,
+        301,
+        lossy.clone(),
+        60,
+        DmaTiming::Now,
+        small,
+    );
+    // Rabenseifner's schedule (halving from 64 bytes): the same tree, so the same reference —
+    // four to eight engines, a fold, uneven segments (301 elements), loss, late DMA.
+    let halving = Setup { halving: 64, ..doubling };
+    for (i, counts) in
+        [&[1u32, 1, 1, 1][..], &[2, 1, 3, 1, 2], &[1; 8], &[2, 2, 2, 2, 2, 2]].into_iter().enumerate()
+    {
+        let world = World::from_counts(counts).unwrap();
+        check_world(&world, &cases, 301, Faults::clean(), 70 + i as u64, DmaTiming::Now, halving);
+        check_world(&world, &cases, 257, lossy.clone(), 80 + i as u64, late, halving);
+    }
 }
 
 /// An engine dead before the ranks post a doubling allreduce: every survivor fails typed within

@@ -225,6 +225,9 @@ crate::tunables! {
         /// How a leader-based allreduce combines the node results.
         allreduce_between: AllreduceBetween = AllreduceBetween::Doubling, "RINGCAST_ALLREDUCE_BETWEEN",
             "how a leader-based ALLREDUCE or REDUCE combines the node results: multicast (each node's result multicast once, every rank reduces them all) or doubling (recursive doubling between the node leaders' engines over pair communicators, then delivered to each node's processes); per-rank compositions always multicast";
+        /// Blocks from which an allreduce between the leaders halves.
+        allreduce_halving_bytes: u32 = 256 << 10, "RINGCAST_ALLREDUCE_HALVING_BYTES",
+            "with doubling between the leaders: blocks from this many bytes use Rabenseifner's reduce-scatter + allgather (recursive halving, then doubling of the segments) instead of recursive doubling of whole blocks, on four engines or more; the result is the same bits either way";
     }
 }
 

@@ -26,6 +26,7 @@ mod comms;
 mod composite;
 mod doubling;
 mod gather;
+mod leader_schedule;
 mod node;
 mod pairs;
 mod reduction;
