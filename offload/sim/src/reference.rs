@@ -13,16 +13,20 @@ pub fn reference_reduce_grouped(
     counts: Option<&[u32]>,
 ) -> Vec<u8> {
     let Some(counts) = counts else { return reference_reduce(t, o, blocks) };
+    reference_reduce(t, o, &node_results(t, o, blocks, counts))
+}
+
+/// Each node's blocks (`counts[k]` consecutive ranks) reduced in rank order.
+fn node_results(t: DataType, o: ReduceOp, blocks: &[Vec<u8>], counts: &[u32]) -> Vec<Vec<u8>> {
     let mut first = 0;
-    let nodes: Vec<Vec<u8>> = counts
+    counts
         .iter()
         .map(|&n| {
             let group = &blocks[first..first + n as usize];
             first += n as usize;
             reference_reduce(t, o, group)
         })
-        .collect();
-    reference_reduce(t, o, &nodes)
+        .collect()
 }
 
 /// The checker's own reduction of `blocks` in the recursive-doubling allreduce's order
@@ -33,15 +37,7 @@ pub fn reference_reduce_grouped(
 /// Written from that description, not from the engine's schedule (recursive doubling and
 /// Rabenseifner's both reduce in this tree).
 pub fn reference_reduce_doubling(t: DataType, o: ReduceOp, blocks: &[Vec<u8>], counts: &[u32]) -> Vec<u8> {
-    let mut first = 0;
-    let mut nodes: Vec<Vec<u8>> = counts
-        .iter()
-        .map(|&n| {
-            let group = &blocks[first..first + n as usize];
-            first += n as usize;
-            reference_reduce(t, o, group)
-        })
-        .collect();
+    let mut nodes = node_results(t, o, blocks, counts);
     let mut p = 1;
     while p * 2 <= nodes.len() {
         p *= 2;

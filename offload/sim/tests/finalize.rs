@@ -97,21 +97,7 @@ fn finalizing_settles_a_partial_epoch_and_the_next_job_starts_afresh() {
         for k in 0..5 {
             bcast(&mut c, &ranks, k as usize % ranks.len(), k);
         }
-        settle(&mut c);
-        assert!(c.nodes.iter().any(|m| !m.engine.quiescent()), "{counts:?}: a partial epoch is owed");
-        for rank in &ranks {
-            c.with_engine(rank.node, |e, now| {
-                e.finalize_host(rank.host, now);
-                e.detach_host(rank.host, Departure::Clean, 0, now)
-            });
-        }
-        settle(&mut c);
-        for (n, m) in c.nodes.iter().enumerate() {
-            assert!(
-                m.engine.quiescent(),
-                "{counts:?}: engine {n} still owes its peers after every process finalized"
-            );
-        }
+        finalize_owing_nothing(&mut c, &ranks, &format!("{counts:?}"));
         // Job 2 on the same engines: new processes, the world reopened at the next epoch.
         let ranks: Vec<Rank> = (0..world.size()).map(|r| attach(&mut c, &world, r, 2)).collect();
         for k in 100..107 {
@@ -184,21 +170,30 @@ fn pair_communicators_settle_at_finalize_and_serve_the_next_job() {
         for k in 0..3 {
             allreduce(&mut c, &ranks, k);
         }
-        settle(&mut c);
-        assert!(c.nodes.iter().any(|m| !m.engine.quiescent()), "{counts:?}: partial epochs are owed");
-        for rank in &ranks {
-            c.with_engine(rank.node, |e, now| {
-                e.finalize_host(rank.host, now);
-                e.detach_host(rank.host, Departure::Clean, 0, now)
-            });
-        }
-        settle(&mut c);
-        for (n, m) in c.nodes.iter().enumerate() {
-            assert!(m.engine.quiescent(), "{counts:?}: engine {n} still owes its peers after finalize");
-        }
+        finalize_owing_nothing(&mut c, &ranks, &format!("{counts:?}"));
         let ranks: Vec<Rank> = (0..world.size()).map(|r| attach(&mut c, &world, r, 2)).collect();
         for k in 10..15 {
             allreduce(&mut c, &ranks, k);
         }
+    }
+}
+
+/// The job ends owing its peers a partial epoch; every process finalizes and detaches; then no
+/// engine owes anything.
+fn finalize_owing_nothing(c: &mut Cluster, ranks: &[Rank], what: &str) {
+    settle(c);
+    assert!(c.nodes.iter().any(|m| !m.engine.quiescent()), "{what}: a partial epoch is owed");
+    for rank in ranks {
+        c.with_engine(rank.node, |e, now| {
+            e.finalize_host(rank.host, now);
+            e.detach_host(rank.host, Departure::Clean, 0, now)
+        });
+    }
+    settle(c);
+    for (n, m) in c.nodes.iter().enumerate() {
+        assert!(
+            m.engine.quiescent(),
+            "{what}: engine {n} still owes its peers after every process finalized"
+        );
     }
 }
