@@ -41,6 +41,7 @@
 //! reduction or a receive overwrites the partial.
 use super::gather::Start;
 use super::leader_schedule::{step_of, Shape, Step};
+use super::pairs::Transfer;
 use super::reduction::Then;
 use super::{failed, Engine};
 use crate::intake::regions::Resolved;
@@ -159,7 +160,8 @@ impl Engine {
         for &(partner, send, buf, n) in &transfers[..count as usize] {
             let Some(node) = self.node.as_mut() else { return };
             // (The gather checked that the block's length fits.)
-            node.pair_post(comm, partner, send, buf, n as u32, key, context, now, &mut self.out);
+            let t = Transfer { partner, send, buf, len: n as u32, token: key, context };
+            node.pair_post(comm, t, now, &mut self.out);
         }
     }
 

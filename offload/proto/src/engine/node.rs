@@ -11,7 +11,7 @@
 use super::action::Outbox;
 use super::comms::{derive, parse_record, LocalComm};
 use super::gather::{Delivery, Gather, Kind, Placement, Start};
-use super::pairs::{Pairs, PAIR_TOKEN};
+use super::pairs::{Pairs, Transfer, PAIR_TOKEN};
 use crate::comm::{CommSpec, GroupId, PeerId, World};
 use crate::config::EngineConfig;
 use crate::intake::regions::Resolved;
@@ -319,32 +319,18 @@ impl Node {
         }
     }
 
-    /// Sends `len` bytes at `buf` to engine `partner` of communicator `comm` (`root_is_me`), or
-    /// receives them from it into `buf`, on their pair communicator (`pairs.rs`); `token` comes
-    /// back from [`Node::take_pair_done`].
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn pair_post(
-        &mut self,
-        comm: u64,
-        partner: u32,
-        root_is_me: bool,
-        buf: Resolved,
-        len: u32,
-        token: u64,
-        context: u64,
-        now: Nanos,
-        out: &mut Outbox,
-    ) {
+    /// Posts transfer `t` on the pair communicator of communicator `comm` it names
+    /// (`pairs.rs`); its outcome comes back from [`Node::take_pair_done`].
+    pub(crate) fn pair_post(&mut self, comm: u64, t: Transfer, now: Nanos, out: &mut Outbox) {
         let Some(slot) = self.slot(comm) else {
             let failed =
                 Outcome { status: StatusKind::UnknownCommunicator, bytes: 0, counters: Default::default() };
-            return self.pair_done.push((token, failed));
+            return self.pair_done.push((t.token, failed));
         };
         let Node { proto, finished, jobs, comms, .. } = self;
         let Some(c) = comms[slot].as_mut() else { return };
-        let mut env = NodeEnv { out, jobs, done: finished };
-        c.pairs.post(proto, partner, root_is_me, buf, len, token, context, now, &mut env);
-        // Completions the protocol gave at once (a refusal) go through `settle`.
+        // Completions the protocol gives at once (a refusal) go through `settle`.
+        c.pairs.post(proto, t, now, &mut NodeEnv { out, jobs, done: finished });
     }
 
     /// Engine-local rank `local` made a call on communicator `comm` that posted nothing

@@ -59,6 +59,19 @@ pub fn power_below(n: u32) -> u32 {
     }
 }
 
+/// One point-to-point transfer on a pair communicator: `len` bytes at `buf` sent to `partner`
+/// (`send`) or received from it into `buf`; `token` comes back with its outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Transfer {
+    pub partner: u32,
+    pub send: bool,
+    pub buf: Resolved,
+    pub len: u32,
+    pub token: u64,
+    /// The call's context ([`Post::context`]).
+    pub context: u64,
+}
+
 /// One transfer waiting for its pair's channel.
 #[derive(Clone, Copy, Debug)]
 struct Waiting {
@@ -128,25 +141,14 @@ impl Pairs {
         self.comms.iter().find(|(p, _)| *p == partner).and_then(|(_, h)| *h)
     }
 
-    /// Sends `len` bytes at `buf` to `partner` (`root_is_me`) or receives them from it into
-    /// `buf`; `token` comes back in [`Pairs::done`]. In the order posted per pair.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn post(
-        &mut self,
-        proto: &mut Protocol,
-        partner: u32,
-        root_is_me: bool,
-        buf: Resolved,
-        len: u32,
-        token: u64,
-        context: u64,
-        now: Nanos,
-        env: &mut impl Env,
-    ) {
+    /// Posts transfer `t` (in the order posted per pair); its outcome comes back in
+    /// [`Pairs::done`].
+    pub(crate) fn post(&mut self, proto: &mut Protocol, t: Transfer, now: Nanos, env: &mut impl Env) {
+        let Transfer { partner, send, buf, len, token, context } = t;
         let Some(comm) = self.handle(partner) else {
             return self.done.push((token, failed(StatusKind::UnknownCommunicator)));
         };
-        let root_engine = if root_is_me { self.me } else { partner };
+        let root_engine = if send { self.me } else { partner };
         let root = u32::from(root_engine == self.me.max(partner));
         // A pair carries at most a swap's two transfers per step of one doubling at a time, so
         // a root is at most two transfers ahead of its partner: parts up to slots / 2 fragments
