@@ -185,7 +185,7 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
     let everyone: Vec<u32> = (0..world).collect();
     let groups = reduction_groups(&config, &everyone);
     let doubles = |groups: &Option<Vec<u32>>| {
-        config.protocol.allreduce_between == ringcast_offload::config::AllreduceBetween::Doubling
+        config.protocol.allreduce_between == ringcast_offload::config::Between::Doubling
             && groups.as_ref().is_some_and(|g| g.len() >= 2)
     };
     let doubling = doubles(&groups);

@@ -59,7 +59,7 @@ use ringcast_abi::frame::DIGEST_LEN;
 use ringcast_abi::wire::{WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
 use ringcast_abi::{DataType, ReduceOp, StatusKind};
 use ringcast_proto::comm::Layout;
-use ringcast_proto::config::{AllgatherParts, AllreduceBetween, EngineConfig, RootDelay};
+use ringcast_proto::config::{AllgatherParts, Between, EngineConfig, RootDelay};
 use ringcast_proto::fault::FaultConfig;
 use ringcast_proto::rng::SimRng;
 use ringcast_proto::schedule::bcast::Algorithm;
@@ -520,8 +520,9 @@ impl Scenario {
     /// Half the scenarios also reduce in rounds of a small staging (`limits.reduce_staging_bytes`
     /// of 64 bytes to 4 KiB: reductions of many slices, under every fault), half combine the
     /// node results of leader-based allreduces between the leaders over pair communicators
-    /// (`protocol.allreduce_between`), half by multicast, and half halve blocks from 64 bytes to
-    /// 2 KiB on (Rabenseifner's schedule, `protocol.allreduce_halving_bytes`).
+    /// (`protocol.allreduce_between`), half by multicast, half halve blocks from 64 bytes to
+    /// 2 KiB on (Rabenseifner's schedule, `protocol.allreduce_halving_bytes`), and half exchange
+    /// leader-based allgathers' node parts by recursive doubling (`protocol.allgather_between`).
     fn with_composition_draw(mut self) -> Scenario {
         let mut g = SimRng::new(self.seed ^ ENGINE_SALT ^ 2);
         let nodes = g.chance(0.5);
@@ -531,11 +532,13 @@ impl Scenario {
             self.config.limits.reduce_staging_bytes = g.range(64, 4096);
         }
         self.config.protocol.allreduce_between =
-            if g.chance(0.5) { AllreduceBetween::Doubling } else { AllreduceBetween::Multicast };
+            if g.chance(0.5) { Between::Doubling } else { Between::Multicast };
         if g.chance(0.5) {
             // Rabenseifner's schedule between the leaders for blocks this short.
             self.config.protocol.allreduce_halving_bytes = g.range(64, 2048) as u32;
         }
+        self.config.protocol.allgather_between =
+            if g.chance(0.5) { Between::Doubling } else { Between::Multicast };
         self
     }
 

@@ -5,7 +5,7 @@
 //! typed status at the rank that posted it.
 use ringcast_abi::{Access, Opcode, RegionKey, RegionRef, StatusKind, SubmissionDescriptor};
 use ringcast_proto::comm::World;
-use ringcast_proto::config::{AllgatherParts, EngineConfig, LocalRank};
+use ringcast_proto::config::{AllgatherParts, Between, EngineConfig, LocalRank};
 use ringcast_proto::intake::regions::SegmentHandle;
 use ringcast_proto::intake::HostId;
 use ringcast_proto::rng::SimRng;
@@ -210,6 +210,22 @@ fn leader_based_and_per_rank_compositions_both_gather_every_block() {
             check_tweaked(counts, 1500, 2, in_place, lossy(), seed, &|_| {});
         }
     }
+}
+
+/// Leader-based with recursive doubling between the leaders (`allgather_between = doubling`):
+/// powers of two and not (a fold of one to three engines), uneven nodes, parts of many
+/// fragments, in place and not, with loss — every block reaches every rank.
+#[test]
+fn recursive_doubling_between_the_leaders_gathers_every_block() {
+    let doubling = |c: &mut EngineConfig| c.protocol.allgather_between = Between::Doubling;
+    let worlds: [&[u32]; 6] =
+        [&[1, 1], &[2, 2, 2, 2], &[1, 1, 1, 1, 1], &[2, 1, 3, 1, 2, 1], &[3, 1, 2, 2, 1, 1, 1], &[1; 8]];
+    for (i, counts) in worlds.into_iter().enumerate() {
+        let seed = 300 + i as u64;
+        check_tweaked(counts, 1500, 2, i % 2 == 0, lossy(), seed, &doubling);
+    }
+    check_tweaked(&[2, 1, 3], 20_000, 2, false, lossy(), 310, &doubling);
+    check_tweaked(&[1, 2, 1, 1, 2], 700, 3, true, Faults::clean(), 311, &doubling);
 }
 
 /// Issue 17 item 8: nodes holding different numbers of processes (30 ranks on 4 nodes as

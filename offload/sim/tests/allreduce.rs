@@ -8,7 +8,7 @@ use ringcast_abi::{
     Access, DataType, Opcode, ReduceOp, RegionKey, RegionRef, StatusKind, SubmissionDescriptor,
 };
 use ringcast_proto::comm::World;
-use ringcast_proto::config::{AllgatherParts, AllreduceBetween, EngineConfig, LocalRank};
+use ringcast_proto::config::{AllgatherParts, Between, EngineConfig, LocalRank};
 use ringcast_proto::engine::Engine;
 use ringcast_proto::intake::regions::SegmentHandle;
 use ringcast_proto::intake::HostId;
@@ -147,7 +147,7 @@ fn check_staged(nodes: u32, ppn: u32, elems: usize, faults: Faults, seed: u64, d
         TYPES.iter().flat_map(|&t| OPS.iter().filter(move |o| o.supports(t)).map(move |&o| (t, o))).collect();
     for parts in [AllgatherParts::Nodes, AllgatherParts::Ranks] {
         let halving = EngineConfig::default().protocol.allreduce_halving_bytes;
-        let setup = Setup { parts, staging, between: AllreduceBetween::Multicast, halving };
+        let setup = Setup { parts, staging, between: Between::Multicast, halving };
         check_world(&World::Uniform { nodes, ppn }, &cases, elems, faults.clone(), seed, dma, setup);
     }
 }
@@ -159,14 +159,14 @@ struct Setup {
     /// `limits.reduce_staging_bytes`.
     staging: u64,
     /// `protocol.allreduce_between`.
-    between: AllreduceBetween,
+    between: Between,
     /// `protocol.allreduce_halving_bytes`.
     halving: u32,
 }
 
 impl Setup {
     /// Leader-based, node results combined by `between`, the default staging.
-    fn leaders(between: AllreduceBetween) -> Setup {
+    fn leaders(between: Between) -> Setup {
         let staging = EngineConfig::default().limits.reduce_staging_bytes;
         let halving = EngineConfig::default().protocol.allreduce_halving_bytes;
         Setup { parts: AllgatherParts::Nodes, staging, between, halving }
@@ -229,7 +229,7 @@ fn check_world(
         let counts: Vec<u32> = (0..world.nodes()).map(|n| world.count(n)).collect();
         let groups = parts.leader_based().then_some(&counts[..]);
         let want = match (between, groups) {
-            (AllreduceBetween::Doubling, Some(counts)) if counts.len() >= 2 => {
+            (Between::Doubling, Some(counts)) if counts.len() >= 2 => {
                 reference_reduce_doubling(t, o, &blocks, counts)
             }
             _ => reference_reduce_grouped(t, o, &blocks, groups),
@@ -341,8 +341,8 @@ fn ranks_that_disagree_on_the_call_get_typed_errors_not_wrong_results() {
         cases.into_iter().flat_map(|c| [AllgatherParts::Nodes, AllgatherParts::Ranks].map(|p| (c, p)))
     {
         let betweens = |variant: u32| match variant {
-            0 | 1 => &[AllreduceBetween::Multicast, AllreduceBetween::Doubling][..],
-            _ => &[AllreduceBetween::Multicast][..],
+            0 | 1 => &[Between::Multicast, Between::Doubling][..],
+            _ => &[Between::Multicast][..],
         };
         for (variant, &between) in (0..4u32).flat_map(|v| betweens(v).iter().map(move |b| (v, b))) {
             let nodes = 3u32;
@@ -475,9 +475,9 @@ fn ranks_that_disagree_on_the_call_get_typed_errors_not_wrong_results() {
 fn a_reduce_delivers_the_result_at_its_root_only() {
     let (nodes, ppn, elems) = (3u32, 2u32, 50usize);
     let setups = [
-        (AllgatherParts::Ranks, AllreduceBetween::Multicast),
-        (AllgatherParts::Nodes, AllreduceBetween::Multicast),
-        (AllgatherParts::Nodes, AllreduceBetween::Doubling),
+        (AllgatherParts::Ranks, Between::Multicast),
+        (AllgatherParts::Nodes, Between::Multicast),
+        (AllgatherParts::Nodes, Between::Doubling),
     ];
     for (parts, between) in setups {
         let engines = world_engines(&World::Uniform { nodes, ppn }, "reduce", &|c| {
@@ -521,7 +521,7 @@ fn a_reduce_delivers_the_result_at_its_root_only() {
         let counts = vec![ppn; nodes as usize];
         let groups = (parts == AllgatherParts::Nodes).then_some(&counts[..]);
         let result = match (between, groups) {
-            (AllreduceBetween::Doubling, Some(g)) => reference_reduce_doubling(t, o, &blocks, g),
+            (Between::Doubling, Some(g)) => reference_reduce_doubling(t, o, &blocks, g),
             _ => reference_reduce_grouped(t, o, &blocks, groups),
         };
         for p in c.published() {
@@ -689,15 +689,7 @@ fn leader_based_reductions_on_an_uneven_world() {
     let world = World::from_counts(&[3, 1, 2]).unwrap();
     let cases =
         [(DataType::F64, ReduceOp::SUM), (DataType::F32, ReduceOp::PROD), (DataType::I32, ReduceOp::MAX)];
-    check_world(
-        &world,
-        &cases,
-        300,
-        Faults::clean(),
-        3,
-        DmaTiming::Now,
-        Setup::leaders(AllreduceBetween::Multicast),
-    );
+    check_world(&world, &cases, 300, Faults::clean(), 3, DmaTiming::Now, Setup::leaders(Between::Multicast));
 }
 
 /// Recursive doubling between the node leaders (`protocol.allreduce_between = doubling`): two
@@ -713,7 +705,7 @@ fn recursive_doubling_between_the_leaders_reduces_in_its_documented_order() {
         (DataType::I32, ReduceOp::MAX),
         (DataType::U8, ReduceOp::BXOR),
     ];
-    let doubling = Setup::leaders(AllreduceBetween::Doubling);
+    let doubling = Setup::leaders(Between::Doubling);
     let lossy =
         Faults { mcast_loss: 0.05, ucast_loss: 0.03, jitter: 3_000, duplicate: 0.01, ..Faults::clean() };
     let late = DmaTiming::Late { late: 1.0, max_ns: 20_000 };
@@ -758,7 +750,7 @@ fn a_dead_engine_fails_a_doubling_allreduce_everywhere_within_the_bound() {
     let peer_timeout_ms = 300u64;
     for dead in 0..nodes as usize {
         let engines = world_engines(&world, "doubling-dead", &|c| {
-            c.protocol.allreduce_between = AllreduceBetween::Doubling;
+            c.protocol.allreduce_between = Between::Doubling;
             c.protocol.peer_timeout_ms = peer_timeout_ms as u32;
         });
         let mut c = clean_cluster(engines, 70 + dead as u64, 1);

@@ -27,7 +27,7 @@ struct Rank {
 fn new_cluster(world: &World, seed: u64) -> Cluster {
     let engines = world_engines(world, "finalize", &|c| {
         c.protocol.channels = 4;
-        c.protocol.allreduce_between = ringcast_proto::config::AllreduceBetween::Doubling;
+        c.protocol.allreduce_between = ringcast_proto::config::Between::Doubling;
     });
     let faults = Faults { mcast_loss: 0.05, jitter: 2_000, ..Faults::clean() };
     Cluster::new(engines, faults, SimRng::new(seed), crc32c::crc32c, DmaTiming::Now, SimRng::new(seed ^ 7))

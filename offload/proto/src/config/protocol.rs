@@ -71,38 +71,40 @@ impl fmt::Display for AllgatherParts {
     }
 }
 
-/// How the engine combines the node results of a leader-based allreduce.
+/// How the node leaders of a leader-based allreduce (`allreduce_between`) or allgather
+/// (`allgather_between`) exchange the node parts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum AllreduceBetween {
-    /// Every node's result multicast once, every rank reducing them all (the multicast
-    /// allreduce, `engine/allgather.rs`).
+pub enum Between {
+    /// Every node's part multicast once (the multicast allreduce and allgather,
+    /// `engine/allgather.rs`); an allreduce's every rank then reduces them all.
     Multicast,
     /// Recursive doubling between the node leaders' engines over pair communicators
-    /// (`engine/doubling.rs`): `log₂ E` exchanges of the node result, each engine receiving
-    /// `len` bytes per step instead of `E · len` — Mamidala's allreduce, with the leaders'
-    /// point-to-point step on the engines. The default: as fast or faster than multicast in
-    /// every configuration measured here, 1.3–2.1× from 64 KiB (docs/performance.md,
-    /// "Recursive doubling between the leaders").
+    /// (`engine/doubling.rs`) — Mamidala's leader-based collectives with the leaders'
+    /// point-to-point step on the engines. An allreduce's engines exchange the node result
+    /// `log₂ E` times (each receiving `len` bytes per step instead of `E · len`; as fast or
+    /// faster than multicast in every configuration measured here, 1.3–2.1× from 64 KiB,
+    /// docs/performance.md, "Recursive doubling between the leaders"); an allgather's swap the
+    /// parts they hold, doubling them per step.
     #[default]
     Doubling,
 }
 
-impl FromStr for AllreduceBetween {
+impl FromStr for Between {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
-            "multicast" => Ok(AllreduceBetween::Multicast),
-            "doubling" => Ok(AllreduceBetween::Doubling),
+            "multicast" => Ok(Between::Multicast),
+            "doubling" => Ok(Between::Doubling),
             _ => Err(format!("expected multicast or doubling, got {s:?}")),
         }
     }
 }
 
-impl fmt::Display for AllreduceBetween {
+impl fmt::Display for Between {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            AllreduceBetween::Multicast => "multicast",
-            AllreduceBetween::Doubling => "doubling",
+            Between::Multicast => "multicast",
+            Between::Doubling => "doubling",
         })
     }
 }
@@ -223,8 +225,14 @@ crate::tunables! {
         allgather_parts: AllgatherParts = AllgatherParts::Nodes, "RINGCAST_ALLGATHER_PARTS",
             "how the engine composes ALLGATHER, ALLREDUCE, REDUCE and ALLTOALL from broadcasts: nodes (Mamidala's leader-based compositions: one broadcast per engine — an allgather's ranks' blocks side by side, a reduction's node result, an alltoall's ranks' send buffers side by side — when every engine's ranks are consecutive; else one per rank) or ranks (one broadcast per rank)";
         /// How a leader-based allreduce combines the node results.
-        allreduce_between: AllreduceBetween = AllreduceBetween::Doubling, "RINGCAST_ALLREDUCE_BETWEEN",
+        allreduce_between: Between = Between::Doubling, "RINGCAST_ALLREDUCE_BETWEEN",
             "how a leader-based ALLREDUCE or REDUCE combines the node results: multicast (each node's result multicast once, every rank reduces them all) or doubling (recursive doubling between the node leaders' engines over pair communicators, then delivered to each node's processes); per-rank compositions always multicast";
+        /// How a leader-based allgather exchanges the node parts.
+        allgather_between: Between = Between::Doubling, "RINGCAST_ALLGATHER_BETWEEN",
+            "how a leader-based ALLGATHER exchanges the node parts: multicast (each node's part multicast once, every engine receives them all) or doubling (recursive doubling of the node parts between the leaders' engines over pair communicators, then the whole result delivered to each node's processes; on two engines, or while the largest node part is below allgather_multicast_bytes); per-rank compositions always multicast";
+        /// Node parts from which a doubling allgather multicasts instead.
+        allgather_multicast_bytes: u32 = 256 << 10, "RINGCAST_ALLGATHER_MULTICAST_BYTES",
+            "with doubling between the leaders: an allgather whose largest node part (its ranks' blocks) has this many bytes multicasts the node parts instead, on three engines or more";
         /// Blocks from which an allreduce between the leaders halves.
         allreduce_halving_bytes: u32 = 256 << 10, "RINGCAST_ALLREDUCE_HALVING_BYTES",
             "with doubling between the leaders: blocks from this many bytes use Rabenseifner's reduce-scatter + allgather (recursive halving, then doubling of the segments) instead of recursive doubling of whole blocks, on four engines or more; the result is the same bits either way";

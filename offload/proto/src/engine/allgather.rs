@@ -67,7 +67,7 @@ use super::composite::{call_context, Composite, Reduce};
 use super::gather::Kind;
 use super::slab::TAGGED;
 use super::{failed, Engine, Job};
-use crate::config::AllreduceBetween;
+use crate::config::Between;
 use crate::intake::regions::Resolved;
 use crate::intake::GatherCall;
 use ringcast_abi::{Completion, Status, StatusKind};
@@ -116,14 +116,13 @@ impl Engine {
         };
         let context = call_context(a.opcode, a.reduce);
         // An allreduce or a reduce may combine the node results by recursive doubling between
-        // the leaders (`doubling.rs`): one part, the node's, carried out by the engine. (A
-        // reduce's other ranks get the result too, in a buffer whose contents are theirs not to
-        // rely on, and report no bytes.)
-        let doubling = self.core.config().protocol.allreduce_between == AllreduceBetween::Doubling;
-        if let (Some(spec), Some((engines, mine)), true) = (a.reduce, nodes, doubling) {
+        // the leaders, and an allgather the node parts (`doubling.rs`): one part, the node's,
+        // carried out by the engine. (A reduce's other ranks get the result too, in a buffer
+        // whose contents are theirs not to rely on, and report no bytes.)
+        if let (Some((engines, mine)), true) = (nodes, self.doubles(&a)) {
             if engines >= 2 {
                 let token = TAGGED | self.parts.insert(Composite::new(op, 1, bytes));
-                return self.post_doubling(&a, local, token, context, spec, mine);
+                return self.post_doubling(&a, local, token, context, mine);
             }
         }
         let mut composite = Composite::new(op, parts, bytes);
@@ -138,18 +137,30 @@ impl Engine {
         }
     }
 
-    /// A recursive-doubling allreduce's one part (`doubling.rs`): this node's slot, rooted at
-    /// its leader, into every local process's `work + 0`, carried out by the engine once every
-    /// local contribution is reduced into the leader's.
-    fn post_doubling(
-        &mut self,
-        a: &GatherCall,
-        local: u32,
-        token: u64,
-        context: u64,
-        spec: (ringcast_abi::DataType, ringcast_abi::ReduceOp),
-        mine: u32,
-    ) {
+    /// Whether a leader-based call exchanges the node parts by recursive doubling between the
+    /// leaders: a reduction's by `protocol.allreduce_between`; an allgather's by
+    /// `protocol.allgather_between`, and then only on two engines (one swap) or while the
+    /// largest node part is below `protocol.allgather_multicast_bytes` — from there the node
+    /// parts' broadcasts, each on its own, outrun the swaps (docs/performance.md, "Allgather
+    /// between the leaders"). Every rank decides alike: from the configuration, the
+    /// communicator's ranges and the call's length.
+    fn doubles(&self, a: &GatherCall) -> bool {
+        let protocol = &self.core.config().protocol;
+        if a.reduce.is_some() {
+            return protocol.allreduce_between == Between::Doubling;
+        }
+        let Some((ranges, _)) = self.node.as_ref().and_then(|n| n.ranges(a.comm)) else { return false };
+        let largest = ranges.iter().map(|r| u64::from(r.1) * a.len).max().unwrap_or(0);
+        protocol.allgather_between == Between::Doubling
+            && (ranges.len() == 2 || largest < u64::from(protocol.allgather_multicast_bytes))
+    }
+
+    /// A recursive-doubling allreduce's or allgather's one part (`doubling.rs`): this node's
+    /// slot, rooted at its leader, carried out by the engine once every local contribution is
+    /// reduced into the leader's `work + 0` (a reduction) or copied into its place in the
+    /// leader's receive buffer (an allgather); the slot then delivers the leader's result — a
+    /// reduction's block, an allgather's every block — into every local process's buffer.
+    fn post_doubling(&mut self, a: &GatherCall, local: u32, token: u64, context: u64, mine: u32) {
         let at = |r: u32| Resolved { segment: a.recv.segment, offset: a.recv.offset + u64::from(r) * a.len };
         let Some(node) = self.node.as_mut() else {
             return self.finish_part(token, failed(StatusKind::UnknownCommunicator));
@@ -163,13 +174,14 @@ impl Engine {
         };
         let kind = Kind { all: true, assemble: true, context, window: 0, local: true };
         let full = node.context_of(local, a.comm, context);
-        match node.post(local, a.comm, first, at(0), a.len, token, kind) {
+        let slot_len = if a.reduce.is_some() { a.len } else { a.len * u64::from(a.size) };
+        match node.post(local, a.comm, first, at(0), slot_len, token, kind) {
             Ok(seq) => {
                 if !self.doubling_calls.iter().any(|&(c, s, ..)| c == a.comm && s == seq) {
                     // Calls of a communicator that broke before their slot started never start.
                     let node = self.node.as_ref();
                     self.doubling_calls.retain(|&(c, ..)| node.is_some_and(|n| n.usable(c)));
-                    self.doubling_calls.push((a.comm, seq, spec));
+                    self.doubling_calls.push((a.comm, seq, a.reduce, a.len));
                 }
                 let (src, key) = match a.send {
                     Some(s) => (s, a.keys[0]),
@@ -177,9 +189,11 @@ impl Engine {
                 };
                 let at_in_part = u64::from(a.me.saturating_sub(first)) * a.len;
                 let piece = Piece { host: a.host, src, key, at: at_in_part, len: a.len, context: full };
-                // The node's result goes to the leader's `work + 0`, where the doubling starts.
-                let leader = (a.me == first).then_some((at(0), a.keys[1]));
-                self.assemble(a.comm, seq, piece, leader, locals, Some(spec));
+                // A node's result goes to the leader's `work + 0`, where the doubling starts; an
+                // allgather's blocks to their places in the leader's receive buffer.
+                let base = if a.reduce.is_some() { at(0) } else { at(first) };
+                let leader = (a.me == first).then_some((base, a.keys[1]));
+                self.assemble(a.comm, seq, piece, leader, locals, a.reduce);
             }
             Err(kind) => {
                 self.skipped_call(a.host, a.comm);

@@ -40,7 +40,7 @@
 //! result. A step's send has completed (its bytes are in the protocol's channel) before the
 //! reduction or a receive overwrites the partial.
 use super::gather::Start;
-use super::leader_schedule::{step_of, Shape, Step};
+use super::leader_schedule::{gather_step_of, step_of, Shape, Step};
 use super::pairs::Transfer;
 use super::reduction::Then;
 use super::{failed, Engine};
@@ -55,8 +55,12 @@ pub(super) struct Doubling {
     /// The gather slot it carries out.
     comm: u64,
     seq: u64,
-    spec: (DataType, ReduceOp),
+    /// A reduction's operation; `None` for an allgather.
+    spec: Option<(DataType, ReduceOp)>,
+    /// The slot's bytes: a reduction's block, an allgather's whole result.
     len: u64,
+    /// An allgather's bytes per rank (its node parts' places follow from the ranks' ranges).
+    block: u64,
     /// The call's context (every transfer's MAC carries it).
     context: u64,
     /// Its schedule (`leader_schedule.rs`).
@@ -71,8 +75,9 @@ pub(super) struct Doubling {
     counters: OpCounters,
 }
 
-/// An allreduce call waiting for its gather slot to start: (communicator, slot, operation).
-pub(super) type DoublingCall = (u64, u64, (DataType, ReduceOp));
+/// An allreduce or allgather call waiting for its gather slot to start: (communicator, slot,
+/// reduction's operation or `None`, bytes per rank).
+pub(super) type DoublingCall = (u64, u64, Option<(DataType, ReduceOp)>, u64);
 
 impl Engine {
     /// Gather slot `start` of communicator `comm`, a doubling allreduce's, started: every local
@@ -82,7 +87,7 @@ impl Engine {
             // (Registered when the first local process posted it.)
             return self.finish_doubling_slot(comm, start.seq, failed(StatusKind::CommunicatorBroken));
         };
-        let (_, _, spec) = self.doubling_calls.swap_remove(i);
+        let (_, _, spec, block) = self.doubling_calls.swap_remove(i);
         let Some(node) = self.node.as_ref() else { return };
         let Some((ranges, me)) = node.ranges(comm) else {
             return self.finish_doubling_slot(comm, start.seq, failed(StatusKind::UnknownCommunicator));
@@ -95,13 +100,15 @@ impl Engine {
         let scratch_rank = if mine != 0 { mine } else { other };
         let at =
             |r: u32| Resolved { segment: start.buf.segment, offset: start.buf.offset + u64::from(r) * len };
+        let elem = spec.and_then(|s| s.0.size()).unwrap_or(1) as u64;
         let d = Doubling {
             comm,
             seq: start.seq,
             spec,
             len,
+            block,
             context: start.context,
-            shape: Shape::new(me, engines, len, spec.0.size().unwrap_or(1) as u64, halving_bytes),
+            shape: Shape::new(me, engines, len, elem, halving_bytes),
             partial: at(0),
             scratch: at(scratch_rank),
             step: 0,
@@ -113,10 +120,29 @@ impl Engine {
         self.doubling_step(key, now);
     }
 
+    /// Step `d.step` of doubling `d`: `Err` when its communicator went away.
+    fn step_of(&self, d: &Doubling) -> Result<Option<Step>, StatusKind> {
+        if d.spec.is_some() {
+            return Ok(step_of(&d.shape, d.step));
+        }
+        // An allgather's: node `k`'s part starts at its first rank's block.
+        let node = self.node.as_ref().ok_or(StatusKind::UnknownCommunicator)?;
+        let (ranges, _) = node.ranges(d.comm).ok_or(StatusKind::CommunicatorBroken)?;
+        let at = |k: u32| ranges.get(k as usize).map_or(d.len, |r| u64::from(r.0) * d.block);
+        Ok(gather_step_of(d.shape.me, d.shape.engines, at, d.step))
+    }
+
     /// Carries out step `step` of doubling `key`, or finishes it.
     fn doubling_step(&mut self, key: u64, now: Nanos) {
         let Some(d) = self.doublings.get(key) else { return };
-        let Some(step) = step_of(&d.shape, d.step) else {
+        let step = match self.step_of(d) {
+            Ok(step) => step,
+            Err(status) => {
+                let d = self.doublings.remove(key).expect("present");
+                return self.finish_doubling_slot(d.comm, d.seq, failed(status));
+            }
+        };
+        let Some(step) = step else {
             let d = self.doublings.remove(key).expect("present");
             let outcome = Outcome { status: StatusKind::Ok, bytes: d.len, counters: d.counters };
             return self.finish_doubling_slot(d.comm, d.seq, outcome);
@@ -146,6 +172,7 @@ impl Engine {
                 2
             }
             Step::Reduce(p, x) => {
+                let Some(spec) = spec else { return }; // (only reductions' schedules reduce)
                 if let Some(d) = self.doublings.get_mut(key) {
                     d.pending = 1;
                 }
@@ -154,10 +181,19 @@ impl Engine {
                 return self.reduce_into(spec, x.len, &order, mine, Then::Doubled { key });
             }
         };
-        if let Some(d) = self.doublings.get_mut(key) {
-            d.pending = count;
+        // An allgather's swap may be one-sided (no folded parts on one side): empty transfers
+        // are not posted, alike at both ends.
+        let posted = transfers[..count as usize].iter().filter(|t| t.3 > 0).count() as u32;
+        if posted == 0 {
+            if let Some(d) = self.doublings.get_mut(key) {
+                d.step += 1;
+            }
+            return self.doubling_step(key, now);
         }
-        for &(partner, send, buf, n) in &transfers[..count as usize] {
+        if let Some(d) = self.doublings.get_mut(key) {
+            d.pending = posted;
+        }
+        for &(partner, send, buf, n) in transfers[..count as usize].iter().filter(|t| t.3 > 0) {
             let Some(node) = self.node.as_mut() else { return };
             // (The gather checked that the block's length fits.)
             let t = Transfer { partner, send, buf, len: n as u32, token: key, context };

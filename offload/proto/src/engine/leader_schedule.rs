@@ -1,7 +1,9 @@
-//! Which transfers and reductions each engine takes in an allreduce between the node leaders
-//! (`doubling.rs` carries them out): recursive doubling for short messages, Rabenseifner's
-//! reduce-scatter + allgather for long ones — pure functions of the engine's number, the engine
-//! count, the length and the element size, so both ends of every pair compute the same steps.
+//! Which transfers and reductions each engine takes in an allreduce or an allgather between
+//! the node leaders (`doubling.rs` carries them out): recursive doubling for short messages,
+//! Rabenseifner's reduce-scatter + allgather for long ones, and the allgather's recursive
+//! doubling of node parts ([`gather_step_of`]) — pure functions of the engine's number, the
+//! engine count, the length and the element size (the parts' places), so both ends of every
+//! pair compute the same steps.
 //!
 //! With `P` the largest power of two not above the engine count `E` and `L = log₂ P`:
 //! * **fold**: an engine `i ≥ P` sends its node result to `i − P` and later receives the final
@@ -137,6 +139,53 @@ pub(crate) fn step_of(shape: &Shape, n: u32) -> Option<Step> {
     (fold && n == 0).then_some(Step::Send(me + p, whole))
 }
 
+/// Step `n` of engine `me`'s allgather between the leaders of `engines` engines, or `None`
+/// past the last: node `k`'s part is bytes `[at(k), at(k + 1))` of the result (`at(engines)` its
+/// end; the parts side by side in node order, uneven). With `P` the largest power of two not
+/// above `engines`:
+/// * **fold**: an engine `i ≥ P` sends its part to `i − P` and receives the whole result from
+///   it at the end; an engine `i < E − P` first receives part `i + P` into its place;
+/// * **recursive doubling**: for `d = 1, 2, …, P/2`, engines `i` and `i ^ d` swap what they
+///   hold — the parts of the run of `d` engines from `i & !(d − 1)` and, in a second swap, the
+///   folded parts of the engines `P` above them (empty where none folded) — each into its place;
+/// * **unfold**: an engine `i < E − P` sends the whole result to `i + P`.
+///
+/// Each engine of the doubling receives every part it lacks once: `(P − 1)/P` of the result in
+/// `log₂ P` swaps, where the multicast allgather receives the same bytes in `E` broadcasts.
+pub(crate) fn gather_step_of(me: u32, engines: u32, at: impl Fn(u32) -> u64, n: u32) -> Option<Step> {
+    let p = power_below(engines);
+    let span = |a: u32, b: u32| {
+        let (a, b) = (a.min(engines), b.min(engines));
+        Span { off: at(a), len: at(b).saturating_sub(at(a)) }
+    };
+    let whole = span(0, engines);
+    if me >= p {
+        return [Step::Send(me - p, span(me, me + 1)), Step::ReceiveResult(me - p, whole)]
+            .get(n as usize)
+            .copied();
+    }
+    let fold = me + p < engines;
+    let mut n = n;
+    if fold {
+        if n == 0 {
+            return Some(Step::ReceiveResult(me + p, span(me + p, me + p + 1)));
+        }
+        n -= 1;
+    }
+    let levels = p.trailing_zeros();
+    if n < 2 * levels {
+        let d = 1 << (n / 2);
+        let partner = me ^ d;
+        let (mine, theirs) = (me & !(d - 1), partner & !(d - 1));
+        let high = if n.is_multiple_of(2) { 0 } else { p };
+        let send = span(mine + high, mine + high + d);
+        let recv = span(theirs + high, theirs + high + d);
+        return Some(Step::Swap { partner, send, recv, into_partial: true });
+    }
+    n -= 2 * levels;
+    (fold && n == 0).then_some(Step::Send(me + p, whole))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,6 +228,105 @@ mod tests {
         );
     }
 
+    /// (root is the lower engine, bytes) of the transfers between `me` and `other` in
+    /// `schedule`, in order; empty transfers are not posted.
+    fn on_pair(schedule: &[Step], me: u32, other: u32) -> Vec<(bool, u64)> {
+        let lower = me.min(other);
+        schedule
+            .iter()
+            .flat_map(|&s| match s {
+                Step::Send(p, x) if p == other => alloc::vec![(me == lower, x.len)],
+                Step::Receive(p, x) | Step::ReceiveResult(p, x) if p == other => {
+                    alloc::vec![(other == lower, x.len)]
+                }
+                Step::Swap { partner, send, recv, .. } if partner == other => {
+                    let (mine, theirs) = ((me == lower, send.len), (other == lower, recv.len));
+                    if me == lower {
+                        alloc::vec![mine, theirs]
+                    } else {
+                        alloc::vec![theirs, mine]
+                    }
+                }
+                _ => alloc::vec![],
+            })
+            .filter(|&(_, len)| len > 0)
+            .collect()
+    }
+
+    /// The allgather's doubling: both ends of every pair agree, and every engine ends holding
+    /// every part, each received once, from an engine that held it.
+    #[test]
+    fn allgather_doubling_delivers_every_part_once() {
+        for engines in 2..18u32 {
+            // Uneven parts: node k holds k % 3 + 1 ranks of 10 bytes.
+            let mut at = alloc::vec![0u64];
+            for k in 0..engines {
+                at.push(at[k as usize] + 10 * u64::from(k % 3 + 1));
+            }
+            let at = |k: u32| at[k as usize];
+            let schedules: Vec<Vec<Step>> = (0..engines)
+                .map(|me| (0..).map_while(|n| gather_step_of(me, engines, at, n)).collect())
+                .collect();
+            for a in 0..engines {
+                for b in (a + 1)..engines {
+                    let (x, y) =
+                        (on_pair(&schedules[a as usize], a, b), on_pair(&schedules[b as usize], b, a));
+                    assert_eq!(x, y, "engines {a}, {b} of {engines}");
+                }
+            }
+            // Run the schedules as the engines would, each transfer queued per direction of its pair.
+            let parts = |x: Span| {
+                (0..engines)
+                    .filter(move |&k| at(k) < at(k + 1) && at(k) >= x.off && at(k + 1) <= x.off + x.len)
+            };
+            let mut held: Vec<Vec<u32>> =
+                (0..engines).map(|me| (0..engines).map(|k| u32::from(k == me)).collect()).collect();
+            let mut queues =
+                alloc::collections::BTreeMap::<(u32, u32), alloc::collections::VecDeque<Span>>::new();
+            let (mut pc, mut sent) =
+                (alloc::vec![0usize; engines as usize], alloc::vec![false; engines as usize]);
+            let mut progress = true;
+            while progress {
+                progress = false;
+                for me in 0..engines {
+                    let i = me as usize;
+                    let Some(&step) = schedules[i].get(pc[i]) else { continue };
+                    let (to, send, from, recv) = match step {
+                        Step::Send(p, x) => (p, x, p, Span { off: 0, len: 0 }),
+                        Step::ReceiveResult(p, x) => (p, Span { off: 0, len: 0 }, p, x),
+                        Step::Swap { partner, send, recv, .. } => (partner, send, partner, recv),
+                        other => panic!("{other:?} in an allgather"),
+                    };
+                    if send.len > 0 && !sent[i] {
+                        for k in parts(send) {
+                            assert!(held[i][k as usize] > 0, "{me} sends part {k} it lacks ({engines})");
+                        }
+                        queues.entry((me, to)).or_default().push_back(send);
+                        sent[i] = true;
+                        progress = true;
+                    }
+                    if recv.len > 0 {
+                        let Some(x) = queues.entry((from, me)).or_default().pop_front() else { continue };
+                        assert_eq!(x, recv, "{me} from {from} of {engines}");
+                        for k in parts(x) {
+                            held[i][k as usize] += 1;
+                        }
+                    }
+                    (pc[i], sent[i], progress) = (pc[i] + 1, false, true);
+                }
+            }
+            let p = power_below(engines);
+            for me in 0..engines {
+                let i = me as usize;
+                assert_eq!(pc[i], schedules[i].len(), "engine {me} of {engines} stuck");
+                assert!(held[i].iter().all(|&h| h > 0), "engine {me} of {engines} misses a part");
+                if me < p {
+                    assert!(held[i].iter().all(|&h| h == 1), "{me} of {engines} received a part twice");
+                }
+            }
+        }
+    }
+
     /// Every transfer has its counterpart at the partner, of the same length, in the same order
     /// per pair; every engine of the doubling ends holding every segment.
     #[test]
@@ -191,29 +339,8 @@ mod tests {
                     (0..engines).map(|me| Shape::new(me, engines, len, elem, halving)).collect();
                 for a in 0..engines {
                     for b in (a + 1)..engines {
-                        // (root is the lower engine, bytes) of the pair's transfers, in order.
-                        let on_pair = |me: u32, other: u32| -> Vec<(bool, u64)> {
-                            let lower = me.min(other);
-                            schedule(&shapes[me as usize])
-                                .into_iter()
-                                .flat_map(|s| match s {
-                                    Step::Send(p, x) if p == other => alloc::vec![(me == lower, x.len)],
-                                    Step::Receive(p, x) | Step::ReceiveResult(p, x) if p == other => {
-                                        alloc::vec![(other == lower, x.len)]
-                                    }
-                                    Step::Swap { partner, send, recv, .. } if partner == other => {
-                                        let (mine, theirs) =
-                                            ((me == lower, send.len), (other == lower, recv.len));
-                                        if me == lower {
-                                            alloc::vec![mine, theirs]
-                                        } else {
-                                            alloc::vec![theirs, mine]
-                                        }
-                                    }
-                                    _ => alloc::vec![],
-                                })
-                                .collect()
-                        };
+                        let on_pair =
+                            |me: u32, other: u32| on_pair(&schedule(&shapes[me as usize]), me, other);
                         assert_eq!(on_pair(a, b), on_pair(b, a), "engines {a}, {b} of {engines}, {len} B");
                     }
                 }

@@ -9,7 +9,7 @@ use crate::cluster::Cluster;
 use crate::reference::{reference_reduce_doubling, reference_reduce_grouped, same_values};
 use ringcast_abi::frame::DropReason;
 use ringcast_abi::{Completion, RegionRef, StatusKind, SubmissionDescriptor};
-use ringcast_proto::config::AllreduceBetween;
+use ringcast_proto::config::Between;
 use ringcast_proto::intake::Departure;
 use ringcast_proto::rng::SimRng;
 use ringcast_proto::Nanos;
@@ -463,7 +463,7 @@ impl Ledger {
                         let groups = super::setup::node_parts(s, c);
                         // A reduction of several engines, leader-based, combines the node
                         // results by recursive doubling where the engines do.
-                        let doubling = s.config.protocol.allreduce_between == AllreduceBetween::Doubling;
+                        let doubling = s.config.protocol.allreduce_between == Between::Doubling;
                         let want = match groups.as_deref() {
                             Some(g) if doubling && g.len() >= 2 => {
                                 reference_reduce_doubling(t, o, &blocks, g)
