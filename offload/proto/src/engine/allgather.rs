@@ -25,9 +25,10 @@
 //! With `ppn` processes per node this sends one message per node where the other composition
 //! sends `ppn`, at the price of a node-wide rendezvous before the node's part leaves — which
 //! every one of these collectives needs anyway (every result depends on every contribution);
-//! measured faster than per rank for allgathers and reductions alike (docs/performance.md). The leaders
-//! exchange by multicast, not by the ring or recursive doubling of the paper: one multicast per
-//! node is the exchange.
+//! measured faster than per rank for allgathers and reductions alike (docs/performance.md). With
+//! `protocol.allgather_between = multicast` (or node parts from `allgather_multicast_bytes` on
+//! three engines or more) the leaders exchange by multicast — one multicast per node is the
+//! exchange; by default they run recursive doubling between them instead (`doubling.rs`).
 //!
 //! **Per rank** (`ranks`, or a placement whose engines' ranks are not consecutive). At every rank `me`:
 //! 1. post `size` broadcasts on the communicator, in rank order: broadcast `r` has root `r`
@@ -52,15 +53,16 @@
 //! reduced once, by its engine, and every rank then reduces `E` blocks instead of `size`: `ppn`
 //! times fewer bytes on the fabric and in the last step. Every node still moves its block to
 //! every node — the multicast allreduce; recursive doubling and Rabenseifner's reduce-scatter +
-//! allgather, which move less for long messages between many nodes, are not built.
+//! allgather between the leaders (`doubling.rs`, the default) move less.
 //!
 //! **Reduce** is the same allreduce whose last step only the root takes: every rank gathers
 //! every part (the multicast composition delivers each part everywhere), the root alone
 //! loads, reduces and stores, and the others complete with 0 bytes once their parts are over.
 //!
-//! By default (`protocol.allreduce_between = doubling`) a leader-based allreduce or reduce
-//! combines the node results by recursive doubling between the leaders instead of multicasting
-//! them (`doubling.rs`): one part per node, carried out by the engine.
+//! By default (`protocol.allreduce_between = doubling`, `allgather_between = doubling`) a
+//! leader-based allreduce or reduce combines the node results, and an allgather exchanges the
+//! node parts, by recursive doubling between the leaders instead of multicasting them
+//! (`doubling.rs`): one part per node, carried out by the engine.
 
 use super::assembly::Piece;
 use super::composite::{call_context, Composite, Reduce};

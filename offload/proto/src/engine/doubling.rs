@@ -1,6 +1,16 @@
 //! Mamidala's allreduce with the leaders' step on the engines: recursive doubling — or, for long
 //! blocks, Rabenseifner's reduce-scatter + allgather — between the node leaders
-//! (`protocol.allreduce_between = doubling`, the default).
+//! (`protocol.allreduce_between = doubling`, the default); and Mamidala's leader-based allgather
+//! the same way (`protocol.allgather_between = doubling`, the default below
+//! `allgather_multicast_bytes`).
+//!
+//! An **allgather** runs the same three steps without reductions: the node's blocks are copied
+//! to their places in the leader's receive buffer (the partial result is the whole receive
+//! buffer), the leaders swap the parts they hold by recursive doubling
+//! (`leader_schedule.rs::gather_step_of`: every part it lacks reaches each engine once, into its
+//! place; a fold for any engine count), and the slot copies the leader's whole buffer into every
+//! local process's. Everything below about transfers, failures and the communicator breaking
+//! holds for it unchanged.
 //!
 //! Algorithm, for `E` engines (nodes) of a communicator and `len`-byte contributions, at every
 //! engine `i`:
