@@ -1,8 +1,10 @@
 //! `ringcast info`: the tunables table, the broadcast algorithm the cost model chooses with
-//! them, and optionally a running engine's counters.
+//! them, how the collectives beyond broadcast are composed and exchanged between the node
+//! leaders, and optionally a running engine's counters.
 use ringcast_host::Config;
 use ringcast_proto::comm::Layout;
 use ringcast_proto::config::AllgatherParts;
+use ringcast_proto::model::compose;
 use ringcast_proto::model::select::Selector;
 use std::process::ExitCode;
 
@@ -31,6 +33,7 @@ pub fn run(config: &Config, engine: Option<&str>) -> ExitCode {
     println!();
     print!("{}", Selector::from_config(&config.engine()).table(&Layout::FLAT));
     print!("{}", compositions(config.engine().protocol.allgather_parts));
+    print!("{}", compose::table(&config.engine().protocol));
     if let Some(name) = engine {
         // As an observer: no local rank taken from a job starting beside it.
         match crate::stats::attach(name, config).map_err(|e| e.to_string()).and_then(|mut h| h.stats().map_err(|e| e.to_string())) {
@@ -59,15 +62,15 @@ fn compositions(parts: AllgatherParts) -> String {
     };
     let mut t = format!("\ncollectives (protocol.allgather_parts = {parts}):\n");
     let reduction = match leader {
-        true => "the node's result, reduced by its engine from its ranks' contributions; then the parts in node order",
+        true => "the node's result, reduced by its engine from its ranks' contributions; then exchanged between the leaders (below)",
         false => "the rank's contribution; then the parts reduced in rank order",
     };
     let allgather = match leader {
-        true => "the engine's ranks' blocks side by side",
+        true => "the engine's ranks' blocks side by side, exchanged between the leaders (below)",
         false => "the rank's block",
     };
     let alltoall = match leader {
-        true => "the engine's ranks' whole send buffers side by side (the multicast alltoall, aggregated per node)",
+        true => "the engine's ranks' whole send buffers side by side (the multicast alltoall, aggregated per node while the node parts go eagerly, else per rank)",
         false => "the rank's whole send buffer (the multicast alltoall)",
     };
     let rows = [

@@ -344,3 +344,46 @@ fn a_slow_rank_behind_a_long_gap_breaks_nothing() {
         assert!(bad.is_empty(), "seed {seed}: failed (node, status): {bad:?}");
     }
 }
+
+/// A local process disagreeing on the block length (rank 1 of 2 × 2 gives half the others'):
+/// its piece would land inside rank 0's place in the leader's node part and leave its own stale
+/// — every other rank completing `Ok` with those bytes. Both exchanges between the leaders:
+/// the assembly refuses pieces of different lengths, the communicator breaks, and no rank
+/// completes `Ok` with a block other than its owner's.
+#[test]
+fn a_local_process_disagreeing_on_the_length_is_never_gathered() {
+    let len = 64usize;
+    for between in [Between::Multicast, Between::Doubling] {
+        let tweak = move |c: &mut EngineConfig| c.protocol.allgather_between = between;
+        let (mut c, ranks) = cluster_with(&[2, 2], len, 1, false, Faults::clean(), 41, &tweak);
+        for (r, rank) in ranks.iter().enumerate() {
+            let (recv, send) = rank.regions[0];
+            let mine = if r == 1 { len / 2 } else { len } as u64;
+            let (recv, send) =
+                (RegionRef { key: recv, offset: 0 }, RegionRef { key: send.unwrap(), offset: 0 });
+            let d = SubmissionDescriptor::allgather(r as u64, 0, recv, Some(send), mine);
+            c.with_engine(rank.node, |e, now| e.handle_descriptor(rank.host, &d, now));
+        }
+        let count = |c: &Cluster| c.published().iter().filter(|p| p.cqe.opcode == Opcode::ALLGATHER).count();
+        let mut steps = 0u64;
+        while count(&c) < ranks.len() {
+            steps += 1;
+            assert!(steps < 20_000_000 && c.step().is_some(), "{between:?}: {} of 4 completions", count(&c));
+        }
+        for p in c.published().iter().filter(|p| p.cqe.opcode == Opcode::ALLGATHER) {
+            let r = p.cqe.cookie as usize;
+            if p.cqe.status.0 != StatusKind::Ok as u16 {
+                continue;
+            }
+            assert_ne!(r, 1, "{between:?}: the disagreeing rank completed Ok");
+            let seg = u64::from(ranks[r].local) << 48;
+            let got = c.nodes[ranks[r].node].mem.get(&seg).unwrap();
+            for q in 0..ranks.len() {
+                assert!(
+                    got[q * len..(q + 1) * len] == block(q as u32, 0, len)[..],
+                    "{between:?}: rank {r} completed Ok with a wrong block {q}"
+                );
+            }
+        }
+    }
+}

@@ -72,6 +72,7 @@ use super::{failed, Engine, Job};
 use crate::config::Between;
 use crate::intake::regions::Resolved;
 use crate::intake::GatherCall;
+use crate::model::compose::{self, Exchange};
 use ringcast_abi::{Completion, Status, StatusKind};
 
 /// Where a leader-based composition's blocks are: rank `r`'s at `base + r · stride`, `stride`
@@ -140,12 +141,10 @@ impl Engine {
     }
 
     /// Whether a leader-based call exchanges the node parts by recursive doubling between the
-    /// leaders: a reduction's by `protocol.allreduce_between`; an allgather's by
-    /// `protocol.allgather_between`, and then only on two engines (one swap) or while the
-    /// largest node part is below `protocol.allgather_multicast_bytes` — from there the node
-    /// parts' broadcasts, each on its own, outrun the swaps (docs/performance.md, "Allgather
-    /// between the leaders"). Every rank decides alike: from the configuration, the
-    /// communicator's ranges and the call's length.
+    /// leaders (`model/compose.rs`): a reduction's by `protocol.allreduce_between`; an
+    /// allgather's by `protocol.allgather_between`, on two engines or below
+    /// `allgather_multicast_bytes` node parts. Every rank decides alike: from the
+    /// configuration, the communicator's ranges and the call's length.
     fn doubles(&self, a: &GatherCall) -> bool {
         let protocol = &self.core.config().protocol;
         if a.reduce.is_some() {
@@ -153,8 +152,7 @@ impl Engine {
         }
         let Some((ranges, _)) = self.node.as_ref().and_then(|n| n.ranges(a.comm)) else { return false };
         let largest = ranges.iter().map(|r| u64::from(r.1) * a.len).max().unwrap_or(0);
-        protocol.allgather_between == Between::Doubling
-            && (ranges.len() == 2 || largest < u64::from(protocol.allgather_multicast_bytes))
+        compose::allgather(protocol, ranges.len() as u32, largest) == Exchange::Doubling
     }
 
     /// A recursive-doubling allreduce's or allgather's one part (`doubling.rs`): this node's
@@ -183,7 +181,7 @@ impl Engine {
                     // Calls of a communicator that broke before their slot started never start.
                     let node = self.node.as_ref();
                     self.doubling_calls.retain(|&(c, ..)| node.is_some_and(|n| n.usable(c)));
-                    self.doubling_calls.push((a.comm, seq, a.reduce, a.len));
+                    self.doubling_calls.push((a.comm, seq, a.reduce));
                 }
                 let (src, key) = match a.send {
                     Some(s) => (s, a.keys[0]),

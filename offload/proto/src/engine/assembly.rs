@@ -98,10 +98,14 @@ impl Engine {
             return;
         }
         let context = a.pieces.first().map_or(0, |p| p.context);
-        if a.pieces.iter().any(|p| p.context != context) {
+        let len = a.pieces.first().map_or(0, |p| p.len);
+        if a.pieces.iter().any(|p| p.context != context || p.len != len) {
             // Local processes are in different calls (another collective, type or operation, or
-            // one skipped a call: `Gather::skip`): the part would carry blocks of calls that are
-            // not this one. It never leaves; the communicator breaks, as for a failed copy.
+            // one skipped a call: `Gather::skip`), or disagree on the length — the intake
+            // bounded each piece by its own length only, so a piece would land on another
+            // rank's place, or a node result of some of them be a wrong result every node
+            // takes for the right one: the part would carry blocks of calls that are not this
+            // one. It never leaves; the communicator breaks, as for a failed copy.
             let a = self.assemblies.swap_remove(i);
             if let Some(node) = self.node.as_mut() {
                 node.assembled(a.comm, a.seq, false, &mut self.out);
@@ -145,18 +149,8 @@ impl Engine {
     fn reduce_pieces(&mut self, i: usize, spec: (DataType, ReduceOp), dst: Resolved) {
         let mut a = self.assemblies.swap_remove(i);
         a.pieces.sort_unstable_by_key(|p| p.at);
+        // (Every piece has the same length: checked above.)
         let len = a.pieces.first().map_or(0, |p| p.len);
-        if a.pieces.iter().any(|p| p.len != len) {
-            // Local processes disagree on the length: the intake bounded each piece by its own
-            // length only, and a node result of some of them would be a wrong result every
-            // node takes for the right one. The part never leaves; the communicator breaks
-            // (every rank's operation on it fails typed), as for a failed copy.
-            if let Some(node) = self.node.as_mut() {
-                node.assembled(a.comm, a.seq, false, &mut self.out);
-            }
-            self.spare_pieces.push(a.pieces);
-            return;
-        }
         let mut sources = core::mem::take(&mut self.reduce_sources);
         sources.clear();
         sources.extend(a.pieces.iter().map(|p| (p.src, 1)));

@@ -59,7 +59,7 @@ use crate::transfer::protocol::{OpCounters, Outcome};
 use crate::Nanos;
 use ringcast_abi::{DataType, ReduceOp, StatusKind};
 
-/// An allreduce's doubling in progress (key of `Engine::doublings`).
+/// An allreduce's or allgather's doubling in progress (key of `Engine::doublings`).
 #[derive(Debug)]
 pub(super) struct Doubling {
     /// The gather slot it carries out.
@@ -86,18 +86,19 @@ pub(super) struct Doubling {
 }
 
 /// An allreduce or allgather call waiting for its gather slot to start: (communicator, slot,
-/// reduction's operation or `None`, bytes per rank).
-pub(super) type DoublingCall = (u64, u64, Option<(DataType, ReduceOp)>, u64);
+/// reduction's operation or `None`).
+pub(super) type DoublingCall = (u64, u64, Option<(DataType, ReduceOp)>);
 
 impl Engine {
-    /// Gather slot `start` of communicator `comm`, a doubling allreduce's, started: every local
-    /// contribution is reduced into the leader's `work + 0`.
+    /// Gather slot `start` of communicator `comm`, a doubling allreduce's or allgather's,
+    /// started: every local contribution is reduced into the leader's `work + 0`, or every local
+    /// block copied into its place in the leader's receive buffer.
     pub(super) fn start_doubling(&mut self, comm: u64, start: Start, now: Nanos) {
         let Some(i) = self.doubling_calls.iter().position(|&(c, s, ..)| c == comm && s == start.seq) else {
             // (Registered when the first local process posted it.)
             return self.finish_doubling_slot(comm, start.seq, failed(StatusKind::CommunicatorBroken));
         };
-        let (_, _, spec, block) = self.doubling_calls.swap_remove(i);
+        let (_, _, spec) = self.doubling_calls.swap_remove(i);
         let Some(node) = self.node.as_ref() else { return };
         let Some((ranges, me)) = node.ranges(comm) else {
             return self.finish_doubling_slot(comm, start.seq, failed(StatusKind::UnknownCommunicator));
@@ -110,6 +111,13 @@ impl Engine {
         let scratch_rank = if mine != 0 { mine } else { other };
         let at =
             |r: u32| Resolved { segment: start.buf.segment, offset: start.buf.offset + u64::from(r) * len };
+        // An allgather's block per rank follows from the leader's slot (`size` blocks), not
+        // from whichever local process posted first: a process disagreeing on the length fails
+        // the assembly, and this slot starts only after it.
+        let ranks = ranges.last().map_or(0, |r| u64::from(r.0) + u64::from(r.1));
+        let block = len / ranks.max(1);
+        // (An allgather never reduces: no scratch beyond its receive buffer.)
+        let scratch = if spec.is_some() { at(scratch_rank) } else { at(0) };
         let elem = spec.and_then(|s| s.0.size()).unwrap_or(1) as u64;
         let d = Doubling {
             comm,
@@ -120,7 +128,7 @@ impl Engine {
             context: start.context,
             shape: Shape::new(me, engines, len, elem, halving_bytes),
             partial: at(0),
-            scratch: at(scratch_rank),
+            scratch,
             step: 0,
             pending: 0,
             status: StatusKind::Ok,
@@ -182,7 +190,11 @@ impl Engine {
                 2
             }
             Step::Reduce(p, x) => {
-                let Some(spec) = spec else { return }; // (only reductions' schedules reduce)
+                let Some(spec) = spec else {
+                    // Only reductions' schedules reduce; never leave a slot waiting, whatever.
+                    let d = self.doublings.remove(key).expect("present");
+                    return self.finish_doubling_slot(d.comm, d.seq, failed(StatusKind::CommunicatorBroken));
+                };
                 if let Some(d) = self.doublings.get_mut(key) {
                     d.pending = 1;
                 }

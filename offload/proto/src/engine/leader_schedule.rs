@@ -25,6 +25,7 @@
 //! Recursive doubling receives `L` whole blocks per engine; Rabenseifner about two (`2·(P−1)/P`)
 //! in `2L` smaller transfers: fewer bytes once the block is long and the engines many.
 use super::pairs::power_below;
+use crate::model::compose;
 
 /// Bytes `[off, off + len)` of a block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,15 +66,11 @@ pub(crate) struct Shape {
 
 impl Shape {
     /// The schedule of engine `me` of `engines` for a block of `len` bytes of `elem`-byte
-    /// elements: Rabenseifner's from `halving_bytes` (`protocol.allreduce_halving_bytes`) when
-    /// there are at least four engines in the doubling and every segment holds an element —
-    /// below it recursive doubling's `log₂ P` round trips of whole blocks cost less than twice
-    /// as many of shorter ones (docs/performance.md, "Rabenseifner between the leaders").
+    /// elements: Rabenseifner's from `halving_bytes` (`protocol.allreduce_halving_bytes`) as
+    /// [`compose::halves`] rules.
     pub(crate) fn new(me: u32, engines: u32, len: u64, elem: u64, halving_bytes: u64) -> Shape {
-        let p = u64::from(power_below(engines));
-        let elem = elem.max(1);
-        let halving = p >= 4 && len >= halving_bytes && len / elem >= p;
-        Shape { me, engines, len, elem, halving }
+        let halving = compose::halves(engines, len, elem, halving_bytes);
+        Shape { me, engines, len, elem: elem.max(1), halving }
     }
 
     /// Bytes of segments `[a, b)` of the block cut into `p` segments of whole elements.
@@ -150,8 +147,9 @@ pub(crate) fn step_of(shape: &Shape, n: u32) -> Option<Step> {
 ///   folded parts of the engines `P` above them (empty where none folded) — each into its place;
 /// * **unfold**: an engine `i < E − P` sends the whole result to `i + P`.
 ///
-/// Each engine of the doubling receives every part it lacks once: `(P − 1)/P` of the result in
-/// `log₂ P` swaps, where the multicast allgather receives the same bytes in `E` broadcasts.
+/// Each engine of the doubling receives every part it lacks once, in `log₂ P` levels of one or
+/// two swaps (the second empty without folds) — the bytes the multicast allgather's `E − 1`
+/// remote parts bring it, plus a fold's part.
 pub(crate) fn gather_step_of(me: u32, engines: u32, at: impl Fn(u32) -> u64, n: u32) -> Option<Step> {
     let p = power_below(engines);
     let span = |a: u32, b: u32| {

@@ -6,9 +6,13 @@
 //! taken from the `model_*` tunables ([`select::fabric_from_config`]); `RINGCAST_ALGORITHM`
 //! forces one algorithm instead.
 //!
+//! How the node leaders of a leader-based collective exchange is not a prediction but a
+//! measured rule ([`compose`]).
+//!
 //! The simulator *executes* the engine on a fabric priced by a `FabricModel`; the cost formulas
 //! only *predict*. `ringcast sim` compares the two, which is how we know the formulas (and so the
 //! selection) are right.
+pub mod compose;
 pub mod cost;
 pub mod select;
 

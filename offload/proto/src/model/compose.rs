@@ -1,0 +1,132 @@
+//! How the engine exchanges a leader-based collective's node parts between the node leaders:
+//! the rules `engine/allgather.rs` and `engine/leader_schedule.rs` decide by, and the table
+//! `ringcast info` prints from them.
+//!
+//! These are measured thresholds, not [`super::cost`] predictions: on the LogGP cluster the
+//! model prices, a multicast exchange moves the same bytes per engine as recursive doubling in
+//! one round instead of `log₂ E`, so it would always win — while on this machine's `shm` fabric,
+//! where the engines share two cores, doubling measured 1.2–2.1× faster over most of the range
+//! (docs/performance.md, "Recursive doubling between the leaders", "Allgather between the
+//! leaders"). Every rank decides alike: the inputs are the configuration's, the communicator's
+//! and the call's.
+use crate::config::{Between, ProtocolConfig};
+use alloc::format;
+use alloc::string::{String, ToString};
+use core::fmt::{self, Write as _};
+
+/// How the leaders exchange.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exchange {
+    /// Every node's part multicast once (on `shm`, each part's broadcast by the cost model's
+    /// algorithm for its length).
+    Multicast,
+    /// Recursive doubling over pair communicators (an allreduce's whole blocks; an allgather's
+    /// parts held so far).
+    Doubling,
+    /// Rabenseifner's reduce-scatter by recursive halving, then allgather by recursive doubling.
+    Rabenseifner,
+}
+
+impl fmt::Display for Exchange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Exchange::Multicast => "multicast",
+            Exchange::Doubling => "doubling",
+            Exchange::Rabenseifner => "rabenseifner",
+        })
+    }
+}
+
+/// Whether an allreduce of `len`-byte blocks of `elem`-byte elements on `engines` engines halves
+/// (Rabenseifner's schedule): from `allreduce_halving_bytes`, with at least four engines in the
+/// doubling and an element per segment — below, recursive doubling's `log₂ P` round trips of
+/// whole blocks cost less than twice as many of shorter ones.
+/// (docs/performance.md, "Rabenseifner between the leaders"). `halving_bytes` is
+/// `protocol.allreduce_halving_bytes`.
+pub fn halves(engines: u32, len: u64, elem: u64, halving_bytes: u64) -> bool {
+    let p = u64::from(crate::engine::power_below(engines));
+    p >= 4 && len >= halving_bytes && len / elem.max(1) >= p
+}
+
+/// A leader-based allreduce's (or reduce's) exchange on `engines` engines (`allreduce_between`).
+pub fn allreduce(c: &ProtocolConfig, engines: u32, len: u64, elem: u64) -> Exchange {
+    match c.allreduce_between {
+        Between::Multicast => Exchange::Multicast,
+        Between::Doubling if halves(engines, len, elem, c.allreduce_halving_bytes.into()) => {
+            Exchange::Rabenseifner
+        }
+        Between::Doubling => Exchange::Doubling,
+    }
+}
+
+/// A leader-based allgather's exchange on `engines` engines whose largest node part (its ranks'
+/// blocks side by side) is `largest` bytes: doubling (`allgather_between`) on two engines — one
+/// swap — or below `allgather_multicast_bytes`; from there the parts' own broadcasts, pipelined
+/// by each engine as it receives, outran the swaps by 1.05–1.3×.
+pub fn allgather(c: &ProtocolConfig, engines: u32, largest: u64) -> Exchange {
+    let doubling = c.allgather_between == Between::Doubling
+        && (engines == 2 || largest < u64::from(c.allgather_multicast_bytes));
+    if doubling {
+        Exchange::Doubling
+    } else {
+        Exchange::Multicast
+    }
+}
+
+/// Engine counts and node part lengths of [`table`].
+const ENGINES: [u32; 5] = [2, 4, 8, 64, 1024];
+const PARTS: [(u64, &str); 6] = [
+    (8, "8 B"),
+    (4 << 10, "4 KiB"),
+    (64 << 10, "64 KiB"),
+    (256 << 10, "256 KiB"),
+    (1 << 20, "1 MiB"),
+    (4 << 20, "4 MiB"),
+];
+
+/// The exchanges for [`ENGINES`] × node parts of [`PARTS`] (an allreduce of doubles; an
+/// allgather whose every node part has that length).
+pub fn table(c: &ProtocolConfig) -> String {
+    let mut s = format!(
+        "\nbetween the node leaders (allreduce_between = {}, halving from {} B; allgather_between = {}, multicast from {} B node parts):\n",
+        c.allreduce_between, c.allreduce_halving_bytes, c.allgather_between, c.allgather_multicast_bytes
+    );
+    let _ = write!(s, "{:>8}  {:9}", "engines", "");
+    for (_, label) in PARTS {
+        let _ = write!(s, "  {label:<12}");
+    }
+    let _ = writeln!(s);
+    for e in ENGINES {
+        for what in ["allreduce", "allgather"] {
+            let _ = write!(s, "{e:>8}  {what:9}");
+            for (len, _) in PARTS {
+                let x = if what == "allreduce" { allreduce(c, e, len, 8) } else { allgather(c, e, len) };
+                let _ = write!(s, "  {:<12}", x.to_string());
+            }
+            let _ = writeln!(s);
+        }
+    }
+    s.lines().map(|l| format!("{}\n", l.trim_end())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rules_follow_the_configuration() {
+        let mut c = ProtocolConfig::default();
+        assert_eq!(allreduce(&c, 2, 1 << 20, 8), Exchange::Doubling, "halving needs four engines");
+        assert_eq!(allreduce(&c, 4, 1 << 20, 8), Exchange::Rabenseifner);
+        assert_eq!(allreduce(&c, 5, 64 << 10, 8), Exchange::Doubling);
+        assert_eq!(allgather(&c, 2, 4 << 20), Exchange::Doubling, "two engines: one swap");
+        assert_eq!(allgather(&c, 4, (256 << 10) - 1), Exchange::Doubling);
+        assert_eq!(allgather(&c, 4, 256 << 10), Exchange::Multicast);
+        c.allreduce_between = Between::Multicast;
+        c.allgather_between = Between::Multicast;
+        assert_eq!(allreduce(&c, 8, 1 << 20, 8), Exchange::Multicast);
+        assert_eq!(allgather(&c, 2, 8), Exchange::Multicast);
+        let t = table(&ProtocolConfig::default());
+        assert!(t.contains("rabenseifner") && t.contains("multicast") && t.contains("doubling"), "{t}");
+    }
+}
