@@ -59,7 +59,7 @@ use ringcast_abi::frame::DIGEST_LEN;
 use ringcast_abi::wire::{WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
 use ringcast_abi::{DataType, ReduceOp, StatusKind};
 use ringcast_proto::comm::Layout;
-use ringcast_proto::config::{AllgatherParts, Between, EngineConfig, RootDelay};
+use ringcast_proto::config::{AllgatherParts, AlltoallBetween, Between, EngineConfig, RootDelay};
 use ringcast_proto::fault::FaultConfig;
 use ringcast_proto::rng::SimRng;
 use ringcast_proto::schedule::bcast::Algorithm;
@@ -521,8 +521,10 @@ impl Scenario {
     /// of 64 bytes to 4 KiB: reductions of many slices, under every fault), half combine the
     /// node results of leader-based allreduces between the leaders over pair communicators
     /// (`protocol.allreduce_between`), half by multicast, half halve blocks from 64 bytes to
-    /// 2 KiB on (Rabenseifner's schedule, `protocol.allreduce_halving_bytes`), and half exchange
-    /// leader-based allgathers' node parts by recursive doubling (`protocol.allgather_between`).
+    /// 2 KiB on (Rabenseifner's schedule, `protocol.allreduce_halving_bytes`), half exchange
+    /// leader-based allgathers' node parts by recursive doubling (`protocol.allgather_between`),
+    /// and half run alltoalls pairwise between the engines (`protocol.alltoall_between`; half of
+    /// those at every block length, `alltoall_pairwise_bytes` 0).
     fn with_composition_draw(mut self) -> Scenario {
         let mut g = SimRng::new(self.seed ^ ENGINE_SALT ^ 2);
         let nodes = g.chance(0.5);
@@ -539,6 +541,12 @@ impl Scenario {
         }
         self.config.protocol.allgather_between =
             if g.chance(0.5) { Between::Doubling } else { Between::Multicast };
+        self.config.protocol.alltoall_between =
+            if g.chance(0.5) { AlltoallBetween::Pairwise } else { AlltoallBetween::Multicast };
+        if g.chance(0.5) {
+            // Pairwise with several ranks per engine too, at the DST's short blocks.
+            self.config.protocol.alltoall_pairwise_bytes = 0;
+        }
         self
     }
 

@@ -353,8 +353,10 @@ fn ranks_that_disagree_on_the_call_get_typed_errors_not_wrong_results() {
             let engines = world_engines(&World::Uniform { nodes, ppn }, "mismatch", &|c| {
                 c.protocol.allgather_parts = parts;
                 c.protocol.allreduce_between = between;
-                // (The offending allgather exchanges as the allreduce does.)
+                // (The offending allgather exchanges as the allreduce does; the offending
+                // alltoall multicasts: pairwise, it posts other parts and waits.)
                 c.protocol.allgather_between = between;
+                c.protocol.alltoall_between = ringcast_proto::config::AlltoallBetween::Multicast;
             });
             let seed = 40 + u64::from(variant);
             let mut c = clean_cluster(engines, seed, 1);

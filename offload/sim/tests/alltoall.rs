@@ -5,7 +5,7 @@
 //! the default, and one per rank); each bad descriptor typed at the rank that posted it.
 use ringcast_abi::{Access, Opcode, RegionKey, RegionRef, StatusKind, SubmissionDescriptor};
 use ringcast_proto::comm::World;
-use ringcast_proto::config::{AllgatherParts, LocalRank};
+use ringcast_proto::config::{AllgatherParts, AlltoallBetween, LocalRank};
 use ringcast_proto::intake::regions::SegmentHandle;
 use ringcast_proto::intake::HostId;
 use ringcast_proto::rng::SimRng;
@@ -27,6 +27,12 @@ struct Rank {
     segs: Vec<u64>,
 }
 
+/// `protocol.alltoall_between` and `alltoall_pairwise_bytes`.
+type Between = (AlltoallBetween, u32);
+const MULTICAST: Between = (AlltoallBetween::Multicast, 0);
+/// Pairwise at every block length.
+const PAIRWISE: Between = (AlltoallBetween::Pairwise, 0);
+
 fn cluster(
     counts: &[u32],
     len: usize,
@@ -34,9 +40,14 @@ fn cluster(
     faults: Faults,
     seed: u64,
     parts: AllgatherParts,
+    between: Between,
 ) -> (Cluster, Vec<Rank>) {
     let world = World::from_counts(counts).unwrap();
-    let engines = world_engines(&world, "alltoall", &|c| c.protocol.allgather_parts = parts);
+    let engines = world_engines(&world, "alltoall", &|c| {
+        c.protocol.allgather_parts = parts;
+        c.protocol.alltoall_between = between.0;
+        c.protocol.alltoall_pairwise_bytes = between.1;
+    });
     let mut c = Cluster::new(
         engines,
         faults,
@@ -85,7 +96,7 @@ fn alltoalls(c: &Cluster) -> Vec<Published> {
 /// alltoall, or one per rank.
 fn check(counts: &[u32], len: usize, rounds: u32, faults: Faults, seed: u64) {
     for parts in [AllgatherParts::Nodes, AllgatherParts::Ranks] {
-        let posted = check_with(counts, len, rounds, faults.clone(), seed, parts);
+        let posted = check_with(counts, len, rounds, faults.clone(), seed, parts, MULTICAST);
         let per_call = if parts.leader_based() { counts.len() } else { counts.iter().sum::<u32>() as usize };
         let want = per_call * rounds as usize;
         assert!(
@@ -103,8 +114,9 @@ fn check_with(
     faults: Faults,
     seed: u64,
     parts: AllgatherParts,
+    between: Between,
 ) -> Vec<usize> {
-    let (mut c, ranks) = cluster(counts, len, rounds, faults, seed, parts);
+    let (mut c, ranks) = cluster(counts, len, rounds, faults, seed, parts, between);
     for (r, rank) in ranks.iter().enumerate() {
         for round in 0..rounds {
             let (wk, sk) = rank.regions[round as usize];
@@ -150,6 +162,36 @@ fn check_with(
     c.nodes.iter().map(|n| n.engine.comm_list()[0].state.posted as usize).collect()
 }
 
+/// The pairwise exchange between the engines (`alltoall_between = pairwise`): every block from
+/// every rank, on even and uneven worlds of 2-7 engines (odd and even: the step where both
+/// directions meet), several calls in flight, blocks of many fragments, with loss — and no
+/// broadcast on the world: every block went over a pair communicator or a local copy.
+#[test]
+fn the_pairwise_exchange_delivers_every_block_over_the_pairs() {
+    let pairwise = |counts: &[u32], len, rounds, faults: Faults, seed| {
+        let posted = check_with(counts, len, rounds, faults, seed, AllgatherParts::Nodes, PAIRWISE);
+        assert!(posted.iter().all(|&p| p == 0), "{counts:?}: world broadcasts {posted:?}");
+    };
+    pairwise(&[1, 1], 100, 1, Faults::clean(), 50);
+    pairwise(&[2, 2, 2, 2], 300, 2, lossy(), 51);
+    pairwise(&[2, 1, 3], 64, 3, lossy(), 52);
+    pairwise(&[1, 1, 1, 1, 1], 1000, 2, lossy(), 53);
+    pairwise(&[3, 1, 2, 2, 1, 1, 1], 200, 1, lossy(), 54);
+    pairwise(&[2, 2], 20_000, 2, lossy(), 55);
+}
+
+/// The default rule (`model/compose.rs`): pairwise with one rank per engine at any length, and
+/// with several from `alltoall_pairwise_bytes`; below it the multicast alltoall aggregated per
+/// node — counted by the broadcasts on the world.
+#[test]
+fn short_blocks_on_nodes_of_several_ranks_aggregate_and_the_rest_go_pairwise() {
+    let default = (AlltoallBetween::Pairwise, 4096);
+    let run = |counts: &[u32], len| check_with(counts, len, 1, lossy(), 60, AllgatherParts::Nodes, default);
+    assert_eq!(run(&[1, 1, 1], 100), [0, 0, 0], "one rank per engine: pairwise");
+    assert_eq!(run(&[2, 2], 100), [2, 2], "short blocks: one multicast per node");
+    assert_eq!(run(&[2, 2], 4096), [0, 0], "from 4 KiB: pairwise");
+}
+
 fn lossy() -> Faults {
     Faults { mcast_loss: 0.05, ucast_loss: 0.02, jitter: 3_000, duplicate: 0.01, ..Faults::clean() }
 }
@@ -166,7 +208,7 @@ fn every_rank_gets_its_block_from_every_rank() {
 /// post one part per rank, and every block still arrives.
 #[test]
 fn long_blocks_are_not_aggregated() {
-    let posted = check_with(&[2, 2], 20_000, 1, lossy(), 30, AllgatherParts::Nodes);
+    let posted = check_with(&[2, 2], 20_000, 1, lossy(), 30, AllgatherParts::Nodes, MULTICAST);
     assert_eq!(posted, [4, 4], "one part per rank");
 }
 
@@ -181,7 +223,8 @@ fn several_alltoalls_in_flight_survive_loss_reordering_and_duplicates() {
 #[test]
 fn bad_alltoalls_get_typed_errors_at_the_rank_that_posted_them() {
     let len = 64u64;
-    let (mut c, ranks) = cluster(&[1, 1], len as usize, 1, Faults::clean(), 4, AllgatherParts::Nodes);
+    let (mut c, ranks) =
+        cluster(&[1, 1], len as usize, 1, Faults::clean(), 4, AllgatherParts::Nodes, MULTICAST);
     let (wk, sk) = ranks[0].regions[0];
     let at = |key, offset| RegionRef { key, offset };
     let cases = [

@@ -16,8 +16,8 @@ mod runner;
 
 pub use fabrics::{DpdkConfig, UdpConfig, VerbsConfig};
 pub use ringcast_proto::config::{
-    AlgorithmChoice, AllgatherParts, Between, ConfigError, EngineConfig, FabricKind, JobSecret, Limits,
-    LocalRank, ModelConfig, NodeRanks, ProtocolConfig, RootDelay, Topology, TunableRow,
+    AlgorithmChoice, AllgatherParts, AlltoallBetween, Between, ConfigError, EngineConfig, FabricKind,
+    JobSecret, Limits, LocalRank, ModelConfig, NodeRanks, ProtocolConfig, RootDelay, Topology, TunableRow,
 };
 pub use ringcast_proto::fault::FaultConfig;
 pub use runner::{DmaMode, PinCpu, PollMode, RunnerConfig};

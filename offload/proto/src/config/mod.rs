@@ -14,7 +14,7 @@ mod topology;
 
 pub use limits::Limits;
 pub use model::ModelConfig;
-pub use protocol::{AlgorithmChoice, AllgatherParts, Between, ProtocolConfig, RootDelay};
+pub use protocol::{AlgorithmChoice, AllgatherParts, AlltoallBetween, Between, ProtocolConfig, RootDelay};
 pub use topology::{FabricKind, JobSecret, LocalRank, NodeRanks, Topology, ETHERNET_MTU, SHM_MTU};
 
 use alloc::format;

@@ -66,6 +66,7 @@
 
 use super::assembly::Piece;
 use super::composite::{call_context, Composite, Reduce};
+use super::doubling::What;
 use super::gather::Kind;
 use super::slab::TAGGED;
 use super::{failed, Engine, Job};
@@ -172,17 +173,16 @@ impl Engine {
                 return self.finish_part(token, failed(StatusKind::UnknownCommunicator));
             }
         };
-        let kind = Kind { all: true, assemble: true, context, window: 0, local: true };
+        let kind = Kind { all: true, assemble: true, context, window: 0, local: true, in_place: false };
         let full = node.context_of(local, a.comm, context);
         let slot_len = if a.reduce.is_some() { a.len } else { a.len * u64::from(a.size) };
         match node.post(local, a.comm, first, at(0), slot_len, token, kind) {
             Ok(seq) => {
-                if !self.doubling_calls.iter().any(|&(c, s, ..)| c == a.comm && s == seq) {
-                    // Calls of a communicator that broke before their slot started never start.
-                    let node = self.node.as_ref();
-                    self.doubling_calls.retain(|&(c, ..)| node.is_some_and(|n| n.usable(c)));
-                    self.doubling_calls.push((a.comm, seq, a.reduce));
-                }
+                let what = match a.reduce {
+                    Some(spec) => What::Reduce(spec),
+                    None => What::Gather,
+                };
+                self.note_call(a.comm, seq, what);
                 let (src, key) = match a.send {
                     Some(s) => (s, a.keys[0]),
                     None => (at(a.me), a.keys[1]),
@@ -263,7 +263,7 @@ impl Engine {
                 ),
             };
             let own = k == mine;
-            let kind = Kind { all: own, assemble: own, context, window, local: false };
+            let kind = Kind { all: own, assemble: own, context, window, ..Kind::default() };
             // What this process's post carries (its skipped calls too): the assembly compares it.
             let full = node.context_of(local, a.comm, context);
             // A reduction's node part is the node's one partial result; an allgather's or an

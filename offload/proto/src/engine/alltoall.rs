@@ -38,16 +38,19 @@
 //!
 //! Each part carries every property of the broadcast (CRC and MAC per datagram, bitmaps,
 //! repair, retransmission, typed errors, channels, and the call's context in its MAC: a rank
-//! posting an alltoall against another's allgather of the same bytes fails typed). Not the
-//! pairwise exchange or Mamidala's bidirectional schedule: point-to-point transfers exist as
-//! pair communicators (`pairs.rs`), but only between recursive-doubling partners; a pairwise
-//! exchange needs one per pair of engines.
+//! posting an alltoall against another's allgather of the same bytes fails typed).
+//!
+//! **Pairwise** (`protocol.alltoall_between = pairwise`, the default, where every engine's
+//! ranks are consecutive and the communicator has at most `pairwise_engines` engines — in
+//! either composition — with one rank per engine or blocks from `alltoall_pairwise_bytes`): every block sent once over the pair communicators in Mamidala's bidirectional
+//! order, straight from its sender's send buffer into its place (`pairwise.rs`).
 use super::allgather::Blocks;
 use super::composite::{at, call_context, Composite, Scatter};
 use super::gather::Kind;
 use super::slab::TAGGED;
 use super::{failed, Engine};
 use crate::intake::GatherCall;
+use crate::model::compose::{self, Exchange};
 use ringcast_abi::{Completion, Status, StatusKind};
 
 impl Engine {
@@ -71,10 +74,19 @@ impl Engine {
                 .map(|(r, mine)| (r.len() as u32, mine)),
             _ => None,
         };
+        let context = call_context(a.opcode, None);
+        // Pairwise between the engines (`pairwise.rs`): one part, this node's slot.
+        let ranges = self.node.as_ref().and_then(|n| n.ranges(a.comm));
+        if let Some((r, mine)) = ranges {
+            let largest = r.iter().map(|&(_, count)| count).max().unwrap_or(0);
+            if compose::alltoall(protocol, r.len() as u32, largest, a.len) == Exchange::Pairwise {
+                let token = TAGGED | self.parts.insert(Composite::new(op, 1, whole));
+                return self.post_pairwise(&a, local, token, context, mine);
+            }
+        }
         let mut composite = Composite::new(op, nodes.map_or(a.size, |(engines, _)| engines), whole);
         composite.scatter = Some(scatter);
         let token = TAGGED | self.parts.insert(composite);
-        let context = call_context(a.opcode, None);
         if let Some(engines) = nodes {
             // Rank `r`'s send buffer lands at `work + (1 + r) · whole` either way.
             let blocks = Blocks { base: at(a.recv, whole), stride: whole };

@@ -52,11 +52,13 @@
 use super::gather::Start;
 use super::leader_schedule::{gather_step_of, step_of, Shape, Step};
 use super::pairs::Transfer;
+use super::pairwise::Local;
 use super::reduction::Then;
 use super::{failed, Engine};
 use crate::intake::regions::Resolved;
 use crate::transfer::protocol::{OpCounters, Outcome};
 use crate::Nanos;
+use alloc::vec::Vec;
 use ringcast_abi::{DataType, ReduceOp, StatusKind};
 
 /// An allreduce's or allgather's doubling in progress (key of `Engine::doublings`).
@@ -65,8 +67,11 @@ pub(super) struct Doubling {
     /// The gather slot it carries out.
     comm: u64,
     seq: u64,
-    /// A reduction's operation; `None` for an allgather.
+    /// A reduction's operation; `None` for an allgather or an alltoall.
     spec: Option<(DataType, ReduceOp)>,
+    /// A pairwise alltoall's local processes (`pairwise.rs`): its one step posts everything.
+    alltoall: Option<Vec<Local>>,
+    pairwise: bool,
     /// The slot's bytes: a reduction's block, an allgather's whole result.
     len: u64,
     /// An allgather's bytes per rank (its node parts' places follow from the ranks' ranges).
@@ -85,20 +90,56 @@ pub(super) struct Doubling {
     counters: OpCounters,
 }
 
-/// An allreduce or allgather call waiting for its gather slot to start: (communicator, slot,
-/// reduction's operation or `None`).
-pub(super) type DoublingCall = (u64, u64, Option<(DataType, ReduceOp)>);
+/// What a call the engine carries out between the engines is.
+#[derive(Debug)]
+pub(super) enum What {
+    /// An allreduce or a reduce, with its type and operation.
+    Reduce((DataType, ReduceOp)),
+    /// An allgather.
+    Gather,
+    /// A pairwise alltoall (`pairwise.rs`), with its local processes' buffers as they post.
+    Alltoall(Vec<Local>),
+}
+
+/// A call waiting for its gather slot to start.
+#[derive(Debug)]
+pub(super) struct DoublingCall {
+    comm: u64,
+    seq: u64,
+    what: What,
+}
 
 impl Engine {
-    /// Gather slot `start` of communicator `comm`, a doubling allreduce's or allgather's,
-    /// started: every local contribution is reduced into the leader's `work + 0`, or every local
-    /// block copied into its place in the leader's receive buffer.
+    /// Notes call `what` of gather slot `seq` of `comm` when its first local process posts it
+    /// (the next ones find it).
+    pub(super) fn note_call(&mut self, comm: u64, seq: u64, what: What) {
+        if !self.doubling_calls.iter().any(|c| c.comm == comm && c.seq == seq) {
+            // Calls of a communicator that broke before their slot started never start.
+            let node = self.node.as_ref();
+            self.doubling_calls.retain(|c| node.is_some_and(|n| n.usable(c.comm)));
+            self.doubling_calls.push(DoublingCall { comm, seq, what });
+        }
+    }
+
+    /// The call noted for slot `seq` of `comm`.
+    pub(super) fn call_what(&mut self, comm: u64, seq: u64) -> Option<&mut What> {
+        self.doubling_calls.iter_mut().find(|c| c.comm == comm && c.seq == seq).map(|c| &mut c.what)
+    }
+
+    /// Gather slot `start` of communicator `comm`, carried out by the engine, started: a
+    /// doubling allreduce's (every local contribution reduced into the leader's `work + 0`), a
+    /// doubling allgather's (every local block copied into its place in the leader's receive
+    /// buffer), or a pairwise alltoall's (nothing gathered).
     pub(super) fn start_doubling(&mut self, comm: u64, start: Start, now: Nanos) {
-        let Some(i) = self.doubling_calls.iter().position(|&(c, s, ..)| c == comm && s == start.seq) else {
+        let Some(i) = self.doubling_calls.iter().position(|c| c.comm == comm && c.seq == start.seq) else {
             // (Registered when the first local process posted it.)
             return self.finish_doubling_slot(comm, start.seq, failed(StatusKind::CommunicatorBroken));
         };
-        let (_, _, spec) = self.doubling_calls.swap_remove(i);
+        let (spec, alltoall) = match self.doubling_calls.swap_remove(i).what {
+            What::Reduce(spec) => (Some(spec), None),
+            What::Gather => (None, None),
+            What::Alltoall(locals) => (None, Some(locals)),
+        };
         let Some(node) = self.node.as_ref() else { return };
         let Some((ranges, me)) = node.ranges(comm) else {
             return self.finish_doubling_slot(comm, start.seq, failed(StatusKind::UnknownCommunicator));
@@ -123,6 +164,8 @@ impl Engine {
             comm,
             seq: start.seq,
             spec,
+            pairwise: alltoall.is_some(),
+            alltoall,
             len,
             block,
             context: start.context,
@@ -152,7 +195,34 @@ impl Engine {
 
     /// Carries out step `step` of doubling `key`, or finishes it.
     fn doubling_step(&mut self, key: u64, now: Nanos) {
+        let Some(d) = self.doublings.get_mut(key) else { return };
+        if let (Some(locals), 0) = (d.alltoall.take(), d.step) {
+            // A pairwise alltoall: one step, everything at once (`pairwise.rs`).
+            let (comm, len, context) = (d.comm, d.len, d.context);
+            let posted = self.pairwise_post(key, comm, &locals, len, context, now);
+            let Some(d) = self.doublings.get_mut(key) else { return };
+            match posted {
+                Ok(0) => {}
+                Ok(n) => return d.pending = n,
+                Err(status) => {
+                    // Its partners would wait for transfers this engine will not post.
+                    let d = self.doublings.remove(key).expect("present");
+                    self.finish_doubling_slot(d.comm, d.seq, failed(status));
+                    if let Some(node) = self.node.as_mut() {
+                        node.break_comm(d.comm, &mut self.out);
+                    }
+                    return;
+                }
+            }
+            d.step = 1;
+        }
         let Some(d) = self.doublings.get(key) else { return };
+        if d.pairwise && d.step > 0 {
+            // A pairwise alltoall's one step is over.
+            let d = self.doublings.remove(key).expect("present");
+            let outcome = Outcome { status: StatusKind::Ok, bytes: d.len, counters: d.counters };
+            return self.finish_doubling_slot(d.comm, d.seq, outcome);
+        }
         let step = match self.step_of(d) {
             Ok(step) => step,
             Err(status) => {

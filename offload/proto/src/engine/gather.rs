@@ -55,6 +55,9 @@ pub struct Kind {
     /// (a recursive-doubling allreduce or allgather between the node leaders, `doubling.rs`) once it starts,
     /// and reports its outcome with [`Gather::done`]. It starts and is delivered like any slot.
     pub local: bool,
+    /// Every local process's result is already in its own buffer when the slot is done (a
+    /// pairwise alltoall, `pairwise.rs`): the slot finishes without copying the primary's bytes.
+    pub in_place: bool,
 }
 
 /// One local process's post in a slot.
@@ -458,7 +461,11 @@ impl Gather {
                     Some(r) if r.kind.context != m.kind.context => {
                         d.outcome = failed(StatusKind::DigestMismatch)
                     }
-                    Some(r) if slot.primary != Some(l as u32) && outcome.status == StatusKind::Ok => {
+                    Some(r)
+                        if slot.primary != Some(l as u32)
+                            && outcome.status == StatusKind::Ok
+                            && !r.kind.in_place =>
+                    {
                         d.copy = Some((r.buf, m.buf, u64::from(m.len)));
                         d.primary = Some(r.token);
                     }

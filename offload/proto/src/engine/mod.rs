@@ -29,6 +29,7 @@ mod gather;
 mod leader_schedule;
 mod node;
 mod pairs;
+mod pairwise;
 mod reduction;
 mod slab;
 
@@ -96,6 +97,8 @@ enum Job {
     ReduceStore { r: u64 },
     /// One copy of a node part's assembly (`assembly.rs`): gather slot `seq` of `comm`.
     Assemble { comm: u64, seq: u64 },
+    /// A local copy of pairwise alltoall `key` (`pairwise.rs`).
+    Pairwise { key: u64 },
 }
 
 /// The engine. See the module documentation.
@@ -484,6 +487,7 @@ impl Engine {
                 }
             }
             Job::Assemble { comm, seq } => self.assembly_copied(comm, seq, ok),
+            Job::Pairwise { key } => self.pairwise_copied(key, ok),
             Job::Part { token } => {
                 let outcome = if ok { failed(StatusKind::Ok) } else { failed(StatusKind::OutOfBounds) };
                 self.finish_part(token, outcome);

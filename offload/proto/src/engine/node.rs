@@ -138,6 +138,8 @@ pub(crate) struct Node {
     /// How long a settled freed communicator stays (TCP's TIME-WAIT): [`TIME_WAIT_REPAIRS`]
     /// repair timeouts.
     time_wait: Nanos,
+    /// Communicators up to this many engines pair every two (`protocol.pairwise_engines`).
+    pairwise_engines: u32,
     /// Broadcasts the protocol finished, by token (communicator slot, gather slot).
     finished: Vec<(u64, Outcome)>,
     /// Host-memory jobs the protocol asked for.
@@ -172,7 +174,8 @@ impl Node {
         };
         let world = proto.create_comm(spec)?;
         let engines: Vec<PeerId> = (0..world_shape.nodes()).map(PeerId).collect();
-        let pairs = Pairs::new(&format!("job {}", t.job), &id.key, &engines, t.node, &mut proto);
+        let pairwise = config.protocol.pairwise_engines;
+        let pairs = Pairs::new(&format!("job {}", t.job), &id.key, &engines, t.node, pairwise, &mut proto);
         let window = config.protocol.channels as usize * 2;
         let max_comms = config.limits.max_comms as usize;
         let mut comms = Vec::with_capacity(max_comms);
@@ -186,6 +189,7 @@ impl Node {
             window,
             free_linger: config.protocol.peer_timeout_ms as Nanos * 1_000_000,
             time_wait: config.protocol.repair_timeout_us as Nanos * 1_000 * TIME_WAIT_REPAIRS,
+            pairwise_engines: pairwise,
             finished: Vec::with_capacity(window),
             jobs: Vec::new(),
             pair_done: Vec::new(),
@@ -384,7 +388,14 @@ impl Node {
         let group = spec.group;
         let (members, me) = (spec.members.clone(), spec.my_rank);
         let proto = self.proto.create_comm(spec)?;
-        let pairs = Pairs::new(&format!("communicator {handle:#x}"), &rec.key, &members, me, &mut self.proto);
+        let pairs = Pairs::new(
+            &format!("communicator {handle:#x}"),
+            &rec.key,
+            &members,
+            me,
+            self.pairwise_engines,
+            &mut self.proto,
+        );
         let mut rank_of_local = vec![None; self.world.count(self.node) as usize];
         rank_of_local[local as usize] = Some(rec.my_rank);
         self.comms[free] = Some(LocalComm {

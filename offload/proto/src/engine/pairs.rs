@@ -17,8 +17,10 @@
 //!
 //! The partners are those of recursive doubling among the engines (`doubling.rs`): with `P` the
 //! largest power of two not above the engine count `E`, engine `i < P` pairs with `i ^ 2^k`
-//! for every `2^k < P` and, if `i + P < E`, with `i + P`; engine `i ≥ P` only with `i − P`.
-//! `log₂ E` communicators per engine at most, not `E − 1`.
+//! for every `2^k < P` and, if `i + P < E`, with `i + P`; engine `i ≥ P` only with `i − P`:
+//! `⌈log₂ E⌉ + 1` communicators per engine at most. On communicators of up to
+//! `protocol.pairwise_engines` engines (16) every engine also pairs with every other, for the
+//! pairwise alltoall (`pairwise.rs`): `E − 1` each.
 //!
 //! Both engines of a pair post its transfers in the same order (the algorithm's schedule says
 //! which side roots each), so the protocol's broadcast numbering lines up, as it does for any
@@ -39,6 +41,17 @@ use ringcast_abi::StatusKind;
 /// Protocol tokens of pair transfers carry this bit (the world's and created communicators'
 /// tokens never reach it: their communicator slot sits below it).
 pub(crate) const PAIR_TOKEN: u64 = 1 << 63;
+
+/// The engines engine `me` of `engines` has a pair communicator with: recursive doubling's
+/// ([`doubling_partners`]) and, on communicators of up to `pairwise` engines
+/// (`protocol.pairwise_engines`), every other engine (the pairwise alltoall).
+pub fn partners(me: u32, engines: u32, pairwise: u32) -> Vec<u32> {
+    let mut all = doubling_partners(me, engines);
+    if engines <= pairwise {
+        all.extend((0..engines).filter(|&e| e != me && !all.contains(&e)).collect::<Vec<_>>());
+    }
+    all
+}
 
 /// The engines engine `me` of `engines` exchanges with in recursive doubling (module doc), in
 /// the order the algorithm meets them.
@@ -82,7 +95,7 @@ struct Waiting {
 /// This engine's pair communicators and their transfers.
 #[derive(Debug, Default)]
 pub(crate) struct Pairs {
-    /// (partner engine, protocol handle), in [`doubling_partners`] order; a handle is `None`
+    /// (partner engine, protocol handle), in [`partners`] order; a handle is `None`
     /// once dropped.
     comms: Vec<(u32, Option<CommHandle>)>,
     /// This engine's number.
@@ -103,12 +116,13 @@ impl Pairs {
         secret: &Secret,
         members: &[PeerId],
         me: u32,
+        pairwise: u32,
         proto: &mut Protocol,
     ) -> Pairs {
         let mut comms = Vec::new();
         let engines = members.len() as u32;
         if engines >= 2 && me < engines {
-            for partner in doubling_partners(me, engines) {
+            for partner in partners(me, engines, pairwise) {
                 let (lo, hi) = (me.min(partner), me.max(partner));
                 let name = format!("ringcast pair communicator {lo} {hi} of {parent}");
                 let id = derived_identity(&name, Some(&secret.0));
@@ -250,12 +264,18 @@ mod tests {
         assert_eq!(doubling_partners(0, 5), [4, 1, 2]);
         assert_eq!(doubling_partners(3, 5), [2, 1]);
         assert_eq!(doubling_partners(4, 5), [0]);
-        // Every pair is known at both ends.
+        // Every pair is known at both ends; up to `pairwise` engines every pair exists.
         for e in 2..20u32 {
             for a in 0..e {
                 for b in doubling_partners(a, e) {
                     assert!(doubling_partners(b, e).contains(&a), "{a} <-> {b} of {e}");
                 }
+                let all = partners(a, e, 16);
+                for b in &all {
+                    assert!(partners(*b, e, 16).contains(&a), "{a} <-> {b} of {e}");
+                }
+                let want = if e <= 16 { e as usize - 1 } else { doubling_partners(a, e).len() };
+                assert_eq!(all.len(), want, "{a} of {e}");
             }
         }
     }

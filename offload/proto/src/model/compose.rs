@@ -9,7 +9,7 @@
 //! (docs/performance.md, "Recursive doubling between the leaders", "Allgather between the
 //! leaders"). Every rank decides alike: the inputs are the configuration's, the communicator's
 //! and the call's.
-use crate::config::{Between, ProtocolConfig};
+use crate::config::{AlltoallBetween, Between, ProtocolConfig};
 use alloc::format;
 use alloc::string::{String, ToString};
 use core::fmt::{self, Write as _};
@@ -25,6 +25,8 @@ pub enum Exchange {
     Doubling,
     /// Rabenseifner's reduce-scatter by recursive halving, then allgather by recursive doubling.
     Rabenseifner,
+    /// Every block sent once, pair by pair, in the bidirectional order (an alltoall).
+    Pairwise,
 }
 
 impl fmt::Display for Exchange {
@@ -33,6 +35,7 @@ impl fmt::Display for Exchange {
             Exchange::Multicast => "multicast",
             Exchange::Doubling => "doubling",
             Exchange::Rabenseifner => "rabenseifner",
+            Exchange::Pairwise => "pairwise",
         })
     }
 }
@@ -73,6 +76,25 @@ pub fn allgather(c: &ProtocolConfig, engines: u32, largest: u64) -> Exchange {
     }
 }
 
+/// An alltoall's exchange on `engines` engines whose ranks are consecutive, the largest
+/// holding `largest` ranks, of `block`-byte blocks: pairwise (`alltoall_between`) where every
+/// pair of engines has a pair communicator (`pairwise_engines`) and either every engine holds
+/// one rank or the blocks have `alltoall_pairwise_bytes` or more; else multicast. Below it, with
+/// several ranks per node, the multicast alltoall's one aggregated message per node beat the
+/// pairwise exchange's `ppn²` per pair (2 × 2 at 8 B: 34 against 50–62 µs; even at 4 KiB;
+/// 1.2–2.9× slower from there on) — docs/performance.md, "Pairwise alltoall".
+pub fn alltoall(c: &ProtocolConfig, engines: u32, largest: u32, block: u64) -> Exchange {
+    let pairwise = c.alltoall_between == AlltoallBetween::Pairwise
+        && engines >= 2
+        && engines <= c.pairwise_engines
+        && (largest <= 1 || block >= u64::from(c.alltoall_pairwise_bytes));
+    if pairwise {
+        Exchange::Pairwise
+    } else {
+        Exchange::Multicast
+    }
+}
+
 /// Engine counts and node part lengths of [`table`].
 const ENGINES: [u32; 5] = [2, 4, 8, 64, 1024];
 const PARTS: [(u64, &str); 6] = [
@@ -106,6 +128,20 @@ pub fn table(c: &ProtocolConfig) -> String {
             let _ = writeln!(s);
         }
     }
+    let _ = writeln!(
+        s,
+        "alltoall (alltoall_between = {}, pairwise up to {} engines, from {} B blocks with several ranks per engine):",
+        c.alltoall_between, c.pairwise_engines, c.alltoall_pairwise_bytes
+    );
+    for (ppn, label) in [(1, "1 rank"), (8, "8 ranks")] {
+        for e in ENGINES {
+            let _ = write!(s, "{e:>8}  {label:9}");
+            for (len, _) in PARTS {
+                let _ = write!(s, "  {:<12}", alltoall(c, e, ppn, len).to_string());
+            }
+            let _ = writeln!(s);
+        }
+    }
     s.lines().map(|l| format!("{}\n", l.trim_end())).collect()
 }
 
@@ -126,6 +162,14 @@ mod tests {
         c.allgather_between = Between::Multicast;
         assert_eq!(allreduce(&c, 8, 1 << 20, 8), Exchange::Multicast);
         assert_eq!(allgather(&c, 2, 8), Exchange::Multicast);
+        c.alltoall_between = AlltoallBetween::Multicast;
+        assert_eq!(alltoall(&c, 4, 1, 1 << 20), Exchange::Multicast);
+        c.alltoall_between = AlltoallBetween::Pairwise;
+        assert_eq!(alltoall(&c, 16, 1, 8), Exchange::Pairwise, "one rank per engine: always");
+        assert_eq!(alltoall(&c, 4, 2, 8), Exchange::Multicast, "short blocks aggregate per node");
+        assert_eq!(alltoall(&c, 4, 2, 4096), Exchange::Pairwise);
+        assert_eq!(alltoall(&c, 17, 1, 8), Exchange::Multicast, "no pair communicator for every pair");
+        assert_eq!(alltoall(&c, 1, 4, 1 << 20), Exchange::Multicast);
         let t = table(&ProtocolConfig::default());
         assert!(t.contains("rabenseifner") && t.contains("multicast") && t.contains("doubling"), "{t}");
     }

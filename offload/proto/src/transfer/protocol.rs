@@ -123,11 +123,11 @@ impl Protocol {
             selective_bytes: config.protocol.selective_repair_bytes,
             // Grows to `max_comms` as communicators are created: a simulated rank of one
             // communicator holds one entry, not 64. Each communicator brings its pair
-            // communicators (`engine/pairs.rs`: at most ⌈log₂ nodes⌉ + 1).
+            // communicators (`engine/pairs.rs`: ⌈log₂ nodes⌉ + 1, or one per other engine).
             comms: Vec::new(),
             next_generation: 0,
             max_comms: config.limits.max_comms as usize
-                * (1 + pairs_per_comm(config.topology.world().nodes())),
+                * (1 + pairs_per_comm(config.topology.world().nodes(), config.protocol.pairwise_engines)),
             counters: ProtoCounters::default(),
             scratch: Vec::new(),
             early_buf: Vec::new(),
@@ -500,7 +500,10 @@ pub struct CommState {
 }
 
 /// The most pair communicators one communicator of engines among `nodes` brings
-/// (`engine/pairs.rs`): ⌈log₂ nodes⌉ + 1.
-fn pairs_per_comm(nodes: u32) -> usize {
-    (32 - nodes.max(2).saturating_sub(1).leading_zeros()) as usize + 1
+/// (`engine/pairs.rs`): ⌈log₂ nodes⌉ + 1, or `nodes − 1` where every pair has one (up to
+/// `pairwise` engines).
+fn pairs_per_comm(nodes: u32, pairwise: u32) -> usize {
+    let doubling = (32 - nodes.max(2).saturating_sub(1).leading_zeros()) as usize + 1;
+    let all = if nodes <= pairwise { nodes.saturating_sub(1) as usize } else { 0 };
+    doubling.max(all)
 }
