@@ -192,6 +192,34 @@ fn short_blocks_on_nodes_of_several_ranks_aggregate_and_the_rest_go_pairwise() {
     assert_eq!(run(&[2, 2], 4096), [0, 0], "from 4 KiB: pairwise");
 }
 
+/// Two processes of one node in different calls at one slot — one a pairwise alltoall, the
+/// other an allgather (recursive doubling between the leaders, the default) — and the other
+/// node's alltoalls: the slot cannot run; every rank's call ends, typed, none `Ok` (it waited
+/// forever before: each kind's engine work waited for the other's).
+#[test]
+fn another_kind_of_call_beside_a_pairwise_alltoall_ends_typed() {
+    let len = 4096usize;
+    let (mut c, ranks) = cluster(&[2, 2], len, 1, Faults::clean(), 70, AllgatherParts::Nodes, PAIRWISE);
+    for (r, rank) in ranks.iter().enumerate() {
+        let (wk, sk) = rank.regions[0];
+        let (work, send) = (RegionRef { key: wk, offset: 0 }, RegionRef { key: sk, offset: 0 });
+        let d = match r {
+            1 => SubmissionDescriptor::allgather(r as u64, 0, work, Some(send), len as u64),
+            _ => SubmissionDescriptor::alltoall(r as u64, 0, work, send, len as u64),
+        };
+        c.with_engine(rank.node, |e, now| e.handle_descriptor(rank.host, &d, now));
+    }
+    let done = |c: &Cluster| c.published().iter().filter(|p| p.cqe.opcode != Opcode::NOP).count();
+    let mut steps = 0u64;
+    while done(&c) < ranks.len() {
+        steps += 1;
+        assert!(steps < 20_000_000 && c.step().is_some(), "{} of 4 calls ended", done(&c));
+    }
+    for p in c.published() {
+        assert_ne!(p.cqe.status.0, StatusKind::Ok as u16, "{p:?}");
+    }
+}
+
 fn lossy() -> Faults {
     Faults { mcast_loss: 0.05, ucast_loss: 0.02, jitter: 3_000, duplicate: 0.01, ..Faults::clean() }
 }

@@ -4,7 +4,8 @@
 //! pairwise exchange: the right trade for short blocks on a fabric with multicast, where the
 //! per-message cost dominates, and the wrong one for long blocks, where every receiver takes in
 //! `P` times the bytes it needs. Each part must fit the protocol's message limit
-//! (`max_message_bytes`, 4 MiB by default: a larger alltoall fails `BadLength`); the MPI
+//! (`max_message_bytes`, 4 MiB by default: a larger alltoall fails `BadLength` — the pairwise
+//! exchange below needs only each block to fit); the MPI
 //! interposer offloads only what fits and leaves the rest to the library.
 //!
 //! Two compositions, the allgather's (`protocol.allgather_parts`, `allgather.rs`):

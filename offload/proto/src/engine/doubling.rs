@@ -61,7 +61,8 @@ use crate::Nanos;
 use alloc::vec::Vec;
 use ringcast_abi::{DataType, ReduceOp, StatusKind};
 
-/// An allreduce's or allgather's doubling in progress (key of `Engine::doublings`).
+/// An allreduce's or allgather's doubling, or a pairwise alltoall, in progress (key of
+/// `Engine::doublings`).
 #[derive(Debug)]
 pub(super) struct Doubling {
     /// The gather slot it carries out.
@@ -111,19 +112,24 @@ pub(super) struct DoublingCall {
 
 impl Engine {
     /// Notes call `what` of gather slot `seq` of `comm` when its first local process posts it
-    /// (the next ones find it).
-    pub(super) fn note_call(&mut self, comm: u64, seq: u64, what: What) {
-        if !self.doubling_calls.iter().any(|c| c.comm == comm && c.seq == seq) {
-            // Calls of a communicator that broke before their slot started never start.
-            let node = self.node.as_ref();
-            self.doubling_calls.retain(|c| node.is_some_and(|n| n.usable(c.comm)));
-            self.doubling_calls.push(DoublingCall { comm, seq, what });
+    /// (the next ones find it); the call noted — another kind than `what` when another local
+    /// process made another kind of call at that slot.
+    pub(super) fn note_call(&mut self, comm: u64, seq: u64, what: What) -> Option<&mut What> {
+        match self.doubling_calls.iter().position(|c| c.comm == comm && c.seq == seq) {
+            Some(i) => {
+                if let What::Alltoall(spare) = what {
+                    self.spare_locals.push(spare);
+                }
+                Some(&mut self.doubling_calls[i].what)
+            }
+            None => {
+                // Calls of a communicator that broke before their slot started never start.
+                let node = self.node.as_ref();
+                self.doubling_calls.retain(|c| node.is_some_and(|n| n.usable(c.comm)));
+                self.doubling_calls.push(DoublingCall { comm, seq, what });
+                self.doubling_calls.last_mut().map(|c| &mut c.what)
+            }
         }
-    }
-
-    /// The call noted for slot `seq` of `comm`.
-    pub(super) fn call_what(&mut self, comm: u64, seq: u64) -> Option<&mut What> {
-        self.doubling_calls.iter_mut().find(|c| c.comm == comm && c.seq == seq).map(|c| &mut c.what)
     }
 
     /// Gather slot `start` of communicator `comm`, carried out by the engine, started: a
@@ -196,10 +202,12 @@ impl Engine {
     /// Carries out step `step` of doubling `key`, or finishes it.
     fn doubling_step(&mut self, key: u64, now: Nanos) {
         let Some(d) = self.doublings.get_mut(key) else { return };
-        if let (Some(locals), 0) = (d.alltoall.take(), d.step) {
+        if let (Some(mut locals), 0) = (d.alltoall.take(), d.step) {
             // A pairwise alltoall: one step, everything at once (`pairwise.rs`).
             let (comm, len, context) = (d.comm, d.len, d.context);
-            let posted = self.pairwise_post(key, comm, &locals, len, context, now);
+            let posted = self.pairwise_post(key, comm, &mut locals, len, context, now);
+            locals.clear();
+            self.spare_locals.push(locals);
             let Some(d) = self.doublings.get_mut(key) else { return };
             match posted {
                 Ok(0) => {}
@@ -288,7 +296,8 @@ impl Engine {
         for &(partner, send, buf, n) in transfers[..count as usize].iter().filter(|t| t.3 > 0) {
             let Some(node) = self.node.as_mut() else { return };
             // (The gather checked that the block's length fits.)
-            let t = Transfer { partner, send, buf, len: n as u32, token: key, context };
+            // (A swap's two transfers per step on a pair.)
+            let t = Transfer { partner, send, buf, len: n as u32, token: key, context, window: 2 };
             node.pair_post(comm, t, now, &mut self.out);
         }
     }

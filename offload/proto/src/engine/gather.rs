@@ -52,7 +52,8 @@ pub struct Kind {
     /// flight ([`crate::transfer::protocol::Post::window`]; 0: a broadcast).
     pub window: u32,
     /// The slot never goes to the protocol as a broadcast: the engine carries it out itself
-    /// (a recursive-doubling allreduce or allgather between the node leaders, `doubling.rs`) once it starts,
+    /// (a recursive-doubling allreduce or allgather between the node leaders, `doubling.rs`, or
+    /// a pairwise alltoall, `pairwise.rs`) once it starts,
     /// and reports its outcome with [`Gather::done`]. It starts and is delivered like any slot.
     pub local: bool,
     /// Every local process's result is already in its own buffer when the slot is done (a

@@ -36,6 +36,7 @@ mod slab;
 pub use action::{Action, Dma, JobId};
 pub use comms::{parse_record, Record, MAX_COMM_SIZE};
 pub use gather::{Delivery, Gather, Placement, Start};
+pub(crate) use node::pairwise_engines as node_pairwise_engines;
 pub use node::{CommInfo, CommStats};
 pub use pairs::{doubling_partners, power_below};
 
@@ -121,10 +122,12 @@ pub struct Engine {
     primaries: Vec<(u64, u32, Outcome)>,
     /// Reductions in progress (`reduction.rs`).
     reductions: Slab<reduction::Reduction>,
-    /// Recursive-doubling allreduces in progress (`doubling.rs`), and the calls whose gather
-    /// slot has not started yet.
+    /// Recursive-doubling allreduces and allgathers and pairwise alltoalls in progress
+    /// (`doubling.rs`, `pairwise.rs`), and the calls whose gather slot has not started yet.
     doublings: Slab<doubling::Doubling>,
     doubling_calls: Vec<doubling::DoublingCall>,
+    /// Pairwise alltoalls' lists of local processes between uses (`pairwise.rs`).
+    spare_locals: Vec<Vec<pairwise::Local>>,
     /// Started slots waiting for the doubling before them on their communicator: one runs at a
     /// time per communicator, in slot order, so both ends of a pair post in the same order.
     doubling_queue: VecDeque<(u64, gather::Start)>,
@@ -164,6 +167,7 @@ impl Engine {
             reductions: Slab::default(),
             doublings: Slab::default(),
             doubling_calls: Vec::new(),
+            spare_locals: Vec::new(),
             doubling_queue: VecDeque::new(),
             doubling_done: Vec::new(),
             reduce_spare: Vec::new(),

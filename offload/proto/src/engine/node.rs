@@ -116,6 +116,15 @@ impl Env for NodeEnv<'_> {
     }
 }
 
+/// Communicators of up to this many engines derive a pair communicator for every pair: the
+/// pairwise alltoall's (`pairwise.rs`), so none without it.
+pub(crate) fn pairwise_engines(p: &crate::config::ProtocolConfig) -> u32 {
+    match p.alltoall_between {
+        crate::config::AlltoallBetween::Pairwise => p.pairwise_engines,
+        crate::config::AlltoallBetween::Multicast => 0,
+    }
+}
+
 /// Repair timeouts a settled freed communicator stays before it is dropped: a member whose last
 /// `SYNC_DOWN` was lost asks again after one repair timeout, then two, then four.
 const TIME_WAIT_REPAIRS: Nanos = 8;
@@ -174,7 +183,7 @@ impl Node {
         };
         let world = proto.create_comm(spec)?;
         let engines: Vec<PeerId> = (0..world_shape.nodes()).map(PeerId).collect();
-        let pairwise = config.protocol.pairwise_engines;
+        let pairwise = pairwise_engines(&config.protocol);
         let pairs = Pairs::new(&format!("job {}", t.job), &id.key, &engines, t.node, pairwise, &mut proto);
         let window = config.protocol.channels as usize * 2;
         let max_comms = config.limits.max_comms as usize;

@@ -18,9 +18,10 @@
 //! The partners are those of recursive doubling among the engines (`doubling.rs`): with `P` the
 //! largest power of two not above the engine count `E`, engine `i < P` pairs with `i ^ 2^k`
 //! for every `2^k < P` and, if `i + P < E`, with `i + P`; engine `i ≥ P` only with `i − P`:
-//! `⌈log₂ E⌉ + 1` communicators per engine at most. On communicators of up to
-//! `protocol.pairwise_engines` engines (16) every engine also pairs with every other, for the
-//! pairwise alltoall (`pairwise.rs`): `E − 1` each.
+//! `⌈log₂ E⌉ + 1` communicators per engine at most. With `protocol.alltoall_between =
+//! pairwise` (the default), on communicators of up to `protocol.pairwise_engines` engines (16)
+//! every engine also pairs with every other, for the pairwise alltoall (`pairwise.rs`): `E − 1`
+//! each.
 //!
 //! Both engines of a pair post its transfers in the same order (the algorithm's schedule says
 //! which side roots each), so the protocol's broadcast numbering lines up, as it does for any
@@ -83,6 +84,9 @@ pub(crate) struct Transfer {
     pub token: u64,
     /// The call's context ([`Post::context`]).
     pub context: u64,
+    /// How many transfers of the call its root may run ahead of the partner on this pair
+    /// ([`Post::window`]): a doubling's swap 2, a pairwise alltoall's all of the pair's.
+    pub window: u32,
 }
 
 /// One transfer waiting for its pair's channel.
@@ -158,18 +162,17 @@ impl Pairs {
     /// Posts transfer `t` (in the order posted per pair); its outcome comes back in
     /// [`Pairs::done`].
     pub(crate) fn post(&mut self, proto: &mut Protocol, t: Transfer, now: Nanos, env: &mut impl Env) {
-        let Transfer { partner, send, buf, len, token, context } = t;
+        let Transfer { partner, send, buf, len, token, context, window } = t;
         let Some(comm) = self.handle(partner) else {
             return self.done.push((token, failed(StatusKind::UnknownCommunicator)));
         };
         let root_engine = if send { self.me } else { partner };
         let root = u32::from(root_engine == self.me.max(partner));
-        // A pair carries at most a swap's two transfers per step of one doubling at a time, so
-        // a root is at most two transfers ahead of its partner: parts up to slots / 2 fragments
-        // go eagerly (a window of `channels`, the broadcast's, made every part beyond 4
-        // fragments wait for a rendezvous: 64 KiB allreduces on 2 x 2 took 178-368 us instead of
-        // 112-134, docs/performance.md).
-        let post = Post { comm, root, buf, len, token: token | PAIR_TOKEN, context, window: 2 };
+        // A root is at most `window` transfers ahead of its partner — a doubling's swap two (a
+        // window of `channels`, the broadcast's, made every part beyond 4 fragments wait for a
+        // rendezvous: 64 KiB allreduces on 2 x 2 took 178-368 us instead of 112-134,
+        // docs/performance.md) — so parts up to slots / window fragments go eagerly.
+        let post = Post { comm, root, buf, len, token: token | PAIR_TOKEN, context, window: window.max(1) };
         let w = Waiting { partner, post };
         if self.waiting.iter().any(|q| q.partner == partner) {
             return self.waiting.push_back(w); // behind an earlier transfer of this pair

@@ -3,8 +3,9 @@
 //!
 //! The multicast alltoall (`alltoall.rs`) sends every rank's whole send buffer to every rank:
 //! `P` times the bytes each receiver needs. The pairwise exchange sends each block once, from
-//! its sender's send buffer straight into its place in its receiver's buffer — no work buffer,
-//! no scatter afterwards. For a communicator over `E` engines, engine `k` holding ranks
+//! its sender's send buffer straight into its place in its receiver's buffer — no scratch
+//! past the result in the work buffer (the ABI's `(size + 1) · size · len` bytes stay the
+//! multicast alltoall's), no scatter afterwards. For a communicator over `E` engines, engine `k` holding ranks
 //! `first_k .. first_k + count_k` (consecutive, as the leader-based compositions need), at
 //! every engine `i`:
 //! 1. every local process posts one slot of the communicator's gather, carried out by the
@@ -41,7 +42,6 @@ use crate::intake::regions::Resolved;
 use crate::intake::{GatherCall, HostId};
 use crate::transfer::protocol::Outcome;
 use crate::Nanos;
-use alloc::vec::Vec;
 use ringcast_abi::{RegionKey, StatusKind};
 
 /// One local process's part in a pairwise alltoall.
@@ -88,9 +88,16 @@ impl Engine {
                     len: a.len,
                     context: full,
                 };
-                self.note_call(a.comm, seq, What::Alltoall(Vec::new()));
-                if let Some(What::Alltoall(locals)) = self.call_what(a.comm, seq) {
-                    locals.push(me);
+                let spare = self.spare_locals.pop().unwrap_or_default();
+                match self.note_call(a.comm, seq, What::Alltoall(spare)) {
+                    Some(What::Alltoall(locals)) => locals.push(me),
+                    _ => {
+                        // Another local process made another kind of call at this slot: the
+                        // slot cannot run. Every process's operation on it ends typed.
+                        if let Some(node) = self.node.as_mut() {
+                            node.break_comm(a.comm, &mut self.out);
+                        }
+                    }
                 }
             }
             Err(kind) => {
@@ -101,24 +108,26 @@ impl Engine {
     }
 
     /// Posts every transfer and copy of pairwise alltoall `key` (the doubling table's entry)
-    /// at once; the number posted (0: nothing to wait for).
+    /// at once; the number posted.
     pub(super) fn pairwise_post(
         &mut self,
         key: u64,
         comm: u64,
-        locals: &[Local],
+        locals: &mut [Local],
         len: u64,
         context: u64,
         now: Nanos,
     ) -> Result<u32, StatusKind> {
-        let node = self.node.as_ref().ok_or(StatusKind::UnknownCommunicator)?;
+        let node = self.node.as_mut().ok_or(StatusKind::UnknownCommunicator)?;
         let (ranges, me) = node.ranges(comm).ok_or(StatusKind::CommunicatorBroken)?;
         let engines = ranges.len() as u32;
         let (first, count) = *ranges.get(me as usize).ok_or(StatusKind::CommunicatorBroken)?;
         // (The gather started the slot with every local process's post.) A process in another
         // call, or giving another length, would have its buffers written past what it
-        // registered for its own: nothing moves (the gather tells each process its mismatch).
-        if locals.len() != count as usize {
+        // registered for its own: nothing moves, and every local operation fails.
+        locals.sort_unstable_by_key(|l| l.rank);
+        let ranks_ok = locals.len() == count as usize && locals.iter().zip(first..).all(|(l, r)| l.rank == r);
+        if !ranks_ok {
             return Err(StatusKind::CommunicatorBroken);
         }
         if locals.iter().any(|l| l.len != len) {
@@ -127,57 +136,54 @@ impl Engine {
         if locals.iter().any(|l| l.context != context) {
             return Err(StatusKind::DigestMismatch);
         }
-        let local = |rank: u32| locals.iter().find(|l| l.rank == rank);
-        // (partner, send?, buffer) in posting order; the ranges are the communicator's.
-        let mut transfers: Vec<(u32, bool, Resolved)> = Vec::new();
+        // (Refused by the caller: a block longer than a message never comes here.)
+        let block = len as u32;
+        let mut posted = 0u32;
+        // Copy the ranges out of the node's borrow: (first, count) of each engine, by index.
+        let range = |node: &super::node::Node, e: u32| {
+            node.ranges(comm).and_then(|(r, _)| r.get(e as usize).copied())
+        };
         for k in 1..engines {
             let to = (me + k) % engines;
             let from = (me + engines - k) % engines;
-            let sends = |out: &mut Vec<(u32, bool, Resolved)>| {
-                let (f, c) = ranges[to as usize];
-                for r in first..first + count {
-                    for q in f..f + c {
-                        if let Some(l) = local(r) {
-                            out.push((to, true, at(l.send, u64::from(q) * len)));
-                        }
-                    }
-                }
-            };
-            let receives = |out: &mut Vec<(u32, bool, Resolved)>| {
-                let (f, c) = ranges[from as usize];
-                for r in f..f + c {
-                    for q in first..first + count {
-                        if let Some(l) = local(q) {
-                            out.push((from, false, at(l.recv, u64::from(r) * len)));
-                        }
-                    }
-                }
-            };
             // Both directions on one pair at step `E/2`: the lower engine's transfers first.
-            if to == from && to < me {
-                receives(&mut transfers);
-                sends(&mut transfers);
-            } else {
-                sends(&mut transfers);
-                receives(&mut transfers);
+            let order = if to == from && to < me { [false, true] } else { [true, false] };
+            for send in order {
+                let partner = if send { to } else { from };
+                let Some(node) = self.node.as_mut() else { break };
+                let Some((f, c)) = range(node, partner) else { return Err(StatusKind::CommunicatorBroken) };
+                // The eager rule's window: 2, a swap's, though up to `2 · count · c` transfers of
+                // this call share the pair. Its receiver posts them all at once when its slot
+                // starts, so only a late receiver finds more early fragments than slots (dropped,
+                // counted, repaired); counting every transfer sent parts beyond 8 fragments on
+                // 2 × 2 by rendezvous and measured 1.4–2× slower at 64 KiB (245 against
+                // 345–502 µs), equal elsewhere (docs/performance.md, "Pairwise alltoall").
+                let window = 2;
+                // `r`-major at both ends: the sending rank, then the receiving one.
+                let (senders, receivers) =
+                    if send { ((first, count), (f, c)) } else { ((f, c), (first, count)) };
+                for r in senders.0..senders.0 + senders.1 {
+                    for q in receivers.0..receivers.0 + receivers.1 {
+                        let buf = if send {
+                            at(locals[(r - first) as usize].send, u64::from(q) * len)
+                        } else {
+                            at(locals[(q - first) as usize].recv, u64::from(r) * len)
+                        };
+                        let t = Transfer { partner, send, buf, len: block, token: key, context, window };
+                        node.pair_post(comm, t, now, &mut self.out);
+                        posted += 1;
+                    }
+                }
             }
         }
-        let mut posted = 0u32;
-        for r in locals {
-            for q in locals {
+        for r in locals.iter() {
+            for q in locals.iter() {
                 let (src, dst) = (at(r.send, u64::from(q.rank) * len), at(q.recv, u64::from(r.rank) * len));
                 let job = JobId(self.jobs.insert(Job::Pairwise { key }));
                 let copy = Dma::Copy { host: r.host, src, dst, len, keys: [r.keys[0], q.keys[1]] };
                 self.out.dma(job, copy);
                 posted += 1;
             }
-        }
-        for (partner, send, buf) in transfers {
-            let Some(node) = self.node.as_mut() else { break };
-            // (The intake checked that a block's length fits a message.)
-            let t = Transfer { partner, send, buf, len: len as u32, token: key, context };
-            node.pair_post(comm, t, now, &mut self.out);
-            posted += 1;
         }
         Ok(posted)
     }

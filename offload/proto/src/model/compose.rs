@@ -1,6 +1,7 @@
-//! How the engine exchanges a leader-based collective's node parts between the node leaders:
-//! the rules `engine/allgather.rs` and `engine/leader_schedule.rs` decide by, and the table
-//! `ringcast info` prints from them.
+//! How the engine exchanges between the engines: a leader-based allreduce's or allgather's
+//! node parts between the node leaders, and an alltoall's blocks — the rules
+//! `engine/allgather.rs`, `engine/leader_schedule.rs` and `engine/alltoall.rs` decide by, and
+//! the table `ringcast info` prints from them.
 //!
 //! These are measured thresholds, not [`super::cost`] predictions: on the LogGP cluster the
 //! model prices, a multicast exchange moves the same bytes per engine as recursive doubling in
@@ -78,8 +79,10 @@ pub fn allgather(c: &ProtocolConfig, engines: u32, largest: u64) -> Exchange {
 
 /// An alltoall's exchange on `engines` engines whose ranks are consecutive, the largest
 /// holding `largest` ranks, of `block`-byte blocks: pairwise (`alltoall_between`) where every
-/// pair of engines has a pair communicator (`pairwise_engines`) and either every engine holds
-/// one rank or the blocks have `alltoall_pairwise_bytes` or more; else multicast. Below it, with
+/// pair of engines has a pair communicator (`pairwise_engines`), a block fits a message
+/// (`max_message_bytes`: a longer one fails `BadLength` by the multicast alltoall, one call, not
+/// the communicator) and either every engine holds one rank or the blocks have
+/// `alltoall_pairwise_bytes` or more; else multicast. Below it, with
 /// several ranks per node, the multicast alltoall's one aggregated message per node beat the
 /// pairwise exchange's `ppn²` per pair (2 × 2 at 8 B: 34 against 50–62 µs; even at 4 KiB;
 /// 1.2–2.9× slower from there on) — docs/performance.md, "Pairwise alltoall".
@@ -87,6 +90,7 @@ pub fn alltoall(c: &ProtocolConfig, engines: u32, largest: u32, block: u64) -> E
     let pairwise = c.alltoall_between == AlltoallBetween::Pairwise
         && engines >= 2
         && engines <= c.pairwise_engines
+        && block <= u64::from(c.max_message_bytes)
         && (largest <= 1 || block >= u64::from(c.alltoall_pairwise_bytes));
     if pairwise {
         Exchange::Pairwise

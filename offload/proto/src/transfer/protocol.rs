@@ -127,7 +127,10 @@ impl Protocol {
             comms: Vec::new(),
             next_generation: 0,
             max_comms: config.limits.max_comms as usize
-                * (1 + pairs_per_comm(config.topology.world().nodes(), config.protocol.pairwise_engines)),
+                * (1 + pairs_per_comm(
+                    config.topology.world().nodes(),
+                    crate::engine::node_pairwise_engines(&config.protocol),
+                )),
             counters: ProtoCounters::default(),
             scratch: Vec::new(),
             early_buf: Vec::new(),
@@ -500,10 +503,12 @@ pub struct CommState {
 }
 
 /// The most pair communicators one communicator of engines among `nodes` brings
-/// (`engine/pairs.rs`): ⌈log₂ nodes⌉ + 1, or `nodes − 1` where every pair has one (up to
-/// `pairwise` engines).
+/// (`engine/pairs.rs`): ⌈log₂ nodes⌉ + 1, or one per other engine where every pair has one (up
+/// to `pairwise` engines).
 fn pairs_per_comm(nodes: u32, pairwise: u32) -> usize {
     let doubling = (32 - nodes.max(2).saturating_sub(1).leading_zeros()) as usize + 1;
-    let all = if nodes <= pairwise { nodes.saturating_sub(1) as usize } else { 0 };
+    // (A created communicator spans at most the world's engines, and pairs every two of them
+    // up to `pairwise` engines.)
+    let all = nodes.min(pairwise).saturating_sub(1) as usize;
     doubling.max(all)
 }
