@@ -524,7 +524,8 @@ impl Scenario {
     /// 2 KiB on (Rabenseifner's schedule, `protocol.allreduce_halving_bytes`), half exchange
     /// leader-based allgathers' node parts by recursive doubling (`protocol.allgather_between`),
     /// and half run alltoalls pairwise between the engines (`protocol.alltoall_between`; half of
-    /// those at every block length, `alltoall_pairwise_bytes` 0).
+    /// those at every block length, `alltoall_pairwise_bytes` 0; half aggregated per node where
+    /// engines hold several ranks, `alltoall_aggregate`).
     fn with_composition_draw(mut self) -> Scenario {
         let mut g = SimRng::new(self.seed ^ ENGINE_SALT ^ 2);
         let nodes = g.chance(0.5);
@@ -547,6 +548,7 @@ impl Scenario {
             // Pairwise with several ranks per engine too, at the DST's short blocks.
             self.config.protocol.alltoall_pairwise_bytes = 0;
         }
+        self.config.protocol.alltoall_aggregate = g.chance(0.5);
         self
     }
 

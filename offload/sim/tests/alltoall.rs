@@ -27,11 +27,13 @@ struct Rank {
     segs: Vec<u64>,
 }
 
-/// `protocol.alltoall_between` and `alltoall_pairwise_bytes`.
-type Between = (AlltoallBetween, u32);
-const MULTICAST: Between = (AlltoallBetween::Multicast, 0);
-/// Pairwise at every block length.
-const PAIRWISE: Between = (AlltoallBetween::Pairwise, 0);
+/// `protocol.alltoall_between`, `alltoall_pairwise_bytes` and `alltoall_aggregate`.
+type Between = (AlltoallBetween, u32, bool);
+const MULTICAST: Between = (AlltoallBetween::Multicast, 0, true);
+/// Pairwise at every block length, aggregated per node where it can be.
+const PAIRWISE: Between = (AlltoallBetween::Pairwise, 0, true);
+/// Pairwise at every block length, one transfer per pair of ranks.
+const DIRECT: Between = (AlltoallBetween::Pairwise, 0, false);
 
 fn cluster(
     counts: &[u32],
@@ -47,6 +49,7 @@ fn cluster(
         c.protocol.allgather_parts = parts;
         c.protocol.alltoall_between = between.0;
         c.protocol.alltoall_pairwise_bytes = between.1;
+        c.protocol.alltoall_aggregate = between.2;
     });
     let mut c = Cluster::new(
         engines,
@@ -162,15 +165,19 @@ fn check_with(
     c.nodes.iter().map(|n| n.engine.comm_list()[0].state.posted as usize).collect()
 }
 
-/// The pairwise exchange between the engines (`alltoall_between = pairwise`): every block from
-/// every rank, on even and uneven worlds of 2-7 engines (odd and even: the step where both
-/// directions meet), several calls in flight, blocks of many fragments, with loss — and no
-/// broadcast on the world: every block went over a pair communicator or a local copy.
+/// The pairwise exchange between the engines (`alltoall_between = pairwise`), aggregated per
+/// node (one transfer per pair of engines, staged in the leaders' work buffers) and direct (one
+/// per pair of ranks): every block from every rank, on even and uneven worlds of 2-7 engines
+/// (odd and even: the step where both directions meet), several calls in flight, blocks of many
+/// fragments, with loss — and no broadcast on the world: every block went over a pair
+/// communicator or a local copy. A transposed staging fails it.
 #[test]
 fn the_pairwise_exchange_delivers_every_block_over_the_pairs() {
     let pairwise = |counts: &[u32], len, rounds, faults: Faults, seed| {
-        let posted = check_with(counts, len, rounds, faults, seed, AllgatherParts::Nodes, PAIRWISE);
-        assert!(posted.iter().all(|&p| p == 0), "{counts:?}: world broadcasts {posted:?}");
+        for way in [PAIRWISE, DIRECT] {
+            let posted = check_with(counts, len, rounds, faults.clone(), seed, AllgatherParts::Nodes, way);
+            assert!(posted.iter().all(|&p| p == 0), "{counts:?}: world broadcasts {posted:?}");
+        }
     };
     pairwise(&[1, 1], 100, 1, Faults::clean(), 50);
     pairwise(&[2, 2, 2, 2], 300, 2, lossy(), 51);
@@ -180,16 +187,21 @@ fn the_pairwise_exchange_delivers_every_block_over_the_pairs() {
     pairwise(&[2, 2], 20_000, 2, lossy(), 55);
 }
 
-/// The default rule (`model/compose.rs`): pairwise with one rank per engine at any length, and
-/// with several from `alltoall_pairwise_bytes`; below it the multicast alltoall aggregated per
-/// node — counted by the broadcasts on the world.
+/// The default rule (`model/compose.rs`): pairwise with one rank per engine, aggregated per
+/// node where engines hold several ranks and the staging fits, and from
+/// `alltoall_pairwise_bytes` otherwise; below it the multicast alltoall — counted by the
+/// broadcasts on the world.
 #[test]
-fn short_blocks_on_nodes_of_several_ranks_aggregate_and_the_rest_go_pairwise() {
-    let default = (AlltoallBetween::Pairwise, 4096);
-    let run = |counts: &[u32], len| check_with(counts, len, 1, lossy(), 60, AllgatherParts::Nodes, default);
-    assert_eq!(run(&[1, 1, 1], 100), [0, 0, 0], "one rank per engine: pairwise");
-    assert_eq!(run(&[2, 2], 100), [2, 2], "short blocks: one multicast per node");
-    assert_eq!(run(&[2, 2], 4096), [0, 0], "from 4 KiB: pairwise");
+fn the_rule_picks_pairwise_aggregated_or_the_multicast_alltoall() {
+    let default = (AlltoallBetween::Pairwise, 4096, true);
+    let run = |counts: &[u32], len, way| check_with(counts, len, 1, lossy(), 60, AllgatherParts::Nodes, way);
+    assert_eq!(run(&[1, 1, 1], 100, default), [0, 0, 0], "one rank per engine: pairwise");
+    assert_eq!(run(&[2, 2], 100, default), [0, 0], "aggregated per node: pairwise");
+    assert_eq!(run(&[3, 1], 100, default), [2, 2], "the staging would not fit: multicast");
+    assert_eq!(run(&[3, 1], 4096, default), [0, 0], "from 4 KiB: pairwise, direct");
+    let unaggregated = (AlltoallBetween::Pairwise, 4096, false);
+    assert_eq!(run(&[2, 2], 100, unaggregated), [2, 2], "short blocks: one multicast per node");
+    assert_eq!(run(&[2, 2], 4096, unaggregated), [0, 0]);
 }
 
 /// Two processes of one node in different calls at one slot — one a pairwise alltoall, the

@@ -274,6 +274,9 @@ crate::tunables! {
         /// Blocks from which an alltoall with several ranks per engine goes pairwise.
         alltoall_pairwise_bytes: u32 = 4096, "RINGCAST_ALLTOALL_PAIRWISE_BYTES",
             "with pairwise alltoalls: on engines holding several ranks, blocks shorter than this go by the multicast alltoall aggregated per node (one message per node instead of ppn^2 per pair of engines); with one rank per engine every block goes pairwise";
+        /// Whether a pairwise alltoall aggregates per node.
+        alltoall_aggregate: bool = true, "RINGCAST_ALLTOALL_AGGREGATE",
+            "pairwise alltoalls on engines holding several ranks send one transfer per pair of engines (each node's blocks for the other staged in its leader's work buffer, then scattered: Mamidala's node-level aggregation) instead of one per pair of ranks, where the staging and the transfer fit";
         /// Communicators up to this many engines derive a pair communicator per pair.
         pairwise_engines: u32 = 16, "RINGCAST_PAIRWISE_ENGINES",
             "communicators of up to this many engines derive a pair communicator for every pair of engines (the pairwise alltoall: E - 1 per engine); larger ones only recursive doubling's partners (log2 E + 1 per engine)";

@@ -80,7 +80,7 @@ impl Engine {
         let ranges = self.node.as_ref().and_then(|n| n.ranges(a.comm));
         if let Some((r, mine)) = ranges {
             let largest = r.iter().map(|&(_, count)| count).max().unwrap_or(0);
-            if compose::alltoall(protocol, r.len() as u32, largest, a.len) == Exchange::Pairwise {
+            if compose::alltoall(protocol, r.len() as u32, a.size, largest, a.len) == Exchange::Pairwise {
                 let token = TAGGED | self.parts.insert(Composite::new(op, 1, whole));
                 return self.post_pairwise(&a, local, token, context, mine);
             }

@@ -66,29 +66,28 @@ use ringcast_abi::{DataType, ReduceOp, StatusKind};
 #[derive(Debug)]
 pub(super) struct Doubling {
     /// The gather slot it carries out.
-    comm: u64,
-    seq: u64,
+    pub(super) comm: u64,
+    pub(super) seq: u64,
     /// A reduction's operation; `None` for an allgather or an alltoall.
     spec: Option<(DataType, ReduceOp)>,
-    /// A pairwise alltoall's local processes (`pairwise.rs`): its one step posts everything.
-    alltoall: Option<Vec<Local>>,
-    pairwise: bool,
+    /// A pairwise alltoall's local processes (`pairwise.rs`, which carries its steps out).
+    pub(super) alltoall: Option<Vec<Local>>,
     /// The slot's bytes: a reduction's block, an allgather's whole result.
-    len: u64,
+    pub(super) len: u64,
     /// An allgather's bytes per rank (its node parts' places follow from the ranks' ranges).
     block: u64,
     /// The call's context (every transfer's MAC carries it).
-    context: u64,
+    pub(super) context: u64,
     /// Its schedule (`leader_schedule.rs`).
     shape: Shape,
     /// The partial result (the leader's `work + 0`) and the scratch block.
     partial: Resolved,
     scratch: Resolved,
-    step: u32,
+    pub(super) step: u32,
     /// Transfers or the reduction of this step not over yet.
-    pending: u32,
+    pub(super) pending: u32,
     status: StatusKind,
-    counters: OpCounters,
+    pub(super) counters: OpCounters,
 }
 
 /// What a call the engine carries out between the engines is.
@@ -170,7 +169,6 @@ impl Engine {
             comm,
             seq: start.seq,
             spec,
-            pairwise: alltoall.is_some(),
             alltoall,
             len,
             block,
@@ -202,35 +200,11 @@ impl Engine {
     /// Carries out step `step` of doubling `key`, or finishes it.
     fn doubling_step(&mut self, key: u64, now: Nanos) {
         let Some(d) = self.doublings.get_mut(key) else { return };
-        if let (Some(mut locals), 0) = (d.alltoall.take(), d.step) {
-            // A pairwise alltoall: one step, everything at once (`pairwise.rs`).
-            let (comm, len, context) = (d.comm, d.len, d.context);
-            let posted = self.pairwise_post(key, comm, &mut locals, len, context, now);
-            locals.clear();
-            self.spare_locals.push(locals);
-            let Some(d) = self.doublings.get_mut(key) else { return };
-            match posted {
-                Ok(0) => {}
-                Ok(n) => return d.pending = n,
-                Err(status) => {
-                    // Its partners would wait for transfers this engine will not post.
-                    let d = self.doublings.remove(key).expect("present");
-                    self.finish_doubling_slot(d.comm, d.seq, failed(status));
-                    if let Some(node) = self.node.as_mut() {
-                        node.break_comm(d.comm, &mut self.out);
-                    }
-                    return;
-                }
-            }
-            d.step = 1;
+        if d.alltoall.is_some() {
+            // A pairwise alltoall (`pairwise.rs`).
+            return self.pairwise_continue(key, now);
         }
         let Some(d) = self.doublings.get(key) else { return };
-        if d.pairwise && d.step > 0 {
-            // A pairwise alltoall's one step is over.
-            let d = self.doublings.remove(key).expect("present");
-            let outcome = Outcome { status: StatusKind::Ok, bytes: d.len, counters: d.counters };
-            return self.finish_doubling_slot(d.comm, d.seq, outcome);
-        }
         let step = match self.step_of(d) {
             Ok(step) => step,
             Err(status) => {
@@ -337,7 +311,7 @@ impl Engine {
         self.doublings.values().any(|d| d.comm == comm)
     }
 
-    fn finish_doubling_slot(&mut self, comm: u64, seq: u64, outcome: Outcome) {
+    pub(super) fn finish_doubling_slot(&mut self, comm: u64, seq: u64, outcome: Outcome) {
         if let Some(node) = self.node.as_mut() {
             node.finish_local(comm, seq, outcome);
         }

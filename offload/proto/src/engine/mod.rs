@@ -128,6 +128,8 @@ pub struct Engine {
     doubling_calls: Vec<doubling::DoublingCall>,
     /// Pairwise alltoalls' lists of local processes between uses (`pairwise.rs`).
     spare_locals: Vec<Vec<pairwise::Local>>,
+    /// A communicator's engine ranges while a pairwise alltoall posts (kept: no allocation).
+    pair_ranges: Vec<(u32, u32)>,
     /// Started slots waiting for the doubling before them on their communicator: one runs at a
     /// time per communicator, in slot order, so both ends of a pair post in the same order.
     doubling_queue: VecDeque<(u64, gather::Start)>,
@@ -168,6 +170,7 @@ impl Engine {
             doublings: Slab::default(),
             doubling_calls: Vec::new(),
             spare_locals: Vec::new(),
+            pair_ranges: Vec::new(),
             doubling_queue: VecDeque::new(),
             doubling_done: Vec::new(),
             reduce_spare: Vec::new(),

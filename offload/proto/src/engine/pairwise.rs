@@ -1,13 +1,11 @@
 //! The pairwise alltoall between the engines (`protocol.alltoall_between = pairwise`), in
-//! Mamidala's bidirectional order, over the pair communicators (`pairs.rs`).
+//! Mamidala's bidirectional order, over the pair communicators (`pairs.rs`), with her
+//! node-level aggregation.
 //!
 //! The multicast alltoall (`alltoall.rs`) sends every rank's whole send buffer to every rank:
-//! `P` times the bytes each receiver needs. The pairwise exchange sends each block once, from
-//! its sender's send buffer straight into its place in its receiver's buffer — no scratch
-//! past the result in the work buffer (the ABI's `(size + 1) · size · len` bytes stay the
-//! multicast alltoall's), no scatter afterwards. For a communicator over `E` engines, engine `k` holding ranks
-//! `first_k .. first_k + count_k` (consecutive, as the leader-based compositions need), at
-//! every engine `i`:
+//! `P` times the bytes each receiver needs. The pairwise exchange sends each block once. For a
+//! communicator over `E` engines, engine `k` holding ranks `first_k .. first_k + count_k`
+//! (consecutive), at every engine `i`:
 //! 1. every local process posts one slot of the communicator's gather, carried out by the
 //!    engine ([`super::gather::Kind::local`], [`super::gather::Kind::in_place`]: nothing to copy
 //!    when it is done); its send and receive buffers are noted here. The slot starts once every
@@ -15,31 +13,37 @@
 //! 2. the node's own blocks: a DMA copy per pair of local ranks `(r, q)`, block `q` of `r`'s
 //!    send buffer into `recv_q + r · len`;
 //! 3. **bidirectional schedule**: for `k = 1, …, E − 1`, engine `i` sends to `i + k` and
-//!    receives from `i − k` (mod `E`) — every engine sends to one and receives from another at
-//!    each step, so every engine's links carry one message each way (Mamidala's bidirectional
-//!    alltoall; the one-directional pairwise order `i ^ k` needs a power of two). A send to
-//!    engine `j` is one transfer per `(r, q)`, `r` a local rank and `q` one of `j`'s, block `q`
-//!    of `r`'s send buffer; a receive from `j` one per `(r, q)`, `r` one of `j`'s ranks and `q`
-//!    a local one, into `recv_q + r · len` — in `r`-major order at both ends. On pair `(i, j)`
-//!    the transfers `i → j` come at step `j − i` and `j → i` at step `E − (j − i)` at *both*
-//!    ends, so both post them in one order (at step `E/2` both directions meet: the lower
-//!    engine's first);
+//!    receives from `i − k` (mod `E`) — at each step every engine sends to one and receives
+//!    from another, so every engine's links carry one message each way (Mamidala's
+//!    bidirectional alltoall; the one-directional pairwise order `i ^ k` needs a power of two).
+//!    On pair `(i, j)` the transfers `i → j` come at step `j − i` and `j → i` at step
+//!    `E − (j − i)` at *both* ends, so both post them in one order (at step `E/2` both
+//!    directions meet: the lower engine's first). All are posted at once; the pair's queue
+//!    takes them in order. What a transfer carries:
+//!    * **aggregated** (engines holding several ranks, [`compose::pairwise_aggregates`]):
+//!      *one* transfer each way per pair of engines. First the engine copies, for every local
+//!      rank `r` and engine `j`, the run of `r`'s send buffer meant for `j`'s ranks
+//!      (`count_j · len` contiguous bytes) into a staging in the leader's work buffer past the
+//!      result — engine `j`'s run at `count · first_j · len`, `r`-major; the transfer to `j`
+//!      carries that run, the one from `j` lands in a second staging laid out alike; then every
+//!      received block is copied to its place (`recv_q + r · len`). One message per pair of
+//!      engines instead of `count_i · count_j`, for two intra-node copies of each block;
+//!    * **direct**: one transfer per block, `(r, q)` in `r`-major order at both ends, from
+//!      `r`'s send buffer straight into `recv_q + r · len` — no staging, no copies;
 //! 4. the slot is done once every transfer and copy is: each local process's operation
 //!    completes with `size · len` bytes, or with the first failure's status.
 //!
 //! Every transfer is a reliable broadcast on a two-engine communicator (CRC, tag and MAC with
 //! the call's context, bitmaps, repair, back-off, `PeerUnreachable` within the peer timeout).
-//! All transfers of the call are posted at once — the pair's queue takes them in order — and it
-//! runs, as a doubling does, one at a time per communicator, so calls never interleave on a
-//! pair. With `ppn` processes per node a pair of engines carries `ppn²` blocks each way as as
-//! many messages: no node aggregation here (the multicast alltoall aggregates per node); the
-//! measured trade is in docs/performance.md, "Pairwise alltoall".
+//! A call runs, as a doubling does, one at a time per communicator, so calls never interleave
+//! on a pair. Measured in docs/performance.md, "Pairwise alltoall".
 use super::composite::at;
 use super::doubling::What;
 use super::pairs::Transfer;
 use super::{failed, Dma, Engine, Job, JobId};
 use crate::intake::regions::Resolved;
 use crate::intake::{GatherCall, HostId};
+use crate::model::compose;
 use crate::transfer::protocol::Outcome;
 use crate::Nanos;
 use ringcast_abi::{RegionKey, StatusKind};
@@ -107,59 +111,235 @@ impl Engine {
         }
     }
 
-    /// Posts every transfer and copy of pairwise alltoall `key` (the doubling table's entry)
-    /// at once; the number posted.
-    pub(super) fn pairwise_post(
+    /// Carries pairwise alltoall `key` (the doubling table's entry) on from its step `d.step`:
+    /// posts the step's copies and transfers, or — nothing left — finishes its slot. A refusal
+    /// fails the slot and breaks the communicator: the partners would wait for transfers this
+    /// engine will not post.
+    pub(super) fn pairwise_continue(&mut self, key: u64, now: Nanos) {
+        loop {
+            let Some(d) = self.doublings.get_mut(key) else { return };
+            let (comm, len, context, step) = (d.comm, d.len, d.context, d.step);
+            let mut locals = d.alltoall.take().unwrap_or_default();
+            let result = self.pairwise_step(key, comm, &mut locals, len, context, step, now);
+            let Some(d) = self.doublings.get_mut(key) else { return };
+            d.alltoall = Some(locals);
+            match result {
+                Ok(Some(0)) => d.step += 1,
+                Ok(Some(n)) => return d.pending = n,
+                Ok(None) => {
+                    let d = self.doublings.remove(key).expect("present");
+                    self.spare_locals.extend(d.alltoall.map(|mut l| {
+                        l.clear();
+                        l
+                    }));
+                    let outcome = Outcome { status: StatusKind::Ok, bytes: d.len, counters: d.counters };
+                    return self.finish_doubling_slot(d.comm, d.seq, outcome);
+                }
+                Err(status) => {
+                    let d = self.doublings.remove(key).expect("present");
+                    self.finish_doubling_slot(d.comm, d.seq, failed(status));
+                    if let Some(node) = self.node.as_mut() {
+                        node.break_comm(d.comm, &mut self.out);
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Posts step `step` of pairwise alltoall `key`: the number of copies and transfers posted,
+    /// or `None` past the last step.
+    #[allow(clippy::too_many_arguments)]
+    fn pairwise_step(
         &mut self,
         key: u64,
         comm: u64,
         locals: &mut [Local],
         len: u64,
         context: u64,
+        step: u32,
         now: Nanos,
-    ) -> Result<u32, StatusKind> {
-        let node = self.node.as_mut().ok_or(StatusKind::UnknownCommunicator)?;
-        let (ranges, me) = node.ranges(comm).ok_or(StatusKind::CommunicatorBroken)?;
-        let engines = ranges.len() as u32;
+    ) -> Result<Option<u32>, StatusKind> {
+        let node = self.node.as_ref().ok_or(StatusKind::UnknownCommunicator)?;
+        let (r, me) = node.ranges(comm).ok_or(StatusKind::CommunicatorBroken)?;
+        // The ranges, out of the node's borrow (a list kept between calls: no allocation).
+        let mut ranges = core::mem::take(&mut self.pair_ranges);
+        ranges.clear();
+        ranges.extend_from_slice(r);
+        let result = self.pairwise_post(key, comm, locals, &ranges, me, len, context, step, now);
+        self.pair_ranges = ranges;
+        result
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn pairwise_post(
+        &mut self,
+        key: u64,
+        comm: u64,
+        locals: &mut [Local],
+        ranges: &[(u32, u32)],
+        me: u32,
+        len: u64,
+        context: u64,
+        step: u32,
+        now: Nanos,
+    ) -> Result<Option<u32>, StatusKind> {
         let (first, count) = *ranges.get(me as usize).ok_or(StatusKind::CommunicatorBroken)?;
-        // (The gather started the slot with every local process's post.) A process in another
-        // call, or giving another length, would have its buffers written past what it
-        // registered for its own: nothing moves, and every local operation fails.
-        locals.sort_unstable_by_key(|l| l.rank);
-        let ranks_ok = locals.len() == count as usize && locals.iter().zip(first..).all(|(l, r)| l.rank == r);
-        if !ranks_ok {
-            return Err(StatusKind::CommunicatorBroken);
+        let size = ranges.last().map_or(0, |&(f, c)| f + c);
+        let largest = ranges.iter().map(|&(_, c)| c).max().unwrap_or(0);
+        let aggregated = compose::pairwise_aggregates(&self.core.config().protocol, size, largest, len);
+        if step == 0 {
+            // (The gather started the slot with every local process's post.) A process in
+            // another call, or giving another length, would have its buffers written past what
+            // it registered for its own: nothing moves, and every local operation fails.
+            locals.sort_unstable_by_key(|l| l.rank);
+            let ranks_ok =
+                locals.len() == count as usize && locals.iter().zip(first..).all(|(l, r)| l.rank == r);
+            if !ranks_ok {
+                return Err(StatusKind::CommunicatorBroken);
+            }
+            if locals.iter().any(|l| l.len != len) {
+                return Err(StatusKind::LengthMismatch);
+            }
+            if locals.iter().any(|l| l.context != context) {
+                return Err(StatusKind::DigestMismatch);
+            }
         }
-        if locals.iter().any(|l| l.len != len) {
-            return Err(StatusKind::LengthMismatch);
-        }
-        if locals.iter().any(|l| l.context != context) {
-            return Err(StatusKind::DigestMismatch);
-        }
-        // (Refused by the caller: a block longer than a message never comes here.)
-        let block = len as u32;
         let mut posted = 0u32;
-        // Copy the ranges out of the node's borrow: (first, count) of each engine, by index.
-        let range = |node: &super::node::Node, e: u32| {
-            node.ranges(comm).and_then(|(r, _)| r.get(e as usize).copied())
+        let leader = locals[0];
+        let whole = len * u64::from(size);
+        // An aggregated call's staging in the leader's work buffer, past the result: what this
+        // node sends, by destination engine, then what it receives, by source engine — engine
+        // `j`'s run of each at `count · first_j · len`, `count · count_j · len` bytes.
+        let staged = |at_: u64, j: u32| {
+            at(leader.recv, whole + at_ + u64::from(count) * u64::from(ranges[j as usize].0) * len)
         };
+        let (sending, receiving) = (0, u64::from(count) * whole);
+        let mut copy = |engine: &mut Engine, host, src, dst, bytes, keys| {
+            let job = JobId(engine.jobs.insert(Job::Pairwise { key }));
+            engine.out.dma(job, Dma::Copy { host, src, dst, len: bytes, keys });
+            posted += 1;
+        };
+        match (aggregated, step) {
+            (_, 0) => {
+                // The node's own blocks, straight into place.
+                for r in locals.iter() {
+                    for q in locals.iter() {
+                        let (src, dst) =
+                            (at(r.send, u64::from(q.rank) * len), at(q.recv, u64::from(r.rank) * len));
+                        copy(self, r.host, src, dst, len, [r.keys[0], q.keys[1]]);
+                    }
+                }
+                if !aggregated {
+                    // Direct: every block's transfer at once, beside the copies.
+                    posted += self.pairwise_transfers(key, comm, locals, ranges, me, len, context, now);
+                } else {
+                    // Each local send buffer's run for engine `j` into its place in the staging.
+                    for (i, r) in locals.iter().enumerate() {
+                        for (j, &(f, c)) in ranges.iter().enumerate() {
+                            if j as u32 == me {
+                                continue;
+                            }
+                            let dst = at(staged(sending, j as u32), i as u64 * u64::from(c) * len);
+                            let bytes = u64::from(c) * len;
+                            copy(
+                                self,
+                                r.host,
+                                at(r.send, u64::from(f) * len),
+                                dst,
+                                bytes,
+                                [r.keys[0], leader.keys[1]],
+                            );
+                        }
+                    }
+                }
+            }
+            (true, 2) => {
+                // Each received run's blocks into their places: block `(r, q)` of engine `j`'s
+                // run at `((r − first_j) · count + (q − first)) · len`.
+                for (j, &(f, c)) in ranges.iter().enumerate() {
+                    if j as u32 == me {
+                        continue;
+                    }
+                    for r in f..f + c {
+                        for q in locals.iter() {
+                            let i = u64::from(r - f) * u64::from(count) + u64::from(q.rank - first);
+                            let src = at(staged(receiving, j as u32), i * len);
+                            copy(
+                                self,
+                                leader.host,
+                                src,
+                                at(q.recv, u64::from(r) * len),
+                                len,
+                                [leader.keys[1], q.keys[1]],
+                            );
+                        }
+                    }
+                }
+            }
+            (true, 1) => posted += self.pairwise_transfers(key, comm, locals, ranges, me, len, context, now),
+            _ => return Ok(None),
+        }
+        Ok(Some(posted))
+    }
+
+    /// Posts every transfer of pairwise alltoall `key` in Mamidala's bidirectional schedule:
+    /// one per block, or, aggregated, one each way per pair of engines from and into the
+    /// leader's staging. The number posted.
+    #[allow(clippy::too_many_arguments)]
+    fn pairwise_transfers(
+        &mut self,
+        key: u64,
+        comm: u64,
+        locals: &[Local],
+        ranges: &[(u32, u32)],
+        me: u32,
+        len: u64,
+        context: u64,
+        now: Nanos,
+    ) -> u32 {
+        let engines = ranges.len() as u32;
+        let (first, count) = ranges[me as usize];
+        let size = ranges.last().map_or(0, |&(f, c)| f + c);
+        let largest = ranges.iter().map(|&(_, c)| c).max().unwrap_or(0);
+        let aggregated = compose::pairwise_aggregates(&self.core.config().protocol, size, largest, len);
+        let leader = locals[0];
+        let whole = len * u64::from(size);
+        let staged = |at_: u64, j: u32| {
+            at(leader.recv, whole + at_ + u64::from(count) * u64::from(ranges[j as usize].0) * len)
+        };
+        let (sending, receiving) = (0, u64::from(count) * whole);
+        let mut posted = 0u32;
+        // Mamidala's bidirectional schedule, every transfer posted at once.
         for k in 1..engines {
             let to = (me + k) % engines;
             let from = (me + engines - k) % engines;
-            // Both directions on one pair at step `E/2`: the lower engine's transfers first.
+            // Both directions on one pair at step `E/2`: the lower engine's first.
             let order = if to == from && to < me { [false, true] } else { [true, false] };
             for send in order {
                 let partner = if send { to } else { from };
+                let (f, c) = ranges[partner as usize];
                 let Some(node) = self.node.as_mut() else { break };
-                let Some((f, c)) = range(node, partner) else { return Err(StatusKind::CommunicatorBroken) };
-                // The eager rule's window: 2, a swap's, though up to `2 · count · c` transfers of
-                // this call share the pair. Its receiver posts them all at once when its slot
-                // starts, so only a late receiver finds more early fragments than slots (dropped,
-                // counted, repaired); counting every transfer sent parts beyond 8 fragments on
+                // The eager rule's window: 2, a swap's. Aggregated, a call puts one
+                // transfer each way on a pair; direct, up to `2 · count · c`: its
+                // receiver posts them all at once when its slot starts, so only a late
+                // receiver finds more early fragments than slots (dropped, counted,
+                // repaired); counting every transfer sent parts beyond 8 fragments on
                 // 2 × 2 by rendezvous and measured 1.4–2× slower at 64 KiB (245 against
-                // 345–502 µs), equal elsewhere (docs/performance.md, "Pairwise alltoall").
+                // 345–502 µs; docs/performance.md, "Pairwise alltoall").
                 let window = 2;
-                // `r`-major at both ends: the sending rank, then the receiving one.
+                if aggregated {
+                    // One transfer each way: this node's run for the partner, the
+                    // partner's run for this node.
+                    let bytes = (u64::from(count) * u64::from(c) * len) as u32;
+                    let buf = staged(if send { sending } else { receiving }, partner);
+                    let t = Transfer { partner, send, buf, len: bytes, token: key, context, window };
+                    node.pair_post(comm, t, now, &mut self.out);
+                    posted += 1;
+                    continue;
+                }
+                // One transfer per block, `r`-major at both ends: the sending rank, then
+                // the receiving one.
                 let (senders, receivers) =
                     if send { ((first, count), (f, c)) } else { ((f, c), (first, count)) };
                 for r in senders.0..senders.0 + senders.1 {
@@ -169,23 +349,16 @@ impl Engine {
                         } else {
                             at(locals[(q - first) as usize].recv, u64::from(r) * len)
                         };
-                        let t = Transfer { partner, send, buf, len: block, token: key, context, window };
+                        // (A block longer than a message never comes here:
+                        // `compose::alltoall`.)
+                        let t = Transfer { partner, send, buf, len: len as u32, token: key, context, window };
                         node.pair_post(comm, t, now, &mut self.out);
                         posted += 1;
                     }
                 }
             }
         }
-        for r in locals.iter() {
-            for q in locals.iter() {
-                let (src, dst) = (at(r.send, u64::from(q.rank) * len), at(q.recv, u64::from(r.rank) * len));
-                let job = JobId(self.jobs.insert(Job::Pairwise { key }));
-                let copy = Dma::Copy { host: r.host, src, dst, len, keys: [r.keys[0], q.keys[1]] };
-                self.out.dma(job, copy);
-                posted += 1;
-            }
-        }
-        Ok(posted)
+        posted
     }
 
     /// A local copy of pairwise alltoall `key` is over (`ok`); carried on in `after`.

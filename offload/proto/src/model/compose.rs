@@ -77,26 +77,41 @@ pub fn allgather(c: &ProtocolConfig, engines: u32, largest: u64) -> Exchange {
     }
 }
 
-/// An alltoall's exchange on `engines` engines whose ranks are consecutive, the largest
-/// holding `largest` ranks, of `block`-byte blocks: pairwise (`alltoall_between`) where every
+/// An alltoall's exchange on `engines` engines holding `size` ranks, consecutive, the largest
+/// engine `largest` of them, of `block`-byte blocks: pairwise (`alltoall_between`) where every
 /// pair of engines has a pair communicator (`pairwise_engines`), a block fits a message
-/// (`max_message_bytes`: a longer one fails `BadLength` by the multicast alltoall, one call, not
-/// the communicator) and either every engine holds one rank or the blocks have
-/// `alltoall_pairwise_bytes` or more; else multicast. Below it, with
-/// several ranks per node, the multicast alltoall's one aggregated message per node beat the
-/// pairwise exchange's `ppn²` per pair (2 × 2 at 8 B: 34 against 50–62 µs; even at 4 KiB;
-/// 1.2–2.9× slower from there on) — docs/performance.md, "Pairwise alltoall".
-pub fn alltoall(c: &ProtocolConfig, engines: u32, largest: u32, block: u64) -> Exchange {
+/// (`max_message_bytes`: a longer one fails `BadLength` by the multicast alltoall, one call,
+/// not the communicator), and either every engine holds one rank, or the exchange aggregates
+/// per node ([`pairwise_aggregates`]), or the blocks have `alltoall_pairwise_bytes` or more;
+/// else multicast. Unaggregated with several ranks per node, short blocks went faster by the
+/// multicast alltoall's one message per node than by `ppn²` per pair of engines (2 × 2 at 8 B:
+/// 34 against 50–62 µs); aggregated, the pairwise exchange was as fast at 8 B and 1.5–4× faster
+/// from 1–4 KiB — docs/performance.md, "Pairwise alltoall".
+pub fn alltoall(c: &ProtocolConfig, engines: u32, size: u32, largest: u32, block: u64) -> Exchange {
+    let short_ok = largest <= 1
+        || pairwise_aggregates(c, size, largest, block)
+        || block >= u64::from(c.alltoall_pairwise_bytes);
     let pairwise = c.alltoall_between == AlltoallBetween::Pairwise
         && engines >= 2
         && engines <= c.pairwise_engines
         && block <= u64::from(c.max_message_bytes)
-        && (largest <= 1 || block >= u64::from(c.alltoall_pairwise_bytes));
+        && short_ok;
     if pairwise {
         Exchange::Pairwise
     } else {
         Exchange::Multicast
     }
+}
+
+/// Whether a pairwise alltoall of `block`-byte blocks on a communicator of `size` ranks whose
+/// largest engine holds `largest` aggregates per node (`pairwise.rs`): one transfer each way
+/// per pair of engines — each engine's blocks for the other staged in its leader's work buffer
+/// past the result — instead of one per pair of ranks. Where engines hold several ranks, the
+/// staging fits (what a node sends and receives, `2 · largest` send buffers, within the
+/// work buffer's `size` past the result) and the longest transfer fits a message.
+pub fn pairwise_aggregates(c: &ProtocolConfig, size: u32, largest: u32, block: u64) -> bool {
+    let pair = u64::from(largest) * u64::from(largest) * block;
+    c.alltoall_aggregate && largest > 1 && 2 * largest <= size && pair <= u64::from(c.max_message_bytes)
 }
 
 /// Engine counts and node part lengths of [`table`].
@@ -141,7 +156,13 @@ pub fn table(c: &ProtocolConfig) -> String {
         for e in ENGINES {
             let _ = write!(s, "{e:>8}  {label:9}");
             for (len, _) in PARTS {
-                let _ = write!(s, "  {:<12}", alltoall(c, e, ppn, len).to_string());
+                let x = match alltoall(c, e, e * ppn, ppn, len) {
+                    Exchange::Pairwise if pairwise_aggregates(c, e * ppn, ppn, len) => {
+                        "pairwise-agg".to_string()
+                    }
+                    x => x.to_string(),
+                };
+                let _ = write!(s, "  {x:<12}");
             }
             let _ = writeln!(s);
         }
@@ -167,13 +188,20 @@ mod tests {
         assert_eq!(allreduce(&c, 8, 1 << 20, 8), Exchange::Multicast);
         assert_eq!(allgather(&c, 2, 8), Exchange::Multicast);
         c.alltoall_between = AlltoallBetween::Multicast;
-        assert_eq!(alltoall(&c, 4, 1, 1 << 20), Exchange::Multicast);
+        assert_eq!(alltoall(&c, 4, 4, 1, 1 << 20), Exchange::Multicast);
         c.alltoall_between = AlltoallBetween::Pairwise;
-        assert_eq!(alltoall(&c, 16, 1, 8), Exchange::Pairwise, "one rank per engine: always");
-        assert_eq!(alltoall(&c, 4, 2, 8), Exchange::Multicast, "short blocks aggregate per node");
-        assert_eq!(alltoall(&c, 4, 2, 4096), Exchange::Pairwise);
-        assert_eq!(alltoall(&c, 17, 1, 8), Exchange::Multicast, "no pair communicator for every pair");
-        assert_eq!(alltoall(&c, 1, 4, 1 << 20), Exchange::Multicast);
+        assert_eq!(alltoall(&c, 16, 16, 1, 8), Exchange::Pairwise, "one rank per engine: always");
+        assert_eq!(alltoall(&c, 4, 8, 2, 8), Exchange::Pairwise, "aggregated per node");
+        assert!(pairwise_aggregates(&c, 8, 2, 8));
+        assert!(!pairwise_aggregates(&c, 4, 3, 8), "the staging would not fit: 3 + 1 ranks");
+        assert_eq!(alltoall(&c, 2, 4, 3, 8), Exchange::Multicast, "short, unaggregated: multicast");
+        assert_eq!(alltoall(&c, 2, 4, 3, 4096), Exchange::Pairwise);
+        c.alltoall_aggregate = false;
+        assert_eq!(alltoall(&c, 4, 8, 2, 8), Exchange::Multicast);
+        assert_eq!(alltoall(&c, 4, 8, 2, 4096), Exchange::Pairwise);
+        assert_eq!(alltoall(&c, 17, 17, 1, 8), Exchange::Multicast, "no pair communicator for every pair");
+        assert_eq!(alltoall(&c, 1, 4, 4, 1 << 20), Exchange::Multicast);
+        assert_eq!(alltoall(&c, 4, 4, 1, 8 << 20), Exchange::Multicast, "a block beyond a message");
         let t = table(&ProtocolConfig::default());
         assert!(t.contains("rabenseifner") && t.contains("multicast") && t.contains("doubling"), "{t}");
     }
