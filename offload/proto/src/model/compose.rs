@@ -107,11 +107,22 @@ pub fn alltoall(c: &ProtocolConfig, engines: u32, size: u32, largest: u32, block
 /// largest engine holds `largest` aggregates per node (`pairwise.rs`): one transfer each way
 /// per pair of engines — each engine's blocks for the other staged in its leader's work buffer
 /// past the result — instead of one per pair of ranks. Where engines hold several ranks, the
-/// staging fits (what a node sends and receives, `2 · largest` send buffers, within the
-/// work buffer's `size` past the result) and the longest transfer fits a message.
+/// staging fits (what a node sends and receives, `2 · largest` send buffers, within the work
+/// buffer's `size` past the result), the longest transfer fits a message, and either it still
+/// goes eagerly (its fragments within half the pre-posted slots, the pair window's share) or
+/// engines hold more than two ranks. Measured (docs/performance.md, "Pairwise alltoall"):
+/// aggregated was 1.3–4× faster than direct up to 16 KiB blocks, and with four ranks per engine
+/// at every length; with two, at 64 KiB blocks, its 256 KiB transfer waits for a rendezvous
+/// and direct's four 64 KiB ones go eagerly: direct was 1.5× faster.
 pub fn pairwise_aggregates(c: &ProtocolConfig, size: u32, largest: u32, block: u64) -> bool {
     let pair = u64::from(largest) * u64::from(largest) * block;
-    c.alltoall_aggregate && largest > 1 && 2 * largest <= size && pair <= u64::from(c.max_message_bytes)
+    let payload = u64::from(super::select::fragment_payload(c.mtu)).max(1);
+    let eager = pair.div_ceil(payload) <= u64::from(c.preposted_slots / 2);
+    c.alltoall_aggregate
+        && largest > 1
+        && 2 * largest <= size
+        && pair <= u64::from(c.max_message_bytes)
+        && (eager || largest > 2)
 }
 
 /// Engine counts and node part lengths of [`table`].
@@ -193,6 +204,10 @@ mod tests {
         assert_eq!(alltoall(&c, 16, 16, 1, 8), Exchange::Pairwise, "one rank per engine: always");
         assert_eq!(alltoall(&c, 4, 8, 2, 8), Exchange::Pairwise, "aggregated per node");
         assert!(pairwise_aggregates(&c, 8, 2, 8));
+        c.mtu = 4088; // shm's
+        assert!(pairwise_aggregates(&c, 8, 2, 16 << 10), "4 x 16 KiB: 17 fragments, eager");
+        assert!(!pairwise_aggregates(&c, 8, 2, 64 << 10), "4 x 64 KiB: a rendezvous; direct");
+        assert!(pairwise_aggregates(&c, 8, 4, 64 << 10), "four ranks per engine: always");
         assert!(!pairwise_aggregates(&c, 4, 3, 8), "the staging would not fit: 3 + 1 ranks");
         assert_eq!(alltoall(&c, 2, 4, 3, 8), Exchange::Multicast, "short, unaggregated: multicast");
         assert_eq!(alltoall(&c, 2, 4, 3, 4096), Exchange::Pairwise);
