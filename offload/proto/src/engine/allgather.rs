@@ -182,15 +182,8 @@ impl Engine {
                     Some(spec) => What::Reduce(spec),
                     None => What::Gather,
                 };
-                let same = core::mem::discriminant(&what);
-                if self.note_call(a.comm, seq, what).is_none_or(|w| core::mem::discriminant(w) != same) {
-                    // Another local process made another kind of call at this slot (a pairwise
-                    // alltoall, or a doubling allgather against an allreduce): it cannot run.
-                    // Every process's operation on the communicator ends typed.
-                    if let Some(node) = self.node.as_mut() {
-                        node.break_comm(a.comm, &mut self.out);
-                    }
-                    return;
+                if self.note_call(a.comm, seq, what).is_none() {
+                    return; // another kind of call at this slot: the communicator broke
                 }
                 let (src, key) = match a.send {
                     Some(s) => (s, a.keys[0]),

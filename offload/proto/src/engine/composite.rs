@@ -99,12 +99,7 @@ impl Engine {
         if outcome.status != StatusKind::Ok && c.status == StatusKind::Ok {
             c.status = outcome.status;
         }
-        let (sum, add) = (&mut c.counters, outcome.counters);
-        sum.frags_multicast += add.frags_multicast;
-        sum.frags_repair += add.frags_repair;
-        sum.penalty_rounds = sum.penalty_rounds.max(add.penalty_rounds);
-        sum.retransmits += add.retransmits;
-        sum.duplicates += add.duplicates;
+        c.counters.absorb(outcome.counters);
         if c.remaining > 0 {
             return;
         }

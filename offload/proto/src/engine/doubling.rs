@@ -111,24 +111,29 @@ pub(super) struct DoublingCall {
 
 impl Engine {
     /// Notes call `what` of gather slot `seq` of `comm` when its first local process posts it
-    /// (the next ones find it); the call noted — another kind than `what` when another local
-    /// process made another kind of call at that slot.
+    /// (the next ones find it); the call noted. `None` when another local process made another
+    /// kind of call at that slot (a pairwise alltoall beside a doubling allgather, or an
+    /// allgather beside an allreduce): the slot cannot run, so the communicator breaks here and
+    /// every process's operation on it ends typed.
     pub(super) fn note_call(&mut self, comm: u64, seq: u64, what: What) -> Option<&mut What> {
-        match self.doubling_calls.iter().position(|c| c.comm == comm && c.seq == seq) {
-            Some(i) => {
-                if let What::Alltoall(spare) = what {
-                    self.spare_locals.push(spare);
-                }
-                Some(&mut self.doubling_calls[i].what)
-            }
-            None => {
-                // Calls of a communicator that broke before their slot started never start.
-                let node = self.node.as_ref();
-                self.doubling_calls.retain(|c| node.is_some_and(|n| n.usable(c.comm)));
-                self.doubling_calls.push(DoublingCall { comm, seq, what });
-                self.doubling_calls.last_mut().map(|c| &mut c.what)
-            }
+        let Some(i) = self.doubling_calls.iter().position(|c| c.comm == comm && c.seq == seq) else {
+            // Calls of a communicator that broke before their slot started never start.
+            let node = self.node.as_ref();
+            self.doubling_calls.retain(|c| node.is_some_and(|n| n.usable(c.comm)));
+            self.doubling_calls.push(DoublingCall { comm, seq, what });
+            return self.doubling_calls.last_mut().map(|c| &mut c.what);
+        };
+        let same = core::mem::discriminant(&what) == core::mem::discriminant(&self.doubling_calls[i].what);
+        if let What::Alltoall(spare) = what {
+            self.spare_locals.push(spare);
         }
+        if !same {
+            if let Some(node) = self.node.as_mut() {
+                node.break_comm(comm, &mut self.out);
+            }
+            return None;
+        }
+        Some(&mut self.doubling_calls[i].what)
     }
 
     /// Gather slot `start` of communicator `comm`, carried out by the engine, started: a
@@ -269,8 +274,8 @@ impl Engine {
         }
         for &(partner, send, buf, n) in transfers[..count as usize].iter().filter(|t| t.3 > 0) {
             let Some(node) = self.node.as_mut() else { return };
-            // (The gather checked that the block's length fits.)
-            // (A swap's two transfers per step on a pair.)
+            // (The gather checked that the block's length fits; a swap puts two transfers per
+            // step on a pair: the window.)
             let t = Transfer { partner, send, buf, len: n as u32, token: key, context, window: 2 };
             node.pair_post(comm, t, now, &mut self.out);
         }
@@ -283,11 +288,7 @@ impl Engine {
         if outcome.status != StatusKind::Ok && d.status == StatusKind::Ok {
             d.status = outcome.status;
         }
-        let (sum, add) = (&mut d.counters, outcome.counters);
-        sum.frags_repair += add.frags_repair;
-        sum.retransmits += add.retransmits;
-        sum.duplicates += add.duplicates;
-        sum.penalty_rounds = sum.penalty_rounds.max(add.penalty_rounds);
+        d.counters.absorb(outcome.counters);
         if d.pending > 0 {
             return;
         }

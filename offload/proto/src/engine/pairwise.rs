@@ -64,6 +64,28 @@ pub(super) struct Local {
     pub context: u64,
 }
 
+/// An aggregated call's staging in its leader's work buffer, past the result: what this node
+/// sends, by destination engine, then what it receives, by source engine — engine `j`'s run of
+/// each at `count · first_j · len`, `count · count_j · len` bytes.
+#[derive(Clone, Copy, Debug)]
+struct Staging {
+    /// The leader's work buffer past the result (`size · len` bytes in).
+    base: Resolved,
+    /// This engine's ranks and the block length.
+    count: u64,
+    len: u64,
+    /// Where the received runs start, past the sent ones (`count · size · len`).
+    received: u64,
+}
+
+impl Staging {
+    /// Engine `j`'s run, `j`'s first rank being `first_j`: sent (`receive` false) or received.
+    fn run(&self, receive: bool, first_j: u32) -> Resolved {
+        let from = if receive { self.received } else { 0 };
+        at(self.base, from + self.count * u64::from(first_j) * self.len)
+    }
+}
+
 impl Engine {
     /// An alltoall's one part when it runs pairwise: this node's slot, carried out by the
     /// engine once every local process posted it. Posts nothing else yet.
@@ -93,15 +115,9 @@ impl Engine {
                     context: full,
                 };
                 let spare = self.spare_locals.pop().unwrap_or_default();
-                match self.note_call(a.comm, seq, What::Alltoall(spare)) {
-                    Some(What::Alltoall(locals)) => locals.push(me),
-                    _ => {
-                        // Another local process made another kind of call at this slot: the
-                        // slot cannot run. Every process's operation on it ends typed.
-                        if let Some(node) = self.node.as_mut() {
-                            node.break_comm(a.comm, &mut self.out);
-                        }
-                    }
+                // (Another kind of call at this slot breaks the communicator: `note_call`.)
+                if let Some(What::Alltoall(locals)) = self.note_call(a.comm, seq, What::Alltoall(spare)) {
+                    locals.push(me);
                 }
             }
             Err(kind) => {
@@ -187,7 +203,12 @@ impl Engine {
         let (first, count) = *ranges.get(me as usize).ok_or(StatusKind::CommunicatorBroken)?;
         let size = ranges.last().map_or(0, |&(f, c)| f + c);
         let largest = ranges.iter().map(|&(_, c)| c).max().unwrap_or(0);
-        let aggregated = compose::pairwise_aggregates(&self.core.config().protocol, size, largest, len);
+        let whole = len * u64::from(size);
+        let staging =
+            compose::pairwise_aggregates(&self.core.config().protocol, size, largest, len).then(|| {
+                let base = at(locals[0].recv, whole);
+                Staging { base, count: u64::from(count), len, received: u64::from(count) * whole }
+            });
         if step == 0 {
             // (The gather started the slot with every local process's post.) A process in
             // another call, or giving another length, would have its buffers written past what
@@ -207,20 +228,12 @@ impl Engine {
         }
         let mut posted = 0u32;
         let leader = locals[0];
-        let whole = len * u64::from(size);
-        // An aggregated call's staging in the leader's work buffer, past the result: what this
-        // node sends, by destination engine, then what it receives, by source engine — engine
-        // `j`'s run of each at `count · first_j · len`, `count · count_j · len` bytes.
-        let staged = |at_: u64, j: u32| {
-            at(leader.recv, whole + at_ + u64::from(count) * u64::from(ranges[j as usize].0) * len)
-        };
-        let (sending, receiving) = (0, u64::from(count) * whole);
         let mut copy = |engine: &mut Engine, host, src, dst, bytes, keys| {
             let job = JobId(engine.jobs.insert(Job::Pairwise { key }));
             engine.out.dma(job, Dma::Copy { host, src, dst, len: bytes, keys });
             posted += 1;
         };
-        match (aggregated, step) {
+        match (staging, step) {
             (_, 0) => {
                 // The node's own blocks, straight into place.
                 for r in locals.iter() {
@@ -230,17 +243,14 @@ impl Engine {
                         copy(self, r.host, src, dst, len, [r.keys[0], q.keys[1]]);
                     }
                 }
-                if !aggregated {
-                    // Direct: every block's transfer at once, beside the copies.
-                    posted += self.pairwise_transfers(key, comm, locals, ranges, me, len, context, now);
-                } else {
+                if let Some(stage) = staging {
                     // Each local send buffer's run for engine `j` into its place in the staging.
                     for (i, r) in locals.iter().enumerate() {
                         for (j, &(f, c)) in ranges.iter().enumerate() {
                             if j as u32 == me {
                                 continue;
                             }
-                            let dst = at(staged(sending, j as u32), i as u64 * u64::from(c) * len);
+                            let dst = at(stage.run(false, ranges[j].0), i as u64 * u64::from(c) * len);
                             let bytes = u64::from(c) * len;
                             copy(
                                 self,
@@ -252,9 +262,12 @@ impl Engine {
                             );
                         }
                     }
+                } else {
+                    // Direct: every block's transfer at once, beside the copies.
+                    posted += self.pairwise_transfers(key, comm, locals, ranges, me, len, context, None, now);
                 }
             }
-            (true, 2) => {
+            (Some(stage), 2) => {
                 // Each received run's blocks into their places: block `(r, q)` of engine `j`'s
                 // run at `((r − first_j) · count + (q − first)) · len`.
                 for (j, &(f, c)) in ranges.iter().enumerate() {
@@ -264,7 +277,7 @@ impl Engine {
                     for r in f..f + c {
                         for q in locals.iter() {
                             let i = u64::from(r - f) * u64::from(count) + u64::from(q.rank - first);
-                            let src = at(staged(receiving, j as u32), i * len);
+                            let src = at(stage.run(true, f), i * len);
                             copy(
                                 self,
                                 leader.host,
@@ -277,15 +290,18 @@ impl Engine {
                     }
                 }
             }
-            (true, 1) => posted += self.pairwise_transfers(key, comm, locals, ranges, me, len, context, now),
+            (Some(stage), 1) => {
+                posted +=
+                    self.pairwise_transfers(key, comm, locals, ranges, me, len, context, Some(stage), now)
+            }
             _ => return Ok(None),
         }
         Ok(Some(posted))
     }
 
     /// Posts every transfer of pairwise alltoall `key` in Mamidala's bidirectional schedule:
-    /// one per block, or, aggregated, one each way per pair of engines from and into the
-    /// leader's staging. The number posted.
+    /// one per block, or, aggregated (`staging`), one each way per pair of engines from and
+    /// into the leader's staging. The number posted.
     #[allow(clippy::too_many_arguments)]
     fn pairwise_transfers(
         &mut self,
@@ -296,19 +312,11 @@ impl Engine {
         me: u32,
         len: u64,
         context: u64,
+        staging: Option<Staging>,
         now: Nanos,
     ) -> u32 {
         let engines = ranges.len() as u32;
         let (first, count) = ranges[me as usize];
-        let size = ranges.last().map_or(0, |&(f, c)| f + c);
-        let largest = ranges.iter().map(|&(_, c)| c).max().unwrap_or(0);
-        let aggregated = compose::pairwise_aggregates(&self.core.config().protocol, size, largest, len);
-        let leader = locals[0];
-        let whole = len * u64::from(size);
-        let staged = |at_: u64, j: u32| {
-            at(leader.recv, whole + at_ + u64::from(count) * u64::from(ranges[j as usize].0) * len)
-        };
-        let (sending, receiving) = (0, u64::from(count) * whole);
         let mut posted = 0u32;
         // Mamidala's bidirectional schedule, every transfer posted at once.
         for k in 1..engines {
@@ -328,11 +336,11 @@ impl Engine {
                 // 2 × 2 by rendezvous and measured 1.4–2× slower at 64 KiB (245 against
                 // 345–502 µs; docs/performance.md, "Pairwise alltoall").
                 let window = 2;
-                if aggregated {
+                if let Some(stage) = staging {
                     // One transfer each way: this node's run for the partner, the
                     // partner's run for this node.
                     let bytes = (u64::from(count) * u64::from(c) * len) as u32;
-                    let buf = staged(if send { sending } else { receiving }, partner);
+                    let buf = stage.run(!send, f);
                     let t = Transfer { partner, send, buf, len: bytes, token: key, context, window };
                     node.pair_post(comm, t, now, &mut self.out);
                     posted += 1;

@@ -144,6 +144,18 @@ pub struct OpCounters {
     pub duplicates: u32,
 }
 
+impl OpCounters {
+    /// Adds the counters of one more part of a composed operation: counts add up, the penalty
+    /// rounds are the worst part's.
+    pub fn absorb(&mut self, part: OpCounters) {
+        self.frags_multicast += part.frags_multicast;
+        self.frags_repair += part.frags_repair;
+        self.penalty_rounds = self.penalty_rounds.max(part.penalty_rounds);
+        self.retransmits += part.retransmits;
+        self.duplicates += part.duplicates;
+    }
+}
+
 /// How a broadcast ended at this rank.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Outcome {
