@@ -203,12 +203,6 @@ impl Engine {
         let (first, count) = *ranges.get(me as usize).ok_or(StatusKind::CommunicatorBroken)?;
         let size = ranges.last().map_or(0, |&(f, c)| f + c);
         let largest = ranges.iter().map(|&(_, c)| c).max().unwrap_or(0);
-        let whole = len * u64::from(size);
-        let staging =
-            compose::pairwise_aggregates(&self.core.config().protocol, size, largest, len).then(|| {
-                let base = at(locals[0].recv, whole);
-                Staging { base, count: u64::from(count), len, received: u64::from(count) * whole }
-            });
         if step == 0 {
             // (The gather started the slot with every local process's post.) A process in
             // another call, or giving another length, would have its buffers written past what
@@ -226,8 +220,15 @@ impl Engine {
                 return Err(StatusKind::DigestMismatch);
             }
         }
-        let mut posted = 0u32;
+        // (After the sort above: the leader, whose work buffer holds the staging, comes first.)
         let leader = locals[0];
+        let whole = len * u64::from(size);
+        let staging =
+            compose::pairwise_aggregates(&self.core.config().protocol, size, largest, len).then(|| {
+                let base = at(leader.recv, whole);
+                Staging { base, count: u64::from(count), len, received: u64::from(count) * whole }
+            });
+        let mut posted = 0u32;
         let mut copy = |engine: &mut Engine, host, src, dst, bytes, keys| {
             let job = JobId(engine.jobs.insert(Job::Pairwise { key }));
             engine.out.dma(job, Dma::Copy { host, src, dst, len: bytes, keys });
