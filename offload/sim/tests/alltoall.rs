@@ -3,7 +3,9 @@
 //! processes per node, uniform and uneven worlds, a clean fabric and one losing, reordering and
 //! duplicating datagrams, several alltoalls in flight, both compositions (one part per node,
 //! the default, and one per rank); each bad descriptor typed at the rank that posted it.
-use ringcast_abi::{Access, Opcode, RegionKey, RegionRef, StatusKind, SubmissionDescriptor};
+use ringcast_abi::{
+    Access, CommCreateHeader, Opcode, RegionKey, RegionRef, StatusKind, SubmissionDescriptor, COMM_MAGIC,
+};
 use ringcast_proto::comm::World;
 use ringcast_proto::config::{AllgatherParts, AlltoallBetween, LocalRank};
 use ringcast_proto::intake::regions::SegmentHandle;
@@ -11,6 +13,7 @@ use ringcast_proto::intake::HostId;
 use ringcast_proto::rng::SimRng;
 use ringcast_sim::cluster::{world_engines, Cluster, DmaTiming, Published};
 use ringcast_sim::fabric::Faults;
+use zerocopy::IntoBytes;
 
 /// The block rank `from` sends rank `to` in round `round`.
 fn block(from: u32, to: u32, round: u32, len: usize) -> Vec<u8> {
@@ -44,6 +47,25 @@ fn cluster(
     parts: AllgatherParts,
     between: Between,
 ) -> (Cluster, Vec<Rank>) {
+    let size = counts.iter().sum::<u32>();
+    cluster_on(counts, &(0..size).collect::<Vec<_>>(), len, rounds, faults, seed, parts, between)
+}
+
+/// [`cluster`] for a communicator of every world rank, `order[c]` being the world rank of its
+/// rank `c` (the identity: the world itself, communicator 0; otherwise one created here,
+/// [`COMM`]). The ranks come back in the communicator's order, their send buffers holding its
+/// ranks' blocks.
+#[allow(clippy::too_many_arguments)]
+fn cluster_on(
+    counts: &[u32],
+    order: &[u32],
+    len: usize,
+    rounds: u32,
+    faults: Faults,
+    seed: u64,
+    parts: AllgatherParts,
+    between: Between,
+) -> (Cluster, Vec<Rank>) {
     let world = World::from_counts(counts).unwrap();
     let engines = world_engines(&world, "alltoall", &|c| {
         c.protocol.allgather_parts = parts;
@@ -63,8 +85,9 @@ fn cluster(
     let whole = len * size as usize;
     let work_len = (whole * (size as usize + 1)) as u64;
     let mut ranks = Vec::new();
-    for r in 0..size {
-        let (node, local) = world.locate(r).unwrap();
+    for (r, &w) in order.iter().enumerate() {
+        let r = r as u32;
+        let (node, local) = world.locate(w).unwrap();
         let m = &mut c.nodes[node as usize];
         let host = m.engine.attach_host(LocalRank::Fixed(local), 0).unwrap();
         m.engine.host_arrived(host);
@@ -87,7 +110,53 @@ fn cluster(
         }
         ranks.push(Rank { node: node as usize, host, regions, segs });
     }
+    if order.iter().enumerate().any(|(c, &w)| c as u32 != w) {
+        create(&mut c, &ranks, order, seed);
+    }
     (c, ranks)
+}
+
+/// The handle of the communicator [`cluster_on`] creates.
+const COMM: u64 = 0xC0FFEE1;
+
+/// Creates communicator [`COMM`] over `order` at every rank, and runs until each one's
+/// `COMM_CREATE` completed `Ok`.
+fn create(c: &mut Cluster, ranks: &[Rank], order: &[u32], seed: u64) {
+    let mut key = [0u8; 32];
+    key.iter_mut().enumerate().for_each(|(i, b)| *b = (seed as u8) ^ (i as u8) | 1);
+    for (r, rank) in ranks.iter().enumerate() {
+        let header = CommCreateHeader {
+            magic: COMM_MAGIC,
+            size: order.len() as u32,
+            my_rank: r as u32,
+            _reserved0: 0,
+            seed,
+            group: [7; 14],
+            _reserved1: [0; 2],
+            key,
+        };
+        let mut record = header.as_bytes().to_vec();
+        record.extend(order.iter().flat_map(|w| w.to_le_bytes()));
+        let m = &mut c.nodes[rank.node];
+        let seg = rank.segs[0] | 2;
+        let record_len = record.len() as u64;
+        m.mem.insert(seg, record);
+        let rk = m
+            .engine
+            .register(rank.host, SegmentHandle(seg), record_len, 0, record_len, Access::READ)
+            .unwrap();
+        let d = SubmissionDescriptor::comm_create(1, COMM, RegionRef { key: rk, offset: 0 }, record_len);
+        c.with_engine(rank.node, |e, now| e.handle_descriptor(rank.host, &d, now));
+    }
+    let created = |c: &Cluster| c.published().iter().filter(|p| p.cqe.opcode == Opcode::COMM_CREATE).count();
+    let mut steps = 0u64;
+    while created(c) < ranks.len() {
+        steps += 1;
+        assert!(steps < 1_000_000 && c.step().is_some(), "communicator not created");
+    }
+    for p in c.published().iter().filter(|p| p.cqe.opcode == Opcode::COMM_CREATE) {
+        assert_eq!(p.cqe.status.0, StatusKind::Ok as u16, "{p:?}");
+    }
 }
 
 fn alltoalls(c: &Cluster) -> Vec<Published> {
@@ -119,7 +188,26 @@ fn check_with(
     parts: AllgatherParts,
     between: Between,
 ) -> Vec<usize> {
-    let (mut c, ranks) = cluster(counts, len, rounds, faults, seed, parts, between);
+    let size = counts.iter().sum::<u32>();
+    check_on(counts, &(0..size).collect::<Vec<_>>(), len, rounds, faults, seed, parts, between)
+}
+
+/// [`check_with`] on the communicator [`cluster_on`] makes of `order`; the broadcasts each
+/// engine posted on it.
+#[allow(clippy::too_many_arguments)]
+fn check_on(
+    counts: &[u32],
+    order: &[u32],
+    len: usize,
+    rounds: u32,
+    faults: Faults,
+    seed: u64,
+    parts: AllgatherParts,
+    between: Between,
+) -> Vec<usize> {
+    let (mut c, ranks) = cluster_on(counts, order, len, rounds, faults, seed, parts, between);
+    let created = order.iter().enumerate().any(|(c, &w)| c as u32 != w);
+    let comm = if created { COMM } else { 0 };
     // Last rank first: a node's leader is never the first of its processes to post.
     for (r, rank) in ranks.iter().enumerate().rev() {
         for round in 0..rounds {
@@ -127,7 +215,7 @@ fn check_with(
             let cookie = (r as u64) << 16 | u64::from(round);
             let d = SubmissionDescriptor::alltoall(
                 cookie,
-                0,
+                comm,
                 RegionRef { key: wk, offset: 0 },
                 RegionRef { key: sk, offset: 0 },
                 len as u64,
@@ -163,7 +251,13 @@ fn check_with(
             }
         }
     }
-    c.nodes.iter().map(|n| n.engine.comm_list()[0].state.posted as usize).collect()
+    c.nodes
+        .iter()
+        .map(|n| {
+            let list = n.engine.comm_list();
+            list.iter().find(|i| !created || i.handle == COMM).map_or(0, |i| i.state.posted as usize)
+        })
+        .collect()
 }
 
 /// The pairwise exchange between the engines (`alltoall_between = pairwise`), aggregated per
@@ -186,6 +280,27 @@ fn the_pairwise_exchange_delivers_every_block_over_the_pairs() {
     pairwise(&[1, 1, 1, 1, 1], 1000, 2, lossy(), 53);
     pairwise(&[3, 1, 2, 2, 1, 1, 1], 200, 1, lossy(), 54);
     pairwise(&[2, 2], 20_000, 2, lossy(), 55);
+}
+
+/// The pairwise exchange on communicators whose engines' ranks are not consecutive (created
+/// here over a block world in another order): ranks alternating between two engines, and an
+/// uneven mix where one engine's ranks form two runs and another's single ranks — aggregated
+/// (the staging copies a run at a time) and direct, with loss. Every block arrives, and none
+/// went by broadcast on the communicator (it took the multicast alltoall before).
+#[test]
+fn the_pairwise_exchange_runs_on_any_placement() {
+    let on = |counts: &[u32], order: &[u32], len, seed| {
+        for way in [PAIRWISE, DIRECT] {
+            let posted = check_on(counts, order, len, 2, lossy(), seed, AllgatherParts::Nodes, way);
+            assert!(posted.iter().all(|&p| p == 0), "{order:?}: broadcasts {posted:?}");
+        }
+    };
+    // Engine 0 holds ranks 0, 2; engine 1 holds 1, 3.
+    on(&[2, 2], &[0, 2, 1, 3], 300, 80);
+    // Engine 0 holds 0, 1, 3 (two runs); engine 1 holds 2, 4; engine 2 holds 5, 6.
+    on(&[3, 2, 2], &[0, 1, 3, 2, 4, 5, 6], 200, 81);
+    // Engine 0 holds 0, 2, 4; engine 1 holds 1, 5; engine 2 holds 3, 6.
+    on(&[3, 2, 2], &[0, 3, 1, 5, 2, 4, 6], 1000, 82);
 }
 
 /// The default rule (`model/compose.rs`): pairwise with one rank per engine, aggregated per

@@ -270,7 +270,7 @@ crate::tunables! {
             "with doubling between the leaders: an allgather whose largest node part (its ranks' blocks) has this many bytes multicasts the node parts instead, on three engines or more";
         /// How an alltoall exchanges between the engines.
         alltoall_between: AlltoallBetween = AlltoallBetween::Pairwise, "RINGCAST_ALLTOALL_BETWEEN",
-            "how an ALLTOALL on a communicator whose engines' ranks are consecutive exchanges between the engines: multicast (every node's or rank's whole send buffers multicast once, each rank keeping its blocks) or pairwise (every block sent once over pair communicators, from the sender's buffer to its place at the receiver, in Mamidala's bidirectional order; up to pairwise_engines engines, and with several ranks per engine from alltoall_pairwise_bytes blocks)";
+            "how an ALLTOALL exchanges between the engines: multicast (every node's or rank's whole send buffers multicast once, each rank keeping its blocks; per node where every engine's ranks are consecutive) or pairwise (every block sent once over pair communicators, from the sender's buffer to its place at the receiver, in Mamidala's bidirectional order; up to pairwise_engines engines, and with several ranks per engine from alltoall_pairwise_bytes blocks)";
         /// Blocks from which an alltoall with several ranks per engine goes pairwise.
         alltoall_pairwise_bytes: u32 = 4096, "RINGCAST_ALLTOALL_PAIRWISE_BYTES",
             "with pairwise alltoalls: on engines holding several ranks, blocks shorter than this go by the multicast alltoall aggregated per node (one message per node instead of ppn^2 per pair of engines); with one rank per engine every block goes pairwise";

@@ -77,10 +77,10 @@ impl Engine {
         };
         let context = call_context(a.opcode, None);
         // Pairwise between the engines (`pairwise.rs`): one part, this node's slot.
-        let ranges = self.node.as_ref().and_then(|n| n.ranges(a.comm));
-        if let Some((r, mine)) = ranges {
-            let largest = r.iter().map(|&(_, count)| count).max().unwrap_or(0);
-            if compose::alltoall(protocol, r.len() as u32, a.size, largest, a.len) == Exchange::Pairwise {
+        // Any placement: the engines' ranks need not be consecutive.
+        let members = self.node.as_ref().and_then(|n| n.members(a.comm));
+        if let Some((m, mine)) = members {
+            if compose::alltoall(protocol, m.engines(), a.size, m.largest(), a.len) == Exchange::Pairwise {
                 let token = TAGGED | self.parts.insert(Composite::new(op, 1, whole));
                 return self.post_pairwise(&a, local, token, context, mine);
             }

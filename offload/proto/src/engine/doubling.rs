@@ -151,10 +151,15 @@ impl Engine {
             What::Alltoall(locals) => (None, Some(locals)),
         };
         let Some(node) = self.node.as_ref() else { return };
-        let Some((ranges, me)) = node.ranges(comm) else {
+        // The engines and this one's protocol rank: for a pairwise alltoall, of any placement
+        // (`members.rs`); the others' node parts are ranges of consecutive ranks.
+        let place = match alltoall {
+            Some(_) => node.members(comm).map(|(m, me)| (m.engines(), me, &[][..])),
+            None => node.ranges(comm).map(|(r, me)| (r.len() as u32, me, r)),
+        };
+        let Some((engines, me, ranges)) = place else {
             return self.finish_doubling_slot(comm, start.seq, failed(StatusKind::UnknownCommunicator));
         };
-        let engines = ranges.len() as u32;
         let len = u64::from(start.len);
         let halving_bytes = u64::from(self.core.config().protocol.allreduce_halving_bytes);
         let mine = ranges.get(me as usize).map_or(0, |r| r.0);

@@ -26,6 +26,7 @@
 //! engines learn within `peer_timeout_ms` instead of waiting for a broadcast that never comes).
 //! A process that left cleanly with nothing unfinished may be replaced: the newcomer with its
 //! local rank continues its sequence.
+use super::members::Members;
 use crate::comm::World;
 use crate::intake::regions::Resolved;
 use crate::transfer::protocol::{OpCounters, Outcome};
@@ -221,6 +222,8 @@ pub struct Gather {
     leaders: Vec<u32>,
     /// `placement.ranges()`, computed once.
     ranges: Option<Vec<(u32, u32)>>,
+    /// Each engine's ranks ([`Members::of`]), computed once.
+    members: Option<Members>,
     /// Next slot of each local rank.
     next: Vec<u64>,
     /// Local ranks that left (their next slots cannot be filled until a newcomer takes the
@@ -253,6 +256,7 @@ impl Gather {
             ppn,
             leaders: placement.leaders(),
             ranges: placement.ranges(),
+            members: Members::of(&placement),
             placement,
             next: vec![0; ppn as usize],
             departed: vec![false; ppn as usize],
@@ -282,6 +286,11 @@ impl Gather {
     /// Each engine's consecutive ranks (first, count), in protocol-rank order, if they are.
     pub fn ranges(&self) -> Option<&[(u32, u32)]> {
         self.ranges.as_deref()
+    }
+
+    /// Each engine's ranks, consecutive or not (`None` for a placement naming no engine).
+    pub fn members(&self) -> Option<&Members> {
+        self.members.as_ref()
     }
 
     /// Local members.

@@ -27,6 +27,7 @@ mod composite;
 mod doubling;
 mod gather;
 mod leader_schedule;
+mod members;
 mod node;
 mod pairs;
 mod pairwise;
@@ -36,6 +37,7 @@ mod slab;
 pub use action::{Action, Dma, JobId};
 pub use comms::{parse_record, Record, MAX_COMM_SIZE};
 pub use gather::{Delivery, Gather, Placement, Start};
+pub use members::Members;
 pub(crate) use node::pairwise_engines as node_pairwise_engines;
 pub use node::{CommInfo, CommStats};
 pub use pairs::{doubling_partners, power_below};
@@ -128,8 +130,8 @@ pub struct Engine {
     doubling_calls: Vec<doubling::DoublingCall>,
     /// Pairwise alltoalls' lists of local processes between uses (`pairwise.rs`).
     spare_locals: Vec<Vec<pairwise::Local>>,
-    /// A communicator's engine ranges while a pairwise alltoall posts (kept: no allocation).
-    pair_ranges: Vec<(u32, u32)>,
+    /// A communicator's ranks by engine while a pairwise alltoall posts (kept: no allocation).
+    pair_members: Members,
     /// Started slots waiting for the doubling before them on their communicator: one runs at a
     /// time per communicator, in slot order, so both ends of a pair post in the same order.
     doubling_queue: VecDeque<(u64, gather::Start)>,
@@ -170,7 +172,7 @@ impl Engine {
             doublings: Slab::default(),
             doubling_calls: Vec::new(),
             spare_locals: Vec::new(),
-            pair_ranges: Vec::new(),
+            pair_members: Members::default(),
             doubling_queue: VecDeque::new(),
             doubling_done: Vec::new(),
             reduce_spare: Vec::new(),

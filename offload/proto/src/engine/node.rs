@@ -245,6 +245,17 @@ impl Node {
         Some((ranges, me))
     }
 
+    /// Communicator `comm`'s ranks grouped by engine, and this engine's protocol rank: what the
+    /// pairwise alltoall needs, for any placement.
+    pub(crate) fn members(&self, comm: u64) -> Option<(&super::Members, u32)> {
+        let c = self.comms[self.slot(comm)?].as_ref()?;
+        let me = match c.gather.placement() {
+            Placement::World { node, .. } => *node,
+            Placement::Table { me, .. } => *me,
+        };
+        Some((c.gather.members()?, me))
+    }
+
     /// Whether communicator `comm` is here and not broken.
     pub(crate) fn usable(&self, comm: u64) -> bool {
         self.slot(comm).and_then(|s| self.comms[s].as_ref()).is_some_and(|c| !c.gather.is_broken())

@@ -4,8 +4,9 @@
 //!
 //! The multicast alltoall (`alltoall.rs`) sends every rank's whole send buffer to every rank:
 //! `P` times the bytes each receiver needs. The pairwise exchange sends each block once. For a
-//! communicator over `E` engines, engine `k` holding ranks `first_k .. first_k + count_k`
-//! (consecutive), at every engine `i`:
+//! communicator over `E` engines, engine `k` holding `count_k` ranks — any of them, not
+//! necessarily consecutive (`members.rs`: a communicator of every other rank, a cyclic
+//! placement) — and the engines before `k` holding `offset_k`, at every engine `i`:
 //! 1. every local process posts one slot of the communicator's gather, carried out by the
 //!    engine ([`super::gather::Kind::local`], [`super::gather::Kind::in_place`]: nothing to copy
 //!    when it is done); its send and receive buffers are noted here. The slot starts once every
@@ -22,14 +23,17 @@
 //!    takes them in order. What a transfer carries:
 //!    * **aggregated** (engines holding several ranks, [`compose::pairwise_aggregates`]):
 //!      *one* transfer each way per pair of engines. First the engine copies, for every local
-//!      rank `r` and engine `j`, the run of `r`'s send buffer meant for `j`'s ranks
-//!      (`count_j · len` contiguous bytes) into a staging in the leader's work buffer past the
-//!      result — engine `j`'s run at `count · first_j · len`, `r`-major; the transfer to `j`
-//!      carries that run, the one from `j` lands in a second staging laid out alike; then every
-//!      received block is copied to its place (`recv_q + r · len`). One message per pair of
-//!      engines instead of `count_i · count_j`, for two intra-node copies of each block;
-//!    * **direct**: one transfer per block, `(r, q)` in `r`-major order at both ends, from
-//!      `r`'s send buffer straight into `recv_q + r · len` — no staging, no copies;
+//!      rank `r` and engine `j`, the blocks of `r`'s send buffer meant for `j`'s ranks into a
+//!      staging in the leader's work buffer past the result — engine `j`'s run at
+//!      `count · offset_j · len`, `r`-major, `count_j · len` bytes per local rank; one copy per
+//!      run of consecutive ranks of `j` (one per engine where its ranks are consecutive); the
+//!      transfer to `j` carries that run, the one from `j` lands in a second staging laid out
+//!      alike; then every received block is copied to its place (`recv_q + r · len`). One
+//!      message per pair of engines instead of `count_i · count_j`, for two intra-node copies
+//!      of each block;
+//!    * **direct**: one transfer per block, `(r, q)` in the order of the sending engine's
+//!      ranks, then the receiving one's, at both ends, from `r`'s send buffer straight into
+//!      `recv_q + r · len` — no staging, no copies;
 //! 4. the slot is done once every transfer and copy is: each local process's operation
 //!    completes with `size · len` bytes, or with the first failure's status.
 //!
@@ -39,6 +43,7 @@
 //! on a pair. Measured in docs/performance.md, "Pairwise alltoall".
 use super::composite::at;
 use super::doubling::What;
+use super::members::Members;
 use super::pairs::Transfer;
 use super::{failed, Dma, Engine, Job, JobId};
 use crate::intake::regions::Resolved;
@@ -79,10 +84,11 @@ struct Staging {
 }
 
 impl Staging {
-    /// Engine `j`'s run, `j`'s first rank being `first_j`: sent (`receive` false) or received.
-    fn run(&self, receive: bool, first_j: u32) -> Resolved {
+    /// Engine `j`'s run, the engines before `j` holding `offset_j` ranks: sent (`receive`
+    /// false) or received.
+    fn run(&self, receive: bool, offset_j: u32) -> Resolved {
         let from = if receive { self.received } else { 0 };
-        at(self.base, from + self.count * u64::from(first_j) * self.len)
+        at(self.base, from + self.count * u64::from(offset_j) * self.len)
     }
 }
 
@@ -93,9 +99,9 @@ impl Engine {
         let Some(node) = self.node.as_mut() else {
             return self.finish_part(token, failed(StatusKind::UnknownCommunicator));
         };
-        let first = match node.ranges(a.comm) {
-            Some((r, _)) if (mine as usize) < r.len() => r[mine as usize].0,
-            _ => {
+        let first = match node.members(a.comm).and_then(|(m, _)| m.of_engine(mine).first().copied()) {
+            Some(first) => first,
+            None => {
                 self.skipped_call(a.host, a.comm);
                 return self.finish_part(token, failed(StatusKind::UnknownCommunicator));
             }
@@ -177,13 +183,12 @@ impl Engine {
         now: Nanos,
     ) -> Result<Option<u32>, StatusKind> {
         let node = self.node.as_ref().ok_or(StatusKind::UnknownCommunicator)?;
-        let (r, me) = node.ranges(comm).ok_or(StatusKind::CommunicatorBroken)?;
-        // The ranges, out of the node's borrow (a list kept between calls: no allocation).
-        let mut ranges = core::mem::take(&mut self.pair_ranges);
-        ranges.clear();
-        ranges.extend_from_slice(r);
-        let result = self.pairwise_post(key, comm, locals, &ranges, me, len, context, step, now);
-        self.pair_ranges = ranges;
+        let (m, me) = node.members(comm).ok_or(StatusKind::CommunicatorBroken)?;
+        // The grouping, out of the node's borrow (kept between calls: no allocation).
+        let mut members = core::mem::take(&mut self.pair_members);
+        members.assign(m);
+        let result = self.pairwise_post(key, comm, locals, &members, me, len, context, step, now);
+        self.pair_members = members;
         result
     }
 
@@ -193,23 +198,24 @@ impl Engine {
         key: u64,
         comm: u64,
         locals: &mut [Local],
-        ranges: &[(u32, u32)],
+        members: &Members,
         me: u32,
         len: u64,
         context: u64,
         step: u32,
         now: Nanos,
     ) -> Result<Option<u32>, StatusKind> {
-        let (first, count) = *ranges.get(me as usize).ok_or(StatusKind::CommunicatorBroken)?;
-        let size = ranges.last().map_or(0, |&(f, c)| f + c);
-        let largest = ranges.iter().map(|&(_, c)| c).max().unwrap_or(0);
+        let mine = members.of_engine(me);
+        let count = mine.len() as u32;
+        let size = members.size();
         if step == 0 {
             // (The gather started the slot with every local process's post.) A process in
             // another call, or giving another length, would have its buffers written past what
             // it registered for its own: nothing moves, and every local operation fails.
             locals.sort_unstable_by_key(|l| l.rank);
-            let ranks_ok =
-                locals.len() == count as usize && locals.iter().zip(first..).all(|(l, r)| l.rank == r);
+            let ranks_ok = count > 0
+                && locals.len() == count as usize
+                && locals.iter().zip(mine).all(|(l, &r)| l.rank == r);
             if !ranks_ok {
                 return Err(StatusKind::CommunicatorBroken);
             }
@@ -220,14 +226,16 @@ impl Engine {
                 return Err(StatusKind::DigestMismatch);
             }
         }
-        // (After the sort above: the leader, whose work buffer holds the staging, comes first.)
+        // (After the sort above: the leader, whose work buffer holds the staging, comes first;
+        // local `i` is the engine's `i`-th rank.)
         let leader = locals[0];
         let whole = len * u64::from(size);
-        let staging =
-            compose::pairwise_aggregates(&self.core.config().protocol, size, largest, len).then(|| {
-                let base = at(leader.recv, whole);
-                Staging { base, count: u64::from(count), len, received: u64::from(count) * whole }
-            });
+        let aggregated =
+            compose::pairwise_aggregates(&self.core.config().protocol, size, members.largest(), len);
+        let staging = aggregated.then(|| {
+            let base = at(leader.recv, whole);
+            Staging { base, count: u64::from(count), len, received: u64::from(count) * whole }
+        });
         let mut posted = 0u32;
         let mut copy = |engine: &mut Engine, host, src, dst, bytes, keys| {
             let job = JobId(engine.jobs.insert(Job::Pairwise { key }));
@@ -245,55 +253,45 @@ impl Engine {
                     }
                 }
                 if let Some(stage) = staging {
-                    // Each local send buffer's run for engine `j` into its place in the staging.
+                    // Each local send buffer's blocks for engine `j` into their places in the
+                    // staging (`i`-th local, `t`-th of `j`'s ranks at `(i · count_j + t) · len`),
+                    // a run of consecutive ranks per copy: one per engine where they are.
                     for (i, r) in locals.iter().enumerate() {
-                        for (j, &(f, c)) in ranges.iter().enumerate() {
-                            if j as u32 == me {
-                                continue;
+                        for j in (0..members.engines()).filter(|&j| j != me) {
+                            let c = u64::from(members.count(j));
+                            let run = stage.run(false, members.offset(j));
+                            for (q0, n, t0) in members.runs(j) {
+                                let dst = at(run, (i as u64 * c + u64::from(t0)) * len);
+                                let src = at(r.send, u64::from(q0) * len);
+                                let keys = [r.keys[0], leader.keys[1]];
+                                copy(self, r.host, src, dst, u64::from(n) * len, keys);
                             }
-                            let dst = at(stage.run(false, ranges[j].0), i as u64 * u64::from(c) * len);
-                            let bytes = u64::from(c) * len;
-                            copy(
-                                self,
-                                r.host,
-                                at(r.send, u64::from(f) * len),
-                                dst,
-                                bytes,
-                                [r.keys[0], leader.keys[1]],
-                            );
                         }
                     }
                 } else {
                     // Direct: every block's transfer at once, beside the copies.
-                    posted += self.pairwise_transfers(key, comm, locals, ranges, me, len, context, None, now);
+                    posted +=
+                        self.pairwise_transfers(key, comm, locals, members, me, len, context, None, now);
                 }
             }
             (Some(stage), 2) => {
                 // Each received run's blocks into their places: block `(r, q)` of engine `j`'s
-                // run at `((r − first_j) · count + (q − first)) · len`.
-                for (j, &(f, c)) in ranges.iter().enumerate() {
-                    if j as u32 == me {
-                        continue;
-                    }
-                    for r in f..f + c {
-                        for q in locals.iter() {
-                            let i = u64::from(r - f) * u64::from(count) + u64::from(q.rank - first);
-                            let src = at(stage.run(true, f), i * len);
-                            copy(
-                                self,
-                                leader.host,
-                                src,
-                                at(q.recv, u64::from(r) * len),
-                                len,
-                                [leader.keys[1], q.keys[1]],
-                            );
+                // run (`r` its `t`-th rank, `q` this engine's `iq`-th) at
+                // `(t · count + iq) · len`.
+                for j in (0..members.engines()).filter(|&j| j != me) {
+                    let run = stage.run(true, members.offset(j));
+                    for (t, &r) in members.of_engine(j).iter().enumerate() {
+                        for (iq, q) in locals.iter().enumerate() {
+                            let i = t as u64 * u64::from(count) + iq as u64;
+                            let dst = at(q.recv, u64::from(r) * len);
+                            copy(self, leader.host, at(run, i * len), dst, len, [leader.keys[1], q.keys[1]]);
                         }
                     }
                 }
             }
             (Some(stage), 1) => {
                 posted +=
-                    self.pairwise_transfers(key, comm, locals, ranges, me, len, context, Some(stage), now)
+                    self.pairwise_transfers(key, comm, locals, members, me, len, context, Some(stage), now)
             }
             _ => return Ok(None),
         }
@@ -309,15 +307,15 @@ impl Engine {
         key: u64,
         comm: u64,
         locals: &[Local],
-        ranges: &[(u32, u32)],
+        members: &Members,
         me: u32,
         len: u64,
         context: u64,
         staging: Option<Staging>,
         now: Nanos,
     ) -> u32 {
-        let engines = ranges.len() as u32;
-        let (first, count) = ranges[me as usize];
+        let engines = members.engines();
+        let count = members.count(me);
         let mut posted = 0u32;
         // Mamidala's bidirectional schedule, every transfer posted at once.
         for k in 1..engines {
@@ -327,7 +325,6 @@ impl Engine {
             let order = if to == from && to < me { [false, true] } else { [true, false] };
             for send in order {
                 let partner = if send { to } else { from };
-                let (f, c) = ranges[partner as usize];
                 let Some(node) = self.node.as_mut() else { break };
                 // The eager rule's window: 2, a swap's. Aggregated, a call puts one
                 // transfer each way on a pair; direct, up to `2 · count · c`: its
@@ -340,23 +337,23 @@ impl Engine {
                 if let Some(stage) = staging {
                     // One transfer each way: this node's run for the partner, the
                     // partner's run for this node.
+                    let c = members.count(partner);
                     let bytes = (u64::from(count) * u64::from(c) * len) as u32;
-                    let buf = stage.run(!send, f);
+                    let buf = stage.run(!send, members.offset(partner));
                     let t = Transfer { partner, send, buf, len: bytes, token: key, context, window };
                     node.pair_post(comm, t, now, &mut self.out);
                     posted += 1;
                     continue;
                 }
-                // One transfer per block, `r`-major at both ends: the sending rank, then
-                // the receiving one.
-                let (senders, receivers) =
-                    if send { ((first, count), (f, c)) } else { ((f, c), (first, count)) };
-                for r in senders.0..senders.0 + senders.1 {
-                    for q in receivers.0..receivers.0 + receivers.1 {
+                // One transfer per block, in the sending engine's rank order, then the
+                // receiving one's, at both ends (local `i` is this engine's `i`-th rank).
+                let (senders, receivers) = if send { (me, partner) } else { (partner, me) };
+                for (rs, &r) in members.of_engine(senders).iter().enumerate() {
+                    for (qs, &q) in members.of_engine(receivers).iter().enumerate() {
                         let buf = if send {
-                            at(locals[(r - first) as usize].send, u64::from(q) * len)
+                            at(locals[rs].send, u64::from(q) * len)
                         } else {
-                            at(locals[(q - first) as usize].recv, u64::from(r) * len)
+                            at(locals[qs].recv, u64::from(r) * len)
                         };
                         // (A block longer than a message never comes here:
                         // `compose::alltoall`.)

@@ -77,8 +77,8 @@ pub fn allgather(c: &ProtocolConfig, engines: u32, largest: u64) -> Exchange {
     }
 }
 
-/// An alltoall's exchange on `engines` engines holding `size` ranks, consecutive, the largest
-/// engine `largest` of them, of `block`-byte blocks: pairwise (`alltoall_between`) where every
+/// An alltoall's exchange on `engines` engines holding `size` ranks (consecutive or not), the
+/// largest engine `largest` of them, of `block`-byte blocks: pairwise (`alltoall_between`) where every
 /// pair of engines has a pair communicator (`pairwise_engines`), a block fits a message
 /// (`max_message_bytes`: a longer one fails `BadLength` by the multicast alltoall, one call,
 /// not the communicator), and either every engine holds one rank, or the exchange aggregates

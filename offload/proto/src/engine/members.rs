@@ -1,0 +1,148 @@
+//! Each engine's ranks of one communicator, grouped by engine: what an exchange between the
+//! engines needs to know of a placement that need not be consecutive (a communicator of every
+//! other rank of a block world puts ranks 0, 2, 4, … on one engine and 1, 3, 5, … on the next;
+//! a cyclic world the same for the world itself).
+//!
+//! [`Placement::ranges`] is `None` for such a communicator — a leader-based allgather or the
+//! multicast alltoall's node parts need a node's blocks side by side in the result — but the
+//! pairwise alltoall (`pairwise.rs`) needs only which ranks each engine holds: its blocks go to
+//! their places one run of consecutive ranks at a time.
+use super::gather::Placement;
+use alloc::vec::Vec;
+
+/// Engine `j`'s ranks are `ranks[start[j] .. start[j + 1]]`, ascending; engines in
+/// protocol-rank order. For a consecutive placement `start[j]` is engine `j`'s first rank and
+/// `ranks` is `0, 1, …, size − 1`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Members {
+    ranks: Vec<u32>,
+    start: Vec<u32>,
+}
+
+impl Members {
+    /// The grouping of `placement`; `None` when a rank names no engine of it.
+    pub fn of(placement: &Placement) -> Option<Members> {
+        let (engines, size) = match placement {
+            Placement::World { world, .. } => (world.nodes(), world.size()),
+            Placement::Table { node_of, .. } => {
+                (node_of.iter().copied().max().map_or(Some(0), |m| m.checked_add(1))?, node_of.len() as u32)
+            }
+        };
+        if engines > size {
+            return None; // engines are numbered by first rank: each holds one at least
+        }
+        // Count per engine, then place each rank after its engine's earlier ones.
+        let mut start = alloc::vec![0u32; engines as usize + 1];
+        for r in 0..size {
+            let n = placement.node(r);
+            *start.get_mut(n as usize + 1)? += 1;
+        }
+        for j in 0..engines as usize {
+            start[j + 1] += start[j];
+        }
+        let mut fill: Vec<u32> = start[..engines as usize].to_vec();
+        let mut ranks = alloc::vec![0u32; size as usize];
+        for r in 0..size {
+            let n = placement.node(r) as usize;
+            ranks[fill[n] as usize] = r;
+            fill[n] += 1;
+        }
+        Some(Members { ranks, start })
+    }
+
+    /// The engines.
+    pub fn engines(&self) -> u32 {
+        self.start.len().saturating_sub(1) as u32
+    }
+
+    /// The communicator's size.
+    pub fn size(&self) -> u32 {
+        self.ranks.len() as u32
+    }
+
+    /// Engine `j`'s ranks, ascending (empty past the last engine).
+    pub fn of_engine(&self, j: u32) -> &[u32] {
+        match (self.start.get(j as usize), self.start.get(j as usize + 1)) {
+            (Some(&a), Some(&b)) => &self.ranks[a as usize..b as usize],
+            _ => &[],
+        }
+    }
+
+    /// How many ranks engine `j` holds.
+    pub fn count(&self, j: u32) -> u32 {
+        self.of_engine(j).len() as u32
+    }
+
+    /// Becomes a copy of `other`, in the space it already has (no allocation once it held as
+    /// many).
+    pub fn assign(&mut self, other: &Members) {
+        self.ranks.clone_from(&other.ranks);
+        self.start.clone_from(&other.start);
+    }
+
+    /// How many ranks the engines before `j` hold: where engine `j`'s blocks start in a layout
+    /// grouped by engine.
+    pub fn offset(&self, j: u32) -> u32 {
+        self.start.get(j as usize).copied().unwrap_or(0)
+    }
+
+    /// The most ranks one engine holds.
+    pub fn largest(&self) -> u32 {
+        self.start.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0)
+    }
+
+    /// Engine `j`'s ranks as maximal runs of consecutive ranks: `(first rank, count, index of
+    /// the first among the engine's ranks)` — one run for a consecutive placement.
+    pub fn runs(&self, j: u32) -> impl Iterator<Item = (u32, u32, u32)> + '_ {
+        let ranks = self.of_engine(j);
+        let mut i = 0usize;
+        core::iter::from_fn(move || {
+            let first = *ranks.get(i)?;
+            let at = i;
+            while ranks.get(i + 1) == Some(&(ranks[i] + 1)) {
+                i += 1;
+            }
+            i += 1;
+            Some((first, (i - at) as u32, at as u32))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::comm::World;
+    use alloc::sync::Arc;
+
+    #[test]
+    fn a_block_world_is_one_run_per_engine() {
+        let world = World::from_counts(&[2, 3, 1]).unwrap();
+        let m = Members::of(&Placement::World { node: 1, world }).unwrap();
+        assert_eq!((m.engines(), m.size(), m.largest()), (3, 6, 3));
+        assert_eq!(m.of_engine(1), &[2, 3, 4]);
+        assert_eq!((m.offset(0), m.offset(1), m.offset(2)), (0, 2, 5));
+        assert_eq!(m.runs(1).collect::<Vec<_>>(), [(2, 3, 0)]);
+        assert!(m.of_engine(3).is_empty());
+    }
+
+    #[test]
+    fn a_table_groups_ranks_by_engine_in_runs() {
+        // Ranks 0..7 on engines 0 1 0 0 1 2 1: engine 0 holds 0, 2, 3; engine 1 holds 1, 4, 6.
+        let node_of: Arc<[u32]> = Arc::from(alloc::vec![0, 1, 0, 0, 1, 2, 1]);
+        let index_of: Arc<[u32]> = Arc::from(alloc::vec![0, 0, 1, 2, 1, 0, 2]);
+        let m = Members::of(&Placement::Table { me: 0, node_of, index_of }).unwrap();
+        assert_eq!(m.of_engine(0), &[0, 2, 3]);
+        assert_eq!(m.of_engine(1), &[1, 4, 6]);
+        assert_eq!(m.of_engine(2), &[5]);
+        assert_eq!((m.offset(1), m.offset(2), m.largest()), (3, 6, 3));
+        assert_eq!(m.runs(0).collect::<Vec<_>>(), [(0, 1, 0), (2, 2, 1)]);
+        assert_eq!(m.runs(1).collect::<Vec<_>>(), [(1, 1, 0), (4, 1, 1), (6, 1, 2)]);
+    }
+
+    #[test]
+    fn a_rank_naming_no_engine_is_refused() {
+        let node_of: Arc<[u32]> = Arc::from(alloc::vec![0, u32::MAX]);
+        let index_of: Arc<[u32]> = Arc::from(alloc::vec![0, 0]);
+        assert!(Members::of(&Placement::Table { me: 0, node_of, index_of }).is_none());
+    }
+}
