@@ -151,11 +151,12 @@ BARRIERS := MPI_Barrier=12 MPI_Ibarrier=48
 UNEVEN_BARRIERS := MPI_Barrier=8 MPI_Ibarrier=32
 BARRIER_LINE := none left before the last rank arrived
 # The alltoall check (host/mpi/tests/alltoall_check.c) on 4 ranks, RINGCAST_MPI_NODES=2: on each
-# of world, a dup and a split half, 4 MPI_Alltoall and a pair of MPI_Ialltoall (1 B to 256 KiB
-# per pair), all offloaded: 4 x 12 and 4 x 6; a whole send buffer past the limit, MPI_IN_PLACE
-# and a vector datatype go to the library. On 3 ranks (2+1): (3 + 3 + 2) x 4 and x 2.
-ALLTOALLS := MPI_Alltoall=48 MPI_Ialltoall=24
-UNEVEN_ALLTOALLS := MPI_Alltoall=32 MPI_Ialltoall=16
+# of world, a dup, a split half and the world evens first (a node's ranks not consecutive), 4
+# MPI_Alltoall and a pair of MPI_Ialltoall (1 B to 256 KiB per pair), all offloaded: 4 x 16 and
+# 4 x 8; a whole send buffer past the limit, MPI_IN_PLACE and a vector datatype go to the
+# library. On 3 ranks (2+1): (3 + 3 + 2 + 3) x 4 and x 2.
+ALLTOALLS := MPI_Alltoall=64 MPI_Ialltoall=32
+UNEVEN_ALLTOALLS := MPI_Alltoall=44 MPI_Ialltoall=22
 ALLTOALL_LINE := alltoalls identical to PMPI_Alltoall
 # An uneven job (issue 17, item 8): 3 ranks on RINGCAST_MPI_NODES=2 are nodes of 2 and 1 ranks
 # (RINGCAST_NODE_RANKS=2,1). The world and its dups span both engines, the split halves {0,2}

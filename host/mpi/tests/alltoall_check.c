@@ -1,5 +1,7 @@
 /* An unmodified MPI program for the interposer's MPI_Alltoall and MPI_Ialltoall: on
- * MPI_COMM_WORLD, a duplicate and a split half, blocks of 1 B to 256 KiB per pair in bytes, ints
+ * MPI_COMM_WORLD, a duplicate, a split half and the world reordered evens first (so a node's ranks
+ * are not consecutive in it: 0, 2, 1, 3 puts ranks 0 and 2 on the first node), blocks of 1 B to
+ * 256 KiB per pair in bytes, ints
  * and doubles, pairs of MPI_Ialltoall in flight completed in reverse, every result compared
  * byte for byte with PMPI_Alltoall's; then calls the interposer leaves to the library: a block
  * whose whole send buffer passes the engine's message limit, MPI_IN_PLACE, a vector datatype.
@@ -56,12 +58,15 @@ static int one(MPI_Comm comm, MPI_Datatype type, int esize, int count, int nonbl
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm dup, half;
+    int size;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm dup, half, evens_first;
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
-    MPI_Comm comms[3] = {MPI_COMM_WORLD, dup, half};
+    MPI_Comm_split(MPI_COMM_WORLD, 0, (rank % 2) * size + rank, &evens_first);
+    MPI_Comm comms[4] = {MPI_COMM_WORLD, dup, half, evens_first};
     int n = 0, k = 0;
-    for (int c = 0; c < 3; c++) {
+    for (int c = 0; c < 4; c++) {
         n += one(comms[c], MPI_BYTE, 1, 1, 0, k++);
         n += one(comms[c], MPI_BYTE, 1, 100, 0, k++);
         n += one(comms[c], MPI_INT, 4, 1024, 0, k++);
@@ -70,8 +75,6 @@ int main(int argc, char **argv) {
     }
     /* The library's: a whole send buffer past the limit, MPI_IN_PLACE, a vector datatype. */
     n += one(MPI_COMM_WORLD, MPI_BYTE, 1, 2 << 20, 0, k++);
-    int size;
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
     int *inplace = malloc(sizeof(int) * (size_t)size), *expect = malloc(sizeof(int) * (size_t)size);
     if (!inplace || !expect) die("malloc");
     for (int q = 0; q < size; q++) inplace[q] = rank * 1000 + q;
@@ -91,6 +94,7 @@ int main(int argc, char **argv) {
     free(vr);
     free(inplace);
     free(expect);
+    MPI_Comm_free(&evens_first);
     MPI_Comm_free(&half);
     MPI_Comm_free(&dup);
     printf("rank %d: %d alltoalls identical to PMPI_Alltoall\n", rank, n);
