@@ -59,7 +59,9 @@ use ringcast_abi::frame::DIGEST_LEN;
 use ringcast_abi::wire::{WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
 use ringcast_abi::{DataType, ReduceOp, StatusKind};
 use ringcast_proto::comm::Layout;
-use ringcast_proto::config::{AllgatherParts, AlltoallBetween, Between, EngineConfig, RootDelay};
+use ringcast_proto::config::{
+    AllgatherBetween, AllgatherParts, AlltoallBetween, Between, EngineConfig, RootDelay,
+};
 use ringcast_proto::fault::FaultConfig;
 use ringcast_proto::rng::SimRng;
 use ringcast_proto::schedule::bcast::Algorithm;
@@ -521,8 +523,9 @@ impl Scenario {
     /// of 64 bytes to 4 KiB: reductions of many slices, under every fault), half combine the
     /// node results of leader-based allreduces between the leaders over pair communicators
     /// (`protocol.allreduce_between`), half by multicast, half halve blocks from 64 bytes to
-    /// 2 KiB on (Rabenseifner's schedule, `protocol.allreduce_halving_bytes`), half exchange
-    /// leader-based allgathers' node parts by recursive doubling (`protocol.allgather_between`),
+    /// 2 KiB on (Rabenseifner's schedule, `protocol.allreduce_halving_bytes`), a quarter exchange
+    /// leader-based allgathers' node parts by recursive doubling and a quarter round a ring of
+    /// the engines (`protocol.allgather_between`),
     /// and half run alltoalls pairwise between the engines (`protocol.alltoall_between`; half of
     /// those at every block length, `alltoall_pairwise_bytes` 0; half aggregated per node where
     /// engines hold several ranks, `alltoall_aggregate`).
@@ -540,8 +543,11 @@ impl Scenario {
             // Rabenseifner's schedule between the leaders for blocks this short.
             self.config.protocol.allreduce_halving_bytes = g.range(64, 2048) as u32;
         }
-        self.config.protocol.allgather_between =
-            if g.chance(0.5) { Between::Doubling } else { Between::Multicast };
+        self.config.protocol.allgather_between = match g.below(4) {
+            0 => AllgatherBetween::Doubling,
+            1 => AllgatherBetween::Ring,
+            _ => AllgatherBetween::Multicast,
+        };
         self.config.protocol.alltoall_between =
             if g.chance(0.5) { AlltoallBetween::Pairwise } else { AlltoallBetween::Multicast };
         if g.chance(0.5) {

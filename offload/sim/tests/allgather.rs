@@ -5,7 +5,7 @@
 //! typed status at the rank that posted it.
 use ringcast_abi::{Access, Opcode, RegionKey, RegionRef, StatusKind, SubmissionDescriptor};
 use ringcast_proto::comm::World;
-use ringcast_proto::config::{AllgatherParts, Between, EngineConfig, LocalRank};
+use ringcast_proto::config::{AllgatherBetween, AllgatherParts, EngineConfig, LocalRank};
 use ringcast_proto::intake::regions::SegmentHandle;
 use ringcast_proto::intake::HostId;
 use ringcast_proto::rng::SimRng;
@@ -212,20 +212,23 @@ fn leader_based_and_per_rank_compositions_both_gather_every_block() {
     }
 }
 
-/// Leader-based with recursive doubling between the leaders (`allgather_between = doubling`):
-/// powers of two and not (a fold of one to three engines), uneven nodes, parts of many
-/// fragments, in place and not, with loss — every block reaches every rank.
+/// Leader-based with recursive doubling between the leaders (`allgather_between = doubling`)
+/// and round a ring of the engines (`ring`): powers of two and not (a fold of one to three
+/// engines), uneven nodes, parts of many fragments, in place and not, with loss — every block
+/// reaches every rank.
 #[test]
 fn recursive_doubling_between_the_leaders_gathers_every_block() {
-    let doubling = |c: &mut EngineConfig| c.protocol.allgather_between = Between::Doubling;
-    let worlds: [&[u32]; 6] =
-        [&[1, 1], &[2, 2, 2, 2], &[1, 1, 1, 1, 1], &[2, 1, 3, 1, 2, 1], &[3, 1, 2, 2, 1, 1, 1], &[1; 8]];
-    for (i, counts) in worlds.into_iter().enumerate() {
-        let seed = 300 + i as u64;
-        check_tweaked(counts, 1500, 2, i % 2 == 0, lossy(), seed, &doubling);
+    for between in [AllgatherBetween::Doubling, AllgatherBetween::Ring] {
+        let tweak = move |c: &mut EngineConfig| c.protocol.allgather_between = between;
+        let worlds: [&[u32]; 6] =
+            [&[1, 1], &[2, 2, 2, 2], &[1, 1, 1, 1, 1], &[2, 1, 3, 1, 2, 1], &[3, 1, 2, 2, 1, 1, 1], &[1; 8]];
+        for (i, counts) in worlds.into_iter().enumerate() {
+            let seed = 300 + i as u64;
+            check_tweaked(counts, 1500, 2, i % 2 == 0, lossy(), seed, &tweak);
+        }
+        check_tweaked(&[2, 1, 3], 20_000, 2, false, lossy(), 310, &tweak);
+        check_tweaked(&[1, 2, 1, 1, 2], 700, 3, true, Faults::clean(), 311, &tweak);
     }
-    check_tweaked(&[2, 1, 3], 20_000, 2, false, lossy(), 310, &doubling);
-    check_tweaked(&[1, 2, 1, 1, 2], 700, 3, true, Faults::clean(), 311, &doubling);
 }
 
 /// Issue 17 item 8: nodes holding different numbers of processes (30 ranks on 4 nodes as
@@ -353,7 +356,7 @@ fn a_slow_rank_behind_a_long_gap_breaks_nothing() {
 #[test]
 fn a_local_process_disagreeing_on_the_length_is_never_gathered() {
     let len = 64usize;
-    for between in [Between::Multicast, Between::Doubling] {
+    for between in [AllgatherBetween::Multicast, AllgatherBetween::Doubling, AllgatherBetween::Ring] {
         let tweak = move |c: &mut EngineConfig| c.protocol.allgather_between = between;
         let (mut c, ranks) = cluster_with(&[2, 2], len, 1, false, Faults::clean(), 41, &tweak);
         for (r, rank) in ranks.iter().enumerate() {

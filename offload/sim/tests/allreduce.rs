@@ -355,7 +355,10 @@ fn ranks_that_disagree_on_the_call_get_typed_errors_not_wrong_results() {
                 c.protocol.allreduce_between = between;
                 // (The offending allgather exchanges as the allreduce does; the offending
                 // alltoall multicasts: pairwise, it posts other parts and waits.)
-                c.protocol.allgather_between = between;
+                c.protocol.allgather_between = match between {
+                    Between::Multicast => ringcast_proto::config::AllgatherBetween::Multicast,
+                    Between::Doubling => ringcast_proto::config::AllgatherBetween::Doubling,
+                };
                 c.protocol.alltoall_between = ringcast_proto::config::AlltoallBetween::Multicast;
             });
             let seed = 40 + u64::from(variant);

@@ -14,7 +14,9 @@ mod topology;
 
 pub use limits::Limits;
 pub use model::ModelConfig;
-pub use protocol::{AlgorithmChoice, AllgatherParts, AlltoallBetween, Between, ProtocolConfig, RootDelay};
+pub use protocol::{
+    AlgorithmChoice, AllgatherBetween, AllgatherParts, AlltoallBetween, Between, ProtocolConfig, RootDelay,
+};
 pub use topology::{FabricKind, JobSecret, LocalRank, NodeRanks, Topology, ETHERNET_MTU, SHM_MTU};
 
 use alloc::format;

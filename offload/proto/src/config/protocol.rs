@@ -71,8 +71,8 @@ impl fmt::Display for AllgatherParts {
     }
 }
 
-/// How the node leaders of a leader-based allreduce (`allreduce_between`) or allgather
-/// (`allgather_between`) exchange the node parts.
+/// How the node leaders of a leader-based allreduce (`allreduce_between`) exchange the node
+/// parts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Between {
     /// Every node's part multicast once (the multicast allreduce and allgather,
@@ -105,6 +105,45 @@ impl fmt::Display for Between {
         f.write_str(match self {
             Between::Multicast => "multicast",
             Between::Doubling => "doubling",
+        })
+    }
+}
+
+/// How the node leaders of a leader-based allgather (`allgather_between`) exchange the node
+/// parts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AllgatherBetween {
+    /// Every node's part multicast once (`engine/allgather.rs`).
+    Multicast,
+    /// Recursive doubling of the parts between the leaders' engines over pair communicators
+    /// (`engine/doubling.rs`): `log₂ P` swaps, plus a fold where the engine count is not a
+    /// power of two.
+    #[default]
+    Doubling,
+    /// Round a ring of the leaders' engines (`engine/leader_schedule.rs::ring_step_of`): `E − 1`
+    /// steps, each engine sending one part to the next and receiving one from the previous —
+    /// every part once per engine whatever `E`, over two neighbours' pair communicators.
+    Ring,
+}
+
+impl FromStr for AllgatherBetween {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "multicast" => Ok(AllgatherBetween::Multicast),
+            "doubling" => Ok(AllgatherBetween::Doubling),
+            "ring" => Ok(AllgatherBetween::Ring),
+            _ => Err(format!("expected multicast, doubling or ring, got {s:?}")),
+        }
+    }
+}
+
+impl fmt::Display for AllgatherBetween {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            AllgatherBetween::Multicast => "multicast",
+            AllgatherBetween::Doubling => "doubling",
+            AllgatherBetween::Ring => "ring",
         })
     }
 }
@@ -263,8 +302,8 @@ crate::tunables! {
         allreduce_between: Between = Between::Doubling, "RINGCAST_ALLREDUCE_BETWEEN",
             "how a leader-based ALLREDUCE or REDUCE combines the node results: multicast (each node's result multicast once, every rank reduces them all) or doubling (recursive doubling between the node leaders' engines over pair communicators, then delivered to each node's processes); per-rank compositions always multicast";
         /// How a leader-based allgather exchanges the node parts.
-        allgather_between: Between = Between::Doubling, "RINGCAST_ALLGATHER_BETWEEN",
-            "how a leader-based ALLGATHER exchanges the node parts: multicast (each node's part multicast once, every engine receives them all) or doubling (recursive doubling of the node parts between the leaders' engines over pair communicators, then the whole result delivered to each node's processes; on two engines, or while the largest node part is below allgather_multicast_bytes); per-rank compositions always multicast";
+        allgather_between: AllgatherBetween = AllgatherBetween::Doubling, "RINGCAST_ALLGATHER_BETWEEN",
+            "how a leader-based ALLGATHER exchanges the node parts: multicast (each node's part multicast once, every engine receives them all), doubling (recursive doubling of the node parts between the leaders' engines over pair communicators, then the whole result delivered to each node's processes; on two engines, or while the largest node part is below allgather_multicast_bytes) or ring (the same, round a ring of the engines: E - 1 steps of one part each; every engine also pairs with its two neighbours); per-rank compositions always multicast";
         /// Node parts from which a doubling allgather multicasts instead.
         allgather_multicast_bytes: u32 = 256 << 10, "RINGCAST_ALLGATHER_MULTICAST_BYTES",
             "with doubling between the leaders: an allgather whose largest node part (its ranks' blocks) has this many bytes multicasts the node parts instead, on three engines or more";

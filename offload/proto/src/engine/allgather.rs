@@ -141,11 +141,11 @@ impl Engine {
         }
     }
 
-    /// Whether a leader-based call exchanges the node parts by recursive doubling between the
-    /// leaders (`model/compose.rs`): a reduction's by `protocol.allreduce_between`; an
-    /// allgather's by `protocol.allgather_between`, on two engines or below
-    /// `allgather_multicast_bytes` node parts. Every rank decides alike: from the
-    /// configuration, the communicator's ranges and the call's length.
+    /// Whether a leader-based call exchanges the node parts point to point between the leaders
+    /// (`model/compose.rs`) — recursive doubling, or an allgather's ring: a reduction's by
+    /// `protocol.allreduce_between`; an allgather's by `protocol.allgather_between`, on two
+    /// engines or below `allgather_multicast_bytes` node parts. Every rank decides alike: from
+    /// the configuration, the communicator's ranges and the call's length.
     fn doubles(&self, a: &GatherCall) -> bool {
         let protocol = &self.core.config().protocol;
         if a.reduce.is_some() {
@@ -153,7 +153,7 @@ impl Engine {
         }
         let Some((ranges, _)) = self.node.as_ref().and_then(|n| n.ranges(a.comm)) else { return false };
         let largest = ranges.iter().map(|r| u64::from(r.1) * a.len).max().unwrap_or(0);
-        compose::allgather(protocol, ranges.len() as u32, largest) == Exchange::Doubling
+        compose::allgather(protocol, ranges.len() as u32, largest) != Exchange::Multicast
     }
 
     /// A recursive-doubling allreduce's or allgather's one part (`doubling.rs`): this node's

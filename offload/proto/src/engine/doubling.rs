@@ -50,12 +50,13 @@
 //! result. A step's send has completed (its bytes are in the protocol's channel) before the
 //! reduction or a receive overwrites the partial.
 use super::gather::Start;
-use super::leader_schedule::{gather_step_of, step_of, Shape, Step};
+use super::leader_schedule::{gather_step_of, ring_step_of, step_of, Shape, Step};
 use super::pairs::Transfer;
 use super::pairwise::Local;
 use super::reduction::Then;
 use super::{failed, Engine};
 use crate::intake::regions::Resolved;
+use crate::model::compose::{self, Exchange};
 use crate::transfer::protocol::{OpCounters, Outcome};
 use crate::Nanos;
 use alloc::vec::Vec;
@@ -76,6 +77,9 @@ pub(super) struct Doubling {
     pub(super) len: u64,
     /// An allgather's bytes per rank (its node parts' places follow from the ranks' ranges).
     block: u64,
+    /// An allgather round the ring of the engines instead of by recursive doubling
+    /// ([`crate::model::compose::allgather`]).
+    ring: bool,
     /// The call's context (every transfer's MAC carries it).
     pub(super) context: u64,
     /// Its schedule (`leader_schedule.rs`).
@@ -175,6 +179,10 @@ impl Engine {
         // (An allgather never reduces: no scratch beyond its receive buffer.)
         let scratch = if spec.is_some() { at(scratch_rank) } else { at(0) };
         let elem = spec.and_then(|s| s.0.size()).unwrap_or(1) as u64;
+        // (The rule as the allgather's ranks applied it when they posted: `allgather.rs`.)
+        let largest = ranges.iter().map(|r| u64::from(r.1) * block).max().unwrap_or(0);
+        let protocol = &self.core.config().protocol;
+        let ring = spec.is_none() && compose::allgather(protocol, engines, largest) == Exchange::Ring;
         let d = Doubling {
             comm,
             seq: start.seq,
@@ -182,6 +190,7 @@ impl Engine {
             alltoall,
             len,
             block,
+            ring,
             context: start.context,
             shape: Shape::new(me, engines, len, elem, halving_bytes),
             partial: at(0),
@@ -204,7 +213,11 @@ impl Engine {
         let node = self.node.as_ref().ok_or(StatusKind::UnknownCommunicator)?;
         let (ranges, _) = node.ranges(d.comm).ok_or(StatusKind::CommunicatorBroken)?;
         let at = |k: u32| ranges.get(k as usize).map_or(d.len, |r| u64::from(r.0) * d.block);
-        Ok(gather_step_of(d.shape.me, d.shape.engines, at, d.step))
+        Ok(if d.ring {
+            ring_step_of(d.shape.me, d.shape.engines, at, d.step)
+        } else {
+            gather_step_of(d.shape.me, d.shape.engines, at, d.step)
+        })
     }
 
     /// Carries out step `step` of doubling `key`, or finishes it.
@@ -249,6 +262,13 @@ impl Engine {
                 let into = if into_partial { at(partial, recv.off) } else { scratch };
                 let (out, inn) = ((p, true, at(partial, send.off), send.len), (p, false, into, recv.len));
                 transfers = if me < p { [out, inn] } else { [inn, out] };
+                2
+            }
+            Step::Shift { to, send, from, recv } => {
+                let (out, inn) =
+                    ((to, true, at(partial, send.off), send.len), (from, false, at(partial, recv.off), recv.len));
+                // (Two engines: one pair both ways, the lower engine's transfer first.)
+                transfers = if to != from || me < to { [out, inn] } else { [inn, out] };
                 2
             }
             Step::Reduce(p, x) => {

@@ -49,6 +49,10 @@ pub(crate) enum Step {
     Swap { partner: u32, send: Span, recv: Span, into_partial: bool },
     /// The partial result's span ← *lower ⊕ upper* of it and the scratch block's first bytes.
     Reduce(u32, Span),
+    /// A ring's step: send the partial result's `send` span to `to` and receive `from`'s
+    /// `recv` span into its place in the partial result, both at once (on two engines `to` and
+    /// `from` are one partner: the lower engine's transfer first, as in a swap).
+    Shift { to: u32, send: Span, from: u32, recv: Span },
 }
 
 /// What an engine's schedule depends on.
@@ -184,6 +188,23 @@ pub(crate) fn gather_step_of(me: u32, engines: u32, at: impl Fn(u32) -> u64, n: 
     (fold && n == 0).then_some(Step::Send(me + p, whole))
 }
 
+/// Step `n` of engine `me`'s allgather round a ring of `engines` engines, or `None` past the
+/// last (node `k`'s part at bytes `[at(k), at(k + 1))`, as for [`gather_step_of`]): for
+/// `n = 0 … E − 2`, engine `i` sends part `i − n` to `i + 1` and receives part `i − n − 1` from
+/// `i − 1` (mod `E`) — each part travels the ring once, every engine sends and receives `E − 1`
+/// parts over its two neighbours' pairs, whatever `E`. Recursive doubling needs `log₂ P` steps
+/// but, where `E` is not a power of two, its folds add a part to the folding engines and a
+/// whole result from the engines they fold into.
+pub(crate) fn ring_step_of(me: u32, engines: u32, at: impl Fn(u32) -> u64, n: u32) -> Option<Step> {
+    if engines < 2 || me >= engines || n + 1 >= engines {
+        return None;
+    }
+    let part = |k: u32| Span { off: at(k), len: at(k + 1).saturating_sub(at(k)) };
+    let (to, from) = ((me + 1) % engines, (me + engines - 1) % engines);
+    let (sent, got) = ((me + engines - n) % engines, (me + 2 * engines - n - 1) % engines);
+    Some(Step::Shift { to, send: part(sent), from, recv: part(got) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,6 +251,15 @@ mod tests {
     /// `schedule`, in order; empty transfers are not posted.
     fn on_pair(schedule: &[Step], me: u32, other: u32) -> Vec<(bool, u64)> {
         let lower = me.min(other);
+        // Both directions on one pair: the lower engine's transfer first.
+        let swap = |send: Span, recv: Span| {
+            let (mine, theirs) = ((me == lower, send.len), (other == lower, recv.len));
+            if me == lower {
+                alloc::vec![mine, theirs]
+            } else {
+                alloc::vec![theirs, mine]
+            }
+        };
         schedule
             .iter()
             .flat_map(|&s| match s {
@@ -237,14 +267,10 @@ mod tests {
                 Step::Receive(p, x) | Step::ReceiveResult(p, x) if p == other => {
                     alloc::vec![(other == lower, x.len)]
                 }
-                Step::Swap { partner, send, recv, .. } if partner == other => {
-                    let (mine, theirs) = ((me == lower, send.len), (other == lower, recv.len));
-                    if me == lower {
-                        alloc::vec![mine, theirs]
-                    } else {
-                        alloc::vec![theirs, mine]
-                    }
-                }
+                Step::Swap { partner, send, recv, .. } if partner == other => swap(send, recv),
+                Step::Shift { to, send, from, recv } if to == other && from == other => swap(send, recv),
+                Step::Shift { to, send, .. } if to == other => alloc::vec![(me == lower, send.len)],
+                Step::Shift { from, recv, .. } if from == other => alloc::vec![(other == lower, recv.len)],
                 _ => alloc::vec![],
             })
             .filter(|&(_, len)| len > 0)
@@ -255,6 +281,33 @@ mod tests {
     /// every part, each received once, from an engine that held it.
     #[test]
     fn allgather_doubling_delivers_every_part_once() {
+        gather_schedule_delivers_every_part_once(|me, engines, at, n| gather_step_of(me, engines, at, n), true);
+    }
+
+    /// The same of the ring, which has no folds: every engine receives every part once.
+    #[test]
+    fn allgather_ring_delivers_every_part_once() {
+        gather_schedule_delivers_every_part_once(|me, engines, at, n| ring_step_of(me, engines, at, n), false);
+        let at = |k: u32| u64::from(k) * 10;
+        let ring: Vec<Step> = (0..).map_while(|n| ring_step_of(1, 3, at, n)).collect();
+        let part = |k: u64| Span { off: k * 10, len: 10 };
+        assert_eq!(
+            ring,
+            [
+                Step::Shift { to: 2, send: part(1), from: 0, recv: part(0) },
+                Step::Shift { to: 2, send: part(0), from: 0, recv: part(2) },
+            ]
+        );
+    }
+
+    /// Runs every engine's schedule of `step_of` as message passing (each transfer queued per
+    /// direction of its pair) for 2–17 engines of uneven parts: both ends of every pair agree,
+    /// no engine sends a part it lacks, every engine ends holding every part — once, unless
+    /// `folds` lets the engines past the largest power of two receive the whole result.
+    fn gather_schedule_delivers_every_part_once(
+        step_of: impl Fn(u32, u32, &dyn Fn(u32) -> u64, u32) -> Option<Step>,
+        folds: bool,
+    ) {
         for engines in 2..18u32 {
             // Uneven parts: node k holds k % 3 + 1 ranks of 10 bytes.
             let mut at = alloc::vec![0u64];
@@ -262,9 +315,8 @@ mod tests {
                 at.push(at[k as usize] + 10 * u64::from(k % 3 + 1));
             }
             let at = |k: u32| at[k as usize];
-            let schedules: Vec<Vec<Step>> = (0..engines)
-                .map(|me| (0..).map_while(|n| gather_step_of(me, engines, at, n)).collect())
-                .collect();
+            let schedules: Vec<Vec<Step>> =
+                (0..engines).map(|me| (0..).map_while(|n| step_of(me, engines, &at, n)).collect()).collect();
             for a in 0..engines {
                 for b in (a + 1)..engines {
                     let (x, y) =
@@ -293,6 +345,7 @@ mod tests {
                         Step::Send(p, x) => (p, x, p, Span { off: 0, len: 0 }),
                         Step::ReceiveResult(p, x) => (p, Span { off: 0, len: 0 }, p, x),
                         Step::Swap { partner, send, recv, .. } => (partner, send, partner, recv),
+                        Step::Shift { to, send, from, recv } => (to, send, from, recv),
                         other => panic!("{other:?} in an allgather"),
                     };
                     if send.len > 0 && !sent[i] {
@@ -318,7 +371,7 @@ mod tests {
                 let i = me as usize;
                 assert_eq!(pc[i], schedules[i].len(), "engine {me} of {engines} stuck");
                 assert!(held[i].iter().all(|&h| h > 0), "engine {me} of {engines} misses a part");
-                if me < p {
+                if me < p || !folds {
                     assert!(held[i].iter().all(|&h| h == 1), "{me} of {engines} received a part twice");
                 }
             }

@@ -38,9 +38,8 @@ pub use action::{Action, Dma, JobId};
 pub use comms::{parse_record, Record, MAX_COMM_SIZE};
 pub use gather::{Delivery, Gather, Placement, Start};
 pub use members::Members;
-pub(crate) use node::pairwise_engines as node_pairwise_engines;
 pub use node::{CommInfo, CommStats};
-pub use pairs::{doubling_partners, power_below};
+pub use pairs::{doubling_partners, power_below, PairSet};
 
 use crate::comm::ident::{derived_identity, CommIdentity};
 use crate::comm::{GroupId, PeerId};

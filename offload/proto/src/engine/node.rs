@@ -11,7 +11,7 @@
 use super::action::Outbox;
 use super::comms::{derive, parse_record, LocalComm};
 use super::gather::{Delivery, Gather, Kind, Placement, Start};
-use super::pairs::{Pairs, Transfer, PAIR_TOKEN};
+use super::pairs::{PairSet, Pairs, Transfer, PAIR_TOKEN};
 use crate::comm::{CommSpec, GroupId, PeerId, World};
 use crate::config::EngineConfig;
 use crate::intake::regions::Resolved;
@@ -116,15 +116,6 @@ impl Env for NodeEnv<'_> {
     }
 }
 
-/// Communicators of up to this many engines derive a pair communicator for every pair: the
-/// pairwise alltoall's (`pairwise.rs`), so none without it.
-pub(crate) fn pairwise_engines(p: &crate::config::ProtocolConfig) -> u32 {
-    match p.alltoall_between {
-        crate::config::AlltoallBetween::Pairwise => p.pairwise_engines,
-        crate::config::AlltoallBetween::Multicast => 0,
-    }
-}
-
 /// Repair timeouts a settled freed communicator stays before it is dropped: a member whose last
 /// `SYNC_DOWN` was lost asks again after one repair timeout, then two, then four.
 const TIME_WAIT_REPAIRS: Nanos = 8;
@@ -147,8 +138,8 @@ pub(crate) struct Node {
     /// How long a settled freed communicator stays (TCP's TIME-WAIT): [`TIME_WAIT_REPAIRS`]
     /// repair timeouts.
     time_wait: Nanos,
-    /// Communicators up to this many engines pair every two (`protocol.pairwise_engines`).
-    pairwise_engines: u32,
+    /// The pair communicators each communicator derives.
+    pair_set: PairSet,
     /// Broadcasts the protocol finished, by token (communicator slot, gather slot).
     finished: Vec<(u64, Outcome)>,
     /// Host-memory jobs the protocol asked for.
@@ -183,8 +174,8 @@ impl Node {
         };
         let world = proto.create_comm(spec)?;
         let engines: Vec<PeerId> = (0..world_shape.nodes()).map(PeerId).collect();
-        let pairwise = pairwise_engines(&config.protocol);
-        let pairs = Pairs::new(&format!("job {}", t.job), &id.key, &engines, t.node, pairwise, &mut proto);
+        let pair_set = PairSet::of(&config.protocol);
+        let pairs = Pairs::new(&format!("job {}", t.job), &id.key, &engines, t.node, pair_set, &mut proto);
         let window = config.protocol.channels as usize * 2;
         let max_comms = config.limits.max_comms as usize;
         let mut comms = Vec::with_capacity(max_comms);
@@ -198,7 +189,7 @@ impl Node {
             window,
             free_linger: config.protocol.peer_timeout_ms as Nanos * 1_000_000,
             time_wait: config.protocol.repair_timeout_us as Nanos * 1_000 * TIME_WAIT_REPAIRS,
-            pairwise_engines: pairwise,
+            pair_set,
             finished: Vec::with_capacity(window),
             jobs: Vec::new(),
             pair_done: Vec::new(),
@@ -413,7 +404,7 @@ impl Node {
             &rec.key,
             &members,
             me,
-            self.pairwise_engines,
+            self.pair_set,
             &mut self.proto,
         );
         let mut rank_of_local = vec![None; self.world.count(self.node) as usize];

@@ -21,7 +21,8 @@
 //! `⌈log₂ E⌉ + 1` communicators per engine at most. With `protocol.alltoall_between =
 //! pairwise` (the default), on communicators of up to `protocol.pairwise_engines` engines (16)
 //! every engine also pairs with every other, for the pairwise alltoall (`pairwise.rs`): `E − 1`
-//! each.
+//! each. With `protocol.allgather_between = ring`, every engine also pairs with its two ring
+//! neighbours `i ± 1` (mod `E`).
 //!
 //! Both engines of a pair post its transfers in the same order (the algorithm's schedule says
 //! which side roots each), so the protocol's broadcast numbering lines up, as it does for any
@@ -43,13 +44,54 @@ use ringcast_abi::StatusKind;
 /// tokens never reach it: their communicator slot sits below it).
 pub(crate) const PAIR_TOKEN: u64 = 1 << 63;
 
+/// Which pair communicators a communicator's engines derive beyond recursive doubling's: the
+/// configuration's, alike at every engine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PairSet {
+    /// Communicators of up to this many engines pair every two (the pairwise alltoall,
+    /// `protocol.pairwise_engines`; 0 without it).
+    pub all_up_to: u32,
+    /// Every engine pairs with its two ring neighbours (the ring allgather).
+    pub ring: bool,
+}
+
+impl PairSet {
+    /// The pairs `protocol` needs.
+    pub fn of(p: &crate::config::ProtocolConfig) -> PairSet {
+        let all_up_to = match p.alltoall_between {
+            crate::config::AlltoallBetween::Pairwise => p.pairwise_engines,
+            crate::config::AlltoallBetween::Multicast => 0,
+        };
+        PairSet { all_up_to, ring: p.allgather_between == crate::config::AllgatherBetween::Ring }
+    }
+
+    /// The most pair communicators one communicator of engines among `nodes` brings:
+    /// `⌈log₂ nodes⌉ + 1`, plus the two ring neighbours, or one per other engine where every
+    /// pair has one. (A created communicator spans at most the world's engines.)
+    pub fn per_comm(&self, nodes: u32) -> usize {
+        let doubling = (32 - nodes.max(2).saturating_sub(1).leading_zeros()) as usize + 1;
+        let ring = if self.ring { 2 } else { 0 };
+        let all = nodes.min(self.all_up_to).saturating_sub(1) as usize;
+        (doubling + ring).max(all)
+    }
+}
+
 /// The engines engine `me` of `engines` has a pair communicator with: recursive doubling's
-/// ([`doubling_partners`]) and, on communicators of up to `pairwise` engines
-/// (`protocol.pairwise_engines`), every other engine (the pairwise alltoall).
-pub fn partners(me: u32, engines: u32, pairwise: u32) -> Vec<u32> {
+/// ([`doubling_partners`]), its ring neighbours (`set.ring`) and, on communicators of up to
+/// `set.all_up_to` engines, every other engine (the pairwise alltoall).
+pub fn partners(me: u32, engines: u32, set: PairSet) -> Vec<u32> {
     let mut all = doubling_partners(me, engines);
-    if engines <= pairwise {
-        all.extend((0..engines).filter(|&e| e != me && !all.contains(&e)).collect::<Vec<_>>());
+    let mut add = |e: u32| {
+        if e != me && e < engines && !all.contains(&e) {
+            all.push(e);
+        }
+    };
+    if set.ring && engines >= 2 {
+        add((me + 1) % engines);
+        add((me + engines - 1) % engines);
+    }
+    if engines <= set.all_up_to {
+        (0..engines).for_each(&mut add);
     }
     all
 }
@@ -120,13 +162,13 @@ impl Pairs {
         secret: &Secret,
         members: &[PeerId],
         me: u32,
-        pairwise: u32,
+        set: PairSet,
         proto: &mut Protocol,
     ) -> Pairs {
         let mut comms = Vec::new();
         let engines = members.len() as u32;
         if engines >= 2 && me < engines {
-            for partner in partners(me, engines, pairwise) {
+            for partner in partners(me, engines, set) {
                 let (lo, hi) = (me.min(partner), me.max(partner));
                 let name = format!("ringcast pair communicator {lo} {hi} of {parent}");
                 let id = derived_identity(&name, Some(&secret.0));
@@ -273,12 +315,21 @@ mod tests {
                 for b in doubling_partners(a, e) {
                     assert!(doubling_partners(b, e).contains(&a), "{a} <-> {b} of {e}");
                 }
-                let all = partners(a, e, 16);
+                let set = PairSet { all_up_to: 16, ring: false };
+                let all = partners(a, e, set);
                 for b in &all {
-                    assert!(partners(*b, e, 16).contains(&a), "{a} <-> {b} of {e}");
+                    assert!(partners(*b, e, set).contains(&a), "{a} <-> {b} of {e}");
                 }
                 let want = if e <= 16 { e as usize - 1 } else { doubling_partners(a, e).len() };
                 assert_eq!(all.len(), want, "{a} of {e}");
+                assert!(want <= set.per_comm(e), "{a} of {e}: the protocol table's share");
+                // The ring adds the two neighbours, at both ends, where doubling lacks them.
+                let ring = PairSet { all_up_to: 0, ring: true };
+                let with_ring = partners(a, e, ring);
+                for b in [(a + 1) % e, (a + e - 1) % e] {
+                    assert!(with_ring.contains(&b) && partners(b, e, ring).contains(&a), "{a} ~ {b} of {e}");
+                }
+                assert!(with_ring.len() <= ring.per_comm(e), "{a} of {e}: the protocol table's share");
             }
         }
     }

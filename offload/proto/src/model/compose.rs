@@ -10,7 +10,7 @@
 //! (docs/performance.md, "Recursive doubling between the leaders", "Allgather between the
 //! leaders"). Every rank decides alike: the inputs are the configuration's, the communicator's
 //! and the call's.
-use crate::config::{AlltoallBetween, Between, ProtocolConfig};
+use crate::config::{AllgatherBetween, AlltoallBetween, Between, ProtocolConfig};
 use alloc::format;
 use alloc::string::{String, ToString};
 use core::fmt::{self, Write as _};
@@ -28,6 +28,8 @@ pub enum Exchange {
     Rabenseifner,
     /// Every block sent once, pair by pair, in the bidirectional order (an alltoall).
     Pairwise,
+    /// Round a ring of the engines, one part per step (an allgather's).
+    Ring,
 }
 
 impl fmt::Display for Exchange {
@@ -37,6 +39,7 @@ impl fmt::Display for Exchange {
             Exchange::Doubling => "doubling",
             Exchange::Rabenseifner => "rabenseifner",
             Exchange::Pairwise => "pairwise",
+            Exchange::Ring => "ring",
         })
     }
 }
@@ -64,16 +67,15 @@ pub fn allreduce(c: &ProtocolConfig, engines: u32, len: u64, elem: u64) -> Excha
 }
 
 /// A leader-based allgather's exchange on `engines` engines whose largest node part (its ranks'
-/// blocks side by side) is `largest` bytes: doubling (`allgather_between`) on two engines — one
-/// swap — or below `allgather_multicast_bytes`; from there the parts' own broadcasts, pipelined
-/// by each engine as it receives, outran the swaps by 1.05–1.3×.
+/// blocks side by side) is `largest` bytes: doubling or the ring (`allgather_between`) on two
+/// engines — one swap either way — or below `allgather_multicast_bytes`; from there the parts'
+/// own broadcasts, pipelined by each engine as it receives, outran the swaps by 1.05–1.3×.
 pub fn allgather(c: &ProtocolConfig, engines: u32, largest: u64) -> Exchange {
-    let doubling = c.allgather_between == Between::Doubling
-        && (engines == 2 || largest < u64::from(c.allgather_multicast_bytes));
-    if doubling {
-        Exchange::Doubling
-    } else {
-        Exchange::Multicast
+    let point_to_point = engines == 2 || largest < u64::from(c.allgather_multicast_bytes);
+    match c.allgather_between {
+        AllgatherBetween::Doubling if point_to_point => Exchange::Doubling,
+        AllgatherBetween::Ring if point_to_point => Exchange::Ring,
+        _ => Exchange::Multicast,
     }
 }
 
@@ -195,9 +197,12 @@ mod tests {
         assert_eq!(allgather(&c, 4, (256 << 10) - 1), Exchange::Doubling);
         assert_eq!(allgather(&c, 4, 256 << 10), Exchange::Multicast);
         c.allreduce_between = Between::Multicast;
-        c.allgather_between = Between::Multicast;
+        c.allgather_between = AllgatherBetween::Multicast;
         assert_eq!(allreduce(&c, 8, 1 << 20, 8), Exchange::Multicast);
         assert_eq!(allgather(&c, 2, 8), Exchange::Multicast);
+        c.allgather_between = AllgatherBetween::Ring;
+        assert_eq!(allgather(&c, 5, 8), Exchange::Ring);
+        assert_eq!(allgather(&c, 5, 256 << 10), Exchange::Multicast);
         c.alltoall_between = AlltoallBetween::Multicast;
         assert_eq!(alltoall(&c, 4, 4, 1, 1 << 20), Exchange::Multicast);
         c.alltoall_between = AlltoallBetween::Pairwise;

@@ -127,10 +127,7 @@ impl Protocol {
             comms: Vec::new(),
             next_generation: 0,
             max_comms: config.limits.max_comms as usize
-                * (1 + pairs_per_comm(
-                    config.topology.world().nodes(),
-                    crate::engine::node_pairwise_engines(&config.protocol),
-                )),
+                * (1 + crate::engine::PairSet::of(&config.protocol).per_comm(config.topology.world().nodes())),
             counters: ProtoCounters::default(),
             scratch: Vec::new(),
             early_buf: Vec::new(),
@@ -502,13 +499,3 @@ pub struct CommState {
     pub failed_over: bool,
 }
 
-/// The most pair communicators one communicator of engines among `nodes` brings
-/// (`engine/pairs.rs`): ⌈log₂ nodes⌉ + 1, or one per other engine where every pair has one (up
-/// to `pairwise` engines).
-fn pairs_per_comm(nodes: u32, pairwise: u32) -> usize {
-    let doubling = (32 - nodes.max(2).saturating_sub(1).leading_zeros()) as usize + 1;
-    // (A created communicator spans at most the world's engines, and pairs every two of them
-    // up to `pairwise` engines.)
-    let all = nodes.min(pairwise).saturating_sub(1) as usize;
-    doubling.max(all)
-}
