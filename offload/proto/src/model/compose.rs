@@ -68,10 +68,17 @@ pub fn allreduce(c: &ProtocolConfig, engines: u32, len: u64, elem: u64) -> Excha
 
 /// A leader-based allgather's exchange on `engines` engines whose largest node part (its ranks'
 /// blocks side by side) is `largest` bytes: doubling or the ring (`allgather_between`) on two
-/// engines — one swap either way — or below `allgather_multicast_bytes`; from there the parts'
-/// own broadcasts, pipelined by each engine as it receives, outran the swaps by 1.05–1.3×.
+/// engines — one swap either way — or below `allgather_multicast_bytes` (a power of two of
+/// engines) or `allgather_fold_multicast_bytes` (others); from there the parts' own
+/// broadcasts, pipelined by each engine as it receives, outran the swaps: by 1.05–1.3× from
+/// 256 KiB node parts on 4 and 8 engines, and already at 128 KiB by 1.15–1.6× on 3, 5, 6 and 7,
+/// where doubling's folds add two sequential transfers, one of them the whole result (equal on
+/// 4 and 8; docs/performance.md, "Allgather between the leaders", "The ring between the
+/// leaders").
 pub fn allgather(c: &ProtocolConfig, engines: u32, largest: u64) -> Exchange {
-    let point_to_point = engines == 2 || largest < u64::from(c.allgather_multicast_bytes);
+    let threshold =
+        if engines.is_power_of_two() { c.allgather_multicast_bytes } else { c.allgather_fold_multicast_bytes };
+    let point_to_point = engines == 2 || largest < u64::from(threshold);
     match c.allgather_between {
         AllgatherBetween::Doubling if point_to_point => Exchange::Doubling,
         AllgatherBetween::Ring if point_to_point => Exchange::Ring,
@@ -128,11 +135,12 @@ pub fn pairwise_aggregates(c: &ProtocolConfig, size: u32, largest: u32, block: u
 }
 
 /// Engine counts and node part lengths of [`table`].
-const ENGINES: [u32; 5] = [2, 4, 8, 64, 1024];
-const PARTS: [(u64, &str); 6] = [
+const ENGINES: [u32; 7] = [2, 3, 4, 6, 8, 64, 1024];
+const PARTS: [(u64, &str); 7] = [
     (8, "8 B"),
     (4 << 10, "4 KiB"),
     (64 << 10, "64 KiB"),
+    (128 << 10, "128 KiB"),
     (256 << 10, "256 KiB"),
     (1 << 20, "1 MiB"),
     (4 << 20, "4 MiB"),
@@ -142,8 +150,12 @@ const PARTS: [(u64, &str); 6] = [
 /// allgather whose every node part has that length).
 pub fn table(c: &ProtocolConfig) -> String {
     let mut s = format!(
-        "\nbetween the node leaders (allreduce_between = {}, halving from {} B; allgather_between = {}, multicast from {} B node parts):\n",
-        c.allreduce_between, c.allreduce_halving_bytes, c.allgather_between, c.allgather_multicast_bytes
+        "\nbetween the node leaders (allreduce_between = {}, halving from {} B; allgather_between = {}, multicast from {} B node parts, {} B on engine counts not a power of two):\n",
+        c.allreduce_between,
+        c.allreduce_halving_bytes,
+        c.allgather_between,
+        c.allgather_multicast_bytes,
+        c.allgather_fold_multicast_bytes
     );
     let _ = write!(s, "{:>8}  {:9}", "engines", "");
     for (_, label) in PARTS {
@@ -196,13 +208,15 @@ mod tests {
         assert_eq!(allgather(&c, 2, 4 << 20), Exchange::Doubling, "two engines: one swap");
         assert_eq!(allgather(&c, 4, (256 << 10) - 1), Exchange::Doubling);
         assert_eq!(allgather(&c, 4, 256 << 10), Exchange::Multicast);
+        assert_eq!(allgather(&c, 5, (128 << 10) - 1), Exchange::Doubling);
+        assert_eq!(allgather(&c, 5, 128 << 10), Exchange::Multicast, "a fold: multicast sooner");
         c.allreduce_between = Between::Multicast;
         c.allgather_between = AllgatherBetween::Multicast;
         assert_eq!(allreduce(&c, 8, 1 << 20, 8), Exchange::Multicast);
         assert_eq!(allgather(&c, 2, 8), Exchange::Multicast);
         c.allgather_between = AllgatherBetween::Ring;
         assert_eq!(allgather(&c, 5, 8), Exchange::Ring);
-        assert_eq!(allgather(&c, 5, 256 << 10), Exchange::Multicast);
+        assert_eq!(allgather(&c, 5, 128 << 10), Exchange::Multicast);
         c.alltoall_between = AlltoallBetween::Multicast;
         assert_eq!(alltoall(&c, 4, 4, 1, 1 << 20), Exchange::Multicast);
         c.alltoall_between = AlltoallBetween::Pairwise;
