@@ -447,6 +447,7 @@ fn demo(a: &DemoArgs) -> Result<(), String> {
     }
     let gather_way = match compose::allgather(&protocol, c.nodes, u64::from(c.ppn) * 4000) {
         Exchange::Doubling => "recursive doubling between the nodes' engines",
+        Exchange::Ring => "round a ring of the nodes' engines",
         _ => "one broadcast per node",
     };
     let a2a_way = match compose::alltoall(&protocol, c.nodes, world, c.ppn, 512) {

@@ -75,16 +75,15 @@ impl fmt::Display for AllgatherParts {
 /// parts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Between {
-    /// Every node's part multicast once (the multicast allreduce and allgather,
-    /// `engine/allgather.rs`); an allreduce's every rank then reduces them all.
+    /// Every node's result multicast once (the multicast allreduce, `engine/allgather.rs`);
+    /// every rank then reduces them all.
     Multicast,
     /// Recursive doubling between the node leaders' engines over pair communicators
-    /// (`engine/doubling.rs`) — Mamidala's leader-based collectives with the leaders'
-    /// point-to-point step on the engines. An allreduce's engines exchange the node result
-    /// `log₂ E` times (each receiving `len` bytes per step instead of `E · len`; as fast or
-    /// faster than multicast in every configuration measured here, 1.3–2.1× from 64 KiB,
-    /// docs/performance.md, "Recursive doubling between the leaders"); an allgather's swap the
-    /// parts they hold, doubling them per step.
+    /// (`engine/doubling.rs`) — Mamidala's leader-based allreduce with the leaders'
+    /// point-to-point step on the engines: the engines exchange the node result `log₂ E` times
+    /// (each receiving `len` bytes per step instead of `E · len`; as fast or faster than
+    /// multicast in every configuration measured here, 1.3–2.1× from 64 KiB,
+    /// docs/performance.md, "Recursive doubling between the leaders").
     #[default]
     Doubling,
 }

@@ -27,8 +27,10 @@
 //! every one of these collectives needs anyway (every result depends on every contribution);
 //! measured faster than per rank for allgathers and reductions alike (docs/performance.md). With
 //! `protocol.allgather_between = multicast` (or node parts from `allgather_multicast_bytes` on
-//! three engines or more) the leaders exchange by multicast — one multicast per node is the
-//! exchange; by default they run recursive doubling between them instead (`doubling.rs`).
+//! four or eight engines, `allgather_fold_multicast_bytes` on three or more that are not a
+//! power of two) the leaders exchange by multicast — one multicast per node is the exchange; by
+//! default they run recursive doubling between them instead, or with `ring` go round a ring of
+//! the engines (`doubling.rs`).
 //!
 //! **Per rank** (`ranks`, or a placement whose engines' ranks are not consecutive). At every rank `me`:
 //! 1. post `size` broadcasts on the communicator, in rank order: broadcast `r` has root `r`
@@ -144,7 +146,8 @@ impl Engine {
     /// Whether a leader-based call exchanges the node parts point to point between the leaders
     /// (`model/compose.rs`) — recursive doubling, or an allgather's ring: a reduction's by
     /// `protocol.allreduce_between`; an allgather's by `protocol.allgather_between`, on two
-    /// engines or below `allgather_multicast_bytes` node parts. Every rank decides alike: from
+    /// engines or below `allgather_multicast_bytes` node parts (`allgather_fold_multicast_bytes`
+    /// where the engine count is not a power of two). Every rank decides alike: from
     /// the configuration, the communicator's ranges and the call's length.
     fn doubles(&self, a: &GatherCall) -> bool {
         let protocol = &self.core.config().protocol;

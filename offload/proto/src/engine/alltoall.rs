@@ -41,10 +41,11 @@
 //! repair, retransmission, typed errors, channels, and the call's context in its MAC: a rank
 //! posting an alltoall against another's allgather of the same bytes fails typed).
 //!
-//! **Pairwise** (`protocol.alltoall_between = pairwise`, the default, where every engine's
-//! ranks are consecutive and the communicator has at most `pairwise_engines` engines — in
-//! either composition — with one rank per engine or blocks from `alltoall_pairwise_bytes`): every block sent once over the pair communicators in Mamidala's bidirectional
-//! order, straight from its sender's send buffer into its place (`pairwise.rs`).
+//! **Pairwise** (`protocol.alltoall_between = pairwise`, the default, where the communicator
+//! has at most `pairwise_engines` engines, whichever ranks each holds — in either composition —
+//! with one rank per engine, aggregated per node, or blocks from `alltoall_pairwise_bytes`):
+//! every block sent once over the pair communicators in Mamidala's bidirectional order,
+//! straight from its sender's send buffer into its place (`pairwise.rs`).
 use super::allgather::Blocks;
 use super::composite::{at, call_context, Composite, Scatter};
 use super::gather::Kind;

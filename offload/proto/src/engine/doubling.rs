@@ -2,7 +2,8 @@
 //! blocks, Rabenseifner's reduce-scatter + allgather — between the node leaders
 //! (`protocol.allreduce_between = doubling`, the default); and Mamidala's leader-based allgather
 //! the same way (`protocol.allgather_between = doubling`, the default below
-//! `allgather_multicast_bytes`).
+//! `allgather_multicast_bytes`), or round a ring of the engines (`ring`:
+//! `leader_schedule.rs::ring_step_of`, steps of `Step::Shift`; the same machinery).
 //!
 //! An **allgather** runs the same three steps without reductions: the node's blocks are copied
 //! to their places in the leader's receive buffer (the partial result is the whole receive
@@ -182,7 +183,9 @@ impl Engine {
         // (The rule as the allgather's ranks applied it when they posted: `allgather.rs`.)
         let largest = ranges.iter().map(|r| u64::from(r.1) * block).max().unwrap_or(0);
         let protocol = &self.core.config().protocol;
-        let ring = spec.is_none() && compose::allgather(protocol, engines, largest) == Exchange::Ring;
+        let ring = spec.is_none()
+            && alltoall.is_none()
+            && compose::allgather(protocol, engines, largest) == Exchange::Ring;
         let d = Doubling {
             comm,
             seq: start.seq,
@@ -265,8 +268,10 @@ impl Engine {
                 2
             }
             Step::Shift { to, send, from, recv } => {
-                let (out, inn) =
-                    ((to, true, at(partial, send.off), send.len), (from, false, at(partial, recv.off), recv.len));
+                let (out, inn) = (
+                    (to, true, at(partial, send.off), send.len),
+                    (from, false, at(partial, recv.off), recv.len),
+                );
                 // (Two engines: one pair both ways, the lower engine's transfer first.)
                 transfers = if to != from || me < to { [out, inn] } else { [inn, out] };
                 2

@@ -151,6 +151,14 @@ pub enum Placement {
 }
 
 impl Placement {
+    /// This engine's protocol rank.
+    pub fn me(&self) -> u32 {
+        match self {
+            Placement::World { node, .. } => *node,
+            Placement::Table { me, .. } => *me,
+        }
+    }
+
     /// The protocol rank (engine) of rank `r`.
     pub fn node(&self, r: u32) -> u32 {
         match self {
@@ -222,8 +230,9 @@ pub struct Gather {
     leaders: Vec<u32>,
     /// `placement.ranges()`, computed once.
     ranges: Option<Vec<(u32, u32)>>,
-    /// Each engine's ranks ([`Members::of`]), computed once.
-    members: Option<Members>,
+    /// Each engine's ranks ([`Members::of`]), computed once (shared: a pairwise alltoall holds
+    /// it while it posts, without copying it).
+    members: Option<Arc<Members>>,
     /// Next slot of each local rank.
     next: Vec<u64>,
     /// Local ranks that left (their next slots cannot be filled until a newcomer takes the
@@ -256,7 +265,7 @@ impl Gather {
             ppn,
             leaders: placement.leaders(),
             ranges: placement.ranges(),
-            members: Members::of(&placement),
+            members: Members::of(&placement).map(Arc::new),
             placement,
             next: vec![0; ppn as usize],
             departed: vec![false; ppn as usize],
@@ -289,7 +298,7 @@ impl Gather {
     }
 
     /// Each engine's ranks, consecutive or not (`None` for a placement naming no engine).
-    pub fn members(&self) -> Option<&Members> {
+    pub fn members(&self) -> Option<&Arc<Members>> {
         self.members.as_ref()
     }
 

@@ -1,7 +1,7 @@
 //! Which transfers and reductions each engine takes in an allreduce or an allgather between
 //! the node leaders (`doubling.rs` carries them out): recursive doubling for short messages,
-//! Rabenseifner's reduce-scatter + allgather for long ones, and the allgather's recursive
-//! doubling of node parts ([`gather_step_of`]) — pure functions of the engine's number, the
+//! Rabenseifner's reduce-scatter + allgather for long ones, the allgather's recursive
+//! doubling of node parts ([`gather_step_of`]) and its ring ([`ring_step_of`]) — pure functions of the engine's number, the
 //! engine count, the length and the element size (the parts' places), so both ends of every
 //! pair compute the same steps.
 //!
@@ -281,13 +281,19 @@ mod tests {
     /// every part, each received once, from an engine that held it.
     #[test]
     fn allgather_doubling_delivers_every_part_once() {
-        gather_schedule_delivers_every_part_once(|me, engines, at, n| gather_step_of(me, engines, at, n), true);
+        gather_schedule_delivers_every_part_once(
+            |me, engines, at, n| gather_step_of(me, engines, at, n),
+            true,
+        );
     }
 
     /// The same of the ring, which has no folds: every engine receives every part once.
     #[test]
     fn allgather_ring_delivers_every_part_once() {
-        gather_schedule_delivers_every_part_once(|me, engines, at, n| ring_step_of(me, engines, at, n), false);
+        gather_schedule_delivers_every_part_once(
+            |me, engines, at, n| ring_step_of(me, engines, at, n),
+            false,
+        );
         let at = |k: u32| u64::from(k) * 10;
         let ring: Vec<Step> = (0..).map_while(|n| ring_step_of(1, 3, at, n)).collect();
         let part = |k: u64| Span { off: k * 10, len: 10 };

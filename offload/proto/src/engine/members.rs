@@ -13,7 +13,7 @@ use alloc::vec::Vec;
 /// Engine `j`'s ranks are `ranks[start[j] .. start[j + 1]]`, ascending; engines in
 /// protocol-rank order. For a consecutive placement `start[j]` is engine `j`'s first rank and
 /// `ranks` is `0, 1, …, size − 1`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Members {
     ranks: Vec<u32>,
     start: Vec<u32>,
@@ -35,7 +35,13 @@ impl Members {
         let mut start = alloc::vec![0u32; engines as usize + 1];
         for r in 0..size {
             let n = placement.node(r);
-            *start.get_mut(n as usize + 1)? += 1;
+            if n >= engines {
+                return None;
+            }
+            start[n as usize + 1] += 1;
+        }
+        if start[1..].contains(&0) {
+            return None; // an engine holding none: not a placement the engine makes
         }
         for j in 0..engines as usize {
             start[j + 1] += start[j];
@@ -71,13 +77,6 @@ impl Members {
     /// How many ranks engine `j` holds.
     pub fn count(&self, j: u32) -> u32 {
         self.of_engine(j).len() as u32
-    }
-
-    /// Becomes a copy of `other`, in the space it already has (no allocation once it held as
-    /// many).
-    pub fn assign(&mut self, other: &Members) {
-        self.ranks.clone_from(&other.ranks);
-        self.start.clone_from(&other.start);
     }
 
     /// How many ranks the engines before `j` hold: where engine `j`'s blocks start in a layout
@@ -143,6 +142,10 @@ mod tests {
     fn a_rank_naming_no_engine_is_refused() {
         let node_of: Arc<[u32]> = Arc::from(alloc::vec![0, u32::MAX]);
         let index_of: Arc<[u32]> = Arc::from(alloc::vec![0, 0]);
+        assert!(Members::of(&Placement::Table { me: 0, node_of, index_of }).is_none());
+        // Engines 0 and 2, none on 1.
+        let node_of: Arc<[u32]> = Arc::from(alloc::vec![0, 2, 0]);
+        let index_of: Arc<[u32]> = Arc::from(alloc::vec![0, 0, 1]);
         assert!(Members::of(&Placement::Table { me: 0, node_of, index_of }).is_none());
     }
 }

@@ -129,8 +129,6 @@ pub struct Engine {
     doubling_calls: Vec<doubling::DoublingCall>,
     /// Pairwise alltoalls' lists of local processes between uses (`pairwise.rs`).
     spare_locals: Vec<Vec<pairwise::Local>>,
-    /// A communicator's ranks by engine while a pairwise alltoall posts (kept: no allocation).
-    pair_members: Members,
     /// Started slots waiting for the doubling before them on their communicator: one runs at a
     /// time per communicator, in slot order, so both ends of a pair post in the same order.
     doubling_queue: VecDeque<(u64, gather::Start)>,
@@ -171,7 +169,6 @@ impl Engine {
             doublings: Slab::default(),
             doubling_calls: Vec::new(),
             spare_locals: Vec::new(),
-            pair_members: Members::default(),
             doubling_queue: VecDeque::new(),
             doubling_done: Vec::new(),
             reduce_spare: Vec::new(),

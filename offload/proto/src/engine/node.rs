@@ -228,23 +228,14 @@ impl Node {
     /// order, and this engine's index among them — `None` if some engine's are not consecutive.
     pub(crate) fn ranges(&self, comm: u64) -> Option<(&[(u32, u32)], u32)> {
         let c = self.comms[self.slot(comm)?].as_ref()?;
-        let ranges = c.gather.ranges()?;
-        let me = match c.gather.placement() {
-            Placement::World { node, .. } => *node,
-            Placement::Table { me, .. } => *me,
-        };
-        Some((ranges, me))
+        Some((c.gather.ranges()?, c.gather.placement().me()))
     }
 
     /// Communicator `comm`'s ranks grouped by engine, and this engine's protocol rank: what the
     /// pairwise alltoall needs, for any placement.
-    pub(crate) fn members(&self, comm: u64) -> Option<(&super::Members, u32)> {
+    pub(crate) fn members(&self, comm: u64) -> Option<(&Arc<super::Members>, u32)> {
         let c = self.comms[self.slot(comm)?].as_ref()?;
-        let me = match c.gather.placement() {
-            Placement::World { node, .. } => *node,
-            Placement::Table { me, .. } => *me,
-        };
-        Some((c.gather.members()?, me))
+        Some((c.gather.members()?, c.gather.placement().me()))
     }
 
     /// Whether communicator `comm` is here and not broken.

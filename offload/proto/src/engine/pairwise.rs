@@ -51,6 +51,7 @@ use crate::intake::{GatherCall, HostId};
 use crate::model::compose;
 use crate::transfer::protocol::Outcome;
 use crate::Nanos;
+use alloc::sync::Arc;
 use ringcast_abi::{RegionKey, StatusKind};
 
 /// One local process's part in a pairwise alltoall.
@@ -184,12 +185,9 @@ impl Engine {
     ) -> Result<Option<u32>, StatusKind> {
         let node = self.node.as_ref().ok_or(StatusKind::UnknownCommunicator)?;
         let (m, me) = node.members(comm).ok_or(StatusKind::CommunicatorBroken)?;
-        // The grouping, out of the node's borrow (kept between calls: no allocation).
-        let mut members = core::mem::take(&mut self.pair_members);
-        members.assign(m);
-        let result = self.pairwise_post(key, comm, locals, &members, me, len, context, step, now);
-        self.pair_members = members;
-        result
+        // The grouping, out of the node's borrow (shared, not copied).
+        let members = Arc::clone(m);
+        self.pairwise_post(key, comm, locals, &members, me, len, context, step, now)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -350,10 +348,13 @@ impl Engine {
                 let (senders, receivers) = if send { (me, partner) } else { (partner, me) };
                 for (rs, &r) in members.of_engine(senders).iter().enumerate() {
                     for (qs, &q) in members.of_engine(receivers).iter().enumerate() {
+                        // (Step 0 checked that the locals are this engine's ranks, in order.)
+                        let local = if send { locals.get(rs) } else { locals.get(qs) };
+                        let Some(local) = local else { continue };
                         let buf = if send {
-                            at(locals[rs].send, u64::from(q) * len)
+                            at(local.send, u64::from(q) * len)
                         } else {
-                            at(locals[qs].recv, u64::from(r) * len)
+                            at(local.recv, u64::from(r) * len)
                         };
                         // (A block longer than a message never comes here:
                         // `compose::alltoall`.)

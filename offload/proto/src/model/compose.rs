@@ -71,13 +71,16 @@ pub fn allreduce(c: &ProtocolConfig, engines: u32, len: u64, elem: u64) -> Excha
 /// engines — one swap either way — or below `allgather_multicast_bytes` (a power of two of
 /// engines) or `allgather_fold_multicast_bytes` (others); from there the parts' own
 /// broadcasts, pipelined by each engine as it receives, outran the swaps: by 1.05–1.3× from
-/// 256 KiB node parts on 4 and 8 engines, and already at 128 KiB by 1.15–1.6× on 3, 5, 6 and 7,
+/// 256 KiB node parts on 4 and 8 engines, and already at 128 KiB by 1.15–1.7× on 3, 5, 6 and 7,
 /// where doubling's folds add two sequential transfers, one of them the whole result (equal on
 /// 4 and 8; docs/performance.md, "Allgather between the leaders", "The ring between the
 /// leaders").
 pub fn allgather(c: &ProtocolConfig, engines: u32, largest: u64) -> Exchange {
-    let threshold =
-        if engines.is_power_of_two() { c.allgather_multicast_bytes } else { c.allgather_fold_multicast_bytes };
+    let threshold = if engines.is_power_of_two() {
+        c.allgather_multicast_bytes
+    } else {
+        c.allgather_fold_multicast_bytes
+    };
     let point_to_point = engines == 2 || largest < u64::from(threshold);
     match c.allgather_between {
         AllgatherBetween::Doubling if point_to_point => Exchange::Doubling,

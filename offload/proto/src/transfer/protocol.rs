@@ -127,7 +127,8 @@ impl Protocol {
             comms: Vec::new(),
             next_generation: 0,
             max_comms: config.limits.max_comms as usize
-                * (1 + crate::engine::PairSet::of(&config.protocol).per_comm(config.topology.world().nodes())),
+                * (1 + crate::engine::PairSet::of(&config.protocol)
+                    .per_comm(config.topology.world().nodes())),
             counters: ProtoCounters::default(),
             scratch: Vec::new(),
             early_buf: Vec::new(),
@@ -498,4 +499,3 @@ pub struct CommState {
     /// Multicast failed over to point-to-point (two epochs without a multicast hit).
     pub failed_over: bool,
 }
-
