@@ -5,10 +5,9 @@ use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::shared_buf::SharedBuf;
 use ringcast_abi::{
-    Access, CommCreateHeader, Completion, RegionKey, RegionRef, StatusKind, SubmissionDescriptor, COMM_MAGIC,
+    Access, CommCreateHeader, Completion, RegionKey, RegionRef, StatusKind, SubmissionDescriptor,
 };
 use ringcast_proto::comm::ident::CommIdentity;
-use zerocopy::IntoBytes;
 
 impl Host {
     /// Broadcasts `len` bytes at `buf` on the engine's world communicator (`comm` 0) from rank
@@ -139,18 +138,8 @@ impl Host {
     pub fn comm_create(&mut self, id: &CommIdentity, my_rank: u32, members: &[u32]) -> Result<()> {
         let size = u32::try_from(members.len()).map_err(|_| Error::Protocol("communicator too large"))?;
         let handle = id.cookie;
-        let header = CommCreateHeader {
-            magic: COMM_MAGIC,
-            size,
-            my_rank,
-            _reserved0: 0,
-            seed: id.seed,
-            group: id.group,
-            _reserved1: [0; 2],
-            key: id.key.0,
-        };
-        let mut record = header.as_bytes().to_vec();
-        record.extend(members.iter().flat_map(|m| m.to_le_bytes()));
+        let header = CommCreateHeader::new(size, my_rank, id.seed, id.group, id.key.0);
+        let record: Vec<u8> = header.record(members).collect();
         // The record travels in shared memory the engine reads once, at creation.
         let buf = SharedBuf::new(record.len())?;
         buf.write_at(0, &record)?;

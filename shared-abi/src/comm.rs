@@ -38,8 +38,28 @@ pub struct CommCreateHeader {
 }
 
 impl CommCreateHeader {
+    /// The head of a record of `size` members, the posting process being `my_rank`, with the
+    /// identity every member agreed on (`seed`, `group`, `key`).
+    pub const fn new(size: u32, my_rank: u32, seed: u64, group: [u8; 14], key: [u8; COMM_KEY_LEN]) -> Self {
+        CommCreateHeader {
+            magic: COMM_MAGIC,
+            size,
+            my_rank,
+            _reserved0: 0,
+            seed,
+            group,
+            _reserved1: [0; 2],
+            key,
+        }
+    }
+
     /// Bytes of a record with `size` members.
     pub const fn record_len(size: u32) -> usize {
         core::mem::size_of::<CommCreateHeader>() + size as usize * 4
+    }
+
+    /// The whole record's bytes: this head, then `members` (world ranks) little-endian.
+    pub fn record<'a>(&'a self, members: &'a [u32]) -> impl Iterator<Item = u8> + 'a {
+        self.as_bytes().iter().copied().chain(members.iter().flat_map(|m| m.to_le_bytes()))
     }
 }

@@ -4,7 +4,7 @@
 //! duplicating datagrams, several alltoalls in flight, both compositions (one part per node,
 //! the default, and one per rank); each bad descriptor typed at the rank that posted it.
 use ringcast_abi::{
-    Access, CommCreateHeader, Opcode, RegionKey, RegionRef, StatusKind, SubmissionDescriptor, COMM_MAGIC,
+    Access, CommCreateHeader, Opcode, RegionKey, RegionRef, StatusKind, SubmissionDescriptor,
 };
 use ringcast_proto::comm::World;
 use ringcast_proto::config::{AllgatherParts, AlltoallBetween, LocalRank};
@@ -13,7 +13,6 @@ use ringcast_proto::intake::HostId;
 use ringcast_proto::rng::SimRng;
 use ringcast_sim::cluster::{world_engines, Cluster, DmaTiming, Published};
 use ringcast_sim::fabric::Faults;
-use zerocopy::IntoBytes;
 
 /// The block rank `from` sends rank `to` in round `round`.
 fn block(from: u32, to: u32, round: u32, len: usize) -> Vec<u8> {
@@ -125,18 +124,8 @@ fn create(c: &mut Cluster, ranks: &[Rank], order: &[u32], seed: u64) {
     let mut key = [0u8; 32];
     key.iter_mut().enumerate().for_each(|(i, b)| *b = (seed as u8) ^ (i as u8) | 1);
     for (r, rank) in ranks.iter().enumerate() {
-        let header = CommCreateHeader {
-            magic: COMM_MAGIC,
-            size: order.len() as u32,
-            my_rank: r as u32,
-            _reserved0: 0,
-            seed,
-            group: [7; 14],
-            _reserved1: [0; 2],
-            key,
-        };
-        let mut record = header.as_bytes().to_vec();
-        record.extend(order.iter().flat_map(|w| w.to_le_bytes()));
+        let header = CommCreateHeader::new(order.len() as u32, r as u32, seed, [7; 14], key);
+        let record: Vec<u8> = header.record(order).collect();
         let m = &mut c.nodes[rank.node];
         let seg = rank.segs[0] | 2;
         let record_len = record.len() as u64;

@@ -194,24 +194,9 @@ pub fn derive(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use zerocopy::IntoBytes;
 
     fn record(size: u32, my_rank: u32, members: &[u32]) -> Vec<u8> {
-        let h = CommCreateHeader {
-            magic: COMM_MAGIC,
-            size,
-            my_rank,
-            _reserved0: 0,
-            seed: 9,
-            group: [7; 14],
-            _reserved1: [0; 2],
-            key: [3; 32],
-        };
-        let mut v = h.as_bytes().to_vec();
-        for m in members {
-            v.extend_from_slice(&m.to_le_bytes());
-        }
-        v
+        CommCreateHeader::new(size, my_rank, 9, [7; 14], [3; 32]).record(members).collect()
     }
 
     #[test]

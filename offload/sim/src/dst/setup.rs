@@ -8,7 +8,7 @@ use crate::cluster::Cluster;
 use crate::forge::{Forger, Target};
 use ringcast_abi::frame::DIGEST_LEN;
 use ringcast_abi::wire::{WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
-use ringcast_abi::{Access, CommCreateHeader, RegionKey, COMM_MAGIC};
+use ringcast_abi::{Access, CommCreateHeader, RegionKey};
 use ringcast_proto::comm::{PeerId, World};
 use ringcast_proto::config::{AlgorithmChoice, LocalRank};
 use ringcast_proto::engine::Engine;
@@ -16,7 +16,6 @@ use ringcast_proto::intake::regions::SegmentHandle;
 use ringcast_proto::intake::HostId;
 use ringcast_proto::rng::SimRng;
 use ringcast_proto::Nanos;
-use zerocopy::IntoBytes;
 
 /// The part of a segment handle that names the record of a communicator (a broadcast's
 /// buffer has its index there).
@@ -174,18 +173,8 @@ pub(super) fn build(s: &Scenario, rng: &mut SimRng) -> Built {
         secrets.push(ringcast_proto::comm::auth::Secret(key));
         let worlds: Vec<u32> = plan.members.iter().map(|&r| world_rank(at[r].0, at[r].1)).collect();
         for (rank, &r) in plan.members.iter().enumerate() {
-            let header = CommCreateHeader {
-                magic: COMM_MAGIC,
-                size: worlds.len() as u32,
-                my_rank: rank as u32,
-                _reserved0: 0,
-                seed,
-                group,
-                _reserved1: [0; 2],
-                key,
-            };
-            let mut record = header.as_bytes().to_vec();
-            record.extend(worlds.iter().flat_map(|w| w.to_le_bytes()));
+            let header = CommCreateHeader::new(worlds.len() as u32, rank as u32, seed, group, key);
+            let record: Vec<u8> = header.record(&worlds).collect();
             let p = &procs[r];
             let (node, local, host) = (p.node, p.local, p.host);
             let mut register = |seg: u64, bytes: Vec<u8>, len: u64, access| {
