@@ -2,7 +2,8 @@
 //! partial synchronization epoch leaves its engines owing their peers nothing once every process
 //! finalized (no padding); the next job on the same engines (a daemon serving jobs one after
 //! another) broadcasts byte-exact from the next epoch on; and a process that only detaches — a
-//! replacement mid-job — does not close the world: its successor continues the sequence. The
+//! replacement mid-job — does not close the world: its successor continues the sequence, while
+//! one that dies between two collectives breaks it, so the others' next ones end typed. The
 //! world's pair communicators (recursive-doubling allreduces) settle and reopen with it.
 use ringcast_abi::{
     Access, DataType, Opcode, ReduceOp, RegionKey, RegionRef, StatusKind, SubmissionDescriptor,
@@ -196,4 +197,45 @@ fn finalize_owing_nothing(c: &mut Cluster, ranks: &[Rank], what: &str) {
             "{what}: engine {n} still owes its peers after every process finalized"
         );
     }
+}
+
+/// A process that dies between two collectives (lost: no DETACH, no finalize) leaves the world
+/// owing its parts: the others' next broadcasts — more than the channels, so the root needs the
+/// synchronization the dead rank's engine can no longer give — each end within the peer
+/// timeout, `Ok` with the root's bytes or with a typed error, and not all `Ok`. Before, its
+/// engine, alive, kept the world open for a successor and answered for it: the others waited
+/// without end (`hw-tests/tests/dpu_qemu.rs` under load, the host killed between two 4 MiB
+/// broadcasts).
+#[test]
+fn a_process_lost_between_collectives_fails_the_others_next_ones_typed() {
+    let world = World::from_counts(&[1, 1, 1]).unwrap();
+    let mut c = new_cluster(&world, 11);
+    let ranks: Vec<Rank> = (0..3).map(|r| attach(&mut c, &world, r, 1)).collect();
+    for k in 0..3 {
+        bcast(&mut c, &ranks, k as usize % 3, k);
+    }
+    let gone = &ranks[1];
+    c.with_engine(gone.node, |e, now| e.detach_host(gone.host, Departure::Lost, 0, now));
+    let (alive, calls) = ([&ranks[0], &ranks[2]], 10u64..16);
+    let before = done(&c);
+    let start = c.now();
+    for k in calls.clone() {
+        for rank in alive {
+            let d = SubmissionDescriptor::bcast(k, 0, 0, RegionRef { key: rank.buf, offset: 0 }, LEN as u64);
+            c.with_engine(rank.node, |e, now| e.handle_descriptor(rank.host, &d, now));
+        }
+    }
+    let want = before + alive.len() * calls.clone().count();
+    while done(&c) < want {
+        assert!(c.step().is_some(), "the simulation ran dry");
+        let waited = c.now() - start;
+        assert!(
+            waited < 60_000_000_000,
+            "{} of {} broadcasts ended after 60 s",
+            done(&c) - before,
+            want - before
+        );
+    }
+    let ended: Vec<_> = c.published().iter().filter(|p| calls.contains(&p.cqe.cookie)).collect();
+    assert!(ended.iter().any(|p| p.cqe.status.0 != StatusKind::Ok as u16), "{ended:?}");
 }

@@ -321,7 +321,7 @@ impl Engine {
             }
         }
         if let (Some(l), Some(node)) = (self.core.local_rank(host), self.node.as_mut()) {
-            node.local_gone(l, now, &mut self.out);
+            node.local_gone(l, how == Departure::Lost, now, &mut self.out);
         }
         let segments = self.core.detach_host(host, how, unread, now);
         self.after(now);

@@ -652,15 +652,19 @@ impl Node {
     /// Local process `local` left. Every communicator it leaves with a broadcast unfinished is
     /// dropped from the protocol: its local operations fail with `CommunicatorBroken`, and
     /// remote engines, no longer answered, fail theirs with `PeerUnreachable` within
-    /// `peer_timeout_ms` rather than wait forever. Communicators it created and did not free
-    /// count as freed by it (a process that crashed or exited without `MPI_Comm_free`): once
-    /// every local member freed or left one, it is dropped and its group left like any other.
-    /// The world is not closed by a departure, only by [`Node::local_finalized`]: a process
-    /// that takes the rank next continues its sequence.
-    pub(crate) fn local_gone(&mut self, local: u32, now: Nanos, out: &mut Outbox) {
+    /// `peer_timeout_ms` rather than wait forever. So is every communicator a *lost* process
+    /// (`lost`: it died without detaching) had not freed — the world too, unless it finalized:
+    /// between two collectives nothing was unfinished here, but the other ranks' next ones
+    /// need its part, which nobody will post (they waited forever: `hw-tests/tests/dpu_qemu.rs`
+    /// on a loaded machine, the host killed between two broadcasts). Communicators it created
+    /// and did not free count as freed by it: once every local member freed or left one, it is
+    /// dropped and its group left like any other. A process that detached without finalizing
+    /// does not close the world: one that takes the rank next continues its sequence.
+    pub(crate) fn local_gone(&mut self, local: u32, lost: bool, now: Nanos, out: &mut Outbox) {
         for slot in 0..self.comms.len() {
             let Some(c) = self.comms[slot].as_mut() else { continue };
             let Some(index) = c.index_of_local(local) else { continue };
+            let owed = lost && !c.freed.get(index as usize).copied().unwrap_or(true);
             let mut last = false;
             if slot != 0 {
                 // Membership of a created communicator does not pass to a newcomer.
@@ -672,6 +676,9 @@ impl Node {
                 }
             }
             if c.gather.depart(index) {
+                self.drop_proto(slot, out);
+            } else if owed {
+                c.gather.fail();
                 self.drop_proto(slot, out);
             } else if last {
                 self.close_proto(slot, now, out);
