@@ -37,34 +37,42 @@ const PAIRWISE: Between = (AlltoallBetween::Pairwise, 0, true);
 /// Pairwise at every block length, one transfer per pair of ranks.
 const DIRECT: Between = (AlltoallBetween::Pairwise, 0, false);
 
-fn cluster(
-    counts: &[u32],
+/// One run: a world of `counts` ranks per node, alltoalls of `len`-byte blocks, `rounds` of
+/// them in flight, on the world or — `order`, the world rank of each of its ranks — on a
+/// communicator created over every world rank in that order ([`COMM`]).
+#[derive(Clone)]
+struct Run<'a> {
+    counts: &'a [u32],
+    order: Option<&'a [u32]>,
     len: usize,
     rounds: u32,
     faults: Faults,
     seed: u64,
     parts: AllgatherParts,
     between: Between,
-) -> (Cluster, Vec<Rank>) {
-    let size = counts.iter().sum::<u32>();
-    cluster_on(counts, &(0..size).collect::<Vec<_>>(), len, rounds, faults, seed, parts, between)
 }
 
-/// [`cluster`] for a communicator of every world rank, `order[c]` being the world rank of its
-/// rank `c` (the identity: the world itself, communicator 0; otherwise one created here,
-/// [`COMM`]). The ranks come back in the communicator's order, their send buffers holding its
-/// ranks' blocks.
-#[allow(clippy::too_many_arguments)]
-fn cluster_on(
-    counts: &[u32],
-    order: &[u32],
-    len: usize,
-    rounds: u32,
-    faults: Faults,
-    seed: u64,
-    parts: AllgatherParts,
-    between: Between,
-) -> (Cluster, Vec<Rank>) {
+impl<'a> Run<'a> {
+    /// One round on the world, a clean fabric, leader-based, the multicast alltoall.
+    fn new(counts: &'a [u32], len: usize, seed: u64) -> Self {
+        let (rounds, faults, parts, between) = (1, Faults::clean(), AllgatherParts::Nodes, MULTICAST);
+        Run { counts, order: None, len, rounds, faults, seed, parts, between }
+    }
+
+    /// The communicator's handle.
+    fn comm(&self) -> u64 {
+        if self.order.is_some() {
+            COMM
+        } else {
+            0
+        }
+    }
+}
+
+/// The engines and ranks of `run`, in the communicator's order, every rank's send buffers
+/// holding its blocks for the communicator's ranks.
+fn cluster(run: &Run) -> (Cluster, Vec<Rank>) {
+    let Run { counts, len, rounds, seed, parts, between, .. } = *run;
     let world = World::from_counts(counts).unwrap();
     let engines = world_engines(&world, "alltoall", &|c| {
         c.protocol.allgather_parts = parts;
@@ -74,7 +82,7 @@ fn cluster_on(
     });
     let mut c = Cluster::new(
         engines,
-        faults,
+        run.faults.clone(),
         SimRng::new(seed),
         crc32c::crc32c,
         DmaTiming::Now,
@@ -83,6 +91,8 @@ fn cluster_on(
     let size = world.size();
     let whole = len * size as usize;
     let work_len = (whole * (size as usize + 1)) as u64;
+    let identity: Vec<u32> = (0..world.size()).collect();
+    let order = run.order.unwrap_or(&identity);
     let mut ranks = Vec::new();
     for (r, &w) in order.iter().enumerate() {
         let r = r as u32;
@@ -109,13 +119,13 @@ fn cluster_on(
         }
         ranks.push(Rank { node: node as usize, host, regions, segs });
     }
-    if order.iter().enumerate().any(|(c, &w)| c as u32 != w) {
+    if run.order.is_some() {
         create(&mut c, &ranks, order, seed);
     }
     (c, ranks)
 }
 
-/// The handle of the communicator [`cluster_on`] creates.
+/// The handle of the communicator [`cluster`] creates.
 const COMM: u64 = 0xC0FFEE1;
 
 /// Creates communicator [`COMM`] over `order` at every rank, and runs until each one's
@@ -157,7 +167,8 @@ fn alltoalls(c: &Cluster) -> Vec<Published> {
 /// alltoall, or one per rank.
 fn check(counts: &[u32], len: usize, rounds: u32, faults: Faults, seed: u64) {
     for parts in [AllgatherParts::Nodes, AllgatherParts::Ranks] {
-        let posted = check_with(counts, len, rounds, faults.clone(), seed, parts, MULTICAST);
+        let posted =
+            check_with(&Run { rounds, faults: faults.clone(), parts, ..Run::new(counts, len, seed) });
         let per_call = if parts.leader_based() { counts.len() } else { counts.iter().sum::<u32>() as usize };
         let want = per_call * rounds as usize;
         assert!(
@@ -167,36 +178,11 @@ fn check(counts: &[u32], len: usize, rounds: u32, faults: Faults, seed: u64) {
     }
 }
 
-/// One composition of [`check`]; returns the broadcasts each engine posted on the world.
-fn check_with(
-    counts: &[u32],
-    len: usize,
-    rounds: u32,
-    faults: Faults,
-    seed: u64,
-    parts: AllgatherParts,
-    between: Between,
-) -> Vec<usize> {
-    let size = counts.iter().sum::<u32>();
-    check_on(counts, &(0..size).collect::<Vec<_>>(), len, rounds, faults, seed, parts, between)
-}
-
-/// [`check_with`] on the communicator [`cluster_on`] makes of `order`; the broadcasts each
-/// engine posted on it.
-#[allow(clippy::too_many_arguments)]
-fn check_on(
-    counts: &[u32],
-    order: &[u32],
-    len: usize,
-    rounds: u32,
-    faults: Faults,
-    seed: u64,
-    parts: AllgatherParts,
-    between: Between,
-) -> Vec<usize> {
-    let (mut c, ranks) = cluster_on(counts, order, len, rounds, faults, seed, parts, between);
-    let created = order.iter().enumerate().any(|(c, &w)| c as u32 != w);
-    let comm = if created { COMM } else { 0 };
+/// One run of [`check`]; returns the broadcasts each engine posted on the run's communicator.
+fn check_with(run: &Run) -> Vec<usize> {
+    let (mut c, ranks) = cluster(run);
+    let Run { counts, len, rounds, parts, .. } = *run;
+    let comm = run.comm();
     // Last rank first: a node's leader is never the first of its processes to post.
     for (r, rank) in ranks.iter().enumerate().rev() {
         for round in 0..rounds {
@@ -244,7 +230,7 @@ fn check_on(
         .iter()
         .map(|n| {
             let list = n.engine.comm_list();
-            list.iter().find(|i| !created || i.handle == COMM).map_or(0, |i| i.state.posted as usize)
+            list.iter().find(|i| i.handle == comm).map_or(0, |i| i.state.posted as usize)
         })
         .collect()
 }
@@ -259,7 +245,12 @@ fn check_on(
 fn the_pairwise_exchange_delivers_every_block_over_the_pairs() {
     let pairwise = |counts: &[u32], len, rounds, faults: Faults, seed| {
         for way in [PAIRWISE, DIRECT] {
-            let posted = check_with(counts, len, rounds, faults.clone(), seed, AllgatherParts::Nodes, way);
+            let posted = check_with(&Run {
+                rounds,
+                faults: faults.clone(),
+                between: way,
+                ..Run::new(counts, len, seed)
+            });
             assert!(posted.iter().all(|&p| p == 0), "{counts:?}: world broadcasts {posted:?}");
         }
     };
@@ -280,7 +271,14 @@ fn the_pairwise_exchange_delivers_every_block_over_the_pairs() {
 fn the_pairwise_exchange_runs_on_any_placement() {
     let on = |counts: &[u32], order: &[u32], len, seed| {
         for way in [PAIRWISE, DIRECT] {
-            let posted = check_on(counts, order, len, 2, lossy(), seed, AllgatherParts::Nodes, way);
+            let run = Run {
+                order: Some(order),
+                rounds: 2,
+                faults: lossy(),
+                between: way,
+                ..Run::new(counts, len, seed)
+            };
+            let posted = check_with(&run);
             assert!(posted.iter().all(|&p| p == 0), "{order:?}: broadcasts {posted:?}");
         }
     };
@@ -299,7 +297,8 @@ fn the_pairwise_exchange_runs_on_any_placement() {
 #[test]
 fn the_rule_picks_pairwise_aggregated_or_the_multicast_alltoall() {
     let default = (AlltoallBetween::Pairwise, 4096, true);
-    let run = |counts: &[u32], len, way| check_with(counts, len, 1, lossy(), 60, AllgatherParts::Nodes, way);
+    let run =
+        |counts, len, way| check_with(&Run { faults: lossy(), between: way, ..Run::new(counts, len, 60) });
     assert_eq!(run(&[1, 1, 1], 100, default), [0, 0, 0], "one rank per engine: pairwise");
     assert_eq!(run(&[2, 2], 100, default), [0, 0], "aggregated per node: pairwise");
     assert_eq!(run(&[3, 1], 100, default), [2, 2], "the staging would not fit: multicast");
@@ -316,7 +315,7 @@ fn the_rule_picks_pairwise_aggregated_or_the_multicast_alltoall() {
 #[test]
 fn another_kind_of_call_beside_a_pairwise_alltoall_ends_typed() {
     let len = 4096usize;
-    let (mut c, ranks) = cluster(&[2, 2], len, 1, Faults::clean(), 70, AllgatherParts::Nodes, PAIRWISE);
+    let (mut c, ranks) = cluster(&Run { between: PAIRWISE, ..Run::new(&[2, 2], len, 70) });
     for (r, rank) in ranks.iter().enumerate() {
         let (wk, sk) = rank.regions[0];
         let (work, send) = (RegionRef { key: wk, offset: 0 }, RegionRef { key: sk, offset: 0 });
@@ -353,7 +352,7 @@ fn every_rank_gets_its_block_from_every_rank() {
 /// post one part per rank, and every block still arrives.
 #[test]
 fn long_blocks_are_not_aggregated() {
-    let posted = check_with(&[2, 2], 20_000, 1, lossy(), 30, AllgatherParts::Nodes, MULTICAST);
+    let posted = check_with(&Run { faults: lossy(), ..Run::new(&[2, 2], 20_000, 30) });
     assert_eq!(posted, [4, 4], "one part per rank");
 }
 
@@ -368,8 +367,7 @@ fn several_alltoalls_in_flight_survive_loss_reordering_and_duplicates() {
 #[test]
 fn bad_alltoalls_get_typed_errors_at_the_rank_that_posted_them() {
     let len = 64u64;
-    let (mut c, ranks) =
-        cluster(&[1, 1], len as usize, 1, Faults::clean(), 4, AllgatherParts::Nodes, MULTICAST);
+    let (mut c, ranks) = cluster(&Run::new(&[1, 1], len as usize, 4));
     let (wk, sk) = ranks[0].regions[0];
     let at = |key, offset| RegionRef { key, offset };
     let cases = [

@@ -51,26 +51,6 @@ impl AllgatherParts {
     }
 }
 
-impl FromStr for AllgatherParts {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "nodes" => Ok(AllgatherParts::Nodes),
-            "ranks" => Ok(AllgatherParts::Ranks),
-            _ => Err(format!("expected nodes or ranks, got {s:?}")),
-        }
-    }
-}
-
-impl fmt::Display for AllgatherParts {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            AllgatherParts::Nodes => "nodes",
-            AllgatherParts::Ranks => "ranks",
-        })
-    }
-}
-
 /// How the node leaders of a leader-based allreduce (`allreduce_between`) exchange the node
 /// parts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -86,26 +66,6 @@ pub enum Between {
     /// docs/performance.md, "Recursive doubling between the leaders").
     #[default]
     Doubling,
-}
-
-impl FromStr for Between {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "multicast" => Ok(Between::Multicast),
-            "doubling" => Ok(Between::Doubling),
-            _ => Err(format!("expected multicast or doubling, got {s:?}")),
-        }
-    }
-}
-
-impl fmt::Display for Between {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Between::Multicast => "multicast",
-            Between::Doubling => "doubling",
-        })
-    }
 }
 
 /// How the node leaders of a leader-based allgather (`allgather_between`) exchange the node
@@ -125,28 +85,6 @@ pub enum AllgatherBetween {
     Ring,
 }
 
-impl FromStr for AllgatherBetween {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "multicast" => Ok(AllgatherBetween::Multicast),
-            "doubling" => Ok(AllgatherBetween::Doubling),
-            "ring" => Ok(AllgatherBetween::Ring),
-            _ => Err(format!("expected multicast, doubling or ring, got {s:?}")),
-        }
-    }
-}
-
-impl fmt::Display for AllgatherBetween {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            AllgatherBetween::Multicast => "multicast",
-            AllgatherBetween::Doubling => "doubling",
-            AllgatherBetween::Ring => "ring",
-        })
-    }
-}
-
 /// How an alltoall composed per node exchanges between the engines.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AlltoallBetween {
@@ -162,25 +100,40 @@ pub enum AlltoallBetween {
     Pairwise,
 }
 
-impl FromStr for AlltoallBetween {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "multicast" => Ok(AlltoallBetween::Multicast),
-            "pairwise" => Ok(AlltoallBetween::Pairwise),
-            _ => Err(format!("expected multicast or pairwise, got {s:?}")),
+/// `FromStr` and `Display` for a setting that is one of a few words (`RINGCAST_…=word`, `ringcast
+/// info`): each variant and its word; anything else is refused naming the words.
+macro_rules! words {
+    ($Enum:ident { $($Variant:ident => $word:literal),+ $(,)? }) => {
+        impl FromStr for $Enum {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($word => Ok($Enum::$Variant),)+
+                    _ => {
+                        let words = [$($word),+];
+                        let (last, rest) = words.split_last().unwrap_or((&"", &[]));
+                        let expected =
+                            if rest.is_empty() { format!("{last}") } else { format!("{} or {last}", rest.join(", ")) };
+                        Err(format!("expected {expected}, got {s:?}"))
+                    }
+                }
+            }
         }
-    }
+
+        impl fmt::Display for $Enum {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(match self {
+                    $($Enum::$Variant => $word,)+
+                })
+            }
+        }
+    };
 }
 
-impl fmt::Display for AlltoallBetween {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            AlltoallBetween::Multicast => "multicast",
-            AlltoallBetween::Pairwise => "pairwise",
-        })
-    }
-}
+words!(AllgatherParts { Nodes => "nodes", Ranks => "ranks" });
+words!(Between { Multicast => "multicast", Doubling => "doubling" });
+words!(AllgatherBetween { Multicast => "multicast", Doubling => "doubling", Ring => "ring" });
+words!(AlltoallBetween { Multicast => "multicast", Pairwise => "pairwise" });
 
 impl FromStr for RootDelay {
     type Err = String;
@@ -350,5 +303,27 @@ impl ProtocolConfig {
             return invalid("repair_timeout_us and peer_timeout_ms must be positive".into());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::ToString;
+
+    /// Every word reads back as its variant and prints as its word; anything else is refused
+    /// naming the words.
+    #[test]
+    fn a_word_setting_reads_what_it_prints() {
+        for v in [AllgatherBetween::Multicast, AllgatherBetween::Doubling, AllgatherBetween::Ring] {
+            assert_eq!(v.to_string().parse::<AllgatherBetween>(), Ok(v));
+        }
+        assert_eq!("ranks".parse::<AllgatherParts>(), Ok(AllgatherParts::Ranks));
+        assert_eq!(AlltoallBetween::Pairwise.to_string(), "pairwise");
+        assert_eq!(
+            "tree".parse::<AllgatherBetween>(),
+            Err("expected multicast, doubling or ring, got \"tree\"".to_string())
+        );
+        assert_eq!("".parse::<Between>(), Err("expected multicast or doubling, got \"\"".to_string()));
     }
 }

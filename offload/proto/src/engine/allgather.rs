@@ -125,10 +125,12 @@ impl Engine {
         // the leaders, and an allgather the node parts (`doubling.rs`): one part, the node's,
         // carried out by the engine. (A reduce's other ranks get the result too, in a buffer
         // whose contents are theirs not to rely on, and report no bytes.)
-        if let (Some((engines, mine)), true) = (nodes, self.doubles(&a)) {
+        let exchange = self.exchange(&a);
+        if let (Some((engines, mine)), false) = (nodes, exchange == Exchange::Multicast) {
             if engines >= 2 {
                 let token = TAGGED | self.parts.insert(Composite::new(op, 1, bytes));
-                return self.post_doubling(&a, local, token, context, mine);
+                let ring = exchange == Exchange::Ring;
+                return self.post_doubling(&a, local, token, context, mine, ring);
             }
         }
         let mut composite = Composite::new(op, parts, bytes);
@@ -143,28 +145,36 @@ impl Engine {
         }
     }
 
-    /// Whether a leader-based call exchanges the node parts point to point between the leaders
-    /// (`model/compose.rs`) — recursive doubling, or an allgather's ring: a reduction's by
-    /// `protocol.allreduce_between`; an allgather's by `protocol.allgather_between`, on two
-    /// engines or below `allgather_multicast_bytes` node parts (`allgather_fold_multicast_bytes`
-    /// where the engine count is not a power of two). Every rank decides alike: from
-    /// the configuration, the communicator's ranges and the call's length.
-    fn doubles(&self, a: &GatherCall) -> bool {
+    /// How a leader-based call exchanges the node parts between the leaders
+    /// (`model/compose.rs`): multicast, or point to point — recursive doubling (a reduction's
+    /// Rabenseifner halving is its shape's, `leader_schedule.rs`), or an allgather's ring. A
+    /// reduction's by `protocol.allreduce_between`; an allgather's by
+    /// `protocol.allgather_between`, on two engines or below `allgather_multicast_bytes` node
+    /// parts (`allgather_fold_multicast_bytes` where the engine count is not a power of two).
+    /// Every rank decides alike: from the configuration, the communicator's ranges and the
+    /// call's length.
+    fn exchange(&self, a: &GatherCall) -> Exchange {
         let protocol = &self.core.config().protocol;
         if a.reduce.is_some() {
-            return protocol.allreduce_between == Between::Doubling;
+            return match protocol.allreduce_between {
+                Between::Doubling => Exchange::Doubling,
+                Between::Multicast => Exchange::Multicast,
+            };
         }
-        let Some((ranges, _)) = self.node.as_ref().and_then(|n| n.ranges(a.comm)) else { return false };
+        let Some((ranges, _)) = self.node.as_ref().and_then(|n| n.ranges(a.comm)) else {
+            return Exchange::Multicast;
+        };
         let largest = ranges.iter().map(|r| u64::from(r.1) * a.len).max().unwrap_or(0);
-        compose::allgather(protocol, ranges.len() as u32, largest) != Exchange::Multicast
+        compose::allgather(protocol, ranges.len() as u32, largest)
     }
 
     /// A recursive-doubling allreduce's or allgather's one part (`doubling.rs`): this node's
     /// slot, rooted at its leader, carried out by the engine once every local contribution is
     /// reduced into the leader's `work + 0` (a reduction) or copied into its place in the
     /// leader's receive buffer (an allgather); the slot then delivers the leader's result — a
-    /// reduction's block, an allgather's every block — into every local process's buffer.
-    fn post_doubling(&mut self, a: &GatherCall, local: u32, token: u64, context: u64, mine: u32) {
+    /// reduction's block, an allgather's every block — into every local process's buffer. An
+    /// allgather's parts go round the ring of the engines instead (`ring`).
+    fn post_doubling(&mut self, a: &GatherCall, local: u32, token: u64, context: u64, mine: u32, ring: bool) {
         let at = |r: u32| Resolved { segment: a.recv.segment, offset: a.recv.offset + u64::from(r) * a.len };
         let Some(node) = self.node.as_mut() else {
             return self.finish_part(token, failed(StatusKind::UnknownCommunicator));
@@ -183,7 +193,7 @@ impl Engine {
             Ok(seq) => {
                 let what = match a.reduce {
                     Some(spec) => What::Reduce(spec),
-                    None => What::Gather,
+                    None => What::Gather { ring },
                 };
                 if self.note_call(a.comm, seq, what).is_none() {
                     return; // another kind of call at this slot: the communicator broke

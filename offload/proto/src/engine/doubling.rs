@@ -57,7 +57,6 @@ use super::pairwise::Local;
 use super::reduction::Then;
 use super::{failed, Engine};
 use crate::intake::regions::Resolved;
-use crate::model::compose::{self, Exchange};
 use crate::transfer::protocol::{OpCounters, Outcome};
 use crate::Nanos;
 use alloc::vec::Vec;
@@ -79,7 +78,7 @@ pub(super) struct Doubling {
     /// An allgather's bytes per rank (its node parts' places follow from the ranks' ranges).
     block: u64,
     /// An allgather round the ring of the engines instead of by recursive doubling
-    /// ([`crate::model::compose::allgather`]).
+    /// ([`What::Gather`]).
     ring: bool,
     /// The call's context (every transfer's MAC carries it).
     pub(super) context: u64,
@@ -100,8 +99,9 @@ pub(super) struct Doubling {
 pub(super) enum What {
     /// An allreduce or a reduce, with its type and operation.
     Reduce((DataType, ReduceOp)),
-    /// An allgather.
-    Gather,
+    /// An allgather: by recursive doubling, or round the ring of the engines (`ring`, as the
+    /// posting process chose by [`crate::model::compose::allgather`]).
+    Gather { ring: bool },
     /// A pairwise alltoall (`pairwise.rs`), with its local processes' buffers as they post.
     Alltoall(Vec<Local>),
 }
@@ -150,10 +150,10 @@ impl Engine {
             // (Registered when the first local process posted it.)
             return self.finish_doubling_slot(comm, start.seq, failed(StatusKind::CommunicatorBroken));
         };
-        let (spec, alltoall) = match self.doubling_calls.swap_remove(i).what {
-            What::Reduce(spec) => (Some(spec), None),
-            What::Gather => (None, None),
-            What::Alltoall(locals) => (None, Some(locals)),
+        let (spec, alltoall, ring) = match self.doubling_calls.swap_remove(i).what {
+            What::Reduce(spec) => (Some(spec), None, false),
+            What::Gather { ring } => (None, None, ring),
+            What::Alltoall(locals) => (None, Some(locals), false),
         };
         let Some(node) = self.node.as_ref() else { return };
         // The engines and this one's protocol rank: for a pairwise alltoall, of any placement
@@ -180,12 +180,6 @@ impl Engine {
         // (An allgather never reduces: no scratch beyond its receive buffer.)
         let scratch = if spec.is_some() { at(scratch_rank) } else { at(0) };
         let elem = spec.and_then(|s| s.0.size()).unwrap_or(1) as u64;
-        // (The rule as the allgather's ranks applied it when they posted: `allgather.rs`.)
-        let largest = ranges.iter().map(|r| u64::from(r.1) * block).max().unwrap_or(0);
-        let protocol = &self.core.config().protocol;
-        let ring = spec.is_none()
-            && alltoall.is_none()
-            && compose::allgather(protocol, engines, largest) == Exchange::Ring;
         let d = Doubling {
             comm,
             seq: start.seq,
@@ -225,7 +219,7 @@ impl Engine {
 
     /// Carries out step `step` of doubling `key`, or finishes it.
     fn doubling_step(&mut self, key: u64, now: Nanos) {
-        let Some(d) = self.doublings.get_mut(key) else { return };
+        let Some(d) = self.doublings.get(key) else { return };
         if d.alltoall.is_some() {
             // A pairwise alltoall (`pairwise.rs`).
             return self.pairwise_continue(key, now);
@@ -304,9 +298,8 @@ impl Engine {
         }
         for &(partner, send, buf, n) in transfers[..count as usize].iter().filter(|t| t.3 > 0) {
             let Some(node) = self.node.as_mut() else { return };
-            // (The gather checked that the block's length fits; a swap puts two transfers per
-            // step on a pair: the window.)
-            let t = Transfer { partner, send, buf, len: n as u32, token: key, context, window: 2 };
+            // (The gather checked that the block's length fits.)
+            let t = Transfer { partner, send, buf, len: n as u32, token: key, context };
             node.pair_post(comm, t, now, &mut self.out);
         }
     }

@@ -126,10 +126,16 @@ pub(crate) struct Transfer {
     pub token: u64,
     /// The call's context ([`Post::context`]).
     pub context: u64,
-    /// How many transfers of the call its root may run ahead of the partner on this pair
-    /// ([`Post::window`]): a doubling's swap 2, a pairwise alltoall's all of the pair's.
-    pub window: u32,
 }
+
+/// How many transfers of a call a pair's root may run ahead of its partner ([`Post::window`]):
+/// two, a swap's, for every call. A window of `channels`, the broadcast's, made every part
+/// beyond 4 fragments wait for a rendezvous (64 KiB allreduces on 2 × 2 took 178–368 µs instead
+/// of 112–134); counting every transfer of a pairwise alltoall sent parts beyond 8 fragments by
+/// rendezvous on 2 × 2, 1.4–2× slower at 64 KiB (245 against 345–502 µs; docs/performance.md,
+/// "Pairwise alltoall"). Parts up to `preposted_slots / 2` fragments go eagerly; a late
+/// receiver's early fragments beyond its slots are dropped, counted and repaired.
+const PAIR_WINDOW: u32 = 2;
 
 /// One transfer waiting for its pair's channel.
 #[derive(Clone, Copy, Debug)]
@@ -204,17 +210,13 @@ impl Pairs {
     /// Posts transfer `t` (in the order posted per pair); its outcome comes back in
     /// [`Pairs::done`].
     pub(crate) fn post(&mut self, proto: &mut Protocol, t: Transfer, now: Nanos, env: &mut impl Env) {
-        let Transfer { partner, send, buf, len, token, context, window } = t;
+        let Transfer { partner, send, buf, len, token, context } = t;
         let Some(comm) = self.handle(partner) else {
             return self.done.push((token, failed(StatusKind::UnknownCommunicator)));
         };
         let root_engine = if send { self.me } else { partner };
         let root = u32::from(root_engine == self.me.max(partner));
-        // A root is at most `window` transfers ahead of its partner — a doubling's swap two (a
-        // window of `channels`, the broadcast's, made every part beyond 4 fragments wait for a
-        // rendezvous: 64 KiB allreduces on 2 x 2 took 178-368 us instead of 112-134,
-        // docs/performance.md) — so parts up to slots / window fragments go eagerly.
-        let post = Post { comm, root, buf, len, token: token | PAIR_TOKEN, context, window: window.max(1) };
+        let post = Post { comm, root, buf, len, token: token | PAIR_TOKEN, context, window: PAIR_WINDOW };
         let w = Waiting { partner, post };
         if self.waiting.iter().any(|q| q.partner == partner) {
             return self.waiting.push_back(w); // behind an earlier transfer of this pair

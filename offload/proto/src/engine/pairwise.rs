@@ -324,21 +324,16 @@ impl Engine {
             for send in order {
                 let partner = if send { to } else { from };
                 let Some(node) = self.node.as_mut() else { break };
-                // The eager rule's window: 2, a swap's. Aggregated, a call puts one
-                // transfer each way on a pair; direct, up to `2 · count · c`: its
-                // receiver posts them all at once when its slot starts, so only a late
-                // receiver finds more early fragments than slots (dropped, counted,
-                // repaired); counting every transfer sent parts beyond 8 fragments on
-                // 2 × 2 by rendezvous and measured 1.4–2× slower at 64 KiB (245 against
-                // 345–502 µs; docs/performance.md, "Pairwise alltoall").
-                let window = 2;
+                // (Aggregated, one transfer each way per pair; direct, up to `2 · count · c`,
+                // which the receiver posts all at once when its slot starts: the pair's window,
+                // `pairs.rs::PAIR_WINDOW`, holds for both.)
                 if let Some(stage) = staging {
                     // One transfer each way: this node's run for the partner, the
                     // partner's run for this node.
                     let c = members.count(partner);
                     let bytes = (u64::from(count) * u64::from(c) * len) as u32;
                     let buf = stage.run(!send, members.offset(partner));
-                    let t = Transfer { partner, send, buf, len: bytes, token: key, context, window };
+                    let t = Transfer { partner, send, buf, len: bytes, token: key, context };
                     node.pair_post(comm, t, now, &mut self.out);
                     posted += 1;
                     continue;
@@ -358,7 +353,7 @@ impl Engine {
                         };
                         // (A block longer than a message never comes here:
                         // `compose::alltoall`.)
-                        let t = Transfer { partner, send, buf, len: len as u32, token: key, context, window };
+                        let t = Transfer { partner, send, buf, len: len as u32, token: key, context };
                         node.pair_post(comm, t, now, &mut self.out);
                         posted += 1;
                     }
