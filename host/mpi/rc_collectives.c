@@ -138,8 +138,8 @@ static int rc_pmpi_barrier(MPI_Comm comm) {
     return rc;
 }
 
-/* The barrier: offloaded on a communicator ringcast runs (one one-byte broadcast per engine,
- * each leaving its node once the node's ranks all arrived), else the library's, progressing. */
+/* The barrier: offloaded on a communicator ringcast runs (the engines' synchronization tree,
+ * each engine joining once its node's ranks all arrived), else the library's, progressing. */
 int MPI_Barrier(MPI_Comm comm) {
     if (!rc_up) return PMPI_Barrier(comm);
     char why[192];

@@ -89,9 +89,9 @@ impl Host {
     }
 
     /// Barrier on communicator `comm` (0: the world): returns once every rank of it has
-    /// called it. The engine runs it as one one-byte broadcast per engine the communicator
-    /// spans, each leaving its node only once all of that node's processes arrived (every
-    /// property of the broadcast kept; a dead rank fails it with a typed error).
+    /// called it. The engine runs it on the delayed synchronization's tree once all of its
+    /// node's processes arrived: an epoch cut short, whose `SYNC_DOWN` says every engine's
+    /// processes did (docs/protocol.md, Barrier; a dead rank fails it with a typed error).
     pub fn barrier(&mut self, comm: u64) -> Result<Completion> {
         let d = self.barrier_descriptor(comm)?;
         self.execute(&d)

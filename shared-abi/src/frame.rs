@@ -114,7 +114,19 @@ pub struct SyncBody {
     pub mcast_frags: U32,
     /// Fragments the subtree received in all (multicast + repair).
     pub total_frags: U32,
+    /// The call context of the barrier that cut this epoch short at the sender (its opcode and
+    /// the posting process's skipped calls, as a broadcast's MAC covers them); 0: no barrier.
+    /// UP: the sender's own; DOWN: the manager's.
+    pub barrier: U64,
+    /// [`SYNC_MISMATCH`]: some rank of the subtree (UP) or of the communicator (DOWN) ended
+    /// this epoch with another call than its sync-tree parent.
+    pub flags: U32,
 }
+
+/// [`SyncBody::flags`]: the ranks did not all end the epoch with the same call — a barrier at
+/// one, something else (another barrier context, or broadcasts) at another. Every barrier
+/// that cut the epoch fails `DigestMismatch`.
+pub const SYNC_MISMATCH: u32 = 1;
 
 /// Fixed part of a `RETRANSMIT_REQUEST` body; the missing-fragment bitmap follows.
 #[derive(
@@ -312,5 +324,5 @@ pub fn emit(
     Ok(need)
 }
 
-static_assertions::const_assert_eq!(core::mem::size_of::<SyncBody>(), 32);
+static_assertions::const_assert_eq!(core::mem::size_of::<SyncBody>(), 44);
 static_assertions::const_assert_eq!(core::mem::size_of::<RetransmitBody>(), 8);

@@ -23,8 +23,9 @@
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
-/// Version carried in [`WireHeader::version`] (2: keyed tag in the trailer, 16-byte message MAC).
-pub const WIRE_VERSION: u8 = 2;
+/// Version carried in [`WireHeader::version`] (2: keyed tag in the trailer, 16-byte message MAC;
+/// 3: the synchronization body carries the barrier that cut its epoch).
+pub const WIRE_VERSION: u8 = 3;
 
 /// Size of the keyed tag at the start of the trailer.
 pub const WIRE_TAG_LEN: usize = 8;
@@ -52,6 +53,10 @@ pub const READY_FLAG_PROBE: u16 = 4;
 /// `READY` flag: the root could not read its buffer and aborted this broadcast; the asker fails
 /// its operation with `RootFailed` (the communicator stays usable).
 pub const READY_FLAG_ABORTED: u16 = 5;
+/// `READY` flag: the sender made another call where this broadcast id falls — a barrier, which
+/// skipped the id — so the broadcast will never come; the asker fails its operation with
+/// `DigestMismatch`, as for a broadcast whose call context differs.
+pub const READY_FLAG_MISMATCH: u16 = 6;
 /// Broadcast id carried by synchronization probes and their answers.
 pub const SYNC_PROBE_BID: u32 = u32::MAX;
 

@@ -3,7 +3,9 @@
 //! is rejected with a reason and never panics; the tag covers exactly its span. `RINGCAST_BLESS=1`
 //! rewrites the golden file after an intended wire change (which must also bump `WIRE_VERSION`).
 use proptest::prelude::*;
-use ringcast_abi::frame::{emit, DropReason, Frame, RetransmitBody, SyncBody, DIGEST_LEN, MIN_FRAME_LEN};
+use ringcast_abi::frame::{
+    emit, DropReason, Frame, RetransmitBody, SyncBody, DIGEST_LEN, MIN_FRAME_LEN, SYNC_MISMATCH,
+};
 use ringcast_abi::wire::{FrameKind, WireHeader, WIRE_HEADER_LEN, WIRE_VERSION};
 use std::hash::Hasher;
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
@@ -53,6 +55,8 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
         nacked: U64::new(0b0100),
         mcast_frags: U32::new(30),
         total_frags: U32::new(33),
+        barrier: U64::new(0x0000_0002_0000_0a0b),
+        flags: U32::new(SYNC_MISMATCH),
     };
     put("sync_up", header(FrameKind::SYNC_UP, 0, 0, 0), &[sync.as_bytes()]);
     put("sync_down", header(FrameKind::SYNC_DOWN, 0, 0, 0), &[sync.as_bytes()]);
@@ -88,7 +92,7 @@ fn golden() -> Vec<(String, Vec<u8>)> {
 fn every_kind_matches_its_golden_frame() {
     let now = samples();
     if std::env::var_os("RINGCAST_BLESS").is_some() {
-        let mut text = String::from("# ringcast golden wire frames (WIRE_VERSION 2): name hex. Regenerate with\n# RINGCAST_BLESS=1 cargo test -p ringcast-abi --test frames (and bump WIRE_VERSION).\n");
+        let mut text = String::from("# ringcast golden wire frames (WIRE_VERSION 3): name hex. Regenerate with\n# RINGCAST_BLESS=1 cargo test -p ringcast-abi --test frames (and bump WIRE_VERSION).\n");
         for (name, bytes) in &now {
             text += &format!("{name} {}\n", hex(bytes));
         }

@@ -1,7 +1,8 @@
 //! A barrier across the processes of one `ringcast bench` run, for the benchmark harness only
 //! (`ringcast bench --barrier`, osu_bcast's method: an untimed barrier before each timed
-//! broadcast). The engine has no barrier operation; this one lives in shared memory on the
-//! machine, so it only works for the local emulated cluster.
+//! broadcast). Not the engine's `BARRIER`, which would put the engines' own round trips
+//! between the timed calls: this one lives in shared memory on the machine, so it only works
+//! for the local emulated cluster.
 //!
 //! The launcher creates a named segment in `/dev/shm` ([`BarrierSegment::create`]), passes its
 //! name to the ranks in [`BARRIER_ENV`], and removes it when the run is over (drop). The name is

@@ -473,7 +473,7 @@ fn demo(a: &DemoArgs) -> Result<(), String> {
     );
     let mut w: Vec<u64> = ours.barriers.clone();
     println!(
-        "barrier ({world} ranks, one broadcast per node; each rank naps up to the skew first): {} per rank, none left before its last rank arrived, median {:.0} us, p99 {:.0} us",
+        "barrier ({world} ranks, on the engines' synchronization tree; each rank naps up to the skew first): {} per rank, none left before its last rank arrived, median {:.0} us, p99 {:.0} us",
         ALLGATHERS,
         quantile(&mut w, 0.5) / 1e3,
         quantile(&mut w, 0.99) / 1e3

@@ -1,6 +1,6 @@
 //! `ringcast paper`: the broadcast protocol's claims, reproduced on the simulator with the real
 //! protocol core (Hoefler et al.: penalty rounds, latency against P, completion spread; Yu et
-//! al.: channels; ours: adaptive root delay, selective repair). Latency-only fabric model:
+//! al.: channels; ours: adaptive root delay, selective repair, the barrier on the sync tree). Latency-only fabric model:
 //! times are in multiples of the link latency (2 µs here); the shapes are the claims.
 //!
 //! `ringcast paper --mamidala`: Mamidala et al.'s Figures 5–7 instead — allgather on 64 × 8
@@ -17,6 +17,7 @@ use ringcast_proto::config::EngineConfig;
 use ringcast_proto::model::cost::FRAME_OVERHEAD;
 use ringcast_proto::model::{FabricModel, LogGp};
 use ringcast_proto::schedule::bcast::Algorithm;
+use ringcast_sim::barrier_study::{barrier_cost, Shape};
 use ringcast_sim::collectives::allgather::{self, Allgather};
 use ringcast_sim::collectives::allreduce::{self, Allreduce};
 use ringcast_sim::collectives::alltoall::{self, Alltoall, NodeSchedule};
@@ -146,6 +147,28 @@ pub fn run(a: PaperArgs) -> ExitCode {
             us(lat),
             bytes / 1024.0
         );
+    }
+
+    println!(
+        "\n7. Barrier against engines: the synchronization tree vs one 1-byte broadcast per engine (the"
+    );
+    println!("   composition before), µs per barrier and datagrams received per barrier, no loss");
+    println!(
+        "   {:>6} {:>12} {:>12} {:>14} {:>14}",
+        "E", "tree", "broadcasts", "tree frames", "bcast frames"
+    );
+    let es: Vec<usize> = [4, 16, 64, 256, 1024, 4096].into_iter().filter(|&e| e <= a.max_p).collect();
+    for e in es {
+        let t = barrier_cost(e, a.trials, Shape::Tree, LATENCY, a.seed);
+        // E² datagrams per barrier: past 64 engines the old composition is only its formula.
+        let b = (e <= 64).then(|| barrier_cost(e, a.trials, Shape::Broadcasts, LATENCY, a.seed));
+        let (b_us, b_frames) = match b {
+            Some(b) => (us(b.latency_ns), format!("{:.0}", b.frames)),
+            None => ("—".into(), format!("≥ {}", e * (e - 1))),
+        };
+        let errors = t.errors + b.map_or(0, |b| b.errors);
+        let note = if errors > 0 { format!("  ({errors} not Ok)") } else { String::new() };
+        println!("   {e:>6} {:>12} {b_us:>12} {:>14.0} {b_frames:>14}{note}", us(t.latency_ns), t.frames);
     }
     ExitCode::SUCCESS
 }

@@ -128,23 +128,9 @@ pub fn run_sequence_on(
     if let Some(m) = model {
         world.set_model(m.fabric.clone(), m.layout);
     }
-    let group: GroupId = [7; 14];
-    let members: std::sync::Arc<[PeerId]> = (0..p as u32).map(PeerId).collect();
-    world.join(group, (0..p).collect());
+    let handles = one_comm(&mut world, 0xc0ffee, seed, layout);
     let data: Vec<u8> = (0..len).map(|i| (i * 7 + 1) as u8).collect();
-    let mut handles: Vec<CommHandle> = Vec::with_capacity(p);
     for r in 0..p {
-        let spec = CommSpec {
-            cookie: 0xc0ffee,
-            group,
-            members: members.clone(),
-            my_rank: r as u32,
-            seed,
-            key: ringcast_proto::comm::auth::Secret([0x5e; 32]),
-            layout,
-        };
-        // NOTE(unwrap): one communicator per fresh protocol always fits.
-        handles.push(world.nodes[r].proto.create_comm(spec).unwrap());
         // One buffer per rank, reused by every broadcast (the root's holds the message).
         world.nodes[r].mem.insert(1, if r as u32 == root { data.clone() } else { vec![0; len as usize] });
     }
@@ -263,6 +249,30 @@ pub fn run_sequence_on(
     res.syncs = world.nodes[root as usize].proto.counters().syncs;
     res.failover_from = world.nodes[root as usize].proto.failed_over_from(handles[root as usize]);
     res
+}
+
+/// One communicator (`cookie`) over every node of `world`, each its own rank, its multicast
+/// group joined: the handle at each node.
+pub fn one_comm(world: &mut World, cookie: u64, seed: u64, layout: Layout) -> Vec<CommHandle> {
+    let p = world.nodes.len();
+    let group: GroupId = [7; 14];
+    let members: std::sync::Arc<[PeerId]> = (0..p as u32).map(PeerId).collect();
+    world.join(group, (0..p).collect());
+    (0..p)
+        .map(|r| {
+            let spec = CommSpec {
+                cookie,
+                group,
+                members: members.clone(),
+                my_rank: r as u32,
+                seed,
+                key: ringcast_proto::comm::auth::Secret([0x5e; 32]),
+                layout,
+            };
+            // NOTE(unwrap): one communicator per fresh protocol always fits.
+            world.nodes[r].proto.create_comm(spec).unwrap()
+        })
+        .collect()
 }
 
 /// The paper-like defaults of these experiments: multicast for every size (no small-communicator

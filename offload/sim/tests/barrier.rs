@@ -226,3 +226,44 @@ fn bad_barriers_get_typed_errors_at_the_rank_that_posted_them() {
         "{done:?}"
     );
 }
+
+/// The engines disagree on the call: ranks on engines 0 and 2 post a barrier where engine 1's
+/// rank posts a broadcast (rooted at itself, or at engine 0), and then, once that returned, the
+/// barrier the others posted. Every call ends typed within the protocol's bound: the barriers
+/// `DigestMismatch` (each is matched with another call), never `Ok`; a broadcast whose root
+/// never sent it never `Ok`. (A rank that makes no further call leaves a barrier waiting, as it
+/// would a barrier it never entered: a slow process is not a dead one.)
+#[test]
+fn a_barrier_against_a_broadcast_fails_typed_at_every_rank() {
+    for (seed, root) in [(31, 1u32), (32, 0)] {
+        let tweak = |c: &mut EngineConfig| c.protocol.peer_timeout_ms = 300;
+        let (mut c, ranks) = cluster(&[1, 1, 1], Faults::clean(), seed, &tweak);
+        for r in [0, 2] {
+            barrier(&mut c, &ranks, r, r as u64);
+        }
+        let rank = &ranks[1];
+        let d = SubmissionDescriptor::bcast(1, 0, root, RegionRef { key: rank.scratch, offset: 0 }, 3);
+        c.with_engine(rank.node, |e, now| e.handle_descriptor(rank.host, &d, now));
+        let mut posted = false;
+        while c.published().len() < ranks.len() + 1 && c.now() < 5_000_000_000 {
+            if !posted && c.published().iter().any(|p| p.cqe.opcode == Opcode::BCAST) {
+                barrier(&mut c, &ranks, 1, 3);
+                posted = true;
+            }
+            if c.step().is_none() {
+                break;
+            }
+        }
+        let done = c.published();
+        assert_eq!(done.len(), ranks.len() + 1, "root {root}: every call ends: {done:?}");
+        for p in done {
+            assert!(p.at < 3_000_000_000, "root {root}: within the bound: {p:?}");
+            if p.cqe.opcode == Opcode::BARRIER {
+                assert_eq!(p.cqe.status.0, StatusKind::DigestMismatch as u16, "root {root}: {p:?}");
+            } else if root == 0 {
+                // Its root never sent it: it cannot have bytes to deliver.
+                assert_eq!(p.cqe.status.0, StatusKind::DigestMismatch as u16, "root {root}: {p:?}");
+            }
+        }
+    }
+}

@@ -38,6 +38,7 @@ use ringcast_abi::{Completion, RegionKey, Status, StatusKind, SubmissionDescript
 use ringcast_proto::engine::{Action, Dma, Engine, JobId};
 use ringcast_proto::intake::regions::Resolved;
 use ringcast_proto::intake::{Departure, HostId, Nanos};
+use ringcast_proto::transfer::protocol::TIME_WAIT_REPAIRS;
 use rustix::event::epoll;
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
@@ -142,12 +143,8 @@ pub(super) struct Pending {
     pub(super) link: Option<super::dma::rdma::RdmaLink>,
 }
 
-/// Repair timeouts of silence a finishing engine that owes nothing still answers for: a child
-/// whose last `SYNC_DOWN` was lost asks again after one repair timeout, doubling (so this covers
-/// three losses in a row).
-const TIME_WAIT_REPAIRS: Nanos = 8;
-
-/// ... and at least this fraction of the peer timeout (200 ms by default).
+/// A finishing engine that owes nothing still answers for `TIME_WAIT_REPAIRS` repair timeouts
+/// (a child whose last `SYNC_DOWN` was lost asks again within two) and at least this fraction of the peer timeout (200 ms by default).
 const TIME_WAIT_PEER_FRACTION: Nanos = 10;
 
 /// The engine's polling loop state.
@@ -490,7 +487,7 @@ impl EngineLoop {
     /// processes are still attached (in thread mode the engine lives in one of its node's
     /// processes) — until a peer timeout passes without work: an engine that leaves at once
     /// would make the others fail with PeerUnreachable. Once it owes nothing, an engine that
-    /// synchronized others still answers for a quiet period (TCP's TIME-WAIT: eight repair
+    /// synchronized others still answers for a quiet period (TCP's TIME-WAIT: 32 repair
     /// timeouts, at least a tenth of the peer timeout): the last `SYNC_DOWN` it sent may be
     /// lost, and the child asking again must find it here, not a peer timeout of silence. Then
     /// shut down.

@@ -13,7 +13,7 @@ use crate::transfer::env::{
 use crate::transfer::mac::{advance_mac, root_mac_through};
 use crate::transfer::protocol::Protocol;
 use crate::transfer::seal::{header, send, send_fragment, send_repair, HOPS_MASK, PHASE_SHIFT};
-use crate::transfer::state::{fail, locate, rendezvous, window_of, Early, Located, Op, State};
+use crate::transfer::state::{fail, locate, postable, rendezvous, window_of, Early, Located, Op, State};
 use crate::Nanos;
 use ringcast_abi::frame::{DropReason, Frame};
 use ringcast_abi::wire::{FrameKind, READY_FLAG_HAVE_ALL, READY_FLAG_READY};
@@ -39,15 +39,7 @@ impl Protocol {
         let window = window_of(window, self.channels);
         let refuse = |s| Err(PostError::Refused(s));
         let (payload, max_message, channels) = (self.payload, self.max_message, self.channels);
-        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else {
-            return refuse(StatusKind::UnknownCommunicator);
-        };
-        if c.broken {
-            return refuse(StatusKind::CommunicatorBroken);
-        }
-        if c.closing {
-            return refuse(StatusKind::UnknownCommunicator);
-        }
+        let c = postable(&mut self.comms, comm.0)?;
         if root >= c.spec.size() {
             return refuse(StatusKind::BadRoot);
         }

@@ -186,7 +186,15 @@ impl Engine {
                 return self.finish_part(token, failed(StatusKind::UnknownCommunicator));
             }
         };
-        let kind = Kind { all: true, assemble: true, context, window: 0, local: true, in_place: false };
+        let kind = Kind {
+            all: true,
+            assemble: true,
+            context,
+            window: 0,
+            local: true,
+            in_place: false,
+            barrier: false,
+        };
         let full = node.context_of(local, a.comm, context);
         let slot_len = if a.reduce.is_some() { a.len } else { a.len * u64::from(a.size) };
         match node.post(local, a.comm, first, at(0), slot_len, token, kind) {

@@ -1,34 +1,26 @@
-//! Barrier as the engine composes it from its reliable broadcast: one broadcast per engine
-//! the communicator spans, each rooted at that engine's first rank (its *leader*), each
-//! leaving its node only once every local process there has posted the barrier.
+//! Barrier: one slot of the local gather, handed to the protocol as a barrier on the delayed
+//! synchronization's tree once every local process arrived (`transfer/barrier.rs` holds the
+//! algorithm).
 //!
-//! Algorithm, for a communicator spanning engines `0..E` (protocol ranks, numbered by first
-//! rank), at every rank:
-//! 1. post `E` one-byte broadcasts on the communicator, in engine order: part `k` has root
-//!    `leader(k)` and buffer `scratch + k`. Every rank posts the same sequence, so the
-//!    communicator's broadcast numbering lines up everywhere;
-//! 2. the local gather marks the parts `all`: a part goes to the protocol only once every
-//!    local process of this engine has posted it ([`super::gather::Gather::post_with`]). On
-//!    engine `k`, part `k`'s byte therefore leaves only after all of engine `k`'s processes
-//!    arrived; everywhere else it is delivered only after it left engine `k`;
-//! 3. complete once every part is over: `Ok` (0 bytes) when all are — by then every engine's
-//!    part left its node, so every process of the communicator has arrived — else the first
-//!    failure's status (a dead rank's engine fails its part with `PeerUnreachable` within the
-//!    protocol's bound, a departed local process with `CommunicatorBroken`).
+//! At every rank of a communicator spanning engines `0..E`:
+//! 1. the call is filed as one slot of the communicator's local gather, marked `all`: it starts
+//!    only once every local process of this engine has posted it — this node has arrived;
+//! 2. the slot starts as [`crate::transfer::protocol::Protocol::post_barrier`]: the engine ends
+//!    the communicator's current synchronization epoch there; its `SYNC_UP` goes to its parent
+//!    in the sync tree once its subtree has arrived, and the manager's `SYNC_DOWN` comes back
+//!    down once every engine has;
+//! 3. the `SYNC_DOWN` completes the slot, and with it every local process's call: `Ok`
+//!    (0 bytes). A neighbour silent for `peer_timeout_ms` fails it `PeerUnreachable`, a local
+//!    process that left mid-barrier `CommunicatorBroken`.
 //!
-//! `E` broadcasts of one byte each: with multicast, every engine sends one datagram per barrier
-//! and receives `E - 1`, with every property of the reliable broadcast (CRC and MAC per
-//! datagram, repair, retransmission, typed errors, delayed synchronization). Not the
-//! log-depth dissemination or tree barrier (fewer messages at large `E`), and not yet a barrier
-//! on the delayed synchronization's own tree, which would need a frame of its own.
+//! `2 ⌊log₂ E⌋` hops and `2 (E − 1)` frames per barrier. Before, a barrier was `E` one-byte
+//! broadcasts, one rooted at each engine: one hop, but `E (E − 1)` frames received — at 2
+//! engines the same frames, at 64 a thousand times more (docs/performance.md measures both).
 //!
-//! The scratch is the host's (the ABI asks `len ≥ size` bytes; `E ≤ size`): the engine reads
-//! and writes one byte per part there, and what it holds afterwards is unspecified.
-use super::composite::{call_context, Composite};
+//! The scratch buffer the ABI asks for (`len ≥ size` bytes) is not touched.
+use super::composite::call_context;
 use super::gather::Kind;
-use super::slab::TAGGED;
 use super::{failed, Engine};
-use crate::intake::regions::Resolved;
 use crate::intake::GatherCall;
 use ringcast_abi::{Completion, Status, StatusKind};
 
@@ -38,41 +30,22 @@ impl Engine {
         let cqe = Completion::new(a.cookie, a.opcode, Status::OK, 0);
         let op = self.new_op(a.host, cqe, a.started, true, true);
         let local = self.core.local_rank(a.host).unwrap_or(u32::MAX);
-        let engines = match self.node.as_ref().and_then(|n| n.leaders(a.comm)) {
-            // (The intake checked `len ≥ size ≥` engines.)
-            Some(l) if !l.is_empty() && l.len() as u64 <= a.len => l.len() as u32,
-            _ => return self.finish_collective(op, failed(StatusKind::UnknownCommunicator)),
+        let kind = Kind {
+            all: true,
+            barrier: true,
+            in_place: true,
+            context: call_context(a.opcode, None),
+            ..Kind::default()
         };
-        let token = TAGGED | self.parts.insert(Composite::new(op, engines, 0));
-        let context = call_context(a.opcode, None);
-        for k in 0..engines {
-            let buf = Resolved { segment: a.recv.segment, offset: a.recv.offset + u64::from(k) };
-            let posted = match self.node.as_mut() {
-                Some(node) => match node.leaders(a.comm).and_then(|l| l.get(k as usize).copied()) {
-                    Some(root) => node.post(
-                        local,
-                        a.comm,
-                        root,
-                        buf,
-                        1,
-                        token,
-                        Kind { all: true, context, ..Kind::default() },
-                    ),
-                    None => Err(StatusKind::UnknownCommunicator),
-                },
-                None => Err(StatusKind::UnknownCommunicator),
-            };
-            if let Err(kind) = posted {
-                // Refused at once: this and every later part fail here; parts already filed
-                // end through the protocol.
-                if k == 0 {
-                    self.skipped_call(a.host, a.comm);
-                }
-                for _ in k..engines {
-                    self.finish_part(token, failed(kind));
-                }
-                return;
-            }
+        // Root 0 at every process: the slot's reference, so a process posting anything else
+        // in its place (another collective) fails with `BadRoot` or `DigestMismatch`.
+        let posted = match self.node.as_mut() {
+            Some(node) => node.post(local, a.comm, 0, a.recv, 0, op, kind).map(drop),
+            None => Err(StatusKind::UnknownCommunicator),
+        };
+        if let Err(kind) = posted {
+            self.skipped_call(a.host, a.comm);
+            self.finish_collective(op, failed(kind));
         }
     }
 }

@@ -1,5 +1,5 @@
-//! A composed collective — an allgather, allreduce, reduce, alltoall or barrier the engine
-//! builds from its reliable broadcast (`allgather.rs`, `alltoall.rs`, `barrier.rs`) — while its
+//! A composed collective — an allgather, allreduce, reduce or alltoall the engine builds from
+//! its reliable broadcast (`allgather.rs`, `alltoall.rs`) — while its
 //! parts run: the host operation it completes, the parts not over yet, the first failure, the
 //! parts' counters summed, and the step some take once every part is over (an allreduce's
 //! reduction, an alltoall's copies into place). Parts are named by keys of [`Engine::parts`]

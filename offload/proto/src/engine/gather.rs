@@ -58,8 +58,13 @@ pub struct Kind {
     /// and reports its outcome with [`Gather::done`]. It starts and is delivered like any slot.
     pub local: bool,
     /// Every local process's result is already in its own buffer when the slot is done (a
-    /// pairwise alltoall, `pairwise.rs`): the slot finishes without copying the primary's bytes.
+    /// pairwise alltoall, `pairwise.rs`; a barrier, which carries no bytes): the slot finishes
+    /// without copying the primary's bytes.
     pub in_place: bool,
+    /// The slot goes to the protocol as a barrier on the synchronization's tree
+    /// ([`crate::transfer::protocol::Protocol::post_barrier`]), not as a broadcast
+    /// (`barrier.rs`).
+    pub barrier: bool,
 }
 
 /// One local process's post in a slot.
@@ -107,6 +112,8 @@ pub struct Start {
     pub window: u32,
     /// The engine carries the slot out itself ([`Kind::local`]).
     pub local: bool,
+    /// A barrier ([`Kind::barrier`]).
+    pub barrier: bool,
 }
 
 /// What to do for one local process when a slot finishes.
@@ -226,8 +233,6 @@ pub struct Gather {
     /// Local members.
     ppn: u32,
     placement: Placement,
-    /// `placement.leaders()`, computed once.
-    leaders: Vec<u32>,
     /// `placement.ranges()`, computed once.
     ranges: Option<Vec<(u32, u32)>>,
     /// Each engine's ranks ([`Members::of`]), computed once (shared: a pairwise alltoall holds
@@ -263,7 +268,6 @@ impl Gather {
         let ppn = locals.max(1);
         Gather {
             ppn,
-            leaders: placement.leaders(),
             ranges: placement.ranges(),
             members: Members::of(&placement).map(Arc::new),
             placement,
@@ -285,11 +289,6 @@ impl Gather {
     /// Where the communicator's ranks live.
     pub fn placement(&self) -> &Placement {
         &self.placement
-    }
-
-    /// Each engine's first rank, in protocol-rank order.
-    pub fn leaders(&self) -> &[u32] {
-        &self.leaders
     }
 
     /// Each engine's consecutive ranks (first, count), in protocol-rank order, if they are.
@@ -425,6 +424,7 @@ impl Gather {
             context: m.kind.context,
             window: m.kind.window,
             local: m.kind.local,
+            barrier: m.kind.barrier,
         })
     }
 

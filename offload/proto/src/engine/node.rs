@@ -18,6 +18,7 @@ use crate::intake::regions::Resolved;
 use crate::schedule::bcast::LANE_ANY;
 use crate::transfer::protocol::{
     Dest, DmaJob, DmaStatus, DmaToken, Env, Outcome, Post, PostError, ProtoCounters, Protocol,
+    TIME_WAIT_REPAIRS,
 };
 use crate::Nanos;
 use alloc::format;
@@ -116,10 +117,6 @@ impl Env for NodeEnv<'_> {
     }
 }
 
-/// Repair timeouts a settled freed communicator stays before it is dropped: a member whose last
-/// `SYNC_DOWN` was lost asks again after one repair timeout, then two, then four.
-const TIME_WAIT_REPAIRS: Nanos = 8;
-
 /// The protocol and the communicators of one engine.
 pub(crate) struct Node {
     proto: Protocol,
@@ -136,7 +133,7 @@ pub(crate) struct Node {
     /// protocol to settle it with the other engines.
     free_linger: Nanos,
     /// How long a settled freed communicator stays (TCP's TIME-WAIT): [`TIME_WAIT_REPAIRS`]
-    /// repair timeouts.
+    /// repair timeouts, for a member whose last `SYNC_DOWN` was lost to ask again.
     time_wait: Nanos,
     /// The pair communicators each communicator derives.
     pair_set: PairSet,
@@ -272,11 +269,6 @@ impl Node {
             c.gather.fail();
         }
         self.drop_proto(slot, out);
-    }
-
-    /// Each engine's first rank in communicator `comm`, in protocol-rank order.
-    pub(crate) fn leaders(&self, comm: u64) -> Option<&[u32]> {
-        Some(self.comms[self.slot(comm)?].as_ref()?.gather.leaders())
     }
 
     /// Files local process `local`'s next broadcast on communicator `comm` (root: a rank of
@@ -512,9 +504,14 @@ impl Node {
             let root = c.gather.placement().node(s.root);
             let token = (slot as u64) << TOKEN_COMM_SHIFT | s.seq;
             let Node { proto, finished, jobs, .. } = self;
-            let post =
-                Post { comm, root, buf: s.buf, len: s.len, token, context: s.context, window: s.window };
-            let result = proto.post_bcast(post, now, &mut NodeEnv { out, jobs, done: finished });
+            let env = &mut NodeEnv { out, jobs, done: finished };
+            let result = if s.barrier {
+                proto.post_barrier(comm, token, s.context, now, env)
+            } else {
+                let post =
+                    Post { comm, root, buf: s.buf, len: s.len, token, context: s.context, window: s.window };
+                proto.post_bcast(post, now, env)
+            };
             let Some(c) = self.comms[slot].as_mut() else { return };
             match result {
                 Ok(()) => c.gather.started(),

@@ -46,15 +46,17 @@ use crate::comm::{authenticate, CommSpec, GroupId, PeerId, Rank};
 use crate::config::{EngineConfig, RootDelay};
 use crate::model::select::Selector;
 use crate::schedule::bcast::Algorithm;
+use crate::transfer::barrier::{self, MAX_BARRIERS};
 pub use crate::transfer::env::*;
 use crate::transfer::state::{fail, waits_on, Comm, Early, Op, Seal, State, Sync};
+pub use crate::transfer::sync::{TIME_WAIT_REPAIRS, UP_REPEAT_REPAIRS};
 use crate::transfer::timer_table::TimerTable;
 use crate::Nanos;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use ringcast_abi::frame::{Crc32c, DropReason, Frame, DIGEST_LEN};
-use ringcast_abi::wire::{FrameKind, WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
+use ringcast_abi::wire::{FrameKind, READY_FLAG_READY, SYNC_PROBE_BID, WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
 use ringcast_abi::StatusKind;
 
 /// Largest ring fan-out the selective repair announces to (the ring has one successor).
@@ -230,6 +232,7 @@ impl Protocol {
             broken: false,
             closing: false,
             blocked_since: None,
+            barriers: [None; MAX_BARRIERS],
             sync_heard: 0,
             probe_at: None,
             lag_ewma: 0,
@@ -244,8 +247,9 @@ impl Protocol {
 
     /// Removes a communicator; its operations still running fail with `CommunicatorBroken`.
     pub fn destroy_comm(&mut self, comm: CommHandle, env: &mut impl Env) -> bool {
-        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::take) else { return false };
+        let Some(mut c) = self.comms.get_mut(comm.0 as usize).and_then(Option::take) else { return false };
         self.timers.set(comm.0, None);
+        barrier::abandon(&mut c, env);
         for op in c.ops.into_iter().flatten().filter(|o| !o.over()) {
             // A root completed its host's request when its message was loaded; one still
             // loading has not.
@@ -414,7 +418,16 @@ impl Protocol {
         if waits_on(c, src) {
             c.sync_heard = now;
         }
+        // A broadcast id a barrier here skipped: the ranks disagree on the call.
+        let answer = match frame.kind() {
+            FrameKind::RETRANSMIT_REQUEST => true,
+            FrameKind::READY => h.flags.get() == READY_FLAG_READY,
+            _ => false,
+        };
+        let about_bid = frame.kind() != FrameKind::SYNC_UP && frame.kind() != FrameKind::SYNC_DOWN;
+        let spent = about_bid && bid != SYNC_PROBE_BID && self.against_barrier(comm, src, bid, answer, env);
         match frame.kind() {
+            _ if spent => {}
             FrameKind::DATA_MULTICAST | FrameKind::DATA_REPAIR => {
                 self.on_data(comm, from, bytes, &frame, now, env)
             }
@@ -425,8 +438,9 @@ impl Protocol {
             _ => self.drop_frame(DropReason::UnknownKind),
         }
         // Whatever this frame ended (an operation completed, failed or was aborted), the epoch
-        // may now be ready to synchronize.
+        // may now be ready to synchronize; a barrier may be over, or its communicator broken.
         self.maybe_sync_up(comm, now, env);
+        self.settle_barriers(comm, env);
         self.rearm(comm);
     }
 

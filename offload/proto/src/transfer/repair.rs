@@ -13,7 +13,8 @@ use crate::Nanos;
 use ringcast_abi::frame::{Frame, RetransmitBody, MAX_RETRANSMIT_FRAGS};
 use ringcast_abi::wire::{
     FrameKind, READY_FLAG_ABORTED, READY_FLAG_ALIVE, READY_FLAG_BROKEN, READY_FLAG_HAVE_ALL,
-    READY_FLAG_PROBE, READY_FLAG_READY, SYNC_PROBE_BID, WIRE_HEADER_LEN, WIRE_TRAILER_LEN,
+    READY_FLAG_MISMATCH, READY_FLAG_PROBE, READY_FLAG_READY, SYNC_PROBE_BID, WIRE_HEADER_LEN,
+    WIRE_TRAILER_LEN,
 };
 use ringcast_abi::StatusKind;
 use zerocopy::byteorder::little_endian::U32;
@@ -171,6 +172,12 @@ impl Protocol {
                     c.broken = true;
                     op.state = State::Failed;
                     env.complete(op.token, fail(StatusKind::CommunicatorBroken, op.counters));
+                }
+            }
+            (READY_FLAG_MISMATCH, Located::Slot(slot)) => {
+                if let Some(op) = c.ops[slot].as_mut().filter(|op| op.state == State::Receiving) {
+                    op.state = State::Failed;
+                    env.complete(op.token, fail(StatusKind::DigestMismatch, op.counters));
                 }
             }
             (READY_FLAG_ABORTED, Located::Slot(slot)) => {

@@ -7,8 +7,9 @@ use crate::comm::{sync_children, sync_parent};
 use crate::comm::{CommSpec, PeerId, Rank};
 use crate::intake::regions::Resolved;
 use crate::schedule::bcast::{Algorithm, Shape};
+use crate::transfer::barrier::{Barrier, MAX_BARRIERS};
 use crate::transfer::bitmap::{FragBitmap, Geometry};
-use crate::transfer::env::{OpCounters, Outcome};
+use crate::transfer::env::{OpCounters, Outcome, PostError};
 use crate::Nanos;
 use alloc::vec::Vec;
 use ringcast_abi::frame::Crc32c;
@@ -109,6 +110,10 @@ pub(crate) struct Sync {
     pub(crate) nacked: u64,
     pub(crate) mcast: u32,
     pub(crate) total: u32,
+    /// The barrier context the first sync child's UP carried ([`SyncBody::barrier`]).
+    pub(crate) child_barrier: Option<u64>,
+    /// A child's subtree ended the epoch with different calls ([`ringcast_abi::frame::SYNC_MISMATCH`]).
+    pub(crate) mismatch: bool,
     /// UP sent for epoch `done`: when to repeat it.
     pub(crate) up_retry: Option<Nanos>,
     /// When the first UP of epoch `done` went out (no DOWN by `+ peer_timeout`: broken).
@@ -148,6 +153,8 @@ pub(crate) struct Comm {
     pub(crate) closing: bool,
     /// A post has been waiting for a channel since.
     pub(crate) blocked_since: Option<Nanos>,
+    /// Barriers waiting for the `SYNC_DOWN` of the epoch they cut (`barrier.rs`).
+    pub(crate) barriers: [Option<Barrier>; MAX_BARRIERS],
     /// Last answer from a synchronization neighbour to a probe, and when to probe next.
     pub(crate) sync_heard: Nanos,
     pub(crate) probe_at: Option<Nanos>,
@@ -191,6 +198,19 @@ pub(crate) fn locate(c: &Comm, bid: u32, channels: u32) -> Located {
     match &c.ops[slot] {
         Some(op) if op.bid == bid => Located::Slot(slot),
         _ => Located::Stale,
+    }
+}
+
+/// Communicator `comm` of `comms`, if a new operation may be posted on it: one that exists, is
+/// not broken (`CommunicatorBroken`) and is not being freed (`UnknownCommunicator`, as a
+/// communicator already gone).
+pub(crate) fn postable(comms: &mut [Option<Comm>], comm: u32) -> Result<&mut Comm, PostError> {
+    let refuse = |s| Err(PostError::Refused(s));
+    match comms.get_mut(comm as usize).and_then(Option::as_mut) {
+        None => refuse(StatusKind::UnknownCommunicator),
+        Some(c) if c.broken => refuse(StatusKind::CommunicatorBroken),
+        Some(c) if c.closing => refuse(StatusKind::UnknownCommunicator),
+        Some(c) => Ok(c),
     }
 }
 

@@ -2,15 +2,29 @@
 //! with an epoch, whose sync-tree children reported, sends the combined ACK/NACK (`SYNC_UP`) to
 //! its parent; the manager answers with `SYNC_DOWN`, which frees the epoch's channels.
 use crate::comm::{sync_children, sync_parent, Rank};
+use crate::transfer::barrier;
 use crate::transfer::env::{CommHandle, Env};
 use crate::transfer::protocol::Protocol;
 use crate::transfer::seal::{header, send};
 use crate::transfer::state::{State, Sync};
 use crate::Nanos;
-use ringcast_abi::frame::{DropReason, Frame, SyncBody};
+use ringcast_abi::frame::{DropReason, Frame, SyncBody, SYNC_MISMATCH};
 use ringcast_abi::wire::FrameKind;
 use zerocopy::byteorder::little_endian::{U32, U64};
 use zerocopy::IntoBytes;
+
+/// A rank waiting for its `SYNC_DOWN` repeats its `SYNC_UP` at least every this many repair
+/// timeouts, however long it waits — a barrier waits for its slowest process, and an
+/// exponential back-off would leave the repeats seconds apart. The parent that sent the `DOWN`
+/// keeps answering only [`TIME_WAIT_REPAIRS`] repair timeouts once it owes nothing: a child
+/// whose `DOWN` was lost must ask again well inside that (found by the DST: a leaf waiting
+/// 5 ms between repeats missed a parent that stayed 0.5 ms).
+pub const UP_REPEAT_REPAIRS: Nanos = 2;
+
+/// Repair timeouts an engine that synchronized others keeps answering once it owes nothing
+/// (TCP's TIME-WAIT): sixteen of a child's `SYNC_UP` repeats, so a lost `DOWN` is asked for again
+/// through a lossy link.
+pub const TIME_WAIT_REPAIRS: Nanos = 16 * UP_REPEAT_REPAIRS;
 
 impl Protocol {
     /// Sends SYNC_UP for the current epoch if this rank and its sync children are done with it
@@ -61,6 +75,10 @@ impl Protocol {
         let mine: u64 = if channels == 64 { u64::MAX } else { (1u64 << channels) - 1 };
         // A leaf's own view: everything it completed; combined with the children's ANDs.
         let acked = if c.sync.heard == 0 { acked } else { acked & (c.sync.acked | !mine) & mine };
+        // The call that ended the epoch here against the children's: differing anywhere in the
+        // subtree, every barrier that cut the epoch fails (`barrier::end_epoch`).
+        let own = barrier::context_of(c, epoch);
+        let mismatch = c.sync.mismatch || c.sync.child_barrier.is_some_and(|b| b != own);
         let body = SyncBody {
             epoch: U32::new(epoch),
             base_bid: U32::new(base),
@@ -68,6 +86,8 @@ impl Protocol {
             nacked: U64::new(nacked),
             mcast_frags: U32::new(c.sync.mcast.saturating_add(c.epoch_mcast)),
             total_frags: U32::new(c.sync.total.saturating_add(c.epoch_total)),
+            barrier: U64::new(own),
+            flags: U32::new(if mismatch { SYNC_MISMATCH } else { 0 }),
         };
         match sync_parent(c.spec.my_rank) {
             Some(p) => {
@@ -121,6 +141,10 @@ impl Protocol {
         c.sync.nacked |= body.nacked.get();
         c.sync.mcast = c.sync.mcast.saturating_add(body.mcast_frags.get());
         c.sync.total = c.sync.total.saturating_add(body.total_frags.get());
+        let theirs = body.barrier.get();
+        c.sync.mismatch |=
+            body.flags.get() & SYNC_MISMATCH != 0 || c.sync.child_barrier.is_some_and(|b| b != theirs);
+        c.sync.child_barrier = Some(theirs);
         self.maybe_sync_up(comm, now, env);
     }
 
@@ -187,6 +211,13 @@ impl Protocol {
                 c.lag_factor /= 2;
             }
         }
+        // The barrier that cut this epoch is over: every rank got past it — with the same call
+        // everywhere, or not (the manager's own context against ours catches a parent that
+        // differs from us; the flag, a difference anywhere else).
+        let epoch = c.sync.done;
+        let mismatched =
+            body.flags.get() & SYNC_MISMATCH != 0 || body.barrier.get() != barrier::context_of(c, epoch);
+        barrier::end_epoch(c, epoch, mismatched, env);
         c.sync = Sync { done: c.sync.done + 1, last_down: Some(body), ..Sync::default() };
         c.epoch_mcast = 0;
         c.epoch_total = 0;

@@ -6,6 +6,7 @@ use crate::transfer::env::{CommHandle, Env};
 use crate::transfer::protocol::Protocol;
 use crate::transfer::seal::{header, send};
 use crate::transfer::state::{fail, sync_wait_since, Comm, State};
+use crate::transfer::sync::UP_REPEAT_REPAIRS;
 use crate::Nanos;
 use ringcast_abi::wire::{FrameKind, READY_FLAG_PROBE, SYNC_PROBE_BID};
 use ringcast_abi::StatusKind;
@@ -158,8 +159,9 @@ impl Protocol {
             c.probe_at = None;
         }
         // An operation may have ended in this pass (delay over, failure): the epoch may be
-        // ready to synchronize.
+        // ready to synchronize; a broken communicator fails its barriers.
         self.maybe_sync_up(comm, now, env);
+        self.settle_barriers(comm, env);
         let Some(c) = self.comms[ci].as_mut() else { return };
         if c.broken {
             c.sync.up_retry = None;
@@ -168,7 +170,8 @@ impl Protocol {
         }
         if c.sync.up_retry.is_some_and(|t| now >= t) {
             c.sync.up_retry = None;
-            c.sync.up_backoff = (c.sync.up_backoff * 2).min(self.backoff_max);
+            let cap = self.backoff_max.min(UP_REPEAT_REPAIRS * self.repair_timeout);
+            c.sync.up_backoff = (c.sync.up_backoff * 2).min(cap);
             self.send_up(comm, now, env);
         }
     }

@@ -1,10 +1,11 @@
 //! Schedule models of Mamidala et al.'s multicore collectives (allgather, allreduce, alltoall),
 //! priced on the simulator's LogGP fabric, in virtual time, deterministic: no seed, no clock.
 //!
-//! These are models of *schedules*, not the engine's collectives: the engine runs none of them
-//! (it composes ALLGATHER and ALLREDUCE from one reliable broadcast per rank, and has no
-//! alltoall — `docs/protocol.md`). They answer "what would this schedule cost on this machine",
-//! to set ours beside the paper's Figures 5–7 (`docs/reproduction.md`).
+//! These are models of *schedules*, not the engine's collectives, which run the real protocol
+//! in [`crate::cluster`] and the DST (leader-based and per-rank broadcasts, recursive doubling,
+//! Rabenseifner, the pairwise alltoall — `docs/protocol.md`). They answer "what would this
+//! schedule cost on this machine", to set the paper's schedules beside its Figures 5–7
+//! (`docs/reproduction.md`).
 //!
 //! Two models, one per kind of figure:
 //! * `dag` — across nodes: a schedule is a graph of messages and copies; each runs when the
