@@ -70,14 +70,18 @@ fn compositions(parts: AllgatherParts) -> String {
         false => "the rank's block",
     };
     let alltoall = match leader {
-        true => "the engine's ranks' whole send buffers side by side (the multicast alltoall, aggregated per node while the node parts go eagerly, else per rank)",
+        true => "where the exchange below is multicast: the engine's ranks' whole send buffers side by side (aggregated per node while the node parts go eagerly, else per rank)",
         false => "the rank's whole send buffer (the multicast alltoall)",
     };
     let rows = [
         ("ALLREDUCE, REDUCE", way, reduction),
         ("ALLGATHER", way, allgather),
         ("ALLTOALL", way, alltoall),
-        ("BARRIER", "one part per engine", "one byte, leaving once every local process arrived"),
+        (
+            "BARRIER",
+            "the synchronization tree",
+            "no bytes: an epoch cut short once every local process arrived, over at its SYNC_DOWN",
+        ),
     ];
     for (what, how, carries) in rows {
         let _ = writeln!(t, "  {what:18} {how:60} {carries}");
