@@ -118,6 +118,9 @@ pub struct SyncBody {
     /// the posting process's skipped calls, as a broadcast's MAC covers them); 0: no barrier.
     /// UP: the sender's own; DOWN: the manager's.
     pub barrier: U64,
+    /// Where that barrier cut the epoch: the broadcasts posted in it before the barrier (so
+    /// ranks that made the same calls in another order disagree too).
+    pub cut: U32,
     /// [`SYNC_MISMATCH`]: some rank of the subtree (UP) or of the communicator (DOWN) ended
     /// this epoch with another call than its sync-tree parent.
     pub flags: U32,
@@ -324,5 +327,5 @@ pub fn emit(
     Ok(need)
 }
 
-static_assertions::const_assert_eq!(core::mem::size_of::<SyncBody>(), 44);
+static_assertions::const_assert_eq!(core::mem::size_of::<SyncBody>(), 48);
 static_assertions::const_assert_eq!(core::mem::size_of::<RetransmitBody>(), 8);

@@ -70,7 +70,7 @@ abi_layout! {
         version @ 0, kind @ 1, flags @ 2, src_rank @ 4, cookie @ 8, bid @ 16, frag_seq @ 20,
         frag_count @ 24, total_len @ 28,
     }
-    SyncBody: size 44, align 1 { epoch @ 0, base_bid @ 4, acked @ 8, nacked @ 16, mcast_frags @ 24, total_frags @ 28, barrier @ 32, flags @ 40 }
+    SyncBody: size 48, align 1 { epoch @ 0, base_bid @ 4, acked @ 8, nacked @ 16, mcast_frags @ 24, total_frags @ 28, barrier @ 32, cut @ 40, flags @ 44 }
     RetransmitBody: size 8, align 1 { first_frag @ 0, nfrags @ 4 }
     CommCreateHeader: size 72, align 8 {
         magic @ 0, size @ 4, my_rank @ 8, _reserved0 @ 12, seed @ 16, group @ 24, _reserved1 @ 38,

@@ -56,6 +56,7 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
         mcast_frags: U32::new(30),
         total_frags: U32::new(33),
         barrier: U64::new(0x0000_0002_0000_0a0b),
+        cut: U32::new(3),
         flags: U32::new(SYNC_MISMATCH),
     };
     put("sync_up", header(FrameKind::SYNC_UP, 0, 0, 0), &[sync.as_bytes()]);

@@ -144,7 +144,7 @@ fn each_bad_frame_is_counted_under_its_reason() {
     for (what, h, body) in [
         ("forged data", header(FrameKind::DATA_MULTICAST, 0, 0, 0, 1, 12), vec![&data[..], &digest[..]]),
         ("forged ready", header(FrameKind::READY, 0, 0, 0, 0, 0), vec![]),
-        ("forged sync down", header(FrameKind::SYNC_DOWN, 0, 0, 0, 0, 0), vec![&[0xff; 44][..]]),
+        ("forged sync down", header(FrameKind::SYNC_DOWN, 0, 0, 0, 0, 0), vec![&[0xff; 48][..]]),
     ] {
         cases.push((what, PeerId(0), frame_keyed(&impostor, &h, &body), Some(DropReason::BadTag)));
     }

@@ -135,6 +135,7 @@ impl Forger {
                     mcast_frags: U32::new(0),
                     total_frags: U32::new(0),
                     barrier: U64::new(0),
+                    cut: U32::new(0),
                     flags: U32::new(0),
                 };
                 frame(FrameKind::SYNC_DOWN, 0, 0, &[all.as_bytes()]);

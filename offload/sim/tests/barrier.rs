@@ -267,3 +267,24 @@ fn a_barrier_against_a_broadcast_fails_typed_at_every_rank() {
         }
     }
 }
+
+/// The same calls in another order: rank 0 broadcasts, then enters the barrier; rank 1 enters
+/// the barrier, then broadcasts. The barriers cut the epoch at different ids (`SyncBody::cut`),
+/// so neither is `Ok` — before, both carried the same context and rank 0's completed `Ok`.
+#[test]
+fn the_same_calls_in_another_order_fail_the_barrier_typed() {
+    for seed in [41, 42, 43] {
+        let (mut c, ranks) = cluster(&[1, 1], Faults::clean(), seed, &|_| {});
+        let rank = &ranks[0];
+        let d = SubmissionDescriptor::bcast(10, 0, 0, RegionRef { key: rank.scratch, offset: 0 }, 1);
+        c.with_engine(rank.node, |e, now| e.handle_descriptor(rank.host, &d, now));
+        barrier(&mut c, &ranks, 0, 0);
+        barrier(&mut c, &ranks, 1, 1);
+        run_until(&mut c, 2, 5_000_000_000);
+        let done = barriers(&c);
+        assert_eq!(done.len(), 2, "seed {seed}: both barriers end: {:?}", c.published());
+        for p in &done {
+            assert_eq!(p.cqe.status.0, StatusKind::DigestMismatch as u16, "seed {seed}: {p:?}");
+        }
+    }
+}

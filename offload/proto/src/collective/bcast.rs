@@ -49,7 +49,13 @@ impl Protocol {
         let Ok(geo) = Geometry::new(len, payload) else { return refuse(StatusKind::BadLength) };
         let bid = c.next_bid;
         let slot = (bid % channels) as usize;
-        if c.ops[slot].is_some() {
+        // Its channel held — or its epoch not the synchronizing one: a barrier that cut an
+        // epoch at its first id leaves every channel free, and a rank behind (its next id still
+        // in that epoch) would drop the frames of a later one as out of its window. An id of
+        // epoch `done` is within the window of every rank: each posted up to `done · channels`
+        // before the `DOWN` that made it `done`.
+        let ahead = bid / channels > c.sync.done;
+        if c.ops[slot].is_some() || ahead {
             if c.blocked_since.is_none() {
                 c.blocked_since = Some(now);
                 c.sync_heard = now;

@@ -5,11 +5,14 @@
 //! only once its part of the epoch is over and its sync-tree children reported, so the
 //! manager's `SYNC_DOWN` says that every rank got that far. A barrier therefore ends the epoch
 //! it falls in at the point where it is posted — the broadcast ids left in the epoch are
-//! skipped (`next_bid` rounded up to the epoch's end, as [`Protocol::reopen_comm`] does for a
-//! communicator opened again) — and completes when that epoch's `SYNC_DOWN` arrives:
+//! skipped (`next_bid` rounded up to the epoch's end; posted at an epoch's first id, it skips
+//! the whole epoch) — and completes when that epoch's `SYNC_DOWN` arrives:
 //!
 //! * every engine of the communicator posts the same calls in the same order, so every engine
-//!   cuts the same epoch and skips the same ids;
+//!   cuts the same epoch at the same id and skips the same ids — `SYNC_UP` carries the call's
+//!   context and where it cut, and ranks that differ fail `DigestMismatch` everywhere
+//!   ([`end_epoch`]), as do ranks that posted a broadcast at an id a barrier skipped here
+//!   ([`Protocol::against_barrier`]);
 //! * an engine posts the barrier only once every local process arrived (the local gather's
 //!   `all` slot, `engine/barrier.rs`), so its `SYNC_UP` for the cut epoch means that all of its
 //!   processes arrived and that all of its subtree's did;
@@ -22,7 +25,9 @@
 //! it, unchanged: `SYNC_UP` repeated with back-off until its `DOWN` comes, a lost `DOWN` asked
 //! for again by the repeated `UP`, probes to the neighbours waited on (a slow application is
 //! never a dead engine), and a neighbour silent for `peer_timeout_ms` breaking the
-//! communicator — which fails the barrier `PeerUnreachable`.
+//! communicator — which fails the barrier `PeerUnreachable`. A broadcast is never posted past
+//! the epoch synchronizing (`collective/bcast.rs`), so the free channels a barrier leaves do
+//! not let one run out of a slower rank's window.
 //!
 //! A barrier needs no channel, but it may cut an epoch at most one ahead of the one
 //! synchronizing (`done + 1`): a third waits (`PostError::WouldBlock`), as a broadcast waits
@@ -49,6 +54,8 @@ pub(crate) struct Barrier {
     /// The call's context ([`crate::transfer::protocol::Post::context`]): `SYNC_UP` carries it,
     /// and a rank whose sync-tree child cut the epoch with another marks the epoch mismatched.
     pub(crate) context: u64,
+    /// Broadcasts posted in the epoch before the barrier cut it ([`ringcast_abi::frame::SyncBody::cut`]).
+    pub(crate) cut: u32,
 }
 
 impl Protocol {
@@ -73,11 +80,12 @@ impl Protocol {
             // Broadcast ids ran out (2³² per communicator): as a broadcast would be.
             return Err(PostError::Refused(StatusKind::BadDescriptor));
         };
+        let cut = c.next_bid % channels;
         let Some(free) = c.barriers.iter_mut().find(|b| b.is_none()) else {
             // Not reachable: one barrier per epoch, at most `done` and `done + 1`.
             return Err(PostError::WouldBlock);
         };
-        *free = Some(Barrier { epoch, token, context });
+        *free = Some(Barrier { epoch, token, context, cut });
         c.next_bid = end;
         self.maybe_sync_up(comm, now, env);
         self.rearm(comm);
@@ -125,9 +133,10 @@ impl Protocol {
     }
 }
 
-/// The context of the barrier that cut `epoch` here; 0 if none did (broadcasts filled it).
-pub(crate) fn context_of(c: &Comm, epoch: u32) -> u64 {
-    c.barriers.iter().flatten().find(|b| b.epoch == epoch).map_or(0, |b| b.context)
+/// How `epoch` ended here: the context of the barrier that cut it and where; `(0, 0)` if none
+/// did (broadcasts filled it, or the communicator closed).
+pub(crate) fn cut_of(c: &Comm, epoch: u32) -> (u64, u32) {
+    c.barriers.iter().flatten().find(|b| b.epoch == epoch).map_or((0, 0), |b| (b.context, b.cut))
 }
 
 /// The `SYNC_DOWN` of `epoch` arrived: the barrier that cut it is over — `Ok` if every rank

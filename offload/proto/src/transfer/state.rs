@@ -110,8 +110,9 @@ pub(crate) struct Sync {
     pub(crate) nacked: u64,
     pub(crate) mcast: u32,
     pub(crate) total: u32,
-    /// The barrier context the first sync child's UP carried ([`SyncBody::barrier`]).
-    pub(crate) child_barrier: Option<u64>,
+    /// How the first sync child's UP said the epoch ended ([`SyncBody::barrier`],
+    /// [`SyncBody::cut`]).
+    pub(crate) child_barrier: Option<(u64, u32)>,
     /// A child's subtree ended the epoch with different calls ([`ringcast_abi::frame::SYNC_MISMATCH`]).
     pub(crate) mismatch: bool,
     /// UP sent for epoch `done`: when to repeat it.

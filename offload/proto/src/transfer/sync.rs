@@ -36,7 +36,7 @@ impl Protocol {
             return; // already sent (the timer repeats it), or given up
         }
         let epoch = c.sync.done;
-        let end = (epoch + 1) * channels;
+        let end = epoch.saturating_add(1).saturating_mul(channels);
         // A closed communicator's last epoch ends at its last broadcast.
         let last = c.closing && c.next_bid > epoch * channels;
         if c.next_bid < end && !last {
@@ -77,7 +77,7 @@ impl Protocol {
         let acked = if c.sync.heard == 0 { acked } else { acked & (c.sync.acked | !mine) & mine };
         // The call that ended the epoch here against the children's: differing anywhere in the
         // subtree, every barrier that cut the epoch fails (`barrier::end_epoch`).
-        let own = barrier::context_of(c, epoch);
+        let own = barrier::cut_of(c, epoch);
         let mismatch = c.sync.mismatch || c.sync.child_barrier.is_some_and(|b| b != own);
         let body = SyncBody {
             epoch: U32::new(epoch),
@@ -86,7 +86,8 @@ impl Protocol {
             nacked: U64::new(nacked),
             mcast_frags: U32::new(c.sync.mcast.saturating_add(c.epoch_mcast)),
             total_frags: U32::new(c.sync.total.saturating_add(c.epoch_total)),
-            barrier: U64::new(own),
+            barrier: U64::new(own.0),
+            cut: U32::new(own.1),
             flags: U32::new(if mismatch { SYNC_MISMATCH } else { 0 }),
         };
         match sync_parent(c.spec.my_rank) {
@@ -141,7 +142,7 @@ impl Protocol {
         c.sync.nacked |= body.nacked.get();
         c.sync.mcast = c.sync.mcast.saturating_add(body.mcast_frags.get());
         c.sync.total = c.sync.total.saturating_add(body.total_frags.get());
-        let theirs = body.barrier.get();
+        let theirs = (body.barrier.get(), body.cut.get());
         c.sync.mismatch |=
             body.flags.get() & SYNC_MISMATCH != 0 || c.sync.child_barrier.is_some_and(|b| b != theirs);
         c.sync.child_barrier = Some(theirs);
@@ -215,9 +216,12 @@ impl Protocol {
         // everywhere, or not (the manager's own context against ours catches a parent that
         // differs from us; the flag, a difference anywhere else).
         let epoch = c.sync.done;
-        let mismatched =
-            body.flags.get() & SYNC_MISMATCH != 0 || body.barrier.get() != barrier::context_of(c, epoch);
+        let theirs = (body.barrier.get(), body.cut.get());
+        let mismatched = body.flags.get() & SYNC_MISMATCH != 0 || theirs != barrier::cut_of(c, epoch);
         barrier::end_epoch(c, epoch, mismatched, env);
+        // A DOWN that broke the communicator (a NACK) fails the barrier of the next epoch too:
+        // no frame or timer of a broken communicator would settle it later.
+        barrier::settle(c, env);
         c.sync = Sync { done: c.sync.done + 1, last_down: Some(body), ..Sync::default() };
         c.epoch_mcast = 0;
         c.epoch_total = 0;

@@ -126,7 +126,7 @@ impl Protocol {
         // waits on those broadcasts, not on the neighbours: each has its own liveness (a silent
         // root fails it), and a slow application behind one of them is not a dead engine. The
         // synchronization's clock starts once this rank's part is done.
-        let end = (c.sync.done + 1) * self.channels;
+        let end = c.sync.done.saturating_add(1).saturating_mul(self.channels);
         if c.blocked_since.is_some() && c.ops.iter().flatten().any(|op| op.bid < end && !op.over()) {
             c.sync_heard = now;
         }
