@@ -38,7 +38,7 @@ use ringcast_abi::{Completion, RegionKey, Status, StatusKind, SubmissionDescript
 use ringcast_proto::engine::{Action, Dma, Engine, JobId};
 use ringcast_proto::intake::regions::Resolved;
 use ringcast_proto::intake::{Departure, HostId, Nanos};
-use ringcast_proto::transfer::protocol::TIME_WAIT_REPAIRS;
+use ringcast_proto::transfer::protocol::time_wait;
 use rustix::event::epoll;
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
@@ -497,8 +497,7 @@ impl EngineLoop {
         // long enough for a child's retry to come through a loaded machine, not only a repair
         // timeout's doubling (seen: a debug build on 2 busy cores, a 1.6 ms wait too short).
         let quiet = if self.engine.answers_sync_children() {
-            let repairs = self.config.protocol.repair_timeout_us as Nanos * 1_000 * TIME_WAIT_REPAIRS;
-            repairs.max(linger / TIME_WAIT_PEER_FRACTION)
+            time_wait(&self.config.protocol).max(linger / TIME_WAIT_PEER_FRACTION)
         } else {
             0
         };

@@ -15,7 +15,7 @@
 //!
 //! `2 ⌊log₂ E⌋` hops and `2 (E − 1)` frames per barrier. Before, a barrier was `E` one-byte
 //! broadcasts, one rooted at each engine: one hop, but `E (E − 1)` frames received — at 2
-//! engines the same frames, at 64 a thousand times more (docs/performance.md measures both).
+//! engines the same frames, at 64 engines 32 times more (docs/protocol.md, docs/performance.md).
 //!
 //! The scratch buffer the ABI asks for (`len ≥ size` bytes) is not touched.
 use super::composite::call_context;

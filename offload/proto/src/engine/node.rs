@@ -17,8 +17,7 @@ use crate::config::EngineConfig;
 use crate::intake::regions::Resolved;
 use crate::schedule::bcast::LANE_ANY;
 use crate::transfer::protocol::{
-    Dest, DmaJob, DmaStatus, DmaToken, Env, Outcome, Post, PostError, ProtoCounters, Protocol,
-    TIME_WAIT_REPAIRS,
+    time_wait, Dest, DmaJob, DmaStatus, DmaToken, Env, Outcome, Post, PostError, ProtoCounters, Protocol,
 };
 use crate::Nanos;
 use alloc::format;
@@ -132,7 +131,7 @@ pub(crate) struct Node {
     /// After the last local member freed a communicator, how long it may wait for the
     /// protocol to settle it with the other engines.
     free_linger: Nanos,
-    /// How long a settled freed communicator stays (TCP's TIME-WAIT): [`TIME_WAIT_REPAIRS`]
+    /// How long a settled freed communicator stays (TCP's TIME-WAIT): [`crate::transfer::protocol::TIME_WAIT_REPAIRS`]
     /// repair timeouts, for a member whose last `SYNC_DOWN` was lost to ask again.
     time_wait: Nanos,
     /// The pair communicators each communicator derives.
@@ -185,7 +184,7 @@ impl Node {
             world: world_shape,
             window,
             free_linger: config.protocol.peer_timeout_ms as Nanos * 1_000_000,
-            time_wait: config.protocol.repair_timeout_us as Nanos * 1_000 * TIME_WAIT_REPAIRS,
+            time_wait: time_wait(&config.protocol),
             pair_set,
             finished: Vec::with_capacity(window),
             jobs: Vec::new(),

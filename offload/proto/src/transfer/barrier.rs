@@ -97,9 +97,7 @@ impl Protocol {
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
         settle(c, env);
     }
-}
 
-impl Protocol {
     /// A frame about broadcast `bid` from `src`, if a barrier here skipped `bid`: the other
     /// rank posted a broadcast where this one posted the barrier (a call refused at one rank
     /// only, or a program that calls differently). The barrier fails `DigestMismatch` at once
@@ -116,11 +114,14 @@ impl Protocol {
     ) -> bool {
         let channels = self.channels;
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return false };
-        let skipped = bid >= c.sync.done.saturating_mul(channels)
+        let epoch = bid / channels;
+        // Most frames find no barrier waiting: that test first.
+        let cut_here = c.barriers.iter().flatten().any(|b| b.epoch == epoch);
+        let skipped = cut_here
+            && bid >= c.sync.done.saturating_mul(channels)
             && bid < c.next_bid
             && c.ops[(bid % channels) as usize].as_ref().is_none_or(|op| op.bid != bid);
-        let epoch = bid / channels;
-        if !skipped || !c.barriers.iter().flatten().any(|b| b.epoch == epoch) {
+        if !skipped {
             return false;
         }
         end_epoch(c, epoch, true, env);

@@ -1,9 +1,9 @@
 //! The reliable-transfer layer (see `docs/protocol.md`): fragment bitmaps and geometry
 //! ([`bitmap`]), what the layer asks of its surroundings ([`env`](mod@env)), and the protocol
 //! ([`protocol`]: communicators, frames in, DMA jobs done) with its parts, one file each: the
-//! state (`state.rs`), ring repair (`repair.rs`), the delayed synchronization (`sync.rs`) and the barrier on its tree (`barrier.rs`),
-//! timers (`timers.rs`), the seal every frame leaves with (`seal.rs`) and the message MAC
-//! computed as the bytes move (`mac.rs`). The broadcast's own
+//! state (`state.rs`), ring repair (`repair.rs`), the delayed synchronization (`sync.rs`), the
+//! barrier on its tree (`barrier.rs`), timers (`timers.rs`), the seal every frame leaves with
+//! (`seal.rs`) and the message MAC computed as the bytes move (`mac.rs`). The broadcast's own
 //! data path is [`crate::schedule::bcast`]'s.
 pub(crate) mod barrier;
 pub mod bitmap;

@@ -49,7 +49,7 @@ use crate::schedule::bcast::Algorithm;
 use crate::transfer::barrier::{self, MAX_BARRIERS};
 pub use crate::transfer::env::*;
 use crate::transfer::state::{fail, waits_on, Comm, Early, Op, Seal, State, Sync};
-pub use crate::transfer::sync::{TIME_WAIT_REPAIRS, UP_REPEAT_REPAIRS};
+pub use crate::transfer::sync::{time_wait, TIME_WAIT_REPAIRS};
 use crate::transfer::timer_table::TimerTable;
 use crate::Nanos;
 use alloc::format;

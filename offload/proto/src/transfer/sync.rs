@@ -2,6 +2,7 @@
 //! with an epoch, whose sync-tree children reported, sends the combined ACK/NACK (`SYNC_UP`) to
 //! its parent; the manager answers with `SYNC_DOWN`, which frees the epoch's channels.
 use crate::comm::{sync_children, sync_parent, Rank};
+use crate::config::ProtocolConfig;
 use crate::transfer::barrier;
 use crate::transfer::env::{CommHandle, Env};
 use crate::transfer::protocol::Protocol;
@@ -19,12 +20,18 @@ use zerocopy::IntoBytes;
 /// keeps answering only [`TIME_WAIT_REPAIRS`] repair timeouts once it owes nothing: a child
 /// whose `DOWN` was lost must ask again well inside that (found by the DST: a leaf waiting
 /// 5 ms between repeats missed a parent that stayed 0.5 ms).
-pub const UP_REPEAT_REPAIRS: Nanos = 2;
+pub(crate) const UP_REPEAT_REPAIRS: Nanos = 2;
 
 /// Repair timeouts an engine that synchronized others keeps answering once it owes nothing
 /// (TCP's TIME-WAIT): sixteen of a child's `SYNC_UP` repeats, so a lost `DOWN` is asked for again
 /// through a lossy link.
 pub const TIME_WAIT_REPAIRS: Nanos = 16 * UP_REPEAT_REPAIRS;
+
+/// [`TIME_WAIT_REPAIRS`] repair timeouts of `config`, in ns: how long an engine that
+/// synchronized others keeps answering once it owes nothing.
+pub fn time_wait(config: &ProtocolConfig) -> Nanos {
+    config.repair_timeout_us as Nanos * 1_000 * TIME_WAIT_REPAIRS
+}
 
 impl Protocol {
     /// Sends SYNC_UP for the current epoch if this rank and its sync children are done with it
