@@ -563,6 +563,12 @@ static void rc_start(int provided) {
     const char *fabric = getenv("RINGCAST_MPI_FABRIC");
     if (!fabric || !*fabric) fabric = hosts > 1 ? "udp" : "shm";
     set("RINGCAST_FABRIC", fabric);
+    if (hosts == 1) {
+        /* Every engine on this machine: the cost model prices the exchanges between them on its
+         * CPUs (model.engine_cpus, offload/proto/src/model/exchange.rs), alike at every rank. */
+        snprintf(buf, sizeof buf, "%ld", sysconf(_SC_NPROCESSORS_ONLN));
+        set_default("RINGCAST_MODEL_ENGINE_CPUS", buf);
+    }
     set("RINGCAST_JOB", job);
     snprintf(buf, sizeof buf, "%d", nodes); set("RINGCAST_NODES", buf);
     snprintf(buf, sizeof buf, "%d", node); set("RINGCAST_NODE", buf);

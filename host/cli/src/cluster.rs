@@ -296,9 +296,13 @@ impl Cluster {
             std::env::var("RINGCAST_JOB_SECRET").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| {
                 ringcast_offload::config::JobSecret::to_hex(&ringcast_offload::entropy::new_identity().key.0)
             });
+        let engine_cpus = engine_cpus();
         let env = |node: u32| {
             vec![
                 ("RINGCAST_JOB_SECRET", secret.clone()),
+                // Every engine runs on this machine: the cost model prices the exchanges
+                // between them on its CPUs (`model/exchange.rs`).
+                ("RINGCAST_MODEL_ENGINE_CPUS", engine_cpus.to_string()),
                 ("RINGCAST_FABRIC", spec.fabric.clone()),
                 ("RINGCAST_JOB", job.clone()),
                 ("RINGCAST_NODES", spec.nodes.to_string()),
@@ -551,4 +555,13 @@ impl Drop for Cluster {
         }
         let _ = cleanup(&self.job);
     }
+}
+
+/// The CPUs a job's engines share when they all run on this machine (`model.engine_cpus`): the
+/// caller's `RINGCAST_MODEL_ENGINE_CPUS` if set, else this machine's CPU count.
+pub fn engine_cpus() -> u32 {
+    std::env::var("RINGCAST_MODEL_ENGINE_CPUS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32))
 }

@@ -440,18 +440,20 @@ fn demo(a: &DemoArgs) -> Result<(), String> {
     println!();
     println!("plot: {}", files.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
     // How the engines exchange between them (`model/compose.rs`), with their configuration
-    // (the shm fabric's MTU: a ring slot).
-    let mut protocol = config.engine().protocol;
+    // (the shm fabric's MTU: a ring slot; the CPUs the launcher gave the engines' model).
+    let mut engine = config.engine();
     if c.fabric == "shm" {
-        protocol.mtu = protocol.mtu.max(4088);
+        engine.protocol.mtu = engine.protocol.mtu.max(4088);
     }
-    let gather_way = match compose::allgather(&protocol, c.nodes, u64::from(c.ppn) * 4000) {
+    engine.model.engine_cpus = crate::cluster::engine_cpus();
+    let protocol = &engine.protocol;
+    let gather_way = match compose::allgather(&engine, c.nodes, u64::from(c.ppn) * 4000) {
         Exchange::Doubling => "recursive doubling between the nodes' engines",
         Exchange::Ring => "round a ring of the nodes' engines",
         _ => "one broadcast per node",
     };
-    let a2a_way = match compose::alltoall(&protocol, c.nodes, world, c.ppn, 512) {
-        Exchange::Pairwise if compose::pairwise_aggregates(&protocol, world, c.ppn, 512) => {
+    let a2a_way = match compose::alltoall(&engine, c.nodes, world, c.ppn, 512) {
+        Exchange::Pairwise if compose::pairwise_aggregates(protocol, world, c.ppn, 512) => {
             "pairwise between the engines, one transfer per pair, aggregated per node"
         }
         Exchange::Pairwise => "pairwise between the engines, one transfer per block",

@@ -33,7 +33,7 @@ pub fn run(config: &Config, engine: Option<&str>) -> ExitCode {
     println!();
     print!("{}", Selector::from_config(&config.engine()).table(&Layout::FLAT));
     print!("{}", compositions(config.engine().protocol.allgather_parts));
-    print!("{}", compose::table(&config.engine().protocol));
+    print!("{}", compose::table(&config.engine()));
     if let Some(name) = engine {
         // As an observer: no local rank taken from a job starting beside it.
         match crate::stats::attach(name, config).map_err(|e| e.to_string()).and_then(|mut h| h.stats().map_err(|e| e.to_string())) {

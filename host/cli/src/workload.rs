@@ -23,6 +23,7 @@ use crate::cluster::host_from_env;
 use clap::Args;
 use ringcast_host::{Access, Config, SharedBuf, SubmissionDescriptor};
 use ringcast_proto::comm::ident::{derived_identity, CommIdentity};
+use ringcast_proto::model::compose::{self, Exchange};
 use std::process::ExitCode;
 
 /// `ringcast workload-rank` options (the same at every rank).
@@ -93,10 +94,6 @@ struct WComm {
     /// How many of its members each engine holds, in order, when the engine reduces leader-based
     /// on it (the reduction order then goes node by node: `reduction_order`); `None`: rank order.
     groups: Option<Vec<u32>>,
-    /// Its allreduces combine the node results by recursive doubling between the leaders
-    /// (leader-based on several engines, `protocol.allreduce_between = doubling`): a balanced
-    /// tree, not left to right.
-    doubling: bool,
 }
 
 /// The engines' node-by-node groups of `members` (world ranks, in communicator order) when the
@@ -184,12 +181,7 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
     let mut skew = mix(a.seed ^ u64::from(me) << 40);
     let everyone: Vec<u32> = (0..world).collect();
     let groups = reduction_groups(&config, &everyone);
-    let doubles = |groups: &Option<Vec<u32>>| {
-        config.protocol.allreduce_between == ringcast_offload::config::Between::Doubling
-            && groups.as_ref().is_some_and(|g| g.len() >= 2)
-    };
-    let doubling = doubles(&groups);
-    let mut comms = vec![WComm { handle: 0, size: world, me, seed: a.seed, groups, doubling }];
+    let mut comms = vec![WComm { handle: 0, size: world, me, seed: a.seed, groups }];
     if a.split > 1 {
         let color = me % a.split;
         let members: Vec<u32> = (0..world).filter(|r| r % a.split == color).collect();
@@ -200,8 +192,7 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
             .map_err(|e| format!("rank {me}: creating split communicator {color}: {e}"))?;
         let size = members.len() as u32;
         let groups = reduction_groups(&config, &members);
-        let doubling = doubles(&groups);
-        comms.push(WComm { handle, size, me: my_rank, seed: a.seed ^ seed, groups, doubling });
+        comms.push(WComm { handle, size, me: my_rank, seed: a.seed ^ seed, groups });
     }
     for k in 0..a.count {
         let n_comms = comms.len();
@@ -263,13 +254,15 @@ fn run(a: &WorkloadArgs) -> Result<(), String> {
         allgathers(a, &mut host, &mut comms, &mut lines).map_err(|e| format!("rank {me}: {e}"))?;
     }
     if a.allreduces > 0 {
-        reductions(a, &mut host, &mut comms, &mut lines, false).map_err(|e| format!("rank {me}: {e}"))?;
+        reductions(a, &config.engine(), &mut host, &mut comms, &mut lines, false)
+            .map_err(|e| format!("rank {me}: {e}"))?;
     }
     if a.barriers > 0 {
         barriers(a, &mut host, &mut comms, &mut lines, &mut skew).map_err(|e| format!("rank {me}: {e}"))?;
     }
     if a.reduces > 0 {
-        reductions(a, &mut host, &mut comms, &mut lines, true).map_err(|e| format!("rank {me}: {e}"))?;
+        reductions(a, &config.engine(), &mut host, &mut comms, &mut lines, true)
+            .map_err(|e| format!("rank {me}: {e}"))?;
     }
     if a.alltoalls > 0 {
         alltoalls(a, &mut host, &mut comms, &mut lines).map_err(|e| format!("rank {me}: {e}"))?;
@@ -429,6 +422,7 @@ fn contribution(seed: u64, g: u32, r: u32, n: usize) -> Vec<u8> {
 /// root checks (the others only see their call succeed).
 fn reductions(
     a: &WorkloadArgs,
+    engine: &ringcast_proto::config::EngineConfig,
     host: &mut ringcast_host::Host,
     comms: &mut [WComm],
     lines: &mut String,
@@ -472,7 +466,16 @@ fn reductions(
             let t1 = monotonic_ns();
             if !rooted || c.me == root {
                 work.read_at(0, &mut got).map_err(|e| e.to_string())?;
-                let want = reduction_order(c, g, n, c.doubling, |p, q| match (ints, op) {
+                // Leader-based on several engines, the node results combine by recursive
+                // doubling between the leaders (a balanced tree, not left to right) unless the
+                // call's exchange is multicast: the configuration's or the cost model's choice,
+                // as the engines make it (`model/compose.rs`).
+                let doubling = c.groups.as_ref().is_some_and(|groups| {
+                    groups.len() >= 2
+                        && compose::allreduce(engine, groups.len() as u32, len as u64, 8)
+                            != Exchange::Multicast
+                });
+                let want = reduction_order(c, g, n, doubling, |p, q| match (ints, op) {
                     (true, ReduceOp::MAX) => i64::from_le_bytes(p).max(i64::from_le_bytes(q)).to_le_bytes(),
                     (true, _) => u64::from_le_bytes(p).wrapping_add(u64::from_le_bytes(q)).to_le_bytes(),
                     (false, _) => (f64::from_le_bytes(p) + f64::from_le_bytes(q)).to_le_bytes(),

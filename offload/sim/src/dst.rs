@@ -528,7 +528,10 @@ impl Scenario {
     /// the engines (`protocol.allgather_between`),
     /// and half run alltoalls pairwise between the engines (`protocol.alltoall_between`; half of
     /// those at every block length, `alltoall_pairwise_bytes` 0; half aggregated per node where
-    /// engines hold several ranks, `alltoall_aggregate`).
+    /// engines hold several ranks, `alltoall_aggregate`). Last, a quarter each leave the
+    /// allreduce's, the allgather's and the alltoall's exchange to the cost model (`auto`,
+    /// `model/exchange.rs`), half of those pricing engines that share two CPUs
+    /// (`model.engine_cpus`).
     fn with_composition_draw(mut self) -> Scenario {
         let mut g = SimRng::new(self.seed ^ ENGINE_SALT ^ 2);
         let nodes = g.chance(0.5);
@@ -555,6 +558,19 @@ impl Scenario {
             self.config.protocol.alltoall_pairwise_bytes = 0;
         }
         self.config.protocol.alltoall_aggregate = g.chance(0.5);
+        // Drawn after the others, so the scenarios of a seed without `auto` stay as they were.
+        if g.chance(0.25) {
+            self.config.protocol.allreduce_between = Between::Auto;
+        }
+        if g.chance(0.25) {
+            self.config.protocol.allgather_between = AllgatherBetween::Auto;
+        }
+        if g.chance(0.25) {
+            self.config.protocol.alltoall_between = AlltoallBetween::Auto;
+        }
+        if g.chance(0.5) {
+            self.config.model.engine_cpus = 2;
+        }
         self
     }
 

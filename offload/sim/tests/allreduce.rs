@@ -12,6 +12,7 @@ use ringcast_proto::config::{AllgatherParts, Between, EngineConfig, LocalRank};
 use ringcast_proto::engine::Engine;
 use ringcast_proto::intake::regions::SegmentHandle;
 use ringcast_proto::intake::HostId;
+use ringcast_proto::model::compose::{self, Exchange};
 use ringcast_proto::rng::SimRng;
 use ringcast_sim::cluster::{world_engines, Cluster, DmaTiming};
 use ringcast_sim::fabric::Faults;
@@ -147,7 +148,7 @@ fn check_staged(nodes: u32, ppn: u32, elems: usize, faults: Faults, seed: u64, d
         TYPES.iter().flat_map(|&t| OPS.iter().filter(move |o| o.supports(t)).map(move |&o| (t, o))).collect();
     for parts in [AllgatherParts::Nodes, AllgatherParts::Ranks] {
         let halving = EngineConfig::default().protocol.allreduce_halving_bytes;
-        let setup = Setup { parts, staging, between: Between::Multicast, halving };
+        let setup = Setup { parts, staging, between: Between::Multicast, halving, cpus: 0 };
         check_world(&World::Uniform { nodes, ppn }, &cases, elems, faults.clone(), seed, dma, setup);
     }
 }
@@ -162,6 +163,8 @@ struct Setup {
     between: Between,
     /// `protocol.allreduce_halving_bytes`.
     halving: u32,
+    /// `model.engine_cpus` (what the cost model prices with `between` `auto`).
+    cpus: u32,
 }
 
 impl Setup {
@@ -169,7 +172,16 @@ impl Setup {
     fn leaders(between: Between) -> Setup {
         let staging = EngineConfig::default().limits.reduce_staging_bytes;
         let halving = EngineConfig::default().protocol.allreduce_halving_bytes;
-        Setup { parts: AllgatherParts::Nodes, staging, between, halving }
+        Setup { parts: AllgatherParts::Nodes, staging, between, halving, cpus: 0 }
+    }
+
+    /// The engines' configuration for `world`.
+    fn apply(&self, c: &mut EngineConfig) {
+        c.protocol.allgather_parts = self.parts;
+        c.limits.reduce_staging_bytes = self.staging;
+        c.protocol.allreduce_between = self.between;
+        c.protocol.allreduce_halving_bytes = self.halving;
+        c.model.engine_cpus = self.cpus;
     }
 }
 
@@ -184,13 +196,9 @@ fn check_world(
     dma: DmaTiming,
     setup: Setup,
 ) {
-    let Setup { parts, staging, between, halving } = setup;
-    let engines = world_engines(world, "allreduce", &|c| {
-        c.protocol.allgather_parts = parts;
-        c.limits.reduce_staging_bytes = staging;
-        c.protocol.allreduce_between = between;
-        c.protocol.allreduce_halving_bytes = halving;
-    });
+    let parts = setup.parts;
+    let engines = world_engines(world, "allreduce", &|c| setup.apply(c));
+    let config = EngineConfig::default().with(|c| setup.apply(c));
     let mut c = Cluster::new(engines, faults, SimRng::new(seed), crc32c::crc32c, dma, SimRng::new(seed ^ 3));
     let size = world.size();
     let hosts = attach_ranks(&mut c, world);
@@ -228,8 +236,13 @@ fn check_world(
         // Leader-based: node by node, then across the nodes.
         let counts: Vec<u32> = (0..world.nodes()).map(|n| world.count(n)).collect();
         let groups = parts.leader_based().then_some(&counts[..]);
-        let want = match (between, groups) {
-            (Between::Doubling, Some(counts)) if counts.len() >= 2 => {
+        // Between the leaders by doubling or Rabenseifner's (one tree) unless the call's
+        // exchange — forced, or the cost model's — is multicast.
+        let exchange = |engines: usize| {
+            compose::allreduce(&config, engines as u32, len as u64, t.size().unwrap() as u64)
+        };
+        let want = match groups {
+            Some(counts) if counts.len() >= 2 && exchange(counts.len()) != Exchange::Multicast => {
                 reference_reduce_doubling(t, o, &blocks, counts)
             }
             _ => reference_reduce_grouped(t, o, &blocks, groups),
@@ -358,6 +371,7 @@ fn ranks_that_disagree_on_the_call_get_typed_errors_not_wrong_results() {
                 c.protocol.allgather_between = match between {
                     Between::Multicast => ringcast_proto::config::AllgatherBetween::Multicast,
                     Between::Doubling => ringcast_proto::config::AllgatherBetween::Doubling,
+                    Between::Auto => ringcast_proto::config::AllgatherBetween::Auto,
                 };
                 c.protocol.alltoall_between = ringcast_proto::config::AlltoallBetween::Multicast;
             });
@@ -744,6 +758,41 @@ fn recursive_doubling_between_the_leaders_reduces_in_its_documented_order() {
         check_world(&world, &cases, 301, Faults::clean(), 70 + i as u64, DmaTiming::Now, halving);
         check_world(&world, &cases, 257, lossy.clone(), 80 + i as u64, late, halving);
     }
+}
+
+/// The cost model's choice (`allreduce_between = auto`), on engines with a core each and on
+/// engines sharing two CPUs (`model.engine_cpus`): three to eight nodes, short and long blocks,
+/// loss — every rank's result is the checker's reduction in the order of the exchange the model
+/// picked for that call, and the cases cover all three exchanges.
+#[test]
+fn the_cost_models_exchange_reduces_in_the_order_it_picked() {
+    let cases = [(DataType::F64, ReduceOp::SUM), (DataType::I32, ReduceOp::MAX)];
+    let lossy = Faults { mcast_loss: 0.03, ucast_loss: 0.02, jitter: 2_000, ..Faults::clean() };
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, (counts, cpus, elems)) in [
+        (&[1u32, 1, 1][..], 2, 64usize),
+        (&[1, 1, 1][..], 2, 40_000),
+        (&[1, 2, 1, 1][..], 2, 64),
+        (&[1, 1, 1, 1][..], 2, 20_000),
+        (&[1; 8][..], 0, 20_000),
+        (&[1; 6][..], 2, 64),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let setup = Setup { cpus, ..Setup::leaders(Between::Auto) };
+        let world = World::from_counts(counts).unwrap();
+        let config = EngineConfig::default().with(|c| setup.apply(c));
+        for &(t, _) in &cases {
+            let len = (elems * t.size().unwrap()) as u64;
+            seen.insert(format!(
+                "{}",
+                compose::allreduce(&config, counts.len() as u32, len, t.size().unwrap() as u64)
+            ));
+        }
+        check_world(&world, &cases, elems, lossy.clone(), 90 + i as u64, DmaTiming::Now, setup);
+    }
+    assert_eq!(seen.len(), 3, "every exchange drawn: {seen:?}");
 }
 
 /// An engine dead before the ranks post a doubling allreduce: every survivor fails typed within

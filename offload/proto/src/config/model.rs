@@ -1,5 +1,7 @@
-//! The cost model's fabric parameters (LogGP and the multicast switch), from which the engine
-//! picks a broadcast algorithm per call (`crate::model::select`).
+//! The cost model's parameters: the fabric's (LogGP and the multicast switch), from which the
+//! engine picks a broadcast algorithm per call (`crate::model::select`), and the engine's own
+//! per-byte and per-message costs and CPUs, from which it picks how the engines exchange in an
+//! allreduce, allgather or alltoall (`crate::model::exchange`).
 use super::{invalid, ConfigError};
 use alloc::format;
 
@@ -21,6 +23,21 @@ crate::tunables! {
         /// Cost model: extra latency of a multicast datagram.
         switch_ns: f64 = 200.0, "RINGCAST_MODEL_SWITCH_NS",
             "cost model: extra latency for the switch to replicate a multicast datagram in nanoseconds";
+        /// Cost model: engine time per byte sent or received.
+        engine_ns_per_byte: f64 = 0.25, "RINGCAST_MODEL_ENGINE_NS_PER_BYTE",
+            "cost model: engine CPU time per byte it sends or receives (CRC32C, the message MAC, its copies) in nanoseconds (0.25: one core keeping up with 4 GB/s, the keyed MAC's rate); prices the exchanges between engines";
+        /// Cost model: engine time per byte reduced.
+        reduce_ns_per_byte: f64 = 0.1, "RINGCAST_MODEL_REDUCE_NS_PER_BYTE",
+            "cost model: engine CPU time per byte of a reduction's operand it combines in nanoseconds";
+        /// Cost model: engine time per message.
+        message_ns: f64 = 2000.0, "RINGCAST_MODEL_MESSAGE_NS",
+            "cost model: engine CPU time per message sent or received beyond its datagrams (its slot, completion and synchronization) in nanoseconds";
+        /// Cost model: CPUs the engines share.
+        engine_cpus: u32 = 0, "RINGCAST_MODEL_ENGINE_CPUS",
+            "cost model: CPUs the job's engines and processes share; 0: every engine has its own core (a DPU, a cluster node). ringcast run, ringcast bench and the MPI interposer set it to the machine's CPU count when they start every engine on one machine. Every engine of a job must have the same value";
+        /// Cost model: a step's wait for a CPU.
+        wake_ns: f64 = 25000.0, "RINGCAST_MODEL_WAKE_NS",
+            "cost model, with more engines than engine_cpus: time a sequential step of an exchange waits for its engine to be woken and get a CPU in nanoseconds (a futex wake-up on shm: ~24 us here)";
     }
 }
 
@@ -33,6 +50,10 @@ impl ModelConfig {
             ("overhead_ns", self.overhead_ns),
             ("ns_per_byte", self.ns_per_byte),
             ("switch_ns", self.switch_ns),
+            ("engine_ns_per_byte", self.engine_ns_per_byte),
+            ("reduce_ns_per_byte", self.reduce_ns_per_byte),
+            ("message_ns", self.message_ns),
+            ("wake_ns", self.wake_ns),
         ] {
             if !v.is_finite() || v < 0.0 {
                 return invalid(format!("model.{name} {v} is not a finite non-negative number"));

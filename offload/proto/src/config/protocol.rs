@@ -55,6 +55,10 @@ impl AllgatherParts {
 /// parts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Between {
+    /// Per call, the cheapest of recursive doubling, Rabenseifner's halving and multicast as
+    /// the cost model predicts them (`model/exchange.rs`).
+    #[default]
+    Auto,
     /// Every node's result multicast once (the multicast allreduce, `engine/allgather.rs`);
     /// every rank then reduces them all.
     Multicast,
@@ -63,8 +67,8 @@ pub enum Between {
     /// point-to-point step on the engines: the engines exchange the node result `log₂ E` times
     /// (each receiving `len` bytes per step instead of `E · len`; as fast or faster than
     /// multicast in every configuration measured here, 1.3–2.1× from 64 KiB,
-    /// docs/performance.md, "Recursive doubling between the leaders").
-    #[default]
+    /// docs/performance.md, "Recursive doubling between the leaders"); Rabenseifner's halving
+    /// from `allreduce_halving_bytes`.
     Doubling,
 }
 
@@ -72,12 +76,15 @@ pub enum Between {
 /// parts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AllgatherBetween {
+    /// Per call, doubling or multicast, whichever the cost model predicts cheaper
+    /// (`model/exchange.rs`).
+    #[default]
+    Auto,
     /// Every node's part multicast once (`engine/allgather.rs`).
     Multicast,
     /// Recursive doubling of the parts between the leaders' engines over pair communicators
     /// (`engine/doubling.rs`): `log₂ P` swaps, plus a fold where the engine count is not a
-    /// power of two.
-    #[default]
+    /// power of two; multicast from `allgather_multicast_bytes` node parts.
     Doubling,
     /// Round a ring of the leaders' engines (`engine/leader_schedule.rs::ring_step_of`): `E − 1`
     /// steps, each engine sending one part to the next and receiving one from the previous —
@@ -88,15 +95,19 @@ pub enum AllgatherBetween {
 /// How an alltoall composed per node exchanges between the engines.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AlltoallBetween {
+    /// Per call, pairwise or multicast, whichever the cost model predicts cheaper where both
+    /// can run (`model/exchange.rs`).
+    #[default]
+    Auto,
     /// Every node's (or rank's) whole send buffers multicast once, every rank keeping its
     /// blocks (the multicast alltoall, `engine/alltoall.rs`).
     Multicast,
     /// Pairwise exchange between the engines over pair communicators in Mamidala's
     /// bidirectional order (`engine/pairwise.rs`): each block travels once, from its sender's
     /// send buffer straight into its receiver's place — on communicators of up to
-    /// `pairwise_engines` engines (the default: 1.2–3.1× faster than multicast from 4 KiB
-    /// blocks, docs/performance.md, "Pairwise alltoall").
-    #[default]
+    /// `pairwise_engines` engines (1.2–3.1× faster than multicast from 4 KiB blocks,
+    /// docs/performance.md, "Pairwise alltoall"); with several ranks per engine, from
+    /// `alltoall_pairwise_bytes` blocks unless aggregated.
     Pairwise,
 }
 
@@ -131,9 +142,9 @@ macro_rules! words {
 }
 
 words!(AllgatherParts { Nodes => "nodes", Ranks => "ranks" });
-words!(Between { Multicast => "multicast", Doubling => "doubling" });
-words!(AllgatherBetween { Multicast => "multicast", Doubling => "doubling", Ring => "ring" });
-words!(AlltoallBetween { Multicast => "multicast", Pairwise => "pairwise" });
+words!(Between { Auto => "auto", Multicast => "multicast", Doubling => "doubling" });
+words!(AllgatherBetween { Auto => "auto", Multicast => "multicast", Doubling => "doubling", Ring => "ring" });
+words!(AlltoallBetween { Auto => "auto", Multicast => "multicast", Pairwise => "pairwise" });
 
 impl FromStr for RootDelay {
     type Err = String;
@@ -251,23 +262,23 @@ crate::tunables! {
         allgather_parts: AllgatherParts = AllgatherParts::Nodes, "RINGCAST_ALLGATHER_PARTS",
             "how the engine composes ALLGATHER, ALLREDUCE, REDUCE and ALLTOALL from broadcasts: nodes (Mamidala's leader-based compositions: one broadcast per engine — an allgather's ranks' blocks side by side, a reduction's node result, an alltoall's ranks' send buffers side by side — when every engine's ranks are consecutive; else one per rank) or ranks (one broadcast per rank)";
         /// How a leader-based allreduce combines the node results.
-        allreduce_between: Between = Between::Doubling, "RINGCAST_ALLREDUCE_BETWEEN",
-            "how a leader-based ALLREDUCE or REDUCE combines the node results: multicast (each node's result multicast once, every rank reduces them all) or doubling (recursive doubling between the node leaders' engines over pair communicators, then delivered to each node's processes); per-rank compositions always multicast";
+        allreduce_between: Between = Between::Auto, "RINGCAST_ALLREDUCE_BETWEEN",
+            "how a leader-based ALLREDUCE or REDUCE combines the node results: auto (per call, recursive doubling, Rabenseifner's halving or multicast, whichever the cost model predicts cheapest: model.*), multicast (each node's result multicast once, every rank reduces them all) or doubling (recursive doubling between the node leaders' engines over pair communicators, then delivered to each node's processes; Rabenseifner's from allreduce_halving_bytes); per-rank compositions always multicast";
         /// How a leader-based allgather exchanges the node parts.
-        allgather_between: AllgatherBetween = AllgatherBetween::Doubling, "RINGCAST_ALLGATHER_BETWEEN",
-            "how a leader-based ALLGATHER exchanges the node parts: multicast (each node's part multicast once, every engine receives them all), doubling (recursive doubling of the node parts between the leaders' engines over pair communicators, then the whole result delivered to each node's processes; on two engines, or while the largest node part is below allgather_multicast_bytes, or allgather_fold_multicast_bytes where the engine count is not a power of two) or ring (the same, round a ring of the engines: E - 1 steps of one part each; every engine also pairs with its two neighbours); per-rank compositions always multicast";
+        allgather_between: AllgatherBetween = AllgatherBetween::Auto, "RINGCAST_ALLGATHER_BETWEEN",
+            "how a leader-based ALLGATHER exchanges the node parts: auto (per call, doubling or multicast, whichever the cost model predicts cheaper: model.*), multicast (each node's part multicast once, every engine receives them all), doubling (recursive doubling of the node parts between the leaders' engines over pair communicators, then the whole result delivered to each node's processes; on two engines, or while the largest node part is below allgather_multicast_bytes, or allgather_fold_multicast_bytes where the engine count is not a power of two) or ring (the same, round a ring of the engines: E - 1 steps of one part each; every engine also pairs with its two neighbours); per-rank compositions always multicast";
         /// Node parts from which a doubling allgather multicasts instead.
         allgather_multicast_bytes: u32 = 256 << 10, "RINGCAST_ALLGATHER_MULTICAST_BYTES",
-            "with doubling or the ring between the leaders: an allgather whose largest node part (its ranks' blocks) has this many bytes multicasts the node parts instead, on a power of two of engines from four";
+            "with allgather_between doubling or ring: an allgather whose largest node part (its ranks' blocks) has this many bytes multicasts the node parts instead, on a power of two of engines from four";
         /// The same where the engine count is not a power of two.
         allgather_fold_multicast_bytes: u32 = 128 << 10, "RINGCAST_ALLGATHER_FOLD_MULTICAST_BYTES",
             "allgather_multicast_bytes on three engines or more that are not a power of two, where recursive doubling folds the engines past the largest power of two (two more sequential transfers, one of them the whole result)";
         /// How an alltoall exchanges between the engines.
-        alltoall_between: AlltoallBetween = AlltoallBetween::Pairwise, "RINGCAST_ALLTOALL_BETWEEN",
-            "how an ALLTOALL exchanges between the engines: multicast (every node's or rank's whole send buffers multicast once, each rank keeping its blocks; per node where every engine's ranks are consecutive) or pairwise (every block sent once over pair communicators, from the sender's buffer to its place at the receiver, in Mamidala's bidirectional order; up to pairwise_engines engines, and with several ranks per engine from alltoall_pairwise_bytes blocks)";
+        alltoall_between: AlltoallBetween = AlltoallBetween::Auto, "RINGCAST_ALLTOALL_BETWEEN",
+            "how an ALLTOALL exchanges between the engines: auto (per call, pairwise where it can run or multicast, whichever the cost model predicts cheaper: model.*), multicast (every node's or rank's whole send buffers multicast once, each rank keeping its blocks; per node where every engine's ranks are consecutive) or pairwise (every block sent once over pair communicators, from the sender's buffer to its place at the receiver, in Mamidala's bidirectional order; up to pairwise_engines engines, and with several ranks per engine from alltoall_pairwise_bytes blocks)";
         /// Blocks from which an alltoall with several ranks per engine goes pairwise.
         alltoall_pairwise_bytes: u32 = 4096, "RINGCAST_ALLTOALL_PAIRWISE_BYTES",
-            "with pairwise alltoalls: on engines holding several ranks, blocks shorter than this go by the multicast alltoall aggregated per node (one message per node instead of ppn^2 per pair of engines); with one rank per engine every block goes pairwise";
+            "with alltoall_between pairwise: on engines holding several ranks, blocks shorter than this go by the multicast alltoall aggregated per node (one message per node instead of ppn^2 per pair of engines); with one rank per engine every block goes pairwise";
         /// Whether a pairwise alltoall aggregates per node.
         alltoall_aggregate: bool = true, "RINGCAST_ALLTOALL_AGGREGATE",
             "pairwise alltoalls on engines holding several ranks send one transfer per pair of engines (each node's blocks for the other staged in its leader's work buffer, then scattered: Mamidala's node-level aggregation) instead of one per pair of ranks, where the staging and the transfer fit";
@@ -276,7 +287,7 @@ crate::tunables! {
             "communicators of up to this many engines derive a pair communicator for every pair of engines (the pairwise alltoall: E - 1 per engine); larger ones only recursive doubling's partners (log2 E + 1 per engine)";
         /// Blocks from which an allreduce between the leaders halves.
         allreduce_halving_bytes: u32 = 256 << 10, "RINGCAST_ALLREDUCE_HALVING_BYTES",
-            "with doubling between the leaders: blocks from this many bytes use Rabenseifner's reduce-scatter + allgather (recursive halving, then doubling of the segments) instead of recursive doubling of whole blocks, on four engines or more; the result is the same bits either way";
+            "with allreduce_between doubling: blocks from this many bytes use Rabenseifner's reduce-scatter + allgather (recursive halving, then doubling of the segments) instead of recursive doubling of whole blocks, on four engines or more; the result is the same bits either way";
     }
 }
 
@@ -315,15 +326,21 @@ mod tests {
     /// naming the words.
     #[test]
     fn a_word_setting_reads_what_it_prints() {
-        for v in [AllgatherBetween::Multicast, AllgatherBetween::Doubling, AllgatherBetween::Ring] {
+        for v in [
+            AllgatherBetween::Auto,
+            AllgatherBetween::Multicast,
+            AllgatherBetween::Doubling,
+            AllgatherBetween::Ring,
+        ] {
             assert_eq!(v.to_string().parse::<AllgatherBetween>(), Ok(v));
         }
+        assert_eq!("auto".parse::<Between>(), Ok(Between::Auto));
         assert_eq!("ranks".parse::<AllgatherParts>(), Ok(AllgatherParts::Ranks));
         assert_eq!(AlltoallBetween::Pairwise.to_string(), "pairwise");
         assert_eq!(
             "tree".parse::<AllgatherBetween>(),
-            Err("expected multicast, doubling or ring, got \"tree\"".to_string())
+            Err("expected auto, multicast, doubling or ring, got \"tree\"".to_string())
         );
-        assert_eq!("".parse::<Between>(), Err("expected multicast or doubling, got \"\"".to_string()));
+        assert_eq!("".parse::<Between>(), Err("expected auto, multicast or doubling, got \"\"".to_string()));
     }
 }

@@ -55,7 +55,7 @@
 //! reduced once, by its engine, and every rank then reduces `E` blocks instead of `size`: `ppn`
 //! times fewer bytes on the fabric and in the last step. Every node still moves its block to
 //! every node — the multicast allreduce; recursive doubling and Rabenseifner's reduce-scatter +
-//! allgather between the leaders (`doubling.rs`, the default) move less.
+//! allgather between the leaders (`doubling.rs`, where the cost model picks them) move less.
 //!
 //! **Reduce** is the same allreduce whose last step only the root takes: every rank gathers
 //! every part (the multicast composition delivers each part everywhere), the root alone
@@ -72,7 +72,6 @@ use super::doubling::What;
 use super::gather::Kind;
 use super::slab::TAGGED;
 use super::{failed, Engine, Job};
-use crate::config::Between;
 use crate::intake::regions::Resolved;
 use crate::intake::GatherCall;
 use crate::model::compose::{self, Exchange};
@@ -147,25 +146,26 @@ impl Engine {
 
     /// How a leader-based call exchanges the node parts between the leaders
     /// (`model/compose.rs`): multicast, or point to point — recursive doubling (a reduction's
-    /// Rabenseifner halving is its shape's, `leader_schedule.rs`), or an allgather's ring. A
-    /// reduction's by `protocol.allreduce_between`; an allgather's by
-    /// `protocol.allgather_between`, on two engines or below `allgather_multicast_bytes` node
-    /// parts (`allgather_fold_multicast_bytes` where the engine count is not a power of two).
-    /// Every rank decides alike: from the configuration, the communicator's ranges and the
-    /// call's length.
+    /// Rabenseifner halving is decided again where the slot starts, `doubling.rs`), or an
+    /// allgather's ring: the cost model's choice (`auto`) or the one `allreduce_between` or
+    /// `allgather_between` forces ([`compose::allreduce`], [`compose::allgather`]). Every rank
+    /// decides alike: from the configuration, the communicator's ranges and the call's length
+    /// and element type.
     fn exchange(&self, a: &GatherCall) -> Exchange {
-        let protocol = &self.core.config().protocol;
-        if a.reduce.is_some() {
-            return match protocol.allreduce_between {
-                Between::Doubling => Exchange::Doubling,
-                Between::Multicast => Exchange::Multicast,
-            };
-        }
+        let config = self.core.config();
         let Some((ranges, _)) = self.node.as_ref().and_then(|n| n.ranges(a.comm)) else {
             return Exchange::Multicast;
         };
+        let engines = ranges.len() as u32;
+        if let Some(spec) = a.reduce {
+            let elem = spec.0.size().unwrap_or(1) as u64;
+            return match compose::allreduce(config, engines, a.len, elem) {
+                Exchange::Multicast => Exchange::Multicast,
+                _ => Exchange::Doubling,
+            };
+        }
         let largest = ranges.iter().map(|r| u64::from(r.1) * a.len).max().unwrap_or(0);
-        compose::allgather(protocol, ranges.len() as u32, largest)
+        compose::allgather(config, engines, largest)
     }
 
     /// A recursive-doubling allreduce's or allgather's one part (`doubling.rs`): this node's

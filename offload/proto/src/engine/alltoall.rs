@@ -41,7 +41,7 @@
 //! repair, retransmission, typed errors, channels, and the call's context in its MAC: a rank
 //! posting an alltoall against another's allgather of the same bytes fails typed).
 //!
-//! **Pairwise** (`protocol.alltoall_between = pairwise`, the default, where the communicator
+//! **Pairwise** (`protocol.alltoall_between = pairwise`, or the cost model's choice, where the communicator
 //! has at most `pairwise_engines` engines, whichever ranks each holds — in either composition —
 //! with one rank per engine, aggregated per node, or blocks from `alltoall_pairwise_bytes`):
 //! every block sent once over the pair communicators in Mamidala's bidirectional order,
@@ -81,7 +81,9 @@ impl Engine {
         // Any placement: the engines' ranks need not be consecutive.
         let members = self.node.as_ref().and_then(|n| n.members(a.comm));
         if let Some((m, mine)) = members {
-            if compose::alltoall(protocol, m.engines(), a.size, m.largest(), a.len) == Exchange::Pairwise {
+            if compose::alltoall(self.core.config(), m.engines(), a.size, m.largest(), a.len)
+                == Exchange::Pairwise
+            {
                 let token = TAGGED | self.parts.insert(Composite::new(op, 1, whole));
                 return self.post_pairwise(&a, local, token, context, mine);
             }

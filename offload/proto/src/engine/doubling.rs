@@ -1,8 +1,9 @@
 //! Mamidala's allreduce with the leaders' step on the engines: recursive doubling — or, for long
 //! blocks, Rabenseifner's reduce-scatter + allgather — between the node leaders
-//! (`protocol.allreduce_between = doubling`, the default); and Mamidala's leader-based allgather
-//! the same way (`protocol.allgather_between = doubling`, the default below
-//! `allgather_multicast_bytes`), or round a ring of the engines (`ring`:
+//! (`protocol.allreduce_between = doubling`, or where the cost model picks it:
+//! `model/compose.rs`); and Mamidala's leader-based allgather the same way
+//! (`protocol.allgather_between = doubling` below `allgather_multicast_bytes`, or the cost
+//! model's choice), or round a ring of the engines (`ring`:
 //! `leader_schedule.rs::ring_step_of`, steps of `Step::Shift`; the same machinery).
 //!
 //! An **allgather** runs the same three steps without reductions: the node's blocks are copied
@@ -21,8 +22,10 @@
 //!    order into the leader's work buffer (`assembly.rs`, as the leader-based multicast
 //!    allreduce does) — the node result `n_i` at the leader's `work + 0`;
 //! 2. **between the leaders**: the schedule of `leader_schedule.rs` — a fold onto the largest
-//!    power of two `P`, then recursive doubling (whole blocks, distances `P/2, …, 1`) or, from
-//!    `protocol.allreduce_halving_bytes` on four engines or more, Rabenseifner's
+//!    power of two `P`, then recursive doubling (whole blocks, distances `P/2, …, 1`) or, where
+//!    the call's exchange is Rabenseifner's (`model/compose.rs`: the cost model's choice, or
+//!    from `protocol.allreduce_halving_bytes` with doubling forced; four engines or more),
+//!    Rabenseifner's
 //!    recursive halving and doubling of `P` segments, then the unfold. Every transfer is one of
 //!    two on the pair's communicator (`pairs.rs`), the lower engine's rooted first at both
 //!    ends; every reduction is *lower ⊕ upper*, the lower engine's operand first, so both ends
@@ -57,6 +60,7 @@ use super::pairwise::Local;
 use super::reduction::Then;
 use super::{failed, Engine};
 use crate::intake::regions::Resolved;
+use crate::model::compose::{self, Exchange};
 use crate::transfer::protocol::{OpCounters, Outcome};
 use crate::Nanos;
 use alloc::vec::Vec;
@@ -166,7 +170,6 @@ impl Engine {
             return self.finish_doubling_slot(comm, start.seq, failed(StatusKind::UnknownCommunicator));
         };
         let len = u64::from(start.len);
-        let halving_bytes = u64::from(self.core.config().protocol.allreduce_halving_bytes);
         let mine = ranges.get(me as usize).map_or(0, |r| r.0);
         let other = ranges.iter().map(|r| r.0).find(|&f| f != 0).unwrap_or(0);
         let scratch_rank = if mine != 0 { mine } else { other };
@@ -180,6 +183,10 @@ impl Engine {
         // (An allgather never reduces: no scratch beyond its receive buffer.)
         let scratch = if spec.is_some() { at(scratch_rank) } else { at(0) };
         let elem = spec.and_then(|s| s.0.size()).unwrap_or(1) as u64;
+        // A reduction halves where its exchange is Rabenseifner's (decided alike where its
+        // processes posted, `allgather.rs`).
+        let halving = spec.is_some()
+            && compose::allreduce(self.core.config(), engines, len, elem) == Exchange::Rabenseifner;
         let d = Doubling {
             comm,
             seq: start.seq,
@@ -189,7 +196,7 @@ impl Engine {
             block,
             ring,
             context: start.context,
-            shape: Shape::new(me, engines, len, elem, halving_bytes),
+            shape: Shape::new(me, engines, len, elem, halving),
             partial: at(0),
             scratch,
             step: 0,

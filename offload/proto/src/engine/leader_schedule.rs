@@ -70,10 +70,10 @@ pub(crate) struct Shape {
 
 impl Shape {
     /// The schedule of engine `me` of `engines` for a block of `len` bytes of `elem`-byte
-    /// elements: Rabenseifner's from `halving_bytes` (`protocol.allreduce_halving_bytes`) as
-    /// [`compose::halves`] rules.
-    pub(crate) fn new(me: u32, engines: u32, len: u64, elem: u64, halving_bytes: u64) -> Shape {
-        let halving = compose::halves(engines, len, elem, halving_bytes);
+    /// elements: Rabenseifner's where `halving` (the call's exchange, [`compose::allreduce`])
+    /// and it can run ([`compose::can_halve`]).
+    pub(crate) fn new(me: u32, engines: u32, len: u64, elem: u64, halving: bool) -> Shape {
+        let halving = halving && compose::can_halve(engines, len, elem);
         Shape { me, engines, len, elem: elem.max(1), halving }
     }
 
@@ -217,8 +217,8 @@ mod tests {
     #[test]
     fn short_blocks_double_and_long_ones_halve() {
         let w = |len| Span { off: 0, len };
-        let s = Shape::new(0, 3, 100, 4, 256 << 10);
-        assert!(!s.halving);
+        let s = Shape::new(0, 3, 100, 4, true);
+        assert!(!s.halving, "three engines: a doubling of two cannot halve");
         assert_eq!(
             schedule(&s),
             [
@@ -230,7 +230,7 @@ mod tests {
             ]
         );
         // Four engines, 1 MiB of f64: halves, then quarters, then back.
-        let s = Shape::new(1, 4, 1 << 20, 8, 256 << 10);
+        let s = Shape::new(1, 4, 1 << 20, 8, true);
         assert!(s.halving);
         let q = |i: u64| Span { off: i << 18, len: 1 << 18 };
         let h = |i: u64| Span { off: i << 19, len: 1 << 19 };
@@ -391,7 +391,7 @@ mod tests {
         for engines in 2..17u32 {
             for (len, elem) in [(1000u64, 8u64), (1 << 20, 8), ((1 << 20) + 12, 4), (300 << 10, 2), (100, 8)]
             {
-                let halving = 64; // small: halve wherever an element per segment allows
+                let halving = true; // wherever an element per segment allows
                 let shapes: Vec<Shape> =
                     (0..engines).map(|me| Shape::new(me, engines, len, elem, halving)).collect();
                 for a in 0..engines {

@@ -59,7 +59,9 @@ impl PairSet {
     /// The pairs `protocol` needs.
     pub fn of(p: &crate::config::ProtocolConfig) -> PairSet {
         let all_up_to = match p.alltoall_between {
-            crate::config::AlltoallBetween::Pairwise => p.pairwise_engines,
+            crate::config::AlltoallBetween::Pairwise | crate::config::AlltoallBetween::Auto => {
+                p.pairwise_engines
+            }
             crate::config::AlltoallBetween::Multicast => 0,
         };
         PairSet { all_up_to, ring: p.allgather_between == crate::config::AllgatherBetween::Ring }

@@ -1,16 +1,16 @@
 //! How the engine exchanges between the engines: a leader-based allreduce's or allgather's
-//! node parts between the node leaders, and an alltoall's blocks — the rules
-//! `engine/allgather.rs`, `engine/leader_schedule.rs` and `engine/alltoall.rs` decide by, and
-//! the table `ringcast info` prints from them.
+//! node parts between the node leaders, and an alltoall's blocks — what
+//! `engine/allgather.rs`, `engine/doubling.rs` and `engine/alltoall.rs` decide by, and the table
+//! `ringcast info` prints from it.
 //!
-//! These are measured thresholds, not [`super::cost`] predictions: on the LogGP cluster the
-//! model prices, a multicast exchange moves the same bytes per engine as recursive doubling in
-//! one round instead of `log₂ E`, so it would always win — while on this machine's `shm` fabric,
-//! where the engines share two cores, doubling measured 1.2–2.1× faster over most of the range
-//! (docs/performance.md, "Recursive doubling between the leaders", "Allgather between the
-//! leaders"). Every rank decides alike: the inputs are the configuration's, the communicator's
-//! and the call's.
-use crate::config::{AllgatherBetween, AlltoallBetween, Between, ProtocolConfig};
+//! With a `*_between` setting `auto` (the default) the engine takes, per call, the exchange
+//! [`super::exchange`] predicts cheapest among those that can run; a word forces one, with the
+//! measured thresholds of the settings beside it (`allreduce_halving_bytes`,
+//! `allgather_multicast_bytes`, `alltoall_pairwise_bytes`: docs/performance.md, "Recursive
+//! doubling between the leaders", "Allgather between the leaders", "Pairwise alltoall"). Every
+//! rank decides alike: the inputs are the configuration's, the communicator's and the call's.
+use super::exchange::ExchangeModel;
+use crate::config::{AllgatherBetween, AlltoallBetween, Between, EngineConfig, ProtocolConfig};
 use alloc::format;
 use alloc::string::{String, ToString};
 use core::fmt::{self, Write as _};
@@ -44,70 +44,118 @@ impl fmt::Display for Exchange {
     }
 }
 
-/// Whether an allreduce of `len`-byte blocks of `elem`-byte elements on `engines` engines halves
-/// (Rabenseifner's schedule): from `allreduce_halving_bytes`, with at least four engines in the
-/// doubling and an element per segment — below, recursive doubling's `log₂ P` round trips of
-/// whole blocks cost less than twice as many of shorter ones.
-/// (docs/performance.md, "Rabenseifner between the leaders"). `halving_bytes` is
-/// `protocol.allreduce_halving_bytes`.
-pub fn halves(engines: u32, len: u64, elem: u64, halving_bytes: u64) -> bool {
+/// Whether Rabenseifner's schedule can run: at least four engines in the doubling and an
+/// element per segment — below, recursive doubling's `log₂ P` round trips of whole blocks cost
+/// less than twice as many of shorter ones (docs/performance.md, "Rabenseifner between the
+/// leaders").
+pub fn can_halve(engines: u32, len: u64, elem: u64) -> bool {
     let p = u64::from(crate::engine::power_below(engines));
-    p >= 4 && len >= halving_bytes && len / elem.max(1) >= p
+    p >= 4 && len / elem.max(1) >= p
 }
 
-/// A leader-based allreduce's (or reduce's) exchange on `engines` engines (`allreduce_between`).
-pub fn allreduce(c: &ProtocolConfig, engines: u32, len: u64, elem: u64) -> Exchange {
-    match c.allreduce_between {
+/// Whether an allreduce of `len`-byte blocks of `elem`-byte elements on `engines` engines halves
+/// with `allreduce_between = doubling`: where it can, from `halving_bytes`
+/// (`protocol.allreduce_halving_bytes`).
+pub fn halves(engines: u32, len: u64, elem: u64, halving_bytes: u64) -> bool {
+    can_halve(engines, len, elem) && len >= halving_bytes
+}
+
+/// The first of `candidates` with the smallest prediction (ties go to the earlier one).
+fn cheapest(candidates: &[(Exchange, bool)], predict: impl Fn(Exchange) -> f64) -> Exchange {
+    let mut best: Option<(Exchange, f64)> = None;
+    for &(x, ok) in candidates {
+        if !ok {
+            continue;
+        }
+        let t = predict(x);
+        if best.is_none_or(|(_, b)| t < b) {
+            best = Some((x, t));
+        }
+    }
+    best.map_or(Exchange::Multicast, |(x, _)| x)
+}
+
+/// A leader-based allreduce's (or reduce's) exchange on `engines` engines (`allreduce_between`):
+/// recursive doubling, Rabenseifner's or multicast.
+pub fn allreduce(c: &EngineConfig, engines: u32, len: u64, elem: u64) -> Exchange {
+    let p = &c.protocol;
+    match p.allreduce_between {
         Between::Multicast => Exchange::Multicast,
-        Between::Doubling if halves(engines, len, elem, c.allreduce_halving_bytes.into()) => {
+        Between::Doubling if halves(engines, len, elem, p.allreduce_halving_bytes.into()) => {
             Exchange::Rabenseifner
         }
         Between::Doubling => Exchange::Doubling,
+        Between::Auto => {
+            let m = ExchangeModel::from_config(c);
+            let candidates = [
+                (Exchange::Doubling, true),
+                (Exchange::Rabenseifner, can_halve(engines, len, elem)),
+                (Exchange::Multicast, true),
+            ];
+            cheapest(&candidates, |x| m.allreduce(x, engines, len, elem))
+        }
     }
 }
 
 /// A leader-based allgather's exchange on `engines` engines whose largest node part (its ranks'
-/// blocks side by side) is `largest` bytes: doubling or the ring (`allgather_between`) on two
-/// engines — one swap either way — or below `allgather_multicast_bytes` (a power of two of
-/// engines) or `allgather_fold_multicast_bytes` (others); from there the parts' own
-/// broadcasts, pipelined by each engine as it receives, outran the swaps: by 1.05–1.3× from
-/// 256 KiB node parts on 4 and 8 engines, and already at 128 KiB by 1.15–1.7× on 3, 5, 6 and 7,
-/// where doubling's folds add two sequential transfers, one of them the whole result (equal on
-/// 4 and 8; docs/performance.md, "Allgather between the leaders", "The ring between the
-/// leaders").
-pub fn allgather(c: &ProtocolConfig, engines: u32, largest: u64) -> Exchange {
+/// blocks side by side) is `largest` bytes (`allgather_between`). Forced doubling or ring:
+/// doubling or the ring on two engines — one swap either way — or below
+/// `allgather_multicast_bytes` (a power of two of engines) or `allgather_fold_multicast_bytes`
+/// (others); from there the parts' own broadcasts, pipelined by each engine as it receives,
+/// outran the swaps: by 1.05–1.3× from 256 KiB node parts on 4 and 8 engines, and already at
+/// 128 KiB by 1.15–1.7× on 3, 5, 6 and 7, where doubling's folds add two sequential transfers,
+/// one of them the whole result (equal on 4 and 8; docs/performance.md, "Allgather between the
+/// leaders", "The ring between the leaders"). `auto`: doubling or multicast by the model (the
+/// ring, which needs its neighbours' pair communicators, only when set).
+pub fn allgather(c: &EngineConfig, engines: u32, largest: u64) -> Exchange {
+    let p = &c.protocol;
     let threshold = if engines.is_power_of_two() {
-        c.allgather_multicast_bytes
+        p.allgather_multicast_bytes
     } else {
-        c.allgather_fold_multicast_bytes
+        p.allgather_fold_multicast_bytes
     };
     let point_to_point = engines == 2 || largest < u64::from(threshold);
-    match c.allgather_between {
+    match p.allgather_between {
         AllgatherBetween::Doubling if point_to_point => Exchange::Doubling,
         AllgatherBetween::Ring if point_to_point => Exchange::Ring,
+        AllgatherBetween::Auto => {
+            let m = ExchangeModel::from_config(c);
+            cheapest(&[(Exchange::Doubling, true), (Exchange::Multicast, true)], |x| {
+                m.allgather(x, engines, largest)
+            })
+        }
         _ => Exchange::Multicast,
     }
 }
 
 /// An alltoall's exchange on `engines` engines holding `size` ranks (consecutive or not), the
-/// largest engine `largest` of them, of `block`-byte blocks: pairwise (`alltoall_between`) where every
-/// pair of engines has a pair communicator (`pairwise_engines`), a block fits a message
+/// largest engine `largest` of them, of `block`-byte blocks. Pairwise can run where every pair of
+/// engines has a pair communicator (`pairwise_engines`) and a block fits a message
 /// (`max_message_bytes`: a longer one fails `BadLength` by the multicast alltoall, one call,
-/// not the communicator), and either every engine holds one rank, or the exchange aggregates
-/// per node ([`pairwise_aggregates`]), or the blocks have `alltoall_pairwise_bytes` or more;
-/// else multicast. Unaggregated with several ranks per node, short blocks went faster by the
-/// multicast alltoall's one message per node than by `ppn²` per pair of engines (2 × 2 at 8 B:
-/// 34 against 50–62 µs); aggregated, the pairwise exchange was as fast at 8 B and 1.5–4× faster
-/// from 1–4 KiB — docs/performance.md, "Pairwise alltoall".
-pub fn alltoall(c: &ProtocolConfig, engines: u32, size: u32, largest: u32, block: u64) -> Exchange {
-    let short_ok = largest <= 1
-        || pairwise_aggregates(c, size, largest, block)
-        || block >= u64::from(c.alltoall_pairwise_bytes);
-    let pairwise = c.alltoall_between == AlltoallBetween::Pairwise
-        && engines >= 2
-        && engines <= c.pairwise_engines
-        && block <= u64::from(c.max_message_bytes)
-        && short_ok;
+/// not the communicator). Forced pairwise (`alltoall_between`) takes it where it can run and
+/// either every engine holds one rank, or the exchange aggregates per node
+/// ([`pairwise_aggregates`]), or the blocks have `alltoall_pairwise_bytes` or more: unaggregated
+/// with several ranks per node, short blocks went faster by the multicast alltoall's one message
+/// per node than by `ppn²` per pair of engines (2 × 2 at 8 B: 34 against 50–62 µs); aggregated,
+/// the pairwise exchange was as fast at 8 B and 1.5–4× faster from 1–4 KiB —
+/// docs/performance.md, "Pairwise alltoall". `auto`: pairwise where it can run and the model
+/// predicts it no dearer than multicast.
+pub fn alltoall(c: &EngineConfig, engines: u32, size: u32, largest: u32, block: u64) -> Exchange {
+    let p = &c.protocol;
+    let can = engines >= 2 && engines <= p.pairwise_engines && block <= u64::from(p.max_message_bytes);
+    let aggregated = pairwise_aggregates(p, size, largest, block);
+    let pairwise = match p.alltoall_between {
+        AlltoallBetween::Multicast => false,
+        AlltoallBetween::Pairwise => {
+            can && (largest <= 1 || aggregated || block >= u64::from(p.alltoall_pairwise_bytes))
+        }
+        AlltoallBetween::Auto => {
+            let m = ExchangeModel::from_config(c);
+            let candidates = [(Exchange::Pairwise, can), (Exchange::Multicast, true)];
+            cheapest(&candidates, |x| m.alltoall(x, engines, size, largest, block, aggregated))
+                == Exchange::Pairwise
+        }
+    };
     if pairwise {
         Exchange::Pairwise
     } else {
@@ -150,13 +198,21 @@ const PARTS: [(u64, &str); 7] = [
 ];
 
 /// The exchanges for [`ENGINES`] × node parts of [`PARTS`] (an allreduce of doubles; an
-/// allgather whose every node part has that length).
-pub fn table(c: &ProtocolConfig) -> String {
+/// allgather whose every node part has that length; an alltoall of blocks of that length).
+pub fn table(config: &EngineConfig) -> String {
+    let c = &config.protocol;
+    let m = &config.model;
     let mut s = format!(
-        "\nbetween the node leaders (allreduce_between = {}, halving from {} B; allgather_between = {}, multicast from {} B node parts, {} B on engine counts not a power of two):\n",
+        "\nbetween the engines (allreduce_between = {}, allgather_between = {}, alltoall_between = {}; auto: the cost model's cheapest with engine_cpus = {}, {} ns/B, {} ns/B reduced, {} ns/message, wake-up {} ns; forced doubling halves from {} B, forced doubling or ring multicasts from {} B node parts, {} B on engine counts not a power of two):\n",
         c.allreduce_between,
-        c.allreduce_halving_bytes,
         c.allgather_between,
+        c.alltoall_between,
+        m.engine_cpus,
+        m.engine_ns_per_byte,
+        m.reduce_ns_per_byte,
+        m.message_ns,
+        m.wake_ns,
+        c.allreduce_halving_bytes,
         c.allgather_multicast_bytes,
         c.allgather_fold_multicast_bytes
     );
@@ -169,7 +225,11 @@ pub fn table(c: &ProtocolConfig) -> String {
         for what in ["allreduce", "allgather"] {
             let _ = write!(s, "{e:>8}  {what:9}");
             for (len, _) in PARTS {
-                let x = if what == "allreduce" { allreduce(c, e, len, 8) } else { allgather(c, e, len) };
+                let x = if what == "allreduce" {
+                    allreduce(config, e, len, 8)
+                } else {
+                    allgather(config, e, len)
+                };
                 let _ = write!(s, "  {:<12}", x.to_string());
             }
             let _ = writeln!(s);
@@ -177,14 +237,14 @@ pub fn table(c: &ProtocolConfig) -> String {
     }
     let _ = writeln!(
         s,
-        "alltoall (alltoall_between = {}, pairwise up to {} engines, from {} B blocks with several ranks per engine):",
-        c.alltoall_between, c.pairwise_engines, c.alltoall_pairwise_bytes
+        "alltoall (pairwise up to {} engines; forced pairwise from {} B blocks with several ranks per engine unless aggregated):",
+        c.pairwise_engines, c.alltoall_pairwise_bytes
     );
     for (ppn, label) in [(1, "1 rank"), (8, "8 ranks")] {
         for e in ENGINES {
             let _ = write!(s, "{e:>8}  {label:9}");
             for (len, _) in PARTS {
-                let x = match alltoall(c, e, e * ppn, ppn, len) {
+                let x = match alltoall(config, e, e * ppn, ppn, len) {
                     Exchange::Pairwise if pairwise_aggregates(c, e * ppn, ppn, len) => {
                         "pairwise-agg".to_string()
                     }
@@ -202,9 +262,18 @@ pub fn table(c: &ProtocolConfig) -> String {
 mod tests {
     use super::*;
 
+    fn forced(f: impl FnOnce(&mut ProtocolConfig)) -> EngineConfig {
+        let mut c = EngineConfig::default();
+        c.protocol.allreduce_between = Between::Doubling;
+        c.protocol.allgather_between = AllgatherBetween::Doubling;
+        c.protocol.alltoall_between = AlltoallBetween::Pairwise;
+        f(&mut c.protocol);
+        c
+    }
+
     #[test]
-    fn the_rules_follow_the_configuration() {
-        let mut c = ProtocolConfig::default();
+    fn forced_settings_follow_their_thresholds() {
+        let c = forced(|_| {});
         assert_eq!(allreduce(&c, 2, 1 << 20, 8), Exchange::Doubling, "halving needs four engines");
         assert_eq!(allreduce(&c, 4, 1 << 20, 8), Exchange::Rabenseifner);
         assert_eq!(allreduce(&c, 5, 64 << 10, 8), Exchange::Doubling);
@@ -213,33 +282,35 @@ mod tests {
         assert_eq!(allgather(&c, 4, 256 << 10), Exchange::Multicast);
         assert_eq!(allgather(&c, 5, (128 << 10) - 1), Exchange::Doubling);
         assert_eq!(allgather(&c, 5, 128 << 10), Exchange::Multicast, "a fold: multicast sooner");
-        c.allreduce_between = Between::Multicast;
-        c.allgather_between = AllgatherBetween::Multicast;
+        let c = forced(|p| {
+            (p.allreduce_between, p.allgather_between) = (Between::Multicast, AllgatherBetween::Multicast)
+        });
         assert_eq!(allreduce(&c, 8, 1 << 20, 8), Exchange::Multicast);
         assert_eq!(allgather(&c, 2, 8), Exchange::Multicast);
-        c.allgather_between = AllgatherBetween::Ring;
+        let c = forced(|p| p.allgather_between = AllgatherBetween::Ring);
         assert_eq!(allgather(&c, 5, 8), Exchange::Ring);
         assert_eq!(allgather(&c, 5, 128 << 10), Exchange::Multicast);
-        c.alltoall_between = AlltoallBetween::Multicast;
+        let c = forced(|p| p.alltoall_between = AlltoallBetween::Multicast);
         assert_eq!(alltoall(&c, 4, 4, 1, 1 << 20), Exchange::Multicast);
-        c.alltoall_between = AlltoallBetween::Pairwise;
+        let mut c = forced(|_| {});
         assert_eq!(alltoall(&c, 16, 16, 1, 8), Exchange::Pairwise, "one rank per engine: always");
         assert_eq!(alltoall(&c, 4, 8, 2, 8), Exchange::Pairwise, "aggregated per node");
-        assert!(pairwise_aggregates(&c, 8, 2, 8));
-        c.mtu = 4088; // shm's
-        assert!(pairwise_aggregates(&c, 8, 2, 16 << 10), "4 x 16 KiB: 17 fragments, eager");
-        assert!(!pairwise_aggregates(&c, 8, 2, 64 << 10), "4 x 64 KiB: a rendezvous; direct");
-        assert!(pairwise_aggregates(&c, 8, 4, 64 << 10), "four ranks per engine: always");
-        assert!(!pairwise_aggregates(&c, 4, 3, 8), "the staging would not fit: 3 + 1 ranks");
+        let p = &mut c.protocol;
+        assert!(pairwise_aggregates(p, 8, 2, 8));
+        p.mtu = 4088; // shm's
+        assert!(pairwise_aggregates(p, 8, 2, 16 << 10), "4 x 16 KiB: 17 fragments, eager");
+        assert!(!pairwise_aggregates(p, 8, 2, 64 << 10), "4 x 64 KiB: a rendezvous; direct");
+        assert!(pairwise_aggregates(p, 8, 4, 64 << 10), "four ranks per engine: always");
+        assert!(!pairwise_aggregates(p, 4, 3, 8), "the staging would not fit: 3 + 1 ranks");
         assert_eq!(alltoall(&c, 2, 4, 3, 8), Exchange::Multicast, "short, unaggregated: multicast");
         assert_eq!(alltoall(&c, 2, 4, 3, 4096), Exchange::Pairwise);
-        c.alltoall_aggregate = false;
+        c.protocol.alltoall_aggregate = false;
         assert_eq!(alltoall(&c, 4, 8, 2, 8), Exchange::Multicast);
         assert_eq!(alltoall(&c, 4, 8, 2, 4096), Exchange::Pairwise);
         assert_eq!(alltoall(&c, 17, 17, 1, 8), Exchange::Multicast, "no pair communicator for every pair");
         assert_eq!(alltoall(&c, 1, 4, 4, 1 << 20), Exchange::Multicast);
         assert_eq!(alltoall(&c, 4, 4, 1, 8 << 20), Exchange::Multicast, "a block beyond a message");
-        let t = table(&ProtocolConfig::default());
+        let t = table(&forced(|_| {}));
         assert!(t.contains("rabenseifner") && t.contains("multicast") && t.contains("doubling"), "{t}");
     }
 }

@@ -6,14 +6,16 @@
 //! taken from the `model_*` tunables ([`select::fabric_from_config`]); `RINGCAST_ALGORITHM`
 //! forces one algorithm instead.
 //!
-//! How the node leaders of a leader-based collective exchange is not a prediction but a
-//! measured rule ([`compose`]).
+//! How the engines exchange in an allreduce, allgather or alltoall is priced the same way
+//! ([`exchange`]: per message, datagram, byte and reduced byte, and the CPUs the engines share)
+//! and picked per call ([`compose`]).
 //!
 //! The simulator *executes* the engine on a fabric priced by a `FabricModel`; the cost formulas
 //! only *predict*. `ringcast sim` compares the two, which is how we know the formulas (and so the
 //! selection) are right.
 pub mod compose;
 pub mod cost;
+pub mod exchange;
 pub mod select;
 
 /// LogGP parameters of one link class (Alexandrov et al.), in nanoseconds.

@@ -9,8 +9,8 @@ use crate::cluster::Cluster;
 use crate::reference::{reference_reduce_doubling, reference_reduce_grouped, same_values};
 use ringcast_abi::frame::DropReason;
 use ringcast_abi::{Completion, RegionRef, StatusKind, SubmissionDescriptor};
-use ringcast_proto::config::Between;
 use ringcast_proto::intake::Departure;
+use ringcast_proto::model::compose::{self, Exchange};
 use ringcast_proto::rng::SimRng;
 use ringcast_proto::Nanos;
 use std::collections::{BTreeSet, VecDeque};
@@ -462,10 +462,16 @@ impl Ledger {
                             (0..size).map(|q| super::block_pattern(s.seed, c, k, q, len)).collect();
                         let groups = super::setup::node_parts(s, c);
                         // A reduction of several engines, leader-based, combines the node
-                        // results by recursive doubling where the engines do.
-                        let doubling = s.config.protocol.allreduce_between == Between::Doubling;
+                        // results by recursive doubling (or Rabenseifner's, the same tree)
+                        // where the call's exchange is not multicast — the configuration's or
+                        // the cost model's choice for this call (`model/compose.rs`).
+                        let elem = t.size().unwrap_or(1) as u64;
+                        let doubling = |engines: usize| {
+                            compose::allreduce(&s.config, engines as u32, u64::from(len), elem)
+                                != Exchange::Multicast
+                        };
                         let want = match groups.as_deref() {
-                            Some(g) if doubling && g.len() >= 2 => {
+                            Some(g) if g.len() >= 2 && doubling(g.len()) => {
                                 reference_reduce_doubling(t, o, &blocks, g)
                             }
                             g => reference_reduce_grouped(t, o, &blocks, g),
