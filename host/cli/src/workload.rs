@@ -472,7 +472,7 @@ fn reductions(
                 // as the engines make it (`model/compose.rs`).
                 let doubling = c.groups.as_ref().is_some_and(|groups| {
                     groups.len() >= 2
-                        && compose::allreduce(engine, groups.len() as u32, len as u64, 8)
+                        && compose::allreduce(engine, groups.len() as u32, largest(groups), len as u64, 8)
                             != Exchange::Multicast
                 });
                 let want = reduction_order(c, g, n, doubling, |p, q| match (ints, op) {
@@ -603,4 +603,9 @@ fn alltoalls(
     host.deregister(rw).map_err(|e| e.to_string())?;
     host.deregister(rs).map_err(|e| e.to_string())?;
     Ok(())
+}
+
+/// The most ranks one engine holds.
+fn largest(groups: &[u32]) -> u32 {
+    groups.iter().copied().max().unwrap_or(1)
 }

@@ -24,8 +24,8 @@ crate::tunables! {
         switch_ns: f64 = 200.0, "RINGCAST_MODEL_SWITCH_NS",
             "cost model: extra latency for the switch to replicate a multicast datagram in nanoseconds";
         /// Cost model: engine time per byte sent or received.
-        engine_ns_per_byte: f64 = 0.25, "RINGCAST_MODEL_ENGINE_NS_PER_BYTE",
-            "cost model: engine CPU time per byte it sends or receives (CRC32C, the message MAC, its copies) in nanoseconds (0.25: one core keeping up with 4 GB/s, the keyed MAC's rate); prices the exchanges between engines";
+        engine_ns_per_byte: f64 = 1.0, "RINGCAST_MODEL_ENGINE_NS_PER_BYTE",
+            "cost model: engine CPU time per byte it sends or receives (CRC32C, the message MAC, its copies, the stores into host buffers) in nanoseconds; prices the exchanges between engines (1.0: fitted to this project's measurements on a 2-core machine, docs/protocol.md)";
         /// Cost model: engine time per byte reduced.
         reduce_ns_per_byte: f64 = 0.1, "RINGCAST_MODEL_REDUCE_NS_PER_BYTE",
             "cost model: engine CPU time per byte of a reduction's operand it combines in nanoseconds";
@@ -36,8 +36,8 @@ crate::tunables! {
         engine_cpus: u32 = 0, "RINGCAST_MODEL_ENGINE_CPUS",
             "cost model: CPUs the job's engines and processes share; 0: every engine has its own core (a DPU, a cluster node). ringcast run, ringcast bench and the MPI interposer set it to the machine's CPU count when they start every engine on one machine. Every engine of a job must have the same value";
         /// Cost model: a step's wait for a CPU.
-        wake_ns: f64 = 25000.0, "RINGCAST_MODEL_WAKE_NS",
-            "cost model, with more engines than engine_cpus: time a sequential step of an exchange waits for its engine to be woken and get a CPU in nanoseconds (a futex wake-up on shm: ~24 us here)";
+        wake_ns: f64 = 5000.0, "RINGCAST_MODEL_WAKE_NS",
+            "cost model, with more engines than engine_cpus: time a sequential step of an exchange waits for its engine to get a CPU in nanoseconds (5000: fitted to this project's measurements on a 2-core machine, where spinning and yielding pollers hand over in microseconds; a wake-up from sleep costs ~24 us)";
     }
 }
 

@@ -159,7 +159,8 @@ impl Engine {
         let engines = ranges.len() as u32;
         if let Some(spec) = a.reduce {
             let elem = spec.0.size().unwrap_or(1) as u64;
-            return match compose::allreduce(config, engines, a.len, elem) {
+            let largest = ranges.iter().map(|r| r.1).max().unwrap_or(1);
+            return match compose::allreduce(config, engines, largest, a.len, elem) {
                 Exchange::Multicast => Exchange::Multicast,
                 _ => Exchange::Doubling,
             };

@@ -185,8 +185,9 @@ impl Engine {
         let elem = spec.and_then(|s| s.0.size()).unwrap_or(1) as u64;
         // A reduction halves where its exchange is Rabenseifner's (decided alike where its
         // processes posted, `allgather.rs`).
+        let largest = ranges.iter().map(|r| r.1).max().unwrap_or(1);
         let halving = spec.is_some()
-            && compose::allreduce(self.core.config(), engines, len, elem) == Exchange::Rabenseifner;
+            && compose::allreduce(self.core.config(), engines, largest, len, elem) == Exchange::Rabenseifner;
         let d = Doubling {
             comm,
             seq: start.seq,

@@ -75,9 +75,9 @@ fn cheapest(candidates: &[(Exchange, bool)], predict: impl Fn(Exchange) -> f64) 
     best.map_or(Exchange::Multicast, |(x, _)| x)
 }
 
-/// A leader-based allreduce's (or reduce's) exchange on `engines` engines (`allreduce_between`):
-/// recursive doubling, Rabenseifner's or multicast.
-pub fn allreduce(c: &EngineConfig, engines: u32, len: u64, elem: u64) -> Exchange {
+/// A leader-based allreduce's (or reduce's) exchange on `engines` engines, the largest holding
+/// `largest` ranks (`allreduce_between`): recursive doubling, Rabenseifner's or multicast.
+pub fn allreduce(c: &EngineConfig, engines: u32, largest: u32, len: u64, elem: u64) -> Exchange {
     let p = &c.protocol;
     match p.allreduce_between {
         Between::Multicast => Exchange::Multicast,
@@ -92,7 +92,7 @@ pub fn allreduce(c: &EngineConfig, engines: u32, len: u64, elem: u64) -> Exchang
                 (Exchange::Rabenseifner, can_halve(engines, len, elem)),
                 (Exchange::Multicast, true),
             ];
-            cheapest(&candidates, |x| m.allreduce(x, engines, len, elem))
+            cheapest(&candidates, |x| m.allreduce(x, engines, largest, len, elem))
         }
     }
 }
@@ -226,7 +226,7 @@ pub fn table(config: &EngineConfig) -> String {
             let _ = write!(s, "{e:>8}  {what:9}");
             for (len, _) in PARTS {
                 let x = if what == "allreduce" {
-                    allreduce(config, e, len, 8)
+                    allreduce(config, e, 1, len, 8)
                 } else {
                     allgather(config, e, len)
                 };
@@ -274,9 +274,9 @@ mod tests {
     #[test]
     fn forced_settings_follow_their_thresholds() {
         let c = forced(|_| {});
-        assert_eq!(allreduce(&c, 2, 1 << 20, 8), Exchange::Doubling, "halving needs four engines");
-        assert_eq!(allreduce(&c, 4, 1 << 20, 8), Exchange::Rabenseifner);
-        assert_eq!(allreduce(&c, 5, 64 << 10, 8), Exchange::Doubling);
+        assert_eq!(allreduce(&c, 2, 1, 1 << 20, 8), Exchange::Doubling, "halving needs four engines");
+        assert_eq!(allreduce(&c, 4, 1, 1 << 20, 8), Exchange::Rabenseifner);
+        assert_eq!(allreduce(&c, 5, 1, 64 << 10, 8), Exchange::Doubling);
         assert_eq!(allgather(&c, 2, 4 << 20), Exchange::Doubling, "two engines: one swap");
         assert_eq!(allgather(&c, 4, (256 << 10) - 1), Exchange::Doubling);
         assert_eq!(allgather(&c, 4, 256 << 10), Exchange::Multicast);
@@ -285,7 +285,7 @@ mod tests {
         let c = forced(|p| {
             (p.allreduce_between, p.allgather_between) = (Between::Multicast, AllgatherBetween::Multicast)
         });
-        assert_eq!(allreduce(&c, 8, 1 << 20, 8), Exchange::Multicast);
+        assert_eq!(allreduce(&c, 8, 1, 1 << 20, 8), Exchange::Multicast);
         assert_eq!(allgather(&c, 2, 8), Exchange::Multicast);
         let c = forced(|p| p.allgather_between = AllgatherBetween::Ring);
         assert_eq!(allgather(&c, 5, 8), Exchange::Ring);

@@ -152,45 +152,55 @@ impl ExchangeModel {
             return (0.0, 0.0);
         }
         let x = if reduce { part * self.reduce_ns } else { 0.0 };
-        let path = 2.0 * self.step(e) + 2.0 * self.end(part) + x + 2.0 * self.end(result);
+        // One way each: the two ends' work overlaps as the fragments stream.
+        let path = 2.0 * self.step(e) + self.end(part) + x + self.end(result);
         (path, f64::from(e - p) * (2.0 * self.end(part) + x + 2.0 * self.end(result)))
     }
 
-    /// Every engine's `n`-byte part broadcast to the others (reducing them when `reduce`).
-    fn parts(&self, e: u32, n: f64, reduce: bool) -> f64 {
+    /// Every engine's `n`-byte part broadcast to the others, plus `local` more engine work per
+    /// engine (an allreduce's: every part stored into each local rank's buffer and reduced
+    /// there).
+    fn parts(&self, e: u32, n: f64, local: f64) -> f64 {
         let (ef, others) = (f64::from(e), f64::from(e - 1));
-        let x = if reduce { n * self.reduce_ns } else { 0.0 };
         if e >= self.small_comm {
-            let path =
-                self.step(e) + self.switch_ns + (ef * self.end(n)).max(others * self.lane(n)) + others * x;
-            return self.time(e, path, ef * ef * self.end(n) + ef * others * x);
+            let path = self.step(e) + self.switch_ns + (ef * self.end(n)).max(others * self.lane(n)) + local;
+            return self.time(e, path, ef * (ef * self.end(n) + local));
         }
         let depth = f64::from(ceil_log2(e));
-        let busy = others * (2.0 * self.end(n)).max(self.lane(n)) + others * x;
-        self.time(e, depth * self.step(e) + busy, ef * others * (2.0 * self.end(n) + x))
+        let busy = others * (2.0 * self.end(n)).max(self.lane(n)) + local;
+        self.time(e, depth * self.step(e) + busy, ef * (others * 2.0 * self.end(n) + local))
     }
 
-    /// An allreduce's exchange of `len`-byte node results of `elem`-byte elements on `engines`.
-    pub fn allreduce(&self, x: Exchange, engines: u32, len: u64, elem: u64) -> f64 {
-        let (e, n) = (engines.max(1), len as f64);
+    /// An allreduce's exchange of `len`-byte node results of `elem`-byte elements on `engines`,
+    /// the largest holding `largest` ranks. Multicast, every rank's buffer receives every
+    /// engine's result and is reduced there (`largest · E` blocks stored and `largest · (E − 1)`
+    /// reduced per engine); doubling and Rabenseifner's store the result once per rank.
+    pub fn allreduce(&self, x: Exchange, engines: u32, largest: u32, len: u64, elem: u64) -> f64 {
+        let (e, n, q) = (engines.max(1), len as f64, f64::from(largest.max(1)));
         if e < 2 {
             return 0.0;
         }
         let p = crate::engine::power_below(e);
         let r = p.trailing_zeros();
+        let (ef, others) = (f64::from(e), f64::from(e - 1));
+        let stores = q * n * self.byte_ns;
+        // The folds, then the result stored into every local rank's buffer.
         let (fold_path, fold_work) = self.folds(e, p, n, true, n);
+        let (tail_path, tail_work) = (fold_path + stores, fold_work + ef * stores);
         match x {
-            Exchange::Multicast => self.parts(e, n, true),
+            Exchange::Multicast => {
+                self.parts(e, n, q * (ef * n * self.byte_ns + others * n * self.reduce_ns))
+            }
             Exchange::Rabenseifner => {
                 let elems = (len / elem.max(1)) as f64;
                 let seg = |i: u32| (elems / f64::from(2u32 << i)).ceil() * elem.max(1) as f64;
                 let (a, b) = self.swaps(e, p, r, seg, seg);
                 let (c, d) = self.swaps(e, p, r, seg, |_| 0.0);
-                self.time(e, a + c + fold_path, b + d + fold_work)
+                self.time(e, a + c + tail_path, b + d + tail_work)
             }
             _ => {
                 let (a, b) = self.swaps(e, p, r, |_| n, |_| n);
-                self.time(e, a + fold_path, b + fold_work)
+                self.time(e, a + tail_path, b + tail_work)
             }
         }
     }
@@ -202,7 +212,7 @@ impl ExchangeModel {
             return 0.0;
         }
         match x {
-            Exchange::Multicast => self.parts(e, m, false),
+            Exchange::Multicast => self.parts(e, m, 0.0),
             Exchange::Ring => {
                 let one = (2.0 * self.end(m)).max(self.lane(m));
                 let others = f64::from(e - 1);
@@ -245,7 +255,7 @@ impl ExchangeModel {
                 let others = f64::from(e - 1);
                 self.time(e, self.step(e) + others * one, f64::from(e) * others * one)
             }
-            _ => self.parts(e, q * f64::from(size) * b, false),
+            _ => self.parts(e, q * f64::from(size) * b, 0.0),
         }
     }
 }
@@ -272,7 +282,7 @@ mod tests {
         for e in [0, 1, 2, 3, 4, 7, 8, 64, 1024, u32::MAX] {
             for len in [0, 1, 8, 4096, 1 << 20, u64::MAX] {
                 for x in [Exchange::Doubling, Exchange::Rabenseifner, Exchange::Multicast, Exchange::Ring] {
-                    let a = m.allreduce(x, e, len, 8);
+                    let a = m.allreduce(x, e, 1, len, 8);
                     let g = m.allgather(x, e, len);
                     assert!(a.is_finite() && a >= 0.0 && g.is_finite() && g >= 0.0, "{x} {e} {len}");
                 }
@@ -288,20 +298,22 @@ mod tests {
     fn sharing_cpus_charges_all_engines_work() {
         // On its own cores a multicast allreduce of 8 engines costs its busiest engine 7
         // receptions; sharing 2 CPUs, all 8 engines' work queue for them.
-        let own = model(0).allreduce(Exchange::Multicast, 8, 1 << 20, 8);
-        let shared = model(2).allreduce(Exchange::Multicast, 8, 1 << 20, 8);
+        let own = model(0).allreduce(Exchange::Multicast, 8, 1, 1 << 20, 8);
+        let shared = model(2).allreduce(Exchange::Multicast, 8, 1, 1 << 20, 8);
         assert!(shared > 3.0 * own, "{shared} against {own}");
-        assert_eq!(model(16).allreduce(Exchange::Multicast, 8, 1 << 20, 8), own);
+        assert_eq!(model(16).allreduce(Exchange::Multicast, 8, 1, 1 << 20, 8), own);
     }
 
     /// The choices against what `ringcast bench` measured on this 2-core machine's `shm`
     /// (docs/performance.md: "Recursive doubling between the leaders", "Rabenseifner between
     /// the leaders", "Allgather between the leaders", "The ring between the leaders",
-    /// "Pairwise alltoall"), every case where one exchange was 1.3× or more faster, with the
-    /// parameters `ringcast run` and `ringcast bench` give engines sharing this machine's two
-    /// CPUs. Three cases the model misses, allgathers of long node parts where the parts'
-    /// pipelined broadcasts outran doubling by 1.3–1.45×: the model, which sees the same bytes
-    /// either way, predicts them within 20 % of each other.
+    /// "Pairwise alltoall", "Which exchange: the cost model"), every case where one exchange was
+    /// 1.3× or more faster, on engines sharing two CPUs as `ringcast run` and `ringcast bench`
+    /// tell them; `model.engine_ns_per_byte` and `model.wake_ns` are fitted to these (every
+    /// case holds from 0.6 ns/B with steps up to 5 µs; with a sleeping wake-up's 25 µs, a 4 KiB
+    /// allreduce on three engines goes multicast). Three cases the model cannot tell, allgathers
+    /// of long node parts where the parts' pipelined broadcasts outran doubling by 1.3–1.45×:
+    /// it sees the same bytes moved either way and predicts them within 20 % of each other.
     #[test]
     fn the_model_picks_what_was_measured_faster_here() {
         use crate::model::compose::{allgather, allreduce, alltoall};
@@ -311,6 +323,8 @@ mod tests {
         c.model.engine_cpus = 2;
         let k = 1024u64;
         for (e, len, want) in [
+            (3, 4 * k, Doubling),
+            (3, 64 * k, Doubling),
             (2, 1 << 20, Doubling),
             (4, 64 * k, Rabenseifner),
             (4, 1 << 20, Rabenseifner),
@@ -320,7 +334,7 @@ mod tests {
             (8, 4 << 20, Rabenseifner),
         ] {
             // (At 64 KiB doubling was measured against multicast only: not multicast.)
-            assert_eq!(allreduce(&c, e, len, 8), want, "allreduce on {e} engines, {len} B");
+            assert_eq!(allreduce(&c, e, 1, len, 8), want, "allreduce on {e} engines, {len} B");
         }
         for (e, part, want) in [
             (8, 64 * k, Doubling),
@@ -346,11 +360,8 @@ mod tests {
             (4, 8, 2, 4 * k),
             (4, 8, 2, 64 * k),
         ] {
-            assert_eq!(
-                alltoall(&c, e, size, q, block),
-                Pairwise,
-                "alltoall {e} engines x {q}, {block} B blocks"
-            );
+            let got = alltoall(&c, e, size, q, block);
+            assert_eq!(got, Pairwise, "alltoall {e} engines x {q}, {block} B blocks");
         }
     }
 
@@ -367,8 +378,8 @@ mod tests {
             Exchange::Doubling,
             "short: log2 E steps against one multicast and E - 1 messages"
         );
-        assert_eq!(allreduce(&c, 64, 4 << 20, 8), Exchange::Rabenseifner);
-        assert_eq!(allreduce(&c, 2, 4 << 20, 8), Exchange::Doubling, "halving needs four engines");
+        assert_eq!(allreduce(&c, 64, 1, 4 << 20, 8), Exchange::Rabenseifner);
+        assert_eq!(allreduce(&c, 2, 1, 4 << 20, 8), Exchange::Doubling, "halving needs four engines");
     }
 
     #[test]

@@ -466,12 +466,13 @@ impl Ledger {
                         // where the call's exchange is not multicast — the configuration's or
                         // the cost model's choice for this call (`model/compose.rs`).
                         let elem = t.size().unwrap_or(1) as u64;
-                        let doubling = |engines: usize| {
-                            compose::allreduce(&s.config, engines as u32, u64::from(len), elem)
+                        let doubling = |g: &[u32]| {
+                            let largest = g.iter().copied().max().unwrap_or(1);
+                            compose::allreduce(&s.config, g.len() as u32, largest, u64::from(len), elem)
                                 != Exchange::Multicast
                         };
                         let want = match groups.as_deref() {
-                            Some(g) if g.len() >= 2 && doubling(g.len()) => {
+                            Some(g) if g.len() >= 2 && doubling(g) => {
                                 reference_reduce_doubling(t, o, &blocks, g)
                             }
                             g => reference_reduce_grouped(t, o, &blocks, g),
