@@ -255,6 +255,42 @@ pub fn table(config: &EngineConfig) -> String {
             let _ = writeln!(s);
         }
     }
+    // The predictions behind the choices, where the model chooses.
+    let m = ExchangeModel::from_config(config);
+    let engines = 8;
+    let _ = writeln!(s, "predicted microseconds at {engines} engines of one rank (* = chosen with auto):");
+    let _ = write!(s, "{:>23}", "");
+    for (_, label) in PARTS {
+        let _ = write!(s, "  {label:>11}");
+    }
+    let _ = writeln!(s);
+    let rows: [(&str, Exchange, &dyn Fn(u64) -> f64); 5] = [
+        ("allreduce doubling", Exchange::Doubling, &|n| m.allreduce(Exchange::Doubling, engines, 1, n, 8)),
+        ("allreduce rabenseifner", Exchange::Rabenseifner, &|n| {
+            m.allreduce(Exchange::Rabenseifner, engines, 1, n, 8)
+        }),
+        ("allreduce multicast", Exchange::Multicast, &|n| m.allreduce(Exchange::Multicast, engines, 1, n, 8)),
+        ("allgather doubling", Exchange::Doubling, &|n| m.allgather(Exchange::Doubling, engines, n)),
+        ("allgather multicast", Exchange::Multicast, &|n| m.allgather(Exchange::Multicast, engines, n)),
+    ];
+    for (label, x, predict) in rows {
+        let _ = write!(s, "{label:>23}");
+        for (len, _) in PARTS {
+            let auto = {
+                let mut a = config.clone();
+                a.protocol.allreduce_between = Between::Auto;
+                a.protocol.allgather_between = AllgatherBetween::Auto;
+                if label.starts_with("allreduce") {
+                    allreduce(&a, engines, 1, len, 8)
+                } else {
+                    allgather(&a, engines, len)
+                }
+            };
+            let mark = if auto == x { "*" } else { " " };
+            let _ = write!(s, "  {:>10.1}{mark}", predict(len) / 1000.0);
+        }
+        let _ = writeln!(s);
+    }
     s.lines().map(|l| format!("{}\n", l.trim_end())).collect()
 }
 
@@ -312,5 +348,6 @@ mod tests {
         assert_eq!(alltoall(&c, 4, 4, 1, 8 << 20), Exchange::Multicast, "a block beyond a message");
         let t = table(&forced(|_| {}));
         assert!(t.contains("rabenseifner") && t.contains("multicast") && t.contains("doubling"), "{t}");
+        assert!(t.contains("predicted microseconds") && t.contains('*'), "{t}");
     }
 }
