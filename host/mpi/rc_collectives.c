@@ -471,8 +471,8 @@ static uint8_t rc_op_of(MPI_Op op) {
  * the same at every rank of a correct program), as one ringcast ALLREDUCE on a staging work
  * buffer of size x bytes (this rank's contribution copied in at its place): the engine gathers
  * every contribution, reduces them in a fixed order (rank order, or node by node then across
- * nodes when it composes leader-based — by default by recursive doubling between
- * the nodes: docs/protocol.md) — the same order at every rank, so every
+ * nodes when it composes leader-based — by recursive doubling between the nodes where the
+ * cost model's exchange for the call is not multicast: docs/protocol.md) — the same order at every rank, so every
  * rank's result is bit-identical, floats included (it may differ from the library's own float
  * result within rounding: another order) — and the result is copied out. Bitwise and logical
  * operations on floats, user operations, other datatypes: PMPI_Allreduce. */

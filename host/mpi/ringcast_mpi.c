@@ -566,8 +566,11 @@ static void rc_start(int provided) {
     if (hosts == 1) {
         /* Every engine on this machine: the cost model prices the exchanges between them on its
          * CPUs (model.engine_cpus, offload/proto/src/model/exchange.rs), alike at every rank. */
-        snprintf(buf, sizeof buf, "%ld", sysconf(_SC_NPROCESSORS_ONLN));
-        set_default("RINGCAST_MODEL_ENGINE_CPUS", buf);
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        if (online > 0) {
+            snprintf(buf, sizeof buf, "%ld", online);
+            set_default("RINGCAST_MODEL_ENGINE_CPUS", buf);
+        }
     }
     set("RINGCAST_JOB", job);
     snprintf(buf, sizeof buf, "%d", nodes); set("RINGCAST_NODES", buf);

@@ -39,7 +39,8 @@ impl Host {
     /// work buffer `work` (`size × len` bytes): this rank's contribution — read from `send`, or
     /// in place (`None`: already at `work + rank × len`) — is gathered with every rank's, the
     /// engine reduces them in its documented order (rank order, or node by node when it
-    /// composes leader-based, then by default by recursive doubling between the nodes:
+    /// composes leader-based, then by recursive doubling between the nodes where the call's
+    /// exchange is not multicast:
     /// docs/protocol.md) and the result is at the start of `work` when
     /// this returns (bit-identical at every rank).
     pub fn allreduce(

@@ -478,7 +478,8 @@ pub unsafe extern "C" fn ringcast_allgather(
 /// contribution at `send_offset` of `send`, or — `send` NULL — already in place at
 /// `work_offset + rank × len`; when it completes ([`ringcast_wait`] / [`ringcast_test`]) the
 /// result, reduced in the engine's documented order (rank order, or node by node when it
-/// composes leader-based, then by default by recursive doubling between the nodes;
+/// composes leader-based, then by recursive doubling between the nodes where the call's
+/// exchange, the cost model's choice, is not multicast;
 /// bit-identical at every rank), is at `work_offset`.
 ///
 /// # Safety

@@ -34,6 +34,12 @@ pub fn run(config: &Config, engine: Option<&str>) -> ExitCode {
     print!("{}", Selector::from_config(&config.engine()).table(&Layout::FLAT));
     print!("{}", compositions(config.engine().protocol.allgather_parts));
     print!("{}", compose::table(&config.engine()));
+    if std::env::var_os("RINGCAST_MODEL_ENGINE_CPUS").is_none() {
+        let cpus = crate::cluster::engine_cpus();
+        println!(
+            "(ringcast run and ringcast bench start every engine on this machine and set model.engine_cpus = {cpus}: RINGCAST_MODEL_ENGINE_CPUS={cpus} ringcast info shows their choices)"
+        );
+    }
     if let Some(name) = engine {
         // As an observer: no local rank taken from a job starting beside it.
         match crate::stats::attach(name, config).map_err(|e| e.to_string()).and_then(|mut h| h.stats().map_err(|e| e.to_string())) {

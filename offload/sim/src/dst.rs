@@ -530,8 +530,8 @@ impl Scenario {
     /// those at every block length, `alltoall_pairwise_bytes` 0; half aggregated per node where
     /// engines hold several ranks, `alltoall_aggregate`). Last, a quarter each leave the
     /// allreduce's, the allgather's and the alltoall's exchange to the cost model (`auto`,
-    /// `model/exchange.rs`), half of those pricing engines that share two CPUs
-    /// (`model.engine_cpus`).
+    /// `model/exchange.rs`; so the splits above hold for the other three quarters), and half of
+    /// all scenarios price engines that share two CPUs (`model.engine_cpus`).
     fn with_composition_draw(mut self) -> Scenario {
         let mut g = SimRng::new(self.seed ^ ENGINE_SALT ^ 2);
         let nodes = g.chance(0.5);

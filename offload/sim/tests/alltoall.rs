@@ -79,6 +79,9 @@ fn cluster(run: &Run) -> (Cluster, Vec<Rank>) {
         c.protocol.alltoall_between = between.0;
         c.protocol.alltoall_pairwise_bytes = between.1;
         c.protocol.alltoall_aggregate = between.2;
+        // An allgather beside the alltoalls (`another_kind_of_call_…`) swaps by doubling, set:
+        // on two engines the cost model prices doubling and multicast the same.
+        c.protocol.allgather_between = ringcast_proto::config::AllgatherBetween::Doubling;
     });
     let mut c = Cluster::new(
         engines,
@@ -290,7 +293,7 @@ fn the_pairwise_exchange_runs_on_any_placement() {
     on(&[3, 2, 2], &[0, 3, 1, 5, 2, 4, 6], 1000, 82);
 }
 
-/// The default rule (`model/compose.rs`): pairwise with one rank per engine, aggregated per
+/// The rule of `alltoall_between = pairwise` (`model/compose.rs`): pairwise with one rank per engine, aggregated per
 /// node where engines hold several ranks and the staging fits, and from
 /// `alltoall_pairwise_bytes` otherwise; below it the multicast alltoall — counted by the
 /// broadcasts on the world.
@@ -309,7 +312,7 @@ fn the_rule_picks_pairwise_aggregated_or_the_multicast_alltoall() {
 }
 
 /// Two processes of one node in different calls at one slot — one a pairwise alltoall, the
-/// other an allgather (recursive doubling between the leaders, the default) — and the other
+/// other an allgather (recursive doubling between the leaders, set) — and the other
 /// node's alltoalls: the slot cannot run; every rank's call ends, typed, none `Ok` (it waited
 /// forever before: each kind's engine work waited for the other's).
 #[test]

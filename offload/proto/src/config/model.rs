@@ -34,7 +34,7 @@ crate::tunables! {
             "cost model: engine CPU time per message sent or received beyond its datagrams (its slot, completion and synchronization) in nanoseconds";
         /// Cost model: CPUs the engines share.
         engine_cpus: u32 = 0, "RINGCAST_MODEL_ENGINE_CPUS",
-            "cost model: CPUs the job's engines and processes share; 0: every engine has its own core (a DPU, a cluster node). ringcast run, ringcast bench and the MPI interposer set it to the machine's CPU count when they start every engine on one machine. Every engine of a job must have the same value";
+            "cost model: CPUs the job's engines share (with their host processes, which the model does not count); 0: every engine has its own core (a DPU, a cluster node). ringcast run, ringcast bench and the MPI interposer set it to the machine's CPU count when they start every engine on one machine. Every engine of a job must have the same value";
         /// Cost model: a step's wait for a CPU.
         wake_ns: f64 = 5000.0, "RINGCAST_MODEL_WAKE_NS",
             "cost model, with more engines than engine_cpus: time a sequential step of an exchange waits for its engine to get a CPU in nanoseconds (5000: fitted to this project's measurements on a 2-core machine, where spinning and yielding pollers hand over in microseconds; a wake-up from sleep costs ~24 us)";

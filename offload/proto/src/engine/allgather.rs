@@ -61,10 +61,11 @@
 //! every part (the multicast composition delivers each part everywhere), the root alone
 //! loads, reduces and stores, and the others complete with 0 bytes once their parts are over.
 //!
-//! By default (`protocol.allreduce_between = doubling`, `allgather_between = doubling`) a
-//! leader-based allreduce or reduce combines the node results, and an allgather exchanges the
-//! node parts, by recursive doubling between the leaders instead of multicasting them
-//! (`doubling.rs`): one part per node, carried out by the engine.
+//! Where the cost model picks it (`protocol.allreduce_between`, `allgather_between` = `auto`,
+//! the default; `model/compose.rs`) or a setting forces it (`doubling`), a leader-based
+//! allreduce or reduce combines the node results, and an allgather exchanges the node parts, by
+//! recursive doubling (a reduction also by Rabenseifner's) between the leaders instead of
+//! multicasting them (`doubling.rs`): one part per node, carried out by the engine.
 
 use super::assembly::Piece;
 use super::composite::{call_context, Composite, Reduce};

@@ -19,7 +19,7 @@
 //! largest power of two not above the engine count `E`, engine `i < P` pairs with `i ^ 2^k`
 //! for every `2^k < P` and, if `i + P < E`, with `i + P`; engine `i ≥ P` only with `i − P`:
 //! `⌈log₂ E⌉ + 1` communicators per engine at most. With `protocol.alltoall_between =
-//! pairwise` (the default), on communicators of up to `protocol.pairwise_engines` engines (16)
+//! pairwise` or `auto` (the default, where the cost model may pick it), on communicators of up to `protocol.pairwise_engines` engines (16)
 //! every engine also pairs with every other, for the pairwise alltoall (`pairwise.rs`): `E − 1`
 //! each. With `protocol.allgather_between = ring`, every engine also pairs with its two ring
 //! neighbours `i ± 1` (mod `E`).
