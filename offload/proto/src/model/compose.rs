@@ -264,30 +264,26 @@ pub fn table(config: &EngineConfig) -> String {
         let _ = write!(s, "  {label:>11}");
     }
     let _ = writeln!(s);
-    let rows: [(&str, Exchange, &dyn Fn(u64) -> f64); 5] = [
-        ("allreduce doubling", Exchange::Doubling, &|n| m.allreduce(Exchange::Doubling, engines, 1, n, 8)),
-        ("allreduce rabenseifner", Exchange::Rabenseifner, &|n| {
-            m.allreduce(Exchange::Rabenseifner, engines, 1, n, 8)
-        }),
-        ("allreduce multicast", Exchange::Multicast, &|n| m.allreduce(Exchange::Multicast, engines, 1, n, 8)),
-        ("allgather doubling", Exchange::Doubling, &|n| m.allgather(Exchange::Doubling, engines, n)),
-        ("allgather multicast", Exchange::Multicast, &|n| m.allgather(Exchange::Multicast, engines, n)),
+    let rows = [
+        ("allreduce", Exchange::Doubling),
+        ("allreduce", Exchange::Rabenseifner),
+        ("allreduce", Exchange::Multicast),
+        ("allgather", Exchange::Doubling),
+        ("allgather", Exchange::Multicast),
     ];
-    for (label, x, predict) in rows {
-        let _ = write!(s, "{label:>23}");
+    let mut auto = config.clone();
+    auto.protocol.allreduce_between = Between::Auto;
+    auto.protocol.allgather_between = AllgatherBetween::Auto;
+    for (what, x) in rows {
+        let _ = write!(s, "{:>23}", format!("{what} {x}"));
         for (len, _) in PARTS {
-            let auto = {
-                let mut a = config.clone();
-                a.protocol.allreduce_between = Between::Auto;
-                a.protocol.allgather_between = AllgatherBetween::Auto;
-                if label.starts_with("allreduce") {
-                    allreduce(&a, engines, 1, len, 8)
-                } else {
-                    allgather(&a, engines, len)
-                }
+            let (predicted, chosen) = if what == "allreduce" {
+                (m.allreduce(x, engines, 1, len, 8), allreduce(&auto, engines, 1, len, 8))
+            } else {
+                (m.allgather(x, engines, len), allgather(&auto, engines, len))
             };
-            let mark = if auto == x { "*" } else { " " };
-            let _ = write!(s, "  {:>10.1}{mark}", predict(len) / 1000.0);
+            let mark = if chosen == x { "*" } else { " " };
+            let _ = write!(s, "  {:>10.1}{mark}", predicted / 1000.0);
         }
         let _ = writeln!(s);
     }
