@@ -854,3 +854,55 @@ fn a_dead_engine_fails_a_doubling_allreduce_everywhere_within_the_bound() {
         }
     }
 }
+
+/// Ranks that disagree on an allreduce's length across a boundary of the cost model's choice:
+/// three engines sharing two CPUs, rank 0 one element short of the length from which the model
+/// picks doubling (it multicasts its part), ranks 1 and 2 at it (they swap over the pairs), then
+/// a second allreduce in step. Engine 0 goes on to the second call, whose pair transfers the
+/// others, still in the first, took as the first's: `Ok` over another call's contribution. With
+/// the count of multicast exchanges in every later context (`gather.rs`) every call of every
+/// rank ends typed within a few peer timeouts, none `Ok`.
+#[test]
+fn ranks_split_by_the_exchange_get_typed_errors() {
+    let world = World::Uniform { nodes: 3, ppn: 1 };
+    let setup = Setup { cpus: 2, ..Setup::leaders(Between::Auto) };
+    let config = EngineConfig::default().with(|c| setup.apply(c));
+    let t = DataType::F64;
+    let way = |elems: u64| compose::allreduce(&config, 3, 1, elems * 8, 8);
+    let boundary = (2..4096u64).find(|&n| way(n) != way(n - 1)).expect("a boundary below 32 KiB");
+    assert_eq!((way(boundary - 1), way(boundary)), (Exchange::Multicast, Exchange::Doubling));
+    let peer_timeout_ms = 300u64;
+    let engines = world_engines(&world, "split", &|c| {
+        setup.apply(c);
+        c.protocol.peer_timeout_ms = peer_timeout_ms as u32;
+    });
+    let mut c = clean_cluster(engines, 5, 1);
+    let hosts = attach_ranks(&mut c, &world);
+    for call in 0..2u64 {
+        for r in 0..3u32 {
+            let elems = (boundary - u64::from(call == 0 && r == 0)) as usize;
+            let (len, (node, local, host)) = (elems * 8, hosts[r as usize]);
+            let m = &mut c.nodes[node];
+            let seg = u64::from(local) << 48 | call << 8;
+            let (wk, _) = stage(m, host, seg, r, &contribution(t, r, elems), true, (len * 3) as u64);
+            let work = RegionRef { key: wk, offset: 0 };
+            let d = SubmissionDescriptor::allreduce(
+                u64::from(r) << 16 | call,
+                0,
+                work,
+                None,
+                len as u64,
+                t,
+                ReduceOp::SUM,
+            );
+            c.with_engine(node, |e, now| e.handle_descriptor(host, &d, now));
+        }
+    }
+    let count = |c: &Cluster| c.published().iter().filter(|p| p.cqe.opcode == Opcode::ALLREDUCE).count();
+    run_until(&mut c, "split allreduces", |c| count(c) >= 6);
+    assert_eq!(count(&c), 6, "every call of every rank ends");
+    assert!(c.now() < 4 * peer_timeout_ms * 1_000_000, "within four peer timeouts: {} ns", c.now());
+    for p in c.published() {
+        assert_ne!(p.cqe.status.0, StatusKind::Ok as u16, "a call of ranks out of step ended Ok: {p:?}");
+    }
+}

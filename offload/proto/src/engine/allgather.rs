@@ -126,6 +126,13 @@ impl Engine {
         // carried out by the engine. (A reduce's other ranks get the result too, in a buffer
         // whose contents are theirs not to rely on, and report no bytes.)
         let exchange = self.exchange(&a);
+        if let (Some((engines, _)), true) = (nodes, exchange == Exchange::Multicast) {
+            if engines >= 2 {
+                // Counted in this process's later contexts: engines that disagree on the
+                // exchange must not pair one call's transfers with another's (`gather.rs`).
+                self.multicast_exchange(a.host, a.comm);
+            }
+        }
         if let (Some((engines, mine)), false) = (nodes, exchange == Exchange::Multicast) {
             if engines >= 2 {
                 let token = TAGGED | self.parts.insert(Composite::new(op, 1, bytes));

@@ -87,6 +87,10 @@ impl Engine {
                 let token = TAGGED | self.parts.insert(Composite::new(op, 1, whole));
                 return self.post_pairwise(&a, local, token, context, mine);
             }
+            if m.engines() >= 2 {
+                // Counted in this process's later contexts, as `allgather.rs` counts it.
+                self.multicast_exchange(a.host, a.comm);
+            }
         }
         let mut composite = Composite::new(op, nodes.map_or(a.size, |(engines, _)| engines), whole);
         composite.scatter = Some(scatter);

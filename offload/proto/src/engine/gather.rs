@@ -245,6 +245,10 @@ pub struct Gather {
     departed: Vec<bool>,
     /// Calls of each local rank on this communicator that posted nothing ([`Gather::skip`]).
     skipped: Vec<u32>,
+    /// Leader-based calls of each local rank on this communicator whose exchange between the
+    /// engines was multicast, not over the pair communicators ([`Gather::multicast_exchange`]),
+    /// modulo 256.
+    multicast: Vec<u8>,
     /// Sequence number of `slots[0]`.
     base: u64,
     slots: VecDeque<Slot>,
@@ -274,6 +278,7 @@ impl Gather {
             next: vec![0; ppn as usize],
             departed: vec![false; ppn as usize],
             skipped: vec![0; ppn as usize],
+            multicast: vec![0; ppn as usize],
             base: 0,
             slots: VecDeque::with_capacity(capacity),
             started: 0,
@@ -380,10 +385,28 @@ impl Gather {
         }
     }
 
+    /// Local process `local` made a leader-based call whose exchange between the engines is
+    /// multicast (`model/compose.rs`). Which exchange a call takes depends on its length, so
+    /// ranks that disagree on the length can take different ones: an engine that multicast its
+    /// part goes on to its next call, whose pair transfers its partners, still in the call it
+    /// skipped on the pairs, would take as that call's (`Ok` over another call's bytes: the
+    /// simulator test `ranks_split_by_the_exchange_get_typed_errors`). Its later posts carry
+    /// the count (bits 24–31 of the context, which the MAC covers), so such transfers fail with
+    /// `DigestMismatch` at both ends.
+    pub fn multicast_exchange(&mut self, local: u32) {
+        if let Some(m) = self.multicast.get_mut(local as usize) {
+            *m = m.wrapping_add(1);
+        }
+    }
+
     /// The context local process `local`'s next post with call context `context` carries: the
-    /// call's, and its skipped calls in the high half.
+    /// call's (bits 0–23), its leader-based calls exchanged by multicast (24–31), and its
+    /// skipped calls in the high half.
     pub fn context_of(&self, local: u32, context: u64) -> u64 {
-        context | u64::from(self.skipped.get(local as usize).copied().unwrap_or(0)) << 32
+        let multicast = self.multicast.get(local as usize).copied().unwrap_or(0);
+        context
+            | u64::from(multicast) << 24
+            | u64::from(self.skipped.get(local as usize).copied().unwrap_or(0)) << 32
     }
 
     /// The engine assembled slot `seq`'s local blocks into its root's buffer: it may start.
@@ -530,6 +553,7 @@ impl Gather {
         self.departed.iter_mut().for_each(|d| *d = false);
         // A new job: its processes start in step.
         self.skipped.iter_mut().for_each(|s| *s = 0);
+        self.multicast.iter_mut().for_each(|m| *m = 0);
     }
 
     fn break_all(&mut self) {

@@ -424,6 +424,14 @@ impl Engine {
         }
     }
 
+    /// `host` made a leader-based call on `comm` whose exchange between the engines is
+    /// multicast ([`gather::Gather::multicast_exchange`]).
+    pub(super) fn multicast_exchange(&mut self, host: HostId, comm: u64) {
+        if let (Some(node), Some(local)) = (self.node.as_mut(), self.core.local_rank(host)) {
+            node.multicast_exchange(local, comm);
+        }
+    }
+
     /// A frame from engine `from`.
     pub fn handle_frame(&mut self, from: PeerId, bytes: &[u8], now: Nanos) {
         if let Some(node) = self.node.as_mut() {

@@ -339,6 +339,15 @@ impl Node {
         }
     }
 
+    /// Engine-local rank `local` made a leader-based call on `comm` exchanged by multicast
+    /// ([`super::gather::Gather::multicast_exchange`]); nothing if it is not a member here.
+    pub(crate) fn multicast_exchange(&mut self, local: u32, comm: u64) {
+        let Some(c) = self.slot(comm).and_then(|s| self.comms[s].as_mut()) else { return };
+        if let Some(index) = c.index_of_local(local) {
+            c.gather.multicast_exchange(index);
+        }
+    }
+
     /// The context engine-local rank `local`'s next post on `comm` with call context `context`
     /// carries ([`super::gather::Gather::context_of`]).
     pub(crate) fn context_of(&self, local: u32, comm: u64, context: u64) -> u64 {
