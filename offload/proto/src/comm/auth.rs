@@ -105,7 +105,9 @@ impl CommKeys {
 
     /// [`CommKeys::mac_state`] of a message posted in `context`
     /// ([`crate::transfer::protocol::Post::context`]): its low half — what the call is, beyond a
-    /// broadcast — folded into the upper half of the hashed length (messages are below 4 GiB),
+    /// broadcast, and the posting process's leader-based calls exchanged by multicast
+    /// (`engine/gather.rs`) — folded into the upper half of the hashed length (messages are
+    /// below 4 GiB),
     /// its high half — the calls the posting process skipped on the communicator — hashed after
     /// it. Context 0 is a plain broadcast's MAC.
     pub fn mac_state_in(&self, bid: u32, len: u64, context: u64) -> MacState {
