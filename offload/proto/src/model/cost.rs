@@ -225,7 +225,7 @@ fn hop(c: &LogGp, t1: f64) -> f64 {
 }
 
 /// `⌈log₂ n⌉` (0 for `n ≤ 1`), exactly, from the bit length.
-fn ceil_log2(n: u64) -> f64 {
+pub(super) fn ceil_log2(n: u64) -> f64 {
     if n <= 1 {
         0.0
     } else {

@@ -167,7 +167,7 @@ impl ExchangeModel {
             let path = self.step(e) + self.switch_ns + (ef * self.end(n)).max(others * self.lane(n)) + local;
             return self.time(e, path, ef * (ef * self.end(n) + local));
         }
-        let depth = f64::from(ceil_log2(e));
+        let depth = super::cost::ceil_log2(u64::from(e));
         let busy = others * (2.0 * self.end(n)).max(self.lane(n)) + local;
         self.time(e, depth * self.step(e) + busy, ef * (others * 2.0 * self.end(n) + local))
     }
@@ -259,11 +259,6 @@ impl ExchangeModel {
             _ => self.parts(e, q * f64::from(size) * b, 0.0),
         }
     }
-}
-
-/// `⌈log₂ n⌉` for `n ≥ 1`.
-fn ceil_log2(n: u32) -> u32 {
-    32 - n.saturating_sub(1).leading_zeros()
 }
 
 #[cfg(test)]
@@ -385,10 +380,5 @@ mod tests {
         );
         assert_eq!(allreduce(&c, 64, 1, 4 << 20, 8), Exchange::Rabenseifner);
         assert_eq!(allreduce(&c, 2, 1, 4 << 20, 8), Exchange::Doubling, "halving needs four engines");
-    }
-
-    #[test]
-    fn ceil_log2_of_small_counts() {
-        assert_eq!([1, 2, 3, 4, 5, 8, 9].map(ceil_log2), [0, 1, 2, 2, 3, 3, 4]);
     }
 }
