@@ -70,8 +70,10 @@ statuses! {
     /// posted different calls (another collective, element type or operation — the call is in
     /// the digest).
     DigestMismatch = 15, "reassembled message failed its end-to-end digest (altered, or the ranks posted different calls)";
-    /// The root could not read its buffer; the broadcast was aborted everywhere.
-    RootFailed = 16, "the root aborted the broadcast (its buffer could not be read)";
+    /// A rank's part could not be read — a root's buffer failed, or the rank's call was
+    /// refused for its buffers (that rank ends with the refusal's status) — so the collective
+    /// was aborted here.
+    RootFailed = 16, "a rank's part could not be read (its buffer failed, or its call was refused for its buffers)";
     /// The posting host holds no rank in the communicator (every local rank of its engine was
     /// taken when it attached).
     NoRank = 17, "the posting process holds no rank in the communicator";

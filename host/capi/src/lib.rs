@@ -105,7 +105,8 @@ pub const RINGCAST_ERR_COMMUNICATOR_BROKEN: c_int = -14;
 /// The reassembled message failed its end-to-end digest: altered on the way, or the ranks
 /// posted different calls (count, type, operation or collective). `-(StatusKind::DigestMismatch)`.
 pub const RINGCAST_ERR_DIGEST_MISMATCH: c_int = -15;
-/// The root aborted the broadcast (its buffer could not be read). `-(StatusKind::RootFailed)`.
+/// A rank's part could not be read (its buffer failed, or its call was refused for its
+/// buffers): the collective was aborted. `-(StatusKind::RootFailed)`.
 pub const RINGCAST_ERR_ROOT_FAILED: c_int = -16;
 /// This process holds no rank in the communicator. `-(StatusKind::NoRank)`.
 pub const RINGCAST_ERR_NO_RANK: c_int = -17;

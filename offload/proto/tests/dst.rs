@@ -15,7 +15,7 @@ fn seeded_scenarios_hold_every_invariant() {
     let n = seeds();
     let (mut benign, mut completions, mut ok, mut dropped, mut delivered) = (0, 0, 0, 0u64, 0u64);
     let (mut empty, mut nodes, mut allgathers, mut allreduces, mut uneven, mut barriers) = (0, 0, 0, 0, 0, 0);
-    let (mut reduces, mut alltoalls, mut settled) = (0, 0, 0);
+    let (mut reduces, mut alltoalls, mut settled, mut refused) = (0, 0, 0, 0);
     let mut failures = Vec::new();
     for seed in 0..n {
         match run(&Scenario::generate(seed, 512)) {
@@ -33,6 +33,7 @@ fn seeded_scenarios_hold_every_invariant() {
                 barriers += r.barriers;
                 reduces += r.reduces;
                 alltoalls += r.alltoalls;
+                refused += r.refused;
                 settled += u64::from(r.finalized);
             }
             Err(v) => failures.push(format!("seed {seed}: {v:?}  (replay: ringcast dst --seed {seed})")),
@@ -40,7 +41,8 @@ fn seeded_scenarios_hold_every_invariant() {
     }
     println!(
         "DST: {n} scenarios ({benign} benign, {uneven} with uneven worlds, {nodes} engines), {completions} completions checked ({ok} ok, \
-         {allgathers} of them allgathers, {allreduces} allreduces, {reduces} reduces, {alltoalls} alltoalls and {barriers} barriers, {} typed errors of which {empty} 0-byte BadLength), {delivered} \
+         {allgathers} of them allgathers, {allreduces} allreduces, {reduces} reduces, {alltoalls} alltoalls and {barriers} barriers, {} typed errors of which {empty} 0-byte BadLength and {refused} \
+         calls refused for their buffers), {delivered} \
          datagrams delivered, {dropped} dropped and counted; {settled} benign scenarios finalized with every engine settled",
         completions - ok
     );
@@ -58,6 +60,7 @@ fn seeded_scenarios_hold_every_invariant() {
     assert!(benign > n / 3, "the generator must keep producing benign scenarios");
     assert!(n < 50 || allgathers > 0, "the generator must keep producing allgathers");
     assert!(n < 50 || allreduces > 0, "the generator must keep producing allreduces");
+    assert!(n < 50 || refused > 0, "the generator must keep refusing calls for their buffers");
     assert!(ok > completions / 2);
 }
 
@@ -77,11 +80,13 @@ fn loss_alone_never_fails_a_broadcast_even_at_100_percent_multicast_loss() {
         if !s.crashes.is_empty() {
             continue;
         }
-        // Loss and nothing else: no aborted roots, no forged frames, no injected faults.
+        // Loss and nothing else: no aborted roots, no refused calls, no forged frames, no
+        // injected faults.
         s.faults = ringcast_sim::fabric::Faults::clean();
         s.faults.mcast_loss = 1.0;
         s.hostile = 0;
         s.comms.iter_mut().for_each(|c| c.aborted.iter_mut().for_each(|a| *a = false));
+        s.comms.iter_mut().for_each(|c| c.refused.iter_mut().for_each(|r| *r = None));
         s.fault.drop = 0.0;
         s.fault.corrupt = 0.0;
         s.fault.duplicate = 0.0;

@@ -90,6 +90,10 @@ pub struct CommPlan {
     /// Steps that are barriers instead (`bcasts[k].1` is then the scratch: the communicator's
     /// size, or 0 for a refused one).
     pub barrier: Vec<bool>,
+    /// Steps one rank of which (this rank of the communicator) names a buffer nobody
+    /// registered: its call is refused for its buffers (`UnknownRegion`) and runs in step on no
+    /// memory; whoever needs its part ends `RootFailed`, and the communicator stays usable.
+    pub refused: Vec<Option<u32>>,
 }
 
 impl CommPlan {
@@ -100,7 +104,8 @@ impl CommPlan {
         let barrier = vec![false; bcasts.len()];
         let reduce = vec![false; bcasts.len()];
         let alltoall = vec![false; bcasts.len()];
-        CommPlan { members, bcasts, aborted, allgather, allreduce, reduce, alltoall, barrier }
+        let refused = vec![None; bcasts.len()];
+        CommPlan { members, bcasts, aborted, allgather, allreduce, reduce, alltoall, barrier, refused }
     }
 }
 
@@ -202,6 +207,8 @@ pub struct Report {
     pub alltoalls: u64,
     /// `Ok` barrier completions, each after every member's post (counted in `ok` too).
     pub barriers: u64,
+    /// Calls refused for their buffers (`UnknownRegion` at their rank, checked).
+    pub refused: u64,
     /// Whether the engines' world was uneven (nodes holding different numbers of ranks).
     pub uneven: bool,
     /// Benign, every process detached at its end (finalized), and every engine was checked to
@@ -264,6 +271,8 @@ const REDUCE_SALT: u64 = 0x4ed0_ce00_0001;
 const ALLTOALL_SALT: u64 = 0xa77_0a77_0001;
 /// Salt of the barrier draws: a stream of their own.
 const BARRIER_SALT: u64 = 0xba77_1e70_0001;
+/// Salt of the draws of calls refused for their buffers: a stream of their own.
+const REFUSED_SALT: u64 = 0x4ef0_5ed0_0001;
 
 /// Largest `ranks × len × broadcasts` a generated scenario moves (keeps `make test` fast).
 const BYTE_BUDGET: u64 = 8 << 20;
@@ -454,6 +463,18 @@ impl Scenario {
                     true
                 })
                 .collect();
+            // Calls refused at one rank for their buffers, from a stream of their own: any step
+            // of bytes whose root buffer is readable — a composed collective's more often, its
+            // exchanges being where a refused rank's partners could be left waiting.
+            let mut f = SimRng::new(seed ^ REFUSED_SALT ^ comms.len() as u64);
+            let refused: Vec<Option<u32>> = (0..bcasts.len())
+                .map(|k| {
+                    let composed = allgather[k].is_some() || alltoall[k];
+                    let (rank, often, rarely) = (f.below(size as u64) as u32, f.chance(0.15), f.chance(0.03));
+                    let drawn = if composed { often } else { rarely };
+                    (drawn && bcasts[k].1 > 0 && !aborted[k]).then_some(rank)
+                })
+                .collect();
             comms.push(CommPlan {
                 members: nodes,
                 bcasts,
@@ -463,6 +484,7 @@ impl Scenario {
                 reduce,
                 alltoall,
                 barrier,
+                refused,
             });
         }
         let crashes = if r.chance(0.1) {

@@ -250,13 +250,9 @@ fn bad_allgathers_get_typed_errors_at_the_rank_that_posted_them() {
     let cases = [
         // A block of 0 bytes.
         (SubmissionDescriptor::allgather(1, 0, at(recv, 0), Some(at(send, 0)), 0), StatusKind::BadLength),
-        // A receive buffer too small for every block.
-        (
-            SubmissionDescriptor::allgather(2, 0, at(recv, 8), Some(at(send, 0)), len as u64),
-            StatusKind::OutOfBounds,
-        ),
-        // The send block inside the receive buffer without being in place.
-        (SubmissionDescriptor::allgather(3, 0, at(recv, 0), Some(at(recv, 0)), 32), StatusKind::Overlap),
+        // (A receive buffer too small, a send block inside the receive buffer, an unknown key:
+        // refused for this rank's buffers, such a call runs in step with the others' on no
+        // memory and is not refused at once — `refused_buffers.rs`.)
         // A root set: allgather has none.
         (
             SubmissionDescriptor {
@@ -270,12 +266,6 @@ fn bad_allgathers_get_typed_errors_at_the_rank_that_posted_them() {
             SubmissionDescriptor::allgather(5, 99, at(recv, 0), None, len as u64),
             StatusKind::UnknownCommunicator,
         ),
-        // Send from a region it may not read: the receive region is READ_WRITE, so take an
-        // unknown key instead.
-        (
-            SubmissionDescriptor::allgather(6, 0, at(recv, 0), Some(at(RegionKey(0x7777), 0)), len as u64),
-            StatusKind::UnknownRegion,
-        ),
     ];
     for (d, _) in &cases {
         c.with_engine(0, |e, now| e.handle_descriptor(ranks[0].host, d, now));
@@ -283,8 +273,8 @@ fn bad_allgathers_get_typed_errors_at_the_rank_that_posted_them() {
     let got: Vec<(u64, u16)> = c.published().iter().map(|p| (p.cqe.cookie, p.cqe.status.0)).collect();
     let want: Vec<(u64, u16)> = cases.iter().map(|(d, s)| (d.cookie, *s as u16)).collect();
     assert_eq!(got, want);
-    // Nothing was posted to the protocol, but rank 0 made six calls rank 1 did not: a good
-    // allgather afterwards is rank 0's seventh and rank 1's first, and both are told so
+    // Nothing was posted to the protocol, but rank 0 made three calls rank 1 did not: a good
+    // allgather afterwards is rank 0's fourth and rank 1's first, and both are told so
     // (`Gather::skip`: the skipped calls are in the MAC's context) instead of being matched
     // (`offload/sim/tests/skipped_call.rs` has the case where rank 1 made the call too).
     let done = run(&mut c, &ranks, len, 1);

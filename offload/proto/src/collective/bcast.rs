@@ -240,14 +240,17 @@ impl Protocol {
         if op.state != State::Storing || op.stores_out > 0 {
             return;
         }
-        if op.store_failed {
-            op.state = State::Failed;
-            env.complete(op.token, fail(StatusKind::OutOfBounds, op.counters));
-            return;
-        }
+        // Stored or not (its host memory failed, or its call was refused for its buffers: the
+        // host is told), the message is here whole and authentic: this rank serves it and acks
+        // it in the synchronization — a local memory fault is no NACK, and the communicator
+        // stays usable, as for a root's aborted load.
         op.state = State::Done;
         let len = op.geo.total;
-        env.complete(op.token, Outcome { status: StatusKind::Ok, bytes: len as u64, counters: op.counters });
+        let outcome = match op.store_failed {
+            true => fail(StatusKind::OutOfBounds, op.counters),
+            false => Outcome { status: StatusKind::Ok, bytes: len as u64, counters: op.counters },
+        };
+        env.complete(op.token, outcome);
         if op.selective {
             let (bid, root) = (op.bid, op.root);
             let n = children(Topology::Ring, c.spec.size(), root, c.spec.my_rank, &mut self.kids);

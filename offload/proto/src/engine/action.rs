@@ -124,6 +124,9 @@ pub(crate) struct Outbox {
     /// writes over old bytes instead of zeroing first.
     arena: Vec<u8>,
     used: usize,
+    /// Jobs on a refused call's buffers ([`Resolved::REFUSED`]): they fail in the engine, at
+    /// once, and never reach the driver.
+    refused: Vec<JobId>,
 }
 
 impl Outbox {
@@ -176,7 +179,21 @@ impl Outbox {
     }
 
     pub(crate) fn dma(&mut self, job: JobId, dma: Dma) {
-        self.queue.push_back(Queued::Dma { job, dma });
+        let refused = match dma {
+            Dma::Copy { src, dst, .. } => src.is_refused() || dst.is_refused(),
+            Dma::Load { src, .. } => src.is_refused(),
+            Dma::Store { dst, .. } => dst.is_refused(),
+        };
+        if refused {
+            self.refused.push(job);
+        } else {
+            self.queue.push_back(Queued::Dma { job, dma });
+        }
+    }
+
+    /// The jobs [`Outbox::dma`] failed since the last call (to answer as failed).
+    pub(crate) fn take_refused(&mut self) -> Vec<JobId> {
+        core::mem::take(&mut self.refused)
     }
 
     pub(crate) fn complete(&mut self, host: HostId, cqe: Completion, started: Nanos) {

@@ -16,7 +16,7 @@ use super::{Dma, Engine, Job, JobId};
 use crate::intake::regions::Resolved;
 use crate::intake::HostId;
 use alloc::vec::Vec;
-use ringcast_abi::{DataType, ReduceOp, RegionKey};
+use ringcast_abi::{DataType, ReduceOp, RegionKey, StatusKind};
 
 /// One local process's block of a node part.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,7 +48,8 @@ pub(super) struct Assembly {
     pieces: Vec<Piece>,
     /// Copies still moving once started.
     pending: u32,
-    failed: bool,
+    /// Why a copy failed ([`Engine::dma_fault`]), if one did.
+    failed: Option<StatusKind>,
     /// An allreduce's or reduce's node part: the blocks are reduced, not placed side by side.
     reduce: Option<(DataType, ReduceOp)>,
 }
@@ -82,7 +83,7 @@ impl Engine {
                     leader: None,
                     pieces,
                     pending: 0,
-                    failed: false,
+                    failed: None,
                     reduce,
                 });
                 self.assemblies.len() - 1
@@ -105,10 +106,10 @@ impl Engine {
             // bounded each piece by its own length only, so a piece would land on another
             // rank's place, or a node result of some of them be a wrong result every node
             // takes for the right one: the part would carry blocks of calls that are not this
-            // one. It never leaves; the communicator breaks, as for a failed copy.
+            // one. It never leaves; the communicator breaks.
             let a = self.assemblies.swap_remove(i);
             if let Some(node) = self.node.as_mut() {
-                node.assembled(a.comm, a.seq, false, &mut self.out);
+                node.assembled(a.comm, a.seq, Some(StatusKind::DigestMismatch), &mut self.out);
             }
             self.spare_pieces.push(a.pieces);
             return;
@@ -135,10 +136,13 @@ impl Engine {
 
     /// One copy of the assembly of slot `seq` of communicator `comm` is over (`ok`).
     pub(super) fn assembly_copied(&mut self, comm: u64, seq: u64, ok: bool) {
+        let fault = self.dma_fault();
         let Some(i) = self.assemblies.iter().position(|a| a.comm == comm && a.seq == seq) else { return };
         let a = &mut self.assemblies[i];
         a.pending = a.pending.saturating_sub(1);
-        a.failed |= !ok;
+        if !ok {
+            a.failed = a.failed.or(Some(fault));
+        }
         if a.pending == 0 {
             self.assembly_done(i);
         }
@@ -162,7 +166,7 @@ impl Engine {
     fn assembly_done(&mut self, i: usize) {
         let a = self.assemblies.swap_remove(i);
         if let Some(node) = self.node.as_mut() {
-            node.assembled(a.comm, a.seq, !a.failed, &mut self.out);
+            node.assembled(a.comm, a.seq, a.failed, &mut self.out);
         }
         self.spare_pieces.push(a.pieces);
     }

@@ -29,6 +29,7 @@ impl Engine {
     pub(super) fn start_barrier(&mut self, a: GatherCall) {
         let cqe = Completion::new(a.cookie, a.opcode, Status::OK, 0);
         let op = self.new_op(a.host, cqe, a.started, true, true);
+        self.refuse_op(op, a.refused);
         let local = self.core.local_rank(a.host).unwrap_or(u32::MAX);
         let kind = Kind {
             all: true,

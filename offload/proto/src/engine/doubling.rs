@@ -41,11 +41,15 @@
 //! Each engine receives `log₂ P` blocks (doubling) or about two (Rabenseifner), plus one for a
 //! fold, where the multicast allreduce gives every rank `E`; every transfer is a reliable
 //! broadcast on a two-engine communicator: CRC, tag and MAC, repair, back-off,
-//! `PeerUnreachable` within the peer timeout. A failed transfer or reduction fails the slot —
-//! every local process's operation ends with that status — and breaks the communicator at that
-//! engine, whose partners of the later steps then fail theirs within the peer timeout instead
-//! of waiting for transfers it will never post: an engine dead at the start of an allreduce
-//! fails it everywhere within a peer timeout per level of the schedule.
+//! `PeerUnreachable` within the peer timeout. A transfer that fails for want of its partner, or
+//! between engines in different calls, fails the slot — every local process's operation ends
+//! with that status — and breaks the communicator at that engine, whose partners of the later
+//! steps then fail theirs within the peer timeout instead of waiting for transfers it will never
+//! post: an engine dead at the start of an allreduce fails it everywhere within a peer timeout
+//! per level of the schedule. A part that could not be read ([`poisons`]: an aborted transfer,
+//! a call refused for its buffers, memory gone) breaks nothing: the engine runs the rest of the
+//! schedule on no memory, aborting what it sends, so the slot ends `RootFailed` wherever the
+//! missing part was needed and the next call finds every engine in step.
 //!
 //! Buffers: the partial result lives at the leader's `work + 0`; a partner's bytes to reduce
 //! arrive in a scratch block of the same work buffer no local contribution occupies any more —
@@ -94,7 +98,8 @@ pub(super) struct Doubling {
     pub(super) step: u32,
     /// Transfers or the reduction of this step not over yet.
     pub(super) pending: u32,
-    status: StatusKind,
+    /// The first failure of its steps (see [`poisons`]).
+    pub(super) status: StatusKind,
     pub(super) counters: OpCounters,
 }
 
@@ -188,6 +193,9 @@ impl Engine {
         let largest = ranges.iter().map(|r| r.1).max().unwrap_or(1);
         let halving = spec.is_some()
             && compose::allreduce(self.core.config(), engines, largest, len, elem) == Exchange::Rabenseifner;
+        // A slot on no memory (its assembly poisoned, or the leader's call refused for its
+        // buffers) runs its schedule all the same, aborting what it sends.
+        let status = if start.buf.is_refused() { StatusKind::RootFailed } else { StatusKind::Ok };
         let d = Doubling {
             comm,
             seq: start.seq,
@@ -202,7 +210,7 @@ impl Engine {
             scratch,
             step: 0,
             pending: 0,
-            status: StatusKind::Ok,
+            status,
             counters: OpCounters::default(),
         };
         let key = self.doublings.insert(d);
@@ -242,7 +250,8 @@ impl Engine {
         };
         let Some(step) = step else {
             let d = self.doublings.remove(key).expect("present");
-            let outcome = Outcome { status: StatusKind::Ok, bytes: d.len, counters: d.counters };
+            let bytes = if d.status == StatusKind::Ok { d.len } else { 0 };
+            let outcome = Outcome { status: d.status, bytes, counters: d.counters };
             return self.finish_doubling_slot(d.comm, d.seq, outcome);
         };
         let comm = d.comm;
@@ -323,7 +332,20 @@ impl Engine {
         if d.pending > 0 {
             return;
         }
-        if d.status != StatusKind::Ok {
+        if poisons(d.status) {
+            // A part could not be read — here (a call refused for its buffers, memory gone) or
+            // at a partner (its transfer aborted): this engine carries on in step with its
+            // partners on no memory, so whatever it sends from here is aborted too and every
+            // engine whose result needed the missing part learns `RootFailed` from a transfer,
+            // while the communicator stays usable for the next call.
+            d.partial = Resolved::REFUSED;
+            d.scratch = Resolved::REFUSED;
+            if let Some(locals) = d.alltoall.as_mut() {
+                for l in locals.iter_mut() {
+                    (l.send, l.recv) = (Resolved::REFUSED, Resolved::REFUSED);
+                }
+            }
+        } else if d.status != StatusKind::Ok {
             // The partners of the steps to come would wait for transfers this engine will not
             // post: the communicator breaks here, and they learn within the peer timeout (each level
             // of the schedule adds at most one).
@@ -348,4 +370,12 @@ impl Engine {
             node.finish_local(comm, seq, outcome);
         }
     }
+}
+
+/// A failure an engine carries on from in step with its partners, on no memory: a part that
+/// could not be read (`RootFailed`: a call refused for its buffers, here or at a partner, or an
+/// aborted transfer; `OutOfBounds`: memory gone here). Any other (a partner unreachable, calls
+/// that disagree) breaks the communicator.
+fn poisons(status: StatusKind) -> bool {
+    matches!(status, StatusKind::RootFailed | StatusKind::OutOfBounds)
 }

@@ -87,6 +87,10 @@ struct Slot {
     outcome: Option<Outcome>,
     /// Waiting for the engine's assembly of the local blocks ([`Kind::assemble`]).
     assembling: bool,
+    /// Its assembly could not read a local block (a call refused for its buffers, or memory
+    /// gone): the slot still runs, in step with the other engines, on no memory
+    /// ([`Gather::poisoned`]).
+    poisoned: bool,
 }
 
 impl Slot {
@@ -363,6 +367,7 @@ impl Gather {
                 primary: None,
                 outcome: None,
                 assembling: false,
+                poisoned: false,
             });
         }
         let slot = &mut self.slots[idx];
@@ -416,6 +421,19 @@ impl Gather {
         }
     }
 
+    /// The engine could not read a local block of slot `seq`'s assembly: the slot starts all
+    /// the same, on [`Resolved::REFUSED`] (its part leaves as an aborted broadcast, or its
+    /// doubling runs its schedule aborting what it sends), so the other engines stay in step
+    /// and learn `RootFailed` rather than wait for a part or a transfer it never posts; every
+    /// local process's operation ends with `RootFailed` (a call refused for its buffers with its
+    /// own status).
+    pub fn poisoned(&mut self, seq: u64) {
+        if let Some(slot) = seq.checked_sub(self.base).and_then(|i| self.slots.get_mut(i as usize)) {
+            slot.assembling = false;
+            slot.poisoned = true;
+        }
+    }
+
     /// Fails every unfinished operation, now and later, with `CommunicatorBroken` (an assembly
     /// the engine could not carry out: the node's part would carry wrong bytes).
     pub fn fail(&mut self) {
@@ -436,14 +454,23 @@ impl Gather {
         let primary = if let Some(root_local) = self.placement.local(first.root) {
             slot.members.get(root_local as usize)?.as_ref().map(|m| (root_local, m))
         } else {
-            slot.members.iter().enumerate().find_map(|(l, m)| m.as_ref().map(|m| (l as u32, m)))
+            // The message is stored into a buffer that exists: a call refused for its buffers
+            // (`Resolved::REFUSED`) is never the primary while a sibling may still bring one —
+            // the siblings' copies would read nothing.
+            let posted =
+                || slot.members.iter().enumerate().filter_map(|(l, m)| m.as_ref().map(|m| (l as u32, m)));
+            match posted().find(|(_, m)| !m.buf.is_refused()) {
+                Some(real) => Some(real),
+                None if slot.members.iter().all(Option::is_some) => posted().next(),
+                None => return None,
+            }
         };
         let (_, m) = primary?;
         Some(Start {
             seq: self.started,
             root: m.root,
             len: m.len,
-            buf: m.buf,
+            buf: if slot.poisoned { Resolved::REFUSED } else { m.buf },
             context: m.kind.context,
             window: m.kind.window,
             local: m.kind.local,
@@ -502,6 +529,19 @@ impl Gather {
                     Some(r) if r.len != m.len => d.outcome = failed(StatusKind::LengthMismatch),
                     Some(r) if r.kind.context != m.kind.context => {
                         d.outcome = failed(StatusKind::DigestMismatch)
+                    }
+                    // The primary's call was refused for its buffers, so it is the root (see
+                    // `next_start`): its message could not be read, as remote ranks learn too.
+                    Some(r)
+                        if r.buf.is_refused()
+                            && slot.primary != Some(l as u32)
+                            && outcome.status != StatusKind::Ok =>
+                    {
+                        d.outcome = failed(StatusKind::RootFailed)
+                    }
+                    // A poisoned slot's part was aborted on purpose: its own load failed.
+                    _ if slot.poisoned && outcome.status == StatusKind::OutOfBounds => {
+                        d.outcome = failed(StatusKind::RootFailed)
                     }
                     Some(r)
                         if slot.primary != Some(l as u32)

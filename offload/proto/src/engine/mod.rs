@@ -75,6 +75,9 @@ struct HostOp {
     pending: bool,
     /// A broadcast or a communicator's creation or release (not a COPY).
     collective: bool,
+    /// A collective refused at this rank for its buffers ([`intake::GatherCall::refused`]):
+    /// it runs in step on no memory and completes with this status, whatever its parts did.
+    refused: Option<StatusKind>,
 }
 
 /// What a [`JobId`] stands for.
@@ -134,6 +137,8 @@ pub struct Engine {
     doubling_queue: VecDeque<(u64, gather::Start)>,
     /// Their steps that ended (reductions, transfers): (doubling, outcome), taken in `after`.
     doubling_done: Vec<(u64, Outcome)>,
+    /// A job on a refused call's buffers is failing now ([`Engine::dma_fault`]).
+    refusing: bool,
     /// Reduction buffers between uses (one per reduction ever in flight at once).
     reduce_spare: Vec<Vec<u8>>,
     /// The source lists of reductions between uses (as `reduce_spare`).
@@ -171,6 +176,7 @@ impl Engine {
             spare_locals: Vec::new(),
             doubling_queue: VecDeque::new(),
             doubling_done: Vec::new(),
+            refusing: false,
             reduce_spare: Vec::new(),
             reduce_runs: Vec::new(),
             reduce_sources: Vec::new(),
@@ -394,9 +400,10 @@ impl Engine {
                 intake::Action::Allgather(call) => self.start_allgather(call),
                 intake::Action::Barrier(call) => self.start_barrier(call),
                 intake::Action::Alltoall(call) => self.start_alltoall(call),
-                intake::Action::Bcast { host, cookie, comm, root, buf, len, started, .. } => {
+                intake::Action::Bcast { host, cookie, comm, root, buf, len, started, refused, .. } => {
                     let cqe = Completion::new(cookie, desc.opcode, Status::OK, 0);
                     let op = self.new_op(host, cqe, started, true, true);
+                    self.refuse_op(op, refused);
                     // The core refused broadcasts from a host without a local rank.
                     let local = self.core.local_rank(host).unwrap_or(u32::MAX);
                     let posted = match self.node.as_mut() {
@@ -456,6 +463,32 @@ impl Engine {
     /// Job `job` ([`Action::Dma`]) is over: `ok` if every byte moved. A job the engine has let
     /// go of meanwhile is ignored.
     pub fn handle_dma_done(&mut self, job: JobId, ok: bool, now: Nanos) {
+        self.dma_over(job, ok, now);
+        self.after(now);
+    }
+
+    /// Marks host operation `op` as refused at this rank with `status` (see
+    /// [`intake::GatherCall::refused`]).
+    pub(super) fn refuse_op(&mut self, op: u64, status: Option<StatusKind>) {
+        if let (Some(status), Some(o)) = (status, self.ops.get_mut(op)) {
+            o.refused = Some(status);
+        }
+    }
+
+    /// What a failed host-memory job means for the operations it served: `OutOfBounds` (the
+    /// memory went away under it), or — a job on a call refused for its buffers — `RootFailed`
+    /// for the other processes whose collective needed that call's bytes: their buffers are
+    /// fine, a rank's part could not be read (the refused call itself ends with its own status).
+    pub(super) fn dma_fault(&self) -> StatusKind {
+        if self.refusing {
+            StatusKind::RootFailed
+        } else {
+            StatusKind::OutOfBounds
+        }
+    }
+
+    /// [`Engine::handle_dma_done`] without the round of [`Engine::after`].
+    fn dma_over(&mut self, job: JobId, ok: bool, now: Nanos) {
         let Some(j) = self.jobs.remove(job.0) else { return };
         match j {
             Job::Copy { op, len } => {
@@ -476,11 +509,8 @@ impl Engine {
                 }
             }
             Job::Deliver { op, outcome, primary } => {
-                let outcome = if ok {
-                    outcome
-                } else {
-                    Outcome { status: StatusKind::OutOfBounds, bytes: 0, ..outcome }
-                };
+                let outcome =
+                    if ok { outcome } else { Outcome { status: self.dma_fault(), bytes: 0, ..outcome } };
                 self.finish_collective(op, outcome);
                 self.copied(primary);
             }
@@ -502,14 +532,13 @@ impl Engine {
             Job::Assemble { comm, seq } => self.assembly_copied(comm, seq, ok),
             Job::Pairwise { key } => self.pairwise_copied(key, ok),
             Job::Part { token } => {
-                let outcome = if ok { failed(StatusKind::Ok) } else { failed(StatusKind::OutOfBounds) };
+                let outcome = if ok { failed(StatusKind::Ok) } else { failed(self.dma_fault()) };
                 self.finish_part(token, outcome);
             }
             Job::ReduceLoad { r, .. } => self.reduce_loaded(r, ok),
             Job::ReduceStore { r } => self.reduce_stored(r, ok),
             Job::Join { .. } => {} // answered by handle_join_done
         }
-        self.after(now);
     }
 
     /// Job `job` ([`Action::Join`]) is over: `ok` if the group is joined.
@@ -564,7 +593,7 @@ impl Engine {
         pending: bool,
         collective: bool,
     ) -> u64 {
-        let key = self.ops.insert(HostOp { host, cqe, started, pending, collective });
+        let key = self.ops.insert(HostOp { host, cqe, started, pending, collective, refused: None });
         if let Some(q) = self.queues.get_mut(host.0 as usize) {
             q.push_back(key);
         }
@@ -581,6 +610,11 @@ impl Engine {
             return self.finish_part(op, outcome);
         }
         let Some(o) = self.ops.get_mut(op) else { return }; // its host left meanwhile
+                                                            // A call refused for its buffers ran on no memory: its status is why it was refused.
+        let outcome = match o.refused {
+            Some(status) => Outcome { status, bytes: 0, ..outcome },
+            None => outcome,
+        };
         o.cqe.status = Status::from(outcome.status);
         o.cqe.bytes = outcome.bytes;
         o.cqe.frags_multicast = outcome.counters.frags_multicast;
@@ -636,7 +670,14 @@ impl Engine {
             node.take_pair_done(&mut self.doubling_done);
             self.doubling_queue.extend(started);
             let done = core::mem::take(&mut self.doubling_done);
-            let progress = !done.is_empty();
+            // Jobs on a refused call's buffers fail here, never reaching the driver.
+            let refused = self.out.take_refused();
+            let progress = !done.is_empty() || !refused.is_empty();
+            for job in refused {
+                self.refusing = true;
+                self.dma_over(job, false, now);
+                self.refusing = false;
+            }
             for (key, outcome) in done {
                 self.doubling_part_over(key, outcome, now);
             }

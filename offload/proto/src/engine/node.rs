@@ -245,17 +245,21 @@ impl Node {
     }
 
     /// The engine assembled the local blocks of slot `seq` of communicator `comm` into its
-    /// root's buffer (`ok`), or could not: the slot may start, or the communicator breaks
-    /// (its node part would carry wrong bytes; the other engines learn it within the peer
-    /// timeout).
-    pub(crate) fn assembled(&mut self, comm: u64, seq: u64, ok: bool, out: &mut Outbox) {
+    /// root's buffer (`fault` `None`), or could not: a block it could not read (`RootFailed`:
+    /// a call refused for its buffers; `OutOfBounds`: memory gone) poisons the slot, which
+    /// still runs in step on no memory ([`super::gather::Gather::poisoned`]); local processes
+    /// in different calls (any other fault) break the communicator (its node part would carry
+    /// wrong bytes; the other engines learn it within the peer timeout).
+    pub(crate) fn assembled(&mut self, comm: u64, seq: u64, fault: Option<StatusKind>, out: &mut Outbox) {
         let Some(slot) = self.slot(comm) else { return };
         let Some(c) = self.comms[slot].as_mut() else { return };
-        if ok {
-            c.gather.assembled(seq);
-        } else {
-            c.gather.fail();
-            self.drop_proto(slot, out);
+        match fault {
+            None => c.gather.assembled(seq),
+            Some(StatusKind::RootFailed | StatusKind::OutOfBounds) => c.gather.poisoned(seq),
+            Some(_) => {
+                c.gather.fail();
+                self.drop_proto(slot, out);
+            }
         }
     }
 

@@ -137,7 +137,8 @@ impl Engine {
     /// Carries pairwise alltoall `key` (the doubling table's entry) on from its step `d.step`:
     /// posts the step's copies and transfers, or — nothing left — finishes its slot. A refusal
     /// fails the slot and breaks the communicator: the partners would wait for transfers this
-    /// engine will not post.
+    /// engine will not post. (A copy or transfer that failed on memory does not: the steps go
+    /// on on none, `doubling.rs::poisons`.)
     pub(super) fn pairwise_continue(&mut self, key: u64, now: Nanos) {
         loop {
             let Some(d) = self.doublings.get_mut(key) else { return };
@@ -155,7 +156,9 @@ impl Engine {
                         l.clear();
                         l
                     }));
-                    let outcome = Outcome { status: StatusKind::Ok, bytes: d.len, counters: d.counters };
+                    // (A step that failed on memory ran the rest on none: `doubling_part_over`.)
+                    let bytes = if d.status == StatusKind::Ok { d.len } else { 0 };
+                    let outcome = Outcome { status: d.status, bytes, counters: d.counters };
                     return self.finish_doubling_slot(d.comm, d.seq, outcome);
                 }
                 Err(status) => {
@@ -365,7 +368,7 @@ impl Engine {
 
     /// A local copy of pairwise alltoall `key` is over (`ok`); carried on in `after`.
     pub(super) fn pairwise_copied(&mut self, key: u64, ok: bool) {
-        let outcome = if ok { failed(StatusKind::Ok) } else { failed(StatusKind::OutOfBounds) };
+        let outcome = if ok { failed(StatusKind::Ok) } else { failed(self.dma_fault()) };
         self.doubling_done.push((key, Outcome { bytes: 0, ..outcome }));
     }
 }

@@ -69,7 +69,8 @@ pub(super) struct Reduction {
     bytes: Vec<u8>,
     /// Loads of this round not over yet.
     pending: u32,
-    failed: bool,
+    /// Why a load failed ([`Engine::dma_fault`]), if one did.
+    failed: Option<StatusKind>,
     /// Where the result goes.
     dst: Resolved,
     then: Then,
@@ -103,7 +104,7 @@ impl Engine {
             n: 0,
             bytes,
             pending: 0,
-            failed: false,
+            failed: None,
             dst,
             then,
         });
@@ -160,14 +161,19 @@ impl Engine {
     /// One load of reduction `r` is over (`ok`); the last of a round reduces the round's slices
     /// and stores the result's.
     pub(super) fn reduce_loaded(&mut self, r: u64, ok: bool) {
+        let fault = self.dma_fault();
         let Some(red) = self.reductions.get_mut(r) else { return };
         red.pending = red.pending.saturating_sub(1);
-        red.failed |= !ok;
+        if !ok {
+            red.failed = red.failed.or(Some(fault));
+        }
         if red.pending > 0 {
             return;
         }
         // (The intake checked type, operation and length: only a failed load fails here.)
-        if red.failed || reduce_blocks(red.spec.0, red.spec.1, &mut red.bytes, red.n as usize).is_err() {
+        if red.failed.is_some()
+            || reduce_blocks(red.spec.0, red.spec.1, &mut red.bytes, red.n as usize).is_err()
+        {
             return self.reduction_over(r, false);
         }
         let dst = Resolved { segment: red.dst.segment, offset: red.dst.offset + red.at };
@@ -177,8 +183,12 @@ impl Engine {
 
     /// A round of reduction `r` is stored (`ok`): the next round, or the end.
     pub(super) fn reduce_stored(&mut self, r: u64, ok: bool) {
+        let fault = self.dma_fault();
         let Some(red) = self.reductions.get_mut(r) else { return };
         red.at += red.n;
+        if !ok {
+            red.failed = red.failed.or(Some(fault));
+        }
         if !ok || red.at >= red.len {
             return self.reduction_over(r, ok);
         }
@@ -189,6 +199,7 @@ impl Engine {
     pub(super) fn reduction_over(&mut self, r: u64, ok: bool) {
         let Some(red) = self.reductions.remove(r) else { return };
         let len = red.len;
+        let fault = red.failed.unwrap_or(StatusKind::OutOfBounds);
         // Its buffers serve the next reduction (grown, never shrunk; bounded by the staging).
         self.reduce_spare.push(red.bytes);
         self.reduce_runs.push(red.sources);
@@ -196,17 +207,17 @@ impl Engine {
             Then::Complete { op, counters } => {
                 let outcome = match ok {
                     true => Outcome { status: StatusKind::Ok, bytes: len, counters },
-                    false => failed(StatusKind::OutOfBounds),
+                    false => failed(fault),
                 };
                 self.finish_collective(op, outcome);
             }
             Then::Assembled { comm, seq } => {
                 if let Some(node) = self.node.as_mut() {
-                    node.assembled(comm, seq, ok, &mut self.out);
+                    node.assembled(comm, seq, (!ok).then_some(fault), &mut self.out);
                 }
             }
             Then::Doubled { key } => {
-                let status = if ok { StatusKind::Ok } else { StatusKind::OutOfBounds };
+                let status = if ok { StatusKind::Ok } else { fault };
                 let outcome = Outcome { status, bytes: len, counters: OpCounters::default() };
                 // Carried on in `after`, which knows the time.
                 self.doubling_done.push((key, outcome));

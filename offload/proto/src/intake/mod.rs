@@ -68,6 +68,9 @@ pub struct GatherCall {
     pub keys: [RegionKey; 2],
     /// When the descriptor was taken in.
     pub started: Nanos,
+    /// Refused at this rank for its buffers, with this status: the call runs in step with the
+    /// other ranks on [`Resolved::REFUSED`] buffers and completes with this status.
+    pub refused: Option<StatusKind>,
 }
 
 /// What the runner must do.
@@ -108,6 +111,8 @@ pub enum Action {
         len: u64,
         /// When the descriptor was taken in.
         started: Nanos,
+        /// Refused at this rank for its buffer ([`GatherCall::refused`]).
+        refused: Option<StatusKind>,
     },
     /// Run this rank's part of an allgather (or allreduce), as [`GatherCall`] says; the
     /// descriptor completes when the runner says so, with its cookie.
@@ -303,6 +308,9 @@ impl Core {
         if len > max {
             return Err(CtlStatus::LIMIT);
         }
+        if segment == SegmentHandle::REFUSED {
+            return Err(CtlStatus::BAD_REQUEST); // reserved: no memory (a refused call's buffers)
+        }
         state
             .regions
             .insert(RegistrationRecord { key: RegionKey::NONE, access, segment: segment.0, seg_offset, len })
@@ -333,19 +341,24 @@ impl Core {
     /// descriptor's communicator (the root reads its buffer, the others write theirs).
     pub fn submit_with(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos, ranks: &dyn Ranks) {
         let max_op_bytes = self.config.limits.max_op_bytes;
+        let mut refused = None;
         let outcome = match self.host_mut(host) {
             Some(state) => {
                 let who = (ranks.rank(state.local, desc.comm), ranks.size(desc.comm));
-                plan(&state.regions, desc, max_op_bytes, who)
+                plan(&state.regions, desc, max_op_bytes, who, &mut refused)
             }
             None => Err(StatusKind::BadDescriptor),
         };
+        // A collective refused for this rank's buffers touches none of them: every buffer of
+        // it is `Resolved::REFUSED` (`refused` names why).
+        let mem = |r: Resolved| if refused.is_some() { Resolved::REFUSED } else { r };
         let cqe = match outcome {
             Ok(Plan::Nothing) => Completion::new(desc.cookie, desc.opcode, Status::OK, 0),
             Ok(Plan::Bcast { buf, len }) => {
                 // Completed later, by the runner, when the protocol is done with it.
                 let (cookie, comm, root, key) = (desc.cookie, desc.comm, desc.root, desc.key);
-                self.push(Action::Bcast { host, cookie, comm, root, buf, key, len, started: now });
+                let buf = mem(buf);
+                self.push(Action::Bcast { host, cookie, comm, root, buf, key, len, started: now, refused });
                 return;
             }
             Ok(Plan::Comm { op, buf, len }) => {
@@ -363,13 +376,14 @@ impl Core {
                     comm,
                     me,
                     size,
-                    send,
-                    recv,
+                    send: send.map(mem),
+                    recv: mem(recv),
                     len,
                     reduce,
                     root,
                     keys,
                     started: now,
+                    refused,
                 };
                 self.push(Action::Allgather(call));
                 return;
@@ -382,13 +396,14 @@ impl Core {
                     comm: desc.comm,
                     me,
                     size,
-                    send: Some(send),
-                    recv: work,
+                    send: Some(mem(send)),
+                    recv: mem(work),
                     len,
                     reduce: None,
                     root: None,
                     keys: [desc.aux_key, desc.key],
                     started: now,
+                    refused,
                 };
                 self.push(Action::Alltoall(call));
                 return;
@@ -402,12 +417,13 @@ impl Core {
                     me,
                     size,
                     send: None,
-                    recv: scratch,
+                    recv: mem(scratch),
                     len,
                     reduce: None,
                     root: None,
                     keys: [desc.key, desc.key],
                     started: now,
+                    refused,
                 };
                 self.push(Action::Barrier(call));
                 return;
@@ -551,12 +567,25 @@ impl Ranks for WorldRanks<'_> {
 }
 
 /// Validates a descriptor against the host's registrations and limits.
+/// What descriptor `d` asks for, or why it is refused. A collective whose only fault is this
+/// rank's memory (a buffer's key, range or access; a send block overlapping its receive
+/// buffer) is not refused at once: its status goes to `refused` and the plan stands, for the
+/// call to run in step with the other ranks, which then fail typed instead of waiting for
+/// parts this rank never posts.
 fn plan(
     regions: &RegionTable,
     d: &SubmissionDescriptor,
     max_op_bytes: u64,
     (me, size): (Option<u32>, Option<u32>),
+    refused: &mut Option<StatusKind>,
 ) -> Result<Plan, StatusKind> {
+    // A collective's buffer: resolved, or refused (the first reason kept).
+    let mut memory = |r: Result<Resolved, StatusKind>| {
+        r.unwrap_or_else(|s| {
+            refused.get_or_insert(s);
+            Resolved::REFUSED
+        })
+    };
     let op = Op::try_from(d.opcode).map_err(|_| StatusKind::UnknownOpcode)?;
     if d.flags & !DESC_FLAGS_DEFINED != 0 {
         return Err(StatusKind::BadFlags);
@@ -607,7 +636,7 @@ fn plan(
                 me.ok_or(if d.comm == 0 { StatusKind::NoRank } else { StatusKind::UnknownCommunicator })?;
             // The root only reads its buffer; every other rank writes it.
             let need = if d.root == me { Access::READ } else { Access::WRITE };
-            let buf = regions.resolve(d.key, d.offset, d.len, need)?;
+            let buf = memory(regions.resolve(d.key, d.offset, d.len, need));
             Ok(Plan::Bcast { buf, len: d.len })
         }
         Op::Allgather | Op::Allreduce | Op::Reduce => {
@@ -642,28 +671,28 @@ fn plan(
             }
             // Every block arrives in the receive (work) buffer (this rank's own too, unless in
             // place).
-            let recv = regions.resolve(d.key, d.offset, total, Access::WRITE)?;
+            let recv = memory(regions.resolve(d.key, d.offset, total, Access::WRITE));
             let send = if d.aux_key == RegionKey::NONE {
                 if d.aux_offset != 0 {
                     return Err(StatusKind::BadDescriptor);
                 }
                 // In place: the block is read where it already is (and the work buffer is read
                 // back for the reduction).
-                regions.resolve(d.key, d.offset + u64::from(me) * d.len, d.len, Access::READ)?;
+                memory(regions.resolve(d.key, d.offset + u64::from(me) * d.len, d.len, Access::READ));
                 None
             } else {
-                let send = regions.resolve(d.aux_key, d.aux_offset, d.len, Access::READ)?;
-                if send.segment == recv.segment
+                let send = memory(regions.resolve(d.aux_key, d.aux_offset, d.len, Access::READ));
+                let overlap = send.segment == recv.segment
                     && send.offset < recv.offset + total
-                    && recv.offset < send.offset + d.len
-                {
-                    return Err(StatusKind::Overlap);
+                    && recv.offset < send.offset + d.len;
+                if overlap && !send.is_refused() {
+                    memory(Err(StatusKind::Overlap));
                 }
                 Some(send)
             };
             if reduce.is_some() {
                 // The engine reads every contribution back from the work buffer.
-                regions.resolve(d.key, d.offset, total, Access::READ)?;
+                memory(regions.resolve(d.key, d.offset, total, Access::READ));
             }
             Ok(Plan::Allgather { me, size, send, recv, len: d.len, reduce, root })
         }
@@ -682,13 +711,13 @@ fn plan(
             if d.len == 0 || work_len > max_op_bytes {
                 return Err(StatusKind::BadLength);
             }
-            let work = regions.resolve(d.key, d.offset, work_len, Access::READ_WRITE)?;
-            let send = regions.resolve(d.aux_key, d.aux_offset, total, Access::READ)?;
-            if send.segment == work.segment
+            let work = memory(regions.resolve(d.key, d.offset, work_len, Access::READ_WRITE));
+            let send = memory(regions.resolve(d.aux_key, d.aux_offset, total, Access::READ));
+            let overlap = send.segment == work.segment
                 && send.offset < work.offset + work_len
-                && work.offset < send.offset + total
-            {
-                return Err(StatusKind::Overlap);
+                && work.offset < send.offset + total;
+            if overlap && !send.is_refused() {
+                memory(Err(StatusKind::Overlap));
             }
             Ok(Plan::Alltoall { me, size, send, work, len: d.len })
         }
@@ -702,7 +731,7 @@ fn plan(
             if d.len < u64::from(size) || d.len > max_op_bytes {
                 return Err(StatusKind::BadLength);
             }
-            let scratch = regions.resolve(d.key, d.offset, d.len, Access::READ_WRITE)?;
+            let scratch = memory(regions.resolve(d.key, d.offset, d.len, Access::READ_WRITE));
             Ok(Plan::Barrier { me, size, scratch, len: d.len })
         }
         Op::CommCreate => {

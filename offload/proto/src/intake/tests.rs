@@ -19,9 +19,19 @@ fn drain(core: &mut Core) -> Vec<Action> {
     std::iter::from_fn(|| core.poll_action()).collect()
 }
 
+/// The status the last action gives its descriptor: a completion's, or — a collective refused
+/// for its buffers, handed on to run in step on none of them — its refusal's.
 fn status_of(actions: &[Action]) -> StatusKind {
     match actions.last() {
         Some(Action::Complete { cqe, .. }) => StatusKind::try_from(cqe.status).unwrap(),
+        Some(Action::Bcast { refused: Some(s), buf, .. }) => {
+            assert!(buf.is_refused(), "a refused broadcast touches no memory");
+            *s
+        }
+        Some(Action::Allgather(g) | Action::Alltoall(g) | Action::Barrier(g)) if g.refused.is_some() => {
+            assert!(g.recv.is_refused() && g.send.is_none_or(|s| s.is_refused()), "{g:?}");
+            g.refused.unwrap()
+        }
         other => panic!("last action is not a completion: {other:?}"),
     }
 }

@@ -27,7 +27,9 @@ pub(crate) enum State {
     /// Non-root with every fragment and a good MAC, storing the message into host memory (a
     /// DMA job in flight): it serves repairs, and counts as over only once stored.
     Storing,
-    /// Data complete here (delivered, or the root's message sent).
+    /// Data complete here: delivered, or the root's message sent — or held whole and
+    /// authentic where storing it into host memory failed (the host is told; the rank still
+    /// serves it, and acks it in the synchronization).
     Done,
     /// Failed here (reported to the host).
     Failed,

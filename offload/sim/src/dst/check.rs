@@ -203,7 +203,7 @@ impl Ledger {
             let Some(m) = p.comms[c].as_ref() else { continue };
             let handle = self.handles[c];
             let plan = &s.comms[c];
-            let d = if step == 0 {
+            let mut d = if step == 0 {
                 let record = RegionRef { key: m.record, offset: 0 };
                 SubmissionDescriptor::comm_create(cookie(c, CREATE), handle, record, m.record_len)
             } else if step <= plan.bcasts.len() {
@@ -246,6 +246,10 @@ impl Ledger {
             } else {
                 SubmissionDescriptor::comm_free(cookie(c, FREE), handle)
             };
+            if step >= 1 && step <= plan.bcasts.len() && plan.refused[step - 1] == Some(m.rank) {
+                // A (receive, work or message) buffer nobody registered.
+                d.key = ringcast_abi::RegionKey(0x7fff_0001);
+            }
             let host = p.host;
             self.posted[lane.rank].push_back(d.cookie);
             let lane = &mut self.lanes[l];
@@ -401,8 +405,26 @@ impl Ledger {
                     if aborted && status == StatusKind::Ok {
                         return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
                     }
-                    let expected_abort =
-                        aborted && matches!(status, StatusKind::RootFailed | StatusKind::OutOfBounds);
+                    let refused = s.comms[c].refused[k];
+                    if refused == Some(me) {
+                        // Refused for its buffer: that status, whatever its parts did.
+                        if status != StatusKind::UnknownRegion {
+                            return Err(Violation::UnexpectedError { rank, comm: c, bcast: k, status });
+                        }
+                        rep.refused += 1;
+                        continue;
+                    }
+                    // Another rank's call was refused: only a barrier, or a broadcast that
+                    // rank does not root, can do without its part.
+                    let plan = &s.comms[c];
+                    let needs_it = refused.is_some()
+                        && !plan.barrier[k]
+                        && (plan.allgather[k].is_some() || plan.alltoall[k] || refused == Some(root));
+                    if needs_it && status == StatusKind::Ok {
+                        return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
+                    }
+                    let expected_abort = (aborted || needs_it)
+                        && matches!(status, StatusKind::RootFailed | StatusKind::OutOfBounds);
                     if status != StatusKind::Ok {
                         if benign && !expected_abort {
                             return Err(Violation::UnexpectedError { rank, comm: c, bcast: k, status });
