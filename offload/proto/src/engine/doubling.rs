@@ -100,6 +100,9 @@ pub(super) struct Doubling {
     pub(super) pending: u32,
     /// The first failure of its steps (see [`poisons`]).
     pub(super) status: StatusKind,
+    /// The first failure that is not on memory (a partner unreachable, calls that disagree):
+    /// it breaks the communicator, poisoned or not.
+    fatal: Option<StatusKind>,
     pub(super) counters: OpCounters,
 }
 
@@ -211,6 +214,7 @@ impl Engine {
             step: 0,
             pending: 0,
             status,
+            fatal: None,
             counters: OpCounters::default(),
         };
         let key = self.doublings.insert(d);
@@ -325,14 +329,28 @@ impl Engine {
     pub(super) fn doubling_part_over(&mut self, key: u64, outcome: Outcome, now: Nanos) {
         let Some(d) = self.doublings.get_mut(key) else { return };
         d.pending = d.pending.saturating_sub(1);
-        if outcome.status != StatusKind::Ok && d.status == StatusKind::Ok {
-            d.status = outcome.status;
+        let mut status = outcome.status;
+        // A pairwise store into a local process's refused buffer fails in the protocol as
+        // `OutOfBounds`; its siblings' buffers are fine: a part could not be had.
+        let refused_local =
+            d.alltoall.as_ref().is_some_and(|l| l.iter().any(|l| l.send.is_refused() || l.recv.is_refused()));
+        if status == StatusKind::OutOfBounds && refused_local {
+            status = StatusKind::RootFailed;
+        }
+        if status != StatusKind::Ok && d.status == StatusKind::Ok {
+            d.status = status;
+        }
+        if status != StatusKind::Ok && !poisons(status) && d.fatal.is_none() {
+            d.fatal = Some(status);
         }
         d.counters.absorb(outcome.counters);
         if d.pending > 0 {
             return;
         }
-        if poisons(d.status) {
+        if let Some(fatal) = d.fatal {
+            d.status = fatal;
+        }
+        if d.fatal.is_none() && poisons(d.status) {
             // A part could not be read — here (a call refused for its buffers, memory gone) or
             // at a partner (its transfer aborted): this engine carries on in step with its
             // partners on no memory, so whatever it sends from here is aborted too and every

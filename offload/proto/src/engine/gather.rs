@@ -7,7 +7,12 @@
 //! slot order, since the protocol numbers broadcasts by posting order) as soon as it can:
 //! * on the root's node, when the root process has posted — the protocol reads its buffer;
 //! * on any other node, when the first local process has posted — the protocol writes into that
-//!   process's buffer (the slot's *primary*).
+//!   process's buffer (the slot's *primary*) — or rather the first whose buffer exists: a call
+//!   refused for its buffers (`Resolved::REFUSED`) is primary only once every local process
+//!   posted and none has one.
+//!
+//! A slot whose assembly could not read a local block is *poisoned* ([`Gather::poisoned`]): it
+//! still starts, on no memory, so the other engines stay in step and learn `RootFailed`.
 //!
 //! When the protocol is done and every local process has posted, the slot finishes: the runner
 //! copies the primary's bytes into every other local buffer (intra-node delivery; DMA on a DPU)
@@ -126,7 +131,8 @@ pub struct Delivery {
     /// Its operation's token.
     pub token: u64,
     /// Copy `len` bytes from the primary's buffer to its own first (then complete it with
-    /// `outcome`, or with `OutOfBounds` if the copy fails).
+    /// `outcome`, or, if the copy fails, with `OutOfBounds` — `RootFailed` where it failed on
+    /// a call refused for its buffers, `Engine::dma_fault`).
     pub copy: Option<(Resolved, Resolved, u64)>,
     /// With `copy`: the primary's token, whose completion waits for this copy.
     pub primary: Option<u64>,
@@ -434,8 +440,9 @@ impl Gather {
         }
     }
 
-    /// Fails every unfinished operation, now and later, with `CommunicatorBroken` (an assembly
-    /// the engine could not carry out: the node's part would carry wrong bytes).
+    /// Fails every unfinished operation, now and later, with `CommunicatorBroken` (local
+    /// processes in different calls: the node's part would carry wrong bytes; a block the
+    /// engine could not read poisons the slot instead, [`Gather::poisoned`]).
     pub fn fail(&mut self) {
         self.break_all();
     }
@@ -531,11 +538,12 @@ impl Gather {
                         d.outcome = failed(StatusKind::DigestMismatch)
                     }
                     // The primary's call was refused for its buffers, so it is the root (see
-                    // `next_start`): its message could not be read, as remote ranks learn too.
+                    // `next_start`): its message could not be read (its load failed), as remote
+                    // ranks learn too. Any other failure is reported as it is.
                     Some(r)
                         if r.buf.is_refused()
                             && slot.primary != Some(l as u32)
-                            && outcome.status != StatusKind::Ok =>
+                            && outcome.status == StatusKind::OutOfBounds =>
                     {
                         d.outcome = failed(StatusKind::RootFailed)
                     }

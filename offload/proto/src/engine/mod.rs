@@ -609,11 +609,23 @@ impl Engine {
         if op & slab::TAGGED != 0 {
             return self.finish_part(op, outcome);
         }
-        let Some(o) = self.ops.get_mut(op) else { return }; // its host left meanwhile
-                                                            // A call refused for its buffers ran on no memory: its status is why it was refused.
+        // (None: its host left meanwhile.)
+        let Some(o) = self.ops.get_mut(op) else { return };
+        // A call refused for its buffers ran on no memory, and could never have succeeded:
+        // whatever that run met, it ends with why it was refused — unless the call itself was
+        // then refused for its descriptor (it never ran: that rank is out of step, `skip`).
+        let never_ran = matches!(
+            outcome.status,
+            StatusKind::BadRoot
+                | StatusKind::BadLength
+                | StatusKind::BadDescriptor
+                | StatusKind::UnknownCommunicator
+                | StatusKind::NoRank
+                | StatusKind::EngineShutdown
+        );
         let outcome = match o.refused {
-            Some(status) => Outcome { status, bytes: 0, ..outcome },
-            None => outcome,
+            Some(status) if !never_ran => Outcome { status, bytes: 0, ..outcome },
+            _ => outcome,
         };
         o.cqe.status = Status::from(outcome.status);
         o.cqe.bytes = outcome.bytes;

@@ -29,9 +29,10 @@
 //! The staging buffer is taken from the spares of earlier reductions: no allocation once the
 //! largest has been seen. Slices never overlap across rounds, so a destination that is also a
 //! source (the result over a block of the work buffer) is only written where it was read. A
-//! failed load or store ends the reduction as failed (`OutOfBounds`); the caller's continuation
-//! decides what that means (an operation failed, or a node part never leaving and its
-//! communicator broken).
+//! failed load or store ends the reduction as failed (`OutOfBounds`, or `RootFailed` where it
+//! failed on a call refused for its buffers: `Engine::dma_fault`); the caller's continuation
+//! decides what that means (an operation failed, a node part poisoned, a doubling carrying on
+//! on no memory).
 use super::{failed, Dma, Engine, Job, JobId};
 use crate::collective::reduce::reduce_blocks;
 use crate::intake::regions::Resolved;
