@@ -46,6 +46,10 @@
 //! * an unreadable root buffer (an aborted broadcast) is a registered region whose host memory
 //!   is gone: the engine's DMA load fails, the root ends with `OutOfBounds` and the others with
 //!   `RootFailed`;
+//! * a call refused at one rank for its buffers (3 % of broadcasts, 15 % of composed
+//!   collectives, from a stream of their own) names a key nobody registered: it runs in step on
+//!   no memory; that rank must end `UnknownRegion`, every rank that needed its part not `Ok`
+//!   (`RootFailed` in benign scenarios), and — benign — no communicator may break;
 //! * a crashed rank crashes its node: the engine and every host process on it stop;
 //! * DMA jobs are carried out at once or late, as the seed chooses ([`DmaTiming`]).
 //!
