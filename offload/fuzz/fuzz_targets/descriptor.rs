@@ -1,6 +1,7 @@
 //! Descriptor validation on arbitrary 64-byte submissions: never a panic, exactly one
 //! completion echoing the cookie, and any DMA (or collective buffer) inside the registered
-//! regions; an allreduce only with a type and operation the engine reduces.
+//! regions — or, a collective refused for its buffers, every buffer `Resolved::REFUSED` (it
+//! runs in step on no memory); an allreduce only with a type and operation the engine reduces.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use ringcast_abi::{Access, SubmissionDescriptor};
@@ -35,11 +36,22 @@ fuzz_target!(|data: &[u8]| {
                     assert!(dst.offset + len <= 4096, "destination outside region a");
                     assert!(src.offset + len <= 4096 || (src.offset >= 8192 && src.offset + len <= 8192 + 4096));
                 }
-                Action::Bcast { cookie, buf, len, .. } => {
+                Action::Bcast { cookie, buf, len, refused, .. } => {
                     // Handed to the runner, which completes it: it counts as this one's answer.
                     completions += 1;
                     assert_eq!(cookie, d.cookie);
-                    assert!(buf.offset + len <= 4096 || (buf.offset >= 8192 && buf.offset + len <= 8192 + 4096));
+                    if refused.is_some() {
+                        assert!(buf.is_refused(), "a refused broadcast touches no memory");
+                    } else {
+                        assert!(buf.offset + len <= 4096 || (buf.offset >= 8192 && buf.offset + len <= 8192 + 4096));
+                    }
+                }
+                Action::Allgather(g) | Action::Alltoall(g) | Action::Barrier(g) if g.refused.is_some() => {
+                    // Refused for its buffers: handed to the runner all the same, on none.
+                    completions += 1;
+                    assert_eq!(g.cookie, d.cookie);
+                    assert!(g.me < g.size && g.len > 0);
+                    assert!(g.recv.is_refused() && g.send.is_none_or(|s| s.is_refused()), "{g:?}");
                 }
                 Action::Allgather(g) => {
                     let (cookie, send, recv, len, size, me, reduce) = (g.cookie, g.send, g.recv, g.len, g.size, g.me, g.reduce);
