@@ -126,7 +126,7 @@ pub(crate) struct Outbox {
     used: usize,
     /// Jobs on a refused call's buffers ([`Resolved::REFUSED`]): they fail in the engine, at
     /// once, and never reach the driver.
-    refused: Vec<JobId>,
+    refused: VecDeque<JobId>,
 }
 
 impl Outbox {
@@ -185,15 +185,16 @@ impl Outbox {
             Dma::Store { dst, .. } => dst.is_refused(),
         };
         if refused {
-            self.refused.push(job);
+            self.refused.push_back(job);
         } else {
             self.queue.push_back(Queued::Dma { job, dma });
         }
     }
 
-    /// The jobs [`Outbox::dma`] failed since the last call (to answer as failed).
-    pub(crate) fn take_refused(&mut self) -> Vec<JobId> {
-        core::mem::take(&mut self.refused)
+    /// The oldest job [`Outbox::dma`] failed and nobody answered yet (to answer as failed).
+    /// Popped one at a time, so the queue keeps its capacity: no allocation once it has grown.
+    pub(crate) fn pop_refused(&mut self) -> Option<JobId> {
+        self.refused.pop_front()
     }
 
     pub(crate) fn complete(&mut self, host: HostId, cqe: Completion, started: Nanos) {

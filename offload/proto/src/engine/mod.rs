@@ -682,10 +682,10 @@ impl Engine {
             node.take_pair_done(&mut self.doubling_done);
             self.doubling_queue.extend(started);
             let done = core::mem::take(&mut self.doubling_done);
+            let mut progress = !done.is_empty();
             // Jobs on a refused call's buffers fail here, never reaching the driver.
-            let refused = self.out.take_refused();
-            let progress = !done.is_empty() || !refused.is_empty();
-            for job in refused {
+            while let Some(job) = self.out.pop_refused() {
+                progress = true;
                 self.refusing = true;
                 self.dma_over(job, false, now);
                 self.refusing = false;
