@@ -1,7 +1,8 @@
 //! Descriptor validation on arbitrary 64-byte submissions: never a panic, exactly one
 //! completion echoing the cookie, and any DMA (or collective buffer) inside the registered
-//! regions — or, a collective refused for its buffers, every buffer `Resolved::REFUSED` (it
-//! runs in step on no memory); an allreduce only with a type and operation the engine reduces.
+//! regions — or, a collective refused for its buffers or a field its schedule does not read,
+//! every buffer `Resolved::REFUSED` (it runs in step on no memory); an allreduce only with a
+//! type and operation the engine reduces (a refused one's stand-in too).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use ringcast_abi::{Access, SubmissionDescriptor};
@@ -47,11 +48,15 @@ fuzz_target!(|data: &[u8]| {
                     }
                 }
                 Action::Allgather(g) | Action::Alltoall(g) | Action::Barrier(g) if g.refused.is_some() => {
-                    // Refused for its buffers: handed to the runner all the same, on none.
+                    // Refused for its buffers or a field: handed to the runner all the same, on
+                    // none. (A barrier's length is a field it does not read: any.)
                     completions += 1;
                     assert_eq!(g.cookie, d.cookie);
-                    assert!(g.me < g.size && g.len > 0);
+                    assert!(g.me < g.size && (g.len > 0 || matches!(act, Action::Barrier(_))));
                     assert!(g.recv.is_refused() && g.send.is_none_or(|s| s.is_refused()), "{g:?}");
+                    if let Some((t, op)) = g.reduce {
+                        assert!(op.supports(t) && g.len % t.size().unwrap_or(1) as u64 == 0);
+                    }
                 }
                 Action::Allgather(g) => {
                     let (cookie, send, recv, len, size, me, reduce) = (g.cookie, g.send, g.recv, g.len, g.size, g.me, g.reduce);

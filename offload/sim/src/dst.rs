@@ -46,10 +46,12 @@
 //! * an unreadable root buffer (an aborted broadcast) is a registered region whose host memory
 //!   is gone: the engine's DMA load fails, the root ends with `OutOfBounds` and the others with
 //!   `RootFailed`;
-//! * a call refused at one rank for its buffers (3 % of broadcasts, 15 % of composed
-//!   collectives, from a stream of their own) names a key nobody registered: it runs in step on
-//!   no memory; that rank must end `UnknownRegion`, every rank that needed its part not `Ok`
-//!   (`RootFailed` in benign scenarios), and — benign — no communicator may break;
+//! * a call refused at one rank (3 % of broadcasts, 15 % of composed collectives, from a stream
+//!   of their own) names a key nobody registered, or — half of them — a descriptor field its
+//!   schedule does not read (a reduction's operation that does not exist, a reserved word
+//!   set): it runs in step on no memory; that rank must end `UnknownRegion` or `BadDescriptor`,
+//!   every rank that needed its part not `Ok` (`RootFailed` in benign scenarios), and —
+//!   benign — no communicator may break;
 //! * a crashed rank crashes its node: the engine and every host process on it stop;
 //! * DMA jobs are carried out at once or late, as the seed chooses ([`DmaTiming`]).
 //!
@@ -98,6 +100,10 @@ pub struct CommPlan {
     /// registered: its call is refused for its buffers (`UnknownRegion`) and runs in step on no
     /// memory; whoever needs its part ends `RootFailed`, and the communicator stays usable.
     pub refused: Vec<Option<u32>>,
+    /// Of those, the steps whose rank is refused instead for a descriptor field the call's
+    /// schedule does not read (`BadDescriptor`: a reduction's operation that does not exist,
+    /// or a reserved word set), which runs in step the same way.
+    pub refused_field: Vec<bool>,
 }
 
 impl CommPlan {
@@ -109,7 +115,19 @@ impl CommPlan {
         let reduce = vec![false; bcasts.len()];
         let alltoall = vec![false; bcasts.len()];
         let refused = vec![None; bcasts.len()];
-        CommPlan { members, bcasts, aborted, allgather, allreduce, reduce, alltoall, barrier, refused }
+        let refused_field = vec![false; bcasts.len()];
+        CommPlan {
+            members,
+            bcasts,
+            aborted,
+            allgather,
+            allreduce,
+            reduce,
+            alltoall,
+            barrier,
+            refused,
+            refused_field,
+        }
     }
 }
 
@@ -211,7 +229,8 @@ pub struct Report {
     pub alltoalls: u64,
     /// `Ok` barrier completions, each after every member's post (counted in `ok` too).
     pub barriers: u64,
-    /// Calls refused for their buffers (`UnknownRegion` at their rank, checked).
+    /// Calls refused for their buffers or a field their schedule does not read (`UnknownRegion`
+    /// or `BadDescriptor` at their rank, checked).
     pub refused: u64,
     /// Whether the engines' world was uneven (nodes holding different numbers of ranks).
     pub uneven: bool,
@@ -471,14 +490,16 @@ impl Scenario {
             // of bytes whose root buffer is readable — a composed collective's more often, its
             // exchanges being where a refused rank's partners could be left waiting.
             let mut f = SimRng::new(seed ^ REFUSED_SALT ^ comms.len() as u64);
-            let refused: Vec<Option<u32>> = (0..bcasts.len())
+            // Half of them for a descriptor field instead (`CommPlan::refused_field`).
+            let (refused, refused_field): (Vec<Option<u32>>, Vec<bool>) = (0..bcasts.len())
                 .map(|k| {
                     let composed = allgather[k].is_some() || alltoall[k];
                     let (rank, often, rarely) = (f.below(size as u64) as u32, f.chance(0.15), f.chance(0.03));
                     let drawn = if composed { often } else { rarely };
-                    (drawn && bcasts[k].1 > 0 && !aborted[k]).then_some(rank)
+                    let rank = (drawn && bcasts[k].1 > 0 && !aborted[k]).then_some(rank);
+                    (rank, rank.is_some() && f.chance(0.5))
                 })
-                .collect();
+                .unzip();
             comms.push(CommPlan {
                 members: nodes,
                 bcasts,
@@ -489,6 +510,7 @@ impl Scenario {
                 alltoall,
                 barrier,
                 refused,
+                refused_field,
             });
         }
         let crashes = if r.chance(0.1) {

@@ -189,8 +189,9 @@ fn bad_barriers_get_typed_errors_at_the_rank_that_posted_them() {
     let read_only =
         c.with_engine(0, |e, _| e.register(host, SegmentHandle(0x5c), 2, 0, 2, Access::READ).unwrap());
     let at = |key, offset| RegionRef { key, offset };
-    // Refused for its scratch, a barrier is not refused at once: it runs in step with rank 1's
-    // on no memory (`refused_buffers.rs`), ends with its status at rank 0 and `Ok` at rank 1.
+    // Refused for its scratch, or for a field a barrier does not read, a barrier is not refused
+    // at once: it runs in step with rank 1's on no memory (`refused_buffers.rs`), ends with its
+    // status at rank 0 and `Ok` at rank 1.
     let buffers = [
         // Scratch past the region's end.
         (SubmissionDescriptor::barrier(2, 0, at(scratch, 1), 2), StatusKind::OutOfBounds),
@@ -198,6 +199,13 @@ fn bad_barriers_get_typed_errors_at_the_rank_that_posted_them() {
         (SubmissionDescriptor::barrier(3, 0, at(read_only, 0), 2), StatusKind::AccessDenied),
         // An unknown region.
         (SubmissionDescriptor::barrier(6, 0, at(RegionKey(0x7777), 0), 2), StatusKind::UnknownRegion),
+        // Less than a byte per rank.
+        (SubmissionDescriptor::barrier(7, 0, at(scratch, 0), 1), StatusKind::BadLength),
+        // A root set: a barrier has none.
+        (
+            SubmissionDescriptor { root: 1, ..SubmissionDescriptor::barrier(8, 0, at(scratch, 0), 2) },
+            StatusKind::BadDescriptor,
+        ),
     ];
     for (i, (d, _)) in buffers.iter().enumerate() {
         c.with_engine(0, |e, now| e.handle_descriptor(host, d, now));
@@ -214,12 +222,10 @@ fn bad_barriers_get_typed_errors_at_the_rank_that_posted_them() {
         assert_eq!(p.cqe.status.0, want as u16, "{p:?}");
     }
     let cases = [
-        // Less than a byte per rank.
-        (SubmissionDescriptor::barrier(1, 0, at(scratch, 0), 1), StatusKind::BadLength),
-        // A root set: a barrier has none.
+        // A flag no version of the ABI defines: what it would ask for is unknown.
         (
-            SubmissionDescriptor { root: 1, ..SubmissionDescriptor::barrier(4, 0, at(scratch, 0), 2) },
-            StatusKind::BadDescriptor,
+            SubmissionDescriptor { flags: 0x80, ..SubmissionDescriptor::barrier(1, 0, at(scratch, 0), 2) },
+            StatusKind::BadFlags,
         ),
         // A communicator this engine does not know.
         (SubmissionDescriptor::barrier(5, 99, at(scratch, 0), 2), StatusKind::UnknownCommunicator),
@@ -232,8 +238,8 @@ fn bad_barriers_get_typed_errors_at_the_rank_that_posted_them() {
         barriers(&c)[before - cases.len()..].iter().map(|p| (p.cqe.cookie, p.cqe.status.0)).collect();
     let want: Vec<(u64, u16)> = cases.iter().map(|(d, s)| (d.cookie, *s as u16)).collect();
     assert_eq!(got, want, "refused at once");
-    // Nothing was posted to the protocol for these, but rank 0 made two calls on the world that
-    // rank 1 did not (the third was on a communicator it does not know): a good barrier
+    // Nothing was posted to the protocol for these, but rank 0 made a call on the world that
+    // rank 1 did not (the second was on a communicator it does not know): a good barrier
     // afterwards is told so at both ranks (`Gather::skip`) rather than matched.
     for r in 0..ranks.len() {
         barrier(&mut c, &ranks, r, 100 + r as u64);

@@ -1,8 +1,12 @@
 //! A collective refused at one rank for its buffers — an unregistered key, a range out of
-//! bounds, missing access, a send block overlapping the receive buffer — still runs there, in
+//! bounds, missing access, a send block overlapping the receive buffer — or for a descriptor
+//! field its schedule does not read — an operation its type lacks, a root or a send buffer a
+//! call without one names, a reserved field, a barrier's short scratch — still runs there, in
 //! step with the other ranks, on no memory (`SegmentHandle::REFUSED`: every job on it fails in
-//! the engine). Before, such a call posted nothing: the other ranks waited for the parts it
-//! never posted until that rank's next call told them typed, and forever if it made none.
+//! the engine; a refused reduction's stand-in operation is never applied, and its receives
+//! relay without checking a context that is not the others'). Before, such a call posted
+//! nothing: the other ranks waited for the parts it never posted until that rank's next call
+//! told them typed, and forever if it made none.
 //!
 //! Each case: every rank of a job makes two calls of one collective; the first is refused at
 //! one rank (each rank in turn). Checked: every call of every rank completes, within a bound of
@@ -40,6 +44,10 @@ enum Coll {
     Barrier,
 }
 
+/// Every way a call is refused and still runs.
+const FAULTS: [Fault; 5] =
+    [Fault::UnknownKey, Fault::Overlap, Fault::OutOfBounds, Fault::BadOperation, Fault::StrayField];
+
 const ALL: [Coll; 6] =
     [Coll::Bcast, Coll::Allreduce, Coll::Reduce, Coll::Allgather, Coll::Alltoall, Coll::Barrier];
 
@@ -52,6 +60,35 @@ enum Fault {
     Overlap,
     /// Its (receive or work) buffer starts 8 bytes into its region: the range runs past the end.
     OutOfBounds,
+    /// A reduction names an operation that does not exist (`BadDescriptor`).
+    BadOperation,
+    /// A field the call's schedule does not read is wrong: a broadcast's send offset, a root of
+    /// an allreduce or allgather, an alltoall without a send buffer (no in place), a reduce's
+    /// reserved word, a barrier's scratch of 0 bytes (`BadDescriptor`; the barrier's
+    /// `BadLength`).
+    StrayField,
+}
+
+impl Fault {
+    /// The refused call's status.
+    fn status(self, coll: Coll) -> StatusKind {
+        match self {
+            Fault::UnknownKey => StatusKind::UnknownRegion,
+            Fault::Overlap => StatusKind::Overlap,
+            Fault::OutOfBounds => StatusKind::OutOfBounds,
+            Fault::StrayField if coll == Coll::Barrier => StatusKind::BadLength,
+            Fault::BadOperation | Fault::StrayField => StatusKind::BadDescriptor,
+        }
+    }
+
+    /// Whether `coll` has this fault.
+    fn applies(self, coll: Coll) -> bool {
+        match self {
+            Fault::Overlap => !matches!(coll, Coll::Bcast | Coll::Barrier), // no send buffer
+            Fault::BadOperation => matches!(coll, Coll::Allreduce | Coll::Reduce),
+            _ => true,
+        }
+    }
 }
 
 impl Coll {
@@ -88,7 +125,7 @@ impl Coll {
 /// Rank `r`'s send bytes for call `k`.
 fn send_bytes(coll: Coll, size: usize, r: usize, k: u64) -> Vec<u8> {
     match coll {
-        // i64 elements, small enough that sums never overflow.
+        // i64 elements (reduced with MAX).
         Coll::Allreduce | Coll::Reduce => {
             (0..LEN / 8).flat_map(|i| ((r * 1000 + i) as i64 * (k as i64 + 1) - 500).to_le_bytes()).collect()
         }
@@ -103,15 +140,16 @@ fn expected(coll: Coll, size: usize, r: usize, k: u64) -> Option<Vec<u8>> {
         Coll::Bcast => Some(send_bytes(coll, size, 0, k)),
         Coll::Allreduce | Coll::Reduce if coll == Coll::Reduce && r != 0 => None,
         Coll::Allreduce | Coll::Reduce => {
-            let sum = (0..LEN / 8).flat_map(|i| {
+            let max = (0..LEN / 8).flat_map(|i| {
                 (0..size)
                     .map(|q| {
                         i64::from_le_bytes(send_bytes(coll, size, q, k)[i * 8..i * 8 + 8].try_into().unwrap())
                     })
-                    .sum::<i64>()
+                    .max()
+                    .unwrap()
                     .to_le_bytes()
             });
-            Some(sum.collect())
+            Some(max.collect())
         }
         Coll::Allgather => Some((0..size).flat_map(|q| send_bytes(coll, size, q, k)).collect()),
         Coll::Alltoall => Some(
@@ -181,21 +219,30 @@ fn descriptor(
     // Overlap: the send block is the work buffer's own start.
     let send = RegionRef { key: if fault == Some(Fault::Overlap) { wk } else { sk }, offset: 0 };
     let len = LEN as u64;
-    match coll {
+    // (Not SUM: a refused reduction runs under SUM as a stand-in, whose context would then be
+    // the others' by chance.)
+    let op = if fault == Some(Fault::BadOperation) { ReduceOp(200) } else { ReduceOp::MAX };
+    let d = match coll {
         Coll::Bcast => {
             // The root's message is its send buffer.
             let at = if r == 0 && fault.is_none() { send } else { work };
             SubmissionDescriptor::bcast(k, 0, 0, at, len)
         }
-        Coll::Allreduce => {
-            SubmissionDescriptor::allreduce(k, 0, work, Some(send), len, DataType::I64, ReduceOp::SUM)
-        }
-        Coll::Reduce => {
-            SubmissionDescriptor::reduce(k, 0, 0, work, Some(send), len, DataType::I64, ReduceOp::SUM)
-        }
+        Coll::Allreduce => SubmissionDescriptor::allreduce(k, 0, work, Some(send), len, DataType::I64, op),
+        Coll::Reduce => SubmissionDescriptor::reduce(k, 0, 0, work, Some(send), len, DataType::I64, op),
         Coll::Allgather => SubmissionDescriptor::allgather(k, 0, work, Some(send), len),
         Coll::Alltoall => SubmissionDescriptor::alltoall(k, 0, work, send, len),
         Coll::Barrier => SubmissionDescriptor::barrier(k, 0, work, size as u64),
+    };
+    if fault != Some(Fault::StrayField) {
+        return d;
+    }
+    match coll {
+        Coll::Bcast => SubmissionDescriptor { aux_offset: 8, ..d },
+        Coll::Allreduce | Coll::Allgather => SubmissionDescriptor { root: 1, ..d },
+        Coll::Alltoall => SubmissionDescriptor { aux_key: RegionKey::NONE, ..d },
+        Coll::Reduce => SubmissionDescriptor { _reserved1: 1, ..d },
+        Coll::Barrier => SubmissionDescriptor { len: 0, ..d },
     }
 }
 
@@ -226,12 +273,7 @@ fn case(world: &World, coll: Coll, bad: usize, fault: Fault, seed: u64) -> Vec<[
         let s = StatusKind::try_from(p.cqe.status).unwrap();
         statuses[r][k as usize] = s;
         if r == bad && k == 0 {
-            let want = match fault {
-                Fault::UnknownKey => StatusKind::UnknownRegion,
-                Fault::Overlap => StatusKind::Overlap,
-                Fault::OutOfBounds => StatusKind::OutOfBounds,
-            };
-            assert_eq!(s, want, "{what}: the refused call's status");
+            assert_eq!(s, fault.status(coll), "{what}: the refused call's status");
             continue;
         }
         if s != StatusKind::Ok {
@@ -260,8 +302,8 @@ fn case(world: &World, coll: Coll, bad: usize, fault: Fault, seed: u64) -> Vec<[
 #[test]
 fn a_broadcast_refused_at_one_rank_leaves_the_job_in_step() {
     for world in [World::Uniform { nodes: 4, ppn: 1 }, World::Uniform { nodes: 2, ppn: 2 }] {
-        for (bad, fault) in
-            (0..world.size() as usize).flat_map(|b| [(b, Fault::UnknownKey), (b, Fault::OutOfBounds)])
+        for (bad, fault) in (0..world.size() as usize)
+            .flat_map(|b| [(b, Fault::UnknownKey), (b, Fault::OutOfBounds), (b, Fault::StrayField)])
         {
             let s = case(&world, Coll::Bcast, bad, fault, 1 + bad as u64);
             // A refused receiver costs the others nothing; a refused root tells them typed.
@@ -282,13 +324,7 @@ fn every_collective_refused_at_one_rank_fails_it_everywhere_and_leaves_the_job_i
     ] {
         for coll in ALL {
             for bad in 0..world.size() as usize {
-                for fault in [Fault::UnknownKey, Fault::Overlap, Fault::OutOfBounds] {
-                    if coll == Coll::Barrier && fault == Fault::Overlap {
-                        continue; // no send buffer
-                    }
-                    if coll == Coll::Bcast && fault == Fault::Overlap {
-                        continue; // no send buffer
-                    }
+                for fault in FAULTS.into_iter().filter(|f| f.applies(coll)) {
                     let s = case(&world, coll, bad, fault, 100 + bad as u64);
                     // Whoever needed its part is told `RootFailed`: every rank of these, whose
                     // results all include every rank's contribution.

@@ -8,8 +8,8 @@
 //! * on the root's node, when the root process has posted — the protocol reads its buffer;
 //! * on any other node, when the first local process has posted — the protocol writes into that
 //!   process's buffer (the slot's *primary*) — or rather the first whose buffer exists: a call
-//!   refused for its buffers (`Resolved::REFUSED`) is primary only once every local process
-//!   posted and none has one.
+//!   refused at its rank (its buffers or a field: `Resolved::REFUSED`) is primary only once
+//!   every local process posted and none has one.
 //!
 //! A slot whose assembly could not read a local block is *poisoned* ([`Gather::poisoned`]): it
 //! still starts, on no memory, so the other engines stay in step and learn `RootFailed`.
@@ -383,7 +383,8 @@ impl Gather {
     }
 
     /// Local process `local` made a call on this communicator that posted nothing (refused at
-    /// once: a bad descriptor, a root outside the communicator). Its other ranks' engines know
+    /// once for a field that shapes it: a root outside the communicator, a bad length, an
+    /// unknown type — `intake::plan`; other faults run the call in step). Its other ranks' engines know
     /// nothing of it and post that call's broadcasts, so from here on this process's posts would
     /// be matched with the others' calls one behind. Its later posts carry the count in their
     /// context ([`crate::transfer::protocol::Post::context`]), which the message MAC covers:
@@ -534,7 +535,11 @@ impl Gather {
                     _ if !complete => d.outcome = failed(StatusKind::CommunicatorBroken),
                     Some(r) if r.root != m.root => d.outcome = failed(StatusKind::BadRoot),
                     Some(r) if r.len != m.len => d.outcome = failed(StatusKind::LengthMismatch),
-                    Some(r) if r.kind.context != m.kind.context => {
+                    // (A refused call's context may be a stand-in, `intake::plan`; nothing is
+                    // delivered from or into its buffer, so it is not compared.)
+                    Some(r)
+                        if r.kind.context != m.kind.context && !r.buf.is_refused() && !m.buf.is_refused() =>
+                    {
                         d.outcome = failed(StatusKind::DigestMismatch)
                     }
                     // The primary's call was refused for its buffers, so it is the root (see

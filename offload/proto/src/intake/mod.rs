@@ -68,8 +68,9 @@ pub struct GatherCall {
     pub keys: [RegionKey; 2],
     /// When the descriptor was taken in.
     pub started: Nanos,
-    /// Refused at this rank for its buffers, with this status: the call runs in step with the
-    /// other ranks on [`Resolved::REFUSED`] buffers and completes with this status.
+    /// Refused at this rank for its buffers, or for a descriptor field its schedule does not
+    /// read, with this status: the call runs in step with the other ranks on
+    /// [`Resolved::REFUSED`] buffers and completes with this status ([`plan`]).
     pub refused: Option<StatusKind>,
 }
 
@@ -111,7 +112,7 @@ pub enum Action {
         len: u64,
         /// When the descriptor was taken in.
         started: Nanos,
-        /// Refused at this rank for its buffer ([`GatherCall::refused`]).
+        /// Refused at this rank for its buffer or a field ([`GatherCall::refused`]).
         refused: Option<StatusKind>,
     },
     /// Run this rank's part of an allgather (or allreduce), as [`GatherCall`] says; the
@@ -349,8 +350,8 @@ impl Core {
             }
             None => Err(StatusKind::BadDescriptor),
         };
-        // A collective refused for this rank's buffers touches none of them: every buffer of
-        // it is `Resolved::REFUSED` (`refused` names why).
+        // A collective refused at this rank (its buffers, a field its schedule does not read)
+        // touches none of its buffers: every one is `Resolved::REFUSED` (`refused` names why).
         let mem = |r: Resolved| if refused.is_some() { Resolved::REFUSED } else { r };
         let cqe = match outcome {
             Ok(Plan::Nothing) => Completion::new(desc.cookie, desc.opcode, Status::OK, 0),
@@ -567,11 +568,20 @@ impl Ranks for WorldRanks<'_> {
 }
 
 /// Validates a descriptor against the host's registrations and limits.
-/// What descriptor `d` asks for, or why it is refused. A collective whose only fault is this
-/// rank's memory (a buffer's key, range or access; a send block overlapping its receive
-/// buffer) is not refused at once: its status goes to `refused` and the plan stands, for the
-/// call to run in step with the other ranks, which then fail typed instead of waiting for
-/// parts this rank never posts.
+/// What descriptor `d` asks for, or why it is refused.
+///
+/// A collective is refused at once (`Err`: it posts nothing, [`crate::engine`] counts it as
+/// skipped) only for a fault that leaves its *shape* unknown — the schedule the other ranks
+/// run for this call: an unknown opcode or flag, a root outside the communicator, a length
+/// that is zero, too long or not a whole number of an unknown-size or known type's elements.
+/// A collective whose fault leaves its shape whole — this rank's memory (a buffer's key, range
+/// or access; a send block overlapping its receive buffer), or a field the schedule does not
+/// read (an operation its type does not support, a root or send buffer a call without one
+/// names, a reserved field, a barrier's scratch too short) — is not refused at once: its status
+/// goes to `refused`, its buffers become [`Resolved::REFUSED`], and the plan stands with that
+/// field set aside, for the call to run in step with the other ranks on no memory, which then
+/// fail typed instead of waiting for parts this rank never posts. A descriptor fault of
+/// either kind is reported before a buffer fault of the same call.
 fn plan(
     regions: &RegionTable,
     d: &SubmissionDescriptor,
@@ -580,19 +590,28 @@ fn plan(
     refused: &mut Option<StatusKind>,
 ) -> Result<Plan, StatusKind> {
     // A collective's buffer: resolved, or refused (the first reason kept).
-    let mut memory = |r: Result<Resolved, StatusKind>| {
+    fn memory(refused: &mut Option<StatusKind>, r: Result<Resolved, StatusKind>) -> Resolved {
         r.unwrap_or_else(|s| {
             refused.get_or_insert(s);
             Resolved::REFUSED
         })
-    };
+    }
+    // A field the call's shape does not depend on is wrong: the call runs in step, refused.
+    fn stray(refused: &mut Option<StatusKind>, s: StatusKind) {
+        refused.get_or_insert(s);
+    }
     let op = Op::try_from(d.opcode).map_err(|_| StatusKind::UnknownOpcode)?;
     if d.flags & !DESC_FLAGS_DEFINED != 0 {
         return Err(StatusKind::BadFlags);
     }
     let reduces = matches!(op, Op::Allreduce | Op::Reduce);
+    let collective =
+        matches!(op, Op::Bcast | Op::Allgather | Op::Allreduce | Op::Reduce | Op::Alltoall | Op::Barrier);
     if d._reserved1 != 0 || (d.spec != 0 && !reduces) {
-        return Err(StatusKind::BadDescriptor);
+        if !collective {
+            return Err(StatusKind::BadDescriptor);
+        }
+        stray(refused, StatusKind::BadDescriptor);
     }
     match op {
         Op::Nop => {
@@ -627,7 +646,7 @@ fn plan(
         }
         Op::Bcast => {
             if d.aux_key != RegionKey::NONE || d.aux_offset != 0 {
-                return Err(StatusKind::BadDescriptor);
+                stray(refused, StatusKind::BadDescriptor); // a send buffer a broadcast has not
             }
             if d.len == 0 || d.len > max_op_bytes {
                 return Err(StatusKind::BadLength);
@@ -636,25 +655,33 @@ fn plan(
                 me.ok_or(if d.comm == 0 { StatusKind::NoRank } else { StatusKind::UnknownCommunicator })?;
             // The root only reads its buffer; every other rank writes it.
             let need = if d.root == me { Access::READ } else { Access::WRITE };
-            let buf = memory(regions.resolve(d.key, d.offset, d.len, need));
+            let buf = memory(refused, regions.resolve(d.key, d.offset, d.len, need));
             Ok(Plan::Bcast { buf, len: d.len })
         }
         Op::Allgather | Op::Allreduce | Op::Reduce => {
+            // A root where the call has none.
+            if op != Op::Reduce && d.root != 0 {
+                stray(refused, StatusKind::BadDescriptor);
+            }
             let reduce = match op {
-                Op::Allreduce if d.root != 0 => return Err(StatusKind::BadDescriptor),
                 Op::Allreduce | Op::Reduce => {
                     let (dtype, rop) = ringcast_abi::reduce::parse_reduce_spec(d.spec);
-                    match crate::collective::reduce::check(dtype, rop, d.len as usize) {
-                        Ok(()) => Some((dtype, rop)),
-                        Err(crate::collective::reduce::ReduceError::Unsupported) => {
-                            return Err(StatusKind::BadDescriptor)
-                        }
-                        Err(crate::collective::reduce::ReduceError::Length) => {
-                            return Err(StatusKind::BadLength)
-                        }
+                    // An unknown type: the size of its elements — where a reduce-scatter cuts
+                    // the blocks, what the cost model picks — is unknown, and so the schedule.
+                    let Some(elem) = dtype.size() else { return Err(StatusKind::BadDescriptor) };
+                    if !(d.len as usize).is_multiple_of(elem) {
+                        return Err(StatusKind::BadLength);
+                    }
+                    if rop.supports(dtype) {
+                        Some((dtype, rop))
+                    } else {
+                        // An operation nothing reduces this type with: the schedule does not
+                        // depend on it, so the call runs in step, refused, under a stand-in (no
+                        // block of this rank is ever read, so nothing is reduced with it).
+                        stray(refused, StatusKind::BadDescriptor);
+                        Some((dtype, ringcast_abi::ReduceOp::SUM))
                     }
                 }
-                _ if d.root != 0 => return Err(StatusKind::BadDescriptor),
                 _ => None,
             };
             let unknown = if d.comm == 0 { StatusKind::NoRank } else { StatusKind::UnknownCommunicator };
@@ -671,28 +698,31 @@ fn plan(
             }
             // Every block arrives in the receive (work) buffer (this rank's own too, unless in
             // place).
-            let recv = memory(regions.resolve(d.key, d.offset, total, Access::WRITE));
+            let recv = memory(refused, regions.resolve(d.key, d.offset, total, Access::WRITE));
             let send = if d.aux_key == RegionKey::NONE {
                 if d.aux_offset != 0 {
-                    return Err(StatusKind::BadDescriptor);
+                    stray(refused, StatusKind::BadDescriptor); // an offset into no send buffer
                 }
                 // In place: the block is read where it already is (and the work buffer is read
                 // back for the reduction).
-                memory(regions.resolve(d.key, d.offset + u64::from(me) * d.len, d.len, Access::READ));
+                memory(
+                    refused,
+                    regions.resolve(d.key, d.offset + u64::from(me) * d.len, d.len, Access::READ),
+                );
                 None
             } else {
-                let send = memory(regions.resolve(d.aux_key, d.aux_offset, d.len, Access::READ));
+                let send = memory(refused, regions.resolve(d.aux_key, d.aux_offset, d.len, Access::READ));
                 let overlap = send.segment == recv.segment
                     && send.offset < recv.offset + total
                     && recv.offset < send.offset + d.len;
                 if overlap && !send.is_refused() {
-                    memory(Err(StatusKind::Overlap));
+                    memory(refused, Err(StatusKind::Overlap));
                 }
                 Some(send)
             };
             if reduce.is_some() {
                 // The engine reads every contribution back from the work buffer.
-                memory(regions.resolve(d.key, d.offset, total, Access::READ));
+                memory(refused, regions.resolve(d.key, d.offset, total, Access::READ));
             }
             Ok(Plan::Allgather { me, size, send, recv, len: d.len, reduce, root })
         }
@@ -701,7 +731,9 @@ fn plan(
                 return Err(StatusKind::BadLength); // as for every collective of no bytes
             }
             if d.root != 0 || d.aux_key == RegionKey::NONE {
-                return Err(StatusKind::BadDescriptor); // a send buffer of its own: no in place
+                // A root it has not; no send buffer of its own (no in place): the schedule is
+                // the length's, so the call runs in step, refused.
+                stray(refused, StatusKind::BadDescriptor);
             }
             let unknown = if d.comm == 0 { StatusKind::NoRank } else { StatusKind::UnknownCommunicator };
             let (me, size) = (me.ok_or(unknown)?, size.ok_or(unknown)?);
@@ -711,27 +743,29 @@ fn plan(
             if d.len == 0 || work_len > max_op_bytes {
                 return Err(StatusKind::BadLength);
             }
-            let work = memory(regions.resolve(d.key, d.offset, work_len, Access::READ_WRITE));
-            let send = memory(regions.resolve(d.aux_key, d.aux_offset, total, Access::READ));
+            let work = memory(refused, regions.resolve(d.key, d.offset, work_len, Access::READ_WRITE));
+            let send = memory(refused, regions.resolve(d.aux_key, d.aux_offset, total, Access::READ));
             let overlap = send.segment == work.segment
                 && send.offset < work.offset + work_len
                 && work.offset < send.offset + total;
             if overlap && !send.is_refused() {
-                memory(Err(StatusKind::Overlap));
+                memory(refused, Err(StatusKind::Overlap));
             }
             Ok(Plan::Alltoall { me, size, send, work, len: d.len })
         }
         Op::Barrier => {
+            // Fields a barrier has not, and its scratch's length, which the engine never touches:
+            // none of them shapes the barrier, so a wrong one runs it in step, refused.
             if d.root != 0 || d.aux_key != RegionKey::NONE || d.aux_offset != 0 {
-                return Err(StatusKind::BadDescriptor);
+                stray(refused, StatusKind::BadDescriptor);
             }
             let unknown = if d.comm == 0 { StatusKind::NoRank } else { StatusKind::UnknownCommunicator };
             let (me, size) = (me.ok_or(unknown)?, size.ok_or(unknown)?);
             // One scratch byte per rank at least (the engine uses one per engine spanned).
             if d.len < u64::from(size) || d.len > max_op_bytes {
-                return Err(StatusKind::BadLength);
+                stray(refused, StatusKind::BadLength);
             }
-            let scratch = memory(regions.resolve(d.key, d.offset, d.len, Access::READ_WRITE));
+            let scratch = memory(refused, regions.resolve(d.key, d.offset, d.len, Access::READ_WRITE));
             Ok(Plan::Barrier { me, size, scratch, len: d.len })
         }
         Op::CommCreate => {

@@ -222,6 +222,79 @@ fn reductions_carry_their_spec_and_a_reduce_its_root() {
     }
 }
 
+/// A descriptor fault that leaves the call's schedule unknown here refuses it at once (one
+/// completion: it posts nothing); one in a field the schedule does not read hands the call on,
+/// refused, to run in step on no memory — a reduction under a stand-in operation.
+#[test]
+fn faults_that_shape_the_call_refuse_it_at_once_the_others_run_it_in_step() {
+    use ringcast_abi::{DataType, ReduceOp};
+    let (mut core, h, a, b) = core_with_regions();
+    let at = RegionRef { key: a, offset: 0 };
+    let allreduce = SubmissionDescriptor::allreduce(1, 0, at, None, 16, DataType::I64, ReduceOp::MAX);
+    let at_once = [
+        (SubmissionDescriptor { spec: 0x2a, ..allreduce }, StatusKind::BadDescriptor), // no such type
+        (SubmissionDescriptor { len: 12, ..allreduce }, StatusKind::BadLength),
+        (SubmissionDescriptor { len: 0, ..allreduce }, StatusKind::BadLength),
+        (SubmissionDescriptor { flags: 0x80, ..allreduce }, StatusKind::BadFlags),
+        // (A broadcast's root outside the communicator: refused at once by the engine's gather.)
+        (
+            SubmissionDescriptor::reduce(3, 0, 1, at, None, 8, DataType::I64, ReduceOp::SUM),
+            StatusKind::BadRoot,
+        ),
+    ];
+    for (d, want) in at_once {
+        core.submit(h, &d, 0);
+        let acts = drain(&mut core);
+        assert!(matches!(acts[..], [Action::Complete { .. }]), "{d:?}: refused at once, {acts:?}");
+        assert_eq!(status_of(&acts), want, "{d:?}");
+    }
+    let in_step = [
+        (SubmissionDescriptor { spec: 0xee07, ..allreduce }, StatusKind::BadDescriptor), // no such operation
+        (
+            SubmissionDescriptor::allreduce(1, 0, at, None, 16, DataType::F64, ReduceOp::BXOR),
+            StatusKind::BadDescriptor,
+        ),
+        (SubmissionDescriptor { root: 1, ..allreduce }, StatusKind::BadDescriptor),
+        (SubmissionDescriptor { _reserved1: 9, ..allreduce }, StatusKind::BadDescriptor),
+        (
+            SubmissionDescriptor { root: 1, ..SubmissionDescriptor::allgather(4, 0, at, None, 8) },
+            StatusKind::BadDescriptor,
+        ),
+        (
+            SubmissionDescriptor { aux_offset: 8, ..SubmissionDescriptor::allgather(4, 0, at, None, 8) },
+            StatusKind::BadDescriptor,
+        ),
+        (
+            SubmissionDescriptor {
+                aux_key: RegionKey::NONE,
+                ..SubmissionDescriptor::alltoall(5, 0, at, at, 8)
+            },
+            StatusKind::BadDescriptor,
+        ),
+        (
+            SubmissionDescriptor { aux_key: b, ..SubmissionDescriptor::bcast(6, 0, 0, at, 8) },
+            StatusKind::BadDescriptor,
+        ),
+        (SubmissionDescriptor::barrier(7, 0, at, 0), StatusKind::BadLength),
+        (
+            SubmissionDescriptor { root: 3, ..SubmissionDescriptor::barrier(7, 0, at, 1) },
+            StatusKind::BadDescriptor,
+        ),
+    ];
+    for (d, want) in in_step {
+        core.submit(h, &d, 0);
+        let acts = drain(&mut core);
+        assert!(!matches!(acts[..], [Action::Complete { .. }]), "{d:?}: handed on, {acts:?}");
+        assert_eq!(status_of(&acts), want, "{d:?}");
+        if let [Action::Allgather(g)] = &acts[..] {
+            if let Some((t, op)) = g.reduce {
+                assert!(op.supports(t), "{d:?}: a stand-in the engine reduces with");
+                assert_eq!(t, ringcast_abi::reduce::parse_reduce_spec(d.spec).0, "the call's own type");
+            }
+        }
+    }
+}
+
 proptest! {
     /// Any 64 bytes from a host: no panic, exactly one completion echoing the cookie — or one
     /// broadcast handed to the runner, which completes it — and any DMA or broadcast buffer lies

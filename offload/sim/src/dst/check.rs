@@ -247,8 +247,17 @@ impl Ledger {
                 SubmissionDescriptor::comm_free(cookie(c, FREE), handle)
             };
             if step >= 1 && step <= plan.bcasts.len() && plan.refused[step - 1] == Some(m.rank) {
-                // A (receive, work or message) buffer nobody registered.
-                d.key = ringcast_abi::RegionKey(0x7fff_0001);
+                if !plan.refused_field[step - 1] {
+                    // A (receive, work or message) buffer nobody registered.
+                    d.key = ringcast_abi::RegionKey(0x7fff_0001);
+                } else if plan.allreduce[step - 1].is_some() {
+                    // An operation that does not exist (the type's elements as the others').
+                    let (t, _) = ringcast_abi::reduce::parse_reduce_spec(d.spec);
+                    d.spec = ringcast_abi::reduce::reduce_spec(t, ringcast_abi::ReduceOp(200));
+                } else {
+                    // A reserved word set.
+                    d._reserved1 = 1;
+                }
             }
             let host = p.host;
             self.posted[lane.rank].push_back(d.cookie);
@@ -407,8 +416,12 @@ impl Ledger {
                     }
                     let refused = s.comms[c].refused[k];
                     if refused == Some(me) {
-                        // Refused for its buffer: that status, whatever its parts did.
-                        if status != StatusKind::UnknownRegion {
+                        // Refused for its buffer or a field: that status, whatever its parts did.
+                        let want = match s.comms[c].refused_field[k] {
+                            true => StatusKind::BadDescriptor,
+                            false => StatusKind::UnknownRegion,
+                        };
+                        if status != want {
                             return Err(Violation::UnexpectedError { rank, comm: c, bcast: k, status });
                         }
                         rep.refused += 1;
