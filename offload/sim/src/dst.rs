@@ -232,6 +232,8 @@ pub struct Report {
     /// Calls refused for their buffers or a field their schedule does not read (`UnknownRegion`
     /// or `BadDescriptor` at their rank, checked).
     pub refused: u64,
+    /// Of those, refused for a field (`BadDescriptor`).
+    pub refused_fields: u64,
     /// Whether the engines' world was uneven (nodes holding different numbers of ranks).
     pub uneven: bool,
     /// Benign, every process detached at its end (finalized), and every engine was checked to

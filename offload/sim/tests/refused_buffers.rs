@@ -20,6 +20,7 @@ use ringcast_abi::{
 };
 use ringcast_proto::comm::World;
 use ringcast_proto::config::LocalRank;
+use ringcast_proto::config::{AllgatherBetween, AllgatherParts, Between, EngineConfig};
 use ringcast_proto::intake::regions::SegmentHandle;
 use ringcast_proto::intake::HostId;
 use ringcast_proto::rng::SimRng;
@@ -166,8 +167,8 @@ struct Rank {
     bufs: Vec<(RegionKey, u64, RegionKey, u64)>,
 }
 
-fn setup(world: &World, coll: Coll, seed: u64) -> (Cluster, Vec<Rank>) {
-    let engines = world_engines(world, "refused", &|_| {});
+fn setup(world: &World, coll: Coll, seed: u64, tweak: &dyn Fn(&mut EngineConfig)) -> (Cluster, Vec<Rank>) {
+    let engines = world_engines(world, "refused", tweak);
     let faults = Faults { mcast_loss: 0.02, jitter: 1_000, ..Faults::clean() };
     let mut c = Cluster::new(
         engines,
@@ -249,8 +250,20 @@ fn descriptor(
 /// Runs `coll` twice on `world` with rank `bad`'s first call refused by `fault`; checks the
 /// invariants of the module doc. The statuses of every rank's calls.
 fn case(world: &World, coll: Coll, bad: usize, fault: Fault, seed: u64) -> Vec<[StatusKind; 2]> {
+    case_with(world, coll, bad, fault, seed, &|_| {})
+}
+
+/// [`case`] on engines configured by `tweak`.
+fn case_with(
+    world: &World,
+    coll: Coll,
+    bad: usize,
+    fault: Fault,
+    seed: u64,
+    tweak: &dyn Fn(&mut EngineConfig),
+) -> Vec<[StatusKind; 2]> {
     let size = world.size() as usize;
-    let (mut c, ranks) = setup(world, coll, seed);
+    let (mut c, ranks) = setup(world, coll, seed, tweak);
     for (r, rank) in ranks.iter().enumerate() {
         for k in 0..2u64 {
             let fault = (r == bad && k == 0).then_some(fault);
@@ -290,6 +303,14 @@ fn case(world: &World, coll: Coll, bad: usize, fault: Fault, seed: u64) -> Vec<[
             }
         }
     }
+    // On no memory: the refused call touched none of its rank's buffers.
+    let (_, ws, _, ss) = ranks[bad].bufs[0];
+    let node = &c.nodes[ranks[bad].node];
+    assert!(node.mem.get(&ws).unwrap().iter().all(|&b| b == 0xEE), "{what}: its work buffer was written");
+    assert!(
+        *node.mem.get(&ss).unwrap() == send_bytes(coll, size, bad, 0),
+        "{what}: its send buffer was written"
+    );
     // The job is in step: the next call is `Ok` everywhere (its bytes checked above).
     assert!(statuses.iter().all(|s| s[1] == StatusKind::Ok), "{what}: the next call {statuses:?}");
     // And the others learned of the refusal from the aborted transfers, not from a peer
@@ -343,6 +364,50 @@ fn every_collective_refused_at_one_rank_fails_it_everywhere_and_leaves_the_job_i
                             s.iter().enumerate().all(|(r, s)| r == bad || s[0] == StatusKind::Ok),
                             "{s:?}"
                         );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The reductions and the allgather refused at one rank under every way of combining the node
+/// results the engine has, not only the cost model's pick for 1 KiB: multicast, recursive
+/// doubling and Rabenseifner's halving between the leaders, and one part per rank.
+#[test]
+fn refused_reductions_and_allgathers_stay_in_step_under_every_exchange() {
+    for world in [World::Uniform { nodes: 4, ppn: 1 }, World::Uniform { nodes: 2, ppn: 2 }] {
+        for (parts, between, halving) in [
+            (AllgatherParts::Nodes, Between::Multicast, false),
+            (AllgatherParts::Nodes, Between::Doubling, false),
+            (AllgatherParts::Nodes, Between::Doubling, true),
+            (AllgatherParts::Ranks, Between::Multicast, false),
+        ] {
+            let tweak = move |c: &mut EngineConfig| {
+                c.protocol.allgather_parts = parts;
+                c.protocol.allreduce_between = between;
+                c.protocol.allgather_between = match between {
+                    Between::Doubling => AllgatherBetween::Doubling,
+                    _ => AllgatherBetween::Multicast,
+                };
+                if halving {
+                    c.protocol.allreduce_halving_bytes = 8;
+                }
+            };
+            for coll in [Coll::Allreduce, Coll::Reduce, Coll::Allgather] {
+                for fault in [Fault::BadOperation, Fault::StrayField, Fault::UnknownKey] {
+                    if !fault.applies(coll) {
+                        continue;
+                    }
+                    for bad in 0..world.size() as usize {
+                        let s = case_with(&world, coll, bad, fault, 300 + bad as u64, &tweak);
+                        for (r, s) in s.iter().enumerate().filter(|(r, _)| *r != bad) {
+                            assert_eq!(
+                                s[0],
+                                StatusKind::RootFailed,
+                                "{coll:?} {world:?} {parts:?} {between:?} halving {halving}: rank {bad} refused ({fault:?}), rank {r}"
+                            );
+                        }
                     }
                 }
             }

@@ -8,7 +8,8 @@ use crate::intake::regions::Resolved;
 use crate::schedule::bcast::{self as algo, Algorithm, Hop, Phase, Shape};
 use crate::transfer::bitmap::Geometry;
 use crate::transfer::env::{
-    CommHandle, Dest, DmaDir, DmaJob, DmaStatus, DmaToken, Env, OpCounters, Outcome, Post, PostError,
+    is_stand_in, CommHandle, Dest, DmaDir, DmaJob, DmaStatus, DmaToken, Env, OpCounters, Outcome, Post,
+    PostError,
 };
 use crate::transfer::mac::{advance_mac, root_mac_through};
 use crate::transfer::protocol::Protocol;
@@ -112,6 +113,7 @@ impl Protocol {
             state: State::Receiving,
             digest: None,
             mac: c.seal.keys.mac_state_in(bid, u64::from(len), context),
+            unverified: buf.is_refused() && is_stand_in(context),
             hashed: 0,
             prefix: 0,
             stored: 0,
@@ -240,10 +242,11 @@ impl Protocol {
         if op.state != State::Storing || op.stores_out > 0 {
             return;
         }
-        // Stored or not (its host memory failed, or its call was refused for its buffers: the
-        // host is told), the message is here whole and authentic: this rank serves it and acks
-        // it in the synchronization — a local memory fault is no NACK, and the communicator
-        // stays usable, as for a root's aborted load.
+        // Stored or not (its host memory failed, or its call was refused at this rank: the host
+        // is told), the message is here whole — and authentic, but for a refused call's
+        // stand-in receive, which relays it unchecked (`Op::unverified`) — so this rank serves
+        // it and acks it in the synchronization: a local memory fault is no NACK, and the
+        // communicator stays usable, as for a root's aborted load.
         op.state = State::Done;
         let len = op.geo.total;
         let outcome = match op.store_failed {
@@ -455,14 +458,12 @@ impl Protocol {
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
         let Some(op) = c.ops[slot].as_mut() else { return };
         advance_mac(op, &c.channels[slot], true);
-        // A receive into a refused call's buffer (`Resolved::REFUSED`) delivers nothing — every
-        // store fails — so it has nothing to authenticate: it only relays, and whoever stores
-        // the message checks the MAC itself. It does not check, because its context may not be
-        // the root's: a call refused for a field its schedule does not read (an operation its
-        // type lacks) runs in step under a stand-in context, and a mismatch here would fail the
-        // broadcast and NACK its epoch, breaking the communicator for the others.
-        let authentic = op.buf.is_refused() || op.digest.is_some_and(|mac| op.mac.ok(&mac));
-        #[cfg(feature = "std")]
+        // A receive of a call refused for its operation (`Op::unverified`) runs under a
+        // stand-in context the root's MAC does not have: it delivers nothing — its buffer is
+        // `Resolved::REFUSED`, every store fails — so it only relays, and whoever stores the
+        // message checks the MAC itself. Checked, it would fail `DigestMismatch` and NACK its
+        // epoch, breaking the communicator for the others.
+        let authentic = op.unverified || op.digest.is_some_and(|mac| op.mac.ok(&mac));
         if op.hashed != op.geo.total || !authentic {
             op.state = State::Failed;
             env.complete(op.token, fail(StatusKind::DigestMismatch, op.counters));

@@ -121,7 +121,9 @@ impl Engine {
             (false, true) => a.len * u64::from(a.size),
             (false, false) => 0,
         };
-        let context = call_context(a.opcode, a.reduce);
+        // (A call refused for its operation says its `SUM` is a stand-in: `intake::plan`.)
+        let stand_in = if a.stand_in { crate::transfer::env::STAND_IN } else { 0 };
+        let context = call_context(a.opcode, a.reduce) | stand_in;
         // An allreduce or a reduce may combine the node results by recursive doubling between
         // the leaders, and an allgather the node parts (`doubling.rs`): one part, the node's,
         // carried out by the engine. (A reduce's other ranks get the result too, in a buffer

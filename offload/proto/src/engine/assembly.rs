@@ -17,6 +17,7 @@ use super::reduction::Then;
 use super::{Dma, Engine, Job, JobId};
 use crate::intake::regions::Resolved;
 use crate::intake::HostId;
+use crate::transfer::env::same_call;
 use alloc::vec::Vec;
 use ringcast_abi::{DataType, ReduceOp, RegionKey, StatusKind};
 
@@ -100,11 +101,11 @@ impl Engine {
         if (a.pieces.len() as u32) < a.expected {
             return;
         }
-        let context = a.pieces.iter().find(|p| !p.src.is_refused()).map_or(0, |p| p.context);
+        let context = a.pieces.first().map_or(0, |p| p.context);
         let len = a.pieces.first().map_or(0, |p| p.len);
-        // (A refused call's piece is never read — its copy fails and poisons the part — and its
-        // context may be a stand-in: `intake::plan`. Its length is its call's, and compared.)
-        if a.pieces.iter().any(|p| (p.context != context && !p.src.is_refused()) || p.len != len) {
+        // (A call refused for its operation carries a stand-in for it, compared without it:
+        // `same_call`. Its piece is never read — its copy fails and poisons the part.)
+        if a.pieces.iter().any(|p| !same_call(p.context, context) || p.len != len) {
             // Local processes are in different calls (another collective, type or operation, or
             // one skipped a call: `Gather::skip`), or disagree on the length — the intake
             // bounded each piece by its own length only, so a piece would land on another

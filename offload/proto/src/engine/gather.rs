@@ -34,6 +34,7 @@
 use super::members::Members;
 use crate::comm::World;
 use crate::intake::regions::Resolved;
+use crate::transfer::env::same_call;
 use crate::transfer::protocol::{OpCounters, Outcome};
 use alloc::collections::VecDeque;
 use alloc::sync::Arc;
@@ -535,11 +536,9 @@ impl Gather {
                     _ if !complete => d.outcome = failed(StatusKind::CommunicatorBroken),
                     Some(r) if r.root != m.root => d.outcome = failed(StatusKind::BadRoot),
                     Some(r) if r.len != m.len => d.outcome = failed(StatusKind::LengthMismatch),
-                    // (A refused call's context may be a stand-in, `intake::plan`; nothing is
-                    // delivered from or into its buffer, so it is not compared.)
-                    Some(r)
-                        if r.kind.context != m.kind.context && !r.buf.is_refused() && !m.buf.is_refused() =>
-                    {
+                    // (A call refused for its operation carries a stand-in for it, compared
+                    // without it: `same_call`.)
+                    Some(r) if !same_call(r.kind.context, m.kind.context) => {
                         d.outcome = failed(StatusKind::DigestMismatch)
                     }
                     // The primary's call was refused for its buffers, so it is the root (see

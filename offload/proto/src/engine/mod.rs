@@ -611,9 +611,11 @@ impl Engine {
         }
         // (None: its host left meanwhile.)
         let Some(o) = self.ops.get_mut(op) else { return };
-        // A call refused for its buffers ran on no memory, and could never have succeeded:
-        // whatever that run met, it ends with why it was refused — unless the call itself was
-        // then refused for its descriptor (it never ran: that rank is out of step, `skip`).
+        // A call refused at its rank (its buffers, or a field its schedule does not read) ran
+        // on no memory, and could never have succeeded: whatever that run met, it ends with why
+        // it was refused — unless the engine then refused it for a field that shapes it (a
+        // broadcast's root outside the communicator: it never ran, that rank is out of step,
+        // `skip`).
         let never_ran = matches!(
             outcome.status,
             StatusKind::BadRoot

@@ -72,6 +72,9 @@ pub struct GatherCall {
     /// read, with this status: the call runs in step with the other ranks on
     /// [`Resolved::REFUSED`] buffers and completes with this status ([`plan`]).
     pub refused: Option<StatusKind>,
+    /// Refused for its operation: `reduce` carries a stand-in (`SUM`, never applied), and the
+    /// call's context says so ([`crate::transfer::env::STAND_IN`]).
+    pub stand_in: bool,
 }
 
 /// What the runner must do.
@@ -367,7 +370,7 @@ impl Core {
                 self.push(Action::Comm { host, cookie, comm, op, buf, len, started: now });
                 return;
             }
-            Ok(Plan::Allgather { me, size, send, recv, len, reduce, root }) => {
+            Ok(Plan::Allgather { me, size, send, recv, len, reduce, root, stand_in }) => {
                 let (cookie, comm, opcode, keys) =
                     (desc.cookie, desc.comm, desc.opcode, [desc.aux_key, desc.key]);
                 let call = GatherCall {
@@ -385,6 +388,7 @@ impl Core {
                     keys,
                     started: now,
                     refused,
+                    stand_in,
                 };
                 self.push(Action::Allgather(call));
                 return;
@@ -405,6 +409,7 @@ impl Core {
                     keys: [desc.aux_key, desc.key],
                     started: now,
                     refused,
+                    stand_in: false,
                 };
                 self.push(Action::Alltoall(call));
                 return;
@@ -425,6 +430,7 @@ impl Core {
                     keys: [desc.key, desc.key],
                     started: now,
                     refused,
+                    stand_in: false,
                 };
                 self.push(Action::Barrier(call));
                 return;
@@ -520,6 +526,7 @@ enum Plan {
         len: u64,
         reduce: Option<(ringcast_abi::DataType, ringcast_abi::ReduceOp)>,
         root: Option<u32>,
+        stand_in: bool,
     },
     Barrier {
         me: u32,
@@ -567,21 +574,25 @@ impl Ranks for WorldRanks<'_> {
     }
 }
 
-/// Validates a descriptor against the host's registrations and limits.
-/// What descriptor `d` asks for, or why it is refused.
+/// What descriptor `d` asks for — validated against the host's registrations and limits — or
+/// why it is refused.
 ///
-/// A collective is refused at once (`Err`: it posts nothing, [`crate::engine`] counts it as
-/// skipped) only for a fault that leaves its *shape* unknown — the schedule the other ranks
-/// run for this call: an unknown opcode or flag, a root outside the communicator, a length
-/// that is zero, too long or not a whole number of an unknown-size or known type's elements.
-/// A collective whose fault leaves its shape whole — this rank's memory (a buffer's key, range
-/// or access; a send block overlapping its receive buffer), or a field the schedule does not
-/// read (an operation its type does not support, a root or send buffer a call without one
-/// names, a reserved field, a barrier's scratch too short) — is not refused at once: its status
-/// goes to `refused`, its buffers become [`Resolved::REFUSED`], and the plan stands with that
-/// field set aside, for the call to run in step with the other ranks on no memory, which then
-/// fail typed instead of waiting for parts this rank never posts. A descriptor fault of
-/// either kind is reported before a buffer fault of the same call.
+/// A collective is refused at once (`Err`: it posts nothing, and the engine counts it as
+/// skipped, `Gather::skip`) only for a fault that leaves its *shape* — the schedule the other
+/// ranks run for this call — unknown here: an unknown opcode; a flag no ABI version defines
+/// (unlike a reserved word, a flag is how a later ABI would change what the call does); a root
+/// outside the communicator; a length that is zero, past the limit or not a whole number of its
+/// type's elements; a type that does not exist (its elements' size shapes a reduction); a
+/// communicator this host has no rank in. A collective whose fault leaves its shape whole —
+/// this rank's memory (a buffer's key, range or access; a send block overlapping its receive
+/// buffer), or a field the schedule does not read (an operation its type lacks or that does not
+/// exist, a root or send buffer a call without one names, a reserved word, a barrier's scratch
+/// shorter than a byte per rank or past the limit) — is not refused at once: its status goes to
+/// `refused`, its buffers become [`Resolved::REFUSED`], and the plan stands with that field set
+/// aside (a reduction under a stand-in operation, `stand_in`), for the call to run in step
+/// with the other ranks on no memory, which then fail typed instead of waiting for parts this
+/// rank never posts. A descriptor fault of either kind is reported before a buffer fault of
+/// the same call, and a fault that refuses at once before one that does not.
 fn plan(
     regions: &RegionTable,
     d: &SubmissionDescriptor,
@@ -663,6 +674,7 @@ fn plan(
             if op != Op::Reduce && d.root != 0 {
                 stray(refused, StatusKind::BadDescriptor);
             }
+            let mut stand_in = false;
             let reduce = match op {
                 Op::Allreduce | Op::Reduce => {
                     let (dtype, rop) = ringcast_abi::reduce::parse_reduce_spec(d.spec);
@@ -679,6 +691,7 @@ fn plan(
                         // depend on it, so the call runs in step, refused, under a stand-in (no
                         // block of this rank is ever read, so nothing is reduced with it).
                         stray(refused, StatusKind::BadDescriptor);
+                        stand_in = true;
                         Some((dtype, ringcast_abi::ReduceOp::SUM))
                     }
                 }
@@ -696,19 +709,18 @@ fn plan(
             if d.len == 0 || total > max_op_bytes {
                 return Err(StatusKind::BadLength);
             }
+            if d.aux_key == RegionKey::NONE && d.aux_offset != 0 {
+                stray(refused, StatusKind::BadDescriptor); // an offset into no send buffer
+            }
             // Every block arrives in the receive (work) buffer (this rank's own too, unless in
             // place).
             let recv = memory(refused, regions.resolve(d.key, d.offset, total, Access::WRITE));
             let send = if d.aux_key == RegionKey::NONE {
-                if d.aux_offset != 0 {
-                    stray(refused, StatusKind::BadDescriptor); // an offset into no send buffer
-                }
                 // In place: the block is read where it already is (and the work buffer is read
-                // back for the reduction).
-                memory(
-                    refused,
-                    regions.resolve(d.key, d.offset + u64::from(me) * d.len, d.len, Access::READ),
-                );
+                // back for the reduction). (`me · len` < `total`, bounded above; the offset is
+                // the host's own.)
+                let own = d.offset.checked_add(u64::from(me) * d.len).ok_or(StatusKind::OutOfBounds);
+                memory(refused, own.and_then(|at| regions.resolve(d.key, at, d.len, Access::READ)));
                 None
             } else {
                 let send = memory(refused, regions.resolve(d.aux_key, d.aux_offset, d.len, Access::READ));
@@ -724,7 +736,7 @@ fn plan(
                 // The engine reads every contribution back from the work buffer.
                 memory(refused, regions.resolve(d.key, d.offset, total, Access::READ));
             }
-            Ok(Plan::Allgather { me, size, send, recv, len: d.len, reduce, root })
+            Ok(Plan::Allgather { me, size, send, recv, len: d.len, reduce, root, stand_in })
         }
         Op::Alltoall => {
             if d.len == 0 {

@@ -242,7 +242,29 @@ fn faults_that_shape_the_call_refuse_it_at_once_the_others_run_it_in_step() {
             StatusKind::BadRoot,
         ),
     ];
-    for (d, want) in at_once {
+    // A fault that shapes the call wins over one that does not, whichever field comes first.
+    let both = [
+        (SubmissionDescriptor { root: 1, len: 12, ..allreduce }, StatusKind::BadLength),
+        (SubmissionDescriptor { _reserved1: 1, flags: 0x80, ..allreduce }, StatusKind::BadFlags),
+        (SubmissionDescriptor { spec: 0xee07, len: 0, ..allreduce }, StatusKind::BadLength),
+        (
+            SubmissionDescriptor::reduce(8, 0, 1, at, None, 8, DataType::I64, ReduceOp(0xee)),
+            StatusKind::BadRoot,
+        ),
+        (
+            SubmissionDescriptor {
+                aux_key: RegionKey::NONE,
+                len: 0,
+                ..SubmissionDescriptor::alltoall(5, 0, at, at, 8)
+            },
+            StatusKind::BadLength,
+        ),
+        (
+            SubmissionDescriptor { root: 1, comm: 99, ..SubmissionDescriptor::barrier(7, 0, at, 1) },
+            StatusKind::UnknownCommunicator,
+        ),
+    ];
+    for (d, want) in at_once.into_iter().chain(both) {
         core.submit(h, &d, 0);
         let acts = drain(&mut core);
         assert!(matches!(acts[..], [Action::Complete { .. }]), "{d:?}: refused at once, {acts:?}");
@@ -275,9 +297,46 @@ fn faults_that_shape_the_call_refuse_it_at_once_the_others_run_it_in_step() {
             SubmissionDescriptor { aux_key: b, ..SubmissionDescriptor::bcast(6, 0, 0, at, 8) },
             StatusKind::BadDescriptor,
         ),
+        (
+            SubmissionDescriptor { root: 2, ..SubmissionDescriptor::alltoall(5, 0, at, at, 8) },
+            StatusKind::BadDescriptor,
+        ),
+        (
+            SubmissionDescriptor { spec: 0x0107, ..SubmissionDescriptor::bcast(6, 0, 0, at, 8) },
+            StatusKind::BadDescriptor,
+        ),
         (SubmissionDescriptor::barrier(7, 0, at, 0), StatusKind::BadLength),
         (
             SubmissionDescriptor { root: 3, ..SubmissionDescriptor::barrier(7, 0, at, 1) },
+            StatusKind::BadDescriptor,
+        ),
+        // A field's fault is reported before a buffer's, whichever is read first.
+        (
+            SubmissionDescriptor {
+                aux_offset: 8,
+                ..SubmissionDescriptor::allgather(
+                    4,
+                    0,
+                    RegionRef { key: RegionKey(0xdead), offset: 0 },
+                    None,
+                    8,
+                )
+            },
+            StatusKind::BadDescriptor,
+        ),
+        (
+            SubmissionDescriptor {
+                spec: 0xee07,
+                ..SubmissionDescriptor::allreduce(
+                    1,
+                    0,
+                    at,
+                    Some(RegionRef { key: RegionKey(0xdead), offset: 0 }),
+                    16,
+                    DataType::I64,
+                    ReduceOp::MAX,
+                )
+            },
             StatusKind::BadDescriptor,
         ),
     ];
@@ -287,12 +346,36 @@ fn faults_that_shape_the_call_refuse_it_at_once_the_others_run_it_in_step() {
         assert!(!matches!(acts[..], [Action::Complete { .. }]), "{d:?}: handed on, {acts:?}");
         assert_eq!(status_of(&acts), want, "{d:?}");
         if let [Action::Allgather(g)] = &acts[..] {
-            if let Some((t, op)) = g.reduce {
-                assert!(op.supports(t), "{d:?}: a stand-in the engine reduces with");
-                assert_eq!(t, ringcast_abi::reduce::parse_reduce_spec(d.spec).0, "the call's own type");
+            let (t, op) = ringcast_abi::reduce::parse_reduce_spec(d.spec);
+            if let Some((gt, gop)) = g.reduce {
+                assert!(gop.supports(gt), "{d:?}: a stand-in the engine reduces with");
+                assert_eq!(gt, t, "the call's own type");
+                assert_eq!(g.stand_in, !op.supports(t), "{d:?}: a stand-in, and said so");
             }
         }
     }
+}
+
+/// An in-place block of rank 3 whose buffer starts near the end of the address space: refused
+/// for its buffer (`OutOfBounds`), not an overflow.
+#[test]
+fn an_in_place_block_past_the_address_space_is_out_of_bounds() {
+    struct Third;
+    impl Ranks for Third {
+        fn rank(&self, _: Option<u32>, _: u64) -> Option<u32> {
+            Some(3)
+        }
+        fn size(&self, _: u64) -> Option<u32> {
+            Some(4)
+        }
+    }
+    let (mut core, h, a, _) = core_with_regions();
+    let d = SubmissionDescriptor {
+        offset: u64::MAX - 4,
+        ..SubmissionDescriptor::allgather(4, 0, RegionRef { key: a, offset: 0 }, None, 8)
+    };
+    core.submit_with(h, &d, 0, &Third);
+    assert_eq!(status_of(&drain(&mut core)), StatusKind::OutOfBounds);
 }
 
 proptest! {

@@ -171,6 +171,30 @@ pub struct Outcome {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct CommHandle(pub u32);
 
+/// The operation byte (bits 16–23 of [`Post::context`]) of a call refused at its rank for an
+/// operation nothing reduces its type with (`intake::plan`): it runs in step on no memory under
+/// this stand-in, which no real call's context carries (operations are 1–9). Its receives into
+/// [`Resolved::REFUSED`] relay without checking the MAC — the root's context is the real
+/// operation's, unknown here — and the node compares it with its siblings' calls without the
+/// operation ([`same_call`]).
+pub const STAND_IN: u64 = 0xff << 16;
+
+/// Whether `context` is a refused call's stand-in ([`STAND_IN`]).
+pub const fn is_stand_in(context: u64) -> bool {
+    context & STAND_IN == STAND_IN
+}
+
+/// Whether two processes' contexts are the same call: equal, or — one a stand-in — equal but
+/// for the operation the stand-in replaced (opcode, type, skipped calls and exchanges still
+/// compared).
+pub const fn same_call(a: u64, b: u64) -> bool {
+    if is_stand_in(a) || is_stand_in(b) {
+        a & !STAND_IN == b & !STAND_IN
+    } else {
+        a == b
+    }
+}
+
 /// One rank's part of a broadcast.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Post {
@@ -194,7 +218,8 @@ pub struct Post {
     /// descriptor: `engine::gather::Gather::skip`) — so a process that skipped a call the
     /// others made is not matched with their calls shifted by one. A receiver that posted
     /// another context than the root fails the broadcast with `DigestMismatch` instead of
-    /// delivering bytes meant for another call.
+    /// delivering bytes meant for another call — but for a *stand-in* ([`STAND_IN`]) posted
+    /// into [`Resolved::REFUSED`], which relays the message unchecked.
     pub context: u64,
     /// How far ahead of a receiver its root can run, in broadcasts: 0 for a broadcast, whose
     /// root completes once its message is in the channel and may run `channels` broadcasts

@@ -62,6 +62,10 @@ pub(crate) struct Op {
     /// as fragments arrive (`collective::bcast::advance_mac`), up to `hashed` bytes; the
     /// prefix's next fragment is `prefix`.
     pub(crate) mac: MacState,
+    /// A receive into a refused call's buffer under a stand-in context
+    /// ([`crate::transfer::env::STAND_IN`]): the root's MAC is not this context's, so the
+    /// message is relayed and acked without being checked — nothing of it is ever stored.
+    pub(crate) unverified: bool,
     pub(crate) hashed: u32,
     pub(crate) prefix: u32,
     /// A receiver's message handed to host-memory store jobs so far (bytes from the start;

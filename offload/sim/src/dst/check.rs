@@ -425,6 +425,7 @@ impl Ledger {
                             return Err(Violation::UnexpectedError { rank, comm: c, bcast: k, status });
                         }
                         rep.refused += 1;
+                        rep.refused_fields += u64::from(s.comms[c].refused_field[k]);
                         continue;
                     }
                     // Another rank's call was refused: only a barrier, or a broadcast that
