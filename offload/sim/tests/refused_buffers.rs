@@ -414,3 +414,48 @@ fn refused_reductions_and_allgathers_stay_in_step_under_every_exchange() {
         }
     }
 }
+
+/// A stand-in (a reduction refused for its operation) posted first on its node is not the
+/// reference its siblings are compared with: two siblings that disagree on the operation — one
+/// `MAX`, one `MIN` — are still told typed (`DigestMismatch`, or the node's communicator broken),
+/// never carried on as if only the refused process were wrong (`RootFailed`) or `Ok`.
+#[test]
+fn siblings_that_disagree_are_told_even_beside_a_stand_in() {
+    let world = World::Uniform { nodes: 2, ppn: 3 };
+    let size = world.size() as usize;
+    for between in [Between::Multicast, Between::Doubling] {
+        let tweak = move |c: &mut EngineConfig| c.protocol.allreduce_between = between;
+        let (mut c, ranks) = setup(&world, Coll::Allreduce, 7, &tweak);
+        for (r, rank) in ranks.iter().enumerate() {
+            let (wk, _, sk, _) = rank.bufs[0];
+            let op = match r {
+                0 => ReduceOp(200), // refused: runs under the stand-in, posted first
+                2 => ReduceOp::MIN,
+                _ => ReduceOp::MAX,
+            };
+            let (work, send) = (RegionRef { key: wk, offset: 0 }, RegionRef { key: sk, offset: 0 });
+            let d = SubmissionDescriptor::allreduce(0, 0, work, Some(send), LEN as u64, DataType::I64, op);
+            c.with_engine(rank.node, |e, now| e.handle_descriptor(rank.host, &d, now));
+        }
+        let count = |c: &Cluster| c.published().len();
+        while count(&c) < size {
+            assert!(
+                c.now() < BOUND && c.step().is_some(),
+                "{between:?}: {} of {size} calls ended",
+                count(&c)
+            );
+        }
+        for p in c.published() {
+            let r = ranks.iter().position(|x| x.node == p.node && x.host == p.host).unwrap();
+            let s = StatusKind::try_from(p.cqe.status).unwrap();
+            match r {
+                0 => assert_eq!(s, StatusKind::BadDescriptor, "{between:?}: the refused call"),
+                1 | 2 => assert!(
+                    matches!(s, StatusKind::DigestMismatch | StatusKind::CommunicatorBroken),
+                    "{between:?}: rank {r}, whose sibling asked for another operation, ended {s:?}"
+                ),
+                _ => assert_ne!(s, StatusKind::Ok, "{between:?}: rank {r} Ok without node 0's blocks"),
+            }
+        }
+    }
+}

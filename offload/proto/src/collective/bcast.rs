@@ -113,7 +113,7 @@ impl Protocol {
             state: State::Receiving,
             digest: None,
             mac: c.seal.keys.mac_state_in(bid, u64::from(len), context),
-            unverified: buf.is_refused() && is_stand_in(context),
+            unverified: me != root && buf.is_refused() && is_stand_in(context),
             hashed: 0,
             prefix: 0,
             stored: 0,
@@ -249,7 +249,9 @@ impl Protocol {
         // communicator stays usable, as for a root's aborted load.
         op.state = State::Done;
         let len = op.geo.total;
-        let outcome = match op.store_failed {
+        // (A message relayed unchecked never completes `Ok`, whatever the driver did with its
+        // stores: `Op::unverified`.)
+        let outcome = match op.store_failed || op.unverified {
             true => fail(StatusKind::OutOfBounds, op.counters),
             false => Outcome { status: StatusKind::Ok, bytes: len as u64, counters: op.counters },
         };

@@ -34,7 +34,7 @@
 use super::members::Members;
 use crate::comm::World;
 use crate::intake::regions::Resolved;
-use crate::transfer::env::same_call;
+use crate::transfer::env::{is_stand_in, same_call};
 use crate::transfer::protocol::{OpCounters, Outcome};
 use alloc::collections::VecDeque;
 use alloc::sync::Arc;
@@ -52,8 +52,9 @@ pub struct Kind {
     /// root's buffer ([`Gather::assembled`]): a leader-based allgather's node part.
     pub assemble: bool,
     /// The call's context ([`crate::transfer::protocol::Post::context`]; the gather adds the
-    /// process's skipped calls, [`Gather::skip`]): a process whose context differs from the
-    /// slot's reference fails with `DigestMismatch`, as a remote rank would.
+    /// process's skipped calls, [`Gather::skip`]): a process whose context is not the slot's
+    /// reference's call ([`crate::transfer::env::same_call`]: a stand-in's operation aside)
+    /// fails with `DigestMismatch`, as a remote rank would.
     pub context: u64,
     /// How far ahead the call's roots may run: its parts times its process's composed calls in
     /// flight ([`crate::transfer::protocol::Post::window`]; 0: a broadcast).
@@ -527,6 +528,19 @@ impl Gather {
             self.started = self.started.max(self.base);
             let outcome = slot.outcome.unwrap_or(failed(StatusKind::CommunicatorBroken));
             let reference = slot.primary.and_then(|p| slot.members[p as usize]);
+            // The call every process is compared with: the reference's, or — the reference a
+            // stand-in (`same_call`) — the first real one's, so that the processes that are not
+            // refused are still compared with each other in full.
+            let call = reference.map(|r| r.kind.context).map(|c| match is_stand_in(c) {
+                true => slot
+                    .members
+                    .iter()
+                    .flatten()
+                    .map(|m| m.kind.context)
+                    .find(|&c| !is_stand_in(c))
+                    .unwrap_or(c),
+                false => c,
+            });
             let first = out.len();
             let mut primary_at = None;
             for (l, m) in slot.members.iter().enumerate() {
@@ -538,7 +552,7 @@ impl Gather {
                     Some(r) if r.len != m.len => d.outcome = failed(StatusKind::LengthMismatch),
                     // (A call refused for its operation carries a stand-in for it, compared
                     // without it: `same_call`.)
-                    Some(r) if !same_call(r.kind.context, m.kind.context) => {
+                    Some(_) if call.is_some_and(|c| !same_call(c, m.kind.context)) => {
                         d.outcome = failed(StatusKind::DigestMismatch)
                     }
                     // The primary's call was refused for its buffers, so it is the root (see

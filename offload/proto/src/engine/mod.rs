@@ -75,8 +75,9 @@ struct HostOp {
     pending: bool,
     /// A broadcast or a communicator's creation or release (not a COPY).
     collective: bool,
-    /// A collective refused at this rank for its buffers ([`intake::GatherCall::refused`]):
-    /// it runs in step on no memory and completes with this status, whatever its parts did.
+    /// A collective refused at this rank for its buffers or a field its schedule does not read
+    /// ([`intake::GatherCall::refused`]): it runs in step on no memory and completes with this
+    /// status, whatever its parts did.
     refused: Option<StatusKind>,
 }
 

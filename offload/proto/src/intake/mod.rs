@@ -580,8 +580,9 @@ impl Ranks for WorldRanks<'_> {
 /// A collective is refused at once (`Err`: it posts nothing, and the engine counts it as
 /// skipped, `Gather::skip`) only for a fault that leaves its *shape* — the schedule the other
 /// ranks run for this call — unknown here: an unknown opcode; a flag no ABI version defines
-/// (unlike a reserved word, a flag is how a later ABI would change what the call does); a root
-/// outside the communicator; a length that is zero, past the limit or not a whole number of its
+/// (unlike a reserved word, a flag is how a later ABI would change what the call does); a
+/// reduce's root outside the communicator (a broadcast's the engine's gather refuses,
+/// `Gather::post`, counted the same way); a length that is zero, past the limit or not a whole number of its
 /// type's elements; a type that does not exist (its elements' size shapes a reduction); a
 /// communicator this host has no rank in. A collective whose fault leaves its shape whole —
 /// this rank's memory (a buffer's key, range or access; a send block overlapping its receive
