@@ -453,6 +453,11 @@ impl Gather {
     /// The next slot the protocol may take, if it can start; call [`Gather::started`] once the
     /// protocol accepted it.
     pub fn next_start(&self) -> Option<Start> {
+        self.choose().map(|(_, start)| start)
+    }
+
+    /// [`Gather::next_start`], and the local rank whose post it is (the slot's primary).
+    fn choose(&self) -> Option<(u32, Start)> {
         let slot = self.slots.get((self.started - self.base) as usize)?;
         let first = slot.first()?;
         if slot.members.iter().flatten().any(|m| m.kind.all) && !slot.members.iter().all(Option::is_some) {
@@ -475,8 +480,8 @@ impl Gather {
                 None => return None,
             }
         };
-        let (_, m) = primary?;
-        Some(Start {
+        let (l, m) = primary?;
+        let start = Start {
             seq: self.started,
             root: m.root,
             len: m.len,
@@ -485,17 +490,17 @@ impl Gather {
             window: m.kind.window,
             local: m.kind.local,
             barrier: m.kind.barrier,
-        })
+        };
+        Some((l, start))
     }
 
     /// The slot [`Gather::next_start`] returned was accepted by the protocol.
     pub fn started(&mut self) {
-        let Some(start) = self.next_start() else { return };
+        // The member `next_start` chose, recorded as it chose it (found again by its buffer, a
+        // poisoned slot's `REFUSED` matched another refused member, or none).
+        let Some((primary, start)) = self.choose() else { return };
         let idx = (start.seq - self.base) as usize;
-        let primary = self.slots[idx].members.iter().position(|m| {
-            m.is_some_and(|m| m.buf == start.buf && m.root == start.root && m.len == start.len)
-        });
-        self.slots[idx].primary = primary.map(|p| p as u32);
+        self.slots[idx].primary = Some(primary);
         self.started += 1;
     }
 
@@ -672,6 +677,21 @@ mod tests {
         assert_eq!(by_token(101).copy, Some((buf(12), buf(11), 100)));
         assert!(d.iter().all(|d| d.outcome.status == StatusKind::Ok));
         assert!(g.idle());
+    }
+
+    /// A poisoned slot starts on `REFUSED` from the member `next_start` chose — the real
+    /// buffer's, not a refused sibling's whose `REFUSED` the start's buffer equals.
+    #[test]
+    fn a_poisoned_slot_records_the_member_it_started_from() {
+        // Node 1 of 8, ppn 2: root 0 lives on node 0. Local 0 is refused, local 1 is not.
+        let mut g = uniform(1, 2, 4);
+        g.post(0, 0, Resolved::REFUSED, 100, 100).unwrap();
+        g.post(1, 0, buf(11), 100, 101).unwrap();
+        g.poisoned(0);
+        let s = g.next_start().unwrap();
+        assert_eq!(s.buf, Resolved::REFUSED, "poisoned: on no memory");
+        g.started();
+        assert_eq!(g.slots[0].primary, Some(1), "the member whose post it is");
     }
 
     #[test]
