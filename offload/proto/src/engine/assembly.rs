@@ -10,7 +10,7 @@
 //! copies each piece that is not already in place into the leader's buffer (DMA jobs, host to
 //! host, as the gather's deliveries are), then tells the gather the slot may start
 //! ([`super::gather::Gather::assembled`]). A copy that fails (a region deregistered on the way,
-//! a call refused for its buffers) poisons the part instead ([`super::gather::Gather::poisoned`]):
+//! a call refused at its rank) poisons the part instead ([`super::gather::Gather::poisoned`]):
 //! it leaves on no memory, aborted, rather than with wrong bytes; local processes in different
 //! calls break the communicator.
 use super::reduction::Then;

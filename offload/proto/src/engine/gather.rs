@@ -94,7 +94,7 @@ struct Slot {
     outcome: Option<Outcome>,
     /// Waiting for the engine's assembly of the local blocks ([`Kind::assemble`]).
     assembling: bool,
-    /// Its assembly could not read a local block (a call refused for its buffers, or memory
+    /// Its assembly could not read a local block (a call refused at its rank, or memory
     /// gone): the slot still runs, in step with the other engines, on no memory
     /// ([`Gather::poisoned`]).
     poisoned: bool,
@@ -134,7 +134,7 @@ pub struct Delivery {
     pub token: u64,
     /// Copy `len` bytes from the primary's buffer to its own first (then complete it with
     /// `outcome`, or, if the copy fails, with `OutOfBounds` — `RootFailed` where it failed on
-    /// a call refused for its buffers, `Engine::dma_fault`).
+    /// a call refused at its rank, `Engine::dma_fault`).
     pub copy: Option<(Resolved, Resolved, u64)>,
     /// With `copy`: the primary's token, whose completion waits for this copy.
     pub primary: Option<u64>,
@@ -434,7 +434,7 @@ impl Gather {
     /// the same, on [`Resolved::REFUSED`] (its part leaves as an aborted broadcast, or its
     /// doubling runs its schedule aborting what it sends), so the other engines stay in step
     /// and learn `RootFailed` rather than wait for a part or a transfer it never posts; every
-    /// local process's operation ends with `RootFailed` (a call refused for its buffers with its
+    /// local process's operation ends with `RootFailed` (a call refused at its rank with its
     /// own status).
     pub fn poisoned(&mut self, seq: u64) {
         if let Some(slot) = seq.checked_sub(self.base).and_then(|i| self.slots.get_mut(i as usize)) {
@@ -469,7 +469,7 @@ impl Gather {
         let primary = if let Some(root_local) = self.placement.local(first.root) {
             slot.members.get(root_local as usize)?.as_ref().map(|m| (root_local, m))
         } else {
-            // The message is stored into a buffer that exists: a call refused for its buffers
+            // The message is stored into a buffer that exists: a call refused at its rank
             // (`Resolved::REFUSED`) is never the primary while a sibling may still bring one —
             // the siblings' copies would read nothing.
             let posted =
@@ -560,7 +560,7 @@ impl Gather {
                     Some(_) if call.is_some_and(|c| !same_call(c, m.kind.context)) => {
                         d.outcome = failed(StatusKind::DigestMismatch)
                     }
-                    // The primary's call was refused for its buffers, so it is the root (see
+                    // The primary's call was refused at its rank, so it is the root (see
                     // `next_start`): its message could not be read (its load failed), as remote
                     // ranks learn too. Any other failure is reported as it is.
                     Some(r)

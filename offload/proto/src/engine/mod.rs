@@ -477,7 +477,7 @@ impl Engine {
     }
 
     /// What a failed host-memory job means for the operations it served: `OutOfBounds` (the
-    /// memory went away under it), or — a job on a call refused for its buffers — `RootFailed`
+    /// memory went away under it), or — a job on a call refused at its rank — `RootFailed`
     /// for the other processes whose collective needed that call's bytes: their buffers are
     /// fine, a rank's part could not be read (the refused call itself ends with its own status).
     pub(super) fn dma_fault(&self) -> StatusKind {

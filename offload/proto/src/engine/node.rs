@@ -246,7 +246,7 @@ impl Node {
 
     /// The engine assembled the local blocks of slot `seq` of communicator `comm` into its
     /// root's buffer (`fault` `None`), or could not: a block it could not read (`RootFailed`:
-    /// a call refused for its buffers; `OutOfBounds`: memory gone) poisons the slot, which
+    /// a call refused at its rank; `OutOfBounds`: memory gone) poisons the slot, which
     /// still runs in step on no memory ([`super::gather::Gather::poisoned`]); local processes
     /// in different calls (any other fault) break the communicator (its node part would carry
     /// wrong bytes; the other engines learn it within the peer timeout).

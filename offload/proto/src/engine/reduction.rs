@@ -30,7 +30,7 @@
 //! largest has been seen. Slices never overlap across rounds, so a destination that is also a
 //! source (the result over a block of the work buffer) is only written where it was read. A
 //! failed load or store ends the reduction as failed (`OutOfBounds`, or `RootFailed` where it
-//! failed on a call refused for its buffers: `Engine::dma_fault`); the caller's continuation
+//! failed on a call refused at its rank: `Engine::dma_fault`); the caller's continuation
 //! decides what that means (an operation failed, a node part poisoned, a doubling carrying on
 //! on no memory).
 use super::{failed, Dma, Engine, Job, JobId};
