@@ -488,7 +488,7 @@ impl Scenario {
                     true
                 })
                 .collect();
-            // Calls refused at one rank for their buffers, from a stream of their own: any step
+            // Calls refused at one rank, from a stream of their own: any step
             // of bytes whose root buffer is readable — a composed collective's more often, its
             // exchanges being where a refused rank's partners could be left waiting.
             let mut f = SimRng::new(seed ^ REFUSED_SALT ^ comms.len() as u64);

@@ -17,7 +17,7 @@ use super::reduction::Then;
 use super::{Dma, Engine, Job, JobId};
 use crate::intake::regions::Resolved;
 use crate::intake::HostId;
-use crate::transfer::env::{is_stand_in, same_call};
+use crate::transfer::env::{reference_call, same_call};
 use alloc::vec::Vec;
 use ringcast_abi::{DataType, ReduceOp, RegionKey, StatusKind};
 
@@ -101,10 +101,8 @@ impl Engine {
         if (a.pieces.len() as u32) < a.expected {
             return;
         }
-        // (The first real context: a stand-in as the reference would let the others differ in
-        // their operation.)
         let first = a.pieces.first().map_or(0, |p| p.context);
-        let context = a.pieces.iter().map(|p| p.context).find(|&c| !is_stand_in(c)).unwrap_or(first);
+        let context = reference_call(first, a.pieces.iter().map(|p| p.context));
         let len = a.pieces.first().map_or(0, |p| p.len);
         // (A call refused for its operation carries a stand-in for it, compared without it:
         // `same_call`. Its piece is never read — its copy fails and poisons the part.)

@@ -34,7 +34,7 @@
 use super::members::Members;
 use crate::comm::World;
 use crate::intake::regions::Resolved;
-use crate::transfer::env::{is_stand_in, same_call};
+use crate::transfer::env::{reference_call, same_call};
 use crate::transfer::protocol::{OpCounters, Outcome};
 use alloc::collections::VecDeque;
 use alloc::sync::Arc;
@@ -496,8 +496,8 @@ impl Gather {
 
     /// The slot [`Gather::next_start`] returned was accepted by the protocol.
     pub fn started(&mut self) {
-        // The member `next_start` chose, recorded as it chose it (found again by its buffer, a
-        // poisoned slot's `REFUSED` matched another refused member, or none).
+        // The member `next_start` chose, recorded as it chose it — not found again by its
+        // buffer: a poisoned slot's `REFUSED` would match a refused sibling, or no member.
         let Some((primary, start)) = self.choose() else { return };
         let idx = (start.seq - self.base) as usize;
         self.slots[idx].primary = Some(primary);
@@ -533,19 +533,9 @@ impl Gather {
             self.started = self.started.max(self.base);
             let outcome = slot.outcome.unwrap_or(failed(StatusKind::CommunicatorBroken));
             let reference = slot.primary.and_then(|p| slot.members[p as usize]);
-            // The call every process is compared with: the reference's, or — the reference a
-            // stand-in (`same_call`) — the first real one's, so that the processes that are not
-            // refused are still compared with each other in full.
-            let call = reference.map(|r| r.kind.context).map(|c| match is_stand_in(c) {
-                true => slot
-                    .members
-                    .iter()
-                    .flatten()
-                    .map(|m| m.kind.context)
-                    .find(|&c| !is_stand_in(c))
-                    .unwrap_or(c),
-                false => c,
-            });
+            // The call every process is compared with: the reference's, unless a stand-in.
+            let contexts = slot.members.iter().flatten().map(|m| m.kind.context);
+            let call = reference.map(|r| reference_call(r.kind.context, contexts));
             let first = out.len();
             let mut primary_at = None;
             for (l, m) in slot.members.iter().enumerate() {

@@ -582,8 +582,8 @@ impl Ranks for WorldRanks<'_> {
 /// ranks run for this call — unknown here: an unknown opcode; a flag no ABI version defines
 /// (unlike a reserved word, a flag is how a later ABI would change what the call does); a
 /// reduce's root outside the communicator (a broadcast's the engine's gather refuses,
-/// `Gather::post`, counted the same way); a length that is zero, past the limit or not a whole number of its
-/// type's elements; a type that does not exist (its elements' size shapes a reduction); a
+/// `Gather::post`, counted the same way); a length that is zero, past the limit or not a whole
+/// number of its type's elements; a type that does not exist (its elements' size shapes a reduction); a
 /// communicator this host has no rank in. A collective whose fault leaves its shape whole —
 /// this rank's memory (a buffer's key, range or access; a send block overlapping its receive
 /// buffer), or a field the schedule does not read (an operation its type lacks or that does not
@@ -604,11 +604,12 @@ fn plan(
     // A collective's buffer: resolved, or refused (the first reason kept).
     fn memory(refused: &mut Option<StatusKind>, r: Result<Resolved, StatusKind>) -> Resolved {
         r.unwrap_or_else(|s| {
-            refused.get_or_insert(s);
+            stray(refused, s);
             Resolved::REFUSED
         })
     }
-    // A field the call's shape does not depend on is wrong: the call runs in step, refused.
+    // A field the call's shape does not depend on is wrong (or, through `memory`, a buffer):
+    // the call runs in step, refused, with the first reason kept.
     fn stray(refused: &mut Option<StatusKind>, s: StatusKind) {
         refused.get_or_insert(s);
     }

@@ -195,6 +195,16 @@ pub const fn same_call(a: u64, b: u64) -> bool {
     }
 }
 
+/// The context processes of one call are compared with: `first`'s, or — `first` a stand-in —
+/// the first of `rest` that is not one (so that the processes not refused are compared with
+/// each other in full; a stand-in as the reference would let them differ in their operation).
+pub fn reference_call(first: u64, rest: impl IntoIterator<Item = u64>) -> u64 {
+    match is_stand_in(first) {
+        true => rest.into_iter().find(|&c| !is_stand_in(c)).unwrap_or(first),
+        false => first,
+    }
+}
+
 /// One rank's part of a broadcast.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Post {
