@@ -27,6 +27,7 @@
 //!   per-datagram CRC nor a payload forged by someone without the key can be delivered;
 //! * `READY`: empty;
 //! * `SYNC_UP`, `SYNC_DOWN`: one [`SyncBody`];
+//! * `CALL_SHAPE`: one [`CallShapeBody`];
 //! * `RETRANSMIT_REQUEST`: one [`RetransmitBody`] then `ceil(nfrags / 8)` bitmap bytes (bit `i`
 //!   set = fragment `first_frag + i` is missing).
 //!
@@ -34,7 +35,7 @@
 use crate::wire::{
     FrameKind, WireHeader, WIRE_CRC_LEN, WIRE_HEADER_LEN, WIRE_TAG_LEN, WIRE_TRAILER_LEN, WIRE_VERSION,
 };
-use zerocopy::byteorder::little_endian::{U32, U64};
+use zerocopy::byteorder::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 /// CRC-32C of a byte string (injected; see the module docs).
@@ -131,6 +132,25 @@ pub struct SyncBody {
 /// that cut the epoch fails `DigestMismatch`.
 pub const SYNC_MISMATCH: u32 = 1;
 
+/// A `CALL_SHAPE` body: the fields of a collective's descriptor that shape its schedule at
+/// every rank (zero in a query).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned,
+)]
+#[repr(C)]
+pub struct CallShapeBody {
+    /// The descriptor's opcode.
+    pub opcode: u8,
+    /// Its flags.
+    pub flags: u8,
+    /// Its element type and operation.
+    pub spec: U16,
+    /// Its root.
+    pub root: U32,
+    /// Its length.
+    pub len: U64,
+}
+
 /// Fixed part of a `RETRANSMIT_REQUEST` body; the missing-fragment bitmap follows.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout, Unaligned,
@@ -214,6 +234,11 @@ impl<'a> Frame<'a> {
                     return Err(DropReason::BadLength);
                 }
             }
+            FrameKind::CALL_SHAPE => {
+                if body.len() != core::mem::size_of::<CallShapeBody>() {
+                    return Err(DropReason::BadLength);
+                }
+            }
             FrameKind::RETRANSMIT_REQUEST => {
                 let (fixed, bitmap) =
                     RetransmitBody::ref_from_prefix(body).map_err(|_| DropReason::BadLength)?;
@@ -278,6 +303,14 @@ impl<'a> Frame<'a> {
     pub fn sync(&self) -> Option<&'a SyncBody> {
         match self.kind() {
             FrameKind::SYNC_UP | FrameKind::SYNC_DOWN => SyncBody::ref_from_bytes(self.body).ok(),
+            _ => None,
+        }
+    }
+
+    /// A `CALL_SHAPE` frame's body.
+    pub fn call_shape(&self) -> Option<&'a CallShapeBody> {
+        match self.kind() {
+            FrameKind::CALL_SHAPE => CallShapeBody::ref_from_bytes(self.body).ok(),
             _ => None,
         }
     }

@@ -9,7 +9,7 @@ use crate::comm::CommCreateHeader;
 use crate::cqe::Completion;
 use crate::ctl::CtlMsg;
 use crate::desc::SubmissionDescriptor;
-use crate::frame::{RetransmitBody, SyncBody};
+use crate::frame::{CallShapeBody, RetransmitBody, SyncBody};
 use crate::reg::RegistrationRecord;
 use crate::ring::{ConsumerIndex, ProducerIndex, RingControl, RingHeader};
 use crate::segment::SegmentHeader;
@@ -72,6 +72,7 @@ abi_layout! {
     }
     SyncBody: size 48, align 1 { epoch @ 0, base_bid @ 4, acked @ 8, nacked @ 16, mcast_frags @ 24, total_frags @ 28, barrier @ 32, cut @ 40, flags @ 44 }
     RetransmitBody: size 8, align 1 { first_frag @ 0, nfrags @ 4 }
+    CallShapeBody: size 16, align 1 { opcode @ 0, flags @ 1, spec @ 2, root @ 4, len @ 8 }
     CommCreateHeader: size 72, align 8 {
         magic @ 0, size @ 4, my_rank @ 8, _reserved0 @ 12, seed @ 16, group @ 24, _reserved1 @ 38,
         key @ 40,

@@ -24,8 +24,8 @@ use zerocopy::byteorder::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 /// Version carried in [`WireHeader::version`] (2: keyed tag in the trailer, 16-byte message MAC;
-/// 3: the synchronization body carries the barrier that cut its epoch).
-pub const WIRE_VERSION: u8 = 3;
+/// 3: the synchronization body carries the barrier that cut its epoch; 4: `CALL_SHAPE`).
+pub const WIRE_VERSION: u8 = 4;
 
 /// Size of the keyed tag at the start of the trailer.
 pub const WIRE_TAG_LEN: usize = 8;
@@ -80,7 +80,26 @@ impl FrameKind {
     pub const SYNC_DOWN: FrameKind = FrameKind(5);
     /// Request to retransmit fragments of a broadcast.
     pub const RETRANSMIT_REQUEST: FrameKind = FrameKind(6);
+    /// What a call on the communicator was: asked by an engine whose local processes all made
+    /// that call with a descriptor whose shape it cannot read (a bad length, type or root), and
+    /// answered by the others; the broadcast id field carries the call's index on the
+    /// communicator (low 32 bits), the flags one of `SHAPE_*`, the body a
+    /// [`crate::frame::CallShapeBody`].
+    pub const CALL_SHAPE: FrameKind = FrameKind(7);
 }
+
+/// `CALL_SHAPE` flag: "what was this call?" (the body is zero).
+pub const SHAPE_QUERY: u16 = 0;
+/// `CALL_SHAPE` flag: the call as a local process of the sender made it (the body).
+pub const SHAPE_KNOWN: u16 = 1;
+/// `CALL_SHAPE` flag: every local process of the sender made this call unreadable too.
+pub const SHAPE_VOID: u16 = 2;
+/// `CALL_SHAPE` flag: the sender's processes have not made this call yet; it answers once one
+/// does (a liveness signal meanwhile, as `READY_FLAG_ALIVE` is for a broadcast).
+pub const SHAPE_PENDING: u16 = 3;
+/// `CALL_SHAPE` flag, from the communicator's manager: it gave up asking (an engine silent for
+/// the peer timeout); every engine ends the call as skipped, alike.
+pub const SHAPE_SILENT: u16 = 4;
 
 /// The 32-byte frame header.
 #[derive(

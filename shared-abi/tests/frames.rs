@@ -4,7 +4,8 @@
 //! rewrites the golden file after an intended wire change (which must also bump `WIRE_VERSION`).
 use proptest::prelude::*;
 use ringcast_abi::frame::{
-    emit, DropReason, Frame, RetransmitBody, SyncBody, DIGEST_LEN, MIN_FRAME_LEN, SYNC_MISMATCH,
+    emit, CallShapeBody, DropReason, Frame, RetransmitBody, SyncBody, DIGEST_LEN, MIN_FRAME_LEN,
+    SYNC_MISMATCH,
 };
 use ringcast_abi::wire::{FrameKind, WireHeader, WIRE_HEADER_LEN, WIRE_VERSION};
 use std::hash::Hasher;
@@ -67,6 +68,11 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
         header(FrameKind::RETRANSMIT_REQUEST, 0, 0, 0),
         &[rt.as_bytes(), &[0b1000_0001, 0b0000_0100]],
     );
+    let shape =
+        CallShapeBody { opcode: 9, flags: 1, spec: U16::new(0x0305), root: U32::new(2), len: U64::new(4096) };
+    let mut known = header(FrameKind::CALL_SHAPE, 0, 0, 0);
+    known.flags = U16::new(ringcast_abi::wire::SHAPE_KNOWN);
+    put("call_shape", known, &[shape.as_bytes()]);
     out
 }
 
@@ -93,7 +99,7 @@ fn golden() -> Vec<(String, Vec<u8>)> {
 fn every_kind_matches_its_golden_frame() {
     let now = samples();
     if std::env::var_os("RINGCAST_BLESS").is_some() {
-        let mut text = String::from("# ringcast golden wire frames (WIRE_VERSION 3): name hex. Regenerate with\n# RINGCAST_BLESS=1 cargo test -p ringcast-abi --test frames (and bump WIRE_VERSION).\n");
+        let mut text = format!("# ringcast golden wire frames (WIRE_VERSION {WIRE_VERSION}): name hex. Regenerate with\n# RINGCAST_BLESS=1 cargo test -p ringcast-abi --test frames (and bump WIRE_VERSION).\n");
         for (name, bytes) in &now {
             text += &format!("{name} {}\n", hex(bytes));
         }
@@ -130,6 +136,11 @@ fn typed_accessors_read_golden_bodies() {
         (body.first_frag.get(), body.nfrags.get(), bitmap),
         (8, 12, &[0b1000_0001u8, 0b0000_0100][..])
     );
+    let shape = find("call_shape");
+    let f = Frame::parse(&shape, crc32c::crc32c).unwrap();
+    let s = f.call_shape().unwrap();
+    assert_eq!((s.opcode, s.flags, s.spec.get(), s.root.get(), s.len.get()), (9, 1, 0x0305, 2, 4096));
+    assert!(Frame::parse(&up, crc32c::crc32c).unwrap().call_shape().is_none());
     let data = find("data_multicast");
     let f = Frame::parse(&data, crc32c::crc32c).unwrap();
     assert_eq!((f.body(), f.payload(), f.digest()), (&b"fragment-1"[..], &b"fragment-1"[..], None));

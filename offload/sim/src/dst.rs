@@ -104,6 +104,12 @@ pub struct CommPlan {
     /// schedule does not read (`BadDescriptor`: a reduction's operation that does not exist,
     /// or a reserved word set), which runs in step the same way.
     pub refused_field: Vec<bool>,
+    /// Of those, the steps whose rank is refused instead for a field that *shapes* the call —
+    /// a broadcast's or reduce's root outside the communicator (`BadRoot`), a barrier's flag no
+    /// ABI defines (`BadFlags`), another collective's block of 0 bytes (`BadLength`): its
+    /// engine learns the call's shape from the other ranks' (`engine/call_shapes.rs`) and runs
+    /// it in step the same way.
+    pub refused_shape: Vec<bool>,
 }
 
 impl CommPlan {
@@ -116,6 +122,7 @@ impl CommPlan {
         let alltoall = vec![false; bcasts.len()];
         let refused = vec![None; bcasts.len()];
         let refused_field = vec![false; bcasts.len()];
+        let refused_shape = vec![false; bcasts.len()];
         CommPlan {
             members,
             bcasts,
@@ -127,6 +134,7 @@ impl CommPlan {
             barrier,
             refused,
             refused_field,
+            refused_shape,
         }
     }
 }
@@ -234,6 +242,9 @@ pub struct Report {
     pub refused: u64,
     /// Of those, refused for a field (`BadDescriptor`).
     pub refused_fields: u64,
+    /// Of those, refused for a field that shapes the call (`BadRoot`, `BadFlags`,
+    /// `BadLength`), run in step once the engine learnt the shape from the others.
+    pub refused_shapes: u64,
     /// Whether the engines' world was uneven (nodes holding different numbers of ranks).
     pub uneven: bool,
     /// Benign, every process detached at its end (finalized), and every engine was checked to
@@ -502,6 +513,12 @@ impl Scenario {
                     (rank, rank.is_some() && f.chance(0.5))
                 })
                 .unzip();
+            // Of the others, half for a field that shapes the call (`CommPlan::refused_shape`).
+            let refused_shape = refused
+                .iter()
+                .zip(&refused_field)
+                .map(|(r, &field)| r.is_some() && !field && f.chance(0.5))
+                .collect();
             comms.push(CommPlan {
                 members: nodes,
                 bcasts,
@@ -513,6 +530,7 @@ impl Scenario {
                 barrier,
                 refused,
                 refused_field,
+                refused_shape,
             });
         }
         let crashes = if r.chance(0.1) {

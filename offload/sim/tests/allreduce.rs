@@ -563,12 +563,34 @@ fn a_reduce_delivers_the_result_at_its_root_only() {
             }
         }
         assert_eq!(count(&c), want);
-        // A root outside the communicator.
+        // A root outside the communicator at rank 0: `BadRoot` there, once the others made the
+        // call (a reduce to root 1) and rank 0 ran it in step on no memory; at the others,
+        // nothing worse than a typed error — and root 1's is one (rank 0's part never came).
+        let before = c.published().len();
         let (node, _, host) = hosts[0];
         let d = SubmissionDescriptor::reduce(0xbad, 0, size, RegionRef::default(), None, len as u64, t, o);
         c.with_engine(node, |e, now| e.handle_descriptor(host, &d, now));
-        let last = c.published().last().unwrap();
-        assert_eq!((last.cqe.cookie, last.cqe.status.0), (0xbad, StatusKind::BadRoot as u16));
+        for r in 1..size {
+            let (node, local, host) = hosts[r as usize];
+            let m = &mut c.nodes[node];
+            let seg = u64::from(local) << 48 | 0xbad << 8;
+            let (wk, send) = stage(m, host, seg, r, &contribution(t, r, elems), false, total);
+            let (work, send) =
+                (RegionRef { key: wk, offset: 0 }, send.map(|key| RegionRef { key, offset: 0 }));
+            let d = SubmissionDescriptor::reduce(0xbad0 + u64::from(r), 0, 1, work, send, len as u64, t, o);
+            c.with_engine(node, |e, now| e.handle_descriptor(host, &d, now));
+        }
+        run_until(&mut c, &format!("{parts:?}: the bad root's call"), |c| {
+            c.published().len() >= before + size as usize
+        });
+        for p in &c.published()[before..] {
+            let status = StatusKind::try_from(p.cqe.status).unwrap();
+            match p.cqe.cookie {
+                0xbad => assert_eq!(status, StatusKind::BadRoot, "{parts:?}"),
+                0xbad1 => assert_eq!(status, StatusKind::RootFailed, "{parts:?}: root 1"),
+                _ => assert!(matches!(status, StatusKind::Ok | StatusKind::RootFailed), "{parts:?}: {p:?}"),
+            }
+        }
     }
 }
 

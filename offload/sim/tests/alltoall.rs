@@ -370,7 +370,7 @@ fn several_alltoalls_in_flight_survive_loss_reordering_and_duplicates() {
 #[test]
 fn bad_alltoalls_get_typed_errors_at_the_rank_that_posted_them() {
     let len = 64u64;
-    let (mut c, ranks) = cluster(&Run::new(&[1, 1], len as usize, 4));
+    let (mut c, ranks) = cluster(&Run { rounds: 3, ..Run::new(&[1, 1], len as usize, 4) });
     let (wk, sk) = ranks[0].regions[0];
     let at = |key, offset| RegionRef { key, offset };
     let cases = [
@@ -388,7 +388,37 @@ fn bad_alltoalls_get_typed_errors_at_the_rank_that_posted_them() {
     for (d, _) in &cases {
         c.with_engine(0, |e, now| e.handle_descriptor(ranks[0].host, d, now));
     }
-    let got: Vec<(u64, u16)> = c.published().iter().map(|p| (p.cqe.cookie, p.cqe.status.0)).collect();
+    // The lengths leave the first and third calls' shapes unknown at rank 0: each waits for
+    // rank 1's call to learn it (`engine/call_shapes.rs`), what follows waiting behind it.
+    assert!(c.published().is_empty(), "{:?}", c.published());
+    // Rank 1 makes its two calls: rank 0 runs both in step on no memory, with its own
+    // statuses, and rank 1 is told that a rank's part failed.
+    let post = |c: &mut Cluster, r: usize, k: usize, cookie: u64| {
+        let (wk, sk) = ranks[r].regions[k];
+        let d = SubmissionDescriptor::alltoall(cookie, 0, at(wk, 0), at(sk, 0), len);
+        c.with_engine(ranks[r].node, |e, now| e.handle_descriptor(ranks[r].host, &d, now));
+    };
+    post(&mut c, 1, 0, 0x10);
+    post(&mut c, 1, 1, 0x11);
+    let mut steps = 0u64;
+    while alltoalls(&c).len() < cases.len() + 2 {
+        steps += 1;
+        assert!(steps < 20_000_000 && c.step().is_some(), "{:?}", c.published());
+    }
+    let of = |c: &Cluster, node| -> Vec<(u64, u16)> {
+        alltoalls(c).iter().filter(|p| p.node == node).map(|p| (p.cqe.cookie, p.cqe.status.0)).collect()
+    };
     let want: Vec<(u64, u16)> = cases.iter().map(|(d, s)| (d.cookie, *s as u16)).collect();
-    assert_eq!(got, want);
+    assert_eq!(of(&c, ranks[0].node), want);
+    let failed = StatusKind::RootFailed as u16;
+    assert_eq!(of(&c, ranks[1].node), vec![(0x10, failed), (0x11, failed)]);
+    // Both made the same calls: the next alltoall is the same call at both, and succeeds.
+    post(&mut c, 0, 2, 0x20);
+    post(&mut c, 1, 2, 0x21);
+    while alltoalls(&c).len() < cases.len() + 4 {
+        steps += 1;
+        assert!(steps < 20_000_000 && c.step().is_some(), "{:?}", c.published());
+    }
+    let ok = StatusKind::Ok as u16;
+    assert!(alltoalls(&c)[cases.len() + 2..].iter().all(|p| p.cqe.status.0 == ok), "{:?}", alltoalls(&c));
 }

@@ -101,6 +101,9 @@ pub struct LocalComm {
     pub group: GroupId,
     /// The posts of its local members.
     pub gather: Gather,
+    /// The calls its local members made, and the void ones waiting for their shape
+    /// (`call_shapes.rs`).
+    pub calls: super::call_shapes::Calls,
     /// Rank of each engine-local rank (index = local rank `0..ppn`), if a member.
     pub rank_of_local: Vec<Option<u32>>,
     /// Record digest (every local member must post the same).
@@ -134,6 +137,7 @@ impl LocalComm {
             proto: Some(proto),
             group,
             gather: Gather::new(node, world.clone(), capacity),
+            calls: super::call_shapes::Calls::new(locals as usize),
             rank_of_local: (0..locals).map(|l| world.rank(node, l)).collect(),
             digest: 0,
             freed: vec![false; locals as usize],

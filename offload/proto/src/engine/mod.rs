@@ -22,6 +22,7 @@ mod allgather;
 mod alltoall;
 mod assembly;
 mod barrier;
+mod call_shapes;
 mod comms;
 mod composite;
 mod doubling;
@@ -33,6 +34,7 @@ mod pairs;
 mod pairwise;
 mod reduction;
 mod slab;
+mod void_calls;
 
 pub use action::{Action, Dma, JobId};
 pub use comms::{parse_record, Record, MAX_COMM_SIZE};
@@ -53,6 +55,7 @@ use alloc::collections::VecDeque;
 use alloc::format;
 use alloc::vec;
 use alloc::vec::Vec;
+use call_shapes::Shape;
 use ringcast_abi::ctl::CtlStatus;
 use ringcast_abi::frame::Crc32c;
 use ringcast_abi::{Access, Completion, Op as AbiOp, RegionKey, Status, StatusKind, SubmissionDescriptor};
@@ -148,6 +151,16 @@ pub struct Engine {
     reduce_sources: Vec<(Resolved, u32)>,
     /// Node parts of leader-based allgathers being assembled (`assembly.rs`).
     assemblies: Vec<assembly::Assembly>,
+    /// Void calls, each with the descriptors its host posted behind it on its communicator
+    /// (`void_calls.rs`).
+    stalled: Vec<void_calls::Stalled>,
+    /// The operation a held descriptor or void call reserved, for the next `new_op` to fill.
+    reserved: Option<u64>,
+    /// While a void call is taken in under the shape the other ranks gave it: its own opcode,
+    /// which its completion echoes.
+    resubmitting: Option<ringcast_abi::Opcode>,
+    /// Void calls are being resolved (the descriptors held behind one may make another).
+    resolving: bool,
     /// Piece lists of finished assemblies, for the next ones.
     spare_pieces: Vec<Vec<assembly::Piece>>,
 }
@@ -183,6 +196,10 @@ impl Engine {
             reduce_sources: Vec::new(),
             assemblies: Vec::new(),
             spare_pieces: Vec::new(),
+            stalled: Vec::new(),
+            reserved: None,
+            resubmitting: None,
+            resolving: false,
             queues: (0..config.limits.max_hosts).map(|_| VecDeque::new()).collect(),
         })
     }
@@ -298,6 +315,7 @@ impl Engine {
         for op in pending {
             self.finish_collective(op, failed(status));
         }
+        self.abort_void_calls();
     }
 
     /// `host` finalized (`FINALIZE`): it posts nothing more on the world; once every local
@@ -320,6 +338,7 @@ impl Engine {
         unread: u64,
         now: Nanos,
     ) -> Vec<SegmentHandle> {
+        self.drop_void_calls(host);
         if let Some(queue) = self.queues.get_mut(host.0 as usize) {
             for key in queue.drain(..) {
                 if let Some(op) = self.ops.remove(key) {
@@ -358,10 +377,24 @@ impl Engine {
     /// Takes in one descriptor from `host`'s submission ring. It yields exactly one completion,
     /// now or later, in order behind the host's earlier ones.
     pub fn handle_descriptor(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos) {
+        // Behind a void call of its host, in order (`void_calls.rs`).
+        if !self.hold(host, desc, now) {
+            self.take_descriptor(host, desc, now);
+        }
+        self.after(now);
+    }
+
+    /// Takes in `host`'s descriptor `desc` (none of the host's is held).
+    fn take_descriptor(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos) {
         match self.node.as_ref() {
             Some(node) => self.core.submit_with(host, desc, now, node),
             None => self.core.submit(host, desc, now),
         }
+        self.take_actions(desc, now);
+    }
+
+    /// Carries out what the core made of descriptor `desc`.
+    fn take_actions(&mut self, desc: &SubmissionDescriptor, now: Nanos) {
         let mut copy: Option<(Resolved, Resolved, u64, RegionKey, RegionKey)> = None;
         while let Some(action) = self.core.poll_action() {
             match action {
@@ -370,6 +403,13 @@ impl Engine {
                 }
                 intake::Action::Complete { host, cqe, started } => {
                     if !cqe.status.is_ok() && posts_parts(desc.opcode) {
+                        // Refused at once for a field that shapes it: the call runs in step
+                        // once the other ranks say what it was; else it is skipped.
+                        let status = StatusKind::try_from(cqe.status).unwrap_or(StatusKind::BadDescriptor);
+                        if self.void_call(host, desc, status, now) {
+                            continue;
+                        }
+                        self.count_call(host, desc.comm, None);
                         self.skipped_call(host, desc.comm);
                     }
                     let pending = copy.is_some();
@@ -398,10 +438,20 @@ impl Engine {
                         _ => self.finish_collective(op, failed(StatusKind::BadDescriptor)),
                     }
                 }
-                intake::Action::Allgather(call) => self.start_allgather(call),
-                intake::Action::Barrier(call) => self.start_barrier(call),
-                intake::Action::Alltoall(call) => self.start_alltoall(call),
+                intake::Action::Allgather(call) => {
+                    self.count_call(call.host, call.comm, Some(Shape::of(desc)));
+                    self.start_allgather(call)
+                }
+                intake::Action::Barrier(call) => {
+                    self.count_call(call.host, call.comm, Some(Shape::of(desc)));
+                    self.start_barrier(call)
+                }
+                intake::Action::Alltoall(call) => {
+                    self.count_call(call.host, call.comm, Some(Shape::of(desc)));
+                    self.start_alltoall(call)
+                }
                 intake::Action::Bcast { host, cookie, comm, root, buf, len, started, refused, .. } => {
+                    self.count_call(host, comm, Some(Shape::of(desc)));
                     let cqe = Completion::new(cookie, desc.opcode, Status::OK, 0);
                     let op = self.new_op(host, cqe, started, true, true);
                     self.refuse_op(op, refused);
@@ -420,7 +470,6 @@ impl Engine {
                 }
             }
         }
-        self.after(now);
     }
 
     /// A call of `host` on communicator `comm` posted nothing (refused at once): its later
@@ -594,10 +643,22 @@ impl Engine {
         pending: bool,
         collective: bool,
     ) -> u64 {
-        let key = self.ops.insert(HostOp { host, cqe, started, pending, collective, refused: None });
-        if let Some(q) = self.queues.get_mut(host.0 as usize) {
-            q.push_back(key);
-        }
+        let (reserved, cqe) = self.echoed(cqe);
+        let op = HostOp { host, cqe, started, pending, collective, refused: None };
+        let key = match reserved.and_then(|k| self.ops.get_mut(k).map(|o| (k, o))) {
+            // Its place in the host's queue was taken when it was held (`void_calls.rs`).
+            Some((k, o)) => {
+                *o = HostOp { started: o.started, ..op };
+                k
+            }
+            None => {
+                let key = self.ops.insert(op);
+                if let Some(q) = self.queues.get_mut(host.0 as usize) {
+                    q.push_back(key);
+                }
+                key
+            }
+        };
         if !pending {
             self.flush(host);
         }
@@ -676,6 +737,7 @@ impl Engine {
     /// broadcasts it ended, the deliveries they make, the communicators that settled.
     fn after(&mut self, now: Nanos) {
         loop {
+            let resolved = self.resolve_void_calls(now);
             self.step_node(now);
             // Slots and transfers the engine carries out itself (`doubling.rs`): their progress
             // may finish slots, which the next round delivers.
@@ -685,7 +747,7 @@ impl Engine {
             node.take_pair_done(&mut self.doubling_done);
             self.doubling_queue.extend(started);
             let done = core::mem::take(&mut self.doubling_done);
-            let mut progress = !done.is_empty();
+            let mut progress = resolved || !done.is_empty();
             // Jobs on a refused call's buffers fail here, never reaching the driver.
             while let Some(job) = self.out.pop_refused() {
                 progress = true;

@@ -9,6 +9,7 @@
 //! the [`Gather`] turns the posts of a node's processes into one broadcast and delivers it into
 //! every local buffer.
 use super::action::Outbox;
+use super::call_shapes::Calls;
 use super::comms::{derive, parse_record, LocalComm};
 use super::gather::{Delivery, Gather, Kind, Placement, Start};
 use super::pairs::{PairSet, Pairs, Transfer, PAIR_TOKEN};
@@ -72,10 +73,10 @@ pub struct CommInfo {
 
 /// What the protocol acts through: the outbox for frames, and the lists of host-memory jobs it
 /// asked for and broadcasts it ended (taken after each call).
-struct NodeEnv<'a> {
-    out: &'a mut Outbox,
-    jobs: &'a mut Vec<DmaJob>,
-    done: &'a mut Vec<(u64, Outcome)>,
+pub(super) struct NodeEnv<'a> {
+    pub(super) out: &'a mut Outbox,
+    pub(super) jobs: &'a mut Vec<DmaJob>,
+    pub(super) done: &'a mut Vec<(u64, Outcome)>,
 }
 
 impl Env for NodeEnv<'_> {
@@ -118,28 +119,34 @@ impl Env for NodeEnv<'_> {
 
 /// The protocol and the communicators of one engine.
 pub(crate) struct Node {
-    proto: Protocol,
+    pub(super) proto: Protocol,
     /// This engine's communicators, by slot (slot 0: the world). A slot's index is in the
     /// protocol tokens of its broadcasts.
-    comms: Vec<Option<LocalComm>>,
+    pub(super) comms: Vec<Option<LocalComm>>,
     max_comms: usize,
-    node: u32,
+    pub(super) node: u32,
     /// The world's shape: which node serves which world rank.
     world: World,
     /// Slots of each communicator's gather, reserved once.
     window: usize,
     /// After the last local member freed a communicator, how long it may wait for the
     /// protocol to settle it with the other engines.
-    free_linger: Nanos,
+    pub(super) free_linger: Nanos,
     /// How long a settled freed communicator stays (TCP's TIME-WAIT): [`crate::transfer::protocol::TIME_WAIT_REPAIRS`]
     /// repair timeouts, for a member whose last `SYNC_DOWN` was lost to ask again.
     time_wait: Nanos,
     /// The pair communicators each communicator derives.
     pair_set: PairSet,
     /// Broadcasts the protocol finished, by token (communicator slot, gather slot).
-    finished: Vec<(u64, Outcome)>,
+    pub(super) finished: Vec<(u64, Outcome)>,
     /// Host-memory jobs the protocol asked for.
-    jobs: Vec<DmaJob>,
+    pub(super) jobs: Vec<DmaJob>,
+    /// Void calls that ended (`call_shapes.rs`), for the engine to take.
+    pub(super) resolved: Vec<super::call_shapes::Resolved>,
+    /// `CALL_SHAPE` frames being handled (kept to reuse its memory).
+    pub(super) shapes_in: Vec<crate::transfer::call_shape::ShapeIn>,
+    /// A void call's first repetition of its query (`repair_timeout_us`; it doubles).
+    pub(super) shape_retry: Nanos,
     /// Pair transfers that ended (token without [`PAIR_TOKEN`], outcome), of every
     /// communicator's pairs (`pairs.rs`).
     pair_done: Vec<(u64, Outcome)>,
@@ -188,6 +195,9 @@ impl Node {
             pair_set,
             finished: Vec::with_capacity(window),
             jobs: Vec::new(),
+            resolved: Vec::new(),
+            shapes_in: Vec::new(),
+            shape_retry: config.protocol.repair_timeout_us as Nanos * 1000,
             pair_done: Vec::new(),
             local_started: Vec::new(),
             created: 1,
@@ -201,7 +211,7 @@ impl Node {
     }
 
     /// The slot of communicator `handle`.
-    fn slot(&self, handle: u64) -> Option<usize> {
+    pub(super) fn slot(&self, handle: u64) -> Option<usize> {
         self.comms.iter().position(|c| c.as_ref().is_some_and(|c| c.handle == handle))
     }
 
@@ -409,6 +419,7 @@ impl Node {
             proto: Some(proto),
             group,
             gather: Gather::with_placement(locals, placement, self.window),
+            calls: Calls::new(locals as usize),
             rank_of_local,
             digest: rec.digest,
             freed: vec![false; locals as usize],
@@ -578,6 +589,7 @@ impl Node {
     pub(crate) fn on_frame(&mut self, from: PeerId, bytes: &[u8], now: Nanos, out: &mut Outbox) {
         let Node { proto, finished, jobs, .. } = self;
         proto.on_frame(from, bytes, now, &mut NodeEnv { out, jobs, done: finished });
+        self.on_call_shapes(now, out);
     }
 
     /// The protocol's timers, if due.
@@ -585,6 +597,9 @@ impl Node {
         if self.proto.next_timeout().is_some_and(|t| t <= now) {
             let Node { proto, finished, jobs, .. } = self;
             proto.on_timeout(now, &mut NodeEnv { out, jobs, done: finished });
+        }
+        if self.void_timeout().is_some_and(|t| t <= now) {
+            self.on_void_timers(now, out);
         }
     }
 
@@ -599,8 +614,8 @@ impl Node {
         self.proto.staging(token)
     }
 
-    /// When a timer is next due: the protocol's, or the deadline of a freed communicator that
-    /// has not settled.
+    /// When a timer is next due: the protocol's, the deadline of a freed communicator that has
+    /// not settled, or a void call's next query (`call_shapes.rs`).
     pub(crate) fn next_timeout(&self) -> Option<Nanos> {
         let linger = self.free_linger;
         let time_wait = self.time_wait;
@@ -611,13 +626,11 @@ impl Node {
             .filter_map(|c| {
                 let overdue = c.freeing_since.map(|s| s + linger + 1);
                 let settled = c.settled_since.map(|s| s + time_wait);
-                overdue.into_iter().chain(settled).min()
+                let asked = c.freeing_since.and(c.calls.lingers(linger));
+                overdue.into_iter().chain(settled).min().max(asked)
             })
             .min();
-        match (self.proto.next_timeout(), freeing) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [self.proto.next_timeout(), freeing, self.void_timeout()].into_iter().flatten().min()
     }
 
     /// Drops the communicators every local member freed, once the protocol settled them with
@@ -644,6 +657,10 @@ impl Node {
             };
             // Its pairs too: one used only by doublings may owe a lost SYNC_DOWN there.
             let gone = c.proto.is_none_or(nothing_to_repeat) && c.pairs.handles().all(nothing_to_repeat);
+            // A call it ended void everywhere may still be asked about (`call_shapes.rs`).
+            if c.calls.lingers(self.free_linger).is_some_and(|t| now < t) {
+                continue;
+            }
             if (settled && (waited || gone)) || now.saturating_sub(since) > self.free_linger {
                 let group = c.group;
                 self.drop_proto(slot, out);
@@ -684,6 +701,7 @@ impl Node {
                     last = true;
                 }
             }
+            c.calls.forget(index);
             if c.gather.depart(index) {
                 self.drop_proto(slot, out);
             } else if owed {
@@ -722,6 +740,7 @@ impl Node {
                 world.pairs.reopen(&mut self.proto);
             }
             world.gather.arrive_all();
+            world.calls.reset();
             world.freed.iter_mut().for_each(|f| *f = false);
         }
         world.gather.arrive(index);

@@ -344,8 +344,35 @@ impl Core {
     /// [`Core::submit`], with the runner's communicator tables answering who the host is in the
     /// descriptor's communicator (the root reads its buffer, the others write theirs).
     pub fn submit_with(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos, ranks: &dyn Ranks) {
+        self.take_in(host, desc, now, ranks, None)
+    }
+
+    /// [`Core::submit_with`] for a call already refused at this rank with `status`: it runs
+    /// in step on no memory (every buffer [`Resolved::REFUSED`]) and ends with `status` — a
+    /// void call whose shape the engine learnt from the other ranks (`engine/call_shapes.rs`),
+    /// `desc` carrying their shape. Should that shape not run here either, the call is
+    /// refused at once, with `status`.
+    pub fn submit_refused(
+        &mut self,
+        host: HostId,
+        desc: &SubmissionDescriptor,
+        status: StatusKind,
+        now: Nanos,
+        ranks: &dyn Ranks,
+    ) {
+        self.take_in(host, desc, now, ranks, Some(status))
+    }
+
+    fn take_in(
+        &mut self,
+        host: HostId,
+        desc: &SubmissionDescriptor,
+        now: Nanos,
+        ranks: &dyn Ranks,
+        preset: Option<StatusKind>,
+    ) {
         let max_op_bytes = self.config.limits.max_op_bytes;
-        let mut refused = None;
+        let mut refused = preset;
         let outcome = match self.host_mut(host) {
             Some(state) => {
                 let who = (ranks.rank(state.local, desc.comm), ranks.size(desc.comm));
@@ -440,7 +467,7 @@ impl Core {
                 self.counters.dma_bytes += len;
                 Completion::new(desc.cookie, desc.opcode, Status::OK, len)
             }
-            Err(kind) => Completion::new(desc.cookie, desc.opcode, kind.into(), 0),
+            Err(kind) => Completion::new(desc.cookie, desc.opcode, preset.unwrap_or(kind).into(), 0),
         };
         if cqe.status.is_ok() {
             self.counters.completed_ok += 1;
@@ -448,6 +475,12 @@ impl Core {
             self.counters.completed_err += 1;
         }
         self.push(Action::Complete { host, cqe, started: now });
+    }
+
+    /// A collective the core refused at once (counted as an error) runs after all, refused in
+    /// step (`Core::submit_refused`), and is counted when it ends: uncount it here.
+    pub fn runs_refused(&mut self) {
+        self.counters.completed_err = self.counters.completed_err.saturating_sub(1);
     }
 
     /// The runner could not carry out a DMA the core planned (its memory was deregistered while
@@ -666,6 +699,9 @@ fn plan(
             }
             let me =
                 me.ok_or(if d.comm == 0 { StatusKind::NoRank } else { StatusKind::UnknownCommunicator })?;
+            if size.is_some_and(|size| d.root >= size) {
+                return Err(StatusKind::BadRoot);
+            }
             // The root only reads its buffer; every other rank writes it.
             let need = if d.root == me { Access::READ } else { Access::WRITE };
             let buf = memory(refused, regions.resolve(d.key, d.offset, d.len, need));

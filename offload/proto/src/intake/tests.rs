@@ -138,7 +138,14 @@ fn registration_limits_and_detach() {
 
 #[test]
 fn bcast_is_validated_then_handed_to_the_runner() {
-    let (mut core, h, a, b) = core_with_regions();
+    let (_, _, a, b) = core_with_regions();
+    // Two nodes: rank 1 is another engine's process.
+    let mut config = EngineConfig::default();
+    config.topology.nodes = 2;
+    let mut core = Core::new(config);
+    let h = core.attach_host(0).unwrap();
+    assert_eq!(core.register(h, SEG, 4096, 0, 1024, Access::READ_WRITE), Ok(a));
+    assert_eq!(core.register(h, SEG, 4096, 2048, 1024, Access::READ), Ok(b));
     let at = |key| RegionRef { key, offset: 0 };
     // This engine is node 0: as the root it reads its buffer, as a receiver it writes it.
     core.submit(h, &SubmissionDescriptor::bcast(7, 0, 0, at(b), 100), 3);
@@ -149,6 +156,7 @@ fn bcast_is_validated_then_handed_to_the_runner() {
     let bad = [
         (SubmissionDescriptor::bcast(1, 0, 1, at(b), 100), StatusKind::AccessDenied),
         (SubmissionDescriptor::bcast(1, 0, 0, at(b), 0), StatusKind::BadLength),
+        (SubmissionDescriptor::bcast(1, 0, 2, at(b), 100), StatusKind::BadRoot),
         (SubmissionDescriptor::bcast(1, 0, 0, at(b), 5000), StatusKind::OutOfBounds),
         (
             SubmissionDescriptor { aux_key: a, ..SubmissionDescriptor::bcast(1, 0, 0, at(b), 10) },

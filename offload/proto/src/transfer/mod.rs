@@ -3,10 +3,12 @@
 //! ([`protocol`]: communicators, frames in, DMA jobs done) with its parts, one file each: the
 //! state (`state.rs`), ring repair (`repair.rs`), the delayed synchronization (`sync.rs`), the
 //! barrier on its tree (`barrier.rs`), timers (`timers.rs`), the seal every frame leaves with
-//! (`seal.rs`) and the message MAC computed as the bytes move (`mac.rs`). The broadcast's own
+//! (`seal.rs`), the message MAC computed as the bytes move (`mac.rs`) and the frames that
+//! tell an engine what a call it could not read was (`call_shape.rs`). The broadcast's own
 //! data path is [`crate::schedule::bcast`]'s.
 pub(crate) mod barrier;
 pub mod bitmap;
+pub mod call_shape;
 pub mod env;
 pub(crate) mod mac;
 pub mod protocol;

@@ -100,6 +100,8 @@ pub struct Protocol {
     pub(crate) timers: TimerTable,
     /// The communicators due in one [`Protocol::on_timeout`] (kept to reuse its memory).
     pub(crate) due: Vec<u32>,
+    /// `CALL_SHAPE` frames for the node ([`Protocol::take_call_shapes`]).
+    pub(crate) shapes_in: Vec<crate::transfer::call_shape::ShapeIn>,
 }
 
 impl Protocol {
@@ -141,6 +143,7 @@ impl Protocol {
             selector: Selector::from_config(config),
             timers: TimerTable::default(),
             due: Vec::new(),
+            shapes_in: Vec::new(),
         }
     }
 
@@ -424,7 +427,8 @@ impl Protocol {
             FrameKind::READY => h.flags.get() == READY_FLAG_READY,
             _ => false,
         };
-        let about_bid = frame.kind() != FrameKind::SYNC_UP && frame.kind() != FrameKind::SYNC_DOWN;
+        let about_bid =
+            !matches!(frame.kind(), FrameKind::SYNC_UP | FrameKind::SYNC_DOWN | FrameKind::CALL_SHAPE);
         let spent = about_bid && bid != SYNC_PROBE_BID && self.against_barrier(comm, src, bid, answer, env);
         match frame.kind() {
             _ if spent => {}
@@ -435,6 +439,7 @@ impl Protocol {
             FrameKind::READY => self.on_ready(comm, src, bid, h.flags.get(), now, env),
             FrameKind::SYNC_UP => self.on_sync_up(comm, src, &frame, now, env),
             FrameKind::SYNC_DOWN => self.on_sync_down(comm, src, &frame, now, env),
+            FrameKind::CALL_SHAPE => self.on_call_shape(comm, src, &frame),
             _ => self.drop_frame(DropReason::UnknownKind),
         }
         // Whatever this frame ended (an operation completed, failed or was aborted), the epoch

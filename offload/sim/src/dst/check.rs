@@ -247,7 +247,17 @@ impl Ledger {
                 SubmissionDescriptor::comm_free(cookie(c, FREE), handle)
             };
             if step >= 1 && step <= plan.bcasts.len() && plan.refused[step - 1] == Some(m.rank) {
-                if !plan.refused_field[step - 1] {
+                let k = step - 1;
+                if plan.refused_shape[k] {
+                    // A field that shapes the call (`shape_refusal`).
+                    if plan.barrier[k] {
+                        d.flags = 0x80;
+                    } else if plan.reduce[k] || (plan.allgather[k].is_none() && !plan.alltoall[k]) {
+                        d.root = plan.members.len() as u32;
+                    } else {
+                        d.len = 0;
+                    }
+                } else if !plan.refused_field[k] {
                     // A (receive, work or message) buffer nobody registered.
                     d.key = ringcast_abi::RegionKey(0x7fff_0001);
                 } else if plan.allreduce[step - 1].is_some() {
@@ -417,15 +427,17 @@ impl Ledger {
                     let refused = s.comms[c].refused[k];
                     if refused == Some(me) {
                         // Refused for its buffer or a field: that status, whatever its parts did.
-                        let want = match s.comms[c].refused_field[k] {
-                            true => StatusKind::BadDescriptor,
-                            false => StatusKind::UnknownRegion,
+                        let want = match (s.comms[c].refused_shape[k], s.comms[c].refused_field[k]) {
+                            (true, _) => shape_refusal(&s.comms[c], k),
+                            (_, true) => StatusKind::BadDescriptor,
+                            _ => StatusKind::UnknownRegion,
                         };
                         if status != want {
                             return Err(Violation::UnexpectedError { rank, comm: c, bcast: k, status });
                         }
                         rep.refused += 1;
                         rep.refused_fields += u64::from(s.comms[c].refused_field[k]);
+                        rep.refused_shapes += u64::from(s.comms[c].refused_shape[k]);
                         continue;
                     }
                     // Another rank's call was refused: only a barrier, or a broadcast that
@@ -629,4 +641,17 @@ pub(super) fn dump(cluster: &Cluster) -> String {
         ));
     }
     d
+}
+
+/// The status a call refused for a field that shapes it ends with at its rank
+/// ([`crate::dst::CommPlan::refused_shape`]): a barrier's unknown flag, a broadcast's or
+/// reduce's root outside the communicator, another collective's block of 0 bytes.
+fn shape_refusal(plan: &crate::dst::CommPlan, k: usize) -> StatusKind {
+    if plan.barrier[k] {
+        StatusKind::BadFlags
+    } else if plan.reduce[k] || (plan.allgather[k].is_none() && !plan.alltoall[k]) {
+        StatusKind::BadRoot
+    } else {
+        StatusKind::BadLength
+    }
 }

@@ -1,0 +1,611 @@
+//! The calls a communicator's local members made, and how an engine learns what a call was
+//! when its own processes' descriptors cannot say (docs/protocol.md, "A call refused at one
+//! rank").
+//!
+//! Every rank of a communicator makes the same collectives in the same order, so the `k`-th
+//! call of each of them is the same call. A call refused at its rank for a field its schedule
+//! does not read, or for its memory, still runs in step there on no memory, and the other
+//! ranks fail typed. A descriptor whose *shape* — a length, element type, root or flag the
+//! schedule is made of — this rank cannot read leaves nothing to run; before, it posted
+//! nothing, and the other ranks waited for its parts (forever, if it made no further call) and
+//! then paired its later calls with theirs one behind. Now the engine counts it as call `k`
+//! all the same (a *void* call), holds its process's later descriptors, and finds out what call
+//! `k` was:
+//! * from a node-mate that made call `k` (its shape is kept here for the last [`HISTORY`]
+//!   calls);
+//! * else from the other engines: a `CALL_SHAPE` query to each
+//!   ([`crate::transfer::call_shape`]), answered with the shape of call `k` as one of their
+//!   processes made it (`SHAPE_KNOWN`), `SHAPE_VOID` when all of them made it void too, or
+//!   `SHAPE_PENDING` (alive, not there yet — kept, and answered once one of them makes call
+//!   `k`). Queries are repeated from `repair_timeout_us`, doubling, until answered.
+//!
+//! With the shape known, the engine runs the void call as one refused for its buffers (its own
+//! status, `Resolved::REFUSED` everywhere), so the others end typed and in step. When every
+//! rank made call `k` void, nothing runs anywhere and each ends with its own status. When no
+//! engine answers for `peer_timeout_ms`, the call ends with its status and counts as skipped
+//! (`Gather::skip`), the rule before: its rank's later calls fail typed, never with another
+//! call's bytes.
+use super::action::Outbox;
+use super::node::{Node, NodeEnv};
+use crate::transfer::call_shape::ShapeIn;
+use crate::transfer::env::CommHandle;
+use crate::Nanos;
+use alloc::collections::VecDeque;
+use alloc::vec;
+use alloc::vec::Vec;
+use ringcast_abi::frame::CallShapeBody;
+use ringcast_abi::wire::{SHAPE_KNOWN, SHAPE_PENDING, SHAPE_QUERY, SHAPE_SILENT, SHAPE_VOID};
+use ringcast_abi::{Opcode, SubmissionDescriptor};
+use zerocopy::byteorder::little_endian::{U16, U32, U64};
+
+/// Calls per communicator whose shape an engine keeps to answer for: a peer asks about a call
+/// at most as far behind this engine as the ranks of a communicator drift apart — a root's
+/// window of broadcasts ahead of its slowest receiver (`channels`), far fewer than this.
+pub(crate) const HISTORY: usize = 64;
+
+/// Queries an engine keeps for calls its processes have not made yet, per communicator; past
+/// it, the asker's repetition finds the answer.
+const MAX_ASKED: usize = 32;
+
+/// What a descriptor says of its call that the other ranks' schedules are made of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Shape {
+    pub(crate) opcode: u8,
+    pub(crate) flags: u8,
+    pub(crate) spec: u16,
+    pub(crate) root: u32,
+    pub(crate) len: u64,
+}
+
+impl Shape {
+    pub(crate) fn of(d: &SubmissionDescriptor) -> Shape {
+        Shape { opcode: d.opcode.0, flags: d.flags, spec: d.spec, root: d.root, len: d.len }
+    }
+
+    /// `d` with this shape: the fields a void call's descriptor lacked, its buffers and cookie
+    /// kept (the run refuses them all).
+    pub(crate) fn onto(&self, d: &SubmissionDescriptor) -> SubmissionDescriptor {
+        SubmissionDescriptor {
+            opcode: Opcode(self.opcode),
+            flags: self.flags,
+            spec: self.spec,
+            root: self.root,
+            len: self.len,
+            ..*d
+        }
+    }
+
+    fn body(&self) -> CallShapeBody {
+        CallShapeBody {
+            opcode: self.opcode,
+            flags: self.flags,
+            spec: U16::new(self.spec),
+            root: U32::new(self.root),
+            len: U64::new(self.len),
+        }
+    }
+
+    fn from_body(b: &CallShapeBody) -> Shape {
+        Shape { opcode: b.opcode, flags: b.flags, spec: b.spec.get(), root: b.root.get(), len: b.len.get() }
+    }
+}
+
+/// How a void call ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Resolution {
+    /// Call `k` was this: run it refused.
+    Known(Shape),
+    /// Every rank made call `k` void: nothing runs anywhere.
+    Void,
+    /// No engine answered for `peer_timeout_ms`: the call ends and counts as skipped.
+    Silent,
+}
+
+/// A void call resolved: (communicator handle, engine-local rank, call, how).
+pub(crate) type Resolved = (u64, u32, u64, Resolution);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Entry {
+    Known(Shape),
+    /// This many local members made the call void (and none made it readable yet).
+    Voided(u32),
+    /// Every rank made it void (the manager found out).
+    Everywhere,
+    /// The manager gave up asking: it ends as skipped everywhere.
+    Silent,
+}
+
+/// A call some local members made void, waiting for its shape.
+#[derive(Clone, Debug)]
+struct Waiting {
+    /// Those members: (gather index, engine-local rank).
+    locals: Vec<(u32, u32)>,
+    call: u64,
+    /// This engine is the communicator's manager (its rank 0), which asks every engine; the
+    /// others ask it.
+    manager: bool,
+    /// The manager: engines (protocol ranks) that answered `SHAPE_VOID`.
+    void: Vec<bool>,
+    /// When an engine was last heard about it, and when it asks next, after `backoff`.
+    heard: Nanos,
+    next: Nanos,
+    backoff: Nanos,
+}
+
+impl Waiting {
+    /// Whether an engine has yet to answer: else the call waits for node-mates only, whose
+    /// processes are alive (or leave, `Calls::forget`) — no query, no give-up.
+    fn asks(&self) -> bool {
+        !self.manager || !self.void.iter().all(|&v| v)
+    }
+}
+
+/// One communicator's calls, as its local members made them.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Calls {
+    /// Calls made, by gather index.
+    made: Vec<u64>,
+    /// The last [`HISTORY`] calls' shapes known here (call, entry).
+    history: VecDeque<(u64, Entry)>,
+    /// Queries for calls not known here yet: (engine, call's low 32 bits).
+    asked: Vec<(u32, u32)>,
+    waiting: Vec<Waiting>,
+    /// When the manager last ended a call void everywhere or gave up on one: engines that did
+    /// not hear it yet ask again within `peer_timeout_ms / 64`, so a freed communicator stays
+    /// that long for them ([`Calls::lingers`]) — such a call posts nothing the synchronization
+    /// would hold it for.
+    announced: Option<Nanos>,
+}
+
+impl Calls {
+    /// For a communicator with `locals` local members.
+    pub(crate) fn new(locals: usize) -> Calls {
+        Calls { made: vec![0; locals], ..Calls::default() }
+    }
+
+    /// A new job takes the world over: every count starts again.
+    pub(crate) fn reset(&mut self) {
+        let locals = self.made.len();
+        *self = Calls::new(locals);
+    }
+
+    /// Local member `index` left: it waits for nothing more.
+    pub(crate) fn forget(&mut self, index: u32) {
+        for w in &mut self.waiting {
+            w.locals.retain(|&(i, _)| i != index);
+        }
+        self.waiting.retain(|w| !w.locals.is_empty());
+    }
+
+    /// Ends the waiting call `call` (any such) with `how`, into `out`.
+    fn end(&mut self, handle: u64, call: u64, how: Resolution, out: &mut Vec<Resolved>) {
+        self.waiting.retain(|w| {
+            if w.call != call {
+                return true;
+            }
+            out.extend(w.locals.iter().map(|&(_, local)| (handle, local, call, how)));
+            false
+        });
+    }
+
+    /// Until when a freed communicator must stay to answer for a call it ended
+    /// ([`Calls::announced`]), given the peer timeout `peer`.
+    pub(crate) fn lingers(&self, peer: Nanos) -> Option<Nanos> {
+        self.announced.map(|t| t + peer)
+    }
+
+    /// Whether any void call waits here.
+    pub(crate) fn waits(&self) -> bool {
+        !self.waiting.is_empty()
+    }
+
+    fn count(&mut self, index: u32) -> Option<u64> {
+        let made = self.made.get_mut(index as usize)?;
+        *made += 1;
+        Some(*made - 1)
+    }
+
+    fn entry(&mut self, call: u64) -> Option<&mut Entry> {
+        self.history.iter_mut().find(|(k, _)| *k == call).map(|(_, e)| e)
+    }
+
+    fn record(&mut self, call: u64, e: Entry) {
+        if let Some(old) = self.entry(call) {
+            *old = e;
+            return;
+        }
+        if self.history.len() == HISTORY {
+            self.history.pop_front();
+        }
+        self.history.push_back((call, e));
+    }
+
+    /// What this engine answers about call `call` (low 32 bits): its shape; void — for the
+    /// manager, once every engine said so, for another engine, once its own local members
+    /// all made it void; or not yet (`None`).
+    fn answer(&self, call: u32, manager: bool) -> Option<(u16, Shape)> {
+        let locals = self.made.len() as u32;
+        let none = Shape { opcode: 0, flags: 0, spec: 0, root: 0, len: 0 };
+        match self.history.iter().find(|(k, _)| *k as u32 == call).map(|(_, e)| *e) {
+            Some(Entry::Known(s)) => Some((SHAPE_KNOWN, s)),
+            Some(Entry::Everywhere) => Some((SHAPE_VOID, none)),
+            Some(Entry::Silent) => Some((SHAPE_SILENT, none)),
+            Some(Entry::Voided(n)) if n >= locals && !manager => Some((SHAPE_VOID, none)),
+            _ => None,
+        }
+    }
+}
+
+impl Node {
+    /// Engine-local rank `local` made a call on communicator `comm` whose shape it could read
+    /// (`shape`), or that posted nothing and counts as skipped (`None`); returns its index.
+    /// Queries waiting for it, and node-mates' void calls, get their answer.
+    pub(crate) fn call_made(
+        &mut self,
+        local: u32,
+        comm: u64,
+        shape: Option<Shape>,
+        out: &mut Outbox,
+    ) -> Option<u64> {
+        let slot = self.slot(comm)?;
+        let c = self.comms[slot].as_mut()?;
+        let index = c.index_of_local(local)?;
+        let call = c.calls.count(index)?;
+        if let Some(s) = shape {
+            c.calls.record(call, Entry::Known(s));
+            let handle = c.handle;
+            c.calls.end(handle, call, Resolution::Known(s), &mut self.resolved);
+            self.answer_asked(slot, call, out);
+        }
+        Some(call)
+    }
+
+    /// Engine-local rank `local` made a call on communicator `comm` whose shape it cannot read:
+    /// returns its index, and finds out what the call was (see the module docs; the answer
+    /// comes from [`Node::take_void_calls`]). `None`: not a member, or a communicator whose
+    /// protocol side is gone — nothing to run it with.
+    pub(crate) fn call_void(&mut self, local: u32, comm: u64, now: Nanos, out: &mut Outbox) -> Option<u64> {
+        let slot = self.slot(comm)?;
+        let c = self.comms[slot].as_mut()?;
+        let proto = c.proto?;
+        let index = c.index_of_local(local)?;
+        let call = c.calls.count(index)?;
+        let handle = c.handle;
+        let entry = c.calls.entry(call).copied();
+        match entry {
+            Some(Entry::Known(s)) => {
+                self.resolved.push((handle, local, call, Resolution::Known(s)));
+                return Some(call);
+            }
+            Some(Entry::Everywhere) => {
+                self.resolved.push((handle, local, call, Resolution::Void));
+                return Some(call);
+            }
+            Some(Entry::Silent) => {
+                self.resolved.push((handle, local, call, Resolution::Silent));
+                return Some(call);
+            }
+            _ => {}
+        }
+        let voided = match entry {
+            Some(Entry::Voided(n)) => n + 1,
+            _ => 1,
+        };
+        let manager = self.proto.engines(proto).is_some_and(|(_, me)| me == 0);
+        let c = self.comms[slot].as_mut()?;
+        c.calls.record(call, Entry::Voided(voided));
+        if let Some(w) = c.calls.waiting.iter_mut().find(|w| w.call == call) {
+            // Asked already, for a node-mate.
+            w.locals.push((index, local));
+            self.answer_asked(slot, call, out);
+            self.settle_void(slot, now, out);
+            return Some(call);
+        }
+        let (engines, me) = self.proto.engines(proto)?;
+        let mut void = vec![false; engines as usize];
+        if let Some(v) = void.get_mut(me as usize) {
+            *v = true;
+        }
+        let c = self.comms[slot].as_mut()?;
+        c.calls.waiting.push(Waiting {
+            locals: vec![(index, local)],
+            call,
+            manager,
+            void,
+            heard: now,
+            next: now + self.shape_retry,
+            backoff: self.shape_retry,
+        });
+        self.answer_asked(slot, call, out);
+        self.settle_void(slot, now, out);
+        self.ask(slot, call, out);
+        Some(call)
+    }
+
+    /// Void calls that ended since the last call, moved into `out`.
+    pub(crate) fn take_void_calls(&mut self, out: &mut Vec<Resolved>) {
+        out.append(&mut self.resolved);
+    }
+
+    /// Sends call `call`'s query: the manager to every engine of communicator `slot` that has
+    /// not answered `SHAPE_VOID`, another engine to the manager.
+    fn ask(&mut self, slot: usize, call: u64, out: &mut Outbox) {
+        let Some(c) = self.comms[slot].as_ref() else { return };
+        let (Some(proto), Some(w)) = (c.proto, c.calls.waiting.iter().find(|w| w.call == call)) else {
+            return;
+        };
+        let to: Vec<u32> = match w.manager {
+            true => (0..w.void.len() as u32).filter(|&r| !w.void[r as usize]).collect(),
+            false => vec![0],
+        };
+        for r in to {
+            self.send_shape(proto, r, SHAPE_QUERY, call as u32, &CallShapeBody::default(), out);
+        }
+    }
+
+    fn send_shape(
+        &mut self,
+        proto: CommHandle,
+        to: u32,
+        flags: u16,
+        call: u32,
+        shape: &CallShapeBody,
+        out: &mut Outbox,
+    ) {
+        let Node { proto: p, finished, jobs, .. } = self;
+        p.send_call_shape(proto, to, flags, call, shape, &mut NodeEnv { out, jobs, done: finished });
+    }
+
+    /// Answers the queries communicator `slot` kept for call `call`, if it is known now.
+    fn answer_asked(&mut self, slot: usize, call: u64, out: &mut Outbox) {
+        let Some(c) = self.comms[slot].as_mut() else { return };
+        let Some(proto) = c.proto else { return };
+        let manager = self.proto.engines(proto).is_some_and(|(_, me)| me == 0);
+        let Some((flags, shape)) = c.calls.answer(call as u32, manager) else { return };
+        let mut to = Vec::new();
+        c.calls.asked.retain(|&(r, k)| {
+            let hit = k == call as u32;
+            if hit {
+                to.push(r);
+            }
+            !hit
+        });
+        for r in to {
+            self.send_shape(proto, r, flags, call as u32, &shape.body(), out);
+        }
+    }
+
+    /// The manager ends communicator `slot`'s void calls that every local member and every
+    /// engine made void — nothing runs for them anywhere — and tells the engines that asked.
+    fn settle_void(&mut self, slot: usize, now: Nanos, out: &mut Outbox) {
+        let Some(c) = self.comms[slot].as_mut() else { return };
+        let locals = c.calls.made.len() as u32;
+        let handle = c.handle;
+        let Calls { history, waiting, .. } = &mut c.calls;
+        let everywhere = |w: &Waiting| {
+            let here =
+                history.iter().any(|(k, e)| *k == w.call && matches!(e, Entry::Voided(n) if *n >= locals));
+            w.manager && here && w.void.iter().all(|&v| v)
+        };
+        let mut ended = Vec::new();
+        let resolved = &mut self.resolved;
+        waiting.retain(|w| {
+            let done = everywhere(w);
+            if done {
+                resolved.extend(w.locals.iter().map(|&(_, local)| (handle, local, w.call, Resolution::Void)));
+                ended.push(w.call);
+            }
+            !done
+        });
+        for &call in &ended {
+            c.calls.record(call, Entry::Everywhere);
+            c.calls.announced = Some(now);
+        }
+        for call in ended {
+            self.answer_asked(slot, call, out);
+        }
+    }
+
+    /// The `CALL_SHAPE` frames the protocol took in: queries answered (or kept), answers
+    /// matched with the void calls waiting for them.
+    pub(crate) fn on_call_shapes(&mut self, now: Nanos, out: &mut Outbox) {
+        let mut frames = core::mem::take(&mut self.shapes_in);
+        self.proto.take_call_shapes(&mut frames);
+        for f in frames.drain(..) {
+            self.on_call_shape(f, now, out);
+        }
+        self.shapes_in = frames;
+    }
+
+    fn on_call_shape(&mut self, f: ShapeIn, now: Nanos, out: &mut Outbox) {
+        let Some(slot) = self.comms.iter().position(|c| c.as_ref().is_some_and(|c| c.proto == Some(f.comm)))
+        else {
+            return;
+        };
+        let Some(c) = self.comms[slot].as_mut() else { return };
+        let handle = c.handle;
+        match f.flags {
+            SHAPE_QUERY => match c
+                .calls
+                .answer(f.call, self.proto.engines(f.comm).is_some_and(|(_, me)| me == 0))
+            {
+                Some((flags, shape)) => self.send_shape(f.comm, f.from, flags, f.call, &shape.body(), out),
+                None => {
+                    // Past and forgotten: no answer (the asker gives up after a peer timeout).
+                    // Not yet made, or not yet known (the manager still asking): alive, and
+                    // kept for when it is.
+                    let kept = c.calls.history.iter().any(|(k, _)| *k as u32 == f.call);
+                    let forgotten = !kept && c.calls.made.iter().all(|&m| m as u32 > f.call && m > 0);
+                    if forgotten {
+                        return;
+                    }
+                    if c.calls.asked.len() < MAX_ASKED && !c.calls.asked.contains(&(f.from, f.call)) {
+                        c.calls.asked.push((f.from, f.call));
+                    }
+                    let none = CallShapeBody::default();
+                    self.send_shape(f.comm, f.from, SHAPE_PENDING, f.call, &none, out);
+                }
+            },
+            SHAPE_KNOWN => {
+                let shape = Shape::from_body(&f.shape);
+                let hit = c.calls.waiting.iter().find(|w| w.call as u32 == f.call).map(|w| w.call);
+                if let Some(call) = hit {
+                    // Kept, for node-mates still to make it and engines that ask.
+                    c.calls.record(call, Entry::Known(shape));
+                    c.calls.end(handle, call, Resolution::Known(shape), &mut self.resolved);
+                    self.answer_asked(slot, call, out);
+                }
+            }
+            SHAPE_VOID | SHAPE_PENDING => {
+                let mut everywhere = None;
+                for w in c.calls.waiting.iter_mut().filter(|w| w.call as u32 == f.call) {
+                    w.heard = now;
+                    match (f.flags == SHAPE_VOID, w.manager) {
+                        // An engine whose processes all made it void.
+                        (true, true) => {
+                            if let Some(v) = w.void.get_mut(f.from as usize) {
+                                *v = true;
+                            }
+                        }
+                        // The manager: every rank made it void.
+                        (true, false) if f.from == 0 => everywhere = Some(w.call),
+                        _ => {}
+                    }
+                }
+                if let Some(call) = everywhere {
+                    c.calls.record(call, Entry::Everywhere);
+                    c.calls.end(handle, call, Resolution::Void, &mut self.resolved);
+                }
+                self.settle_void(slot, now, out);
+            }
+            SHAPE_SILENT if f.from == 0 => {
+                let hit = c.calls.waiting.iter().find(|w| w.call as u32 == f.call).map(|w| w.call);
+                if let Some(call) = hit {
+                    c.calls.record(call, Entry::Silent);
+                    c.calls.end(handle, call, Resolution::Silent, &mut self.resolved);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The earliest void call's next query or give-up.
+    pub(crate) fn void_timeout(&self) -> Option<Nanos> {
+        let peer = self.free_linger;
+        self.comms
+            .iter()
+            .flatten()
+            .flat_map(|c| c.calls.waiting.iter())
+            .filter(|w| w.asks())
+            .map(|w| w.next.min(w.heard + peer))
+            .min()
+    }
+
+    /// Void calls due at `now`: asked again, or given up when no engine answered for
+    /// `peer_timeout_ms`.
+    pub(crate) fn on_void_timers(&mut self, now: Nanos, out: &mut Outbox) {
+        let peer = self.free_linger;
+        for slot in 0..self.comms.len() {
+            let Some(c) = self.comms[slot].as_mut() else { continue };
+            if !c.calls.waits() {
+                continue;
+            }
+            let handle = c.handle;
+            let mut again = Vec::new();
+            let mut resolved = Vec::new();
+            let mut silent = Vec::new();
+            // As the synchronization probes a neighbour it waits on: 64 chances per peer
+            // timeout for an answer to get through a lossy link.
+            let cap = peer / 64;
+            c.calls.waiting.retain_mut(|w| {
+                if !w.asks() {
+                    return true; // every engine said void: it waits for its node-mates only
+                }
+                if now >= w.heard + peer {
+                    resolved.extend(
+                        w.locals.iter().map(|&(_, local)| (handle, local, w.call, Resolution::Silent)),
+                    );
+                    if w.manager {
+                        silent.push(w.call);
+                    }
+                    return false;
+                }
+                if now >= w.next {
+                    w.backoff = (w.backoff * 2).min(cap.max(1));
+                    w.next = now + w.backoff;
+                    again.push(w.call);
+                }
+                true
+            });
+            self.resolved.append(&mut resolved);
+            for &call in &silent {
+                c.calls.record(call, Entry::Silent);
+                c.calls.announced = Some(now);
+            }
+            for call in again {
+                self.ask(slot, call, out);
+            }
+            // The engines that asked the manager end the call as it did.
+            for call in silent {
+                self.answer_asked(slot, call, out);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(len: u64) -> Shape {
+        Shape { opcode: 7, flags: 0, spec: 0x0102, root: 1, len }
+    }
+
+    #[test]
+    fn a_known_call_is_answered_and_a_void_one_only_once_every_member_made_it_void() {
+        let mut calls = Calls::new(2);
+        assert_eq!(calls.count(0), Some(0));
+        calls.record(0, Entry::Known(shape(8)));
+        assert_eq!(calls.answer(0, false), Some((SHAPE_KNOWN, shape(8))));
+        assert_eq!(calls.answer(0, true), Some((SHAPE_KNOWN, shape(8))));
+        calls.record(1, Entry::Voided(1));
+        assert_eq!(calls.answer(1, false), None, "one of two members made it void: the other may still say");
+        calls.record(1, Entry::Voided(2));
+        assert_eq!(calls.answer(1, false).map(|a| a.0), Some(SHAPE_VOID));
+        // The manager says void only for every rank, once it heard every engine.
+        assert_eq!(calls.answer(1, true), None);
+        calls.record(1, Entry::Everywhere);
+        assert_eq!(calls.answer(1, true).map(|a| a.0), Some(SHAPE_VOID));
+        assert_eq!(calls.answer(2, false), None);
+    }
+
+    #[test]
+    fn the_history_keeps_the_last_calls_only() {
+        let mut calls = Calls::new(1);
+        for k in 0..HISTORY as u64 + 5 {
+            calls.record(k, Entry::Known(shape(k + 1)));
+        }
+        assert_eq!(calls.answer(4, false), None);
+        assert_eq!(calls.answer(5, false), Some((SHAPE_KNOWN, shape(6))));
+        assert_eq!(calls.history.len(), HISTORY);
+    }
+
+    #[test]
+    fn a_shape_carries_what_the_schedule_is_made_of_and_keeps_the_buffers() {
+        let d = SubmissionDescriptor {
+            opcode: Opcode::ALLREDUCE,
+            flags: 0,
+            spec: 0xffff,
+            root: 9,
+            comm: 3,
+            cookie: 77,
+            len: 5,
+            ..SubmissionDescriptor::nop(0)
+        };
+        let theirs = Shape { opcode: Opcode::ALLREDUCE.0, flags: 0, spec: 0x0203, root: 0, len: 64 };
+        let run = theirs.onto(&d);
+        assert_eq!(Shape::of(&run), theirs);
+        assert_eq!((run.comm, run.cookie, run.key, run.offset), (3, 77, d.key, d.offset));
+        assert_eq!(Shape::from_body(&theirs.body()), theirs);
+    }
+}

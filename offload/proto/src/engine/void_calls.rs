@@ -1,0 +1,166 @@
+//! A host whose collective's shape this engine could not read (a *void* call,
+//! `call_shapes.rs`): the call waits for its shape from the other ranks, and the host's later
+//! descriptors on the same communicator wait behind it, in order, so its calls keep their
+//! places among the other ranks'. Descriptors on other communicators go on (a rank may have
+//! calls on several in flight, and the others' progress there may be what lets them make this
+//! call). Each held descriptor, and the void call, has its operation reserved when it is taken
+//! in, so completions still go out in the order the host posted.
+//!
+//! Once the shape is known, the call runs refused in step on no memory
+//! ([`crate::intake::Core::submit_refused`]) and ends with the status its own descriptor earned;
+//! then the descriptors held behind it are taken in.
+use super::call_shapes::{Resolution, Shape};
+use super::{failed, Engine};
+use crate::intake::HostId;
+use crate::Nanos;
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+use ringcast_abi::{Completion, Opcode, Status, StatusKind, SubmissionDescriptor};
+
+/// A host's void call on one communicator and the descriptors it took there after it.
+#[derive(Debug)]
+pub(super) struct Stalled {
+    host: HostId,
+    desc: SubmissionDescriptor,
+    /// Why its own descriptor was refused: what it ends with.
+    status: StatusKind,
+    /// Its index among its communicator's calls.
+    call: u64,
+    /// Its host operation, reserved.
+    op: u64,
+    /// Descriptors `host` posted on the communicator after it, in order, each with its
+    /// operation reserved.
+    held: VecDeque<(SubmissionDescriptor, u64)>,
+}
+
+impl Engine {
+    /// Whether `host` has a void call waiting on `desc`'s communicator: `desc` is then held
+    /// behind it, its operation reserved.
+    pub(super) fn hold(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos) -> bool {
+        let Some(i) = self.stalled.iter().position(|s| s.host == host && s.desc.comm == desc.comm) else {
+            return false;
+        };
+        let op = self.reserve(host, desc, now);
+        self.stalled[i].held.push_back((*desc, op));
+        true
+    }
+
+    /// A pending operation for `host`'s descriptor `desc`, in its place among the host's.
+    fn reserve(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos) -> u64 {
+        let cqe = Completion::new(desc.cookie, desc.opcode, Status::OK, 0);
+        self.new_op(host, cqe, now, true, true)
+    }
+
+    /// `host` made a collective on a communicator it is a member of (`shape`: its descriptor's,
+    /// `None` for one that posts nothing): the node counts it.
+    pub(super) fn count_call(&mut self, host: HostId, comm: u64, shape: Option<Shape>) {
+        if self.resubmitting.is_some() {
+            return; // counted when it was void
+        }
+        if let (Some(local), Some(node)) = (self.core.local_rank(host), self.node.as_mut()) {
+            node.call_made(local, comm, shape, &mut self.out);
+        }
+    }
+
+    /// `host`'s collective `desc` was refused at once with `status`, for a field that shapes
+    /// it: if `host` is a member of its communicator, it becomes a void call (true), whose
+    /// shape the node finds out; the host's later descriptors there are held until it ends.
+    pub(super) fn void_call(
+        &mut self,
+        host: HostId,
+        desc: &SubmissionDescriptor,
+        status: StatusKind,
+        now: Nanos,
+    ) -> bool {
+        if self.resubmitting.is_some() {
+            return false;
+        }
+        let (Some(local), Some(node)) = (self.core.local_rank(host), self.node.as_mut()) else {
+            return false;
+        };
+        let Some(call) = node.call_void(local, desc.comm, now, &mut self.out) else { return false };
+        // Counted when it ends (`finish_collective`), not as refused at once.
+        self.core.runs_refused();
+        let op = self.reserve(host, desc, now);
+        let stall = Stalled { host, desc: *desc, status, call, op, held: VecDeque::new() };
+        self.stalled.push(stall);
+        true
+    }
+
+    /// Ends the void calls the node resolved (true if any did): each runs refused under the
+    /// shape learnt, or ends at once; the descriptors held behind it are taken in.
+    pub(super) fn resolve_void_calls(&mut self, now: Nanos) -> bool {
+        if self.resolving {
+            return false;
+        }
+        let Some(node) = self.node.as_mut() else { return false };
+        let mut done = Vec::new();
+        node.take_void_calls(&mut done);
+        if done.is_empty() {
+            return false;
+        }
+        self.resolving = true;
+        for (comm, local, call, how) in done {
+            let found = self.stalled.iter().position(|s| {
+                s.desc.comm == comm && s.call == call && self.core.local_rank(s.host) == Some(local)
+            });
+            let Some(i) = found else { continue };
+            let s = self.stalled.swap_remove(i);
+            match how {
+                Resolution::Known(shape) => {
+                    let run = shape.onto(&s.desc);
+                    self.resubmitting = Some(s.desc.opcode);
+                    self.reserved = Some(s.op);
+                    if let Some(node) = self.node.as_ref() {
+                        self.core.submit_refused(s.host, &run, s.status, now, node);
+                    }
+                    self.take_actions(&run, now);
+                    self.resubmitting = None;
+                    if self.reserved.take().is_some() {
+                        // (Never: a descriptor yields one operation.)
+                        self.finish_collective(s.op, failed(s.status));
+                    }
+                }
+                Resolution::Void | Resolution::Silent => {
+                    if how == Resolution::Silent {
+                        self.skipped_call(s.host, comm);
+                    }
+                    self.finish_collective(s.op, failed(s.status));
+                }
+            }
+            for (d, op) in s.held {
+                if let Some(j) = self.stalled.iter().position(|t| t.host == s.host && t.desc.comm == d.comm) {
+                    self.stalled[j].held.push_back((d, op));
+                    continue;
+                }
+                self.reserved = Some(op);
+                self.take_descriptor(s.host, &d, now);
+                if self.reserved.take().is_some() {
+                    // It became a void call itself, with its own operation: this one goes.
+                    self.ops.remove(op);
+                }
+            }
+        }
+        self.resolving = false;
+        true
+    }
+
+    /// The engine is shutting down: the void calls are dropped (their operations, and those
+    /// held behind them, are pending collectives: `abort_collectives` ends them).
+    pub(super) fn abort_void_calls(&mut self) {
+        self.stalled.clear();
+    }
+
+    /// `host` left: its void calls and held descriptors go with it.
+    pub(super) fn drop_void_calls(&mut self, host: HostId) {
+        self.stalled.retain(|s| s.host != host);
+    }
+
+    /// The operation created now: a reserved one, filled in with `cqe` (the opcode a void
+    /// call's own, while it runs under the shape the other ranks gave it), or a new one.
+    pub(super) fn echoed(&mut self, cqe: Completion) -> (Option<u64>, Completion) {
+        let opcode: Opcode = self.resubmitting.unwrap_or(cqe.opcode);
+        let key = self.reserved.take().filter(|&k| self.ops.get(k).is_some());
+        (key, Completion { opcode, ..cqe })
+    }
+}
