@@ -80,11 +80,11 @@ impl FrameKind {
     pub const SYNC_DOWN: FrameKind = FrameKind(5);
     /// Request to retransmit fragments of a broadcast.
     pub const RETRANSMIT_REQUEST: FrameKind = FrameKind(6);
-    /// What a call on the communicator was: asked by an engine whose local processes all made
-    /// that call with a descriptor whose shape it cannot read (a bad length, type or root), and
-    /// answered by the others; the broadcast id field carries the call's index on the
-    /// communicator (low 32 bits), the flags one of `SHAPE_*`, the body a
-    /// [`crate::frame::CallShapeBody`].
+    /// What a call on the communicator was: asked by an engine one of whose local processes
+    /// made that call with a descriptor whose shape it cannot read (a bad length, type, root or
+    /// flag) — the communicator's manager (rank 0) asks every engine, the others ask it. The
+    /// broadcast id field carries the call's index on the communicator (low 32 bits), the
+    /// flags one of `SHAPE_*`, the body a [`crate::frame::CallShapeBody`].
     pub const CALL_SHAPE: FrameKind = FrameKind(7);
 }
 

@@ -214,3 +214,75 @@ fn a_refused_call_with_nobody_to_ask_still_ends() {
     assert_eq!(status(&done[0]), StatusKind::BadRoot);
     assert!(done[0].at < 3_000_000_000, "ended at {} ns", done[0].at);
 }
+
+/// Every rank of a 2×2 world makes its first broadcast with 0 bytes: no engine can read the
+/// call, so nothing runs anywhere — the manager hears every engine say so and tells them —
+/// and each rank ends `BadLength`; the next broadcast is the same call everywhere and `Ok`.
+/// Node 0's second process leaves instead of making the void call: its node-mate's call does
+/// not wait for it (the next broadcast then waits for a process to take that rank, as any
+/// call of the world does, so that run stops at the void call).
+#[test]
+fn a_call_every_rank_made_void_ends_everywhere_and_the_next_is_in_step() {
+    for leave in [false, true] {
+        let world = World::Uniform { nodes: 2, ppn: 2 };
+        let mut c = cluster(&world, 21 + u64::from(leave));
+        let ranks = attach(&mut c, &world, 2, LEN);
+        let (root_node, _, _, root_segs) = &ranks[0];
+        c.nodes[*root_node].mem.insert(root_segs[1], vec![0x5a; LEN]);
+        for (r, (node, host, keys, _)) in ranks.iter().enumerate() {
+            if leave && r == 1 {
+                c.with_engine(*node, |e, now| {
+                    e.detach_host(*host, ringcast_proto::intake::Departure::Clean, 0, now);
+                });
+                continue;
+            }
+            for k in 0..2 - u64::from(leave) {
+                let len = if k == 0 { 0 } else { LEN as u64 };
+                let d =
+                    SubmissionDescriptor::bcast(k, 0, 0, RegionRef { key: keys[k as usize], offset: 0 }, len);
+                c.with_engine(*node, |e, now| e.handle_descriptor(*host, &d, now));
+            }
+        }
+        let posting = ranks.len() - usize::from(leave);
+        let done = run(&mut c, (2 - usize::from(leave)) * posting, Opcode::BCAST);
+        for p in &done {
+            let want = if p.cqe.cookie == 0 { StatusKind::BadLength } else { StatusKind::Ok };
+            assert_eq!(status(p), want, "leave {leave}: {p:?}");
+            assert!(
+                p.cqe.cookie == 1 || p.at < 1_000_000_000,
+                "leave {leave}: the void call waited {} ns",
+                p.at
+            );
+        }
+        for (r, (node, _, _, segs)) in ranks.iter().enumerate().skip(2).filter(|_| !leave) {
+            assert!(
+                *c.nodes[*node].mem.get(&segs[1]).unwrap() == vec![0x5a; LEN],
+                "rank {r}'s second broadcast"
+            );
+        }
+    }
+}
+
+/// Three engines; the third is dead. The first two ranks make a broadcast rooted outside the
+/// communicator: nobody alive can read it, the dead engine never answers, so the manager gives
+/// up after the peer timeout and says so — both ranks end `BadRoot`, neither waits forever.
+#[test]
+fn a_manager_that_gives_up_tells_the_engines_that_asked() {
+    let world = World::Uniform { nodes: 3, ppn: 1 };
+    let mut c = cluster(&world, 31);
+    let ranks = attach(&mut c, &world, 1, LEN);
+    c.nodes[ranks[2].0].crash_at = Some(0);
+    for (node, host, keys, _) in &ranks[..2] {
+        let d = SubmissionDescriptor::bcast(1, 0, 9, RegionRef { key: keys[0], offset: 0 }, LEN as u64);
+        c.with_engine(*node, |e, now| e.handle_descriptor(*host, &d, now));
+    }
+    let done = run(&mut c, 2, Opcode::BCAST);
+    for p in &done {
+        assert_eq!(status(p), StatusKind::BadRoot, "{p:?}");
+        assert!(p.at < 3_000_000_000, "ended at {} ns", p.at);
+    }
+    // Node 1 ended with the manager's word, not its own give-up a peer timeout later: within
+    // a few of the manager's query intervals of node 0.
+    let (a, b) = (done[0].at, done[1].at);
+    assert!(a.abs_diff(b) < 200_000_000, "node 0 at {a} ns, node 1 at {b} ns");
+}

@@ -9,22 +9,26 @@
 //! schedule is made of — this rank cannot read leaves nothing to run; before, it posted
 //! nothing, and the other ranks waited for its parts (forever, if it made no further call) and
 //! then paired its later calls with theirs one behind. Now the engine counts it as call `k`
-//! all the same (a *void* call), holds its process's later descriptors, and finds out what call
-//! `k` was:
+//! all the same (a *void* call), holds its process's later descriptors on the communicator
+//! (`void_calls.rs`), and finds out what call `k` was:
 //! * from a node-mate that made call `k` (its shape is kept here for the last [`HISTORY`]
 //!   calls);
-//! * else from the other engines: a `CALL_SHAPE` query to each
-//!   ([`crate::transfer::call_shape`]), answered with the shape of call `k` as one of their
-//!   processes made it (`SHAPE_KNOWN`), `SHAPE_VOID` when all of them made it void too, or
-//!   `SHAPE_PENDING` (alive, not there yet — kept, and answered once one of them makes call
-//!   `k`). Queries are repeated from `repair_timeout_us`, doubling, until answered.
+//! * else from the other engines, in `CALL_SHAPE` frames ([`crate::transfer::call_shape`]).
+//!   The communicator's rank-0 engine, its *manager*, asks every engine; the others ask the
+//!   manager only, so a call every rank made void costs `O(E)` frames, not `O(E²)`. An engine
+//!   answers with the shape of call `k` as one of its processes made it (`SHAPE_KNOWN`);
+//!   `SHAPE_VOID` — from an engine, when all its processes made it void, from the manager,
+//!   when every engine said so; or `SHAPE_PENDING` (alive, not there yet — the query is kept
+//!   and answered once it is). Queries are repeated from `repair_timeout_us`, doubling up to
+//!   `peer_timeout_ms / 64` (as the synchronization probes a neighbour), while the call waits.
 //!
 //! With the shape known, the engine runs the void call as one refused for its buffers (its own
 //! status, `Resolved::REFUSED` everywhere), so the others end typed and in step. When every
 //! rank made call `k` void, nothing runs anywhere and each ends with its own status. When no
 //! engine answers for `peer_timeout_ms`, the call ends with its status and counts as skipped
 //! (`Gather::skip`), the rule before: its rank's later calls fail typed, never with another
-//! call's bytes.
+//! call's bytes. The manager says so when it gives up (`SHAPE_SILENT`), so the engines that
+//! asked it skip alike; an engine that hears nothing from the manager gives up alone.
 use super::action::Outbox;
 use super::node::{Node, NodeEnv};
 use crate::transfer::call_shape::ShapeIn;
@@ -38,9 +42,10 @@ use ringcast_abi::wire::{SHAPE_KNOWN, SHAPE_PENDING, SHAPE_QUERY, SHAPE_SILENT, 
 use ringcast_abi::{Opcode, SubmissionDescriptor};
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
 
-/// Calls per communicator whose shape an engine keeps to answer for: a peer asks about a call
-/// at most as far behind this engine as the ranks of a communicator drift apart — a root's
-/// window of broadcasts ahead of its slowest receiver (`channels`), far fewer than this.
+/// Calls per communicator whose shape an engine keeps to answer for. A peer asks about a call
+/// at most as far behind this engine as the ranks of a communicator drift apart — the calls a
+/// rank has in flight (the runner's burst), fewer than this; a call further behind is not
+/// answered, and its asker falls back to the skip rule after a peer timeout.
 pub(crate) const HISTORY: usize = 64;
 
 /// Queries an engine keeps for calls its processes have not made yet, per communicator; past
@@ -133,8 +138,9 @@ struct Waiting {
 }
 
 impl Waiting {
-    /// Whether an engine has yet to answer: else the call waits for node-mates only, whose
-    /// processes are alive (or leave, `Calls::forget`) — no query, no give-up.
+    /// Whether it still asks: another engine always (it waits for the manager's word), the
+    /// manager while an engine has yet to say `SHAPE_VOID`; else the call waits for node-mates
+    /// only, which are alive or leave (`Node::member_left`) — no query, no give-up.
     fn asks(&self) -> bool {
         !self.manager || !self.void.iter().all(|&v| v)
     }
@@ -145,6 +151,8 @@ impl Waiting {
 pub(crate) struct Calls {
     /// Calls made, by gather index.
     made: Vec<u64>,
+    /// Members that left, by gather index: they make no more calls.
+    gone: Vec<bool>,
     /// The last [`HISTORY`] calls' shapes known here (call, entry).
     history: VecDeque<(u64, Entry)>,
     /// Queries for calls not known here yet: (engine, call's low 32 bits).
@@ -160,7 +168,7 @@ pub(crate) struct Calls {
 impl Calls {
     /// For a communicator with `locals` local members.
     pub(crate) fn new(locals: usize) -> Calls {
-        Calls { made: vec![0; locals], ..Calls::default() }
+        Calls { made: vec![0; locals], gone: vec![false; locals], ..Calls::default() }
     }
 
     /// A new job takes the world over: every count starts again.
@@ -169,8 +177,12 @@ impl Calls {
         *self = Calls::new(locals);
     }
 
-    /// Local member `index` left: it waits for nothing more.
-    pub(crate) fn forget(&mut self, index: u32) {
+    /// Local member `index` left: it waits for nothing more, and the calls its node-mates
+    /// made void no longer wait for it to make them ([`Node::member_left`]).
+    fn forget(&mut self, index: u32) {
+        if let Some(g) = self.gone.get_mut(index as usize) {
+            *g = true;
+        }
         for w in &mut self.waiting {
             w.locals.retain(|&(i, _)| i != index);
         }
@@ -206,12 +218,34 @@ impl Calls {
     }
 
     fn entry(&mut self, call: u64) -> Option<&mut Entry> {
-        self.history.iter_mut().find(|(k, _)| *k == call).map(|(_, e)| e)
+        // The newest calls are at the back, and most lookups are for them.
+        self.history.iter_mut().rev().find(|(k, _)| *k == call).map(|(_, e)| e)
+    }
+
+    /// Whether every local member still here made call `call` and none could read its shape
+    /// (a member that left counts as having made it: it makes no more).
+    fn void_here(&self, call: u64) -> bool {
+        let voided = self.history.iter().rev().any(|(k, e)| *k == call && matches!(e, Entry::Voided(_)));
+        voided && self.made.iter().zip(&self.gone).all(|(&m, &gone)| gone || m > call)
+    }
+
+    /// Whether `call` (low 32 bits) is older than every call the members still here made,
+    /// counting modulo 2³² as the frame does.
+    fn behind_all(&self, call: u32) -> bool {
+        self.made
+            .iter()
+            .zip(&self.gone)
+            .filter(|(_, &gone)| !gone)
+            .all(|(&m, _)| m > 0 && (m as u32).wrapping_sub(call) as i32 > 0)
     }
 
     fn record(&mut self, call: u64, e: Entry) {
         if let Some(old) = self.entry(call) {
-            *old = e;
+            // What the manager ended every rank's call with is final: an engine that missed
+            // its word must hear the same, not a shape a node-mate gave later.
+            if !matches!(old, Entry::Everywhere | Entry::Silent) {
+                *old = e;
+            }
             return;
         }
         if self.history.len() == HISTORY {
@@ -224,14 +258,14 @@ impl Calls {
     /// manager, once every engine said so, for another engine, once its own local members
     /// all made it void; or not yet (`None`).
     fn answer(&self, call: u32, manager: bool) -> Option<(u16, Shape)> {
-        let locals = self.made.len() as u32;
         let none = Shape { opcode: 0, flags: 0, spec: 0, root: 0, len: 0 };
-        match self.history.iter().find(|(k, _)| *k as u32 == call).map(|(_, e)| *e) {
-            Some(Entry::Known(s)) => Some((SHAPE_KNOWN, s)),
-            Some(Entry::Everywhere) => Some((SHAPE_VOID, none)),
-            Some(Entry::Silent) => Some((SHAPE_SILENT, none)),
-            Some(Entry::Voided(n)) if n >= locals && !manager => Some((SHAPE_VOID, none)),
-            _ => None,
+        let (k, e) = self.history.iter().rev().find(|(k, _)| *k as u32 == call).copied()?;
+        match e {
+            Entry::Known(s) => Some((SHAPE_KNOWN, s)),
+            Entry::Everywhere => Some((SHAPE_VOID, none)),
+            Entry::Silent => Some((SHAPE_SILENT, none)),
+            Entry::Voided(_) if !manager && self.void_here(k) => Some((SHAPE_VOID, none)),
+            Entry::Voided(_) => None,
         }
     }
 }
@@ -269,6 +303,8 @@ impl Node {
         let c = self.comms[slot].as_mut()?;
         let proto = c.proto?;
         let index = c.index_of_local(local)?;
+        let (engines, me) = self.proto.engines(proto)?;
+        let c = self.comms[slot].as_mut()?;
         let call = c.calls.count(index)?;
         let handle = c.handle;
         let entry = c.calls.entry(call).copied();
@@ -291,8 +327,7 @@ impl Node {
             Some(Entry::Voided(n)) => n + 1,
             _ => 1,
         };
-        let manager = self.proto.engines(proto).is_some_and(|(_, me)| me == 0);
-        let c = self.comms[slot].as_mut()?;
+        let manager = me == 0;
         c.calls.record(call, Entry::Voided(voided));
         if let Some(w) = c.calls.waiting.iter_mut().find(|w| w.call == call) {
             // Asked already, for a node-mate.
@@ -301,7 +336,6 @@ impl Node {
             self.settle_void(slot, now, out);
             return Some(call);
         }
-        let (engines, me) = self.proto.engines(proto)?;
         let mut void = vec![false; engines as usize];
         if let Some(v) = void.get_mut(me as usize) {
             *v = true;
@@ -320,6 +354,31 @@ impl Node {
         self.settle_void(slot, now, out);
         self.ask(slot, call, out);
         Some(call)
+    }
+
+    /// Local member `index` of communicator `slot` left: the calls its node-mates made void no
+    /// longer wait for it — this engine may now answer `SHAPE_VOID` for them, or, the manager,
+    /// end them.
+    pub(crate) fn member_left(&mut self, slot: usize, index: u32, now: Nanos, out: &mut Outbox) {
+        let Some(c) = self.comms[slot].as_mut() else { return };
+        c.calls.forget(index);
+        let open: Vec<u64> =
+            c.calls.history.iter().filter(|(_, e)| matches!(e, Entry::Voided(_))).map(|(k, _)| *k).collect();
+        for call in open {
+            self.answer_asked(slot, call, out);
+        }
+        self.settle_void(slot, now, out);
+    }
+
+    /// Communicator `slot`'s protocol side is gone (broken, or dropped): nothing will answer
+    /// its void calls, which end as skipped.
+    pub(crate) fn calls_dropped(&mut self, slot: usize) {
+        let Some(c) = self.comms[slot].as_mut() else { return };
+        let handle = c.handle;
+        let calls: Vec<u64> = c.calls.waiting.iter().map(|w| w.call).collect();
+        for call in calls {
+            c.calls.end(handle, call, Resolution::Silent, &mut self.resolved);
+        }
     }
 
     /// Void calls that ended since the last call, moved into `out`.
@@ -360,6 +419,9 @@ impl Node {
     fn answer_asked(&mut self, slot: usize, call: u64, out: &mut Outbox) {
         let Some(c) = self.comms[slot].as_mut() else { return };
         let Some(proto) = c.proto else { return };
+        if c.calls.asked.is_empty() {
+            return;
+        }
         let manager = self.proto.engines(proto).is_some_and(|(_, me)| me == 0);
         let Some((flags, shape)) = c.calls.answer(call as u32, manager) else { return };
         let mut to = Vec::new();
@@ -379,25 +441,16 @@ impl Node {
     /// engine made void — nothing runs for them anywhere — and tells the engines that asked.
     fn settle_void(&mut self, slot: usize, now: Nanos, out: &mut Outbox) {
         let Some(c) = self.comms[slot].as_mut() else { return };
-        let locals = c.calls.made.len() as u32;
         let handle = c.handle;
-        let Calls { history, waiting, .. } = &mut c.calls;
-        let everywhere = |w: &Waiting| {
-            let here =
-                history.iter().any(|(k, e)| *k == w.call && matches!(e, Entry::Voided(n) if *n >= locals));
-            w.manager && here && w.void.iter().all(|&v| v)
-        };
-        let mut ended = Vec::new();
-        let resolved = &mut self.resolved;
-        waiting.retain(|w| {
-            let done = everywhere(w);
-            if done {
-                resolved.extend(w.locals.iter().map(|&(_, local)| (handle, local, w.call, Resolution::Void)));
-                ended.push(w.call);
-            }
-            !done
-        });
+        let calls = &c.calls;
+        let ended: Vec<u64> = calls
+            .waiting
+            .iter()
+            .filter(|w| w.manager && w.void.iter().all(|&v| v) && calls.void_here(w.call))
+            .map(|w| w.call)
+            .collect();
         for &call in &ended {
+            c.calls.end(handle, call, Resolution::Void, &mut self.resolved);
             c.calls.record(call, Entry::Everywhere);
             c.calls.announced = Some(now);
         }
@@ -425,6 +478,14 @@ impl Node {
         let Some(c) = self.comms[slot].as_mut() else { return };
         let handle = c.handle;
         match f.flags {
+            // A world every local process finalized belongs to a job that is over here: its
+            // calls are not the next job's (a freed communicator's are its own, kept until it
+            // is dropped). It still answers for a call it ended for everyone while engines
+            // may not have heard.
+            SHAPE_QUERY
+                if slot == 0
+                    && c.freed.iter().all(|&f| f)
+                    && c.calls.lingers(self.free_linger).is_none_or(|t| now >= t) => {}
             SHAPE_QUERY => match c
                 .calls
                 .answer(f.call, self.proto.engines(f.comm).is_some_and(|(_, me)| me == 0))
@@ -435,7 +496,7 @@ impl Node {
                     // Not yet made, or not yet known (the manager still asking): alive, and
                     // kept for when it is.
                     let kept = c.calls.history.iter().any(|(k, _)| *k as u32 == f.call);
-                    let forgotten = !kept && c.calls.made.iter().all(|&m| m as u32 > f.call && m > 0);
+                    let forgotten = !kept && c.calls.behind_all(f.call);
                     if forgotten {
                         return;
                     }
@@ -446,6 +507,8 @@ impl Node {
                     self.send_shape(f.comm, f.from, SHAPE_PENDING, f.call, &none, out);
                 }
             },
+            // Only a collective is a call's shape (an honest engine records nothing else).
+            SHAPE_KNOWN if !super::posts_parts(Opcode(f.shape.opcode)) => {}
             SHAPE_KNOWN => {
                 let shape = Shape::from_body(&f.shape);
                 let hit = c.calls.waiting.iter().find(|w| w.call as u32 == f.call).map(|w| w.call);
@@ -564,19 +627,43 @@ mod tests {
     #[test]
     fn a_known_call_is_answered_and_a_void_one_only_once_every_member_made_it_void() {
         let mut calls = Calls::new(2);
-        assert_eq!(calls.count(0), Some(0));
+        assert_eq!((calls.count(0), calls.count(1)), (Some(0), Some(0)));
         calls.record(0, Entry::Known(shape(8)));
         assert_eq!(calls.answer(0, false), Some((SHAPE_KNOWN, shape(8))));
         assert_eq!(calls.answer(0, true), Some((SHAPE_KNOWN, shape(8))));
+        calls.count(0);
         calls.record(1, Entry::Voided(1));
         assert_eq!(calls.answer(1, false), None, "one of two members made it void: the other may still say");
+        calls.count(1);
         calls.record(1, Entry::Voided(2));
         assert_eq!(calls.answer(1, false).map(|a| a.0), Some(SHAPE_VOID));
-        // The manager says void only for every rank, once it heard every engine.
+        // The manager says void only for every rank, once it heard every engine; that word is
+        // final — a shape a node-mate gives later does not replace it.
         assert_eq!(calls.answer(1, true), None);
         calls.record(1, Entry::Everywhere);
+        calls.record(1, Entry::Known(shape(9)));
         assert_eq!(calls.answer(1, true).map(|a| a.0), Some(SHAPE_VOID));
         assert_eq!(calls.answer(2, false), None);
+    }
+
+    #[test]
+    fn a_member_that_left_is_not_waited_for() {
+        let mut calls = Calls::new(2);
+        calls.count(0);
+        calls.record(0, Entry::Voided(1));
+        assert_eq!(calls.answer(0, false), None);
+        calls.forget(1);
+        assert_eq!(calls.answer(0, false).map(|a| a.0), Some(SHAPE_VOID));
+    }
+
+    #[test]
+    fn a_call_behind_every_member_is_told_apart_across_the_wrap() {
+        let mut calls = Calls::new(1);
+        calls.made[0] = (1 << 32) + 3;
+        assert!(calls.behind_all(1), "call 2^32 + 1");
+        assert!(calls.behind_all(u32::MAX), "call 2^32 - 1");
+        assert!(!calls.behind_all(3), "call 2^32 + 3 is not made yet");
+        assert!(!calls.behind_all(7));
     }
 
     #[test]

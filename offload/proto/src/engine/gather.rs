@@ -384,10 +384,10 @@ impl Gather {
         Ok(seq)
     }
 
-    /// Local process `local` made a call on this communicator that posted nothing (refused at
-    /// once for a field that shapes it: a root outside the communicator, a bad length, an
-    /// unknown type — `intake::plan`; other faults run the call in step). Its other ranks' engines know
-    /// nothing of it and post that call's broadcasts, so from here on this process's posts would
+    /// Local process `local` made a call on this communicator that posted nothing: one refused
+    /// for a field that shapes it whose shape no engine told this one within the peer timeout
+    /// (`call_shapes.rs`; told, it runs in step), or one the gather refused at once. Its other
+    /// ranks' engines post that call's broadcasts, so from here on this process's posts would
     /// be matched with the others' calls one behind. Its later posts carry the count in their
     /// context ([`crate::transfer::protocol::Post::context`]), which the message MAC covers:
     /// they fail with `DigestMismatch`, at both ends, instead of delivering another call's bytes

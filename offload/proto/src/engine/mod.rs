@@ -472,7 +472,8 @@ impl Engine {
         }
     }
 
-    /// A call of `host` on communicator `comm` posted nothing (refused at once): its later
+    /// A call of `host` on communicator `comm` posted nothing (refused at once, and no shape
+    /// learnt for it: `void_calls.rs`): its later
     /// posts there carry the count, so they are not matched with the other ranks' calls one
     /// behind ([`gather::Gather::skip`]).
     pub(super) fn skipped_call(&mut self, host: HostId, comm: u64) {
@@ -643,7 +644,7 @@ impl Engine {
         pending: bool,
         collective: bool,
     ) -> u64 {
-        let (reserved, cqe) = self.echoed(cqe);
+        let (reserved, cqe) = self.echoed(host, cqe);
         let op = HostOp { host, cqe, started, pending, collective, refused: None };
         let key = match reserved.and_then(|k| self.ops.get_mut(k).map(|o| (k, o))) {
             // Its place in the host's queue was taken when it was held (`void_calls.rs`).

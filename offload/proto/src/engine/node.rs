@@ -496,6 +496,7 @@ impl Node {
 
     /// Drops communicator `slot` from the protocol: its operations still running fail.
     fn drop_proto(&mut self, slot: usize, out: &mut Outbox) {
+        self.calls_dropped(slot);
         let Some(proto) = self.comms[slot].as_mut().and_then(|c| c.proto.take()) else { return };
         let Node { proto: p, finished, jobs, comms, pair_done, .. } = self;
         let mut env = NodeEnv { out, jobs, done: finished };
@@ -701,7 +702,6 @@ impl Node {
                     last = true;
                 }
             }
-            c.calls.forget(index);
             if c.gather.depart(index) {
                 self.drop_proto(slot, out);
             } else if owed {
@@ -710,6 +710,7 @@ impl Node {
             } else if last {
                 self.close_proto(slot, now, out);
             }
+            self.member_left(slot, index, now, out);
         }
     }
 

@@ -1,10 +1,10 @@
 //! A host whose collective's shape this engine could not read (a *void* call,
 //! `call_shapes.rs`): the call waits for its shape from the other ranks, and the host's later
 //! descriptors on the same communicator wait behind it, in order, so its calls keep their
-//! places among the other ranks'. Descriptors on other communicators go on (a rank may have
-//! calls on several in flight, and the others' progress there may be what lets them make this
-//! call). Each held descriptor, and the void call, has its operation reserved when it is taken
-//! in, so completions still go out in the order the host posted.
+//! places among the other ranks'. Those on other communicators that the runner took in the
+//! same burst go on (the others' progress there may be what lets them make this call). Each
+//! held descriptor, and the void call, has its operation reserved when it is taken in, so
+//! completions still go out in the order the host posted.
 //!
 //! Once the shape is known, the call runs refused in step on no memory
 //! ([`crate::intake::Core::submit_refused`]) and ends with the status its own descriptor earned;
@@ -136,8 +136,9 @@ impl Engine {
                 self.reserved = Some(op);
                 self.take_descriptor(s.host, &d, now);
                 if self.reserved.take().is_some() {
-                    // It became a void call itself, with its own operation: this one goes.
-                    self.ops.remove(op);
+                    // (Never: every descriptor yields one operation, a void call's too, which
+                    // takes the reserved one. Ended all the same, so the host is answered.)
+                    self.finish_collective(op, failed(StatusKind::BadDescriptor));
                 }
             }
         }
@@ -156,11 +157,11 @@ impl Engine {
         self.stalled.retain(|s| s.host != host);
     }
 
-    /// The operation created now: a reserved one, filled in with `cqe` (the opcode a void
-    /// call's own, while it runs under the shape the other ranks gave it), or a new one.
-    pub(super) fn echoed(&mut self, cqe: Completion) -> (Option<u64>, Completion) {
+    /// The operation `host` creates now: a reserved one, filled in with `cqe` (the opcode a
+    /// void call's own, while it runs under the shape the other ranks gave it), or a new one.
+    pub(super) fn echoed(&mut self, host: HostId, cqe: Completion) -> (Option<u64>, Completion) {
         let opcode: Opcode = self.resubmitting.unwrap_or(cqe.opcode);
-        let key = self.reserved.take().filter(|&k| self.ops.get(k).is_some());
+        let key = self.reserved.take().filter(|&k| self.ops.get(k).is_some_and(|o| o.host == host));
         (key, Completion { opcode, ..cqe })
     }
 }

@@ -380,6 +380,12 @@ impl Core {
             }
             None => Err(StatusKind::BadDescriptor),
         };
+        // A call taken in again refused runs as a collective or not at all: nothing else it
+        // could be (an engine's answer naming a COPY) may touch memory or succeed.
+        let outcome = match (preset, outcome) {
+            (Some(s), Ok(Plan::Nothing | Plan::Comm { .. } | Plan::Dma { .. })) => Err(s),
+            (_, o) => o,
+        };
         // A collective refused at this rank (its buffers, a field its schedule does not read)
         // touches none of its buffers: every one is `Resolved::REFUSED` (`refused` names why).
         let mem = |r: Resolved| if refused.is_some() { Resolved::REFUSED } else { r };
@@ -610,22 +616,24 @@ impl Ranks for WorldRanks<'_> {
 /// What descriptor `d` asks for — validated against the host's registrations and limits — or
 /// why it is refused.
 ///
-/// A collective is refused at once (`Err`: it posts nothing, and the engine counts it as
-/// skipped, `Gather::skip`) only for a fault that leaves its *shape* — the schedule the other
-/// ranks run for this call — unknown here: an unknown opcode; a flag no ABI version defines
+/// A collective is refused at once (`Err`) only for a fault that leaves its *shape* — the
+/// schedule the other ranks run for this call — unknown here; the engine then learns the
+/// shape from the other ranks and takes the call in again through [`Core::submit_refused`]
+/// (`engine/call_shapes.rs`), so it runs in step all the same. The faults: an unknown opcode
+/// (not taken in again: nothing says it was a collective); a flag no ABI version defines
 /// (unlike a reserved word, a flag is how a later ABI would change what the call does); a
-/// reduce's root outside the communicator (a broadcast's the engine's gather refuses,
-/// `Gather::post`, counted the same way); a length that is zero, past the limit or not a whole
-/// number of its type's elements; a type that does not exist (its elements' size shapes a reduction); a
-/// communicator this host has no rank in. A collective whose fault leaves its shape whole —
-/// this rank's memory (a buffer's key, range or access; a send block overlapping its receive
-/// buffer), or a field the schedule does not read (an operation its type lacks or that does not
-/// exist, a root or send buffer a call without one names, a reserved word, a barrier's scratch
-/// shorter than a byte per rank or past the limit) — is not refused at once: its status goes to
-/// `refused`, its buffers become [`Resolved::REFUSED`], and the plan stands with that field set
-/// aside (a reduction under a stand-in operation, `stand_in`), for the call to run in step
-/// with the other ranks on no memory, which then fail typed instead of waiting for parts this
-/// rank never posts. A descriptor fault of either kind is reported before a buffer fault of
+/// broadcast's or reduce's root outside the communicator; a length that is zero, past the
+/// limit or not a whole number of its type's elements; a type that does not exist (its
+/// elements' size shapes a reduction); a communicator this host has no rank in (nobody waits
+/// for it). A collective whose fault leaves its shape whole — this rank's memory (a buffer's
+/// key, range or access; a send block overlapping its receive buffer), or a field the schedule
+/// does not read (an operation its type lacks or that does not exist, a root or send buffer a
+/// call without one names, a reserved word, a barrier's scratch shorter than a byte per rank
+/// or past the limit) — is not refused at once: its status goes to `refused`, its buffers
+/// become [`Resolved::REFUSED`], and the plan stands with that field set aside (a reduction
+/// under a stand-in operation, `stand_in`), for the call to run in step with the other ranks
+/// on no memory, which then fail typed instead of waiting for parts this rank never posts. A
+/// descriptor fault of either kind is reported before a buffer fault of
 /// the same call, and a fault that refuses at once before one that does not.
 fn plan(
     regions: &RegionTable,

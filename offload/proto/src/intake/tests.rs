@@ -244,7 +244,6 @@ fn faults_that_shape_the_call_refuse_it_at_once_the_others_run_it_in_step() {
         (SubmissionDescriptor { len: 12, ..allreduce }, StatusKind::BadLength),
         (SubmissionDescriptor { len: 0, ..allreduce }, StatusKind::BadLength),
         (SubmissionDescriptor { flags: 0x80, ..allreduce }, StatusKind::BadFlags),
-        // (A broadcast's root outside the communicator: refused at once by the engine's gather.)
         (
             SubmissionDescriptor::reduce(3, 0, 1, at, None, 8, DataType::I64, ReduceOp::SUM),
             StatusKind::BadRoot,

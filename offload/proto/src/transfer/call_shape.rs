@@ -1,9 +1,10 @@
 //! `CALL_SHAPE` frames: how engines tell each other what a call on a communicator was.
 //!
-//! An engine whose local processes all made a call with a descriptor it cannot read the shape
-//! of (a length, element type, root or flag it cannot run) asks the communicator's other
-//! engines what that call was, so it can run it in step with them on no memory
-//! (`engine/call_shapes.rs`, docs/protocol.md "A call refused at one rank"). The protocol only
+//! An engine one of whose local processes made a call with a descriptor it cannot read the
+//! shape of (a length, element type, root or flag it cannot run) asks what that call was — the
+//! communicator's manager (rank 0) asks every engine, the others ask the manager — so it can
+//! run it in step with them on no memory (`engine/call_shapes.rs`, docs/protocol.md "A call
+//! refused at one rank"). The protocol only
 //! carries the frames — sealed and tagged as every other frame, so only members ask and
 //! answer — and hands the ones that arrive to the node ([`Protocol::take_call_shapes`]); what
 //! they mean is the node's.
@@ -26,7 +27,8 @@ pub struct ShapeIn {
     pub comm: CommHandle,
     /// The engine (protocol rank) that sent it.
     pub from: Rank,
-    /// `SHAPE_QUERY`, `SHAPE_KNOWN`, `SHAPE_VOID` or `SHAPE_PENDING`.
+    /// `SHAPE_QUERY`, `SHAPE_KNOWN`, `SHAPE_VOID`, `SHAPE_PENDING` or `SHAPE_SILENT` (any
+    /// other value is ignored).
     pub flags: u16,
     /// The call's index on the communicator (low 32 bits).
     pub call: u32,

@@ -224,8 +224,8 @@ pub struct Post {
     /// leader-based calls exchanged by multicast, modulo 256 (bits 24–31:
     /// `engine::gather::Gather::multicast_exchange` — so engines that took different exchanges
     /// for one call do not pair its transfers with the next call's). High half: how many calls on the
-    /// communicator the posting process made that posted nothing (refused at once, e.g. a bad
-    /// descriptor: `engine::gather::Gather::skip`) — so a process that skipped a call the
+    /// communicator the posting process made that posted nothing (refused at once and no shape
+    /// learnt for it from the others: `engine::gather::Gather::skip`) — so a process that skipped a call the
     /// others made is not matched with their calls shifted by one. A receiver that posted
     /// another context than the root fails the broadcast with `DigestMismatch` instead of
     /// delivering bytes meant for another call — but for a *stand-in* ([`STAND_IN`]) posted
