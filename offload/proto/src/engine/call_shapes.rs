@@ -240,7 +240,9 @@ impl Calls {
     }
 
     fn record(&mut self, call: u64, e: Entry) {
-        if let Some(old) = self.entry(call) {
+        // Most calls are new, past every call kept (no scan on every collective).
+        let newest = self.history.back().is_none_or(|(k, _)| *k < call);
+        if let Some(old) = if newest { None } else { self.entry(call) } {
             // What the manager ended every rank's call with is final: an engine that missed
             // its word must hear the same, not a shape a node-mate gave later.
             if !matches!(old, Entry::Everywhere | Entry::Silent) {
@@ -287,8 +289,11 @@ impl Node {
         let call = c.calls.count(index)?;
         if let Some(s) = shape {
             c.calls.record(call, Entry::Known(s));
-            let handle = c.handle;
-            c.calls.end(handle, call, Resolution::Known(s), &mut self.resolved);
+            if c.calls.waits() {
+                let handle = c.handle;
+                c.calls.end(handle, call, Resolution::Known(s), &mut self.resolved);
+                self.refresh_voids();
+            }
             self.answer_asked(slot, call, out);
         }
         Some(call)
@@ -334,6 +339,7 @@ impl Node {
             w.locals.push((index, local));
             self.answer_asked(slot, call, out);
             self.settle_void(slot, now, out);
+            self.refresh_voids();
             return Some(call);
         }
         let mut void = vec![false; engines as usize];
@@ -353,6 +359,7 @@ impl Node {
         self.answer_asked(slot, call, out);
         self.settle_void(slot, now, out);
         self.ask(slot, call, out);
+        self.refresh_voids();
         Some(call)
     }
 
@@ -368,6 +375,7 @@ impl Node {
             self.answer_asked(slot, call, out);
         }
         self.settle_void(slot, now, out);
+        self.refresh_voids();
     }
 
     /// Communicator `slot`'s protocol side is gone (broken, or dropped): nothing will answer
@@ -379,6 +387,7 @@ impl Node {
         for call in calls {
             c.calls.end(handle, call, Resolution::Silent, &mut self.resolved);
         }
+        self.refresh_voids();
     }
 
     /// Void calls that ended since the last call, moved into `out`.
@@ -464,9 +473,14 @@ impl Node {
     pub(crate) fn on_call_shapes(&mut self, now: Nanos, out: &mut Outbox) {
         let mut frames = core::mem::take(&mut self.shapes_in);
         self.proto.take_call_shapes(&mut frames);
+        if frames.is_empty() {
+            self.shapes_in = frames;
+            return;
+        }
         for f in frames.drain(..) {
             self.on_call_shape(f, now, out);
         }
+        self.refresh_voids();
         self.shapes_in = frames;
     }
 
@@ -552,16 +566,23 @@ impl Node {
         }
     }
 
-    /// The earliest void call's next query or give-up.
+    /// The earliest void call's next query or give-up (kept: the engine asks on every turn
+    /// of its loop, and almost never has a void call).
     pub(crate) fn void_timeout(&self) -> Option<Nanos> {
+        self.void_deadline
+    }
+
+    /// Recomputes [`Node::void_timeout`] after void calls changed.
+    fn refresh_voids(&mut self) {
         let peer = self.free_linger;
-        self.comms
+        self.void_deadline = self
+            .comms
             .iter()
             .flatten()
             .flat_map(|c| c.calls.waiting.iter())
             .filter(|w| w.asks())
             .map(|w| w.next.min(w.heard + peer))
-            .min()
+            .min();
     }
 
     /// Void calls due at `now`: asked again, or given up when no engine answered for
@@ -613,6 +634,7 @@ impl Node {
                 self.answer_asked(slot, call, out);
             }
         }
+        self.refresh_voids();
     }
 }
 

@@ -147,6 +147,8 @@ pub(crate) struct Node {
     pub(super) shapes_in: Vec<crate::transfer::call_shape::ShapeIn>,
     /// A void call's first repetition of its query (`repair_timeout_us`; it doubles).
     pub(super) shape_retry: Nanos,
+    /// The earliest void call's next query or give-up (`call_shapes.rs`).
+    pub(super) void_deadline: Option<Nanos>,
     /// Pair transfers that ended (token without [`PAIR_TOKEN`], outcome), of every
     /// communicator's pairs (`pairs.rs`).
     pair_done: Vec<(u64, Outcome)>,
@@ -198,6 +200,7 @@ impl Node {
             resolved: Vec::new(),
             shapes_in: Vec::new(),
             shape_retry: config.protocol.repair_timeout_us as Nanos * 1000,
+            void_deadline: None,
             pair_done: Vec::new(),
             local_started: Vec::new(),
             created: 1,
@@ -620,18 +623,20 @@ impl Node {
     pub(crate) fn next_timeout(&self) -> Option<Nanos> {
         let linger = self.free_linger;
         let time_wait = self.time_wait;
-        let freeing = self
-            .comms
-            .iter()
-            .flatten()
-            .filter_map(|c| {
-                let overdue = c.freeing_since.map(|s| s + linger + 1);
-                let settled = c.settled_since.map(|s| s + time_wait);
-                let asked = c.freeing_since.and(c.calls.lingers(linger));
-                overdue.into_iter().chain(settled).min().max(asked)
-            })
-            .min();
-        [self.proto.next_timeout(), freeing, self.void_timeout()].into_iter().flatten().min()
+        let mut next = self.proto.next_timeout();
+        let mut take = |t: Nanos| next = Some(next.map_or(t, |n| n.min(t)));
+        // (Asked on every turn of the engine's loop: no work for a communicator not freed.)
+        for c in self.comms.iter().flatten() {
+            let Some(since) = c.freeing_since else { continue };
+            let overdue = since + linger + 1;
+            let due = c.settled_since.map_or(overdue, |s| overdue.min(s + time_wait));
+            // Not before a call it ended for everyone may no longer be asked about.
+            take(c.calls.lingers(linger).map_or(due, |t| due.max(t)));
+        }
+        if let Some(t) = self.void_timeout() {
+            take(t);
+        }
+        next
     }
 
     /// Drops the communicators every local member freed, once the protocol settled them with
