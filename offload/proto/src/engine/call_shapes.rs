@@ -159,10 +159,12 @@ pub(crate) struct Calls {
     asked: Vec<(u32, u32)>,
     waiting: Vec<Waiting>,
     /// When the manager last ended a call void everywhere or gave up on one: engines that did
-    /// not hear it yet ask again within `peer_timeout_ms / 64`, so a freed communicator stays
-    /// that long for them ([`Calls::lingers`]) — such a call posts nothing the synchronization
-    /// would hold it for.
+    /// not hear it yet ask again within `peer_timeout_ms / 64`, so a freed communicator stays a
+    /// whole peer timeout for them ([`Calls::lingers`]) — such a call posts nothing the
+    /// synchronization would hold it for.
     announced: Option<Nanos>,
+    /// The highest call kept in [`Calls::history`]: a call past it is pushed without a scan.
+    high: Option<u64>,
 }
 
 impl Calls {
@@ -175,6 +177,14 @@ impl Calls {
     pub(crate) fn reset(&mut self) {
         let locals = self.made.len();
         *self = Calls::new(locals);
+    }
+
+    /// A process took local member `index`'s rank and continues its calls: it is waited for
+    /// again.
+    pub(crate) fn arrive(&mut self, index: u32) {
+        if let Some(g) = self.gone.get_mut(index as usize) {
+            *g = false;
+        }
     }
 
     /// Local member `index` left: it waits for nothing more, and the calls its node-mates
@@ -241,7 +251,7 @@ impl Calls {
 
     fn record(&mut self, call: u64, e: Entry) {
         // Most calls are new, past every call kept (no scan on every collective).
-        let newest = self.history.back().is_none_or(|(k, _)| *k < call);
+        let newest = self.high.is_none_or(|h| h < call);
         if let Some(old) = if newest { None } else { self.entry(call) } {
             // What the manager ended every rank's call with is final: an engine that missed
             // its word must hear the same, not a shape a node-mate gave later.
@@ -254,6 +264,7 @@ impl Calls {
             self.history.pop_front();
         }
         self.history.push_back((call, e));
+        self.high = Some(self.high.map_or(call, |h| h.max(call)));
     }
 
     /// What this engine answers about call `call` (low 32 bits): its shape; void — for the
@@ -609,9 +620,9 @@ impl Node {
                     resolved.extend(
                         w.locals.iter().map(|&(_, local)| (handle, local, w.call, Resolution::Silent)),
                     );
-                    if w.manager {
-                        silent.push(w.call);
-                    }
+                    // Kept by every engine, so a node-mate that makes the call later ends
+                    // it alike; only the manager's word is announced to the others.
+                    silent.push((w.call, w.manager));
                     return false;
                 }
                 if now >= w.next {
@@ -622,16 +633,20 @@ impl Node {
                 true
             });
             self.resolved.append(&mut resolved);
-            for &call in &silent {
+            for &(call, manager) in &silent {
                 c.calls.record(call, Entry::Silent);
-                c.calls.announced = Some(now);
+                if manager {
+                    c.calls.announced = Some(now);
+                }
             }
             for call in again {
                 self.ask(slot, call, out);
             }
             // The engines that asked the manager end the call as it did.
-            for call in silent {
-                self.answer_asked(slot, call, out);
+            for (call, manager) in silent {
+                if manager {
+                    self.answer_asked(slot, call, out);
+                }
             }
         }
         self.refresh_voids();
@@ -676,6 +691,22 @@ mod tests {
         assert_eq!(calls.answer(0, false), None);
         calls.forget(1);
         assert_eq!(calls.answer(0, false).map(|a| a.0), Some(SHAPE_VOID));
+        // A process takes the rank and continues its calls: it is waited for again.
+        calls.arrive(1);
+        assert_eq!(calls.answer(0, false), None);
+    }
+
+    #[test]
+    fn a_call_recorded_below_the_newest_is_found_not_pushed_twice() {
+        let mut calls = Calls::new(1);
+        calls.record(5, Entry::Voided(1));
+        calls.record(3, Entry::Known(shape(3)));
+        calls.record(4, Entry::Silent);
+        calls.record(4, Entry::Known(shape(4)));
+        assert_eq!(calls.answer(4, false).map(|a| a.0), Some(SHAPE_SILENT), "Silent is final");
+        assert_eq!(calls.history.iter().filter(|(k, _)| *k == 4).count(), 1);
+        calls.record(6, Entry::Known(shape(6)));
+        assert_eq!(calls.history.len(), 4);
     }
 
     #[test]

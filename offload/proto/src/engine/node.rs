@@ -6,12 +6,13 @@
 //! group, seed — from the job name ([`super::world_identity`]), so no bootstrap traffic is
 //! needed. Its process ranks are numbered node by node ([`World`]: `node * ppn + local rank`,
 //! or an uneven count per node); the protocol's members are the engines (one per node), and
-//! the [`Gather`] turns the posts of a node's processes into one broadcast and delivers it into
-//! every local buffer.
+//! the [`super::gather::Gather`] turns the posts of a node's processes into one broadcast and
+//! delivers it into every local buffer. Communicators and local processes coming and going are
+//! `lifecycle.rs`'s; the calls counted on each communicator, and the void calls waiting for
+//! their shape, `call_shapes.rs`'s.
 use super::action::Outbox;
-use super::call_shapes::Calls;
-use super::comms::{derive, parse_record, LocalComm};
-use super::gather::{Delivery, Gather, Kind, Placement, Start};
+use super::comms::LocalComm;
+use super::gather::{Delivery, Kind, Placement, Start};
 use super::pairs::{PairSet, Pairs, Transfer, PAIR_TOKEN};
 use crate::comm::{CommSpec, GroupId, PeerId, World};
 use crate::config::EngineConfig;
@@ -24,7 +25,6 @@ use crate::Nanos;
 use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
-use alloc::vec;
 use alloc::vec::Vec;
 use ringcast_abi::frame::Crc32c;
 use ringcast_abi::StatusKind;
@@ -123,20 +123,20 @@ pub(crate) struct Node {
     /// This engine's communicators, by slot (slot 0: the world). A slot's index is in the
     /// protocol tokens of its broadcasts.
     pub(super) comms: Vec<Option<LocalComm>>,
-    max_comms: usize,
+    pub(super) max_comms: usize,
     pub(super) node: u32,
     /// The world's shape: which node serves which world rank.
-    world: World,
+    pub(super) world: World,
     /// Slots of each communicator's gather, reserved once.
-    window: usize,
+    pub(super) window: usize,
     /// After the last local member freed a communicator, how long it may wait for the
     /// protocol to settle it with the other engines.
     pub(super) free_linger: Nanos,
     /// How long a settled freed communicator stays (TCP's TIME-WAIT): [`crate::transfer::protocol::TIME_WAIT_REPAIRS`]
     /// repair timeouts, for a member whose last `SYNC_DOWN` was lost to ask again.
-    time_wait: Nanos,
+    pub(super) time_wait: Nanos,
     /// The pair communicators each communicator derives.
-    pair_set: PairSet,
+    pub(super) pair_set: PairSet,
     /// Broadcasts the protocol finished, by token (communicator slot, gather slot).
     pub(super) finished: Vec<(u64, Outcome)>,
     /// Host-memory jobs the protocol asked for.
@@ -151,14 +151,14 @@ pub(crate) struct Node {
     pub(super) void_deadline: Option<Nanos>,
     /// Pair transfers that ended (token without [`PAIR_TOKEN`], outcome), of every
     /// communicator's pairs (`pairs.rs`).
-    pair_done: Vec<(u64, Outcome)>,
+    pub(super) pair_done: Vec<(u64, Outcome)>,
     /// Slots the engine carries out itself ([`Kind::local`]) that started: (communicator, slot).
-    local_started: Vec<(u64, Start)>,
+    pub(super) local_started: Vec<(u64, Start)>,
     /// Communicators created and dropped since start (see [`CommStats`]).
-    created: u64,
-    dropped: u64,
+    pub(super) created: u64,
+    pub(super) dropped: u64,
     /// Of those, dropped unsettled (see [`CommStats::overdue`]).
-    overdue: u64,
+    pub(super) overdue: u64,
 }
 
 impl Node {
@@ -372,146 +372,6 @@ impl Node {
         c.index_of_local(local).map_or(context, |index| c.gather.context_of(index, context))
     }
 
-    /// Creates (or joins, for a second local member) the communicator `handle` from the record
-    /// `bytes` posted by engine-local rank `local`. `Ok(Some((slot, group)))`: created, and its
-    /// group must be joined ([`Node::joined`] or [`Node::join_failed`]); `Ok(None)`: a second
-    /// local member, done.
-    pub(crate) fn comm_create(
-        &mut self,
-        local: u32,
-        handle: u64,
-        bytes: &[u8],
-    ) -> Result<Option<(usize, GroupId)>, StatusKind> {
-        let me = self.world.rank(self.node, local).ok_or(StatusKind::BadDescriptor)?;
-        let rec = parse_record(bytes, me, self.world.size())?;
-        if let Some(slot) = self.slot(handle) {
-            let c = self.comms[slot].as_mut().ok_or(StatusKind::UnknownCommunicator)?;
-            if c.digest != rec.digest || c.freeing_since.is_some() || c.proto.is_none() {
-                return Err(StatusKind::BadDescriptor);
-            }
-            match c.rank_of_local.get_mut(local as usize) {
-                Some(r @ None) => *r = Some(rec.my_rank),
-                _ => return Err(StatusKind::BadDescriptor), // created twice by one process
-            }
-            return Ok(None);
-        }
-        let (spec, placement, locals) = derive(handle, &rec, self.node, &self.world)?;
-        let free = match self.comms.iter().position(Option::is_none) {
-            Some(i) => i,
-            None if self.comms.len() < self.max_comms => {
-                self.comms.push(None);
-                self.comms.len() - 1
-            }
-            None => return Err(StatusKind::TooManyCommunicators), // max_comms alive
-        };
-        let group = spec.group;
-        let (members, me) = (spec.members.clone(), spec.my_rank);
-        let proto = self.proto.create_comm(spec)?;
-        let pairs = Pairs::new(
-            &format!("communicator {handle:#x}"),
-            &rec.key,
-            &members,
-            me,
-            self.pair_set,
-            &mut self.proto,
-        );
-        let mut rank_of_local = vec![None; self.world.count(self.node) as usize];
-        rank_of_local[local as usize] = Some(rec.my_rank);
-        self.comms[free] = Some(LocalComm {
-            handle,
-            proto: Some(proto),
-            group,
-            gather: Gather::with_placement(locals, placement, self.window),
-            calls: Calls::new(locals as usize),
-            rank_of_local,
-            digest: rec.digest,
-            freed: vec![false; locals as usize],
-            freeing_since: None,
-            settled_since: None,
-            pairs,
-        });
-        Ok(Some((free, group)))
-    }
-
-    /// The group of the communicator created in `slot` is joined.
-    pub(crate) fn joined(&mut self, _slot: usize) {
-        self.created += 1;
-    }
-
-    /// The group of the communicator created in `slot` could not be joined: the communicator
-    /// is gone again (a refused communicator must not keep its group).
-    pub(crate) fn join_failed(&mut self, slot: usize, out: &mut Outbox) {
-        self.drop_proto(slot, out);
-        if let Some(c) = self.comms.get_mut(slot).and_then(Option::take) {
-            self.leave_unless_shared(&c.group, out);
-        }
-    }
-
-    /// Engine-local rank `local` leaves communicator `handle`. Once every local member left, the
-    /// communicator is dropped when the protocol has settled it with the other engines (or
-    /// after a peer timeout).
-    pub(crate) fn comm_free(
-        &mut self,
-        local: u32,
-        handle: u64,
-        now: Nanos,
-        out: &mut Outbox,
-    ) -> Result<(), StatusKind> {
-        let slot = self.slot(handle).filter(|_| handle != 0).ok_or(StatusKind::UnknownCommunicator)?;
-        let c = self.comms[slot].as_mut().ok_or(StatusKind::UnknownCommunicator)?;
-        let index = c.index_of_local(local).ok_or(StatusKind::UnknownCommunicator)?;
-        c.rank_of_local[local as usize] = None;
-        c.freed[index as usize] = true;
-        // A broadcast of this process still open on it can never finish now.
-        let broke = c.gather.depart(index);
-        let last = c.freed.iter().all(|&f| f);
-        if last {
-            c.freeing_since = Some(now);
-        }
-        if broke {
-            self.drop_proto(slot, out);
-        } else if last {
-            self.close_proto(slot, now, out);
-        }
-        Ok(())
-    }
-
-    /// Every local member freed communicator `slot`: the protocol settles its last broadcasts
-    /// with the other engines (they close it when their own members free it), after which
-    /// [`Node::reap_freed`] drops it.
-    fn close_proto(&mut self, slot: usize, now: Nanos, out: &mut Outbox) {
-        let Some(proto) = self.comms[slot].as_ref().and_then(|c| c.proto) else { return };
-        let Node { proto: p, finished, jobs, comms, .. } = self;
-        let mut env = NodeEnv { out, jobs, done: finished };
-        p.close_comm(proto, now, &mut env);
-        if let Some(c) = comms[slot].as_mut() {
-            c.pairs.close(p, now, &mut env);
-        }
-    }
-
-    /// Leaves `group` unless a communicator still uses it (ids are drawn at random: only a
-    /// deliberate reuse shares one).
-    fn leave_unless_shared(&mut self, group: &GroupId, out: &mut Outbox) {
-        if !self.comms.iter().flatten().any(|c| c.group == *group) {
-            out.leave(*group);
-        }
-    }
-
-    /// Drops communicator `slot` from the protocol: its operations still running fail.
-    fn drop_proto(&mut self, slot: usize, out: &mut Outbox) {
-        self.calls_dropped(slot);
-        let Some(proto) = self.comms[slot].as_mut().and_then(|c| c.proto.take()) else { return };
-        let Node { proto: p, finished, jobs, comms, pair_done, .. } = self;
-        let mut env = NodeEnv { out, jobs, done: finished };
-        p.destroy_comm(proto, &mut env);
-        if let Some(c) = comms[slot].as_mut() {
-            // Its pairs go with it; what their transfers owe is told now (the communicator
-            // may be reaped before the engine takes them).
-            c.pairs.drop_all(p, &mut env);
-            pair_done.append(&mut c.pairs.done);
-        }
-    }
-
     /// Hands the protocol every slot of communicator `slot` that can start, in order, until one
     /// waits (for its root process, a local process, or a channel).
     fn start_ready(&mut self, slot: usize, now: Nanos, out: &mut Outbox) {
@@ -549,7 +409,7 @@ impl Node {
     }
 
     /// Turns what the protocol finished into deliveries to local processes.
-    fn settle(&mut self, deliveries: &mut Vec<Delivery>) {
+    pub(super) fn settle(&mut self, deliveries: &mut Vec<Delivery>) {
         for (token, outcome) in self.finished.drain(..) {
             if token & PAIR_TOKEN != 0 {
                 self.pair_done.push((token & !PAIR_TOKEN, outcome));
@@ -637,120 +497,6 @@ impl Node {
             take(t);
         }
         next
-    }
-
-    /// Drops the communicators every local member freed, once the protocol settled them with
-    /// the other engines and then [`Node::time_wait`] passed (a member whose last `SYNC_DOWN`
-    /// was lost asks again within it) — or, when a peer never answers, `peer_timeout_ms` after
-    /// the last local member freed it (counted `overdue`).
-    fn reap_freed(&mut self, now: Nanos, out: &mut Outbox, deliveries: &mut Vec<Delivery>) {
-        for slot in 1..self.comms.len() {
-            let Some(c) = self.comms[slot].as_mut() else { continue };
-            let Some(since) = c.freeing_since else { continue };
-            let settled =
-                c.proto.is_none_or(|h| self.proto.is_quiescent(h)) && c.pairs.quiescent(&self.proto);
-            if settled && c.settled_since.is_none() {
-                c.settled_since = Some(now);
-            }
-            let waited = c.settled_since.is_some_and(|t| now.saturating_sub(t) >= self.time_wait);
-            // Broken (its protocol side gone, or a peer declared dead), nobody to answer (no
-            // synchronization children here), or nothing ever synchronized (no broadcast: no
-            // SYNC_DOWN to repeat, and its slot is back at once): nothing to wait for.
-            let nothing_to_repeat = |h| {
-                self.proto.is_broken(h).unwrap_or(true)
-                    || !self.proto.has_sync_children(h)
-                    || self.proto.comm_state(h).is_none_or(|s| s.posted == 0)
-            };
-            // Its pairs too: one used only by doublings may owe a lost SYNC_DOWN there.
-            let gone = c.proto.is_none_or(nothing_to_repeat) && c.pairs.handles().all(nothing_to_repeat);
-            // A call it ended void everywhere may still be asked about (`call_shapes.rs`).
-            if c.calls.lingers(self.free_linger).is_some_and(|t| now < t) {
-                continue;
-            }
-            if (settled && (waited || gone)) || now.saturating_sub(since) > self.free_linger {
-                let group = c.group;
-                self.drop_proto(slot, out);
-                self.settle(deliveries);
-                self.comms[slot] = None;
-                // Left even when a departing process broke the communicator (its protocol side
-                // is gone already).
-                self.leave_unless_shared(&group, out);
-                self.dropped += 1;
-                self.overdue += u64::from(!settled);
-            }
-        }
-    }
-
-    /// Local process `local` left. Every communicator it leaves with a broadcast unfinished is
-    /// dropped from the protocol: its local operations fail with `CommunicatorBroken`, and
-    /// remote engines, no longer answered, fail theirs with `PeerUnreachable` within
-    /// `peer_timeout_ms` rather than wait forever. So is every communicator a *lost* process
-    /// (`lost`: it died without detaching) had not freed — the world too, unless it finalized:
-    /// between two collectives nothing was unfinished here, but the other ranks' next ones
-    /// need its part, which nobody will post (they waited forever: `hw-tests/tests/dpu_qemu.rs`
-    /// on a loaded machine, the host killed between two broadcasts). Communicators it created
-    /// and did not free count as freed by it: once every local member freed or left one, it is
-    /// dropped and its group left like any other. A process that detached without finalizing
-    /// does not close the world: one that takes the rank next continues its sequence.
-    pub(crate) fn local_gone(&mut self, local: u32, lost: bool, now: Nanos, out: &mut Outbox) {
-        for slot in 0..self.comms.len() {
-            let Some(c) = self.comms[slot].as_mut() else { continue };
-            let Some(index) = c.index_of_local(local) else { continue };
-            let owed = lost && !c.freed.get(index as usize).copied().unwrap_or(true);
-            let mut last = false;
-            if slot != 0 {
-                // Membership of a created communicator does not pass to a newcomer.
-                c.rank_of_local[local as usize] = None;
-                c.freed[index as usize] = true;
-                if c.freeing_since.is_none() && c.freed.iter().all(|&f| f) {
-                    c.freeing_since = Some(now);
-                    last = true;
-                }
-            }
-            if c.gather.depart(index) {
-                self.drop_proto(slot, out);
-            } else if owed {
-                c.gather.fail();
-                self.drop_proto(slot, out);
-            } else if last {
-                self.close_proto(slot, now, out);
-            }
-            self.member_left(slot, index, now, out);
-        }
-    }
-
-    /// Local process `local` finalized (`MPI_Finalize`): it posts nothing more on the world.
-    /// Once every local process did, the world is closed — its last synchronization epoch,
-    /// partial as it may be, settles with the other engines as a freed communicator's does
-    /// (every rank posted the same collectives), so nobody pads epochs to leave.
-    pub(crate) fn local_finalized(&mut self, local: u32, now: Nanos, out: &mut Outbox) {
-        let Some(Some(world)) = self.comms.first_mut() else { return };
-        let Some(index) = world.index_of_local(local) else { return };
-        world.freed[index as usize] = true;
-        if world.freed.iter().all(|&f| f) {
-            self.close_proto(0, now, out);
-        }
-    }
-
-    /// A host process took local rank `local`. A world every local process finalized belongs to
-    /// a job that is over here: it opens again for the next one (a daemon engine serving jobs of
-    /// the same shape one after another) at the next epoch boundary — where every engine whose
-    /// processes finalized the same collectives reopens it too — and its gather forgets the
-    /// departures of the last job (the newcomer's node-mates are still to come).
-    pub(crate) fn local_arrived(&mut self, local: u32) {
-        let Some(Some(world)) = self.comms.first_mut() else { return };
-        let Some(index) = world.index_of_local(local) else { return };
-        if world.freed.iter().all(|&f| f) {
-            if let Some(proto) = world.proto {
-                self.proto.reopen_comm(proto);
-                world.pairs.reopen(&mut self.proto);
-            }
-            world.gather.arrive_all();
-            world.calls.reset();
-            world.freed.iter_mut().for_each(|f| *f = false);
-        }
-        world.gather.arrive(index);
-        world.freed[index as usize] = false;
     }
 
     /// Nothing owed to peers or local processes: no broadcast in progress here, and every

@@ -152,8 +152,14 @@ impl Engine {
         self.stalled.clear();
     }
 
-    /// `host` left: its void calls and held descriptors go with it.
+    /// `host` left: its void calls and held descriptors go with it. Each void call was counted
+    /// and never ran, so it counts as skipped (`Gather::skip`): a process that takes the rank
+    /// and continues its calls is told typed, never paired with the others' calls one behind.
     pub(super) fn drop_void_calls(&mut self, host: HostId) {
+        let comms: Vec<u64> = self.stalled.iter().filter(|s| s.host == host).map(|s| s.desc.comm).collect();
+        for comm in comms {
+            self.skipped_call(host, comm);
+        }
         self.stalled.retain(|s| s.host != host);
     }
 
