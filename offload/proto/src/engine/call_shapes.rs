@@ -112,8 +112,9 @@ pub(crate) type Resolved = (u64, u32, u64, Resolution);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Entry {
     Known(Shape),
-    /// This many local members made the call void (and none made it readable yet).
-    Voided(u32),
+    /// Local members made the call void, and none made it readable yet (whether all of them
+    /// did is [`Calls::void_here`]: their counts say it).
+    Voided,
     /// Every rank made it void (the manager found out).
     Everywhere,
     /// The manager gave up asking: it ends as skipped everywhere.
@@ -235,7 +236,7 @@ impl Calls {
     /// Whether every local member still here made call `call` and none could read its shape
     /// (a member that left counts as having made it: it makes no more).
     fn void_here(&self, call: u64) -> bool {
-        let voided = self.history.iter().rev().any(|(k, e)| *k == call && matches!(e, Entry::Voided(_)));
+        let voided = self.history.iter().rev().any(|(k, e)| *k == call && matches!(e, Entry::Voided));
         voided && self.made.iter().zip(&self.gone).all(|(&m, &gone)| gone || m > call)
     }
 
@@ -277,8 +278,8 @@ impl Calls {
             Entry::Known(s) => Some((SHAPE_KNOWN, s)),
             Entry::Everywhere => Some((SHAPE_VOID, none)),
             Entry::Silent => Some((SHAPE_SILENT, none)),
-            Entry::Voided(_) if !manager && self.void_here(k) => Some((SHAPE_VOID, none)),
-            Entry::Voided(_) => None,
+            Entry::Voided if !manager && self.void_here(k) => Some((SHAPE_VOID, none)),
+            Entry::Voided => None,
         }
     }
 }
@@ -339,12 +340,8 @@ impl Node {
             }
             _ => {}
         }
-        let voided = match entry {
-            Some(Entry::Voided(n)) => n + 1,
-            _ => 1,
-        };
         let manager = me == 0;
-        c.calls.record(call, Entry::Voided(voided));
+        c.calls.record(call, Entry::Voided);
         if let Some(w) = c.calls.waiting.iter_mut().find(|w| w.call == call) {
             // Asked already, for a node-mate.
             w.locals.push((index, local));
@@ -381,7 +378,7 @@ impl Node {
         let Some(c) = self.comms[slot].as_mut() else { return };
         c.calls.forget(index);
         let open: Vec<u64> =
-            c.calls.history.iter().filter(|(_, e)| matches!(e, Entry::Voided(_))).map(|(k, _)| *k).collect();
+            c.calls.history.iter().filter(|(_, e)| matches!(e, Entry::Voided)).map(|(k, _)| *k).collect();
         for call in open {
             self.answer_asked(slot, call, out);
         }
@@ -669,10 +666,10 @@ mod tests {
         assert_eq!(calls.answer(0, false), Some((SHAPE_KNOWN, shape(8))));
         assert_eq!(calls.answer(0, true), Some((SHAPE_KNOWN, shape(8))));
         calls.count(0);
-        calls.record(1, Entry::Voided(1));
+        calls.record(1, Entry::Voided);
         assert_eq!(calls.answer(1, false), None, "one of two members made it void: the other may still say");
         calls.count(1);
-        calls.record(1, Entry::Voided(2));
+        calls.record(1, Entry::Voided);
         assert_eq!(calls.answer(1, false).map(|a| a.0), Some(SHAPE_VOID));
         // The manager says void only for every rank, once it heard every engine; that word is
         // final — a shape a node-mate gives later does not replace it.
@@ -687,7 +684,7 @@ mod tests {
     fn a_member_that_left_is_not_waited_for() {
         let mut calls = Calls::new(2);
         calls.count(0);
-        calls.record(0, Entry::Voided(1));
+        calls.record(0, Entry::Voided);
         assert_eq!(calls.answer(0, false), None);
         calls.forget(1);
         assert_eq!(calls.answer(0, false).map(|a| a.0), Some(SHAPE_VOID));
@@ -699,7 +696,7 @@ mod tests {
     #[test]
     fn a_call_recorded_below_the_newest_is_found_not_pushed_twice() {
         let mut calls = Calls::new(1);
-        calls.record(5, Entry::Voided(1));
+        calls.record(5, Entry::Voided);
         calls.record(3, Entry::Known(shape(3)));
         calls.record(4, Entry::Silent);
         calls.record(4, Entry::Known(shape(4)));
