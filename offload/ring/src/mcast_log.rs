@@ -47,7 +47,8 @@
 //!   one [`McastReader::recv`] call examines a bounded number of positions.
 //!
 //! Because every access is atomic there is no data race even with a hostile writer in the same
-//! process; the cost is a word-by-word copy instead of `memcpy`, fine for an emulation NIC.
+//! process; the cost is a copy word by word (whole words, hashed in four chains at once) instead of
+//! `memcpy`.
 //! Under `cfg(loom)` the words are loom atomics on the heap ([`McastLog::new_heap`]) and the
 //! same algorithm code runs.
 use crate::primitive::{AtomicU64, Ordering};
@@ -61,7 +62,7 @@ use std::sync::Arc;
 /// Magic of a multicast log ("RCMCLOG1" little-endian).
 pub const LOG_MAGIC: u64 = u64::from_le_bytes(*b"RCMCLOG1");
 /// Layout version of this module.
-pub const LOG_VERSION: u64 = 2;
+pub const LOG_VERSION: u64 = 3;
 /// Most slots a log may have (bounds the memory an attacker-chosen header makes us accept).
 pub const MAX_LOG_SLOTS: u32 = 1 << 20;
 /// Largest payload a slot may hold.
@@ -101,9 +102,63 @@ fn check_seed(seq: u64) -> u64 {
     mix(0x243f_6a88_85a3_08d3, seq)
 }
 
+/// Independent hash chains of a slot's check: payload word `k` goes into chain `k % LANES`.
+/// One chain is a multiply's latency per word; a 4 KiB datagram's 511 words hashed in one chain
+/// were the largest cost of an 8-node multicast (`McastReader::recv`, 17 % of the samples, with
+/// an out-of-line 8-byte `memcpy` per word: docs/performance.md).
+const LANES: usize = 4;
+
+/// A slot's check being computed: [`LANES`] chains, seeded apart from one another and from the
+/// sequence and meta word, combined in order by [`Check::finish`] (so words swapped between
+/// chains change it too).
+struct Check([u64; LANES]);
+
+impl Check {
+    fn new(seq: u64, meta: u64) -> Check {
+        let seed = mix(check_seed(seq), meta);
+        Check(core::array::from_fn(|j| mix(seed, j as u64)))
+    }
+
+    /// Payload words `4i .. 4i + 4` (a partial last group: only its first words).
+    #[inline(always)]
+    fn group(&mut self, words: &[u64]) {
+        for (lane, &w) in self.0.iter_mut().zip(words) {
+            *lane = mix(*lane, w);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0.iter().fold(0x1319_8a2e_0370_7344, |h, &lane| mix(h, lane))
+    }
+}
+
 static_assertions::const_assert_eq!(W_WRITE_SEQ * 8, 128);
 static_assertions::const_assert_eq!(HEADER_WORDS * 8, 256);
 static_assertions::const_assert!(MAX_LOG_PAYLOAD & 7 == 0);
+
+/// Copies a slot's payload `words` (`Relaxed` loads: the seqlock's data reads) into `out`, its
+/// `out.len()` bytes, feeding `check` — whole 8-byte words in groups of [`LANES`], then the rest.
+fn copy_out(words: &[AtomicU64], out: &mut [u8], check: &mut Check) {
+    let whole = out.len() / (8 * LANES) * (8 * LANES);
+    let (groups, rest) = out.split_at_mut(whole);
+    let (group_words, rest_words) = words.split_at(whole / 8);
+    for (group, src) in groups.chunks_exact_mut(8 * LANES).zip(group_words.chunks_exact(LANES)) {
+        let w: [u64; LANES] = core::array::from_fn(|j| src[j].load(Ordering::Relaxed));
+        check.group(&w);
+        for (bytes, v) in group.chunks_exact_mut(8).zip(w) {
+            bytes.copy_from_slice(&v.to_le_bytes());
+        }
+    }
+    let mut w = [0u64; LANES];
+    let tail = rest.len().div_ceil(8);
+    for (v, src) in w[..tail].iter_mut().zip(rest_words) {
+        *v = src.load(Ordering::Relaxed);
+    }
+    check.group(&w[..tail]);
+    for (bytes, v) in rest.chunks_mut(8).zip(w) {
+        bytes.copy_from_slice(&v.to_le_bytes()[..bytes.len()]);
+    }
+}
 
 /// Slot word of sequence `s` while its writer is copying.
 fn busy(s: u64) -> u64 {
@@ -222,6 +277,20 @@ impl Words {
         // it); every party accesses them only atomically, so a shared reference to an atomic
         // is sound.
         unsafe { self.base.add(i).as_ref() }
+    }
+
+    /// Words `start .. start + n`, bounds-checked once (a datagram's payload: one check, not one
+    /// per word). Same contract as [`Words::at`].
+    fn span(&self, start: usize, n: usize) -> &[AtomicU64] {
+        assert!(
+            start <= self.len && n <= self.len - start,
+            "multicast log words {start}+{n} out of {}",
+            self.len
+        );
+        // SAFETY: `start + n <= len` (checked), and `base` points to `len` valid, 8-aligned
+        // words that live as long as `self` (see `at`); they are only accessed atomically, so a
+        // shared slice of atomics over them is sound.
+        unsafe { core::slice::from_raw_parts(self.base.add(start).as_ptr(), n) }
     }
 }
 
@@ -463,15 +532,33 @@ impl McastLog {
         let words = self.words();
         let meta = payload.len() as u64 | (u64::from(from) << 32);
         words.at(base + 1).store(meta, Ordering::Relaxed);
-        let mut check = mix(check_seed(seq), meta);
-        for (k, chunk) in payload.chunks(8).enumerate() {
+        let mut check = Check::new(seq, meta);
+        let out = words.span(base + SLOT_HEADER_WORDS, payload.len().div_ceil(8));
+        // Whole groups of LANES words (8-byte loads, a chain each), then the rest, its last word
+        // zero-padded.
+        let (groups, rest) = payload.split_at(payload.len() / (8 * LANES) * (8 * LANES));
+        let mut out = out.iter();
+        for group in groups.chunks_exact(8 * LANES) {
+            let w: [u64; LANES] = core::array::from_fn(|j| {
+                u64::from_le_bytes(group[8 * j..8 * j + 8].try_into().unwrap_or([0; 8]))
+            });
+            check.group(&w);
+            for (&v, slot) in w.iter().zip(&mut out) {
+                slot.store(v, Ordering::Relaxed);
+            }
+        }
+        let mut w = [0u64; LANES];
+        for (j, chunk) in rest.chunks(8).enumerate() {
             let mut b = [0u8; 8];
             b[..chunk.len()].copy_from_slice(chunk);
-            let w = u64::from_le_bytes(b);
-            check = mix(check, w);
-            words.at(base + SLOT_HEADER_WORDS + k).store(w, Ordering::Relaxed);
+            w[j] = u64::from_le_bytes(b);
         }
-        words.at(base + CHECK_WORD).store(check, Ordering::Relaxed);
+        let tail = rest.len().div_ceil(8);
+        check.group(&w[..tail]);
+        for (&v, slot) in w[..tail].iter().zip(&mut out) {
+            slot.store(v, Ordering::Relaxed);
+        }
+        words.at(base + CHECK_WORD).store(check.finish(), Ordering::Relaxed);
     }
 
     /// A deliberately broken writer for the loom model: publishes *before* writing the body
@@ -641,20 +728,20 @@ impl McastReader {
             let len = (meta & 0xffff_ffff) as usize;
             let from = (meta >> 32) as u32;
             let ok_len = len <= self.buf.len();
-            let mut check = mix(check_seed(c), meta);
+            let mut check = Check::new(c, meta);
             if ok_len {
-                for (k, out) in self.buf[..len].chunks_mut(8).enumerate() {
-                    let w = words.at(base + SLOT_HEADER_WORDS + k).load(Ordering::Relaxed);
-                    check = mix(check, w);
-                    out.copy_from_slice(&w.to_le_bytes()[..out.len()]);
-                }
+                copy_out(
+                    words.span(base + SLOT_HEADER_WORDS, len.div_ceil(8)),
+                    &mut self.buf[..len],
+                    &mut check,
+                );
             }
             // Acquire fence before the re-check: if any load above saw a store of a later
             // writer, that writer's Release fence (after its busy mark) synchronises with this
             // fence, so the re-load below sees its busy mark or later.
             fence(Ordering::Acquire);
             let w2 = words.at(base).load(Ordering::Relaxed);
-            if w2 != w1 || !ok_len || (self.verify && check != stored) {
+            if w2 != w1 || !ok_len || (self.verify && check.finish() != stored) {
                 // Torn (a newer writer took the slot during the copy), stale words of a writer
                 // whose slot was taken over, or an impossible length.
                 return Step::Lose { to: c.wrapping_add(1) };
