@@ -306,9 +306,10 @@ fn a_stale_writer_scribbling_after_takeover_is_never_delivered() {
 }
 
 /// The payload is copied and checked in groups of four words: every length from 0 to past three
-/// groups comes back exactly (whole groups, a partial group, a partial last word), and a word
-/// changed behind the seqlock's back in any of the four chains — or two words swapped between
-/// chains — is caught by the check and counted lost.
+/// groups comes back exactly (whole groups, a partial group, a partial last word), and any word
+/// changed behind the seqlock's back — in each of the four chains, in whole groups and in a
+/// partial last group, at ten lengths — or two words swapped between chains, is caught by the
+/// check and counted lost.
 #[test]
 fn every_length_round_trips_and_every_word_is_checked() {
     let log = McastLog::new_heap(104, 4).unwrap();
@@ -318,22 +319,25 @@ fn every_length_round_trips_and_every_word_is_checked() {
         let seq = log.write(5, &bytes).unwrap();
         assert_eq!(r.recv(), Some(Datagram { seq, from: 5, payload: &bytes[..] }), "length {len}");
     }
-    // 13 payload words: three whole groups and one word.
+    // A bit flipped in each word in turn, at lengths with whole groups only, a partial last
+    // group (one to three words) and a partial last word; then, at 104 bytes (three whole
+    // groups and one word), words 0 and 1 (chains 0 and 1) swapped.
     let (raw, log) = Raw::new(104, 4);
-    let bytes: Vec<u8> = (0..104u8).map(|k| k.wrapping_mul(7) ^ 0x5a).collect();
-    for tamper in 0..14usize {
-        let seq = log.write(9, &bytes).unwrap();
-        let base = slot(104, (seq % 4) as usize) + 3;
-        if tamper < 13 {
-            raw.word(base + tamper).fetch_xor(1 << (tamper % 64), Relaxed);
-        } else {
-            // Words 0 and 1 (chains 0 and 1) swapped.
-            let (a, b) = (raw.word(base).load(Relaxed), raw.word(base + 1).load(Relaxed));
-            raw.word(base).store(b, Relaxed);
-            raw.word(base + 1).store(a, Relaxed);
+    for len in [1usize, 8, 12, 32, 40, 52, 60, 88, 100, 104] {
+        let bytes: Vec<u8> = (0..len).map(|k| (k as u8).wrapping_mul(7) ^ 0x5a).collect();
+        for tamper in 0..len.div_ceil(8) + usize::from(len == 104) {
+            let seq = log.write(9, &bytes).unwrap();
+            let base = slot(104, (seq % 4) as usize) + 3;
+            if tamper < len.div_ceil(8) {
+                raw.word(base + tamper).fetch_xor(1 << (tamper % 8), Relaxed);
+            } else {
+                let (a, b) = (raw.word(base).load(Relaxed), raw.word(base + 1).load(Relaxed));
+                raw.word(base).store(b, Relaxed);
+                raw.word(base + 1).store(a, Relaxed);
+            }
+            let mut r = log.reader_at(seq, None);
+            assert_eq!(r.recv().map(|d| d.seq), None, "length {len}, word {tamper} changed: delivered");
+            assert_eq!(r.lost(), 1);
         }
-        let mut r = log.reader_at(seq, None);
-        assert_eq!(r.recv().map(|d| d.seq), None, "word {tamper} changed: must not be delivered");
-        assert_eq!(r.lost(), 1);
     }
 }
