@@ -2,7 +2,8 @@
 //! once the message MAC covers it — and completes only after the message is verified and every
 //! part is stored (the completion follows the bytes it reports). Driven by hand: two protocol
 //! instances, the root's host memory reached at once, the receiver's through DMA jobs that stay
-//! pending until the test answers them, as a DPU's DMA engine does.
+//! pending until the test answers them, as a DPU's DMA engine does. And the root's side of it:
+//! the root seals its fragments a batch per pass of its driver, not all at once.
 use ringcast_abi::StatusKind;
 use ringcast_proto::comm::auth::Secret;
 use ringcast_proto::comm::{CommSpec, GroupId, Layout, PeerId};
@@ -22,6 +23,8 @@ struct Host {
     done: Vec<Outcome>,
     defer: bool,
     pending: Vec<(DmaToken, u64)>,
+    /// Frames the driver says it still holds queued ([`Env::backlog`]).
+    backlog: usize,
 }
 
 impl Env for Host {
@@ -40,6 +43,9 @@ impl Env for Host {
     }
     fn complete(&mut self, _: u64, outcome: Outcome) {
         self.done.push(outcome);
+    }
+    fn backlog(&self) -> usize {
+        self.backlog
     }
 }
 
@@ -79,7 +85,7 @@ fn feed(p: &mut Protocol, host: &mut Host, frames: &[Vec<u8>]) {
 }
 
 /// Posts at both ranks, lets the root have the receiver's READY (a 1 MiB broadcast on two ranks
-/// is a rendezvous) and returns the fragments the root then sent, in order.
+/// is a rendezvous) and run its batches, and returns the fragments the root sent, in order.
 fn start(engines: &mut [(Protocol, Host); 2], len: u32) -> Vec<Vec<u8>> {
     let buf = Resolved { segment: SegmentHandle(1), offset: 0 };
     let comm = CommHandle(0);
@@ -92,6 +98,10 @@ fn start(engines: &mut [(Protocol, Host); 2], len: u32) -> Vec<Vec<u8>> {
     for (to, f) in readies {
         assert_eq!(to, PeerId(0));
         root.on_frame(PeerId(1), &f, 1_000, root_host);
+    }
+    // The root sends a batch per timer pass, each due at once.
+    while root.next_timeout().is_some_and(|t| t <= 1_000) {
+        root.on_timeout(1_000, root_host);
     }
     let frames: Vec<Vec<u8>> =
         root_host.sent.drain(..).filter_map(|(to, f)| (to == PeerId(1)).then_some(f)).collect();
@@ -205,4 +215,50 @@ fn parts_of_a_destroyed_communicators_broadcast_move_nothing_and_touch_its_succe
         p1.dma_done(token, true, 60_000, host1);
     }
     assert_eq!(host1.done.len(), 1, "the late answers completed nothing of the new broadcast");
+}
+
+/// The root seals a 1 MiB message a batch at a time: after the receiver's READY at most 32
+/// fragments are out; each timer pass — due at once — adds at most 32, and none while its
+/// driver still holds more than 64 frames queued; and the batches make the whole message, which
+/// the receiver completes `Ok` with the root's bytes.
+#[test]
+fn the_root_sends_a_batch_per_pass_and_waits_while_its_queue_is_long() {
+    let len = 1 << 20;
+    let mut engines = pair(len);
+    let buf = Resolved { segment: SegmentHandle(1), offset: 0 };
+    for (p, host) in engines.iter_mut() {
+        let post = Post { comm: CommHandle(0), root: 0, buf, len, token: 1, context: 0, window: 0 };
+        p.post_bcast(post, 0, host).unwrap();
+    }
+    let readies: Vec<_> = engines[1].1.sent.drain(..).collect();
+    let [(root, root_host), (p1, host1)] = &mut engines;
+    for (_, f) in readies {
+        root.on_frame(PeerId(1), &f, 1_000, root_host);
+    }
+    let first = root_host.sent.len();
+    assert!((1..=32).contains(&first), "the first batch: {first} frames");
+    // The driver's queue is long: the root's timer comes due, and it seals nothing.
+    root_host.backlog = 65;
+    assert!(root.next_timeout().is_some_and(|t| t <= 1_000), "the next batch is due at once");
+    root.on_timeout(1_000, root_host);
+    assert_eq!(root_host.sent.len(), first, "no batch while 65 frames wait");
+    root_host.backlog = 64;
+    let mut passes = 0;
+    while root.next_timeout().is_some_and(|t| t <= 1_000) {
+        let before = root_host.sent.len();
+        root.on_timeout(1_000, root_host);
+        assert!(
+            root_host.sent.len() - before <= 32,
+            "pass {passes}: {} frames",
+            root_host.sent.len() - before
+        );
+        passes += 1;
+    }
+    let frames: Vec<_> = root_host.sent.drain(..).map(|(_, f)| f).collect();
+    assert!(passes >= frames.len() / 32, "{} frames in {passes} passes", frames.len());
+    host1.defer = false;
+    feed(p1, host1, &frames);
+    let outcome = host1.done.first().expect("the receiver completed");
+    assert_eq!((outcome.status, outcome.bytes), (StatusKind::Ok, u64::from(len)));
+    assert!(host1.mem == root_host.mem, "the receiver holds the root's message");
 }

@@ -130,6 +130,11 @@ pub(crate) struct Outbox {
 }
 
 impl Outbox {
+    /// Actions queued and not yet polled by the driver (frames, mostly).
+    pub(crate) fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
     pub(crate) fn send(&mut self, to: PeerId, lane: u8, frame: &[u8]) {
         self.send_with(to, lane, frame.len(), &mut |out| {
             out.copy_from_slice(frame);

@@ -115,6 +115,10 @@ impl Env for NodeEnv<'_> {
     fn complete(&mut self, token: u64, outcome: Outcome) {
         self.done.push((token, outcome));
     }
+
+    fn backlog(&self) -> usize {
+        self.out.queued()
+    }
 }
 
 /// The protocol and the communicators of one engine.

@@ -50,6 +50,12 @@ pub trait Env {
     fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus;
     /// The broadcast posted with `token` is over.
     fn complete(&mut self, token: u64, outcome: Outcome);
+    /// Frames handed over and not yet on the fabric (a driver's queue). A root sends its next
+    /// batch of fragments only while this is short: it builds frames at the pace the fabric
+    /// takes them. A driver that sends at once says 0.
+    fn backlog(&self) -> usize {
+        0
+    }
 }
 
 /// Where [`Env::send_built`] sends: one peer on a lane, or a multicast group.

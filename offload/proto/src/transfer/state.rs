@@ -22,6 +22,10 @@ pub(crate) enum State {
     RootDelay { at: Nanos, ready: bool },
     /// Root loading its message from host memory (a DMA job in flight).
     Loading,
+    /// Root sending its message a batch at a time ([`crate::collective::bcast`]'s
+    /// `ROOT_BATCH`): `next` sends of the algorithm's order are done, the next batch is due at
+    /// `at`. Over (`Done`) once the last is sent.
+    Sending { next: u32, at: Nanos },
     /// Non-root receiving.
     Receiving,
     /// Non-root with every fragment and a good MAC, storing the message into host memory (a

@@ -1,5 +1,5 @@
-//! The protocol's timers: root delays, repair requests, dead peers, synchronization retries and
-//! probes.
+//! The protocol's timers: root delays, a root's next batch of fragments, repair requests, dead
+//! peers, synchronization retries and probes.
 use crate::comm::{sync_children, sync_parent};
 use crate::schedule::bcast as algo;
 use crate::transfer::env::{CommHandle, Env};
@@ -71,7 +71,7 @@ impl Protocol {
         let mut at = |t: Nanos| next = Some(next.map_or(t, |n: Nanos| n.min(t)));
         for op in c.ops.iter().flatten() {
             match op.state {
-                State::RootDelay { at: t, .. } => at(t),
+                State::RootDelay { at: t, .. } | State::Sending { at: t, .. } => at(t),
                 State::Receiving => {
                     at(op.nack_at);
                     at(op.heard + self.peer_timeout);
@@ -102,6 +102,7 @@ impl Protocol {
             let Some(op) = c.ops[slot].as_mut() else { continue };
             match op.state {
                 State::RootDelay { .. } => self.advance_root(comm, slot, now, env),
+                State::Sending { .. } => self.send_batch(comm, slot, now, env),
                 State::Receiving if now >= op.heard + self.peer_timeout => {
                     op.state = State::Failed;
                     c.broken = true;
