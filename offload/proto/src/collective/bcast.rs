@@ -23,14 +23,17 @@ use ringcast_abi::StatusKind;
 /// How long a root waits for the picked rank's "ready" before it multicasts anyway.
 pub(crate) const READY_WAIT_MAX: Nanos = 10_000_000;
 
-/// Sends a root makes per pass of its driver ([`Protocol::send_batch`]): 32 fragments, 128 KiB
-/// on `shm`. A message of up to 32 fragments goes in one step, as before batches; a longer one
-/// starts leaving after its first 32. (16 measured the same at 1 MiB on 2 nodes; it split a
-/// 64 KiB message — 17 fragments on `shm` — over two passes of its driver, which 8 engines on
-/// 2 cores can separate by a scheduling quantum.)
+/// Steps of its send order a root takes per pass of its driver ([`Protocol::send_batch`]): a
+/// step is one frame for multicast, binomial and linear (a fragment to the group or to one
+/// child), one fragment to every lane for the pipelined trees. A broadcast of up to 32 steps
+/// (a 2-rank broadcast of up to 128 KiB on `shm`) goes in one step of the engine, as before
+/// batches; a longer one starts leaving after its first 32. (16 measured the same at 1 MiB on
+/// 2 nodes, and split a 64 KiB message — 17 fragments on `shm` — over two passes of its
+/// driver, which 8 engines on 2 cores can separate by a scheduling quantum.)
 pub(crate) const ROOT_BATCH: u32 = 32;
 
-/// Frames a driver may hold queued before a root seals its next batch: two batches.
+/// Actions ([`Env::backlog`]: frames, mostly) a driver may hold queued before a root seals
+/// its next batch: two batches' worth.
 pub(crate) const ROOT_BACKLOG: usize = 2 * ROOT_BATCH as usize;
 
 impl Protocol {
@@ -289,11 +292,11 @@ impl Protocol {
         self.send_batch(comm, slot, now, env);
     }
 
-    /// Sends the root's next batch: at most [`ROOT_BATCH`] sends of the algorithm's order
+    /// Sends the root's next batch: at most [`ROOT_BATCH`] steps of the algorithm's order
     /// (multicast: the fragments to the group, then — without selective repair — each one
     /// forwarded; binomial and linear: child by child, every fragment to each; the pipelined
     /// trees: fragment by fragment to every lane). The timer table brings it back for the next
-    /// batch on the driver's next pass, and not while more than [`ROOT_BACKLOG`] frames wait
+    /// batch on the driver's next pass, and not while more than [`ROOT_BACKLOG`] actions wait
     /// in the driver's queue: the first fragments are on their way — and the receivers at work
     /// on them — while the root still seals the rest, where a 1 MiB message's 257 frames were
     /// all sealed (MAC, CRC, copy) before the first one left.

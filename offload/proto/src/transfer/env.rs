@@ -50,9 +50,11 @@ pub trait Env {
     fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus;
     /// The broadcast posted with `token` is over.
     fn complete(&mut self, token: u64, outcome: Outcome);
-    /// Frames handed over and not yet on the fabric (a driver's queue). A root sends its next
-    /// batch of fragments only while this is short: it builds frames at the pace the fabric
-    /// takes them. A driver that sends at once says 0.
+    /// Actions handed over and not yet taken by the driver (its queue: frames, mostly). A root
+    /// seals its next batch of fragments only while this is short, so a driver that falls
+    /// behind is not handed the rest of a message at once; the engine's runner empties its
+    /// queue on every pass, so there a root seals a batch per pass. A driver that sends at
+    /// once says 0.
     fn backlog(&self) -> usize {
         0
     }

@@ -48,9 +48,10 @@ impl Protocol {
                         self.advance_root(comm, slot, now, env);
                         return;
                     }
-                    // Sent already but its MAC not finished (it cannot be, the last fragment
-                    // finishes it; kept for any send order): finish it — not before the message is
-                    // loaded (its bits are filled then): the channel holds nothing of it yet.
+                    // Sending or sent, its MAC not finished (a root still `Sending` has not yet
+                    // sealed its last fragment, which finishes it): finish it — not before the
+                    // message is loaded (its bits are filled then): the channel holds nothing of it
+                    // yet.
                     if op.bits.is_complete() {
                         root_mac_through(op, &c.channels[slot], op.geo.count().saturating_sub(1));
                     }
