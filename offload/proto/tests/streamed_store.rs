@@ -23,7 +23,7 @@ struct Host {
     done: Vec<Outcome>,
     defer: bool,
     pending: Vec<(DmaToken, u64)>,
-    /// Frames the driver says it still holds queued ([`Env::backlog`]).
+    /// Actions the driver says it still holds queued ([`Env::backlog`]).
     backlog: usize,
 }
 
@@ -219,7 +219,7 @@ fn parts_of_a_destroyed_communicators_broadcast_move_nothing_and_touch_its_succe
 
 /// The root seals a 1 MiB message a batch at a time: after the receiver's READY at most 32
 /// fragments are out; each timer pass — due at once — adds at most 32, and none while its
-/// driver still holds more than 64 frames queued; and the batches make the whole message, which
+/// driver still holds more than 64 actions queued; and the batches make the whole message, which
 /// the receiver completes `Ok` with the root's bytes.
 #[test]
 fn the_root_sends_a_batch_per_pass_and_waits_while_its_queue_is_long() {
@@ -241,7 +241,7 @@ fn the_root_sends_a_batch_per_pass_and_waits_while_its_queue_is_long() {
     root_host.backlog = 65;
     assert!(root.next_timeout().is_some_and(|t| t <= 1_000), "the next batch is due at once");
     root.on_timeout(1_000, root_host);
-    assert_eq!(root_host.sent.len(), first, "no batch while 65 frames wait");
+    assert_eq!(root_host.sent.len(), first, "no batch while 65 actions wait");
     root_host.backlog = 64;
     let mut passes = 0;
     while root.next_timeout().is_some_and(|t| t <= 1_000) {

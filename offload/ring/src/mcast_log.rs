@@ -47,8 +47,8 @@
 //!   one [`McastReader::recv`] call examines a bounded number of positions.
 //!
 //! Because every access is atomic there is no data race even with a hostile writer in the same
-//! process; the cost is a copy word by word (whole words, hashed in four chains at once) instead of
-//! `memcpy`.
+//! process; the cost is a copy word by word (whole words, hashed in four chains at once)
+//! instead of `memcpy`.
 //! Under `cfg(loom)` the words are loom atomics on the heap ([`McastLog::new_heap`]) and the
 //! same algorithm code runs.
 use crate::primitive::{AtomicU64, Ordering};

@@ -23,7 +23,7 @@ pub(crate) enum State {
     /// Root loading its message from host memory (a DMA job in flight).
     Loading,
     /// Root sending its message a batch at a time ([`crate::collective::bcast`]'s
-    /// `ROOT_BATCH`): `next` sends of the algorithm's order are done, the next batch is due at
+    /// `ROOT_BATCH`): `next` steps of the algorithm's send order are done, the next batch is due at
     /// `at`. Over (`Done`) once the last is sent.
     Sending { next: u32, at: Nanos },
     /// Non-root receiving.

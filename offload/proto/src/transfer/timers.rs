@@ -30,8 +30,7 @@ impl Protocol {
     }
 
     /// Timers: root delays, a root's next batch, repair requests, dead peers, synchronization
-    /// retries. Only the
-    /// communicators whose deadline is due are visited, each once per call.
+    /// retries. Only the communicators whose deadline is due are visited, each once per call.
     pub fn on_timeout(&mut self, now: Nanos, env: &mut impl Env) {
         let mut due = core::mem::take(&mut self.due);
         due.clear();
@@ -66,7 +65,8 @@ impl Protocol {
     }
 
     /// The earliest of `c`'s deadlines: its operations' root delays, next batches (due at once),
-    /// repair requests and peer silences, and (unless broken) its synchronization's retry, probe and silence.
+    /// repair requests and peer silences, and (unless broken) its synchronization's retry, probe
+    /// and silence.
     fn deadline_of(&self, c: &Comm) -> Option<Nanos> {
         let mut next: Option<Nanos> = None;
         let mut at = |t: Nanos| next = Some(next.map_or(t, |n: Nanos| n.min(t)));
