@@ -13,11 +13,11 @@
 //!   cookie) are kept in arrival order and returned by later `poll`/`wait` calls.
 use crate::error::{Error, Result};
 use crate::handshake::{self, call, AttachOptions};
+use crate::regions::Region;
 use crate::shared_buf::SharedBuf;
 use ringcast_abi::ctl::{CtlKind, CtlMsg, CtlStatus};
-use ringcast_abi::{Access, Completion, RegionKey, RegionRef, StatusKind, SubmissionDescriptor};
+use ringcast_abi::{Completion, RegionKey, RegionRef, StatusKind, SubmissionDescriptor};
 use ringcast_offload::ctl::CtlSock;
-pub use ringcast_offload::runner::net::{CommStats, NetStats};
 use ringcast_offload::runner::{spawn_thread, Driver, Idle, ThreadEngine};
 use ringcast_offload::{ctl, Config};
 use ringcast_ring::attach::HostRings;
@@ -32,101 +32,18 @@ const DEADLINE_EVERY: u32 = 64;
 /// engine's liveness.
 const PARK_MAX: Duration = Duration::from_millis(5);
 
-/// Counters of the engine a host is attached to.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct EngineStats {
-    /// Hosts attached now.
-    pub hosts_attached: u32,
-    /// Hosts that went away without detaching.
-    pub hosts_lost: u32,
-    /// Descriptors completed `Ok`.
-    pub completed_ok: u64,
-    /// Descriptors completed with an error status.
-    pub completed_err: u64,
-    /// Descriptors dead hosts left in their submission rings.
-    pub dropped_in_flight: u64,
-}
-
-/// One communicator of the engine, as [`Host::comm_list`] reads it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CommInfo {
-    /// Its handle (0: the world).
-    pub handle: u64,
-    /// Ranks in all, engines they sit on, and ranks on this engine.
-    pub ranks: u32,
-    /// See `ranks`.
-    pub engines: u32,
-    /// See `ranks`.
-    pub local_members: u32,
-    /// Broadcast ids posted at this engine (composed collectives count one per part).
-    pub posted: u32,
-    /// Synchronization epochs completed.
-    pub synced_epochs: u32,
-    /// A member unreachable, or a local process left mid-collective.
-    pub broken: bool,
-    /// Closed here (freed, or the world finalized): its last epoch settles.
-    pub closing: bool,
-    /// Every local member freed it; dropped once settled.
-    pub freeing: bool,
-    /// Multicast failed over to point-to-point.
-    pub failed_over: bool,
-}
-
-/// A registered region, named by its key: a [`SharedBuf`] range the engine may access, or a
-/// range of this process's memory registered in place by address ([`Host::register_memory`],
-/// host-owned-ring hosts only).
-#[derive(Debug, Clone)]
-pub struct Region {
-    key: RegionKey,
-    offset: u64,
-    len: u64,
-    buf: Option<SharedBuf>,
-}
-
-impl Region {
-    /// The engine's key.
-    pub fn key(&self) -> RegionKey {
-        self.key
-    }
-
-    /// Length in bytes.
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-
-    /// Never empty (registration refuses length 0).
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
-    /// Offset of the region inside its buffer.
-    pub fn buf_offset(&self) -> u64 {
-        self.offset
-    }
-
-    /// The buffer it covers (`None`: memory registered in place).
-    pub fn buf(&self) -> Option<&SharedBuf> {
-        self.buf.as_ref()
-    }
-
-    /// `(key, offset)` for a descriptor.
-    pub fn at(&self, offset: u64) -> RegionRef {
-        RegionRef { key: self.key, offset }
-    }
-}
-
 /// A host process's attachment to an engine.
 pub struct Host {
-    sock: CtlSock,
-    rings: HostRings,
+    pub(crate) sock: CtlSock,
+    pub(crate) rings: HostRings,
     /// The rings live in this process and the engine reaches them and every registered buffer
     /// by DMA (`cma`): buffers register by address, and the engine wakes a sleeping host with a
     /// `WAKE` on the control connection instead of a futex.
-    host_owned: bool,
+    pub(crate) host_owned: bool,
     /// The RDMA end its memory is exposed through (`rdma` backend).
-    rdma: Option<crate::rdma::RdmaEnd>,
+    pub(crate) rdma: Option<crate::rdma::RdmaEnd>,
     /// Why the engine detached this host, if it said so (an unasked `ERROR`).
-    detached_by_engine: Option<CtlStatus>,
+    pub(crate) detached_by_engine: Option<CtlStatus>,
     host_id: u32,
     engine_pid: u32,
     /// The CPU the engine's thread is pinned to, as it said at attach.
@@ -140,7 +57,7 @@ pub struct Host {
     /// Reaped but not yet handed to the caller.
     stash: VecDeque<Completion>,
     /// Keys of late `REGISTER_OK`s nobody holds, deregistered at the next request.
-    orphans: Vec<RegionKey>,
+    pub(crate) orphans: Vec<RegionKey>,
     idle_config: Config,
     /// Sizes of the communicators this process created (the world's is in `idle_config`): a
     /// barrier's scratch holds one byte per rank.
@@ -322,7 +239,12 @@ impl Host {
         }
     }
 
-    fn request(&mut self, mut msg: CtlMsg, buf: Option<&SharedBuf>, what: &'static str) -> Result<CtlMsg> {
+    pub(crate) fn request(
+        &mut self,
+        mut msg: CtlMsg,
+        buf: Option<&SharedBuf>,
+        what: &'static str,
+    ) -> Result<CtlMsg> {
         msg.seq = self.next_seq;
         self.next_seq += 1;
         let mut orphans: Vec<RegionKey> = std::mem::take(&mut self.orphans);
@@ -346,225 +268,6 @@ impl Host {
             let _ = self.request(req, None, "deregister");
         }
         reply
-    }
-
-    /// Registers all of `buf`.
-    pub fn register(&mut self, buf: &SharedBuf, access: Access) -> Result<Region> {
-        self.register_range(buf, 0, buf.len() as u64, access)
-    }
-
-    /// Registers `len` bytes at `offset` of `buf`.
-    pub fn register_range(
-        &mut self,
-        buf: &SharedBuf,
-        offset: u64,
-        len: u64,
-        access: Access,
-    ) -> Result<Region> {
-        match offset.checked_add(len) {
-            Some(end) if end <= buf.len() as u64 && len > 0 => {}
-            _ => return Err(Error::OutOfBounds { offset, len, size: buf.len() as u64 }),
-        }
-        let reply = if self.host_owned {
-            // By address: the engine maps nothing; it reaches the range by DMA.
-            self.register_addr(buf.as_ptr() as u64 + offset, len, access)?
-        } else {
-            let mut req = CtlMsg::new(CtlKind::REGISTER);
-            req.a = access.0;
-            req.c = buf.len() as u64;
-            req.d = offset;
-            req.e = len;
-            self.request(req, Some(buf), "register")?
-        };
-        match reply.kind {
-            CtlKind::REGISTER_OK => {
-                Ok(Region { key: RegionKey(reply.a), offset, len, buf: Some(buf.clone()) })
-            }
-            _ => Err(Error::Refused { request: "register", status: reply.status }),
-        }
-    }
-
-    /// Whether this host registers memory in place ([`Host::register_memory`]): its engine
-    /// reaches it by DMA (`cma`), not through shared mappings.
-    pub fn registers_in_place(&self) -> bool {
-        self.host_owned
-    }
-
-    /// Registers `len` bytes of this process's memory at `ptr` in place — no copy, no shared
-    /// buffer: an MPI user buffer as it is. Only where the engine reaches host memory by DMA
-    /// ([`Host::registers_in_place`]; else `Refused` with `BACKEND`, without asking).
-    ///
-    /// # Safety
-    /// The range must stay allocated while registered, and while an operation naming it is
-    /// outstanding the engine reads or writes it behind the compiler's back: no Rust reference
-    /// to those bytes may be used until the operation's completion (as for a buffer handed to
-    /// a NIC).
-    pub unsafe fn register_memory(&mut self, ptr: *const u8, len: usize, access: Access) -> Result<Region> {
-        if !self.host_owned {
-            return Err(Error::Refused { request: "register", status: CtlStatus::BACKEND });
-        }
-        if ptr.is_null() || len == 0 {
-            return Err(Error::OutOfBounds { offset: ptr as u64, len: len as u64, size: 0 });
-        }
-        let reply = self.register_addr(ptr as u64, len as u64, access)?;
-        match reply.kind {
-            CtlKind::REGISTER_OK => {
-                Ok(Region { key: RegionKey(reply.a), offset: 0, len: len as u64, buf: None })
-            }
-            _ => Err(Error::Refused { request: "register", status: reply.status }),
-        }
-    }
-
-    /// `REGISTER_ADDR` of `len` bytes at `addr` of this process (exposed to the engine's queue
-    /// pair first with `rdma`: the request carries the rkey).
-    fn register_addr(&mut self, addr: u64, len: u64, access: Access) -> Result<CtlMsg> {
-        let mut req = CtlMsg::new(CtlKind::REGISTER_ADDR);
-        req.a = access.0;
-        req.c = addr;
-        req.e = len;
-        if let Some(end) = self.rdma.as_mut() {
-            req.b = end.expose(addr, len, access.0 & Access::WRITE.0 != 0)?;
-        }
-        let reply = self.request(req, None, "register");
-        if let Some(end) = self.rdma.as_mut() {
-            end.answered(match &reply {
-                Ok(r) if r.kind == CtlKind::REGISTER_OK => Ok(Some(RegionKey(r.a))),
-                Ok(_) => Ok(None),
-                Err(_) => Err(()),
-            });
-        }
-        reply
-    }
-
-    /// Deregisters a region. Descriptors naming it that the engine has not taken yet complete
-    /// with `UnknownRegion`; a COPY the engine is executing on it fails with `OutOfBounds`.
-    pub fn deregister(&mut self, region: Region) -> Result<()> {
-        self.deregister_key(region.key)
-    }
-
-    /// Deregisters by key.
-    pub fn deregister_key(&mut self, key: RegionKey) -> Result<()> {
-        let mut req = CtlMsg::new(CtlKind::DEREGISTER);
-        req.a = key.0;
-        let reply = self.request(req, None, "deregister")?;
-        match reply.kind {
-            CtlKind::DEREGISTER_OK => {
-                if let Some(end) = self.rdma.as_mut() {
-                    end.deregistered(key);
-                }
-                Ok(())
-            }
-            _ => Err(Error::Refused { request: "deregister", status: reply.status }),
-        }
-    }
-
-    /// The engine's counters.
-    pub fn stats(&mut self) -> Result<EngineStats> {
-        let r = self.request(CtlMsg::new(CtlKind::STATS), None, "stats")?;
-        if r.kind != CtlKind::STATS_OK {
-            return Err(Error::Refused { request: "stats", status: r.status });
-        }
-        Ok(EngineStats {
-            hosts_attached: r.a,
-            hosts_lost: r.b,
-            completed_ok: r.c,
-            completed_err: r.d,
-            dropped_in_flight: r.e,
-        })
-    }
-
-    /// The engine's broadcast counters (`Refused` from an engine without a fabric).
-    pub fn net_stats(&mut self) -> Result<NetStats> {
-        let r = self.request(CtlMsg::new(CtlKind::NET_STATS), None, "net stats")?;
-        if r.kind != CtlKind::NET_STATS_OK {
-            return Err(Error::Refused { request: "net stats", status: r.status });
-        }
-        Ok(NetStats {
-            syncs: u64::from(r.a),
-            overrun: u64::from(r.b),
-            crc_drops: r.c,
-            other_drops: r.d,
-            repair_frames: r.e,
-        })
-    }
-
-    /// The engine's communicators and multicast groups now (`Refused` from an engine without a
-    /// fabric).
-    pub fn comm_stats(&mut self) -> Result<CommStats> {
-        let r = self.request(CtlMsg::new(CtlKind::COMMS), None, "comm stats")?;
-        if r.kind != CtlKind::COMMS_OK {
-            return Err(Error::Refused { request: "comm stats", status: r.status });
-        }
-        Ok(CommStats { alive: r.a, groups: r.b, created: r.c, dropped: r.d, freeing: r.e, overdue: 0 })
-    }
-
-    /// Every counter of the engine, in the order of `ringcast_abi::counters::ALL` (three per
-    /// `COUNTERS` request): what `ringcast stats` shows. An engine of this ABI version has the
-    /// same table, so the values line up with the names.
-    pub fn counters(&mut self) -> Result<Vec<u64>> {
-        let mut values = Vec::with_capacity(ringcast_abi::counters::COUNT);
-        let mut total = ringcast_abi::counters::COUNT;
-        while values.len() < total {
-            let mut m = CtlMsg::new(CtlKind::COUNTERS);
-            m.a = values.len() as u32;
-            let r = self.request(m, None, "counters")?;
-            if r.kind != CtlKind::COUNTERS_OK || r.a != m.a {
-                return Err(Error::Refused { request: "counters", status: r.status });
-            }
-            total = (r.b as usize).min(ringcast_abi::counters::COUNT);
-            values.extend([r.c, r.d, r.e]);
-        }
-        values.truncate(total);
-        Ok(values)
-    }
-
-    /// Every communicator alive at the engine, the world first (`COMM_LIST`, two pages each;
-    /// an engine without a fabric has none).
-    pub fn comm_list(&mut self) -> Result<Vec<CommInfo>> {
-        use ringcast_abi::ctl::{COMM_BROKEN, COMM_CLOSING, COMM_FAILED_OVER, COMM_FREEING};
-        let mut out = Vec::new();
-        loop {
-            // `None`: past the end of the table (`ERROR BAD_REQUEST`, the count in `b`).
-            let page = |this: &mut Self, b: u32, at: u32| -> Result<Option<CtlMsg>> {
-                let mut m = CtlMsg::new(CtlKind::COMM_LIST);
-                (m.a, m.b) = (at, b);
-                let r = this.request(m, None, "comm list")?;
-                match r.kind {
-                    CtlKind::COMM_LIST_OK if r.a == at => Ok(Some(r)),
-                    CtlKind::ERROR if r.status == CtlStatus::BAD_REQUEST && r.b <= at => Ok(None),
-                    _ => Err(Error::Refused { request: "comm list", status: r.status }),
-                }
-            };
-            let at = out.len() as u32;
-            // An engine serves at most `max_comms` (a u16-sized table): more is not an engine.
-            if at > u32::from(u16::MAX) {
-                return Err(Error::Refused { request: "comm list", status: CtlStatus::LIMIT });
-            }
-            let Some(first) = page(self, 0, at)? else { break };
-            // The table may change between the two pages: what was read is the list then.
-            let Some(second) = page(self, 1, at)? else { break };
-            if second.e != first.c {
-                break;
-            }
-            let (lo, hi) = (|v: u64| v as u32, |v: u64| (v >> 32) as u32);
-            let flag = |bit: u64| second.d & bit != 0;
-            out.push(CommInfo {
-                handle: first.c,
-                ranks: lo(first.d),
-                engines: hi(first.d),
-                posted: lo(first.e),
-                synced_epochs: hi(first.e),
-                local_members: second.c as u32,
-                broken: flag(COMM_BROKEN),
-                closing: flag(COMM_CLOSING),
-                freeing: flag(COMM_FREEING),
-                failed_over: flag(COMM_FAILED_OVER),
-            });
-            if out.len() >= first.b as usize {
-                break;
-            }
-        }
-        Ok(out)
     }
 
     /// Posts one descriptor without blocking.

@@ -26,13 +26,17 @@ mod error;
 mod handshake;
 mod host;
 pub mod netns;
+mod queries;
 mod rdma;
+mod regions;
 pub mod selftest;
 mod shared_buf;
 
 pub use error::{Error, Result};
 pub use handshake::AttachOptions;
-pub use host::{CommInfo, CommStats, EngineStats, Host, NetStats, Region};
+pub use host::Host;
+pub use queries::{CommInfo, CommStats, EngineStats, NetStats};
+pub use regions::Region;
 pub use ringcast_abi::{
     Access, Completion, DataType, ReduceOp, RegionKey, RegionRef, Status, StatusKind, SubmissionDescriptor,
 };
