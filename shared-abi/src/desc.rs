@@ -1,7 +1,7 @@
 //! The submission descriptor: one 64-byte entry of a host's submission ring.
 //!
 //! Memory is always named by (region key, offset, length) from the engine's registration table,
-//! never by address: the engine resolves and bounds-checks every reference (DESIGN §5).
+//! never by address: the engine resolves and bounds-checks every reference (docs/design.md §5).
 use crate::opcode::Opcode;
 use crate::reg::RegionKey;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};

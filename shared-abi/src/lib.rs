@@ -7,7 +7,7 @@
 //! * **host ↔ daemon control socket**: the fixed-size messages of [`ctl`];
 //! * **engine ↔ engine** (the fabric): the datagram header [`WireHeader`].
 //!
-//! Rules (DESIGN §2, STYLE "ABI structs"): `#[repr(C)]`, fixed-width integers, explicit padding,
+//! Rules (docs/design.md §2, STYLE "ABI structs"): `#[repr(C)]`, fixed-width integers, explicit padding,
 //! no `usize`/`bool`/Rust enums (a `u8`/`u16` newtype with `TryFrom` instead), a `const` assertion
 //! on every size, alignment and field offset, and the same layout on x86-64 and aarch64
 //! (checked against `fixtures/abi-layout.txt` by [`layout`]). The engine refuses a host whose

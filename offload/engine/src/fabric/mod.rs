@@ -1,4 +1,4 @@
-//! Fabrics: what moves the protocol's datagrams between engines (DESIGN §4). Unreliable by
+//! Fabrics: what moves the protocol's datagrams between engines (docs/design.md §4). Unreliable by
 //! contract — a fabric may drop, and must never corrupt silently (the protocol's CRC and digest
 //! catch the rest); the protocol core makes delivery reliable.
 //!

@@ -1,4 +1,4 @@
-//! The shared-memory emulation fabric (DESIGN §4): the polling-thread emulation NIC, across
+//! The shared-memory emulation fabric (docs/design.md §4): the polling-thread emulation NIC, across
 //! real processes on one machine, in safe code over `ringcast-ring`'s shared-memory types.
 //!
 //! * Multicast: one [`McastLog`] per group, named `ringcast-<job>-g<group id hex>`. A sender

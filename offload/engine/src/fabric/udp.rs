@@ -1,4 +1,4 @@
-//! The kernel UDP fabric (DESIGN §4): multicast to an IPv6 `ff15::` group derived from the
+//! The kernel UDP fabric (docs/design.md §4): multicast to an IPv6 `ff15::` group derived from the
 //! communicator's 112-bit group id ([`group_ipv6`]), or to an IPv4 `239/8` group
 //! ([`group_ipv4`]) when asked to, and unicast between members — the portable Ethernet path and
 //! the baseline the bypass fabrics are measured against.

@@ -1,5 +1,5 @@
 //! The local gather: one engine takes part in a broadcast once for all of its node's processes
-//! (DESIGN §3.4, "one engine per node").
+//! (docs/design.md §3.4, "one engine per node").
 //!
 //! The world communicator has `nodes * ppn` process ranks; the protocol sees only the `nodes`
 //! engines. Each local process posts its broadcasts in order, so its `k`-th post is broadcast

@@ -1,6 +1,6 @@
 //! The engine's network side: the protocol and this node's communicators — the world (handle 0,
 //! derived from the job) and those its local processes create — each with the gather of its
-//! local members (DESIGN §3.4, "one engine per node").
+//! local members (docs/design.md §3.4, "one engine per node").
 //!
 //! The world communicator: every engine of a job derives the same identity — cookie, multicast
 //! group, seed — from the job name ([`super::world_identity`]), so no bootstrap traffic is

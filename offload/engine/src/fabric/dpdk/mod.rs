@@ -1,4 +1,4 @@
-//! The DPDK fabric (DESIGN §4): the protocol's datagrams in Ethernet frames through one DPDK
+//! The DPDK fabric (docs/design.md §4): the protocol's datagrams in Ethernet frames through one DPDK
 //! port — `net_af_xdp` on a veth (tests: veth pairs on a Linux bridge in network namespaces),
 //! `net_memif` between two processes, `net_mlx5` on ConnectX/BlueField — with a multicast
 //! destination MAC for stage-1 multicast and the peer's MAC for point-to-point.
