@@ -56,8 +56,9 @@ pub(crate) fn attach(
         DmaMode::Rdma => Some(RdmaEnd::open(&config.verbs)?),
         _ => None,
     };
-    let mut sock =
-        CtlSock::connect(name).map_err(|source| Error::Connect { name: name.to_string(), source })?;
+    // Bounded like every request: a stopped engine's full backlog must not hold a host for ever.
+    let mut sock = CtlSock::connect_within(name, Some(ctl_timeout))
+        .map_err(|source| Error::Connect { name: name.to_string(), source })?;
     // Over TCP nothing can be mapped: the engine is across the PCIe boundary.
     let host_owned = sock.is_tcp() || matches!(config.runner.dma, DmaMode::Cma | DmaMode::Rdma);
     let refused = |reply: &CtlMsg, request: &'static str| match reply.status {

@@ -71,9 +71,43 @@ pub fn listen(name: &str) -> io::Result<OwnedFd> {
 
 /// Connects to the engine `name` (blocking socket).
 pub fn connect(name: &str) -> io::Result<OwnedFd> {
+    connect_unix(name, None)
+}
+
+/// [`connect`], waiting at most `limit` for room in the engine's listen backlog (a stopped
+/// engine's backlog fills, and a blocking connect to it would wait for ever; `TimedOut`).
+fn connect_unix(name: &str, limit: Option<std::time::Duration>) -> io::Result<OwnedFd> {
     let fd = net::socket_with(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)?;
-    net::connect(&fd, &abstract_addr(name)?)?;
+    bounded_connect(&fd, &abstract_addr(name)?, limit)?;
     Ok(fd)
+}
+
+/// Connects `fd` to `addr`, blocking at most `limit`: the kernel bounds a blocking `connect`
+/// by the socket's send timeout (Unix and TCP alike), which is cleared again afterwards.
+fn bounded_connect(
+    fd: &OwnedFd,
+    addr: &impl rustix::net::addr::SocketAddrArg,
+    limit: Option<std::time::Duration>,
+) -> io::Result<()> {
+    use rustix::net::sockopt::{set_socket_timeout, Timeout};
+    if let Some(limit) = limit {
+        set_socket_timeout(fd, Timeout::Send, Some(limit.max(std::time::Duration::from_millis(1))))?;
+    }
+    match net::connect(fd, addr) {
+        Ok(()) => {}
+        // The send timeout ran out: EAGAIN on a Unix socket, EINPROGRESS on TCP.
+        Err(Errno::AGAIN) | Err(Errno::INPROGRESS) if limit.is_some() => {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the engine did not accept the connection in time",
+            ))
+        }
+        Err(e) => return Err(e.into()),
+    }
+    if limit.is_some() {
+        set_socket_timeout(fd, Timeout::Send, None)?;
+    }
+    Ok(())
 }
 
 /// Accepts one pending connection, if any (the new socket is non-blocking).
@@ -289,9 +323,15 @@ impl CtlSock {
 
     /// Connects to `engine`: `tcp://host:port`, else the abstract socket of that name.
     pub fn connect(engine: &str) -> io::Result<Self> {
+        Self::connect_within(engine, None)
+    }
+
+    /// [`Self::connect`], giving up (`TimedOut`) after `limit` when the engine does not accept
+    /// (a stopped engine whose listen backlog is full, an unreachable TCP address).
+    pub fn connect_within(engine: &str, limit: Option<std::time::Duration>) -> io::Result<Self> {
         match engine.strip_prefix("tcp://") {
-            Some(addr) => Ok(Self::tcp(connect_tcp(addr)?)),
-            None => Ok(Self::unix(connect(engine)?)),
+            Some(addr) => Ok(Self::tcp(connect_tcp_within(addr, limit)?)),
+            None => Ok(Self::unix(connect_unix(engine, limit)?)),
         }
     }
 
@@ -518,12 +558,16 @@ pub fn local_port(listener: BorrowedFd<'_>) -> Option<u16> {
 
 /// Connects to the TCP address `addr` (`ip:port`), blocking socket.
 pub fn connect_tcp(addr: &str) -> io::Result<OwnedFd> {
+    connect_tcp_within(addr, None)
+}
+
+fn connect_tcp_within(addr: &str, limit: Option<std::time::Duration>) -> io::Result<OwnedFd> {
     let sa: std::net::SocketAddr = addr
         .parse()
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("bad TCP address {addr:?}")))?;
     let family = if sa.is_ipv4() { AddressFamily::INET } else { AddressFamily::INET6 };
     let fd = net::socket_with(family, SocketType::STREAM, SocketFlags::CLOEXEC, None)?;
-    net::connect(&fd, &sa)?;
+    bounded_connect(&fd, &sa, limit)?;
     Ok(fd)
 }
 
