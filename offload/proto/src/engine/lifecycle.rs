@@ -107,8 +107,9 @@ impl Node {
         let index = c.index_of_local(local).ok_or(StatusKind::UnknownCommunicator)?;
         c.rank_of_local[local as usize] = None;
         c.freed[index as usize] = true;
-        // A broadcast of this process still open on it can never finish now.
-        let broke = c.gather.depart(index);
+        // A collective of this process still open on it can never finish now: it ends with
+        // `CommunicatorFreed`.
+        let broke = c.gather.depart_freed(index);
         let last = c.freed.iter().all(|&f| f);
         if last {
             c.freeing_since = Some(now);
