@@ -20,6 +20,9 @@ use std::os::fd::AsFd;
 const PENDING_TAG: u64 = 1 << 32;
 /// Control-socket events taken per `epoll_wait`.
 const EPOLL_BATCH: usize = 64;
+/// A connection not attached yet that has been silent for more than `attach_timeout_ms` over
+/// this is not in the middle of a handshake: the first to make room for a new one.
+const SILENT_FRACTION: Nanos = 8;
 
 impl EngineLoop {
     /// Handles control traffic; true if anything happened.
@@ -96,7 +99,7 @@ impl EngineLoop {
                 Ok(None) => break,
                 Err(e) if is_out_of_descriptors(&e) => {
                     // Out of descriptors: the oldest connection not attached yet makes room.
-                    if self.evict_oldest().is_none() {
+                    if self.evict_oldest(now).is_none() {
                         self.log(2, format_args!("accept failed: {e}"));
                         break;
                     }
@@ -121,7 +124,7 @@ impl EngineLoop {
             };
             let slot = match self.pending.iter().position(Option::is_none) {
                 Some(slot) => slot,
-                None => match self.evict_oldest() {
+                None => match self.evict_oldest(now) {
                     Some(slot) => {
                         *evicted += 1;
                         slot
@@ -132,24 +135,36 @@ impl EngineLoop {
             let token = epoll::EventData::new_u64(PENDING_TAG | slot as u64);
             if epoll::add(&self.epoll, sock.fd(), token, epoll::EventFlags::IN).is_ok() {
                 self.pending_seq += 1;
-                self.pending[slot] =
-                    Some(Pending { sock, since: now, seq: self.pending_seq, hello: None, link: None });
+                self.pending[slot] = Some(Pending {
+                    sock,
+                    since: now,
+                    heard: now,
+                    seq: self.pending_seq,
+                    hello: None,
+                    link: None,
+                });
                 self.serve_pending(slot);
             }
         }
         work
     }
 
-    /// Closes the oldest connection that has not attached; its slot.
-    /// Authenticated connections (past `AUTH`) go last: a flood of connections that proved
-    /// nothing cannot push out a host between its `AUTH` and its `ATTACH`.
-    fn evict_oldest(&mut self) -> Option<usize> {
-        let (_, _, slot) = self
-            .pending
-            .iter()
-            .enumerate()
-            .filter_map(|(i, p)| p.as_ref().map(|p| (p.sock.authenticated(), p.seq, i)))
-            .min()?;
+    /// Closes a connection that has not attached to make room; its slot. First the one silent
+    /// the longest, if it has been silent for more than `attach_timeout_ms /`
+    /// [`SILENT_FRACTION`]: a host in its handshake answers each reply at once, so it is never
+    /// that silent, while a connection that authenticated and then waits is — a flood of those,
+    /// more than the table holds and reopened as they are pushed out, used to push out hosts
+    /// between their `HELLO` and `AUTH` instead (issue 38, item 8). Without such a connection
+    /// (a burst of new ones), the oldest, authenticated ones last: a flood of connections that
+    /// proved nothing cannot push out a host between its `AUTH` and its `ATTACH`.
+    fn evict_oldest(&mut self, now: Nanos) -> Option<usize> {
+        let grace = self.attach_timeout / SILENT_FRACTION;
+        let open = || self.pending.iter().enumerate().filter_map(|(i, p)| p.as_ref().map(|p| (i, p)));
+        let silent = open().filter(|(_, p)| now.saturating_sub(p.heard) > grace).min_by_key(|(_, p)| p.heard);
+        let slot = match silent {
+            Some((i, _)) => i,
+            None => open().map(|(i, p)| (p.sock.authenticated(), p.seq, i)).min()?.2,
+        };
         if let Some(p) = self.pending[slot].take() {
             let _ = p.sock.send_now(&CtlMsg::error(&CtlMsg::new(CtlKind(0)), CtlStatus::IDLE));
         }
@@ -172,6 +187,7 @@ impl EngineLoop {
                     if let Some(fd) = fd {
                         self.closer.dispose(fd);
                     }
+                    p.heard = self.clock.now();
                     m
                 }
                 Ok(Received::Empty) => {

@@ -133,6 +133,8 @@ impl HostConn {
 pub(super) struct Pending {
     pub(super) sock: CtlSock,
     pub(super) since: Nanos,
+    /// When it last sent a message (or was accepted): the longest silent makes room first.
+    pub(super) heard: Nanos,
     /// Order of acceptance: when the table is full, the oldest makes room.
     pub(super) seq: u64,
     /// The connection's `HELLO` and the engine's `HELLO_OK` to it, as sent: the transcript a
