@@ -627,20 +627,16 @@ impl Gather {
         self.broken
     }
 
+    /// Whether local rank `local` left (and no newcomer took its rank since).
+    pub fn has_departed(&self, local: u32) -> bool {
+        self.departed.get(local as usize).is_some_and(Option::is_some)
+    }
+
     /// A process took local rank `local`: it continues the sequence of the one that left.
     pub fn arrive(&mut self, local: u32) {
         if let Some(d) = self.departed.get_mut(local as usize) {
             *d = None;
         }
-    }
-
-    /// Every local process may post again (a new job: none of the last one's departures
-    /// stands).
-    pub fn arrive_all(&mut self) {
-        self.departed.iter_mut().for_each(|d| *d = None);
-        // A new job: its processes start in step.
-        self.skipped.iter_mut().for_each(|s| *s = 0);
-        self.multicast.iter_mut().for_each(|m| *m = 0);
     }
 
     fn break_all(&mut self) {
