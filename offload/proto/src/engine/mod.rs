@@ -37,6 +37,9 @@ mod pairwise;
 mod reduction;
 mod slab;
 mod void_calls;
+mod world_jobs;
+
+pub use world_jobs::world_identity_of;
 
 pub use action::{Action, Dma, JobId};
 pub use comms::{parse_record, Record, MAX_COMM_SIZE};
@@ -286,7 +289,7 @@ impl Engine {
     /// continues the sequence of broadcasts of the process that held the rank before.
     pub fn host_arrived(&mut self, host: HostId) {
         if let (Some(l), Some(node)) = (self.core.local_rank(host), self.node.as_mut()) {
-            node.local_arrived(l);
+            node.local_arrived(l, &mut self.out);
         }
     }
 

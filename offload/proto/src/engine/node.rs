@@ -4,7 +4,7 @@
 //!
 //! The world communicator: every engine of a job derives the same identity — cookie, multicast
 //! group, seed — from the job name ([`super::world_identity`]), so no bootstrap traffic is
-//! needed. Its process ranks are numbered node by node ([`World`]: `node * ppn + local rank`,
+//! needed; each later job a daemon serves gets a world of its own (`world_jobs.rs`). Its process ranks are numbered node by node ([`World`]: `node * ppn + local rank`,
 //! or an uneven count per node); the protocol's members are the engines (one per node), and
 //! the [`super::gather::Gather`] turns the posts of a node's processes into one broadcast and
 //! delivers it into every local buffer. Communicators and local processes coming and going are
@@ -13,8 +13,9 @@
 use super::action::Outbox;
 use super::comms::LocalComm;
 use super::gather::{Delivery, Kind, Placement, Start};
-use super::pairs::{PairSet, Pairs, Transfer, PAIR_TOKEN};
-use crate::comm::{CommSpec, GroupId, PeerId, World};
+use super::pairs::{PairSet, Transfer, PAIR_TOKEN};
+use super::world_jobs::WorldRecipe;
+use crate::comm::{GroupId, PeerId, World};
 use crate::config::EngineConfig;
 use crate::intake::regions::Resolved;
 use crate::schedule::bcast::LANE_ANY;
@@ -22,7 +23,6 @@ use crate::transfer::protocol::{
     time_wait, Dest, DmaJob, DmaStatus, DmaToken, Env, Outcome, Post, PostError, ProtoCounters, Protocol,
 };
 use crate::Nanos;
-use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -30,7 +30,7 @@ use ringcast_abi::frame::Crc32c;
 use ringcast_abi::StatusKind;
 
 /// A protocol token: the communicator's slot above this bit, the gather slot below.
-const TOKEN_COMM_SHIFT: u32 = 40;
+pub(super) const TOKEN_COMM_SHIFT: u32 = 40;
 
 /// The communicators' life (`COMMS`): what a host reads to see that nothing accumulates as
 /// communicators come and go.
@@ -141,6 +141,9 @@ pub(crate) struct Node {
     pub(super) time_wait: Nanos,
     /// The pair communicators each communicator derives.
     pub(super) pair_set: PairSet,
+    /// How the world is built, and its generation (the jobs served before the current one):
+    /// `world_jobs.rs`.
+    pub(super) recipe: WorldRecipe,
     /// Broadcasts the protocol finished, by token (communicator slot, gather slot).
     pub(super) finished: Vec<(u64, Outcome)>,
     /// Host-memory jobs the protocol asked for.
@@ -168,27 +171,22 @@ pub(crate) struct Node {
 impl Node {
     pub(crate) fn new(config: &EngineConfig, crc: Crc32c) -> Result<Node, StatusKind> {
         let t = &config.topology;
-        let id = super::world_identity(&t.job, &t.job_secret);
         let mut proto = Protocol::new(config, crc);
         let world_shape = t.world();
-        let members: Arc<[PeerId]> = (0..world_shape.nodes()).map(PeerId).collect();
-        let spec = CommSpec {
-            cookie: id.cookie,
-            group: id.group,
-            members,
-            my_rank: t.node,
-            seed: id.seed,
-            key: id.key,
-            layout: Default::default(),
-        };
-        let world = proto.create_comm(spec)?;
-        let engines: Vec<PeerId> = (0..world_shape.nodes()).map(PeerId).collect();
         let pair_set = PairSet::of(&config.protocol);
-        let pairs = Pairs::new(&format!("job {}", t.job), &id.key, &engines, t.node, pair_set, &mut proto);
         let window = config.protocol.channels as usize * 2;
+        let recipe = WorldRecipe {
+            job: t.job.clone(),
+            secret: t.job_secret,
+            node: t.node,
+            world: world_shape.clone(),
+            pair_set,
+            window,
+            generation: 0,
+        };
         let max_comms = config.limits.max_comms as usize;
         let mut comms = Vec::with_capacity(max_comms);
-        comms.push(Some(LocalComm::world(t.node, &world_shape, world, id.group, window, pairs)));
+        comms.push(Some(recipe.build(&mut proto)?));
         Ok(Node {
             proto,
             comms,
@@ -199,6 +197,7 @@ impl Node {
             free_linger: config.protocol.peer_timeout_ms as Nanos * 1_000_000,
             time_wait: time_wait(&config.protocol),
             pair_set,
+            recipe,
             finished: Vec::with_capacity(window),
             jobs: Vec::new(),
             resolved: Vec::new(),
