@@ -184,12 +184,14 @@ impl Net {
         let f = self.fabric.counters();
         let p = engine.proto_counters();
         format!(
-            "fabric sent {} multicast {} received {} overrun {} refused {}; protocol repair frames {} syncs {} drops {}",
+            "fabric sent {} multicast {} received {} overrun {} refused {} (device calls: send {} receive {}); protocol repair frames {} syncs {} drops {}",
             f.sent,
             f.multicast,
             f.received,
             f.overrun,
             f.refused,
+            f.tx_calls,
+            f.rx_calls,
             p.repair_frames,
             p.syncs,
             p.drops.iter().sum::<u64>()
