@@ -400,3 +400,44 @@ fn the_datagram_size_is_the_veth_mtu() {
     assert!(out.contains("RESULT v6=false 1472") && out.contains("RESULT v6=true 1452"), "{out}");
     println!("{out}");
 }
+
+/// A sleeping engine is woken by the fabric's doorbell when a datagram arrives — and only a
+/// sleeping one, once per sleep: datagrams that arrive while it is awake ring nothing, a burst
+/// during one sleep rings once.
+#[test]
+fn the_doorbell_rings_once_per_sleep_not_per_datagram() {
+    let mut f = fabrics(&[options(UdpOffload::Off), options(UdpOffload::Off)]);
+    send_run(&mut f[0], Dest::Peer(PeerId(1)), &[100; 100]);
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(f[1].stats().rings, 0, "an awake engine's datagrams wake nothing");
+    assert_eq!(receive(&mut f[1], 100, 64).len(), 100);
+
+    // Asleep (armed) while a burst arrives: one ring.
+    let seen = f[1].arm().expect("udp has a doorbell");
+    send_run(&mut f[0], Dest::Peer(PeerId(1)), &[100; 100]);
+    let bell = f[1].bell().expect("bell");
+    let start = Instant::now();
+    ringcast_ring::doorbell::wait(bell, seen, Duration::from_secs(5));
+    assert!(start.elapsed() < Duration::from_secs(2), "woken, not timed out");
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(f[1].stats().rings, 1, "one ring for a burst of 100");
+    f[1].disarm();
+    assert_eq!(receive(&mut f[1], 100, 64).len(), 100);
+
+    // A real sleep, ended by a datagram sent later from another thread.
+    let mut sender = f.remove(0);
+    let seen = f[0].arm().expect("doorbell");
+    let t = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(30));
+        send_run(&mut sender, Dest::Peer(PeerId(1)), &[64]);
+        sender
+    });
+    let start = Instant::now();
+    ringcast_ring::doorbell::wait(f[0].bell().expect("bell"), seen, Duration::from_secs(5));
+    let slept = start.elapsed();
+    f[0].disarm();
+    t.join().expect("sender");
+    assert!(slept >= Duration::from_millis(20) && slept < Duration::from_secs(2), "slept {slept:?}");
+    assert_eq!(f[0].stats().rings, 2);
+    assert_eq!(receive(&mut f[0], 1, 64), [(0, 0)]);
+}

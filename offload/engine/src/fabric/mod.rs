@@ -191,9 +191,9 @@ pub trait Fabric {
     fn counters(&self) -> FabricCounters;
     /// The engine is about to sleep until this fabric has something for it: returns the value
     /// to sleep on with [`Fabric::bell`] (`ringcast_ring::doorbell`), after which the engine
-    /// re-checks its inputs once more. `None`: this fabric cannot wake a sleeper (kernel
-    /// sockets, a NIC without an interrupt line here), and the engine naps for
-    /// `idle_sleep_us` instead.
+    /// re-checks its inputs once more. `None`: this fabric cannot wake a sleeper (a NIC
+    /// without an interrupt line here), and the engine naps for `idle_sleep_us` instead. (`udp`
+    /// has one: a thread of its own watches the sockets while the engine sleeps.)
     fn arm(&self) -> Option<u32> {
         None
     }

@@ -28,6 +28,10 @@
 //!   takes in part is never counted whole: [`UdpStats::tx_datagrams`] is what it reported sent,
 //!   and the rest is [`UdpStats::tx_dropped`] or [`UdpStats::tx_errors`]. How many datagrams one
 //!   call carried is `tx_datagrams / tx_calls` and `received / rx_calls`.
+//! * A sleeping engine is woken by the fabric's doorbell thread (`waker.rs`): it watches the
+//!   sockets (`epoll`) only while the engine sleeps and rings once per sleep, so the engine
+//!   sleeps on its hosts' doorbells and this bell at once, as on `shm`, instead of napping; no
+//!   datagram wakes anything while the engine is awake.
 //! * The datagram size comes from the path ([`path_datagram`]: the least route MTU to the
 //!   members and the groups, less the IP and UDP headers — 1472 on 1500-byte Ethernet, the
 //!   protocol's 65000 on loopback, whose MTU is 64 KiB) unless `RINGCAST_MTU` says otherwise;
@@ -100,6 +104,7 @@ mod options;
 mod rx;
 mod sock;
 mod tx;
+mod waker;
 
 pub use options::{buffer_for, job_port, open, section_datagram, UdpOffload, UdpOptions};
 pub use sock::path_datagram;
@@ -197,6 +202,9 @@ pub struct UdpStats {
     pub rx_calls: u64,
     /// Receive buffers that held several datagrams (GRO).
     pub gro_buffers: u64,
+    /// Times the fabric's doorbell thread woke the sleeping engine (at most once per sleep,
+    /// however many datagrams arrived).
+    pub rings: u64,
 }
 
 /// A receiving socket and the kernel's drop count last seen on it.
@@ -276,6 +284,8 @@ pub struct UdpFabric {
     rx: RxState,
     /// Which socket `poll` reads first (rotates, so a busy socket cannot starve the others).
     next_socket: usize,
+    /// The doorbell a sleeping engine is woken by when a socket becomes readable.
+    waker: waker::Waker,
     counters: FabricCounters,
     stats: UdpStats,
 }
@@ -332,6 +342,8 @@ impl UdpFabric {
         let mcast_if = sock::resolve_mcast_if(&fd, &opts.interface, opts.family)?;
         sock::set_mcast_options(&fd, mcast_if, MULTICAST_HOPS)?;
         step("bind", rnet::bind(&fd, &own))?;
+        let waker = step("doorbell thread", waker::Waker::new())?;
+        step("epoll (doorbell)", waker.watch(&fd))?;
 
         // One GRO buffer holds one IP packet's worth; without GRO a buffer is one datagram.
         let buf = if offload { GRO_BUFFER.max(opts.mtu) } else { opts.mtu };
@@ -364,6 +376,7 @@ impl UdpFabric {
                 multicast: false,
             },
             next_socket: 0,
+            waker,
             counters: FabricCounters::default(),
             stats: UdpStats::default(),
         })
@@ -405,7 +418,7 @@ impl UdpFabric {
 
     /// Counters beyond [`FabricCounters`].
     pub fn stats(&self) -> UdpStats {
-        self.stats
+        UdpStats { rings: self.waker.rings(), ..self.stats }
     }
 
     /// A group socket: reusable address and port, bound to the group, joined on the interface.
@@ -552,6 +565,7 @@ impl Fabric for UdpFabric {
             return Err(io::Error::other(format!("udp fabric: {} groups joined already", self.groups.len())));
         }
         let endpoint = self.open_group(group)?;
+        self.waker.watch(&endpoint.sock)?;
         self.groups.push((*group, endpoint));
         self.tx_group(group, true);
         Ok(())
@@ -563,6 +577,9 @@ impl Fabric for UdpFabric {
 
     fn leave(&mut self, group: &GroupId) {
         // Closing the socket drops its membership.
+        for (_, e) in self.groups.iter().filter(|(g, _)| g == group) {
+            self.waker.unwatch(&e.sock);
+        }
         self.groups.retain(|(g, _)| g != group);
         self.tx_groups.retain(|g| g.id != *group);
     }
@@ -670,6 +687,19 @@ impl Fabric for UdpFabric {
 
     fn counters(&self) -> FabricCounters {
         FabricCounters { tx_calls: self.stats.tx_calls, rx_calls: self.stats.rx_calls, ..self.counters }
+    }
+
+    /// The engine sleeps on the doorbell thread's bell (see `waker.rs`).
+    fn arm(&self) -> Option<u32> {
+        Some(self.waker.arm())
+    }
+
+    fn bell(&self) -> Option<&std::sync::atomic::AtomicU32> {
+        Some(self.waker.bell())
+    }
+
+    fn disarm(&self) {
+        self.waker.disarm();
     }
 }
 
