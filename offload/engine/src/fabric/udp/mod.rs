@@ -480,9 +480,14 @@ impl UdpFabric {
                     .find(|(_, e)| e.id == g)
                     .map(|(i, e)| tx::Target { any: &e.addr.any, nix: &e.addr.nix, key: n + i }),
             };
-            // Every destination was resolved above (members checked by the caller).
-            if let Some(to) = to {
-                let _ = out.push(tx::Outgoing { to, d: *d, len: d.len() });
+            // Every destination was resolved above (members checked by the caller); a group
+            // entry forgotten meanwhile (more unjoined groups in one window than the table
+            // keeps) is counted, never silently lost.
+            match to {
+                Some(to) => {
+                    let _ = out.push(tx::Outgoing { to, d: *d, len: d.len() });
+                }
+                None => self.stats.tx_errors += 1,
             }
         }
         tx::send_window(&self.unicast.sock, &out, &mut self.tx, &mut self.stats);
