@@ -397,19 +397,17 @@ impl EngineLoop {
     pub(super) fn carry_out(&mut self, now: Nanos) -> bool {
         let EngineLoop { engine, net, hosts, memory, copies, .. } = self;
         let mut work = false;
-        while let Some(action) = engine.poll_action() {
+        loop {
+            // A run of frames goes to the fabric whole, lent from the engine's outbox: one
+            // `sendmmsg` for a pass's frames on `udp` instead of a system call each.
+            if let Some(n) = net.as_mut() {
+                work |= n.send_frames(engine.poll_frames());
+            }
+            let Some(action) = engine.poll_action() else { break };
             work = true;
             match action {
-                Action::Send { to, frame, .. } => {
-                    if let Some(n) = net.as_mut() {
-                        n.send(to, frame);
-                    }
-                }
-                Action::Multicast { group, frame } => {
-                    if let Some(n) = net.as_mut() {
-                        n.multicast(&group, frame);
-                    }
-                }
+                // Frames with no fabric to carry them (`fabric = none`) go nowhere.
+                Action::Send { .. } | Action::Multicast { .. } => {}
                 Action::Join { job, group } => {
                     let ok = net.as_mut().is_some_and(|n| n.join(&group));
                     engine.handle_join_done(job, ok, now);

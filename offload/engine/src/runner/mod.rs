@@ -10,7 +10,7 @@ mod counters;
 mod daemon;
 pub mod dma;
 mod engine_loop;
-mod idle;
+pub mod idle;
 pub mod log;
 pub mod net;
 mod notify;

@@ -16,6 +16,7 @@ pub use limits::Limits;
 pub use model::ModelConfig;
 pub use protocol::{
     AlgorithmChoice, AllgatherBetween, AllgatherParts, AlltoallBetween, Between, ProtocolConfig, RootDelay,
+    MAX_MTU,
 };
 pub use topology::{FabricKind, JobSecret, LocalRank, NodeRanks, Topology, ETHERNET_MTU, SHM_MTU};
 

@@ -41,7 +41,7 @@ mod world_jobs;
 
 pub use world_jobs::world_identity_of;
 
-pub use action::{Action, Dma, JobId};
+pub use action::{Action, Dma, Frames, JobId};
 pub use comms::{parse_record, Record, MAX_COMM_SIZE};
 pub use gather::{Delivery, Gather, Placement, Start};
 pub use members::Members;
@@ -529,6 +529,13 @@ impl Engine {
     /// The next action, in order; `None` when there is nothing to do.
     pub fn poll_action(&mut self) -> Option<Action<'_>> {
         self.out.poll()
+    }
+
+    /// The frames queued next, lent together up to the first action that is not a frame (see
+    /// [`Frames`]): a driver hands the whole run to its fabric at once (`sendmmsg`) and then
+    /// goes on with [`Engine::poll_action`]. Empty when the next action is not a frame.
+    pub fn poll_frames(&mut self) -> Frames<'_> {
+        self.out.poll_frames()
     }
 
     // ---- inside ------------------------------------------------------------------------
