@@ -83,7 +83,8 @@ test-hw:
 ## The C ABI: libringcast and ringcast.h (cbindgen) from a release build, a pkg-config file
 ## for them, and a C program compiled against them and run on a local cluster (daemons, then
 ## engine threads); then 10,000 communicators created, used once and freed back to back, and a
-## full communicator table refused with RINGCAST_ERR_TOO_MANY_COMMUNICATORS (comm_cycles.c).
+## full communicator table refused with RINGCAST_ERR_TOO_MANY_COMMUNICATORS (comm_cycles.c);
+## then two threads per process, one posting, the other finishing its requests (threads.c).
 ## libringcast and the `ringcast` CLI are built by two cargo commands: built together, cargo
 ## would unify the engine's features and libringcast would link DPDK and rdma-core too.
 RELEASE := $(CURDIR)/target/release
@@ -99,6 +100,10 @@ test-c:
 	$(CC) -Wall -Wextra -Werror -o $(RELEASE)/ringcast-c-comm-cycles host/capi/tests/comm_cycles.c \
 	  $$(PKG_CONFIG_PATH=$(RELEASE) pkg-config --cflags --libs ringcast)
 	RINGCAST_LOG_LEVEL=0 $(RELEASE)/ringcast run -n 2 -p 2 --timeout 300 -- $(RELEASE)/ringcast-c-comm-cycles
+	$(CC) -Wall -Wextra -Werror -o $(RELEASE)/ringcast-c-threads host/capi/tests/threads.c -pthread \
+	  $$(PKG_CONFIG_PATH=$(RELEASE) pkg-config --cflags --libs ringcast)
+	RINGCAST_LOG_LEVEL=0 $(RELEASE)/ringcast run -n 2 -p 2 --timeout 120 -- $(RELEASE)/ringcast-c-threads
+	RINGCAST_LOG_LEVEL=0 $(RELEASE)/ringcast run -n 2 -p 2 --mode thread --timeout 120 -- $(RELEASE)/ringcast-c-threads
 
 ## MPI: the PMPI interposer libringcast_mpi.so (against libringcast) and an unmodified MPI
 ## program (host/mpi/tests/bcast_check.c) under Open MPI and MPICH, without and with LD_PRELOAD:
