@@ -13,7 +13,7 @@ AARCH64 := aarch64-unknown-linux-gnu
 MIRIFLAGS ?= -Zmiri-strict-provenance
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: reproduce all deps build demo check test test-suites lint test-native test-hw test-c test-mpi install uninstall test-install bench-mpi bench-compare bench-compare-build test-aarch64 test-miri test-loom test-fuzz fuzz bench fmt clippy clean
+.PHONY: reproduce all deps build demo check test test-suites lint test-native test-hw test-c test-mpi test-mpi-matrix install uninstall test-install bench-mpi bench-compare bench-compare-build test-aarch64 test-miri test-loom test-fuzz fuzz bench fmt clippy clean
 
 all: build
 
@@ -177,6 +177,21 @@ ALLTOALL_LINE := alltoalls identical to PMPI_Alltoall
 DEFECTS := MPI_Bcast=40 MPI_Allreduce=8 MPI_Reduce=16 MPI_Alltoall=8 MPI_Ialltoall=8 MPI_Allgather=8 MPI_Iallgather=8
 DEFECTS_MULTIPLE := MPI_Bcast=20 MPI_Allreduce=4 MPI_Reduce=8 MPI_Alltoall=4 MPI_Ialltoall=4 MPI_Allgather=4 MPI_Iallgather=4
 DEFECTS_LINE := every result identical to the library's
+# The conformance matrix (host/mpi/tests/matrix.c, docs/mpi.md "The conformance matrix"): 10,888
+# cells per run, every one compared with the library's own result; run by mpi-matrix.sh, which
+# requires 0 failed, 0 gaps (MPICH: only the library's own, listed) and something offloaded.
+# Open MPI at np 2, 3, 4 and 8 and at every thread level; MPICH at np 2 (single and multiple)
+# here — its oversubscribed ranks spin, so np 3 to 8 take minutes to over six: make
+# test-mpi-matrix runs the whole MPICH sweep.
+MPI_MATRIX := bash host/mpi/tests/mpi-matrix.sh
+OMPI_MATRIX_RUNS := "2 single" "3 single" "4 single" "8 single" "4 funneled" "4 multiple"
+MPICH_MATRIX_RUNS := "2 single" "2 multiple"
+MPICH_MATRIX_SWEEP := "3 single" "4 single" "8 single" "4 funneled" "4 multiple"
+# mpi4py (host/mpi/tests/mpi4py_check.py) on 4 ranks, RINGCAST_MPI_NODES=2, MPI_THREAD_MULTIPLE
+# (mpi4py's default), nothing else set: per rank 16 (size, type) x 4 roots + 2 (a pickled
+# object's size and bytes) MPI_Bcast, 16 x 2 MPI_Allreduce, 16 MPI_Allgather and 16
+# MPI_Alltoall on the world offloaded (the references on a dup go to the library).
+MPI4PY := MPI_Bcast=264 MPI_Allreduce=128 MPI_Allgather=64 MPI_Alltoall=64
 UNEVEN := CHECK_RANKS=3
 UNEVEN_BCASTS := 165 196 33
 UNEVEN_ALLGATHERS := MPI_Allgather=99 MPI_Iallgather=48
@@ -207,6 +222,16 @@ test-mpi: test-c
 	    $${level#*:} -- $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 -x RINGCAST_MPI_NODES=2 \
 	    $(RELEASE)/mpi-defects-check $${level%%:*}; \
 	done
+	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-matrix host/mpi/tests/matrix.c -pthread
+	@rm -f $(RELEASE)/mpi-matrix.log.summary
+	@set -e; for cfg in $(OMPI_MATRIX_RUNS); do set -- $$cfg; \
+	  $(MPI_MATRIX) "Open MPI, np $$1, $$2" $(RELEASE)/mpi-matrix.log 0 -- \
+	    $(OMPI_RUN) -np $$1 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 $(RELEASE)/mpi-matrix $$2; \
+	done
+	$(MPI_COLL_CHECK) "Open MPI, mpi4py + numpy, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi4py.log \
+	  "mpi4py collectives correct at MPI_THREAD_MULTIPLE" $(MPI4PY) -- \
+	  $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 -x RINGCAST_MPI_NODES=2 \
+	  python3 host/mpi/tests/mpi4py_check.py
 	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-allgather-check host/mpi/tests/allgather_check.c
 	$(MPI_COLL_CHECK) "Open MPI, no preload" $(RELEASE)/mpi-allgather.log "identical to PMPI_Allgather" $(NO_ALLGATHERS) -- \
 	  $(OMPI_RUN) -np 4 $(RELEASE)/mpi-allgather-check
@@ -262,6 +287,12 @@ test-mpi: test-c
 	    $${level#*:} -- $(MPICH_RUN) -np 4 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_VERBOSE 1 \
 	    -genv RINGCAST_MPI_NODES 2 $(RELEASE)/mpi-defects-check-mpich $${level%%:*}; \
 	done
+	$(MPICH_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-matrix-mpich host/mpi/tests/matrix.c -pthread
+	@set -e; for cfg in $(MPICH_MATRIX_RUNS); do set -- $$cfg; \
+	  $(MPI_MATRIX) "MPICH, np $$1, $$2" $(RELEASE)/mpi-matrix.log library -- \
+	    $(MPICH_RUN) -np $$1 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_NODES 2 \
+	    $(RELEASE)/mpi-matrix-mpich $$2; \
+	done
 	$(MPICH_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-allgather-check-mpich host/mpi/tests/allgather_check.c
 	$(MPI_COLL_CHECK) "MPICH, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-allgather.log "identical to PMPI_Allgather" $(ALLGATHERS) -- \
 	  $(MPICH_RUN) -np 4 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_VERBOSE 1 \
@@ -289,6 +320,16 @@ test-mpi: test-c
 	$(MPI_CRASH) "MPICH, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-crash-rank-mpich -- \
 	  $(MPICH_RUN) -np 4 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_NODES 2 -genv RINGCAST_PEER_TIMEOUT_MS 1000 -genv RINGCAST_MPI_VERBOSE 1
 	test -z "$$(ls /dev/shm | grep '^ringcast-mpi-')" || { echo "segments left in /dev/shm"; exit 1; }
+	@cat $(RELEASE)/mpi-matrix.log.summary
+
+## The conformance matrix's long sweep: MPICH at np 3, 4 and 8 and every thread level (minutes
+## each on 2 cores: its ranks spin), after test-mpi built everything.
+test-mpi-matrix:
+	@set -e; for cfg in $(MPICH_MATRIX_SWEEP); do set -- $$cfg; \
+	  $(MPI_MATRIX) "MPICH, np $$1, $$2" $(RELEASE)/mpi-matrix.log library -- \
+	    $(MPICH_RUN) -np $$1 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_NODES 2 \
+	    $(RELEASE)/mpi-matrix-mpich $$2; \
+	done
 
 ## Installing: `make install PREFIX=... DESTDIR=...` builds (release) what is missing and
 ## installs it, writing PREFIX (never DESTDIR) into ringcast.pc and the interposers' RUNPATH;

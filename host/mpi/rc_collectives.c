@@ -340,6 +340,8 @@ static int rc_call(const struct rc_args *a) {
     op->bytes = k->kind == K_BCAST ? (size_t)block : p.out.bytes;
     op->fail = p.fail;
     op->blocking = !a->nb;
+    op->handing = a->nb && !p.fail; /* a request follows: rc_op_request completes it */
+    const char *how = op->wrapped ? "in place" : packed ? "packed" : "staged";
     int rc = rc_post(a, c, stage, &p, (size_t)block, t, o, &op->id);
     if (rc != RINGCAST_OK) {
         RC_LOCK();
@@ -350,8 +352,7 @@ static int rc_call(const struct rc_args *a) {
         if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: %s failed: %s\n", rc_world_rank, name, ringcast_strerror(rc));
         return rc_error(a->comm, rc_class(rc));
     }
-    rc_op_track(op);
-    const char *how = op->wrapped ? "in place" : packed ? "packed" : "staged";
+    rc_op_track(op); /* from here another thread may finish `op` (and free a background one) */
     if (!a->nb) {
         int err = rc_op_wait(op);
         rc_op_release(op);

@@ -84,6 +84,8 @@ struct rc_op {
     size_t bytes;        /* what the status reports (bytes of the call's data) */
     int fail;            /* an error decided at the call, reported once the engine is done */
     int blocking;
+    int handing;         /* a non-blocking call's, tracked before its request exists: finished
+                          * meanwhile, it waits for rc_op_request to complete the request */
     int err;             /* MPI error code once done */
     int finishing;       /* taken by one rc_poll to finish */
     int done;            /* the engine finished and the data is out */

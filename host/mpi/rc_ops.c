@@ -64,17 +64,31 @@ RC_HIDDEN void rc_op_release(struct rc_op *op) {
  * in the background. */
 RC_HIDDEN int rc_op_request(struct rc_op *op, MPI_Comm comm, MPI_Request *request) {
     MPI_Request r;
+    /* `op` is `handing` (rc_collectives.c sets it before tracking): another thread's rc_poll may
+     * finish it meanwhile, but leaves it to us — neither freed nor completed. */
     if (PMPI_Grequest_start(rc_query_fn, rc_free_fn, rc_cancel_fn, op, &r) != MPI_SUCCESS) {
         RC_LOCK();
+        op->handing = 0;
         op->out.buf = NULL;
+        if (op->done) rc_op_free_locked(op); /* else finished in the background */
         RC_UNLOCK();
         return rc_error(comm, MPI_ERR_INTERN);
     }
     RC_LOCK();
     op->greq = r;
+    op->handing = 0;
+    int done = op->done;
     RC_ADD(rc_live, 1);
     RC_UNLOCK();
     *request = r;
+    if (done) {
+        /* Finished before its request existed: completed here instead. */
+        PMPI_Grequest_complete(r);
+        RC_LOCK();
+        op->completed = 1;
+        if (op->mpi_freed) rc_op_free_locked(op);
+        RC_UNLOCK();
+    }
     return MPI_SUCCESS;
 }
 
@@ -98,7 +112,7 @@ static void rc_op_finish(struct rc_op *op, int rc) {
     op->c->inflight--;
     rc_comm_settle(op->c);
     MPI_Request greq = op->greq;
-    int background = greq == MPI_REQUEST_NULL && !op->blocking;
+    int background = greq == MPI_REQUEST_NULL && !op->blocking && !op->handing;
     __atomic_store_n(&op->done, 1, __ATOMIC_RELEASE);
     RC_ADD(rc_active, -1);
     if (background) rc_op_free_locked(op);
