@@ -150,10 +150,12 @@ RC_HIDDEN void rc_poll(void) {
 /* Lets the MPI library progress its own requests while we wait for ours — its progress engine
  * runs inside any test call: PMPI_Test on `probe`, one of our unfinished requests (a copy of the
  * handle: unfinished, it completes nothing), or an MPI_Iprobe without one — and gives the core
- * away: engine threads and other ranks may share it. */
+ * away: engine threads and other ranks may share it. At MPI_THREAD_MULTIPLE always MPI_Iprobe:
+ * another thread may complete `probe` meanwhile, and PMPI_Test on the copy would then free the
+ * request the caller still holds (MPICH asserts on the second free; seen by the matrix). */
 RC_HIDDEN void rc_breathe(const struct rc_op *probe) {
     int flag = 0;
-    MPI_Request r = probe ? probe->greq : MPI_REQUEST_NULL;
+    MPI_Request r = probe && !rc_threaded ? probe->greq : MPI_REQUEST_NULL;
     if (r != MPI_REQUEST_NULL) PMPI_Test(&r, &flag, MPI_STATUS_IGNORE);
     else PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
     sched_yield();
