@@ -405,6 +405,12 @@ bench-mpi: test-mpi
 	  $(RELEASE)/mpi-allgather-loop 8192 300
 	@echo "Open MPI, RINGCAST_MPI_NODES=2, MPI_Alltoall against PMPI_Alltoall:"
 	$(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 $(RELEASE)/mpi-allgather-bench 100 3 alltoall
+	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-cost-bench host/mpi/bench/cost_bench.c
+	@echo "Open MPI, RINGCAST_MPI_NODES=2, MPI_DOUBLE_INT packed against PMPI_Bcast; 8 B at each thread level:"
+	$(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 $(RELEASE)/mpi-cost-bench single pack 15
+	@for level in single funneled serialized multiple; do \
+	  $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 $(RELEASE)/mpi-cost-bench $$level x 15; \
+	done
 	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-barrier-bench host/mpi/bench/barrier_bench.c
 	@echo "Open MPI, RINGCAST_MPI_NODES=2, MPI_Barrier against PMPI_Barrier:"
 	$(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 $(RELEASE)/mpi-barrier-bench 500 5
