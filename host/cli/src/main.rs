@@ -6,8 +6,9 @@
 //!   counter of running engines, with rates in watch mode.
 //! * `ringcast engine [--name NAME]` — runs the engine daemon in the foreground (the same code as
 //!   the `ringcast-engine` binary).
-//! * `ringcast dst [--seeds N] [--seed S]` — deterministic simulation testing of the whole
-//!   engine; prints failing seeds, replays one exactly.
+//! * `ringcast dst [--seeds N] [--start S] [--max-ranks R] [--jobs J] [--progress FILE] | --seed S`
+//!   — deterministic simulation testing of the whole engine on every CPU; prints failing seeds,
+//!   resumes a stopped sweep from its progress file, replays one seed exactly.
 //! * `ringcast sim [FILES] [--set k=v]` — broadcasts on the LogGP-priced simulated fabric: sweeps,
 //!   tables, CSV/JSON, plots (`fixtures/sim/*.toml`, `docs/reproduction.md`).
 //! * `ringcast calibrate [--fabric udp|shm]` — LogGP parameters of a real fabric, measured, written
@@ -31,6 +32,7 @@ mod cluster;
 mod compare;
 mod demo;
 mod dst;
+mod dst_progress;
 mod fidelity;
 mod info;
 mod ns_reaper;
