@@ -12,7 +12,11 @@
 //!   sees its end, no `flock` of the caller's is held); standard input and output become
 //!   `/dev/null`. It then gives back the caller's memory it shares copy-on-write (see below).
 //! * Dropping the [`Reaper`] (the caller went on, or stopped cleanly after removing what it
-//!   could) writes one byte: the reaper exits at once and removes nothing.
+//!   could) writes one byte: the reaper scans once more, for at most 300 ms, removing what
+//!   nobody maps — what the caller's own clean-up removes, but a moment later, so that a lock
+//!   another thread's freshly forked reaper held for an instant (a fork copies every open
+//!   file description, `flock`s included, and the reaper closes them first thing) cannot leave
+//!   a segment behind — then exits.
 //! * When the caller is gone (its pidfd polls readable: every thread has exited, so the kernel
 //!   has closed its files and released its `flock`s), the reaper removes every entry of
 //!   `/dev/shm` whose name starts with the prefix and that `accept` accepts, *if nobody maps
@@ -44,6 +48,10 @@ use std::time::Duration;
 
 /// How long a reaper keeps rescanning while some of its job's segments are still mapped.
 pub const SCAN_FOR: Duration = Duration::from_secs(2);
+
+/// Scan rounds (100 ms apart) of a dismissed reaper while some of its job's segments are
+/// mapped: the other members of a job that goes on map theirs, so it does not wait long.
+const DISMISSED_SCAN_ROUNDS: u32 = 3;
 
 /// How long a reaper waits, after the caller's end of the socket pair closed, for the caller's
 /// process to be gone (it is exiting: its descriptors are being closed).
@@ -208,10 +216,13 @@ fn reap(plan: &Plan) -> ! {
             BorrowedFd::borrow_raw(plan.dir),
         )
     };
-    if !wait_for_end(pidfd, dismiss) {
-        exit_now(0); // dismissed
-    }
-    let deadline = SCAN_FOR.as_millis() as u32 / 100;
+    // Dismissed or not, it scans: the caller's own clean-up removed what nobody mapped when it
+    // looked, but a lock may have been held for a moment by a descriptor another thread's
+    // freshly forked reaper had not closed yet (a reaper closes what it inherits first thing,
+    // yet a fork copies every open file description, `flock`s included). The scan removes only
+    // what nobody maps, as the caller's clean-up does; a dismissed reaper gives up sooner.
+    let dismissed = !wait_for_end(pidfd, dismiss);
+    let deadline = if dismissed { DISMISSED_SCAN_ROUNDS } else { SCAN_FOR.as_millis() as u32 / 100 };
     for round in 0..=deadline {
         if scan(dir, &plan.prefix[..plan.prefix_len], plan.accept) == 0 {
             break;

@@ -1,7 +1,7 @@
 //! The reaper of named segments (issue 38, item 4): a process that maps named segments and dies
 //! however it dies — SIGKILL, `abort`, `_exit` — leaves none of them once nobody maps them,
 //! without any later start; a segment a survivor still maps stays until the survivor dies; a
-//! dismissed reaper removes nothing; the reaper holds none of its caller's descriptors (a
+//! dismissed reaper removes only what nobody maps, and exits; the reaper holds none of its caller's descriptors (a
 //! reader of the caller's output sees its end) and none of its memory (its resident size stays
 //! small beside a caller that holds 256 MiB).
 //!
@@ -56,7 +56,7 @@ fn holder() {
         "exit" => unsafe { nix::libc::_exit(3) },
         "dismiss" => {
             drop(reaper);
-            drop(segments); // unmapped, not unlinked: the reaper was told to do nothing
+            drop(segments); // unmapped, not unlinked: what nobody maps is the reaper's last scan's
             std::thread::sleep(Duration::from_millis(200));
             // SAFETY: as above.
             unsafe { nix::libc::_exit(0) }
@@ -226,13 +226,21 @@ fn a_segment_a_survivor_maps_stays_until_the_survivor_dies() {
 }
 
 #[test]
-fn a_dismissed_reaper_removes_nothing_and_exits() {
+fn a_dismissed_reaper_removes_only_what_nobody_maps_and_exits() {
     let prefix = unique_prefix("dismiss");
     let _sweep = Sweep(prefix.clone());
-    let (mut child, reaper) = start(&prefix, "kept", "dismiss", 0);
+    // This process maps `kept` all along (a member of the job that goes on); the holder maps it
+    // too and `mine`, dismisses its reaper and exits without unlinking either.
+    let (kept, _) = ShmSegment::create_or_open_named(&format!("{prefix}kept"), 1 << 20, |_| Ok(())).unwrap();
+    let (mut child, reaper) = start(&prefix, "kept,mine", "dismiss", 0);
     assert!(child.wait().unwrap().success());
     wait_until("the dismissed reaper gone", || gone(reaper));
-    assert_eq!(segments(&prefix), vec![format!("{prefix}kept")], "a dismissed reaper removed a segment");
+    assert_eq!(
+        segments(&prefix),
+        vec![format!("{prefix}kept")],
+        "a dismissed reaper removes what nobody maps and nothing a living member maps"
+    );
+    drop(kept);
 }
 
 /// Resident set of `pid` in KiB.
