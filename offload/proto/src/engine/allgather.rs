@@ -71,7 +71,7 @@ use super::assembly::Piece;
 use super::composite::{call_context, Composite, Reduce};
 use super::doubling::What;
 use super::gather::Kind;
-use super::slab::TAGGED;
+use super::ids::{CallId, PartOf};
 use super::{failed, Engine, Job};
 use crate::intake::regions::Resolved;
 use crate::intake::GatherCall;
@@ -138,20 +138,20 @@ impl Engine {
         }
         if let (Some((engines, mine)), false) = (nodes, exchange == Exchange::Multicast) {
             if engines >= 2 {
-                let token = TAGGED | self.parts.insert(Composite::new(op, 1, bytes));
+                let call = self.calls.insert(Composite::new(op, 1, bytes));
                 let ring = exchange == Exchange::Ring;
-                return self.post_doubling(&a, local, token, context, mine, ring);
+                return self.post_doubling(&a, local, call, context, mine, ring);
             }
         }
         let mut composite = Composite::new(op, parts, bytes);
         composite.reduce = reduce;
-        let token = TAGGED | self.parts.insert(composite);
+        let call = self.calls.insert(composite);
         match nodes {
             Some((engines, mine)) => {
                 let blocks = Blocks { base: a.recv, stride: a.len };
-                self.post_node_parts(&a, local, token, context, (engines, mine), blocks)
+                self.post_node_parts(&a, local, call, context, (engines, mine), blocks)
             }
-            None => self.post_rank_parts(&a, local, token, context),
+            None => self.post_rank_parts(&a, local, call, context),
         }
     }
 
@@ -186,16 +186,24 @@ impl Engine {
     /// leader's receive buffer (an allgather); the slot then delivers the leader's result — a
     /// reduction's block, an allgather's every block — into every local process's buffer. An
     /// allgather's parts go round the ring of the engines instead (`ring`).
-    fn post_doubling(&mut self, a: &GatherCall, local: u32, token: u64, context: u64, mine: u32, ring: bool) {
+    fn post_doubling(
+        &mut self,
+        a: &GatherCall,
+        local: u32,
+        call: CallId,
+        context: u64,
+        mine: u32,
+        ring: bool,
+    ) {
         let at = |r: u32| Resolved { segment: a.recv.segment, offset: a.recv.offset + u64::from(r) * a.len };
         let Some(node) = self.node.as_mut() else {
-            return self.finish_part(token, failed(StatusKind::UnknownCommunicator));
+            return self.finish_part(call, failed(StatusKind::UnknownCommunicator));
         };
         let (first, locals) = match (node.ranges(a.comm), node.locals(a.comm)) {
             (Some((r, _)), Some(l)) if (mine as usize) < r.len() => (r[mine as usize].0, l),
             _ => {
                 self.skipped_call(a.host, a.comm);
-                return self.finish_part(token, failed(StatusKind::UnknownCommunicator));
+                return self.finish_part(call, failed(StatusKind::UnknownCommunicator));
             }
         };
         let kind = Kind {
@@ -209,7 +217,7 @@ impl Engine {
         };
         let full = node.context_of(local, a.comm, context);
         let slot_len = if a.reduce.is_some() { a.len } else { a.len * u64::from(a.size) };
-        match node.post(local, a.comm, first, at(0), slot_len, token, kind) {
+        match node.post(local, a.comm, first, at(0), slot_len, PartOf::Call(call), kind) {
             Ok(seq) => {
                 let what = match a.reduce {
                     Some(spec) => What::Reduce(spec),
@@ -232,14 +240,14 @@ impl Engine {
             }
             Err(kind) => {
                 self.skipped_call(a.host, a.comm);
-                self.finish_part(token, failed(kind));
+                self.finish_part(call, failed(kind));
             }
         }
     }
 
     /// One part per rank: broadcast `r` rooted at `r` into `recv + r·len`, this rank's from its
     /// send block (then copied into its place) or in place.
-    fn post_rank_parts(&mut self, a: &GatherCall, local: u32, token: u64, context: u64) {
+    fn post_rank_parts(&mut self, a: &GatherCall, local: u32, call: CallId, context: u64) {
         let block =
             |r: u32| Resolved { segment: a.recv.segment, offset: a.recv.offset + u64::from(r) * a.len };
         let kind =
@@ -247,7 +255,7 @@ impl Engine {
         for r in 0..a.size {
             let buf = if r == a.me { a.send.unwrap_or(block(r)) } else { block(r) };
             let posted = match self.node.as_mut() {
-                Some(node) => node.post(local, a.comm, r, buf, a.len, token, kind),
+                Some(node) => node.post(local, a.comm, r, buf, a.len, PartOf::Call(call), kind),
                 None => Err(StatusKind::UnknownCommunicator),
             };
             if let Err(kind) = posted {
@@ -257,13 +265,13 @@ impl Engine {
                     self.skipped_call(a.host, a.comm);
                 }
                 for _ in r..a.size + u32::from(a.send.is_some()) {
-                    self.finish_part(token, failed(kind));
+                    self.finish_part(call, failed(kind));
                 }
                 return;
             }
         }
         if let Some(src) = a.send {
-            let job = super::JobId(self.jobs.insert(Job::Part { token }));
+            let job = self.jobs.insert(Job::Part { call });
             let dma = super::Dma::Copy { host: a.host, src, dst: block(a.me), len: a.len, keys: a.keys };
             self.out.dma(job, dma);
         }
@@ -280,7 +288,7 @@ impl Engine {
         &mut self,
         a: &GatherCall,
         local: u32,
-        token: u64,
+        call: CallId,
         context: u64,
         (engines, mine): (u32, u32),
         blocks: Blocks,
@@ -306,7 +314,7 @@ impl Engine {
             let part_len = if a.reduce.is_some() { stride } else { stride * u64::from(count) };
             let posted = match count {
                 0 => Err(StatusKind::UnknownCommunicator),
-                _ => node.post(local, a.comm, first, at(first), part_len, token, kind),
+                _ => node.post(local, a.comm, first, at(first), part_len, PartOf::Call(call), kind),
             };
             match posted {
                 Ok(seq) if own => {
@@ -331,7 +339,7 @@ impl Engine {
                         self.skipped_call(a.host, a.comm);
                     }
                     for _ in k..engines {
-                        self.finish_part(token, failed(kind));
+                        self.finish_part(call, failed(kind));
                     }
                     return;
                 }

@@ -49,7 +49,7 @@
 use super::allgather::Blocks;
 use super::composite::{at, call_context, Composite, Scatter};
 use super::gather::Kind;
-use super::slab::TAGGED;
+use super::ids::PartOf;
 use super::{failed, Engine};
 use crate::intake::GatherCall;
 use crate::model::compose::{self, Exchange};
@@ -85,8 +85,8 @@ impl Engine {
             if compose::alltoall(self.core.config(), m.engines(), a.size, m.largest(), a.len)
                 == Exchange::Pairwise
             {
-                let token = TAGGED | self.parts.insert(Composite::new(op, 1, whole));
-                return self.post_pairwise(&a, local, token, context, mine);
+                let call = self.calls.insert(Composite::new(op, 1, whole));
+                return self.post_pairwise(&a, local, call, context, mine);
             }
             if m.engines() >= 2 {
                 // Counted in this process's later contexts, as `allgather.rs` counts it.
@@ -95,18 +95,18 @@ impl Engine {
         }
         let mut composite = Composite::new(op, nodes.map_or(a.size, |(engines, _)| engines), whole);
         composite.scatter = Some(scatter);
-        let token = TAGGED | self.parts.insert(composite);
+        let call = self.calls.insert(composite);
         if let Some(engines) = nodes {
             // Rank `r`'s send buffer lands at `work + (1 + r) · whole` either way.
             let blocks = Blocks { base: at(a.recv, whole), stride: whole };
-            return self.post_node_parts(&a, local, token, context, engines, blocks);
+            return self.post_node_parts(&a, local, call, context, engines, blocks);
         }
         let window = a.size.saturating_mul(self.calls_in_flight(a.host));
         let kind = Kind { context, window, ..Kind::default() };
         for r in 0..a.size {
             let buf = if r == a.me { send } else { at(a.recv, (1 + u64::from(r)) * whole) };
             let posted = match self.node.as_mut() {
-                Some(node) => node.post(local, a.comm, r, buf, whole, token, kind),
+                Some(node) => node.post(local, a.comm, r, buf, whole, PartOf::Call(call), kind),
                 None => Err(StatusKind::UnknownCommunicator),
             };
             if let Err(kind) = posted {
@@ -116,7 +116,7 @@ impl Engine {
                     self.skipped_call(a.host, a.comm);
                 }
                 for _ in r..a.size {
-                    self.finish_part(token, failed(kind));
+                    self.finish_part(call, failed(kind));
                 }
                 return;
             }

@@ -13,8 +13,9 @@
 //! a call refused at its rank) poisons the part instead ([`super::gather::Gather::poisoned`]):
 //! it leaves on no memory, aborted, rather than with wrong bytes; local processes in different
 //! calls break the communicator.
+use super::ids::Seq;
 use super::reduction::Then;
-use super::{Dma, Engine, Job, JobId};
+use super::{Dma, Engine, Job};
 use crate::intake::regions::Resolved;
 use crate::intake::HostId;
 use crate::transfer::env::{reference_call, same_call};
@@ -43,7 +44,7 @@ pub(super) struct Piece {
 #[derive(Debug)]
 pub(super) struct Assembly {
     comm: u64,
-    seq: u64,
+    seq: Seq,
     /// Local processes that hand a piece over.
     expected: u32,
     /// The part's buffer at the leader, once the leader posted, and its region.
@@ -64,7 +65,7 @@ impl Engine {
     pub(super) fn assemble(
         &mut self,
         comm: u64,
-        seq: u64,
+        seq: Seq,
         piece: Piece,
         leader: Option<(Resolved, RegionKey)>,
         expected: u32,
@@ -129,7 +130,7 @@ impl Engine {
                 continue; // in place at the leader already
             }
             a.pending += 1;
-            let job = JobId(self.jobs.insert(Job::Assemble { comm, seq }));
+            let job = self.jobs.insert(Job::Assemble { comm, seq });
             self.out.dma(
                 job,
                 Dma::Copy { host: p.host, src: p.src, dst: to, len: p.len, keys: [p.key, dst_key] },
@@ -141,7 +142,7 @@ impl Engine {
     }
 
     /// One copy of the assembly of slot `seq` of communicator `comm` is over (`ok`).
-    pub(super) fn assembly_copied(&mut self, comm: u64, seq: u64, ok: bool) {
+    pub(super) fn assembly_copied(&mut self, comm: u64, seq: Seq, ok: bool) {
         let fault = self.dma_fault();
         let Some(i) = self.assemblies.iter().position(|a| a.comm == comm && a.seq == seq) else { return };
         let a = &mut self.assemblies[i];

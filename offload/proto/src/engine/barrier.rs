@@ -20,6 +20,7 @@
 //! The scratch buffer the ABI asks for (`len ≥ size` bytes) is not touched.
 use super::composite::call_context;
 use super::gather::Kind;
+use super::ids::PartOf;
 use super::{failed, Engine};
 use crate::intake::GatherCall;
 use ringcast_abi::{Completion, Status, StatusKind};
@@ -41,7 +42,7 @@ impl Engine {
         // Root 0 at every process: the slot's reference, so a process posting anything else
         // in its place (another collective) fails with `BadRoot` or `DigestMismatch`.
         let posted = match self.node.as_mut() {
-            Some(node) => node.post(local, a.comm, 0, a.recv, 0, op, kind).map(drop),
+            Some(node) => node.post(local, a.comm, 0, a.recv, 0, PartOf::Op(op), kind).map(drop),
             None => Err(StatusKind::UnknownCommunicator),
         };
         if let Err(kind) = posted {

@@ -2,12 +2,11 @@
 //! its reliable broadcast (`allgather.rs`, `alltoall.rs`) — while its
 //! parts run: the host operation it completes, the parts not over yet, the first failure, the
 //! parts' counters summed, and the step some take once every part is over (an allreduce's
-//! reduction, an alltoall's copies into place). Parts are named by keys of [`Engine::parts`]
-//! tagged with [`TAGGED`], so the one path that finishes broadcasts finishes parts too
-//! ([`Engine::finish_part`]).
+//! reduction, an alltoall's copies into place). Each part names its call ([`PartOf::Call`]),
+//! so the one path that finishes broadcasts finishes parts too ([`Engine::finish_part`]).
+use super::ids::{CallId, OpId, PartOf};
 use super::reduction::Then;
-use super::slab::TAGGED;
-use super::{failed, Dma, Engine, Job, JobId};
+use super::{failed, Dma, Engine, Job};
 use crate::intake::regions::Resolved;
 use crate::intake::HostId;
 use crate::transfer::protocol::{OpCounters, Outcome};
@@ -16,8 +15,8 @@ use ringcast_abi::{DataType, ReduceOp, RegionKey, StatusKind};
 /// A composed collective in progress: the host operation it completes and what is left.
 #[derive(Debug)]
 pub(super) struct Composite {
-    /// The host operation (key of `Engine::ops`).
-    pub(super) parent: u64,
+    /// The host operation.
+    pub(super) parent: OpId,
     /// Parts not over yet.
     remaining: u32,
     /// The first failure, else `Ok`.
@@ -58,7 +57,7 @@ pub(super) fn call_context(opcode: ringcast_abi::Opcode, reduce: Option<(DataTyp
 impl Composite {
     /// A composed collective completing host operation `parent` after `parts` parts, with
     /// `bytes` on success.
-    pub(super) fn new(parent: u64, parts: u32, bytes: u64) -> Self {
+    pub(super) fn new(parent: OpId, parts: u32, bytes: u64) -> Self {
         Composite {
             parent,
             remaining: parts,
@@ -90,11 +89,10 @@ pub(super) fn at(base: Resolved, by: u64) -> Resolved {
 }
 
 impl Engine {
-    /// One part of composite `token` ended with `outcome`; the last one finishes its host
+    /// One part of call `key` ended with `outcome`; the last one finishes its host
     /// operation.
-    pub(super) fn finish_part(&mut self, token: u64, outcome: Outcome) {
-        let key = token & !TAGGED;
-        let Some(c) = self.parts.get_mut(key) else { return };
+    pub(super) fn finish_part(&mut self, key: CallId, outcome: Outcome) {
+        let Some(c) = self.calls.get_mut(key) else { return };
         c.remaining = c.remaining.saturating_sub(1);
         if outcome.status != StatusKind::Ok && c.status == StatusKind::Ok {
             c.status = outcome.status;
@@ -103,7 +101,7 @@ impl Engine {
         if c.remaining > 0 {
             return;
         }
-        let Some(c) = self.parts.remove(key) else { return };
+        let Some(c) = self.calls.remove(key) else { return };
         if let (StatusKind::Ok, Some(s)) = (c.status, c.scatter) {
             return self.scatter_blocks(c.parent, s, c.counters);
         }
@@ -138,23 +136,26 @@ impl Engine {
     /// communicator: how many calls a root of their parts may be ahead of a receiver
     /// ([`crate::transfer::env::Post::window`]; an over-count only makes a rendezvous likelier).
     pub(super) fn calls_in_flight(&self, host: HostId) -> u32 {
-        let mine = self.parts.values().filter(|c| self.ops.get(c.parent).is_some_and(|o| o.host == host));
+        let mine = self.calls.values().filter(|c| self.ops.get(c.parent).is_some_and(|o| o.host == host));
         (mine.count() as u32).max(1)
     }
 
-    /// The host of host operation or part `token`.
-    pub(super) fn host_of(&self, token: u64) -> Option<HostId> {
-        let op = if token & TAGGED != 0 { self.parts.get(token & !TAGGED)?.parent } else { token };
+    /// The host whose operation `part` completes.
+    pub(super) fn host_of(&self, part: PartOf) -> Option<HostId> {
+        let op = match part {
+            PartOf::Call(call) => self.calls.get(call)?.parent,
+            PartOf::Op(op) => op,
+        };
         self.ops.get(op).map(|o| o.host)
     }
 
     /// Every part of host operation `parent`'s alltoall is over: copy block `me` of each into
     /// its place; the last copy completes the operation (with the parts' `counters`).
-    pub(super) fn scatter_blocks(&mut self, parent: u64, s: Scatter, counters: OpCounters) {
+    pub(super) fn scatter_blocks(&mut self, parent: OpId, s: Scatter, counters: OpCounters) {
         let whole = s.len * u64::from(s.size);
         let mut composite = Composite::new(parent, s.size, whole);
         composite.counters = counters;
-        let token = TAGGED | self.parts.insert(composite);
+        let call = self.calls.insert(composite);
         let mine = u64::from(s.me) * s.len;
         for r in 0..s.size {
             let (src, src_key) = match r == s.me {
@@ -162,7 +163,7 @@ impl Engine {
                 false => (at(s.work, (1 + u64::from(r)) * whole + mine), s.keys[1]),
             };
             let dst = at(s.work, u64::from(r) * s.len);
-            let job = JobId(self.jobs.insert(Job::Part { token }));
+            let job = self.jobs.insert(Job::Part { call });
             self.out.dma(job, Dma::Copy { host: s.host, src, dst, len: s.len, keys: [src_key, s.keys[1]] });
         }
     }

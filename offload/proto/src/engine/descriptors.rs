@@ -5,7 +5,8 @@
 //! communicator (`call_shapes.rs`), and making one whose shape the descriptor cannot give a void
 //! call (`void_calls.rs`).
 use super::call_shapes::Shape;
-use super::{failed, gather, posts_parts, Dma, Engine, Job, JobId};
+use super::ids::PartOf;
+use super::{failed, gather, posts_parts, Dma, Engine, Job};
 use crate::intake::regions::Resolved;
 use crate::intake::{self, HostId};
 use crate::Nanos;
@@ -44,7 +45,7 @@ impl Engine {
                     let pending = copy.is_some();
                     let op = self.new_op(host, cqe, started, pending, false);
                     if let Some((src, dst, len, src_key, dst_key)) = copy.take() {
-                        let job = JobId(self.jobs.insert(Job::Copy { op, len }));
+                        let job = self.jobs.insert(Job::Copy { op, len });
                         self.out.dma(job, Dma::Copy { host, src, dst, len, keys: [src_key, dst_key] });
                     }
                 }
@@ -57,7 +58,7 @@ impl Engine {
                         (Some(_), AbiOp::CommCreate, Some(src)) => {
                             // Read once, at creation: not the data path.
                             let bytes = vec![0u8; len as usize];
-                            let job = JobId(self.jobs.insert(Job::Record { op, local, comm, bytes }));
+                            let job = self.jobs.insert(Job::Record { op, local, comm, bytes });
                             self.out.dma(job, Dma::Load { src, len });
                         }
                         (Some(node), AbiOp::CommFree, _) => {
@@ -87,9 +88,9 @@ impl Engine {
                     // The core refused broadcasts from a host without a local rank.
                     let local = self.core.local_rank(host).unwrap_or(u32::MAX);
                     let posted = match self.node.as_mut() {
-                        Some(node) => {
-                            node.post(local, comm, root, buf, len, op, gather::Kind::default()).map(drop)
-                        }
+                        Some(node) => node
+                            .post(local, comm, root, buf, len, PartOf::Op(op), gather::Kind::default())
+                            .map(drop),
                         None => Err(StatusKind::UnknownCommunicator),
                     };
                     if let Err(kind) = posted {

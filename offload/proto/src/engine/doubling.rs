@@ -58,6 +58,7 @@
 //! result. A step's send has completed (its bytes are in the protocol's channel) before the
 //! reduction or a receive overwrites the partial.
 use super::gather::Start;
+use super::ids::{ExchangeId, Seq};
 use super::leader_schedule::{gather_step_of, ring_step_of, step_of, Shape, Step};
 use super::pairs::Transfer;
 use super::pairwise::Local;
@@ -76,7 +77,7 @@ use ringcast_abi::{DataType, ReduceOp, StatusKind};
 pub(super) struct Doubling {
     /// The gather slot it carries out.
     pub(super) comm: u64,
-    pub(super) seq: u64,
+    pub(super) seq: Seq,
     /// A reduction's operation; `None` for an allgather or an alltoall.
     spec: Option<(DataType, ReduceOp)>,
     /// A pairwise alltoall's local processes (`pairwise.rs`, which carries its steps out).
@@ -122,7 +123,7 @@ pub(super) enum What {
 #[derive(Debug)]
 pub(super) struct DoublingCall {
     comm: u64,
-    seq: u64,
+    seq: Seq,
     what: What,
 }
 
@@ -132,7 +133,7 @@ impl Engine {
     /// kind of call at that slot (a pairwise alltoall beside a doubling allgather, or an
     /// allgather beside an allreduce): the slot cannot run, so the communicator breaks here and
     /// every process's operation on it ends typed.
-    pub(super) fn note_call(&mut self, comm: u64, seq: u64, what: What) -> Option<&mut What> {
+    pub(super) fn note_call(&mut self, comm: u64, seq: Seq, what: What) -> Option<&mut What> {
         let Some(i) = self.doubling_calls.iter().position(|c| c.comm == comm && c.seq == seq) else {
             // Calls of a communicator that broke before their slot started never start.
             let node = self.node.as_ref();
@@ -238,7 +239,7 @@ impl Engine {
     }
 
     /// Carries out step `step` of doubling `key`, or finishes it.
-    fn doubling_step(&mut self, key: u64, now: Nanos) {
+    fn doubling_step(&mut self, key: ExchangeId, now: Nanos) {
         let Some(d) = self.doublings.get(key) else { return };
         if d.alltoall.is_some() {
             // A pairwise alltoall (`pairwise.rs`).
@@ -320,13 +321,13 @@ impl Engine {
         for &(partner, send, buf, n) in transfers[..count as usize].iter().filter(|t| t.3 > 0) {
             let Some(node) = self.node.as_mut() else { return };
             // (The gather checked that the block's length fits.)
-            let t = Transfer { partner, send, buf, len: n as u32, token: key, context };
+            let t = Transfer { partner, send, buf, len: n as u32, owner: key, context };
             node.pair_post(comm, t, now, &mut self.out);
         }
     }
 
     /// A transfer or the reduction of doubling `key`'s step ended with `outcome`.
-    pub(super) fn doubling_part_over(&mut self, key: u64, outcome: Outcome, now: Nanos) {
+    pub(super) fn doubling_part_over(&mut self, key: ExchangeId, outcome: Outcome, now: Nanos) {
         let Some(d) = self.doublings.get_mut(key) else { return };
         d.pending = d.pending.saturating_sub(1);
         let mut status = outcome.status;
@@ -383,7 +384,7 @@ impl Engine {
         self.doublings.values().any(|d| d.comm == comm)
     }
 
-    pub(super) fn finish_doubling_slot(&mut self, comm: u64, seq: u64, outcome: Outcome) {
+    pub(super) fn finish_doubling_slot(&mut self, comm: u64, seq: Seq, outcome: Outcome) {
         if let Some(node) = self.node.as_mut() {
             node.finish_local(comm, seq, outcome);
         }

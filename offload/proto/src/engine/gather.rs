@@ -31,6 +31,7 @@
 //! engines learn within `peer_timeout_ms` instead of waiting for a broadcast that never comes).
 //! A process that left cleanly with nothing unfinished may be replaced: the newcomer with its
 //! local rank continues its sequence.
+use super::ids::{PartOf, Seq};
 use super::members::Members;
 use crate::comm::World;
 use crate::intake::regions::Resolved;
@@ -80,7 +81,7 @@ struct Member {
     root: u32,
     len: u32,
     buf: Resolved,
-    token: u64,
+    part: PartOf,
     kind: Kind,
 }
 
@@ -106,11 +107,11 @@ impl Slot {
     }
 }
 
-/// A slot handed to the protocol: `seq` is its token there.
+/// A slot handed to the protocol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Start {
-    /// Slot sequence number.
-    pub seq: u64,
+    /// The slot.
+    pub seq: Seq,
     /// Root process rank.
     pub root: u32,
     /// Bytes.
@@ -130,14 +131,14 @@ pub struct Start {
 /// What to do for one local process when a slot finishes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Delivery {
-    /// Its operation's token.
-    pub token: u64,
+    /// What its post completes.
+    pub(crate) part: PartOf,
     /// Copy `len` bytes from the primary's buffer to its own first (then complete it with
     /// `outcome`, or, if the copy fails, with `OutOfBounds` — `RootFailed` where it failed on
     /// a call refused at its rank, `Engine::dma_fault`).
     pub copy: Option<(Resolved, Resolved, u64)>,
-    /// With `copy`: the primary's token, whose completion waits for this copy.
-    pub primary: Option<u64>,
+    /// With `copy`: the primary's part, whose completion waits for this copy.
+    pub(crate) primary: Option<PartOf>,
     /// The primary's delivery: how many copies read its buffer — it completes only after the
     /// last of them, so a process that reuses its buffer after its completion (or an engine
     /// writing a result there) never races a copy still reading it.
@@ -183,23 +184,6 @@ impl Placement {
         match self {
             Placement::World { world, .. } => world.node_of(r).unwrap_or(u32::MAX),
             Placement::Table { node_of, .. } => node_of.get(r as usize).copied().unwrap_or(u32::MAX),
-        }
-    }
-
-    /// Each engine's first rank, in protocol-rank order: the roots of a barrier's parts.
-    pub fn leaders(&self) -> Vec<u32> {
-        match self {
-            Placement::World { world, .. } => (0..world.nodes()).map(|n| world.start(n)).collect(),
-            Placement::Table { node_of, .. } => {
-                let mut leaders: Vec<u32> = Vec::new();
-                for (r, &n) in node_of.iter().enumerate() {
-                    // Engines are numbered by first rank: engine `n` first appears as the next one.
-                    if n as usize == leaders.len() {
-                        leaders.push(r as u32);
-                    }
-                }
-                leaders
-            }
         }
     }
 
@@ -329,15 +313,16 @@ impl Gather {
     }
 
     /// Files local process `local`'s next broadcast. `Err` when refused at once.
+    #[cfg(test)]
     pub fn post(
         &mut self,
         local: u32,
         root: u32,
         buf: Resolved,
         len: u32,
-        token: u64,
+        part: PartOf,
     ) -> Result<(), StatusKind> {
-        self.post_with(local, root, buf, len, token, Kind::default()).map(drop)
+        self.post_with(local, root, buf, len, part, Kind::default()).map(drop)
     }
 
     /// [`Gather::post`] of a composed collective's part ([`Kind`]); the slot's sequence number.
@@ -350,9 +335,9 @@ impl Gather {
         root: u32,
         buf: Resolved,
         len: u32,
-        token: u64,
+        part: PartOf,
         kind: Kind,
-    ) -> Result<u64, StatusKind> {
+    ) -> Result<Seq, StatusKind> {
         if self.broken {
             return Err(StatusKind::CommunicatorBroken);
         }
@@ -379,9 +364,9 @@ impl Gather {
             });
         }
         let slot = &mut self.slots[idx];
-        slot.members[l] = Some(Member { root, len, buf, token, kind });
+        slot.members[l] = Some(Member { root, len, buf, part, kind });
         slot.assembling |= kind.assemble;
-        Ok(seq)
+        Ok(Seq(seq))
     }
 
     /// Local process `local` made a call on this communicator that posted nothing: one refused
@@ -424,7 +409,7 @@ impl Gather {
     }
 
     /// The engine assembled slot `seq`'s local blocks into its root's buffer: it may start.
-    pub fn assembled(&mut self, seq: u64) {
+    pub fn assembled(&mut self, Seq(seq): Seq) {
         if let Some(slot) = seq.checked_sub(self.base).and_then(|i| self.slots.get_mut(i as usize)) {
             slot.assembling = false;
         }
@@ -436,7 +421,7 @@ impl Gather {
     /// and learn `RootFailed` rather than wait for a part or a transfer it never posts; every
     /// local process's operation ends with `RootFailed` (a call refused at its rank with its
     /// own status).
-    pub fn poisoned(&mut self, seq: u64) {
+    pub fn poisoned(&mut self, Seq(seq): Seq) {
         if let Some(slot) = seq.checked_sub(self.base).and_then(|i| self.slots.get_mut(i as usize)) {
             slot.assembling = false;
             slot.poisoned = true;
@@ -482,7 +467,7 @@ impl Gather {
         };
         let (l, m) = primary?;
         let start = Start {
-            seq: self.started,
+            seq: Seq(self.started),
             root: m.root,
             len: m.len,
             buf: if slot.poisoned { Resolved::REFUSED } else { m.buf },
@@ -499,7 +484,7 @@ impl Gather {
         // The member `next_start` chose, recorded as it chose it — not found again by its
         // buffer: a poisoned slot's `REFUSED` would match a refused sibling, or no member.
         let Some((primary, start)) = self.choose() else { return };
-        let idx = (start.seq - self.base) as usize;
+        let idx = (start.seq.0 - self.base) as usize;
         self.slots[idx].primary = Some(primary);
         self.started += 1;
     }
@@ -508,13 +493,13 @@ impl Gather {
     /// ends with that status for every local process (now and when the others post).
     pub fn refused(&mut self, status: StatusKind) {
         let Some(start) = self.next_start() else { return };
-        let idx = (start.seq - self.base) as usize;
+        let idx = (start.seq.0 - self.base) as usize;
         self.slots[idx].outcome = Some(failed(status));
         self.started += 1;
     }
 
     /// The protocol finished slot `seq` at this node.
-    pub fn done(&mut self, seq: u64, outcome: Outcome) {
+    pub fn done(&mut self, Seq(seq): Seq, outcome: Outcome) {
         if let Some(slot) = seq.checked_sub(self.base).and_then(|i| self.slots.get_mut(i as usize)) {
             slot.outcome = Some(outcome);
         }
@@ -540,7 +525,7 @@ impl Gather {
             let mut primary_at = None;
             for (l, m) in slot.members.iter().enumerate() {
                 let Some(m) = m else { continue };
-                let mut d = Delivery { token: m.token, copy: None, primary: None, copies: 0, outcome };
+                let mut d = Delivery { part: m.part, copy: None, primary: None, copies: 0, outcome };
                 match reference {
                     _ if !complete => d.outcome = failed(StatusKind::CommunicatorBroken),
                     Some(r) if r.root != m.root => d.outcome = failed(StatusKind::BadRoot),
@@ -570,7 +555,7 @@ impl Gather {
                             && !r.kind.in_place =>
                     {
                         d.copy = Some((r.buf, m.buf, u64::from(m.len)));
-                        d.primary = Some(r.token);
+                        d.primary = Some(r.part);
                     }
                     _ => {}
                 }
@@ -632,6 +617,11 @@ mod tests {
         Gather::new(node, World::Uniform { nodes: 8, ppn }, capacity)
     }
 
+    /// The part of host operation `n` (a number in the tests).
+    fn t(n: u64) -> PartOf {
+        PartOf::Op(slotmap::KeyData::from_ffi(n).into())
+    }
+
     fn buf(i: u32) -> Resolved {
         Resolved { segment: SegmentHandle(u64::from(i)), offset: 0 }
     }
@@ -650,18 +640,18 @@ mod tests {
     fn receiver_node_starts_with_the_first_poster_and_copies_to_the_rest() {
         // Node 1 of 2, ppn 3: root 0 lives on node 0.
         let mut g = uniform(1, 3, 4);
-        g.post(2, 0, buf(12), 100, 102).unwrap();
+        g.post(2, 0, buf(12), 100, t(102)).unwrap();
         let s = g.next_start().unwrap();
-        assert_eq!((s.seq, s.root, s.len, s.buf), (0, 0, 100, buf(12)));
+        assert_eq!((s.seq, s.root, s.len, s.buf), (Seq(0), 0, 100, buf(12)));
         g.started();
         assert_eq!(g.next_start(), None);
-        g.done(0, ok(100));
+        g.done(Seq(0), ok(100));
         assert!(finished(&mut g).is_empty(), "two local processes have not posted");
-        g.post(0, 0, buf(10), 100, 100).unwrap();
-        g.post(1, 0, buf(11), 100, 101).unwrap();
+        g.post(0, 0, buf(10), 100, t(100)).unwrap();
+        g.post(1, 0, buf(11), 100, t(101)).unwrap();
         let d = finished(&mut g);
         assert_eq!(d.len(), 3);
-        let by_token = |t| d.iter().find(|d| d.token == t).unwrap();
+        let by_token = |n| d.iter().find(|d| d.part == t(n)).unwrap();
         assert_eq!(by_token(102).copy, None);
         assert_eq!(by_token(100).copy, Some((buf(12), buf(10), 100)));
         assert_eq!(by_token(101).copy, Some((buf(12), buf(11), 100)));
@@ -675,9 +665,9 @@ mod tests {
     fn a_poisoned_slot_records_the_member_it_started_from() {
         // Node 1 of 8, ppn 2: root 0 lives on node 0. Local 0 is refused, local 1 is not.
         let mut g = uniform(1, 2, 4);
-        g.post(0, 0, Resolved::REFUSED, 100, 100).unwrap();
-        g.post(1, 0, buf(11), 100, 101).unwrap();
-        g.poisoned(0);
+        g.post(0, 0, Resolved::REFUSED, 100, t(100)).unwrap();
+        g.post(1, 0, buf(11), 100, t(101)).unwrap();
+        g.poisoned(Seq(0));
         let s = g.next_start().unwrap();
         assert_eq!(s.buf, Resolved::REFUSED, "poisoned: on no memory");
         g.started();
@@ -688,53 +678,53 @@ mod tests {
     fn root_node_waits_for_the_root_process() {
         // Node 0, ppn 2, root = process 1 (local 1 of node 0).
         let mut g = uniform(0, 2, 4);
-        g.post(0, 1, buf(10), 8, 100).unwrap();
+        g.post(0, 1, buf(10), 8, t(100)).unwrap();
         assert_eq!(g.next_start(), None, "the root's buffer is not posted yet");
-        g.post(1, 1, buf(11), 8, 101).unwrap();
+        g.post(1, 1, buf(11), 8, t(101)).unwrap();
         assert_eq!(g.next_start().map(|s| s.buf), Some(buf(11)));
         g.started();
-        g.done(0, ok(8));
+        g.done(Seq(0), ok(8));
         let d = finished(&mut g);
-        assert_eq!(d.iter().find(|d| d.token == 100).unwrap().copy, Some((buf(11), buf(10), 8)));
-        assert_eq!(d.iter().find(|d| d.token == 101).unwrap().copy, None);
+        assert_eq!(d.iter().find(|d| d.part == t(100)).unwrap().copy, Some((buf(11), buf(10), 8)));
+        assert_eq!(d.iter().find(|d| d.part == t(101)).unwrap().copy, None);
     }
 
     #[test]
     fn slots_start_in_order_and_later_slots_wait() {
         let mut g = uniform(0, 2, 4);
         // Local 1 runs ahead: slot 0 (root 0, local 0 on this node) then slot 1 (root 2, remote).
-        g.post(1, 0, buf(11), 8, 1).unwrap();
-        g.post(1, 2, buf(11), 8, 2).unwrap();
+        g.post(1, 0, buf(11), 8, t(1)).unwrap();
+        g.post(1, 2, buf(11), 8, t(2)).unwrap();
         assert_eq!(g.next_start(), None, "slot 0 waits for its root; slot 1 waits behind it");
-        g.post(0, 0, buf(10), 8, 3).unwrap();
-        assert_eq!(g.next_start().map(|s| s.seq), Some(0));
+        g.post(0, 0, buf(10), 8, t(3)).unwrap();
+        assert_eq!(g.next_start().map(|s| s.seq), Some(Seq(0)));
         g.started();
-        assert_eq!(g.next_start().map(|s| (s.seq, s.buf)), Some((1, buf(11))));
+        assert_eq!(g.next_start().map(|s| (s.seq, s.buf)), Some((Seq(1), buf(11))));
     }
 
     #[test]
     fn mismatched_arguments_fail_only_that_process() {
         let mut g = uniform(1, 3, 4);
-        g.post(0, 0, buf(10), 100, 100).unwrap();
+        g.post(0, 0, buf(10), 100, t(100)).unwrap();
         g.started();
-        g.post(1, 0, buf(11), 99, 101).unwrap();
-        g.post(2, 1, buf(12), 100, 102).unwrap();
-        g.done(0, ok(100));
+        g.post(1, 0, buf(11), 99, t(101)).unwrap();
+        g.post(2, 1, buf(12), 100, t(102)).unwrap();
+        g.done(Seq(0), ok(100));
         let d = finished(&mut g);
-        let status = |t| d.iter().find(|d: &&Delivery| d.token == t).unwrap().outcome.status;
+        let status = |n| d.iter().find(|d: &&Delivery| d.part == t(n)).unwrap().outcome.status;
         assert_eq!(status(100), StatusKind::Ok);
         assert_eq!(status(101), StatusKind::LengthMismatch);
         assert_eq!(status(102), StatusKind::BadRoot);
-        assert!(d.iter().filter(|d| d.token != 100).all(|d| d.copy.is_none()));
+        assert!(d.iter().filter(|d| d.part != t(100)).all(|d| d.copy.is_none()));
     }
 
     #[test]
     fn a_failed_broadcast_copies_nothing() {
         let mut g = uniform(1, 2, 4);
-        g.post(0, 0, buf(10), 8, 1).unwrap();
-        g.post(1, 0, buf(11), 8, 2).unwrap();
+        g.post(0, 0, buf(10), 8, t(1)).unwrap();
+        g.post(1, 0, buf(11), 8, t(2)).unwrap();
         g.started();
-        g.done(0, failed(StatusKind::PeerUnreachable));
+        g.done(Seq(0), failed(StatusKind::PeerUnreachable));
         let d = finished(&mut g);
         assert_eq!(d.len(), 2);
         assert!(d.iter().all(|d| d.copy.is_none() && d.outcome.status == StatusKind::PeerUnreachable));
@@ -743,36 +733,36 @@ mod tests {
     #[test]
     fn a_process_leaving_mid_broadcast_breaks_the_gather() {
         let mut g = uniform(1, 2, 4);
-        g.post(0, 0, buf(10), 8, 1).unwrap();
+        g.post(0, 0, buf(10), 8, t(1)).unwrap();
         g.started();
         assert!(g.depart(1), "slot 0 can never finish without local 1");
         let d = finished(&mut g);
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].outcome.status, StatusKind::CommunicatorBroken);
-        assert_eq!(g.post(0, 0, buf(10), 8, 3), Err(StatusKind::CommunicatorBroken));
+        assert_eq!(g.post(0, 0, buf(10), 8, t(3)), Err(StatusKind::CommunicatorBroken));
     }
 
     #[test]
     fn a_clean_departure_with_nothing_open_can_be_replaced() {
         let mut g = uniform(1, 2, 4);
-        for (l, t) in [(0, 1), (1, 2)] {
-            g.post(l, 0, buf(10 + l), 8, t).unwrap();
+        for (l, tok) in [(0, 1), (1, 2)] {
+            g.post(l, 0, buf(10 + l), 8, t(tok)).unwrap();
         }
         g.started();
-        g.done(0, ok(8));
+        g.done(Seq(0), ok(8));
         assert_eq!(finished(&mut g).len(), 2);
         assert!(!g.depart(1));
         g.arrive(1);
-        g.post(1, 0, buf(21), 8, 4).unwrap();
-        g.post(0, 0, buf(10), 8, 3).unwrap();
-        assert_eq!(g.next_start().map(|s| s.seq), Some(1), "the newcomer continues at slot 1");
+        g.post(1, 0, buf(21), 8, t(4)).unwrap();
+        g.post(0, 0, buf(10), 8, t(3)).unwrap();
+        assert_eq!(g.next_start().map(|s| s.seq), Some(Seq(1)), "the newcomer continues at slot 1");
     }
 
     #[test]
     fn posting_past_a_departed_process_fails_instead_of_waiting() {
         let mut g = uniform(1, 2, 4);
         assert!(!g.depart(1));
-        assert_eq!(g.post(0, 0, buf(10), 8, 1), Err(StatusKind::CommunicatorBroken));
+        assert_eq!(g.post(0, 0, buf(10), 8, t(1)), Err(StatusKind::CommunicatorBroken));
         assert!(g.broken);
     }
 
@@ -789,18 +779,18 @@ mod tests {
         );
         assert_eq!((p.node(3), p.node(9)), (2, u32::MAX));
         let mut g = Gather::with_placement(2, p, 4);
-        g.post(0, 2, buf(10), 8, 1).unwrap();
+        g.post(0, 2, buf(10), 8, t(1)).unwrap();
         assert_eq!(g.next_start(), None, "root 2 is local index 1, not posted yet");
-        g.post(1, 2, buf(11), 8, 2).unwrap();
+        g.post(1, 2, buf(11), 8, t(2)).unwrap();
         assert_eq!(g.next_start().map(|s| s.buf), Some(buf(11)));
     }
 
     #[test]
     fn a_refused_slot_fails_every_local_process() {
         let mut g = uniform(1, 2, 4);
-        g.post(0, 0, buf(10), 8, 1).unwrap();
+        g.post(0, 0, buf(10), 8, t(1)).unwrap();
         g.refused(StatusKind::BadLength);
-        g.post(1, 0, buf(11), 8, 2).unwrap();
+        g.post(1, 0, buf(11), 8, t(2)).unwrap();
         let d = finished(&mut g);
         assert_eq!(d.len(), 2);
         assert!(d.iter().all(|d| d.outcome.status == StatusKind::BadLength && d.copy.is_none()));

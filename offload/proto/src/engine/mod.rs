@@ -11,9 +11,10 @@
 //! ([`Action::Dma`]: the only way the engine reaches it — on a DPU, a DMA engine's job), and
 //! publish completions, each host's in the order its descriptors were taken.
 //!
-//! One token space: the driver sees [`JobId`]s (and the hosts' own cookies in completions).
-//! Inside, a host operation is a key of the operation table; the protocol's broadcasts are
-//! named by communicator slot and gather slot, which never leave this module.
+//! One id per kind of thing named (`ids.rs`): the driver sees [`JobId`]s (and the hosts' own
+//! cookies in completions); inside, host operations, composed calls, reductions, exchanges and
+//! the posts handed to the reliable-transfer layer are keys of generational tables, and a
+//! sequencer's slots are [`Seq`]s — none of them a number with fields packed into its bits.
 //!
 //! The counters are the engine's own: a completion is counted when it is queued, and moved
 //! when a DMA fails under it or its host leaves before it is published.
@@ -28,6 +29,7 @@ mod composite;
 mod descriptors;
 mod doubling;
 mod gather;
+mod ids;
 mod leader_schedule;
 mod lifecycle;
 mod members;
@@ -35,13 +37,11 @@ mod node;
 mod pairs;
 mod pairwise;
 mod reduction;
-mod slab;
 mod void_calls;
 
 pub use action::{Action, Dma, JobId};
 pub use comms::{parse_record, Record, MAX_COMM_SIZE};
-pub use gather::{Delivery, Gather, Placement, Start};
-pub use members::Members;
+pub use ids::Seq;
 pub use node::{CommInfo, CommStats};
 pub use pairs::{doubling_partners, power_below, PairSet};
 
@@ -56,10 +56,11 @@ use action::Outbox;
 use alloc::collections::VecDeque;
 use alloc::format;
 use alloc::vec::Vec;
+use ids::{CallId, ExchangeId, OpId, PartOf, ReductionId};
 use ringcast_abi::ctl::CtlStatus;
 use ringcast_abi::frame::Crc32c;
 use ringcast_abi::{Access, Completion, RegionKey, Status, StatusKind, SubmissionDescriptor};
-use slab::Slab;
+use slotmap::SlotMap;
 
 /// The world communicator's identity, the same at every engine of `job`; its frames are keyed
 /// by `secret` (the job's, `RINGCAST_JOB_SECRET`).
@@ -88,26 +89,26 @@ struct HostOp {
 #[derive(Debug)]
 enum Job {
     /// A COPY descriptor's bytes.
-    Copy { op: u64, len: u64 },
+    Copy { op: OpId, len: u64 },
     /// The protocol's load or store of a broadcast's channel.
     Proto(DmaToken),
     /// A broadcast's intra-node delivery into one more local buffer, then its outcome; then
     /// the primary's completion, if this was the last copy reading its buffer.
-    Deliver { op: u64, outcome: Outcome, primary: Option<u64> },
+    Deliver { part: PartOf, outcome: Outcome, primary: Option<PartOf> },
     /// A communicator's creation record, loaded into `bytes`.
-    Record { op: u64, local: u32, comm: u64, bytes: Vec<u8> },
+    Record { op: OpId, local: u32, comm: u64, bytes: Vec<u8> },
     /// The multicast group of the communicator in slot `slot`, created by `op`.
-    Join { op: u64, slot: usize },
-    /// A composed collective's local copy (`allgather.rs`), part of `token`.
-    Part { token: u64 },
+    Join { op: OpId, slot: usize },
+    /// A composed collective's local copy (`allgather.rs`), part of `call`.
+    Part { call: CallId },
     /// Blocks `first..first + blocks` of reduction `r`'s staging, being loaded (`reduction.rs`).
-    ReduceLoad { r: u64, first: u32, blocks: u32 },
+    ReduceLoad { r: ReductionId, first: u32, blocks: u32 },
     /// Reduction `r`'s result, being stored.
-    ReduceStore { r: u64 },
+    ReduceStore { r: ReductionId },
     /// One copy of a node part's assembly (`assembly.rs`): gather slot `seq` of `comm`.
-    Assemble { comm: u64, seq: u64 },
+    Assemble { comm: u64, seq: Seq },
     /// A local copy of pairwise alltoall `key` (`pairwise.rs`).
-    Pairwise { key: u64 },
+    Pairwise { key: ExchangeId },
 }
 
 /// The engine. See the module documentation.
@@ -118,21 +119,21 @@ pub struct Engine {
     /// such an engine serves NOP and COPY, and fails every collective.
     node: Option<node::Node>,
     out: Outbox,
-    jobs: Slab<Job>,
-    ops: Slab<HostOp>,
-    /// Composed collectives in progress (`allgather.rs`); their parts carry keys of this
-    /// table tagged with `slab::TAGGED`.
-    parts: Slab<composite::Composite>,
+    jobs: SlotMap<JobId, Job>,
+    ops: SlotMap<OpId, HostOp>,
+    /// Composed collectives in progress (`allgather.rs`); each of their parts names its call
+    /// ([`PartOf::Call`]).
+    calls: SlotMap<CallId, composite::Composite>,
     /// Each host's operations, in the order their descriptors were taken.
-    queues: Vec<VecDeque<u64>>,
+    queues: Vec<VecDeque<OpId>>,
     /// Primaries of finished gather slots waiting for the copies reading their buffers:
-    /// (token, copies left, outcome).
-    primaries: Vec<(u64, u32, Outcome)>,
+    /// (part, copies left, outcome).
+    primaries: Vec<(PartOf, u32, Outcome)>,
     /// Reductions in progress (`reduction.rs`).
-    reductions: Slab<reduction::Reduction>,
+    reductions: SlotMap<ReductionId, reduction::Reduction>,
     /// Recursive-doubling allreduces and allgathers and pairwise alltoalls in progress
     /// (`doubling.rs`, `pairwise.rs`), and the calls whose gather slot has not started yet.
-    doublings: Slab<doubling::Doubling>,
+    doublings: SlotMap<ExchangeId, doubling::Doubling>,
     doubling_calls: Vec<doubling::DoublingCall>,
     /// Pairwise alltoalls' lists of local processes between uses (`pairwise.rs`).
     spare_locals: Vec<Vec<pairwise::Local>>,
@@ -140,7 +141,7 @@ pub struct Engine {
     /// time per communicator, in slot order, so both ends of a pair post in the same order.
     doubling_queue: VecDeque<(u64, gather::Start)>,
     /// Their steps that ended (reductions, transfers): (doubling, outcome), taken in `after`.
-    doubling_done: Vec<(u64, Outcome)>,
+    doubling_done: Vec<(ExchangeId, Outcome)>,
     /// A job on a refused call's buffers is failing now ([`Engine::dma_fault`]).
     refusing: bool,
     /// Reduction buffers between uses (one per reduction ever in flight at once).
@@ -155,7 +156,7 @@ pub struct Engine {
     /// (`void_calls.rs`).
     stalled: Vec<void_calls::Stalled>,
     /// The operation a held descriptor or void call reserved, for the next `new_op` to fill.
-    reserved: Option<u64>,
+    reserved: Option<OpId>,
     /// While a void call is taken in under the shape the other ranks gave it: its own opcode,
     /// which its completion echoes.
     resubmitting: Option<ringcast_abi::Opcode>,
@@ -180,12 +181,12 @@ impl Engine {
             core: Core::new(config.clone()),
             node,
             out: Outbox::default(),
-            jobs: Slab::default(),
-            ops: Slab::default(),
-            parts: Slab::default(),
+            jobs: SlotMap::with_key(),
+            ops: SlotMap::with_key(),
+            calls: SlotMap::with_key(),
             primaries: Vec::new(),
-            reductions: Slab::default(),
-            doublings: Slab::default(),
+            reductions: SlotMap::with_key(),
+            doublings: SlotMap::with_key(),
             doubling_calls: Vec::new(),
             spare_locals: Vec::new(),
             doubling_queue: VecDeque::new(),
@@ -305,7 +306,7 @@ impl Engine {
     /// Fails every collective not finished yet with `status` (the engine is shutting down);
     /// their completions go out in order.
     pub fn abort_collectives(&mut self, status: StatusKind) {
-        let pending: Vec<u64> = self
+        let pending: Vec<OpId> = self
             .queues
             .iter()
             .flatten()
@@ -414,7 +415,7 @@ impl Engine {
 
     /// Marks host operation `op` as refused at this rank with `status` (see
     /// [`intake::GatherCall::refused`]).
-    pub(super) fn refuse_op(&mut self, op: u64, status: Option<StatusKind>) {
+    pub(super) fn refuse_op(&mut self, op: OpId, status: Option<StatusKind>) {
         if let (Some(status), Some(o)) = (status, self.ops.get_mut(op)) {
             o.refused = Some(status);
         }
@@ -434,7 +435,7 @@ impl Engine {
 
     /// [`Engine::handle_dma_done`] without the round of [`Engine::after`].
     fn dma_over(&mut self, job: JobId, ok: bool, now: Nanos) {
-        let Some(j) = self.jobs.remove(job.0) else { return };
+        let Some(j) = self.jobs.remove(job) else { return };
         match j {
             Job::Copy { op, len } => {
                 if let Some(o) = self.ops.get_mut(op) {
@@ -453,10 +454,10 @@ impl Engine {
                     node.dma_done(token, ok, now, &mut self.out);
                 }
             }
-            Job::Deliver { op, outcome, primary } => {
+            Job::Deliver { part, outcome, primary } => {
                 let outcome =
                     if ok { outcome } else { Outcome { status: self.dma_fault(), bytes: 0, ..outcome } };
-                self.finish_collective(op, outcome);
+                self.finish(part, outcome);
                 self.copied(primary);
             }
             Job::Record { op, local, comm, bytes } => {
@@ -467,7 +468,7 @@ impl Engine {
                     (true, Some(node)) => match node.comm_create(local, comm, &bytes) {
                         Ok(None) => self.finish_collective(op, failed(StatusKind::Ok)),
                         Ok(Some((slot, group))) => {
-                            let job = JobId(self.jobs.insert(Job::Join { op, slot }));
+                            let job = self.jobs.insert(Job::Join { op, slot });
                             self.out.join(job, group);
                         }
                         Err(kind) => self.finish_collective(op, failed(kind)),
@@ -476,9 +477,9 @@ impl Engine {
             }
             Job::Assemble { comm, seq } => self.assembly_copied(comm, seq, ok),
             Job::Pairwise { key } => self.pairwise_copied(key, ok),
-            Job::Part { token } => {
+            Job::Part { call } => {
                 let outcome = if ok { failed(StatusKind::Ok) } else { failed(self.dma_fault()) };
-                self.finish_part(token, outcome);
+                self.finish_part(call, outcome);
             }
             Job::ReduceLoad { r, .. } => self.reduce_loaded(r, ok),
             Job::ReduceStore { r } => self.reduce_stored(r, ok),
@@ -488,7 +489,7 @@ impl Engine {
 
     /// Job `job` ([`Action::Join`]) is over: `ok` if the group is joined.
     pub fn handle_join_done(&mut self, job: JobId, ok: bool, now: Nanos) {
-        let Some(Job::Join { op, slot }) = self.jobs.remove(job.0) else { return };
+        let Some(Job::Join { op, slot }) = self.jobs.remove(job) else { return };
         if let Some(node) = self.node.as_mut() {
             if ok {
                 node.joined(slot);
@@ -508,12 +509,12 @@ impl Engine {
     pub fn staging(&mut self, job: JobId) -> Option<&mut [u8]> {
         // (Reductions first: their memory is not the job's, and the borrow checker cannot see
         // the job table let go of in an arm that returns another table's memory.)
-        match *self.jobs.get(job.0)? {
+        match *self.jobs.get(job)? {
             Job::ReduceLoad { r, first, blocks } => return self.reduction_staging(r, first, blocks),
             Job::ReduceStore { r } => return self.reduction_staging(r, 0, 0),
             _ => {}
         }
-        match self.jobs.get_mut(job.0)? {
+        match self.jobs.get_mut(job)? {
             Job::Proto(token) => {
                 let token = *token;
                 self.node.as_mut()?.staging(token)
@@ -537,7 +538,7 @@ impl Engine {
         started: Nanos,
         pending: bool,
         collective: bool,
-    ) -> u64 {
+    ) -> OpId {
         let (reserved, cqe) = self.echoed(host, cqe);
         let op = HostOp { host, cqe, started, pending, collective, refused: None };
         let key = match reserved.and_then(|k| self.ops.get_mut(k).map(|o| (k, o))) {
@@ -562,10 +563,7 @@ impl Engine {
 
     /// A collective (broadcast, communicator creation or release) ended for host operation
     /// `op`: count it and let its host's completions go out.
-    fn finish_collective(&mut self, op: u64, outcome: Outcome) {
-        if op & slab::TAGGED != 0 {
-            return self.finish_part(op, outcome);
-        }
+    fn finish_collective(&mut self, op: OpId, outcome: Outcome) {
         // (None: its host left meanwhile.)
         let Some(o) = self.ops.get_mut(op) else { return };
         // A call refused at its rank (its buffers, or a field its schedule does not read) ran
@@ -598,14 +596,23 @@ impl Engine {
         self.flush(host);
     }
 
+    /// A part posted to a communicator's sequencer is delivered: its own operation's outcome,
+    /// or one part of a composed call's.
+    fn finish(&mut self, part: PartOf, outcome: Outcome) {
+        match part {
+            PartOf::Op(op) => self.finish_collective(op, outcome),
+            PartOf::Call(call) => self.finish_part(call, outcome),
+        }
+    }
+
     /// One copy reading primary `primary`'s buffer is over: the last one completes it.
-    fn copied(&mut self, primary: Option<u64>) {
+    fn copied(&mut self, primary: Option<PartOf>) {
         let Some(p) = primary else { return };
         let Some(i) = self.primaries.iter().position(|w| w.0 == p) else { return };
         self.primaries[i].1 -= 1;
         if self.primaries[i].1 == 0 {
-            let (token, _, outcome) = self.primaries.swap_remove(i);
-            self.finish_collective(token, outcome);
+            let (part, _, outcome) = self.primaries.swap_remove(i);
+            self.finish(part, outcome);
         }
     }
 
@@ -674,30 +681,30 @@ impl Engine {
                 DmaDir::Load => Dma::Load { src: j.buf, len: j.len },
                 DmaDir::Store => Dma::Store { dst: j.buf, len: j.len },
             };
-            let job = JobId(self.jobs.insert(Job::Proto(j.token)));
+            let job = self.jobs.insert(Job::Proto(j.token));
             self.out.dma(job, dma);
         }
         // Primaries first: a copy ending at once (its host gone) finds its primary waiting.
         for d in deliveries.iter().filter(|d| d.copies > 0) {
             // Completed after the last copy reading its buffer (`copied`).
-            self.primaries.push((d.token, d.copies, d.outcome));
+            self.primaries.push((d.part, d.copies, d.outcome));
         }
         for d in deliveries {
             if d.copies > 0 {
                 continue;
             }
-            let Some(host) = self.host_of(d.token) else {
+            let Some(host) = self.host_of(d.part) else {
                 // Its host left: no copy, but the primary no longer waits for it.
                 self.copied(d.primary);
                 continue;
             };
             match d.copy {
                 Some((src, dst, len)) => {
-                    let deliver = Job::Deliver { op: d.token, outcome: d.outcome, primary: d.primary };
-                    let job = JobId(self.jobs.insert(deliver));
+                    let deliver = Job::Deliver { part: d.part, outcome: d.outcome, primary: d.primary };
+                    let job = self.jobs.insert(deliver);
                     self.out.dma(job, Dma::Copy { host, src, dst, len, keys: [RegionKey::NONE; 2] });
                 }
-                None => self.finish_collective(d.token, d.outcome),
+                None => self.finish(d.part, d.outcome),
             }
         }
     }

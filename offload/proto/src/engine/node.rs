@@ -13,7 +13,8 @@
 use super::action::Outbox;
 use super::comms::LocalComm;
 use super::gather::{Delivery, Kind, Placement, Start};
-use super::pairs::{PairSet, Pairs, Transfer, PAIR_TOKEN};
+use super::ids::{ExchangeId, Seq, TransferId};
+use super::pairs::{PairSet, Pairs, Transfer};
 use crate::comm::{CommSpec, GroupId, PeerId, World};
 use crate::config::EngineConfig;
 use crate::intake::regions::Resolved;
@@ -28,9 +29,16 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use ringcast_abi::frame::Crc32c;
 use ringcast_abi::StatusKind;
+use slotmap::SlotMap;
 
-/// A protocol token: the communicator's slot above this bit, the gather slot below.
-const TOKEN_COMM_SHIFT: u32 = 40;
+/// What a post handed to the reliable-transfer layer finishes ([`Node::transfers`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Posted {
+    /// Slot `seq` of the communicator in `comms[comm]` (a broadcast or a barrier).
+    Slot { comm: usize, seq: Seq },
+    /// A transfer on a pair communicator (`pairs.rs`) of an exchange the engine runs.
+    Link(ExchangeId),
+}
 
 /// The communicators' life (`COMMS`): what a host reads to see that nothing accumulates as
 /// communicators come and go.
@@ -124,8 +132,7 @@ impl Env for NodeEnv<'_> {
 /// The protocol and the communicators of one engine.
 pub(crate) struct Node {
     pub(super) proto: Protocol,
-    /// This engine's communicators, by slot (slot 0: the world). A slot's index is in the
-    /// protocol tokens of its broadcasts.
+    /// This engine's communicators, by slot (slot 0: the world).
     pub(super) comms: Vec<Option<LocalComm>>,
     pub(super) max_comms: usize,
     pub(super) node: u32,
@@ -141,7 +148,10 @@ pub(crate) struct Node {
     pub(super) time_wait: Nanos,
     /// The pair communicators each communicator derives.
     pub(super) pair_set: PairSet,
-    /// Broadcasts the protocol finished, by token (communicator slot, gather slot).
+    /// What every post handed to the protocol finishes, until it is over: the protocol
+    /// carries the key as its token.
+    pub(super) transfers: SlotMap<TransferId, Posted>,
+    /// Posts the protocol finished: (token, outcome).
     pub(super) finished: Vec<(u64, Outcome)>,
     /// Host-memory jobs the protocol asked for.
     pub(super) jobs: Vec<DmaJob>,
@@ -153,9 +163,8 @@ pub(crate) struct Node {
     pub(super) shape_retry: Nanos,
     /// The earliest void call's next query or give-up (`call_shapes.rs`).
     pub(super) void_deadline: Option<Nanos>,
-    /// Pair transfers that ended (token without [`PAIR_TOKEN`], outcome), of every
-    /// communicator's pairs (`pairs.rs`).
-    pub(super) pair_done: Vec<(u64, Outcome)>,
+    /// Pair transfers that ended, of every communicator's pairs (`pairs.rs`).
+    pub(super) pair_done: Vec<(TransferId, Outcome)>,
     /// Slots the engine carries out itself ([`Kind::local`]) that started: (communicator, slot).
     pub(super) local_started: Vec<(u64, Start)>,
     /// Communicators created and dropped since start (see [`CommStats`]).
@@ -199,6 +208,7 @@ impl Node {
             free_linger: config.protocol.peer_timeout_ms as Nanos * 1_000_000,
             time_wait: time_wait(&config.protocol),
             pair_set,
+            transfers: SlotMap::with_key(),
             finished: Vec::with_capacity(window),
             jobs: Vec::new(),
             resolved: Vec::new(),
@@ -246,7 +256,7 @@ impl Node {
 
     /// Communicator `comm`'s ranks grouped by engine, and this engine's protocol rank: what the
     /// pairwise alltoall needs, for any placement.
-    pub(crate) fn members(&self, comm: u64) -> Option<(&Arc<super::Members>, u32)> {
+    pub(crate) fn members(&self, comm: u64) -> Option<(&Arc<super::members::Members>, u32)> {
         let c = self.comms[self.slot(comm)?].as_ref()?;
         Some((c.gather.members()?, c.gather.placement().me()))
     }
@@ -267,7 +277,7 @@ impl Node {
     /// still runs in step on no memory ([`super::gather::Gather::poisoned`]); local processes
     /// in different calls (any other fault) break the communicator (its node part would carry
     /// wrong bytes; the other engines learn it within the peer timeout).
-    pub(crate) fn assembled(&mut self, comm: u64, seq: u64, fault: Option<StatusKind>, out: &mut Outbox) {
+    pub(crate) fn assembled(&mut self, comm: u64, seq: Seq, fault: Option<StatusKind>, out: &mut Outbox) {
         let Some(slot) = self.slot(comm) else { return };
         let Some(c) = self.comms[slot].as_mut() else { return };
         match fault {
@@ -303,9 +313,9 @@ impl Node {
         root: u32,
         buf: Resolved,
         len: u64,
-        op: u64,
+        part: super::ids::PartOf,
         kind: Kind,
-    ) -> Result<u64, StatusKind> {
+    ) -> Result<Seq, StatusKind> {
         let slot = self.slot(comm).ok_or(StatusKind::UnknownCommunicator)?;
         let c = self.comms[slot].as_mut().ok_or(StatusKind::UnknownCommunicator)?;
         let index = c.index_of_local(local).ok_or(StatusKind::UnknownCommunicator)?;
@@ -313,7 +323,7 @@ impl Node {
             return Err(StatusKind::BadRoot);
         }
         let len = u32::try_from(len).map_err(|_| StatusKind::BadLength)?;
-        c.gather.post_with(index, root, buf, len, op, kind)
+        c.gather.post_with(index, root, buf, len, part, kind)
     }
 
     /// Slots the engine carries out itself that started since the last call: (communicator,
@@ -322,16 +332,21 @@ impl Node {
         out.append(&mut self.local_started);
     }
 
-    /// Pair transfers that ended since the last call: (token, outcome), moved into `out`.
-    pub(crate) fn take_pair_done(&mut self, out: &mut Vec<(u64, Outcome)>) {
-        out.append(&mut self.pair_done);
-        for c in self.comms.iter_mut().flatten() {
-            out.append(&mut c.pairs.done);
+    /// Pair transfers that ended since the last call: (exchange, outcome), into `out`.
+    pub(crate) fn take_pair_done(&mut self, out: &mut Vec<(ExchangeId, Outcome)>) {
+        let Node { transfers, pair_done, comms, .. } = self;
+        let lists = core::iter::once(pair_done).chain(comms.iter_mut().flatten().map(|c| &mut c.pairs.done));
+        for list in lists {
+            for (id, outcome) in list.drain(..) {
+                if let Some(Posted::Link(x)) = transfers.remove(id) {
+                    out.push((x, outcome));
+                }
+            }
         }
     }
 
     /// The engine finished slot `seq` of communicator `comm`, one it carries out itself.
-    pub(crate) fn finish_local(&mut self, comm: u64, seq: u64, outcome: Outcome) {
+    pub(crate) fn finish_local(&mut self, comm: u64, seq: Seq, outcome: Outcome) {
         if let Some(c) = self.slot(comm).and_then(|s| self.comms[s].as_mut()) {
             c.gather.done(seq, outcome);
         }
@@ -340,15 +355,16 @@ impl Node {
     /// Posts transfer `t` on the pair communicator of communicator `comm` it names
     /// (`pairs.rs`); its outcome comes back from [`Node::take_pair_done`].
     pub(crate) fn pair_post(&mut self, comm: u64, t: Transfer, now: Nanos, out: &mut Outbox) {
+        let id = self.transfers.insert(Posted::Link(t.owner));
         let Some(slot) = self.slot(comm) else {
             let failed =
                 Outcome { status: StatusKind::UnknownCommunicator, bytes: 0, counters: Default::default() };
-            return self.pair_done.push((t.token, failed));
+            return self.pair_done.push((id, failed));
         };
         let Node { proto, finished, jobs, comms, .. } = self;
         let Some(c) = comms[slot].as_mut() else { return };
         // Completions the protocol gives at once (a refusal) go through `settle`.
-        c.pairs.post(proto, t, now, &mut NodeEnv { out, jobs, done: finished });
+        c.pairs.post(proto, t, id, now, &mut NodeEnv { out, jobs, done: finished });
     }
 
     /// Engine-local rank `local` made a call on communicator `comm` that posted nothing
@@ -393,7 +409,8 @@ impl Node {
                 continue;
             };
             let root = c.gather.placement().node(s.root);
-            let token = (slot as u64) << TOKEN_COMM_SHIFT | s.seq;
+            let id = self.transfers.insert(Posted::Slot { comm: slot, seq: s.seq });
+            let token = id.token();
             let Node { proto, finished, jobs, .. } = self;
             let env = &mut NodeEnv { out, jobs, done: finished };
             let result = if s.barrier {
@@ -403,6 +420,9 @@ impl Node {
                     Post { comm, root, buf: s.buf, len: s.len, token, context: s.context, window: s.window };
                 proto.post_bcast(post, now, env)
             };
+            if result.is_err() {
+                self.transfers.remove(id); // not taken: nothing will finish it
+            }
             let Some(c) = self.comms[slot].as_mut() else { return };
             match result {
                 Ok(()) => c.gather.started(),
@@ -415,13 +435,17 @@ impl Node {
     /// Turns what the protocol finished into deliveries to local processes.
     pub(super) fn settle(&mut self, deliveries: &mut Vec<Delivery>) {
         for (token, outcome) in self.finished.drain(..) {
-            if token & PAIR_TOKEN != 0 {
-                self.pair_done.push((token & !PAIR_TOKEN, outcome));
-                continue;
-            }
-            let slot = (token >> TOKEN_COMM_SHIFT) as usize;
-            if let Some(c) = self.comms.get_mut(slot).and_then(Option::as_mut) {
-                c.gather.done(token & ((1 << TOKEN_COMM_SHIFT) - 1), outcome);
+            let id = TransferId::of_token(token);
+            match self.transfers.get(id) {
+                // Taken with the other pair transfers' ends (`take_pair_done`).
+                Some(Posted::Link(_)) => self.pair_done.push((id, outcome)),
+                Some(&Posted::Slot { comm, seq }) => {
+                    self.transfers.remove(id);
+                    if let Some(c) = self.comms.get_mut(comm).and_then(Option::as_mut) {
+                        c.gather.done(seq, outcome);
+                    }
+                }
+                None => {}
             }
         }
         for c in self.comms.iter_mut().flatten() {

@@ -28,6 +28,7 @@
 //! which side roots each), so the protocol's broadcast numbering lines up, as it does for any
 //! communicator. A post that finds its channel still held waits here, in order, and is
 //! retried after every event.
+use super::ids::{ExchangeId, TransferId};
 use crate::comm::auth::Secret;
 use crate::comm::ident::derived_identity;
 use crate::comm::{CommSpec, PeerId};
@@ -39,10 +40,6 @@ use alloc::collections::VecDeque;
 use alloc::format;
 use alloc::vec::Vec;
 use ringcast_abi::StatusKind;
-
-/// Protocol tokens of pair transfers carry this bit (the world's and created communicators'
-/// tokens never reach it: their communicator slot sits below it).
-pub(crate) const PAIR_TOKEN: u64 = 1 << 63;
 
 /// Which pair communicators a communicator's engines derive beyond recursive doubling's: the
 /// configuration's, alike at every engine.
@@ -118,14 +115,14 @@ pub fn power_below(n: u32) -> u32 {
 }
 
 /// One point-to-point transfer on a pair communicator: `len` bytes at `buf` sent to `partner`
-/// (`send`) or received from it into `buf`; `token` comes back with its outcome.
+/// (`send`) or received from it into `buf`; its outcome goes to exchange `owner`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Transfer {
     pub partner: u32,
     pub send: bool,
     pub buf: Resolved,
     pub len: u32,
-    pub token: u64,
+    pub owner: ExchangeId,
     /// The call's context ([`Post::context`]).
     pub context: u64,
 }
@@ -143,6 +140,7 @@ const PAIR_WINDOW: u32 = 2;
 #[derive(Clone, Copy, Debug)]
 struct Waiting {
     partner: u32,
+    id: TransferId,
     post: Post,
 }
 
@@ -155,8 +153,8 @@ pub(crate) struct Pairs {
     /// This engine's number.
     me: u32,
     waiting: VecDeque<Waiting>,
-    /// Transfers over: (token without [`PAIR_TOKEN`], outcome), taken by the engine.
-    pub(crate) done: Vec<(u64, Outcome)>,
+    /// Transfers over, taken by the engine.
+    pub(crate) done: Vec<(TransferId, Outcome)>,
 }
 
 impl Pairs {
@@ -209,17 +207,24 @@ impl Pairs {
         self.comms.iter().find(|(p, _)| *p == partner).and_then(|(_, h)| *h)
     }
 
-    /// Posts transfer `t` (in the order posted per pair); its outcome comes back in
+    /// Posts transfer `t` as `id` (in the order posted per pair); its outcome comes back in
     /// [`Pairs::done`].
-    pub(crate) fn post(&mut self, proto: &mut Protocol, t: Transfer, now: Nanos, env: &mut impl Env) {
-        let Transfer { partner, send, buf, len, token, context } = t;
+    pub(crate) fn post(
+        &mut self,
+        proto: &mut Protocol,
+        t: Transfer,
+        id: TransferId,
+        now: Nanos,
+        env: &mut impl Env,
+    ) {
+        let Transfer { partner, send, buf, len, context, .. } = t;
         let Some(comm) = self.handle(partner) else {
-            return self.done.push((token, failed(StatusKind::UnknownCommunicator)));
+            return self.done.push((id, failed(StatusKind::UnknownCommunicator)));
         };
         let root_engine = if send { self.me } else { partner };
         let root = u32::from(root_engine == self.me.max(partner));
-        let post = Post { comm, root, buf, len, token: token | PAIR_TOKEN, context, window: PAIR_WINDOW };
-        let w = Waiting { partner, post };
+        let post = Post { comm, root, buf, len, token: id.token(), context, window: PAIR_WINDOW };
+        let w = Waiting { partner, id, post };
         if self.waiting.iter().any(|q| q.partner == partner) {
             return self.waiting.push_back(w); // behind an earlier transfer of this pair
         }
@@ -259,7 +264,7 @@ impl Pairs {
             Ok(()) => None,
             Err(PostError::WouldBlock) => Some(w),
             Err(PostError::Refused(status)) => {
-                self.done.push((w.post.token & !PAIR_TOKEN, failed(status)));
+                self.done.push((w.id, failed(status)));
                 None
             }
         }
@@ -289,7 +294,7 @@ impl Pairs {
             }
         }
         for w in self.waiting.drain(..) {
-            self.done.push((w.post.token & !PAIR_TOKEN, failed(StatusKind::CommunicatorBroken)));
+            self.done.push((w.id, failed(StatusKind::CommunicatorBroken)));
         }
     }
 }

@@ -43,9 +43,10 @@
 //! on a pair. Measured in docs/performance.md, "Pairwise alltoall".
 use super::composite::at;
 use super::doubling::What;
+use super::ids::{CallId, ExchangeId, PartOf};
 use super::members::Members;
 use super::pairs::Transfer;
-use super::{failed, Dma, Engine, Job, JobId};
+use super::{failed, Dma, Engine, Job};
 use crate::intake::regions::Resolved;
 use crate::intake::{GatherCall, HostId};
 use crate::model::compose;
@@ -96,21 +97,28 @@ impl Staging {
 impl Engine {
     /// An alltoall's one part when it runs pairwise: this node's slot, carried out by the
     /// engine once every local process posted it. Posts nothing else yet.
-    pub(super) fn post_pairwise(&mut self, a: &GatherCall, local: u32, token: u64, context: u64, mine: u32) {
+    pub(super) fn post_pairwise(
+        &mut self,
+        a: &GatherCall,
+        local: u32,
+        call: CallId,
+        context: u64,
+        mine: u32,
+    ) {
         let Some(node) = self.node.as_mut() else {
-            return self.finish_part(token, failed(StatusKind::UnknownCommunicator));
+            return self.finish_part(call, failed(StatusKind::UnknownCommunicator));
         };
         let first = match node.members(a.comm).and_then(|(m, _)| m.of_engine(mine).first().copied()) {
             Some(first) => first,
             None => {
                 self.skipped_call(a.host, a.comm);
-                return self.finish_part(token, failed(StatusKind::UnknownCommunicator));
+                return self.finish_part(call, failed(StatusKind::UnknownCommunicator));
             }
         };
         let kind =
             super::gather::Kind { all: true, context, local: true, in_place: true, ..Default::default() };
         let full = node.context_of(local, a.comm, context);
-        match node.post(local, a.comm, first, a.recv, a.len, token, kind) {
+        match node.post(local, a.comm, first, a.recv, a.len, PartOf::Call(call), kind) {
             Ok(seq) => {
                 let me = Local {
                     rank: a.me,
@@ -129,7 +137,7 @@ impl Engine {
             }
             Err(kind) => {
                 self.skipped_call(a.host, a.comm);
-                self.finish_part(token, failed(kind));
+                self.finish_part(call, failed(kind));
             }
         }
     }
@@ -139,7 +147,7 @@ impl Engine {
     /// fails the slot and breaks the communicator: the partners would wait for transfers this
     /// engine will not post. (A copy or transfer that failed on memory does not: the steps go
     /// on on none, `doubling.rs::poisons`.)
-    pub(super) fn pairwise_continue(&mut self, key: u64, now: Nanos) {
+    pub(super) fn pairwise_continue(&mut self, key: ExchangeId, now: Nanos) {
         loop {
             let Some(d) = self.doublings.get_mut(key) else { return };
             let (comm, len, context, step) = (d.comm, d.len, d.context, d.step);
@@ -178,7 +186,7 @@ impl Engine {
     #[allow(clippy::too_many_arguments)]
     fn pairwise_step(
         &mut self,
-        key: u64,
+        key: ExchangeId,
         comm: u64,
         locals: &mut [Local],
         len: u64,
@@ -196,7 +204,7 @@ impl Engine {
     #[allow(clippy::too_many_arguments)]
     fn pairwise_post(
         &mut self,
-        key: u64,
+        key: ExchangeId,
         comm: u64,
         locals: &mut [Local],
         members: &Members,
@@ -239,7 +247,7 @@ impl Engine {
         });
         let mut posted = 0u32;
         let mut copy = |engine: &mut Engine, host, src, dst, bytes, keys| {
-            let job = JobId(engine.jobs.insert(Job::Pairwise { key }));
+            let job = engine.jobs.insert(Job::Pairwise { key });
             engine.out.dma(job, Dma::Copy { host, src, dst, len: bytes, keys });
             posted += 1;
         };
@@ -305,7 +313,7 @@ impl Engine {
     #[allow(clippy::too_many_arguments)]
     fn pairwise_transfers(
         &mut self,
-        key: u64,
+        key: ExchangeId,
         comm: u64,
         locals: &[Local],
         members: &Members,
@@ -336,7 +344,7 @@ impl Engine {
                     let c = members.count(partner);
                     let bytes = (u64::from(count) * u64::from(c) * len) as u32;
                     let buf = stage.run(!send, members.offset(partner));
-                    let t = Transfer { partner, send, buf, len: bytes, token: key, context };
+                    let t = Transfer { partner, send, buf, len: bytes, owner: key, context };
                     node.pair_post(comm, t, now, &mut self.out);
                     posted += 1;
                     continue;
@@ -356,7 +364,7 @@ impl Engine {
                         };
                         // (A block longer than a message never comes here:
                         // `compose::alltoall`.)
-                        let t = Transfer { partner, send, buf, len: len as u32, token: key, context };
+                        let t = Transfer { partner, send, buf, len: len as u32, owner: key, context };
                         node.pair_post(comm, t, now, &mut self.out);
                         posted += 1;
                     }
@@ -367,7 +375,7 @@ impl Engine {
     }
 
     /// A local copy of pairwise alltoall `key` is over (`ok`); carried on in `after`.
-    pub(super) fn pairwise_copied(&mut self, key: u64, ok: bool) {
+    pub(super) fn pairwise_copied(&mut self, key: ExchangeId, ok: bool) {
         let outcome = if ok { failed(StatusKind::Ok) } else { failed(self.dma_fault()) };
         self.doubling_done.push((key, Outcome { bytes: 0, ..outcome }));
     }

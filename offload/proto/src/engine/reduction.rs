@@ -33,7 +33,8 @@
 //! failed on a call refused at its rank: `Engine::dma_fault`); the caller's continuation
 //! decides what that means (an operation failed, a node part poisoned, a doubling carrying on
 //! on no memory).
-use super::{failed, Dma, Engine, Job, JobId};
+use super::ids::{ExchangeId, OpId, ReductionId, Seq};
+use super::{failed, Dma, Engine, Job};
 use crate::collective::reduce::reduce_blocks;
 use crate::intake::regions::Resolved;
 use crate::transfer::protocol::{OpCounters, Outcome};
@@ -44,11 +45,11 @@ use ringcast_abi::{DataType, ReduceOp, StatusKind};
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Then {
     /// Complete host operation `op` with the result's length and `counters`.
-    Complete { op: u64, counters: OpCounters },
+    Complete { op: OpId, counters: OpCounters },
     /// Node part `seq` of communicator `comm` is assembled: it may leave.
-    Assembled { comm: u64, seq: u64 },
+    Assembled { comm: u64, seq: Seq },
     /// A step of recursive doubling `key` is over (`doubling.rs`).
-    Doubled { key: u64 },
+    Doubled { key: ExchangeId },
 }
 
 /// A reduction in progress (key of `Engine::reductions`).
@@ -117,7 +118,7 @@ impl Engine {
     }
 
     /// Loads reduction `r`'s next slice of every block (from offset `at`).
-    fn reduce_round(&mut self, r: u64) {
+    fn reduce_round(&mut self, r: ReductionId) {
         let Some(red) = self.reductions.get_mut(r) else { return };
         red.n = red.slice.min(red.len - red.at);
         let (n, at, len) = (red.n, red.at, red.len);
@@ -136,7 +137,7 @@ impl Engine {
                 false => &mut (0..count).map(|b| (u64::from(b) * len + at, 1)),
             };
             for (offset, k) in pieces {
-                let job = JobId(self.jobs.insert(Job::ReduceLoad { r, first, blocks: k }));
+                let job = self.jobs.insert(Job::ReduceLoad { r, first, blocks: k });
                 let from = Resolved { segment: src.segment, offset: src.offset + offset };
                 self.out.dma(job, Dma::Load { src: from, len: u64::from(k) * n });
                 first += k;
@@ -150,7 +151,7 @@ impl Engine {
 
     /// The engine memory reduction `r`'s job moves: slices `first..first + blocks` of its
     /// staging (a load), or its result (`blocks` = 0: the store).
-    pub(super) fn reduction_staging(&mut self, r: u64, first: u32, blocks: u32) -> Option<&mut [u8]> {
+    pub(super) fn reduction_staging(&mut self, r: ReductionId, first: u32, blocks: u32) -> Option<&mut [u8]> {
         let red = self.reductions.get_mut(r)?;
         let (from, k) = match blocks {
             0 => (0, 1),
@@ -161,7 +162,7 @@ impl Engine {
 
     /// One load of reduction `r` is over (`ok`); the last of a round reduces the round's slices
     /// and stores the result's.
-    pub(super) fn reduce_loaded(&mut self, r: u64, ok: bool) {
+    pub(super) fn reduce_loaded(&mut self, r: ReductionId, ok: bool) {
         let fault = self.dma_fault();
         let Some(red) = self.reductions.get_mut(r) else { return };
         red.pending = red.pending.saturating_sub(1);
@@ -178,12 +179,12 @@ impl Engine {
             return self.reduction_over(r, false);
         }
         let dst = Resolved { segment: red.dst.segment, offset: red.dst.offset + red.at };
-        let job = JobId(self.jobs.insert(Job::ReduceStore { r }));
+        let job = self.jobs.insert(Job::ReduceStore { r });
         self.out.dma(job, Dma::Store { dst, len: red.n });
     }
 
     /// A round of reduction `r` is stored (`ok`): the next round, or the end.
-    pub(super) fn reduce_stored(&mut self, r: u64, ok: bool) {
+    pub(super) fn reduce_stored(&mut self, r: ReductionId, ok: bool) {
         let fault = self.dma_fault();
         let Some(red) = self.reductions.get_mut(r) else { return };
         red.at += red.n;
@@ -197,7 +198,7 @@ impl Engine {
     }
 
     /// Reduction `r` is over: its result stored (`ok`) or not.
-    pub(super) fn reduction_over(&mut self, r: u64, ok: bool) {
+    pub(super) fn reduction_over(&mut self, r: ReductionId, ok: bool) {
         let Some(red) = self.reductions.remove(r) else { return };
         let len = red.len;
         let fault = red.failed.unwrap_or(StatusKind::OutOfBounds);

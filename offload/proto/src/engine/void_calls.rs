@@ -10,6 +10,7 @@
 //! ([`crate::intake::Core::submit_refused`]) and ends with the status its own descriptor earned;
 //! then the descriptors held behind it are taken in.
 use super::call_shapes::{Resolution, Shape};
+use super::ids::OpId;
 use super::{failed, Engine};
 use crate::intake::HostId;
 use crate::Nanos;
@@ -27,10 +28,10 @@ pub(super) struct Stalled {
     /// Its index among its communicator's calls.
     call: u64,
     /// Its host operation, reserved.
-    op: u64,
+    op: OpId,
     /// Descriptors `host` posted on the communicator after it, in order, each with its
     /// operation reserved.
-    held: VecDeque<(SubmissionDescriptor, u64)>,
+    held: VecDeque<(SubmissionDescriptor, OpId)>,
 }
 
 impl Engine {
@@ -46,7 +47,7 @@ impl Engine {
     }
 
     /// A pending operation for `host`'s descriptor `desc`, in its place among the host's.
-    fn reserve(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos) -> u64 {
+    fn reserve(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos) -> OpId {
         let cqe = Completion::new(desc.cookie, desc.opcode, Status::OK, 0);
         self.new_op(host, cqe, now, true, true)
     }
@@ -165,7 +166,7 @@ impl Engine {
 
     /// The operation `host` creates now: a reserved one, filled in with `cqe` (the opcode a
     /// void call's own, while it runs under the shape the other ranks gave it), or a new one.
-    pub(super) fn echoed(&mut self, host: HostId, cqe: Completion) -> (Option<u64>, Completion) {
+    pub(super) fn echoed(&mut self, host: HostId, cqe: Completion) -> (Option<OpId>, Completion) {
         let opcode: Opcode = self.resubmitting.unwrap_or(cqe.opcode);
         let key = self.reserved.take().filter(|&k| self.ops.get(k).is_some_and(|o| o.host == host));
         (key, Completion { opcode, ..cqe })
