@@ -6,8 +6,8 @@
 //! [`Action::Send`] or [`Action::Multicast`] lends the driver that slice until it polls the
 //! next action, so queueing a frame costs no copy. The arena grows to the largest burst one
 //! event produces (a root's whole message, at worst) and is reused after every drain.
-pub use super::ids::JobId;
 use crate::comm::{GroupId, PeerId};
+pub use crate::engine::ids::JobId;
 use crate::intake::regions::Resolved;
 use crate::intake::HostId;
 use crate::Nanos;
@@ -34,7 +34,7 @@ pub enum Dma {
         /// ([`RegionKey::NONE`] otherwise): deregistering one fails the copy still moving.
         keys: [RegionKey; 2],
     },
-    /// Host memory into the engine's staging ([`super::Engine::staging`]): a root's message, a
+    /// Host memory into the engine's staging ([`crate::engine::Engine::staging`]): a root's message, a
     /// communicator's creation record.
     Load {
         /// Source.
@@ -70,7 +70,7 @@ pub enum Action<'a> {
         /// The sealed frame.
         frame: &'a [u8],
     },
-    /// Start receiving `group`; answer with [`super::Engine::handle_join_done`].
+    /// Start receiving `group`; answer with [`crate::engine::Engine::handle_join_done`].
     Join {
         /// The job to answer.
         job: JobId,
@@ -82,7 +82,7 @@ pub enum Action<'a> {
         /// The group.
         group: GroupId,
     },
-    /// Move bytes; answer with [`super::Engine::handle_dma_done`].
+    /// Move bytes; answer with [`crate::engine::Engine::handle_dma_done`].
     Dma {
         /// The job to answer.
         job: JobId,

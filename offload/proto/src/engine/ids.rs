@@ -23,8 +23,8 @@
 use slotmap::{Key, KeyData};
 
 slotmap::new_key_type! {
-    /// Names one job the driver carries out and answers ([`super::Engine::handle_dma_done`],
-    /// [`super::Engine::handle_join_done`]). Stale once the engine has let go of the job: an
+    /// Names one job the driver carries out and answers ([`crate::engine::Engine::handle_dma_done`],
+    /// [`crate::engine::Engine::handle_join_done`]). Stale once the engine has let go of the job: an
     /// answer for it is ignored.
     pub struct JobId;
 }

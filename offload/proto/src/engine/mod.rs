@@ -20,30 +20,22 @@
 //! when a DMA fails under it or its host leaves before it is published.
 mod action;
 mod allgather;
+mod allreduce;
 mod alltoall;
-mod assembly;
 mod barrier;
-mod call_shapes;
-mod comms;
-mod composite;
-mod descriptors;
-mod doubling;
-mod gather;
+mod call;
+mod exchange;
 mod ids;
-mod leader_schedule;
-mod lifecycle;
-mod members;
+mod links;
 mod node;
-mod pairs;
-mod pairwise;
+mod planner;
 mod reduction;
 mod void_calls;
 
 pub use action::{Action, Dma, JobId};
-pub use comms::{parse_record, Record, MAX_COMM_SIZE};
 pub use ids::Seq;
+pub use node::comms::{parse_record, Record, MAX_COMM_SIZE};
 pub use node::{CommInfo, CommStats};
-pub use pairs::{doubling_partners, power_below, PairSet};
 
 use crate::comm::ident::{derived_identity, CommIdentity};
 use crate::comm::{GroupId, PeerId};
@@ -57,6 +49,7 @@ use alloc::collections::VecDeque;
 use alloc::format;
 use alloc::vec::Vec;
 use ids::{CallId, ExchangeId, OpId, PartOf, ReductionId};
+use node::sequencer;
 use ringcast_abi::ctl::CtlStatus;
 use ringcast_abi::frame::Crc32c;
 use ringcast_abi::{Access, Completion, RegionKey, Status, StatusKind, SubmissionDescriptor};
@@ -123,7 +116,7 @@ pub struct Engine {
     ops: SlotMap<OpId, HostOp>,
     /// Composed collectives in progress (`allgather.rs`); each of their parts names its call
     /// ([`PartOf::Call`]).
-    calls: SlotMap<CallId, composite::Composite>,
+    calls: SlotMap<CallId, call::Call>,
     /// Each host's operations, in the order their descriptors were taken.
     queues: Vec<VecDeque<OpId>>,
     /// Primaries of finished gather slots waiting for the copies reading their buffers:
@@ -133,15 +126,15 @@ pub struct Engine {
     reductions: SlotMap<ReductionId, reduction::Reduction>,
     /// Recursive-doubling allreduces and allgathers and pairwise alltoalls in progress
     /// (`doubling.rs`, `pairwise.rs`), and the calls whose gather slot has not started yet.
-    doublings: SlotMap<ExchangeId, doubling::Doubling>,
-    doubling_calls: Vec<doubling::DoublingCall>,
+    exchanges: SlotMap<ExchangeId, exchange::ExchangeRun>,
+    exchange_calls: Vec<exchange::ExchangeCall>,
     /// Pairwise alltoalls' lists of local processes between uses (`pairwise.rs`).
-    spare_locals: Vec<Vec<pairwise::Local>>,
+    spare_locals: Vec<Vec<alltoall::pairwise::Local>>,
     /// Started slots waiting for the doubling before them on their communicator: one runs at a
     /// time per communicator, in slot order, so both ends of a pair post in the same order.
-    doubling_queue: VecDeque<(u64, gather::Start)>,
+    exchange_queue: VecDeque<(u64, sequencer::Start)>,
     /// Their steps that ended (reductions, transfers): (doubling, outcome), taken in `after`.
-    doubling_done: Vec<(ExchangeId, Outcome)>,
+    exchange_done: Vec<(ExchangeId, Outcome)>,
     /// A job on a refused call's buffers is failing now ([`Engine::dma_fault`]).
     refusing: bool,
     /// Reduction buffers between uses (one per reduction ever in flight at once).
@@ -151,7 +144,7 @@ pub struct Engine {
     /// Where a reduction's blocks are, while it is started (kept: no allocation per call).
     reduce_sources: Vec<(Resolved, u32)>,
     /// Node parts of leader-based allgathers being assembled (`assembly.rs`).
-    assemblies: Vec<assembly::Assembly>,
+    assemblies: Vec<node::assembly::Assembly>,
     /// Void calls, each with the descriptors its host posted behind it on its communicator
     /// (`void_calls.rs`).
     stalled: Vec<void_calls::Stalled>,
@@ -163,7 +156,7 @@ pub struct Engine {
     /// Void calls are being resolved (the descriptors held behind one may make another).
     resolving: bool,
     /// Piece lists of finished assemblies, for the next ones.
-    spare_pieces: Vec<Vec<assembly::Piece>>,
+    spare_pieces: Vec<Vec<node::assembly::Piece>>,
 }
 
 fn failed(status: StatusKind) -> Outcome {
@@ -186,11 +179,11 @@ impl Engine {
             calls: SlotMap::with_key(),
             primaries: Vec::new(),
             reductions: SlotMap::with_key(),
-            doublings: SlotMap::with_key(),
-            doubling_calls: Vec::new(),
+            exchanges: SlotMap::with_key(),
+            exchange_calls: Vec::new(),
             spare_locals: Vec::new(),
-            doubling_queue: VecDeque::new(),
-            doubling_done: Vec::new(),
+            exchange_queue: VecDeque::new(),
+            exchange_done: Vec::new(),
             refusing: false,
             reduce_spare: Vec::new(),
             reduce_runs: Vec::new(),
@@ -415,7 +408,7 @@ impl Engine {
 
     /// Marks host operation `op` as refused at this rank with `status` (see
     /// [`intake::GatherCall::refused`]).
-    pub(super) fn refuse_op(&mut self, op: OpId, status: Option<StatusKind>) {
+    pub(crate) fn refuse_op(&mut self, op: OpId, status: Option<StatusKind>) {
         if let (Some(status), Some(o)) = (status, self.ops.get_mut(op)) {
             o.refused = Some(status);
         }
@@ -425,7 +418,7 @@ impl Engine {
     /// memory went away under it), or — a job on a call refused at its rank — `RootFailed`
     /// for the other processes whose collective needed that call's bytes: their buffers are
     /// fine, a rank's part could not be read (the refused call itself ends with its own status).
-    pub(super) fn dma_fault(&self) -> StatusKind {
+    pub(crate) fn dma_fault(&self) -> StatusKind {
         if self.refusing {
             StatusKind::RootFailed
         } else {
@@ -646,9 +639,9 @@ impl Engine {
             let Some(node) = self.node.as_mut() else { return };
             let mut started = Vec::new();
             node.take_local_started(&mut started);
-            node.take_pair_done(&mut self.doubling_done);
-            self.doubling_queue.extend(started);
-            let done = core::mem::take(&mut self.doubling_done);
+            node.take_link_done(&mut self.exchange_done);
+            self.exchange_queue.extend(started);
+            let done = core::mem::take(&mut self.exchange_done);
             let mut progress = resolved || !done.is_empty();
             // Jobs on a refused call's buffers fail here, never reaching the driver.
             while let Some(job) = self.out.pop_refused() {
@@ -658,12 +651,12 @@ impl Engine {
                 self.refusing = false;
             }
             for (key, outcome) in done {
-                self.doubling_part_over(key, outcome, now);
+                self.exchange_part_over(key, outcome, now);
             }
             // The first waiting slot of each communicator without a doubling running starts.
-            let next = self.doubling_queue.iter().position(|(c, _)| !self.doubling_runs(*c));
-            match next.and_then(|i| self.doubling_queue.remove(i)) {
-                Some((comm, start)) => self.start_doubling(comm, start, now),
+            let next = self.exchange_queue.iter().position(|(c, _)| !self.exchange_runs(*c));
+            match next.and_then(|i| self.exchange_queue.remove(i)) {
+                Some((comm, start)) => self.start_exchange(comm, start, now),
                 None if !progress => return,
                 None => {}
             }

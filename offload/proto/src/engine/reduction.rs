@@ -33,9 +33,9 @@
 //! failed on a call refused at its rank: `Engine::dma_fault`); the caller's continuation
 //! decides what that means (an operation failed, a node part poisoned, a doubling carrying on
 //! on no memory).
-use super::ids::{ExchangeId, OpId, ReductionId, Seq};
-use super::{failed, Dma, Engine, Job};
 use crate::collective::reduce::reduce_blocks;
+use crate::engine::ids::{ExchangeId, OpId, ReductionId, Seq};
+use crate::engine::{failed, Dma, Engine, Job};
 use crate::intake::regions::Resolved;
 use crate::transfer::protocol::{OpCounters, Outcome};
 use alloc::vec::Vec;
@@ -43,18 +43,18 @@ use ringcast_abi::{DataType, ReduceOp, StatusKind};
 
 /// What runs once a reduction's result is stored (or it failed).
 #[derive(Clone, Copy, Debug)]
-pub(super) enum Then {
+pub(crate) enum Then {
     /// Complete host operation `op` with the result's length and `counters`.
     Complete { op: OpId, counters: OpCounters },
     /// Node part `seq` of communicator `comm` is assembled: it may leave.
     Assembled { comm: u64, seq: Seq },
     /// A step of recursive doubling `key` is over (`doubling.rs`).
-    Doubled { key: ExchangeId },
+    Exchange { key: ExchangeId },
 }
 
 /// A reduction in progress (key of `Engine::reductions`).
 #[derive(Debug)]
-pub(super) struct Reduction {
+pub(crate) struct Reduction {
     spec: (DataType, ReduceOp),
     /// Bytes per block.
     len: u64,
@@ -81,7 +81,7 @@ pub(super) struct Reduction {
 impl Engine {
     /// Reduces the blocks of `len` bytes at `sources` — each a run of consecutive blocks — in
     /// the order given with `spec`, stores the result at `dst`, then runs `then`.
-    pub(super) fn reduce_into(
+    pub(crate) fn reduce_into(
         &mut self,
         spec: (DataType, ReduceOp),
         len: u64,
@@ -151,7 +151,7 @@ impl Engine {
 
     /// The engine memory reduction `r`'s job moves: slices `first..first + blocks` of its
     /// staging (a load), or its result (`blocks` = 0: the store).
-    pub(super) fn reduction_staging(&mut self, r: ReductionId, first: u32, blocks: u32) -> Option<&mut [u8]> {
+    pub(crate) fn reduction_staging(&mut self, r: ReductionId, first: u32, blocks: u32) -> Option<&mut [u8]> {
         let red = self.reductions.get_mut(r)?;
         let (from, k) = match blocks {
             0 => (0, 1),
@@ -162,7 +162,7 @@ impl Engine {
 
     /// One load of reduction `r` is over (`ok`); the last of a round reduces the round's slices
     /// and stores the result's.
-    pub(super) fn reduce_loaded(&mut self, r: ReductionId, ok: bool) {
+    pub(crate) fn reduce_loaded(&mut self, r: ReductionId, ok: bool) {
         let fault = self.dma_fault();
         let Some(red) = self.reductions.get_mut(r) else { return };
         red.pending = red.pending.saturating_sub(1);
@@ -184,7 +184,7 @@ impl Engine {
     }
 
     /// A round of reduction `r` is stored (`ok`): the next round, or the end.
-    pub(super) fn reduce_stored(&mut self, r: ReductionId, ok: bool) {
+    pub(crate) fn reduce_stored(&mut self, r: ReductionId, ok: bool) {
         let fault = self.dma_fault();
         let Some(red) = self.reductions.get_mut(r) else { return };
         red.at += red.n;
@@ -198,7 +198,7 @@ impl Engine {
     }
 
     /// Reduction `r` is over: its result stored (`ok`) or not.
-    pub(super) fn reduction_over(&mut self, r: ReductionId, ok: bool) {
+    pub(crate) fn reduction_over(&mut self, r: ReductionId, ok: bool) {
         let Some(red) = self.reductions.remove(r) else { return };
         let len = red.len;
         let fault = red.failed.unwrap_or(StatusKind::OutOfBounds);
@@ -218,11 +218,11 @@ impl Engine {
                     node.assembled(comm, seq, (!ok).then_some(fault), &mut self.out);
                 }
             }
-            Then::Doubled { key } => {
+            Then::Exchange { key } => {
                 let status = if ok { StatusKind::Ok } else { fault };
                 let outcome = Outcome { status, bytes: len, counters: OpCounters::default() };
                 // Carried on in `after`, which knows the time.
-                self.doubling_done.push((key, outcome));
+                self.exchange_done.push((key, outcome));
             }
         }
     }

@@ -9,9 +9,9 @@
 //! Once the shape is known, the call runs refused in step on no memory
 //! ([`crate::intake::Core::submit_refused`]) and ends with the status its own descriptor earned;
 //! then the descriptors held behind it are taken in.
-use super::call_shapes::{Resolution, Shape};
-use super::ids::OpId;
-use super::{failed, Engine};
+use crate::engine::ids::OpId;
+use crate::engine::node::call_shapes::{Resolution, Shape};
+use crate::engine::{failed, Engine};
 use crate::intake::HostId;
 use crate::Nanos;
 use alloc::collections::VecDeque;
@@ -20,7 +20,7 @@ use ringcast_abi::{Completion, Opcode, Status, StatusKind, SubmissionDescriptor}
 
 /// A host's void call on one communicator and the descriptors it took there after it.
 #[derive(Debug)]
-pub(super) struct Stalled {
+pub(crate) struct Stalled {
     host: HostId,
     desc: SubmissionDescriptor,
     /// Why its own descriptor was refused: what it ends with.
@@ -37,7 +37,7 @@ pub(super) struct Stalled {
 impl Engine {
     /// Whether `host` has a void call waiting on `desc`'s communicator: `desc` is then held
     /// behind it, its operation reserved.
-    pub(super) fn hold(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos) -> bool {
+    pub(crate) fn hold(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos) -> bool {
         let Some(i) = self.stalled.iter().position(|s| s.host == host && s.desc.comm == desc.comm) else {
             return false;
         };
@@ -54,7 +54,7 @@ impl Engine {
 
     /// `host` made a collective on a communicator it is a member of (`shape`: its descriptor's,
     /// `None` for one that posts nothing): the node counts it.
-    pub(super) fn count_call(&mut self, host: HostId, comm: u64, shape: Option<Shape>) {
+    pub(crate) fn count_call(&mut self, host: HostId, comm: u64, shape: Option<Shape>) {
         if self.resubmitting.is_some() {
             return; // counted when it was void
         }
@@ -66,7 +66,7 @@ impl Engine {
     /// `host`'s collective `desc` was refused at once with `status`, for a field that shapes
     /// it: if `host` is a member of its communicator, it becomes a void call (true), whose
     /// shape the node finds out; the host's later descriptors there are held until it ends.
-    pub(super) fn void_call(
+    pub(crate) fn void_call(
         &mut self,
         host: HostId,
         desc: &SubmissionDescriptor,
@@ -90,7 +90,7 @@ impl Engine {
 
     /// Ends the void calls the node resolved (true if any did): each runs refused under the
     /// shape learnt, or ends at once; the descriptors held behind it are taken in.
-    pub(super) fn resolve_void_calls(&mut self, now: Nanos) -> bool {
+    pub(crate) fn resolve_void_calls(&mut self, now: Nanos) -> bool {
         if self.resolving {
             return false;
         }
@@ -149,14 +149,14 @@ impl Engine {
 
     /// The engine is shutting down: the void calls are dropped (their operations, and those
     /// held behind them, are pending collectives: `abort_collectives` ends them).
-    pub(super) fn abort_void_calls(&mut self) {
+    pub(crate) fn abort_void_calls(&mut self) {
         self.stalled.clear();
     }
 
     /// `host` left: its void calls and held descriptors go with it. Each void call was counted
-    /// and never ran, so it counts as skipped (`Gather::skip`): a process that takes the rank
+    /// and never ran, so it counts as skipped (`Sequencer::skip`): a process that takes the rank
     /// and continues its calls is told typed, never paired with the others' calls one behind.
-    pub(super) fn drop_void_calls(&mut self, host: HostId) {
+    pub(crate) fn drop_void_calls(&mut self, host: HostId) {
         let comms: Vec<u64> = self.stalled.iter().filter(|s| s.host == host).map(|s| s.desc.comm).collect();
         for comm in comms {
             self.skipped_call(host, comm);
@@ -166,7 +166,7 @@ impl Engine {
 
     /// The operation `host` creates now: a reserved one, filled in with `cqe` (the opcode a
     /// void call's own, while it runs under the shape the other ranks gave it), or a new one.
-    pub(super) fn echoed(&mut self, host: HostId, cqe: Completion) -> (Option<OpId>, Completion) {
+    pub(crate) fn echoed(&mut self, host: HostId, cqe: Completion) -> (Option<OpId>, Completion) {
         let opcode: Opcode = self.resubmitting.unwrap_or(cqe.opcode);
         let key = self.reserved.take().filter(|&k| self.ops.get(k).is_some_and(|o| o.host == host));
         (key, Completion { opcode, ..cqe })

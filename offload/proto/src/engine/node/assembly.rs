@@ -9,13 +9,13 @@
 //! names the part's buffer. Once every local process has handed its piece over, the engine
 //! copies each piece that is not already in place into the leader's buffer (DMA jobs, host to
 //! host, as the gather's deliveries are), then tells the gather the slot may start
-//! ([`super::gather::Gather::assembled`]). A copy that fails (a region deregistered on the way,
-//! a call refused at its rank) poisons the part instead ([`super::gather::Gather::poisoned`]):
+//! ([`crate::engine::node::sequencer::Sequencer::assembled`]). A copy that fails (a region deregistered on the way,
+//! a call refused at its rank) poisons the part instead ([`crate::engine::node::sequencer::Sequencer::poisoned`]):
 //! it leaves on no memory, aborted, rather than with wrong bytes; local processes in different
 //! calls break the communicator.
-use super::ids::Seq;
-use super::reduction::Then;
-use super::{Dma, Engine, Job};
+use crate::engine::ids::Seq;
+use crate::engine::reduction::Then;
+use crate::engine::{Dma, Engine, Job};
 use crate::intake::regions::Resolved;
 use crate::intake::HostId;
 use crate::transfer::env::{reference_call, same_call};
@@ -24,7 +24,7 @@ use ringcast_abi::{DataType, ReduceOp, RegionKey, StatusKind};
 
 /// One local process's block of a node part.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Piece {
+pub(crate) struct Piece {
     /// The process (whose DMA queue moves it).
     pub host: HostId,
     /// Where its block is.
@@ -36,13 +36,13 @@ pub(super) struct Piece {
     pub at: u64,
     /// Bytes.
     pub len: u64,
-    /// The call's context as its process posted it ([`super::gather::Kind::context`]).
+    /// The call's context as its process posted it ([`crate::engine::node::sequencer::Kind::context`]).
     pub context: u64,
 }
 
 /// A node part being assembled: gather slot `seq` of communicator `comm`.
 #[derive(Debug)]
-pub(super) struct Assembly {
+pub(crate) struct Assembly {
     comm: u64,
     seq: Seq,
     /// Local processes that hand a piece over.
@@ -62,7 +62,7 @@ impl Engine {
     /// Local process `piece.host` posted slot `seq` of communicator `comm`, a node part of
     /// `expected` pieces (`leader`: the part's buffer, when this process is the leader;
     /// `reduce`: the pieces are reduced into it, not placed).
-    pub(super) fn assemble(
+    pub(crate) fn assemble(
         &mut self,
         comm: u64,
         seq: Seq,
@@ -109,7 +109,7 @@ impl Engine {
         // `same_call`. Its piece is never read — its copy fails and poisons the part.)
         if a.pieces.iter().any(|p| !same_call(p.context, context) || p.len != len) {
             // Local processes are in different calls (another collective, type or operation, or
-            // one skipped a call: `Gather::skip`), or disagree on the length — the intake
+            // one skipped a call: `Sequencer::skip`), or disagree on the length — the intake
             // bounded each piece by its own length only, so a piece would land on another
             // rank's place, or a node result of some of them be a wrong result every node
             // takes for the right one: the part would carry blocks of calls that are not this
@@ -142,7 +142,7 @@ impl Engine {
     }
 
     /// One copy of the assembly of slot `seq` of communicator `comm` is over (`ok`).
-    pub(super) fn assembly_copied(&mut self, comm: u64, seq: Seq, ok: bool) {
+    pub(crate) fn assembly_copied(&mut self, comm: u64, seq: Seq, ok: bool) {
         let fault = self.dma_fault();
         let Some(i) = self.assemblies.iter().position(|a| a.comm == comm && a.seq == seq) else { return };
         let a = &mut self.assemblies[i];

@@ -4,9 +4,9 @@
 //! parts' counters summed, and the step some take once every part is over (an allreduce's
 //! reduction, an alltoall's copies into place). Each part names its call ([`PartOf::Call`]),
 //! so the one path that finishes broadcasts finishes parts too ([`Engine::finish_part`]).
-use super::ids::{CallId, OpId, PartOf};
-use super::reduction::Then;
-use super::{failed, Dma, Engine, Job};
+use crate::engine::ids::{CallId, OpId, PartOf};
+use crate::engine::reduction::Then;
+use crate::engine::{failed, Dma, Engine, Job};
 use crate::intake::regions::Resolved;
 use crate::intake::HostId;
 use crate::transfer::protocol::{OpCounters, Outcome};
@@ -14,9 +14,9 @@ use ringcast_abi::{DataType, ReduceOp, RegionKey, StatusKind};
 
 /// A composed collective in progress: the host operation it completes and what is left.
 #[derive(Debug)]
-pub(super) struct Composite {
+pub(crate) struct Call {
     /// The host operation.
-    pub(super) parent: OpId,
+    pub(crate) parent: OpId,
     /// Parts not over yet.
     remaining: u32,
     /// The first failure, else `Ok`.
@@ -24,11 +24,11 @@ pub(super) struct Composite {
     /// Bytes reported on success.
     bytes: u64,
     /// The parts' counters, summed.
-    pub(super) counters: OpCounters,
+    pub(crate) counters: OpCounters,
     /// An allreduce: what is reduced once every part is over.
-    pub(super) reduce: Option<Reduce>,
+    pub(crate) reduce: Option<Reduce>,
     /// An alltoall: which blocks are copied into place once every part is over.
-    pub(super) scatter: Option<Scatter>,
+    pub(crate) scatter: Option<Scatter>,
 }
 
 /// An allreduce's last step: the parts gathered in `work` — `size` blocks of `len` bytes
@@ -36,29 +36,29 @@ pub(super) struct Composite {
 /// leader-based composition: `len` bytes at `first · len` for each node's first rank `first`)
 /// — reduced with `spec` in rank (node) order into its first block.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Reduce {
-    pub(super) spec: (DataType, ReduceOp),
-    pub(super) work: Resolved,
-    pub(super) len: u64,
-    pub(super) size: u32,
+pub(crate) struct Reduce {
+    pub(crate) spec: (DataType, ReduceOp),
+    pub(crate) work: Resolved,
+    pub(crate) len: u64,
+    pub(crate) size: u32,
     /// The communicator whose nodes' leaders hold the parts, when they are per node.
-    pub(super) by_node: Option<u64>,
+    pub(crate) by_node: Option<u64>,
 }
 
 /// The context a composed collective's parts carry ([`crate::transfer::protocol::Post::context`]):
 /// its opcode, and an allreduce's element type and operation — so ranks that posted different
 /// calls (an allgather against an allreduce, another type or operation) fail with
 /// `DigestMismatch` instead of reducing each other's bytes their own way.
-pub(super) fn call_context(opcode: ringcast_abi::Opcode, reduce: Option<(DataType, ReduceOp)>) -> u64 {
+pub(crate) fn call_context(opcode: ringcast_abi::Opcode, reduce: Option<(DataType, ReduceOp)>) -> u64 {
     let (t, o) = reduce.map_or((0, 0), |(t, o)| (t.0, o.0));
     u64::from(opcode.0) | u64::from(t) << 8 | u64::from(o) << 16
 }
 
-impl Composite {
+impl Call {
     /// A composed collective completing host operation `parent` after `parts` parts, with
     /// `bytes` on success.
-    pub(super) fn new(parent: OpId, parts: u32, bytes: u64) -> Self {
-        Composite {
+    pub(crate) fn new(parent: OpId, parts: u32, bytes: u64) -> Self {
+        Call {
             parent,
             remaining: parts,
             status: StatusKind::Ok,
@@ -72,26 +72,26 @@ impl Composite {
 
 /// An alltoall's last step: the blocks to copy into place once every part is over.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Scatter {
-    pub(super) host: HostId,
-    pub(super) send: Resolved,
-    pub(super) work: Resolved,
-    pub(super) len: u64,
-    pub(super) size: u32,
-    pub(super) me: u32,
+pub(crate) struct Scatter {
+    pub(crate) host: HostId,
+    pub(crate) send: Resolved,
+    pub(crate) work: Resolved,
+    pub(crate) len: u64,
+    pub(crate) size: u32,
+    pub(crate) me: u32,
     /// The send and work buffers' regions.
-    pub(super) keys: [RegionKey; 2],
+    pub(crate) keys: [RegionKey; 2],
 }
 
 /// `base` moved `by` bytes on.
-pub(super) fn at(base: Resolved, by: u64) -> Resolved {
+pub(crate) fn at(base: Resolved, by: u64) -> Resolved {
     Resolved { segment: base.segment, offset: base.offset + by }
 }
 
 impl Engine {
     /// One part of call `key` ended with `outcome`; the last one finishes its host
     /// operation.
-    pub(super) fn finish_part(&mut self, key: CallId, outcome: Outcome) {
+    pub(crate) fn finish_part(&mut self, key: CallId, outcome: Outcome) {
         let Some(c) = self.calls.get_mut(key) else { return };
         c.remaining = c.remaining.saturating_sub(1);
         if outcome.status != StatusKind::Ok && c.status == StatusKind::Ok {
@@ -135,13 +135,13 @@ impl Engine {
     /// Composed collectives `host` has in flight (the one being started included), on any
     /// communicator: how many calls a root of their parts may be ahead of a receiver
     /// ([`crate::transfer::env::Post::window`]; an over-count only makes a rendezvous likelier).
-    pub(super) fn calls_in_flight(&self, host: HostId) -> u32 {
+    pub(crate) fn calls_in_flight(&self, host: HostId) -> u32 {
         let mine = self.calls.values().filter(|c| self.ops.get(c.parent).is_some_and(|o| o.host == host));
         (mine.count() as u32).max(1)
     }
 
     /// The host whose operation `part` completes.
-    pub(super) fn host_of(&self, part: PartOf) -> Option<HostId> {
+    pub(crate) fn host_of(&self, part: PartOf) -> Option<HostId> {
         let op = match part {
             PartOf::Call(call) => self.calls.get(call)?.parent,
             PartOf::Op(op) => op,
@@ -151,9 +151,9 @@ impl Engine {
 
     /// Every part of host operation `parent`'s alltoall is over: copy block `me` of each into
     /// its place; the last copy completes the operation (with the parts' `counters`).
-    pub(super) fn scatter_blocks(&mut self, parent: OpId, s: Scatter, counters: OpCounters) {
+    pub(crate) fn scatter_blocks(&mut self, parent: OpId, s: Scatter, counters: OpCounters) {
         let whole = s.len * u64::from(s.size);
-        let mut composite = Composite::new(parent, s.size, whole);
+        let mut composite = Call::new(parent, s.size, whole);
         composite.counters = counters;
         let call = self.calls.insert(composite);
         let mine = u64::from(s.me) * s.len;

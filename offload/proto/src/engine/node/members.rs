@@ -7,7 +7,7 @@
 //! multicast alltoall's node parts need a node's blocks side by side in the result — but the
 //! pairwise alltoall (`pairwise.rs`) needs only which ranks each engine holds: its blocks go to
 //! their places one run of consecutive ranks at a time.
-use super::gather::Placement;
+use crate::engine::node::sequencer::Placement;
 use alloc::vec::Vec;
 
 /// Engine `j`'s ranks are `ranks[start[j] .. start[j + 1]]`, ascending; engines in

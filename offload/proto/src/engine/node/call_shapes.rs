@@ -26,11 +26,11 @@
 //! status, `Resolved::REFUSED` everywhere), so the others end typed and in step. When every
 //! rank made call `k` void, nothing runs anywhere and each ends with its own status. When no
 //! engine answers for `peer_timeout_ms`, the call ends with its status and counts as skipped
-//! (`Gather::skip`), the rule before: its rank's later calls fail typed, never with another
+//! (`Sequencer::skip`), the rule before: its rank's later calls fail typed, never with another
 //! call's bytes. The manager says so when it gives up (`SHAPE_SILENT`), so the engines that
 //! asked it skip alike; an engine that hears nothing from the manager gives up alone.
-use super::action::Outbox;
-use super::node::{Node, NodeEnv};
+use crate::engine::action::Outbox;
+use crate::engine::node::{Node, NodeEnv};
 use crate::transfer::call_shape::ShapeIn;
 use crate::transfer::env::CommHandle;
 use crate::Nanos;
@@ -530,7 +530,7 @@ impl Node {
                 }
             },
             // Only a collective is a call's shape (an honest engine records nothing else).
-            SHAPE_KNOWN if !super::posts_parts(Opcode(f.shape.opcode)) => {}
+            SHAPE_KNOWN if !crate::engine::posts_parts(Opcode(f.shape.opcode)) => {}
             SHAPE_KNOWN => {
                 let shape = Shape::from_body(&f.shape);
                 let hit = c.calls.waiting.iter().find(|w| w.call as u32 == f.call).map(|w| w.call);

@@ -67,12 +67,13 @@
 //! recursive doubling (a reduction also by Rabenseifner's) between the leaders instead of
 //! multicasting them (`doubling.rs`): one part per node, carried out by the engine.
 
-use super::assembly::Piece;
-use super::composite::{call_context, Composite, Reduce};
-use super::doubling::What;
-use super::gather::Kind;
-use super::ids::{CallId, PartOf};
-use super::{failed, Engine, Job};
+pub(crate) mod schedule;
+use crate::engine::call::{call_context, Call, Reduce};
+use crate::engine::exchange::What;
+use crate::engine::ids::{CallId, PartOf};
+use crate::engine::node::assembly::Piece;
+use crate::engine::node::sequencer::Kind;
+use crate::engine::{failed, Engine, Job};
 use crate::intake::regions::Resolved;
 use crate::intake::GatherCall;
 use crate::model::compose::{self, Exchange};
@@ -82,15 +83,15 @@ use ringcast_abi::{Completion, Status, StatusKind};
 /// bytes each (the part of a node holding ranks `first..first + count` is the run from
 /// `first`'s block on).
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Blocks {
-    pub(super) base: Resolved,
-    pub(super) stride: u64,
+pub(crate) struct Blocks {
+    pub(crate) base: Resolved,
+    pub(crate) stride: u64,
 }
 
 impl Engine {
     /// Starts an allgather or allreduce (see the module doc): leader-based when every engine's
     /// ranks are consecutive (one part per engine), else one part per rank.
-    pub(super) fn start_allgather(&mut self, a: GatherCall) {
+    pub(crate) fn start_allgather(&mut self, a: GatherCall) {
         let cqe = Completion::new(a.cookie, a.opcode, Status::OK, 0);
         let op = self.new_op(a.host, cqe, a.started, true, true);
         self.refuse_op(op, a.refused);
@@ -138,12 +139,12 @@ impl Engine {
         }
         if let (Some((engines, mine)), false) = (nodes, exchange == Exchange::Multicast) {
             if engines >= 2 {
-                let call = self.calls.insert(Composite::new(op, 1, bytes));
+                let call = self.calls.insert(Call::new(op, 1, bytes));
                 let ring = exchange == Exchange::Ring;
                 return self.post_doubling(&a, local, call, context, mine, ring);
             }
         }
-        let mut composite = Composite::new(op, parts, bytes);
+        let mut composite = Call::new(op, parts, bytes);
         composite.reduce = reduce;
         let call = self.calls.insert(composite);
         match nodes {
@@ -220,8 +221,8 @@ impl Engine {
         match node.post(local, a.comm, first, at(0), slot_len, PartOf::Call(call), kind) {
             Ok(seq) => {
                 let what = match a.reduce {
-                    Some(spec) => What::Reduce(spec),
-                    None => What::Gather { ring },
+                    Some(spec) => What::Allreduce(spec),
+                    None => What::Allgather { ring },
                 };
                 if self.note_call(a.comm, seq, what).is_none() {
                     return; // another kind of call at this slot: the communicator broke
@@ -272,7 +273,8 @@ impl Engine {
         }
         if let Some(src) = a.send {
             let job = self.jobs.insert(Job::Part { call });
-            let dma = super::Dma::Copy { host: a.host, src, dst: block(a.me), len: a.len, keys: a.keys };
+            let dma =
+                crate::engine::Dma::Copy { host: a.host, src, dst: block(a.me), len: a.len, keys: a.keys };
             self.out.dma(job, dma);
         }
     }
@@ -284,7 +286,7 @@ impl Engine {
     /// leader's buffer (`assembly.rs`); the gather then delivers each part into every local
     /// buffer, this rank's own block included. An allgather's and a reduction's blocks are
     /// `len` bytes at `recv`; an alltoall's are whole send buffers (`alltoall.rs`).
-    pub(super) fn post_node_parts(
+    pub(crate) fn post_node_parts(
         &mut self,
         a: &GatherCall,
         local: u32,

@@ -46,18 +46,19 @@
 //! with one rank per engine, aggregated per node, or blocks from `alltoall_pairwise_bytes`):
 //! every block sent once over the pair communicators in Mamidala's bidirectional order,
 //! straight from its sender's send buffer into its place (`pairwise.rs`).
-use super::allgather::Blocks;
-use super::composite::{at, call_context, Composite, Scatter};
-use super::gather::Kind;
-use super::ids::PartOf;
-use super::{failed, Engine};
+pub(crate) mod pairwise;
+use crate::engine::allgather::Blocks;
+use crate::engine::call::{at, call_context, Call, Scatter};
+use crate::engine::ids::PartOf;
+use crate::engine::node::sequencer::Kind;
+use crate::engine::{failed, Engine};
 use crate::intake::GatherCall;
 use crate::model::compose::{self, Exchange};
 use ringcast_abi::{Completion, Status, StatusKind};
 
 impl Engine {
     /// Starts an alltoall (see the module doc).
-    pub(super) fn start_alltoall(&mut self, a: GatherCall) {
+    pub(crate) fn start_alltoall(&mut self, a: GatherCall) {
         let cqe = Completion::new(a.cookie, a.opcode, Status::OK, 0);
         let op = self.new_op(a.host, cqe, a.started, true, true);
         self.refuse_op(op, a.refused);
@@ -85,7 +86,7 @@ impl Engine {
             if compose::alltoall(self.core.config(), m.engines(), a.size, m.largest(), a.len)
                 == Exchange::Pairwise
             {
-                let call = self.calls.insert(Composite::new(op, 1, whole));
+                let call = self.calls.insert(Call::new(op, 1, whole));
                 return self.post_pairwise(&a, local, call, context, mine);
             }
             if m.engines() >= 2 {
@@ -93,7 +94,7 @@ impl Engine {
                 self.multicast_exchange(a.host, a.comm);
             }
         }
-        let mut composite = Composite::new(op, nodes.map_or(a.size, |(engines, _)| engines), whole);
+        let mut composite = Call::new(op, nodes.map_or(a.size, |(engines, _)| engines), whole);
         composite.scatter = Some(scatter);
         let call = self.calls.insert(composite);
         if let Some(engines) = nodes {

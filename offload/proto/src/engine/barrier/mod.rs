@@ -18,16 +18,16 @@
 //! engines the same frames, at 64 engines 32 times more (docs/protocol.md, docs/performance.md).
 //!
 //! The scratch buffer the ABI asks for (`len ≥ size` bytes) is not touched.
-use super::composite::call_context;
-use super::gather::Kind;
-use super::ids::PartOf;
-use super::{failed, Engine};
+use crate::engine::call::call_context;
+use crate::engine::ids::PartOf;
+use crate::engine::node::sequencer::Kind;
+use crate::engine::{failed, Engine};
 use crate::intake::GatherCall;
 use ringcast_abi::{Completion, Status, StatusKind};
 
 impl Engine {
     /// Starts a barrier (see the module doc).
-    pub(super) fn start_barrier(&mut self, a: GatherCall) {
+    pub(crate) fn start_barrier(&mut self, a: GatherCall) {
         let cqe = Completion::new(a.cookie, a.opcode, Status::OK, 0);
         let op = self.new_op(a.host, cqe, a.started, true, true);
         self.refuse_op(op, a.refused);

@@ -11,7 +11,7 @@
 //!   refused at its rank (its buffers or a field: `Resolved::REFUSED`) is primary only once
 //!   every local process posted and none has one.
 //!
-//! A slot whose assembly could not read a local block is *poisoned* ([`Gather::poisoned`]): it
+//! A slot whose assembly could not read a local block is *poisoned* ([`Sequencer::poisoned`]): it
 //! still starts, on no memory, so the other engines stay in step and learn `RootFailed`.
 //!
 //! When the protocol is done and every local process has posted, the slot finishes: the runner
@@ -31,9 +31,9 @@
 //! engines learn within `peer_timeout_ms` instead of waiting for a broadcast that never comes).
 //! A process that left cleanly with nothing unfinished may be replaced: the newcomer with its
 //! local rank continues its sequence.
-use super::ids::{PartOf, Seq};
-use super::members::Members;
 use crate::comm::World;
+use crate::engine::ids::{PartOf, Seq};
+use crate::engine::node::members::Members;
 use crate::intake::regions::Resolved;
 use crate::transfer::env::{reference_call, same_call};
 use crate::transfer::protocol::{OpCounters, Outcome};
@@ -50,10 +50,10 @@ pub struct Kind {
     /// assembled part).
     pub all: bool,
     /// The slot starts only once the engine assembled every local process's block into the
-    /// root's buffer ([`Gather::assembled`]): a leader-based allgather's node part.
+    /// root's buffer ([`Sequencer::assembled`]): a leader-based allgather's node part.
     pub assemble: bool,
     /// The call's context ([`crate::transfer::protocol::Post::context`]; the gather adds the
-    /// process's skipped calls, [`Gather::skip`]): a process whose context is not the slot's
+    /// process's skipped calls, [`Sequencer::skip`]): a process whose context is not the slot's
     /// reference's call ([`crate::transfer::env::same_call`]: a stand-in's operation aside)
     /// fails with `DigestMismatch`, as a remote rank would.
     pub context: u64,
@@ -63,7 +63,7 @@ pub struct Kind {
     /// The slot never goes to the protocol as a broadcast: the engine carries it out itself
     /// (a recursive-doubling allreduce or allgather between the node leaders, `doubling.rs`, or
     /// a pairwise alltoall, `pairwise.rs`) once it starts,
-    /// and reports its outcome with [`Gather::done`]. It starts and is delivered like any slot.
+    /// and reports its outcome with [`Sequencer::done`]. It starts and is delivered like any slot.
     pub local: bool,
     /// Every local process's result is already in its own buffer when the slot is done (a
     /// pairwise alltoall, `pairwise.rs`; a barrier, which carries no bytes): the slot finishes
@@ -97,7 +97,7 @@ struct Slot {
     assembling: bool,
     /// Its assembly could not read a local block (a call refused at its rank, or memory
     /// gone): the slot still runs, in step with the other engines, on no memory
-    /// ([`Gather::poisoned`]).
+    /// ([`Sequencer::poisoned`]).
     poisoned: bool,
 }
 
@@ -225,7 +225,7 @@ impl Placement {
 
 /// The gather of one engine's local members of one communicator.
 #[derive(Debug)]
-pub struct Gather {
+pub struct Sequencer {
     /// Local members.
     ppn: u32,
     placement: Placement,
@@ -239,10 +239,10 @@ pub struct Gather {
     /// Local ranks that left (their next slots cannot be filled until a newcomer takes the
     /// rank).
     departed: Vec<bool>,
-    /// Calls of each local rank on this communicator that posted nothing ([`Gather::skip`]).
+    /// Calls of each local rank on this communicator that posted nothing ([`Sequencer::skip`]).
     skipped: Vec<u32>,
     /// Leader-based calls of each local rank on this communicator whose exchange between the
-    /// engines was multicast, not over the pair communicators ([`Gather::multicast_exchange`]),
+    /// engines was multicast, not over the pair communicators ([`Sequencer::multicast_exchange`]),
     /// modulo 256.
     multicast: Vec<u8>,
     /// Sequence number of `slots[0]`.
@@ -257,7 +257,7 @@ fn failed(status: StatusKind) -> Outcome {
     Outcome { status, bytes: 0, counters: OpCounters::default() }
 }
 
-impl Gather {
+impl Sequencer {
     /// The gather of node `node` of the world; `capacity` slots are reserved.
     pub fn new(node: u32, world: World, capacity: usize) -> Self {
         Self::with_placement(world.count(node), Placement::World { node, world }, capacity)
@@ -266,7 +266,7 @@ impl Gather {
     /// The gather of `locals` local members placed as `placement`.
     pub fn with_placement(locals: u32, placement: Placement, capacity: usize) -> Self {
         let ppn = locals.max(1);
-        Gather {
+        Sequencer {
             ppn,
             ranges: placement.ranges(),
             members: Members::of(&placement).map(Arc::new),
@@ -307,7 +307,7 @@ impl Gather {
         self.ppn
     }
 
-    /// Whether the gather broke (a local process left mid-collective, or [`Gather::fail`]).
+    /// Whether the gather broke (a local process left mid-collective, or [`Sequencer::fail`]).
     pub fn is_broken(&self) -> bool {
         self.broken
     }
@@ -325,7 +325,7 @@ impl Gather {
         self.post_with(local, root, buf, len, part, Kind::default()).map(drop)
     }
 
-    /// [`Gather::post`] of a composed collective's part ([`Kind`]); the slot's sequence number.
+    /// [`Sequencer::post`] of a composed collective's part ([`Kind`]); the slot's sequence number.
     /// A barrier's part (`all`) goes to the protocol only once every local process has posted
     /// it, so its broadcast leaving the root's node (or reaching it) says this whole node has
     /// arrived.
@@ -430,18 +430,18 @@ impl Gather {
 
     /// Fails every unfinished operation, now and later, with `CommunicatorBroken` (local
     /// processes in different calls: the node's part would carry wrong bytes; a block the
-    /// engine could not read poisons the slot instead, [`Gather::poisoned`]).
+    /// engine could not read poisons the slot instead, [`Sequencer::poisoned`]).
     pub fn fail(&mut self) {
         self.break_all();
     }
 
-    /// The next slot the protocol may take, if it can start; call [`Gather::started`] once the
+    /// The next slot the protocol may take, if it can start; call [`Sequencer::started`] once the
     /// protocol accepted it.
     pub fn next_start(&self) -> Option<Start> {
         self.choose().map(|(_, start)| start)
     }
 
-    /// [`Gather::next_start`], and the local rank whose post it is (the slot's primary).
+    /// [`Sequencer::next_start`], and the local rank whose post it is (the slot's primary).
     fn choose(&self) -> Option<(u32, Start)> {
         let slot = self.slots.get((self.started - self.base) as usize)?;
         let first = slot.first()?;
@@ -479,7 +479,7 @@ impl Gather {
         Some((l, start))
     }
 
-    /// The slot [`Gather::next_start`] returned was accepted by the protocol.
+    /// The slot [`Sequencer::next_start`] returned was accepted by the protocol.
     pub fn started(&mut self) {
         // The member `next_start` chose, recorded as it chose it — not found again by its
         // buffer: a poisoned slot's `REFUSED` would match a refused sibling, or no member.
@@ -489,7 +489,7 @@ impl Gather {
         self.started += 1;
     }
 
-    /// The slot [`Gather::next_start`] returned was refused by the protocol with `status`: it
+    /// The slot [`Sequencer::next_start`] returned was refused by the protocol with `status`: it
     /// ends with that status for every local process (now and when the others post).
     pub fn refused(&mut self, status: StatusKind) {
         let Some(start) = self.next_start() else { return };
@@ -613,8 +613,8 @@ mod tests {
     use crate::intake::regions::SegmentHandle;
 
     /// Node `node`'s gather in a world of 8 nodes of `ppn` processes.
-    fn uniform(node: u32, ppn: u32, capacity: usize) -> Gather {
-        Gather::new(node, World::Uniform { nodes: 8, ppn }, capacity)
+    fn uniform(node: u32, ppn: u32, capacity: usize) -> Sequencer {
+        Sequencer::new(node, World::Uniform { nodes: 8, ppn }, capacity)
     }
 
     /// The part of host operation `n` (a number in the tests).
@@ -630,7 +630,7 @@ mod tests {
         Outcome { status: StatusKind::Ok, bytes, counters: OpCounters::default() }
     }
 
-    fn finished(g: &mut Gather) -> Vec<Delivery> {
+    fn finished(g: &mut Sequencer) -> Vec<Delivery> {
         let mut out = Vec::new();
         g.take_finished(&mut out);
         out
@@ -778,7 +778,7 @@ mod tests {
             (Some(0), None, Some(1), None, None)
         );
         assert_eq!((p.node(3), p.node(9)), (2, u32::MAX));
-        let mut g = Gather::with_placement(2, p, 4);
+        let mut g = Sequencer::with_placement(2, p, 4);
         g.post(0, 2, buf(10), 8, t(1)).unwrap();
         assert_eq!(g.next_start(), None, "root 2 is local index 1, not posted yet");
         g.post(1, 2, buf(11), 8, t(2)).unwrap();

@@ -8,7 +8,7 @@
 //! necessarily consecutive (`members.rs`: a communicator of every other rank, a cyclic
 //! placement) — and the engines before `k` holding `offset_k`, at every engine `i`:
 //! 1. every local process posts one slot of the communicator's gather, carried out by the
-//!    engine ([`super::gather::Kind::local`], [`super::gather::Kind::in_place`]: nothing to copy
+//!    engine ([`crate::engine::node::sequencer::Kind::local`], [`crate::engine::node::sequencer::Kind::in_place`]: nothing to copy
 //!    when it is done); its send and receive buffers are noted here. The slot starts once every
 //!    local process posted — the node-wide step the transfers' order needs;
 //! 2. the node's own blocks: a DMA copy per pair of local ranks `(r, q)`, block `q` of `r`'s
@@ -41,12 +41,12 @@
 //! the call's context, bitmaps, repair, back-off, `PeerUnreachable` within the peer timeout).
 //! A call runs, as a doubling does, one at a time per communicator, so calls never interleave
 //! on a pair. Measured in docs/performance.md, "Pairwise alltoall".
-use super::composite::at;
-use super::doubling::What;
-use super::ids::{CallId, ExchangeId, PartOf};
-use super::members::Members;
-use super::pairs::Transfer;
-use super::{failed, Dma, Engine, Job};
+use crate::engine::call::at;
+use crate::engine::exchange::What;
+use crate::engine::ids::{CallId, ExchangeId, PartOf};
+use crate::engine::links::Transfer;
+use crate::engine::node::members::Members;
+use crate::engine::{failed, Dma, Engine, Job};
 use crate::intake::regions::Resolved;
 use crate::intake::{GatherCall, HostId};
 use crate::model::compose;
@@ -57,7 +57,7 @@ use ringcast_abi::{RegionKey, StatusKind};
 
 /// One local process's part in a pairwise alltoall.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Local {
+pub(crate) struct Local {
     /// Its rank in the communicator.
     pub rank: u32,
     pub host: HostId,
@@ -97,7 +97,7 @@ impl Staging {
 impl Engine {
     /// An alltoall's one part when it runs pairwise: this node's slot, carried out by the
     /// engine once every local process posted it. Posts nothing else yet.
-    pub(super) fn post_pairwise(
+    pub(crate) fn post_pairwise(
         &mut self,
         a: &GatherCall,
         local: u32,
@@ -115,8 +115,13 @@ impl Engine {
                 return self.finish_part(call, failed(StatusKind::UnknownCommunicator));
             }
         };
-        let kind =
-            super::gather::Kind { all: true, context, local: true, in_place: true, ..Default::default() };
+        let kind = crate::engine::node::sequencer::Kind {
+            all: true,
+            context,
+            local: true,
+            in_place: true,
+            ..Default::default()
+        };
         let full = node.context_of(local, a.comm, context);
         match node.post(local, a.comm, first, a.recv, a.len, PartOf::Call(call), kind) {
             Ok(seq) => {
@@ -147,31 +152,31 @@ impl Engine {
     /// fails the slot and breaks the communicator: the partners would wait for transfers this
     /// engine will not post. (A copy or transfer that failed on memory does not: the steps go
     /// on on none, `doubling.rs::poisons`.)
-    pub(super) fn pairwise_continue(&mut self, key: ExchangeId, now: Nanos) {
+    pub(crate) fn pairwise_continue(&mut self, key: ExchangeId, now: Nanos) {
         loop {
-            let Some(d) = self.doublings.get_mut(key) else { return };
+            let Some(d) = self.exchanges.get_mut(key) else { return };
             let (comm, len, context, step) = (d.comm, d.len, d.context, d.step);
             let mut locals = d.alltoall.take().unwrap_or_default();
             let result = self.pairwise_step(key, comm, &mut locals, len, context, step, now);
-            let Some(d) = self.doublings.get_mut(key) else { return };
+            let Some(d) = self.exchanges.get_mut(key) else { return };
             d.alltoall = Some(locals);
             match result {
                 Ok(Some(0)) => d.step += 1,
                 Ok(Some(n)) => return d.pending = n,
                 Ok(None) => {
-                    let d = self.doublings.remove(key).expect("present");
+                    let d = self.exchanges.remove(key).expect("present");
                     self.spare_locals.extend(d.alltoall.map(|mut l| {
                         l.clear();
                         l
                     }));
-                    // (A step that failed on memory ran the rest on none: `doubling_part_over`.)
+                    // (A step that failed on memory ran the rest on none: `exchange_part_over`.)
                     let bytes = if d.status == StatusKind::Ok { d.len } else { 0 };
                     let outcome = Outcome { status: d.status, bytes, counters: d.counters };
-                    return self.finish_doubling_slot(d.comm, d.seq, outcome);
+                    return self.finish_exchange_slot(d.comm, d.seq, outcome);
                 }
                 Err(status) => {
-                    let d = self.doublings.remove(key).expect("present");
-                    self.finish_doubling_slot(d.comm, d.seq, failed(status));
+                    let d = self.exchanges.remove(key).expect("present");
+                    self.finish_exchange_slot(d.comm, d.seq, failed(status));
                     if let Some(node) = self.node.as_mut() {
                         node.break_comm(d.comm, &mut self.out);
                     }
@@ -345,7 +350,7 @@ impl Engine {
                     let bytes = (u64::from(count) * u64::from(c) * len) as u32;
                     let buf = stage.run(!send, members.offset(partner));
                     let t = Transfer { partner, send, buf, len: bytes, owner: key, context };
-                    node.pair_post(comm, t, now, &mut self.out);
+                    node.link_post(comm, t, now, &mut self.out);
                     posted += 1;
                     continue;
                 }
@@ -365,7 +370,7 @@ impl Engine {
                         // (A block longer than a message never comes here:
                         // `compose::alltoall`.)
                         let t = Transfer { partner, send, buf, len: len as u32, owner: key, context };
-                        node.pair_post(comm, t, now, &mut self.out);
+                        node.link_post(comm, t, now, &mut self.out);
                         posted += 1;
                     }
                 }
@@ -375,8 +380,8 @@ impl Engine {
     }
 
     /// A local copy of pairwise alltoall `key` is over (`ok`); carried on in `after`.
-    pub(super) fn pairwise_copied(&mut self, key: ExchangeId, ok: bool) {
+    pub(crate) fn pairwise_copied(&mut self, key: ExchangeId, ok: bool) {
         let outcome = if ok { failed(StatusKind::Ok) } else { failed(self.dma_fault()) };
-        self.doubling_done.push((key, Outcome { bytes: 0, ..outcome }));
+        self.exchange_done.push((key, Outcome { bytes: 0, ..outcome }));
     }
 }

@@ -4,12 +4,12 @@
 //! `model/compose.rs`); and Mamidala's leader-based allgather the same way
 //! (`protocol.allgather_between = doubling` below `allgather_multicast_bytes`, or the cost
 //! model's choice), or round a ring of the engines (`ring`:
-//! `leader_schedule.rs::ring_step_of`, steps of `Step::Shift`; the same machinery).
+//! `allgather/schedule.rs::ring_step_of`, steps of `Step::Shift`; the same machinery).
 //!
 //! An **allgather** runs the same three steps without reductions: the node's blocks are copied
 //! to their places in the leader's receive buffer (the partial result is the whole receive
 //! buffer), the leaders swap the parts they hold by recursive doubling
-//! (`leader_schedule.rs::gather_step_of`: every part it lacks reaches each engine once, into its
+//! (`allgather/schedule.rs::gather_step_of`: every part it lacks reaches each engine once, into its
 //! place; a fold for any engine count), and the slot copies the leader's whole buffer into every
 //! local process's. Everything below about transfers, failures and the communicator breaking
 //! holds for it unchanged.
@@ -18,10 +18,10 @@
 //! engine `i`:
 //! 1. **intra-node**: every local process posts one slot of the communicator's gather, rooted at
 //!    the node's leader (its first rank) and carried out by the engine, not broadcast
-//!    ([`super::gather::Kind::local`]); the engine reduces the node's contributions in local rank
+//!    ([`crate::engine::node::sequencer::Kind::local`]); the engine reduces the node's contributions in local rank
 //!    order into the leader's work buffer (`assembly.rs`, as the leader-based multicast
 //!    allreduce does) — the node result `n_i` at the leader's `work + 0`;
-//! 2. **between the leaders**: the schedule of `leader_schedule.rs` — a fold onto the largest
+//! 2. **between the leaders**: the schedule of `allreduce/schedule.rs` — a fold onto the largest
 //!    power of two `P`, then recursive doubling (whole blocks, distances `P/2, …, 1`) or, where
 //!    the call's exchange is Rabenseifner's (`model/compose.rs`: the cost model's choice, or
 //!    from `protocol.allreduce_halving_bytes` with doubling forced; four engines or more),
@@ -57,13 +57,14 @@
 //! the next engine's first block; an allgather's segments arrive in their place in the partial
 //! result. A step's send has completed (its bytes are in the protocol's channel) before the
 //! reduction or a receive overwrites the partial.
-use super::gather::Start;
-use super::ids::{ExchangeId, Seq};
-use super::leader_schedule::{gather_step_of, ring_step_of, step_of, Shape, Step};
-use super::pairs::Transfer;
-use super::pairwise::Local;
-use super::reduction::Then;
-use super::{failed, Engine};
+use crate::engine::allgather::schedule::{gather_step_of, ring_step_of};
+use crate::engine::allreduce::schedule::{step_of, Shape};
+use crate::engine::alltoall::pairwise::Local;
+use crate::engine::ids::{ExchangeId, Seq};
+use crate::engine::links::Transfer;
+use crate::engine::node::sequencer::Start;
+use crate::engine::reduction::Then;
+use crate::engine::{failed, Engine};
 use crate::intake::regions::Resolved;
 use crate::model::compose::{self, Exchange};
 use crate::transfer::protocol::{OpCounters, Outcome};
@@ -71,57 +72,85 @@ use crate::Nanos;
 use alloc::vec::Vec;
 use ringcast_abi::{DataType, ReduceOp, StatusKind};
 
+/// Bytes `[off, off + len)` of a block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub off: u64,
+    pub len: u64,
+}
+
+/// One step of an engine's schedule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Send the partial result's span to the partner.
+    Send(u32, Span),
+    /// Receive the partner's bytes for the span into the scratch block (a reduction follows).
+    Receive(u32, Span),
+    /// Receive the final result's span from the partner into the partial result.
+    ReceiveResult(u32, Span),
+    /// Send the partial result's `send` span; receive the partner's `recv` span into the
+    /// scratch block (a reduction follows) or, `into_partial`, into its place in the partial
+    /// result. The lower engine's transfer first, at both ends.
+    Swap { partner: u32, send: Span, recv: Span, into_partial: bool },
+    /// The partial result's span ← *lower ⊕ upper* of it and the scratch block's first bytes.
+    Reduce(u32, Span),
+    /// A ring's step: send the partial result's `send` span to `to` and receive `from`'s
+    /// `recv` span into its place in the partial result, both at once (on two engines `to` and
+    /// `from` are one partner: the lower engine's transfer first, as in a swap).
+    Shift { to: u32, send: Span, from: u32, recv: Span },
+}
+
 /// An allreduce's or allgather's doubling, or a pairwise alltoall, in progress (key of
-/// `Engine::doublings`).
+/// `Engine::exchanges`).
 #[derive(Debug)]
-pub(super) struct Doubling {
+pub(crate) struct ExchangeRun {
     /// The gather slot it carries out.
-    pub(super) comm: u64,
-    pub(super) seq: Seq,
+    pub(crate) comm: u64,
+    pub(crate) seq: Seq,
     /// A reduction's operation; `None` for an allgather or an alltoall.
     spec: Option<(DataType, ReduceOp)>,
     /// A pairwise alltoall's local processes (`pairwise.rs`, which carries its steps out).
-    pub(super) alltoall: Option<Vec<Local>>,
+    pub(crate) alltoall: Option<Vec<Local>>,
     /// The slot's bytes: a reduction's block, an allgather's whole result.
-    pub(super) len: u64,
+    pub(crate) len: u64,
     /// An allgather's bytes per rank (its node parts' places follow from the ranks' ranges).
     block: u64,
     /// An allgather round the ring of the engines instead of by recursive doubling
-    /// ([`What::Gather`]).
+    /// ([`What::Allgather`]).
     ring: bool,
     /// The call's context (every transfer's MAC carries it).
-    pub(super) context: u64,
-    /// Its schedule (`leader_schedule.rs`).
+    pub(crate) context: u64,
+    /// Its schedule (`allreduce/schedule.rs`, `allgather/schedule.rs`).
     shape: Shape,
     /// The partial result (the leader's `work + 0`) and the scratch block.
     partial: Resolved,
     scratch: Resolved,
-    pub(super) step: u32,
+    pub(crate) step: u32,
     /// Transfers or the reduction of this step not over yet.
-    pub(super) pending: u32,
+    pub(crate) pending: u32,
     /// The first failure of its steps (see [`poisons`]).
-    pub(super) status: StatusKind,
+    pub(crate) status: StatusKind,
     /// The first failure that is not on memory (a partner unreachable, calls that disagree):
     /// it breaks the communicator, poisoned or not.
     fatal: Option<StatusKind>,
-    pub(super) counters: OpCounters,
+    pub(crate) counters: OpCounters,
 }
 
 /// What a call the engine carries out between the engines is.
 #[derive(Debug)]
-pub(super) enum What {
+pub(crate) enum What {
     /// An allreduce or a reduce, with its type and operation.
-    Reduce((DataType, ReduceOp)),
+    Allreduce((DataType, ReduceOp)),
     /// An allgather: by recursive doubling, or round the ring of the engines (`ring`, as the
     /// posting process chose by [`crate::model::compose::allgather`]).
-    Gather { ring: bool },
+    Allgather { ring: bool },
     /// A pairwise alltoall (`pairwise.rs`), with its local processes' buffers as they post.
     Alltoall(Vec<Local>),
 }
 
 /// A call waiting for its gather slot to start.
 #[derive(Debug)]
-pub(super) struct DoublingCall {
+pub(crate) struct ExchangeCall {
     comm: u64,
     seq: Seq,
     what: What,
@@ -133,15 +162,15 @@ impl Engine {
     /// kind of call at that slot (a pairwise alltoall beside a doubling allgather, or an
     /// allgather beside an allreduce): the slot cannot run, so the communicator breaks here and
     /// every process's operation on it ends typed.
-    pub(super) fn note_call(&mut self, comm: u64, seq: Seq, what: What) -> Option<&mut What> {
-        let Some(i) = self.doubling_calls.iter().position(|c| c.comm == comm && c.seq == seq) else {
+    pub(crate) fn note_call(&mut self, comm: u64, seq: Seq, what: What) -> Option<&mut What> {
+        let Some(i) = self.exchange_calls.iter().position(|c| c.comm == comm && c.seq == seq) else {
             // Calls of a communicator that broke before their slot started never start.
             let node = self.node.as_ref();
-            self.doubling_calls.retain(|c| node.is_some_and(|n| n.usable(c.comm)));
-            self.doubling_calls.push(DoublingCall { comm, seq, what });
-            return self.doubling_calls.last_mut().map(|c| &mut c.what);
+            self.exchange_calls.retain(|c| node.is_some_and(|n| n.usable(c.comm)));
+            self.exchange_calls.push(ExchangeCall { comm, seq, what });
+            return self.exchange_calls.last_mut().map(|c| &mut c.what);
         };
-        let same = core::mem::discriminant(&what) == core::mem::discriminant(&self.doubling_calls[i].what);
+        let same = core::mem::discriminant(&what) == core::mem::discriminant(&self.exchange_calls[i].what);
         if let What::Alltoall(spare) = what {
             self.spare_locals.push(spare);
         }
@@ -151,21 +180,21 @@ impl Engine {
             }
             return None;
         }
-        Some(&mut self.doubling_calls[i].what)
+        Some(&mut self.exchange_calls[i].what)
     }
 
-    /// Gather slot `start` of communicator `comm`, carried out by the engine, started: a
+    /// Sequencer slot `start` of communicator `comm`, carried out by the engine, started: a
     /// doubling allreduce's (every local contribution reduced into the leader's `work + 0`), a
     /// doubling allgather's (every local block copied into its place in the leader's receive
     /// buffer), or a pairwise alltoall's (nothing gathered).
-    pub(super) fn start_doubling(&mut self, comm: u64, start: Start, now: Nanos) {
-        let Some(i) = self.doubling_calls.iter().position(|c| c.comm == comm && c.seq == start.seq) else {
+    pub(crate) fn start_exchange(&mut self, comm: u64, start: Start, now: Nanos) {
+        let Some(i) = self.exchange_calls.iter().position(|c| c.comm == comm && c.seq == start.seq) else {
             // (Registered when the first local process posted it.)
-            return self.finish_doubling_slot(comm, start.seq, failed(StatusKind::CommunicatorBroken));
+            return self.finish_exchange_slot(comm, start.seq, failed(StatusKind::CommunicatorBroken));
         };
-        let (spec, alltoall, ring) = match self.doubling_calls.swap_remove(i).what {
-            What::Reduce(spec) => (Some(spec), None, false),
-            What::Gather { ring } => (None, None, ring),
+        let (spec, alltoall, ring) = match self.exchange_calls.swap_remove(i).what {
+            What::Allreduce(spec) => (Some(spec), None, false),
+            What::Allgather { ring } => (None, None, ring),
             What::Alltoall(locals) => (None, Some(locals), false),
         };
         let Some(node) = self.node.as_ref() else { return };
@@ -176,7 +205,7 @@ impl Engine {
             None => node.ranges(comm).map(|(r, me)| (r.len() as u32, me, r)),
         };
         let Some((engines, me, ranges)) = place else {
-            return self.finish_doubling_slot(comm, start.seq, failed(StatusKind::UnknownCommunicator));
+            return self.finish_exchange_slot(comm, start.seq, failed(StatusKind::UnknownCommunicator));
         };
         let len = u64::from(start.len);
         let mine = ranges.get(me as usize).map_or(0, |r| r.0);
@@ -200,7 +229,7 @@ impl Engine {
         // A slot on no memory (its assembly poisoned, or the leader's call refused for its
         // buffers) runs its schedule all the same, aborting what it sends.
         let status = if start.buf.is_refused() { StatusKind::RootFailed } else { StatusKind::Ok };
-        let d = Doubling {
+        let d = ExchangeRun {
             comm,
             seq: start.seq,
             spec,
@@ -218,12 +247,12 @@ impl Engine {
             fatal: None,
             counters: OpCounters::default(),
         };
-        let key = self.doublings.insert(d);
-        self.doubling_step(key, now);
+        let key = self.exchanges.insert(d);
+        self.exchange_step(key, now);
     }
 
     /// Step `d.step` of doubling `d`: `Err` when its communicator went away.
-    fn step_of(&self, d: &Doubling) -> Result<Option<Step>, StatusKind> {
+    fn step_of(&self, d: &ExchangeRun) -> Result<Option<Step>, StatusKind> {
         if d.spec.is_some() {
             return Ok(step_of(&d.shape, d.step));
         }
@@ -239,25 +268,25 @@ impl Engine {
     }
 
     /// Carries out step `step` of doubling `key`, or finishes it.
-    fn doubling_step(&mut self, key: ExchangeId, now: Nanos) {
-        let Some(d) = self.doublings.get(key) else { return };
+    fn exchange_step(&mut self, key: ExchangeId, now: Nanos) {
+        let Some(d) = self.exchanges.get(key) else { return };
         if d.alltoall.is_some() {
             // A pairwise alltoall (`pairwise.rs`).
             return self.pairwise_continue(key, now);
         }
-        let Some(d) = self.doublings.get(key) else { return };
+        let Some(d) = self.exchanges.get(key) else { return };
         let step = match self.step_of(d) {
             Ok(step) => step,
             Err(status) => {
-                let d = self.doublings.remove(key).expect("present");
-                return self.finish_doubling_slot(d.comm, d.seq, failed(status));
+                let d = self.exchanges.remove(key).expect("present");
+                return self.finish_exchange_slot(d.comm, d.seq, failed(status));
             }
         };
         let Some(step) = step else {
-            let d = self.doublings.remove(key).expect("present");
+            let d = self.exchanges.remove(key).expect("present");
             let bytes = if d.status == StatusKind::Ok { d.len } else { 0 };
             let outcome = Outcome { status: d.status, bytes, counters: d.counters };
-            return self.finish_doubling_slot(d.comm, d.seq, outcome);
+            return self.finish_exchange_slot(d.comm, d.seq, outcome);
         };
         let comm = d.comm;
         let (me, partial, scratch, context, spec) = (d.shape.me, d.partial, d.scratch, d.context, d.spec);
@@ -295,40 +324,40 @@ impl Engine {
             Step::Reduce(p, x) => {
                 let Some(spec) = spec else {
                     // Only reductions' schedules reduce; never leave a slot waiting, whatever.
-                    let d = self.doublings.remove(key).expect("present");
-                    return self.finish_doubling_slot(d.comm, d.seq, failed(StatusKind::CommunicatorBroken));
+                    let d = self.exchanges.remove(key).expect("present");
+                    return self.finish_exchange_slot(d.comm, d.seq, failed(StatusKind::CommunicatorBroken));
                 };
-                if let Some(d) = self.doublings.get_mut(key) {
+                if let Some(d) = self.exchanges.get_mut(key) {
                     d.pending = 1;
                 }
                 let mine = at(partial, x.off);
                 let order = if me < p { [(mine, 1), (scratch, 1)] } else { [(scratch, 1), (mine, 1)] };
-                return self.reduce_into(spec, x.len, &order, mine, Then::Doubled { key });
+                return self.reduce_into(spec, x.len, &order, mine, Then::Exchange { key });
             }
         };
         // An allgather's swap may be one-sided (no folded parts on one side): empty transfers
         // are not posted, alike at both ends.
         let posted = transfers[..count as usize].iter().filter(|t| t.3 > 0).count() as u32;
         if posted == 0 {
-            if let Some(d) = self.doublings.get_mut(key) {
+            if let Some(d) = self.exchanges.get_mut(key) {
                 d.step += 1;
             }
-            return self.doubling_step(key, now);
+            return self.exchange_step(key, now);
         }
-        if let Some(d) = self.doublings.get_mut(key) {
+        if let Some(d) = self.exchanges.get_mut(key) {
             d.pending = posted;
         }
         for &(partner, send, buf, n) in transfers[..count as usize].iter().filter(|t| t.3 > 0) {
             let Some(node) = self.node.as_mut() else { return };
             // (The gather checked that the block's length fits.)
             let t = Transfer { partner, send, buf, len: n as u32, owner: key, context };
-            node.pair_post(comm, t, now, &mut self.out);
+            node.link_post(comm, t, now, &mut self.out);
         }
     }
 
     /// A transfer or the reduction of doubling `key`'s step ended with `outcome`.
-    pub(super) fn doubling_part_over(&mut self, key: ExchangeId, outcome: Outcome, now: Nanos) {
-        let Some(d) = self.doublings.get_mut(key) else { return };
+    pub(crate) fn exchange_part_over(&mut self, key: ExchangeId, outcome: Outcome, now: Nanos) {
+        let Some(d) = self.exchanges.get_mut(key) else { return };
         d.pending = d.pending.saturating_sub(1);
         let mut status = outcome.status;
         // A pairwise store into a local process's refused buffer fails in the protocol as
@@ -368,23 +397,23 @@ impl Engine {
             // The partners of the steps to come would wait for transfers this engine will not
             // post: the communicator breaks here, and they learn within the peer timeout (each level
             // of the schedule adds at most one).
-            let d = self.doublings.remove(key).expect("present");
-            self.finish_doubling_slot(d.comm, d.seq, failed(d.status));
+            let d = self.exchanges.remove(key).expect("present");
+            self.finish_exchange_slot(d.comm, d.seq, failed(d.status));
             if let Some(node) = self.node.as_mut() {
                 node.break_comm(d.comm, &mut self.out);
             }
             return;
         }
         d.step += 1;
-        self.doubling_step(key, now);
+        self.exchange_step(key, now);
     }
 
     /// Whether a doubling of communicator `comm` is running here.
-    pub(super) fn doubling_runs(&self, comm: u64) -> bool {
-        self.doublings.values().any(|d| d.comm == comm)
+    pub(crate) fn exchange_runs(&self, comm: u64) -> bool {
+        self.exchanges.values().any(|d| d.comm == comm)
     }
 
-    pub(super) fn finish_doubling_slot(&mut self, comm: u64, seq: Seq, outcome: Outcome) {
+    pub(crate) fn finish_exchange_slot(&mut self, comm: u64, seq: Seq, outcome: Outcome) {
         if let Some(node) = self.node.as_mut() {
             node.finish_local(comm, seq, outcome);
         }
@@ -397,4 +426,35 @@ impl Engine {
 /// that disagree) breaks the communicator.
 fn poisons(status: StatusKind) -> bool {
     matches!(status, StatusKind::RootFailed | StatusKind::OutOfBounds)
+}
+
+/// (root is the lower engine, bytes) of the transfers between `me` and `other` in `schedule`,
+/// in order; empty transfers are not posted: what both ends of a pair must agree on.
+#[cfg(test)]
+pub(crate) fn on_pair(schedule: &[Step], me: u32, other: u32) -> alloc::vec::Vec<(bool, u64)> {
+    let lower = me.min(other);
+    // Both directions on one pair: the lower engine's transfer first.
+    let swap = |send: Span, recv: Span| {
+        let (mine, theirs) = ((me == lower, send.len), (other == lower, recv.len));
+        if me == lower {
+            alloc::vec![mine, theirs]
+        } else {
+            alloc::vec![theirs, mine]
+        }
+    };
+    schedule
+        .iter()
+        .flat_map(|&s| match s {
+            Step::Send(p, x) if p == other => alloc::vec![(me == lower, x.len)],
+            Step::Receive(p, x) | Step::ReceiveResult(p, x) if p == other => {
+                alloc::vec![(other == lower, x.len)]
+            }
+            Step::Swap { partner, send, recv, .. } if partner == other => swap(send, recv),
+            Step::Shift { to, send, from, recv } if to == other && from == other => swap(send, recv),
+            Step::Shift { to, send, .. } if to == other => alloc::vec![(me == lower, send.len)],
+            Step::Shift { from, recv, .. } if from == other => alloc::vec![(other == lower, recv.len)],
+            _ => alloc::vec![],
+        })
+        .filter(|&(_, len)| len > 0)
+        .collect()
 }

@@ -4,9 +4,9 @@
 //! `barrier.rs`, the broadcast through the node's gather) — counting every collective on its
 //! communicator (`call_shapes.rs`), and making one whose shape the descriptor cannot give a void
 //! call (`void_calls.rs`).
-use super::call_shapes::Shape;
-use super::ids::PartOf;
-use super::{failed, gather, posts_parts, Dma, Engine, Job};
+use crate::engine::ids::PartOf;
+use crate::engine::node::call_shapes::Shape;
+use crate::engine::{failed, posts_parts, sequencer, Dma, Engine, Job};
 use crate::intake::regions::Resolved;
 use crate::intake::{self, HostId};
 use crate::Nanos;
@@ -15,7 +15,7 @@ use ringcast_abi::{Completion, Op as AbiOp, RegionKey, Status, StatusKind, Submi
 
 impl Engine {
     /// Takes in `host`'s descriptor `desc` (none of the host's is held).
-    pub(super) fn take_descriptor(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos) {
+    pub(crate) fn take_descriptor(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos) {
         match self.node.as_ref() {
             Some(node) => self.core.submit_with(host, desc, now, node),
             None => self.core.submit(host, desc, now),
@@ -24,7 +24,7 @@ impl Engine {
     }
 
     /// Carries out what the core made of descriptor `desc`.
-    pub(super) fn take_actions(&mut self, desc: &SubmissionDescriptor, now: Nanos) {
+    pub(crate) fn take_actions(&mut self, desc: &SubmissionDescriptor, now: Nanos) {
         let mut copy: Option<(Resolved, Resolved, u64, RegionKey, RegionKey)> = None;
         while let Some(action) = self.core.poll_action() {
             match action {
@@ -89,7 +89,7 @@ impl Engine {
                     let local = self.core.local_rank(host).unwrap_or(u32::MAX);
                     let posted = match self.node.as_mut() {
                         Some(node) => node
-                            .post(local, comm, root, buf, len, PartOf::Op(op), gather::Kind::default())
+                            .post(local, comm, root, buf, len, PartOf::Op(op), sequencer::Kind::default())
                             .map(drop),
                         None => Err(StatusKind::UnknownCommunicator),
                     };
@@ -105,16 +105,16 @@ impl Engine {
     /// A call of `host` on communicator `comm` posted nothing (refused at once, and no shape
     /// learnt for it: `void_calls.rs`): its later
     /// posts there carry the count, so they are not matched with the other ranks' calls one
-    /// behind ([`gather::Gather::skip`]).
-    pub(super) fn skipped_call(&mut self, host: HostId, comm: u64) {
+    /// behind ([`sequencer::Sequencer::skip`]).
+    pub(crate) fn skipped_call(&mut self, host: HostId, comm: u64) {
         if let (Some(node), Some(local)) = (self.node.as_mut(), self.core.local_rank(host)) {
             node.skip(local, comm);
         }
     }
 
     /// `host` made a leader-based call on `comm` whose exchange between the engines is
-    /// multicast ([`gather::Gather::multicast_exchange`]).
-    pub(super) fn multicast_exchange(&mut self, host: HostId, comm: u64) {
+    /// multicast ([`sequencer::Sequencer::multicast_exchange`]).
+    pub(crate) fn multicast_exchange(&mut self, host: HostId, comm: u64) {
         if let (Some(node), Some(local)) = (self.node.as_mut(), self.core.local_rank(host)) {
             node.multicast_exchange(local, comm);
         }
