@@ -1,3 +1,7 @@
+//! The exchange between the node leaders that the engine carries out itself, step by step over
+//! its links (`links.rs`) — the schedules are their collectives' (`allreduce/schedule.rs`,
+//! `allgather/schedule.rs`, `alltoall/pairwise.rs`, through [`Schedule`]); this file runs them.
+//!
 //! Mamidala's allreduce with the leaders' step on the engines: recursive doubling — or, for long
 //! blocks, Rabenseifner's reduce-scatter + allgather — between the node leaders
 //! (`protocol.allreduce_between = doubling`, or where the cost model picks it:
@@ -53,24 +57,21 @@
 //!
 //! Buffers: the partial result lives at the leader's `work + 0`; a partner's bytes to reduce
 //! arrive in a scratch block of the same work buffer no local contribution occupies any more —
-//! the leader's own block (read by the node step already), or, on the engine holding rank 0,
-//! the next engine's first block; an allgather's segments arrive in their place in the partial
-//! result. A step's send has completed (its bytes are in the protocol's channel) before the
-//! reduction or a receive overwrites the partial.
-use crate::engine::allgather::schedule::{gather_step_of, ring_step_of};
-use crate::engine::allreduce::schedule::{step_of, Shape};
-use crate::engine::alltoall::pairwise::Local;
+use crate::engine::hands::Hands;
 use crate::engine::ids::{ExchangeId, Seq};
 use crate::engine::links::Transfer;
 use crate::engine::node::sequencer::Start;
+use crate::engine::node::Node;
 use crate::engine::reduction::Then;
-use crate::engine::{failed, Engine};
 use crate::intake::regions::Resolved;
+use crate::intake::HostId;
 use crate::model::compose::{self, Exchange};
 use crate::transfer::protocol::{OpCounters, Outcome};
 use crate::Nanos;
+use alloc::collections::VecDeque;
 use alloc::vec::Vec;
-use ringcast_abi::{DataType, ReduceOp, StatusKind};
+use ringcast_abi::{DataType, ReduceOp, RegionKey, StatusKind};
+use slotmap::SlotMap;
 
 /// Bytes `[off, off + len)` of a block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,33 +101,106 @@ pub(crate) enum Step {
     Shift { to: u32, send: Span, from: u32, recv: Span },
 }
 
-/// An allreduce's or allgather's doubling, or a pairwise alltoall, in progress (key of
-/// `Engine::exchanges`).
+/// What an engine's schedule depends on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Shape {
+    /// This engine's number and the engine count.
+    pub me: u32,
+    pub engines: u32,
+    /// Bytes of the block, and of one element.
+    pub len: u64,
+    pub elem: u64,
+    /// Rabenseifner's reduce-scatter + allgather instead of recursive doubling.
+    pub halving: bool,
+}
+
+impl Shape {
+    /// The schedule of engine `me` of `engines` for a block of `len` bytes of `elem`-byte
+    /// elements: Rabenseifner's where `halving` (the call's exchange, [`compose::allreduce`])
+    /// and it can run ([`compose::can_halve`]).
+    pub(crate) fn new(me: u32, engines: u32, len: u64, elem: u64, halving: bool) -> Shape {
+        let halving = halving && compose::can_halve(engines, len, elem);
+        Shape { me, engines, len, elem: elem.max(1), halving }
+    }
+
+    /// Bytes of segments `[a, b)` of the block cut into `p` segments of whole elements.
+    pub(crate) fn segments(&self, p: u32, a: u32, b: u32) -> Span {
+        let elems = self.len / self.elem;
+        let at = |s: u32| u64::from(s) * elems / u64::from(p) * self.elem;
+        let end = |s: u32| if s == p { self.len } else { at(s) };
+        Span { off: at(a), len: end(b) - at(a) }
+    }
+}
+
+/// One local process's part in a pairwise alltoall: the buffers the exchange moves its blocks
+/// between.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Local {
+    /// Its rank in the communicator.
+    pub rank: u32,
+    pub host: HostId,
+    /// Its send and receive buffers, and their regions.
+    pub send: Resolved,
+    pub recv: Resolved,
+    pub keys: [RegionKey; 2],
+    /// Its block length and its call's context (its skipped calls included): the slot's, or
+    /// nothing moves.
+    pub len: u64,
+    pub context: u64,
+}
+
+/// A collective's steps between the engines: which transfers, copies or reduction step `n`
+/// takes. Each collective that exchanges point to point between the leaders implements it in
+/// its folder; [`Exchanges`] runs any of them alike.
+pub(crate) trait Schedule: core::fmt::Debug + Sync {
+    /// Posts step `run.step` of exchange `key` — its transfers on links
+    /// ([`Node::link_post`]), copies or reduction (with `key` as their owner) — and says how
+    /// many it posted (0: none, the next step follows at once), or `None` past the last step.
+    fn post(
+        &self,
+        key: ExchangeId,
+        run: &mut ExchangeRun,
+        h: &mut Hands<'_>,
+        now: Nanos,
+    ) -> Result<Option<u32>, Stop>;
+}
+
+/// Why an exchange stops before its last step: its slot ends with `status`, and (`breaks`) its
+/// communicator breaks here, so its partners fail within the peer timeout instead of waiting
+/// for transfers this engine will not post.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Stop {
+    pub(crate) status: StatusKind,
+    pub(crate) breaks: bool,
+}
+
+/// An exchange in progress: the sequencer slot it carries out, its schedule and where it is.
 #[derive(Debug)]
 pub(crate) struct ExchangeRun {
-    /// The gather slot it carries out.
+    /// The sequencer slot it carries out.
     pub(crate) comm: u64,
     pub(crate) seq: Seq,
+    /// Its steps.
+    schedule: &'static dyn Schedule,
     /// A reduction's operation; `None` for an allgather or an alltoall.
-    spec: Option<(DataType, ReduceOp)>,
-    /// A pairwise alltoall's local processes (`pairwise.rs`, which carries its steps out).
-    pub(crate) alltoall: Option<Vec<Local>>,
+    pub(crate) spec: Option<(DataType, ReduceOp)>,
+    /// A pairwise alltoall's local processes.
+    pub(crate) locals: Option<Vec<Local>>,
     /// The slot's bytes: a reduction's block, an allgather's whole result.
     pub(crate) len: u64,
     /// An allgather's bytes per rank (its node parts' places follow from the ranks' ranges).
-    block: u64,
-    /// An allgather round the ring of the engines instead of by recursive doubling
-    /// ([`What::Allgather`]).
-    ring: bool,
+    pub(crate) block: u64,
+    /// An allgather round the ring of the engines instead of by recursive doubling.
+    pub(crate) ring: bool,
     /// The call's context (every transfer's MAC carries it).
     pub(crate) context: u64,
-    /// Its schedule (`allreduce/schedule.rs`, `allgather/schedule.rs`).
-    shape: Shape,
+    /// Where this engine is among the leaders, and a reduction's halving.
+    pub(crate) shape: Shape,
     /// The partial result (the leader's `work + 0`) and the scratch block.
-    partial: Resolved,
-    scratch: Resolved,
+    pub(crate) partial: Resolved,
+    pub(crate) scratch: Resolved,
     pub(crate) step: u32,
-    /// Transfers or the reduction of this step not over yet.
+    /// Transfers, copies or the reduction of this step not over yet.
     pub(crate) pending: u32,
     /// The first failure of its steps (see [`poisons`]).
     pub(crate) status: StatusKind,
@@ -136,76 +210,130 @@ pub(crate) struct ExchangeRun {
     pub(crate) counters: OpCounters,
 }
 
-/// What a call the engine carries out between the engines is.
+/// What a call the engine carries out between the engines is, as its processes post it.
 #[derive(Debug)]
 pub(crate) enum What {
-    /// An allreduce or a reduce, with its type and operation.
-    Allreduce((DataType, ReduceOp)),
-    /// An allgather: by recursive doubling, or round the ring of the engines (`ring`, as the
-    /// posting process chose by [`crate::model::compose::allgather`]).
-    Allgather { ring: bool },
-    /// A pairwise alltoall (`pairwise.rs`), with its local processes' buffers as they post.
-    Alltoall(Vec<Local>),
+    /// A reduction (an allreduce or a reduce), with its type and operation.
+    Reduce((DataType, ReduceOp)),
+    /// Node parts gathered: by recursive doubling, or round the ring of the engines (`ring`, as
+    /// the posting process chose by [`crate::model::compose::allgather`]).
+    Gather { ring: bool },
+    /// Blocks swapped pairwise, with the local processes' buffers as they post.
+    Pairwise(Vec<Local>),
 }
 
-/// A call waiting for its gather slot to start.
+/// A call waiting for its sequencer slot to start.
 #[derive(Debug)]
-pub(crate) struct ExchangeCall {
+struct Waiting {
     comm: u64,
     seq: Seq,
     what: What,
+    schedule: &'static dyn Schedule,
 }
 
-impl Engine {
-    /// Notes call `what` of gather slot `seq` of `comm` when its first local process posts it
-    /// (the next ones find it); the call noted. `None` when another local process made another
-    /// kind of call at that slot (a pairwise alltoall beside a doubling allgather, or an
-    /// allgather beside an allreduce): the slot cannot run, so the communicator breaks here and
-    /// every process's operation on it ends typed.
-    pub(crate) fn note_call(&mut self, comm: u64, seq: Seq, what: What) -> Option<&mut What> {
-        let Some(i) = self.exchange_calls.iter().position(|c| c.comm == comm && c.seq == seq) else {
+/// The exchanges in progress, the calls waiting for their slot, and the steps that ended.
+#[derive(Debug, Default)]
+pub(crate) struct Exchanges {
+    runs: SlotMap<ExchangeId, ExchangeRun>,
+    waiting: Vec<Waiting>,
+    /// Pairwise alltoalls' lists of local processes between uses.
+    spare_locals: Vec<Vec<Local>>,
+    /// Started slots waiting for the exchange before them on their communicator: one runs at a
+    /// time per communicator, in slot order, so both ends of a link post in the same order.
+    queue: VecDeque<(u64, Start)>,
+    /// Their steps that ended (reductions, copies, transfers): taken by the dispatcher.
+    pub(crate) done: Vec<(ExchangeId, Outcome)>,
+}
+
+fn failed(status: StatusKind) -> Outcome {
+    Outcome { status, bytes: 0, counters: OpCounters::default() }
+}
+
+impl Exchanges {
+    /// Notes call `what` of sequencer slot `seq` of `comm`, run by `schedule`, when its first
+    /// local process posts it (the next ones find it); the call noted. `None` when another
+    /// local process made another kind of call at that slot (a pairwise alltoall beside a
+    /// doubling allgather, or an allgather beside an allreduce): the slot cannot run, so the
+    /// communicator breaks here and every process's operation on it ends typed.
+    pub(crate) fn note(
+        &mut self,
+        comm: u64,
+        seq: Seq,
+        what: What,
+        schedule: &'static dyn Schedule,
+        h: &mut Hands<'_>,
+    ) -> Option<&mut What> {
+        let Some(i) = self.waiting.iter().position(|c| c.comm == comm && c.seq == seq) else {
             // Calls of a communicator that broke before their slot started never start.
-            let node = self.node.as_ref();
-            self.exchange_calls.retain(|c| node.is_some_and(|n| n.usable(c.comm)));
-            self.exchange_calls.push(ExchangeCall { comm, seq, what });
-            return self.exchange_calls.last_mut().map(|c| &mut c.what);
+            let node = h.node.as_ref();
+            self.waiting.retain(|c| node.is_some_and(|n| n.usable(c.comm)));
+            self.waiting.push(Waiting { comm, seq, what, schedule });
+            return self.waiting.last_mut().map(|c| &mut c.what);
         };
-        let same = core::mem::discriminant(&what) == core::mem::discriminant(&self.exchange_calls[i].what);
-        if let What::Alltoall(spare) = what {
+        let same = core::mem::discriminant(&what) == core::mem::discriminant(&self.waiting[i].what);
+        if let What::Pairwise(spare) = what {
             self.spare_locals.push(spare);
         }
         if !same {
-            if let Some(node) = self.node.as_mut() {
-                node.break_comm(comm, &mut self.out);
+            if let Some(node) = h.node.as_mut() {
+                node.break_comm(comm, h.out);
             }
             return None;
         }
-        Some(&mut self.exchange_calls[i].what)
+        Some(&mut self.waiting[i].what)
+    }
+
+    /// A list for a pairwise alltoall's local processes (one used before, if any).
+    pub(crate) fn locals(&mut self) -> Vec<Local> {
+        self.spare_locals.pop().unwrap_or_default()
+    }
+
+    /// The slots the node started that the engine carries out, queued; the link transfers
+    /// that ended, into [`Exchanges::done`].
+    pub(crate) fn take_started(&mut self, node: &mut Node) {
+        let mut started = Vec::new();
+        node.take_local_started(&mut started);
+        node.take_link_done(&mut self.done);
+        self.queue.extend(started);
+    }
+
+    /// Starts the first queued slot of a communicator without an exchange running; whether
+    /// one started.
+    pub(crate) fn start_next(&mut self, h: &mut Hands<'_>, now: Nanos) -> bool {
+        let next = self.queue.iter().position(|(c, _)| !self.runs.values().any(|d| d.comm == *c));
+        match next.and_then(|i| self.queue.remove(i)) {
+            Some((comm, start)) => {
+                self.start(comm, start, h, now);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Sequencer slot `start` of communicator `comm`, carried out by the engine, started: a
     /// doubling allreduce's (every local contribution reduced into the leader's `work + 0`), a
     /// doubling allgather's (every local block copied into its place in the leader's receive
     /// buffer), or a pairwise alltoall's (nothing gathered).
-    pub(crate) fn start_exchange(&mut self, comm: u64, start: Start, now: Nanos) {
-        let Some(i) = self.exchange_calls.iter().position(|c| c.comm == comm && c.seq == start.seq) else {
+    fn start(&mut self, comm: u64, start: Start, h: &mut Hands<'_>, now: Nanos) {
+        let Some(i) = self.waiting.iter().position(|c| c.comm == comm && c.seq == start.seq) else {
             // (Registered when the first local process posted it.)
-            return self.finish_exchange_slot(comm, start.seq, failed(StatusKind::CommunicatorBroken));
+            return finish_slot(h, comm, start.seq, failed(StatusKind::CommunicatorBroken));
         };
-        let (spec, alltoall, ring) = match self.exchange_calls.swap_remove(i).what {
-            What::Allreduce(spec) => (Some(spec), None, false),
-            What::Allgather { ring } => (None, None, ring),
-            What::Alltoall(locals) => (None, Some(locals), false),
+        let Waiting { what, schedule, .. } = self.waiting.swap_remove(i);
+        let (spec, locals, ring) = match what {
+            What::Reduce(spec) => (Some(spec), None, false),
+            What::Gather { ring } => (None, None, ring),
+            What::Pairwise(locals) => (None, Some(locals), false),
         };
-        let Some(node) = self.node.as_ref() else { return };
+        let Some(node) = h.node.as_ref() else { return };
         // The engines and this one's protocol rank: for a pairwise alltoall, of any placement
-        // (`members.rs`); the others' node parts are ranges of consecutive ranks.
-        let place = match alltoall {
+        // (`node/members.rs`); the others' node parts are ranges of consecutive ranks.
+        let place = match locals {
             Some(_) => node.members(comm).map(|(m, me)| (m.engines(), me, &[][..])),
             None => node.ranges(comm).map(|(r, me)| (r.len() as u32, me, r)),
         };
         let Some((engines, me, ranges)) = place else {
-            return self.finish_exchange_slot(comm, start.seq, failed(StatusKind::UnknownCommunicator));
+            return finish_slot(h, comm, start.seq, failed(StatusKind::UnknownCommunicator));
         };
         let len = u64::from(start.len);
         let mine = ranges.get(me as usize).map_or(0, |r| r.0);
@@ -222,18 +350,19 @@ impl Engine {
         let scratch = if spec.is_some() { at(scratch_rank) } else { at(0) };
         let elem = spec.and_then(|s| s.0.size()).unwrap_or(1) as u64;
         // A reduction halves where its exchange is Rabenseifner's (decided alike where its
-        // processes posted, `allgather.rs`).
+        // processes posted, `allgather/mod.rs`).
         let largest = ranges.iter().map(|r| r.1).max().unwrap_or(1);
         let halving = spec.is_some()
-            && compose::allreduce(self.core.config(), engines, largest, len, elem) == Exchange::Rabenseifner;
+            && compose::allreduce(h.config, engines, largest, len, elem) == Exchange::Rabenseifner;
         // A slot on no memory (its assembly poisoned, or the leader's call refused for its
         // buffers) runs its schedule all the same, aborting what it sends.
         let status = if start.buf.is_refused() { StatusKind::RootFailed } else { StatusKind::Ok };
         let d = ExchangeRun {
             comm,
             seq: start.seq,
+            schedule,
             spec,
-            alltoall,
+            locals,
             len,
             block,
             ring,
@@ -247,123 +376,52 @@ impl Engine {
             fatal: None,
             counters: OpCounters::default(),
         };
-        let key = self.exchanges.insert(d);
-        self.exchange_step(key, now);
+        let key = self.runs.insert(d);
+        self.advance(key, h, now);
     }
 
-    /// Step `d.step` of doubling `d`: `Err` when its communicator went away.
-    fn step_of(&self, d: &ExchangeRun) -> Result<Option<Step>, StatusKind> {
-        if d.spec.is_some() {
-            return Ok(step_of(&d.shape, d.step));
-        }
-        // An allgather's: node `k`'s part starts at its first rank's block.
-        let node = self.node.as_ref().ok_or(StatusKind::UnknownCommunicator)?;
-        let (ranges, _) = node.ranges(d.comm).ok_or(StatusKind::CommunicatorBroken)?;
-        let at = |k: u32| ranges.get(k as usize).map_or(d.len, |r| u64::from(r.0) * d.block);
-        Ok(if d.ring {
-            ring_step_of(d.shape.me, d.shape.engines, at, d.step)
-        } else {
-            gather_step_of(d.shape.me, d.shape.engines, at, d.step)
-        })
-    }
-
-    /// Carries out step `step` of doubling `key`, or finishes it.
-    fn exchange_step(&mut self, key: ExchangeId, now: Nanos) {
-        let Some(d) = self.exchanges.get(key) else { return };
-        if d.alltoall.is_some() {
-            // A pairwise alltoall (`pairwise.rs`).
-            return self.pairwise_continue(key, now);
-        }
-        let Some(d) = self.exchanges.get(key) else { return };
-        let step = match self.step_of(d) {
-            Ok(step) => step,
-            Err(status) => {
-                let d = self.exchanges.remove(key).expect("present");
-                return self.finish_exchange_slot(d.comm, d.seq, failed(status));
-            }
-        };
-        let Some(step) = step else {
-            let d = self.exchanges.remove(key).expect("present");
-            let bytes = if d.status == StatusKind::Ok { d.len } else { 0 };
-            let outcome = Outcome { status: d.status, bytes, counters: d.counters };
-            return self.finish_exchange_slot(d.comm, d.seq, outcome);
-        };
-        let comm = d.comm;
-        let (me, partial, scratch, context, spec) = (d.shape.me, d.partial, d.scratch, d.context, d.spec);
-        let at = |base: Resolved, off: u64| Resolved { segment: base.segment, offset: base.offset + off };
-        // (partner, send?, buffer, bytes), in the pair's posting order.
-        let mut transfers: [(u32, bool, Resolved, u64); 2] = [(0, false, partial, 0); 2];
-        let count = match step {
-            Step::Send(p, x) => {
-                transfers[0] = (p, true, at(partial, x.off), x.len);
-                1
-            }
-            Step::Receive(p, x) => {
-                transfers[0] = (p, false, scratch, x.len);
-                1
-            }
-            Step::ReceiveResult(p, x) => {
-                transfers[0] = (p, false, at(partial, x.off), x.len);
-                1
-            }
-            Step::Swap { partner: p, send, recv, into_partial } => {
-                let into = if into_partial { at(partial, recv.off) } else { scratch };
-                let (out, inn) = ((p, true, at(partial, send.off), send.len), (p, false, into, recv.len));
-                transfers = if me < p { [out, inn] } else { [inn, out] };
-                2
-            }
-            Step::Shift { to, send, from, recv } => {
-                let (out, inn) = (
-                    (to, true, at(partial, send.off), send.len),
-                    (from, false, at(partial, recv.off), recv.len),
-                );
-                // (Two engines: one pair both ways, the lower engine's transfer first.)
-                transfers = if to != from || me < to { [out, inn] } else { [inn, out] };
-                2
-            }
-            Step::Reduce(p, x) => {
-                let Some(spec) = spec else {
-                    // Only reductions' schedules reduce; never leave a slot waiting, whatever.
-                    let d = self.exchanges.remove(key).expect("present");
-                    return self.finish_exchange_slot(d.comm, d.seq, failed(StatusKind::CommunicatorBroken));
-                };
-                if let Some(d) = self.exchanges.get_mut(key) {
-                    d.pending = 1;
+    /// Carries exchange `key` on from its step `step`: posts the step's transfers, copies or
+    /// reduction — going on at once past a step that posts none — or, past the last step,
+    /// finishes its slot.
+    fn advance(&mut self, key: ExchangeId, h: &mut Hands<'_>, now: Nanos) {
+        loop {
+            let Some(d) = self.runs.get_mut(key) else { return };
+            let schedule = d.schedule;
+            match schedule.post(key, d, h, now) {
+                Ok(Some(0)) => d.step += 1,
+                Ok(Some(n)) => return d.pending = n,
+                Ok(None) => {
+                    let Some(mut d) = self.runs.remove(key) else { return };
+                    if let Some(mut l) = d.locals.take() {
+                        l.clear();
+                        self.spare_locals.push(l);
+                    }
+                    // (A step that failed on memory ran the rest on none: `part_over`.)
+                    let bytes = if d.status == StatusKind::Ok { d.len } else { 0 };
+                    let outcome = Outcome { status: d.status, bytes, counters: d.counters };
+                    return finish_slot(h, d.comm, d.seq, outcome);
                 }
-                let mine = at(partial, x.off);
-                let order = if me < p { [(mine, 1), (scratch, 1)] } else { [(scratch, 1), (mine, 1)] };
-                return self.reduce_into(spec, x.len, &order, mine, Then::Exchange { key });
+                Err(stop) => {
+                    let Some(d) = self.runs.remove(key) else { return };
+                    finish_slot(h, d.comm, d.seq, failed(stop.status));
+                    if let (true, Some(node)) = (stop.breaks, h.node.as_mut()) {
+                        node.break_comm(d.comm, h.out);
+                    }
+                    return;
+                }
             }
-        };
-        // An allgather's swap may be one-sided (no folded parts on one side): empty transfers
-        // are not posted, alike at both ends.
-        let posted = transfers[..count as usize].iter().filter(|t| t.3 > 0).count() as u32;
-        if posted == 0 {
-            if let Some(d) = self.exchanges.get_mut(key) {
-                d.step += 1;
-            }
-            return self.exchange_step(key, now);
-        }
-        if let Some(d) = self.exchanges.get_mut(key) {
-            d.pending = posted;
-        }
-        for &(partner, send, buf, n) in transfers[..count as usize].iter().filter(|t| t.3 > 0) {
-            let Some(node) = self.node.as_mut() else { return };
-            // (The gather checked that the block's length fits.)
-            let t = Transfer { partner, send, buf, len: n as u32, owner: key, context };
-            node.link_post(comm, t, now, &mut self.out);
         }
     }
 
-    /// A transfer or the reduction of doubling `key`'s step ended with `outcome`.
-    pub(crate) fn exchange_part_over(&mut self, key: ExchangeId, outcome: Outcome, now: Nanos) {
-        let Some(d) = self.exchanges.get_mut(key) else { return };
+    /// A transfer, copy or the reduction of exchange `key`'s step ended with `outcome`.
+    pub(crate) fn part_over(&mut self, key: ExchangeId, outcome: Outcome, h: &mut Hands<'_>, now: Nanos) {
+        let Some(d) = self.runs.get_mut(key) else { return };
         d.pending = d.pending.saturating_sub(1);
         let mut status = outcome.status;
         // A pairwise store into a local process's refused buffer fails in the protocol as
         // `OutOfBounds`; its siblings' buffers are fine: a part could not be had.
         let refused_local =
-            d.alltoall.as_ref().is_some_and(|l| l.iter().any(|l| l.send.is_refused() || l.recv.is_refused()));
+            d.locals.as_ref().is_some_and(|l| l.iter().any(|l| l.send.is_refused() || l.recv.is_refused()));
         if status == StatusKind::OutOfBounds && refused_local {
             status = StatusKind::RootFailed;
         }
@@ -388,36 +446,97 @@ impl Engine {
             // while the communicator stays usable for the next call.
             d.partial = Resolved::REFUSED;
             d.scratch = Resolved::REFUSED;
-            if let Some(locals) = d.alltoall.as_mut() {
+            if let Some(locals) = d.locals.as_mut() {
                 for l in locals.iter_mut() {
                     (l.send, l.recv) = (Resolved::REFUSED, Resolved::REFUSED);
                 }
             }
         } else if d.status != StatusKind::Ok {
             // The partners of the steps to come would wait for transfers this engine will not
-            // post: the communicator breaks here, and they learn within the peer timeout (each level
-            // of the schedule adds at most one).
-            let d = self.exchanges.remove(key).expect("present");
-            self.finish_exchange_slot(d.comm, d.seq, failed(d.status));
-            if let Some(node) = self.node.as_mut() {
-                node.break_comm(d.comm, &mut self.out);
+            // post: the communicator breaks here, and they learn within the peer timeout (each
+            // level of the schedule adds at most one).
+            let Some(d) = self.runs.remove(key) else { return };
+            finish_slot(h, d.comm, d.seq, failed(d.status));
+            if let Some(node) = h.node.as_mut() {
+                node.break_comm(d.comm, h.out);
             }
             return;
         }
         d.step += 1;
-        self.exchange_step(key, now);
+        self.advance(key, h, now);
     }
+}
 
-    /// Whether a doubling of communicator `comm` is running here.
-    pub(crate) fn exchange_runs(&self, comm: u64) -> bool {
-        self.exchanges.values().any(|d| d.comm == comm)
+/// The engine finished sequencer slot `seq` of communicator `comm`, one it carried out itself.
+fn finish_slot(h: &mut Hands<'_>, comm: u64, seq: Seq, outcome: Outcome) {
+    if let Some(node) = h.node.as_mut() {
+        node.finish_local(comm, seq, outcome);
     }
+}
 
-    pub(crate) fn finish_exchange_slot(&mut self, comm: u64, seq: Seq, outcome: Outcome) {
-        if let Some(node) = self.node.as_mut() {
-            node.finish_local(comm, seq, outcome);
+/// Posts a leaders' step of exchange `key` (`run`'s schedule gave it): its transfers on the
+/// links, in the pair's posting order, or its reduction — the number posted (0: an empty
+/// step, passed over alike at both ends). Shared by the allreduce's and the allgather's
+/// schedules.
+pub(crate) fn post_step(
+    key: ExchangeId,
+    run: &ExchangeRun,
+    step: Step,
+    h: &mut Hands<'_>,
+    now: Nanos,
+) -> Result<Option<u32>, Stop> {
+    let comm = run.comm;
+    let (me, partial, scratch, context, spec) =
+        (run.shape.me, run.partial, run.scratch, run.context, run.spec);
+    let at = |base: Resolved, off: u64| Resolved { segment: base.segment, offset: base.offset + off };
+    // (partner, send?, buffer, bytes), in the pair's posting order.
+    let mut transfers: [(u32, bool, Resolved, u64); 2] = [(0, false, partial, 0); 2];
+    let count = match step {
+        Step::Send(p, x) => {
+            transfers[0] = (p, true, at(partial, x.off), x.len);
+            1
         }
+        Step::Receive(p, x) => {
+            transfers[0] = (p, false, scratch, x.len);
+            1
+        }
+        Step::ReceiveResult(p, x) => {
+            transfers[0] = (p, false, at(partial, x.off), x.len);
+            1
+        }
+        Step::Swap { partner: p, send, recv, into_partial } => {
+            let into = if into_partial { at(partial, recv.off) } else { scratch };
+            let (out, inn) = ((p, true, at(partial, send.off), send.len), (p, false, into, recv.len));
+            transfers = if me < p { [out, inn] } else { [inn, out] };
+            2
+        }
+        Step::Shift { to, send, from, recv } => {
+            let (out, inn) =
+                ((to, true, at(partial, send.off), send.len), (from, false, at(partial, recv.off), recv.len));
+            // (Two engines: one pair both ways, the lower engine's transfer first.)
+            transfers = if to != from || me < to { [out, inn] } else { [inn, out] };
+            2
+        }
+        Step::Reduce(p, x) => {
+            // Only reductions' schedules reduce; never leave a slot waiting, whatever.
+            let spec = spec.ok_or(Stop { status: StatusKind::CommunicatorBroken, breaks: false })?;
+            let mine = at(partial, x.off);
+            let order = if me < p { [(mine, 1), (scratch, 1)] } else { [(scratch, 1), (mine, 1)] };
+            h.reduce(spec, x.len, order, mine, Then::Exchange { key });
+            return Ok(Some(1));
+        }
+    };
+    // An allgather's swap may be one-sided (no folded parts on one side): empty transfers are
+    // not posted, alike at both ends.
+    let mut posted = 0;
+    for &(partner, send, buf, n) in transfers[..count].iter().filter(|t| t.3 > 0) {
+        let Some(node) = h.node.as_mut() else { break };
+        // (The sequencer checked that the block's length fits.)
+        let t = Transfer { partner, send, buf, len: n as u32, owner: key, context };
+        node.link_post(comm, t, now, h.out);
+        posted += 1;
     }
+    Ok(Some(posted))
 }
 
 /// A failure an engine carries on from in step with its partners, on no memory: a part that

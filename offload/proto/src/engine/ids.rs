@@ -10,12 +10,11 @@
 //! |---|---|---|
 //! | [`JobId`] | a job the driver carries out and answers (DMA, group join) | `Engine::jobs` |
 //! | [`OpId`] | a host operation until its completion is published | `Engine::ops` |
-//! | [`CallId`] | a composed collective's call while its parts run | `Engine::calls` |
+//! | [`CallId`] | a collective call while it runs; each part it posts names it | `Engine::calls` |
 //! | [`ReductionId`] | a reduction in rounds (`reduction.rs`) | `Engine::reductions` |
 //! | [`ExchangeId`] | an exchange between the engines that the engine runs itself | `Engine::exchanges` |
 //! | [`TransferId`] | a post handed to the reliable-transfer layer (its token there) | `Node::transfers` |
 //! | [`Seq`] | a slot of a communicator's sequencer: its calls' order | — |
-//! | [`PartOf`] | what a part posted to the sequencer completes | — |
 //!
 //! The reliable-transfer layer names its own host-memory jobs ([`crate::transfer::env::DmaToken`],
 //! generation-checked there) and carries the engine's [`TransferId`] as an opaque token, which
@@ -32,7 +31,8 @@ slotmap::new_key_type! {
 slotmap::new_key_type! {
     /// A host operation: one descriptor, until its completion is published.
     pub(crate) struct OpId;
-    /// A composed collective (allgather, allreduce, reduce, alltoall) while its parts run.
+    /// A collective call while it runs (its parts name it: a part posted to a sequencer, a copy
+    /// of its own).
     pub(crate) struct CallId;
     /// A reduction of host blocks in rounds of DMA jobs.
     pub(crate) struct ReductionId;
@@ -59,15 +59,6 @@ impl TransferId {
 /// A slot of a communicator's sequencer: the `k`-th call its local processes make there.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Seq(pub u64);
-
-/// What a part posted to a communicator's sequencer completes when it is delivered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum PartOf {
-    /// A host operation of its own (a broadcast, a barrier).
-    Op(OpId),
-    /// One part of a composed call.
-    Call(CallId),
-}
 
 #[cfg(test)]
 mod tests {

@@ -22,10 +22,17 @@ mod action;
 mod allgather;
 mod allreduce;
 mod alltoall;
+mod assembly;
 mod barrier;
+mod bcast;
 mod call;
+mod cx;
+mod dispatch;
 mod exchange;
+mod hands;
+mod held;
 mod ids;
+mod jobs;
 mod links;
 mod node;
 mod planner;
@@ -35,31 +42,29 @@ mod void_calls;
 pub use action::{Action, Dma, JobId};
 pub use ids::Seq;
 pub use node::comms::{parse_record, Record, MAX_COMM_SIZE};
+pub use node::world_identity;
 pub use node::{CommInfo, CommStats};
 
-use crate::comm::ident::{derived_identity, CommIdentity};
 use crate::comm::{GroupId, PeerId};
-use crate::config::{EngineConfig, JobSecret, LocalRank};
-use crate::intake::regions::{Resolved, SegmentHandle};
+use crate::config::{EngineConfig, LocalRank};
+use crate::intake::regions::SegmentHandle;
 use crate::intake::{Core, Counters, Departure, HostId};
-use crate::transfer::protocol::{DmaDir, DmaToken, OpCounters, Outcome, ProtoCounters};
+use crate::transfer::protocol::{OpCounters, Outcome, ProtoCounters};
 use crate::Nanos;
 use action::Outbox;
 use alloc::collections::VecDeque;
-use alloc::format;
 use alloc::vec::Vec;
-use ids::{CallId, ExchangeId, OpId, PartOf, ReductionId};
-use node::sequencer;
+use assembly::Assemblies;
+use call::Call;
+use exchange::Exchanges;
+use held::VoidCalls;
+use ids::{CallId, OpId};
+use jobs::Job;
+use reduction::{Over, Reductions};
 use ringcast_abi::ctl::CtlStatus;
 use ringcast_abi::frame::Crc32c;
 use ringcast_abi::{Access, Completion, RegionKey, Status, StatusKind, SubmissionDescriptor};
 use slotmap::SlotMap;
-
-/// The world communicator's identity, the same at every engine of `job`; its frames are keyed
-/// by `secret` (the job's, `RINGCAST_JOB_SECRET`).
-pub fn world_identity(job: &str, secret: &JobSecret) -> CommIdentity {
-    derived_identity(&format!("ringcast world communicator of job {job}"), secret.0.as_ref())
-}
 
 /// A host operation whose completion is not published yet.
 #[derive(Debug)]
@@ -78,32 +83,6 @@ struct HostOp {
     refused: Option<StatusKind>,
 }
 
-/// What a [`JobId`] stands for.
-#[derive(Debug)]
-enum Job {
-    /// A COPY descriptor's bytes.
-    Copy { op: OpId, len: u64 },
-    /// The protocol's load or store of a broadcast's channel.
-    Proto(DmaToken),
-    /// A broadcast's intra-node delivery into one more local buffer, then its outcome; then
-    /// the primary's completion, if this was the last copy reading its buffer.
-    Deliver { part: PartOf, outcome: Outcome, primary: Option<PartOf> },
-    /// A communicator's creation record, loaded into `bytes`.
-    Record { op: OpId, local: u32, comm: u64, bytes: Vec<u8> },
-    /// The multicast group of the communicator in slot `slot`, created by `op`.
-    Join { op: OpId, slot: usize },
-    /// A composed collective's local copy (`allgather.rs`), part of `call`.
-    Part { call: CallId },
-    /// Blocks `first..first + blocks` of reduction `r`'s staging, being loaded (`reduction.rs`).
-    ReduceLoad { r: ReductionId, first: u32, blocks: u32 },
-    /// Reduction `r`'s result, being stored.
-    ReduceStore { r: ReductionId },
-    /// One copy of a node part's assembly (`assembly.rs`): gather slot `seq` of `comm`.
-    Assemble { comm: u64, seq: Seq },
-    /// A local copy of pairwise alltoall `key` (`pairwise.rs`).
-    Pairwise { key: ExchangeId },
-}
-
 /// The engine. See the module documentation.
 #[derive(Debug)]
 pub struct Engine {
@@ -112,51 +91,31 @@ pub struct Engine {
     /// such an engine serves NOP and COPY, and fails every collective.
     node: Option<node::Node>,
     out: Outbox,
+    /// The jobs the driver carries out and answers, by whose each is (`jobs.rs`).
     jobs: SlotMap<JobId, Job>,
     ops: SlotMap<OpId, HostOp>,
-    /// Composed collectives in progress (`allgather.rs`); each of their parts names its call
-    /// ([`PartOf::Call`]).
-    calls: SlotMap<CallId, call::Call>,
+    /// The collective calls in progress, one variant per collective (`call.rs`): the
+    /// dispatcher hands each its events (`dispatch.rs`).
+    calls: SlotMap<CallId, Call>,
     /// Each host's operations, in the order their descriptors were taken.
     queues: Vec<VecDeque<OpId>>,
-    /// Primaries of finished gather slots waiting for the copies reading their buffers:
+    /// Primaries of finished sequencer slots waiting for the copies reading their buffers:
     /// (part, copies left, outcome).
-    primaries: Vec<(PartOf, u32, Outcome)>,
+    primaries: Vec<(CallId, u32, Outcome)>,
     /// Reductions in progress (`reduction.rs`).
-    reductions: SlotMap<ReductionId, reduction::Reduction>,
-    /// Recursive-doubling allreduces and allgathers and pairwise alltoalls in progress
-    /// (`doubling.rs`, `pairwise.rs`), and the calls whose gather slot has not started yet.
-    exchanges: SlotMap<ExchangeId, exchange::ExchangeRun>,
-    exchange_calls: Vec<exchange::ExchangeCall>,
-    /// Pairwise alltoalls' lists of local processes between uses (`pairwise.rs`).
-    spare_locals: Vec<Vec<alltoall::pairwise::Local>>,
-    /// Started slots waiting for the doubling before them on their communicator: one runs at a
-    /// time per communicator, in slot order, so both ends of a pair post in the same order.
-    exchange_queue: VecDeque<(u64, sequencer::Start)>,
-    /// Their steps that ended (reductions, transfers): (doubling, outcome), taken in `after`.
-    exchange_done: Vec<(ExchangeId, Outcome)>,
+    reductions: Reductions,
+    /// Node parts being assembled (`node/assembly.rs`).
+    assemblies: Assemblies,
+    /// The exchanges between the engines the engine runs itself (`exchange.rs`).
+    exchanges: Exchanges,
+    /// Reductions that ended as they started, carried on once the step that started them
+    /// returned.
+    over: Vec<Over>,
     /// A job on a refused call's buffers is failing now ([`Engine::dma_fault`]).
     refusing: bool,
-    /// Reduction buffers between uses (one per reduction ever in flight at once).
-    reduce_spare: Vec<Vec<u8>>,
-    /// The source lists of reductions between uses (as `reduce_spare`).
-    reduce_runs: Vec<Vec<(Resolved, u32)>>,
-    /// Where a reduction's blocks are, while it is started (kept: no allocation per call).
-    reduce_sources: Vec<(Resolved, u32)>,
-    /// Node parts of leader-based allgathers being assembled (`assembly.rs`).
-    assemblies: Vec<node::assembly::Assembly>,
-    /// Void calls, each with the descriptors its host posted behind it on its communicator
+    /// Void calls waiting for their shape, and the descriptors held behind them
     /// (`void_calls.rs`).
-    stalled: Vec<void_calls::Stalled>,
-    /// The operation a held descriptor or void call reserved, for the next `new_op` to fill.
-    reserved: Option<OpId>,
-    /// While a void call is taken in under the shape the other ranks gave it: its own opcode,
-    /// which its completion echoes.
-    resubmitting: Option<ringcast_abi::Opcode>,
-    /// Void calls are being resolved (the descriptors held behind one may make another).
-    resolving: bool,
-    /// Piece lists of finished assemblies, for the next ones.
-    spare_pieces: Vec<Vec<node::assembly::Piece>>,
+    voids: VoidCalls,
 }
 
 fn failed(status: StatusKind) -> Outcome {
@@ -178,22 +137,12 @@ impl Engine {
             ops: SlotMap::with_key(),
             calls: SlotMap::with_key(),
             primaries: Vec::new(),
-            reductions: SlotMap::with_key(),
-            exchanges: SlotMap::with_key(),
-            exchange_calls: Vec::new(),
-            spare_locals: Vec::new(),
-            exchange_queue: VecDeque::new(),
-            exchange_done: Vec::new(),
+            reductions: Reductions::new(config.limits.reduce_staging_bytes),
+            assemblies: Assemblies::default(),
+            exchanges: Exchanges::default(),
+            over: Vec::new(),
             refusing: false,
-            reduce_spare: Vec::new(),
-            reduce_runs: Vec::new(),
-            reduce_sources: Vec::new(),
-            assemblies: Vec::new(),
-            spare_pieces: Vec::new(),
-            stalled: Vec::new(),
-            reserved: None,
-            resubmitting: None,
-            resolving: false,
+            voids: VoidCalls::default(),
             queues: (0..config.limits.max_hosts).map(|_| VecDeque::new()).collect(),
         })
     }
@@ -426,60 +375,6 @@ impl Engine {
         }
     }
 
-    /// [`Engine::handle_dma_done`] without the round of [`Engine::after`].
-    fn dma_over(&mut self, job: JobId, ok: bool, now: Nanos) {
-        let Some(j) = self.jobs.remove(job) else { return };
-        match j {
-            Job::Copy { op, len } => {
-                if let Some(o) = self.ops.get_mut(op) {
-                    if !ok {
-                        o.cqe.status = Status::from(StatusKind::OutOfBounds);
-                        o.cqe.bytes = 0;
-                        self.core.dma_failed(len);
-                    }
-                    o.pending = false;
-                    let host = o.host;
-                    self.flush(host);
-                }
-            }
-            Job::Proto(token) => {
-                if let Some(node) = self.node.as_mut() {
-                    node.dma_done(token, ok, now, &mut self.out);
-                }
-            }
-            Job::Deliver { part, outcome, primary } => {
-                let outcome =
-                    if ok { outcome } else { Outcome { status: self.dma_fault(), bytes: 0, ..outcome } };
-                self.finish(part, outcome);
-                self.copied(primary);
-            }
-            Job::Record { op, local, comm, bytes } => {
-                let node = self.node.as_mut();
-                match (ok, node) {
-                    (false, _) => self.finish_collective(op, failed(StatusKind::OutOfBounds)),
-                    (true, None) => self.finish_collective(op, failed(StatusKind::UnknownCommunicator)),
-                    (true, Some(node)) => match node.comm_create(local, comm, &bytes) {
-                        Ok(None) => self.finish_collective(op, failed(StatusKind::Ok)),
-                        Ok(Some((slot, group))) => {
-                            let job = self.jobs.insert(Job::Join { op, slot });
-                            self.out.join(job, group);
-                        }
-                        Err(kind) => self.finish_collective(op, failed(kind)),
-                    },
-                }
-            }
-            Job::Assemble { comm, seq } => self.assembly_copied(comm, seq, ok),
-            Job::Pairwise { key } => self.pairwise_copied(key, ok),
-            Job::Part { call } => {
-                let outcome = if ok { failed(StatusKind::Ok) } else { failed(self.dma_fault()) };
-                self.finish_part(call, outcome);
-            }
-            Job::ReduceLoad { r, .. } => self.reduce_loaded(r, ok),
-            Job::ReduceStore { r } => self.reduce_stored(r, ok),
-            Job::Join { .. } => {} // answered by handle_join_done
-        }
-    }
-
     /// Job `job` ([`Action::Join`]) is over: `ok` if the group is joined.
     pub fn handle_join_done(&mut self, job: JobId, ok: bool, now: Nanos) {
         let Some(Job::Join { op, slot }) = self.jobs.remove(job) else { return };
@@ -502,13 +397,11 @@ impl Engine {
     pub fn staging(&mut self, job: JobId) -> Option<&mut [u8]> {
         // (Reductions first: their memory is not the job's, and the borrow checker cannot see
         // the job table let go of in an arm that returns another table's memory.)
-        match *self.jobs.get(job)? {
-            Job::ReduceLoad { r, first, blocks } => return self.reduction_staging(r, first, blocks),
-            Job::ReduceStore { r } => return self.reduction_staging(r, 0, 0),
-            _ => {}
+        if let Job::Reduce { r, load } = *self.jobs.get(job)? {
+            return self.reductions.staging(r, load);
         }
         match self.jobs.get_mut(job)? {
-            Job::Proto(token) => {
+            Job::Transfer(token) => {
                 let token = *token;
                 self.node.as_mut()?.staging(token)
             }
@@ -589,26 +482,6 @@ impl Engine {
         self.flush(host);
     }
 
-    /// A part posted to a communicator's sequencer is delivered: its own operation's outcome,
-    /// or one part of a composed call's.
-    fn finish(&mut self, part: PartOf, outcome: Outcome) {
-        match part {
-            PartOf::Op(op) => self.finish_collective(op, outcome),
-            PartOf::Call(call) => self.finish_part(call, outcome),
-        }
-    }
-
-    /// One copy reading primary `primary`'s buffer is over: the last one completes it.
-    fn copied(&mut self, primary: Option<PartOf>) {
-        let Some(p) = primary else { return };
-        let Some(i) = self.primaries.iter().position(|w| w.0 == p) else { return };
-        self.primaries[i].1 -= 1;
-        if self.primaries[i].1 == 0 {
-            let (part, _, outcome) = self.primaries.swap_remove(i);
-            self.finish(part, outcome);
-        }
-    }
-
     /// Publishes `host`'s finished operations at the front of its queue.
     fn flush(&mut self, host: HostId) {
         let Some(queue) = self.queues.get_mut(host.0 as usize) else { return };
@@ -627,86 +500,4 @@ impl Engine {
             }
         }
     }
-
-    /// After every event: the slots that can start, the protocol's host-memory jobs and the
-    /// broadcasts it ended, the deliveries they make, the communicators that settled.
-    fn after(&mut self, now: Nanos) {
-        loop {
-            let resolved = self.resolve_void_calls(now);
-            self.step_node(now);
-            // Slots and transfers the engine carries out itself (`doubling.rs`): their progress
-            // may finish slots, which the next round delivers.
-            let Some(node) = self.node.as_mut() else { return };
-            let mut started = Vec::new();
-            node.take_local_started(&mut started);
-            node.take_link_done(&mut self.exchange_done);
-            self.exchange_queue.extend(started);
-            let done = core::mem::take(&mut self.exchange_done);
-            let mut progress = resolved || !done.is_empty();
-            // Jobs on a refused call's buffers fail here, never reaching the driver.
-            while let Some(job) = self.out.pop_refused() {
-                progress = true;
-                self.refusing = true;
-                self.dma_over(job, false, now);
-                self.refusing = false;
-            }
-            for (key, outcome) in done {
-                self.exchange_part_over(key, outcome, now);
-            }
-            // The first waiting slot of each communicator without a doubling running starts.
-            let next = self.exchange_queue.iter().position(|(c, _)| !self.exchange_runs(*c));
-            match next.and_then(|i| self.exchange_queue.remove(i)) {
-                Some((comm, start)) => self.start_exchange(comm, start, now),
-                None if !progress => return,
-                None => {}
-            }
-        }
-    }
-
-    /// One step of the node: slots started, the protocol's jobs issued, deliveries carried out.
-    fn step_node(&mut self, now: Nanos) {
-        let Some(node) = self.node.as_mut() else { return };
-        let mut deliveries = Vec::new();
-        let mut jobs = Vec::new();
-        node.step(now, &mut self.out, &mut jobs, &mut deliveries);
-        for j in jobs {
-            let dma = match j.dir {
-                DmaDir::Load => Dma::Load { src: j.buf, len: j.len },
-                DmaDir::Store => Dma::Store { dst: j.buf, len: j.len },
-            };
-            let job = self.jobs.insert(Job::Proto(j.token));
-            self.out.dma(job, dma);
-        }
-        // Primaries first: a copy ending at once (its host gone) finds its primary waiting.
-        for d in deliveries.iter().filter(|d| d.copies > 0) {
-            // Completed after the last copy reading its buffer (`copied`).
-            self.primaries.push((d.part, d.copies, d.outcome));
-        }
-        for d in deliveries {
-            if d.copies > 0 {
-                continue;
-            }
-            let Some(host) = self.host_of(d.part) else {
-                // Its host left: no copy, but the primary no longer waits for it.
-                self.copied(d.primary);
-                continue;
-            };
-            match d.copy {
-                Some((src, dst, len)) => {
-                    let deliver = Job::Deliver { part: d.part, outcome: d.outcome, primary: d.primary };
-                    let job = self.jobs.insert(deliver);
-                    self.out.dma(job, Dma::Copy { host, src, dst, len, keys: [RegionKey::NONE; 2] });
-                }
-                None => self.finish(d.part, d.outcome),
-            }
-        }
-    }
-}
-
-/// Whether a call of `opcode` is one the other ranks of its communicator make too and that posts
-/// broadcasts there: a broadcast or a composed collective.
-fn posts_parts(opcode: ringcast_abi::Opcode) -> bool {
-    use ringcast_abi::Opcode;
-    [Opcode::BCAST, Opcode::ALLGATHER, Opcode::ALLREDUCE, Opcode::REDUCE, Opcode::ALLTOALL, Opcode::BARRIER]
-        .contains(&opcode)
 }

@@ -1,13 +1,17 @@
 //! A descriptor taken in: the core validates it (`intake`), and the engine carries out what
 //! the core made of it — a completion, a host-memory copy, a communicator's creation or
-//! release, or a collective handed to its schedule (`allgather.rs`, `alltoall.rs`,
-//! `barrier.rs`, the broadcast through the node's gather) — counting every collective on its
-//! communicator (`call_shapes.rs`), and making one whose shape the descriptor cannot give a void
-//! call (`void_calls.rs`).
-use crate::engine::ids::PartOf;
-use crate::engine::node::call_shapes::Shape;
-use crate::engine::{failed, posts_parts, sequencer, Dma, Engine, Job};
+//! release, or a collective started in its folder, one arm per collective
+//! ([`Engine::start_collective`]) — counting every collective on its communicator
+//! (`node/call_shapes.rs`), and making one whose shape the descriptor cannot give a void call
+//! (`void_calls.rs`).
+use crate::engine::bcast::BcastCall;
+use crate::engine::call::Call;
+use crate::engine::jobs::Job;
+use crate::engine::node::call_shapes::{posts_parts, Shape};
+use crate::engine::{allgather, allreduce, alltoall, barrier, bcast};
+use crate::engine::{failed, Dma, Engine};
 use crate::intake::regions::Resolved;
+use crate::intake::GatherCall;
 use crate::intake::{self, HostId};
 use crate::Nanos;
 use alloc::vec;
@@ -68,17 +72,11 @@ impl Engine {
                         _ => self.finish_collective(op, failed(StatusKind::BadDescriptor)),
                     }
                 }
-                intake::Action::Allgather(call) => {
+                intake::Action::Allgather(call)
+                | intake::Action::Alltoall(call)
+                | intake::Action::Barrier(call) => {
                     self.count_call(call.host, call.comm, Some(Shape::of(desc)));
-                    self.start_allgather(call)
-                }
-                intake::Action::Barrier(call) => {
-                    self.count_call(call.host, call.comm, Some(Shape::of(desc)));
-                    self.start_barrier(call)
-                }
-                intake::Action::Alltoall(call) => {
-                    self.count_call(call.host, call.comm, Some(Shape::of(desc)));
-                    self.start_alltoall(call)
+                    self.start_collective(call, now)
                 }
                 intake::Action::Bcast { host, cookie, comm, root, buf, len, started, refused, .. } => {
                     self.count_call(host, comm, Some(Shape::of(desc)));
@@ -87,36 +85,51 @@ impl Engine {
                     self.refuse_op(op, refused);
                     // The core refused broadcasts from a host without a local rank.
                     let local = self.core.local_rank(host).unwrap_or(u32::MAX);
-                    let posted = match self.node.as_mut() {
-                        Some(node) => node
-                            .post(local, comm, root, buf, len, PartOf::Op(op), sequencer::Kind::default())
-                            .map(drop),
-                        None => Err(StatusKind::UnknownCommunicator),
-                    };
-                    if let Err(kind) = posted {
-                        self.skipped_call(host, comm);
-                        self.finish_collective(op, failed(kind));
-                    }
+                    let b = BcastCall { comm, root, buf, len };
+                    self.start_call(now, |id, cx| {
+                        let (c, p) = bcast::start(b, op, local, id, cx);
+                        (Call::Bcast(c), p)
+                    });
                 }
             }
+        }
+    }
+
+    /// The planner's arms: collective call `a` (as the intake planned it) started in its
+    /// collective's folder, as a host operation of its host.
+    fn start_collective(&mut self, a: GatherCall, now: Nanos) {
+        let cqe = Completion::new(a.cookie, a.opcode, Status::OK, 0);
+        let op = self.new_op(a.host, cqe, a.started, true, true);
+        self.refuse_op(op, a.refused);
+        let local = self.core.local_rank(a.host).unwrap_or(u32::MAX);
+        let window = self.calls_in_flight(a.host);
+        match a.opcode {
+            ringcast_abi::Opcode::BARRIER => self.start_call(now, |id, cx| {
+                let (c, p) = barrier::start(&a, op, local, id, cx);
+                (Call::Barrier(c), p)
+            }),
+            ringcast_abi::Opcode::ALLTOALL => self.start_call(now, |id, cx| {
+                let (c, p) = alltoall::start(&a, op, local, window, id, cx);
+                (Call::Alltoall(c), p)
+            }),
+            _ if a.reduce.is_some() => self.start_call(now, |id, cx| {
+                let (c, p) = allreduce::start(&a, op, local, window, id, cx);
+                (Call::Allreduce(c), p)
+            }),
+            _ => self.start_call(now, |id, cx| {
+                let (c, p) = allgather::start(&a, op, local, window, id, cx);
+                (Call::Allgather(c), p)
+            }),
         }
     }
 
     /// A call of `host` on communicator `comm` posted nothing (refused at once, and no shape
     /// learnt for it: `void_calls.rs`): its later
     /// posts there carry the count, so they are not matched with the other ranks' calls one
-    /// behind ([`sequencer::Sequencer::skip`]).
+    /// behind ([`crate::engine::node::sequencer::Sequencer::skip`]).
     pub(crate) fn skipped_call(&mut self, host: HostId, comm: u64) {
         if let (Some(node), Some(local)) = (self.node.as_mut(), self.core.local_rank(host)) {
             node.skip(local, comm);
-        }
-    }
-
-    /// `host` made a leader-based call on `comm` whose exchange between the engines is
-    /// multicast ([`sequencer::Sequencer::multicast_exchange`]).
-    pub(crate) fn multicast_exchange(&mut self, host: HostId, comm: u64) {
-        if let (Some(node), Some(local)) = (self.node.as_mut(), self.core.local_rank(host)) {
-            node.multicast_exchange(local, comm);
         }
     }
 }

@@ -2,8 +2,48 @@
 //! ([`gather_step_of`]) and the ring ([`ring_step_of`]) — pure functions of the engine's number,
 //! the engine count and the parts' places, so both ends of every pair compute the same steps
 //! (`exchange.rs` carries them out).
-use crate::engine::exchange::{Span, Step};
+use crate::engine::exchange::{post_step, ExchangeRun, Schedule, Span, Step, Stop};
+use crate::engine::hands::Hands;
+use crate::engine::ids::ExchangeId;
 use crate::schedule::power_below;
+use crate::Nanos;
+use ringcast_abi::StatusKind;
+
+/// An allgather's exchange between the leaders: recursive doubling of the node parts, or the
+/// ring ([`ExchangeRun::ring`]), each part into its place in the leader's receive buffer.
+#[derive(Debug)]
+pub(crate) struct Leaders;
+
+/// The one [`Leaders`] every allgather's exchange runs by.
+pub(crate) static LEADERS: Leaders = Leaders;
+
+impl Schedule for Leaders {
+    fn post(
+        &self,
+        key: ExchangeId,
+        run: &mut ExchangeRun,
+        h: &mut Hands<'_>,
+        now: Nanos,
+    ) -> Result<Option<u32>, Stop> {
+        let step = {
+            // Node `k`'s part starts at its first rank's block: `Err` when the communicator
+            // went away.
+            let stop = |status| Stop { status, breaks: false };
+            let node = h.node.as_ref().ok_or(stop(StatusKind::UnknownCommunicator))?;
+            let (ranges, _) = node.ranges(run.comm).ok_or(stop(StatusKind::CommunicatorBroken))?;
+            let at = |k: u32| ranges.get(k as usize).map_or(run.len, |r| u64::from(r.0) * run.block);
+            let (me, engines) = (run.shape.me, run.shape.engines);
+            match run.ring {
+                true => ring_step_of(me, engines, at, run.step),
+                false => gather_step_of(me, engines, at, run.step),
+            }
+        };
+        match step {
+            Some(step) => post_step(key, run, step, h, now),
+            None => Ok(None),
+        }
+    }
+}
 
 /// Step `n` of engine `me`'s allgather between the leaders of `engines` engines, or `None`
 /// past the last: node `k`'s part is bytes `[at(k), at(k + 1))` of the result (`at(engines)` its

@@ -23,38 +23,32 @@
 //! between them changes no bit of the result, and needs no agreement beyond the call's length.
 //! Recursive doubling receives `L` whole blocks per engine; Rabenseifner about two (`2·(P−1)/P`)
 //! in `2L` smaller transfers: fewer bytes once the block is long and the engines many.
-use crate::engine::exchange::{Span, Step};
-use crate::model::compose;
+use crate::engine::exchange::{post_step, ExchangeRun, Schedule, Shape, Span, Step, Stop};
+use crate::engine::hands::Hands;
+use crate::engine::ids::ExchangeId;
 use crate::schedule::power_below;
+use crate::Nanos;
 
-/// What an engine's schedule depends on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Shape {
-    /// This engine's number and the engine count.
-    pub me: u32,
-    pub engines: u32,
-    /// Bytes of the block, and of one element.
-    pub len: u64,
-    pub elem: u64,
-    /// Rabenseifner's reduce-scatter + allgather instead of recursive doubling.
-    pub halving: bool,
-}
+/// A reduction's exchange between the leaders: recursive doubling, or Rabenseifner's where the
+/// run's shape halves ([`Shape::halving`]).
+#[derive(Debug)]
+pub(crate) struct Leaders;
 
-impl Shape {
-    /// The schedule of engine `me` of `engines` for a block of `len` bytes of `elem`-byte
-    /// elements: Rabenseifner's where `halving` (the call's exchange, [`compose::allreduce`])
-    /// and it can run ([`compose::can_halve`]).
-    pub(crate) fn new(me: u32, engines: u32, len: u64, elem: u64, halving: bool) -> Shape {
-        let halving = halving && compose::can_halve(engines, len, elem);
-        Shape { me, engines, len, elem: elem.max(1), halving }
-    }
+/// The one [`Leaders`] every allreduce's and reduce's exchange runs by.
+pub(crate) static LEADERS: Leaders = Leaders;
 
-    /// Bytes of segments `[a, b)` of the block cut into `p` segments of whole elements.
-    fn segments(&self, p: u32, a: u32, b: u32) -> Span {
-        let elems = self.len / self.elem;
-        let at = |s: u32| u64::from(s) * elems / u64::from(p) * self.elem;
-        let end = |s: u32| if s == p { self.len } else { at(s) };
-        Span { off: at(a), len: end(b) - at(a) }
+impl Schedule for Leaders {
+    fn post(
+        &self,
+        key: ExchangeId,
+        run: &mut ExchangeRun,
+        h: &mut Hands<'_>,
+        now: Nanos,
+    ) -> Result<Option<u32>, Stop> {
+        match step_of(&run.shape, run.step) {
+            Some(step) => post_step(key, run, step, h, now),
+            None => Ok(None),
+        }
     }
 }
 

@@ -13,7 +13,7 @@
 //! **Node-level aggregation** (`nodes`, the default, where every engine's ranks are
 //! consecutive): one part per engine, in engine order, rooted at the engine's first rank and
 //! carrying its ranks' send buffers side by side (`count · size · len` bytes). The engine first
-//! copies each local process's send buffer into the leader's work buffer (`assembly.rs`), then
+//! copies each local process's send buffer into the leader's work buffer (`node/assembly.rs`), then
 //! the node's buffers leave as one message — Mamidala's node-aggregated alltoall, with one
 //! multicast per node as the exchange between leaders. `E` messages instead of `P`: the same
 //! bytes on the fabric in `ppn` times fewer messages, for one intra-node copy of each send
@@ -30,8 +30,8 @@
 //!    per rank, part `r` has root `r` and that buffer (this rank's own part leaves from its send
 //!    buffer); per node, part `k` has root `first_k` and lands at `work + (1 + first_k) · whole`,
 //!    `count_k · whole` bytes;
-//! 2. once every part is over, copy block `me` of each rank into its place (`composite.rs`'s
-//!    `scatter_blocks`): from `work + (1 + r) · whole + me · len` (or, for `r = me`, from the
+//! 2. once every part is over, copy block `me` of each rank into its place (the call's last
+//!    step, [`Alltoall::part_done`]): from `work + (1 + r) · whole + me · len` (or, for `r = me`, from the
 //!    send buffer) to `work + r · len` — `size` DMA copies on this node;
 //! 3. complete with `size · len` bytes once the copies are over; a failed part fails the
 //!    operation with its status (a dead rank's part with `PeerUnreachable` within the protocol's
@@ -45,83 +45,175 @@
 //! has at most `pairwise_engines` engines, whichever ranks each holds — in either composition —
 //! with one rank per engine, aggregated per node, or blocks from `alltoall_pairwise_bytes`):
 //! every block sent once over the pair communicators in Mamidala's bidirectional order,
-//! straight from its sender's send buffer into its place (`pairwise.rs`).
+//! straight from its sender's send buffer into its place ([`pairwise`], run by `exchange.rs`).
 pub(crate) mod pairwise;
-use crate::engine::allgather::Blocks;
-use crate::engine::call::{at, call_context, Call, Scatter};
-use crate::engine::ids::PartOf;
-use crate::engine::node::sequencer::Kind;
-use crate::engine::{failed, Engine};
-use crate::intake::GatherCall;
-use crate::model::compose::{self, Exchange};
-use ringcast_abi::{Completion, Status, StatusKind};
 
-impl Engine {
-    /// Starts an alltoall (see the module doc).
-    pub(crate) fn start_alltoall(&mut self, a: GatherCall) {
-        let cqe = Completion::new(a.cookie, a.opcode, Status::OK, 0);
-        let op = self.new_op(a.host, cqe, a.started, true, true);
-        self.refuse_op(op, a.refused);
-        let local = self.core.local_rank(a.host).unwrap_or(u32::MAX);
-        let whole = a.len * u64::from(a.size);
-        // (The intake made sure there is a send buffer.)
-        let send = a.send.unwrap_or(a.recv);
-        let scatter =
-            Scatter { host: a.host, send, work: a.recv, len: a.len, size: a.size, me: a.me, keys: a.keys };
-        let protocol = &self.core.config().protocol;
-        let (leader_based, slots) = (protocol.allgather_parts.leader_based(), protocol.preposted_slots);
-        let payload = u64::from(crate::model::select::fragment_payload(protocol.mtu)).max(1);
-        let nodes = match (leader_based, self.node.as_ref()) {
-            (true, Some(n)) => n
-                .ranges(a.comm)
-                .filter(|(r, _)| aggregates(r, whole, payload, slots))
-                .map(|(r, mine)| (r.len() as u32, mine)),
-            _ => None,
-        };
-        let context = call_context(a.opcode, None);
-        // Pairwise between the engines (`pairwise.rs`): one part, this node's slot.
-        // Any placement: the engines' ranks need not be consecutive.
-        let members = self.node.as_ref().and_then(|n| n.members(a.comm));
-        if let Some((m, mine)) = members {
-            if compose::alltoall(self.core.config(), m.engines(), a.size, m.largest(), a.len)
-                == Exchange::Pairwise
-            {
-                let call = self.calls.insert(Call::new(op, 1, whole));
-                return self.post_pairwise(&a, local, call, context, mine);
-            }
-            if m.engines() >= 2 {
-                // Counted in this process's later contexts, as `allgather.rs` counts it.
-                self.multicast_exchange(a.host, a.comm);
-            }
-        }
-        let mut composite = Call::new(op, nodes.map_or(a.size, |(engines, _)| engines), whole);
-        composite.scatter = Some(scatter);
-        let call = self.calls.insert(composite);
-        if let Some(engines) = nodes {
-            // Rank `r`'s send buffer lands at `work + (1 + r) · whole` either way.
-            let blocks = Blocks { base: at(a.recv, whole), stride: whole };
-            return self.post_node_parts(&a, local, call, context, engines, blocks);
-        }
-        let window = a.size.saturating_mul(self.calls_in_flight(a.host));
-        let kind = Kind { context, window, ..Kind::default() };
-        for r in 0..a.size {
-            let buf = if r == a.me { send } else { at(a.recv, (1 + u64::from(r)) * whole) };
-            let posted = match self.node.as_mut() {
-                Some(node) => node.post(local, a.comm, r, buf, whole, PartOf::Call(call), kind),
-                None => Err(StatusKind::UnknownCommunicator),
+use crate::engine::action::Dma;
+use crate::engine::allgather::{post_node_parts, Blocks};
+use crate::engine::cx::{at, call_context, Collective, Cx, Parts, Progress};
+use crate::engine::ids::{CallId, OpId};
+use crate::engine::jobs::Job;
+use crate::engine::node::sequencer::Kind;
+use crate::intake::regions::Resolved;
+use crate::intake::{GatherCall, HostId};
+use crate::model::compose::{self, Exchange};
+use crate::transfer::protocol::{OpCounters, Outcome};
+use ringcast_abi::{RegionKey, StatusKind};
+
+/// An alltoall at this process: its parts, then its copies into place.
+#[derive(Debug)]
+pub(crate) struct Alltoall {
+    op: OpId,
+    /// The call itself (the owner of its copies).
+    id: CallId,
+    parts: Parts,
+    /// Which blocks are copied into place once every part is over (the multicast
+    /// compositions); taken when the copies start.
+    scatter: Option<Scatter>,
+}
+
+/// An alltoall's last step: the blocks to copy into place once every part is over.
+#[derive(Clone, Copy, Debug)]
+struct Scatter {
+    host: HostId,
+    send: Resolved,
+    work: Resolved,
+    len: u64,
+    size: u32,
+    me: u32,
+    /// The send and work buffers' regions.
+    keys: [RegionKey; 2],
+}
+
+/// Starts alltoall `a` as call `id` of host operation `op` (see the module doc).
+pub(crate) fn start(
+    a: &GatherCall,
+    op: OpId,
+    local: u32,
+    window_calls: u32,
+    id: CallId,
+    cx: &mut Cx<'_>,
+) -> (Alltoall, Progress) {
+    let whole = a.len * u64::from(a.size);
+    // (The intake made sure there is a send buffer.)
+    let send = a.send.unwrap_or(a.recv);
+    let scatter =
+        Scatter { host: a.host, send, work: a.recv, len: a.len, size: a.size, me: a.me, keys: a.keys };
+    let protocol = &cx.h.config.protocol;
+    let (leader_based, slots) = (protocol.allgather_parts.leader_based(), protocol.preposted_slots);
+    let payload = u64::from(crate::model::select::fragment_payload(protocol.mtu)).max(1);
+    let nodes = match (leader_based, cx.h.node.as_ref()) {
+        (true, Some(n)) => n
+            .ranges(a.comm)
+            .filter(|(r, _)| aggregates(r, whole, payload, slots))
+            .map(|(r, mine)| (r.len() as u32, mine)),
+        _ => None,
+    };
+    let context = call_context(a.opcode, None);
+    let failed = |status| Outcome { status, bytes: 0, counters: OpCounters::default() };
+    // Pairwise between the engines (`pairwise.rs`): one part, this node's slot.
+    // Any placement: the engines' ranks need not be consecutive.
+    let members =
+        cx.h.node.as_ref().and_then(|n| n.members(a.comm)).map(|(m, mine)| (m.engines(), m.largest(), mine));
+    if let Some((engines, largest, mine)) = members {
+        if compose::alltoall(cx.h.config, engines, a.size, largest, a.len) == Exchange::Pairwise {
+            let mut call = Alltoall { op, id, parts: Parts::new(1, whole), scatter: None };
+            let progress = match pairwise::post(a, local, id, context, mine, cx) {
+                Err(kind) if call.parts.absorb(failed(kind)) => Progress::Done(call.parts.outcome()),
+                _ => Progress::Running,
             };
-            if let Err(kind) = posted {
-                // Refused at once: this and every later part fail here; parts already filed
-                // end through the protocol.
-                if r == 0 {
-                    self.skipped_call(a.host, a.comm);
-                }
-                for _ in r..a.size {
-                    self.finish_part(call, failed(kind));
-                }
-                return;
+            return (call, progress);
+        }
+        if engines >= 2 {
+            // Counted in this process's later contexts, as `allgather/` counts it.
+            cx.multicast_exchange(local, a.comm);
+        }
+    }
+    let parts = nodes.map_or(a.size, |(engines, _)| engines);
+    let mut call = Alltoall { op, id, parts: Parts::new(parts, whole), scatter: Some(scatter) };
+    let refused = match nodes {
+        // Rank `r`'s send buffer lands at `work + (1 + r) · whole` either way.
+        Some(engines) => {
+            let blocks = Blocks { base: at(a.recv, whole), stride: whole };
+            post_node_parts(a, local, id, context, engines, blocks, window_calls, cx)
+        }
+        None => post_rank_parts(a, local, id, context, send, window_calls, cx),
+    };
+    let mut progress = Progress::Running;
+    if let Err((n, kind)) = refused {
+        for _ in 0..n {
+            if call.parts.absorb(failed(kind)) {
+                progress = Progress::Done(call.parts.outcome());
             }
         }
+    }
+    (call, progress)
+}
+
+/// One part per rank, rooted at it, from its own send buffer into `work + (1 + r) · whole`.
+/// `Err((parts, status))`: that many parts refused at once.
+fn post_rank_parts(
+    a: &GatherCall,
+    local: u32,
+    id: CallId,
+    context: u64,
+    send: Resolved,
+    window_calls: u32,
+    cx: &mut Cx<'_>,
+) -> Result<(), (u32, StatusKind)> {
+    let whole = a.len * u64::from(a.size);
+    let window = a.size.saturating_mul(window_calls);
+    let kind = Kind { context, window, ..Kind::default() };
+    for r in 0..a.size {
+        let buf = if r == a.me { send } else { at(a.recv, (1 + u64::from(r)) * whole) };
+        let posted = match cx.node() {
+            Some(node) => node.post(local, a.comm, r, buf, whole, id, kind),
+            None => Err(StatusKind::UnknownCommunicator),
+        };
+        if let Err(kind) = posted {
+            // Refused at once: this and every later part fail here; parts already filed
+            // end through the protocol.
+            if r == 0 {
+                cx.skipped(local, a.comm);
+            }
+            return Err((a.size - r, kind));
+        }
+    }
+    Ok(())
+}
+
+impl Collective for Alltoall {
+    fn op(&self) -> OpId {
+        self.op
+    }
+
+    fn in_window(&self) -> bool {
+        true
+    }
+
+    /// Once every part is over, copies block `me` of each rank's send buffer into its place:
+    /// from `work + (1 + r) · whole + me · len` (or, for `r = me`, from the send buffer) to
+    /// `work + r · len`; the last copy completes the operation (with the parts' counters).
+    fn part_done(&mut self, outcome: Outcome, cx: &mut Cx<'_>) -> Progress {
+        if !self.parts.absorb(outcome) {
+            return Progress::Running;
+        }
+        let Some(s) = self.scatter.take().filter(|_| self.parts.status() == StatusKind::Ok) else {
+            return Progress::Done(self.parts.outcome());
+        };
+        let whole = s.len * u64::from(s.size);
+        self.parts = Parts::then(s.size, whole, self.parts.counters());
+        let mine = u64::from(s.me) * s.len;
+        for r in 0..s.size {
+            let (src, src_key) = match r == s.me {
+                true => (at(s.send, mine), s.keys[0]),
+                false => (at(s.work, (1 + u64::from(r)) * whole + mine), s.keys[1]),
+            };
+            let dst = at(s.work, u64::from(r) * s.len);
+            let dma = Dma::Copy { host: s.host, src, dst, len: s.len, keys: [src_key, s.keys[1]] };
+            cx.h.dma(Job::Call(self.id), dma);
+        }
+        Progress::Running
     }
 }
 

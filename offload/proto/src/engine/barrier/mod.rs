@@ -1,9 +1,9 @@
-//! Barrier: one slot of the local gather, handed to the protocol as a barrier on the delayed
+//! Barrier: one slot of the communicator's sequencer, handed to the protocol as a barrier on the delayed
 //! synchronization's tree once every local process arrived (`transfer/barrier.rs` holds the
 //! algorithm).
 //!
 //! At every rank of a communicator spanning engines `0..E`:
-//! 1. the call is filed as one slot of the communicator's local gather, marked `all`: it starts
+//! 1. the call is filed as one slot of the communicator's sequencer, marked `all`: it starts
 //!    only once every local process of this engine has posted it — this node has arrived;
 //! 2. the slot starts as [`crate::transfer::protocol::Protocol::post_barrier`]: the engine ends
 //!    the communicator's current synchronization epoch there; its `SYNC_UP` goes to its parent
@@ -18,36 +18,56 @@
 //! engines the same frames, at 64 engines 32 times more (docs/protocol.md, docs/performance.md).
 //!
 //! The scratch buffer the ABI asks for (`len ≥ size` bytes) is not touched.
-use crate::engine::call::call_context;
-use crate::engine::ids::PartOf;
+use crate::engine::cx::{call_context, Collective, Cx, Progress};
+use crate::engine::ids::{CallId, OpId};
 use crate::engine::node::sequencer::Kind;
-use crate::engine::{failed, Engine};
 use crate::intake::GatherCall;
-use ringcast_abi::{Completion, Status, StatusKind};
+use crate::transfer::protocol::{OpCounters, Outcome};
+use ringcast_abi::StatusKind;
 
-impl Engine {
-    /// Starts a barrier (see the module doc).
-    pub(crate) fn start_barrier(&mut self, a: GatherCall) {
-        let cqe = Completion::new(a.cookie, a.opcode, Status::OK, 0);
-        let op = self.new_op(a.host, cqe, a.started, true, true);
-        self.refuse_op(op, a.refused);
-        let local = self.core.local_rank(a.host).unwrap_or(u32::MAX);
-        let kind = Kind {
-            all: true,
-            barrier: true,
-            in_place: true,
-            context: call_context(a.opcode, None),
-            ..Kind::default()
-        };
-        // Root 0 at every process: the slot's reference, so a process posting anything else
-        // in its place (another collective) fails with `BadRoot` or `DigestMismatch`.
-        let posted = match self.node.as_mut() {
-            Some(node) => node.post(local, a.comm, 0, a.recv, 0, PartOf::Op(op), kind).map(drop),
-            None => Err(StatusKind::UnknownCommunicator),
-        };
-        if let Err(kind) = posted {
-            self.skipped_call(a.host, a.comm);
-            self.finish_collective(op, failed(kind));
+/// A barrier at this process: one part, whose outcome is the call's.
+#[derive(Debug)]
+pub(crate) struct Barrier {
+    op: OpId,
+}
+
+/// Starts barrier `a` as call `id` of host operation `op` (see the module doc).
+pub(crate) fn start(
+    a: &GatherCall,
+    op: OpId,
+    local: u32,
+    id: CallId,
+    cx: &mut Cx<'_>,
+) -> (Barrier, Progress) {
+    let kind = Kind {
+        all: true,
+        barrier: true,
+        in_place: true,
+        context: call_context(a.opcode, None),
+        ..Kind::default()
+    };
+    // Root 0 at every process: the slot's reference, so a process posting anything else in its
+    // place (another collective) fails with `BadRoot` or `DigestMismatch`.
+    let posted = match cx.node() {
+        Some(node) => node.post(local, a.comm, 0, a.recv, 0, id, kind).map(drop),
+        None => Err(StatusKind::UnknownCommunicator),
+    };
+    let progress = match posted {
+        Ok(()) => Progress::Running,
+        Err(kind) => {
+            cx.skipped(local, a.comm);
+            Progress::Done(Outcome { status: kind, bytes: 0, counters: OpCounters::default() })
         }
+    };
+    (Barrier { op }, progress)
+}
+
+impl Collective for Barrier {
+    fn op(&self) -> OpId {
+        self.op
+    }
+
+    fn part_done(&mut self, outcome: Outcome, _cx: &mut Cx<'_>) -> Progress {
+        Progress::Done(outcome)
     }
 }

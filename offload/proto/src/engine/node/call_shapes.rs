@@ -530,7 +530,7 @@ impl Node {
                 }
             },
             // Only a collective is a call's shape (an honest engine records nothing else).
-            SHAPE_KNOWN if !crate::engine::posts_parts(Opcode(f.shape.opcode)) => {}
+            SHAPE_KNOWN if !posts_parts(Opcode(f.shape.opcode)) => {}
             SHAPE_KNOWN => {
                 let shape = Shape::from_body(&f.shape);
                 let hit = c.calls.waiting.iter().find(|w| w.call as u32 == f.call).map(|w| w.call);
@@ -648,6 +648,14 @@ impl Node {
         }
         self.refresh_voids();
     }
+}
+
+/// Whether a call of `opcode` is one the other ranks of its communicator make too and that posts
+/// broadcasts there: a broadcast or a composed collective.
+pub(crate) fn posts_parts(opcode: ringcast_abi::Opcode) -> bool {
+    use ringcast_abi::Opcode;
+    [Opcode::BCAST, Opcode::ALLGATHER, Opcode::ALLREDUCE, Opcode::REDUCE, Opcode::ALLTOALL, Opcode::BARRIER]
+        .contains(&opcode)
 }
 
 #[cfg(test)]

@@ -9,7 +9,8 @@
 use crate::comm::auth::Secret;
 use crate::comm::{CommSpec, GroupId, PeerId, World};
 use crate::engine::links::Links;
-use crate::engine::node::sequencer::{Placement, Sequencer};
+use crate::engine::node::placement::Placement;
+use crate::engine::node::sequencer::Sequencer;
 use crate::transfer::protocol::CommHandle;
 use alloc::collections::BTreeMap;
 use alloc::sync::Arc;

@@ -3,27 +3,29 @@
 //! local members (docs/design.md §3.4, "one engine per node").
 //!
 //! The world communicator: every engine of a job derives the same identity — cookie, multicast
-//! group, seed — from the job name ([`crate::engine::world_identity`]), so no bootstrap traffic is
+//! group, seed — from the job name ([`world_identity`]), so no bootstrap traffic is
 //! needed. Its process ranks are numbered node by node ([`World`]: `node * ppn + local rank`,
 //! or an uneven count per node); the protocol's members are the engines (one per node), and
 //! the [`crate::engine::node::sequencer::Sequencer`] turns the posts of a node's processes into one broadcast and
 //! delivers it into every local buffer. Communicators and local processes coming and going are
 //! `lifecycle.rs`'s; the calls counted on each communicator, and the void calls waiting for
 //! their shape, `call_shapes.rs`'s.
-pub(crate) mod assembly;
 pub(crate) mod call_shapes;
 pub(crate) mod comms;
 pub(crate) mod lifecycle;
-pub(crate) mod members;
+pub(crate) mod placement;
 pub(crate) mod sequencer;
+use crate::comm::ident::{derived_identity, CommIdentity};
 use crate::comm::links::LinkSet;
 use crate::comm::{CommSpec, GroupId, PeerId, World};
 use crate::config::EngineConfig;
+use crate::config::JobSecret;
 use crate::engine::action::Outbox;
 use crate::engine::ids::{ExchangeId, Seq, TransferId};
 use crate::engine::links::{Links, Transfer};
 use crate::engine::node::comms::LocalComm;
-use crate::engine::node::sequencer::{Delivery, Kind, Placement, Start};
+use crate::engine::node::placement::Placement;
+use crate::engine::node::sequencer::{Delivery, Kind, Start};
 use crate::intake::regions::Resolved;
 use crate::schedule::bcast::LANE_ANY;
 use crate::transfer::protocol::{
@@ -184,7 +186,7 @@ pub(crate) struct Node {
 impl Node {
     pub(crate) fn new(config: &EngineConfig, crc: Crc32c) -> Result<Node, StatusKind> {
         let t = &config.topology;
-        let id = crate::engine::world_identity(&t.job, &t.job_secret);
+        let id = world_identity(&t.job, &t.job_secret);
         let mut proto = Protocol::new(config, crc);
         let world_shape = t.world();
         let members: Arc<[PeerId]> = (0..world_shape.nodes()).map(PeerId).collect();
@@ -263,7 +265,7 @@ impl Node {
 
     /// Communicator `comm`'s ranks grouped by engine, and this engine's protocol rank: what the
     /// pairwise alltoall needs, for any placement.
-    pub(crate) fn members(&self, comm: u64) -> Option<(&Arc<crate::engine::node::members::Members>, u32)> {
+    pub(crate) fn members(&self, comm: u64) -> Option<(&Arc<crate::engine::node::placement::Members>, u32)> {
         let c = self.comms[self.slot(comm)?].as_ref()?;
         Some((c.sequencer.members()?, c.sequencer.placement().me()))
     }
@@ -320,7 +322,7 @@ impl Node {
         root: u32,
         buf: Resolved,
         len: u64,
-        part: crate::engine::ids::PartOf,
+        part: crate::engine::ids::CallId,
         kind: Kind,
     ) -> Result<Seq, StatusKind> {
         let slot = self.slot(comm).ok_or(StatusKind::UnknownCommunicator)?;
@@ -555,8 +557,8 @@ impl Node {
             .map(|c| {
                 let state = c.proto.and_then(|h| self.proto.comm_state(h)).unwrap_or_default();
                 let ranks = match c.sequencer.placement() {
-                    crate::engine::node::sequencer::Placement::World { world, .. } => world.size(),
-                    crate::engine::node::sequencer::Placement::Table { node_of, .. } => node_of.len() as u32,
+                    crate::engine::node::placement::Placement::World { world, .. } => world.size(),
+                    crate::engine::node::placement::Placement::Table { node_of, .. } => node_of.len() as u32,
                 };
                 CommInfo {
                     handle: c.handle,
@@ -618,4 +620,10 @@ impl crate::intake::Ranks for Node {
     fn size(&self, comm: u64) -> Option<u32> {
         Node::size(self, comm)
     }
+}
+
+/// The world communicator's identity, the same at every engine of `job`; its frames are keyed
+/// by `secret` (the job's, `RINGCAST_JOB_SECRET`).
+pub fn world_identity(job: &str, secret: &JobSecret) -> CommIdentity {
+    derived_identity(&format!("ringcast world communicator of job {job}"), secret.0.as_ref())
 }

@@ -32,8 +32,8 @@
 //! A process that left cleanly with nothing unfinished may be replaced: the newcomer with its
 //! local rank continues its sequence.
 use crate::comm::World;
-use crate::engine::ids::{PartOf, Seq};
-use crate::engine::node::members::Members;
+use crate::engine::ids::{CallId, Seq};
+use crate::engine::node::placement::{Members, Placement};
 use crate::intake::regions::Resolved;
 use crate::transfer::env::{reference_call, same_call};
 use crate::transfer::protocol::{OpCounters, Outcome};
@@ -81,7 +81,7 @@ struct Member {
     root: u32,
     len: u32,
     buf: Resolved,
-    part: PartOf,
+    part: CallId,
     kind: Kind,
 }
 
@@ -131,96 +131,20 @@ pub struct Start {
 /// What to do for one local process when a slot finishes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Delivery {
-    /// What its post completes.
-    pub(crate) part: PartOf,
+    /// The call whose part its post is.
+    pub(crate) part: CallId,
     /// Copy `len` bytes from the primary's buffer to its own first (then complete it with
     /// `outcome`, or, if the copy fails, with `OutOfBounds` — `RootFailed` where it failed on
     /// a call refused at its rank, `Engine::dma_fault`).
     pub copy: Option<(Resolved, Resolved, u64)>,
     /// With `copy`: the primary's part, whose completion waits for this copy.
-    pub(crate) primary: Option<PartOf>,
+    pub(crate) primary: Option<CallId>,
     /// The primary's delivery: how many copies read its buffer — it completes only after the
     /// last of them, so a process that reuses its buffer after its completion (or an engine
     /// writing a result there) never races a copy still reading it.
     pub copies: u32,
     /// How its operation ended.
     pub outcome: Outcome,
-}
-
-/// Where a communicator's ranks live, as one engine needs to know it: which engine (protocol
-/// rank) holds a rank, and whether it is one of this engine's local members.
-#[derive(Clone, Debug)]
-pub enum Placement {
-    /// The world: ranks numbered node by node ([`World`]).
-    World {
-        /// This engine's node.
-        node: u32,
-        /// The world's shape.
-        world: World,
-    },
-    /// Any membership: per rank, its engine's protocol rank and its index among that engine's
-    /// members.
-    Table {
-        /// This engine's protocol rank.
-        me: u32,
-        /// Rank → protocol rank of its engine.
-        node_of: Arc<[u32]>,
-        /// Rank → index among its engine's members.
-        index_of: Arc<[u32]>,
-    },
-}
-
-impl Placement {
-    /// This engine's protocol rank.
-    pub fn me(&self) -> u32 {
-        match self {
-            Placement::World { node, .. } => *node,
-            Placement::Table { me, .. } => *me,
-        }
-    }
-
-    /// The protocol rank (engine) of rank `r`.
-    pub fn node(&self, r: u32) -> u32 {
-        match self {
-            Placement::World { world, .. } => world.node_of(r).unwrap_or(u32::MAX),
-            Placement::Table { node_of, .. } => node_of.get(r as usize).copied().unwrap_or(u32::MAX),
-        }
-    }
-
-    /// Each engine's ranks as one range (first rank, count), in protocol-rank order — `None`
-    /// when some engine's ranks are not consecutive (a communicator of every third rank): a
-    /// leader-based allgather needs a node's blocks side by side.
-    pub fn ranges(&self) -> Option<Vec<(u32, u32)>> {
-        match self {
-            Placement::World { world, .. } => {
-                Some((0..world.nodes()).map(|n| (world.start(n), world.count(n))).collect())
-            }
-            Placement::Table { node_of, .. } => {
-                let mut ranges: Vec<(u32, u32)> = Vec::new();
-                for (r, &n) in node_of.iter().enumerate() {
-                    let seen = ranges.len();
-                    if seen > 0 && n as usize == seen - 1 {
-                        ranges[seen - 1].1 += 1; // the current engine goes on
-                    } else if n as usize == seen {
-                        ranges.push((r as u32, 1)); // engines are numbered by first rank
-                    } else {
-                        return None; // an engine seen before comes back: not consecutive
-                    }
-                }
-                Some(ranges)
-            }
-        }
-    }
-
-    /// Rank `r`'s local index if it is a member on this engine.
-    pub fn local(&self, r: u32) -> Option<u32> {
-        match self {
-            Placement::World { node, world } => world.locate(r).filter(|l| l.0 == *node).map(|l| l.1),
-            Placement::Table { me, node_of, index_of } => {
-                (node_of.get(r as usize) == Some(me)).then(|| index_of.get(r as usize).copied()).flatten()
-            }
-        }
-    }
 }
 
 /// The gather of one engine's local members of one communicator.
@@ -320,7 +244,7 @@ impl Sequencer {
         root: u32,
         buf: Resolved,
         len: u32,
-        part: PartOf,
+        part: CallId,
     ) -> Result<(), StatusKind> {
         self.post_with(local, root, buf, len, part, Kind::default()).map(drop)
     }
@@ -335,7 +259,7 @@ impl Sequencer {
         root: u32,
         buf: Resolved,
         len: u32,
-        part: PartOf,
+        part: CallId,
         kind: Kind,
     ) -> Result<Seq, StatusKind> {
         if self.broken {
@@ -617,9 +541,9 @@ mod tests {
         Sequencer::new(node, World::Uniform { nodes: 8, ppn }, capacity)
     }
 
-    /// The part of host operation `n` (a number in the tests).
-    fn t(n: u64) -> PartOf {
-        PartOf::Op(slotmap::KeyData::from_ffi(n).into())
+    /// The part of call `n` (a number in the tests).
+    fn t(n: u64) -> CallId {
+        slotmap::KeyData::from_ffi(n).into()
     }
 
     fn buf(i: u32) -> Resolved {

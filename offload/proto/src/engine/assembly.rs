@@ -1,7 +1,7 @@
 //! The node step of Mamidala's leader-based collectives: before a node's part leaves, every
 //! local process's block is copied into the root's (the node leader's) receive buffer, so the
 //! node sends its blocks as one message instead of one per process — or, for an allreduce or
-//! a reduce, the local blocks are reduced there in local rank order (`reduction.rs`), so the
+//! a reduce, the local blocks are reduced there in local rank order (`engine/reduction.rs`), so the
 //! node sends one block: its processes' partial result.
 //!
 //! Each local process posting its node's part hands over its *piece* — where its block is
@@ -13,9 +13,12 @@
 //! a call refused at its rank) poisons the part instead ([`crate::engine::node::sequencer::Sequencer::poisoned`]):
 //! it leaves on no memory, aborted, rather than with wrong bytes; local processes in different
 //! calls break the communicator.
+use crate::engine::action::{Dma, Outbox};
+use crate::engine::hands::Hands;
 use crate::engine::ids::Seq;
+use crate::engine::jobs::Job;
+use crate::engine::node::Node;
 use crate::engine::reduction::Then;
-use crate::engine::{Dma, Engine, Job};
 use crate::intake::regions::Resolved;
 use crate::intake::HostId;
 use crate::transfer::env::{reference_call, same_call};
@@ -52,17 +55,25 @@ pub(crate) struct Assembly {
     pieces: Vec<Piece>,
     /// Copies still moving once started.
     pending: u32,
-    /// Why a copy failed ([`Engine::dma_fault`]), if one did.
+    /// Why a copy failed, if one did.
     failed: Option<StatusKind>,
     /// An allreduce's or reduce's node part: the blocks are reduced, not placed side by side.
     reduce: Option<(DataType, ReduceOp)>,
 }
 
-impl Engine {
+/// The node parts being assembled, and the piece lists of finished ones kept for the next.
+#[derive(Debug, Default)]
+pub(crate) struct Assemblies {
+    list: Vec<Assembly>,
+    spare: Vec<Vec<Piece>>,
+}
+
+impl Assemblies {
     /// Local process `piece.host` posted slot `seq` of communicator `comm`, a node part of
     /// `expected` pieces (`leader`: the part's buffer, when this process is the leader;
     /// `reduce`: the pieces are reduced into it, not placed).
-    pub(crate) fn assemble(
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn add(
         &mut self,
         comm: u64,
         seq: Seq,
@@ -70,17 +81,18 @@ impl Engine {
         leader: Option<(Resolved, RegionKey)>,
         expected: u32,
         reduce: Option<(DataType, ReduceOp)>,
+        h: &mut Hands<'_>,
     ) {
-        let i = match self.assemblies.iter().position(|a| a.comm == comm && a.seq == seq) {
+        let i = match self.list.iter().position(|a| a.comm == comm && a.seq == seq) {
             Some(i) => i,
             None => {
                 // Assemblies of a communicator that broke meanwhile never finish: let go of them.
-                let node = self.node.as_ref();
-                self.assemblies.retain(|a| node.is_some_and(|n| n.usable(a.comm)));
+                let node = h.node.as_ref();
+                self.list.retain(|a| node.is_some_and(|n| n.usable(a.comm)));
                 // A finished assembly's list, reused: no allocation once the largest node is seen.
-                let mut pieces = self.spare_pieces.pop().unwrap_or_default();
+                let mut pieces = self.spare.pop().unwrap_or_default();
                 pieces.clear();
-                self.assemblies.push(Assembly {
+                self.list.push(Assembly {
                     comm,
                     seq,
                     expected,
@@ -90,10 +102,10 @@ impl Engine {
                     failed: None,
                     reduce,
                 });
-                self.assemblies.len() - 1
+                self.list.len() - 1
             }
         };
-        let a = &mut self.assemblies[i];
+        let a = &mut self.list[i];
         a.pieces.push(piece);
         if leader.is_some() {
             a.leader = leader;
@@ -114,15 +126,15 @@ impl Engine {
             // rank's place, or a node result of some of them be a wrong result every node
             // takes for the right one: the part would carry blocks of calls that are not this
             // one. It never leaves; the communicator breaks.
-            let a = self.assemblies.swap_remove(i);
-            if let Some(node) = self.node.as_mut() {
-                node.assembled(a.comm, a.seq, Some(StatusKind::DigestMismatch), &mut self.out);
+            let a = self.list.swap_remove(i);
+            if let Some(node) = h.node.as_mut() {
+                node.assembled(a.comm, a.seq, Some(StatusKind::DigestMismatch), h.out);
             }
-            self.spare_pieces.push(a.pieces);
+            self.spare.push(a.pieces);
             return;
         }
         if let Some(spec) = a.reduce {
-            return self.reduce_pieces(i, spec, dst);
+            return self.reduce_pieces(i, spec, dst, h);
         }
         for p in &a.pieces {
             let to = Resolved { segment: dst.segment, offset: dst.offset + p.at };
@@ -130,51 +142,54 @@ impl Engine {
                 continue; // in place at the leader already
             }
             a.pending += 1;
-            let job = self.jobs.insert(Job::Assemble { comm, seq });
-            self.out.dma(
-                job,
-                Dma::Copy { host: p.host, src: p.src, dst: to, len: p.len, keys: [p.key, dst_key] },
-            );
+            let dma = Dma::Copy { host: p.host, src: p.src, dst: to, len: p.len, keys: [p.key, dst_key] };
+            h.dma(Job::Assemble { comm, seq }, dma);
         }
         if a.pending == 0 {
-            self.assembly_done(i);
+            self.done(i, h.node, h.out);
         }
     }
 
-    /// One copy of the assembly of slot `seq` of communicator `comm` is over (`ok`).
-    pub(crate) fn assembly_copied(&mut self, comm: u64, seq: Seq, ok: bool) {
-        let fault = self.dma_fault();
-        let Some(i) = self.assemblies.iter().position(|a| a.comm == comm && a.seq == seq) else { return };
-        let a = &mut self.assemblies[i];
+    /// One copy of the assembly of slot `seq` of communicator `comm` is over (`ok`; `fault`:
+    /// why, if not).
+    pub(crate) fn copied(
+        &mut self,
+        comm: u64,
+        seq: Seq,
+        ok: bool,
+        fault: StatusKind,
+        node: &mut Option<Node>,
+        out: &mut Outbox,
+    ) {
+        let Some(i) = self.list.iter().position(|a| a.comm == comm && a.seq == seq) else { return };
+        let a = &mut self.list[i];
         a.pending = a.pending.saturating_sub(1);
         if !ok {
             a.failed = a.failed.or(Some(fault));
         }
         if a.pending == 0 {
-            self.assembly_done(i);
+            self.done(i, node, out);
         }
     }
 
     /// Every piece of assembly `i`, a reduction's node part, is handed over: reduce them in
     /// local rank order into the leader's buffer `dst`; the part leaves once it is stored.
-    fn reduce_pieces(&mut self, i: usize, spec: (DataType, ReduceOp), dst: Resolved) {
-        let mut a = self.assemblies.swap_remove(i);
+    fn reduce_pieces(&mut self, i: usize, spec: (DataType, ReduceOp), dst: Resolved, h: &mut Hands<'_>) {
+        let mut a = self.list.swap_remove(i);
         a.pieces.sort_unstable_by_key(|p| p.at);
         // (Every piece has the same length: checked above.)
         let len = a.pieces.first().map_or(0, |p| p.len);
-        let mut sources = core::mem::take(&mut self.reduce_sources);
-        sources.clear();
-        sources.extend(a.pieces.iter().map(|p| (p.src, 1)));
-        self.reduce_into(spec, len, &sources, dst, Then::Assembled { comm: a.comm, seq: a.seq });
-        self.reduce_sources = sources;
-        self.spare_pieces.push(a.pieces);
+        let sources = a.pieces.iter().map(|p| (p.src, 1));
+        let then = Then::Assembled { comm: a.comm, seq: a.seq };
+        h.reduce(spec, len, sources, dst, then);
+        self.spare.push(a.pieces);
     }
 
-    fn assembly_done(&mut self, i: usize) {
-        let a = self.assemblies.swap_remove(i);
-        if let Some(node) = self.node.as_mut() {
-            node.assembled(a.comm, a.seq, a.failed, &mut self.out);
+    fn done(&mut self, i: usize, node: &mut Option<Node>, out: &mut Outbox) {
+        let a = self.list.swap_remove(i);
+        if let Some(node) = node.as_mut() {
+            node.assembled(a.comm, a.seq, a.failed, out);
         }
-        self.spare_pieces.push(a.pieces);
+        self.spare.push(a.pieces);
     }
 }
