@@ -127,6 +127,12 @@ impl TryFrom<Opcode> for Op {
 }
 
 impl Op {
+    /// Whether the ranks of a communicator all make this call, in step: a broadcast or a
+    /// composed collective (not a copy, a no-op or a communicator's creation or release).
+    pub const fn is_collective(self) -> bool {
+        matches!(self, Op::Bcast | Op::Allgather | Op::Allreduce | Op::Reduce | Op::Alltoall | Op::Barrier)
+    }
+
     /// Short lowercase name, for logs and the CLI.
     pub const fn name(self) -> &'static str {
         match self {

@@ -16,6 +16,7 @@ use crate::engine::hands::Hands;
 use crate::engine::ids::{OpId, Seq};
 use crate::engine::node::Node;
 use crate::intake::regions::Resolved;
+use crate::intake::GatherCall;
 use crate::transfer::protocol::{OpCounters, Outcome};
 use ringcast_abi::{DataType, ReduceOp, RegionKey, StatusKind};
 
@@ -145,6 +146,14 @@ impl Cx<'_> {
 pub(crate) fn call_context(opcode: ringcast_abi::Opcode, reduce: Option<(DataType, ReduceOp)>) -> u64 {
     let (t, o) = reduce.map_or((0, 0), |(t, o)| (t.0, o.0));
     u64::from(opcode.0) | u64::from(t) << 8 | u64::from(o) << 16
+}
+
+/// The context call `a`'s parts carry: [`call_context`] of its opcode and reduction, and —
+/// a call refused for its operation — the mark of the stand-in its `SUM` is (`intake::plan`,
+/// [`crate::transfer::env::STAND_IN`]).
+pub(crate) fn context_of(a: &GatherCall) -> u64 {
+    let stand_in = if a.stand_in { crate::transfer::env::STAND_IN } else { 0 };
+    call_context(a.opcode, a.reduce) | stand_in
 }
 
 /// `base` moved `by` bytes on.

@@ -659,8 +659,7 @@ fn plan(
         return Err(StatusKind::BadFlags);
     }
     let reduces = matches!(op, Op::Allreduce | Op::Reduce);
-    let collective =
-        matches!(op, Op::Bcast | Op::Allgather | Op::Allreduce | Op::Reduce | Op::Alltoall | Op::Barrier);
+    let collective = op.is_collective();
     if d._reserved1 != 0 || (d.spec != 0 && !reduces) {
         if !collective {
             return Err(StatusKind::BadDescriptor);

@@ -59,7 +59,7 @@
 pub(crate) mod schedule;
 
 use crate::engine::assembly::Piece;
-use crate::engine::cx::{call_context, Collective, Cx, Parts, Progress};
+use crate::engine::cx::{context_of, Collective, Cx, Parts, Progress};
 use crate::engine::exchange::{Schedule, What};
 use crate::engine::ids::{CallId, OpId};
 use crate::engine::jobs::Job;
@@ -107,7 +107,7 @@ pub(crate) fn start(
 ) -> (Allgather, Progress) {
     // A reduce's other ranks' allgather-like parts report no bytes; an allgather every block.
     let bytes = a.len * u64::from(a.size);
-    let c = compose(a, local, id, window_calls, bytes, &schedule::LEADERS, cx);
+    let c = compose(a, local, id, window_calls, bytes, context_of(a), &schedule::LEADERS, cx);
     let call = Allgather { op, parts: c.parts };
     let progress = match c.over {
         true => Progress::Done(call.parts.outcome()),
@@ -142,13 +142,16 @@ pub(crate) struct Composed {
 /// Posts the parts of an allgather, allreduce or reduce `a`, call `id` (see the module doc):
 /// leader-based where every engine's ranks are consecutive (one part per engine, or — the
 /// leaders exchanging point to point by `leaders` — one part, the node's slot), else one part
-/// per rank. `bytes`: what the call reports once every part succeeded.
+/// per rank. `bytes`: what the call reports once every part succeeded; `context`: what its
+/// parts carry ([`context_of`]).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn compose(
     a: &GatherCall,
     local: u32,
     id: CallId,
     window_calls: u32,
     bytes: u64,
+    context: u64,
     leaders: &'static dyn Schedule,
     cx: &mut Cx<'_>,
 ) -> Composed {
@@ -161,9 +164,6 @@ pub(crate) fn compose(
         Some((engines, _)) => engines,
         None => a.size + u32::from(a.send.is_some()),
     };
-    // (A call refused for its operation says its `SUM` is a stand-in: `intake::plan`.)
-    let stand_in = if a.stand_in { crate::transfer::env::STAND_IN } else { 0 };
-    let context = call_context(a.opcode, a.reduce) | stand_in;
     // An allreduce or a reduce may combine the node results by recursive doubling between
     // the leaders, and an allgather the node parts (`exchange.rs`): one part, the node's,
     // carried out by the engine. (A reduce's other ranks get the result too, in a buffer

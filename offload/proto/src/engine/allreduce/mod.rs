@@ -24,7 +24,7 @@
 pub(crate) mod schedule;
 
 use crate::engine::allgather::compose;
-use crate::engine::cx::{at, Collective, Cx, Parts, Progress};
+use crate::engine::cx::{at, context_of, Collective, Cx, Parts, Progress};
 use crate::engine::ids::{CallId, OpId};
 use crate::engine::reduction::Then;
 use crate::intake::regions::Resolved;
@@ -69,7 +69,7 @@ pub(crate) fn start(
     // are left unspecified), and report no bytes.
     let receives = a.root.is_none_or(|r| r == a.me);
     let bytes = if receives { a.len } else { 0 };
-    let c = compose(a, local, id, window_calls, bytes, &schedule::LEADERS, cx);
+    let c = compose(a, local, id, window_calls, bytes, context_of(a), &schedule::LEADERS, cx);
     let last = match (a.reduce, c.gathered) {
         (Some(spec), Some(by_node)) if receives => {
             Some(LastStep { spec, work: a.recv, len: a.len, size: a.size, by_node })

@@ -653,9 +653,7 @@ impl Node {
 /// Whether a call of `opcode` is one the other ranks of its communicator make too and that posts
 /// broadcasts there: a broadcast or a composed collective.
 pub(crate) fn posts_parts(opcode: ringcast_abi::Opcode) -> bool {
-    use ringcast_abi::Opcode;
-    [Opcode::BCAST, Opcode::ALLGATHER, Opcode::ALLREDUCE, Opcode::REDUCE, Opcode::ALLTOALL, Opcode::BARRIER]
-        .contains(&opcode)
+    ringcast_abi::Op::try_from(opcode).is_ok_and(ringcast_abi::Op::is_collective)
 }
 
 #[cfg(test)]
