@@ -555,6 +555,135 @@ pub unsafe extern "C" fn ringcast_ireduce(
     unsafe { ireduce(Some(root), comm, (send, send_offset), (work, work_offset), len, (dtype, op), request) }
 }
 
+/// The SCAN (`exclusive`: EXSCAN) descriptor of the calls below: an allreduce's buffers and
+/// checks, its opcode the prefix's.
+///
+/// # Safety
+/// `send.0` and `work.0` are NULL or live buffers of ours.
+unsafe fn scan_desc(
+    cookie: u64,
+    comm: u64,
+    send: (*const RingcastBuf, usize),
+    work: (*const RingcastBuf, usize),
+    len: usize,
+    (dtype, op): (u8, u8),
+    exclusive: bool,
+) -> Result<SubmissionDescriptor, c_int> {
+    // SAFETY: forwarded from the caller.
+    let mut d = unsafe { allgather_desc(cookie, comm, send.0, send.1, work.0, work.1, len) }?;
+    d.opcode = if exclusive { ringcast_abi::Opcode::EXSCAN } else { ringcast_abi::Opcode::SCAN };
+    d.spec = ringcast_abi::reduce::reduce_spec(ringcast_abi::DataType(dtype), ringcast_abi::ReduceOp(op));
+    Ok(d)
+}
+
+/// Starts an inclusive prefix reduction (`MPI_Scan`) on communicator `comm`: the buffers,
+/// types and operations of [`ringcast_iallreduce`]; when it completes ([`ringcast_wait`] /
+/// [`ringcast_test`]) this rank's result — the contributions of ranks 0 to this one reduced
+/// left to right in rank order, the same bits whatever the placement — is at `work_offset`.
+///
+/// # Safety
+/// `work` and `send` are NULL or live buffers of ours; `request` is NULL or valid for a write.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ringcast_iscan(
+    comm: u64,
+    send: *const RingcastBuf,
+    send_offset: usize,
+    work: *const RingcastBuf,
+    work_offset: usize,
+    len: usize,
+    dtype: u8,
+    op: u8,
+    request: *mut u64,
+) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        start(request, |cookie| {
+            scan_desc(cookie, comm, (send, send_offset), (work, work_offset), len, (dtype, op), false)
+        })
+    }
+}
+
+/// Starts an exclusive prefix reduction (`MPI_Exscan`): [`ringcast_iscan`] of ranks 0 to the one
+/// before this; at rank 0, which MPI leaves undefined, the work buffer's contents are
+/// unspecified afterwards.
+///
+/// # Safety
+/// `work` and `send` are NULL or live buffers of ours; `request` is NULL or valid for a write.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ringcast_iexscan(
+    comm: u64,
+    send: *const RingcastBuf,
+    send_offset: usize,
+    work: *const RingcastBuf,
+    work_offset: usize,
+    len: usize,
+    dtype: u8,
+    op: u8,
+    request: *mut u64,
+) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        start(request, |cookie| {
+            scan_desc(cookie, comm, (send, send_offset), (work, work_offset), len, (dtype, op), true)
+        })
+    }
+}
+
+/// [`ringcast_iscan`], returning once this rank's prefix is at `work_offset` of `work`.
+///
+/// # Safety
+/// `work` and `send` are NULL or live buffers of ours.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ringcast_scan(
+    comm: u64,
+    send: *const RingcastBuf,
+    send_offset: usize,
+    work: *const RingcastBuf,
+    work_offset: usize,
+    len: usize,
+    dtype: u8,
+    op: u8,
+) -> c_int {
+    with_state(|s| {
+        let cookie = s.host.next_cookie();
+        // SAFETY: forwarded from the caller.
+        let d = unsafe {
+            scan_desc(cookie, comm, (send, send_offset), (work, work_offset), len, (dtype, op), false)
+        }?;
+        s.host.execute(&d).map(|_| RINGCAST_OK).map_err(|e| code(&e))
+    })
+}
+
+/// [`ringcast_iexscan`], returning once this rank's exclusive prefix is at `work_offset` of
+/// `work` (at rank 0: once the call is over).
+///
+/// # Safety
+/// `work` and `send` are NULL or live buffers of ours.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ringcast_exscan(
+    comm: u64,
+    send: *const RingcastBuf,
+    send_offset: usize,
+    work: *const RingcastBuf,
+    work_offset: usize,
+    len: usize,
+    dtype: u8,
+    op: u8,
+) -> c_int {
+    with_state(|s| {
+        let cookie = s.host.next_cookie();
+        // SAFETY: forwarded from the caller.
+        let d = unsafe {
+            scan_desc(cookie, comm, (send, send_offset), (work, work_offset), len, (dtype, op), true)
+        }?;
+        s.host.execute(&d).map(|_| RINGCAST_OK).map_err(|e| code(&e))
+    })
+}
+
 /// Starts the allgather of [`ringcast_allgather`] and stores its request in `*request`;
 /// complete it with [`ringcast_wait`] or [`ringcast_test`].
 ///
@@ -832,6 +961,36 @@ mod tests {
             let msg = unsafe { std::ffi::CStr::from_ptr(ringcast_strerror(own)) };
             assert_ne!(msg.to_str(), Ok("unknown ringcast error code"), "{own}");
         }
+    }
+
+    /// The prefix reductions' entries check their arguments as the allreduce's do: no work
+    /// buffer, no request slot, or no engine attached is refused before anything is posted.
+    #[test]
+    fn scan_entries_refuse_missing_buffers_and_requests() {
+        let spec = (ringcast_abi::DataType::I64.0, ringcast_abi::ReduceOp::SUM.0);
+        let null = std::ptr::null::<RingcastBuf>();
+        for exclusive in [false, true] {
+            // SAFETY: NULL buffers are allowed by the contract (and refused).
+            let d = unsafe { scan_desc(1, 0, (null, 0), (null, 0), 8, spec, exclusive) };
+            assert_eq!(d.err(), Some(RINGCAST_ERR_INVALID));
+        }
+        let none = std::ptr::null_mut::<u64>();
+        // SAFETY: NULL buffers and a NULL request slot are allowed by the contract (and refused).
+        let (i, e) = unsafe {
+            (
+                ringcast_iscan(0, null, 0, null, 0, 8, spec.0, spec.1, none),
+                ringcast_iexscan(0, null, 0, null, 0, 8, spec.0, spec.1, none),
+            )
+        };
+        assert_eq!((i, e), (RINGCAST_ERR_INVALID, RINGCAST_ERR_INVALID));
+        // SAFETY: NULL buffers are allowed by the contract; no engine is attached in this test.
+        let (s, x) = unsafe {
+            (
+                ringcast_scan(0, null, 0, null, 0, 8, spec.0, spec.1),
+                ringcast_exscan(0, null, 0, null, 0, 8, spec.0, spec.1),
+            )
+        };
+        assert!(s < 0 && x < 0, "{s} {x}: refused, nothing posted");
     }
 
     #[test]

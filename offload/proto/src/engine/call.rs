@@ -9,6 +9,7 @@ use crate::engine::barrier::Barrier;
 use crate::engine::bcast::Bcast;
 use crate::engine::cx::{Collective, Cx, Progress};
 use crate::engine::ids::OpId;
+use crate::engine::scan::Scan;
 use crate::transfer::protocol::Outcome;
 
 /// One collective call in progress at this engine.
@@ -20,6 +21,8 @@ pub(crate) enum Call {
     /// An allreduce or a reduce.
     Allreduce(Allreduce),
     Alltoall(Alltoall),
+    /// A scan or an exscan.
+    Scan(Scan),
 }
 
 impl Call {
@@ -30,6 +33,7 @@ impl Call {
             Call::Allgather(c) => c,
             Call::Allreduce(c) => c,
             Call::Alltoall(c) => c,
+            Call::Scan(c) => c,
         }
     }
 
@@ -40,6 +44,7 @@ impl Call {
             Call::Allgather(c) => c,
             Call::Allreduce(c) => c,
             Call::Alltoall(c) => c,
+            Call::Scan(c) => c,
         }
     }
 

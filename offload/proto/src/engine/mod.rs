@@ -37,6 +37,7 @@ mod links;
 mod node;
 mod planner;
 mod reduction;
+mod scan;
 mod void_calls;
 
 pub use action::{Action, Dma, JobId};

@@ -8,7 +8,7 @@ use crate::engine::bcast::BcastCall;
 use crate::engine::call::Call;
 use crate::engine::jobs::Job;
 use crate::engine::node::call_shapes::{posts_parts, Shape};
-use crate::engine::{allgather, allreduce, alltoall, barrier, bcast};
+use crate::engine::{allgather, allreduce, alltoall, barrier, bcast, scan};
 use crate::engine::{failed, Dma, Engine};
 use crate::intake::regions::Resolved;
 use crate::intake::GatherCall;
@@ -111,6 +111,10 @@ impl Engine {
             ringcast_abi::Opcode::ALLTOALL => self.start_call(now, |id, cx| {
                 let (c, p) = alltoall::start(&a, op, local, window, id, cx);
                 (Call::Alltoall(c), p)
+            }),
+            ringcast_abi::Opcode::SCAN | ringcast_abi::Opcode::EXSCAN => self.start_call(now, |id, cx| {
+                let (c, p) = scan::start(&a, op, local, window, id, cx);
+                (Call::Scan(c), p)
             }),
             _ if a.reduce.is_some() => self.start_call(now, |id, cx| {
                 let (c, p) = allreduce::start(&a, op, local, window, id, cx);
