@@ -98,7 +98,7 @@ struct WComm {
 
 /// The engines' node-by-node groups of `members` (world ranks, in communicator order) when the
 /// configured composition makes reductions leader-based and every engine's members are
-/// consecutive (the engine's own rule, `engine/allgather.rs`); `None` otherwise.
+/// consecutive (the engine's own rule, `engine/allgather/`); `None` otherwise.
 fn reduction_groups(config: &ringcast_offload::Config, members: &[u32]) -> Option<Vec<u32>> {
     if !config.protocol.allgather_parts.leader_based() {
         return None;

@@ -8,7 +8,7 @@
 //! (its send block, or in place) and where it goes in the part (`at`); the leader's post also
 //! names the part's buffer. Once every local process has handed its piece over, the engine
 //! copies each piece that is not already in place into the leader's buffer (DMA jobs, host to
-//! host, as the gather's deliveries are), then tells the gather the slot may start
+//! host, as the sequencer's deliveries are), then tells the sequencer the slot may start
 //! ([`crate::engine::node::sequencer::Sequencer::assembled`]). A copy that fails (a region deregistered on the way,
 //! a call refused at its rank) poisons the part instead ([`crate::engine::node::sequencer::Sequencer::poisoned`]):
 //! it leaves on no memory, aborted, rather than with wrong bytes; local processes in different
@@ -43,7 +43,7 @@ pub(crate) struct Piece {
     pub context: u64,
 }
 
-/// A node part being assembled: gather slot `seq` of communicator `comm`.
+/// A node part being assembled: sequencer slot `seq` of communicator `comm`.
 #[derive(Debug)]
 pub(crate) struct Assembly {
     comm: u64,

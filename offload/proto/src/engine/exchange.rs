@@ -31,10 +31,10 @@
 //!    from `protocol.allreduce_halving_bytes` with doubling forced; four engines or more),
 //!    Rabenseifner's
 //!    recursive halving and doubling of `P` segments, then the unfold. Every transfer is one of
-//!    two on the pair's communicator (`pairs.rs`), the lower engine's rooted first at both
+//!    two on the pair's communicator (`links.rs`), the lower engine's rooted first at both
 //!    ends; every reduction is *lower ⊕ upper*, the lower engine's operand first, so both ends
 //!    hold the same bytes;
-//! 3. the slot is done: the gather copies the leader's result into every local process's
+//! 3. the slot is done: the sequencer copies the leader's result into every local process's
 //!    `work + 0` and completes them.
 //!
 //! So every rank's result is the same bits. The order is fixed and documented: node results in
@@ -327,7 +327,7 @@ impl Exchanges {
         };
         let Some(node) = h.node.as_ref() else { return };
         // The engines and this one's protocol rank: for a pairwise alltoall, of any placement
-        // (`node/members.rs`); the others' node parts are ranges of consecutive ranks.
+        // (`node/placement.rs`); the others' node parts are ranges of consecutive ranks.
         let place = match locals {
             Some(_) => node.members(comm).map(|(m, me)| (m.engines(), me, &[][..])),
             None => node.ranges(comm).map(|(r, me)| (r.len() as u32, me, r)),

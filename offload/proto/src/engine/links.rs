@@ -15,7 +15,7 @@
 //! process finalized or freed it), reopened with the world for the next job, dropped when the
 //! parent breaks or is dropped.
 //!
-//! The partners are those of recursive doubling among the engines (`doubling.rs`): with `P` the
+//! The partners are those of recursive doubling among the engines (`exchange.rs`): with `P` the
 //! largest power of two not above the engine count `E`, engine `i < P` pairs with `i ^ 2^k`
 //! for every `2^k < P` and, if `i + P < E`, with `i + P`; engine `i ≥ P` only with `i − P`:
 //! `⌈log₂ E⌉ + 1` communicators per engine at most. With `protocol.alltoall_between =

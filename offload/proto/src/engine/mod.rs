@@ -1,6 +1,18 @@
 //! The engine as one sans-IO state machine: descriptor intake, the node's communicators and
-//! gather, the reliable-transfer layer and the collectives, behind one set of events and one
-//! queue of actions (quinn-proto's shape).
+//! their slot sequencers, the reliable-transfer layer and the collectives, behind one set of
+//! events and one queue of actions (quinn-proto's shape) — and, inside, a dispatcher over
+//! collectives (smoltcp's sockets behind one enum): each collective a folder implementing one
+//! trait (`cx.rs`), held in one enum (`call.rs`), started by one arm of the planner
+//! (`planner.rs`); every answer routed by id to its owner (`dispatch.rs`).
+//!
+//! Files, from the top: `mod.rs` (this: the events, the host operations and their ordered
+//! completions), `dispatch.rs`, `planner.rs`, `void_calls.rs` (a call whose shape this rank
+//! could not read); `call.rs`; the collectives' folders `bcast/`, `barrier/`, `allgather/`,
+//! `allreduce/`, `alltoall/`, `scan/`; `cx.rs`; the machinery they share — `exchange.rs` (the
+//! leaders' exchange), `assembly.rs` (a node part's local blocks), `hands.rs`, `reduction.rs`,
+//! `links.rs` (pair communicators between engines) — and `node/` (the protocol and the
+//! communicators, each with its slot sequencer); `jobs.rs`, `held.rs`, `action.rs` (the
+//! outbox), `ids.rs`. Each imports only files below it.
 //!
 //! Events, each with `now`: a host attached, registered, posted a descriptor
 //! ([`Engine::handle_descriptor`]) or left; a frame arrived ([`Engine::handle_frame`]); a timer

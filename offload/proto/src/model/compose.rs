@@ -1,6 +1,6 @@
 //! How the engine exchanges between the engines: a leader-based allreduce's or allgather's
 //! node parts between the node leaders, and an alltoall's blocks — what
-//! `engine/allgather.rs`, `engine/doubling.rs` and `engine/alltoall.rs` decide by, and the table
+//! `engine/allgather/`, `engine/exchange.rs` and `engine/alltoall/` decide by, and the table
 //! `ringcast info` prints from it.
 //!
 //! With a `*_between` setting `auto` (the default) the engine takes, per call, the exchange

@@ -8,7 +8,7 @@
 //! exchange below needs only each block to fit); the MPI
 //! interposer offloads only what fits and leaves the rest to the library.
 //!
-//! Two compositions, the allgather's (`protocol.allgather_parts`, `allgather.rs`):
+//! Two compositions, the allgather's (`protocol.allgather_parts`, `allgather/`):
 //!
 //! **Node-level aggregation** (`nodes`, the default, where every engine's ranks are
 //! consecutive): one part per engine, in engine order, rooted at the engine's first rank and

@@ -5,7 +5,7 @@
 //! The multicast alltoall (`alltoall/mod.rs`) sends every rank's whole send buffer to every rank:
 //! `P` times the bytes each receiver needs. The pairwise exchange sends each block once. For a
 //! communicator over `E` engines, engine `k` holding `count_k` ranks — any of them, not
-//! necessarily consecutive (`node/members.rs`: a communicator of every other rank, a cyclic
+//! necessarily consecutive (`node/placement.rs`: a communicator of every other rank, a cyclic
 //! placement) — and the engines before `k` holding `offset_k`, at every engine `i`:
 //! 1. every local process posts one slot of the communicator's sequencer, carried out by the
 //!    engine ([`crate::engine::node::sequencer::Kind::local`], [`crate::engine::node::sequencer::Kind::in_place`]: nothing to copy
@@ -187,7 +187,7 @@ fn posts(
     let count = mine.len() as u32;
     let size = members.size();
     if step == 0 {
-        // (The gather started the slot with every local process's post.) A process in
+        // (The sequencer started the slot with every local process's post.) A process in
         // another call, or giving another length, would have its buffers written past what
         // it registered for its own: nothing moves, and every local operation fails.
         locals.sort_unstable_by_key(|l| l.rank);
@@ -301,7 +301,7 @@ fn transfers(
             let Some(node) = h.node.as_mut() else { break };
             // (Aggregated, one transfer each way per pair; direct, up to `2 · count · c`,
             // which the receiver posts all at once when its slot starts: the pair's window,
-            // `pairs.rs::PAIR_WINDOW`, holds for both.)
+            // `links.rs::PAIR_WINDOW`, holds for both.)
             if let Some(stage) = staging {
                 // One transfer each way: this node's run for the partner, the
                 // partner's run for this node.

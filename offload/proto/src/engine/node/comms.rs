@@ -117,7 +117,7 @@ pub struct LocalComm {
     /// Since when the protocol has settled it (freed ones): it stays a few repair timeouts
     /// more, so a member whose last `SYNC_DOWN` was lost finds it when it asks again.
     pub settled_since: Option<u64>,
-    /// Its pair communicators: point-to-point transfers between its engines (`pairs.rs`).
+    /// Its pair communicators: point-to-point transfers between its engines (`links.rs`).
     pub links: Links,
 }
 
@@ -148,7 +148,7 @@ impl LocalComm {
         }
     }
 
-    /// The gather index of engine-local rank `local`, if it is a (not freed) member.
+    /// The sequencer index of engine-local rank `local`, if it is a (not freed) member.
     pub fn index_of_local(&self, local: u32) -> Option<u32> {
         let rank = (*self.rank_of_local.get(local as usize)?)?;
         self.sequencer.placement().local(rank)

@@ -1,7 +1,7 @@
 //! The node's communicators and local processes coming and going: a communicator created from
 //! its record and its group joined, freed and dropped once the protocol settled it with the
 //! other engines (or a peer timeout later), and local processes leaving, finalizing and
-//! arriving — what each of those does to the communicators they are members of (`node.rs`
+//! arriving — what each of those does to the communicators they are members of (`node/mod.rs`
 //! holds the node itself and its data path).
 use crate::comm::GroupId;
 use crate::engine::action::Outbox;

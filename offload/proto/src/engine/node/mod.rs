@@ -1,5 +1,5 @@
 //! The engine's network side: the protocol and this node's communicators — the world (handle 0,
-//! derived from the job) and those its local processes create — each with the gather of its
+//! derived from the job) and those its local processes create — each with the sequencer of its
 //! local members (docs/design.md §3.4, "one engine per node").
 //!
 //! The world communicator: every engine of a job derives the same identity — cookie, multicast
@@ -45,7 +45,7 @@ use slotmap::SlotMap;
 pub(crate) enum Posted {
     /// Slot `seq` of the communicator in `comms[comm]` (a broadcast or a barrier).
     Slot { comm: usize, seq: Seq },
-    /// A transfer on a pair communicator (`pairs.rs`) of an exchange the engine runs.
+    /// A transfer on a pair communicator (`links.rs`) of an exchange the engine runs.
     Link(ExchangeId),
 }
 
@@ -172,7 +172,7 @@ pub(crate) struct Node {
     pub(crate) shape_retry: Nanos,
     /// The earliest void call's next query or give-up (`call_shapes.rs`).
     pub(crate) void_deadline: Option<Nanos>,
-    /// Pair transfers that ended, of every communicator's pairs (`pairs.rs`).
+    /// Pair transfers that ended, of every communicator's pairs (`links.rs`).
     pub(crate) link_done: Vec<(TransferId, Outcome)>,
     /// Slots the engine carries out itself ([`Kind::local`]) that started: (communicator, slot).
     pub(crate) local_started: Vec<(u64, Start)>,
@@ -312,7 +312,7 @@ impl Node {
 
     /// Files local process `local`'s next broadcast on communicator `comm` (root: a rank of
     /// it); its outcome comes back as a delivery for host operation `op`; `kind` says what
-    /// part of a composed collective it is ([`Kind`]). The gather's slot sequence number; `Err`
+    /// part of a composed collective it is ([`Kind`]). The sequencer's slot sequence number; `Err`
     /// when refused at once.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn post(
@@ -362,7 +362,7 @@ impl Node {
     }
 
     /// Posts transfer `t` on the pair communicator of communicator `comm` it names
-    /// (`pairs.rs`); its outcome comes back from [`Node::take_link_done`].
+    /// (`links.rs`); its outcome comes back from [`Node::take_link_done`].
     pub(crate) fn link_post(&mut self, comm: u64, t: Transfer, now: Nanos, out: &mut Outbox) {
         let id = self.transfers.insert(Posted::Link(t.owner));
         let Some(slot) = self.slot(comm) else {

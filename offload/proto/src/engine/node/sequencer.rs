@@ -1,9 +1,10 @@
-//! The local gather: one engine takes part in a broadcast once for all of its node's processes
+//! The slot sequencer of one communicator at one engine, and its delivery: one engine takes
+//! part in a broadcast once for all of its node's processes
 //! (docs/design.md §3.4, "one engine per node").
 //!
 //! The world communicator has `nodes * ppn` process ranks; the protocol sees only the `nodes`
 //! engines. Each local process posts its broadcasts in order, so its `k`-th post is broadcast
-//! `k` of the communicator: the gather files it in slot `k`. A slot goes to the protocol (in
+//! `k` of the communicator: the sequencer files it in slot `k`. A slot goes to the protocol (in
 //! slot order, since the protocol numbers broadcasts by posting order) as soon as it can:
 //! * on the root's node, when the root process has posted — the protocol reads its buffer;
 //! * on any other node, when the first local process has posted — the protocol writes into that
@@ -26,7 +27,7 @@
 //! `BadRoot`, a different length with `LengthMismatch`; the others are unaffected.
 //!
 //! A local process that leaves while a slot is unfinished, or before posting a slot the others
-//! posted, breaks the gather: every unfinished operation fails with `CommunicatorBroken`, and so
+//! posted, breaks the sequencer: every unfinished operation fails with `CommunicatorBroken`, and so
 //! does every later post (the runner also drops the communicator from the protocol so remote
 //! engines learn within `peer_timeout_ms` instead of waiting for a broadcast that never comes).
 //! A process that left cleanly with nothing unfinished may be replaced: the newcomer with its
@@ -52,7 +53,7 @@ pub struct Kind {
     /// The slot starts only once the engine assembled every local process's block into the
     /// root's buffer ([`Sequencer::assembled`]): a leader-based allgather's node part.
     pub assemble: bool,
-    /// The call's context ([`crate::transfer::protocol::Post::context`]; the gather adds the
+    /// The call's context ([`crate::transfer::protocol::Post::context`]; the sequencer adds the
     /// process's skipped calls, [`Sequencer::skip`]): a process whose context is not the slot's
     /// reference's call ([`crate::transfer::env::same_call`]: a stand-in's operation aside)
     /// fails with `DigestMismatch`, as a remote rank would.
@@ -61,7 +62,7 @@ pub struct Kind {
     /// flight ([`crate::transfer::protocol::Post::window`]; 0: a broadcast).
     pub window: u32,
     /// The slot never goes to the protocol as a broadcast: the engine carries it out itself
-    /// (a recursive-doubling allreduce or allgather between the node leaders, `doubling.rs`, or
+    /// (a recursive-doubling allreduce or allgather between the node leaders, `exchange.rs`, or
     /// a pairwise alltoall, `pairwise.rs`) once it starts,
     /// and reports its outcome with [`Sequencer::done`]. It starts and is delivered like any slot.
     pub local: bool,
@@ -71,7 +72,7 @@ pub struct Kind {
     pub in_place: bool,
     /// The slot goes to the protocol as a barrier on the synchronization's tree
     /// ([`crate::transfer::protocol::Protocol::post_barrier`]), not as a broadcast
-    /// (`barrier.rs`).
+    /// (`engine/barrier/`).
     pub barrier: bool,
 }
 
@@ -147,7 +148,7 @@ pub struct Delivery {
     pub outcome: Outcome,
 }
 
-/// The gather of one engine's local members of one communicator.
+/// The sequencer of one engine's local members of one communicator.
 #[derive(Debug)]
 pub struct Sequencer {
     /// Local members.
@@ -182,12 +183,12 @@ fn failed(status: StatusKind) -> Outcome {
 }
 
 impl Sequencer {
-    /// The gather of node `node` of the world; `capacity` slots are reserved.
+    /// The sequencer of node `node` of the world; `capacity` slots are reserved.
     pub fn new(node: u32, world: World, capacity: usize) -> Self {
         Self::with_placement(world.count(node), Placement::World { node, world }, capacity)
     }
 
-    /// The gather of `locals` local members placed as `placement`.
+    /// The sequencer of `locals` local members placed as `placement`.
     pub fn with_placement(locals: u32, placement: Placement, capacity: usize) -> Self {
         let ppn = locals.max(1);
         Sequencer {
@@ -231,7 +232,7 @@ impl Sequencer {
         self.ppn
     }
 
-    /// Whether the gather broke (a local process left mid-collective, or [`Sequencer::fail`]).
+    /// Whether the sequencer broke (a local process left mid-collective, or [`Sequencer::fail`]).
     pub fn is_broken(&self) -> bool {
         self.broken
     }
@@ -295,7 +296,7 @@ impl Sequencer {
 
     /// Local process `local` made a call on this communicator that posted nothing: one refused
     /// for a field that shapes it whose shape no engine told this one within the peer timeout
-    /// (`call_shapes.rs`; told, it runs in step), or one the gather refused at once. Its other
+    /// (`call_shapes.rs`; told, it runs in step), or one the sequencer refused at once. Its other
     /// ranks' engines post that call's broadcasts, so from here on this process's posts would
     /// be matched with the others' calls one behind. Its later posts carry the count in their
     /// context ([`crate::transfer::protocol::Post::context`]), which the message MAC covers:
