@@ -116,10 +116,14 @@ pub const RINGCAST_ERR_NO_RANK: c_int = -17;
 /// synchronized others, a lost last `SYNC_DOWN` being asked for again meanwhile; at once if
 /// nothing was broadcast on it). `-(StatusKind::TooManyCommunicators)`.
 pub const RINGCAST_ERR_TOO_MANY_COMMUNICATORS: c_int = -18;
+/// This process freed the communicator (`ringcast_comm_free`) while this collective was in
+/// flight on it, or another local member did before posting it: it can never complete (no
+/// rank was lost). `-(StatusKind::CommunicatorFreed)`.
+pub const RINGCAST_ERR_COMMUNICATOR_FREED: c_int = -19;
 
 /// Every engine status with its named code (the test checks it covers every status).
 #[cfg(test)]
-const STATUS_CODES: [(c_int, StatusKind); 18] = [
+const STATUS_CODES: [(c_int, StatusKind); 19] = [
     (RINGCAST_ERR_UNKNOWN_OPCODE, StatusKind::UnknownOpcode),
     (RINGCAST_ERR_BAD_LENGTH, StatusKind::BadLength),
     (RINGCAST_ERR_UNKNOWN_REGION, StatusKind::UnknownRegion),
@@ -138,6 +142,7 @@ const STATUS_CODES: [(c_int, StatusKind); 18] = [
     (RINGCAST_ERR_ROOT_FAILED, StatusKind::RootFailed),
     (RINGCAST_ERR_NO_RANK, StatusKind::NoRank),
     (RINGCAST_ERR_TOO_MANY_COMMUNICATORS, StatusKind::TooManyCommunicators),
+    (RINGCAST_ERR_COMMUNICATOR_FREED, StatusKind::CommunicatorFreed),
 ];
 
 /// The engine went away.

@@ -357,3 +357,37 @@ fn a_host_with_host_pin_runs_on_its_engines_cpu() {
     drop(host);
     assert!(daemon.stop(), "daemon exits cleanly on SIGTERM");
 }
+
+/// Key material is never printed (issue 38, item 6): the daemon refuses a job secret that is
+/// nearly a key — `0x` before it, a digit short or over, a non-hex letter — naming the variable,
+/// and neither stderr, stdout nor its log file holds 12 digits in a row of the value.
+/// (`host/cli/tests/secret_never_printed.rs` checks the CLI and the C ABI the same way.)
+#[test]
+fn a_bad_job_secret_is_refused_without_being_printed() {
+    const KEY: &str = "c4e2a09f7b3d5e1f8a6c4b2d0e9f7a5c3b1d8e6f4a2c0b9d7e5f3a1c8b6d4e2f";
+    let dir = std::env::temp_dir().join(format!("ringcast-secret-daemon-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("engine.log");
+    for value in [format!("0x{KEY}"), KEY[..63].to_string(), format!("{KEY}0"), format!("{}z", &KEY[..63])] {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_ringcast-engine"))
+            .args(["--name", &unique_name("secret")])
+            .env("RINGCAST_JOB_SECRET", &value)
+            .env("RINGCAST_LOG_FILE", &log)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        assert!(!o.status.success(), "the daemon took {value:?}");
+        assert!(text.contains("RINGCAST_JOB_SECRET"), "the refusal names the variable: {text}");
+        let digits = value.strip_prefix("0x").unwrap_or(&value).to_ascii_lowercase();
+        for i in 0..=digits.len() - 12 {
+            assert!(!text.to_ascii_lowercase().contains(&digits[i..i + 12]), "{value:?} printed: {text}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

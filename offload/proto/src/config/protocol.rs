@@ -216,12 +216,16 @@ impl fmt::Display for AlgorithmChoice {
     }
 }
 
+/// The largest `protocol.mtu`: a datagram within one IP packet of either family with room to
+/// spare (IPv4's largest UDP payload is 65,507 bytes). Loopback's 64 KiB MTU gives this.
+pub const MAX_MTU: u32 = 65_000;
+
 crate::tunables! {
     /// The protocol (section `protocol`).
     pub struct ProtocolConfig in "protocol" {
         /// Largest datagram on the fabric.
         mtu: u32 = super::topology::ETHERNET_MTU, "RINGCAST_MTU",
-            "largest datagram in bytes (header 32 + payload + trailer 12: tag 8, CRC 4); unset: by fabric, 1472 (UDP over 1500-byte Ethernet) or 4088 on shm (one 4 KiB ring slot)";
+            "largest datagram in bytes (header 32 + payload + trailer 12: tag 8, CRC 4), 64..=65000; unset: by fabric: on udp the path's (the least route MTU to the members and the multicast groups, less the IP and UDP headers: 1472 on 1500-byte Ethernet, 65000 on loopback), 4088 on shm (one 4 KiB ring slot), else 1472 (UDP over 1500-byte Ethernet)";
         /// Largest broadcast message.
         max_message_bytes: u32 = 4 << 20, "RINGCAST_MAX_MESSAGE_BYTES",
             "largest broadcast message in bytes (its fragments must fit the 8192-fragment bitmap)";
@@ -294,8 +298,8 @@ crate::tunables! {
 impl ProtocolConfig {
     /// Checks the section's values against each other and the wire format's limits.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.mtu < 64 || self.mtu > 65_000 {
-            return invalid(format!("mtu {} outside 64..=65000", self.mtu));
+        if self.mtu < 64 || self.mtu > MAX_MTU {
+            return invalid(format!("mtu {} outside 64..={MAX_MTU}", self.mtu));
         }
         let payload = self.mtu - (WIRE_HEADER_LEN + WIRE_TRAILER_LEN + DIGEST_LEN) as u32;
         if self.max_message_bytes.div_ceil(payload) > MAX_FRAGS {

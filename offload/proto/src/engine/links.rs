@@ -12,8 +12,8 @@
 //! ([`crate::comm::ident::derived_identity`]), no bootstrap traffic; both engines of a pair
 //! create it with the parent, so no frame finds it missing. Pair communicators are small (two
 //! members: never multicast) and follow their parent's life: closed when it closes (every local
-//! process finalized or freed it), reopened with the world for the next job, dropped when the
-//! parent breaks or is dropped.
+//! process finalized or freed it), dropped when the parent breaks or is dropped (the next
+//! job's world derives pairs of its own).
 //!
 //! The partners are those of recursive doubling among the engines (`exchange.rs`): with `P` the
 //! largest power of two not above the engine count `E`, engine `i < P` pairs with `i ^ 2^k`
@@ -203,13 +203,6 @@ impl Links {
     pub(crate) fn close(&mut self, proto: &mut Protocol, now: Nanos, env: &mut impl Env) {
         for h in self.comms.iter().filter_map(|(_, h)| *h) {
             proto.close_comm(h, now, env);
-        }
-    }
-
-    /// The world reopened for the next job.
-    pub(crate) fn reopen(&mut self, proto: &mut Protocol) {
-        for h in self.comms.iter().filter_map(|(_, h)| *h) {
-            proto.reopen_comm(h);
         }
     }
 

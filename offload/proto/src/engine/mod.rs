@@ -52,10 +52,11 @@ mod reduction;
 mod scan;
 mod void_calls;
 
-pub use action::{Action, Dma, JobId};
+pub use action::{Action, Dma, Frames, JobId};
 pub use ids::Seq;
 pub use node::comms::{parse_record, Record, MAX_COMM_SIZE};
 pub use node::world_identity;
+pub use node::world_jobs::world_identity_of;
 pub use node::{CommInfo, CommStats};
 
 use crate::comm::{GroupId, PeerId};
@@ -242,7 +243,7 @@ impl Engine {
     /// continues the sequence of broadcasts of the process that held the rank before.
     pub fn host_arrived(&mut self, host: HostId) {
         if let (Some(l), Some(node)) = (self.core.local_rank(host), self.node.as_mut()) {
-            node.local_arrived(l);
+            node.local_arrived(l, &mut self.out);
         }
     }
 
@@ -426,6 +427,13 @@ impl Engine {
     /// The next action, in order; `None` when there is nothing to do.
     pub fn poll_action(&mut self) -> Option<Action<'_>> {
         self.out.poll()
+    }
+
+    /// The frames queued next, lent together up to the first action that is not a frame (see
+    /// [`Frames`]): a driver hands the whole run to its fabric at once (`sendmmsg`) and then
+    /// goes on with [`Engine::poll_action`]. Empty when the next action is not a frame.
+    pub fn poll_frames(&mut self) -> Frames<'_> {
+        self.out.poll_frames()
     }
 
     // ---- inside ------------------------------------------------------------------------

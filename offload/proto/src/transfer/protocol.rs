@@ -276,20 +276,6 @@ impl Protocol {
         self.rearm(comm);
     }
 
-    /// Opens `comm` again after [`Protocol::close_comm`]: its next broadcast starts the epoch
-    /// after its last one — the id every engine that closed it after the same broadcasts rounds
-    /// up to, so their ids agree. A last epoch not synchronized yet keeps its channels until its
-    /// `SYNC_DOWN` (a post that needs one waits, as for any epoch). A broken communicator stays
-    /// as it is.
-    pub fn reopen_comm(&mut self, comm: CommHandle) {
-        let channels = self.channels;
-        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
-        if c.closing && !c.broken {
-            c.closing = false;
-            c.next_bid = c.next_bid.div_ceil(channels).saturating_mul(channels);
-        }
-    }
-
     /// Broadcast ids posted so far on `comm` at this rank.
     pub fn posted(&self, comm: CommHandle) -> Option<u32> {
         self.comm(comm).map(|c| c.next_bid)

@@ -174,12 +174,6 @@ impl Calls {
         Calls { made: vec![0; locals], gone: vec![false; locals], ..Calls::default() }
     }
 
-    /// A new job takes the world over: every count starts again.
-    pub(crate) fn reset(&mut self) {
-        let locals = self.made.len();
-        *self = Calls::new(locals);
-    }
-
     /// A process took local member `index`'s rank and continues its calls: it is waited for
     /// again.
     pub(crate) fn arrive(&mut self, index: u32) {

@@ -107,8 +107,9 @@ impl Node {
         let index = c.index_of_local(local).ok_or(StatusKind::UnknownCommunicator)?;
         c.rank_of_local[local as usize] = None;
         c.freed[index as usize] = true;
-        // A broadcast of this process still open on it can never finish now.
-        let broke = c.sequencer.depart(index);
+        // A collective of this process still open on it can never finish now: it ends with
+        // `CommunicatorFreed`.
+        let broke = c.sequencer.depart_freed(index);
         let last = c.freed.iter().all(|&f| f);
         if last {
             c.freeing_since = Some(now);
@@ -250,32 +251,16 @@ impl Node {
         }
     }
 
-    /// A host process took local rank `local`. A world every local process finalized belongs to
-    /// a job that is over here: it opens again for the next one (a daemon engine serving jobs of
-    /// the same shape one after another) at the next epoch boundary — where every engine whose
-    /// processes finalized the same collectives reopens it too — and its gather forgets the
-    /// departures of the last job (the newcomer's node-mates are still to come).
-    pub(crate) fn local_arrived(&mut self, local: u32) {
-        let Some(Some(world)) = self.comms.first() else { return };
-        if world.index_of_local(local).is_none() {
-            return;
-        }
-        if world.freed.iter().all(|&f| f) {
-            // A void call of the job that is over (a process finalized with one pending) ends
-            // as skipped, with the calls the world forgets.
-            self.calls_dropped(0);
+    /// A host process took local rank `local`. If that starts the next job here (every other
+    /// local process of the last one finalized or left, and that job is over: all finalized,
+    /// or the world broken), the job runs on a world of its own (`world_jobs.rs`); otherwise
+    /// the newcomer continues the sequence of the process that held the rank.
+    pub(crate) fn local_arrived(&mut self, local: u32, out: &mut Outbox) {
+        if self.starts_a_job(local) {
+            self.next_job(out);
         }
         let Some(Some(world)) = self.comms.first_mut() else { return };
         let Some(index) = world.index_of_local(local) else { return };
-        if world.freed.iter().all(|&f| f) {
-            if let Some(proto) = world.proto {
-                self.proto.reopen_comm(proto);
-                world.links.reopen(&mut self.proto);
-            }
-            world.sequencer.arrive_all();
-            world.calls.reset();
-            world.freed.iter_mut().for_each(|f| *f = false);
-        }
         world.sequencer.arrive(index);
         world.calls.arrive(index);
         world.freed[index as usize] = false;

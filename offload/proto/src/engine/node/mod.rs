@@ -4,7 +4,7 @@
 //!
 //! The world communicator: every engine of a job derives the same identity — cookie, multicast
 //! group, seed — from the job name ([`world_identity`]), so no bootstrap traffic is
-//! needed. Its process ranks are numbered node by node ([`World`]: `node * ppn + local rank`,
+//! needed; each later job a daemon serves gets a world of its own (`world_jobs.rs`). Its process ranks are numbered node by node ([`World`]: `node * ppn + local rank`,
 //! or an uneven count per node); the protocol's members are the engines (one per node), and
 //! the [`crate::engine::node::sequencer::Sequencer`] turns the posts of a node's processes into one broadcast and
 //! delivers it into every local buffer. Communicators and local processes coming and going are
@@ -15,6 +15,7 @@ pub(crate) mod comms;
 pub(crate) mod lifecycle;
 pub(crate) mod placement;
 pub(crate) mod sequencer;
+pub(crate) mod world_jobs;
 use crate::comm::ident::{derived_identity, CommIdentity};
 use crate::comm::links::LinkSet;
 use crate::comm::{CommSpec, GroupId, PeerId, World};
@@ -26,6 +27,7 @@ use crate::engine::links::{Links, Transfer};
 use crate::engine::node::comms::LocalComm;
 use crate::engine::node::placement::Placement;
 use crate::engine::node::sequencer::{Delivery, Kind, Start};
+use crate::engine::node::world_jobs::WorldRecipe;
 use crate::intake::regions::Resolved;
 use crate::schedule::bcast::LANE_ANY;
 use crate::transfer::protocol::{
@@ -157,6 +159,9 @@ pub(crate) struct Node {
     pub(crate) time_wait: Nanos,
     /// The pair communicators each communicator derives.
     pub(crate) link_set: LinkSet,
+    /// How the world is built, and its generation (the jobs served before the current one):
+    /// `world_jobs.rs`.
+    pub(crate) recipe: WorldRecipe,
     /// What every post handed to the protocol finishes, until it is over: the protocol
     /// carries the key as its token.
     pub(crate) transfers: SlotMap<TransferId, Posted>,
@@ -186,27 +191,22 @@ pub(crate) struct Node {
 impl Node {
     pub(crate) fn new(config: &EngineConfig, crc: Crc32c) -> Result<Node, StatusKind> {
         let t = &config.topology;
-        let id = world_identity(&t.job, &t.job_secret);
         let mut proto = Protocol::new(config, crc);
         let world_shape = t.world();
-        let members: Arc<[PeerId]> = (0..world_shape.nodes()).map(PeerId).collect();
-        let spec = CommSpec {
-            cookie: id.cookie,
-            group: id.group,
-            members,
-            my_rank: t.node,
-            seed: id.seed,
-            key: id.key,
-            layout: Default::default(),
-        };
-        let world = proto.create_comm(spec)?;
-        let engines: Vec<PeerId> = (0..world_shape.nodes()).map(PeerId).collect();
         let link_set = LinkSet::of(&config.protocol);
-        let links = Links::new(&format!("job {}", t.job), &id.key, &engines, t.node, link_set, &mut proto);
         let window = config.protocol.channels as usize * 2;
         let max_comms = config.limits.max_comms as usize;
         let mut comms = Vec::with_capacity(max_comms);
-        comms.push(Some(LocalComm::world(t.node, &world_shape, world, id.group, window, links)));
+        let recipe = WorldRecipe {
+            job: t.job.clone(),
+            secret: t.job_secret,
+            node: t.node,
+            world: world_shape.clone(),
+            link_set,
+            window,
+            generation: 0,
+        };
+        comms.push(Some(recipe.build(&mut proto)?));
         Ok(Node {
             proto,
             comms,
@@ -217,6 +217,7 @@ impl Node {
             free_linger: config.protocol.peer_timeout_ms as Nanos * 1_000_000,
             time_wait: time_wait(&config.protocol),
             link_set,
+            recipe,
             transfers: SlotMap::with_key(),
             finished: Vec::with_capacity(window),
             jobs: Vec::new(),

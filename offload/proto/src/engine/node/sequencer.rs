@@ -161,9 +161,10 @@ pub struct Sequencer {
     members: Option<Arc<Members>>,
     /// Next slot of each local rank.
     next: Vec<u64>,
-    /// Local ranks that left (their next slots cannot be filled until a newcomer takes the
-    /// rank).
-    departed: Vec<bool>,
+    /// Local ranks that left, and how — a process lost or detached (`CommunicatorBroken`) or
+    /// one that freed the communicator (`CommunicatorFreed`): their next slots cannot be filled
+    /// until a newcomer takes the rank, and a post waiting on them fails with that status.
+    departed: Vec<Option<StatusKind>>,
     /// Calls of each local rank on this communicator that posted nothing ([`Sequencer::skip`]).
     skipped: Vec<u32>,
     /// Leader-based calls of each local rank on this communicator whose exchange between the
@@ -176,6 +177,10 @@ pub struct Sequencer {
     /// Slots below this were handed to the protocol.
     started: u64,
     broken: bool,
+    /// Why it broke: [`StatusKind::CommunicatorBroken`] (a process left), or
+    /// [`StatusKind::CommunicatorFreed`] (a process freed it with something unfinished):
+    /// every operation the break fails ends with it.
+    broken_by: StatusKind,
 }
 
 fn failed(status: StatusKind) -> Outcome {
@@ -197,13 +202,14 @@ impl Sequencer {
             members: Members::of(&placement).map(Arc::new),
             placement,
             next: vec![0; ppn as usize],
-            departed: vec![false; ppn as usize],
+            departed: vec![None; ppn as usize],
             skipped: vec![0; ppn as usize],
             multicast: vec![0; ppn as usize],
             base: 0,
             slots: VecDeque::with_capacity(capacity),
             started: 0,
             broken: false,
+            broken_by: StatusKind::CommunicatorBroken,
         }
     }
 
@@ -264,7 +270,7 @@ impl Sequencer {
         kind: Kind,
     ) -> Result<Seq, StatusKind> {
         if self.broken {
-            return Err(StatusKind::CommunicatorBroken);
+            return Err(self.broken_by);
         }
         let l = local as usize;
         if l >= self.next.len() {
@@ -272,9 +278,11 @@ impl Sequencer {
         }
         let seq = self.next[l];
         // A departed rank has not posted this slot and never will: the slot cannot finish.
-        if self.departed.iter().enumerate().any(|(d, &gone)| gone && self.next[d] <= seq) {
+        let gone = self.departed.iter().enumerate().find_map(|(d, &why)| why.filter(|_| self.next[d] <= seq));
+        if let Some(why) = gone {
+            self.broken_by = why;
             self.break_all();
-            return Err(StatusKind::CommunicatorBroken);
+            return Err(why);
         }
         self.next[l] += 1;
         let kind = Kind { context: self.context_of(local, kind.context), ..kind };
@@ -441,7 +449,14 @@ impl Sequencer {
             let Some(slot) = self.slots.pop_front() else { break };
             self.base += 1;
             self.started = self.started.max(self.base);
-            let outcome = slot.outcome.unwrap_or(failed(StatusKind::CommunicatorBroken));
+            let outcome = match slot.outcome {
+                // The protocol's side of a break the sequencer knows the cause of.
+                Some(o) if self.broken && o.status == StatusKind::CommunicatorBroken => {
+                    Outcome { status: self.broken_by, ..o }
+                }
+                Some(o) => o,
+                None => failed(self.broken_by),
+            };
             let reference = slot.primary.and_then(|p| slot.members[p as usize]);
             // The call every process is compared with: the reference's, unless a stand-in.
             let contexts = slot.members.iter().flatten().map(|m| m.kind.context);
@@ -452,7 +467,7 @@ impl Sequencer {
                 let Some(m) = m else { continue };
                 let mut d = Delivery { part: m.part, copy: None, primary: None, copies: 0, outcome };
                 match reference {
-                    _ if !complete => d.outcome = failed(StatusKind::CommunicatorBroken),
+                    _ if !complete => d.outcome = failed(self.broken_by),
                     Some(r) if r.root != m.root => d.outcome = failed(StatusKind::BadRoot),
                     Some(r) if r.len != m.len => d.outcome = failed(StatusKind::LengthMismatch),
                     // (A call refused for its operation carries a stand-in for it, compared
@@ -500,31 +515,38 @@ impl Sequencer {
     /// Local process `local` left (`lost`: without detaching). True when that breaks the
     /// gather (something was unfinished): the caller fails the communicator.
     pub fn depart(&mut self, local: u32) -> bool {
+        self.depart_for(local, StatusKind::CommunicatorBroken)
+    }
+
+    /// [`Sequencer::depart`] of a process that freed the communicator: what the break fails ends
+    /// with [`StatusKind::CommunicatorFreed`], not as if a rank were lost.
+    pub fn depart_freed(&mut self, local: u32) -> bool {
+        self.depart_for(local, StatusKind::CommunicatorFreed)
+    }
+
+    fn depart_for(&mut self, local: u32, why: StatusKind) -> bool {
         let l = local as usize;
         if l >= self.departed.len() {
             return false;
         }
-        self.departed[l] = true;
-        if !self.slots.is_empty() {
+        self.departed[l] = Some(why);
+        if !self.slots.is_empty() && !self.broken {
+            self.broken_by = why;
             self.break_all();
         }
         self.broken
     }
 
+    /// Whether local rank `local` left (and no newcomer took its rank since).
+    pub fn has_departed(&self, local: u32) -> bool {
+        self.departed.get(local as usize).is_some_and(Option::is_some)
+    }
+
     /// A process took local rank `local`: it continues the sequence of the one that left.
     pub fn arrive(&mut self, local: u32) {
         if let Some(d) = self.departed.get_mut(local as usize) {
-            *d = false;
+            *d = None;
         }
-    }
-
-    /// Every local process may post again (a new job: none of the last one's departures
-    /// stands).
-    pub fn arrive_all(&mut self) {
-        self.departed.iter_mut().for_each(|d| *d = false);
-        // A new job: its processes start in step.
-        self.skipped.iter_mut().for_each(|s| *s = 0);
-        self.multicast.iter_mut().for_each(|m| *m = 0);
     }
 
     fn break_all(&mut self) {
@@ -689,6 +711,35 @@ mod tests {
         assert!(!g.depart(1));
         assert_eq!(g.post(0, 0, buf(10), 8, t(1)), Err(StatusKind::CommunicatorBroken));
         assert!(g.broken);
+    }
+
+    #[test]
+    fn a_process_that_freed_the_communicator_fails_what_it_leaves_unfinished_as_freed() {
+        // In flight: local 0 posted slot 0, local 1 frees before posting it.
+        let mut g = uniform(1, 2, 4);
+        g.post(0, 0, buf(10), 8, t(1)).unwrap();
+        assert!(g.depart_freed(1));
+        let d = finished(&mut g);
+        assert_eq!(d.iter().map(|d| d.outcome.status).collect::<Vec<_>>(), [StatusKind::CommunicatorFreed]);
+        assert_eq!(g.post(0, 0, buf(10), 8, t(2)), Err(StatusKind::CommunicatorFreed));
+        // The protocol's own failure of a slot the free broke says freed too.
+        let mut g = uniform(1, 2, 4);
+        for l in 0..2 {
+            g.post(l, 0, buf(10 + l), 8, t(u64::from(l) + 1)).unwrap();
+        }
+        g.started();
+        assert!(g.depart_freed(1));
+        g.done(Seq(0), failed(StatusKind::CommunicatorBroken));
+        assert!(finished(&mut g).iter().all(|d| d.outcome.status == StatusKind::CommunicatorFreed));
+        // Freed with nothing unfinished: a later post waiting on it fails as freed; a process
+        // lost stays broken.
+        let mut g = uniform(1, 2, 4);
+        assert!(!g.depart_freed(1));
+        assert_eq!(g.post(0, 0, buf(10), 8, t(1)), Err(StatusKind::CommunicatorFreed));
+        let mut g = uniform(1, 2, 4);
+        g.post(0, 0, buf(10), 8, t(1)).unwrap();
+        assert!(g.depart(1));
+        assert_eq!(finished(&mut g)[0].outcome.status, StatusKind::CommunicatorBroken);
     }
 
     #[test]

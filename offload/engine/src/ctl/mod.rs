@@ -11,7 +11,9 @@
 //! ([`CtlSock`], [`listen_tcp`], [`connect_tcp`]): back to back, 64 bytes each, reassembled per
 //! connection, never with a descriptor. A stream has no boundaries to check, so a message of
 //! another size shows up as a bad magic at the next cut (`Malformed`) and a connection closed
-//! mid-message as `Closed`.
+//! mid-message as `Closed`. Once both ends proved the job's secret ([`session`]), a [`CtlSock`]
+//! seals every message it sends with a MAC and checks every one it receives (`Forged` when one
+//! fails, and for everything after it).
 //!
 //! Everything here is safe code over `rustix`, which hands received descriptors over as
 //! `OwnedFd`s.
@@ -27,6 +29,9 @@ use std::mem::MaybeUninit;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use zerocopy::{FromBytes, IntoBytes};
 
+pub mod session;
+pub use session::{Role, SessionKeys};
+
 /// Size of every control message.
 pub const MSG_LEN: usize = core::mem::size_of::<CtlMsg>();
 
@@ -41,6 +46,10 @@ pub enum Received {
     Closed,
     /// The peer sent something that is not a control message (wrong size or magic).
     Malformed,
+    /// On an authenticated session: a message that is not the next one the peer sent,
+    /// unchanged (its MAC failed: changed, replayed, reordered or injected on the way). Nothing
+    /// later on the connection is believed either.
+    Forged,
 }
 
 fn abstract_addr(name: &str) -> io::Result<SocketAddrUnix> {
@@ -62,9 +71,43 @@ pub fn listen(name: &str) -> io::Result<OwnedFd> {
 
 /// Connects to the engine `name` (blocking socket).
 pub fn connect(name: &str) -> io::Result<OwnedFd> {
+    connect_unix(name, None)
+}
+
+/// [`connect`], waiting at most `limit` for room in the engine's listen backlog (a stopped
+/// engine's backlog fills, and a blocking connect to it would wait for ever; `TimedOut`).
+fn connect_unix(name: &str, limit: Option<std::time::Duration>) -> io::Result<OwnedFd> {
     let fd = net::socket_with(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)?;
-    net::connect(&fd, &abstract_addr(name)?)?;
+    bounded_connect(&fd, &abstract_addr(name)?, limit)?;
     Ok(fd)
+}
+
+/// Connects `fd` to `addr`, blocking at most `limit`: the kernel bounds a blocking `connect`
+/// by the socket's send timeout (Unix and TCP alike), which is cleared again afterwards.
+fn bounded_connect(
+    fd: &OwnedFd,
+    addr: &impl rustix::net::addr::SocketAddrArg,
+    limit: Option<std::time::Duration>,
+) -> io::Result<()> {
+    use rustix::net::sockopt::{set_socket_timeout, Timeout};
+    if let Some(limit) = limit {
+        set_socket_timeout(fd, Timeout::Send, Some(limit.max(std::time::Duration::from_millis(1))))?;
+    }
+    match net::connect(fd, addr) {
+        Ok(()) => {}
+        // The send timeout ran out: EAGAIN on a Unix socket, EINPROGRESS on TCP.
+        Err(Errno::AGAIN) | Err(Errno::INPROGRESS) if limit.is_some() => {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the engine did not accept the connection in time",
+            ))
+        }
+        Err(e) => return Err(e.into()),
+    }
+    if limit.is_some() {
+        set_socket_timeout(fd, Timeout::Send, None)?;
+    }
+    Ok(())
 }
 
 /// Accepts one pending connection, if any (the new socket is non-blocking).
@@ -221,6 +264,12 @@ fn await_reply(
             Received::Malformed => {
                 return Err(io::Error::new(io::ErrorKind::InvalidData, "malformed control reply"))
             }
+            Received::Forged => {
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    "a control message failed its MAC: changed, replayed or reordered on the way",
+                ))
+            }
         }
     }
 }
@@ -244,26 +293,45 @@ pub struct CtlSock {
     fd: OwnedFd,
     /// TCP only: the message being reassembled and how many of its bytes have arrived.
     stream: Option<Box<([u8; MSG_LEN], usize)>>,
+    /// After `AUTH_OK`: every message sent is sealed and every one received checked.
+    session: Option<Box<session::Session>>,
 }
 
 impl CtlSock {
     /// A Unix `SOCK_SEQPACKET` socket.
     pub fn unix(fd: OwnedFd) -> Self {
-        CtlSock { fd, stream: None }
+        CtlSock { fd, stream: None, session: None }
     }
 
     /// A connected TCP socket.
     pub fn tcp(fd: OwnedFd) -> Self {
         // Control messages are small and latency-bound (a WAKE, a reply): never delayed.
         let _ = net::sockopt::set_tcp_nodelay(&fd, true);
-        CtlSock { fd, stream: Some(Box::new(([0; MSG_LEN], 0))) }
+        CtlSock { fd, stream: Some(Box::new(([0; MSG_LEN], 0))), session: None }
+    }
+
+    /// Both ends proved the secret (`AUTH`, `AUTH_OK`): from the next message on, every one
+    /// sent carries its MAC and every one received must (see [`session`]).
+    pub fn start_session(&mut self, keys: SessionKeys, role: Role) {
+        self.session = Some(Box::new(session::Session::new(keys, role)));
+    }
+
+    /// Whether messages on this connection are authenticated.
+    pub fn authenticated(&self) -> bool {
+        self.session.is_some()
     }
 
     /// Connects to `engine`: `tcp://host:port`, else the abstract socket of that name.
     pub fn connect(engine: &str) -> io::Result<Self> {
+        Self::connect_within(engine, None)
+    }
+
+    /// [`Self::connect`], giving up (`TimedOut`) after `limit` when the engine does not accept
+    /// (a stopped engine whose listen backlog is full, an unreachable TCP address).
+    pub fn connect_within(engine: &str, limit: Option<std::time::Duration>) -> io::Result<Self> {
         match engine.strip_prefix("tcp://") {
-            Some(addr) => Ok(Self::tcp(connect_tcp(addr)?)),
-            None => Ok(Self::unix(connect(engine)?)),
+            Some(addr) => Ok(Self::tcp(connect_tcp_within(addr, limit)?)),
+            None => Ok(Self::unix(connect_unix(engine, limit)?)),
         }
     }
 
@@ -292,12 +360,41 @@ impl CtlSock {
 
     fn send_flags(&self, msg: &CtlMsg, fd: Option<BorrowedFd<'_>>, flags: SendFlags) -> io::Result<()> {
         if self.stream.is_none() {
-            return send_with(self.fd(), msg, fd, flags);
+            return self.sealed(msg, |m| send_with(self.fd(), m, fd, flags));
         }
         // A blocking send waits for room as long as it takes; `send_now` never waits.
         let wait = (!flags.contains(SendFlags::DONTWAIT))
             .then(|| std::time::Instant::now() + std::time::Duration::from_secs(365 * 24 * 3600));
         self.send_stream(msg, fd, wait)
+    }
+
+    /// Sends `msg` with `send`, sealed when the session is authenticated; the next message
+    /// takes the next counter only when this one went whole (a send that failed before any
+    /// byte left may be retried).
+    fn sealed(&self, msg: &CtlMsg, send: impl FnOnce(&CtlMsg) -> io::Result<()>) -> io::Result<()> {
+        match &self.session {
+            None => send(msg),
+            Some(s) => {
+                send(&s.seal(msg))?;
+                s.sent_one();
+                Ok(())
+            }
+        }
+    }
+
+    /// A received message as the caller sees it: checked against the session (its MAC
+    /// cleared) when there is one.
+    fn opened(&mut self, msg: CtlMsg, fd: Option<OwnedFd>, stray: &mut Vec<OwnedFd>) -> Received {
+        let Some(s) = self.session.as_mut() else {
+            return Received::Msg(msg, fd);
+        };
+        match s.open(&msg) {
+            Some(m) => Received::Msg(m, fd),
+            None => {
+                stray.extend(fd);
+                Received::Forged
+            }
+        }
     }
 
     /// Sends `msg` whole on the TCP stream, never blocking in the kernel: with `wait`, a full
@@ -316,6 +413,11 @@ impl CtlSock {
                 "no descriptor crosses a TCP control connection",
             ));
         }
+        self.sealed(msg, |msg| self.send_whole(msg, wait))
+    }
+
+    /// The stream part of [`Self::send_stream`]: all of `msg`, or an error.
+    fn send_whole(&self, msg: &CtlMsg, wait: Option<std::time::Instant>) -> io::Result<()> {
         let bytes = msg.as_bytes();
         let mut sent = 0;
         while sent < MSG_LEN {
@@ -337,8 +439,14 @@ impl CtlSock {
 
     /// Receives one message without blocking (descriptors as in [`recv`]).
     pub fn recv(&mut self, stray: &mut Vec<OwnedFd>) -> io::Result<Received> {
+        if self.session.as_ref().is_some_and(|s| s.broken()) {
+            return Ok(Received::Forged);
+        }
         let Some(st) = self.stream.as_mut() else {
-            return recv_with(std::os::fd::AsFd::as_fd(&self.fd), RecvFlags::DONTWAIT, stray);
+            return Ok(match recv_with(std::os::fd::AsFd::as_fd(&self.fd), RecvFlags::DONTWAIT, stray)? {
+                Received::Msg(m, fd) => self.opened(m, fd, stray),
+                other => other,
+            });
         };
         let (buf, have) = &mut **st;
         while *have < MSG_LEN {
@@ -357,7 +465,7 @@ impl CtlSock {
         if msg.magic != CTL_MAGIC {
             return Ok(Received::Malformed);
         }
-        Ok(Received::Msg(msg, None))
+        Ok(self.opened(msg, None, stray))
     }
 
     /// Request/reply over this connection, as [`call`].
@@ -368,12 +476,20 @@ impl CtlSock {
         timeout: std::time::Duration,
         stale: &mut dyn FnMut(CtlMsg),
     ) -> io::Result<(CtlMsg, Option<OwnedFd>)> {
-        if self.stream.is_none() {
-            return call(self.fd(), msg, fd, timeout, stale);
-        }
         // Never blocks past the deadline, not even on a peer that stopped reading.
         let deadline = std::time::Instant::now() + timeout;
-        self.send_stream(msg, fd, Some(deadline))?;
+        if self.stream.is_none() {
+            self.sealed(msg, |m| loop {
+                match send_with(self.fd(), m, fd, SendFlags::DONTWAIT) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        wait_until(self.fd(), PollFlags::OUT, deadline)?
+                    }
+                    other => break other,
+                }
+            })?;
+        } else {
+            self.send_stream(msg, fd, Some(deadline))?;
+        }
         await_reply(msg.seq, stale, |stray| {
             wait_until(self.fd(), PollFlags::IN, deadline)?;
             self.recv(stray)
@@ -442,38 +558,17 @@ pub fn local_port(listener: BorrowedFd<'_>) -> Option<u16> {
 
 /// Connects to the TCP address `addr` (`ip:port`), blocking socket.
 pub fn connect_tcp(addr: &str) -> io::Result<OwnedFd> {
+    connect_tcp_within(addr, None)
+}
+
+fn connect_tcp_within(addr: &str, limit: Option<std::time::Duration>) -> io::Result<OwnedFd> {
     let sa: std::net::SocketAddr = addr
         .parse()
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("bad TCP address {addr:?}")))?;
     let family = if sa.is_ipv4() { AddressFamily::INET } else { AddressFamily::INET6 };
     let fd = net::socket_with(family, SocketType::STREAM, SocketFlags::CLOEXEC, None)?;
-    net::connect(&fd, &sa)?;
+    bounded_connect(&fd, &sa, limit)?;
     Ok(fd)
-}
-
-/// Context string of [`auth_tag`]: a tag for this purpose is never valid for another.
-const AUTH_CONTEXT: &[u8] = b"ringcast control AUTH v1";
-
-/// The tag a host sends in `AUTH`: the first 16 bytes of BLAKE3 keyed with the job's secret over
-/// a context string and the engine's nonce, as two little-endian halves. The secret never
-/// travels.
-pub fn auth_tag(secret: &[u8; 32], nonce: u64) -> (u64, u64) {
-    let mut h = blake3::Hasher::new_keyed(secret);
-    h.update(AUTH_CONTEXT);
-    h.update(&nonce.to_le_bytes());
-    let out = h.finalize();
-    let b = out.as_bytes();
-    // NOTE(unwrap): 8-byte slices of a 32-byte hash.
-    (u64::from_le_bytes(b[..8].try_into().unwrap()), u64::from_le_bytes(b[8..16].try_into().unwrap()))
-}
-
-/// Whether `got` is the tag for `nonce`, compared in constant time (no early exit: the time
-/// taken says nothing about how much of a guess was right).
-pub fn auth_ok(secret: &[u8; 32], nonce: u64, got: (u64, u64)) -> bool {
-    let want = auth_tag(secret, nonce);
-    let diff = (want.0 ^ got.0) | (want.1 ^ got.1);
-    // black_box: the compiler may not turn the OR-fold back into a branch per half.
-    std::hint::black_box(diff) == 0
 }
 
 /// Lets process `engine` (a pid from `HELLO_OK`) reach this process's memory by cross-memory

@@ -14,14 +14,27 @@
 //! the interval; `--json` one JSON document per reading; `--prometheus` the text exposition
 //! format (`ringcast_<counter>{engine="NAME"}`), for node_exporter's textfile collector; and
 //! `--serve ADDR` answers a Prometheus server's `GET /metrics` itself, reading the engines
-//! afresh per scrape. An engine that is gone, or refuses, is named with the reason and the
-//! command fails (exit 1) once nothing is left to show.
+//! afresh per scrape (`serve.rs`: concurrent connections, each with its own deadlines;
+//! `prometheus.rs`: the format). Every reading attaches again to an engine that came back or was
+//! restarted under its name, and keeps waiting on one that was stopped (`engines.rs`). An
+//! engine that is gone, or refuses, is named with the reason; a one-shot reading fails (exit 1)
+//! when any engine could not be read.
+mod engines;
+mod prometheus;
+mod serve;
+
 use clap::Args;
+use engines::Watched;
 use ringcast_abi::counters::{CounterKind, ALL};
-use ringcast_host::{AttachOptions, CommInfo, Config, Host};
-use ringcast_offload::config::LocalRank;
+use ringcast_host::{CommInfo, Config, Host};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+/// Attaches to engine `name` as an observer (no local rank), with the configuration's
+/// `ctl_timeout_ms` (`ringcast info`, `ringcast run`'s summary).
+pub fn attach(name: &str, config: &Config) -> Result<Host, String> {
+    engines::attach(name, config, None)
+}
 
 /// `ringcast stats` options.
 #[derive(Args)]
@@ -45,10 +58,16 @@ pub struct StatsArgs {
     /// The Prometheus text exposition format.
     #[arg(long)]
     prometheus: bool,
-    /// Serve the Prometheus format over HTTP at ADDR (e.g. 127.0.0.1:9464; port 0: any, printed
-    /// first), reading the engines afresh for every request; with --count N, stop after N.
-    #[arg(long, value_name = "ADDR", conflicts_with_all = ["json", "watch"])]
+    /// Serve the Prometheus format over HTTP at ADDR: PORT (on 127.0.0.1) or IP:PORT (port 0:
+    /// any, printed first; no ADDR: 127.0.0.1:9464; a wildcard address is warned about),
+    /// reading the engines afresh for every request, side by side and each connection with its
+    /// own deadlines; with --count N, stop after N.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "", conflicts_with_all = ["json", "watch"])]
     serve: Option<String>,
+    /// Limit on each control request to an engine, in seconds (default: RINGCAST_CTL_TIMEOUT_MS);
+    /// an engine that does not answer in time reads as down for that reading.
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<f64>,
 }
 
 /// The names of the engines listening on this machine, sorted: their abstract control sockets
@@ -67,35 +86,11 @@ pub fn local_engines() -> Vec<String> {
     names
 }
 
-/// One engine being read.
-struct Watched {
-    name: String,
-    host: Option<Host>,
-    pid: u32,
-    /// The last reading and when, and the one before (watch mode's rates).
-    last: Option<(Instant, Vec<u64>)>,
-    /// Its communicators at the last reading.
-    comms: Vec<CommInfo>,
-    prev: Option<(Instant, Vec<u64>)>,
-    /// Why it cannot be read (gone, refused).
-    error: Option<String>,
-}
-
-/// Attaches to engine `name` as an observer (no local rank).
-pub fn attach(name: &str, config: &Config) -> Result<Host, String> {
-    let mut config = config.clone();
-    config.topology.local_rank = LocalRank::None;
-    Host::attach_config(name, &config, AttachOptions::default()).map_err(|e| match e {
-        ringcast_host::Error::Connect { .. } => format!("not running (nothing listens as {name:?})"),
-        e => format!("refused: {e}"),
-    })
-}
-
 /// `ringcast stats`.
 pub fn run(a: StatsArgs, config: &Config) -> ExitCode {
     let names = if a.all {
         let found = local_engines();
-        if found.is_empty() {
+        if found.is_empty() && a.serve.is_none() {
             eprintln!("ringcast stats: no engine is running on this machine");
             return ExitCode::FAILURE;
         }
@@ -105,31 +100,19 @@ pub fn run(a: StatsArgs, config: &Config) -> ExitCode {
     } else {
         a.engine.clone()
     };
-    let mut engines: Vec<Watched> = names
-        .into_iter()
-        .map(|name| match attach(&name, config) {
-            Ok(h) => Watched {
-                pid: h.engine_pid(),
-                name,
-                host: Some(h),
-                last: None,
-                prev: None,
-                comms: Vec::new(),
-                error: None,
-            },
-            Err(e) => Watched {
-                name,
-                host: None,
-                pid: 0,
-                last: None,
-                prev: None,
-                comms: Vec::new(),
-                error: Some(e),
-            },
-        })
-        .collect();
-    if let Some(addr) = &a.serve {
-        return match serve(addr, a.count.unwrap_or(u64::MAX), &mut engines) {
+    let mut engines: Vec<Watched> = names.into_iter().map(Watched::new).collect();
+    let timeout =
+        a.timeout.filter(|t| t.is_finite() && *t > 0.0).map(|t| Duration::from_secs_f64(t.min(3600.0)));
+    if let Some(spec) = &a.serve {
+        let addr = match serve::bind_address(spec) {
+            Ok(addr) => addr,
+            Err(e) => {
+                eprintln!("ringcast stats --serve: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let collector = serve::Collector { engines, all: a.all, config: config.clone(), timeout };
+        return match serve::serve(addr, a.count.unwrap_or(u64::MAX), collector) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("ringcast stats --serve {addr}: {e}");
@@ -143,12 +126,14 @@ pub fn run(a: StatsArgs, config: &Config) -> ExitCode {
     for k in 0..readings {
         if k > 0 {
             std::thread::sleep(interval);
+            if a.all {
+                engines::rediscover(&mut engines, &local_engines());
+            }
         }
-        for e in engines.iter_mut() {
-            read(e);
-        }
+        engines::read_all(&mut engines, config, timeout);
         print(&a, &engines, k);
-        if engines.iter().all(|e| e.error.is_some()) {
+        // Once: nothing more to show when nothing answered.
+        if a.watch.is_none() && engines.iter().all(|e| e.error.is_some()) {
             break;
         }
     }
@@ -156,21 +141,6 @@ pub fn run(a: StatsArgs, config: &Config) -> ExitCode {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
-    }
-}
-
-/// Takes a new reading of `e`, keeping the previous one for rates.
-fn read(e: &mut Watched) {
-    let Some(host) = e.host.as_mut() else { return };
-    match host.counters().and_then(|v| Ok((v, host.comm_list()?))) {
-        Ok((v, comms)) => {
-            e.prev = e.last.replace((Instant::now(), v));
-            e.comms = comms;
-        }
-        Err(err) => {
-            e.error = Some(format!("gone: {err}"));
-            e.host = None;
-        }
     }
 }
 
@@ -185,78 +155,6 @@ fn rates(e: &Watched) -> Option<Vec<Option<f64>>> {
             .collect(),
     )
 }
-
-/// Answers `requests` HTTP requests at `addr` with the engines' counters in the Prometheus
-/// format, read afresh each time (what a Prometheus server scrapes: `GET /metrics`; any other
-/// path is 404). One request at a time: a scrape every few seconds needs no more.
-fn serve(addr: &str, requests: u64, engines: &mut [Watched]) -> std::io::Result<()> {
-    let listener = std::net::TcpListener::bind(addr)?;
-    println!("serving http://{}/metrics", listener.local_addr()?);
-    let _ = std::io::Write::flush(&mut std::io::stdout());
-    let mut answered = 0;
-    while answered < requests {
-        // One bad client (gone, silent, malformed) costs its own request, never the server.
-        let Ok((stream, _)) = listener.accept() else { continue };
-        if answer(&stream, engines).is_ok() {
-            answered += 1;
-        }
-    }
-    Ok(())
-}
-
-/// Reads one request from `stream` (at most 8 KiB, within 5 s) and answers it.
-fn answer(stream: &std::net::TcpStream, engines: &mut [Watched]) -> std::io::Result<()> {
-    use std::io::{BufRead, BufReader, Read, Write};
-    const LIMIT: u64 = 8 << 10;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    stream.set_read_timeout(Some(Duration::from_secs(1)))?;
-    stream.set_write_timeout(Some(Duration::from_secs(5)))?;
-    let mut reader = BufReader::new(stream.take(LIMIT));
-    let mut head = Vec::new();
-    // Up to the blank line ending the headers (nothing in them matters here).
-    loop {
-        let mut line = Vec::new();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) => break,
-            Ok(_) if line == b"\r\n" || line == b"\n" => break,
-            Ok(_) => head.extend_from_slice(&line),
-            Err(e)
-                if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {
-            }
-            Err(e) => return Err(e),
-        }
-        if Instant::now() > deadline {
-            return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "request too slow"));
-        }
-    }
-    let request = String::from_utf8_lossy(&head);
-    let mut words = request.split_whitespace();
-    let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-    let (status, body) = match (method, path) {
-        ("GET", "/metrics" | "/") => {
-            for e in engines.iter_mut() {
-                read(e);
-            }
-            ("200 OK", prometheus(engines))
-        }
-        ("GET", _) => ("404 Not Found", "not found: ringcast serves /metrics\n".to_string()),
-        _ => ("405 Method Not Allowed", "only GET\n".to_string()),
-    };
-    let mut out = stream;
-    write!(
-        out,
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-}
-
-/// `s` as a Prometheus label value (backslash, quote and newline escaped).
-fn label(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
-}
-
-/// A per-communicator Prometheus series: its name, help and value.
-type PerComm = (&'static str, &'static str, fn(&CommInfo) -> u64);
 
 /// A communicator's state in words.
 fn comm_state(c: &CommInfo) -> String {
@@ -299,63 +197,9 @@ fn hit_rate(v: &[u64]) -> Option<f64> {
     (m + r > 0).then(|| m as f64 / (m + r) as f64)
 }
 
-/// Every counter (and the per-communicator series) in the Prometheus text exposition format.
-fn prometheus(engines: &[Watched]) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::new();
-    for (i, c) in ALL.iter().enumerate() {
-        let _ = writeln!(out, "# HELP ringcast_{} {}", c.name, c.help);
-        let kind = if c.kind == CounterKind::Total { "counter" } else { "gauge" };
-        let _ = writeln!(out, "# TYPE ringcast_{} {kind}", c.name);
-        for e in engines.iter().filter(|e| e.error.is_none()) {
-            if let Some(v) = e.last.as_ref().and_then(|(_, v)| v.get(i)) {
-                let _ = writeln!(out, "ringcast_{}{{engine=\"{}\"}} {v}", c.name, label(&e.name));
-            }
-        }
-    }
-    let per_comm: [PerComm; 3] = [
-        ("comm_broadcasts_total", "broadcast ids posted on the communicator at this engine", |c| {
-            u64::from(c.posted)
-        }),
-        ("comm_sync_epochs_total", "synchronization epochs the communicator completed", |c| {
-            u64::from(c.synced_epochs)
-        }),
-        ("comm_broken", "1 if a member of the communicator was declared unreachable", |c| {
-            u64::from(c.broken)
-        }),
-    ];
-    for (name, help, value) in per_comm {
-        let _ = writeln!(out, "# HELP ringcast_{name} {help}");
-        let kind = if name.ends_with("_total") { "counter" } else { "gauge" };
-        let _ = writeln!(out, "# TYPE ringcast_{name} {kind}");
-        for e in engines.iter().filter(|e| e.error.is_none()) {
-            for c in &e.comms {
-                let engine = label(&e.name);
-                let _ = writeln!(
-                    out,
-                    "ringcast_{name}{{engine=\"{engine}\",comm=\"{:#x}\"}} {}",
-                    c.handle,
-                    value(c)
-                );
-            }
-        }
-    }
-    let _ = writeln!(out, "# HELP ringcast_engine_up whether the engine answered");
-    let _ = writeln!(out, "# TYPE ringcast_engine_up gauge");
-    for e in engines {
-        let _ = writeln!(
-            out,
-            "ringcast_engine_up{{engine=\"{}\"}} {}",
-            label(&e.name),
-            u8::from(e.error.is_none())
-        );
-    }
-    out
-}
-
 fn print(a: &StatsArgs, engines: &[Watched], reading: u64) {
     if a.prometheus {
-        print!("{}", prometheus(engines));
+        print!("{}", prometheus::render(engines));
         return;
     }
     if a.json {
