@@ -55,8 +55,8 @@ mod void_calls;
 pub use action::{Action, Dma, Frames, JobId};
 pub use ids::Seq;
 pub use node::comms::{parse_record, Record, MAX_COMM_SIZE};
+pub use node::world::world_identity_of;
 pub use node::world_identity;
-pub use node::world_jobs::world_identity_of;
 pub use node::{CommInfo, CommStats};
 
 use crate::comm::{GroupId, PeerId};

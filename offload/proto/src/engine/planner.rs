@@ -7,7 +7,8 @@
 use crate::engine::bcast::BcastCall;
 use crate::engine::call::Call;
 use crate::engine::jobs::Job;
-use crate::engine::node::call_shapes::{posts_parts, Shape};
+use crate::engine::node::call_shapes::posts_parts;
+use crate::engine::node::calls::Shape;
 use crate::engine::{allgather, allreduce, alltoall, barrier, bcast, scan};
 use crate::engine::{failed, Dma, Engine};
 use crate::intake::regions::Resolved;

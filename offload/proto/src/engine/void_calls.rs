@@ -11,7 +11,7 @@
 //! then the descriptors held behind it are taken in.
 use crate::engine::held::Stalled;
 use crate::engine::ids::OpId;
-use crate::engine::node::call_shapes::{Resolution, Shape};
+use crate::engine::node::calls::{Resolution, Shape};
 use crate::engine::{failed, Engine};
 use crate::intake::HostId;
 use crate::Nanos;

@@ -104,7 +104,7 @@ pub struct LocalComm {
     pub sequencer: Sequencer,
     /// The calls its local members made, and the void ones waiting for their shape
     /// (`call_shapes.rs`).
-    pub calls: crate::engine::node::call_shapes::Calls,
+    pub calls: crate::engine::node::calls::Calls,
     /// Rank of each engine-local rank (index = local rank `0..ppn`), if a member.
     pub rank_of_local: Vec<Option<u32>>,
     /// Record digest (every local member must post the same).
@@ -138,7 +138,7 @@ impl LocalComm {
             proto: Some(proto),
             group,
             sequencer: Sequencer::new(node, world.clone(), capacity),
-            calls: crate::engine::node::call_shapes::Calls::new(locals as usize),
+            calls: crate::engine::node::calls::Calls::new(locals as usize),
             rank_of_local: (0..locals).map(|l| world.rank(node, l)).collect(),
             digest: 0,
             freed: vec![false; locals as usize],

@@ -6,7 +6,7 @@
 use crate::comm::GroupId;
 use crate::engine::action::Outbox;
 use crate::engine::links::Links;
-use crate::engine::node::call_shapes::Calls;
+use crate::engine::node::calls::Calls;
 use crate::engine::node::comms::{derive, parse_record, LocalComm};
 use crate::engine::node::sequencer::{Delivery, Sequencer};
 use crate::engine::node::{Node, NodeEnv};

@@ -11,30 +11,30 @@
 //! `lifecycle.rs`'s; the calls counted on each communicator, and the void calls waiting for
 //! their shape, `call_shapes.rs`'s.
 pub(crate) mod call_shapes;
+pub(crate) mod calls;
 pub(crate) mod comms;
 pub(crate) mod lifecycle;
 pub(crate) mod placement;
 pub(crate) mod sequencer;
+pub(crate) mod world;
 pub(crate) mod world_jobs;
-use crate::comm::ident::{derived_identity, CommIdentity};
 use crate::comm::links::LinkSet;
-use crate::comm::{CommSpec, GroupId, PeerId, World};
+use crate::comm::{GroupId, PeerId, World};
 use crate::config::EngineConfig;
-use crate::config::JobSecret;
 use crate::engine::action::Outbox;
 use crate::engine::ids::{ExchangeId, Seq, TransferId};
-use crate::engine::links::{Links, Transfer};
+use crate::engine::links::Transfer;
 use crate::engine::node::comms::LocalComm;
 use crate::engine::node::placement::Placement;
 use crate::engine::node::sequencer::{Delivery, Kind, Start};
-use crate::engine::node::world_jobs::WorldRecipe;
+pub use crate::engine::node::world::world_identity;
+use crate::engine::node::world::WorldRecipe;
 use crate::intake::regions::Resolved;
 use crate::schedule::bcast::LANE_ANY;
 use crate::transfer::protocol::{
     time_wait, Dest, DmaJob, DmaStatus, DmaToken, Env, Outcome, Post, PostError, ProtoCounters, Protocol,
 };
 use crate::Nanos;
-use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -170,7 +170,7 @@ pub(crate) struct Node {
     /// Host-memory jobs the protocol asked for.
     pub(crate) jobs: Vec<DmaJob>,
     /// Void calls that ended (`call_shapes.rs`), for the engine to take.
-    pub(crate) resolved: Vec<crate::engine::node::call_shapes::Resolved>,
+    pub(crate) resolved: Vec<crate::engine::node::calls::Resolved>,
     /// `CALL_SHAPE` frames being handled (kept to reuse its memory).
     pub(crate) shapes_in: Vec<crate::transfer::call_shape::ShapeIn>,
     /// A void call's first repetition of its query (`repair_timeout_us`; it doubles).
@@ -621,10 +621,4 @@ impl crate::intake::Ranks for Node {
     fn size(&self, comm: u64) -> Option<u32> {
         Node::size(self, comm)
     }
-}
-
-/// The world communicator's identity, the same at every engine of `job`; its frames are keyed
-/// by `secret` (the job's, `RINGCAST_JOB_SECRET`).
-pub fn world_identity(job: &str, secret: &JobSecret) -> CommIdentity {
-    derived_identity(&format!("ringcast world communicator of job {job}"), secret.0.as_ref())
 }

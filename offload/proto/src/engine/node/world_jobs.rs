@@ -9,74 +9,15 @@
 //! then. The next process to take a local rank starts the next job: generation `g + 1` of the
 //! world. Every engine serves every job of its world and counts the same jobs, so all derive the
 //! same generation without a word exchanged: its identity is derived like the first one's from
-//! the job's name and secret, with the generation in the name ([`world_identity_of`]); the
+//! the job's name and secret, with the generation in the name (`world.rs`: `world_identity_of`); the
 //! multicast group stays (the fabric's membership does not change between jobs). Frames of
 //! another generation carry another cookie and tag, and are dropped as another job's. The old
 //! world is dropped from the protocol when the next job starts: what it still owed a slower
 //! peer (the last epoch's `SYNC_DOWN` of a job that ended well) is then given up, and that peer
 //! drops its side after `peer_timeout_ms` (`communicators_overdue_total`).
-use crate::comm::ident::{derived_identity, CommIdentity};
-use crate::comm::links::LinkSet;
 use crate::engine::action::Outbox;
 use crate::engine::ids::TransferId;
-use crate::engine::links::Links;
-use crate::engine::node::comms::LocalComm;
-use crate::engine::node::{world_identity, Node, Posted};
-use crate::comm::{CommSpec, PeerId, World};
-use crate::config::JobSecret;
-use crate::transfer::protocol::Protocol;
-use alloc::format;
-use alloc::sync::Arc;
-use ringcast_abi::StatusKind;
-
-/// The world communicator's identity in job `generation` of `job` (0: the first job, the
-/// identity [`world_identity`] names; later ones keep its multicast group).
-pub fn world_identity_of(job: &str, secret: &JobSecret, generation: u64) -> CommIdentity {
-    let first = world_identity(job, secret);
-    if generation == 0 {
-        return first;
-    }
-    let name = format!("ringcast world communicator of job {job}, generation {generation}");
-    CommIdentity { group: first.group, ..derived_identity(&name, secret.0.as_ref()) }
-}
-
-/// What building a world communicator needs, kept by the node for the next job.
-#[derive(Clone, Debug)]
-pub(crate) struct WorldRecipe {
-    pub(crate) job: alloc::string::String,
-    pub(crate) secret: JobSecret,
-    pub(crate) node: u32,
-    pub(crate) world: World,
-    pub(crate) link_set: LinkSet,
-    pub(crate) window: usize,
-    /// Jobs started on this engine before the current one.
-    pub(crate) generation: u64,
-}
-
-impl WorldRecipe {
-    /// The world communicator of the current generation: its protocol side and links created
-    /// in `proto`.
-    pub(crate) fn build(&self, proto: &mut Protocol) -> Result<LocalComm, StatusKind> {
-        let id = world_identity_of(&self.job, &self.secret, self.generation);
-        let engines: Arc<[PeerId]> = (0..self.world.nodes()).map(PeerId).collect();
-        let spec = CommSpec {
-            cookie: id.cookie,
-            group: id.group,
-            members: engines.clone(),
-            my_rank: self.node,
-            seed: id.seed,
-            key: id.key,
-            layout: Default::default(),
-        };
-        let handle = proto.create_comm(spec)?;
-        let parent = match self.generation {
-            0 => format!("job {}", self.job),
-            g => format!("job {} generation {g}", self.job),
-        };
-        let links = Links::new(&parent, &id.key, &engines, self.node, self.link_set, proto);
-        Ok(LocalComm::world(self.node, &self.world, handle, id.group, self.window, links))
-    }
-}
+use crate::engine::node::{Node, Posted};
 
 impl Node {
     /// Whether local rank `local`, arriving, starts a new job: every other local process of
@@ -88,8 +29,8 @@ impl Node {
         let index = index as usize;
         let locals = world.freed.len();
         let all_finalized = world.freed.iter().all(|&f| f);
-        let broken =
-            world.sequencer.is_broken() || world.proto.is_none_or(|h| self.proto.is_broken(h).unwrap_or(true));
+        let broken = world.sequencer.is_broken()
+            || world.proto.is_none_or(|h| self.proto.is_broken(h).unwrap_or(true));
         let others_gone = (0..locals)
             .filter(|&i| i != index)
             .all(|i| world.freed[i] || world.sequencer.has_departed(i as u32));
