@@ -528,7 +528,7 @@ fn reduction_order(
         nodes.push(node);
     }
     if doubling {
-        let p = ringcast_proto::schedule::power_below(nodes.len() as u32) as usize;
+        let p = ringcast_proto::comm::links::power_below(nodes.len() as u32) as usize;
         for i in 0..nodes.len() - p {
             let upper = nodes[i + p].clone();
             fold_into(&mut nodes[i], &upper);

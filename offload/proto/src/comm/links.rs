@@ -3,7 +3,6 @@
 //! partners, the ring's neighbours, every other engine for the pairwise alltoall — as pure
 //! functions of the configuration and the engine count, alike at every engine
 //! (`engine/links.rs` creates them and carries their transfers).
-use crate::schedule::power_below;
 use alloc::vec::Vec;
 
 /// Which pair communicators a communicator's engines derive beyond recursive doubling's: the
@@ -69,6 +68,14 @@ pub fn doubling_partners(me: u32, engines: u32) -> Vec<u32> {
     }
     let fold = (me + p < engines).then_some(me + p);
     fold.into_iter().chain((0..p.trailing_zeros()).map(|k| me ^ (1 << k))).collect()
+}
+
+/// The largest power of two not above `n` (1 for 0 and 1).
+pub fn power_below(n: u32) -> u32 {
+    match n {
+        0 | 1 => 1,
+        n => 1 << (31 - n.leading_zeros()),
+    }
 }
 
 #[cfg(test)]

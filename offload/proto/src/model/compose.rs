@@ -49,7 +49,7 @@ impl fmt::Display for Exchange {
 /// less than twice as many of shorter ones (docs/performance.md, "Rabenseifner between the
 /// leaders").
 pub fn can_halve(engines: u32, len: u64, elem: u64) -> bool {
-    let p = u64::from(crate::schedule::power_below(engines));
+    let p = u64::from(crate::comm::links::power_below(engines));
     p >= 4 && len / elem.max(1) >= p
 }
 

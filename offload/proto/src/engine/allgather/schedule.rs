@@ -2,10 +2,10 @@
 //! ([`gather_step_of`]) and the ring ([`ring_step_of`]) — pure functions of the engine's number,
 //! the engine count and the parts' places, so both ends of every pair compute the same steps
 //! (`exchange.rs` carries them out).
+use crate::comm::links::power_below;
 use crate::engine::exchange::{post_step, ExchangeRun, Schedule, Span, Step, Stop};
 use crate::engine::hands::Hands;
 use crate::engine::ids::ExchangeId;
-use crate::schedule::power_below;
 use crate::Nanos;
 use ringcast_abi::StatusKind;
 

@@ -23,10 +23,10 @@
 //! between them changes no bit of the result, and needs no agreement beyond the call's length.
 //! Recursive doubling receives `L` whole blocks per engine; Rabenseifner about two (`2·(P−1)/P`)
 //! in `2L` smaller transfers: fewer bytes once the block is long and the engines many.
+use crate::comm::links::power_below;
 use crate::engine::exchange::{post_step, ExchangeRun, Schedule, Shape, Span, Step, Stop};
 use crate::engine::hands::Hands;
 use crate::engine::ids::ExchangeId;
-use crate::schedule::power_below;
 use crate::Nanos;
 
 /// A reduction's exchange between the leaders: recursive doubling, or Rabenseifner's where the
