@@ -317,6 +317,9 @@ const SCAN_SALT: u64 = 0x5ca7_0e5c_0001;
 const ALLTOALL_SALT: u64 = 0xa77_0a77_0001;
 /// Salt of the barrier draws: a stream of their own.
 const BARRIER_SALT: u64 = 0xba77_1e70_0001;
+/// Salt of the stream that turns some allreduces into `MAXLOC`/`MINLOC` on a pair type or a
+/// `LOR` into `LXOR` (a stream of its own: the draws of the other streams stay as they were).
+const PAIR_SALT: u64 = 0x9a14_10c0_0001;
 /// Salt of the draws of calls refused for their buffers: a stream of their own.
 const REFUSED_SALT: u64 = 0x4ef0_5ed0_0001;
 
@@ -458,6 +461,7 @@ impl Scenario {
                 .collect();
             // Half the allgathers are allreduces, of a type and operation drawn from the same
             // stream, on whole elements.
+            let mut pairs = SimRng::new(seed ^ PAIR_SALT ^ comms.len() as u64);
             let allreduce: Vec<Option<(DataType, ReduceOp)>> = (0..bcasts.len())
                 .map(|k| {
                     allgather[k]?;
@@ -470,6 +474,18 @@ impl Scenario {
                         if op.supports(dtype) {
                             break op;
                         }
+                    };
+                    // A quarter become MAXLOC/MINLOC on a pair type; LOR sometimes LXOR.
+                    let (dtype, op) = if pairs.chance(0.25) {
+                        let max = pairs.chance(0.5);
+                        (
+                            DataType(pairs.range(11, 16) as u8),
+                            if max { ReduceOp::MAXLOC } else { ReduceOp::MINLOC },
+                        )
+                    } else if op == ReduceOp::LOR && pairs.chance(0.5) {
+                        (dtype, ReduceOp::LXOR)
+                    } else {
+                        (dtype, op)
                     };
                     let size = dtype.size().unwrap_or(1) as u32;
                     bcasts[k].1 -= bcasts[k].1 % size;

@@ -739,7 +739,13 @@ fn plan(
                         // block of this rank is ever read, so nothing is reduced with it).
                         stray(refused, StatusKind::BadDescriptor);
                         stand_in = true;
-                        Some((dtype, ringcast_abi::ReduceOp::SUM))
+                        // (An operation the type has: a pair's is MAXLOC.)
+                        let any = if dtype.is_pair() {
+                            ringcast_abi::ReduceOp::MAXLOC
+                        } else {
+                            ringcast_abi::ReduceOp::SUM
+                        };
+                        Some((dtype, any))
                     }
                 }
                 _ => None,
