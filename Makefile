@@ -118,8 +118,9 @@ MPICH_CC := mpicc.mpich
 MPICH_RUN := mpiexec.mpich
 MPI_CFLAGS := -O2 -Wall -Wextra -Werror
 MPI_CHECK := bash host/mpi/tests/mpi-check.sh
-# A rank dying mid-loop (abort, SIGKILL, _exit), then a clean run: nothing of the crashed jobs
-# may be left in /dev/shm after it (issue 13).
+# A rank dying mid-loop (abort, SIGKILL, _exit): nothing of the crashed job may be left in
+# /dev/shm once mpirun returned (at most 10 s later: the engines' reapers), then a clean run
+# (issues 13 and 38).
 MPI_CRASH := bash host/mpi/tests/mpi-crash.sh
 # What one run of the check program on 4 ranks must log (grep counts over all ranks):
 # * offloaded, every message within the default bounds (RINGCAST_CHECK_MISMATCH set):

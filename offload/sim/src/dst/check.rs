@@ -184,9 +184,11 @@ impl Ledger {
     /// whose time has come.
     pub(super) fn post_ready(&mut self, s: &Scenario, cluster: &mut Cluster, n: usize) {
         let now = cluster.now();
-        // Wake-ups up to now are spent.
-        let later = self.wakes[n].split_off(&(now + 1));
-        self.wakes[n] = later;
+        // Wake-ups up to now are spent (taken off the front: `split_off` moved every later
+        // one into a new tree, at every event of the node).
+        while self.wakes[n].first().is_some_and(|&t| t <= now) {
+            self.wakes[n].pop_first();
+        }
         for i in 0..self.lanes_at[n].len() {
             let l = self.lanes_at[n][i];
             let lane = &self.lanes[l];
@@ -406,6 +408,8 @@ impl Ledger {
         // bytes.
         let mut results: std::collections::HashMap<(usize, usize), Vec<u8>> =
             std::collections::HashMap::new();
+        // Each call's expected bytes, derived once for all its ranks.
+        let mut expected = super::expect::Expected::default();
         for (rank, per_comm) in self.seen.iter().enumerate() {
             let p = &self.procs[rank];
             for (c, outs) in per_comm.iter().enumerate() {
@@ -531,26 +535,28 @@ impl Ledger {
                     if let Some((t, o)) = s.comms[c].allreduce[k] {
                         // The reduction of every rank's contribution in rank order (node by
                         // node, then across nodes, when leader-based), computed here.
-                        let size = s.comms[c].members.len() as u32;
-                        let blocks: Vec<Vec<u8>> =
-                            (0..size).map(|q| super::block_pattern(s.seed, c, k, q, len)).collect();
-                        let groups = super::setup::node_parts(s, c);
-                        // A reduction of several engines, leader-based, combines the node
-                        // results by recursive doubling (or Rabenseifner's, the same tree)
-                        // where the call's exchange is not multicast — the configuration's or
-                        // the cost model's choice for this call (`model/compose.rs`).
-                        let elem = t.size().unwrap_or(1) as u64;
-                        let doubling = |g: &[u32]| {
-                            let largest = g.iter().copied().max().unwrap_or(1);
-                            compose::allreduce(&s.config, g.len() as u32, largest, u64::from(len), elem)
-                                != Exchange::Multicast
-                        };
-                        let want = match groups.as_deref() {
-                            Some(g) if g.len() >= 2 && doubling(g) => {
-                                reference_reduce_doubling(t, o, &blocks, g)
+                        let want = expected.get(c, k, || {
+                            let size = s.comms[c].members.len() as u32;
+                            let blocks: Vec<Vec<u8>> =
+                                (0..size).map(|q| super::block_pattern(s.seed, c, k, q, len)).collect();
+                            let groups = super::setup::node_parts(s, c);
+                            // A reduction of several engines, leader-based, combines the node
+                            // results by recursive doubling (or Rabenseifner's, the same tree)
+                            // where the call's exchange is not multicast — the configuration's
+                            // or the cost model's choice for this call (`model/compose.rs`).
+                            let elem = t.size().unwrap_or(1) as u64;
+                            let doubling = |g: &[u32]| {
+                                let largest = g.iter().copied().max().unwrap_or(1);
+                                compose::allreduce(&s.config, g.len() as u32, largest, u64::from(len), elem)
+                                    != Exchange::Multicast
+                            };
+                            match groups.as_deref() {
+                                Some(g) if g.len() >= 2 && doubling(g) => {
+                                    reference_reduce_doubling(t, o, &blocks, g)
+                                }
+                                g => reference_reduce_grouped(t, o, &blocks, g),
                             }
-                            g => reference_reduce_grouped(t, o, &blocks, g),
-                        };
+                        });
                         let Some(got) = mem.get(&segment(p.local, c, k as u64)).map(|m| &m[..len as usize])
                         else {
                             return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
@@ -573,15 +579,16 @@ impl Ledger {
                         // Every rank's block at its place, each computed here from the inputs.
                         let size = s.comms[c].members.len() as u32;
                         let got = mem.get(&segment(p.local, c, k as u64));
-                        let want: Vec<u8> =
-                            (0..size).flat_map(|q| super::block_pattern(s.seed, c, k, q, len)).collect();
+                        let want = expected.get(c, k, || {
+                            (0..size).flat_map(|q| super::block_pattern(s.seed, c, k, q, len)).collect()
+                        });
                         if got.map(Vec::as_slice) != Some(&want[..]) || cqe.bytes != want.len() as u64 {
                             return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
                         }
                         rep.allgathers += 1;
                         continue;
                     }
-                    let want = pattern(s.seed, c, k, len);
+                    let want = expected.get(c, k, || pattern(s.seed, c, k, len));
                     if mem.get(&segment(p.local, c, k as u64)).map(Vec::as_slice) != Some(&want[..]) {
                         return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
                     }

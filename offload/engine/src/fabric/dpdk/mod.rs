@@ -36,7 +36,8 @@
 //!   hugepages are asked for and present, a `--file-prefix` unique to job, node and process,
 //!   `--no-pci`, `--no-shconf` or `--in-memory`, quiet logs), once per process
 //!   (`ringcast_dpdk::Eal`); dropping the fabric stops and closes the port, frees the pool and, as the
-//!   EAL's last user, runs `rte_eal_cleanup`.
+//!   EAL's last user, ends the EAL (its runtime directory removed; its memory left to the
+//!   process's exit, not `rte_eal_cleanup`: see `ringcast_dpdk::eal`).
 //! * Faults (`RINGCAST_FAULT_*`) are injected by wrapping the fabric in
 //!   [`crate::fabric::faulty::Faulty`] (`runner/net.rs`), as for every fabric.
 //!
