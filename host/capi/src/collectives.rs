@@ -316,7 +316,9 @@ pub unsafe extern "C" fn ringcast_scan(
     op: u8,
 ) -> c_int {
     // SAFETY: forwarded from the caller.
-    unsafe { run(|_, c| scan_desc(c, false, comm, (send, send_offset), (work, work_offset), len, (dtype, op))) }
+    unsafe {
+        run(|_, c| scan_desc(c, false, comm, (send, send_offset), (work, work_offset), len, (dtype, op)))
+    }
 }
 
 /// Starts the scan of [`ringcast_scan`] and stores its request in `*request`.
@@ -338,7 +340,9 @@ pub unsafe extern "C" fn ringcast_iscan(
 ) -> c_int {
     // SAFETY: forwarded from the caller.
     unsafe {
-        start(request, |_, c| scan_desc(c, false, comm, (send, send_offset), (work, work_offset), len, (dtype, op)))
+        start(request, |_, c| {
+            scan_desc(c, false, comm, (send, send_offset), (work, work_offset), len, (dtype, op))
+        })
     }
 }
 
@@ -361,7 +365,9 @@ pub unsafe extern "C" fn ringcast_exscan(
     op: u8,
 ) -> c_int {
     // SAFETY: forwarded from the caller.
-    unsafe { run(|_, c| scan_desc(c, true, comm, (send, send_offset), (work, work_offset), len, (dtype, op))) }
+    unsafe {
+        run(|_, c| scan_desc(c, true, comm, (send, send_offset), (work, work_offset), len, (dtype, op)))
+    }
 }
 
 /// Starts the exscan of [`ringcast_exscan`] and stores its request in `*request`.
@@ -383,7 +389,9 @@ pub unsafe extern "C" fn ringcast_iexscan(
 ) -> c_int {
     // SAFETY: forwarded from the caller.
     unsafe {
-        start(request, |_, c| scan_desc(c, true, comm, (send, send_offset), (work, work_offset), len, (dtype, op)))
+        start(request, |_, c| {
+            scan_desc(c, true, comm, (send, send_offset), (work, work_offset), len, (dtype, op))
+        })
     }
 }
 
@@ -490,7 +498,10 @@ mod tests {
         assert!(i < 0 && e < 0, "{i} {e}: refused, nothing posted");
         // SAFETY: NULL buffers are allowed by the contract; no engine is attached in this test.
         let (s, x) = unsafe {
-            (ringcast_scan(0, null, 0, null, 0, 8, spec.0, spec.1), ringcast_exscan(0, null, 0, null, 0, 8, spec.0, spec.1))
+            (
+                ringcast_scan(0, null, 0, null, 0, 8, spec.0, spec.1),
+                ringcast_exscan(0, null, 0, null, 0, 8, spec.0, spec.1),
+            )
         };
         assert!(s < 0 && x < 0, "{s} {x}: refused, nothing posted");
     }
