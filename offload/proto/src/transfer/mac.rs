@@ -15,8 +15,9 @@ const MAC_BATCH: u32 = 64 << 10;
 /// last [`MAC_BATCH`] boundary it reached (or all of it, when `all`). A receiver so hashes the
 /// message while the rest of it is still arriving, not in one pass at the end; fragments past
 /// a gap are hashed when it fills. Fragments are never rewritten once held (a duplicate is
-/// dropped before it is copied), so hashed bytes stay what is delivered.
-pub(crate) fn advance_mac(op: &mut Op, channel: &[u8], all: bool) {
+/// dropped before it is copied), so hashed bytes stay what is delivered. Returns the bytes it
+/// hashed (the ledger's).
+pub(crate) fn advance_mac(op: &mut Op, channel: &[u8], all: bool) -> u64 {
     let count = op.geo.count();
     while op.prefix < count && op.bits.get(op.prefix) {
         op.prefix += 1;
@@ -31,24 +32,28 @@ pub(crate) fn advance_mac(op: &mut Op, channel: &[u8], all: bool) {
         if let Some(bytes) = channel.get(op.hashed as usize..upto as usize) {
             op.mac.update(bytes);
             op.hashed = upto;
+            return bytes.len() as u64;
         }
     }
+    0
 }
 
 /// The root's MAC, fed through the end of fragment `seq` before that fragment first leaves —
 /// up to the next [`MAC_BATCH`] boundary, so the first fragments leave after one batch is
 /// hashed, not the whole message — and finished into `op.digest` once the whole message is
 /// (at the latest for the last fragment, which carries it). Called in fragment order by the
-/// root's sends, and for all of it before the root answers a repair request.
-pub(crate) fn root_mac_through(op: &mut Op, channel: &[u8], seq: u32) {
+/// root's sends, and for all of it before the root answers a repair request. Returns the bytes
+/// it hashed (the ledger's).
+pub(crate) fn root_mac_through(op: &mut Op, channel: &[u8], seq: u32) -> u64 {
     if op.digest.is_some() {
-        return;
+        return 0;
     }
+    let mut fed = 0;
     let total = op.geo.total;
     let need = match op.geo.range(seq) {
         Some(_) if seq + 1 == op.geo.count() => total,
         Some((off, len)) => off + len,
-        None => return,
+        None => return 0,
     };
     if need > op.hashed {
         let upto =
@@ -56,9 +61,11 @@ pub(crate) fn root_mac_through(op: &mut Op, channel: &[u8], seq: u32) {
         if let Some(bytes) = channel.get(op.hashed as usize..upto as usize) {
             op.mac.update(bytes);
             op.hashed = upto;
+            fed = bytes.len() as u64;
         }
     }
     if op.hashed == total {
         op.digest = Some(op.mac.finish());
     }
+    fed
 }

@@ -3,6 +3,7 @@
 //! frames (ready, have-all, alive, broken, aborted), and asking a repair source.
 use crate::comm::Rank;
 use crate::config::RootDelay;
+use crate::ledger::Side;
 use crate::schedule::bcast::{Hop, Phase, LANE_ANY};
 use crate::transfer::env::{CommHandle, Env};
 use crate::transfer::mac::root_mac_through;
@@ -53,7 +54,8 @@ impl Protocol {
                     // message is loaded (its bits are filled then): the channel holds nothing of it
                     // yet.
                     if op.bits.is_complete() {
-                        root_mac_through(op, &c.channels[slot], op.geo.count().saturating_sub(1));
+                        let fed = root_mac_through(op, &c.channels[slot], op.geo.count().saturating_sub(1));
+                        self.counters.ledger.hashed(Side::Send, fed);
                     }
                 }
             }
