@@ -254,6 +254,9 @@ impl<F: Fabric + ?Sized> Fabric for Box<F> {
     fn counters(&self) -> FabricCounters {
         (**self).counters()
     }
+    fn ledger(&self) -> Ledger {
+        (**self).ledger()
+    }
     fn arm(&self) -> Option<u32> {
         (**self).arm()
     }
