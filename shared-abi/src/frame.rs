@@ -24,7 +24,9 @@
 //!   [`DIGEST_LEN`] more bytes after its payload: the message MAC (keyed BLAKE3 of the
 //!   broadcast id, the length and the whole message under the communicator's key, truncated
 //!   to 128 bits), checked end to end after reassembly: neither a corruption that slips past the
-//!   per-datagram CRC nor a payload forged by someone without the key can be delivered;
+//!   per-datagram CRC nor a payload forged by someone without the key can be delivered —
+//!   under `protocol.auth = tag` (version byte with [`crate::wire::WIRE_AUTH_TAG`]) the same
+//!   16 bytes are a keyed MAC of the call alone, no payload byte (docs/protocol.md);
 //! * `READY`: empty;
 //! * `SYNC_UP`, `SYNC_DOWN`: one [`SyncBody`];
 //! * `CALL_SHAPE`: one [`CallShapeBody`];
