@@ -24,7 +24,9 @@
 //!   [`DIGEST_LEN`] more bytes after its payload: the message MAC (keyed BLAKE3 of the
 //!   broadcast id, the length and the whole message under the communicator's key, truncated
 //!   to 128 bits), checked end to end after reassembly: neither a corruption that slips past the
-//!   per-datagram CRC nor a payload forged by someone without the key can be delivered;
+//!   per-datagram CRC nor a payload forged by someone without the key can be delivered —
+//!   under `protocol.auth = tag` (version byte with [`crate::wire::WIRE_AUTH_TAG`]) the same
+//!   16 bytes are a keyed MAC of the call alone, no payload byte (docs/protocol.md);
 //! * `READY`: empty;
 //! * `SYNC_UP`, `SYNC_DOWN`: one [`SyncBody`];
 //! * `CALL_SHAPE`: one [`CallShapeBody`];
@@ -195,6 +197,12 @@ pub fn tag_span(kind: FrameKind, header_and_body: &[u8]) -> &[u8] {
 impl<'a> Frame<'a> {
     /// Checks `bytes` completely (length, CRC, version, kind, per-kind body rules).
     pub fn parse(bytes: &'a [u8], crc: Crc32c) -> Result<Frame<'a>, DropReason> {
+        Self::parse_as(bytes, crc, WIRE_VERSION)
+    }
+
+    /// [`Frame::parse`] expecting the version byte `version` ([`WIRE_VERSION`], with
+    /// [`crate::wire::WIRE_AUTH_TAG`] where the job authenticates by tag alone).
+    pub fn parse_as(bytes: &'a [u8], crc: Crc32c, version: u8) -> Result<Frame<'a>, DropReason> {
         if bytes.len() < MIN_FRAME_LEN {
             return Err(DropReason::TooShort);
         }
@@ -207,7 +215,7 @@ impl<'a> Frame<'a> {
         let mut t = [0u8; WIRE_TAG_LEN];
         t.copy_from_slice(tag);
         let (header, body) = WireHeader::ref_from_prefix(covered).map_err(|_| DropReason::TooShort)?;
-        if header.version != WIRE_VERSION {
+        if header.version != version {
             return Err(DropReason::BadVersion);
         }
         let frame = Frame { header, body, covered, tag: u64::from_le_bytes(t) };

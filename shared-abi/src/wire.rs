@@ -27,6 +27,13 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 /// 3: the synchronization body carries the barrier that cut its epoch; 4: `CALL_SHAPE`).
 pub const WIRE_VERSION: u8 = 4;
 
+/// Set in [`WireHeader::version`] by engines that authenticate by the keyed header tag alone
+/// (`protocol.auth = tag`, the `shm` fabric's default): the frame format is the same — the last
+/// fragment still carries its [`crate::frame::DIGEST_LEN`]-byte trailer, a keyed MAC of the call
+/// without the payload — but an engine of the other setting must not accept it, and drops it as
+/// `BadVersion` (counted) before anything else.
+pub const WIRE_AUTH_TAG: u8 = 0x80;
+
 /// Size of the keyed tag at the start of the trailer.
 pub const WIRE_TAG_LEN: usize = 8;
 

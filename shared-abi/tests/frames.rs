@@ -7,7 +7,7 @@ use ringcast_abi::frame::{
     emit, CallShapeBody, DropReason, Frame, RetransmitBody, SyncBody, DIGEST_LEN, MIN_FRAME_LEN,
     SYNC_MISMATCH,
 };
-use ringcast_abi::wire::{FrameKind, WireHeader, WIRE_HEADER_LEN, WIRE_VERSION};
+use ringcast_abi::wire::{FrameKind, WireHeader, WIRE_AUTH_TAG, WIRE_HEADER_LEN, WIRE_VERSION};
 use std::hash::Hasher;
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
 use zerocopy::IntoBytes;
@@ -48,6 +48,11 @@ fn samples() -> Vec<(&'static str, Vec<u8>)> {
     put("data_repair", header(FrameKind::DATA_REPAIR, 1, 3, 20), &[b"frag2"]);
     put("data_last_fragment", header(FrameKind::DATA_REPAIR, 2, 3, 20), &[b"last!", &[0xa5; DIGEST_LEN]]);
     put("data_empty_message", header(FrameKind::DATA_MULTICAST, 0, 1, 0), &[&[0; DIGEST_LEN]]);
+    // `protocol.auth = tag`: the same format under the version byte with `WIRE_AUTH_TAG`, the
+    // trailer a MAC of the call alone.
+    let tagged =
+        WireHeader { version: WIRE_VERSION | WIRE_AUTH_TAG, ..header(FrameKind::DATA_REPAIR, 2, 3, 20) };
+    put("data_last_fragment_auth_tag", tagged, &[b"last!", &[0x5a; DIGEST_LEN]]);
     put("ready", header(FrameKind::READY, 0, 0, 0), &[]);
     let sync = SyncBody {
         epoch: U32::new(7),
@@ -111,8 +116,17 @@ fn every_kind_matches_its_golden_frame() {
     for ((gname, gbytes), (name, bytes)) in gold.iter().zip(&now) {
         assert_eq!(gname, name);
         assert_eq!(hex(gbytes), hex(bytes), "{name}: emitted bytes drifted from the golden frame");
-        let f = Frame::parse(gbytes, crc32c::crc32c)
+        let (version, other) = match name.ends_with("_auth_tag") {
+            true => (WIRE_VERSION | WIRE_AUTH_TAG, WIRE_VERSION),
+            false => (WIRE_VERSION, WIRE_VERSION | WIRE_AUTH_TAG),
+        };
+        let f = Frame::parse_as(gbytes, crc32c::crc32c, version)
             .unwrap_or_else(|r| panic!("{name}: golden frame rejected: {r:?}"));
+        assert_eq!(
+            Frame::parse_as(gbytes, crc32c::crc32c, other).err(),
+            Some(ringcast_abi::frame::DropReason::BadVersion),
+            "{name}: an engine of the other protocol.auth refuses it"
+        );
         assert_eq!(f.header().cookie.get(), 0x0123_4567_89ab_cdef);
         assert_eq!(f.header().bid.get(), 42);
         assert_eq!(f.tag(), tag(f.tagged()), "{name}: the tag covers its span");

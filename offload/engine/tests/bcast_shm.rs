@@ -38,7 +38,9 @@ const PEER_TIMEOUT_MS: u32 = 20_000;
 /// rotating roots and checks the bytes, then finalizes, its engine shutting down with it (thread
 /// mode): that must take well under [`PEER_TIMEOUT_MS`]. Returns the fragments the
 /// completions report received by repair and by multicast.
-fn cluster(nodes: u32, sizes: &[usize], tweak: impl Fn(&mut Config)) -> (u64, u64) {
+/// Runs the broadcasts of `sizes` on `nodes` engines and returns the fragments that came by
+/// repair and by multicast, and each node's `COUNTERS` table read before it finalized.
+fn cluster(nodes: u32, sizes: &[usize], tweak: impl Fn(&mut Config)) -> (u64, u64, Vec<Vec<u64>>) {
     let job = job();
     let barrier = Arc::new(Barrier::new(nodes as usize));
     let sizes: Arc<Vec<usize>> = Arc::new(sizes.to_vec());
@@ -56,7 +58,7 @@ fn cluster(nodes: u32, sizes: &[usize], tweak: impl Fn(&mut Config)) -> (u64, u6
         });
         tweak(&mut config);
         let (barrier, sizes) = (barrier.clone(), sizes.clone());
-        threads.push(std::thread::spawn(move || -> Result<(u64, u64), String> {
+        threads.push(std::thread::spawn(move || -> Result<(u64, u64, Vec<u64>), String> {
             let mut host = Host::spawn_local(config).map_err(|e| format!("node {node}: {e}"))?;
             let largest = sizes.iter().copied().max().unwrap_or(1);
             let buf = SharedBuf::new(largest).map_err(|e| e.to_string())?;
@@ -87,6 +89,10 @@ fn cluster(nodes: u32, sizes: &[usize], tweak: impl Fn(&mut Config)) -> (u64, u6
                 multicast += c.frags_multicast as u64;
             }
             barrier.wait();
+            // Read once every node completed: a root completes its host's request when its
+            // message is in its channel, before it has sent (and MAC'd) all of it; a receiver's
+            // completion says the root got that far.
+            let counters = host.counters().map_err(|e| format!("node {node}: counters: {e}"))?;
             // Finalizing closes the world: the engines settle its partial last epoch among
             // themselves, so each leaves as soon as its peers are done.
             let t0 = std::time::Instant::now();
@@ -95,16 +101,17 @@ fn cluster(nodes: u32, sizes: &[usize], tweak: impl Fn(&mut Config)) -> (u64, u6
             if took.as_millis() >= u128::from(PEER_TIMEOUT_MS / 2) {
                 return Err(format!("node {node}: its engine took {took:?} to leave (lingered)"));
             }
-            Ok((repairs, multicast))
+            Ok((repairs, multicast, counters))
         }));
     }
-    let (mut repairs, mut multicast) = (0, 0);
+    let (mut repairs, mut multicast, mut tables) = (0, 0, Vec::new());
     let mut errors = Vec::new();
     for t in threads {
         match t.join() {
-            Ok(Ok((r, m))) => {
+            Ok(Ok((r, m, c))) => {
                 repairs += r;
                 multicast += m;
+                tables.push(c);
             }
             Ok(Err(e)) => errors.push(e),
             Err(_) => errors.push("a node panicked".into()),
@@ -116,13 +123,60 @@ fn cluster(nodes: u32, sizes: &[usize], tweak: impl Fn(&mut Config)) -> (u64, u6
         .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
         .unwrap_or_default();
     assert!(!left.iter().any(|n| n.contains(&job)), "left in /dev/shm: {left:?}");
-    (repairs, multicast)
+    (repairs, multicast, tables)
 }
 
 #[test]
 fn broadcasts_arrive_byte_exact_at_every_engine() {
-    let (repairs, multicast) = cluster(3, &[2, 1000, 70_000, 1 << 20, 5], |_| {});
+    let (repairs, multicast, _) = cluster(3, &[2, 1000, 70_000, 1 << 20, 5], |_| {});
     assert!(repairs + multicast > 0);
+}
+
+/// Both `protocol.auth` settings deliver byte-exact through real engines on `shm`, and the
+/// per-byte ledger `ringcast stats` reads says what each did: with `tag` no byte hashed on
+/// either side; with `mac` every delivered byte hashed once at its receiver; and on either, a
+/// receiver's payload copied at least three times per delivered byte today (out of the ring
+/// slot or log, into the channel, into the host buffer) and a root's at least three (DMA
+/// load, frame build, into the wire).
+#[test]
+fn both_authentication_settings_deliver_and_the_ledger_shows_it() {
+    use ringcast_abi::counters::index_of;
+    use ringcast_proto::config::Auth;
+    for auth in [Auth::Tag, Auth::Mac] {
+        let (_, _, tables) = cluster(2, &[1 << 20, 70_000, 1 << 20], |c| c.protocol.auth = auth);
+        let sum = |name: &str| -> u64 {
+            let i = index_of(name).unwrap_or_else(|| panic!("no counter {name}"));
+            tables.iter().map(|t| t[i]).sum()
+        };
+        let delivered = sum("ledger_receive_delivered_bytes_total");
+        let loaded = sum("ledger_send_delivered_bytes_total");
+        assert_eq!((delivered, loaded), (2_167_152, 2_167_152), "{auth}: one receiver per broadcast");
+        let hashed = sum("ledger_receive_hashed_bytes_total") + sum("ledger_send_hashed_bytes_total");
+        match auth {
+            Auth::Tag => assert_eq!(hashed, 0, "tag: nothing hashed"),
+            Auth::Mac => assert!(hashed >= 2 * delivered, "mac: root and receiver hash each byte: {hashed}"),
+        }
+        let names = ringcast_abi::counters::ALL.iter().filter(|c| c.name.starts_with("ledger_"));
+        let ledger: Vec<(&str, Vec<u64>)> = names
+            .map(|c| (c.name, tables.iter().map(|t| t[index_of(c.name).unwrap_or(0)]).collect()))
+            .collect();
+        let per = |n: &str, d: u64| sum(n) as f64 / d as f64;
+        println!(
+            "{auth}: per delivered byte, root copies {:.3} MAC {:.3} CRC {:.3}; receiver copies {:.3} MAC {:.3} CRC {:.3}",
+            per("ledger_send_copied_bytes_total", loaded),
+            per("ledger_send_hashed_bytes_total", loaded),
+            per("ledger_send_crc_bytes_total", loaded),
+            per("ledger_receive_copied_bytes_total", delivered),
+            per("ledger_receive_hashed_bytes_total", delivered),
+            per("ledger_receive_crc_bytes_total", delivered),
+        );
+        assert!(
+            sum("ledger_receive_copied_bytes_total") >= 3 * delivered,
+            "{auth}: receive copies: {ledger:?}"
+        );
+        assert!(sum("ledger_send_copied_bytes_total") >= 3 * loaded, "{auth}: send copies");
+        assert!(sum("ledger_receive_crc_bytes_total") >= delivered, "{auth}: every datagram checked");
+    }
 }
 
 #[test]
@@ -134,7 +188,7 @@ fn broadcasts_survive_injected_loss() {
     });
     // Every multicast datagram lost: the multicast algorithm delivers by repair alone — and the
     // counters prove the injector acted (not one fragment arrived by multicast).
-    let (repairs, multicast) = cluster(3, &[2, 3000, 200_000, 64], |c| {
+    let (repairs, multicast, _) = cluster(3, &[2, 3000, 200_000, 64], |c| {
         c.protocol.algorithm = AlgorithmChoice::Fixed(Algorithm::Multicast);
         c.fault.drop = 1.0;
         c.fault.kinds = "mcast".parse().unwrap_or(c.fault.kinds);

@@ -162,6 +162,9 @@ impl Fabric for Member {
     fn counters(&self) -> FabricCounters {
         self.fabric().counters()
     }
+    fn ledger(&self) -> ringcast_proto::ledger::Ledger {
+        self.fabric().ledger()
+    }
 }
 
 /// `n` members on `ip`, each a fabric built with `configs[i]` (its `fault` section: the
@@ -279,6 +282,17 @@ fn loopback_three_members_multicast_and_unicast() {
     });
     for (me, inbox) in inboxes.iter().enumerate() {
         check_inbox(me, n, k, inbox).unwrap_or_else(|e| panic!("{e}"));
+    }
+    // The ledger: each datagram copied once by the kernel on its way out (a multicast once,
+    // whatever the receivers) and once into each receiver's buffer.
+    let mtu = fabrics[0].mtu();
+    let sent_bytes: u64 =
+        (0..k).map(|seq| (6 + (usize::from(seq) * 37) % (mtu - 5)) as u64).sum::<u64>() * n as u64;
+    for (f, inbox) in fabrics.iter().zip(&inboxes) {
+        use ringcast_proto::ledger::Side;
+        let got: u64 = inbox.iter().map(|(_, d)| d.len() as u64).sum();
+        assert_eq!(f.ledger().copied_bytes(Side::Receive), got);
+        assert_eq!(f.ledger().copied_bytes(Side::Send), sent_bytes);
     }
     for f in &fabrics {
         let c = f.counters();

@@ -15,7 +15,7 @@
 //! one read out of it at each receiver; `ringcast stats` shows the sum).
 use ringcast_abi::{Access, SubmissionDescriptor};
 use ringcast_proto::comm::PeerId;
-use ringcast_proto::config::{EngineConfig, LocalRank, ETHERNET_MTU, SHM_MTU};
+use ringcast_proto::config::{Auth, EngineConfig, LocalRank, ETHERNET_MTU, SHM_MTU};
 use ringcast_proto::engine::{Action, Dma, Engine, JobId};
 use ringcast_proto::intake::regions::SegmentHandle;
 use ringcast_proto::ledger::Side;
@@ -49,10 +49,11 @@ struct Stream {
 }
 
 impl Stream {
-    fn new(mtu: u32) -> Stream {
+    fn new(mtu: u32, auth: Auth) -> Stream {
         let engine = |node: u32| {
             let config = EngineConfig::default().with(|c| {
                 c.protocol.mtu = mtu;
+                c.protocol.auth = auth;
                 c.topology.job = "stream".into();
                 (c.topology.nodes, c.topology.node, c.topology.ppn) = (2, node, 1);
             });
@@ -68,6 +69,17 @@ impl Stream {
             completions: [0; 2],
             frames: [0; 2],
             epoch: Instant::now(),
+        }
+    }
+
+    /// Adds another round's times and counts to this one's (the ledger's ratios are read from
+    /// this one's engines: the same per broadcast in every round).
+    fn absorb(&mut self, other: &Stream) {
+        for e in 0..2 {
+            self.engine_ns[e] += other.engine_ns[e];
+            self.dma_ns[e] += other.dma_ns[e];
+            self.completions[e] += other.completions[e];
+            self.frames[e] += other.frames[e];
         }
     }
 
@@ -190,20 +202,39 @@ fn main() {
     let default_iters = if measured { 300 } else { 3 };
     let iters: u64 =
         std::env::var("ENGINE_STREAM_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(default_iters);
-    let runs: Vec<(u32, Stream)> =
-        [ETHERNET_MTU, SHM_MTU].map(|mtu| (mtu, stream(mtu, iters, measured))).into();
+    // Each datagram size under both authentication settings (`protocol.auth`), in interleaved
+    // rounds (`ENGINE_STREAM_ROUNDS`, default 3): `mac` against `tag` in the same minutes.
+    let rounds: u64 = if measured {
+        std::env::var("ENGINE_STREAM_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(3).max(1)
+    } else {
+        1
+    };
+    let configs =
+        [(ETHERNET_MTU, Auth::Mac), (ETHERNET_MTU, Auth::Tag), (SHM_MTU, Auth::Mac), (SHM_MTU, Auth::Tag)];
+    let mut runs: Vec<(u32, Auth, Stream)> = Vec::new();
+    for _ in 0..rounds {
+        for (k, &(mtu, auth)) in configs.iter().enumerate() {
+            let s = stream(mtu, auth, iters, measured);
+            match runs.get_mut(k) {
+                Some((_, _, sum)) => sum.absorb(&s),
+                None => runs.push((mtu, auth, s)),
+            }
+        }
+    }
+    let iters = iters * rounds;
     if !measured {
-        println!("engine_stream: {iters} broadcasts of 1 MiB delivered byte-exact at each MTU (smoke run; `cargo bench` measures)");
+        println!("engine_stream: {iters} broadcasts of 1 MiB delivered byte-exact at each MTU, mac and tag (smoke run; `cargo bench` measures)");
         return;
     }
     let cache = memcpy_gbps(16, 2000);
     let dram = memcpy_gbps(64, 1000);
-    println!("# engine_stream: {iters} broadcasts of 1 MiB per datagram size, 2 engines on one thread");
+    println!("# engine_stream: {iters} broadcasts of 1 MiB per datagram size and auth ({rounds} interleaved rounds), 2 engines on one thread");
     println!("# memcpy of 1 MiB messages on this machine: {cache:.1} GB/s into 16 rotating buffers (the channels), {dram:.1} GB/s into 64");
     println!(
-        "{:<10}{:>6}{:>8}{:>16}{:>16}{:>14}{:>14}{:>18}{:>10}{:>10}{:>10}",
+        "{:<10}{:>6}{:>5}{:>8}{:>16}{:>16}{:>14}{:>14}{:>18}{:>10}{:>10}{:>10}",
         "# side",
         "MTU",
+        "auth",
         "frags",
         "engine ns/frag",
         "DMA ns/frag",
@@ -214,7 +245,7 @@ fn main() {
         "MAC/B",
         "CRC/B"
     );
-    for (mtu, s) in &runs {
+    for (mtu, auth, s) in &runs {
         let frags = s.frames[ROOT] as f64;
         let bytes = (iters as usize * MESSAGE) as f64;
         let gbps = |d: Duration| bytes / d.as_secs_f64() / 1e9;
@@ -225,9 +256,10 @@ fn main() {
             // broadcast), engine side: the DMA copy, the channel and frame copies, MAC, CRC.
             let per = s.engines[e].proto_counters().ledger.per_byte(side);
             println!(
-                "{:<10}{:>6}{:>8.0}{:>16.0}{:>16.0}{:>14.2}{:>14.2}{:>17.0}%{:>10.3}{:>10.3}{:>10.3}",
+                "{:<10}{:>6}{:>5}{:>8.0}{:>16.0}{:>16.0}{:>14.2}{:>14.2}{:>17.0}%{:>10.3}{:>10.3}{:>10.3}",
                 name,
                 mtu,
+                auth.to_string(),
                 frags / iters as f64,
                 per_frag(s.engine_ns[e]),
                 per_frag(s.dma_ns[e]),
@@ -240,7 +272,7 @@ fn main() {
             );
         }
         println!(
-            "# MTU {mtu}: sync frames from the receiver: {} ({:.2} per broadcast)",
+            "# MTU {mtu} {auth}: sync frames from the receiver: {} ({:.2} per broadcast)",
             s.frames[RECV],
             s.frames[RECV] as f64 / iters as f64
         );
@@ -249,8 +281,8 @@ fn main() {
 
 /// Streams `iters` 1 MiB broadcasts at datagram size `mtu` after a warm-up, checked: every
 /// broadcast completes on both sides and the receiver holds the root's bytes.
-fn stream(mtu: u32, iters: u64, measured: bool) -> Stream {
-    let mut s = Stream::new(mtu);
+fn stream(mtu: u32, auth: Auth, iters: u64, measured: bool) -> Stream {
+    let mut s = Stream::new(mtu, auth);
     let mut keys = Vec::new();
     for e in 0..2 {
         let h = s.engines[e].attach_host(LocalRank::Auto, 0).expect("attach");

@@ -4,6 +4,7 @@
 //! foreign-job frames, several communicators, random roots — each checked against every
 //! invariant. `RINGCAST_DST_SEEDS` sets how many (`cargo test -p ringcast-proto` runs 300, `make test` 2,000); a failing
 //! seed replays exactly with `ringcast dst --seed N`.
+use ringcast_proto::config::Auth;
 use ringcast_sim::dst::{run, Scenario, Violation};
 
 fn seeds() -> u64 {
@@ -16,10 +17,12 @@ fn seeded_scenarios_hold_every_invariant() {
     let (mut benign, mut completions, mut ok, mut dropped, mut delivered) = (0, 0, 0, 0u64, 0u64);
     let (mut empty, mut nodes, mut allgathers, mut allreduces, mut uneven, mut barriers) = (0, 0, 0, 0, 0, 0);
     let (mut reduces, mut alltoalls, mut settled, mut refused, mut fields, mut shapes) = (0, 0, 0, 0, 0, 0);
-    let mut scans = 0;
+    let (mut scans, mut tags) = (0, 0);
     let mut failures = Vec::new();
     for seed in 0..n {
-        match run(&Scenario::generate(seed, 512)) {
+        let s = Scenario::generate(seed, 512);
+        tags += u64::from(s.config.protocol.auth == Auth::Tag);
+        match run(&s) {
             Ok(r) => {
                 benign += r.benign as u64;
                 completions += r.completions;
@@ -50,6 +53,9 @@ fn seeded_scenarios_hold_every_invariant() {
          datagrams delivered, {dropped} dropped and counted; {settled} benign scenarios finalized with every engine settled",
         completions - ok
     );
+    // Issue 40 item 2: both authentication settings run under every fault class.
+    println!("DST: {tags} of {n} scenarios authenticated by tag, the others by mac");
+    assert!(n < 50 || (tags * 4 >= n && tags * 4 <= 3 * n), "{tags} of {n} scenarios ran `tag`");
     // Issue 18 item 4: nobody pads epochs — detaching settles them.
     assert!(n < 50 || settled * 3 >= benign, "only {settled} of {benign} benign scenarios finalized");
     // Issue 17 item 8: uneven worlds (a different number of ranks per node) run under every
@@ -138,18 +144,19 @@ fn every_algorithm_holds_every_invariant() {
 /// Issue 13, defect 1: an insider who sees the traffic (cookie, addresses, the coming
 /// broadcasts' roots and lengths) forges whole messages and control frames for coming
 /// broadcast ids with valid CRCs. Without the communicator's secret every forged frame is
-/// dropped for its tag, and the run ends exactly as it does without the forger.
+/// dropped for its tag, and the run ends exactly as it does without the forger — under both
+/// authentication settings (`tag` keeps the keyed header tag, which is what stops it).
 #[test]
 fn insider_forgeries_are_dropped_and_change_nothing() {
     let mut forged_runs = 0;
-    for seed in 0..120 {
-        let mut clean = Scenario::generate(seed, 64);
+    for (seed, auth) in (0..120).map(|s| (s, if s % 2 == 0 { Auth::Mac } else { Auth::Tag })) {
+        let mut clean = Scenario::generate(seed, 64).with_auth(auth);
         clean.forged = 0;
         let mut forged = clean.clone();
         forged.forged = 30;
         let (a, b) = match (run(&clean), run(&forged)) {
             (Ok(a), Ok(b)) => (a, b),
-            (a, b) => panic!("seed {seed}: without forger {a:?}, with forger {b:?}"),
+            (a, b) => panic!("seed {seed} ({auth}): without forger {a:?}, with forger {b:?}"),
         };
         assert_eq!(
             (a.completions, a.ok, a.delivered - a.dropped),
@@ -165,19 +172,26 @@ fn insider_forgeries_are_dropped_and_change_nothing() {
 
 /// The planted breach: the same forger holding the communicator's secret — what the unkeyed
 /// CRC32C digest amounted to before frames were authenticated — gets forged bytes delivered,
-/// and the checker says so. Proof that a forgery getting through would not go unnoticed.
+/// and the checker says so. Proof that a forgery getting through would not go unnoticed. In
+/// both settings: with `tag`, as with `mac`, a forged payload that passes is only possible to
+/// someone holding the key (the forger sends the call's MAC a `tag` root sends).
 #[test]
 fn a_forger_holding_the_key_is_caught_by_the_checker() {
-    let mut caught = 0;
-    for seed in 0..60 {
-        let mut s = Scenario::generate(seed, 16);
-        s.forged = 40;
-        s.forger_has_key = true;
-        if let Err(Violation::WrongBytes { .. }) = run(&s) {
-            caught += 1;
+    for auth in [Auth::Mac, Auth::Tag] {
+        let mut caught = 0;
+        for seed in 0..60 {
+            let mut s = Scenario::generate(seed, 16).with_auth(auth);
+            s.forged = 40;
+            s.forger_has_key = true;
+            if let Err(Violation::WrongBytes { .. }) = run(&s) {
+                caught += 1;
+            }
         }
+        assert!(
+            caught > 0,
+            "{auth}: forged bytes were delivered in no seed: the checker or the forger is broken"
+        );
     }
-    assert!(caught > 0, "forged bytes were delivered in no seed: the checker or the forger is broken");
 }
 
 /// Issue 13: a fragment a rank already holds is never forwarded again when a duplicate of its

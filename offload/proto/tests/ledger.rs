@@ -8,14 +8,14 @@
 use ringcast_abi::StatusKind;
 use ringcast_proto::comm::auth::Secret;
 use ringcast_proto::comm::{CommSpec, GroupId, Layout, PeerId};
-use ringcast_proto::config::EngineConfig;
+use ringcast_proto::config::{Auth, EngineConfig};
 use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
 use ringcast_proto::ledger::Side;
 use ringcast_proto::schedule::bcast::Algorithm;
 use ringcast_proto::transfer::protocol::{CommHandle, DmaJob, DmaStatus, Env, Outcome, Post, Protocol};
 
 #[derive(Default)]
-struct Host {
+pub struct Host {
     mem: Vec<u8>,
     sent: Vec<(PeerId, Vec<u8>)>,
     done: Vec<Outcome>,
@@ -48,11 +48,12 @@ fn spec(rank: u32) -> CommSpec {
     }
 }
 
-/// Broadcasts `len` bytes from rank 0 to rank 1 and returns both protocols, their hosts and the
-/// bytes of every datagram each one sent.
-fn broadcast(len: u32) -> ([(Protocol, Host); 2], [u64; 2]) {
-    let config = EngineConfig::default();
+/// Broadcasts `len` bytes from rank 0 to rank 1 with the root authenticating by `auths[0]` and
+/// the receiver by `auths[1]`, and returns both protocols, their hosts and the bytes of every
+/// datagram each one sent.
+pub fn broadcast(len: u32, auths: [Auth; 2]) -> ([(Protocol, Host); 2], [u64; 2]) {
     let mut e = [0u32, 1].map(|rank| {
+        let config = EngineConfig::default().with(|c| c.protocol.auth = auths[rank as usize]);
         let mut p = Protocol::new(&config, crc32c::crc32c);
         p.force_algorithm(Some(Algorithm::Linear));
         p.create_comm(spec(rank)).unwrap();
@@ -70,7 +71,8 @@ fn broadcast(len: u32) -> ([(Protocol, Host); 2], [u64; 2]) {
     }
     let mut sent_bytes = [0u64; 2];
     let mut now = 1_000;
-    for _ in 0..10_000 {
+    // Up to 3 s of simulated time: past the peer timeout (2 s) of a broadcast that cannot end.
+    for _ in 0..3_000 {
         let mut moved = false;
         for from in 0..2 {
             let frames: Vec<_> = e[from].1.sent.drain(..).collect();
@@ -90,15 +92,19 @@ fn broadcast(len: u32) -> ([(Protocol, Host); 2], [u64; 2]) {
         if !moved && e.iter().all(|(_, h)| h.done.len() == 1) {
             break;
         }
-        now += 1_000;
+        now += 1_000_000;
     }
     (e, sent_bytes)
 }
 
 #[test]
 fn the_ledger_counts_each_copy_mac_and_crc_of_a_known_broadcast() {
-    for len in [1u32, 4_000, 100_000, 1 << 20] {
-        let (e, sent) = broadcast(len);
+    for (len, auth) in
+        [1u32, 4_000, 100_000, 1 << 20].into_iter().flat_map(|l| [(l, Auth::Mac), (l, Auth::Tag)])
+    {
+        // With `tag` no byte of the message is hashed, on either side.
+        let macs = u64::from(auth == Auth::Mac);
+        let (e, sent) = broadcast(len, [auth; 2]);
         let [(root, root_host), (recv, recv_host)] = &e;
         assert_eq!(recv_host.mem, root_host.mem, "{len}: delivered byte-exact");
         assert_eq!(recv_host.done[0].status, StatusKind::Ok);
@@ -106,19 +112,52 @@ fn the_ledger_counts_each_copy_mac_and_crc_of_a_known_broadcast() {
         let (r, v) = (root.counters().ledger, recv.counters().ledger);
         // The root: its DMA load, then each fragment built once out of its channel.
         assert_eq!(r.copied_bytes(Side::Send), 2 * n, "{len}: root copies");
-        assert_eq!(r.hashed_bytes(Side::Send), n, "{len}: the root MACs the message once");
+        assert_eq!(
+            r.hashed_bytes(Side::Send),
+            macs * n,
+            "{len} {auth}: the root MACs the message once (mac) or never (tag)"
+        );
         assert_eq!(r.crcd_bytes(Side::Send), sent[0], "{len}: the root CRCs what it sends");
         assert_eq!(r.crcd_bytes(Side::Receive), sent[1], "{len}: and checks what it receives");
         assert_eq!(r.delivered_bytes(Side::Send), n);
         assert_eq!(r.copied_bytes(Side::Receive), 0, "{len}: a root copies nothing in");
         // The receiver: each payload into its channel, the message into its host buffer.
         assert_eq!(v.copied_bytes(Side::Receive), 2 * n, "{len}: receiver copies");
-        assert_eq!(v.hashed_bytes(Side::Receive), n, "{len}: the receiver MACs the message once");
+        assert_eq!(
+            v.hashed_bytes(Side::Receive),
+            macs * n,
+            "{len} {auth}: the receiver MACs the message once (mac) or never (tag)"
+        );
         assert_eq!(v.crcd_bytes(Side::Receive), sent[0], "{len}: the receiver checks every datagram");
         assert_eq!(v.crcd_bytes(Side::Send), sent[1]);
         assert_eq!(v.delivered_bytes(Side::Receive), n);
         assert_eq!(v.copied_bytes(Side::Send), 0, "{len}: a receiver of two ranks forwards nothing");
         let per = v.per_byte(Side::Receive);
-        assert_eq!((per.copies, per.hashed), (2.0, 1.0), "{len}");
+        assert_eq!((per.copies, per.hashed), (2.0, macs as f64), "{len} {auth}");
+    }
+}
+
+/// Engines that disagree on `protocol.auth` never deliver to each other: every frame of the
+/// other setting is dropped for its version byte (counted, `drops_bad_version_total`) before
+/// its tag is even looked at, and the receiver's broadcast ends typed (`PeerUnreachable`) after
+/// the peer timeout instead of completing — whichever side runs which setting.
+#[test]
+fn engines_of_different_settings_refuse_each_other_counted() {
+    use ringcast_abi::frame::DropReason;
+    for auths in [[Auth::Mac, Auth::Tag], [Auth::Tag, Auth::Mac]] {
+        let (e, sent) = broadcast(10_000, auths);
+        let [(root, _), (recv, recv_host)] = &e;
+        assert!(sent[0] > 0 && sent[1] > 0, "{auths:?}: both sent frames");
+        let bad = |p: &Protocol| p.counters().drops[DropReason::BadVersion as usize];
+        assert!(bad(recv) > 0, "{auths:?}: the receiver dropped the root's frames for their version");
+        assert!(bad(root) > 0, "{auths:?}: the root dropped the receiver's");
+        assert_eq!(
+            recv.counters().drops[DropReason::BadTag as usize],
+            0,
+            "{auths:?}: refused before the tag"
+        );
+        assert_eq!(recv_host.done.len(), 1, "{auths:?}: the receiver's broadcast ended");
+        assert_eq!(recv_host.done[0].status, StatusKind::PeerUnreachable, "{auths:?}");
+        assert!(recv_host.mem.iter().all(|&b| b == 0), "{auths:?}: nothing stored");
     }
 }

@@ -67,7 +67,7 @@ use ringcast_abi::wire::{WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
 use ringcast_abi::{DataType, ReduceOp, StatusKind};
 use ringcast_proto::comm::Layout;
 use ringcast_proto::config::{
-    AllgatherBetween, AllgatherParts, AlltoallBetween, Between, EngineConfig, RootDelay,
+    AllgatherBetween, AllgatherParts, AlltoallBetween, Auth, Between, EngineConfig, RootDelay,
 };
 use ringcast_proto::fault::FaultConfig;
 use ringcast_proto::rng::SimRng;
@@ -616,6 +616,30 @@ impl Scenario {
         }
         .with_free_draw()
         .with_composition_draw()
+        .with_auth_draw()
+    }
+
+    /// Draws `protocol.auth` (half the scenarios each, from a stream of its own, so every other
+    /// draw of a seed stays what it was). `tag` presumes nobody but the job's own user writes
+    /// the wire, so its scenarios have no sealed corruption (a payload byte changed and the
+    /// CRC recomputed: an on-path writer, whom only `mac` stops); every other fault, the
+    /// forger (dropped for its tag in both settings) and the planted breaches run in both.
+    fn with_auth_draw(mut self) -> Scenario {
+        if SimRng::new(self.seed ^ ENGINE_SALT ^ 3).chance(0.5) {
+            self.config.protocol.auth = Auth::Tag;
+            self.faults.sealed_corrupt = 0.0;
+        }
+        self
+    }
+
+    /// `self` with every engine authenticating by `auth` (`tag`: without sealed corruption,
+    /// see [`Scenario::with_auth_draw`]).
+    pub fn with_auth(mut self, auth: Auth) -> Scenario {
+        self.config.protocol.auth = auth;
+        if auth == Auth::Tag {
+            self.faults.sealed_corrupt = 0.0;
+        }
+        self
     }
 
     /// Draws how the engines compose allgathers and reductions (one part per rank, or

@@ -11,11 +11,17 @@
 //! CRC digest amounted to before frames were authenticated — and the checker must then see
 //! wrong bytes delivered or broadcasts failing: proof that it would notice a forgery getting
 //! through.
+//!
+//! It forges for the engines' `protocol.auth` (it sees their version byte on the wire): with
+//! `mac` the last fragment carries a MAC of its forged message, with `tag` a MAC of the call
+//! alone, as the engines of that setting send. Without the key, both settings drop every
+//! frame for its tag — under `tag` the keyed header tag is what stops a forger; a forged
+//! payload that passes needs the key (or, unlike this forger, the power to rewrite genuine
+//! frames on the wire, which `tag` presumes nobody but the job's own user has).
 use ringcast_abi::frame::{emit, SyncBody, DIGEST_LEN};
-use ringcast_abi::wire::{
-    FrameKind, WireHeader, READY_FLAG_ABORTED, WIRE_HEADER_LEN, WIRE_TRAILER_LEN, WIRE_VERSION,
-};
+use ringcast_abi::wire::{FrameKind, WireHeader, READY_FLAG_ABORTED, WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
 use ringcast_proto::comm::auth::{CommKeys, Secret};
+use ringcast_proto::config::Auth;
 use ringcast_proto::rng::SimRng;
 use ringcast_proto::transfer::bitmap::Geometry;
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
@@ -50,26 +56,27 @@ pub struct Forged {
 pub struct Forger {
     keys: Option<CommKeys>,
     payload: u32,
+    auth: Auth,
 }
 
 impl Forger {
     /// A forger without the secret, for fragments of `payload` bytes (the engines' MTU less
-    /// header, trailer and MAC).
-    pub fn new(rng: &mut SimRng, payload: u32) -> Forger {
+    /// header, trailer and MAC) to engines authenticating by `auth`.
+    pub fn new(rng: &mut SimRng, payload: u32, auth: Auth) -> Forger {
         let mut own = [0u8; 32];
         own.iter_mut().for_each(|b| *b = rng.next_u64() as u8);
-        Forger { keys: Some(CommKeys::new(&Secret(own))), payload }
+        Forger { keys: Some(CommKeys::with_auth(&Secret(own), auth)), payload, auth }
     }
 
     /// A forger holding the communicator's secret (the planted breach).
-    pub fn with_real_key(payload: u32) -> Forger {
-        Forger { keys: None, payload }
+    pub fn with_real_key(payload: u32, auth: Auth) -> Forger {
+        Forger { keys: None, payload, auth }
     }
 
     /// One forged message for a coming broadcast of `t` (and, one time in four, a forged
     /// control frame for it), aimed at one member.
     pub fn forge(&self, rng: &mut SimRng, t: &Target<'_>) -> Vec<Forged> {
-        let real = CommKeys::new(&t.secret);
+        let real = CommKeys::with_auth(&t.secret, self.auth);
         let keys = self.keys.as_ref().unwrap_or(&real);
         let size = t.members.len() as u64;
         let k = rng.below(t.bcasts.len().max(1) as u64) as usize;
@@ -82,13 +89,17 @@ impl Forger {
         let from = t.members[claimed as usize];
         let Ok(geo) = Geometry::new(len, self.payload) else { return Vec::new() };
         let forged: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
-        let mac = keys.message_mac(bid, &forged);
+        let mac = match self.auth {
+            Auth::Mac => keys.message_mac(bid, &forged),
+            // The call's MAC, over no byte of the message (what a `tag` root sends).
+            Auth::Tag => keys.mac_state(bid, u64::from(len)).finish(),
+        };
         let count = geo.count();
         let first = count.saturating_sub(MAX_FORGED_FRAGS);
         let mut out = Vec::new();
         let mut frame = |kind: FrameKind, flags: u16, seq: u32, body: &[&[u8]]| {
             let h = WireHeader {
-                version: WIRE_VERSION,
+                version: self.auth.wire_version(),
                 kind,
                 flags: U16::new(flags),
                 src_rank: U32::new(claimed),

@@ -63,6 +63,10 @@ impl Config {
             // The one default that depends on another section: a fabric's own datagram size.
             protocol.mtu = topology.fabric.default_mtu();
         }
+        if get("RINGCAST_AUTH").is_none() {
+            // By the fabric's threat: who can write its wire.
+            protocol.auth = topology.fabric.default_auth();
+        }
         let udp = UdpConfig::parse(&get)?;
         if get("RINGCAST_MTU").is_none() && topology.fabric == FabricKind::Udp {
             // The path's datagram (the interface's MTU less the IP and UDP headers: 1472 on

@@ -202,6 +202,37 @@ fn the_datagram_size_defaults_to_the_fabrics_own_unless_set() {
     assert_eq!(Config::default().protocol.mtu, 1472, "the section alone knows no fabric");
 }
 
+/// `protocol.auth` follows the fabric's threat unless set: `tag` on `shm`, `mac` on every
+/// fabric that crosses a wire (and with no fabric); a value set is kept, a bad one refused.
+#[test]
+fn the_authentication_defaults_to_the_fabrics_threat_unless_set() {
+    use ringcast_proto::config::Auth;
+    use std::str::FromStr;
+    let env = |vars: &'static [(&'static str, &'static str)]| {
+        Config::from_lookup(move |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string()))
+            .map(|c| c.protocol.auth)
+    };
+    assert_eq!(env(&[("RINGCAST_FABRIC", "shm")]), Ok(Auth::Tag), "shm: only the job's user writes it");
+    assert_eq!(env(&[("RINGCAST_FABRIC", "udp"), ("RINGCAST_UDP_MEMBERS", "127.0.0.1:1")]), Ok(Auth::Mac));
+    assert_eq!(env(&[]), Ok(Auth::Mac), "no fabric: mac");
+    for f in ["dpdk", "verbs"] {
+        assert_eq!(
+            ringcast_proto::config::FabricKind::from_str(f).map(|k| k.default_auth()),
+            Ok(Auth::Mac),
+            "{f}"
+        );
+    }
+    assert_eq!(env(&[("RINGCAST_FABRIC", "shm"), ("RINGCAST_AUTH", "mac")]), Ok(Auth::Mac), "set: kept");
+    assert_eq!(
+        env(&[("RINGCAST_FABRIC", "udp"), ("RINGCAST_UDP_MEMBERS", "127.0.0.1:1"), ("RINGCAST_AUTH", "tag")]),
+        Ok(Auth::Tag)
+    );
+    assert!(matches!(
+        env(&[("RINGCAST_FABRIC", "shm"), ("RINGCAST_AUTH", "off")]),
+        Err(ringcast_proto::config::ConfigError::Parse { env: "RINGCAST_AUTH", .. })
+    ));
+}
+
 #[test]
 fn an_uneven_world_is_parsed_and_checked() {
     let env = |pairs: &'static [(&'static str, &'static str)]| {

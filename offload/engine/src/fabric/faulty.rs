@@ -363,6 +363,9 @@ mod tests {
         fn counters(&self) -> FabricCounters {
             self.counters
         }
+        fn ledger(&self) -> ringcast_proto::ledger::Ledger {
+            ringcast_proto::ledger::Ledger::default() // copies nothing: hands frames over in place
+        }
         /// Always ready to wake a sleeper: the wrapper decides when that is offered.
         fn arm(&self) -> Option<u32> {
             Some(0)

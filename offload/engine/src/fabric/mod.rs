@@ -195,12 +195,12 @@ pub trait Fabric {
     /// a receive [`Side::Receive`](ringcast_proto::ledger::Side::Receive); whole datagrams,
     /// header and trailer included — the fabric does not parse them). Counted where the bytes
     /// move: `shm` at its ring slot and multicast log writes and reads, `udp` at the kernel's
-    /// copy in each system call. A fabric that copies nothing (or does not count yet) says
-    /// nothing; the default gather of [`Fabric::send_batch`] is not counted (no engine hands
-    /// it a datagram of several parts yet).
-    fn ledger(&self) -> Ledger {
-        Ledger::default()
-    }
+    /// copy in each system call, `dpdk` into the mbuf and `verbs` into the registered send slot
+    /// (both hand a received datagram over where the device wrote it: no copy). Required, with no default:
+    /// a wrapper that forgot to forward it would show no copy at all (as `Box<dyn Fabric>`
+    /// did). The default gather of [`Fabric::send_batch`] is not counted (no engine hands it a
+    /// datagram of several parts yet).
+    fn ledger(&self) -> Ledger;
     /// The engine is about to sleep until this fabric has something for it: returns the value
     /// to sleep on with [`Fabric::bell`] (`ringcast_ring::doorbell`), after which the engine
     /// re-checks its inputs once more. `None`: this fabric cannot wake a sleeper (a NIC
@@ -253,6 +253,9 @@ impl<F: Fabric + ?Sized> Fabric for Box<F> {
     }
     fn counters(&self) -> FabricCounters {
         (**self).counters()
+    }
+    fn ledger(&self) -> Ledger {
+        (**self).ledger()
     }
     fn arm(&self) -> Option<u32> {
         (**self).arm()

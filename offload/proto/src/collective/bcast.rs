@@ -127,6 +127,7 @@ impl Protocol {
             state: State::Receiving,
             digest: None,
             mac: c.seal.keys.mac_state_in(bid, u64::from(len), context),
+            payload_mac: self.auth.payload_mac(),
             unverified: me != root && buf.is_refused() && is_stand_in(context),
             hashed: 0,
             prefix: 0,

@@ -20,7 +20,13 @@
 //!   SipHash per hop, and the bulk of the bytes one BLAKE3 pass per message, which runs at
 //!   several GB/s): a payload replaced in flight ends in `DigestMismatch`, never in wrong bytes.
 //!
+//! Under `protocol.auth = tag` (the `shm` fabric's default: only the job's own user can write
+//! its wire) the MAC covers the call alone — no payload byte — and both keys are derived under
+//! other context strings ([`CommKeys::with_auth`]), so engines that disagree on the setting share
+//! no key (docs/protocol.md, "Authentication by the fabric's threat").
+//!
 //! Comparisons are constant-time. No clock, no I/O: pure functions of the key and the bytes.
+use crate::config::Auth;
 use core::hash::Hasher;
 use ringcast_abi::frame::DIGEST_LEN;
 use siphasher::sip::SipHasher24;
@@ -57,10 +63,26 @@ impl core::fmt::Debug for CommKeys {
 }
 
 impl CommKeys {
-    /// Derives the tag and MAC keys from `secret`.
+    /// Derives the tag and MAC keys from `secret` for `protocol.auth = mac`.
     pub fn new(secret: &Secret) -> CommKeys {
-        let t = blake3::derive_key("ringcast 2026 frame tag (SipHash-2-4)", &secret.0);
-        let mac = blake3::derive_key("ringcast 2026 message MAC (BLAKE3)", &secret.0);
+        Self::with_auth(secret, Auth::Mac)
+    }
+
+    /// Derives the tag and MAC keys from `secret` under the authentication setting `auth`: its
+    /// own context strings for `tag`, so that a job whose engines disagree on the setting shares
+    /// no key — were a frame of the other setting re-labelled with this one's version byte, its
+    /// tag would still fail (`BadTag`). `mac`'s keys are the ones every engine derived before the
+    /// setting existed.
+    pub fn with_auth(secret: &Secret, auth: Auth) -> CommKeys {
+        let (tag_ctx, mac_ctx) = match auth {
+            Auth::Mac => ("ringcast 2026 frame tag (SipHash-2-4)", "ringcast 2026 message MAC (BLAKE3)"),
+            Auth::Tag => (
+                "ringcast 2026 frame tag, auth tag (SipHash-2-4)",
+                "ringcast 2026 call MAC, auth tag (BLAKE3)",
+            ),
+        };
+        let t = blake3::derive_key(tag_ctx, &secret.0);
+        let mac = blake3::derive_key(mac_ctx, &secret.0);
         let word = |i: usize| {
             let mut w = [0u8; 8];
             w.copy_from_slice(&t[i..i + 8]);
@@ -206,6 +228,18 @@ mod tests {
         let mut m = k.mac_state(9, msg.len() as u64);
         m.update(&msg[..msg.len() - 1]);
         assert!(!m.ok(&whole), "a byte short");
+    }
+
+    /// The two settings share no key: neither a tag nor a MAC of one is valid under the other.
+    #[test]
+    fn the_settings_derive_different_keys() {
+        let s = Secret([4; 32]);
+        let (m, t) = (CommKeys::with_auth(&s, Auth::Mac), CommKeys::with_auth(&s, Auth::Tag));
+        let span = [1u8; 32];
+        assert!(!t.tag_ok(&span, m.tag(&span)), "a mac engine's tag is no tag engine's");
+        assert!(!m.tag_ok(&span, t.tag(&span)));
+        assert_ne!(m.message_mac(3, b""), t.message_mac(3, b""));
+        assert_eq!(CommKeys::new(&s).tag(&span), m.tag(&span), "mac keys are the keys of before");
     }
 
     #[test]

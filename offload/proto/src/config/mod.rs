@@ -15,8 +15,8 @@ mod topology;
 pub use limits::Limits;
 pub use model::ModelConfig;
 pub use protocol::{
-    AlgorithmChoice, AllgatherBetween, AllgatherParts, AlltoallBetween, Between, ProtocolConfig, RootDelay,
-    MAX_MTU,
+    AlgorithmChoice, AllgatherBetween, AllgatherParts, AlltoallBetween, Auth, Between, ProtocolConfig,
+    RootDelay, MAX_MTU,
 };
 pub use topology::{FabricKind, JobSecret, LocalRank, NodeRanks, Topology, ETHERNET_MTU, SHM_MTU};
 

@@ -28,6 +28,39 @@ pub enum RootDelay {
     Adaptive,
 }
 
+/// How frames are authenticated (`protocol.auth`, docs/protocol.md "Integrity and
+/// authenticity"): by who can write the fabric's wire. Every engine of a job must run the same
+/// setting; it is bound into the wire version byte and the key derivation, so an engine of the
+/// other setting drops every frame (`DropReason::BadVersion`, counted) instead of accepting it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Auth {
+    /// The keyed header tag on every frame and the keyed message MAC (BLAKE3) over the payload:
+    /// for wires others can write (`udp`, `dpdk`, `verbs`).
+    #[default]
+    Mac,
+    /// The keyed header tag and the per-datagram CRC32C, no per-byte MAC: for `shm`, whose
+    /// segments only the job's own user can open. The last fragment's trailer carries a keyed
+    /// MAC of the call alone (broadcast id, length, context), so ranks posting different calls
+    /// still fail typed.
+    Tag,
+}
+
+impl Auth {
+    /// Whether the message MAC covers the payload.
+    pub const fn payload_mac(self) -> bool {
+        matches!(self, Auth::Mac)
+    }
+
+    /// The wire version byte frames of this setting carry ([`ringcast_abi::wire::WIRE_VERSION`],
+    /// with [`ringcast_abi::wire::WIRE_AUTH_TAG`] set for `tag`).
+    pub const fn wire_version(self) -> u8 {
+        match self {
+            Auth::Mac => ringcast_abi::wire::WIRE_VERSION,
+            Auth::Tag => ringcast_abi::wire::WIRE_VERSION | ringcast_abi::wire::WIRE_AUTH_TAG,
+        }
+    }
+}
+
 /// How the engine composes an allgather, an allreduce, a reduce and an alltoall from broadcasts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum AllgatherParts {
@@ -142,6 +175,7 @@ macro_rules! words {
 }
 
 words!(AllgatherParts { Nodes => "nodes", Ranks => "ranks" });
+words!(Auth { Mac => "mac", Tag => "tag" });
 words!(Between { Auto => "auto", Multicast => "multicast", Doubling => "doubling" });
 words!(AllgatherBetween { Auto => "auto", Multicast => "multicast", Doubling => "doubling", Ring => "ring" });
 words!(AlltoallBetween { Auto => "auto", Multicast => "multicast", Pairwise => "pairwise" });
@@ -226,6 +260,9 @@ crate::tunables! {
         /// Largest datagram on the fabric.
         mtu: u32 = super::topology::ETHERNET_MTU, "RINGCAST_MTU",
             "largest datagram in bytes (header 32 + payload + trailer 12: tag 8, CRC 4), 64..=65000; unset: by fabric: on udp the path's (the least route MTU to the members and the multicast groups, less the IP and UDP headers: 1472 on 1500-byte Ethernet, 65000 on loopback), 4088 on shm (one 4 KiB ring slot), else 1472 (UDP over 1500-byte Ethernet)";
+        /// How frames are authenticated.
+        auth: Auth = Auth::Mac, "RINGCAST_AUTH",
+            "frame authentication: mac (keyed header tag + keyed BLAKE3 message MAC over the payload) or tag (keyed header tag + per-datagram CRC32C, no per-byte MAC); unset: by fabric: tag on shm (only the job's user can open its segments), mac on udp, dpdk and verbs (wires others can write); every engine of a job must agree (an engine of the other setting drops every frame, counted as drops_bad_version_total)";
         /// Largest broadcast message.
         max_message_bytes: u32 = 4 << 20, "RINGCAST_MAX_MESSAGE_BYTES",
             "largest broadcast message in bytes (its fragments must fit the 8192-fragment bitmap)";
@@ -346,5 +383,24 @@ mod tests {
             Err("expected auto, multicast, doubling or ring, got \"tree\"".to_string())
         );
         assert_eq!("".parse::<Between>(), Err("expected auto, multicast or doubling, got \"\"".to_string()));
+    }
+
+    /// `protocol.auth` reads `mac` and `tag` (what it prints) and refuses anything else, typed,
+    /// naming the words; each setting has its own wire version byte.
+    #[test]
+    fn the_auth_setting_parses_and_versions_differ() {
+        assert_eq!("tag".parse::<Auth>(), Ok(Auth::Tag));
+        assert_eq!(" mac".trim().parse::<Auth>(), Ok(Auth::Mac));
+        assert_eq!(Auth::Tag.to_string(), "tag");
+        assert_eq!("none".parse::<Auth>(), Err("expected mac or tag, got \"none\"".to_string()));
+        assert_eq!(Auth::default(), Auth::Mac, "the section's own default: the safe one");
+        assert_ne!(Auth::Mac.wire_version(), Auth::Tag.wire_version());
+        assert_eq!(Auth::Mac.wire_version(), ringcast_abi::wire::WIRE_VERSION, "mac frames as before");
+        let get = |v: &'static str| move |k: &str| (k == "RINGCAST_AUTH").then(|| String::from(v));
+        assert_eq!(ProtocolConfig::parse(&get("tag")).map(|c| c.auth), Ok(Auth::Tag));
+        assert!(matches!(
+            ProtocolConfig::parse(&get("hmac")),
+            Err(ConfigError::Parse { env: "RINGCAST_AUTH", .. })
+        ));
     }
 }

@@ -37,6 +37,16 @@ pub const ETHERNET_MTU: u32 = 1472;
 pub const SHM_MTU: u32 = 4088;
 
 impl FabricKind {
+    /// `protocol.auth` when `RINGCAST_AUTH` is not set: `tag` on `shm`, whose segments only the
+    /// job's own user can open (a forger there already has that user's rights over the
+    /// processes' memory), `mac` on every fabric whose wire others can write.
+    pub const fn default_auth(self) -> super::Auth {
+        match self {
+            FabricKind::Shm => super::Auth::Tag,
+            _ => super::Auth::Mac,
+        }
+    }
+
     /// `protocol.mtu` when `RINGCAST_MTU` is not set: what the fabric carries in one datagram.
     pub const fn default_mtu(self) -> u32 {
         match self {

@@ -33,7 +33,9 @@
 //! * integrity and authenticity: every frame carries a CRC32C (noise) and a tag keyed by the
 //!   communicator's secret ([`crate::comm::auth`]), checked before anything in the frame is believed —
 //!   a forged frame is dropped (`BadTag`); the last fragment carries a keyed MAC of the whole
-//!   message, checked before delivery (`DigestMismatch` instead of wrong bytes);
+//!   message, checked before delivery (`DigestMismatch` instead of wrong bytes) — with
+//!   `protocol.auth = tag` a keyed MAC of the call alone, no payload byte hashed (the wire's
+//!   writers are the job's own user: `shm`);
 //! * channels are freed by the delayed synchronization of Yu et al.: broadcast ids are grouped in
 //!   epochs of `channels`; a rank that completed every broadcast of an epoch and heard from its
 //!   sync-tree children sends `SYNC_UP` (combined ACK/NACK) to its parent; the manager (rank 0)
@@ -91,6 +93,8 @@ pub struct Protocol {
     /// A root's first hops of a tree broadcast (grows once to the widest fan-out).
     pub(crate) hops: Vec<crate::schedule::bcast::Hop>,
     pub(crate) crc: Crc32c,
+    /// How frames are authenticated (`protocol.auth`): every communicator's keys and version.
+    pub(crate) auth: crate::config::Auth,
     /// Algorithm every broadcast uses instead of the selection (`algorithm` tunable, tests,
     /// the simulator's sweeps).
     pub(crate) forced: Option<Algorithm>,
@@ -139,6 +143,7 @@ impl Protocol {
             kids: [0; MAX_CHILDREN],
             hops: Vec::new(),
             crc,
+            auth: config.protocol.auth,
             forced: config.protocol.algorithm.forced(),
             selector: Selector::from_config(config),
             timers: TimerTable::default(),
@@ -218,7 +223,11 @@ impl Protocol {
         self.next_generation = self.next_generation.wrapping_add(1);
         self.comms[slot] = Some(Comm {
             generation: self.next_generation,
-            seal: Seal { crc: self.crc, keys: CommKeys::new(&spec.key) },
+            seal: Seal {
+                crc: self.crc,
+                keys: CommKeys::with_auth(&spec.key, self.auth),
+                version: self.auth.wire_version(),
+            },
             spec,
             next_bid: 0,
             ops: (0..c).map(|_| None).collect(),
@@ -382,7 +391,7 @@ impl Protocol {
     pub fn on_frame(&mut self, from: PeerId, bytes: &[u8], now: Nanos, env: &mut impl Env) {
         // Parsing checks the CRC32C over the whole datagram.
         self.counters.ledger.crcd(crate::ledger::Side::Receive, bytes.len() as u64);
-        let frame = match Frame::parse(bytes, self.crc) {
+        let frame = match Frame::parse_as(bytes, self.crc, self.auth.wire_version()) {
             Ok(f) => f,
             Err(reason) => return self.drop_frame(reason),
         };

@@ -7,7 +7,7 @@ use crate::transfer::env::{Dest, Env, ProtoCounters};
 use crate::transfer::state::{Comm, Seal};
 use alloc::vec::Vec;
 use ringcast_abi::frame::{emit, DIGEST_LEN};
-use ringcast_abi::wire::{FrameKind, WireHeader, WIRE_HEADER_LEN, WIRE_TRAILER_LEN, WIRE_VERSION};
+use ringcast_abi::wire::{FrameKind, WireHeader, WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
 
 /// Hop counts a repair datagram carries in its flags (bits 0..=11); bits 12..=13 carry the
@@ -17,7 +17,7 @@ pub(crate) const PHASE_SHIFT: u16 = 12;
 
 pub(crate) fn header(c: &Comm, kind: FrameKind, bid: u32, flags: u16) -> WireHeader {
     WireHeader {
-        version: WIRE_VERSION,
+        version: c.seal.version,
         kind,
         flags: U16::new(flags),
         src_rank: U32::new(c.spec.my_rank),

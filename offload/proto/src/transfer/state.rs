@@ -66,6 +66,10 @@ pub(crate) struct Op {
     /// as fragments arrive (`collective::bcast::advance_mac`), up to `hashed` bytes; the
     /// prefix's next fragment is `prefix`.
     pub(crate) mac: MacState,
+    /// Whether the MAC covers the payload (`protocol.auth = mac`); with `tag` it is fed no
+    /// byte of the message — only the call (broadcast id, length, context) — and `hashed` just
+    /// follows the contiguous prefix held.
+    pub(crate) payload_mac: bool,
     /// A receive into a refused call's buffer under a stand-in context
     /// ([`crate::transfer::env::STAND_IN`]): the root's MAC is not this context's, so the
     /// message is relayed and acked without being checked — nothing of it is ever stored.
@@ -187,6 +191,8 @@ pub(crate) struct Comm {
 pub(crate) struct Seal {
     pub(crate) crc: Crc32c,
     pub(crate) keys: CommKeys,
+    /// The version byte its frames carry and it accepts (`protocol.auth`'s).
+    pub(crate) version: u8,
 }
 
 pub(crate) enum Located {

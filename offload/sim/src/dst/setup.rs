@@ -259,7 +259,8 @@ pub(super) fn build(s: &Scenario, rng: &mut SimRng) -> Built {
     for _ in 0..s.hostile {
         let len = rng.range(40, 200) as usize;
         let mut f: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
-        f[0] = ringcast_abi::wire::WIRE_VERSION;
+        // The engines' version byte: past it, to the cookie and the tag.
+        f[0] = s.config.protocol.auth.wire_version();
         f[1] = rng.range(1, 6) as u8;
         f[8..16].copy_from_slice(&handles[rng.below(handles.len() as u64) as usize].to_le_bytes());
         let n = f.len() - 4;
@@ -273,8 +274,12 @@ pub(super) fn build(s: &Scenario, rng: &mut SimRng) -> Built {
     // holding its ranks, in order of their first rank (the engine's rule, `engine::comms`), and
     // its broadcasts those the ABI lets through (not 0 bytes).
     let payload = s.config.protocol.mtu - (WIRE_HEADER_LEN + WIRE_TRAILER_LEN + DIGEST_LEN) as u32;
-    let forger =
-        if s.forger_has_key { Forger::with_real_key(payload) } else { Forger::new(&mut frng, payload) };
+    let auth = s.config.protocol.auth;
+    let forger = if s.forger_has_key {
+        Forger::with_real_key(payload, auth)
+    } else {
+        Forger::new(&mut frng, payload, auth)
+    };
     let mut forged = Vec::new();
     for _ in 0..s.forged {
         let c = frng.below(s.comms.len() as u64) as usize;

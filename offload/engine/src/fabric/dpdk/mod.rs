@@ -110,6 +110,7 @@ mod fabric {
     use crate::fabric::{Fabric, FabricCounters, FabricSetup};
     use ringcast_dpdk::{Eal, EtherAddr, KernelGroups, Port, PortSpec, PortStats, Queued, RX_BURST};
     use ringcast_proto::comm::{GroupId, PeerId};
+    use ringcast_proto::ledger::{Ledger, Side};
     use std::sync::Arc;
 
     /// Default receive and transmit descriptors of the port's queue.
@@ -229,6 +230,9 @@ mod fabric {
         /// Memberships on the kernel device under the port, for drivers that sit on one.
         kernel: Option<KernelGroups>,
         counters: FabricCounters,
+        /// The datagrams copied into mbufs ([`Fabric::ledger`]; a received datagram is handed
+        /// over where the port's receive DMA wrote it, no copy).
+        ledger: Ledger,
         stats: DpdkStats,
         // Last: closed after everything else is done.
         port: Port,
@@ -305,6 +309,7 @@ mod fabric {
                 mode: McastMode::None,
                 kernel,
                 counters: FabricCounters::default(),
+                ledger: Ledger::default(),
                 stats: DpdkStats::default(),
                 port,
             })
@@ -400,7 +405,7 @@ mod fabric {
             let len = frame::frame_len(datagram.len());
             let mut encoded = true;
             match self.port.queue_tx(len, |buf| encoded = frame::encode(dst, src, datagram, buf)) {
-                Queued::Yes if encoded => {}
+                Queued::Yes if encoded => self.ledger.copied(Side::Send, datagram.len() as u64),
                 // `encode` cannot fail for a buffer of exactly `frame_len` bytes and a datagram
                 // within the MTU; counted rather than assumed.
                 Queued::Yes | Queued::TooLong => self.stats.tx_refused += 1,
@@ -521,6 +526,10 @@ mod fabric {
         fn flush(&mut self) {
             self.port.flush();
             self.sync_tx_counts();
+        }
+
+        fn ledger(&self) -> Ledger {
+            self.ledger
         }
 
         fn counters(&self) -> FabricCounters {

@@ -288,7 +288,9 @@ pub struct UdpFabric {
     /// The doorbell a sleeping engine is woken by when a socket becomes readable.
     waker: waker::Waker,
     counters: FabricCounters,
-    /// The kernel's copies in the system calls ([`Fabric::ledger`]).
+    /// The kernel's copies in the system calls ([`Fabric::ledger`]): of each datagram handed to
+    /// it, and of each one delivered (its own looped-back multicasts and refused datagrams,
+    /// copied too, are not the data path's and are left out).
     ledger: Ledger,
     stats: UdpStats,
 }

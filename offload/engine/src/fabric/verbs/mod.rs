@@ -115,6 +115,7 @@ use nic::{Dest, McastId, Nic, PortInfo, Received, SendError};
 use peers::{Learned, Peers, Source};
 use ringcast_proto::comm::ident::group_ip;
 use ringcast_proto::comm::{GroupId, PeerId};
+use ringcast_proto::ledger::{Ledger, Side};
 use std::net::IpAddr;
 pub use wire::Reject;
 use wire::{Header, Kind, HEADER_LEN, HELLO_LEN, HELLO_NEED, HELLO_REPLY};
@@ -371,6 +372,9 @@ pub struct VerbsFabric<N: Nic> {
     /// Members whose HELLO asked for an answer, not answered yet (each at most once).
     replies: Vec<u32>,
     counters: FabricCounters,
+    /// The datagrams copied into registered send slots ([`Fabric::ledger`]; a received one is
+    /// handed over in the receive slot the HCA wrote, no copy).
+    ledger: Ledger,
     stats: VerbsStats,
     burst: [Received; POLL_BURST],
     // Last: its resources go after everything else is done.
@@ -448,6 +452,7 @@ impl<N: Nic> VerbsFabric<N> {
             peers,
             discovery,
             counters: FabricCounters::default(),
+            ledger: Ledger::default(),
             stats: VerbsStats::default(),
             burst: [Received::default(); POLL_BURST],
             nic,
@@ -605,7 +610,8 @@ impl<N: Nic> VerbsFabric<N> {
     fn transmit(&mut self, dest: Dest, frame: &[u8]) {
         let header = self.header(Kind::Data, frame.len(), 0);
         match self.nic.send(dest, &header, frame) {
-            Ok(()) => {}
+            // Copied (with its header) into a registered send slot.
+            Ok(()) => self.ledger.copied(Side::Send, frame.len() as u64),
             // Counted by the NIC (full ring, post errors); a bad handle is a fabric bug,
             // counted as refused rather than assumed away.
             Err(SendError::Full) | Err(SendError::Post(_)) => {}
@@ -844,6 +850,10 @@ impl<N: Nic> Fabric for VerbsFabric<N> {
 
     /// `overrun` adds the NIC's dry polls and its receive errors other than flushes (a message
     /// lost each); flushed receives held no message.
+    fn ledger(&self) -> Ledger {
+        self.ledger
+    }
+
     fn counters(&self) -> FabricCounters {
         let n = self.nic.stats();
         FabricCounters { overrun: self.counters.overrun + n.recv.dry + n.rx_errors, ..self.counters }

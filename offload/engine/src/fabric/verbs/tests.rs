@@ -185,6 +185,12 @@ fn multicast_reaches_the_others_and_unicast_its_member() {
     assert_eq!(f0.0.received, 1);
     let f1 = fabrics[1].as_ref().map(|f| f.counters()).expect("member 1");
     assert_eq!((f1.sent, f1.received, f1.refused), (1, sizes.len() as u64, 0));
+    // The ledger: each datagram copied once into a send slot (a multicast once, whatever the
+    // receivers), none on receipt (handed over in the receive slot).
+    use ringcast_proto::ledger::Side;
+    let l0 = fabrics[0].as_ref().map(|f| f.ledger()).expect("member 0");
+    assert_eq!(l0.copied_bytes(Side::Send), sizes.iter().sum::<usize>() as u64);
+    assert_eq!(l0.copied_bytes(Side::Receive), 0);
 }
 
 #[test]
@@ -202,6 +208,7 @@ fn sends_that_cannot_go_are_refused_and_counted() {
     let (c, s) = (f.counters(), f.stats());
     assert_eq!((c.sent, c.multicast, c.refused), (0, 0, 6));
     assert_eq!((s.tx_unknown, s.tx_refused, s.tx_not_joined), (1, 4, 1));
+    assert_eq!(f.ledger(), ringcast_proto::ledger::Ledger::default(), "nothing refused was copied");
 }
 
 #[test]
