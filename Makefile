@@ -84,7 +84,9 @@ test-hw:
 ## for them, and a C program compiled against them and run on a local cluster (daemons, then
 ## engine threads); then 10,000 communicators created, used once and freed back to back, and a
 ## full communicator table refused with RINGCAST_ERR_TOO_MANY_COMMUNICATORS (comm_cycles.c);
-## then two threads per process, one posting, the other finishing its requests (threads.c).
+## then two threads per process, one posting, the other finishing its requests (threads.c);
+## then broadcasts on two communicators posted in different orders at different ranks and
+## finished in any order (two_comms.c: shm daemons, udp, engine threads).
 ## libringcast and the `ringcast` CLI are built by two cargo commands: built together, cargo
 ## would unify the engine's features and libringcast would link DPDK and rdma-core too.
 RELEASE := $(CURDIR)/target/release
@@ -104,6 +106,11 @@ test-c:
 	  $$(PKG_CONFIG_PATH=$(RELEASE) pkg-config --cflags --libs ringcast)
 	RINGCAST_LOG_LEVEL=0 $(RELEASE)/ringcast run -n 2 -p 2 --timeout 120 -- $(RELEASE)/ringcast-c-threads
 	RINGCAST_LOG_LEVEL=0 $(RELEASE)/ringcast run -n 2 -p 2 --mode thread --timeout 120 -- $(RELEASE)/ringcast-c-threads
+	$(CC) -Wall -Wextra -Werror -o $(RELEASE)/ringcast-c-two-comms host/capi/tests/two_comms.c \
+	  $$(PKG_CONFIG_PATH=$(RELEASE) pkg-config --cflags --libs ringcast)
+	RINGCAST_LOG_LEVEL=0 $(RELEASE)/ringcast run -n 2 -p 2 --timeout 120 -- $(RELEASE)/ringcast-c-two-comms
+	RINGCAST_LOG_LEVEL=0 $(RELEASE)/ringcast run -n 3 -p 1 --fabric udp --timeout 120 -- $(RELEASE)/ringcast-c-two-comms
+	RINGCAST_LOG_LEVEL=0 $(RELEASE)/ringcast run -n 2 -p 2 --mode thread --timeout 120 -- $(RELEASE)/ringcast-c-two-comms
 
 ## MPI: the PMPI interposer libringcast_mpi.so (against libringcast) and an unmodified MPI
 ## program (host/mpi/tests/bcast_check.c) under Open MPI and MPICH, without and with LD_PRELOAD:
