@@ -5,7 +5,7 @@
  * the non-blocking one plus a wait. rc_call applies the rules, one function each — where an
  * argument is significant (rc_significant), what MPI_IN_PLACE means (rc_in_place), which
  * arguments the library must judge (rc_invalid), the message every rank agrees on (rc_block),
- * what this communicator and this thread level allow (rc_comm_rule), the byte bounds — to the
+ * what this communicator allows (rc_comm_rule), the byte bounds — to the
  * collective's table row (RC_COLLS), and either offloads the call (stages or packs this rank's
  * part, posts the ringcast operation, unpacks the result at completion) or calls the PMPI
  * function. The decision between the two uses only what every rank of a correct program shares
@@ -101,14 +101,12 @@ static long long rc_block(const struct rc_args *a) {
     return (long long)a->rcount * size;
 }
 
-/* The communicator's part of the rule: NULL (offload), or why not. At MPI_THREAD_MULTIPLE only
- * MPI_COMM_WORLD is offloaded: the engines today serve the collectives of one node's processes
- * in one order across communicators, and two threads calling collectives on two offloaded
- * communicators could give two processes of a node two orders (docs/mpi.md, Limits). */
-static const char *rc_comm_rule(const struct rc_comm *c, MPI_Comm comm) {
+/* The communicator's part of the rule: NULL (offload), or why not. Every thread level offloads
+ * every communicator: the engines take a process's collectives on different communicators in
+ * whatever order its threads post them, and complete each as it ends (docs/mpi.md, Threads). */
+static const char *rc_comm_rule(const struct rc_comm *c) {
     if (!c->handle) return "auto: the communicator spans too few engines";
     if (c->size < 2) return "a single rank";
-    if (rc_threaded && comm != MPI_COMM_WORLD) return "MPI_THREAD_MULTIPLE: only MPI_COMM_WORLD is offloaded";
     return NULL;
 }
 
@@ -281,7 +279,7 @@ static int rc_call(const struct rc_args *a) {
         if (invalid) {
             if (rc_verbose) snprintf(why, sizeof why, "invalid arguments (%s): the library reports them", invalid);
             pmpi = why;
-        } else if (!(pmpi = rc_comm_rule(c, a->comm))) {
+        } else if (!(pmpi = rc_comm_rule(c))) {
             block = rc_block(a);
             long long total = k->kind == K_ALLTOALL || k->per_rank ? block * size : block;
             if (k->reduces && !rc_reduction(a->rtype, a->op, &t, &o))
