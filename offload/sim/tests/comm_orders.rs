@@ -20,7 +20,7 @@ use ringcast_proto::intake::regions::SegmentHandle;
 use ringcast_proto::intake::HostId;
 use ringcast_proto::rng::SimRng;
 use ringcast_proto::Nanos;
-use ringcast_sim::cluster::{world_engines, Cluster, DmaTiming, Published};
+use ringcast_sim::cluster::{world_engines, Cluster, DmaTiming, Published, SIM_CQ_ENTRIES};
 use ringcast_sim::fabric::Faults;
 
 /// The two communicators' handles: the first over the world ranks in order, the second over
@@ -291,6 +291,69 @@ fn independent_loops_on_two_communicators_all_complete() {
                 c.wake(p.node, due[i][comm]);
                 last_progress = c.now();
             }
+        }
+    }
+}
+
+/// More broadcasts posted at once than a host's completion ring holds: the engine takes in only
+/// as many as the ring has slots for ([`SIM_CQ_ENTRIES`]) and the rest wait in the submission
+/// queue (back-pressure) until completions make room; every one completes with the root's
+/// bytes. Roots move round the ranks, late DMA.
+#[test]
+fn more_posted_than_a_completion_ring_holds_wait_and_all_complete() {
+    const N: u64 = SIM_CQ_ENTRIES as u64 + 60;
+    const LEN: usize = 48;
+    let world = World::Uniform { nodes: 2, ppn: 2 };
+    let (mut c, ranks) = setup(&world, 31, Faults::clean(), DmaTiming::Late { late: 0.5, max_ns: 20_000 });
+    let n = ranks.len() as u32;
+    let bytes = |k: u64| -> Vec<u8> { (0..LEN).map(|i| (k as usize * 7 + i * 3 + 1) as u8).collect() };
+    // One region per rank holding all N broadcasts' buffers, LEN bytes apart.
+    let regions: Vec<(RegionKey, u64)> = ranks
+        .iter()
+        .map(|r| {
+            let m = &mut c.nodes[r.node];
+            let seg = r.bufs[0].1 | 0x9;
+            let l = N * LEN as u64;
+            m.mem.insert(seg, vec![0xEE; l as usize]);
+            (m.engine.register(r.host, SegmentHandle(seg), l, 0, l, Access::READ_WRITE).unwrap(), seg)
+        })
+        .collect();
+    let id = |k: u64| cookie(0, 0x1000 + k);
+    for (r, &(key, seg)) in ranks.iter().zip(&regions) {
+        for k in 0..N {
+            let root = (k as u32) % n;
+            if r.crank[0] == root {
+                c.nodes[r.node].mem.get_mut(&seg).unwrap()[k as usize * LEN..][..LEN]
+                    .copy_from_slice(&bytes(k));
+            }
+            let at = RegionRef { key, offset: k * LEN as u64 };
+            c.submit(r.node, r.host, SubmissionDescriptor::bcast(id(k), COMMS[0], root, at, LEN as u64));
+        }
+    }
+    let done = |c: &Cluster| c.published().iter().filter(|p| p.cqe.opcode == Opcode::BCAST).count();
+    let (mut held_back, deadline) = (false, c.now() + WAIT);
+    while done(&c) < ranks.len() * N as usize {
+        for r in &ranks {
+            let in_flight = c.nodes[r.node].engine.in_flight(r.host);
+            assert!(in_flight <= SIM_CQ_ENTRIES, "{in_flight} in flight, past the completion ring");
+        }
+        held_back |= (0..world.nodes() as usize).any(|i| c.unsubmitted(i) > 0);
+        assert!(
+            c.step().is_some() && c.now() < deadline,
+            "not all complete within {} s of virtual time (a hang)",
+            WAIT / 1_000_000_000
+        );
+    }
+    assert!(
+        held_back,
+        "nothing ever waited in a submission queue: the test did not reach the ring's capacity"
+    );
+    for (r, &(_, seg)) in ranks.iter().zip(&regions) {
+        for k in 0..N {
+            let p = completion(&c, r, 0, 0x1000 + k).expect("a completion");
+            assert_eq!(p.cqe.status.0, StatusKind::Ok as u16, "broadcast {k}: {p:?}");
+            let got = &c.nodes[r.node].mem.get(&seg).unwrap()[k as usize * LEN..][..LEN];
+            assert!(got == &bytes(k)[..], "broadcast {k}: a wrong byte");
         }
     }
 }
