@@ -5,7 +5,7 @@
  * the non-blocking one plus a wait. rc_call applies the rules, one function each — where an
  * argument is significant (rc_significant), what MPI_IN_PLACE means (rc_in_place), which
  * arguments the library must judge (rc_invalid), the message every rank agrees on (rc_block),
- * what this communicator and this thread level allow (rc_comm_rule), the byte bounds — to the
+ * what this communicator allows (rc_comm_rule), the byte bounds — to the
  * collective's table row (RC_COLLS), and either offloads the call (stages or packs this rank's
  * part, posts the ringcast operation, unpacks the result at completion) or calls the PMPI
  * function. The decision between the two uses only what every rank of a correct program shares
@@ -19,7 +19,7 @@ enum rc_at { AT_NONE, AT_ALL, AT_ROOT };
 /* Where the send buffer may be MPI_IN_PLACE: nowhere (erroneous: the library reports it), at
  * every rank (the send count and type then ignored), at the root only (elsewhere erroneous). */
 enum rc_ip { IP_NONE, IP_ALL, IP_ROOT };
-enum rc_kind { K_BCAST, K_ALLGATHER, K_ALLREDUCE, K_REDUCE, K_ALLTOALL, K_BARRIER };
+enum rc_kind { K_BCAST, K_ALLGATHER, K_ALLREDUCE, K_REDUCE, K_ALLTOALL, K_BARRIER, K_SCAN, K_EXSCAN };
 
 /* One collective's row of the rule table (docs/mpi.md has the same table). */
 struct rc_coll {
@@ -39,6 +39,9 @@ static const struct rc_coll RC_COLLS[] = {
     [K_REDUCE] = {"MPI_Reduce", "MPI_Ireduce", K_REDUCE, AT_ALL, AT_ROOT, IP_ROOT, 1, 1, 1},
     [K_ALLTOALL] = {"MPI_Alltoall", "MPI_Ialltoall", K_ALLTOALL, AT_ALL, AT_ALL, IP_ALL, 0, 0, 1},
     [K_BARRIER] = {"MPI_Barrier", "MPI_Ibarrier", K_BARRIER, AT_NONE, AT_NONE, IP_NONE, 0, 0, 0},
+    [K_SCAN] = {"MPI_Scan", "MPI_Iscan", K_SCAN, AT_ALL, AT_ALL, IP_ALL, 0, 1, 1},
+    /* MPI_Exscan's receive buffer at rank 0 is undefined after the call: never written there. */
+    [K_EXSCAN] = {"MPI_Exscan", "MPI_Iexscan", K_EXSCAN, AT_ALL, AT_ALL, IP_ALL, 0, 1, 1},
 };
 
 /* A call's arguments as the program gave them. A reduction's one count and type are both
@@ -101,14 +104,12 @@ static long long rc_block(const struct rc_args *a) {
     return (long long)a->rcount * size;
 }
 
-/* The communicator's part of the rule: NULL (offload), or why not. At MPI_THREAD_MULTIPLE only
- * MPI_COMM_WORLD is offloaded: the engines today serve the collectives of one node's processes
- * in one order across communicators, and two threads calling collectives on two offloaded
- * communicators could give two processes of a node two orders (docs/mpi.md, Limits). */
-static const char *rc_comm_rule(const struct rc_comm *c, MPI_Comm comm) {
+/* The communicator's part of the rule: NULL (offload), or why not. Every thread level offloads
+ * every communicator: the engines take a process's collectives on different communicators in
+ * whatever order its threads post them, and complete each as it ends (docs/mpi.md, Threads). */
+static const char *rc_comm_rule(const struct rc_comm *c) {
     if (!c->handle) return "auto: the communicator spans too few engines";
     if (c->size < 2) return "a single rank";
-    if (rc_threaded && comm != MPI_COMM_WORLD) return "MPI_THREAD_MULTIPLE: only MPI_COMM_WORLD is offloaded";
     return NULL;
 }
 
@@ -156,6 +157,12 @@ static int rc_pmpi(const struct rc_args *a) {
     case K_ALLTOALL:
         return a->nb ? PMPI_Ialltoall(s, a->scount, a->stype, r, a->rcount, a->rtype, a->comm, a->request)
                      : PMPI_Alltoall(s, a->scount, a->stype, r, a->rcount, a->rtype, a->comm);
+    case K_SCAN:
+        return a->nb ? PMPI_Iscan(s, r, a->rcount, a->rtype, a->op, a->comm, a->request)
+                     : PMPI_Scan(s, r, a->rcount, a->rtype, a->op, a->comm);
+    case K_EXSCAN:
+        return a->nb ? PMPI_Iexscan(s, r, a->rcount, a->rtype, a->op, a->comm, a->request)
+                     : PMPI_Exscan(s, r, a->rcount, a->rtype, a->op, a->comm);
     default:
         return a->nb ? PMPI_Ibarrier(a->comm, a->request) : rc_pmpi_barrier(a->comm);
     }
@@ -208,13 +215,18 @@ static void rc_plan_of(const struct rc_args *a, int me, int size, size_t block, 
         break;
     case K_ALLREDUCE:
     case K_REDUCE:
+    case K_SCAN:
+    case K_EXSCAN:
         p->stage = whole;
         p->in_at = (size_t)me * block;
         p->in_count = a->rcount; /* one count and type for both sides */
         p->in_type = a->rtype;
         if (ip > 0) p->in = a->rbuf;
         if (ip < 0) p->zeroed = 1, p->fail = MPI_ERR_ARG, p->in = NULL;
-        if (a->k->kind == K_ALLREDUCE || me == a->root) p->out = (struct rc_out){a->rbuf, a->rcount, a->rtype, 0, 0, block, a->comm};
+        /* The result: at every rank, but a reduce's at the root only and an exscan's nowhere at
+         * rank 0 (undefined there: the buffer is left as it was). */
+        if (a->k->kind == K_REDUCE ? me == a->root : a->k->kind != K_EXSCAN || me > 0)
+            p->out = (struct rc_out){a->rbuf, a->rcount, a->rtype, 0, 0, block, a->comm};
         return;
     case K_ALLTOALL:
         p->send_at = whole * ((size_t)size + 1);
@@ -256,6 +268,10 @@ static int rc_post(const struct rc_args *a, struct rc_comm *c, RingcastBuf *stag
         return ringcast_ireduce(c->handle, (uint32_t)a->root, NULL, 0, stage, 0, block, t, o, id);
     case K_ALLTOALL:
         return ringcast_ialltoall(c->handle, stage, p->send_at, stage, 0, block, id);
+    case K_SCAN:
+        return ringcast_iscan(c->handle, NULL, 0, stage, 0, block, t, o, id);
+    case K_EXSCAN:
+        return ringcast_iexscan(c->handle, NULL, 0, stage, 0, block, t, o, id);
     default:
         return ringcast_ibarrier(c->handle, id);
     }
@@ -281,7 +297,7 @@ static int rc_call(const struct rc_args *a) {
         if (invalid) {
             if (rc_verbose) snprintf(why, sizeof why, "invalid arguments (%s): the library reports them", invalid);
             pmpi = why;
-        } else if (!(pmpi = rc_comm_rule(c, a->comm))) {
+        } else if (!(pmpi = rc_comm_rule(c))) {
             block = rc_block(a);
             long long total = k->kind == K_ALLTOALL || k->per_rank ? block * size : block;
             if (k->reduces && !rc_reduction(a->rtype, a->op, &t, &o))
@@ -433,6 +449,27 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datat
 int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm,
                 MPI_Request *request) {
     struct rc_args a = {ARGS(K_REDUCE, 1), sendbuf, count, datatype, recvbuf, count, datatype, op, root, comm, request};
+    return rc_call(&a);
+}
+
+int MPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+    struct rc_args a = {ARGS(K_SCAN, 0), sendbuf, count, datatype, recvbuf, count, datatype, op, 0, comm, NULL};
+    return rc_call(&a);
+}
+
+int MPI_Iscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request *request) {
+    struct rc_args a = {ARGS(K_SCAN, 1), sendbuf, count, datatype, recvbuf, count, datatype, op, 0, comm, request};
+    return rc_call(&a);
+}
+
+int MPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+    struct rc_args a = {ARGS(K_EXSCAN, 0), sendbuf, count, datatype, recvbuf, count, datatype, op, 0, comm, NULL};
+    return rc_call(&a);
+}
+
+int MPI_Iexscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                MPI_Request *request) {
+    struct rc_args a = {ARGS(K_EXSCAN, 1), sendbuf, count, datatype, recvbuf, count, datatype, op, 0, comm, request};
     return rc_call(&a);
 }
 

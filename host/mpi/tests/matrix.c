@@ -31,8 +31,10 @@
 /* The interposer's path counters (offloaded, packed, PMPI), if it is there. */
 extern void ringcast_mpi_paths(long long out[3]) __attribute__((weak));
 
-enum call { BCAST, ALLGATHER, ALLREDUCE, REDUCE, ALLTOALL, BARRIER, NCALLS };
-static const char *call_names[NCALLS] = {"bcast", "allgather", "allreduce", "reduce", "alltoall", "barrier"};
+enum call { BCAST, ALLGATHER, ALLREDUCE, REDUCE, ALLTOALL, BARRIER, SCAN, EXSCAN, NCALLS };
+static const char *call_names[NCALLS] = {"bcast", "allgather", "allreduce", "reduce", "alltoall", "barrier", "scan", "exscan"};
+/* The reductions: one count and type for both sides, an operation. */
+#define REDUCES(c) ((c) == ALLREDUCE || (c) == REDUCE || (c) == SCAN || (c) == EXSCAN)
 
 /* How a type's elements hold values a reduction can take (0: data movement only). */
 enum vk { V_NONE, V_INT, V_UINT, V_FLT, V_BOOL, V_BYTE, V_CPLX, V_PAIR };
@@ -270,7 +272,7 @@ static int cell(enum call c, const struct dtype *d, int count, int inplace, int 
     MPI_Comm_size(comm, &n);
     MPI_Aint lb, extent;
     MPI_Type_get_extent(d->t, &lb, &extent);
-    int reduce = c == ALLREDUCE || c == REDUCE;
+    int reduce = REDUCES(c);
     MPI_Op op = reduce ? op_of(d, k / 7) : MPI_OP_NULL;
     int root = (k / 3) % n;
     /* Output elements and input elements per rank. */
@@ -336,6 +338,14 @@ static int cell(enum call c, const struct dtype *d, int count, int inplace, int 
         eb = nb ? PMPI_Ialltoall(sb, scount, stype, b, count, d->t, comm, &rb) : PMPI_Alltoall(sb, scount, stype, b, count, d->t, comm);
         ea = nb ? MPI_Ialltoall(sb, scount, stype, a, count, d->t, comm, &r) : MPI_Alltoall(sb, scount, stype, a, count, d->t, comm);
         break;
+    case SCAN:
+        eb = nb ? PMPI_Iscan(sb, b, count, d->t, op, comm, &rb) : PMPI_Scan(sb, b, count, d->t, op, comm);
+        ea = nb ? MPI_Iscan(sb, a, count, d->t, op, comm, &r) : MPI_Scan(sb, a, count, d->t, op, comm);
+        break;
+    case EXSCAN:
+        eb = nb ? PMPI_Iexscan(sb, b, count, d->t, op, comm, &rb) : PMPI_Exscan(sb, b, count, d->t, op, comm);
+        ea = nb ? MPI_Iexscan(sb, a, count, d->t, op, comm, &r) : MPI_Exscan(sb, a, count, d->t, op, comm);
+        break;
     default:
         eb = nb ? PMPI_Ibarrier(comm, &rb) : PMPI_Barrier(comm);
         ea = nb ? MPI_Ibarrier(comm, &r) : MPI_Barrier(comm);
@@ -351,8 +361,9 @@ static int cell(enum call c, const struct dtype *d, int count, int inplace, int 
                   * types): nothing to compare with */
     } else if (ca != cb) {
         ok = 0;
-    } else if (cb != MPI_SUCCESS || c == BARRIER || (c == REDUCE && me != root)) {
-        ok = 1; /* both refused alike, or nothing to compare here */
+    } else if (cb != MPI_SUCCESS || c == BARRIER || (c == REDUCE && me != root) || (c == EXSCAN && me == 0)) {
+        ok = 1; /* both refused alike, or nothing to compare here (an exscan's result at rank 0 is
+                 * undefined: never compared) */
     } else {
         ok = same(d, a, b, out_n, comm);
         if (ok == 1 && memcmp(a + out_bytes - GUARD, b + out_bytes - GUARD, GUARD) != 0) ok = 0; /* wrote past the output */
@@ -390,8 +401,7 @@ static void *run_cells(void *arg) {
             for (int nb = 0; nb < 2; nb++)
                 for (int ti = 0; ti < (c == BARRIER ? 1 : ntypes); ti++) {
                     const struct dtype *d = &types[ti];
-                    int reduce = c == ALLREDUCE || c == REDUCE;
-                    if (reduce && !d->groups) continue; /* no operation is defined on it */
+                    if (REDUCES(c) && !d->groups) continue; /* no operation is defined on it */
                     for (int j = 0; j < (c == BARRIER ? 1 : 4); j++)
                         for (int ip = 0; ip < (c == BCAST || c == BARRIER ? 1 : 2); ip++) {
                             int r = cell((enum call)c, d, count_of(j, d), ip, nb, comm, k++, run->names[ci]);

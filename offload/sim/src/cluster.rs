@@ -11,11 +11,17 @@
 //! seed chooses. A job whose host memory is missing (a segment shorter than the region the host
 //! registered: pages gone) fails, and the engine is told so.
 //!
-//! A crashed node stops processing anything: frames, timers, held DMA jobs.
+//! Hosts post either straight into the engine ([`Cluster::with_engine`]) or through their
+//! submission queue ([`Cluster::submit`]): the cluster then takes a host's descriptors in as a
+//! runner does, as many as the engine's admission rule ([`Engine::admits`]) lets in against a
+//! completion ring of [`SIM_CQ_ENTRIES`] (published completions are reaped at once), after every
+//! event at the node.
+//!
+//! A crashed node stops processing anything: frames, timers, held DMA jobs, submissions.
 use super::fabric::Faults;
 use super::mem::HostMem;
 use super::net::{Ev, Net};
-use ringcast_abi::Completion;
+use ringcast_abi::{Completion, SubmissionDescriptor};
 use ringcast_proto::comm::{PeerId, World};
 use ringcast_proto::config::EngineConfig;
 use ringcast_proto::engine::{Action, Dma, Engine, JobId};
@@ -23,6 +29,11 @@ use ringcast_proto::fault::FaultConfig;
 use ringcast_proto::intake::HostId;
 use ringcast_proto::rng::SimRng;
 use ringcast_proto::Nanos;
+use std::collections::VecDeque;
+
+/// Entries of a simulated host's completion ring (the default `limits.ring_entries`): how many
+/// of its descriptors may be in flight at once.
+pub const SIM_CQ_ENTRIES: usize = 256;
 
 /// When the cluster carries out the DMA jobs its engines hand it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -62,6 +73,8 @@ pub struct Machine {
     timer: Option<Nanos>,
     /// DMA jobs held back (late DMA), answered when their event falls due.
     held: Vec<(JobId, Dma)>,
+    /// Each host's submission queue ([`Cluster::submit`]): descriptors posted, not taken in.
+    sq: Vec<(HostId, VecDeque<SubmissionDescriptor>)>,
 }
 
 impl Machine {
@@ -129,6 +142,7 @@ impl Cluster {
                 crash_at: None,
                 timer: None,
                 held: Vec::new(),
+                sq: Vec::new(),
             })
             .collect();
         Cluster { nodes, net, dma, dma_rng, published: Vec::new() }
@@ -172,6 +186,42 @@ impl Cluster {
         let r = f(&mut self.nodes[i].engine, self.net.now);
         self.drain(i);
         r
+    }
+
+    /// Posts `desc` on the submission queue of `host` at node `i`: its engine takes it in when
+    /// its admission rule lets it (at once, or after a later event at the node), as a runner
+    /// takes descriptors from a host's submission ring.
+    pub fn submit(&mut self, i: usize, host: HostId, desc: SubmissionDescriptor) {
+        let m = &mut self.nodes[i];
+        match m.sq.iter_mut().find(|(h, _)| *h == host) {
+            Some((_, q)) => q.push_back(desc),
+            None => m.sq.push((host, VecDeque::from([desc]))),
+        }
+        self.drain(i);
+    }
+
+    /// Descriptors posted at node `i` ([`Cluster::submit`]) and not taken in yet.
+    pub fn unsubmitted(&self, i: usize) -> usize {
+        self.nodes[i].sq.iter().map(|(_, q)| q.len()).sum()
+    }
+
+    /// Takes in what node `i`'s hosts posted, as far as the engine admits; true if any.
+    fn admit(&mut self, i: usize) -> bool {
+        let now = self.net.now;
+        let m = &mut self.nodes[i];
+        if m.dead(now) {
+            return false;
+        }
+        let mut any = false;
+        for (host, q) in m.sq.iter_mut() {
+            // Room is counted once per pass, as a runner counts it per burst.
+            let room = m.engine.admits(*host, SIM_CQ_ENTRIES).min(q.len());
+            for desc in q.drain(..room) {
+                m.engine.handle_descriptor(*host, &desc, now);
+                any = true;
+            }
+        }
+        any
     }
 
     /// Runs the next event; returns the node it concerned (for the driver), or `None` when the
@@ -227,6 +277,8 @@ impl Cluster {
     fn drain(&mut self, i: usize) {
         let now = self.net.now;
         loop {
+            // What the hosts posted and the engine now admits (completions make room).
+            self.admit(i);
             // Jobs answered at once and joins: answered after the drain (the engine is
             // borrowed by the frames it lends while being polled).
             let mut now_jobs: Vec<(JobId, Dma)> = Vec::new();
@@ -255,6 +307,9 @@ impl Cluster {
                 }
             }
             if now_jobs.is_empty() && joins.is_empty() {
+                if m.sq.iter().any(|(_, q)| !q.is_empty()) && self.admit(i) {
+                    continue;
+                }
                 break;
             }
             for (job, dma) in now_jobs {

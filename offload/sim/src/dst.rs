@@ -30,9 +30,9 @@
 //!   registered as a region of its own; broadcasts are `BCAST` descriptors through
 //!   [`Engine::handle_descriptor`](ringcast_proto::engine::Engine::handle_descriptor), one at a
 //!   time per rank (a process blocking on each) in one global order over the communicators
-//!   (see `check::Lane`: a host's completions are published in order, so independent
-//!   per-communicator sequences could deadlock through the gather), completions read from the
-//!   engine's `Complete` actions;
+//!   (see `check::Lane`; several communicators' calls in flight at once, in different orders at
+//!   different ranks, are `tests/comm_orders.rs`'s), completions read from the engine's
+//!   `Complete` actions;
 //! * communicators are created as a host creates them: a `COMM_CREATE` descriptor naming a
 //!   creation record in registered host memory (the engine loads it by DMA and joins the group),
 //!   back to back at start without arrival skew, and — when the seed says so and its

@@ -228,7 +228,8 @@ fn bad_barriers_get_typed_errors_at_the_rank_that_posted_them() {
             SubmissionDescriptor { flags: 0x80, ..SubmissionDescriptor::barrier(1, 0, at(scratch, 0), 2) },
             StatusKind::BadFlags,
         ),
-        // A communicator this engine does not know: refused at once (behind the first).
+        // A communicator this engine does not know: refused at once, not held behind the first
+        // (another communicator; completions go out as calls end).
         (SubmissionDescriptor::barrier(5, 99, at(scratch, 0), 2), StatusKind::UnknownCommunicator),
     ];
     let before = barriers(&c).len();
@@ -237,10 +238,11 @@ fn bad_barriers_get_typed_errors_at_the_rank_that_posted_them() {
     }
     let later = c.now() + 1_000_000;
     advance(&mut c, later);
-    assert_eq!(barriers(&c).len(), before, "the unknown flag waits for rank 1's call");
+    assert_eq!(barriers(&c).len(), before + 1, "the unknown flag waits for rank 1's call");
+    assert_eq!(barriers(&c)[before].cqe.cookie, 5, "the unknown communicator is refused at once");
     barrier(&mut c, &ranks, 1, 0x51);
     run_until(&mut c, before + 3, u64::MAX);
-    // In posting order at each rank: the held descriptor after the call it waited behind.
+    // As each ended: the unknown communicator's first, then the call that waited for its shape.
     let at = |node| -> Vec<(u64, u16)> {
         barriers(&c)[before..]
             .iter()
@@ -248,7 +250,7 @@ fn bad_barriers_get_typed_errors_at_the_rank_that_posted_them() {
             .map(|p| (p.cqe.cookie, p.cqe.status.0))
             .collect()
     };
-    let want: Vec<(u64, u16)> = cases.iter().map(|(d, s)| (d.cookie, *s as u16)).collect();
+    let want: Vec<(u64, u16)> = cases.iter().rev().map(|(d, s)| (d.cookie, *s as u16)).collect();
     assert_eq!(at(ranks[0].node), want);
     assert_eq!(at(ranks[1].node), vec![(0x51, StatusKind::Ok as u16)]);
     // Both made the same calls on the world: a good barrier afterwards is the same call at

@@ -2,9 +2,10 @@
 //! a real fabric.
 //!
 //! One pass ([`EngineLoop::poll_once`]):
-//! 1. for every attached host with nothing in flight, take up to `burst` descriptors — never
-//!    more than its completion ring has room for, so a completion is never dropped
-//!    (engine-side back-pressure) — and hand each to the engine;
+//! 1. for every attached host, whatever of it is in flight, take up to `burst` descriptors —
+//!    never more than its completion ring has room for beside the completions its operations
+//!    in flight will need ([`Engine::admits`]), so a completion is never dropped (engine-side
+//!    back-pressure: the rest wait in its submission ring) — and hand each to the engine;
 //! 2. hand the engine the fabric's datagrams, and its timers when due;
 //! 3. carry out what the engine asks, in order: frames to the fabric, groups joined and left,
 //!    host memory moved (a COPY moves at most `dma_pass_bytes` per host per pass, so a 1 GiB
@@ -15,7 +16,8 @@
 //!    read back for its `waiting` flag (host-owned rings, `dma/rings.rs`); a host-owned head no
 //!    completion carried goes back alone at the end of the pass.
 //!
-//! The engine publishes each host's completions in submission order. Every `ctl_poll_us` the
+//! The engine publishes each host's completions as its operations end (not in submission
+//! order: a later call on another communicator may end first). Every `ctl_poll_us` the
 //! loop also serves its control path (`control.rs`): it accepts connections (at most
 //! `max_pending_conns` not attached yet, the oldest closed for a new one past that), expires
 //! those that do not ATTACH within `attach_timeout_ms`, and serves control requests from one
@@ -373,19 +375,17 @@ impl EngineLoop {
         work
     }
 
-    /// Step 1 for host `i`: new descriptors, only when nothing of its is in flight (keeps the
-    /// reservation exact), only as many as there are free completion slots. `Err` when its
-    /// submission ring is corrupt.
+    /// Step 1 for host `i`: new descriptors, as many as there are free completion slots not
+    /// reserved by its operations in flight or held for publication ([`Engine::admits`]: the
+    /// reservation stays exact). `Err` when its submission ring is corrupt.
     fn take_descriptors(&mut self, i: usize, now: Nanos) -> Result<bool, RingFault> {
         let EngineLoop { hosts, engine, burst, .. } = self;
         let Some(conn) = hosts[i].as_mut() else {
             return Ok(false);
         };
         let host = HostId(i as u32);
-        if engine.in_flight(host) > 0 || !conn.done.is_empty() {
-            return Ok(false);
-        }
-        let room = conn.rings.free_slots(burst.len()).min(burst.len());
+        let cq_free = conn.rings.free_slots(burst.len()).saturating_sub(conn.done.len());
+        let room = engine.admits(host, cq_free).min(burst.len());
         let n = if room > 0 { conn.rings.pop_batch(&mut burst[..room])? } else { 0 };
         for desc in &burst[..n] {
             engine.handle_descriptor(host, desc, now);

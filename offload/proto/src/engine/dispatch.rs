@@ -160,8 +160,7 @@ impl Engine {
                         self.core.dma_failed(len);
                     }
                     o.pending = false;
-                    let host = o.host;
-                    self.flush(host);
+                    self.publish(op);
                 }
             }
             Job::Transfer(token) => {

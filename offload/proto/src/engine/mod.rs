@@ -21,7 +21,10 @@
 //! [`Engine::handle_join_done`]). After each, the driver drains [`Engine::poll_action`] and does
 //! what it says, in order: send and multicast frames, join and leave groups, move host memory
 //! ([`Action::Dma`]: the only way the engine reaches it — on a DPU, a DMA engine's job), and
-//! publish completions, each host's in the order its descriptors were taken.
+//! publish completions, each as its operation ends (a host's later call may end before an
+//! earlier one: MPI's non-blocking collectives complete in any order). A driver takes a host's
+//! descriptors in whatever else of it is in flight, as many as [`Engine::admits`] says its
+//! completion ring has room for.
 //!
 //! One id per kind of thing named (`ids.rs`): the driver sees [`JobId`]s (and the hosts' own
 //! cookies in completions); inside, host operations, composed calls, reductions, exchanges and
@@ -111,7 +114,8 @@ pub struct Engine {
     /// The collective calls in progress, one variant per collective (`call.rs`): the
     /// dispatcher hands each its events (`dispatch.rs`).
     calls: SlotMap<CallId, Call>,
-    /// Each host's operations, in the order their descriptors were taken.
+    /// Each host's operations not published yet, in the order their descriptors were taken
+    /// (published as each ends: `Engine::publish`; the count is what [`Engine::admits`] reserves).
     queues: Vec<VecDeque<OpId>>,
     /// Primaries of finished sequencer slots waiting for the copies reading their buffers:
     /// (part, copies left, outcome).
@@ -226,6 +230,18 @@ impl Engine {
         self.queues.get(host.0 as usize).map_or(0, VecDeque::len)
     }
 
+    /// How many more descriptors a driver may take in from `host` now, `cq_free` being the
+    /// room left in its completion ring (free slots, less the completions the driver holds and
+    /// has not published yet): each descriptor yields exactly one completion, so every one in
+    /// flight keeps a slot reserved, and a host never has more in flight than its completion
+    /// ring holds (the engine's back-pressure: the rest wait in its submission ring). Whatever
+    /// else of the host is in flight: MPI lets a process post collectives on different
+    /// communicators in different orders at different ranks, and a descriptor taken only once
+    /// the host's earlier ones ended could wait for a call the other ranks post after theirs.
+    pub fn admits(&self, host: HostId, cq_free: usize) -> usize {
+        cq_free.saturating_sub(self.in_flight(host))
+    }
+
     /// One line of the protocol's state (logs).
     pub fn describe(&self) -> alloc::string::String {
         self.node.as_ref().map(node::Node::describe).unwrap_or_default()
@@ -260,7 +276,7 @@ impl Engine {
     }
 
     /// Fails every collective not finished yet with `status` (the engine is shutting down);
-    /// their completions go out in order.
+    /// their completions go out now.
     pub fn abort_collectives(&mut self, status: StatusKind) {
         let pending: Vec<OpId> = self
             .queues
@@ -332,7 +348,8 @@ impl Engine {
     // ---- events ------------------------------------------------------------------------
 
     /// Takes in one descriptor from `host`'s submission ring. It yields exactly one completion,
-    /// now or later, in order behind the host's earlier ones.
+    /// now or later, published as soon as it ends (see [`Engine::admits`] for how many a
+    /// driver may take in).
     pub fn handle_descriptor(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos) {
         // Behind a void call of its host, in order (`void_calls.rs`).
         if !self.hold(host, desc, now) {
@@ -462,9 +479,7 @@ impl Engine {
                 key
             }
         };
-        if !pending {
-            self.flush(host);
-        }
+        self.publish(key);
         key
     }
 
@@ -498,27 +513,23 @@ impl Engine {
         o.cqe.penalty_rounds = outcome.counters.penalty_rounds;
         o.cqe.retransmits = outcome.counters.retransmits;
         o.pending = false;
-        let host = o.host;
         self.core.bcast_done(outcome.status == StatusKind::Ok, &outcome.counters);
-        self.flush(host);
+        self.publish(op);
     }
 
-    /// Publishes `host`'s finished operations at the front of its queue.
-    fn flush(&mut self, host: HostId) {
-        let Some(queue) = self.queues.get_mut(host.0 as usize) else { return };
-        while let Some(&key) = queue.front() {
-            match self.ops.get(key) {
-                Some(op) if op.pending => break,
-                Some(_) => {
-                    queue.pop_front();
-                    if let Some(op) = self.ops.remove(key) {
-                        self.out.complete(op.host, op.cqe, op.started);
-                    }
-                }
-                None => {
-                    queue.pop_front();
-                }
+    /// Publishes host operation `op` if it is over: each completion goes out as its operation
+    /// ends, not behind the host's earlier ones — a later call on another communicator (or a
+    /// COPY) may end first, and the host may need it to make the call an earlier one waits for
+    /// (MPI's non-blocking collectives complete in any order).
+    fn publish(&mut self, op: OpId) {
+        let Some(host) = self.ops.get(op).filter(|o| !o.pending).map(|o| o.host) else { return };
+        if let Some(queue) = self.queues.get_mut(host.0 as usize) {
+            if let Some(i) = queue.iter().position(|&k| k == op) {
+                queue.remove(i);
             }
+        }
+        if let Some(o) = self.ops.remove(op) {
+            self.out.complete(o.host, o.cqe, o.started);
         }
     }
 }

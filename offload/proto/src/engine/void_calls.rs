@@ -1,10 +1,9 @@
 //! A host whose collective's shape this engine could not read (a *void* call,
 //! `call_shapes.rs`): the call waits for its shape from the other ranks, and the host's later
 //! descriptors on the same communicator wait behind it, in order, so its calls keep their
-//! places among the other ranks'. Those on other communicators that the runner took in the
-//! same burst go on (the others' progress there may be what lets them make this call). Each
-//! held descriptor, and the void call, has its operation reserved when it is taken in, so
-//! completions still go out in the order the host posted.
+//! places among the other ranks'. Those on other communicators go on (the others' progress
+//! there may be what lets them make this call). Each held descriptor, and the void call, has its
+//! operation reserved when it is taken in: it counts as in flight, keeping its completion slot.
 //!
 //! Once the shape is known, the call runs refused in step on no memory
 //! ([`crate::intake::Core::submit_refused`]) and ends with the status its own descriptor earned;

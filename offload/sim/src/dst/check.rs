@@ -28,10 +28,10 @@ fn cookie(c: usize, k: u64) -> u64 {
 /// One rank's sequence of descriptors, one at a time (a host process blocking on each): on
 /// every communicator it is a member of, create, the broadcasts in order, maybe free — step `j`
 /// of every communicator (in communicator order) before step `j + 1` of any. Every rank's
-/// sequence is thus a subsequence of one global order, as MPI asks of collectives on
-/// overlapping communicators; with a host's completions published in order, concurrent
-/// per-communicator sequences could deadlock through the gather (a slot waits for a local
-/// member whose next post waits behind another communicator's slot).
+/// sequence is thus a subsequence of one global order, as MPI asks of blocking collectives on
+/// overlapping communicators. (Non-blocking calls on several communicators in flight at once,
+/// posted in different orders at different ranks and completed in any order, are
+/// `tests/comm_orders.rs`'s.)
 #[derive(Clone, Debug)]
 struct Lane {
     rank: usize,
