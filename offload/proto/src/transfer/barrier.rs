@@ -120,7 +120,7 @@ impl Protocol {
         let skipped = cut_here
             && bid >= c.sync.done.saturating_mul(channels)
             && bid < c.next_bid
-            && c.ops[(bid % channels) as usize].as_ref().is_none_or(|op| op.bid != bid);
+            && c.ops.get((bid % channels) as usize).and_then(Option::as_ref).is_none_or(|op| op.bid != bid);
         if !skipped {
             return false;
         }

@@ -2,8 +2,24 @@
 //! the rest is still arriving, a root feeds it as its fragments first leave — instead of one
 //! pass over the whole message before the root's first fragment and another after the
 //! receiver's last (each ~0.29 ms for 1 MiB on this machine, docs/performance.md).
-use crate::comm::auth::MAC_PREFIX;
-use crate::transfer::state::Op;
+//!
+//! A MAC's running state (BLAKE3's, 1.9 KB with its stack of chaining values) is kept only
+//! while a message is hashed in more than one batch: a message hashed in one pass — every
+//! message of up to one [`MAC_BATCH`], the simulator's million ranks' included — is hashed on
+//! the stack. A kept state comes from its communicator's spare states ([`Comm::spare_macs`],
+//! one allocated the first time a channel needs one, none after) and goes back there once its
+//! MAC is finished: a million simulated ranks held 3.8 KB each of states they never used.
+//!
+//! [`Comm::spare_macs`]: crate::transfer::state::Comm::spare_macs
+use crate::comm::auth::{CommKeys, Mac, MacState, MAC_PREFIX};
+use crate::transfer::state::{give_back, Op};
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+
+/// Running MAC states not in use ([`Comm::spare_macs`]). Boxed: a state (1.9 KB) moves between
+/// an [`Op`] and this list by its pointer, and an [`Op`] without one holds a word.
+#[allow(clippy::vec_box)]
+pub(crate) type Spares = Vec<Box<MacState>>;
 
 /// A receiver feeds its MAC in batches ending on multiples of this many bytes of the MAC's
 /// input: whole, aligned subtrees of 64 chunks, which BLAKE3 hashes at full SIMD width. (Fed
@@ -15,8 +31,9 @@ const MAC_BATCH: u32 = 64 << 10;
 /// last [`MAC_BATCH`] boundary it reached (or all of it, when `all`). A receiver so hashes the
 /// message while the rest of it is still arriving, not in one pass at the end; fragments past
 /// a gap are hashed when it fills. Fragments are never rewritten once held (a duplicate is
-/// dropped before it is copied), so hashed bytes stay what is delivered.
-pub(crate) fn advance_mac(op: &mut Op, channel: &[u8], all: bool) {
+/// dropped before it is copied), so hashed bytes stay what is delivered. The MAC is finished
+/// into `op.own` once the whole message is hashed.
+pub(crate) fn advance_mac(op: &mut Op, channel: &[u8], all: bool, keys: &CommKeys, spare: &mut Spares) {
     let count = op.geo.count();
     while op.prefix < count && op.bits.get(op.prefix) {
         op.prefix += 1;
@@ -27,10 +44,12 @@ pub(crate) fn advance_mac(op: &mut Op, channel: &[u8], all: bool) {
     };
     let upto =
         if all { end } else { ((end + MAC_PREFIX) / MAC_BATCH * MAC_BATCH).saturating_sub(MAC_PREFIX) };
-    if upto > op.hashed {
+    // (An empty message is hashed, and its MAC finished, with nothing fed.)
+    if upto > op.hashed || (upto == op.geo.total && op.own.is_none()) {
         if let Some(bytes) = channel.get(op.hashed as usize..upto as usize) {
-            op.mac.update(bytes);
-            op.hashed = upto;
+            if let Some(mac) = feed(op, keys, spare, bytes, upto) {
+                op.own = Some(mac);
+            }
         }
     }
 }
@@ -40,7 +59,7 @@ pub(crate) fn advance_mac(op: &mut Op, channel: &[u8], all: bool) {
 /// hashed, not the whole message — and finished into `op.digest` once the whole message is
 /// (at the latest for the last fragment, which carries it). Called in fragment order by the
 /// root's sends, and for all of it before the root answers a repair request.
-pub(crate) fn root_mac_through(op: &mut Op, channel: &[u8], seq: u32) {
+pub(crate) fn root_mac_through(op: &mut Op, channel: &[u8], seq: u32, keys: &CommKeys, spare: &mut Spares) {
     if op.digest.is_some() {
         return;
     }
@@ -50,15 +69,50 @@ pub(crate) fn root_mac_through(op: &mut Op, channel: &[u8], seq: u32) {
         Some((off, len)) => off + len,
         None => return,
     };
-    if need > op.hashed {
-        let upto =
-            ((need + MAC_PREFIX).div_ceil(MAC_BATCH) * MAC_BATCH).saturating_sub(MAC_PREFIX).min(total);
-        if let Some(bytes) = channel.get(op.hashed as usize..upto as usize) {
-            op.mac.update(bytes);
-            op.hashed = upto;
+    // Nothing new needed: only an empty message, whose MAC is finished with nothing fed.
+    let upto = if need > op.hashed {
+        ((need + MAC_PREFIX).div_ceil(MAC_BATCH) * MAC_BATCH).saturating_sub(MAC_PREFIX).min(total)
+    } else {
+        op.hashed
+    };
+    if let Some(bytes) = channel.get(op.hashed as usize..upto as usize) {
+        if let Some(mac) = feed(op, keys, spare, bytes, upto) {
+            op.digest = Some(mac);
         }
     }
-    if op.hashed == total {
-        op.digest = Some(op.mac.finish());
+}
+
+/// Feeds `bytes`, the message's bytes from `op.hashed` up to `upto`, to `op`'s MAC; returns
+/// the MAC once `upto` is the message's end. The whole message at once is hashed on the
+/// stack; otherwise the running state is kept in `op.mac`, taken from `spare` (or allocated,
+/// the first time) and given back there when the MAC is finished.
+fn feed(op: &mut Op, keys: &CommKeys, spare: &mut Spares, bytes: &[u8], upto: u32) -> Option<Mac> {
+    let total = op.geo.total;
+    if op.hashed == 0 && upto == total && op.mac.is_none() {
+        let mut m = keys.mac_state_in(op.bid, u64::from(total), op.context);
+        m.update(bytes);
+        op.hashed = upto;
+        return Some(m.finish());
     }
+    let (bid, context) = (op.bid, op.context);
+    let state = op.mac.get_or_insert_with(|| {
+        let fresh = keys.mac_state_in(bid, u64::from(total), context);
+        match spare.pop() {
+            Some(mut b) => {
+                *b = fresh;
+                b
+            }
+            None => Box::new(fresh),
+        }
+    });
+    state.update(bytes);
+    op.hashed = upto;
+    if upto < total {
+        return None;
+    }
+    let mac = state.finish();
+    if let Some(b) = op.mac.take() {
+        give_back(spare, b);
+    }
+    Some(mac)
 }

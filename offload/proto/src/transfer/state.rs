@@ -11,6 +11,8 @@ use crate::transfer::barrier::{Barrier, MAX_BARRIERS};
 use crate::transfer::bitmap::{FragBitmap, Geometry};
 use crate::transfer::env::{OpCounters, Outcome, PostError};
 use crate::Nanos;
+use alloc::boxed::Box;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use ringcast_abi::frame::Crc32c;
 use ringcast_abi::frame::SyncBody;
@@ -62,10 +64,15 @@ pub(crate) struct Op {
     pub(crate) state: State,
     /// The message MAC: computed by the root, carried by the last fragment.
     pub(crate) digest: Option<Mac>,
-    /// A receiver's MAC of the message so far: the contiguous prefix it holds, fed in batches
-    /// as fragments arrive (`collective::bcast::advance_mac`), up to `hashed` bytes; the
-    /// prefix's next fragment is `prefix`.
-    pub(crate) mac: MacState,
+    /// The MAC of the message so far (a receiver's: the contiguous prefix it holds, fed in
+    /// batches as fragments arrive, up to `hashed` bytes; the prefix's next fragment is
+    /// `prefix`), while it is hashed in more than one batch — a message hashed in one pass
+    /// keeps none ([`crate::transfer::mac`]).
+    pub(crate) mac: Option<Box<MacState>>,
+    /// The call context the MAC covers ([`crate::transfer::env::Post::context`]).
+    pub(crate) context: u64,
+    /// A receiver's own MAC of the whole message, once hashed: checked against `digest`.
+    pub(crate) own: Option<Mac>,
     /// A receive into a refused call's buffer under a stand-in context
     /// ([`crate::transfer::env::STAND_IN`]): the root's MAC is not this context's, so the
     /// message is relayed and acked without being checked — nothing of it is ever stored.
@@ -100,7 +107,7 @@ impl Op {
 }
 
 /// A pre-posted receive slot: keeps one fragment of a broadcast this rank has not posted yet.
-/// The buffers are allocated with the communicator and reused.
+/// The slots are made when a fragment first needs one, and reused.
 #[derive(Debug)]
 pub(crate) struct Early {
     pub(crate) used: bool,
@@ -108,6 +115,13 @@ pub(crate) struct Early {
     pub(crate) from: PeerId,
     pub(crate) len: usize,
     pub(crate) frame: Vec<u8>,
+}
+
+impl Early {
+    /// A free slot, its buffer not grown yet.
+    pub(crate) fn free() -> Self {
+        Early { used: false, bid: 0, from: PeerId(0), len: 0, frame: Vec::new() }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -148,14 +162,20 @@ pub(crate) struct Comm {
     /// `spec.key`.
     pub(crate) seal: Seal,
     pub(crate) next_bid: u32,
+    /// Per channel (`bid % channels`): its broadcast, and its bytes — grown to the channels
+    /// used so far, once each ([`open_slot`]), the bytes to the largest message sent there.
     pub(crate) ops: Vec<Option<Op>>,
     pub(crate) channels: Vec<Vec<u8>>,
     pub(crate) early: Vec<Early>,
-    /// Fragment bitmaps of the channels not in use (one per channel, sized at creation for
-    /// `max_message_bytes`): a post takes one, the synchronization gives it back.
-    pub(crate) spare_bits: Vec<FragBitmap>,
-    /// The same for [`Op::relayed`].
-    pub(crate) spare_relayed: Vec<FragBitmap>,
+    /// Fragment bitmaps ([`Op::bits`], [`Op::relayed`]) of channels not in use, sized for
+    /// `max_message_bytes`: a post takes a pair (made the first time a channel is used), the
+    /// synchronization gives it back ([`give_back`]).
+    pub(crate) spare_bits: Vec<(FragBitmap, FragBitmap)>,
+    /// MAC states not in use: one per broadcast hashed in several batches at once, allocated
+    /// the first time (`transfer::mac`).
+    pub(crate) spare_macs: crate::transfer::mac::Spares,
+    /// `READY`s of broadcasts whose message this root has not loaded yet (at most `channels`,
+    /// the room made at the first).
     pub(crate) ready_seen: Vec<u32>,
     pub(crate) sync: Sync,
     pub(crate) broken: bool,
@@ -186,7 +206,8 @@ pub(crate) struct Comm {
 #[derive(Debug)]
 pub(crate) struct Seal {
     pub(crate) crc: Crc32c,
-    pub(crate) keys: CommKeys,
+    /// Shared where the ranks of a simulator share them ([`crate::transfer::protocol::Protocol::create_comm_sharing`]).
+    pub(crate) keys: Arc<CommKeys>,
 }
 
 pub(crate) enum Located {
@@ -206,8 +227,8 @@ pub(crate) fn locate(c: &Comm, bid: u32, channels: u32) -> Located {
         return if bid < c.next_bid + channels { Located::Future } else { Located::Stale };
     }
     let slot = (bid % channels) as usize;
-    match &c.ops[slot] {
-        Some(op) if op.bid == bid => Located::Slot(slot),
+    match c.ops.get(slot) {
+        Some(Some(op)) if op.bid == bid => Located::Slot(slot),
         _ => Located::Stale,
     }
 }
@@ -222,6 +243,38 @@ pub(crate) fn postable(comms: &mut [Option<Comm>], comm: u32) -> Result<&mut Com
         Some(c) if c.broken => refuse(StatusKind::CommunicatorBroken),
         Some(c) if c.closing => refuse(StatusKind::UnknownCommunicator),
         Some(c) => Ok(c),
+    }
+}
+
+/// Makes channel `slot`'s state exist: a communicator holds the channels it has used, each
+/// made once — a simulated rank of one broadcast holds one, not `channels`. (Channels are used
+/// in order, so each grows the tables by one: no spare room reserved.)
+pub(crate) fn open_slot(c: &mut Comm, slot: usize) {
+    if c.ops.len() <= slot {
+        c.ops.reserve_exact(slot + 1 - c.ops.len());
+        c.ops.resize_with(slot + 1, || None);
+    }
+    if c.channels.len() <= slot {
+        c.channels.reserve_exact(slot + 1 - c.channels.len());
+        c.channels.resize_with(slot + 1, Vec::new);
+    }
+}
+
+/// Puts `x` back on the spare list `pool`, which grows by one where it must: it never holds
+/// more than its communicator's channels ever took at once.
+pub(crate) fn give_back<T>(pool: &mut Vec<T>, x: T) {
+    if pool.len() == pool.capacity() {
+        pool.reserve_exact(1);
+    }
+    pool.push(x);
+}
+
+/// Keeps the `READY` of broadcast `bid` for the root's delay, if there is room (`channels`:
+/// made once, at the first).
+pub(crate) fn note_ready(c: &mut Comm, bid: u32, channels: u32) {
+    if c.ready_seen.len() < channels as usize {
+        c.ready_seen.reserve_exact(channels as usize - c.ready_seen.len());
+        c.ready_seen.push(bid);
     }
 }
 
