@@ -277,6 +277,124 @@ pub unsafe extern "C" fn ringcast_ireduce(
     }
 }
 
+/// A SCAN (`exclusive`: an EXSCAN): the allreduce's buffers and checks, the prefix's opcode.
+///
+/// # Safety
+/// `send.0` and `work.0` are NULL or live buffers of ours.
+unsafe fn scan_desc(
+    cookie: u64,
+    exclusive: bool,
+    comm: u64,
+    send: (*const RingcastBuf, usize),
+    work: (*const RingcastBuf, usize),
+    len: usize,
+    (dtype, op): (u8, u8),
+) -> Result<SubmissionDescriptor, c_int> {
+    // SAFETY: forwarded from the caller.
+    let mut d = unsafe { reduce_desc(cookie, None, comm, send, work, len, (dtype, op)) }?;
+    d.opcode = if exclusive { Opcode::EXSCAN } else { Opcode::SCAN };
+    Ok(d)
+}
+
+/// Inclusive prefix reduction (`MPI_Scan`) on communicator `comm`: the buffers, types and
+/// operations of [`ringcast_allreduce`]; when it returns, this rank's result — the contributions
+/// of ranks 0 to this one reduced left to right in rank order, the same bits whatever the
+/// placement — is at `work_offset`.
+///
+/// # Safety
+/// `work` and `send` are NULL or live buffers of ours.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ringcast_scan(
+    comm: u64,
+    send: *const RingcastBuf,
+    send_offset: usize,
+    work: *const RingcastBuf,
+    work_offset: usize,
+    len: usize,
+    dtype: u8,
+    op: u8,
+) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        run(|_, c| scan_desc(c, false, comm, (send, send_offset), (work, work_offset), len, (dtype, op)))
+    }
+}
+
+/// Starts the scan of [`ringcast_scan`] and stores its request in `*request`.
+///
+/// # Safety
+/// `work` and `send` are NULL or live buffers of ours; `request` is NULL or valid for a write.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ringcast_iscan(
+    comm: u64,
+    send: *const RingcastBuf,
+    send_offset: usize,
+    work: *const RingcastBuf,
+    work_offset: usize,
+    len: usize,
+    dtype: u8,
+    op: u8,
+    request: *mut u64,
+) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        start(request, |_, c| {
+            scan_desc(c, false, comm, (send, send_offset), (work, work_offset), len, (dtype, op))
+        })
+    }
+}
+
+/// Exclusive prefix reduction (`MPI_Exscan`): [`ringcast_scan`] of ranks 0 to the one before
+/// this; at rank 0, which MPI leaves undefined, the work buffer's contents are unspecified
+/// afterwards.
+///
+/// # Safety
+/// `work` and `send` are NULL or live buffers of ours.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ringcast_exscan(
+    comm: u64,
+    send: *const RingcastBuf,
+    send_offset: usize,
+    work: *const RingcastBuf,
+    work_offset: usize,
+    len: usize,
+    dtype: u8,
+    op: u8,
+) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        run(|_, c| scan_desc(c, true, comm, (send, send_offset), (work, work_offset), len, (dtype, op)))
+    }
+}
+
+/// Starts the exscan of [`ringcast_exscan`] and stores its request in `*request`.
+///
+/// # Safety
+/// `work` and `send` are NULL or live buffers of ours; `request` is NULL or valid for a write.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn ringcast_iexscan(
+    comm: u64,
+    send: *const RingcastBuf,
+    send_offset: usize,
+    work: *const RingcastBuf,
+    work_offset: usize,
+    len: usize,
+    dtype: u8,
+    op: u8,
+    request: *mut u64,
+) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        start(request, |_, c| {
+            scan_desc(c, true, comm, (send, send_offset), (work, work_offset), len, (dtype, op))
+        })
+    }
+}
+
 /// The alltoall's descriptor: both buffers required (no in place), checked from their first
 /// block.
 ///
@@ -352,4 +470,39 @@ pub extern "C" fn ringcast_barrier(comm: u64) -> c_int {
 pub unsafe extern "C" fn ringcast_ibarrier(comm: u64, request: *mut u64) -> c_int {
     // SAFETY: `request` as the caller's contract says; the descriptor names no buffer of theirs.
     unsafe { start(request, |s, _| s.host.barrier_descriptor(comm).map_err(|e| crate::codes::code(&e))) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The prefix reductions' entries check their arguments as the allreduce's do: no work
+    /// buffer or no request slot is refused before anything is posted.
+    #[test]
+    fn scan_entries_refuse_missing_buffers_and_requests() {
+        let spec = (DataType::I64.0, ReduceOp::SUM.0);
+        let null = std::ptr::null::<RingcastBuf>();
+        for exclusive in [false, true] {
+            // SAFETY: NULL buffers are allowed by the contract (and refused).
+            let d = unsafe { scan_desc(1, exclusive, 0, (null, 0), (null, 0), 8, spec) };
+            assert_eq!(d.err(), Some(RINGCAST_ERR_INVALID));
+        }
+        let none = std::ptr::null_mut::<u64>();
+        // SAFETY: NULL buffers and a NULL request slot are allowed by the contract (and refused).
+        let (i, e) = unsafe {
+            (
+                ringcast_iscan(0, null, 0, null, 0, 8, spec.0, spec.1, none),
+                ringcast_iexscan(0, null, 0, null, 0, 8, spec.0, spec.1, none),
+            )
+        };
+        assert!(i < 0 && e < 0, "{i} {e}: refused, nothing posted");
+        // SAFETY: NULL buffers are allowed by the contract; no engine is attached in this test.
+        let (s, x) = unsafe {
+            (
+                ringcast_scan(0, null, 0, null, 0, 8, spec.0, spec.1),
+                ringcast_exscan(0, null, 0, null, 0, 8, spec.0, spec.1),
+            )
+        };
+        assert!(s < 0 && x < 0, "{s} {x}: refused, nothing posted");
+    }
 }

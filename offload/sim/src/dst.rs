@@ -92,6 +92,9 @@ pub struct CommPlan {
     pub allreduce: Vec<Option<(DataType, ReduceOp)>>,
     /// Allreduce steps that are reduces to their step's root (`bcasts[k].0`) instead.
     pub reduce: Vec<bool>,
+    /// Allreduce steps that are prefix reductions instead: `Some(exclusive)` (an exscan, else a
+    /// scan; never a reduce).
+    pub scan: Vec<Option<bool>>,
     /// Steps that are alltoalls instead (`bcasts[k].1` is then the block per pair).
     pub alltoall: Vec<bool>,
     /// Steps that are barriers instead (`bcasts[k].1` is then the scratch: the communicator's
@@ -120,6 +123,7 @@ impl CommPlan {
         let allreduce = vec![None; bcasts.len()];
         let barrier = vec![false; bcasts.len()];
         let reduce = vec![false; bcasts.len()];
+        let scan = vec![None; bcasts.len()];
         let alltoall = vec![false; bcasts.len()];
         let refused = vec![None; bcasts.len()];
         let refused_field = vec![false; bcasts.len()];
@@ -131,6 +135,7 @@ impl CommPlan {
             allgather,
             allreduce,
             reduce,
+            scan,
             alltoall,
             barrier,
             refused,
@@ -234,6 +239,9 @@ pub struct Report {
     /// `Ok` reduce completions, the root's result checked like an allreduce's and every other
     /// rank's 0 bytes (counted in `ok` too).
     pub reduces: u64,
+    /// `Ok` scan and exscan completions, each rank's prefix checked against the checker's own
+    /// reduction in rank order, an exscan's rank 0's 0 bytes (counted in `ok` too).
+    pub scans: u64,
     /// `Ok` alltoall completions, every block checked (counted in `ok` too).
     pub alltoalls: u64,
     /// `Ok` barrier completions, each after every member's post (counted in `ok` too).
@@ -304,6 +312,8 @@ const ENGINE_SALT: u64 = 0xe9_91e5_d3a0_0001;
 const ALLGATHER_SALT: u64 = 0xa11_6a7e_0001;
 /// Salt of the reduce draws: a stream of their own.
 const REDUCE_SALT: u64 = 0x4ed0_ce00_0001;
+/// Salt of the scan draws: a stream of their own.
+const SCAN_SALT: u64 = 0x5ca7_0e5c_0001;
 /// Salt of the alltoall draws: a stream of their own.
 const ALLTOALL_SALT: u64 = 0xa77_0a77_0001;
 /// Salt of the barrier draws: a stream of their own.
@@ -500,6 +510,11 @@ impl Scenario {
             // Some allreduces are reduces to the step's root, from a stream of their own.
             let mut q = SimRng::new(seed ^ REDUCE_SALT ^ comms.len() as u64);
             let reduce: Vec<bool> = allreduce.iter().map(|a| a.is_some() && q.chance(0.4)).collect();
+            // Some of the other allreduces are scans or exscans, from a stream of their own.
+            let mut p = SimRng::new(seed ^ SCAN_SALT ^ comms.len() as u64);
+            let scan: Vec<Option<bool>> = (0..bcasts.len())
+                .map(|k| (allreduce[k].is_some() && !reduce[k] && p.chance(0.3)).then(|| p.chance(0.5)))
+                .collect();
             // Alltoalls, from a stream of their own: on communicators of at most 16 ranks, in place
             // of some remaining broadcasts, the block spread so `size²` blocks keep the budget
             // (and a whole send buffer the message limit).
@@ -543,6 +558,7 @@ impl Scenario {
                 allgather,
                 allreduce,
                 reduce,
+                scan,
                 alltoall,
                 barrier,
                 refused,

@@ -36,7 +36,7 @@ pub(crate) enum Ev {
     /// A DMA job an engine handed its driver falls due (late DMA: [`super::cluster`]).
     Job {
         node: u32,
-        job: u64,
+        job: ringcast_proto::engine::JobId,
     },
 }
 

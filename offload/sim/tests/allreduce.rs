@@ -916,7 +916,7 @@ fn a_dead_engine_fails_a_doubling_allreduce_everywhere_within_the_bound() {
 /// picks doubling (it multicasts its part), ranks 1 and 2 at it (they swap over the pairs), then
 /// a second allreduce in step. Engine 0 goes on to the second call, whose pair transfers the
 /// others, still in the first, took as the first's: `Ok` over another call's contribution. With
-/// the count of multicast exchanges in every later context (`gather.rs`) every call of every
+/// the count of multicast exchanges in every later context (`node/sequencer.rs`) every call of every
 /// rank ends typed within a few peer timeouts, none `Ok`.
 #[test]
 fn ranks_split_by_the_exchange_get_typed_errors() {

@@ -3,7 +3,7 @@
 //!
 //! **Order, and why results are bit-identical.** The engine reduces the gathered contributions
 //! in rank order — `((c₀ ⊕ c₁) ⊕ c₂) ⊕ …` — at every rank, over the same bytes; composed
-//! leader-based (the default, `engine/allgather.rs`), each node first reduces
+//! leader-based (the default, `engine/allgather/`), each node first reduces
 //! its ranks' contributions in rank order and the nodes' results are then reduced in node
 //! order — `(c₀ ⊕ c₁) ⊕ (c₂ ⊕ c₃)` for two nodes of two. Either way every rank computes the
 //! same operations on the same operands in the same order (a node's result is computed once,

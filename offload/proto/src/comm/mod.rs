@@ -12,6 +12,7 @@
 pub mod auth;
 pub mod ident;
 mod layout;
+pub mod links;
 mod world;
 
 use alloc::sync::Arc;

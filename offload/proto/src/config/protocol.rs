@@ -59,11 +59,11 @@ pub enum Between {
     /// the cost model predicts them (`model/exchange.rs`).
     #[default]
     Auto,
-    /// Every node's result multicast once (the multicast allreduce, `engine/allgather.rs`);
+    /// Every node's result multicast once (the multicast allreduce, `engine/allgather/`);
     /// every rank then reduces them all.
     Multicast,
     /// Recursive doubling between the node leaders' engines over pair communicators
-    /// (`engine/doubling.rs`) — Mamidala's leader-based allreduce with the leaders'
+    /// (`engine/exchange.rs`) — Mamidala's leader-based allreduce with the leaders'
     /// point-to-point step on the engines: the engines exchange the node result `log₂ E` times
     /// (each receiving `len` bytes per step instead of `E · len`; as fast or faster than
     /// multicast in every configuration measured here, 1.3–2.1× from 64 KiB,
@@ -80,13 +80,13 @@ pub enum AllgatherBetween {
     /// (`model/exchange.rs`).
     #[default]
     Auto,
-    /// Every node's part multicast once (`engine/allgather.rs`).
+    /// Every node's part multicast once (`engine/allgather/`).
     Multicast,
     /// Recursive doubling of the parts between the leaders' engines over pair communicators
-    /// (`engine/doubling.rs`): `log₂ P` swaps, plus a fold where the engine count is not a
+    /// (`engine/exchange.rs`): `log₂ P` swaps, plus a fold where the engine count is not a
     /// power of two; multicast from `allgather_multicast_bytes` node parts.
     Doubling,
-    /// Round a ring of the leaders' engines (`engine/leader_schedule.rs::ring_step_of`): `E − 1`
+    /// Round a ring of the leaders' engines (`engine/allgather/schedule.rs::ring_step_of`): `E − 1`
     /// steps, each engine sending one part to the next and receiving one from the previous —
     /// every part once per engine whatever `E`, over two neighbours' pair communicators.
     Ring,
@@ -100,7 +100,7 @@ pub enum AlltoallBetween {
     #[default]
     Auto,
     /// Every node's (or rank's) whole send buffers multicast once, every rank keeping its
-    /// blocks (the multicast alltoall, `engine/alltoall.rs`).
+    /// blocks (the multicast alltoall, `engine/alltoall/`).
     Multicast,
     /// Pairwise exchange between the engines over pair communicators in Mamidala's
     /// bidirectional order (`engine/pairwise.rs`): each block travels once, from its sender's

@@ -1,24 +1,19 @@
 //! What the engine asks its driver to do, in order: frames to send, multicast groups to join and
-//! leave, DMA jobs on host memory, and completions to publish — and the one token space the
-//! driver answers in ([`JobId`]).
+//! leave, DMA jobs on host memory, and completions to publish — and the one id the driver
+//! answers with ([`JobId`]).
 //!
 //! Frames are written once, into the outbox's arena, by the code that builds them; an
 //! [`Action::Send`] or [`Action::Multicast`] lends the driver that slice until it polls the
 //! next action, so queueing a frame costs no copy. The arena grows to the largest burst one
 //! event produces (a root's whole message, at worst) and is reused after every drain.
 use crate::comm::{GroupId, PeerId};
+pub use crate::engine::ids::JobId;
 use crate::intake::regions::Resolved;
 use crate::intake::HostId;
 use crate::Nanos;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use ringcast_abi::{Completion, RegionKey};
-
-/// Names one job the driver carries out and answers ([`super::Engine::handle_dma_done`],
-/// [`super::Engine::handle_join_done`]). Stale once the engine has let go of the job: an
-/// answer for it is ignored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct JobId(pub u64);
 
 /// A host-memory transfer. On a DPU it is a DMA descriptor; on the emulation runners, a copy
 /// between the host's mapped segments (and the engine's staging).
@@ -39,7 +34,7 @@ pub enum Dma {
         /// ([`RegionKey::NONE`] otherwise): deregistering one fails the copy still moving.
         keys: [RegionKey; 2],
     },
-    /// Host memory into the engine's staging ([`super::Engine::staging`]): a root's message, a
+    /// Host memory into the engine's staging ([`crate::engine::Engine::staging`]): a root's message, a
     /// communicator's creation record.
     Load {
         /// Source.
@@ -75,7 +70,7 @@ pub enum Action<'a> {
         /// The sealed frame.
         frame: &'a [u8],
     },
-    /// Start receiving `group`; answer with [`super::Engine::handle_join_done`].
+    /// Start receiving `group`; answer with [`crate::engine::Engine::handle_join_done`].
     Join {
         /// The job to answer.
         job: JobId,
@@ -87,7 +82,7 @@ pub enum Action<'a> {
         /// The group.
         group: GroupId,
     },
-    /// Move bytes; answer with [`super::Engine::handle_dma_done`].
+    /// Move bytes; answer with [`crate::engine::Engine::handle_dma_done`].
     Dma {
         /// The job to answer.
         job: JobId,

@@ -128,11 +128,11 @@ impl Protocol {
             selective_bytes: config.protocol.selective_repair_bytes,
             // Grows to `max_comms` as communicators are created: a simulated rank of one
             // communicator holds one entry, not 64. Each communicator brings its pair
-            // communicators (`engine/pairs.rs`: ⌈log₂ nodes⌉ + 1, or one per other engine).
+            // communicators (`comm/links.rs`: ⌈log₂ nodes⌉ + 1, or one per other engine).
             comms: Vec::new(),
             next_generation: 0,
             max_comms: config.limits.max_comms as usize
-                * (1 + crate::engine::PairSet::of(&config.protocol)
+                * (1 + crate::comm::links::LinkSet::of(&config.protocol)
                     .per_comm(config.topology.world().nodes())),
             counters: ProtoCounters::default(),
             scratch: Vec::new(),

@@ -6,7 +6,7 @@
 use super::setup::{segment, Forged, Proc};
 use super::{pattern, Report, Scenario, Violation};
 use crate::cluster::Cluster;
-use crate::reference::{reference_reduce_doubling, reference_reduce_grouped, same_values};
+use crate::reference::{reference_reduce, reference_reduce_doubling, reference_reduce_grouped, same_values};
 use ringcast_abi::frame::DropReason;
 use ringcast_abi::{Completion, RegionRef, StatusKind, SubmissionDescriptor};
 use ringcast_proto::intake::Departure;
@@ -229,6 +229,10 @@ impl Ledger {
                             match plan.allreduce[k] {
                                 Some((t, o)) if plan.reduce[k] => {
                                     SubmissionDescriptor::reduce(ck, handle, root, buf, send, len, t, o)
+                                }
+                                Some((t, o)) if plan.scan[k].is_some() => {
+                                    let exclusive = plan.scan[k] == Some(true);
+                                    SubmissionDescriptor::scan(ck, handle, buf, send, len, t, o, exclusive)
                                 }
                                 Some((t, o)) => {
                                     SubmissionDescriptor::allreduce(ck, handle, buf, send, len, t, o)
@@ -504,6 +508,28 @@ impl Ledger {
                             return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
                         }
                         rep.reduces += 1;
+                        continue;
+                    }
+                    if let (Some(exclusive), Some((t, o))) = (s.comms[c].scan[k], s.comms[c].allreduce[k]) {
+                        // This rank's prefix — ranks 0 to itself, or (exclusive) to the one
+                        // before — reduced left to right in rank order, computed here; an
+                        // exscan's rank 0 has none and reports 0 bytes.
+                        let upto = if exclusive { me } else { me + 1 };
+                        let blocks: Vec<Vec<u8>> =
+                            (0..upto).map(|q| super::block_pattern(s.seed, c, k, q, len)).collect();
+                        if upto == 0 {
+                            if cqe.bytes != 0 {
+                                return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
+                            }
+                            rep.scans += 1;
+                            continue;
+                        }
+                        let want = reference_reduce(t, o, &blocks);
+                        let got = mem.get(&segment(p.local, c, k as u64)).and_then(|m| m.get(..len as usize));
+                        if got.is_none_or(|got| !same_values(t, got, &want)) || cqe.bytes != u64::from(len) {
+                            return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
+                        }
+                        rep.scans += 1;
                         continue;
                     }
                     if let Some((t, o)) = s.comms[c].allreduce[k] {

@@ -1,9 +1,10 @@
-//! The local gather: one engine takes part in a broadcast once for all of its node's processes
+//! The slot sequencer of one communicator at one engine, and its delivery: one engine takes
+//! part in a broadcast once for all of its node's processes
 //! (docs/design.md §3.4, "one engine per node").
 //!
 //! The world communicator has `nodes * ppn` process ranks; the protocol sees only the `nodes`
 //! engines. Each local process posts its broadcasts in order, so its `k`-th post is broadcast
-//! `k` of the communicator: the gather files it in slot `k`. A slot goes to the protocol (in
+//! `k` of the communicator: the sequencer files it in slot `k`. A slot goes to the protocol (in
 //! slot order, since the protocol numbers broadcasts by posting order) as soon as it can:
 //! * on the root's node, when the root process has posted — the protocol reads its buffer;
 //! * on any other node, when the first local process has posted — the protocol writes into that
@@ -11,7 +12,7 @@
 //!   refused at its rank (its buffers or a field: `Resolved::REFUSED`) is primary only once
 //!   every local process posted and none has one.
 //!
-//! A slot whose assembly could not read a local block is *poisoned* ([`Gather::poisoned`]): it
+//! A slot whose assembly could not read a local block is *poisoned* ([`Sequencer::poisoned`]): it
 //! still starts, on no memory, so the other engines stay in step and learn `RootFailed`.
 //!
 //! When the protocol is done and every local process has posted, the slot finishes: the runner
@@ -26,13 +27,14 @@
 //! `BadRoot`, a different length with `LengthMismatch`; the others are unaffected.
 //!
 //! A local process that leaves while a slot is unfinished, or before posting a slot the others
-//! posted, breaks the gather: every unfinished operation fails with `CommunicatorBroken`, and so
+//! posted, breaks the sequencer: every unfinished operation fails with `CommunicatorBroken`, and so
 //! does every later post (the runner also drops the communicator from the protocol so remote
 //! engines learn within `peer_timeout_ms` instead of waiting for a broadcast that never comes).
 //! A process that left cleanly with nothing unfinished may be replaced: the newcomer with its
 //! local rank continues its sequence.
-use super::members::Members;
 use crate::comm::World;
+use crate::engine::ids::{CallId, Seq};
+use crate::engine::node::placement::{Members, Placement};
 use crate::intake::regions::Resolved;
 use crate::transfer::env::{reference_call, same_call};
 use crate::transfer::protocol::{OpCounters, Outcome};
@@ -49,10 +51,10 @@ pub struct Kind {
     /// assembled part).
     pub all: bool,
     /// The slot starts only once the engine assembled every local process's block into the
-    /// root's buffer ([`Gather::assembled`]): a leader-based allgather's node part.
+    /// root's buffer ([`Sequencer::assembled`]): a leader-based allgather's node part.
     pub assemble: bool,
-    /// The call's context ([`crate::transfer::protocol::Post::context`]; the gather adds the
-    /// process's skipped calls, [`Gather::skip`]): a process whose context is not the slot's
+    /// The call's context ([`crate::transfer::protocol::Post::context`]; the sequencer adds the
+    /// process's skipped calls, [`Sequencer::skip`]): a process whose context is not the slot's
     /// reference's call ([`crate::transfer::env::same_call`]: a stand-in's operation aside)
     /// fails with `DigestMismatch`, as a remote rank would.
     pub context: u64,
@@ -60,9 +62,9 @@ pub struct Kind {
     /// flight ([`crate::transfer::protocol::Post::window`]; 0: a broadcast).
     pub window: u32,
     /// The slot never goes to the protocol as a broadcast: the engine carries it out itself
-    /// (a recursive-doubling allreduce or allgather between the node leaders, `doubling.rs`, or
+    /// (a recursive-doubling allreduce or allgather between the node leaders, `exchange.rs`, or
     /// a pairwise alltoall, `pairwise.rs`) once it starts,
-    /// and reports its outcome with [`Gather::done`]. It starts and is delivered like any slot.
+    /// and reports its outcome with [`Sequencer::done`]. It starts and is delivered like any slot.
     pub local: bool,
     /// Every local process's result is already in its own buffer when the slot is done (a
     /// pairwise alltoall, `pairwise.rs`; a barrier, which carries no bytes): the slot finishes
@@ -70,7 +72,7 @@ pub struct Kind {
     pub in_place: bool,
     /// The slot goes to the protocol as a barrier on the synchronization's tree
     /// ([`crate::transfer::protocol::Protocol::post_barrier`]), not as a broadcast
-    /// (`barrier.rs`).
+    /// (`engine/barrier/`).
     pub barrier: bool,
 }
 
@@ -80,7 +82,7 @@ struct Member {
     root: u32,
     len: u32,
     buf: Resolved,
-    token: u64,
+    part: CallId,
     kind: Kind,
 }
 
@@ -96,7 +98,7 @@ struct Slot {
     assembling: bool,
     /// Its assembly could not read a local block (a call refused at its rank, or memory
     /// gone): the slot still runs, in step with the other engines, on no memory
-    /// ([`Gather::poisoned`]).
+    /// ([`Sequencer::poisoned`]).
     poisoned: bool,
 }
 
@@ -106,11 +108,11 @@ impl Slot {
     }
 }
 
-/// A slot handed to the protocol: `seq` is its token there.
+/// A slot handed to the protocol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Start {
-    /// Slot sequence number.
-    pub seq: u64,
+    /// The slot.
+    pub seq: Seq,
     /// Root process rank.
     pub root: u32,
     /// Bytes.
@@ -130,14 +132,14 @@ pub struct Start {
 /// What to do for one local process when a slot finishes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Delivery {
-    /// Its operation's token.
-    pub token: u64,
+    /// The call whose part its post is.
+    pub(crate) part: CallId,
     /// Copy `len` bytes from the primary's buffer to its own first (then complete it with
     /// `outcome`, or, if the copy fails, with `OutOfBounds` — `RootFailed` where it failed on
     /// a call refused at its rank, `Engine::dma_fault`).
     pub copy: Option<(Resolved, Resolved, u64)>,
-    /// With `copy`: the primary's token, whose completion waits for this copy.
-    pub primary: Option<u64>,
+    /// With `copy`: the primary's part, whose completion waits for this copy.
+    pub(crate) primary: Option<CallId>,
     /// The primary's delivery: how many copies read its buffer — it completes only after the
     /// last of them, so a process that reuses its buffer after its completion (or an engine
     /// writing a result there) never races a copy still reading it.
@@ -146,102 +148,9 @@ pub struct Delivery {
     pub outcome: Outcome,
 }
 
-/// Where a communicator's ranks live, as one engine needs to know it: which engine (protocol
-/// rank) holds a rank, and whether it is one of this engine's local members.
-#[derive(Clone, Debug)]
-pub enum Placement {
-    /// The world: ranks numbered node by node ([`World`]).
-    World {
-        /// This engine's node.
-        node: u32,
-        /// The world's shape.
-        world: World,
-    },
-    /// Any membership: per rank, its engine's protocol rank and its index among that engine's
-    /// members.
-    Table {
-        /// This engine's protocol rank.
-        me: u32,
-        /// Rank → protocol rank of its engine.
-        node_of: Arc<[u32]>,
-        /// Rank → index among its engine's members.
-        index_of: Arc<[u32]>,
-    },
-}
-
-impl Placement {
-    /// This engine's protocol rank.
-    pub fn me(&self) -> u32 {
-        match self {
-            Placement::World { node, .. } => *node,
-            Placement::Table { me, .. } => *me,
-        }
-    }
-
-    /// The protocol rank (engine) of rank `r`.
-    pub fn node(&self, r: u32) -> u32 {
-        match self {
-            Placement::World { world, .. } => world.node_of(r).unwrap_or(u32::MAX),
-            Placement::Table { node_of, .. } => node_of.get(r as usize).copied().unwrap_or(u32::MAX),
-        }
-    }
-
-    /// Each engine's first rank, in protocol-rank order: the roots of a barrier's parts.
-    pub fn leaders(&self) -> Vec<u32> {
-        match self {
-            Placement::World { world, .. } => (0..world.nodes()).map(|n| world.start(n)).collect(),
-            Placement::Table { node_of, .. } => {
-                let mut leaders: Vec<u32> = Vec::new();
-                for (r, &n) in node_of.iter().enumerate() {
-                    // Engines are numbered by first rank: engine `n` first appears as the next one.
-                    if n as usize == leaders.len() {
-                        leaders.push(r as u32);
-                    }
-                }
-                leaders
-            }
-        }
-    }
-
-    /// Each engine's ranks as one range (first rank, count), in protocol-rank order — `None`
-    /// when some engine's ranks are not consecutive (a communicator of every third rank): a
-    /// leader-based allgather needs a node's blocks side by side.
-    pub fn ranges(&self) -> Option<Vec<(u32, u32)>> {
-        match self {
-            Placement::World { world, .. } => {
-                Some((0..world.nodes()).map(|n| (world.start(n), world.count(n))).collect())
-            }
-            Placement::Table { node_of, .. } => {
-                let mut ranges: Vec<(u32, u32)> = Vec::new();
-                for (r, &n) in node_of.iter().enumerate() {
-                    let seen = ranges.len();
-                    if seen > 0 && n as usize == seen - 1 {
-                        ranges[seen - 1].1 += 1; // the current engine goes on
-                    } else if n as usize == seen {
-                        ranges.push((r as u32, 1)); // engines are numbered by first rank
-                    } else {
-                        return None; // an engine seen before comes back: not consecutive
-                    }
-                }
-                Some(ranges)
-            }
-        }
-    }
-
-    /// Rank `r`'s local index if it is a member on this engine.
-    pub fn local(&self, r: u32) -> Option<u32> {
-        match self {
-            Placement::World { node, world } => world.locate(r).filter(|l| l.0 == *node).map(|l| l.1),
-            Placement::Table { me, node_of, index_of } => {
-                (node_of.get(r as usize) == Some(me)).then(|| index_of.get(r as usize).copied()).flatten()
-            }
-        }
-    }
-}
-
-/// The gather of one engine's local members of one communicator.
+/// The sequencer of one engine's local members of one communicator.
 #[derive(Debug)]
-pub struct Gather {
+pub struct Sequencer {
     /// Local members.
     ppn: u32,
     placement: Placement,
@@ -256,10 +165,10 @@ pub struct Gather {
     /// one that freed the communicator (`CommunicatorFreed`): their next slots cannot be filled
     /// until a newcomer takes the rank, and a post waiting on them fails with that status.
     departed: Vec<Option<StatusKind>>,
-    /// Calls of each local rank on this communicator that posted nothing ([`Gather::skip`]).
+    /// Calls of each local rank on this communicator that posted nothing ([`Sequencer::skip`]).
     skipped: Vec<u32>,
     /// Leader-based calls of each local rank on this communicator whose exchange between the
-    /// engines was multicast, not over the pair communicators ([`Gather::multicast_exchange`]),
+    /// engines was multicast, not over the pair communicators ([`Sequencer::multicast_exchange`]),
     /// modulo 256.
     multicast: Vec<u8>,
     /// Sequence number of `slots[0]`.
@@ -278,16 +187,16 @@ fn failed(status: StatusKind) -> Outcome {
     Outcome { status, bytes: 0, counters: OpCounters::default() }
 }
 
-impl Gather {
-    /// The gather of node `node` of the world; `capacity` slots are reserved.
+impl Sequencer {
+    /// The sequencer of node `node` of the world; `capacity` slots are reserved.
     pub fn new(node: u32, world: World, capacity: usize) -> Self {
         Self::with_placement(world.count(node), Placement::World { node, world }, capacity)
     }
 
-    /// The gather of `locals` local members placed as `placement`.
+    /// The sequencer of `locals` local members placed as `placement`.
     pub fn with_placement(locals: u32, placement: Placement, capacity: usize) -> Self {
         let ppn = locals.max(1);
-        Gather {
+        Sequencer {
             ppn,
             ranges: placement.ranges(),
             members: Members::of(&placement).map(Arc::new),
@@ -329,24 +238,25 @@ impl Gather {
         self.ppn
     }
 
-    /// Whether the gather broke (a local process left mid-collective, or [`Gather::fail`]).
+    /// Whether the sequencer broke (a local process left mid-collective, or [`Sequencer::fail`]).
     pub fn is_broken(&self) -> bool {
         self.broken
     }
 
     /// Files local process `local`'s next broadcast. `Err` when refused at once.
+    #[cfg(test)]
     pub fn post(
         &mut self,
         local: u32,
         root: u32,
         buf: Resolved,
         len: u32,
-        token: u64,
+        part: CallId,
     ) -> Result<(), StatusKind> {
-        self.post_with(local, root, buf, len, token, Kind::default()).map(drop)
+        self.post_with(local, root, buf, len, part, Kind::default()).map(drop)
     }
 
-    /// [`Gather::post`] of a composed collective's part ([`Kind`]); the slot's sequence number.
+    /// [`Sequencer::post`] of a composed collective's part ([`Kind`]); the slot's sequence number.
     /// A barrier's part (`all`) goes to the protocol only once every local process has posted
     /// it, so its broadcast leaving the root's node (or reaching it) says this whole node has
     /// arrived.
@@ -356,9 +266,9 @@ impl Gather {
         root: u32,
         buf: Resolved,
         len: u32,
-        token: u64,
+        part: CallId,
         kind: Kind,
-    ) -> Result<u64, StatusKind> {
+    ) -> Result<Seq, StatusKind> {
         if self.broken {
             return Err(self.broken_by);
         }
@@ -387,14 +297,14 @@ impl Gather {
             });
         }
         let slot = &mut self.slots[idx];
-        slot.members[l] = Some(Member { root, len, buf, token, kind });
+        slot.members[l] = Some(Member { root, len, buf, part, kind });
         slot.assembling |= kind.assemble;
-        Ok(seq)
+        Ok(Seq(seq))
     }
 
     /// Local process `local` made a call on this communicator that posted nothing: one refused
     /// for a field that shapes it whose shape no engine told this one within the peer timeout
-    /// (`call_shapes.rs`; told, it runs in step), or one the gather refused at once. Its other
+    /// (`call_shapes.rs`; told, it runs in step), or one the sequencer refused at once. Its other
     /// ranks' engines post that call's broadcasts, so from here on this process's posts would
     /// be matched with the others' calls one behind. Its later posts carry the count in their
     /// context ([`crate::transfer::protocol::Post::context`]), which the message MAC covers:
@@ -432,7 +342,7 @@ impl Gather {
     }
 
     /// The engine assembled slot `seq`'s local blocks into its root's buffer: it may start.
-    pub fn assembled(&mut self, seq: u64) {
+    pub fn assembled(&mut self, Seq(seq): Seq) {
         if let Some(slot) = seq.checked_sub(self.base).and_then(|i| self.slots.get_mut(i as usize)) {
             slot.assembling = false;
         }
@@ -444,7 +354,7 @@ impl Gather {
     /// and learn `RootFailed` rather than wait for a part or a transfer it never posts; every
     /// local process's operation ends with `RootFailed` (a call refused at its rank with its
     /// own status).
-    pub fn poisoned(&mut self, seq: u64) {
+    pub fn poisoned(&mut self, Seq(seq): Seq) {
         if let Some(slot) = seq.checked_sub(self.base).and_then(|i| self.slots.get_mut(i as usize)) {
             slot.assembling = false;
             slot.poisoned = true;
@@ -453,18 +363,18 @@ impl Gather {
 
     /// Fails every unfinished operation, now and later, with `CommunicatorBroken` (local
     /// processes in different calls: the node's part would carry wrong bytes; a block the
-    /// engine could not read poisons the slot instead, [`Gather::poisoned`]).
+    /// engine could not read poisons the slot instead, [`Sequencer::poisoned`]).
     pub fn fail(&mut self) {
         self.break_all();
     }
 
-    /// The next slot the protocol may take, if it can start; call [`Gather::started`] once the
+    /// The next slot the protocol may take, if it can start; call [`Sequencer::started`] once the
     /// protocol accepted it.
     pub fn next_start(&self) -> Option<Start> {
         self.choose().map(|(_, start)| start)
     }
 
-    /// [`Gather::next_start`], and the local rank whose post it is (the slot's primary).
+    /// [`Sequencer::next_start`], and the local rank whose post it is (the slot's primary).
     fn choose(&self) -> Option<(u32, Start)> {
         let slot = self.slots.get((self.started - self.base) as usize)?;
         let first = slot.first()?;
@@ -490,7 +400,7 @@ impl Gather {
         };
         let (l, m) = primary?;
         let start = Start {
-            seq: self.started,
+            seq: Seq(self.started),
             root: m.root,
             len: m.len,
             buf: if slot.poisoned { Resolved::REFUSED } else { m.buf },
@@ -502,27 +412,27 @@ impl Gather {
         Some((l, start))
     }
 
-    /// The slot [`Gather::next_start`] returned was accepted by the protocol.
+    /// The slot [`Sequencer::next_start`] returned was accepted by the protocol.
     pub fn started(&mut self) {
         // The member `next_start` chose, recorded as it chose it — not found again by its
         // buffer: a poisoned slot's `REFUSED` would match a refused sibling, or no member.
         let Some((primary, start)) = self.choose() else { return };
-        let idx = (start.seq - self.base) as usize;
+        let idx = (start.seq.0 - self.base) as usize;
         self.slots[idx].primary = Some(primary);
         self.started += 1;
     }
 
-    /// The slot [`Gather::next_start`] returned was refused by the protocol with `status`: it
+    /// The slot [`Sequencer::next_start`] returned was refused by the protocol with `status`: it
     /// ends with that status for every local process (now and when the others post).
     pub fn refused(&mut self, status: StatusKind) {
         let Some(start) = self.next_start() else { return };
-        let idx = (start.seq - self.base) as usize;
+        let idx = (start.seq.0 - self.base) as usize;
         self.slots[idx].outcome = Some(failed(status));
         self.started += 1;
     }
 
     /// The protocol finished slot `seq` at this node.
-    pub fn done(&mut self, seq: u64, outcome: Outcome) {
+    pub fn done(&mut self, Seq(seq): Seq, outcome: Outcome) {
         if let Some(slot) = seq.checked_sub(self.base).and_then(|i| self.slots.get_mut(i as usize)) {
             slot.outcome = Some(outcome);
         }
@@ -540,7 +450,7 @@ impl Gather {
             self.base += 1;
             self.started = self.started.max(self.base);
             let outcome = match slot.outcome {
-                // The protocol's side of a break the gather knows the cause of.
+                // The protocol's side of a break the sequencer knows the cause of.
                 Some(o) if self.broken && o.status == StatusKind::CommunicatorBroken => {
                     Outcome { status: self.broken_by, ..o }
                 }
@@ -555,7 +465,7 @@ impl Gather {
             let mut primary_at = None;
             for (l, m) in slot.members.iter().enumerate() {
                 let Some(m) = m else { continue };
-                let mut d = Delivery { token: m.token, copy: None, primary: None, copies: 0, outcome };
+                let mut d = Delivery { part: m.part, copy: None, primary: None, copies: 0, outcome };
                 match reference {
                     _ if !complete => d.outcome = failed(self.broken_by),
                     Some(r) if r.root != m.root => d.outcome = failed(StatusKind::BadRoot),
@@ -585,7 +495,7 @@ impl Gather {
                             && !r.kind.in_place =>
                     {
                         d.copy = Some((r.buf, m.buf, u64::from(m.len)));
-                        d.primary = Some(r.token);
+                        d.primary = Some(r.part);
                     }
                     _ => {}
                 }
@@ -608,7 +518,7 @@ impl Gather {
         self.depart_for(local, StatusKind::CommunicatorBroken)
     }
 
-    /// [`Gather::depart`] of a process that freed the communicator: what the break fails ends
+    /// [`Sequencer::depart`] of a process that freed the communicator: what the break fails ends
     /// with [`StatusKind::CommunicatorFreed`], not as if a rank were lost.
     pub fn depart_freed(&mut self, local: u32) -> bool {
         self.depart_for(local, StatusKind::CommunicatorFreed)
@@ -650,8 +560,13 @@ mod tests {
     use crate::intake::regions::SegmentHandle;
 
     /// Node `node`'s gather in a world of 8 nodes of `ppn` processes.
-    fn uniform(node: u32, ppn: u32, capacity: usize) -> Gather {
-        Gather::new(node, World::Uniform { nodes: 8, ppn }, capacity)
+    fn uniform(node: u32, ppn: u32, capacity: usize) -> Sequencer {
+        Sequencer::new(node, World::Uniform { nodes: 8, ppn }, capacity)
+    }
+
+    /// The part of call `n` (a number in the tests).
+    fn t(n: u64) -> CallId {
+        slotmap::KeyData::from_ffi(n).into()
     }
 
     fn buf(i: u32) -> Resolved {
@@ -662,7 +577,7 @@ mod tests {
         Outcome { status: StatusKind::Ok, bytes, counters: OpCounters::default() }
     }
 
-    fn finished(g: &mut Gather) -> Vec<Delivery> {
+    fn finished(g: &mut Sequencer) -> Vec<Delivery> {
         let mut out = Vec::new();
         g.take_finished(&mut out);
         out
@@ -672,18 +587,18 @@ mod tests {
     fn receiver_node_starts_with_the_first_poster_and_copies_to_the_rest() {
         // Node 1 of 2, ppn 3: root 0 lives on node 0.
         let mut g = uniform(1, 3, 4);
-        g.post(2, 0, buf(12), 100, 102).unwrap();
+        g.post(2, 0, buf(12), 100, t(102)).unwrap();
         let s = g.next_start().unwrap();
-        assert_eq!((s.seq, s.root, s.len, s.buf), (0, 0, 100, buf(12)));
+        assert_eq!((s.seq, s.root, s.len, s.buf), (Seq(0), 0, 100, buf(12)));
         g.started();
         assert_eq!(g.next_start(), None);
-        g.done(0, ok(100));
+        g.done(Seq(0), ok(100));
         assert!(finished(&mut g).is_empty(), "two local processes have not posted");
-        g.post(0, 0, buf(10), 100, 100).unwrap();
-        g.post(1, 0, buf(11), 100, 101).unwrap();
+        g.post(0, 0, buf(10), 100, t(100)).unwrap();
+        g.post(1, 0, buf(11), 100, t(101)).unwrap();
         let d = finished(&mut g);
         assert_eq!(d.len(), 3);
-        let by_token = |t| d.iter().find(|d| d.token == t).unwrap();
+        let by_token = |n| d.iter().find(|d| d.part == t(n)).unwrap();
         assert_eq!(by_token(102).copy, None);
         assert_eq!(by_token(100).copy, Some((buf(12), buf(10), 100)));
         assert_eq!(by_token(101).copy, Some((buf(12), buf(11), 100)));
@@ -697,9 +612,9 @@ mod tests {
     fn a_poisoned_slot_records_the_member_it_started_from() {
         // Node 1 of 8, ppn 2: root 0 lives on node 0. Local 0 is refused, local 1 is not.
         let mut g = uniform(1, 2, 4);
-        g.post(0, 0, Resolved::REFUSED, 100, 100).unwrap();
-        g.post(1, 0, buf(11), 100, 101).unwrap();
-        g.poisoned(0);
+        g.post(0, 0, Resolved::REFUSED, 100, t(100)).unwrap();
+        g.post(1, 0, buf(11), 100, t(101)).unwrap();
+        g.poisoned(Seq(0));
         let s = g.next_start().unwrap();
         assert_eq!(s.buf, Resolved::REFUSED, "poisoned: on no memory");
         g.started();
@@ -710,53 +625,53 @@ mod tests {
     fn root_node_waits_for_the_root_process() {
         // Node 0, ppn 2, root = process 1 (local 1 of node 0).
         let mut g = uniform(0, 2, 4);
-        g.post(0, 1, buf(10), 8, 100).unwrap();
+        g.post(0, 1, buf(10), 8, t(100)).unwrap();
         assert_eq!(g.next_start(), None, "the root's buffer is not posted yet");
-        g.post(1, 1, buf(11), 8, 101).unwrap();
+        g.post(1, 1, buf(11), 8, t(101)).unwrap();
         assert_eq!(g.next_start().map(|s| s.buf), Some(buf(11)));
         g.started();
-        g.done(0, ok(8));
+        g.done(Seq(0), ok(8));
         let d = finished(&mut g);
-        assert_eq!(d.iter().find(|d| d.token == 100).unwrap().copy, Some((buf(11), buf(10), 8)));
-        assert_eq!(d.iter().find(|d| d.token == 101).unwrap().copy, None);
+        assert_eq!(d.iter().find(|d| d.part == t(100)).unwrap().copy, Some((buf(11), buf(10), 8)));
+        assert_eq!(d.iter().find(|d| d.part == t(101)).unwrap().copy, None);
     }
 
     #[test]
     fn slots_start_in_order_and_later_slots_wait() {
         let mut g = uniform(0, 2, 4);
         // Local 1 runs ahead: slot 0 (root 0, local 0 on this node) then slot 1 (root 2, remote).
-        g.post(1, 0, buf(11), 8, 1).unwrap();
-        g.post(1, 2, buf(11), 8, 2).unwrap();
+        g.post(1, 0, buf(11), 8, t(1)).unwrap();
+        g.post(1, 2, buf(11), 8, t(2)).unwrap();
         assert_eq!(g.next_start(), None, "slot 0 waits for its root; slot 1 waits behind it");
-        g.post(0, 0, buf(10), 8, 3).unwrap();
-        assert_eq!(g.next_start().map(|s| s.seq), Some(0));
+        g.post(0, 0, buf(10), 8, t(3)).unwrap();
+        assert_eq!(g.next_start().map(|s| s.seq), Some(Seq(0)));
         g.started();
-        assert_eq!(g.next_start().map(|s| (s.seq, s.buf)), Some((1, buf(11))));
+        assert_eq!(g.next_start().map(|s| (s.seq, s.buf)), Some((Seq(1), buf(11))));
     }
 
     #[test]
     fn mismatched_arguments_fail_only_that_process() {
         let mut g = uniform(1, 3, 4);
-        g.post(0, 0, buf(10), 100, 100).unwrap();
+        g.post(0, 0, buf(10), 100, t(100)).unwrap();
         g.started();
-        g.post(1, 0, buf(11), 99, 101).unwrap();
-        g.post(2, 1, buf(12), 100, 102).unwrap();
-        g.done(0, ok(100));
+        g.post(1, 0, buf(11), 99, t(101)).unwrap();
+        g.post(2, 1, buf(12), 100, t(102)).unwrap();
+        g.done(Seq(0), ok(100));
         let d = finished(&mut g);
-        let status = |t| d.iter().find(|d: &&Delivery| d.token == t).unwrap().outcome.status;
+        let status = |n| d.iter().find(|d: &&Delivery| d.part == t(n)).unwrap().outcome.status;
         assert_eq!(status(100), StatusKind::Ok);
         assert_eq!(status(101), StatusKind::LengthMismatch);
         assert_eq!(status(102), StatusKind::BadRoot);
-        assert!(d.iter().filter(|d| d.token != 100).all(|d| d.copy.is_none()));
+        assert!(d.iter().filter(|d| d.part != t(100)).all(|d| d.copy.is_none()));
     }
 
     #[test]
     fn a_failed_broadcast_copies_nothing() {
         let mut g = uniform(1, 2, 4);
-        g.post(0, 0, buf(10), 8, 1).unwrap();
-        g.post(1, 0, buf(11), 8, 2).unwrap();
+        g.post(0, 0, buf(10), 8, t(1)).unwrap();
+        g.post(1, 0, buf(11), 8, t(2)).unwrap();
         g.started();
-        g.done(0, failed(StatusKind::PeerUnreachable));
+        g.done(Seq(0), failed(StatusKind::PeerUnreachable));
         let d = finished(&mut g);
         assert_eq!(d.len(), 2);
         assert!(d.iter().all(|d| d.copy.is_none() && d.outcome.status == StatusKind::PeerUnreachable));
@@ -765,36 +680,36 @@ mod tests {
     #[test]
     fn a_process_leaving_mid_broadcast_breaks_the_gather() {
         let mut g = uniform(1, 2, 4);
-        g.post(0, 0, buf(10), 8, 1).unwrap();
+        g.post(0, 0, buf(10), 8, t(1)).unwrap();
         g.started();
         assert!(g.depart(1), "slot 0 can never finish without local 1");
         let d = finished(&mut g);
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].outcome.status, StatusKind::CommunicatorBroken);
-        assert_eq!(g.post(0, 0, buf(10), 8, 3), Err(StatusKind::CommunicatorBroken));
+        assert_eq!(g.post(0, 0, buf(10), 8, t(3)), Err(StatusKind::CommunicatorBroken));
     }
 
     #[test]
     fn a_clean_departure_with_nothing_open_can_be_replaced() {
         let mut g = uniform(1, 2, 4);
-        for (l, t) in [(0, 1), (1, 2)] {
-            g.post(l, 0, buf(10 + l), 8, t).unwrap();
+        for (l, tok) in [(0, 1), (1, 2)] {
+            g.post(l, 0, buf(10 + l), 8, t(tok)).unwrap();
         }
         g.started();
-        g.done(0, ok(8));
+        g.done(Seq(0), ok(8));
         assert_eq!(finished(&mut g).len(), 2);
         assert!(!g.depart(1));
         g.arrive(1);
-        g.post(1, 0, buf(21), 8, 4).unwrap();
-        g.post(0, 0, buf(10), 8, 3).unwrap();
-        assert_eq!(g.next_start().map(|s| s.seq), Some(1), "the newcomer continues at slot 1");
+        g.post(1, 0, buf(21), 8, t(4)).unwrap();
+        g.post(0, 0, buf(10), 8, t(3)).unwrap();
+        assert_eq!(g.next_start().map(|s| s.seq), Some(Seq(1)), "the newcomer continues at slot 1");
     }
 
     #[test]
     fn posting_past_a_departed_process_fails_instead_of_waiting() {
         let mut g = uniform(1, 2, 4);
         assert!(!g.depart(1));
-        assert_eq!(g.post(0, 0, buf(10), 8, 1), Err(StatusKind::CommunicatorBroken));
+        assert_eq!(g.post(0, 0, buf(10), 8, t(1)), Err(StatusKind::CommunicatorBroken));
         assert!(g.broken);
     }
 
@@ -802,27 +717,27 @@ mod tests {
     fn a_process_that_freed_the_communicator_fails_what_it_leaves_unfinished_as_freed() {
         // In flight: local 0 posted slot 0, local 1 frees before posting it.
         let mut g = uniform(1, 2, 4);
-        g.post(0, 0, buf(10), 8, 1).unwrap();
+        g.post(0, 0, buf(10), 8, t(1)).unwrap();
         assert!(g.depart_freed(1));
         let d = finished(&mut g);
         assert_eq!(d.iter().map(|d| d.outcome.status).collect::<Vec<_>>(), [StatusKind::CommunicatorFreed]);
-        assert_eq!(g.post(0, 0, buf(10), 8, 2), Err(StatusKind::CommunicatorFreed));
+        assert_eq!(g.post(0, 0, buf(10), 8, t(2)), Err(StatusKind::CommunicatorFreed));
         // The protocol's own failure of a slot the free broke says freed too.
         let mut g = uniform(1, 2, 4);
         for l in 0..2 {
-            g.post(l, 0, buf(10 + l), 8, u64::from(l) + 1).unwrap();
+            g.post(l, 0, buf(10 + l), 8, t(u64::from(l) + 1)).unwrap();
         }
         g.started();
         assert!(g.depart_freed(1));
-        g.done(0, failed(StatusKind::CommunicatorBroken));
+        g.done(Seq(0), failed(StatusKind::CommunicatorBroken));
         assert!(finished(&mut g).iter().all(|d| d.outcome.status == StatusKind::CommunicatorFreed));
         // Freed with nothing unfinished: a later post waiting on it fails as freed; a process
         // lost stays broken.
         let mut g = uniform(1, 2, 4);
         assert!(!g.depart_freed(1));
-        assert_eq!(g.post(0, 0, buf(10), 8, 1), Err(StatusKind::CommunicatorFreed));
+        assert_eq!(g.post(0, 0, buf(10), 8, t(1)), Err(StatusKind::CommunicatorFreed));
         let mut g = uniform(1, 2, 4);
-        g.post(0, 0, buf(10), 8, 1).unwrap();
+        g.post(0, 0, buf(10), 8, t(1)).unwrap();
         assert!(g.depart(1));
         assert_eq!(finished(&mut g)[0].outcome.status, StatusKind::CommunicatorBroken);
     }
@@ -839,19 +754,19 @@ mod tests {
             (Some(0), None, Some(1), None, None)
         );
         assert_eq!((p.node(3), p.node(9)), (2, u32::MAX));
-        let mut g = Gather::with_placement(2, p, 4);
-        g.post(0, 2, buf(10), 8, 1).unwrap();
+        let mut g = Sequencer::with_placement(2, p, 4);
+        g.post(0, 2, buf(10), 8, t(1)).unwrap();
         assert_eq!(g.next_start(), None, "root 2 is local index 1, not posted yet");
-        g.post(1, 2, buf(11), 8, 2).unwrap();
+        g.post(1, 2, buf(11), 8, t(2)).unwrap();
         assert_eq!(g.next_start().map(|s| s.buf), Some(buf(11)));
     }
 
     #[test]
     fn a_refused_slot_fails_every_local_process() {
         let mut g = uniform(1, 2, 4);
-        g.post(0, 0, buf(10), 8, 1).unwrap();
+        g.post(0, 0, buf(10), 8, t(1)).unwrap();
         g.refused(StatusKind::BadLength);
-        g.post(1, 0, buf(11), 8, 2).unwrap();
+        g.post(1, 0, buf(11), 8, t(2)).unwrap();
         let d = finished(&mut g);
         assert_eq!(d.len(), 2);
         assert!(d.iter().all(|d| d.outcome.status == StatusKind::BadLength && d.copy.is_none()));

@@ -1,15 +1,15 @@
 //! The node's communicators and local processes coming and going: a communicator created from
 //! its record and its group joined, freed and dropped once the protocol settled it with the
 //! other engines (or a peer timeout later), and local processes leaving, finalizing and
-//! arriving — what each of those does to the communicators they are members of (`node.rs`
+//! arriving — what each of those does to the communicators they are members of (`node/mod.rs`
 //! holds the node itself and its data path).
-use super::action::Outbox;
-use super::call_shapes::Calls;
-use super::comms::{derive, parse_record, LocalComm};
-use super::gather::{Delivery, Gather};
-use super::node::{Node, NodeEnv};
-use super::pairs::Pairs;
 use crate::comm::GroupId;
+use crate::engine::action::Outbox;
+use crate::engine::links::Links;
+use crate::engine::node::calls::Calls;
+use crate::engine::node::comms::{derive, parse_record, LocalComm};
+use crate::engine::node::sequencer::{Delivery, Sequencer};
+use crate::engine::node::{Node, NodeEnv};
 use crate::Nanos;
 use alloc::format;
 use alloc::vec;
@@ -52,12 +52,12 @@ impl Node {
         let group = spec.group;
         let (members, me) = (spec.members.clone(), spec.my_rank);
         let proto = self.proto.create_comm(spec)?;
-        let pairs = Pairs::new(
+        let links = Links::new(
             &format!("communicator {handle:#x}"),
             &rec.key,
             &members,
             me,
-            self.pair_set,
+            self.link_set,
             &mut self.proto,
         );
         let mut rank_of_local = vec![None; self.world.count(self.node) as usize];
@@ -66,14 +66,14 @@ impl Node {
             handle,
             proto: Some(proto),
             group,
-            gather: Gather::with_placement(locals, placement, self.window),
+            sequencer: Sequencer::with_placement(locals, placement, self.window),
             calls: Calls::new(locals as usize),
             rank_of_local,
             digest: rec.digest,
             freed: vec![false; locals as usize],
             freeing_since: None,
             settled_since: None,
-            pairs,
+            links,
         });
         Ok(Some((free, group)))
     }
@@ -109,7 +109,7 @@ impl Node {
         c.freed[index as usize] = true;
         // A collective of this process still open on it can never finish now: it ends with
         // `CommunicatorFreed`.
-        let broke = c.gather.depart_freed(index);
+        let broke = c.sequencer.depart_freed(index);
         let last = c.freed.iter().all(|&f| f);
         if last {
             c.freeing_since = Some(now);
@@ -125,36 +125,36 @@ impl Node {
     /// Every local member freed communicator `slot`: the protocol settles its last broadcasts
     /// with the other engines (they close it when their own members free it), after which
     /// [`Node::reap_freed`] drops it.
-    pub(super) fn close_proto(&mut self, slot: usize, now: Nanos, out: &mut Outbox) {
+    pub(crate) fn close_proto(&mut self, slot: usize, now: Nanos, out: &mut Outbox) {
         let Some(proto) = self.comms[slot].as_ref().and_then(|c| c.proto) else { return };
         let Node { proto: p, finished, jobs, comms, .. } = self;
         let mut env = NodeEnv { out, jobs, done: finished };
         p.close_comm(proto, now, &mut env);
         if let Some(c) = comms[slot].as_mut() {
-            c.pairs.close(p, now, &mut env);
+            c.links.close(p, now, &mut env);
         }
     }
 
     /// Leaves `group` unless a communicator still uses it (ids are drawn at random: only a
     /// deliberate reuse shares one).
-    pub(super) fn leave_unless_shared(&mut self, group: &GroupId, out: &mut Outbox) {
+    pub(crate) fn leave_unless_shared(&mut self, group: &GroupId, out: &mut Outbox) {
         if !self.comms.iter().flatten().any(|c| c.group == *group) {
             out.leave(*group);
         }
     }
 
     /// Drops communicator `slot` from the protocol: its operations still running fail.
-    pub(super) fn drop_proto(&mut self, slot: usize, out: &mut Outbox) {
+    pub(crate) fn drop_proto(&mut self, slot: usize, out: &mut Outbox) {
         self.calls_dropped(slot);
         let Some(proto) = self.comms[slot].as_mut().and_then(|c| c.proto.take()) else { return };
-        let Node { proto: p, finished, jobs, comms, pair_done, .. } = self;
+        let Node { proto: p, finished, jobs, comms, link_done, .. } = self;
         let mut env = NodeEnv { out, jobs, done: finished };
         p.destroy_comm(proto, &mut env);
         if let Some(c) = comms[slot].as_mut() {
             // Its pairs go with it; what their transfers owe is told now (the communicator
             // may be reaped before the engine takes them).
-            c.pairs.drop_all(p, &mut env);
-            pair_done.append(&mut c.pairs.done);
+            c.links.drop_all(p, &mut env);
+            link_done.append(&mut c.links.done);
         }
     }
 
@@ -162,12 +162,12 @@ impl Node {
     /// the other engines and then [`Node::time_wait`] passed (a member whose last `SYNC_DOWN`
     /// was lost asks again within it) — or, when a peer never answers, `peer_timeout_ms` after
     /// the last local member freed it (counted `overdue`).
-    pub(super) fn reap_freed(&mut self, now: Nanos, out: &mut Outbox, deliveries: &mut Vec<Delivery>) {
+    pub(crate) fn reap_freed(&mut self, now: Nanos, out: &mut Outbox, deliveries: &mut Vec<Delivery>) {
         for slot in 1..self.comms.len() {
             let Some(c) = self.comms[slot].as_mut() else { continue };
             let Some(since) = c.freeing_since else { continue };
             let settled =
-                c.proto.is_none_or(|h| self.proto.is_quiescent(h)) && c.pairs.quiescent(&self.proto);
+                c.proto.is_none_or(|h| self.proto.is_quiescent(h)) && c.links.quiescent(&self.proto);
             if settled && c.settled_since.is_none() {
                 c.settled_since = Some(now);
             }
@@ -180,8 +180,8 @@ impl Node {
                     || !self.proto.has_sync_children(h)
                     || self.proto.comm_state(h).is_none_or(|s| s.posted == 0)
             };
-            // Its pairs too: one used only by doublings may owe a lost SYNC_DOWN there.
-            let gone = c.proto.is_none_or(nothing_to_repeat) && c.pairs.handles().all(nothing_to_repeat);
+            // Its pairs too: one used only by exchanges may owe a lost SYNC_DOWN there.
+            let gone = c.proto.is_none_or(nothing_to_repeat) && c.links.handles().all(nothing_to_repeat);
             // A call it ended void everywhere may still be asked about (`call_shapes.rs`).
             if c.calls.lingers(self.free_linger).is_some_and(|t| now < t) {
                 continue;
@@ -226,10 +226,10 @@ impl Node {
                     last = true;
                 }
             }
-            if c.gather.depart(index) {
+            if c.sequencer.depart(index) {
                 self.drop_proto(slot, out);
             } else if owed {
-                c.gather.fail();
+                c.sequencer.fail();
                 self.drop_proto(slot, out);
             } else if last {
                 self.close_proto(slot, now, out);
@@ -261,7 +261,7 @@ impl Node {
         }
         let Some(Some(world)) = self.comms.first_mut() else { return };
         let Some(index) = world.index_of_local(local) else { return };
-        world.gather.arrive(index);
+        world.sequencer.arrive(index);
         world.calls.arrive(index);
         world.freed[index as usize] = false;
     }

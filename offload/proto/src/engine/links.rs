@@ -15,7 +15,7 @@
 //! process finalized or freed it), dropped when the parent breaks or is dropped (the next
 //! job's world derives pairs of its own).
 //!
-//! The partners are those of recursive doubling among the engines (`doubling.rs`): with `P` the
+//! The partners are those of recursive doubling among the engines (`exchange.rs`): with `P` the
 //! largest power of two not above the engine count `E`, engine `i < P` pairs with `i ^ 2^k`
 //! for every `2^k < P` and, if `i + P < E`, with `i + P`; engine `i ≥ P` only with `i − P`:
 //! `⌈log₂ E⌉ + 1` communicators per engine at most. With `protocol.alltoall_between =
@@ -30,7 +30,9 @@
 //! retried after every event.
 use crate::comm::auth::Secret;
 use crate::comm::ident::derived_identity;
+use crate::comm::links::{partners, LinkSet};
 use crate::comm::{CommSpec, PeerId};
+use crate::engine::ids::{ExchangeId, TransferId};
 use crate::intake::regions::Resolved;
 use crate::transfer::protocol::OpCounters;
 use crate::transfer::protocol::{CommHandle, Env, Outcome, Post, PostError, Protocol};
@@ -40,92 +42,15 @@ use alloc::format;
 use alloc::vec::Vec;
 use ringcast_abi::StatusKind;
 
-/// Protocol tokens of pair transfers carry this bit (the world's and created communicators'
-/// tokens never reach it: their communicator slot sits below it).
-pub(crate) const PAIR_TOKEN: u64 = 1 << 63;
-
-/// Which pair communicators a communicator's engines derive beyond recursive doubling's: the
-/// configuration's, alike at every engine.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PairSet {
-    /// Communicators of up to this many engines pair every two (the pairwise alltoall,
-    /// `protocol.pairwise_engines`; 0 without it).
-    pub all_up_to: u32,
-    /// Every engine pairs with its two ring neighbours (the ring allgather).
-    pub ring: bool,
-}
-
-impl PairSet {
-    /// The pairs `protocol` needs.
-    pub fn of(p: &crate::config::ProtocolConfig) -> PairSet {
-        let all_up_to = match p.alltoall_between {
-            crate::config::AlltoallBetween::Pairwise | crate::config::AlltoallBetween::Auto => {
-                p.pairwise_engines
-            }
-            crate::config::AlltoallBetween::Multicast => 0,
-        };
-        PairSet { all_up_to, ring: p.allgather_between == crate::config::AllgatherBetween::Ring }
-    }
-
-    /// The most pair communicators one communicator of engines among `nodes` brings:
-    /// `⌈log₂ nodes⌉ + 1`, plus the two ring neighbours, or one per other engine where every
-    /// pair has one. (A created communicator spans at most the world's engines.)
-    pub fn per_comm(&self, nodes: u32) -> usize {
-        let doubling = (32 - nodes.max(2).saturating_sub(1).leading_zeros()) as usize + 1;
-        let ring = if self.ring { 2 } else { 0 };
-        let all = nodes.min(self.all_up_to).saturating_sub(1) as usize;
-        (doubling + ring).max(all)
-    }
-}
-
-/// The engines engine `me` of `engines` has a pair communicator with: recursive doubling's
-/// ([`doubling_partners`]), its ring neighbours (`set.ring`) and, on communicators of up to
-/// `set.all_up_to` engines, every other engine (the pairwise alltoall).
-pub fn partners(me: u32, engines: u32, set: PairSet) -> Vec<u32> {
-    let mut all = doubling_partners(me, engines);
-    let mut add = |e: u32| {
-        if e != me && e < engines && !all.contains(&e) {
-            all.push(e);
-        }
-    };
-    if set.ring && engines >= 2 {
-        add((me + 1) % engines);
-        add((me + engines - 1) % engines);
-    }
-    if engines <= set.all_up_to {
-        (0..engines).for_each(&mut add);
-    }
-    all
-}
-
-/// The engines engine `me` of `engines` exchanges with in recursive doubling (module doc), in
-/// the order the algorithm meets them.
-pub fn doubling_partners(me: u32, engines: u32) -> Vec<u32> {
-    let p = power_below(engines);
-    if me >= p {
-        return alloc::vec![me - p];
-    }
-    let fold = (me + p < engines).then_some(me + p);
-    fold.into_iter().chain((0..p.trailing_zeros()).map(|k| me ^ (1 << k))).collect()
-}
-
-/// The largest power of two not above `n` (1 for 0 and 1).
-pub fn power_below(n: u32) -> u32 {
-    match n {
-        0 | 1 => 1,
-        n => 1 << (31 - n.leading_zeros()),
-    }
-}
-
 /// One point-to-point transfer on a pair communicator: `len` bytes at `buf` sent to `partner`
-/// (`send`) or received from it into `buf`; `token` comes back with its outcome.
+/// (`send`) or received from it into `buf`; its outcome goes to exchange `owner`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Transfer {
     pub partner: u32,
     pub send: bool,
     pub buf: Resolved,
     pub len: u32,
-    pub token: u64,
+    pub owner: ExchangeId,
     /// The call's context ([`Post::context`]).
     pub context: u64,
 }
@@ -143,23 +68,24 @@ const PAIR_WINDOW: u32 = 2;
 #[derive(Clone, Copy, Debug)]
 struct Waiting {
     partner: u32,
+    id: TransferId,
     post: Post,
 }
 
 /// This engine's pair communicators and their transfers.
 #[derive(Debug, Default)]
-pub(crate) struct Pairs {
+pub(crate) struct Links {
     /// (partner engine, protocol handle), in [`partners`] order; a handle is `None`
     /// once dropped.
     comms: Vec<(u32, Option<CommHandle>)>,
     /// This engine's number.
     me: u32,
     waiting: VecDeque<Waiting>,
-    /// Transfers over: (token without [`PAIR_TOKEN`], outcome), taken by the engine.
-    pub(crate) done: Vec<(u64, Outcome)>,
+    /// Transfers over, taken by the engine.
+    pub(crate) done: Vec<(TransferId, Outcome)>,
 }
 
-impl Pairs {
+impl Links {
     /// Creates the pair communicators engine `me` of a communicator needs: the communicator's
     /// engines are `members` (fabric addresses, in engine order), it is named `parent` (the
     /// job's world, or a created communicator's cookie) and keyed by `secret`. Those the
@@ -170,9 +96,9 @@ impl Pairs {
         secret: &Secret,
         members: &[PeerId],
         me: u32,
-        set: PairSet,
+        set: LinkSet,
         proto: &mut Protocol,
-    ) -> Pairs {
+    ) -> Links {
         let mut comms = Vec::new();
         let engines = members.len() as u32;
         if engines >= 2 && me < engines {
@@ -192,7 +118,7 @@ impl Pairs {
                 comms.push((partner, proto.create_comm(spec).ok()));
             }
         }
-        Pairs { comms, me, waiting: VecDeque::new(), done: Vec::new() }
+        Links { comms, me, waiting: VecDeque::new(), done: Vec::new() }
     }
 
     /// The protocol handles of the pair communicators alive.
@@ -209,17 +135,24 @@ impl Pairs {
         self.comms.iter().find(|(p, _)| *p == partner).and_then(|(_, h)| *h)
     }
 
-    /// Posts transfer `t` (in the order posted per pair); its outcome comes back in
-    /// [`Pairs::done`].
-    pub(crate) fn post(&mut self, proto: &mut Protocol, t: Transfer, now: Nanos, env: &mut impl Env) {
-        let Transfer { partner, send, buf, len, token, context } = t;
+    /// Posts transfer `t` as `id` (in the order posted per pair); its outcome comes back in
+    /// [`Links::done`].
+    pub(crate) fn post(
+        &mut self,
+        proto: &mut Protocol,
+        t: Transfer,
+        id: TransferId,
+        now: Nanos,
+        env: &mut impl Env,
+    ) {
+        let Transfer { partner, send, buf, len, context, .. } = t;
         let Some(comm) = self.handle(partner) else {
-            return self.done.push((token, failed(StatusKind::UnknownCommunicator)));
+            return self.done.push((id, failed(StatusKind::UnknownCommunicator)));
         };
         let root_engine = if send { self.me } else { partner };
         let root = u32::from(root_engine == self.me.max(partner));
-        let post = Post { comm, root, buf, len, token: token | PAIR_TOKEN, context, window: PAIR_WINDOW };
-        let w = Waiting { partner, post };
+        let post = Post { comm, root, buf, len, token: id.token(), context, window: PAIR_WINDOW };
+        let w = Waiting { partner, id, post };
         if self.waiting.iter().any(|q| q.partner == partner) {
             return self.waiting.push_back(w); // behind an earlier transfer of this pair
         }
@@ -259,7 +192,7 @@ impl Pairs {
             Ok(()) => None,
             Err(PostError::WouldBlock) => Some(w),
             Err(PostError::Refused(status)) => {
-                self.done.push((w.post.token & !PAIR_TOKEN, failed(status)));
+                self.done.push((w.id, failed(status)));
                 None
             }
         }
@@ -282,52 +215,11 @@ impl Pairs {
             }
         }
         for w in self.waiting.drain(..) {
-            self.done.push((w.post.token & !PAIR_TOKEN, failed(StatusKind::CommunicatorBroken)));
+            self.done.push((w.id, failed(StatusKind::CommunicatorBroken)));
         }
     }
 }
 
 fn failed(status: StatusKind) -> Outcome {
     Outcome { status, bytes: 0, counters: OpCounters::default() }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn partners_are_those_of_recursive_doubling_with_a_fold() {
-        assert_eq!(power_below(1), 1);
-        assert_eq!(power_below(5), 4);
-        assert_eq!(power_below(8), 8);
-        assert_eq!(doubling_partners(0, 2), [1]);
-        assert_eq!(doubling_partners(1, 2), [0]);
-        // Five engines: 4 folds into 0; 0..4 double among themselves.
-        assert_eq!(doubling_partners(0, 5), [4, 1, 2]);
-        assert_eq!(doubling_partners(3, 5), [2, 1]);
-        assert_eq!(doubling_partners(4, 5), [0]);
-        // Every pair is known at both ends; up to `pairwise` engines every pair exists.
-        for e in 2..20u32 {
-            for a in 0..e {
-                for b in doubling_partners(a, e) {
-                    assert!(doubling_partners(b, e).contains(&a), "{a} <-> {b} of {e}");
-                }
-                let set = PairSet { all_up_to: 16, ring: false };
-                let all = partners(a, e, set);
-                for b in &all {
-                    assert!(partners(*b, e, set).contains(&a), "{a} <-> {b} of {e}");
-                }
-                let want = if e <= 16 { e as usize - 1 } else { doubling_partners(a, e).len() };
-                assert_eq!(all.len(), want, "{a} of {e}");
-                assert!(want <= set.per_comm(e), "{a} of {e}: the protocol table's share");
-                // The ring adds the two neighbours, at both ends, where doubling lacks them.
-                let ring = PairSet { all_up_to: 0, ring: true };
-                let with_ring = partners(a, e, ring);
-                for b in [(a + 1) % e, (a + e - 1) % e] {
-                    assert!(with_ring.contains(&b) && partners(b, e, ring).contains(&a), "{a} ~ {b} of {e}");
-                }
-                assert!(with_ring.len() <= ring.per_comm(e), "{a} of {e}: the protocol table's share");
-            }
-        }
-    }
 }

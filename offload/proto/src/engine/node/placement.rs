@@ -1,14 +1,93 @@
-//! Each engine's ranks of one communicator, grouped by engine: what an exchange between the
-//! engines needs to know of a placement that need not be consecutive (a communicator of every
-//! other rank of a block world puts ranks 0, 2, 4, … on one engine and 1, 3, 5, … on the next;
-//! a cyclic world the same for the world itself).
+//! Where a communicator's ranks live, as one engine needs to know it: which engine (protocol
+//! rank) holds a rank and its index among that engine's members ([`Placement`]), and each
+//! engine's ranks grouped ([`Members`]) — what an exchange between the engines needs to know
+//! of a placement that need not be consecutive (a communicator of every other rank of a block
+//! world puts ranks 0, 2, 4, … on one engine and 1, 3, 5, … on the next; a cyclic world the
+//! same for the world itself).
 //!
 //! [`Placement::ranges`] is `None` for such a communicator — a leader-based allgather or the
 //! multicast alltoall's node parts need a node's blocks side by side in the result — but the
-//! pairwise alltoall (`pairwise.rs`) needs only which ranks each engine holds: its blocks go to
-//! their places one run of consecutive ranks at a time.
-use super::gather::Placement;
+//! pairwise alltoall (`alltoall/pairwise.rs`) needs only which ranks each engine holds: its
+//! blocks go to their places one run of consecutive ranks at a time.
+use crate::comm::World;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
+
+/// Where a communicator's ranks live, as one engine needs to know it: which engine (protocol
+/// rank) holds a rank, and whether it is one of this engine's local members.
+#[derive(Clone, Debug)]
+pub enum Placement {
+    /// The world: ranks numbered node by node ([`World`]).
+    World {
+        /// This engine's node.
+        node: u32,
+        /// The world's shape.
+        world: World,
+    },
+    /// Any membership: per rank, its engine's protocol rank and its index among that engine's
+    /// members.
+    Table {
+        /// This engine's protocol rank.
+        me: u32,
+        /// Rank → protocol rank of its engine.
+        node_of: Arc<[u32]>,
+        /// Rank → index among its engine's members.
+        index_of: Arc<[u32]>,
+    },
+}
+
+impl Placement {
+    /// This engine's protocol rank.
+    pub fn me(&self) -> u32 {
+        match self {
+            Placement::World { node, .. } => *node,
+            Placement::Table { me, .. } => *me,
+        }
+    }
+
+    /// The protocol rank (engine) of rank `r`.
+    pub fn node(&self, r: u32) -> u32 {
+        match self {
+            Placement::World { world, .. } => world.node_of(r).unwrap_or(u32::MAX),
+            Placement::Table { node_of, .. } => node_of.get(r as usize).copied().unwrap_or(u32::MAX),
+        }
+    }
+
+    /// Each engine's ranks as one range (first rank, count), in protocol-rank order — `None`
+    /// when some engine's ranks are not consecutive (a communicator of every third rank): a
+    /// leader-based allgather needs a node's blocks side by side.
+    pub fn ranges(&self) -> Option<Vec<(u32, u32)>> {
+        match self {
+            Placement::World { world, .. } => {
+                Some((0..world.nodes()).map(|n| (world.start(n), world.count(n))).collect())
+            }
+            Placement::Table { node_of, .. } => {
+                let mut ranges: Vec<(u32, u32)> = Vec::new();
+                for (r, &n) in node_of.iter().enumerate() {
+                    let seen = ranges.len();
+                    if seen > 0 && n as usize == seen - 1 {
+                        ranges[seen - 1].1 += 1; // the current engine goes on
+                    } else if n as usize == seen {
+                        ranges.push((r as u32, 1)); // engines are numbered by first rank
+                    } else {
+                        return None; // an engine seen before comes back: not consecutive
+                    }
+                }
+                Some(ranges)
+            }
+        }
+    }
+
+    /// Rank `r`'s local index if it is a member on this engine.
+    pub fn local(&self, r: u32) -> Option<u32> {
+        match self {
+            Placement::World { node, world } => world.locate(r).filter(|l| l.0 == *node).map(|l| l.1),
+            Placement::Table { me, node_of, index_of } => {
+                (node_of.get(r as usize) == Some(me)).then(|| index_of.get(r as usize).copied()).flatten()
+            }
+        }
+    }
+}
 
 /// Engine `j`'s ranks are `ranks[start[j] .. start[j + 1]]`, ascending; engines in
 /// protocol-rank order. For a consecutive placement `start[j]` is engine `j`'s first rank and

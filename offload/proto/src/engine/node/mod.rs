@@ -1,22 +1,34 @@
 //! The engine's network side: the protocol and this node's communicators — the world (handle 0,
-//! derived from the job) and those its local processes create — each with the gather of its
+//! derived from the job) and those its local processes create — each with the sequencer of its
 //! local members (docs/design.md §3.4, "one engine per node").
 //!
 //! The world communicator: every engine of a job derives the same identity — cookie, multicast
-//! group, seed — from the job name ([`super::world_identity`]), so no bootstrap traffic is
+//! group, seed — from the job name ([`world_identity`]), so no bootstrap traffic is
 //! needed; each later job a daemon serves gets a world of its own (`world_jobs.rs`). Its process ranks are numbered node by node ([`World`]: `node * ppn + local rank`,
 //! or an uneven count per node); the protocol's members are the engines (one per node), and
-//! the [`super::gather::Gather`] turns the posts of a node's processes into one broadcast and
+//! the [`crate::engine::node::sequencer::Sequencer`] turns the posts of a node's processes into one broadcast and
 //! delivers it into every local buffer. Communicators and local processes coming and going are
 //! `lifecycle.rs`'s; the calls counted on each communicator, and the void calls waiting for
 //! their shape, `call_shapes.rs`'s.
-use super::action::Outbox;
-use super::comms::LocalComm;
-use super::gather::{Delivery, Kind, Placement, Start};
-use super::pairs::{PairSet, Transfer, PAIR_TOKEN};
-use super::world_jobs::WorldRecipe;
+pub(crate) mod call_shapes;
+pub(crate) mod calls;
+pub(crate) mod comms;
+pub(crate) mod lifecycle;
+pub(crate) mod placement;
+pub(crate) mod sequencer;
+pub(crate) mod world;
+pub(crate) mod world_jobs;
+use crate::comm::links::LinkSet;
 use crate::comm::{GroupId, PeerId, World};
 use crate::config::EngineConfig;
+use crate::engine::action::Outbox;
+use crate::engine::ids::{ExchangeId, Seq, TransferId};
+use crate::engine::links::Transfer;
+use crate::engine::node::comms::LocalComm;
+use crate::engine::node::placement::Placement;
+use crate::engine::node::sequencer::{Delivery, Kind, Start};
+pub use crate::engine::node::world::world_identity;
+use crate::engine::node::world::WorldRecipe;
 use crate::intake::regions::Resolved;
 use crate::schedule::bcast::LANE_ANY;
 use crate::transfer::protocol::{
@@ -28,9 +40,16 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use ringcast_abi::frame::Crc32c;
 use ringcast_abi::StatusKind;
+use slotmap::SlotMap;
 
-/// A protocol token: the communicator's slot above this bit, the gather slot below.
-pub(super) const TOKEN_COMM_SHIFT: u32 = 40;
+/// What a post handed to the reliable-transfer layer finishes ([`Node::transfers`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Posted {
+    /// Slot `seq` of the communicator in `comms[comm]` (a broadcast or a barrier).
+    Slot { comm: usize, seq: Seq },
+    /// A transfer on a pair communicator (`links.rs`) of an exchange the engine runs.
+    Link(ExchangeId),
+}
 
 /// The communicators' life (`COMMS`): what a host reads to see that nothing accumulates as
 /// communicators come and go.
@@ -73,10 +92,10 @@ pub struct CommInfo {
 
 /// What the protocol acts through: the outbox for frames, and the lists of host-memory jobs it
 /// asked for and broadcasts it ended (taken after each call).
-pub(super) struct NodeEnv<'a> {
-    pub(super) out: &'a mut Outbox,
-    pub(super) jobs: &'a mut Vec<DmaJob>,
-    pub(super) done: &'a mut Vec<(u64, Outcome)>,
+pub(crate) struct NodeEnv<'a> {
+    pub(crate) out: &'a mut Outbox,
+    pub(crate) jobs: &'a mut Vec<DmaJob>,
+    pub(crate) done: &'a mut Vec<(u64, Outcome)>,
 }
 
 impl Env for NodeEnv<'_> {
@@ -123,49 +142,50 @@ impl Env for NodeEnv<'_> {
 
 /// The protocol and the communicators of one engine.
 pub(crate) struct Node {
-    pub(super) proto: Protocol,
-    /// This engine's communicators, by slot (slot 0: the world). A slot's index is in the
-    /// protocol tokens of its broadcasts.
-    pub(super) comms: Vec<Option<LocalComm>>,
-    pub(super) max_comms: usize,
-    pub(super) node: u32,
+    pub(crate) proto: Protocol,
+    /// This engine's communicators, by slot (slot 0: the world).
+    pub(crate) comms: Vec<Option<LocalComm>>,
+    pub(crate) max_comms: usize,
+    pub(crate) node: u32,
     /// The world's shape: which node serves which world rank.
-    pub(super) world: World,
+    pub(crate) world: World,
     /// Slots of each communicator's gather, reserved once.
-    pub(super) window: usize,
+    pub(crate) window: usize,
     /// After the last local member freed a communicator, how long it may wait for the
     /// protocol to settle it with the other engines.
-    pub(super) free_linger: Nanos,
+    pub(crate) free_linger: Nanos,
     /// How long a settled freed communicator stays (TCP's TIME-WAIT): [`crate::transfer::protocol::TIME_WAIT_REPAIRS`]
     /// repair timeouts, for a member whose last `SYNC_DOWN` was lost to ask again.
-    pub(super) time_wait: Nanos,
+    pub(crate) time_wait: Nanos,
     /// The pair communicators each communicator derives.
-    pub(super) pair_set: PairSet,
+    pub(crate) link_set: LinkSet,
     /// How the world is built, and its generation (the jobs served before the current one):
     /// `world_jobs.rs`.
-    pub(super) recipe: WorldRecipe,
-    /// Broadcasts the protocol finished, by token (communicator slot, gather slot).
-    pub(super) finished: Vec<(u64, Outcome)>,
+    pub(crate) recipe: WorldRecipe,
+    /// What every post handed to the protocol finishes, until it is over: the protocol
+    /// carries the key as its token.
+    pub(crate) transfers: SlotMap<TransferId, Posted>,
+    /// Posts the protocol finished: (token, outcome).
+    pub(crate) finished: Vec<(u64, Outcome)>,
     /// Host-memory jobs the protocol asked for.
-    pub(super) jobs: Vec<DmaJob>,
+    pub(crate) jobs: Vec<DmaJob>,
     /// Void calls that ended (`call_shapes.rs`), for the engine to take.
-    pub(super) resolved: Vec<super::call_shapes::Resolved>,
+    pub(crate) resolved: Vec<crate::engine::node::calls::Resolved>,
     /// `CALL_SHAPE` frames being handled (kept to reuse its memory).
-    pub(super) shapes_in: Vec<crate::transfer::call_shape::ShapeIn>,
+    pub(crate) shapes_in: Vec<crate::transfer::call_shape::ShapeIn>,
     /// A void call's first repetition of its query (`repair_timeout_us`; it doubles).
-    pub(super) shape_retry: Nanos,
+    pub(crate) shape_retry: Nanos,
     /// The earliest void call's next query or give-up (`call_shapes.rs`).
-    pub(super) void_deadline: Option<Nanos>,
-    /// Pair transfers that ended (token without [`PAIR_TOKEN`], outcome), of every
-    /// communicator's pairs (`pairs.rs`).
-    pub(super) pair_done: Vec<(u64, Outcome)>,
+    pub(crate) void_deadline: Option<Nanos>,
+    /// Pair transfers that ended, of every communicator's pairs (`links.rs`).
+    pub(crate) link_done: Vec<(TransferId, Outcome)>,
     /// Slots the engine carries out itself ([`Kind::local`]) that started: (communicator, slot).
-    pub(super) local_started: Vec<(u64, Start)>,
+    pub(crate) local_started: Vec<(u64, Start)>,
     /// Communicators created and dropped since start (see [`CommStats`]).
-    pub(super) created: u64,
-    pub(super) dropped: u64,
+    pub(crate) created: u64,
+    pub(crate) dropped: u64,
     /// Of those, dropped unsettled (see [`CommStats::overdue`]).
-    pub(super) overdue: u64,
+    pub(crate) overdue: u64,
 }
 
 impl Node {
@@ -173,19 +193,19 @@ impl Node {
         let t = &config.topology;
         let mut proto = Protocol::new(config, crc);
         let world_shape = t.world();
-        let pair_set = PairSet::of(&config.protocol);
+        let link_set = LinkSet::of(&config.protocol);
         let window = config.protocol.channels as usize * 2;
+        let max_comms = config.limits.max_comms as usize;
+        let mut comms = Vec::with_capacity(max_comms);
         let recipe = WorldRecipe {
             job: t.job.clone(),
             secret: t.job_secret,
             node: t.node,
             world: world_shape.clone(),
-            pair_set,
+            link_set,
             window,
             generation: 0,
         };
-        let max_comms = config.limits.max_comms as usize;
-        let mut comms = Vec::with_capacity(max_comms);
         comms.push(Some(recipe.build(&mut proto)?));
         Ok(Node {
             proto,
@@ -196,15 +216,16 @@ impl Node {
             window,
             free_linger: config.protocol.peer_timeout_ms as Nanos * 1_000_000,
             time_wait: time_wait(&config.protocol),
-            pair_set,
+            link_set,
             recipe,
+            transfers: SlotMap::with_key(),
             finished: Vec::with_capacity(window),
             jobs: Vec::new(),
             resolved: Vec::new(),
             shapes_in: Vec::new(),
             shape_retry: config.protocol.repair_timeout_us as Nanos * 1000,
             void_deadline: None,
-            pair_done: Vec::new(),
+            link_done: Vec::new(),
             local_started: Vec::new(),
             created: 1,
             dropped: 0,
@@ -217,7 +238,7 @@ impl Node {
     }
 
     /// The slot of communicator `handle`.
-    pub(super) fn slot(&self, handle: u64) -> Option<usize> {
+    pub(crate) fn slot(&self, handle: u64) -> Option<usize> {
         self.comms.iter().position(|c| c.as_ref().is_some_and(|c| c.handle == handle))
     }
 
@@ -230,7 +251,7 @@ impl Node {
     /// Ranks in communicator `comm`.
     pub(crate) fn size(&self, comm: u64) -> Option<u32> {
         let c = self.comms[self.slot(comm)?].as_ref()?;
-        Some(match c.gather.placement() {
+        Some(match c.sequencer.placement() {
             Placement::World { world, .. } => world.size(),
             Placement::Table { node_of, .. } => node_of.len() as u32,
         })
@@ -240,40 +261,40 @@ impl Node {
     /// order, and this engine's index among them — `None` if some engine's are not consecutive.
     pub(crate) fn ranges(&self, comm: u64) -> Option<(&[(u32, u32)], u32)> {
         let c = self.comms[self.slot(comm)?].as_ref()?;
-        Some((c.gather.ranges()?, c.gather.placement().me()))
+        Some((c.sequencer.ranges()?, c.sequencer.placement().me()))
     }
 
     /// Communicator `comm`'s ranks grouped by engine, and this engine's protocol rank: what the
     /// pairwise alltoall needs, for any placement.
-    pub(crate) fn members(&self, comm: u64) -> Option<(&Arc<super::Members>, u32)> {
+    pub(crate) fn members(&self, comm: u64) -> Option<(&Arc<crate::engine::node::placement::Members>, u32)> {
         let c = self.comms[self.slot(comm)?].as_ref()?;
-        Some((c.gather.members()?, c.gather.placement().me()))
+        Some((c.sequencer.members()?, c.sequencer.placement().me()))
     }
 
     /// Whether communicator `comm` is here and not broken.
     pub(crate) fn usable(&self, comm: u64) -> bool {
-        self.slot(comm).and_then(|s| self.comms[s].as_ref()).is_some_and(|c| !c.gather.is_broken())
+        self.slot(comm).and_then(|s| self.comms[s].as_ref()).is_some_and(|c| !c.sequencer.is_broken())
     }
 
     /// Local members of communicator `comm` on this engine.
     pub(crate) fn locals(&self, comm: u64) -> Option<u32> {
-        Some(self.comms[self.slot(comm)?].as_ref()?.gather.locals())
+        Some(self.comms[self.slot(comm)?].as_ref()?.sequencer.locals())
     }
 
     /// The engine assembled the local blocks of slot `seq` of communicator `comm` into its
     /// root's buffer (`fault` `None`), or could not: a block it could not read (`RootFailed`:
     /// a call refused at its rank; `OutOfBounds`: memory gone) poisons the slot, which
-    /// still runs in step on no memory ([`super::gather::Gather::poisoned`]); local processes
+    /// still runs in step on no memory ([`crate::engine::node::sequencer::Sequencer::poisoned`]); local processes
     /// in different calls (any other fault) break the communicator (its node part would carry
     /// wrong bytes; the other engines learn it within the peer timeout).
-    pub(crate) fn assembled(&mut self, comm: u64, seq: u64, fault: Option<StatusKind>, out: &mut Outbox) {
+    pub(crate) fn assembled(&mut self, comm: u64, seq: Seq, fault: Option<StatusKind>, out: &mut Outbox) {
         let Some(slot) = self.slot(comm) else { return };
         let Some(c) = self.comms[slot].as_mut() else { return };
         match fault {
-            None => c.gather.assembled(seq),
-            Some(StatusKind::RootFailed | StatusKind::OutOfBounds) => c.gather.poisoned(seq),
+            None => c.sequencer.assembled(seq),
+            Some(StatusKind::RootFailed | StatusKind::OutOfBounds) => c.sequencer.poisoned(seq),
             Some(_) => {
-                c.gather.fail();
+                c.sequencer.fail();
                 self.drop_proto(slot, out);
             }
         }
@@ -285,14 +306,14 @@ impl Node {
     pub(crate) fn break_comm(&mut self, comm: u64, out: &mut Outbox) {
         let Some(slot) = self.slot(comm) else { return };
         if let Some(c) = self.comms[slot].as_mut() {
-            c.gather.fail();
+            c.sequencer.fail();
         }
         self.drop_proto(slot, out);
     }
 
     /// Files local process `local`'s next broadcast on communicator `comm` (root: a rank of
     /// it); its outcome comes back as a delivery for host operation `op`; `kind` says what
-    /// part of a composed collective it is ([`Kind`]). The gather's slot sequence number; `Err`
+    /// part of a composed collective it is ([`Kind`]). The sequencer's slot sequence number; `Err`
     /// when refused at once.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn post(
@@ -302,17 +323,17 @@ impl Node {
         root: u32,
         buf: Resolved,
         len: u64,
-        op: u64,
+        part: crate::engine::ids::CallId,
         kind: Kind,
-    ) -> Result<u64, StatusKind> {
+    ) -> Result<Seq, StatusKind> {
         let slot = self.slot(comm).ok_or(StatusKind::UnknownCommunicator)?;
         let c = self.comms[slot].as_mut().ok_or(StatusKind::UnknownCommunicator)?;
         let index = c.index_of_local(local).ok_or(StatusKind::UnknownCommunicator)?;
-        if c.gather.placement().node(root) == u32::MAX {
+        if c.sequencer.placement().node(root) == u32::MAX {
             return Err(StatusKind::BadRoot);
         }
         let len = u32::try_from(len).map_err(|_| StatusKind::BadLength)?;
-        c.gather.post_with(index, root, buf, len, op, kind)
+        c.sequencer.post_with(index, root, buf, len, part, kind)
     }
 
     /// Slots the engine carries out itself that started since the last call: (communicator,
@@ -321,58 +342,64 @@ impl Node {
         out.append(&mut self.local_started);
     }
 
-    /// Pair transfers that ended since the last call: (token, outcome), moved into `out`.
-    pub(crate) fn take_pair_done(&mut self, out: &mut Vec<(u64, Outcome)>) {
-        out.append(&mut self.pair_done);
-        for c in self.comms.iter_mut().flatten() {
-            out.append(&mut c.pairs.done);
+    /// Pair transfers that ended since the last call: (exchange, outcome), into `out`.
+    pub(crate) fn take_link_done(&mut self, out: &mut Vec<(ExchangeId, Outcome)>) {
+        let Node { transfers, link_done, comms, .. } = self;
+        let lists = core::iter::once(link_done).chain(comms.iter_mut().flatten().map(|c| &mut c.links.done));
+        for list in lists {
+            for (id, outcome) in list.drain(..) {
+                if let Some(Posted::Link(x)) = transfers.remove(id) {
+                    out.push((x, outcome));
+                }
+            }
         }
     }
 
     /// The engine finished slot `seq` of communicator `comm`, one it carries out itself.
-    pub(crate) fn finish_local(&mut self, comm: u64, seq: u64, outcome: Outcome) {
+    pub(crate) fn finish_local(&mut self, comm: u64, seq: Seq, outcome: Outcome) {
         if let Some(c) = self.slot(comm).and_then(|s| self.comms[s].as_mut()) {
-            c.gather.done(seq, outcome);
+            c.sequencer.done(seq, outcome);
         }
     }
 
     /// Posts transfer `t` on the pair communicator of communicator `comm` it names
-    /// (`pairs.rs`); its outcome comes back from [`Node::take_pair_done`].
-    pub(crate) fn pair_post(&mut self, comm: u64, t: Transfer, now: Nanos, out: &mut Outbox) {
+    /// (`links.rs`); its outcome comes back from [`Node::take_link_done`].
+    pub(crate) fn link_post(&mut self, comm: u64, t: Transfer, now: Nanos, out: &mut Outbox) {
+        let id = self.transfers.insert(Posted::Link(t.owner));
         let Some(slot) = self.slot(comm) else {
             let failed =
                 Outcome { status: StatusKind::UnknownCommunicator, bytes: 0, counters: Default::default() };
-            return self.pair_done.push((t.token, failed));
+            return self.link_done.push((id, failed));
         };
         let Node { proto, finished, jobs, comms, .. } = self;
         let Some(c) = comms[slot].as_mut() else { return };
         // Completions the protocol gives at once (a refusal) go through `settle`.
-        c.pairs.post(proto, t, now, &mut NodeEnv { out, jobs, done: finished });
+        c.links.post(proto, t, id, now, &mut NodeEnv { out, jobs, done: finished });
     }
 
     /// Engine-local rank `local` made a call on communicator `comm` that posted nothing
-    /// ([`super::gather::Gather::skip`]); nothing if it is not a member here.
+    /// ([`crate::engine::node::sequencer::Sequencer::skip`]); nothing if it is not a member here.
     pub(crate) fn skip(&mut self, local: u32, comm: u64) {
         let Some(c) = self.slot(comm).and_then(|s| self.comms[s].as_mut()) else { return };
         if let Some(index) = c.index_of_local(local) {
-            c.gather.skip(index);
+            c.sequencer.skip(index);
         }
     }
 
     /// Engine-local rank `local` made a leader-based call on `comm` exchanged by multicast
-    /// ([`super::gather::Gather::multicast_exchange`]); nothing if it is not a member here.
+    /// ([`crate::engine::node::sequencer::Sequencer::multicast_exchange`]); nothing if it is not a member here.
     pub(crate) fn multicast_exchange(&mut self, local: u32, comm: u64) {
         let Some(c) = self.slot(comm).and_then(|s| self.comms[s].as_mut()) else { return };
         if let Some(index) = c.index_of_local(local) {
-            c.gather.multicast_exchange(index);
+            c.sequencer.multicast_exchange(index);
         }
     }
 
     /// The context engine-local rank `local`'s next post on `comm` with call context `context`
-    /// carries ([`super::gather::Gather::context_of`]).
+    /// carries ([`crate::engine::node::sequencer::Sequencer::context_of`]).
     pub(crate) fn context_of(&self, local: u32, comm: u64, context: u64) -> u64 {
         let Some(c) = self.slot(comm).and_then(|s| self.comms[s].as_ref()) else { return context };
-        c.index_of_local(local).map_or(context, |index| c.gather.context_of(index, context))
+        c.index_of_local(local).map_or(context, |index| c.sequencer.context_of(index, context))
     }
 
     /// Hands the protocol every slot of communicator `slot` that can start, in order, until one
@@ -380,19 +407,20 @@ impl Node {
     fn start_ready(&mut self, slot: usize, now: Nanos, out: &mut Outbox) {
         loop {
             let Some(c) = self.comms[slot].as_mut() else { return };
-            let Some(s) = c.gather.next_start() else { return };
+            let Some(s) = c.sequencer.next_start() else { return };
             if s.local {
                 // The engine carries it out (`Node::take_local_started`).
-                c.gather.started();
+                c.sequencer.started();
                 self.local_started.push((c.handle, s));
                 continue;
             }
             let Some(comm) = c.proto else {
-                c.gather.refused(StatusKind::CommunicatorBroken);
+                c.sequencer.refused(StatusKind::CommunicatorBroken);
                 continue;
             };
-            let root = c.gather.placement().node(s.root);
-            let token = (slot as u64) << TOKEN_COMM_SHIFT | s.seq;
+            let root = c.sequencer.placement().node(s.root);
+            let id = self.transfers.insert(Posted::Slot { comm: slot, seq: s.seq });
+            let token = id.token();
             let Node { proto, finished, jobs, .. } = self;
             let env = &mut NodeEnv { out, jobs, done: finished };
             let result = if s.barrier {
@@ -402,29 +430,36 @@ impl Node {
                     Post { comm, root, buf: s.buf, len: s.len, token, context: s.context, window: s.window };
                 proto.post_bcast(post, now, env)
             };
+            if result.is_err() {
+                self.transfers.remove(id); // not taken: nothing will finish it
+            }
             let Some(c) = self.comms[slot].as_mut() else { return };
             match result {
-                Ok(()) => c.gather.started(),
+                Ok(()) => c.sequencer.started(),
                 Err(PostError::WouldBlock) => return, // its channel is still held
-                Err(PostError::Refused(status)) => c.gather.refused(status),
+                Err(PostError::Refused(status)) => c.sequencer.refused(status),
             }
         }
     }
 
     /// Turns what the protocol finished into deliveries to local processes.
-    pub(super) fn settle(&mut self, deliveries: &mut Vec<Delivery>) {
+    pub(crate) fn settle(&mut self, deliveries: &mut Vec<Delivery>) {
         for (token, outcome) in self.finished.drain(..) {
-            if token & PAIR_TOKEN != 0 {
-                self.pair_done.push((token & !PAIR_TOKEN, outcome));
-                continue;
-            }
-            let slot = (token >> TOKEN_COMM_SHIFT) as usize;
-            if let Some(c) = self.comms.get_mut(slot).and_then(Option::as_mut) {
-                c.gather.done(token & ((1 << TOKEN_COMM_SHIFT) - 1), outcome);
+            let id = TransferId::of_token(token);
+            match self.transfers.get(id) {
+                // Taken with the other pair transfers' ends (`take_link_done`).
+                Some(Posted::Link(_)) => self.link_done.push((id, outcome)),
+                Some(&Posted::Slot { comm, seq }) => {
+                    self.transfers.remove(id);
+                    if let Some(c) = self.comms.get_mut(comm).and_then(Option::as_mut) {
+                        c.sequencer.done(seq, outcome);
+                    }
+                }
+                None => {}
             }
         }
         for c in self.comms.iter_mut().flatten() {
-            c.gather.take_finished(deliveries);
+            c.sequencer.take_finished(deliveries);
         }
     }
 
@@ -444,7 +479,7 @@ impl Node {
             let Node { proto, finished, jobs: j, comms, .. } = self;
             let mut env = NodeEnv { out, jobs: j, done: finished };
             for c in comms.iter_mut().flatten() {
-                c.pairs.retry(proto, now, &mut env);
+                c.links.retry(proto, now, &mut env);
             }
         }
         self.settle(deliveries);
@@ -505,10 +540,10 @@ impl Node {
     /// Nothing owed to peers or local processes: no broadcast in progress here, and every
     /// broadcast this engine took part in synchronized (or the communicator is broken).
     pub(crate) fn quiescent(&self) -> bool {
-        self.comms.iter().flatten().all(|c| c.gather.idle()) && self.proto.quiescent()
+        self.comms.iter().flatten().all(|c| c.sequencer.idle()) && self.proto.quiescent()
     }
 
-    /// See [`super::Engine::answers_sync_children`].
+    /// See [`crate::engine::Engine::answers_sync_children`].
     pub(crate) fn answers_sync_children(&self) -> bool {
         self.comms.iter().flatten().filter_map(|c| c.proto).any(|h| {
             self.proto.has_sync_children(h) && self.proto.comm_state(h).is_some_and(|s| s.posted > 0)
@@ -522,14 +557,14 @@ impl Node {
             .flatten()
             .map(|c| {
                 let state = c.proto.and_then(|h| self.proto.comm_state(h)).unwrap_or_default();
-                let ranks = match c.gather.placement() {
-                    super::gather::Placement::World { world, .. } => world.size(),
-                    super::gather::Placement::Table { node_of, .. } => node_of.len() as u32,
+                let ranks = match c.sequencer.placement() {
+                    crate::engine::node::placement::Placement::World { world, .. } => world.size(),
+                    crate::engine::node::placement::Placement::Table { node_of, .. } => node_of.len() as u32,
                 };
                 CommInfo {
                     handle: c.handle,
                     ranks,
-                    local_members: c.gather.locals(),
+                    local_members: c.sequencer.locals(),
                     state,
                     broken: state.broken || c.proto.is_none(),
                     freeing: c.freeing_since.is_some(),

@@ -4,12 +4,13 @@
 //! A communicator's ranks are processes; the protocol's members are engines. From a creation
 //! record ([`ringcast_abi::comm`]) this module derives, for every rank, the engine that holds it
 //! (engines numbered in order of their first rank: the protocol's ranks) and its index among that
-//! engine's members ([`Placement::Table`]), which the local [`Gather`] needs. Every local member
+//! engine's members ([`Placement::Table`]), which the local [`Sequencer`] needs. Every local member
 //! posts the same record (checked by digest); each learns its own rank from it.
-use super::gather::{Gather, Placement};
-use super::pairs::Pairs;
 use crate::comm::auth::Secret;
 use crate::comm::{CommSpec, GroupId, PeerId, World};
+use crate::engine::links::Links;
+use crate::engine::node::placement::Placement;
+use crate::engine::node::sequencer::Sequencer;
 use crate::transfer::protocol::CommHandle;
 use alloc::collections::BTreeMap;
 use alloc::sync::Arc;
@@ -100,10 +101,10 @@ pub struct LocalComm {
     /// kept here because a broken communicator's protocol side is gone before that.
     pub group: GroupId,
     /// The posts of its local members.
-    pub gather: Gather,
+    pub sequencer: Sequencer,
     /// The calls its local members made, and the void ones waiting for their shape
     /// (`call_shapes.rs`).
-    pub calls: super::call_shapes::Calls,
+    pub calls: crate::engine::node::calls::Calls,
     /// Rank of each engine-local rank (index = local rank `0..ppn`), if a member.
     pub rank_of_local: Vec<Option<u32>>,
     /// Record digest (every local member must post the same).
@@ -116,8 +117,8 @@ pub struct LocalComm {
     /// Since when the protocol has settled it (freed ones): it stays a few repair timeouts
     /// more, so a member whose last `SYNC_DOWN` was lost finds it when it asks again.
     pub settled_since: Option<u64>,
-    /// Its pair communicators: point-to-point transfers between its engines (`pairs.rs`).
-    pub pairs: Pairs,
+    /// Its pair communicators: point-to-point transfers between its engines (`links.rs`).
+    pub links: Links,
 }
 
 impl LocalComm {
@@ -129,28 +130,28 @@ impl LocalComm {
         proto: CommHandle,
         group: GroupId,
         capacity: usize,
-        pairs: Pairs,
+        links: Links,
     ) -> Self {
         let locals = world.count(node);
         LocalComm {
             handle: 0,
             proto: Some(proto),
             group,
-            gather: Gather::new(node, world.clone(), capacity),
-            calls: super::call_shapes::Calls::new(locals as usize),
+            sequencer: Sequencer::new(node, world.clone(), capacity),
+            calls: crate::engine::node::calls::Calls::new(locals as usize),
             rank_of_local: (0..locals).map(|l| world.rank(node, l)).collect(),
             digest: 0,
             freed: vec![false; locals as usize],
             freeing_since: None,
             settled_since: None,
-            pairs,
+            links,
         }
     }
 
-    /// The gather index of engine-local rank `local`, if it is a (not freed) member.
+    /// The sequencer index of engine-local rank `local`, if it is a (not freed) member.
     pub fn index_of_local(&self, local: u32) -> Option<u32> {
         let rank = (*self.rank_of_local.get(local as usize)?)?;
-        self.gather.placement().local(rank)
+        self.sequencer.placement().local(rank)
     }
 }
 
