@@ -215,6 +215,10 @@ pub fn run_sequence_on(
                 }
             }
         }
+        if cursor > 0 {
+            world.forget_done();
+            cursor = 0;
+        }
     }
     let mut res = SeqResult {
         events: steps,

@@ -199,9 +199,15 @@ impl World {
         self.net.groups.insert(group, members.into());
     }
 
-    /// Completions so far, in order.
+    /// Completions so far, in order (since the last [`World::forget_done`]).
     pub fn done(&self) -> &[Done] {
         &self.done
+    }
+
+    /// Drops the completions seen so far: a run that has read them keeps no list of a
+    /// million (56 bytes a rank).
+    pub fn forget_done(&mut self) {
+        self.done.clear();
     }
 
     /// Runs `f` on node `i`'s protocol with its `Env` at the current virtual time (posting,

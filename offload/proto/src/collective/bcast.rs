@@ -2,7 +2,6 @@
 //! memory and its multicast (after the root delay), fragments arriving and forwarded along the
 //! algorithm's routes, and the message stored into host memory in parts as the MAC covers it.
 //! A receiver completes once the whole message is authentic and stored.
-use crate::comm::auth::mac_eq;
 use crate::comm::{children, parent, PeerId, Rank, Topology};
 use crate::config::RootDelay;
 use crate::intake::regions::Resolved;
@@ -137,7 +136,7 @@ impl Protocol {
             digest: None,
             mac: None,
             context,
-            own: None,
+            own_ok: None,
             unverified: me != root && buf.is_refused() && is_stand_in(context),
             hashed: 0,
             prefix: 0,
@@ -513,8 +512,7 @@ impl Protocol {
         // `Resolved::REFUSED`, every store fails — so it only relays, and whoever stores the
         // message checks the MAC itself. Checked, it would fail `DigestMismatch` and NACK its
         // epoch, breaking the communicator for the others.
-        let authentic =
-            op.unverified || op.digest.zip(op.own).is_some_and(|(theirs, ours)| mac_eq(&theirs, &ours));
+        let authentic = op.unverified || op.own_ok == Some(true);
         if op.hashed != op.geo.total || !authentic {
             op.state = State::Failed;
             env.complete(op.token, fail(StatusKind::DigestMismatch, op.counters));

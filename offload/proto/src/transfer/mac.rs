@@ -11,7 +11,7 @@
 //! MAC is finished: a million simulated ranks held 3.8 KB each of states they never used.
 //!
 //! [`Comm::spare_macs`]: crate::transfer::state::Comm::spare_macs
-use crate::comm::auth::{CommKeys, Mac, MacState, MAC_PREFIX};
+use crate::comm::auth::{mac_eq, CommKeys, Mac, MacState, MAC_PREFIX};
 use crate::transfer::state::{give_back, Op};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -32,7 +32,7 @@ const MAC_BATCH: u32 = 64 << 10;
 /// message while the rest of it is still arriving, not in one pass at the end; fragments past
 /// a gap are hashed when it fills. Fragments are never rewritten once held (a duplicate is
 /// dropped before it is copied), so hashed bytes stay what is delivered. The MAC is finished
-/// into `op.own` once the whole message is hashed.
+/// and checked against the root's (`op.own_ok`) once the whole message is hashed.
 pub(crate) fn advance_mac(op: &mut Op, channel: &[u8], all: bool, keys: &CommKeys, spare: &mut Spares) {
     let count = op.geo.count();
     while op.prefix < count && op.bits.get(op.prefix) {
@@ -45,10 +45,10 @@ pub(crate) fn advance_mac(op: &mut Op, channel: &[u8], all: bool, keys: &CommKey
     let upto =
         if all { end } else { ((end + MAC_PREFIX) / MAC_BATCH * MAC_BATCH).saturating_sub(MAC_PREFIX) };
     // (An empty message is hashed, and its MAC finished, with nothing fed.)
-    if upto > op.hashed || (upto == op.geo.total && op.own.is_none()) {
+    if upto > op.hashed || (upto == op.geo.total && op.own_ok.is_none()) {
         if let Some(bytes) = channel.get(op.hashed as usize..upto as usize) {
             if let Some(mac) = feed(op, keys, spare, bytes, upto) {
-                op.own = Some(mac);
+                op.own_ok = Some(op.digest.is_some_and(|theirs| mac_eq(&theirs, &mac)));
             }
         }
     }

@@ -45,7 +45,7 @@ use crate::comm::{authenticate, CommSpec, GroupId, PeerId, Rank};
 use crate::config::{EngineConfig, RootDelay};
 use crate::model::select::Selector;
 use crate::schedule::bcast::Algorithm;
-use crate::transfer::barrier::{self, MAX_BARRIERS};
+use crate::transfer::barrier;
 pub use crate::transfer::env::*;
 use crate::transfer::state::{fail, waits_on, Comm, Op, Seal, State, Sync};
 pub use crate::transfer::sync::{time_wait, TIME_WAIT_REPAIRS};
@@ -283,7 +283,7 @@ impl Protocol {
             broken: false,
             closing: false,
             blocked_since: None,
-            barriers: [None; MAX_BARRIERS],
+            barriers: Vec::new(),
             sync_heard: 0,
             probe_at: None,
             lag_ewma: 0,

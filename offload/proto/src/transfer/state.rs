@@ -7,7 +7,7 @@ use crate::comm::{sync_children, sync_parent};
 use crate::comm::{CommSpec, PeerId, Rank};
 use crate::intake::regions::Resolved;
 use crate::schedule::bcast::{Algorithm, Shape};
-use crate::transfer::barrier::{Barrier, MAX_BARRIERS};
+use crate::transfer::barrier::Barrier;
 use crate::transfer::bitmap::{FragBitmap, Geometry};
 use crate::transfer::env::{OpCounters, Outcome, PostError};
 use crate::Nanos;
@@ -71,8 +71,10 @@ pub(crate) struct Op {
     pub(crate) mac: Option<Box<MacState>>,
     /// The call context the MAC covers ([`crate::transfer::env::Post::context`]).
     pub(crate) context: u64,
-    /// A receiver's own MAC of the whole message, once hashed: checked against `digest`.
-    pub(crate) own: Option<Mac>,
+    /// A receiver's own MAC of the whole message, once hashed, checked against `digest` (which
+    /// the last fragment brought before it could be hashed): whether they are equal. (The
+    /// verdict, not the MAC: 32 bytes an op need not hold.)
+    pub(crate) own_ok: Option<bool>,
     /// A receive into a refused call's buffer under a stand-in context
     /// ([`crate::transfer::env::STAND_IN`]): the root's MAC is not this context's, so the
     /// message is relayed and acked without being checked — nothing of it is ever stored.
@@ -184,8 +186,9 @@ pub(crate) struct Comm {
     pub(crate) closing: bool,
     /// A post has been waiting for a channel since.
     pub(crate) blocked_since: Option<Nanos>,
-    /// Barriers waiting for the `SYNC_DOWN` of the epoch they cut (`barrier.rs`).
-    pub(crate) barriers: [Option<Barrier>; MAX_BARRIERS],
+    /// Barriers waiting for the `SYNC_DOWN` of the epoch they cut (`barrier.rs`): empty until
+    /// the first, then [`MAX_BARRIERS`](crate::transfer::barrier::MAX_BARRIERS) entries.
+    pub(crate) barriers: Vec<Option<Barrier>>,
     /// Last answer from a synchronization neighbour to a probe, and when to probe next.
     pub(crate) sync_heard: Nanos,
     pub(crate) probe_at: Option<Nanos>,
