@@ -99,8 +99,9 @@ pub struct Protocol {
     pub(crate) selector: Arc<Selector>,
     /// Each communicator's earliest deadline ([`Protocol::next_timeout`] without a scan).
     pub(crate) timers: TimerTable,
-    /// The communicators due in one [`Protocol::on_timeout`] (kept to reuse its memory).
-    pub(crate) due: Vec<u32>,
+    /// The communicators due in one [`Protocol::on_timeout`] (kept to reuse its memory; inline
+    /// up to two, a simulated rank's one).
+    pub(crate) due: smallvec::SmallVec<[u32; 2]>,
     /// `CALL_SHAPE` frames for the node ([`Protocol::take_call_shapes`]).
     pub(crate) shapes_in: Vec<crate::transfer::call_shape::ShapeIn>,
 }
@@ -143,7 +144,7 @@ impl Protocol {
             forced: config.protocol.algorithm.forced(),
             selector: Arc::new(Selector::from_config(config)),
             timers: TimerTable::default(),
-            due: Vec::new(),
+            due: smallvec::SmallVec::new(),
             shapes_in: Vec::new(),
         }
     }
@@ -178,7 +179,7 @@ impl Protocol {
             forced: self.forced,
             selector: Arc::clone(&self.selector),
             timers: TimerTable::default(),
-            due: Vec::new(),
+            due: smallvec::SmallVec::new(),
             shapes_in: Vec::new(),
         }
     }

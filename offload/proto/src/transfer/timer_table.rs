@@ -1,20 +1,20 @@
 //! The protocol's timer table: each communicator slot's earliest deadline in an indexed binary
 //! min-heap, so an engine's loop learns the next deadline without a scan.
 use crate::Nanos;
-use alloc::vec::Vec;
+use smallvec::SmallVec;
 
 /// The deadlines of the communicator slots as an indexed binary min-heap: the next deadline in
 /// O(1), setting or clearing a slot's in O(log n), no scan of every communicator × channel on
 /// the engine's loop. It grows with the protocol's communicator table (one entry per slot,
-/// never reserving more) and allocates nothing after that.
+/// never reserving more) and allocates nothing after that — nothing at all for one slot (a
+/// simulated rank's), which it keeps inline.
 #[derive(Debug, Default)]
 pub(crate) struct TimerTable {
     /// Communicator slots with a deadline, heap-ordered by it.
-    heap: Vec<u32>,
+    heap: SmallVec<[u32; 2]>,
     /// Per slot: its index in `heap`, or [`NOT_ARMED`], and its deadline (meaningful while
-    /// armed). (One table, not two: a simulated rank of one communicator makes two small
-    /// allocations here, not three.)
-    slots: Vec<(u32, Nanos)>,
+    /// armed).
+    slots: SmallVec<[(u32, Nanos); 1]>,
 }
 
 const NOT_ARMED: u32 = u32::MAX;
