@@ -348,6 +348,36 @@ mod tests {
     use super::{rendezvous, window_of};
     use crate::schedule::bcast::Algorithm;
 
+    /// The simulator's ranks of one communicator share its keys, derived once
+    /// (`Protocol::create_comm_sharing`); keys of another secret are never taken for a
+    /// communicator's own — it derives them from its spec.
+    #[test]
+    fn shared_keys_are_taken_only_from_the_same_secret() {
+        use crate::comm::auth::{CommKeys, Secret};
+        use crate::comm::{CommSpec, Layout, PeerId};
+        use crate::config::EngineConfig;
+        use crate::transfer::protocol::{CommHandle, Protocol};
+        use alloc::sync::Arc;
+        let spec = |key: [u8; 32]| CommSpec {
+            cookie: u64::from(key[0]),
+            group: [7; 14],
+            members: (0..2).map(PeerId).collect(),
+            my_rank: 0,
+            seed: 0,
+            key: Secret(key),
+            layout: Layout::FLAT,
+        };
+        let shared = Arc::new(CommKeys::new(&Secret([1; 32])));
+        let mut p = Protocol::new(&EngineConfig::default(), crc32c::crc32c);
+        let same = p.create_comm_sharing(spec([1; 32]), &shared).expect("a communicator");
+        let other = p.create_comm_sharing(spec([2; 32]), &shared).expect("a communicator");
+        let keys = |h: CommHandle| p.comms[h.0 as usize].as_ref().map(|c| Arc::clone(&c.seal.keys));
+        assert!(keys(same).is_some_and(|k| Arc::ptr_eq(&k, &shared)), "the same secret: shared");
+        let own = keys(other).expect("the other communicator");
+        assert!(!Arc::ptr_eq(&own, &shared), "another secret: not the shared keys");
+        assert!(own.derived_from(&Secret([2; 32])) && !own.derived_from(&Secret([1; 32])));
+    }
+
     /// A broadcast's root may run `channels` broadcasts ahead, a composed collective's root only
     /// its call's parts: with the defaults (64 slots, 16 channels) a 2-node allreduce's part of 8
     /// fragments goes eagerly — by rendezvous it waited for the other process's next call
