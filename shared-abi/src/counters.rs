@@ -86,10 +86,34 @@ pub const ALL: [Counter; COUNT] = [
         "communicators_overdue_total",
         "communicators dropped unsettled, a peer timeout after their last local member freed them",
     ),
+    // The per-byte ledger (`ringcast_proto::ledger`): payload bytes the engine and its fabric
+    // copied, hashed and CRC'd, per side (send: a root's load and every frame out; receive:
+    // every frame in and the store into the host), and the message bytes delivered per side.
+    total(
+        "ledger_send_copied_bytes_total",
+        "payload bytes copied on the send side (DMA load, frame build, fabric send)",
+    ),
+    total(
+        "ledger_receive_copied_bytes_total",
+        "payload bytes copied on the receive side (fabric receive, channel, DMA store)",
+    ),
+    total("ledger_send_hashed_bytes_total", "message bytes the root side fed to the message MAC"),
+    total("ledger_receive_hashed_bytes_total", "message bytes the receive side fed to the message MAC"),
+    total("ledger_send_crc_bytes_total", "datagram bytes CRC32C computed over on the send side"),
+    total("ledger_receive_crc_bytes_total", "datagram bytes CRC32C checked on the receive side"),
+    total(
+        "ledger_send_delivered_bytes_total",
+        "message bytes loaded as a root (the send side's delivered bytes)",
+    ),
+    total("ledger_receive_delivered_bytes_total", "message bytes a receiver delivered ok"),
 ];
 
+/// Index of the first of the ledger's counters (send then receive, for copied, hashed, CRC'd
+/// and delivered bytes, in that order).
+pub const LEDGER_FIRST: usize = 36;
+
 /// Number of counters.
-pub const COUNT: usize = 36;
+pub const COUNT: usize = 44;
 
 /// Index of counter `name`, if this build has it.
 pub fn index_of(name: &str) -> Option<usize> {

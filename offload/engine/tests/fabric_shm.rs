@@ -368,6 +368,37 @@ fn a_multicast_sent_before_a_unicast_is_delivered_first() {
     drop(guard);
 }
 
+/// The fabric's ledger counts each datagram's bytes once where they are written into the wire
+/// (a ring slot, the group's log — once, whatever the readers) and once per reader where they
+/// are read out of it, and nothing for a datagram it refused.
+#[test]
+fn the_ledger_counts_one_copy_into_the_wire_and_one_out_per_reader() {
+    use ringcast_proto::ledger::Side;
+    let job = unique_job("ledger");
+    let guard = JobGuard(job.clone());
+    let mut f: Vec<ShmFabric> = (0..3).map(|m| ShmFabric::new(&job, PeerId(m), 3, MTU).unwrap()).collect();
+    for x in &mut f {
+        x.join(&GROUP).unwrap();
+    }
+    let (m, u) = (frame(DATA_MCAST, 0, 1), frame(DATA_UNICAST, 0, 2));
+    f[0].multicast(&GROUP, &m);
+    f[0].send(PeerId(1), &u);
+    f[0].send(PeerId(2), &vec![0; MTU + 1]); // refused: nothing copied
+    let sent = f[0].ledger();
+    assert_eq!(sent.copied_bytes(Side::Send), (m.len() + u.len()) as u64);
+    assert_eq!(sent.copied_bytes(Side::Receive), 0);
+    let mut got = [0u64; 3];
+    for k in 1..3 {
+        while f[k].poll(64, &mut |_, b| got[k] += b.len() as u64) > 0 {}
+        assert_eq!(f[k].ledger().copied_bytes(Side::Receive), got[k], "member {k}");
+        assert_eq!(f[k].ledger().copied_bytes(Side::Send), 0);
+    }
+    assert_eq!(got[1], (m.len() + u.len()) as u64);
+    assert_eq!(got[2], m.len() as u64);
+    drop(f);
+    drop(guard);
+}
+
 /// The order above does not starve anyone: a ring datagram waits only for the multicasts
 /// visible when it was seen, not for logs that keep filling, and a busy group's log does not
 /// keep another group's waiting. The reader polls 8 datagrams at a time while 30 new multicasts

@@ -9,12 +9,16 @@
 //! Run: `cargo bench -p ringcast-proto --bench engine_stream` (in `make bench`). Prints one
 //! table, a send and a receive row per datagram size: Ethernet's 1472 bytes (kernel UDP, DPDK,
 //! verbs) and the `shm` fabric's 4088 (one ring slot; its default). `ENGINE_STREAM_ITERS` sets
-//! the broadcasts (default 300).
+//! the broadcasts (default 300). The last columns are the per-byte ledger (`ringcast_proto::ledger`)
+//! per delivered byte on each side, engine side only: the DMA copy, the channel and frame copies,
+//! the MAC and CRC passes — a fabric adds its own (`shm`: one write into the wire at the sender,
+//! one read out of it at each receiver; `ringcast stats` shows the sum).
 use ringcast_abi::{Access, SubmissionDescriptor};
 use ringcast_proto::comm::PeerId;
 use ringcast_proto::config::{EngineConfig, LocalRank, ETHERNET_MTU, SHM_MTU};
 use ringcast_proto::engine::{Action, Dma, Engine, JobId};
 use ringcast_proto::intake::regions::SegmentHandle;
+use ringcast_proto::ledger::Side;
 use std::time::{Duration, Instant};
 
 const MESSAGE: usize = 1 << 20;
@@ -197,7 +201,7 @@ fn main() {
     println!("# engine_stream: {iters} broadcasts of 1 MiB per datagram size, 2 engines on one thread");
     println!("# memcpy of 1 MiB messages on this machine: {cache:.1} GB/s into 16 rotating buffers (the channels), {dram:.1} GB/s into 64");
     println!(
-        "{:<10}{:>6}{:>8}{:>16}{:>16}{:>14}{:>14}{:>18}",
+        "{:<10}{:>6}{:>8}{:>16}{:>16}{:>14}{:>14}{:>18}{:>10}{:>10}{:>10}",
         "# side",
         "MTU",
         "frags",
@@ -205,17 +209,23 @@ fn main() {
         "DMA ns/frag",
         "engine GB/s",
         "+DMA GB/s",
-        "of memcpy (16)"
+        "of memcpy (16)",
+        "copies/B",
+        "MAC/B",
+        "CRC/B"
     );
     for (mtu, s) in &runs {
         let frags = s.frames[ROOT] as f64;
         let bytes = (iters as usize * MESSAGE) as f64;
         let gbps = |d: Duration| bytes / d.as_secs_f64() / 1e9;
         let per_frag = |d: Duration| d.as_nanos() as f64 / frags;
-        for (name, e) in [("send", ROOT), ("receive", RECV)] {
+        for (name, e, side) in [("send", ROOT, Side::Send), ("receive", RECV, Side::Receive)] {
             let all = s.engine_ns[e] + s.dma_ns[e];
+            // The ledger's payload work per delivered byte (warm-up included: the same per
+            // broadcast), engine side: the DMA copy, the channel and frame copies, MAC, CRC.
+            let per = s.engines[e].proto_counters().ledger.per_byte(side);
             println!(
-                "{:<10}{:>6}{:>8.0}{:>16.0}{:>16.0}{:>14.2}{:>14.2}{:>17.0}%",
+                "{:<10}{:>6}{:>8.0}{:>16.0}{:>16.0}{:>14.2}{:>14.2}{:>17.0}%{:>10.3}{:>10.3}{:>10.3}",
                 name,
                 mtu,
                 frags / iters as f64,
@@ -223,7 +233,10 @@ fn main() {
                 per_frag(s.dma_ns[e]),
                 gbps(s.engine_ns[e]),
                 gbps(all),
-                100.0 * gbps(all) / cache
+                100.0 * gbps(all) / cache,
+                per.copies,
+                per.hashed,
+                per.crcd
             );
         }
         println!(

@@ -15,6 +15,7 @@
 //! * [`collective`] — the collectives on that layer: the broadcast's data path;
 //! * [`model`] — the LogGP cost model that picks an algorithm per call;
 //! * [`config`] — the sections of the configuration the state machine runs on;
+//! * [`ledger`] — the per-byte ledger: payload bytes copied, hashed and CRC'd per side;
 //! * [`fault`] — the fault injector every fabric (and the simulator) is wrapped in;
 //! * [`rng`] — the deterministic generator the fault injector and the simulator draw from.
 #![cfg_attr(not(test), no_std)]
@@ -35,6 +36,7 @@ pub mod config;
 pub mod engine;
 pub mod fault;
 pub mod intake;
+pub mod ledger;
 pub mod model;
 pub mod rng;
 pub mod schedule;

@@ -197,6 +197,17 @@ fn hit_rate(v: &[u64]) -> Option<f64> {
     (m + r > 0).then(|| m as f64 / (m + r) as f64)
 }
 
+/// The per-byte ledger per side (`send`, `receive`): payload copies, MAC and CRC passes per
+/// delivered byte (`None` for a side that delivered nothing yet).
+fn per_byte(v: &[u64]) -> [(&'static str, Option<[f64; 3]>); 2] {
+    let at = |n: String| ringcast_abi::counters::index_of(&n).and_then(|i| v.get(i).copied()).unwrap_or(0);
+    ["send", "receive"].map(|side| {
+        let d = at(format!("ledger_{side}_delivered_bytes_total"));
+        let r = |what: &str| at(format!("ledger_{side}_{what}_bytes_total")) as f64 / d as f64;
+        (side, (d > 0).then(|| [r("copied"), r("hashed"), r("crc")]))
+    })
+}
+
 fn print(a: &StatsArgs, engines: &[Watched], reading: u64) {
     if a.prometheus {
         print!("{}", prometheus::render(engines));
@@ -217,6 +228,11 @@ fn print(a: &StatsArgs, engines: &[Watched], reading: u64) {
                             .collect();
                         doc["counters"] = serde_json::Value::Object(counters);
                         doc["multicast_hit_rate"] = serde_json::json!(hit_rate(v));
+                        for (side, p) in per_byte(v) {
+                            doc[format!("{side}_per_delivered_byte")] = serde_json::json!(
+                                p.map(|[c, h, k]| serde_json::json!({ "copies": c, "mac": h, "crc": k }))
+                            );
+                        }
                         doc["communicators"] = e.comms.iter().map(comm_json).collect();
                         if let Some(r) = rates(e) {
                             let per_sec: serde_json::Map<String, serde_json::Value> = ALL
@@ -261,6 +277,15 @@ fn print(a: &StatsArgs, engines: &[Watched], reading: u64) {
                 h * 100.0
             ),
             None => println!("  {:<32}{:>16}  no fragment received yet", "multicast_hit_rate", "-"),
+        }
+        for (side, p) in per_byte(v) {
+            let name = format!("{side}_per_delivered_byte");
+            match p {
+                Some([c, h, k]) => println!(
+                    "  {name:<32}{c:>16.3}  payload copies ({h:.3} MAC passes, {k:.3} CRC passes) per byte delivered on the {side} side"
+                ),
+                None => println!("  {name:<32}{:>16}  nothing delivered on the {side} side yet", "-"),
+            }
         }
         println!(
             "  {:<20}{:>8}{:>9}{:>7}{:>12}{:>9}  state",

@@ -285,6 +285,12 @@ impl<F: Fabric> Fabric for Faulty<F> {
         self.inner.flush();
     }
 
+    /// The fabric's copies: the injector's own (it copies each datagram to corrupt, hold or
+    /// duplicate it) belong to the experiment, not the engine's data path, and are left out.
+    fn ledger(&self) -> ringcast_proto::ledger::Ledger {
+        self.inner.ledger()
+    }
+
     fn counters(&self) -> FabricCounters {
         let inner = self.inner.counters();
         FabricCounters {

@@ -46,6 +46,7 @@ pub mod udp;
 pub mod verbs;
 
 use ringcast_proto::comm::{GroupId, PeerId};
+use ringcast_proto::ledger::Ledger;
 
 /// What every fabric is told beyond its own section: the job and this engine's place in it.
 /// Built by the composition root ([`crate::config::Config::fabric_setup`]) from the sections
@@ -189,6 +190,17 @@ pub trait Fabric {
     fn flush(&mut self) {}
     /// Counters so far.
     fn counters(&self) -> FabricCounters;
+    /// The fabric's own payload copies so far ([`Ledger`]: a datagram's bytes written into the
+    /// wire on a send are [`Side::Send`](ringcast_proto::ledger::Side::Send), read out of it on
+    /// a receive [`Side::Receive`](ringcast_proto::ledger::Side::Receive); whole datagrams,
+    /// header and trailer included — the fabric does not parse them). Counted where the bytes
+    /// move: `shm` at its ring slot and multicast log writes and reads, `udp` at the kernel's
+    /// copy in each system call. A fabric that copies nothing (or does not count yet) says
+    /// nothing; the default gather of [`Fabric::send_batch`] is not counted (no engine hands
+    /// it a datagram of several parts yet).
+    fn ledger(&self) -> Ledger {
+        Ledger::default()
+    }
     /// The engine is about to sleep until this fabric has something for it: returns the value
     /// to sleep on with [`Fabric::bell`] (`ringcast_ring::doorbell`), after which the engine
     /// re-checks its inputs once more. `None`: this fabric cannot wake a sleeper (a NIC

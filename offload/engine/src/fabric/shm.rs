@@ -31,6 +31,7 @@
 //! sender ids are checked against the member count. Own multicasts are never delivered.
 use super::{Fabric, FabricCounters, FabricSetup};
 use ringcast_proto::comm::{GroupId, PeerId};
+use ringcast_proto::ledger::{Ledger, Side};
 use ringcast_ring::{
     frame_ring_consumer, frame_ring_producer, pop_frame, push_frame, BellBoard, Consumer, FrameSlot,
     McastLog, McastReader, Producer, Reaper, ShmSegment, WriteError, FRAME_PAYLOAD,
@@ -238,6 +239,8 @@ pub struct ShmFabric {
     /// up to its `fence`.
     held: Option<(PeerId, usize)>,
     counters: FabricCounters,
+    /// The copies into and out of the rings and logs ([`Fabric::ledger`]).
+    ledger: Ledger,
     /// Log datagrams lost by readers of groups since left.
     left_lost: u64,
     /// Every member's doorbell: rung after a frame is published for a member that sleeps
@@ -322,6 +325,7 @@ impl ShmFabric {
             next_group: 0,
             held: None,
             counters: FabricCounters::default(),
+            ledger: Ledger::default(),
             left_lost: 0,
             bells: Some(BellBoard::create_or_open_named(&bells_name(job), members)?),
             rx_buf: vec![0; mtu],
@@ -387,6 +391,7 @@ impl ShmFabric {
                 Ok(None) => continue,
                 Ok(Some((sender, Some(len)))) if sender == from.0 && len <= mtu => {
                     self.counters.received += 1;
+                    self.ledger.copied(Side::Receive, len as u64);
                     self.next_ring = r + 1;
                     for g in &mut self.groups {
                         g.fence = g.log.write_seq();
@@ -420,6 +425,8 @@ impl ShmFabric {
             return false;
         }
         self.counters.received += 1;
+        // The reader copied it out of the log (a seqlock read checks a copy, not the slot).
+        self.ledger.copied(Side::Receive, d.payload.len() as u64);
         rx(PeerId(d.from), d.payload);
         true
     }
@@ -483,6 +490,7 @@ impl Fabric for ShmFabric {
             self.counters.overrun += 1;
             return;
         }
+        self.ledger.copied(Side::Send, frame.len() as u64);
         if let Some(b) = &self.bells {
             b.ring(to.0);
         }
@@ -504,6 +512,8 @@ impl Fabric for ShmFabric {
         };
         match result {
             Ok(_) => {
+                // Written once into the log, whatever the number of readers.
+                self.ledger.copied(Side::Send, frame.len() as u64);
                 if let Some(b) = &self.bells {
                     b.ring_all_but(me);
                 }
@@ -569,6 +579,10 @@ impl Fabric for ShmFabric {
             delivered += 1;
         }
         delivered
+    }
+
+    fn ledger(&self) -> Ledger {
+        self.ledger
     }
 
     fn counters(&self) -> FabricCounters {

@@ -3,11 +3,12 @@
 //! the protocol and the fabric, so the table and the engine cannot drift apart unnoticed (a test
 //! checks every slot is written).
 use super::net::Net;
-use ringcast_abi::counters::{COUNT, DROPS_FIRST};
+use ringcast_abi::counters::{COUNT, DROPS_FIRST, LEDGER_FIRST};
 use ringcast_abi::ctl::{
     CtlKind, CtlMsg, CtlStatus, COMM_BROKEN, COMM_CLOSING, COMM_FAILED_OVER, COMM_FREEING,
 };
 use ringcast_proto::engine::Engine;
+use ringcast_proto::ledger::{Ledger, Side};
 
 /// The engine's counters now (`net`: its fabric, if it has one; without one the broadcast side
 /// reads zero).
@@ -49,7 +50,21 @@ pub(crate) fn snapshot(engine: &Engine, net: Option<&Net>) -> [u64; COUNT] {
         comms.freeing,
         comms.overdue,
     ];
-    v[drops..].copy_from_slice(&tail);
+    let ledger_first = drops + tail.len();
+    debug_assert_eq!(ledger_first, LEDGER_FIRST);
+    v[drops..ledger_first].copy_from_slice(&tail);
+    let mut l = p.ledger;
+    if let Some(n) = net {
+        l.absorb(&n.fabric_ledger());
+    }
+    let mut at = ledger_first;
+    for per_side in [Ledger::copied_bytes, Ledger::hashed_bytes, Ledger::crcd_bytes, Ledger::delivered_bytes]
+    {
+        for side in Side::ALL {
+            v[at] = per_side(&l, side);
+            at += 1;
+        }
+    }
     v
 }
 

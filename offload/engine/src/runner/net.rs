@@ -161,6 +161,11 @@ impl Net {
         self.fabric.counters()
     }
 
+    /// The fabric's own payload copies ([`crate::fabric::Fabric::ledger`]).
+    pub fn fabric_ledger(&self) -> ringcast_proto::ledger::Ledger {
+        self.fabric.ledger()
+    }
+
     /// The communicators' life (`COMMS`), with the groups the fabric holds.
     pub fn comm_stats(&self, engine: &Engine) -> CommStats {
         CommStats { groups: u32::try_from(self.fabric.groups()).unwrap_or(u32::MAX), ..engine.comm_stats() }

@@ -5,6 +5,7 @@
 use crate::comm::{children, parent, PeerId, Rank, Topology};
 use crate::config::RootDelay;
 use crate::intake::regions::Resolved;
+use crate::ledger::Side;
 use crate::schedule::bcast::{self as algo, Algorithm, Hop, Phase, Shape};
 use crate::transfer::bitmap::{FragBitmap, Geometry, MAX_FRAGS};
 use crate::transfer::env::{
@@ -192,6 +193,7 @@ impl Protocol {
                     buf.resize(len, 0); // grows once, up to the MTU
                 }
                 buf[..len].copy_from_slice(&e.frame[..len]);
+                self.counters.ledger.copied(Side::Receive, len as u64);
                 self.on_frame(from, &buf[..len], now, env);
             }
             self.early_buf = buf;
@@ -217,6 +219,9 @@ impl Protocol {
         // The MAC is computed as the fragments first leave (`root_mac_through`), so the first
         // ones leave before the last byte is hashed.
         op.bits.fill();
+        // The driver's DMA moved the message into the channel: one copy, the root's load.
+        self.counters.ledger.copied(Side::Send, u64::from(len));
+        self.counters.ledger.delivered(Side::Send, u64::from(len));
         // Yu et al.: the root's request is complete once the message is in its channel.
         env.complete(op.token, Outcome { status: StatusKind::Ok, bytes: len as u64, counters: op.counters });
         let ready =
@@ -255,6 +260,9 @@ impl Protocol {
         let Some(op) = c.ops.get_mut(t.slot as usize).and_then(Option::as_mut) else { return };
         op.stores_out = op.stores_out.saturating_sub(1);
         op.store_failed |= !ok;
+        if ok {
+            self.counters.ledger.copied(Side::Receive, u64::from(t.len));
+        }
         self.delivered(t.comm, t.slot as usize, env);
     }
 
@@ -279,6 +287,9 @@ impl Protocol {
             true => fail(StatusKind::OutOfBounds, op.counters),
             false => Outcome { status: StatusKind::Ok, bytes: len as u64, counters: op.counters },
         };
+        if outcome.status == StatusKind::Ok {
+            self.counters.ledger.delivered(Side::Receive, u64::from(len));
+        }
         env.complete(op.token, outcome);
         if op.selective {
             let (bid, root) = (op.bid, op.root);
@@ -339,11 +350,12 @@ impl Protocol {
         for i in next..end {
             let seq = if i < multicast { i } else { (i - multicast) % count.max(1) };
             if let Some(op) = c.ops.get_mut(slot).and_then(Option::as_mut) {
-                root_mac_through(op, &c.channels[slot], seq, &c.seal.keys, &mut c.spare_macs);
+                let fed = root_mac_through(op, &c.channels[slot], seq, &c.seal.keys, &mut c.spare_macs);
+                counters.ledger.hashed(Side::Send, fed);
             }
             if i < multicast {
                 let group = Dest::Group(&c.spec.group);
-                send_fragment(scratch, env, c, slot, seq, FrameKind::DATA_MULTICAST, 0, group);
+                send_fragment(scratch, counters, env, c, slot, seq, FrameKind::DATA_MULTICAST, 0, group);
                 counters.multicast += 1;
             } else if let Some(&hop) = hops.get((i / count.max(1)) as usize) {
                 send_repair(scratch, counters, env, c, slot, seq, hop, 1);
@@ -399,6 +411,7 @@ impl Protocol {
                             e.frame.resize(bytes.len(), 0); // once per slot, up to the MTU
                         }
                         e.frame[..bytes.len()].copy_from_slice(bytes);
+                        self.counters.ledger.copied(Side::Receive, bytes.len() as u64);
                         *e = Early {
                             used: true,
                             bid,
@@ -455,13 +468,16 @@ impl Protocol {
             return;
         }
         c.channels[slot][off as usize..(off + len) as usize].copy_from_slice(frame.payload());
+        self.counters.ledger.copied(Side::Receive, u64::from(len));
         if seq == last {
             op.digest = frame.digest();
         }
-        advance_mac(op, &c.channels[slot], false, &c.seal.keys, &mut c.spare_macs);
+        let fed = advance_mac(op, &c.channels[slot], false, &c.seal.keys, &mut c.spare_macs);
+        self.counters.ledger.hashed(Side::Receive, fed);
         if op.hashed >= op.stored + STORE_PART && !op.bits.is_complete() {
             // (Complete: `finish` stores the rest in one part.)
-            store_part((comm, c.generation), slot, op, &mut c.channels[slot], env);
+            let moved = store_part((comm, c.generation), slot, op, &mut c.channels[slot], env);
+            self.counters.ledger.copied(Side::Receive, moved);
         }
         if hops == 0 {
             op.counters.frags_multicast += 1;
@@ -506,7 +522,8 @@ impl Protocol {
     pub(crate) fn finish(&mut self, comm: CommHandle, slot: usize, now: Nanos, env: &mut impl Env) {
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
         let Some(op) = c.ops.get_mut(slot).and_then(Option::as_mut) else { return };
-        advance_mac(op, &c.channels[slot], true, &c.seal.keys, &mut c.spare_macs);
+        let fed = advance_mac(op, &c.channels[slot], true, &c.seal.keys, &mut c.spare_macs);
+        self.counters.ledger.hashed(Side::Receive, fed);
         // A receive of a call refused for its operation (`Op::unverified`) runs under a
         // stand-in context the root's MAC does not have: it delivers nothing — its buffer is
         // `Resolved::REFUSED`, every store fails — so it only relays, and whoever stores the
@@ -521,7 +538,8 @@ impl Protocol {
         // The rest of the message after the parts stored while it arrived: the bytes past the
         // MAC's last batch (more only where a gap held the MAC back until the end).
         op.state = State::Storing;
-        store_part((comm, c.generation), slot, op, &mut c.channels[slot], env);
+        let moved = store_part((comm, c.generation), slot, op, &mut c.channels[slot], env);
+        self.counters.ledger.copied(Side::Receive, moved);
         self.delivered(comm, slot, env);
         // Stores still out: the last answer syncs up (`Protocol::dma_done`).
         if self.comm(comm).and_then(|c| c.ops.get(slot).and_then(Option::as_ref)).is_some_and(Op::over) {
@@ -543,24 +561,31 @@ const STORE_PART: u32 = 64 << 10;
 /// authentic). Bytes may reach the host buffer before the message is verified — as a NIC's
 /// receive DMA does; the broadcast completes (`Protocol::delivered`) only once it is
 /// verified and every part is stored, and a message that fails verification completes with
-/// an error, never `Ok`.
+/// an error, never `Ok`. Returns the bytes the driver moved at once (the ledger's; a pending
+/// job is counted when its answer comes, `Protocol::stored`).
 fn store_part(
     (comm, generation): (CommHandle, u32),
     slot: usize,
     op: &mut Op,
     channel: &mut [u8],
     env: &mut impl Env,
-) {
+) -> u64 {
     let upto = if op.state == State::Storing { op.geo.total } else { op.hashed };
     let (off, len) = (op.stored, upto.saturating_sub(op.stored));
-    let Some(stage) = channel.get_mut(off as usize..upto as usize).filter(|_| len > 0) else { return };
+    let Some(stage) = channel.get_mut(off as usize..upto as usize).filter(|_| len > 0) else { return 0 };
     let token = DmaToken { comm, generation, slot: slot as u32, bid: op.bid, off, len };
     let buf = Resolved { offset: op.buf.offset + u64::from(off), ..op.buf };
     op.stored = upto;
     match env.dma(DmaJob { token, dir: DmaDir::Store, buf, len: u64::from(len) }, stage) {
-        DmaStatus::Done(ok) => op.store_failed |= !ok,
+        DmaStatus::Done(ok) => {
+            op.store_failed |= !ok;
+            if ok {
+                return u64::from(len);
+            }
+        }
         DmaStatus::Pending => op.stores_out += 1,
     }
+    0
 }
 
 /// The rank whose "ready" the root waits for in broadcast `bid` (randomized single-process

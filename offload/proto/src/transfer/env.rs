@@ -275,6 +275,9 @@ pub struct ProtoCounters {
     pub repair_frames: u64,
     /// See `repair_frames`.
     pub repair_bytes: u64,
+    /// Payload bytes the protocol copied, hashed and CRC'd, and the bytes it delivered
+    /// ([`crate::ledger`]): its own sites and the DMA jobs it saw completed.
+    pub ledger: crate::ledger::Ledger,
 }
 
 #[cfg(test)]

@@ -32,8 +32,15 @@ const MAC_BATCH: u32 = 64 << 10;
 /// message while the rest of it is still arriving, not in one pass at the end; fragments past
 /// a gap are hashed when it fills. Fragments are never rewritten once held (a duplicate is
 /// dropped before it is copied), so hashed bytes stay what is delivered. The MAC is finished
-/// and checked against the root's (`op.own_ok`) once the whole message is hashed.
-pub(crate) fn advance_mac(op: &mut Op, channel: &[u8], all: bool, keys: &CommKeys, spare: &mut Spares) {
+/// and checked against the root's (`op.own_ok`) once the whole message is hashed. Returns the
+/// bytes it hashed (the ledger's).
+pub(crate) fn advance_mac(
+    op: &mut Op,
+    channel: &[u8],
+    all: bool,
+    keys: &CommKeys,
+    spare: &mut Spares,
+) -> u64 {
     let count = op.geo.count();
     while op.prefix < count && op.bits.get(op.prefix) {
         op.prefix += 1;
@@ -47,27 +54,38 @@ pub(crate) fn advance_mac(op: &mut Op, channel: &[u8], all: bool, keys: &CommKey
     // (An empty message is hashed, and its MAC finished, with nothing fed.)
     if upto > op.hashed || (upto == op.geo.total && op.own_ok.is_none()) {
         if let Some(bytes) = channel.get(op.hashed as usize..upto as usize) {
+            let fed = bytes.len() as u64;
             if let Some(mac) = feed(op, keys, spare, bytes, upto) {
                 op.own_ok = Some(op.digest.is_some_and(|theirs| mac_eq(&theirs, &mac)));
             }
+            return fed;
         }
     }
+    0
 }
 
 /// The root's MAC, fed through the end of fragment `seq` before that fragment first leaves —
 /// up to the next [`MAC_BATCH`] boundary, so the first fragments leave after one batch is
 /// hashed, not the whole message — and finished into `op.digest` once the whole message is
 /// (at the latest for the last fragment, which carries it). Called in fragment order by the
-/// root's sends, and for all of it before the root answers a repair request.
-pub(crate) fn root_mac_through(op: &mut Op, channel: &[u8], seq: u32, keys: &CommKeys, spare: &mut Spares) {
+/// root's sends, and for all of it before the root answers a repair request. Returns the bytes
+/// it hashed (the ledger's).
+pub(crate) fn root_mac_through(
+    op: &mut Op,
+    channel: &[u8],
+    seq: u32,
+    keys: &CommKeys,
+    spare: &mut Spares,
+) -> u64 {
     if op.digest.is_some() {
-        return;
+        return 0;
     }
+    let mut fed = 0;
     let total = op.geo.total;
     let need = match op.geo.range(seq) {
         Some(_) if seq + 1 == op.geo.count() => total,
         Some((off, len)) => off + len,
-        None => return,
+        None => return 0,
     };
     // Nothing new needed: only an empty message, whose MAC is finished with nothing fed.
     let upto = if need > op.hashed {
@@ -76,10 +94,12 @@ pub(crate) fn root_mac_through(op: &mut Op, channel: &[u8], seq: u32, keys: &Com
         op.hashed
     };
     if let Some(bytes) = channel.get(op.hashed as usize..upto as usize) {
+        fed = bytes.len() as u64;
         if let Some(mac) = feed(op, keys, spare, bytes, upto) {
             op.digest = Some(mac);
         }
     }
+    fed
 }
 
 /// Feeds `bytes`, the message's bytes from `op.hashed` up to `upto`, to `op`'s MAC; returns

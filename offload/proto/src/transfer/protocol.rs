@@ -429,6 +429,8 @@ impl Protocol {
     /// A datagram arrived from `from`. Anything malformed, foreign or stale is counted and
     /// dropped; nothing a peer sends can make this panic.
     pub fn on_frame(&mut self, from: PeerId, bytes: &[u8], now: Nanos, env: &mut impl Env) {
+        // Parsing checks the CRC32C over the whole datagram.
+        self.counters.ledger.crcd(crate::ledger::Side::Receive, bytes.len() as u64);
         let frame = match Frame::parse(bytes, self.crc) {
             Ok(f) => f,
             Err(reason) => return self.drop_frame(reason),

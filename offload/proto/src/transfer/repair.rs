@@ -3,6 +3,7 @@
 //! frames (ready, have-all, alive, broken, aborted), and asking a repair source.
 use crate::comm::Rank;
 use crate::config::RootDelay;
+use crate::ledger::Side;
 use crate::schedule::bcast::{Hop, Phase, LANE_ANY};
 use crate::transfer::env::{CommHandle, Env};
 use crate::transfer::mac::root_mac_through;
@@ -54,7 +55,9 @@ impl Protocol {
                     // yet.
                     if op.bits.is_complete() {
                         let seq = op.geo.count().saturating_sub(1);
-                        root_mac_through(op, &c.channels[slot], seq, &c.seal.keys, &mut c.spare_macs);
+                        let fed =
+                            root_mac_through(op, &c.channels[slot], seq, &c.seal.keys, &mut c.spare_macs);
+                        self.counters.ledger.hashed(Side::Send, fed);
                     }
                 }
             }

@@ -1,6 +1,7 @@
 //! Frames out: headers, fragments built into the scratch buffer, and the seal (CRC32C and the
 //! communicator's tag) every frame leaves with.
 use crate::comm::PeerId;
+use crate::ledger::Side;
 use crate::schedule::bcast::Hop;
 use crate::transfer::env::{Dest, Env, ProtoCounters};
 use crate::transfer::state::{Comm, Seal};
@@ -58,10 +59,12 @@ pub(crate) fn build_fragment(
     c.seal.emit(out, &h, &[data, tail]).unwrap_or(0)
 }
 
-/// Sends fragment `seq` of the broadcast in `slot` to `to`, built where the driver queues it.
+/// Sends fragment `seq` of the broadcast in `slot` to `to`, built where the driver queues it:
+/// the ledger counts its payload copied out of the channel and the frame CRC'd.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn send_fragment(
     scratch: &mut Vec<u8>,
+    counters: &mut ProtoCounters,
     env: &mut impl Env,
     c: &Comm,
     slot: usize,
@@ -75,6 +78,11 @@ pub(crate) fn send_fragment(
         built = build_fragment(out, c, slot, seq, kind, hops);
         built
     });
+    if built > 0 {
+        let payload = c.ops[slot].as_ref().and_then(|op| op.geo.range(seq)).map_or(0, |(_, len)| len);
+        counters.ledger.copied(Side::Send, u64::from(payload));
+        counters.ledger.crcd(Side::Send, built as u64);
+    }
     built
 }
 
@@ -111,6 +119,7 @@ pub(crate) fn send(
     grow(scratch, WIRE_HEADER_LEN + body.iter().map(|b| b.len()).sum::<usize>() + WIRE_TRAILER_LEN);
     if let Ok(n) = seal.emit(scratch, h, body) {
         counters.sent += 1;
+        counters.ledger.crcd(Side::Send, n as u64);
         env.send(to, &scratch[..n]);
     }
 }
@@ -130,8 +139,17 @@ pub(crate) fn send_repair(
 ) {
     let flags = hops.min(HOPS_MASK) | (hop.phase as u16) << PHASE_SHIFT;
     let Some(&to) = c.spec.members.get(hop.to as usize) else { return };
-    let len =
-        send_fragment(scratch, env, c, slot, seq, FrameKind::DATA_REPAIR, flags, Dest::Peer(to, hop.lane));
+    let len = send_fragment(
+        scratch,
+        counters,
+        env,
+        c,
+        slot,
+        seq,
+        FrameKind::DATA_REPAIR,
+        flags,
+        Dest::Peer(to, hop.lane),
+    );
     if len > 0 {
         counters.sent += 1;
         counters.repair_frames += 1;

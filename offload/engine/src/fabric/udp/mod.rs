@@ -94,6 +94,7 @@ use super::{Datagram, Dest, Fabric, FabricCounters};
 use nix::sys::socket::SockaddrStorage;
 use ringcast_proto::comm::ident::{group_ip, IpFamily};
 use ringcast_proto::comm::{GroupId, PeerId};
+use ringcast_proto::ledger::{Ledger, Side};
 use rustix::net::addr::SocketAddrArg;
 use rustix::net::{self as rnet, sockopt, SocketAddrAny};
 use std::collections::HashMap;
@@ -287,6 +288,8 @@ pub struct UdpFabric {
     /// The doorbell a sleeping engine is woken by when a socket becomes readable.
     waker: waker::Waker,
     counters: FabricCounters,
+    /// The kernel's copies in the system calls ([`Fabric::ledger`]).
+    ledger: Ledger,
     stats: UdpStats,
 }
 
@@ -378,6 +381,7 @@ impl UdpFabric {
             next_socket: 0,
             waker,
             counters: FabricCounters::default(),
+            ledger: Ledger::default(),
             stats: UdpStats::default(),
         })
     }
@@ -535,6 +539,8 @@ impl UdpFabric {
                         let len = seg.min(meta.len - at.min(meta.len));
                         let Some(frame) = self.rx.slab.get(base + at..base + at + len) else { break };
                         self.counters.received += 1;
+                        // The kernel copied it into the slab (`recvmmsg`).
+                        self.ledger.copied(Side::Receive, len as u64);
                         delivered += 1;
                         *taken += 1;
                         self.rx.segment += 1;
@@ -616,6 +622,8 @@ impl Fabric for UdpFabric {
                 Dest::Peer(_) => self.counters.sent += 1,
                 Dest::Group(_) => self.counters.multicast += 1,
             }
+            // The kernel copies it out of the iovec into its buffer (`sendmmsg`, GSO alike).
+            self.ledger.copied(Side::Send, d.len() as u64);
             let _ = window.push(d);
             if window.len() >= self.tx.batch {
                 self.send_window(&window);
@@ -688,6 +696,10 @@ impl Fabric for UdpFabric {
             }
         }
         delivered
+    }
+
+    fn ledger(&self) -> Ledger {
+        self.ledger
     }
 
     fn counters(&self) -> FabricCounters {
