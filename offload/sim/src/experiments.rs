@@ -10,6 +10,7 @@
 use super::fabric::Faults;
 use super::world::World;
 use ringcast_abi::StatusKind;
+use ringcast_proto::comm::auth::{CommKeys, Secret};
 use ringcast_proto::comm::Layout;
 use ringcast_proto::comm::{CommSpec, GroupId, PeerId};
 use ringcast_proto::config::{AlgorithmChoice, EngineConfig, RootDelay};
@@ -19,6 +20,7 @@ use ringcast_proto::rng::SimRng;
 use ringcast_proto::schedule::bcast::Algorithm;
 use ringcast_proto::transfer::protocol::{CommHandle, Outcome, Post, PostError, Protocol};
 use ringcast_proto::Nanos;
+use std::sync::Arc;
 
 /// What a sequence of broadcasts measured.
 #[derive(Clone, Debug)]
@@ -119,11 +121,10 @@ pub fn run_sequence_on(
     let mut rng = SimRng::new(seed);
     let forced = model.and_then(|m| m.algorithm);
     let layout = model.map(|m| m.layout).unwrap_or_default();
-    let protos = (0..p).map(|_| {
-        let mut proto = Protocol::new(config, crc32c::crc32c);
-        proto.force_algorithm(forced);
-        proto
-    });
+    // One configuration for every rank: its cost model is held once (`Protocol::sibling`).
+    let mut first = Protocol::new(config, crc32c::crc32c);
+    first.force_algorithm(forced);
+    let protos = (0..p).map(|_| first.sibling());
     let mut world = World::new(protos, faults, rng.fork(), crc32c::crc32c);
     if let Some(m) = model {
         world.set_model(m.fabric.clone(), m.layout);
@@ -214,6 +215,10 @@ pub fn run_sequence_on(
                 }
             }
         }
+        if cursor > 0 {
+            world.forget_done();
+            cursor = 0;
+        }
     }
     let mut res = SeqResult {
         events: steps,
@@ -256,21 +261,18 @@ pub fn run_sequence_on(
 pub fn one_comm(world: &mut World, cookie: u64, seed: u64, layout: Layout) -> Vec<CommHandle> {
     let p = world.nodes.len();
     let group: GroupId = [7; 14];
-    let members: std::sync::Arc<[PeerId]> = (0..p as u32).map(PeerId).collect();
+    let members: Arc<[PeerId]> = (0..p as u32).map(PeerId).collect();
     world.join(group, (0..p).collect());
+    let key = Secret([0x5e; 32]);
+    // Its keys derived once, under the ranks' authentication setting, and shared by every rank.
+    let auth = world.nodes.first().map_or(Default::default(), |n| n.proto.auth());
+    let keys = Arc::new(CommKeys::with_auth(&key, auth));
     (0..p)
         .map(|r| {
-            let spec = CommSpec {
-                cookie,
-                group,
-                members: members.clone(),
-                my_rank: r as u32,
-                seed,
-                key: ringcast_proto::comm::auth::Secret([0x5e; 32]),
-                layout,
-            };
+            let spec =
+                CommSpec { cookie, group, members: members.clone(), my_rank: r as u32, seed, key, layout };
             // NOTE(unwrap): one communicator per fresh protocol always fits.
-            world.nodes[r].proto.create_comm(spec).unwrap()
+            world.nodes[r].proto.create_comm_sharing(spec, &keys).unwrap()
         })
         .collect()
 }

@@ -15,6 +15,7 @@ pub mod dst;
 pub mod experiments;
 pub mod fabric;
 pub mod forge;
+mod keyheap;
 pub mod mem;
 pub(crate) mod net;
 pub mod perf;

@@ -1,10 +1,11 @@
 //! A simulated host's memory: what the engine reads and writes there (through its `Env` or its
 //! DMA jobs) is what the checker of [`super::dst`] reads back, never the engine's own state.
+use smallvec::SmallVec;
 
 /// A simulated host's memory: a few buffers by segment handle (a list, not a hash map: a
-/// simulated rank usually has one buffer, and a million of them must stay small).
+/// simulated rank usually has one buffer, kept inline, and a million of them must stay small).
 #[derive(Debug, Default)]
-pub struct HostMem(Vec<(u64, Vec<u8>)>);
+pub struct HostMem(SmallVec<[(u64, Vec<u8>); 1]>);
 
 impl HostMem {
     /// Sets segment `seg`'s bytes.

@@ -4,6 +4,7 @@
 //! protocol on each node, [`super::cluster`] one whole engine; both send through [`Net::send`]
 //! and [`Net::multicast`] and take their events from [`Net::pop`].
 use super::fabric::{Channel, Fate, Faults, Probe};
+use super::keyheap::KeyHeap;
 use ringcast_proto::comm::GroupId;
 use ringcast_proto::comm::Layout;
 use ringcast_proto::fault::{Dir, FaultConfig, FaultInjector, Verdict};
@@ -11,8 +12,7 @@ use ringcast_proto::model::FabricModel;
 use ringcast_proto::rng::SimRng;
 use ringcast_proto::schedule::bcast::{rx_lane, tx_lane, LANE_ANY};
 use ringcast_proto::Nanos;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 use std::rc::Rc;
 
 /// One event.
@@ -42,11 +42,12 @@ pub(crate) enum Ev {
 
 /// The event queue, ordered by time then insertion: the heap holds only each event's key
 /// (time, insertion number, slot: 24 bytes) and the events wait in slots beside it. Popping a
-/// binary heap moves its entries a level at a time; with the events themselves in it (48
-/// bytes each) that was a twentieth of a DST sweep (docs/protocol.md, "DST speed").
+/// heap moves its entries a level at a time; with the events themselves in it (48 bytes each)
+/// that was a twentieth of a DST sweep (docs/protocol.md, "DST speed"). The heap is 4-ary
+/// ([`KeyHeap`]).
 #[derive(Default)]
 pub(crate) struct Queue {
-    heap: BinaryHeap<Reverse<(Nanos, u64, u32)>>,
+    heap: KeyHeap,
     slots: Vec<Option<Ev>>,
     free: Vec<u32>,
 }
@@ -63,11 +64,11 @@ impl Queue {
                 (self.slots.len() - 1) as u32
             }
         };
-        self.heap.push(Reverse((at, seq, slot)));
+        self.heap.push((at, seq, slot));
     }
 
     fn pop(&mut self) -> Option<(Nanos, Ev)> {
-        let Reverse((at, _, slot)) = self.heap.pop()?;
+        let (at, _, slot) = self.heap.pop()?;
         self.free.push(slot);
         // Every key in the heap names a filled slot (`push`), emptied only here.
         self.slots.get_mut(slot as usize).and_then(Option::take).map(|ev| (at, ev))

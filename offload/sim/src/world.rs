@@ -28,7 +28,7 @@ use ringcast_proto::intake::regions::Resolved;
 use ringcast_proto::model::FabricModel;
 use ringcast_proto::rng::SimRng;
 use ringcast_proto::schedule::bcast::LANE_ANY;
-use ringcast_proto::transfer::protocol::{DmaDir, DmaJob, DmaStatus, Env, Outcome, Protocol};
+use ringcast_proto::transfer::protocol::{Dest, DmaDir, DmaJob, DmaStatus, Env, Outcome, Protocol};
 use ringcast_proto::Nanos;
 
 /// A completion observed at a node.
@@ -77,6 +77,8 @@ struct NodeEnv<'a> {
     net: &'a mut Net,
     mem: &'a mut HostMem,
     done: &'a mut Vec<Done>,
+    /// The world's one buffer frames are built in ([`Env::send_built`]).
+    scratch: &'a mut Vec<u8>,
 }
 
 impl NodeEnv<'_> {
@@ -97,6 +99,27 @@ impl Env for NodeEnv<'_> {
 
     fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
         self.net.multicast(self.me, group, frame)
+    }
+
+    /// Built in the world's buffer, not the protocol's own: a million simulated ranks hold no
+    /// send buffer each (the fabric copies each frame into a shared allocation anyway).
+    fn send_built(
+        &mut self,
+        to: Dest<'_>,
+        len: usize,
+        _scratch: &mut Vec<u8>,
+        build: &mut dyn FnMut(&mut [u8]) -> usize,
+    ) {
+        if self.scratch.len() < len {
+            self.scratch.resize(len, 0);
+        }
+        let n = build(&mut self.scratch[..len]);
+        let frame = &self.scratch[..n];
+        match to {
+            _ if n == 0 => {}
+            Dest::Peer(p, lane) => self.net.send(self.me, p.0 as usize, frame, lane),
+            Dest::Group(g) => self.net.multicast(self.me, g, frame),
+        }
     }
 
     fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
@@ -120,6 +143,8 @@ pub struct World {
     pub nodes: Vec<Node>,
     net: Net,
     done: Vec<Done>,
+    /// Where every node's frames are built.
+    scratch: Vec<u8>,
 }
 
 impl World {
@@ -143,7 +168,7 @@ impl World {
             })
             .collect();
         let n = nodes.len();
-        World { nodes, net: Net::new(n, faults, rng, crc), done: Vec::new() }
+        World { nodes, net: Net::new(n, faults, rng, crc), done: Vec::new(), scratch: Vec::new() }
     }
 
     /// Prices every datagram with `fabric` from now on, node `i` being rank `i` of a
@@ -174,9 +199,15 @@ impl World {
         self.net.groups.insert(group, members.into());
     }
 
-    /// Completions so far, in order.
+    /// Completions so far, in order (since the last [`World::forget_done`]).
     pub fn done(&self) -> &[Done] {
         &self.done
+    }
+
+    /// Drops the completions seen so far: a run that has read them keeps no list of a
+    /// million (56 bytes a rank).
+    pub fn forget_done(&mut self) {
+        self.done.clear();
     }
 
     /// Runs `f` on node `i`'s protocol with its `Env` at the current virtual time (posting,
@@ -188,7 +219,13 @@ impl World {
     ) -> R {
         let now = self.net.now;
         let node = &mut self.nodes[i];
-        let mut env = NodeEnv { me: i, net: &mut self.net, mem: &mut node.mem, done: &mut self.done };
+        let mut env = NodeEnv {
+            me: i,
+            net: &mut self.net,
+            mem: &mut node.mem,
+            done: &mut self.done,
+            scratch: &mut self.scratch,
+        };
         let r = f(&mut node.proto, now, &mut env);
         self.rearm(i);
         r
@@ -238,8 +275,13 @@ impl World {
                 }
                 self.net.delivered += 1;
                 let node = &mut self.nodes[to];
-                let mut env =
-                    NodeEnv { me: to, net: &mut self.net, mem: &mut node.mem, done: &mut self.done };
+                let mut env = NodeEnv {
+                    me: to,
+                    net: &mut self.net,
+                    mem: &mut node.mem,
+                    done: &mut self.done,
+                    scratch: &mut self.scratch,
+                };
                 node.proto.on_frame(PeerId(from), &frame, now, &mut env);
                 to
             }
@@ -251,7 +293,13 @@ impl World {
                 self.nodes[i].timer = None;
                 self.nodes[i].fired += 1;
                 let node = &mut self.nodes[i];
-                let mut env = NodeEnv { me: i, net: &mut self.net, mem: &mut node.mem, done: &mut self.done };
+                let mut env = NodeEnv {
+                    me: i,
+                    net: &mut self.net,
+                    mem: &mut node.mem,
+                    done: &mut self.done,
+                    scratch: &mut self.scratch,
+                };
                 node.proto.on_timeout(now, &mut env);
                 i
             }
@@ -279,6 +327,14 @@ pub trait DynEnv {
     fn send_on(&mut self, to: PeerId, frame: &[u8], lane: u8);
     /// See [`Env::multicast`].
     fn multicast(&mut self, group: &GroupId, frame: &[u8]);
+    /// See [`Env::send_built`].
+    fn send_built(
+        &mut self,
+        to: Dest<'_>,
+        len: usize,
+        scratch: &mut Vec<u8>,
+        build: &mut dyn FnMut(&mut [u8]) -> usize,
+    );
     /// See [`Env::dma`].
     fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus;
     /// See [`Env::complete`].
@@ -294,6 +350,15 @@ impl<T: Env> DynEnv for T {
     }
     fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
         Env::multicast(self, group, frame)
+    }
+    fn send_built(
+        &mut self,
+        to: Dest<'_>,
+        len: usize,
+        scratch: &mut Vec<u8>,
+        build: &mut dyn FnMut(&mut [u8]) -> usize,
+    ) {
+        Env::send_built(self, to, len, scratch, build)
     }
     fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
         Env::dma(self, job, stage)
@@ -312,6 +377,15 @@ impl Env for &mut dyn DynEnv {
     }
     fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
         (**self).multicast(group, frame)
+    }
+    fn send_built(
+        &mut self,
+        to: Dest<'_>,
+        len: usize,
+        scratch: &mut Vec<u8>,
+        build: &mut dyn FnMut(&mut [u8]) -> usize,
+    ) {
+        (**self).send_built(to, len, scratch, build)
     }
     fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
         (**self).dma(job, stage)

@@ -247,8 +247,10 @@ fn build(f: File) -> Result<Scenario, String> {
     let layouts: Vec<Layout> =
         sw.layouts.clone().unwrap_or_default().iter().map(LayoutSpec::layout).collect::<Result<_, _>>()?;
     let ranks = sw.ranks.clone().unwrap_or_else(|| vec![16]);
-    if ranks.iter().any(|&p| p == 0 || p > 4_000_000) {
-        return Err("ranks must be within 1..=4000000".into());
+    // A simulated rank of a small broadcast holds under 2 KB (docs/performance.md): ten
+    // million fit a 24 GiB machine.
+    if ranks.iter().any(|&p| p == 0 || p > 10_000_000) {
+        return Err("ranks must be within 1..=10000000".into());
     }
     let loss = sw.loss.clone().unwrap_or_else(|| vec![0.0]);
     let fs = f.faults.clone().unwrap_or_default();

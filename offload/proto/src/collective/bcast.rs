@@ -7,7 +7,7 @@ use crate::config::RootDelay;
 use crate::intake::regions::Resolved;
 use crate::ledger::Side;
 use crate::schedule::bcast::{self as algo, Algorithm, Hop, Phase, Shape};
-use crate::transfer::bitmap::Geometry;
+use crate::transfer::bitmap::{FragBitmap, Geometry, MAX_FRAGS};
 use crate::transfer::env::{
     is_stand_in, CommHandle, Dest, DmaDir, DmaJob, DmaStatus, DmaToken, Env, OpCounters, Outcome, Post,
     PostError,
@@ -15,7 +15,9 @@ use crate::transfer::env::{
 use crate::transfer::mac::{advance_mac, root_mac_through};
 use crate::transfer::protocol::Protocol;
 use crate::transfer::seal::{header, send, send_fragment, send_repair, HOPS_MASK, PHASE_SHIFT};
-use crate::transfer::state::{fail, locate, postable, rendezvous, window_of, Early, Located, Op, State};
+use crate::transfer::state::{
+    fail, give_back, locate, open_slot, postable, rendezvous, window_of, Early, Located, Op, State,
+};
 use crate::Nanos;
 use ringcast_abi::frame::{DropReason, Frame};
 use ringcast_abi::wire::{FrameKind, READY_FLAG_HAVE_ALL, READY_FLAG_READY};
@@ -70,7 +72,7 @@ impl Protocol {
         // epoch `done` is within the window of every rank: each posted up to `done · channels`
         // before the `DOWN` that made it `done`.
         let ahead = bid / channels > c.sync.done;
-        if c.ops[slot].is_some() || ahead {
+        if c.ops.get(slot).is_some_and(Option::is_some) || ahead {
             if c.blocked_since.is_none() {
                 c.blocked_since = Some(now);
                 c.sync_heard = now;
@@ -79,13 +81,19 @@ impl Protocol {
             return Err(PostError::WouldBlock);
         }
         c.blocked_since = None;
-        // NOTE(unwrap-free): Geometry::new bounded the count by MAX_FRAGS, as FragBitmap needs.
-        let (Some(mut bits), Some(mut relayed)) = (c.spare_bits.pop(), c.spare_relayed.pop()) else {
-            return refuse(StatusKind::BadLength);
+        // A channel's first broadcast makes its bitmaps, sized for `max_message_bytes`; the
+        // synchronization gives them back for the next.
+        let (mut bits, mut relayed) = match c.spare_bits.pop() {
+            Some(pair) => pair,
+            None => {
+                let max = Geometry::new(self.max_message, payload).map_or(MAX_FRAGS, |g| g.count());
+                let Ok(b) = FragBitmap::with_capacity(max) else { return refuse(StatusKind::BadLength) };
+                (b.clone(), b)
+            }
         };
+        // NOTE(unwrap-free): Geometry::new bounded the count by MAX_FRAGS, as FragBitmap needs.
         if bits.reset(geo.count()).is_err() || relayed.reset(geo.count()).is_err() {
-            c.spare_bits.push(bits);
-            c.spare_relayed.push(relayed);
+            give_back(&mut c.spare_bits, (bits, relayed));
             return refuse(StatusKind::BadLength);
         }
         let size = c.spec.size();
@@ -102,6 +110,7 @@ impl Protocol {
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else {
             return refuse(StatusKind::UnknownCommunicator);
         };
+        open_slot(c, slot);
         let chan = &mut c.channels[slot];
         if chan.len() < len as usize {
             // Grows once to the largest message seen; never shrinks (no allocation later).
@@ -126,8 +135,10 @@ impl Protocol {
             selective: alg.uses_multicast() && len >= self.selective_bytes,
             state: State::Receiving,
             digest: None,
-            mac: c.seal.keys.mac_state_in(bid, u64::from(len), context),
+            mac: None,
             payload_mac: self.auth.payload_mac(),
+            context,
+            own_ok: None,
             unverified: me != root && buf.is_refused() && is_stand_in(context),
             hashed: 0,
             prefix: 0,
@@ -196,7 +207,7 @@ impl Protocol {
     pub(crate) fn loaded(&mut self, t: DmaToken, ok: bool, now: Nanos, env: &mut impl Env) {
         let (comm, slot, bid) = (t.comm, t.slot as usize, t.bid);
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
-        let Some(op) = c.ops[slot].as_mut() else { return };
+        let Some(op) = c.ops.get_mut(slot).and_then(Option::as_mut) else { return };
         let len = op.geo.total;
         if !ok {
             // The id is taken (every rank counts posts): abort the broadcast so the others
@@ -247,7 +258,7 @@ impl Protocol {
     /// A part of a receiver's message is in its host buffer (`ok`), or could not be written.
     pub(crate) fn stored(&mut self, t: DmaToken, ok: bool, env: &mut impl Env) {
         let Some(c) = self.comms.get_mut(t.comm.0 as usize).and_then(Option::as_mut) else { return };
-        let Some(op) = c.ops[t.slot as usize].as_mut() else { return };
+        let Some(op) = c.ops.get_mut(t.slot as usize).and_then(Option::as_mut) else { return };
         op.stores_out = op.stores_out.saturating_sub(1);
         op.store_failed |= !ok;
         if ok {
@@ -260,7 +271,7 @@ impl Protocol {
     /// has been stored: the completion follows the bytes it reports.
     fn delivered(&mut self, comm: CommHandle, slot: usize, env: &mut impl Env) {
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
-        let Some(op) = c.ops[slot].as_mut() else { return };
+        let Some(op) = c.ops.get_mut(slot).and_then(Option::as_mut) else { return };
         if op.state != State::Storing || op.stores_out > 0 {
             return;
         }
@@ -295,7 +306,7 @@ impl Protocol {
     /// Starts the root's transmission once its delay is over.
     pub(crate) fn advance_root(&mut self, comm: CommHandle, slot: usize, now: Nanos, env: &mut impl Env) {
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
-        let Some(op) = c.ops[slot].as_mut() else { return };
+        let Some(op) = c.ops.get_mut(slot).and_then(Option::as_mut) else { return };
         let State::RootDelay { at, .. } = op.state else { return };
         if now < at {
             return;
@@ -314,7 +325,7 @@ impl Protocol {
     /// all sealed (MAC, CRC, copy) before the first one left.
     pub(crate) fn send_batch(&mut self, comm: CommHandle, slot: usize, now: Nanos, env: &mut impl Env) {
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
-        let Some(op) = c.ops[slot].as_mut() else { return };
+        let Some(op) = c.ops.get_mut(slot).and_then(Option::as_mut) else { return };
         let State::Sending { next, .. } = op.state else { return };
         if env.backlog() > ROOT_BACKLOG {
             op.state = State::Sending { next, at: now };
@@ -339,8 +350,9 @@ impl Protocol {
         let end = next.saturating_add(ROOT_BATCH).min(total);
         for i in next..end {
             let seq = if i < multicast { i } else { (i - multicast) % count.max(1) };
-            if let Some(op) = c.ops[slot].as_mut() {
-                counters.ledger.hashed(Side::Send, root_mac_through(op, &c.channels[slot], seq));
+            if let Some(op) = c.ops.get_mut(slot).and_then(Option::as_mut) {
+                let fed = root_mac_through(op, &c.channels[slot], seq, &c.seal.keys, &mut c.spare_macs);
+                counters.ledger.hashed(Side::Send, fed);
             }
             if i < multicast {
                 let group = Dest::Group(&c.spec.group);
@@ -355,7 +367,7 @@ impl Protocol {
                 });
             }
         }
-        let Some(op) = c.ops[slot].as_mut() else { return };
+        let Some(op) = c.ops.get_mut(slot).and_then(Option::as_mut) else { return };
         if end < total {
             op.state = State::Sending { next: end, at: now };
             return;
@@ -389,6 +401,11 @@ impl Protocol {
             Located::Slot(s) => s,
             Located::Future => {
                 // A broadcast not posted here yet: keep the fragment if a pre-posted slot is free.
+                if c.early.is_empty() {
+                    // The slots, all at once the first time one is needed (never more).
+                    c.early.reserve_exact(self.slots);
+                    c.early.resize_with(self.slots, Early::free);
+                }
                 match c.early.iter_mut().find(|e| !e.used) {
                     Some(e) if bytes.len() <= self.mtu => {
                         if e.frame.len() < bytes.len() {
@@ -416,7 +433,7 @@ impl Protocol {
         } else {
             (flags & HOPS_MASK, Phase::from_bits(flags >> PHASE_SHIFT))
         };
-        let Some(op) = c.ops[slot].as_mut() else { return };
+        let Some(op) = c.ops.get_mut(slot).and_then(Option::as_mut) else { return };
         let seq = h.frag_seq.get();
         if op.state != State::Receiving || op.bits.get(seq) {
             op.counters.duplicates += 1;
@@ -456,7 +473,8 @@ impl Protocol {
         if seq == last {
             op.digest = frame.digest();
         }
-        self.counters.ledger.hashed(Side::Receive, advance_mac(op, &c.channels[slot], false));
+        let fed = advance_mac(op, &c.channels[slot], false, &c.seal.keys, &mut c.spare_macs);
+        self.counters.ledger.hashed(Side::Receive, fed);
         if op.hashed >= op.stored + STORE_PART && !op.bits.is_complete() {
             // (Complete: `finish` stores the rest in one part.)
             let moved = store_part((comm, c.generation), slot, op, &mut c.channels[slot], env);
@@ -488,7 +506,7 @@ impl Protocol {
                 send_repair(scratch, counters, env, c, slot, seq, hop, fwd_hops)
             });
         }
-        let Some(op) = c.ops[slot].as_ref() else { return };
+        let Some(op) = c.ops.get(slot).and_then(Option::as_ref) else { return };
         if op.bits.is_complete() {
             self.finish(comm, slot, now, env);
         } else if selective && hops == 0 && seq == last {
@@ -504,14 +522,15 @@ impl Protocol {
     /// All fragments are here: check the digest, deliver, tell the children (selective mode).
     pub(crate) fn finish(&mut self, comm: CommHandle, slot: usize, now: Nanos, env: &mut impl Env) {
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
-        let Some(op) = c.ops[slot].as_mut() else { return };
-        self.counters.ledger.hashed(Side::Receive, advance_mac(op, &c.channels[slot], true));
+        let Some(op) = c.ops.get_mut(slot).and_then(Option::as_mut) else { return };
+        let fed = advance_mac(op, &c.channels[slot], true, &c.seal.keys, &mut c.spare_macs);
+        self.counters.ledger.hashed(Side::Receive, fed);
         // A receive of a call refused for its operation (`Op::unverified`) runs under a
         // stand-in context the root's MAC does not have: it delivers nothing — its buffer is
         // `Resolved::REFUSED`, every store fails — so it only relays, and whoever stores the
         // message checks the MAC itself. Checked, it would fail `DigestMismatch` and NACK its
         // epoch, breaking the communicator for the others.
-        let authentic = op.unverified || op.digest.is_some_and(|mac| op.mac.ok(&mac));
+        let authentic = op.unverified || op.own_ok == Some(true);
         if op.hashed != op.geo.total || !authentic {
             op.state = State::Failed;
             env.complete(op.token, fail(StatusKind::DigestMismatch, op.counters));
@@ -524,7 +543,7 @@ impl Protocol {
         self.counters.ledger.copied(Side::Receive, moved);
         self.delivered(comm, slot, env);
         // Stores still out: the last answer syncs up (`Protocol::dma_done`).
-        if self.comm(comm).and_then(|c| c.ops[slot].as_ref()).is_some_and(Op::over) {
+        if self.comm(comm).and_then(|c| c.ops.get(slot).and_then(Option::as_ref)).is_some_and(Op::over) {
             self.maybe_sync_up(comm, now, env);
         }
     }

@@ -53,6 +53,10 @@ pub struct CommKeys {
     /// SipHash-2-4 keyed with the tag key, cloned per frame (the key schedule is done once).
     tag: SipHasher24,
     mac: [u8; 32],
+    /// The secret they come from ([`CommKeys::derived_from`]: keys shared between ranks).
+    secret: Secret,
+    /// The setting they were derived under (its own context strings).
+    auth: Auth,
 }
 
 impl core::fmt::Debug for CommKeys {
@@ -88,7 +92,13 @@ impl CommKeys {
             w.copy_from_slice(&t[i..i + 8]);
             u64::from_le_bytes(w)
         };
-        CommKeys { tag: SipHasher24::new_with_keys(word(0), word(8)), mac }
+        CommKeys { tag: SipHasher24::new_with_keys(word(0), word(8)), mac, secret: *secret, auth }
+    }
+
+    /// Whether these are the keys of `secret` under `auth` (constant-time in the secrets
+    /// compared).
+    pub fn derived_from(&self, secret: &Secret, auth: Auth) -> bool {
+        self.auth == auth && ct_eq(&self.secret.0, &secret.0)
     }
 
     /// The tag of `span` (a frame's [`ringcast_abi::frame::tag_span`]).
@@ -173,6 +183,11 @@ impl MacState {
     pub fn ok(&self, mac: &Mac) -> bool {
         ct_eq(&self.finish(), mac)
     }
+}
+
+/// Whether two MACs are equal (constant-time in the values compared).
+pub fn mac_eq(a: &Mac, b: &Mac) -> bool {
+    ct_eq(a, b)
 }
 
 /// Equality whose time does not depend on where the inputs differ.

@@ -81,6 +81,12 @@ impl Protocol {
             return Err(PostError::Refused(StatusKind::BadDescriptor));
         };
         let cut = c.next_bid % channels;
+        if c.barriers.is_empty() {
+            // The table, made at the communicator's first barrier (a communicator that never
+            // cuts an epoch holds none).
+            c.barriers.reserve_exact(MAX_BARRIERS);
+            c.barriers.resize(MAX_BARRIERS, None);
+        }
         let Some(free) = c.barriers.iter_mut().find(|b| b.is_none()) else {
             // Not reachable: one barrier per epoch, at most `done` and `done + 1`.
             return Err(PostError::WouldBlock);
@@ -120,7 +126,7 @@ impl Protocol {
         let skipped = cut_here
             && bid >= c.sync.done.saturating_mul(channels)
             && bid < c.next_bid
-            && c.ops[(bid % channels) as usize].as_ref().is_none_or(|op| op.bid != bid);
+            && c.ops.get((bid % channels) as usize).and_then(Option::as_ref).is_none_or(|op| op.bid != bid);
         if !skipped {
             return false;
         }

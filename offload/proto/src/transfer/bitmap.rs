@@ -19,9 +19,12 @@ pub struct TooManyFragments;
 /// Held fragments of one broadcast.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FragBitmap {
-    /// Capacity fixed at creation: a simulated rank of a 2-byte broadcast holds one word, an
-    /// engine configured for 4 MiB messages 46.
-    words: Box<[u64]>,
+    /// Fragments 0 to 63, inline: a bitmap of up to 64 fragments (a simulated rank's of a
+    /// small broadcast, an engine's of messages up to 90 KB on Ethernet) allocates nothing.
+    first: u64,
+    /// Fragments from 64 on, capacity fixed at creation: an engine configured for 4 MiB
+    /// messages holds 45 words here.
+    rest: Box<[u64]>,
     count: u32,
     held: u32,
 }
@@ -39,18 +42,28 @@ impl FragBitmap {
         if max == 0 || max > MAX_FRAGS {
             return Err(TooManyFragments);
         }
-        Ok(FragBitmap { words: vec![0; max.div_ceil(64) as usize].into_boxed_slice(), count: 0, held: 0 })
+        let rest = vec![0; max.div_ceil(64) as usize - 1].into_boxed_slice();
+        Ok(FragBitmap { first: 0, rest, count: 0, held: 0 })
     }
 
     /// Clears the bitmap for a new message of `count` fragments (within the capacity).
     pub fn reset(&mut self, count: u32) -> Result<(), TooManyFragments> {
-        if count == 0 || count.div_ceil(64) as usize > self.words.len() {
+        if count == 0 || count.div_ceil(64) as usize > self.rest.len() + 1 {
             return Err(TooManyFragments);
         }
-        self.words.iter_mut().for_each(|w| *w = 0);
+        self.first = 0;
+        self.rest.iter_mut().for_each(|w| *w = 0);
         self.count = count;
         self.held = 0;
         Ok(())
+    }
+
+    /// Word `w` of the bitmap (`w` below the capacity's words).
+    fn word(&self, w: usize) -> u64 {
+        match w {
+            0 => self.first,
+            _ => self.rest[w - 1],
+        }
     }
 
     /// Fragments in the message.
@@ -70,7 +83,7 @@ impl FragBitmap {
 
     /// Whether fragment `i` is held (false outside the message).
     pub fn get(&self, i: u32) -> bool {
-        i < self.count && self.words[(i / 64) as usize] & (1 << (i % 64)) != 0
+        i < self.count && self.word((i / 64) as usize) & (1 << (i % 64)) != 0
     }
 
     /// Marks fragment `i` held; true if it was new, false for a duplicate or out-of-range `i`.
@@ -79,10 +92,14 @@ impl FragBitmap {
             return false;
         }
         let (w, b) = ((i / 64) as usize, 1u64 << (i % 64));
-        if self.words[w] & b != 0 {
+        let word = match w {
+            0 => &mut self.first,
+            _ => &mut self.rest[w - 1],
+        };
+        if *word & b != 0 {
             return false;
         }
-        self.words[w] |= b;
+        *word |= b;
         self.held += 1;
         true
     }

@@ -3,10 +3,27 @@
 //! pass over the whole message before the root's first fragment and another after the
 //! receiver's last (each ~0.29 ms for 1 MiB on this machine, docs/performance.md). With
 //! `protocol.auth = tag` ([`Op::payload_mac`] false) neither hashes a byte: the receiver's
-//! `hashed` just follows the contiguous prefix it holds (what may be stored), and the root's
-//! digest is the call's MAC, finished before its first fragment leaves.
-use crate::comm::auth::MAC_PREFIX;
-use crate::transfer::state::Op;
+//! `hashed` just follows the contiguous prefix it holds (what may be stored) and, once it holds
+//! all of it, checks the root's digest against the call's MAC; the root's digest is the call's
+//! MAC, finished before its first fragment leaves.
+//!
+//! A MAC's running state (BLAKE3's, 1.9 KB with its stack of chaining values) is kept only
+//! while a message is hashed in more than one batch: a message hashed in one pass — every
+//! message of up to one [`MAC_BATCH`], the simulator's million ranks' included — is hashed on
+//! the stack. A kept state comes from its communicator's spare states ([`Comm::spare_macs`],
+//! one allocated the first time a channel needs one, none after) and goes back there once its
+//! MAC is finished: a million simulated ranks held 3.8 KB each of states they never used.
+//!
+//! [`Comm::spare_macs`]: crate::transfer::state::Comm::spare_macs
+use crate::comm::auth::{mac_eq, CommKeys, Mac, MacState, MAC_PREFIX};
+use crate::transfer::state::{give_back, Op};
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+
+/// Running MAC states not in use ([`Comm::spare_macs`]). Boxed: a state (1.9 KB) moves between
+/// an [`Op`] and this list by its pointer, and an [`Op`] without one holds a word.
+#[allow(clippy::vec_box)]
+pub(crate) type Spares = Vec<Box<MacState>>;
 
 /// A receiver feeds its MAC in batches ending on multiples of this many bytes of the MAC's
 /// input: whole, aligned subtrees of 64 chunks, which BLAKE3 hashes at full SIMD width. (Fed
@@ -18,9 +35,16 @@ const MAC_BATCH: u32 = 64 << 10;
 /// last [`MAC_BATCH`] boundary it reached (or all of it, when `all`). A receiver so hashes the
 /// message while the rest of it is still arriving, not in one pass at the end; fragments past
 /// a gap are hashed when it fills. Fragments are never rewritten once held (a duplicate is
-/// dropped before it is copied), so hashed bytes stay what is delivered. Returns the bytes it
-/// hashed (the ledger's).
-pub(crate) fn advance_mac(op: &mut Op, channel: &[u8], all: bool) -> u64 {
+/// dropped before it is copied), so hashed bytes stay what is delivered. The MAC is finished
+/// and checked against the root's (`op.own_ok`) once the whole message is hashed. Returns the
+/// bytes it hashed (the ledger's).
+pub(crate) fn advance_mac(
+    op: &mut Op,
+    channel: &[u8],
+    all: bool,
+    keys: &CommKeys,
+    spare: &mut Spares,
+) -> u64 {
     let count = op.geo.count();
     while op.prefix < count && op.bits.get(op.prefix) {
         op.prefix += 1;
@@ -30,17 +54,25 @@ pub(crate) fn advance_mac(op: &mut Op, channel: &[u8], all: bool) -> u64 {
         None => 0,
     };
     if !op.payload_mac {
-        // `tag`: no byte is hashed; the prefix held is what may be stored.
+        // `tag`: no byte is hashed; the prefix held is what may be stored. Holding all of it,
+        // the receiver has the last fragment, hence the root's digest: the call's MAC.
         op.hashed = op.hashed.max(end);
+        if op.hashed == op.geo.total && op.own_ok.is_none() {
+            let mac = keys.mac_state_in(op.bid, u64::from(op.geo.total), op.context).finish();
+            op.own_ok = Some(op.digest.is_some_and(|theirs| mac_eq(&theirs, &mac)));
+        }
         return 0;
     }
     let upto =
         if all { end } else { ((end + MAC_PREFIX) / MAC_BATCH * MAC_BATCH).saturating_sub(MAC_PREFIX) };
-    if upto > op.hashed {
+    // (An empty message is hashed, and its MAC finished, with nothing fed.)
+    if upto > op.hashed || (upto == op.geo.total && op.own_ok.is_none()) {
         if let Some(bytes) = channel.get(op.hashed as usize..upto as usize) {
-            op.mac.update(bytes);
-            op.hashed = upto;
-            return bytes.len() as u64;
+            let fed = bytes.len() as u64;
+            if let Some(mac) = feed(op, keys, spare, bytes, upto) {
+                op.own_ok = Some(op.digest.is_some_and(|theirs| mac_eq(&theirs, &mac)));
+            }
+            return fed;
         }
     }
     0
@@ -52,14 +84,20 @@ pub(crate) fn advance_mac(op: &mut Op, channel: &[u8], all: bool) -> u64 {
 /// (at the latest for the last fragment, which carries it). Called in fragment order by the
 /// root's sends, and for all of it before the root answers a repair request. Returns the bytes
 /// it hashed (the ledger's).
-pub(crate) fn root_mac_through(op: &mut Op, channel: &[u8], seq: u32) -> u64 {
+pub(crate) fn root_mac_through(
+    op: &mut Op,
+    channel: &[u8],
+    seq: u32,
+    keys: &CommKeys,
+    spare: &mut Spares,
+) -> u64 {
     if op.digest.is_some() {
         return 0;
     }
     if !op.payload_mac {
         // `tag`: the MAC of the call alone, finished before the first fragment leaves.
         op.hashed = op.geo.total;
-        op.digest = Some(op.mac.finish());
+        op.digest = Some(keys.mac_state_in(op.bid, u64::from(op.geo.total), op.context).finish());
         return 0;
     }
     let mut fed = 0;
@@ -69,17 +107,52 @@ pub(crate) fn root_mac_through(op: &mut Op, channel: &[u8], seq: u32) -> u64 {
         Some((off, len)) => off + len,
         None => return 0,
     };
-    if need > op.hashed {
-        let upto =
-            ((need + MAC_PREFIX).div_ceil(MAC_BATCH) * MAC_BATCH).saturating_sub(MAC_PREFIX).min(total);
-        if let Some(bytes) = channel.get(op.hashed as usize..upto as usize) {
-            op.mac.update(bytes);
-            op.hashed = upto;
-            fed = bytes.len() as u64;
+    // Nothing new needed: only an empty message, whose MAC is finished with nothing fed.
+    let upto = if need > op.hashed {
+        ((need + MAC_PREFIX).div_ceil(MAC_BATCH) * MAC_BATCH).saturating_sub(MAC_PREFIX).min(total)
+    } else {
+        op.hashed
+    };
+    if let Some(bytes) = channel.get(op.hashed as usize..upto as usize) {
+        fed = bytes.len() as u64;
+        if let Some(mac) = feed(op, keys, spare, bytes, upto) {
+            op.digest = Some(mac);
         }
     }
-    if op.hashed == total {
-        op.digest = Some(op.mac.finish());
-    }
     fed
+}
+
+/// Feeds `bytes`, the message's bytes from `op.hashed` up to `upto`, to `op`'s MAC; returns
+/// the MAC once `upto` is the message's end. The whole message at once is hashed on the
+/// stack; otherwise the running state is kept in `op.mac`, taken from `spare` (or allocated,
+/// the first time) and given back there when the MAC is finished.
+fn feed(op: &mut Op, keys: &CommKeys, spare: &mut Spares, bytes: &[u8], upto: u32) -> Option<Mac> {
+    let total = op.geo.total;
+    if op.hashed == 0 && upto == total && op.mac.is_none() {
+        let mut m = keys.mac_state_in(op.bid, u64::from(total), op.context);
+        m.update(bytes);
+        op.hashed = upto;
+        return Some(m.finish());
+    }
+    let (bid, context) = (op.bid, op.context);
+    let state = op.mac.get_or_insert_with(|| {
+        let fresh = keys.mac_state_in(bid, u64::from(total), context);
+        match spare.pop() {
+            Some(mut b) => {
+                *b = fresh;
+                b
+            }
+            None => Box::new(fresh),
+        }
+    });
+    state.update(bytes);
+    op.hashed = upto;
+    if upto < total {
+        return None;
+    }
+    let mac = state.finish();
+    if let Some(b) = op.mac.take() {
+        give_back(spare, b);
+    }
+    Some(mac)
 }

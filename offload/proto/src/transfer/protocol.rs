@@ -42,20 +42,20 @@
 //!   answers down the tree with `SYNC_DOWN`, which frees the epoch's channels everywhere. A post
 //!   that finds its channel still held waits (`PostError::WouldBlock`) — the only time a rank
 //!   waits for the synchronization, so its cost is amortised over `channels` broadcasts.
-use super::bitmap::{FragBitmap, Geometry, MAX_FRAGS};
 use crate::comm::auth::CommKeys;
 use crate::comm::{authenticate, CommSpec, GroupId, PeerId, Rank};
 use crate::config::{EngineConfig, RootDelay};
 use crate::model::select::Selector;
 use crate::schedule::bcast::Algorithm;
-use crate::transfer::barrier::{self, MAX_BARRIERS};
+use crate::transfer::barrier;
 pub use crate::transfer::env::*;
-use crate::transfer::state::{fail, waits_on, Comm, Early, Op, Seal, State, Sync};
+use crate::transfer::state::{fail, waits_on, Comm, Op, Seal, State, Sync};
 pub use crate::transfer::sync::{time_wait, TIME_WAIT_REPAIRS};
 use crate::transfer::timer_table::TimerTable;
 use crate::Nanos;
 use alloc::format;
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use ringcast_abi::frame::{Crc32c, DropReason, Frame, DIGEST_LEN};
 use ringcast_abi::wire::{FrameKind, READY_FLAG_READY, SYNC_PROBE_BID, WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
@@ -98,12 +98,14 @@ pub struct Protocol {
     /// Algorithm every broadcast uses instead of the selection (`algorithm` tunable, tests,
     /// the simulator's sweeps).
     pub(crate) forced: Option<Algorithm>,
-    /// The cost model that picks an algorithm per call and says how long one should take.
-    pub(crate) selector: Selector,
+    /// The cost model that picks an algorithm per call and says how long one should take
+    /// (shared by [`Protocol::sibling`]s: 128 bytes a simulated rank need not hold).
+    pub(crate) selector: Arc<Selector>,
     /// Each communicator's earliest deadline ([`Protocol::next_timeout`] without a scan).
     pub(crate) timers: TimerTable,
-    /// The communicators due in one [`Protocol::on_timeout`] (kept to reuse its memory).
-    pub(crate) due: Vec<u32>,
+    /// The communicators due in one [`Protocol::on_timeout`] (kept to reuse its memory; inline
+    /// up to two, a simulated rank's one).
+    pub(crate) due: smallvec::SmallVec<[u32; 2]>,
     /// `CALL_SHAPE` frames for the node ([`Protocol::take_call_shapes`]).
     pub(crate) shapes_in: Vec<crate::transfer::call_shape::ShapeIn>,
 }
@@ -145,9 +147,50 @@ impl Protocol {
             crc,
             auth: config.protocol.auth,
             forced: config.protocol.algorithm.forced(),
-            selector: Selector::from_config(config),
+            selector: Arc::new(Selector::from_config(config)),
             timers: TimerTable::default(),
-            due: Vec::new(),
+            due: smallvec::SmallVec::new(),
+            shapes_in: Vec::new(),
+        }
+    }
+
+    /// The authentication setting its communicators run under (`protocol.auth`).
+    pub fn auth(&self) -> crate::config::Auth {
+        self.auth
+    }
+
+    /// A protocol with no communicator, configured as this one is now (its forced algorithm
+    /// included), sharing its immutable parts (the cost model): what a simulator of many ranks
+    /// of one configuration builds, each rank then holding only its own state.
+    pub fn sibling(&self) -> Self {
+        Protocol {
+            channels: self.channels,
+            payload: self.payload,
+            mtu: self.mtu,
+            max_message: self.max_message,
+            slots: self.slots,
+            root_delay: self.root_delay,
+            root_delay_max: self.root_delay_max,
+            repair_timeout: self.repair_timeout,
+            backoff_max: self.backoff_max,
+            escalate_after: self.escalate_after,
+            peer_timeout: self.peer_timeout,
+            probe_every: self.probe_every,
+            selective_bytes: self.selective_bytes,
+            comms: Vec::new(),
+            next_generation: 0,
+            max_comms: self.max_comms,
+            counters: ProtoCounters::default(),
+            scratch: Vec::new(),
+            early_buf: Vec::new(),
+            kids: [0; MAX_CHILDREN],
+            hops: Vec::new(),
+            crc: self.crc,
+            auth: self.auth,
+            forced: self.forced,
+            selector: Arc::clone(&self.selector),
+            timers: TimerTable::default(),
+            due: smallvec::SmallVec::new(),
             shapes_in: Vec::new(),
         }
     }
@@ -195,6 +238,18 @@ impl Protocol {
 
     /// Adds a communicator this engine is a member of.
     pub fn create_comm(&mut self, spec: CommSpec) -> Result<CommHandle, StatusKind> {
+        let keys = Arc::new(CommKeys::new(&spec.key));
+        self.create_comm_sharing(spec, &keys)
+    }
+
+    /// [`Protocol::create_comm`] with the keys of `spec.key` derived once elsewhere and shared
+    /// (the simulator's million ranks of one communicator hold one copy, and derive it once);
+    /// keys of another secret are not taken — this communicator's are derived here.
+    pub fn create_comm_sharing(
+        &mut self,
+        spec: CommSpec,
+        keys: &Arc<CommKeys>,
+    ) -> Result<CommHandle, StatusKind> {
         if spec.members.is_empty() || spec.my_rank >= spec.size() || spec.members.len() > u32::MAX as usize {
             return Err(StatusKind::BadRoot);
         }
@@ -213,38 +268,35 @@ impl Protocol {
             }
             None => return Err(StatusKind::TooManyCommunicators),
         };
-        let c = self.channels as usize;
-        let max_frags = Geometry::new(self.max_message, self.payload).map_or(MAX_FRAGS, |g| g.count());
-        let spare_bits = (0..c)
-            .map(|_| FragBitmap::with_capacity(max_frags))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|_| StatusKind::BadLength)?;
-        let spare_relayed = spare_bits.clone();
         self.next_generation = self.next_generation.wrapping_add(1);
         self.comms[slot] = Some(Comm {
             generation: self.next_generation,
             seal: Seal {
                 crc: self.crc,
-                keys: CommKeys::with_auth(&spec.key, self.auth),
+                keys: if keys.derived_from(&spec.key, self.auth) {
+                    Arc::clone(keys)
+                } else {
+                    Arc::new(CommKeys::with_auth(&spec.key, self.auth))
+                },
                 version: self.auth.wire_version(),
             },
             spec,
             next_bid: 0,
-            ops: (0..c).map(|_| None).collect(),
-            channels: (0..c).map(|_| Vec::new()).collect(),
-            // Pre-posted slots grow to the frames they keep (at most `mtu` each) on first use:
-            // a simulated rank of small broadcasts never pays for a full MTU per slot.
-            early: (0..self.slots)
-                .map(|_| Early { used: false, bid: 0, from: PeerId(0), len: 0, frame: Vec::new() })
-                .collect(),
-            spare_bits,
-            spare_relayed,
-            ready_seen: Vec::with_capacity(c),
+            // Grown as channels are first used (`state::open_slot`).
+            ops: Vec::new(),
+            channels: Vec::new(),
+            // The pre-posted slots are made when a fragment first needs one, and each grows to
+            // the frames it keeps (at most `mtu`): a simulated rank that posts before its data
+            // comes never holds them, one of small broadcasts never a full MTU per slot.
+            early: Vec::new(),
+            spare_bits: Vec::new(),
+            spare_macs: Vec::new(),
+            ready_seen: Vec::new(),
             sync: Sync::default(),
             broken: false,
             closing: false,
             blocked_since: None,
-            barriers: [None; MAX_BARRIERS],
+            barriers: Vec::new(),
             sync_heard: 0,
             probe_at: None,
             lag_ewma: 0,

@@ -9,7 +9,7 @@ use crate::transfer::env::{CommHandle, Env};
 use crate::transfer::mac::root_mac_through;
 use crate::transfer::protocol::Protocol;
 use crate::transfer::seal::{header, send, send_repair};
-use crate::transfer::state::{fail, locate, rendezvous, waits_on, Located, State};
+use crate::transfer::state::{fail, locate, note_ready, rendezvous, waits_on, Located, State};
 use crate::Nanos;
 use ringcast_abi::frame::{Frame, RetransmitBody, MAX_RETRANSMIT_FRAGS};
 use ringcast_abi::wire::{
@@ -43,7 +43,7 @@ impl Protocol {
         if let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) {
             if let Located::Slot(slot) = locate(c, bid, self.channels) {
                 let me = c.spec.my_rank;
-                if let Some(op) = c.ops[slot].as_mut().filter(|op| op.root == me) {
+                if let Some(op) = c.ops.get_mut(slot).and_then(Option::as_mut).filter(|op| op.root == me) {
                     if let State::RootDelay { .. } = op.state {
                         op.state = State::RootDelay { at: now, ready: true };
                         self.advance_root(comm, slot, now, env);
@@ -54,7 +54,9 @@ impl Protocol {
                     // message is loaded (its bits are filled then): the channel holds nothing of it
                     // yet.
                     if op.bits.is_complete() {
-                        let fed = root_mac_through(op, &c.channels[slot], op.geo.count().saturating_sub(1));
+                        let seq = op.geo.count().saturating_sub(1);
+                        let fed =
+                            root_mac_through(op, &c.channels[slot], seq, &c.seal.keys, &mut c.spare_macs);
                         self.counters.ledger.hashed(Side::Send, fed);
                     }
                 }
@@ -70,7 +72,7 @@ impl Protocol {
         {
             let (first, n) = (body.first_frag.get(), body.nfrags.get());
             // NOTE(unwrap-free): locate returned an occupied slot.
-            let Some(op) = c.ops[slot].as_ref() else { return };
+            let Some(op) = c.ops.get(slot).and_then(Option::as_ref) else { return };
             let (held, hops, aborted) = (&op.bits, op.hops, op.state == State::Aborted);
             if aborted {
                 let h = header(c, FrameKind::READY, bid, READY_FLAG_ABORTED);
@@ -129,7 +131,7 @@ impl Protocol {
             (READY_FLAG_READY, Located::Slot(slot)) => {
                 let adaptive = self.root_delay == RootDelay::Adaptive;
                 let (slots, size) = (self.slots, c.spec.size());
-                if let Some(op) = c.ops[slot].as_mut() {
+                if let Some(op) = c.ops.get_mut(slot).and_then(Option::as_mut) {
                     if adaptive {
                         // A lag sample: how far the picked rank arrived behind the root.
                         let lag = now.saturating_sub(op.posted);
@@ -143,9 +145,9 @@ impl Protocol {
                             // The picked rank is there: go now.
                             op.state = State::RootDelay { at: now, ready: true };
                         }
-                    } else if op.state == State::Loading && c.ready_seen.len() < channels as usize {
+                    } else if op.state == State::Loading {
                         // Here before the message is: the root's delay will find it.
-                        c.ready_seen.push(bid);
+                        note_ready(c, bid, channels);
                     }
                 }
                 self.advance_root(comm, slot, now, env);
@@ -155,36 +157,43 @@ impl Protocol {
                     c.lag_ewma = c.lag_ewma * 3 / 4; // arrived before the root: lag 0
                 }
                 // Kept in every mode: a rendezvous finds it once its message is loaded.
-                if c.ready_seen.len() < channels as usize {
-                    c.ready_seen.push(bid);
-                }
+                note_ready(c, bid, channels);
             }
             (READY_FLAG_HAVE_ALL, Located::Slot(slot))
-                if c.ops[slot].as_ref().is_some_and(|op| op.state == State::Receiving) =>
+                if c.ops
+                    .get(slot)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|op| op.state == State::Receiving) =>
             {
                 self.request(comm, slot, src, now, env);
             }
             (READY_FLAG_ALIVE, Located::Slot(slot)) => {
-                if let Some(op) = c.ops[slot].as_mut() {
+                if let Some(op) = c.ops.get_mut(slot).and_then(Option::as_mut) {
                     op.heard = now;
                 }
             }
             (READY_FLAG_BROKEN, Located::Slot(slot)) => {
                 // The rank we wait on left the communicator: so do we (only if we still needed it).
-                if let Some(op) = c.ops[slot].as_mut().filter(|op| op.state == State::Receiving) {
+                if let Some(op) =
+                    c.ops.get_mut(slot).and_then(Option::as_mut).filter(|op| op.state == State::Receiving)
+                {
                     c.broken = true;
                     op.state = State::Failed;
                     env.complete(op.token, fail(StatusKind::CommunicatorBroken, op.counters));
                 }
             }
             (READY_FLAG_MISMATCH, Located::Slot(slot)) => {
-                if let Some(op) = c.ops[slot].as_mut().filter(|op| op.state == State::Receiving) {
+                if let Some(op) =
+                    c.ops.get_mut(slot).and_then(Option::as_mut).filter(|op| op.state == State::Receiving)
+                {
                     op.state = State::Failed;
                     env.complete(op.token, fail(StatusKind::DigestMismatch, op.counters));
                 }
             }
             (READY_FLAG_ABORTED, Located::Slot(slot)) => {
-                if let Some(op) = c.ops[slot].as_mut().filter(|op| op.state == State::Receiving) {
+                if let Some(op) =
+                    c.ops.get_mut(slot).and_then(Option::as_mut).filter(|op| op.state == State::Receiving)
+                {
                     op.state = State::Aborted;
                     env.complete(op.token, fail(StatusKind::RootFailed, op.counters));
                 }
@@ -203,7 +212,7 @@ impl Protocol {
         env: &mut impl Env,
     ) {
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
-        let Some(op) = c.ops[slot].as_mut() else { return };
+        let Some(op) = c.ops.get_mut(slot).and_then(Option::as_mut) else { return };
         let Some(first) = op.bits.missing().next() else { return };
         // As many fragments as one datagram's bitmap can name; the next request continues.
         let fit = ((self.mtu - WIRE_HEADER_LEN - WIRE_TRAILER_LEN - 8) * 8) as u32;

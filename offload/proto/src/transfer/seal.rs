@@ -31,7 +31,7 @@ pub(crate) fn header(c: &Comm, kind: FrameKind, bid: u32, flags: u16) -> WireHea
 
 /// The length of fragment `seq` of the broadcast in `slot` as a frame (0: no such fragment).
 pub(crate) fn fragment_len(c: &Comm, slot: usize, seq: u32) -> usize {
-    let Some(op) = c.ops[slot].as_ref() else { return 0 };
+    let Some(op) = c.ops.get(slot).and_then(Option::as_ref) else { return 0 };
     let Some((_, len)) = op.geo.range(seq) else { return 0 };
     let tail = if seq + 1 == op.geo.count() { DIGEST_LEN } else { 0 };
     WIRE_HEADER_LEN + len as usize + tail + WIRE_TRAILER_LEN
@@ -47,7 +47,7 @@ pub(crate) fn build_fragment(
     kind: FrameKind,
     hops: u16,
 ) -> usize {
-    let Some(op) = c.ops[slot].as_ref() else { return 0 };
+    let Some(op) = c.ops.get(slot).and_then(Option::as_ref) else { return 0 };
     let Some((off, len)) = op.geo.range(seq) else { return 0 };
     let mut h = header(c, kind, op.bid, hops);
     h.frag_seq = U32::new(seq);

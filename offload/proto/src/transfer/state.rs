@@ -7,10 +7,12 @@ use crate::comm::{sync_children, sync_parent};
 use crate::comm::{CommSpec, PeerId, Rank};
 use crate::intake::regions::Resolved;
 use crate::schedule::bcast::{Algorithm, Shape};
-use crate::transfer::barrier::{Barrier, MAX_BARRIERS};
+use crate::transfer::barrier::Barrier;
 use crate::transfer::bitmap::{FragBitmap, Geometry};
 use crate::transfer::env::{OpCounters, Outcome, PostError};
 use crate::Nanos;
+use alloc::boxed::Box;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use ringcast_abi::frame::Crc32c;
 use ringcast_abi::frame::SyncBody;
@@ -62,10 +64,17 @@ pub(crate) struct Op {
     pub(crate) state: State,
     /// The message MAC: computed by the root, carried by the last fragment.
     pub(crate) digest: Option<Mac>,
-    /// A receiver's MAC of the message so far: the contiguous prefix it holds, fed in batches
-    /// as fragments arrive (`collective::bcast::advance_mac`), up to `hashed` bytes; the
-    /// prefix's next fragment is `prefix`.
-    pub(crate) mac: MacState,
+    /// The MAC of the message so far (a receiver's: the contiguous prefix it holds, fed in
+    /// batches as fragments arrive, up to `hashed` bytes; the prefix's next fragment is
+    /// `prefix`), while it is hashed in more than one batch — a message hashed in one pass
+    /// keeps none ([`crate::transfer::mac`]).
+    pub(crate) mac: Option<Box<MacState>>,
+    /// The call context the MAC covers ([`crate::transfer::env::Post::context`]).
+    pub(crate) context: u64,
+    /// A receiver's own MAC of the whole message, once hashed, checked against `digest` (which
+    /// the last fragment brought before it could be hashed): whether they are equal. (The
+    /// verdict, not the MAC: 32 bytes an op need not hold.)
+    pub(crate) own_ok: Option<bool>,
     /// Whether the MAC covers the payload (`protocol.auth = mac`); with `tag` it is fed no
     /// byte of the message — only the call (broadcast id, length, context) — and `hashed` just
     /// follows the contiguous prefix held.
@@ -104,7 +113,7 @@ impl Op {
 }
 
 /// A pre-posted receive slot: keeps one fragment of a broadcast this rank has not posted yet.
-/// The buffers are allocated with the communicator and reused.
+/// The slots are made when a fragment first needs one, and reused.
 #[derive(Debug)]
 pub(crate) struct Early {
     pub(crate) used: bool,
@@ -112,6 +121,13 @@ pub(crate) struct Early {
     pub(crate) from: PeerId,
     pub(crate) len: usize,
     pub(crate) frame: Vec<u8>,
+}
+
+impl Early {
+    /// A free slot, its buffer not grown yet.
+    pub(crate) fn free() -> Self {
+        Early { used: false, bid: 0, from: PeerId(0), len: 0, frame: Vec::new() }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -152,14 +168,20 @@ pub(crate) struct Comm {
     /// `spec.key`.
     pub(crate) seal: Seal,
     pub(crate) next_bid: u32,
+    /// Per channel (`bid % channels`): its broadcast, and its bytes — grown to the channels
+    /// used so far, once each ([`open_slot`]), the bytes to the largest message sent there.
     pub(crate) ops: Vec<Option<Op>>,
     pub(crate) channels: Vec<Vec<u8>>,
     pub(crate) early: Vec<Early>,
-    /// Fragment bitmaps of the channels not in use (one per channel, sized at creation for
-    /// `max_message_bytes`): a post takes one, the synchronization gives it back.
-    pub(crate) spare_bits: Vec<FragBitmap>,
-    /// The same for [`Op::relayed`].
-    pub(crate) spare_relayed: Vec<FragBitmap>,
+    /// Fragment bitmaps ([`Op::bits`], [`Op::relayed`]) of channels not in use, sized for
+    /// `max_message_bytes`: a post takes a pair (made the first time a channel is used), the
+    /// synchronization gives it back ([`give_back`]).
+    pub(crate) spare_bits: Vec<(FragBitmap, FragBitmap)>,
+    /// MAC states not in use: one per broadcast hashed in several batches at once, allocated
+    /// the first time (`transfer::mac`).
+    pub(crate) spare_macs: crate::transfer::mac::Spares,
+    /// `READY`s of broadcasts whose message this root has not loaded yet (at most `channels`,
+    /// the room made at the first).
     pub(crate) ready_seen: Vec<u32>,
     pub(crate) sync: Sync,
     pub(crate) broken: bool,
@@ -168,8 +190,9 @@ pub(crate) struct Comm {
     pub(crate) closing: bool,
     /// A post has been waiting for a channel since.
     pub(crate) blocked_since: Option<Nanos>,
-    /// Barriers waiting for the `SYNC_DOWN` of the epoch they cut (`barrier.rs`).
-    pub(crate) barriers: [Option<Barrier>; MAX_BARRIERS],
+    /// Barriers waiting for the `SYNC_DOWN` of the epoch they cut (`barrier.rs`): empty until
+    /// the first, then [`MAX_BARRIERS`](crate::transfer::barrier::MAX_BARRIERS) entries.
+    pub(crate) barriers: Vec<Option<Barrier>>,
     /// Last answer from a synchronization neighbour to a probe, and when to probe next.
     pub(crate) sync_heard: Nanos,
     pub(crate) probe_at: Option<Nanos>,
@@ -190,7 +213,8 @@ pub(crate) struct Comm {
 #[derive(Debug)]
 pub(crate) struct Seal {
     pub(crate) crc: Crc32c,
-    pub(crate) keys: CommKeys,
+    /// Shared where the ranks of a simulator share them ([`crate::transfer::protocol::Protocol::create_comm_sharing`]).
+    pub(crate) keys: Arc<CommKeys>,
     /// The version byte its frames carry and it accepts (`protocol.auth`'s).
     pub(crate) version: u8,
 }
@@ -212,8 +236,8 @@ pub(crate) fn locate(c: &Comm, bid: u32, channels: u32) -> Located {
         return if bid < c.next_bid + channels { Located::Future } else { Located::Stale };
     }
     let slot = (bid % channels) as usize;
-    match &c.ops[slot] {
-        Some(op) if op.bid == bid => Located::Slot(slot),
+    match c.ops.get(slot) {
+        Some(Some(op)) if op.bid == bid => Located::Slot(slot),
         _ => Located::Stale,
     }
 }
@@ -228,6 +252,38 @@ pub(crate) fn postable(comms: &mut [Option<Comm>], comm: u32) -> Result<&mut Com
         Some(c) if c.broken => refuse(StatusKind::CommunicatorBroken),
         Some(c) if c.closing => refuse(StatusKind::UnknownCommunicator),
         Some(c) => Ok(c),
+    }
+}
+
+/// Makes channel `slot`'s state exist: a communicator holds the channels it has used, each
+/// made once — a simulated rank of one broadcast holds one, not `channels`. (Channels are used
+/// in order, so each grows the tables by one: no spare room reserved.)
+pub(crate) fn open_slot(c: &mut Comm, slot: usize) {
+    if c.ops.len() <= slot {
+        c.ops.reserve_exact(slot + 1 - c.ops.len());
+        c.ops.resize_with(slot + 1, || None);
+    }
+    if c.channels.len() <= slot {
+        c.channels.reserve_exact(slot + 1 - c.channels.len());
+        c.channels.resize_with(slot + 1, Vec::new);
+    }
+}
+
+/// Puts `x` back on the spare list `pool`, which grows by one where it must: it never holds
+/// more than its communicator's channels ever took at once.
+pub(crate) fn give_back<T>(pool: &mut Vec<T>, x: T) {
+    if pool.len() == pool.capacity() {
+        pool.reserve_exact(1);
+    }
+    pool.push(x);
+}
+
+/// Keeps the `READY` of broadcast `bid` for the root's delay, if there is room (`channels`:
+/// made once, at the first).
+pub(crate) fn note_ready(c: &mut Comm, bid: u32, channels: u32) {
+    if c.ready_seen.len() < channels as usize {
+        c.ready_seen.reserve_exact(channels as usize - c.ready_seen.len());
+        c.ready_seen.push(bid);
     }
 }
 
@@ -297,6 +353,39 @@ pub(crate) fn window_of(posted: u32, channels: u32) -> u32 {
 mod tests {
     use super::{rendezvous, window_of};
     use crate::schedule::bcast::Algorithm;
+
+    /// The simulator's ranks of one communicator share its keys, derived once
+    /// (`Protocol::create_comm_sharing`); keys of another secret are never taken for a
+    /// communicator's own — it derives them from its spec.
+    #[test]
+    fn shared_keys_are_taken_only_from_the_same_secret() {
+        use crate::comm::auth::{CommKeys, Secret};
+        use crate::comm::{CommSpec, Layout, PeerId};
+        use crate::config::{Auth, EngineConfig};
+        use crate::transfer::protocol::{CommHandle, Protocol};
+        use alloc::sync::Arc;
+        let spec = |key: [u8; 32]| CommSpec {
+            cookie: u64::from(key[0]),
+            group: [7; 14],
+            members: (0..2).map(PeerId).collect(),
+            my_rank: 0,
+            seed: 0,
+            key: Secret(key),
+            layout: Layout::FLAT,
+        };
+        let shared = Arc::new(CommKeys::new(&Secret([1; 32])));
+        let mut p = Protocol::new(&EngineConfig::default(), crc32c::crc32c);
+        let same = p.create_comm_sharing(spec([1; 32]), &shared).expect("a communicator");
+        let other = p.create_comm_sharing(spec([2; 32]), &shared).expect("a communicator");
+        let keys = |h: CommHandle| p.comms[h.0 as usize].as_ref().map(|c| Arc::clone(&c.seal.keys));
+        assert!(keys(same).is_some_and(|k| Arc::ptr_eq(&k, &shared)), "the same secret: shared");
+        let own = keys(other).expect("the other communicator");
+        assert!(!Arc::ptr_eq(&own, &shared), "another secret: not the shared keys");
+        assert!(
+            own.derived_from(&Secret([2; 32]), Auth::Mac) && !own.derived_from(&Secret([1; 32]), Auth::Mac)
+        );
+        assert!(!own.derived_from(&Secret([2; 32]), Auth::Tag));
+    }
 
     /// A broadcast's root may run `channels` broadcasts ahead, a composed collective's root only
     /// its call's parts: with the defaults (64 slots, 16 channels) a 2-node allreduce's part of 8

@@ -7,7 +7,7 @@ use crate::transfer::barrier;
 use crate::transfer::env::{CommHandle, Env};
 use crate::transfer::protocol::Protocol;
 use crate::transfer::seal::{header, send};
-use crate::transfer::state::{State, Sync};
+use crate::transfer::state::{give_back, State, Sync};
 use crate::Nanos;
 use ringcast_abi::frame::{DropReason, Frame, SyncBody, SYNC_MISMATCH};
 use ringcast_abi::wire::FrameKind;
@@ -186,8 +186,11 @@ impl Protocol {
         for slot in c.ops.iter_mut() {
             if slot.as_ref().is_some_and(|op| op.bid >= base && op.bid < base + channels) {
                 if let Some(op) = slot.take() {
-                    c.spare_bits.push(op.bits);
-                    c.spare_relayed.push(op.relayed);
+                    give_back(&mut c.spare_bits, (op.bits, op.relayed));
+                    // A MAC never finished (the broadcast failed half-way).
+                    if let Some(m) = op.mac {
+                        give_back(&mut c.spare_macs, m);
+                    }
                 }
             }
         }

@@ -1,20 +1,20 @@
 //! The protocol's timer table: each communicator slot's earliest deadline in an indexed binary
 //! min-heap, so an engine's loop learns the next deadline without a scan.
 use crate::Nanos;
-use alloc::vec::Vec;
+use smallvec::SmallVec;
 
 /// The deadlines of the communicator slots as an indexed binary min-heap: the next deadline in
 /// O(1), setting or clearing a slot's in O(log n), no scan of every communicator × channel on
 /// the engine's loop. It grows with the protocol's communicator table (one entry per slot,
-/// never reserving more) and allocates nothing after that.
+/// never reserving more) and allocates nothing after that — nothing at all for one slot (a
+/// simulated rank's), which it keeps inline.
 #[derive(Debug, Default)]
 pub(crate) struct TimerTable {
     /// Communicator slots with a deadline, heap-ordered by it.
-    heap: Vec<u32>,
-    /// Per slot: its index in `heap`, or [`NOT_ARMED`].
-    pos: Vec<u32>,
-    /// Per slot: its deadline (meaningful while armed).
-    at: Vec<Nanos>,
+    heap: SmallVec<[u32; 2]>,
+    /// Per slot: its index in `heap`, or [`NOT_ARMED`], and its deadline (meaningful while
+    /// armed).
+    slots: SmallVec<[(u32, Nanos); 1]>,
 }
 
 const NOT_ARMED: u32 = u32::MAX;
@@ -22,31 +22,28 @@ const NOT_ARMED: u32 = u32::MAX;
 impl TimerTable {
     /// The earliest deadline.
     pub(crate) fn next(&self) -> Option<Nanos> {
-        self.heap.first().map(|&s| self.at[s as usize])
+        self.heap.first().map(|&s| self.slots[s as usize].1)
     }
 
     /// Sets (`Some`) or clears (`None`) slot `slot`'s deadline.
     pub(crate) fn set(&mut self, slot: u32, at: Option<Nanos>) {
         let s = slot as usize;
-        while self.pos.len() <= s {
+        while self.slots.len() <= s {
             // One slot more, as the communicator table grows (see `Protocol::create_comm`).
-            self.pos.reserve_exact(1);
-            self.pos.push(NOT_ARMED);
-            self.at.reserve_exact(1);
-            self.at.push(0);
+            self.slots.reserve_exact(1);
+            self.slots.push((NOT_ARMED, 0));
             self.heap.reserve_exact(1);
         }
-        match (self.pos[s], at) {
+        match (self.slots[s].0, at) {
             (NOT_ARMED, None) => {}
             (NOT_ARMED, Some(t)) => {
-                self.at[s] = t;
-                self.pos[s] = self.heap.len() as u32;
+                self.slots[s] = (self.heap.len() as u32, t);
                 self.heap.push(slot);
                 self.up(self.heap.len() - 1);
             }
             (i, Some(t)) => {
-                let earlier = t < self.at[s];
-                self.at[s] = t;
+                let earlier = t < self.slots[s].1;
+                self.slots[s].1 = t;
                 if earlier {
                     self.up(i as usize)
                 } else {
@@ -60,7 +57,7 @@ impl TimerTable {
     /// Takes the earliest slot whose deadline is at or before `now`.
     pub(crate) fn pop_due(&mut self, now: Nanos) -> Option<u32> {
         let &s = self.heap.first()?;
-        if self.at[s as usize] > now {
+        if self.slots[s as usize].1 > now {
             return None;
         }
         self.remove_at(0);
@@ -69,25 +66,25 @@ impl TimerTable {
 
     fn remove_at(&mut self, i: usize) {
         let gone = self.heap[i];
-        self.pos[gone as usize] = NOT_ARMED;
+        self.slots[gone as usize].0 = NOT_ARMED;
         let last = self.heap.len() - 1;
         self.heap.swap(i, last);
         self.heap.pop();
         if i < self.heap.len() {
-            self.pos[self.heap[i] as usize] = i as u32;
+            self.slots[self.heap[i] as usize].0 = i as u32;
             self.down(i);
             self.up(i);
         }
     }
 
     fn key(&self, i: usize) -> Nanos {
-        self.at[self.heap[i] as usize]
+        self.slots[self.heap[i] as usize].1
     }
 
     fn swap(&mut self, a: usize, b: usize) {
         self.heap.swap(a, b);
-        self.pos[self.heap[a] as usize] = a as u32;
-        self.pos[self.heap[b] as usize] = b as u32;
+        self.slots[self.heap[a] as usize].0 = a as u32;
+        self.slots[self.heap[b] as usize].0 = b as u32;
     }
 
     fn up(&mut self, mut i: usize) {
@@ -163,7 +160,7 @@ mod tests {
                         let mut due: Vec<u32> = model.iter().filter(|(_, &t)| t <= now).map(|(&s, _)| s).collect();
                         model.retain(|_, t| *t > now);
                         // Popped in deadline order (ties in any order).
-                        let times: Vec<Nanos> = popped.iter().map(|&s| table.at[s as usize]).collect();
+                        let times: Vec<Nanos> = popped.iter().map(|&s| table.slots[s as usize].1).collect();
                         prop_assert!(times.windows(2).all(|w| w[0] <= w[1]));
                         popped.sort_unstable();
                         // In slot order, as a sweep of the table would visit them: which of several

@@ -100,7 +100,7 @@ impl Protocol {
         let comm = CommHandle(ci as u32);
         for slot in 0..self.channels as usize {
             let Some(c) = self.comms[ci].as_mut() else { break };
-            let Some(op) = c.ops[slot].as_mut() else { continue };
+            let Some(op) = c.ops.get_mut(slot).and_then(Option::as_mut) else { continue };
             match op.state {
                 State::RootDelay { .. } => self.advance_root(comm, slot, now, env),
                 State::Sending { .. } => self.send_batch(comm, slot, now, env),
