@@ -16,7 +16,8 @@
 use ringcast_abi::{Access, SubmissionDescriptor};
 use ringcast_proto::comm::PeerId;
 use ringcast_proto::config::{Auth, EngineConfig, LocalRank, ETHERNET_MTU, SHM_MTU};
-use ringcast_proto::engine::{Action, Dma, Engine, JobId};
+use ringcast_proto::engine::{Action, Dma, Engine, HostPort, JobId};
+use ringcast_proto::intake::regions::Resolved;
 use ringcast_proto::intake::regions::SegmentHandle;
 use ringcast_proto::ledger::Side;
 use std::time::{Duration, Instant};
@@ -46,6 +47,11 @@ struct Stream {
     completions: [u64; 2],
     frames: [u64; 2],
     epoch: Instant,
+    /// Frames handled with the driver's direct reach into the receiver's host buffer
+    /// (`Engine::handle_frame_placing`, what the runner does on the `mapped` backend); without
+    /// it (`ENGINE_STREAM_PLACE=0`) the receiver goes through its channel and store jobs, as on
+    /// `cma` and `rdma`.
+    place: bool,
 }
 
 impl Stream {
@@ -69,6 +75,7 @@ impl Stream {
             completions: [0; 2],
             frames: [0; 2],
             epoch: Instant::now(),
+            place: std::env::var("ENGINE_STREAM_PLACE").map_or(true, |v| v != "0"),
         }
     }
 
@@ -168,7 +175,15 @@ impl Stream {
             for (to, frame) in batch {
                 let now = self.now();
                 let t = Instant::now();
-                self.engines[to].handle_frame(PeerId(1 - to as u32), &frame, now);
+                let from = PeerId(1 - to as u32);
+                if self.place {
+                    // The driver's direct reach into its host buffer, as the runner lends its
+                    // `mapped` segments: the receiver's one copy is the engine's time.
+                    let port = &mut Flat(&mut self.mem[to]);
+                    self.engines[to].handle_frame_placing(from, &frame, now, port);
+                } else {
+                    self.engines[to].handle_frame(from, &frame, now);
+                }
                 self.engine_ns[to] += t.elapsed();
                 self.spare.push(frame);
                 self.drain(to);
@@ -176,6 +191,32 @@ impl Stream {
             }
         }
         any
+    }
+}
+
+/// An engine's host buffer as the driver's direct reach into it ([`HostPort`]): one segment,
+/// `buf.offset` a byte offset in it.
+struct Flat<'a>(&'a mut Vec<u8>);
+
+impl HostPort for Flat<'_> {
+    fn reaches(&self, buf: Resolved) -> bool {
+        !buf.is_refused()
+    }
+
+    fn place(&mut self, buf: Resolved, bytes: &[u8]) -> bool {
+        let start = buf.offset as usize;
+        match self.0.get_mut(start..start + bytes.len()) {
+            Some(m) => {
+                m.copy_from_slice(bytes);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn view(&self, buf: Resolved, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+        let start = buf.offset as usize;
+        self.0.get(start..start + len).map(f).is_some()
     }
 }
 

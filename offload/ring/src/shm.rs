@@ -169,6 +169,25 @@ impl ShmSegment {
         Ok(())
     }
 
+    /// Hands `f` the `len` bytes at `offset` in place, for reading (the engine hashes a
+    /// receiver's delivered bytes where it placed them, in the host's buffer, instead of
+    /// keeping a copy to hash).
+    ///
+    /// The bytes belong to whichever process shares the segment: one that writes them while
+    /// `f` reads (a host rewriting a receive buffer its call has not returned, which the MPI
+    /// standard makes erroneous) only changes what `f` sees — the message MAC computed over
+    /// them then fails, and the broadcast completes with an error. Callers use the slice for
+    /// one read pass and draw no conclusion from reading a byte twice.
+    pub fn with_bytes<R>(&self, offset: u64, len: u64, f: impl FnOnce(&[u8]) -> R) -> Result<R, OutOfBounds> {
+        let src = self.range(offset, len)?;
+        // SAFETY: `src..src+len` is inside the live mapping (checked), which outlives `&self`
+        // and so the call; the slice does not escape `f`. Nothing in this process writes the
+        // range during `f` (the engine places into it only between calls); another process
+        // may (see above): the same race `read_at`'s raw copy has, read here by `f` instead.
+        let bytes = unsafe { core::slice::from_raw_parts(src, len as usize) };
+        Ok(f(bytes))
+    }
+
     /// Sets `len` bytes at `offset` to `byte`.
     pub fn fill(&self, offset: u64, len: u64, byte: u8) -> Result<(), OutOfBounds> {
         let dst = self.range(offset, len)?;

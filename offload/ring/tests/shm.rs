@@ -45,6 +45,24 @@ fn segment_is_zeroed_and_bounds_checked() {
     assert!(ShmSegment::create("nul\0name", 64).is_err());
 }
 
+/// `with_bytes` lends the bytes where they lie (what a receiver's MAC reads a placed message
+/// through), only inside the mapping: what another mapping of the memfd wrote is what it sees.
+#[test]
+fn bytes_are_lent_in_place_and_bounds_checked() {
+    let seg = ShmSegment::create("lend", 4096).unwrap();
+    let other = ShmSegment::from_fd(seg.fd().try_clone_to_owned().unwrap()).unwrap();
+    other.write_at(4000, &[7; 96]).unwrap();
+    let sum = seg.with_bytes(3990, 106, |b| {
+        assert_eq!(b.len(), 106);
+        assert_eq!(&b[..10], &[0; 10]);
+        b.iter().map(|&x| u32::from(x)).sum::<u32>()
+    });
+    assert_eq!(sum, Ok(7 * 96));
+    assert_eq!(seg.with_bytes(0, 0, |b| b.len()), Ok(0));
+    assert_eq!(seg.with_bytes(4000, 97, |_| ()), Err(OutOfBounds));
+    assert_eq!(seg.with_bytes(u64::MAX, 2, |_| ()), Err(OutOfBounds));
+}
+
 #[test]
 fn from_fd_refuses_empty_file() {
     let fd = nix::sys::memfd::memfd_create(c"empty", nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC).unwrap();

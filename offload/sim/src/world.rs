@@ -132,6 +132,24 @@ impl Env for NodeEnv<'_> {
         DmaStatus::Done(true)
     }
 
+    fn reaches(&self, buf: Resolved) -> bool {
+        // Simulated host memory is reached at once, as the `mapped` backend reaches a host's:
+        // receivers that serve no repairs place their payload straight into it.
+        !buf.is_refused()
+    }
+
+    fn place(&mut self, buf: Resolved, bytes: &[u8]) -> bool {
+        let Some(host) = self.range(buf, 0, bytes.len()) else { return false };
+        host.copy_from_slice(bytes);
+        true
+    }
+
+    fn view(&mut self, buf: Resolved, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+        let Some(host) = self.range(buf, 0, len) else { return false };
+        f(host);
+        true
+    }
+
     fn complete(&mut self, token: u64, outcome: Outcome) {
         self.done.push(Done { node: self.me, token, outcome, at: self.net.now });
     }
@@ -337,6 +355,12 @@ pub trait DynEnv {
     );
     /// See [`Env::dma`].
     fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus;
+    /// See [`Env::reaches`].
+    fn reaches(&self, buf: Resolved) -> bool;
+    /// See [`Env::place`].
+    fn place(&mut self, buf: Resolved, bytes: &[u8]) -> bool;
+    /// See [`Env::view`].
+    fn view(&mut self, buf: Resolved, len: usize, f: &mut dyn FnMut(&[u8])) -> bool;
     /// See [`Env::complete`].
     fn complete(&mut self, token: u64, outcome: Outcome);
 }
@@ -362,6 +386,15 @@ impl<T: Env> DynEnv for T {
     }
     fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
         Env::dma(self, job, stage)
+    }
+    fn reaches(&self, buf: Resolved) -> bool {
+        Env::reaches(self, buf)
+    }
+    fn place(&mut self, buf: Resolved, bytes: &[u8]) -> bool {
+        Env::place(self, buf, bytes)
+    }
+    fn view(&mut self, buf: Resolved, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+        Env::view(self, buf, len, f)
     }
     fn complete(&mut self, token: u64, outcome: Outcome) {
         Env::complete(self, token, outcome)
@@ -389,6 +422,15 @@ impl Env for &mut dyn DynEnv {
     }
     fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
         (**self).dma(job, stage)
+    }
+    fn reaches(&self, buf: Resolved) -> bool {
+        (**self).reaches(buf)
+    }
+    fn place(&mut self, buf: Resolved, bytes: &[u8]) -> bool {
+        (**self).place(buf, bytes)
+    }
+    fn view(&mut self, buf: Resolved, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+        (**self).view(buf, len, f)
     }
     fn complete(&mut self, token: u64, outcome: Outcome) {
         (**self).complete(token, outcome)

@@ -336,7 +336,7 @@ impl EngineLoop {
             }
         }
         if let Some(net) = self.net.as_mut() {
-            work |= net.receive(&mut self.engine, now);
+            work |= net.receive(&mut self.engine, now, &mut self.memory.port());
         }
         if self.engine.poll_timeout().is_some_and(|t| t <= now) {
             self.engine.handle_timeout(now);

@@ -16,7 +16,7 @@ use crate::fabric::shm::ShmFabric;
 use crate::fabric::{faulty, udp, Datagram, Dest, Fabric};
 use ringcast_proto::comm::GroupId;
 pub use ringcast_proto::engine::CommStats;
-use ringcast_proto::engine::{Action, Engine, Frames};
+use ringcast_proto::engine::{Action, Engine, Frames, HostPort};
 use ringcast_proto::Nanos;
 
 /// Datagrams taken from the fabric per pass (the host rings get their turn in between).
@@ -96,12 +96,16 @@ impl Net {
     /// there were any. Each is handled where the fabric holds it (its ring slot, its receive
     /// buffer): the engine only queues what it sends in reply (sans-IO), so nothing needs the
     /// fabric while a datagram is borrowed from it, and nothing is copied out first.
-    pub fn receive(&mut self, engine: &mut Engine, now: Nanos) -> bool {
+    ///
+    /// `port` is the driver's direct reach into host memory (the `mapped` backend): a receiver
+    /// that serves no repairs has each frame's payload written through it from where the
+    /// fabric holds the frame straight into the host buffer (`Engine::handle_frame_placing`).
+    pub fn receive(&mut self, engine: &mut Engine, now: Nanos, port: &mut dyn HostPort) -> bool {
         let mtu = self.fabric.mtu();
         let mut handled = 0usize;
         self.fabric.poll(FRAMES_PER_PASS, &mut |from, d| {
             if d.len() <= mtu {
-                engine.handle_frame(from, d, now);
+                engine.handle_frame_placing(from, d, now, &mut *port);
                 handled += 1;
             }
         });

@@ -12,7 +12,7 @@ use crate::transfer::env::{
     is_stand_in, CommHandle, Dest, DmaDir, DmaJob, DmaStatus, DmaToken, Env, OpCounters, Outcome, Post,
     PostError,
 };
-use crate::transfer::mac::{advance_mac, root_mac_through};
+use crate::transfer::mac::{advance_mac, advance_mac_placed, root_mac_through};
 use crate::transfer::protocol::Protocol;
 use crate::transfer::seal::{header, send, send_fragment, send_repair, HOPS_MASK, PHASE_SHIFT};
 use crate::transfer::state::{
@@ -145,6 +145,7 @@ impl Protocol {
             stored: 0,
             stores_out: 0,
             store_failed: false,
+            direct: None,
             counters: OpCounters::default(),
             hops: 0,
             posted: now,
@@ -468,17 +469,36 @@ impl Protocol {
             op.counters.duplicates += 1;
             return;
         }
-        c.channels[slot][off as usize..(off + len) as usize].copy_from_slice(frame.payload());
-        self.counters.ledger.copied(Side::Receive, u64::from(len));
         if seq == last {
             op.digest = frame.digest();
         }
-        let fed = advance_mac(op, &c.channels[slot], false, &c.seal.keys, &mut c.spare_macs);
-        self.counters.ledger.hashed(Side::Receive, fed);
-        if op.hashed >= op.stored + STORE_PART && !op.bits.is_complete() {
-            // (Complete: `finish` stores the rest in one part.)
-            let moved = store_part((comm, c.generation), slot, op, &mut c.channels[slot], env);
-            self.counters.ledger.copied(Side::Receive, moved);
+        let me = c.spec.my_rank;
+        if op.direct.is_none() {
+            op.direct = Some(places_directly(op, me, env));
+        }
+        if op.direct == Some(true) {
+            // The payload from where the fabric holds it straight into the host buffer: the
+            // one copy of a receiver's bytes (a NIC's receive scatter).
+            let at = Resolved { offset: op.buf.offset + u64::from(off), ..op.buf };
+            let placed = env.place(at, frame.payload());
+            op.store_failed |= !placed;
+            if placed {
+                self.counters.ledger.copied(Side::Receive, u64::from(len));
+            }
+            // The MAC hashes the delivered bytes where they now lie, in the same aligned
+            // batches as from a channel.
+            let fed = advance_mac_placed(op, env, false, &c.seal.keys, &mut c.spare_macs);
+            self.counters.ledger.hashed(Side::Receive, fed);
+        } else {
+            c.channels[slot][off as usize..(off + len) as usize].copy_from_slice(frame.payload());
+            self.counters.ledger.copied(Side::Receive, u64::from(len));
+            let fed = advance_mac(op, &c.channels[slot], false, &c.seal.keys, &mut c.spare_macs);
+            self.counters.ledger.hashed(Side::Receive, fed);
+            if op.hashed >= op.stored + STORE_PART && !op.bits.is_complete() {
+                // (Complete: `finish` stores the rest in one part.)
+                let moved = store_part((comm, c.generation), slot, op, &mut c.channels[slot], env);
+                self.counters.ledger.copied(Side::Receive, moved);
+            }
         }
         if hops == 0 {
             op.counters.frags_multicast += 1;
@@ -523,15 +543,23 @@ impl Protocol {
     pub(crate) fn finish(&mut self, comm: CommHandle, slot: usize, now: Nanos, env: &mut impl Env) {
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
         let Some(op) = c.ops.get_mut(slot).and_then(Option::as_mut) else { return };
-        let fed = advance_mac(op, &c.channels[slot], true, &c.seal.keys, &mut c.spare_macs);
+        let fed = if op.direct == Some(true) {
+            advance_mac_placed(op, env, true, &c.seal.keys, &mut c.spare_macs)
+        } else {
+            advance_mac(op, &c.channels[slot], true, &c.seal.keys, &mut c.spare_macs)
+        };
         self.counters.ledger.hashed(Side::Receive, fed);
+        // A receiver placing into host memory that went away (deregistered, its process gone)
+        // has nothing to check the MAC over: like a failed store, it completes `OutOfBounds`
+        // (`delivered`) and acks — it serves nobody, so no rank gets bytes it did not verify.
+        let vanished = op.direct == Some(true) && op.store_failed;
         // A receive of a call refused for its operation (`Op::unverified`) runs under a
         // stand-in context the root's MAC does not have: it delivers nothing — its buffer is
         // `Resolved::REFUSED`, every store fails — so it only relays, and whoever stores the
         // message checks the MAC itself. Checked, it would fail `DigestMismatch` and NACK its
         // epoch, breaking the communicator for the others.
         let authentic = op.unverified || op.own_ok == Some(true);
-        if op.hashed != op.geo.total || !authentic {
+        if !vanished && (op.hashed != op.geo.total || !authentic) {
             op.state = State::Failed;
             env.complete(op.token, fail(StatusKind::DigestMismatch, op.counters));
             return;
@@ -557,6 +585,22 @@ impl Protocol {
 /// MAC's progress.
 const STORE_PART: u32 = 64 << 10;
 
+/// Whether receiver `me` of `op` writes its payload straight into its host buffer
+/// ([`Op::direct`]): the driver reaches the buffer at once ([`Env::reaches`]), the buffer is
+/// the call's own (not a refused call's stand-in, whose bytes are relayed unchecked), and no
+/// rank will ever ask this one for a fragment — it forwards nothing and is nobody's repair
+/// source: a leaf of the binomial or linear tree, the multicast ring's last rank (the root's
+/// predecessor). A rank that serves others keeps the channel copy, which outlives the host's
+/// buffer (repairs asked after this rank completed, forwarding in the trees). Decided once per
+/// broadcast, at its first fragment; fragments replayed from the pre-posted slots at the post
+/// are handled the same way.
+pub(crate) fn places_directly(op: &Op, me: Rank, env: &impl Env) -> bool {
+    let leaf =
+        matches!(op.alg, Algorithm::Multicast | Algorithm::Chain | Algorithm::Binomial | Algorithm::Linear)
+            && algo::forward(op.alg, &op.shape, me, 0, Phase::Tree, true, &mut |_| {}) == 0;
+    leaf && me != op.root && !op.unverified && !op.buf.is_refused() && env.reaches(op.buf)
+}
+
 /// Hands the host-memory driver `op`'s bytes from `op.stored` up to `op.hashed` (everything
 /// the MAC has covered and no job carries yet; the whole rest once the message is
 /// authentic). Bytes may reach the host buffer before the message is verified — as a NIC's
@@ -571,6 +615,9 @@ fn store_part(
     channel: &mut [u8],
     env: &mut impl Env,
 ) -> u64 {
+    if op.direct == Some(true) {
+        return 0; // every fragment was placed as it arrived
+    }
     let upto = if op.state == State::Storing { op.geo.total } else { op.hashed };
     let (off, len) = (op.stored, upto.saturating_sub(op.stored));
     let Some(stage) = channel.get_mut(off as usize..upto as usize).filter(|_| len > 0) else { return 0 };

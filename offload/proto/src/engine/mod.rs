@@ -55,6 +55,7 @@ mod reduction;
 mod scan;
 mod void_calls;
 
+pub use crate::transfer::env::HostPort;
 pub use action::{Action, Dma, Frames, JobId};
 pub use ids::Seq;
 pub use node::comms::{parse_record, Record, MAX_COMM_SIZE};
@@ -361,7 +362,18 @@ impl Engine {
     /// A frame from engine `from`.
     pub fn handle_frame(&mut self, from: PeerId, bytes: &[u8], now: Nanos) {
         if let Some(node) = self.node.as_mut() {
-            node.on_frame(from, bytes, now, &mut self.out);
+            node.on_frame(from, bytes, now, &mut self.out, None);
+        }
+        self.after(now);
+    }
+
+    /// [`Engine::handle_frame`], with the driver's direct reach into host memory lent for the
+    /// frame: a receiver that serves no repairs writes the frame's payload through `port`
+    /// straight into its host buffer, where the driver reaches it at once (the `mapped`
+    /// backend) — one copy, instead of into the channel and out by a [`Dma::Store`].
+    pub fn handle_frame_placing(&mut self, from: PeerId, bytes: &[u8], now: Nanos, port: &mut dyn HostPort) {
+        if let Some(node) = self.node.as_mut() {
+            node.on_frame(from, bytes, now, &mut self.out, Some(port));
         }
         self.after(now);
     }

@@ -48,6 +48,30 @@ pub trait Env {
     /// when it is handed over: a broadcast may end (fail, or its communicator go) while one of
     /// its store parts is out, and from then on its jobs have no staging and move nothing.
     fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus;
+    /// Whether [`Env::place`] reaches host buffer `buf` at once: the driver maps it (the
+    /// `mapped` backend, a simulated host). A receiver that reaches its buffer and serves
+    /// nobody's repairs writes each fragment's payload straight into it as the frame is handled
+    /// — a NIC's receive scatter — instead of into its channel and out again by a store job
+    /// (`collective::bcast`). A driver that reaches host memory only by DMA jobs (`cma`,
+    /// `rdma`, the engine's own [`Env::dma`] queue) says no.
+    fn reaches(&self, buf: Resolved) -> bool {
+        let _ = buf;
+        false
+    }
+    /// Writes `bytes` into host memory at `buf` now (only where [`Env::reaches`] said yes);
+    /// `true` if every byte was written. Called while a frame is handled, with the frame's
+    /// payload where the fabric holds it. Never re-enter the protocol from here.
+    fn place(&mut self, buf: Resolved, bytes: &[u8]) -> bool {
+        let _ = (buf, bytes);
+        false
+    }
+    /// Hands `f` the `len` bytes of host memory at `buf` where they lie (only where
+    /// [`Env::reaches`] said yes): a receiver that placed its payload there feeds its message
+    /// MAC from the delivered bytes, with no copy. `false` when the range is not reached.
+    fn view(&mut self, buf: Resolved, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+        let _ = (buf, len, f);
+        false
+    }
     /// The broadcast posted with `token` is over.
     fn complete(&mut self, token: u64, outcome: Outcome);
     /// Actions handed over and not yet taken by the driver (its queue: frames, mostly). A root
@@ -58,6 +82,18 @@ pub trait Env {
     fn backlog(&self) -> usize {
         0
     }
+}
+
+/// A driver's direct reach into host memory, lent to the engine while it handles a frame
+/// ([`crate::engine::Engine::handle_frame_placing`]): what [`Env::reaches`] and [`Env::place`]
+/// answer with there.
+pub trait HostPort {
+    /// Whether `buf` is reached at once ([`Env::reaches`]).
+    fn reaches(&self, buf: Resolved) -> bool;
+    /// Writes `bytes` at `buf` now ([`Env::place`]).
+    fn place(&mut self, buf: Resolved, bytes: &[u8]) -> bool;
+    /// Hands `f` the bytes at `buf` ([`Env::view`]).
+    fn view(&self, buf: Resolved, len: usize, f: &mut dyn FnMut(&[u8])) -> bool;
 }
 
 /// Where [`Env::send_built`] sends: one peer on a lane, or a multicast group.

@@ -16,6 +16,8 @@
 //!
 //! [`Comm::spare_macs`]: crate::transfer::state::Comm::spare_macs
 use crate::comm::auth::{mac_eq, CommKeys, Mac, MacState, MAC_PREFIX};
+use crate::intake::regions::Resolved;
+use crate::transfer::env::Env;
 use crate::transfer::state::{give_back, Op};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -45,6 +47,57 @@ pub(crate) fn advance_mac(
     keys: &CommKeys,
     spare: &mut Spares,
 ) -> u64 {
+    let mut read =
+        |from: u32, upto: u32, f: &mut dyn FnMut(&[u8])| match channel.get(from as usize..upto as usize) {
+            Some(bytes) => {
+                f(bytes);
+                true
+            }
+            None => false,
+        };
+    advance_mac_from(op, all, keys, spare, &mut read).unwrap_or(0)
+}
+
+/// [`advance_mac`] for a receiver that places its payload straight into its host buffer
+/// (`Op::direct`): the same batches, read where the bytes were delivered ([`Env::view`]) —
+/// the MAC covers exactly the bytes the host gets (under `tag` nothing is read). A buffer the
+/// driver no longer reaches is a failed store (`Op::store_failed`); nothing more is hashed.
+/// Returns the bytes it hashed.
+pub(crate) fn advance_mac_placed(
+    op: &mut Op,
+    env: &mut impl Env,
+    all: bool,
+    keys: &CommKeys,
+    spare: &mut Spares,
+) -> u64 {
+    if op.store_failed {
+        return 0;
+    }
+    let buf = op.buf;
+    let mut read = |from: u32, upto: u32, f: &mut dyn FnMut(&[u8])| {
+        let at = Resolved { offset: buf.offset + u64::from(from), ..buf };
+        env.view(at, upto.saturating_sub(from) as usize, f)
+    };
+    match advance_mac_from(op, all, keys, spare, &mut read) {
+        Some(fed) => fed,
+        None => {
+            op.store_failed = true;
+            0
+        }
+    }
+}
+
+/// The MAC's advance over the message's bytes `from..upto` as `read` hands them (`None`: it
+/// could not).
+type Read<'a> = dyn FnMut(u32, u32, &mut dyn FnMut(&[u8])) -> bool + 'a;
+
+fn advance_mac_from(
+    op: &mut Op,
+    all: bool,
+    keys: &CommKeys,
+    spare: &mut Spares,
+    read: &mut Read<'_>,
+) -> Option<u64> {
     let count = op.geo.count();
     while op.prefix < count && op.bits.get(op.prefix) {
         op.prefix += 1;
@@ -61,21 +114,26 @@ pub(crate) fn advance_mac(
             let mac = keys.mac_state_in(op.bid, u64::from(op.geo.total), op.context).finish();
             op.own_ok = Some(op.digest.is_some_and(|theirs| mac_eq(&theirs, &mac)));
         }
-        return 0;
+        return Some(0);
     }
     let upto =
         if all { end } else { ((end + MAC_PREFIX) / MAC_BATCH * MAC_BATCH).saturating_sub(MAC_PREFIX) };
     // (An empty message is hashed, and its MAC finished, with nothing fed.)
     if upto > op.hashed || (upto == op.geo.total && op.own_ok.is_none()) {
-        if let Some(bytes) = channel.get(op.hashed as usize..upto as usize) {
-            let fed = bytes.len() as u64;
-            if let Some(mac) = feed(op, keys, spare, bytes, upto) {
-                op.own_ok = Some(op.digest.is_some_and(|theirs| mac_eq(&theirs, &mac)));
-            }
-            return fed;
+        let (from, mut fed, mut finished) = (op.hashed, 0, None);
+        let ok = read(from, upto, &mut |bytes| {
+            fed = bytes.len() as u64;
+            finished = feed(op, keys, spare, bytes, upto);
+        });
+        if !ok {
+            return None;
         }
+        if let Some(mac) = finished {
+            op.own_ok = Some(op.digest.is_some_and(|theirs| mac_eq(&theirs, &mac)));
+        }
+        return Some(fed);
     }
-    0
+    Some(0)
 }
 
 /// The root's MAC, fed through the end of fragment `seq` before that fragment first leaves —

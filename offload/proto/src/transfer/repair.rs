@@ -73,6 +73,11 @@ impl Protocol {
             let (first, n) = (body.first_frag.get(), body.nfrags.get());
             // NOTE(unwrap-free): locate returned an occupied slot.
             let Some(op) = c.ops.get(slot).and_then(Option::as_ref) else { return };
+            if op.direct == Some(true) {
+                // Its bytes went straight to the host buffer: it holds no copy to serve, and no
+                // rank that follows the schedule asks it (`collective::bcast::places_directly`).
+                return;
+            }
             let (held, hops, aborted) = (&op.bits, op.hops, op.state == State::Aborted);
             if aborted {
                 let h = header(c, FrameKind::READY, bid, READY_FLAG_ABORTED);

@@ -91,6 +91,12 @@ pub(crate) struct Op {
     pub(crate) stored: u32,
     pub(crate) stores_out: u32,
     pub(crate) store_failed: bool,
+    /// A receiver's payload goes straight into its host buffer as each frame is handled
+    /// (`Env::place`), not through the channel and a store job: decided at its first fragment
+    /// (`collective::bcast::places_directly`), `None` until then. Such a receiver serves no
+    /// repairs (it holds no copy that outlives the host's buffer); its channel keeps only the
+    /// fragments that arrived ahead of a gap, until the MAC has covered them.
+    pub(crate) direct: Option<bool>,
     pub(crate) counters: OpCounters,
     /// Hops of the copy this rank holds (0 = multicast or root).
     pub(crate) hops: u16,

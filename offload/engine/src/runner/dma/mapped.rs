@@ -104,6 +104,11 @@ impl SegmentTable {
         }
     }
 
+    /// Whether `handle` is mapped now.
+    pub fn holds(&self, handle: SegmentHandle) -> bool {
+        self.by_handle.contains_key(&handle.0)
+    }
+
     /// Mappings alive.
     pub fn mapped(&self) -> usize {
         self.by_handle.len()
@@ -121,6 +126,13 @@ impl SegmentTable {
     pub fn write(&self, at: Resolved, offset: u64, data: &[u8]) -> bool {
         let Some(m) = self.by_handle.get(&at.segment.0) else { return false };
         at.offset.checked_add(offset).is_some_and(|o| m.seg.write_at(o, data).is_ok())
+    }
+
+    /// Hands `f` the `len` bytes of host memory at `at` where they lie in the mapping (a
+    /// receiver's MAC over the bytes it placed there); false as for [`SegmentTable::read`].
+    pub fn view(&self, at: Resolved, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+        let Some(m) = self.by_handle.get(&at.segment.0) else { return false };
+        m.seg.with_bytes(at.offset, len as u64, |b| f(b)).is_ok()
     }
 
     /// Copies one chunk of a DMA; false when a handle is unknown or a range falls outside its
@@ -162,6 +174,36 @@ mod tests {
         table.release(h, &mut host);
         assert_eq!(table.mapped(), 0);
         assert!(!table.read(at, 0, &mut out), "a released segment is unknown");
+    }
+
+    /// The engine's direct reach (`HostMemory::port`): it places into a mapped segment and
+    /// lends its bytes in place, within the mapping only, and reaches nothing once released.
+    #[test]
+    fn the_port_places_and_lends_mapped_bytes_and_nothing_else() {
+        use ringcast_proto::engine::HostPort;
+        let host_buf = ShmSegment::create("ringcast-test", 4096).unwrap();
+        let fd = host_buf.fd().try_clone_to_owned().unwrap();
+        let mut memory = super::super::HostMemory::with_capacity(4);
+        let mut host = HostMappings::default();
+        let (h, _) = memory.mapped().acquire(fd, &mut host, u64::MAX).unwrap();
+        let at = Resolved { segment: h, offset: 4000 };
+        let mut port = memory.port();
+        assert!(port.reaches(at));
+        assert!(port.place(at, &[5; 96]));
+        assert!(!port.place(at, &[5; 97]), "past the mapping");
+        let mut seen = Vec::new();
+        assert!(port.view(at, 96, &mut |b| seen.extend_from_slice(b)));
+        assert_eq!(seen, [5; 96]);
+        assert!(!port.view(at, 97, &mut |_| panic!("lent past the mapping")));
+        let mut back = [0u8; 96];
+        host_buf.read_at(4000, &mut back).unwrap();
+        assert_eq!(back, [5; 96], "the host sees the placed bytes");
+        let unknown = Resolved { segment: SegmentHandle(h.0 + 1), offset: 0 };
+        assert!(!port.reaches(unknown) && !port.place(unknown, &[1]));
+        let ranged = Resolved { segment: SegmentHandle(super::super::RANGE_TAG | 1), offset: 0 };
+        assert!(!port.reaches(ranged), "a cma/rdma range goes through jobs");
+        memory.release(h, &mut host);
+        assert!(!memory.port().reaches(at) && !memory.port().place(at, &[1]));
     }
 
     #[test]

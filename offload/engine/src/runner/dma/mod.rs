@@ -41,6 +41,7 @@ pub mod rdma;
 pub mod remote;
 pub mod rings;
 
+use ringcast_proto::engine::HostPort;
 use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
 
 pub use mapped::SegmentTable;
@@ -102,6 +103,23 @@ impl HostMappings {
 /// Chunk of a copy between two regions of which at least one is reached by DMA: it goes
 /// through the engine's memory (a DPU copies host to host the same way, through its own).
 const BOUNCE: usize = 256 * 1024;
+
+/// [`HostMemory::port`]: the `mapped` segments as the engine's [`HostPort`].
+pub struct MappedPort<'a>(&'a SegmentTable);
+
+impl HostPort for MappedPort<'_> {
+    fn reaches(&self, buf: Resolved) -> bool {
+        buf.segment.0 & RANGE_TAG == 0 && self.0.holds(buf.segment)
+    }
+
+    fn place(&mut self, buf: Resolved, bytes: &[u8]) -> bool {
+        buf.segment.0 & RANGE_TAG == 0 && self.0.write(buf, 0, bytes)
+    }
+
+    fn view(&self, buf: Resolved, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+        buf.segment.0 & RANGE_TAG == 0 && self.0.view(buf, len, f)
+    }
+}
 
 /// Every host's registered memory, on both backends: the port the runner issues jobs to.
 pub struct HostMemory {
@@ -166,6 +184,15 @@ impl HostMemory {
         } else {
             self.mapped.write(at, offset, data)
         }
+    }
+
+    /// The direct reach the engine is lent while it handles frames
+    /// (`Engine::handle_frame_placing`): the `mapped` backend's segments, written at once. A
+    /// `cma` or `rdma` range is not reached this way — one system call or work request per
+    /// fragment would cost more than the copy it saves: those receivers go through the channel
+    /// and store their message in parts, as before.
+    pub fn port(&self) -> MappedPort<'_> {
+        MappedPort(&self.mapped)
     }
 
     /// Whether a copy of `len` bytes from `src` to `dst` would read bytes it wrote (two

@@ -186,7 +186,14 @@ impl Node {
         out: &mut Outbox,
     ) {
         let Node { proto: p, finished, jobs, .. } = self;
-        p.send_call_shape(proto, to, flags, call, shape, &mut NodeEnv { out, jobs, done: finished });
+        p.send_call_shape(
+            proto,
+            to,
+            flags,
+            call,
+            shape,
+            &mut NodeEnv { out, jobs, done: finished, port: None },
+        );
     }
 
     /// Answers the queries communicator `slot` kept for call `call`, if it is known now.

@@ -32,7 +32,8 @@ use crate::engine::node::world::WorldRecipe;
 use crate::intake::regions::Resolved;
 use crate::schedule::bcast::LANE_ANY;
 use crate::transfer::protocol::{
-    time_wait, Dest, DmaJob, DmaStatus, DmaToken, Env, Outcome, Post, PostError, ProtoCounters, Protocol,
+    time_wait, Dest, DmaJob, DmaStatus, DmaToken, Env, HostPort, Outcome, Post, PostError, ProtoCounters,
+    Protocol,
 };
 use crate::Nanos;
 use alloc::string::String;
@@ -96,6 +97,9 @@ pub(crate) struct NodeEnv<'a> {
     pub(crate) out: &'a mut Outbox,
     pub(crate) jobs: &'a mut Vec<DmaJob>,
     pub(crate) done: &'a mut Vec<(u64, Outcome)>,
+    /// The driver's direct reach into host memory, lent while a frame is handled
+    /// ([`crate::engine::Engine::handle_frame_placing`]).
+    pub(crate) port: Option<&'a mut dyn HostPort>,
 }
 
 impl Env for NodeEnv<'_> {
@@ -129,6 +133,18 @@ impl Env for NodeEnv<'_> {
         // The driver moves the bytes (on a DPU, its DMA engine), then answers.
         self.jobs.push(job);
         DmaStatus::Pending
+    }
+
+    fn reaches(&self, buf: Resolved) -> bool {
+        self.port.as_ref().is_some_and(|p| p.reaches(buf))
+    }
+
+    fn place(&mut self, buf: Resolved, bytes: &[u8]) -> bool {
+        self.port.as_mut().is_some_and(|p| p.place(buf, bytes))
+    }
+
+    fn view(&mut self, buf: Resolved, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
+        self.port.as_ref().is_some_and(|p| p.view(buf, len, f))
     }
 
     fn complete(&mut self, token: u64, outcome: Outcome) {
@@ -374,7 +390,7 @@ impl Node {
         let Node { proto, finished, jobs, comms, .. } = self;
         let Some(c) = comms[slot].as_mut() else { return };
         // Completions the protocol gives at once (a refusal) go through `settle`.
-        c.links.post(proto, t, id, now, &mut NodeEnv { out, jobs, done: finished });
+        c.links.post(proto, t, id, now, &mut NodeEnv { out, jobs, done: finished, port: None });
     }
 
     /// Engine-local rank `local` made a call on communicator `comm` that posted nothing
@@ -422,7 +438,7 @@ impl Node {
             let id = self.transfers.insert(Posted::Slot { comm: slot, seq: s.seq });
             let token = id.token();
             let Node { proto, finished, jobs, .. } = self;
-            let env = &mut NodeEnv { out, jobs, done: finished };
+            let env = &mut NodeEnv { out, jobs, done: finished, port: None };
             let result = if s.barrier {
                 proto.post_barrier(comm, token, s.context, now, env)
             } else {
@@ -477,7 +493,7 @@ impl Node {
         }
         {
             let Node { proto, finished, jobs: j, comms, .. } = self;
-            let mut env = NodeEnv { out, jobs: j, done: finished };
+            let mut env = NodeEnv { out, jobs: j, done: finished, port: None };
             for c in comms.iter_mut().flatten() {
                 c.links.retry(proto, now, &mut env);
             }
@@ -488,9 +504,18 @@ impl Node {
     }
 
     /// A frame from engine `from`.
-    pub(crate) fn on_frame(&mut self, from: PeerId, bytes: &[u8], now: Nanos, out: &mut Outbox) {
+    pub(crate) fn on_frame(
+        &mut self,
+        from: PeerId,
+        bytes: &[u8],
+        now: Nanos,
+        out: &mut Outbox,
+        port: Option<&mut dyn HostPort>,
+    ) {
         let Node { proto, finished, jobs, .. } = self;
-        proto.on_frame(from, bytes, now, &mut NodeEnv { out, jobs, done: finished });
+        // (Reborrowed for this call: the port's own lifetime is the driver's.)
+        let port = port.map(|p| &mut *p as &mut dyn HostPort);
+        proto.on_frame(from, bytes, now, &mut NodeEnv { out, jobs, done: finished, port });
         self.on_call_shapes(now, out);
     }
 
@@ -498,7 +523,7 @@ impl Node {
     pub(crate) fn on_timeout(&mut self, now: Nanos, out: &mut Outbox) {
         if self.proto.next_timeout().is_some_and(|t| t <= now) {
             let Node { proto, finished, jobs, .. } = self;
-            proto.on_timeout(now, &mut NodeEnv { out, jobs, done: finished });
+            proto.on_timeout(now, &mut NodeEnv { out, jobs, done: finished, port: None });
         }
         if self.void_timeout().is_some_and(|t| t <= now) {
             self.on_void_timers(now, out);
@@ -508,7 +533,7 @@ impl Node {
     /// A host-memory job of the protocol is over.
     pub(crate) fn dma_done(&mut self, token: DmaToken, ok: bool, now: Nanos, out: &mut Outbox) {
         let Node { proto, finished, jobs, .. } = self;
-        proto.dma_done(token, ok, now, &mut NodeEnv { out, jobs, done: finished });
+        proto.dma_done(token, ok, now, &mut NodeEnv { out, jobs, done: finished, port: None });
     }
 
     /// The protocol memory of a job.
