@@ -319,3 +319,66 @@ fn a_primary_completes_only_after_the_copies_reading_its_buffer() {
         assert!(r.as_ref().is_ok_and(|r| r.allreduces > 0), "seed {seed}: {r:?}");
     }
 }
+
+/// Issue 38: the seeds two far sweeps of 20,000 seeds each (`ringcast dst --seeds 20000 --start
+/// 777000000000 --max-ranks 1024`, and from 888000000000) and a wide one to 4,096 ranks failed,
+/// each a regression test here, grouped by cause. A void call whose shape nobody told within
+/// the peer timeout counted as skipped at its process while a node-mate made the same call
+/// readable afterwards: the node's gather slots misaligned and its later calls waited for each
+/// other forever (hangs, unicast loss 100 %). Now the communicator breaks there.
+#[test]
+fn issue_38_a_void_call_given_up_breaks_its_communicator() {
+    for seed in [888_000_001_933, 888_000_017_220, 777_000_017_823] {
+        run(&Scenario::generate(seed, 1024)).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
+    }
+}
+
+/// Issue 38: a receiver whose root's application was late lost every answer to its repair
+/// requests — the probes that prove the root alive — for the peer timeout in a loss burst: with
+/// the back-off capped at 5 ms it had 40 chances in 200 ms, and a benign run broke its
+/// communicator. Requests are now capped at `peer_timeout / 64`, the synchronization probes'
+/// 64 chances.
+#[test]
+fn issue_38_requests_probe_a_late_root_64_times_per_peer_timeout() {
+    let seed = 888_000_012_974;
+    let r = run(&Scenario::generate(seed, 1024)).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
+    assert!(r.benign);
+}
+
+/// Issue 38: a parent that sent its last `SYNC_DOWN` and owed nothing more left after sixteen of
+/// its child's `SYNC_UP` repeats; the `DOWN` and the answers to those repeats were all lost (a
+/// burst, the fault injector on synchronization frames), and the child's barrier failed
+/// `PeerUnreachable` in a benign run. The TIME-WAIT now outlasts 64 repeats.
+#[test]
+fn issue_38_the_time_wait_outlasts_64_up_repeats() {
+    for seed in [777_000_005_945, 888_000_006_368] {
+        let r = run(&Scenario::generate(seed, 1024)).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
+        assert!(r.benign, "seed {seed}");
+    }
+}
+
+/// Issue 38: forged frames reached an engine after it broke their communicator and let go of
+/// its key (a pairwise alltoall's transfer failed `DigestMismatch` under sealed corruption, and
+/// the engine dropped the communicator as designed): they were dropped for their cookie, which
+/// the checker took for a forgery that got past the tag. The engine was right — with no key it
+/// can check no tag — and the checker's rule now ends a communicator's lifetime at an engine
+/// when its public list says the engine let go of it (`CommInfo::released`).
+#[test]
+fn issue_38_forgeries_after_a_communicator_was_let_go_are_dropped_for_their_cookie() {
+    for seed in [777_000_019_955, 888_000_018_925] {
+        let r = run(&Scenario::generate(seed, 1024)).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
+        assert!(r.forged > 0, "seed {seed}: the forger injected nothing");
+    }
+}
+
+/// Issue 38: a communicator broken in the protocol (a crashed node's subtree timed out, or a
+/// synchronization NACKed a corrupted broadcast) was dropped as soon as its local members freed
+/// it, so the engines waiting on it heard silence instead of `READY`/broken: each waited a peer
+/// timeout, one tree level after another, every one of them repeating its `SYNC_UP` meanwhile —
+/// 656 engines still waiting at 0.8 s, 3,336 spending the 20 M-event budget. A broken freed
+/// communicator now stays the peer timeout to say so.
+#[test]
+fn issue_38_a_broken_communicator_stays_to_say_so() {
+    let seed = 777_000_007_587;
+    run(&Scenario::generate(seed, 1024)).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
+}

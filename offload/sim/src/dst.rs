@@ -706,7 +706,7 @@ pub fn run_traced(s: &Scenario, dump: &mut Option<String>) -> Result<Report, Vio
 fn run_inner(s: &Scenario, dump: &mut Option<String>) -> Result<Report, Violation> {
     let mut rng = SimRng::new(s.seed ^ 0xfab);
     let setup::Built { mut cluster, procs, handles, forged } = setup::build(s, &mut rng);
-    let mut ledger = check::Ledger::new(s, procs, handles);
+    let mut ledger = check::Ledger::new(s, procs, handles, &forged);
     let time_limit: Nanos = 60_000_000_000;
     let mut events = 0u64;
     while let Some(step) = cluster.step() {
@@ -728,6 +728,7 @@ fn run_inner(s: &Scenario, dump: &mut Option<String>) -> Result<Report, Violatio
             // A post may complete at once (a refused descriptor): free its lane now, or the
             // last post of a run would never be seen.
             ledger.drain(s, &mut cluster, &mut rng)?;
+            ledger.watch_release(&cluster, n);
         }
     }
     if let Some(d) = dump.as_mut() {

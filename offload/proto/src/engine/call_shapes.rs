@@ -25,10 +25,16 @@
 //! With the shape known, the engine runs the void call as one refused for its buffers (its own
 //! status, `Resolved::REFUSED` everywhere), so the others end typed and in step. When every
 //! rank made call `k` void, nothing runs anywhere and each ends with its own status. When no
-//! engine answers for `peer_timeout_ms`, the call ends with its status and counts as skipped
-//! (`Gather::skip`), the rule before: its rank's later calls fail typed, never with another
-//! call's bytes. The manager says so when it gives up (`SHAPE_SILENT`), so the engines that
-//! asked it skip alike; an engine that hears nothing from the manager gives up alone.
+//! engine answers for `peer_timeout_ms` — an engine silent that long is unreachable, by the
+//! protocol's own rule — the call ends with its status and the communicator breaks here
+//! (`void_calls.rs`): its node-mates' call `k` and every later call on it fail
+//! `CommunicatorBroken` at once, and the other engines learn within the peer timeout. The
+//! manager says so when it gives up (`SHAPE_SILENT`), so the engines that asked it break alike;
+//! an engine that hears nothing from the manager gives up alone. (Before, the call counted as
+//! skipped, `Gather::skip`: every later call of its rank failed `DigestMismatch` — and a
+//! node-mate that made call `k` with a readable shape posted its parts into gather slots the
+//! skipping process never filled, so the node's calls waited for each other forever: DST seeds
+//! 888000001933, 888000017220 and 777000017823, unicast loss 100 %.)
 use super::action::Outbox;
 use super::node::{Node, NodeEnv};
 use crate::transfer::call_shape::ShapeIn;
@@ -102,7 +108,8 @@ pub(crate) enum Resolution {
     Known(Shape),
     /// Every rank made call `k` void: nothing runs anywhere.
     Void,
-    /// No engine answered for `peer_timeout_ms`: the call ends and counts as skipped.
+    /// No engine answered for `peer_timeout_ms`: the call ends, and the communicator breaks
+    /// at this engine.
     Silent,
 }
 
@@ -387,7 +394,7 @@ impl Node {
     }
 
     /// Communicator `slot`'s protocol side is gone (broken, or dropped): nothing will answer
-    /// its void calls, which end as skipped.
+    /// its void calls, which end as given up (`Resolution::Silent`).
     pub(crate) fn calls_dropped(&mut self, slot: usize) {
         let Some(c) = self.comms[slot].as_mut() else { return };
         let handle = c.handle;

@@ -69,6 +69,10 @@ pub struct CommInfo {
     pub broken: bool,
     /// Every local member freed it; it waits for the protocol to settle.
     pub freeing: bool,
+    /// The engine let go of its protocol side (it broke here: a departing process, calls that
+    /// disagree, a failed exchange): its key is gone, and a frame naming it is dropped for its
+    /// cookie, as another job's would be.
+    pub released: bool,
 }
 
 /// What the protocol acts through: the outbox for frames, and the lists of host-memory jobs it
@@ -493,7 +497,10 @@ impl Node {
         for c in self.comms.iter().flatten() {
             let Some(since) = c.freeing_since else { continue };
             let overdue = since + linger + 1;
-            let due = c.settled_since.map_or(overdue, |s| overdue.min(s + time_wait));
+            let due = match super::lifecycle::broken_lingers(&self.proto, c) {
+                true => overdue,
+                false => c.settled_since.map_or(overdue, |s| overdue.min(s + time_wait)),
+            };
             // Not before a call it ended for everyone may no longer be asked about.
             take(c.calls.lingers(linger).map_or(due, |t| due.max(t)));
         }
@@ -534,6 +541,7 @@ impl Node {
                     state,
                     broken: state.broken || c.proto.is_none(),
                     freeing: c.freeing_since.is_some(),
+                    released: c.proto.is_none(),
                 }
             })
             .collect()

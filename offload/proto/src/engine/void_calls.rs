@@ -8,7 +8,8 @@
 //!
 //! Once the shape is known, the call runs refused in step on no memory
 //! ([`crate::intake::Core::submit_refused`]) and ends with the status its own descriptor earned;
-//! then the descriptors held behind it are taken in.
+//! then the descriptors held behind it are taken in. A call whose shape nobody told within the
+//! peer timeout ends with its status too, and breaks the communicator here.
 use super::call_shapes::{Resolution, Shape};
 use super::{failed, Engine};
 use crate::intake::HostId;
@@ -121,11 +122,17 @@ impl Engine {
                         self.finish_collective(s.op, failed(s.status));
                     }
                 }
-                Resolution::Void | Resolution::Silent => {
-                    if how == Resolution::Silent {
-                        self.skipped_call(s.host, comm);
-                    }
+                Resolution::Void => self.finish_collective(s.op, failed(s.status)),
+                Resolution::Silent => {
+                    // Nobody said what call `k` was within the peer timeout: this engine cannot
+                    // post its parts, and every other engine that made it waits for them. The
+                    // communicator breaks here (see `call_shapes.rs`): the node-mates' call `k`
+                    // and every later call fail at once, and the other engines learn within
+                    // the peer timeout.
                     self.finish_collective(s.op, failed(s.status));
+                    if let Some(node) = self.node.as_mut() {
+                        node.break_comm(comm, &mut self.out);
+                    }
                 }
             }
             for (d, op) in s.held {

@@ -70,10 +70,16 @@ pub(super) struct Ledger {
     /// Wake-ups scheduled per node and not yet due: one per distinct time, or every event of a
     /// node with many waiting lanes would schedule a wake per lane, each doing the same again.
     wakes: Vec<BTreeSet<Nanos>>,
+    /// When each node let go of each communicator's protocol side (`released[node][comm]`,
+    /// `Nanos::MAX`: not yet), as its public communicator list shows it — watched only at
+    /// nodes forged frames are still to reach ([`Ledger::watch_release`]).
+    released: Vec<Vec<Nanos>>,
+    /// The last forged frame's arrival at each node (0: none).
+    last_forged: Vec<Nanos>,
 }
 
 impl Ledger {
-    pub(super) fn new(s: &Scenario, procs: Vec<Proc>, handles: Vec<u64>) -> Ledger {
+    pub(super) fn new(s: &Scenario, procs: Vec<Proc>, handles: Vec<u64>, forged: &[Forged]) -> Ledger {
         let mut lanes = Vec::new();
         let mut rank_of: Vec<Vec<usize>> = Vec::new();
         for (r, p) in procs.iter().enumerate() {
@@ -105,6 +111,13 @@ impl Ledger {
         }
         let finalized = vec![false; procs.len()];
         let first_detach = vec![Nanos::MAX; rank_of.len()];
+        let released = vec![vec![Nanos::MAX; s.comms.len()]; rank_of.len()];
+        let mut last_forged = vec![0; rank_of.len()];
+        for f in forged {
+            if let Some(l) = last_forged.get_mut(f.to) {
+                *l = (*l).max(f.at);
+            }
+        }
         Ledger {
             procs,
             handles,
@@ -118,6 +131,27 @@ impl Ledger {
             times,
             cursor: 0,
             wakes,
+            released,
+            last_forged,
+        }
+    }
+
+    /// After an event at node `n`: if forged frames are still to reach it, notes the
+    /// communicators whose protocol side its engine let go of by now (it broke them there).
+    /// An engine changes only in its own events, so the time is exact.
+    pub(super) fn watch_release(&mut self, cluster: &Cluster, n: usize) {
+        let now = cluster.now();
+        if self.last_forged.get(n).is_none_or(|&l| now > l) {
+            return;
+        }
+        let open = &self.released[n];
+        if open.iter().all(|&t| t != Nanos::MAX) {
+            return;
+        }
+        for info in cluster.nodes[n].engine.comm_list().iter().filter(|i| i.released) {
+            if let Some(c) = self.handles.iter().position(|&h| h == info.handle) {
+                self.released[n][c] = self.released[n][c].min(now);
+            }
         }
     }
 
@@ -594,8 +628,9 @@ impl Ledger {
                 });
             }
             // Strictly inside [created, freed) at its node — the node's own completions say
-            // when; a communicator never freed may be let go once the node's processes detach —
-            // a forged frame can only have been dropped for its tag.
+            // when; a communicator never freed may be let go once the node's processes detach,
+            // and one the node broke is let go of then (its key with it: its public list says
+            // so, `CommInfo::released`) — a forged frame can only have been dropped for its tag.
             let lifetime = |n: usize, c: usize| {
                 let at = |k: u64| {
                     cluster
@@ -605,7 +640,8 @@ impl Ledger {
                         .map(|p| p.at)
                         .min()
                 };
-                (at(CREATE), at(FREE).unwrap_or(Nanos::MAX).min(self.first_detach[n]))
+                let gone = at(FREE).unwrap_or(Nanos::MAX).min(self.first_detach[n]).min(self.released[n][c]);
+                (at(CREATE), gone)
             };
             for (n, m) in cluster.nodes.iter().enumerate() {
                 let inside = forged
