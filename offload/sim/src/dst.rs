@@ -57,10 +57,12 @@
 //!
 //! `run(&Scenario::generate(seed, ..))` replays a seed exactly.
 mod check;
+mod disagree;
 mod setup;
 
 pub use super::cluster::DmaTiming;
 use super::fabric::Faults;
+pub use disagree::{Call as DisagreeingCall, Disagreement};
 use ringcast_abi::frame::DIGEST_LEN;
 use ringcast_abi::wire::{WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
 use ringcast_abi::{DataType, ReduceOp, StatusKind};
@@ -110,6 +112,10 @@ pub struct CommPlan {
     /// engine learns the call's shape from the other ranks' (`engine/call_shapes.rs`) and runs
     /// it in step the same way.
     pub refused_shape: Vec<bool>,
+    /// Steps one rank of which makes another call than the others (issue 38: the same
+    /// collective across a boundary of the cost model's choice of exchange, or another
+    /// collective): see `dst/disagree.rs`.
+    pub disagree: Vec<Option<Disagreement>>,
 }
 
 impl CommPlan {
@@ -123,6 +129,7 @@ impl CommPlan {
         let refused = vec![None; bcasts.len()];
         let refused_field = vec![false; bcasts.len()];
         let refused_shape = vec![false; bcasts.len()];
+        let disagree = vec![None; bcasts.len()];
         CommPlan {
             members,
             bcasts,
@@ -135,6 +142,7 @@ impl CommPlan {
             refused,
             refused_field,
             refused_shape,
+            disagree,
         }
     }
 }
@@ -250,6 +258,8 @@ pub struct Report {
     /// Benign, every process detached at its end (finalized), and every engine was checked to
     /// owe nothing at the end: every last, partial epoch settled without padding.
     pub finalized: bool,
+    /// Calls checked at ranks that made another call than the others (`dst/disagree.rs`).
+    pub disagreements: u64,
 }
 
 /// An invariant that did not hold (`rank`: a scenario rank; `node`: a simulated node).
@@ -519,6 +529,7 @@ impl Scenario {
                 .zip(&refused_field)
                 .map(|(r, &field)| r.is_some() && !field && f.chance(0.5))
                 .collect();
+            let disagree = vec![None; bcasts.len()];
             comms.push(CommPlan {
                 members: nodes,
                 bcasts,
@@ -531,6 +542,7 @@ impl Scenario {
                 refused,
                 refused_field,
                 refused_shape,
+                disagree,
             });
         }
         let crashes = if r.chance(0.1) {
@@ -583,6 +595,16 @@ impl Scenario {
         }
         .with_free_draw()
         .with_composition_draw()
+        .with_disagreement_draw()
+    }
+
+    /// Draws the calls that disagree (`dst/disagree.rs`), from a stream of their own, once the
+    /// configuration (whose exchanges' boundaries they cross) is drawn.
+    fn with_disagreement_draw(mut self) -> Scenario {
+        for (c, steps) in disagree::draw(&self).into_iter().enumerate() {
+            self.comms[c].disagree = steps;
+        }
+        self
     }
 
     /// Draws how the engines compose allgathers and reductions (one part per rank, or
@@ -660,7 +682,8 @@ impl Scenario {
 
     /// Every broadcast must succeed: no crash, no sealed corruption, unicast mostly working.
     pub fn benign(&self) -> bool {
-        !self.forger_has_key
+        self.comms.iter().all(|c| c.disagree.iter().all(Option::is_none))
+            && !self.forger_has_key
             && !self.plant_missing_block
             && self.crashes.is_empty()
             && self.faults.sealed_corrupt == 0.0

@@ -86,7 +86,7 @@ impl Shape {
         }
     }
 
-    fn body(&self) -> CallShapeBody {
+    pub(crate) fn body(&self) -> CallShapeBody {
         CallShapeBody {
             opcode: self.opcode,
             flags: self.flags,
@@ -96,7 +96,7 @@ impl Shape {
         }
     }
 
-    fn from_body(b: &CallShapeBody) -> Shape {
+    pub(crate) fn from_body(b: &CallShapeBody) -> Shape {
         Shape { opcode: b.opcode, flags: b.flags, spec: b.spec.get(), root: b.root.get(), len: b.len.get() }
     }
 }
@@ -235,6 +235,26 @@ impl Calls {
         Some(*made - 1)
     }
 
+    /// Call `call`'s shape as a local process made it, if known here (`call_checks.rs`).
+    pub(crate) fn known(&self, call: u64) -> Option<Shape> {
+        match self.history.iter().rev().find(|(k, _)| *k == call)?.1 {
+            Entry::Known(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The full index of the call a frame names by its low 32 bits: one kept here, else the
+    /// one nearest the calls the local members made.
+    pub(crate) fn index_of(&self, low: u32) -> u64 {
+        if let Some(&(k, _)) = self.history.iter().rev().find(|(k, _)| *k as u32 == low) {
+            return k;
+        }
+        let made = self.made.iter().copied().max().unwrap_or(0);
+        let at = |base: u64| (base & !0xffff_ffff) | u64::from(low);
+        let around = [at(made), at(made.wrapping_add(1 << 32)), at(made.wrapping_sub(1 << 32))];
+        around.into_iter().min_by_key(|&k| k.abs_diff(made)).unwrap_or(u64::from(low))
+    }
+
     fn entry(&mut self, call: u64) -> Option<&mut Entry> {
         // The newest calls are at the back, and most lookups are for them.
         self.history.iter_mut().rev().find(|(k, _)| *k == call).map(|(_, e)| e)
@@ -307,6 +327,9 @@ impl Node {
         let index = c.index_of_local(local)?;
         let call = c.calls.count(index)?;
         if let Some(s) = shape {
+            // A node-mate made call `k` another way: the node's part of it cannot be built, and
+            // the others' calls would wait for it (`call_checks.rs`).
+            let clash = c.calls.known(call).is_some_and(|mine| !super::call_checks::agree(&mine, &s));
             c.calls.record(call, Entry::Known(s));
             if c.calls.waits() {
                 let handle = c.handle;
@@ -314,6 +337,9 @@ impl Node {
                 self.refresh_voids();
             }
             self.answer_asked(slot, call, out);
+            if clash {
+                self.disagree(slot, call, true, out);
+            }
         }
         Some(call)
     }
@@ -494,6 +520,11 @@ impl Node {
         }
         for f in frames.drain(..) {
             self.on_call_shape(f, now, out);
+            // What the frame says of a call that may disagree (`call_checks.rs`).
+            let slot = self.comms.iter().position(|c| c.as_ref().is_some_and(|c| c.proto == Some(f.comm)));
+            if let Some(slot) = slot {
+                self.on_check_frame(slot, &f, now, out);
+            }
         }
         self.refresh_voids();
         self.shapes_in = frames;

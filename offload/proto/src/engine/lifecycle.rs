@@ -31,7 +31,10 @@ impl Node {
         let rec = parse_record(bytes, me, self.world.size())?;
         if let Some(slot) = self.slot(handle) {
             let c = self.comms[slot].as_mut().ok_or(StatusKind::UnknownCommunicator)?;
-            if c.digest != rec.digest || c.freeing_since.is_some() || c.proto.is_none() {
+            // (One already broken — by calls that disagree, a node-mate gone — is joined all the
+            // same: creating is local, and this process's calls on it then fail
+            // `CommunicatorBroken`, as its node-mates' do.)
+            if c.digest != rec.digest || c.freeing_since.is_some() {
                 return Err(StatusKind::BadDescriptor);
             }
             match c.rank_of_local.get_mut(local as usize) {
@@ -68,6 +71,7 @@ impl Node {
             group,
             gather: Gather::with_placement(locals, placement, self.window),
             calls: Calls::new(locals as usize),
+            checks: Default::default(),
             rank_of_local,
             digest: rec.digest,
             freed: vec![false; locals as usize],
@@ -279,6 +283,7 @@ impl Node {
             }
             world.gather.arrive_all();
             world.calls.reset();
+            world.checks.reset();
             world.freed.iter_mut().for_each(|f| *f = false);
         }
         world.gather.arrive(index);

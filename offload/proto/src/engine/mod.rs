@@ -22,6 +22,7 @@ mod allgather;
 mod alltoall;
 mod assembly;
 mod barrier;
+mod call_checks;
 mod call_shapes;
 mod comms;
 mod composite;
@@ -82,6 +83,12 @@ struct HostOp {
     /// ([`intake::GatherCall::refused`]): it runs in step on no memory and completes with this
     /// status, whatever its parts did.
     refused: Option<StatusKind>,
+    /// The call it is on its communicator, (communicator, index), while it is open there
+    /// (`call_checks.rs`).
+    call: Option<(u64, u64)>,
+    /// Its call disagrees with another rank's (`call_checks.rs`): it ends `DigestMismatch`,
+    /// whatever its parts did.
+    disagreed: bool,
 }
 
 /// What a [`JobId`] stands for.
@@ -161,6 +168,8 @@ pub struct Engine {
     resubmitting: Option<ringcast_abi::Opcode>,
     /// Void calls are being resolved (the descriptors held behind one may make another).
     resolving: bool,
+    /// The call a collective being taken in was just counted as, for the next `new_op`.
+    calling: Option<(u64, u64)>,
     /// Piece lists of finished assemblies, for the next ones.
     spare_pieces: Vec<Vec<assembly::Piece>>,
 }
@@ -200,6 +209,7 @@ impl Engine {
             reserved: None,
             resubmitting: None,
             resolving: false,
+            calling: None,
             queues: (0..config.limits.max_hosts).map(|_| VecDeque::new()).collect(),
         })
     }
@@ -343,6 +353,9 @@ impl Engine {
             for key in queue.drain(..) {
                 if let Some(op) = self.ops.remove(key) {
                     self.core.abandoned(&op.cqe);
+                    if let (Some((comm, call)), Some(node)) = (op.call, self.node.as_mut()) {
+                        node.call_closed(comm, call);
+                    }
                 }
             }
         }
@@ -539,7 +552,14 @@ impl Engine {
         collective: bool,
     ) -> u64 {
         let (reserved, cqe) = self.echoed(host, cqe);
-        let op = HostOp { host, cqe, started, pending, collective, refused: None };
+        let call = self.calling.take();
+        // (A call its node-mates made another way is found as it is counted: `call_checks.rs`.)
+        let disagreed =
+            call.is_some_and(|(comm, index)| self.node.as_ref().is_some_and(|n| n.disagrees(comm, index)));
+        let op = HostOp { host, cqe, started, pending, collective, refused: None, call, disagreed };
+        if let (Some((comm, index)), true, Some(node)) = (call, pending, self.node.as_mut()) {
+            node.call_opened(comm, index, started);
+        }
         let key = match reserved.and_then(|k| self.ops.get_mut(k).map(|o| (k, o))) {
             // Its place in the host's queue was taken when it was held (`void_calls.rs`).
             Some((k, o)) => {
@@ -584,8 +604,16 @@ impl Engine {
         );
         let outcome = match o.refused {
             Some(status) if !never_ran => Outcome { status, bytes: 0, ..outcome },
+            // Another rank made another call (`call_checks.rs`): whatever its parts did here.
+            _ if o.disagreed => Outcome { status: StatusKind::DigestMismatch, bytes: 0, ..outcome },
             _ => outcome,
         };
+        if let (Some((comm, call)), Some(node)) = (o.call.take(), self.node.as_mut()) {
+            if matches!(outcome.status, StatusKind::DigestMismatch | StatusKind::LengthMismatch) {
+                node.call_failed(comm, call);
+            }
+            node.call_closed(comm, call);
+        }
         o.cqe.status = Status::from(outcome.status);
         o.cqe.bytes = outcome.bytes;
         o.cqe.frags_multicast = outcome.counters.frags_multicast;
@@ -642,7 +670,8 @@ impl Engine {
             node.take_pair_done(&mut self.doubling_done);
             self.doubling_queue.extend(started);
             let done = core::mem::take(&mut self.doubling_done);
-            let mut progress = resolved || !done.is_empty();
+            let disagreed = self.disagreed_calls();
+            let mut progress = resolved || !done.is_empty() || disagreed;
             // Jobs on a refused call's buffers fail here, never reaching the driver.
             while let Some(job) = self.out.pop_refused() {
                 progress = true;

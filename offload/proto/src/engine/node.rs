@@ -9,7 +9,8 @@
 //! the [`super::gather::Gather`] turns the posts of a node's processes into one broadcast and
 //! delivers it into every local buffer. Communicators and local processes coming and going are
 //! `lifecycle.rs`'s; the calls counted on each communicator, and the void calls waiting for
-//! their shape, `call_shapes.rs`'s.
+//! their shape, `call_shapes.rs`'s; the calls checked for disagreeing once they wait,
+//! `call_checks.rs`'s.
 use super::action::Outbox;
 use super::comms::LocalComm;
 use super::gather::{Delivery, Kind, Placement, Start};
@@ -157,6 +158,13 @@ pub(crate) struct Node {
     pub(super) shape_retry: Nanos,
     /// The earliest void call's next query or give-up (`call_shapes.rs`).
     pub(super) void_deadline: Option<Nanos>,
+    /// How long a call waits before it is checked against the manager's (`call_checks.rs`):
+    /// the synchronization's probe interval, `peer_timeout_ms / 64`.
+    pub(super) check_after: Nanos,
+    /// The earliest check's next query.
+    pub(super) check_deadline: Option<Nanos>,
+    /// Calls found to disagree, for the engine to fail and break: (communicator, call).
+    pub(super) disagreed: Vec<(u64, u64)>,
     /// Pair transfers that ended (token without [`PAIR_TOKEN`], outcome), of every
     /// communicator's pairs (`pairs.rs`).
     pub(super) pair_done: Vec<(u64, Outcome)>,
@@ -209,6 +217,10 @@ impl Node {
             shapes_in: Vec::new(),
             shape_retry: config.protocol.repair_timeout_us as Nanos * 1000,
             void_deadline: None,
+            check_after: (config.protocol.peer_timeout_ms as Nanos * 1_000_000 / 64)
+                .max(config.protocol.repair_timeout_us as Nanos * 1000),
+            check_deadline: None,
+            disagreed: Vec::new(),
             pair_done: Vec::new(),
             local_started: Vec::new(),
             created: 1,
@@ -473,6 +485,9 @@ impl Node {
         if self.void_timeout().is_some_and(|t| t <= now) {
             self.on_void_timers(now, out);
         }
+        if self.check_timeout().is_some_and(|t| t <= now) {
+            self.on_check_timers(now, out);
+        }
     }
 
     /// A host-memory job of the protocol is over.
@@ -505,6 +520,9 @@ impl Node {
             take(c.calls.lingers(linger).map_or(due, |t| due.max(t)));
         }
         if let Some(t) = self.void_timeout() {
+            take(t);
+        }
+        if let Some(t) = self.check_timeout() {
             take(t);
         }
         next

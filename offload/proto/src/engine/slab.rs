@@ -67,6 +67,11 @@ impl<T> Slab<T> {
         self.slots.iter().filter_map(|(_, v)| v.as_ref())
     }
 
+    /// The values held, in slot order, to change.
+    pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.slots.iter_mut().filter_map(|(_, v)| v.as_mut())
+    }
+
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.slots.len() - self.free.len()

@@ -59,7 +59,17 @@ impl Engine {
             return; // counted when it was void
         }
         if let (Some(local), Some(node)) = (self.core.local_rank(host), self.node.as_mut()) {
-            node.call_made(local, comm, shape, &mut self.out);
+            let call = node.call_made(local, comm, shape, &mut self.out);
+            // The operation `new_op` creates next is this call (`call_checks.rs`).
+            self.calling = call.filter(|_| shape.is_some()).map(|k| (comm, k));
+            // A node-mate made it another way: its operations already taken in end
+            // `DigestMismatch`, before this one can complete them (a barrier of one engine
+            // would, at once).
+            if let Some(k) = call.filter(|&k| node.disagrees(comm, k)) {
+                for o in self.ops.values_mut().filter(|o| o.call == Some((comm, k))) {
+                    o.disagreed = true;
+                }
+            }
         }
     }
 

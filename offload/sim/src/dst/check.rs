@@ -4,7 +4,7 @@
 //! record, the simulated host memory and the engines' public counters alone (nothing of the
 //! engine's inner state).
 use super::setup::{segment, Forged, Proc};
-use super::{pattern, Report, Scenario, Violation};
+use super::{pattern, DisagreeingCall, Report, Scenario, Violation};
 use crate::cluster::Cluster;
 use crate::reference::{reference_reduce_doubling, reference_reduce_grouped, same_values};
 use ringcast_abi::frame::DropReason;
@@ -280,6 +280,13 @@ impl Ledger {
             } else {
                 SubmissionDescriptor::comm_free(cookie(c, FREE), handle)
             };
+            // A call this rank makes instead of the step's (`dst/disagree.rs`).
+            if let Some(dis) = step.checked_sub(1).and_then(|k| plan.disagree.get(k).copied().flatten()) {
+                if dis.rank == m.rank {
+                    let (work, send) = m.disagree[step - 1];
+                    d = disagreeing(d.cookie, handle, dis.call, work, send, plan.members.len() as u32);
+                }
+            }
             if step >= 1 && step <= plan.bcasts.len() && plan.refused[step - 1] == Some(m.rank) {
                 let k = step - 1;
                 if plan.refused_shape[k] {
@@ -458,6 +465,16 @@ impl Ledger {
                     if aborted && status == StatusKind::Ok {
                         return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
                     }
+                    // A rank that made another call than the others (`dst/disagree.rs`): typed,
+                    // or `Ok` as the root of a broadcast (its buffer only read).
+                    if let Some(d) = s.comms[c].disagree[k].filter(|d| d.rank == me) {
+                        let root = matches!(d.call, DisagreeingCall::Bcast { root, .. } if root == me);
+                        if status == StatusKind::Ok && !root {
+                            return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
+                        }
+                        rep.disagreements += 1;
+                        continue;
+                    }
                     let refused = s.comms[c].refused[k];
                     if refused == Some(me) {
                         // Refused for its buffer or a field: that status, whatever its parts did.
@@ -492,6 +509,23 @@ impl Ledger {
                         continue;
                     }
                     rep.ok += 1;
+                    // A barrier cannot be over where a rank made another call.
+                    let skipped = s.comms[c].disagree[k].filter(|d| d.call != DisagreeingCall::Barrier);
+                    if let (true, Some(d)) = (s.comms[c].barrier[k], skipped) {
+                        let late = self
+                            .procs
+                            .iter()
+                            .position(|p| p.comms[c].as_ref().is_some_and(|m| m.rank == d.rank));
+                        let (left, late) = (self.times[rank][c][k].1, late.unwrap_or(usize::MAX));
+                        return Err(Violation::EarlyBarrier {
+                            rank,
+                            comm: c,
+                            bcast: k,
+                            left,
+                            late,
+                            arrived: Nanos::MAX,
+                        });
+                    }
                     if s.comms[c].barrier[k] {
                         // Left no earlier than the last member posted (every member must have).
                         let left = self.times[rank][c][k].1;
@@ -659,6 +693,35 @@ impl Ledger {
             }
         }
         Ok(rep)
+    }
+}
+
+/// The descriptor of call `call` (`dst/disagree.rs`), a rank's instead of the step's, on a
+/// communicator of `size` ranks with its own `work` and `send` buffers.
+fn disagreeing(
+    cookie: u64,
+    comm: u64,
+    call: DisagreeingCall,
+    work: ringcast_abi::RegionKey,
+    send: ringcast_abi::RegionKey,
+    size: u32,
+) -> SubmissionDescriptor {
+    let (work, send) = (RegionRef { key: work, offset: 0 }, RegionRef { key: send, offset: 0 });
+    let at = |len: u32| u64::from(len);
+    match call {
+        DisagreeingCall::Bcast { root, len } => {
+            SubmissionDescriptor::bcast(cookie, comm, root, work, at(len))
+        }
+        DisagreeingCall::Allgather { len } => {
+            SubmissionDescriptor::allgather(cookie, comm, work, None, at(len))
+        }
+        DisagreeingCall::Allreduce { len, dtype, op } => {
+            SubmissionDescriptor::allreduce(cookie, comm, work, None, at(len), dtype, op)
+        }
+        DisagreeingCall::Alltoall { len } => {
+            SubmissionDescriptor::alltoall(cookie, comm, work, send, at(len))
+        }
+        DisagreeingCall::Barrier => SubmissionDescriptor::barrier(cookie, comm, work, u64::from(size)),
     }
 }
 
