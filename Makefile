@@ -13,7 +13,7 @@ AARCH64 := aarch64-unknown-linux-gnu
 MIRIFLAGS ?= -Zmiri-strict-provenance
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: reproduce all deps build demo check test test-suites lint test-native test-hw test-c test-mpi install uninstall test-install bench-mpi bench-compare bench-compare-build test-aarch64 test-miri test-loom test-fuzz fuzz bench fmt clippy clean
+.PHONY: reproduce all deps build demo check test test-suites lint test-native test-hw test-c test-mpi test-mpi-matrix install uninstall test-install bench-mpi bench-compare bench-compare-build test-aarch64 test-miri test-loom test-fuzz fuzz bench fmt clippy clean
 
 all: build
 
@@ -83,7 +83,8 @@ test-hw:
 ## The C ABI: libringcast and ringcast.h (cbindgen) from a release build, a pkg-config file
 ## for them, and a C program compiled against them and run on a local cluster (daemons, then
 ## engine threads); then 10,000 communicators created, used once and freed back to back, and a
-## full communicator table refused with RINGCAST_ERR_TOO_MANY_COMMUNICATORS (comm_cycles.c).
+## full communicator table refused with RINGCAST_ERR_TOO_MANY_COMMUNICATORS (comm_cycles.c);
+## then two threads per process, one posting, the other finishing its requests (threads.c).
 ## libringcast and the `ringcast` CLI are built by two cargo commands: built together, cargo
 ## would unify the engine's features and libringcast would link DPDK and rdma-core too.
 RELEASE := $(CURDIR)/target/release
@@ -99,6 +100,10 @@ test-c:
 	$(CC) -Wall -Wextra -Werror -o $(RELEASE)/ringcast-c-comm-cycles host/capi/tests/comm_cycles.c \
 	  $$(PKG_CONFIG_PATH=$(RELEASE) pkg-config --cflags --libs ringcast)
 	RINGCAST_LOG_LEVEL=0 $(RELEASE)/ringcast run -n 2 -p 2 --timeout 300 -- $(RELEASE)/ringcast-c-comm-cycles
+	$(CC) -Wall -Wextra -Werror -o $(RELEASE)/ringcast-c-threads host/capi/tests/threads.c -pthread \
+	  $$(PKG_CONFIG_PATH=$(RELEASE) pkg-config --cflags --libs ringcast)
+	RINGCAST_LOG_LEVEL=0 $(RELEASE)/ringcast run -n 2 -p 2 --timeout 120 -- $(RELEASE)/ringcast-c-threads
+	RINGCAST_LOG_LEVEL=0 $(RELEASE)/ringcast run -n 2 -p 2 --mode thread --timeout 120 -- $(RELEASE)/ringcast-c-threads
 	# Calls that disagree (issue 38): rank 0's allreduce of 2 KiB against 4 KiB at the others, which
 	# the cost model of three engines on two CPUs exchanges apart; typed within the peer timeout.
 	$(CC) -Wall -Wextra -Werror -o $(RELEASE)/ringcast-c-disagree host/capi/tests/disagree.c \
@@ -119,36 +124,37 @@ MPICH_CC := mpicc.mpich
 MPICH_RUN := mpiexec.mpich
 MPI_CFLAGS := -O2 -Wall -Wextra -Werror
 MPI_CHECK := bash host/mpi/tests/mpi-check.sh
-# A rank dying mid-loop (abort, SIGKILL, _exit), then a clean run: nothing of the crashed jobs
-# may be left in /dev/shm after it (issue 13).
+# A rank dying mid-loop (abort, SIGKILL, _exit): nothing of the crashed job may be left in
+# /dev/shm once mpirun returned (at most 10 s later: the engines' reapers), then a clean run
+# (issues 13 and 38).
 MPI_CRASH := bash host/mpi/tests/mpi-crash.sh
 # What one run of the check program on 4 ranks must log (grep counts over all ranks):
 # * offloaded, every message within the default bounds (RINGCAST_CHECK_MISMATCH set):
-#   MPI_Bcast 285 = 4 x (26 + 14 + 26 sweeps of world, half, dup + 4 interleaved + 1 beside a
-#   pending send) + the root of the mismatched one (its receivers fail); MPI_Ibcast 324 = 4 x (24 + 12 sweeps + 35 in flight +
+#   MPI_Bcast 289 = 4 x (26 + 14 + 26 sweeps of world, half, dup + 4 interleaved + 1 beside a
+#   pending send + 1 vector datatype, packed) + the root of the mismatched one (its receivers fail); MPI_Ibcast 324 = 4 x (24 + 12 sweeps + 35 in flight +
 #   2 beside point-to-point + 4 interleaved + 1 on a freed communicator) + 4 x 3 (the mismatched
 #   one, posted everywhere; the freed active request; the check after it). Not offloaded: 5 MiB
-#   (above the engine's limit), a vector datatype, bad arguments.
-# * RINGCAST_MPI_MAX_BYTES=4096: MPI_Bcast 161 = 4 x (16 + 8 + 16) + 1; MPI_Ibcast 208 =
+#   (above the engine's limit), bad arguments.
+# * RINGCAST_MPI_MAX_BYTES=4096: MPI_Bcast 165 = 4 x (16 + 8 + 16 + 1) + 1; MPI_Ibcast 208 =
 #   4 x (16 + 8 + 21 + 4) + 4 x 3 (the rest goes to PMPI, interleaved with the offloaded calls).
 # * RINGCAST_MPI_NODES=4 RINGCAST_MPI_MIN_ENGINES=3: world and its dups (4 engines) offloaded,
-#   `half` (2 engines) declined: MPI_Bcast 221 = 4 x (26 + 26 + 2 + 1) + 1, MPI_Ibcast 208 =
+#   `half` (2 engines) declined: MPI_Bcast 225 = 4 x (26 + 26 + 2 + 1 + 1) + 1, MPI_Ibcast 208 =
 #   4 x (24 + 20 + 2 + 2 + 1) + 4 x 3; declined 180 = 4 x (14 + 2 + 12 + 15 + 2).
 # * nothing set but the preload, one host: auto starts no engine, every call says so: Open MPI
 #   636 = 4 x (77 MPI_Bcast + 82 MPI_Ibcast); MPICH 628 (its MPI_IN_PLACE checks are skipped).
-OFFLOADED := 285 324 0
+OFFLOADED := 289 324 0
 # The allgather check (host/mpi/tests/allgather_check.c) on 4 ranks, RINGCAST_MPI_NODES=2: 12
 # MPI_Allgather and 6 MPI_Iallgather on each of world, a dup and a split half (every one spanning
-# both engines), all offloaded; the vector-datatype one goes to PMPI: 4 x 36 and 4 x 18.
-ALLGATHERS := MPI_Allgather=144 MPI_Iallgather=72
+# both engines), all offloaded, and the vector-datatype one (packed): 4 x 37 and 4 x 18.
+ALLGATHERS := MPI_Allgather=148 MPI_Iallgather=72
 NO_ALLGATHERS := MPI_Allgather=0 MPI_Iallgather=0
 MPI_COLL_CHECK := bash host/mpi/tests/mpi-collective-check.sh
 # The allreduce check (host/mpi/tests/allreduce_check.c) on 4 ranks, RINGCAST_MPI_NODES=2: 45
 # integer and 24 float allreduces on each of world and a split half (both spanning the two
 # engines), all offloaded, 12 reduces and a pair of nonblocking allreduces on each; the
-# MPI_MINLOC one goes to PMPI: 4 x 138, 4 x 24 and 4 x 4; and 4 x 4 MPI_Ireduce (2 per
+# MPI_MINLOC one (offloaded, MPI_2INT): 4 x 139, 4 x 24 and 4 x 4; and 4 x 4 MPI_Ireduce (2 per
 # communicator, rotating roots).
-ALLREDUCES := MPI_Allreduce=552 MPI_Reduce=96 MPI_Iallreduce=16 MPI_Ireduce=16
+ALLREDUCES := MPI_Allreduce=556 MPI_Reduce=96 MPI_Iallreduce=16 MPI_Ireduce=16
 # The barrier check (host/mpi/tests/barrier_check.c) on 4 ranks, RINGCAST_MPI_NODES=2: on each of
 # world, a dup and a split half (all spanning both engines) 1 MPI_Barrier and 4 MPI_Ibarrier
 # (by MPI_Wait, MPI_Test, two at once), every rank arriving last once: 4 x 3 and 4 x 12. On 3
@@ -158,24 +164,47 @@ UNEVEN_BARRIERS := MPI_Barrier=8 MPI_Ibarrier=32
 BARRIER_LINE := none left before the last rank arrived
 # The alltoall check (host/mpi/tests/alltoall_check.c) on 4 ranks, RINGCAST_MPI_NODES=2: on each
 # of world, a dup, a split half and the world evens first (a node's ranks not consecutive), 4
-# MPI_Alltoall and a pair of MPI_Ialltoall (1 B to 256 KiB per pair), all offloaded: 4 x 16 and
-# 4 x 8; a whole send buffer past the limit, MPI_IN_PLACE and a vector datatype go to the
-# library. On 3 ranks (2+1): (3 + 3 + 2 + 3) x 4 and x 2.
-ALLTOALLS := MPI_Alltoall=64 MPI_Ialltoall=32
-UNEVEN_ALLTOALLS := MPI_Alltoall=44 MPI_Ialltoall=22
+# MPI_Alltoall and a pair of MPI_Ialltoall (1 B to 256 KiB per pair), all offloaded, and
+# MPI_IN_PLACE and a vector datatype (packed): 4 x 18 and 4 x 8; a whole send buffer past the
+# limit goes to the library. On 3 ranks (2+1): (3 + 3 + 2 + 3) x 4 + 3 x 2 and (3 + 3 + 2 + 3) x 2.
+ALLTOALLS := MPI_Alltoall=72 MPI_Ialltoall=32
+UNEVEN_ALLTOALLS := MPI_Alltoall=50 MPI_Ialltoall=22
 ALLTOALL_LINE := alltoalls identical to PMPI_Alltoall
 # An uneven job (issue 17, item 8): 3 ranks on RINGCAST_MPI_NODES=2 are nodes of 2 and 1 ranks
 # (RINGCAST_NODE_RANKS=2,1). The world and its dups span both engines, the split halves {0,2}
-# and {1} two and one: the bcast check offloads MPI_Bcast 162, MPI_Ibcast 196 and auto declines
-# 33 (the one-engine half); the allgather check 96 = 3 x 24 (world, dup) + 2 x 12 (half {0,2})
-# and 48 = 3 x 12 + 2 x 6; the allreduce check 345, 60, 10 = (3 + 2) x 69, 12, 2. Every result
+# and {1} two and one: the bcast check offloads MPI_Bcast 165, MPI_Ibcast 196 and auto declines
+# 33 (the one-engine half); the allgather check 99 = 3 x 25 (world, dup, the vector one) + 2 x 12
+# (half {0,2}) and 48 = 3 x 12 + 2 x 6; the allreduce check 348, 60, 10 = (3 + 2) x 69 + 3, 12, 2. Every result
 # compared with the library's own. (MPI_Ireduce: (3 + 2) x 2.)
+# The defects of issue 37 (host/mpi/tests/defects_check.c) on 4 ranks, RINGCAST_MPI_NODES=2, on
+# the world and a dup: per communicator and rank 4 + 1 MPI_Bcast of MPI_DOUBLE_INT (packed), an
+# MPI_Allreduce and 2 MPI_Reduce of it with MAXLOC/MINLOC, MPI_IN_PLACE with the ignored send
+# type MPI_DATATYPE_NULL in MPI_Alltoall, MPI_Ialltoall, MPI_Allgather, MPI_Iallgather and at
+# MPI_Reduce's root: 8 x 5, 8, 8 x 2, 8, ...; at MPI_THREAD_MULTIPLE only the world's: half.
+DEFECTS := MPI_Bcast=40 MPI_Allreduce=8 MPI_Reduce=16 MPI_Alltoall=8 MPI_Ialltoall=8 MPI_Allgather=8 MPI_Iallgather=8
+DEFECTS_MULTIPLE := MPI_Bcast=20 MPI_Allreduce=4 MPI_Reduce=8 MPI_Alltoall=4 MPI_Ialltoall=4 MPI_Allgather=4 MPI_Iallgather=4
+DEFECTS_LINE := every result identical to the library's
+# The conformance matrix (host/mpi/tests/matrix.c, docs/mpi.md "The conformance matrix"): 10,888
+# cells per run, every one compared with the library's own result; run by mpi-matrix.sh, which
+# requires 0 failed, 0 gaps (MPICH: only the library's own, listed) and something offloaded.
+# Open MPI at np 2, 3, 4 and 8 and at every thread level; MPICH at np 2 (single and multiple)
+# here — its oversubscribed ranks spin, so np 3 to 8 take minutes to over six: make
+# test-mpi-matrix runs the whole MPICH sweep.
+MPI_MATRIX := bash host/mpi/tests/mpi-matrix.sh
+OMPI_MATRIX_RUNS := "2 single" "3 single" "4 single" "8 single" "4 funneled" "4 multiple"
+MPICH_MATRIX_RUNS := "2 single" "2 multiple"
+MPICH_MATRIX_SWEEP := "3 single" "4 single" "8 single" "4 funneled" "4 multiple"
+# mpi4py (host/mpi/tests/mpi4py_check.py) on 4 ranks, RINGCAST_MPI_NODES=2, MPI_THREAD_MULTIPLE
+# (mpi4py's default), nothing else set: per rank 16 (size, type) x 4 roots + 2 (a pickled
+# object's size and bytes) MPI_Bcast, 16 x 2 MPI_Allreduce, 16 MPI_Allgather and 16
+# MPI_Alltoall on the world offloaded (the references on a dup go to the library).
+MPI4PY := MPI_Bcast=264 MPI_Allreduce=128 MPI_Allgather=64 MPI_Alltoall=64
 UNEVEN := CHECK_RANKS=3
-UNEVEN_BCASTS := 162 196 33
-UNEVEN_ALLGATHERS := MPI_Allgather=96 MPI_Iallgather=48
-UNEVEN_ALLREDUCES := MPI_Allreduce=345 MPI_Reduce=60 MPI_Iallreduce=10 MPI_Ireduce=10
+UNEVEN_BCASTS := 165 196 33
+UNEVEN_ALLGATHERS := MPI_Allgather=99 MPI_Iallgather=48
+UNEVEN_ALLREDUCES := MPI_Allreduce=348 MPI_Reduce=60 MPI_Iallreduce=10 MPI_Ireduce=10
 test-mpi: test-c
-	$(OMPI_CC) -shared -fPIC $(MPI_CFLAGS) -o $(RELEASE)/libringcast_mpi.so host/mpi/ringcast_mpi.c host/mpi/rc_collectives.c \
+	$(OMPI_CC) -shared -fPIC $(MPI_CFLAGS) -o $(RELEASE)/libringcast_mpi.so host/mpi/ringcast_mpi.c host/mpi/rc_ops.c host/mpi/rc_types.c host/mpi/rc_collectives.c \
 	  -I$(RELEASE)/include -L$(RELEASE) -Wl,-rpath,$(RELEASE) -lringcast
 	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-bcast-check host/mpi/tests/bcast_check.c
 	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-bcast-bench host/mpi/bench/bcast_bench.c
@@ -185,13 +214,31 @@ test-mpi: test-c
 	  $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 $(RELEASE)/mpi-bcast-check
 	@set -e; for cfg in "RINGCAST_MPI_NODES=2:$(OFFLOADED)" "RINGCAST_MPI_NODES=2 RINGCAST_MPI_FABRIC=udp:$(OFFLOADED)" \
 	    "RINGCAST_MPI_NODES=2 RINGCAST_DMA=cma:$(OFFLOADED)" \
-	    "RINGCAST_MPI_OFFLOAD=always:$(OFFLOADED)" "RINGCAST_MPI_NODES=2 RINGCAST_MPI_MAX_BYTES=4096:161 208 0" \
-	    "RINGCAST_MPI_NODES=4 RINGCAST_MPI_MIN_ENGINES=3:221 208 180"; do \
+	    "RINGCAST_MPI_OFFLOAD=always:$(OFFLOADED)" "RINGCAST_MPI_NODES=2 RINGCAST_MPI_MAX_BYTES=4096:165 208 0" \
+	    "RINGCAST_MPI_NODES=4 RINGCAST_MPI_MIN_ENGINES=3:225 208 180"; do \
 	  x=""; for kv in $${cfg%%:*}; do x="$$x -x $$kv"; done; \
 	  $(MPI_CHECK) "Open MPI, LD_PRELOAD, $${cfg%%:*}" $${cfg##*:} $(RELEASE)/mpi-check.log -- \
 	    $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 -x RINGCAST_CHECK_MISMATCH=1 $$x \
 	    $(RELEASE)/mpi-bcast-check; \
 	done
+	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-defects-check host/mpi/tests/defects_check.c
+	$(MPI_COLL_CHECK) "Open MPI, no preload" $(RELEASE)/mpi-defects.log "$(DEFECTS_LINE)" -- \
+	  $(OMPI_RUN) -np 4 $(RELEASE)/mpi-defects-check single
+	@set -e; for level in "single:$(DEFECTS)" "multiple:$(DEFECTS_MULTIPLE)"; do \
+	  $(MPI_COLL_CHECK) "Open MPI, LD_PRELOAD, RINGCAST_MPI_NODES=2, $${level%%:*}" $(RELEASE)/mpi-defects.log "$(DEFECTS_LINE)" \
+	    $${level#*:} -- $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 -x RINGCAST_MPI_NODES=2 \
+	    $(RELEASE)/mpi-defects-check $${level%%:*}; \
+	done
+	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-matrix host/mpi/tests/matrix.c -pthread
+	@rm -f $(RELEASE)/mpi-matrix.log.summary
+	@set -e; for cfg in $(OMPI_MATRIX_RUNS); do set -- $$cfg; \
+	  $(MPI_MATRIX) "Open MPI, np $$1, $$2" $(RELEASE)/mpi-matrix.log 0 -- \
+	    $(OMPI_RUN) -np $$1 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 $(RELEASE)/mpi-matrix $$2; \
+	done
+	$(MPI_COLL_CHECK) "Open MPI, mpi4py + numpy, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi4py.log \
+	  "mpi4py collectives correct at MPI_THREAD_MULTIPLE" $(MPI4PY) -- \
+	  $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 -x RINGCAST_MPI_NODES=2 \
+	  python3 host/mpi/tests/mpi4py_check.py
 	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-allgather-check host/mpi/tests/allgather_check.c
 	$(MPI_COLL_CHECK) "Open MPI, no preload" $(RELEASE)/mpi-allgather.log "identical to PMPI_Allgather" $(NO_ALLGATHERS) -- \
 	  $(OMPI_RUN) -np 4 $(RELEASE)/mpi-allgather-check
@@ -232,7 +279,7 @@ test-mpi: test-c
 	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-crash-rank host/mpi/tests/crash_rank.c
 	$(MPI_CRASH) "Open MPI, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-crash-rank -- \
 	  $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 -x RINGCAST_PEER_TIMEOUT_MS=1000 -x RINGCAST_MPI_VERBOSE=1
-	$(MPICH_CC) -shared -fPIC $(MPI_CFLAGS) -o $(RELEASE)/libringcast_mpi_mpich.so host/mpi/ringcast_mpi.c host/mpi/rc_collectives.c \
+	$(MPICH_CC) -shared -fPIC $(MPI_CFLAGS) -o $(RELEASE)/libringcast_mpi_mpich.so host/mpi/ringcast_mpi.c host/mpi/rc_ops.c host/mpi/rc_types.c host/mpi/rc_collectives.c \
 	  -I$(RELEASE)/include -L$(RELEASE) -Wl,-rpath,$(RELEASE) -lringcast
 	$(MPICH_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-bcast-check-mpich host/mpi/tests/bcast_check.c
 	$(MPI_CHECK) "MPICH, no preload" 0 0 0 $(RELEASE)/mpi-check.log -- $(MPICH_RUN) -np 4 $(RELEASE)/mpi-bcast-check-mpich
@@ -241,6 +288,18 @@ test-mpi: test-c
 	$(MPI_CHECK) "MPICH, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(OFFLOADED) $(RELEASE)/mpi-check.log -- \
 	  $(MPICH_RUN) -np 4 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_VERBOSE 1 \
 	  -genv RINGCAST_CHECK_MISMATCH 1 -genv RINGCAST_MPI_NODES 2 $(RELEASE)/mpi-bcast-check-mpich
+	$(MPICH_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-defects-check-mpich host/mpi/tests/defects_check.c
+	@set -e; for level in "single:$(DEFECTS)" "multiple:$(DEFECTS_MULTIPLE)"; do \
+	  $(MPI_COLL_CHECK) "MPICH, LD_PRELOAD, RINGCAST_MPI_NODES=2, $${level%%:*}" $(RELEASE)/mpi-defects.log "$(DEFECTS_LINE)" \
+	    $${level#*:} -- $(MPICH_RUN) -np 4 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_VERBOSE 1 \
+	    -genv RINGCAST_MPI_NODES 2 $(RELEASE)/mpi-defects-check-mpich $${level%%:*}; \
+	done
+	$(MPICH_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-matrix-mpich host/mpi/tests/matrix.c -pthread
+	@set -e; for cfg in $(MPICH_MATRIX_RUNS); do set -- $$cfg; \
+	  $(MPI_MATRIX) "MPICH, np $$1, $$2" $(RELEASE)/mpi-matrix.log library -- \
+	    $(MPICH_RUN) -np $$1 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_NODES 2 \
+	    $(RELEASE)/mpi-matrix-mpich $$2; \
+	done
 	$(MPICH_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-allgather-check-mpich host/mpi/tests/allgather_check.c
 	$(MPI_COLL_CHECK) "MPICH, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-allgather.log "identical to PMPI_Allgather" $(ALLGATHERS) -- \
 	  $(MPICH_RUN) -np 4 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_VERBOSE 1 \
@@ -268,6 +327,16 @@ test-mpi: test-c
 	$(MPI_CRASH) "MPICH, LD_PRELOAD, RINGCAST_MPI_NODES=2" $(RELEASE)/mpi-crash-rank-mpich -- \
 	  $(MPICH_RUN) -np 4 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_NODES 2 -genv RINGCAST_PEER_TIMEOUT_MS 1000 -genv RINGCAST_MPI_VERBOSE 1
 	test -z "$$(ls /dev/shm | grep '^ringcast-mpi-')" || { echo "segments left in /dev/shm"; exit 1; }
+	@cat $(RELEASE)/mpi-matrix.log.summary
+
+## The conformance matrix's long sweep: MPICH at np 3, 4 and 8 and every thread level (minutes
+## each on 2 cores: its ranks spin), after test-mpi built everything.
+test-mpi-matrix:
+	@set -e; for cfg in $(MPICH_MATRIX_SWEEP); do set -- $$cfg; \
+	  $(MPI_MATRIX) "MPICH, np $$1, $$2" $(RELEASE)/mpi-matrix.log library -- \
+	    $(MPICH_RUN) -np $$1 -genv LD_PRELOAD $(RELEASE)/libringcast_mpi_mpich.so -genv RINGCAST_MPI_NODES 2 \
+	    $(RELEASE)/mpi-matrix-mpich $$2; \
+	done
 
 ## Installing: `make install PREFIX=... DESTDIR=...` builds (release) what is missing and
 ## installs it, writing PREFIX (never DESTDIR) into ringcast.pc and the interposers' RUNPATH;
@@ -343,6 +412,12 @@ bench-mpi: test-mpi
 	  $(RELEASE)/mpi-allgather-loop 8192 300
 	@echo "Open MPI, RINGCAST_MPI_NODES=2, MPI_Alltoall against PMPI_Alltoall:"
 	$(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 $(RELEASE)/mpi-allgather-bench 100 3 alltoall
+	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-cost-bench host/mpi/bench/cost_bench.c
+	@echo "Open MPI, RINGCAST_MPI_NODES=2, MPI_DOUBLE_INT packed against PMPI_Bcast; 8 B at each thread level:"
+	$(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 $(RELEASE)/mpi-cost-bench single pack 15
+	@for level in single funneled serialized multiple; do \
+	  $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 $(RELEASE)/mpi-cost-bench $$level x 15; \
+	done
 	$(OMPI_CC) $(MPI_CFLAGS) -o $(RELEASE)/mpi-barrier-bench host/mpi/bench/barrier_bench.c
 	@echo "Open MPI, RINGCAST_MPI_NODES=2, MPI_Barrier against PMPI_Barrier:"
 	$(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_NODES=2 $(RELEASE)/mpi-barrier-bench 500 5

@@ -67,4 +67,14 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   say "installing cargo-fuzz (crates.io) for the fuzz targets"
   cargo install cargo-fuzz --locked --quiet
 fi
+# mpi4py and numpy for make test-mpi's Python check (an mpi4py program under the interposer):
+# from PyPI, mpi4py built from source against Open MPI's mpicc (its wheels bring their own MPI).
+if ! python3 -c 'import numpy' >/dev/null 2>&1; then
+  say "installing numpy (PyPI)"
+  python3 -m pip install --quiet numpy
+fi
+if ! python3 -c 'import mpi4py.MPI' >/dev/null 2>&1; then
+  say "installing mpi4py (PyPI, built with mpicc.openmpi)"
+  MPICC=mpicc.openmpi python3 -m pip install --quiet --no-binary=mpi4py --no-cache-dir mpi4py
+fi
 say "ready"

@@ -218,7 +218,7 @@ interposer() { # CC NAME
   # wrapper itself there would make it run itself forever (a fork bomb, seen). Not passed on.
   # shellcheck disable=SC2086
   env -u OMPI_CC -u MPICH_CC "$cc" -shared -fPIC ${INTERPOSER_CFLAGS:--O2 -Wall -Wextra} -o "$tmp/$name" \
-    host/mpi/ringcast_mpi.c host/mpi/rc_collectives.c \
+    host/mpi/ringcast_mpi.c host/mpi/rc_ops.c host/mpi/rc_types.c host/mpi/rc_collectives.c \
     -I"$DESTDIR$INCLUDEDIR" -L"$DESTDIR$LIBDIR" "${rpath[@]}" -lringcast
   put 0755 "$tmp/$name" "$LIBDIR/$name"
 }

@@ -1,4 +1,4 @@
-//! Generates `ringcast.h` from the crate's `extern "C"` items with cbindgen, into `OUT_DIR` and
+//! Generates `ringcast.h` from the crate's `extern "C"` items (every module of `src/`) with cbindgen, into `OUT_DIR` and
 //! next to the built libraries (`target/<profile>/include/ringcast.h`), so C programs and the
 //! PMPI interposer compile against exactly what this build exports.
 //!
@@ -12,7 +12,7 @@ fn main() {
     let crate_dir =
         PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
-    println!("cargo:rerun-if-changed=src/lib.rs");
+    println!("cargo:rerun-if-changed=src");
     println!("cargo:rerun-if-changed=cbindgen.toml");
     let linux = std::env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux");
     let soname = format!("libringcast.so.{}", env!("CARGO_PKG_VERSION_MAJOR"));

@@ -1,123 +1,121 @@
-/* The intercepted collectives of libringcast_mpi.so: each decides its path (a rule using only
- * values every rank of the communicator shares, so all take the same one), stages or registers
- * the user's buffers, posts the ringcast operation and polls it with the library's progress in
- * between — or calls the PMPI function. MPI_Bcast/MPI_Ibcast, MPI_Barrier/MPI_Ibarrier,
- * MPI_Allgather/MPI_Iallgather, MPI_Alltoall/MPI_Ialltoall, MPI_Allreduce/MPI_Iallreduce,
- * MPI_Reduce/MPI_Ireduce; docs/mpi.md. The machinery they share (records, staging, operations in
- * flight, completion calls) is in ringcast_mpi.c. */
+/* The intercepted collectives of libringcast_mpi.so: the standard's argument rules, one table per
+ * collective, and the one path every call takes (docs/mpi.md, "The rules, call by call").
+ *
+ * Each MPI_X and MPI_IX fills the same `struct rc_args` and calls rc_call: the blocking form is
+ * the non-blocking one plus a wait. rc_call applies the rules, one function each — where an
+ * argument is significant (rc_significant), what MPI_IN_PLACE means (rc_in_place), which
+ * arguments the library must judge (rc_invalid), the message every rank agrees on (rc_block),
+ * what this communicator and this thread level allow (rc_comm_rule), the byte bounds — to the
+ * collective's table row (RC_COLLS), and either offloads the call (stages or packs this rank's
+ * part, posts the ringcast operation, unpacks the result at completion) or calls the PMPI
+ * function. The decision between the two uses only what every rank of a correct program shares
+ * (the communicator, the receive side's or the reduction's count x type size, the type and
+ * operation of a reduction, the root), so all ranks take the same path and the collectives stay
+ * matched; how each rank lays out its own data (copied or packed) is its own business. */
 #include "rc_internal.h"
 
-/* The path of a broadcast: its record when offloaded (NULL for PMPI), with the reason for the
- * verbose line in `why`. Depends only on values every rank of `comm` shares in a correct
- * program, so every rank decides the same. `invalid` is set for arguments the library must
- * judge. */
-static struct rc_comm *rc_decide(void *buffer, int count, MPI_Datatype type, int root, MPI_Comm comm, long long *bytes, char *why,
-                                 size_t whylen) {
-    /* `why` is only for RINGCAST_MPI_VERBOSE: formatting it on every call would cost the
-     * pass-through a few hundred nanoseconds. */
-#define WHY(...)                                             \
-    do {                                                     \
-        if (rc_verbose) snprintf(why, whylen, __VA_ARGS__); \
-    } while (0)
-    struct rc_comm *c = rc_of(comm);
-    *bytes = -1;
-    if (!c) {
-        WHY("pmpi (%s)", rc_up ? "communicator not followed (inter-communicator, or made by a call not intercepted)" : rc_off);
-        return NULL;
-    }
-    /* Bad arguments go to the library itself: it checks them before communicating and answers
-     * with its own error class (Open MPI: MPI_ERR_ROOT, MPI_ERR_COUNT, MPI_ERR_ARG for
-     * MPI_IN_PLACE), raised through the communicator's error handler. */
-    if (root < 0 || root >= c->size || count < 0 || buffer == MPI_IN_PLACE || type == MPI_DATATYPE_NULL) {
-        WHY("pmpi (invalid arguments: the library reports them)");
-        return NULL;
-    }
-    if (!c->handle) {
-        WHY("pmpi (auto: the communicator spans %d engine(s), fewer than %d)", c->engines, rc_min_engines);
-        return NULL;
-    }
-    *bytes = rc_bytes(count, type);
-    if (*bytes < 0) {
-        WHY("pmpi (datatype not contiguous)");
-        return NULL;
-    }
-    if (*bytes < rc_min_bytes || *bytes > rc_max_bytes || c->size < 2) {
-        WHY("pmpi (outside %lld..%lld bytes, or a single rank)", rc_min_bytes, rc_max_bytes);
-        return NULL;
-    }
-    WHY("offloaded (%s: %d engine(s), %lld..%lld bytes)", rc_mode == RC_ALWAYS ? "always" : "auto", c->engines, rc_min_bytes,
-             rc_max_bytes);
-    return c;
-#undef WHY
+/* Where an argument is significant. */
+enum rc_at { AT_NONE, AT_ALL, AT_ROOT };
+/* Where the send buffer may be MPI_IN_PLACE: nowhere (erroneous: the library reports it), at
+ * every rank (the send count and type then ignored), at the root only (elsewhere erroneous). */
+enum rc_ip { IP_NONE, IP_ALL, IP_ROOT };
+enum rc_kind { K_BCAST, K_ALLGATHER, K_ALLREDUCE, K_REDUCE, K_ALLTOALL, K_BARRIER };
+
+/* One collective's row of the rule table (docs/mpi.md has the same table). */
+struct rc_coll {
+    const char *name, *iname;
+    enum rc_kind kind;
+    unsigned char send_at; /* the send side (sendbuf, sendcount, sendtype) */
+    unsigned char recv_at; /* the receive side (recvbuf, recvcount, recvtype; MPI_Bcast's buffer) */
+    unsigned char in_place;
+    unsigned char rooted, reduces;
+    unsigned char per_rank; /* the engine's message is one block per rank (size x block) */
+};
+
+static const struct rc_coll RC_COLLS[] = {
+    [K_BCAST] = {"MPI_Bcast", "MPI_Ibcast", K_BCAST, AT_NONE, AT_ALL, IP_NONE, 1, 0, 0},
+    [K_ALLGATHER] = {"MPI_Allgather", "MPI_Iallgather", K_ALLGATHER, AT_ALL, AT_ALL, IP_ALL, 0, 0, 1},
+    [K_ALLREDUCE] = {"MPI_Allreduce", "MPI_Iallreduce", K_ALLREDUCE, AT_ALL, AT_ALL, IP_ALL, 0, 1, 1},
+    [K_REDUCE] = {"MPI_Reduce", "MPI_Ireduce", K_REDUCE, AT_ALL, AT_ROOT, IP_ROOT, 1, 1, 1},
+    [K_ALLTOALL] = {"MPI_Alltoall", "MPI_Ialltoall", K_ALLTOALL, AT_ALL, AT_ALL, IP_ALL, 0, 0, 1},
+    [K_BARRIER] = {"MPI_Barrier", "MPI_Ibarrier", K_BARRIER, AT_NONE, AT_NONE, IP_NONE, 0, 0, 0},
+};
+
+/* A call's arguments as the program gave them. A reduction's one count and type are both
+ * sides'; MPI_Bcast's buffer is the receive side. */
+struct rc_args {
+    const struct rc_coll *k;
+    int nb; /* the non-blocking form */
+    const void *sbuf;
+    int scount;
+    MPI_Datatype stype;
+    void *rbuf;
+    int rcount;
+    MPI_Datatype rtype;
+    MPI_Op op;
+    int root;
+    MPI_Comm comm;
+    MPI_Request *request;
+};
+
+/* ---- the rules, one place each ------------------------------------------------------------ */
+
+/* Whether an argument significant `at` is significant at rank `me`. */
+static int rc_significant(const struct rc_args *a, int at, int me) { return at == AT_ALL || (at == AT_ROOT && me == a->root); }
+
+/* MPI_IN_PLACE: 0 not used, 1 used where the standard allows it (the send count and type are
+ * then ignored and never looked at), -1 used where it is erroneous but the call is still ours
+ * to run in step (MPI_Reduce at a rank other than the root: a zeroed contribution, MPI_ERR_ARG).
+ * Where it is erroneous and no rank's call could run (MPI_Bcast's buffer, a receive buffer),
+ * rc_invalid sends the call to the library. */
+static int rc_in_place(const struct rc_args *a, int me) {
+    if (a->k->in_place == IP_NONE || a->sbuf != MPI_IN_PLACE) return 0;
+    return a->k->in_place == IP_ALL || me == a->root ? 1 : -1;
 }
 
-/* The blocking broadcast: the rule (rc_decide) picks the path; offloaded, it stages, posts,
- * polls and copies out. */
-int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
-    char why[192];
-    why[0] = '\0';
-    long long bytes;
-    rc_poll();
-    struct rc_comm *c = rc_decide(buffer, count, datatype, root, comm, &bytes, why, sizeof why);
-    if (!c) {
-        say("MPI_Bcast", bytes, root, "%s", why);
-        return PMPI_Bcast(buffer, count, datatype, root, comm);
-    }
-    size_t len = 0;
-    /* In place where the engine reaches this process's memory by DMA; else staged. Either way
-     * the same ringcast broadcast: the ranks need not agree on it. */
-    RingcastBuf *wrapped = rc_wrap_get(buffer, (size_t)bytes);
-    RingcastBuf *stage = wrapped ? wrapped : rc_buf_get((size_t)bytes, &len);
-    if (!stage) {
-        /* Every rank must take the same path: a rank without memory cannot fall back alone. */
-        say("MPI_Bcast", bytes, root, "failed (no staging buffer)");
-        return rc_error(comm, MPI_ERR_NO_MEM);
-    }
-    int me;
-    PMPI_Comm_rank(comm, &me);
-    uint8_t *p = ringcast_buf_ptr(stage);
-    if (me == root && !wrapped) memcpy(p, buffer, (size_t)bytes);
-    /* Posted, then polled with the MPI library's progress in between rather than waited for in
-     * the engine: a blocking collective must not stop this rank's pending point-to-point
-     * requests from progressing (MPI's progress rule), other MPI_Ibcasts of ours progress too,
-     * and on an oversubscribed node polling with sched_yield answers sooner than sleeping on the
-     * engine's doorbell (docs/performance.md). */
-    uint64_t id = 0;
-    int rc = ringcast_ibcast(c->handle, (uint32_t)root, stage, 0, (size_t)bytes, &id);
-    rc = rc_await(rc, id);
-    if (wrapped) {
-        if (rc != RINGCAST_OK) rc_wrap_drop(wrapped);
-    } else {
-        if (rc == RINGCAST_OK && me != root) memcpy(buffer, p, (size_t)bytes);
-        rc_buf_put(stage, len);
-    }
-    if (rc != RINGCAST_OK) {
-        if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Bcast failed: %s\n", rc_world_rank, ringcast_strerror(rc));
-        return rc_error(comm, rc_class(rc));
-    }
-    say("MPI_Bcast", bytes, root, "%s%s", why, wrapped ? ", in place" : ", staged");
-    return MPI_SUCCESS;
+/* Why the library must judge the call (it checks before communicating and answers with its own
+ * error class through the communicator's handler), or NULL. Only significant arguments are
+ * looked at: an ignored send type may be MPI_DATATYPE_NULL, a root's receive buffer elsewhere
+ * anything. */
+static const char *rc_invalid(const struct rc_args *a, int me, int size) {
+    if (a->nb && !a->request) return "no request handle";
+    if (a->k->rooted && (a->root < 0 || a->root >= size)) return "root outside the communicator";
+    if (a->k->reduces && a->op == MPI_OP_NULL) return "MPI_OP_NULL";
+    if (rc_significant(a, a->k->recv_at, me) &&
+        (a->rcount < 0 || a->rtype == MPI_DATATYPE_NULL || a->rbuf == MPI_IN_PLACE))
+        return "receive side: negative count, null type or MPI_IN_PLACE";
+    if (a->k->kind == K_REDUCE && (a->rcount < 0 || a->rtype == MPI_DATATYPE_NULL)) return "negative count or null type";
+    if (rc_significant(a, a->k->send_at, me) && !rc_in_place(a, me) && a->sbuf != MPI_IN_PLACE &&
+        (a->scount < 0 || a->stype == MPI_DATATYPE_NULL))
+        return "send side: negative count or null type";
+    if (a->k->in_place == IP_NONE && a->sbuf == MPI_IN_PLACE) return "MPI_IN_PLACE where the call has none";
+    return NULL;
 }
 
-/* The barrier's path: its record when offloaded (NULL for PMPI, the reason in `why`): every
- * barrier on a communicator ringcast runs (the same at every rank of it). */
-static struct rc_comm *rc_decide_barrier(MPI_Comm comm, char *why, size_t whylen) {
-    struct rc_comm *c = rc_of(comm);
-    if (!c) {
-        if (rc_verbose)
-            snprintf(why, whylen, "pmpi (%s)", rc_up ? "communicator not followed (inter-communicator, or made by a call not intercepted)" : rc_off);
-        return NULL;
-    }
-    if (!c->handle || c->size < 2) {
-        if (rc_verbose) snprintf(why, whylen, "pmpi (auto: the communicator spans %d engine(s), fewer than %d, or one rank)", c->engines, rc_min_engines);
-        return NULL;
-    }
-    if (rc_verbose) snprintf(why, whylen, "offloaded (%s: %d engine(s))", rc_mode == RC_ALWAYS ? "always" : "auto", c->engines);
-    return c;
+/* The bytes of one rank's block (MPI_Bcast: of the message) that every rank agrees on: the
+ * receive side's type signature (the same at every rank of a correct program), or a
+ * reduction's count x type size. */
+static long long rc_block(const struct rc_args *a) {
+    int size = 0;
+    if (a->k->kind == K_BARRIER || PMPI_Type_size(a->rtype, &size) != MPI_SUCCESS) return 0;
+    return (long long)a->rcount * size;
 }
 
-/* The library's own barrier, waited for with this rank's engine progressing: with the engine
- * a thread of this process (thread mode), a root that left MPI_Bcast at once still owes its
+/* The communicator's part of the rule: NULL (offload), or why not. At MPI_THREAD_MULTIPLE only
+ * MPI_COMM_WORLD is offloaded: the engines today serve the collectives of one node's processes
+ * in one order across communicators, and two threads calling collectives on two offloaded
+ * communicators could give two processes of a node two orders (docs/mpi.md, Limits). */
+static const char *rc_comm_rule(const struct rc_comm *c, MPI_Comm comm) {
+    if (!c->handle) return "auto: the communicator spans too few engines";
+    if (c->size < 2) return "a single rank";
+    if (rc_threaded && comm != MPI_COMM_WORLD) return "MPI_THREAD_MULTIPLE: only MPI_COMM_WORLD is offloaded";
+    return NULL;
+}
+
+/* ---- the library's path ------------------------------------------------------------------- */
+
+/* The library's own barrier, waited for with this rank's engine progressing: with the engine a
+ * thread of this process (thread mode), a root that left MPI_Bcast at once still owes its
  * broadcast's sending, and nobody runs the engine while the rank waits in a barrier — osu_bcast
  * puts one before every broadcast. Measured (np 2, RINGCAST_MPI_NODES=2, mpi-bcast-bench): 8 KiB
  * 217 µs with the plain PMPI_Barrier (the engine thread resumes only after the hand-back delay,
@@ -138,540 +136,313 @@ static int rc_pmpi_barrier(MPI_Comm comm) {
     return rc;
 }
 
-/* The barrier: offloaded on a communicator ringcast runs (the engines' synchronization tree,
- * each engine joining once its node's ranks all arrived), else the library's, progressing. */
-int MPI_Barrier(MPI_Comm comm) {
-    if (!rc_up) return PMPI_Barrier(comm);
-    char why[192];
-    why[0] = '\0';
-    rc_poll();
-    struct rc_comm *c = rc_decide_barrier(comm, why, sizeof why);
-    if (!c) {
-        say("MPI_Barrier", 0, -1, "%s", why);
-        return rc_pmpi_barrier(comm);
+/* The call, as the program made it, to the library. */
+static int rc_pmpi(const struct rc_args *a) {
+    const void *s = a->sbuf;
+    void *r = a->rbuf;
+    switch (a->k->kind) {
+    case K_BCAST:
+        return a->nb ? PMPI_Ibcast(r, a->rcount, a->rtype, a->root, a->comm, a->request)
+                     : PMPI_Bcast(r, a->rcount, a->rtype, a->root, a->comm);
+    case K_ALLGATHER:
+        return a->nb ? PMPI_Iallgather(s, a->scount, a->stype, r, a->rcount, a->rtype, a->comm, a->request)
+                     : PMPI_Allgather(s, a->scount, a->stype, r, a->rcount, a->rtype, a->comm);
+    case K_ALLREDUCE:
+        return a->nb ? PMPI_Iallreduce(s, r, a->rcount, a->rtype, a->op, a->comm, a->request)
+                     : PMPI_Allreduce(s, r, a->rcount, a->rtype, a->op, a->comm);
+    case K_REDUCE:
+        return a->nb ? PMPI_Ireduce(s, r, a->rcount, a->rtype, a->op, a->root, a->comm, a->request)
+                     : PMPI_Reduce(s, r, a->rcount, a->rtype, a->op, a->root, a->comm);
+    case K_ALLTOALL:
+        return a->nb ? PMPI_Ialltoall(s, a->scount, a->stype, r, a->rcount, a->rtype, a->comm, a->request)
+                     : PMPI_Alltoall(s, a->scount, a->stype, r, a->rcount, a->rtype, a->comm);
+    default:
+        return a->nb ? PMPI_Ibarrier(a->comm, a->request) : rc_pmpi_barrier(a->comm);
     }
-    uint64_t id = 0;
-    int rc = ringcast_ibarrier(c->handle, &id);
-    rc = rc_await(rc, id);
-    if (rc != RINGCAST_OK) {
-        if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Barrier failed: %s\n", rc_world_rank, ringcast_strerror(rc));
-        return rc_error(comm, rc_class(rc));
-    }
-    say("MPI_Barrier", 0, -1, "%s", why);
-    return MPI_SUCCESS;
 }
 
-/* The non-blocking barrier: the same path, a generalized request. */
-int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request) {
-    char why[192];
-    why[0] = '\0';
-    rc_poll();
-    struct rc_comm *c = request ? rc_decide_barrier(comm, why, sizeof why) : NULL;
-    if (!c) {
-        say("MPI_Ibarrier", 0, -1, "%s", request ? why : "pmpi (invalid arguments: the library reports them)");
-        return PMPI_Ibarrier(comm, request);
+/* ---- the offloaded path ------------------------------------------------------------------- */
+
+/* This rank's part of an offloaded call: what goes into the stage, where, and what comes out. */
+struct rc_plan {
+    const void *in;  /* NULL: nothing of this rank's goes in (a broadcast's receiver) */
+    int in_count;
+    MPI_Datatype in_type;
+    size_t in_at, in_bytes;
+    int zeroed;      /* an erroneous part posted as zeros (fail says why) */
+    int fail;
+    struct rc_out out;
+    size_t stage;    /* staging buffer bytes */
+    size_t send_at;  /* an alltoall's send buffer in the stage */
+};
+
+/* The plan of call `a` at rank `me` of `size`, one block being `block` bytes. */
+static void rc_plan_of(const struct rc_args *a, int me, int size, size_t block, struct rc_plan *p) {
+    size_t whole = block * (size_t)size;
+    int ip = rc_in_place(a, me);
+    memset(p, 0, sizeof *p);
+    p->out.comm = a->comm;
+    p->in_type = a->stype;
+    p->in_count = a->scount;
+    p->in = a->sbuf;
+    p->in_bytes = block;
+    switch (a->k->kind) {
+    case K_BCAST:
+        p->stage = block;
+        p->in = me == a->root ? a->rbuf : NULL;
+        p->in_count = a->rcount;
+        p->in_type = a->rtype;
+        if (me != a->root) p->out = (struct rc_out){a->rbuf, a->rcount, a->rtype, 0, 0, block, a->comm};
+        return;
+    case K_ALLGATHER:
+        p->stage = whole;
+        p->in_at = (size_t)me * block;
+        if (ip) {
+            MPI_Aint lb, extent;
+            PMPI_Type_get_extent(a->rtype, &lb, &extent);
+            p->in = (const char *)a->rbuf + (MPI_Aint)me * a->rcount * extent;
+            p->in_count = a->rcount;
+            p->in_type = a->rtype;
+        }
+        p->out = (struct rc_out){a->rbuf, size * a->rcount, a->rtype, 0, 0, whole, a->comm};
+        break;
+    case K_ALLREDUCE:
+    case K_REDUCE:
+        p->stage = whole;
+        p->in_at = (size_t)me * block;
+        p->in_count = a->rcount; /* one count and type for both sides */
+        p->in_type = a->rtype;
+        if (ip > 0) p->in = a->rbuf;
+        if (ip < 0) p->zeroed = 1, p->fail = MPI_ERR_ARG, p->in = NULL;
+        if (a->k->kind == K_ALLREDUCE || me == a->root) p->out = (struct rc_out){a->rbuf, a->rcount, a->rtype, 0, 0, block, a->comm};
+        return;
+    case K_ALLTOALL:
+        p->send_at = whole * ((size_t)size + 1);
+        p->stage = p->send_at + whole;
+        p->in_at = p->send_at;
+        p->in_bytes = whole;
+        if (ip) {
+            p->in = a->rbuf;
+            p->in_count = size * a->rcount;
+            p->in_type = a->rtype;
+        } else {
+            p->in_count = size * a->scount;
+        }
+        p->out = (struct rc_out){a->rbuf, size * a->rcount, a->rtype, 0, 0, whole, a->comm};
+        break;
+    default:
+        return;
     }
+    /* A send side whose signature differs in bytes from the receive side's (erroneous): posted
+     * as zeros, so no rank is left waiting for this one's part, and failed here. */
+    if (!ip) {
+        int ss = 0;
+        PMPI_Type_size(a->stype, &ss);
+        if ((long long)a->scount * ss != (long long)block) p->zeroed = 1, p->fail = MPI_ERR_TRUNCATE, p->in = NULL;
+    }
+}
+
+/* Posts the ringcast operation of call `a` on staged `stage`. */
+static int rc_post(const struct rc_args *a, struct rc_comm *c, RingcastBuf *stage, const struct rc_plan *p, size_t block, uint8_t t,
+                   uint8_t o, uint64_t *id) {
+    switch (a->k->kind) {
+    case K_BCAST:
+        return ringcast_ibcast(c->handle, (uint32_t)a->root, stage, 0, block, id);
+    case K_ALLGATHER:
+        return ringcast_iallgather(c->handle, NULL, 0, stage, 0, block, id);
+    case K_ALLREDUCE:
+        return ringcast_iallreduce(c->handle, NULL, 0, stage, 0, block, t, o, id);
+    case K_REDUCE:
+        return ringcast_ireduce(c->handle, (uint32_t)a->root, NULL, 0, stage, 0, block, t, o, id);
+    case K_ALLTOALL:
+        return ringcast_ialltoall(c->handle, stage, p->send_at, stage, 0, block, id);
+    default:
+        return ringcast_ibarrier(c->handle, id);
+    }
+}
+
+/* Every intercepted collective: the rules, then the library's path or ours. */
+static int rc_call(const struct rc_args *a) {
+    const struct rc_coll *k = a->k;
+    const char *name = a->nb ? k->iname : k->name;
+    char why[160] = "";
+    rc_poll();
+    struct rc_comm *c = rc_of(a->comm);
+    int me = -1, size = 0;
+    long long block = -1;
+    const char *pmpi = NULL;
+    uint8_t t = 0, o = 0;
+    if (!c) {
+        pmpi = rc_up ? "communicator not followed (inter-communicator, or made by a call not intercepted)" : rc_off;
+    } else {
+        PMPI_Comm_rank(a->comm, &me);
+        size = c->size;
+        const char *invalid = rc_invalid(a, me, size);
+        if (invalid) {
+            if (rc_verbose) snprintf(why, sizeof why, "invalid arguments (%s): the library reports them", invalid);
+            pmpi = why;
+        } else if (!(pmpi = rc_comm_rule(c, a->comm))) {
+            block = rc_block(a);
+            long long total = k->kind == K_ALLTOALL || k->per_rank ? block * size : block;
+            if (k->reduces && !rc_reduction(a->rtype, a->op, &t, &o))
+                pmpi = "datatype or operation not offloaded";
+            else if (k->kind != K_BARRIER && (block < rc_min_bytes || total > rc_max_bytes))
+                pmpi = "outside the byte bounds (an empty message is the library's)";
+        }
+    }
+    if (pmpi) {
+        rc_count_path(RC_PATH_PMPI);
+        if (rc_verbose) say(name, block, k->rooted ? a->root : -1, "pmpi (%s)", pmpi);
+        return rc_pmpi(a);
+    }
+
+    struct rc_plan p;
+    rc_plan_of(a, me, size, (size_t)block, &p);
     struct rc_op *op = calloc(1, sizeof *op);
     if (!op) {
-        say("MPI_Ibarrier", 0, -1, "failed (out of memory)");
-        return rc_error(comm, MPI_ERR_NO_MEM);
+        say(name, block, a->root, "failed (out of memory)");
+        return rc_error(a->comm, MPI_ERR_NO_MEM);
     }
-    op->c = c;
-    op->comm = comm;
-    op->root_here = 1; /* nothing to copy out */
-    int rc = ringcast_ibarrier(c->handle, &op->id);
-    if (rc != RINGCAST_OK) {
+    /* Copied where a side is a run of bytes, packed where not. */
+    int in_run = p.in ? rc_type_run(p.in_type) : 1;
+    p.out.run = p.out.buf ? rc_type_run(p.out.type) : 1;
+    /* In place where the engine reaches this process's memory by DMA: a blocking broadcast of
+     * one run, the user's buffer registered (cached) instead of a staging copy. */
+    RingcastBuf *stage = NULL;
+    RC_LOCK();
+    if (k->kind == K_BCAST && !a->nb && in_run && p.out.run && a->rbuf != MPI_BOTTOM) {
+        stage = rc_wrap_get(a->rbuf, (size_t)block);
+        op->wrapped = stage != NULL;
+    }
+    if (!stage && p.stage) stage = rc_buf_get(p.stage, &op->stage_len);
+    RC_UNLOCK();
+    if (!stage && p.stage) {
         free(op);
-        if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Ibarrier failed: %s\n", rc_world_rank, ringcast_strerror(rc));
-        return rc_error(comm, rc_class(rc));
+        say(name, block, a->root, "failed (no staging buffer)");
+        return rc_error(a->comm, MPI_ERR_NO_MEM);
     }
-    rc_op_track(op);
-    int made = rc_op_request(op, comm, request);
-    if (made == MPI_SUCCESS) say("MPI_Ibarrier", 0, -1, "%s", why);
-    return made;
-}
-
-/* The allgather's path: its record when offloaded (NULL for PMPI, the reason in `why`), under
- * the broadcast's rule applied to the receive side (count x type of one block, the same at every
- * rank of a correct program): only values every rank shares decide, so all take one path. */
-static struct rc_comm *rc_decide_gather(void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, long long *block,
-                                        char *why, size_t whylen) {
-    struct rc_comm *c = rc_of(comm);
-    const char *pmpi = NULL;
-    *block = -1;
-    if (!c) {
-        pmpi = rc_up ? "pmpi (communicator not followed)" : rc_off;
-    } else if (recvcount < 0 || recvtype == MPI_DATATYPE_NULL || recvbuf == MPI_IN_PLACE) {
-        pmpi = "pmpi (invalid arguments: the library reports them)";
-    } else if (!c->handle) {
-        pmpi = "pmpi (auto: the communicator spans too few engines)";
-    } else if ((*block = rc_bytes(recvcount, recvtype)) < 0) {
-        pmpi = "pmpi (datatype not contiguous)";
-    } else if (*block < rc_min_bytes || *block * c->size > rc_max_bytes || c->size < 2) {
-        pmpi = "pmpi (outside the byte bounds, or a single rank)";
+    int packed = !in_run || !p.out.run;
+    rc_count_path(packed ? RC_PATH_PACKED : RC_PATH_OFFLOADED);
+    if (stage && !op->wrapped) {
+        uint8_t *at = (uint8_t *)ringcast_buf_ptr(stage) + p.in_at;
+        if (p.in && rc_pack(p.in, p.in_count, p.in_type, in_run, at, p.in_bytes, a->comm) != MPI_SUCCESS)
+            p.zeroed = 1, p.fail = MPI_ERR_TRUNCATE;
+        if (p.zeroed) memset(at, 0, p.in_bytes); /* never stale bytes */
     }
-    if (rc_verbose) snprintf(why, whylen, "%s", pmpi ? pmpi : "offloaded (staged)");
-    return pmpi ? NULL : c;
-}
-
-/* A staging buffer of size x block bytes with this rank's block at its place: from `sendbuf`,
- * or from `recvbuf` with MPI_IN_PLACE; a send side whose bytes differ from the receive side's
- * (an erroneous program) leaves a zeroed block and sets *mismatch. NULL without memory. */
-static RingcastBuf *rc_gather_stage(struct rc_comm *c, MPI_Comm comm, const void *sendbuf, int sendcount, MPI_Datatype sendtype,
-                                    const void *recvbuf, long long block, size_t *len, int *mismatch) {
-    int me;
-    PMPI_Comm_rank(comm, &me);
-    RingcastBuf *stage = rc_buf_get((size_t)block * (size_t)c->size, len);
-    if (!stage) return NULL;
-    uint8_t *mine = (uint8_t *)ringcast_buf_ptr(stage) + (size_t)me * (size_t)block;
-    *mismatch = 0;
-    if (sendbuf == MPI_IN_PLACE) {
-        memcpy(mine, (const uint8_t *)recvbuf + (size_t)me * (size_t)block, (size_t)block);
-    } else if (rc_bytes(sendcount, sendtype) != block) {
-        *mismatch = 1;
-        memset(mine, 0, (size_t)block); /* never stale bytes */
-    } else {
-        memcpy(mine, sendbuf, (size_t)block);
-    }
-    return stage;
-}
-
-/* The allgather: one ringcast ALLGATHER on a staging buffer of size x block bytes (this rank's
- * block copied in at its place, every block copied out), posted and polled with the library's
- * progress in between, as MPI_Bcast. Invalid or non-contiguous arguments go to PMPI_Allgather;
- * a send side that does not match the receive side still posts (so no rank is left waiting for
- * its block) and fails with MPI_ERR_TRUNCATE here. */
-int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                  MPI_Datatype recvtype, MPI_Comm comm) {
-    char why[192];
-    why[0] = '\0';
-    long long block;
-    rc_poll();
-    struct rc_comm *c = rc_decide_gather(recvbuf, recvcount, recvtype, comm, &block, why, sizeof why);
-    if (!c) {
-        say("MPI_Allgather", block, -1, "%s", why);
-        return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    }
-    size_t len = 0, total = (size_t)block * (size_t)c->size;
-    int mismatch;
-    RingcastBuf *stage = rc_gather_stage(c, comm, sendbuf, sendcount, sendtype, recvbuf, block, &len, &mismatch);
-    if (!stage) {
-        say("MPI_Allgather", block, -1, "failed (no staging buffer)");
-        return rc_error(comm, MPI_ERR_NO_MEM);
-    }
-    uint64_t id = 0;
-    int rc = ringcast_iallgather(c->handle, NULL, 0, stage, 0, (size_t)block, &id);
-    rc = rc_await(rc, id);
-    if (rc == RINGCAST_OK && !mismatch) memcpy(recvbuf, ringcast_buf_ptr(stage), total);
-    rc_buf_put(stage, len);
-    if (mismatch) {
-        say("MPI_Allgather", block, -1, "failed (send and receive sides differ in bytes)");
-        return rc_error(comm, MPI_ERR_TRUNCATE);
-    }
-    if (rc != RINGCAST_OK) {
-        if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Allgather failed: %s\n", rc_world_rank, ringcast_strerror(rc));
-        return rc_error(comm, rc_class(rc));
-    }
-    say("MPI_Allgather", block, -1, "%s", why);
-    return MPI_SUCCESS;
-}
-
-/* The nonblocking allgather: the same rule and staging; a generalized request the completion
- * calls finish like an MPI_Ibcast's (the whole receive buffer copied out). A mismatched send
- * side fails the call itself (MPI_ERR_TRUNCATE) after posting its zeroed block. */
-int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                   MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request) {
-    char why[192];
-    why[0] = '\0';
-    long long block = -1;
-    rc_poll();
-    struct rc_comm *c = request ? rc_decide_gather(recvbuf, recvcount, recvtype, comm, &block, why, sizeof why) : NULL;
-    if (!c) {
-        say("MPI_Iallgather", block, -1, "%s", request ? why : "pmpi (invalid arguments: the library reports them)");
-        return PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-    }
-    struct rc_op *op = calloc(1, sizeof *op);
-    int mismatch = 0;
-    RingcastBuf *stage =
-        op ? rc_gather_stage(c, comm, sendbuf, sendcount, sendtype, recvbuf, block, &op->stage_len, &mismatch) : NULL;
-    if (!stage) {
-        free(op);
-        say("MPI_Iallgather", block, -1, "failed (no staging buffer)");
-        return rc_error(comm, MPI_ERR_NO_MEM);
-    }
+    if (p.fail || op->wrapped) p.out.buf = NULL;
+    /* A non-blocking call's derived type may be freed by the program before completion. */
+    if (a->nb && p.out.buf && !p.out.run && PMPI_Type_dup(p.out.type, &p.out.type) == MPI_SUCCESS) p.out.dup = 1;
+    op->greq = MPI_REQUEST_NULL; /* until rc_op_request makes one (not 0 in Open MPI) */
     op->stage = stage;
     op->c = c;
-    op->comm = comm;
-    op->user = mismatch ? NULL : recvbuf;
-    op->bytes = (size_t)block * (size_t)c->size;
-    op->root_here = 0; /* every rank receives: the whole buffer is copied out */
-    int rc = ringcast_iallgather(c->handle, NULL, 0, stage, 0, (size_t)block, &op->id);
+    op->comm = a->comm;
+    op->out = p.out;
+    op->bytes = k->kind == K_BCAST ? (size_t)block : p.out.bytes;
+    op->fail = p.fail;
+    op->blocking = !a->nb;
+    op->handing = a->nb && !p.fail; /* a request follows: rc_op_request completes it */
+    const char *how = op->wrapped ? "in place" : packed ? "packed" : "staged";
+    int rc = rc_post(a, c, stage, &p, (size_t)block, t, o, &op->id);
     if (rc != RINGCAST_OK) {
-        rc_buf_put(stage, op->stage_len);
+        RC_LOCK();
+        if (!op->wrapped) rc_buf_put(stage, op->stage_len);
+        RC_UNLOCK();
+        if (op->out.dup) PMPI_Type_free(&op->out.type);
         free(op);
-        if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Iallgather failed: %s\n", rc_world_rank, ringcast_strerror(rc));
-        return rc_error(comm, rc_class(rc));
+        if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: %s failed: %s\n", rc_world_rank, name, ringcast_strerror(rc));
+        return rc_error(a->comm, rc_class(rc));
     }
-    rc_op_track(op);
-    if (mismatch) {
-        /* Posted (the others get a zeroed block), finished in the background, failed here. */
-        op->greq = MPI_REQUEST_NULL;
-        say("MPI_Iallgather", block, -1, "failed (send and receive sides differ in bytes)");
-        return rc_error(comm, MPI_ERR_TRUNCATE);
+    rc_op_track(op); /* from here another thread may finish `op` (and free a background one) */
+    if (!a->nb) {
+        int err = rc_op_wait(op);
+        rc_op_release(op);
+        if (err != MPI_SUCCESS) {
+            say(name, block, a->root, "failed (%s)", p.fail == MPI_ERR_ARG ? "MPI_IN_PLACE at a rank other than the root"
+                                                     : p.fail ? "send and receive sides differ in bytes" : "the engine");
+            return rc_error(a->comm, err);
+        }
+        say(name, block, k->rooted ? a->root : -1, "offloaded (%s)", how);
+        return MPI_SUCCESS;
     }
-    int made = rc_op_request(op, comm, request);
-    if (made == MPI_SUCCESS) say("MPI_Iallgather", block, -1, "%s", why);
+    if (p.fail) {
+        /* Posted (the others get zeros), finished in the background, failed here. */
+        say(name, block, a->root, "failed (%s)", p.fail == MPI_ERR_ARG ? "MPI_IN_PLACE at a rank other than the root"
+                                                                        : "send and receive sides differ in bytes");
+        return rc_error(a->comm, p.fail);
+    }
+    int made = rc_op_request(op, a->comm, a->request);
+    if (made == MPI_SUCCESS) say(name, block, k->rooted ? a->root : -1, "offloaded (%s)", how);
     return made;
 }
 
-/* The alltoall's path: its record when offloaded (NULL for PMPI, the reason in `why`): a
- * followed communicator, contiguous types of the same bytes on both sides, no MPI_IN_PLACE, and
- * a whole send buffer (what each rank multicasts: the engine's multicast alltoall) within the
- * byte bounds — short blocks; longer ones are the library's pairwise exchange. Only values every
- * rank shares decide. */
-static struct rc_comm *rc_decide_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int recvcount,
-                                          MPI_Datatype recvtype, MPI_Comm comm, long long *block, char *why, size_t whylen) {
-    struct rc_comm *c = rc_of(comm);
-    long long sb = rc_bytes(sendcount, sendtype);
-    *block = rc_bytes(recvcount, recvtype);
-    const char *pmpi = NULL;
-    if (!c) {
-        pmpi = rc_up ? "pmpi (communicator not followed)" : rc_off;
-    } else if (sendbuf == MPI_IN_PLACE || sendcount < 0 || recvcount < 0) {
-        pmpi = "pmpi (MPI_IN_PLACE or invalid arguments: the library's)";
-    } else if (!c->handle || c->size < 2) {
-        pmpi = "pmpi (auto: the communicator spans too few engines, or one rank)";
-    } else if (*block < 0 || sb != *block) {
-        pmpi = "pmpi (datatype not contiguous, or the sides differ)";
-    } else if (*block < rc_min_bytes || *block * c->size > rc_max_bytes) {
-        pmpi = "pmpi (a whole send buffer outside the byte bounds: the library's pairwise exchange)";
-    }
-    if (rc_verbose) snprintf(why, whylen, "%s", pmpi ? pmpi : "offloaded (multicast alltoall, staged)");
-    return pmpi ? NULL : c;
+/* ---- the intercepted calls ---------------------------------------------------------------- */
+
+#define ARGS(kind, nb_) .k = &RC_COLLS[kind], .nb = (nb_)
+
+int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
+    struct rc_args a = {ARGS(K_BCAST, 0), .rbuf = buffer, .rcount = count, .rtype = datatype, .root = root, .comm = comm};
+    return rc_call(&a);
 }
 
-/* Stages an alltoall in one buffer: the work buffer ((size + 1) x size x block bytes: the
- * result at its start, then the engine's scratch), then the send buffer copied in. Its pool
- * length in *len; NULL without memory. */
-static RingcastBuf *rc_alltoall_stage(struct rc_comm *c, const void *sendbuf, long long block, size_t *len) {
-    size_t whole = (size_t)block * (size_t)c->size, work = whole * ((size_t)c->size + 1);
-    RingcastBuf *stage = rc_buf_get(work + whole, len);
-    if (stage) memcpy((uint8_t *)ringcast_buf_ptr(stage) + work, sendbuf, whole);
-    return stage;
+int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Request *request) {
+    struct rc_args a = {ARGS(K_BCAST, 1), .rbuf = buffer, .rcount = count, .rtype = datatype, .root = root, .comm = comm,
+                        .request = request};
+    return rc_call(&a);
 }
 
-/* Where the staged send buffer starts. */
-static size_t rc_alltoall_send_at(struct rc_comm *c, long long block) {
-    return (size_t)block * (size_t)c->size * ((size_t)c->size + 1);
+int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                  MPI_Comm comm) {
+    struct rc_args a = {ARGS(K_ALLGATHER, 0), sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, MPI_OP_NULL, 0, comm, NULL};
+    return rc_call(&a);
 }
 
-/* The blocking alltoall: ringcast's ALLTOALL on a staged buffer, the result copied out. */
+int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                   MPI_Comm comm, MPI_Request *request) {
+    struct rc_args a = {ARGS(K_ALLGATHER, 1), sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, MPI_OP_NULL, 0, comm, request};
+    return rc_call(&a);
+}
+
 int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
                  MPI_Comm comm) {
-    char why[192];
-    why[0] = '\0';
-    long long block = -1;
-    rc_poll();
-    struct rc_comm *c = rc_decide_alltoall(sendbuf, sendcount, sendtype, recvcount, recvtype, comm, &block, why, sizeof why);
-    if (!c) {
-        say("MPI_Alltoall", block, -1, "%s", why);
-        return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    }
-    size_t len = 0;
-    RingcastBuf *stage = rc_alltoall_stage(c, sendbuf, block, &len);
-    if (!stage) {
-        say("MPI_Alltoall", block, -1, "failed (no staging buffer)");
-        return rc_error(comm, MPI_ERR_NO_MEM);
-    }
-    uint64_t id = 0;
-    int rc = ringcast_ialltoall(c->handle, stage, rc_alltoall_send_at(c, block), stage, 0, (size_t)block, &id);
-    rc = rc_await(rc, id);
-    if (rc == RINGCAST_OK) memcpy(recvbuf, ringcast_buf_ptr(stage), (size_t)block * (size_t)c->size);
-    rc_buf_put(stage, len);
-    if (rc != RINGCAST_OK) {
-        if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Alltoall failed: %s\n", rc_world_rank, ringcast_strerror(rc));
-        return rc_error(comm, rc_class(rc));
-    }
-    say("MPI_Alltoall", block, -1, "%s", why);
-    return MPI_SUCCESS;
+    struct rc_args a = {ARGS(K_ALLTOALL, 0), sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, MPI_OP_NULL, 0, comm, NULL};
+    return rc_call(&a);
 }
 
-/* The nonblocking alltoall: the same path, a generalized request; the result copied out at
- * completion, as an MPI_Ibcast's data. */
 int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
                   MPI_Comm comm, MPI_Request *request) {
-    char why[192];
-    why[0] = '\0';
-    long long block = -1;
-    rc_poll();
-    struct rc_comm *c =
-        request ? rc_decide_alltoall(sendbuf, sendcount, sendtype, recvcount, recvtype, comm, &block, why, sizeof why) : NULL;
-    if (!c) {
-        say("MPI_Ialltoall", block, -1, "%s", request ? why : "pmpi (invalid arguments: the library reports them)");
-        return PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-    }
-    struct rc_op *op = calloc(1, sizeof *op);
-    RingcastBuf *stage = op ? rc_alltoall_stage(c, sendbuf, block, &op->stage_len) : NULL;
-    if (!stage) {
-        free(op);
-        say("MPI_Ialltoall", block, -1, "failed (no staging buffer)");
-        return rc_error(comm, MPI_ERR_NO_MEM);
-    }
-    op->stage = stage;
-    op->c = c;
-    op->comm = comm;
-    op->user = recvbuf;
-    op->bytes = (size_t)block * (size_t)c->size;
-    op->root_here = 0; /* the result is copied out of the stage's start */
-    int rc = ringcast_ialltoall(c->handle, stage, rc_alltoall_send_at(c, block), stage, 0, (size_t)block, &op->id);
-    if (rc != RINGCAST_OK) {
-        rc_buf_put(stage, op->stage_len);
-        free(op);
-        if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Ialltoall failed: %s\n", rc_world_rank, ringcast_strerror(rc));
-        return rc_error(comm, rc_class(rc));
-    }
-    rc_op_track(op);
-    int made = rc_op_request(op, comm, request);
-    if (made == MPI_SUCCESS) say("MPI_Ialltoall", block, -1, "%s", why);
-    return made;
-}
-
-/* The ringcast element type of a predefined MPI datatype, 0 for any other (the library's path). */
-static uint8_t rc_type_of(MPI_Datatype t) {
-    if (t == MPI_INT8_T || t == MPI_SIGNED_CHAR) return RINGCAST_TYPE_INT8;
-    if (t == MPI_UINT8_T || t == MPI_UNSIGNED_CHAR) return RINGCAST_TYPE_UINT8;
-    if (t == MPI_INT16_T || t == MPI_SHORT) return RINGCAST_TYPE_INT16;
-    if (t == MPI_UINT16_T || t == MPI_UNSIGNED_SHORT) return RINGCAST_TYPE_UINT16;
-    if (t == MPI_INT32_T || t == MPI_INT) return RINGCAST_TYPE_INT32;
-    if (t == MPI_UINT32_T || t == MPI_UNSIGNED) return RINGCAST_TYPE_UINT32;
-    if (t == MPI_INT64_T || t == MPI_LONG_LONG || (t == MPI_LONG && sizeof(long) == 8)) return RINGCAST_TYPE_INT64;
-    if (t == MPI_UINT64_T || t == MPI_UNSIGNED_LONG_LONG || (t == MPI_UNSIGNED_LONG && sizeof(long) == 8))
-        return RINGCAST_TYPE_UINT64;
-    if (t == MPI_FLOAT) return RINGCAST_TYPE_FLOAT;
-    if (t == MPI_DOUBLE) return RINGCAST_TYPE_DOUBLE;
-    return 0;
-}
-
-/* The ringcast operation of a predefined MPI operation, 0 for any other (user operations,
- * MPI_MINLOC/MAXLOC, MPI_REPLACE...: the library's path). */
-static uint8_t rc_op_of(MPI_Op op) {
-    if (op == MPI_SUM) return RINGCAST_OP_SUM;
-    if (op == MPI_PROD) return RINGCAST_OP_PROD;
-    if (op == MPI_MIN) return RINGCAST_OP_MIN;
-    if (op == MPI_MAX) return RINGCAST_OP_MAX;
-    if (op == MPI_BAND) return RINGCAST_OP_BAND;
-    if (op == MPI_BOR) return RINGCAST_OP_BOR;
-    if (op == MPI_BXOR) return RINGCAST_OP_BXOR;
-    if (op == MPI_LAND) return RINGCAST_OP_LAND;
-    if (op == MPI_LOR) return RINGCAST_OP_LOR;
-    return 0;
-}
-
-/* The allreduce: predefined operations on basic types under the broadcast's rule (count x type,
- * the same at every rank of a correct program), as one ringcast ALLREDUCE on a staging work
- * buffer of size x bytes (this rank's contribution copied in at its place): the engine gathers
- * every contribution, reduces them in a fixed order (rank order, or node by node then across
- * nodes when it composes leader-based — by recursive doubling between the nodes where the
- * cost model's exchange for the call is not multicast: docs/protocol.md) — the same order at every rank, so every
- * rank's result is bit-identical, floats included (it may differ from the library's own float
- * result within rounding: another order) — and the result is copied out. Bitwise and logical
- * operations on floats, user operations, other datatypes: PMPI_Allreduce. */
-/* MPI_Allreduce (root -1) and MPI_Reduce (the result copied out at `root` only; the others'
- * recvbuf is not significant): one ringcast ALLREDUCE either way, under the rule above. */
-/* The path of a reduction (root -1: an allreduce): its record when offloaded (NULL for PMPI,
- * the reason in `why`), with the ringcast type and operation and the bytes per contribution. */
-static struct rc_comm *rc_decide_reduce(void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm,
-                                        uint8_t *t, uint8_t *o, long long *bytes, char *why, size_t whylen) {
-    struct rc_comm *c = rc_of(comm);
-    *t = rc_type_of(datatype);
-    *o = rc_op_of(op);
-    int tsize = 0;
-    *bytes = -1;
-    const char *pmpi = NULL;
-    if (!c) {
-        pmpi = rc_up ? "pmpi (communicator not followed)" : rc_off;
-    } else if (count < 0 || (root < 0 && recvbuf == MPI_IN_PLACE) || root >= c->size || root < -1) {
-        pmpi = "pmpi (invalid arguments: the library reports them)";
-    } else if (!c->handle) {
-        pmpi = "pmpi (auto: the communicator spans too few engines)";
-    } else if (!*t || !*o || (*t >= RINGCAST_TYPE_FLOAT && *o >= RINGCAST_OP_BAND)) {
-        pmpi = "pmpi (datatype or operation not offloaded)";
-    } else if (PMPI_Type_size(datatype, &tsize) != MPI_SUCCESS ||
-               (*bytes = (long long)count * tsize) < rc_min_bytes || *bytes * c->size > rc_max_bytes || c->size < 2) {
-        pmpi = "pmpi (outside the byte bounds, or a single rank)";
-    }
-    if (rc_verbose) snprintf(why, whylen, "%s", pmpi ? pmpi : "offloaded (staged)");
-    return pmpi ? NULL : c;
-}
-
-static int rc_reduce(const char *call, const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root,
-                     MPI_Comm comm) {
-    char why[192];
-    why[0] = '\0';
-    rc_poll();
-    uint8_t t, o;
-    long long bytes;
-    struct rc_comm *c = rc_decide_reduce(recvbuf, count, datatype, op, root, comm, &t, &o, &bytes, why, sizeof why);
-    if (!c) {
-        say(call, bytes, root, "%s", why);
-        return root < 0 ? PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm)
-                        : PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
-    }
-    int me;
-    PMPI_Comm_rank(comm, &me);
-    size_t len = 0;
-    RingcastBuf *stage = rc_buf_get((size_t)bytes * (size_t)c->size, &len);
-    if (!stage) {
-        say(call, bytes, root, "failed (no staging buffer)");
-        return rc_error(comm, MPI_ERR_NO_MEM);
-    }
-    uint8_t *p = ringcast_buf_ptr(stage);
-    /* MPI_IN_PLACE is the root's alone in MPI_Reduce: another rank using it (an erroneous
-     * program) still posts — a zeroed contribution, so no rank waits for it — and fails. */
-    const void *mine = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-    int bad = mine == NULL || (sendbuf == MPI_IN_PLACE && root >= 0 && me != root);
-    if (bad) memset(p + (size_t)me * (size_t)bytes, 0, (size_t)bytes);
-    else memcpy(p + (size_t)me * (size_t)bytes, mine, (size_t)bytes);
-    uint64_t id = 0;
-    /* MPI_Reduce is ringcast's REDUCE: only the root reduces. */
-    int rc = root < 0 ? ringcast_iallreduce(c->handle, NULL, 0, stage, 0, (size_t)bytes, t, o, &id)
-                      : ringcast_ireduce(c->handle, (uint32_t)root, NULL, 0, stage, 0, (size_t)bytes, t, o, &id);
-    rc = rc_await(rc, id);
-    if (rc == RINGCAST_OK && !bad && (root < 0 || me == root)) memcpy(recvbuf, p, (size_t)bytes);
-    rc_buf_put(stage, len);
-    if (bad) {
-        say(call, bytes, root, "failed (MPI_IN_PLACE at a rank other than the root, or no buffer)");
-        return rc_error(comm, MPI_ERR_ARG);
-    }
-    if (rc != RINGCAST_OK) {
-        if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: %s failed: %s\n", rc_world_rank, call, ringcast_strerror(rc));
-        return rc_error(comm, rc_class(rc));
-    }
-    say(call, bytes, root, "%s", why);
-    return MPI_SUCCESS;
+    struct rc_args a = {ARGS(K_ALLTOALL, 1), sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, MPI_OP_NULL, 0, comm, request};
+    return rc_call(&a);
 }
 
 int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-    return rc_reduce("MPI_Allreduce", sendbuf, recvbuf, count, datatype, op, -1, comm);
-}
-
-/* MPI_Reduce as an allreduce whose result only the root keeps: every rank reduces anyway (the
- * multicast allreduce gathers every contribution everywhere), so the root's result costs
- * nothing more. MPI_IN_PLACE is the root's (its contribution in recvbuf). */
-int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm) {
-    if (root < 0) return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
-    return rc_reduce("MPI_Reduce", sendbuf, recvbuf, count, datatype, op, root, comm);
-}
-
-/* The nonblocking allreduce and reduce (`reduce`: to `root`): the blocking ones' path with a
- * generalized request, the result copied out at completion (at every rank, or the root's alone)
- * as an MPI_Ibcast's data. MPI_IN_PLACE is a reduce's root's alone: at another rank (an
- * erroneous program) this rank still posts — a zeroed contribution, so no rank waits for it,
- * finished in the background — and fails with MPI_ERR_ARG, as MPI_Reduce does. */
-static int rc_ireduce(const char *call, int reduce, const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                      int root, MPI_Comm comm, MPI_Request *request) {
-    char why[192];
-    why[0] = '\0';
-    rc_poll();
-    uint8_t t = 0, o = 0;
-    long long bytes = -1;
-    int me = -1;
-    if (comm != MPI_COMM_NULL) PMPI_Comm_rank(comm, &me);
-    /* (A reduce's negative root is invalid: the library reports it.) */
-    int valid = request && (!reduce || root >= 0);
-    struct rc_comm *c = valid ? rc_decide_reduce(recvbuf, count, datatype, op, reduce ? root : -1, comm, &t, &o, &bytes, why, sizeof why)
-                              : NULL;
-    const void *mine = sendbuf == MPI_IN_PLACE ? (!reduce || me == root ? recvbuf : NULL) : sendbuf;
-    if (!c || (!reduce && mine == NULL)) {
-        say(call, bytes, root, "%s", c || !valid ? "pmpi (invalid arguments: the library reports them)" : why);
-        return reduce ? PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request)
-                      : PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
-    }
-    struct rc_op *rop = calloc(1, sizeof *rop);
-    RingcastBuf *stage = rop ? rc_buf_get((size_t)bytes * (size_t)c->size, &rop->stage_len) : NULL;
-    if (!stage) {
-        free(rop);
-        say(call, bytes, root, "failed (no staging buffer)");
-        return rc_error(comm, MPI_ERR_NO_MEM);
-    }
-    uint8_t *at = (uint8_t *)ringcast_buf_ptr(stage) + (size_t)me * (size_t)bytes;
-    if (mine) memcpy(at, mine, (size_t)bytes);
-    else memset(at, 0, (size_t)bytes);
-    rop->stage = stage;
-    rop->c = c;
-    rop->comm = comm;
-    /* The result is copied out of the work buffer's start: at every rank, or the root's alone. */
-    rop->user = (!reduce || me == root) && mine ? recvbuf : NULL;
-    rop->bytes = (size_t)bytes;
-    rop->root_here = 0;
-    int rc = reduce ? ringcast_ireduce(c->handle, (uint32_t)root, NULL, 0, stage, 0, (size_t)bytes, t, o, &rop->id)
-                    : ringcast_iallreduce(c->handle, NULL, 0, stage, 0, (size_t)bytes, t, o, &rop->id);
-    if (rc != RINGCAST_OK) {
-        rc_buf_put(stage, rop->stage_len);
-        free(rop);
-        if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: %s failed: %s\n", rc_world_rank, call, ringcast_strerror(rc));
-        return rc_error(comm, rc_class(rc));
-    }
-    rc_op_track(rop);
-    if (!mine) {
-        rop->greq = MPI_REQUEST_NULL; /* finished in the background as an internal operation */
-        say(call, bytes, root, "failed (MPI_IN_PLACE at a rank other than the root, or no buffer)");
-        return rc_error(comm, MPI_ERR_ARG);
-    }
-    int made = rc_op_request(rop, comm, request);
-    if (made == MPI_SUCCESS) say(call, bytes, root, "%s", why);
-    return made;
+    struct rc_args a = {ARGS(K_ALLREDUCE, 0), sendbuf, count, datatype, recvbuf, count, datatype, op, 0, comm, NULL};
+    return rc_call(&a);
 }
 
 int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                    MPI_Request *request) {
-    return rc_ireduce("MPI_Iallreduce", 0, sendbuf, recvbuf, count, datatype, op, -1, comm, request);
+    struct rc_args a = {ARGS(K_ALLREDUCE, 1), sendbuf, count, datatype, recvbuf, count, datatype, op, 0, comm, request};
+    return rc_call(&a);
+}
+
+int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm) {
+    struct rc_args a = {ARGS(K_REDUCE, 0), sendbuf, count, datatype, recvbuf, count, datatype, op, root, comm, NULL};
+    return rc_call(&a);
 }
 
 int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm,
                 MPI_Request *request) {
-    return rc_ireduce("MPI_Ireduce", 1, sendbuf, recvbuf, count, datatype, op, root, comm, request);
+    struct rc_args a = {ARGS(K_REDUCE, 1), sendbuf, count, datatype, recvbuf, count, datatype, op, root, comm, request};
+    return rc_call(&a);
 }
 
-/* The nonblocking broadcast: the same rule; offloaded, a staging buffer of its own, the post,
- * and a generalized request the completion calls below finish. */
-int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Request *request) {
-    char why[192];
-    why[0] = '\0';
-    long long bytes;
-    rc_poll();
-    struct rc_comm *c = request ? rc_decide(buffer, count, datatype, root, comm, &bytes, why, sizeof why) : NULL;
-    if (!c) {
-        say("MPI_Ibcast", request ? bytes : -1, root, "%s", request ? why : "pmpi (invalid arguments: the library reports them)");
-        return PMPI_Ibcast(buffer, count, datatype, root, comm, request);
-    }
-    struct rc_op *op = calloc(1, sizeof *op);
-    RingcastBuf *stage = op ? rc_buf_get((size_t)bytes, &op->stage_len) : NULL;
-    if (!stage) {
-        free(op);
-        say("MPI_Ibcast", bytes, root, "failed (no staging buffer)");
-        return rc_error(comm, MPI_ERR_NO_MEM);
-    }
-    int me;
-    PMPI_Comm_rank(comm, &me);
-    op->stage = stage;
-    op->c = c;
-    op->comm = comm;
-    op->user = buffer;
-    op->bytes = (size_t)bytes;
-    op->root_here = me == root;
-    /* The root's data is taken now: the user may not modify it before completion anyway. */
-    if (op->root_here) memcpy(ringcast_buf_ptr(stage), buffer, (size_t)bytes);
-    int rc = ringcast_ibcast(c->handle, (uint32_t)root, stage, 0, (size_t)bytes, &op->id);
-    if (rc != RINGCAST_OK) {
-        rc_buf_put(stage, op->stage_len);
-        free(op);
-        if (rc_verbose) fprintf(stderr, "ringcast-mpi[%d]: MPI_Ibcast failed: %s\n", rc_world_rank, ringcast_strerror(rc));
-        return rc_error(comm, rc_class(rc));
-    }
-    rc_op_track(op);
-    int made = rc_op_request(op, comm, request);
-    if (made == MPI_SUCCESS) say("MPI_Ibcast", bytes, root, "%s", why);
-    return made;
+int MPI_Barrier(MPI_Comm comm) {
+    if (!rc_up) return PMPI_Barrier(comm);
+    struct rc_args a = {ARGS(K_BARRIER, 0), .comm = comm};
+    return rc_call(&a);
 }
 
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request) {
+    struct rc_args a = {ARGS(K_BARRIER, 1), .comm = comm, .request = request};
+    return rc_call(&a);
+}

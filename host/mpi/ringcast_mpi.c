@@ -1,9 +1,10 @@
 /* libringcast_mpi.so: the PMPI interposer. Preloaded into an unmodified MPI program
  * (LD_PRELOAD), it routes MPI_Bcast, MPI_Allgather, MPI_Allreduce, MPI_Reduce, MPI_Alltoall,
- * MPI_Barrier and their nonblocking forms through ringcast when that is correct and worth it,
- * and calls the PMPI functions otherwise. This file: the bootstrap, the communicator records,
- * staging and in-place registration, the operations in flight and the completion calls; the
- * collectives themselves are in rc_collectives.c, what both share in rc_internal.h.
+ * MPI_Barrier and their non-blocking forms through ringcast when that is correct and worth it,
+ * and calls the PMPI functions otherwise (the rule: docs/mpi.md; its code: rc_rules.c and
+ * rc_collectives.c). This file: the bootstrap, the communicator records, staging and in-place
+ * registration, MPI_Init / MPI_Finalize and the communicator calls; the operations in flight and
+ * the completion calls are in rc_ops.c; rc_internal.h says what the files share.
  *
  * Bootstrap (MPI_Init / MPI_Init_thread): the ranks sharing a host (MPI_Comm_split_type SHARED)
  * form one node each — or RINGCAST_MPI_NODES emulated nodes, to emulate several nodes on one
@@ -13,48 +14,25 @@
  * UDP (member addresses exchanged with MPI_Allgather). Every communicator (MPI_COMM_WORLD, and
  * those MPI_Comm_dup / _split / _create make) gets a record cached as an MPI attribute and, when
  * it is to be offloaded, a ringcast communicator: its rank 0 draws the identity, broadcasts it
- * (PMPI) and every member creates it. MPI_Comm_free frees it — at once, or, with broadcasts still
- * in flight on it, when the last of them completes.
+ * (PMPI) and every member creates it. MPI_Comm_free frees it — at once, or, with operations still
+ * in flight on it, when the last of them completes. At MPI_THREAD_MULTIPLE the shared state is
+ * behind one mutex (rc_internal.h); at every other level no lock is taken.
  *
- * The decision (RINGCAST_MPI_OFFLOAD=auto|always|never, auto by default; docs/mpi.md): `never`
- * does not start ringcast; `always` offloads every valid call of a contiguous datatype within
- * RINGCAST_MPI_MIN_BYTES..RINGCAST_MPI_MAX_BYTES (default: 1 byte to the engine's largest
- * message); `auto` does the same only on communicators that span at least
- * RINGCAST_MPI_MIN_ENGINES engines (2: ranks on different hosts, or emulated nodes asked for),
- * and when the whole job sits on fewer does not even start ringcast: within one node the MPI
- * library's shared-memory broadcast copies once, the engine's path twice plus a hand-off. The decision uses only values every rank of the
- * communicator shares (its membership, count x type size, root), so all ranks take the same path:
- * the collectives stay matched. RINGCAST_MPI_VERBOSE=1 says, per call, the path and why.
- *
- * Data path: the root copies into a registered staging buffer (with the default `mapped` DMA
- * backend the engine reaches only shared memory), the engines broadcast it, the other ranks copy
- * it out. Staging buffers come from a small pool reused by size; one is never shared by two
- * operations in flight. Where the engine reaches host memory by DMA (RINGCAST_DMA=cma, an engine
- * across the PCIe boundary) a blocking MPI_Bcast registers the user's buffer in place instead —
- * no copy at either end — through a small registration cache (RC_WRAP_MAX buffers, least
- * recently used one deregistered; RINGCAST_MPI_INPLACE=0 turns it off). MPI_Ibcast keeps its
- * staging buffer: a cached registration could be evicted under it. Even a blocking
- * MPI_Bcast posts and then polls the engine with the library's progress in between, never
- * sleeping in the engine: this rank's pending point-to-point requests keep moving.
- *
- * MPI_Ibcast returns a generalized request (MPI_Grequest_start). The MPI library cannot progress
- * it, so the completion calls (MPI_Wait/Test and their -all/-any/-some forms, MPI_Request_free,
- * MPI_Request_get_status) are intercepted: for a set holding one of ours they poll the engine
- * (ringcast_test), copy the data out, MPI_Grequest_complete it, and drive the library's own
- * requests with PMPI_Test* in the same loop — never blocking in the engine while library
- * requests may need progress. A set without ours costs one counter check (and a list scan only
- * while some of ours are live).
- *
- * Invalid arguments (root, count, MPI_IN_PLACE, null datatype) go to PMPI_Bcast / PMPI_Ibcast,
- * which report them with the library's own error class. Engine failures map to MPI error classes
- * (length differing from the root's: MPI_ERR_TRUNCATE; bad root: MPI_ERR_ROOT; else
- * MPI_ERR_OTHER), raised through the communicator's error handler (MPI_Bcast) or returned by
- * the completion call (MPI_Ibcast). MPI_THREAD_MULTIPLE turns the offload off: this layer's
- * state is not thread-safe. */
+ * Staging: the data of an offloaded call goes through a registered staging buffer (with the
+ * default `mapped` DMA backend the engine reaches only shared memory), packed there when the
+ * user's layout is not one run of bytes. Staging buffers come from a small pool reused by size;
+ * one is never shared by two operations in flight. Where the engine reaches host memory by DMA
+ * (RINGCAST_DMA=cma, an engine across the PCIe boundary) a blocking MPI_Bcast of one run of bytes
+ * registers the user's buffer in place instead — no copy at either end — through a small
+ * registration cache (RC_WRAP_MAX buffers, least recently used one deregistered;
+ * RINGCAST_MPI_INPLACE=0 turns it off; off at MPI_THREAD_MULTIPLE, where another thread's
+ * blocking call could be using the entry an eviction frees). */
 #include "rc_internal.h"
 
 RC_HIDDEN int rc_up;              /* ringcast initialized */
 RC_HIDDEN int rc_mode = RC_AUTO;
+RC_HIDDEN int rc_threaded;        /* MPI_THREAD_MULTIPLE granted: RC_LOCK locks */
+RC_HIDDEN pthread_mutex_t rc_mutex = PTHREAD_MUTEX_INITIALIZER;
 RC_HIDDEN const char *rc_off = "ringcast not started"; /* why every call goes to PMPI when !rc_up */
 RC_HIDDEN int rc_verbose;
 RC_HIDDEN int rc_world_rank;
@@ -70,9 +48,6 @@ static int rc_inplace = -1;
 static struct { void *p; size_t len; RingcastBuf *b; unsigned long used; } rc_wraps[RC_WRAP_MAX];
 static int rc_wraps_n;
 static unsigned long rc_wrap_tick;
-static struct rc_op *rc_ops;   /* every unreclaimed operation */
-static int rc_live;            /* user requests whose free_fn has not run: the fast-path check */
-static int rc_active;          /* operations not finished in the engine */
 
 /* One verbose line: which call, which path and why (printf-style reason). */
 RC_HIDDEN void say(const char *call, long long bytes, int root, const char *fmt, ...) {
@@ -105,7 +80,8 @@ RC_HIDDEN int rc_class(int rc) {
 
 /* ---- staging buffers ---------------------------------------------------------------------- */
 
-/* A registered buffer of at least `bytes` (its length in *len), from the pool if one fits —
+/* (Staging and registration: called with RC_LOCK held.)
+ * A registered buffer of at least `bytes` (its length in *len), from the pool if one fits —
  * registration costs an engine round trip, so buffers are reused — else a new one rounded up to
  * a power of two so later messages of similar size reuse it. NULL if none can be made. */
 RC_HIDDEN RingcastBuf *rc_buf_get(size_t bytes, size_t *len) {
@@ -198,8 +174,8 @@ RC_HIDDEN void rc_wrap_drop(RingcastBuf *b) {
 
 /* ---- communicator records ----------------------------------------------------------------- */
 
-/* Drops one reference to `c`; the last one frees it. */
-static void rc_comm_release(struct rc_comm *c) {
+/* Drops one reference to `c` (under RC_LOCK); the last one frees it. */
+RC_HIDDEN void rc_comm_release(struct rc_comm *c) {
     if (--c->refs == 0) free(c);
 }
 
@@ -207,14 +183,16 @@ static void rc_comm_release(struct rc_comm *c) {
  * longer holds the record; operations still posted on it keep it alive. */
 static int rc_attr_delete(MPI_Comm comm, int keyval, void *value, void *extra) {
     (void)comm; (void)keyval; (void)extra;
+    RC_LOCK();
     rc_comm_release(value);
+    RC_UNLOCK();
     return MPI_SUCCESS;
 }
 
 /* Frees the ringcast communicator of `c` once MPI_Comm_free ran and nothing is in flight on it:
  * the engine refuses to free a communicator under a broadcast, and the freed MPI communicator's
  * pending MPI_Ibcast must still complete. */
-static void rc_comm_settle(struct rc_comm *c) {
+RC_HIDDEN void rc_comm_settle(struct rc_comm *c) {
     if (c->freeing && c->inflight == 0 && c->handle) {
         int rc = ringcast_comm_free(c->handle);
         if (rc != RINGCAST_OK && rc_verbose)
@@ -290,171 +268,6 @@ RC_HIDDEN struct rc_comm *rc_of(MPI_Comm comm) {
     return flag ? c : NULL;
 }
 
-/* ---- operations in flight ----------------------------------------------------------------- */
-
-/* Puts `op` on the list of unreclaimed operations. */
-static void rc_op_link(struct rc_op *op) {
-    op->prev = NULL;
-    op->next = rc_ops;
-    if (rc_ops) rc_ops->prev = op;
-    rc_ops = op;
-}
-
-/* `op`, posted in the engine, joins the operations in flight on its communicator. */
-RC_HIDDEN void rc_op_track(struct rc_op *op) {
-    op->c->refs++;
-    op->c->inflight++;
-    rc_active++;
-    rc_op_link(op);
-}
-
-static int rc_query_fn(void *extra, MPI_Status *status);
-static int rc_free_fn(void *extra);
-static int rc_cancel_fn(void *extra, int complete);
-
-/* Hands tracked `op` to the user as a generalized request in `*request`: MPI_SUCCESS, or —
- * no request could be made — MPI_ERR_INTERN through `comm`'s handler, the engine finishing `op`
- * in the background as an internal operation. */
-RC_HIDDEN int rc_op_request(struct rc_op *op, MPI_Comm comm, MPI_Request *request) {
-    if (PMPI_Grequest_start(rc_query_fn, rc_free_fn, rc_cancel_fn, op, &op->greq) != MPI_SUCCESS) {
-        op->greq = MPI_REQUEST_NULL;
-        op->user = NULL;
-        return rc_error(comm, MPI_ERR_INTERN);
-    }
-    rc_live++;
-    *request = op->greq;
-    return MPI_SUCCESS;
-}
-
-/* Takes `op` off the list, drops its communicator reference and frees it. */
-static void rc_op_free(struct rc_op *op) {
-    if (op->prev) op->prev->next = op->next;
-    else rc_ops = op->next;
-    if (op->next) op->next->prev = op->prev;
-    rc_buf_put(op->stage, op->stage_len);
-    rc_comm_release(op->c);
-    free(op);
-}
-
-/* The engine finished `op` with code `rc`: deliver the data, give the staging buffer back,
- * settle a communicator being freed, and complete the generalized request. MPI may run free_fn
- * inside MPI_Grequest_complete (a request the user already freed), so `op` is not touched
- * after it. */
-static void rc_op_finish(struct rc_op *op, int rc) {
-    op->done = 1;
-    op->err = rc_class(rc);
-    rc_active--;
-    if (rc == RINGCAST_OK && op->user && !op->root_here) memcpy(op->user, ringcast_buf_ptr(op->stage), op->bytes);
-    if (rc != RINGCAST_OK && rc_verbose)
-        fprintf(stderr, "ringcast-mpi[%d]: a nonblocking collective failed: %s\n", rc_world_rank, ringcast_strerror(rc));
-    rc_buf_put(op->stage, op->stage_len);
-    op->stage = NULL;
-    op->c->inflight--;
-    rc_comm_settle(op->c);
-    if (op->greq == MPI_REQUEST_NULL) {
-        rc_op_free(op);
-        return;
-    }
-    int freed = op->mpi_freed; /* free_fn already ran (it will not run again) */
-    PMPI_Grequest_complete(op->greq);
-    if (freed) rc_op_free(op);
-}
-
-/* Asks the engine about `op` without waiting; finishes it when done. A library error (engine
- * gone, unknown request) finishes it too, with that error: no wait loop outlives the engine. */
-static void rc_op_poll(struct rc_op *op) {
-    int fin = 0;
-    if (op->done) return;
-    int rc = ringcast_test(op->id, &fin);
-    if (fin || rc != RINGCAST_OK) rc_op_finish(op, rc);
-}
-
-/* Progresses every unfinished operation (the user's, and orphans finished in the background). */
-RC_HIDDEN void rc_poll(void) {
-    if (rc_active == 0) return;
-    for (struct rc_op *op = rc_ops, *next; op; op = next) {
-        next = op->next; /* finishing may free `op` (never another one) */
-        rc_op_poll(op);
-    }
-}
-
-/* The unfinished-or-held operation whose generalized request is `r`, or NULL. */
-static struct rc_op *rc_find(MPI_Request r) {
-    if (r == MPI_REQUEST_NULL) return NULL;
-    for (struct rc_op *op = rc_ops; op; op = op->next)
-        if (op->greq == r && !op->orphan && !op->mpi_freed) return op;
-    return NULL;
-}
-
-/* Whether any of `n` requests is ours (1), and whether one of them is not finished yet (2). */
-static int rc_scan(int n, const MPI_Request *reqs) {
-    int any = 0;
-    if (rc_live == 0 || n <= 0 || !reqs) return 0;
-    for (int i = 0; i < n; i++) {
-        struct rc_op *op = rc_find(reqs[i]);
-        if (op && !op->done) return 2;
-        if (op) any = 1;
-    }
-    return any;
-}
-
-/* Generalized request: the status of a finished MPI_Ibcast (MPI calls it from Wait/Test/
- * Request_get_status). The count is in bytes; source and tag as for any collective. The library
- * is always told success: Open MPI raises a generalized request's error on MPI_COMM_WORLD, not on
- * the broadcast's communicator, so a program with MPI_ERRORS_RETURN on its communicator would
- * abort. The completion calls below report an error themselves (rc_report), as the library does
- * for its own nonblocking collectives: MPI_ERROR in the status, the communicator's handler. */
-static int rc_query_fn(void *extra, MPI_Status *status) {
-    struct rc_op *op = extra;
-    if (status != MPI_STATUS_IGNORE) {
-        PMPI_Status_set_elements_x(status, MPI_BYTE, (MPI_Count)op->bytes);
-        PMPI_Status_set_cancelled(status, 0);
-        status->MPI_SOURCE = MPI_ANY_SOURCE;
-        status->MPI_TAG = MPI_ANY_TAG;
-        status->MPI_ERROR = MPI_SUCCESS;
-    }
-    return MPI_SUCCESS;
-}
-
-/* Generalized request: MPI freed the request (after completion, standard's rule). */
-static int rc_free_fn(void *extra) {
-    struct rc_op *op = extra;
-    op->mpi_freed = 1;
-    rc_live--;
-    if (op->done) rc_op_free(op); /* else rc_op_finish frees it */
-    return MPI_SUCCESS;
-}
-
-/* Generalized request: a started broadcast cannot be cancelled (the other ranks are in it). */
-static int rc_cancel_fn(void *extra, int complete) {
-    (void)extra; (void)complete;
-    return MPI_SUCCESS;
-}
-
-/* Lets the MPI library progress its own requests while we wait for ours — its progress engine
- * runs inside any test call: PMPI_Test on `probe`, one of our unfinished requests (a copy of the
- * handle: unfinished, it completes nothing), or an MPI_Iprobe without one — and gives the core
- * away: engine threads and other ranks may share it. */
-static void rc_breathe(const struct rc_op *probe) {
-    int flag = 0;
-    if (probe) {
-        MPI_Request r = probe->greq;
-        PMPI_Test(&r, &flag, MPI_STATUS_IGNORE);
-    } else {
-        PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
-    }
-    sched_yield();
-}
-
-/* One of ours in the set that is not finished, or NULL. */
-static const struct rc_op *rc_unfinished(int n, const MPI_Request *reqs) {
-    for (int i = 0; i < n; i++) {
-        const struct rc_op *op = rc_find(reqs[i]);
-        if (op && !op->done) return op;
-    }
-    return NULL;
-}
-
 /* ---- bootstrap and teardown --------------------------------------------------------------- */
 
 /* The bootstrap: the mode, who is where, the engine environment, ringcast_init, the world's
@@ -483,10 +296,9 @@ static void rc_start(int provided) {
         rc_off = "RINGCAST_MPI_OFFLOAD=never";
         return;
     }
-    if (provided == MPI_THREAD_MULTIPLE) {
-        rc_off = "MPI_THREAD_MULTIPLE: this layer is not thread-safe";
-        return;
-    }
+    /* MPI_THREAD_MULTIPLE: the shared state behind a lock, no in-place registration cache. */
+    rc_threaded = provided == MPI_THREAD_MULTIPLE;
+    if (rc_threaded) rc_inplace = 0;
 
     /* Ranks of one host, and which host this is. */
     MPI_Comm local, leaders;
@@ -677,10 +489,12 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
 static void rc_detach(MPI_Comm comm) {
     struct rc_comm *c = rc_of(comm);
     if (!c) return;
+    RC_LOCK();
     if (c->handle) {
         c->freeing = 1;
         rc_comm_settle(c);
     }
+    RC_UNLOCK();
     PMPI_Comm_delete_attr(comm, rc_keyval);
 }
 
@@ -688,12 +502,8 @@ static void rc_detach(MPI_Comm comm) {
  * shared memory (one rank, after a barrier), then the library's finalize. */
 int MPI_Finalize(void) {
     if (rc_up) {
-        /* Every broadcast posted must end before the engines go (the other ranks are finalizing
-         * too, so each has posted its part). */
-        while (rc_active > 0) {
-            rc_poll();
-            if (rc_active > 0) rc_breathe(NULL);
-        }
+        /* Every operation posted must end before the engines go. */
+        rc_drain();
         rc_detach(MPI_COMM_WORLD);
         for (int i = 0; i < rc_pool_n; i++) ringcast_buf_free(rc_pool[i].b);
         for (int i = 0; i < rc_wraps_n; i++) ringcast_buf_free(rc_wraps[i].b);
@@ -738,219 +548,8 @@ int MPI_Comm_free(MPI_Comm *comm) {
     return PMPI_Comm_free(comm);
 }
 
-/* ---- what every collective uses (rc_collectives.c) --------------------------------------- */
-
 /* Raises `err` through `comm`'s error handler, as the MPI library does for its own errors. */
 RC_HIDDEN int rc_error(MPI_Comm comm, int err) {
     PMPI_Comm_call_errhandler(comm, err);
     return err;
-}
-
-/* Contiguous bytes of `count` elements of `type`, or -1 if not offloadable. */
-RC_HIDDEN long long rc_bytes(int count, MPI_Datatype type) {
-    int n, a, d, combiner, size;
-    MPI_Aint lb, extent;
-    if (PMPI_Type_get_envelope(type, &n, &a, &d, &combiner) != MPI_SUCCESS) return -1;
-    if (combiner != MPI_COMBINER_NAMED && combiner != MPI_COMBINER_CONTIGUOUS) return -1;
-    if (PMPI_Type_size(type, &size) != MPI_SUCCESS) return -1;
-    if (PMPI_Type_get_true_extent(type, &lb, &extent) != MPI_SUCCESS || lb != 0 || extent != size) return -1;
-    return (long long)count * size;
-}
-
-/* Waits for request `id`, posted with result `rc`: polled, with the library's progress and this
- * layer's other operations in between (a blocking collective must not stop this rank's pending
- * point-to-point requests: MPI's progress rule), never sleeping in the engine. The final code. */
-RC_HIDDEN int rc_await(int rc, uint64_t id) {
-    for (int fin = 0; rc == RINGCAST_OK;) {
-        rc = ringcast_test(id, &fin);
-        if (fin || rc != RINGCAST_OK) break;
-        rc_poll();
-        rc_breathe(NULL);
-    }
-    return rc;
-}
-
-/* ---- errors of finished MPI_Ibcasts --------------------------------------------------------- */
-
-/* What to report for request i of a set after the PMPI call completed (and freed) it. */
-struct rc_err {
-    int err;       /* MPI_SUCCESS: nothing of ours to report */
-    MPI_Comm comm; /* whose error handler */
-};
-
-/* The error and communicator of one of ours, taken before a PMPI call frees it (a communicator
- * already freed by the user reports on MPI_COMM_WORLD, as errors without one do in MPI-3). */
-static struct rc_err rc_err_of(const struct rc_op *op) {
-    struct rc_err e = {MPI_SUCCESS, MPI_COMM_WORLD};
-    if (op && op->done && op->err != MPI_SUCCESS) {
-        e.err = op->err;
-        e.comm = op->c->freeing ? MPI_COMM_WORLD : op->comm;
-    }
-    return e;
-}
-
-/* The errors of ours finished in a set, by index, or NULL when none failed (the usual case: no
- * allocation). Taken before the PMPI call that completes them. */
-static struct rc_err *rc_errs(int n, const MPI_Request *reqs) {
-    int any = 0;
-    if (rc_live == 0 || n <= 0 || !reqs) return NULL;
-    for (int i = 0; i < n && !any; i++) any = rc_err_of(rc_find(reqs[i])).err != MPI_SUCCESS;
-    if (!any) return NULL;
-    struct rc_err *e = malloc(sizeof *e * (size_t)n);
-    if (e)
-        for (int i = 0; i < n; i++) e[i] = rc_err_of(rc_find(reqs[i]));
-    return e;
-}
-
-/* After a PMPI call completed the `k` requests `idx` (NULL: 0..k-1) of a set: if one of ours
- * among them failed, fill every completed status's MPI_ERROR and raise MPI_ERR_IN_STATUS (as
- * the library does for its own failed requests in -all/-some calls). Frees `e`. */
-static int rc_report_set(int rc, struct rc_err *e, int k, const int *idx, MPI_Status *statuses) {
-    if (!e) return rc;
-    int first = -1;
-    for (int j = 0; j < k; j++)
-        if (e[idx ? idx[j] : j].err != MPI_SUCCESS && first < 0) first = idx ? idx[j] : j;
-    if (first >= 0 && (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS)) {
-        if (statuses != MPI_STATUSES_IGNORE)
-            for (int j = 0; j < k; j++) {
-                int i = idx ? idx[j] : j;
-                if (e[i].err != MPI_SUCCESS) statuses[j].MPI_ERROR = e[i].err;
-                else if (rc == MPI_SUCCESS) statuses[j].MPI_ERROR = MPI_SUCCESS;
-            }
-        rc = rc_error(e[first].comm, MPI_ERR_IN_STATUS);
-    }
-    free(e);
-    return rc;
-}
-
-/* After a PMPI call completed one request whose snapshot is `e`: report its failure, if any. */
-static int rc_report_one(int rc, struct rc_err e, MPI_Status *status) {
-    if (rc != MPI_SUCCESS || e.err == MPI_SUCCESS) return rc;
-    if (status != MPI_STATUS_IGNORE) status->MPI_ERROR = e.err;
-    return rc_error(e.comm, e.err);
-}
-
-/* ---- completion calls --------------------------------------------------------------------- */
-/* Each passes straight to PMPI unless the set holds one of ours (rc_live is 0 when none exist).
- * With ours unfinished: poll the engine, then let the library progress, yield, repeat. */
-
-/* One request: ours is polled to its end (with the library's progress), then PMPI_Wait frees it. */
-int MPI_Wait(MPI_Request *request, MPI_Status *status) {
-    if (rc_live == 0 || !request) return PMPI_Wait(request, status);
-    struct rc_op *op = rc_find(*request);
-    if (!op) return PMPI_Wait(request, status);
-    for (;;) {
-        rc_poll();
-        if (op->done) break;
-        rc_breathe(op);
-    }
-    struct rc_err e = rc_err_of(op); /* PMPI_Wait runs free_fn: `op` goes */
-    return rc_report_one(PMPI_Wait(request, status), e, status);
-}
-
-/* One request, without waiting: ours is polled once first. */
-int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
-    struct rc_op *op = rc_live && request ? rc_find(*request) : NULL;
-    if (!op) return PMPI_Test(request, flag, status);
-    rc_poll();
-    struct rc_err e = rc_err_of(op);
-    int rc = PMPI_Test(request, flag, status);
-    return *flag ? rc_report_one(rc, e, status) : rc;
-}
-
-/* Until every one of ours in the set is finished, poll and let the library progress the rest;
- * then PMPI_Waitall (which blocks only on the library's own). */
-int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
-    if (rc_scan(count, requests) == 0) return PMPI_Waitall(count, requests, statuses);
-    for (;;) {
-        rc_poll();
-        const struct rc_op *op = rc_unfinished(count, requests);
-        if (!op) break;
-        rc_breathe(op); /* library requests of the set progress meanwhile */
-    }
-    struct rc_err *e = rc_errs(count, requests);
-    return rc_report_set(PMPI_Waitall(count, requests, statuses), e, count, NULL, statuses);
-}
-
-/* Polls ours once, then PMPI_Testall (all or nothing, as MPI says). */
-int MPI_Testall(int count, MPI_Request requests[], int *flag, MPI_Status statuses[]) {
-    if (rc_scan(count, requests) == 0) return PMPI_Testall(count, requests, flag, statuses);
-    rc_poll();
-    struct rc_err *e = rc_errs(count, requests);
-    int rc = PMPI_Testall(count, requests, flag, statuses);
-    if (*flag) return rc_report_set(rc, e, count, NULL, statuses);
-    free(e);
-    return rc;
-}
-
-/* Testany with our error reporting: the body of MPI_Testany and of MPI_Waitany's loop. */
-static int rc_testany(int count, MPI_Request requests[], int *index, int *flag, MPI_Status *status) {
-    rc_poll();
-    struct rc_err *e = rc_errs(count, requests);
-    int rc = PMPI_Testany(count, requests, index, flag, status);
-    if (e && *flag && *index != MPI_UNDEFINED) rc = rc_report_one(rc, e[*index], status);
-    free(e);
-    return rc;
-}
-
-/* Polls ours and tests the whole set until one completes: never blocks on either kind. */
-int MPI_Waitany(int count, MPI_Request requests[], int *index, MPI_Status *status) {
-    if (rc_scan(count, requests) == 0) return PMPI_Waitany(count, requests, index, status);
-    for (;;) {
-        int flag = 0, rc = rc_testany(count, requests, index, &flag, status);
-        if (rc != MPI_SUCCESS || flag) return rc;
-        sched_yield();
-    }
-}
-
-/* Polls ours once, then PMPI_Testany. */
-int MPI_Testany(int count, MPI_Request requests[], int *index, int *flag, MPI_Status *status) {
-    if (rc_scan(count, requests) == 0) return PMPI_Testany(count, requests, index, flag, status);
-    return rc_testany(count, requests, index, flag, status);
-}
-
-/* Testsome with our error reporting: the body of MPI_Testsome and of MPI_Waitsome's loop. */
-static int rc_testsome(int incount, MPI_Request requests[], int *outcount, int indices[], MPI_Status statuses[]) {
-    rc_poll();
-    struct rc_err *e = rc_errs(incount, requests);
-    int rc = PMPI_Testsome(incount, requests, outcount, indices, statuses);
-    if (*outcount > 0) return rc_report_set(rc, e, *outcount, indices, statuses);
-    free(e);
-    return rc;
-}
-
-/* Polls ours and tests the whole set until some complete (or none is active). */
-int MPI_Waitsome(int incount, MPI_Request requests[], int *outcount, int indices[], MPI_Status statuses[]) {
-    if (rc_scan(incount, requests) == 0) return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
-    for (;;) {
-        int rc = rc_testsome(incount, requests, outcount, indices, statuses);
-        if (rc != MPI_SUCCESS || *outcount != 0) return rc; /* MPI_UNDEFINED: nothing active */
-        sched_yield();
-    }
-}
-
-/* Polls ours once, then PMPI_Testsome. */
-int MPI_Testsome(int incount, MPI_Request requests[], int *outcount, int indices[], MPI_Status statuses[]) {
-    if (rc_scan(incount, requests) == 0) return PMPI_Testsome(incount, requests, outcount, indices, statuses);
-    return rc_testsome(incount, requests, outcount, indices, statuses);
-}
-
-/* Freeing an active MPI_Ibcast request (erroneous for collectives in MPI-3, allowed here): the
- * broadcast still runs to its end — the other ranks are in it — and delivers, and the next
- * progress of ours reclaims its staging buffer; MPI calls free_fn after our completion. */
-int MPI_Request_free(MPI_Request *request) {
-    if (rc_live && request) {
-        struct rc_op *op = rc_find(*request);
-        if (op && !op->done) op->orphan = 1;
-    }
-    return PMPI_Request_free(request);
-}
-
-/* Does not free the request: a failure is reported each time it is asked. */
-int MPI_Request_get_status(MPI_Request request, int *flag, MPI_Status *status) {
-    struct rc_op *op = rc_live ? rc_find(request) : NULL;
-    if (!op) return PMPI_Request_get_status(request, flag, status);
-    rc_poll();
-    int rc = PMPI_Request_get_status(request, flag, status);
-    return *flag ? rc_report_one(rc, rc_err_of(op), status) : rc;
 }

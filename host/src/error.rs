@@ -106,6 +106,12 @@ pub enum Error {
         /// Why.
         status: CtlStatus,
     },
+    /// Over TCP: the engine did not prove the job's secret over this connection (`AUTH_OK`
+    /// without the right proof: not the job's engine), or a control message failed its MAC —
+    /// changed, replayed, reordered or injected on the way, as a relay without the secret
+    /// would. The connection is not believed again.
+    #[error("control connection not authentic: {0}")]
+    Unauthentic(&'static str),
     /// The `rdma` backend could not be set up on this side (no device, no support in this
     /// build, a verb failed).
     #[error("rdma: {0}")]

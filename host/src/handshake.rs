@@ -1,6 +1,7 @@
-//! The attach handshake of a host with its engine: over the Unix socket or TCP; `HELLO` (the
-//! engine's nonce, and its pid for Yama) and `AUTH` (the job secret's tag, over TCP) where
-//! needed; `RDMA_CONNECT` for the `rdma` backend (queue pair addresses exchanged); then
+//! The attach handshake of a host with its engine: over the Unix socket or TCP; `HELLO` (both
+//! ends' nonces, and the engine's pid for Yama) and, over TCP, `AUTH`/`AUTH_OK` (each end proves
+//! the session key derived from the job's secret and both hellos; every later message carries a
+//! MAC: `ringcast_offload::ctl::session`) where needed; `RDMA_CONNECT` for the `rdma` backend (queue pair addresses exchanged); then
 //! `ATTACH` with engine-built (mapped) or host-owned rings (`cma`, `rdma`: built here, in this
 //! process's memory, with the nonce in their header; `rdma`: registered with the device). See docs/architecture.md, "Control
 //! path".
@@ -9,7 +10,7 @@ use crate::rdma::RdmaEnd;
 use ringcast_abi::ctl::{CtlKind, CtlMsg, CtlStatus};
 use ringcast_abi::ABI_VERSION;
 use ringcast_offload::config::{DmaMode, LocalRank};
-use ringcast_offload::ctl::{self, CtlSock};
+use ringcast_offload::ctl::{self, session, CtlSock, Role, SessionKeys};
 use ringcast_offload::Config;
 use ringcast_ring::attach::{self, HostRings};
 use std::os::fd::OwnedFd;
@@ -55,8 +56,9 @@ pub(crate) fn attach(
         DmaMode::Rdma => Some(RdmaEnd::open(&config.verbs)?),
         _ => None,
     };
-    let mut sock =
-        CtlSock::connect(name).map_err(|source| Error::Connect { name: name.to_string(), source })?;
+    // Bounded like every request: a stopped engine's full backlog must not hold a host for ever.
+    let mut sock = CtlSock::connect_within(name, Some(ctl_timeout))
+        .map_err(|source| Error::Connect { name: name.to_string(), source })?;
     // Over TCP nothing can be mapped: the engine is across the PCIe boundary.
     let host_owned = sock.is_tcp() || matches!(config.runner.dma, DmaMode::Cma | DmaMode::Rdma);
     let refused = |reply: &CtlMsg, request: &'static str| match reply.status {
@@ -64,19 +66,23 @@ pub(crate) fn attach(
         status => Error::Refused { request, status },
     };
     let mut seq = 1;
-    let mut request = |sock: &mut CtlSock, mut req: CtlMsg, what: &'static str| {
+    // Numbers `req` (the caller keeps the message as sent: a hello is part of the transcript).
+    let mut request = |sock: &mut CtlSock, req: &mut CtlMsg, what: &'static str| {
         req.seq = seq;
         seq += 1;
-        call(sock, &req, None, ctl_timeout, what, &mut |_| {})
+        call(sock, req, None, ctl_timeout, what, &mut |_| {})
     };
-    // The nonce: to prove the job's secret over TCP, and host-owned rings as ours.
+    // The nonces: to prove the job's secret over TCP, and host-owned rings as ours.
     let mut nonce = 0;
+    let mut transcript = None;
     if host_owned {
-        let (reply, _) = request(&mut sock, CtlMsg::new(CtlKind::HELLO), "hello")?;
+        let mut hello = session::hello(std::process::id());
+        let (reply, _) = request(&mut sock, &mut hello, "hello")?;
         if reply.kind != CtlKind::HELLO_OK {
             return Err(refused(&reply, "hello"));
         }
         nonce = reply.c;
+        transcript = Some((hello, reply));
         // The engine reaches our memory by cross-memory attach: where Yama restricts ptrace
         // to descendants, this lets that one process (and no other) in, as registering
         // memory with an RDMA NIC grants it a key. Best effort: without Yama there is
@@ -89,18 +95,29 @@ pub(crate) fn attach(
         let Some(secret) = config.topology.job_secret.0 else {
             return Err(Error::Protocol("an engine over TCP needs the job's secret (RINGCAST_JOB_SECRET)"));
         };
+        let Some((hello, hello_ok)) = transcript else {
+            return Err(Error::Protocol("no HELLO before AUTH"));
+        };
+        // Both ends prove the key of this connection's transcript: a relay without the secret
+        // that changed a hello leaves the two with different keys, and can pass later messages
+        // only unchanged.
+        let keys = SessionKeys::derive(&secret, &hello, &hello_ok);
         let mut auth = CtlMsg::new(CtlKind::AUTH);
-        (auth.d, auth.e) = ctl::auth_tag(&secret, nonce);
-        let (reply, _) = request(&mut sock, auth, "auth")?;
+        (auth.d, auth.e) = keys.host_proof();
+        let (reply, _) = request(&mut sock, &mut auth, "auth")?;
         if reply.kind != CtlKind::AUTH_OK {
             return Err(refused(&reply, "auth"));
         }
+        if !keys.proves(Role::Engine, (reply.d, reply.e)) {
+            return Err(Error::Unauthentic("the engine did not prove the job's secret over this connection"));
+        }
+        sock.start_session(keys, Role::Host);
     }
     if let Some(end) = rdma.as_mut() {
         // The engine's queue pair is connected to ours before it reads anything of ours.
         let mut req = CtlMsg::new(CtlKind::RDMA_CONNECT);
         end.address()?.put(&mut req);
-        let (reply, _) = request(&mut sock, req, "rdma connect")?;
+        let (reply, _) = request(&mut sock, &mut req, "rdma connect")?;
         if reply.kind != CtlKind::RDMA_CONNECT_OK {
             return Err(refused(&reply, "rdma connect"));
         }
@@ -133,7 +150,7 @@ pub(crate) fn attach(
     } else {
         None
     };
-    let (reply, fd) = request(&mut sock, req, "attach")?;
+    let (reply, fd) = request(&mut sock, &mut req, "attach")?;
     if reply.kind == CtlKind::ERROR {
         return Err(refused(&reply, "attach"));
     }
@@ -158,6 +175,9 @@ pub(crate) fn call(
         | std::io::ErrorKind::BrokenPipe
         | std::io::ErrorKind::ConnectionReset => Error::EngineGone,
         std::io::ErrorKind::TimedOut => Error::Timeout { request, timeout },
+        std::io::ErrorKind::PermissionDenied => {
+            Error::Unauthentic("a control message failed its MAC: changed, replayed or reordered on the way")
+        }
         _ => Error::Io(e),
     })
 }

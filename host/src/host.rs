@@ -497,6 +497,27 @@ impl Host {
         }
     }
 
+    /// Waits up to `timeout` for the completion of `cookie` (`Ok(None)` when it runs out),
+    /// keeping the others for later: what a caller that must let go of the host now and then
+    /// (the C ABI's blocking calls, other threads posting meanwhile) waits with.
+    pub fn wait_cookie_timeout(&mut self, cookie: u64, timeout: Duration) -> Result<Option<Completion>> {
+        if let Some(i) = self.stash.iter().position(|c| c.cookie == cookie) {
+            return Ok(self.stash.remove(i));
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.reap_until(Some(deadline)) {
+                Ok(Some(c)) if c.cookie == cookie => return Ok(Some(c)),
+                Ok(Some(c)) => self.stash.push_back(c),
+                Ok(None) => return Ok(None),
+                Err(Error::NothingInFlight { .. }) => {
+                    return Err(Error::NothingInFlight { cookie: Some(cookie) })
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// Posts `desc` and waits for its completion; an error status becomes `Error::Op`.
     pub fn execute(&mut self, desc: &SubmissionDescriptor) -> Result<Completion> {
         self.post(desc)?;

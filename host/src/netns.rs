@@ -9,7 +9,10 @@
 //! namespace and node ends directly in the node namespaces; deleting a namespace destroys its
 //! interfaces. [`Lab`]'s `Drop` deletes every namespace it created (also after a half-finished
 //! set-up); processes inside must be stopped first (their guards are created after the lab, so
-//! they drop before it).
+//! they drop before it). A lab's namespaces are named after its process (`rch<pid>-…`): a
+//! process that dies without dropping its lab leaves them to its namespace reaper (the CLI's
+//! launchers start one) or to [`reclaim_stale`], which deletes the labs of processes that are
+//! gone.
 use std::net::Ipv4Addr;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -41,6 +44,30 @@ pub fn namespaces() -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The pid a lab namespace is named after (`rch<pid>-<seq>-…`, [`Lab::create`]).
+fn lab_owner(name: &str) -> Option<u32> {
+    let (pid, rest) = name.strip_prefix("rch")?.split_once('-')?;
+    let (seq, _) = rest.split_once('-')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (digits(pid) && digits(seq)).then(|| pid.parse().ok()).flatten()
+}
+
+/// Deletes the namespaces of labs whose process is gone (no `/proc/<pid>`, or a zombie): what
+/// a launcher killed together with its namespace reaper left. Pids are judged in this pid
+/// namespace; returns how many it deleted.
+pub fn reclaim_stale() -> usize {
+    let gone = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+            s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z') || r.starts_with('X'))
+        })
+    };
+    namespaces()
+        .into_iter()
+        .filter(|n| lab_owner(n).is_some_and(gone))
+        .filter(|n| ip(&["netns", "del", n]).is_ok())
+        .count()
 }
 
 /// The bridge namespace and the node namespaces; deleted on drop.
@@ -138,5 +165,19 @@ impl Lab {
     /// Every namespace of this lab that exists now.
     pub fn existing(prefix: &str) -> Vec<String> {
         namespaces().into_iter().filter(|n| n.starts_with(prefix)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lab_names_name_their_process() {
+        assert_eq!(lab_owner("rch123-0-run-br"), Some(123));
+        assert_eq!(lab_owner("rch123-45-dpu-n3"), Some(123));
+        assert_eq!(lab_owner("rch123-run-br"), None);
+        assert_eq!(lab_owner("rchx-0-run"), None);
+        assert_eq!(lab_owner("other"), None);
     }
 }

@@ -253,7 +253,7 @@ impl Cluster {
     }
 
     /// Waits for every host to exit successfully, then stops the engines: each must exit
-    /// successfully after SIGTERM (port closed, EAL cleaned up). Returns the engines' logs.
+    /// successfully after SIGTERM (port closed, EAL ended). Returns the engines' logs.
     pub fn shut_down(mut self, timeout: Duration) -> Result<Vec<String>, String> {
         let mut problems = Vec::new();
         for (i, h) in std::mem::take(&mut self.hosts).into_iter().enumerate() {

@@ -392,7 +392,7 @@ pub fn fabric_member(a: &FabricArgs) -> Result<(), String> {
         "sink" => member_sink(a, &mut built, &cmds),
         m => Err(format!("unknown mode {m:?}")),
     }?;
-    // EXIT: drop the fabric (DPDK: port closed, pool freed, EAL cleaned up) and report.
+    // EXIT: drop the fabric (DPDK: port closed, pool freed, EAL ended) and report.
     let dir = built.runtime_dir();
     drop(built);
     say(&format!("CLOSED runtime_dir_removed={}", dir.is_none_or(|d| !d.exists())));

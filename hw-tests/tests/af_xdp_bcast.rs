@@ -7,7 +7,7 @@
 //! many fragments — with the root rotating over the nodes; the root's buffer holds a pattern of
 //! (broadcast, size) and every other buffer poison, and every byte is checked at every rank.
 //! Asserted: every broadcast completes byte-exact everywhere; every host and engine exits
-//! successfully (an engine after SIGTERM: port closed, EAL cleaned up); no DPDK runtime
+//! successfully (an engine after SIGTERM: port closed, EAL ended); no DPDK runtime
 //! directory, namespace or process of the test remains.
 use ringcast_hw_tests::cluster::{run_verify, verify_args, Cluster, Net};
 use ringcast_hw_tests::netns::Lab;

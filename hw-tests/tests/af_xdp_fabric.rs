@@ -123,7 +123,7 @@ fn members_exchange_every_datagram_and_refuse_a_stranger() {
         assert_eq!(field::<bool>(left, "promisc"), Some(false), "member {i}: {left}");
     }
 
-    // Dropping the fabric: port closed, EAL cleaned up, runtime directory gone; clean exit.
+    // Dropping the fabric: port closed, EAL ended, runtime directory gone; clean exit.
     members.push(stranger);
     proc::all(&mut members, |m| m.send("EXIT")).expect("exit");
     for (i, closed) in proc::all(&mut members, |m| m.expect("CLOSED", Duration::from_secs(30)))

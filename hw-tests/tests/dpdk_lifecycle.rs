@@ -7,7 +7,7 @@
 //! `rte_eal_init`; sends to unknown members, to itself or above the MTU are refused and counted,
 //! a frame the driver cannot take (memif link down) is dropped and counted, and no mbuf leaks;
 //! multicast reception falls back to promiscuous mode and leaving undoes it; dropping the last
-//! fabric cleans the EAL up and removes its runtime directory, after which DPDK refuses to start
+//! fabric ends the EAL and removes its runtime directory, after which DPDK refuses to start
 //! again with an error that says so.
 use ringcast_hw_tests::cluster::memif_vdev;
 use ringcast_hw_tests::env;
@@ -23,7 +23,7 @@ fn mac(i: usize) -> Mac {
 }
 
 #[test]
-fn one_eal_per_process_shared_refused_and_cleaned_up() {
+fn one_eal_per_process_shared_refused_and_ended() {
     if let Some(why) = env::memif_unavailable() {
         println!("SKIP: {why}");
         return;
@@ -111,11 +111,11 @@ fn one_eal_per_process_shared_refused_and_cleaned_up() {
     assert_eq!(f.stats().filter_errors, 0);
     assert_eq!(f.port_modes().0, before, "promiscuous as it was before the join");
 
-    // The last fabric goes: port closed, pool freed, EAL cleaned up, directory removed.
+    // The last fabric goes: port closed, pool freed, EAL ended, directory removed.
     drop(f);
     assert!(!dir.exists(), "{dir:?} left behind");
     match DpdkFabric::new(PeerId(0), members, &opts) {
-        Err(DpdkError::Eal(m)) => assert!(m.contains("cleaned up"), "{m}"),
-        other => panic!("DPDK after rte_eal_cleanup: {other:?}"),
+        Err(DpdkError::Eal(m)) => assert!(m.contains("ended with its last user"), "{m}"),
+        other => panic!("DPDK after its EAL ended: {other:?}"),
     }
 }

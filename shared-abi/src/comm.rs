@@ -1,5 +1,5 @@
 //! The communicator record a host hands its engine with `COMM_CREATE`: who the members are and
-//! the identity every member agreed on at creation (DESIGN §3.1).
+//! the identity every member agreed on at creation (docs/design.md §3.1).
 //!
 //! It lives in a registered region (the descriptor's `key`/`offset`/`len`): a
 //! [`CommCreateHeader`] followed by `size` little-endian `u32` world ranks, member `i` of the new

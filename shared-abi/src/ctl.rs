@@ -17,10 +17,10 @@ pub const CTL_MAGIC: u32 = u32::from_le_bytes(*b"RCCT");
 ///
 /// | kind             | dir  | fd              | a            | b           | c           | d         | e      |
 /// |------------------|------|-----------------|--------------|-------------|-------------|-----------|--------|
-/// | HELLO            | h→e  | –               | –            | –           | –           | –         | –      |
-/// | HELLO_OK         | e→h  | –               | –            | –           | nonce       | engine pid| –      |
-/// | AUTH             | h→e  | –               | –            | –           | –           | tag lo    | tag hi |
-/// | AUTH_OK          | e→h  | –               | –            | –           | –           | –         | –      |
+/// | HELLO            | h→e  | –               | host pid     | –           | nonce lo    | –         | nonce hi |
+/// | HELLO_OK         | e→h  | –               | –            | –           | nonce lo    | engine pid| nonce hi |
+/// | AUTH             | h→e  | –               | –            | –           | –           | proof lo  | proof hi |
+/// | AUTH_OK          | e→h  | –               | –            | –           | –           | proof lo  | proof hi |
 /// | RDMA_CONNECT     | h→e  | –               | QP number    | first PSN   | GID[0..8]   | GID[8..16]| LID, MTU<<16 |
 /// | RDMA_CONNECT_OK  | e→h  | –               | QP number    | first PSN   | GID[0..8]   | GID[8..16]| LID, MTU<<16 |
 /// | ATTACH           | h→e  | –               | host pid (rings rkey²) | sq entries  | local rank+1| rings addr| rings len |
@@ -48,11 +48,15 @@ pub const CTL_MAGIC: u32 = u32::from_le_bytes(*b"RCCT");
 /// ² The `rdma` backend: after `RDMA_CONNECT`, the region's rkey (the host registered it for
 /// remote read and write on the device it connected with).
 ///
-/// `HELLO` asks the engine for a fresh nonce. `AUTH` answers it with a tag proving the host
-/// holds the job's secret without sending it (the first 16 bytes of BLAKE3 keyed with the secret
-/// over a context string and the nonce, `ringcast_offload::ctl::auth_tag`); a TCP connection
-/// must pass `AUTH` before `ATTACH` (a Unix-socket one is trusted by its peer's user id
-/// instead). The nonce is also what host-owned rings carry as their attach proof. `WAKE` (engine → host, `seq` 0) tells a host-owned-ring
+/// `HELLO` carries the host's fresh 128-bit nonce and pid and asks for the engine's (`HELLO_OK`:
+/// its nonce and pid). Over TCP the two hellos, whole, are the transcript a session key is
+/// derived from with the job's secret; `AUTH` carries the host's proof of that key and the
+/// engine, once it checked it, answers `AUTH_OK` with its own — mutual, and bound to this
+/// connection — and from then on every message either way carries a MAC in [`CtlMsg::mac`]
+/// over a per-direction message counter (`ringcast_offload::ctl::session`; docs/architecture.md,
+/// "Control path"). A TCP connection must pass `AUTH` before `ATTACH` (a Unix-socket one is
+/// trusted by its peer's user id instead). The engine nonce's low half (`c`) is also what
+/// host-owned rings carry as their attach proof. `WAKE` (engine → host, `seq` 0) tells a host-owned-ring
 /// host sleeping on its socket that completions were published; a host ignores it elsewhere.
 ///
 /// `ATTACH`'s `b` asks for a submission ring size (0 = engine default; the completion ring has
@@ -98,13 +102,14 @@ impl CtlKind {
     /// joined now, `c` created since start (the world included), `d` dropped since start, `e`
     /// alive ones every local member freed, waiting for the protocol to settle them.
     pub const COMMS_OK: CtlKind = CtlKind(14);
-    /// Host asks for a nonce (to authenticate, and to prove host-owned rings).
+    /// Host gives its nonce (`c` low, `e` high) and pid (`a`) and asks for the engine's (to
+    /// authenticate, and to prove host-owned rings).
     pub const HELLO: CtlKind = CtlKind(15);
-    /// Engine's nonce in `c`, fresh per connection.
+    /// Engine's nonce (`c` low, `e` high), fresh per connection, and its pid (`d`).
     pub const HELLO_OK: CtlKind = CtlKind(16);
-    /// Host proves it holds the job's secret: `d`, `e` the tag's halves over the nonce.
+    /// Host proves the session key derived from the job's secret and both hellos: `d`, `e`.
     pub const AUTH: CtlKind = CtlKind(17);
-    /// Engine accepted the tag.
+    /// Engine accepted the host's proof and proves the same key in turn: `d`, `e`.
     pub const AUTH_OK: CtlKind = CtlKind(18);
     /// Host registers `e` bytes of its own memory at address `c` (the `cma` backend: nothing is
     /// mapped, the engine reaches the range by DMA); `a` the access bits.
@@ -242,8 +247,12 @@ pub struct CtlMsg {
     /// Request sequence number chosen by the host; the engine echoes it in the reply, so a
     /// reply to an earlier request (one the host stopped waiting for) is never taken for this one.
     pub seq: u64,
-    /// Must be zero: a request with it set is refused with `ERROR` [`CtlStatus::BAD_REQUEST`].
-    pub _reserved: u64,
+    /// On an authenticated TCP session (after `AUTH_OK`): the first 8 bytes of keyed BLAKE3,
+    /// under the direction's session key, over the message counter and the 56 bytes before this
+    /// field — checked and cleared by the receiving transport. Elsewhere (the Unix socket, a
+    /// TCP connection before `AUTH_OK`) zero: a request with it set is refused with `ERROR`
+    /// [`CtlStatus::BAD_REQUEST`].
+    pub mac: u64,
 }
 
 impl CtlMsg {
@@ -260,17 +269,18 @@ impl CtlMsg {
             d: 0,
             e: 0,
             seq: 0,
-            _reserved: 0,
+            mac: 0,
         }
     }
 
     /// Why a request must be refused whatever its kind: another ABI version
-    /// ([`CtlStatus::ABI_MISMATCH`]) or the reserved field set ([`CtlStatus::BAD_REQUEST`]).
+    /// ([`CtlStatus::ABI_MISMATCH`]) or a MAC where none is due — or one the transport did not
+    /// check and clear ([`CtlStatus::BAD_REQUEST`]).
     /// `None` when neither.
     pub const fn header_error(&self) -> Option<CtlStatus> {
         if self.version != crate::ABI_VERSION {
             Some(CtlStatus::ABI_MISMATCH)
-        } else if self._reserved != 0 {
+        } else if self.mac != 0 {
             Some(CtlStatus::BAD_REQUEST)
         } else {
             None
@@ -298,13 +308,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_foreign_version_or_a_reserved_field_is_a_header_error() {
+    fn a_foreign_version_or_an_unchecked_mac_is_a_header_error() {
         assert_eq!(CtlMsg::new(CtlKind::STATS).header_error(), None);
         let mut m = CtlMsg::new(CtlKind::STATS);
         m.version = crate::ABI_VERSION + 1;
         assert_eq!(m.header_error(), Some(CtlStatus::ABI_MISMATCH));
         let mut m = CtlMsg::new(CtlKind::STATS);
-        m._reserved = 1 << 63;
+        m.mac = 1 << 63;
         assert_eq!(m.header_error(), Some(CtlStatus::BAD_REQUEST));
     }
 }

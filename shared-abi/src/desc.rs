@@ -1,7 +1,7 @@
 //! The submission descriptor: one 64-byte entry of a host's submission ring.
 //!
 //! Memory is always named by (region key, offset, length) from the engine's registration table,
-//! never by address: the engine resolves and bounds-checks every reference (DESIGN §5).
+//! never by address: the engine resolves and bounds-checks every reference (docs/design.md §5).
 use crate::opcode::Opcode;
 use crate::reg::RegionKey;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
@@ -25,6 +25,7 @@ pub const DESC_FLAGS_DEFINED: u8 = 0;
 /// | REDUCE | the work buffer (`size × len`; the result at its start, at the root) | this rank's contribution (0: in place) | bytes | comm / root; `spec`: type and operation |
 /// | BARRIER | scratch (≥ 1 byte per rank) | 0                   | scratch bytes | comm / 0     |
 /// | ALLTOALL | the work buffer (`(size + 1) × size × len`; the result at its start) | the send buffer (`size × len`) | block bytes | comm / 0 |
+/// | SCAN, EXSCAN | the work buffer (`size × len`; the prefix at its start) | this rank's contribution (0: in place) | bytes | comm / 0; `spec`: type and operation |
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(C)]
 pub struct SubmissionDescriptor {
@@ -32,8 +33,8 @@ pub struct SubmissionDescriptor {
     pub opcode: Opcode,
     /// Reserved flag bits; see [`DESC_FLAGS_DEFINED`].
     pub flags: u8,
-    /// A reduction's element type and operation ([`crate::reduce::reduce_spec`]): `ALLREDUCE`
-    /// and `REDUCE`; 0 for every other opcode.
+    /// A reduction's element type and operation ([`crate::reduce::reduce_spec`]): `ALLREDUCE`,
+    /// `REDUCE`, `SCAN` and `EXSCAN`; 0 for every other opcode.
     pub spec: u16,
     /// Root rank of a collective (0 for non-collective operations).
     pub root: u32,
@@ -170,6 +171,25 @@ impl SubmissionDescriptor {
         let mut d = Self::allreduce(cookie, comm, work, send, len, dtype, op);
         d.opcode = Opcode::REDUCE;
         d.root = root;
+        d
+    }
+
+    /// A SCAN (`exclusive`: an EXSCAN) of `len` bytes of `dtype` elements with `op`: the
+    /// buffers of an [`SubmissionDescriptor::allreduce`], this rank's prefix at the start of
+    /// `work`.
+    #[allow(clippy::too_many_arguments)]
+    pub const fn scan(
+        cookie: u64,
+        comm: u64,
+        work: RegionRef,
+        send: Option<RegionRef>,
+        len: u64,
+        dtype: crate::reduce::DataType,
+        op: crate::reduce::ReduceOp,
+        exclusive: bool,
+    ) -> Self {
+        let mut d = Self::allreduce(cookie, comm, work, send, len, dtype, op);
+        d.opcode = if exclusive { Opcode::EXSCAN } else { Opcode::SCAN };
         d
     }
 

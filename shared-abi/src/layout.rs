@@ -64,7 +64,7 @@ abi_layout! {
     }
     CtlMsg: size 64, align 8 {
         magic @ 0, version @ 4, kind @ 8, status @ 12, a @ 16, b @ 20, c @ 24, d @ 32, e @ 40, seq @ 48,
-        _reserved @ 56,
+        mac @ 56,
     }
     WireHeader: size 32, align 1 {
         version @ 0, kind @ 1, flags @ 2, src_rank @ 4, cookie @ 8, bid @ 16, frag_seq @ 20,

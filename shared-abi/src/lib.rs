@@ -7,7 +7,7 @@
 //! * **host ↔ daemon control socket**: the fixed-size messages of [`ctl`];
 //! * **engine ↔ engine** (the fabric): the datagram header [`WireHeader`].
 //!
-//! Rules (DESIGN §2, STYLE "ABI structs"): `#[repr(C)]`, fixed-width integers, explicit padding,
+//! Rules (docs/design.md §2, STYLE "ABI structs"): `#[repr(C)]`, fixed-width integers, explicit padding,
 //! no `usize`/`bool`/Rust enums (a `u8`/`u16` newtype with `TryFrom` instead), a `const` assertion
 //! on every size, alignment and field offset, and the same layout on x86-64 and aarch64
 //! (checked against `fixtures/abi-layout.txt` by [`layout`]). The engine refuses a host whose
@@ -43,7 +43,7 @@ pub use wire::{FrameKind, WireHeader};
 
 /// Version of every layout in this crate. Bump on any change to a `#[repr(C)]` type or a
 /// constant's meaning; the golden layout file must be re-blessed in the same commit.
-pub const ABI_VERSION: u32 = 7;
+pub const ABI_VERSION: u32 = 8;
 
 /// Size of the cache-line unit used to keep producer and consumer state apart. 128 bytes, not
 /// 64: x86 adjacent-line prefetch and the Neoverse cores of BlueField-3 both pull pairs of lines.

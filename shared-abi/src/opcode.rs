@@ -63,6 +63,16 @@ impl Opcode {
     /// buffer arrives there: the multicast alltoall, one message per rank, for short blocks).
     /// Completes with `size × len` bytes.
     pub const ALLTOALL: Opcode = Opcode(9);
+    /// Inclusive prefix reduction (`MPI_Scan`) on communicator `comm`: the buffers, `len` and
+    /// `spec` of an [`Opcode::ALLREDUCE`]; at rank `i` the result is `c₀ ⊕ c₁ ⊕ … ⊕ cᵢ` of the
+    /// ranks' contributions, reduced left to right in rank order (the same bits whatever the
+    /// placement), at the start of the work buffer; the rest of it is unspecified afterwards.
+    /// Completes with `len` bytes.
+    pub const SCAN: Opcode = Opcode(10);
+    /// Exclusive prefix reduction (`MPI_Exscan`): an [`Opcode::SCAN`] whose result at rank
+    /// `i > 0` is `c₀ ⊕ … ⊕ cᵢ₋₁`; at rank 0, as MPI leaves it undefined, the work buffer's
+    /// contents are unspecified and the operation completes with 0 bytes.
+    pub const EXSCAN: Opcode = Opcode(11);
 }
 
 /// The operations this engine build understands.
@@ -88,6 +98,10 @@ pub enum Op {
     Reduce,
     /// See [`Opcode::ALLTOALL`].
     Alltoall,
+    /// See [`Opcode::SCAN`].
+    Scan,
+    /// See [`Opcode::EXSCAN`].
+    Exscan,
 }
 
 impl From<Op> for Opcode {
@@ -103,6 +117,8 @@ impl From<Op> for Opcode {
             Op::Barrier => Opcode::BARRIER,
             Op::Reduce => Opcode::REDUCE,
             Op::Alltoall => Opcode::ALLTOALL,
+            Op::Scan => Opcode::SCAN,
+            Op::Exscan => Opcode::EXSCAN,
         }
     }
 }
@@ -121,12 +137,30 @@ impl TryFrom<Opcode> for Op {
             Opcode::BARRIER => Ok(Op::Barrier),
             Opcode::REDUCE => Ok(Op::Reduce),
             Opcode::ALLTOALL => Ok(Op::Alltoall),
+            Opcode::SCAN => Ok(Op::Scan),
+            Opcode::EXSCAN => Ok(Op::Exscan),
             other => Err(other),
         }
     }
 }
 
 impl Op {
+    /// Whether the ranks of a communicator all make this call, in step: a broadcast or a
+    /// composed collective (not a copy, a no-op or a communicator's creation or release).
+    pub const fn is_collective(self) -> bool {
+        matches!(
+            self,
+            Op::Bcast
+                | Op::Allgather
+                | Op::Allreduce
+                | Op::Reduce
+                | Op::Alltoall
+                | Op::Barrier
+                | Op::Scan
+                | Op::Exscan
+        )
+    }
+
     /// Short lowercase name, for logs and the CLI.
     pub const fn name(self) -> &'static str {
         match self {
@@ -140,6 +174,8 @@ impl Op {
             Op::Barrier => "barrier",
             Op::Reduce => "reduce",
             Op::Alltoall => "alltoall",
+            Op::Scan => "scan",
+            Op::Exscan => "exscan",
         }
     }
 }

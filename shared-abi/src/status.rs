@@ -81,6 +81,11 @@ statuses! {
     /// first. A freed communicator's slot comes back once its broadcasts are settled with the
     /// other engines.
     TooManyCommunicators = 18, "the engine serves its maximum number of communicators";
+    /// This process freed the communicator (`COMM_FREE`, `ringcast_comm_free`,
+    /// `MPI_Comm_free`) while this collective was in flight on it, or another local member of
+    /// it did before posting the collective the others posted: it can never complete. No rank
+    /// was lost (that is [`StatusKind::CommunicatorBroken`]).
+    CommunicatorFreed = 19, "communicator freed while this collective was in flight";
 }
 
 impl Status {

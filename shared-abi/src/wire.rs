@@ -1,4 +1,4 @@
-//! The datagram header every ringcast frame carries on a fabric (DESIGN §3.1).
+//! The datagram header every ringcast frame carries on a fabric (docs/design.md §3.1).
 //!
 //! ```text
 //! 0        1        2                 4                 8

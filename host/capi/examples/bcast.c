@@ -1,6 +1,7 @@
 /* A C program on a ringcast cluster: broadcasts of every size from every root on the job's
  * world communicator through libringcast (blocking and non-blocking), two allgathers (in place
- * and from a send buffer), two barriers (rank 0 arriving last), every byte checked, and the typed errors of bad calls. Run it on every rank of `ringcast run -n N -p P -- ./bcast`;
+ * and from a send buffer), a blocking allreduce, reduce and alltoall, two barriers (rank 0
+ * arriving last), every byte checked, and the typed errors of bad calls. Run it on every rank of `ringcast run -n N -p P -- ./bcast`;
  * exits non-zero on any wrong byte or status. */
 #include <ringcast.h>
 #include <stdio.h>
@@ -65,6 +66,35 @@ int main(void) {
     }
     if ((rc = ringcast_allgather(0, NULL, 0, b, 0, 0)) != RINGCAST_ERR_INVALID) return fail(me, "allgather of 0 bytes", rc);
     ringcast_buf_free(send);
+    /* The blocking reductions and alltoall: 100 int32 per rank summed everywhere, their maximum
+     * at the last rank, 100 bytes from every rank to every rank. */
+    int32_t *w = (int32_t *)p;
+    for (int op = 0; op < 2; op++) {
+        for (int i = 0; i < 100; i++) w[me * 100 + i] = me * 3 + i;
+        rc = op == 0 ? ringcast_allreduce(0, NULL, 0, b, 0, 400, RINGCAST_TYPE_INT32, RINGCAST_OP_SUM)
+                     : ringcast_reduce(0, (uint32_t)n - 1, NULL, 0, b, 0, 400, RINGCAST_TYPE_INT32, RINGCAST_OP_MAX);
+        if (rc != RINGCAST_OK) return fail(me, op == 0 ? "allreduce" : "reduce", rc);
+        for (int i = 0; i < 100 && (op == 0 || me == n - 1); i++) {
+            int32_t want = op == 0 ? 3 * n * (n - 1) / 2 + n * i : 3 * (n - 1) + i;
+            if (w[i] != want) {
+                fprintf(stderr, "rank %d: %s element %d is %d, not %d\n", me, op == 0 ? "allreduce" : "reduce", i, w[i], want);
+                return 1;
+            }
+        }
+    }
+    size_t whole = 100 * (size_t)n, send_at = whole * ((size_t)n + 1);
+    for (int q = 0; q < n; q++)
+        for (size_t i = 0; i < 100; i++) p[send_at + (size_t)q * 100 + i] = (unsigned char)(me * 7 + q * 11 + i);
+    if ((rc = ringcast_alltoall(0, b, send_at, b, 0, 100)) != RINGCAST_OK) return fail(me, "alltoall", rc);
+    for (int r = 0; r < n; r++)
+        for (size_t i = 0; i < 100; i++)
+            if (p[(size_t)r * 100 + i] != (unsigned char)(r * 7 + me * 11 + i)) {
+                fprintf(stderr, "rank %d: alltoall: block of rank %d wrong at %zu\n", me, r, i);
+                return 1;
+            }
+    /* Checked before anything is posted, like every other collective's ranges. */
+    uint64_t req;
+    if ((rc = ringcast_ialltoall(0, b, (1 << 20) + 5, b, 0, 100, &req)) != RINGCAST_ERR_INVALID) return fail(me, "alltoall past the buffer", rc);
     /* Barriers (blocking, then non-blocking): rank 0 arrives last, after a nap, and says when
      * it arrived (a broadcast right after); no rank may have left before that — a causal check
      * on one machine's clock, no timing bound. */
@@ -103,6 +133,6 @@ int main(void) {
      * engines, whatever the number of broadcasts. */
     ringcast_buf_free(b);
     if ((rc = ringcast_finalize()) != RINGCAST_OK) return fail(me, "ringcast_finalize", rc);
-    printf("rank %d of %d: %u broadcasts, 2 allgathers and 2 barriers verified\n", me, n, k - 2);
+    printf("rank %d of %d: %u broadcasts, 2 allgathers, an allreduce, a reduce, an alltoall and 2 barriers verified\n", me, n, k - 2);
     return 0;
 }

@@ -13,14 +13,22 @@
 //! the arrival counter and the generation never share a cache line): the workspace's safe
 //! accessor of atomic words in a named segment, so this module needs no `unsafe`. Centralised
 //! counter barrier: a rank reads the generation, then counts itself in; the last of `n` resets
-//! the counter and bumps the generation; the others spin on the generation, yielding the CPU
-//! after a few polls (a 2-core machine runs more pollers than cores).
+//! the counter, bumps the generation and wakes sleepers on it; the others spin on the
+//! generation, yielding the CPU after a few polls (a 2-core machine runs more pollers than
+//! cores) — while a yield is cheap (`runner::idle`): behind an unrelated busy process a yield
+//! costs its whole slice, and a rank late out of the barrier makes the others wait for it in
+//! their timed call, so there the rank sleeps on the generation word instead (the last arriver
+//! wakes it; woken, it is scheduled ahead of the busy process).
+use ringcast_offload::runner::idle::{timed_yield, yields_cheap};
 use ringcast_ring::{BellBoard, ShmSegment};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// The environment variable naming the barrier segment for `ringcast bench-rank --barrier`.
 pub const BARRIER_ENV: &str = "RINGCAST_BENCH_BARRIER";
+
+/// Longest sleep on the generation word before polling (and progressing the engine) again.
+const SLEEP_MAX: Duration = Duration::from_micros(200);
 
 /// Word 0: ranks arrived in the current generation; word 1: the generation.
 const COUNT: u32 = 0;
@@ -59,6 +67,7 @@ impl Barrier {
             // the reset before anyone can see the new generation and arrive again).
             count.store(0, Ordering::Relaxed);
             generation.fetch_add(1, Ordering::Release);
+            ringcast_ring::doorbell::wake(generation);
             return Ok(());
         }
         let start = Instant::now();
@@ -69,7 +78,10 @@ impl Barrier {
             if polls < 64 {
                 std::hint::spin_loop();
             } else {
-                std::thread::yield_now();
+                if !(yields_cheap() && timed_yield()) {
+                    // Bounded: `progress` runs again, and the limit is checked, at least this often.
+                    ringcast_ring::doorbell::wait(generation, gen, SLEEP_MAX);
+                }
                 if polls.is_multiple_of(1024) && start.elapsed() > limit {
                     return Err(format!("barrier: not every rank arrived within {limit:?}"));
                 }

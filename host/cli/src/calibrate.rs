@@ -1,5 +1,5 @@
 //! `ringcast calibrate`: measures the LogGP parameters of a real fabric on this machine (the
-//! simulator fidelity work of DESIGN §6) and writes them as a `ringcast sim` scenario
+//! simulator fidelity work of docs/design.md §6) and writes them as a `ringcast sim` scenario
 //! (`fixtures/calibration/<fabric>.toml`), so the simulator and the cost model can be run with
 //! what the fabric really costs.
 //!

@@ -23,15 +23,19 @@
 //! are unlinked and the namespaces deleted, so nothing is left behind, even after a crash.
 //!
 //! When the launcher itself dies without its teardown (SIGKILL, or any signal that kills it),
-//! its children die with it: every child is started through `ringcast child-guard`
-//! ([`guard_exec`]), which arms the parent-death signal (`PR_SET_PDEATHSIG`) and then execs the
-//! engine or program — SIGTERM for engines, so they stop cleanly and, the last one out, remove
-//! the job's segments; SIGKILL for programs. The kernel sends it when the *thread* that forked
-//! the child exits, so [`Cluster::start`] must be called from a thread that outlives the
-//! cluster (the CLI calls it from its main thread). What a killed job still leaves in
-//! `/dev/shm` (segments of engine threads killed with their programs) is named `run-<pid>`
-//! after the dead launcher and is removed by the next run or shm engine on this machine
-//! ([`ringcast_offload::fabric::shm::reclaim_stale`]).
+//! nothing of its job outlives it. Its children die with it: every child is started through
+//! `ringcast child-guard` ([`guard_exec`]), which arms the parent-death signal
+//! (`PR_SET_PDEATHSIG`) and then execs the engine or program — SIGTERM for engines, so they
+//! stop cleanly and, the last one out, remove the job's segments; SIGKILL for programs. The
+//! kernel sends it when the *thread* that forked the child exits, so [`Cluster::start`] must
+//! be called from a thread that outlives the cluster (the CLI calls it from its main thread).
+//! What engine threads killed with their programs leave in `/dev/shm` goes with the reapers
+//! their `shm` fabrics start (`ringcast_ring::Reaper`). The namespaces of `--netns` and
+//! `--mode dpu` go with the launcher's namespace reaper ([`crate::ns_reaper`]), started before
+//! the first namespace is made; a launcher killed together with its reaper leaves them to the
+//! next launcher's [`ringcast_host::netns::reclaim_stale`], as it leaves any segment a reaper
+//! missed to [`ringcast_offload::fabric::shm::reclaim_stale`].
+use crate::ns_reaper::NsReaper;
 use ringcast_host::netns::Lab;
 use ringcast_host::{Config, Host};
 use ringcast_offload::config::NodeRanks;
@@ -190,6 +194,9 @@ pub struct Cluster {
     observable: bool,
     // Dropped last: processes inside the namespaces are gone by then.
     netns: Option<Lab>,
+    /// Dismissed after the lab is deleted (declared after it, so dropped after it); deletes
+    /// the lab if this process dies without dropping it (`ns_reaper`).
+    _ns_reaper: Option<NsReaper>,
 }
 
 /// `n` distinct free UDP ports on loopback (bound together, then released).
@@ -225,6 +232,13 @@ impl Cluster {
         if (spec.netns && spec.nodes > 200) || (dpu && spec.nodes > 100) {
             return Err("--netns supports up to 200 nodes, --mode dpu up to 100".into());
         }
+        // Namespaces are made only once a reaper watches for this process's death.
+        let ns_reaper = if dpu || spec.netns {
+            let _ = ringcast_host::netns::reclaim_stale();
+            Some(NsReaper::spawn()?)
+        } else {
+            None
+        };
         let netns = if dpu {
             Some(Lab::create("dpu", 2 * spec.nodes as usize)?)
         } else if spec.netns {
@@ -253,6 +267,7 @@ impl Cluster {
             engine_ends: Vec::new(),
             observable: spec.mode == Mode::Daemon && netns.is_none(),
             netns,
+            _ns_reaper: ns_reaper,
         };
         // More pollers (engines and programs) than cores: back off to sleeping after a few empty
         // passes, or the process a poller waits for never gets the CPU it spins on. Daemons

@@ -1,5 +1,5 @@
 //! `ringcast calibrate --compare`: the simulator's predictions beside measured broadcasts
-//! (DESIGN §6, simulator fidelity) at 2, 4 and 8 nodes, 2 B and 1 MiB, multicast and binomial.
+//! (docs/design.md §6, simulator fidelity) at 2, 4 and 8 nodes, 2 B and 1 MiB, multicast and binomial.
 //!
 //! The measurement is `ringcast bench` (engine daemons, one process per node, back-to-back
 //! broadcasts from rank 0: time per broadcast). The prediction is the real engine core on the

@@ -6,8 +6,9 @@
 //!   counter of running engines, with rates in watch mode.
 //! * `ringcast engine [--name NAME]` — runs the engine daemon in the foreground (the same code as
 //!   the `ringcast-engine` binary).
-//! * `ringcast dst [--seeds N] [--seed S]` — deterministic simulation testing of the whole
-//!   engine; prints failing seeds, replays one exactly.
+//! * `ringcast dst [--seeds N] [--start S] [--max-ranks R] [--jobs J] [--progress FILE] | --seed S`
+//!   — deterministic simulation testing of the whole engine on every CPU; prints failing seeds,
+//!   resumes a stopped sweep from its progress file, replays one seed exactly.
 //! * `ringcast sim [FILES] [--set k=v]` — broadcasts on the LogGP-priced simulated fabric: sweeps,
 //!   tables, CSV/JSON, plots (`fixtures/sim/*.toml`, `docs/reproduction.md`).
 //! * `ringcast calibrate [--fabric udp|shm]` — LogGP parameters of a real fabric, measured, written
@@ -31,8 +32,10 @@ mod cluster;
 mod compare;
 mod demo;
 mod dst;
+mod dst_progress;
 mod fidelity;
 mod info;
+mod ns_reaper;
 mod outcome;
 mod paper;
 mod report;
@@ -111,6 +114,17 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         command: Vec<std::ffi::OsString>,
     },
+    /// Delete a launcher's network namespaces once it is gone (started by `ringcast run`,
+    /// `bench` and `demo` before they make any: host/cli/src/ns_reaper.rs).
+    #[command(hide = true)]
+    NamespaceReaper {
+        /// The launcher's pid.
+        #[arg(long)]
+        parent: u32,
+        /// Its namespaces' prefix, `rch<pid>-`.
+        #[arg(long)]
+        prefix: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -118,6 +132,9 @@ fn main() -> ExitCode {
     if let Cmd::ChildGuard { parent, signal, command } = &cli.cmd {
         // Before reading the configuration: the guarded command's environment is its own.
         return cluster::guard_exec(*parent, *signal, command);
+    }
+    if let Cmd::NamespaceReaper { parent, prefix } = &cli.cmd {
+        return ns_reaper::run(*parent, prefix);
     }
     let mut config = match Config::from_env() {
         Ok(c) => c,
@@ -162,6 +179,6 @@ fn main() -> ExitCode {
         Cmd::DemoHost(args) => substrate::host(args),
         Cmd::SubstrateDemo(args) => substrate::run(args),
         Cmd::WorkloadRank(args) => workload::rank(args),
-        Cmd::ChildGuard { .. } => ExitCode::FAILURE, // handled above
+        Cmd::ChildGuard { .. } | Cmd::NamespaceReaper { .. } => ExitCode::FAILURE, // handled above
     }
 }

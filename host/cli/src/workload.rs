@@ -98,7 +98,7 @@ struct WComm {
 
 /// The engines' node-by-node groups of `members` (world ranks, in communicator order) when the
 /// configured composition makes reductions leader-based and every engine's members are
-/// consecutive (the engine's own rule, `engine/allgather.rs`); `None` otherwise.
+/// consecutive (the engine's own rule, `engine/allgather/`); `None` otherwise.
 fn reduction_groups(config: &ringcast_offload::Config, members: &[u32]) -> Option<Vec<u32>> {
     if !config.protocol.allgather_parts.leader_based() {
         return None;
@@ -528,7 +528,7 @@ fn reduction_order(
         nodes.push(node);
     }
     if doubling {
-        let p = ringcast_proto::engine::power_below(nodes.len() as u32) as usize;
+        let p = ringcast_proto::comm::links::power_below(nodes.len() as u32) as usize;
         for i in 0..nodes.len() - p {
             let upper = nodes[i + p].clone();
             fold_into(&mut nodes[i], &upper);

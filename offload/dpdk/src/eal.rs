@@ -1,17 +1,28 @@
 //! The EAL's life in this process: DPDK initialises its environment abstraction layer at most
-//! once per process and cannot initialise it again after `rte_eal_cleanup`, so one process-wide
-//! guard owns it.
+//! once per process and cannot initialise it again, so one process-wide guard owns it.
 //!
 //! Contract:
 //! * [`Eal::acquire`] initialises the EAL with the given arguments on first use and returns a
 //!   shared handle; asked again while a handle lives, it returns the same EAL if the arguments
 //!   are identical, and [`DpdkError::Eal`] naming both argument lists if not. After the last
-//!   handle is gone (cleanup done) or after a failed initialisation, every request is refused
+//!   handle is gone (the EAL ended) or after a failed initialisation, every request is refused
 //!   with an error saying so: DPDK offers no second initialisation.
-//! * Every DPDK object (pool, port) holds an `Arc<Eal>`, so `rte_eal_cleanup` runs only after
-//!   the last of them was released — when the last handle drops. Cleanup then removes the
-//!   EAL's (empty) runtime directory, which DPDK creates even with `--no-shconf` and leaves
-//!   behind.
+//! * Every DPDK object (pool, port) holds an `Arc<Eal>`, so the EAL ends only after the last of
+//!   them was released — when the last handle drops. Ending removes the EAL's (empty) runtime
+//!   directory, which DPDK creates even with `--no-shconf` and leaves behind.
+//! * `rte_eal_cleanup` is never called: DPDK 22.11's unmaps the EAL's memory but does not stop
+//!   the EAL's interrupt thread, which may at that moment still be walking its interrupt
+//!   sources — in that memory — to rebuild its wait set after a registration changed (a port's
+//!   close, the peer's hang-up). An engine on `net_memif` died of exactly that at exit (core:
+//!   `eal-intr-thread` in `rte_intr_fd_get`, called from the interrupt thread's rebuild loop,
+//!   while the main thread was in `munmap` under `rte_mem_unmap`), between one run of
+//!   `hw-tests/tests/memif_bcast.rs` in thirty and one in a few hundred, by the machine's load;
+//!   a 20 ms grace period before the cleanup made it rarer but could not close it — an
+//!   interrupt thread preempted for longer outlasts any sleep. The EAL's memory is anonymous
+//!   (`--no-huge`) or memfd-backed (`--in-memory`), with no shared configuration
+//!   (`--no-shconf`): it goes with the process, whose exit stops every thread first; the
+//!   process cannot initialise DPDK again anyway. Closed ports and a freed pool are all a
+//!   process still running after its EAL ended needs.
 //! * The calling thread's CPU affinity is the same after initialisation as before (the EAL
 //!   pins its main thread to its main lcore's CPUs; the runner decides pinning).
 //! * Each port is claimed by one fabric at a time ([`Eal::claim_port`]).
@@ -31,7 +42,7 @@ enum State {
     Live { args: Vec<String>, eal: Weak<Eal> },
     /// `rte_eal_init` failed; DPDK may not be retried reliably.
     Failed { args: Vec<String>, error: String },
-    /// Cleaned up after its last handle went.
+    /// Ended after its last handle went.
     Ended { args: Vec<String> },
 }
 
@@ -44,9 +55,9 @@ fn state() -> MutexGuard<'static, State> {
 /// The initialised EAL (see the module doc).
 pub struct Eal {
     args: Vec<String>,
-    /// The C strings `rte_eal_init` was given: kept until after `rte_eal_cleanup`, since DPDK
-    /// may hold on to pointers into its `argv` (device arguments).
-    _argv: Vec<CString>,
+    /// The C strings `rte_eal_init` was given: DPDK may hold on to pointers into its `argv`
+    /// (device arguments), and the EAL is never cleaned up, so they are leaked when it ends.
+    argv: Vec<CString>,
     runtime_dir: Option<PathBuf>,
     ports: Mutex<Vec<u16>>,
 }
@@ -72,7 +83,7 @@ impl Eal {
                 // it is gone).
                 return eal.upgrade().ok_or_else(|| {
                     DpdkError::Eal(
-                        "the EAL is being cleaned up; DPDK cannot initialise it again in this process".into(),
+                        "the EAL is ending with its last user; DPDK cannot initialise it again in this process".into(),
                     )
                 });
             }
@@ -83,19 +94,15 @@ impl Eal {
             }
             State::Ended { args: ended } => {
                 return Err(DpdkError::Eal(format!(
-                    "the EAL (initialised with {ended:?}) was cleaned up; DPDK cannot initialise it again in this process"
+                    "the EAL (initialised with {ended:?}) ended with its last user; DPDK cannot initialise it again in this process"
                 )));
             }
             State::Never => {}
         }
         match init(&args) {
             Ok((argv, runtime_dir)) => {
-                let eal = Arc::new(Eal {
-                    args: args.clone(),
-                    _argv: argv,
-                    runtime_dir,
-                    ports: Mutex::new(Vec::new()),
-                });
+                let eal =
+                    Arc::new(Eal { args: args.clone(), argv, runtime_dir, ports: Mutex::new(Vec::new()) });
                 *st = State::Live { args, eal: Arc::downgrade(&eal) };
                 Ok(eal)
             }
@@ -111,7 +118,7 @@ impl Eal {
         &self.args
     }
 
-    /// The runtime directory DPDK created (removed at cleanup).
+    /// The runtime directory DPDK created (removed when the EAL ends).
     pub fn runtime_dir(&self) -> Option<&std::path::Path> {
         self.runtime_dir.as_deref()
     }
@@ -149,8 +156,9 @@ fn init(args: &[String]) -> Result<(Vec<CString>, Option<PathBuf>), DpdkError> {
     let argc = i32::try_from(ptrs.len()).map_err(|_| DpdkError::Invalid("too many EAL arguments".into()))?;
     let affinity = rustix::thread::sched_getaffinity(None).ok();
     // SAFETY: `ptrs` holds `argc` pointers to NUL-terminated strings owned by `argv`, which the
-    // caller keeps alive until after `rte_eal_cleanup`; DPDK does not write through them. This
-    // is the process's only call (the state guard, held by the caller, ensures it).
+    // caller keeps alive for the rest of the process (leaked when the EAL ends); DPDK does not
+    // write through them. This is the process's only call (the state guard, held by the
+    // caller, ensures it).
     let parsed = unsafe { dpdk_sys::rte_eal_init(argc, ptrs.as_mut_ptr()) };
     if let Some(set) = &affinity {
         // Best effort: an EAL that could not change affinity left it as it was.
@@ -167,25 +175,13 @@ fn init(args: &[String]) -> Result<(Vec<CString>, Option<PathBuf>), DpdkError> {
 }
 
 impl Drop for Eal {
+    /// The EAL ends: its runtime directory goes and no second one can start. Not
+    /// `rte_eal_cleanup` (module documentation): the memory stays mapped for DPDK's interrupt
+    /// thread until the process exits.
     fn drop(&mut self) {
-        // Held across the wait below too: nobody starts an EAL while this one is ending.
         let mut st = state();
-        // Let the EAL's interrupt thread finish what it started before the memory goes: a
-        // driver's control callback may still run there for a port already closed (memif's
-        // control channel, on the peer's hang-up, defers its own unregistration), and
-        // `rte_eal_cleanup` unmaps the memory it works on under it — an engine then died of
-        // SIGSEGV at exit in ~1 of 25 memif runs (hw-tests/tests/memif_bcast.rs; core: memif's
-        // handler on `eal-intr-thread` while the main thread was in `rte_mem_unmap`). Closed
-        // ports have no descriptor left in the interrupt thread's epoll set, so nothing new can
-        // start; 20 ms covers one that already had. Once per process.
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        // SAFETY: this was the last handle: every port (closed) and pool (freed) held one, so no
-        // DPDK object of this process is in use; the EAL was initialised and is cleaned up once.
-        let r = unsafe { dpdk_sys::rte_eal_cleanup() };
-        if r != 0 {
-            // Never panic in Drop; say it.
-            eprintln!("dpdk fabric: rte_eal_cleanup: {}", crate::ffi::strerror(r.saturating_neg()));
-        }
+        // DPDK may still point into them (see `argv`).
+        std::mem::forget(std::mem::take(&mut self.argv));
         if let Some(dir) = &self.runtime_dir {
             // Empty with --no-shconf/--in-memory; a non-empty one (another configuration) stays.
             let _ = std::fs::remove_dir(dir);

@@ -5,7 +5,8 @@
 //! What is here knows DPDK and Linux, not the protocol: no frames, no members, no configuration.
 //!
 //! * [`Eal`] — the EAL's life in this process: initialised once with the given arguments,
-//!   shared, cleaned up after its last user ([`eal`]);
+//!   shared, ended after its last user (its runtime directory removed; never `rte_eal_cleanup`,
+//!   which unmaps memory under DPDK's still running interrupt thread) ([`eal`]);
 //! * [`Port`] — one ethdev port with one receive and one transmit queue, its mbuf pool and mbuf
 //!   ownership: frames queued into mbufs and sent in bursts, received frames lent to a closure
 //!   and freed after it, multicast filter and receive modes, statistics ([`port`]);

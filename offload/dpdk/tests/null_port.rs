@@ -120,13 +120,13 @@ fn eal_port_mbufs_and_cleanup_on_a_null_port() {
     assert_eq!(size, 1023);
     assert!(free <= size);
 
-    // Dropping the port closes it, frees the pool and, as the EAL's last user, cleans it up.
+    // Dropping the port closes it, frees the pool and, as the EAL's last user, ends it.
     drop(port);
     if let Some(dir) = runtime_dir {
         assert!(!dir.exists(), "the runtime directory {dir:?} is removed");
     }
     match Eal::acquire(a) {
-        Err(DpdkError::Eal(m)) => assert!(m.contains("cleaned up"), "{m}"),
+        Err(DpdkError::Eal(m)) => assert!(m.contains("ended with its last user"), "{m}"),
         other => panic!("{other:?}"),
     }
 }

@@ -1,4 +1,4 @@
-//! The CRC32C every frame is sealed and checked with (DESIGN: a CRC per datagram), handed to
+//! The CRC32C every frame is sealed and checked with (docs/design.md §3.1: a CRC per datagram), handed to
 //! the state machine as a plain function (`Engine::new`; the simulator and the fuzz targets
 //! hand it the `crc32c` crate's, which computes the same sums).
 //!

@@ -1,7 +1,7 @@
 //! The seeds the state machine is handed: it never reads the clock, the pid or the OS's
 //! randomness itself (`ringcast-proto` is sans-IO), so they are gathered here.
 //!
-//! Communicator identities (DESIGN §3.1, Hoefler et al. §3.1) come from one process-wide
+//! Communicator identities (docs/design.md §3.1, Hoefler et al. §3.1) come from one process-wide
 //! [`IdentityGenerator`], keyed on first use with SHA-256 over every entropy source the paper
 //! names — time, host identity, process identity, an intra-node unique value (for processes
 //! sharing a node) — and OS entropy, so a weak or repeated OS source alone cannot make two jobs

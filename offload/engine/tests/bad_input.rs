@@ -90,7 +90,7 @@ fn invalid_control_requests_get_typed_refusals() {
 fn control_messages_of_another_version_or_with_reserved_bits_are_refused() {
     let e = engine(Config::default());
     let mut reserved_attach = CtlMsg::new(CtlKind::ATTACH);
-    reserved_attach._reserved = 1;
+    reserved_attach.mac = 1;
     let sock = ctl::connect(e.name()).unwrap();
     let reply = raw_call(&sock, &reserved_attach, None);
     assert_eq!((reply.kind, reply.status), (CtlKind::ERROR, CtlStatus::BAD_REQUEST), "ATTACH, reserved set");
@@ -115,7 +115,7 @@ fn control_messages_of_another_version_or_with_reserved_bits_are_refused() {
             "{kind:?} of another version"
         );
         let mut reserved = CtlMsg::new(kind);
-        reserved._reserved = 0x8000_0000_0000_0000;
+        reserved.mac = 0x8000_0000_0000_0000;
         let reply = call(reserved);
         assert_eq!(
             (reply.kind, reply.status),

@@ -200,6 +200,77 @@ fn shm_daemons_stopped_cleanly_leave_nothing_in_dev_shm() {
     assert_eq!(segments_of(&job), Vec::<String>::new(), "the last one out leaves nothing");
 }
 
+/// Bytes of `names` in /dev/shm (apparent sizes).
+fn bytes_of(names: &[String]) -> u64 {
+    names.iter().filter_map(|n| std::fs::metadata(format!("/dev/shm/{n}")).ok()).map(|m| m.len()).sum()
+}
+
+/// Waits (at most 10 s: the reaper acts as soon as the engine is gone) until `job` has no
+/// segment left; returns what is left then.
+fn segments_after_reaping(job: &str) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !segments_of(job).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    segments_of(job)
+}
+
+/// Issue 38, item 4: a standalone `shm` daemon killed by SIGKILL (no teardown runs) leaves
+/// nothing in /dev/shm once it is gone — its reaper removes what nobody maps — without a later
+/// daemon of its job starting. Of two engines of one job, killing the first leaves what the
+/// survivor maps (and the survivor serves on); killing the survivor then leaves nothing.
+#[test]
+fn shm_daemons_killed_leave_nothing_in_dev_shm() {
+    let name = unique_name("shm-kill");
+    let _guard = ShmJob(name.clone());
+    let env = [("RINGCAST_FABRIC", "shm".to_string()), ("RINGCAST_JOB", name.clone())];
+    let mut daemon = Daemon::start_with(&name, &env);
+    let mut host = Host::attach(&name).unwrap();
+    host.nop().unwrap();
+    let made = segments_of(&name);
+    assert!(made.len() >= 2, "the engine made its segments: {made:?}");
+    daemon.child.kill().unwrap();
+    daemon.child.wait().unwrap();
+    let left = segments_after_reaping(&name);
+    eprintln!(
+        "a SIGKILLed daemon: {} segments ({} bytes) at the kill, {} ({} bytes) after it",
+        made.len(),
+        bytes_of(&made),
+        left.len(),
+        bytes_of(&left)
+    );
+    assert_eq!(left, Vec::<String>::new(), "a SIGKILLed daemon's segments outlived it (made {made:?})");
+    drop(host);
+
+    let job = unique_name("shm-kill-pair");
+    let _guard2 = ShmJob(job.clone());
+    let names = [format!("{job}-0"), format!("{job}-1")];
+    let env = |node: u32| {
+        [
+            ("RINGCAST_FABRIC", "shm".to_string()),
+            ("RINGCAST_JOB", job.clone()),
+            ("RINGCAST_NODES", "2".to_string()),
+            ("RINGCAST_NODE", node.to_string()),
+        ]
+    };
+    let mut d0 = Daemon::start_with(&names[0], &env(0));
+    let mut d1 = Daemon::start_with(&names[1], &env(1));
+    let mut host = Host::attach(&names[1]).unwrap();
+    host.nop().unwrap();
+    d0.child.kill().unwrap();
+    d0.child.wait().unwrap();
+    // The reaper of engine 0 scans for `REAPER_SCAN_FOR`; what engine 1 maps stays throughout.
+    std::thread::sleep(ringcast_ring::REAPER_SCAN_FOR + Duration::from_millis(500));
+    let left = segments_of(&job);
+    assert!(left.contains(&format!("ringcast-{job}-bells")), "engine 1 still maps the bells: {left:?}");
+    assert!(left.contains(&format!("ringcast-{job}-0-1")), "and its inbound ring: {left:?}");
+    host.nop().unwrap();
+    drop(host);
+    d1.child.kill().unwrap();
+    d1.child.wait().unwrap();
+    assert_eq!(segments_after_reaping(&job), Vec::<String>::new(), "the last engine killed leaves nothing");
+}
+
 /// Room for 4,096 descriptors in this process if the hard limit allows (the flood test holds
 /// 1,000 client ends).
 fn raise_descriptor_limit() {
@@ -356,4 +427,38 @@ fn a_host_with_host_pin_runs_on_its_engines_cpu() {
     assert_eq!(cpus(&before), cpus(&after), "no host_pin, no pinning");
     drop(host);
     assert!(daemon.stop(), "daemon exits cleanly on SIGTERM");
+}
+
+/// Key material is never printed (issue 38, item 6): the daemon refuses a job secret that is
+/// nearly a key — `0x` before it, a digit short or over, a non-hex letter — naming the variable,
+/// and neither stderr, stdout nor its log file holds 12 digits in a row of the value.
+/// (`host/cli/tests/secret_never_printed.rs` checks the CLI and the C ABI the same way.)
+#[test]
+fn a_bad_job_secret_is_refused_without_being_printed() {
+    const KEY: &str = "c4e2a09f7b3d5e1f8a6c4b2d0e9f7a5c3b1d8e6f4a2c0b9d7e5f3a1c8b6d4e2f";
+    let dir = std::env::temp_dir().join(format!("ringcast-secret-daemon-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("engine.log");
+    for value in [format!("0x{KEY}"), KEY[..63].to_string(), format!("{KEY}0"), format!("{}z", &KEY[..63])] {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_ringcast-engine"))
+            .args(["--name", &unique_name("secret")])
+            .env("RINGCAST_JOB_SECRET", &value)
+            .env("RINGCAST_LOG_FILE", &log)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        assert!(!o.status.success(), "the daemon took {value:?}");
+        assert!(text.contains("RINGCAST_JOB_SECRET"), "the refusal names the variable: {text}");
+        let digits = value.strip_prefix("0x").unwrap_or(&value).to_ascii_lowercase();
+        for i in 0..=digits.len() - 12 {
+            assert!(!text.to_ascii_lowercase().contains(&digits[i..i + 12]), "{value:?} printed: {text}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

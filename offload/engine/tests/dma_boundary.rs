@@ -5,6 +5,7 @@
 //! host memory; every bad control connection is refused with a typed status while the daemon
 //! keeps serving; a host that dies mid-work leaves nothing behind.
 mod common;
+use common::tcp::*;
 use common::*;
 use ringcast_abi::ctl::{CtlKind, CtlMsg, CtlStatus};
 use ringcast_host::{Access, Host, SharedBuf, SubmissionDescriptor};
@@ -12,51 +13,7 @@ use ringcast_offload::ctl::{self, CtlSock, Received};
 use std::time::{Duration, Instant};
 
 const CHILD_TEST: &str = "host_process_role";
-const SECRET: &str = "5a17c0ffee5a17c0ffee5a17c0ffee5a17c0ffee5a17c0ffee5a17c0ffee0001";
 const TIMEOUT: Duration = Duration::from_secs(10);
-
-fn secret() -> [u8; 32] {
-    let mut out = [0u8; 32];
-    for (i, b) in out.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&SECRET[2 * i..2 * i + 2], 16).unwrap();
-    }
-    out
-}
-
-/// A port nobody listens on now (the daemon binds it next).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// A daemon that serves `cma` only, on its abstract socket and on TCP; its `tcp://` address.
-fn cma_daemon(tag: &str) -> (Daemon, String) {
-    let name = unique_name(tag);
-    let port = free_port();
-    let daemon = Daemon::start_with(
-        &name,
-        &[
-            ("RINGCAST_LISTEN_TCP", format!("127.0.0.1:{port}")),
-            ("RINGCAST_JOB_SECRET", SECRET.to_string()),
-            ("RINGCAST_DMA", "cma".to_string()),
-        ],
-    );
-    (daemon, format!("tcp://127.0.0.1:{port}"))
-}
-
-/// A host attached over TCP with the job's secret (this process's environment has none).
-fn tcp_host(addr: &str) -> Host {
-    let config = ringcast_host::Config::default().with(|c| c.topology.job_secret.0 = Some(secret()));
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match Host::attach_config(addr, &config, Default::default()) {
-            Ok(h) => return h,
-            Err(ringcast_host::Error::Connect { .. }) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(10))
-            }
-            Err(e) => panic!("attach over TCP: {e}"),
-        }
-    }
-}
 
 /// Host memory of `pid` the engine has mapped: memfds of the host library (its buffers and
 /// rings are `memfd:ringcast-*`; the engine's own are never mapped by a `cma` engine either).
@@ -209,27 +166,19 @@ fn every_bad_control_connection_gets_a_typed_refusal_and_the_engine_serves_on() 
     let r = exchange(&addr, &[msg(CtlKind::HELLO, 1)]);
     assert_eq!(r[0].kind, CtlKind::HELLO_OK);
     let mut sock = CtlSock::connect(&addr).unwrap();
-    let (hello, _) = sock.call(&msg(CtlKind::HELLO, 1), None, TIMEOUT, &mut |_| {}).unwrap();
-    let mut auth = msg(CtlKind::AUTH, 2);
+    let transcript = hello(&mut sock);
     let mut other_job = secret();
     other_job[0] ^= 1;
-    (auth.d, auth.e) = ctl::auth_tag(&other_job, hello.c);
-    let (reply, _) = sock.call(&auth, None, TIMEOUT, &mut |_| {}).unwrap();
+    let (reply, _) = sock.call(&auth(&other_job, &transcript), None, TIMEOUT, &mut |_| {}).unwrap();
     assert_eq!((reply.kind, reply.status), (CtlKind::ERROR, CtlStatus::UNAUTHORIZED));
-    // The right secret over an old nonce (a replayed AUTH) fails too.
+    // The right secret over another connection's hellos (a replayed AUTH) fails too.
     let mut sock = CtlSock::connect(&addr).unwrap();
-    let (fresh, _) = sock.call(&msg(CtlKind::HELLO, 1), None, TIMEOUT, &mut |_| {}).unwrap();
-    assert_ne!(fresh.c, hello.c, "a nonce per connection");
-    let mut replay = msg(CtlKind::AUTH, 2);
-    (replay.d, replay.e) = ctl::auth_tag(&secret(), hello.c);
-    let (reply, _) = sock.call(&replay, None, TIMEOUT, &mut |_| {}).unwrap();
+    let fresh = hello(&mut sock);
+    assert_ne!(fresh.1.c, transcript.1.c, "a nonce per connection");
+    let (reply, _) = sock.call(&auth(&secret(), &transcript), None, TIMEOUT, &mut |_| {}).unwrap();
     assert_eq!(reply.status, CtlStatus::UNAUTHORIZED);
     // Authenticated, but a mapped ATTACH (no descriptor can cross TCP).
-    let mut sock = CtlSock::connect(&addr).unwrap();
-    let (hello, _) = sock.call(&msg(CtlKind::HELLO, 1), None, TIMEOUT, &mut |_| {}).unwrap();
-    let mut auth = msg(CtlKind::AUTH, 2);
-    (auth.d, auth.e) = ctl::auth_tag(&secret(), hello.c);
-    assert_eq!(sock.call(&auth, None, TIMEOUT, &mut |_| {}).unwrap().0.kind, CtlKind::AUTH_OK);
+    let mut sock = authed(&addr);
     let (reply, _) = sock.call(&msg(CtlKind::ATTACH, 3), None, TIMEOUT, &mut |_| {}).unwrap();
     assert_eq!(reply.status, CtlStatus::BACKEND);
     // Authenticated, host-owned rings named in another process's memory: the nonce is not there.
@@ -237,11 +186,7 @@ fn every_bad_control_connection_gets_a_typed_refusal_and_the_engine_serves_on() 
     let maps = std::fs::read_to_string(format!("/proc/{}/maps", cat.id())).unwrap();
     let stack = maps.lines().find(|l| l.ends_with("[stack]")).unwrap();
     let lo = u64::from_str_radix(stack.split('-').next().unwrap(), 16).unwrap();
-    let mut sock = CtlSock::connect(&addr).unwrap();
-    let (hello, _) = sock.call(&msg(CtlKind::HELLO, 1), None, TIMEOUT, &mut |_| {}).unwrap();
-    let mut auth = msg(CtlKind::AUTH, 2);
-    (auth.d, auth.e) = ctl::auth_tag(&secret(), hello.c);
-    sock.call(&auth, None, TIMEOUT, &mut |_| {}).unwrap();
+    let mut sock = authed(&addr);
     let mut attach = msg(CtlKind::ATTACH, 3);
     (attach.a, attach.b, attach.d) = (cat.id(), 256, lo);
     attach.e = ringcast_ring::attach::layout(256, 256).2;
@@ -375,16 +320,6 @@ fn rdma_device_present() -> bool {
     std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some())
 }
 
-/// A fresh authenticated connection: HELLO, AUTH with the job's secret.
-fn authed(addr: &str) -> CtlSock {
-    let mut sock = CtlSock::connect(addr).unwrap();
-    let (hello, _) = sock.call(&msg(CtlKind::HELLO, 1), None, TIMEOUT, &mut |_| {}).unwrap();
-    let mut auth = msg(CtlKind::AUTH, 2);
-    (auth.d, auth.e) = ctl::auth_tag(&secret(), hello.c);
-    assert_eq!(sock.call(&auth, None, TIMEOUT, &mut |_| {}).unwrap().0.kind, CtlKind::AUTH_OK);
-    sock
-}
-
 /// A plausible RC queue pair address (RoCE-like GID, MTU 1024).
 fn qp_address() -> ctl::QpAddress {
     ctl::QpAddress { qpn: 0x11, psn: 0x2222, lid: 0, gid: [0xfe; 16], mtu: 3 }
@@ -465,12 +400,8 @@ fn a_host_whose_rings_break_the_protocol_is_told_why_and_detached_and_the_engine
     let mut sock = authed(&addr);
     let (hello, _) = sock.call(&msg(CtlKind::HELLO, 3), None, TIMEOUT, &mut |_| {}).unwrap();
     assert_eq!(hello.kind, CtlKind::ERROR, "one nonce per connection");
-    let mut sock = CtlSock::connect(&addr).unwrap();
-    let (hello, _) = sock.call(&msg(CtlKind::HELLO, 1), None, TIMEOUT, &mut |_| {}).unwrap();
-    let mut auth = msg(CtlKind::AUTH, 2);
-    (auth.d, auth.e) = ctl::auth_tag(&secret(), hello.c);
-    assert_eq!(sock.call(&auth, None, TIMEOUT, &mut |_| {}).unwrap().0.kind, CtlKind::AUTH_OK);
-    let mut rings = ringcast_ring::attach::create_host_owned(64, hello.c).unwrap();
+    let (mut sock, nonce) = authed_nonce(&addr);
+    let mut rings = ringcast_ring::attach::create_host_owned(64, nonce).unwrap();
     rings.sq.set_mirrored();
     rings.cq.set_mirrored();
     let mut attach = msg(CtlKind::ATTACH, 3);

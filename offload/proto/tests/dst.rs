@@ -25,6 +25,7 @@ fn seeded_scenarios_hold_every_invariant() {
     let (mut empty, mut nodes, mut allgathers, mut allreduces, mut uneven, mut barriers) = (0, 0, 0, 0, 0, 0);
     let (mut reduces, mut alltoalls, mut settled, mut refused, mut fields, mut shapes) = (0, 0, 0, 0, 0, 0);
     let mut disagreements = 0;
+    let mut scans = 0;
     let mut failures = Vec::new();
     for seed in 0..n {
         match run(&Scenario::generate(seed, 512)) {
@@ -42,6 +43,7 @@ fn seeded_scenarios_hold_every_invariant() {
                 barriers += r.barriers;
                 reduces += r.reduces;
                 alltoalls += r.alltoalls;
+                scans += r.scans;
                 refused += r.refused;
                 fields += r.refused_fields;
                 shapes += r.refused_shapes;
@@ -53,7 +55,7 @@ fn seeded_scenarios_hold_every_invariant() {
     }
     println!(
         "DST: {n} scenarios ({benign} benign, {uneven} with uneven worlds, {nodes} engines), {completions} completions checked ({ok} ok, \
-         {allgathers} of them allgathers, {allreduces} allreduces, {reduces} reduces, {alltoalls} alltoalls and {barriers} barriers, {} typed errors of which {empty} 0-byte BadLength and {refused} \
+         {allgathers} of them allgathers, {allreduces} allreduces, {reduces} reduces, {scans} scans, {alltoalls} alltoalls and {barriers} barriers, {} typed errors of which {empty} 0-byte BadLength and {refused} \
          calls refused at one rank, {fields} of them for a field their schedule does not read and {shapes} for one that shapes it, \
          {disagreements} calls that disagreed with the others'), {delivered} \
          datagrams delivered, {dropped} dropped and counted; {settled} benign scenarios finalized with every engine settled",
@@ -73,6 +75,7 @@ fn seeded_scenarios_hold_every_invariant() {
     assert!(benign > n / 3, "the generator must keep producing benign scenarios");
     assert!(n < 50 || allgathers > 0, "the generator must keep producing allgathers");
     assert!(n < 50 || allreduces > 0, "the generator must keep producing allreduces");
+    assert!(n < 50 || scans > 0, "the generator must keep producing scans");
     assert!(n < 50 || refused > fields, "the generator must keep refusing calls for their buffers");
     assert!(n < 50 || fields > 0, "the generator must keep refusing calls for a field");
     assert!(n < 50 || shapes > 0, "the generator must keep refusing calls for a field that shapes them");

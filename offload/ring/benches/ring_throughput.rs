@@ -1,6 +1,6 @@
 //! Throughput of moving N = 1,000,000 64-byte `SubmissionDescriptor`s from one thread to
 //! another: this ring with batch push/pop (batch 32), this ring with single push/pop, and
-//! `crossbeam_queue::ArrayQueue` of the same capacity (the DESIGN §5 yardstick). One iteration
+//! `crossbeam_queue::ArrayQueue` of the same capacity (the docs/design.md §5 yardstick). One iteration
 //! = one full transfer including spawning the consumer thread; every side spins (with
 //! `spin_loop`) when full/empty. The consumer checks order so the work cannot be optimised away.
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};

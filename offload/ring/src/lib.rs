@@ -26,6 +26,8 @@
 //!   slot with every word accessed atomically; [`frame_ring_consumer`]/[`frame_ring_producer`]
 //!   (`frame_ring`) put this crate's SPSC ring of [`FrameSlot`]s in a named segment for the
 //!   fabric's point-to-point traffic.
+//! * [`Reaper`] (`reaper`) is a process that outlives its caller and, once the caller is gone
+//!   however it died, removes the named segments of its job that nobody maps any more.
 //!
 //! * The doorbell ([`doorbell`], [`Consumer::arm`], [`Producer::wake_consumer`]): a consumer
 //!   may sleep on a futex word in the producer's line instead of spinning; a producer wakes it
@@ -44,6 +46,8 @@ pub mod doorbell;
 mod frame_ring;
 mod mcast_log;
 mod primitive;
+#[cfg(not(loom))]
+mod reaper;
 mod ring;
 #[cfg(not(loom))]
 mod shm;
@@ -59,6 +63,8 @@ pub use mcast_log::{
     log_footprint, Datagram, LogError, McastLog, McastReader, WriteError, DEFAULT_STALL_POLLS, LOG_MAGIC,
     LOG_VERSION, MAX_LOG_PAYLOAD, MAX_LOG_SLOTS, TAKEOVER_LAPS,
 };
+#[cfg(not(loom))]
+pub use reaper::{Reaper, REAPER_NAME, SCAN_FOR as REAPER_SCAN_FOR};
 #[cfg(not(loom))]
 pub use ring::init;
 pub use ring::{channel, footprint, Consumer, Producer, RING_ALIGN};

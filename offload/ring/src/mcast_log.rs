@@ -1,4 +1,4 @@
-//! The multicast log of the `shm` fabric (DESIGN §4): one shared-memory segment per group,
+//! The multicast log of the `shm` fabric (docs/design.md §4): one shared-memory segment per group,
 //! written by any number of writers, each datagram written once and read by every member at
 //! its own cursor. A reader that falls behind by more than the log's length loses datagrams —
 //! counted, never delivered torn — as on a real NIC without posted receives.

@@ -278,7 +278,17 @@ impl ShmSegment {
             let _ = std::fs::remove_file(path);
             return Err(e);
         }
-        Self::map(OwnedFd::from(file), len)
+        Self::map_named(OwnedFd::from(file), len)
+    }
+
+    /// [`ShmSegment::map`], and the mapping left out of forked children (`MADV_DONTFORK`): a
+    /// child holding a copy of it would keep the segment's open file — and with it this
+    /// process's `flock` — alive after this process lets go, and the segment would look used
+    /// for as long as the child lives ([`crate::Reaper`] is such a child).
+    fn map_named(fd: OwnedFd, len: usize) -> io::Result<Self> {
+        let seg = Self::map(fd, len)?;
+        seg.map.advise(memmap2::Advice::DontFork)?;
+        Ok(seg)
     }
 
     /// Opens and maps the whole of the existing named segment `name`. Refuses anything but a
@@ -305,7 +315,7 @@ impl ShmSegment {
         if len == 0 {
             return Err(io::Error::new(io::ErrorKind::InvalidData, "empty shared-memory segment"));
         }
-        Self::map(OwnedFd::from(file), len)
+        Self::map_named(OwnedFd::from(file), len)
     }
 
     /// Opens the named segment `name`, or — if there is none — creates it with `len` bytes and

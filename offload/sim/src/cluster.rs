@@ -201,7 +201,7 @@ impl Cluster {
             Ev::Job { node, job } => {
                 let i = node as usize;
                 let m = &mut self.nodes[i];
-                let Some(at) = m.held.iter().position(|(j, _)| j.0 == job) else { return Some(None) };
+                let Some(at) = m.held.iter().position(|(j, _)| *j == job) else { return Some(None) };
                 let (job, dma) = m.held.swap_remove(at);
                 if m.dead(now) {
                     return Some(None);
@@ -245,7 +245,7 @@ impl Cluster {
                         DmaTiming::Late { late, max_ns } if self.dma_rng.chance(late) => {
                             let at = now + 1 + self.dma_rng.below(max_ns.max(1));
                             m.held.push((job, dma));
-                            self.net.push(at, Ev::Job { node: i as u32, job: job.0 });
+                            self.net.push(at, Ev::Job { node: i as u32, job });
                         }
                         _ => now_jobs.push((job, dma)),
                     },

@@ -58,6 +58,7 @@
 //! `run(&Scenario::generate(seed, ..))` replays a seed exactly.
 mod check;
 mod disagree;
+mod expect;
 mod setup;
 
 pub use super::cluster::DmaTiming;
@@ -93,6 +94,9 @@ pub struct CommPlan {
     pub allreduce: Vec<Option<(DataType, ReduceOp)>>,
     /// Allreduce steps that are reduces to their step's root (`bcasts[k].0`) instead.
     pub reduce: Vec<bool>,
+    /// Allreduce steps that are prefix reductions instead: `Some(exclusive)` (an exscan, else a
+    /// scan; never a reduce).
+    pub scan: Vec<Option<bool>>,
     /// Steps that are alltoalls instead (`bcasts[k].1` is then the block per pair).
     pub alltoall: Vec<bool>,
     /// Steps that are barriers instead (`bcasts[k].1` is then the scratch: the communicator's
@@ -125,6 +129,7 @@ impl CommPlan {
         let allreduce = vec![None; bcasts.len()];
         let barrier = vec![false; bcasts.len()];
         let reduce = vec![false; bcasts.len()];
+        let scan = vec![None; bcasts.len()];
         let alltoall = vec![false; bcasts.len()];
         let refused = vec![None; bcasts.len()];
         let refused_field = vec![false; bcasts.len()];
@@ -137,6 +142,7 @@ impl CommPlan {
             allgather,
             allreduce,
             reduce,
+            scan,
             alltoall,
             barrier,
             refused,
@@ -241,6 +247,9 @@ pub struct Report {
     /// `Ok` reduce completions, the root's result checked like an allreduce's and every other
     /// rank's 0 bytes (counted in `ok` too).
     pub reduces: u64,
+    /// `Ok` scan and exscan completions, each rank's prefix checked against the checker's own
+    /// reduction in rank order, an exscan's rank 0's 0 bytes (counted in `ok` too).
+    pub scans: u64,
     /// `Ok` alltoall completions, every block checked (counted in `ok` too).
     pub alltoalls: u64,
     /// `Ok` barrier completions, each after every member's post (counted in `ok` too).
@@ -313,10 +322,15 @@ const ENGINE_SALT: u64 = 0xe9_91e5_d3a0_0001;
 const ALLGATHER_SALT: u64 = 0xa11_6a7e_0001;
 /// Salt of the reduce draws: a stream of their own.
 const REDUCE_SALT: u64 = 0x4ed0_ce00_0001;
+/// Salt of the scan draws: a stream of their own.
+const SCAN_SALT: u64 = 0x5ca7_0e5c_0001;
 /// Salt of the alltoall draws: a stream of their own.
 const ALLTOALL_SALT: u64 = 0xa77_0a77_0001;
 /// Salt of the barrier draws: a stream of their own.
 const BARRIER_SALT: u64 = 0xba77_1e70_0001;
+/// Salt of the stream that turns some allreduces into `MAXLOC`/`MINLOC` on a pair type or a
+/// `LOR` into `LXOR` (a stream of its own: the draws of the other streams stay as they were).
+const PAIR_SALT: u64 = 0x9a14_10c0_0001;
 /// Salt of the draws of calls refused for their buffers: a stream of their own.
 const REFUSED_SALT: u64 = 0x4ef0_5ed0_0001;
 
@@ -458,6 +472,7 @@ impl Scenario {
                 .collect();
             // Half the allgathers are allreduces, of a type and operation drawn from the same
             // stream, on whole elements.
+            let mut pairs = SimRng::new(seed ^ PAIR_SALT ^ comms.len() as u64);
             let allreduce: Vec<Option<(DataType, ReduceOp)>> = (0..bcasts.len())
                 .map(|k| {
                     allgather[k]?;
@@ -470,6 +485,18 @@ impl Scenario {
                         if op.supports(dtype) {
                             break op;
                         }
+                    };
+                    // A quarter become MAXLOC/MINLOC on a pair type; LOR sometimes LXOR.
+                    let (dtype, op) = if pairs.chance(0.25) {
+                        let max = pairs.chance(0.5);
+                        (
+                            DataType(pairs.range(11, 16) as u8),
+                            if max { ReduceOp::MAXLOC } else { ReduceOp::MINLOC },
+                        )
+                    } else if op == ReduceOp::LOR && pairs.chance(0.5) {
+                        (dtype, ReduceOp::LXOR)
+                    } else {
+                        (dtype, op)
                     };
                     let size = dtype.size().unwrap_or(1) as u32;
                     bcasts[k].1 -= bcasts[k].1 % size;
@@ -493,6 +520,11 @@ impl Scenario {
             // Some allreduces are reduces to the step's root, from a stream of their own.
             let mut q = SimRng::new(seed ^ REDUCE_SALT ^ comms.len() as u64);
             let reduce: Vec<bool> = allreduce.iter().map(|a| a.is_some() && q.chance(0.4)).collect();
+            // Some of the other allreduces are scans or exscans, from a stream of their own.
+            let mut p = SimRng::new(seed ^ SCAN_SALT ^ comms.len() as u64);
+            let scan: Vec<Option<bool>> = (0..bcasts.len())
+                .map(|k| (allreduce[k].is_some() && !reduce[k] && p.chance(0.3)).then(|| p.chance(0.5)))
+                .collect();
             // Alltoalls, from a stream of their own: on communicators of at most 16 ranks, in place
             // of some remaining broadcasts, the block spread so `size²` blocks keep the budget
             // (and a whole send buffer the message limit).
@@ -537,6 +569,7 @@ impl Scenario {
                 allgather,
                 allreduce,
                 reduce,
+                scan,
                 alltoall,
                 barrier,
                 refused,
@@ -701,10 +734,27 @@ pub fn block_pattern(seed: u64, c: usize, k: usize, q: u32, len: u32) -> Vec<u8>
     pattern(seed ^ (u64::from(q) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15), c, k, len)
 }
 
-/// The root's bytes of broadcast `k` of communicator `c`.
+/// The root's bytes of broadcast `k` of communicator `c`: byte `i` is the low byte of the
+/// `i + 1`-th draw of a [`SimRng`] seeded from `(seed, c, k)`.
 pub fn pattern(seed: u64, c: usize, k: usize, len: u32) -> Vec<u8> {
-    let mut r = SimRng::new(seed ^ ((c as u64) << 40) ^ ((k as u64) << 20) ^ 0x5eed);
-    (0..len).map(|_| r.next_u64() as u8).collect()
+    let mut out = vec![0u8; len as usize];
+    splitmix_low_bytes(seed ^ ((c as u64) << 40) ^ ((k as u64) << 20) ^ 0x5eed, &mut out);
+    out
+}
+
+/// Fills `out` with the low bytes of `SimRng::new(state)`'s draws, in order, in place: the DST
+/// derives every payload and every expected result this way, and building them a byte at a
+/// time through an iterator cost a tenth of a sweep. A test holds it to [`SimRng`] itself.
+fn splitmix_low_bytes(state: u64, out: &mut [u8]) {
+    const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut x = state;
+    for b in out.iter_mut() {
+        x = x.wrapping_add(GAMMA);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        *b = (z ^ (z >> 31)) as u8;
+    }
 }
 
 /// Runs a scenario and checks every invariant.

@@ -67,6 +67,42 @@ pub enum Fate {
     },
 }
 
+/// A datagram as [`Channel::fate`] sees it: shared bytes, copied only if it corrupts them —
+/// most datagrams pass unaltered, and copying each for each receiver just in case cost the
+/// simulator an allocation and a copy per delivery.
+pub struct Probe<'a> {
+    shared: &'a [u8],
+    owned: Option<Vec<u8>>,
+}
+
+impl<'a> Probe<'a> {
+    /// A probe of `bytes`.
+    pub fn new(bytes: &'a [u8]) -> Self {
+        Probe { shared: bytes, owned: None }
+    }
+
+    /// Its length.
+    pub fn len(&self) -> usize {
+        self.owned.as_ref().map_or(self.shared.len(), Vec::len)
+    }
+
+    /// Whether it has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Its bytes, copied first if they are still shared.
+    pub fn to_mut(&mut self) -> &mut Vec<u8> {
+        let shared = self.shared;
+        self.owned.get_or_insert_with(|| shared.to_vec())
+    }
+
+    /// The altered copy, if it was altered.
+    pub fn into_altered(self) -> Option<Vec<u8>> {
+        self.owned
+    }
+}
+
 /// Per-receiver burst state and the decision stream.
 pub struct Channel {
     rng: SimRng,
@@ -79,13 +115,15 @@ impl Channel {
         Channel { rng, bad: vec![false; nodes] }
     }
 
-    /// Decides one datagram's fate towards `to`, corrupting `frame` in place if the profile says.
+    /// Decides one datagram's fate towards `to`, corrupting `frame` (a copy of it, made only
+    /// then: [`Probe`]) if the profile says. A `frame` of no bytes is never corrupted (and
+    /// draws no corruption decision).
     pub fn fate(
         &mut self,
         f: &Faults,
         to: usize,
         multicast: bool,
-        frame: &mut [u8],
+        frame: &mut Probe<'_>,
         crc: fn(&[u8]) -> u32,
     ) -> Fate {
         let mut loss = if multicast { f.mcast_loss } else { f.ucast_loss };
@@ -98,12 +136,14 @@ impl Channel {
         if self.rng.chance(loss) {
             return Fate::Lost;
         }
-        if !frame.is_empty() && self.rng.chance(f.corrupt) {
-            let bit = self.rng.below(frame.len() as u64 * 8);
-            frame[(bit / 8) as usize] ^= 1 << (bit % 8);
-        } else if frame.len() > 40 && self.rng.chance(f.sealed_corrupt) {
+        let len = frame.len();
+        if len != 0 && self.rng.chance(f.corrupt) {
+            let bit = self.rng.below(len as u64 * 8);
+            frame.to_mut()[(bit / 8) as usize] ^= 1 << (bit % 8);
+        } else if len > 40 && self.rng.chance(f.sealed_corrupt) {
             // Change a byte behind the header, then re-seal: only the digest can tell.
-            let at = 32 + self.rng.below(frame.len() as u64 - 36) as usize;
+            let at = 32 + self.rng.below(len as u64 - 36) as usize;
+            let frame = frame.to_mut();
             frame[at] ^= 0x5a;
             let n = frame.len() - 4;
             let sum = crc(&frame[..n]).to_le_bytes();

@@ -3,7 +3,7 @@
 //! multicast groups, and the optional LogGP performance model. [`super::world`] puts one
 //! protocol on each node, [`super::cluster`] one whole engine; both send through [`Net::send`]
 //! and [`Net::multicast`] and take their events from [`Net::pop`].
-use super::fabric::{Channel, Fate, Faults};
+use super::fabric::{Channel, Fate, Faults, Probe};
 use ringcast_proto::comm::GroupId;
 use ringcast_proto::comm::Layout;
 use ringcast_proto::fault::{Dir, FaultConfig, FaultInjector, Verdict};
@@ -11,7 +11,7 @@ use ringcast_proto::model::FabricModel;
 use ringcast_proto::rng::SimRng;
 use ringcast_proto::schedule::bcast::{rx_lane, tx_lane, LANE_ANY};
 use ringcast_proto::Nanos;
-use std::cmp::{Ordering, Reverse};
+use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::rc::Rc;
 
@@ -36,32 +36,41 @@ pub(crate) enum Ev {
     /// A DMA job an engine handed its driver falls due (late DMA: [`super::cluster`]).
     Job {
         node: u32,
-        job: u64,
+        job: ringcast_proto::engine::JobId,
     },
 }
 
-/// A queued event, ordered by time then insertion.
-#[derive(Debug)]
-pub(crate) struct Entry {
-    pub(crate) at: Nanos,
-    seq: u64,
-    pub(crate) ev: Ev,
+/// The event queue, ordered by time then insertion: the heap holds only each event's key
+/// (time, insertion number, slot: 24 bytes) and the events wait in slots beside it. Popping a
+/// binary heap moves its entries a level at a time; with the events themselves in it (48
+/// bytes each) that was a twentieth of a DST sweep (docs/protocol.md, "DST speed").
+#[derive(Default)]
+pub(crate) struct Queue {
+    heap: BinaryHeap<Reverse<(Nanos, u64, u32)>>,
+    slots: Vec<Option<Ev>>,
+    free: Vec<u32>,
 }
 
-impl PartialEq for Entry {
-    fn eq(&self, o: &Self) -> bool {
-        (self.at, self.seq) == (o.at, o.seq)
+impl Queue {
+    fn push(&mut self, at: Nanos, seq: u64, ev: Ev) {
+        let slot = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Some(ev);
+                i
+            }
+            None => {
+                self.slots.push(Some(ev));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.heap.push(Reverse((at, seq, slot)));
     }
-}
-impl Eq for Entry {}
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Entry {
-    fn cmp(&self, o: &Self) -> Ordering {
-        (self.at, self.seq).cmp(&(o.at, o.seq))
+
+    fn pop(&mut self) -> Option<(Nanos, Ev)> {
+        let Reverse((at, _, slot)) = self.heap.pop()?;
+        self.free.push(slot);
+        // Every key in the heap names a filled slot (`push`), emptied only here.
+        self.slots.get_mut(slot as usize).and_then(Option::take).map(|ev| (at, ev))
     }
 }
 
@@ -90,7 +99,7 @@ impl Perf {
 pub(crate) struct Net {
     pub(crate) now: Nanos,
     pub(crate) seq: u64,
-    pub(crate) heap: BinaryHeap<Reverse<Entry>>,
+    pub(crate) queue: Queue,
     pub(crate) perf: Option<Perf>,
     pub(crate) faults: Faults,
     pub(crate) chan: Channel,
@@ -106,7 +115,7 @@ pub(crate) struct Net {
 impl Net {
     pub(crate) fn push(&mut self, at: Nanos, ev: Ev) {
         self.seq += 1;
-        self.heap.push(Reverse(Entry { at, seq: self.seq, ev }));
+        self.queue.push(at, self.seq, ev);
     }
 
     /// Runs node `node`'s injector on a datagram in `dir`: `None` when dropped, else the number
@@ -158,13 +167,21 @@ impl Net {
             owned = Some(bytes);
         }
         // The fault decision may corrupt the datagram: only then does this receiver get a copy.
-        let mut probe = owned.take().unwrap_or_default();
+        // It sees the bytes (and draws its corruption decisions) where the profile corrupts or
+        // the injector made a copy; otherwise none, as ever.
         let faulty = self.faults.corrupt > 0.0 || self.faults.sealed_corrupt > 0.0;
-        if faulty && probe.is_empty() {
-            probe = frame.to_vec();
-        }
+        let seen: &[u8] = match &owned {
+            Some(o) => o,
+            None if faulty => frame,
+            None => &[],
+        };
+        let mut probe = Probe::new(seen);
         let fate = self.chan.fate(&self.faults, to, multicast, &mut probe, crc);
-        let bytes: Rc<[u8]> = if probe.is_empty() { frame.clone() } else { probe.into() };
+        let bytes: Rc<[u8]> = match (probe.into_altered(), owned) {
+            (Some(altered), _) => altered.into(),
+            (None, Some(o)) => o.into(),
+            (None, None) => frame.clone(),
+        };
         match fate {
             Fate::Lost => {}
             Fate::Deliver { delay, copies } => {
@@ -288,7 +305,7 @@ impl Net {
         Net {
             now: 0,
             seq: 0,
-            heap: BinaryHeap::new(),
+            queue: Queue::default(),
             perf: None,
             faults,
             chan: Channel::new(rng, nodes),
@@ -302,7 +319,7 @@ impl Net {
 
     /// The next event, with virtual time moved to it.
     pub(crate) fn pop(&mut self) -> Option<Ev> {
-        let Reverse(Entry { at, ev, .. }) = self.heap.pop()?;
+        let (at, ev) = self.queue.pop()?;
         self.now = at;
         Some(ev)
     }
@@ -340,22 +357,30 @@ impl Net {
         if to >= self.mcast_seen.len() {
             return; // not a node of this world
         }
-        let mut bytes = frame.to_vec();
-        let Some((copies, hold)) = self.inject(me, Dir::Tx, &mut bytes) else { return };
-        let bytes: Rc<[u8]> = bytes.into();
+        let Some((bytes, copies, hold)) = self.outgoing(me, frame) else { return };
         for _ in 0..copies {
             let at = self.charge_send(me, Some(to), bytes.len(), lane);
             self.transmit_held(me, to, false, &bytes, hold, at, lane);
         }
     }
 
+    /// `frame` as it leaves node `me`: shared bytes (copied once, straight into the shared
+    /// allocation), after its sending injector — `None` when it dropped it, else the copies
+    /// and the extra hold time.
+    fn outgoing(&mut self, me: usize, frame: &[u8]) -> Option<(Rc<[u8]>, u8, Nanos)> {
+        if self.injectors[me].is_none() {
+            return Some((Rc::from(frame), 1, 0));
+        }
+        let mut bytes = frame.to_vec();
+        let (copies, hold) = self.inject(me, Dir::Tx, &mut bytes)?;
+        Some((bytes.into(), copies, hold))
+    }
+
     /// Node `me` multicasts `frame` to the receivers of `group` (itself excepted).
     pub(crate) fn multicast(&mut self, me: usize, group: &GroupId, frame: &[u8]) {
         let Some(members) = self.groups.get(group).cloned() else { return };
         // Sender-side faults hit the datagram once, before the switch replicates it.
-        let mut bytes = frame.to_vec();
-        let Some((copies, hold)) = self.inject(me, Dir::Tx, &mut bytes) else { return };
-        let bytes: Rc<[u8]> = bytes.into();
+        let Some((bytes, copies, hold)) = self.outgoing(me, frame) else { return };
         for _ in 0..copies {
             // One transmission by the root's NIC; the switch replicates it.
             let left = self.charge_send(me, None, bytes.len(), LANE_ANY);

@@ -89,6 +89,8 @@ fn contribution(dtype: DataType, r: u32, n: usize) -> Vec<u8> {
         .flat_map(|_| {
             let x = g.next_u64();
             match dtype {
+                // Pairs: few distinct values (ties), the rank as the index.
+                t if t.is_pair() => pair(t, (x % 7) as i64 - 3, r as i32),
                 DataType::F32 => (((x % 2001) as f32 - 1000.0) * 10f32.powi((x >> 20) as i32 % 12 - 6))
                     .to_le_bytes()
                     .to_vec(),
@@ -105,7 +107,30 @@ fn contribution(dtype: DataType, r: u32, n: usize) -> Vec<u8> {
         .collect()
 }
 
-const TYPES: [DataType; 10] = [
+/// A packed pair of `t` with the integer value `v` and index `i`.
+fn pair(t: DataType, v: i64, i: i32) -> Vec<u8> {
+    let mut e = match t {
+        DataType::PAIR_F32_I32 => (v as f32).to_le_bytes().to_vec(),
+        DataType::PAIR_F64_I32 => (v as f64).to_le_bytes().to_vec(),
+        DataType::PAIR_I64_I32 => v.to_le_bytes().to_vec(),
+        DataType::PAIR_I32_I32 => (v as i32).to_le_bytes().to_vec(),
+        DataType::PAIR_I16_I32 => (v as i16).to_le_bytes().to_vec(),
+        _ => {
+            // x87: significand with its integer bit, biased exponent and sign; 6 bytes unused.
+            let m = v.unsigned_abs();
+            let (mant, exp) =
+                if m == 0 { (0, 0) } else { (m << m.leading_zeros(), 16383 + 63 - m.leading_zeros() as u16) };
+            let mut w = mant.to_le_bytes().to_vec();
+            w.extend_from_slice(&(exp | if v < 0 { 0x8000 } else { 0 }).to_le_bytes());
+            w.extend_from_slice(&[0x5A; 6]);
+            w
+        }
+    };
+    e.extend_from_slice(&i.to_le_bytes());
+    e
+}
+
+const TYPES: [DataType; 16] = [
     DataType::I8,
     DataType::U8,
     DataType::I16,
@@ -116,8 +141,14 @@ const TYPES: [DataType; 10] = [
     DataType::U64,
     DataType::F32,
     DataType::F64,
+    DataType::PAIR_F32_I32,
+    DataType::PAIR_F64_I32,
+    DataType::PAIR_I64_I32,
+    DataType::PAIR_I32_I32,
+    DataType::PAIR_I16_I32,
+    DataType::PAIR_X87_I32,
 ];
-const OPS: [ReduceOp; 9] = [
+const OPS: [ReduceOp; 12] = [
     ReduceOp::SUM,
     ReduceOp::PROD,
     ReduceOp::MIN,
@@ -127,6 +158,9 @@ const OPS: [ReduceOp; 9] = [
     ReduceOp::BXOR,
     ReduceOp::LAND,
     ReduceOp::LOR,
+    ReduceOp::LXOR,
+    ReduceOp::MAXLOC,
+    ReduceOp::MINLOC,
 ];
 
 /// One allreduce per supported (type, operation) at every rank of `nodes × ppn`, all posted at
@@ -882,7 +916,7 @@ fn a_dead_engine_fails_a_doubling_allreduce_everywhere_within_the_bound() {
 /// picks doubling (it multicasts its part), ranks 1 and 2 at it (they swap over the pairs), then
 /// a second allreduce in step. Engine 0 goes on to the second call, whose pair transfers the
 /// others, still in the first, took as the first's: `Ok` over another call's contribution. With
-/// the count of multicast exchanges in every later context (`gather.rs`) every call of every
+/// the count of multicast exchanges in every later context (`node/sequencer.rs`) every call of every
 /// rank ends typed within a few peer timeouts, none `Ok`.
 #[test]
 fn ranks_split_by_the_exchange_get_typed_errors() {

@@ -5,8 +5,10 @@
 //! multicasting its part on the communicator, the others swapping over the pair communicators)
 //! every rank waited for transfers the others never started, alive and so never declared dead,
 //! forever; now a call that waited is checked against the communicator's manager
-//! (`engine/call_checks.rs`). Three engines of one rank each, every call posted at once, a clean
-//! fabric; nothing may end `Ok` but a broadcast's root (done once its message is in its channel).
+//! (`engine/node/call_checks.rs`). Three engines of one rank each, every call posted at once, a
+//! clean fabric; nothing may end `Ok` but a broadcast's root (done once its message is in its
+//! channel). Scans and exscans too: their blocks are gathered as an allgather's, so across the
+//! allgather's boundary they take exchanges apart, and their shapes carry their operation.
 use ringcast_abi::{
     Access, DataType, Opcode, ReduceOp, RegionKey, RegionRef, StatusKind, SubmissionDescriptor,
 };
@@ -42,36 +44,9 @@ type Call = Box<dyn Fn(RegionRef, RegionRef) -> SubmissionDescriptor>;
 /// twice the peer timeout passed; checks that each ended within the peer timeout, and typed —
 /// `Ok` only at a broadcast's root. Returns the completions.
 fn case(what: &str, tweak: &dyn Fn(&mut EngineConfig), calls: [Call; 3]) -> Vec<Published> {
-    let world = World::Uniform { nodes: 3, ppn: 1 };
-    let engines = world_engines(&world, "disagree", &|c| settings(c, tweak));
-    let (fabric, dma) = (SimRng::new(38), SimRng::new(8));
-    let mut c = Cluster::new(engines, Faults::clean(), fabric, crc32c::crc32c, DmaTiming::Now, dma);
-    let mut roots = Vec::new();
-    for (r, call) in calls.iter().enumerate() {
-        let m = &mut c.nodes[r];
-        let host = m.engine.attach_host(LocalRank::Fixed(0), 0).unwrap();
-        m.engine.host_arrived(host);
-        let mut region = |seg: u64| -> RegionRef {
-            m.mem.insert(seg, vec![r as u8 + 1; BUF as usize]);
-            let key: RegionKey =
-                m.engine.register(host, SegmentHandle(seg), BUF, 0, BUF, Access::READ_WRITE).unwrap();
-            RegionRef { key, offset: 0 }
-        };
-        let (work, send) = (region(1), region(2));
-        let d = call(work, send);
-        if d.opcode == Opcode::BCAST && d.root == r as u32 {
-            roots.push(r);
-        }
-        c.with_engine(r, |e, now| e.handle_descriptor(host, &d, now));
-    }
-    let limit = 2 * PEER_TIMEOUT_MS * 1_000_000;
-    while c.published().len() < 3 && c.now() < limit {
-        if c.step().is_none() {
-            break;
-        }
-    }
-    let done = c.published().to_vec();
-    let at = c.now() / 1_000_000;
+    let [a, b, c] = calls;
+    let (done, roots) = run(tweak, [vec![a], vec![b], vec![c]]);
+    let at = done.iter().map(|p| p.at).max().unwrap_or(0) / 1_000_000;
     assert_eq!(done.len(), 3, "{what}: {} of 3 calls ended by {at} ms: {done:?}", done.len());
     for p in &done {
         let s = StatusKind::try_from(p.cqe.status).unwrap();
@@ -82,6 +57,59 @@ fn case(what: &str, tweak: &dyn Fn(&mut EngineConfig), calls: [Call; 3]) -> Vec<
         }
     }
     done
+}
+
+/// Posts `calls[r]` at rank `r` of three engines, one round at a time: every rank's first call
+/// at once, then — once each ended and a millisecond passed, as a program calls again after a
+/// failure — every rank's second (cookies 1, 2, …). A round runs until each of its calls ended
+/// or twice the peer timeout passed. Returns the completions, and the ranks that root their
+/// first call's broadcast.
+fn run(tweak: &dyn Fn(&mut EngineConfig), calls: [Vec<Call>; 3]) -> (Vec<Published>, Vec<usize>) {
+    let world = World::Uniform { nodes: 3, ppn: 1 };
+    let engines = world_engines(&world, "disagree", &|c| settings(c, tweak));
+    let (fabric, dma) = (SimRng::new(38), SimRng::new(8));
+    let mut c = Cluster::new(engines, Faults::clean(), fabric, crc32c::crc32c, DmaTiming::Now, dma);
+    let mut roots = Vec::new();
+    let mut hosts = Vec::new();
+    for r in 0..calls.len() {
+        let m = &mut c.nodes[r];
+        let host = m.engine.attach_host(LocalRank::Fixed(0), 0).unwrap();
+        m.engine.host_arrived(host);
+        let mut region = |seg: u64| -> RegionRef {
+            m.mem.insert(seg, vec![r as u8 + 1; BUF as usize]);
+            let key: RegionKey =
+                m.engine.register(host, SegmentHandle(seg), BUF, 0, BUF, Access::READ_WRITE).unwrap();
+            RegionRef { key, offset: 0 }
+        };
+        hosts.push((host, region(1), region(2)));
+    }
+    let rounds = calls.iter().map(Vec::len).max().unwrap_or(0);
+    let mut total = 0;
+    for i in 0..rounds {
+        let start = c.now();
+        for (r, &(host, work, send)) in hosts.iter().enumerate() {
+            let Some(call) = calls[r].get(i) else { continue };
+            let d = SubmissionDescriptor { cookie: i as u64 + 1, ..call(work, send) };
+            if i == 0 && d.opcode == Opcode::BCAST && d.root == r as u32 {
+                roots.push(r);
+            }
+            c.with_engine(r, |e, now| e.handle_descriptor(host, &d, now));
+            total += 1;
+        }
+        let limit = start + 2 * PEER_TIMEOUT_MS * 1_000_000;
+        while c.published().len() < total && c.now() < limit {
+            if c.step().is_none() {
+                break;
+            }
+        }
+        let pause = c.now() + 1_000_000;
+        while i + 1 < rounds && c.now() < pause {
+            if c.step().is_none() {
+                break;
+            }
+        }
+    }
+    (c.published().to_vec(), roots)
 }
 
 fn allreduce(len: u64) -> Call {
@@ -100,6 +128,10 @@ fn alltoall(len: u64) -> Call {
 
 fn bcast(root: u32, len: u64) -> Call {
     Box::new(move |work, _| SubmissionDescriptor::bcast(1, 0, root, work, len))
+}
+
+fn scan(len: u64, op: ReduceOp, exclusive: bool) -> Call {
+    Box::new(move |work, _| SubmissionDescriptor::scan(1, 0, work, None, len, DataType::F64, op, exclusive))
 }
 
 fn barrier() -> Call {
@@ -175,4 +207,63 @@ fn forced_exchanges_across_their_thresholds_end_typed() {
         &pairwise,
         [alltoall(2048), alltoall(4096), alltoall(4096)],
     );
+}
+
+/// Scans and exscans: a scan one element short of the allgather's boundary (its blocks are
+/// gathered as an allgather's, doubling forced: multicast node parts from
+/// `allgather_fold_multicast_bytes`) against scans past it; a scan of 4 KiB against allreduces
+/// of 4 KiB (exchanged apart); a scan against exscans.
+#[test]
+fn scans_that_disagree_end_typed() {
+    let forced = |c: &mut EngineConfig| c.protocol.allgather_between = AllgatherBetween::Doubling;
+    let fold = u64::from(config(&forced).protocol.allgather_fold_multicast_bytes);
+    let sum = ReduceOp::SUM;
+    case(
+        "scans across the allgather's boundary",
+        &forced,
+        [scan(fold - 8, sum, false), scan(fold, sum, false), scan(fold, sum, false)],
+    );
+    let c = config(&|_| {});
+    let (ag, ar) = (compose::allgather(&c, 3, 3 * 4096), compose::allreduce(&c, 3, 1, 4096, 8));
+    assert_ne!(ag, ar, "a scan's gather and an allreduce of 4 KiB exchange alike here: no test");
+    case("a scan against allreduces", &|_| {}, [scan(4096, sum, false), allreduce(4096), allreduce(4096)]);
+    case(
+        "a scan against exscans",
+        &|_| {},
+        [scan(4096, sum, false), scan(4096, sum, true), scan(4096, sum, true)],
+    );
+}
+
+/// Scans whose operations differ meet, and the MAC fails them at once; the check then finds
+/// the shapes disagree — a scan's operation is part of its shape — and the communicator breaks
+/// at every engine, as for any calls that disagree: the next call, made a millisecond after the
+/// failure, fails typed everywhere. (Before a scan's shape carried its operation, the
+/// communicator went on, and the next allreduce ended `Ok`; a call already in flight when the
+/// word comes may still end `Ok`, which this test does not make.)
+#[test]
+fn scans_with_another_operation_break_the_communicator() {
+    let then = || allreduce(64);
+    let (done, _) = run(
+        &|_| {},
+        [
+            vec![scan(4096, ReduceOp::SUM, false), then()],
+            vec![scan(4096, ReduceOp::MAX, false), then()],
+            vec![scan(4096, ReduceOp::MAX, false), then()],
+        ],
+    );
+    assert_eq!(done.len(), 6, "{} of 6 calls ended: {done:?}", done.len());
+    for p in &done {
+        let s = StatusKind::try_from(p.cqe.status).unwrap();
+        assert!(
+            p.at <= PEER_TIMEOUT_MS * 1_000_000,
+            "rank {} call {} ended at {} ns",
+            p.node,
+            p.cqe.cookie,
+            p.at
+        );
+        match p.cqe.cookie {
+            1 => assert_ne!(s, StatusKind::Ok, "rank {}: a scan Ok over another operation", p.node),
+            _ => assert_eq!(s, StatusKind::CommunicatorBroken, "rank {}: the call after: {done:?}", p.node),
+        }
+    }
 }

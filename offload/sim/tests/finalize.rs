@@ -4,7 +4,7 @@
 //! another) broadcasts byte-exact from the next epoch on; and a process that only detaches — a
 //! replacement mid-job — does not close the world: its successor continues the sequence, while
 //! one that dies between two collectives breaks it, so the others' next ones end typed. The
-//! world's pair communicators (recursive-doubling allreduces) settle and reopen with it.
+//! world's pair communicators (recursive-doubling allreduces) settle with it; the next job gets a world of its own, a failed job's successor too.
 use ringcast_abi::{
     Access, DataType, Opcode, ReduceOp, RegionKey, RegionRef, StatusKind, SubmissionDescriptor,
 };
@@ -99,7 +99,7 @@ fn finalizing_settles_a_partial_epoch_and_the_next_job_starts_afresh() {
             bcast(&mut c, &ranks, k as usize % ranks.len(), k);
         }
         finalize_owing_nothing(&mut c, &ranks, &format!("{counts:?}"));
-        // Job 2 on the same engines: new processes, the world reopened at the next epoch.
+        // Job 2 on the same engines: new processes, a world of its own (the next generation).
         let ranks: Vec<Rank> = (0..world.size()).map(|r| attach(&mut c, &world, r, 2)).collect();
         for k in 100..107 {
             bcast(&mut c, &ranks, (k as usize + 1) % ranks.len(), k);
@@ -238,4 +238,58 @@ fn a_process_lost_between_collectives_fails_the_others_next_ones_typed() {
     }
     let ended: Vec<_> = c.published().iter().filter(|p| calls.contains(&p.cqe.cookie)).collect();
     assert!(ended.iter().any(|p| p.cqe.status.0 != StatusKind::Ok as u16), "{ended:?}");
+}
+
+/// A daemon reused after a failed job needs no restart (issue 38, item 8): rank 1's process is
+/// lost mid-job, the others' next broadcasts end typed, then the survivors leave — lost too, or
+/// finalizing as a program that handles the error does — and a new job's processes attach to the
+/// same engines: its broadcasts and allreduces are byte-exact, on a world of the new job (its
+/// own key, its broadcast ids from zero). Before, the world stayed broken at the engine that lost
+/// the process (and at the others once they noticed), under the old job's key and sequence: the
+/// new job's collectives failed until the engines were restarted.
+#[test]
+fn the_job_after_a_failed_one_runs_on_the_same_engines() {
+    for survivors_finalize in [false, true] {
+        let world = World::from_counts(&[1, 1, 1]).unwrap();
+        let mut c = new_cluster(&world, 13);
+        let ranks: Vec<Rank> = (0..3).map(|r| attach(&mut c, &world, r, 1)).collect();
+        for k in 0..3 {
+            bcast(&mut c, &ranks, k as usize % 3, k);
+        }
+        let gone = &ranks[1];
+        c.with_engine(gone.node, |e, now| e.detach_host(gone.host, Departure::Lost, 0, now));
+        let before = done(&c);
+        for rank in [&ranks[0], &ranks[2]] {
+            let d = SubmissionDescriptor::bcast(50, 0, 0, RegionRef { key: rank.buf, offset: 0 }, LEN as u64);
+            c.with_engine(rank.node, |e, now| e.handle_descriptor(rank.host, &d, now));
+        }
+        while done(&c) < before + 2 {
+            assert!(c.step().is_some(), "the failed job's broadcast never ended");
+        }
+        for rank in [&ranks[0], &ranks[2]] {
+            c.with_engine(rank.node, |e, now| {
+                if survivors_finalize {
+                    e.finalize_host(rank.host, now);
+                    e.detach_host(rank.host, Departure::Clean, 0, now)
+                } else {
+                    e.detach_host(rank.host, Departure::Lost, 0, now)
+                }
+            });
+        }
+        settle(&mut c);
+        // The next job, on the same engines.
+        let ranks: Vec<Rank> = (0..3).map(|r| attach(&mut c, &world, r, 2)).collect();
+        for k in 100..106 {
+            bcast(&mut c, &ranks, k as usize % 3, k);
+        }
+        for k in 200..203 {
+            allreduce(&mut c, &ranks, k);
+        }
+        // And the one after it, which ends well: the engines owe nothing, the job after runs.
+        finalize_owing_nothing(&mut c, &ranks, &format!("survivors finalize: {survivors_finalize}"));
+        let ranks: Vec<Rank> = (0..3).map(|r| attach(&mut c, &world, r, 3)).collect();
+        for k in 300..305 {
+            bcast(&mut c, &ranks, k as usize % 3, k);
+        }
+    }
 }

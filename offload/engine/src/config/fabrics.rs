@@ -4,6 +4,7 @@
 //! list against the node count) for the root to call when that fabric is the one in use.
 use crate::fabric::dpdk::eal_args::Hugepages;
 use crate::fabric::dpdk::frame::parse_members;
+use crate::fabric::udp::{UdpOffload, MAX_BATCH};
 use crate::fabric::verbs::group::JoinMode;
 use ringcast_proto::config::{invalid, ConfigError};
 
@@ -19,16 +20,28 @@ ringcast_proto::tunables! {
         /// UDP fabric: the multicast interface.
         interface: String = String::new(), "RINGCAST_UDP_INTERFACE",
             "udp fabric: interface for multicast, by name or index (empty: the interface of this node's listed address, or the kernel's route)";
+        /// UDP fabric: datagrams per system call.
+        batch: u32 = 64, "RINGCAST_UDP_BATCH",
+            "udp fabric: most datagrams per system call, sendmmsg and recvmmsg (1..=64; 1: one system call per datagram)";
+        /// UDP fabric: GSO and GRO.
+        offload: UdpOffload = UdpOffload::Auto, "RINGCAST_UDP_OFFLOAD",
+            "udp fabric: auto (UDP GSO sends a run of one destination's datagrams of one size as one system call, UDP GRO receives several of one sender in one buffer, where the kernel has them: probed at start, GSO dropped at the first send the kernel refuses) or off";
+        /// UDP fabric: socket buffers.
+        buffer_bytes: u32 = 0, "RINGCAST_UDP_BUFFER_BYTES",
+            "udp fabric: SO_RCVBUF and SO_SNDBUF requested per socket in bytes (the kernel reports twice the request; past net.core.rmem_max/wmem_max it is forced where CAP_NET_ADMIN allows); 0: sized to the window, twice protocol.max_message_bytes, at least 4 MiB";
     }
 }
 
 impl UdpConfig {
-    /// Checks what the section can alone: an interface given by name must be one Linux could
-    /// have (at most 15 bytes, no `/` or whitespace), so a typo fails at start with the
-    /// variable's name rather than as a socket error. The member list is parsed (and counted
+    /// Checks what the section can alone: the batch within `1..=64`, and an interface given by
+    /// name must be one Linux could have (at most 15 bytes, no `/` or whitespace), so a typo
+    /// fails at start with the variable's name rather than as a socket error. The member list is parsed (and counted
     /// against the nodes) only when the fabric is `udp` ([`UdpConfig::check_members`]): a
     /// launcher may set every fabric's list and pick one.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(1..=MAX_BATCH as u32).contains(&self.batch) {
+            return invalid(format!("udp.batch {} outside 1..={MAX_BATCH}", self.batch));
+        }
         let i = self.interface.as_str();
         let name_ok = i.len() <= 15 && !i.contains(|c: char| c == '/' || c.is_whitespace());
         if i.parse::<u32>().is_err() && !name_ok {

@@ -18,6 +18,7 @@ pub use fabrics::{DpdkConfig, UdpConfig, VerbsConfig};
 pub use ringcast_proto::config::{
     AlgorithmChoice, AllgatherParts, AlltoallBetween, Between, ConfigError, EngineConfig, FabricKind,
     JobSecret, Limits, LocalRank, ModelConfig, NodeRanks, ProtocolConfig, RootDelay, Topology, TunableRow,
+    MAX_MTU,
 };
 pub use ringcast_proto::fault::FaultConfig;
 pub use runner::{DmaMode, PinCpu, PollMode, RunnerConfig};
@@ -62,6 +63,15 @@ impl Config {
             // The one default that depends on another section: a fabric's own datagram size.
             protocol.mtu = topology.fabric.default_mtu();
         }
+        let udp = UdpConfig::parse(&get)?;
+        if get("RINGCAST_MTU").is_none() && topology.fabric == FabricKind::Udp {
+            // The path's datagram (the interface's MTU less the IP and UDP headers: 1472 on
+            // 1500-byte Ethernet, 65000 on loopback); the Ethernet default when no route is
+            // known yet or the member list does not name this node (validation says so).
+            if let Some(size) = crate::fabric::udp::section_datagram(&udp, topology.node, MAX_MTU as usize) {
+                protocol.mtu = size as u32;
+            }
+        }
         let c = Config {
             limits: Limits::parse(&get)?,
             protocol,
@@ -69,7 +79,7 @@ impl Config {
             topology,
             fault: FaultConfig::parse(&get)?,
             runner: RunnerConfig::parse(&get)?,
-            udp: UdpConfig::parse(&get)?,
+            udp,
             dpdk: DpdkConfig::parse(&get)?,
             verbs: VerbsConfig::parse(&get)?,
         };
@@ -101,6 +111,7 @@ impl Config {
             node: PeerId(self.topology.node),
             nodes: self.topology.nodes,
             mtu: self.protocol.mtu as usize,
+            window: self.protocol.max_message_bytes as usize,
             max_groups: self.limits.max_comms as usize,
             log_level: self.runner.log_level,
         }

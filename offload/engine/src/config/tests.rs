@@ -169,13 +169,14 @@ fn a_fabric_is_set_up_from_the_sections_that_own_its_values() {
         c.topology.node = 2;
         c.topology.nodes = 3;
         c.protocol.mtu = 9000;
+        c.protocol.max_message_bytes = 1 << 20;
         c.limits.max_comms = 5;
         c.runner.log_level = 2;
     });
     let s = c.fabric_setup();
     assert_eq!(
-        (s.job.as_str(), s.node, s.nodes, s.mtu, s.max_groups, s.log_level),
-        ("setup-test", ringcast_proto::comm::PeerId(2), 3, 9000, 5, 2)
+        (s.job.as_str(), s.node, s.nodes, s.mtu, s.window, s.max_groups, s.log_level),
+        ("setup-test", ringcast_proto::comm::PeerId(2), 3, 9000, 1 << 20, 5, 2)
     );
 }
 
@@ -188,7 +189,14 @@ fn the_datagram_size_defaults_to_the_fabrics_own_unless_set() {
             .mtu
     };
     assert_eq!(env(&[("RINGCAST_FABRIC", "shm")]), 4088, "shm: one ring slot");
-    assert_eq!(env(&[("RINGCAST_FABRIC", "udp"), ("RINGCAST_UDP_MEMBERS", "127.0.0.1:1")]), 1472);
+    // udp: the path's (loopback's 64 KiB MTU, within the protocol's 65000).
+    let lo = std::fs::read_to_string("/sys/class/net/lo/mtu").ok().and_then(|m| m.trim().parse::<u32>().ok());
+    let lo = lo.map_or(65_000, |m| (m.min(65_535) - 28).min(65_000));
+    assert_eq!(env(&[("RINGCAST_FABRIC", "udp"), ("RINGCAST_UDP_MEMBERS", "127.0.0.1:1")]), lo);
+    assert_eq!(
+        env(&[("RINGCAST_FABRIC", "udp"), ("RINGCAST_UDP_MEMBERS", "127.0.0.1:1"), ("RINGCAST_MTU", "1472")]),
+        1472
+    );
     assert_eq!(env(&[]), 1472, "no fabric: the Ethernet default");
     assert_eq!(env(&[("RINGCAST_FABRIC", "shm"), ("RINGCAST_MTU", "1472")]), 1472, "set: kept");
     assert_eq!(Config::default().protocol.mtu, 1472, "the section alone knows no fabric");

@@ -293,6 +293,8 @@ impl<F: Fabric> Fabric for Faulty<F> {
             received: self.counters.received,
             overrun: inner.overrun + self.counters.overrun,
             refused: inner.refused,
+            tx_calls: inner.tx_calls,
+            rx_calls: inner.rx_calls,
         }
     }
 

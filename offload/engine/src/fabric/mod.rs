@@ -1,9 +1,14 @@
-//! Fabrics: what moves the protocol's datagrams between engines (DESIGN §4). Unreliable by
+//! Fabrics: what moves the protocol's datagrams between engines (docs/design.md §4). Unreliable by
 //! contract — a fabric may drop, and must never corrupt silently (the protocol's CRC and digest
 //! catch the rest); the protocol core makes delivery reliable.
 //!
 //! A fabric is polled, never waited on: the engine's polling loop calls [`Fabric::poll`] with a
-//! budget, next to its host rings. Members are numbered `0..n` ([`PeerId`]) by whoever starts
+//! budget, next to its host rings. It sends what the engine hands it, one datagram
+//! ([`Fabric::send`], [`Fabric::multicast`]) or a run of them at once ([`Fabric::send_batch`]:
+//! every frame the engine queued in one pass, lent in place, so a fabric that can hands them to
+//! its device in one call — `udp`'s `sendmmsg` and GSO). A datagram comes as [`Datagram`]
+//! parts the fabric gathers into one (an iovec per part), so a sender never has to build a
+//! contiguous frame first. Members are numbered `0..n` ([`PeerId`]) by whoever starts
 //! the engines (`ringcast run`), and each fabric resolves that number to its own address (a
 //! shared-memory ring, a UDP socket address).
 //!
@@ -58,11 +63,57 @@ pub struct FabricSetup {
     pub nodes: u32,
     /// Largest datagram the protocol sends (`protocol.mtu`).
     pub mtu: usize,
+    /// The most bytes one broadcast puts on the wire at once — a root multicasts its whole
+    /// message in one go (`protocol.max_message_bytes`): what a receive queue must be able to
+    /// hold while its engine is busy elsewhere.
+    pub window: usize,
     /// Multicast groups joined at once: one per communicator (`limits.max_comms`).
     pub max_groups: usize,
     /// How much the engine reports on stderr (`runner.log_level`): a fabric with a chatty
     /// library underneath (DPDK's EAL) quiets it to match.
     pub log_level: u8,
+}
+
+/// Where a [`Datagram`] goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dest {
+    /// One member ([`Fabric::send`]).
+    Peer(PeerId),
+    /// Every member of a group but this one ([`Fabric::multicast`]).
+    Group(GroupId),
+}
+
+/// Most parts one [`Datagram`] is gathered from: a header, a slice of the payload where it
+/// lies, a trailer.
+pub const MAX_PARTS: usize = 3;
+
+/// One datagram to send, as up to [`MAX_PARTS`] byte slices the fabric gathers into one in
+/// order (empty parts are skipped): the frame the engine sealed in its outbox today; a header,
+/// a payload slice where the bytes already lie and a trailer once the data path writes
+/// straight into the wire (no contiguous copy to build first).
+#[derive(Clone, Copy, Debug)]
+pub struct Datagram<'a> {
+    /// Destination.
+    pub dest: Dest,
+    /// The bytes, in order.
+    pub parts: [&'a [u8]; MAX_PARTS],
+}
+
+impl<'a> Datagram<'a> {
+    /// A datagram of one contiguous frame.
+    pub fn whole(dest: Dest, frame: &'a [u8]) -> Self {
+        Datagram { dest, parts: [frame, &[], &[]] }
+    }
+
+    /// Its length: the parts' sum.
+    pub fn len(&self) -> usize {
+        self.parts.iter().map(|p| p.len()).sum()
+    }
+
+    /// No bytes at all.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// Counters every fabric keeps (monotonic).
@@ -80,6 +131,12 @@ pub struct FabricCounters {
     /// Datagrams refused: larger than the fabric's MTU, to an unknown member, or malformed in
     /// the fabric's own framing.
     pub refused: u64,
+    /// Calls into the device that sent (a system call, a burst): with `sent + multicast`, how
+    /// many datagrams one call carries. 0 where a fabric has no such call (`shm` writes its
+    /// rings in place).
+    pub tx_calls: u64,
+    /// Calls into the device that received (as `tx_calls`).
+    pub rx_calls: u64,
 }
 
 /// A datagram fabric.
@@ -102,6 +159,29 @@ pub trait Fabric {
     /// Sends `frame` to every member of `group`, this member excluded (unreliable; never
     /// blocks).
     fn multicast(&mut self, group: &GroupId, frame: &[u8]);
+    /// Sends every datagram `batch` yields, in order (unreliable; never blocks): what the
+    /// engine queued in one pass, lent in place. A fabric that can hands them to its device in
+    /// as few calls as it can (`udp`: `sendmmsg`, GSO); the default sends them one by one,
+    /// gathering a datagram of several parts into one buffer first. Takes every item: one not
+    /// taken would stay in the engine's queue.
+    fn send_batch(&mut self, batch: &mut dyn Iterator<Item = Datagram<'_>>) {
+        let mut gathered = Vec::new();
+        for d in batch {
+            let frame = match d.parts {
+                [whole, [], []] => whole,
+                parts => {
+                    gathered.clear();
+                    parts.iter().for_each(|p| gathered.extend_from_slice(p));
+                    &gathered[..]
+                }
+            };
+            match d.dest {
+                Dest::Peer(p) => self.send(p, frame),
+                Dest::Group(g) => self.multicast(&g, frame),
+            }
+        }
+    }
+
     /// Hands at most `budget` waiting datagrams to `rx(from, frame)`; returns how many.
     fn poll(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> usize;
     /// Hands datagrams the fabric batched to the device now (a doorbell). A fabric that sends
@@ -111,9 +191,9 @@ pub trait Fabric {
     fn counters(&self) -> FabricCounters;
     /// The engine is about to sleep until this fabric has something for it: returns the value
     /// to sleep on with [`Fabric::bell`] (`ringcast_ring::doorbell`), after which the engine
-    /// re-checks its inputs once more. `None`: this fabric cannot wake a sleeper (kernel
-    /// sockets, a NIC without an interrupt line here), and the engine naps for
-    /// `idle_sleep_us` instead.
+    /// re-checks its inputs once more. `None`: this fabric cannot wake a sleeper (a NIC
+    /// without an interrupt line here), and the engine naps for `idle_sleep_us` instead. (`udp`
+    /// has one: a thread of its own watches the sockets while the engine sleeps.)
     fn arm(&self) -> Option<u32> {
         None
     }
@@ -149,6 +229,9 @@ impl<F: Fabric + ?Sized> Fabric for Box<F> {
     }
     fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
         (**self).multicast(group, frame)
+    }
+    fn send_batch(&mut self, batch: &mut dyn Iterator<Item = Datagram<'_>>) {
+        (**self).send_batch(batch)
     }
     fn poll(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> usize {
         (**self).poll(budget, rx)

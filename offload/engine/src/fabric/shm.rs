@@ -1,4 +1,4 @@
-//! The shared-memory emulation fabric (DESIGN §4): the polling-thread emulation NIC, across
+//! The shared-memory emulation fabric (docs/design.md §4): the polling-thread emulation NIC, across
 //! real processes on one machine, in safe code over `ringcast-ring`'s shared-memory types.
 //!
 //! * Multicast: one [`McastLog`] per group, named `ringcast-<job>-g<group id hex>`. A sender
@@ -15,7 +15,11 @@
 //!   reclaim"): every process that maps a segment holds a shared `flock` on it
 //!   ([`ShmSegment::unlink_if_unused`]). [`Drop`] unmaps, then removes every segment of the job
 //!   that nobody maps any more — the last member out leaves nothing, also after a clean stop of
-//!   a lone engine. [`reclaim_stale`] (run when a fabric is made, and by `ringcast run`) removes
+//!   a lone engine. A member that dies without dropping its fabric (SIGKILL, `abort`,
+//!   `_exit`) has a [`Reaper`], started with the fabric: a process that outlives it and, once
+//!   it is gone, removes the job's segments nobody maps any more — the last member to die
+//!   leaves nothing, with no later start needed. [`reclaim_stale`] (run when a fabric is made,
+//!   and by `ringcast run`) still removes
 //!   what dead jobs left: segments of jobs named after a process (`run-<pid>`, `mpi-<pid>-…`,
 //!   `calibrate-<pid>`) whose process is gone and that nobody maps, and temporaries whose
 //!   creator is gone. [`cleanup`] unlinks every segment of a job unconditionally (launcher at
@@ -29,7 +33,7 @@ use super::{Fabric, FabricCounters, FabricSetup};
 use ringcast_proto::comm::{GroupId, PeerId};
 use ringcast_ring::{
     frame_ring_consumer, frame_ring_producer, pop_frame, push_frame, BellBoard, Consumer, FrameSlot,
-    McastLog, McastReader, Producer, ShmSegment, WriteError, FRAME_PAYLOAD,
+    McastLog, McastReader, Producer, Reaper, ShmSegment, WriteError, FRAME_PAYLOAD,
 };
 use std::io;
 use std::sync::atomic::AtomicU32;
@@ -241,6 +245,9 @@ pub struct ShmFabric {
     bells: Option<BellBoard>,
     /// A point-to-point frame, copied out of its ring slot, while it is held and handled.
     rx_buf: Vec<u8>,
+    /// This member's reaper: removes the job's unused segments if this process dies without
+    /// dropping the fabric (`None` where it could not be started: see [`ShmFabric::new`]).
+    reaper: Option<Reaper>,
 }
 
 impl Drop for ShmFabric {
@@ -252,6 +259,8 @@ impl Drop for ShmFabric {
         self.groups.clear();
         self.bells = None;
         let _ = release_unused(&self.job);
+        // Done by hand: the reaper has nothing left to do.
+        self.reaper = None;
     }
 }
 
@@ -287,6 +296,14 @@ impl ShmFabric {
         // What dead jobs left (their members are gone, nobody maps it): removed before this
         // job adds its own.
         let _ = reclaim_stale();
+        // Before this member maps anything: if it dies without dropping the fabric, its reaper
+        // removes what of the job nobody maps any more. Best effort (no pidfd before Linux
+        // 5.3, no fork under some sandboxes): without one, a crash's leftovers wait for
+        // `reclaim_stale`.
+        let reaper = Reaper::spawn(&format!("ringcast-{job}-"), |rest| {
+            std::str::from_utf8(rest).is_ok_and(is_job_segment)
+        })
+        .ok();
         let mut inbound = Vec::with_capacity(members as usize - 1);
         for from in (0..members).map(PeerId).filter(|&p| p != me) {
             let ring = frame_ring_consumer(&ring_name(job, from, me), geometry.ring_slots)?;
@@ -308,6 +325,7 @@ impl ShmFabric {
             left_lost: 0,
             bells: Some(BellBoard::create_or_open_named(&bells_name(job), members)?),
             rx_buf: vec![0; mtu],
+            reaper,
         })
     }
 

@@ -1,15 +1,12 @@
-//! The control path of the polling loop: connections accepted on the engine's abstract socket
-//! and on its TCP address, those that do not ATTACH in time expired, and the control requests of
-//! attached hosts served from one `epoll_wait` — hello/auth, attach (mapped or host-owned
-//! rings), (de)register (a memfd or an address range), stats, detach — and the departure of
-//! hosts that hung up or broke the ring protocol, freeing their slot and memory while every
-//! other host keeps being served. The data path is `engine_loop.rs`; this runs every
-//! `ctl_poll_us`.
+//! The control path of the polling loop for connections entitled to attach (`accept.rs` lets
+//! them in): attach (mapped or host-owned rings), then the control requests of attached hosts —
+//! (de)register (a memfd or an address range), stats, detach — and the departure of hosts that
+//! hung up, broke the ring protocol or sent a message that failed its MAC, freeing their slot
+//! and memory while every other host keeps being served. The data path is `engine_loop.rs`;
+//! this runs every `ctl_poll_us`.
 //!
-//! Who may attach: over the Unix socket, processes of this user (or root), by their peer
-//! credentials; over TCP, whoever answers the connection's nonce with the job secret's tag
-//! (`AUTH`) — nothing else crosses a network to vouch for a peer. A host-owned-ring attach also
-//! proves the memory it names is its own: the ring header there must carry the nonce.
+//! A host-owned-ring attach also proves the memory it names is its own: the ring header there
+//! must carry the engine's nonce.
 use super::dma::cma::Process;
 use super::dma::rdma::RdmaLink;
 use super::dma::rings::{HostRings, RemoteError, RemoteRings};
@@ -19,270 +16,24 @@ use crate::config::{DmaMode, LocalRank};
 use crate::ctl::{self, CtlSock, Received};
 use ringcast_abi::ctl::{CtlKind, CtlMsg, CtlStatus};
 use ringcast_abi::{Access, RegionKey, ABI_VERSION};
-use ringcast_proto::intake::{Departure, HostId, Nanos};
+use ringcast_proto::intake::{Departure, HostId};
 use ringcast_ring::attach;
-use rustix::event::{epoll, Timespec};
-use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, OwnedFd};
+use rustix::event::epoll;
+use std::os::fd::OwnedFd;
 
-/// epoll tokens of connections that have not attached yet carry this bit; hosts use their id.
-const PENDING_TAG: u64 = 1 << 32;
 /// Control messages served per host per control poll (a host cannot monopolise the loop).
 const CTL_PER_HOST: usize = 16;
-/// Control-socket events taken per `epoll_wait`.
-const EPOLL_BATCH: usize = 64;
 
 impl EngineLoop {
-    /// Handles control traffic; true if anything happened.
-    pub(super) fn poll_control(&mut self, now: Nanos) -> bool {
-        let mut events = [MaybeUninit::<epoll::Event>::uninit(); EPOLL_BATCH];
-        let mut tokens = [0u64; EPOLL_BATCH];
-        let n = match epoll::wait(&self.epoll, &mut events, Some(&Timespec { tv_sec: 0, tv_nsec: 0 })) {
-            Ok((ready, _)) => {
-                for (t, e) in tokens.iter_mut().zip(ready.iter()) {
-                    *t = e.data.u64();
-                }
-                ready.len()
-            }
-            Err(_) => 0,
-        };
-        // Ready sockets first, then new connections: a flood of connects cannot push out a
-        // connection whose ATTACH is already waiting.
-        for &token in &tokens[..n] {
-            if token & PENDING_TAG != 0 {
-                self.serve_pending((token & !PENDING_TAG) as usize);
-            } else {
-                self.serve_host(HostId(token as u32));
-            }
-        }
-        self.accept_and_expire(now) || n > 0
-    }
-
-    /// Closes every connection that did not ATTACH within `attach_timeout_ms`, then accepts
-    /// the connections waiting in the listen backlog — all of them, up to a table's worth per
-    /// poll (a flood cannot hold the loop). A full table closes its oldest connection for each
-    /// new one, so idle connections never leave a host waiting in the backlog; a new
-    /// connection's ATTACH, which a host sends right after connecting, is served at once.
-    fn accept_and_expire(&mut self, now: Nanos) -> bool {
-        let mut work = false;
-        let mut expired = 0;
-        for p in self.pending.iter_mut() {
-            if p.as_ref().is_some_and(|p| now.saturating_sub(p.since) > self.attach_timeout) {
-                // Told why before it is closed (closing removes it from the epoll set).
-                if let Some(p) = p.take() {
-                    let _ = p.sock.send_now(&CtlMsg::error(&CtlMsg::new(CtlKind(0)), CtlStatus::IDLE));
-                }
-                expired += 1;
-            }
-        }
-        if expired > 0 {
-            self.log(2, format_args!("closed {expired} connection(s) that did not attach in time"));
-        }
-        let mut evicted = 0;
-        for tcp in [false, true] {
-            work |= self.accept_from(tcp, now, &mut evicted);
-        }
-        if evicted > 0 {
-            self.log(
-                2,
-                format_args!(
-                    "closed {evicted} connection(s) not attached yet to make room (max_pending_conns)"
-                ),
-            );
-        }
-        work
-    }
-
-    /// Accepts what waits on one listener (the Unix socket, or TCP), up to a table's worth.
-    fn accept_from(&mut self, tcp: bool, now: Nanos, evicted: &mut u32) -> bool {
-        let mut work = false;
-        for _ in 0..self.pending.len() {
-            let listener = match (tcp, &self.tcp_listener) {
-                (false, _) => self.listener.as_fd(),
-                (true, Some((l, _))) => l.as_fd(),
-                (true, None) => return work,
-            };
-            let sock = match ctl::accept(listener) {
-                Ok(Some(fd)) => fd,
-                Ok(None) => break,
-                Err(e) if is_out_of_descriptors(&e) => {
-                    // Out of descriptors: the oldest connection not attached yet makes room.
-                    if self.evict_oldest().is_none() {
-                        self.log(2, format_args!("accept failed: {e}"));
-                        break;
-                    }
-                    *evicted += 1;
-                    continue;
-                }
-                Err(e) => {
-                    self.log(1, format_args!("accept failed: {e}"));
-                    break;
-                }
-            };
-            work = true;
-            // Over the Unix socket only this machine's user (or root) is served; over TCP the
-            // job secret decides (AUTH).
-            let sock = if tcp {
-                CtlSock::tcp(sock)
-            } else if ctl::peer_is_trusted(sock.as_fd()) {
-                CtlSock::unix(sock)
-            } else {
-                self.log(1, format_args!("refused a connection from another user"));
-                continue;
-            };
-            let slot = match self.pending.iter().position(Option::is_none) {
-                Some(slot) => slot,
-                None => match self.evict_oldest() {
-                    Some(slot) => {
-                        *evicted += 1;
-                        slot
-                    }
-                    None => continue, // unreachable: the table has at least one slot
-                },
-            };
-            let token = epoll::EventData::new_u64(PENDING_TAG | slot as u64);
-            if epoll::add(&self.epoll, sock.fd(), token, epoll::EventFlags::IN).is_ok() {
-                self.pending_seq += 1;
-                self.pending[slot] = Some(Pending {
-                    sock,
-                    since: now,
-                    seq: self.pending_seq,
-                    nonce: None,
-                    authed: false,
-                    link: None,
-                });
-                self.serve_pending(slot);
-            }
-        }
-        work
-    }
-
-    /// Closes the oldest connection that has not attached; its slot.
-    /// Authenticated connections (past `AUTH`) go last: a flood of connections that proved
-    /// nothing cannot push out a host between its `AUTH` and its `ATTACH`.
-    fn evict_oldest(&mut self) -> Option<usize> {
-        let (_, _, slot) = self
-            .pending
-            .iter()
-            .enumerate()
-            .filter_map(|(i, p)| p.as_ref().map(|p| (p.authed, p.seq, i)))
-            .min()?;
-        if let Some(p) = self.pending[slot].take() {
-            let _ = p.sock.send_now(&CtlMsg::error(&CtlMsg::new(CtlKind(0)), CtlStatus::IDLE));
-        }
-        Some(slot)
-    }
-
-    /// Serves a connection that has not attached: `HELLO`, `AUTH`, then `ATTACH` (which
-    /// makes it a host), each answered at once; a connection that sends anything else, garbage,
-    /// or a wrong tag is refused and closed.
-    fn serve_pending(&mut self, slot: usize) {
-        // HELLO, AUTH and ATTACH may all be waiting: a few messages per readiness.
-        for _ in 0..4 {
-            let Some(mut p) = self.pending.get_mut(slot).and_then(Option::take) else {
-                return;
-            };
-            let received = p.sock.recv(&mut self.stray);
-            self.closer.dispose_all(&mut self.stray);
-            let msg = match received {
-                Ok(Received::Msg(m, fd)) => {
-                    if let Some(fd) = fd {
-                        self.closer.dispose(fd);
-                    }
-                    m
-                }
-                Ok(Received::Empty) => {
-                    self.pending[slot] = Some(p);
-                    return;
-                }
-                Ok(Received::Malformed) => {
-                    let bad = CtlMsg::error(&CtlMsg::new(CtlKind(0)), CtlStatus::BAD_REQUEST);
-                    let _ = p.sock.send_now(&bad);
-                    self.log(1, format_args!("refused a connection: malformed control message"));
-                    return;
-                }
-                _ => return, // closed before attaching: drop the connection
-            };
-            let refuse = |p: &Pending, status: CtlStatus, b: u32| {
-                let mut m = CtlMsg::error(&msg, status);
-                m.b = b;
-                let _ = p.sock.send_now(&m);
-            };
-            match msg.header_error() {
-                Some(CtlStatus::ABI_MISMATCH) => {
-                    self.log(
-                        1,
-                        format_args!("refused attach: host ABI {} != engine ABI {ABI_VERSION}", msg.version),
-                    );
-                    return refuse(&p, CtlStatus::ABI_MISMATCH, ABI_VERSION);
-                }
-                Some(status) => return refuse(&p, status, 0),
-                None => {}
-            }
-            match msg.kind {
-                CtlKind::HELLO if p.nonce.is_none() => {
-                    let nonce =
-                        u64::from_le_bytes(crate::entropy::gather()[..8].try_into().unwrap_or([1; 8]));
-                    let mut ok = CtlMsg::reply(&msg, CtlKind::HELLO_OK);
-                    ok.c = nonce;
-                    // The engine's pid: a host with host-owned rings lets this process (and no
-                    // other) reach its memory where Yama restricts ptrace (PR_SET_PTRACER).
-                    ok.d = u64::from(std::process::id());
-                    if p.sock.send_now(&ok).is_err() {
-                        return;
-                    }
-                    p.nonce = Some(nonce);
-                }
-                CtlKind::AUTH => {
-                    let secret = self.config.topology.job_secret.0;
-                    let ok = match (secret, p.nonce) {
-                        (Some(secret), Some(nonce)) => ctl::auth_ok(&secret, nonce, (msg.d, msg.e)),
-                        _ => false,
-                    };
-                    if !ok {
-                        self.log(1, format_args!("refused a connection: wrong or unasked AUTH"));
-                        return refuse(&p, CtlStatus::UNAUTHORIZED, 0);
-                    }
-                    if p.sock.send_now(&CtlMsg::reply(&msg, CtlKind::AUTH_OK)).is_err() {
-                        return;
-                    }
-                    p.authed = true;
-                }
-                CtlKind::RDMA_CONNECT if p.sock.is_tcp() && !p.authed => {
-                    self.log(1, format_args!("refused RDMA_CONNECT over TCP without AUTH"));
-                    return refuse(&p, CtlStatus::UNAUTHORIZED, 0);
-                }
-                CtlKind::RDMA_CONNECT if p.nonce.is_none() || p.link.is_some() => {
-                    return refuse(&p, CtlStatus::BAD_REQUEST, 0);
-                }
-                CtlKind::RDMA_CONNECT => match self.rdma_connect(&msg) {
-                    Ok((link, ok)) => {
-                        if p.sock.send_now(&ok).is_err() {
-                            return;
-                        }
-                        p.link = Some(link);
-                    }
-                    Err(status) => return refuse(&p, status, 0),
-                },
-                CtlKind::ATTACH if p.sock.is_tcp() && !p.authed => {
-                    self.log(1, format_args!("refused attach over TCP without AUTH"));
-                    return refuse(&p, CtlStatus::UNAUTHORIZED, 0);
-                }
-                CtlKind::ATTACH => return self.attach(p, &msg),
-                _ => return refuse(&p, CtlStatus::BAD_REQUEST, 0),
-            }
-            self.pending[slot] = Some(p);
-        }
-    }
-
     /// `ATTACH` from a connection entitled to it: builds (mapped) or checks (host-owned) its
     /// rings and makes it a host.
-    fn attach(&mut self, p: Pending, msg: &CtlMsg) {
+    pub(super) fn attach(&mut self, p: Pending, msg: &CtlMsg) {
         let refuse = |sock: &CtlSock, status: CtlStatus, b: u32| {
             let mut m = CtlMsg::error(msg, status);
             m.b = b;
             let _ = sock.send_now(&m);
         };
+        let nonce = p.nonce();
         let sock = p.sock;
         let cfg = &self.config;
         let host_owned = msg.d != 0 || msg.e != 0;
@@ -313,7 +64,7 @@ impl EngineLoop {
             (false, false) => ctl::peer_pid(sock.fd()).unwrap_or(msg.a),
         };
         let rings = if host_owned {
-            let Some(nonce) = p.nonce else {
+            let Some(nonce) = nonce else {
                 return refuse(&sock, CtlStatus::UNAUTHORIZED, 0);
             };
             // A claimed pid (TCP) is never the engine itself — its memory holds other hosts'
@@ -448,6 +199,13 @@ impl EngineLoop {
                 Ok(Received::Msg(m, fd)) => (m, fd),
                 Ok(Received::Empty) => return,
                 Ok(Received::Closed) | Err(_) => return self.detach(id, Departure::Lost),
+                Ok(Received::Forged) => {
+                    // Changed, replayed or reordered on the way: said (sealed, so the host
+                    // knows it is its engine speaking) and the connection ends.
+                    self.log(1, format_args!("host {}: a control message failed its MAC: detached", id.0));
+                    self.reply(id, CtlMsg::error(&CtlMsg::new(CtlKind(0)), CtlStatus::UNAUTHORIZED));
+                    return self.detach(id, Departure::Lost);
+                }
                 Ok(Received::Malformed) => {
                     self.log(1, format_args!("host {}: malformed control message", id.0));
                     self.reply(id, CtlMsg::error(&CtlMsg::new(CtlKind(0)), CtlStatus::BAD_REQUEST));
@@ -645,7 +403,7 @@ impl EngineLoop {
     /// `RDMA_CONNECT`: a queue pair connected to the host's (the device opened at the first
     /// request), and the reply carrying its address; `BACKEND` when the engine does not serve
     /// `rdma` or has no device, `BAD_REQUEST` for an address that cannot be one.
-    fn rdma_connect(&mut self, msg: &CtlMsg) -> Result<(RdmaLink, CtlMsg), CtlStatus> {
+    pub(super) fn rdma_connect(&mut self, msg: &CtlMsg) -> Result<(RdmaLink, CtlMsg), CtlStatus> {
         if !matches!(self.config.runner.dma, DmaMode::Auto | DmaMode::Rdma) {
             return Err(CtlStatus::BACKEND);
         }
@@ -725,13 +483,6 @@ impl EngineLoop {
             ),
         );
     }
-}
-
-/// Whether `e` says the process (or the system) has no descriptor left for a new connection.
-fn is_out_of_descriptors(e: &std::io::Error) -> bool {
-    let raw = e.raw_os_error();
-    raw == Some(rustix::io::Errno::MFILE.raw_os_error())
-        || raw == Some(rustix::io::Errno::NFILE.raw_os_error())
 }
 
 /// The RDMA device of the `verbs` section (feature `verbs`; without it, none).

@@ -133,14 +133,23 @@ impl HostConn {
 pub(super) struct Pending {
     pub(super) sock: CtlSock,
     pub(super) since: Nanos,
+    /// When it last sent a message (or was accepted): the longest silent makes room first.
+    pub(super) heard: Nanos,
     /// Order of acceptance: when the table is full, the oldest makes room.
     pub(super) seq: u64,
-    /// The nonce sent in `HELLO_OK` (one per connection).
-    pub(super) nonce: Option<u64>,
-    /// `AUTH` passed (the job's secret proven).
-    pub(super) authed: bool,
+    /// The connection's `HELLO` and the engine's `HELLO_OK` to it, as sent: the transcript a
+    /// TCP session's keys come from (`AUTH` passed: `sock.authenticated()`).
+    pub(super) hello: Option<(CtlMsg, CtlMsg)>,
     /// The RDMA connection `RDMA_CONNECT` made (the `rdma` backend), until `ATTACH`.
     pub(super) link: Option<super::dma::rdma::RdmaLink>,
+}
+
+impl Pending {
+    /// The engine's nonce (low half) this connection was given: the attach proof its
+    /// host-owned rings must carry.
+    pub(super) fn nonce(&self) -> Option<u64> {
+        self.hello.as_ref().map(|(_, ok)| ok.c)
+    }
 }
 
 /// A finishing engine that owes nothing still answers for `TIME_WAIT_REPAIRS` repair timeouts
@@ -388,19 +397,17 @@ impl EngineLoop {
     pub(super) fn carry_out(&mut self, now: Nanos) -> bool {
         let EngineLoop { engine, net, hosts, memory, copies, .. } = self;
         let mut work = false;
-        while let Some(action) = engine.poll_action() {
+        loop {
+            // A run of frames goes to the fabric whole, lent from the engine's outbox: one
+            // `sendmmsg` for a pass's frames on `udp` instead of a system call each.
+            if let Some(n) = net.as_mut() {
+                work |= n.send_frames(engine.poll_frames());
+            }
+            let Some(action) = engine.poll_action() else { break };
             work = true;
             match action {
-                Action::Send { to, frame, .. } => {
-                    if let Some(n) = net.as_mut() {
-                        n.send(to, frame);
-                    }
-                }
-                Action::Multicast { group, frame } => {
-                    if let Some(n) = net.as_mut() {
-                        n.multicast(&group, frame);
-                    }
-                }
+                // Frames with no fabric to carry them (`fabric = none`) go nowhere.
+                Action::Send { .. } | Action::Multicast { .. } => {}
                 Action::Join { job, group } => {
                     let ok = net.as_mut().is_some_and(|n| n.join(&group));
                     engine.handle_join_done(job, ok, now);

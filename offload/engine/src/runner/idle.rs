@@ -1,11 +1,57 @@
-//! What a polling loop does when a pass found no work: spin, then yield, then sleep briefly.
+//! What a polling loop does when a pass found no work: spin, then yield, then sleep.
 //!
 //! A dedicated core (DPU ARM core, isolated host core) wants pure spinning. A machine with fewer
 //! cores than pollers (this 2-core CI box runs an engine and its hosts) must give the CPU away,
 //! or the host the engine waits for never runs: `spin-yield` spins `idle_spins` passes, yields
-//! for `idle_yields` more, then sleeps `idle_sleep_us` per pass until work appears.
+//! for `idle_yields` more, then sleeps — on its doorbells where the caller can
+//! ([`Idle::sleeping`]), else `idle_sleep_us` per pass — until work appears.
+//!
+//! **A yield is cheap only among our own pollers.** `sched_yield` hands the CPU to whatever
+//! else is runnable on it: another poller of the job, which runs a pass and yields back within
+//! microseconds — or an unrelated busy process, which the kernel (EEVDF) then lets run its
+//! whole slice, milliseconds, before the yielder runs again (measured here with a busy loop on
+//! the CPU: a yield took 3.2 ms at the median). Inside a timed call that is the 5 → 950 µs swing
+//! of a 2-node 2 B broadcast with one core held by a busy process. So every yield is timed: one
+//! that kept the thread off its CPU longer than [`COSTLY_YIELD`] marks yielding as costly *for
+//! this thread* for [`YIELD_BACKOFF`], during which its waits skip the yielding stage and go from
+//! spinning straight to sleeping on their doorbell — a sleeper the work's producer wakes is
+//! scheduled ahead of the busy process (wake-up preemption), a yielder is not. Among our own
+//! pollers yields stay as cheap as before and nothing changes.
 use crate::config::{Config, PollMode};
-use std::time::Duration;
+use std::cell::Cell;
+use std::time::{Duration, Instant};
+
+/// A `sched_yield` that kept the thread off its CPU longer than this ran behind a task other
+/// than a poller taking its turn (which yields back within a few microseconds).
+pub const COSTLY_YIELD: Duration = Duration::from_micros(200);
+
+/// How long after a costly yield a thread does not yield again (it spins, then sleeps): long
+/// against a wait, short enough that a busy process that went away is noticed soon.
+pub const YIELD_BACKOFF: Duration = Duration::from_millis(50);
+
+thread_local! {
+    /// Until when this thread's yields are costly (see the module doc).
+    static COSTLY_UNTIL: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// Whether yielding is cheap on this thread now (no costly yield in the last
+/// [`YIELD_BACKOFF`]).
+pub fn yields_cheap() -> bool {
+    COSTLY_UNTIL.with(|c| c.get().is_none_or(|until| Instant::now() >= until))
+}
+
+/// `sched_yield`, timed: a costly one marks yielding costly on this thread (see the module
+/// doc). Returns whether it was cheap.
+pub fn timed_yield() -> bool {
+    let start = Instant::now();
+    std::thread::yield_now();
+    let now = Instant::now();
+    let cheap = now.duration_since(start) < COSTLY_YIELD;
+    if !cheap {
+        COSTLY_UNTIL.with(|c| c.set(Some(now + YIELD_BACKOFF)));
+    }
+    cheap
+}
 
 /// Idle back-off state of one loop.
 #[derive(Debug)]
@@ -34,9 +80,12 @@ impl Idle {
         self.mode
     }
 
-    /// True once the back-off has reached its sleeping stage.
+    /// True once the back-off has reached its sleeping stage: after the yields, or right after
+    /// the spins while yielding is costly on this thread.
     pub fn sleeping(&self) -> bool {
-        self.mode == PollMode::SpinYield && self.empty > self.spins.saturating_add(self.yields)
+        self.mode == PollMode::SpinYield
+            && (self.empty > self.spins.saturating_add(self.yields)
+                || (self.empty > self.spins && !yields_cheap()))
     }
 
     /// A pass found work.
@@ -44,15 +93,90 @@ impl Idle {
         self.empty = 0;
     }
 
-    /// A pass found nothing: back off one step.
+    /// A pass found nothing: back off one step (a caller that cannot sleep on its doorbells
+    /// naps in the sleeping stage).
     pub fn idle(&mut self) {
         self.empty = self.empty.saturating_add(1);
         match self.mode {
-            PollMode::SpinYield if self.empty > self.spins.saturating_add(self.yields) => {
-                std::thread::sleep(self.sleep)
+            PollMode::SpinYield if self.sleeping() => std::thread::sleep(self.sleep),
+            PollMode::SpinYield if self.empty > self.spins => {
+                timed_yield();
             }
-            PollMode::SpinYield if self.empty > self.spins => std::thread::yield_now(),
             _ => std::hint::spin_loop(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A thread whose yield runs behind a busy task (here: a yield that is made to look long by
+    /// the clock, simulated by marking) skips the yields of its later waits and sleeps after the
+    /// spins; a fresh thread yields as before.
+    #[test]
+    fn a_costly_yield_sends_this_threads_waits_to_sleep_after_the_spins() {
+        let config = Config::default().with(|c| {
+            c.runner.poll_mode = PollMode::SpinYield;
+            c.runner.idle_spins = 3;
+            c.runner.idle_yields = 1000;
+        });
+        std::thread::spawn(move || {
+            let mut idle = Idle::new(&config);
+            for _ in 0..4 {
+                idle.idle();
+            }
+            assert!(yields_cheap() || !idle.sleeping(), "a fresh thread yields after the spins");
+            COSTLY_UNTIL.with(|c| c.set(Some(Instant::now() + YIELD_BACKOFF)));
+            assert!(!yields_cheap());
+            assert!(idle.sleeping(), "past the spins, yielding costly: sleep");
+            idle.busy();
+            assert!(!idle.sleeping(), "spinning again after work");
+            COSTLY_UNTIL.with(|c| c.set(Some(Instant::now())));
+            assert!(yields_cheap(), "the back-off ends");
+        })
+        .join()
+        .expect("thread");
+    }
+
+    /// A yield on a CPU held by a busy thread of this test is costly (the kernel lets the busy
+    /// thread run its slice), and marks the yielder; skipped where the yield comes back at once
+    /// anyway (the kernel put the busy thread elsewhere).
+    #[test]
+    fn a_yield_behind_a_busy_thread_on_the_same_cpu_is_found_costly() {
+        use rustix::thread::{sched_getaffinity, sched_setaffinity, CpuSet};
+        let Ok(allowed) = sched_getaffinity(None) else { return };
+        let Some(cpu) = (0..CpuSet::MAX_CPU).find(|&c| allowed.is_set(c)) else { return };
+        let pin = move || {
+            let mut set = CpuSet::new();
+            set.set(cpu);
+            sched_setaffinity(None, &set).is_ok()
+        };
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s = stop.clone();
+        let busy = std::thread::spawn(move || {
+            if pin() {
+                while !s.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            }
+        });
+        let yielder = std::thread::spawn(move || {
+            if !pin() {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+            // Some yields: the first may find the busy thread not yet on this CPU's queue.
+            let costly = (0..50).any(|_| !timed_yield());
+            Some((costly, yields_cheap()))
+        });
+        let seen = yielder.join().expect("yielder");
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        busy.join().expect("busy");
+        match seen {
+            Some((true, cheap)) => assert!(!cheap, "a costly yield marks the thread"),
+            Some((false, _)) => println!("SKIP: no yield was costly (the scheduler ran them apart)"),
+            None => println!("SKIP: cannot pin threads here"),
         }
     }
 }

@@ -5,6 +5,15 @@
 //!
 //! One sink per process: the daemon is one engine per process; engine threads of a host process
 //! (thread mode) never open a file, so their lines go to stderr as before.
+//!
+//! Kept by hand rather than `tracing` with `tracing-appender` (issue 39, item 9): that appender
+//! rotates files itself by time and has no reopen on a signal (logrotate's contract, and
+//! systemd's `ExecReload`), so the reopen above would still be ours to write, inside a
+//! `MakeWriter`; its non-blocking writer drops lines when its queue is full, where an operator
+//! needs every attach and refusal; and the engine logs a few lines per control event from one
+//! thread, never on the data path, which a mutex and `write_all` serve. What this file does —
+//! a timestamp, a level word, append, reopen on SIGHUP — is tested through the real daemon in
+//! `offload/engine/tests/service.rs` (the file moved, SIGHUP, the next line in a new file).
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::PathBuf;

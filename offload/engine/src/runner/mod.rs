@@ -2,6 +2,7 @@
 //! sockets. Two of them, one loop:
 //! [`spawn_thread`] (pinned polling thread in the host process) and [`run_daemon`] (separate
 //! process, DPU emulation). Both run [`EngineLoop`].
+mod accept;
 mod clock;
 mod closer;
 mod control;
@@ -9,7 +10,7 @@ mod counters;
 mod daemon;
 pub mod dma;
 mod engine_loop;
-mod idle;
+pub mod idle;
 pub mod log;
 pub mod net;
 mod notify;

@@ -3,7 +3,8 @@
 //!
 //! The state machine ([`Engine`]) knows nothing of the fabric: each pass hands it the fabric's
 //! waiting datagrams ([`Net::receive`]), and the loop carries out the frames, joins and leaves it
-//! asks for through [`Net::send`], [`Net::multicast`], [`Net::join`] and [`Net::leave`].
+//! asks for through [`Net::send_frames`] (each run of frames it queued, whole), [`Net::join`]
+//! and [`Net::leave`].
 //!
 //! This is where the configuration meets the fabrics: the runner holds the whole [`Config`],
 //! and hands the fabric it picks only that fabric's section and the job-wide
@@ -12,10 +13,10 @@
 //! seeded from `fault.seed` or, when that is 0, from this process ([`crate::entropy::fault_seed`]).
 use crate::config::{Config, FabricKind};
 use crate::fabric::shm::ShmFabric;
-use crate::fabric::{faulty, udp, Fabric};
-use ringcast_proto::comm::{GroupId, PeerId};
+use crate::fabric::{faulty, udp, Datagram, Dest, Fabric};
+use ringcast_proto::comm::GroupId;
 pub use ringcast_proto::engine::CommStats;
-use ringcast_proto::engine::Engine;
+use ringcast_proto::engine::{Action, Engine, Frames};
 use ringcast_proto::Nanos;
 
 /// Datagrams taken from the fabric per pass (the host rings get their turn in between).
@@ -107,14 +108,21 @@ impl Net {
         handled > 0
     }
 
-    /// Sends `frame` to engine `to`.
-    pub fn send(&mut self, to: PeerId, frame: &[u8]) {
-        self.fabric.send(to, frame);
-    }
-
-    /// Multicasts `frame` to `group`.
-    pub fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
-        self.fabric.multicast(group, frame);
+    /// Hands the run of frames the engine lends (`frames`) to the fabric in one batch; true
+    /// if there was any.
+    pub fn send_frames(&mut self, frames: Frames<'_>) -> bool {
+        let mut batch = frames
+            .filter_map(|a| match a {
+                Action::Send { to, frame, .. } => Some(Datagram::whole(Dest::Peer(to), frame)),
+                Action::Multicast { group, frame } => Some(Datagram::whole(Dest::Group(group), frame)),
+                _ => None,
+            })
+            .peekable();
+        if batch.peek().is_none() {
+            return false;
+        }
+        self.fabric.send_batch(&mut batch);
+        true
     }
 
     /// Joins `group`; false if the fabric refused.
@@ -176,12 +184,14 @@ impl Net {
         let f = self.fabric.counters();
         let p = engine.proto_counters();
         format!(
-            "fabric sent {} multicast {} received {} overrun {} refused {}; protocol repair frames {} syncs {} drops {}",
+            "fabric sent {} multicast {} received {} overrun {} refused {} (device calls: send {} receive {}); protocol repair frames {} syncs {} drops {}",
             f.sent,
             f.multicast,
             f.received,
             f.overrun,
             f.refused,
+            f.tx_calls,
+            f.rx_calls,
             p.repair_frames,
             p.syncs,
             p.drops.iter().sum::<u64>()

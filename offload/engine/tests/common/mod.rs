@@ -7,6 +7,8 @@ use ringcast_host::Host;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod tcp;
+
 /// Environment variable naming the role a re-executed test binary plays.
 pub const ROLE: &str = "RINGCAST_TEST_ROLE";
 /// Environment variable naming the engine a child attaches to.

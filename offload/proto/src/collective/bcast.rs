@@ -550,11 +550,36 @@ fn store_part(
 /// The rank whose "ready" the root waits for in broadcast `bid` (randomized single-process
 /// synchronization): drawn from the communicator's seed, never the root.
 pub(crate) fn picked_rank(seed: u64, bid: u32, root: Rank, size: u32) -> Rank {
-    // splitmix64 of (seed, bid): every member computes the same pick without communication.
-    let mut z = seed ^ (bid as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^= z >> 31;
+    // SplitMix64's output for the state `seed ^ bid · φ`: every member computes the same pick
+    // without communication. (The generator adds φ before it mixes: started one step back, its
+    // first draw mixes that state itself, the pick every engine has made since the protocol
+    // began.)
+    use rand_core::{RngCore, SeedableRng};
+    const PHI: u64 = 0x9e37_79b9_7f4a_7c15;
+    let state = seed ^ u64::from(bid).wrapping_mul(PHI);
+    let z = rand_xoshiro::SplitMix64::seed_from_u64(state.wrapping_sub(PHI)).next_u64();
     let k = (z % (size.max(2) as u64 - 1)) as u32 + 1;
     (root + k) % size.max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::picked_rank;
+
+    /// The pick is the one every engine made before it came from `rand_xoshiro`: the mix of
+    /// `seed ^ bid · φ` (engines of two versions pick alike), never the root.
+    #[test]
+    fn the_picked_rank_is_splitmix64s_mix_of_seed_and_broadcast() {
+        let mix = |mut z: u64| {
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        for (seed, bid, root, size) in [(0u64, 0u32, 0u32, 2u32), (7, 3, 1, 5), (u64::MAX, 99, 4, 9)] {
+            let z = mix(seed ^ u64::from(bid).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            let want = (root + (z % (u64::from(size) - 1)) as u32 + 1) % size;
+            assert_eq!(picked_rank(seed, bid, root, size), want);
+            assert_ne!(picked_rank(seed, bid, root, size), root);
+        }
+    }
 }

@@ -2,4 +2,5 @@
 //! post does, where its bytes come from and go, and when it is over. Their schedules — who sends
 //! what to whom — are [`crate::schedule`]'s.
 pub mod bcast;
-pub mod reduce;
+mod loc;
+pub mod reduce; // and its pair operations, `loc.rs`

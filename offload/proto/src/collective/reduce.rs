@@ -3,7 +3,7 @@
 //!
 //! **Order, and why results are bit-identical.** The engine reduces the gathered contributions
 //! in rank order — `((c₀ ⊕ c₁) ⊕ c₂) ⊕ …` — at every rank, over the same bytes; composed
-//! leader-based (the default, `engine/allgather.rs`), each node first reduces
+//! leader-based (the default, `engine/allgather/`), each node first reduces
 //! its ranks' contributions in rank order and the nodes' results are then reduced in node
 //! order — `(c₀ ⊕ c₁) ⊕ (c₂ ⊕ c₃)` for two nodes of two. Either way every rank computes the
 //! same operations on the same operands in the same order (a node's result is computed once,
@@ -15,6 +15,14 @@
 //!
 //! Min and max of floats: `b` replaces `a` when `b < a` (`b > a`), so a NaN never replaces a
 //! number and a number never replaces a leading NaN — deterministic either way.
+//!
+//! `MAXLOC` and `MINLOC` on the pair types (`loc.rs`): the incoming pair replaces the
+//! accumulated one when its value is larger (smaller); on equal values the lower index stays —
+//! MPI's tie rule, the comparison the MPI libraries' own operators make (`in > inout`, then
+//! `in == inout`). Without NaNs that is the maximum (minimum) with the lowest index among its
+//! equals, whatever the order; with them, deterministic in the engine's order. Only the value's
+//! bytes are compared and the index's: the 6 bytes after an x87 value are carried along, never
+//! read.
 //!
 //! No allocation, no `unsafe`: elements are read and written through `from_le_bytes` /
 //! `to_le_bytes` on `chunks_exact` (the compiler vectorises the integer loops).
@@ -58,6 +66,7 @@ macro_rules! int_op {
                 ReduceOp::BOR => p | q,
                 ReduceOp::BXOR => p ^ q,
                 ReduceOp::LAND => <$t>::from(p != 0 && q != 0),
+                ReduceOp::LXOR => <$t>::from((p != 0) != (q != 0)),
                 _ => <$t>::from(p != 0 || q != 0), // LOR (checked before)
             };
             a.copy_from_slice(&r.to_le_bytes());
@@ -113,7 +122,8 @@ pub fn reduce_into(dtype: DataType, op: ReduceOp, acc: &mut [u8], x: &[u8]) -> R
         DataType::I64 => int_op!(acc, x, i64, op),
         DataType::U64 => int_op!(acc, x, u64, op),
         DataType::F32 => float_op!(acc, x, f32, op),
-        _ => float_op!(acc, x, f64, op), // F64 (checked before)
+        DataType::F64 => float_op!(acc, x, f64, op),
+        _ => super::loc::reduce_pairs(dtype, op == ReduceOp::MAXLOC, acc, x), // a pair (checked before)
     }
     Ok(())
 }
@@ -149,7 +159,7 @@ mod tests {
     fn every_operation_on_signed_integers_matches_the_obvious_fold() {
         let contributions = [[3, -7, 100, 0], [5, 2, -100, 9], [-1, 8, 7, 0]];
         type Fold = fn(i32, i32) -> i32;
-        let ops: [(ReduceOp, Fold); 9] = [
+        let ops: [(ReduceOp, Fold); 10] = [
             (ReduceOp::SUM, i32::wrapping_add),
             (ReduceOp::PROD, i32::wrapping_mul),
             (ReduceOp::MIN, i32::min),
@@ -159,6 +169,7 @@ mod tests {
             (ReduceOp::BXOR, |a, b| a ^ b),
             (ReduceOp::LAND, |a, b| i32::from(a != 0 && b != 0)),
             (ReduceOp::LOR, |a, b| i32::from(a != 0 || b != 0)),
+            (ReduceOp::LXOR, |a, b| i32::from((a != 0) != (b != 0))),
         ];
         for (op, f) in ops {
             let mut blocks: alloc::vec::Vec<u8> = contributions.iter().flat_map(|c| ints(c)).collect();
@@ -197,6 +208,23 @@ mod tests {
             Err(ReduceError::Unsupported)
         );
         assert_eq!(reduce_into(DataType(0), ReduceOp::SUM, &mut acc, &[0; 8]), Err(ReduceError::Unsupported));
+        // MAXLOC and MINLOC on pairs only, and pairs with nothing else.
+        assert_eq!(
+            reduce_into(DataType::F64, ReduceOp::MAXLOC, &mut acc, &[0; 8]),
+            Err(ReduceError::Unsupported)
+        );
+        assert_eq!(
+            reduce_into(DataType::PAIR_I32_I32, ReduceOp::SUM, &mut acc, &[0; 8]),
+            Err(ReduceError::Unsupported)
+        );
+        assert_eq!(reduce_into(DataType::PAIR_I32_I32, ReduceOp::MINLOC, &mut acc, &[0; 8]), Ok(()));
+        // A pair's length in whole (packed) elements: 12 bytes of MPI_DOUBLE_INT, not 16.
+        let mut two = [0u8; 24];
+        assert_eq!(
+            reduce_into(DataType::PAIR_F64_I32, ReduceOp::MAXLOC, &mut two[..16], &[0; 16]),
+            Err(ReduceError::Length)
+        );
+        assert_eq!(reduce_blocks(DataType::PAIR_F64_I32, ReduceOp::MAXLOC, &mut two, 12), Ok(()));
         assert_eq!(
             reduce_into(DataType::I32, ReduceOp(99), &mut acc, &[0; 8]),
             Err(ReduceError::Unsupported)

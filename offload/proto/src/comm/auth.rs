@@ -106,7 +106,7 @@ impl CommKeys {
     /// [`CommKeys::mac_state`] of a message posted in `context`
     /// ([`crate::transfer::protocol::Post::context`]): its low half — what the call is, beyond a
     /// broadcast, and the posting process's leader-based calls exchanged by multicast
-    /// (`engine/gather.rs`) — folded into the upper half of the hashed length (messages are
+    /// (`engine/node/sequencer.rs`) — folded into the upper half of the hashed length (messages are
     /// below 4 GiB),
     /// its high half — the calls the posting process skipped on the communicator — hashed after
     /// it. Context 0 is a plain broadcast's MAC.

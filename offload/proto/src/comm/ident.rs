@@ -1,5 +1,5 @@
 //! Communicator identity: the 112-bit multicast group id, the 64-bit cookie every frame carries
-//! and the seed of the randomized root delay, drawn at communicator creation (DESIGN §3.1,
+//! and the seed of the randomized root delay, drawn at communicator creation (docs/design.md §3.1,
 //! Hoefler et al. §3.1).
 //!
 //! One member draws them (rank 0, during the communicator's bootstrap) and the others receive

@@ -12,6 +12,7 @@
 pub mod auth;
 pub mod ident;
 mod layout;
+pub mod links;
 mod world;
 
 use alloc::sync::Arc;
@@ -26,7 +27,7 @@ pub type Rank = u32;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PeerId(pub u32);
 
-/// 112-bit multicast group id (DESIGN §3.1).
+/// 112-bit multicast group id (docs/design.md §3.1).
 pub type GroupId = [u8; 14];
 
 /// How a broadcast's data travels after (or instead of) multicast.

@@ -16,6 +16,7 @@ pub use limits::Limits;
 pub use model::ModelConfig;
 pub use protocol::{
     AlgorithmChoice, AllgatherBetween, AllgatherParts, AlltoallBetween, Between, ProtocolConfig, RootDelay,
+    MAX_MTU,
 };
 pub use topology::{FabricKind, JobSecret, LocalRank, NodeRanks, Topology, ETHERNET_MTU, SHM_MTU};
 
@@ -103,7 +104,9 @@ pub enum ConfigError {
     Parse {
         /// Variable name.
         env: &'static str,
-        /// Its value.
+        /// Its value — or, for a tunable declared `secret` (key material: the job's secret),
+        /// [`HIDDEN_VALUE`]: a value that did not parse may still be most of a key, so it is
+        /// never kept where a message, a log line, `Debug` or a panic could print it.
         value: String,
         /// Why it was refused.
         reason: String,
@@ -115,6 +118,9 @@ pub enum ConfigError {
 impl core::fmt::Display for ConfigError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
+            ConfigError::Parse { env, value, reason } if value == HIDDEN_VALUE => {
+                write!(f, "{env} (value not shown: key material is never printed): {reason}")
+            }
             ConfigError::Parse { env, value, reason } => write!(f, "{env}={value:?}: {reason}"),
             ConfigError::Invalid(m) => write!(f, "invalid configuration: {m}"),
         }
@@ -122,6 +128,24 @@ impl core::fmt::Display for ConfigError {
 }
 
 impl core::error::Error for ConfigError {}
+
+/// What a [`ConfigError::Parse`] of a `secret` tunable holds instead of the value.
+pub const HIDDEN_VALUE: &str = "(hidden: key material is never printed)";
+
+/// The markers a `tunables!` declaration may end with (`…, "meaning", secret;`): a name other
+/// than these fails to compile.
+#[doc(hidden)]
+#[allow(non_upper_case_globals)]
+pub mod markers {
+    /// The value is key material: a value that does not parse is not echoed.
+    pub const secret: bool = true;
+}
+
+/// The value a [`ConfigError::Parse`] keeps: `raw`, or [`HIDDEN_VALUE`] for a secret tunable.
+#[doc(hidden)]
+pub fn kept_value(raw: &str, secret: bool) -> String {
+    String::from(if secret { HIDDEN_VALUE } else { raw })
+}
 
 /// `Err(ConfigError::Invalid(..))` with a formatted message.
 pub fn invalid<T>(message: String) -> Result<T, ConfigError> {
@@ -138,6 +162,8 @@ pub fn invalid<T>(message: String) -> Result<T, ConfigError> {
 ///     pub struct Limits in "limits" {
 ///         /// Field doc.
 ///         max_hosts: u32 = 64, "RINGCAST_MAX_HOSTS", "host processes one engine serves at once";
+///         /// Key material ends with `secret`: a bad value is never echoed in the error.
+///         key: Key = Key(None), "RINGCAST_KEY", "the key", secret;
 ///     }
 /// }
 /// ```
@@ -146,7 +172,7 @@ macro_rules! tunables {
     (
         $(#[$sdoc:meta])*
         pub struct $Section:ident in $section:literal {
-            $( $(#[$doc:meta])* $name:ident : $ty:ty = $default:expr, $env:literal, $meaning:literal; )*
+            $( $(#[$doc:meta])* $name:ident : $ty:ty = $default:expr, $env:literal, $meaning:literal $(, $marker:ident)?; )*
         }
     ) => {
         $(#[$sdoc])*
@@ -175,7 +201,7 @@ macro_rules! tunables {
                     if let Some(v) = get($env) {
                         c.$name = v.trim().parse::<$ty>().map_err(|e| $crate::config::ConfigError::Parse {
                             env: $env,
-                            value: v.clone(),
+                            value: $crate::config::kept_value(&v, false $(|| $crate::config::markers::$marker)?),
                             reason: $crate::__alloc::string::ToString::to_string(&e),
                         })?;
                     }

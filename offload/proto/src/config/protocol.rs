@@ -59,11 +59,11 @@ pub enum Between {
     /// the cost model predicts them (`model/exchange.rs`).
     #[default]
     Auto,
-    /// Every node's result multicast once (the multicast allreduce, `engine/allgather.rs`);
+    /// Every node's result multicast once (the multicast allreduce, `engine/allgather/`);
     /// every rank then reduces them all.
     Multicast,
     /// Recursive doubling between the node leaders' engines over pair communicators
-    /// (`engine/doubling.rs`) — Mamidala's leader-based allreduce with the leaders'
+    /// (`engine/exchange.rs`) — Mamidala's leader-based allreduce with the leaders'
     /// point-to-point step on the engines: the engines exchange the node result `log₂ E` times
     /// (each receiving `len` bytes per step instead of `E · len`; as fast or faster than
     /// multicast in every configuration measured here, 1.3–2.1× from 64 KiB,
@@ -80,13 +80,13 @@ pub enum AllgatherBetween {
     /// (`model/exchange.rs`).
     #[default]
     Auto,
-    /// Every node's part multicast once (`engine/allgather.rs`).
+    /// Every node's part multicast once (`engine/allgather/`).
     Multicast,
     /// Recursive doubling of the parts between the leaders' engines over pair communicators
-    /// (`engine/doubling.rs`): `log₂ P` swaps, plus a fold where the engine count is not a
+    /// (`engine/exchange.rs`): `log₂ P` swaps, plus a fold where the engine count is not a
     /// power of two; multicast from `allgather_multicast_bytes` node parts.
     Doubling,
-    /// Round a ring of the leaders' engines (`engine/leader_schedule.rs::ring_step_of`): `E − 1`
+    /// Round a ring of the leaders' engines (`engine/allgather/schedule.rs::ring_step_of`): `E − 1`
     /// steps, each engine sending one part to the next and receiving one from the previous —
     /// every part once per engine whatever `E`, over two neighbours' pair communicators.
     Ring,
@@ -100,7 +100,7 @@ pub enum AlltoallBetween {
     #[default]
     Auto,
     /// Every node's (or rank's) whole send buffers multicast once, every rank keeping its
-    /// blocks (the multicast alltoall, `engine/alltoall.rs`).
+    /// blocks (the multicast alltoall, `engine/alltoall/`).
     Multicast,
     /// Pairwise exchange between the engines over pair communicators in Mamidala's
     /// bidirectional order (`engine/pairwise.rs`): each block travels once, from its sender's
@@ -216,12 +216,16 @@ impl fmt::Display for AlgorithmChoice {
     }
 }
 
+/// The largest `protocol.mtu`: a datagram within one IP packet of either family with room to
+/// spare (IPv4's largest UDP payload is 65,507 bytes). Loopback's 64 KiB MTU gives this.
+pub const MAX_MTU: u32 = 65_000;
+
 crate::tunables! {
     /// The protocol (section `protocol`).
     pub struct ProtocolConfig in "protocol" {
         /// Largest datagram on the fabric.
         mtu: u32 = super::topology::ETHERNET_MTU, "RINGCAST_MTU",
-            "largest datagram in bytes (header 32 + payload + trailer 12: tag 8, CRC 4); unset: by fabric, 1472 (UDP over 1500-byte Ethernet) or 4088 on shm (one 4 KiB ring slot)";
+            "largest datagram in bytes (header 32 + payload + trailer 12: tag 8, CRC 4), 64..=65000; unset: by fabric: on udp the path's (the least route MTU to the members and the multicast groups, less the IP and UDP headers: 1472 on 1500-byte Ethernet, 65000 on loopback), 4088 on shm (one 4 KiB ring slot), else 1472 (UDP over 1500-byte Ethernet)";
         /// Largest broadcast message.
         max_message_bytes: u32 = 4 << 20, "RINGCAST_MAX_MESSAGE_BYTES",
             "largest broadcast message in bytes (its fragments must fit the 8192-fragment bitmap)";
@@ -294,8 +298,8 @@ crate::tunables! {
 impl ProtocolConfig {
     /// Checks the section's values against each other and the wire format's limits.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.mtu < 64 || self.mtu > 65_000 {
-            return invalid(format!("mtu {} outside 64..=65000", self.mtu));
+        if self.mtu < 64 || self.mtu > MAX_MTU {
+            return invalid(format!("mtu {} outside 64..={MAX_MTU}", self.mtu));
         }
         let payload = self.mtu - (WIRE_HEADER_LEN + WIRE_TRAILER_LEN + DIGEST_LEN) as u32;
         if self.max_message_bytes.div_ceil(payload) > MAX_FRAGS {

@@ -158,7 +158,11 @@ impl FromStr for JobSecret {
         if s.is_empty() {
             return Ok(JobSecret(None));
         }
-        let bad = || "expected 64 hex digits (32 bytes), not all zero".to_string();
+        // The reason names only the length and the rule: a value that does not parse may
+        // still be most of a key.
+        let bad = || {
+            format!("expected 64 hex digits (32 bytes), not all zero, without 0x; got {} characters", s.len())
+        };
         if s.len() != 64 || !s.is_ascii() {
             return Err(bad());
         }
@@ -196,7 +200,7 @@ crate::tunables! {
             "job name: the engines of one job share a fabric namespace and derive their world communicator's identity from it";
         /// The job's secret.
         job_secret: JobSecret = JobSecret(None), "RINGCAST_JOB_SECRET",
-            "the job's secret, 64 hex digits from the CSPRNG (ringcast run and the MPI interposer draw one): keys the tag of every world-communicator frame; unset, the key is derived from the job name and anyone who knows the name can forge world frames (the engine warns). Never printed";
+            "the job's secret, 64 hex digits from the CSPRNG (ringcast run and the MPI interposer draw one): keys the tag of every world-communicator frame; unset, the key is derived from the job name and anyone who knows the name can forge world frames (the engine warns). Never printed, not even a bad value", secret;
         /// Engines (nodes) of the job.
         nodes: u32 = 1, "RINGCAST_NODES",
             "engines (nodes) in the job's world communicator";
@@ -303,5 +307,25 @@ impl Topology {
     /// The world rank of this node's local process `local`.
     pub fn world_rank(&self, local: u32) -> Option<u32> {
         self.world().rank(self.node, local)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_secret_that_does_not_parse_is_kept_nowhere_a_message_could_print_it() {
+        let key = "9e1c7a5f3d2b0e8c6a4f2d1b9e7c5a3f1d0b8e6c4a2f9d7b5e3c1a0f8d6b4e2c";
+        for bad in [format!("0x{key}"), key[..62].to_string(), format!("{}q", &key[..63])] {
+            let get = |k: &str| (k == "RINGCAST_JOB_SECRET").then(|| bad.clone());
+            let e = Topology::parse(&get).unwrap_err();
+            let shown = format!("{e} {e:?}");
+            assert!(shown.contains("RINGCAST_JOB_SECRET"), "{shown}");
+            assert!(!shown.contains(&key[8..20]), "{shown}");
+        }
+        // Other tunables still echo what they were given (it helps, and it is no key).
+        let e = Topology::parse(&|k| (k == "RINGCAST_NODES").then(|| "many".to_string())).unwrap_err();
+        assert!(e.to_string().contains("\"many\""), "{e}");
     }
 }

@@ -1,24 +1,19 @@
 //! What the engine asks its driver to do, in order: frames to send, multicast groups to join and
-//! leave, DMA jobs on host memory, and completions to publish — and the one token space the
-//! driver answers in ([`JobId`]).
+//! leave, DMA jobs on host memory, and completions to publish — and the one id the driver
+//! answers with ([`JobId`]).
 //!
 //! Frames are written once, into the outbox's arena, by the code that builds them; an
 //! [`Action::Send`] or [`Action::Multicast`] lends the driver that slice until it polls the
 //! next action, so queueing a frame costs no copy. The arena grows to the largest burst one
 //! event produces (a root's whole message, at worst) and is reused after every drain.
 use crate::comm::{GroupId, PeerId};
+pub use crate::engine::ids::JobId;
 use crate::intake::regions::Resolved;
 use crate::intake::HostId;
 use crate::Nanos;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use ringcast_abi::{Completion, RegionKey};
-
-/// Names one job the driver carries out and answers ([`super::Engine::handle_dma_done`],
-/// [`super::Engine::handle_join_done`]). Stale once the engine has let go of the job: an
-/// answer for it is ignored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct JobId(pub u64);
 
 /// A host-memory transfer. On a DPU it is a DMA descriptor; on the emulation runners, a copy
 /// between the host's mapped segments (and the engine's staging).
@@ -39,7 +34,7 @@ pub enum Dma {
         /// ([`RegionKey::NONE`] otherwise): deregistering one fails the copy still moving.
         keys: [RegionKey; 2],
     },
-    /// Host memory into the engine's staging ([`super::Engine::staging`]): a root's message, a
+    /// Host memory into the engine's staging ([`crate::engine::Engine::staging`]): a root's message, a
     /// communicator's creation record.
     Load {
         /// Source.
@@ -75,7 +70,7 @@ pub enum Action<'a> {
         /// The sealed frame.
         frame: &'a [u8],
     },
-    /// Start receiving `group`; answer with [`super::Engine::handle_join_done`].
+    /// Start receiving `group`; answer with [`crate::engine::Engine::handle_join_done`].
     Join {
         /// The job to answer.
         job: JobId,
@@ -87,7 +82,7 @@ pub enum Action<'a> {
         /// The group.
         group: GroupId,
     },
-    /// Move bytes; answer with [`super::Engine::handle_dma_done`].
+    /// Move bytes; answer with [`crate::engine::Engine::handle_dma_done`].
     Dma {
         /// The job to answer.
         job: JobId,
@@ -224,6 +219,13 @@ impl Outbox {
         Some((at, n))
     }
 
+    /// The frames at the head of the queue, lent together up to the first action that is not
+    /// a frame: each an [`Action::Send`] or [`Action::Multicast`], in order, leaving the queue
+    /// as the iterator yields it (what it does not yield stays queued).
+    pub(crate) fn poll_frames(&mut self) -> Frames<'_> {
+        Frames { queue: &mut self.queue, arena: &self.arena }
+    }
+
     pub(crate) fn poll(&mut self) -> Option<Action<'_>> {
         let q = self.queue.pop_front()?;
         Some(match q {
@@ -236,5 +238,74 @@ impl Outbox {
             Queued::Dma { job, dma } => Action::Dma { job, dma },
             Queued::Complete { host, cqe, started } => Action::Complete { host, cqe, started },
         })
+    }
+}
+
+/// The run of frames at the head of the outbox ([`super::Engine::poll_frames`]): every one
+/// lends its bytes from the arena, all at once, so a driver can hand the whole run to its
+/// device in one call.
+#[derive(Debug)]
+pub struct Frames<'a> {
+    queue: &'a mut VecDeque<Queued>,
+    arena: &'a [u8],
+}
+
+impl<'a> Iterator for Frames<'a> {
+    type Item = Action<'a>;
+
+    fn next(&mut self) -> Option<Action<'a>> {
+        let arena = self.arena;
+        let action = match self.queue.front()? {
+            Queued::Send { to, lane, at, len } => {
+                Action::Send { to: *to, lane: *lane, frame: arena.get(*at..at + len)? }
+            }
+            Queued::Multicast { group, at, len } => {
+                Action::Multicast { group: *group, frame: arena.get(*at..at + len)? }
+            }
+            _ => return None,
+        };
+        self.queue.pop_front();
+        Some(action)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(b: u8) -> GroupId {
+        [b; 14]
+    }
+
+    /// A run of frames is lent whole, in order, and stops at the first action that is not a
+    /// frame, which `poll` then returns; what the iterator did not yield stays queued.
+    #[test]
+    fn frames_are_lent_as_one_run_up_to_the_next_other_action() {
+        let mut out = Outbox::default();
+        out.send(PeerId(1), 0, b"one");
+        out.multicast(group(7), b"two");
+        out.leave(group(9));
+        out.send(PeerId(2), 0, b"three");
+        out.send(PeerId(3), 0, b"four");
+        let run: Vec<(Option<PeerId>, Vec<u8>)> = out
+            .poll_frames()
+            .map(|a| match a {
+                Action::Send { to, frame, .. } => (Some(to), frame.to_vec()),
+                Action::Multicast { frame, .. } => (None, frame.to_vec()),
+                other => panic!("not a frame: {other:?}"),
+            })
+            .collect();
+        assert_eq!(run, vec![(Some(PeerId(1)), b"one".to_vec()), (None, b"two".to_vec())]);
+        assert_eq!(out.poll_frames().count(), 0, "the head is not a frame");
+        assert_eq!(out.poll(), Some(Action::Leave { group: group(9) }));
+        assert!(matches!(
+            out.poll_frames().next(),
+            Some(Action::Send { to: PeerId(2), frame: b"three", .. })
+        ));
+        assert!(
+            matches!(out.poll(), Some(Action::Send { to: PeerId(3), frame: b"four", .. })),
+            "a frame the run did not yield stays queued"
+        );
+        assert_eq!(out.poll(), None);
     }
 }

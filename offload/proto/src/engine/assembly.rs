@@ -1,20 +1,24 @@
 //! The node step of Mamidala's leader-based collectives: before a node's part leaves, every
 //! local process's block is copied into the root's (the node leader's) receive buffer, so the
 //! node sends its blocks as one message instead of one per process — or, for an allreduce or
-//! a reduce, the local blocks are reduced there in local rank order (`reduction.rs`), so the
+//! a reduce, the local blocks are reduced there in local rank order (`engine/reduction.rs`), so the
 //! node sends one block: its processes' partial result.
 //!
 //! Each local process posting its node's part hands over its *piece* — where its block is
 //! (its send block, or in place) and where it goes in the part (`at`); the leader's post also
 //! names the part's buffer. Once every local process has handed its piece over, the engine
 //! copies each piece that is not already in place into the leader's buffer (DMA jobs, host to
-//! host, as the gather's deliveries are), then tells the gather the slot may start
-//! ([`super::gather::Gather::assembled`]). A copy that fails (a region deregistered on the way,
-//! a call refused at its rank) poisons the part instead ([`super::gather::Gather::poisoned`]):
+//! host, as the sequencer's deliveries are), then tells the sequencer the slot may start
+//! ([`crate::engine::node::sequencer::Sequencer::assembled`]). A copy that fails (a region deregistered on the way,
+//! a call refused at its rank) poisons the part instead ([`crate::engine::node::sequencer::Sequencer::poisoned`]):
 //! it leaves on no memory, aborted, rather than with wrong bytes; local processes in different
 //! calls break the communicator.
-use super::reduction::Then;
-use super::{Dma, Engine, Job, JobId};
+use crate::engine::action::{Dma, Outbox};
+use crate::engine::hands::Hands;
+use crate::engine::ids::Seq;
+use crate::engine::jobs::Job;
+use crate::engine::node::Node;
+use crate::engine::reduction::Then;
 use crate::intake::regions::Resolved;
 use crate::intake::HostId;
 use crate::transfer::env::{reference_call, same_call};
@@ -23,7 +27,7 @@ use ringcast_abi::{DataType, ReduceOp, RegionKey, StatusKind};
 
 /// One local process's block of a node part.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Piece {
+pub(crate) struct Piece {
     /// The process (whose DMA queue moves it).
     pub host: HostId,
     /// Where its block is.
@@ -35,15 +39,15 @@ pub(super) struct Piece {
     pub at: u64,
     /// Bytes.
     pub len: u64,
-    /// The call's context as its process posted it ([`super::gather::Kind::context`]).
+    /// The call's context as its process posted it ([`crate::engine::node::sequencer::Kind::context`]).
     pub context: u64,
 }
 
-/// A node part being assembled: gather slot `seq` of communicator `comm`.
+/// A node part being assembled: sequencer slot `seq` of communicator `comm`.
 #[derive(Debug)]
-pub(super) struct Assembly {
+pub(crate) struct Assembly {
     comm: u64,
-    seq: u64,
+    seq: Seq,
     /// Local processes that hand a piece over.
     expected: u32,
     /// The part's buffer at the leader, once the leader posted, and its region.
@@ -51,35 +55,44 @@ pub(super) struct Assembly {
     pieces: Vec<Piece>,
     /// Copies still moving once started.
     pending: u32,
-    /// Why a copy failed ([`Engine::dma_fault`]), if one did.
+    /// Why a copy failed, if one did.
     failed: Option<StatusKind>,
     /// An allreduce's or reduce's node part: the blocks are reduced, not placed side by side.
     reduce: Option<(DataType, ReduceOp)>,
 }
 
-impl Engine {
+/// The node parts being assembled, and the piece lists of finished ones kept for the next.
+#[derive(Debug, Default)]
+pub(crate) struct Assemblies {
+    list: Vec<Assembly>,
+    spare: Vec<Vec<Piece>>,
+}
+
+impl Assemblies {
     /// Local process `piece.host` posted slot `seq` of communicator `comm`, a node part of
     /// `expected` pieces (`leader`: the part's buffer, when this process is the leader;
     /// `reduce`: the pieces are reduced into it, not placed).
-    pub(super) fn assemble(
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn add(
         &mut self,
         comm: u64,
-        seq: u64,
+        seq: Seq,
         piece: Piece,
         leader: Option<(Resolved, RegionKey)>,
         expected: u32,
         reduce: Option<(DataType, ReduceOp)>,
+        h: &mut Hands<'_>,
     ) {
-        let i = match self.assemblies.iter().position(|a| a.comm == comm && a.seq == seq) {
+        let i = match self.list.iter().position(|a| a.comm == comm && a.seq == seq) {
             Some(i) => i,
             None => {
                 // Assemblies of a communicator that broke meanwhile never finish: let go of them.
-                let node = self.node.as_ref();
-                self.assemblies.retain(|a| node.is_some_and(|n| n.usable(a.comm)));
+                let node = h.node.as_ref();
+                self.list.retain(|a| node.is_some_and(|n| n.usable(a.comm)));
                 // A finished assembly's list, reused: no allocation once the largest node is seen.
-                let mut pieces = self.spare_pieces.pop().unwrap_or_default();
+                let mut pieces = self.spare.pop().unwrap_or_default();
                 pieces.clear();
-                self.assemblies.push(Assembly {
+                self.list.push(Assembly {
                     comm,
                     seq,
                     expected,
@@ -89,10 +102,10 @@ impl Engine {
                     failed: None,
                     reduce,
                 });
-                self.assemblies.len() - 1
+                self.list.len() - 1
             }
         };
-        let a = &mut self.assemblies[i];
+        let a = &mut self.list[i];
         a.pieces.push(piece);
         if leader.is_some() {
             a.leader = leader;
@@ -108,20 +121,20 @@ impl Engine {
         // `same_call`. Its piece is never read — its copy fails and poisons the part.)
         if a.pieces.iter().any(|p| !same_call(p.context, context) || p.len != len) {
             // Local processes are in different calls (another collective, type or operation, or
-            // one skipped a call: `Gather::skip`), or disagree on the length — the intake
+            // one skipped a call: `Sequencer::skip`), or disagree on the length — the intake
             // bounded each piece by its own length only, so a piece would land on another
             // rank's place, or a node result of some of them be a wrong result every node
             // takes for the right one: the part would carry blocks of calls that are not this
             // one. It never leaves; the communicator breaks.
-            let a = self.assemblies.swap_remove(i);
-            if let Some(node) = self.node.as_mut() {
-                node.assembled(a.comm, a.seq, Some(StatusKind::DigestMismatch), &mut self.out);
+            let a = self.list.swap_remove(i);
+            if let Some(node) = h.node.as_mut() {
+                node.assembled(a.comm, a.seq, Some(StatusKind::DigestMismatch), h.out);
             }
-            self.spare_pieces.push(a.pieces);
+            self.spare.push(a.pieces);
             return;
         }
         if let Some(spec) = a.reduce {
-            return self.reduce_pieces(i, spec, dst);
+            return self.reduce_pieces(i, spec, dst, h);
         }
         for p in &a.pieces {
             let to = Resolved { segment: dst.segment, offset: dst.offset + p.at };
@@ -129,51 +142,54 @@ impl Engine {
                 continue; // in place at the leader already
             }
             a.pending += 1;
-            let job = JobId(self.jobs.insert(Job::Assemble { comm, seq }));
-            self.out.dma(
-                job,
-                Dma::Copy { host: p.host, src: p.src, dst: to, len: p.len, keys: [p.key, dst_key] },
-            );
+            let dma = Dma::Copy { host: p.host, src: p.src, dst: to, len: p.len, keys: [p.key, dst_key] };
+            h.dma(Job::Assemble { comm, seq }, dma);
         }
         if a.pending == 0 {
-            self.assembly_done(i);
+            self.done(i, h.node, h.out);
         }
     }
 
-    /// One copy of the assembly of slot `seq` of communicator `comm` is over (`ok`).
-    pub(super) fn assembly_copied(&mut self, comm: u64, seq: u64, ok: bool) {
-        let fault = self.dma_fault();
-        let Some(i) = self.assemblies.iter().position(|a| a.comm == comm && a.seq == seq) else { return };
-        let a = &mut self.assemblies[i];
+    /// One copy of the assembly of slot `seq` of communicator `comm` is over (`ok`; `fault`:
+    /// why, if not).
+    pub(crate) fn copied(
+        &mut self,
+        comm: u64,
+        seq: Seq,
+        ok: bool,
+        fault: StatusKind,
+        node: &mut Option<Node>,
+        out: &mut Outbox,
+    ) {
+        let Some(i) = self.list.iter().position(|a| a.comm == comm && a.seq == seq) else { return };
+        let a = &mut self.list[i];
         a.pending = a.pending.saturating_sub(1);
         if !ok {
             a.failed = a.failed.or(Some(fault));
         }
         if a.pending == 0 {
-            self.assembly_done(i);
+            self.done(i, node, out);
         }
     }
 
     /// Every piece of assembly `i`, a reduction's node part, is handed over: reduce them in
     /// local rank order into the leader's buffer `dst`; the part leaves once it is stored.
-    fn reduce_pieces(&mut self, i: usize, spec: (DataType, ReduceOp), dst: Resolved) {
-        let mut a = self.assemblies.swap_remove(i);
+    fn reduce_pieces(&mut self, i: usize, spec: (DataType, ReduceOp), dst: Resolved, h: &mut Hands<'_>) {
+        let mut a = self.list.swap_remove(i);
         a.pieces.sort_unstable_by_key(|p| p.at);
         // (Every piece has the same length: checked above.)
         let len = a.pieces.first().map_or(0, |p| p.len);
-        let mut sources = core::mem::take(&mut self.reduce_sources);
-        sources.clear();
-        sources.extend(a.pieces.iter().map(|p| (p.src, 1)));
-        self.reduce_into(spec, len, &sources, dst, Then::Assembled { comm: a.comm, seq: a.seq });
-        self.reduce_sources = sources;
-        self.spare_pieces.push(a.pieces);
+        let sources = a.pieces.iter().map(|p| (p.src, 1));
+        let then = Then::Assembled { comm: a.comm, seq: a.seq };
+        h.reduce(spec, len, sources, dst, then);
+        self.spare.push(a.pieces);
     }
 
-    fn assembly_done(&mut self, i: usize) {
-        let a = self.assemblies.swap_remove(i);
-        if let Some(node) = self.node.as_mut() {
-            node.assembled(a.comm, a.seq, a.failed, &mut self.out);
+    fn done(&mut self, i: usize, node: &mut Option<Node>, out: &mut Outbox) {
+        let a = self.list.swap_remove(i);
+        if let Some(node) = node.as_mut() {
+            node.assembled(a.comm, a.seq, a.failed, out);
         }
-        self.spare_pieces.push(a.pieces);
+        self.spare.push(a.pieces);
     }
 }

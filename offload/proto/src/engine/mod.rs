@@ -1,6 +1,18 @@
 //! The engine as one sans-IO state machine: descriptor intake, the node's communicators and
-//! gather, the reliable-transfer layer and the collectives, behind one set of events and one
-//! queue of actions (quinn-proto's shape).
+//! their slot sequencers, the reliable-transfer layer and the collectives, behind one set of
+//! events and one queue of actions (quinn-proto's shape) — and, inside, a dispatcher over
+//! collectives (smoltcp's sockets behind one enum): each collective a folder implementing one
+//! trait (`cx.rs`), held in one enum (`call.rs`), started by one arm of the planner
+//! (`planner.rs`); every answer routed by id to its owner (`dispatch.rs`).
+//!
+//! Files, from the top: `mod.rs` (this: the events, the host operations and their ordered
+//! completions), `dispatch.rs`, `planner.rs`, `void_calls.rs` (a call whose shape this rank
+//! could not read); `call.rs`; the collectives' folders `bcast/`, `barrier/`, `allgather/`,
+//! `allreduce/`, `alltoall/`, `scan/`; `cx.rs`; the machinery they share — `exchange.rs` (the
+//! leaders' exchange), `assembly.rs` (a node part's local blocks), `hands.rs`, `reduction.rs`,
+//! `links.rs` (pair communicators between engines) — and `node/` (the protocol and the
+//! communicators, each with its slot sequencer); `jobs.rs`, `held.rs`, `action.rs` (the
+//! outbox), `ids.rs`. Each imports only files below it.
 //!
 //! Events, each with `now`: a host attached, registered, posted a descriptor
 //! ([`Engine::handle_descriptor`]) or left; a frame arrived ([`Engine::handle_frame`]); a timer
@@ -11,62 +23,62 @@
 //! ([`Action::Dma`]: the only way the engine reaches it — on a DPU, a DMA engine's job), and
 //! publish completions, each host's in the order its descriptors were taken.
 //!
-//! One token space: the driver sees [`JobId`]s (and the hosts' own cookies in completions).
-//! Inside, a host operation is a key of the operation table; the protocol's broadcasts are
-//! named by communicator slot and gather slot, which never leave this module.
+//! One id per kind of thing named (`ids.rs`): the driver sees [`JobId`]s (and the hosts' own
+//! cookies in completions); inside, host operations, composed calls, reductions, exchanges and
+//! the posts handed to the reliable-transfer layer are keys of generational tables, and a
+//! sequencer's slots are [`Seq`]s — none of them a number with fields packed into its bits.
 //!
 //! The counters are the engine's own: a completion is counted when it is queued, and moved
 //! when a DMA fails under it or its host leaves before it is published.
 mod action;
 mod allgather;
+mod allreduce;
 mod alltoall;
 mod assembly;
 mod barrier;
-mod call_checks;
-mod call_shapes;
-mod comms;
-mod composite;
-mod descriptors;
-mod doubling;
-mod gather;
-mod leader_schedule;
-mod lifecycle;
-mod members;
+mod bcast;
+mod call;
+mod cx;
+mod dispatch;
+mod exchange;
+mod hands;
+mod held;
+mod ids;
+mod jobs;
+mod links;
 mod node;
-mod pairs;
-mod pairwise;
+mod planner;
 mod reduction;
-mod slab;
+mod scan;
 mod void_calls;
 
-pub use action::{Action, Dma, JobId};
-pub use comms::{parse_record, Record, MAX_COMM_SIZE};
-pub use gather::{Delivery, Gather, Placement, Start};
-pub use members::Members;
+pub use action::{Action, Dma, Frames, JobId};
+pub use ids::Seq;
+pub use node::comms::{parse_record, Record, MAX_COMM_SIZE};
+pub use node::world::world_identity_of;
+pub use node::world_identity;
 pub use node::{CommInfo, CommStats};
-pub use pairs::{doubling_partners, power_below, PairSet};
 
-use crate::comm::ident::{derived_identity, CommIdentity};
 use crate::comm::{GroupId, PeerId};
-use crate::config::{EngineConfig, JobSecret, LocalRank};
-use crate::intake::regions::{Resolved, SegmentHandle};
+use crate::config::{EngineConfig, LocalRank};
+use crate::intake::regions::SegmentHandle;
 use crate::intake::{Core, Counters, Departure, HostId};
-use crate::transfer::protocol::{DmaDir, DmaToken, OpCounters, Outcome, ProtoCounters};
+use crate::transfer::protocol::{OpCounters, Outcome, ProtoCounters};
 use crate::Nanos;
 use action::Outbox;
 use alloc::collections::VecDeque;
-use alloc::format;
 use alloc::vec::Vec;
+use assembly::Assemblies;
+use call::Call;
+use exchange::Exchanges;
+use held::VoidCalls;
+use ids::{CallId, OpId};
+use jobs::Job;
+use reduction::{Over, Reductions};
 use ringcast_abi::ctl::CtlStatus;
 use ringcast_abi::frame::Crc32c;
 use ringcast_abi::{Access, Completion, RegionKey, Status, StatusKind, SubmissionDescriptor};
-use slab::Slab;
-
-/// The world communicator's identity, the same at every engine of `job`; its frames are keyed
-/// by `secret` (the job's, `RINGCAST_JOB_SECRET`).
-pub fn world_identity(job: &str, secret: &JobSecret) -> CommIdentity {
-    derived_identity(&format!("ringcast world communicator of job {job}"), secret.0.as_ref())
-}
+use slotmap::SlotMap;
 
 /// A host operation whose completion is not published yet.
 #[derive(Debug)]
@@ -84,37 +96,11 @@ struct HostOp {
     /// status, whatever its parts did.
     refused: Option<StatusKind>,
     /// The call it is on its communicator, (communicator, index), while it is open there
-    /// (`call_checks.rs`).
+    /// (`node/call_checks.rs`).
     call: Option<(u64, u64)>,
-    /// Its call disagrees with another rank's (`call_checks.rs`): it ends `DigestMismatch`,
-    /// whatever its parts did.
+    /// Its call disagrees with another rank's (`node/call_checks.rs`): it ends
+    /// `DigestMismatch`, whatever its parts did.
     disagreed: bool,
-}
-
-/// What a [`JobId`] stands for.
-#[derive(Debug)]
-enum Job {
-    /// A COPY descriptor's bytes.
-    Copy { op: u64, len: u64 },
-    /// The protocol's load or store of a broadcast's channel.
-    Proto(DmaToken),
-    /// A broadcast's intra-node delivery into one more local buffer, then its outcome; then
-    /// the primary's completion, if this was the last copy reading its buffer.
-    Deliver { op: u64, outcome: Outcome, primary: Option<u64> },
-    /// A communicator's creation record, loaded into `bytes`.
-    Record { op: u64, local: u32, comm: u64, bytes: Vec<u8> },
-    /// The multicast group of the communicator in slot `slot`, created by `op`.
-    Join { op: u64, slot: usize },
-    /// A composed collective's local copy (`allgather.rs`), part of `token`.
-    Part { token: u64 },
-    /// Blocks `first..first + blocks` of reduction `r`'s staging, being loaded (`reduction.rs`).
-    ReduceLoad { r: u64, first: u32, blocks: u32 },
-    /// Reduction `r`'s result, being stored.
-    ReduceStore { r: u64 },
-    /// One copy of a node part's assembly (`assembly.rs`): gather slot `seq` of `comm`.
-    Assemble { comm: u64, seq: u64 },
-    /// A local copy of pairwise alltoall `key` (`pairwise.rs`).
-    Pairwise { key: u64 },
 }
 
 /// The engine. See the module documentation.
@@ -125,53 +111,33 @@ pub struct Engine {
     /// such an engine serves NOP and COPY, and fails every collective.
     node: Option<node::Node>,
     out: Outbox,
-    jobs: Slab<Job>,
-    ops: Slab<HostOp>,
-    /// Composed collectives in progress (`allgather.rs`); their parts carry keys of this
-    /// table tagged with `slab::TAGGED`.
-    parts: Slab<composite::Composite>,
+    /// The jobs the driver carries out and answers, by whose each is (`jobs.rs`).
+    jobs: SlotMap<JobId, Job>,
+    ops: SlotMap<OpId, HostOp>,
+    /// The collective calls in progress, one variant per collective (`call.rs`): the
+    /// dispatcher hands each its events (`dispatch.rs`).
+    calls: SlotMap<CallId, Call>,
     /// Each host's operations, in the order their descriptors were taken.
-    queues: Vec<VecDeque<u64>>,
-    /// Primaries of finished gather slots waiting for the copies reading their buffers:
-    /// (token, copies left, outcome).
-    primaries: Vec<(u64, u32, Outcome)>,
+    queues: Vec<VecDeque<OpId>>,
+    /// Primaries of finished sequencer slots waiting for the copies reading their buffers:
+    /// (part, copies left, outcome).
+    primaries: Vec<(CallId, u32, Outcome)>,
     /// Reductions in progress (`reduction.rs`).
-    reductions: Slab<reduction::Reduction>,
-    /// Recursive-doubling allreduces and allgathers and pairwise alltoalls in progress
-    /// (`doubling.rs`, `pairwise.rs`), and the calls whose gather slot has not started yet.
-    doublings: Slab<doubling::Doubling>,
-    doubling_calls: Vec<doubling::DoublingCall>,
-    /// Pairwise alltoalls' lists of local processes between uses (`pairwise.rs`).
-    spare_locals: Vec<Vec<pairwise::Local>>,
-    /// Started slots waiting for the doubling before them on their communicator: one runs at a
-    /// time per communicator, in slot order, so both ends of a pair post in the same order.
-    doubling_queue: VecDeque<(u64, gather::Start)>,
-    /// Their steps that ended (reductions, transfers): (doubling, outcome), taken in `after`.
-    doubling_done: Vec<(u64, Outcome)>,
+    reductions: Reductions,
+    /// Node parts being assembled (`node/assembly.rs`).
+    assemblies: Assemblies,
+    /// The exchanges between the engines the engine runs itself (`exchange.rs`).
+    exchanges: Exchanges,
+    /// Reductions that ended as they started, carried on once the step that started them
+    /// returned.
+    over: Vec<Over>,
     /// A job on a refused call's buffers is failing now ([`Engine::dma_fault`]).
     refusing: bool,
-    /// Reduction buffers between uses (one per reduction ever in flight at once).
-    reduce_spare: Vec<Vec<u8>>,
-    /// The source lists of reductions between uses (as `reduce_spare`).
-    reduce_runs: Vec<Vec<(Resolved, u32)>>,
-    /// Where a reduction's blocks are, while it is started (kept: no allocation per call).
-    reduce_sources: Vec<(Resolved, u32)>,
-    /// Node parts of leader-based allgathers being assembled (`assembly.rs`).
-    assemblies: Vec<assembly::Assembly>,
-    /// Void calls, each with the descriptors its host posted behind it on its communicator
+    /// Void calls waiting for their shape, and the descriptors held behind them
     /// (`void_calls.rs`).
-    stalled: Vec<void_calls::Stalled>,
-    /// The operation a held descriptor or void call reserved, for the next `new_op` to fill.
-    reserved: Option<u64>,
-    /// While a void call is taken in under the shape the other ranks gave it: its own opcode,
-    /// which its completion echoes.
-    resubmitting: Option<ringcast_abi::Opcode>,
-    /// Void calls are being resolved (the descriptors held behind one may make another).
-    resolving: bool,
+    voids: VoidCalls,
     /// The call a collective being taken in was just counted as, for the next `new_op`.
     calling: Option<(u64, u64)>,
-    /// Piece lists of finished assemblies, for the next ones.
-    spare_pieces: Vec<Vec<assembly::Piece>>,
 }
 
 fn failed(status: StatusKind) -> Outcome {
@@ -189,26 +155,16 @@ impl Engine {
             core: Core::new(config.clone()),
             node,
             out: Outbox::default(),
-            jobs: Slab::default(),
-            ops: Slab::default(),
-            parts: Slab::default(),
+            jobs: SlotMap::with_key(),
+            ops: SlotMap::with_key(),
+            calls: SlotMap::with_key(),
             primaries: Vec::new(),
-            reductions: Slab::default(),
-            doublings: Slab::default(),
-            doubling_calls: Vec::new(),
-            spare_locals: Vec::new(),
-            doubling_queue: VecDeque::new(),
-            doubling_done: Vec::new(),
+            reductions: Reductions::new(config.limits.reduce_staging_bytes),
+            assemblies: Assemblies::default(),
+            exchanges: Exchanges::default(),
+            over: Vec::new(),
             refusing: false,
-            reduce_spare: Vec::new(),
-            reduce_runs: Vec::new(),
-            reduce_sources: Vec::new(),
-            assemblies: Vec::new(),
-            spare_pieces: Vec::new(),
-            stalled: Vec::new(),
-            reserved: None,
-            resubmitting: None,
-            resolving: false,
+            voids: VoidCalls::default(),
             calling: None,
             queues: (0..config.limits.max_hosts).map(|_| VecDeque::new()).collect(),
         })
@@ -296,7 +252,7 @@ impl Engine {
     /// continues the sequence of broadcasts of the process that held the rank before.
     pub fn host_arrived(&mut self, host: HostId) {
         if let (Some(l), Some(node)) = (self.core.local_rank(host), self.node.as_mut()) {
-            node.local_arrived(l);
+            node.local_arrived(l, &mut self.out);
         }
     }
 
@@ -315,7 +271,7 @@ impl Engine {
     /// Fails every collective not finished yet with `status` (the engine is shutting down);
     /// their completions go out in order.
     pub fn abort_collectives(&mut self, status: StatusKind) {
-        let pending: Vec<u64> = self
+        let pending: Vec<OpId> = self
             .queues
             .iter()
             .flatten()
@@ -427,7 +383,7 @@ impl Engine {
 
     /// Marks host operation `op` as refused at this rank with `status` (see
     /// [`intake::GatherCall::refused`]).
-    pub(super) fn refuse_op(&mut self, op: u64, status: Option<StatusKind>) {
+    pub(crate) fn refuse_op(&mut self, op: OpId, status: Option<StatusKind>) {
         if let (Some(status), Some(o)) = (status, self.ops.get_mut(op)) {
             o.refused = Some(status);
         }
@@ -437,7 +393,7 @@ impl Engine {
     /// memory went away under it), or — a job on a call refused at its rank — `RootFailed`
     /// for the other processes whose collective needed that call's bytes: their buffers are
     /// fine, a rank's part could not be read (the refused call itself ends with its own status).
-    pub(super) fn dma_fault(&self) -> StatusKind {
+    pub(crate) fn dma_fault(&self) -> StatusKind {
         if self.refusing {
             StatusKind::RootFailed
         } else {
@@ -445,63 +401,9 @@ impl Engine {
         }
     }
 
-    /// [`Engine::handle_dma_done`] without the round of [`Engine::after`].
-    fn dma_over(&mut self, job: JobId, ok: bool, now: Nanos) {
-        let Some(j) = self.jobs.remove(job.0) else { return };
-        match j {
-            Job::Copy { op, len } => {
-                if let Some(o) = self.ops.get_mut(op) {
-                    if !ok {
-                        o.cqe.status = Status::from(StatusKind::OutOfBounds);
-                        o.cqe.bytes = 0;
-                        self.core.dma_failed(len);
-                    }
-                    o.pending = false;
-                    let host = o.host;
-                    self.flush(host);
-                }
-            }
-            Job::Proto(token) => {
-                if let Some(node) = self.node.as_mut() {
-                    node.dma_done(token, ok, now, &mut self.out);
-                }
-            }
-            Job::Deliver { op, outcome, primary } => {
-                let outcome =
-                    if ok { outcome } else { Outcome { status: self.dma_fault(), bytes: 0, ..outcome } };
-                self.finish_collective(op, outcome);
-                self.copied(primary);
-            }
-            Job::Record { op, local, comm, bytes } => {
-                let node = self.node.as_mut();
-                match (ok, node) {
-                    (false, _) => self.finish_collective(op, failed(StatusKind::OutOfBounds)),
-                    (true, None) => self.finish_collective(op, failed(StatusKind::UnknownCommunicator)),
-                    (true, Some(node)) => match node.comm_create(local, comm, &bytes) {
-                        Ok(None) => self.finish_collective(op, failed(StatusKind::Ok)),
-                        Ok(Some((slot, group))) => {
-                            let job = JobId(self.jobs.insert(Job::Join { op, slot }));
-                            self.out.join(job, group);
-                        }
-                        Err(kind) => self.finish_collective(op, failed(kind)),
-                    },
-                }
-            }
-            Job::Assemble { comm, seq } => self.assembly_copied(comm, seq, ok),
-            Job::Pairwise { key } => self.pairwise_copied(key, ok),
-            Job::Part { token } => {
-                let outcome = if ok { failed(StatusKind::Ok) } else { failed(self.dma_fault()) };
-                self.finish_part(token, outcome);
-            }
-            Job::ReduceLoad { r, .. } => self.reduce_loaded(r, ok),
-            Job::ReduceStore { r } => self.reduce_stored(r, ok),
-            Job::Join { .. } => {} // answered by handle_join_done
-        }
-    }
-
     /// Job `job` ([`Action::Join`]) is over: `ok` if the group is joined.
     pub fn handle_join_done(&mut self, job: JobId, ok: bool, now: Nanos) {
-        let Some(Job::Join { op, slot }) = self.jobs.remove(job.0) else { return };
+        let Some(Job::Join { op, slot }) = self.jobs.remove(job) else { return };
         if let Some(node) = self.node.as_mut() {
             if ok {
                 node.joined(slot);
@@ -521,13 +423,11 @@ impl Engine {
     pub fn staging(&mut self, job: JobId) -> Option<&mut [u8]> {
         // (Reductions first: their memory is not the job's, and the borrow checker cannot see
         // the job table let go of in an arm that returns another table's memory.)
-        match *self.jobs.get(job.0)? {
-            Job::ReduceLoad { r, first, blocks } => return self.reduction_staging(r, first, blocks),
-            Job::ReduceStore { r } => return self.reduction_staging(r, 0, 0),
-            _ => {}
+        if let Job::Reduce { r, load } = *self.jobs.get(job)? {
+            return self.reductions.staging(r, load);
         }
-        match self.jobs.get_mut(job.0)? {
-            Job::Proto(token) => {
+        match self.jobs.get_mut(job)? {
+            Job::Transfer(token) => {
                 let token = *token;
                 self.node.as_mut()?.staging(token)
             }
@@ -541,6 +441,13 @@ impl Engine {
         self.out.poll()
     }
 
+    /// The frames queued next, lent together up to the first action that is not a frame (see
+    /// [`Frames`]): a driver hands the whole run to its fabric at once (`sendmmsg`) and then
+    /// goes on with [`Engine::poll_action`]. Empty when the next action is not a frame.
+    pub fn poll_frames(&mut self) -> Frames<'_> {
+        self.out.poll_frames()
+    }
+
     // ---- inside ------------------------------------------------------------------------
 
     fn new_op(
@@ -550,7 +457,7 @@ impl Engine {
         started: Nanos,
         pending: bool,
         collective: bool,
-    ) -> u64 {
+    ) -> OpId {
         let (reserved, cqe) = self.echoed(host, cqe);
         let call = self.calling.take();
         // (A call its node-mates made another way is found as it is counted: `call_checks.rs`.)
@@ -582,10 +489,7 @@ impl Engine {
 
     /// A collective (broadcast, communicator creation or release) ended for host operation
     /// `op`: count it and let its host's completions go out.
-    fn finish_collective(&mut self, op: u64, outcome: Outcome) {
-        if op & slab::TAGGED != 0 {
-            return self.finish_part(op, outcome);
-        }
+    fn finish_collective(&mut self, op: OpId, outcome: Outcome) {
         // (None: its host left meanwhile.)
         let Some(o) = self.ops.get_mut(op) else { return };
         // A call refused at its rank (its buffers, or a field its schedule does not read) ran
@@ -604,7 +508,8 @@ impl Engine {
         );
         let outcome = match o.refused {
             Some(status) if !never_ran => Outcome { status, bytes: 0, ..outcome },
-            // Another rank made another call (`call_checks.rs`): whatever its parts did here.
+            // Another rank made another call (`node/call_checks.rs`): whatever its parts did
+            // here.
             _ if o.disagreed => Outcome { status: StatusKind::DigestMismatch, bytes: 0, ..outcome },
             _ => outcome,
         };
@@ -626,17 +531,6 @@ impl Engine {
         self.flush(host);
     }
 
-    /// One copy reading primary `primary`'s buffer is over: the last one completes it.
-    fn copied(&mut self, primary: Option<u64>) {
-        let Some(p) = primary else { return };
-        let Some(i) = self.primaries.iter().position(|w| w.0 == p) else { return };
-        self.primaries[i].1 -= 1;
-        if self.primaries[i].1 == 0 {
-            let (token, _, outcome) = self.primaries.swap_remove(i);
-            self.finish_collective(token, outcome);
-        }
-    }
-
     /// Publishes `host`'s finished operations at the front of its queue.
     fn flush(&mut self, host: HostId) {
         let Some(queue) = self.queues.get_mut(host.0 as usize) else { return };
@@ -655,87 +549,4 @@ impl Engine {
             }
         }
     }
-
-    /// After every event: the slots that can start, the protocol's host-memory jobs and the
-    /// broadcasts it ended, the deliveries they make, the communicators that settled.
-    fn after(&mut self, now: Nanos) {
-        loop {
-            let resolved = self.resolve_void_calls(now);
-            self.step_node(now);
-            // Slots and transfers the engine carries out itself (`doubling.rs`): their progress
-            // may finish slots, which the next round delivers.
-            let Some(node) = self.node.as_mut() else { return };
-            let mut started = Vec::new();
-            node.take_local_started(&mut started);
-            node.take_pair_done(&mut self.doubling_done);
-            self.doubling_queue.extend(started);
-            let done = core::mem::take(&mut self.doubling_done);
-            let disagreed = self.disagreed_calls();
-            let mut progress = resolved || !done.is_empty() || disagreed;
-            // Jobs on a refused call's buffers fail here, never reaching the driver.
-            while let Some(job) = self.out.pop_refused() {
-                progress = true;
-                self.refusing = true;
-                self.dma_over(job, false, now);
-                self.refusing = false;
-            }
-            for (key, outcome) in done {
-                self.doubling_part_over(key, outcome, now);
-            }
-            // The first waiting slot of each communicator without a doubling running starts.
-            let next = self.doubling_queue.iter().position(|(c, _)| !self.doubling_runs(*c));
-            match next.and_then(|i| self.doubling_queue.remove(i)) {
-                Some((comm, start)) => self.start_doubling(comm, start, now),
-                None if !progress => return,
-                None => {}
-            }
-        }
-    }
-
-    /// One step of the node: slots started, the protocol's jobs issued, deliveries carried out.
-    fn step_node(&mut self, now: Nanos) {
-        let Some(node) = self.node.as_mut() else { return };
-        let mut deliveries = Vec::new();
-        let mut jobs = Vec::new();
-        node.step(now, &mut self.out, &mut jobs, &mut deliveries);
-        for j in jobs {
-            let dma = match j.dir {
-                DmaDir::Load => Dma::Load { src: j.buf, len: j.len },
-                DmaDir::Store => Dma::Store { dst: j.buf, len: j.len },
-            };
-            let job = JobId(self.jobs.insert(Job::Proto(j.token)));
-            self.out.dma(job, dma);
-        }
-        // Primaries first: a copy ending at once (its host gone) finds its primary waiting.
-        for d in deliveries.iter().filter(|d| d.copies > 0) {
-            // Completed after the last copy reading its buffer (`copied`).
-            self.primaries.push((d.token, d.copies, d.outcome));
-        }
-        for d in deliveries {
-            if d.copies > 0 {
-                continue;
-            }
-            let Some(host) = self.host_of(d.token) else {
-                // Its host left: no copy, but the primary no longer waits for it.
-                self.copied(d.primary);
-                continue;
-            };
-            match d.copy {
-                Some((src, dst, len)) => {
-                    let deliver = Job::Deliver { op: d.token, outcome: d.outcome, primary: d.primary };
-                    let job = JobId(self.jobs.insert(deliver));
-                    self.out.dma(job, Dma::Copy { host, src, dst, len, keys: [RegionKey::NONE; 2] });
-                }
-                None => self.finish_collective(d.token, d.outcome),
-            }
-        }
-    }
-}
-
-/// Whether a call of `opcode` is one the other ranks of its communicator make too and that posts
-/// broadcasts there: a broadcast or a composed collective.
-fn posts_parts(opcode: ringcast_abi::Opcode) -> bool {
-    use ringcast_abi::Opcode;
-    [Opcode::BCAST, Opcode::ALLGATHER, Opcode::ALLREDUCE, Opcode::REDUCE, Opcode::ALLTOALL, Opcode::BARRIER]
-        .contains(&opcode)
 }

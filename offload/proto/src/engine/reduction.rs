@@ -3,11 +3,11 @@
 //! allreduce have:
 //!
 //! * **a node's step** (Mamidala's intra-node reduction, leader-based composition,
-//!   `assembly.rs`): the contributions of the node's processes, in local rank order, reduced
+//!   `node/assembly.rs`): the contributions of the node's processes, in local rank order, reduced
 //!   into the node's part at its leader before that part leaves — one message per node
 //!   instead of one per process, and `ppn` times fewer bytes for every rank to load and reduce
 //!   afterwards;
-//! * **the last step** (`composite.rs`): the gathered parts (one per rank, or one per node),
+//! * **the last step** (`allreduce/`): the gathered parts (one per rank, or one per node),
 //!   reduced in rank (node) order into the start of the work buffer.
 //!
 //! Who does the work: the engine. Mamidala et al. split a node's reduction into one sub-block
@@ -30,30 +30,43 @@
 //! largest has been seen. Slices never overlap across rounds, so a destination that is also a
 //! source (the result over a block of the work buffer) is only written where it was read. A
 //! failed load or store ends the reduction as failed (`OutOfBounds`, or `RootFailed` where it
-//! failed on a call refused at its rank: `Engine::dma_fault`); the caller's continuation
-//! decides what that means (an operation failed, a node part poisoned, a doubling carrying on
-//! on no memory).
-use super::{failed, Dma, Engine, Job, JobId};
+//! failed on a call refused at its rank); the caller's continuation ([`Then`], which the
+//! dispatcher carries out) decides what that means (an operation failed, a node part
+//! poisoned, an exchange carrying on on no memory).
 use crate::collective::reduce::reduce_blocks;
+use crate::engine::action::{Dma, Outbox};
+use crate::engine::ids::{ExchangeId, JobId, OpId, ReductionId, Seq};
+use crate::engine::jobs::Job;
 use crate::intake::regions::Resolved;
-use crate::transfer::protocol::{OpCounters, Outcome};
+use crate::transfer::protocol::OpCounters;
 use alloc::vec::Vec;
 use ringcast_abi::{DataType, ReduceOp, StatusKind};
+use slotmap::SlotMap;
 
-/// What runs once a reduction's result is stored (or it failed).
+/// What runs once a reduction's result is stored (or it failed): the dispatcher's to carry out.
 #[derive(Clone, Copy, Debug)]
-pub(super) enum Then {
+pub(crate) enum Then {
     /// Complete host operation `op` with the result's length and `counters`.
-    Complete { op: u64, counters: OpCounters },
+    Complete { op: OpId, counters: OpCounters },
     /// Node part `seq` of communicator `comm` is assembled: it may leave.
-    Assembled { comm: u64, seq: u64 },
-    /// A step of recursive doubling `key` is over (`doubling.rs`).
-    Doubled { key: u64 },
+    Assembled { comm: u64, seq: Seq },
+    /// A step of exchange `key` is over (`exchange.rs`).
+    Exchange { key: ExchangeId },
 }
 
-/// A reduction in progress (key of `Engine::reductions`).
+/// A reduction that ended: what runs next, whether its result is stored, its bytes, and why it
+/// failed if it did.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Over {
+    pub(crate) then: Then,
+    pub(crate) ok: bool,
+    pub(crate) len: u64,
+    pub(crate) fault: StatusKind,
+}
+
+/// A reduction in progress.
 #[derive(Debug)]
-pub(super) struct Reduction {
+struct Reduction {
     spec: (DataType, ReduceOp),
     /// Bytes per block.
     len: u64,
@@ -70,32 +83,53 @@ pub(super) struct Reduction {
     bytes: Vec<u8>,
     /// Loads of this round not over yet.
     pending: u32,
-    /// Why a load failed ([`Engine::dma_fault`]), if one did.
+    /// Why a load failed, if one did.
     failed: Option<StatusKind>,
     /// Where the result goes.
     dst: Resolved,
     then: Then,
 }
 
-impl Engine {
+/// The reductions in progress, and the buffers of finished ones kept for the next.
+#[derive(Debug)]
+pub(crate) struct Reductions {
+    table: SlotMap<ReductionId, Reduction>,
+    /// Reduction buffers between uses (one per reduction ever in flight at once).
+    spare: Vec<Vec<u8>>,
+    /// The source lists of reductions between uses (as `spare`).
+    runs: Vec<Vec<(Resolved, u32)>>,
+    /// `limits.reduce_staging_bytes`.
+    budget: u64,
+}
+
+impl Reductions {
+    /// No reduction yet; each may stage up to `budget` bytes per round.
+    pub(crate) fn new(budget: u64) -> Reductions {
+        Reductions { table: SlotMap::with_key(), spare: Vec::new(), runs: Vec::new(), budget }
+    }
+
     /// Reduces the blocks of `len` bytes at `sources` — each a run of consecutive blocks — in
-    /// the order given with `spec`, stores the result at `dst`, then runs `then`.
-    pub(super) fn reduce_into(
+    /// the order given with `spec`, stores the result at `dst`, then `then`. `Some` when it is
+    /// over at once (nothing to reduce: the intake refuses empty calls, a defect if it gets
+    /// here).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn start(
         &mut self,
         spec: (DataType, ReduceOp),
         len: u64,
-        sources: &[(Resolved, u32)],
+        sources: impl IntoIterator<Item = (Resolved, u32)>,
         dst: Resolved,
         then: Then,
-    ) {
-        let blocks: u32 = sources.iter().map(|&(_, n)| n).sum();
-        let budget = self.core.config().limits.reduce_staging_bytes;
-        let slice = slice_of(len, blocks, spec.0.size().unwrap_or(1) as u64, budget);
-        let mut runs = self.reduce_runs.pop().unwrap_or_default();
+        jobs: &mut SlotMap<JobId, Job>,
+        out: &mut Outbox,
+    ) -> Option<Over> {
+        let mut runs = self.runs.pop().unwrap_or_default();
         runs.clear();
-        runs.extend(sources.iter().copied().filter(|&(_, n)| n > 0));
-        let bytes = self.reduce_spare.pop().unwrap_or_default();
-        let key = self.reductions.insert(Reduction {
+        runs.extend(sources.into_iter().filter(|&(_, n)| n > 0));
+        let blocks: u32 = runs.iter().map(|&(_, n)| n).sum();
+        let slice = slice_of(len, blocks, spec.0.size().unwrap_or(1) as u64, self.budget);
+        let bytes = self.spare.pop().unwrap_or_default();
+        let key = self.table.insert(Reduction {
             spec,
             len,
             sources: runs,
@@ -110,15 +144,15 @@ impl Engine {
             then,
         });
         if blocks == 0 || len == 0 {
-            // Nothing to reduce (the intake refuses empty calls; a defect if it gets here).
-            return self.reduction_over(key, false);
+            return self.over(key, false);
         }
-        self.reduce_round(key);
+        self.round(key, jobs, out);
+        None
     }
 
     /// Loads reduction `r`'s next slice of every block (from offset `at`).
-    fn reduce_round(&mut self, r: u64) {
-        let Some(red) = self.reductions.get_mut(r) else { return };
+    fn round(&mut self, r: ReductionId, jobs: &mut SlotMap<JobId, Job>, out: &mut Outbox) {
+        let Some(red) = self.table.get_mut(r) else { return };
         red.n = red.slice.min(red.len - red.at);
         let (n, at, len) = (red.n, red.at, red.len);
         // Every byte is loaded over before it is read: only growth is filled (the first round
@@ -127,103 +161,109 @@ impl Engine {
         let whole = n == len;
         let mut first = 0u32;
         let mut loads = 0u32;
-        for i in 0..red.sources.len() {
-            let Some(red) = self.reductions.get(r) else { return };
-            let (src, count) = red.sources[i];
+        for &(src, count) in &red.sources {
             // A run of whole blocks is one contiguous load; slices of it are one load each.
             let pieces: &mut dyn Iterator<Item = (u64, u32)> = match whole {
                 true => &mut core::iter::once((0, count)),
                 false => &mut (0..count).map(|b| (u64::from(b) * len + at, 1)),
             };
             for (offset, k) in pieces {
-                let job = JobId(self.jobs.insert(Job::ReduceLoad { r, first, blocks: k }));
+                let job = jobs.insert(Job::Reduce { r, load: Some((first, k)) });
                 let from = Resolved { segment: src.segment, offset: src.offset + offset };
-                self.out.dma(job, Dma::Load { src: from, len: u64::from(k) * n });
+                out.dma(job, Dma::Load { src: from, len: u64::from(k) * n });
                 first += k;
                 loads += 1;
             }
         }
-        if let Some(red) = self.reductions.get_mut(r) {
-            red.pending = loads;
-        }
+        red.pending = loads;
     }
 
     /// The engine memory reduction `r`'s job moves: slices `first..first + blocks` of its
-    /// staging (a load), or its result (`blocks` = 0: the store).
-    pub(super) fn reduction_staging(&mut self, r: u64, first: u32, blocks: u32) -> Option<&mut [u8]> {
-        let red = self.reductions.get_mut(r)?;
-        let (from, k) = match blocks {
-            0 => (0, 1),
-            k => (u64::from(first), u64::from(k)),
+    /// staging (a load), or its result (`None`: the store).
+    pub(crate) fn staging(&mut self, r: ReductionId, load: Option<(u32, u32)>) -> Option<&mut [u8]> {
+        let red = self.table.get_mut(r)?;
+        let (from, k) = match load {
+            None | Some((_, 0)) => (0, 1),
+            Some((first, k)) => (u64::from(first), u64::from(k)),
         };
         red.bytes.get_mut((from * red.n) as usize..((from + k) * red.n) as usize)
     }
 
-    /// One load of reduction `r` is over (`ok`); the last of a round reduces the round's slices
-    /// and stores the result's.
-    pub(super) fn reduce_loaded(&mut self, r: u64, ok: bool) {
-        let fault = self.dma_fault();
-        let Some(red) = self.reductions.get_mut(r) else { return };
+    /// A job of reduction `r` is over (`ok`; `fault`: why, if not): the last load of a round
+    /// reduces the round's slices and stores the result's; a store goes on to the next round.
+    /// `Some` when the reduction is over.
+    pub(crate) fn job_done(
+        &mut self,
+        r: ReductionId,
+        load: Option<(u32, u32)>,
+        ok: bool,
+        fault: StatusKind,
+        jobs: &mut SlotMap<JobId, Job>,
+        out: &mut Outbox,
+    ) -> Option<Over> {
+        match load {
+            Some(_) => self.loaded(r, ok, fault, jobs, out),
+            None => self.stored(r, ok, fault, jobs, out),
+        }
+    }
+
+    fn loaded(
+        &mut self,
+        r: ReductionId,
+        ok: bool,
+        fault: StatusKind,
+        jobs: &mut SlotMap<JobId, Job>,
+        out: &mut Outbox,
+    ) -> Option<Over> {
+        let red = self.table.get_mut(r)?;
         red.pending = red.pending.saturating_sub(1);
         if !ok {
             red.failed = red.failed.or(Some(fault));
         }
         if red.pending > 0 {
-            return;
+            return None;
         }
         // (The intake checked type, operation and length: only a failed load fails here.)
         if red.failed.is_some()
             || reduce_blocks(red.spec.0, red.spec.1, &mut red.bytes, red.n as usize).is_err()
         {
-            return self.reduction_over(r, false);
+            return self.over(r, false);
         }
         let dst = Resolved { segment: red.dst.segment, offset: red.dst.offset + red.at };
-        let job = JobId(self.jobs.insert(Job::ReduceStore { r }));
-        self.out.dma(job, Dma::Store { dst, len: red.n });
+        let len = red.n;
+        let job = jobs.insert(Job::Reduce { r, load: None });
+        out.dma(job, Dma::Store { dst, len });
+        None
     }
 
-    /// A round of reduction `r` is stored (`ok`): the next round, or the end.
-    pub(super) fn reduce_stored(&mut self, r: u64, ok: bool) {
-        let fault = self.dma_fault();
-        let Some(red) = self.reductions.get_mut(r) else { return };
+    fn stored(
+        &mut self,
+        r: ReductionId,
+        ok: bool,
+        fault: StatusKind,
+        jobs: &mut SlotMap<JobId, Job>,
+        out: &mut Outbox,
+    ) -> Option<Over> {
+        let red = self.table.get_mut(r)?;
         red.at += red.n;
         if !ok {
             red.failed = red.failed.or(Some(fault));
         }
         if !ok || red.at >= red.len {
-            return self.reduction_over(r, ok);
+            return self.over(r, ok);
         }
-        self.reduce_round(r);
+        self.round(r, jobs, out);
+        None
     }
 
     /// Reduction `r` is over: its result stored (`ok`) or not.
-    pub(super) fn reduction_over(&mut self, r: u64, ok: bool) {
-        let Some(red) = self.reductions.remove(r) else { return };
-        let len = red.len;
+    fn over(&mut self, r: ReductionId, ok: bool) -> Option<Over> {
+        let red = self.table.remove(r)?;
         let fault = red.failed.unwrap_or(StatusKind::OutOfBounds);
         // Its buffers serve the next reduction (grown, never shrunk; bounded by the staging).
-        self.reduce_spare.push(red.bytes);
-        self.reduce_runs.push(red.sources);
-        match red.then {
-            Then::Complete { op, counters } => {
-                let outcome = match ok {
-                    true => Outcome { status: StatusKind::Ok, bytes: len, counters },
-                    false => failed(fault),
-                };
-                self.finish_collective(op, outcome);
-            }
-            Then::Assembled { comm, seq } => {
-                if let Some(node) = self.node.as_mut() {
-                    node.assembled(comm, seq, (!ok).then_some(fault), &mut self.out);
-                }
-            }
-            Then::Doubled { key } => {
-                let status = if ok { StatusKind::Ok } else { fault };
-                let outcome = Outcome { status, bytes: len, counters: OpCounters::default() };
-                // Carried on in `after`, which knows the time.
-                self.doubling_done.push((key, outcome));
-            }
-        }
+        self.spare.push(red.bytes);
+        self.runs.push(red.sources);
+        Some(Over { then: red.then, ok, len: red.len, fault })
     }
 }
 

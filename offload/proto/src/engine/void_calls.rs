@@ -10,57 +10,44 @@
 //! ([`crate::intake::Core::submit_refused`]) and ends with the status its own descriptor earned;
 //! then the descriptors held behind it are taken in. A call whose shape nobody told within the
 //! peer timeout ends with its status too, and breaks the communicator here.
-use super::call_shapes::{Resolution, Shape};
-use super::{failed, Engine};
+use crate::engine::held::Stalled;
+use crate::engine::ids::OpId;
+use crate::engine::node::calls::{Resolution, Shape};
+use crate::engine::{failed, Engine};
 use crate::intake::HostId;
 use crate::Nanos;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use ringcast_abi::{Completion, Opcode, Status, StatusKind, SubmissionDescriptor};
 
-/// A host's void call on one communicator and the descriptors it took there after it.
-#[derive(Debug)]
-pub(super) struct Stalled {
-    host: HostId,
-    desc: SubmissionDescriptor,
-    /// Why its own descriptor was refused: what it ends with.
-    status: StatusKind,
-    /// Its index among its communicator's calls.
-    call: u64,
-    /// Its host operation, reserved.
-    op: u64,
-    /// Descriptors `host` posted on the communicator after it, in order, each with its
-    /// operation reserved.
-    held: VecDeque<(SubmissionDescriptor, u64)>,
-}
-
 impl Engine {
     /// Whether `host` has a void call waiting on `desc`'s communicator: `desc` is then held
     /// behind it, its operation reserved.
-    pub(super) fn hold(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos) -> bool {
-        let Some(i) = self.stalled.iter().position(|s| s.host == host && s.desc.comm == desc.comm) else {
+    pub(crate) fn hold(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos) -> bool {
+        let Some(i) = self.voids.stalled.iter().position(|s| s.host == host && s.desc.comm == desc.comm)
+        else {
             return false;
         };
         let op = self.reserve(host, desc, now);
-        self.stalled[i].held.push_back((*desc, op));
+        self.voids.stalled[i].held.push_back((*desc, op));
         true
     }
 
     /// A pending operation for `host`'s descriptor `desc`, in its place among the host's.
-    fn reserve(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos) -> u64 {
+    fn reserve(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos) -> OpId {
         let cqe = Completion::new(desc.cookie, desc.opcode, Status::OK, 0);
         self.new_op(host, cqe, now, true, true)
     }
 
     /// `host` made a collective on a communicator it is a member of (`shape`: its descriptor's,
     /// `None` for one that posts nothing): the node counts it.
-    pub(super) fn count_call(&mut self, host: HostId, comm: u64, shape: Option<Shape>) {
-        if self.resubmitting.is_some() {
+    pub(crate) fn count_call(&mut self, host: HostId, comm: u64, shape: Option<Shape>) {
+        if self.voids.resubmitting.is_some() {
             return; // counted when it was void
         }
         if let (Some(local), Some(node)) = (self.core.local_rank(host), self.node.as_mut()) {
             let call = node.call_made(local, comm, shape, &mut self.out);
-            // The operation `new_op` creates next is this call (`call_checks.rs`).
+            // The operation `new_op` creates next is this call (`node/call_checks.rs`).
             self.calling = call.filter(|_| shape.is_some()).map(|k| (comm, k));
             // A node-mate made it another way: its operations already taken in end
             // `DigestMismatch`, before this one can complete them (a barrier of one engine
@@ -76,14 +63,14 @@ impl Engine {
     /// `host`'s collective `desc` was refused at once with `status`, for a field that shapes
     /// it: if `host` is a member of its communicator, it becomes a void call (true), whose
     /// shape the node finds out; the host's later descriptors there are held until it ends.
-    pub(super) fn void_call(
+    pub(crate) fn void_call(
         &mut self,
         host: HostId,
         desc: &SubmissionDescriptor,
         status: StatusKind,
         now: Nanos,
     ) -> bool {
-        if self.resubmitting.is_some() {
+        if self.voids.resubmitting.is_some() {
             return false;
         }
         let (Some(local), Some(node)) = (self.core.local_rank(host), self.node.as_mut()) else {
@@ -94,14 +81,14 @@ impl Engine {
         self.core.runs_refused();
         let op = self.reserve(host, desc, now);
         let stall = Stalled { host, desc: *desc, status, call, op, held: VecDeque::new() };
-        self.stalled.push(stall);
+        self.voids.stalled.push(stall);
         true
     }
 
     /// Ends the void calls the node resolved (true if any did): each runs refused under the
     /// shape learnt, or ends at once; the descriptors held behind it are taken in.
-    pub(super) fn resolve_void_calls(&mut self, now: Nanos) -> bool {
-        if self.resolving {
+    pub(crate) fn resolve_void_calls(&mut self, now: Nanos) -> bool {
+        if self.voids.resolving {
             return false;
         }
         let Some(node) = self.node.as_mut() else { return false };
@@ -110,24 +97,24 @@ impl Engine {
         if done.is_empty() {
             return false;
         }
-        self.resolving = true;
+        self.voids.resolving = true;
         for (comm, local, call, how) in done {
-            let found = self.stalled.iter().position(|s| {
+            let found = self.voids.stalled.iter().position(|s| {
                 s.desc.comm == comm && s.call == call && self.core.local_rank(s.host) == Some(local)
             });
             let Some(i) = found else { continue };
-            let s = self.stalled.swap_remove(i);
+            let s = self.voids.stalled.swap_remove(i);
             match how {
                 Resolution::Known(shape) => {
                     let run = shape.onto(&s.desc);
-                    self.resubmitting = Some(s.desc.opcode);
-                    self.reserved = Some(s.op);
+                    self.voids.resubmitting = Some(s.desc.opcode);
+                    self.voids.reserved = Some(s.op);
                     if let Some(node) = self.node.as_ref() {
                         self.core.submit_refused(s.host, &run, s.status, now, node);
                     }
                     self.take_actions(&run, now);
-                    self.resubmitting = None;
-                    if self.reserved.take().is_some() {
+                    self.voids.resubmitting = None;
+                    if self.voids.reserved.take().is_some() {
                         // (Never: a descriptor yields one operation.)
                         self.finish_collective(s.op, failed(s.status));
                     }
@@ -136,8 +123,8 @@ impl Engine {
                 Resolution::Silent => {
                     // Nobody said what call `k` was within the peer timeout: this engine cannot
                     // post its parts, and every other engine that made it waits for them. The
-                    // communicator breaks here (see `call_shapes.rs`): the node-mates' call `k`
-                    // and every later call fail at once, and the other engines learn within
+                    // communicator breaks here (see `node/call_shapes.rs`): the node-mates' call
+                    // `k` and every later call fail at once, and the other engines learn within
                     // the peer timeout.
                     self.finish_collective(s.op, failed(s.status));
                     if let Some(node) = self.node.as_mut() {
@@ -146,45 +133,48 @@ impl Engine {
                 }
             }
             for (d, op) in s.held {
-                if let Some(j) = self.stalled.iter().position(|t| t.host == s.host && t.desc.comm == d.comm) {
-                    self.stalled[j].held.push_back((d, op));
+                if let Some(j) =
+                    self.voids.stalled.iter().position(|t| t.host == s.host && t.desc.comm == d.comm)
+                {
+                    self.voids.stalled[j].held.push_back((d, op));
                     continue;
                 }
-                self.reserved = Some(op);
+                self.voids.reserved = Some(op);
                 self.take_descriptor(s.host, &d, now);
-                if self.reserved.take().is_some() {
+                if self.voids.reserved.take().is_some() {
                     // (Never: every descriptor yields one operation, a void call's too, which
                     // takes the reserved one. Ended all the same, so the host is answered.)
                     self.finish_collective(op, failed(StatusKind::BadDescriptor));
                 }
             }
         }
-        self.resolving = false;
+        self.voids.resolving = false;
         true
     }
 
     /// The engine is shutting down: the void calls are dropped (their operations, and those
     /// held behind them, are pending collectives: `abort_collectives` ends them).
-    pub(super) fn abort_void_calls(&mut self) {
-        self.stalled.clear();
+    pub(crate) fn abort_void_calls(&mut self) {
+        self.voids.stalled.clear();
     }
 
     /// `host` left: its void calls and held descriptors go with it. Each void call was counted
-    /// and never ran, so it counts as skipped (`Gather::skip`): a process that takes the rank
+    /// and never ran, so it counts as skipped (`Sequencer::skip`): a process that takes the rank
     /// and continues its calls is told typed, never paired with the others' calls one behind.
-    pub(super) fn drop_void_calls(&mut self, host: HostId) {
-        let comms: Vec<u64> = self.stalled.iter().filter(|s| s.host == host).map(|s| s.desc.comm).collect();
+    pub(crate) fn drop_void_calls(&mut self, host: HostId) {
+        let comms: Vec<u64> =
+            self.voids.stalled.iter().filter(|s| s.host == host).map(|s| s.desc.comm).collect();
         for comm in comms {
             self.skipped_call(host, comm);
         }
-        self.stalled.retain(|s| s.host != host);
+        self.voids.stalled.retain(|s| s.host != host);
     }
 
     /// The operation `host` creates now: a reserved one, filled in with `cqe` (the opcode a
     /// void call's own, while it runs under the shape the other ranks gave it), or a new one.
-    pub(super) fn echoed(&mut self, host: HostId, cqe: Completion) -> (Option<u64>, Completion) {
-        let opcode: Opcode = self.resubmitting.unwrap_or(cqe.opcode);
-        let key = self.reserved.take().filter(|&k| self.ops.get(k).is_some_and(|o| o.host == host));
+    pub(crate) fn echoed(&mut self, host: HostId, cqe: Completion) -> (Option<OpId>, Completion) {
+        let opcode: Opcode = self.voids.resubmitting.unwrap_or(cqe.opcode);
+        let key = self.voids.reserved.take().filter(|&k| self.ops.get(k).is_some_and(|o| o.host == host));
         (key, Completion { opcode, ..cqe })
     }
 }

@@ -46,7 +46,8 @@ pub struct GatherCall {
     pub host: HostId,
     /// Its descriptor's cookie.
     pub cookie: u64,
-    /// `ALLGATHER`, `ALLREDUCE`, `REDUCE` or `BARRIER` (what the completion says).
+    /// `ALLGATHER`, `ALLREDUCE`, `REDUCE`, `SCAN`, `EXSCAN`, `ALLTOALL` or `BARRIER` (what the
+    /// completion says).
     pub opcode: ringcast_abi::Opcode,
     /// Communicator (0: the engine's world communicator).
     pub comm: u64,
@@ -658,9 +659,8 @@ fn plan(
     if d.flags & !DESC_FLAGS_DEFINED != 0 {
         return Err(StatusKind::BadFlags);
     }
-    let reduces = matches!(op, Op::Allreduce | Op::Reduce);
-    let collective =
-        matches!(op, Op::Bcast | Op::Allgather | Op::Allreduce | Op::Reduce | Op::Alltoall | Op::Barrier);
+    let reduces = matches!(op, Op::Allreduce | Op::Reduce | Op::Scan | Op::Exscan);
+    let collective = op.is_collective();
     if d._reserved1 != 0 || (d.spec != 0 && !reduces) {
         if !collective {
             return Err(StatusKind::BadDescriptor);
@@ -715,14 +715,15 @@ fn plan(
             let buf = memory(refused, regions.resolve(d.key, d.offset, d.len, need));
             Ok(Plan::Bcast { buf, len: d.len })
         }
-        Op::Allgather | Op::Allreduce | Op::Reduce => {
+        // (A scan's is an allreduce's: the same buffers, type and operation.)
+        Op::Allgather | Op::Allreduce | Op::Reduce | Op::Scan | Op::Exscan => {
             // A root where the call has none.
             if op != Op::Reduce && d.root != 0 {
                 stray(refused, StatusKind::BadDescriptor);
             }
             let mut stand_in = false;
             let reduce = match op {
-                Op::Allreduce | Op::Reduce => {
+                Op::Allreduce | Op::Reduce | Op::Scan | Op::Exscan => {
                     let (dtype, rop) = ringcast_abi::reduce::parse_reduce_spec(d.spec);
                     // An unknown type: the size of its elements — where a reduce-scatter cuts
                     // the blocks, what the cost model picks — is unknown, and so the schedule.
@@ -738,7 +739,13 @@ fn plan(
                         // block of this rank is ever read, so nothing is reduced with it).
                         stray(refused, StatusKind::BadDescriptor);
                         stand_in = true;
-                        Some((dtype, ringcast_abi::ReduceOp::SUM))
+                        // (An operation the type has: a pair's is MAXLOC.)
+                        let any = if dtype.is_pair() {
+                            ringcast_abi::ReduceOp::MAXLOC
+                        } else {
+                            ringcast_abi::ReduceOp::SUM
+                        };
+                        Some((dtype, any))
                     }
                 }
                 _ => None,

@@ -283,6 +283,11 @@ fn faults_that_shape_the_call_refuse_it_at_once_the_others_run_it_in_step() {
             SubmissionDescriptor::allreduce(1, 0, at, None, 16, DataType::F64, ReduceOp::BXOR),
             StatusKind::BadDescriptor,
         ),
+        // A pair type with an operation pairs have not: in step under MAXLOC.
+        (
+            SubmissionDescriptor::allreduce(1, 0, at, None, 24, DataType::PAIR_F64_I32, ReduceOp::SUM),
+            StatusKind::BadDescriptor,
+        ),
         (SubmissionDescriptor { root: 1, ..allreduce }, StatusKind::BadDescriptor),
         (SubmissionDescriptor { _reserved1: 9, ..allreduce }, StatusKind::BadDescriptor),
         (

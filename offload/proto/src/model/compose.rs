@@ -1,6 +1,6 @@
 //! How the engine exchanges between the engines: a leader-based allreduce's or allgather's
 //! node parts between the node leaders, and an alltoall's blocks — what
-//! `engine/allgather.rs`, `engine/doubling.rs` and `engine/alltoall.rs` decide by, and the table
+//! `engine/allgather/`, `engine/exchange.rs` and `engine/alltoall/` decide by, and the table
 //! `ringcast info` prints from it.
 //!
 //! With a `*_between` setting `auto` (the default) the engine takes, per call, the exchange
@@ -49,7 +49,7 @@ impl fmt::Display for Exchange {
 /// less than twice as many of shorter ones (docs/performance.md, "Rabenseifner between the
 /// leaders").
 pub fn can_halve(engines: u32, len: u64, elem: u64) -> bool {
-    let p = u64::from(crate::engine::power_below(engines));
+    let p = u64::from(crate::comm::links::power_below(engines));
     p >= 4 && len / elem.max(1) >= p
 }
 

@@ -181,7 +181,7 @@ impl ExchangeModel {
         if e < 2 {
             return 0.0;
         }
-        let p = crate::engine::power_below(e);
+        let p = crate::comm::links::power_below(e);
         let r = p.trailing_zeros();
         let (ef, others) = (f64::from(e), f64::from(e - 1));
         let stores = q * n * self.byte_ns;
@@ -220,7 +220,7 @@ impl ExchangeModel {
                 self.time(e, others * (self.step(e) + one), f64::from(e) * others * 2.0 * self.end(m))
             }
             _ => {
-                let p = crate::engine::power_below(e);
+                let p = crate::comm::links::power_below(e);
                 let (a, b) = self.swaps(e, p, p.trailing_zeros(), |i| m * f64::from(1u32 << i), |_| 0.0);
                 let (c, d) = self.folds(e, p, m, false, m * f64::from(e));
                 self.time(e, a + c, b + d)

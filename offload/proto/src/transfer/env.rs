@@ -228,12 +228,12 @@ pub struct Post {
     pub token: u64,
     /// What the call is beyond a broadcast, folded into the message MAC so every rank must
     /// agree on it. Low half: 0 for a broadcast; a composed collective's opcode, element type
-    /// and operation (`engine::composite::call_context`, bits 0–23), and the posting process's
+    /// and operation (`engine::cx::call_context`, bits 0–23), and the posting process's
     /// leader-based calls exchanged by multicast, modulo 256 (bits 24–31:
-    /// `engine::gather::Gather::multicast_exchange` — so engines that took different exchanges
+    /// `engine::node::sequencer::Sequencer::multicast_exchange` — so engines that took different exchanges
     /// for one call do not pair its transfers with the next call's). High half: how many calls on the
     /// communicator the posting process made that posted nothing (refused at once and no shape
-    /// learnt for it from the others: `engine::gather::Gather::skip`) — so a process that skipped a call the
+    /// learnt for it from the others: `engine::node::sequencer::Sequencer::skip`) — so a process that skipped a call the
     /// others made is not matched with their calls shifted by one. A receiver that posted
     /// another context than the root fails the broadcast with `DigestMismatch` instead of
     /// delivering bytes meant for another call — but for a *stand-in* ([`STAND_IN`]) posted

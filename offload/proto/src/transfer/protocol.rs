@@ -134,11 +134,11 @@ impl Protocol {
             selective_bytes: config.protocol.selective_repair_bytes,
             // Grows to `max_comms` as communicators are created: a simulated rank of one
             // communicator holds one entry, not 64. Each communicator brings its pair
-            // communicators (`engine/pairs.rs`: ⌈log₂ nodes⌉ + 1, or one per other engine).
+            // communicators (`comm/links.rs`: ⌈log₂ nodes⌉ + 1, or one per other engine).
             comms: Vec::new(),
             next_generation: 0,
             max_comms: config.limits.max_comms as usize
-                * (1 + crate::engine::PairSet::of(&config.protocol)
+                * (1 + crate::comm::links::LinkSet::of(&config.protocol)
                     .per_comm(config.topology.world().nodes())),
             counters: ProtoCounters::default(),
             scratch: Vec::new(),
@@ -281,20 +281,6 @@ impl Protocol {
         c.closing = true;
         self.maybe_sync_up(comm, now, env);
         self.rearm(comm);
-    }
-
-    /// Opens `comm` again after [`Protocol::close_comm`]: its next broadcast starts the epoch
-    /// after its last one — the id every engine that closed it after the same broadcasts rounds
-    /// up to, so their ids agree. A last epoch not synchronized yet keeps its channels until its
-    /// `SYNC_DOWN` (a post that needs one waits, as for any epoch). A broken communicator stays
-    /// as it is.
-    pub fn reopen_comm(&mut self, comm: CommHandle) {
-        let channels = self.channels;
-        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
-        if c.closing && !c.broken {
-            c.closing = false;
-            c.next_bid = c.next_bid.div_ceil(channels).saturating_mul(channels);
-        }
     }
 
     /// Broadcast ids posted so far on `comm` at this rank.

@@ -6,7 +6,7 @@
 use super::setup::{segment, Forged, Proc};
 use super::{pattern, DisagreeingCall, Report, Scenario, Violation};
 use crate::cluster::Cluster;
-use crate::reference::{reference_reduce_doubling, reference_reduce_grouped, same_values};
+use crate::reference::{reference_reduce, reference_reduce_doubling, reference_reduce_grouped, same_values};
 use ringcast_abi::frame::DropReason;
 use ringcast_abi::{Completion, RegionRef, StatusKind, SubmissionDescriptor};
 use ringcast_proto::intake::Departure;
@@ -218,9 +218,11 @@ impl Ledger {
     /// whose time has come.
     pub(super) fn post_ready(&mut self, s: &Scenario, cluster: &mut Cluster, n: usize) {
         let now = cluster.now();
-        // Wake-ups up to now are spent.
-        let later = self.wakes[n].split_off(&(now + 1));
-        self.wakes[n] = later;
+        // Wake-ups up to now are spent (taken off the front: `split_off` moved every later
+        // one into a new tree, at every event of the node).
+        while self.wakes[n].first().is_some_and(|&t| t <= now) {
+            self.wakes[n].pop_first();
+        }
         for i in 0..self.lanes_at[n].len() {
             let l = self.lanes_at[n][i];
             let lane = &self.lanes[l];
@@ -261,6 +263,10 @@ impl Ledger {
                             match plan.allreduce[k] {
                                 Some((t, o)) if plan.reduce[k] => {
                                     SubmissionDescriptor::reduce(ck, handle, root, buf, send, len, t, o)
+                                }
+                                Some((t, o)) if plan.scan[k].is_some() => {
+                                    let exclusive = plan.scan[k] == Some(true);
+                                    SubmissionDescriptor::scan(ck, handle, buf, send, len, t, o, exclusive)
                                 }
                                 Some((t, o)) => {
                                     SubmissionDescriptor::allreduce(ck, handle, buf, send, len, t, o)
@@ -443,6 +449,8 @@ impl Ledger {
         // bytes.
         let mut results: std::collections::HashMap<(usize, usize), Vec<u8>> =
             std::collections::HashMap::new();
+        // Each call's expected bytes, derived once for all its ranks.
+        let mut expected = super::expect::Expected::default();
         for (rank, per_comm) in self.seen.iter().enumerate() {
             let p = &self.procs[rank];
             for (c, outs) in per_comm.iter().enumerate() {
@@ -570,29 +578,53 @@ impl Ledger {
                         rep.reduces += 1;
                         continue;
                     }
+                    if let (Some(exclusive), Some((t, o))) = (s.comms[c].scan[k], s.comms[c].allreduce[k]) {
+                        // This rank's prefix — ranks 0 to itself, or (exclusive) to the one
+                        // before — reduced left to right in rank order, computed here; an
+                        // exscan's rank 0 has none and reports 0 bytes.
+                        let upto = if exclusive { me } else { me + 1 };
+                        let blocks: Vec<Vec<u8>> =
+                            (0..upto).map(|q| super::block_pattern(s.seed, c, k, q, len)).collect();
+                        if upto == 0 {
+                            if cqe.bytes != 0 {
+                                return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
+                            }
+                            rep.scans += 1;
+                            continue;
+                        }
+                        let want = reference_reduce(t, o, &blocks);
+                        let got = mem.get(&segment(p.local, c, k as u64)).and_then(|m| m.get(..len as usize));
+                        if got.is_none_or(|got| !same_values(t, got, &want)) || cqe.bytes != u64::from(len) {
+                            return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
+                        }
+                        rep.scans += 1;
+                        continue;
+                    }
                     if let Some((t, o)) = s.comms[c].allreduce[k] {
                         // The reduction of every rank's contribution in rank order (node by
                         // node, then across nodes, when leader-based), computed here.
-                        let size = s.comms[c].members.len() as u32;
-                        let blocks: Vec<Vec<u8>> =
-                            (0..size).map(|q| super::block_pattern(s.seed, c, k, q, len)).collect();
-                        let groups = super::setup::node_parts(s, c);
-                        // A reduction of several engines, leader-based, combines the node
-                        // results by recursive doubling (or Rabenseifner's, the same tree)
-                        // where the call's exchange is not multicast — the configuration's or
-                        // the cost model's choice for this call (`model/compose.rs`).
-                        let elem = t.size().unwrap_or(1) as u64;
-                        let doubling = |g: &[u32]| {
-                            let largest = g.iter().copied().max().unwrap_or(1);
-                            compose::allreduce(&s.config, g.len() as u32, largest, u64::from(len), elem)
-                                != Exchange::Multicast
-                        };
-                        let want = match groups.as_deref() {
-                            Some(g) if g.len() >= 2 && doubling(g) => {
-                                reference_reduce_doubling(t, o, &blocks, g)
+                        let want = expected.get(c, k, || {
+                            let size = s.comms[c].members.len() as u32;
+                            let blocks: Vec<Vec<u8>> =
+                                (0..size).map(|q| super::block_pattern(s.seed, c, k, q, len)).collect();
+                            let groups = super::setup::node_parts(s, c);
+                            // A reduction of several engines, leader-based, combines the node
+                            // results by recursive doubling (or Rabenseifner's, the same tree)
+                            // where the call's exchange is not multicast — the configuration's
+                            // or the cost model's choice for this call (`model/compose.rs`).
+                            let elem = t.size().unwrap_or(1) as u64;
+                            let doubling = |g: &[u32]| {
+                                let largest = g.iter().copied().max().unwrap_or(1);
+                                compose::allreduce(&s.config, g.len() as u32, largest, u64::from(len), elem)
+                                    != Exchange::Multicast
+                            };
+                            match groups.as_deref() {
+                                Some(g) if g.len() >= 2 && doubling(g) => {
+                                    reference_reduce_doubling(t, o, &blocks, g)
+                                }
+                                g => reference_reduce_grouped(t, o, &blocks, g),
                             }
-                            g => reference_reduce_grouped(t, o, &blocks, g),
-                        };
+                        });
                         let Some(got) = mem.get(&segment(p.local, c, k as u64)).map(|m| &m[..len as usize])
                         else {
                             return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
@@ -615,15 +647,16 @@ impl Ledger {
                         // Every rank's block at its place, each computed here from the inputs.
                         let size = s.comms[c].members.len() as u32;
                         let got = mem.get(&segment(p.local, c, k as u64));
-                        let want: Vec<u8> =
-                            (0..size).flat_map(|q| super::block_pattern(s.seed, c, k, q, len)).collect();
+                        let want = expected.get(c, k, || {
+                            (0..size).flat_map(|q| super::block_pattern(s.seed, c, k, q, len)).collect()
+                        });
                         if got.map(Vec::as_slice) != Some(&want[..]) || cqe.bytes != want.len() as u64 {
                             return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
                         }
                         rep.allgathers += 1;
                         continue;
                     }
-                    let want = pattern(s.seed, c, k, len);
+                    let want = expected.get(c, k, || pattern(s.seed, c, k, len));
                     if mem.get(&segment(p.local, c, k as u64)).map(Vec::as_slice) != Some(&want[..]) {
                         return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
                     }
@@ -722,6 +755,9 @@ fn disagreeing(
             SubmissionDescriptor::alltoall(cookie, comm, work, send, at(len))
         }
         DisagreeingCall::Barrier => SubmissionDescriptor::barrier(cookie, comm, work, u64::from(size)),
+        DisagreeingCall::Scan { len, dtype, op, exclusive } => {
+            SubmissionDescriptor::scan(cookie, comm, work, None, at(len), dtype, op, exclusive)
+        }
     }
 }
 

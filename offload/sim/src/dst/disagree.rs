@@ -1,11 +1,12 @@
 //! Calls that disagree (issue 38): a step at which one rank makes another call than the others —
 //! the same collective on the other side of a boundary of the cost model's choice of exchange
-//! (`model/compose.rs`: an allreduce's, an allgather's or an alltoall's, forced or `auto`, as
-//! the scenario configured them), or another collective altogether — drawn from a stream of its
-//! own. The others' calls must end typed or with exactly their own bytes, the disagreeing rank's
+//! (`model/compose.rs`: an allreduce's, an allgather's — a scan's blocks are gathered as an
+//! allgather's — or an alltoall's, forced or `auto`, as the scenario configured them), a scan
+//! with another operation or the other of scan and exscan, or another collective altogether —
+//! drawn from a stream of its own. The others' calls must end typed or with exactly their own bytes, the disagreeing rank's
 //! typed (`Ok` only as the root of a broadcast, which completes once its message is in its
 //! channel), and nobody may wait forever: where the exchanges differ, only the engines' check
-//! of a call that waits (`engine/call_checks.rs`) ends it.
+//! of a call that waits (`engine/node/call_checks.rs`) ends it.
 use super::setup::{node_parts, placement};
 use super::{CommPlan, Scenario};
 use ringcast_abi::{DataType, ReduceOp};
@@ -35,6 +36,8 @@ pub enum Call {
     Allreduce { len: u32, dtype: DataType, op: ReduceOp },
     /// An alltoall of `len`-byte blocks.
     Alltoall { len: u32 },
+    /// A scan (`exclusive`: an exscan) of `len` bytes, in place.
+    Scan { len: u32, dtype: DataType, op: ReduceOp, exclusive: bool },
     /// A barrier.
     Barrier,
 }
@@ -45,7 +48,9 @@ impl Call {
         let size = u64::from(size);
         match *self {
             Call::Bcast { len, .. } => (u64::from(len), 0),
-            Call::Allgather { len } | Call::Allreduce { len, .. } => (u64::from(len) * size, 0),
+            Call::Allgather { len } | Call::Allreduce { len, .. } | Call::Scan { len, .. } => {
+                (u64::from(len) * size, 0)
+            }
             Call::Alltoall { len } => (u64::from(len) * size * (size + 1), u64::from(len) * size),
             Call::Barrier => (size, 0),
         }
@@ -58,6 +63,7 @@ impl Call {
             Call::Allreduce { .. } => 2,
             Call::Alltoall { .. } => 3,
             Call::Barrier => 4,
+            Call::Scan { .. } => 5,
         }
     }
 }
@@ -77,6 +83,9 @@ pub(super) fn step_call(plan: &CommPlan, k: usize) -> Call {
     match (plan.alltoall[k], plan.barrier[k], plan.allgather[k], plan.allreduce[k]) {
         (true, ..) => Call::Alltoall { len },
         (_, true, ..) => Call::Barrier,
+        (_, _, Some(_), Some((dtype, op))) if plan.scan[k].is_some() => {
+            Call::Scan { len, dtype, op, exclusive: plan.scan[k] == Some(true) }
+        }
         (_, _, Some(_), Some((dtype, op))) => Call::Allreduce { len, dtype, op },
         (_, _, Some(_), None) => Call::Allgather { len },
         _ => Call::Bcast { root, len },
@@ -144,6 +153,12 @@ fn across_boundary(s: &Scenario, c: usize, ours: Call) -> Option<Call> {
             let most = u64::from(leaders.as_ref().and_then(|g| g.iter().copied().max()).unwrap_or(1));
             (len, 1, Box::new(move |n| compose::allgather(config, engines, most * n)))
         }
+        // A scan's blocks are gathered as an allgather's (`engine/scan/`), in whole elements.
+        Call::Scan { len, dtype, .. } if leaders.is_some() => {
+            let most = u64::from(leaders.as_ref().and_then(|g| g.iter().copied().max()).unwrap_or(1));
+            let elem = dtype.size().unwrap_or(1) as u64;
+            (len, elem, Box::new(move |n| compose::allgather(config, engines, most * n)))
+        }
         Call::Alltoall { len } => {
             (len, 1, Box::new(move |n| compose::alltoall(config, engines, size, largest, n)))
         }
@@ -156,6 +171,7 @@ fn across_boundary(s: &Scenario, c: usize, ours: Call) -> Option<Call> {
     Some(match ours {
         Call::Allreduce { dtype, op, .. } => Call::Allreduce { len: other, dtype, op },
         Call::Allgather { .. } => Call::Allgather { len: other },
+        Call::Scan { dtype, op, exclusive, .. } => Call::Scan { len: other, dtype, op, exclusive },
         _ => Call::Alltoall { len: other },
     })
 }
@@ -192,14 +208,15 @@ fn nearest_boundary(len: u64, elem: u64, budget: u64, way: &dyn Fn(u64) -> Excha
 }
 
 /// Another collective than `ours`, of the step's length (capped at [`MAX_OTHER`]; an
-/// allreduce's a whole number of its elements; an alltoall only on communicators of up to 16
-/// ranks, as the DST draws them).
+/// allreduce's or a scan's a whole number of its elements; an alltoall only on communicators of
+/// up to 16 ranks, as the DST draws them) — or, against a scan, the same scan with another
+/// operation or the other of scan and exscan.
 fn another(plan: &CommPlan, k: usize, ours: Call, g: &mut SimRng) -> Call {
     let (root, len) = plan.bcasts[k];
     let size = plan.members.len() as u32;
     let len = len.clamp(8, MAX_OTHER);
     let mut kinds: Vec<u8> =
-        (0..5).filter(|&kind| kind != ours.kind() && (kind != 3 || size <= 16)).collect();
+        (0..6).filter(|&kind| (kind != ours.kind() || kind == 5) && (kind != 3 || size <= 16)).collect();
     if kinds.is_empty() {
         kinds.push(4);
     }
@@ -211,6 +228,22 @@ fn another(plan: &CommPlan, k: usize, ours: Call, g: &mut SimRng) -> Call {
             Call::Allreduce { len: len / 8 * 8, dtype, op: ReduceOp::SUM }
         }
         3 => Call::Alltoall { len: len.min(4096) },
+        5 => match ours {
+            // The step's scan, but for its operation or for being inclusive.
+            Call::Scan { len, dtype, op, exclusive } => match g.chance(0.5) {
+                true => Call::Scan {
+                    len,
+                    dtype,
+                    op: if op == ReduceOp::MAX { ReduceOp::SUM } else { ReduceOp::MAX },
+                    exclusive,
+                },
+                false => Call::Scan { len, dtype, op, exclusive: !exclusive },
+            },
+            _ => {
+                let dtype = if g.chance(0.5) { DataType::I64 } else { DataType::F64 };
+                Call::Scan { len: len / 8 * 8, dtype, op: ReduceOp::SUM, exclusive: g.chance(0.5) }
+            }
+        },
         _ => Call::Barrier,
     }
 }

@@ -328,8 +328,9 @@ pub(super) fn build(s: &Scenario, rng: &mut SimRng) -> Built {
             .bcasts
             .iter()
             .zip(plan.allgather.iter().zip(plan.barrier.iter().zip(&plan.alltoall)))
-            .zip(&plan.allreduce)
-            .map(|((b, (ag, rest)), red)| (b, (ag, rest), red.is_some()))
+            .zip(plan.allreduce.iter().zip(&plan.scan))
+            // (A scan gathers every rank's block, as an allgather does.)
+            .map(|((b, (ag, rest)), (red, scan))| (b, (ag, rest), red.is_some() && scan.is_none()))
             .filter(|(b, _, _)| b.1 > 0)
             // An allgather is one broadcast per rank, rooted at each in turn; a barrier one
             // byte from each engine in turn; an alltoall a whole send buffer from each rank.

@@ -1,4 +1,4 @@
-//! The DPDK fabric (DESIGN §4): the protocol's datagrams in Ethernet frames through one DPDK
+//! The DPDK fabric (docs/design.md §4): the protocol's datagrams in Ethernet frames through one DPDK
 //! port — `net_af_xdp` on a veth (tests: veth pairs on a Linux bridge in network namespaces),
 //! `net_memif` between two processes, `net_mlx5` on ConnectX/BlueField — with a multicast
 //! destination MAC for stage-1 multicast and the peer's MAC for point-to-point.
@@ -36,7 +36,8 @@
 //!   hugepages are asked for and present, a `--file-prefix` unique to job, node and process,
 //!   `--no-pci`, `--no-shconf` or `--in-memory`, quiet logs), once per process
 //!   (`ringcast_dpdk::Eal`); dropping the fabric stops and closes the port, frees the pool and, as the
-//!   EAL's last user, runs `rte_eal_cleanup`.
+//!   EAL's last user, ends the EAL (its runtime directory removed; its memory left to the
+//!   process's exit, not `rte_eal_cleanup`: see `ringcast_dpdk::eal`).
 //! * Faults (`RINGCAST_FAULT_*`) are injected by wrapping the fabric in
 //!   [`crate::fabric::faulty::Faulty`] (`runner/net.rs`), as for every fabric.
 //!

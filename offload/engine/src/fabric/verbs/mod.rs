@@ -1,4 +1,4 @@
-//! The verbs fabric (DESIGN §4): the protocol's datagrams as messages of one unreliable
+//! The verbs fabric (docs/design.md §4): the protocol's datagrams as messages of one unreliable
 //! datagram (UD) queue pair per engine, through rdma-core (libibverbs, librdmacm) on an
 //! InfiniBand or RoCE port — multicast groups for stage-1 multicast, address handles for
 //! point-to-point, `n` pre-posted receives, completions polled in bursts.
