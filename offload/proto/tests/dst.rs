@@ -398,3 +398,16 @@ fn issue_38_a_broken_communicator_stays_to_say_so() {
     let seed = 777_000_007_587;
     run(&Scenario::generate(seed, 1024)).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
 }
+
+/// Issue 38, found by this branch's far sweep (`ringcast dst --seeds 20000 --start
+/// 777000000000 --max-ranks 1024`): at a barrier step one rank made another call than its
+/// node-mates (a disagreement draw). The node found the clash as that call was counted, but
+/// broke the communicator only once the call had posted its part — into the sequencer slot the
+/// node-mates' barrier parts filled, which then started as the whole node's arrival, so the
+/// others' barrier ended `Ok` while that rank never made it (`EarlyBarrier`). Now the
+/// communicator breaks as the clash is found, before the call posts anything.
+#[test]
+fn issue_38_node_mates_that_disagree_break_before_posting() {
+    let seed = 777_000_003_129;
+    run(&Scenario::generate(seed, 1024)).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
+}

@@ -50,12 +50,15 @@ impl Engine {
             // The operation `new_op` creates next is this call (`node/call_checks.rs`).
             self.calling = call.filter(|_| shape.is_some()).map(|k| (comm, k));
             // A node-mate made it another way: its operations already taken in end
-            // `DigestMismatch`, before this one can complete them (a barrier of one engine
-            // would, at once).
+            // `DigestMismatch`, and the communicator breaks now — before this call posts a part
+            // into the sequencer slot the node-mates' parts fill, which would then start as
+            // theirs (a barrier's `SYNC_UP` saying the whole node arrived: DST seed
+            // 777000003129; a barrier of one engine would complete at once).
             if let Some(k) = call.filter(|&k| node.disagrees(comm, k)) {
                 for o in self.ops.values_mut().filter(|o| o.call == Some((comm, k))) {
                     o.disagreed = true;
                 }
+                node.break_comm(comm, &mut self.out);
             }
         }
     }
