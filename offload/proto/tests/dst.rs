@@ -411,3 +411,20 @@ fn issue_38_node_mates_that_disagree_break_before_posting() {
     let seed = 777_000_003_129;
     run(&Scenario::generate(seed, 1024)).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
 }
+
+/// Issue 38, found by this branch's far sweep (`ringcast dst --seeds 100000 --start
+/// 999000000000 --max-ranks 1024`): one rank made another call (an allgather of 16 B against a
+/// broadcast) after every other rank's call had ended and they had freed the communicator. Its
+/// engine checked the call against the manager, which had let go of the communicator and
+/// answered nothing; the check kept asking, its transfers waited for parts nobody would send,
+/// and the rank — and every rank waiting on its later calls — hung. Now a call open at an
+/// engine whose manager stays silent for the peer timeout breaks the communicator there (the
+/// manager is unreachable by the protocol's own rule); the check asks every
+/// `peer_timeout_ms / 64` once it heard nothing for a while, so loss alone does not silence it.
+/// (Seed 999000016476 of the same sweep hung the same way: `Hang { rank: 2, comm: 1, bcast: 1 }`.)
+#[test]
+fn issue_38_a_call_whose_manager_let_go_ends() {
+    for seed in [999_000_007_373, 999_000_016_476] {
+        run(&Scenario::generate(seed, 1024)).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
+    }
+}

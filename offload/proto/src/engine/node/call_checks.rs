@@ -36,6 +36,14 @@
 //!
 //! Nothing is sent while calls progress: a call checked is one already overdue, and a slow
 //! process is not a disagreeing one — its engine answers `PENDING`, and the check waits.
+//!
+//! A manager that answers nothing — not even `PENDING` — for the peer timeout while a call
+//! waits at another engine is unreachable, by the protocol's own rule, and the communicator
+//! breaks at that engine: the call and every later one there fail `CommunicatorBroken`. (So
+//! ends a call one rank makes after every other rank's ended and they freed the communicator:
+//! the manager let go of it, and the call's transfers would wait for parts nobody sends.) Once
+//! it heard nothing for a while, the check asks every `peer_timeout_ms / 64`, as the
+//! synchronization probes a neighbour, so loss alone does not silence a live manager.
 use crate::engine::action::Outbox;
 use crate::engine::node::calls::Shape;
 use crate::engine::node::{Node, NodeEnv};
@@ -234,7 +242,10 @@ impl Node {
     /// Checks due at `now`: the calls that waited start asking, and those asking ask again.
     pub(crate) fn on_check_timers(&mut self, now: Nanos, out: &mut Outbox) {
         let peer = self.free_linger;
-        let cap = self.check_after * BACKOFF_WAITS;
+        let wait = self.check_after;
+        let cap = wait * BACKOFF_WAITS;
+        // Communicators whose manager stayed silent while a call of theirs waits here.
+        let mut unreachable: Vec<u64> = Vec::new();
         for slot in 0..self.comms.len() {
             let engines = self.comms[slot].as_ref().and_then(|c| c.proto).and_then(|p| self.proto.engines(p));
             let Some(c) = self.comms[slot].as_mut() else { continue };
@@ -245,8 +256,20 @@ impl Node {
             };
             let manager = me == 0;
             let mut due: Vec<u64> = Vec::new();
+            let mut silent_manager = false;
             c.checks.open.retain_mut(|k| {
                 if !k.timed() || now < k.next {
+                    return true;
+                }
+                // Another engine asking the manager about a call open here.
+                let waits_on_manager = k.phase == Phase::Asking && !manager && k.ops > 0;
+                if waits_on_manager && now >= k.heard + peer {
+                    // The manager answered nothing — not even `PENDING` — for the peer timeout
+                    // while this call waits: unreachable, by the protocol's own rule (or it let
+                    // go of the communicator: every other rank's call ended and they freed it,
+                    // and this rank's call is one they never made). Nothing else would end the
+                    // call: its transfers wait for parts nobody sends (DST seed 999000007373).
+                    silent_manager = true;
                     return true;
                 }
                 if k.phase == Phase::Asking && (manager || k.ops == 0) && now >= k.heard + peer {
@@ -266,14 +289,27 @@ impl Node {
                         }
                     }
                 }
-                k.next = now + k.backoff;
+                // Heard nothing for a while: ask every `peer_timeout_ms / 64`, as the
+                // synchronization probes a neighbour — 64 chances per peer timeout, so loss
+                // alone does not make the manager look silent.
+                let quiet = waits_on_manager && now.saturating_sub(k.heard) >= cap;
+                k.next = now + if quiet { wait } else { k.backoff };
                 k.backoff = (k.backoff * 2).min(cap.max(1));
                 due.push(k.call);
                 true
             });
+            if silent_manager {
+                unreachable.push(c.handle);
+                continue;
+            }
             for call in due {
                 self.ask_check(slot, call, out);
             }
+        }
+        // Their calls, and every later one, fail `CommunicatorBroken` here; the other engines,
+        // if any still wait, learn within the peer timeout.
+        for handle in unreachable {
+            self.break_comm(handle, out);
         }
         self.refresh_checks();
     }
