@@ -95,7 +95,9 @@ impl FrameKind {
     pub const CALL_SHAPE: FrameKind = FrameKind(7);
 }
 
-/// `CALL_SHAPE` flag: "what was this call?" (the body is zero).
+/// `CALL_SHAPE` flag: "what was this call?" — the body zero (a void call's question), or the
+/// asker's own shape of the call (a call that waited, checked for disagreeing: the answerer
+/// compares it with its own).
 pub const SHAPE_QUERY: u16 = 0;
 /// `CALL_SHAPE` flag: the call as a local process of the sender made it (the body).
 pub const SHAPE_KNOWN: u16 = 1;
@@ -107,6 +109,10 @@ pub const SHAPE_PENDING: u16 = 3;
 /// `CALL_SHAPE` flag, from the communicator's manager: it gave up asking (an engine silent for
 /// the peer timeout); every engine ends the call as skipped, alike.
 pub const SHAPE_SILENT: u16 = 4;
+/// `CALL_SHAPE` flag: the call disagrees somewhere — the shapes two engines made it with do not
+/// make one schedule. From another engine to the communicator's manager (it found it); from the
+/// manager to every engine. Each fails its call `DigestMismatch` and breaks the communicator.
+pub const SHAPE_MISMATCH: u16 = 5;
 
 /// The 32-byte frame header.
 #[derive(

@@ -63,12 +63,12 @@ impl fmt::Display for FaultDirection {
 }
 
 /// Frame kinds the injector acts on (`RINGCAST_FAULT_KINDS`): a comma list of `mcast`,
-/// `repair`, `ready`, `sync`, `retransmit`, or `all`.
+/// `repair`, `ready`, `sync`, `retransmit`, `shape` (`CALL_SHAPE`), or `all`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FrameKinds(u8);
 
-const KIND_NAMES: [(&str, u8); 5] =
-    [("mcast", 1), ("repair", 2), ("ready", 3), ("sync", 4), ("retransmit", 6)];
+const KIND_NAMES: [(&str, u8); 6] =
+    [("mcast", 1), ("repair", 2), ("ready", 3), ("sync", 4), ("retransmit", 6), ("shape", 7)];
 
 impl FrameKinds {
     /// Every kind.
@@ -81,6 +81,7 @@ impl FrameKinds {
             3 => 4,
             4 | 5 => 8,
             6 => 16,
+            7 => 64,
             _ => 32, // anything else (garbage) counts as its own kind, included in `all`
         }
     }
@@ -101,7 +102,7 @@ impl FromStr for FrameKinds {
         for part in s.split(',').map(str::trim) {
             let Some(&(_, kind)) = KIND_NAMES.iter().find(|(n, _)| *n == part) else {
                 return Err(format!(
-                    "unknown frame kind {part:?} (mcast, repair, ready, sync, retransmit, all)"
+                    "unknown frame kind {part:?} (mcast, repair, ready, sync, retransmit, shape, all)"
                 ));
             };
             bits |= Self::bit(kind);
@@ -144,7 +145,7 @@ crate::tunables! {
             "fault injection: tx, rx or both";
         /// Frame kinds the faults hit.
         kinds: crate::fault::FrameKinds = crate::fault::FrameKinds::ALL, "RINGCAST_FAULT_KINDS",
-            "fault injection: comma list of mcast, repair, ready, sync, retransmit, or all";
+            "fault injection: comma list of mcast, repair, ready, sync, retransmit, shape, or all";
         /// Seed of the injected faults.
         seed: u64 = 0, "RINGCAST_FAULT_SEED",
             "fault injection: seed (0 = from the process id), so a rehearsal can be repeated";

@@ -7,6 +7,14 @@
 use ringcast_proto::config::Auth;
 use ringcast_sim::dst::{run, Scenario, Violation};
 
+/// Scenario `seed` as it was drawn before calls that disagree (issue 38) were: for the tests
+/// that plant something in a benign scenario found by its seed.
+fn agreeing(seed: u64, max_ranks: usize) -> Scenario {
+    let mut s = Scenario::generate(seed, max_ranks);
+    s.comms.iter_mut().for_each(|c| c.disagree.iter_mut().for_each(|d| *d = None));
+    s
+}
+
 fn seeds() -> u64 {
     std::env::var("RINGCAST_DST_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(300)
 }
@@ -18,6 +26,7 @@ fn seeded_scenarios_hold_every_invariant() {
     let (mut empty, mut nodes, mut allgathers, mut allreduces, mut uneven, mut barriers) = (0, 0, 0, 0, 0, 0);
     let (mut reduces, mut alltoalls, mut settled, mut refused, mut fields, mut shapes) = (0, 0, 0, 0, 0, 0);
     let (mut scans, mut tags) = (0, 0);
+    let mut disagreements = 0;
     let mut failures = Vec::new();
     for seed in 0..n {
         let s = Scenario::generate(seed, 512);
@@ -41,6 +50,7 @@ fn seeded_scenarios_hold_every_invariant() {
                 refused += r.refused;
                 fields += r.refused_fields;
                 shapes += r.refused_shapes;
+                disagreements += r.disagreements;
                 settled += u64::from(r.finalized);
             }
             Err(v) => failures.push(format!("seed {seed}: {v:?}  (replay: ringcast dst --seed {seed})")),
@@ -49,7 +59,8 @@ fn seeded_scenarios_hold_every_invariant() {
     println!(
         "DST: {n} scenarios ({benign} benign, {uneven} with uneven worlds, {nodes} engines), {completions} completions checked ({ok} ok, \
          {allgathers} of them allgathers, {allreduces} allreduces, {reduces} reduces, {scans} scans, {alltoalls} alltoalls and {barriers} barriers, {} typed errors of which {empty} 0-byte BadLength and {refused} \
-         calls refused at one rank, {fields} of them for a field their schedule does not read and {shapes} for one that shapes it), {delivered} \
+         calls refused at one rank, {fields} of them for a field their schedule does not read and {shapes} for one that shapes it, \
+         {disagreements} calls that disagreed with the others'), {delivered} \
          datagrams delivered, {dropped} dropped and counted; {settled} benign scenarios finalized with every engine settled",
         completions - ok
     );
@@ -74,6 +85,7 @@ fn seeded_scenarios_hold_every_invariant() {
     assert!(n < 50 || refused > fields, "the generator must keep refusing calls for their buffers");
     assert!(n < 50 || fields > 0, "the generator must keep refusing calls for a field");
     assert!(n < 50 || shapes > 0, "the generator must keep refusing calls for a field that shapes them");
+    assert!(n < 50 || disagreements > 0, "the generator must keep drawing calls that disagree");
     assert!(ok > completions / 2);
 }
 
@@ -100,6 +112,7 @@ fn loss_alone_never_fails_a_broadcast_even_at_100_percent_multicast_loss() {
         s.hostile = 0;
         s.comms.iter_mut().for_each(|c| c.aborted.iter_mut().for_each(|a| *a = false));
         s.comms.iter_mut().for_each(|c| c.refused.iter_mut().for_each(|r| *r = None));
+        s.comms.iter_mut().for_each(|c| c.disagree.iter_mut().for_each(|d| *d = None));
         s.fault.drop = 0.0;
         s.fault.corrupt = 0.0;
         s.fault.duplicate = 0.0;
@@ -263,7 +276,7 @@ fn an_allgather_missing_a_block_is_caught_by_the_checker() {
     // block from the inputs itself — must report wrong bytes.
     let seed = (0..500)
         .find(|&s| {
-            let sc = Scenario::generate(s, 64);
+            let sc = agreeing(s, 64);
             sc.benign()
                 && sc
                     .comms
@@ -272,7 +285,7 @@ fn an_allgather_missing_a_block_is_caught_by_the_checker() {
                 && run(&sc).is_ok_and(|r| r.allgathers > 0)
         })
         .expect("a seed with an in-place allgather");
-    let planted = Scenario { plant_missing_block: true, ..Scenario::generate(seed, 64) };
+    let planted = Scenario { plant_missing_block: true, ..agreeing(seed, 64) };
     match run(&planted) {
         Err(Violation::WrongBytes { .. }) => {}
         other => panic!("seed {seed}: the planted missing block was not caught: {other:?}"),
@@ -287,7 +300,7 @@ fn a_barrier_left_before_its_last_arrival_is_caught_by_the_checker() {
     // every member's post — must say so.
     let seed = (0..500)
         .find(|&s| {
-            let sc = Scenario::generate(s, 64);
+            let sc = agreeing(s, 64);
             sc.benign()
                 && sc.comms.iter().any(|c| {
                     c.members.len() > 1 && c.barrier.iter().zip(&c.bcasts).any(|(&b, x)| b && x.1 > 0)
@@ -295,7 +308,7 @@ fn a_barrier_left_before_its_last_arrival_is_caught_by_the_checker() {
                 && run(&sc).is_ok_and(|r| r.barriers > 0)
         })
         .expect("a seed with a barrier");
-    let planted = Scenario { plant_late_arrival: true, ..Scenario::generate(seed, 64) };
+    let planted = Scenario { plant_late_arrival: true, ..agreeing(seed, 64) };
     match run(&planted) {
         Err(Violation::EarlyBarrier { late: 0, .. }) => {}
         other => panic!("seed {seed}: the planted late arrival was not caught: {other:?}"),
@@ -309,14 +322,14 @@ fn an_engine_left_owing_a_partial_epoch_is_caught_by_the_checker() {
     // never detaching, that process's communicators keep a partial epoch open.
     let seed = (0..200)
         .find(|&s| {
-            let sc = Scenario::generate(s, 64);
+            let sc = agreeing(s, 64);
             let f = (&sc.faults, &sc.fault);
             let clean =
                 f.0.ucast_loss == 0.0 && f.0.corrupt == 0.0 && f.0.burst_enter == 0.0 && f.1.drop == 0.0;
             clean && sc.benign() && run(&sc).is_ok_and(|r| r.finalized && r.ok > 0 && r.nodes > 1)
         })
         .expect("a benign seed that finalizes");
-    let planted = Scenario { plant_no_detach: true, ..Scenario::generate(seed, 64) };
+    let planted = Scenario { plant_no_detach: true, ..agreeing(seed, 64) };
     match run(&planted) {
         Err(Violation::Unsettled { .. }) => {}
         other => panic!("seed {seed}: the planted missing detach was not caught: {other:?}"),
@@ -334,5 +347,98 @@ fn a_primary_completes_only_after_the_copies_reading_its_buffer() {
         sc.comms.iter_mut().for_each(|c| c.reduce.iter_mut().for_each(|r| *r = false));
         let r = run(&sc);
         assert!(r.as_ref().is_ok_and(|r| r.allreduces > 0), "seed {seed}: {r:?}");
+    }
+}
+
+/// Issue 38: the seeds two far sweeps of 20,000 seeds each (`ringcast dst --seeds 20000 --start
+/// 777000000000 --max-ranks 1024`, and from 888000000000) and a wide one to 4,096 ranks failed,
+/// each a regression test here, grouped by cause. A void call whose shape nobody told within
+/// the peer timeout counted as skipped at its process while a node-mate made the same call
+/// readable afterwards: the node's gather slots misaligned and its later calls waited for each
+/// other forever (hangs, unicast loss 100 %). Now the communicator breaks there.
+#[test]
+fn issue_38_a_void_call_given_up_breaks_its_communicator() {
+    for seed in [888_000_001_933, 888_000_017_220, 777_000_017_823] {
+        run(&Scenario::generate(seed, 1024)).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
+    }
+}
+
+/// Issue 38: a receiver whose root's application was late lost every answer to its repair
+/// requests — the probes that prove the root alive — for the peer timeout in a loss burst: with
+/// the back-off capped at 5 ms it had 40 chances in 200 ms, and a benign run broke its
+/// communicator. Requests are now capped at `peer_timeout / 64`, the synchronization probes'
+/// 64 chances.
+#[test]
+fn issue_38_requests_probe_a_late_root_64_times_per_peer_timeout() {
+    let seed = 888_000_012_974;
+    let r = run(&Scenario::generate(seed, 1024)).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
+    assert!(r.benign);
+}
+
+/// Issue 38: a parent that sent its last `SYNC_DOWN` and owed nothing more left after sixteen of
+/// its child's `SYNC_UP` repeats; the `DOWN` and the answers to those repeats were all lost (a
+/// burst, the fault injector on synchronization frames), and the child's barrier failed
+/// `PeerUnreachable` in a benign run. The TIME-WAIT now outlasts 64 repeats.
+#[test]
+fn issue_38_the_time_wait_outlasts_64_up_repeats() {
+    for seed in [777_000_005_945, 888_000_006_368] {
+        let r = run(&Scenario::generate(seed, 1024)).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
+        assert!(r.benign, "seed {seed}");
+    }
+}
+
+/// Issue 38: forged frames reached an engine after it broke their communicator and let go of
+/// its key (a pairwise alltoall's transfer failed `DigestMismatch` under sealed corruption, and
+/// the engine dropped the communicator as designed): they were dropped for their cookie, which
+/// the checker took for a forgery that got past the tag. The engine was right — with no key it
+/// can check no tag — and the checker's rule now ends a communicator's lifetime at an engine
+/// when its public list says the engine let go of it (`CommInfo::released`).
+#[test]
+fn issue_38_forgeries_after_a_communicator_was_let_go_are_dropped_for_their_cookie() {
+    for seed in [777_000_019_955, 888_000_018_925] {
+        let r = run(&Scenario::generate(seed, 1024)).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
+        assert!(r.forged > 0, "seed {seed}: the forger injected nothing");
+    }
+}
+
+/// Issue 38: a communicator broken in the protocol (a crashed node's subtree timed out, or a
+/// synchronization NACKed a corrupted broadcast) was dropped as soon as its local members freed
+/// it, so the engines waiting on it heard silence instead of `READY`/broken: each waited a peer
+/// timeout, one tree level after another, every one of them repeating its `SYNC_UP` meanwhile —
+/// 656 engines still waiting at 0.8 s, 3,336 spending the 20 M-event budget. A broken freed
+/// communicator now stays the peer timeout to say so.
+#[test]
+fn issue_38_a_broken_communicator_stays_to_say_so() {
+    let seed = 777_000_007_587;
+    run(&Scenario::generate(seed, 1024)).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
+}
+
+/// Issue 38, found by this branch's far sweep (`ringcast dst --seeds 20000 --start
+/// 777000000000 --max-ranks 1024`): at a barrier step one rank made another call than its
+/// node-mates (a disagreement draw). The node found the clash as that call was counted, but
+/// broke the communicator only once the call had posted its part — into the sequencer slot the
+/// node-mates' barrier parts filled, which then started as the whole node's arrival, so the
+/// others' barrier ended `Ok` while that rank never made it (`EarlyBarrier`). Now the
+/// communicator breaks as the clash is found, before the call posts anything.
+#[test]
+fn issue_38_node_mates_that_disagree_break_before_posting() {
+    let seed = 777_000_003_129;
+    run(&Scenario::generate(seed, 1024)).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
+}
+
+/// Issue 38, found by this branch's far sweep (`ringcast dst --seeds 100000 --start
+/// 999000000000 --max-ranks 1024`): one rank made another call (an allgather of 16 B against a
+/// broadcast) after every other rank's call had ended and they had freed the communicator. Its
+/// engine checked the call against the manager, which had let go of the communicator and
+/// answered nothing; the check kept asking, its transfers waited for parts nobody would send,
+/// and the rank — and every rank waiting on its later calls — hung. Now a call open at an
+/// engine whose manager stays silent for the peer timeout breaks the communicator there (the
+/// manager is unreachable by the protocol's own rule); the check asks every
+/// `peer_timeout_ms / 64` once it heard nothing for a while, so loss alone does not silence it.
+/// (Seed 999000016476 of the same sweep hung the same way: `Hang { rank: 2, comm: 1, bcast: 1 }`.)
+#[test]
+fn issue_38_a_call_whose_manager_let_go_ends() {
+    for seed in [999_000_007_373, 999_000_016_476] {
+        run(&Scenario::generate(seed, 1024)).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
     }
 }

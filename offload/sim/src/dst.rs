@@ -57,11 +57,13 @@
 //!
 //! `run(&Scenario::generate(seed, ..))` replays a seed exactly.
 mod check;
+mod disagree;
 mod expect;
 mod setup;
 
 pub use super::cluster::DmaTiming;
 use super::fabric::Faults;
+pub use disagree::{Call as DisagreeingCall, Disagreement};
 use ringcast_abi::frame::DIGEST_LEN;
 use ringcast_abi::wire::{WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
 use ringcast_abi::{DataType, ReduceOp, StatusKind};
@@ -114,6 +116,10 @@ pub struct CommPlan {
     /// engine learns the call's shape from the other ranks' (`engine/call_shapes.rs`) and runs
     /// it in step the same way.
     pub refused_shape: Vec<bool>,
+    /// Steps one rank of which makes another call than the others (issue 38: the same
+    /// collective across a boundary of the cost model's choice of exchange, or another
+    /// collective): see `dst/disagree.rs`.
+    pub disagree: Vec<Option<Disagreement>>,
 }
 
 impl CommPlan {
@@ -128,6 +134,7 @@ impl CommPlan {
         let refused = vec![None; bcasts.len()];
         let refused_field = vec![false; bcasts.len()];
         let refused_shape = vec![false; bcasts.len()];
+        let disagree = vec![None; bcasts.len()];
         CommPlan {
             members,
             bcasts,
@@ -141,6 +148,7 @@ impl CommPlan {
             refused,
             refused_field,
             refused_shape,
+            disagree,
         }
     }
 }
@@ -259,6 +267,8 @@ pub struct Report {
     /// Benign, every process detached at its end (finalized), and every engine was checked to
     /// owe nothing at the end: every last, partial epoch settled without padding.
     pub finalized: bool,
+    /// Calls checked at ranks that made another call than the others (`dst/disagree.rs`).
+    pub disagreements: u64,
 }
 
 /// An invariant that did not hold (`rank`: a scenario rank; `node`: a simulated node).
@@ -551,6 +561,7 @@ impl Scenario {
                 .zip(&refused_field)
                 .map(|(r, &field)| r.is_some() && !field && f.chance(0.5))
                 .collect();
+            let disagree = vec![None; bcasts.len()];
             comms.push(CommPlan {
                 members: nodes,
                 bcasts,
@@ -564,6 +575,7 @@ impl Scenario {
                 refused,
                 refused_field,
                 refused_shape,
+                disagree,
             });
         }
         let crashes = if r.chance(0.1) {
@@ -617,6 +629,16 @@ impl Scenario {
         .with_free_draw()
         .with_composition_draw()
         .with_auth_draw()
+        .with_disagreement_draw()
+    }
+
+    /// Draws the calls that disagree (`dst/disagree.rs`), from a stream of their own, once the
+    /// configuration (whose exchanges' boundaries they cross) is drawn.
+    fn with_disagreement_draw(mut self) -> Scenario {
+        for (c, steps) in disagree::draw(&self).into_iter().enumerate() {
+            self.comms[c].disagree = steps;
+        }
+        self
     }
 
     /// Draws `protocol.auth` (half the scenarios each, from a stream of its own, so every other
@@ -717,7 +739,8 @@ impl Scenario {
 
     /// Every broadcast must succeed: no crash, no sealed corruption, unicast mostly working.
     pub fn benign(&self) -> bool {
-        !self.forger_has_key
+        self.comms.iter().all(|c| c.disagree.iter().all(Option::is_none))
+            && !self.forger_has_key
             && !self.plant_missing_block
             && self.crashes.is_empty()
             && self.faults.sealed_corrupt == 0.0
@@ -780,7 +803,7 @@ pub fn run_traced(s: &Scenario, dump: &mut Option<String>) -> Result<Report, Vio
 fn run_inner(s: &Scenario, dump: &mut Option<String>) -> Result<Report, Violation> {
     let mut rng = SimRng::new(s.seed ^ 0xfab);
     let setup::Built { mut cluster, procs, handles, forged } = setup::build(s, &mut rng);
-    let mut ledger = check::Ledger::new(s, procs, handles);
+    let mut ledger = check::Ledger::new(s, procs, handles, &forged);
     let time_limit: Nanos = 60_000_000_000;
     let mut events = 0u64;
     while let Some(step) = cluster.step() {
@@ -802,6 +825,7 @@ fn run_inner(s: &Scenario, dump: &mut Option<String>) -> Result<Report, Violatio
             // A post may complete at once (a refused descriptor): free its lane now, or the
             // last post of a run would never be seen.
             ledger.drain(s, &mut cluster, &mut rng)?;
+            ledger.watch_release(&cluster, n);
         }
     }
     if let Some(d) = dump.as_mut() {

@@ -286,3 +286,63 @@ fn a_manager_that_gives_up_tells_the_engines_that_asked() {
     let (a, b) = (done[0].at, done[1].at);
     assert!(a.abs_diff(b) < 200_000_000, "node 0 at {a} ns, node 1 at {b} ns");
 }
+
+/// Issue 38 (item 8): an engine that gives up alone. Two nodes of two ranks; rank 3's first
+/// broadcast names a root outside the communicator, and every `CALL_SHAPE` frame is lost (the
+/// fault injector drops them as they leave), so node 1 hears nothing from the manager for the
+/// peer timeout and gives up on call 0 alone. Its node-mate, rank 2, makes call 0 only after
+/// that, then both make call 1. Before, the give-up counted call 0 as skipped at rank 3: its
+/// call 1 failed `DigestMismatch`, and rank 2's call 1 waited forever for a gather slot rank 3
+/// had filled with its call 1 — one behind. Now the communicator breaks at node 1: rank 3's
+/// call 0 ends with its own status (`BadRoot`), every other call there `CommunicatorBroken`,
+/// none waits; node 0's broadcasts (it roots them) end `Ok`.
+#[test]
+fn an_engine_that_gives_up_alone_breaks_the_communicator() {
+    let world = World::Uniform { nodes: 2, ppn: 2 };
+    let mut c = cluster(&world, 38);
+    let lost = ringcast_proto::fault::FaultConfig {
+        drop: 1.0,
+        kinds: "shape".parse().unwrap(),
+        direction: ringcast_proto::fault::FaultDirection::Tx,
+        seed: 38,
+        ..Default::default()
+    };
+    c.inject_faults(&lost);
+    let ranks = attach(&mut c, &world, 2, LEN);
+    let post = |c: &mut Cluster, r: usize, k: u64| {
+        let (node, host, keys, _) = &ranks[r];
+        let root = if r == 3 && k == 0 { 9 } else { 0 };
+        let d = SubmissionDescriptor::bcast(
+            k,
+            0,
+            root,
+            RegionRef { key: keys[k as usize], offset: 0 },
+            LEN as u64,
+        );
+        c.with_engine(*node, |e, now| e.handle_descriptor(*host, &d, now));
+    };
+    for r in [0, 1, 3] {
+        post(&mut c, r, 0);
+    }
+    // Past node 1's give-up (the peer timeout, 2 s), rank 2 makes call 0; then everyone call 1.
+    let later = 2_500_000_000;
+    c.wake(ranks[2].0, later);
+    while c.now() < later {
+        assert!(c.step().is_some(), "the cluster went idle before {later} ns");
+    }
+    post(&mut c, 2, 0);
+    for r in 0..4 {
+        post(&mut c, r, 1);
+    }
+    let done = run(&mut c, 8, Opcode::BCAST);
+    for p in &done {
+        let r = ranks.iter().position(|(n, h, _, _)| *n == p.node && *h == p.host).unwrap();
+        let want = match (r, p.cqe.cookie) {
+            (0 | 1, _) => StatusKind::Ok,
+            (3, 0) => StatusKind::BadRoot,
+            _ => StatusKind::CommunicatorBroken,
+        };
+        assert_eq!(status(p), want, "rank {r} call {}: {p:?}", p.cqe.cookie);
+        assert!(p.at < later + 3_000_000_000, "rank {r} call {} ended at {} ns", p.cqe.cookie, p.at);
+    }
+}

@@ -494,7 +494,7 @@ impl EngineLoop {
     /// processes are still attached (in thread mode the engine lives in one of its node's
     /// processes) — until a peer timeout passes without work: an engine that leaves at once
     /// would make the others fail with PeerUnreachable. Once it owes nothing, an engine that
-    /// synchronized others still answers for a quiet period (TCP's TIME-WAIT: 32 repair
+    /// synchronized others still answers for a quiet period (TCP's TIME-WAIT: 128 repair
     /// timeouts, at least a tenth of the peer timeout): the last `SYNC_DOWN` it sent may be
     /// lost, and the child asking again must find it here, not a peer timeout of silence. Then
     /// shut down.

@@ -286,7 +286,7 @@ crate::tunables! {
             "microseconds without progress before an incomplete rank asks its repair source for missing fragments (doubles per retry)";
         /// Cap of the repair back-off.
         repair_backoff_max_us: u32 = 50_000, "RINGCAST_REPAIR_BACKOFF_MAX_US",
-            "largest interval between repair requests in microseconds";
+            "largest interval between repair requests in microseconds (at most peer_timeout_ms / 64: each request is also a liveness probe)";
         /// Requests to the repair source before asking the root.
         escalate_after: u32 = 3, "RINGCAST_ESCALATE_AFTER",
             "unanswered repair requests to the ring predecessor before asking the root directly (fail-over to point-to-point)";

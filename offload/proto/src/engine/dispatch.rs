@@ -19,7 +19,9 @@
 //!
 //! What `after` converges on: every slot that can start has started, every transfer the
 //! protocol ended has been delivered (copies queued, parts finished), every exchange step that
-//! ended has been carried on, and every job on a refused call's buffers has failed — a round
+//! ended has been carried on, every call the node found to disagree has been failed and its
+//! communicator broken (`node/call_checks.rs`), and every job on a refused call's buffers has
+//! failed — a round
 //! that changes none of these ends the loop (each round consumes at least one of those lists,
 //! and nothing in a round refills the list it consumed without an event from outside, other
 //! than a step that posts its next one).
@@ -235,7 +237,8 @@ impl Engine {
             let Some(node) = self.node.as_mut() else { return };
             self.exchanges.take_started(node);
             let done = core::mem::take(&mut self.exchanges.done);
-            let mut progress = resolved || !done.is_empty();
+            let disagreed = self.disagreed_calls();
+            let mut progress = resolved || !done.is_empty() || disagreed;
             // Jobs on a refused call's buffers fail here, never reaching the driver.
             while let Some(job) = self.out.pop_refused() {
                 progress = true;
@@ -256,6 +259,24 @@ impl Engine {
                 return;
             }
         }
+    }
+
+    /// Fails the calls the node found to disagree and breaks their communicators (true if any):
+    /// every local operation of such a call ends `DigestMismatch` once the breaking ends it,
+    /// every other one on the communicator `CommunicatorBroken` (`node/call_checks.rs`).
+    fn disagreed_calls(&mut self) -> bool {
+        let Some(node) = self.node.as_mut() else { return false };
+        let mut found = Vec::new();
+        node.take_disagreed(&mut found);
+        for &(comm, call) in &found {
+            for o in self.ops.values_mut().filter(|o| o.call == Some((comm, call))) {
+                o.disagreed = true;
+            }
+            if let Some(node) = self.node.as_mut() {
+                node.break_comm(comm, &mut self.out);
+            }
+        }
+        !found.is_empty()
     }
 
     /// One step of the node: slots started, the protocol's jobs issued, deliveries carried out.

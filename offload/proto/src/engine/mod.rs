@@ -99,6 +99,12 @@ struct HostOp {
     /// ([`intake::GatherCall::refused`]): it runs in step on no memory and completes with this
     /// status, whatever its parts did.
     refused: Option<StatusKind>,
+    /// The call it is on its communicator, (communicator, index), while it is open there
+    /// (`node/call_checks.rs`).
+    call: Option<(u64, u64)>,
+    /// Its call disagrees with another rank's (`node/call_checks.rs`): it ends
+    /// `DigestMismatch`, whatever its parts did.
+    disagreed: bool,
 }
 
 /// The engine. See the module documentation.
@@ -135,6 +141,8 @@ pub struct Engine {
     /// Void calls waiting for their shape, and the descriptors held behind them
     /// (`void_calls.rs`).
     voids: VoidCalls,
+    /// The call a collective being taken in was just counted as, for the next `new_op`.
+    calling: Option<(u64, u64)>,
 }
 
 fn failed(status: StatusKind) -> Outcome {
@@ -162,6 +170,7 @@ impl Engine {
             over: Vec::new(),
             refusing: false,
             voids: VoidCalls::default(),
+            calling: None,
             queues: (0..config.limits.max_hosts).map(|_| VecDeque::new()).collect(),
         })
     }
@@ -317,6 +326,9 @@ impl Engine {
             for key in queue.drain(..) {
                 if let Some(op) = self.ops.remove(key) {
                     self.core.abandoned(&op.cqe);
+                    if let (Some((comm, call)), Some(node)) = (op.call, self.node.as_mut()) {
+                        node.call_closed(comm, call);
+                    }
                 }
             }
         }
@@ -476,7 +488,14 @@ impl Engine {
         collective: bool,
     ) -> OpId {
         let (reserved, cqe) = self.echoed(host, cqe);
-        let op = HostOp { host, cqe, started, pending, collective, refused: None };
+        let call = self.calling.take();
+        // (A call its node-mates made another way is found as it is counted: `call_checks.rs`.)
+        let disagreed =
+            call.is_some_and(|(comm, index)| self.node.as_ref().is_some_and(|n| n.disagrees(comm, index)));
+        let op = HostOp { host, cqe, started, pending, collective, refused: None, call, disagreed };
+        if let (Some((comm, index)), true, Some(node)) = (call, pending, self.node.as_mut()) {
+            node.call_opened(comm, index, started);
+        }
         let key = match reserved.and_then(|k| self.ops.get_mut(k).map(|o| (k, o))) {
             // Its place in the host's queue was taken when it was held (`void_calls.rs`).
             Some((k, o)) => {
@@ -516,8 +535,17 @@ impl Engine {
         );
         let outcome = match o.refused {
             Some(status) if !never_ran => Outcome { status, bytes: 0, ..outcome },
+            // Another rank made another call (`node/call_checks.rs`): whatever its parts did
+            // here.
+            _ if o.disagreed => Outcome { status: StatusKind::DigestMismatch, bytes: 0, ..outcome },
             _ => outcome,
         };
+        if let (Some((comm, call)), Some(node)) = (o.call.take(), self.node.as_mut()) {
+            if matches!(outcome.status, StatusKind::DigestMismatch | StatusKind::LengthMismatch) {
+                node.call_failed(comm, call);
+            }
+            node.call_closed(comm, call);
+        }
         o.cqe.status = Status::from(outcome.status);
         o.cqe.bytes = outcome.bytes;
         o.cqe.frags_multicast = outcome.counters.frags_multicast;

@@ -7,7 +7,8 @@
 //!
 //! Once the shape is known, the call runs refused in step on no memory
 //! ([`crate::intake::Core::submit_refused`]) and ends with the status its own descriptor earned;
-//! then the descriptors held behind it are taken in.
+//! then the descriptors held behind it are taken in. A call whose shape nobody told within the
+//! peer timeout ends with its status too, and breaks the communicator here.
 use crate::engine::held::Stalled;
 use crate::engine::ids::OpId;
 use crate::engine::node::calls::{Resolution, Shape};
@@ -44,7 +45,20 @@ impl Engine {
             return; // counted when it was void
         }
         if let (Some(local), Some(node)) = (self.core.local_rank(host), self.node.as_mut()) {
-            node.call_made(local, comm, shape, &mut self.out);
+            let call = node.call_made(local, comm, shape, &mut self.out);
+            // The operation `new_op` creates next is this call (`node/call_checks.rs`).
+            self.calling = call.filter(|_| shape.is_some()).map(|k| (comm, k));
+            // A node-mate made it another way: its operations already taken in end
+            // `DigestMismatch`, and the communicator breaks now — before this call posts a part
+            // into the sequencer slot the node-mates' parts fill, which would then start as
+            // theirs (a barrier's `SYNC_UP` saying the whole node arrived: DST seed
+            // 777000003129; a barrier of one engine would complete at once).
+            if let Some(k) = call.filter(|&k| node.disagrees(comm, k)) {
+                for o in self.ops.values_mut().filter(|o| o.call == Some((comm, k))) {
+                    o.disagreed = true;
+                }
+                node.break_comm(comm, &mut self.out);
+            }
         }
     }
 
@@ -107,11 +121,17 @@ impl Engine {
                         self.finish_collective(s.op, failed(s.status));
                     }
                 }
-                Resolution::Void | Resolution::Silent => {
-                    if how == Resolution::Silent {
-                        self.skipped_call(s.host, comm);
-                    }
+                Resolution::Void => self.finish_collective(s.op, failed(s.status)),
+                Resolution::Silent => {
+                    // Nobody said what call `k` was within the peer timeout: this engine cannot
+                    // post its parts, and every other engine that made it waits for them. The
+                    // communicator breaks here (see `node/call_shapes.rs`): the node-mates' call
+                    // `k` and every later call fail at once, and the other engines learn within
+                    // the peer timeout.
                     self.finish_collective(s.op, failed(s.status));
+                    if let Some(node) = self.node.as_mut() {
+                        node.break_comm(comm, &mut self.out);
+                    }
                 }
             }
             for (d, op) in s.held {

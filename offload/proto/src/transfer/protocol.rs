@@ -116,6 +116,8 @@ impl Protocol {
     pub fn new(config: &EngineConfig, crc: Crc32c) -> Self {
         let mtu = config.protocol.mtu as usize;
         let payload = (mtu - WIRE_HEADER_LEN - WIRE_TRAILER_LEN - DIGEST_LEN) as u32;
+        let repair_timeout = config.protocol.repair_timeout_us as Nanos * 1000;
+        let probe_every = (config.protocol.peer_timeout_ms as Nanos * 1_000_000 / 64).max(repair_timeout);
         Protocol {
             channels: config.protocol.channels,
             payload,
@@ -124,12 +126,17 @@ impl Protocol {
             slots: config.protocol.preposted_slots as usize,
             root_delay: config.protocol.root_delay,
             root_delay_max: config.protocol.root_delay_max_us as Nanos * 1000,
-            repair_timeout: config.protocol.repair_timeout_us as Nanos * 1000,
-            backoff_max: config.protocol.repair_backoff_max_us as Nanos * 1000,
+            repair_timeout,
+            // A receiver's requests are also its liveness probes: an answer (fragments, or
+            // `READY`/alive from a root whose application is late) is what keeps it from
+            // declaring the source dead after `peer_timeout`. Capped at the synchronization's
+            // probe interval, they get the same 64 chances per peer timeout to cross a lossy
+            // link; the default 50 ms cap left 40 per 2 s (DST seed 888000012974: a late root's
+            // answers lost for 200 ms in a burst, a benign run's communicator broken).
+            backoff_max: (config.protocol.repair_backoff_max_us as Nanos * 1000).min(probe_every),
             escalate_after: config.protocol.escalate_after,
             peer_timeout: config.protocol.peer_timeout_ms as Nanos * 1_000_000,
-            probe_every: (config.protocol.peer_timeout_ms as Nanos * 1_000_000 / 64)
-                .max(config.protocol.repair_timeout_us as Nanos * 1000),
+            probe_every,
             selective_bytes: config.protocol.selective_repair_bytes,
             // Grows to `max_comms` as communicators are created: a simulated rank of one
             // communicator holds one entry, not 64. Each communicator brings its pair

@@ -4,7 +4,7 @@
 //! record, the simulated host memory and the engines' public counters alone (nothing of the
 //! engine's inner state).
 use super::setup::{segment, Forged, Proc};
-use super::{pattern, Report, Scenario, Violation};
+use super::{pattern, DisagreeingCall, Report, Scenario, Violation};
 use crate::cluster::Cluster;
 use crate::reference::{reference_reduce, reference_reduce_doubling, reference_reduce_grouped, same_values};
 use ringcast_abi::frame::DropReason;
@@ -70,10 +70,16 @@ pub(super) struct Ledger {
     /// Wake-ups scheduled per node and not yet due: one per distinct time, or every event of a
     /// node with many waiting lanes would schedule a wake per lane, each doing the same again.
     wakes: Vec<BTreeSet<Nanos>>,
+    /// When each node let go of each communicator's protocol side (`released[node][comm]`,
+    /// `Nanos::MAX`: not yet), as its public communicator list shows it — watched only at
+    /// nodes forged frames are still to reach ([`Ledger::watch_release`]).
+    released: Vec<Vec<Nanos>>,
+    /// The last forged frame's arrival at each node (0: none).
+    last_forged: Vec<Nanos>,
 }
 
 impl Ledger {
-    pub(super) fn new(s: &Scenario, procs: Vec<Proc>, handles: Vec<u64>) -> Ledger {
+    pub(super) fn new(s: &Scenario, procs: Vec<Proc>, handles: Vec<u64>, forged: &[Forged]) -> Ledger {
         let mut lanes = Vec::new();
         let mut rank_of: Vec<Vec<usize>> = Vec::new();
         for (r, p) in procs.iter().enumerate() {
@@ -105,6 +111,13 @@ impl Ledger {
         }
         let finalized = vec![false; procs.len()];
         let first_detach = vec![Nanos::MAX; rank_of.len()];
+        let released = vec![vec![Nanos::MAX; s.comms.len()]; rank_of.len()];
+        let mut last_forged = vec![0; rank_of.len()];
+        for f in forged {
+            if let Some(l) = last_forged.get_mut(f.to) {
+                *l = (*l).max(f.at);
+            }
+        }
         Ledger {
             procs,
             handles,
@@ -118,6 +131,27 @@ impl Ledger {
             times,
             cursor: 0,
             wakes,
+            released,
+            last_forged,
+        }
+    }
+
+    /// After an event at node `n`: if forged frames are still to reach it, notes the
+    /// communicators whose protocol side its engine let go of by now (it broke them there).
+    /// An engine changes only in its own events, so the time is exact.
+    pub(super) fn watch_release(&mut self, cluster: &Cluster, n: usize) {
+        let now = cluster.now();
+        if self.last_forged.get(n).is_none_or(|&l| now > l) {
+            return;
+        }
+        let open = &self.released[n];
+        if open.iter().all(|&t| t != Nanos::MAX) {
+            return;
+        }
+        for info in cluster.nodes[n].engine.comm_list().iter().filter(|i| i.released) {
+            if let Some(c) = self.handles.iter().position(|&h| h == info.handle) {
+                self.released[n][c] = self.released[n][c].min(now);
+            }
         }
     }
 
@@ -252,6 +286,13 @@ impl Ledger {
             } else {
                 SubmissionDescriptor::comm_free(cookie(c, FREE), handle)
             };
+            // A call this rank makes instead of the step's (`dst/disagree.rs`).
+            if let Some(dis) = step.checked_sub(1).and_then(|k| plan.disagree.get(k).copied().flatten()) {
+                if dis.rank == m.rank {
+                    let (work, send) = m.disagree[step - 1];
+                    d = disagreeing(d.cookie, handle, dis.call, work, send, plan.members.len() as u32);
+                }
+            }
             if step >= 1 && step <= plan.bcasts.len() && plan.refused[step - 1] == Some(m.rank) {
                 let k = step - 1;
                 if plan.refused_shape[k] {
@@ -432,6 +473,16 @@ impl Ledger {
                     if aborted && status == StatusKind::Ok {
                         return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
                     }
+                    // A rank that made another call than the others (`dst/disagree.rs`): typed,
+                    // or `Ok` as the root of a broadcast (its buffer only read).
+                    if let Some(d) = s.comms[c].disagree[k].filter(|d| d.rank == me) {
+                        let root = matches!(d.call, DisagreeingCall::Bcast { root, .. } if root == me);
+                        if status == StatusKind::Ok && !root {
+                            return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
+                        }
+                        rep.disagreements += 1;
+                        continue;
+                    }
                     let refused = s.comms[c].refused[k];
                     if refused == Some(me) {
                         // Refused for its buffer or a field: that status, whatever its parts did.
@@ -466,6 +517,23 @@ impl Ledger {
                         continue;
                     }
                     rep.ok += 1;
+                    // A barrier cannot be over where a rank made another call.
+                    let skipped = s.comms[c].disagree[k].filter(|d| d.call != DisagreeingCall::Barrier);
+                    if let (true, Some(d)) = (s.comms[c].barrier[k], skipped) {
+                        let late = self
+                            .procs
+                            .iter()
+                            .position(|p| p.comms[c].as_ref().is_some_and(|m| m.rank == d.rank));
+                        let (left, late) = (self.times[rank][c][k].1, late.unwrap_or(usize::MAX));
+                        return Err(Violation::EarlyBarrier {
+                            rank,
+                            comm: c,
+                            bcast: k,
+                            left,
+                            late,
+                            arrived: Nanos::MAX,
+                        });
+                    }
                     if s.comms[c].barrier[k] {
                         // Left no earlier than the last member posted (every member must have).
                         let left = self.times[rank][c][k].1;
@@ -627,8 +695,9 @@ impl Ledger {
                 });
             }
             // Strictly inside [created, freed) at its node — the node's own completions say
-            // when; a communicator never freed may be let go once the node's processes detach —
-            // a forged frame can only have been dropped for its tag.
+            // when; a communicator never freed may be let go once the node's processes detach,
+            // and one the node broke is let go of then (its key with it: its public list says
+            // so, `CommInfo::released`) — a forged frame can only have been dropped for its tag.
             let lifetime = |n: usize, c: usize| {
                 let at = |k: u64| {
                     cluster
@@ -638,7 +707,8 @@ impl Ledger {
                         .map(|p| p.at)
                         .min()
                 };
-                (at(CREATE), at(FREE).unwrap_or(Nanos::MAX).min(self.first_detach[n]))
+                let gone = at(FREE).unwrap_or(Nanos::MAX).min(self.first_detach[n]).min(self.released[n][c]);
+                (at(CREATE), gone)
             };
             for (n, m) in cluster.nodes.iter().enumerate() {
                 let inside = forged
@@ -656,6 +726,38 @@ impl Ledger {
             }
         }
         Ok(rep)
+    }
+}
+
+/// The descriptor of call `call` (`dst/disagree.rs`), a rank's instead of the step's, on a
+/// communicator of `size` ranks with its own `work` and `send` buffers.
+fn disagreeing(
+    cookie: u64,
+    comm: u64,
+    call: DisagreeingCall,
+    work: ringcast_abi::RegionKey,
+    send: ringcast_abi::RegionKey,
+    size: u32,
+) -> SubmissionDescriptor {
+    let (work, send) = (RegionRef { key: work, offset: 0 }, RegionRef { key: send, offset: 0 });
+    let at = |len: u32| u64::from(len);
+    match call {
+        DisagreeingCall::Bcast { root, len } => {
+            SubmissionDescriptor::bcast(cookie, comm, root, work, at(len))
+        }
+        DisagreeingCall::Allgather { len } => {
+            SubmissionDescriptor::allgather(cookie, comm, work, None, at(len))
+        }
+        DisagreeingCall::Allreduce { len, dtype, op } => {
+            SubmissionDescriptor::allreduce(cookie, comm, work, None, at(len), dtype, op)
+        }
+        DisagreeingCall::Alltoall { len } => {
+            SubmissionDescriptor::alltoall(cookie, comm, work, send, at(len))
+        }
+        DisagreeingCall::Barrier => SubmissionDescriptor::barrier(cookie, comm, work, u64::from(size)),
+        DisagreeingCall::Scan { len, dtype, op, exclusive } => {
+            SubmissionDescriptor::scan(cookie, comm, work, None, at(len), dtype, op, exclusive)
+        }
     }
 }
 

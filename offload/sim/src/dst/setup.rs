@@ -48,6 +48,19 @@ pub(super) struct Membership {
     pub bufs: Vec<RegionKey>,
     /// Per step: an allgather's send block when it is not in place (`NONE` otherwise).
     pub sends: Vec<RegionKey>,
+    /// Per step: the work and send buffers of the call this rank makes instead of the step's
+    /// (`dst/disagree.rs`; `NONE` where it makes the step's).
+    pub disagree: Vec<(RegionKey, RegionKey)>,
+}
+
+/// The bits of a step index that name the buffers of a call a rank makes instead of the step's.
+const DISAGREE: u64 = 1 << 29;
+/// Salt of those buffers' bytes.
+const DISAGREE_FILL: u64 = 0xd15a_f111;
+
+/// The segment of the work buffer of the call a rank makes instead of step `k`'s.
+fn disagree_segment(local: u32, c: usize, k: u64) -> u64 {
+    segment(local, c, k | DISAGREE)
 }
 
 /// The segment of a rank's send block of allgather `k` (beside its receive buffer's).
@@ -244,8 +257,27 @@ pub(super) fn build(s: &Scenario, rng: &mut SimRng) -> Built {
                     register(segment(local, c, k as u64), bytes, u64::from(len), Access::READ_WRITE)
                 })
                 .collect();
+            // The buffers of a call this rank makes instead of the step's.
+            let disagree = plan
+                .disagree
+                .iter()
+                .enumerate()
+                .map(|(k, d)| {
+                    let none = (RegionKey::NONE, RegionKey::NONE);
+                    let Some(d) = d.filter(|d| d.rank == rank as u32) else { return none };
+                    let (work, send) = d.call.buffers(size);
+                    let seg = disagree_segment(local, c, k as u64);
+                    let fill = super::pattern(s.seed ^ DISAGREE_FILL, c, k, work as u32);
+                    let work = register(seg, fill, work, Access::READ_WRITE);
+                    let send = match send {
+                        0 => RegionKey::NONE,
+                        n => register(seg | SEND, vec![0x5d; n as usize], n, Access::READ),
+                    };
+                    (work, send)
+                })
+                .collect();
             procs[r].comms[c] =
-                Some(Membership { rank: rank as u32, record: rec_key, record_len, bufs, sends });
+                Some(Membership { rank: rank as u32, record: rec_key, record_len, bufs, sends, disagree });
         }
     }
 

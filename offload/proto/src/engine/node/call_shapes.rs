@@ -25,10 +25,16 @@
 //! With the shape known, the engine runs the void call as one refused for its buffers (its own
 //! status, `Resolved::REFUSED` everywhere), so the others end typed and in step. When every
 //! rank made call `k` void, nothing runs anywhere and each ends with its own status. When no
-//! engine answers for `peer_timeout_ms`, the call ends with its status and counts as skipped
-//! (`Sequencer::skip`), the rule before: its rank's later calls fail typed, never with another
-//! call's bytes. The manager says so when it gives up (`SHAPE_SILENT`), so the engines that
-//! asked it skip alike; an engine that hears nothing from the manager gives up alone.
+//! engine answers for `peer_timeout_ms` — an engine silent that long is unreachable, by the
+//! protocol's own rule — the call ends with its status and the communicator breaks here
+//! (`void_calls.rs`): its node-mates' call `k` and every later call on it fail
+//! `CommunicatorBroken` at once, and the other engines learn within the peer timeout. The
+//! manager says so when it gives up (`SHAPE_SILENT`), so the engines that asked it break alike;
+//! an engine that hears nothing from the manager gives up alone. (Before, the call counted as
+//! skipped, `Sequencer::skip`: every later call of its rank failed `DigestMismatch` — and a
+//! node-mate that made call `k` with a readable shape posted its parts into sequencer slots the
+//! skipping process never filled, so the node's calls waited for each other forever: DST seeds
+//! 888000001933, 888000017220 and 777000017823, unicast loss 100 %.)
 use crate::engine::action::Outbox;
 use crate::engine::node::calls::{Entry, Resolution, Resolved, Shape, Waiting, MAX_ASKED};
 use crate::engine::node::{Node, NodeEnv};
@@ -57,6 +63,9 @@ impl Node {
         let index = c.index_of_local(local)?;
         let call = c.calls.count(index)?;
         if let Some(s) = shape {
+            // A node-mate made call `k` another way: the node's part of it cannot be built, and
+            // the others' calls would wait for it (`call_checks.rs`).
+            let clash = c.calls.known(call).is_some_and(|mine| !super::call_checks::agree(&mine, &s));
             c.calls.record(call, Entry::Known(s));
             if c.calls.waits() {
                 let handle = c.handle;
@@ -64,6 +73,9 @@ impl Node {
                 self.refresh_voids();
             }
             self.answer_asked(slot, call, out);
+            if clash {
+                self.disagree(slot, call, true, out);
+            }
         }
         Some(call)
     }
@@ -144,7 +156,7 @@ impl Node {
     }
 
     /// Communicator `slot`'s protocol side is gone (broken, or dropped): nothing will answer
-    /// its void calls, which end as skipped.
+    /// its void calls, which end as given up (`Resolution::Silent`).
     pub(crate) fn calls_dropped(&mut self, slot: usize) {
         let Some(c) = self.comms[slot].as_mut() else { return };
         let handle = c.handle;
@@ -251,6 +263,11 @@ impl Node {
         }
         for f in frames.drain(..) {
             self.on_call_shape(f, now, out);
+            // What the frame says of a call that may disagree (`call_checks.rs`).
+            let slot = self.comms.iter().position(|c| c.as_ref().is_some_and(|c| c.proto == Some(f.comm)));
+            if let Some(slot) = slot {
+                self.on_check_frame(slot, &f, now, out);
+            }
         }
         self.refresh_voids();
         self.shapes_in = frames;

@@ -15,7 +15,7 @@ use zerocopy::byteorder::little_endian::{U16, U32, U64};
 /// Calls per communicator whose shape an engine keeps to answer for. A peer asks about a call
 /// at most as far behind this engine as the ranks of a communicator drift apart — the calls a
 /// rank has in flight (the runner's burst), fewer than this; a call further behind is not
-/// answered, and its asker falls back to the skip rule after a peer timeout.
+/// answered, and its asker gives up after a peer timeout (the communicator breaks there).
 pub(crate) const HISTORY: usize = 64;
 
 /// Queries an engine keeps for calls its processes have not made yet, per communicator; past
@@ -72,7 +72,8 @@ pub(crate) enum Resolution {
     Known(Shape),
     /// Every rank made call `k` void: nothing runs anywhere.
     Void,
-    /// No engine answered for `peer_timeout_ms`: the call ends and counts as skipped.
+    /// No engine answered for `peer_timeout_ms`: the call ends, and the communicator breaks
+    /// at this engine.
     Silent,
 }
 
@@ -87,7 +88,8 @@ pub(crate) enum Entry {
     Voided,
     /// Every rank made it void (the manager found out).
     Everywhere,
-    /// The manager gave up asking: it ends as skipped everywhere.
+    /// The manager gave up asking: it ends as given up everywhere (each engine breaks the
+    /// communicator).
     Silent,
 }
 
@@ -190,6 +192,26 @@ impl Calls {
         let made = self.made.get_mut(index as usize)?;
         *made += 1;
         Some(*made - 1)
+    }
+
+    /// Call `call`'s shape as a local process made it, if known here (`call_checks.rs`).
+    pub(crate) fn known(&self, call: u64) -> Option<Shape> {
+        match self.history.iter().rev().find(|(k, _)| *k == call)?.1 {
+            Entry::Known(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The full index of the call a frame names by its low 32 bits: one kept here, else the
+    /// one nearest the calls the local members made.
+    pub(crate) fn index_of(&self, low: u32) -> u64 {
+        if let Some(&(k, _)) = self.history.iter().rev().find(|(k, _)| *k as u32 == low) {
+            return k;
+        }
+        let made = self.made.iter().copied().max().unwrap_or(0);
+        let at = |base: u64| (base & !0xffff_ffff) | u64::from(low);
+        let around = [at(made), at(made.wrapping_add(1 << 32)), at(made.wrapping_sub(1 << 32))];
+        around.into_iter().min_by_key(|&k| k.abs_diff(made)).unwrap_or(u64::from(low))
     }
 
     pub(crate) fn entry(&mut self, call: u64) -> Option<&mut Entry> {

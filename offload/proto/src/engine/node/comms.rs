@@ -105,6 +105,8 @@ pub struct LocalComm {
     /// The calls its local members made, and the void ones waiting for their shape
     /// (`call_shapes.rs`).
     pub calls: crate::engine::node::calls::Calls,
+    /// Its calls that wait, checked against the manager's (`call_checks.rs`).
+    pub checks: crate::engine::node::call_checks::Checks,
     /// Rank of each engine-local rank (index = local rank `0..ppn`), if a member.
     pub rank_of_local: Vec<Option<u32>>,
     /// Record digest (every local member must post the same).
@@ -139,6 +141,7 @@ impl LocalComm {
             group,
             sequencer: Sequencer::new(node, world.clone(), capacity),
             calls: crate::engine::node::calls::Calls::new(locals as usize),
+            checks: Default::default(),
             rank_of_local: (0..locals).map(|l| world.rank(node, l)).collect(),
             digest: 0,
             freed: vec![false; locals as usize],

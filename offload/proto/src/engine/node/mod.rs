@@ -9,7 +9,9 @@
 //! the [`crate::engine::node::sequencer::Sequencer`] turns the posts of a node's processes into one broadcast and
 //! delivers it into every local buffer. Communicators and local processes coming and going are
 //! `lifecycle.rs`'s; the calls counted on each communicator, and the void calls waiting for
-//! their shape, `call_shapes.rs`'s.
+//! their shape, `call_shapes.rs`'s; the calls checked for disagreeing once they wait,
+//! `call_checks.rs`'s.
+pub(crate) mod call_checks;
 pub(crate) mod call_shapes;
 pub(crate) mod calls;
 pub(crate) mod comms;
@@ -89,6 +91,10 @@ pub struct CommInfo {
     pub broken: bool,
     /// Every local member freed it; it waits for the protocol to settle.
     pub freeing: bool,
+    /// The engine let go of its protocol side (it broke here: a departing process, calls that
+    /// disagree, a failed exchange): its key is gone, and a frame naming it is dropped for its
+    /// cookie, as another job's would be.
+    pub released: bool,
 }
 
 /// What the protocol acts through: the outbox for frames, and the lists of host-memory jobs it
@@ -193,6 +199,13 @@ pub(crate) struct Node {
     pub(crate) shape_retry: Nanos,
     /// The earliest void call's next query or give-up (`call_shapes.rs`).
     pub(crate) void_deadline: Option<Nanos>,
+    /// How long a call waits before it is checked against the manager's (`call_checks.rs`):
+    /// the synchronization's probe interval, `peer_timeout_ms / 64`.
+    pub(crate) check_after: Nanos,
+    /// The earliest check's next query.
+    pub(crate) check_deadline: Option<Nanos>,
+    /// Calls found to disagree, for the engine to fail and break: (communicator, call).
+    pub(crate) disagreed: Vec<(u64, u64)>,
     /// Pair transfers that ended, of every communicator's pairs (`links.rs`).
     pub(crate) link_done: Vec<(TransferId, Outcome)>,
     /// Slots the engine carries out itself ([`Kind::local`]) that started: (communicator, slot).
@@ -241,6 +254,10 @@ impl Node {
             shapes_in: Vec::new(),
             shape_retry: config.protocol.repair_timeout_us as Nanos * 1000,
             void_deadline: None,
+            check_after: (config.protocol.peer_timeout_ms as Nanos * 1_000_000 / 64)
+                .max(config.protocol.repair_timeout_us as Nanos * 1000),
+            check_deadline: None,
+            disagreed: Vec::new(),
             link_done: Vec::new(),
             local_started: Vec::new(),
             created: 1,
@@ -528,6 +545,9 @@ impl Node {
         if self.void_timeout().is_some_and(|t| t <= now) {
             self.on_void_timers(now, out);
         }
+        if self.check_timeout().is_some_and(|t| t <= now) {
+            self.on_check_timers(now, out);
+        }
     }
 
     /// A host-memory job of the protocol is over.
@@ -542,7 +562,8 @@ impl Node {
     }
 
     /// When a timer is next due: the protocol's, the deadline of a freed communicator that has
-    /// not settled, or a void call's next query (`call_shapes.rs`).
+    /// not settled (a broken one: the peer timeout after its members freed it), a void call's
+    /// next query (`call_shapes.rs`) or a waiting call's check (`call_checks.rs`).
     pub(crate) fn next_timeout(&self) -> Option<Nanos> {
         let linger = self.free_linger;
         let time_wait = self.time_wait;
@@ -552,11 +573,17 @@ impl Node {
         for c in self.comms.iter().flatten() {
             let Some(since) = c.freeing_since else { continue };
             let overdue = since + linger + 1;
-            let due = c.settled_since.map_or(overdue, |s| overdue.min(s + time_wait));
+            let due = match lifecycle::broken_lingers(&self.proto, c) {
+                true => overdue,
+                false => c.settled_since.map_or(overdue, |s| overdue.min(s + time_wait)),
+            };
             // Not before a call it ended for everyone may no longer be asked about.
             take(c.calls.lingers(linger).map_or(due, |t| due.max(t)));
         }
         if let Some(t) = self.void_timeout() {
+            take(t);
+        }
+        if let Some(t) = self.check_timeout() {
             take(t);
         }
         next
@@ -593,6 +620,7 @@ impl Node {
                     state,
                     broken: state.broken || c.proto.is_none(),
                     freeing: c.freeing_since.is_some(),
+                    released: c.proto.is_none(),
                 }
             })
             .collect()

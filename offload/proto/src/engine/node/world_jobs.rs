@@ -49,6 +49,8 @@ impl Node {
         finished.retain(|(token, _)| !old_world(transfers.get(TransferId::of_token(*token))));
         transfers.retain(|_, p| !old_world(Some(p)));
         self.local_started.retain(|(handle, _)| *handle != 0);
+        // Calls of the old world found to disagree: its operations are gone with it.
+        self.disagreed.retain(|(handle, _)| *handle != 0);
         let mut recipe = self.recipe.clone();
         recipe.generation += 1;
         if let Ok(world) = recipe.build(&mut self.proto) {
