@@ -34,6 +34,7 @@
 //!   set = fragment `first_frag + i` is missing).
 //!
 //! Cookie and broadcast-id checks need the communicator table and live in the protocol.
+use crate::crc_combine::{crc32c_append, Combiner};
 use crate::wire::{
     FrameKind, WireHeader, WIRE_CRC_LEN, WIRE_HEADER_LEN, WIRE_TAG_LEN, WIRE_TRAILER_LEN, WIRE_VERSION,
 };
@@ -366,6 +367,44 @@ pub fn emit(
     let sum = crc(&out[..at]);
     out[at..need].copy_from_slice(&sum.to_le_bytes());
     Ok(need)
+}
+
+/// [`emit`] for a data frame whose payload stays where it lies: writes the header into
+/// `out[..WIRE_HEADER_LEN]` and the trailer — `tail` (the last fragment's digest), the tag, the
+/// CRC32C — after it, and returns how much of `out` it used. The frame on the wire is
+/// `out[..WIRE_HEADER_LEN]`, then `payload`, then the rest of `out`, gathered by whoever
+/// writes it out (a NIC's send gather); the CRC is that gathered frame's, the same bytes as
+/// [`emit`] of `[payload, tail]` writes (`combiner` keeps the CRC shift for the payload's
+/// length between calls). `None` for a kind that is not data (whose tag covers
+/// its body: [`tag_span`]) or an `out` too small.
+pub fn emit_around(
+    out: &mut [u8],
+    header: &WireHeader,
+    payload: &[u8],
+    tail: &[u8],
+    tag: impl FnOnce(&[u8]) -> u64,
+    crc: Crc32c,
+    combiner: &Combiner,
+) -> Option<usize> {
+    if !matches!(header.kind, FrameKind::DATA_MULTICAST | FrameKind::DATA_REPAIR) {
+        return None;
+    }
+    let need = WIRE_HEADER_LEN + tail.len() + WIRE_TRAILER_LEN;
+    let out = out.get_mut(..need)?;
+    out[..WIRE_HEADER_LEN].copy_from_slice(header.as_bytes());
+    let t = tag(&out[..WIRE_HEADER_LEN]);
+    let mut at = WIRE_HEADER_LEN;
+    out[at..at + tail.len()].copy_from_slice(tail);
+    at += tail.len();
+    out[at..at + WIRE_TAG_LEN].copy_from_slice(&t.to_le_bytes());
+    at += WIRE_TAG_LEN;
+    // The header's CRC shifted past the payload and combined with the payload's (computed fast,
+    // where it lies), then the few trailer bytes a byte at a time.
+    let head = crc(&out[..WIRE_HEADER_LEN]);
+    let sum = combiner.combine(head, crc(payload), payload.len());
+    let sum = crc32c_append(sum, &out[WIRE_HEADER_LEN..at]);
+    out[at..need].copy_from_slice(&sum.to_le_bytes());
+    Some(need)
 }
 
 static_assertions::const_assert_eq!(core::mem::size_of::<SyncBody>(), 48);

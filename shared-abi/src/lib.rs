@@ -18,6 +18,7 @@
 pub mod comm;
 pub mod counters;
 pub mod cqe;
+pub mod crc_combine;
 pub mod ctl;
 pub mod desc;
 pub mod frame;

@@ -4,7 +4,7 @@
 //! rewrites the golden file after an intended wire change (which must also bump `WIRE_VERSION`).
 use proptest::prelude::*;
 use ringcast_abi::frame::{
-    emit, CallShapeBody, DropReason, Frame, RetransmitBody, SyncBody, DIGEST_LEN, MIN_FRAME_LEN,
+    emit, emit_around, CallShapeBody, DropReason, Frame, RetransmitBody, SyncBody, DIGEST_LEN, MIN_FRAME_LEN,
     SYNC_MISMATCH,
 };
 use ringcast_abi::wire::{FrameKind, WireHeader, WIRE_AUTH_TAG, WIRE_HEADER_LEN, WIRE_VERSION};
@@ -260,4 +260,36 @@ proptest! {
         prop_assert_eq!(f.body(), &payload[..]);
         prop_assert_eq!(f.header().frag_seq.get(), seq);
     }
+}
+
+/// A data frame sealed around its payload (`emit_around`: header and trailer written, the
+/// payload left where it lies) is, gathered, the frame `emit` writes whole — CRC included —
+/// at every payload length up to a jumbo datagram, with and without the digest; and no other
+/// kind is sealed that way (their tag covers the body).
+#[test]
+fn a_frame_sealed_around_its_payload_gathers_to_the_whole_frame() {
+    let payload: Vec<u8> = (0..9000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8).collect();
+    let kept = ringcast_abi::crc_combine::Combiner::default();
+    for kind in [FrameKind::DATA_MULTICAST, FrameKind::DATA_REPAIR] {
+        for len in [0usize, 1, 5, 1400, 4000, 9000] {
+            for tail in [&[][..], &[0xa5; DIGEST_LEN][..]] {
+                let h = header(kind, 1, 3, 20);
+                let data = &payload[..len];
+                let mut whole = vec![0u8; len + 128];
+                let n = emit(&mut whole, &h, &[data, tail], tag, crc32c::crc32c).unwrap();
+                let mut around = [0u8; 128];
+                let m = emit_around(&mut around, &h, data, tail, tag, crc32c::crc32c, &kept).unwrap();
+                let gathered = [&around[..WIRE_HEADER_LEN], data, &around[WIRE_HEADER_LEN..m]].concat();
+                assert_eq!(gathered, whole[..n], "{kind:?}, {len} bytes, tail {}", tail.len());
+            }
+        }
+    }
+    let mut out = [0u8; 128];
+    let ready = header(FrameKind::READY, 0, 0, 0);
+    assert_eq!(emit_around(&mut out, &ready, &[], &[], tag, crc32c::crc32c, &kept), None);
+    let short = &mut out[..WIRE_HEADER_LEN];
+    assert_eq!(
+        emit_around(short, &header(FrameKind::DATA_REPAIR, 1, 3, 20), b"x", &[], tag, crc32c::crc32c, &kept),
+        None
+    );
 }

@@ -10,9 +10,10 @@
 //! table, a send and a receive row per datagram size: Ethernet's 1472 bytes (kernel UDP, DPDK,
 //! verbs) and the `shm` fabric's 4088 (one ring slot; its default). `ENGINE_STREAM_ITERS` sets
 //! the broadcasts (default 300). The last columns are the per-byte ledger (`ringcast_proto::ledger`)
-//! per delivered byte on each side, engine side only: the DMA copy, the channel and frame copies,
-//! the MAC and CRC passes — a fabric adds its own (`shm`: one write into the wire at the sender,
-//! one read out of it at each receiver; `ringcast stats` shows the sum).
+//! per delivered byte on each side, engine side only: the DMA copy, the channel copies, the MAC
+//! and CRC passes — a fabric adds its own (`shm`: one write into the wire at the sender, gathered
+//! from the frame's header, channel slice and trailer, as this driver gathers them into its
+//! wire; one read out of it at each receiver; `ringcast stats` shows the sum).
 use ringcast_abi::{Access, SubmissionDescriptor};
 use ringcast_proto::comm::PeerId;
 use ringcast_proto::config::{Auth, EngineConfig, LocalRank, ETHERNET_MTU, SHM_MTU};
@@ -144,7 +145,8 @@ impl Stream {
                     self.engine_ns[e] += t.elapsed();
                     let mut b = self.spare.pop().unwrap_or_default();
                     b.clear();
-                    b.extend_from_slice(frame);
+                    // The fabric's gather of the frame's parts into the wire.
+                    frame.extend_into(&mut b);
                     self.wire.push((to.0 as usize, b));
                     self.frames[e] += 1;
                     continue;

@@ -1,8 +1,11 @@
 //! The per-byte ledger counts exactly the copies, MAC passes and CRC passes the protocol makes
 //! (issue 40, item 6): a two-rank broadcast of a known length, driven by hand, every frame
 //! carried once, host memory reached at once. The expected counts are derived from what the
-//! data path does, not read back from the protocol: a root loads the message (one copy) and
-//! builds each fragment out of its channel (one copy), MACs it once; a receiver writes each
+//! data path does, not read back from the protocol: a root loads the message (one copy) and,
+//! for a driver that gathers each frame into the wire from where its parts lie (the engine's
+//! outbox; `Env::send_around`), copies nothing more — its fragments leave as header and
+//! trailer around the channel's bytes — while for a driver that takes whole frames it builds
+//! each fragment out of its channel (one copy more); it MACs the message once; a receiver writes each
 //! fragment's payload into its channel (one copy), stores the message into the host (one
 //! copy), MACs it once; both sides CRC every datagram they send or receive, whole.
 use ringcast_abi::StatusKind;
@@ -12,16 +15,50 @@ use ringcast_proto::config::{Auth, EngineConfig};
 use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
 use ringcast_proto::ledger::Side;
 use ringcast_proto::schedule::bcast::Algorithm;
-use ringcast_proto::transfer::protocol::{CommHandle, DmaJob, DmaStatus, Env, Outcome, Post, Protocol};
+use ringcast_proto::transfer::protocol::{
+    ChannelRange, CommHandle, Dest, DmaJob, DmaStatus, Env, Outcome, Post, Protocol,
+};
 
 #[derive(Default)]
 pub struct Host {
     mem: Vec<u8>,
     sent: Vec<(PeerId, Vec<u8>)>,
     done: Vec<Outcome>,
+    /// The driver gathers a fragment's header, payload and trailer into the wire itself (as
+    /// the engine's runner does into a ring slot), instead of taking whole frames.
+    gather: bool,
 }
 
 impl Env for Host {
+    fn send_around(
+        &mut self,
+        to: Dest<'_>,
+        range: ChannelRange,
+        data: &[u8],
+        scratch: &mut Vec<u8>,
+        whole_len: usize,
+        whole: &mut dyn FnMut(&mut [u8]) -> usize,
+        around_len: usize,
+        around: &mut dyn FnMut(&mut [u8]) -> usize,
+    ) -> (usize, bool) {
+        let Dest::Peer(to, _) = to else { panic!("two ranks broadcast point to point") };
+        if !self.gather {
+            let mut built = 0;
+            self.send_built(Dest::Peer(to, 0), whole_len, scratch, &mut |out| {
+                built = whole(out);
+                built
+            });
+            return (built, built > 0);
+        }
+        assert_eq!(data.len(), range.len as usize, "the range names the payload");
+        let mut head = vec![0; around_len];
+        let n = around(&mut head);
+        assert!(n > 0);
+        // The wire's one copy of the payload: the driver's, not the protocol's.
+        let (h, trailer) = head[..n].split_at(ringcast_abi::wire::WIRE_HEADER_LEN);
+        self.sent.push((to, [h, data, trailer].concat()));
+        (n + data.len(), false)
+    }
     fn send(&mut self, to: PeerId, frame: &[u8]) {
         self.sent.push((to, frame.to_vec()));
     }
@@ -52,6 +89,11 @@ fn spec(rank: u32) -> CommSpec {
 /// the receiver by `auths[1]`, and returns both protocols, their hosts and the bytes of every
 /// datagram each one sent.
 pub fn broadcast(len: u32, auths: [Auth; 2]) -> ([(Protocol, Host); 2], [u64; 2]) {
+    broadcast_via(len, auths, true)
+}
+
+/// [`broadcast`], the drivers gathering frames into the wire (`gather`) or taking them whole.
+pub fn broadcast_via(len: u32, auths: [Auth; 2], gather: bool) -> ([(Protocol, Host); 2], [u64; 2]) {
     let mut e = [0u32, 1].map(|rank| {
         let config = EngineConfig::default().with(|c| c.protocol.auth = auths[rank as usize]);
         let mut p = Protocol::new(&config, crc32c::crc32c);
@@ -62,7 +104,7 @@ pub fn broadcast(len: u32, auths: [Auth; 2]) -> ([(Protocol, Host); 2], [u64; 2]
         } else {
             vec![0; len as usize]
         };
-        (p, Host { mem, ..Host::default() })
+        (p, Host { mem, gather, ..Host::default() })
     });
     let buf = Resolved { segment: SegmentHandle(1), offset: 0 };
     for (p, host) in e.iter_mut() {
@@ -99,19 +141,25 @@ pub fn broadcast(len: u32, auths: [Auth; 2]) -> ([(Protocol, Host); 2], [u64; 2]
 
 #[test]
 fn the_ledger_counts_each_copy_mac_and_crc_of_a_known_broadcast() {
-    for (len, auth) in
-        [1u32, 4_000, 100_000, 1 << 20].into_iter().flat_map(|l| [(l, Auth::Mac), (l, Auth::Tag)])
+    for ((len, auth), gather) in [1u32, 4_000, 100_000, 1 << 20]
+        .into_iter()
+        .flat_map(|l| [(l, Auth::Mac), (l, Auth::Tag)])
+        .flat_map(|la| [(la, true), (la, false)])
     {
         // With `tag` no byte of the message is hashed, on either side.
         let macs = u64::from(auth == Auth::Mac);
-        let (e, sent) = broadcast(len, [auth; 2]);
+        let (e, sent) = broadcast_via(len, [auth; 2], gather);
         let [(root, root_host), (recv, recv_host)] = &e;
         assert_eq!(recv_host.mem, root_host.mem, "{len}: delivered byte-exact");
         assert_eq!(recv_host.done[0].status, StatusKind::Ok);
         let n = u64::from(len);
         let (r, v) = (root.counters().ledger, recv.counters().ledger);
-        // The root: its DMA load, then each fragment built once out of its channel.
-        assert_eq!(r.copied_bytes(Side::Send), 2 * n, "{len}: root copies");
+        // The root: its DMA load; then, for a driver that takes whole frames, each fragment
+        // built once out of its channel — a gathering driver's fragments leave from the
+        // channel, no copy of the protocol's (the wire's is the driver's).
+        let builds = u64::from(!gather);
+        assert_eq!(r.copied_bytes(Side::Send), (1 + builds) * n, "{len} gather {gather}: root copies");
+        assert_eq!(r.per_byte(Side::Send).copies, (1 + builds) as f64, "{len} gather {gather}");
         assert_eq!(
             r.hashed_bytes(Side::Send),
             macs * n,

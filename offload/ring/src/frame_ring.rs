@@ -155,19 +155,33 @@ pub enum PushFrameError {
 /// once — not a 4 KiB [`FrameSlot`] built, zeroed and copied whole (which was most of the shm
 /// fabric's memory traffic for 1.5 KiB datagrams).
 pub fn push_frame(p: &mut Producer<FrameSlot>, from: u32, frame: &[u8]) -> Result<(), PushFrameError> {
-    if frame.len() > FRAME_PAYLOAD {
+    push_frame_parts(p, from, &[frame])
+}
+
+/// [`push_frame`] of the frame made of `parts`, in order, each written straight into the slot
+/// (a send gather: header, a payload where it lies, trailer — never made contiguous first).
+pub fn push_frame_parts(
+    p: &mut Producer<FrameSlot>,
+    from: u32,
+    parts: &[&[u8]],
+) -> Result<(), PushFrameError> {
+    let len: usize = parts.iter().map(|part| part.len()).sum();
+    if len > FRAME_PAYLOAD {
         return Err(PushFrameError::TooLong);
     }
     let pushed = p.try_push_raw(|slot| {
         // SAFETY: `slot` points to a free slot of the ring, ours alone until published
         // (`try_push_raw`); the fields are written through raw pointers (no reference into
-        // shared memory), `frame.len() <= FRAME_PAYLOAD` bytes into `data`, from caller memory
-        // that cannot overlap the ring.
+        // shared memory), the parts one after the other into `data`, `len <= FRAME_PAYLOAD`
+        // bytes in all, from caller memory that cannot overlap the ring.
         unsafe {
             core::ptr::addr_of_mut!((*slot).from).write(from);
-            core::ptr::addr_of_mut!((*slot).len).write(frame.len() as u32);
-            let data = core::ptr::addr_of_mut!((*slot).data).cast::<u8>();
-            core::ptr::copy_nonoverlapping(frame.as_ptr(), data, frame.len());
+            core::ptr::addr_of_mut!((*slot).len).write(len as u32);
+            let mut data = core::ptr::addr_of_mut!((*slot).data).cast::<u8>();
+            for part in parts {
+                core::ptr::copy_nonoverlapping(part.as_ptr(), data, part.len());
+                data = data.add(part.len());
+            }
         }
     });
     if pushed {

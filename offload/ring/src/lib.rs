@@ -56,8 +56,8 @@ mod shm;
 pub use bells::BellBoard;
 #[cfg(not(loom))]
 pub use frame_ring::{
-    frame_ring_consumer, frame_ring_producer, pop_frame, push_frame, FrameSlot, PushFrameError,
-    FRAME_PAYLOAD, FRAME_ROLE,
+    frame_ring_consumer, frame_ring_producer, pop_frame, push_frame, push_frame_parts, FrameSlot,
+    PushFrameError, FRAME_PAYLOAD, FRAME_ROLE,
 };
 pub use mcast_log::{
     log_footprint, Datagram, LogError, McastLog, McastReader, WriteError, DEFAULT_STALL_POLLS, LOG_MAGIC,

@@ -501,7 +501,14 @@ impl McastLog {
 
     /// Writes one datagram from sender `from`; returns its sequence. Never blocks.
     pub fn write(&self, from: u32, payload: &[u8]) -> Result<u64, WriteError> {
-        if payload.len() > self.max_payload() {
+        self.write_parts(from, &[payload])
+    }
+
+    /// Writes one datagram made of `parts`, in order, straight into its slot (a send gather:
+    /// the parts are never made contiguous first); returns its sequence. Never blocks.
+    pub fn write_parts(&self, from: u32, parts: &[&[u8]]) -> Result<u64, WriteError> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len > self.max_payload() {
             return Err(WriteError::TooLarge);
         }
         let words = self.words();
@@ -516,7 +523,7 @@ impl McastLog {
         // Release fence after the busy mark: a reader whose Relaxed loads see any word we store
         // below, and then runs its Acquire fence, also sees the busy mark (or later) on re-check.
         fence(Ordering::Release);
-        self.store_body(base, s, from, payload);
+        self.store_body(base, s, from, parts);
         // Release: pairs with the reader's Acquire load of the slot word; meta and payload
         // stores above are visible to a reader that sees `published(s)`. Fails if a younger
         // writer took the slot over (we were presumed dead): the datagram is lost.
@@ -526,34 +533,61 @@ impl McastLog {
         }
     }
 
-    /// Stores meta, payload and check words of sequence `seq`'s slot at `base` (Relaxed;
-    /// ordered by the caller).
-    fn store_body(&self, base: usize, seq: u64, from: u32, payload: &[u8]) {
+    /// Stores meta, payload (the concatenation of `parts`) and check words of sequence `seq`'s
+    /// slot at `base` (Relaxed; ordered by the caller).
+    fn store_body(&self, base: usize, seq: u64, from: u32, parts: &[&[u8]]) {
+        const GROUP: usize = 8 * LANES;
         let words = self.words();
-        let meta = payload.len() as u64 | (u64::from(from) << 32);
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let meta = len as u64 | (u64::from(from) << 32);
         words.at(base + 1).store(meta, Ordering::Relaxed);
         let mut check = Check::new(seq, meta);
-        let out = words.span(base + SLOT_HEADER_WORDS, payload.len().div_ceil(8));
-        // Whole groups of LANES words (8-byte loads, a chain each), then the rest, its last word
-        // zero-padded.
-        let (groups, rest) = payload.split_at(payload.len() / (8 * LANES) * (8 * LANES));
+        let out = words.span(base + SLOT_HEADER_WORDS, len.div_ceil(8));
         let mut out = out.iter();
-        for group in groups.chunks_exact(8 * LANES) {
+        // Whole groups of LANES words (8-byte loads, a chain each) straight from each part; a
+        // group that straddles two parts is assembled in `carry` (at most GROUP bytes per
+        // part boundary); then the rest, its last word zero-padded.
+        let store_group = |group: &[u8], check: &mut Check, out: &mut core::slice::Iter<'_, AtomicU64>| {
             let w: [u64; LANES] = core::array::from_fn(|j| {
                 u64::from_le_bytes(group[8 * j..8 * j + 8].try_into().unwrap_or([0; 8]))
             });
             check.group(&w);
-            for (&v, slot) in w.iter().zip(&mut out) {
+            for (&v, slot) in w.iter().zip(&mut *out) {
                 slot.store(v, Ordering::Relaxed);
             }
+        };
+        let mut carry = [0u8; GROUP];
+        let mut have = 0;
+        for part in parts {
+            let mut p = *part;
+            if have > 0 {
+                let take = (GROUP - have).min(p.len());
+                carry[have..have + take].copy_from_slice(&p[..take]);
+                have += take;
+                p = &p[take..];
+                if have == GROUP {
+                    store_group(&carry, &mut check, &mut out);
+                    have = 0;
+                }
+            }
+            if p.is_empty() {
+                continue;
+            }
+            // (`have` is 0 here: a partial carry took all of `p` above.)
+            let (groups, rest) = p.split_at(p.len() / GROUP * GROUP);
+            for group in groups.chunks_exact(GROUP) {
+                store_group(group, &mut check, &mut out);
+            }
+            carry[..rest.len()].copy_from_slice(rest);
+            have = rest.len();
         }
         let mut w = [0u64; LANES];
-        for (j, chunk) in rest.chunks(8).enumerate() {
+        for (j, chunk) in carry[..have].chunks(8).enumerate() {
             let mut b = [0u8; 8];
             b[..chunk.len()].copy_from_slice(chunk);
             w[j] = u64::from_le_bytes(b);
         }
-        let tail = rest.len().div_ceil(8);
+        let tail = have.div_ceil(8);
         check.group(&w[..tail]);
         for (&v, slot) in w[..tail].iter().zip(&mut out) {
             slot.store(v, Ordering::Relaxed);
@@ -569,7 +603,7 @@ impl McastLog {
         let s = self.words().at(W_WRITE_SEQ).fetch_add(1, Ordering::Relaxed);
         let base = self.slot_base(s);
         self.words().at(base).store(published(s), Ordering::Release);
-        self.store_body(base, s, from, payload);
+        self.store_body(base, s, from, &[payload]);
         Ok(s)
     }
 

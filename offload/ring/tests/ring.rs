@@ -388,3 +388,29 @@ fn types_are_send_not_sync() {
     static_assertions::assert_not_impl_any!(Producer<u64>: Sync, Clone);
     static_assertions::assert_not_impl_any!(Consumer<u64>: Sync, Clone);
 }
+
+/// A frame pushed in parts (a send gather: header, payload where it lies, trailer) arrives as
+/// their concatenation, whatever the parts' lengths, empty ones included; parts longer than a
+/// slot together are refused whole.
+#[test]
+fn a_frame_pushed_in_parts_arrives_whole() {
+    use ringcast_ring::{pop_frame, push_frame_parts, FrameSlot, PushFrameError, FRAME_PAYLOAD};
+    let (mut p, mut c) = channel::<FrameSlot>(4, RingRole::SUBMISSION);
+    let mut out = vec![0u8; FRAME_PAYLOAD];
+    let bytes: Vec<u8> = (0..FRAME_PAYLOAD as u32).map(|i| (i * 7 + 3) as u8).collect();
+    for (a, b) in [(40, 4000), (0, 1), (40, 0), (1, FRAME_PAYLOAD - 2)] {
+        let (head, rest) = bytes.split_at(a);
+        let (mid, tail) = rest.split_at(b);
+        let tail = &tail[..tail.len().min(16)];
+        let want = [head, mid, tail].concat();
+        if want.len() > FRAME_PAYLOAD {
+            continue;
+        }
+        assert_eq!(push_frame_parts(&mut p, 9, &[head, mid, tail]), Ok(()));
+        assert_eq!(pop_frame(&mut c, &mut out), Ok(Some((9, Some(want.len())))));
+        assert_eq!(&out[..want.len()], &want[..], "parts of {a}, {b}, {}", tail.len());
+    }
+    let half = &bytes[..FRAME_PAYLOAD / 2 + 1];
+    assert_eq!(push_frame_parts(&mut p, 9, &[half, half]), Err(PushFrameError::TooLong));
+    assert_eq!(pop_frame(&mut c, &mut out), Ok(None));
+}

@@ -283,11 +283,18 @@ impl Cluster {
             // borrowed by the frames it lends while being polled).
             let mut now_jobs: Vec<(JobId, Dma)> = Vec::new();
             let mut joins: Vec<JobId> = Vec::new();
+            // A frame lent in parts (a fragment around its channel's bytes) is gathered here, as
+            // a fabric gathers it into the wire.
+            let mut gathered: Vec<u8> = Vec::new();
             let m = &mut self.nodes[i];
             while let Some(a) = m.engine.poll_action() {
                 match a {
-                    Action::Send { to, lane, frame } => self.net.send(i, to.0 as usize, frame, lane),
-                    Action::Multicast { group, frame } => self.net.multicast(i, &group, frame),
+                    Action::Send { to, lane, frame } => {
+                        self.net.send(i, to.0 as usize, contiguous(&frame, &mut gathered), lane)
+                    }
+                    Action::Multicast { group, frame } => {
+                        self.net.multicast(i, &group, contiguous(&frame, &mut gathered))
+                    }
                     Action::Join { job, group } => {
                         self.net.join(group, i);
                         joins.push(job);
@@ -360,6 +367,18 @@ fn carry_out(m: &mut Machine, job: JobId, dma: Dma) -> bool {
                 }
                 _ => false,
             }
+        }
+    }
+}
+
+/// `frame`'s bytes in one slice: its one part, or its parts gathered into `buf`.
+fn contiguous<'a>(frame: &ringcast_proto::engine::Gather<'a>, buf: &'a mut Vec<u8>) -> &'a [u8] {
+    match frame.parts {
+        [whole, [], []] => whole,
+        _ => {
+            buf.clear();
+            frame.extend_into(buf);
+            buf
         }
     }
 }

@@ -117,6 +117,34 @@ impl<'a> Datagram<'a> {
     }
 }
 
+/// Sends what `batch` yields through `f`'s [`Fabric::send`] and [`Fabric::multicast`], for a
+/// fabric that cannot write a datagram's parts into the wire one after the other: a datagram of
+/// several parts is gathered into `buf` first (it grows once, to the largest). Returns the
+/// bytes so gathered: a copy the caller counts in its ledger.
+pub fn send_gathered<F: Fabric + ?Sized>(
+    f: &mut F,
+    buf: &mut Vec<u8>,
+    batch: &mut dyn Iterator<Item = Datagram<'_>>,
+) -> u64 {
+    let mut copied = 0;
+    for d in batch {
+        let frame = match d.parts {
+            [whole, [], []] => whole,
+            parts => {
+                buf.clear();
+                parts.iter().for_each(|p| buf.extend_from_slice(p));
+                copied += buf.len() as u64;
+                &buf[..]
+            }
+        };
+        match d.dest {
+            Dest::Peer(p) => f.send(p, frame),
+            Dest::Group(g) => f.multicast(&g, frame),
+        }
+    }
+    copied
+}
+
 /// Counters every fabric keeps (monotonic).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FabricCounters {
@@ -166,21 +194,7 @@ pub trait Fabric {
     /// gathering a datagram of several parts into one buffer first. Takes every item: one not
     /// taken would stay in the engine's queue.
     fn send_batch(&mut self, batch: &mut dyn Iterator<Item = Datagram<'_>>) {
-        let mut gathered = Vec::new();
-        for d in batch {
-            let frame = match d.parts {
-                [whole, [], []] => whole,
-                parts => {
-                    gathered.clear();
-                    parts.iter().for_each(|p| gathered.extend_from_slice(p));
-                    &gathered[..]
-                }
-            };
-            match d.dest {
-                Dest::Peer(p) => self.send(p, frame),
-                Dest::Group(g) => self.multicast(&g, frame),
-            }
-        }
+        send_gathered(self, &mut Vec::new(), batch);
     }
 
     /// Hands at most `budget` waiting datagrams to `rx(from, frame)`; returns how many.
@@ -198,8 +212,10 @@ pub trait Fabric {
     /// copy in each system call, `dpdk` into the mbuf and `verbs` into the registered send slot
     /// (both hand a received datagram over where the device wrote it: no copy). Required, with no default:
     /// a wrapper that forgot to forward it would show no copy at all (as `Box<dyn Fabric>`
-    /// did). The default gather of [`Fabric::send_batch`] is not counted (no engine hands it a
-    /// datagram of several parts yet).
+    /// did). A fabric that cannot write a datagram's parts into the wire one after the other
+    /// gathers them first ([`send_gathered`]) and counts that copy too (`verbs`); the default
+    /// [`Fabric::send_batch`]'s gather is not counted (only the fault injector takes it, which
+    /// copies every datagram anyway, to corrupt it).
     fn ledger(&self) -> Ledger;
     /// The engine is about to sleep until this fabric has something for it: returns the value
     /// to sleep on with [`Fabric::bell`] (`ringcast_ring::doorbell`), after which the engine

@@ -29,11 +29,11 @@
 //! Nothing another member writes into the segments can make it panic or deliver torn bytes:
 //! ring frames are length-checked, log datagrams are seqlock-checked and length-checked, and
 //! sender ids are checked against the member count. Own multicasts are never delivered.
-use super::{Fabric, FabricCounters, FabricSetup};
+use super::{Datagram, Dest, Fabric, FabricCounters, FabricSetup};
 use ringcast_proto::comm::{GroupId, PeerId};
 use ringcast_proto::ledger::{Ledger, Side};
 use ringcast_ring::{
-    frame_ring_consumer, frame_ring_producer, pop_frame, push_frame, BellBoard, Consumer, FrameSlot,
+    frame_ring_consumer, frame_ring_producer, pop_frame, push_frame_parts, BellBoard, Consumer, FrameSlot,
     McastLog, McastReader, Producer, Reaper, ShmSegment, WriteError, FRAME_PAYLOAD,
 };
 use std::io;
@@ -432,6 +432,62 @@ impl ShmFabric {
     }
 }
 
+impl ShmFabric {
+    /// Sends the datagram made of `parts` to `to`, written into the ring slot in place.
+    fn send_parts(&mut self, to: PeerId, parts: &[&[u8]]) {
+        self.counters.sent += 1;
+        let me = self.me.0;
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len > self.mtu.min(FRAME_PAYLOAD) {
+            self.counters.refused += 1;
+            return;
+        }
+        let Some(producer) = self.producer(to) else {
+            self.counters.refused += 1;
+            return;
+        };
+        // Written into the ring slot in place, part by part: the datagram's bytes once
+        // (`push_frame_parts`).
+        if push_frame_parts(producer, me, parts).is_err() {
+            self.counters.overrun += 1;
+            return;
+        }
+        self.ledger.copied(Side::Send, len as u64);
+        if let Some(b) = &self.bells {
+            b.ring(to.0);
+        }
+    }
+
+    /// Multicasts the datagram made of `parts`, written into the group's log in place.
+    fn multicast_parts(&mut self, group: &GroupId, parts: &[&[u8]]) {
+        self.counters.multicast += 1;
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len > self.mtu {
+            self.counters.refused += 1;
+            return;
+        }
+        let me = self.me.0;
+        let result = match self.group(group) {
+            Ok(g) => g.log.write_parts(me, parts),
+            Err(_) => {
+                self.counters.refused += 1;
+                return;
+            }
+        };
+        match result {
+            Ok(_) => {
+                // Written once into the log, whatever the number of readers.
+                self.ledger.copied(Side::Send, len as u64);
+                if let Some(b) = &self.bells {
+                    b.ring_all_but(me);
+                }
+            }
+            Err(WriteError::Lost { .. }) => self.counters.overrun += 1,
+            Err(WriteError::TooLarge) => self.counters.refused += 1,
+        }
+    }
+}
+
 impl Fabric for ShmFabric {
     fn local(&self) -> PeerId {
         self.me
@@ -475,51 +531,21 @@ impl Fabric for ShmFabric {
     }
 
     fn send(&mut self, to: PeerId, frame: &[u8]) {
-        self.counters.sent += 1;
-        let me = self.me.0;
-        if frame.len() > self.mtu.min(FRAME_PAYLOAD) {
-            self.counters.refused += 1;
-            return;
-        }
-        let Some(producer) = self.producer(to) else {
-            self.counters.refused += 1;
-            return;
-        };
-        // Written into the ring slot in place: the datagram's bytes once (`push_frame`).
-        if push_frame(producer, me, frame).is_err() {
-            self.counters.overrun += 1;
-            return;
-        }
-        self.ledger.copied(Side::Send, frame.len() as u64);
-        if let Some(b) = &self.bells {
-            b.ring(to.0);
-        }
+        self.send_parts(to, &[frame]);
     }
 
     fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
-        self.counters.multicast += 1;
-        if frame.len() > self.mtu {
-            self.counters.refused += 1;
-            return;
-        }
-        let me = self.me.0;
-        let result = match self.group(group) {
-            Ok(g) => g.log.write(me, frame),
-            Err(_) => {
-                self.counters.refused += 1;
-                return;
+        self.multicast_parts(group, &[frame]);
+    }
+
+    /// Each datagram gathered from its parts straight into the ring slot or the multicast
+    /// log: a fragment's payload goes from the sender's channel into the wire in one copy.
+    fn send_batch(&mut self, batch: &mut dyn Iterator<Item = Datagram<'_>>) {
+        for d in batch {
+            match d.dest {
+                Dest::Peer(p) => self.send_parts(p, &d.parts),
+                Dest::Group(g) => self.multicast_parts(&g, &d.parts),
             }
-        };
-        match result {
-            Ok(_) => {
-                // Written once into the log, whatever the number of readers.
-                self.ledger.copied(Side::Send, frame.len() as u64);
-                if let Some(b) = &self.bells {
-                    b.ring_all_but(me);
-                }
-            }
-            Err(WriteError::Lost { .. }) => self.counters.overrun += 1,
-            Err(WriteError::TooLarge) => self.counters.refused += 1,
         }
     }
 

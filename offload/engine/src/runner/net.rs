@@ -117,8 +117,12 @@ impl Net {
     pub fn send_frames(&mut self, frames: Frames<'_>) -> bool {
         let mut batch = frames
             .filter_map(|a| match a {
-                Action::Send { to, frame, .. } => Some(Datagram::whole(Dest::Peer(to), frame)),
-                Action::Multicast { group, frame } => Some(Datagram::whole(Dest::Group(group), frame)),
+                // Lent in parts (a fragment's header, its payload where it lies in the channel,
+                // its trailer): the fabric gathers them into the wire.
+                Action::Send { to, frame, .. } => Some(Datagram { dest: Dest::Peer(to), parts: frame.parts }),
+                Action::Multicast { group, frame } => {
+                    Some(Datagram { dest: Dest::Group(group), parts: frame.parts })
+                }
                 _ => None,
             })
             .peekable();

@@ -56,7 +56,7 @@ mod scan;
 mod void_calls;
 
 pub use crate::transfer::env::HostPort;
-pub use action::{Action, Dma, Frames, JobId};
+pub use action::{Action, Dma, Frames, Gather, JobId};
 pub use ids::Seq;
 pub use node::comms::{parse_record, Record, MAX_COMM_SIZE};
 pub use node::world::world_identity_of;
@@ -467,14 +467,14 @@ impl Engine {
 
     /// The next action, in order; `None` when there is nothing to do.
     pub fn poll_action(&mut self) -> Option<Action<'_>> {
-        self.out.poll()
+        self.out.poll(self.node.as_ref().map(|n| &n.proto))
     }
 
     /// The frames queued next, lent together up to the first action that is not a frame (see
     /// [`Frames`]): a driver hands the whole run to its fabric at once (`sendmmsg`) and then
     /// goes on with [`Engine::poll_action`]. Empty when the next action is not a frame.
     pub fn poll_frames(&mut self) -> Frames<'_> {
-        self.out.poll_frames()
+        self.out.poll_frames(self.node.as_ref().map(|n| &n.proto))
     }
 
     // ---- inside ------------------------------------------------------------------------

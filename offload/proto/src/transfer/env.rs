@@ -38,6 +38,36 @@ pub trait Env {
             Dest::Group(g) => self.multicast(g, &scratch[..n]),
         }
     }
+    /// Sends a data frame whose payload is `range` of a channel (`data`, those bytes): `whole`
+    /// builds the whole frame into `whole_len` bytes, `around` only its header and trailer into
+    /// `around_len` (`ringcast_abi::frame::emit_around`: the payload left where it lies, the
+    /// CRC the gathered frame's). A driver that gathers a frame into the wire from where its
+    /// parts lie — the engine's outbox, a NIC's send gather — queues header, trailer and
+    /// `range`, and the payload is read out of the channel only as the frame is written into
+    /// the wire (a driver that sends at once may gather `data` there and then); by default the
+    /// whole frame is built by [`Env::send_built`], the payload copied.
+    /// Returns the frame's length, payload included (0: nothing sent), and whether its
+    /// payload was copied.
+    #[allow(clippy::too_many_arguments)]
+    fn send_around(
+        &mut self,
+        to: Dest<'_>,
+        range: ChannelRange,
+        data: &[u8],
+        scratch: &mut alloc::vec::Vec<u8>,
+        whole_len: usize,
+        whole: &mut dyn FnMut(&mut [u8]) -> usize,
+        around_len: usize,
+        around: &mut dyn FnMut(&mut [u8]) -> usize,
+    ) -> (usize, bool) {
+        let _ = (range, data, around_len, around);
+        let mut built = 0;
+        self.send_built(to, whole_len, scratch, &mut |out| {
+            built = whole(out);
+            built
+        });
+        (built, built > 0)
+    }
     /// Move `job.len` bytes between host memory (`job.buf`) and `stage`, the protocol's own
     /// memory for the job (a channel). A driver that reaches host memory directly may do it at
     /// once and say how it went ([`DmaStatus::Done`]); one that hands it to a DMA engine says
@@ -103,6 +133,29 @@ pub enum Dest<'a> {
     Peer(PeerId, u8),
     /// The communicator's multicast group.
     Group(&'a GroupId),
+}
+
+/// Bytes of a communicator's channel a queued frame's payload is read from when it goes out
+/// ([`Env::send_around`]). Named by its broadcast, not by address: the driver resolves it
+/// when it writes the frame into the wire, and a range whose broadcast has left its channel
+/// (the communicator gone, or its slot taken by a later broadcast) resolves to nothing — that
+/// frame is not sent (a loss the protocol repairs), never sent with other bytes. Within one
+/// broadcast a channel's bytes are never rewritten once sent: a root's are loaded before its
+/// first fragment leaves, a receiver's fragment is written once, when it first arrives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChannelRange {
+    /// Communicator.
+    pub comm: CommHandle,
+    /// Its generation (a handle is reused once its communicator is gone).
+    pub generation: u32,
+    /// Its channel.
+    pub slot: u32,
+    /// The broadcast the bytes are of.
+    pub bid: u32,
+    /// Where in the channel.
+    pub off: u32,
+    /// Bytes.
+    pub len: u32,
 }
 
 /// Which way a host-memory job moves bytes.

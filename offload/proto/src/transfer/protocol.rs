@@ -111,6 +111,19 @@ pub struct Protocol {
 }
 
 impl Protocol {
+    /// The channel bytes `r` names, while its broadcast still holds that channel
+    /// ([`ChannelRange`]): `None` once the communicator is gone or the slot holds another
+    /// broadcast.
+    pub(crate) fn channel_range(&self, r: ChannelRange) -> Option<&[u8]> {
+        let c = self.comms.get(r.comm.0 as usize)?.as_ref()?;
+        let op = c.ops.get(r.slot as usize)?.as_ref()?;
+        if c.generation != r.generation || op.bid != r.bid {
+            return None;
+        }
+        let off = r.off as usize;
+        c.channels.get(r.slot as usize)?.get(off..off.checked_add(r.len as usize)?)
+    }
+
     /// A protocol sized from `config`; `crc` computes CRC32C (the engine passes the hardware
     /// accelerated `crc32c` crate).
     pub fn new(config: &EngineConfig, crc: Crc32c) -> Self {
@@ -278,6 +291,7 @@ impl Protocol {
         self.next_generation = self.next_generation.wrapping_add(1);
         self.comms[slot] = Some(Comm {
             generation: self.next_generation,
+            handle: slot as u32,
             seal: Seal {
                 crc: self.crc,
                 keys: if keys.derived_from(&spec.key, self.auth) {
@@ -286,6 +300,7 @@ impl Protocol {
                     Arc::new(CommKeys::with_auth(&spec.key, self.auth))
                 },
                 version: self.auth.wire_version(),
+                combiner: Default::default(),
             },
             spec,
             next_bid: 0,

@@ -3,10 +3,10 @@
 use crate::comm::PeerId;
 use crate::ledger::Side;
 use crate::schedule::bcast::Hop;
-use crate::transfer::env::{Dest, Env, ProtoCounters};
+use crate::transfer::env::{ChannelRange, CommHandle, Dest, Env, ProtoCounters};
 use crate::transfer::state::{Comm, Seal};
 use alloc::vec::Vec;
-use ringcast_abi::frame::{emit, DIGEST_LEN};
+use ringcast_abi::frame::{emit, emit_around, DIGEST_LEN};
 use ringcast_abi::wire::{FrameKind, WireHeader, WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
 
@@ -59,8 +59,26 @@ pub(crate) fn build_fragment(
     c.seal.emit(out, &h, &[data, tail]).unwrap_or(0)
 }
 
-/// Sends fragment `seq` of the broadcast in `slot` to `to`, built where the driver queues it:
-/// the ledger counts its payload copied out of the channel and the frame CRC'd.
+/// Writes fragment `seq`'s header and trailer into `out` around its payload, which stays in
+/// the channel (`emit_around`); returns the bytes written (0 if it does not fit).
+fn build_around(out: &mut [u8], c: &Comm, slot: usize, seq: u32, kind: FrameKind, hops: u16) -> usize {
+    let Some(op) = c.ops.get(slot).and_then(Option::as_ref) else { return 0 };
+    let Some((off, len)) = op.geo.range(seq) else { return 0 };
+    let mut h = header(c, kind, op.bid, hops);
+    h.frag_seq = U32::new(seq);
+    h.frag_count = U32::new(op.geo.count());
+    h.total_len = U32::new(op.geo.total);
+    let data = &c.channels[slot][off as usize..(off + len) as usize];
+    let digest = op.digest.unwrap_or([0; DIGEST_LEN]);
+    let tail: &[u8] = if seq + 1 == op.geo.count() { &digest } else { &[] };
+    emit_around(out, &h, data, tail, |span| c.seal.keys.tag(span), c.seal.crc, &c.seal.combiner).unwrap_or(0)
+}
+
+/// Sends fragment `seq` of the broadcast in `slot` to `to`: queued as its header and trailer
+/// around the channel's bytes where the driver gathers frames into the wire (the engine's
+/// outbox), else built whole where the driver queues it. The ledger counts the frame CRC'd,
+/// and its payload copied only where it was built whole (a gather's one copy, into the wire,
+/// is the fabric's).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn send_fragment(
     scratch: &mut Vec<u8>,
@@ -73,14 +91,33 @@ pub(crate) fn send_fragment(
     hops: u16,
     to: Dest<'_>,
 ) -> usize {
-    let mut built = 0;
-    env.send_built(to, fragment_len(c, slot, seq), scratch, &mut |out| {
-        built = build_fragment(out, c, slot, seq, kind, hops);
-        built
-    });
+    let Some(op) = c.ops.get(slot).and_then(Option::as_ref) else { return 0 };
+    let Some((off, payload)) = op.geo.range(seq) else { return 0 };
+    let range = ChannelRange {
+        comm: CommHandle(c.handle),
+        generation: c.generation,
+        slot: slot as u32,
+        bid: op.bid,
+        off,
+        len: payload,
+    };
+    let whole_len = fragment_len(c, slot, seq);
+    let around_len = whole_len - payload as usize;
+    let data = &c.channels[slot][off as usize..(off + payload) as usize];
+    let (built, copied) = env.send_around(
+        to,
+        range,
+        data,
+        scratch,
+        whole_len,
+        &mut |out| build_fragment(out, c, slot, seq, kind, hops),
+        around_len,
+        &mut |out| build_around(out, c, slot, seq, kind, hops),
+    );
     if built > 0 {
-        let payload = c.ops[slot].as_ref().and_then(|op| op.geo.range(seq)).map_or(0, |(_, len)| len);
-        counters.ledger.copied(Side::Send, u64::from(payload));
+        if copied {
+            counters.ledger.copied(Side::Send, u64::from(payload));
+        }
         counters.ledger.crcd(Side::Send, built as u64);
     }
     built

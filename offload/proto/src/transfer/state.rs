@@ -169,6 +169,8 @@ pub(crate) struct Comm {
     /// so the answer to a job of a communicator since destroyed is not taken for one of its
     /// successor in the same table slot (whose broadcast ids restart at 0).
     pub(crate) generation: u32,
+    /// Its handle in this protocol (a frame queued around its channel names it: `ChannelRange`).
+    pub(crate) handle: u32,
     pub(crate) spec: CommSpec,
     /// How its frames are sealed: the CRC function and the tag and MAC keys derived from
     /// `spec.key`.
@@ -223,6 +225,9 @@ pub(crate) struct Seal {
     pub(crate) keys: Arc<CommKeys>,
     /// The version byte its frames carry and it accepts (`protocol.auth`'s).
     pub(crate) version: u8,
+    /// The CRC shift for its fragments' payload length, kept between frames sealed around a
+    /// channel's bytes (`ringcast_abi::frame::emit_around`).
+    pub(crate) combiner: ringcast_abi::crc_combine::Combiner,
 }
 
 pub(crate) enum Located {

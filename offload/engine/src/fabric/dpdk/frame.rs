@@ -132,17 +132,28 @@ pub fn frame_len(len: usize) -> usize {
 /// [`frame_len`]`(datagram.len())` bytes long; returns `false` (and writes nothing) when it is
 /// not, or when the datagram is longer than [`MAX_DATAGRAM`].
 pub fn encode(dst: Mac, src: Mac, datagram: &[u8], out: &mut [u8]) -> bool {
-    let Ok(len) = u16::try_from(datagram.len()) else { return false };
-    if out.len() != frame_len(datagram.len()) {
+    encode_parts(dst, src, &[datagram], out)
+}
+
+/// [`encode`] of the datagram made of `parts`, in order, each written straight into `out` (the
+/// mbuf: a send gather, the parts never made contiguous first).
+pub fn encode_parts(dst: Mac, src: Mac, parts: &[&[u8]], out: &mut [u8]) -> bool {
+    let total: usize = parts.iter().map(|p| p.len()).sum();
+    let Ok(len) = u16::try_from(total) else { return false };
+    if out.len() != frame_len(total) {
         return false;
     }
     let (header, rest) = out.split_at_mut(HEADER_LEN);
-    let (body, pad) = rest.split_at_mut(datagram.len());
+    let (mut body, pad) = rest.split_at_mut(total);
     header[0..6].copy_from_slice(&dst.0);
     header[6..12].copy_from_slice(&src.0);
     header[12..14].copy_from_slice(&ETHERTYPE.to_be_bytes());
     header[14..16].copy_from_slice(&len.to_be_bytes());
-    body.copy_from_slice(datagram);
+    for part in parts {
+        let (here, later) = body.split_at_mut(part.len());
+        here.copy_from_slice(part);
+        body = later;
+    }
     pad.fill(0);
     true
 }

@@ -107,7 +107,7 @@ mod fabric {
     use super::frame::{self, group_mac, Mac, Reject, Station};
     use super::DpdkError;
     use crate::config::DpdkConfig;
-    use crate::fabric::{Fabric, FabricCounters, FabricSetup};
+    use crate::fabric::{Datagram, Dest as FabricDest, Fabric, FabricCounters, FabricSetup};
     use ringcast_dpdk::{Eal, EtherAddr, KernelGroups, Port, PortSpec, PortStats, Queued, RX_BURST};
     use ringcast_proto::comm::{GroupId, PeerId};
     use ringcast_proto::ledger::{Ledger, Side};
@@ -400,17 +400,44 @@ mod fabric {
             }
         }
 
-        fn queue(&mut self, dst: Mac, datagram: &[u8]) {
+        /// Queues the datagram made of `parts`, gathered straight into the mbuf.
+        fn queue(&mut self, dst: Mac, parts: &[&[u8]]) {
             let src = self.station.own();
-            let len = frame::frame_len(datagram.len());
+            let total: usize = parts.iter().map(|p| p.len()).sum();
+            let len = frame::frame_len(total);
             let mut encoded = true;
-            match self.port.queue_tx(len, |buf| encoded = frame::encode(dst, src, datagram, buf)) {
-                Queued::Yes if encoded => self.ledger.copied(Side::Send, datagram.len() as u64),
+            match self.port.queue_tx(len, |buf| encoded = frame::encode_parts(dst, src, parts, buf)) {
+                Queued::Yes if encoded => self.ledger.copied(Side::Send, total as u64),
                 // `encode` cannot fail for a buffer of exactly `frame_len` bytes and a datagram
                 // within the MTU; counted rather than assumed.
                 Queued::Yes | Queued::TooLong => self.stats.tx_refused += 1,
                 Queued::NoMbuf => self.stats.tx_nombuf += 1,
             }
+        }
+
+        fn send_parts(&mut self, to: PeerId, parts: &[&[u8]]) {
+            let len: usize = parts.iter().map(|p| p.len()).sum();
+            match self.station.member(to) {
+                Some(dst) if len <= self.station.mtu() && to != self.local => {
+                    self.counters.sent += 1;
+                    self.queue(dst, parts);
+                }
+                _ => {
+                    self.counters.refused += 1;
+                    self.stats.tx_refused += 1;
+                }
+            }
+        }
+
+        fn multicast_parts(&mut self, group: &GroupId, parts: &[&[u8]]) {
+            let len: usize = parts.iter().map(|p| p.len()).sum();
+            if len > self.station.mtu() {
+                self.counters.refused += 1;
+                self.stats.tx_refused += 1;
+                return;
+            }
+            self.counters.multicast += 1;
+            self.queue(group_mac(group), parts);
         }
 
         fn sync_tx_counts(&mut self) {
@@ -463,26 +490,21 @@ mod fabric {
         }
 
         fn send(&mut self, to: PeerId, frame: &[u8]) {
-            match self.station.member(to) {
-                Some(dst) if frame.len() <= self.station.mtu() && to != self.local => {
-                    self.counters.sent += 1;
-                    self.queue(dst, frame);
-                }
-                _ => {
-                    self.counters.refused += 1;
-                    self.stats.tx_refused += 1;
-                }
-            }
+            self.send_parts(to, &[frame]);
         }
 
         fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
-            if frame.len() > self.station.mtu() {
-                self.counters.refused += 1;
-                self.stats.tx_refused += 1;
-                return;
+            self.multicast_parts(group, &[frame]);
+        }
+
+        /// Each datagram gathered from its parts straight into its mbuf.
+        fn send_batch(&mut self, batch: &mut dyn Iterator<Item = Datagram<'_>>) {
+            for d in batch {
+                match d.dest {
+                    FabricDest::Peer(p) => self.send_parts(p, &d.parts),
+                    FabricDest::Group(g) => self.multicast_parts(&g, &d.parts),
+                }
             }
-            self.counters.multicast += 1;
-            self.queue(group_mac(group), frame);
         }
 
         /// Sends what is queued, then takes frames in bursts until `budget` frames were taken

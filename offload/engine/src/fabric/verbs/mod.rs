@@ -110,7 +110,7 @@ mod fake;
 pub mod qp;
 
 use crate::config::VerbsConfig;
-use crate::fabric::{Fabric, FabricCounters, FabricSetup};
+use crate::fabric::{send_gathered, Datagram, Fabric, FabricCounters, FabricSetup};
 use nic::{Dest, McastId, Nic, PortInfo, Received, SendError};
 use peers::{Learned, Peers, Source};
 use ringcast_proto::comm::ident::group_ip;
@@ -375,6 +375,8 @@ pub struct VerbsFabric<N: Nic> {
     /// The datagrams copied into registered send slots ([`Fabric::ledger`]; a received one is
     /// handed over in the receive slot the HCA wrote, no copy).
     ledger: Ledger,
+    /// A datagram of several parts gathered for the NIC's send (`send_gathered`).
+    gather: Vec<u8>,
     stats: VerbsStats,
     burst: [Received; POLL_BURST],
     // Last: its resources go after everything else is done.
@@ -453,6 +455,7 @@ impl<N: Nic> VerbsFabric<N> {
             discovery,
             counters: FabricCounters::default(),
             ledger: Ledger::default(),
+            gather: Vec::new(),
             stats: VerbsStats::default(),
             burst: [Received::default(); POLL_BURST],
             nic,
@@ -745,6 +748,14 @@ impl<N: Nic> Fabric for VerbsFabric<N> {
         }
         self.counters.sent += 1;
         self.transmit(Dest::Unicast { ah, qpn }, frame);
+    }
+
+    fn send_batch(&mut self, batch: &mut dyn Iterator<Item = Datagram<'_>>) {
+        // (The NIC takes a header and one body: parts are gathered, and that copy counted.)
+        let mut buf = std::mem::take(&mut self.gather);
+        let gathered = send_gathered(self, &mut buf, batch);
+        self.gather = buf;
+        self.ledger.copied(Side::Send, gathered);
     }
 
     fn multicast(&mut self, group: &GroupId, frame: &[u8]) {

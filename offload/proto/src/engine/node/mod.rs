@@ -34,8 +34,8 @@ use crate::engine::node::world::WorldRecipe;
 use crate::intake::regions::Resolved;
 use crate::schedule::bcast::LANE_ANY;
 use crate::transfer::protocol::{
-    time_wait, Dest, DmaJob, DmaStatus, DmaToken, Env, HostPort, Outcome, Post, PostError, ProtoCounters,
-    Protocol,
+    time_wait, ChannelRange, Dest, DmaJob, DmaStatus, DmaToken, Env, HostPort, Outcome, Post, PostError,
+    ProtoCounters, Protocol,
 };
 use crate::Nanos;
 use alloc::string::String;
@@ -133,6 +133,23 @@ impl Env for NodeEnv<'_> {
             Dest::Peer(p, lane) => self.out.send_with(p, lane, len, build),
             Dest::Group(g) => self.out.multicast_with(*g, len, build),
         }
+    }
+
+    fn send_around(
+        &mut self,
+        to: Dest<'_>,
+        range: ChannelRange,
+        _data: &[u8],
+        _scratch: &mut Vec<u8>,
+        _whole_len: usize,
+        _whole: &mut dyn FnMut(&mut [u8]) -> usize,
+        around_len: usize,
+        around: &mut dyn FnMut(&mut [u8]) -> usize,
+    ) -> (usize, bool) {
+        // Header and trailer queued around the channel's bytes, gathered into the wire by the
+        // driver: the payload is not copied here.
+        let n = self.out.send_around(to, range, around_len, around);
+        (n, false)
     }
 
     fn dma(&mut self, job: DmaJob, _stage: &mut [u8]) -> DmaStatus {
