@@ -143,8 +143,14 @@ fn assert_nothing_left(what: &str, left: Left) {
     );
 }
 
+/// The launcher, with the signals this test sends at their default handling: a launcher
+/// inherits ignored signals (a suite started under `nohup` ignores SIGHUP, one started in the
+/// background of a script SIGINT), and rightly keeps ignoring them — which would make the
+/// SIGHUP case wait for the job's 600 s instead of testing the launcher's handler. `env`
+/// resets them and executes the launcher in its place (same pid).
 fn ringcast() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_ringcast"));
+    let mut c = Command::new("env");
+    c.args(["--default-signal=HUP,INT,TERM", env!("CARGO_BIN_EXE_ringcast")]);
     c.env("RINGCAST_LOG_LEVEL", "0");
     c
 }
