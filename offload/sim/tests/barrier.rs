@@ -351,4 +351,16 @@ fn a_barrier_waiting_for_a_late_rank_backs_its_repeats_off() {
     let done = barriers(&c);
     assert_eq!(done.len(), 3);
     assert!(done.iter().all(|p| p.cqe.status.0 == StatusKind::Ok as u16), "{done:?}");
+    // The manager heard its children's UPs 150 ms before its DOWN: they may have backed off, so
+    // should it settle now it answers them for the longer TIME-WAIT; a leaf answers nobody.
+    let d = 1_000;
+    assert!(c.nodes[0].engine.time_wait(d) > d, "the manager keeps the short TIME-WAIT");
+    assert_eq!(c.nodes[1].engine.time_wait(d), d);
+    // A synchronization that did not wait leaves the TIME-WAIT as it was.
+    for r in 0..3 {
+        barrier(&mut c, &ranks, r, 10 + r as u64);
+    }
+    run_until(&mut c, 6, u64::MAX);
+    assert_eq!(barriers(&c).len(), 6);
+    assert_eq!(c.nodes[0].engine.time_wait(d), d);
 }

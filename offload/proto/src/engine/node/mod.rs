@@ -598,6 +598,15 @@ impl Node {
         self.comms.iter().flatten().all(|c| c.sequencer.idle()) && self.proto.quiescent()
     }
 
+    /// See [`crate::engine::Engine::time_wait`].
+    pub(crate) fn time_wait_now(&self, default: Nanos) -> Nanos {
+        self.comms
+            .iter()
+            .flatten()
+            .map(|c| lifecycle::time_wait_of(&self.proto, c, default))
+            .fold(default, Nanos::max)
+    }
+
     /// See [`crate::engine::Engine::answers_sync_children`].
     pub(crate) fn answers_sync_children(&self) -> bool {
         self.comms.iter().flatten().filter_map(|c| c.proto).any(|h| {
