@@ -442,3 +442,19 @@ fn issue_38_a_call_whose_manager_let_go_ends() {
         run(&Scenario::generate(seed, 1024)).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
     }
 }
+
+/// Issue 38, found by this branch's far sweep (`ringcast dst --seeds 100000 --start
+/// 999000000000 --max-ranks 1024`), on a clean fabric with nothing drawn against the calls:
+/// 715 (and 998) engines waited in a barrier for a process whose application arrived half a
+/// second late, each repeating its unanswered `SYNC_UP` every two repair timeouts (54 µs) for
+/// as long as it waited — some 18,000 frames a second per engine — and the run spent its
+/// 20 M-event budget before the late process posted (`Hang { rank: 0, comm: 0, bcast: 1 }`,
+/// `Hang { rank: 0, comm: 1, bcast: 2 }`). The repeats now back off after a fast window of 256
+/// repair timeouts, up to the repair back-off cap; a parent whose DOWN came that late stays a
+/// TIME-WAIT of 64 backed-off repeats once it settles.
+#[test]
+fn issue_38_a_barrier_waiting_for_a_late_process_backs_its_repeats_off() {
+    for seed in [999_000_069_974, 999_000_049_135] {
+        run(&Scenario::generate(seed, 1024)).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
+    }
+}

@@ -1,6 +1,7 @@
 //! BARRIER through whole engines on the simulated fabric: no rank completes before the last
 //! rank of the communicator has posted — ranks arriving one by one, milliseconds apart, on
-//! uniform and uneven worlds, with loss, reordering and duplicates; barriers back to back; a
+//! uniform and uneven worlds, with loss, reordering and duplicates; barriers back to back; the
+//! ranks waiting for a late one back their `SYNC_UP` repeats off after a fast window; a
 //! dead engine fails the survivors' barrier with a typed error instead of hanging; and each bad
 //! descriptor gets its typed status at the rank that posted it.
 use ringcast_abi::{Access, Opcode, RegionKey, RegionRef, StatusKind, SubmissionDescriptor};
@@ -325,4 +326,41 @@ fn the_same_calls_in_another_order_fail_the_barrier_typed() {
             assert_eq!(p.cqe.status.0, StatusKind::DigestMismatch as u16, "seed {seed}: {p:?}");
         }
     }
+}
+
+/// Issue 38 (DST seeds 999000069974 and 999000049135): ranks waiting in a barrier for a late
+/// process repeat their unanswered `SYNC_UP` every two repair timeouts only for a fast window
+/// (256 repair timeouts), then back off to the repair back-off cap — not for the whole wait,
+/// which flooded the fabric (here 2 × 3,750 frames in 150 ms) and spent the DST's event budget.
+#[test]
+fn a_barrier_waiting_for_a_late_rank_backs_its_repeats_off() {
+    let tweak = |c: &mut EngineConfig| {
+        c.protocol.repair_timeout_us = 20;
+        c.protocol.peer_timeout_ms = 200;
+    };
+    let (mut c, ranks) = cluster(&[1, 1, 1], Faults::clean(), 31, &tweak);
+    barrier(&mut c, &ranks, 1, 1);
+    barrier(&mut c, &ranks, 2, 2);
+    advance(&mut c, 150_000_000);
+    let waited = c.delivered();
+    assert!(barriers(&c).is_empty(), "a barrier ended before the manager's rank posted");
+    // Two waiting engines: 128 fast repeats each, then one every 3.125 ms at most.
+    assert!(waited < 600, "{waited} datagrams while two ranks waited 150 ms");
+    barrier(&mut c, &ranks, 0, 0);
+    run_until(&mut c, 3, u64::MAX);
+    let done = barriers(&c);
+    assert_eq!(done.len(), 3);
+    assert!(done.iter().all(|p| p.cqe.status.0 == StatusKind::Ok as u16), "{done:?}");
+    // The manager heard its children's UPs 150 ms before its DOWN: they may have backed off, so
+    // should it settle now it answers them for the longer TIME-WAIT; a leaf answers nobody.
+    let d = 1_000;
+    assert!(c.nodes[0].engine.time_wait(d) > d, "the manager keeps the short TIME-WAIT");
+    assert_eq!(c.nodes[1].engine.time_wait(d), d);
+    // A synchronization that did not wait leaves the TIME-WAIT as it was.
+    for r in 0..3 {
+        barrier(&mut c, &ranks, r, 10 + r as u64);
+    }
+    run_until(&mut c, 6, u64::MAX);
+    assert_eq!(barriers(&c).len(), 6);
+    assert_eq!(c.nodes[0].engine.time_wait(d), d);
 }

@@ -495,7 +495,8 @@ impl EngineLoop {
     /// processes) — until a peer timeout passes without work: an engine that leaves at once
     /// would make the others fail with PeerUnreachable. Once it owes nothing, an engine that
     /// synchronized others still answers for a quiet period (TCP's TIME-WAIT: 128 repair
-    /// timeouts, at least a tenth of the peer timeout): the last `SYNC_DOWN` it sent may be
+    /// timeouts, at least a tenth of the peer timeout; 64 of a child's backed-off repeats when
+    /// its last synchronization waited long, `Engine::time_wait`): the last `SYNC_DOWN` it sent may be
     /// lost, and the child asking again must find it here, not a peer timeout of silence. Then
     /// shut down.
     pub(crate) fn finish(&mut self, idle: &mut super::idle::Idle) {
@@ -510,6 +511,9 @@ impl EngineLoop {
         };
         let now = self.clock.now();
         let (mut until, mut quiet_until) = (now + linger, now + quiet);
+        // A synchronization that waited long (a late process's finalize) lets the children's
+        // repeats back off: the quiet period is then the protocol's longer TIME-WAIT.
+        let quiet_now = |e: &Self| if quiet == 0 { 0 } else { e.engine.time_wait(quiet) };
         // However busy, never more than this: a host that keeps asking (an observer polling its
         // counters) must not hold a stopping engine.
         let hard = now + 4 * linger;
@@ -521,7 +525,7 @@ impl EngineLoop {
             }
             if self.step(idle) {
                 let now = self.clock.now();
-                (until, quiet_until) = (now + linger, now + quiet);
+                (until, quiet_until) = (now + linger, now + quiet_now(self));
             }
         }
         self.shutdown();

@@ -230,6 +230,13 @@ impl Engine {
         self.node.as_ref().is_some_and(node::Node::answers_sync_children)
     }
 
+    /// How long this engine, owing nothing, keeps answering synchronization children that may
+    /// have missed their last `SYNC_DOWN`: `default` (the TIME-WAIT), or longer while a
+    /// communicator's last `DOWN` came after a long wait ([`crate::transfer::protocol::Protocol::time_wait_of`]).
+    pub fn time_wait(&self, default: Nanos) -> Nanos {
+        self.node.as_ref().map_or(default, |n| n.time_wait_now(default))
+    }
+
     /// Nothing owed to peers or local processes.
     pub fn quiescent(&self) -> bool {
         self.node.as_ref().is_none_or(node::Node::quiescent)

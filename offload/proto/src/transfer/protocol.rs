@@ -317,6 +317,7 @@ impl Protocol {
             sync: Sync::default(),
             broken: false,
             closing: false,
+            down_after_wait: false,
             blocked_since: None,
             barriers: Vec::new(),
             sync_heard: 0,
@@ -403,6 +404,16 @@ impl Protocol {
             closing: c.closing,
             failed_over: c.failover_from.is_some(),
         })
+    }
+
+    /// How long `comm`, settled, keeps answering a child that missed its last `SYNC_DOWN`:
+    /// `default` (the node's TIME-WAIT), or 64 of the backed-off repeats of a child that waited
+    /// long for that DOWN (`sync::UP_FAST_REPAIRS`).
+    pub fn time_wait_of(&self, comm: CommHandle, default: Nanos) -> Nanos {
+        match self.comm(comm) {
+            Some(c) if c.down_after_wait => default.max(64 * self.backoff_max.max(2 * self.repair_timeout)),
+            _ => default,
+        }
     }
 
     /// Whether this rank answers synchronization children on `comm` (their `SYNC_UP`s come

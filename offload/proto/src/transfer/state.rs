@@ -161,6 +161,8 @@ pub(crate) struct Sync {
     pub(crate) up_backoff: Nanos,
     /// The DOWN of epoch `done - 1`, to repeat to a child that missed it.
     pub(crate) last_down: Option<SyncBody>,
+    /// When the first child's UP of epoch `done` was heard.
+    pub(crate) first_up_at: Option<Nanos>,
 }
 
 #[derive(Debug)]
@@ -196,6 +198,9 @@ pub(crate) struct Comm {
     /// Closed by [`Protocol::close_comm`]: no broadcast is posted here again, and the last,
     /// partial epoch synchronizes as soon as it is over.
     pub(crate) closing: bool,
+    /// The last DOWN went out more than the fast window after a child's UP was heard: the
+    /// child may have backed its repeats off ([`crate::transfer::sync::UP_FAST_REPAIRS`]).
+    pub(crate) down_after_wait: bool,
     /// A post has been waiting for a channel since.
     pub(crate) blocked_since: Option<Nanos>,
     /// Barriers waiting for the `SYNC_DOWN` of the epoch they cut (`barrier.rs`): empty until

@@ -22,6 +22,34 @@ use zerocopy::IntoBytes;
 /// 5 ms between repeats missed a parent that stayed 0.5 ms).
 pub(crate) const UP_REPEAT_REPAIRS: Nanos = 2;
 
+/// Repair timeouts a rank waiting for its `SYNC_DOWN` repeats its `SYNC_UP` every
+/// [`UP_REPEAT_REPAIRS`] before its repeats back off (doubling, up to the protocol's repair
+/// back-off cap: at most `peer_timeout / 64`, the probes' cadence). A fixed cadence for the whole
+/// wait made every rank waiting in a barrier for a slow process send an UP every 54 µs (a repair
+/// timeout of 27 µs) for as long as it waited: 715 and 998 engines waiting half a second for a
+/// late application spent the DST's 20 M-event budget before it arrived (DST seeds 999000069974
+/// and 999000049135, reported as hangs). A parent that heard a child's UP more than
+/// [`TIME_WAIT_REPAIRS`] repair timeouts before its DOWN knows the child may have backed off, and
+/// stays [`Protocol::time_wait_of`]'s longer TIME-WAIT if it settles after that DOWN.
+pub(crate) const UP_FAST_REPAIRS: Nanos = 2 * TIME_WAIT_REPAIRS;
+
+/// The gap to the next repeat of an unanswered `SYNC_UP` first sent at `since`, the last gap
+/// being `backoff`.
+pub(crate) fn up_repeat_gap(
+    since: Nanos,
+    now: Nanos,
+    backoff: Nanos,
+    backoff_max: Nanos,
+    repair: Nanos,
+) -> Nanos {
+    let fast = UP_REPEAT_REPAIRS * repair;
+    if now.saturating_sub(since) < UP_FAST_REPAIRS * repair {
+        fast
+    } else {
+        (backoff * 2).clamp(fast, backoff_max.max(fast))
+    }
+}
+
 /// Repair timeouts an engine that synchronized others keeps answering once it owes nothing
 /// (TCP's TIME-WAIT): 64 of a child's `SYNC_UP` repeats — the 64 chances per wait every liveness
 /// probe of the protocol gets — so a lost `DOWN` is asked for again through a lossy link. Sixteen
@@ -150,6 +178,7 @@ impl Protocol {
         }
         let first = c.sync.heard == 0;
         c.sync.heard |= 1 << idx;
+        c.sync.first_up_at.get_or_insert(now);
         c.sync.acked = if first { body.acked.get() } else { c.sync.acked & body.acked.get() };
         c.sync.nacked |= body.nacked.get();
         c.sync.mcast = c.sync.mcast.saturating_add(body.mcast_frags.get());
@@ -231,6 +260,10 @@ impl Protocol {
         // everywhere, or not (the manager's own context against ours catches a parent that
         // differs from us; the flag, a difference anywhere else).
         let epoch = c.sync.done;
+        // A child that waited this long for the DOWN may have backed its repeats off: should
+        // this DOWN be the communicator's last, stay long enough for 64 of them.
+        let fast_window = TIME_WAIT_REPAIRS * self.repair_timeout;
+        c.down_after_wait = c.sync.first_up_at.is_some_and(|t| now.saturating_sub(t) > fast_window);
         let theirs = (body.barrier.get(), body.cut.get());
         let mismatched = body.flags.get() & SYNC_MISMATCH != 0 || theirs != barrier::cut_of(c, epoch);
         barrier::end_epoch(c, epoch, mismatched, env);

@@ -6,7 +6,7 @@ use crate::transfer::env::{CommHandle, Env};
 use crate::transfer::protocol::Protocol;
 use crate::transfer::seal::{header, send};
 use crate::transfer::state::{fail, sync_wait_since, Comm, State};
-use crate::transfer::sync::UP_REPEAT_REPAIRS;
+use crate::transfer::sync::up_repeat_gap;
 use crate::Nanos;
 use ringcast_abi::wire::{FrameKind, READY_FLAG_PROBE, SYNC_PROBE_BID};
 use ringcast_abi::StatusKind;
@@ -172,8 +172,9 @@ impl Protocol {
         }
         if c.sync.up_retry.is_some_and(|t| now >= t) {
             c.sync.up_retry = None;
-            let cap = self.backoff_max.min(UP_REPEAT_REPAIRS * self.repair_timeout);
-            c.sync.up_backoff = (c.sync.up_backoff * 2).min(cap);
+            let since = c.sync.up_since.unwrap_or(now);
+            c.sync.up_backoff =
+                up_repeat_gap(since, now, c.sync.up_backoff, self.backoff_max, self.repair_timeout);
             self.send_up(comm, now, env);
         }
     }

@@ -179,7 +179,10 @@ impl Node {
             // NACKed): it stays until the peer timeout, as an unsettled one does
             // ([`broken_lingers`]).
             let broken = broken_lingers(&self.proto, c);
-            let waited = !broken && c.settled_since.is_some_and(|t| now.saturating_sub(t) >= self.time_wait);
+            // A child may have backed its repeats off waiting for the last DOWN: the longer wait
+            // (`Protocol::time_wait_of`).
+            let time_wait = time_wait_of(&self.proto, c, self.time_wait);
+            let waited = !broken && c.settled_since.is_some_and(|t| now.saturating_sub(t) >= time_wait);
             // Its protocol side gone, nobody to answer (no synchronization children here), or
             // nothing ever synchronized (no broadcast: no SYNC_DOWN to repeat, and its slot is
             // back at once): nothing to wait for.
@@ -288,4 +291,19 @@ impl Node {
 /// corrupted broadcasts, the survivors still waiting 0.8 s later, 20 M events spent).
 pub(crate) fn broken_lingers(proto: &crate::transfer::protocol::Protocol, c: &LocalComm) -> bool {
     c.proto.into_iter().chain(c.links.handles()).any(|h| proto.is_broken(h) == Some(true))
+}
+
+/// How long freed communicator `c`, settled, stays: `default`, or longer if a child of it or
+/// of a link may have backed its repeats off ([`crate::transfer::protocol::Protocol::time_wait_of`]).
+pub(crate) fn time_wait_of(
+    proto: &crate::transfer::protocol::Protocol,
+    c: &LocalComm,
+    default: Nanos,
+) -> Nanos {
+    c.proto
+        .into_iter()
+        .chain(c.links.handles())
+        .map(|h| proto.time_wait_of(h, default))
+        .max()
+        .unwrap_or(default)
 }

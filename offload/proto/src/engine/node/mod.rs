@@ -193,7 +193,8 @@ pub(crate) struct Node {
     /// After the last local member freed a communicator, how long it may wait for the
     /// protocol to settle it with the other engines.
     pub(crate) free_linger: Nanos,
-    /// How long a settled freed communicator stays (TCP's TIME-WAIT): [`crate::transfer::protocol::TIME_WAIT_REPAIRS`]
+    /// How long a settled freed communicator stays (TCP's TIME-WAIT; longer after a
+    /// synchronization that waited: `Protocol::time_wait_of`): [`crate::transfer::protocol::TIME_WAIT_REPAIRS`]
     /// repair timeouts, for a member whose last `SYNC_DOWN` was lost to ask again.
     pub(crate) time_wait: Nanos,
     /// The pair communicators each communicator derives.
@@ -592,7 +593,9 @@ impl Node {
             let overdue = since + linger + 1;
             let due = match lifecycle::broken_lingers(&self.proto, c) {
                 true => overdue,
-                false => c.settled_since.map_or(overdue, |s| overdue.min(s + time_wait)),
+                false => c
+                    .settled_since
+                    .map_or(overdue, |s| overdue.min(s + lifecycle::time_wait_of(&self.proto, c, time_wait))),
             };
             // Not before a call it ended for everyone may no longer be asked about.
             take(c.calls.lingers(linger).map_or(due, |t| due.max(t)));
@@ -610,6 +613,15 @@ impl Node {
     /// broadcast this engine took part in synchronized (or the communicator is broken).
     pub(crate) fn quiescent(&self) -> bool {
         self.comms.iter().flatten().all(|c| c.sequencer.idle()) && self.proto.quiescent()
+    }
+
+    /// See [`crate::engine::Engine::time_wait`].
+    pub(crate) fn time_wait_now(&self, default: Nanos) -> Nanos {
+        self.comms
+            .iter()
+            .flatten()
+            .map(|c| lifecycle::time_wait_of(&self.proto, c, default))
+            .fold(default, Nanos::max)
     }
 
     /// See [`crate::engine::Engine::answers_sync_children`].
