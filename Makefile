@@ -137,8 +137,8 @@ MPI_CHECK := bash host/mpi/tests/mpi-check.sh
 MPI_CRASH := bash host/mpi/tests/mpi-crash.sh
 # What one run of the check program on 4 ranks must log (grep counts over all ranks):
 # * offloaded, every message within the default bounds (RINGCAST_CHECK_MISMATCH set):
-#   MPI_Bcast 289 = 4 x (26 + 14 + 26 sweeps of world, half, dup + 4 interleaved + 1 beside a
-#   pending send + 1 vector datatype, packed) + the root of the mismatched one (its receivers fail); MPI_Ibcast 324 = 4 x (24 + 12 sweeps + 35 in flight +
+#   MPI_Bcast 288 = 4 x (26 + 14 + 26 sweeps of world, half, dup + 4 interleaved + 1 beside a
+#   pending send + 1 vector datatype, packed) (the mismatched one fails at every rank where node-mates disagree: issue 38's call check); MPI_Ibcast 324 = 4 x (24 + 12 sweeps + 35 in flight +
 #   2 beside point-to-point + 4 interleaved + 1 on a freed communicator) + 4 x 3 (the mismatched
 #   one, posted everywhere; the freed active request; the check after it). Not offloaded: 5 MiB
 #   (above the engine's limit), bad arguments.
@@ -149,7 +149,7 @@ MPI_CRASH := bash host/mpi/tests/mpi-crash.sh
 #   4 x (24 + 20 + 2 + 2 + 1) + 4 x 3; declined 180 = 4 x (14 + 2 + 12 + 15 + 2).
 # * nothing set but the preload, one host: auto starts no engine, every call says so: Open MPI
 #   636 = 4 x (77 MPI_Bcast + 82 MPI_Ibcast); MPICH 628 (its MPI_IN_PLACE checks are skipped).
-OFFLOADED := 289 324 0
+OFFLOADED := 288 324 0
 # The allgather check (host/mpi/tests/allgather_check.c) on 4 ranks, RINGCAST_MPI_NODES=2: 12
 # MPI_Allgather and 6 MPI_Iallgather on each of world, a dup and a split half (every one spanning
 # both engines), all offloaded, and the vector-datatype one (packed): 4 x 37 and 4 x 18.
@@ -209,7 +209,7 @@ MPICH_MATRIX_SWEEP := "3 single" "4 single" "8 single" "4 funneled" "4 multiple"
 # MPI_Comm_create_group, which the interposer does not follow, go to the library).
 MPI4PY := MPI_Bcast=264 MPI_Allreduce=128 MPI_Allgather=64 MPI_Alltoall=64
 UNEVEN := CHECK_RANKS=3
-UNEVEN_BCASTS := 165 196 33
+UNEVEN_BCASTS := 164 196 33
 UNEVEN_ALLGATHERS := MPI_Allgather=99 MPI_Iallgather=48
 UNEVEN_ALLREDUCES := MPI_Allreduce=348 MPI_Reduce=60 MPI_Iallreduce=10 MPI_Ireduce=10
 test-mpi: test-c
@@ -223,7 +223,7 @@ test-mpi: test-c
 	  $(OMPI_RUN) -np 4 -x LD_PRELOAD=$(RELEASE)/libringcast_mpi.so -x RINGCAST_MPI_VERBOSE=1 $(RELEASE)/mpi-bcast-check
 	@set -e; for cfg in "RINGCAST_MPI_NODES=2:$(OFFLOADED)" "RINGCAST_MPI_NODES=2 RINGCAST_MPI_FABRIC=udp:$(OFFLOADED)" \
 	    "RINGCAST_MPI_NODES=2 RINGCAST_DMA=cma:$(OFFLOADED)" \
-	    "RINGCAST_MPI_OFFLOAD=always:$(OFFLOADED)" "RINGCAST_MPI_NODES=2 RINGCAST_MPI_MAX_BYTES=4096:165 208 0" \
+	    "RINGCAST_MPI_OFFLOAD=always:$(OFFLOADED)" "RINGCAST_MPI_NODES=2 RINGCAST_MPI_MAX_BYTES=4096:164 208 0" \
 	    "RINGCAST_MPI_NODES=4 RINGCAST_MPI_MIN_ENGINES=3:225 208 180"; do \
 	  x=""; for kv in $${cfg%%:*}; do x="$$x -x $$kv"; done; \
 	  $(MPI_CHECK) "Open MPI, LD_PRELOAD, $${cfg%%:*}" $${cfg##*:} $(RELEASE)/mpi-check.log -- \
