@@ -174,25 +174,21 @@ fn stats_reads_every_engine_of_a_running_job() {
     assert!(out.contains("not running"), "{out}");
 }
 
-/// `ringcast stats --serve`: a Prometheus server's scrape of a running engine over HTTP, read
-/// afresh per request; another path is 404; it stops after `--count` requests.
-#[test]
-fn stats_serves_prometheus_scrapes() {
-    use std::io::{BufRead, BufReader, Read, Write};
-    /// Kills its child when dropped: a failed assertion must not leave the engine running (it
-    /// would hold the test's output open).
-    struct Reaped(std::process::Child);
-    impl Drop for Reaped {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
+/// Kills its child when dropped: a failed assertion must not leave an engine running (it would
+/// hold the test's output open).
+struct Reaped(std::process::Child);
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
-    let exe = env!("CARGO_BIN_EXE_ringcast");
-    let name = format!("stats-serve-{}", std::process::id());
-    let _engine = Reaped(
-        Command::new(exe)
-            .args(["engine", "--name", &name])
+}
+
+/// A stand-alone engine named `name` (no fabric), once its control socket answers.
+fn standalone_engine(name: &str) -> Reaped {
+    let engine = Reaped(
+        Command::new(env!("CARGO_BIN_EXE_ringcast"))
+            .args(["engine", "--name", name])
             .env("RINGCAST_LOG_LEVEL", "0")
             .env("RINGCAST_FABRIC", "none")
             .stdout(std::process::Stdio::null())
@@ -201,10 +197,51 @@ fn stats_serves_prometheus_scrapes() {
             .expect("an engine"),
     );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while ringcast_offload::ctl::connect(&name).is_err() {
+    while ringcast_offload::ctl::connect(name).is_err() {
         assert!(std::time::Instant::now() < deadline, "the engine did not come up");
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
+    engine
+}
+
+/// `ringcast stats --all --watch` while a job ends: an engine that exits between two readings
+/// is dropped from the next one, and the command still succeeds (it failed when another test's
+/// engine went away mid-watch: the CI failure of stop 42).
+#[test]
+fn stats_all_watch_drops_an_engine_that_exits() {
+    use std::io::{BufRead, BufReader};
+    let exe = env!("CARGO_BIN_EXE_ringcast");
+    let name = format!("stats-exits-{}", std::process::id());
+    let mut engine = standalone_engine(&name);
+    let mut watch = Reaped(
+        Command::new(exe)
+            .args(["stats", "--all", "--json", "--watch", "0.3", "--count", "3"])
+            .env("RINGCAST_LOG_LEVEL", "0")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("ringcast stats --watch"),
+    );
+    let mut out = BufReader::new(watch.0.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    out.read_line(&mut first).expect("the first reading");
+    assert!(first.contains(&format!("\"engine\":\"{name}\"")), "{first}");
+    // The engine exits (the job ended) before the second reading.
+    let _ = engine.0.kill();
+    let _ = engine.0.wait();
+    let rest: Vec<String> = out.lines().map_while(Result::ok).collect();
+    assert_eq!(rest.len(), 2, "{rest:?}");
+    assert!(rest.iter().all(|l| !l.contains(&format!("\"engine\":\"{name}\""))), "{rest:?}");
+    assert!(watch.0.wait().expect("exit").success(), "an engine that exited is no failure: {rest:?}");
+}
+
+/// `ringcast stats --serve`: a Prometheus server's scrape of a running engine over HTTP, read
+/// afresh per request; another path is 404; it stops after `--count` requests.
+#[test]
+fn stats_serves_prometheus_scrapes() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let exe = env!("CARGO_BIN_EXE_ringcast");
+    let name = format!("stats-serve-{}", std::process::id());
+    let _engine = standalone_engine(&name);
     let mut server = Reaped(
         Command::new(exe)
             .args(["stats", "--engine", &name, "--serve", "127.0.0.1:0", "--count", "2"])

@@ -110,6 +110,13 @@ pub fn read_all(engines: &mut [Watched], config: &Config, timeout: Option<Durati
     });
 }
 
+/// With `--all`, after a reading: an engine whose reading failed and that no longer listens on
+/// this machine has exited (a job ended between two readings) — it is dropped, not reported as
+/// a failure; one stopped or too busy still listens and stays, named with its reason.
+pub fn forget_departed(engines: &mut Vec<Watched>, listed: &[String]) {
+    engines.retain(|e| e.error.is_none() || listed.contains(&e.name));
+}
+
 /// With `--all`: engines that appeared on this machine are added, and those gone (neither
 /// listed nor attached) dropped; named engines are kept whatever happens to them.
 pub fn rediscover(engines: &mut Vec<Watched>, listed: &[String]) {

@@ -18,7 +18,8 @@
 //! `prometheus.rs`: the format). Every reading attaches again to an engine that came back or was
 //! restarted under its name, and keeps waiting on one that was stopped (`engines.rs`). An
 //! engine that is gone, or refuses, is named with the reason; a one-shot reading fails (exit 1)
-//! when any engine could not be read.
+//! when any engine could not be read. With `--all --watch`, an engine that exited between two
+//! readings (no longer listening) is dropped from the table, not counted as a failure.
 mod engines;
 mod prometheus;
 mod serve;
@@ -131,6 +132,9 @@ pub fn run(a: StatsArgs, config: &Config) -> ExitCode {
             }
         }
         engines::read_all(&mut engines, config, timeout);
+        if a.all {
+            engines::forget_departed(&mut engines, &local_engines());
+        }
         print(&a, &engines, k);
         // Once: nothing more to show when nothing answered.
         if a.watch.is_none() && engines.iter().all(|e| e.error.is_some()) {
