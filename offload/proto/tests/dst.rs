@@ -458,3 +458,20 @@ fn issue_38_a_barrier_waiting_for_a_late_process_backs_its_repeats_off() {
         run(&Scenario::generate(seed, 1024)).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
     }
 }
+
+/// Issue 38, found by the final far sweep (`ringcast dst --seeds 100000 --start 999000000000
+/// --max-ranks 1024`): under `protocol.auth = tag` one rank made an allgather of 56,622 B where
+/// the others broadcast 56,622 B from rank 2. Its first part — broadcast id 0, rooted at itself,
+/// the same length — went out as fragments whose tags, over the header alone, were as valid as
+/// the root's: a receiver took fragments 2 to 14 from it and the rest from the root, and
+/// delivered the mix `Ok` (`WrongBytes { rank: 1, comm: 0, bcast: 0 }`; no payload byte is
+/// hashed under `tag`, so no MAC could tell). A data frame's tag now binds its call (context
+/// and root) under `tag`: the other call's fragments are dropped `BadTag`, and the call check
+/// ends the disagreement.
+#[test]
+fn issue_38_fragments_of_another_call_are_not_delivered_under_tag() {
+    let seed = 999_000_024_029;
+    let s = Scenario::generate(seed, 1024);
+    assert_eq!(s.config.protocol.auth, ringcast_proto::config::Auth::Tag, "the seed draws tag");
+    run(&s).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
+}

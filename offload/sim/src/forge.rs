@@ -20,7 +20,7 @@
 //! frames on the wire, which `tag` presumes nobody but the job's own user has).
 use ringcast_abi::frame::{emit, SyncBody, DIGEST_LEN};
 use ringcast_abi::wire::{FrameKind, WireHeader, READY_FLAG_ABORTED, WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
-use ringcast_proto::comm::auth::{CommKeys, Secret};
+use ringcast_proto::comm::auth::{call_binding, CommKeys, Secret};
 use ringcast_proto::config::Auth;
 use ringcast_proto::rng::SimRng;
 use ringcast_proto::transfer::bitmap::Geometry;
@@ -121,7 +121,13 @@ impl Forger {
             };
             let mut buf =
                 vec![0u8; WIRE_HEADER_LEN + body.iter().map(|b| b.len()).sum::<usize>() + WIRE_TRAILER_LEN];
-            if let Ok(n) = emit(&mut buf, &h, body, |span| keys.tag(span), crc32c::crc32c) {
+            // Data frames as an engine tags them: under `tag` bound to the call — a plain
+            // broadcast's context (0) and its root, which an insider knows.
+            let data = kind == FrameKind::DATA_MULTICAST || kind == FrameKind::DATA_REPAIR;
+            let binding = (data && self.auth == Auth::Tag).then(|| call_binding(0, root));
+            if let Ok(n) =
+                emit(&mut buf, &h, body, |span| keys.data_tag(span, binding.as_ref()), crc32c::crc32c)
+            {
                 buf.truncate(n);
                 out.push(Forged { to, from, frame: buf });
             }

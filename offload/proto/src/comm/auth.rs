@@ -47,6 +47,24 @@ impl core::fmt::Debug for Secret {
 /// The message MAC a last fragment carries.
 pub type Mac = [u8; DIGEST_LEN];
 
+/// What a data frame's tag binds under `protocol.auth = tag` besides its header: the call's
+/// context (8 bytes, little-endian) and its root (4) — [`CommKeys::data_tag`], [`call_binding`].
+pub type CallBinding = [u8; 12];
+
+/// The [`CallBinding`] of a call of `context` rooted at `root`. The context's operation byte is
+/// bound as the stand-in's ([`STAND_IN`]) at every rank: a rank whose call was refused for its
+/// operation relays under the stand-in, and a disagreement in the operation alone cannot mix
+/// fragments (a broadcast id has one root) — the message MAC, which covers the operation, finds
+/// it.
+///
+/// [`STAND_IN`]: crate::transfer::env::STAND_IN
+pub fn call_binding(context: u64, root: u32) -> CallBinding {
+    let mut b = [0; 12];
+    b[..8].copy_from_slice(&(context | crate::transfer::env::STAND_IN).to_le_bytes());
+    b[8..].copy_from_slice(&root.to_le_bytes());
+    b
+}
+
 /// The keys derived from one communicator's secret.
 #[derive(Clone)]
 pub struct CommKeys {
@@ -111,6 +129,41 @@ impl CommKeys {
     /// Whether `tag` is the tag of `span` (constant-time in the value compared).
     pub fn tag_ok(&self, span: &[u8], tag: u64) -> bool {
         ct_eq(&self.tag(span).to_le_bytes(), &tag.to_le_bytes())
+    }
+
+    /// The tag of a data frame's `span` (its header), bound under `protocol.auth = tag` to the
+    /// call the fragment belongs to (`binding`, [`call_binding`]), `None` under `mac`. Why:
+    /// under `tag` no payload byte is hashed, so a fragment of another call that shares the
+    /// broadcast id and length — a rank that made an allgather, or rooted the broadcast itself,
+    /// where the others broadcast — would pass a tag over the header alone and be delivered as
+    /// the broadcast's bytes. Bound, the tag's low 32 bits are the header's tag alone (checked
+    /// as every frame arrives, before anything in it is believed: a frame for a broadcast not
+    /// posted yet is kept only if they match) and its high 32 bits the tag of the header and
+    /// the call (checked against the call posted here, once there is one): a fragment of
+    /// another call is dropped `BadTag` at every rank whose call differs, and the call check
+    /// (`CALL_SHAPE`) ends the disagreement. A forger without the key passes both halves with
+    /// probability 2^-64, as one 64-bit tag; the first half alone (2^-32) only keeps a frame in
+    /// a pre-posted slot until its post checks the second.
+    pub fn data_tag(&self, span: &[u8], binding: Option<&CallBinding>) -> u64 {
+        let mut h = self.tag;
+        h.write(span);
+        let Some(b) = binding else { return h.finish() };
+        let header = h.finish() & 0xffff_ffff;
+        h.write(b);
+        header | h.finish() << 32
+    }
+
+    /// Whether `tag` is [`CommKeys::data_tag`] of `span` under `binding` (constant-time in the
+    /// value compared).
+    pub fn data_tag_ok(&self, span: &[u8], binding: Option<&CallBinding>, tag: u64) -> bool {
+        ct_eq(&self.data_tag(span, binding).to_le_bytes(), &tag.to_le_bytes())
+    }
+
+    /// Whether the low half of a bound [`CommKeys::data_tag`] is `span`'s (the header's, the
+    /// call not known yet; constant-time in the value compared).
+    pub fn data_tag_header_ok(&self, span: &[u8], tag: u64) -> bool {
+        let mine = (self.tag(span) & 0xffff_ffff) as u32;
+        ct_eq(&mine.to_le_bytes(), &((tag & 0xffff_ffff) as u32).to_le_bytes())
     }
 
     /// The MAC of broadcast `bid`'s `message`.
@@ -243,6 +296,31 @@ mod tests {
         let mut m = k.mac_state(9, msg.len() as u64);
         m.update(&msg[..msg.len() - 1]);
         assert!(!m.ok(&whole), "a byte short");
+    }
+
+    /// A data frame's bound tag depends on every byte of the binding, and is no plain tag.
+    #[test]
+    fn a_bound_tag_depends_on_the_call() {
+        let k = CommKeys::with_auth(&Secret([5; 32]), Auth::Tag);
+        let span = [9u8; 32];
+        let b: CallBinding = [3; 12];
+        let tag = k.data_tag(&span, Some(&b));
+        assert!(k.data_tag_ok(&span, Some(&b), tag));
+        assert!(!k.data_tag_ok(&span, None, tag), "a bound tag is no plain one");
+        assert_eq!(k.data_tag(&span, None), k.tag(&span), "unbound: the plain tag");
+        assert!(k.data_tag_header_ok(&span, tag), "its low half is the header's");
+        let mut other_span = span;
+        other_span[0] ^= 1;
+        assert!(!k.data_tag_header_ok(&other_span, tag), "another header fails the first half");
+        assert!(!CommKeys::with_auth(&Secret([6; 32]), Auth::Tag).data_tag_header_ok(&span, tag));
+        assert_ne!(call_binding(1, 2), call_binding(1, 3), "the root is bound");
+        assert_ne!(call_binding(1, 2), call_binding(1 << 8, 2), "the call is bound");
+        assert_eq!(call_binding(1 << 16, 2), call_binding(2 << 16, 2), "not the operation byte");
+        for i in 0..b.len() {
+            let mut other = b;
+            other[i] ^= 1;
+            assert!(!k.data_tag_ok(&span, Some(&other), tag), "binding byte {i} not covered");
+        }
     }
 
     /// The two settings share no key: neither a tag nor a MAC of one is valid under the other.

@@ -49,7 +49,7 @@ use crate::model::select::Selector;
 use crate::schedule::bcast::Algorithm;
 use crate::transfer::barrier;
 pub use crate::transfer::env::*;
-use crate::transfer::state::{fail, waits_on, Comm, Op, Seal, State, Sync};
+use crate::transfer::state::{fail, locate, waits_on, Comm, Located, Op, Seal, State, Sync};
 pub use crate::transfer::sync::{time_wait, TIME_WAIT_REPAIRS};
 use crate::transfer::timer_table::TimerTable;
 use crate::Nanos;
@@ -490,15 +490,30 @@ impl Protocol {
         // NOTE(unwrap-free): `ci` was just found.
         let Some(c) = self.comms[ci].as_mut() else { return };
         // The cookie only names the communicator (anyone who sees its traffic knows it); the
-        // keyed tag proves the frame comes from a holder of its secret.
-        if !c.seal.keys.tag_ok(frame.tagged(), frame.tag()) {
+        // keyed tag proves the frame comes from a holder of its secret. A data frame's tag under
+        // `protocol.auth = tag` binds its call too (`CommKeys::data_tag`): its header's half is
+        // checked here, its call's against the broadcast posted here — for one not posted yet,
+        // when its pre-posted slot is replayed at the post.
+        let bid = h.bid.get();
+        let data = matches!(frame.kind(), FrameKind::DATA_MULTICAST | FrameKind::DATA_REPAIR);
+        let bound = data && !self.auth.payload_mac();
+        let authentic = match bound {
+            true => c.seal.keys.data_tag_header_ok(frame.tagged(), frame.tag()),
+            false => c.seal.keys.tag_ok(frame.tagged(), frame.tag()),
+        };
+        if !authentic {
             return self.drop_frame(DropReason::BadTag);
+        }
+        if let (true, Located::Slot(s)) = (bound, locate(c, bid, self.channels)) {
+            let binding = c.ops.get(s).and_then(Option::as_ref).and_then(Op::binding);
+            if !c.seal.keys.data_tag_ok(frame.tagged(), binding.as_ref(), frame.tag()) {
+                return self.drop_frame(DropReason::BadTag);
+            }
         }
         let src = match authenticate(&c.spec, h.src_rank.get(), from) {
             Ok(r) => r,
             Err(reason) => return self.drop_frame(reason),
         };
-        let bid = h.bid.get();
         // Any valid frame from a neighbour this rank waits on proves that engine alive.
         if waits_on(c, src) {
             c.sync_heard = now;

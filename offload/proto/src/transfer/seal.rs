@@ -1,5 +1,6 @@
 //! Frames out: headers, fragments built into the scratch buffer, and the seal (CRC32C and the
-//! communicator's tag) every frame leaves with.
+//! communicator's tag — a data frame's bound to its call under `protocol.auth = tag`,
+//! [`crate::transfer::state::Op::binding`]) every frame leaves with.
 use crate::comm::PeerId;
 use crate::ledger::Side;
 use crate::schedule::bcast::Hop;
@@ -56,7 +57,8 @@ pub(crate) fn build_fragment(
     let data = &c.channels[slot][off as usize..(off + len) as usize];
     let digest = op.digest.unwrap_or([0; DIGEST_LEN]);
     let tail: &[u8] = if seq + 1 == op.geo.count() { &digest } else { &[] };
-    c.seal.emit(out, &h, &[data, tail]).unwrap_or(0)
+    let binding = op.binding();
+    emit(out, &h, &[data, tail], |span| c.seal.keys.data_tag(span, binding.as_ref()), c.seal.crc).unwrap_or(0)
 }
 
 /// Writes fragment `seq`'s header and trailer into `out` around its payload, which stays in
@@ -71,7 +73,9 @@ fn build_around(out: &mut [u8], c: &Comm, slot: usize, seq: u32, kind: FrameKind
     let data = &c.channels[slot][off as usize..(off + len) as usize];
     let digest = op.digest.unwrap_or([0; DIGEST_LEN]);
     let tail: &[u8] = if seq + 1 == op.geo.count() { &digest } else { &[] };
-    emit_around(out, &h, data, tail, |span| c.seal.keys.tag(span), c.seal.crc, &c.seal.combiner).unwrap_or(0)
+    let binding = op.binding();
+    let tag = |span: &[u8]| c.seal.keys.data_tag(span, binding.as_ref());
+    emit_around(out, &h, data, tail, tag, c.seal.crc, &c.seal.combiner).unwrap_or(0)
 }
 
 /// Sends fragment `seq` of the broadcast in `slot` to `to`: queued as its header and trailer

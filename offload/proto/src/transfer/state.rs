@@ -2,7 +2,7 @@
 //! ([`Early`]), the delayed synchronization's epoch ([`Sync`]) and the communicator ([`Comm`])
 //! that holds them.
 use crate::comm::auth::CommKeys;
-use crate::comm::auth::{Mac, MacState};
+use crate::comm::auth::{call_binding, CallBinding, Mac, MacState};
 use crate::comm::{sync_children, sync_parent};
 use crate::comm::{CommSpec, PeerId, Rank};
 use crate::intake::regions::Resolved;
@@ -115,6 +115,17 @@ pub(crate) struct Op {
 impl Op {
     pub(crate) fn over(&self) -> bool {
         matches!(self.state, State::Done | State::Failed | State::Aborted)
+    }
+
+    /// What its data frames' tags bind besides the header ([`CommKeys::data_tag`]): under
+    /// `protocol.auth = tag` the call — its context and root ([`call_binding`]) — since no
+    /// payload byte is hashed and a fragment of another call with the same id and length would
+    /// otherwise be taken for this one's; `None` under `mac`, whose message MAC covers the
+    /// payload and the call.
+    ///
+    /// [`CommKeys::data_tag`]: crate::comm::auth::CommKeys::data_tag
+    pub(crate) fn binding(&self) -> Option<CallBinding> {
+        (!self.payload_mac).then(|| call_binding(self.context, self.root))
     }
 }
 
