@@ -51,6 +51,7 @@ mod reaper;
 mod ring;
 #[cfg(not(loom))]
 mod shm;
+mod slot_check;
 
 #[cfg(not(loom))]
 pub use bells::BellBoard;
