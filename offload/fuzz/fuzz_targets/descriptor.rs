@@ -25,9 +25,8 @@ fuzz_target!(|data: &[u8]| {
             d.key = a;
             d.aux_key = if bytes[63] & 2 == 0 { a } else { b };
         }
-        core.submit(h, &d, 0);
         let mut completions = 0;
-        while let Some(act) = core.poll_action() {
+        for act in core.submit(h, &d, 0) {
             match act {
                 Action::Complete { cqe, .. } => {
                     completions += 1;

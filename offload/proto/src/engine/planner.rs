@@ -21,17 +21,17 @@ use ringcast_abi::{Completion, Op as AbiOp, RegionKey, Status, StatusKind, Submi
 impl Engine {
     /// Takes in `host`'s descriptor `desc` (none of the host's is held).
     pub(crate) fn take_descriptor(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos) {
-        match self.node.as_ref() {
+        let taken = match self.node.as_ref() {
             Some(node) => self.core.submit_with(host, desc, now, node),
             None => self.core.submit(host, desc, now),
-        }
-        self.take_actions(desc, now);
+        };
+        self.take_actions(desc, taken, now);
     }
 
-    /// Carries out what the core made of descriptor `desc`.
-    pub(crate) fn take_actions(&mut self, desc: &SubmissionDescriptor, now: Nanos) {
+    /// Carries out what the core made of descriptor `desc` (`taken`).
+    pub(crate) fn take_actions(&mut self, desc: &SubmissionDescriptor, taken: intake::Taken, now: Nanos) {
         let mut copy: Option<(Resolved, Resolved, u64, RegionKey, RegionKey)> = None;
-        while let Some(action) = self.core.poll_action() {
+        for action in taken {
             match action {
                 intake::Action::Dma { src, dst, len, src_key, dst_key, .. } => {
                     copy = Some((src, dst, len, src_key, dst_key))

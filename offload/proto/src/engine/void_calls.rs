@@ -111,10 +111,11 @@ impl Engine {
                     let run = shape.onto(&s.desc);
                     self.voids.resubmitting = Some(s.desc.opcode);
                     self.voids.reserved = Some(s.op);
-                    if let Some(node) = self.node.as_ref() {
-                        self.core.submit_refused(s.host, &run, s.status, now, node);
-                    }
-                    self.take_actions(&run, now);
+                    let taken = match self.node.as_ref() {
+                        Some(node) => self.core.submit_refused(s.host, &run, s.status, now, node),
+                        None => Default::default(),
+                    };
+                    self.take_actions(&run, taken, now);
                     self.voids.resubmitting = None;
                     if self.voids.reserved.take().is_some() {
                         // (Never: a descriptor yields one operation.)

@@ -1,12 +1,14 @@
-//! The engine's sans-IO core: events in, actions out, time injected.
+//! The engine's intake: hosts, their registered regions, and each descriptor taken in — a
+//! typed refusal, or what it asks for, as actions.
 //!
-//! It owns every piece of engine state that is not I/O: the host table, each host's registered
-//! regions, descriptor validation and execution planning, counters. It never touches a socket,
-//! a clock, a thread or host memory. A runner (the polling thread, the daemon, the simulator, a
-//! test) feeds it events — [`Core::attach_host`], [`Core::register`], [`Core::submit`], … — each
-//! with `now`, then drains [`Core::poll_action`] and carries the actions out **in order**: a
-//! [`Action::Dma`] is always emitted before the [`Action::Complete`] that reports it, so a host
-//! never sees a completion for bytes that have not moved.
+//! It owns the engine state that is not I/O and not a collective's: the host table, each
+//! host's registered regions, descriptor validation and execution planning (`plan.rs`, a pure
+//! function), counters. It never touches a socket, a clock, a thread or host memory. The engine
+//! feeds it events — [`Core::attach_host`], [`Core::register`], [`Core::submit`], … — each with
+//! `now`; a descriptor's actions come back from [`Core::submit`] ([`Taken`], nothing is queued
+//! here) and are carried out **in order**: an [`Action::Dma`] always comes before the
+//! [`Action::Complete`] that reports it, so a host never sees a completion for bytes that have
+//! not moved.
 //!
 //! Every descriptor yields exactly one completion, so a runner that keeps one free completion
 //! slot per descriptor it takes never has to drop one (engine-side back-pressure).
@@ -18,7 +20,6 @@ pub use plan::{Ranks, WorldRanks};
 
 use crate::comm::World;
 use crate::config::{EngineConfig, LocalRank};
-use heapless::Deque;
 use regions::{RegError, RegionTable, Resolved, SegmentHandle};
 use ringcast_abi::ctl::CtlStatus;
 use ringcast_abi::{
@@ -32,11 +33,43 @@ pub type Nanos = u64;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct HostId(pub u32);
 
-/// Most actions one event can produce (a COPY: one DMA and one completion).
+/// Most actions one descriptor can produce (a COPY: one DMA and one completion).
 pub const MAX_ACTIONS_PER_EVENT: usize = 2;
-/// Capacity of the action queue; a runner drains it after every event.
-pub const ACTION_QUEUE: usize = 16;
-static_assertions::const_assert!(ACTION_QUEUE >= MAX_ACTIONS_PER_EVENT);
+
+/// What the core made of one descriptor: its actions, to carry out in order — at most
+/// [`MAX_ACTIONS_PER_EVENT`], a COPY's DMA before the completion that reports it. Returned,
+/// not queued: the core holds no action between two descriptors.
+#[derive(Debug, Default)]
+pub struct Taken(heapless::Vec<Action, MAX_ACTIONS_PER_EVENT>);
+
+impl Taken {
+    fn one(a: Action) -> Taken {
+        let mut t = Taken::default();
+        t.push(a);
+        t
+    }
+
+    fn push(&mut self, a: Action) {
+        // NOTE(unwrap-free): `take_in` pushes at most MAX_ACTIONS_PER_EVENT (a DMA, then a
+        // completion); a debug assertion guards it and release builds keep the first ones.
+        let pushed = self.0.push(a);
+        debug_assert!(pushed.is_ok(), "more actions than MAX_ACTIONS_PER_EVENT");
+    }
+
+    /// The actions, in order.
+    pub fn into_vec(self) -> alloc::vec::Vec<Action> {
+        self.0.into_iter().collect()
+    }
+}
+
+impl IntoIterator for Taken {
+    type Item = Action;
+    type IntoIter = <heapless::Vec<Action, MAX_ACTIONS_PER_EVENT> as IntoIterator>::IntoIter;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
 
 /// An allgather, allreduce or reduce (or a barrier) as the intake checked it: this rank's block (`send`, or in place
 /// at `recv + me × len`) goes to every rank, every rank's block into `recv` at `rank × len`;
@@ -210,7 +243,6 @@ pub struct Core {
     /// descriptor).
     world: World,
     hosts: Vec<Option<HostState>>,
-    actions: Deque<Action, ACTION_QUEUE>,
     counters: Counters,
 }
 
@@ -219,7 +251,7 @@ impl Core {
     pub fn new(config: EngineConfig) -> Self {
         let hosts = (0..config.limits.max_hosts).map(|_| None).collect();
         let world = config.topology.world();
-        Core { config, world, hosts, actions: Deque::new(), counters: Counters::default() }
+        Core { config, world, hosts, counters: Counters::default() }
     }
 
     /// The configuration the core was built with.
@@ -337,7 +369,7 @@ impl Core {
     /// completion (preceded by the DMA for a valid COPY), or hands a collective to the runner.
     /// A host's rank is its world rank on communicator 0 and unknown elsewhere: see
     /// [`Core::submit_with`].
-    pub fn submit(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos) {
+    pub fn submit(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos) -> Taken {
         // (A uniform world is two numbers; an uneven one an `Arc`: cloning is a count bump.)
         let world = self.world.clone();
         let world = WorldRanks { node: self.config.topology.node, world: &world };
@@ -346,7 +378,13 @@ impl Core {
 
     /// [`Core::submit`], with the runner's communicator tables answering who the host is in the
     /// descriptor's communicator (the root reads its buffer, the others write theirs).
-    pub fn submit_with(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos, ranks: &dyn Ranks) {
+    pub fn submit_with(
+        &mut self,
+        host: HostId,
+        desc: &SubmissionDescriptor,
+        now: Nanos,
+        ranks: &dyn Ranks,
+    ) -> Taken {
         self.take_in(host, desc, now, ranks, None)
     }
 
@@ -362,7 +400,7 @@ impl Core {
         status: StatusKind,
         now: Nanos,
         ranks: &dyn Ranks,
-    ) {
+    ) -> Taken {
         self.take_in(host, desc, now, ranks, Some(status))
     }
 
@@ -373,7 +411,7 @@ impl Core {
         now: Nanos,
         ranks: &dyn Ranks,
         preset: Option<StatusKind>,
-    ) {
+    ) -> Taken {
         let max_op_bytes = self.config.limits.max_op_bytes;
         let mut refused = preset;
         let outcome = match self.host_mut(host) {
@@ -392,19 +430,28 @@ impl Core {
         // A collective refused at this rank (its buffers, a field its schedule does not read)
         // touches none of its buffers: every one is `Resolved::REFUSED` (`refused` names why).
         let mem = |r: Resolved| if refused.is_some() { Resolved::REFUSED } else { r };
+        let mut taken = Taken::default();
         let cqe = match outcome {
             Ok(Plan::Nothing) => Completion::new(desc.cookie, desc.opcode, Status::OK, 0),
             Ok(Plan::Bcast { buf, len }) => {
                 // Completed later, by the runner, when the protocol is done with it.
                 let (cookie, comm, root, key) = (desc.cookie, desc.comm, desc.root, desc.key);
                 let buf = mem(buf);
-                self.push(Action::Bcast { host, cookie, comm, root, buf, key, len, started: now, refused });
-                return;
+                return Taken::one(Action::Bcast {
+                    host,
+                    cookie,
+                    comm,
+                    root,
+                    buf,
+                    key,
+                    len,
+                    started: now,
+                    refused,
+                });
             }
             Ok(Plan::Comm { op, buf, len }) => {
                 let (cookie, comm) = (desc.cookie, desc.comm);
-                self.push(Action::Comm { host, cookie, comm, op, buf, len, started: now });
-                return;
+                return Taken::one(Action::Comm { host, cookie, comm, op, buf, len, started: now });
             }
             Ok(Plan::Allgather { me, size, send, recv, len, reduce, root, stand_in }) => {
                 let (cookie, comm, opcode, keys) =
@@ -426,8 +473,7 @@ impl Core {
                     refused,
                     stand_in,
                 };
-                self.push(Action::Allgather(call));
-                return;
+                return Taken::one(Action::Allgather(call));
             }
             Ok(Plan::Alltoall { me, size, send, work, len }) => {
                 let call = GatherCall {
@@ -447,8 +493,7 @@ impl Core {
                     refused,
                     stand_in: false,
                 };
-                self.push(Action::Alltoall(call));
-                return;
+                return Taken::one(Action::Alltoall(call));
             }
             Ok(Plan::Barrier { me, size, scratch, len }) => {
                 let call = GatherCall {
@@ -468,11 +513,10 @@ impl Core {
                     refused,
                     stand_in: false,
                 };
-                self.push(Action::Barrier(call));
-                return;
+                return Taken::one(Action::Barrier(call));
             }
             Ok(Plan::Dma { src, dst, len }) => {
-                self.push(Action::Dma { host, src_key: desc.aux_key, dst_key: desc.key, src, dst, len });
+                taken.push(Action::Dma { host, src_key: desc.aux_key, dst_key: desc.key, src, dst, len });
                 self.counters.dma_bytes += len;
                 Completion::new(desc.cookie, desc.opcode, Status::OK, len)
             }
@@ -483,7 +527,8 @@ impl Core {
         } else {
             self.counters.completed_err += 1;
         }
-        self.push(Action::Complete { host, cqe, started: now });
+        taken.push(Action::Complete { host, cqe, started: now });
+        taken
     }
 
     /// A collective the core refused at once (counted as an error) runs after all, refused in
@@ -524,19 +569,6 @@ impl Core {
         } else {
             self.counters.completed_err += 1;
         }
-    }
-
-    /// Next action to carry out, in order.
-    pub fn poll_action(&mut self) -> Option<Action> {
-        self.actions.pop_front()
-    }
-
-    fn push(&mut self, a: Action) {
-        // NOTE(unwrap-free): runners drain after every event and one event queues at most
-        // MAX_ACTIONS_PER_EVENT, so the queue cannot be full; a debug assertion guards the
-        // invariant and release builds keep the oldest actions rather than panicking.
-        let pushed = self.actions.push_back(a);
-        debug_assert!(pushed.is_ok(), "action queue overflow: runner did not drain");
     }
 
     fn host_mut(&mut self, host: HostId) -> Option<&mut HostState> {

@@ -15,8 +15,8 @@ fn core_with_regions() -> (Core, HostId, RegionKey, RegionKey) {
     (core, h, a, b)
 }
 
-fn drain(core: &mut Core) -> Vec<Action> {
-    std::iter::from_fn(|| core.poll_action()).collect()
+fn drain(taken: Taken) -> Vec<Action> {
+    taken.into_vec()
 }
 
 /// The status the last action gives its descriptor: a completion's, or — a collective refused
@@ -39,8 +39,8 @@ fn status_of(actions: &[Action]) -> StatusKind {
 #[test]
 fn nop_completes_ok_with_cookie() {
     let (mut core, h, _, _) = core_with_regions();
-    core.submit(h, &SubmissionDescriptor::nop(42), 5);
-    let acts = drain(&mut core);
+    let taken = core.submit(h, &SubmissionDescriptor::nop(42), 5);
+    let acts = drain(taken);
     assert_eq!(acts.len(), 1);
     let Action::Complete { cqe, started, host } = acts[0] else { panic!() };
     assert_eq!((cqe.cookie, cqe.status, host, started), (42, Status::OK, h, 5));
@@ -55,8 +55,8 @@ fn copy_emits_dma_then_completion() {
         RegionRef { key: b, offset: 20 },
         100,
     );
-    core.submit(h, &d, 0);
-    let acts = drain(&mut core);
+    let taken = core.submit(h, &d, 0);
+    let acts = drain(taken);
     assert_eq!(
         acts[0],
         Action::Dma {
@@ -94,8 +94,8 @@ fn every_bad_descriptor_gets_its_typed_status() {
         (SubmissionDescriptor::copy(1, r(a, 0), r(a, 4), 8), StatusKind::Overlap),
     ];
     for (d, want) in cases {
-        core.submit(h, &d, 0);
-        let acts = drain(&mut core);
+        let taken = core.submit(h, &d, 0);
+        let acts = drain(taken);
         assert_eq!(acts.len(), 1, "{d:?}: an invalid descriptor must not move bytes");
         assert_eq!(status_of(&acts), want, "{d:?}");
     }
@@ -128,12 +128,12 @@ fn registration_limits_and_detach() {
     assert_eq!((c.hosts_lost, c.dropped_in_flight), (1, 3));
     // The slot is free again and the departed host's keys are gone with it.
     let h2 = core.attach_host(0).unwrap();
-    core.submit(
+    let taken = core.submit(
         h2,
         &SubmissionDescriptor::copy(1, RegionRef { key: k, offset: 0 }, RegionRef { key: k, offset: 5 }, 1),
         0,
     );
-    assert_eq!(status_of(&drain(&mut core)), StatusKind::UnknownRegion);
+    assert_eq!(status_of(&drain(taken)), StatusKind::UnknownRegion);
 }
 
 #[test]
@@ -148,11 +148,11 @@ fn bcast_is_validated_then_handed_to_the_runner() {
     assert_eq!(core.register(h, SEG, 4096, 2048, 1024, Access::READ), Ok(b));
     let at = |key| RegionRef { key, offset: 0 };
     // This engine is node 0: as the root it reads its buffer, as a receiver it writes it.
-    core.submit(h, &SubmissionDescriptor::bcast(7, 0, 0, at(b), 100), 3);
-    let acts = drain(&mut core);
+    let taken = core.submit(h, &SubmissionDescriptor::bcast(7, 0, 0, at(b), 100), 3);
+    let acts = drain(taken);
     assert!(matches!(acts[..], [Action::Bcast { cookie: 7, root: 0, len: 100, started: 3, .. }]), "{acts:?}");
-    core.submit(h, &SubmissionDescriptor::bcast(8, 0, 1, at(a), 100), 0);
-    assert!(matches!(drain(&mut core)[..], [Action::Bcast { cookie: 8, root: 1, .. }]));
+    let taken = core.submit(h, &SubmissionDescriptor::bcast(8, 0, 1, at(a), 100), 0);
+    assert!(matches!(drain(taken)[..], [Action::Bcast { cookie: 8, root: 1, .. }]));
     let bad = [
         (SubmissionDescriptor::bcast(1, 0, 1, at(b), 100), StatusKind::AccessDenied),
         (SubmissionDescriptor::bcast(1, 0, 0, at(b), 0), StatusKind::BadLength),
@@ -164,8 +164,8 @@ fn bcast_is_validated_then_handed_to_the_runner() {
         ),
     ];
     for (d, want) in bad {
-        core.submit(h, &d, 0);
-        assert_eq!(status_of(&drain(&mut core)), want, "{d:?}");
+        let taken = core.submit(h, &d, 0);
+        assert_eq!(status_of(&drain(taken)), want, "{d:?}");
     }
 }
 
@@ -175,8 +175,9 @@ fn reductions_carry_their_spec_and_a_reduce_its_root() {
     let (mut core, h, a, _) = core_with_regions();
     let at = RegionRef { key: a, offset: 0 };
     // A world of one rank: a reduce to rank 0 is handed to the runner with its root.
-    core.submit(h, &SubmissionDescriptor::reduce(5, 0, 0, at, None, 16, DataType::I64, ReduceOp::SUM), 0);
-    let acts = drain(&mut core);
+    let taken =
+        core.submit(h, &SubmissionDescriptor::reduce(5, 0, 0, at, None, 16, DataType::I64, ReduceOp::SUM), 0);
+    let acts = drain(taken);
     match &acts[..] {
         [Action::Allgather(g)] => {
             assert_eq!(
@@ -225,8 +226,8 @@ fn reductions_carry_their_spec_and_a_reduce_its_root() {
         ),
     ];
     for (d, want) in bad {
-        core.submit(h, &d, 0);
-        assert_eq!(status_of(&drain(&mut core)), want, "{d:?}");
+        let taken = core.submit(h, &d, 0);
+        assert_eq!(status_of(&drain(taken)), want, "{d:?}");
     }
 }
 
@@ -272,8 +273,8 @@ fn faults_that_shape_the_call_refuse_it_at_once_the_others_run_it_in_step() {
         ),
     ];
     for (d, want) in at_once.into_iter().chain(both) {
-        core.submit(h, &d, 0);
-        let acts = drain(&mut core);
+        let taken = core.submit(h, &d, 0);
+        let acts = drain(taken);
         assert!(matches!(acts[..], [Action::Complete { .. }]), "{d:?}: refused at once, {acts:?}");
         assert_eq!(status_of(&acts), want, "{d:?}");
     }
@@ -353,8 +354,8 @@ fn faults_that_shape_the_call_refuse_it_at_once_the_others_run_it_in_step() {
         ),
     ];
     for (d, want) in in_step {
-        core.submit(h, &d, 0);
-        let acts = drain(&mut core);
+        let taken = core.submit(h, &d, 0);
+        let acts = drain(taken);
         assert!(!matches!(acts[..], [Action::Complete { .. }]), "{d:?}: handed on, {acts:?}");
         assert_eq!(status_of(&acts), want, "{d:?}");
         if let [Action::Allgather(g)] = &acts[..] {
@@ -386,8 +387,8 @@ fn an_in_place_block_past_the_address_space_is_out_of_bounds() {
         offset: u64::MAX - 4,
         ..SubmissionDescriptor::allgather(4, 0, RegionRef { key: a, offset: 0 }, None, 8)
     };
-    core.submit_with(h, &d, 0, &Third);
-    assert_eq!(status_of(&drain(&mut core)), StatusKind::OutOfBounds);
+    let taken = core.submit_with(h, &d, 0, &Third);
+    assert_eq!(status_of(&drain(taken)), StatusKind::OutOfBounds);
 }
 
 proptest! {
@@ -405,8 +406,8 @@ proptest! {
             d.key = a;
             d.aux_key = if pick == 1 { a } else { b };
         }
-        core.submit(h, &d, 1);
-        let acts = drain(&mut core);
+        let taken = core.submit(h, &d, 1);
+        let acts = drain(taken);
         if let [Action::Bcast { cookie, buf, len, .. }] = acts[..] {
             prop_assert_eq!(cookie, d.cookie);
             prop_assert!(buf.offset + len <= 1024 || (buf.offset >= 2048 && buf.offset + len <= 3072));
