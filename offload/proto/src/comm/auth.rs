@@ -153,17 +153,20 @@ impl CommKeys {
         header | h.finish() << 32
     }
 
-    /// Whether `tag` is [`CommKeys::data_tag`] of `span` under `binding` (constant-time in the
-    /// value compared).
-    pub fn data_tag_ok(&self, span: &[u8], binding: Option<&CallBinding>, tag: u64) -> bool {
-        ct_eq(&self.data_tag(span, binding).to_le_bytes(), &tag.to_le_bytes())
-    }
-
-    /// Whether the low half of a bound [`CommKeys::data_tag`] is `span`'s (the header's, the
-    /// call not known yet; constant-time in the value compared).
-    pub fn data_tag_header_ok(&self, span: &[u8], tag: u64) -> bool {
-        let mine = (self.tag(span) & 0xffff_ffff) as u32;
-        ct_eq(&mine.to_le_bytes(), &((tag & 0xffff_ffff) as u32).to_le_bytes())
+    /// Whether `tag` is a bound [`CommKeys::data_tag`] of `span`: its low half always (the
+    /// header's), and its high half too when the call is known here (`binding`; `None`: a
+    /// frame for a broadcast not posted yet, checked in full when its post replays it). One
+    /// pass over the header for both halves; constant-time in the values compared.
+    pub fn data_tag_verified(&self, span: &[u8], binding: Option<&CallBinding>, tag: u64) -> bool {
+        let mut h = self.tag;
+        h.write(span);
+        let header = (h.finish() as u32).to_le_bytes();
+        let mut ok = ct_eq(&header, &(tag as u32).to_le_bytes());
+        if let Some(b) = binding {
+            h.write(b);
+            ok &= ct_eq(&(h.finish() as u32).to_le_bytes(), &((tag >> 32) as u32).to_le_bytes());
+        }
+        ok
     }
 
     /// The MAC of broadcast `bid`'s `message`.
@@ -305,21 +308,32 @@ mod tests {
         let span = [9u8; 32];
         let b: CallBinding = [3; 12];
         let tag = k.data_tag(&span, Some(&b));
-        assert!(k.data_tag_ok(&span, Some(&b), tag));
-        assert!(!k.data_tag_ok(&span, None, tag), "a bound tag is no plain one");
+        assert_ne!(tag, k.tag(&span), "a bound tag is no plain one");
         assert_eq!(k.data_tag(&span, None), k.tag(&span), "unbound: the plain tag");
-        assert!(k.data_tag_header_ok(&span, tag), "its low half is the header's");
+        assert!(k.data_tag_verified(&span, Some(&b), tag), "both halves");
+        assert!(k.data_tag_verified(&span, None, tag), "its low half is the header's");
         let mut other_span = span;
         other_span[0] ^= 1;
-        assert!(!k.data_tag_header_ok(&other_span, tag), "another header fails the first half");
-        assert!(!CommKeys::with_auth(&Secret([6; 32]), Auth::Tag).data_tag_header_ok(&span, tag));
+        assert!(!k.data_tag_verified(&other_span, None, tag), "another header fails the first half");
+        assert!(!CommKeys::with_auth(&Secret([6; 32]), Auth::Tag).data_tag_verified(&span, None, tag));
+        let (mut low, mut high) = (tag, tag);
+        low ^= 1;
+        high ^= 1 << 40;
+        assert!(!k.data_tag_verified(&span, None, low), "the low half checked");
+        assert!(k.data_tag_verified(&span, None, high), "the high half is the call's");
+        assert!(!k.data_tag_verified(&span, Some(&b), high), "and checked with the call");
+        for i in 0..b.len() {
+            let mut other = b;
+            other[i] ^= 1;
+            assert!(!k.data_tag_verified(&span, Some(&other), tag), "binding byte {i}");
+        }
         assert_ne!(call_binding(1, 2), call_binding(1, 3), "the root is bound");
         assert_ne!(call_binding(1, 2), call_binding(1 << 8, 2), "the call is bound");
         assert_eq!(call_binding(1 << 16, 2), call_binding(2 << 16, 2), "not the operation byte");
         for i in 0..b.len() {
             let mut other = b;
             other[i] ^= 1;
-            assert!(!k.data_tag_ok(&span, Some(&other), tag), "binding byte {i} not covered");
+            assert_ne!(k.data_tag(&span, Some(&other)), tag, "binding byte {i} not covered");
         }
     }
 

@@ -497,18 +497,17 @@ impl Protocol {
         let bid = h.bid.get();
         let data = matches!(frame.kind(), FrameKind::DATA_MULTICAST | FrameKind::DATA_REPAIR);
         let bound = data && !self.auth.payload_mac();
-        let authentic = match bound {
-            true => c.seal.keys.data_tag_header_ok(frame.tagged(), frame.tag()),
-            false => c.seal.keys.tag_ok(frame.tagged(), frame.tag()),
+        let authentic = if bound {
+            let binding = match locate(c, bid, self.channels) {
+                Located::Slot(s) => c.ops.get(s).and_then(Option::as_ref).and_then(Op::binding),
+                Located::Future | Located::Stale => None,
+            };
+            c.seal.keys.data_tag_verified(frame.tagged(), binding.as_ref(), frame.tag())
+        } else {
+            c.seal.keys.tag_ok(frame.tagged(), frame.tag())
         };
         if !authentic {
             return self.drop_frame(DropReason::BadTag);
-        }
-        if let (true, Located::Slot(s)) = (bound, locate(c, bid, self.channels)) {
-            let binding = c.ops.get(s).and_then(Option::as_ref).and_then(Op::binding);
-            if !c.seal.keys.data_tag_ok(frame.tagged(), binding.as_ref(), frame.tag()) {
-                return self.drop_frame(DropReason::BadTag);
-            }
         }
         let src = match authenticate(&c.spec, h.src_rank.get(), from) {
             Ok(r) => r,
