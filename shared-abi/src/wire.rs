@@ -19,7 +19,10 @@
 //! CRC catches noise; the tag, which only members holding the key can compute, authenticates the
 //! frame (the cookie only names the communicator: anyone who sees the traffic learns it). A
 //! frame is never trusted before its length, version, kind, CRC, cookie and tag have been
-//! checked.
+//! checked. Under `protocol.auth = tag` ([`WIRE_AUTH_TAG`]) a data frame's tag is two halves:
+//! the low 32 bits over the header, the high 32 over the header and the call the fragment
+//! belongs to (its context and root), checked against the call posted at the receiver
+//! (`ringcast_proto::comm::auth::CommKeys::data_tag`).
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
