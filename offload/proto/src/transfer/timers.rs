@@ -37,7 +37,7 @@ impl Protocol {
     /// Timers: root delays, a root's next batch, repair requests, dead peers, synchronization
     /// retries. Only the communicators whose deadline is due are visited, each once per call.
     /// (A bare protocol's: an engine's node takes the due keys of the table itself and fires
-    /// its communicators' through [`Protocol::comm_due`], `Node::on_timeout`.)
+    /// its communicators' through `Protocol::comm_due`, `Node::on_timeout`.)
     pub fn on_timeout(&mut self, now: Nanos, env: &mut impl Env) {
         let mut due = core::mem::take(&mut self.due);
         due.clear();
