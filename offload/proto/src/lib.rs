@@ -17,7 +17,8 @@
 //! * [`config`] — the sections of the configuration the state machine runs on;
 //! * [`ledger`] — the per-byte ledger: payload bytes copied, hashed and CRC'd per side;
 //! * [`fault`] — the fault injector every fabric (and the simulator) is wrapped in;
-//! * [`rng`] — the deterministic generator the fault injector and the simulator draw from.
+//! * [`rng`] — the deterministic generator the fault injector and the simulator draw from;
+//! * `timer` — the engine's one timer table, keyed by what each deadline times.
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -40,6 +41,7 @@ pub mod ledger;
 pub mod model;
 pub mod rng;
 pub mod schedule;
+pub(crate) mod timer;
 pub mod transfer;
 
 /// Monotonic time in nanoseconds, supplied by whoever drives the state machine.

@@ -2,8 +2,9 @@
 //! rank of the communicator has posted — ranks arriving one by one, milliseconds apart, on
 //! uniform and uneven worlds, with loss, reordering and duplicates; barriers back to back; the
 //! ranks waiting for a late one back their `SYNC_UP` repeats off after a fast window; a
-//! dead engine fails the survivors' barrier with a typed error instead of hanging; and each bad
-//! descriptor gets its typed status at the rank that posted it.
+//! dead engine fails the survivors' barrier with a typed error instead of hanging; each bad
+//! descriptor gets its typed status at the rank that posted it; and a stopping engine that
+//! synchronized the others says itself how long it lingers (`Engine::drained`).
 use ringcast_abi::{Access, Opcode, RegionKey, RegionRef, StatusKind, SubmissionDescriptor};
 use ringcast_proto::comm::World;
 use ringcast_proto::config::{EngineConfig, LocalRank};
@@ -363,4 +364,60 @@ fn a_barrier_waiting_for_a_late_rank_backs_its_repeats_off() {
     run_until(&mut c, 6, u64::MAX);
     assert_eq!(barriers(&c).len(), 6);
     assert_eq!(c.nodes[0].engine.time_wait(d), d);
+}
+
+/// Issue 39: the engine, not its driver, says when a stopping engine may go. It lingers a peer
+/// timeout after its last work while it owes something (here a ranked host still attached),
+/// four at most however busy; owing nothing, the manager that synchronized the others answers
+/// for its TIME-WAIT, a leaf goes at once. The drain's next deadline is a key of the engine's
+/// timer table (`poll_timeout` wakes a sleeping driver for it), and its falling due is no work.
+#[test]
+fn a_draining_engine_says_when_it_is_drained() {
+    let linger: u64 = 100_000_000;
+    let (mut c, ranks) = cluster(&[1, 1, 1], Faults::clean(), 5, &|c| c.protocol.peer_timeout_ms = 100);
+    for r in 0..3 {
+        barrier(&mut c, &ranks, r, r as u64);
+    }
+    run_until(&mut c, 3, u64::MAX);
+    assert_eq!(barriers(&c).len(), 3);
+    // Past every timer of the barriers (the engines' probes and retries are over).
+    let later = c.now() + linger;
+    advance(&mut c, later);
+    let t0 = c.now();
+    let e = &mut c.nodes[0].engine;
+    assert!(e.answers_sync_children(), "the manager synchronized the others");
+    assert_eq!(e.poll_timeout(), None, "nothing armed before the stop");
+    assert!(!e.drained(t0), "not draining before the stop");
+    e.start_drain(t0);
+    // Owing (its host is attached): a peer timeout without work.
+    assert!(!e.drained(t0 + linger - 1));
+    assert!(e.drained(t0 + linger));
+    // The first deadline armed is the quiet period's; falling due, it is no work, does not end
+    // the drain while the engine owes, and the next is armed.
+    let quiet = e.poll_timeout().expect("the drain's deadline is armed");
+    assert!(quiet > t0 && quiet < t0 + linger, "{quiet} after {t0}");
+    assert!(!e.handle_timeout(quiet), "the drain's own deadline is no work");
+    assert!(!e.drained(quiet), "its host is still attached");
+    assert_eq!(e.poll_timeout(), Some(t0 + linger));
+    // Work starts the linger over, four peer timeouts after the stop at most.
+    for k in 1..8 {
+        e.drain_busy(t0 + k * linger / 2);
+    }
+    assert_eq!(e.poll_timeout(), Some(t0 + 4 * linger));
+    assert!(!e.drained(t0 + 4 * linger - 1));
+    assert!(e.drained(t0 + 4 * linger), "however busy");
+    // Owing nothing (a drain started afresh once its host left): the manager answers for its
+    // quiet period, a leaf goes at once.
+    let t1 = t0 + 4 * linger;
+    e.detach_host(ranks[0].host, ringcast_proto::intake::Departure::Clean, 0, t1);
+    e.start_drain(t1);
+    let quiet = e.poll_timeout().expect("the quiet period's end") - t1;
+    assert!(quiet >= linger / 10 && quiet < linger, "TIME-WAIT {quiet}");
+    assert!(!e.drained(t1 + quiet - 1));
+    assert!(e.drained(t1 + quiet), "owing nothing, its TIME-WAIT over");
+    let leaf = &mut c.nodes[1].engine;
+    assert!(!leaf.answers_sync_children());
+    leaf.detach_host(ranks[1].host, ringcast_proto::intake::Departure::Clean, 0, t0);
+    leaf.start_drain(t0);
+    assert!(leaf.drained(t0), "a leaf that owes nothing goes at once");
 }

@@ -40,7 +40,6 @@ use ringcast_abi::{Completion, RegionKey, Status, StatusKind, SubmissionDescript
 use ringcast_proto::engine::{Action, Dma, Engine, JobId};
 use ringcast_proto::intake::regions::Resolved;
 use ringcast_proto::intake::{Departure, HostId, Nanos};
-use ringcast_proto::transfer::protocol::time_wait;
 use rustix::event::epoll;
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
@@ -153,10 +152,6 @@ impl Pending {
         self.hello.as_ref().map(|(_, ok)| ok.c)
     }
 }
-
-/// A finishing engine that owes nothing still answers for `TIME_WAIT_REPAIRS` repair timeouts
-/// (a child whose last `SYNC_DOWN` was lost asks again within two) and at least this fraction of the peer timeout (200 ms by default).
-const TIME_WAIT_PEER_FRACTION: Nanos = 10;
 
 /// The engine's polling loop state.
 pub struct EngineLoop {
@@ -339,8 +334,8 @@ impl EngineLoop {
             work |= net.receive(&mut self.engine, now, &mut self.memory.port());
         }
         if self.engine.poll_timeout().is_some_and(|t| t <= now) {
-            self.engine.handle_timeout(now);
-            work = true;
+            // (The drain's own deadline falling due is no work: it would start the linger over.)
+            work |= self.engine.handle_timeout(now);
         }
         work |= self.carry_out(now);
         work |= self.advance_copies(now, self.config.limits.dma_pass_bytes);
@@ -489,43 +484,19 @@ impl EngineLoop {
         self.finish(&mut idle);
     }
 
-    /// After the stop: linger while the protocol still owes its peers something (repairs they
-    /// may ask for, the synchronization of the broadcasts it took part in), or other local
-    /// processes are still attached (in thread mode the engine lives in one of its node's
-    /// processes) — until a peer timeout passes without work: an engine that leaves at once
-    /// would make the others fail with PeerUnreachable. Once it owes nothing, an engine that
-    /// synchronized others still answers for a quiet period (TCP's TIME-WAIT: 128 repair
-    /// timeouts, at least a tenth of the peer timeout; 64 of a child's backed-off repeats when
-    /// its last synchronization waited long, `Engine::time_wait`): the last `SYNC_DOWN` it sent may be
-    /// lost, and the child asking again must find it here, not a peer timeout of silence. Then
-    /// shut down.
+    /// After the stop: the engine drains (`Engine::start_drain`) — it keeps serving while it
+    /// owes its peers something or ranked hosts are attached, then answers for a quiet period
+    /// if it synchronized others; how long is the engine's to say (`ringcast_proto`'s
+    /// `engine/drain.rs`). Each pass that did work tells it so, and it says when it is drained;
+    /// then shut down.
     pub(crate) fn finish(&mut self, idle: &mut super::idle::Idle) {
-        let linger = self.config.protocol.peer_timeout_ms as Nanos * 1_000_000;
-        // Only an engine that synchronized others keeps answering (a leaf owes nobody a repeat);
-        // long enough for a child's retry to come through a loaded machine, not only a repair
-        // timeout's doubling (seen: a debug build on 2 busy cores, a 1.6 ms wait too short).
-        let quiet = if self.engine.answers_sync_children() {
-            time_wait(&self.config.protocol).max(linger / TIME_WAIT_PEER_FRACTION)
-        } else {
-            0
-        };
-        let now = self.clock.now();
-        let (mut until, mut quiet_until) = (now + linger, now + quiet);
-        // A synchronization that waited long (a late process's finalize) lets the children's
-        // repeats back off: the quiet period is then the protocol's longer TIME-WAIT.
-        let quiet_now = |e: &Self| if quiet == 0 { 0 } else { e.engine.time_wait(quiet) };
-        // However busy, never more than this: a host that keeps asking (an observer polling its
-        // counters) must not hold a stopping engine.
-        let hard = now + 4 * linger;
+        self.engine.start_drain(self.clock.now());
         while self.net.is_some() {
-            let now = self.clock.now();
-            let owes = !self.engine.quiescent() || self.engine.core().ranked_hosts_now() > 0;
-            if now >= until || now >= hard || (!owes && now >= quiet_until) {
+            if self.engine.drained(self.clock.now()) {
                 break;
             }
             if self.step(idle) {
-                let now = self.clock.now();
-                (until, quiet_until) = (now + linger, now + quiet_now(self));
+                self.engine.drain_busy(self.clock.now());
             }
         }
         self.shutdown();

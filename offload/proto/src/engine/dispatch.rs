@@ -229,6 +229,18 @@ impl Engine {
     /// broadcasts it ended, the deliveries they make, the communicators that settled, the
     /// exchanges' steps (see the module doc for what it converges on).
     pub(crate) fn after(&mut self, now: Nanos) {
+        self.converge(now);
+        // The deadlines this event moved that no entry point re-arms on its own: the freed
+        // communicators' and the drain's (the protocol's, the void calls' and the checks' are
+        // re-armed where they change).
+        if let Some(node) = self.node.as_mut() {
+            node.rearm_freeing();
+        }
+        self.arm_linger(now);
+    }
+
+    /// [`Engine::after`]'s fix point.
+    fn converge(&mut self, now: Nanos) {
         loop {
             let resolved = self.resolve_void_calls(now);
             self.step_node(now);

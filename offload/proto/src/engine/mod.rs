@@ -12,11 +12,13 @@
 //! leaders' exchange), `assembly.rs` (a node part's local blocks), `hands.rs`, `reduction.rs`,
 //! `links.rs` (pair communicators between engines) — and `node/` (the protocol and the
 //! communicators, each with its slot sequencer); `jobs.rs`, `held.rs`, `action.rs` (the
-//! outbox), `ids.rs`. Each imports only files below it.
+//! outbox), `ids.rs`; `drain.rs` (how long the engine lingers once its driver stops, and
+//! [`Engine::drained`]). Each imports only files below it.
 //!
 //! Events, each with `now`: a host attached, registered, posted a descriptor
 //! ([`Engine::handle_descriptor`]) or left; a frame arrived ([`Engine::handle_frame`]); a timer
-//! fell due ([`Engine::handle_timeout`], when [`Engine::poll_timeout`] says); a DMA job or a
+//! fell due ([`Engine::handle_timeout`], when [`Engine::poll_timeout`] says: one timer table,
+//! `crate::timer`, keyed by what each deadline times); a DMA job or a
 //! group join the driver carried out finished ([`Engine::handle_dma_done`],
 //! [`Engine::handle_join_done`]). After each, the driver drains [`Engine::poll_action`] and does
 //! what it says, in order: send and multicast frames, join and leave groups, move host memory
@@ -43,6 +45,7 @@ mod bcast;
 mod call;
 mod cx;
 mod dispatch;
+mod drain;
 mod exchange;
 mod hands;
 mod held;
@@ -143,6 +146,8 @@ pub struct Engine {
     voids: VoidCalls,
     /// The call a collective being taken in was just counted as, for the next `new_op`.
     calling: Option<(u64, u64)>,
+    /// How long the engine lingers once its driver stops (`drain.rs`).
+    drain: drain::Drain,
 }
 
 fn failed(status: StatusKind) -> Outcome {
@@ -171,6 +176,7 @@ impl Engine {
             refusing: false,
             voids: VoidCalls::default(),
             calling: None,
+            drain: drain::Drain::new(config),
             queues: (0..config.limits.max_hosts).map(|_| VecDeque::new()).collect(),
         })
     }
@@ -397,15 +403,16 @@ impl Engine {
         self.after(now);
     }
 
-    /// Timers due at `now` fire.
-    pub fn handle_timeout(&mut self, now: Nanos) {
-        if let Some(node) = self.node.as_mut() {
-            node.on_timeout(now, &mut self.out);
-        }
+    /// Timers due at `now` fire. Returns whether any but the drain's was due (work, for a
+    /// driver's idle strategy: the drain's own deadline is not, [`Engine::drain_busy`]).
+    pub fn handle_timeout(&mut self, now: Nanos) -> bool {
+        let fired = self.node.as_mut().is_some_and(|node| node.on_timeout(now, &mut self.out));
         self.after(now);
+        fired
     }
 
-    /// When [`Engine::handle_timeout`] is next due.
+    /// When [`Engine::handle_timeout`] is next due: the earliest deadline of the engine's one
+    /// timer table (`timer.rs`), keyed by what each times.
     pub fn poll_timeout(&self) -> Option<Nanos> {
         self.node.as_ref().and_then(node::Node::next_timeout)
     }

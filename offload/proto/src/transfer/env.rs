@@ -265,7 +265,7 @@ pub struct Outcome {
 }
 
 /// Handle of a communicator in this engine.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CommHandle(pub u32);
 
 /// The operation byte (bits 16–23 of [`Post::context`]) of a call refused at its rank for an

@@ -16,5 +16,4 @@ mod repair;
 pub(crate) mod seal;
 pub(crate) mod state;
 pub(crate) mod sync;
-mod timer_table;
 mod timers;

@@ -47,11 +47,11 @@ use crate::comm::{authenticate, CommSpec, GroupId, PeerId, Rank};
 use crate::config::{EngineConfig, RootDelay};
 use crate::model::select::Selector;
 use crate::schedule::bcast::Algorithm;
+use crate::timer::{TimerKey, TimerTable};
 use crate::transfer::barrier;
 pub use crate::transfer::env::*;
 use crate::transfer::state::{fail, locate, waits_on, Comm, Located, Op, Seal, State, Sync};
 pub use crate::transfer::sync::{time_wait, TIME_WAIT_REPAIRS};
-use crate::transfer::timer_table::TimerTable;
 use crate::Nanos;
 use alloc::format;
 use alloc::string::String;
@@ -101,7 +101,8 @@ pub struct Protocol {
     /// The cost model that picks an algorithm per call and says how long one should take
     /// (shared by [`Protocol::sibling`]s: 128 bytes a simulated rank need not hold).
     pub(crate) selector: Arc<Selector>,
-    /// Each communicator's earliest deadline ([`Protocol::next_timeout`] without a scan).
+    /// The engine's one timer table (`timer.rs`): each communicator's earliest deadline
+    /// ([`Protocol::next_timeout`] without a scan), and an engine's node's own keys.
     pub(crate) timers: TimerTable,
     /// The communicators due in one [`Protocol::on_timeout`] (kept to reuse its memory; inline
     /// up to two, a simulated rank's one).
@@ -335,7 +336,7 @@ impl Protocol {
     /// Removes a communicator; its operations still running fail with `CommunicatorBroken`.
     pub fn destroy_comm(&mut self, comm: CommHandle, env: &mut impl Env) -> bool {
         let Some(mut c) = self.comms.get_mut(comm.0 as usize).and_then(Option::take) else { return false };
-        self.timers.set(comm.0, None);
+        self.timers.set(TimerKey::Comm(comm), None);
         barrier::abandon(&mut c, env);
         for op in c.ops.into_iter().flatten().filter(|o| !o.over()) {
             // A root completed its host's request when its message was loaded; one still

@@ -1,7 +1,9 @@
 //! The protocol's timers: root delays, a root's next batch of fragments, repair requests, dead
-//! peers, synchronization retries and probes.
+//! peers, synchronization retries and probes — one [`TimerKey::Comm`] entry per communicator in
+//! the engine's timer table (`timer.rs`), re-armed by every entry point that may move it.
 use crate::comm::{sync_children, sync_parent};
 use crate::schedule::bcast as algo;
+use crate::timer::TimerKey;
 use crate::transfer::env::{CommHandle, Env};
 use crate::transfer::protocol::Protocol;
 use crate::transfer::seal::{header, send};
@@ -12,18 +14,21 @@ use ringcast_abi::wire::{FrameKind, READY_FLAG_PROBE, SYNC_PROBE_BID};
 use ringcast_abi::StatusKind;
 
 impl Protocol {
-    /// When the next call to [`Protocol::on_timeout`] is due: the timer table's earliest entry.
+    /// When the next call to [`Protocol::on_timeout`] is due: the timer table's earliest entry
+    /// (in an engine, the table holds its node's keys too: `timer.rs`).
     pub fn next_timeout(&self) -> Option<Nanos> {
-        let next = self.timers.next();
         // The table must say what a scan of every communicator says: a missed re-arm is a
         // hang. Debug builds (every test, the DST) check it on each call.
-        debug_assert_eq!(next, self.next_timeout_by_scan());
-        next
+        debug_assert_eq!(
+            self.timers.armed().filter(|(k, _)| matches!(k, TimerKey::Comm(_))).map(|(_, t)| t).min(),
+            self.next_timeout_by_scan()
+        );
+        self.timers.next()
     }
 
-    /// [`Protocol::next_timeout`] the way it was found before the timer table: a scan of every
-    /// communicator × channel. The debug builds' cross-check, and the baseline the `timers`
-    /// bench measures the table against in the same run.
+    /// The communicators' earliest deadline the way it was found before the timer table: a
+    /// scan of every communicator × channel. The debug builds' cross-check, and the baseline
+    /// the `timers` bench measures the table against in the same run.
     #[doc(hidden)]
     pub fn next_timeout_by_scan(&self) -> Option<Nanos> {
         self.comms.iter().flatten().filter_map(|c| self.deadline_of(c)).min()
@@ -31,28 +36,40 @@ impl Protocol {
 
     /// Timers: root delays, a root's next batch, repair requests, dead peers, synchronization
     /// retries. Only the communicators whose deadline is due are visited, each once per call.
+    /// (A bare protocol's: an engine's node takes the due keys of the table itself and fires
+    /// its communicators' through `Protocol::comm_due`, `Node::on_timeout`.)
     pub fn on_timeout(&mut self, now: Nanos, env: &mut impl Env) {
         let mut due = core::mem::take(&mut self.due);
         due.clear();
-        while let Some(ci) = self.timers.pop_due(now) {
-            due.push(ci);
+        while let Some((key, _)) = self.timers.pop_due(now) {
+            match key {
+                TimerKey::Comm(c) => due.push(c.0),
+                // Only a node arms other keys, and a node never calls this.
+                _ => debug_assert!(false, "{key:?} in a bare protocol's timer table"),
+            }
         }
         // In slot order, as a sweep of the table would visit them: which of several
         // simultaneously due communicators sends first is arbitrary, and this keeps it
         // independent of the heap's history.
         due.sort_unstable();
         for &ci in &due {
-            self.comm_timeout(ci as usize, now, env);
-            self.rearm(CommHandle(ci));
+            self.comm_due(CommHandle(ci), now, env);
         }
         self.due = due;
+    }
+
+    /// Communicator `comm`'s timers, due at `now` (its key taken from the table), fire; its
+    /// next deadline is armed.
+    pub(crate) fn comm_due(&mut self, comm: CommHandle, now: Nanos, env: &mut impl Env) {
+        self.comm_timeout(comm.0 as usize, now, env);
+        self.rearm(comm);
     }
 
     /// Re-computes `comm`'s earliest deadline into the timer table. Every entry point that may
     /// change a communicator's timers ends with it.
     pub(crate) fn rearm(&mut self, comm: CommHandle) {
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else {
-            return self.timers.set(comm.0, None);
+            return self.timers.set(TimerKey::Comm(comm), None);
         };
         // A probe belongs to a wait: once the wait is over, so is its probe (a later wait arms
         // its own, `probe_every` after it starts).
@@ -61,7 +78,7 @@ impl Protocol {
         }
         let Some(c) = self.comms[comm.0 as usize].as_ref() else { return };
         let at = self.deadline_of(c);
-        self.timers.set(comm.0, at);
+        self.timers.set(TimerKey::Comm(comm), at);
     }
 
     /// The earliest of `c`'s deadlines: its operations' root delays, next batches (due at once),

@@ -47,6 +47,7 @@
 use crate::engine::action::Outbox;
 use crate::engine::node::calls::Shape;
 use crate::engine::node::{Node, NodeEnv};
+use crate::timer::TimerKey;
 use crate::transfer::call_shape::ShapeIn;
 use crate::transfer::env::CommHandle;
 use crate::Nanos;
@@ -223,13 +224,10 @@ impl Node {
         self.disagreed.contains(&(comm, call))
     }
 
-    /// When the earliest check asks next.
-    pub(crate) fn check_timeout(&self) -> Option<Nanos> {
-        self.check_deadline
-    }
-
+    /// Re-arms [`TimerKey::CallChecks`], when the earliest check asks next, after checks
+    /// changed.
     fn refresh_checks(&mut self) {
-        self.check_deadline = self
+        let at = self
             .comms
             .iter()
             .flatten()
@@ -237,6 +235,7 @@ impl Node {
             .filter(|k| k.timed())
             .map(|k| k.next)
             .min();
+        self.proto.timers.set(TimerKey::CallChecks, at);
     }
 
     /// Checks due at `now`: the calls that waited start asking, and those asking ask again.

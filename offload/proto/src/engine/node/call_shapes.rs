@@ -38,6 +38,7 @@
 use crate::engine::action::Outbox;
 use crate::engine::node::calls::{Entry, Resolution, Resolved, Shape, Waiting, MAX_ASKED};
 use crate::engine::node::{Node, NodeEnv};
+use crate::timer::TimerKey;
 use crate::transfer::call_shape::ShapeIn;
 use crate::transfer::env::CommHandle;
 use crate::Nanos;
@@ -355,16 +356,11 @@ impl Node {
         }
     }
 
-    /// The earliest void call's next query or give-up (kept: the engine asks on every turn
-    /// of its loop, and almost never has a void call).
-    pub(crate) fn void_timeout(&self) -> Option<Nanos> {
-        self.void_deadline
-    }
-
-    /// Recomputes [`Node::void_timeout`] after void calls changed.
+    /// Re-arms [`TimerKey::ShapeQueries`], the earliest void call's next query or give-up,
+    /// after void calls changed.
     fn refresh_voids(&mut self) {
         let peer = self.free_linger;
-        self.void_deadline = self
+        let at = self
             .comms
             .iter()
             .flatten()
@@ -372,6 +368,7 @@ impl Node {
             .filter(|w| w.asks())
             .map(|w| w.next.min(w.heard + peer))
             .min();
+        self.proto.timers.set(TimerKey::ShapeQueries, at);
     }
 
     /// Void calls due at `now`: asked again, or given up when no engine answered for

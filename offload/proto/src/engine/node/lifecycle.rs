@@ -10,6 +10,7 @@ use crate::engine::node::calls::Calls;
 use crate::engine::node::comms::{derive, parse_record, LocalComm};
 use crate::engine::node::sequencer::{Delivery, Sequencer};
 use crate::engine::node::{Node, NodeEnv};
+use crate::timer::TimerKey;
 use crate::Nanos;
 use alloc::format;
 use alloc::vec;
@@ -210,6 +211,48 @@ impl Node {
                 self.overdue += u64::from(!settled);
             }
         }
+    }
+
+    /// When freed communicator `c` is next looked at by [`Node::reap_freed`] (`None`: not
+    /// freed): `peer_timeout_ms` after its last local member freed it (then it is dropped
+    /// overdue), or earlier its TIME-WAIT after it settled — unless it is broken
+    /// ([`broken_lingers`]) — and never before a call it ended for everyone may no longer be
+    /// asked about.
+    fn freeing_deadline(&self, c: &LocalComm) -> Option<Nanos> {
+        let since = c.freeing_since?;
+        let linger = self.free_linger;
+        let overdue = since + linger + 1;
+        let due = match broken_lingers(&self.proto, c) {
+            true => overdue,
+            false => c
+                .settled_since
+                .map_or(overdue, |s| overdue.min(s + time_wait_of(&self.proto, c, self.time_wait))),
+        };
+        Some(c.calls.lingers(linger).map_or(due, |t| due.max(t)))
+    }
+
+    /// Re-arms every communicator slot's [`TimerKey::Freeing`] (cleared for one not freed or
+    /// gone). The engine calls it at the end of every event (`Engine::after`), where
+    /// [`Node::reap_freed`] has just looked at each freed communicator: what its deadline
+    /// depends on (its protocol side settling or breaking, a child's backed-off repeats, a call
+    /// ended for everyone) moves only with events.
+    pub(crate) fn rearm_freeing(&mut self) {
+        for slot in 1..self.comms.len() {
+            let at = self.comms[slot].as_ref().and_then(|c| self.freeing_deadline(c));
+            self.proto.timers.set(TimerKey::Freeing(slot as u32), at);
+        }
+    }
+
+    /// Whether every [`TimerKey::Freeing`] in the table is what [`Node::freeing_deadline`]
+    /// says now (the debug builds' check that no event forgot [`Node::rearm_freeing`]).
+    pub(crate) fn freeing_armed(&self) -> bool {
+        let table = &self.proto.timers;
+        let stale = self.comms.iter().enumerate().skip(1).any(|(slot, c)| {
+            table.get(TimerKey::Freeing(slot as u32)) != c.as_ref().and_then(|c| self.freeing_deadline(c))
+        });
+        let beyond =
+            table.armed().any(|(k, _)| matches!(k, TimerKey::Freeing(s) if s as usize >= self.comms.len()));
+        !stale && !beyond
     }
 
     /// Local process `local` left. Every communicator it leaves with a broadcast unfinished is

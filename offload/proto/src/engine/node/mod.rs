@@ -33,6 +33,7 @@ pub use crate::engine::node::world::world_identity;
 use crate::engine::node::world::WorldRecipe;
 use crate::intake::regions::Resolved;
 use crate::schedule::bcast::LANE_ANY;
+use crate::timer::TimerKey;
 use crate::transfer::protocol::{
     time_wait, ChannelRange, Dest, DmaJob, DmaStatus, DmaToken, Env, HostPort, Outcome, Post, PostError,
     ProtoCounters, Protocol,
@@ -215,13 +216,12 @@ pub(crate) struct Node {
     pub(crate) shapes_in: Vec<crate::transfer::call_shape::ShapeIn>,
     /// A void call's first repetition of its query (`repair_timeout_us`; it doubles).
     pub(crate) shape_retry: Nanos,
-    /// The earliest void call's next query or give-up (`call_shapes.rs`).
-    pub(crate) void_deadline: Option<Nanos>,
     /// How long a call waits before it is checked against the manager's (`call_checks.rs`):
     /// the synchronization's probe interval, `peer_timeout_ms / 64`.
     pub(crate) check_after: Nanos,
-    /// The earliest check's next query.
-    pub(crate) check_deadline: Option<Nanos>,
+    /// The timer keys due in one [`Node::on_timeout`], with their deadlines (kept to reuse
+    /// its memory).
+    pub(crate) due: Vec<(TimerKey, Nanos)>,
     /// Calls found to disagree, for the engine to fail and break: (communicator, call).
     pub(crate) disagreed: Vec<(u64, u64)>,
     /// Pair transfers that ended, of every communicator's pairs (`links.rs`).
@@ -271,10 +271,9 @@ impl Node {
             resolved: Vec::new(),
             shapes_in: Vec::new(),
             shape_retry: config.protocol.repair_timeout_us as Nanos * 1000,
-            void_deadline: None,
             check_after: (config.protocol.peer_timeout_ms as Nanos * 1_000_000 / 64)
                 .max(config.protocol.repair_timeout_us as Nanos * 1000),
-            check_deadline: None,
+            due: Vec::new(),
             disagreed: Vec::new(),
             link_done: Vec::new(),
             local_started: Vec::new(),
@@ -554,18 +553,43 @@ impl Node {
         self.on_call_shapes(now, out);
     }
 
-    /// The protocol's timers, if due.
-    pub(crate) fn on_timeout(&mut self, now: Nanos, out: &mut Outbox) {
-        if self.proto.next_timeout().is_some_and(|t| t <= now) {
-            let Node { proto, finished, jobs, .. } = self;
-            proto.on_timeout(now, &mut NodeEnv { out, jobs, done: finished, port: None });
+    /// The timers due at `now`, taken from the one table in [`TimerKey`] order: the protocol's
+    /// communicators (slot order), then the void calls' queries, then the call checks — each
+    /// of those two as its key stands when its turn comes (the one before may have moved it).
+    /// A freed communicator's key needs nothing here: [`Node::reap_freed`] runs after every
+    /// event, and [`Node::rearm_freeing`] arms what is left; the drain's is the engine's
+    /// (`drain.rs`). Returns whether a key other than the drain's was due.
+    pub(crate) fn on_timeout(&mut self, now: Nanos, out: &mut Outbox) -> bool {
+        let mut due = core::mem::take(&mut self.due);
+        due.clear();
+        while let Some(entry) = self.proto.timers.pop_due(now) {
+            due.push(entry);
         }
-        if self.void_timeout().is_some_and(|t| t <= now) {
+        // In slot order, as a sweep of the table would visit them: which of several
+        // simultaneously due communicators sends first is arbitrary, and this keeps it
+        // independent of the heap's history.
+        due.sort_unstable();
+        // The void calls' and the checks' keys stay armed until their handlers re-arm them.
+        for &(key, at) in &due {
+            if matches!(key, TimerKey::ShapeQueries | TimerKey::CallChecks) {
+                self.proto.timers.set(key, Some(at));
+            }
+        }
+        for &(key, _) in &due {
+            if let TimerKey::Comm(comm) = key {
+                let Node { proto, finished, jobs, .. } = self;
+                proto.comm_due(comm, now, &mut NodeEnv { out, jobs, done: finished, port: None });
+            }
+        }
+        if self.proto.timers.due(TimerKey::ShapeQueries, now) {
             self.on_void_timers(now, out);
         }
-        if self.check_timeout().is_some_and(|t| t <= now) {
+        if self.proto.timers.due(TimerKey::CallChecks, now) {
             self.on_check_timers(now, out);
         }
+        let fired = due.iter().any(|&(k, _)| k != TimerKey::Linger);
+        self.due = due;
+        fired
     }
 
     /// A host-memory job of the protocol is over.
@@ -579,34 +603,15 @@ impl Node {
         self.proto.staging(token)
     }
 
-    /// When a timer is next due: the protocol's, the deadline of a freed communicator that has
-    /// not settled (a broken one: the peer timeout after its members freed it), a void call's
-    /// next query (`call_shapes.rs`) or a waiting call's check (`call_checks.rs`).
+    /// When a timer is next due: the one table's earliest key (`timer.rs`) — the protocol's
+    /// communicators, a freed communicator that has not been dropped ([`Node::rearm_freeing`]),
+    /// the void calls' next query (`call_shapes.rs`), the waiting calls' checks
+    /// (`call_checks.rs`) and the engine's drain.
     pub(crate) fn next_timeout(&self) -> Option<Nanos> {
-        let linger = self.free_linger;
-        let time_wait = self.time_wait;
-        let mut next = self.proto.next_timeout();
-        let mut take = |t: Nanos| next = Some(next.map_or(t, |n| n.min(t)));
-        // (Asked on every turn of the engine's loop: no work for a communicator not freed.)
-        for c in self.comms.iter().flatten() {
-            let Some(since) = c.freeing_since else { continue };
-            let overdue = since + linger + 1;
-            let due = match lifecycle::broken_lingers(&self.proto, c) {
-                true => overdue,
-                false => c
-                    .settled_since
-                    .map_or(overdue, |s| overdue.min(s + lifecycle::time_wait_of(&self.proto, c, time_wait))),
-            };
-            // Not before a call it ended for everyone may no longer be asked about.
-            take(c.calls.lingers(linger).map_or(due, |t| due.max(t)));
-        }
-        if let Some(t) = self.void_timeout() {
-            take(t);
-        }
-        if let Some(t) = self.check_timeout() {
-            take(t);
-        }
-        next
+        // The freed communicators' keys must say what a scan of them says (the protocol checks
+        // its own): debug builds check it on each call, as the protocol does its keys.
+        debug_assert!(self.freeing_armed(), "a freed communicator's deadline was not re-armed");
+        self.proto.next_timeout()
     }
 
     /// Nothing owed to peers or local processes: no broadcast in progress here, and every
