@@ -27,8 +27,12 @@ use zerocopy::byteorder::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};
 
 /// Version carried in [`WireHeader::version`] (2: keyed tag in the trailer, 16-byte message MAC;
-/// 3: the synchronization body carries the barrier that cut its epoch; 4: `CALL_SHAPE`).
-pub const WIRE_VERSION: u8 = 4;
+/// 3: the synchronization body carries the barrier that cut its epoch; 4: `CALL_SHAPE`; 5: the
+/// message MAC covers the root, a barrier's identity its place in the communicator's sequence,
+/// and under `protocol.auth = tag` a data frame's tag binds its call — the same bytes, other
+/// values, so engines of version 4 and 5 drop each other's frames as `BadVersion` instead of
+/// failing each other's checks).
+pub const WIRE_VERSION: u8 = 5;
 
 /// Set in [`WireHeader::version`] by engines that authenticate by the keyed header tag alone
 /// (`protocol.auth = tag`, the `shm` fabric's default): the frame format is the same — the last

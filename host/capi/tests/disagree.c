@@ -3,7 +3,11 @@
  * multicasts the first between the engines and has the others swap over the pair communicators:
  * the exchanges never meet. Before, every rank waited until the launcher's timeout; now each call
  * must end with an error (not RINGCAST_OK) within the peer timeout (RINGCAST_PEER_TIMEOUT_MS,
- * default 2,000 ms), measured from its post on CLOCK_MONOTONIC. Run it on every rank of
+ * default 2,000 ms) and a quarter, measured from its post on CLOCK_MONOTONIC: the ranks that meet
+ * the disagreement end at once (DigestMismatch), but a rank that posts after the others' calls
+ * ended and their engines let go of the communicator hears nobody, and ends PeerUnreachable one
+ * silent peer timeout after its post, plus the check's interval (a 64th of it) and the engine's
+ * wake-up (seen in CI under load: 2,002 ms). Run it on every rank of
  * `ringcast run -n 3 -p 1 -- ./disagree` (shm or udp, daemon or thread mode); exits non-zero if
  * this rank's call succeeded, failed late, or could not be made. */
 #include <ringcast.h>
@@ -48,8 +52,8 @@ int main(void) {
         fprintf(stderr, "rank %d: the allreduce succeeded although rank 0 called another\n", me);
         return 1;
     }
-    if (took > peer_timeout) {
-        fprintf(stderr, "rank %d: the allreduce ended after %.0f ms, past the %.0f ms peer timeout\n", me,
+    if (took > 1.25 * peer_timeout) {
+        fprintf(stderr, "rank %d: the allreduce ended after %.0f ms, past 1.25 x the %.0f ms peer timeout\n", me,
                 took * 1000.0, peer_timeout * 1000.0);
         return 1;
     }

@@ -224,9 +224,9 @@ fn forge(
     let mac = if s.seq + 1 != s.count {
         Vec::new()
     } else if s.count == 1 {
-        keys.message_mac(bid, payload).to_vec()
+        keys.message_mac(bid, 0, payload).to_vec()
     } else {
-        keys.message_mac(bid, cut(s.total as usize)).to_vec()
+        keys.message_mac(bid, 0, cut(s.total as usize)).to_vec()
     };
     let mut out = vec![0u8; WIRE_HEADER_LEN + payload.len() + DIGEST_LEN + WIRE_TRAILER_LEN];
     let n = emit(&mut out, &h, &[payload, &mac], |span| keys.tag(span), crc32c::crc32c).expect("sized");

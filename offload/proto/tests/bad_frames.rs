@@ -82,8 +82,8 @@ fn each_bad_frame_is_counted_under_its_reason() {
     let mut env = TestEnv { buf: vec![0; 64], ..TestEnv::default() };
     let data = b"twelve bytes";
     let keys = CommKeys::new(&KEY);
-    let digest = keys.message_mac(0, data);
-    let digest1 = keys.message_mac(1, data);
+    let digest = keys.message_mac(0, 0, data);
+    let digest1 = keys.message_mac(1, 0, data);
     let good = frame(&header(FrameKind::DATA_MULTICAST, 0, 0, 0, 1, 12), &[data, &digest]);
 
     let mut cases: Vec<(&str, PeerId, Vec<u8>, Option<DropReason>)> = Vec::new();
@@ -204,7 +204,7 @@ fn each_bad_frame_is_counted_under_its_reason() {
     env.buf[..12].copy_from_slice(b"............");
     p.post_bcast(Post { comm, root: 0, buf, len: 12, token: 3, context: 0, window: 0 }, 3, &mut env).unwrap();
     let mut swapped =
-        frame(&header(FrameKind::DATA_MULTICAST, 0, 2, 0, 1, 12), &[data, &keys.message_mac(2, data)]);
+        frame(&header(FrameKind::DATA_MULTICAST, 0, 2, 0, 1, 12), &[data, &keys.message_mac(2, 0, data)]);
     swapped[32..44].copy_from_slice(b"FORGED BYTES");
     let n = swapped.len() - 4;
     let sum = crc32c::crc32c(&swapped[..n]).to_le_bytes();

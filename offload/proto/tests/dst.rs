@@ -214,7 +214,7 @@ fn a_forger_holding_the_key_is_caught_by_the_checker() {
 /// duplication — ran out of its 20 M-event budget within a millisecond of virtual time.
 #[test]
 fn issue_13_seed_duplicates_are_not_re_forwarded() {
-    let r = run(&Scenario::generate(18_000_000_742, 512)).unwrap_or_else(|v| panic!("{v:?}"));
+    let r = run(&Scenario::generate(18_000_000_742, 512).blocking()).unwrap_or_else(|v| panic!("{v:?}"));
     assert_eq!(r.ok + r.empty, r.completions, "every broadcast of the seed succeeds");
     assert!(r.delivered < 20_000, "{} datagrams for 1,165 completions: duplicates amplified", r.delivered);
 }
@@ -231,6 +231,7 @@ fn duplication_costs_the_duplicates_and_no_more() {
     for alg in [Algorithm::Hierarchical, Algorithm::ScatterAllgather] {
         let ranks = 96;
         let scenario = |duplicate: f64| Scenario {
+            window: 1,
             seed: 13,
             ranks,
             config: ringcast_proto::config::EngineConfig::default()
@@ -359,7 +360,7 @@ fn a_primary_completes_only_after_the_copies_reading_its_buffer() {
 #[test]
 fn issue_38_a_void_call_given_up_breaks_its_communicator() {
     for seed in [888_000_001_933, 888_000_017_220, 777_000_017_823] {
-        run(&Scenario::generate(seed, 1024)).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
+        run(&Scenario::generate(seed, 1024).blocking()).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
     }
 }
 
@@ -371,7 +372,7 @@ fn issue_38_a_void_call_given_up_breaks_its_communicator() {
 #[test]
 fn issue_38_requests_probe_a_late_root_64_times_per_peer_timeout() {
     let seed = 888_000_012_974;
-    let r = run(&Scenario::generate(seed, 1024)).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
+    let r = run(&Scenario::generate(seed, 1024).blocking()).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
     assert!(r.benign);
 }
 
@@ -382,7 +383,8 @@ fn issue_38_requests_probe_a_late_root_64_times_per_peer_timeout() {
 #[test]
 fn issue_38_the_time_wait_outlasts_64_up_repeats() {
     for seed in [777_000_005_945, 888_000_006_368] {
-        let r = run(&Scenario::generate(seed, 1024)).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
+        let r =
+            run(&Scenario::generate(seed, 1024).blocking()).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
         assert!(r.benign, "seed {seed}");
     }
 }
@@ -396,7 +398,8 @@ fn issue_38_the_time_wait_outlasts_64_up_repeats() {
 #[test]
 fn issue_38_forgeries_after_a_communicator_was_let_go_are_dropped_for_their_cookie() {
     for seed in [777_000_019_955, 888_000_018_925] {
-        let r = run(&Scenario::generate(seed, 1024)).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
+        let r =
+            run(&Scenario::generate(seed, 1024).blocking()).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
         assert!(r.forged > 0, "seed {seed}: the forger injected nothing");
     }
 }
@@ -410,7 +413,7 @@ fn issue_38_forgeries_after_a_communicator_was_let_go_are_dropped_for_their_cook
 #[test]
 fn issue_38_a_broken_communicator_stays_to_say_so() {
     let seed = 777_000_007_587;
-    run(&Scenario::generate(seed, 1024)).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
+    run(&Scenario::generate(seed, 1024).blocking()).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
 }
 
 /// Issue 38, found by this branch's far sweep (`ringcast dst --seeds 20000 --start
@@ -423,7 +426,7 @@ fn issue_38_a_broken_communicator_stays_to_say_so() {
 #[test]
 fn issue_38_node_mates_that_disagree_break_before_posting() {
     let seed = 777_000_003_129;
-    run(&Scenario::generate(seed, 1024)).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
+    run(&Scenario::generate(seed, 1024).blocking()).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
 }
 
 /// Issue 38, found by this branch's far sweep (`ringcast dst --seeds 100000 --start
@@ -439,7 +442,7 @@ fn issue_38_node_mates_that_disagree_break_before_posting() {
 #[test]
 fn issue_38_a_call_whose_manager_let_go_ends() {
     for seed in [999_000_007_373, 999_000_016_476] {
-        run(&Scenario::generate(seed, 1024)).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
+        run(&Scenario::generate(seed, 1024).blocking()).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
     }
 }
 
@@ -455,7 +458,7 @@ fn issue_38_a_call_whose_manager_let_go_ends() {
 #[test]
 fn issue_38_a_barrier_waiting_for_a_late_process_backs_its_repeats_off() {
     for seed in [999_000_069_974, 999_000_049_135] {
-        run(&Scenario::generate(seed, 1024)).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
+        run(&Scenario::generate(seed, 1024).blocking()).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
     }
 }
 
@@ -471,7 +474,29 @@ fn issue_38_a_barrier_waiting_for_a_late_process_backs_its_repeats_off() {
 #[test]
 fn issue_38_fragments_of_another_call_are_not_delivered_under_tag() {
     let seed = 999_000_024_029;
-    let s = Scenario::generate(seed, 1024);
+    let s = Scenario::generate(seed, 1024).blocking();
     assert_eq!(s.config.protocol.auth, ringcast_proto::config::Auth::Tag, "the seed draws tag");
     run(&s).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
+}
+
+/// Found once the DST posted non-blocking calls (`Scenario::window`: up to 5 collectives in
+/// flight per rank, a third of the scenarios): `ringcast dst --seeds 2000` found two
+/// violations, each where one rank made another call ahead of calls it had in flight.
+/// * Seed 535 (`mac`, 4 in flight): `WrongBytes { rank: 9, comm: 2, bcast: 2 }`. The rank that
+///   made an allreduce in place of a broadcast got out of step by the ids the allreduce took,
+///   and its next broadcast held the id of another broadcast of the same length from another
+///   root: the message MAC, over the id, length, call and payload but not the root, passed,
+///   and it delivered the other root's 174,762 bytes `Ok`. The MAC (and `tag`'s call MAC)
+///   now covers the root.
+/// * Seed 139 (`tag`, 3 in flight): `EarlyBarrier`. A rank made a scan (an exchange: no
+///   broadcast id) in place of a barrier; its next call, a barrier, met the others' barrier
+///   with the same context and cut, and theirs ended `Ok` without it. A barrier's identity now
+///   includes its place in the communicator's sequence of slots.
+#[test]
+fn issue_38_calls_out_of_step_behind_non_blocking_ones_end_typed() {
+    for (seed, window) in [(535, 4), (139, 3)] {
+        let s = Scenario::generate(seed, 512);
+        assert_eq!(s.window, window, "seed {seed} draws {window} calls in flight");
+        run(&s).unwrap_or_else(|v| panic!("seed {seed}: {v:?}"));
+    }
 }

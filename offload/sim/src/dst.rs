@@ -208,6 +208,9 @@ pub struct Scenario {
     pub dma: DmaTiming,
     /// Every rank frees each communicator (`COMM_FREE`) after its last broadcast on it.
     pub free_comms: bool,
+    /// Collectives a rank keeps in flight (1: it blocks on each; more: non-blocking calls,
+    /// completed in any order); creations and releases always run alone.
+    pub window: u32,
 }
 
 /// Salt of the forger's generator (and of the communicators' secrets): streams of their own.
@@ -523,11 +526,31 @@ impl Scenario {
                 }
             },
             free_comms: false,
+            window: 1,
         }
         .with_free_draw()
         .with_composition_draw()
         .with_auth_draw()
         .with_disagreement_draw()
+        .with_window_draw()
+    }
+
+    /// Draws the collectives a rank keeps in flight: a third of the scenarios post 2–5
+    /// non-blocking calls ahead, from a stream of their own (every other draw of a seed stays
+    /// what it was).
+    fn with_window_draw(mut self) -> Scenario {
+        let mut w = SimRng::new(self.seed ^ ENGINE_SALT ^ 4);
+        if w.chance(1.0 / 3.0) {
+            self.window = w.range(2, 5) as u32;
+        }
+        self
+    }
+
+    /// `self` with every rank blocking on each call (`window` 1): the scenario a seed drew
+    /// before windows were drawn, as the regression tests of that time replay it.
+    pub fn blocking(mut self) -> Scenario {
+        self.window = 1;
+        self
     }
 
     /// Draws the calls that disagree (`dst/disagree.rs`), from a stream of their own, once the

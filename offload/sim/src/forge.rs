@@ -90,9 +90,9 @@ impl Forger {
         let Ok(geo) = Geometry::new(len, self.payload) else { return Vec::new() };
         let forged: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
         let mac = match self.auth {
-            Auth::Mac => keys.message_mac(bid, &forged),
+            Auth::Mac => keys.message_mac(bid, root, &forged),
             // The call's MAC, over no byte of the message (what a `tag` root sends).
-            Auth::Tag => keys.mac_state(bid, u64::from(len)).finish(),
+            Auth::Tag => keys.mac_state_in(bid, u64::from(len), 0, root).finish(),
         };
         let count = geo.count();
         let first = count.saturating_sub(MAX_FORGED_FRAGS);

@@ -169,47 +169,51 @@ impl CommKeys {
         ok
     }
 
-    /// The MAC of broadcast `bid`'s `message`.
-    pub fn message_mac(&self, bid: u32, message: &[u8]) -> Mac {
-        let mut m = self.mac_state(bid, message.len() as u64);
+    /// The MAC of broadcast `bid`'s `message`, rooted at `root` (a plain broadcast's call).
+    pub fn message_mac(&self, bid: u32, root: u32, message: &[u8]) -> Mac {
+        let mut m = self.mac_state_in(bid, message.len() as u64, 0, root);
         m.update(message);
         m.finish()
     }
 
-    /// Whether `mac` is broadcast `bid`'s MAC of `message` (constant-time in the value compared).
-    pub fn mac_ok(&self, bid: u32, message: &[u8], mac: &Mac) -> bool {
-        ct_eq(&self.message_mac(bid, message), mac)
+    /// Whether `mac` is [`CommKeys::message_mac`] (constant-time in the value compared).
+    pub fn mac_ok(&self, bid: u32, root: u32, message: &[u8], mac: &Mac) -> bool {
+        ct_eq(&self.message_mac(bid, root, message), mac)
     }
 
-    /// The MAC of broadcast `bid`'s message of `len` bytes, computed as its bytes come in
-    /// order ([`MacState::update`]): a receiver hashes what it holds while the rest is still on
-    /// its way, instead of one pass over the whole message at the end.
-    /// BLAKE3 hashes large updates in power-of-two subtrees of 1 KiB chunks, SIMD-parallel, when
-    /// they start on such a boundary of its input: updates that end at `k · 2ⁿ KiB −`
-    /// [`MAC_PREFIX`] bytes of the message keep it on them.
+    /// The MAC of broadcast `bid`'s message of `len` bytes, a plain broadcast rooted at rank 0,
+    /// computed as its bytes come in order ([`MacState::update`]): a receiver hashes what it
+    /// holds while the rest is still on its way, instead of one pass over the whole message at
+    /// the end. BLAKE3 hashes large updates in power-of-two subtrees of 1 KiB chunks,
+    /// SIMD-parallel, when they start on such a boundary of its input: updates that end at
+    /// `k · 2ⁿ KiB −` [`MAC_PREFIX`] bytes of the message keep it on them.
     pub fn mac_state(&self, bid: u32, len: u64) -> MacState {
-        self.mac_state_in(bid, len, 0)
+        self.mac_state_in(bid, len, 0, 0)
     }
 
     /// [`CommKeys::mac_state`] of a message posted in `context`
-    /// ([`crate::transfer::protocol::Post::context`]): its low half — what the call is, beyond a
-    /// broadcast, and the posting process's leader-based calls exchanged by multicast
-    /// (`engine/node/sequencer.rs`) — folded into the upper half of the hashed length (messages are
-    /// below 4 GiB),
-    /// its high half — the calls the posting process skipped on the communicator — hashed after
-    /// it. Context 0 is a plain broadcast's MAC.
-    pub fn mac_state_in(&self, bid: u32, len: u64, context: u64) -> MacState {
+    /// ([`crate::transfer::protocol::Post::context`]) and rooted at `root`: the context's low
+    /// half — what the call is, beyond a broadcast, and the posting process's leader-based calls
+    /// exchanged by multicast (`engine/node/sequencer.rs`) — folded into the upper half of the
+    /// hashed length (messages are below 4 GiB), its high half — the calls the posting process
+    /// skipped on the communicator — hashed after it, then the root. Why the root: ranks whose
+    /// calls got out of step (one made another call, with others in flight behind it) may hold
+    /// the same broadcast id for broadcasts of the same length from different roots; without it
+    /// the MAC of one root's message passed for the other's, delivered as success (DST seed 535
+    /// with non-blocking calls, `WrongBytes`).
+    pub fn mac_state_in(&self, bid: u32, len: u64, context: u64, root: u32) -> MacState {
         let mut h = blake3::Hasher::new_keyed(&self.mac);
         h.update(&bid.to_le_bytes());
         h.update(&((context << 32) | (len & 0xffff_ffff)).to_le_bytes());
         h.update(&((context >> 32) as u32).to_le_bytes());
+        h.update(&root.to_le_bytes());
         MacState(h)
     }
 }
 
-/// Bytes the MAC hashes before the message: the broadcast id (4), the length with the call (8)
-/// and the skipped calls (4).
-pub const MAC_PREFIX: u32 = 16;
+/// Bytes the MAC hashes before the message: the broadcast id (4), the length with the call (8),
+/// the skipped calls (4) and the root (4).
+pub const MAC_PREFIX: u32 = 20;
 
 /// A message MAC being computed ([`CommKeys::mac_state`]). Its `Debug` prints no state.
 #[derive(Clone)]
@@ -270,24 +274,25 @@ mod tests {
             assert!(!a.tag_ok(&s, a.tag(&span)), "byte {i} not covered by the tag");
         }
         let msg = b"the root's bytes".to_vec();
-        let mac = a.message_mac(5, &msg);
-        assert!(a.mac_ok(5, &msg, &mac));
-        assert!(!a.mac_ok(6, &msg, &mac), "bound to the broadcast id");
-        assert!(!a.mac_ok(5, &msg[..msg.len() - 1], &mac), "bound to the length");
-        assert!(!b.mac_ok(5, &msg, &mac), "bound to the key");
+        let mac = a.message_mac(5, 0, &msg);
+        assert!(a.mac_ok(5, 0, &msg, &mac));
+        assert!(!a.mac_ok(6, 0, &msg, &mac), "bound to the broadcast id");
+        assert!(!a.mac_ok(5, 1, &msg, &mac), "bound to the root");
+        assert!(!a.mac_ok(5, 0, &msg[..msg.len() - 1], &mac), "bound to the length");
+        assert!(!b.mac_ok(5, 0, &msg, &mac), "bound to the key");
         for i in 0..msg.len() {
             let mut m = msg.clone();
             m[i] ^= 0x80;
-            assert!(!a.mac_ok(5, &m, &mac), "byte {i} not covered by the MAC");
+            assert!(!a.mac_ok(5, 0, &m, &mac), "byte {i} not covered by the MAC");
         }
-        assert_ne!(a.message_mac(0, b""), a.message_mac(1, b""), "empty messages too");
+        assert_ne!(a.message_mac(0, 0, b""), a.message_mac(1, 0, b""), "empty messages too");
     }
 
     #[test]
     fn the_mac_fed_in_pieces_is_the_mac_of_the_whole() {
         let k = CommKeys::new(&Secret([3; 32]));
         let msg: Vec<u8> = (0..70_000u32).map(|i| (i * 7) as u8).collect();
-        let whole = k.message_mac(9, &msg);
+        let whole = k.message_mac(9, 0, &msg);
         for piece in [1usize, 1411, 1024, 16 << 10, 70_000] {
             let mut m = k.mac_state(9, msg.len() as u64);
             for p in msg.chunks(piece) {
@@ -345,7 +350,7 @@ mod tests {
         let span = [1u8; 32];
         assert!(!t.tag_ok(&span, m.tag(&span)), "a mac engine's tag is no tag engine's");
         assert!(!m.tag_ok(&span, t.tag(&span)));
-        assert_ne!(m.message_mac(3, b""), t.message_mac(3, b""));
+        assert_ne!(m.message_mac(3, 0, b""), t.message_mac(3, 0, b""));
         assert_eq!(CommKeys::new(&s).tag(&span), m.tag(&span), "mac keys are the keys of before");
     }
 

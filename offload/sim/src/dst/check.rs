@@ -25,13 +25,14 @@ fn cookie(c: usize, k: u64) -> u64 {
     ((c as u64) << 32) | k
 }
 
-/// One rank's sequence of descriptors, one at a time (a host process blocking on each): on
-/// every communicator it is a member of, create, the broadcasts in order, maybe free — step `j`
-/// of every communicator (in communicator order) before step `j + 1` of any. Every rank's
-/// sequence is thus a subsequence of one global order, as MPI asks of blocking collectives on
-/// overlapping communicators. (Non-blocking calls on several communicators in flight at once,
-/// posted in different orders at different ranks and completed in any order, are
-/// `tests/comm_orders.rs`'s.)
+/// One rank's sequence of descriptors: on every communicator it is a member of, create, the
+/// broadcasts in order, maybe free — step `j` of every communicator (in communicator order)
+/// before step `j + 1` of any. Every rank's sequence is thus a subsequence of one global order,
+/// as MPI asks of collectives on overlapping communicators. A rank keeps up to
+/// [`Scenario::window`] collectives in flight (1: a process blocking on each; more: non-blocking
+/// calls, `MPI_I*` then a wait, completed in any order), and creates and frees a communicator
+/// with nothing else in flight, as blocking calls. (Non-blocking calls posted in different
+/// orders at different ranks are `tests/comm_orders.rs`'s.)
 #[derive(Clone, Debug)]
 struct Lane {
     rank: usize,
@@ -39,8 +40,29 @@ struct Lane {
     steps: Vec<(usize, usize)>,
     /// Steps posted so far.
     next: usize,
-    busy: bool,
+    /// Steps posted and not completed yet.
+    in_flight: u32,
+    /// A communicator's creation or release is in flight: nothing else is posted beside it.
+    blocking: bool,
     ready_at: Nanos,
+}
+
+impl Lane {
+    /// Whether step `(c, step)` creates or frees its communicator (a blocking call).
+    fn life(s: &Scenario, (c, step): (usize, usize)) -> bool {
+        step == 0 || step > s.comms[c].bcasts.len()
+    }
+
+    /// Whether its next step may be posted now (its time aside): a collective while fewer than
+    /// the window are in flight and no creation or release is; a creation or release with
+    /// nothing in flight.
+    fn may_post(&self, s: &Scenario) -> bool {
+        let Some(&next) = self.steps.get(self.next) else { return false };
+        match Lane::life(s, next) {
+            true => self.in_flight == 0,
+            false => !self.blocking && self.in_flight < s.window.max(1),
+        }
+    }
 }
 
 /// When a step was posted (`None`: not yet) and when it completed.
@@ -96,7 +118,7 @@ impl Ledger {
             let steps = (0..longest)
                 .flat_map(|j| mine.iter().filter(move |&&c| j < Self::steps(s, c)).map(move |&c| (c, j)))
                 .collect();
-            lanes.push(Lane { rank: r, steps, next: 0, busy: false, ready_at: 0 });
+            lanes.push(Lane { rank: r, steps, next: 0, in_flight: 0, blocking: false, ready_at: 0 });
         }
         let seen =
             (0..procs.len()).map(|_| s.comms.iter().map(|p| vec![None; p.bcasts.len()]).collect()).collect();
@@ -183,7 +205,12 @@ impl Ledger {
             let stray = Violation::Stray { node: p.node, cookie: p.cqe.cookie };
             let rank =
                 *self.rank_of.get(p.node).and_then(|h| h.get(p.host.0 as usize)).ok_or(stray.clone())?;
-            match self.posted[rank].pop_front() {
+            // One call in flight: the next owed. Several: any of them, each once.
+            let at = match s.window > 1 {
+                true => self.posted[rank].iter().position(|&c| c == p.cqe.cookie),
+                false => self.posted[rank].front().map(|_| 0),
+            };
+            match at.and_then(|i| self.posted[rank].remove(i)) {
                 Some(c) if c == p.cqe.cookie => {}
                 Some(_) => return Err(Violation::OutOfOrder { rank, cookie: p.cqe.cookie }),
                 None => return Err(stray),
@@ -200,7 +227,10 @@ impl Ledger {
                 self.times[rank][c][k as usize].1 = p.at;
             }
             let lane = &mut self.lanes[rank];
-            lane.busy = false;
+            lane.in_flight = lane.in_flight.saturating_sub(1);
+            if k == CREATE || k == FREE {
+                lane.blocking = false;
+            }
             // Arrival skew (an application's gaps) before broadcasts and releases; the
             // communicators are created back to back at start, as a job sets them up (an
             // engine that has not created one yet drops its frames: a gap there is a
@@ -223,105 +253,117 @@ impl Ledger {
         while self.wakes[n].first().is_some_and(|&t| t <= now) {
             self.wakes[n].pop_first();
         }
-        for i in 0..self.lanes_at[n].len() {
-            let l = self.lanes_at[n][i];
-            let lane = &self.lanes[l];
-            let p = &self.procs[lane.rank];
-            if lane.busy || lane.next >= lane.steps.len() {
-                continue;
-            }
-            if now < lane.ready_at {
-                let at = lane.ready_at;
-                self.wake(cluster, n, at);
-                continue;
-            }
-            let (c, step) = lane.steps[lane.next];
-            let Some(m) = p.comms[c].as_ref() else { continue };
-            let handle = self.handles[c];
-            let plan = &s.comms[c];
-            let mut d = if step == 0 {
-                let record = RegionRef { key: m.record, offset: 0 };
-                SubmissionDescriptor::comm_create(cookie(c, CREATE), handle, record, m.record_len)
-            } else if step <= plan.bcasts.len() {
-                let k = step - 1;
-                let (root, len) = plan.bcasts[k];
-                let buf = RegionRef { key: m.bufs[k], offset: 0 };
-                // Rank 0's posts recorded late: the planted error the barrier check must catch.
-                let late = if s.plant_late_arrival && lane.rank == 0 { 1_000_000_000 } else { 0 };
-                self.times[lane.rank][c][k].0 = Some(now + late);
-                if plan.alltoall[k] {
-                    let send = RegionRef { key: m.sends[k], offset: 0 };
-                    SubmissionDescriptor::alltoall(cookie(c, k as u64), handle, buf, send, u64::from(len))
-                } else if plan.barrier[k] {
-                    SubmissionDescriptor::barrier(cookie(c, k as u64), handle, buf, u64::from(len))
-                } else {
-                    match plan.allgather[k] {
-                        Some(_) => {
-                            let send = (m.sends[k] != ringcast_abi::RegionKey::NONE)
-                                .then_some(RegionRef { key: m.sends[k], offset: 0 });
-                            let (ck, len) = (cookie(c, k as u64), u64::from(len));
-                            match plan.allreduce[k] {
-                                Some((t, o)) if plan.reduce[k] => {
-                                    SubmissionDescriptor::reduce(ck, handle, root, buf, send, len, t, o)
-                                }
-                                Some((t, o)) if plan.scan[k].is_some() => {
-                                    let exclusive = plan.scan[k] == Some(true);
-                                    SubmissionDescriptor::scan(ck, handle, buf, send, len, t, o, exclusive)
-                                }
-                                Some((t, o)) => {
-                                    SubmissionDescriptor::allreduce(ck, handle, buf, send, len, t, o)
-                                }
-                                None => SubmissionDescriptor::allgather(ck, handle, buf, send, len),
-                            }
-                        }
-                        None => SubmissionDescriptor::bcast(
-                            cookie(c, k as u64),
-                            handle,
-                            root,
-                            buf,
-                            u64::from(len),
-                        ),
-                    }
+        // Rounds until no lane posts: a lane with a window posts its calls back to back.
+        loop {
+            let mut posted = false;
+            for i in 0..self.lanes_at[n].len() {
+                let l = self.lanes_at[n][i];
+                let lane = &self.lanes[l];
+                let p = &self.procs[lane.rank];
+                if !lane.may_post(s) {
+                    continue;
                 }
-            } else {
-                SubmissionDescriptor::comm_free(cookie(c, FREE), handle)
-            };
-            // A call this rank makes instead of the step's (`dst/disagree.rs`).
-            if let Some(dis) = step.checked_sub(1).and_then(|k| plan.disagree.get(k).copied().flatten()) {
-                if dis.rank == m.rank {
-                    let (work, send) = m.disagree[step - 1];
-                    d = disagreeing(d.cookie, handle, dis.call, work, send, plan.members.len() as u32);
+                if now < lane.ready_at {
+                    let at = lane.ready_at;
+                    self.wake(cluster, n, at);
+                    continue;
                 }
-            }
-            if step >= 1 && step <= plan.bcasts.len() && plan.refused[step - 1] == Some(m.rank) {
-                let k = step - 1;
-                if plan.refused_shape[k] {
-                    // A field that shapes the call (`shape_refusal`).
-                    if plan.barrier[k] {
-                        d.flags = 0x80;
-                    } else if plan.reduce[k] || (plan.allgather[k].is_none() && !plan.alltoall[k]) {
-                        d.root = plan.members.len() as u32;
+                let (c, step) = lane.steps[lane.next];
+                let Some(m) = p.comms[c].as_ref() else { continue };
+                let handle = self.handles[c];
+                let plan = &s.comms[c];
+                let mut d = if step == 0 {
+                    let record = RegionRef { key: m.record, offset: 0 };
+                    SubmissionDescriptor::comm_create(cookie(c, CREATE), handle, record, m.record_len)
+                } else if step <= plan.bcasts.len() {
+                    let k = step - 1;
+                    let (root, len) = plan.bcasts[k];
+                    let buf = RegionRef { key: m.bufs[k], offset: 0 };
+                    // Rank 0's posts recorded late: the planted error the barrier check must catch.
+                    let late = if s.plant_late_arrival && lane.rank == 0 { 1_000_000_000 } else { 0 };
+                    self.times[lane.rank][c][k].0 = Some(now + late);
+                    if plan.alltoall[k] {
+                        let send = RegionRef { key: m.sends[k], offset: 0 };
+                        SubmissionDescriptor::alltoall(cookie(c, k as u64), handle, buf, send, u64::from(len))
+                    } else if plan.barrier[k] {
+                        SubmissionDescriptor::barrier(cookie(c, k as u64), handle, buf, u64::from(len))
                     } else {
-                        d.len = 0;
+                        match plan.allgather[k] {
+                            Some(_) => {
+                                let send = (m.sends[k] != ringcast_abi::RegionKey::NONE)
+                                    .then_some(RegionRef { key: m.sends[k], offset: 0 });
+                                let (ck, len) = (cookie(c, k as u64), u64::from(len));
+                                match plan.allreduce[k] {
+                                    Some((t, o)) if plan.reduce[k] => {
+                                        SubmissionDescriptor::reduce(ck, handle, root, buf, send, len, t, o)
+                                    }
+                                    Some((t, o)) if plan.scan[k].is_some() => {
+                                        let exclusive = plan.scan[k] == Some(true);
+                                        SubmissionDescriptor::scan(
+                                            ck, handle, buf, send, len, t, o, exclusive,
+                                        )
+                                    }
+                                    Some((t, o)) => {
+                                        SubmissionDescriptor::allreduce(ck, handle, buf, send, len, t, o)
+                                    }
+                                    None => SubmissionDescriptor::allgather(ck, handle, buf, send, len),
+                                }
+                            }
+                            None => SubmissionDescriptor::bcast(
+                                cookie(c, k as u64),
+                                handle,
+                                root,
+                                buf,
+                                u64::from(len),
+                            ),
+                        }
                     }
-                } else if !plan.refused_field[k] {
-                    // A (receive, work or message) buffer nobody registered.
-                    d.key = ringcast_abi::RegionKey(0x7fff_0001);
-                } else if plan.allreduce[step - 1].is_some() {
-                    // An operation that does not exist (the type's elements as the others').
-                    let (t, _) = ringcast_abi::reduce::parse_reduce_spec(d.spec);
-                    d.spec = ringcast_abi::reduce::reduce_spec(t, ringcast_abi::ReduceOp(200));
                 } else {
-                    // A reserved word set.
-                    d._reserved1 = 1;
+                    SubmissionDescriptor::comm_free(cookie(c, FREE), handle)
+                };
+                // A call this rank makes instead of the step's (`dst/disagree.rs`).
+                if let Some(dis) = step.checked_sub(1).and_then(|k| plan.disagree.get(k).copied().flatten()) {
+                    if dis.rank == m.rank {
+                        let (work, send) = m.disagree[step - 1];
+                        d = disagreeing(d.cookie, handle, dis.call, work, send, plan.members.len() as u32);
+                    }
                 }
+                if step >= 1 && step <= plan.bcasts.len() && plan.refused[step - 1] == Some(m.rank) {
+                    let k = step - 1;
+                    if plan.refused_shape[k] {
+                        // A field that shapes the call (`shape_refusal`).
+                        if plan.barrier[k] {
+                            d.flags = 0x80;
+                        } else if plan.reduce[k] || (plan.allgather[k].is_none() && !plan.alltoall[k]) {
+                            d.root = plan.members.len() as u32;
+                        } else {
+                            d.len = 0;
+                        }
+                    } else if !plan.refused_field[k] {
+                        // A (receive, work or message) buffer nobody registered.
+                        d.key = ringcast_abi::RegionKey(0x7fff_0001);
+                    } else if plan.allreduce[step - 1].is_some() {
+                        // An operation that does not exist (the type's elements as the others').
+                        let (t, _) = ringcast_abi::reduce::parse_reduce_spec(d.spec);
+                        d.spec = ringcast_abi::reduce::reduce_spec(t, ringcast_abi::ReduceOp(200));
+                    } else {
+                        // A reserved word set.
+                        d._reserved1 = 1;
+                    }
+                }
+                let host = p.host;
+                self.posted[lane.rank].push_back(d.cookie);
+                let lane = &mut self.lanes[l];
+                let life = Lane::life(s, lane.steps[lane.next]);
+                lane.next += 1;
+                lane.in_flight += 1;
+                lane.blocking = life;
+                cluster.with_engine(n, |e, now| e.handle_descriptor(host, &d, now));
+                posted = true;
             }
-            let host = p.host;
-            self.posted[lane.rank].push_back(d.cookie);
-            let lane = &mut self.lanes[l];
-            lane.next += 1;
-            lane.busy = true;
-            cluster.with_engine(n, |e, now| e.handle_descriptor(host, &d, now));
+            if !posted {
+                break;
+            }
         }
         self.finalize_done(s, cluster, n);
     }
@@ -340,7 +382,7 @@ impl Ledger {
         }
         for i in 0..self.lanes_at[n].len() {
             let lane = &self.lanes[self.lanes_at[n][i]];
-            let done = !lane.busy && lane.next >= lane.steps.len();
+            let done = lane.in_flight == 0 && lane.next >= lane.steps.len();
             if !done || self.finalized[lane.rank] || cluster.nodes[n].dead(cluster.now()) {
                 continue;
             }
@@ -373,8 +415,9 @@ impl Ledger {
                     return Some(Violation::Hang { rank, comm, bcast: k, at });
                 }
             }
-            if let Some(&(comm, _)) = lane.steps.get(lane.next.saturating_sub(usize::from(lane.busy))) {
-                if lane.busy || lane.next < lane.steps.len() {
+            let busy = lane.in_flight > 0;
+            if let Some(&(comm, _)) = lane.steps.get(lane.next.saturating_sub(usize::from(busy))) {
+                if busy || lane.next < lane.steps.len() {
                     return Some(Violation::Hang { rank, comm, bcast: usize::MAX, at });
                 }
             }

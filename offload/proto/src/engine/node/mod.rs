@@ -474,7 +474,12 @@ impl Node {
             let Node { proto, finished, jobs, .. } = self;
             let env = &mut NodeEnv { out, jobs, done: finished, port: None };
             let result = if s.barrier {
-                proto.post_barrier(comm, token, s.context, now, env)
+                // The barrier's identity, which every engine's `SYNC_UP` must agree on: its call
+                // and its place in the communicator's sequence of slots. Without the place, a
+                // rank whose call disagreed ahead of a barrier (an exchange, which takes no
+                // broadcast id) met the others' earlier barrier with its own later one, and
+                // theirs ended `Ok` (DST seed 139 with non-blocking calls, `EarlyBarrier`).
+                proto.post_barrier(comm, token, barrier_identity(s.context, s.seq), now, env)
             } else {
                 let post =
                     Post { comm, root, buf: s.buf, len: s.len, token, context: s.context, window: s.window };
@@ -708,4 +713,14 @@ impl crate::intake::Ranks for Node {
     fn size(&self, comm: u64) -> Option<u32> {
         Node::size(self, comm)
     }
+}
+
+/// What a barrier's `SYNC_UP` carries for the engines to compare (`transfer/barrier.rs`): its
+/// call context mixed with its slot's place in the communicator's sequence (a SplitMix64 of the
+/// sequence number, so that two different barriers agree only by a 2⁻⁶⁴ accident).
+fn barrier_identity(context: u64, seq: crate::engine::ids::Seq) -> u64 {
+    let mut z = seq.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    context ^ z ^ (z >> 31)
 }
