@@ -231,10 +231,17 @@ impl EngineLoop {
         let engine = Engine::new(&config.engine(), crate::crc::crc32c, networked)
             .map_err(|s| std::io::Error::other(format!("world communicator refused: {s:?}")))?;
         let net = Net::new(&config, engine.world_group())?;
+        // The listeners are in the control set: accepted from when readable (`accept.rs`).
+        let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        let tag = super::accept::LISTEN_TAG;
+        epoll::add(&epoll, &listener, epoll::EventData::new_u64(tag), epoll::EventFlags::IN)?;
+        if let Some((fd, _)) = &tcp_listener {
+            epoll::add(&epoll, fd, epoll::EventData::new_u64(tag | 1), epoll::EventFlags::IN)?;
+        }
         Ok(EngineLoop {
             listener,
             tcp_listener,
-            epoll: epoll::create(epoll::CreateFlags::CLOEXEC)?,
+            epoll,
             name: config.runner.engine_name.clone(),
             burst: vec![SubmissionDescriptor::default(); config.runner.burst as usize],
             copies: VecDeque::with_capacity(max_hosts),
