@@ -181,6 +181,7 @@ struct RankLine {
     cpu_us: f64,
     iters: u32,
     repairs: u64,
+    engine_us: f64,
 }
 
 /// One size over all ranks.
@@ -197,6 +198,10 @@ pub struct SizeLine {
     pub iters: u32,
     /// Repair frames the engines sent during this size (warm-up included).
     pub repairs: u64,
+    /// The slowest rank's (`max`'s) mean engine time per call, µs: the part of its calls
+    /// between its engine taking the descriptor and publishing the completion — the rest of
+    /// `max` is the host's post and wake-up, and waiting for the other ranks.
+    pub engine: f64,
 }
 
 /// Timed broadcasts per size (`host/mpi/bench/osu_bcast.c` uses the same rule).
@@ -242,7 +247,7 @@ pub fn run_once(a: &BenchArgs, algorithm: &str) -> Result<Vec<SizeLine>, String>
         let mut mine = Vec::new();
         for l in out.lines() {
             let f: Vec<&str> = l.split_whitespace().collect();
-            if let ["size", size, "avg_us", avg, "cpu_us", cpu, "iters", it, "algorithm", alg, "repairs", rep] =
+            if let ["size", size, "avg_us", avg, "cpu_us", cpu, "iters", it, "algorithm", alg, "repairs", rep, "engine_us", eng] =
                 f.as_slice()
             {
                 let p = |v: &str| v.parse::<f64>().map_err(|e| format!("node {node}: {l}: {e}"));
@@ -255,6 +260,7 @@ pub fn run_once(a: &BenchArgs, algorithm: &str) -> Result<Vec<SizeLine>, String>
                     cpu_us: p(cpu)?,
                     iters: p(it)? as u32,
                     repairs: p(rep)? as u64,
+                    engine_us: p(eng)?,
                 });
             }
         }
@@ -277,6 +283,7 @@ pub fn run_once(a: &BenchArgs, algorithm: &str) -> Result<Vec<SizeLine>, String>
             cpu: per.iter().map(|l| l.cpu_us).sum::<f64>() / n,
             iters: per[0].iters,
             repairs: per.iter().map(|l| l.repairs).sum(),
+            engine: per.iter().max_by(|a, b| a.avg_us.total_cmp(&b.avg_us)).map_or(0.0, |l| l.engine_us),
         });
     }
     Ok(out)
@@ -309,7 +316,7 @@ pub fn bench(a: BenchArgs) -> ExitCode {
             .map(|(i, l)| {
                 let b = base.as_ref().and_then(|b| b.get(i));
                 format!(
-                    "{{\"size\":{},\"algorithm\":\"{}\",\"avg_us\":{:.3},\"min_us\":{:.3},\"max_us\":{:.3},\"cpu_us\":{:.3},\"iterations\":{},\"repair_frames\":{}{}}}",
+                    "{{\"size\":{},\"algorithm\":\"{}\",\"avg_us\":{:.3},\"min_us\":{:.3},\"max_us\":{:.3},\"cpu_us\":{:.3},\"iterations\":{},\"repair_frames\":{},\"slowest_engine_us\":{:.3}{}}}",
                     l.size,
                     l.alg,
                     l.avg,
@@ -318,6 +325,7 @@ pub fn bench(a: BenchArgs) -> ExitCode {
                     l.cpu,
                     l.iters,
                     l.repairs,
+                    l.engine,
                     b.map_or(String::new(), |b| format!(",\"binomial_avg_us\":{:.3},\"speedup\":{:.3}", b.avg, b.avg / l.avg.max(1e-9)))
                 )
             })
@@ -355,10 +363,11 @@ pub fn bench(a: BenchArgs) -> ExitCode {
         "# {} {what}; the last result checked at every rank; per-rank mean, then over ranks;",
         if a.barrier { "barrier-separated (osu)" } else { "back-to-back" }
     );
-    println!("# CPU = the host process's; Repairs = repair frames the engines sent (warm-up included)");
+    println!("# CPU = the host process's; Repairs = repair frames the engines sent (warm-up included);");
+    println!("# Engine = the slowest rank's engine time per call (descriptor taken to completion published)");
     let extra = if base.is_some() { format!("{:>16}{:>9}", "Binomial(us)", "Ratio") } else { String::new() };
     println!(
-        "{:<10}{:>19}{:>17}{:>17}{:>17}{:>13}{:>12}{:>9}{extra}",
+        "{:<10}{:>19}{:>17}{:>17}{:>17}{:>13}{:>12}{:>9}{:>12}{extra}",
         "# Size",
         "Algorithm",
         "Avg Latency(us)",
@@ -366,7 +375,8 @@ pub fn bench(a: BenchArgs) -> ExitCode {
         "Max Latency(us)",
         "CPU(us)",
         "Iterations",
-        "Repairs"
+        "Repairs",
+        "Engine(us)"
     );
     for (i, l) in main.iter().enumerate() {
         let extra = base
@@ -374,8 +384,8 @@ pub fn bench(a: BenchArgs) -> ExitCode {
             .and_then(|b| b.get(i))
             .map_or(String::new(), |b| format!("{:>16.2}{:>8.2}x", b.avg, b.avg / l.avg.max(1e-9)));
         println!(
-            "{:<10}{:>19}{:>17.2}{:>17.2}{:>17.2}{:>13.2}{:>12}{:>9}{extra}",
-            l.size, l.alg, l.avg, l.min, l.max, l.cpu, l.iters, l.repairs
+            "{:<10}{:>19}{:>17.2}{:>17.2}{:>17.2}{:>13.2}{:>12}{:>9}{:>12.2}{extra}",
+            l.size, l.alg, l.avg, l.min, l.max, l.cpu, l.iters, l.repairs, l.engine
         );
     }
     ExitCode::SUCCESS

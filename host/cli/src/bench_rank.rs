@@ -82,7 +82,9 @@ fn cpu_time() -> Duration {
     Duration::new(t.tv_sec.max(0) as u64, t.tv_nsec.clamp(0, 999_999_999) as u32)
 }
 
-/// One benchmark rank: prints `size S avg_us A cpu_us C iters I algorithm X repairs R` per size.
+/// One benchmark rank: prints `size S avg_us A cpu_us C iters I algorithm X repairs R engine_us E`
+/// per size (E: the mean of the timed calls' `engine_ns`, the part of a call spent between the
+/// engine taking its descriptor and publishing its completion).
 pub fn rank(a: RankArgs) -> ExitCode {
     match rank_inner(&a) {
         Ok(()) => ExitCode::SUCCESS,
@@ -184,8 +186,9 @@ impl Call {
         r.as_ref().map(|(_, region)| region.at(0))
     }
 
-    /// One call, blocking.
-    fn run(&self, host: &mut Host) -> Result<(), String> {
+    /// One call, blocking; its completion's `engine_ns` (the engine's time from taking the
+    /// descriptor to publishing the completion).
+    fn run(&self, host: &mut Host) -> Result<u64, String> {
         let (work, send) = (Self::at(&self.work), Self::at(&self.send));
         let none = || "no buffer".to_string();
         let r = match self.collective {
@@ -202,7 +205,7 @@ impl Call {
             }
             Collective::Barrier => host.barrier(0),
         };
-        r.map(drop).map_err(|e| format!("{} of {} B: {e}", self.collective.name(), self.size))
+        r.map(|c| c.engine_ns).map_err(|e| format!("{} of {} B: {e}", self.collective.name(), self.size))
     }
 
     /// Whether the last call's result is what the inputs make.
@@ -288,6 +291,7 @@ fn rank_inner(a: &RankArgs) -> Result<(), String> {
             sync("warm-up", &mut host)?;
             call.run(&mut host)?;
         }
+        let mut engine_ns = 0u64;
         let (dt, dc) = if barrier.is_some() {
             // osu's method: barrier untimed, only the collective timed (and its CPU time).
             let (mut dt, mut dc) = (Duration::ZERO, Duration::ZERO);
@@ -295,7 +299,7 @@ fn rank_inner(a: &RankArgs) -> Result<(), String> {
                 sync("timed loop", &mut host)?;
                 let c0 = cpu_time();
                 let t0 = Instant::now();
-                call.run(&mut host)?;
+                engine_ns = engine_ns.saturating_add(call.run(&mut host)?);
                 dt += t0.elapsed();
                 dc += cpu_time().saturating_sub(c0);
             }
@@ -303,7 +307,7 @@ fn rank_inner(a: &RankArgs) -> Result<(), String> {
         } else {
             let (t0, c0) = (Instant::now(), cpu_time());
             for _ in 0..iters {
-                call.run(&mut host)?;
+                engine_ns = engine_ns.saturating_add(call.run(&mut host)?);
             }
             (t0.elapsed(), cpu_time().saturating_sub(c0))
         };
@@ -315,10 +319,11 @@ fn rank_inner(a: &RankArgs) -> Result<(), String> {
         let algorithm = selector.choose(config.topology.nodes, call.part_bytes(), &flat, true);
         call.release(&mut host)?;
         println!(
-            "size {size} avg_us {:.3} cpu_us {:.3} iters {iters} algorithm {algorithm} repairs {}",
+            "size {size} avg_us {:.3} cpu_us {:.3} iters {iters} algorithm {algorithm} repairs {} engine_us {:.3}",
             dt.as_secs_f64() * 1e6 / iters as f64,
             dc.as_secs_f64() * 1e6 / iters as f64,
-            repairs(&mut host).saturating_sub(repairs_before)
+            repairs(&mut host).saturating_sub(repairs_before),
+            engine_ns as f64 / 1e3 / iters as f64
         );
     }
     // MPI_Finalize's part: once every rank did, the world's last, partial synchronization

@@ -144,6 +144,8 @@ struct Row {
     iters: u32,
     rc_avg: f64,
     rc_max: f64,
+    /// The slowest ringcast rank's engine time per call (median over rounds).
+    rc_engine: f64,
     mpi_avg: f64,
     mpi_max: f64,
 }
@@ -215,6 +217,7 @@ fn compare(a: &BenchArgs) -> Result<(), String> {
             iters: rc[0][k].iters,
             rc_avg: median(rc.iter().map(|r| r[k].avg).collect()),
             rc_max: median(rc.iter().map(|r| r[k].max).collect()),
+            rc_engine: median(rc.iter().map(|r| r[k].engine).collect()),
             mpi_avg: median(mpi.iter().map(|r| r[k].avg).collect()),
             mpi_max: median(mpi.iter().map(|r| r[k].max).collect()),
         })
@@ -236,6 +239,7 @@ fn compare(a: &BenchArgs) -> Result<(), String> {
                     "iterations": r.iters,
                     "ringcast_avg_us": r.rc_avg,
                     "ringcast_max_us": r.rc_max,
+                    "ringcast_slowest_engine_us": r.rc_engine,
                     "mpi_avg_us": r.mpi_avg,
                     "mpi_max_us": r.mpi_max,
                     "ratio": r.ratio(),
@@ -271,13 +275,22 @@ fn compare(a: &BenchArgs) -> Result<(), String> {
     println!(
         "# Ratio = ringcast max / Open MPI max (slowest rank vs slowest rank; below 1: ringcast faster)"
     );
+    println!("# rc eng = the slowest ringcast rank's engine time per call (descriptor taken to completion)");
     println!(
-        "{:<10}{:>12}{:>14}{:>14}{:>14}{:>14}{:>9}{:>8}",
-        "# Size", "Algorithm", "rc avg(us)", "rc max(us)", "MPI avg(us)", "MPI max(us)", "Ratio", "Iters"
+        "{:<10}{:>12}{:>14}{:>14}{:>14}{:>14}{:>9}{:>8}{:>13}",
+        "# Size",
+        "Algorithm",
+        "rc avg(us)",
+        "rc max(us)",
+        "MPI avg(us)",
+        "MPI max(us)",
+        "Ratio",
+        "Iters",
+        "rc eng(us)"
     );
     for r in &rows {
         println!(
-            "{:<10}{:>12}{:>14.2}{:>14.2}{:>14.2}{:>14.2}{:>9.2}{:>8}",
+            "{:<10}{:>12}{:>14.2}{:>14.2}{:>14.2}{:>14.2}{:>9.2}{:>8}{:>13.2}",
             r.size,
             r.alg,
             r.rc_avg,
@@ -285,7 +298,8 @@ fn compare(a: &BenchArgs) -> Result<(), String> {
             r.mpi_avg,
             r.mpi_max,
             r.ratio(),
-            r.iters
+            r.iters,
+            r.rc_engine
         );
     }
     Ok(())

@@ -55,6 +55,14 @@ fn bench_and_run_on_a_local_cluster() {
         for key in ["\"size\":2,", "\"size\":70000,", "\"speedup\":", "\"avg_us\":", "\"cpu_us\":"] {
             assert!(out.contains(key), "{mode}: {key} missing from {out}");
         }
+        // The slowest rank's engine time per call lies inside its calls: taken after the post,
+        // published before the host sees the completion (1 ns of rounding per figure allowed).
+        let doc: serde_json::Value = serde_json::from_str(out.trim()).expect("bench --json");
+        for r in doc["results"].as_array().expect("results") {
+            let (engine, max) = (r["slowest_engine_us"].as_f64(), r["max_us"].as_f64());
+            let (Some(engine), Some(max)) = (engine, max) else { panic!("{mode}: {r}") };
+            assert!(engine > 0.0 && engine <= max + 0.002, "{mode}: engine {engine} µs, call {max} µs: {r}");
+        }
     }
     run_starts_programs_on_every_node_and_reports_failures();
 }

@@ -49,6 +49,24 @@ pub fn wait(word: &AtomicU32, expected: u32, timeout: Duration) {
 /// sleep of `timeout` capped at 50 µs, so nothing waits long unnoticed.
 #[cfg(not(loom))]
 pub fn wait_any(words: &[(&core::sync::atomic::AtomicU32, u32)], timeout: Duration) {
+    let mut addrs = [(core::ptr::null::<core::sync::atomic::AtomicU32>(), 0u32); MAX_WAIT_ANY];
+    // More than one wait can cover: none, and so the plain sleep.
+    let n = if words.len() <= MAX_WAIT_ANY { words.len() } else { 0 };
+    for (a, &(word, expected)) in addrs.iter_mut().zip(&words[..n]) {
+        *a = (word, expected);
+    }
+    wait_any_addrs(&addrs[..n], timeout);
+}
+
+/// [`wait_any`] on words given by address, which the caller need not keep borrowed: a
+/// polling thread arms its doorbells under its loop's lock and sleeps without it, while
+/// another thread may drive the loop and free what a word lives in. Nothing here reads
+/// through the addresses — only the kernel does, which fails the wait (`EFAULT`) on an
+/// address no longer mapped, or sleeps until a wake, another word's change or `timeout` on
+/// one unmapped meanwhile (or mapped again by something else): a stale word costs at most
+/// one `timeout`, never memory safety. No words: the plain sleep.
+#[cfg(not(loom))]
+pub fn wait_any_addrs(words: &[(*const core::sync::atomic::AtomicU32, u32)], timeout: Duration) {
     #[cfg(not(miri))]
     {
         use rustix::thread::futex::{waitv, Wait, WaitFlags, WaitPtr, WaitvFlags};
@@ -56,8 +74,8 @@ pub fn wait_any(words: &[(&core::sync::atomic::AtomicU32, u32)], timeout: Durati
             let mut waits = [Wait::new(); MAX_WAIT_ANY];
             for (w, (word, expected)) in waits.iter_mut().zip(words) {
                 w.val = u64::from(*expected);
-                // The kernel reads the word through this address; `word` outlives the call.
-                w.uaddr = WaitPtr::new((*word as *const core::sync::atomic::AtomicU32).cast_mut().cast());
+                // The kernel reads the word through this address (see the function's doc).
+                w.uaddr = WaitPtr::new(word.cast_mut().cast());
                 w.flags = WaitFlags::SIZE_U32;
             }
             let ts = rustix::time::Timespec {

@@ -25,6 +25,12 @@
 //!   creator is gone. [`cleanup`] unlinks every segment of a job unconditionally (launcher at
 //!   the end of its job, tests).
 //!
+//! * Doorbells: a member that sleeps is rung at the first datagram an engine pass sends it (it
+//!   starts on the pass's first fragment while the rest are written), and datagrams after that
+//!   ring it once more, at [`Fabric::flush`] at the pass's end, if it sleeps again by then — not
+//!   at each datagram: a member woken but not yet disarmed looks asleep, and rung per datagram a
+//!   64 KiB broadcast to a sleeping daemon cost up to 16 futex wakes.
+//!
 //! Contract: a `ShmFabric` is one member's handle, used by one thread (`Send`, not shared).
 //! Nothing another member writes into the segments can make it panic or deliver torn bytes:
 //! ring frames are length-checked, log datagrams are seqlock-checked and length-checked, and
@@ -243,9 +249,14 @@ pub struct ShmFabric {
     ledger: Ledger,
     /// Log datagrams lost by readers of groups since left.
     left_lost: u64,
-    /// Every member's doorbell: rung after a frame is published for a member that sleeps
-    /// (`None` only while dropping).
+    /// Every member's doorbell, rung for a member that sleeps (see the module doc; `None` only
+    /// while dropping).
     bells: Option<BellBoard>,
+    /// Per member, since the last `flush`: 1 rung, 2 rung and sent more since (owed a ring at
+    /// the flush); 0 neither. Sized at creation.
+    rung: Vec<u8>,
+    /// Whether any member is owed a ring at the next `flush`.
+    owed: bool,
     /// A point-to-point frame, copied out of its ring slot, while it is held and handled.
     rx_buf: Vec<u8>,
     /// This member's reaper: removes the job's unused segments if this process dies without
@@ -257,6 +268,8 @@ impl Drop for ShmFabric {
     /// Unmaps everything, then removes the job's segments nobody maps any more: when the last
     /// member of a job goes — a clean stop, or any drop — nothing of it is left in `/dev/shm`.
     fn drop(&mut self) {
+        // Doorbells still owed for the last datagrams.
+        Fabric::flush(self);
         self.inbound.clear();
         self.outbound.clear();
         self.groups.clear();
@@ -328,6 +341,8 @@ impl ShmFabric {
             ledger: Ledger::default(),
             left_lost: 0,
             bells: Some(BellBoard::create_or_open_named(&bells_name(job), members)?),
+            rung: vec![0; members as usize],
+            owed: false,
             rx_buf: vec![0; mtu],
             reaper,
         })
@@ -453,8 +468,23 @@ impl ShmFabric {
             return;
         }
         self.ledger.copied(Side::Send, len as u64);
-        if let Some(b) = &self.bells {
-            b.ring(to.0);
+        self.ring(to.0);
+    }
+
+    /// After a datagram for `m` is published: rings `m` if it sleeps, unless it was rung this
+    /// pass already — then it is owed one ring at the pass's end (`flush`).
+    fn ring(&mut self, m: u32) {
+        let Some(state) = self.rung.get_mut(m as usize) else { return };
+        match *state {
+            0 => {
+                if self.bells.as_ref().is_some_and(|b| b.ring(m)) {
+                    *state = 1;
+                }
+            }
+            _ => {
+                *state = 2;
+                self.owed = true;
+            }
         }
     }
 
@@ -478,8 +508,8 @@ impl ShmFabric {
             Ok(_) => {
                 // Written once into the log, whatever the number of readers.
                 self.ledger.copied(Side::Send, len as u64);
-                if let Some(b) = &self.bells {
-                    b.ring_all_but(me);
+                for m in (0..self.members).filter(|&m| m != me) {
+                    self.ring(m);
                 }
             }
             Err(WriteError::Lost { .. }) => self.counters.overrun += 1,
@@ -545,6 +575,19 @@ impl Fabric for ShmFabric {
             match d.dest {
                 Dest::Peer(p) => self.send_parts(p, &d.parts),
                 Dest::Group(g) => self.multicast_parts(&g, &d.parts),
+            }
+        }
+    }
+
+    /// The pass's end: rings each member owed a ring (sent datagrams after its ring this
+    /// pass) if it sleeps now, and forgets who was rung.
+    fn flush(&mut self) {
+        let owed = std::mem::take(&mut self.owed);
+        for (m, state) in self.rung.iter_mut().enumerate() {
+            if std::mem::take(state) == 2 && owed {
+                if let Some(b) = &self.bells {
+                    b.ring(m as u32);
+                }
             }
         }
     }
@@ -653,6 +696,42 @@ mod tests {
         assert_eq!(tmp_creator("ringcast-j-0-1"), None);
         assert!(!process_gone(std::process::id() as i32));
         assert!(!process_gone(0), "no pid 0: not provably gone");
+    }
+
+    /// A sleeping member is rung at the first datagram of a pass and once more at its end
+    /// (`flush`) for the datagrams after that, not once per datagram. Seen failing with the
+    /// bells rung at each send (the bell moved by 3 over three datagrams).
+    #[test]
+    fn a_sleeping_member_is_rung_once_per_flush_not_per_datagram() {
+        use std::sync::atomic::Ordering;
+        let job = format!("unit-bells-{}", std::process::id());
+        let mut a = ShmFabric::new(&job, PeerId(0), 2, 1000).unwrap();
+        let b = ShmFabric::new(&job, PeerId(1), 2, 1000).unwrap();
+        assert!(a.connect(PeerId(1)));
+        let seen = b.arm().expect("shm has doorbells");
+        let bell = || b.bell().expect("bell").load(Ordering::SeqCst);
+        a.send(PeerId(1), b"frame");
+        assert_eq!(bell(), seen.wrapping_add(1), "rung at the pass's first datagram");
+        a.send(PeerId(1), b"frame");
+        a.send(PeerId(1), b"frame");
+        assert_eq!(bell(), seen.wrapping_add(1), "not again within the pass");
+        a.flush();
+        assert_eq!(bell(), seen.wrapping_add(2), "once more at its end, still asleep");
+        a.flush();
+        assert_eq!(bell(), seen.wrapping_add(2), "nothing owed");
+        b.disarm();
+        a.send(PeerId(1), b"frame");
+        a.flush();
+        assert_eq!(bell(), seen.wrapping_add(2), "a member awake is not rung");
+        let (mut got, mut b) = (0, b);
+        loop {
+            let n = b.poll(16, &mut |_, f| assert_eq!(f, b"frame"));
+            if n == 0 {
+                break;
+            }
+            got += n;
+        }
+        assert_eq!(got, 4, "every datagram delivered");
     }
 
     #[test]

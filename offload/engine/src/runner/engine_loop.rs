@@ -49,6 +49,24 @@ use std::sync::atomic::AtomicU32;
 /// noticed within it.
 const PARK_MAX: Nanos = 2_000_000;
 
+/// Doorbells armed by [`EngineLoop::arm_park`], by address and the value each had: what the
+/// sleep waits on, held without a borrow of the loop (see `doorbell::wait_any_addrs`: a word
+/// freed meanwhile costs at most one `limit`).
+pub(crate) struct ArmedPark {
+    words: heapless::Vec<(*const AtomicU32, u32), { ringcast_ring::doorbell::MAX_WAIT_ANY }>,
+    limit: Nanos,
+}
+
+impl ArmedPark {
+    /// Sleeps until a word changes or is rung, at most `limit` (none when the re-check found
+    /// work or a timer is due).
+    pub(crate) fn sleep(&self) {
+        if self.limit > 0 {
+            ringcast_ring::doorbell::wait_any_addrs(&self.words, std::time::Duration::from_nanos(self.limit));
+        }
+    }
+}
+
 /// A COPY the engine asked for, in progress.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Copying {
@@ -226,10 +244,17 @@ impl EngineLoop {
         let engine = Engine::new(&config.engine(), crate::crc::crc32c, networked)
             .map_err(|s| std::io::Error::other(format!("world communicator refused: {s:?}")))?;
         let net = Net::new(&config, engine.world_group())?;
+        // The listeners are in the control set: accepted from when readable (`accept.rs`).
+        let epoll = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        let tag = super::accept::LISTEN_TAG;
+        epoll::add(&epoll, &listener, epoll::EventData::new_u64(tag), epoll::EventFlags::IN)?;
+        if let Some((fd, _)) = &tcp_listener {
+            epoll::add(&epoll, fd, epoll::EventData::new_u64(tag | 1), epoll::EventFlags::IN)?;
+        }
         Ok(EngineLoop {
             listener,
             tcp_listener,
-            epoll: epoll::create(epoll::CreateFlags::CLOEXEC)?,
+            epoll,
             name: config.runner.engine_name.clone(),
             burst: vec![SubmissionDescriptor::default(); config.runner.burst as usize],
             copies: VecDeque::with_capacity(max_hosts),
@@ -537,6 +562,20 @@ impl EngineLoop {
     /// `PARK_MAX` (control requests wait that long at most). `None` if it cannot (see
     /// [`EngineLoop::park_unavailable`]); else whether the re-check after arming found work.
     pub(crate) fn park(&mut self) -> Option<bool> {
+        let (work, armed) = self.arm_park()?;
+        if !work {
+            armed.sleep();
+        }
+        self.disarm_park();
+        Some(work)
+    }
+
+    /// [`EngineLoop::park`] in halves, so that a thread-mode engine thread sleeps without the
+    /// loop's lock (`runner::thread`): arms every host's submission doorbell and the fabric's,
+    /// then re-checks with one pass; returns whether that pass found work, and the doorbells
+    /// to sleep on (none when it did). `None` if it cannot park. [`EngineLoop::disarm_park`]
+    /// must follow, whatever happened in between.
+    pub(crate) fn arm_park(&mut self) -> Option<(bool, ArmedPark)> {
         if self.park_unavailable() {
             return None;
         }
@@ -558,32 +597,31 @@ impl EngineLoop {
         };
         // 2. Re-check: anything published before its producer saw us armed is found here.
         let work = self.poll_once();
+        let mut armed = ArmedPark { words: heapless::Vec::new(), limit: 0 };
         if !work {
             let now = self.clock.now();
-            let mut limit = PARK_MAX;
+            armed.limit = PARK_MAX;
             if let Some(t) = self.engine.poll_timeout() {
-                limit = limit.min(t.saturating_sub(now));
+                armed.limit = armed.limit.min(t.saturating_sub(now));
             }
-            let mut words: heapless::Vec<(&AtomicU32, u32), { ringcast_ring::doorbell::MAX_WAIT_ANY }> =
-                heapless::Vec::new();
             for (rings, &seen) in
                 self.hosts.iter().flatten().filter_map(|c| c.rings.mapped()).zip(&self.armed)
             {
-                let _ = words.push((rings.sq.bell(), seen));
+                let _ = armed.words.push((rings.sq.bell(), seen));
             }
             if let (Some(bell), Some(seen)) = (self.net.as_ref().and_then(Net::bell), fabric_seen) {
-                let _ = words.push((bell, seen));
-            }
-            if limit > 0 {
-                ringcast_ring::doorbell::wait_any(&words, std::time::Duration::from_nanos(limit));
+                let _ = armed.words.push((bell, seen));
             }
         }
-        // 3. Disarm.
+        Some((work, armed))
+    }
+
+    /// The end of a park: producers stop ringing.
+    pub(crate) fn disarm_park(&self) {
         self.disarm_hosts();
         if let Some(n) = self.net.as_ref() {
             n.disarm();
         }
-        Some(work)
     }
 
     fn disarm_hosts(&self) {

@@ -84,8 +84,8 @@ impl Idle {
     /// the spins while yielding is costly on this thread.
     pub fn sleeping(&self) -> bool {
         self.mode == PollMode::SpinYield
-            && (self.empty > self.spins.saturating_add(self.yields)
-                || (self.empty > self.spins && !yields_cheap()))
+            && (self.empty >= self.spins.saturating_add(self.yields)
+                || (self.empty >= self.spins && !yields_cheap()))
     }
 
     /// A pass found work.
@@ -93,18 +93,43 @@ impl Idle {
         self.empty = 0;
     }
 
-    /// A pass found nothing: back off one step (a caller that cannot sleep on its doorbells
-    /// naps in the sleeping stage).
-    pub fn idle(&mut self) {
+    /// A pass found nothing: back off one step. Returns the step taken.
+    ///
+    /// The stage is the one the caller saw before this call: a caller that parks on its
+    /// doorbells checked [`Idle::sleeping`] and parked if it could, so a call in the sleeping
+    /// stage comes from one that could not, and naps. The call that crosses into the sleeping
+    /// stage never naps — the caller parks at its next check, and the producer's doorbell ends
+    /// that sleep at once, where a nap held the loop's next work for `idle_sleep_us` plus the
+    /// kernel's timer slack (issue 40: a nap after every busy pass of a daemon whose yields had
+    /// turned costly). While yielding is costly, the yielding stage spins instead (see the
+    /// module doc).
+    pub fn idle(&mut self) -> Step {
+        let step = match self.mode {
+            PollMode::SpinYield if self.sleeping() => Step::Nap,
+            PollMode::SpinYield if self.empty >= self.spins && yields_cheap() => Step::Yield,
+            _ => Step::Spin,
+        };
         self.empty = self.empty.saturating_add(1);
-        match self.mode {
-            PollMode::SpinYield if self.sleeping() => std::thread::sleep(self.sleep),
-            PollMode::SpinYield if self.empty > self.spins => {
+        match step {
+            Step::Nap => std::thread::sleep(self.sleep),
+            Step::Yield => {
                 timed_yield();
             }
-            _ => std::hint::spin_loop(),
+            Step::Spin => std::hint::spin_loop(),
         }
+        step
     }
+}
+
+/// What one empty pass of [`Idle::idle`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// A pause instruction.
+    Spin,
+    /// `sched_yield` (timed).
+    Yield,
+    /// A sleep of `idle_sleep_us`: the caller was in the sleeping stage and could not park.
+    Nap,
 }
 
 #[cfg(test)]
@@ -140,6 +165,46 @@ mod tests {
         })
         .join()
         .expect("thread");
+    }
+
+    /// A caller that parks on its doorbells once [`Idle::sleeping`] says so (the engine loop,
+    /// a host waiting for a completion) is never put to a timed nap by the pass that crosses
+    /// into the sleeping stage: it parks, and the producer's doorbell wakes it at once — a nap
+    /// there cost the pass's next work `idle_sleep_us` plus the kernel's timer slack. Both
+    /// ways in: the yields running out, and a costly yield after the spins.
+    #[test]
+    fn crossing_into_the_sleeping_stage_parks_a_parking_caller_without_a_nap() {
+        for costly in [false, true] {
+            let config = Config::default().with(|c| {
+                c.runner.poll_mode = PollMode::SpinYield;
+                c.runner.idle_spins = 2;
+                c.runner.idle_yields = if costly { 1000 } else { 3 };
+                c.runner.idle_sleep_us = 1;
+            });
+            std::thread::spawn(move || {
+                let mut idle = Idle::new(&config);
+                let mut steps = Vec::new();
+                for _ in 0..100 {
+                    // Real yields may be costly on a loaded machine: the state is set per case.
+                    COSTLY_UNTIL.with(|c| c.set(costly.then(|| Instant::now() + YIELD_BACKOFF)));
+                    if idle.sleeping() {
+                        break; // the caller parks here
+                    }
+                    steps.push(idle.idle());
+                }
+                assert!(idle.sleeping(), "costly {costly}: the back-off reaches its sleeping stage");
+                assert!(!steps.contains(&Step::Nap), "costly {costly}: napped before parking: {steps:?}");
+                if costly {
+                    assert!(!steps.contains(&Step::Yield), "yielding costly: no yield: {steps:?}");
+                } else {
+                    assert_eq!(steps.iter().filter(|&&s| s == Step::Yield).count(), 3, "{steps:?}");
+                }
+                // A caller that cannot park naps in the sleeping stage.
+                assert_eq!(idle.idle(), Step::Nap);
+            })
+            .join()
+            .expect("thread");
+        }
     }
 
     /// A yield on a CPU held by a busy thread of this test is costly (the kernel lets the busy

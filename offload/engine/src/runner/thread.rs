@@ -11,7 +11,7 @@
 //! [`Driver`] role and runs the engine's loop itself, one pass per poll, while the engine thread
 //! parks; when the host leaves its wait (or goes to sleep on its completion doorbell) it hands
 //! the loop back. The loop sits behind a mutex the two take turns on — uncontended but for the
-//! hand-over.
+//! hand-over; the engine thread arms its doorbells under it and sleeps on them without it.
 //!
 //! **The hand-back is lazy.** A program broadcasting in a loop leaves its blocking call and
 //! enters the next a microsecond later; waking the engine thread in between (a futex wake-up,
@@ -43,6 +43,9 @@ struct Shared {
     released: AtomicU64,
     epoch: Instant,
     handback: Duration,
+    /// The engine thread sleeps on its doorbells now, without the loop (tests: the loop is free
+    /// meanwhile).
+    asleep: AtomicBool,
 }
 
 // A panic in a pass poisons the mutex; the loop's state is still the engine's to run (its
@@ -214,6 +217,7 @@ pub fn spawn_thread(mut config: Config, keep_name: bool) -> std::io::Result<Thre
         released: AtomicU64::new(0),
         epoch: Instant::now(),
         handback,
+        asleep: AtomicBool::new(false),
     });
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
@@ -231,20 +235,27 @@ pub fn spawn_thread(mut config: Config, keep_name: bool) -> std::io::Result<Thre
                 std::thread::park_timeout(hold);
                 continue;
             }
-            // The loop is locked for a pass or a doorbell sleep (a host's post rings the bell
-            // and so ends it), never while this thread yields or naps.
+            // The loop is locked for a pass and to arm or disarm a doorbell sleep, never while
+            // this thread sleeps, yields or naps: a host that starts a wait drives at once. (Held
+            // across the sleep, the host span on a lock whose holder, woken by the host's post,
+            // first had to be scheduled — behind whatever held its CPU.)
             if shared2.lock().poll_once() {
                 idle.busy();
                 continue;
             }
             if idle.sleeping() {
-                match shared2.lock().park() {
-                    Some(true) => {
-                        idle.busy();
-                        continue;
+                let armed = shared2.lock().arm_park();
+                if let Some((work, armed)) = armed {
+                    if !work {
+                        shared2.asleep.store(true, Ordering::SeqCst);
+                        armed.sleep();
+                        shared2.asleep.store(false, Ordering::SeqCst);
                     }
-                    Some(false) => continue,
-                    None => {}
+                    shared2.lock().disarm_park();
+                    if work {
+                        idle.busy();
+                    }
+                    continue;
                 }
             }
             idle.idle();
@@ -259,6 +270,32 @@ pub fn spawn_thread(mut config: Config, keep_name: bool) -> std::io::Result<Thre
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// While the engine thread sleeps on its doorbells the loop is free: a host starting a
+    /// wait drives at once instead of spinning on a lock whose holder must first be woken and
+    /// scheduled. Seen failing with the sleep under the lock.
+    #[test]
+    fn the_loop_is_free_while_the_engine_thread_sleeps_on_its_doorbells() {
+        let config = Config::default().with(|c| {
+            c.runner.poll_mode = crate::config::PollMode::SpinYield;
+            c.runner.idle_spins = 0;
+            c.runner.idle_yields = 0;
+        });
+        let t = spawn_thread(config, false).expect("engine thread");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut free_while_asleep = 0;
+        while free_while_asleep < 3 {
+            assert!(Instant::now() < deadline, "the engine thread never slept with the loop free");
+            if t.shared.asleep.load(Ordering::SeqCst) {
+                let free = t.shared.try_lock().is_some();
+                // Counted only if it was asleep throughout (it wakes at least every 2 ms).
+                if free && t.shared.asleep.load(Ordering::SeqCst) {
+                    free_while_asleep += 1;
+                }
+            }
+            std::thread::yield_now();
+        }
+    }
 
     /// The hand-back rule, on a real engine thread: held while a host drives, held for
     /// `handback_us` after a host returns to its program (lazily), released at once when the
