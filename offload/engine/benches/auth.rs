@@ -36,7 +36,7 @@ fn per_frame(c: &mut Criterion) {
     c.bench_function("per_frame/siphash_tag_32B_header", |b| b.iter(|| keys.tag(black_box(&header))));
     c.bench_function("per_frame/crc32c_32B_header", |b| b.iter(|| crc32c::crc32c(black_box(&header))));
     let tag_keys = CommKeys::with_auth(&Secret([7; 32]), Auth::Tag);
-    let binding = call_binding(0x0203_0001, 5);
+    let binding = call_binding(0x0203_0001, 5, 9);
     let bound = tag_keys.data_tag(&header, Some(&binding));
     c.bench_function("per_frame/bound_tag_seal_32B_header", |b| {
         b.iter(|| tag_keys.data_tag(black_box(&header), Some(black_box(&binding))))

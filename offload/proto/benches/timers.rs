@@ -46,6 +46,8 @@ fn busy(comms: u32) -> Protocol {
             let post = Post {
                 comm,
                 root: 0,
+                rank_root: 0,
+                slot: 0,
                 buf,
                 len: 4096,
                 token: (i * channels + b) as u64,

@@ -66,7 +66,17 @@ pub fn barrier_cost(engines: usize, rounds: usize, shape: Shape, latency: Nanos,
                     Shape::Tree => proto.post_barrier(h, token, 0x7, now, &mut env),
                     Shape::Broadcasts => {
                         let buf = Resolved { segment: SegmentHandle(1), offset: j as u64 };
-                        let p = Post { comm: h, root: j as u32, buf, len: 1, token, context: 0x7, window: 0 };
+                        let p = Post {
+                            comm: h,
+                            root: j as u32,
+                            rank_root: j as u32,
+                            slot: 0,
+                            buf,
+                            len: 1,
+                            token,
+                            context: 0x7,
+                            window: 0,
+                        };
                         proto.post_bcast(p, now, &mut env)
                     }
                 }

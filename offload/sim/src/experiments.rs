@@ -171,7 +171,17 @@ pub fn run_sequence_on(
             let res = world.with_node(r, |proto, now, env| {
                 let mut env = env;
                 proto.post_bcast(
-                    Post { comm: h, root, buf, len, token: k as u64, context: 0, window: 0 },
+                    Post {
+                        comm: h,
+                        root,
+                        rank_root: root,
+                        slot: 0,
+                        buf,
+                        len,
+                        token: k as u64,
+                        context: 0,
+                        window: 0,
+                    },
                     now,
                     &mut env,
                 )

@@ -92,7 +92,7 @@ impl Forger {
         let mac = match self.auth {
             Auth::Mac => keys.message_mac(bid, root, &forged),
             // The call's MAC, over no byte of the message (what a `tag` root sends).
-            Auth::Tag => keys.mac_state_in(bid, u64::from(len), 0, root).finish(),
+            Auth::Tag => keys.mac_state_in(bid, u64::from(len), 0, root, u64::from(bid)).finish(),
         };
         let count = geo.count();
         let first = count.saturating_sub(MAX_FORGED_FRAGS);
@@ -124,7 +124,7 @@ impl Forger {
             // Data frames as an engine tags them: under `tag` bound to the call — a plain
             // broadcast's context (0) and its root, which an insider knows.
             let data = kind == FrameKind::DATA_MULTICAST || kind == FrameKind::DATA_REPAIR;
-            let binding = (data && self.auth == Auth::Tag).then(|| call_binding(0, root));
+            let binding = (data && self.auth == Auth::Tag).then(|| call_binding(0, root, u64::from(bid)));
             if let Ok(n) =
                 emit(&mut buf, &h, body, |span| keys.data_tag(span, binding.as_ref()), crc32c::crc32c)
             {

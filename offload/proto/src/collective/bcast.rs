@@ -52,7 +52,7 @@ impl Protocol {
     }
 
     fn post(&mut self, post: Post, now: Nanos, env: &mut impl Env) -> Result<(), PostError> {
-        let Post { comm, root, buf, len, token, context, window } = post;
+        let Post { comm, root, rank_root, slot: call_slot, buf, len, token, context, window } = post;
         let window = window_of(window, self.channels);
         let refuse = |s| Err(PostError::Refused(s));
         let (payload, max_message, channels) = (self.payload, self.max_message, self.channels);
@@ -124,6 +124,8 @@ impl Protocol {
         let mut op = Op {
             bid,
             root,
+            rank_root,
+            call_slot,
             token,
             buf,
             geo,

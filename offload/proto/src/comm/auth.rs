@@ -48,20 +48,23 @@ impl core::fmt::Debug for Secret {
 pub type Mac = [u8; DIGEST_LEN];
 
 /// What a data frame's tag binds under `protocol.auth = tag` besides its header: the call's
-/// context (8 bytes, little-endian) and its root (4) — [`CommKeys::data_tag`], [`call_binding`].
-pub type CallBinding = [u8; 12];
+/// context (8 bytes, little-endian), its root as a rank of the communicator (4) and its place in
+/// the communicator's sequence (8) — [`CommKeys::data_tag`], [`call_binding`].
+pub type CallBinding = [u8; 20];
 
-/// The [`CallBinding`] of a call of `context` rooted at `root`. The context's operation byte is
+/// The [`CallBinding`] of a call of `context` rooted at `root`, at `slot` of its communicator's
+/// sequence. The context's operation byte is
 /// bound as the stand-in's ([`STAND_IN`]) at every rank: a rank whose call was refused for its
 /// operation relays under the stand-in, and a disagreement in the operation alone cannot mix
 /// fragments (a broadcast id has one root) — the message MAC, which covers the operation, finds
 /// it.
 ///
 /// [`STAND_IN`]: crate::transfer::env::STAND_IN
-pub fn call_binding(context: u64, root: u32) -> CallBinding {
-    let mut b = [0; 12];
+pub fn call_binding(context: u64, root: u32, slot: u64) -> CallBinding {
+    let mut b = [0; 20];
     b[..8].copy_from_slice(&(context | crate::transfer::env::STAND_IN).to_le_bytes());
-    b[8..].copy_from_slice(&root.to_le_bytes());
+    b[8..12].copy_from_slice(&root.to_le_bytes());
+    b[12..].copy_from_slice(&slot.to_le_bytes());
     b
 }
 
@@ -171,7 +174,7 @@ impl CommKeys {
 
     /// The MAC of broadcast `bid`'s `message`, rooted at `root` (a plain broadcast's call).
     pub fn message_mac(&self, bid: u32, root: u32, message: &[u8]) -> Mac {
-        let mut m = self.mac_state_in(bid, message.len() as u64, 0, root);
+        let mut m = self.mac_state_in(bid, message.len() as u64, 0, root, 0);
         m.update(message);
         m.finish()
     }
@@ -188,7 +191,7 @@ impl CommKeys {
     /// SIMD-parallel, when they start on such a boundary of its input: updates that end at
     /// `k · 2ⁿ KiB −` [`MAC_PREFIX`] bytes of the message keep it on them.
     pub fn mac_state(&self, bid: u32, len: u64) -> MacState {
-        self.mac_state_in(bid, len, 0, 0)
+        self.mac_state_in(bid, len, 0, 0, 0)
     }
 
     /// [`CommKeys::mac_state`] of a message posted in `context`
@@ -196,24 +199,27 @@ impl CommKeys {
     /// half — what the call is, beyond a broadcast, and the posting process's leader-based calls
     /// exchanged by multicast (`engine/node/sequencer.rs`) — folded into the upper half of the
     /// hashed length (messages are below 4 GiB), its high half — the calls the posting process
-    /// skipped on the communicator — hashed after it, then the root. Why the root: ranks whose
-    /// calls got out of step (one made another call, with others in flight behind it) may hold
-    /// the same broadcast id for broadcasts of the same length from different roots; without it
-    /// the MAC of one root's message passed for the other's, delivered as success (DST seed 535
-    /// with non-blocking calls, `WrongBytes`).
-    pub fn mac_state_in(&self, bid: u32, len: u64, context: u64, root: u32) -> MacState {
+    /// skipped on the communicator — hashed after it, then the root (a rank of the communicator)
+    /// and the call's place in the communicator's sequence (`slot`). Why: ranks whose calls got
+    /// out of step (one made another call, with others in flight behind it) may hold the same
+    /// broadcast id for broadcasts of the same length from different roots, or from the same
+    /// root a call apart; without them the MAC of one message passed for the other's, delivered
+    /// as success (DST seeds 535, 999000067668 and 999000004130 with non-blocking calls,
+    /// `WrongBytes`).
+    pub fn mac_state_in(&self, bid: u32, len: u64, context: u64, root: u32, slot: u64) -> MacState {
         let mut h = blake3::Hasher::new_keyed(&self.mac);
         h.update(&bid.to_le_bytes());
         h.update(&((context << 32) | (len & 0xffff_ffff)).to_le_bytes());
         h.update(&((context >> 32) as u32).to_le_bytes());
         h.update(&root.to_le_bytes());
+        h.update(&slot.to_le_bytes());
         MacState(h)
     }
 }
 
 /// Bytes the MAC hashes before the message: the broadcast id (4), the length with the call (8),
-/// the skipped calls (4) and the root (4).
-pub const MAC_PREFIX: u32 = 20;
+/// the skipped calls (4), the root (4) and the call's place in its communicator's sequence (8).
+pub const MAC_PREFIX: u32 = 28;
 
 /// A message MAC being computed ([`CommKeys::mac_state`]). Its `Debug` prints no state.
 #[derive(Clone)]
@@ -311,7 +317,7 @@ mod tests {
     fn a_bound_tag_depends_on_the_call() {
         let k = CommKeys::with_auth(&Secret([5; 32]), Auth::Tag);
         let span = [9u8; 32];
-        let b: CallBinding = [3; 12];
+        let b: CallBinding = [3; 20];
         let tag = k.data_tag(&span, Some(&b));
         assert_ne!(tag, k.tag(&span), "a bound tag is no plain one");
         assert_eq!(k.data_tag(&span, None), k.tag(&span), "unbound: the plain tag");
@@ -332,9 +338,10 @@ mod tests {
             other[i] ^= 1;
             assert!(!k.data_tag_verified(&span, Some(&other), tag), "binding byte {i}");
         }
-        assert_ne!(call_binding(1, 2), call_binding(1, 3), "the root is bound");
-        assert_ne!(call_binding(1, 2), call_binding(1 << 8, 2), "the call is bound");
-        assert_eq!(call_binding(1 << 16, 2), call_binding(2 << 16, 2), "not the operation byte");
+        assert_ne!(call_binding(1, 2, 0), call_binding(1, 3, 0), "the root is bound");
+        assert_ne!(call_binding(1, 2, 0), call_binding(1 << 8, 2, 0), "the call is bound");
+        assert_ne!(call_binding(1, 2, 0), call_binding(1, 2, 1), "its place is bound");
+        assert_eq!(call_binding(1 << 16, 2, 0), call_binding(2 << 16, 2, 0), "not the operation byte");
         for i in 0..b.len() {
             let mut other = b;
             other[i] ^= 1;

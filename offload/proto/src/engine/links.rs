@@ -151,7 +151,17 @@ impl Links {
         };
         let root_engine = if send { self.me } else { partner };
         let root = u32::from(root_engine == self.me.max(partner));
-        let post = Post { comm, root, buf, len, token: id.token(), context, window: PAIR_WINDOW };
+        let post = Post {
+            comm,
+            root,
+            rank_root: root,
+            slot: 0,
+            buf,
+            len,
+            token: id.token(),
+            context,
+            window: PAIR_WINDOW,
+        };
         let w = Waiting { partner, id, post };
         if self.waiting.iter().any(|q| q.partner == partner) {
             return self.waiting.push_back(w); // behind an earlier transfer of this pair

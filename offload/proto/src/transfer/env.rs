@@ -307,8 +307,21 @@ pub fn reference_call(first: u64, rest: impl IntoIterator<Item = u64>) -> u64 {
 pub struct Post {
     /// Communicator.
     pub comm: CommHandle,
-    /// Root rank.
+    /// Root rank (of the protocol: the engine that holds the root).
     pub root: Rank,
+    /// The call's root as a rank of the communicator (a leader-based communicator's engine
+    /// holds several; elsewhere `root`). The message MAC and, under `protocol.auth = tag`, the
+    /// data frames' tags cover it: ranks whose calls got out of step may hold the same
+    /// broadcast id for broadcasts of one length from two ranks on one engine, which `root`
+    /// alone does not tell apart (DST seed 999000067668 with non-blocking calls, `WrongBytes`).
+    pub rank_root: Rank,
+    /// The call's place in its communicator's sequence of calls at this engine (the node's
+    /// slot: every engine numbers a communicator's slots alike when the ranks agree; 0 where
+    /// there is no sequencer). The message MAC and the bound data tags cover it too: a rank
+    /// whose earlier call took no broadcast id (an exchange between the engines) holds its next
+    /// broadcast under the id the others gave their previous one — of the same root and length
+    /// (DST seed 999000004130 with non-blocking calls, `WrongBytes`).
+    pub slot: u64,
     /// The buffer: read at the root, written at the others.
     pub buf: Resolved,
     /// Message length (the same at every rank).

@@ -111,7 +111,9 @@ fn advance_mac_from(
         // the receiver has the last fragment, hence the root's digest: the call's MAC.
         op.hashed = op.hashed.max(end);
         if op.hashed == op.geo.total && op.own_ok.is_none() {
-            let mac = keys.mac_state_in(op.bid, u64::from(op.geo.total), op.context, op.root).finish();
+            let mac = keys
+                .mac_state_in(op.bid, u64::from(op.geo.total), op.context, op.rank_root, op.call_slot)
+                .finish();
             op.own_ok = Some(op.digest.is_some_and(|theirs| mac_eq(&theirs, &mac)));
         }
         return Some(0);
@@ -155,7 +157,10 @@ pub(crate) fn root_mac_through(
     if !op.payload_mac {
         // `tag`: the MAC of the call alone, finished before the first fragment leaves.
         op.hashed = op.geo.total;
-        op.digest = Some(keys.mac_state_in(op.bid, u64::from(op.geo.total), op.context, op.root).finish());
+        op.digest = Some(
+            keys.mac_state_in(op.bid, u64::from(op.geo.total), op.context, op.rank_root, op.call_slot)
+                .finish(),
+        );
         return 0;
     }
     let mut fed = 0;
@@ -187,14 +192,14 @@ pub(crate) fn root_mac_through(
 fn feed(op: &mut Op, keys: &CommKeys, spare: &mut Spares, bytes: &[u8], upto: u32) -> Option<Mac> {
     let total = op.geo.total;
     if op.hashed == 0 && upto == total && op.mac.is_none() {
-        let mut m = keys.mac_state_in(op.bid, u64::from(total), op.context, op.root);
+        let mut m = keys.mac_state_in(op.bid, u64::from(total), op.context, op.rank_root, op.call_slot);
         m.update(bytes);
         op.hashed = upto;
         return Some(m.finish());
     }
-    let (bid, context, root) = (op.bid, op.context, op.root);
+    let (bid, context, root, slot) = (op.bid, op.context, op.rank_root, op.call_slot);
     let state = op.mac.get_or_insert_with(|| {
-        let fresh = keys.mac_state_in(bid, u64::from(total), context, root);
+        let fresh = keys.mac_state_in(bid, u64::from(total), context, root, slot);
         match spare.pop() {
             Some(mut b) => {
                 *b = fresh;

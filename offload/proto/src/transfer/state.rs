@@ -48,6 +48,12 @@ pub(crate) enum State {
 pub(crate) struct Op {
     pub(crate) bid: u32,
     pub(crate) root: Rank,
+    /// The call's root as a rank of the communicator ([`crate::transfer::env::Post::rank_root`]):
+    /// what the message MAC and the bound data tags cover.
+    pub(crate) rank_root: Rank,
+    /// The call's place in its communicator's sequence ([`crate::transfer::env::Post::slot`]):
+    /// covered by the message MAC and the bound data tags too.
+    pub(crate) call_slot: u64,
     pub(crate) token: u64,
     pub(crate) buf: Resolved,
     pub(crate) geo: Geometry,
@@ -125,7 +131,7 @@ impl Op {
     ///
     /// [`CommKeys::data_tag`]: crate::comm::auth::CommKeys::data_tag
     pub(crate) fn binding(&self) -> Option<CallBinding> {
-        (!self.payload_mac).then(|| call_binding(self.context, self.root))
+        (!self.payload_mac).then(|| call_binding(self.context, self.rank_root, self.call_slot))
     }
 }
 

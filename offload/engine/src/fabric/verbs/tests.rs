@@ -904,6 +904,8 @@ fn the_protocol_broadcasts_byte_exact_over_lossy_fake_links() {
             let post = Post {
                 comm: comms[i],
                 root,
+                rank_root: root,
+                slot: 0,
                 buf: Resolved { segment: SegmentHandle(1), offset: 0 },
                 len: len as u32,
                 token,

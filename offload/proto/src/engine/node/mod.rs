@@ -481,8 +481,17 @@ impl Node {
                 // theirs ended `Ok` (DST seed 139 with non-blocking calls, `EarlyBarrier`).
                 proto.post_barrier(comm, token, barrier_identity(s.context, s.seq), now, env)
             } else {
-                let post =
-                    Post { comm, root, buf: s.buf, len: s.len, token, context: s.context, window: s.window };
+                let post = Post {
+                    comm,
+                    root,
+                    rank_root: s.root,
+                    slot: s.seq.0,
+                    buf: s.buf,
+                    len: s.len,
+                    token,
+                    context: s.context,
+                    window: s.window,
+                };
                 proto.post_bcast(post, now, env)
             };
             if result.is_err() {
