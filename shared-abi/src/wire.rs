@@ -21,7 +21,8 @@
 //! frame is never trusted before its length, version, kind, CRC, cookie and tag have been
 //! checked. Under `protocol.auth = tag` ([`WIRE_AUTH_TAG`]) a data frame's tag is two halves:
 //! the low 32 bits over the header, the high 32 over the header and the call the fragment
-//! belongs to (its context and root), checked against the call posted at the receiver
+//! belongs to (its context, root and place in its communicator's sequence), checked against the
+//! call posted at the receiver
 //! (`ringcast_proto::comm::auth::CommKeys::data_tag`).
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout, Unaligned};

@@ -124,7 +124,7 @@ impl Op {
     }
 
     /// What its data frames' tags bind besides the header ([`CommKeys::data_tag`]): under
-    /// `protocol.auth = tag` the call — its context and root ([`call_binding`]) — since no
+    /// `protocol.auth = tag` the call — its context, root and place ([`call_binding`]) — since no
     /// payload byte is hashed and a fragment of another call with the same id and length would
     /// otherwise be taken for this one's; `None` under `mac`, whose message MAC covers the
     /// payload and the call.
