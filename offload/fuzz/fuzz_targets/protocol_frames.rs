@@ -53,7 +53,7 @@ fuzz_target!(|data: &[u8]| {
                 let len = u16::from_le_bytes([c.get(1).copied().unwrap_or(0), c.get(2).copied().unwrap_or(0)]) as u32 % 5000;
                 let root = c.get(3).copied().unwrap_or(0) as u32 % 7;
                 let buf = Resolved { segment: SegmentHandle(1), offset: 0 };
-                let _ = p.post_bcast(Post { comm, root, rank_root: root, slot: 0, buf, len, token, context: 0, window: 0 }, now, &mut env);
+                let _ = p.post_bcast(Post::plain(comm, root, buf, len, token), now, &mut env);
             }
             1 => p.on_timeout(now, &mut env),
             _ => {

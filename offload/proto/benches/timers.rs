@@ -43,17 +43,7 @@ fn busy(comms: u32) -> Protocol {
         let comm = p.create_comm(spec).expect("within max_comms");
         for b in 0..channels {
             let buf = Resolved { segment: SegmentHandle(1), offset: 0 };
-            let post = Post {
-                comm,
-                root: 0,
-                rank_root: 0,
-                slot: 0,
-                buf,
-                len: 4096,
-                token: (i * channels + b) as u64,
-                context: 0,
-                window: 0,
-            };
+            let post = Post::plain(comm, 0, buf, 4096, (i * channels + b) as u64);
             p.post_bcast(post, 0, &mut Nowhere).expect("a free channel");
         }
     }

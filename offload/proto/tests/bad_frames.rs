@@ -190,34 +190,19 @@ fn each_bad_frame_is_counted_under_its_reason() {
 
     // Nothing was disturbed: broadcast 0 from rank 0 still completes with the right bytes.
     let buf = Resolved { segment: SegmentHandle(1), offset: 0 };
-    p.post_bcast(
-        Post { comm, root: 0, rank_root: 0, slot: 0, buf, len: 12, token: 1, context: 0, window: 0 },
-        0,
-        &mut env,
-    )
-    .unwrap();
+    p.post_bcast(Post::plain(comm, 0, buf, 12, 1), 0, &mut env).unwrap();
     p.on_frame(PeerId(0), &good, 1, &mut env);
     assert_eq!(env.done.len(), 1);
     assert_eq!(env.done[0].1.status, ringcast_abi::StatusKind::Ok);
     assert_eq!(&env.buf[..12], data);
     // Broadcast 1 completes from the fragment the pre-posted slot kept.
-    p.post_bcast(
-        Post { comm, root: 0, rank_root: 0, slot: 0, buf, len: 12, token: 2, context: 0, window: 0 },
-        2,
-        &mut env,
-    )
-    .unwrap();
+    p.post_bcast(Post::plain(comm, 0, buf, 12, 2), 2, &mut env).unwrap();
     assert_eq!(env.done.last().map(|d| (d.0, d.1.status)), Some((2, ringcast_abi::StatusKind::Ok)));
 
     // Broadcast 2: its payload replaced in flight under the genuine tag (the tag covers the
     // header only; the message MAC covers the bytes) — a typed error, the buffer untouched.
     env.buf[..12].copy_from_slice(b"............");
-    p.post_bcast(
-        Post { comm, root: 0, rank_root: 0, slot: 0, buf, len: 12, token: 3, context: 0, window: 0 },
-        3,
-        &mut env,
-    )
-    .unwrap();
+    p.post_bcast(Post::plain(comm, 0, buf, 12, 3), 3, &mut env).unwrap();
     let mut swapped =
         frame(&header(FrameKind::DATA_MULTICAST, 0, 2, 0, 1, 12), &[data, &keys.message_mac(2, 0, data)]);
     swapped[32..44].copy_from_slice(b"FORGED BYTES");

@@ -108,17 +108,7 @@ pub fn broadcast_via(len: u32, auths: [Auth; 2], gather: bool) -> ([(Protocol, H
     });
     let buf = Resolved { segment: SegmentHandle(1), offset: 0 };
     for (p, host) in e.iter_mut() {
-        let post = Post {
-            comm: CommHandle(0),
-            root: 0,
-            rank_root: 0,
-            slot: 0,
-            buf,
-            len,
-            token: 1,
-            context: 0,
-            window: 0,
-        };
+        let post = Post::plain(CommHandle(0), 0, buf, len, 1);
         p.post_bcast(post, 0, host).unwrap();
     }
     let mut sent_bytes = [0u64; 2];

@@ -100,17 +100,7 @@ fn start_with(len: u32, reach: bool, auth: Auth) -> (Protocol, Host, Vec<Vec<u8>
     });
     let buf = Resolved { segment: SegmentHandle(1), offset: 0 };
     for (p, host) in engines.iter_mut() {
-        let post = Post {
-            comm: CommHandle(0),
-            root: 0,
-            rank_root: 0,
-            slot: 0,
-            buf,
-            len,
-            token: 1,
-            context: 0,
-            window: 0,
-        };
+        let post = Post::plain(CommHandle(0), 0, buf, len, 1);
         p.post_bcast(post, 0, host).unwrap();
     }
     let readies: Vec<_> = engines[1].1.sent.drain(..).collect();

@@ -150,12 +150,7 @@ fn duplicates_alone_do_not_keep_a_broadcast_alive() {
         .collect();
     let comm = ringcast_proto::transfer::protocol::CommHandle(0);
     for (p, host) in &mut engines {
-        p.post_bcast(
-            Post { comm, root: 0, rank_root: 0, slot: 0, buf, len, token: 1, context: 0, window: 0 },
-            0,
-            host,
-        )
-        .unwrap();
+        p.post_bcast(Post::plain(comm, 0, buf, len, 1), 0, host).unwrap();
     }
     // The first fragment the root sent to rank 1; rank 1 never gets the other two.
     let first = engines[0].1.sent.iter().find(|(to, _)| *to == PeerId(1)).unwrap().1.clone();

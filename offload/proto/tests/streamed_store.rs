@@ -90,12 +90,7 @@ fn start(engines: &mut [(Protocol, Host); 2], len: u32) -> Vec<Vec<u8>> {
     let buf = Resolved { segment: SegmentHandle(1), offset: 0 };
     let comm = CommHandle(0);
     for (p, host) in engines.iter_mut() {
-        p.post_bcast(
-            Post { comm, root: 0, rank_root: 0, slot: 0, buf, len, token: 1, context: 0, window: 0 },
-            0,
-            host,
-        )
-        .unwrap();
+        p.post_bcast(Post::plain(comm, 0, buf, len, 1), 0, host).unwrap();
     }
     let readies: Vec<_> = engines[1].1.sent.drain(..).collect();
     assert!(!readies.is_empty(), "the receiver announced itself");
@@ -208,22 +203,7 @@ fn parts_of_a_destroyed_communicators_broadcast_move_nothing_and_touch_its_succe
     // id, channel and range are those of the old parts.
     assert_eq!(p1.create_comm(spec(1, 0x52)).unwrap(), CommHandle(0), "the handle is reused");
     let buf = Resolved { segment: SegmentHandle(1), offset: 0 };
-    p1.post_bcast(
-        Post {
-            comm: CommHandle(0),
-            root: 0,
-            rank_root: 0,
-            slot: 0,
-            buf,
-            len,
-            token: 2,
-            context: 0,
-            window: 0,
-        },
-        50_000,
-        host1,
-    )
-    .unwrap();
+    p1.post_bcast(Post::plain(CommHandle(0), 0, buf, len, 2), 50_000, host1).unwrap();
     host1.sent.clear();
     for &(token, _) in &old {
         assert!(p1.staging(token).is_none(), "an old part has no bytes to move any more");
@@ -242,17 +222,7 @@ fn the_root_sends_a_batch_per_pass_and_waits_while_its_queue_is_long() {
     let mut engines = pair(len);
     let buf = Resolved { segment: SegmentHandle(1), offset: 0 };
     for (p, host) in engines.iter_mut() {
-        let post = Post {
-            comm: CommHandle(0),
-            root: 0,
-            rank_root: 0,
-            slot: 0,
-            buf,
-            len,
-            token: 1,
-            context: 0,
-            window: 0,
-        };
+        let post = Post::plain(CommHandle(0), 0, buf, len, 1);
         p.post_bcast(post, 0, host).unwrap();
     }
     let readies: Vec<_> = engines[1].1.sent.drain(..).collect();

@@ -170,21 +170,7 @@ pub fn run_sequence_on(
             let h = handles[r];
             let res = world.with_node(r, |proto, now, env| {
                 let mut env = env;
-                proto.post_bcast(
-                    Post {
-                        comm: h,
-                        root,
-                        rank_root: root,
-                        slot: 0,
-                        buf,
-                        len,
-                        token: k as u64,
-                        context: 0,
-                        window: 0,
-                    },
-                    now,
-                    &mut env,
-                )
+                proto.post_bcast(Post::plain(h, root, buf, len, k as u64), now, &mut env)
             });
             match res {
                 Ok(()) => post[k][r] = world.now(),

@@ -352,6 +352,14 @@ pub struct Post {
     pub window: u32,
 }
 
+impl Post {
+    /// A plain broadcast's post (no call context, no sequencer: `rank_root` is `root`, `slot`
+    /// 0, `window` 0) — what a bare protocol, its tests and the simulator's experiments post.
+    pub fn plain(comm: CommHandle, root: Rank, buf: Resolved, len: u32, token: u64) -> Post {
+        Post { comm, root, rank_root: root, slot: 0, buf, len, token, context: 0, window: 0 }
+    }
+}
+
 /// Why a post was not accepted now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PostError {

@@ -901,17 +901,8 @@ fn the_protocol_broadcasts_byte_exact_over_lossy_fake_links() {
             }
         }
         for i in 0..N as usize {
-            let post = Post {
-                comm: comms[i],
-                root,
-                rank_root: root,
-                slot: 0,
-                buf: Resolved { segment: SegmentHandle(1), offset: 0 },
-                len: len as u32,
-                token,
-                context: 0,
-                window: 0,
-            };
+            let buf = Resolved { segment: SegmentHandle(1), offset: 0 };
+            let post = Post::plain(comms[i], root, buf, len as u32, token);
             let now = wire_now(&fabrics[i]);
             let mut env = TestEnv { fabric: &mut fabrics[i], buf: &mut bufs[i], done: &mut done[i] };
             protos[i].post_bcast(post, now, &mut env).expect("posted");
