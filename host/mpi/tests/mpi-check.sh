@@ -18,22 +18,23 @@ if ! timeout 300 "$@" >"$log" 2>&1; then
   exit 1
 fi
 fail=0
-ranks=$(grep -c 'broadcasts identical to PMPI_Bcast' "$log")
+# Occurrences, not lines: ranks' outputs may share a line of the log (mpirun merges them).
+ranks=$(grep -o 'broadcasts identical to PMPI_Bcast' "$log" | wc -l)
 nranks=${CHECK_RANKS:-4}
 [[ $ranks -eq $nranks ]] || { echo "mpi-check: $label: $ranks of $nranks ranks reported identical broadcasts"; fail=1; }
-n=$(grep -c 'MPI_Bcast: offloaded' "$log")
+n=$(grep -o 'MPI_Bcast: offloaded' "$log" | wc -l)
 [[ $n -eq $bcast ]] || { echo "mpi-check: $label: $n MPI_Bcast offloaded, expected $bcast"; fail=1; }
-n=$(grep -c 'MPI_Ibcast: offloaded' "$log")
+n=$(grep -o 'MPI_Ibcast: offloaded' "$log" | wc -l)
 [[ $n -eq $ibcast ]] || { echo "mpi-check: $label: $n MPI_Ibcast offloaded, expected $ibcast"; fail=1; }
 # With the engine reaching host memory by DMA (RINGCAST_DMA=cma in the label) every offloaded
 # MPI_Bcast of one run of bytes registers the user's buffer in place (a packed one cannot);
 # otherwise none does.
 inplace=0
-packed=$(grep -c 'MPI_Bcast: offloaded (packed)' "$log")
+packed=$(grep -o 'MPI_Bcast: offloaded (packed)' "$log" | wc -l)
 [[ $label == *RINGCAST_DMA=cma* ]] && inplace=$((bcast - packed))
-n=$(grep -c 'MPI_Bcast: offloaded (in place)' "$log")
+n=$(grep -o 'MPI_Bcast: offloaded (in place)' "$log" | wc -l)
 [[ $n -eq $inplace ]] || { echo "mpi-check: $label: $n MPI_Bcast in place, expected $inplace"; fail=1; }
-n=$(grep -c 'cast: pmpi (auto: ' "$log")
+n=$(grep -o 'cast: pmpi (auto: ' "$log" | wc -l)
 [[ $n -eq $declined ]] || { echo "mpi-check: $label: auto sent $n calls to PMPI, expected $declined"; fail=1; }
 if ((fail)); then
   cat "$log"
