@@ -132,8 +132,9 @@ pub enum Action<'a> {
         /// What to move.
         dma: Dma,
     },
-    /// Publish `cqe` on `host`'s completion ring (`engine_ns`: now − `started`). Each host's
-    /// completions come in the order its descriptors were taken.
+    /// Publish `cqe` on `host`'s completion ring (`engine_ns`: now − `started`). Each goes out
+    /// as its operation ends, not in the order the host's descriptors were taken
+    /// (`Engine::publish`: non-blocking calls complete in any order).
     Complete {
         /// Recipient.
         host: HostId,

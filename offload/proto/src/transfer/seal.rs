@@ -1,6 +1,7 @@
 //! Frames out: headers, fragments built into the scratch buffer, and the seal (CRC32C and the
 //! communicator's tag — a data frame's bound to its call under `protocol.auth = tag`,
 //! [`crate::transfer::state::Op::binding`]) every frame leaves with.
+use crate::comm::auth::CallBinding;
 use crate::comm::PeerId;
 use crate::ledger::Side;
 use crate::schedule::bcast::Hop;
@@ -38,6 +39,35 @@ pub(crate) fn fragment_len(c: &Comm, slot: usize, seq: u32) -> usize {
     WIRE_HEADER_LEN + len as usize + tail + WIRE_TRAILER_LEN
 }
 
+/// What a fragment is sealed from: its header, its payload in the channel, the digest the last
+/// fragment carries, and its tag's binding (`Op::binding`).
+struct Fragment<'a> {
+    header: WireHeader,
+    data: &'a [u8],
+    digest: Option<[u8; DIGEST_LEN]>,
+    binding: Option<CallBinding>,
+}
+
+impl Fragment<'_> {
+    /// Fragment `seq` of the broadcast in `slot`; `None`: no such fragment.
+    fn of(c: &Comm, slot: usize, seq: u32, kind: FrameKind, hops: u16) -> Option<Fragment<'_>> {
+        let op = c.ops.get(slot).and_then(Option::as_ref)?;
+        let (off, len) = op.geo.range(seq)?;
+        let mut header = header(c, kind, op.bid, hops);
+        header.frag_seq = U32::new(seq);
+        header.frag_count = U32::new(op.geo.count());
+        header.total_len = U32::new(op.geo.total);
+        let data = &c.channels[slot][off as usize..(off + len) as usize];
+        let digest = (seq + 1 == op.geo.count()).then(|| op.digest.unwrap_or([0; DIGEST_LEN]));
+        Some(Fragment { header, data, digest, binding: op.binding() })
+    }
+
+    /// The bytes after the payload: the digest, on the last fragment.
+    fn tail(&self) -> &[u8] {
+        self.digest.as_ref().map_or(&[][..], |d| &d[..])
+    }
+}
+
 /// Builds fragment `seq` of the broadcast in `slot` into `out` (at least
 /// [`fragment_len`] bytes); returns the frame length (0 if it does not fit).
 pub(crate) fn build_fragment(
@@ -48,34 +78,17 @@ pub(crate) fn build_fragment(
     kind: FrameKind,
     hops: u16,
 ) -> usize {
-    let Some(op) = c.ops.get(slot).and_then(Option::as_ref) else { return 0 };
-    let Some((off, len)) = op.geo.range(seq) else { return 0 };
-    let mut h = header(c, kind, op.bid, hops);
-    h.frag_seq = U32::new(seq);
-    h.frag_count = U32::new(op.geo.count());
-    h.total_len = U32::new(op.geo.total);
-    let data = &c.channels[slot][off as usize..(off + len) as usize];
-    let digest = op.digest.unwrap_or([0; DIGEST_LEN]);
-    let tail: &[u8] = if seq + 1 == op.geo.count() { &digest } else { &[] };
-    let binding = op.binding();
-    emit(out, &h, &[data, tail], |span| c.seal.keys.data_tag(span, binding.as_ref()), c.seal.crc).unwrap_or(0)
+    let Some(f) = Fragment::of(c, slot, seq, kind, hops) else { return 0 };
+    let tag = |span: &[u8]| c.seal.keys.data_tag(span, f.binding.as_ref());
+    emit(out, &f.header, &[f.data, f.tail()], tag, c.seal.crc).unwrap_or(0)
 }
 
 /// Writes fragment `seq`'s header and trailer into `out` around its payload, which stays in
 /// the channel (`emit_around`); returns the bytes written (0 if it does not fit).
 fn build_around(out: &mut [u8], c: &Comm, slot: usize, seq: u32, kind: FrameKind, hops: u16) -> usize {
-    let Some(op) = c.ops.get(slot).and_then(Option::as_ref) else { return 0 };
-    let Some((off, len)) = op.geo.range(seq) else { return 0 };
-    let mut h = header(c, kind, op.bid, hops);
-    h.frag_seq = U32::new(seq);
-    h.frag_count = U32::new(op.geo.count());
-    h.total_len = U32::new(op.geo.total);
-    let data = &c.channels[slot][off as usize..(off + len) as usize];
-    let digest = op.digest.unwrap_or([0; DIGEST_LEN]);
-    let tail: &[u8] = if seq + 1 == op.geo.count() { &digest } else { &[] };
-    let binding = op.binding();
-    let tag = |span: &[u8]| c.seal.keys.data_tag(span, binding.as_ref());
-    emit_around(out, &h, data, tail, tag, c.seal.crc, &c.seal.combiner).unwrap_or(0)
+    let Some(f) = Fragment::of(c, slot, seq, kind, hops) else { return 0 };
+    let tag = |span: &[u8]| c.seal.keys.data_tag(span, f.binding.as_ref());
+    emit_around(out, &f.header, f.data, f.tail(), tag, c.seal.crc, &c.seal.combiner).unwrap_or(0)
 }
 
 /// Sends fragment `seq` of the broadcast in `slot` to `to`: queued as its header and trailer
