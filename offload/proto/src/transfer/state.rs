@@ -82,7 +82,7 @@ pub(crate) struct Op {
     /// verdict, not the MAC: 32 bytes an op need not hold.)
     pub(crate) own_ok: Option<bool>,
     /// Whether the MAC covers the payload (`protocol.auth = mac`); with `tag` it is fed no
-    /// byte of the message — only the call (broadcast id, length, context) — and `hashed` just
+    /// byte of the message — only the call (broadcast id, length, context, root and place) — and `hashed` just
     /// follows the contiguous prefix held.
     pub(crate) payload_mac: bool,
     /// A receive into a refused call's buffer under a stand-in context
