@@ -827,12 +827,14 @@ fn the_protocol_broadcasts_byte_exact_over_lossy_fake_links() {
     use ringcast_proto::comm::CommSpec;
     use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
     use ringcast_proto::schedule::bcast::Algorithm;
-    use ringcast_proto::transfer::protocol::{DmaJob, DmaStatus, Env, Outcome, Post, Protocol};
+    use ringcast_proto::transfer::protocol::{DmaJob, Env, HostDriver, Outcome, Post, Protocol};
+    use std::collections::VecDeque;
 
     struct TestEnv<'a> {
         fabric: &'a mut VerbsFabric<FakeNic>,
         buf: &'a mut Vec<u8>,
         done: &'a mut Vec<(u64, Outcome)>,
+        jobs: VecDeque<DmaJob>,
     }
     impl Env for TestEnv<'_> {
         fn send(&mut self, to: PeerId, frame: &[u8]) {
@@ -841,11 +843,19 @@ fn the_protocol_broadcasts_byte_exact_over_lossy_fake_links() {
         fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
             self.fabric.multicast(group, frame);
         }
-        fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
-            job.carry_out(self.buf, stage)
+        fn dma(&mut self, job: DmaJob) {
+            self.jobs.push_back(job);
         }
         fn complete(&mut self, token: u64, outcome: Outcome) {
             self.done.push((token, outcome));
+        }
+    }
+    impl HostDriver for TestEnv<'_> {
+        fn jobs(&mut self) -> &mut VecDeque<DmaJob> {
+            &mut self.jobs
+        }
+        fn carry_out(&mut self, job: &DmaJob, stage: &mut [u8]) -> bool {
+            job.carry_out(self.buf, stage)
         }
     }
 
@@ -904,8 +914,14 @@ fn the_protocol_broadcasts_byte_exact_over_lossy_fake_links() {
             let buf = Resolved { segment: SegmentHandle(1), offset: 0 };
             let post = Post::plain(comms[i], root, buf, len as u32, token);
             let now = wire_now(&fabrics[i]);
-            let mut env = TestEnv { fabric: &mut fabrics[i], buf: &mut bufs[i], done: &mut done[i] };
+            let mut env = TestEnv {
+                fabric: &mut fabrics[i],
+                buf: &mut bufs[i],
+                done: &mut done[i],
+                jobs: VecDeque::new(),
+            };
             protos[i].post_bcast(post, now, &mut env).expect("posted");
+            protos[i].answer_jobs(now, &mut env);
         }
         let mut steps = 0;
         while done.iter().any(|d| !d.iter().any(|(t, _)| *t == token)) {
@@ -915,12 +931,19 @@ fn the_protocol_broadcasts_byte_exact_over_lossy_fake_links() {
                 let now = wire_now(&fabrics[i]);
                 let mut frames = Vec::new();
                 fabrics[i].poll(64, &mut |from, d| frames.push((from, d.to_vec())));
-                let mut env = TestEnv { fabric: &mut fabrics[i], buf: &mut bufs[i], done: &mut done[i] };
+                let mut env = TestEnv {
+                    fabric: &mut fabrics[i],
+                    buf: &mut bufs[i],
+                    done: &mut done[i],
+                    jobs: VecDeque::new(),
+                };
                 for (from, d) in frames {
                     protos[i].on_frame(from, &d, now, &mut env);
+                    protos[i].answer_jobs(now, &mut env);
                 }
                 if protos[i].next_timeout().is_some_and(|t| t <= now) {
                     protos[i].on_timeout(now, &mut env);
+                    protos[i].answer_jobs(now, &mut env);
                 }
             }
             wire.advance(20_000);
