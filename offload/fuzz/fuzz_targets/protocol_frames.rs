@@ -10,23 +10,34 @@ use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
 use ringcast_proto::comm::auth::{CommKeys, Secret};
 use ringcast_proto::comm::{CommSpec, GroupId, PeerId};
 use ringcast_proto::config::EngineConfig;
-use ringcast_proto::transfer::protocol::{DmaJob, DmaStatus, Env, Outcome, Post, Protocol};
-use std::collections::HashSet;
+use ringcast_proto::transfer::protocol::{DmaJob, Env, HostDriver, Outcome, Post, Protocol};
+use std::collections::{HashSet, VecDeque};
 
 struct NullEnv {
     buf: Vec<u8>,
     done: HashSet<u64>,
+    jobs: VecDeque<DmaJob>,
 }
 
 impl Env for NullEnv {
     fn send(&mut self, _: PeerId, _: &[u8]) {}
     fn multicast(&mut self, _: &GroupId, _: &[u8]) {}
-    fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
-        assert_eq!(job.len, stage.len() as u64, "a job's length is its staging's");
-        job.carry_out(&mut self.buf, stage)
+    fn dma(&mut self, job: DmaJob) {
+        self.jobs.push_back(job);
     }
     fn complete(&mut self, token: u64, _: Outcome) {
         assert!(self.done.insert(token), "completion {token} delivered twice");
+    }
+}
+
+/// Jobs are answered after each event, at its time.
+impl HostDriver for NullEnv {
+    fn jobs(&mut self) -> &mut VecDeque<DmaJob> {
+        &mut self.jobs
+    }
+    fn carry_out(&mut self, job: &DmaJob, stage: &mut [u8]) -> bool {
+        assert_eq!(job.len, stage.len() as u64, "a job's length is its staging's");
+        job.carry_out(&mut self.buf, stage)
     }
 }
 
@@ -41,7 +52,7 @@ fuzz_target!(|data: &[u8]| {
         .create_comm(CommSpec { cookie: COOKIE, group: [1; 14], members, my_rank: 2, seed: 5, key: KEY, layout: Default::default() })
         .unwrap();
     let keys = CommKeys::new(&KEY);
-    let mut env = NullEnv { buf: vec![0; 8192], done: HashSet::new() };
+    let mut env = NullEnv { buf: vec![0; 8192], done: HashSet::new(), jobs: VecDeque::new() };
     let mut now = 0u64;
     let mut token = 0;
     let mut chunks = data.chunks(64);
@@ -73,6 +84,7 @@ fuzz_target!(|data: &[u8]| {
                 p.on_frame(from, &f, now, &mut env);
             }
         }
+        p.answer_jobs(now, &mut env);
         assert!(p.memory_bytes() <= p.memory_bound(4096));
     }
 });

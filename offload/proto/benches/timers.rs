@@ -8,17 +8,18 @@ use ringcast_proto::comm::auth::Secret;
 use ringcast_proto::comm::{CommSpec, GroupId, Layout, PeerId};
 use ringcast_proto::config::EngineConfig;
 use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
-use ringcast_proto::transfer::protocol::{DmaJob, DmaStatus, Env, Outcome, Post, Protocol};
+use ringcast_proto::transfer::protocol::{DmaJob, Env, Outcome, Post, Protocol};
 use std::sync::Arc;
 
-/// Frames and completions go nowhere; DMA jobs succeed at once.
+/// Frames and completions go nowhere; no DMA job is handed over (every post here is a
+/// receiver's, whose first store waits for data that never arrives).
 struct Nowhere;
 
 impl Env for Nowhere {
     fn send(&mut self, _: PeerId, _: &[u8]) {}
     fn multicast(&mut self, _: &GroupId, _: &[u8]) {}
-    fn dma(&mut self, _: DmaJob, _: &mut [u8]) -> DmaStatus {
-        DmaStatus::Done(true)
+    fn dma(&mut self, _: DmaJob) {
+        unreachable!("a receiver's post hands over no DMA job before its data");
     }
     fn complete(&mut self, _: u64, _: Outcome) {}
 }

@@ -8,7 +8,8 @@ use ringcast_proto::comm::auth::{CommKeys, Secret};
 use ringcast_proto::comm::{CommSpec, GroupId, PeerId};
 use ringcast_proto::config::EngineConfig;
 use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
-use ringcast_proto::transfer::protocol::{DmaJob, DmaStatus, Env, Outcome, Post, Protocol};
+use ringcast_proto::transfer::protocol::{DmaJob, Env, HostDriver, Outcome, Post, Protocol};
+use std::collections::VecDeque;
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
 use zerocopy::IntoBytes;
 
@@ -16,16 +17,26 @@ use zerocopy::IntoBytes;
 struct TestEnv {
     buf: Vec<u8>,
     done: Vec<(u64, Outcome)>,
+    jobs: VecDeque<DmaJob>,
 }
 
 impl Env for TestEnv {
     fn send(&mut self, _: PeerId, _: &[u8]) {}
     fn multicast(&mut self, _: &GroupId, _: &[u8]) {}
-    fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
-        job.carry_out(&mut self.buf, stage)
+    fn dma(&mut self, job: DmaJob) {
+        self.jobs.push_back(job);
     }
     fn complete(&mut self, token: u64, o: Outcome) {
         self.done.push((token, o));
+    }
+}
+
+impl HostDriver for TestEnv {
+    fn jobs(&mut self) -> &mut VecDeque<DmaJob> {
+        &mut self.jobs
+    }
+    fn carry_out(&mut self, job: &DmaJob, stage: &mut [u8]) -> bool {
+        job.carry_out(&mut self.buf, stage)
     }
 }
 
@@ -179,6 +190,7 @@ fn each_bad_frame_is_counted_under_its_reason() {
     for (what, from, bytes, reason) in cases {
         let before = p.counters().drops;
         p.on_frame(from, &bytes, 0, &mut env);
+        p.answer_jobs(0, &mut env);
         let after = p.counters().drops;
         for r in DropReason::ALL {
             let delta = after[r as usize] - before[r as usize];
@@ -191,18 +203,22 @@ fn each_bad_frame_is_counted_under_its_reason() {
     // Nothing was disturbed: broadcast 0 from rank 0 still completes with the right bytes.
     let buf = Resolved { segment: SegmentHandle(1), offset: 0 };
     p.post_bcast(Post::plain(comm, 0, buf, 12, 1), 0, &mut env).unwrap();
+    p.answer_jobs(0, &mut env);
     p.on_frame(PeerId(0), &good, 1, &mut env);
+    p.answer_jobs(1, &mut env);
     assert_eq!(env.done.len(), 1);
     assert_eq!(env.done[0].1.status, ringcast_abi::StatusKind::Ok);
     assert_eq!(&env.buf[..12], data);
     // Broadcast 1 completes from the fragment the pre-posted slot kept.
     p.post_bcast(Post::plain(comm, 0, buf, 12, 2), 2, &mut env).unwrap();
+    p.answer_jobs(2, &mut env);
     assert_eq!(env.done.last().map(|d| (d.0, d.1.status)), Some((2, ringcast_abi::StatusKind::Ok)));
 
     // Broadcast 2: its payload replaced in flight under the genuine tag (the tag covers the
     // header only; the message MAC covers the bytes) — a typed error, the buffer untouched.
     env.buf[..12].copy_from_slice(b"............");
     p.post_bcast(Post::plain(comm, 0, buf, 12, 3), 3, &mut env).unwrap();
+    p.answer_jobs(3, &mut env);
     let mut swapped =
         frame(&header(FrameKind::DATA_MULTICAST, 0, 2, 0, 1, 12), &[data, &keys.message_mac(2, 0, data)]);
     swapped[32..44].copy_from_slice(b"FORGED BYTES");
@@ -210,6 +226,7 @@ fn each_bad_frame_is_counted_under_its_reason() {
     let sum = crc32c::crc32c(&swapped[..n]).to_le_bytes();
     swapped[n..].copy_from_slice(&sum);
     p.on_frame(PeerId(0), &swapped, 4, &mut env);
+    p.answer_jobs(4, &mut env);
     assert_eq!(
         env.done.last().map(|d| (d.0, d.1.status)),
         Some((3, ringcast_abi::StatusKind::DigestMismatch)),

@@ -16,8 +16,9 @@ use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
 use ringcast_proto::ledger::Side;
 use ringcast_proto::schedule::bcast::Algorithm;
 use ringcast_proto::transfer::protocol::{
-    ChannelRange, CommHandle, Dest, DmaJob, DmaStatus, Env, Outcome, Post, Protocol,
+    ChannelRange, CommHandle, Dest, DmaJob, Env, HostDriver, Outcome, Post, Protocol,
 };
+use std::collections::VecDeque;
 
 #[derive(Default)]
 pub struct Host {
@@ -27,6 +28,8 @@ pub struct Host {
     /// The driver gathers a fragment's header, payload and trailer into the wire itself (as
     /// the engine's runner does into a ring slot), instead of taking whole frames.
     gather: bool,
+    /// DMA jobs handed over, answered after each handler.
+    jobs: VecDeque<DmaJob>,
 }
 
 impl Env for Host {
@@ -65,11 +68,20 @@ impl Env for Host {
     fn multicast(&mut self, _: &GroupId, _: &[u8]) {
         panic!("two ranks broadcast point to point");
     }
-    fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
-        job.carry_out(&mut self.mem, stage)
+    fn dma(&mut self, job: DmaJob) {
+        self.jobs.push_back(job);
     }
     fn complete(&mut self, _: u64, outcome: Outcome) {
         self.done.push(outcome);
+    }
+}
+
+impl HostDriver for Host {
+    fn jobs(&mut self) -> &mut VecDeque<DmaJob> {
+        &mut self.jobs
+    }
+    fn carry_out(&mut self, job: &DmaJob, stage: &mut [u8]) -> bool {
+        job.carry_out(&mut self.mem, stage)
     }
 }
 
@@ -110,6 +122,7 @@ pub fn broadcast_via(len: u32, auths: [Auth; 2], gather: bool) -> ([(Protocol, H
     for (p, host) in e.iter_mut() {
         let post = Post::plain(CommHandle(0), 0, buf, len, 1);
         p.post_bcast(post, 0, host).unwrap();
+        p.answer_jobs(0, host);
     }
     let mut sent_bytes = [0u64; 2];
     let mut now = 1_000;
@@ -122,12 +135,14 @@ pub fn broadcast_via(len: u32, auths: [Auth; 2], gather: bool) -> ([(Protocol, H
                 sent_bytes[from] += f.len() as u64;
                 let (p, host) = &mut e[to.0 as usize];
                 p.on_frame(PeerId(from as u32), &f, now, host);
+                p.answer_jobs(now, host);
                 moved = true;
             }
         }
         for (p, host) in e.iter_mut() {
             while p.next_timeout().is_some_and(|t| t <= now) {
                 p.on_timeout(now, host);
+                p.answer_jobs(now, host);
                 moved = true;
             }
         }

@@ -11,8 +11,9 @@ use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
 use ringcast_proto::ledger::Side;
 use ringcast_proto::schedule::bcast::Algorithm;
 use ringcast_proto::transfer::protocol::{
-    CommHandle, DmaDir, DmaJob, DmaStatus, Env, Outcome, Post, Protocol,
+    CommHandle, DmaDir, DmaJob, Env, HostDriver, Outcome, Post, Protocol,
 };
+use std::collections::VecDeque;
 
 /// A host and its engine's driver: frames sent are kept for the test to carry; the buffer is
 /// reached at once (`reach`), each placement counted; what a placement writes may be spoiled
@@ -27,6 +28,7 @@ struct Host {
     stores: usize,
     spoil: Option<usize>,
     gone: bool,
+    jobs: VecDeque<DmaJob>,
 }
 
 impl Env for Host {
@@ -34,9 +36,9 @@ impl Env for Host {
         self.sent.push((to, frame.to_vec()));
     }
     fn multicast(&mut self, _: &GroupId, _: &[u8]) {}
-    fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
+    fn dma(&mut self, job: DmaJob) {
         self.stores += usize::from(job.dir == DmaDir::Store);
-        job.carry_out(&mut self.mem, stage)
+        self.jobs.push_back(job);
     }
     fn reaches(&self, _: Resolved) -> bool {
         self.reach
@@ -65,6 +67,17 @@ impl Env for Host {
     }
     fn complete(&mut self, _: u64, outcome: Outcome) {
         self.done.push(outcome);
+    }
+}
+
+/// Jobs are answered after each handler: every event below is followed by
+/// [`Protocol::answer_jobs`].
+impl HostDriver for Host {
+    fn jobs(&mut self) -> &mut VecDeque<DmaJob> {
+        &mut self.jobs
+    }
+    fn carry_out(&mut self, job: &DmaJob, stage: &mut [u8]) -> bool {
+        job.carry_out(&mut self.mem, stage)
     }
 }
 
@@ -102,15 +115,18 @@ fn start_with(len: u32, reach: bool, auth: Auth) -> (Protocol, Host, Vec<Vec<u8>
     for (p, host) in engines.iter_mut() {
         let post = Post::plain(CommHandle(0), 0, buf, len, 1);
         p.post_bcast(post, 0, host).unwrap();
+        p.answer_jobs(0, host);
     }
     let readies: Vec<_> = engines[1].1.sent.drain(..).collect();
     let [(root, root_host), (p1, host1)] = engines;
     let (mut root, mut root_host) = (root, root_host);
     for (_, f) in readies {
         root.on_frame(PeerId(1), &f, 1_000, &mut root_host);
+        root.answer_jobs(1_000, &mut root_host);
     }
     while root.next_timeout().is_some_and(|t| t <= 1_000) {
         root.on_timeout(1_000, &mut root_host);
+        root.answer_jobs(1_000, &mut root_host);
     }
     let frames: Vec<Vec<u8>> =
         root_host.sent.drain(..).filter_map(|(to, f)| (to == PeerId(1)).then_some(f)).collect();
@@ -124,6 +140,7 @@ fn a_leaf_that_reaches_its_buffer_places_each_payload_once_and_stores_nothing() 
     let (mut p1, mut host1, frames, want) = start(len, true);
     for (k, f) in frames.iter().enumerate() {
         p1.on_frame(PeerId(0), f, 2_000 + k as u64, &mut host1);
+        p1.answer_jobs(2_000 + k as u64, &mut host1);
     }
     assert_eq!(host1.done.len(), 1, "completed once");
     assert_eq!(host1.done[0].status, StatusKind::Ok);
@@ -141,6 +158,7 @@ fn a_leaf_that_reaches_its_buffer_places_each_payload_once_and_stores_nothing() 
     let (mut p2, mut host2, frames, want) = start(len, false);
     for (k, f) in frames.iter().enumerate() {
         p2.on_frame(PeerId(0), f, 2_000 + k as u64, &mut host2);
+        p2.answer_jobs(2_000 + k as u64, &mut host2);
     }
     assert_eq!(host2.done[0].status, StatusKind::Ok);
     assert!(host2.mem == want);
@@ -160,6 +178,7 @@ fn fragments_out_of_order_are_placed_and_hashed_once_the_gaps_fill() {
     for (k, f) in shuffled.iter().enumerate() {
         assert!(host1.done.is_empty(), "nothing completes before the last fragment arrives");
         p1.on_frame(PeerId(0), f, 2_000 + k as u64, &mut host1);
+        p1.answer_jobs(2_000 + k as u64, &mut host1);
     }
     assert_eq!(host1.done.len(), 1);
     assert_eq!(host1.done[0].status, StatusKind::Ok);
@@ -176,6 +195,7 @@ fn the_mac_covers_the_delivered_bytes_not_the_frames() {
         host1.spoil = Some(spoil);
         for (k, f) in frames.iter().enumerate() {
             p1.on_frame(PeerId(0), f, 2_000 + k as u64, &mut host1);
+            p1.answer_jobs(2_000 + k as u64, &mut host1);
         }
         assert_eq!(host1.done.len(), 1, "spoiled at {spoil}");
         assert_eq!(host1.done[0].status, StatusKind::DigestMismatch, "never Ok with wrong bytes");
@@ -189,6 +209,7 @@ fn a_buffer_gone_under_a_placing_receiver_fails_its_broadcast() {
     for (k, f) in frames.iter().enumerate() {
         host1.gone = k >= half;
         p1.on_frame(PeerId(0), f, 2_000 + k as u64, &mut host1);
+        p1.answer_jobs(2_000 + k as u64, &mut host1);
     }
     assert_eq!(host1.done.len(), 1);
     assert_eq!(host1.done[0].status, StatusKind::OutOfBounds);
@@ -200,6 +221,7 @@ fn under_tag_a_placing_receiver_copies_once_and_hashes_nothing() {
     let (mut p1, mut host1, frames, want) = start_with(len, true, Auth::Tag);
     for (k, f) in frames.iter().enumerate() {
         p1.on_frame(PeerId(0), f, 2_000 + k as u64, &mut host1);
+        p1.answer_jobs(2_000 + k as u64, &mut host1);
     }
     assert_eq!(host1.done.len(), 1);
     assert_eq!(host1.done[0].status, StatusKind::Ok);

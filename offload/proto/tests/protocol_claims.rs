@@ -100,24 +100,34 @@ fn duplicates_alone_do_not_keep_a_broadcast_alive() {
     use ringcast_proto::comm::{CommSpec, GroupId, PeerId};
     use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
     use ringcast_proto::schedule::bcast::Algorithm;
-    use ringcast_proto::transfer::protocol::{DmaJob, DmaStatus, Env, Outcome, Post, Protocol};
+    use ringcast_proto::transfer::protocol::{DmaJob, Env, HostDriver, Outcome, Post, Protocol};
+    use std::collections::VecDeque;
 
     #[derive(Default)]
     struct Host {
         mem: Vec<u8>,
         sent: Vec<(PeerId, Vec<u8>)>,
         done: Vec<Outcome>,
+        jobs: VecDeque<DmaJob>,
     }
     impl Env for Host {
         fn send(&mut self, to: PeerId, frame: &[u8]) {
             self.sent.push((to, frame.to_vec()));
         }
         fn multicast(&mut self, _: &GroupId, _: &[u8]) {}
-        fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
-            job.carry_out(&mut self.mem, stage)
+        fn dma(&mut self, job: DmaJob) {
+            self.jobs.push_back(job);
         }
         fn complete(&mut self, _: u64, outcome: Outcome) {
             self.done.push(outcome);
+        }
+    }
+    impl HostDriver for Host {
+        fn jobs(&mut self) -> &mut VecDeque<DmaJob> {
+            &mut self.jobs
+        }
+        fn carry_out(&mut self, job: &DmaJob, stage: &mut [u8]) -> bool {
+            job.carry_out(&mut self.mem, stage)
         }
     }
 
@@ -151,12 +161,14 @@ fn duplicates_alone_do_not_keep_a_broadcast_alive() {
     let comm = ringcast_proto::transfer::protocol::CommHandle(0);
     for (p, host) in &mut engines {
         p.post_bcast(Post::plain(comm, 0, buf, len, 1), 0, host).unwrap();
+        p.answer_jobs(0, host);
     }
     // The first fragment the root sent to rank 1; rank 1 never gets the other two.
     let first = engines[0].1.sent.iter().find(|(to, _)| *to == PeerId(1)).unwrap().1.clone();
     let (p1, host1) = &mut engines[1];
     let arrived = 10_000;
     p1.on_frame(PeerId(0), &first, arrived, host1);
+    p1.answer_jobs(arrived, host1);
     // Then the same datagram every millisecond (a duplicating fabric, a confused peer), and the
     // timers as the protocol asks for them; its requests go nowhere.
     let mut now = arrived;
@@ -164,6 +176,7 @@ fn duplicates_alone_do_not_keep_a_broadcast_alive() {
         now += 1_000_000;
         while let Some(t) = p1.next_timeout().filter(|&t| t <= now) {
             p1.on_timeout(t, host1);
+            p1.answer_jobs(t, host1);
             if !host1.done.is_empty() {
                 now = t;
                 break;
@@ -171,6 +184,7 @@ fn duplicates_alone_do_not_keep_a_broadcast_alive() {
         }
         if host1.done.is_empty() {
             p1.on_frame(PeerId(0), &first, now, host1);
+            p1.answer_jobs(now, host1);
         }
     }
     assert!(host1.sent.iter().any(|(to, _)| *to == PeerId(0)), "rank 1 asked the root for repairs");

@@ -1,7 +1,7 @@
 //! A receiver stores a large message into its host buffer in parts while it arrives — each part
 //! once the message MAC covers it — and completes only after the message is verified and every
 //! part is stored (the completion follows the bytes it reports). Driven by hand: two protocol
-//! instances, the root's host memory reached at once, the receiver's through DMA jobs that stay
+//! instances, the root's load answered as soon as its post returns, the receiver's stores kept
 //! pending until the test answers them, as a DPU's DMA engine does. And the root's side of it:
 //! the root seals its fragments a batch per pass of its driver, not all at once.
 use ringcast_abi::StatusKind;
@@ -11,17 +11,20 @@ use ringcast_proto::config::EngineConfig;
 use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
 use ringcast_proto::schedule::bcast::Algorithm;
 use ringcast_proto::transfer::protocol::{
-    CommHandle, DmaDir, DmaJob, DmaStatus, DmaToken, Env, Outcome, Post, Protocol,
+    CommHandle, DmaDir, DmaJob, DmaToken, Env, HostDriver, Outcome, Post, Protocol,
 };
+use std::collections::VecDeque;
 
 /// A host and the driver of its engine: frames sent are kept for the test to carry; host
-/// memory jobs are carried out at once, or kept pending (`defer`) with their host offsets.
+/// memory jobs are answered after each handler (`jobs`, [`HostDriver`]), or kept pending
+/// (`defer`) with their host offsets until the test answers them.
 #[derive(Default)]
 struct Host {
     mem: Vec<u8>,
     sent: Vec<(PeerId, Vec<u8>)>,
     done: Vec<Outcome>,
     defer: bool,
+    jobs: VecDeque<DmaJob>,
     pending: Vec<(DmaToken, u64)>,
     /// Actions the driver says it still holds queued ([`Env::backlog`]).
     backlog: usize,
@@ -32,20 +35,29 @@ impl Env for Host {
         self.sent.push((to, frame.to_vec()));
     }
     fn multicast(&mut self, _: &GroupId, _: &[u8]) {}
-    fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
+    fn dma(&mut self, job: DmaJob) {
         if self.defer {
             assert_eq!(job.dir, DmaDir::Store, "a receiver only stores");
-            assert_eq!(job.len, stage.len() as u64);
+            assert_eq!(job.len, u64::from(job.token.len));
             self.pending.push((job.token, job.buf.offset));
-            return DmaStatus::Pending;
+        } else {
+            self.jobs.push_back(job);
         }
-        job.carry_out(&mut self.mem, stage)
     }
     fn complete(&mut self, _: u64, outcome: Outcome) {
         self.done.push(outcome);
     }
     fn backlog(&self) -> usize {
         self.backlog
+    }
+}
+
+impl HostDriver for Host {
+    fn jobs(&mut self) -> &mut VecDeque<DmaJob> {
+        &mut self.jobs
+    }
+    fn carry_out(&mut self, job: &DmaJob, stage: &mut [u8]) -> bool {
+        job.carry_out(&mut self.mem, stage)
     }
 }
 
@@ -77,21 +89,28 @@ fn spec(rank: u32, cookie: u8) -> CommSpec {
     }
 }
 
-/// Hands the receiver `frames` from the root, one event each.
+/// Hands the receiver `frames` from the root, one event each (the jobs not deferred answered
+/// after each).
 fn feed(p: &mut Protocol, host: &mut Host, frames: &[Vec<u8>]) {
     for (k, f) in frames.iter().enumerate() {
         p.on_frame(PeerId(0), f, 2_000 + k as u64, host);
+        p.answer_jobs(2_000 + k as u64, host);
+    }
+}
+
+/// Posts the broadcast of `len` bytes at both ranks at time 0; the root's load is answered.
+fn post_both(engines: &mut [(Protocol, Host); 2], len: u32) {
+    let buf = Resolved { segment: SegmentHandle(1), offset: 0 };
+    for (p, host) in engines.iter_mut() {
+        p.post_bcast(Post::plain(CommHandle(0), 0, buf, len, 1), 0, host).unwrap();
+        p.answer_jobs(0, host);
     }
 }
 
 /// Posts at both ranks, lets the root have the receiver's READY (a 1 MiB broadcast on two ranks
 /// is a rendezvous) and run its batches, and returns the fragments the root sent, in order.
 fn start(engines: &mut [(Protocol, Host); 2], len: u32) -> Vec<Vec<u8>> {
-    let buf = Resolved { segment: SegmentHandle(1), offset: 0 };
-    let comm = CommHandle(0);
-    for (p, host) in engines.iter_mut() {
-        p.post_bcast(Post::plain(comm, 0, buf, len, 1), 0, host).unwrap();
-    }
+    post_both(engines, len);
     let readies: Vec<_> = engines[1].1.sent.drain(..).collect();
     assert!(!readies.is_empty(), "the receiver announced itself");
     let (root, root_host) = &mut engines[0];
@@ -115,6 +134,7 @@ fn answer(p: &mut Protocol, host: &mut Host, now: u64) -> usize {
     let jobs: Vec<_> = host.pending.drain(..).collect();
     for &(token, off) in &jobs {
         let bytes = p.staging(token).expect("a pending part is still staged").to_vec();
+        assert_eq!(bytes.len(), token.len as usize, "a job's staging is its length");
         host.mem[off as usize..off as usize + bytes.len()].copy_from_slice(&bytes);
         p.dma_done(token, true, now, host);
     }
@@ -220,11 +240,7 @@ fn parts_of_a_destroyed_communicators_broadcast_move_nothing_and_touch_its_succe
 fn the_root_sends_a_batch_per_pass_and_waits_while_its_queue_is_long() {
     let len = 1 << 20;
     let mut engines = pair(len);
-    let buf = Resolved { segment: SegmentHandle(1), offset: 0 };
-    for (p, host) in engines.iter_mut() {
-        let post = Post::plain(CommHandle(0), 0, buf, len, 1);
-        p.post_bcast(post, 0, host).unwrap();
-    }
+    post_both(&mut engines, len);
     let readies: Vec<_> = engines[1].1.sent.drain(..).collect();
     let [(root, root_host), (p1, host1)] = &mut engines;
     for (_, f) in readies {

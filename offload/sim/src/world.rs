@@ -1,7 +1,9 @@
 //! A simulated cluster of bare protocols: one real [`Protocol`] per node on the shared
 //! [`Net`](super::net) (discrete events in virtual time, the [`Fabric`](super::fabric) faults).
 //! Each node's host memory is a set of buffers keyed by segment handle, reached through the
-//! protocol's `Env`. The experiments and performance runs use it; the DST drives whole engines
+//! protocol's `Env`: placed into at once (`Env::place`), and by DMA jobs the world answers as
+//! every driver does, after the handler that handed them over (`HostDriver`), at the same
+//! virtual time. The experiments and performance runs use it; the DST drives whole engines
 //! instead ([`super::cluster`]).
 //!
 //! Two ways to price a datagram: the fault profile's latency and jitter alone, or a
@@ -28,8 +30,9 @@ use ringcast_proto::intake::regions::Resolved;
 use ringcast_proto::model::FabricModel;
 use ringcast_proto::rng::SimRng;
 use ringcast_proto::schedule::bcast::LANE_ANY;
-use ringcast_proto::transfer::protocol::{Dest, DmaDir, DmaJob, DmaStatus, Env, Outcome, Protocol};
+use ringcast_proto::transfer::protocol::{Dest, DmaDir, DmaJob, Env, HostDriver, Outcome, Protocol};
 use ringcast_proto::Nanos;
+use std::collections::VecDeque;
 
 /// A completion observed at a node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,6 +82,9 @@ struct NodeEnv<'a> {
     done: &'a mut Vec<Done>,
     /// The world's one buffer frames are built in ([`Env::send_built`]).
     scratch: &'a mut Vec<u8>,
+    /// The world's one queue of DMA jobs handed over ([`Env::dma`]), answered once the
+    /// handler returns ([`HostDriver`]).
+    jobs: &'a mut VecDeque<DmaJob>,
 }
 
 impl NodeEnv<'_> {
@@ -122,14 +128,8 @@ impl Env for NodeEnv<'_> {
         }
     }
 
-    fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
-        // Simulated host memory is reached at once (a DMA engine's latency is not modelled).
-        let Some(host) = self.range(job.buf, 0, stage.len()) else { return DmaStatus::Done(false) };
-        match job.dir {
-            DmaDir::Load => stage.copy_from_slice(host),
-            DmaDir::Store => host.copy_from_slice(stage),
-        }
-        DmaStatus::Done(true)
+    fn dma(&mut self, job: DmaJob) {
+        self.jobs.push_back(job);
     }
 
     fn reaches(&self, buf: Resolved) -> bool {
@@ -155,6 +155,24 @@ impl Env for NodeEnv<'_> {
     }
 }
 
+/// A DMA job is carried out once the handler that handed it over returns, at the same virtual
+/// time (a DMA engine's latency is not modelled): no event of its own, so a run counts the
+/// events it did when jobs were answered inside the handler.
+impl HostDriver for NodeEnv<'_> {
+    fn jobs(&mut self) -> &mut VecDeque<DmaJob> {
+        self.jobs
+    }
+
+    fn carry_out(&mut self, job: &DmaJob, stage: &mut [u8]) -> bool {
+        let Some(host) = self.range(job.buf, 0, stage.len()) else { return false };
+        match job.dir {
+            DmaDir::Load => stage.copy_from_slice(host),
+            DmaDir::Store => host.copy_from_slice(stage),
+        }
+        true
+    }
+}
+
 /// The simulated cluster.
 pub struct World {
     /// The nodes (index = `PeerId`).
@@ -163,6 +181,8 @@ pub struct World {
     done: Vec<Done>,
     /// Where every node's frames are built.
     scratch: Vec<u8>,
+    /// The DMA jobs the node being handled has handed over (empty between events).
+    jobs: VecDeque<DmaJob>,
 }
 
 impl World {
@@ -186,7 +206,13 @@ impl World {
             })
             .collect();
         let n = nodes.len();
-        World { nodes, net: Net::new(n, faults, rng, crc), done: Vec::new(), scratch: Vec::new() }
+        World {
+            nodes,
+            net: Net::new(n, faults, rng, crc),
+            done: Vec::new(),
+            scratch: Vec::new(),
+            jobs: VecDeque::new(),
+        }
     }
 
     /// Prices every datagram with `fabric` from now on, node `i` being rank `i` of a
@@ -243,8 +269,10 @@ impl World {
             mem: &mut node.mem,
             done: &mut self.done,
             scratch: &mut self.scratch,
+            jobs: &mut self.jobs,
         };
         let r = f(&mut node.proto, now, &mut env);
+        node.proto.answer_jobs(now, &mut env);
         self.rearm(i);
         r
     }
@@ -299,8 +327,10 @@ impl World {
                     mem: &mut node.mem,
                     done: &mut self.done,
                     scratch: &mut self.scratch,
+                    jobs: &mut self.jobs,
                 };
                 node.proto.on_frame(PeerId(from), &frame, now, &mut env);
+                node.proto.answer_jobs(now, &mut env);
                 to
             }
             Ev::Timer { node: i, at } => {
@@ -317,8 +347,10 @@ impl World {
                     mem: &mut node.mem,
                     done: &mut self.done,
                     scratch: &mut self.scratch,
+                    jobs: &mut self.jobs,
                 };
                 node.proto.on_timeout(now, &mut env);
+                node.proto.answer_jobs(now, &mut env);
                 i
             }
             // Only the engine cluster holds DMA jobs back.
@@ -354,7 +386,7 @@ pub trait DynEnv {
         build: &mut dyn FnMut(&mut [u8]) -> usize,
     );
     /// See [`Env::dma`].
-    fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus;
+    fn dma(&mut self, job: DmaJob);
     /// See [`Env::reaches`].
     fn reaches(&self, buf: Resolved) -> bool;
     /// See [`Env::place`].
@@ -384,8 +416,8 @@ impl<T: Env> DynEnv for T {
     ) {
         Env::send_built(self, to, len, scratch, build)
     }
-    fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
-        Env::dma(self, job, stage)
+    fn dma(&mut self, job: DmaJob) {
+        Env::dma(self, job)
     }
     fn reaches(&self, buf: Resolved) -> bool {
         Env::reaches(self, buf)
@@ -420,8 +452,8 @@ impl Env for &mut dyn DynEnv {
     ) {
         (**self).send_built(to, len, scratch, build)
     }
-    fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
-        (**self).dma(job, stage)
+    fn dma(&mut self, job: DmaJob) {
+        (**self).dma(job)
     }
     fn reaches(&self, buf: Resolved) -> bool {
         (**self).reaches(buf)

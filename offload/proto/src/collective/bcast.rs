@@ -9,8 +9,7 @@ use crate::ledger::Side;
 use crate::schedule::bcast::{self as algo, Algorithm, Hop, Phase, Shape};
 use crate::transfer::bitmap::{FragBitmap, Geometry, MAX_FRAGS};
 use crate::transfer::env::{
-    is_stand_in, CommHandle, Dest, DmaDir, DmaJob, DmaStatus, DmaToken, Env, OpCounters, Outcome, Post,
-    PostError,
+    is_stand_in, CommHandle, Dest, DmaDir, DmaJob, DmaToken, Env, OpCounters, Outcome, Post, PostError,
 };
 use crate::transfer::mac::{advance_mac, advance_mac_placed, root_mac_through};
 use crate::transfer::protocol::Protocol;
@@ -165,11 +164,8 @@ impl Protocol {
             op.state = State::Loading;
             c.ops[slot] = Some(op);
             let token = DmaToken { comm, generation: c.generation, slot: slot as u32, bid, off: 0, len };
-            let job = DmaJob { token, dir: DmaDir::Load, buf, len: u64::from(len) };
-            match env.dma(job, &mut c.channels[slot][..len as usize]) {
-                DmaStatus::Done(ok) => self.loaded(token, ok, now, env),
-                DmaStatus::Pending => {}
-            }
+            // Answered later (`Protocol::dma_done`): the root stays `Loading` until then.
+            env.dma(DmaJob { token, dir: DmaDir::Load, buf, len: u64::from(len) });
             return Ok(());
         } else {
             // The picked rank answers wherever a root could be waiting: it does not know how
@@ -498,8 +494,7 @@ impl Protocol {
             self.counters.ledger.hashed(Side::Receive, fed);
             if op.hashed >= op.stored + STORE_PART && !op.bits.is_complete() {
                 // (Complete: `finish` stores the rest in one part.)
-                let moved = store_part((comm, c.generation), slot, op, &mut c.channels[slot], env);
-                self.counters.ledger.copied(Side::Receive, moved);
+                store_part((comm, c.generation), slot, op, &c.channels[slot], env);
             }
         }
         if hops == 0 {
@@ -569,8 +564,7 @@ impl Protocol {
         // The rest of the message after the parts stored while it arrived: the bytes past the
         // MAC's last batch (more only where a gap held the MAC back until the end).
         op.state = State::Storing;
-        let moved = store_part((comm, c.generation), slot, op, &mut c.channels[slot], env);
-        self.counters.ledger.copied(Side::Receive, moved);
+        store_part((comm, c.generation), slot, op, &c.channels[slot], env);
         self.delivered(comm, slot, env);
         // Stores still out: the last answer syncs up (`Protocol::dma_done`).
         if self.comm(comm).and_then(|c| c.ops.get(slot).and_then(Option::as_ref)).is_some_and(Op::over) {
@@ -605,37 +599,31 @@ pub(crate) fn places_directly(op: &Op, me: Rank, env: &impl Env) -> bool {
 
 /// Hands the host-memory driver `op`'s bytes from `op.stored` up to `op.hashed` (everything
 /// the MAC has covered and no job carries yet; the whole rest once the message is
-/// authentic). Bytes may reach the host buffer before the message is verified — as a NIC's
-/// receive DMA does; the broadcast completes (`Protocol::delivered`) only once it is
+/// authentic), as one store job it answers later (`Protocol::stored`, which counts the bytes
+/// in the ledger). Bytes may reach the host buffer before the message is verified — as a
+/// NIC's receive DMA does; the broadcast completes (`Protocol::delivered`) only once it is
 /// verified and every part is stored, and a message that fails verification completes with
-/// an error, never `Ok`. Returns the bytes the driver moved at once (the ledger's; a pending
-/// job is counted when its answer comes, `Protocol::stored`).
+/// an error, never `Ok`.
 fn store_part(
     (comm, generation): (CommHandle, u32),
     slot: usize,
     op: &mut Op,
-    channel: &mut [u8],
+    channel: &[u8],
     env: &mut impl Env,
-) -> u64 {
+) {
     if op.direct == Some(true) {
-        return 0; // every fragment was placed as it arrived
+        return; // every fragment was placed as it arrived
     }
     let upto = if op.state == State::Storing { op.geo.total } else { op.hashed };
     let (off, len) = (op.stored, upto.saturating_sub(op.stored));
-    let Some(stage) = channel.get_mut(off as usize..upto as usize).filter(|_| len > 0) else { return 0 };
+    if len == 0 || channel.len() < upto as usize {
+        return;
+    }
     let token = DmaToken { comm, generation, slot: slot as u32, bid: op.bid, off, len };
     let buf = Resolved { offset: op.buf.offset + u64::from(off), ..op.buf };
     op.stored = upto;
-    match env.dma(DmaJob { token, dir: DmaDir::Store, buf, len: u64::from(len) }, stage) {
-        DmaStatus::Done(ok) => {
-            op.store_failed |= !ok;
-            if ok {
-                return u64::from(len);
-            }
-        }
-        DmaStatus::Pending => op.stores_out += 1,
-    }
-    0
+    op.stores_out += 1;
+    env.dma(DmaJob { token, dir: DmaDir::Store, buf, len: u64::from(len) });
 }
 
 /// The rank whose "ready" the root waits for in broadcast `bid` (randomized single-process

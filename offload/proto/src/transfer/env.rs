@@ -68,16 +68,19 @@ pub trait Env {
         });
         (built, built > 0)
     }
-    /// Move `job.len` bytes between host memory (`job.buf`) and `stage`, the protocol's own
-    /// memory for the job (a channel). A driver that reaches host memory directly may do it at
-    /// once and say how it went ([`DmaStatus::Done`]); one that hands it to a DMA engine says
-    /// [`DmaStatus::Pending`] and answers later with [`Protocol::dma_done`](crate::transfer::protocol::Protocol::dma_done), moving the bytes
-    /// to or from [`Protocol::staging`](crate::transfer::protocol::Protocol::staging) meanwhile. Never re-enter the protocol from here.
+    /// Takes a job moving `job.len` bytes between host memory (`job.buf`) and the protocol's
+    /// own memory for it (its staging: a channel). Every job is answered asynchronously: the
+    /// driver carries it out after this returns — a DMA engine's, on a DPU; the emulation
+    /// runners', on their next pass; a test's or the simulator's once the handler that handed
+    /// it over has returned ([`HostDriver`](crate::transfer::host_driver::HostDriver)) — moving
+    /// the bytes to or from [`Protocol::staging`](crate::transfer::protocol::Protocol::staging),
+    /// and answers with [`Protocol::dma_done`](crate::transfer::protocol::Protocol::dma_done).
+    /// Never re-enter the protocol from here.
     ///
-    /// A pending job's bytes are fetched from the staging when the job is carried out, not
-    /// when it is handed over: a broadcast may end (fail, or its communicator go) while one of
-    /// its store parts is out, and from then on its jobs have no staging and move nothing.
-    fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus;
+    /// A job's bytes are fetched from the staging when the job is carried out, not when it is
+    /// handed over: a broadcast may end (fail, or its communicator go) while one of its store
+    /// parts is out, and from then on its jobs have no staging and move nothing.
+    fn dma(&mut self, job: DmaJob);
     /// Whether [`Env::place`] reaches host buffer `buf` at once: the driver maps it (the
     /// `mapped` backend, a simulated host). A receiver that reaches its buffer and serves
     /// nobody's repairs writes each fragment's payload straight into it as the frame is handled
@@ -201,28 +204,20 @@ pub struct DmaJob {
 }
 
 impl DmaJob {
-    /// Carries the job out at once between `stage` and `host`, a host memory of one flat
-    /// buffer in which `buf.offset` is a byte offset (the segment is not looked at): the whole
-    /// driver side of a test, a fuzz target or a one-buffer experiment. `Done(false)` when the
-    /// range is not inside `host`.
-    pub fn carry_out(&self, host: &mut [u8], stage: &mut [u8]) -> DmaStatus {
+    /// Carries the job out between `stage` (its staging, [`Protocol::staging`](crate::transfer::protocol::Protocol::staging))
+    /// and `host`, a host memory of one flat buffer in which `buf.offset` is a byte offset (the
+    /// segment is not looked at): the whole driver side of a test, a fuzz target or a
+    /// one-buffer experiment ([`HostDriver`](crate::transfer::host_driver::HostDriver)).
+    /// `false`, moving nothing, when the range is not inside `host`.
+    pub fn carry_out(&self, host: &mut [u8], stage: &mut [u8]) -> bool {
         let range = usize::try_from(self.buf.offset).ok().and_then(|o| Some(o..o.checked_add(stage.len())?));
-        let Some(host) = range.and_then(|r| host.get_mut(r)) else { return DmaStatus::Done(false) };
+        let Some(host) = range.and_then(|r| host.get_mut(r)) else { return false };
         match self.dir {
             DmaDir::Load => stage.copy_from_slice(host),
             DmaDir::Store => host.copy_from_slice(stage),
         }
-        DmaStatus::Done(true)
+        true
     }
-}
-
-/// What became of a job handed to [`Env::dma`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DmaStatus {
-    /// Carried out at once: `true` if every byte moved.
-    Done(bool),
-    /// Answered later with [`Protocol::dma_done`](crate::transfer::protocol::Protocol::dma_done).
-    Pending,
 }
 
 /// Per-operation counters returned in the completion.
@@ -402,12 +397,12 @@ mod tests {
             |dir, offset| DmaJob { token, dir, buf: Resolved { segment: SegmentHandle(1), offset }, len: 4 };
         let mut host: Vec<u8> = (0..10).collect();
         let mut stage = [0u8; 4];
-        assert_eq!(job(DmaDir::Load, 3).carry_out(&mut host, &mut stage), DmaStatus::Done(true));
+        assert!(job(DmaDir::Load, 3).carry_out(&mut host, &mut stage));
         assert_eq!(stage, [3, 4, 5, 6]);
-        assert_eq!(job(DmaDir::Store, 6).carry_out(&mut host, &mut stage), DmaStatus::Done(true));
+        assert!(job(DmaDir::Store, 6).carry_out(&mut host, &mut stage));
         assert_eq!(&host[6..], &[3, 4, 5, 6]);
         for offset in [7, u64::MAX] {
-            assert_eq!(job(DmaDir::Store, offset).carry_out(&mut host, &mut stage), DmaStatus::Done(false));
+            assert!(!job(DmaDir::Store, offset).carry_out(&mut host, &mut stage));
         }
         assert_eq!(&host[6..], &[3, 4, 5, 6], "a failed job moved nothing");
     }

@@ -1,5 +1,6 @@
 //! The reliable-transfer layer (see `docs/protocol.md`): fragment bitmaps and geometry
-//! ([`bitmap`]), what the layer asks of its surroundings ([`env`](mod@env)), and the protocol
+//! ([`bitmap`]), what the layer asks of its surroundings ([`env`](mod@env)) and the driver of
+//! a test or the simulator that answers its DMA jobs itself ([`host_driver`]), and the protocol
 //! ([`protocol`]: communicators, frames in, DMA jobs done) with its parts, one file each: the
 //! state (`state.rs`), ring repair (`repair.rs`), the delayed synchronization (`sync.rs`), the
 //! barrier on its tree (`barrier.rs`), timers (`timers.rs`), the seal every frame leaves with
@@ -10,6 +11,7 @@ pub(crate) mod barrier;
 pub mod bitmap;
 pub mod call_shape;
 pub mod env;
+pub mod host_driver;
 pub(crate) mod mac;
 pub mod protocol;
 mod repair;

@@ -2,8 +2,8 @@
 //!
 //! Inputs (each with `now` and an [`Env`] to act through): [`Protocol::create_comm`],
 //! [`Protocol::post_bcast`], [`Protocol::on_frame`], [`Protocol::on_timeout`]. Outputs go through
-//! the `Env`: frames to send or multicast, DMA jobs on host memory (answered at once or later
-//! through [`Protocol::dma_done`]), completions. The caller asks [`Protocol::next_timeout`] when
+//! the `Env`: frames to send or multicast, DMA jobs on host memory (each answered later, after
+//! the handler that handed it over, through [`Protocol::dma_done`]), completions. The caller asks [`Protocol::next_timeout`] when
 //! to call `on_timeout` next. No clock, socket or thread. This file holds the entry points and
 //! the communicators' lifecycle; the parts live beside it (`state.rs`, `repair.rs`, `sync.rs`,
 //! `timers.rs`, `seal.rs`) and the broadcast's data path in `collective/bcast.rs`.
@@ -50,6 +50,7 @@ use crate::schedule::bcast::Algorithm;
 use crate::timer::{TimerKey, TimerTable};
 use crate::transfer::barrier;
 pub use crate::transfer::env::*;
+pub use crate::transfer::host_driver::HostDriver;
 use crate::transfer::state::{fail, locate, waits_on, Comm, Located, Op, Seal, State, Sync};
 pub use crate::transfer::sync::{time_wait, TIME_WAIT_REPAIRS};
 use crate::Nanos;

@@ -672,4 +672,6 @@ pub fn open(setup: &FabricSetup, section: &VerbsConfig) -> Result<VerbsFabric<qp
 }
 
 #[cfg(test)]
+mod protocol_tests;
+#[cfg(test)]
 mod tests;

@@ -3,8 +3,8 @@
 //! member is missing and address handles retried, delivery and its rejects, multicast without
 //! the sender, groups sharing an MGID, slot reposting and overrun, a full send queue, retired
 //! address handles, the queue pair's error state and its recovery, restarts, impostors and
-//! foreign jobs, and the real protocol core broadcasting byte-exact over lossy fake links. None
-//! of this touches a device; see the module doc for what runs where.
+//! foreign jobs (the real protocol core over lossy fake links: `protocol_tests.rs`). None of
+//! this touches a device; see the module doc for what runs where.
 use super::fake::{FakeNic, Wire};
 use super::group::{self, JoinMode};
 use super::wire::{self, Header, Kind, HEADER_LEN, HELLO_LEN, HELLO_NEED, HELLO_REPLY};
@@ -12,8 +12,8 @@ use super::*;
 use crate::fabric::Fabric;
 use ringcast_proto::comm::ident::IpFamily;
 
-const MTU: usize = 1000;
-const HELLO_NS: u64 = 10_000_000;
+pub(super) const MTU: usize = 1000;
+pub(super) const HELLO_NS: u64 = 10_000_000;
 const JOB: &str = "verbs-test";
 
 fn spec(local: u32, nodes: u32, incarnation: u64) -> FabricSpec {
@@ -33,7 +33,7 @@ fn member(wire: &Wire, local: u32, nodes: u32, incarnation: u64) -> VerbsFabric<
     member_with(wire, local, nodes, incarnation, 64, 32)
 }
 
-fn member_with(
+pub(super) fn member_with(
     wire: &Wire,
     local: u32,
     nodes: u32,
@@ -58,7 +58,7 @@ fn poll_all(fabrics: &mut [Option<VerbsFabric<FakeNic>>], inboxes: &mut [Inbox])
 
 /// Polls and advances the clock by `step` until every live fabric knows every member, at most
 /// `rounds` times; returns the rounds it took.
-fn discover(
+pub(super) fn discover(
     wire: &Wire,
     fabrics: &mut [Option<VerbsFabric<FakeNic>>],
     step: u64,
@@ -819,131 +819,6 @@ fn receive_error_counters_add_up_and_flushes_are_no_overrun() {
     assert_eq!(f.counters().overrun, 1);
 }
 
-/// The real protocol core over three fabrics on a lossy fake wire: broadcasts of 2 B to 256 KiB
-/// from every root, forced multicast (stage 1 over the group, ring repair over unicast),
-/// byte-exact at every rank.
-#[test]
-fn the_protocol_broadcasts_byte_exact_over_lossy_fake_links() {
-    use ringcast_proto::comm::CommSpec;
-    use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
-    use ringcast_proto::schedule::bcast::Algorithm;
-    use ringcast_proto::transfer::protocol::{DmaJob, DmaStatus, Env, Outcome, Post, Protocol};
-
-    struct TestEnv<'a> {
-        fabric: &'a mut VerbsFabric<FakeNic>,
-        buf: &'a mut Vec<u8>,
-        done: &'a mut Vec<(u64, Outcome)>,
-    }
-    impl Env for TestEnv<'_> {
-        fn send(&mut self, to: PeerId, frame: &[u8]) {
-            self.fabric.send(to, frame);
-        }
-        fn multicast(&mut self, group: &GroupId, frame: &[u8]) {
-            self.fabric.multicast(group, frame);
-        }
-        fn dma(&mut self, job: DmaJob, stage: &mut [u8]) -> DmaStatus {
-            job.carry_out(self.buf, stage)
-        }
-        fn complete(&mut self, token: u64, outcome: Outcome) {
-            self.done.push((token, outcome));
-        }
-    }
-
-    const N: u32 = 3;
-    let wire = Wire::new();
-    // 2 % loss of DATA, decided by a seeded generator.
-    let mut x = 0x1234_5678_9abc_def1u64;
-    wire.set_drop(Some(Box::new(move |_, _, m: &[u8]| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        m.get(3) == Some(&Kind::Data.to_wire()) && x.is_multiple_of(50)
-    })));
-    // The state machine's sections only: a fabric's tests, like the fabric, never see the
-    // whole configuration.
-    let config = ringcast_proto::config::EngineConfig::default().with(|cfg| {
-        cfg.protocol.mtu = MTU as u32;
-        cfg.protocol.max_message_bytes = 1 << 18;
-    });
-    let mut fabrics: Vec<Option<VerbsFabric<FakeNic>>> =
-        (0..N).map(|i| Some(member_with(&wire, i, N, 1 + u64::from(i), 256, 64))).collect();
-    discover(&wire, &mut fabrics, HELLO_NS, 10).expect("discovery");
-    let mut fabrics: Vec<VerbsFabric<FakeNic>> = fabrics.into_iter().flatten().collect();
-    let group: GroupId = [0x42; 14];
-    let members: std::sync::Arc<[PeerId]> = (0..N).map(PeerId).collect();
-    let mut protos: Vec<Protocol> = Vec::new();
-    let mut comms = Vec::new();
-    for (i, f) in fabrics.iter_mut().enumerate() {
-        f.join(&group).expect("join");
-        let mut p = Protocol::new(&config, crc32c::crc32c);
-        p.force_algorithm(Some(Algorithm::Multicast));
-        let spec = CommSpec {
-            cookie: 0xc0ffee,
-            group,
-            members: members.clone(),
-            my_rank: i as u32,
-            seed: 7,
-            key: ringcast_proto::comm::auth::Secret([7; 32]),
-            layout: Default::default(),
-        };
-        comms.push(p.create_comm(spec).expect("communicator"));
-        protos.push(p);
-    }
-    let mut bufs: Vec<Vec<u8>> = vec![vec![0; 1 << 18]; N as usize];
-    let mut done: Vec<Vec<(u64, Outcome)>> = vec![Vec::new(); N as usize];
-    let sizes = [2usize, 100, 955, 956, 957, 4096, 65_536, 1 << 18];
-    for (k, &len) in sizes.iter().enumerate() {
-        let token = k as u64 + 1;
-        let root = (k as u32) % N;
-        for (i, b) in bufs.iter_mut().enumerate() {
-            for (j, byte) in b[..len].iter_mut().enumerate() {
-                *byte = if i as u32 == root { (j * 7 + k) as u8 } else { 0xEE };
-            }
-        }
-        for i in 0..N as usize {
-            let buf = Resolved { segment: SegmentHandle(1), offset: 0 };
-            let post = Post::plain(comms[i], root, buf, len as u32, token);
-            let now = wire_now(&fabrics[i]);
-            let mut env = TestEnv { fabric: &mut fabrics[i], buf: &mut bufs[i], done: &mut done[i] };
-            protos[i].post_bcast(post, now, &mut env).expect("posted");
-        }
-        let mut steps = 0;
-        while done.iter().any(|d| !d.iter().any(|(t, _)| *t == token)) {
-            steps += 1;
-            assert!(steps < 200_000, "broadcast {k} ({len} B) did not finish");
-            for i in 0..N as usize {
-                let now = wire_now(&fabrics[i]);
-                let mut frames = Vec::new();
-                fabrics[i].poll(64, &mut |from, d| frames.push((from, d.to_vec())));
-                let mut env = TestEnv { fabric: &mut fabrics[i], buf: &mut bufs[i], done: &mut done[i] };
-                for (from, d) in frames {
-                    protos[i].on_frame(from, &d, now, &mut env);
-                }
-                if protos[i].next_timeout().is_some_and(|t| t <= now) {
-                    protos[i].on_timeout(now, &mut env);
-                }
-            }
-            wire.advance(20_000);
-        }
-        for i in 0..N as usize {
-            let (_, o) = done[i].iter().find(|(t, _)| *t == token).copied().expect("outcome");
-            assert_eq!(o.status, ringcast_abi::StatusKind::Ok, "rank {i}, broadcast {k}");
-            assert!(
-                bufs[i][..len].iter().enumerate().all(|(j, &b)| b == (j * 7 + k) as u8),
-                "rank {i}, {len} B: bytes differ"
-            );
-        }
-    }
-    assert!(wire.counts().1 > 0, "the wire lost frames, and repair made up for them");
-    for f in &fabrics {
-        assert_eq!(f.counters().refused, 0);
-    }
-}
-
 fn at(fabrics: &mut [Option<VerbsFabric<FakeNic>>], i: usize) -> &mut VerbsFabric<FakeNic> {
     fabrics[i].as_mut().expect("a live member")
-}
-
-fn wire_now(f: &VerbsFabric<FakeNic>) -> u64 {
-    f.nic().now()
 }

@@ -35,8 +35,8 @@ use crate::intake::regions::Resolved;
 use crate::schedule::bcast::LANE_ANY;
 use crate::timer::TimerKey;
 use crate::transfer::protocol::{
-    time_wait, ChannelRange, Dest, DmaJob, DmaStatus, DmaToken, Env, HostPort, Outcome, Post, PostError,
-    ProtoCounters, Protocol,
+    time_wait, ChannelRange, Dest, DmaJob, DmaToken, Env, HostPort, Outcome, Post, PostError, ProtoCounters,
+    Protocol,
 };
 use crate::Nanos;
 use alloc::string::String;
@@ -153,10 +153,9 @@ impl Env for NodeEnv<'_> {
         (n, false)
     }
 
-    fn dma(&mut self, job: DmaJob, _stage: &mut [u8]) -> DmaStatus {
+    fn dma(&mut self, job: DmaJob) {
         // The driver moves the bytes (on a DPU, its DMA engine), then answers.
         self.jobs.push(job);
-        DmaStatus::Pending
     }
 
     fn reaches(&self, buf: Resolved) -> bool {
