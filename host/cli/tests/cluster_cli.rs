@@ -165,14 +165,14 @@ fn stats_reads_every_engine_of_a_running_job() {
         assert!(world["broadcasts"].as_u64().unwrap_or(0) >= 40, "{e}");
         // The per-byte ledger (issue 40): `ringcast run`'s engines are on `shm`, where
         // `protocol.auth` defaults to `tag` — no payload byte hashed — and every byte a side
-        // delivered was copied at least twice at the receiver (out of the ring slot, then placed
-        // in the host buffer: a 2-node receiver serves no repairs) and three times at the root
-        // (load, frame, ring); a datagram sent again under load counts again.
+        // delivered was copied once at the receiver, not twice (placed in the host buffer from
+        // where it lies in the ring slot: a 2-node receiver serves no repairs, and the `shm`
+        // fabric hands a ring datagram over in its slot); a duplicate is dropped unplaced.
         assert!(c["ledger_receive_delivered_bytes_total"].as_u64().unwrap_or(0) > 0, "{e}");
         assert_eq!(c["ledger_send_hashed_bytes_total"], 0, "{e}");
         assert_eq!(c["ledger_receive_hashed_bytes_total"], 0, "{e}");
         let copies = e["receive_per_delivered_byte"]["copies"].as_f64().unwrap_or(0.0);
-        assert!(copies >= 2.0, "receive copies per delivered byte {copies}: {e}");
+        assert!((1.0..2.0).contains(&copies), "receive copies per delivered byte {copies}: {e}");
     }
     assert!(out.contains("# TYPE ringcast_ledger_receive_copied_bytes_total counter"), "{out}");
     assert!(out.contains("# TYPE ringcast_descriptors_ok_total counter"), "{out}");
