@@ -466,6 +466,29 @@ fn a_ring_datagram_is_handed_over_in_its_slot() {
     drop(guard);
 }
 
+/// What a peer writes into a ring slot is checked before the slot is lent: a frame claiming
+/// another sender, or longer than the fabric's datagram, is consumed and counted `refused`,
+/// never handed over, and the datagram behind it is delivered (in its slot) as usual.
+#[test]
+fn a_ring_slot_with_a_wrong_sender_or_length_is_refused_not_lent() {
+    use ringcast_ring::{frame_ring_producer, push_frame};
+    let job = unique_job("badslot");
+    let guard = JobGuard(job.clone());
+    let mut b = ShmFabric::new(&job, PeerId(1), 2, 100).unwrap();
+    // Member 0's ring into member 1, written by hand: what a broken member 0 could put there.
+    let mut p =
+        frame_ring_producer(&ringcast_offload::fabric::shm::ring_name(&job, PeerId(0), PeerId(1))).unwrap();
+    push_frame(&mut p, 1, b"claims to be member 1").unwrap();
+    push_frame(&mut p, 0, &[7; 101]).unwrap();
+    push_frame(&mut p, 0, b"fine").unwrap();
+    let mut got = Vec::new();
+    while b.poll(8, &mut |from, d| got.push((from, d.to_vec()))) > 0 {}
+    assert_eq!(got, [(PeerId(0), b"fine".to_vec())]);
+    assert_eq!((b.counters().received, b.counters().refused), (1, 2));
+    drop((p, b));
+    drop(guard);
+}
+
 /// The order above does not starve anyone: a ring datagram waits only for the multicasts
 /// visible when it was seen, not for logs that keep filling, and a busy group's log does not
 /// keep another group's waiting. The reader polls 8 datagrams at a time while 30 new multicasts
