@@ -252,22 +252,26 @@ pub fn take_frame<R>(
         // whatever the header held. The shared slice is sound because nobody writes those
         // bytes while it lives: the SPSC discipline (crate doc) has the producer write a slot
         // only when it is free — `tail - head < capacity` with our `head`, which still counts
-        // this slot as ours until the release after `f` — and this process holds the ring's
-        // only consumer (`frame_ring_consumer`'s claim), so no other consumer releases it
-        // either. A peer that broke the discipline and wrote the slot anyway would be a process
-        // of the job's own user writing into our mapping, which the `shm` fabric's threat model
-        // (docs/protocol.md: segments only that user can open) already grants every right over
-        // this process's memory; short of that, the bytes are stable while `f` reads them. The
-        // slice cannot outlive the slot's release: it is created here and lent to `f` only.
-        unsafe {
+        // this slot as ours until the release after `f` — and `c` is the ring's only consumer
+        // (a `Consumer` is neither `Clone` nor `Sync`; a named ring's consumer side is claimed
+        // once per process by `frame_ring_consumer`, once per job by its naming), so nobody
+        // else releases it either. A peer that broke the discipline and wrote the slot anyway
+        // would be a process of the job's own user writing into our mapping, which the `shm`
+        // fabric's threat model (docs/protocol.md: segments only that user can open) already
+        // grants every right over this process's memory; short of that, the bytes are stable
+        // while `f` reads them. The slice cannot outlive the slot's release: it is used only
+        // for the call to `f` below, inside this closure, which `try_pop_raw` runs before it
+        // releases the slot.
+        let (from, frame) = unsafe {
             let from = core::ptr::addr_of!((*slot).from).read();
             let len = core::ptr::addr_of!((*slot).len).read() as usize;
             if len > FRAME_PAYLOAD || len > max {
-                return (from, None);
+                (from, None)
+            } else {
+                let data = core::ptr::addr_of!((*slot).data).cast::<u8>();
+                (from, Some(core::slice::from_raw_parts(data, len)))
             }
-            let data = core::ptr::addr_of!((*slot).data).cast::<u8>();
-            let bytes = core::slice::from_raw_parts(data, len);
-            (from, Some(f(from, bytes)))
-        }
+        };
+        (from, frame.map(|bytes| f(from, bytes)))
     })
 }
