@@ -165,14 +165,18 @@ fn stats_reads_every_engine_of_a_running_job() {
         assert!(world["broadcasts"].as_u64().unwrap_or(0) >= 40, "{e}");
         // The per-byte ledger (issue 40): `ringcast run`'s engines are on `shm`, where
         // `protocol.auth` defaults to `tag` — no payload byte hashed — and every byte a side
-        // delivered was copied at least twice at the receiver (out of the ring slot, then placed
-        // in the host buffer: a 2-node receiver serves no repairs) and three times at the root
-        // (load, frame, ring); a datagram sent again under load counts again.
+        // delivered was copied at least once at the receiver (placed in the host buffer from
+        // where it lies in the ring slot: a 2-node receiver serves no repairs, and the `shm`
+        // fabric hands a ring datagram over in its slot). No upper bound here: this workload's
+        // messages are small (2 and 3,000 bytes), and a fragment that arrives before its
+        // broadcast is posted is copied whole, header included, into a pre-posted slot first —
+        // a 2-byte message's one early frame alone is dozens of copies per delivered byte
+        // (seen: 1.01 to 2.74 over 8 runs). `bcast_shm`'s 1 MiB broadcasts bound it from above.
         assert!(c["ledger_receive_delivered_bytes_total"].as_u64().unwrap_or(0) > 0, "{e}");
         assert_eq!(c["ledger_send_hashed_bytes_total"], 0, "{e}");
         assert_eq!(c["ledger_receive_hashed_bytes_total"], 0, "{e}");
         let copies = e["receive_per_delivered_byte"]["copies"].as_f64().unwrap_or(0.0);
-        assert!(copies >= 2.0, "receive copies per delivered byte {copies}: {e}");
+        assert!(copies >= 1.0, "receive copies per delivered byte {copies}: {e}");
     }
     assert!(out.contains("# TYPE ringcast_ledger_receive_copied_bytes_total counter"), "{out}");
     assert!(out.contains("# TYPE ringcast_descriptors_ok_total counter"), "{out}");

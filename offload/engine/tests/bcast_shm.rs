@@ -135,9 +135,13 @@ fn broadcasts_arrive_byte_exact_at_every_engine() {
 /// Both `protocol.auth` settings deliver byte-exact through real engines on `shm`, and the
 /// per-byte ledger `ringcast stats` reads says what each did: with `tag` no byte hashed on
 /// either side; with `mac` every delivered byte hashed once at its receiver; and on either, a
-/// receiver's payload copied at least twice per delivered byte (out of the ring slot or log,
-/// then placed into the host buffer — a leaf on the `mapped` backend has no channel copy since
-/// issue 40's first step; through a channel it is three); a root's copied once by its DMA load
+/// receiver's payload copied once per delivered byte and not twice: placed into the host buffer
+/// from where the frame lies in its ring slot (a leaf on the `mapped` backend has no channel
+/// copy since issue 40's first step, and the `shm` fabric copies no ring datagram out of its
+/// slot since the receive in place — seen failing when it did: 2.95 copies per delivered byte
+/// in a loaded run, whose resends it read out of the ring again; a duplicate is now dropped
+/// before it is placed, so it adds no copy);
+/// a root's copied once by its DMA load
 /// and then only into the wire — its fragments leave by a send gather, header, channel slice
 /// and trailer written into the ring slot, no frame built in between — so beyond the load it
 /// copies at most the bytes it CRC'd (each datagram sent, resent ones included, is CRC'd once
@@ -174,9 +178,10 @@ fn both_authentication_settings_deliver_and_the_ledger_shows_it() {
             per("ledger_receive_hashed_bytes_total", delivered),
             per("ledger_receive_crc_bytes_total", delivered),
         );
+        let received = sum("ledger_receive_copied_bytes_total");
         assert!(
-            sum("ledger_receive_copied_bytes_total") >= 2 * delivered,
-            "{auth}: receive copies: {ledger:?}"
+            received >= delivered && received < 2 * delivered,
+            "{auth}: receive copies: the placement, and no copy out of the ring: {ledger:?}"
         );
         let (sent_copies, sent_crc) =
             (sum("ledger_send_copied_bytes_total"), sum("ledger_send_crc_bytes_total"));

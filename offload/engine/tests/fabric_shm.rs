@@ -369,10 +369,12 @@ fn a_multicast_sent_before_a_unicast_is_delivered_first() {
 }
 
 /// The fabric's ledger counts each datagram's bytes once where they are written into the wire
-/// (a ring slot, the group's log — once, whatever the readers) and once per reader where they
-/// are read out of it, and nothing for a datagram it refused.
+/// (a ring slot, the group's log — once, whatever the readers), once per reader where a log
+/// datagram is copied out of the log (its seqlock checks a copy), nothing where a ring datagram
+/// is read — it is handed over in its slot — and nothing for a datagram it refused. Seen
+/// failing before the receive in place: member 1's receive copies were its ring datagram's too.
 #[test]
-fn the_ledger_counts_one_copy_into_the_wire_and_one_out_per_reader() {
+fn the_ledger_counts_one_copy_into_the_wire_and_one_out_of_the_log_per_reader() {
     use ringcast_proto::ledger::Side;
     let job = unique_job("ledger");
     let guard = JobGuard(job.clone());
@@ -390,12 +392,100 @@ fn the_ledger_counts_one_copy_into_the_wire_and_one_out_per_reader() {
     let mut got = [0u64; 3];
     for k in 1..3 {
         while f[k].poll(64, &mut |_, b| got[k] += b.len() as u64) > 0 {}
-        assert_eq!(f[k].ledger().copied_bytes(Side::Receive), got[k], "member {k}");
+        assert_eq!(
+            f[k].ledger().copied_bytes(Side::Receive),
+            m.len() as u64,
+            "member {k}: the log read only"
+        );
         assert_eq!(f[k].ledger().copied_bytes(Side::Send), 0);
     }
     assert_eq!(got[1], (m.len() + u.len()) as u64);
     assert_eq!(got[2], m.len() as u64);
     drop(f);
+    drop(guard);
+}
+
+/// Where this process maps the segment `name` (`/proc/self/maps`): its address range. A
+/// segment created here is mapped under its creation name (`<name>.tmp.<pid>.<n>`, since
+/// removed: the name it was linked to is not what the kernel shows).
+fn mapped_range(name: &str) -> Option<std::ops::Range<usize>> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let path = format!("/dev/shm/{name}");
+    let ours =
+        |file: &str| file.strip_prefix(path.as_str()).is_some_and(|r| r.is_empty() || r.starts_with(".tmp."));
+    maps.lines().find(|l| l.split_whitespace().nth(5).is_some_and(ours)).and_then(|l| {
+        let (a, b) = l.split_whitespace().next()?.split_once('-')?;
+        Some(usize::from_str_radix(a, 16).ok()?..usize::from_str_radix(b, 16).ok()?)
+    })
+}
+
+/// A ring datagram is handed to the receiver where it lies in its ring slot — the bytes `rx`
+/// reads are inside the mapping of the sender's ring — not copied into a buffer of the fabric;
+/// and while it is held back behind a multicast sent before it (a poll whose budget ends at
+/// the multicast), it stays in its slot: a 2-slot ring holding two datagrams refuses a third
+/// (`overrun`) until the receiver has handled them. Seen failing before the receive in place
+/// (the bytes were read from the fabric's heap buffer, and the held datagram's slot had been
+/// freed, so the third send went through).
+#[test]
+fn a_ring_datagram_is_handed_over_in_its_slot() {
+    let job = unique_job("inplace");
+    let guard = JobGuard(job.clone());
+    let geometry = ShmGeometry { ring_slots: 2, ..ShmGeometry::default() };
+    let mut f: Vec<ShmFabric> =
+        (0..2).map(|m| ShmFabric::with_geometry(&job, PeerId(m), 2, MTU, geometry).unwrap()).collect();
+    for x in &mut f {
+        x.join(&GROUP).unwrap();
+    }
+    let ring = mapped_range(&ringcast_offload::fabric::shm::ring_name(&job, PeerId(0), PeerId(1)))
+        .expect("member 1 maps its inbound ring");
+    f[0].multicast(&GROUP, &frame(DATA_MCAST, 0, 0));
+    f[0].send(PeerId(1), &frame(DATA_UNICAST, 0, 1));
+    f[0].send(PeerId(1), &frame(DATA_UNICAST, 0, 2));
+    let mut seen = Vec::new();
+    assert_eq!(f[1].poll(1, &mut |from, b| seen.push(parse(from, b))), 1);
+    assert_eq!(seen, [(DATA_MCAST, 0)], "the multicast first; the unicast held");
+    let overrun = f[0].counters().overrun;
+    f[0].send(PeerId(1), &frame(DATA_UNICAST, 0, 3));
+    assert_eq!(f[0].counters().overrun, overrun + 1, "the held datagram still fills its slot");
+    let mut at = Vec::new();
+    while f[1].poll(1, &mut |from, b| {
+        seen.push(parse(from, b));
+        at.push(b.as_ptr() as usize..b.as_ptr() as usize + b.len());
+    }) > 0
+    {}
+    assert_eq!(seen[1..], [(DATA_UNICAST, 1), (DATA_UNICAST, 2)]);
+    for a in &at {
+        assert!(ring.start <= a.start && a.end <= ring.end, "read at {a:x?}, outside the ring {ring:x?}");
+    }
+    assert_ne!(at[0].start, at[1].start, "each in its own slot");
+    // Released: the ring takes datagrams again.
+    f[0].send(PeerId(1), &frame(DATA_UNICAST, 0, 4));
+    assert_eq!(f[0].counters().overrun, overrun + 1);
+    assert_eq!(f[1].poll(8, &mut |from, b| assert_eq!(parse(from, b), (DATA_UNICAST, 4))), 1);
+    drop(f);
+    drop(guard);
+}
+
+/// What a peer writes into a ring slot is checked before the slot is lent: a frame claiming
+/// another sender, or longer than the fabric's datagram, is consumed and counted `refused`,
+/// never handed over, and the datagram behind it is delivered (in its slot) as usual.
+#[test]
+fn a_ring_slot_with_a_wrong_sender_or_length_is_refused_not_lent() {
+    use ringcast_ring::{frame_ring_producer, push_frame};
+    let job = unique_job("badslot");
+    let guard = JobGuard(job.clone());
+    let mut b = ShmFabric::new(&job, PeerId(1), 2, 100).unwrap();
+    // Member 0's ring into member 1, written by hand: what a broken member 0 could put there.
+    let mut p =
+        frame_ring_producer(&ringcast_offload::fabric::shm::ring_name(&job, PeerId(0), PeerId(1))).unwrap();
+    push_frame(&mut p, 1, b"claims to be member 1").unwrap();
+    push_frame(&mut p, 0, &[7; 101]).unwrap();
+    push_frame(&mut p, 0, b"fine").unwrap();
+    let mut got = Vec::new();
+    while b.poll(8, &mut |from, d| got.push((from, d.to_vec()))) > 0 {}
+    assert_eq!(got, [(PeerId(0), b"fine".to_vec())]);
+    assert_eq!((b.counters().received, b.counters().refused), (1, 2));
+    drop((p, b));
     drop(guard);
 }
 

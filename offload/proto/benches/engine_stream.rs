@@ -13,7 +13,8 @@
 //! per delivered byte on each side, engine side only: the DMA copy, the channel copies, the MAC
 //! and CRC passes — a fabric adds its own (`shm`: one write into the wire at the sender, gathered
 //! from the frame's header, channel slice and trailer, as this driver gathers them into its
-//! wire; one read out of it at each receiver; `ringcast stats` shows the sum).
+//! wire; one read out of the multicast log at each receiver of a multicast, none out of a ring
+//! slot, where a frame is handled in place; `ringcast stats` shows the sum).
 use ringcast_abi::{Access, SubmissionDescriptor};
 use ringcast_proto::comm::PeerId;
 use ringcast_proto::config::{Auth, EngineConfig, LocalRank, ETHERNET_MTU, SHM_MTU};

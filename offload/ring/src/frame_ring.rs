@@ -16,7 +16,16 @@
 //!   (only member `from` opens the `from → to` ring for writing, only `to` for reading);
 //!   within a process it is enforced — opening the same side of the same name twice while the
 //!   first is alive fails with `AddrInUse` — so two threads of ours can never race on a slot;
-//! * a [`FrameSlot`] popped from a ring is untrusted: [`FrameSlot::payload`] checks its length.
+//! * a [`FrameSlot`] popped from a ring is untrusted: [`FrameSlot::payload`] checks its length;
+//!   [`take_frame`] reads a slot's length once and checks it against the slot before it lends
+//!   the frame's bytes, where they lie, to its caller's handler.
+//!
+//! Receive in place ([`take_frame`], what the `shm` fabric's receive uses): the consumer hands
+//! its handler a shared slice over the head slot's bytes and releases the slot only when the
+//! handler returns — a NIC handing its firmware a descriptor of the receive buffer it wrote,
+//! not a copy. [`pop_frame`] copies the frame out instead. A frame not yet taken stays in its
+//! slot: [`Consumer::is_empty`] says one is there without consuming it (the `shm` fabric holds a
+//! ring datagram back that way while it reads the multicast logs up to its fence).
 use crate::{Consumer, Entry, Producer, ShmSegment};
 use ringcast_abi::RingRole;
 use std::collections::BTreeSet;
@@ -216,5 +225,53 @@ pub fn pop_frame(
             core::ptr::copy_nonoverlapping(data, out.as_mut_ptr(), len);
             (from, Some(len))
         }
+    })
+}
+
+/// Takes the frame at the head of the ring, in place: reads the slot's sender and length once,
+/// and if the length fits the slot and `max`, calls `f(from, bytes)` with a shared slice over
+/// the frame's bytes *where they lie in the slot*, then releases the slot. Returns `Some((from,
+/// Some(f's result)))`; `Some((from, None))` for a slot whose length is impossible (over
+/// [`FRAME_PAYLOAD`] or `max`: the slot is consumed, `f` not called); `None` when empty.
+///
+/// Nothing is copied: the bytes `f` reads are the producer's writes. The slice lives only as
+/// long as the call to `f` (it cannot escape: `f` is generic over the slice's lifetime), and
+/// the slot is released after `f` returns, so the producer can reuse it only then.
+pub fn take_frame<R>(
+    c: &mut Consumer<FrameSlot>,
+    max: usize,
+    f: impl FnOnce(u32, &[u8]) -> R,
+) -> Result<Option<(u32, Option<R>)>, crate::RingError> {
+    c.try_pop_raw(|slot| {
+        // SAFETY: `slot` points to the head slot, published to us (the producer's Release store
+        // of `tail`, our Acquire load of it) and not released before this closure returns
+        // (`try_pop_raw` stores `head` past it only afterwards). The header words are read
+        // once, by raw reads of plain integers (any bit pattern is valid), and never again: the
+        // length that bounds the slice is that one read, checked against the slot's `data`
+        // array (`FRAME_PAYLOAD`) and `max`, so the slice `data[..len]` is inside the slot
+        // whatever the header held. The shared slice is sound because nobody writes those
+        // bytes while it lives: the SPSC discipline (crate doc) has the producer write a slot
+        // only when it is free — `tail - head < capacity` with our `head`, which still counts
+        // this slot as ours until the release after `f` — and `c` is the ring's only consumer
+        // (a `Consumer` is neither `Clone` nor `Sync`; a named ring's consumer side is claimed
+        // once per process by `frame_ring_consumer`, once per job by its naming), so nobody
+        // else releases it either. A peer that broke the discipline and wrote the slot anyway
+        // would be a process of the job's own user writing into our mapping, which the `shm`
+        // fabric's threat model (docs/protocol.md: segments only that user can open) already
+        // grants every right over this process's memory; short of that, the bytes are stable
+        // while `f` reads them. The slice cannot outlive the slot's release: it is used only
+        // for the call to `f` below, inside this closure, which `try_pop_raw` runs before it
+        // releases the slot.
+        let (from, frame) = unsafe {
+            let from = core::ptr::addr_of!((*slot).from).read();
+            let len = core::ptr::addr_of!((*slot).len).read() as usize;
+            if len > FRAME_PAYLOAD || len > max {
+                (from, None)
+            } else {
+                let data = core::ptr::addr_of!((*slot).data).cast::<u8>();
+                (from, Some(core::slice::from_raw_parts(data, len)))
+            }
+        };
+        (from, frame.map(|bytes| f(from, bytes)))
     })
 }

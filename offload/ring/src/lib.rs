@@ -17,7 +17,10 @@
 //!   memory outside the ring. The consumer reports `tail - head > capacity` (or `tail < head`)
 //!   as [`RingError::Corrupt`]; the producer treats a bogus `head` as "full".
 //! * Entries are plain bytes ([`Entry`]: `zerocopy` `FromBytes + IntoBytes`), copied in and out
-//!   of slots with raw pointer reads/writes; no reference to shared memory is ever created.
+//!   of slots with raw pointer reads/writes; no reference to shared memory is created, but for
+//!   one: [`take_frame`] lends a handler a shared slice over a frame ring's head slot, bounded by
+//!   the length it read once and checked, until it releases the slot (its SAFETY comment argues
+//!   why the SPSC discipline makes that sound).
 //! * [`ShmSegment`] (not under `cfg(loom)`) is a memfd mapped `MAP_SHARED`, which a second
 //!   process maps from the same fd; [`channel`] is a heap-backed ring with the same layout.
 //! * [`ShmSegment::create_named`] and friends map named files under `/dev/shm` (names checked
@@ -57,7 +60,7 @@ mod slot_check;
 pub use bells::BellBoard;
 #[cfg(not(loom))]
 pub use frame_ring::{
-    frame_ring_consumer, frame_ring_producer, pop_frame, push_frame, push_frame_parts, FrameSlot,
+    frame_ring_consumer, frame_ring_producer, pop_frame, push_frame, push_frame_parts, take_frame, FrameSlot,
     PushFrameError, FRAME_PAYLOAD, FRAME_ROLE,
 };
 pub use mcast_log::{

@@ -14,7 +14,10 @@
 //! slots are only ever copied with raw-pointer copies into locals (no reference to shared
 //! memory exists, so no aliasing assumption can break), entries are `FromBytes` (every bit
 //! pattern is a valid value), and the engine validates every descriptor it copies out. A torn
-//! entry is bad input, answered like any other.
+//! entry is bad input, answered like any other. The one exception is the `shm` fabric's frame
+//! rings, whose consumer lends its handler a shared slice over a frame in its slot
+//! (`frame_ring::take_frame`): there the peer is a process of the job's own user, whose rights
+//! over our memory that fabric's threat model already concedes (see the SAFETY comment there).
 
 #[cfg(not(loom))]
 pub(crate) use core::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};

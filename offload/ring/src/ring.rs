@@ -640,7 +640,8 @@ impl<T: Entry> Consumer<T> {
     /// Pops one entry, handing `f` a pointer to it in place and releasing its slot when `f`
     /// returns; `Ok(None)` when empty, `Err(Corrupt)` as [`Consumer::try_pop`]. The slot's
     /// contents are the producer's: `f` copies out what it needs (by raw copies: the producer
-    /// may break the protocol and write it meanwhile) and checks it as a popped copy.
+    /// may break the protocol and write it meanwhile) and checks it as a popped copy — or, where
+    /// the peer's rights make that sound, reads it in place for the call (`take_frame`).
     pub fn try_pop_raw<R>(&mut self, f: impl FnOnce(*const T) -> R) -> Result<Option<R>, RingError> {
         if self.cached_filled() == 0 && self.refresh_tail()? == 0 {
             return Ok(None);

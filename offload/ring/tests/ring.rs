@@ -414,3 +414,57 @@ fn a_frame_pushed_in_parts_arrives_whole() {
     assert_eq!(push_frame_parts(&mut p, 9, &[half, half]), Err(PushFrameError::TooLong));
     assert_eq!(pop_frame(&mut c, &mut out), Ok(None));
 }
+
+/// A frame taken in place (`take_frame`): the handler reads the bytes where they lie in the
+/// slot — consecutive frames at one slot's stride apart, the same slot's address again a lap
+/// later — the slot stays the consumer's while the handler runs (the producer, full, cannot
+/// push into it) and is released when it returns (the next push reuses it); a frame not taken
+/// stays (`is_empty` is false and nothing is consumed); an impossible length is consumed
+/// without calling the handler. Runs under Miri (a shared slice over the slot array, then the
+/// producer's raw writes into the same slot once it is released).
+#[test]
+fn a_frame_is_taken_where_it_lies() {
+    use ringcast_ring::{push_frame, take_frame, FrameSlot, PushFrameError, FRAME_PAYLOAD};
+    let (mut p, mut c) = channel::<FrameSlot>(2, RingRole::SUBMISSION);
+    assert_eq!(take_frame(&mut c, FRAME_PAYLOAD, |_, _| unreachable!("empty")), Ok(None));
+    let a: Vec<u8> = (0..1500u32).map(|i| (i * 13 + 1) as u8).collect();
+    assert_eq!(push_frame(&mut p, 3, &a), Ok(()));
+    assert_eq!(push_frame(&mut p, 4, b"short"), Ok(()));
+    // Held: seen, not consumed, however often it is looked at.
+    for _ in 0..3 {
+        assert_eq!(c.is_empty(), Ok(false));
+    }
+    let mut at = Vec::new();
+    let got = take_frame(&mut c, FRAME_PAYLOAD, |from, bytes| {
+        assert_eq!(push_frame(&mut p, 5, b"x"), Err(PushFrameError::Full), "the slot is still ours");
+        at.push(bytes.as_ptr() as usize);
+        (from, bytes == &a[..])
+    });
+    assert_eq!(got, Ok(Some((3, Some((3, true))))));
+    // Released: the producer writes the same slot now.
+    assert_eq!(push_frame(&mut p, 5, b"third"), Ok(()));
+    for want in [&b"short"[..], b"third"] {
+        let got = take_frame(&mut c, FRAME_PAYLOAD, |_, bytes| {
+            at.push(bytes.as_ptr() as usize);
+            bytes == want
+        });
+        assert_eq!(got.map(|g| g.and_then(|(_, ok)| ok)), Ok(Some(true)));
+    }
+    let stride = core::mem::size_of::<FrameSlot>();
+    assert_eq!(at[1], at[0] + stride, "read in the next slot, not in a buffer");
+    assert_eq!(at[2], at[0], "a lap later, the first slot again");
+    // A length over `max` (or the slot) is consumed; the handler never sees it.
+    assert_eq!(push_frame(&mut p, 6, &[1; 100]), Ok(()));
+    assert_eq!(take_frame(&mut c, 50, |_, _| unreachable!("too long")), Ok(Some((6, None))));
+    // A header no `push_frame` writes (a length past the slot): consumed, never lent.
+    for bogus in [FRAME_PAYLOAD as u32 + 1, u32::MAX] {
+        // SAFETY: the pointer is the free slot `try_push_raw` hands over; raw field writes.
+        let fill = |s: *mut FrameSlot| unsafe {
+            core::ptr::addr_of_mut!((*s).from).write(7);
+            core::ptr::addr_of_mut!((*s).len).write(bogus);
+        };
+        assert!(p.try_push_raw(fill));
+        assert_eq!(take_frame(&mut c, usize::MAX, |_, _| unreachable!("{bogus}")), Ok(Some((7, None))));
+    }
+    assert_eq!(c.is_empty(), Ok(true));
+}

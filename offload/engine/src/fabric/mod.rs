@@ -208,9 +208,10 @@ pub trait Fabric {
     /// wire on a send are [`Side::Send`](ringcast_proto::ledger::Side::Send), read out of it on
     /// a receive [`Side::Receive`](ringcast_proto::ledger::Side::Receive); whole datagrams,
     /// header and trailer included — the fabric does not parse them). Counted where the bytes
-    /// move: `shm` at its ring slot and multicast log writes and reads, `udp` at the kernel's
-    /// copy in each system call, `dpdk` into the mbuf and `verbs` into the registered send slot
-    /// (both hand a received datagram over where the device wrote it: no copy). Required, with no default:
+    /// move: `shm` at its ring slot and multicast log writes and its log reads (a ring datagram
+    /// is handed over in its slot: no copy), `udp` at the kernel's copy in each system call,
+    /// `dpdk` into the mbuf and `verbs` into the registered send slot (both hand a received
+    /// datagram over where the device wrote it: no copy). Required, with no default:
     /// a wrapper that forgot to forward it would show no copy at all (as `Box<dyn Fabric>`
     /// did). A fabric that cannot write a datagram's parts into the wire one after the other
     /// gathers them first ([`send_gathered`]) and counts that copy too (`verbs`); the default

@@ -8,9 +8,16 @@
 //!   `ringcast-<job>-<from>-<to>`. Each member creates its inbound rings when it is created;
 //!   a sender opens the peer's ring on first send, and if it does not exist yet counts the
 //!   datagram `refused` and drops it (the protocol repairs). A full ring drops (`overrun`).
-//! * Order across the two, as a NIC's one receive queue keeps it: a datagram taken from a
-//!   ring is delivered only after every multicast claimed in the logs when it was taken
+//! * Order across the two, as a NIC's one receive queue keeps it: a datagram seen at a ring's
+//!   head is delivered only after every multicast claimed in the logs when it was seen
 //!   (`poll`); the protocol relies on a unicast not overtaking a multicast sent before it.
+//! * Receive in place: a ring datagram is handed to the receiver where it lies in its slot
+//!   (`ringcast_ring::take_frame`), and the slot is released when the handler returns — a
+//!   NIC handing its firmware a descriptor of its receive buffer; the fabric copies nothing.
+//!   While held back for the order above, it simply stays in its slot. A multicast log
+//!   datagram is still copied out by its reader: a writer lapping the log may overwrite a
+//!   slot while it is read, and only the copy can be checked for that (seqlock) before it is
+//!   delivered — a torn read is never handed over.
 //! * Who removes the names (docs/architecture.md, "Shared-memory segments: names and
 //!   reclaim"): every process that maps a segment holds a shared `flock` on it
 //!   ([`ShmSegment::unlink_if_unused`]). [`Drop`] unmaps, then removes every segment of the job
@@ -32,14 +39,19 @@
 //!   64 KiB broadcast to a sleeping daemon cost up to 16 futex wakes.
 //!
 //! Contract: a `ShmFabric` is one member's handle, used by one thread (`Send`, not shared).
-//! Nothing another member writes into the segments can make it panic or deliver torn bytes:
-//! ring frames are length-checked, log datagrams are seqlock-checked and length-checked, and
-//! sender ids are checked against the member count. Own multicasts are never delivered.
+//! Nothing another member writes into the segments can make it panic or read outside them:
+//! ring frames are length-checked (the length read once, before the frame is lent), log
+//! datagrams are seqlock-checked and length-checked, and sender ids are checked against the
+//! member count. A log datagram torn by a lapping writer is never delivered; a ring frame is
+//! stable while it is read, as long as its sender keeps the ring's SPSC discipline (it writes a
+//! slot only once the reader released it) — a process that broke it would be one of the job's
+//! own user's, with every right over this process's memory already (docs/protocol.md, the
+//! `shm` threat model). Own multicasts are never delivered.
 use super::{Datagram, Dest, Fabric, FabricCounters, FabricSetup};
 use ringcast_proto::comm::{GroupId, PeerId};
 use ringcast_proto::ledger::{Ledger, Side};
 use ringcast_ring::{
-    frame_ring_consumer, frame_ring_producer, pop_frame, push_frame_parts, BellBoard, Consumer, FrameSlot,
+    frame_ring_consumer, frame_ring_producer, push_frame_parts, take_frame, BellBoard, Consumer, FrameSlot,
     McastLog, McastReader, Producer, Reaper, ShmSegment, WriteError, FRAME_PAYLOAD,
 };
 use std::io;
@@ -241,11 +253,12 @@ pub struct ShmFabric {
     next_ring: usize,
     /// The group the next round over the logs starts with.
     next_group: usize,
-    /// A ring datagram taken into `rx_buf` (sender, length), delivered once every log is read
-    /// up to its `fence`.
-    held: Option<(PeerId, usize)>,
+    /// The inbound ring (index into `inbound`) whose head datagram is held: seen and fenced,
+    /// still in its slot, delivered (in place) once every log is read up to its `fence`.
+    held: Option<usize>,
     counters: FabricCounters,
-    /// The copies into and out of the rings and logs ([`Fabric::ledger`]).
+    /// The copies into the rings and logs and out of the logs ([`Fabric::ledger`]; a ring
+    /// datagram is read in its slot, no copy).
     ledger: Ledger,
     /// Log datagrams lost by readers of groups since left.
     left_lost: u64,
@@ -257,8 +270,6 @@ pub struct ShmFabric {
     rung: Vec<u8>,
     /// Whether any member is owed a ring at the next `flush`.
     owed: bool,
-    /// A point-to-point frame, copied out of its ring slot, while it is held and handled.
-    rx_buf: Vec<u8>,
     /// This member's reaper: removes the job's unused segments if this process dies without
     /// dropping the fabric (`None` where it could not be started: see [`ShmFabric::new`]).
     reaper: Option<Reaper>,
@@ -343,7 +354,6 @@ impl ShmFabric {
             bells: Some(BellBoard::create_or_open_named(&bells_name(job), members)?),
             rung: vec![0; members as usize],
             owed: false,
-            rx_buf: vec![0; mtu],
             reaper,
         })
     }
@@ -391,29 +401,24 @@ impl ShmFabric {
         Ok(&mut self.groups[i])
     }
 
-    /// Takes the next datagram of the inbound rings, from `next_ring` on, into `rx_buf`, and
-    /// sets every log's fence to what was claimed in it by then: whatever was multicast before
-    /// that datagram was pushed (its sender read or wrote it first) is below the fence.
-    fn take_from_rings(&mut self) -> Option<(PeerId, usize)> {
-        let (rings, mtu) = (self.inbound.len(), self.mtu);
+    /// Finds the next inbound ring, from `next_ring` on, with a datagram at its head — seen,
+    /// not taken: it stays in its slot — and sets every log's fence to what was claimed in it
+    /// by then: whatever was multicast before that datagram was pushed (its sender read or
+    /// wrote it first) is below the fence. Returns the ring's index.
+    fn hold_from_rings(&mut self) -> Option<usize> {
+        let rings = self.inbound.len();
         for k in 0..rings {
             let r = (self.next_ring + k) % rings;
-            let Some((from, Some(consumer))) = self.inbound.get_mut(r) else { continue };
-            let from = *from;
-            // Only the frame's bytes are copied out of the slot (`pop_frame`), into our own
-            // buffer, where it is held and then handled.
-            match pop_frame(consumer, &mut self.rx_buf) {
-                Ok(None) => continue,
-                Ok(Some((sender, Some(len)))) if sender == from.0 && len <= mtu => {
-                    self.counters.received += 1;
-                    self.ledger.copied(Side::Receive, len as u64);
+            let Some((_, Some(consumer))) = self.inbound.get_mut(r) else { continue };
+            match consumer.is_empty() {
+                Ok(true) => continue,
+                Ok(false) => {
                     self.next_ring = r + 1;
                     for g in &mut self.groups {
                         g.fence = g.log.write_seq();
                     }
-                    return Some((from, len));
+                    return Some(r);
                 }
-                Ok(Some(_)) => self.counters.refused += 1,
                 Err(_) => {
                     // Impossible indices: the sender is broken; stop reading this ring.
                     self.counters.refused += 1;
@@ -422,6 +427,34 @@ impl ShmFabric {
             }
         }
         None
+    }
+
+    /// Delivers the datagram held at the head of inbound ring `r` where it lies in its slot
+    /// (`take_frame`: `rx` reads the slot, which is released when it returns — the datagram's
+    /// bytes are not copied by the fabric); whether one was delivered. A slot whose sender or
+    /// length is impossible is consumed and refused.
+    fn deliver_held(&mut self, r: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> bool {
+        let mtu = self.mtu;
+        let Some((from, Some(consumer))) = self.inbound.get_mut(r) else { return false };
+        let from = *from;
+        let mut delivered = false;
+        let taken = take_frame(consumer, mtu, |sender, bytes| {
+            if sender == from.0 {
+                rx(from, bytes);
+                delivered = true;
+            }
+        });
+        match taken {
+            Ok(Some(_)) if delivered => self.counters.received += 1,
+            // Seen a moment ago; the only consumer is us, so it cannot have gone.
+            Ok(None) => {}
+            Ok(Some(_)) => self.counters.refused += 1,
+            Err(_) => {
+                self.counters.refused += 1;
+                self.inbound[r].1 = None;
+            }
+        }
+        delivered
     }
 
     /// Delivers one datagram of group `g`'s log (`below_fence`: only one claimed before the
@@ -611,17 +644,18 @@ impl Fabric for ShmFabric {
         // them, and the protocol relies on that: a ring predecessor's have-all (unicast)
         // overtaking the multicast this member had not read yet made it ask for, and get, the
         // whole message again (8 nodes, 1 MiB: more fragments by repair than by multicast).
-        // So a datagram taken from a ring is held until every log is read up to what had been
+        // So a datagram seen at a ring's head is held until every log is read up to what had been
         // claimed in it by then (its fence). Only up to the fence, held across polls: logs that
         // keep filling cannot starve the rings. With no ring datagram, the logs take turns,
-        // one datagram each per round.
+        // one datagram each per round. A held datagram stays in its ring slot (`held` names the
+        // ring); it is handed to `rx` there, never copied.
         let groups = self.groups.len();
         let mut delivered = 0;
         while delivered < budget {
             if self.held.is_none() {
-                self.held = self.take_from_rings();
+                self.held = self.hold_from_rings();
             }
-            let Some((from, len)) = self.held else {
+            let Some(r) = self.held else {
                 let mut any = false;
                 for k in 0..groups {
                     if delivered < budget && self.take_from_log((self.next_group + k) % groups, false, rx) {
@@ -641,11 +675,12 @@ impl Fabric for ShmFabric {
                 }
             }
             if delivered == budget {
-                break; // the fences and the held datagram wait for the next poll
+                break; // the fences and the held datagram (in its slot) wait for the next poll
             }
             self.held = None;
-            rx(from, &self.rx_buf[..len]);
-            delivered += 1;
+            if self.deliver_held(r, rx) {
+                delivered += 1;
+            }
         }
         delivered
     }
