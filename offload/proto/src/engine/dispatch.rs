@@ -20,8 +20,8 @@
 //! What `after` converges on: every slot that can start has started, every transfer the
 //! protocol ended has been delivered (copies queued, parts finished), every exchange step that
 //! ended has been carried on, every call the node found to disagree has been failed and its
-//! communicator broken (`node/call_checks.rs`), and every job on a refused call's buffers has
-//! failed — a round
+//! communicator broken (`node/call_checks.rs`), and every job on a call's no memory has failed
+//! (`participation/`) — a round
 //! that changes none of these ends the loop (each round consumes at least one of those lists,
 //! and nothing in a round refills the list it consumed without an event from outside, other
 //! than a step that posts its next one).
@@ -242,7 +242,7 @@ impl Engine {
     /// [`Engine::after`]'s fix point.
     fn converge(&mut self, now: Nanos) {
         loop {
-            let resolved = self.resolve_void_calls(now);
+            let resolved = self.resolve_shapes(now);
             self.step_node(now);
             // Slots and transfers the engine carries out itself (`exchange.rs`): their progress
             // may finish slots, which the next round delivers.
@@ -250,14 +250,9 @@ impl Engine {
             self.exchanges.take_started(node);
             let done = core::mem::take(&mut self.exchanges.done);
             let disagreed = self.disagreed_calls();
-            let mut progress = resolved || !done.is_empty() || disagreed;
-            // Jobs on a refused call's buffers fail here, never reaching the driver.
-            while let Some(job) = self.out.pop_refused() {
-                progress = true;
-                self.refusing = true;
-                self.dma_over(job, false, now);
-                self.refusing = false;
-            }
+            // Jobs on no memory fail here, never reaching the driver (`participation/`).
+            let no_memory = self.fail_jobs_on_no_memory(now);
+            let progress = resolved || !done.is_empty() || disagreed || no_memory;
             for (key, outcome) in done {
                 let (exchanges, mut h) = self.exchange_hands();
                 exchanges.part_over(key, outcome, &mut h, now);

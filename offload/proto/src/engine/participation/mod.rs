@@ -1,0 +1,107 @@
+//! The in-step policy, owned here: how a rank takes part in a collective call it cannot carry
+//! out. A call refused at one rank — for its buffers (an unregistered key, a range out of
+//! bounds, missing access, send and receive overlapping) or for a field its schedule does not
+//! read — still runs in step there, on no memory, so the other ranks' calls complete; it ends
+//! with its own typed status, whatever that run met. A call whose shape this rank could not
+//! read (a field that shapes it was refused) first waits for its shape from the other ranks
+//! (`shape.rs`, with what it holds in `held.rs`), then runs in step the same way.
+//!
+//! Each host operation carries its [`Participation`]; the rest of the engine asks it, or calls
+//! the few functions here: [`Engine::participate`] as a call is planned,
+//! [`Engine::fail_jobs_on_no_memory`] as the engine converges, [`Engine::dma_fault`] for what a
+//! failed job means, and `shape.rs`'s entry points as descriptors arrive and hosts leave.
+//!
+//! What is not here yet (docs/architecture.md, "A call refused at one rank"): a call's buffers
+//! on no memory are still the intake's `Resolved::REFUSED`, the outbox still sets the jobs on
+//! them aside for [`Engine::fail_jobs_on_no_memory`], and the node's sequencer and the
+//! reliable-transfer layer still recognise that region.
+mod held;
+mod shape;
+
+pub(crate) use held::Awaiting;
+
+use crate::engine::ids::OpId;
+use crate::engine::Engine;
+use crate::transfer::protocol::Outcome;
+use crate::Nanos;
+use ringcast_abi::StatusKind;
+
+/// How this rank takes part in one collective call (stored on its host operation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Participation {
+    /// On its own buffers: it ends with what its run met.
+    #[default]
+    Full,
+    /// Refused at this rank with this status (its buffers, or a field its schedule does not
+    /// read): it runs in step on no memory and ends with this status.
+    InStep(StatusKind),
+    /// Its shape could not be read here: it waits for the other ranks to tell it (`shape.rs`),
+    /// then runs [`Participation::InStep`] as a new operation in the place this one reserved.
+    AwaitingShape,
+}
+
+impl Participation {
+    /// What a call taking part this way ends with, when its run ended with `outcome`: `None`
+    /// leaves it to the run. A call in step could never have succeeded, so it ends with why it
+    /// was refused — unless the engine then refused it for a field that shapes it (a
+    /// broadcast's root outside the communicator: it never ran, and that rank is out of step).
+    pub(crate) fn ends(self, outcome: Outcome) -> Option<Outcome> {
+        let never_ran = matches!(
+            outcome.status,
+            StatusKind::BadRoot
+                | StatusKind::BadLength
+                | StatusKind::BadDescriptor
+                | StatusKind::UnknownCommunicator
+                | StatusKind::NoRank
+                | StatusKind::EngineShutdown
+        );
+        match self {
+            Participation::InStep(status) if !never_ran => Some(Outcome { status, bytes: 0, ..outcome }),
+            _ => None,
+        }
+    }
+}
+
+/// The policy's state in the engine.
+#[derive(Debug, Default)]
+pub(crate) struct InStep {
+    /// Calls waiting for their shape, and the descriptors held behind them (`shape.rs`).
+    awaiting: Awaiting,
+    /// A job on a call in step on no memory is failing now ([`Engine::dma_fault`]).
+    failing: bool,
+}
+
+impl Engine {
+    /// Host operation `op` was planned: in step with `refused` when the intake refused it at
+    /// this rank (`intake::GatherCall::refused`), in full otherwise.
+    pub(crate) fn participate(&mut self, op: OpId, refused: Option<StatusKind>) {
+        if let (Some(status), Some(o)) = (refused, self.ops.get_mut(op)) {
+            o.participation = Participation::InStep(status);
+        }
+    }
+
+    /// Fails the jobs made on a call's no memory since the last round (true if any): each is
+    /// answered as any failed job is ([`Engine::dma_over`]), and never reaches the driver.
+    pub(crate) fn fail_jobs_on_no_memory(&mut self, now: Nanos) -> bool {
+        let mut any = false;
+        while let Some(job) = self.out.pop_refused() {
+            any = true;
+            self.in_step.failing = true;
+            self.dma_over(job, false, now);
+            self.in_step.failing = false;
+        }
+        any
+    }
+
+    /// What a failed host-memory job means for the operations it served: `OutOfBounds` (the
+    /// memory went away under it), or — a job on a call in step on no memory — `RootFailed`
+    /// for the other processes whose collective needed that call's bytes: their buffers are
+    /// fine, a rank's part could not be read (the call in step itself ends with its own status).
+    pub(crate) fn dma_fault(&self) -> StatusKind {
+        if self.in_step.failing {
+            StatusKind::RootFailed
+        } else {
+            StatusKind::OutOfBounds
+        }
+    }
+}
