@@ -141,7 +141,7 @@ impl Protocol {
             payload_mac: self.auth.payload_mac(),
             context,
             own_ok: None,
-            unverified: me != root && buf.is_refused() && is_stand_in(context),
+            unverified: me != root && buf.is_none() && is_stand_in(context),
             hashed: 0,
             prefix: 0,
             stored: 0,
@@ -165,6 +165,11 @@ impl Protocol {
             op.state = State::Loading;
             c.ops[slot] = Some(op);
             let token = DmaToken { comm, generation: c.generation, slot: slot as u32, bid, off: 0, len };
+            // No memory: the load fails where it is made, as if its job had failed.
+            let Some(buf) = buf else {
+                self.loaded(token, false, now, env);
+                return Ok(());
+            };
             let job = DmaJob { token, dir: DmaDir::Load, buf, len: u64::from(len) };
             match env.dma(job, &mut c.channels[slot][..len as usize]) {
                 DmaStatus::Done(ok) => self.loaded(token, ok, now, env),
@@ -481,8 +486,8 @@ impl Protocol {
         if op.direct == Some(true) {
             // The payload from where the fabric holds it straight into the host buffer: the
             // one copy of a receiver's bytes (a NIC's receive scatter).
-            let at = Resolved { offset: op.buf.offset + u64::from(off), ..op.buf };
-            let placed = env.place(at, frame.payload());
+            let at = op.buf.map(|b| Resolved { offset: b.offset + u64::from(off), ..b });
+            let placed = at.is_some_and(|at| env.place(at, frame.payload()));
             op.store_failed |= !placed;
             if placed {
                 self.counters.ledger.copied(Side::Receive, u64::from(len));
@@ -556,8 +561,8 @@ impl Protocol {
         // (`delivered`) and acks — it serves nobody, so no rank gets bytes it did not verify.
         let vanished = op.direct == Some(true) && op.store_failed;
         // A receive of a call refused for its operation (`Op::unverified`) runs under a
-        // stand-in context the root's MAC does not have: it delivers nothing — its buffer is
-        // `Resolved::REFUSED`, every store fails — so it only relays, and whoever stores the
+        // stand-in context the root's MAC does not have: it delivers nothing — it has no
+        // memory, every store fails — so it only relays, and whoever stores the
         // message checks the MAC itself. Checked, it would fail `DigestMismatch` and NACK its
         // epoch, breaking the communicator for the others.
         let authentic = op.unverified || op.own_ok == Some(true);
@@ -600,7 +605,7 @@ pub(crate) fn places_directly(op: &Op, me: Rank, env: &impl Env) -> bool {
     let leaf =
         matches!(op.alg, Algorithm::Multicast | Algorithm::Chain | Algorithm::Binomial | Algorithm::Linear)
             && algo::forward(op.alg, &op.shape, me, 0, Phase::Tree, true, &mut |_| {}) == 0;
-    leaf && me != op.root && !op.unverified && !op.buf.is_refused() && env.reaches(op.buf)
+    leaf && me != op.root && !op.unverified && op.buf.is_some_and(|b| env.reaches(b))
 }
 
 /// Hands the host-memory driver `op`'s bytes from `op.stored` up to `op.hashed` (everything
@@ -624,8 +629,13 @@ fn store_part(
     let (off, len) = (op.stored, upto.saturating_sub(op.stored));
     let Some(stage) = channel.get_mut(off as usize..upto as usize).filter(|_| len > 0) else { return 0 };
     let token = DmaToken { comm, generation, slot: slot as u32, bid: op.bid, off, len };
-    let buf = Resolved { offset: op.buf.offset + u64::from(off), ..op.buf };
     op.stored = upto;
+    // No memory: the store fails where it is made, as if its job had failed.
+    let Some(b) = op.buf else {
+        op.store_failed = true;
+        return 0;
+    };
+    let buf = Resolved { offset: b.offset + u64::from(off), ..b };
     match env.dma(DmaJob { token, dir: DmaDir::Store, buf, len: u64::from(len) }, stage) {
         DmaStatus::Done(ok) => {
             op.store_failed |= !ok;

@@ -156,7 +156,7 @@ impl Links {
             root,
             rank_root: root,
             slot: 0,
-            buf,
+            buf: (!buf.is_refused()).then_some(buf),
             len,
             token: id.token(),
             context,

@@ -486,7 +486,7 @@ impl Node {
                     root,
                     rank_root: s.root,
                     slot: s.seq.0,
-                    buf: s.buf,
+                    buf: (!s.buf.is_refused()).then_some(s.buf),
                     len: s.len,
                     token,
                     context: s.context,
