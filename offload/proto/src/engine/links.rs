@@ -48,7 +48,8 @@ use ringcast_abi::StatusKind;
 pub(crate) struct Transfer {
     pub partner: u32,
     pub send: bool,
-    pub buf: Resolved,
+    /// `None`: no memory ([`Post::buf`]).
+    pub buf: Option<Resolved>,
     pub len: u32,
     pub owner: ExchangeId,
     /// The call's context ([`Post::context`]).
@@ -156,7 +157,7 @@ impl Links {
             root,
             rank_root: root,
             slot: 0,
-            buf: (!buf.is_refused()).then_some(buf),
+            buf,
             len,
             token: id.token(),
             context,

@@ -23,7 +23,7 @@
 //!   `peer_timeout_ms / 64` (as the synchronization probes a neighbour), while the call waits.
 //!
 //! With the shape known, the engine runs the void call as one refused for its buffers (its own
-//! status, `Resolved::REFUSED` everywhere), so the others end typed and in step. When every
+//! status, no memory anywhere: `engine/participation/`), so the others end typed and in step. When every
 //! rank made call `k` void, nothing runs anywhere and each ends with its own status. When no
 //! engine answers for `peer_timeout_ms` — an engine silent that long is unreachable, by the
 //! protocol's own rule — the call ends with its status and the communicator breaks here

@@ -7,14 +7,16 @@
 //! (`shape.rs`, with what it holds in `held.rs`), then runs in step the same way.
 //!
 //! Each host operation carries its [`Participation`]; the rest of the engine asks it, or calls
-//! the few functions here: [`Engine::participate`] as a call is planned,
-//! [`Engine::fail_jobs_on_no_memory`] as the engine converges, [`Engine::dma_fault`] for what a
-//! failed job means, and `shape.rs`'s entry points as descriptors arrive and hosts leave.
+//! the few functions here: [`Engine::participate`] as a call is planned, and `shape.rs`'s entry
+//! points as descriptors arrive and hosts leave.
 //!
-//! What is not here yet (docs/architecture.md, "A call refused at one rank"): a call's buffers
-//! on no memory are still the intake's `Resolved::REFUSED`, the outbox still sets the jobs on
-//! them aside for [`Engine::fail_jobs_on_no_memory`], and the node's sequencer and the
-//! reliable-transfer layer still recognise that region.
+//! On no memory means no buffer: the intake plans such a call with every buffer `None`
+//! (`intake::GatherCall::refused` says why), and whatever holds a buffer holds an
+//! `Option<Resolved>`. No job is ever made on none: where one would be, it fails at once
+//! (`engine::action::NO_MEMORY`, `RootFailed` for whoever needed those bytes) through the path
+//! a failed job's answer takes — a protocol post's load or store, a reduction's load or store,
+//! an assembly's, a call's, an exchange's or a delivery's copy — so nothing reaches the driver,
+//! and nothing is set aside to fail later.
 mod held;
 mod shape;
 
@@ -23,7 +25,6 @@ pub(crate) use held::Awaiting;
 use crate::engine::ids::OpId;
 use crate::engine::Engine;
 use crate::transfer::protocol::Outcome;
-use crate::Nanos;
 use ringcast_abi::StatusKind;
 
 /// How this rank takes part in one collective call (stored on its host operation).
@@ -67,8 +68,6 @@ impl Participation {
 pub(crate) struct InStep {
     /// Calls waiting for their shape, and the descriptors held behind them (`shape.rs`).
     awaiting: Awaiting,
-    /// A job on a call in step on no memory is failing now ([`Engine::dma_fault`]).
-    failing: bool,
 }
 
 impl Engine {
@@ -77,31 +76,6 @@ impl Engine {
     pub(crate) fn participate(&mut self, op: OpId, refused: Option<StatusKind>) {
         if let (Some(status), Some(o)) = (refused, self.ops.get_mut(op)) {
             o.participation = Participation::InStep(status);
-        }
-    }
-
-    /// Fails the jobs made on a call's no memory since the last round (true if any): each is
-    /// answered as any failed job is ([`Engine::dma_over`]), and never reaches the driver.
-    pub(crate) fn fail_jobs_on_no_memory(&mut self, now: Nanos) -> bool {
-        let mut any = false;
-        while let Some(job) = self.out.pop_refused() {
-            any = true;
-            self.in_step.failing = true;
-            self.dma_over(job, false, now);
-            self.in_step.failing = false;
-        }
-        any
-    }
-
-    /// What a failed host-memory job means for the operations it served: `OutOfBounds` (the
-    /// memory went away under it), or — a job on a call in step on no memory — `RootFailed`
-    /// for the other processes whose collective needed that call's bytes: their buffers are
-    /// fine, a rank's part could not be read (the call in step itself ends with its own status).
-    pub(crate) fn dma_fault(&self) -> StatusKind {
-        if self.in_step.failing {
-            StatusKind::RootFailed
-        } else {
-            StatusKind::OutOfBounds
         }
     }
 }

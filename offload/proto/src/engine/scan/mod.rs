@@ -53,7 +53,8 @@ pub(crate) struct Scan {
 #[derive(Clone, Copy, Debug)]
 struct Prefix {
     spec: (DataType, ReduceOp),
-    work: Resolved,
+    /// `None`: no memory.
+    work: Option<Resolved>,
     len: u64,
     blocks: u32,
 }
