@@ -10,7 +10,7 @@
 //! copies each piece that is not already in place into the leader's buffer (DMA jobs, host to
 //! host, as the sequencer's deliveries are), then tells the sequencer the slot may start
 //! ([`crate::engine::node::sequencer::Sequencer::assembled`]). A copy that fails (a region deregistered on the way,
-//! a call refused at its rank) poisons the part instead ([`crate::engine::node::sequencer::Sequencer::poisoned`]):
+//! or one that could not be made, on no memory) poisons the part instead ([`crate::engine::node::sequencer::Sequencer::poisoned`]):
 //! it leaves on no memory, aborted, rather than with wrong bytes; local processes in different
 //! calls break the communicator.
 use crate::engine::action::{Dma, Outbox, NO_MEMORY};

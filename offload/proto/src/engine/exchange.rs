@@ -51,7 +51,7 @@
 //! steps then fail theirs within the peer timeout instead of waiting for transfers it will never
 //! post: an engine dead at the start of an allreduce fails it everywhere within a peer timeout
 //! per level of the schedule. A part that could not be read ([`poisons`]: an aborted transfer,
-//! a call refused at its rank, memory gone) breaks nothing: the engine runs the rest of the
+//! a block on no memory, memory gone) breaks nothing: the engine runs the rest of the
 //! schedule on no memory, aborting what it sends, so the slot ends `RootFailed` wherever the
 //! missing part was needed and the next call finds every engine in step.
 //!
@@ -450,7 +450,7 @@ impl Exchanges {
             d.status = fatal;
         }
         if d.fatal.is_none() && poisons(d.status) {
-            // A part could not be read — here (a call refused at its rank, memory gone) or
+            // A part could not be read — here (on no memory, memory gone) or
             // at a partner (its transfer aborted): this engine carries on in step with its
             // partners on no memory, so whatever it sends from here is aborted too and every
             // engine whose result needed the missing part learns `RootFailed` from a transfer,
@@ -551,7 +551,7 @@ pub(crate) fn post_step(
 }
 
 /// A failure an engine carries on from in step with its partners, on no memory: a part that
-/// could not be read (`RootFailed`: a call refused at its rank, here or at a partner, or an
+/// could not be read (`RootFailed`: on no memory, here or at a partner, or an
 /// aborted transfer; `OutOfBounds`: memory gone here). Any other (a partner unreachable, calls
 /// that disagree) breaks the communicator.
 fn poisons(status: StatusKind) -> bool {

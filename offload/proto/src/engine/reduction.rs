@@ -30,7 +30,7 @@
 //! largest has been seen. Slices never overlap across rounds, so a destination that is also a
 //! source (the result over a block of the work buffer) is only written where it was read. A
 //! failed load or store ends the reduction as failed (`OutOfBounds`, or `RootFailed` where it
-//! failed on a call refused at its rank); the caller's continuation ([`Then`], which the
+//! could not be made, on no memory); the caller's continuation ([`Then`], which the
 //! dispatcher carries out) decides what that means (an operation failed, a node part
 //! poisoned, an exchange carrying on on no memory).
 use crate::collective::reduce::reduce_blocks;

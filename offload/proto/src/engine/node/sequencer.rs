@@ -97,8 +97,8 @@ struct Slot {
     outcome: Option<Outcome>,
     /// Waiting for the engine's assembly of the local blocks ([`Kind::assemble`]).
     assembling: bool,
-    /// Its assembly could not read a local block (a call refused at its rank, or memory
-    /// gone): the slot still runs, in step with the other engines, on no memory
+    /// Its assembly could not read a local block (a block on no memory, or memory gone): the
+    /// slot still runs, in step with the other engines, on no memory
     /// ([`Sequencer::poisoned`]).
     poisoned: bool,
 }
@@ -353,8 +353,8 @@ impl Sequencer {
     /// the same, on no memory (its part leaves as an aborted broadcast, or its
     /// doubling runs its schedule aborting what it sends), so the other engines stay in step
     /// and learn `RootFailed` rather than wait for a part or a transfer it never posts; every
-    /// local process's operation ends with `RootFailed` (a call refused at its rank with its
-    /// own status).
+    /// local process's operation ends with `RootFailed` (one on no memory with its own status,
+    /// `engine/participation/`).
     pub fn poisoned(&mut self, Seq(seq): Seq) {
         if let Some(slot) = seq.checked_sub(self.base).and_then(|i| self.slots.get_mut(i as usize)) {
             slot.assembling = false;

@@ -12,11 +12,13 @@
 //!
 //! On no memory means no buffer: the intake plans such a call with every buffer `None`
 //! (`intake::GatherCall::refused` says why), and whatever holds a buffer holds an
-//! `Option<Resolved>`. No job is ever made on none: where one would be, it fails at once
-//! (`engine::action::NO_MEMORY`, `RootFailed` for whoever needed those bytes) through the path
-//! a failed job's answer takes — a protocol post's load or store, a reduction's load or store,
-//! an assembly's, a call's, an exchange's or a delivery's copy — so nothing reaches the driver,
-//! and nothing is set aside to fail later.
+//! `Option<Resolved>`. No job is ever made on none: where one would be, it fails where it is
+//! made (`engine::action::NO_MEMORY`, `RootFailed` for whoever needed those bytes), through the
+//! path a failed job's answer takes — a protocol post's load or store, a reduction's load or
+//! store, an assembly's, a call's or a delivery's copy at once; an exchange's copy into
+//! `Exchanges::done`, where its answer would have gone — so nothing reaches the driver, and no
+//! queue of its own holds it (`offload/proto/tests/engine_bench.rs`,
+//! `a_process_on_no_memory_hands_the_driver_no_job`).
 mod held;
 mod shape;
 
