@@ -7,7 +7,6 @@
 use crate::engine::bcast::BcastCall;
 use crate::engine::call::Call;
 use crate::engine::jobs::Job;
-use crate::engine::node::call_shapes::posts_parts;
 use crate::engine::node::calls::Shape;
 use crate::engine::{allgather, allreduce, alltoall, barrier, bcast, scan};
 use crate::engine::{failed, Dma, Engine};
@@ -37,15 +36,9 @@ impl Engine {
                     copy = Some((src, dst, len, src_key, dst_key))
                 }
                 intake::Action::Complete { host, cqe, started } => {
-                    if !cqe.status.is_ok() && posts_parts(desc.opcode) {
-                        // Refused at once for a field that shapes it: the call runs in step
-                        // once the other ranks say what it was; else it is skipped.
-                        let status = StatusKind::try_from(cqe.status).unwrap_or(StatusKind::BadDescriptor);
-                        if self.await_shape(host, desc, status, now) {
-                            continue;
-                        }
-                        self.count_call(host, desc.comm, None);
-                        self.skipped_call(host, desc.comm);
+                    // A collective refused at once may yet take part (`participation/`).
+                    if !cqe.status.is_ok() && self.refused_at_once(host, desc, cqe, now) {
+                        continue;
                     }
                     let pending = copy.is_some();
                     let op = self.new_op(host, cqe, started, pending, false);
@@ -125,16 +118,6 @@ impl Engine {
                 let (c, p) = allgather::start(&a, op, local, window, id, cx);
                 (Call::Allgather(c), p)
             }),
-        }
-    }
-
-    /// A call of `host` on communicator `comm` posted nothing (refused at once, and no shape
-    /// learnt for it: `participation/`): its later
-    /// posts there carry the count, so they are not matched with the other ranks' calls one
-    /// behind ([`crate::engine::node::sequencer::Sequencer::skip`]).
-    pub(crate) fn skipped_call(&mut self, host: HostId, comm: u64) {
-        if let (Some(node), Some(local)) = (self.node.as_mut(), self.core.local_rank(host)) {
-            node.skip(local, comm);
         }
     }
 }

@@ -12,6 +12,7 @@
 //! then the descriptors held behind it are taken in. A call whose shape nobody told within the
 //! peer timeout ends with its status too, and breaks the communicator here.
 use crate::engine::ids::OpId;
+use crate::engine::node::call_shapes::posts_parts;
 use crate::engine::node::calls::{Resolution, Shape};
 use crate::engine::participation::held::Stalled;
 use crate::engine::participation::Participation;
@@ -66,10 +67,43 @@ impl Engine {
         }
     }
 
+    /// `host`'s descriptor `desc` was refused at once (`cqe`, its completion): true if it is a
+    /// collective that now waits for its shape ([`Engine::await_shape`]) instead of completing.
+    /// A collective that cannot wait is counted as a call that posted nothing, and skipped.
+    pub(crate) fn refused_at_once(
+        &mut self,
+        host: HostId,
+        desc: &SubmissionDescriptor,
+        cqe: Completion,
+        now: Nanos,
+    ) -> bool {
+        if !posts_parts(desc.opcode) {
+            return false;
+        }
+        // Refused for a field that shapes it: the call runs in step once the other ranks say
+        // what it was; else it is skipped.
+        let status = StatusKind::try_from(cqe.status).unwrap_or(StatusKind::BadDescriptor);
+        if self.await_shape(host, desc, status, now) {
+            return true;
+        }
+        self.count_call(host, desc.comm, None);
+        self.skipped_call(host, desc.comm);
+        false
+    }
+
+    /// A call of `host` on communicator `comm` posted nothing (refused at once, and no shape
+    /// learnt for it): its later posts there carry the count, so they are not matched with the
+    /// other ranks' calls one behind ([`crate::engine::node::sequencer::Sequencer::skip`]).
+    fn skipped_call(&mut self, host: HostId, comm: u64) {
+        if let (Some(node), Some(local)) = (self.node.as_mut(), self.core.local_rank(host)) {
+            node.skip(local, comm);
+        }
+    }
+
     /// `host`'s collective `desc` was refused at once with `status`, for a field that shapes
     /// it: if `host` is a member of its communicator, it waits for its shape (true), which the
     /// node finds out; the host's later descriptors there are held until it ends.
-    pub(crate) fn await_shape(
+    fn await_shape(
         &mut self,
         host: HostId,
         desc: &SubmissionDescriptor,
