@@ -1,7 +1,7 @@
 //! Descriptor validation on arbitrary 64-byte submissions: never a panic, exactly one
 //! completion echoing the cookie, and any DMA (or collective buffer) inside the registered
 //! regions — or, a collective refused for its buffers or a field its schedule does not read,
-//! every buffer `Resolved::REFUSED` (it runs in step on no memory); an allreduce only with a
+//! every buffer `None` (it runs in step on no memory); an allreduce only with a
 //! type and operation the engine reduces (a refused one's stand-in too).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
@@ -40,10 +40,12 @@ fuzz_target!(|data: &[u8]| {
                     // Handed to the runner, which completes it: it counts as this one's answer.
                     completions += 1;
                     assert_eq!(cookie, d.cookie);
-                    if refused.is_some() {
-                        assert!(buf.is_refused(), "a refused broadcast touches no memory");
-                    } else {
-                        assert!(buf.offset + len <= 4096 || (buf.offset >= 8192 && buf.offset + len <= 8192 + 4096));
+                    match (refused, buf) {
+                        (Some(_), buf) => assert!(buf.is_none(), "a refused broadcast touches no memory"),
+                        (None, Some(buf)) => {
+                            assert!(buf.offset + len <= 4096 || (buf.offset >= 8192 && buf.offset + len <= 8192 + 4096))
+                        }
+                        (None, None) => panic!("a broadcast not refused has its buffer"),
                     }
                 }
                 Action::Allgather(g) | Action::Alltoall(g) | Action::Barrier(g) if g.refused.is_some() => {
@@ -52,7 +54,7 @@ fuzz_target!(|data: &[u8]| {
                     completions += 1;
                     assert_eq!(g.cookie, d.cookie);
                     assert!(g.me < g.size && (g.len > 0 || matches!(act, Action::Barrier(_))));
-                    assert!(g.recv.is_refused() && g.send.is_none_or(|s| s.is_refused()), "{g:?}");
+                    assert!(g.recv.is_none() && g.send.is_none_or(|s| s.is_none()), "{g:?}");
                     if let Some((t, op)) = g.reduce {
                         assert!(op.supports(t) && g.len % t.size().unwrap_or(1) as u64 == 0);
                     }
@@ -64,9 +66,9 @@ fuzz_target!(|data: &[u8]| {
                     assert_eq!(cookie, d.cookie);
                     let inside = |off: u64, n: u64| off + n <= 4096 || (off >= 8192 && off + n <= 8192 + 4096);
                     assert!(me < size && len > 0);
-                    assert!(inside(recv.offset, len * u64::from(size)), "receive buffer outside its region");
+                    assert!(recv.is_some_and(|r| inside(r.offset, len * u64::from(size))), "receive buffer outside its region");
                     if let Some(send) = send {
-                        assert!(inside(send.offset, len), "send block outside its region");
+                        assert!(send.is_some_and(|s| inside(s.offset, len)), "send block outside its region");
                     }
                     if let Some((t, op)) = reduce {
                         assert!(op.supports(t) && len % t.size().unwrap_or(1) as u64 == 0);
@@ -80,8 +82,8 @@ fuzz_target!(|data: &[u8]| {
                     let whole = g.len * u64::from(g.size);
                     assert!(g.me < g.size && g.len > 0 && g.reduce.is_none());
                     let inside = |off: u64, n: u64| off + n <= 4096 || (off >= 8192 && off + n <= 8192 + 4096);
-                    assert!(inside(g.recv.offset, whole * (u64::from(g.size) + 1)), "work buffer outside its region");
-                    assert!(g.send.is_some_and(|s| inside(s.offset, whole)), "send buffer outside its region");
+                    assert!(g.recv.is_some_and(|r| inside(r.offset, whole * (u64::from(g.size) + 1))), "work buffer outside its region");
+                    assert!(g.send.flatten().is_some_and(|s| inside(s.offset, whole)), "send buffer outside its region");
                 }
                 Action::Barrier(g) => {
                     // Handed to the runner, which completes it; scratch of a byte per rank.
@@ -89,7 +91,7 @@ fuzz_target!(|data: &[u8]| {
                     assert_eq!(g.cookie, d.cookie);
                     assert!(g.me < g.size && g.len >= u64::from(g.size) && g.send.is_none() && g.reduce.is_none());
                     let inside = |off: u64, n: u64| off + n <= 4096 || (off >= 8192 && off + n <= 8192 + 4096);
-                    assert!(inside(g.recv.offset, g.len), "scratch outside its region");
+                    assert!(g.recv.is_some_and(|r| inside(r.offset, g.len)), "scratch outside its region");
                 }
                 Action::Comm { cookie, buf, len, .. } => {
                     // Handed to the runner's communicator tables, which complete it.

@@ -32,6 +32,8 @@ struct Bench {
     mode: DmaMode,
     /// Segments whose DMA fails (as if deregistered under the job).
     poisoned: Vec<u64>,
+    /// DMA jobs the driver carried out and failed.
+    failed_jobs: u32,
     now: u64,
 }
 
@@ -57,6 +59,7 @@ impl Bench {
             held: VecDeque::new(),
             mode,
             poisoned: Vec::new(),
+            failed_jobs: 0,
             now: 0,
         }
     }
@@ -103,6 +106,7 @@ impl Bench {
                 _ => false,
             },
         };
+        self.failed_jobs += u32::from(!ok);
         self.engines[e].handle_dma_done(job, ok, self.now);
     }
 
@@ -275,6 +279,57 @@ fn a_failed_dma_fails_its_operation_and_is_counted() {
     b.run(2, 100_000);
     assert_eq!(b.statuses(0, r), vec![(5, StatusKind::OutOfBounds)]);
     assert_eq!(b.statuses(1, x), vec![(6, StatusKind::RootFailed)]);
+}
+
+/// A process whose broadcast is refused for its buffer (a key nobody registered) takes part in
+/// step on no memory (`engine/participation/`): the driver is never handed a job on memory that
+/// is not there (none of the jobs it carries out fails), its own call ends with its status
+/// whatever its node-mate's copy into it would have done, every other process gets the root's
+/// bytes, its buffer is untouched, and the next broadcast is `Ok` everywhere.
+#[test]
+fn a_process_on_no_memory_hands_the_driver_no_job() {
+    for mode in [DmaMode::Now, DmaMode::Late] {
+        let mut b = Bench::new(2, 2, mode);
+        // World ranks 0 and 1 on engine 0, 2 and 3 on engine 1; rank 3 is refused.
+        let hosts: Vec<_> = [0, 0, 1, 1]
+            .into_iter()
+            .map(|e| {
+                let (h, k, s) = b.host(e, 1000);
+                (e, h, k, s)
+            })
+            .collect();
+        let data = message(1000, 3);
+        b.mem.get_mut(&hosts[0].3).expect("root memory").copy_from_slice(&data);
+        for (i, &(e, h, k, _)) in hosts.iter().enumerate() {
+            let key = if i == 3 { RegionKey(0xdead_0001) } else { k };
+            let d = SubmissionDescriptor::bcast(10 + i as u64, 0, 0, RegionRef { key, offset: 0 }, 1000);
+            b.post(e, h, d);
+        }
+        b.run(4, 100_000);
+        for (i, &(e, h, _, s)) in hosts.iter().enumerate() {
+            let want = if i == 3 { StatusKind::UnknownRegion } else { StatusKind::Ok };
+            assert_eq!(b.statuses(e, h), vec![(10 + i as u64, want)], "process {i}");
+            let bytes = if i == 3 { vec![0; 1000] } else { data.clone() };
+            assert!(b.mem[&s] == bytes, "process {i}'s buffer");
+        }
+        assert_eq!(b.failed_jobs, 0, "no job on no memory reached the driver");
+        // In step: the next broadcast, on every process's own buffer, is `Ok` everywhere.
+        let data = message(1000, 4);
+        b.mem.get_mut(&hosts[0].3).expect("root memory").copy_from_slice(&data);
+        for (i, &(e, h, k, _)) in hosts.iter().enumerate() {
+            b.post(
+                e,
+                h,
+                SubmissionDescriptor::bcast(20 + i as u64, 0, 0, RegionRef { key: k, offset: 0 }, 1000),
+            );
+        }
+        b.run(8, 100_000);
+        for (i, &(e, h, _, s)) in hosts.iter().enumerate() {
+            assert_eq!(b.statuses(e, h).last(), Some(&(20 + i as u64, StatusKind::Ok)), "process {i}");
+            assert!(b.mem[&s] == data, "process {i}'s buffer");
+        }
+        assert_eq!(b.failed_jobs, 0);
+    }
 }
 
 #[test]

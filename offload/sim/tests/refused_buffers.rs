@@ -2,8 +2,8 @@
 //! bounds, missing access, a send block overlapping the receive buffer — or for a descriptor
 //! field its schedule does not read — an operation its type lacks, a root or a send buffer a
 //! call without one names, a reserved field, a barrier's short scratch — still runs there, in
-//! step with the other ranks, on no memory (`SegmentHandle::REFUSED`: every job on it fails in
-//! the engine; a refused reduction's stand-in operation is never applied, and its receives
+//! step with the other ranks, on no memory (every buffer `None`: no job is made on it, each
+//! fails where it would be, in the engine; a refused reduction's stand-in operation is never applied, and its receives
 //! relay without checking a context that is not the others'). Before, such a call posted
 //! nothing: the other ranks waited for the parts it never posted until that rank's next call
 //! told them typed, and forever if it made none.

@@ -140,7 +140,7 @@ impl Protocol {
             payload_mac: self.auth.payload_mac(),
             context,
             own_ok: None,
-            unverified: me != root && buf.is_refused() && is_stand_in(context),
+            unverified: me != root && buf.is_none() && is_stand_in(context),
             hashed: 0,
             prefix: 0,
             stored: 0,
@@ -164,6 +164,11 @@ impl Protocol {
             op.state = State::Loading;
             c.ops[slot] = Some(op);
             let token = DmaToken { comm, generation: c.generation, slot: slot as u32, bid, off: 0, len };
+            // No memory: the load fails where it is made, as if its job had failed.
+            let Some(buf) = buf else {
+                self.loaded(token, false, now, env);
+                return Ok(());
+            };
             // Answered later (`Protocol::dma_done`): the root stays `Loading` until then.
             env.dma(DmaJob { token, dir: DmaDir::Load, buf, len: u64::from(len) });
             return Ok(());
@@ -477,8 +482,8 @@ impl Protocol {
         if op.direct == Some(true) {
             // The payload from where the fabric holds it straight into the host buffer: the
             // one copy of a receiver's bytes (a NIC's receive scatter).
-            let at = Resolved { offset: op.buf.offset + u64::from(off), ..op.buf };
-            let placed = env.place(at, frame.payload());
+            let at = op.buf.map(|b| Resolved { offset: b.offset + u64::from(off), ..b });
+            let placed = at.is_some_and(|at| env.place(at, frame.payload()));
             op.store_failed |= !placed;
             if placed {
                 self.counters.ledger.copied(Side::Receive, u64::from(len));
@@ -551,8 +556,8 @@ impl Protocol {
         // (`delivered`) and acks — it serves nobody, so no rank gets bytes it did not verify.
         let vanished = op.direct == Some(true) && op.store_failed;
         // A receive of a call refused for its operation (`Op::unverified`) runs under a
-        // stand-in context the root's MAC does not have: it delivers nothing — its buffer is
-        // `Resolved::REFUSED`, every store fails — so it only relays, and whoever stores the
+        // stand-in context the root's MAC does not have: it delivers nothing — it has no
+        // memory, every store fails — so it only relays, and whoever stores the
         // message checks the MAC itself. Checked, it would fail `DigestMismatch` and NACK its
         // epoch, breaking the communicator for the others.
         let authentic = op.unverified || op.own_ok == Some(true);
@@ -594,7 +599,7 @@ pub(crate) fn places_directly(op: &Op, me: Rank, env: &impl Env) -> bool {
     let leaf =
         matches!(op.alg, Algorithm::Multicast | Algorithm::Chain | Algorithm::Binomial | Algorithm::Linear)
             && algo::forward(op.alg, &op.shape, me, 0, Phase::Tree, true, &mut |_| {}) == 0;
-    leaf && me != op.root && !op.unverified && !op.buf.is_refused() && env.reaches(op.buf)
+    leaf && me != op.root && !op.unverified && op.buf.is_some_and(|b| env.reaches(b))
 }
 
 /// Hands the host-memory driver `op`'s bytes from `op.stored` up to `op.hashed` (everything
@@ -620,8 +625,13 @@ fn store_part(
         return;
     }
     let token = DmaToken { comm, generation, slot: slot as u32, bid: op.bid, off, len };
-    let buf = Resolved { offset: op.buf.offset + u64::from(off), ..op.buf };
     op.stored = upto;
+    // No memory: the store fails where it is made, as if its job had failed.
+    let Some(b) = op.buf else {
+        op.store_failed = true;
+        return;
+    };
+    let buf = Resolved { offset: b.offset + u64::from(off), ..b };
     op.stores_out += 1;
     env.dma(DmaJob { token, dir: DmaDir::Store, buf, len: u64::from(len) });
 }

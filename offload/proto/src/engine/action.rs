@@ -19,7 +19,7 @@ use crate::transfer::protocol::{ChannelRange, Dest, Protocol};
 use crate::Nanos;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
-use ringcast_abi::{Completion, RegionKey};
+use ringcast_abi::{Completion, RegionKey, StatusKind};
 
 /// A frame lent in its parts, to be written out in order as one datagram: the header, the
 /// payload where it lies (a channel), the trailer — or the whole frame in the first part.
@@ -92,6 +92,26 @@ pub enum Dma {
         /// Bytes (the staging slice's length).
         len: u64,
     },
+}
+
+/// What a job that could not be made ends with, where it is made: one end of it is no memory
+/// (a call at this rank in step on none, `engine/participation/`), so the bytes a collective
+/// needed from there cannot be had — `RootFailed` for whoever needed them, as a remote rank
+/// whose part could not be read; the call on no memory itself ends with its own status.
+pub(crate) const NO_MEMORY: StatusKind = StatusKind::RootFailed;
+
+impl Dma {
+    /// A copy between `src` and `dst`, when both are memory (`None`: one is not — a call at
+    /// this rank on no memory, `engine/participation/` — and no job can move it).
+    pub(crate) fn copy(
+        host: HostId,
+        src: Option<Resolved>,
+        dst: Option<Resolved>,
+        len: u64,
+        keys: [RegionKey; 2],
+    ) -> Option<Dma> {
+        Some(Dma::Copy { host, src: src?, dst: dst?, len, keys })
+    }
 }
 
 /// One thing for the driver to do.
@@ -188,9 +208,6 @@ pub(crate) struct Outbox {
     /// writes over old bytes instead of zeroing first.
     arena: Vec<u8>,
     used: usize,
-    /// Jobs on a refused call's buffers ([`Resolved::REFUSED`]): they fail in the engine, at
-    /// once, and never reach the driver.
-    refused: VecDeque<JobId>,
 }
 
 impl Outbox {
@@ -267,22 +284,7 @@ impl Outbox {
     }
 
     pub(crate) fn dma(&mut self, job: JobId, dma: Dma) {
-        let refused = match dma {
-            Dma::Copy { src, dst, .. } => src.is_refused() || dst.is_refused(),
-            Dma::Load { src, .. } => src.is_refused(),
-            Dma::Store { dst, .. } => dst.is_refused(),
-        };
-        if refused {
-            self.refused.push_back(job);
-        } else {
-            self.queue.push_back(Queued::Dma { job, dma });
-        }
-    }
-
-    /// The oldest job [`Outbox::dma`] failed and nobody answered yet (to answer as failed).
-    /// Popped one at a time, so the queue keeps its capacity: no allocation once it has grown.
-    pub(crate) fn pop_refused(&mut self) -> Option<JobId> {
-        self.refused.pop_front()
+        self.queue.push_back(Queued::Dma { job, dma });
     }
 
     pub(crate) fn complete(&mut self, host: HostId, cqe: Completion, started: Nanos) {

@@ -10,10 +10,10 @@
 //! copies each piece that is not already in place into the leader's buffer (DMA jobs, host to
 //! host, as the sequencer's deliveries are), then tells the sequencer the slot may start
 //! ([`crate::engine::node::sequencer::Sequencer::assembled`]). A copy that fails (a region deregistered on the way,
-//! a call refused at its rank) poisons the part instead ([`crate::engine::node::sequencer::Sequencer::poisoned`]):
+//! or one that could not be made, on no memory) poisons the part instead ([`crate::engine::node::sequencer::Sequencer::poisoned`]):
 //! it leaves on no memory, aborted, rather than with wrong bytes; local processes in different
 //! calls break the communicator.
-use crate::engine::action::{Dma, Outbox};
+use crate::engine::action::{Dma, Outbox, NO_MEMORY};
 use crate::engine::hands::Hands;
 use crate::engine::ids::Seq;
 use crate::engine::jobs::Job;
@@ -30,8 +30,8 @@ use ringcast_abi::{DataType, ReduceOp, RegionKey, StatusKind};
 pub(crate) struct Piece {
     /// The process (whose DMA queue moves it).
     pub host: HostId,
-    /// Where its block is.
-    pub src: Resolved,
+    /// Where its block is (`None`: no memory).
+    pub src: Option<Resolved>,
     /// The block's region (a deregistration fails the copy).
     pub key: RegionKey,
     /// Where it goes: bytes from the start of the part (a reduction: its order, local rank
@@ -50,8 +50,9 @@ pub(crate) struct Assembly {
     seq: Seq,
     /// Local processes that hand a piece over.
     expected: u32,
-    /// The part's buffer at the leader, once the leader posted, and its region.
-    leader: Option<(Resolved, RegionKey)>,
+    /// The part's buffer at the leader (`None`: no memory), once the leader posted, and its
+    /// region.
+    leader: Option<(Option<Resolved>, RegionKey)>,
     pieces: Vec<Piece>,
     /// Copies still moving once started.
     pending: u32,
@@ -78,7 +79,7 @@ impl Assemblies {
         comm: u64,
         seq: Seq,
         piece: Piece,
-        leader: Option<(Resolved, RegionKey)>,
+        leader: Option<(Option<Resolved>, RegionKey)>,
         expected: u32,
         reduce: Option<(DataType, ReduceOp)>,
         h: &mut Hands<'_>,
@@ -118,7 +119,8 @@ impl Assemblies {
         let context = reference_call(first, a.pieces.iter().map(|p| p.context));
         let len = a.pieces.first().map_or(0, |p| p.len);
         // (A call refused for its operation carries a stand-in for it, compared without it:
-        // `same_call`. Its piece is never read — its copy fails and poisons the part.)
+        // `same_call`. Its piece is never read — it is on no memory: its copy cannot be made,
+        // which poisons the part.)
         if a.pieces.iter().any(|p| !same_call(p.context, context) || p.len != len) {
             // Local processes are in different calls (another collective, type or operation, or
             // one skipped a call: `Sequencer::skip`), or disagree on the length — the intake
@@ -137,13 +139,18 @@ impl Assemblies {
             return self.reduce_pieces(i, spec, dst, h);
         }
         for p in &a.pieces {
-            let to = Resolved { segment: dst.segment, offset: dst.offset + p.at };
+            let to = dst.map(|d| Resolved { segment: d.segment, offset: d.offset + p.at });
             if p.src == to {
-                continue; // in place at the leader already
+                continue; // in place at the leader already (or both on no memory)
             }
-            a.pending += 1;
-            let dma = Dma::Copy { host: p.host, src: p.src, dst: to, len: p.len, keys: [p.key, dst_key] };
-            h.dma(Job::Assemble { comm, seq }, dma);
+            match Dma::copy(p.host, p.src, to, p.len, [p.key, dst_key]) {
+                Some(dma) => {
+                    a.pending += 1;
+                    h.dma(Job::Assemble { comm, seq }, dma);
+                }
+                // An end on no memory: the copy fails where it is made.
+                None => a.failed = a.failed.or(Some(NO_MEMORY)),
+            }
         }
         if a.pending == 0 {
             self.done(i, h.node, h.out);
@@ -174,7 +181,13 @@ impl Assemblies {
 
     /// Every piece of assembly `i`, a reduction's node part, is handed over: reduce them in
     /// local rank order into the leader's buffer `dst`; the part leaves once it is stored.
-    fn reduce_pieces(&mut self, i: usize, spec: (DataType, ReduceOp), dst: Resolved, h: &mut Hands<'_>) {
+    fn reduce_pieces(
+        &mut self,
+        i: usize,
+        spec: (DataType, ReduceOp),
+        dst: Option<Resolved>,
+        h: &mut Hands<'_>,
+    ) {
         let mut a = self.list.swap_remove(i);
         a.pieces.sort_unstable_by_key(|p| p.at);
         // (Every piece has the same length: checked above.)

@@ -115,7 +115,7 @@ impl Cx<'_> {
         comm: u64,
         seq: Seq,
         piece: Piece,
-        leader: Option<(Resolved, RegionKey)>,
+        leader: Option<(Option<Resolved>, RegionKey)>,
         expected: u32,
         reduce: Option<(DataType, ReduceOp)>,
     ) {
@@ -156,7 +156,7 @@ pub(crate) fn context_of(a: &GatherCall) -> u64 {
     call_context(a.opcode, a.reduce) | stand_in
 }
 
-/// `base` moved `by` bytes on.
-pub(crate) fn at(base: Resolved, by: u64) -> Resolved {
-    Resolved { segment: base.segment, offset: base.offset + by }
+/// `base` moved `by` bytes on (`None`, no memory, stays none).
+pub(crate) fn at(base: Option<Resolved>, by: u64) -> Option<Resolved> {
+    base.map(|b| Resolved { segment: b.segment, offset: b.offset + by })
 }

@@ -20,12 +20,11 @@
 //! What `after` converges on: every slot that can start has started, every transfer the
 //! protocol ended has been delivered (copies queued, parts finished), every exchange step that
 //! ended has been carried on, every call the node found to disagree has been failed and its
-//! communicator broken (`node/call_checks.rs`), and every job on a refused call's buffers has
-//! failed — a round
+//! communicator broken (`node/call_checks.rs`) — a round
 //! that changes none of these ends the loop (each round consumes at least one of those lists,
 //! and nothing in a round refills the list it consumed without an event from outside, other
 //! than a step that posts its next one).
-use crate::engine::action::Dma;
+use crate::engine::action::{Dma, NO_MEMORY};
 use crate::engine::call::Call;
 use crate::engine::cx::{Cx, Progress};
 use crate::engine::exchange::Exchanges;
@@ -171,8 +170,11 @@ impl Engine {
                 }
             }
             Job::Deliver { part, outcome, primary } => {
-                let outcome =
-                    if ok { outcome } else { Outcome { status: self.dma_fault(), bytes: 0, ..outcome } };
+                let outcome = if ok {
+                    outcome
+                } else {
+                    Outcome { status: StatusKind::OutOfBounds, bytes: 0, ..outcome }
+                };
                 self.finish_part(part, outcome, now);
                 self.copied(primary, now);
             }
@@ -192,21 +194,26 @@ impl Engine {
                 }
             }
             Job::Assemble { comm, seq } => {
-                let fault = self.dma_fault();
-                self.assemblies.copied(comm, seq, ok, fault, &mut self.node, &mut self.out);
+                self.assemblies.copied(comm, seq, ok, StatusKind::OutOfBounds, &mut self.node, &mut self.out);
             }
             Job::Exchange(key) => {
-                let outcome = done(self.dma_fault());
+                let outcome = done(StatusKind::OutOfBounds);
                 // Carried on in `after`.
                 self.exchanges.done.push((key, Outcome { bytes: 0, ..outcome }));
             }
             Job::Call(id) => {
-                let outcome = done(self.dma_fault());
+                let outcome = done(StatusKind::OutOfBounds);
                 self.finish_part(id, outcome, now);
             }
             Job::Reduce { r, load } => {
-                let fault = self.dma_fault();
-                if let Some(o) = self.reductions.job_done(r, load, ok, fault, &mut self.jobs, &mut self.out) {
+                if let Some(o) = self.reductions.job_done(
+                    r,
+                    load,
+                    ok,
+                    StatusKind::OutOfBounds,
+                    &mut self.jobs,
+                    &mut self.out,
+                ) {
                     self.reduction_over(o, now);
                 }
             }
@@ -242,7 +249,7 @@ impl Engine {
     /// [`Engine::after`]'s fix point.
     fn converge(&mut self, now: Nanos) {
         loop {
-            let resolved = self.resolve_void_calls(now);
+            let resolved = self.resolve_shapes(now);
             self.step_node(now);
             // Slots and transfers the engine carries out itself (`exchange.rs`): their progress
             // may finish slots, which the next round delivers.
@@ -250,14 +257,7 @@ impl Engine {
             self.exchanges.take_started(node);
             let done = core::mem::take(&mut self.exchanges.done);
             let disagreed = self.disagreed_calls();
-            let mut progress = resolved || !done.is_empty() || disagreed;
-            // Jobs on a refused call's buffers fail here, never reaching the driver.
-            while let Some(job) = self.out.pop_refused() {
-                progress = true;
-                self.refusing = true;
-                self.dma_over(job, false, now);
-                self.refusing = false;
-            }
+            let progress = resolved || !done.is_empty() || disagreed;
             for (key, outcome) in done {
                 let (exchanges, mut h) = self.exchange_hands();
                 exchanges.part_over(key, outcome, &mut h, now);
@@ -267,7 +267,9 @@ impl Engine {
             let (exchanges, mut h) = self.exchange_hands();
             let started = exchanges.start_next(&mut h, now);
             self.carry_over(now);
-            if !started && !progress {
+            // (A step's copies that could not be made fail into `exchanges.done`: another
+            // round carries them on.)
+            if !started && !progress && self.exchanges.done.is_empty() {
                 return;
             }
         }
@@ -321,11 +323,16 @@ impl Engine {
                 self.copied(d.primary, now);
                 continue;
             };
-            match d.copy {
-                Some((src, dst, len)) => {
+            match d.copy.map(|(src, dst, len)| Dma::copy(host, src, dst, len, [RegionKey::NONE; 2])) {
+                Some(Some(dma)) => {
                     let deliver = Job::Deliver { part: d.part, outcome: d.outcome, primary: d.primary };
                     let job = self.jobs.insert(deliver);
-                    self.out.dma(job, Dma::Copy { host, src, dst, len, keys: [RegionKey::NONE; 2] });
+                    self.out.dma(job, dma);
+                }
+                // An end on no memory: the copy fails where it is made, as a failed job does.
+                Some(None) => {
+                    self.finish_part(d.part, Outcome { status: NO_MEMORY, bytes: 0, ..d.outcome }, now);
+                    self.copied(d.primary, now);
                 }
                 None => self.finish_part(d.part, d.outcome, now),
             }

@@ -51,12 +51,13 @@
 //! steps then fail theirs within the peer timeout instead of waiting for transfers it will never
 //! post: an engine dead at the start of an allreduce fails it everywhere within a peer timeout
 //! per level of the schedule. A part that could not be read ([`poisons`]: an aborted transfer,
-//! a call refused at its rank, memory gone) breaks nothing: the engine runs the rest of the
+//! a block on no memory, memory gone) breaks nothing: the engine runs the rest of the
 //! schedule on no memory, aborting what it sends, so the slot ends `RootFailed` wherever the
 //! missing part was needed and the next call finds every engine in step.
 //!
 //! Buffers: the partial result lives at the leader's `work + 0`; a partner's bytes to reduce
 //! arrive in a scratch block of the same work buffer no local contribution occupies any more —
+use crate::engine::action::NO_MEMORY;
 use crate::engine::hands::Hands;
 use crate::engine::ids::{ExchangeId, Seq};
 use crate::engine::links::Transfer;
@@ -139,9 +140,9 @@ pub(crate) struct Local {
     /// Its rank in the communicator.
     pub rank: u32,
     pub host: HostId,
-    /// Its send and receive buffers, and their regions.
-    pub send: Resolved,
-    pub recv: Resolved,
+    /// Its send and receive buffers (`None`: no memory), and their regions.
+    pub send: Option<Resolved>,
+    pub recv: Option<Resolved>,
     pub keys: [RegionKey; 2],
     /// Its block length and its call's context (its skipped calls included): the slot's, or
     /// nothing moves.
@@ -196,9 +197,12 @@ pub(crate) struct ExchangeRun {
     pub(crate) context: u64,
     /// Where this engine is among the leaders, and a reduction's halving.
     pub(crate) shape: Shape,
-    /// The partial result (the leader's `work + 0`) and the scratch block.
-    pub(crate) partial: Resolved,
-    pub(crate) scratch: Resolved,
+    /// The partial result (the leader's `work + 0`) and the scratch block (`None`: no memory).
+    pub(crate) partial: Option<Resolved>,
+    pub(crate) scratch: Option<Resolved>,
+    /// Copies of this step that could not be made (an end of them is no memory): counted
+    /// among the step's posted, they fail where they are made, through `Exchanges::done`.
+    pub(crate) unmade: u32,
     pub(crate) step: u32,
     /// Transfers, copies or the reduction of this step not over yet.
     pub(crate) pending: u32,
@@ -339,8 +343,7 @@ impl Exchanges {
         let mine = ranges.get(me as usize).map_or(0, |r| r.0);
         let other = ranges.iter().map(|r| r.0).find(|&f| f != 0).unwrap_or(0);
         let scratch_rank = if mine != 0 { mine } else { other };
-        let at =
-            |r: u32| Resolved { segment: start.buf.segment, offset: start.buf.offset + u64::from(r) * len };
+        let at = |r: u32| crate::engine::cx::at(start.buf, u64::from(r) * len);
         // An allgather's block per rank follows from the leader's slot (`size` blocks), not
         // from whichever local process posted first: a process disagreeing on the length fails
         // the assembly, and this slot starts only after it.
@@ -354,9 +357,9 @@ impl Exchanges {
         let largest = ranges.iter().map(|r| r.1).max().unwrap_or(1);
         let halving = spec.is_some()
             && compose::allreduce(h.config, engines, largest, len, elem) == Exchange::Rabenseifner;
-        // A slot on no memory (its assembly poisoned, or the leader's call refused for its
-        // buffers) runs its schedule all the same, aborting what it sends.
-        let status = if start.buf.is_refused() { StatusKind::RootFailed } else { StatusKind::Ok };
+        // A slot on no memory (its assembly poisoned, or the leader's post on none) runs its
+        // schedule all the same, aborting what it sends.
+        let status = if start.buf.is_none() { StatusKind::RootFailed } else { StatusKind::Ok };
         let d = ExchangeRun {
             comm,
             seq: start.seq,
@@ -370,6 +373,7 @@ impl Exchanges {
             shape: Shape::new(me, engines, len, elem, halving),
             partial: at(0),
             scratch,
+            unmade: 0,
             step: 0,
             pending: 0,
             status,
@@ -389,7 +393,14 @@ impl Exchanges {
             let schedule = d.schedule;
             match schedule.post(key, d, h, now) {
                 Ok(Some(0)) => d.step += 1,
-                Ok(Some(n)) => return d.pending = n,
+                Ok(Some(n)) => {
+                    d.pending = n;
+                    // The copies that could not be made fail as a failed job does.
+                    let unmade = core::mem::take(&mut d.unmade);
+                    let failed = Outcome { status: NO_MEMORY, bytes: 0, counters: OpCounters::default() };
+                    self.done.extend((0..unmade).map(|_| (key, failed)));
+                    return;
+                }
                 Ok(None) => {
                     let Some(mut d) = self.runs.remove(key) else { return };
                     if let Some(mut l) = d.locals.take() {
@@ -418,11 +429,11 @@ impl Exchanges {
         let Some(d) = self.runs.get_mut(key) else { return };
         d.pending = d.pending.saturating_sub(1);
         let mut status = outcome.status;
-        // A pairwise store into a local process's refused buffer fails in the protocol as
+        // A pairwise store into a local process's buffer on no memory fails in the protocol as
         // `OutOfBounds`; its siblings' buffers are fine: a part could not be had.
-        let refused_local =
-            d.locals.as_ref().is_some_and(|l| l.iter().any(|l| l.send.is_refused() || l.recv.is_refused()));
-        if status == StatusKind::OutOfBounds && refused_local {
+        let no_memory =
+            d.locals.as_ref().is_some_and(|l| l.iter().any(|l| l.send.is_none() || l.recv.is_none()));
+        if status == StatusKind::OutOfBounds && no_memory {
             status = StatusKind::RootFailed;
         }
         if status != StatusKind::Ok && d.status == StatusKind::Ok {
@@ -439,16 +450,16 @@ impl Exchanges {
             d.status = fatal;
         }
         if d.fatal.is_none() && poisons(d.status) {
-            // A part could not be read — here (a call refused at its rank, memory gone) or
+            // A part could not be read — here (on no memory, memory gone) or
             // at a partner (its transfer aborted): this engine carries on in step with its
             // partners on no memory, so whatever it sends from here is aborted too and every
             // engine whose result needed the missing part learns `RootFailed` from a transfer,
             // while the communicator stays usable for the next call.
-            d.partial = Resolved::REFUSED;
-            d.scratch = Resolved::REFUSED;
+            d.partial = None;
+            d.scratch = None;
             if let Some(locals) = d.locals.as_mut() {
                 for l in locals.iter_mut() {
-                    (l.send, l.recv) = (Resolved::REFUSED, Resolved::REFUSED);
+                    (l.send, l.recv) = (None, None);
                 }
             }
         } else if d.status != StatusKind::Ok {
@@ -488,9 +499,9 @@ pub(crate) fn post_step(
     let comm = run.comm;
     let (me, partial, scratch, context, spec) =
         (run.shape.me, run.partial, run.scratch, run.context, run.spec);
-    let at = |base: Resolved, off: u64| Resolved { segment: base.segment, offset: base.offset + off };
+    let at = crate::engine::cx::at;
     // (partner, send?, buffer, bytes), in the pair's posting order.
-    let mut transfers: [(u32, bool, Resolved, u64); 2] = [(0, false, partial, 0); 2];
+    let mut transfers: [(u32, bool, Option<Resolved>, u64); 2] = [(0, false, partial, 0); 2];
     let count = match step {
         Step::Send(p, x) => {
             transfers[0] = (p, true, at(partial, x.off), x.len);
@@ -540,7 +551,7 @@ pub(crate) fn post_step(
 }
 
 /// A failure an engine carries on from in step with its partners, on no memory: a part that
-/// could not be read (`RootFailed`: a call refused at its rank, here or at a partner, or an
+/// could not be read (`RootFailed`: on no memory, here or at a partner, or an
 /// aborted transfer; `OutOfBounds`: memory gone here). Any other (a partner unreachable, calls
 /// that disagree) breaks the communicator.
 fn poisons(status: StatusKind) -> bool {

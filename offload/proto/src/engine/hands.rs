@@ -39,8 +39,8 @@ impl Hands<'_> {
         &mut self,
         spec: (DataType, ReduceOp),
         len: u64,
-        sources: impl IntoIterator<Item = (Resolved, u32)>,
-        dst: Resolved,
+        sources: impl IntoIterator<Item = (Option<Resolved>, u32)>,
+        dst: Option<Resolved>,
         then: Then,
     ) {
         if let Some(over) = self.reductions.start(spec, len, sources, dst, then, self.jobs, self.out) {

@@ -48,7 +48,8 @@ use ringcast_abi::StatusKind;
 pub(crate) struct Transfer {
     pub partner: u32,
     pub send: bool,
-    pub buf: Resolved,
+    /// `None`: no memory ([`Post::buf`]).
+    pub buf: Option<Resolved>,
     pub len: u32,
     pub owner: ExchangeId,
     /// The call's context ([`Post::context`]).

@@ -6,12 +6,12 @@
 //! (`planner.rs`); every answer routed by id to its owner (`dispatch.rs`).
 //!
 //! Files, from the top: `mod.rs` (this: the events, the host operations and their ordered
-//! completions), `dispatch.rs`, `planner.rs`, `void_calls.rs` (a call whose shape this rank
-//! could not read); `call.rs`; the collectives' folders `bcast/`, `barrier/`, `allgather/`,
+//! completions), `dispatch.rs`, `planner.rs`, `participation/` (the in-step policy: how a
+//! rank takes part in a call it cannot carry out); `call.rs`; the collectives' folders `bcast/`, `barrier/`, `allgather/`,
 //! `allreduce/`, `alltoall/`, `scan/`; `cx.rs`; the machinery they share — `exchange.rs` (the
 //! leaders' exchange), `assembly.rs` (a node part's local blocks), `hands.rs`, `reduction.rs`,
 //! `links.rs` (pair communicators between engines) — and `node/` (the protocol and the
-//! communicators, each with its slot sequencer); `jobs.rs`, `held.rs`, `action.rs` (the
+//! communicators, each with its slot sequencer); `jobs.rs`, `action.rs` (the
 //! outbox), `ids.rs`; `drain.rs` (how long the engine lingers once its driver stops, and
 //! [`Engine::drained`]). Each imports only files below it.
 //!
@@ -48,15 +48,14 @@ mod dispatch;
 mod drain;
 mod exchange;
 mod hands;
-mod held;
 mod ids;
 mod jobs;
 mod links;
 mod node;
+mod participation;
 mod planner;
 mod reduction;
 mod scan;
-mod void_calls;
 
 pub use crate::transfer::env::HostPort;
 pub use action::{Action, Dma, Frames, Gather, JobId};
@@ -78,9 +77,9 @@ use alloc::vec::Vec;
 use assembly::Assemblies;
 use call::Call;
 use exchange::Exchanges;
-use held::VoidCalls;
 use ids::{CallId, OpId};
 use jobs::Job;
+use participation::{InStep, Participation};
 use reduction::{Over, Reductions};
 use ringcast_abi::ctl::CtlStatus;
 use ringcast_abi::frame::Crc32c;
@@ -98,10 +97,8 @@ struct HostOp {
     pending: bool,
     /// A broadcast or a communicator's creation or release (not a COPY).
     collective: bool,
-    /// A collective refused at this rank for its buffers or a field its schedule does not read
-    /// ([`intake::GatherCall::refused`]): it runs in step on no memory and completes with this
-    /// status, whatever its parts did.
-    refused: Option<StatusKind>,
+    /// How this rank takes part in the call (`participation/`).
+    participation: Participation,
     /// The call it is on its communicator, (communicator, index), while it is open there
     /// (`node/call_checks.rs`).
     call: Option<(u64, u64)>,
@@ -139,11 +136,8 @@ pub struct Engine {
     /// Reductions that ended as they started, carried on once the step that started them
     /// returned.
     over: Vec<Over>,
-    /// A job on a refused call's buffers is failing now ([`Engine::dma_fault`]).
-    refusing: bool,
-    /// Void calls waiting for their shape, and the descriptors held behind them
-    /// (`void_calls.rs`).
-    voids: VoidCalls,
+    /// The in-step policy's state (`participation/`).
+    in_step: InStep,
     /// The call a collective being taken in was just counted as, for the next `new_op`.
     calling: Option<(u64, u64)>,
     /// How long the engine lingers once its driver stops (`drain.rs`).
@@ -173,8 +167,7 @@ impl Engine {
             assemblies: Assemblies::default(),
             exchanges: Exchanges::default(),
             over: Vec::new(),
-            refusing: false,
-            voids: VoidCalls::default(),
+            in_step: InStep::default(),
             calling: None,
             drain: drain::Drain::new(config),
             queues: (0..config.limits.max_hosts).map(|_| VecDeque::new()).collect(),
@@ -311,7 +304,7 @@ impl Engine {
         for op in pending {
             self.finish_collective(op, failed(status));
         }
-        self.abort_void_calls();
+        self.abort_shape_waits();
     }
 
     /// `host` finalized (`FINALIZE`): it posts nothing more on the world; once every local
@@ -334,7 +327,7 @@ impl Engine {
         unread: u64,
         now: Nanos,
     ) -> Vec<SegmentHandle> {
-        self.drop_void_calls(host);
+        self.drop_shape_waits(host);
         if let Some(queue) = self.queues.get_mut(host.0 as usize) {
             for key in queue.drain(..) {
                 if let Some(op) = self.ops.remove(key) {
@@ -377,7 +370,7 @@ impl Engine {
     /// now or later, published as soon as it ends (see [`Engine::admits`] for how many a
     /// driver may take in).
     pub fn handle_descriptor(&mut self, host: HostId, desc: &SubmissionDescriptor, now: Nanos) {
-        // Behind a void call of its host, in order (`void_calls.rs`).
+        // Behind a call of its host waiting for its shape, in order (`participation/`).
         if !self.hold(host, desc, now) {
             self.take_descriptor(host, desc, now);
         }
@@ -422,26 +415,6 @@ impl Engine {
     pub fn handle_dma_done(&mut self, job: JobId, ok: bool, now: Nanos) {
         self.dma_over(job, ok, now);
         self.after(now);
-    }
-
-    /// Marks host operation `op` as refused at this rank with `status` (see
-    /// [`intake::GatherCall::refused`]).
-    pub(crate) fn refuse_op(&mut self, op: OpId, status: Option<StatusKind>) {
-        if let (Some(status), Some(o)) = (status, self.ops.get_mut(op)) {
-            o.refused = Some(status);
-        }
-    }
-
-    /// What a failed host-memory job means for the operations it served: `OutOfBounds` (the
-    /// memory went away under it), or — a job on a call refused at its rank — `RootFailed`
-    /// for the other processes whose collective needed that call's bytes: their buffers are
-    /// fine, a rank's part could not be read (the refused call itself ends with its own status).
-    pub(crate) fn dma_fault(&self) -> StatusKind {
-        if self.refusing {
-            StatusKind::RootFailed
-        } else {
-            StatusKind::OutOfBounds
-        }
     }
 
     /// Job `job` ([`Action::Join`]) is over: `ok` if the group is joined.
@@ -506,12 +479,13 @@ impl Engine {
         // (A call its node-mates made another way is found as it is counted: `call_checks.rs`.)
         let disagreed =
             call.is_some_and(|(comm, index)| self.node.as_ref().is_some_and(|n| n.disagrees(comm, index)));
-        let op = HostOp { host, cqe, started, pending, collective, refused: None, call, disagreed };
+        let participation = Participation::Full;
+        let op = HostOp { host, cqe, started, pending, collective, participation, call, disagreed };
         if let (Some((comm, index)), true, Some(node)) = (call, pending, self.node.as_mut()) {
             node.call_opened(comm, index, started);
         }
         let key = match reserved.and_then(|k| self.ops.get_mut(k).map(|o| (k, o))) {
-            // Its place in the host's queue was taken when it was held (`void_calls.rs`).
+            // Its place in the host's queue was taken when it was held (`participation/`).
             Some((k, o)) => {
                 *o = HostOp { started: o.started, ..op };
                 k
@@ -533,26 +507,12 @@ impl Engine {
     fn finish_collective(&mut self, op: OpId, outcome: Outcome) {
         // (None: its host left meanwhile.)
         let Some(o) = self.ops.get_mut(op) else { return };
-        // A call refused at its rank (its buffers, or a field its schedule does not read) ran
-        // on no memory, and could never have succeeded: whatever that run met, it ends with why
-        // it was refused — unless the engine then refused it for a field that shapes it (a
-        // broadcast's root outside the communicator: it never ran, that rank is out of step,
-        // `skip`).
-        let never_ran = matches!(
-            outcome.status,
-            StatusKind::BadRoot
-                | StatusKind::BadLength
-                | StatusKind::BadDescriptor
-                | StatusKind::UnknownCommunicator
-                | StatusKind::NoRank
-                | StatusKind::EngineShutdown
-        );
-        let outcome = match o.refused {
-            Some(status) if !never_ran => Outcome { status, bytes: 0, ..outcome },
+        let outcome = match o.participation.ends(outcome) {
+            Some(outcome) => outcome,
             // Another rank made another call (`node/call_checks.rs`): whatever its parts did
             // here.
-            _ if o.disagreed => Outcome { status: StatusKind::DigestMismatch, bytes: 0, ..outcome },
-            _ => outcome,
+            None if o.disagreed => Outcome { status: StatusKind::DigestMismatch, bytes: 0, ..outcome },
+            None => outcome,
         };
         if let (Some((comm, call)), Some(node)) = (o.call.take(), self.node.as_mut()) {
             if matches!(outcome.status, StatusKind::DigestMismatch | StatusKind::LengthMismatch) {

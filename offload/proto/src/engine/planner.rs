@@ -2,12 +2,11 @@
 //! the core made of it — a completion, a host-memory copy, a communicator's creation or
 //! release, or a collective started in its folder, one arm per collective
 //! ([`Engine::start_collective`]) — counting every collective on its communicator
-//! (`node/call_shapes.rs`), and making one whose shape the descriptor cannot give a void call
-//! (`void_calls.rs`).
+//! (`node/call_shapes.rs`), and making one whose shape the descriptor cannot give wait for it
+//! (`participation/`).
 use crate::engine::bcast::BcastCall;
 use crate::engine::call::Call;
 use crate::engine::jobs::Job;
-use crate::engine::node::call_shapes::posts_parts;
 use crate::engine::node::calls::Shape;
 use crate::engine::{allgather, allreduce, alltoall, barrier, bcast, scan};
 use crate::engine::{failed, Dma, Engine};
@@ -37,15 +36,9 @@ impl Engine {
                     copy = Some((src, dst, len, src_key, dst_key))
                 }
                 intake::Action::Complete { host, cqe, started } => {
-                    if !cqe.status.is_ok() && posts_parts(desc.opcode) {
-                        // Refused at once for a field that shapes it: the call runs in step
-                        // once the other ranks say what it was; else it is skipped.
-                        let status = StatusKind::try_from(cqe.status).unwrap_or(StatusKind::BadDescriptor);
-                        if self.void_call(host, desc, status, now) {
-                            continue;
-                        }
-                        self.count_call(host, desc.comm, None);
-                        self.skipped_call(host, desc.comm);
+                    // A collective refused at once may yet take part (`participation/`).
+                    if !cqe.status.is_ok() && self.refused_at_once(host, desc, cqe, now) {
+                        continue;
                     }
                     let pending = copy.is_some();
                     let op = self.new_op(host, cqe, started, pending, false);
@@ -83,7 +76,7 @@ impl Engine {
                     self.count_call(host, comm, Some(Shape::of(desc)));
                     let cqe = Completion::new(cookie, desc.opcode, Status::OK, 0);
                     let op = self.new_op(host, cqe, started, true, true);
-                    self.refuse_op(op, refused);
+                    self.participate(op, refused);
                     // The core refused broadcasts from a host without a local rank.
                     let local = self.core.local_rank(host).unwrap_or(u32::MAX);
                     let b = BcastCall { comm, root, buf, len };
@@ -101,7 +94,7 @@ impl Engine {
     fn start_collective(&mut self, a: GatherCall, now: Nanos) {
         let cqe = Completion::new(a.cookie, a.opcode, Status::OK, 0);
         let op = self.new_op(a.host, cqe, a.started, true, true);
-        self.refuse_op(op, a.refused);
+        self.participate(op, a.refused);
         let local = self.core.local_rank(a.host).unwrap_or(u32::MAX);
         let window = self.calls_in_flight(a.host);
         match a.opcode {
@@ -125,16 +118,6 @@ impl Engine {
                 let (c, p) = allgather::start(&a, op, local, window, id, cx);
                 (Call::Allgather(c), p)
             }),
-        }
-    }
-
-    /// A call of `host` on communicator `comm` posted nothing (refused at once, and no shape
-    /// learnt for it: `void_calls.rs`): its later
-    /// posts there carry the count, so they are not matched with the other ranks' calls one
-    /// behind ([`crate::engine::node::sequencer::Sequencer::skip`]).
-    pub(crate) fn skipped_call(&mut self, host: HostId, comm: u64) {
-        if let (Some(node), Some(local)) = (self.node.as_mut(), self.core.local_rank(host)) {
-            node.skip(local, comm);
         }
     }
 }

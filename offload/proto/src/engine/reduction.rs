@@ -30,11 +30,11 @@
 //! largest has been seen. Slices never overlap across rounds, so a destination that is also a
 //! source (the result over a block of the work buffer) is only written where it was read. A
 //! failed load or store ends the reduction as failed (`OutOfBounds`, or `RootFailed` where it
-//! failed on a call refused at its rank); the caller's continuation ([`Then`], which the
+//! could not be made, on no memory); the caller's continuation ([`Then`], which the
 //! dispatcher carries out) decides what that means (an operation failed, a node part
 //! poisoned, an exchange carrying on on no memory).
 use crate::collective::reduce::reduce_blocks;
-use crate::engine::action::{Dma, Outbox};
+use crate::engine::action::{Dma, Outbox, NO_MEMORY};
 use crate::engine::ids::{ExchangeId, JobId, OpId, ReductionId, Seq};
 use crate::engine::jobs::Job;
 use crate::intake::regions::Resolved;
@@ -70,8 +70,8 @@ struct Reduction {
     spec: (DataType, ReduceOp),
     /// Bytes per block.
     len: u64,
-    /// Where the blocks are: runs of consecutive blocks, in reduction order.
-    sources: Vec<(Resolved, u32)>,
+    /// Where the blocks are: runs of consecutive blocks, in reduction order (`None`: no memory).
+    sources: Vec<(Option<Resolved>, u32)>,
     /// Blocks in all.
     blocks: u32,
     /// Bytes of each block per round (a multiple of the element).
@@ -85,8 +85,8 @@ struct Reduction {
     pending: u32,
     /// Why a load failed, if one did.
     failed: Option<StatusKind>,
-    /// Where the result goes.
-    dst: Resolved,
+    /// Where the result goes (`None`: no memory).
+    dst: Option<Resolved>,
     then: Then,
 }
 
@@ -97,7 +97,7 @@ pub(crate) struct Reductions {
     /// Reduction buffers between uses (one per reduction ever in flight at once).
     spare: Vec<Vec<u8>>,
     /// The source lists of reductions between uses (as `spare`).
-    runs: Vec<Vec<(Resolved, u32)>>,
+    runs: Vec<Vec<(Option<Resolved>, u32)>>,
     /// `limits.reduce_staging_bytes`.
     budget: u64,
 }
@@ -117,8 +117,8 @@ impl Reductions {
         &mut self,
         spec: (DataType, ReduceOp),
         len: u64,
-        sources: impl IntoIterator<Item = (Resolved, u32)>,
-        dst: Resolved,
+        sources: impl IntoIterator<Item = (Option<Resolved>, u32)>,
+        dst: Option<Resolved>,
         then: Then,
         jobs: &mut SlotMap<JobId, Job>,
         out: &mut Outbox,
@@ -146,13 +146,14 @@ impl Reductions {
         if blocks == 0 || len == 0 {
             return self.over(key, false);
         }
-        self.round(key, jobs, out);
-        None
+        self.round(key, jobs, out)
     }
 
-    /// Loads reduction `r`'s next slice of every block (from offset `at`).
-    fn round(&mut self, r: ReductionId, jobs: &mut SlotMap<JobId, Job>, out: &mut Outbox) {
-        let Some(red) = self.table.get_mut(r) else { return };
+    /// Loads reduction `r`'s next slice of every block (from offset `at`). A load from no
+    /// memory cannot be made: it fails where it is made ([`NO_MEMORY`]); `Some` when that
+    /// leaves none to wait for, and the reduction is over.
+    fn round(&mut self, r: ReductionId, jobs: &mut SlotMap<JobId, Job>, out: &mut Outbox) -> Option<Over> {
+        let red = self.table.get_mut(r)?;
         red.n = red.slice.min(red.len - red.at);
         let (n, at, len) = (red.n, red.at, red.len);
         // Every byte is loaded over before it is read: only growth is filled (the first round
@@ -161,6 +162,7 @@ impl Reductions {
         let whole = n == len;
         let mut first = 0u32;
         let mut loads = 0u32;
+        let mut unmade = false;
         for &(src, count) in &red.sources {
             // A run of whole blocks is one contiguous load; slices of it are one load each.
             let pieces: &mut dyn Iterator<Item = (u64, u32)> = match whole {
@@ -168,14 +170,26 @@ impl Reductions {
                 false => &mut (0..count).map(|b| (u64::from(b) * len + at, 1)),
             };
             for (offset, k) in pieces {
-                let job = jobs.insert(Job::Reduce { r, load: Some((first, k)) });
-                let from = Resolved { segment: src.segment, offset: src.offset + offset };
-                out.dma(job, Dma::Load { src: from, len: u64::from(k) * n });
+                match src {
+                    Some(src) => {
+                        let job = jobs.insert(Job::Reduce { r, load: Some((first, k)) });
+                        let from = Resolved { segment: src.segment, offset: src.offset + offset };
+                        out.dma(job, Dma::Load { src: from, len: u64::from(k) * n });
+                        loads += 1;
+                    }
+                    None => unmade = true,
+                }
                 first += k;
-                loads += 1;
             }
         }
         red.pending = loads;
+        if unmade {
+            red.failed = red.failed.or(Some(NO_MEMORY));
+        }
+        if loads == 0 {
+            return self.over(r, false);
+        }
+        None
     }
 
     /// The engine memory reduction `r`'s job moves: slices `first..first + blocks` of its
@@ -229,7 +243,10 @@ impl Reductions {
         {
             return self.over(r, false);
         }
-        let dst = Resolved { segment: red.dst.segment, offset: red.dst.offset + red.at };
+        let Some(dst) = red.dst.map(|d| Resolved { segment: d.segment, offset: d.offset + red.at }) else {
+            // No memory: the store fails where it is made.
+            return self.stored(r, false, NO_MEMORY, jobs, out);
+        };
         let len = red.n;
         let job = jobs.insert(Job::Reduce { r, load: None });
         out.dma(job, Dma::Store { dst, len });
@@ -252,8 +269,7 @@ impl Reductions {
         if !ok || red.at >= red.len {
             return self.over(r, ok);
         }
-        self.round(r, jobs, out);
-        None
+        self.round(r, jobs, out)
     }
 
     /// Reduction `r` is over: its result stored (`ok`) or not.

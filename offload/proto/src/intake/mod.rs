@@ -90,10 +90,11 @@ pub struct GatherCall {
     pub me: u32,
     /// Ranks in it.
     pub size: u32,
-    /// Where this rank's block is read from when it is not in place.
-    pub send: Option<Resolved>,
-    /// The receive (work) buffer (`size × len` bytes).
-    pub recv: Resolved,
+    /// Where this rank's block is read from when it is not in place (`None`: in place, or a
+    /// call without one; `Some(None)`: a send buffer, on no memory — see `refused`).
+    pub send: Option<Option<Resolved>>,
+    /// The receive (work) buffer (`size × len` bytes); `None`: no memory (see `refused`).
+    pub recv: Option<Resolved>,
     /// Block bytes.
     pub len: u64,
     /// An allreduce or reduce: the type and operation the gathered blocks are reduced with.
@@ -105,8 +106,8 @@ pub struct GatherCall {
     /// When the descriptor was taken in.
     pub started: Nanos,
     /// Refused at this rank for its buffers, or for a descriptor field its schedule does not
-    /// read, with this status: the call runs in step with the other ranks on
-    /// [`Resolved::REFUSED`] buffers and completes with this status ([`plan`]).
+    /// read, with this status: the call runs in step with the other ranks on no memory (every
+    /// buffer `None`) and completes with this status ([`plan`]).
     pub refused: Option<StatusKind>,
     /// Refused for its operation: `reduce` carries a stand-in (`SUM`, never applied), and the
     /// call's context says so ([`crate::transfer::env::STAND_IN`]).
@@ -143,8 +144,9 @@ pub enum Action {
         comm: u64,
         /// Root rank.
         root: u32,
-        /// The message buffer: read at the root, written elsewhere.
-        buf: Resolved,
+        /// The message buffer: read at the root, written elsewhere; `None`: no memory (see
+        /// `refused`).
+        buf: Option<Resolved>,
         /// Its region (a deregistration fails the broadcast at this rank).
         key: RegionKey,
         /// Bytes.
@@ -347,9 +349,6 @@ impl Core {
         if len > max {
             return Err(CtlStatus::LIMIT);
         }
-        if segment == SegmentHandle::REFUSED {
-            return Err(CtlStatus::BAD_REQUEST); // reserved: no memory (a refused call's buffers)
-        }
         state
             .regions
             .insert(RegistrationRecord { key: RegionKey::NONE, access, segment: segment.0, seg_offset, len })
@@ -389,7 +388,7 @@ impl Core {
     }
 
     /// [`Core::submit_with`] for a call already refused at this rank with `status`: it runs
-    /// in step on no memory (every buffer [`Resolved::REFUSED`]) and ends with `status` — a
+    /// in step on no memory (every buffer `None`) and ends with `status` — a
     /// void call whose shape the engine learnt from the other ranks (`engine/call_shapes.rs`),
     /// `desc` carrying their shape. Should that shape not run here either, the call is
     /// refused at once, with `status`.
@@ -428,8 +427,8 @@ impl Core {
             (_, o) => o,
         };
         // A collective refused at this rank (its buffers, a field its schedule does not read)
-        // touches none of its buffers: every one is `Resolved::REFUSED` (`refused` names why).
-        let mem = |r: Resolved| if refused.is_some() { Resolved::REFUSED } else { r };
+        // touches none of its buffers: every one is `None` (`refused` names why).
+        let mem = |r: Option<Resolved>| r.filter(|_| refused.is_none());
         let mut taken = Taken::default();
         let cqe = match outcome {
             Ok(Plan::Nothing) => Completion::new(desc.cookie, desc.opcode, Status::OK, 0),

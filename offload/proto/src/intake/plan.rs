@@ -14,7 +14,7 @@ pub(super) enum Plan {
         len: u64,
     },
     Bcast {
-        buf: Resolved,
+        buf: Option<Resolved>,
         len: u64,
     },
     Comm {
@@ -25,8 +25,8 @@ pub(super) enum Plan {
     Allgather {
         me: u32,
         size: u32,
-        send: Option<Resolved>,
-        recv: Resolved,
+        send: Option<Option<Resolved>>,
+        recv: Option<Resolved>,
         len: u64,
         reduce: Option<(ringcast_abi::DataType, ringcast_abi::ReduceOp)>,
         root: Option<u32>,
@@ -35,14 +35,14 @@ pub(super) enum Plan {
     Barrier {
         me: u32,
         size: u32,
-        scratch: Resolved,
+        scratch: Option<Resolved>,
         len: u64,
     },
     Alltoall {
         me: u32,
         size: u32,
-        send: Resolved,
-        work: Resolved,
+        send: Option<Resolved>,
+        work: Option<Resolved>,
         len: u64,
     },
 }
@@ -95,7 +95,7 @@ impl Ranks for WorldRanks<'_> {
 /// does not read (an operation its type lacks or that does not exist, a root or send buffer a
 /// call without one names, a reserved word, a barrier's scratch shorter than a byte per rank
 /// or past the limit) — is not refused at once: its status goes to `refused`, its buffers
-/// become [`Resolved::REFUSED`], and the plan stands with that field set aside (a reduction
+/// are none (`None`: no memory), and the plan stands with that field set aside (a reduction
 /// under a stand-in operation, `stand_in`), for the call to run in step with the other ranks
 /// on no memory, which then fail typed instead of waiting for parts this rank never posts. A
 /// descriptor fault of either kind is reported before a buffer fault of
@@ -107,12 +107,9 @@ pub(super) fn plan(
     (me, size): (Option<u32>, Option<u32>),
     refused: &mut Option<StatusKind>,
 ) -> Result<Plan, StatusKind> {
-    // A collective's buffer: resolved, or refused (the first reason kept).
-    fn memory(refused: &mut Option<StatusKind>, r: Result<Resolved, StatusKind>) -> Resolved {
-        r.unwrap_or_else(|s| {
-            stray(refused, s);
-            Resolved::REFUSED
-        })
+    // A collective's buffer: resolved, or none, refused (the first reason kept).
+    fn memory(refused: &mut Option<StatusKind>, r: Result<Resolved, StatusKind>) -> Option<Resolved> {
+        r.map_err(|s| stray(refused, s)).ok()
     }
     // A field the call's shape does not depend on is wrong (or, through `memory`, a buffer):
     // the call runs in step, refused, with the first reason kept.
@@ -241,10 +238,12 @@ pub(super) fn plan(
                 None
             } else {
                 let send = memory(refused, regions.resolve(d.aux_key, d.aux_offset, d.len, Access::READ));
-                let overlap = send.segment == recv.segment
-                    && send.offset < recv.offset + total
-                    && recv.offset < send.offset + d.len;
-                if overlap && !send.is_refused() {
+                let overlap = send.zip(recv).is_some_and(|(send, recv)| {
+                    send.segment == recv.segment
+                        && send.offset < recv.offset + total
+                        && recv.offset < send.offset + d.len
+                });
+                if overlap {
                     memory(refused, Err(StatusKind::Overlap));
                 }
                 Some(send)
@@ -274,10 +273,12 @@ pub(super) fn plan(
             }
             let work = memory(refused, regions.resolve(d.key, d.offset, work_len, Access::READ_WRITE));
             let send = memory(refused, regions.resolve(d.aux_key, d.aux_offset, total, Access::READ));
-            let overlap = send.segment == work.segment
-                && send.offset < work.offset + work_len
-                && work.offset < send.offset + total;
-            if overlap && !send.is_refused() {
+            let overlap = send.zip(work).is_some_and(|(send, work)| {
+                send.segment == work.segment
+                    && send.offset < work.offset + work_len
+                    && work.offset < send.offset + total
+            });
+            if overlap {
                 memory(refused, Err(StatusKind::Overlap));
             }
             Ok(Plan::Alltoall { me, size, send, work, len: d.len })

@@ -17,25 +17,6 @@ use ringcast_abi::{Access, RegionKey, RegistrationRecord, StatusKind};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SegmentHandle(pub u64);
 
-impl SegmentHandle {
-    /// No memory: the buffers of a collective refused at this rank for its buffers (an
-    /// unregistered key, a range out of bounds, missing access, send and receive overlapping).
-    /// Such a call still runs in step with the other ranks, so they are not left waiting for
-    /// parts it never posts; every job on this handle fails at once, in the engine, and never
-    /// reaches the driver (`engine/action.rs`). No region can be registered on it.
-    pub const REFUSED: SegmentHandle = SegmentHandle(u64::MAX);
-}
-
-impl Resolved {
-    /// Where a refused call's buffers point ([`SegmentHandle::REFUSED`]).
-    pub const REFUSED: Resolved = Resolved { segment: SegmentHandle::REFUSED, offset: 0 };
-
-    /// Whether this is a refused call's buffer.
-    pub fn is_refused(&self) -> bool {
-        self.segment == SegmentHandle::REFUSED
-    }
-}
-
 /// A resolved, bounds-checked reference into a segment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Resolved {

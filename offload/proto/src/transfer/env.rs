@@ -265,8 +265,8 @@ pub struct CommHandle(pub u32);
 
 /// The operation byte (bits 16–23 of [`Post::context`]) of a call refused at its rank for an
 /// operation nothing reduces its type with (`intake::plan`): it runs in step on no memory under
-/// this stand-in, which no real call's context carries (operations are 1–9). Its receives into
-/// [`Resolved::REFUSED`] relay without checking the MAC — the root's context is the real
+/// this stand-in, which no real call's context carries (operations are 1–9). Its receives on
+/// no memory ([`Post::buf`] `None`) relay without checking the MAC — the root's context is the real
 /// operation's, unknown here — and the node compares it with its siblings' calls without the
 /// operation ([`same_call`]).
 pub const STAND_IN: u64 = 0xff << 16;
@@ -317,8 +317,11 @@ pub struct Post {
     /// broadcast under the id the others gave their previous one — of the same root and length
     /// (DST seed 999000004130 with non-blocking calls, `WrongBytes`).
     pub slot: u64,
-    /// The buffer: read at the root, written at the others.
-    pub buf: Resolved,
+    /// The buffer: read at the root, written at the others. `None`: no memory — this rank's
+    /// call runs in step on none (docs/protocol.md, "A call refused at one rank"): a root's
+    /// load fails where it is made (the broadcast is aborted), a receiver relays and serves the
+    /// message and completes failed, and no job on it ever reaches [`Env::dma`].
+    pub buf: Option<Resolved>,
     /// Message length (the same at every rank).
     pub len: u32,
     /// Returned in the completion.
@@ -334,7 +337,7 @@ pub struct Post {
     /// others made is not matched with their calls shifted by one. A receiver that posted
     /// another context than the root fails the broadcast with `DigestMismatch` instead of
     /// delivering bytes meant for another call — but for a *stand-in* ([`STAND_IN`]) posted
-    /// into [`Resolved::REFUSED`], which relays the message unchecked.
+    /// on no memory (`buf` `None`), which relays the message unchecked.
     pub context: u64,
     /// How far ahead of a receiver its root can run, in broadcasts: 0 for a broadcast, whose
     /// root completes once its message is in the channel and may run `channels` broadcasts
@@ -351,7 +354,7 @@ impl Post {
     /// A plain broadcast's post (no call context, no sequencer: `rank_root` is `root`, `slot`
     /// 0, `window` 0) — what a bare protocol, its tests and the simulator's experiments post.
     pub fn plain(comm: CommHandle, root: Rank, buf: Resolved, len: u32, token: u64) -> Post {
-        Post { comm, root, rank_root: root, slot: 0, buf, len, token, context: 0, window: 0 }
+        Post { comm, root, rank_root: root, slot: 0, buf: Some(buf), len, token, context: 0, window: 0 }
     }
 }
 

@@ -73,7 +73,11 @@ pub(crate) fn advance_mac_placed(
     if op.store_failed {
         return 0;
     }
-    let buf = op.buf;
+    // (Placed directly only into a buffer that exists: `places_directly`.)
+    let Some(buf) = op.buf else {
+        op.store_failed = true;
+        return 0;
+    };
     let mut read = |from: u32, upto: u32, f: &mut dyn FnMut(&[u8])| {
         let at = Resolved { offset: buf.offset + u64::from(from), ..buf };
         env.view(at, upto.saturating_sub(from) as usize, f)

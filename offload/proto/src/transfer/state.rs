@@ -55,7 +55,8 @@ pub(crate) struct Op {
     /// covered by the message MAC and the bound data tags too.
     pub(crate) call_slot: u64,
     pub(crate) token: u64,
-    pub(crate) buf: Resolved,
+    /// `None`: no memory ([`crate::transfer::env::Post::buf`]).
+    pub(crate) buf: Option<Resolved>,
     pub(crate) geo: Geometry,
     pub(crate) bits: FragBitmap,
     /// Fragments whose allgather copy this rank has relayed (scatter–allgather, hierarchical):
@@ -85,7 +86,7 @@ pub(crate) struct Op {
     /// byte of the message — only the call (broadcast id, length, context, root and place) — and `hashed` just
     /// follows the contiguous prefix held.
     pub(crate) payload_mac: bool,
-    /// A receive into a refused call's buffer under a stand-in context
+    /// A receive on no memory under a stand-in context
     /// ([`crate::transfer::env::STAND_IN`]): the root's MAC is not this context's, so the
     /// message is relayed and acked without being checked — nothing of it is ever stored.
     pub(crate) unverified: bool,

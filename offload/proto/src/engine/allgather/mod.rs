@@ -58,8 +58,9 @@
 
 pub(crate) mod schedule;
 
+use crate::engine::action::{Dma, NO_MEMORY};
 use crate::engine::assembly::Piece;
-use crate::engine::cx::{context_of, Collective, Cx, Parts, Progress};
+use crate::engine::cx::{at, context_of, Collective, Cx, Parts, Progress};
 use crate::engine::exchange::{Schedule, What};
 use crate::engine::ids::{CallId, OpId};
 use crate::engine::jobs::Job;
@@ -121,7 +122,8 @@ pub(crate) fn start(
 /// `first`'s block on).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Blocks {
-    pub(crate) base: Resolved,
+    /// `None`: no memory.
+    pub(crate) base: Option<Resolved>,
     pub(crate) stride: u64,
 }
 
@@ -193,14 +195,19 @@ pub(crate) fn compose(
     let refused = match nodes {
         Some((engines, mine)) => {
             let blocks = Blocks { base: a.recv, stride: a.len };
-            post_node_parts(a, local, id, context, (engines, mine), blocks, window_calls, cx)
+            post_node_parts(a, local, id, context, (engines, mine), blocks, window_calls, cx).map(|()| None)
         }
         None => post_rank_parts(a, local, id, context, window_calls, cx),
     };
-    if let Err((n, kind)) = refused {
-        for _ in 0..n {
-            c.over = c.parts.absorb(failed(kind));
+    match refused {
+        Err((n, kind)) => {
+            for _ in 0..n {
+                c.over = c.parts.absorb(failed(kind));
+            }
         }
+        // A copy that could not be made fails where it is made, as a part.
+        Ok(Some(fault)) => c.over = c.parts.absorb(failed(fault)),
+        Ok(None) => {}
     }
     c
 }
@@ -251,7 +258,7 @@ fn post_leaders(
     leaders: &'static dyn Schedule,
     cx: &mut Cx<'_>,
 ) -> Result<(), StatusKind> {
-    let at = |r: u32| Resolved { segment: a.recv.segment, offset: a.recv.offset + u64::from(r) * a.len };
+    let at = |r: u32| at(a.recv, u64::from(r) * a.len);
     let node = cx.h.node.as_mut().ok_or(StatusKind::UnknownCommunicator)?;
     let (first, locals) = match (node.ranges(a.comm), node.locals(a.comm)) {
         (Some((r, _)), Some(l)) if (mine as usize) < r.len() => (r[mine as usize].0, l),
@@ -295,7 +302,8 @@ fn post_leaders(
 
 /// One part per rank: broadcast `r` rooted at `r` into `recv + r·len`, this rank's from its
 /// send block (then copied into its place) or in place. `Err((parts, status))`: that many
-/// parts refused at once.
+/// parts refused at once; `Ok(Some(status))`: the copy could not be made (an end on no
+/// memory) and failed with `status`.
 fn post_rank_parts(
     a: &GatherCall,
     local: u32,
@@ -303,8 +311,8 @@ fn post_rank_parts(
     context: u64,
     window_calls: u32,
     cx: &mut Cx<'_>,
-) -> Result<(), (u32, StatusKind)> {
-    let block = |r: u32| Resolved { segment: a.recv.segment, offset: a.recv.offset + u64::from(r) * a.len };
+) -> Result<Option<StatusKind>, (u32, StatusKind)> {
+    let block = |r: u32| at(a.recv, u64::from(r) * a.len);
     let kind = Kind { context, window: a.size.saturating_mul(window_calls), ..Kind::default() };
     for r in 0..a.size {
         let buf = if r == a.me { a.send.unwrap_or(block(r)) } else { block(r) };
@@ -322,16 +330,12 @@ fn post_rank_parts(
         }
     }
     if let Some(src) = a.send {
-        let dma = crate::engine::action::Dma::Copy {
-            host: a.host,
-            src,
-            dst: block(a.me),
-            len: a.len,
-            keys: a.keys,
-        };
-        cx.h.dma(Job::Call(id), dma);
+        match Dma::copy(a.host, src, block(a.me), a.len, a.keys) {
+            Some(dma) => cx.h.dma(Job::Call(id), dma),
+            None => return Ok(Some(NO_MEMORY)),
+        }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Mamidala's leader-based composition: one part per engine, in engine order, rooted at its
@@ -354,7 +358,7 @@ pub(crate) fn post_node_parts(
     cx: &mut Cx<'_>,
 ) -> Result<(), (u32, StatusKind)> {
     let Blocks { base, stride } = blocks;
-    let at = |r: u32| Resolved { segment: base.segment, offset: base.offset + u64::from(r) * stride };
+    let at = |r: u32| at(base, u64::from(r) * stride);
     let window = engines.saturating_mul(window_calls);
     for k in 0..engines {
         let Some(node) = cx.h.node.as_mut() else { return Ok(()) };

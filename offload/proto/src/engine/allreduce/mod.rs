@@ -49,7 +49,8 @@ pub(crate) struct Allreduce {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct LastStep {
     spec: (DataType, ReduceOp),
-    work: Resolved,
+    /// `None`: no memory.
+    work: Option<Resolved>,
     len: u64,
     size: u32,
     /// The communicator whose nodes' leaders hold the parts, when they are per node.

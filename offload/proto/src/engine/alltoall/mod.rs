@@ -48,7 +48,7 @@
 //! straight from its sender's send buffer into its place ([`pairwise`], run by `exchange.rs`).
 pub(crate) mod pairwise;
 
-use crate::engine::action::Dma;
+use crate::engine::action::{Dma, NO_MEMORY};
 use crate::engine::allgather::{post_node_parts, Blocks};
 use crate::engine::cx::{at, call_context, Collective, Cx, Parts, Progress};
 use crate::engine::ids::{CallId, OpId};
@@ -76,8 +76,9 @@ pub(crate) struct Alltoall {
 #[derive(Clone, Copy, Debug)]
 struct Scatter {
     host: HostId,
-    send: Resolved,
-    work: Resolved,
+    /// `None`: no memory.
+    send: Option<Resolved>,
+    work: Option<Resolved>,
     len: u64,
     size: u32,
     me: u32,
@@ -157,7 +158,7 @@ fn post_rank_parts(
     local: u32,
     id: CallId,
     context: u64,
-    send: Resolved,
+    send: Option<Resolved>,
     window_calls: u32,
     cx: &mut Cx<'_>,
 ) -> Result<(), (u32, StatusKind)> {
@@ -210,8 +211,19 @@ impl Collective for Alltoall {
                 false => (at(s.work, (1 + u64::from(r)) * whole + mine), s.keys[1]),
             };
             let dst = at(s.work, u64::from(r) * s.len);
-            let dma = Dma::Copy { host: s.host, src, dst, len: s.len, keys: [src_key, s.keys[1]] };
-            cx.h.dma(Job::Call(self.id), dma);
+            match Dma::copy(s.host, src, dst, s.len, [src_key, s.keys[1]]) {
+                Some(dma) => cx.h.dma(Job::Call(self.id), dma),
+                // An end on no memory: the copy fails where it is made.
+                None if self.parts.absorb(Outcome {
+                    status: NO_MEMORY,
+                    bytes: 0,
+                    counters: OpCounters::default(),
+                }) =>
+                {
+                    return Progress::Done(self.parts.outcome())
+                }
+                None => {}
+            }
         }
         Progress::Running
     }

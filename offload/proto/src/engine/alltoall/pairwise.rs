@@ -62,8 +62,8 @@ use ringcast_abi::StatusKind;
 /// each at `count · first_j · len`, `count · count_j · len` bytes.
 #[derive(Clone, Copy, Debug)]
 struct Staging {
-    /// The leader's work buffer past the result (`size · len` bytes in).
-    base: Resolved,
+    /// The leader's work buffer past the result (`size · len` bytes in; `None`: no memory).
+    base: Option<Resolved>,
     /// This engine's ranks and the block length.
     count: u64,
     len: u64,
@@ -74,7 +74,7 @@ struct Staging {
 impl Staging {
     /// Engine `j`'s run, the engines before `j` holding `offset_j` ranks: sent (`receive`
     /// false) or received.
-    fn run(&self, receive: bool, offset_j: u32) -> Resolved {
+    fn run(&self, receive: bool, offset_j: u32) -> Option<Resolved> {
         let from = if receive { self.received } else { 0 };
         at(self.base, from + self.count * u64::from(offset_j) * self.len)
     }
@@ -144,14 +144,15 @@ impl Schedule for Pairwise {
     ) -> Result<Option<u32>, Stop> {
         let (comm, len, context, step) = (run.comm, run.len, run.context, run.step);
         let mut locals = run.locals.take().unwrap_or_default();
-        let result = step_posts(key, comm, &mut locals, len, context, step, h, now);
+        let result = step_posts(key, comm, &mut locals, len, context, step, &mut run.unmade, h, now);
         run.locals = Some(locals);
         result.map_err(|status| Stop { status, breaks: true })
     }
 }
 
 /// Posts step `step` of pairwise alltoall `key`: the number of copies and transfers posted,
-/// or `None` past the last step.
+/// or `None` past the last step. A copy that cannot be made (an end on no memory) counts as
+/// posted and in `unmade`: it fails where it is made ([`ExchangeRun::unmade`]).
 #[allow(clippy::too_many_arguments)]
 fn step_posts(
     key: ExchangeId,
@@ -160,6 +161,7 @@ fn step_posts(
     len: u64,
     context: u64,
     step: u32,
+    unmade: &mut u32,
     h: &mut Hands<'_>,
     now: Nanos,
 ) -> Result<Option<u32>, StatusKind> {
@@ -167,7 +169,7 @@ fn step_posts(
     let (m, me) = node.members(comm).ok_or(StatusKind::CommunicatorBroken)?;
     // The grouping, out of the node's borrow (shared, not copied).
     let members = Arc::clone(m);
-    posts(key, comm, locals, &members, me, len, context, step, h, now)
+    posts(key, comm, locals, &members, me, len, context, step, unmade, h, now)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -180,6 +182,7 @@ fn posts(
     len: u64,
     context: u64,
     step: u32,
+    unmade: &mut u32,
     h: &mut Hands<'_>,
     now: Nanos,
 ) -> Result<Option<u32>, StatusKind> {
@@ -214,7 +217,10 @@ fn posts(
     });
     let mut posted = 0u32;
     let mut copy = |h: &mut Hands<'_>, host, src, dst, bytes, keys| {
-        h.dma(Job::Exchange(key), Dma::Copy { host, src, dst, len: bytes, keys });
+        match Dma::copy(host, src, dst, bytes, keys) {
+            Some(dma) => h.dma(Job::Exchange(key), dma),
+            None => *unmade += 1,
+        }
         posted += 1;
     };
     match (staging, step) {

@@ -35,7 +35,8 @@ pub(crate) struct Bcast {
 pub(crate) struct BcastCall {
     pub(crate) comm: u64,
     pub(crate) root: u32,
-    pub(crate) buf: Resolved,
+    /// `None`: no memory.
+    pub(crate) buf: Option<Resolved>,
     pub(crate) len: u64,
 }
 

@@ -10,7 +10,7 @@
 //! nothing, and the other ranks waited for its parts (forever, if it made no further call) and
 //! then paired its later calls with theirs one behind. Now the engine counts it as call `k`
 //! all the same (a *void* call), holds its process's later descriptors on the communicator
-//! (`void_calls.rs`), and finds out what call `k` was:
+//! (`engine/participation/shape.rs`), and finds out what call `k` was:
 //! * from a node-mate that made call `k` (its shape is kept here for the last [`HISTORY`]
 //!   calls);
 //! * else from the other engines, in `CALL_SHAPE` frames ([`crate::transfer::call_shape`]).
@@ -23,11 +23,11 @@
 //!   `peer_timeout_ms / 64` (as the synchronization probes a neighbour), while the call waits.
 //!
 //! With the shape known, the engine runs the void call as one refused for its buffers (its own
-//! status, `Resolved::REFUSED` everywhere), so the others end typed and in step. When every
+//! status, no memory anywhere: `engine/participation/`), so the others end typed and in step. When every
 //! rank made call `k` void, nothing runs anywhere and each ends with its own status. When no
 //! engine answers for `peer_timeout_ms` — an engine silent that long is unreachable, by the
 //! protocol's own rule — the call ends with its status and the communicator breaks here
-//! (`void_calls.rs`): its node-mates' call `k` and every later call on it fail
+//! (`engine/participation/shape.rs`): its node-mates' call `k` and every later call on it fail
 //! `CommunicatorBroken` at once, and the other engines learn within the peer timeout. The
 //! manager says so when it gives up (`SHAPE_SILENT`), so the engines that asked it break alike;
 //! an engine that hears nothing from the manager gives up alone. (Before, the call counted as

@@ -332,7 +332,7 @@ impl Node {
 
     /// The engine assembled the local blocks of slot `seq` of communicator `comm` into its
     /// root's buffer (`fault` `None`), or could not: a block it could not read (`RootFailed`:
-    /// a call refused at its rank; `OutOfBounds`: memory gone) poisons the slot, which
+    /// on no memory; `OutOfBounds`: memory gone) poisons the slot, which
     /// still runs in step on no memory ([`crate::engine::node::sequencer::Sequencer::poisoned`]); local processes
     /// in different calls (any other fault) break the communicator (its node part would carry
     /// wrong bytes; the other engines learn it within the peer timeout).
@@ -370,7 +370,7 @@ impl Node {
         local: u32,
         comm: u64,
         root: u32,
-        buf: Resolved,
+        buf: Option<Resolved>,
         len: u64,
         part: crate::engine::ids::CallId,
         kind: Kind,

@@ -8,9 +8,9 @@
 //! slot order, since the protocol numbers broadcasts by posting order) as soon as it can:
 //! * on the root's node, when the root process has posted — the protocol reads its buffer;
 //! * on any other node, when the first local process has posted — the protocol writes into that
-//!   process's buffer (the slot's *primary*) — or rather the first whose buffer exists: a call
-//!   refused at its rank (its buffers or a field: `Resolved::REFUSED`) is primary only once
-//!   every local process posted and none has one.
+//!   process's buffer (the slot's *primary*) — or rather the first whose buffer exists: a post
+//!   on no memory (`buf` `None`: its call runs in step at its rank, `engine/participation/`) is
+//!   primary only once every local process posted and none has one.
 //!
 //! A slot whose assembly could not read a local block is *poisoned* ([`Sequencer::poisoned`]): it
 //! still starts, on no memory, so the other engines stay in step and learn `RootFailed`.
@@ -81,7 +81,8 @@ pub struct Kind {
 struct Member {
     root: u32,
     len: u32,
-    buf: Resolved,
+    /// `None`: no memory.
+    buf: Option<Resolved>,
     part: CallId,
     kind: Kind,
 }
@@ -96,8 +97,8 @@ struct Slot {
     outcome: Option<Outcome>,
     /// Waiting for the engine's assembly of the local blocks ([`Kind::assemble`]).
     assembling: bool,
-    /// Its assembly could not read a local block (a call refused at its rank, or memory
-    /// gone): the slot still runs, in step with the other engines, on no memory
+    /// Its assembly could not read a local block (a block on no memory, or memory gone): the
+    /// slot still runs, in step with the other engines, on no memory
     /// ([`Sequencer::poisoned`]).
     poisoned: bool,
 }
@@ -117,8 +118,8 @@ pub struct Start {
     pub root: u32,
     /// Bytes.
     pub len: u32,
-    /// The primary's buffer.
-    pub buf: Resolved,
+    /// The primary's buffer (`None`: no memory — the primary's, or the slot is poisoned).
+    pub buf: Option<Resolved>,
     /// The call's context, as the primary posted it (its skipped calls included).
     pub context: u64,
     /// The call's window ([`Kind::window`]), as the primary posted it (0: a broadcast).
@@ -135,9 +136,9 @@ pub struct Delivery {
     /// The call whose part its post is.
     pub(crate) part: CallId,
     /// Copy `len` bytes from the primary's buffer to its own first (then complete it with
-    /// `outcome`, or, if the copy fails, with `OutOfBounds` — `RootFailed` where it failed on
-    /// a call refused at its rank, `Engine::dma_fault`).
-    pub copy: Option<(Resolved, Resolved, u64)>,
+    /// `outcome`, or, if the copy fails, with `OutOfBounds` — `RootFailed` where either end is
+    /// no memory: no job can move it, and it fails where it is made, `dispatch.rs`).
+    pub copy: Option<(Option<Resolved>, Option<Resolved>, u64)>,
     /// With `copy`: the primary's part, whose completion waits for this copy.
     pub(crate) primary: Option<CallId>,
     /// The primary's delivery: how many copies read its buffer — it completes only after the
@@ -249,7 +250,7 @@ impl Sequencer {
         &mut self,
         local: u32,
         root: u32,
-        buf: Resolved,
+        buf: Option<Resolved>,
         len: u32,
         part: CallId,
     ) -> Result<(), StatusKind> {
@@ -264,7 +265,7 @@ impl Sequencer {
         &mut self,
         local: u32,
         root: u32,
-        buf: Resolved,
+        buf: Option<Resolved>,
         len: u32,
         part: CallId,
         kind: Kind,
@@ -349,11 +350,11 @@ impl Sequencer {
     }
 
     /// The engine could not read a local block of slot `seq`'s assembly: the slot starts all
-    /// the same, on [`Resolved::REFUSED`] (its part leaves as an aborted broadcast, or its
+    /// the same, on no memory (its part leaves as an aborted broadcast, or its
     /// doubling runs its schedule aborting what it sends), so the other engines stay in step
     /// and learn `RootFailed` rather than wait for a part or a transfer it never posts; every
-    /// local process's operation ends with `RootFailed` (a call refused at its rank with its
-    /// own status).
+    /// local process's operation ends with `RootFailed` (one on no memory with its own status,
+    /// `engine/participation/`).
     pub fn poisoned(&mut self, Seq(seq): Seq) {
         if let Some(slot) = seq.checked_sub(self.base).and_then(|i| self.slots.get_mut(i as usize)) {
             slot.assembling = false;
@@ -387,12 +388,12 @@ impl Sequencer {
         let primary = if let Some(root_local) = self.placement.local(first.root) {
             slot.members.get(root_local as usize)?.as_ref().map(|m| (root_local, m))
         } else {
-            // The message is stored into a buffer that exists: a call refused at its rank
-            // (`Resolved::REFUSED`) is never the primary while a sibling may still bring one —
-            // the siblings' copies would read nothing.
+            // The message is stored into a buffer that exists: a post on no memory is never
+            // the primary while a sibling may still bring one — the siblings' copies would read
+            // nothing.
             let posted =
                 || slot.members.iter().enumerate().filter_map(|(l, m)| m.as_ref().map(|m| (l as u32, m)));
-            match posted().find(|(_, m)| !m.buf.is_refused()) {
+            match posted().find(|(_, m)| m.buf.is_some()) {
                 Some(real) => Some(real),
                 None if slot.members.iter().all(Option::is_some) => posted().next(),
                 None => return None,
@@ -403,7 +404,7 @@ impl Sequencer {
             seq: Seq(self.started),
             root: m.root,
             len: m.len,
-            buf: if slot.poisoned { Resolved::REFUSED } else { m.buf },
+            buf: if slot.poisoned { None } else { m.buf },
             context: m.kind.context,
             window: m.kind.window,
             local: m.kind.local,
@@ -415,7 +416,7 @@ impl Sequencer {
     /// The slot [`Sequencer::next_start`] returned was accepted by the protocol.
     pub fn started(&mut self) {
         // The member `next_start` chose, recorded as it chose it — not found again by its
-        // buffer: a poisoned slot's `REFUSED` would match a refused sibling, or no member.
+        // buffer: a poisoned slot's `None` would match a sibling on no memory, or no member.
         let Some((primary, start)) = self.choose() else { return };
         let idx = (start.seq.0 - self.base) as usize;
         self.slots[idx].primary = Some(primary);
@@ -475,11 +476,11 @@ impl Sequencer {
                     Some(_) if call.is_some_and(|c| !same_call(c, m.kind.context)) => {
                         d.outcome = failed(StatusKind::DigestMismatch)
                     }
-                    // The primary's call was refused at its rank, so it is the root (see
-                    // `next_start`): its message could not be read (its load failed), as remote
-                    // ranks learn too. Any other failure is reported as it is.
+                    // The primary posted on no memory, so it is the root (see `next_start`):
+                    // its message could not be read (its load failed), as remote ranks learn
+                    // too. Any other failure is reported as it is.
                     Some(r)
-                        if r.buf.is_refused()
+                        if r.buf.is_none()
                             && slot.primary != Some(l as u32)
                             && outcome.status == StatusKind::OutOfBounds =>
                     {
@@ -569,8 +570,8 @@ mod tests {
         slotmap::KeyData::from_ffi(n).into()
     }
 
-    fn buf(i: u32) -> Resolved {
-        Resolved { segment: SegmentHandle(u64::from(i)), offset: 0 }
+    fn buf(i: u32) -> Option<Resolved> {
+        Some(Resolved { segment: SegmentHandle(u64::from(i)), offset: 0 })
     }
 
     fn ok(bytes: u64) -> Outcome {
@@ -606,17 +607,17 @@ mod tests {
         assert!(g.idle());
     }
 
-    /// A poisoned slot starts on `REFUSED` from the member `next_start` chose — the real
-    /// buffer's, not a refused sibling's whose `REFUSED` the start's buffer equals.
+    /// A poisoned slot starts on no memory from the member `next_start` chose — the real
+    /// buffer's, not a sibling's on no memory, whose `None` the start's buffer equals.
     #[test]
     fn a_poisoned_slot_records_the_member_it_started_from() {
         // Node 1 of 8, ppn 2: root 0 lives on node 0. Local 0 is refused, local 1 is not.
         let mut g = uniform(1, 2, 4);
-        g.post(0, 0, Resolved::REFUSED, 100, t(100)).unwrap();
+        g.post(0, 0, None, 100, t(100)).unwrap();
         g.post(1, 0, buf(11), 100, t(101)).unwrap();
         g.poisoned(Seq(0));
         let s = g.next_start().unwrap();
-        assert_eq!(s.buf, Resolved::REFUSED, "poisoned: on no memory");
+        assert_eq!(s.buf, None, "poisoned: on no memory");
         g.started();
         assert_eq!(g.slots[0].primary, Some(1), "the member whose post it is");
     }

@@ -28,9 +28,9 @@
 //!
 //! Every rank moves every block, as the multicast allreduce does; a scan by recursive doubling
 //! (log₂ P steps, each rank receiving partial prefixes) would move fewer bytes at scale, and can
-//! replace this composition alone in this folder. A rank refused at its rank for its buffers
-//! or a field its schedule does not read runs in step on no memory, as every composed call
-//! does; the ranks whose prefix needs its block end `RootFailed`.
+//! replace this composition alone in this folder. A rank on no memory (`engine/participation/`)
+//! takes part all the same, as in every composed call; the ranks whose prefix needs its block
+//! end `RootFailed`.
 use crate::engine::allgather::{compose, schedule};
 use crate::engine::cx::{context_of, Collective, Cx, Parts, Progress};
 use crate::engine::ids::{CallId, OpId};
@@ -53,7 +53,8 @@ pub(crate) struct Scan {
 #[derive(Clone, Copy, Debug)]
 struct Prefix {
     spec: (DataType, ReduceOp),
-    work: Resolved,
+    /// `None`: no memory.
+    work: Option<Resolved>,
     len: u64,
     blocks: u32,
 }
