@@ -17,13 +17,17 @@
 //!                                              finish_collective(op) ─► ordered completion
 //! ```
 //!
-//! What `after` converges on: every slot that can start has started, every transfer the
-//! protocol ended has been delivered (copies queued, parts finished), every exchange step that
-//! ended has been carried on, every call the node found to disagree has been failed and its
-//! communicator broken (`node/call_checks.rs`) — a round
-//! that changes none of these ends the loop (each round consumes at least one of those lists,
-//! and nothing in a round refills the list it consumed without an event from outside, other
-//! than a step that posts its next one).
+//! What `after` converges on: every call whose shape became known has been resolved
+//! (`participation/`), every slot that can start has started, every transfer the protocol
+//! ended has been delivered (copies queued, parts finished), every exchange step that ended has
+//! been carried on (a step's copy that could not be made counts as ended), every call the node
+//! found to disagree has been failed and its communicator broken (`node/call_checks.rs`). A
+//! round that resolved, delivered, issued, finished, failed or started none of these ends the
+//! loop — so the round after any work checks once more, and work a round made possible (a part
+//! finished by a delivery letting its call post the next) is started before `after` returns.
+//! It terminates: each round that continues consumes one of those finite lists, and nothing in
+//! a round refills the list it consumed without an event from outside, other than a step that
+//! posts its next one (bounded by the call's schedule).
 use crate::engine::action::{Dma, NO_MEMORY};
 use crate::engine::call::Call;
 use crate::engine::cx::{Cx, Progress};
@@ -250,14 +254,14 @@ impl Engine {
     fn converge(&mut self, now: Nanos) {
         loop {
             let resolved = self.resolve_shapes(now);
-            self.step_node(now);
+            let stepped = self.step_node(now);
             // Slots and transfers the engine carries out itself (`exchange.rs`): their progress
             // may finish slots, which the next round delivers.
             let Some(node) = self.node.as_mut() else { return };
             self.exchanges.take_started(node);
             let done = core::mem::take(&mut self.exchanges.done);
             let disagreed = self.disagreed_calls();
-            let progress = resolved || !done.is_empty() || disagreed;
+            let progress = resolved || stepped || !done.is_empty() || disagreed;
             for (key, outcome) in done {
                 let (exchanges, mut h) = self.exchange_hands();
                 exchanges.part_over(key, outcome, &mut h, now);
@@ -294,11 +298,14 @@ impl Engine {
     }
 
     /// One step of the node: slots started, the protocol's jobs issued, deliveries carried out.
-    fn step_node(&mut self, now: Nanos) {
-        let Some(node) = self.node.as_mut() else { return };
+    /// True if it issued a job or made a delivery: a delivery that finishes a part may let its
+    /// call post the next one, which only the next step starts.
+    fn step_node(&mut self, now: Nanos) -> bool {
+        let Some(node) = self.node.as_mut() else { return false };
         let mut deliveries = Vec::new();
         let mut jobs = Vec::new();
         node.step(now, &mut self.out, &mut jobs, &mut deliveries);
+        let stepped = !jobs.is_empty() || !deliveries.is_empty();
         for j in jobs {
             let dma = match j.dir {
                 DmaDir::Load => Dma::Load { src: j.buf, len: j.len },
@@ -337,5 +344,6 @@ impl Engine {
                 None => self.finish_part(d.part, d.outcome, now),
             }
         }
+        stepped
     }
 }
