@@ -64,6 +64,13 @@ impl Protocol {
         }
         let Ok(geo) = Geometry::new(len, payload) else { return refuse(StatusKind::BadLength) };
         let bid = c.next_bid;
+        // Broadcast ids run out (2³² per communicator) at the last whole epoch: every rank
+        // refuses the same post, as a barrier there does (`transfer/barrier.rs`), so no id —
+        // the message MAC's identity — ever names two messages, and the window arithmetic
+        // (`epoch · channels`) never wraps.
+        if (bid / channels).checked_add(1).and_then(|e| e.checked_mul(channels)).is_none() {
+            return refuse(StatusKind::BadDescriptor);
+        }
         let slot = (bid % channels) as usize;
         // Its channel held — or its epoch not the synchronizing one: a barrier that cut an
         // epoch at its first id leaves every channel free, and a rank behind (its next id still
@@ -654,6 +661,56 @@ pub(crate) fn picked_rank(seed: u64, bid: u32, root: Rank, size: u32) -> Rank {
 #[cfg(test)]
 mod tests {
     use super::picked_rank;
+    use crate::comm::auth::Secret;
+    use crate::comm::{CommSpec, GroupId, Layout, PeerId};
+    use crate::config::EngineConfig;
+    use crate::intake::regions::{Resolved, SegmentHandle};
+    use crate::transfer::env::{DmaJob, Env, Outcome, Post, PostError};
+    use crate::transfer::protocol::Protocol;
+    use ringcast_abi::StatusKind;
+
+    struct Quiet;
+    impl Env for Quiet {
+        fn send(&mut self, _: PeerId, _: &[u8]) {}
+        fn multicast(&mut self, _: &GroupId, _: &[u8]) {}
+        fn dma(&mut self, _: DmaJob) {}
+        fn complete(&mut self, _: u64, _: Outcome) {}
+    }
+
+    /// The last ids of a communicator: a broadcast whose epoch would end past 2³² is refused
+    /// (the id would repeat — the MAC's identity — and the window's `epoch · channels` wrap);
+    /// the ids before it post, the last one included.
+    #[test]
+    fn a_post_past_the_last_whole_epoch_of_ids_is_refused() {
+        let config = EngineConfig::default();
+        let mut p = Protocol::new(&config, crc32c::crc32c);
+        let channels = p.channels;
+        let spec = CommSpec {
+            cookie: 0x77,
+            group: [0x77; 14],
+            members: (0..2).map(PeerId).collect(),
+            my_rank: 0,
+            seed: 1,
+            layout: Layout::FLAT,
+            key: Secret([0x77; 32]),
+        };
+        let comm = p.create_comm(spec).unwrap();
+        let last_epoch = u32::MAX / channels - 1; // the last epoch whose end fits in a u32
+        let c = p.comms[0].as_mut().unwrap();
+        c.next_bid = last_epoch * channels + channels - 1;
+        c.sync.done = last_epoch;
+        let buf = Resolved { segment: SegmentHandle(1), offset: 0 };
+        p.post_bcast(Post::plain(comm, 0, buf, 8, 1), 0, &mut Quiet).expect("the epoch's last id posts");
+        assert_eq!(p.comms[0].as_ref().unwrap().next_bid, (last_epoch + 1) * channels);
+        let c = p.comms[0].as_mut().unwrap();
+        c.sync.done = last_epoch + 1;
+        c.ops.iter_mut().for_each(|o| *o = None);
+        assert_eq!(
+            p.post_bcast(Post::plain(comm, 0, buf, 8, 2), 0, &mut Quiet),
+            Err(PostError::Refused(StatusKind::BadDescriptor)),
+            "past the last whole epoch"
+        );
+    }
 
     /// The pick is the one every engine made before it came from `rand_xoshiro`: the mix of
     /// `seed ^ bid · φ` (engines of two versions pick alike), never the root.

@@ -267,7 +267,7 @@ pub(crate) fn locate(c: &Comm, bid: u32, channels: u32) -> Located {
         return Located::Stale;
     }
     if bid >= c.next_bid {
-        return if bid < c.next_bid + channels { Located::Future } else { Located::Stale };
+        return if bid < c.next_bid.saturating_add(channels) { Located::Future } else { Located::Stale };
     }
     let slot = (bid % channels) as usize;
     match c.ops.get(slot) {
