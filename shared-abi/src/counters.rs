@@ -106,6 +106,11 @@ pub const ALL: [Counter; COUNT] = [
         "message bytes loaded as a root (the send side's delivered bytes)",
     ),
     total("ledger_receive_delivered_bytes_total", "message bytes a receiver delivered ok"),
+    // The outbox.
+    total(
+        "frames_unsent_total",
+        "frames dropped unsent: their broadcast ended or failed before the fabric took them",
+    ),
 ];
 
 /// Index of the first of the ledger's counters (send then receive, for copied, hashed, CRC'd
@@ -113,7 +118,7 @@ pub const ALL: [Counter; COUNT] = [
 pub const LEDGER_FIRST: usize = 36;
 
 /// Number of counters.
-pub const COUNT: usize = 44;
+pub const COUNT: usize = 45;
 
 /// Index of counter `name`, if this build has it.
 pub fn index_of(name: &str) -> Option<usize> {

@@ -65,6 +65,8 @@ pub(crate) fn snapshot(engine: &Engine, net: Option<&Net>) -> [u64; COUNT] {
             at += 1;
         }
     }
+    v[at] = engine.frames_unsent();
+    debug_assert_eq!(at + 1, COUNT);
     v
 }
 

@@ -208,6 +208,9 @@ pub(crate) struct Outbox {
     /// writes over old bytes instead of zeroing first.
     arena: Vec<u8>,
     used: usize,
+    /// Frames dropped from the queue unsent because their payload's broadcast left its channel
+    /// before the driver took them (`frames_unsent_total`).
+    unsent: u64,
 }
 
 impl Outbox {
@@ -314,7 +317,12 @@ impl Outbox {
     /// as the iterator yields it (what it does not yield stays queued).
     /// `channels`: where queued payloads lie (the protocol, when the engine has one).
     pub(crate) fn poll_frames<'a>(&'a mut self, channels: Option<&'a Protocol>) -> Frames<'a> {
-        Frames { queue: &mut self.queue, arena: &self.arena, channels }
+        Frames { queue: &mut self.queue, arena: &self.arena, channels, unsent: &mut self.unsent }
+    }
+
+    /// Frames dropped unsent so far: their payload's broadcast left its channel first.
+    pub(crate) fn unsent(&self) -> u64 {
+        self.unsent
     }
 
     /// The next action; a frame whose payload's broadcast left its channel is skipped (not
@@ -324,7 +332,10 @@ impl Outbox {
             let q = self.queue.pop_front()?;
             match q {
                 Queued::Send { at, len, payload, .. } | Queued::Multicast { at, len, payload, .. }
-                    if gather(&self.arena, at, len, payload, channels).is_none() => {}
+                    if gather(&self.arena, at, len, payload, channels).is_none() =>
+                {
+                    self.unsent += 1;
+                }
                 q => break q,
             }
         };
@@ -350,6 +361,7 @@ pub struct Frames<'a> {
     queue: &'a mut VecDeque<Queued>,
     arena: &'a [u8],
     channels: Option<&'a Protocol>,
+    unsent: &'a mut u64,
 }
 
 impl core::fmt::Debug for Frames<'_> {
@@ -388,10 +400,12 @@ impl<'a> Iterator for Frames<'a> {
                 _ => return None,
             };
             self.queue.pop_front();
-            // (A frame whose payload left its channel is not sent: the next one is tried.)
+            // (A frame whose payload left its channel is not sent, but counted: the next one
+            // is tried.)
             if action.is_some() {
                 return action;
             }
+            *self.unsent += 1;
         }
     }
 }
@@ -439,6 +453,7 @@ mod tests {
     /// A frame queued around a channel range whose broadcast is not in that channel (its
     /// communicator gone, here never created) is not lent — neither by `poll` nor in a run of
     /// `poll_frames` — and the frames behind it are; with no protocol to resolve it, likewise.
+    /// Each skipped frame is counted (`frames_unsent_total`).
     #[test]
     fn a_frame_whose_payload_left_its_channel_is_skipped() {
         use crate::transfer::protocol::CommHandle;
@@ -463,6 +478,7 @@ mod tests {
                     "run {run}"
                 );
                 assert_eq!(out.poll(channels), None);
+                assert_eq!(out.unsent(), 2, "both skipped frames counted (run {run})");
             }
         }
     }

@@ -189,6 +189,12 @@ impl Engine {
         self.core.counters()
     }
 
+    /// Frames the engine dropped unsent because their payload's broadcast left its channel
+    /// (ended or failed) before the driver took them from the outbox.
+    pub fn frames_unsent(&self) -> u64 {
+        self.out.unsent()
+    }
+
     /// The protocol's counters (zero without a fabric).
     pub fn proto_counters(&self) -> ProtoCounters {
         self.node.as_ref().map(node::Node::proto_counters).unwrap_or_default()
