@@ -19,11 +19,11 @@
 //!   it, until every engine answered with a shape that agrees; each compares the manager's too.
 //!
 //! Shapes *agree* when they make the same schedule: the same opcode, length (but a barrier's,
-//! which the engine never reads), element type for a reduction (a call's in-step operation
-//! operation is not compared: the context under the MAC still catches operations that differ),
-//! element type and operation for a scan or an exscan (every rank's prefix is the operation's;
-//! an in-step operation aside), and root for a broadcast or a reduce. Shapes that do not agree are a verdict: every local
-//! process's call `k` fails `DigestMismatch` and the communicator breaks there (the engine
+//! which the engine never reads), element type for a reduction (its operation is not
+//! compared: the context under the MAC still catches operations that differ), element type
+//! and operation for a scan or an exscan (every rank's prefix is the operation's; an in-step
+//! operation aside), and root for a broadcast or a reduce. Shapes that do not agree are a
+//! verdict: every local process's call `k` fails `DigestMismatch` and the communicator breaks there (the engine
 //! drops it, as a failed exchange does: its later calls fail `CommunicatorBroken`). An engine
 //! that finds it tells the manager (`SHAPE_MISMATCH`), and the manager tells every engine,
 //! which breaks alike — so an engine whose call agrees with the manager's but waits on one that
@@ -366,7 +366,7 @@ impl Node {
         // The call's full index (the frame carries its low 32 bits).
         let call = c.calls.index_of(f.call);
         match f.flags {
-            // A query without a shape is a call's awaiting its shape (`call_shapes.rs`).
+            // A query without a shape asks for one (`call_shapes.rs`).
             SHAPE_QUERY if f.shape.opcode != 0 => {
                 let theirs = Shape::from_body(&f.shape);
                 if c.calls.known(call).is_some_and(|mine| !agree(&mine, &theirs)) {

@@ -210,11 +210,11 @@ pub(crate) struct Node {
     pub(crate) finished: Vec<(u64, Outcome)>,
     /// Host-memory jobs the protocol asked for.
     pub(crate) jobs: Vec<DmaJob>,
-    /// Calls awaiting their shape that ended (`call_shapes.rs`), for the engine to take.
+    /// Shape queries answered or given up (`call_shapes.rs`), for the engine to take.
     pub(crate) resolved: Vec<crate::engine::node::calls::Resolved>,
     /// `CALL_SHAPE` frames being handled (kept to reuse its memory).
     pub(crate) shapes_in: Vec<crate::transfer::call_shape::ShapeIn>,
-    /// A call awaiting its shape: the first repetition of its query (`repair_timeout_us`; it doubles).
+    /// A shape query's first repetition (`repair_timeout_us`; it doubles).
     pub(crate) shape_retry: Nanos,
     /// How long a call waits before it is checked against the manager's (`call_checks.rs`):
     /// the synchronization's probe interval, `peer_timeout_ms / 64`.
@@ -568,8 +568,8 @@ impl Node {
     }
 
     /// The timers due at `now`, taken from the one table in [`TimerKey`] order: the protocol's
-    /// communicators (slot order), then the queries of calls awaiting their shape, then the call checks — each
-    /// of those two as its key stands when its turn comes (the one before may have moved it).
+    /// communicators (slot order), then the shape queries, then the call checks — each of those
+    /// two as its key stands when its turn comes (the one before may have moved it).
     /// A freed communicator's key needs nothing here: [`Node::reap_freed`] runs after every
     /// event, and [`Node::rearm_freeing`] arms what is left; the drain's is the engine's
     /// (`drain.rs`). Returns whether a key other than the drain's was due.
@@ -619,7 +619,7 @@ impl Node {
 
     /// When a timer is next due: the one table's earliest key (`timer.rs`) — the protocol's
     /// communicators, a freed communicator that has not been dropped ([`Node::rearm_freeing`]),
-    /// the next query of calls awaiting their shape (`call_shapes.rs`), the waiting calls' checks
+    /// the shape queries' next (`call_shapes.rs`), the waiting calls' checks
     /// (`call_checks.rs`) and the engine's drain.
     pub(crate) fn next_timeout(&self) -> Option<Nanos> {
         // The freed communicators' keys must say what a scan of them says (the protocol checks

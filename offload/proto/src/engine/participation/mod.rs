@@ -32,6 +32,8 @@
 //!   operation and asks [`Participation::ends`] when it completes;
 //! * `engine/node/calls.rs` and `engine/node/call_shapes.rs` are the shape query itself, which
 //!   exists for calls awaiting their shape (`SHAPE_AWAITING` on the wire);
+//!   `engine/node/call_checks.rs` compares shapes, and leaves a scan's in-step operation (one
+//!   its type lacks) to the run, as it leaves a reduction's operation;
 //! * `engine/node/sequencer.rs` must place an in-step call among the others: an in-step slot
 //!   (`Sequencer::in_step`) starts on no memory, and each process's count of calls that
 //!   posted nothing (`Sequencer::posted_nothing`) goes into its context, so a process a call
