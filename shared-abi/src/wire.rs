@@ -103,14 +103,16 @@ impl FrameKind {
     pub const CALL_SHAPE: FrameKind = FrameKind(7);
 }
 
-/// `CALL_SHAPE` flag: "what was this call?" — the body zero (a void call's question), or the
-/// asker's own shape of the call (a call that waited, checked for disagreeing: the answerer
+/// `CALL_SHAPE` flag: "what was this call?" — the body zero (the question of a call awaiting
+/// its shape), or the asker's own shape of the call (a call that waited, checked for disagreeing: the answerer
 /// compares it with its own).
 pub const SHAPE_QUERY: u16 = 0;
 /// `CALL_SHAPE` flag: the call as a local process of the sender made it (the body).
 pub const SHAPE_KNOWN: u16 = 1;
-/// `CALL_SHAPE` flag: every local process of the sender made this call unreadable too.
-pub const SHAPE_VOID: u16 = 2;
+/// `CALL_SHAPE` flag: every local process of the sender made this call unreadable too, so it
+/// *awaits its shape* there as well (the engine's participation `AwaitingShape`; this value
+/// was named `SHAPE_VOID` before, and stays 2 on the wire).
+pub const SHAPE_AWAITING: u16 = 2;
 /// `CALL_SHAPE` flag: the sender's processes have not made this call yet; it answers once one
 /// does (a liveness signal meanwhile, as `READY_FLAG_ALIVE` is for a broadcast).
 pub const SHAPE_PENDING: u16 = 3;

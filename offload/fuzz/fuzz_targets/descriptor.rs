@@ -1,8 +1,8 @@
 //! Descriptor validation on arbitrary 64-byte submissions: never a panic, exactly one
 //! completion echoing the cookie, and any DMA (or collective buffer) inside the registered
-//! regions — or, a collective refused for its buffers or a field its schedule does not read,
-//! every buffer `None` (it runs in step on no memory); an allreduce only with a
-//! type and operation the engine reduces (a refused one's stand-in too).
+//! regions — or, a collective in step (refused for its buffers or a field its schedule does
+//! not read), every buffer `None` (it runs on no memory); an allreduce only with a type and
+//! operation the engine reduces (an in-step call's in-step operation too).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use ringcast_abi::{Access, SubmissionDescriptor};
@@ -36,19 +36,19 @@ fuzz_target!(|data: &[u8]| {
                     assert!(dst.offset + len <= 4096, "destination outside region a");
                     assert!(src.offset + len <= 4096 || (src.offset >= 8192 && src.offset + len <= 8192 + 4096));
                 }
-                Action::Bcast { cookie, buf, len, refused, .. } => {
+                Action::Bcast { cookie, buf, len, in_step, .. } => {
                     // Handed to the runner, which completes it: it counts as this one's answer.
                     completions += 1;
                     assert_eq!(cookie, d.cookie);
-                    match (refused, buf) {
-                        (Some(_), buf) => assert!(buf.is_none(), "a refused broadcast touches no memory"),
+                    match (in_step, buf) {
+                        (Some(_), buf) => assert!(buf.is_none(), "an in-step broadcast touches no memory"),
                         (None, Some(buf)) => {
                             assert!(buf.offset + len <= 4096 || (buf.offset >= 8192 && buf.offset + len <= 8192 + 4096))
                         }
-                        (None, None) => panic!("a broadcast not refused has its buffer"),
+                        (None, None) => panic!("a broadcast not in step has its buffer"),
                     }
                 }
-                Action::Allgather(g) | Action::Alltoall(g) | Action::Barrier(g) if g.refused.is_some() => {
+                Action::Allgather(g) | Action::Alltoall(g) | Action::Barrier(g) if g.in_step.is_some() => {
                     // Refused for its buffers or a field: handed to the runner all the same, on
                     // none. (A barrier's length is a field it does not read: any.)
                     completions += 1;

@@ -1,7 +1,8 @@
 //! The engine's one timer table: every deadline the state machine keeps, keyed by what it
-//! times ([`TimerKey`]) — a protocol communicator's (`transfer/timers.rs`), the void calls'
-//! shape queries (`engine/node/call_shapes.rs`), the call checks (`engine/node/call_checks.rs`),
-//! a freed communicator waiting to be dropped (`engine/node/lifecycle.rs`) and the engine's
+//! times ([`TimerKey`]) — a protocol communicator's (`transfer/timers.rs`), the shape
+//! queries (`engine/node/call_shapes.rs`), the call checks
+//! (`engine/node/call_checks.rs`), a freed communicator waiting to be dropped
+//! (`engine/node/lifecycle.rs`) and the engine's
 //! drain once its driver stops (`engine/drain.rs`) — in one indexed binary min-heap, so the
 //! engine's loop learns the next deadline of all of them in O(1), without a scan or a merge
 //! (`Engine::poll_timeout`).
@@ -15,14 +16,14 @@ use smallvec::SmallVec;
 
 /// What a deadline times. The derived order is the order due timers fire in within one
 /// `handle_timeout`: the protocol's communicators (in slot order, as a sweep of the table
-/// would visit them), then the void calls' queries, the call checks, the freed communicators
-/// and the drain — the order in which the separate sources fired before there was one table.
+/// would visit them), then the shape queries, the call checks, the freed communicators and the
+/// drain — the order in which the separate sources fired before there was one table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum TimerKey {
     /// A protocol communicator's earliest deadline: its broadcasts' root delays, next batches,
     /// repair requests and peer silences, its synchronization's retry, probe and silence.
     Comm(CommHandle),
-    /// The earliest void call's next shape query or give-up (`call_shapes.rs`).
+    /// The earliest shape query's next repetition or give-up (`call_shapes.rs`).
     ShapeQueries,
     /// The earliest waiting call's next check against the manager's (`call_checks.rs`).
     CallChecks,

@@ -353,7 +353,7 @@ fn a_primary_completes_only_after_the_copies_reading_its_buffer() {
 
 /// Issue 38: the seeds two far sweeps of 20,000 seeds each (`ringcast dst --seeds 20000 --start
 /// 777000000000 --max-ranks 1024`, and from 888000000000) and a wide one to 4,096 ranks failed,
-/// each a regression test here, grouped by cause. A void call whose shape nobody told within
+/// each a regression test here, grouped by cause. A call awaiting its shape that nobody told within
 /// the peer timeout counted as skipped at its process while a node-mate made the same call
 /// readable afterwards: the node's gather slots misaligned and its later calls waited for each
 /// other forever (hangs, unicast loss 100 %). Now the communicator breaks there.

@@ -274,7 +274,7 @@ fn bad_allgathers_get_typed_errors_at_the_rank_that_posted_them() {
     while c.step().is_some() && steps < 10_000 {
         steps += 1;
     }
-    assert_eq!(c.published().len(), 1, "the void call does not end before rank 1 makes it");
+    assert_eq!(c.published().len(), 1, "the call awaiting its shape does not end before rank 1 makes it");
     // Rank 1 makes it: rank 0 runs it in step on no memory and ends with its own status, rank
     // 1 is told that a rank's part failed.
     let d1 = SubmissionDescriptor::allgather(

@@ -3,7 +3,7 @@
 //! field its schedule does not read — an operation its type lacks, a root or a send buffer a
 //! call without one names, a reserved field, a barrier's short scratch — still runs there, in
 //! step with the other ranks, on no memory (every buffer `None`: no job is made on it, each
-//! fails where it would be, in the engine; a refused reduction's stand-in operation is never applied, and its receives
+//! fails where it would be, in the engine; a refused reduction's in-step operation is never applied, and its receives
 //! relay without checking a context that is not the others'). Before, such a call posted
 //! nothing: the other ranks waited for the parts it never posted until that rank's next call
 //! told them typed, and forever if it made none.
@@ -220,7 +220,7 @@ fn descriptor(
     // Overlap: the send block is the work buffer's own start.
     let send = RegionRef { key: if fault == Some(Fault::Overlap) { wk } else { sk }, offset: 0 };
     let len = LEN as u64;
-    // (Not SUM: a refused reduction runs under SUM as a stand-in, whose context would then be
+    // (Not SUM: a refused reduction runs under SUM as an in-step operation, whose context would then be
     // the others' by chance.)
     let op = if fault == Some(Fault::BadOperation) { ReduceOp(200) } else { ReduceOp::MAX };
     let d = match coll {
@@ -415,7 +415,7 @@ fn refused_reductions_and_allgathers_stay_in_step_under_every_exchange() {
     }
 }
 
-/// A stand-in (a reduction refused for its operation) posted first on its node is not the
+/// An in-step operation (a reduction refused for its operation) posted first on its node is not the
 /// reference its siblings are compared with: two siblings that disagree on the operation — one
 /// `MAX`, one `MIN` — are still told typed (`DigestMismatch`, or the node's communicator broken),
 /// never carried on as if only the refused process were wrong (`RootFailed`) or `Ok`.
@@ -429,7 +429,7 @@ fn siblings_that_disagree_are_told_even_beside_a_stand_in() {
         for (r, rank) in ranks.iter().enumerate() {
             let (wk, _, sk, _) = rank.bufs[0];
             let op = match r {
-                0 => ReduceOp(200), // refused: runs under the stand-in, posted first
+                0 => ReduceOp(200), // refused: runs under the in-step operation, posted first
                 2 => ReduceOp::MIN,
                 _ => ReduceOp::MAX,
             };

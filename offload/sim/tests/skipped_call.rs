@@ -218,9 +218,9 @@ fn a_refused_call_with_nobody_to_ask_still_ends() {
 /// Every rank of a 2×2 world makes its first broadcast with 0 bytes: no engine can read the
 /// call, so nothing runs anywhere — the manager hears every engine say so and tells them —
 /// and each rank ends `BadLength`; the next broadcast is the same call everywhere and `Ok`.
-/// Node 0's second process leaves instead of making the void call: its node-mate's call does
+/// Node 0's second process leaves instead of making the call awaiting its shape: its node-mate's call does
 /// not wait for it (the next broadcast then waits for a process to take that rank, as any
-/// call of the world does, so that run stops at the void call).
+/// call of the world does, so that run stops at the call awaiting its shape).
 #[test]
 fn a_call_every_rank_made_void_ends_everywhere_and_the_next_is_in_step() {
     for leave in [false, true] {
@@ -250,7 +250,7 @@ fn a_call_every_rank_made_void_ends_everywhere_and_the_next_is_in_step() {
             assert_eq!(status(p), want, "leave {leave}: {p:?}");
             assert!(
                 p.cqe.cookie == 1 || p.at < 1_000_000_000,
-                "leave {leave}: the void call waited {} ns",
+                "leave {leave}: the call awaiting its shape waited {} ns",
                 p.at
             );
         }

@@ -9,7 +9,7 @@ use crate::ledger::Side;
 use crate::schedule::bcast::{self as algo, Algorithm, Hop, Phase, Shape};
 use crate::transfer::bitmap::{FragBitmap, Geometry, MAX_FRAGS};
 use crate::transfer::env::{
-    is_stand_in, CommHandle, Dest, DmaDir, DmaJob, DmaToken, Env, OpCounters, Outcome, Post, PostError,
+    is_in_step_op, CommHandle, Dest, DmaDir, DmaJob, DmaToken, Env, OpCounters, Outcome, Post, PostError,
 };
 use crate::transfer::mac::{advance_mac, advance_mac_placed, root_mac_through};
 use crate::transfer::protocol::Protocol;
@@ -147,7 +147,7 @@ impl Protocol {
             payload_mac: self.auth.payload_mac(),
             context,
             own_ok: None,
-            unverified: me != root && buf.is_none() && is_stand_in(context),
+            unverified: me != root && buf.is_none() && is_in_step_op(context),
             hashed: 0,
             prefix: 0,
             stored: 0,
@@ -286,9 +286,9 @@ impl Protocol {
         if op.state != State::Storing || op.stores_out > 0 {
             return;
         }
-        // Stored or not (its host memory failed, or its call was refused at this rank: the host
-        // is told), the message is here whole — and authentic, but for a refused call's
-        // stand-in receive, which relays it unchecked (`Op::unverified`) — so this rank serves
+        // Stored or not (its host memory failed, or its call runs in step at this rank: the host
+        // is told), the message is here whole — and authentic, but for an in-step call's
+        // receive under its in-step operation, which relays it unchecked (`Op::unverified`) — so this rank serves
         // it and acks it in the synchronization: a local memory fault is no NACK, and the
         // communicator stays usable, as for a root's aborted load.
         op.state = State::Done;
@@ -562,8 +562,8 @@ impl Protocol {
         // has nothing to check the MAC over: like a failed store, it completes `OutOfBounds`
         // (`delivered`) and acks — it serves nobody, so no rank gets bytes it did not verify.
         let vanished = op.direct == Some(true) && op.store_failed;
-        // A receive of a call refused for its operation (`Op::unverified`) runs under a
-        // stand-in context the root's MAC does not have: it delivers nothing — it has no
+        // A receive of a call in step for its operation (`Op::unverified`) runs under an
+        // in-step context the root's MAC does not have: it delivers nothing — it has no
         // memory, every store fails — so it only relays, and whoever stores the
         // message checks the MAC itself. Checked, it would fail `DigestMismatch` and NACK its
         // epoch, breaking the communicator for the others.
@@ -595,7 +595,7 @@ const STORE_PART: u32 = 64 << 10;
 
 /// Whether receiver `me` of `op` writes its payload straight into its host buffer
 /// ([`Op::direct`]): the driver reaches the buffer at once ([`Env::reaches`]), the buffer is
-/// the call's own (not a refused call's stand-in, whose bytes are relayed unchecked), and no
+/// the call's own (not a call's in-step operation, whose bytes are relayed unchecked), and no
 /// rank will ever ask this one for a fragment — it forwards nothing and is nobody's repair
 /// source: a leaf of the binomial or linear tree, the multicast ring's last rank (the root's
 /// predecessor). A rank that serves others keeps the channel copy, which outlives the host's

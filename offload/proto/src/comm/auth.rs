@@ -12,8 +12,8 @@
 //!   for data frames, its body — 8 bytes in every frame's trailer. A frame whose tag does not
 //!   match is dropped (`DropReason::BadTag`) before anything in it is believed: a forger without
 //!   the key gets nothing but a drop counter moved, and the genuine broadcast goes on;
-//! * the **MAC key**: keyed BLAKE3 over (broadcast id, length and call context, calls the
-//!   posting process skipped, message),
+//! * the **MAC key**: keyed BLAKE3 over (broadcast id, length and call context, calls of the
+//!   posting process that posted nothing, message),
 //!   truncated to 128 bits —
 //!   the message MAC the last fragment carries, checked after reassembly before delivery. It
 //!   covers the payload bytes the per-frame tag leaves out (so a fragment costs one short
@@ -54,15 +54,15 @@ pub type CallBinding = [u8; 20];
 
 /// The [`CallBinding`] of a call of `context` rooted at `root`, at `slot` of its communicator's
 /// sequence. The context's operation byte is
-/// bound as the stand-in's ([`STAND_IN`]) at every rank: a rank whose call was refused for its
-/// operation relays under the stand-in, and a disagreement in the operation alone cannot mix
-/// fragments (a broadcast id has one root) — the message MAC, which covers the operation, finds
+/// bound as the in-step operation's ([`IN_STEP_OP`]) at every rank: a rank whose call is in
+/// step for its operation relays under the in-step operation, and a disagreement in the
+/// operation alone cannot mix fragments (a broadcast id has one root) — the message MAC, which covers the operation, finds
 /// it.
 ///
-/// [`STAND_IN`]: crate::transfer::env::STAND_IN
+/// [`IN_STEP_OP`]: crate::transfer::env::IN_STEP_OP
 pub fn call_binding(context: u64, root: u32, slot: u64) -> CallBinding {
     let mut b = [0; 20];
-    b[..8].copy_from_slice(&(context | crate::transfer::env::STAND_IN).to_le_bytes());
+    b[..8].copy_from_slice(&(context | crate::transfer::env::IN_STEP_OP).to_le_bytes());
     b[8..12].copy_from_slice(&root.to_le_bytes());
     b[12..].copy_from_slice(&slot.to_le_bytes());
     b
@@ -198,8 +198,8 @@ impl CommKeys {
     /// ([`crate::transfer::protocol::Post::context`]) and rooted at `root`: the context's low
     /// half — what the call is, beyond a broadcast, and the posting process's leader-based calls
     /// exchanged by multicast (`engine/node/sequencer.rs`) — folded into the upper half of the
-    /// hashed length (messages are below 4 GiB), its high half — the calls the posting process
-    /// skipped on the communicator — hashed after it, then the root (a rank of the communicator)
+    /// hashed length (messages are below 4 GiB), its high half — the calls of the posting process
+    /// that posted nothing on the communicator — hashed after it, then the root (a rank of the communicator)
     /// and the call's place in the communicator's sequence (`slot`). Why: ranks whose calls got
     /// out of step (one made another call, with others in flight behind it) may hold the same
     /// broadcast id for broadcasts of the same length from different roots, or from the same
@@ -218,7 +218,7 @@ impl CommKeys {
 }
 
 /// Bytes the MAC hashes before the message: the broadcast id (4), the length with the call (8),
-/// the skipped calls (4), the root (4) and the call's place in its communicator's sequence (8).
+/// the calls that posted nothing (4), the root (4) and the call's place in its communicator's sequence (8).
 pub const MAC_PREFIX: u32 = 28;
 
 /// A message MAC being computed ([`CommKeys::mac_state`]). Its `Debug` prints no state.

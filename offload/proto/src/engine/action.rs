@@ -95,7 +95,7 @@ pub enum Dma {
 }
 
 /// What a job that could not be made ends with, where it is made: one end of it is no memory
-/// (a call at this rank in step on none, `engine/participation/`), so the bytes a collective
+/// (a buffer `None`, `engine/participation/`), so the bytes a collective
 /// needed from there cannot be had — `RootFailed` for whoever needed them, as a remote rank
 /// whose part could not be read; the call on no memory itself ends with its own status.
 pub(crate) const NO_MEMORY: StatusKind = StatusKind::RootFailed;

@@ -9,10 +9,10 @@
 //! names the part's buffer. Once every local process has handed its piece over, the engine
 //! copies each piece that is not already in place into the leader's buffer (DMA jobs, host to
 //! host, as the sequencer's deliveries are), then tells the sequencer the slot may start
-//! ([`crate::engine::node::sequencer::Sequencer::assembled`]). A copy that fails (a region deregistered on the way,
-//! or one that could not be made, on no memory) poisons the part instead ([`crate::engine::node::sequencer::Sequencer::poisoned`]):
-//! it leaves on no memory, aborted, rather than with wrong bytes; local processes in different
-//! calls break the communicator.
+//! ([`crate::engine::node::sequencer::Sequencer::assembled`]). A copy that fails (a region
+//! deregistered on the way, or one that could not be made, on no memory) is told to the node
+//! with its status instead (`Node::assembled`): the part leaves on no memory, aborted, rather
+//! than with wrong bytes; local processes in different calls break the communicator.
 use crate::engine::action::{Dma, Outbox, NO_MEMORY};
 use crate::engine::hands::Hands;
 use crate::engine::ids::Seq;
@@ -118,12 +118,11 @@ impl Assemblies {
         let first = a.pieces.first().map_or(0, |p| p.context);
         let context = reference_call(first, a.pieces.iter().map(|p| p.context));
         let len = a.pieces.first().map_or(0, |p| p.len);
-        // (A call refused for its operation carries a stand-in for it, compared without it:
-        // `same_call`. Its piece is never read — it is on no memory: its copy cannot be made,
-        // which poisons the part.)
+        // (`same_call` says whether two contexts are one call. A piece on no memory is never
+        // read: its copy cannot be made, `RootFailed`.)
         if a.pieces.iter().any(|p| !same_call(p.context, context) || p.len != len) {
             // Local processes are in different calls (another collective, type or operation, or
-            // one skipped a call: `Sequencer::skip`), or disagree on the length — the intake
+            // one made a call that posted nothing: `Sequencer::posted_nothing`), or disagree on the length — the intake
             // bounded each piece by its own length only, so a piece would land on another
             // rank's place, or a node result of some of them be a wrong result every node
             // takes for the right one: the part would carry blocks of calls that are not this

@@ -123,10 +123,10 @@ impl Cx<'_> {
     }
 
     /// Engine-local rank `local`'s call on `comm` posted nothing (refused at once): its later
-    /// posts there carry the count ([`crate::engine::node::sequencer::Sequencer::skip`]).
-    pub(crate) fn skipped(&mut self, local: u32, comm: u64) {
+    /// posts there carry the count ([`crate::engine::node::sequencer::Sequencer::posted_nothing`]).
+    pub(crate) fn posted_nothing(&mut self, local: u32, comm: u64) {
         if let Some(node) = self.node() {
-            node.skip(local, comm);
+            node.posted_nothing(local, comm);
         }
     }
 
@@ -149,11 +149,11 @@ pub(crate) fn call_context(opcode: ringcast_abi::Opcode, reduce: Option<(DataTyp
 }
 
 /// The context call `a`'s parts carry: [`call_context`] of its opcode and reduction, and —
-/// a call refused for its operation — the mark of the stand-in its `SUM` is (`intake::plan`,
-/// [`crate::transfer::env::STAND_IN`]).
+/// a call in step for its operation — the mark of the in-step operation its `SUM` is
+/// (`intake::plan`, [`crate::transfer::env::IN_STEP_OP`]).
 pub(crate) fn context_of(a: &GatherCall) -> u64 {
-    let stand_in = if a.stand_in { crate::transfer::env::STAND_IN } else { 0 };
-    call_context(a.opcode, a.reduce) | stand_in
+    let in_step_op = if a.in_step_op { crate::transfer::env::IN_STEP_OP } else { 0 };
+    call_context(a.opcode, a.reduce) | in_step_op
 }
 
 /// `base` moved `by` bytes on (`None`, no memory, stays none).

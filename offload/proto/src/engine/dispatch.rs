@@ -242,7 +242,7 @@ impl Engine {
     pub(crate) fn after(&mut self, now: Nanos) {
         self.converge(now);
         // The deadlines this event moved that no entry point re-arms on its own: the freed
-        // communicators' and the drain's (the protocol's, the void calls' and the checks' are
+        // communicators' and the drain's (the protocol's, the shape queries' and the checks' are
         // re-armed where they change).
         if let Some(node) = self.node.as_mut() {
             node.rearm_freeing();

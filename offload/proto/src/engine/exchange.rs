@@ -50,7 +50,7 @@
 //! with that status — and breaks the communicator at that engine, whose partners of the later
 //! steps then fail theirs within the peer timeout instead of waiting for transfers it will never
 //! post: an engine dead at the start of an allreduce fails it everywhere within a peer timeout
-//! per level of the schedule. A part that could not be read ([`poisons`]: an aborted transfer,
+//! per level of the schedule. A part that could not be read ([`carries_on_in_step`]: an aborted transfer,
 //! a block on no memory, memory gone) breaks nothing: the engine runs the rest of the
 //! schedule on no memory, aborting what it sends, so the slot ends `RootFailed` wherever the
 //! missing part was needed and the next call finds every engine in step.
@@ -63,6 +63,7 @@ use crate::engine::ids::{ExchangeId, Seq};
 use crate::engine::links::Transfer;
 use crate::engine::node::sequencer::Start;
 use crate::engine::node::Node;
+use crate::engine::participation::carries_on_in_step;
 use crate::engine::reduction::Then;
 use crate::intake::regions::Resolved;
 use crate::intake::HostId;
@@ -144,7 +145,7 @@ pub(crate) struct Local {
     pub send: Option<Resolved>,
     pub recv: Option<Resolved>,
     pub keys: [RegionKey; 2],
-    /// Its block length and its call's context (its skipped calls included): the slot's, or
+    /// Its block length and its call's context (its calls that posted nothing included): the slot's, or
     /// nothing moves.
     pub len: u64,
     pub context: u64,
@@ -206,10 +207,10 @@ pub(crate) struct ExchangeRun {
     pub(crate) step: u32,
     /// Transfers, copies or the reduction of this step not over yet.
     pub(crate) pending: u32,
-    /// The first failure of its steps (see [`poisons`]).
+    /// The first failure of its steps (see [`carries_on_in_step`]).
     pub(crate) status: StatusKind,
     /// The first failure that is not on memory (a partner unreachable, calls that disagree):
-    /// it breaks the communicator, poisoned or not.
+    /// it breaks the communicator, in step or not.
     fatal: Option<StatusKind>,
     pub(crate) counters: OpCounters,
 }
@@ -357,7 +358,7 @@ impl Exchanges {
         let largest = ranges.iter().map(|r| r.1).max().unwrap_or(1);
         let halving = spec.is_some()
             && compose::allreduce(h.config, engines, largest, len, elem) == Exchange::Rabenseifner;
-        // A slot on no memory (its assembly poisoned, or the leader's post on none) runs its
+        // A slot on no memory (its assembly put in step, or the leader's post on none) runs its
         // schedule all the same, aborting what it sends.
         let status = if start.buf.is_none() { StatusKind::RootFailed } else { StatusKind::Ok };
         let d = ExchangeRun {
@@ -439,7 +440,7 @@ impl Exchanges {
         if status != StatusKind::Ok && d.status == StatusKind::Ok {
             d.status = status;
         }
-        if status != StatusKind::Ok && !poisons(status) && d.fatal.is_none() {
+        if status != StatusKind::Ok && !carries_on_in_step(status) && d.fatal.is_none() {
             d.fatal = Some(status);
         }
         d.counters.absorb(outcome.counters);
@@ -449,7 +450,7 @@ impl Exchanges {
         if let Some(fatal) = d.fatal {
             d.status = fatal;
         }
-        if d.fatal.is_none() && poisons(d.status) {
+        if d.fatal.is_none() && carries_on_in_step(d.status) {
             // A part could not be read — here (on no memory, memory gone) or
             // at a partner (its transfer aborted): this engine carries on in step with its
             // partners on no memory, so whatever it sends from here is aborted too and every
@@ -548,14 +549,6 @@ pub(crate) fn post_step(
         posted += 1;
     }
     Ok(Some(posted))
-}
-
-/// A failure an engine carries on from in step with its partners, on no memory: a part that
-/// could not be read (`RootFailed`: on no memory, here or at a partner, or an
-/// aborted transfer; `OutOfBounds`: memory gone here). Any other (a partner unreachable, calls
-/// that disagree) breaks the communicator.
-fn poisons(status: StatusKind) -> bool {
-    matches!(status, StatusKind::RootFailed | StatusKind::OutOfBounds)
 }
 
 /// (root is the lower engine, bytes) of the transfers between `me` and `other` in `schedule`,

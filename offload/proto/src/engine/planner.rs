@@ -72,11 +72,11 @@ impl Engine {
                     self.count_call(call.host, call.comm, Some(Shape::of(desc)));
                     self.start_collective(call, now)
                 }
-                intake::Action::Bcast { host, cookie, comm, root, buf, len, started, refused, .. } => {
+                intake::Action::Bcast { host, cookie, comm, root, buf, len, started, in_step, .. } => {
                     self.count_call(host, comm, Some(Shape::of(desc)));
                     let cqe = Completion::new(cookie, desc.opcode, Status::OK, 0);
                     let op = self.new_op(host, cqe, started, true, true);
-                    self.participate(op, refused);
+                    self.participate(op, in_step);
                     // The core refused broadcasts from a host without a local rank.
                     let local = self.core.local_rank(host).unwrap_or(u32::MAX);
                     let b = BcastCall { comm, root, buf, len };
@@ -94,7 +94,7 @@ impl Engine {
     fn start_collective(&mut self, a: GatherCall, now: Nanos) {
         let cqe = Completion::new(a.cookie, a.opcode, Status::OK, 0);
         let op = self.new_op(a.host, cqe, a.started, true, true);
-        self.participate(op, a.refused);
+        self.participate(op, a.in_step);
         let local = self.core.local_rank(a.host).unwrap_or(u32::MAX);
         let window = self.calls_in_flight(a.host);
         match a.opcode {

@@ -32,7 +32,7 @@
 //! failed load or store ends the reduction as failed (`OutOfBounds`, or `RootFailed` where it
 //! could not be made, on no memory); the caller's continuation ([`Then`], which the
 //! dispatcher carries out) decides what that means (an operation failed, a node part
-//! poisoned, an exchange carrying on on no memory).
+//! on no memory, an exchange carrying on on no memory).
 use crate::collective::reduce::reduce_blocks;
 use crate::engine::action::{Dma, Outbox, NO_MEMORY};
 use crate::engine::ids::{ExchangeId, JobId, OpId, ReductionId, Seq};

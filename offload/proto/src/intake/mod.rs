@@ -91,9 +91,9 @@ pub struct GatherCall {
     /// Ranks in it.
     pub size: u32,
     /// Where this rank's block is read from when it is not in place (`None`: in place, or a
-    /// call without one; `Some(None)`: a send buffer, on no memory — see `refused`).
+    /// call without one; `Some(None)`: a send buffer, on no memory — see `in_step`).
     pub send: Option<Option<Resolved>>,
-    /// The receive (work) buffer (`size × len` bytes); `None`: no memory (see `refused`).
+    /// The receive (work) buffer (`size × len` bytes); `None`: no memory (see `in_step`).
     pub recv: Option<Resolved>,
     /// Block bytes.
     pub len: u64,
@@ -105,13 +105,13 @@ pub struct GatherCall {
     pub keys: [RegionKey; 2],
     /// When the descriptor was taken in.
     pub started: Nanos,
-    /// Refused at this rank for its buffers, or for a descriptor field its schedule does not
-    /// read, with this status: the call runs in step with the other ranks on no memory (every
+    /// In step at this rank — refused for its buffers, or for a descriptor field its schedule
+    /// does not read, with this status: the call runs in step with the other ranks on no memory (every
     /// buffer `None`) and completes with this status ([`plan`]).
-    pub refused: Option<StatusKind>,
-    /// Refused for its operation: `reduce` carries a stand-in (`SUM`, never applied), and the
-    /// call's context says so ([`crate::transfer::env::STAND_IN`]).
-    pub stand_in: bool,
+    pub in_step: Option<StatusKind>,
+    /// In step for its operation: `reduce` carries an in-step operation (`SUM`, never applied),
+    /// and the call's context says so ([`crate::transfer::env::IN_STEP_OP`]).
+    pub in_step_op: bool,
 }
 
 /// What the runner must do.
@@ -145,7 +145,7 @@ pub enum Action {
         /// Root rank.
         root: u32,
         /// The message buffer: read at the root, written elsewhere; `None`: no memory (see
-        /// `refused`).
+        /// `in_step`).
         buf: Option<Resolved>,
         /// Its region (a deregistration fails the broadcast at this rank).
         key: RegionKey,
@@ -153,8 +153,8 @@ pub enum Action {
         len: u64,
         /// When the descriptor was taken in.
         started: Nanos,
-        /// Refused at this rank for its buffer or a field ([`GatherCall::refused`]).
-        refused: Option<StatusKind>,
+        /// In step at this rank for its buffer or a field ([`GatherCall::in_step`]).
+        in_step: Option<StatusKind>,
     },
     /// Run this rank's part of an allgather (or allreduce), as [`GatherCall`] says; the
     /// descriptor completes when the runner says so, with its cookie.
@@ -387,12 +387,12 @@ impl Core {
         self.take_in(host, desc, now, ranks, None)
     }
 
-    /// [`Core::submit_with`] for a call already refused at this rank with `status`: it runs
+    /// [`Core::submit_with`] for a call already in step at this rank with `status`: it runs
     /// in step on no memory (every buffer `None`) and ends with `status` — a
-    /// void call whose shape the engine learnt from the other ranks (`engine/call_shapes.rs`),
+    /// call that awaited its shape and learnt it from the other ranks (`engine/node/call_shapes.rs`),
     /// `desc` carrying their shape. Should that shape not run here either, the call is
     /// refused at once, with `status`.
-    pub fn submit_refused(
+    pub fn submit_in_step(
         &mut self,
         host: HostId,
         desc: &SubmissionDescriptor,
@@ -412,23 +412,23 @@ impl Core {
         preset: Option<StatusKind>,
     ) -> Taken {
         let max_op_bytes = self.config.limits.max_op_bytes;
-        let mut refused = preset;
+        let mut in_step = preset;
         let outcome = match self.host_mut(host) {
             Some(state) => {
                 let who = (ranks.rank(state.local, desc.comm), ranks.size(desc.comm));
-                plan(&state.regions, desc, max_op_bytes, who, &mut refused)
+                plan(&state.regions, desc, max_op_bytes, who, &mut in_step)
             }
             None => Err(StatusKind::BadDescriptor),
         };
-        // A call taken in again refused runs as a collective or not at all: nothing else it
+        // A call taken in again in step runs as a collective or not at all: nothing else it
         // could be (an engine's answer naming a COPY) may touch memory or succeed.
         let outcome = match (preset, outcome) {
             (Some(s), Ok(Plan::Nothing | Plan::Comm { .. } | Plan::Dma { .. })) => Err(s),
             (_, o) => o,
         };
-        // A collective refused at this rank (its buffers, a field its schedule does not read)
-        // touches none of its buffers: every one is `None` (`refused` names why).
-        let mem = |r: Option<Resolved>| r.filter(|_| refused.is_none());
+        // A collective in step at this rank (its buffers, a field its schedule does not read)
+        // touches none of its buffers: every one is `None` (`in_step` names why).
+        let mem = |r: Option<Resolved>| r.filter(|_| in_step.is_none());
         let mut taken = Taken::default();
         let cqe = match outcome {
             Ok(Plan::Nothing) => Completion::new(desc.cookie, desc.opcode, Status::OK, 0),
@@ -445,14 +445,14 @@ impl Core {
                     key,
                     len,
                     started: now,
-                    refused,
+                    in_step,
                 });
             }
             Ok(Plan::Comm { op, buf, len }) => {
                 let (cookie, comm) = (desc.cookie, desc.comm);
                 return Taken::one(Action::Comm { host, cookie, comm, op, buf, len, started: now });
             }
-            Ok(Plan::Allgather { me, size, send, recv, len, reduce, root, stand_in }) => {
+            Ok(Plan::Allgather { me, size, send, recv, len, reduce, root, in_step_op }) => {
                 let (cookie, comm, opcode, keys) =
                     (desc.cookie, desc.comm, desc.opcode, [desc.aux_key, desc.key]);
                 let call = GatherCall {
@@ -469,8 +469,8 @@ impl Core {
                     root,
                     keys,
                     started: now,
-                    refused,
-                    stand_in,
+                    in_step,
+                    in_step_op,
                 };
                 return Taken::one(Action::Allgather(call));
             }
@@ -489,8 +489,8 @@ impl Core {
                     root: None,
                     keys: [desc.aux_key, desc.key],
                     started: now,
-                    refused,
-                    stand_in: false,
+                    in_step,
+                    in_step_op: false,
                 };
                 return Taken::one(Action::Alltoall(call));
             }
@@ -509,8 +509,8 @@ impl Core {
                     root: None,
                     keys: [desc.key, desc.key],
                     started: now,
-                    refused,
-                    stand_in: false,
+                    in_step,
+                    in_step_op: false,
                 };
                 return Taken::one(Action::Barrier(call));
             }
@@ -530,9 +530,9 @@ impl Core {
         taken
     }
 
-    /// A collective the core refused at once (counted as an error) runs after all, refused in
-    /// step (`Core::submit_refused`), and is counted when it ends: uncount it here.
-    pub fn runs_refused(&mut self) {
+    /// A collective the core refused at once (counted as an error) runs after all, in
+    /// step (`Core::submit_in_step`), and is counted when it ends: uncount it here.
+    pub fn runs_in_step(&mut self) {
         self.counters.completed_err = self.counters.completed_err.saturating_sub(1);
     }
 

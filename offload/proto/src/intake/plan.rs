@@ -30,7 +30,7 @@ pub(super) enum Plan {
         len: u64,
         reduce: Option<(ringcast_abi::DataType, ringcast_abi::ReduceOp)>,
         root: Option<u32>,
-        stand_in: bool,
+        in_step_op: bool,
     },
     Barrier {
         me: u32,
@@ -83,7 +83,7 @@ impl Ranks for WorldRanks<'_> {
 ///
 /// A collective is refused at once (`Err`) only for a fault that leaves its *shape* — the
 /// schedule the other ranks run for this call — unknown here; the engine then learns the
-/// shape from the other ranks and takes the call in again through [`Core::submit_refused`]
+/// shape from the other ranks and takes the call in again through [`Core::submit_in_step`]
 /// (`engine/call_shapes.rs`), so it runs in step all the same. The faults: an unknown opcode
 /// (not taken in again: nothing says it was a collective); a flag no ABI version defines
 /// (unlike a reserved word, a flag is how a later ABI would change what the call does); a
@@ -94,9 +94,9 @@ impl Ranks for WorldRanks<'_> {
 /// key, range or access; a send block overlapping its receive buffer), or a field the schedule
 /// does not read (an operation its type lacks or that does not exist, a root or send buffer a
 /// call without one names, a reserved word, a barrier's scratch shorter than a byte per rank
-/// or past the limit) — is not refused at once: its status goes to `refused`, its buffers
+/// or past the limit) — is not refused at once: its status goes to `in_step`, its buffers
 /// are none (`None`: no memory), and the plan stands with that field set aside (a reduction
-/// under a stand-in operation, `stand_in`), for the call to run in step with the other ranks
+/// under an in-step operation, `in_step_op`), for the call to run in step with the other ranks
 /// on no memory, which then fail typed instead of waiting for parts this rank never posts. A
 /// descriptor fault of either kind is reported before a buffer fault of
 /// the same call, and a fault that refuses at once before one that does not.
@@ -105,16 +105,16 @@ pub(super) fn plan(
     d: &SubmissionDescriptor,
     max_op_bytes: u64,
     (me, size): (Option<u32>, Option<u32>),
-    refused: &mut Option<StatusKind>,
+    in_step: &mut Option<StatusKind>,
 ) -> Result<Plan, StatusKind> {
-    // A collective's buffer: resolved, or none, refused (the first reason kept).
-    fn memory(refused: &mut Option<StatusKind>, r: Result<Resolved, StatusKind>) -> Option<Resolved> {
-        r.map_err(|s| stray(refused, s)).ok()
+    // A collective's buffer: resolved, or none and the call in step (the first reason kept).
+    fn memory(in_step: &mut Option<StatusKind>, r: Result<Resolved, StatusKind>) -> Option<Resolved> {
+        r.map_err(|s| stray(in_step, s)).ok()
     }
     // A field the call's shape does not depend on is wrong (or, through `memory`, a buffer):
-    // the call runs in step, refused, with the first reason kept.
-    fn stray(refused: &mut Option<StatusKind>, s: StatusKind) {
-        refused.get_or_insert(s);
+    // the call runs in step, with the first reason kept.
+    fn stray(in_step: &mut Option<StatusKind>, s: StatusKind) {
+        in_step.get_or_insert(s);
     }
     let op = Op::try_from(d.opcode).map_err(|_| StatusKind::UnknownOpcode)?;
     if d.flags & !DESC_FLAGS_DEFINED != 0 {
@@ -126,7 +126,7 @@ pub(super) fn plan(
         if !collective {
             return Err(StatusKind::BadDescriptor);
         }
-        stray(refused, StatusKind::BadDescriptor);
+        stray(in_step, StatusKind::BadDescriptor);
     }
     match op {
         Op::Nop => {
@@ -161,7 +161,7 @@ pub(super) fn plan(
         }
         Op::Bcast => {
             if d.aux_key != RegionKey::NONE || d.aux_offset != 0 {
-                stray(refused, StatusKind::BadDescriptor); // a send buffer a broadcast has not
+                stray(in_step, StatusKind::BadDescriptor); // a send buffer a broadcast has not
             }
             if d.len == 0 || d.len > max_op_bytes {
                 return Err(StatusKind::BadLength);
@@ -173,16 +173,16 @@ pub(super) fn plan(
             }
             // The root only reads its buffer; every other rank writes it.
             let need = if d.root == me { Access::READ } else { Access::WRITE };
-            let buf = memory(refused, regions.resolve(d.key, d.offset, d.len, need));
+            let buf = memory(in_step, regions.resolve(d.key, d.offset, d.len, need));
             Ok(Plan::Bcast { buf, len: d.len })
         }
         // (A scan's is an allreduce's: the same buffers, type and operation.)
         Op::Allgather | Op::Allreduce | Op::Reduce | Op::Scan | Op::Exscan => {
             // A root where the call has none.
             if op != Op::Reduce && d.root != 0 {
-                stray(refused, StatusKind::BadDescriptor);
+                stray(in_step, StatusKind::BadDescriptor);
             }
-            let mut stand_in = false;
+            let mut in_step_op = false;
             let reduce = match op {
                 Op::Allreduce | Op::Reduce | Op::Scan | Op::Exscan => {
                     let (dtype, rop) = ringcast_abi::reduce::parse_reduce_spec(d.spec);
@@ -196,10 +196,10 @@ pub(super) fn plan(
                         Some((dtype, rop))
                     } else {
                         // An operation nothing reduces this type with: the schedule does not
-                        // depend on it, so the call runs in step, refused, under a stand-in (no
+                        // depend on it, so the call runs in step, under an in-step operation (no
                         // block of this rank is ever read, so nothing is reduced with it).
-                        stray(refused, StatusKind::BadDescriptor);
-                        stand_in = true;
+                        stray(in_step, StatusKind::BadDescriptor);
+                        in_step_op = true;
                         // (An operation the type has: a pair's is MAXLOC.)
                         let any = if dtype.is_pair() {
                             ringcast_abi::ReduceOp::MAXLOC
@@ -224,35 +224,35 @@ pub(super) fn plan(
                 return Err(StatusKind::BadLength);
             }
             if d.aux_key == RegionKey::NONE && d.aux_offset != 0 {
-                stray(refused, StatusKind::BadDescriptor); // an offset into no send buffer
+                stray(in_step, StatusKind::BadDescriptor); // an offset into no send buffer
             }
             // Every block arrives in the receive (work) buffer (this rank's own too, unless in
             // place).
-            let recv = memory(refused, regions.resolve(d.key, d.offset, total, Access::WRITE));
+            let recv = memory(in_step, regions.resolve(d.key, d.offset, total, Access::WRITE));
             let send = if d.aux_key == RegionKey::NONE {
                 // In place: the block is read where it already is (and the work buffer is read
                 // back for the reduction). (`me · len` < `total`, bounded above; the offset is
                 // the host's own.)
                 let own = d.offset.checked_add(u64::from(me) * d.len).ok_or(StatusKind::OutOfBounds);
-                memory(refused, own.and_then(|at| regions.resolve(d.key, at, d.len, Access::READ)));
+                memory(in_step, own.and_then(|at| regions.resolve(d.key, at, d.len, Access::READ)));
                 None
             } else {
-                let send = memory(refused, regions.resolve(d.aux_key, d.aux_offset, d.len, Access::READ));
+                let send = memory(in_step, regions.resolve(d.aux_key, d.aux_offset, d.len, Access::READ));
                 let overlap = send.zip(recv).is_some_and(|(send, recv)| {
                     send.segment == recv.segment
                         && send.offset < recv.offset + total
                         && recv.offset < send.offset + d.len
                 });
                 if overlap {
-                    memory(refused, Err(StatusKind::Overlap));
+                    memory(in_step, Err(StatusKind::Overlap));
                 }
                 Some(send)
             };
             if reduce.is_some() {
                 // The engine reads every contribution back from the work buffer.
-                memory(refused, regions.resolve(d.key, d.offset, total, Access::READ));
+                memory(in_step, regions.resolve(d.key, d.offset, total, Access::READ));
             }
-            Ok(Plan::Allgather { me, size, send, recv, len: d.len, reduce, root, stand_in })
+            Ok(Plan::Allgather { me, size, send, recv, len: d.len, reduce, root, in_step_op })
         }
         Op::Alltoall => {
             if d.len == 0 {
@@ -260,8 +260,8 @@ pub(super) fn plan(
             }
             if d.root != 0 || d.aux_key == RegionKey::NONE {
                 // A root it has not; no send buffer of its own (no in place): the schedule is
-                // the length's, so the call runs in step, refused.
-                stray(refused, StatusKind::BadDescriptor);
+                // the length's, so the call runs in step.
+                stray(in_step, StatusKind::BadDescriptor);
             }
             let unknown = if d.comm == 0 { StatusKind::NoRank } else { StatusKind::UnknownCommunicator };
             let (me, size) = (me.ok_or(unknown)?, size.ok_or(unknown)?);
@@ -271,31 +271,31 @@ pub(super) fn plan(
             if d.len == 0 || work_len > max_op_bytes {
                 return Err(StatusKind::BadLength);
             }
-            let work = memory(refused, regions.resolve(d.key, d.offset, work_len, Access::READ_WRITE));
-            let send = memory(refused, regions.resolve(d.aux_key, d.aux_offset, total, Access::READ));
+            let work = memory(in_step, regions.resolve(d.key, d.offset, work_len, Access::READ_WRITE));
+            let send = memory(in_step, regions.resolve(d.aux_key, d.aux_offset, total, Access::READ));
             let overlap = send.zip(work).is_some_and(|(send, work)| {
                 send.segment == work.segment
                     && send.offset < work.offset + work_len
                     && work.offset < send.offset + total
             });
             if overlap {
-                memory(refused, Err(StatusKind::Overlap));
+                memory(in_step, Err(StatusKind::Overlap));
             }
             Ok(Plan::Alltoall { me, size, send, work, len: d.len })
         }
         Op::Barrier => {
             // Fields a barrier has not, and its scratch's length, which the engine never touches:
-            // none of them shapes the barrier, so a wrong one runs it in step, refused.
+            // none of them shapes the barrier, so a wrong one runs it in step.
             if d.root != 0 || d.aux_key != RegionKey::NONE || d.aux_offset != 0 {
-                stray(refused, StatusKind::BadDescriptor);
+                stray(in_step, StatusKind::BadDescriptor);
             }
             let unknown = if d.comm == 0 { StatusKind::NoRank } else { StatusKind::UnknownCommunicator };
             let (me, size) = (me.ok_or(unknown)?, size.ok_or(unknown)?);
             // One scratch byte per rank at least (the engine uses one per engine spanned).
             if d.len < u64::from(size) || d.len > max_op_bytes {
-                stray(refused, StatusKind::BadLength);
+                stray(in_step, StatusKind::BadLength);
             }
-            let scratch = memory(refused, regions.resolve(d.key, d.offset, d.len, Access::READ_WRITE));
+            let scratch = memory(in_step, regions.resolve(d.key, d.offset, d.len, Access::READ_WRITE));
             Ok(Plan::Barrier { me, size, scratch, len: d.len })
         }
         Op::CommCreate => {

@@ -19,18 +19,18 @@ fn drain(taken: Taken) -> Vec<Action> {
     taken.into_vec()
 }
 
-/// The status the last action gives its descriptor: a completion's, or — a collective refused
-/// for its buffers, handed on to run in step on none of them — its refusal's.
+/// The status the last action gives its descriptor: a completion's, or — a collective in step
+/// for its buffers, handed on to run on none of them — its refusal's.
 fn status_of(actions: &[Action]) -> StatusKind {
     match actions.last() {
         Some(Action::Complete { cqe, .. }) => StatusKind::try_from(cqe.status).unwrap(),
-        Some(Action::Bcast { refused: Some(s), buf, .. }) => {
-            assert!(buf.is_none(), "a refused broadcast touches no memory");
+        Some(Action::Bcast { in_step: Some(s), buf, .. }) => {
+            assert!(buf.is_none(), "an in-step broadcast touches no memory");
             *s
         }
-        Some(Action::Allgather(g) | Action::Alltoall(g) | Action::Barrier(g)) if g.refused.is_some() => {
+        Some(Action::Allgather(g) | Action::Alltoall(g) | Action::Barrier(g)) if g.in_step.is_some() => {
             assert!(g.recv.is_none() && g.send.is_none_or(|s| s.is_none()), "{g:?}");
-            g.refused.unwrap()
+            g.in_step.unwrap()
         }
         other => panic!("last action is not a completion: {other:?}"),
     }
@@ -233,7 +233,7 @@ fn reductions_carry_their_spec_and_a_reduce_its_root() {
 
 /// A descriptor fault that leaves the call's schedule unknown here refuses it at once (one
 /// completion: it posts nothing); one in a field the schedule does not read hands the call on,
-/// refused, to run in step on no memory — a reduction under a stand-in operation.
+/// in step, to run on no memory — a reduction under an in-step operation.
 #[test]
 fn faults_that_shape_the_call_refuse_it_at_once_the_others_run_it_in_step() {
     use ringcast_abi::{DataType, ReduceOp};
@@ -361,9 +361,9 @@ fn faults_that_shape_the_call_refuse_it_at_once_the_others_run_it_in_step() {
         if let [Action::Allgather(g)] = &acts[..] {
             let (t, op) = ringcast_abi::reduce::parse_reduce_spec(d.spec);
             if let Some((gt, gop)) = g.reduce {
-                assert!(gop.supports(gt), "{d:?}: a stand-in the engine reduces with");
+                assert!(gop.supports(gt), "{d:?}: an in-step operation the engine reduces with");
                 assert_eq!(gt, t, "the call's own type");
-                assert_eq!(g.stand_in, !op.supports(t), "{d:?}: a stand-in, and said so");
+                assert_eq!(g.in_step_op, !op.supports(t), "{d:?}: an in-step operation, and said so");
             }
         }
     }
@@ -410,7 +410,7 @@ proptest! {
         let acts = drain(taken);
         if let [Action::Bcast { cookie, buf, len, .. }] = acts[..] {
             prop_assert_eq!(cookie, d.cookie);
-            // (No memory, `None`: refused, it touches none.)
+            // (No memory, `None`: in step, it touches none.)
             prop_assert!(buf.is_none_or(|b| b.offset + len <= 1024 || (b.offset >= 2048 && b.offset + len <= 3072)));
             return Ok(());
         }

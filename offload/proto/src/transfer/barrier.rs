@@ -105,7 +105,7 @@ impl Protocol {
     }
 
     /// A frame about broadcast `bid` from `src`, if a barrier here skipped `bid`: the other
-    /// rank posted a broadcast where this one posted the barrier (a call refused at one rank
+    /// rank posted a broadcast where this one posted the barrier (a call wrong at one rank
     /// only, or a program that calls differently). The barrier fails `DigestMismatch` at once
     /// — its epoch's `SYNC_DOWN` may never come while the other rank waits in its broadcast —
     /// and a rank waiting for the broadcast (a request, a ready) is told `READY_FLAG_MISMATCH`,
@@ -148,7 +148,7 @@ pub(crate) fn cut_of(c: &Comm, epoch: u32) -> (u64, u32) {
 
 /// The `SYNC_DOWN` of `epoch` arrived: the barrier that cut it is over — `Ok` if every rank
 /// cut it with the same call, `DigestMismatch` if not (`mismatched`: some rank ended the epoch
-/// with another barrier context or with broadcasts, e.g. after a call refused at one rank only;
+/// with another barrier context or with broadcasts, e.g. after a call wrong at one rank only;
 /// the same answer at every rank, as a broadcast whose MAC differs).
 pub(crate) fn end_epoch(c: &mut Comm, epoch: u32, mismatched: bool, env: &mut impl Env) {
     for slot in c.barriers.iter_mut().filter(|b| b.is_some_and(|b| b.epoch == epoch)) {

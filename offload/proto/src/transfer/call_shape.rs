@@ -3,8 +3,8 @@
 //! An engine one of whose local processes made a call with a descriptor it cannot read the
 //! shape of (a length, element type, root or flag it cannot run) asks what that call was — the
 //! communicator's manager (rank 0) asks every engine, the others ask the manager — so it can
-//! run it in step with them on no memory (`engine/call_shapes.rs`, docs/protocol.md "A call
-//! refused at one rank"). The protocol only
+//! run it with them (`engine/node/call_shapes.rs`, docs/protocol.md "A call in step at one
+//! rank"). The protocol only
 //! carries the frames — sealed and tagged as every other frame, so only members ask and
 //! answer — and hands the ones that arrive to the node ([`Protocol::take_call_shapes`]); what
 //! they mean is the node's.
@@ -27,7 +27,7 @@ pub struct ShapeIn {
     pub comm: CommHandle,
     /// The engine (protocol rank) that sent it.
     pub from: Rank,
-    /// `SHAPE_QUERY`, `SHAPE_KNOWN`, `SHAPE_VOID`, `SHAPE_PENDING` or `SHAPE_SILENT` (any
+    /// `SHAPE_QUERY`, `SHAPE_KNOWN`, `SHAPE_AWAITING`, `SHAPE_PENDING` or `SHAPE_SILENT` (any
     /// other value is ignored).
     pub flags: u16,
     /// The call's index on the communicator (low 32 bits).

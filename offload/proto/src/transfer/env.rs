@@ -263,36 +263,40 @@ pub struct Outcome {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CommHandle(pub u32);
 
-/// The operation byte (bits 16–23 of [`Post::context`]) of a call refused at its rank for an
-/// operation nothing reduces its type with (`intake::plan`): it runs in step on no memory under
-/// this stand-in, which no real call's context carries (operations are 1–9). Its receives on
-/// no memory ([`Post::buf`] `None`) relay without checking the MAC — the root's context is the real
-/// operation's, unknown here — and the node compares it with its siblings' calls without the
-/// operation ([`same_call`]).
-pub const STAND_IN: u64 = 0xff << 16;
+/// The operation byte (bits 16–23 of [`Post::context`]) of a call *in step* for its operation
+/// (at its rank, an operation nothing reduces its type with, `intake::plan`): it
+/// runs in step on no memory under this operation byte, which no real call's context carries
+/// (operations are 1–9). Its receives on no memory ([`Post::buf`] `None`) relay without
+/// checking the MAC — the root's context is the real operation's, unknown here — and the node
+/// compares it with its siblings' calls without the operation ([`same_call`]).
+///
+/// The policy itself is `engine/participation/`'s; this byte is how it reaches the wire
+/// context, so the contexts' comparisons ([`same_call`], [`reference_call`]) live here.
+pub const IN_STEP_OP: u64 = 0xff << 16;
 
-/// Whether `context` is a refused call's stand-in ([`STAND_IN`]).
-pub const fn is_stand_in(context: u64) -> bool {
-    context & STAND_IN == STAND_IN
+/// Whether `context` is that of a call in step for its operation ([`IN_STEP_OP`]).
+pub const fn is_in_step_op(context: u64) -> bool {
+    context & IN_STEP_OP == IN_STEP_OP
 }
 
-/// Whether two processes' contexts are the same call: equal, or — one a stand-in — equal but
-/// for the operation the stand-in replaced (opcode, type, skipped calls and exchanges still
-/// compared).
+/// Whether two processes' contexts are the same call: equal, or — one in step for its
+/// operation — equal but for the operation (opcode, type, calls that posted nothing and
+/// exchanges still compared).
 pub const fn same_call(a: u64, b: u64) -> bool {
-    if is_stand_in(a) || is_stand_in(b) {
-        a & !STAND_IN == b & !STAND_IN
+    if is_in_step_op(a) || is_in_step_op(b) {
+        a & !IN_STEP_OP == b & !IN_STEP_OP
     } else {
         a == b
     }
 }
 
-/// The context processes of one call are compared with: `first`'s, or — `first` a stand-in —
-/// the first of `rest` that is not one (so that the processes not refused are compared with
-/// each other in full; a stand-in as the reference would let them differ in their operation).
+/// The context processes of one call are compared with: `first`'s, or — `first` in step for
+/// its operation — the first of `rest` that is not (so that the processes taking part in full
+/// are compared with each other in full; an in-step operation as the reference would let them
+/// differ in their operation).
 pub fn reference_call(first: u64, rest: impl IntoIterator<Item = u64>) -> u64 {
-    match is_stand_in(first) {
-        true => rest.into_iter().find(|&c| !is_stand_in(c)).unwrap_or(first),
+    match is_in_step_op(first) {
+        true => rest.into_iter().find(|&c| !is_in_step_op(c)).unwrap_or(first),
         false => first,
     }
 }
@@ -318,7 +322,7 @@ pub struct Post {
     /// (DST seed 999000004130 with non-blocking calls, `WrongBytes`).
     pub slot: u64,
     /// The buffer: read at the root, written at the others. `None`: no memory — this rank's
-    /// call runs in step on none (docs/protocol.md, "A call refused at one rank"): a root's
+    /// call runs in step on none (docs/protocol.md, "A call in step at one rank"): a root's
     /// load fails where it is made (the broadcast is aborted), a receiver relays and serves the
     /// message and completes failed, and no job on it ever reaches [`Env::dma`].
     pub buf: Option<Resolved>,
@@ -333,10 +337,10 @@ pub struct Post {
     /// `engine::node::sequencer::Sequencer::multicast_exchange` — so engines that took different exchanges
     /// for one call do not pair its transfers with the next call's). High half: how many calls on the
     /// communicator the posting process made that posted nothing (refused at once and no shape
-    /// learnt for it from the others: `engine::node::sequencer::Sequencer::skip`) — so a process that skipped a call the
-    /// others made is not matched with their calls shifted by one. A receiver that posted
+    /// learnt for it from the others: `engine::node::sequencer::Sequencer::posted_nothing`) — so a process whose call posted nothing
+    /// while the others' did is not matched with their calls shifted by one. A receiver that posted
     /// another context than the root fails the broadcast with `DigestMismatch` instead of
-    /// delivering bytes meant for another call — but for a *stand-in* ([`STAND_IN`]) posted
+    /// delivering bytes meant for another call — but for a call in step for its operation ([`IN_STEP_OP`]) posted
     /// on no memory (`buf` `None`), which relays the message unchecked.
     pub context: u64,
     /// How far ahead of a receiver its root can run, in broadcasts: 0 for a broadcast, whose

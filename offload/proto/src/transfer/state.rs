@@ -86,8 +86,8 @@ pub(crate) struct Op {
     /// byte of the message — only the call (broadcast id, length, context, root and place) — and `hashed` just
     /// follows the contiguous prefix held.
     pub(crate) payload_mac: bool,
-    /// A receive on no memory under a stand-in context
-    /// ([`crate::transfer::env::STAND_IN`]): the root's MAC is not this context's, so the
+    /// A receive on no memory under an in-step context
+    /// ([`crate::transfer::env::IN_STEP_OP`]): the root's MAC is not this context's, so the
     /// message is relayed and acked without being checked — nothing of it is ever stored.
     pub(crate) unverified: bool,
     pub(crate) hashed: u32,

@@ -263,7 +263,7 @@ fn post_leaders(
     let (first, locals) = match (node.ranges(a.comm), node.locals(a.comm)) {
         (Some((r, _)), Some(l)) if (mine as usize) < r.len() => (r[mine as usize].0, l),
         _ => {
-            cx.skipped(local, a.comm);
+            cx.posted_nothing(local, a.comm);
             return Err(StatusKind::UnknownCommunicator);
         }
     };
@@ -294,7 +294,7 @@ fn post_leaders(
             Ok(())
         }
         Err(kind) => {
-            cx.skipped(local, a.comm);
+            cx.posted_nothing(local, a.comm);
             Err(kind)
         }
     }
@@ -324,7 +324,7 @@ fn post_rank_parts(
             // Refused at once (the communicator, not the part): this and every later part
             // fail here (the local copy too); parts already filed end through the protocol.
             if r == 0 {
-                cx.skipped(local, a.comm);
+                cx.posted_nothing(local, a.comm);
             }
             return Err((a.size + u32::from(a.send.is_some()) - r, kind));
         }
@@ -371,7 +371,7 @@ pub(crate) fn post_node_parts(
         };
         let own = k == mine;
         let kind = Kind { all: own, assemble: own, context, window, ..Kind::default() };
-        // What this process's post carries (its skipped calls too): the assembly compares it.
+        // What this process's post carries (its calls that posted nothing too): the assembly compares it.
         let full = node.context_of(local, a.comm, context);
         // A reduction's node part is the node's one partial result; an allgather's or an
         // alltoall's, its ranks' blocks side by side.
@@ -400,7 +400,7 @@ pub(crate) fn post_node_parts(
             Ok(_) => {}
             Err(kind) => {
                 if k == 0 {
-                    cx.skipped(local, a.comm);
+                    cx.posted_nothing(local, a.comm);
                 }
                 return Err((engines - k, kind));
             }

@@ -175,7 +175,7 @@ fn post_rank_parts(
             // Refused at once: this and every later part fail here; parts already filed
             // end through the protocol.
             if r == 0 {
-                cx.skipped(local, a.comm);
+                cx.posted_nothing(local, a.comm);
             }
             return Err((a.size - r, kind));
         }

@@ -92,7 +92,7 @@ pub(crate) fn post(
 ) -> Result<(), StatusKind> {
     let node = cx.h.node.as_mut().ok_or(StatusKind::UnknownCommunicator)?;
     let Some(first) = node.members(a.comm).and_then(|(m, _)| m.of_engine(mine).first().copied()) else {
-        cx.skipped(local, a.comm);
+        cx.posted_nothing(local, a.comm);
         return Err(StatusKind::UnknownCommunicator);
     };
     let kind = Kind { all: true, context, local: true, in_place: true, ..Default::default() };
@@ -117,7 +117,7 @@ pub(crate) fn post(
             Ok(())
         }
         Err(kind) => {
-            cx.skipped(local, a.comm);
+            cx.posted_nothing(local, a.comm);
             Err(kind)
         }
     }

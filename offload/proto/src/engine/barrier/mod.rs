@@ -55,7 +55,7 @@ pub(crate) fn start(
     let progress = match posted {
         Ok(()) => Progress::Running,
         Err(kind) => {
-            cx.skipped(local, a.comm);
+            cx.posted_nothing(local, a.comm);
             Progress::Done(Outcome { status: kind, bytes: 0, counters: OpCounters::default() })
         }
     };

@@ -50,7 +50,7 @@ pub(crate) fn start(b: BcastCall, op: OpId, local: u32, id: CallId, cx: &mut Cx<
     let progress = match posted {
         Ok(()) => Progress::Running,
         Err(kind) => {
-            cx.skipped(local, b.comm);
+            cx.posted_nothing(local, b.comm);
             Progress::Done(Outcome { status: kind, bytes: 0, counters: OpCounters::default() })
         }
     };

@@ -19,11 +19,11 @@
 //!   it, until every engine answered with a shape that agrees; each compares the manager's too.
 //!
 //! Shapes *agree* when they make the same schedule: the same opcode, length (but a barrier's,
-//! which the engine never reads), element type for a reduction (a refused call's stand-in
-//! operation is not compared: the context under the MAC still catches operations that differ),
-//! element type and operation for a scan or an exscan (every rank's prefix is the operation's;
-//! a stand-in aside), and root for a broadcast or a reduce. Shapes that do not agree are a verdict: every local
-//! process's call `k` fails `DigestMismatch` and the communicator breaks there (the engine
+//! which the engine never reads), element type for a reduction (its operation is not
+//! compared: the context under the MAC still catches operations that differ), element type
+//! and operation for a scan or an exscan (every rank's prefix is the operation's; an in-step
+//! operation aside), and root for a broadcast or a reduce. Shapes that do not agree are a
+//! verdict: every local process's call `k` fails `DigestMismatch` and the communicator breaks there (the engine
 //! drops it, as a failed exchange does: its later calls fail `CommunicatorBroken`). An engine
 //! that finds it tells the manager (`SHAPE_MISMATCH`), and the manager tells every engine,
 //! which breaks alike — so an engine whose call agrees with the manager's but waits on one that
@@ -136,9 +136,9 @@ pub(crate) fn agree(a: &Shape, b: &Shape) -> bool {
 }
 
 /// Whether a scan's operations, in `spec`s of one element type, agree: the same, or one of them
-/// refused at its rank — an operation the engine does not reduce that type with runs as a
-/// stand-in (`intake::GatherCall::stand_in`), its rank ending with its own status — which the
-/// check leaves to the call's run, as it does an allreduce's.
+/// in step at its rank — an operation the engine does not reduce that type with runs as an
+/// in-step operation (`intake::GatherCall::in_step_op`), its rank ending with its own status —
+/// which the check leaves to the call's run, as it does an allreduce's.
 fn same_operation(a: u16, b: u16) -> bool {
     let ((ta, oa), (tb, ob)) = (parse_reduce_spec(a), parse_reduce_spec(b));
     oa == ob || !oa.supports(ta) || !ob.supports(tb)
@@ -366,7 +366,7 @@ impl Node {
         // The call's full index (the frame carries its low 32 bits).
         let call = c.calls.index_of(f.call);
         match f.flags {
-            // A query without a shape is a void call's (`call_shapes.rs`).
+            // A query without a shape asks for one (`call_shapes.rs`).
             SHAPE_QUERY if f.shape.opcode != 0 => {
                 let theirs = Shape::from_body(&f.shape);
                 if c.calls.known(call).is_some_and(|mine| !agree(&mine, &theirs)) {
@@ -493,7 +493,7 @@ mod tests {
         assert!(!agree(&a, &shape(Opcode::ALLREDUCE, sum, 0, 2048)), "another length");
         assert!(!agree(&a, &shape(Opcode::ALLGATHER, 0, 0, 4096)), "another collective");
         assert!(!agree(&a, &shape(Opcode::ALLREDUCE, 0x0108, 0, 4096)), "another type");
-        assert!(agree(&a, &shape(Opcode::ALLREDUCE, max, 0, 4096)), "a stand-in's operation");
+        assert!(agree(&a, &shape(Opcode::ALLREDUCE, max, 0, 4096)), "an in-step operation");
         assert!(agree(&a, &shape(Opcode::ALLREDUCE, sum, 3, 4096)), "a root an allreduce has not");
         let b = shape(Opcode::BCAST, 0, 1, 100);
         assert!(!agree(&b, &shape(Opcode::BCAST, 0, 2, 100)), "another root");
@@ -512,7 +512,7 @@ mod tests {
         assert!(!agree(&scan, &a), "an allreduce");
         let exscan = shape(Opcode::EXSCAN, sum, 0, 64);
         assert!(!agree(&exscan, &shape(Opcode::EXSCAN, max, 0, 64)), "another operation");
-        // An operation refused at its rank (none numbered 0x7f): a stand-in, left to the run.
-        assert!(agree(&exscan, &shape(Opcode::EXSCAN, 0x7f06, 0, 64)), "a stand-in's operation");
+        // An operation no type has (none numbered 0x7f): an in-step operation, left to the run.
+        assert!(agree(&exscan, &shape(Opcode::EXSCAN, 0x7f06, 0, 64)), "an in-step operation");
     }
 }

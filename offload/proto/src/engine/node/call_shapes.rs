@@ -1,39 +1,39 @@
 //! The calls a communicator's local members made, and how an engine learns what a call was
-//! when its own processes' descriptors cannot say (docs/protocol.md, "A call refused at one
+//! when its own processes' descriptors cannot say (docs/protocol.md, "A call in step at one
 //! rank").
 //!
 //! Every rank of a communicator makes the same collectives in the same order, so the `k`-th
-//! call of each of them is the same call. A call refused at its rank for a field its schedule
-//! does not read, or for its memory, still runs in step there on no memory, and the other
+//! call of each of them is the same call. A call wrong at its rank in a field its schedule
+//! does not read, or in its memory, runs *in step* there on no memory, and the other
 //! ranks fail typed. A descriptor whose *shape* — a length, element type, root or flag the
 //! schedule is made of — this rank cannot read leaves nothing to run; before, it posted
 //! nothing, and the other ranks waited for its parts (forever, if it made no further call) and
 //! then paired its later calls with theirs one behind. Now the engine counts it as call `k`
-//! all the same (a *void* call), holds its process's later descriptors on the communicator
+//! all the same (a call *awaiting its shape*), holds its process's later descriptors on the communicator
 //! (`engine/participation/shape.rs`), and finds out what call `k` was:
 //! * from a node-mate that made call `k` (its shape is kept here for the last [`HISTORY`]
 //!   calls);
 //! * else from the other engines, in `CALL_SHAPE` frames ([`crate::transfer::call_shape`]).
 //!   The communicator's rank-0 engine, its *manager*, asks every engine; the others ask the
-//!   manager only, so a call every rank made void costs `O(E)` frames, not `O(E²)`. An engine
+//!   manager only, so a call every rank awaits costs `O(E)` frames, not `O(E²)`. An engine
 //!   answers with the shape of call `k` as one of its processes made it (`SHAPE_KNOWN`);
-//!   `SHAPE_VOID` — from an engine, when all its processes made it void, from the manager,
+//!   `SHAPE_AWAITING` — from an engine, when all its processes await it, from the manager,
 //!   when every engine said so; or `SHAPE_PENDING` (alive, not there yet — the query is kept
 //!   and answered once it is). Queries are repeated from `repair_timeout_us`, doubling up to
 //!   `peer_timeout_ms / 64` (as the synchronization probes a neighbour), while the call waits.
 //!
-//! With the shape known, the engine runs the void call as one refused for its buffers (its own
-//! status, no memory anywhere: `engine/participation/`), so the others end typed and in step. When every
-//! rank made call `k` void, nothing runs anywhere and each ends with its own status. When no
+//! With the shape known, the engine runs the call awaiting its shape in step (its own status,
+//! no memory anywhere: `engine/participation/`), so the others end typed and in step. When every
+//! rank awaits call `k`'s shape, nothing runs anywhere and each ends with its own status. When no
 //! engine answers for `peer_timeout_ms` — an engine silent that long is unreachable, by the
 //! protocol's own rule — the call ends with its status and the communicator breaks here
 //! (`engine/participation/shape.rs`): its node-mates' call `k` and every later call on it fail
 //! `CommunicatorBroken` at once, and the other engines learn within the peer timeout. The
 //! manager says so when it gives up (`SHAPE_SILENT`), so the engines that asked it break alike;
 //! an engine that hears nothing from the manager gives up alone. (Before, the call counted as
-//! skipped, `Sequencer::skip`: every later call of its rank failed `DigestMismatch` — and a
+//! posting nothing, `Sequencer::posted_nothing`: every later call of its rank failed `DigestMismatch` — and a
 //! node-mate that made call `k` with a readable shape posted its parts into sequencer slots the
-//! skipping process never filled, so the node's calls waited for each other forever: DST seeds
+//! process posting nothing never filled, so the node's calls waited for each other forever: DST seeds
 //! 888000001933, 888000017220 and 777000017823, unicast loss 100 %.)
 use crate::engine::action::Outbox;
 use crate::engine::node::calls::{Entry, Resolution, Resolved, Shape, Waiting, MAX_ASKED};
@@ -45,13 +45,13 @@ use crate::Nanos;
 use alloc::vec;
 use alloc::vec::Vec;
 use ringcast_abi::frame::CallShapeBody;
-use ringcast_abi::wire::{SHAPE_KNOWN, SHAPE_PENDING, SHAPE_QUERY, SHAPE_SILENT, SHAPE_VOID};
+use ringcast_abi::wire::{SHAPE_AWAITING, SHAPE_KNOWN, SHAPE_PENDING, SHAPE_QUERY, SHAPE_SILENT};
 use ringcast_abi::Opcode;
 
 impl Node {
     /// Engine-local rank `local` made a call on communicator `comm` whose shape it could read
-    /// (`shape`), or that posted nothing and counts as skipped (`None`); returns its index.
-    /// Queries waiting for it, and node-mates' void calls, get their answer.
+    /// (`shape`), or that posted nothing and counts as posting nothing (`None`); returns its index.
+    /// Queries waiting for it, and node-mates' calls awaiting their shape, get their answer.
     pub(crate) fn call_made(
         &mut self,
         local: u32,
@@ -71,7 +71,7 @@ impl Node {
             if c.calls.waits() {
                 let handle = c.handle;
                 c.calls.end(handle, call, Resolution::Known(s), &mut self.resolved);
-                self.refresh_voids();
+                self.refresh_awaiting();
             }
             self.answer_asked(slot, call, out);
             if clash {
@@ -83,9 +83,15 @@ impl Node {
 
     /// Engine-local rank `local` made a call on communicator `comm` whose shape it cannot read:
     /// returns its index, and finds out what the call was (see the module docs; the answer
-    /// comes from [`Node::take_void_calls`]). `None`: not a member, or a communicator whose
+    /// comes from [`Node::take_resolved_calls`]). `None`: not a member, or a communicator whose
     /// protocol side is gone — nothing to run it with.
-    pub(crate) fn call_void(&mut self, local: u32, comm: u64, now: Nanos, out: &mut Outbox) -> Option<u64> {
+    pub(crate) fn call_awaiting_shape(
+        &mut self,
+        local: u32,
+        comm: u64,
+        now: Nanos,
+        out: &mut Outbox,
+    ) -> Option<u64> {
         let slot = self.slot(comm)?;
         let c = self.comms[slot].as_mut()?;
         let proto = c.proto?;
@@ -101,7 +107,7 @@ impl Node {
                 return Some(call);
             }
             Some(Entry::Everywhere) => {
-                self.resolved.push((handle, local, call, Resolution::Void));
+                self.resolved.push((handle, local, call, Resolution::Everywhere));
                 return Some(call);
             }
             Some(Entry::Silent) => {
@@ -111,17 +117,17 @@ impl Node {
             _ => {}
         }
         let manager = me == 0;
-        c.calls.record(call, Entry::Voided);
+        c.calls.record(call, Entry::Awaiting);
         if let Some(w) = c.calls.waiting.iter_mut().find(|w| w.call == call) {
             // Asked already, for a node-mate.
             w.locals.push((index, local));
             self.answer_asked(slot, call, out);
-            self.settle_void(slot, now, out);
-            self.refresh_voids();
+            self.settle_awaiting(slot, now, out);
+            self.refresh_awaiting();
             return Some(call);
         }
-        let mut void = vec![false; engines as usize];
-        if let Some(v) = void.get_mut(me as usize) {
+        let mut awaiting = vec![false; engines as usize];
+        if let Some(v) = awaiting.get_mut(me as usize) {
             *v = true;
         }
         let c = self.comms[slot].as_mut()?;
@@ -129,35 +135,35 @@ impl Node {
             locals: vec![(index, local)],
             call,
             manager,
-            void,
+            awaiting,
             heard: now,
             next: now + self.shape_retry,
             backoff: self.shape_retry,
         });
         self.answer_asked(slot, call, out);
-        self.settle_void(slot, now, out);
+        self.settle_awaiting(slot, now, out);
         self.ask(slot, call, out);
-        self.refresh_voids();
+        self.refresh_awaiting();
         Some(call)
     }
 
-    /// Local member `index` of communicator `slot` left: the calls its node-mates made void no
-    /// longer wait for it — this engine may now answer `SHAPE_VOID` for them, or, the manager,
+    /// Local member `index` of communicator `slot` left: the calls of its node-mates awaiting
+    /// their shape no longer wait for it — this engine may now answer `SHAPE_AWAITING` for them, or, the manager,
     /// end them.
     pub(crate) fn member_left(&mut self, slot: usize, index: u32, now: Nanos, out: &mut Outbox) {
         let Some(c) = self.comms[slot].as_mut() else { return };
         c.calls.forget(index);
         let open: Vec<u64> =
-            c.calls.history.iter().filter(|(_, e)| matches!(e, Entry::Voided)).map(|(k, _)| *k).collect();
+            c.calls.history.iter().filter(|(_, e)| matches!(e, Entry::Awaiting)).map(|(k, _)| *k).collect();
         for call in open {
             self.answer_asked(slot, call, out);
         }
-        self.settle_void(slot, now, out);
-        self.refresh_voids();
+        self.settle_awaiting(slot, now, out);
+        self.refresh_awaiting();
     }
 
     /// Communicator `slot`'s protocol side is gone (broken, or dropped): nothing will answer
-    /// its void calls, which end as given up (`Resolution::Silent`).
+    /// its calls awaiting their shape, which end as given up (`Resolution::Silent`).
     pub(crate) fn calls_dropped(&mut self, slot: usize) {
         let Some(c) = self.comms[slot].as_mut() else { return };
         let handle = c.handle;
@@ -165,23 +171,23 @@ impl Node {
         for call in calls {
             c.calls.end(handle, call, Resolution::Silent, &mut self.resolved);
         }
-        self.refresh_voids();
+        self.refresh_awaiting();
     }
 
-    /// Void calls that ended since the last call, moved into `out`.
-    pub(crate) fn take_void_calls(&mut self, out: &mut Vec<Resolved>) {
+    /// Calls awaiting their shape that ended since the last call, moved into `out`.
+    pub(crate) fn take_resolved_calls(&mut self, out: &mut Vec<Resolved>) {
         out.append(&mut self.resolved);
     }
 
     /// Sends call `call`'s query: the manager to every engine of communicator `slot` that has
-    /// not answered `SHAPE_VOID`, another engine to the manager.
+    /// not answered `SHAPE_AWAITING`, another engine to the manager.
     fn ask(&mut self, slot: usize, call: u64, out: &mut Outbox) {
         let Some(c) = self.comms[slot].as_ref() else { return };
         let (Some(proto), Some(w)) = (c.proto, c.calls.waiting.iter().find(|w| w.call == call)) else {
             return;
         };
         let to: Vec<u32> = match w.manager {
-            true => (0..w.void.len() as u32).filter(|&r| !w.void[r as usize]).collect(),
+            true => (0..w.awaiting.len() as u32).filter(|&r| !w.awaiting[r as usize]).collect(),
             false => vec![0],
         };
         for r in to {
@@ -231,20 +237,20 @@ impl Node {
         }
     }
 
-    /// The manager ends communicator `slot`'s void calls that every local member and every
-    /// engine made void — nothing runs for them anywhere — and tells the engines that asked.
-    fn settle_void(&mut self, slot: usize, now: Nanos, out: &mut Outbox) {
+    /// The manager ends communicator `slot`'s calls awaiting their shape at every local member and
+    /// every engine — nothing runs for them anywhere — and tells the engines that asked.
+    fn settle_awaiting(&mut self, slot: usize, now: Nanos, out: &mut Outbox) {
         let Some(c) = self.comms[slot].as_mut() else { return };
         let handle = c.handle;
         let calls = &c.calls;
         let ended: Vec<u64> = calls
             .waiting
             .iter()
-            .filter(|w| w.manager && w.void.iter().all(|&v| v) && calls.void_here(w.call))
+            .filter(|w| w.manager && w.awaiting.iter().all(|&v| v) && calls.awaiting_here(w.call))
             .map(|w| w.call)
             .collect();
         for &call in &ended {
-            c.calls.end(handle, call, Resolution::Void, &mut self.resolved);
+            c.calls.end(handle, call, Resolution::Everywhere, &mut self.resolved);
             c.calls.record(call, Entry::Everywhere);
             c.calls.announced = Some(now);
         }
@@ -254,7 +260,7 @@ impl Node {
     }
 
     /// The `CALL_SHAPE` frames the protocol took in: queries answered (or kept), answers
-    /// matched with the void calls waiting for them.
+    /// matched with the calls awaiting them.
     pub(crate) fn on_call_shapes(&mut self, now: Nanos, out: &mut Outbox) {
         let mut frames = core::mem::take(&mut self.shapes_in);
         self.proto.take_call_shapes(&mut frames);
@@ -270,7 +276,7 @@ impl Node {
                 self.on_check_frame(slot, &f, now, out);
             }
         }
-        self.refresh_voids();
+        self.refresh_awaiting();
         self.shapes_in = frames;
     }
 
@@ -323,27 +329,27 @@ impl Node {
                     self.answer_asked(slot, call, out);
                 }
             }
-            SHAPE_VOID | SHAPE_PENDING => {
+            SHAPE_AWAITING | SHAPE_PENDING => {
                 let mut everywhere = None;
                 for w in c.calls.waiting.iter_mut().filter(|w| w.call as u32 == f.call) {
                     w.heard = now;
-                    match (f.flags == SHAPE_VOID, w.manager) {
-                        // An engine whose processes all made it void.
+                    match (f.flags == SHAPE_AWAITING, w.manager) {
+                        // An engine whose processes all await its shape.
                         (true, true) => {
-                            if let Some(v) = w.void.get_mut(f.from as usize) {
+                            if let Some(v) = w.awaiting.get_mut(f.from as usize) {
                                 *v = true;
                             }
                         }
-                        // The manager: every rank made it void.
+                        // The manager: every rank awaits its shape.
                         (true, false) if f.from == 0 => everywhere = Some(w.call),
                         _ => {}
                     }
                 }
                 if let Some(call) = everywhere {
                     c.calls.record(call, Entry::Everywhere);
-                    c.calls.end(handle, call, Resolution::Void, &mut self.resolved);
+                    c.calls.end(handle, call, Resolution::Everywhere, &mut self.resolved);
                 }
-                self.settle_void(slot, now, out);
+                self.settle_awaiting(slot, now, out);
             }
             SHAPE_SILENT if f.from == 0 => {
                 let hit = c.calls.waiting.iter().find(|w| w.call as u32 == f.call).map(|w| w.call);
@@ -356,9 +362,9 @@ impl Node {
         }
     }
 
-    /// Re-arms [`TimerKey::ShapeQueries`], the earliest void call's next query or give-up,
-    /// after void calls changed.
-    fn refresh_voids(&mut self) {
+    /// Re-arms [`TimerKey::ShapeQueries`], the earliest next query of a call awaiting its shape or give-up,
+    /// after calls awaiting their shape changed.
+    fn refresh_awaiting(&mut self) {
         let peer = self.free_linger;
         let at = self
             .comms
@@ -371,9 +377,9 @@ impl Node {
         self.proto.timers.set(TimerKey::ShapeQueries, at);
     }
 
-    /// Void calls due at `now`: asked again, or given up when no engine answered for
+    /// Calls awaiting their shape due at `now`: asked again, or given up when no engine answered for
     /// `peer_timeout_ms`.
-    pub(crate) fn on_void_timers(&mut self, now: Nanos, out: &mut Outbox) {
+    pub(crate) fn on_shape_timers(&mut self, now: Nanos, out: &mut Outbox) {
         let peer = self.free_linger;
         for slot in 0..self.comms.len() {
             let Some(c) = self.comms[slot].as_mut() else { continue };
@@ -389,7 +395,7 @@ impl Node {
             let cap = peer / 64;
             c.calls.waiting.retain_mut(|w| {
                 if !w.asks() {
-                    return true; // every engine said void: it waits for its node-mates only
+                    return true; // every engine awaits it too: it waits for its node-mates only
                 }
                 if now >= w.heard + peer {
                     resolved.extend(
@@ -424,7 +430,7 @@ impl Node {
                 }
             }
         }
-        self.refresh_voids();
+        self.refresh_awaiting();
     }
 }
 

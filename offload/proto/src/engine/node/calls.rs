@@ -1,13 +1,13 @@
 //! The calls a communicator's local members made, as this engine keeps them to answer for
 //! (`call_shapes.rs` asks and answers the other engines with them): each member's count, the
 //! shapes of the last [`HISTORY`] calls, the queries kept for calls not made here yet, and the
-//! void calls waiting for their shape.
+//! calls awaiting their shape.
 use crate::Nanos;
 use alloc::collections::VecDeque;
 use alloc::vec;
 use alloc::vec::Vec;
 use ringcast_abi::frame::CallShapeBody;
-use ringcast_abi::wire::{SHAPE_KNOWN, SHAPE_SILENT, SHAPE_VOID};
+use ringcast_abi::wire::{SHAPE_AWAITING, SHAPE_KNOWN, SHAPE_SILENT};
 use ringcast_abi::Opcode;
 use ringcast_abi::SubmissionDescriptor;
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
@@ -37,7 +37,7 @@ impl Shape {
         Shape { opcode: d.opcode.0, flags: d.flags, spec: d.spec, root: d.root, len: d.len }
     }
 
-    /// `d` with this shape: the fields a void call's descriptor lacked, its buffers and cookie
+    /// `d` with this shape: the fields the descriptor of a call awaiting its shape lacked, its buffers and cookie
     /// kept (the run refuses them all).
     pub(crate) fn onto(&self, d: &SubmissionDescriptor) -> SubmissionDescriptor {
         SubmissionDescriptor {
@@ -65,35 +65,35 @@ impl Shape {
     }
 }
 
-/// How a void call ends.
+/// How a call awaiting its shape ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Resolution {
-    /// Call `k` was this: run it refused.
+    /// Call `k` was this: run it in step.
     Known(Shape),
-    /// Every rank made call `k` void: nothing runs anywhere.
-    Void,
+    /// Every rank awaits call `k`'s shape: nothing runs anywhere.
+    Everywhere,
     /// No engine answered for `peer_timeout_ms`: the call ends, and the communicator breaks
     /// at this engine.
     Silent,
 }
 
-/// A void call resolved: (communicator handle, engine-local rank, call, how).
+/// A call awaiting its shape resolved: (communicator handle, engine-local rank, call, how).
 pub(crate) type Resolved = (u64, u32, u64, Resolution);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Entry {
     Known(Shape),
-    /// Local members made the call void, and none made it readable yet (whether all of them
-    /// did is [`Calls::void_here`]: their counts say it).
-    Voided,
-    /// Every rank made it void (the manager found out).
+    /// Local members await the call's shape, and none made it readable yet (whether all of them
+    /// did is [`Calls::awaiting_here`]: their counts say it).
+    Awaiting,
+    /// Every rank awaits its shape (the manager found out).
     Everywhere,
     /// The manager gave up asking: it ends as given up everywhere (each engine breaks the
     /// communicator).
     Silent,
 }
 
-/// A call some local members made void, waiting for its shape.
+/// A call some local members made without a readable shape, awaiting it.
 #[derive(Clone, Debug)]
 pub(crate) struct Waiting {
     /// Those members: (gather index, engine-local rank).
@@ -102,8 +102,8 @@ pub(crate) struct Waiting {
     /// This engine is the communicator's manager (its rank 0), which asks every engine; the
     /// others ask it.
     pub(crate) manager: bool,
-    /// The manager: engines (protocol ranks) that answered `SHAPE_VOID`.
-    pub(crate) void: Vec<bool>,
+    /// The manager: engines (protocol ranks) that answered `SHAPE_AWAITING`.
+    pub(crate) awaiting: Vec<bool>,
     /// When an engine was last heard about it, and when it asks next, after `backoff`.
     pub(crate) heard: Nanos,
     pub(crate) next: Nanos,
@@ -112,10 +112,10 @@ pub(crate) struct Waiting {
 
 impl Waiting {
     /// Whether it still asks: another engine always (it waits for the manager's word), the
-    /// manager while an engine has yet to say `SHAPE_VOID`; else the call waits for node-mates
+    /// manager while an engine has yet to say `SHAPE_AWAITING`; else the call waits for node-mates
     /// only, which are alive or leave (`Node::member_left`) — no query, no give-up.
     pub(crate) fn asks(&self) -> bool {
-        !self.manager || !self.void.iter().all(|&v| v)
+        !self.manager || !self.awaiting.iter().all(|&v| v)
     }
 }
 
@@ -131,7 +131,7 @@ pub(crate) struct Calls {
     /// Queries for calls not known here yet: (engine, call's low 32 bits).
     pub(crate) asked: Vec<(u32, u32)>,
     pub(crate) waiting: Vec<Waiting>,
-    /// When the manager last ended a call void everywhere or gave up on one: engines that did
+    /// When the manager last ended a call as awaited everywhere or gave up on one: engines that did
     /// not hear it yet ask again within `peer_timeout_ms / 64`, so a freed communicator stays a
     /// whole peer timeout for them ([`Calls::lingers`]) — such a call posts nothing the
     /// synchronization would hold it for.
@@ -154,8 +154,8 @@ impl Calls {
         }
     }
 
-    /// Local member `index` left: it waits for nothing more, and the calls its node-mates
-    /// made void no longer wait for it to make them ([`Node::member_left`]).
+    /// Local member `index` left: it waits for nothing more, and the calls of its node-mates
+    /// awaiting their shape no longer wait for it to make them ([`Node::member_left`]).
     pub(crate) fn forget(&mut self, index: u32) {
         if let Some(g) = self.gone.get_mut(index as usize) {
             *g = true;
@@ -183,7 +183,7 @@ impl Calls {
         self.announced.map(|t| t + peer)
     }
 
-    /// Whether any void call waits here.
+    /// Whether any call awaiting its shape waits here.
     pub(crate) fn waits(&self) -> bool {
         !self.waiting.is_empty()
     }
@@ -221,9 +221,9 @@ impl Calls {
 
     /// Whether every local member still here made call `call` and none could read its shape
     /// (a member that left counts as having made it: it makes no more).
-    pub(crate) fn void_here(&self, call: u64) -> bool {
-        let voided = self.history.iter().rev().any(|(k, e)| *k == call && matches!(e, Entry::Voided));
-        voided && self.made.iter().zip(&self.gone).all(|(&m, &gone)| gone || m > call)
+    pub(crate) fn awaiting_here(&self, call: u64) -> bool {
+        let awaiting = self.history.iter().rev().any(|(k, e)| *k == call && matches!(e, Entry::Awaiting));
+        awaiting && self.made.iter().zip(&self.gone).all(|(&m, &gone)| gone || m > call)
     }
 
     /// Whether `call` (low 32 bits) is older than every call the members still here made,
@@ -254,18 +254,18 @@ impl Calls {
         self.high = Some(self.high.map_or(call, |h| h.max(call)));
     }
 
-    /// What this engine answers about call `call` (low 32 bits): its shape; void — for the
-    /// manager, once every engine said so, for another engine, once its own local members
-    /// all made it void; or not yet (`None`).
+    /// What this engine answers about call `call` (low 32 bits): its shape; awaiting it — for
+    /// the manager, once every engine said so, for another engine, once its own local members
+    /// all await it; or not yet (`None`).
     pub(crate) fn answer(&self, call: u32, manager: bool) -> Option<(u16, Shape)> {
         let none = Shape { opcode: 0, flags: 0, spec: 0, root: 0, len: 0 };
         let (k, e) = self.history.iter().rev().find(|(k, _)| *k as u32 == call).copied()?;
         match e {
             Entry::Known(s) => Some((SHAPE_KNOWN, s)),
-            Entry::Everywhere => Some((SHAPE_VOID, none)),
+            Entry::Everywhere => Some((SHAPE_AWAITING, none)),
             Entry::Silent => Some((SHAPE_SILENT, none)),
-            Entry::Voided if !manager && self.void_here(k) => Some((SHAPE_VOID, none)),
-            Entry::Voided => None,
+            Entry::Awaiting if !manager && self.awaiting_here(k) => Some((SHAPE_AWAITING, none)),
+            Entry::Awaiting => None,
         }
     }
 }
@@ -279,24 +279,28 @@ mod tests {
     }
 
     #[test]
-    fn a_known_call_is_answered_and_a_void_one_only_once_every_member_made_it_void() {
+    fn a_known_call_is_answered_and_one_awaiting_its_shape_only_once_every_member_awaits_it() {
         let mut calls = Calls::new(2);
         assert_eq!((calls.count(0), calls.count(1)), (Some(0), Some(0)));
         calls.record(0, Entry::Known(shape(8)));
         assert_eq!(calls.answer(0, false), Some((SHAPE_KNOWN, shape(8))));
         assert_eq!(calls.answer(0, true), Some((SHAPE_KNOWN, shape(8))));
         calls.count(0);
-        calls.record(1, Entry::Voided);
-        assert_eq!(calls.answer(1, false), None, "one of two members made it void: the other may still say");
+        calls.record(1, Entry::Awaiting);
+        assert_eq!(
+            calls.answer(1, false),
+            None,
+            "one of two members awaits its shape: the other may still say"
+        );
         calls.count(1);
-        calls.record(1, Entry::Voided);
-        assert_eq!(calls.answer(1, false).map(|a| a.0), Some(SHAPE_VOID));
-        // The manager says void only for every rank, once it heard every engine; that word is
+        calls.record(1, Entry::Awaiting);
+        assert_eq!(calls.answer(1, false).map(|a| a.0), Some(SHAPE_AWAITING));
+        // The manager says awaiting only for every rank, once it heard every engine; that word is
         // final — a shape a node-mate gives later does not replace it.
         assert_eq!(calls.answer(1, true), None);
         calls.record(1, Entry::Everywhere);
         calls.record(1, Entry::Known(shape(9)));
-        assert_eq!(calls.answer(1, true).map(|a| a.0), Some(SHAPE_VOID));
+        assert_eq!(calls.answer(1, true).map(|a| a.0), Some(SHAPE_AWAITING));
         assert_eq!(calls.answer(2, false), None);
     }
 
@@ -304,10 +308,10 @@ mod tests {
     fn a_member_that_left_is_not_waited_for() {
         let mut calls = Calls::new(2);
         calls.count(0);
-        calls.record(0, Entry::Voided);
+        calls.record(0, Entry::Awaiting);
         assert_eq!(calls.answer(0, false), None);
         calls.forget(1);
-        assert_eq!(calls.answer(0, false).map(|a| a.0), Some(SHAPE_VOID));
+        assert_eq!(calls.answer(0, false).map(|a| a.0), Some(SHAPE_AWAITING));
         // A process takes the rank and continues its calls: it is waited for again.
         calls.arrive(1);
         assert_eq!(calls.answer(0, false), None);
@@ -316,7 +320,7 @@ mod tests {
     #[test]
     fn a_call_recorded_below_the_newest_is_found_not_pushed_twice() {
         let mut calls = Calls::new(1);
-        calls.record(5, Entry::Voided);
+        calls.record(5, Entry::Awaiting);
         calls.record(3, Entry::Known(shape(3)));
         calls.record(4, Entry::Silent);
         calls.record(4, Entry::Known(shape(4)));

@@ -102,8 +102,7 @@ pub struct LocalComm {
     pub group: GroupId,
     /// The posts of its local members.
     pub sequencer: Sequencer,
-    /// The calls its local members made, and the void ones waiting for their shape
-    /// (`call_shapes.rs`).
+    /// The calls its local members made, and the shape queries about them (`call_shapes.rs`).
     pub calls: crate::engine::node::calls::Calls,
     /// Its calls that wait, checked against the manager's (`call_checks.rs`).
     pub checks: crate::engine::node::call_checks::Checks,

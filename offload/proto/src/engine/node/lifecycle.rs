@@ -195,7 +195,7 @@ impl Node {
             // Its pairs too: one used only by exchanges may owe a lost SYNC_DOWN there.
             let gone =
                 !broken && c.proto.is_none_or(nothing_to_repeat) && c.links.handles().all(nothing_to_repeat);
-            // A call it ended void everywhere may still be asked about (`call_shapes.rs`).
+            // A call it ended as awaited everywhere may still be asked about (`call_shapes.rs`).
             if c.calls.lingers(self.free_linger).is_some_and(|t| now < t) {
                 continue;
             }

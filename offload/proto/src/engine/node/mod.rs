@@ -8,7 +8,7 @@
 //! or an uneven count per node); the protocol's members are the engines (one per node), and
 //! the [`crate::engine::node::sequencer::Sequencer`] turns the posts of a node's processes into one broadcast and
 //! delivers it into every local buffer. Communicators and local processes coming and going are
-//! `lifecycle.rs`'s; the calls counted on each communicator, and the void calls waiting for
+//! `lifecycle.rs`'s; the calls counted on each communicator, and the calls awaiting
 //! their shape, `call_shapes.rs`'s; the calls checked for disagreeing once they wait,
 //! `call_checks.rs`'s.
 pub(crate) mod call_checks;
@@ -31,6 +31,7 @@ use crate::engine::node::placement::Placement;
 use crate::engine::node::sequencer::{Delivery, Kind, Start};
 pub use crate::engine::node::world::world_identity;
 use crate::engine::node::world::WorldRecipe;
+use crate::engine::participation::carries_on_in_step;
 use crate::intake::regions::Resolved;
 use crate::schedule::bcast::LANE_ANY;
 use crate::timer::TimerKey;
@@ -209,11 +210,11 @@ pub(crate) struct Node {
     pub(crate) finished: Vec<(u64, Outcome)>,
     /// Host-memory jobs the protocol asked for.
     pub(crate) jobs: Vec<DmaJob>,
-    /// Void calls that ended (`call_shapes.rs`), for the engine to take.
+    /// Shape queries answered or given up (`call_shapes.rs`), for the engine to take.
     pub(crate) resolved: Vec<crate::engine::node::calls::Resolved>,
     /// `CALL_SHAPE` frames being handled (kept to reuse its memory).
     pub(crate) shapes_in: Vec<crate::transfer::call_shape::ShapeIn>,
-    /// A void call's first repetition of its query (`repair_timeout_us`; it doubles).
+    /// A shape query's first repetition (`repair_timeout_us`; it doubles).
     pub(crate) shape_retry: Nanos,
     /// How long a call waits before it is checked against the manager's (`call_checks.rs`):
     /// the synchronization's probe interval, `peer_timeout_ms / 64`.
@@ -331,9 +332,9 @@ impl Node {
     }
 
     /// The engine assembled the local blocks of slot `seq` of communicator `comm` into its
-    /// root's buffer (`fault` `None`), or could not: a block it could not read (`RootFailed`:
-    /// on no memory; `OutOfBounds`: memory gone) poisons the slot, which
-    /// still runs in step on no memory ([`crate::engine::node::sequencer::Sequencer::poisoned`]); local processes
+    /// root's buffer (`fault` `None`), or could not: a block it could not read
+    /// ([`crate::engine::participation::carries_on_in_step`]) puts the slot in step, which still
+    /// runs on no memory ([`crate::engine::node::sequencer::Sequencer::in_step`]); local processes
     /// in different calls (any other fault) break the communicator (its node part would carry
     /// wrong bytes; the other engines learn it within the peer timeout).
     pub(crate) fn assembled(&mut self, comm: u64, seq: Seq, fault: Option<StatusKind>, out: &mut Outbox) {
@@ -341,7 +342,7 @@ impl Node {
         let Some(c) = self.comms[slot].as_mut() else { return };
         match fault {
             None => c.sequencer.assembled(seq),
-            Some(StatusKind::RootFailed | StatusKind::OutOfBounds) => c.sequencer.poisoned(seq),
+            Some(f) if carries_on_in_step(f) => c.sequencer.in_step(seq),
             Some(_) => {
                 c.sequencer.fail();
                 self.drop_proto(slot, out);
@@ -427,11 +428,11 @@ impl Node {
     }
 
     /// Engine-local rank `local` made a call on communicator `comm` that posted nothing
-    /// ([`crate::engine::node::sequencer::Sequencer::skip`]); nothing if it is not a member here.
-    pub(crate) fn skip(&mut self, local: u32, comm: u64) {
+    /// ([`crate::engine::node::sequencer::Sequencer::posted_nothing`]); nothing if it is not a member here.
+    pub(crate) fn posted_nothing(&mut self, local: u32, comm: u64) {
         let Some(c) = self.slot(comm).and_then(|s| self.comms[s].as_mut()) else { return };
         if let Some(index) = c.index_of_local(local) {
-            c.sequencer.skip(index);
+            c.sequencer.posted_nothing(index);
         }
     }
 
@@ -567,8 +568,8 @@ impl Node {
     }
 
     /// The timers due at `now`, taken from the one table in [`TimerKey`] order: the protocol's
-    /// communicators (slot order), then the void calls' queries, then the call checks — each
-    /// of those two as its key stands when its turn comes (the one before may have moved it).
+    /// communicators (slot order), then the shape queries, then the call checks — each of those
+    /// two as its key stands when its turn comes (the one before may have moved it).
     /// A freed communicator's key needs nothing here: [`Node::reap_freed`] runs after every
     /// event, and [`Node::rearm_freeing`] arms what is left; the drain's is the engine's
     /// (`drain.rs`). Returns whether a key other than the drain's was due.
@@ -582,7 +583,7 @@ impl Node {
         // simultaneously due communicators sends first is arbitrary, and this keeps it
         // independent of the heap's history.
         due.sort_unstable();
-        // The void calls' and the checks' keys stay armed until their handlers re-arm them.
+        // The shape queries' and the checks' keys stay armed until their handlers re-arm them.
         for &(key, at) in &due {
             if matches!(key, TimerKey::ShapeQueries | TimerKey::CallChecks) {
                 self.proto.timers.set(key, Some(at));
@@ -595,7 +596,7 @@ impl Node {
             }
         }
         if self.proto.timers.due(TimerKey::ShapeQueries, now) {
-            self.on_void_timers(now, out);
+            self.on_shape_timers(now, out);
         }
         if self.proto.timers.due(TimerKey::CallChecks, now) {
             self.on_check_timers(now, out);
@@ -618,7 +619,7 @@ impl Node {
 
     /// When a timer is next due: the one table's earliest key (`timer.rs`) — the protocol's
     /// communicators, a freed communicator that has not been dropped ([`Node::rearm_freeing`]),
-    /// the void calls' next query (`call_shapes.rs`), the waiting calls' checks
+    /// the shape queries' next (`call_shapes.rs`), the waiting calls' checks
     /// (`call_checks.rs`) and the engine's drain.
     pub(crate) fn next_timeout(&self) -> Option<Nanos> {
         // The freed communicators' keys must say what a scan of them says (the protocol checks

@@ -12,7 +12,7 @@
 //!   on no memory (`buf` `None`: its call runs in step at its rank, `engine/participation/`) is
 //!   primary only once every local process posted and none has one.
 //!
-//! A slot whose assembly could not read a local block is *poisoned* ([`Sequencer::poisoned`]): it
+//! A slot whose assembly could not read a local block is *in step* ([`Sequencer::in_step`]): it
 //! still starts, on no memory, so the other engines stay in step and learn `RootFailed`.
 //!
 //! When the protocol is done and every local process has posted, the slot finishes: the runner
@@ -54,8 +54,8 @@ pub struct Kind {
     /// root's buffer ([`Sequencer::assembled`]): a leader-based allgather's node part.
     pub assemble: bool,
     /// The call's context ([`crate::transfer::protocol::Post::context`]; the sequencer adds the
-    /// process's skipped calls, [`Sequencer::skip`]): a process whose context is not the slot's
-    /// reference's call ([`crate::transfer::env::same_call`]: a stand-in's operation aside)
+    /// process's calls that posted nothing, [`Sequencer::posted_nothing`]): a process whose
+    /// context is not the slot's reference's call ([`crate::transfer::env::same_call`])
     /// fails with `DigestMismatch`, as a remote rank would.
     pub context: u64,
     /// How far ahead the call's roots may run: its parts times its process's composed calls in
@@ -99,8 +99,8 @@ struct Slot {
     assembling: bool,
     /// Its assembly could not read a local block (a block on no memory, or memory gone): the
     /// slot still runs, in step with the other engines, on no memory
-    /// ([`Sequencer::poisoned`]).
-    poisoned: bool,
+    /// ([`Sequencer::in_step`]).
+    in_step: bool,
 }
 
 impl Slot {
@@ -118,9 +118,9 @@ pub struct Start {
     pub root: u32,
     /// Bytes.
     pub len: u32,
-    /// The primary's buffer (`None`: no memory — the primary's, or the slot is poisoned).
+    /// The primary's buffer (`None`: no memory — the primary's, or the slot is in step).
     pub buf: Option<Resolved>,
-    /// The call's context, as the primary posted it (its skipped calls included).
+    /// The call's context, as the primary posted it (its calls that posted nothing included).
     pub context: u64,
     /// The call's window ([`Kind::window`]), as the primary posted it (0: a broadcast).
     pub window: u32,
@@ -166,8 +166,8 @@ pub struct Sequencer {
     /// one that freed the communicator (`CommunicatorFreed`): their next slots cannot be filled
     /// until a newcomer takes the rank, and a post waiting on them fails with that status.
     departed: Vec<Option<StatusKind>>,
-    /// Calls of each local rank on this communicator that posted nothing ([`Sequencer::skip`]).
-    skipped: Vec<u32>,
+    /// Calls of each local rank on this communicator that posted nothing ([`Sequencer::posted_nothing`]).
+    unposted: Vec<u32>,
     /// Leader-based calls of each local rank on this communicator whose exchange between the
     /// engines was multicast, not over the pair communicators ([`Sequencer::multicast_exchange`]),
     /// modulo 256.
@@ -204,7 +204,7 @@ impl Sequencer {
             placement,
             next: vec![0; ppn as usize],
             departed: vec![None; ppn as usize],
-            skipped: vec![0; ppn as usize],
+            unposted: vec![0; ppn as usize],
             multicast: vec![0; ppn as usize],
             base: 0,
             slots: VecDeque::with_capacity(capacity),
@@ -294,7 +294,7 @@ impl Sequencer {
                 primary: None,
                 outcome: None,
                 assembling: false,
-                poisoned: false,
+                in_step: false,
             });
         }
         let slot = &mut self.slots[idx];
@@ -303,17 +303,17 @@ impl Sequencer {
         Ok(Seq(seq))
     }
 
-    /// Local process `local` made a call on this communicator that posted nothing: one refused
-    /// for a field that shapes it whose shape no engine told this one within the peer timeout
+    /// Local process `local` made a call on this communicator that posted nothing: one awaiting
+    /// its shape (a field that shapes it was refused) whose shape no engine told this one within the peer timeout
     /// (`call_shapes.rs`; told, it runs in step), or one the sequencer refused at once. Its other
     /// ranks' engines post that call's broadcasts, so from here on this process's posts would
     /// be matched with the others' calls one behind. Its later posts carry the count in their
     /// context ([`crate::transfer::protocol::Post::context`]), which the message MAC covers:
     /// they fail with `DigestMismatch`, at both ends, instead of delivering another call's bytes
-    /// as this call's (before, a rank whose broadcast was refused got the previous broadcast's
+    /// as this call's (before, a rank whose broadcast posted nothing got the previous broadcast's
     /// bytes, `Ok`, from its next one: `offload/sim/tests/skipped_call.rs`).
-    pub fn skip(&mut self, local: u32) {
-        if let Some(s) = self.skipped.get_mut(local as usize) {
+    pub fn posted_nothing(&mut self, local: u32) {
+        if let Some(s) = self.unposted.get_mut(local as usize) {
             *s = s.wrapping_add(1);
         }
     }
@@ -334,12 +334,12 @@ impl Sequencer {
 
     /// The context local process `local`'s next post with call context `context` carries: the
     /// call's (bits 0–23), its leader-based calls exchanged by multicast (24–31), and its
-    /// skipped calls in the high half.
+    /// calls that posted nothing in the high half.
     pub fn context_of(&self, local: u32, context: u64) -> u64 {
         let multicast = self.multicast.get(local as usize).copied().unwrap_or(0);
         context
             | u64::from(multicast) << 24
-            | u64::from(self.skipped.get(local as usize).copied().unwrap_or(0)) << 32
+            | u64::from(self.unposted.get(local as usize).copied().unwrap_or(0)) << 32
     }
 
     /// The engine assembled slot `seq`'s local blocks into its root's buffer: it may start.
@@ -355,16 +355,16 @@ impl Sequencer {
     /// and learn `RootFailed` rather than wait for a part or a transfer it never posts; every
     /// local process's operation ends with `RootFailed` (one on no memory with its own status,
     /// `engine/participation/`).
-    pub fn poisoned(&mut self, Seq(seq): Seq) {
+    pub fn in_step(&mut self, Seq(seq): Seq) {
         if let Some(slot) = seq.checked_sub(self.base).and_then(|i| self.slots.get_mut(i as usize)) {
             slot.assembling = false;
-            slot.poisoned = true;
+            slot.in_step = true;
         }
     }
 
     /// Fails every unfinished operation, now and later, with `CommunicatorBroken` (local
     /// processes in different calls: the node's part would carry wrong bytes; a block the
-    /// engine could not read poisons the slot instead, [`Sequencer::poisoned`]).
+    /// engine could not read puts the slot in step instead, [`Sequencer::in_step`]).
     pub fn fail(&mut self) {
         self.break_all();
     }
@@ -404,7 +404,7 @@ impl Sequencer {
             seq: Seq(self.started),
             root: m.root,
             len: m.len,
-            buf: if slot.poisoned { None } else { m.buf },
+            buf: if slot.in_step { None } else { m.buf },
             context: m.kind.context,
             window: m.kind.window,
             local: m.kind.local,
@@ -416,7 +416,7 @@ impl Sequencer {
     /// The slot [`Sequencer::next_start`] returned was accepted by the protocol.
     pub fn started(&mut self) {
         // The member `next_start` chose, recorded as it chose it — not found again by its
-        // buffer: a poisoned slot's `None` would match a sibling on no memory, or no member.
+        // buffer: an in-step slot's `None` would match a sibling on no memory, or no member.
         let Some((primary, start)) = self.choose() else { return };
         let idx = (start.seq.0 - self.base) as usize;
         self.slots[idx].primary = Some(primary);
@@ -459,7 +459,7 @@ impl Sequencer {
                 None => failed(self.broken_by),
             };
             let reference = slot.primary.and_then(|p| slot.members[p as usize]);
-            // The call every process is compared with: the reference's, unless a stand-in.
+            // The call every process is compared with: the reference's (`reference_call`).
             let contexts = slot.members.iter().flatten().map(|m| m.kind.context);
             let call = reference.map(|r| reference_call(r.kind.context, contexts));
             let first = out.len();
@@ -471,8 +471,7 @@ impl Sequencer {
                     _ if !complete => d.outcome = failed(self.broken_by),
                     Some(r) if r.root != m.root => d.outcome = failed(StatusKind::BadRoot),
                     Some(r) if r.len != m.len => d.outcome = failed(StatusKind::LengthMismatch),
-                    // (A call refused for its operation carries a stand-in for it, compared
-                    // without it: `same_call`.)
+                    // (`same_call` says whether two contexts are one call.)
                     Some(_) if call.is_some_and(|c| !same_call(c, m.kind.context)) => {
                         d.outcome = failed(StatusKind::DigestMismatch)
                     }
@@ -486,8 +485,8 @@ impl Sequencer {
                     {
                         d.outcome = failed(StatusKind::RootFailed)
                     }
-                    // A poisoned slot's part was aborted on purpose: its own load failed.
-                    _ if slot.poisoned && outcome.status == StatusKind::OutOfBounds => {
+                    // An in-step slot's part was aborted on purpose: its own load failed.
+                    _ if slot.in_step && outcome.status == StatusKind::OutOfBounds => {
                         d.outcome = failed(StatusKind::RootFailed)
                     }
                     Some(r)
@@ -607,17 +606,17 @@ mod tests {
         assert!(g.idle());
     }
 
-    /// A poisoned slot starts on no memory from the member `next_start` chose — the real
+    /// An in-step slot starts on no memory from the member `next_start` chose — the real
     /// buffer's, not a sibling's on no memory, whose `None` the start's buffer equals.
     #[test]
-    fn a_poisoned_slot_records_the_member_it_started_from() {
-        // Node 1 of 8, ppn 2: root 0 lives on node 0. Local 0 is refused, local 1 is not.
+    fn an_in_step_slot_records_the_member_it_started_from() {
+        // Node 1 of 8, ppn 2: root 0 lives on node 0. Local 0 is in step, local 1 is not.
         let mut g = uniform(1, 2, 4);
         g.post(0, 0, None, 100, t(100)).unwrap();
         g.post(1, 0, buf(11), 100, t(101)).unwrap();
-        g.poisoned(Seq(0));
+        g.in_step(Seq(0));
         let s = g.next_start().unwrap();
-        assert_eq!(s.buf, None, "poisoned: on no memory");
+        assert_eq!(s.buf, None, "in step: on no memory");
         g.started();
         assert_eq!(g.slots[0].primary, Some(1), "the member whose post it is");
     }

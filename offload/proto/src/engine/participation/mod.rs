@@ -1,5 +1,5 @@
 //! The in-step policy, owned here: how a rank takes part in a collective call it cannot carry
-//! out. A call refused at one rank — for its buffers (an unregistered key, a range out of
+//! out. A call in step at one rank — for its buffers (an unregistered key, a range out of
 //! bounds, missing access, send and receive overlapping) or for a field its schedule does not
 //! read — still runs in step there, on no memory, so the other ranks' calls complete; it ends
 //! with its own typed status, whatever that run met. A call whose shape this rank could not
@@ -11,7 +11,7 @@
 //! points as descriptors arrive and hosts leave.
 //!
 //! On no memory means no buffer: the intake plans such a call with every buffer `None`
-//! (`intake::GatherCall::refused` says why), and whatever holds a buffer holds an
+//! (`intake::GatherCall::in_step` says why), and whatever holds a buffer holds an
 //! `Option<Resolved>`. No job is ever made on none: where one would be, it fails where it is
 //! made (`engine::action::NO_MEMORY`, `RootFailed` for whoever needed those bytes), through the
 //! path a failed job's answer takes — a protocol post's load or store, a reduction's load or
@@ -19,6 +19,31 @@
 //! `Exchanges::done`, where its answer would have gone — so nothing reaches the driver, and no
 //! queue of its own holds it (`offload/proto/tests/engine_bench.rs`,
 //! `a_process_on_no_memory_hands_the_driver_no_job`).
+//!
+//! The vocabulary is this module's: a call *in step* (on no memory, with its refusal), a call
+//! *awaiting its shape*, a call that *posted nothing* (refused at once, no shape learnt). Outside
+//! it, only these files know the policy, each because it must:
+//! * `intake/plan.rs` and `intake/mod.rs` decide it: a fault that leaves the shape known plans
+//!   the call in step (`GatherCall::in_step`, every buffer `None`; `in_step_op` for an
+//!   operation its type lacks), and `Core::submit_in_step` takes in a call whose shape was
+//!   learnt;
+//! * `engine/planner.rs` hands the intake's verdict here ([`Engine::participate`],
+//!   `refused_at_once`), and `engine/mod.rs` stores the [`Participation`] on each host
+//!   operation and asks [`Participation::ends`] when it completes;
+//! * `engine/node/calls.rs` and `engine/node/call_shapes.rs` are the shape query itself, which
+//!   exists for calls awaiting their shape (`SHAPE_AWAITING` on the wire);
+//!   `engine/node/call_checks.rs` compares shapes, and leaves a scan's in-step operation (one
+//!   its type lacks) to the run, as it leaves a reduction's operation;
+//! * `engine/node/sequencer.rs` must place an in-step call among the others: an in-step slot
+//!   (`Sequencer::in_step`) starts on no memory, and each process's count of calls that
+//!   posted nothing (`Sequencer::posted_nothing`) goes into its context, so a process a call
+//!   behind fails typed; `engine/node/mod.rs` and `exchange.rs` ask [`carries_on_in_step`]
+//!   which failures carry on in step;
+//! * `transfer/env.rs` holds the wire context's in-step operation byte (`IN_STEP_OP`) and the
+//!   comparisons that set it aside (`same_call`, `reference_call`, which the sequencer and
+//!   `assembly.rs` call); `engine/cx.rs` sets the byte, `comm/auth.rs` binds every rank's
+//!   fragments under it, and `collective/bcast.rs` relays an in-step receive unchecked (the
+//!   root's MAC is not its context's).
 mod held;
 mod shape;
 
@@ -65,6 +90,15 @@ impl Participation {
     }
 }
 
+/// Whether a part that failed with `status` carries on in step with its partners, on no memory:
+/// a part that could not be read (`RootFailed`: on no memory, here or at a partner, or an
+/// aborted transfer; `OutOfBounds`: memory gone here). Any other failure (a partner
+/// unreachable, calls that disagree) breaks the communicator. Asked by an exchange between the
+/// engines (`exchange.rs`) and by the node's assembly of its local blocks (`Node::assembled`).
+pub(crate) fn carries_on_in_step(status: StatusKind) -> bool {
+    matches!(status, StatusKind::RootFailed | StatusKind::OutOfBounds)
+}
+
 /// The policy's state in the engine.
 #[derive(Debug, Default)]
 pub(crate) struct InStep {
@@ -73,10 +107,10 @@ pub(crate) struct InStep {
 }
 
 impl Engine {
-    /// Host operation `op` was planned: in step with `refused` when the intake refused it at
-    /// this rank (`intake::GatherCall::refused`), in full otherwise.
-    pub(crate) fn participate(&mut self, op: OpId, refused: Option<StatusKind>) {
-        if let (Some(status), Some(o)) = (refused, self.ops.get_mut(op)) {
+    /// Host operation `op` was planned: in step with `in_step` when the intake refused it at
+    /// this rank (`intake::GatherCall::in_step`), in full otherwise.
+    pub(crate) fn participate(&mut self, op: OpId, in_step: Option<StatusKind>) {
+        if let (Some(status), Some(o)) = (in_step, self.ops.get_mut(op)) {
             o.participation = Participation::InStep(status);
         }
     }

@@ -8,7 +8,7 @@
 //! slot.
 //!
 //! Once the shape is known, the call runs in step on no memory
-//! ([`crate::intake::Core::submit_refused`]) and ends with the status its own descriptor earned;
+//! ([`crate::intake::Core::submit_in_step`]) and ends with the status its own descriptor earned;
 //! then the descriptors held behind it are taken in. A call whose shape nobody told within the
 //! peer timeout ends with its status too, and breaks the communicator here.
 use crate::engine::ids::OpId;
@@ -87,16 +87,16 @@ impl Engine {
             return true;
         }
         self.count_call(host, desc.comm, None);
-        self.skipped_call(host, desc.comm);
+        self.posted_nothing(host, desc.comm);
         false
     }
 
     /// A call of `host` on communicator `comm` posted nothing (refused at once, and no shape
     /// learnt for it): its later posts there carry the count, so they are not matched with the
-    /// other ranks' calls one behind ([`crate::engine::node::sequencer::Sequencer::skip`]).
-    fn skipped_call(&mut self, host: HostId, comm: u64) {
+    /// other ranks' calls one behind ([`crate::engine::node::sequencer::Sequencer::posted_nothing`]).
+    fn posted_nothing(&mut self, host: HostId, comm: u64) {
         if let (Some(node), Some(local)) = (self.node.as_mut(), self.core.local_rank(host)) {
-            node.skip(local, comm);
+            node.posted_nothing(local, comm);
         }
     }
 
@@ -116,9 +116,9 @@ impl Engine {
         let (Some(local), Some(node)) = (self.core.local_rank(host), self.node.as_mut()) else {
             return false;
         };
-        let Some(call) = node.call_void(local, desc.comm, now, &mut self.out) else { return false };
+        let Some(call) = node.call_awaiting_shape(local, desc.comm, now, &mut self.out) else { return false };
         // Counted when it ends (`finish_collective`), not as refused at once.
-        self.core.runs_refused();
+        self.core.runs_in_step();
         let op = self.reserve(host, desc, now);
         if let Some(o) = self.ops.get_mut(op) {
             o.participation = Participation::AwaitingShape;
@@ -136,7 +136,7 @@ impl Engine {
         }
         let Some(node) = self.node.as_mut() else { return false };
         let mut done = Vec::new();
-        node.take_void_calls(&mut done);
+        node.take_resolved_calls(&mut done);
         if done.is_empty() {
             return false;
         }
@@ -153,7 +153,7 @@ impl Engine {
                     self.in_step.awaiting.resubmitting = Some(s.desc.opcode);
                     self.in_step.awaiting.reserved = Some(s.op);
                     let taken = match self.node.as_ref() {
-                        Some(node) => self.core.submit_refused(s.host, &run, s.status, now, node),
+                        Some(node) => self.core.submit_in_step(s.host, &run, s.status, now, node),
                         None => Default::default(),
                     };
                     self.take_actions(&run, taken, now);
@@ -163,7 +163,7 @@ impl Engine {
                         self.finish_collective(s.op, failed(s.status));
                     }
                 }
-                Resolution::Void => self.finish_collective(s.op, failed(s.status)),
+                Resolution::Everywhere => self.finish_collective(s.op, failed(s.status)),
                 Resolution::Silent => {
                     // Nobody said what call `k` was within the peer timeout: this engine cannot
                     // post its parts, and every other engine that made it waits for them. The
@@ -208,13 +208,13 @@ impl Engine {
     }
 
     /// `host` left: its waiting calls and held descriptors go with it. Each waiting call was
-    /// counted and never ran, so it counts as skipped (`Sequencer::skip`): a process that takes the rank
+    /// counted and never ran, so it counts as skipped (`Sequencer::posted_nothing`): a process that takes the rank
     /// and continues its calls is told typed, never paired with the others' calls one behind.
     pub(crate) fn drop_shape_waits(&mut self, host: HostId) {
         let comms: Vec<u64> =
             self.in_step.awaiting.stalled.iter().filter(|s| s.host == host).map(|s| s.desc.comm).collect();
         for comm in comms {
-            self.skipped_call(host, comm);
+            self.posted_nothing(host, comm);
         }
         self.in_step.awaiting.stalled.retain(|s| s.host != host);
     }
