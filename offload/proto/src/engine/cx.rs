@@ -156,7 +156,6 @@ pub(crate) fn context_of(a: &GatherCall) -> u64 {
     call_context(a.opcode, a.reduce) | in_step_op
 }
 
-/// `base` moved `by` bytes on (`None`, no memory, stays none).
-pub(crate) fn at(base: Option<Resolved>, by: u64) -> Option<Resolved> {
-    base.map(|b| Resolved { segment: b.segment, offset: b.offset + by })
-}
+/// `base` moved `by` bytes on (`None`, no memory, stays none): the collectives' one way to
+/// address a part of a buffer.
+pub(crate) use crate::intake::regions::at;

@@ -344,7 +344,7 @@ impl Exchanges {
         let mine = ranges.get(me as usize).map_or(0, |r| r.0);
         let other = ranges.iter().map(|r| r.0).find(|&f| f != 0).unwrap_or(0);
         let scratch_rank = if mine != 0 { mine } else { other };
-        let at = |r: u32| crate::engine::cx::at(start.buf, u64::from(r) * len);
+        let at = |r: u32| crate::intake::regions::at(start.buf, u64::from(r) * len);
         // An allgather's block per rank follows from the leader's slot (`size` blocks), not
         // from whichever local process posted first: a process disagreeing on the length fails
         // the assembly, and this slot starts only after it.
@@ -500,7 +500,7 @@ pub(crate) fn post_step(
     let comm = run.comm;
     let (me, partial, scratch, context, spec) =
         (run.shape.me, run.partial, run.scratch, run.context, run.spec);
-    let at = crate::engine::cx::at;
+    let at = crate::intake::regions::at;
     // (partner, send?, buffer, bytes), in the pair's posting order.
     let mut transfers: [(u32, bool, Option<Resolved>, u64); 2] = [(0, false, partial, 0); 2];
     let count = match step {

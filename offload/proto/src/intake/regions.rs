@@ -26,6 +26,11 @@ pub struct Resolved {
     pub offset: u64,
 }
 
+/// `base` moved `by` bytes on (`None`, no memory, stays none).
+pub fn at(base: Option<Resolved>, by: u64) -> Option<Resolved> {
+    base.map(|b| Resolved { segment: b.segment, offset: b.offset + by })
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Slot {
     generation: u32,
