@@ -309,6 +309,7 @@ impl Protocol {
             // Grown as channels are first used (`state::open_slot`).
             ops: Vec::new(),
             channels: Vec::new(),
+            sums: Vec::new(),
             // The pre-posted slots are made when a fragment first needs one, and each grows to
             // the frames it keeps (at most `mtu`): a simulated rank that posts before its data
             // comes never holds them, one of small broadcasts never a full MTU per slot.
