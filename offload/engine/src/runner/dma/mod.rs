@@ -177,8 +177,8 @@ impl HostMemory {
         }
     }
 
-    /// Job: a root's message read from `at` into `load`'s staging a fragment at a time, each
-    /// fragment's payload CRC32C computed right after its bytes land, still in the cache (the
+    /// Job: a root's message read from `at` into `load`'s staging in runs of whole fragments,
+    /// each fragment's payload CRC32C computed right after its run lands, still in L1 (the
     /// `mapped` backend: a CPU copy; a NIC's DMA computes it as the bytes move). `None` for a
     /// `cma` or `rdma` range, which only copies ([`HostMemory::read`], one system call or work
     /// request for the whole message, not one per fragment).
