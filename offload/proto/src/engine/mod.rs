@@ -202,15 +202,16 @@ impl Engine {
         self.node.as_ref().map(node::Node::proto_counters).unwrap_or_default()
     }
 
-    /// Bytes of protocol state held now (channel buffers and pre-posted slots; zero without a
-    /// fabric): what a memory bound is checked against (the simulator's DST does).
+    /// Bytes of protocol state held now (channel buffers, their summed loads' CRCs and
+    /// pre-posted slots; zero without a fabric): what a memory bound is checked against (the
+    /// simulator's DST does).
     pub fn memory_bytes(&self) -> usize {
         self.node.as_ref().map_or(0, node::Node::memory_bytes)
     }
 
     /// The most [`Engine::memory_bytes`] may reach for messages up to `largest` bytes with the
-    /// communicators alive now (one channel per broadcast slot per communicator, plus the
-    /// pre-posted slots).
+    /// communicators alive now (one channel per broadcast slot per communicator, with a CRC per
+    /// fragment of a summed load, plus the pre-posted slots).
     pub fn memory_bound(&self, largest: usize) -> usize {
         self.node.as_ref().map_or(0, |n| n.memory_bound(largest))
     }
