@@ -61,26 +61,42 @@ pub fn crc32c_combine(crc1: u32, crc2: u32, len2: usize) -> u32 {
     multmodp(x2nmodp(len2 as u64, 3), crc1) ^ crc2
 }
 
+/// `p · x mod P` (reflected bit order), without a branch.
+const fn times_x(p: u32) -> u32 {
+    (p >> 1) ^ (POLY & 0u32.wrapping_sub(p & 1))
+}
+
 /// [`crc32c_combine`] with the operator for the last `len2` kept (`x^(8·len2) mod P`: a frame's
-/// payloads are of one length but for a message's last): one multiplication per combine
-/// instead of one per set bit of `len2`.
+/// payloads are of one length but for a message's last), as its products with each power
+/// `x^0..x^31`: a combine is then the xor of the products the bits of `crc1` select — 32
+/// independent and-xors, where `multmodp` is a chain of 32 dependent shifts and a branch per
+/// bit (~5-9 ns against ~20-30 per combine on this machine; the root pays one per fragment it
+/// sends, docs/performance.md, issue 40's engine core). A new length costs `x2nmodp` and 32
+/// shifts.
 #[derive(Clone, Debug, Default)]
 pub struct Combiner {
-    last: core::cell::Cell<Option<(usize, u32)>>,
+    /// The `len2` whose operator `products` holds.
+    last: core::cell::Cell<Option<usize>>,
+    /// `products[i]` = operator · x^(31 − i): the term bit `i` of `crc1` contributes.
+    products: [core::cell::Cell<u32>; 32],
 }
 
 impl Combiner {
     /// See [`crc32c_combine`].
     pub fn combine(&self, crc1: u32, crc2: u32, len2: usize) -> u32 {
-        let op = match self.last.get() {
-            Some((len, op)) if len == len2 => op,
-            _ => {
-                let op = x2nmodp(len2 as u64, 3);
-                self.last.set(Some((len2, op)));
-                op
+        if self.last.get() != Some(len2) {
+            let mut p = x2nmodp(len2 as u64, 3);
+            for product in self.products.iter().rev() {
+                product.set(p);
+                p = times_x(p);
             }
-        };
-        multmodp(op, crc1) ^ crc2
+            self.last.set(Some(len2));
+        }
+        let mut sum = 0u32;
+        for (i, product) in self.products.iter().enumerate() {
+            sum ^= product.get() & 0u32.wrapping_sub((crc1 >> i) & 1);
+        }
+        sum ^ crc2
     }
 }
 

@@ -389,6 +389,26 @@ pub fn emit_around(
     if !matches!(header.kind, FrameKind::DATA_MULTICAST | FrameKind::DATA_REPAIR) {
         return None;
     }
+    emit_around_summed(out, header, payload.len(), crc(payload), tail, tag, crc, combiner)
+}
+
+/// [`emit_around`] for a payload whose CRC32C is already known (`payload_crc`, of its
+/// `payload_len` bytes): computed as the bytes moved, where the driver's DMA loaded them (a
+/// NIC's CRC as the bytes move); the frame is the same.
+#[allow(clippy::too_many_arguments)]
+pub fn emit_around_summed(
+    out: &mut [u8],
+    header: &WireHeader,
+    payload_len: usize,
+    payload_crc: u32,
+    tail: &[u8],
+    tag: impl FnOnce(&[u8]) -> u64,
+    crc: Crc32c,
+    combiner: &Combiner,
+) -> Option<usize> {
+    if !matches!(header.kind, FrameKind::DATA_MULTICAST | FrameKind::DATA_REPAIR) {
+        return None;
+    }
     let need = WIRE_HEADER_LEN + tail.len() + WIRE_TRAILER_LEN;
     let out = out.get_mut(..need)?;
     out[..WIRE_HEADER_LEN].copy_from_slice(header.as_bytes());
@@ -401,7 +421,7 @@ pub fn emit_around(
     // The header's CRC shifted past the payload and combined with the payload's (computed fast,
     // where it lies), then the few trailer bytes a byte at a time.
     let head = crc(&out[..WIRE_HEADER_LEN]);
-    let sum = combiner.combine(head, crc(payload), payload.len());
+    let sum = combiner.combine(head, payload_crc, payload_len);
     let sum = crc32c_append(sum, &out[WIRE_HEADER_LEN..at]);
     out[at..need].copy_from_slice(&sum.to_le_bytes());
     Some(need)

@@ -9,7 +9,11 @@
 //! Run: `cargo bench -p ringcast-proto --bench engine_stream` (in `make bench`). Prints one
 //! table, a send and a receive row per datagram size: Ethernet's 1472 bytes (kernel UDP, DPDK,
 //! verbs) and the `shm` fabric's 4088 (one ring slot; its default). `ENGINE_STREAM_ITERS` sets
-//! the broadcasts (default 300). The last columns are the per-byte ledger (`ringcast_proto::ledger`)
+//! the broadcasts (default 300), `ENGINE_STREAM_ROUNDS` the interleaved rounds (default 3),
+//! `ENGINE_STREAM_ONLY` the rows (`4088/tag`, `1472`, `mac`: those that match every word), and
+//! `ENGINE_STREAM_PLACE=0` sends the receiver through its channel and store jobs,
+//! `ENGINE_STREAM_SUMMED=0` has the root's driver only copy its message in (no CRC as the bytes
+//! move: the root CRCs each payload as it seals it). The last columns are the per-byte ledger (`ringcast_proto::ledger`)
 //! per delivered byte on each side, engine side only: the DMA copy, the channel copies, the MAC
 //! and CRC passes — a fabric adds its own (`shm`: one write into the wire at the sender, gathered
 //! from the frame's header, channel slice and trailer, as this driver gathers them into its
@@ -42,8 +46,11 @@ struct Stream {
     /// Frames on their way: (to, bytes), reused.
     wire: Vec<(usize, Vec<u8>)>,
     spare: Vec<Vec<u8>>,
-    /// CPU time inside each engine's calls (events in, actions out).
+    /// CPU time inside each engine's calls (events in, actions out), as the clock reads it
+    /// around each call: the reads' own cost included (`clock_ns`).
     engine_ns: [Duration; 2],
+    /// The timed calls into each engine: each adds about one clock read to `engine_ns`.
+    calls: [u64; 2],
     /// The DMA copies the driver made for each engine.
     dma_ns: [Duration; 2],
     completions: [u64; 2],
@@ -54,6 +61,10 @@ struct Stream {
     /// it (`ENGINE_STREAM_PLACE=0`) the receiver goes through its channel and store jobs, as on
     /// `cma` and `rdma`.
     place: bool,
+    /// The root's driver computes each fragment's payload CRC as it loads the message
+    /// (`Engine::staging_summed`, what the runner does on the `mapped` backend); without it
+    /// (`ENGINE_STREAM_SUMMED=0`) it only copies, and the root CRCs each payload as it seals it.
+    summed: bool,
 }
 
 impl Stream {
@@ -73,11 +84,13 @@ impl Stream {
             wire: Vec::new(),
             spare: Vec::new(),
             engine_ns: [Duration::ZERO; 2],
+            calls: [0; 2],
             dma_ns: [Duration::ZERO; 2],
             completions: [0; 2],
             frames: [0; 2],
             epoch: Instant::now(),
             place: std::env::var("ENGINE_STREAM_PLACE").map_or(true, |v| v != "0"),
+            summed: std::env::var("ENGINE_STREAM_SUMMED").map_or(true, |v| v != "0"),
         }
     }
 
@@ -86,10 +99,17 @@ impl Stream {
     fn absorb(&mut self, other: &Stream) {
         for e in 0..2 {
             self.engine_ns[e] += other.engine_ns[e];
+            self.calls[e] += other.calls[e];
             self.dma_ns[e] += other.dma_ns[e];
             self.completions[e] += other.completions[e];
             self.frames[e] += other.frames[e];
         }
+    }
+
+    /// The call into engine `e` that began at `t` is over: its time is the engine's.
+    fn spent(&mut self, e: usize, t: Instant) {
+        self.engine_ns[e] += t.elapsed();
+        self.calls[e] += 1;
     }
 
     fn now(&self) -> u64 {
@@ -99,6 +119,29 @@ impl Stream {
     /// The driver's DMA for engine `e`: a memcpy between its host buffer and its staging.
     fn dma(&mut self, e: usize, job: JobId, dma: Dma) {
         let t = Instant::now();
+        if let (true, Dma::Load { src, len }) = (self.summed, dma) {
+            // The root's load with each fragment's CRC computed as its bytes land
+            // (`Engine::staging_summed`): the DMA's time, as a NIC's DMA would.
+            let mem = &self.mem[e];
+            let ok = self.engines[e].staging_summed(job).map(|load| {
+                let base = src.offset as usize;
+                load.fill(crc32c, |off, into| {
+                    mem.get(base + off..base + off + into.len()).map(|m| into.copy_from_slice(m)).is_some()
+                }) && len as usize <= mem.len()
+            });
+            if let Some(ok) = ok {
+                self.dma_ns[e] += t.elapsed();
+                let now = self.now();
+                let t = Instant::now();
+                if ok {
+                    self.engines[e].handle_dma_summed(job, now);
+                } else {
+                    self.engines[e].handle_dma_done(job, false, now);
+                }
+                self.spent(e, t);
+                return;
+            }
+        }
         let ok = match dma {
             Dma::Load { src, len } => {
                 let (mem, engine) = (&self.mem[e], &mut self.engines[e]);
@@ -128,7 +171,7 @@ impl Stream {
         let now = self.now();
         let t = Instant::now();
         self.engines[e].handle_dma_done(job, ok, now);
-        self.engine_ns[e] += t.elapsed();
+        self.spent(e, t);
     }
 
     /// Carries out engine `e`'s actions (their polling is the engine's time; the frame copy
@@ -137,13 +180,15 @@ impl Stream {
         loop {
             let t = Instant::now();
             let Some(a) = self.engines[e].poll_action() else {
-                self.engine_ns[e] += t.elapsed();
+                self.spent(e, t);
                 return;
             };
             let mut job = None;
             match a {
                 Action::Send { to, frame, .. } => {
+                    // (The fields, not `spent`: the frame still borrows the engine.)
                     self.engine_ns[e] += t.elapsed();
+                    self.calls[e] += 1;
                     let mut b = self.spare.pop().unwrap_or_default();
                     b.clear();
                     // The fabric's gather of the frame's parts into the wire.
@@ -163,7 +208,7 @@ impl Stream {
                     self.completions[e] += 1;
                 }
             }
-            self.engine_ns[e] += t.elapsed();
+            self.spent(e, t);
             if let Some((j, dma)) = job {
                 self.dma(e, j, dma);
             }
@@ -187,7 +232,7 @@ impl Stream {
                 } else {
                     self.engines[to].handle_frame(from, &frame, now);
                 }
-                self.engine_ns[to] += t.elapsed();
+                self.spent(to, t);
                 self.spare.push(frame);
                 self.drain(to);
                 any = true;
@@ -223,6 +268,25 @@ impl HostPort for Flat<'_> {
     }
 }
 
+/// What the clock reads around an empty call (`Instant::now` then `elapsed`, as around each
+/// call into an engine), ns: the median of 9 batches. Inside each timed call the engine's time
+/// includes about one such read (a `clock_gettime` through the vDSO, 15-25 ns here).
+fn empty_call_ns() -> f64 {
+    const N: u32 = 100_000;
+    let mut batches: Vec<f64> = (0..9)
+        .map(|_| {
+            let mut d = Duration::ZERO;
+            for _ in 0..N {
+                let t = Instant::now();
+                d += std::hint::black_box(t).elapsed();
+            }
+            d.as_nanos() as f64 / f64::from(N)
+        })
+        .collect();
+    batches.sort_by(f64::total_cmp);
+    batches[batches.len() / 2]
+}
+
 /// memcpy of 1 MiB messages into `slots` rotating destinations (the engine's channels), GB/s.
 fn memcpy_gbps(slots: usize, iters: usize) -> f64 {
     let src = vec![7u8; MESSAGE];
@@ -255,6 +319,15 @@ fn main() {
     };
     let configs =
         [(ETHERNET_MTU, Auth::Mac), (ETHERNET_MTU, Auth::Tag), (SHM_MTU, Auth::Mac), (SHM_MTU, Auth::Tag)];
+    // `ENGINE_STREAM_ONLY=4088/tag` (or `1472`, or `mac`): only the rows that match, for a
+    // profile of one configuration.
+    let only = std::env::var("ENGINE_STREAM_ONLY").unwrap_or_default();
+    let configs: Vec<(u32, Auth)> = configs
+        .into_iter()
+        .filter(|(mtu, auth)| {
+            only.split('/').filter(|w| !w.is_empty()).all(|w| *w == mtu.to_string() || *w == auth.to_string())
+        })
+        .collect();
     let mut runs: Vec<(u32, Auth, Stream)> = Vec::new();
     for _ in 0..rounds {
         for (k, &(mtu, auth)) in configs.iter().enumerate() {
@@ -272,10 +345,12 @@ fn main() {
     }
     let cache = memcpy_gbps(16, 2000);
     let dram = memcpy_gbps(64, 1000);
+    let clock = empty_call_ns();
     println!("# engine_stream: {iters} broadcasts of 1 MiB per datagram size and auth ({rounds} interleaved rounds), 2 engines on one thread");
     println!("# memcpy of 1 MiB messages on this machine: {cache:.1} GB/s into 16 rotating buffers (the channels), {dram:.1} GB/s into 64");
+    println!("# the clock around each call into an engine: an empty call reads {clock:.1} ns (`clock ns/frag`: that times the calls per fragment, in `engine ns/frag`; the last % leaves it out)");
     println!(
-        "{:<10}{:>6}{:>5}{:>8}{:>16}{:>16}{:>14}{:>14}{:>18}{:>10}{:>10}{:>10}",
+        "{:<10}{:>6}{:>5}{:>8}{:>16}{:>16}{:>14}{:>14}{:>18}{:>10}{:>10}{:>10}{:>16}{:>12}",
         "# side",
         "MTU",
         "auth",
@@ -287,7 +362,9 @@ fn main() {
         "of memcpy (16)",
         "copies/B",
         "MAC/B",
-        "CRC/B"
+        "CRC/B",
+        "clock ns/frag",
+        "w/o clock"
     );
     for (mtu, auth, s) in &runs {
         let frags = s.frames[ROOT] as f64;
@@ -296,11 +373,12 @@ fn main() {
         let per_frag = |d: Duration| d.as_nanos() as f64 / frags;
         for (name, e, side) in [("send", ROOT, Side::Send), ("receive", RECV, Side::Receive)] {
             let all = s.engine_ns[e] + s.dma_ns[e];
+            let reads = Duration::from_nanos((s.calls[e] as f64 * clock) as u64);
             // The ledger's payload work per delivered byte (warm-up included: the same per
             // broadcast), engine side: the DMA copy, the channel and frame copies, MAC, CRC.
             let per = s.engines[e].proto_counters().ledger.per_byte(side);
             println!(
-                "{:<10}{:>6}{:>5}{:>8.0}{:>16.0}{:>16.0}{:>14.2}{:>14.2}{:>17.0}%{:>10.3}{:>10.3}{:>10.3}",
+                "{:<10}{:>6}{:>5}{:>8.0}{:>16.0}{:>16.0}{:>14.2}{:>14.2}{:>17.0}%{:>10.3}{:>10.3}{:>10.3}{:>16.0}{:>11.0}%",
                 name,
                 mtu,
                 auth.to_string(),
@@ -312,7 +390,9 @@ fn main() {
                 100.0 * gbps(all) / cache,
                 per.copies,
                 per.hashed,
-                per.crcd
+                per.crcd,
+                per_frag(reads),
+                100.0 * gbps(all.saturating_sub(reads)) / cache
             );
         }
         println!(
@@ -354,7 +434,7 @@ fn stream(mtu: u32, auth: Auth, iters: u64, measured: bool) -> Stream {
                 let now = s.now();
                 let t = Instant::now();
                 s.engines[e].handle_descriptor(h, &d, now);
-                s.engine_ns[e] += t.elapsed();
+                s.spent(e, t);
                 s.drain(e);
             }
             while s.deliver() {}
@@ -368,7 +448,7 @@ fn stream(mtu: u32, auth: Auth, iters: u64, measured: bool) -> Stream {
                     if s.engines[e].poll_timeout().is_some_and(|t| t <= now) {
                         let t = Instant::now();
                         s.engines[e].handle_timeout(now);
-                        s.engine_ns[e] += t.elapsed();
+                        s.spent(e, t);
                         s.drain(e);
                         while s.deliver() {}
                         due = true;
@@ -379,6 +459,7 @@ fn stream(mtu: u32, auth: Auth, iters: u64, measured: bool) -> Stream {
     };
     run(&mut s, if measured { 20 } else { 1 });
     s.engine_ns = [Duration::ZERO; 2];
+    s.calls = [0; 2];
     s.dma_ns = [Duration::ZERO; 2];
     s.completions = [0; 2];
     s.frames = [0; 2];

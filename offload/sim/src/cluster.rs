@@ -256,8 +256,7 @@ impl Cluster {
                 if m.dead(now) {
                     return Some(None);
                 }
-                let ok = carry_out(m, job, dma);
-                m.engine.handle_dma_done(job, ok, now);
+                answer(m, job, dma, now);
                 i
             }
             Ev::Wake { node } => {
@@ -320,8 +319,7 @@ impl Cluster {
                 break;
             }
             for (job, dma) in now_jobs {
-                let ok = carry_out(m, job, dma);
-                m.engine.handle_dma_done(job, ok, now);
+                answer(m, job, dma, now);
             }
             for job in joins {
                 m.engine.handle_join_done(job, true, now);
@@ -336,6 +334,33 @@ impl Cluster {
             }
         }
     }
+}
+
+/// Carries out `job` for node `m` and answers its engine: a root's load summed as it is
+/// copied, each fragment's payload CRC computed as its bytes land (`Engine::staging_summed`,
+/// as the runner's `mapped` backend does, so that every simulated run seals its roots' frames
+/// from the driver's sums), any other job copied ([`carry_out`]).
+fn answer(m: &mut Machine, job: JobId, dma: Dma, now: Nanos) {
+    if let Dma::Load { src, len } = dma {
+        let (mem, engine) = (&mut m.mem, &mut m.engine);
+        if let Some(load) = engine.staging_summed(job) {
+            let ok = load.bytes.len() as u64 == len
+                && mem.range(src.segment.0, src.offset, len).is_some_and(|h| {
+                    load.fill(crc32c::crc32c, |off, into| {
+                        into.copy_from_slice(&h[off..off + into.len()]);
+                        true
+                    })
+                });
+            if ok {
+                engine.handle_dma_summed(job, now);
+            } else {
+                engine.handle_dma_done(job, false, now);
+            }
+            return;
+        }
+    }
+    let ok = carry_out(m, job, dma);
+    m.engine.handle_dma_done(job, ok, now);
 }
 
 /// Moves the bytes of `job` between node `m`'s host memory and its engine's staging; `false`

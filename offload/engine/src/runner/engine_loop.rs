@@ -445,9 +445,22 @@ impl EngineLoop {
                     }
                 }
                 Action::Dma { job, dma: Dma::Load { src, len } } => {
-                    let ok =
-                        engine.staging(job).is_some_and(|s| s.len() as u64 == len && memory.read(src, 0, s));
-                    engine.handle_dma_done(job, ok, now);
+                    // A root's message on the `mapped` backend: summed as it is loaded, so its
+                    // frames are sealed without a pass over each payload.
+                    let summed = engine
+                        .staging_summed(job)
+                        .filter(|load| load.bytes.len() as u64 == len)
+                        .and_then(|load| memory.read_summed(src, load));
+                    match summed {
+                        Some(true) => engine.handle_dma_summed(job, now),
+                        Some(false) => engine.handle_dma_done(job, false, now),
+                        None => {
+                            let ok = engine
+                                .staging(job)
+                                .is_some_and(|s| s.len() as u64 == len && memory.read(src, 0, s));
+                            engine.handle_dma_done(job, ok, now);
+                        }
+                    }
                 }
                 Action::Dma { job, dma: Dma::Store { dst, len } } => {
                     let ok =

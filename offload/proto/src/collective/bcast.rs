@@ -154,6 +154,7 @@ impl Protocol {
             stores_out: 0,
             store_failed: false,
             direct: None,
+            summed: false,
             counters: OpCounters::default(),
             hops: 0,
             posted: now,

@@ -58,6 +58,7 @@ mod reduction;
 mod scan;
 
 pub use crate::transfer::env::HostPort;
+pub use crate::transfer::summed::SummedLoad;
 pub use action::{Action, Dma, Frames, Gather, JobId};
 pub use ids::Seq;
 pub use node::comms::{parse_record, Record, MAX_COMM_SIZE};
@@ -200,15 +201,16 @@ impl Engine {
         self.node.as_ref().map(node::Node::proto_counters).unwrap_or_default()
     }
 
-    /// Bytes of protocol state held now (channel buffers and pre-posted slots; zero without a
-    /// fabric): what a memory bound is checked against (the simulator's DST does).
+    /// Bytes of protocol state held now (channel buffers, their summed loads' CRCs and
+    /// pre-posted slots; zero without a fabric): what a memory bound is checked against (the
+    /// simulator's DST does).
     pub fn memory_bytes(&self) -> usize {
         self.node.as_ref().map_or(0, node::Node::memory_bytes)
     }
 
     /// The most [`Engine::memory_bytes`] may reach for messages up to `largest` bytes with the
-    /// communicators alive now (one channel per broadcast slot per communicator, plus the
-    /// pre-posted slots).
+    /// communicators alive now (one channel per broadcast slot per communicator, with a CRC per
+    /// fragment of a summed load, plus the pre-posted slots).
     pub fn memory_bound(&self, largest: usize) -> usize {
         self.node.as_ref().map_or(0, |n| n.memory_bound(largest))
     }
@@ -456,6 +458,31 @@ impl Engine {
             Job::Record { bytes, .. } => Some(&mut bytes[..]),
             _ => None,
         }
+    }
+
+    /// [`Engine::staging`] for a root's broadcast load ([`Dma::Load`]), lent with a slot per
+    /// fragment for its payload's CRC32C, for a driver that computes them as it moves the bytes
+    /// (a NIC's DMA does; a CPU copy can, each fragment's bytes still in the cache:
+    /// [`SummedLoad::fill`]) and then answers [`Engine::handle_dma_summed`]. `None` for any
+    /// other job: carried out with [`Engine::staging`], as a driver that only copies does
+    /// with every job (its root's frames are then sealed with a pass over each payload).
+    pub fn staging_summed(&mut self, job: JobId) -> Option<SummedLoad<'_>> {
+        match self.jobs.get(job)? {
+            Job::Transfer(token) => {
+                let token = *token;
+                self.node.as_mut()?.proto.staging_summed(token)
+            }
+            _ => None,
+        }
+    }
+
+    /// Job `job`, lent with [`Engine::staging_summed`], is over: every byte moved and every
+    /// fragment's sum written (else answer [`Engine::handle_dma_done`] with `false`).
+    pub fn handle_dma_summed(&mut self, job: JobId, now: Nanos) {
+        if let (Some(Job::Transfer(token)), Some(node)) = (self.jobs.get(job), self.node.as_mut()) {
+            node.proto.summed(*token);
+        }
+        self.handle_dma_done(job, true, now);
     }
 
     /// The next action, in order; `None` when there is nothing to do.

@@ -140,21 +140,26 @@ pub struct Geometry {
     pub total: u32,
     /// Payload bytes per fragment (all but the last are full).
     pub payload: u32,
+    /// Fragments, divided out once: the data path asks for it several times per fragment on
+    /// each side (its header, its range, the last fragment's test), and a division was a few
+    /// per cent of a receiver's bookkeeping (`engine_stream`'s profile, docs/performance.md).
+    count: u32,
 }
 
 impl Geometry {
     /// Geometry of a `total`-byte message in `payload`-byte fragments (`payload > 0`).
     pub fn new(total: u32, payload: u32) -> Result<Self, TooManyFragments> {
-        let g = Geometry { total, payload: payload.max(1) };
-        if g.count() > MAX_FRAGS {
+        let payload = payload.max(1);
+        let count = total.div_ceil(payload).max(1);
+        if count > MAX_FRAGS {
             return Err(TooManyFragments);
         }
-        Ok(g)
+        Ok(Geometry { total, payload, count })
     }
 
     /// Fragments (an empty message still travels as one empty fragment).
     pub fn count(&self) -> u32 {
-        self.total.div_ceil(self.payload).max(1)
+        self.count
     }
 
     /// Byte range `(offset, len)` of fragment `i`, or `None` outside the message.

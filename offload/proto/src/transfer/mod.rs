@@ -4,9 +4,10 @@
 //! ([`protocol`]: communicators, frames in, DMA jobs done) with its parts, one file each: the
 //! state (`state.rs`), ring repair (`repair.rs`), the delayed synchronization (`sync.rs`), the
 //! barrier on its tree (`barrier.rs`), timers (`timers.rs`), the seal every frame leaves with
-//! (`seal.rs`), the message MAC computed as the bytes move (`mac.rs`) and the frames that
-//! tell an engine what a call it could not read was (`call_shape.rs`). The broadcast's own
-//! data path is [`crate::schedule::bcast`]'s.
+//! (`seal.rs`), the message MAC computed as the bytes move (`mac.rs`), a root's load whose
+//! driver sums each fragment's payload as it moves it ([`summed`]) and the frames that tell an
+//! engine what a call it could not read was (`call_shape.rs`). The broadcast's own data path
+//! is [`crate::schedule::bcast`]'s.
 pub(crate) mod barrier;
 pub mod bitmap;
 pub mod call_shape;
@@ -17,5 +18,6 @@ pub mod protocol;
 mod repair;
 pub(crate) mod seal;
 pub(crate) mod state;
+pub mod summed;
 pub(crate) mod sync;
 mod timers;

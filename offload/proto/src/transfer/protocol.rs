@@ -239,23 +239,27 @@ impl Protocol {
         self.counters
     }
 
-    /// Bytes of protocol state held now: channel buffers and pre-posted slots.
+    /// Bytes of protocol state held now: channel buffers, their summed loads' CRCs
+    /// (`transfer::summed`) and pre-posted slots.
     pub fn memory_bytes(&self) -> usize {
         self.comms
             .iter()
             .flatten()
             .map(|c| {
                 c.channels.iter().map(Vec::len).sum::<usize>()
+                    + c.sums.iter().map(|s| s.len() * core::mem::size_of::<u32>()).sum::<usize>()
                     + c.early.iter().map(|e| e.frame.len()).sum::<usize>()
             })
             .sum()
     }
 
     /// The most [`Protocol::memory_bytes`] may reach for messages up to `largest` bytes: one
-    /// channel per broadcast slot per communicator, plus the pre-posted slots.
+    /// channel per broadcast slot per communicator (with a CRC per fragment of a summed load),
+    /// plus the pre-posted slots.
     pub fn memory_bound(&self, largest: usize) -> usize {
         let comms = self.comms.iter().flatten().count();
-        comms * (self.channels as usize * largest.max(1) + self.slots * self.mtu)
+        let sums = largest.div_ceil(self.payload.max(1) as usize).max(1) * core::mem::size_of::<u32>();
+        comms * (self.channels as usize * (largest.max(1) + sums) + self.slots * self.mtu)
     }
 
     /// Adds a communicator this engine is a member of.
@@ -309,6 +313,7 @@ impl Protocol {
             // Grown as channels are first used (`state::open_slot`).
             ops: Vec::new(),
             channels: Vec::new(),
+            sums: Vec::new(),
             // The pre-posted slots are made when a fragment first needs one, and each grows to
             // the frames it keeps (at most `mtu`): a simulated rank that posts before its data
             // comes never holds them, one of small broadcasts never a full MTU per slot.

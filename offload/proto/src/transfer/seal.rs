@@ -8,7 +8,7 @@ use crate::schedule::bcast::Hop;
 use crate::transfer::env::{ChannelRange, CommHandle, Dest, Env, ProtoCounters};
 use crate::transfer::state::{Comm, Seal};
 use alloc::vec::Vec;
-use ringcast_abi::frame::{emit, emit_around, DIGEST_LEN};
+use ringcast_abi::frame::{emit, emit_around, emit_around_summed, DIGEST_LEN};
 use ringcast_abi::wire::{FrameKind, WireHeader, WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
 use zerocopy::byteorder::little_endian::{U16, U32, U64};
 
@@ -40,12 +40,14 @@ pub(crate) fn fragment_len(c: &Comm, slot: usize, seq: u32) -> usize {
 }
 
 /// What a fragment is sealed from: its header, its payload in the channel, the digest the last
-/// fragment carries, and its tag's binding (`Op::binding`).
+/// fragment carries, its tag's binding (`Op::binding`), and its payload's CRC32C where the
+/// root's driver computed it as it loaded the message (`Op::summed`, `transfer::summed`).
 struct Fragment<'a> {
     header: WireHeader,
     data: &'a [u8],
     digest: Option<[u8; DIGEST_LEN]>,
     binding: Option<CallBinding>,
+    sum: Option<u32>,
 }
 
 impl Fragment<'_> {
@@ -59,7 +61,8 @@ impl Fragment<'_> {
         header.total_len = U32::new(op.geo.total);
         let data = &c.channels[slot][off as usize..(off + len) as usize];
         let digest = (seq + 1 == op.geo.count()).then(|| op.digest.unwrap_or([0; DIGEST_LEN]));
-        Some(Fragment { header, data, digest, binding: op.binding() })
+        let sum = op.summed.then(|| c.sums.get(slot).and_then(|s| s.get(seq as usize)).copied()).flatten();
+        Some(Fragment { header, data, digest, binding: op.binding(), sum })
     }
 
     /// The bytes after the payload: the digest, on the last fragment.
@@ -84,11 +87,18 @@ pub(crate) fn build_fragment(
 }
 
 /// Writes fragment `seq`'s header and trailer into `out` around its payload, which stays in
-/// the channel (`emit_around`); returns the bytes written (0 if it does not fit).
+/// the channel (`emit_around`); returns the bytes written (0 if it does not fit). The payload's
+/// CRC is the driver's where it summed the load (`emit_around_summed`: no pass over the
+/// payload here), else computed from the channel.
 fn build_around(out: &mut [u8], c: &Comm, slot: usize, seq: u32, kind: FrameKind, hops: u16) -> usize {
     let Some(f) = Fragment::of(c, slot, seq, kind, hops) else { return 0 };
     let tag = |span: &[u8]| c.seal.keys.data_tag(span, f.binding.as_ref());
-    emit_around(out, &f.header, f.data, f.tail(), tag, c.seal.crc, &c.seal.combiner).unwrap_or(0)
+    let (crc, combiner) = (c.seal.crc, &c.seal.combiner);
+    match f.sum {
+        Some(sum) => emit_around_summed(out, &f.header, f.data.len(), sum, f.tail(), tag, crc, combiner),
+        None => emit_around(out, &f.header, f.data, f.tail(), tag, crc, combiner),
+    }
+    .unwrap_or(0)
 }
 
 /// Sends fragment `seq` of the broadcast in `slot` to `to`: queued as its header and trailer
@@ -135,7 +145,10 @@ pub(crate) fn send_fragment(
         if copied {
             counters.ledger.copied(Side::Send, u64::from(payload));
         }
-        counters.ledger.crcd(Side::Send, built as u64);
+        // Sealed around a payload its driver summed as it loaded it: only the header and
+        // trailer are CRC'd here (the load counted the payload, `Protocol::summed`).
+        let summed = !copied && op.summed;
+        counters.ledger.crcd(Side::Send, built as u64 - if summed { u64::from(payload) } else { 0 });
     }
     built
 }

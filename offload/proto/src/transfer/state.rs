@@ -104,6 +104,10 @@ pub(crate) struct Op {
     /// repairs (it holds no copy that outlives the host's buffer); its channel keeps only the
     /// fragments that arrived ahead of a gap, until the MAC has covered them.
     pub(crate) direct: Option<bool>,
+    /// A root's: the driver's load computed each fragment's payload CRC32C as the bytes moved
+    /// into the channel ([`Comm::sums`] of its slot; `Engine::staging_summed`), so its frames
+    /// are sealed without a pass over the payload (`transfer::seal`).
+    pub(crate) summed: bool,
     pub(crate) counters: OpCounters,
     /// Hops of the copy this rank holds (0 = multicast or root).
     pub(crate) hops: u16,
@@ -200,6 +204,11 @@ pub(crate) struct Comm {
     /// used so far, once each ([`open_slot`]), the bytes to the largest message sent there.
     pub(crate) ops: Vec<Option<Op>>,
     pub(crate) channels: Vec<Vec<u8>>,
+    /// Per channel: the payload CRC32C of each fragment of a root's message, where its driver
+    /// computed them as it loaded the message ([`Op::summed`]); grown once, the first time a
+    /// driver asks for them, to the fragments of the largest message loaded there — empty
+    /// where no driver ever does (a simulated rank's).
+    pub(crate) sums: Vec<Vec<u32>>,
     pub(crate) early: Vec<Early>,
     /// Fragment bitmaps ([`Op::bits`], [`Op::relayed`]) of channels not in use, sized for
     /// `max_message_bytes`: a post takes a pair (made the first time a channel is used), the

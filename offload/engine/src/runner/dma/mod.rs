@@ -41,7 +41,7 @@ pub mod rdma;
 pub mod remote;
 pub mod rings;
 
-use ringcast_proto::engine::HostPort;
+use ringcast_proto::engine::{HostPort, SummedLoad};
 use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
 
 pub use mapped::SegmentTable;
@@ -175,6 +175,18 @@ impl HostMemory {
         } else {
             self.mapped.read(at, offset, out)
         }
+    }
+
+    /// Job: a root's message read from `at` into `load`'s staging in runs of whole fragments,
+    /// each fragment's payload CRC32C computed right after its run lands, still in L1 (the
+    /// `mapped` backend: a CPU copy; a NIC's DMA computes it as the bytes move). `None` for a
+    /// `cma` or `rdma` range, which only copies ([`HostMemory::read`], one system call or work
+    /// request for the whole message, not one per fragment).
+    pub fn read_summed(&self, at: Resolved, load: SummedLoad<'_>) -> Option<bool> {
+        if at.segment.0 & RANGE_TAG != 0 {
+            return None;
+        }
+        Some(load.fill(crate::crc::crc32c, |off, into| self.mapped.read(at, off as u64, into)))
     }
 
     /// Job: writes `data` to host memory at `at + offset`; false as for [`HostMemory::read`].
