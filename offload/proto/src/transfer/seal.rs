@@ -93,7 +93,7 @@ pub(crate) fn build_fragment(
 fn build_around(out: &mut [u8], c: &Comm, slot: usize, seq: u32, kind: FrameKind, hops: u16) -> usize {
     let Some(f) = Fragment::of(c, slot, seq, kind, hops) else { return 0 };
     let tag = |span: &[u8]| c.seal.keys.data_tag(span, f.binding.as_ref());
-    let (crc, combiner) = (c.seal.crc, &c.seal.combiner);
+    let (crc, combiner) = (c.seal.crc, &**c.seal.combiner.get_or_init(Default::default));
     match f.sum {
         Some(sum) => emit_around_summed(out, &f.header, f.data.len(), sum, f.tail(), tag, crc, combiner),
         None => emit_around(out, &f.header, f.data, f.tail(), tag, crc, combiner),

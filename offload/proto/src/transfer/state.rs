@@ -258,8 +258,10 @@ pub(crate) struct Seal {
     /// The version byte its frames carry and it accepts (`protocol.auth`'s).
     pub(crate) version: u8,
     /// The CRC shift for its fragments' payload length, kept between frames sealed around a
-    /// channel's bytes (`ringcast_abi::frame::emit_around`).
-    pub(crate) combiner: ringcast_abi::crc_combine::Combiner,
+    /// channel's bytes (`ringcast_abi::frame::emit_around`): 132 bytes, made the first time
+    /// this communicator seals such a frame (a root's), so a rank that never does — a
+    /// simulated receiver among a million — does not hold it.
+    pub(crate) combiner: core::cell::OnceCell<alloc::boxed::Box<ringcast_abi::crc_combine::Combiner>>,
 }
 
 pub(crate) enum Located {
