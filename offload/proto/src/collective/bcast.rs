@@ -34,23 +34,6 @@ pub(crate) const READY_WAIT_MAX: Nanos = 10_000_000;
 /// driver, which 8 engines on 2 cores can separate by a scheduling quantum.)
 pub(crate) const ROOT_BATCH: u32 = 32;
 
-/// Parts of a root's load out at once once the first has landed: one moving while the frames
-/// of the one before leave (the first goes alone, so its frames leave after one part's copy).
-const LOADS_AHEAD: u32 = 2;
-
-/// A root's `State::Sending::at` while its next step's fragment has not been loaded yet: no
-/// timer (the timer table skips it), the part's landing resumes it (`Protocol::loaded`).
-pub(crate) const AWAITING_LOAD: Nanos = Nanos::MAX;
-
-/// The fragment step `i` of a root's send order carries (`multicast` steps to the group first).
-fn seq_at(i: u32, multicast: u32, count: u32) -> u32 {
-    if i < multicast {
-        i
-    } else {
-        (i - multicast) % count.max(1)
-    }
-}
-
 /// Actions ([`Env::backlog`]: frames, mostly) a driver may hold queued before a root seals
 /// its next batch: two batches' worth.
 pub(crate) const ROOT_BACKLOG: usize = 2 * ROOT_BATCH as usize;
@@ -172,9 +155,6 @@ impl Protocol {
             store_failed: false,
             direct: None,
             summed: false,
-            loads_out: 0,
-            loads_left: 0,
-            part_summed: false,
             counters: OpCounters::default(),
             hops: 0,
             posted: now,
@@ -190,16 +170,15 @@ impl Protocol {
                 e.used = false;
             }
             op.state = State::Loading;
-            op.loads_left = geo.count().div_ceil(self.load_part.max(1));
             c.ops[slot] = Some(op);
+            let token = DmaToken { comm, generation: c.generation, slot: slot as u32, bid, off: 0, len };
             // No memory: the load fails where it is made, as if its job had failed.
-            if buf.is_none() {
-                let token = DmaToken { comm, generation: c.generation, slot: slot as u32, bid, off: 0, len };
+            let Some(buf) = buf else {
                 self.loaded(token, false, now, env);
                 return Ok(());
-            }
-            // The first part now; the others as parts land (`issue_loads`).
-            self.issue_loads(comm, slot, 1, env);
+            };
+            // Answered later (`Protocol::dma_done`): the root stays `Loading` until then.
+            env.dma(DmaJob { token, dir: DmaDir::Load, buf, len: u64::from(len) });
             return Ok(());
         } else {
             // The picked rank answers wherever a root could be waiting: it does not know how
@@ -236,58 +215,28 @@ impl Protocol {
         Ok(())
     }
 
-    /// A part of the root's message (`t.off`, `t.len`) is in its channel (`ok`), or could not
-    /// be read. Its fragments are then present, as if the root received its own message
-    /// part by part: the root's delay starts when the first part lands, its frames leave as
-    /// their parts land (`send_batch`), and its request completes when the last has landed.
+    /// The root's message is in its channel (`ok`), or could not be read.
     pub(crate) fn loaded(&mut self, t: DmaToken, ok: bool, now: Nanos, env: &mut impl Env) {
         let (comm, slot, bid) = (t.comm, t.slot as usize, t.bid);
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
         let Some(op) = c.ops.get_mut(slot).and_then(Option::as_mut) else { return };
         let len = op.geo.total;
-        let part_summed = core::mem::take(&mut op.part_summed);
         if !ok {
             // The id is taken (every rank counts posts): abort the broadcast so the others
-            // learn it on their first repair request instead of waiting for data. Parts
-            // answered later find it aborted and are ignored (their staging is gone).
+            // learn it on their first repair request instead of waiting for data.
             op.state = State::Aborted;
-            (op.loads_out, op.loads_left) = (0, 0);
             env.complete(op.token, fail(StatusKind::OutOfBounds, op.counters));
             self.maybe_sync_up(comm, now, env);
             return;
         }
-        op.loads_out = op.loads_out.saturating_sub(1);
-        let landed = op.loads_out == 0 && op.loads_left == 0;
-        let first = op.state == State::Loading;
-        // The sums seal its frames only while every part landed so far was summed by its driver.
-        op.summed = part_summed && (first || op.summed);
-        let payload = op.geo.payload.max(1);
-        let from = t.off / payload;
-        for seq in from..(t.off + t.len).div_ceil(payload).max(from + 1).min(op.geo.count()) {
-            op.bits.set(seq);
-        }
-        // The driver's DMA moved this part into the channel: one copy, the root's load.
-        self.counters.ledger.copied(Side::Send, u64::from(t.len));
-        self.counters.ledger.delivered(Side::Send, u64::from(t.len));
-        if landed {
-            // Yu et al.: the root's request is complete once the message is in its channel.
-            env.complete(
-                op.token,
-                Outcome { status: StatusKind::Ok, bytes: len as u64, counters: op.counters },
-            );
-        }
-        if !first {
-            // Waiting for its delay, or sending: what this part brought leaves when its turn
-            // comes (a send stalled on it resumes now), and the next parts are handed over
-            // after those frames (`issue_loads`).
-            if let State::Sending { next, at: AWAITING_LOAD } = op.state {
-                op.state = State::Sending { next, at: now };
-                self.send_batch(comm, slot, now, env);
-            }
-            self.issue_loads(comm, slot, LOADS_AHEAD, env);
-            self.maybe_sync_up(comm, now, env);
-            return;
-        }
+        // The MAC is computed as the fragments first leave (`root_mac_through`), so the first
+        // ones leave before the last byte is hashed.
+        op.bits.fill();
+        // The driver's DMA moved the message into the channel: one copy, the root's load.
+        self.counters.ledger.copied(Side::Send, u64::from(len));
+        self.counters.ledger.delivered(Side::Send, u64::from(len));
+        // Yu et al.: the root's request is complete once the message is in its channel.
+        env.complete(op.token, Outcome { status: StatusKind::Ok, bytes: len as u64, counters: op.counters });
         let ready =
             c.ready_seen.iter().position(|&b| b == bid).map(|i| c.ready_seen.swap_remove(i)).is_some();
         let size = c.spec.size();
@@ -315,35 +264,7 @@ impl Protocol {
             RootDelay::Random => State::RootDelay { at: now, ready: true },
         };
         self.advance_root(comm, slot, now, env);
-        self.issue_loads(comm, slot, LOADS_AHEAD, env);
         self.maybe_sync_up(comm, now, env);
-    }
-
-    /// Hands the driver the root's next parts of its load, whole fragments each
-    /// (`load_part`), until `ahead` are out or none is left. Called after a landed part's
-    /// frames are queued: a driver that answers its jobs in order (the engine's runner, the
-    /// simulator) writes those frames into the wire before it moves the next part, and one
-    /// that moves them concurrently (a DMA engine) has the next part under way meanwhile.
-    fn issue_loads(&mut self, comm: CommHandle, slot: usize, ahead: u32, env: &mut impl Env) {
-        let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
-        let generation = c.generation;
-        let Some(op) = c.ops.get_mut(slot).and_then(Option::as_mut) else { return };
-        let Some(buf) = op.buf else { return };
-        let (per, geo) = (self.load_part.max(1), op.geo);
-        let parts = geo.count().div_ceil(per);
-        let edge = |k: u32| {
-            (u64::from(k) * u64::from(per) * u64::from(geo.payload)).min(u64::from(geo.total)) as u32
-        };
-        while op.loads_out < ahead && op.loads_left > 0 {
-            let k = parts - op.loads_left;
-            let (off, len) = (edge(k), edge(k + 1) - edge(k));
-            op.loads_left -= 1;
-            op.loads_out += 1;
-            let token = DmaToken { comm, generation, slot: slot as u32, bid: op.bid, off, len };
-            let at = Resolved { offset: buf.offset + u64::from(off), ..buf };
-            // Answered later (`Protocol::dma_done`, then `loaded`).
-            env.dma(DmaJob { token, dir: DmaDir::Load, buf: at, len: u64::from(len) });
-        }
     }
 
     /// A part of a receiver's message is in its host buffer (`ok`), or could not be written.
@@ -438,16 +359,10 @@ impl Protocol {
             Algorithm::Multicast => count.saturating_mul(2),
             _ => count,
         };
-        let mut end = next.saturating_add(ROOT_BATCH).min(total);
+        let end = next.saturating_add(ROOT_BATCH).min(total);
         for i in next..end {
-            let seq = seq_at(i, multicast, count);
+            let seq = if i < multicast { i } else { (i - multicast) % count.max(1) };
             if let Some(op) = c.ops.get_mut(slot).and_then(Option::as_mut) {
-                if !op.bits.get(seq) {
-                    // Its part has not landed yet (the order meets every fragment in turn
-                    // before it meets one again): the send waits for it (`loaded`), no timer.
-                    end = i;
-                    break;
-                }
                 let fed = root_mac_through(op, &c.channels[slot], seq, &c.seal.keys, &mut c.spare_macs);
                 counters.ledger.hashed(Side::Send, fed);
             }
@@ -466,14 +381,7 @@ impl Protocol {
         }
         let Some(op) = c.ops.get_mut(slot).and_then(Option::as_mut) else { return };
         if end < total {
-            let at = if op.bits.get(seq_at(end, multicast, count)) { now } else { AWAITING_LOAD };
-            op.state = State::Sending { next: end, at };
-            return;
-        }
-        if op.loads_out + op.loads_left > 0 {
-            // Nothing left to send (a communicator of one) but parts still loading: not over
-            // before its request completes, which the last part's landing does (then here).
-            op.state = State::Sending { next: end, at: AWAITING_LOAD };
+            op.state = State::Sending { next: end, at: now };
             return;
         }
         op.state = State::Done;

@@ -296,9 +296,6 @@ crate::tunables! {
         /// Message size from which repair is selective.
         selective_repair_bytes: u32 = 65536, "RINGCAST_SELECTIVE_REPAIR_BYTES",
             "messages from this size use selective ring repair (only missing fragments travel); smaller ones forward everything";
-        /// Largest part of a root's load from host memory, in bytes.
-        root_load_part_bytes: u32 = 65536, "RINGCAST_ROOT_LOAD_PART_BYTES",
-            "a root loads its message from host memory in parts of at most this many bytes, rounded down to whole fragments (at least one): each part's fragments leave as it lands, and the root's request completes when the last has landed";
         /// Broadcast algorithm: chosen by the cost model, or forced.
         algorithm: AlgorithmChoice = AlgorithmChoice::Auto, "RINGCAST_ALGORITHM",
             "broadcast algorithm: auto (cheapest predicted by the cost model per call) or multicast, linear, binomial, chain, binary, scatter-allgather, dual-tree, hierarchical";

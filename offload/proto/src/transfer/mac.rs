@@ -174,18 +174,9 @@ pub(crate) fn root_mac_through(
         Some((off, len)) => off + len,
         None => return 0,
     };
-    // Only bytes loaded: a root's message lands in parts (`collective::bcast`'s `loaded`),
-    // and the batch may reach past the fragments present; `seq` and those before it are.
-    let loaded = match op.loads_out + op.loads_left {
-        0 => total,
-        _ => op.bits.missing().next().map_or(total, |k| k.saturating_mul(op.geo.payload).min(total)),
-    };
-    if need > loaded {
-        return 0;
-    }
     // Nothing new needed: only an empty message, whose MAC is finished with nothing fed.
     let upto = if need > op.hashed {
-        ((need + MAC_PREFIX).div_ceil(MAC_BATCH) * MAC_BATCH).saturating_sub(MAC_PREFIX).min(loaded)
+        ((need + MAC_PREFIX).div_ceil(MAC_BATCH) * MAC_BATCH).saturating_sub(MAC_PREFIX).min(total)
     } else {
         op.hashed
     };

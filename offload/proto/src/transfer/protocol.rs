@@ -83,9 +83,6 @@ pub struct Protocol {
     /// unreachable.
     pub(crate) probe_every: Nanos,
     pub(crate) selective_bytes: u32,
-    /// Fragments per part of a root's load (`protocol.root_load_part_bytes`, rounded down to
-    /// whole fragments, at least one): `collective::bcast`'s `issue_loads`.
-    pub(crate) load_part: u32,
     pub(crate) comms: Vec<Option<Comm>>,
     /// The next communicator's [`Comm::generation`].
     pub(crate) next_generation: u32,
@@ -156,7 +153,6 @@ impl Protocol {
             peer_timeout: config.protocol.peer_timeout_ms as Nanos * 1_000_000,
             probe_every,
             selective_bytes: config.protocol.selective_repair_bytes,
-            load_part: (config.protocol.root_load_part_bytes / payload.max(1)).max(1),
             // Grows to `max_comms` as communicators are created: a simulated rank of one
             // communicator holds one entry, not 64. Each communicator brings its pair
             // communicators (`comm/links.rs`: ⌈log₂ nodes⌉ + 1, or one per other engine).
@@ -203,7 +199,6 @@ impl Protocol {
             peer_timeout: self.peer_timeout,
             probe_every: self.probe_every,
             selective_bytes: self.selective_bytes,
-            load_part: self.load_part,
             comms: Vec::new(),
             next_generation: 0,
             max_comms: self.max_comms,
@@ -350,9 +345,9 @@ impl Protocol {
         self.timers.set(TimerKey::Comm(comm), None);
         barrier::abandon(&mut c, env);
         for op in c.ops.into_iter().flatten().filter(|o| !o.over()) {
-            // A root completed its host's request when its message was loaded; one with a part
-            // still loading has not.
-            if op.root != c.spec.my_rank || op.loads_out + op.loads_left > 0 {
+            // A root completed its host's request when its message was loaded; one still
+            // loading has not.
+            if op.root != c.spec.my_rank || op.state == State::Loading {
                 env.complete(op.token, fail(StatusKind::CommunicatorBroken, op.counters));
             }
         }
@@ -450,11 +445,8 @@ impl Protocol {
         let c = self.comms.get_mut(t.comm.0 as usize)?.as_mut().filter(|c| c.generation == t.generation)?;
         let op = c.ops.get(t.slot as usize)?.as_ref()?;
         // A receiver's parts are stored while it still receives: fragments are never rewritten
-        // once held, so a late job reads what the MAC covered. A root's parts are loaded while
-        // it waits or sends (`root_loading`). Failed or over: nothing to move.
-        if op.bid != t.bid
-            || !(matches!(op.state, State::Receiving | State::Storing) || root_loading(op, t, c.spec.my_rank))
-        {
+        // once held, so a late job reads what the MAC covered. Failed or over: nothing to move.
+        if op.bid != t.bid || !matches!(op.state, State::Loading | State::Receiving | State::Storing) {
             return None;
         }
         let (off, end) = (t.off as usize, t.off as usize + t.len as usize);
@@ -474,14 +466,10 @@ impl Protocol {
             .and_then(|c| c.ops.get(t.slot as usize))
             .and_then(Option::as_ref)
             .filter(|op| op.bid == t.bid)
-            .map(|op| (op.state, op.loads_out > 0));
+            .map(|op| op.state);
         match state {
-            // A part of a root's load: its first lands while `Loading`, the others while it
-            // waits or sends. (Aborted: a part failed before; this one's staging is gone.)
-            Some((State::Loading | State::RootDelay { .. } | State::Sending { .. }, true)) => {
-                self.loaded(t, ok, now, env)
-            }
-            Some((State::Receiving | State::Storing, _)) => {
+            Some(State::Loading) => self.loaded(t, ok, now, env),
+            Some(State::Receiving | State::Storing) => {
                 self.stored(t, ok, env);
                 self.maybe_sync_up(t.comm, now, env);
             }
@@ -632,13 +620,4 @@ pub struct CommState {
     pub closing: bool,
     /// Multicast failed over to point-to-point (two epochs without a multicast hit).
     pub failed_over: bool,
-}
-
-/// Whether job `t` is a part of `op`'s root load still to land (`me` its root): the root has a
-/// part out and is not over, and the part's first fragment is not loaded yet.
-pub(crate) fn root_loading(op: &Op, t: DmaToken, me: crate::comm::Rank) -> bool {
-    op.root == me
-        && op.loads_out > 0
-        && matches!(op.state, State::Loading | State::RootDelay { .. } | State::Sending { .. })
-        && !op.bits.get(t.off / op.geo.payload.max(1))
 }

@@ -87,10 +87,7 @@ impl Protocol {
             for k in 0..n {
                 let seq = first.saturating_add(k);
                 let missing = bitmap.get((k / 8) as usize).is_some_and(|b| b & (1 << (k % 8)) != 0);
-                // Its last fragment carries the MAC: a root whose parts landed out of order
-                // holds it before the MAC is finished, and serves it only once it is.
-                let whole = op.root != c.spec.my_rank || seq + 1 != op.geo.count() || op.digest.is_some();
-                if missing && held.get(seq) && whole && sent < MAX_REPAIR_PER_REQUEST {
+                if missing && held.get(seq) && sent < MAX_REPAIR_PER_REQUEST {
                     // Phase::Tree: an answer is never forwarded as an allgather copy.
                     let hop = Hop { to: src, lane: LANE_ANY, phase: Phase::Tree };
                     let hops = hops.saturating_add(1);

@@ -22,10 +22,7 @@ use ringcast_abi::StatusKind;
 pub(crate) enum State {
     /// Root waiting for its delay: until `at`, or until the picked rank's ready (`ready`).
     RootDelay { at: Nanos, ready: bool },
-    /// Root loading its message from host memory, no part of it landed yet (its first part's
-    /// DMA job in flight, `collective::bcast`'s `issue_loads`). Once the first part lands the
-    /// root's delay starts; parts still to land then are counted by [`Op::loads_out`] and
-    /// [`Op::loads_left`].
+    /// Root loading its message from host memory (a DMA job in flight).
     Loading,
     /// Root sending its message a batch at a time ([`crate::collective::bcast`]'s
     /// `ROOT_BATCH`): `next` steps of the algorithm's send order are done, the next batch is due at
@@ -111,14 +108,6 @@ pub(crate) struct Op {
     /// into the channel ([`Comm::sums`] of its slot; `Engine::staging_summed`), so its frames
     /// are sealed without a pass over the payload (`transfer::seal`).
     pub(crate) summed: bool,
-    /// A root's parts of its load handed to the driver and not answered yet, and those not
-    /// handed over yet: its request completes (`Ok`) when both are none, the last part landed.
-    /// Its frames leave as their parts land ([`Op::bits`]: the fragments loaded).
-    pub(crate) loads_out: u32,
-    pub(crate) loads_left: u32,
-    /// Whether the part being answered now was summed by its driver (`Protocol::summed`, just
-    /// before its `dma_done`): [`Op::summed`] holds only while every landed part was.
-    pub(crate) part_summed: bool,
     pub(crate) counters: OpCounters,
     /// Hops of the copy this rank holds (0 = multicast or root).
     pub(crate) hops: u16,

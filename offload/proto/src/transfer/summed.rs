@@ -6,8 +6,8 @@
 //! bytes either way. (issue 40's engine core, docs/performance.md.)
 use crate::ledger::Side;
 use crate::transfer::env::DmaToken;
-use crate::transfer::protocol::{root_loading, Protocol};
-use crate::transfer::state::Op;
+use crate::transfer::protocol::Protocol;
+use crate::transfer::state::State;
 use alloc::vec::Vec;
 
 /// Bytes a driver reads in one go before it sums the fragments among them ([`SummedLoad::fill`]):
@@ -53,18 +53,18 @@ impl SummedLoad<'_> {
 }
 
 impl Protocol {
-    /// [`Protocol::staging`] for a part of a root's load (the jobs `post` hands its driver,
-    /// whole fragments each), with its fragments' sum slots; `None` for any other job or an
-    /// empty message (nothing to sum: its driver copies, [`Protocol::staging`]).
+    /// [`Protocol::staging`] for a root's whole-message load (the job `post` hands its
+    /// driver), with its fragments' sum slots; `None` for any other job or an empty message
+    /// (nothing to sum: its driver copies, [`Protocol::staging`]).
     pub fn staging_summed(&mut self, t: DmaToken) -> Option<SummedLoad<'_>> {
         let c = self.comms.get_mut(t.comm.0 as usize)?.as_mut().filter(|c| c.generation == t.generation)?;
         let slot = t.slot as usize;
         let op = c.ops.get(slot)?.as_ref()?;
-        if op.bid != t.bid || !root_loading(op, t, c.spec.my_rank) || !whole_fragments(op, t) {
+        if op.bid != t.bid || op.state != State::Loading || t.off != 0 || t.len != op.geo.total || t.len == 0
+        {
             return None;
         }
         let (count, stride) = (op.geo.count() as usize, op.geo.payload as usize);
-        let (from, n) = ((t.off / op.geo.payload) as usize, (t.len as usize).div_ceil(stride));
         if c.sums.len() <= slot {
             // Once per channel, the first time a driver sums there.
             c.sums.resize_with(slot + 1, Vec::new);
@@ -74,32 +74,22 @@ impl Protocol {
             // Grows once to the largest message loaded in this channel; never shrinks.
             sums.resize(count, 0);
         }
-        let bytes = c.channels.get_mut(slot)?.get_mut(t.off as usize..(t.off + t.len) as usize)?;
-        Some(SummedLoad { bytes, stride, sums: sums.get_mut(from..from + n)? })
+        let bytes = c.channels.get_mut(slot)?.get_mut(..t.len as usize)?;
+        Some(SummedLoad { bytes, stride, sums: &mut sums[..count] })
     }
 
-    /// The driver moved every byte of job `t` ([`Protocol::staging_summed`]: a part of a root's
-    /// load) and wrote every one of its fragments' sums: the root seals those frames from them.
-    /// Just before `dma_done(t, true, ..)`, which reads it. The ledger counts the part CRC'd
-    /// once, here, where the driver's load did it.
+    /// The driver moved every byte of job `t` ([`Protocol::staging_summed`]) and wrote every
+    /// fragment's sum: the root seals its frames from them. Before `dma_done(t, true, ..)`. The
+    /// ledger counts the message CRC'd once, here, where the driver's load did it.
     pub fn summed(&mut self, t: DmaToken) {
         let Some(c) = self.comms.get_mut(t.comm.0 as usize).and_then(Option::as_mut) else { return };
         if c.generation != t.generation {
             return;
         }
-        let me = c.spec.my_rank;
         let Some(op) = c.ops.get_mut(t.slot as usize).and_then(Option::as_mut) else { return };
-        if op.bid == t.bid && root_loading(op, t, me) && whole_fragments(op, t) {
-            op.part_summed = true;
+        if op.bid == t.bid && op.state == State::Loading && t.off == 0 && t.len == op.geo.total {
+            op.summed = true;
             self.counters.ledger.crcd(Side::Send, u64::from(t.len));
         }
     }
-}
-
-/// Whether job `t` covers whole fragments of `op`'s message (the last one what is left), and at
-/// least one byte: the sums it fills are its own fragments'.
-fn whole_fragments(op: &Op, t: DmaToken) -> bool {
-    let p = op.geo.payload.max(1);
-    let end = t.off.checked_add(t.len);
-    t.len > 0 && t.off % p == 0 && end.is_some_and(|e| e <= op.geo.total && (e == op.geo.total || e % p == 0))
 }

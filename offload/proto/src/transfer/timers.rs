@@ -89,8 +89,6 @@ impl Protocol {
         let mut at = |t: Nanos| next = Some(next.map_or(t, |n: Nanos| n.min(t)));
         for op in c.ops.iter().flatten() {
             match op.state {
-                // A send waiting for a part of its load has no deadline: the part resumes it.
-                State::Sending { at: crate::collective::bcast::AWAITING_LOAD, .. } => {}
                 State::RootDelay { at: t, .. } | State::Sending { at: t, .. } => at(t),
                 State::Receiving => {
                     at(op.nack_at);
