@@ -7,7 +7,7 @@
 use crate::ledger::Side;
 use crate::transfer::env::DmaToken;
 use crate::transfer::protocol::Protocol;
-use crate::transfer::state::State;
+use crate::transfer::state::{Comm, State};
 use alloc::vec::Vec;
 
 /// Bytes a driver reads in one go before it sums the fragments among them ([`SummedLoad::fill`]):
@@ -57,13 +57,9 @@ impl Protocol {
     /// driver), with its fragments' sum slots; `None` for any other job or an empty message
     /// (nothing to sum: its driver copies, [`Protocol::staging`]).
     pub fn staging_summed(&mut self, t: DmaToken) -> Option<SummedLoad<'_>> {
-        let c = self.comms.get_mut(t.comm.0 as usize)?.as_mut().filter(|c| c.generation == t.generation)?;
+        let c = self.loading_root(t)?;
         let slot = t.slot as usize;
         let op = c.ops.get(slot)?.as_ref()?;
-        if op.bid != t.bid || op.state != State::Loading || t.off != 0 || t.len != op.geo.total || t.len == 0
-        {
-            return None;
-        }
         let (count, stride) = (op.geo.count() as usize, op.geo.payload as usize);
         if c.sums.len() <= slot {
             // Once per channel, the first time a driver sums there.
@@ -82,14 +78,19 @@ impl Protocol {
     /// fragment's sum: the root seals its frames from them. Before `dma_done(t, true, ..)`. The
     /// ledger counts the message CRC'd once, here, where the driver's load did it.
     pub fn summed(&mut self, t: DmaToken) {
-        let Some(c) = self.comms.get_mut(t.comm.0 as usize).and_then(Option::as_mut) else { return };
-        if c.generation != t.generation {
+        let Some(op) = self.loading_root(t).and_then(|c| c.ops.get_mut(t.slot as usize)?.as_mut()) else {
             return;
-        }
-        let Some(op) = c.ops.get_mut(t.slot as usize).and_then(Option::as_mut) else { return };
-        if op.bid == t.bid && op.state == State::Loading && t.off == 0 && t.len == op.geo.total {
-            op.summed = true;
-            self.counters.ledger.crcd(Side::Send, u64::from(t.len));
-        }
+        };
+        op.summed = true;
+        self.counters.ledger.crcd(Side::Send, u64::from(t.len));
+    }
+
+    /// The communicator whose root `t` loads its whole, non-empty message now: the one job
+    /// [`Protocol::staging_summed`] lends and [`Protocol::summed`] answers.
+    fn loading_root(&mut self, t: DmaToken) -> Option<&mut Comm> {
+        let c = self.comms.get_mut(t.comm.0 as usize)?.as_mut().filter(|c| c.generation == t.generation)?;
+        let op = c.ops.get(t.slot as usize)?.as_ref()?;
+        let whole = op.bid == t.bid && op.state == State::Loading && t.off == 0 && t.len == op.geo.total;
+        (whole && t.len > 0).then_some(c)
     }
 }
