@@ -202,29 +202,17 @@ pub fn push_frame_parts(
 
 /// Pops the next frame into `out`: `Some((from, Some(len)))` with the frame in `out[..len]`,
 /// `Some((from, None))` for a slot whose length is impossible (over [`FRAME_PAYLOAD`] or
-/// `out.len()`: the slot is consumed, nothing copied), `None` when empty. Only the frame's own
-/// bytes are copied, by raw copies out of the slot — never a reference into the ring, so a
-/// peer that rewrites a slot it handed over can only make us copy torn bytes (which the
-/// frame's CRC and tag then reject).
+/// `out.len()`: the slot is consumed, nothing copied), `None` when empty. [`take_frame`] with
+/// a copy: for a reader that keeps the frame past the slot's release (the `shm` fabric reads
+/// its frames in place instead).
 pub fn pop_frame(
     c: &mut Consumer<FrameSlot>,
     out: &mut [u8],
 ) -> Result<Option<(u32, Option<usize>)>, crate::RingError> {
-    c.try_pop_raw(|slot| {
-        // SAFETY: `slot` points to a slot published to us and not reused before this closure
-        // returns (`try_pop_raw`); every read is a raw read of plain integers (any bit pattern
-        // is valid), and at most `out.len()` bytes are copied into caller memory, which cannot
-        // overlap the ring.
-        unsafe {
-            let from = core::ptr::addr_of!((*slot).from).read();
-            let len = core::ptr::addr_of!((*slot).len).read() as usize;
-            if len > FRAME_PAYLOAD || len > out.len() {
-                return (from, None);
-            }
-            let data = core::ptr::addr_of!((*slot).data).cast::<u8>();
-            core::ptr::copy_nonoverlapping(data, out.as_mut_ptr(), len);
-            (from, Some(len))
-        }
+    let max = out.len();
+    take_frame(c, max, |_, bytes| {
+        out[..bytes.len()].copy_from_slice(bytes);
+        bytes.len()
     })
 }
 
