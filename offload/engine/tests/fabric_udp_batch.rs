@@ -441,3 +441,38 @@ fn the_doorbell_rings_once_per_sleep_not_per_datagram() {
     assert_eq!(f[0].stats().rings, 2);
     assert_eq!(receive(&mut f[0], 1, 64), [(0, 0)]);
 }
+
+/// A poll reads only the sockets that hold something (the readiness set): an idle member with
+/// its unicast socket and two groups answers polls without a single `recvmmsg` (it made one
+/// per socket and poll before: three here), and a datagram waiting on one of them costs one
+/// call, on that socket — and still arrives, as does one on each of the others.
+#[test]
+fn a_poll_reads_only_the_sockets_that_hold_datagrams() {
+    let o = options(UdpOffload::Off);
+    let mut f = fabrics(&[o.clone(), o]);
+    let groups: Vec<GroupId> = (0..2).map(|_| new_identity().group).collect();
+    for g in &groups {
+        f[1].join(g).expect("join");
+    }
+    for _ in 0..10 {
+        assert_eq!(f[1].poll(64, &mut |_, _| panic!("nothing was sent")), 0);
+    }
+    assert_eq!(f[1].stats().rx_calls, 0, "idle polls made receive calls: {:?}", f[1].stats());
+
+    send_run(&mut f[0], Dest::Peer(PeerId(1)), &[100]);
+    std::thread::sleep(Duration::from_millis(20));
+    let mut got = Vec::new();
+    assert_eq!(f[1].poll(64, &mut |from, d| got.push((from.0, parse(d).expect("intact")))), 1);
+    assert_eq!(got, [(0, 0)]);
+    assert_eq!(f[1].stats().rx_calls, 1, "one call, on the socket that held the datagram");
+
+    // One datagram on each socket: all three come, one call each (each socket drained by a
+    // call that returns fewer than asked for).
+    send_run(&mut f[0], Dest::Peer(PeerId(1)), &[100]);
+    for g in &groups {
+        send_run(&mut f[0], Dest::Group(*g), &[100]);
+    }
+    let got = receive(&mut f[1], 3, 64);
+    assert_eq!(got, [(0, 0), (0, 0), (0, 0)], "every socket read");
+    assert_eq!(f[1].counters().received, 4);
+}

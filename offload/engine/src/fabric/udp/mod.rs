@@ -23,8 +23,11 @@
 //!   size (a root's fragments) as one UDP GSO send (`UDP_SEGMENT`) where the kernel has it,
 //!   the rest in one `sendmmsg`, each datagram gathered from its parts without a copy; a GSO
 //!   send the kernel refuses turns GSO off and goes by `sendmmsg`. Receiving (`rx.rs`): one
-//!   `recvmmsg` of up to `udp.batch` datagrams per socket, and with UDP GRO (`UDP_GRO`, probed
-//!   per socket) a buffer of several datagrams of one sender in one slot. A batch the kernel
+//!   `recvmmsg` of up to `udp.batch` datagrams per socket that holds something — a poll first
+//!   asks the fabric's readiness set (`ready.rs`, one `epoll_wait` that does not wait) which
+//!   sockets do, so an idle poll is one system call however many groups are joined — and with
+//!   UDP GRO (`UDP_GRO`, probed per socket) a buffer of several datagrams of one sender in one
+//!   slot. A batch the kernel
 //!   takes in part is never counted whole: [`UdpStats::tx_datagrams`] is what it reported sent,
 //!   and the rest is [`UdpStats::tx_dropped`] or [`UdpStats::tx_errors`]. How many datagrams one
 //!   call carried is `tx_datagrams / tx_calls` and `received / rx_calls`.
@@ -100,8 +103,10 @@ use rustix::net::{self as rnet, sockopt, SocketAddrAny};
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
 
 mod options;
+mod ready;
 mod rx;
 mod sock;
 mod tx;
@@ -199,8 +204,13 @@ pub struct UdpStats {
     pub gso_sends: u64,
     /// GSO sends the kernel refused (GSO is off after the first).
     pub gso_refused: u64,
-    /// `recvmmsg` calls, empty ones included.
+    /// `recvmmsg` calls, empty ones included (a socket is read only when the readiness check
+    /// reported it, so an empty call is rare: a datagram taken by an earlier call of the
+    /// same poll).
     pub rx_calls: u64,
+    /// Readiness checks (`epoll_wait` without waiting, `ready.rs`): one per poll that had read
+    /// out its last batch — an idle engine's pass costs this one system call.
+    pub ready_checks: u64,
     /// Receive buffers that held several datagrams (GRO).
     pub gro_buffers: u64,
     /// Times the fabric's doorbell thread woke the sleeping engine (at most once per sleep,
@@ -287,6 +297,8 @@ pub struct UdpFabric {
     next_socket: usize,
     /// The doorbell a sleeping engine is woken by when a socket becomes readable.
     waker: waker::Waker,
+    /// Which sockets `poll` reads: those this set reports readable (`ready.rs`).
+    ready: ready::Ready,
     counters: FabricCounters,
     /// The kernel's copies in the system calls ([`Fabric::ledger`]): of each datagram handed to
     /// it, and of each one delivered (its own looped-back multicasts and refused datagrams,
@@ -349,6 +361,8 @@ impl UdpFabric {
         step("bind", rnet::bind(&fd, &own))?;
         let waker = step("doorbell thread", waker::Waker::new())?;
         step("epoll (doorbell)", waker.watch(&fd))?;
+        let ready = step("epoll (readiness)", ready::Ready::new())?;
+        step("epoll (readiness)", ready.watch(&fd))?;
 
         // One GRO buffer holds one IP packet's worth; without GRO a buffer is one datagram.
         let buf = if offload { GRO_BUFFER.max(opts.mtu) } else { opts.mtu };
@@ -382,6 +396,7 @@ impl UdpFabric {
             },
             next_socket: 0,
             waker,
+            ready,
             counters: FabricCounters::default(),
             ledger: Ledger::default(),
             stats: UdpStats::default(),
@@ -579,6 +594,10 @@ impl Fabric for UdpFabric {
         }
         let endpoint = self.open_group(group)?;
         self.waker.watch(&endpoint.sock)?;
+        if let Err(e) = self.ready.watch(&endpoint.sock) {
+            self.waker.unwatch(&endpoint.sock);
+            return Err(e);
+        }
         self.groups.push((*group, endpoint));
         self.tx_group(group, true);
         Ok(())
@@ -592,6 +611,7 @@ impl Fabric for UdpFabric {
         // Closing the socket drops its membership.
         for (_, e) in self.groups.iter().filter(|(g, _)| g == group) {
             self.waker.unwatch(&e.sock);
+            self.ready.unwatch(&e.sock);
         }
         self.groups.retain(|(g, _)| g != group);
         self.tx_groups.retain(|g| g.id != *group);
@@ -637,8 +657,10 @@ impl Fabric for UdpFabric {
         }
     }
 
-    /// Reads the sockets in turn — the unicast socket and one per group, starting with a
-    /// different one each call — a `recvmmsg` at a time, until `budget` datagrams have been
+    /// Reads the sockets in turn — those of the unicast socket and one per group that the
+    /// readiness set reports readable (`ready.rs`: one `epoll_wait` instead of an empty
+    /// `recvmmsg` per socket; every socket if the check fails), starting with a different one
+    /// each call — a `recvmmsg` at a time, until `budget` datagrams have been
     /// read (delivered, refused or dropped alike, so a flood of foreign traffic cannot keep the
     /// loop here) or every socket is empty. A GRO buffer the budget ends inside is finished by
     /// the next call, before any socket is read again.
@@ -648,11 +670,25 @@ impl Fabric for UdpFabric {
         if self.rx.next < self.rx.metas.len() {
             return delivered;
         }
+        self.stats.ready_checks += 1;
+        let ready = self.ready.check();
+        if ready.as_ref().is_some_and(|r| r.is_empty()) {
+            return delivered;
+        }
         let sockets = 1 + self.groups.len();
         let start = self.next_socket % sockets;
         self.next_socket = self.next_socket.wrapping_add(1);
         for k in 0..sockets {
             let idx = (start + k) % sockets;
+            if let Some(ready) = &ready {
+                let fd = match idx.checked_sub(1) {
+                    None => self.unicast.sock.as_raw_fd(),
+                    Some(g) => self.groups.get(g).map_or(-1, |(_, e)| e.sock.as_raw_fd()),
+                };
+                if !ready.contains(&fd) {
+                    continue;
+                }
+            }
             while taken < budget {
                 let endpoint = match idx.checked_sub(1) {
                     None => &mut self.unicast,
