@@ -281,6 +281,15 @@ impl<F: Fabric> Fabric for Faulty<F> {
         self.inner.disarm();
     }
 
+    /// Not while it holds delayed datagrams (as [`Fabric::arm`]): they are due without any
+    /// arrival.
+    fn wait(&self, limit: std::time::Duration) -> Option<bool> {
+        if !self.held.is_empty() {
+            return None;
+        }
+        self.inner.wait(limit)
+    }
+
     fn flush(&mut self) {
         self.inner.flush();
     }
@@ -370,6 +379,10 @@ mod tests {
         fn arm(&self) -> Option<u32> {
             Some(0)
         }
+        /// Likewise: a wait that says nothing came.
+        fn wait(&self, _: std::time::Duration) -> Option<bool> {
+            Some(false)
+        }
     }
 
     fn faulty(inbox: usize, f: impl FnOnce(&mut FaultConfig)) -> Faulty<Fake> {
@@ -434,6 +447,7 @@ mod tests {
         let mut got = Vec::new();
         assert_eq!(f.poll(8, &mut |_, d| got.push(d[2])), 0);
         assert_eq!((f.held(), f.arm()), (3, None));
+        assert_eq!(f.wait(std::time::Duration::from_secs(1)), None, "nor a wait on the fabric");
         let deadline = Instant::now() + std::time::Duration::from_secs(5);
         while f.held() > 0 && Instant::now() < deadline {
             f.poll(8, &mut |_, d| got.push(d[2]));

@@ -232,6 +232,15 @@ pub trait Fabric {
     }
     /// Awake again: senders need not ring any more.
     fn disarm(&self) {}
+    /// Waits, at most `limit`, until this fabric has something to receive, in the calling
+    /// thread — no doorbell between the device and the engine. The engine waits so while every
+    /// host it serves waits on an operation of its own (a broadcast in flight: the next work
+    /// is a datagram, not a post). `None`: this fabric cannot (the engine parks on its
+    /// doorbells); else whether something came. (`udp`: `epoll_wait` on its sockets.)
+    fn wait(&self, limit: std::time::Duration) -> Option<bool> {
+        let _ = limit;
+        None
+    }
 }
 
 /// A boxed fabric is a fabric: the runner picks one at run time and wraps whichever it is in
@@ -282,5 +291,8 @@ impl<F: Fabric + ?Sized> Fabric for Box<F> {
     }
     fn disarm(&self) {
         (**self).disarm()
+    }
+    fn wait(&self, limit: std::time::Duration) -> Option<bool> {
+        (**self).wait(limit)
     }
 }

@@ -49,6 +49,10 @@ use std::sync::atomic::AtomicU32;
 /// noticed within it.
 const PARK_MAX: Nanos = 2_000_000;
 
+/// Longest wait on the fabric alone ([`EngineLoop::wait_on_fabric`]): a host's post, which
+/// that wait does not see, is taken within it.
+const FABRIC_WAIT_MAX: Nanos = 200_000;
+
 /// Doorbells armed by [`EngineLoop::arm_park`], by address and the value each had: what the
 /// sleep waits on, held without a borrow of the loop (see `doorbell::wait_any_addrs`: a word
 /// freed meanwhile costs at most one `limit`).
@@ -575,12 +579,45 @@ impl EngineLoop {
     /// `PARK_MAX` (control requests wait that long at most). `None` if it cannot (see
     /// [`EngineLoop::park_unavailable`]); else whether the re-check after arming found work.
     pub(crate) fn park(&mut self) -> Option<bool> {
+        if self.wait_on_fabric() {
+            return Some(false);
+        }
         let (work, armed) = self.arm_park()?;
         if !work {
             armed.sleep();
         }
         self.disarm_park();
         Some(work)
+    }
+
+    /// While every host it serves waits on an operation of its own — a broadcast in flight,
+    /// whose next step is a peer's datagram, not a post — the engine waits on its fabric
+    /// directly ([`crate::fabric::Fabric::wait`]) instead of on the doorbells: on `udp` the
+    /// kernel then wakes the engine when the datagram lands, where the doorbell thread took a
+    /// wake-up of its own and then rang the engine's (issue 40: 2 B on `udp`, two sleepers
+    /// between the socket and the host). Bounded by the protocol's next timer and
+    /// [`FABRIC_WAIT_MAX`] (a post or a control request waits that long at most). False if it
+    /// did not wait (a host is free to post, the fabric cannot wait, a timer is due, or the
+    /// engine cannot park at all: a host's work that only a DMA poll finds).
+    fn wait_on_fabric(&mut self) -> bool {
+        if self.park_unavailable() {
+            return false;
+        }
+        let mut hosts = 0;
+        for (i, c) in self.hosts.iter().enumerate() {
+            if c.is_some() {
+                if self.engine.in_flight(HostId(i as u32)) == 0 {
+                    return false;
+                }
+                hosts += 1;
+            }
+        }
+        let Some(net) = self.net.as_ref().filter(|_| hosts > 0) else { return false };
+        let mut limit = FABRIC_WAIT_MAX;
+        if let Some(t) = self.engine.poll_timeout() {
+            limit = limit.min(t.saturating_sub(self.clock.now()));
+        }
+        limit > 0 && net.wait(std::time::Duration::from_nanos(limit)).is_some()
     }
 
     /// [`EngineLoop::park`] in halves, so that a thread-mode engine thread sleeps without the

@@ -163,6 +163,11 @@ impl Net {
     pub fn disarm(&self) {
         self.fabric.disarm();
     }
+    /// Waits for the fabric's next datagram in this thread, at most `limit`
+    /// ([`crate::fabric::Fabric::wait`]); `None` if the fabric cannot.
+    pub fn wait(&self, limit: std::time::Duration) -> Option<bool> {
+        self.fabric.wait(limit)
+    }
 
     /// The fabric's datagram counters.
     pub fn fabric_counters(&self) -> crate::fabric::FabricCounters {

@@ -34,7 +34,10 @@
 //! * A sleeping engine is woken by the fabric's doorbell thread (`waker.rs`): it watches the
 //!   sockets (`epoll`) only while the engine sleeps and rings once per sleep, so the engine
 //!   sleeps on its hosts' doorbells and this bell at once, as on `shm`, instead of napping; no
-//!   datagram wakes anything while the engine is awake.
+//!   datagram wakes anything while the engine is awake. While every host of a daemon engine
+//!   waits on an operation in flight, the engine sleeps on the sockets itself instead
+//!   ([`Fabric::wait`], the readiness set's `epoll_wait`, `runner/engine_loop.rs`): the kernel
+//!   wakes it when a datagram lands, with no thread between the socket and the engine.
 //! * The datagram size comes from the path ([`path_datagram`]: the least route MTU to the
 //!   members and the groups, less the IP and UDP headers — 1472 on 1500-byte Ethernet, the
 //!   protocol's 65000 on loopback, whose MTU is 64 KiB) unless `RINGCAST_MTU` says otherwise;
@@ -755,6 +758,12 @@ impl Fabric for UdpFabric {
 
     fn disarm(&self) {
         self.waker.disarm();
+    }
+
+    /// `epoll_wait` on the readiness set (`ready.rs`): the kernel wakes the waiting engine
+    /// itself when a datagram lands, one wake-up where the doorbell thread made two.
+    fn wait(&self, limit: std::time::Duration) -> Option<bool> {
+        Some(self.ready.wait(limit))
     }
 }
 

@@ -54,6 +54,17 @@ impl Ready {
         let (ready, _) = epoll::wait(&self.epoll, &mut events, Some(&zero)).ok()?;
         Some(ready.iter().filter_map(|e| i32::try_from(e.data.u64()).ok()).collect())
     }
+
+    /// Waits until a socket has something to read, at most `limit`; whether one has (a
+    /// signal's `EINTR` counts as nothing: the caller looks again).
+    pub fn wait(&self, limit: std::time::Duration) -> bool {
+        let mut events = [MaybeUninit::<epoll::Event>::uninit(); 1];
+        let limit = rustix::time::Timespec {
+            tv_sec: limit.as_secs() as i64,
+            tv_nsec: i64::from(limit.subsec_nanos()),
+        };
+        matches!(epoll::wait(&self.epoll, &mut events, Some(&limit)), Ok((ready, _)) if !ready.is_empty())
+    }
 }
 
 #[cfg(test)]
@@ -84,5 +95,26 @@ mod tests {
         tx.send_to(b"z", a.local_addr().expect("addr")).expect("send");
         ready.unwatch(&a);
         assert_eq!(ready.check().expect("check").len(), 0, "unwatched");
+    }
+
+    /// A wait ends when a datagram lands (from another thread, while it waits), and otherwise
+    /// after its limit, saying which.
+    #[test]
+    fn a_wait_ends_at_a_datagram_or_at_its_limit() {
+        use std::time::{Duration, Instant};
+        let ready = Ready::new().expect("epoll");
+        let rx = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        ready.watch(&rx).expect("watch");
+        let start = Instant::now();
+        assert!(!ready.wait(Duration::from_millis(20)), "nothing came");
+        assert!(start.elapsed() >= Duration::from_millis(19), "returned early: {:?}", start.elapsed());
+        let to = rx.local_addr().expect("addr");
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            UdpSocket::bind("127.0.0.1:0").expect("bind").send_to(b"x", to).expect("send");
+        });
+        assert!(ready.wait(Duration::from_secs(10)), "the datagram ends the wait");
+        sender.join().expect("sender");
+        assert_eq!(ready.check().expect("check").as_slice(), &[rx.as_raw_fd()]);
     }
 }
