@@ -208,6 +208,9 @@ pub struct EngineLoop {
     pub(super) net: Option<Net>,
     /// Doorbell values of the hosts armed for the current sleep (sized `max_hosts` once).
     pub(super) armed: Vec<u32>,
+    /// Sleeps on the doorbells and waits on the fabric alone ([`EngineLoop::wait_on_fabric`]),
+    /// logged at exit: where the engine's wake-ups come from.
+    sleeps: (u64, u64),
     /// The CPU the loop's thread is pinned to (told to attaching hosts: `ATTACH_OK.e`).
     pub(super) cpu: Option<usize>,
     /// Where hosts' RDMA connections are made (`rdma` backend), opened at the first
@@ -272,6 +275,7 @@ impl EngineLoop {
             pending_seq: 0,
             net,
             armed: Vec::with_capacity(max_hosts),
+            sleeps: (0, 0),
             engine,
             config,
             clock: Clock::new(),
@@ -580,10 +584,12 @@ impl EngineLoop {
     /// [`EngineLoop::park_unavailable`]); else whether the re-check after arming found work.
     pub(crate) fn park(&mut self) -> Option<bool> {
         if self.wait_on_fabric() {
+            self.sleeps.1 += 1;
             return Some(false);
         }
         let (work, armed) = self.arm_park()?;
         if !work {
+            self.sleeps.0 += 1;
             armed.sleep();
         }
         self.disarm_park();
@@ -715,7 +721,14 @@ impl EngineLoop {
             self.detach(HostId(i as u32), Departure::Clean);
         }
         if let Some(net) = self.net.as_ref() {
-            self.log(2, format_args!("{}", net.describe(&self.engine)));
+            let (bells, fabric) = self.sleeps;
+            self.log(
+                2,
+                format_args!(
+                    "{}; slept on doorbells {bells}, on the fabric {fabric}",
+                    net.describe(&self.engine)
+                ),
+            );
         }
     }
 }
