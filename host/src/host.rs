@@ -118,9 +118,12 @@ impl Host {
         let handshake::Attached { sock, rings, host_owned, reply, next_seq, rdma } =
             handshake::attach(name, &config, &opts, ctl_timeout)?;
         let engine_cpu = usize::try_from(reply.e).ok().and_then(|c| c.checked_sub(1));
-        // Only beside a daemon: an engine thread of this very process is driven by its hosts.
-        let daemon = reply.b != std::process::id();
-        if let (true, true, Some(cpu)) = (config.runner.host_pin, daemon, engine_cpu) {
+        // Beside a daemon the host and its engine take turns on the engine's CPU; beside an
+        // engine thread of this very process the host drives that engine's loop while it waits
+        // (one poller per process, `runner::thread`), so binding it keeps that poller on the CPU
+        // its engine claimed, as an MPI library binds rank i to core i: two ranks' pollers never
+        // crowd one CPU while the other holds an unrelated busy process (issue 40, item 4).
+        if let (true, Some(cpu)) = (config.runner.host_pin, engine_cpu) {
             // Best effort: a CPU outside this process's affinity set leaves the thread as it is.
             let _ = ringcast_offload::runner::pin_current_thread(ringcast_offload::config::PinCpu::Cpu(cpu));
         }
