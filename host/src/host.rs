@@ -170,6 +170,10 @@ impl Host {
     fn spawn(config: Config, keep_name: bool) -> Result<Host> {
         let engine = spawn_thread(config, keep_name)?;
         let mut host = Self::attach(engine.name())?;
+        if host.idle_config.runner.host_pin && host.engine_cpu.is_some() {
+            // This thread was bound to the engine thread's CPU at attach: the two take turns there.
+            engine.host_bound();
+        }
         host.local = Some(engine);
         Ok(host)
     }
