@@ -48,6 +48,8 @@ pub struct Host {
     engine_pid: u32,
     /// The CPU the engine's thread is pinned to, as it said at attach.
     engine_cpu: Option<usize>,
+    /// The attaching thread was bound to `engine_cpu` (`runner.host_pin`).
+    bound: bool,
     local_rank: Option<u32>,
     /// Posted and not yet reaped from the completion ring.
     in_flight: usize,
@@ -118,12 +120,19 @@ impl Host {
         let handshake::Attached { sock, rings, host_owned, reply, next_seq, rdma } =
             handshake::attach(name, &config, &opts, ctl_timeout)?;
         let engine_cpu = usize::try_from(reply.e).ok().and_then(|c| c.checked_sub(1));
-        // Only beside a daemon: an engine thread of this very process is driven by its hosts.
-        let daemon = reply.b != std::process::id();
-        if let (true, true, Some(cpu)) = (config.runner.host_pin, daemon, engine_cpu) {
-            // Best effort: a CPU outside this process's affinity set leaves the thread as it is.
-            let _ = ringcast_offload::runner::pin_current_thread(ringcast_offload::config::PinCpu::Cpu(cpu));
-        }
+        // Beside a daemon the host and its engine take turns on the engine's CPU; beside an
+        // engine thread of this very process the host drives that engine's loop while it waits
+        // (one poller per process, `runner::thread`), so binding it keeps that poller on the CPU
+        // its engine claimed, as an MPI library binds rank i to core i: two ranks' pollers never
+        // crowd one CPU while the other holds an unrelated busy process (issue 40, item 4).
+        // Best effort: a CPU outside this process's affinity set leaves the thread as it is.
+        let bound = match (config.runner.host_pin, engine_cpu) {
+            (true, Some(cpu)) => {
+                ringcast_offload::runner::pin_current_thread(ringcast_offload::config::PinCpu::Cpu(cpu))
+                    .is_ok()
+            }
+            _ => false,
+        };
         let capacity = rings.cq.capacity();
         let max_in_flight = opts.max_in_flight.unwrap_or(capacity).max(1);
         Ok(Host {
@@ -135,6 +144,7 @@ impl Host {
             host_id: reply.a,
             engine_pid: reply.b,
             engine_cpu,
+            bound,
             local_rank: u32::try_from(reply.d).ok().and_then(|d| d.checked_sub(1)),
             in_flight: 0,
             max_in_flight,
@@ -167,6 +177,10 @@ impl Host {
     fn spawn(config: Config, keep_name: bool) -> Result<Host> {
         let engine = spawn_thread(config, keep_name)?;
         let mut host = Self::attach(engine.name())?;
+        if host.bound {
+            // This thread was bound to the engine thread's CPU at attach: the two take turns there.
+            engine.host_bound();
+        }
         host.local = Some(engine);
         Ok(host)
     }

@@ -14,7 +14,8 @@
 //! accessor of atomic words in a named segment, so this module needs no `unsafe`. Centralised
 //! counter barrier: a rank reads the generation, then counts itself in; the last of `n` resets
 //! the counter, bumps the generation and wakes sleepers on it; the others spin on the
-//! generation, yielding the CPU after a few polls (a 2-core machine runs more pollers than
+//! generation as long as the rank's host waits for a completion (`runner.idle_spins` polls, at
+//! least [`MIN_SPINS`]), then yield the CPU (a 2-core machine may run more pollers than
 //! cores) — while a yield is cheap (`runner::idle`): behind an unrelated busy process a yield
 //! costs its whole slice, and a rank late out of the barrier makes the others wait for it in
 //! their timed call, so there the rank sleeps on the generation word instead (the last arriver
@@ -30,14 +31,22 @@ pub const BARRIER_ENV: &str = "RINGCAST_BENCH_BARRIER";
 /// Longest sleep on the generation word before polling (and progressing the engine) again.
 const SLEEP_MAX: Duration = Duration::from_micros(200);
 
-/// Word 0: ranks arrived in the current generation; word 1: the generation.
+/// Polls before the barrier yields or sleeps, whatever `spins` the caller gives.
+pub const MIN_SPINS: u32 = 64;
+
+/// Word 0: ranks arrived in the current generation; word 1: the generation; word 2: ranks
+/// asleep on the generation word (the last arriver makes the wake-up system call only for them).
 const COUNT: u32 = 0;
 const GENERATION: u32 = 1;
+const SLEEPERS: u32 = 2;
+const WORDS: u32 = 3;
 
 /// A barrier for `n` participants, mapped.
 pub struct Barrier {
     board: BellBoard,
     n: u32,
+    /// Wake-up system calls this process made as the last arriver (tests).
+    wakes: std::cell::Cell<u64>,
 }
 
 impl Barrier {
@@ -46,8 +55,9 @@ impl Barrier {
         if n == 0 {
             return Err("barrier of 0 participants".into());
         }
-        let board = BellBoard::create_or_open_named(name, 2).map_err(|e| format!("barrier {name}: {e}"))?;
-        Ok(Barrier { board, n })
+        let board =
+            BellBoard::create_or_open_named(name, WORDS).map_err(|e| format!("barrier {name}: {e}"))?;
+        Ok(Barrier { board, n, wakes: std::cell::Cell::new(0) })
     }
 
     /// Waits until all `n` participants have called `wait` for this generation; fails after
@@ -56,18 +66,33 @@ impl Barrier {
     /// `progress` is called on every poll: as an MPI library's barrier runs its progress engine,
     /// so that a broadcast this rank completed early (a root) still moves while it waits here —
     /// in thread mode nobody else runs its engine then.
-    pub fn wait(&self, limit: Duration, mut progress: impl FnMut()) -> Result<(), String> {
-        let (Some(count), Some(generation)) = (self.board.bell(COUNT), self.board.bell(GENERATION)) else {
+    ///
+    /// It polls at least `spins` times (and never fewer than [`MIN_SPINS`]) before it yields or
+    /// sleeps: a rank waits here as its host waits for a completion (`runner.idle_spins`), so
+    /// that a rank whose partner arrives within a round trip is still on its CPU and leaves
+    /// with it. (At 64 polls a rank beside a busy process slept here, and the partner's timed
+    /// call then waited for its wake-up: issue 40, item 4.)
+    pub fn wait(&self, limit: Duration, spins: u32, mut progress: impl FnMut()) -> Result<(), String> {
+        let (Some(count), Some(generation), Some(sleepers)) =
+            (self.board.bell(COUNT), self.board.bell(GENERATION), self.board.bell(SLEEPERS))
+        else {
             return Err("barrier segment too small".into());
         };
         // Read before arriving: the generation cannot move again until this rank arrives.
         let gen = generation.load(Ordering::Acquire);
         if count.fetch_add(1, Ordering::AcqRel) + 1 == self.n {
             // Last one in: reset for the next round, then release everyone (Release publishes
-            // the reset before anyone can see the new generation and arrive again).
+            // the reset before anyone can see the new generation and arrive again; SeqCst
+            // orders the bump before the sleepers' count is read, against a sleeper's count
+            // before its re-read of the generation: one of the two sees the other).
             count.store(0, Ordering::Relaxed);
-            generation.fetch_add(1, Ordering::Release);
-            ringcast_ring::doorbell::wake(generation);
+            generation.fetch_add(1, Ordering::SeqCst);
+            // The wake-up is a system call (~1 µs here) on the way into the last arriver's timed
+            // call: made only when someone sleeps (issue 40, item 4).
+            if sleepers.load(Ordering::SeqCst) > 0 {
+                ringcast_ring::doorbell::wake(generation);
+                self.wakes.set(self.wakes.get() + 1);
+            }
             return Ok(());
         }
         let start = Instant::now();
@@ -75,12 +100,16 @@ impl Barrier {
         while generation.load(Ordering::Acquire) == gen {
             progress();
             polls = polls.wrapping_add(1);
-            if polls < 64 {
+            if polls < spins.max(MIN_SPINS) {
                 std::hint::spin_loop();
             } else {
                 if !(yields_cheap() && timed_yield()) {
-                    // Bounded: `progress` runs again, and the limit is checked, at least this often.
-                    ringcast_ring::doorbell::wait(generation, gen, SLEEP_MAX);
+                    sleepers.fetch_add(1, Ordering::SeqCst);
+                    if generation.load(Ordering::SeqCst) == gen {
+                        // Bounded: `progress` runs again, and the limit is checked, at least this often.
+                        ringcast_ring::doorbell::wait(generation, gen, SLEEP_MAX);
+                    }
+                    sleepers.fetch_sub(1, Ordering::SeqCst);
                 }
                 if polls.is_multiple_of(1024) && start.elapsed() > limit {
                     return Err(format!("barrier: not every rank arrived within {limit:?}"));
@@ -117,7 +146,7 @@ impl Drop for BarrierSegment {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicU32;
+    use std::sync::atomic::{AtomicU32, AtomicU64};
     use std::sync::Arc;
 
     #[test]
@@ -136,7 +165,7 @@ mod tests {
                     let b = Barrier::open(&name, THREADS).unwrap();
                     for r in 0..ROUNDS {
                         arrived[r as usize].fetch_add(1, Ordering::SeqCst);
-                        b.wait(Duration::from_secs(10), || {}).unwrap();
+                        b.wait(Duration::from_secs(10), 0, || {}).unwrap();
                         let seen = arrived[r as usize].load(Ordering::SeqCst);
                         assert_eq!(seen, THREADS, "thread {t} passed round {r} before every thread arrived");
                     }
@@ -150,12 +179,55 @@ mod tests {
         assert!(!std::path::Path::new("/dev/shm").join(&name).exists(), "segment removed on drop");
     }
 
+    /// A rank spins `spins` polls before it yields or sleeps, however costly its yields: a
+    /// partner arriving meanwhile finds nobody asleep and makes no wake-up system call (with
+    /// the 64 polls of before, the waiter slept and the partner's way into its timed call went
+    /// through a wake-up); past them the waiter sleeps, and the last arriver wakes it.
+    #[test]
+    fn a_rank_spins_before_it_sleeps_and_only_sleepers_cost_a_wake_up() {
+        let name = format!("ringcast-test-barrier-spins-{}", std::process::id());
+        let seg = BarrierSegment { _barrier: Barrier::open(&name, 2).unwrap(), name: name.clone() };
+        let wakes_with = |spins: u32, arrive_after: u64, rounds: u64| -> u64 {
+            // The waiter's polls in the current round, under the round's number (high half).
+            let polls = Arc::new(AtomicU64::new(0));
+            let (n, p) = (name.clone(), polls.clone());
+            let waiter = std::thread::spawn(move || {
+                let b = Barrier::open(&n, 2).unwrap();
+                for r in 0..rounds {
+                    p.store(r << 32, Ordering::SeqCst);
+                    // As behind a busy process: no yield, so past its spins it sleeps.
+                    ringcast_offload::runner::idle::mark_yields_costly();
+                    b.wait(Duration::from_secs(10), spins, || {
+                        p.fetch_add(1, Ordering::SeqCst);
+                    })
+                    .unwrap();
+                }
+            });
+            let b = Barrier::open(&name, 2).unwrap();
+            for r in 0..rounds {
+                // Arrive last, once the waiter polled `arrive_after` times in this round.
+                while polls.load(Ordering::SeqCst) < (r << 32) + arrive_after {
+                    std::hint::spin_loop();
+                }
+                b.wait(Duration::from_secs(10), 0, || {}).unwrap();
+            }
+            waiter.join().unwrap();
+            b.wakes.get()
+        };
+        // Still spinning when the partner arrives: no sleeper, no wake-up.
+        assert_eq!(wakes_with(1_000_000, 2_000, 20), 0, "a spinning waiter was woken by a system call");
+        // Past its spins (64 at least), asleep: woken (at least once in 20 rounds: a waiter
+        // between its count and its sleep re-reads the generation and needs none).
+        assert!(wakes_with(0, u64::from(MIN_SPINS) + 8, 20) > 0, "a sleeping waiter was never woken");
+        drop(seg);
+    }
+
     #[test]
     fn a_missing_participant_makes_the_wait_fail_not_hang() {
         let name = format!("ringcast-test-barrier-timeout-{}", std::process::id());
         let seg = BarrierSegment { _barrier: Barrier::open(&name, 2).unwrap(), name: name.clone() };
         let b = Barrier::open(&name, 2).unwrap();
-        assert!(b.wait(Duration::from_millis(50), || {}).is_err());
+        assert!(b.wait(Duration::from_millis(50), 0, || {}).is_err());
         drop(seg);
     }
 }

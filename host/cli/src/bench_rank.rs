@@ -273,8 +273,10 @@ fn rank_inner(a: &RankArgs) -> Result<(), String> {
     // A rank that died leaves the others at the barrier: they fail instead of hanging. The
     // barrier progresses this rank's engine as it waits (an MPI barrier runs its progress
     // engine too): in thread mode a root, done at once, still owes its broadcast's sending.
+    // The barrier spins as long as the host's own wait does before it yields or sleeps.
+    let spins = config.runner.idle_spins;
     let sync = |what: &str, host: &mut Host| match &barrier {
-        Some(b) => b.wait(BARRIER_LIMIT, || host.progress()).map_err(|e| format!("{what}: {e}")),
+        Some(b) => b.wait(BARRIER_LIMIT, spins, || host.progress()).map_err(|e| format!("{what}: {e}")),
         None => Ok(()),
     };
     // Local rank 0 reports its engine's repair frames per size (the others 0): with loss

@@ -304,7 +304,17 @@ impl Cluster {
         } else {
             (idle(2000, 20000, 50), idle(2000, 20000, 50))
         };
-        let host_pin = ("RINGCAST_HOST_PIN", paired.to_string());
+        // Thread mode with a CPU per engine (engine threads claim distinct CPUs): each rank's
+        // host thread, which drives its engine's loop while it waits, is bound to that engine's
+        // CPU, as Open MPI binds rank i to core i. Unbound, the scheduler put both ranks'
+        // pollers on one CPU beside a busy process on the other, and each 2 B broadcast waited
+        // for a turn on it (issue 40, item 4; docs/performance.md). Same conditions as `paired`.
+        let bound = spec.mode == Mode::Thread
+            && pollers <= cpus
+            && spec.world_size() == spec.nodes
+            && !spec.netns
+            && program == "self";
+        let host_pin = ("RINGCAST_HOST_PIN", (paired || bound).to_string());
         // The job's secret keys the world communicator's frames (docs/protocol.md): drawn here
         // from the CSPRNG unless the caller set one, handed to every engine and program.
         let secret =

@@ -36,6 +36,18 @@ fn host_process_role() {
             let mine: Vec<usize> = (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect();
             assert_eq!(mine, [cpu], "the host thread runs where its engine does");
         }
+        "pinned-thread" => {
+            // Thread mode, RINGCAST_HOST_PIN and RINGCAST_PIN_CPU set for this child: the host
+            // thread, which drives its engine's loop while it waits, is bound to the CPU its
+            // engine thread was pinned to.
+            let config = ringcast_host::Config::from_env().expect("config");
+            let host = Host::spawn_local(config).expect("thread-mode engine");
+            assert_eq!(host.engine_pid(), std::process::id(), "thread mode");
+            let cpu = host.engine_cpu().expect("the engine thread was pinned");
+            let set = rustix::thread::sched_getaffinity(None).unwrap();
+            let mine: Vec<usize> = (0..rustix::thread::CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect();
+            assert_eq!(mine, [cpu], "the host thread runs where its engine thread does");
+        }
         "" => {
             let mut host = Host::spawn_local(ringcast_host::Config::default()).unwrap();
             assert_eq!(host.engine_pid(), std::process::id(), "thread mode: the engine runs in this process");
@@ -427,6 +439,24 @@ fn a_host_with_host_pin_runs_on_its_engines_cpu() {
     assert_eq!(cpus(&before), cpus(&after), "no host_pin, no pinning");
     drop(host);
     assert!(daemon.stop(), "daemon exits cleanly on SIGTERM");
+}
+
+/// `runner.host_pin` in thread mode (what `ringcast bench` sets when every engine thread has a
+/// CPU, issue 40 item 4): the host thread is bound to its engine thread's CPU, as an MPI
+/// library binds rank i to core i. Seen failing when only a daemon's hosts were pinned.
+#[test]
+fn a_thread_mode_host_with_host_pin_runs_on_its_engine_threads_cpu() {
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", CHILD_TEST, "--nocapture", "--test-threads=1"])
+        .env(ROLE, "pinned-thread")
+        .env("RINGCAST_HOST_PIN", "true")
+        // A fixed CPU, not `auto`: another test here may hold every claim at the moment.
+        .env("RINGCAST_PIN_CPU", "0")
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn child host");
+    let status = wait_with_timeout(&mut child, Duration::from_secs(60)).expect("child host finished");
+    assert!(status.success(), "pinned thread-mode child host failed: {status:?}");
 }
 
 /// Key material is never printed (issue 38, item 6): the daemon refuses a job secret that is

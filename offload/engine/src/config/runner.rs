@@ -158,7 +158,7 @@ ringcast_proto::tunables! {
             "thread mode: microseconds the engine thread stays parked after a host's blocking call returns (a host calling again at once keeps driving; work no host drives waits at most about 1 ms)";
         /// Whether a host pins itself to its engine's CPU.
         host_pin: bool = false, "RINGCAST_HOST_PIN",
-            "host library, daemon mode: pin the attaching thread to the CPU the engine is pinned to (emulation with more pollers than CPUs: host and engine take turns on one CPU by sched_yield instead of waking each other across CPUs; `ringcast bench` sets it for its ranks when every engine has a CPU)";
+            "host library: pin the attaching thread to the CPU the engine is pinned to. Daemon mode (emulation with more pollers than CPUs): host and engine take turns on one CPU by sched_yield instead of waking each other across CPUs. Thread mode: the host, which drives its engine's loop while it waits, stays on the CPU that engine claimed, as an MPI library binds rank i to core i. `ringcast bench` sets it for its ranks when every engine has a CPU, one rank per node";
         /// CPU the polling thread is pinned to.
         pin_cpu: PinCpu = PinCpu::Auto, "RINGCAST_PIN_CPU",
             "CPU the engine's polling thread is pinned to: none, auto (a CPU no other engine holds, highest first; unpinned when every CPU has one) or a number";

@@ -40,6 +40,12 @@ pub fn yields_cheap() -> bool {
     COSTLY_UNTIL.with(|c| c.get().is_none_or(|until| Instant::now() >= until))
 }
 
+/// Marks yielding costly on this thread for [`YIELD_BACKOFF`], as a costly [`timed_yield`] does:
+/// for a caller that learnt it otherwise (and tests of callers' sleeping stage).
+pub fn mark_yields_costly() {
+    COSTLY_UNTIL.with(|c| c.set(Some(Instant::now() + YIELD_BACKOFF)));
+}
+
 /// `sched_yield`, timed: a costly one marks yielding costly on this thread (see the module
 /// doc). Returns whether it was cheap.
 pub fn timed_yield() -> bool {

@@ -23,6 +23,10 @@
 //! [`ThreadEngine::progress`]). A host going to sleep on its doorbell hands back at once
 //! ([`Driver::release_now`]). And the engine thread never yields or sleeps with the loop
 //! locked: a driver arriving meanwhile must not wait for it.
+//!
+//! **A host bound to the engine thread's CPU** (`runner.host_pin`, [`ThreadEngine::host_bound`])
+//! takes turns with it there, so the engine thread then has no spinning stage: it yields from
+//! its first empty pass, then sleeps on its doorbells.
 use super::engine_loop::EngineLoop;
 use super::idle::Idle;
 use super::pin::pin_current_thread;
@@ -46,6 +50,8 @@ struct Shared {
     /// The engine thread sleeps on its doorbells now, without the loop (tests: the loop is free
     /// meanwhile).
     asleep: AtomicBool,
+    /// A host of this process is bound to the engine thread's CPU ([`ThreadEngine::host_bound`]).
+    host_bound: AtomicBool,
 }
 
 // A panic in a pass poisons the mutex; the loop's state is still the engine's to run (its
@@ -176,6 +182,16 @@ impl ThreadEngine {
         Driver { shared: self.shared.clone(), now: false }
     }
 
+    /// A host of this process bound its thread to this engine thread's CPU (`runner.host_pin`):
+    /// from now on the engine thread skips its spinning stage — it yields from its first empty
+    /// pass and then sleeps on its doorbells. Both take turns on one CPU, and a spinning engine
+    /// thread there held a host that had just yielded to it (its barrier, a program between
+    /// calls) off the CPU for `idle_spins` passes, hundreds of microseconds, however soon the
+    /// host's work arrived; the host drives the loop itself whenever it waits (issue 40).
+    pub fn host_bound(&self) {
+        self.shared.host_bound.store(true, Ordering::Relaxed);
+    }
+
     /// Stops the loop and waits for the thread.
     pub fn stop(mut self) {
         self.shutdown();
@@ -209,6 +225,8 @@ pub fn spawn_thread(mut config: Config, keep_name: bool) -> std::io::Result<Thre
     // Bind before spawning so that attach cannot race the listener.
     let engine = EngineLoop::bind(config, 1)?;
     let mut idle = Idle::new(engine.config());
+    // Beside a host bound to this thread's CPU: no spinning stage (see `ThreadEngine::host_bound`).
+    let mut bound_idle = Idle::new(&engine.config().clone().with(|c| c.runner.idle_spins = 0));
     let handback = Duration::from_micros(engine.config().runner.handback_us.into());
     let shared = Arc::new(Shared {
         engine: Mutex::new(engine),
@@ -218,6 +236,7 @@ pub fn spawn_thread(mut config: Config, keep_name: bool) -> std::io::Result<Thre
         epoch: Instant::now(),
         handback,
         asleep: AtomicBool::new(false),
+        host_bound: AtomicBool::new(false),
     });
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
@@ -239,6 +258,7 @@ pub fn spawn_thread(mut config: Config, keep_name: bool) -> std::io::Result<Thre
             // this thread sleeps, yields or naps: a host that starts a wait drives at once. (Held
             // across the sleep, the host span on a lock whose holder, woken by the host's post,
             // first had to be scheduled — behind whatever held its CPU.)
+            let idle = if shared2.host_bound.load(Ordering::Relaxed) { &mut bound_idle } else { &mut idle };
             if shared2.lock().poll_once() {
                 idle.busy();
                 continue;
@@ -293,6 +313,27 @@ mod tests {
                     free_while_asleep += 1;
                 }
             }
+            std::thread::yield_now();
+        }
+    }
+
+    /// Beside a bound host the engine thread spins no empty pass: with a spinning stage that
+    /// never ends and no yields, it reaches its doorbell sleep only once told its host is bound.
+    /// Seen failing without the bound back-off (the thread never slept).
+    #[test]
+    fn beside_a_bound_host_the_engine_thread_skips_its_spins() {
+        let config = Config::default().with(|c| {
+            c.runner.poll_mode = crate::config::PollMode::SpinYield;
+            c.runner.idle_spins = u32::MAX;
+            c.runner.idle_yields = 0;
+        });
+        let t = spawn_thread(config, false).expect("engine thread");
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!t.shared.asleep.load(Ordering::SeqCst), "unbound, it spins");
+        t.host_bound();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !t.shared.asleep.load(Ordering::SeqCst) {
+            assert!(Instant::now() < deadline, "bound, the engine thread never reached its doorbell sleep");
             std::thread::yield_now();
         }
     }
