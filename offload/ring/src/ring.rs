@@ -500,6 +500,13 @@ impl<T: Entry> Producer<T> {
         n
     }
 
+    /// Whether the consumer said it sleeps waiting for entries ([`Consumer::arm`]): a hint
+    /// for a producer choosing how to wait itself (a consumer asleep posts nothing of its
+    /// own), never a reason to skip [`Producer::wake_consumer`].
+    pub fn consumer_asleep(&self) -> bool {
+        self.ring.waiting().load(Ordering::Acquire) != 0
+    }
+
     /// Rings the doorbell after a publish: when the consumer said it is about to sleep
     /// ([`Consumer::arm`]), bumps the bell and wakes it (a futex wake: one system call, only
     /// then). Returns whether it rang. A consumer that never sleeps costs one fence and one

@@ -596,14 +596,15 @@ impl EngineLoop {
         Some(work)
     }
 
-    /// While every host it serves waits on an operation of its own — a broadcast in flight,
-    /// whose next step is a peer's datagram, not a post — the engine waits on its fabric
+    /// While every host it serves sleeps waiting on an operation of its own — a broadcast in
+    /// flight, whose next step is a peer's datagram, not a post — the engine waits on its fabric
     /// directly ([`crate::fabric::Fabric::wait`]) instead of on the doorbells: on `udp` the
     /// kernel then wakes the engine when the datagram lands, where the doorbell thread took a
     /// wake-up of its own and then rang the engine's (issue 40: 2 B on `udp`, two sleepers
     /// between the socket and the host). Bounded by the protocol's next timer and
-    /// [`FABRIC_WAIT_MAX`] (a post or a control request waits that long at most). False if it
-    /// did not wait (a host is free to post, the fabric cannot wait, a timer is due, or the
+    /// [`FABRIC_WAIT_MAX`] (a post from another thread of a sleeping host, or a control
+    /// request, waits that long at most). False if it did not wait (a host is awake and so
+    /// free to post, the fabric cannot wait, a timer is due, or the
     /// engine cannot park at all: a host's work that only a DMA poll finds).
     fn wait_on_fabric(&mut self) -> bool {
         if self.park_unavailable() {
@@ -611,8 +612,11 @@ impl EngineLoop {
         }
         let mut hosts = 0;
         for (i, c) in self.hosts.iter().enumerate() {
-            if c.is_some() {
-                if self.engine.in_flight(HostId(i as u32)) == 0 {
+            if let Some(c) = c {
+                // Asleep on its completion doorbell as well: a host that spins in its wait, or
+                // runs between calls, may post at any moment (a second non-blocking call), and
+                // its doorbell is not among the fabric's readiness sources.
+                if self.engine.in_flight(HostId(i as u32)) == 0 || !c.rings.host_asleep() {
                     return false;
                 }
                 hosts += 1;

@@ -330,6 +330,16 @@ impl HostRings {
         }
     }
 
+    /// Whether the host sleeps waiting for its completions (it armed its completion ring's
+    /// doorbell, or told the engine so over its socket): such a host posts nothing until a
+    /// completion wakes it.
+    pub fn host_asleep(&self) -> bool {
+        match self {
+            HostRings::Mapped(r) => r.cq.consumer_asleep(),
+            HostRings::Remote(r) => r.host_sleeping(),
+        }
+    }
+
     /// The mapped rings (doorbells), if these are.
     pub fn mapped(&self) -> Option<&EngineRings> {
         match self {
