@@ -100,6 +100,11 @@ impl Barrier {
         while generation.load(Ordering::Acquire) == gen {
             progress();
             polls = polls.wrapping_add(1);
+            // The limit is checked in both stages: spins set near `u32::MAX` never reach the
+            // sleeping stage's check.
+            if polls.is_multiple_of(1024) && start.elapsed() > limit {
+                return Err(format!("barrier: not every rank arrived within {limit:?}"));
+            }
             if polls < spins.max(MIN_SPINS) {
                 std::hint::spin_loop();
             } else {
@@ -110,9 +115,6 @@ impl Barrier {
                         ringcast_ring::doorbell::wait(generation, gen, SLEEP_MAX);
                     }
                     sleepers.fetch_sub(1, Ordering::SeqCst);
-                }
-                if polls.is_multiple_of(1024) && start.elapsed() > limit {
-                    return Err(format!("barrier: not every rank arrived within {limit:?}"));
                 }
             }
         }

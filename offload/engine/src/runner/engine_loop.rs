@@ -49,9 +49,11 @@ use std::sync::atomic::AtomicU32;
 /// noticed within it.
 const PARK_MAX: Nanos = 2_000_000;
 
-/// Longest wait on the fabric alone ([`EngineLoop::wait_on_fabric`]): a host's post, which
-/// that wait does not see, is taken within it.
-const FABRIC_WAIT_MAX: Nanos = 200_000;
+/// Longest wait on the fabric alone ([`EngineLoop::wait_on_fabric`]), and its unit: a
+/// host's post, which that wait does not see, is taken within it. Whole milliseconds because
+/// `epoll_pwait` counts in them (rounding a shorter limit up to one: a 200 µs wait slept
+/// 1.1 ms), so the engine waits on the fabric only when its next timer is at least this far.
+const FABRIC_WAIT_MAX: Nanos = 1_000_000;
 
 /// Doorbells armed by [`EngineLoop::arm_park`], by address and the value each had: what the
 /// sleep waits on, held without a borrow of the loop (see `doorbell::wait_any_addrs`: a word
@@ -601,21 +603,26 @@ impl EngineLoop {
     /// directly ([`crate::fabric::Fabric::wait`]) instead of on the doorbells: on `udp` the
     /// kernel then wakes the engine when the datagram lands, where the doorbell thread took a
     /// wake-up of its own and then rang the engine's (issue 40: 2 B on `udp`, two sleepers
-    /// between the socket and the host). Bounded by the protocol's next timer and
-    /// [`FABRIC_WAIT_MAX`] (a post from another thread of a sleeping host, or a control
-    /// request, waits that long at most). False if it did not wait (a host is awake and so
+    /// between the socket and the host). [`FABRIC_WAIT_MAX`] at most, and only when no
+    /// protocol timer is due within it (a post from another thread of a sleeping host, or a
+    /// control request, waits that long at most). False if it did not wait (a host is awake and so
     /// free to post, the fabric cannot wait, a timer is due, or the
     /// engine cannot park at all: a host's work that only a DMA poll finds).
     fn wait_on_fabric(&mut self) -> bool {
         if self.park_unavailable() {
             return false;
         }
+        // Not when a timer is due within the wait's unit (it would fire late).
+        if self.engine.poll_timeout().is_some_and(|t| t.saturating_sub(self.clock.now()) < FABRIC_WAIT_MAX) {
+            return false;
+        }
         let mut hosts = 0;
-        for (i, c) in self.hosts.iter().enumerate() {
+        for (i, c) in self.hosts.iter_mut().enumerate() {
             if let Some(c) = c {
-                // Asleep on its completion doorbell as well: a host that spins in its wait, or
-                // runs between calls, may post at any moment (a second non-blocking call), and
-                // its doorbell is not among the fabric's readiness sources.
+                // Asleep on its completion doorbell, with nothing posted or completed that it
+                // has not seen, as well: a host that spins in its wait, runs between calls, or
+                // was woken and has not run yet may post at any moment (a second non-blocking
+                // call), and its doorbell is not among the fabric's readiness sources.
                 if self.engine.in_flight(HostId(i as u32)) == 0 || !c.rings.host_asleep() {
                     return false;
                 }
@@ -623,11 +630,7 @@ impl EngineLoop {
             }
         }
         let Some(net) = self.net.as_ref().filter(|_| hosts > 0) else { return false };
-        let mut limit = FABRIC_WAIT_MAX;
-        if let Some(t) = self.engine.poll_timeout() {
-            limit = limit.min(t.saturating_sub(self.clock.now()));
-        }
-        limit > 0 && net.wait(std::time::Duration::from_nanos(limit)).is_some()
+        net.wait(std::time::Duration::from_nanos(FABRIC_WAIT_MAX)).is_some()
     }
 
     /// [`EngineLoop::park`] in halves, so that a thread-mode engine thread sleeps without the

@@ -56,7 +56,8 @@ impl Ready {
     }
 
     /// Waits until a socket has something to read, at most `limit`; whether one has (a
-    /// signal's `EINTR` counts as nothing: the caller looks again).
+    /// signal's `EINTR` counts as nothing: the caller looks again). `epoll_pwait` counts whole
+    /// milliseconds and rounds a shorter limit up to one: callers pass whole milliseconds.
     pub fn wait(&self, limit: std::time::Duration) -> bool {
         let mut events = [MaybeUninit::<epoll::Event>::uninit(); 1];
         let limit = rustix::time::Timespec {

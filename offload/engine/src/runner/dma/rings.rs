@@ -330,13 +330,17 @@ impl HostRings {
         }
     }
 
-    /// Whether the host sleeps waiting for its completions (it armed its completion ring's
-    /// doorbell, or told the engine so over its socket): such a host posts nothing until a
-    /// completion wakes it.
-    pub fn host_asleep(&self) -> bool {
+    /// Whether the host sleeps waiting for its completions — it armed its completion ring's
+    /// doorbell, has read every completion published to it and left nothing unread in its
+    /// submission ring — so that it posts nothing until a completion wakes it (a hint: a post
+    /// racing the check waits out one fabric wait at most). Host-owned rings: false (their
+    /// engine never waits on the fabric: `park_unavailable`).
+    pub fn host_asleep(&mut self) -> bool {
         match self {
-            HostRings::Mapped(r) => r.cq.consumer_asleep(),
-            HostRings::Remote(r) => r.host_sleeping(),
+            HostRings::Mapped(r) => {
+                r.cq.consumer_asleep() && r.cq.in_flight() == 0 && r.sq.is_empty().unwrap_or(false)
+            }
+            HostRings::Remote(_) => false,
         }
     }
 
