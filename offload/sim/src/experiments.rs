@@ -12,7 +12,7 @@ use super::world::World;
 use ringcast_abi::StatusKind;
 use ringcast_proto::comm::auth::{CommKeys, Secret};
 use ringcast_proto::comm::Layout;
-use ringcast_proto::comm::{CommSpec, GroupId, PeerId};
+use ringcast_proto::comm::{CommShared, GroupId, PeerId};
 use ringcast_proto::config::{AlgorithmChoice, EngineConfig, RootDelay};
 use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
 use ringcast_proto::model::FabricModel;
@@ -263,12 +263,12 @@ pub fn one_comm(world: &mut World, cookie: u64, seed: u64, layout: Layout) -> Ve
     // Its keys derived once, under the ranks' authentication setting, and shared by every rank.
     let auth = world.nodes.first().map_or(Default::default(), |n| n.proto.auth());
     let keys = Arc::new(CommKeys::with_auth(&key, auth));
+    // What every rank knows alike, held once: each rank holds a pointer and its own rank.
+    let shared = Arc::new(CommShared { cookie, group, members, seed, key, layout });
     (0..p)
         .map(|r| {
-            let spec =
-                CommSpec { cookie, group, members: members.clone(), my_rank: r as u32, seed, key, layout };
             // NOTE(unwrap): one communicator per fresh protocol always fits.
-            world.nodes[r].proto.create_comm_sharing(spec, &keys).unwrap()
+            world.nodes[r].proto.create_comm_shared(&shared, r as u32, &keys).unwrap()
         })
         .collect()
 }

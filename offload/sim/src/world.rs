@@ -47,6 +47,9 @@ pub struct Done {
     pub at: Nanos,
 }
 
+/// [`Node`]'s timer when none is armed (no protocol deadline is `Nanos::MAX`).
+const NO_TIMER: Nanos = Nanos::MAX;
+
 /// One simulated engine.
 pub struct Node {
     /// The protocol under test.
@@ -55,7 +58,9 @@ pub struct Node {
     pub mem: HostMem,
     /// Crashed from this time on (stops processing anything).
     pub crash_at: Option<Nanos>,
-    timer: Option<Nanos>,
+    /// The timer event armed for this node, [`NO_TIMER`] if none (a word, not an `Option`'s
+    /// two: a million nodes hold one each).
+    timer: Nanos,
     /// Timer events that ran `on_timeout`, and events of any kind handled (debugging).
     pub fired: u64,
     /// See `fired`.
@@ -65,7 +70,7 @@ pub struct Node {
 impl Node {
     /// The timer event armed for this node (debugging).
     pub fn armed(&self) -> Option<Nanos> {
-        self.timer
+        (self.timer != NO_TIMER).then_some(self.timer)
     }
 
     /// Whether the node is dead at `now`.
@@ -200,7 +205,7 @@ impl World {
                 proto,
                 mem: HostMem::default(),
                 crash_at: None,
-                timer: None,
+                timer: NO_TIMER,
                 fired: 0,
                 handled: 0,
             })
@@ -291,8 +296,8 @@ impl World {
     fn rearm(&mut self, i: usize) {
         let node = &mut self.nodes[i];
         let next = node.proto.next_timeout();
-        if next != node.timer {
-            node.timer = next;
+        if next != node.armed() {
+            node.timer = next.unwrap_or(NO_TIMER);
             if let Some(at) = next {
                 self.net.push(at.max(self.net.now), Ev::Timer { node: i as u32, at });
             }
@@ -335,10 +340,10 @@ impl World {
             }
             Ev::Timer { node: i, at } => {
                 let i = i as usize;
-                if self.nodes[i].timer != Some(at) || self.nodes[i].dead(now) {
+                if self.nodes[i].armed() != Some(at) || self.nodes[i].dead(now) {
                     return Some(None); // superseded, or dead
                 }
-                self.nodes[i].timer = None;
+                self.nodes[i].timer = NO_TIMER;
                 self.nodes[i].fired += 1;
                 let node = &mut self.nodes[i];
                 let mut env = NodeEnv {

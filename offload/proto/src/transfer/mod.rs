@@ -10,8 +10,12 @@
 //! is [`crate::schedule::bcast`]'s.
 pub(crate) mod barrier;
 pub mod bitmap;
+pub(crate) mod boxed_vec;
 pub mod call_shape;
+pub(crate) mod counts;
 pub mod env;
+#[cfg(test)]
+mod footprint;
 pub mod host_driver;
 pub(crate) mod mac;
 pub mod protocol;
@@ -21,3 +25,5 @@ pub(crate) mod state;
 pub mod summed;
 pub(crate) mod sync;
 mod timers;
+pub(crate) mod tunables;
+pub(crate) mod when;
