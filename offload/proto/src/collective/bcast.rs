@@ -95,11 +95,12 @@ impl Protocol {
             None => {
                 let max = Geometry::new(self.cfg.max_message, payload).map_or(MAX_FRAGS, |g| g.count());
                 let Ok(b) = FragBitmap::with_capacity(max) else { return refuse(StatusKind::BadLength) };
-                (b.clone(), b)
+                (b, None)
             }
         };
         // NOTE(unwrap-free): Geometry::new bounded the count by MAX_FRAGS, as FragBitmap needs.
-        if bits.reset(geo.count()).is_err() || relayed.reset(geo.count()).is_err() {
+        if bits.reset(geo.count()).is_err() || relayed.as_mut().is_some_and(|r| r.reset(geo.count()).is_err())
+        {
             give_back(c.spare_bits.vec(), (bits, relayed));
             return refuse(StatusKind::BadLength);
         }
@@ -455,11 +456,7 @@ impl Protocol {
         let seq = h.frag_seq.get();
         if op.state != State::Receiving || op.bits.get(seq) {
             op.counters.duplicates += 1;
-            if phase == Phase::Allgather
-                && op.bits.get(seq)
-                && op.state != State::Failed
-                && op.relayed.set(seq)
-            {
+            if phase == Phase::Allgather && op.bits.get(seq) && op.state != State::Failed && op.relay(seq) {
                 // Scatter–allgather: this rank held the fragment (it passed here in the scatter,
                 // came by repair, or this is the root) but the allgather still runs through it —
                 // once: a second allgather copy (a duplicated datagram) is not relayed again.
@@ -531,7 +528,7 @@ impl Protocol {
         op.nack_at = (now + self.cfg.repair_timeout).max(op.posted + op.patience);
         if phase == Phase::Allgather {
             // Relayed below: a duplicate of this copy must not be.
-            op.relayed.set(seq);
+            op.relay(seq);
         }
         let (alg, shape, selective) = (op.alg, op.shape, op.selective);
         if !selective {

@@ -72,7 +72,8 @@ pub struct Protocol {
     /// [`Protocol::sibling`]s (`transfer/tunables.rs`): one copy for a simulator's million
     /// ranks, one pointer each.
     pub(crate) cfg: Arc<Tunables>,
-    pub(crate) comms: Vec<Option<Comm>>,
+    /// Its communicators (the first inline: a simulated rank's one allocates no table).
+    pub(crate) comms: smallvec::SmallVec<[Option<Comm>; 1]>,
     /// The next communicator's [`Comm::generation`].
     pub(crate) next_generation: u32,
     pub(crate) counters: crate::transfer::counts::Counts,
@@ -118,7 +119,7 @@ impl Protocol {
             cfg,
             // Grows to `max_comms` as communicators are created: a simulated rank of one
             // communicator holds one entry, not 64.
-            comms: Vec::new(),
+            comms: smallvec::SmallVec::new(),
             next_generation: 0,
             counters: Default::default(),
             scratch: Vec::new(),
@@ -172,7 +173,7 @@ impl Protocol {
             .iter()
             .flatten()
             .map(|c| {
-                c.channels.iter().map(Vec::len).sum::<usize>()
+                c.channels.iter().map(|ch| ch.len()).sum::<usize>()
                     + c.sums.iter().map(|s| s.len() * core::mem::size_of::<u32>()).sum::<usize>()
                     + c.early.iter().map(|e| e.frame.len()).sum::<usize>()
             })
@@ -250,8 +251,8 @@ impl Protocol {
             spec,
             next_bid: 0,
             // Grown as channels are first used (`state::open_slot`).
-            ops: Vec::new(),
-            channels: Vec::new(),
+            ops: Default::default(),
+            channels: Default::default(),
             sums: Default::default(),
             // The pre-posted slots are made when a fragment first needs one, and each grows to
             // the frames it keeps (at most `mtu`): a simulated rank that posts before its data

@@ -18,6 +18,7 @@ use alloc::vec::Vec;
 use ringcast_abi::frame::Crc32c;
 use ringcast_abi::frame::SyncBody;
 use ringcast_abi::StatusKind;
+use smallvec::SmallVec;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum State {
@@ -62,7 +63,9 @@ pub(crate) struct Op {
     pub(crate) bits: FragBitmap,
     /// Fragments whose allgather copy this rank has relayed (scatter–allgather, hierarchical):
     /// a later copy of the same fragment in that phase is a duplicate and goes no further.
-    pub(crate) relayed: FragBitmap,
+    /// Made at the first such relay ([`Op::relay`]) and kept with the channel's spare bitmaps
+    /// after: a broadcast of any other algorithm — a simulated multicast rank's — holds a word.
+    pub(crate) relayed: Option<Box<FragBitmap>>,
     pub(crate) alg: Algorithm,
     /// Broadcasts a root may run ahead of a receiver ([`crate::transfer::env::Post::window`],
     /// at most `channels`).
@@ -125,6 +128,20 @@ pub(crate) struct Op {
 }
 
 impl Op {
+    /// Notes fragment `seq`'s allgather copy as relayed by this rank: whether it was not yet.
+    /// The bitmap is made here the first time, with `bits`' capacity (one allocation per
+    /// channel, at its first scatter–allgather broadcast; the synchronization keeps it).
+    pub(crate) fn relay(&mut self, seq: u32) -> bool {
+        let bits = &self.bits;
+        let relayed = self.relayed.get_or_insert_with(|| {
+            let mut r = Box::new(bits.clone());
+            // NOTE(unwrap-free): `bits` holds this count, so its clone can.
+            let _ = r.reset(bits.count());
+            r
+        });
+        relayed.set(seq)
+    }
+
     pub(crate) fn over(&self) -> bool {
         matches!(self.state, State::Done | State::Failed | State::Aborted)
     }
@@ -204,8 +221,8 @@ pub(crate) struct Comm {
     pub(crate) next_bid: u32,
     /// Per channel (`bid % channels`): its broadcast, and its bytes — grown to the channels
     /// used so far, once each ([`open_slot`]), the bytes to the largest message sent there.
-    pub(crate) ops: Vec<Option<Op>>,
-    pub(crate) channels: Vec<Vec<u8>>,
+    pub(crate) ops: Ops,
+    pub(crate) channels: SmallVec<[Channel; 1]>,
     /// Per channel: the payload CRC32C of each fragment of a root's message, where its driver
     /// computed them as it loaded the message ([`Op::summed`]); grown once, the first time a
     /// driver asks for them, to the fragments of the largest message loaded there — empty
@@ -215,7 +232,7 @@ pub(crate) struct Comm {
     /// Fragment bitmaps ([`Op::bits`], [`Op::relayed`]) of channels not in use, sized for
     /// `max_message_bytes`: a post takes a pair (made the first time a channel is used), the
     /// synchronization gives it back ([`give_back`]).
-    pub(crate) spare_bits: crate::transfer::boxed_vec::BoxedVec<(FragBitmap, FragBitmap)>,
+    pub(crate) spare_bits: crate::transfer::boxed_vec::BoxedVec<(FragBitmap, Option<Box<FragBitmap>>)>,
     /// MAC states not in use: one per broadcast hashed in several batches at once, allocated
     /// the first time (`transfer::mac`).
     pub(crate) spare_macs: crate::transfer::mac::Spares,
@@ -267,6 +284,19 @@ impl core::ops::Deref for Spec {
         &self.shared
     }
 }
+
+/// A communicator's broadcasts by channel: the first inline (a communicator of one broadcast
+/// at a time — a simulated rank's — allocates no table for it; the engine's 16 channels spill
+/// to the heap once, as the `Vec` did).
+pub(crate) type Ops = SmallVec<[Option<Op>; 1]>;
+
+/// One channel's bytes: up to [`CHANNEL_INLINE`] of them inline (a simulated rank's 2-byte
+/// broadcast allocates no 32-byte chunk), beyond that on the heap, grown once to the largest
+/// message sent there, as a `Vec` — the data path reads it as a slice either way.
+pub(crate) type Channel = SmallVec<[u8; CHANNEL_INLINE]>;
+
+/// Bytes of a channel kept inline (as many as the `Vec` pointer and length they share room with).
+pub(crate) const CHANNEL_INLINE: usize = 16;
 
 /// A communicator's frame sealing: the CRC32C function and its keys.
 #[derive(Debug)]
@@ -329,7 +359,7 @@ pub(crate) fn open_slot(c: &mut Comm, slot: usize) {
     }
     if c.channels.len() <= slot {
         c.channels.reserve_exact(slot + 1 - c.channels.len());
-        c.channels.resize_with(slot + 1, Vec::new);
+        c.channels.resize_with(slot + 1, Channel::new);
     }
 }
 
