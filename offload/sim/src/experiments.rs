@@ -124,6 +124,8 @@ pub fn run_sequence_on(
     // One configuration for every rank: its cost model is held once (`Protocol::sibling`).
     let mut first = Protocol::new(config, crc32c::crc32c);
     first.force_algorithm(forced);
+    // The simulated fabric copies nothing real, and no experiment reports the per-byte ledger.
+    first.count_no_ledger();
     let protos = (0..p).map(|_| first.sibling());
     let mut world = World::new(protos, faults, rng.fork(), crc32c::crc32c);
     if let Some(m) = model {

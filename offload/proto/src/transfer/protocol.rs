@@ -141,7 +141,18 @@ impl Protocol {
     /// included), sharing its immutable parts (the cost model): what a simulator of many ranks
     /// of one configuration builds, each rank then holding only its own state.
     pub fn sibling(&self) -> Self {
-        Protocol::with_tunables(Arc::clone(&self.cfg), self.forced)
+        let mut p = Protocol::with_tunables(Arc::clone(&self.cfg), self.forced);
+        if !self.counters.ledger.counts() {
+            p.count_no_ledger();
+        }
+        p
+    }
+
+    /// Counts no per-byte ledger from now on (its counters' `ledger` reads zeros), nor do its
+    /// [`Protocol::sibling`]s: a simulator's ranks, whose simulated fabric copies nothing and
+    /// which report no ledger, each hold a word for it, not 72 bytes (`transfer/counts.rs`).
+    pub fn count_no_ledger(&mut self) {
+        self.counters.ledger = crate::transfer::counts::LedgerSlot::none();
     }
 
     /// Makes every later broadcast use `alg` (`None`: choose per call). Every member of a
