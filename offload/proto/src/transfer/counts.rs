@@ -30,6 +30,20 @@ pub(crate) struct Counts {
 }
 
 impl Counts {
+    /// All zero, with a ledger or none.
+    pub(crate) fn with_ledger(ledger: bool) -> Self {
+        // Every field named: `..Counts::default()` would make a ledger to drop.
+        Counts {
+            sent: 0,
+            multicast: 0,
+            syncs: 0,
+            repair_frames: 0,
+            repair_bytes: 0,
+            ledger: if ledger { LedgerSlot::default() } else { LedgerSlot::none() },
+            drops: None,
+        }
+    }
+
     /// One frame dropped for `reason`.
     pub(crate) fn dropped(&mut self, reason: DropReason) {
         self.drops.get_or_insert_with(|| Box::new([0; DropReason::COUNT]))[reason as usize] += 1;

@@ -48,6 +48,7 @@ use crate::config::EngineConfig;
 use crate::schedule::bcast::Algorithm;
 use crate::timer::{TimerKey, TimerTable};
 use crate::transfer::barrier;
+use crate::transfer::counts::LedgerSlot;
 pub use crate::transfer::env::*;
 pub use crate::transfer::host_driver::HostDriver;
 use crate::transfer::state::{fail, locate, waits_on, Comm, Located, Op, Seal, Spec, State, Sync};
@@ -111,17 +112,21 @@ impl Protocol {
     /// A protocol sized from `config`; `crc` computes CRC32C (the engine passes the hardware
     /// accelerated `crc32c` crate).
     pub fn new(config: &EngineConfig, crc: Crc32c) -> Self {
-        Protocol::with_tunables(Arc::new(Tunables::new(config, crc)), config.protocol.algorithm.forced())
+        Protocol::with_tunables(
+            Arc::new(Tunables::new(config, crc)),
+            config.protocol.algorithm.forced(),
+            true,
+        )
     }
 
-    fn with_tunables(cfg: Arc<Tunables>, forced: Option<Algorithm>) -> Self {
+    fn with_tunables(cfg: Arc<Tunables>, forced: Option<Algorithm>, ledger: bool) -> Self {
         Protocol {
             cfg,
             // Grows to `max_comms` as communicators are created: a simulated rank of one
             // communicator holds one entry, not 64.
             comms: smallvec::SmallVec::new(),
             next_generation: 0,
-            counters: Default::default(),
+            counters: crate::transfer::counts::Counts::with_ledger(ledger),
             scratch: Vec::new(),
             early_buf: Default::default(),
             hops: Default::default(),
@@ -141,18 +146,14 @@ impl Protocol {
     /// included), sharing its immutable parts (the cost model): what a simulator of many ranks
     /// of one configuration builds, each rank then holding only its own state.
     pub fn sibling(&self) -> Self {
-        let mut p = Protocol::with_tunables(Arc::clone(&self.cfg), self.forced);
-        if !self.counters.ledger.counts() {
-            p.count_no_ledger();
-        }
-        p
+        Protocol::with_tunables(Arc::clone(&self.cfg), self.forced, self.counters.ledger.counts())
     }
 
     /// Counts no per-byte ledger from now on (its counters' `ledger` reads zeros), nor do its
     /// [`Protocol::sibling`]s: a simulator's ranks, whose simulated fabric copies nothing and
     /// which report no ledger, each hold a word for it, not 72 bytes (`transfer/counts.rs`).
     pub fn count_no_ledger(&mut self) {
-        self.counters.ledger = crate::transfer::counts::LedgerSlot::none();
+        self.counters.ledger = LedgerSlot::none();
     }
 
     /// Makes every later broadcast use `alg` (`None`: choose per call). Every member of a
