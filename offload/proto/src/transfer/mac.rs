@@ -22,8 +22,8 @@ use crate::transfer::state::{give_back, Op};
 use alloc::boxed::Box;
 
 /// Running MAC states not in use ([`Comm::spare_macs`]). Boxed: a state (1.9 KB) moves between
-/// an [`Op`] and this list by its pointer, and an [`Op`] without one holds a word.
-#[allow(clippy::vec_box)]
+/// an [`Op`] and this list by its pointer, and an [`Op`] without one holds a word; the list is
+/// one word too until a state is first given back.
 pub(crate) type Spares = crate::transfer::boxed_vec::BoxedVec<Box<MacState>>;
 
 /// A receiver feeds its MAC in batches ending on multiples of this many bytes of the MAC's
