@@ -12,7 +12,7 @@ use super::world::World;
 use ringcast_abi::StatusKind;
 use ringcast_proto::comm::auth::{CommKeys, Secret};
 use ringcast_proto::comm::Layout;
-use ringcast_proto::comm::{CommSpec, GroupId, PeerId};
+use ringcast_proto::comm::{CommShared, GroupId, PeerId};
 use ringcast_proto::config::{AlgorithmChoice, EngineConfig, RootDelay};
 use ringcast_proto::intake::regions::{Resolved, SegmentHandle};
 use ringcast_proto::model::FabricModel;
@@ -124,6 +124,8 @@ pub fn run_sequence_on(
     // One configuration for every rank: its cost model is held once (`Protocol::sibling`).
     let mut first = Protocol::new(config, crc32c::crc32c);
     first.force_algorithm(forced);
+    // The simulated fabric copies nothing real, and no experiment reports the per-byte ledger.
+    first.count_no_ledger();
     let protos = (0..p).map(|_| first.sibling());
     let mut world = World::new(protos, faults, rng.fork(), crc32c::crc32c);
     if let Some(m) = model {
@@ -263,12 +265,12 @@ pub fn one_comm(world: &mut World, cookie: u64, seed: u64, layout: Layout) -> Ve
     // Its keys derived once, under the ranks' authentication setting, and shared by every rank.
     let auth = world.nodes.first().map_or(Default::default(), |n| n.proto.auth());
     let keys = Arc::new(CommKeys::with_auth(&key, auth));
+    // What every rank knows alike, held once: each rank holds a pointer and its own rank.
+    let shared = Arc::new(CommShared { cookie, group, members, seed, key, layout });
     (0..p)
         .map(|r| {
-            let spec =
-                CommSpec { cookie, group, members: members.clone(), my_rank: r as u32, seed, key, layout };
             // NOTE(unwrap): one communicator per fresh protocol always fits.
-            world.nodes[r].proto.create_comm_sharing(spec, &keys).unwrap()
+            world.nodes[r].proto.create_comm_shared(&shared, r as u32, &keys).unwrap()
         })
         .collect()
 }

@@ -47,6 +47,9 @@ pub struct Done {
     pub at: Nanos,
 }
 
+/// [`Node`]'s timer when none is armed (no protocol deadline is `Nanos::MAX`).
+const NO_TIMER: Nanos = Nanos::MAX;
+
 /// One simulated engine.
 pub struct Node {
     /// The protocol under test.
@@ -55,17 +58,20 @@ pub struct Node {
     pub mem: HostMem,
     /// Crashed from this time on (stops processing anything).
     pub crash_at: Option<Nanos>,
-    timer: Option<Nanos>,
-    /// Timer events that ran `on_timeout`, and events of any kind handled (debugging).
-    pub fired: u64,
+    /// The timer event armed for this node, [`NO_TIMER`] if none (a word, not an `Option`'s
+    /// two: a million nodes hold one each).
+    timer: Nanos,
+    /// Timer events that ran `on_timeout`, and events of any kind handled (debugging; they
+    /// wrap after 2^32, and take 8 bytes a node, not 16).
+    pub fired: u32,
     /// See `fired`.
-    pub handled: u64,
+    pub handled: u32,
 }
 
 impl Node {
     /// The timer event armed for this node (debugging).
     pub fn armed(&self) -> Option<Nanos> {
-        self.timer
+        (self.timer != NO_TIMER).then_some(self.timer)
     }
 
     /// Whether the node is dead at `now`.
@@ -200,7 +206,7 @@ impl World {
                 proto,
                 mem: HostMem::default(),
                 crash_at: None,
-                timer: None,
+                timer: NO_TIMER,
                 fired: 0,
                 handled: 0,
             })
@@ -291,8 +297,8 @@ impl World {
     fn rearm(&mut self, i: usize) {
         let node = &mut self.nodes[i];
         let next = node.proto.next_timeout();
-        if next != node.timer {
-            node.timer = next;
+        if next != node.armed() {
+            node.timer = next.unwrap_or(NO_TIMER);
             if let Some(at) = next {
                 self.net.push(at.max(self.net.now), Ev::Timer { node: i as u32, at });
             }
@@ -335,11 +341,11 @@ impl World {
             }
             Ev::Timer { node: i, at } => {
                 let i = i as usize;
-                if self.nodes[i].timer != Some(at) || self.nodes[i].dead(now) {
+                if self.nodes[i].armed() != Some(at) || self.nodes[i].dead(now) {
                     return Some(None); // superseded, or dead
                 }
-                self.nodes[i].timer = None;
-                self.nodes[i].fired += 1;
+                self.nodes[i].timer = NO_TIMER;
+                self.nodes[i].fired = self.nodes[i].fired.wrapping_add(1);
                 let node = &mut self.nodes[i];
                 let mut env = NodeEnv {
                     me: i,
@@ -363,7 +369,7 @@ impl World {
                 i
             }
         };
-        self.nodes[node].handled += 1;
+        self.nodes[node].handled = self.nodes[node].handled.wrapping_add(1);
         self.rearm(node);
         Some(Some(node))
     }
@@ -466,5 +472,32 @@ impl Env for &mut dyn DynEnv {
     }
     fn complete(&mut self, token: u64, outcome: Outcome) {
         (**self).complete(token, outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Node;
+    use crate::mem::HostMem;
+
+    /// Bytes of a node beyond its protocol (which `ringcast-proto`'s footprint test holds to
+    /// its own budget): host memory with one small buffer inline, the crash time, the armed
+    /// timer, two debugging counts. A million-rank run holds a million of them
+    /// (docs/performance.md, "Simulator"); 88 before issue 40's item 5.
+    #[test]
+    fn a_nodes_own_state_stays_within_its_budget() {
+        const NODE_BUDGET: usize = 72;
+        let own = core::mem::size_of::<Node>()
+            - core::mem::size_of::<ringcast_proto::transfer::protocol::Protocol>();
+        eprintln!("Node: {own} B beyond its protocol, HostMem {} B", core::mem::size_of::<HostMem>());
+        assert!(
+            own <= NODE_BUDGET,
+            "a node holds {own} bytes beyond its protocol, over its budget of {NODE_BUDGET}"
+        );
+        let mut m = HostMem::default();
+        m.insert(1, vec![1, 2]);
+        assert_eq!(m.get(&1), Some(&[1u8, 2][..]), "a small buffer kept inline reads back");
+        m.insert(2, vec![7; 1000]);
+        assert_eq!(m.range(2, 990, 10).map(|r| r.to_vec()), Some(vec![7; 10]), "a large one too");
     }
 }

@@ -75,7 +75,11 @@ fn bcast(c: &mut Cluster, ranks: &[Rank], root: usize, k: u64) {
         assert_eq!(p.cqe.status.0, StatusKind::Ok as u16, "broadcast {k}: {p:?}");
     }
     for rank in ranks {
-        assert_eq!(c.nodes[rank.node].mem.get(&rank.seg), Some(&pattern(k)), "broadcast {k}: wrong bytes");
+        assert_eq!(
+            c.nodes[rank.node].mem.get(&rank.seg),
+            Some(&pattern(k)[..]),
+            "broadcast {k}: wrong bytes"
+        );
     }
 }
 

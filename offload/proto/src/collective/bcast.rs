@@ -12,11 +12,12 @@ use crate::transfer::env::{
     is_in_step_op, CommHandle, Dest, DmaDir, DmaJob, DmaToken, Env, OpCounters, Outcome, Post, PostError,
 };
 use crate::transfer::mac::{advance_mac, advance_mac_placed, root_mac_through};
-use crate::transfer::protocol::Protocol;
+use crate::transfer::protocol::{Protocol, MAX_CHILDREN};
 use crate::transfer::seal::{header, send, send_fragment, send_repair, HOPS_MASK, PHASE_SHIFT};
 use crate::transfer::state::{
     fail, give_back, locate, open_slot, postable, rendezvous, window_of, Early, Located, Op, State,
 };
+use crate::transfer::when::When;
 use crate::Nanos;
 use ringcast_abi::frame::{DropReason, Frame};
 use ringcast_abi::wire::{FrameKind, READY_FLAG_HAVE_ALL, READY_FLAG_READY};
@@ -52,9 +53,9 @@ impl Protocol {
 
     fn post(&mut self, post: Post, now: Nanos, env: &mut impl Env) -> Result<(), PostError> {
         let Post { comm, root, rank_root, slot: call_slot, buf, len, token, context, window } = post;
-        let window = window_of(window, self.channels);
+        let window = window_of(window, self.cfg.channels);
         let refuse = |s| Err(PostError::Refused(s));
-        let (payload, max_message, channels) = (self.payload, self.max_message, self.channels);
+        let (payload, max_message, channels) = (self.cfg.payload, self.cfg.max_message, self.cfg.channels);
         let c = postable(&mut self.comms, comm.0)?;
         if root >= c.spec.size() {
             return refuse(StatusKind::BadRoot);
@@ -80,26 +81,27 @@ impl Protocol {
         let ahead = bid / channels > c.sync.done;
         if c.ops.get(slot).is_some_and(Option::is_some) || ahead {
             if c.blocked_since.is_none() {
-                c.blocked_since = Some(now);
+                c.blocked_since = When::at(now);
                 c.sync_heard = now;
-                c.probe_at.get_or_insert(now + self.repair_timeout);
+                c.probe_at.get_or_insert(now + self.cfg.repair_timeout);
             }
             return Err(PostError::WouldBlock);
         }
-        c.blocked_since = None;
+        c.blocked_since = When::NONE;
         // A channel's first broadcast makes its bitmaps, sized for `max_message_bytes`; the
         // synchronization gives them back for the next.
         let (mut bits, mut relayed) = match c.spare_bits.pop() {
             Some(pair) => pair,
             None => {
-                let max = Geometry::new(self.max_message, payload).map_or(MAX_FRAGS, |g| g.count());
+                let max = Geometry::new(self.cfg.max_message, payload).map_or(MAX_FRAGS, |g| g.count());
                 let Ok(b) = FragBitmap::with_capacity(max) else { return refuse(StatusKind::BadLength) };
-                (b.clone(), b)
+                (b, None)
             }
         };
         // NOTE(unwrap-free): Geometry::new bounded the count by MAX_FRAGS, as FragBitmap needs.
-        if bits.reset(geo.count()).is_err() || relayed.reset(geo.count()).is_err() {
-            give_back(&mut c.spare_bits, (bits, relayed));
+        if bits.reset(geo.count()).is_err() || relayed.as_mut().is_some_and(|r| r.reset(geo.count()).is_err())
+        {
+            give_back(c.spare_bits.vec(), (bits, relayed));
             return refuse(StatusKind::BadLength);
         }
         let size = c.spec.size();
@@ -110,9 +112,9 @@ impl Protocol {
         // No repair request before the broadcast is overdue: twice what the cost model predicts
         // for it (a large scatter-allgather may leave a rank without a fragment for milliseconds
         // with nothing lost), and never sooner than the repair timeout.
-        let predicted = self.selector.predict(alg, size, len as u64, &layout);
+        let predicted = self.cfg.selector.predict(alg, size, len as u64, &layout);
         let patience =
-            self.repair_timeout.max((2.0 * predicted).min(self.peer_timeout as f64 / 4.0) as Nanos);
+            self.cfg.repair_timeout.max((2.0 * predicted).min(self.cfg.peer_timeout as f64 / 4.0) as Nanos);
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else {
             return refuse(StatusKind::UnknownCommunicator);
         };
@@ -125,7 +127,9 @@ impl Protocol {
         c.next_bid += 1;
         // Readies of earlier broadcasts are of no use any more; this one's the root's delay
         // reads (when its message is loaded).
-        c.ready_seen.retain(|&b| b >= bid);
+        if !c.ready_seen.is_empty() {
+            c.ready_seen.vec().retain(|&b| b >= bid);
+        }
         let me = c.spec.my_rank;
         let mut op = Op {
             bid,
@@ -140,11 +144,11 @@ impl Protocol {
             alg,
             window,
             shape,
-            selective: alg.uses_multicast() && len >= self.selective_bytes,
+            selective: alg.uses_multicast() && len >= self.cfg.selective_bytes,
             state: State::Receiving,
             digest: None,
             mac: None,
-            payload_mac: self.auth.payload_mac(),
+            payload_mac: self.cfg.auth.payload_mac(),
             context,
             own_ok: None,
             unverified: me != root && buf.is_none() && is_in_step_op(context),
@@ -161,7 +165,7 @@ impl Protocol {
             heard: now,
             nack_at: now + patience,
             patience,
-            backoff: self.repair_timeout,
+            backoff: self.cfg.repair_timeout,
             fruitless: 0,
         };
         if me == root {
@@ -184,8 +188,8 @@ impl Protocol {
             // The picked rank answers wherever a root could be waiting: it does not know how
             // many calls the root has in flight (its `window`), so it assumes the most, the
             // channels — a `READY` the root does not wait for is harmless.
-            let picks = matches!(self.root_delay, RootDelay::Random | RootDelay::Adaptive)
-                || rendezvous(alg, size, geo.count(), self.slots, channels);
+            let picks = matches!(self.cfg.root_delay, RootDelay::Random | RootDelay::Adaptive)
+                || rendezvous(alg, size, geo.count(), self.cfg.slots, channels);
             if picks && picked_rank(c.spec.seed, bid, root, size) == me {
                 let h = header(c, FrameKind::READY, bid, READY_FLAG_READY);
                 let to = c.spec.members[root as usize];
@@ -193,7 +197,7 @@ impl Protocol {
             }
             c.ops[slot] = Some(op);
             // Fragments that arrived before this post, out of the pre-posted slots.
-            let mut buf = core::mem::take(&mut self.early_buf);
+            let mut buf = self.early_buf.take();
             while let Some(e) = self
                 .comms
                 .get_mut(comm.0 as usize)
@@ -209,7 +213,7 @@ impl Protocol {
                 self.counters.ledger.copied(Side::Receive, len as u64);
                 self.on_frame(from, &buf[..len], now, env);
             }
-            self.early_buf = buf;
+            self.early_buf.restore(buf);
         }
         self.maybe_sync_up(comm, now, env);
         Ok(())
@@ -238,11 +242,11 @@ impl Protocol {
         // Yu et al.: the root's request is complete once the message is in its channel.
         env.complete(op.token, Outcome { status: StatusKind::Ok, bytes: len as u64, counters: op.counters });
         let ready =
-            c.ready_seen.iter().position(|&b| b == bid).map(|i| c.ready_seen.swap_remove(i)).is_some();
+            c.ready_seen.iter().position(|&b| b == bid).map(|i| c.ready_seen.vec().swap_remove(i)).is_some();
         let size = c.spec.size();
         // Waiting for the picked rank's ready: at once if it came first.
         let until_ready = |wait: Nanos| State::RootDelay { at: if ready { now } else { now + wait }, ready };
-        op.state = match self.root_delay {
+        op.state = match self.cfg.root_delay {
             // Larger than the pre-posted slots: a rendezvous, whatever the mode (see
             // `rendezvous`), waited for as long as a peer may stay silent: a root running
             // `channels` broadcasts ahead of a busy receiver waits that long for its ready. Any
@@ -251,13 +255,13 @@ impl Protocol {
             // 126 µs instead of 86 µs; capped at 10 ms, 1 MiB dropped a quarter of its
             // fragments). Receivers that posted never wait on it: their repair requests, from
             // `patience` on, are answered whatever the root's delay.
-            _ if size > 1 && rendezvous(op.alg, size, op.geo.count(), self.slots, op.window) => {
-                until_ready(self.peer_timeout)
+            _ if size > 1 && rendezvous(op.alg, size, op.geo.count(), self.cfg.slots, op.window) => {
+                until_ready(self.cfg.peer_timeout)
             }
             RootDelay::None => State::RootDelay { at: now, ready: true },
             RootDelay::Fixed(us) => State::RootDelay { at: now + us as Nanos * 1000, ready: true },
             RootDelay::Adaptive => {
-                let d = (c.lag_ewma * c.lag_factor as Nanos / 4).min(self.root_delay_max);
+                let d = (c.lag_ewma * c.lag_factor as Nanos / 4).min(self.cfg.root_delay_max);
                 State::RootDelay { at: now + d, ready: true }
             }
             RootDelay::Random if size > 1 => until_ready(READY_WAIT_MAX),
@@ -306,10 +310,11 @@ impl Protocol {
         env.complete(op.token, outcome);
         if op.selective {
             let (bid, root) = (op.bid, op.root);
-            let n = children(Topology::Ring, c.spec.size(), root, c.spec.my_rank, &mut self.kids);
+            let mut kids = [0; MAX_CHILDREN];
+            let n = children(Topology::Ring, c.spec.size(), root, c.spec.my_rank, &mut kids);
             let h = header(c, FrameKind::READY, bid, READY_FLAG_HAVE_ALL);
-            for k in 0..n {
-                let to = c.spec.members[self.kids[k] as usize];
+            for &k in &kids[..n] {
+                let to = c.spec.members[k as usize];
                 send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[]);
             }
         }
@@ -345,7 +350,7 @@ impl Protocol {
         }
         let (bid, count, alg, shape, selective) = (op.bid, op.geo.count(), op.alg, op.shape, op.selective);
         let me = c.spec.my_rank;
-        let (scratch, counters, hops) = (&mut self.scratch, &mut self.counters, &mut self.hops);
+        let (scratch, counters, hops) = (&mut self.scratch, &mut self.counters, self.hops.vec());
         hops.clear();
         if matches!(alg, Algorithm::Binomial | Algorithm::Linear) {
             // Child by child, largest subtree first: the textbook order, which starts the
@@ -387,9 +392,10 @@ impl Protocol {
         op.state = State::Done;
         if alg == Algorithm::Multicast && selective {
             // Selective ring repair: the successor asks for what the multicast missed.
-            let n = children(Topology::Ring, c.spec.size(), me, me, &mut self.kids);
-            for k in 0..n {
-                let to = c.spec.members[self.kids[k] as usize];
+            let mut kids = [0; MAX_CHILDREN];
+            let n = children(Topology::Ring, c.spec.size(), me, me, &mut kids);
+            for &k in &kids[..n] {
+                let to = c.spec.members[k as usize];
                 let h = header(c, FrameKind::READY, bid, READY_FLAG_HAVE_ALL);
                 send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[]);
             }
@@ -409,17 +415,18 @@ impl Protocol {
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
         let h = frame.header();
         let bid = h.bid.get();
-        let slot = match locate(c, bid, self.channels) {
+        let slot = match locate(c, bid, self.cfg.channels) {
             Located::Slot(s) => s,
             Located::Future => {
                 // A broadcast not posted here yet: keep the fragment if a pre-posted slot is free.
                 if c.early.is_empty() {
                     // The slots, all at once the first time one is needed (never more).
-                    c.early.reserve_exact(self.slots);
-                    c.early.resize_with(self.slots, Early::free);
+                    let early = c.early.vec();
+                    early.reserve_exact(self.cfg.slots);
+                    early.resize_with(self.cfg.slots, Early::free);
                 }
                 match c.early.iter_mut().find(|e| !e.used) {
-                    Some(e) if bytes.len() <= self.mtu => {
+                    Some(e) if bytes.len() <= self.cfg.mtu => {
                         if e.frame.len() < bytes.len() {
                             e.frame.resize(bytes.len(), 0); // once per slot, up to the MTU
                         }
@@ -433,7 +440,7 @@ impl Protocol {
                             frame: core::mem::take(&mut e.frame),
                         };
                     }
-                    _ => self.counters.drops[DropReason::NoSlot as usize] += 1,
+                    _ => self.counters.dropped(DropReason::NoSlot),
                 }
                 return;
             }
@@ -449,11 +456,7 @@ impl Protocol {
         let seq = h.frag_seq.get();
         if op.state != State::Receiving || op.bits.get(seq) {
             op.counters.duplicates += 1;
-            if phase == Phase::Allgather
-                && op.bits.get(seq)
-                && op.state != State::Failed
-                && op.relayed.set(seq)
-            {
+            if phase == Phase::Allgather && op.bits.get(seq) && op.state != State::Failed && op.relay(seq) {
                 // Scatter–allgather: this rank held the fragment (it passed here in the scatter,
                 // came by repair, or this is the root) but the allgather still runs through it —
                 // once: a second allgather copy (a duplicated datagram) is not relayed again.
@@ -521,11 +524,11 @@ impl Protocol {
         op.hops = op.hops.max(hops);
         // Progress: the repair clock restarts.
         op.fruitless = 0;
-        op.backoff = self.repair_timeout;
-        op.nack_at = (now + self.repair_timeout).max(op.posted + op.patience);
+        op.backoff = self.cfg.repair_timeout;
+        op.nack_at = (now + self.cfg.repair_timeout).max(op.posted + op.patience);
         if phase == Phase::Allgather {
             // Relayed below: a duplicate of this copy must not be.
-            op.relayed.set(seq);
+            op.relay(seq);
         }
         let (alg, shape, selective) = (op.alg, op.shape, op.selective);
         if !selective {
@@ -685,7 +688,7 @@ mod tests {
     fn a_post_past_the_last_whole_epoch_of_ids_is_refused() {
         let config = EngineConfig::default();
         let mut p = Protocol::new(&config, crc32c::crc32c);
-        let channels = p.channels;
+        let channels = p.cfg.channels;
         let spec = CommSpec {
             cookie: 0x77,
             group: [0x77; 14],

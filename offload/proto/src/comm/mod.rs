@@ -62,7 +62,40 @@ pub struct CommSpec {
     pub layout: Layout,
 }
 
+/// What every member of a communicator knows alike: its [`CommSpec`] but `my_rank`. A protocol
+/// holds it behind an `Arc` beside its own rank (`transfer::state::Spec`), so the ranks of one
+/// communicator a simulator runs share one copy (`Protocol::create_comm_shared`): 8 bytes a rank,
+/// not 96.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommShared {
+    /// See [`CommSpec::cookie`].
+    pub cookie: u64,
+    /// See [`CommSpec::group`].
+    pub group: GroupId,
+    /// See [`CommSpec::members`].
+    pub members: Arc<[PeerId]>,
+    /// See [`CommSpec::seed`].
+    pub seed: u64,
+    /// See [`CommSpec::key`].
+    pub key: auth::Secret,
+    /// See [`CommSpec::layout`].
+    pub layout: Layout,
+}
+
+impl CommShared {
+    /// Communicator size.
+    pub fn size(&self) -> u32 {
+        self.members.len() as u32
+    }
+}
+
 impl CommSpec {
+    /// Its shared part, and `my_rank`.
+    pub fn split(self) -> (CommShared, Rank) {
+        let CommSpec { cookie, group, members, my_rank, seed, key, layout } = self;
+        (CommShared { cookie, group, members, seed, key, layout }, my_rank)
+    }
+
     /// Communicator size.
     pub fn size(&self) -> u32 {
         self.members.len() as u32
@@ -140,8 +173,8 @@ pub fn sync_children(size: u32, me: Rank) -> impl Iterator<Item = Rank> {
 }
 
 /// Checks a frame's sender against the communicator: known rank at the claimed address.
-pub fn authenticate(spec: &CommSpec, src_rank: Rank, from: PeerId) -> Result<Rank, DropReason> {
-    match spec.members.get(src_rank as usize) {
+pub fn authenticate(members: &[PeerId], src_rank: Rank, from: PeerId) -> Result<Rank, DropReason> {
+    match members.get(src_rank as usize) {
         Some(&p) if p == from => Ok(src_rank),
         _ => Err(DropReason::BadRank),
     }

@@ -70,7 +70,7 @@ impl Protocol {
         now: Nanos,
         env: &mut impl Env,
     ) -> Result<(), PostError> {
-        let channels = self.channels;
+        let channels = self.cfg.channels;
         let c = postable(&mut self.comms, comm.0)?;
         let epoch = c.next_bid / channels;
         if epoch > c.sync.done + 1 {
@@ -84,8 +84,9 @@ impl Protocol {
         if c.barriers.is_empty() {
             // The table, made at the communicator's first barrier (a communicator that never
             // cuts an epoch holds none).
-            c.barriers.reserve_exact(MAX_BARRIERS);
-            c.barriers.resize(MAX_BARRIERS, None);
+            let barriers = c.barriers.vec();
+            barriers.reserve_exact(MAX_BARRIERS);
+            barriers.resize(MAX_BARRIERS, None);
         }
         let Some(free) = c.barriers.iter_mut().find(|b| b.is_none()) else {
             // Not reachable: one barrier per epoch, at most `done` and `done + 1`.
@@ -118,7 +119,7 @@ impl Protocol {
         answer: bool,
         env: &mut impl Env,
     ) -> bool {
-        let channels = self.channels;
+        let channels = self.cfg.channels;
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return false };
         let epoch = bid / channels;
         // Most frames find no barrier waiting: that test first.

@@ -58,13 +58,21 @@ impl Protocol {
         let Some(&shape) = frame.call_shape() else { return };
         if self.shapes_in.len() < MAX_SHAPES_IN {
             let h = frame.header();
-            self.shapes_in.push(ShapeIn { comm, from: src, flags: h.flags.get(), call: h.bid.get(), shape });
+            self.shapes_in.vec().push(ShapeIn {
+                comm,
+                from: src,
+                flags: h.flags.get(),
+                call: h.bid.get(),
+                shape,
+            });
         }
     }
 
     /// The `CALL_SHAPE` frames that arrived since the last call, moved into `out`.
     pub fn take_call_shapes(&mut self, out: &mut alloc::vec::Vec<ShapeIn>) {
-        out.append(&mut self.shapes_in);
+        if let Some(v) = self.shapes_in.made() {
+            out.append(v);
+        }
     }
 
     /// Communicator `comm`'s engines: (how many, this one's rank); `None` once it is gone.

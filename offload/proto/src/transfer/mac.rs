@@ -20,12 +20,11 @@ use crate::intake::regions::Resolved;
 use crate::transfer::env::Env;
 use crate::transfer::state::{give_back, Op};
 use alloc::boxed::Box;
-use alloc::vec::Vec;
 
 /// Running MAC states not in use ([`Comm::spare_macs`]). Boxed: a state (1.9 KB) moves between
-/// an [`Op`] and this list by its pointer, and an [`Op`] without one holds a word.
-#[allow(clippy::vec_box)]
-pub(crate) type Spares = Vec<Box<MacState>>;
+/// an [`Op`] and this list by its pointer, and an [`Op`] without one holds a word; the list is
+/// one word too until a state is first given back.
+pub(crate) type Spares = crate::transfer::boxed_vec::BoxedVec<Box<MacState>>;
 
 /// A receiver feeds its MAC in batches ending on multiples of this many bytes of the MAC's
 /// input: whole, aligned subtrees of 64 chunks, which BLAKE3 hashes at full SIMD width. (Fed
@@ -219,7 +218,7 @@ fn feed(op: &mut Op, keys: &CommKeys, spare: &mut Spares, bytes: &[u8], upto: u3
     }
     let mac = state.finish();
     if let Some(b) = op.mac.take() {
-        give_back(spare, b);
+        give_back(spare.vec(), b);
     }
     Some(mac)
 }

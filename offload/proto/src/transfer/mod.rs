@@ -7,11 +7,18 @@
 //! (`seal.rs`), the message MAC computed as the bytes move (`mac.rs`), a root's load whose
 //! driver sums each fragment's payload as it moves it ([`summed`]) and the frames that tell an
 //! engine what a call it could not read was (`call_shape.rs`). The broadcast's own data path
-//! is [`crate::schedule::bcast`]'s.
+//! is [`crate::schedule::bcast`]'s. What a protocol holds is kept small for the simulator's
+//! million ranks: its immutable configuration shared (`tunables.rs`), its counters with the
+//! rare ones boxed (`counts.rs`), tables that are one word until first grown (`boxed_vec.rs`),
+//! optional moments in one word (`when.rs`), all held to a budget (`footprint.rs`).
 pub(crate) mod barrier;
 pub mod bitmap;
+pub(crate) mod boxed_vec;
 pub mod call_shape;
+pub(crate) mod counts;
 pub mod env;
+#[cfg(test)]
+mod footprint;
 pub mod host_driver;
 pub(crate) mod mac;
 pub mod protocol;
@@ -21,3 +28,5 @@ pub(crate) mod state;
 pub mod summed;
 pub(crate) mod sync;
 mod timers;
+pub(crate) mod tunables;
+pub(crate) mod when;

@@ -43,23 +43,25 @@
 //!   that finds its channel still held waits (`PostError::WouldBlock`) — the only time a rank
 //!   waits for the synchronization, so its cost is amortised over `channels` broadcasts.
 use crate::comm::auth::CommKeys;
-use crate::comm::{authenticate, CommSpec, GroupId, PeerId, Rank};
-use crate::config::{EngineConfig, RootDelay};
-use crate::model::select::Selector;
+use crate::comm::{authenticate, CommShared, CommSpec, GroupId, PeerId, Rank};
+use crate::config::EngineConfig;
 use crate::schedule::bcast::Algorithm;
 use crate::timer::{TimerKey, TimerTable};
 use crate::transfer::barrier;
+use crate::transfer::counts::LedgerSlot;
 pub use crate::transfer::env::*;
 pub use crate::transfer::host_driver::HostDriver;
-use crate::transfer::state::{fail, locate, waits_on, Comm, Located, Op, Seal, State, Sync};
+use crate::transfer::state::{fail, locate, waits_on, Comm, Located, Op, Seal, Spec, State, Sync};
 pub use crate::transfer::sync::{time_wait, TIME_WAIT_REPAIRS};
+use crate::transfer::tunables::Tunables;
+use crate::transfer::when::When;
 use crate::Nanos;
 use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use ringcast_abi::frame::{Crc32c, DropReason, Frame, DIGEST_LEN};
-use ringcast_abi::wire::{FrameKind, READY_FLAG_READY, SYNC_PROBE_BID, WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
+use ringcast_abi::frame::{Crc32c, DropReason, Frame};
+use ringcast_abi::wire::{FrameKind, READY_FLAG_READY, SYNC_PROBE_BID};
 use ringcast_abi::StatusKind;
 
 /// Largest ring fan-out the selective repair announces to (the ring has one successor).
@@ -67,41 +69,22 @@ pub(crate) const MAX_CHILDREN: usize = 4;
 
 /// The broadcast protocol of one engine.
 pub struct Protocol {
-    pub(crate) channels: u32,
-    pub(crate) payload: u32,
-    pub(crate) mtu: usize,
-    pub(crate) max_message: u32,
-    pub(crate) slots: usize,
-    pub(crate) root_delay: RootDelay,
-    pub(crate) root_delay_max: Nanos,
-    pub(crate) repair_timeout: Nanos,
-    pub(crate) backoff_max: Nanos,
-    pub(crate) escalate_after: u32,
-    pub(crate) peer_timeout: Nanos,
-    /// How often a rank waiting on the synchronization probes its neighbours: 64 chances per
-    /// `peer_timeout` for an answer to get through a lossy link before the neighbour is declared
-    /// unreachable.
-    pub(crate) probe_every: Nanos,
-    pub(crate) selective_bytes: u32,
-    pub(crate) comms: Vec<Option<Comm>>,
+    /// The configuration it was built with, immutable and shared by its
+    /// [`Protocol::sibling`]s (`transfer/tunables.rs`): one copy for a simulator's million
+    /// ranks, one pointer each.
+    pub(crate) cfg: Arc<Tunables>,
+    /// Its communicators (the first inline: a simulated rank's one allocates no table).
+    pub(crate) comms: smallvec::SmallVec<[Option<Comm>; 1]>,
     /// The next communicator's [`Comm::generation`].
     pub(crate) next_generation: u32,
-    pub(crate) max_comms: usize,
-    pub(crate) counters: ProtoCounters,
+    pub(crate) counters: crate::transfer::counts::Counts,
     pub(crate) scratch: Vec<u8>,
-    pub(crate) early_buf: Vec<u8>,
-    pub(crate) kids: [Rank; MAX_CHILDREN],
+    pub(crate) early_buf: crate::transfer::boxed_vec::BoxedVec<u8>,
     /// A root's first hops of a tree broadcast (grows once to the widest fan-out).
-    pub(crate) hops: Vec<crate::schedule::bcast::Hop>,
-    pub(crate) crc: Crc32c,
-    /// How frames are authenticated (`protocol.auth`): every communicator's keys and version.
-    pub(crate) auth: crate::config::Auth,
+    pub(crate) hops: crate::transfer::boxed_vec::BoxedVec<crate::schedule::bcast::Hop>,
     /// Algorithm every broadcast uses instead of the selection (`algorithm` tunable, tests,
     /// the simulator's sweeps).
     pub(crate) forced: Option<Algorithm>,
-    /// The cost model that picks an algorithm per call and says how long one should take
-    /// (shared by [`Protocol::sibling`]s: 128 bytes a simulated rank need not hold).
-    pub(crate) selector: Arc<Selector>,
     /// The engine's one timer table (`timer.rs`): each communicator's earliest deadline
     /// ([`Protocol::next_timeout`] without a scan), and an engine's node's own keys.
     pub(crate) timers: TimerTable,
@@ -109,7 +92,7 @@ pub struct Protocol {
     /// up to two, a simulated rank's one).
     pub(crate) due: smallvec::SmallVec<[u32; 2]>,
     /// `CALL_SHAPE` frames for the node ([`Protocol::take_call_shapes`]).
-    pub(crate) shapes_in: Vec<crate::transfer::call_shape::ShapeIn>,
+    pub(crate) shapes_in: crate::transfer::boxed_vec::BoxedVec<crate::transfer::call_shape::ShapeIn>,
 }
 
 impl Protocol {
@@ -129,92 +112,48 @@ impl Protocol {
     /// A protocol sized from `config`; `crc` computes CRC32C (the engine passes the hardware
     /// accelerated `crc32c` crate).
     pub fn new(config: &EngineConfig, crc: Crc32c) -> Self {
-        let mtu = config.protocol.mtu as usize;
-        let payload = (mtu - WIRE_HEADER_LEN - WIRE_TRAILER_LEN - DIGEST_LEN) as u32;
-        let repair_timeout = config.protocol.repair_timeout_us as Nanos * 1000;
-        let probe_every = (config.protocol.peer_timeout_ms as Nanos * 1_000_000 / 64).max(repair_timeout);
+        Protocol::with_tunables(
+            Arc::new(Tunables::new(config, crc)),
+            config.protocol.algorithm.forced(),
+            true,
+        )
+    }
+
+    fn with_tunables(cfg: Arc<Tunables>, forced: Option<Algorithm>, ledger: bool) -> Self {
         Protocol {
-            channels: config.protocol.channels,
-            payload,
-            mtu,
-            max_message: config.protocol.max_message_bytes,
-            slots: config.protocol.preposted_slots as usize,
-            root_delay: config.protocol.root_delay,
-            root_delay_max: config.protocol.root_delay_max_us as Nanos * 1000,
-            repair_timeout,
-            // A receiver's requests are also its liveness probes: an answer (fragments, or
-            // `READY`/alive from a root whose application is late) is what keeps it from
-            // declaring the source dead after `peer_timeout`. Capped at the synchronization's
-            // probe interval, they get the same 64 chances per peer timeout to cross a lossy
-            // link; the default 50 ms cap left 40 per 2 s (DST seed 888000012974: a late root's
-            // answers lost for 200 ms in a burst, a benign run's communicator broken).
-            backoff_max: (config.protocol.repair_backoff_max_us as Nanos * 1000).min(probe_every),
-            escalate_after: config.protocol.escalate_after,
-            peer_timeout: config.protocol.peer_timeout_ms as Nanos * 1_000_000,
-            probe_every,
-            selective_bytes: config.protocol.selective_repair_bytes,
+            cfg,
             // Grows to `max_comms` as communicators are created: a simulated rank of one
-            // communicator holds one entry, not 64. Each communicator brings its pair
-            // communicators (`comm/links.rs`: ⌈log₂ nodes⌉ + 1, or one per other engine).
-            comms: Vec::new(),
+            // communicator holds one entry, not 64.
+            comms: smallvec::SmallVec::new(),
             next_generation: 0,
-            max_comms: config.limits.max_comms as usize
-                * (1 + crate::comm::links::LinkSet::of(&config.protocol)
-                    .per_comm(config.topology.world().nodes())),
-            counters: ProtoCounters::default(),
+            counters: crate::transfer::counts::Counts::with_ledger(ledger),
             scratch: Vec::new(),
-            early_buf: Vec::new(),
-            kids: [0; MAX_CHILDREN],
-            hops: Vec::new(),
-            crc,
-            auth: config.protocol.auth,
-            forced: config.protocol.algorithm.forced(),
-            selector: Arc::new(Selector::from_config(config)),
+            early_buf: Default::default(),
+            hops: Default::default(),
+            forced,
             timers: TimerTable::default(),
             due: smallvec::SmallVec::new(),
-            shapes_in: Vec::new(),
+            shapes_in: Default::default(),
         }
     }
 
     /// The authentication setting its communicators run under (`protocol.auth`).
     pub fn auth(&self) -> crate::config::Auth {
-        self.auth
+        self.cfg.auth
     }
 
     /// A protocol with no communicator, configured as this one is now (its forced algorithm
     /// included), sharing its immutable parts (the cost model): what a simulator of many ranks
     /// of one configuration builds, each rank then holding only its own state.
     pub fn sibling(&self) -> Self {
-        Protocol {
-            channels: self.channels,
-            payload: self.payload,
-            mtu: self.mtu,
-            max_message: self.max_message,
-            slots: self.slots,
-            root_delay: self.root_delay,
-            root_delay_max: self.root_delay_max,
-            repair_timeout: self.repair_timeout,
-            backoff_max: self.backoff_max,
-            escalate_after: self.escalate_after,
-            peer_timeout: self.peer_timeout,
-            probe_every: self.probe_every,
-            selective_bytes: self.selective_bytes,
-            comms: Vec::new(),
-            next_generation: 0,
-            max_comms: self.max_comms,
-            counters: ProtoCounters::default(),
-            scratch: Vec::new(),
-            early_buf: Vec::new(),
-            kids: [0; MAX_CHILDREN],
-            hops: Vec::new(),
-            crc: self.crc,
-            auth: self.auth,
-            forced: self.forced,
-            selector: Arc::clone(&self.selector),
-            timers: TimerTable::default(),
-            due: smallvec::SmallVec::new(),
-            shapes_in: Vec::new(),
-        }
+        Protocol::with_tunables(Arc::clone(&self.cfg), self.forced, self.counters.ledger.counts())
+    }
+
+    /// Counts no per-byte ledger from now on (its counters' `ledger` reads zeros), nor do its
+    /// [`Protocol::sibling`]s: a simulator's ranks, whose simulated fabric copies nothing and
+    /// which report no ledger, each hold a word for it, not 72 bytes (`transfer/counts.rs`).
+    pub fn count_no_ledger(&mut self) {
+        self.counters.ledger = LedgerSlot::none();
     }
 
     /// Makes every later broadcast use `alg` (`None`: choose per call). Every member of a
@@ -231,12 +170,12 @@ impl Protocol {
                 return a;
             }
         }
-        self.selector.choose(size, len as u64, layout, multicast_ok)
+        self.cfg.selector.choose(size, len as u64, layout, multicast_ok)
     }
 
     /// Counters so far.
     pub fn counters(&self) -> ProtoCounters {
-        self.counters
+        self.counters.snapshot()
     }
 
     /// Bytes of protocol state held now: channel buffers, their summed loads' CRCs
@@ -246,7 +185,7 @@ impl Protocol {
             .iter()
             .flatten()
             .map(|c| {
-                c.channels.iter().map(Vec::len).sum::<usize>()
+                c.channels.iter().map(|ch| ch.len()).sum::<usize>()
                     + c.sums.iter().map(|s| s.len() * core::mem::size_of::<u32>()).sum::<usize>()
                     + c.early.iter().map(|e| e.frame.len()).sum::<usize>()
             })
@@ -258,8 +197,8 @@ impl Protocol {
     /// plus the pre-posted slots.
     pub fn memory_bound(&self, largest: usize) -> usize {
         let comms = self.comms.iter().flatten().count();
-        let sums = largest.div_ceil(self.payload.max(1) as usize).max(1) * core::mem::size_of::<u32>();
-        comms * (self.channels as usize * (largest.max(1) + sums) + self.slots * self.mtu)
+        let sums = largest.div_ceil(self.cfg.payload.max(1) as usize).max(1) * core::mem::size_of::<u32>();
+        comms * (self.cfg.channels as usize * (largest.max(1) + sums) + self.cfg.slots * self.cfg.mtu)
     }
 
     /// Adds a communicator this engine is a member of.
@@ -276,6 +215,19 @@ impl Protocol {
         spec: CommSpec,
         keys: &Arc<CommKeys>,
     ) -> Result<CommHandle, StatusKind> {
+        let (shared, my_rank) = spec.split();
+        self.create_comm_shared(&Arc::new(shared), my_rank, keys)
+    }
+
+    /// [`Protocol::create_comm_sharing`] with what every member knows alike shared too: the
+    /// simulator's ranks of one communicator hold one [`CommShared`], each only its rank.
+    pub fn create_comm_shared(
+        &mut self,
+        shared: &Arc<CommShared>,
+        my_rank: Rank,
+        keys: &Arc<CommKeys>,
+    ) -> Result<CommHandle, StatusKind> {
+        let spec = Spec { shared: Arc::clone(shared), my_rank };
         if spec.members.is_empty() || spec.my_rank >= spec.size() || spec.members.len() > u32::MAX as usize {
             return Err(StatusKind::BadRoot);
         }
@@ -284,7 +236,7 @@ impl Protocol {
         }
         let slot = match self.comms.iter().position(Option::is_none) {
             Some(s) => s,
-            None if self.comms.len() < self.max_comms => {
+            None if self.comms.len() < self.cfg.max_comms => {
                 // One more entry, not the 4 a growing Vec would reserve (384 bytes each).
                 self.comms.reserve_exact(1);
                 self.comms.push(None);
@@ -299,36 +251,36 @@ impl Protocol {
             generation: self.next_generation,
             handle: slot as u32,
             seal: Seal {
-                crc: self.crc,
-                keys: if keys.derived_from(&spec.key, self.auth) {
+                crc: self.cfg.crc,
+                keys: if keys.derived_from(&spec.key, self.cfg.auth) {
                     Arc::clone(keys)
                 } else {
-                    Arc::new(CommKeys::with_auth(&spec.key, self.auth))
+                    Arc::new(CommKeys::with_auth(&spec.key, self.cfg.auth))
                 },
-                version: self.auth.wire_version(),
+                version: self.cfg.auth.wire_version(),
                 combiner: Default::default(),
             },
             spec,
             next_bid: 0,
             // Grown as channels are first used (`state::open_slot`).
-            ops: Vec::new(),
-            channels: Vec::new(),
-            sums: Vec::new(),
+            ops: Default::default(),
+            channels: Default::default(),
+            sums: Default::default(),
             // The pre-posted slots are made when a fragment first needs one, and each grows to
             // the frames it keeps (at most `mtu`): a simulated rank that posts before its data
             // comes never holds them, one of small broadcasts never a full MTU per slot.
-            early: Vec::new(),
-            spare_bits: Vec::new(),
-            spare_macs: Vec::new(),
-            ready_seen: Vec::new(),
+            early: Default::default(),
+            spare_bits: Default::default(),
+            spare_macs: Default::default(),
+            ready_seen: Default::default(),
             sync: Sync::default(),
             broken: false,
             closing: false,
             down_after_wait: false,
-            blocked_since: None,
-            barriers: Vec::new(),
+            blocked_since: When::NONE,
+            barriers: Default::default(),
             sync_heard: 0,
-            probe_at: None,
+            probe_at: When::NONE,
             lag_ewma: 0,
             lag_factor: 4,
             mcast_dead_epochs: 0,
@@ -386,7 +338,7 @@ impl Protocol {
         self.comm(comm).is_none_or(|c| {
             c.broken
                 || (c.ops.iter().flatten().all(Op::over)
-                    && c.next_bid <= c.sync.done.saturating_mul(self.channels))
+                    && c.next_bid <= c.sync.done.saturating_mul(self.cfg.channels))
         })
     }
 
@@ -418,7 +370,9 @@ impl Protocol {
     /// long for that DOWN (`sync::UP_FAST_REPAIRS`).
     pub fn time_wait_of(&self, comm: CommHandle, default: Nanos) -> Nanos {
         match self.comm(comm) {
-            Some(c) if c.down_after_wait => default.max(64 * self.backoff_max.max(2 * self.repair_timeout)),
+            Some(c) if c.down_after_wait => {
+                default.max(64 * self.cfg.backoff_max.max(2 * self.cfg.repair_timeout))
+            }
             _ => default,
         }
     }
@@ -483,7 +437,7 @@ impl Protocol {
     pub fn on_frame(&mut self, from: PeerId, bytes: &[u8], now: Nanos, env: &mut impl Env) {
         // Parsing checks the CRC32C over the whole datagram.
         self.counters.ledger.crcd(crate::ledger::Side::Receive, bytes.len() as u64);
-        let frame = match Frame::parse_as(bytes, self.crc, self.auth.wire_version()) {
+        let frame = match Frame::parse_as(bytes, self.cfg.crc, self.cfg.auth.wire_version()) {
             Ok(f) => f,
             Err(reason) => return self.drop_frame(reason),
         };
@@ -503,9 +457,9 @@ impl Protocol {
         // when its pre-posted slot is replayed at the post.
         let bid = h.bid.get();
         let data = matches!(frame.kind(), FrameKind::DATA_MULTICAST | FrameKind::DATA_REPAIR);
-        let bound = data && !self.auth.payload_mac();
+        let bound = data && !self.cfg.auth.payload_mac();
         let authentic = if bound {
-            let binding = match locate(c, bid, self.channels) {
+            let binding = match locate(c, bid, self.cfg.channels) {
                 Located::Slot(s) => c.ops.get(s).and_then(Option::as_ref).and_then(Op::binding),
                 Located::Future | Located::Stale => None,
             };
@@ -516,7 +470,7 @@ impl Protocol {
         if !authentic {
             return self.drop_frame(DropReason::BadTag);
         }
-        let src = match authenticate(&c.spec, h.src_rank.get(), from) {
+        let src = match authenticate(&c.spec.members, h.src_rank.get(), from) {
             Ok(r) => r,
             Err(reason) => return self.drop_frame(reason),
         };
@@ -553,7 +507,7 @@ impl Protocol {
     }
 
     pub(crate) fn drop_frame(&mut self, reason: DropReason) {
-        self.counters.drops[reason as usize] += 1;
+        self.counters.dropped(reason);
     }
 
     /// One line per communicator and live operation, for replaying a failing seed.
@@ -601,7 +555,7 @@ impl Protocol {
 
     /// The delay the adaptive root delay would choose now on `comm`, in nanoseconds.
     pub fn adaptive_delay(&self, comm: CommHandle) -> Option<Nanos> {
-        self.comm(comm).map(|c| (c.lag_ewma * c.lag_factor as Nanos / 4).min(self.root_delay_max))
+        self.comm(comm).map(|c| (c.lag_ewma * c.lag_factor as Nanos / 4).min(self.cfg.root_delay_max))
     }
 }
 

@@ -41,7 +41,7 @@ impl Protocol {
         // everyone, and that answers it. (Waiting on, it held the epoch for `peer_timeout`:
         // 200 8 KiB broadcasts on 2 ranks took 6 s at 1 % unicast loss instead of 11 ms.)
         if let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) {
-            if let Located::Slot(slot) = locate(c, bid, self.channels) {
+            if let Located::Slot(slot) = locate(c, bid, self.cfg.channels) {
                 let me = c.spec.my_rank;
                 if let Some(op) = c.ops.get_mut(slot).and_then(Option::as_mut).filter(|op| op.root == me) {
                     if let State::RootDelay { .. } = op.state {
@@ -68,7 +68,7 @@ impl Protocol {
         let to = c.spec.members[src as usize];
         let mut sent = 0;
         if let (Located::Slot(slot), Some((body, bitmap))) =
-            (locate(c, bid, self.channels), frame.retransmit())
+            (locate(c, bid, self.cfg.channels), frame.retransmit())
         {
             let (first, n) = (body.first_frag.get(), body.nfrags.get());
             // NOTE(unwrap-free): locate returned an occupied slot.
@@ -113,7 +113,7 @@ impl Protocol {
         now: Nanos,
         env: &mut impl Env,
     ) {
-        let channels = self.channels;
+        let channels = self.cfg.channels;
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
         if flags == READY_FLAG_PROBE {
             // Any live engine answers, however slow its application.
@@ -132,10 +132,10 @@ impl Protocol {
             }
             return;
         }
-        match (flags, locate(c, bid, self.channels)) {
+        match (flags, locate(c, bid, self.cfg.channels)) {
             (READY_FLAG_READY, Located::Slot(slot)) => {
-                let adaptive = self.root_delay == RootDelay::Adaptive;
-                let (slots, size) = (self.slots, c.spec.size());
+                let adaptive = self.cfg.root_delay == RootDelay::Adaptive;
+                let (slots, size) = (self.cfg.slots, c.spec.size());
                 if let Some(op) = c.ops.get_mut(slot).and_then(Option::as_mut) {
                     if adaptive {
                         // A lag sample: how far the picked rank arrived behind the root.
@@ -158,7 +158,7 @@ impl Protocol {
                 self.advance_root(comm, slot, now, env);
             }
             (READY_FLAG_READY, Located::Future) => {
-                if self.root_delay == RootDelay::Adaptive {
+                if self.cfg.root_delay == RootDelay::Adaptive {
                     c.lag_ewma = c.lag_ewma * 3 / 4; // arrived before the root: lag 0
                 }
                 // Kept in every mode: a rendezvous finds it once its message is loaded.
@@ -220,7 +220,7 @@ impl Protocol {
         let Some(op) = c.ops.get_mut(slot).and_then(Option::as_mut) else { return };
         let Some(first) = op.bits.missing().next() else { return };
         // As many fragments as one datagram's bitmap can name; the next request continues.
-        let fit = ((self.mtu - WIRE_HEADER_LEN - WIRE_TRAILER_LEN - 8) * 8) as u32;
+        let fit = ((self.cfg.mtu - WIRE_HEADER_LEN - WIRE_TRAILER_LEN - 8) * 8) as u32;
         let n = (op.geo.count() - first).min(MAX_RETRANSMIT_FRAGS).min(fit);
         let mut bitmap = [0u8; (MAX_RETRANSMIT_FRAGS / 8) as usize];
         let nbytes = n.div_ceil(8) as usize;

@@ -5,7 +5,8 @@ use crate::comm::auth::CallBinding;
 use crate::comm::PeerId;
 use crate::ledger::Side;
 use crate::schedule::bcast::Hop;
-use crate::transfer::env::{ChannelRange, CommHandle, Dest, Env, ProtoCounters};
+use crate::transfer::counts::Counts;
+use crate::transfer::env::{ChannelRange, CommHandle, Dest, Env};
 use crate::transfer::state::{Comm, Seal};
 use alloc::vec::Vec;
 use ringcast_abi::frame::{emit, emit_around, emit_around_summed, DIGEST_LEN};
@@ -109,7 +110,7 @@ fn build_around(out: &mut [u8], c: &Comm, slot: usize, seq: u32, kind: FrameKind
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn send_fragment(
     scratch: &mut Vec<u8>,
-    counters: &mut ProtoCounters,
+    counters: &mut Counts,
     env: &mut impl Env,
     c: &Comm,
     slot: usize,
@@ -177,7 +178,7 @@ impl Seal {
 pub(crate) fn send(
     scratch: &mut Vec<u8>,
     seal: &Seal,
-    counters: &mut ProtoCounters,
+    counters: &mut Counts,
     env: &mut impl Env,
     to: PeerId,
     h: &WireHeader,
@@ -196,7 +197,7 @@ pub(crate) fn send(
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn send_repair(
     scratch: &mut Vec<u8>,
-    counters: &mut ProtoCounters,
+    counters: &mut Counts,
     env: &mut impl Env,
     c: &Comm,
     slot: usize,

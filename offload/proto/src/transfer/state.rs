@@ -4,12 +4,13 @@
 use crate::comm::auth::CommKeys;
 use crate::comm::auth::{call_binding, CallBinding, Mac, MacState};
 use crate::comm::{sync_children, sync_parent};
-use crate::comm::{CommSpec, PeerId, Rank};
+use crate::comm::{CommShared, PeerId, Rank};
 use crate::intake::regions::Resolved;
 use crate::schedule::bcast::{Algorithm, Shape};
 use crate::transfer::barrier::Barrier;
 use crate::transfer::bitmap::{FragBitmap, Geometry};
 use crate::transfer::env::{OpCounters, Outcome, PostError};
+use crate::transfer::when::When;
 use crate::Nanos;
 use alloc::boxed::Box;
 use alloc::sync::Arc;
@@ -17,6 +18,7 @@ use alloc::vec::Vec;
 use ringcast_abi::frame::Crc32c;
 use ringcast_abi::frame::SyncBody;
 use ringcast_abi::StatusKind;
+use smallvec::SmallVec;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum State {
@@ -61,7 +63,9 @@ pub(crate) struct Op {
     pub(crate) bits: FragBitmap,
     /// Fragments whose allgather copy this rank has relayed (scatter–allgather, hierarchical):
     /// a later copy of the same fragment in that phase is a duplicate and goes no further.
-    pub(crate) relayed: FragBitmap,
+    /// Made at the first such relay ([`Op::relay`]) and kept with the channel's spare bitmaps
+    /// after: a broadcast of any other algorithm — a simulated multicast rank's — holds a word.
+    pub(crate) relayed: Option<Box<FragBitmap>>,
     pub(crate) alg: Algorithm,
     /// Broadcasts a root may run ahead of a receiver ([`crate::transfer::env::Post::window`],
     /// at most `channels`).
@@ -124,6 +128,20 @@ pub(crate) struct Op {
 }
 
 impl Op {
+    /// Notes fragment `seq`'s allgather copy as relayed by this rank: whether it was not yet.
+    /// The bitmap is made here the first time, with `bits`' capacity (one allocation per
+    /// channel, at its first scatter–allgather broadcast; the synchronization keeps it).
+    pub(crate) fn relay(&mut self, seq: u32) -> bool {
+        let bits = &self.bits;
+        let relayed = self.relayed.get_or_insert_with(|| {
+            let mut r = Box::new(bits.clone());
+            // NOTE(unwrap-free): `bits` holds this count, so its clone can.
+            let _ = r.reset(bits.count());
+            r
+        });
+        relayed.set(seq)
+    }
+
     pub(crate) fn over(&self) -> bool {
         matches!(self.state, State::Done | State::Failed | State::Aborted)
     }
@@ -174,17 +192,18 @@ pub(crate) struct Sync {
     /// A child's subtree ended the epoch with different calls ([`ringcast_abi::frame::SYNC_MISMATCH`]).
     pub(crate) mismatch: bool,
     /// UP sent for epoch `done`: when to repeat it.
-    pub(crate) up_retry: Option<Nanos>,
+    pub(crate) up_retry: When,
     /// When the first UP of epoch `done` went out (no DOWN by `+ peer_timeout`: broken).
-    pub(crate) up_since: Option<Nanos>,
+    pub(crate) up_since: When,
     /// Since when this rank has done its own part of epoch `done` but still misses a sync
     /// child's UP.
-    pub(crate) ready_since: Option<Nanos>,
+    pub(crate) ready_since: When,
     pub(crate) up_backoff: Nanos,
-    /// The DOWN of epoch `done - 1`, to repeat to a child that missed it.
-    pub(crate) last_down: Option<SyncBody>,
+    /// The DOWN of epoch `done - 1`, to repeat to a child that missed it (boxed: 8 bytes, not
+    /// 56, until the first DOWN).
+    pub(crate) last_down: Option<Box<SyncBody>>,
     /// When the first child's UP of epoch `done` was heard.
-    pub(crate) first_up_at: Option<Nanos>,
+    pub(crate) first_up_at: When,
 }
 
 #[derive(Debug)]
@@ -195,31 +214,31 @@ pub(crate) struct Comm {
     pub(crate) generation: u32,
     /// Its handle in this protocol (a frame queued around its channel names it: `ChannelRange`).
     pub(crate) handle: u32,
-    pub(crate) spec: CommSpec,
+    pub(crate) spec: Spec,
     /// How its frames are sealed: the CRC function and the tag and MAC keys derived from
     /// `spec.key`.
     pub(crate) seal: Seal,
     pub(crate) next_bid: u32,
     /// Per channel (`bid % channels`): its broadcast, and its bytes — grown to the channels
     /// used so far, once each ([`open_slot`]), the bytes to the largest message sent there.
-    pub(crate) ops: Vec<Option<Op>>,
-    pub(crate) channels: Vec<Vec<u8>>,
+    pub(crate) ops: Ops,
+    pub(crate) channels: SmallVec<[Channel; 1]>,
     /// Per channel: the payload CRC32C of each fragment of a root's message, where its driver
     /// computed them as it loaded the message ([`Op::summed`]); grown once, the first time a
     /// driver asks for them, to the fragments of the largest message loaded there — empty
     /// where no driver ever does (a simulated rank's).
-    pub(crate) sums: Vec<Vec<u32>>,
-    pub(crate) early: Vec<Early>,
+    pub(crate) sums: crate::transfer::boxed_vec::BoxedVec<Vec<u32>>,
+    pub(crate) early: crate::transfer::boxed_vec::BoxedVec<Early>,
     /// Fragment bitmaps ([`Op::bits`], [`Op::relayed`]) of channels not in use, sized for
     /// `max_message_bytes`: a post takes a pair (made the first time a channel is used), the
     /// synchronization gives it back ([`give_back`]).
-    pub(crate) spare_bits: Vec<(FragBitmap, FragBitmap)>,
+    pub(crate) spare_bits: crate::transfer::boxed_vec::BoxedVec<(FragBitmap, Option<Box<FragBitmap>>)>,
     /// MAC states not in use: one per broadcast hashed in several batches at once, allocated
     /// the first time (`transfer::mac`).
     pub(crate) spare_macs: crate::transfer::mac::Spares,
     /// `READY`s of broadcasts whose message this root has not loaded yet (at most `channels`,
     /// the room made at the first).
-    pub(crate) ready_seen: Vec<u32>,
+    pub(crate) ready_seen: crate::transfer::boxed_vec::BoxedVec<u32>,
     pub(crate) sync: Sync,
     pub(crate) broken: bool,
     /// Closed by [`Protocol::close_comm`]: no broadcast is posted here again, and the last,
@@ -229,13 +248,13 @@ pub(crate) struct Comm {
     /// child may have backed its repeats off ([`crate::transfer::sync::UP_FAST_REPAIRS`]).
     pub(crate) down_after_wait: bool,
     /// A post has been waiting for a channel since.
-    pub(crate) blocked_since: Option<Nanos>,
+    pub(crate) blocked_since: When,
     /// Barriers waiting for the `SYNC_DOWN` of the epoch they cut (`barrier.rs`): empty until
     /// the first, then [`MAX_BARRIERS`](crate::transfer::barrier::MAX_BARRIERS) entries.
-    pub(crate) barriers: Vec<Option<Barrier>>,
+    pub(crate) barriers: crate::transfer::boxed_vec::BoxedVec<Option<Barrier>>,
     /// Last answer from a synchronization neighbour to a probe, and when to probe next.
     pub(crate) sync_heard: Nanos,
-    pub(crate) probe_at: Option<Nanos>,
+    pub(crate) probe_at: When,
     /// Adaptive root delay: EWMA of the picked ranks' arrival lag behind the root, and the
     /// multiplier (in quarters) the multicast hit rate tunes.
     pub(crate) lag_ewma: Nanos,
@@ -248,6 +267,36 @@ pub(crate) struct Comm {
     pub(crate) epoch_mcast: u32,
     pub(crate) epoch_total: u32,
 }
+
+/// A communicator as this rank knows it: what every member knows alike, shared
+/// ([`CommShared`]: one copy for a simulator's ranks of one communicator), and its own rank.
+/// Reads through to the shared part: `c.spec.cookie`, `c.spec.size()`; `c.spec.my_rank` is
+/// this rank's (the shared part has none, so it cannot be read from there by mistake).
+#[derive(Debug)]
+pub(crate) struct Spec {
+    pub(crate) shared: Arc<CommShared>,
+    pub(crate) my_rank: Rank,
+}
+
+impl core::ops::Deref for Spec {
+    type Target = CommShared;
+    fn deref(&self) -> &CommShared {
+        &self.shared
+    }
+}
+
+/// A communicator's broadcasts by channel: the first inline (a communicator of one broadcast
+/// at a time — a simulated rank's — allocates no table for it; the engine's 16 channels spill
+/// to the heap once, as the `Vec` did).
+pub(crate) type Ops = SmallVec<[Option<Op>; 1]>;
+
+/// One channel's bytes: up to [`CHANNEL_INLINE`] of them inline (a simulated rank's 2-byte
+/// broadcast allocates no 32-byte chunk), beyond that on the heap, grown once to the largest
+/// message sent there, as a `Vec` — the data path reads it as a slice either way.
+pub(crate) type Channel = SmallVec<[u8; CHANNEL_INLINE]>;
+
+/// Bytes of a channel kept inline (as many as the `Vec` pointer and length they share room with).
+pub(crate) const CHANNEL_INLINE: usize = 16;
 
 /// A communicator's frame sealing: the CRC32C function and its keys.
 #[derive(Debug)]
@@ -310,7 +359,7 @@ pub(crate) fn open_slot(c: &mut Comm, slot: usize) {
     }
     if c.channels.len() <= slot {
         c.channels.reserve_exact(slot + 1 - c.channels.len());
-        c.channels.resize_with(slot + 1, Vec::new);
+        c.channels.resize_with(slot + 1, Channel::new);
     }
 }
 
@@ -327,8 +376,9 @@ pub(crate) fn give_back<T>(pool: &mut Vec<T>, x: T) {
 /// made once, at the first).
 pub(crate) fn note_ready(c: &mut Comm, bid: u32, channels: u32) {
     if c.ready_seen.len() < channels as usize {
-        c.ready_seen.reserve_exact(channels as usize - c.ready_seen.len());
-        c.ready_seen.push(bid);
+        let seen = c.ready_seen.vec();
+        seen.reserve_exact(channels as usize - seen.len());
+        seen.push(bid);
     }
 }
 
@@ -343,7 +393,7 @@ pub(crate) fn sync_wait_since(c: &Comm) -> Option<Nanos> {
     if c.broken {
         return None;
     }
-    [c.blocked_since, c.sync.ready_since, c.sync.up_since].into_iter().flatten().min()
+    [c.blocked_since, c.sync.ready_since, c.sync.up_since].into_iter().filter_map(When::get).min()
 }
 
 /// Whether this rank waits on `src` for the synchronization: its parent while an UP is

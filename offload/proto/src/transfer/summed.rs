@@ -63,7 +63,7 @@ impl Protocol {
         let (count, stride) = (op.geo.count() as usize, op.geo.payload as usize);
         if c.sums.len() <= slot {
             // Once per channel, the first time a driver sums there.
-            c.sums.resize_with(slot + 1, Vec::new);
+            c.sums.vec().resize_with(slot + 1, Vec::new);
         }
         let sums = &mut c.sums[slot];
         if sums.len() < count {

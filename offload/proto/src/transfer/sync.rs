@@ -8,7 +8,9 @@ use crate::transfer::env::{CommHandle, Env};
 use crate::transfer::protocol::Protocol;
 use crate::transfer::seal::{header, send};
 use crate::transfer::state::{give_back, State, Sync};
+use crate::transfer::when::When;
 use crate::Nanos;
+use alloc::boxed::Box;
 use ringcast_abi::frame::{DropReason, Frame, SyncBody, SYNC_MISMATCH};
 use ringcast_abi::wire::FrameKind;
 use zerocopy::byteorder::little_endian::{U32, U64};
@@ -70,7 +72,7 @@ impl Protocol {
     /// Sends SYNC_UP for the current epoch if this rank and its sync children are done with it
     /// (the manager sends SYNC_DOWN instead).
     pub(crate) fn maybe_sync_up(&mut self, comm: CommHandle, now: Nanos, env: &mut impl Env) {
-        let channels = self.channels;
+        let channels = self.cfg.channels;
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
         if c.sync.up_retry.is_some() || c.sync.up_since.is_some() || c.broken {
             return; // already sent (the timer repeats it), or given up
@@ -90,18 +92,18 @@ impl Protocol {
         if c.sync.heard & want != want {
             // Our part is done; a child's is not: wait for it, probing it (see on_timeout).
             if c.sync.ready_since.is_none() {
-                c.sync.ready_since = Some(now);
+                c.sync.ready_since = When::at(now);
                 c.sync_heard = now;
-                c.probe_at.get_or_insert(now + self.probe_every);
+                c.probe_at.get_or_insert(now + self.cfg.probe_every);
             }
             return;
         }
-        c.sync.up_backoff = self.repair_timeout;
+        c.sync.up_backoff = self.cfg.repair_timeout;
         self.send_up(comm, now, env);
     }
 
     pub(crate) fn send_up(&mut self, comm: CommHandle, now: Nanos, env: &mut impl Env) {
-        let channels = self.channels;
+        let channels = self.cfg.channels;
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
         let epoch = c.sync.done;
         let base = epoch * channels;
@@ -135,11 +137,11 @@ impl Protocol {
                 let h = header(c, FrameKind::SYNC_UP, base, 0);
                 let to = c.spec.members[p as usize];
                 send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[body.as_bytes()]);
-                c.sync.up_retry = Some(now + c.sync.up_backoff.max(self.repair_timeout));
+                c.sync.up_retry = When::at(now + c.sync.up_backoff.max(self.cfg.repair_timeout));
                 if c.sync.up_since.is_none() {
-                    c.sync.up_since = Some(now);
+                    c.sync.up_since = When::at(now);
                     c.sync_heard = now;
-                    c.probe_at.get_or_insert(now + self.probe_every);
+                    c.probe_at.get_or_insert(now + self.cfg.probe_every);
                 }
             }
             None => {
@@ -166,7 +168,7 @@ impl Protocol {
         let epoch = body.epoch.get();
         if epoch.checked_add(1) == Some(c.sync.done) {
             // The child missed our DOWN: repeat it.
-            if let Some(down) = c.sync.last_down {
+            if let Some(down) = c.sync.last_down.as_deref().copied() {
                 let h = header(c, FrameKind::SYNC_DOWN, down.base_bid.get(), 0);
                 let to = c.spec.members[src as usize];
                 send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[down.as_bytes()]);
@@ -206,7 +208,7 @@ impl Protocol {
         if body.epoch.get() != c.sync.done {
             return; // an old DOWN repeated
         }
-        if body.base_bid.get() != c.sync.done.wrapping_mul(self.channels) {
+        if body.base_bid.get() != c.sync.done.wrapping_mul(self.cfg.channels) {
             return self.drop_frame(DropReason::BidOutOfWindow);
         }
         self.apply_down(comm, *body, now, env);
@@ -214,16 +216,16 @@ impl Protocol {
 
     /// Epoch over everywhere: free its channels, learn the hit rate, pass the result down.
     pub(crate) fn apply_down(&mut self, comm: CommHandle, body: SyncBody, now: Nanos, env: &mut impl Env) {
-        let channels = self.channels;
+        let channels = self.cfg.channels;
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
         let base = body.base_bid.get();
         for slot in c.ops.iter_mut() {
             if slot.as_ref().is_some_and(|op| op.bid >= base && op.bid < base + channels) {
                 if let Some(op) = slot.take() {
-                    give_back(&mut c.spare_bits, (op.bits, op.relayed));
+                    give_back(c.spare_bits.vec(), (op.bits, op.relayed));
                     // A MAC never finished (the broadcast failed half-way).
                     if let Some(m) = op.mac {
-                        give_back(&mut c.spare_macs, m);
+                        give_back(c.spare_macs.vec(), m);
                     }
                 }
             }
@@ -262,7 +264,7 @@ impl Protocol {
         let epoch = c.sync.done;
         // A child that waited this long for the DOWN may have backed its repeats off: should
         // this DOWN be the communicator's last, stay long enough for 64 of them.
-        let fast_window = TIME_WAIT_REPAIRS * self.repair_timeout;
+        let fast_window = TIME_WAIT_REPAIRS * self.cfg.repair_timeout;
         c.down_after_wait = c.sync.first_up_at.is_some_and(|t| now.saturating_sub(t) > fast_window);
         let theirs = (body.barrier.get(), body.cut.get());
         let mismatched = body.flags.get() & SYNC_MISMATCH != 0 || theirs != barrier::cut_of(c, epoch);
@@ -270,7 +272,16 @@ impl Protocol {
         // A DOWN that broke the communicator (a NACK) fails the barrier of the next epoch too:
         // no frame or timer of a broken communicator would settle it later.
         barrier::settle(c, env);
-        c.sync = Sync { done: c.sync.done + 1, last_down: Some(body), ..Sync::default() };
+        // The DOWN kept for a child that missed it: boxed (49 bytes a communicator holds only
+        // once one is kept), the box made once and reused.
+        let last_down = match c.sync.last_down.take() {
+            Some(mut b) => {
+                *b = body;
+                b
+            }
+            None => Box::new(body),
+        };
+        c.sync = Sync { done: c.sync.done + 1, last_down: Some(last_down), ..Sync::default() };
         c.epoch_mcast = 0;
         c.epoch_total = 0;
         self.counters.syncs += 1;

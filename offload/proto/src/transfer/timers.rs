@@ -9,6 +9,7 @@ use crate::transfer::protocol::Protocol;
 use crate::transfer::seal::{header, send};
 use crate::transfer::state::{fail, sync_wait_since, Comm, State};
 use crate::transfer::sync::up_repeat_gap;
+use crate::transfer::when::When;
 use crate::Nanos;
 use ringcast_abi::wire::{FrameKind, READY_FLAG_PROBE, SYNC_PROBE_BID};
 use ringcast_abi::StatusKind;
@@ -74,7 +75,7 @@ impl Protocol {
         // A probe belongs to a wait: once the wait is over, so is its probe (a later wait arms
         // its own, `probe_every` after it starts).
         if sync_wait_since(c).is_none() {
-            c.probe_at = None;
+            c.probe_at = When::NONE;
         }
         let Some(c) = self.comms[comm.0 as usize].as_ref() else { return };
         let at = self.deadline_of(c);
@@ -92,21 +93,21 @@ impl Protocol {
                 State::RootDelay { at: t, .. } | State::Sending { at: t, .. } => at(t),
                 State::Receiving => {
                     at(op.nack_at);
-                    at(op.heard + self.peer_timeout);
+                    at(op.heard + self.cfg.peer_timeout);
                 }
                 _ => {}
             }
         }
         // A broken communicator synchronizes nothing more.
         if !c.broken {
-            if let Some(t) = c.sync.up_retry {
+            if let Some(t) = c.sync.up_retry.get() {
                 at(t);
             }
-            if let Some(t) = c.probe_at {
+            if let Some(t) = c.probe_at.get() {
                 at(t);
             }
             if let Some(since) = sync_wait_since(c) {
-                at(since.max(c.sync_heard) + self.peer_timeout);
+                at(since.max(c.sync_heard) + self.cfg.peer_timeout);
             }
         }
         next
@@ -115,13 +116,13 @@ impl Protocol {
     /// The timers of communicator `ci`, due now.
     fn comm_timeout(&mut self, ci: usize, now: Nanos, env: &mut impl Env) {
         let comm = CommHandle(ci as u32);
-        for slot in 0..self.channels as usize {
+        for slot in 0..self.cfg.channels as usize {
             let Some(c) = self.comms[ci].as_mut() else { break };
             let Some(op) = c.ops.get_mut(slot).and_then(Option::as_mut) else { continue };
             match op.state {
                 State::RootDelay { .. } => self.advance_root(comm, slot, now, env),
                 State::Sending { .. } => self.send_batch(comm, slot, now, env),
-                State::Receiving if now >= op.heard + self.peer_timeout => {
+                State::Receiving if now >= op.heard + self.cfg.peer_timeout => {
                     op.state = State::Failed;
                     c.broken = true;
                     env.complete(op.token, fail(StatusKind::PeerUnreachable, op.counters));
@@ -131,9 +132,9 @@ impl Protocol {
                     // root (fail-over to point-to-point repair from the source of the data).
                     let first = op.bits.missing().next().unwrap_or(0);
                     let src = algo::source(op.alg, &op.shape, c.spec.my_rank, first).unwrap_or(op.root);
-                    let to = if op.fruitless >= self.escalate_after { op.root } else { src };
+                    let to = if op.fruitless >= self.cfg.escalate_after { op.root } else { src };
                     op.fruitless += 1;
-                    op.backoff = (op.backoff * 2).min(self.backoff_max);
+                    op.backoff = (op.backoff * 2).min(self.cfg.backoff_max);
                     self.request(comm, slot, to, now, env);
                 }
                 _ => {}
@@ -145,7 +146,7 @@ impl Protocol {
         // waits on those broadcasts, not on the neighbours: each has its own liveness (a silent
         // root fails it), and a slow application behind one of them is not a dead engine. The
         // synchronization's clock starts once this rank's part is done.
-        let end = c.sync.done.saturating_add(1).saturating_mul(self.channels);
+        let end = c.sync.done.saturating_add(1).saturating_mul(self.cfg.channels);
         if c.blocked_since.is_some() && c.ops.iter().flatten().any(|op| op.bid < end && !op.over()) {
             c.sync_heard = now;
         }
@@ -153,12 +154,12 @@ impl Protocol {
         // the neighbours waited on; only engines silent for `peer_timeout` break the
         // communicator — a slow application never does.
         if let Some(since) = sync_wait_since(c) {
-            if now >= since.max(c.sync_heard) + self.peer_timeout {
+            if now >= since.max(c.sync_heard) + self.cfg.peer_timeout {
                 c.broken = true;
-                c.blocked_since = None;
-                c.sync.up_retry = None;
-                c.sync.up_since = None;
-                c.probe_at = None;
+                c.blocked_since = When::NONE;
+                c.sync.up_retry = When::NONE;
+                c.sync.up_since = When::NONE;
+                c.probe_at = When::NONE;
             } else if c.probe_at.is_some_and(|t| now >= t) {
                 let me = c.spec.my_rank;
                 let h = header(c, FrameKind::READY, SYNC_PROBE_BID, READY_FLAG_PROBE);
@@ -172,10 +173,10 @@ impl Protocol {
                     let to = c.spec.members[k as usize];
                     send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[]);
                 }
-                c.probe_at = Some(now + self.probe_every);
+                c.probe_at = When::at(now + self.cfg.probe_every);
             }
         } else {
-            c.probe_at = None;
+            c.probe_at = When::NONE;
         }
         // An operation may have ended in this pass (delay over, failure): the epoch may be
         // ready to synchronize; a broken communicator fails its barriers.
@@ -183,15 +184,15 @@ impl Protocol {
         self.settle_barriers(comm, env);
         let Some(c) = self.comms[ci].as_mut() else { return };
         if c.broken {
-            c.sync.up_retry = None;
-            c.probe_at = None;
+            c.sync.up_retry = When::NONE;
+            c.probe_at = When::NONE;
             return;
         }
         if c.sync.up_retry.is_some_and(|t| now >= t) {
-            c.sync.up_retry = None;
+            c.sync.up_retry = When::NONE;
             let since = c.sync.up_since.unwrap_or(now);
             c.sync.up_backoff =
-                up_repeat_gap(since, now, c.sync.up_backoff, self.backoff_max, self.repair_timeout);
+                up_repeat_gap(since, now, c.sync.up_backoff, self.cfg.backoff_max, self.cfg.repair_timeout);
             self.send_up(comm, now, env);
         }
     }

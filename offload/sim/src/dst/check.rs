@@ -693,14 +693,14 @@ impl Ledger {
                         let want = expected.get(c, k, || {
                             (0..size).flat_map(|q| super::block_pattern(s.seed, c, k, q, len)).collect()
                         });
-                        if got.map(Vec::as_slice) != Some(&want[..]) || cqe.bytes != want.len() as u64 {
+                        if got != Some(&want[..]) || cqe.bytes != want.len() as u64 {
                             return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
                         }
                         rep.allgathers += 1;
                         continue;
                     }
                     let want = expected.get(c, k, || pattern(s.seed, c, k, len));
-                    if mem.get(&segment(p.local, c, k as u64)).map(Vec::as_slice) != Some(&want[..]) {
+                    if mem.get(&segment(p.local, c, k as u64)) != Some(&want[..]) {
                         return Err(Violation::WrongBytes { rank, comm: c, bcast: k });
                     }
                     if root != me {
