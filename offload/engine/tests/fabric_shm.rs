@@ -368,6 +368,62 @@ fn a_multicast_sent_before_a_unicast_is_delivered_first() {
     drop(guard);
 }
 
+/// Back-pressure (`poll_keeping`): a log datagram the receiver declines stays at its cursor with
+/// everything after it — offered again, in order and whole, after `resume`, nothing lost —
+/// while ring datagrams still come through; another reader is not affected.
+#[test]
+fn a_declined_multicast_stays_in_the_log_until_resumed() {
+    let job = unique_job("keep");
+    let guard = JobGuard(job.clone());
+    let mut f: Vec<ShmFabric> = (0..3).map(|m| ShmFabric::new(&job, PeerId(m), 3, MTU).unwrap()).collect();
+    for x in &mut f {
+        x.join(&GROUP).unwrap();
+    }
+    for i in 0..10 {
+        f[0].multicast(&GROUP, &frame(DATA_MCAST, 0, i));
+    }
+    let mut got = Vec::new();
+    let taken = f[1].poll_keeping(64, &mut |from, b, keepable| {
+        let (kind, i) = parse(from, b);
+        assert!(keepable, "a log datagram can be kept");
+        if i == 3 {
+            return false;
+        }
+        got.push((kind, i));
+        true
+    });
+    assert_eq!((taken, got.len()), (3, 3), "0, 1, 2 taken, 3 declined: {got:?}");
+    assert_eq!(f[1].poll_keeping(64, &mut |_, _, _| true), 0, "the log waits behind 3");
+    f[2].send(PeerId(1), &frame(DATA_UNICAST, 2, 0));
+    f[0].multicast(&GROUP, &frame(DATA_MCAST, 0, 10));
+    let taken = f[1].poll_keeping(64, &mut |from, b, keepable| {
+        got.push(parse(from, b));
+        assert!(!keepable, "a ring datagram is taken");
+        true
+    });
+    assert_eq!(taken, 1, "the ring datagram comes through a declined log");
+    f[1].resume();
+    while f[1].poll_keeping(4, &mut |from, b, _| {
+        got.push(parse(from, b));
+        true
+    }) > 0
+    {}
+    let mut want: Vec<(u8, u64)> = (0..3).map(|i| (DATA_MCAST, i)).collect();
+    want.push((DATA_UNICAST, 0));
+    want.extend((3..11).map(|i| (DATA_MCAST, i)));
+    assert_eq!(got, want);
+    assert_eq!(f[1].counters().overrun, 0, "nothing lost");
+    let mut other = 0;
+    while f[2].poll(64, &mut |from, b| {
+        parse(from, b);
+        other += 1;
+    }) > 0
+    {}
+    assert_eq!(other, 11, "another reader is not held back");
+    drop(f);
+    drop(guard);
+}
+
 /// The fabric's ledger counts each datagram's bytes once where they are written into the wire
 /// (a ring slot, the group's log — once, whatever the readers), once per reader where a log
 /// datagram is copied out of the log (its seqlock checks a copy), nothing where a ring datagram

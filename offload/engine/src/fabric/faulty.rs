@@ -221,12 +221,25 @@ impl<F: Fabric> Fabric for Faulty<F> {
     }
 
     fn poll(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> usize {
+        self.poll_keeping(budget, &mut |from, d, _| {
+            rx(from, d);
+            true
+        })
+    }
+
+    /// The injector judges each datagram the inner fabric offers (a declined one offered again
+    /// is judged again); one it passes is offered as the inner fabric offered it, keepable or
+    /// not, and a declined one stays in the inner fabric. Duplicates and held datagrams are the
+    /// injector's copies: taken or lost, never kept.
+    fn poll_keeping(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8], bool) -> bool) -> usize {
         let now = self.now();
-        let mut delivered = self.release_due(now, budget, rx);
+        let mut delivered = self.release_due(now, budget, &mut |from, d| {
+            rx(from, d, false);
+        });
         let Faulty { inner, inj, held, scratch, counters, .. } = self;
         // The fabric is asked for no more than the budget left; a duplicate among them may
         // still find the budget spent, and waits (see the module documentation).
-        inner.poll(budget.saturating_sub(delivered), &mut |from, d| {
+        inner.poll_keeping(budget.saturating_sub(delivered), &mut |from, d, keepable| {
             scratch.clear();
             scratch.extend_from_slice(d);
             let copies = match inj.on_datagram(Dir::Rx, scratch, now) {
@@ -235,33 +248,41 @@ impl<F: Fabric> Fabric for Faulty<F> {
                 Verdict::Duplicate => 2,
                 Verdict::Held => {
                     let due = inj.next_release().unwrap_or(now);
-                    let Some(frame) = inj.release(Nanos::MAX) else { return };
+                    let Some(frame) = inj.release(Nanos::MAX) else { return true };
                     if held.len() < MAX_HELD {
                         held.push_back(Held { due, to: HeldTo::Recv(from), frame });
                     } else if delivered < budget {
                         // No room to hold: delivered now, as the injector itself passes a
                         // datagram on when its queue is full.
                         delivered += 1;
-                        rx(from, &frame);
+                        rx(from, &frame, false);
                     } else {
                         counters.overrun += 1;
                     }
-                    return;
+                    return true;
                 }
             };
-            for _ in 0..copies {
+            for k in 0..copies {
                 if delivered < budget {
+                    // The first copy is the inner fabric's own: it may stay there.
+                    if !rx(from, scratch, keepable && k == 0) {
+                        return false;
+                    }
                     delivered += 1;
-                    rx(from, scratch);
                 } else if held.len() < MAX_HELD {
                     held.push_back(Held { due: now, to: HeldTo::Recv(from), frame: scratch.clone() });
                 } else {
                     counters.overrun += 1;
                 }
             }
+            true
         });
         self.counters.received += delivered as u64;
         delivered
+    }
+
+    fn resume(&mut self) {
+        self.inner.resume();
     }
 
     /// Held datagrams are released by `poll` when due: while any is held the engine must not

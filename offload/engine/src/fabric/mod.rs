@@ -199,6 +199,21 @@ pub trait Fabric {
 
     /// Hands at most `budget` waiting datagrams to `rx(from, frame)`; returns how many.
     fn poll(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> usize;
+    /// [`Fabric::poll`] with back-pressure: `rx(from, frame, keepable)` answers whether it took
+    /// the datagram, and may decline one the fabric can keep where it lies (`keepable`): that
+    /// datagram, and what came after it the same way, then stay there — a receive queue the
+    /// receiver has not drained — until [`Fabric::resume`]; a lapping writer may still
+    /// overwrite them (lost, counted, repaired as before). Returns the datagrams taken. `shm`
+    /// keeps its multicast log's (the log is the receive queue); the default keeps nothing
+    /// (`keepable` is false, and a declined datagram is gone, as on a NIC whose receive was not
+    /// posted).
+    fn poll_keeping(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8], bool) -> bool) -> usize {
+        self.poll(budget, &mut |from, frame| {
+            rx(from, frame, false);
+        })
+    }
+    /// The receiver may take what it declined now ([`Fabric::poll_keeping`]): offer it again.
+    fn resume(&mut self) {}
     /// Hands datagrams the fabric batched to the device now (a doorbell). A fabric that sends
     /// at once has nothing to do; the engine calls it at the end of every pass.
     fn flush(&mut self) {}
@@ -264,6 +279,12 @@ impl<F: Fabric + ?Sized> Fabric for Box<F> {
     }
     fn poll(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> usize {
         (**self).poll(budget, rx)
+    }
+    fn poll_keeping(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8], bool) -> bool) -> usize {
+        (**self).poll_keeping(budget, rx)
+    }
+    fn resume(&mut self) {
+        (**self).resume()
     }
     fn flush(&mut self) {
         (**self).flush()

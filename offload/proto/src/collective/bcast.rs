@@ -433,6 +433,8 @@ impl Protocol {
                             frame: core::mem::take(&mut e.frame),
                         };
                     }
+                    // Left where its fabric holds it, offered again after the next post here.
+                    None if bytes.len() <= self.mtu && env.keep_back() => {}
                     _ => self.counters.drops[DropReason::NoSlot as usize] += 1,
                 }
                 return;
