@@ -50,7 +50,7 @@
 //! slot only once the reader released it) — a process that broke it would be one of the job's
 //! own user's, with every right over this process's memory already (docs/protocol.md, the
 //! `shm` threat model). Own multicasts are never delivered.
-use super::{Datagram, Dest, Fabric, FabricCounters, FabricSetup};
+use super::{Datagram, Dest, Fabric, FabricCounters, FabricSetup, Take};
 use ringcast_proto::comm::{GroupId, PeerId};
 use ringcast_proto::ledger::{Ledger, Side};
 use ringcast_ring::{
@@ -439,19 +439,22 @@ impl ShmFabric {
     /// (`take_frame`: `rx` reads the slot, which is released when it returns — the datagram's
     /// bytes are not copied by the fabric); whether one was delivered. A slot whose sender or
     /// length is impossible is consumed and refused.
-    fn deliver_held(&mut self, r: usize, rx: &mut dyn FnMut(PeerId, &[u8], bool) -> bool) -> bool {
+    fn deliver_held(&mut self, r: usize, rx: &mut dyn FnMut(PeerId, &[u8], bool) -> Take) -> bool {
         let mtu = self.mtu;
         let Some((from, Some(consumer))) = self.inbound.get_mut(r) else { return false };
         let from = *from;
-        let mut delivered = false;
+        let (mut delivered, mut resume) = (false, false);
         let taken = take_frame(consumer, mtu, |sender, bytes| {
             if sender == from.0 {
                 // Taken whatever the answer: a ring is one sender's, in order, and holding its
                 // head would hold that sender's repairs and requests behind it.
-                rx(from, bytes, false);
+                resume = rx(from, bytes, false) == Take::Resume;
                 delivered = true;
             }
         });
+        if resume {
+            Fabric::resume(self);
+        }
         match taken {
             Ok(Some(_)) if delivered => self.counters.received += 1,
             // Seen a moment ago; the only consumer is us, so it cannot have gone.
@@ -473,7 +476,7 @@ impl ShmFabric {
         &mut self,
         g: usize,
         below_fence: bool,
-        rx: &mut dyn FnMut(PeerId, &[u8], bool) -> bool,
+        rx: &mut dyn FnMut(PeerId, &[u8], bool) -> Take,
     ) -> bool {
         let (members, mtu) = (self.members, self.mtu);
         let Some(group) = self.groups.get_mut(g) else { return false };
@@ -490,10 +493,14 @@ impl ShmFabric {
         // The reader copied it out of the log (a seqlock read checks a copy, not the slot).
         self.ledger.copied(Side::Receive, d.payload.len() as u64);
         let seq = d.seq;
-        if !rx(PeerId(d.from), d.payload, true) {
-            reader.unread(seq);
-            group.declined = true;
-            return false;
+        match rx(PeerId(d.from), d.payload, true) {
+            Take::Declined => {
+                reader.unread(seq);
+                group.declined = true;
+                return false;
+            }
+            Take::Resume => Fabric::resume(self),
+            Take::Taken => {}
         }
         self.counters.received += 1;
         true
@@ -662,7 +669,7 @@ impl Fabric for ShmFabric {
     fn poll(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> usize {
         self.poll_keeping(budget, &mut |from, d, _| {
             rx(from, d);
-            true
+            Take::Taken
         })
     }
 
@@ -673,8 +680,11 @@ impl Fabric for ShmFabric {
     /// nodes, 1 MiB: receivers not yet posted when the root's 257 fragments came dropped all
     /// past their 64 slots). A declined log no longer holds back a ring datagram's delivery:
     /// what it holds is for a broadcast not posted here, which nothing on the rings needs
-    /// first. Ring datagrams are always taken.
-    fn poll_keeping(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8], bool) -> bool) -> usize {
+    /// first — until a datagram's handler posts it (`Take::Resume`): the logs are resumed at
+    /// once, so the next ring datagram is fenced behind them again (a have-all that overtook
+    /// the fragments still in the log drew 197 of them by repair). Ring datagrams are always
+    /// taken.
+    fn poll_keeping(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8], bool) -> Take) -> usize {
         // A multicast before a unicast sent after it, as a NIC's one receive queue delivers
         // them, and the protocol relies on that: a ring predecessor's have-all (unicast)
         // overtaking the multicast this member had not read yet made it ask for, and get, the

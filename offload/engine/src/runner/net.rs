@@ -13,7 +13,7 @@
 //! seeded from `fault.seed` or, when that is 0, from this process ([`crate::entropy::fault_seed`]).
 use crate::config::{Config, FabricKind};
 use crate::fabric::shm::ShmFabric;
-use crate::fabric::{faulty, udp, Datagram, Dest, Fabric};
+use crate::fabric::{faulty, udp, Datagram, Dest, Fabric, Take};
 use ringcast_proto::comm::GroupId;
 pub use ringcast_proto::engine::CommStats;
 use ringcast_proto::engine::{Action, Engine, Frames, HostPort};
@@ -118,16 +118,22 @@ impl Net {
         let declined = &mut self.declined;
         self.fabric.poll_keeping(FRAMES_PER_PASS, &mut |from, d, keepable| {
             if d.len() > mtu {
-                return true;
+                return Take::Taken;
             }
             if !keepable {
                 engine.handle_frame_placing(from, d, now, &mut *port);
             } else if !engine.offer_frame_placing(from, d, now, &mut *port) {
                 *declined = Some(engine.keep_epoch());
-                return false;
+                return Take::Declined;
             }
             handled += 1;
-            true
+            // This datagram made a post (a blocked one its SYNC_DOWN released): what was declined
+            // is taken before the next datagram.
+            if declined.is_some_and(|at| at != engine.keep_epoch()) {
+                *declined = None;
+                return Take::Resume;
+            }
+            Take::Taken
         });
         handled > 0
     }
