@@ -4,7 +4,7 @@
 //! not disturb the others. Every test removes its job's segments and checks that `/dev/shm`
 //! holds no `ringcast-<job>-*` file afterwards.
 use ringcast_offload::fabric::shm::{cleanup, ShmFabric, ShmGeometry};
-use ringcast_offload::fabric::Fabric;
+use ringcast_offload::fabric::{Fabric, Take};
 use ringcast_proto::comm::{GroupId, PeerId};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -364,6 +364,101 @@ fn a_multicast_sent_before_a_unicast_is_delivered_first() {
             "round {round}: the unicast came before a multicast sent before it: {order:?}"
         );
     }
+    drop(f);
+    drop(guard);
+}
+
+/// Back-pressure (`poll_keeping`): a log datagram the receiver declines stays at its cursor with
+/// everything after it — offered again, in order and whole, after `resume`, nothing lost —
+/// while ring datagrams still come through; another reader is not affected.
+#[test]
+fn a_declined_multicast_stays_in_the_log_until_resumed() {
+    let job = unique_job("keep");
+    let guard = JobGuard(job.clone());
+    let mut f: Vec<ShmFabric> = (0..3).map(|m| ShmFabric::new(&job, PeerId(m), 3, MTU).unwrap()).collect();
+    for x in &mut f {
+        x.join(&GROUP).unwrap();
+    }
+    for i in 0..10 {
+        f[0].multicast(&GROUP, &frame(DATA_MCAST, 0, i));
+    }
+    let mut got = Vec::new();
+    let taken = f[1].poll_keeping(64, &mut |from, b, keepable| {
+        let (kind, i) = parse(from, b);
+        assert!(keepable, "a log datagram can be kept");
+        if i == 3 {
+            return Take::Declined;
+        }
+        got.push((kind, i));
+        Take::Taken
+    });
+    assert_eq!((taken, got.len()), (3, 3), "0, 1, 2 taken, 3 declined: {got:?}");
+    assert_eq!(f[1].poll_keeping(64, &mut |_, _, _| Take::Taken), 0, "the log waits behind 3");
+    f[2].send(PeerId(1), &frame(DATA_UNICAST, 2, 0));
+    f[0].multicast(&GROUP, &frame(DATA_MCAST, 0, 10));
+    let taken = f[1].poll_keeping(64, &mut |from, b, keepable| {
+        got.push(parse(from, b));
+        assert!(!keepable, "a ring datagram is taken");
+        Take::Taken
+    });
+    assert_eq!(taken, 1, "the ring datagram comes through a declined log");
+    f[1].resume();
+    while f[1].poll_keeping(4, &mut |from, b, _| {
+        got.push(parse(from, b));
+        Take::Taken
+    }) > 0
+    {}
+    let mut want: Vec<(u8, u64)> = (0..3).map(|i| (DATA_MCAST, i)).collect();
+    want.push((DATA_UNICAST, 0));
+    want.extend((3..11).map(|i| (DATA_MCAST, i)));
+    assert_eq!(got, want);
+    assert_eq!(f[1].counters().overrun, 0, "nothing lost");
+    let mut other = 0;
+    while f[2].poll(64, &mut |from, b| {
+        parse(from, b);
+        other += 1;
+    }) > 0
+    {}
+    assert_eq!(other, 11, "another reader is not held back");
+    drop(f);
+    drop(guard);
+}
+
+/// A ring datagram whose handler answers `Take::Resume` (it made a post) resumes a declined
+/// log at once: the next ring datagram is fenced behind the log's datagrams again, as a
+/// have-all must not overtake the fragments it speaks of.
+#[test]
+fn a_resume_answer_fences_the_next_ring_datagram_behind_the_log_again() {
+    let job = unique_job("resume");
+    let guard = JobGuard(job.clone());
+    let mut f: Vec<ShmFabric> = (0..3).map(|m| ShmFabric::new(&job, PeerId(m), 3, MTU).unwrap()).collect();
+    for x in &mut f {
+        x.join(&GROUP).unwrap();
+    }
+    f[0].multicast(&GROUP, &frame(DATA_MCAST, 0, 0));
+    f[0].multicast(&GROUP, &frame(DATA_MCAST, 0, 1));
+    f[2].send(PeerId(1), &frame(READY, 2, 0)); // a SYNC_DOWN, say: it makes the post
+    f[2].send(PeerId(1), &frame(DONE, 2, 1)); // a have-all, say
+    let (mut order, mut declined) = (Vec::new(), false);
+    while f[1].poll_keeping(64, &mut |from, b, _| {
+        let (kind, i) = parse(from, b);
+        if kind == DATA_MCAST && !declined {
+            declined = true;
+            return Take::Declined;
+        }
+        order.push((kind, i));
+        if kind == READY {
+            Take::Resume
+        } else {
+            Take::Taken
+        }
+    }) > 0
+    {}
+    assert_eq!(
+        order,
+        [(READY, 0), (DATA_MCAST, 0), (DATA_MCAST, 1), (DONE, 1)],
+        "after the resume the log came before the next ring datagram"
+    );
     drop(f);
     drop(guard);
 }

@@ -616,6 +616,20 @@ impl McastReader {
         self.lost
     }
 
+    /// Puts back datagram `seq`, the one the last [`McastReader::recv`] returned: the next call
+    /// examines its slot again, and what follows it stays in the log, unread — a receive queue
+    /// not drained (back-pressure: the reader could not take it yet). If a writer laps the
+    /// reader meanwhile, the next call counts it lost as any overwritten datagram. Any other
+    /// `seq` is ignored (false).
+    pub fn unread(&mut self, seq: u64) -> bool {
+        if self.cursor != seq.wrapping_add(1) {
+            return false;
+        }
+        self.cursor = seq;
+        self.stall_polls = 0;
+        true
+    }
+
     /// How many calls of [`McastReader::recv`] may find the cursor's sequence claimed but not
     /// published before it is skipped as lost. Smaller skips a slow live writer sooner; larger
     /// waits longer behind a writer that died after claiming.

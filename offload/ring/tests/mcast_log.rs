@@ -102,6 +102,38 @@ fn own_datagrams_are_skipped_not_lost() {
     assert_eq!((r.cursor(), r.lost()), (6, 0));
 }
 
+/// A datagram put back (`unread`) is delivered again, whole, and what follows it stays in the
+/// log behind it; lapped while put back, it is counted lost like any overwritten datagram.
+#[test]
+fn an_unread_datagram_is_read_again_or_lost_when_lapped() {
+    let log = McastLog::new_heap(72, 8).unwrap();
+    let mut r = log.reader(Some(1));
+    for (from, i) in [(1, 0), (2, 1), (3, 2)] {
+        log.write(from, &payload(from, i)).unwrap();
+    }
+    let seq = r.recv().map(|d| (d.seq, check(&d))).unwrap();
+    assert_eq!(seq, (1, 1), "own datagram 0 skipped");
+    assert!(!r.unread(0), "only the datagram just read can be put back");
+    assert!(r.unread(1));
+    assert!(!r.unread(1), "once");
+    assert_eq!(r.recv().map(|d| (d.seq, check(&d))), Some((1, 1)), "read again, whole");
+    assert_eq!(r.recv().map(|d| (d.seq, check(&d))), Some((2, 2)));
+    assert_eq!((r.cursor(), r.lost()), (3, 0));
+    // Put back, then lapped: 3 is overwritten by 11 before it is read again.
+    log.write(2, &payload(2, 3)).unwrap();
+    assert_eq!(r.recv().map(|d| d.seq), Some(3));
+    assert!(r.unread(3));
+    for i in 4..12 {
+        log.write(2, &payload(2, i)).unwrap();
+    }
+    let mut got = Vec::new();
+    while let Some(d) = r.recv() {
+        got.push(check(&d));
+    }
+    assert_eq!(got, (4..12).collect::<Vec<_>>());
+    assert_eq!(r.lost(), 1, "the datagram put back and lapped");
+}
+
 #[test]
 fn lapped_reader_counts_exact_losses() {
     let log = McastLog::new_heap(72, 8).unwrap();

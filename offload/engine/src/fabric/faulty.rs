@@ -27,7 +27,7 @@
 //!   per-pass buffers by it. A copy beyond the budget (a duplicate, a held datagram that is
 //!   due) waits for the next poll; if the hold queue is full too it is lost and counted as
 //!   `overrun`, like a datagram a full receive queue cannot take.
-use super::{Fabric, FabricCounters};
+use super::{Fabric, FabricCounters, Take};
 use ringcast_proto::comm::{GroupId, PeerId};
 use ringcast_proto::fault::{Dir, FaultConfig, FaultInjector, Verdict, MAX_HELD};
 use ringcast_proto::Nanos;
@@ -221,12 +221,27 @@ impl<F: Fabric> Fabric for Faulty<F> {
     }
 
     fn poll(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> usize {
+        self.poll_keeping(budget, &mut |from, d, _| {
+            rx(from, d);
+            Take::Taken
+        })
+    }
+
+    /// The injector judges each datagram the inner fabric offers (a declined one offered again
+    /// is judged again); one it passes is offered as the inner fabric offered it, keepable or
+    /// not, and a declined one stays in the inner fabric. Duplicates and held datagrams are the
+    /// injector's copies: taken or lost, never kept.
+    fn poll_keeping(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8], bool) -> Take) -> usize {
         let now = self.now();
-        let mut delivered = self.release_due(now, budget, rx);
+        // (A `Resume` from a held datagram is only a hint: the inner fabric is resumed by its
+        // own answers, or by `resume`.)
+        let mut delivered = self.release_due(now, budget, &mut |from, d| {
+            let _ = rx(from, d, false);
+        });
         let Faulty { inner, inj, held, scratch, counters, .. } = self;
         // The fabric is asked for no more than the budget left; a duplicate among them may
         // still find the budget spent, and waits (see the module documentation).
-        inner.poll(budget.saturating_sub(delivered), &mut |from, d| {
+        inner.poll_keeping(budget.saturating_sub(delivered), &mut |from, d, keepable| {
             scratch.clear();
             scratch.extend_from_slice(d);
             let copies = match inj.on_datagram(Dir::Rx, scratch, now) {
@@ -235,33 +250,44 @@ impl<F: Fabric> Fabric for Faulty<F> {
                 Verdict::Duplicate => 2,
                 Verdict::Held => {
                     let due = inj.next_release().unwrap_or(now);
-                    let Some(frame) = inj.release(Nanos::MAX) else { return };
+                    let Some(frame) = inj.release(Nanos::MAX) else { return Take::Taken };
                     if held.len() < MAX_HELD {
                         held.push_back(Held { due, to: HeldTo::Recv(from), frame });
                     } else if delivered < budget {
                         // No room to hold: delivered now, as the injector itself passes a
                         // datagram on when its queue is full.
                         delivered += 1;
-                        rx(from, &frame);
+                        let _ = rx(from, &frame, false);
                     } else {
                         counters.overrun += 1;
                     }
-                    return;
+                    return Take::Taken;
                 }
             };
-            for _ in 0..copies {
+            let mut answer = Take::Taken;
+            for k in 0..copies {
                 if delivered < budget {
+                    // The first copy is the inner fabric's own: it may stay there.
+                    match rx(from, scratch, keepable && k == 0) {
+                        Take::Declined => return Take::Declined,
+                        Take::Resume => answer = Take::Resume,
+                        Take::Taken => {}
+                    }
                     delivered += 1;
-                    rx(from, scratch);
                 } else if held.len() < MAX_HELD {
                     held.push_back(Held { due: now, to: HeldTo::Recv(from), frame: scratch.clone() });
                 } else {
                     counters.overrun += 1;
                 }
             }
+            answer
         });
         self.counters.received += delivered as u64;
         delivered
+    }
+
+    fn resume(&mut self) {
+        self.inner.resume();
     }
 
     /// Held datagrams are released by `poll` when due: while any is held the engine must not

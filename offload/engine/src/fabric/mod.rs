@@ -168,6 +168,19 @@ pub struct FabricCounters {
     pub rx_calls: u64,
 }
 
+/// What a receiver did with a datagram [`Fabric::poll_keeping`] offered it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Take {
+    /// Taken.
+    Taken,
+    /// Declined: the fabric keeps it where it lies, with what follows it, until resumed.
+    Declined,
+    /// Taken, and what it declined before may be taken now: the fabric resumes at once, before
+    /// the next datagram (the one taken made a post, which a later datagram may rely on — a
+    /// have-all from the ring must not overtake the fragments still in the log).
+    Resume,
+}
+
 /// A datagram fabric.
 pub trait Fabric {
     /// This member's number.
@@ -199,6 +212,21 @@ pub trait Fabric {
 
     /// Hands at most `budget` waiting datagrams to `rx(from, frame)`; returns how many.
     fn poll(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> usize;
+    /// [`Fabric::poll`] with back-pressure: `rx(from, frame, keepable)` answers what it did with
+    /// the datagram ([`Take`]), and may decline one the fabric can keep where it lies
+    /// (`keepable`): that datagram, and what came after it the same way, then stay there — a
+    /// receive queue the receiver has not drained — until [`Fabric::resume`] or an answer
+    /// [`Take::Resume`]; a lapping writer may still overwrite them (lost, counted, repaired as
+    /// before). Returns the datagrams taken. `shm` keeps its multicast log's (the log is the
+    /// receive queue); the default keeps nothing (`keepable` is false, and a declined datagram
+    /// is gone, as on a NIC whose receive was not posted).
+    fn poll_keeping(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8], bool) -> Take) -> usize {
+        self.poll(budget, &mut |from, frame| {
+            let _ = rx(from, frame, false);
+        })
+    }
+    /// The receiver may take what it declined now ([`Fabric::poll_keeping`]): offer it again.
+    fn resume(&mut self) {}
     /// Hands datagrams the fabric batched to the device now (a doorbell). A fabric that sends
     /// at once has nothing to do; the engine calls it at the end of every pass.
     fn flush(&mut self) {}
@@ -273,6 +301,12 @@ impl<F: Fabric + ?Sized> Fabric for Box<F> {
     }
     fn poll(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> usize {
         (**self).poll(budget, rx)
+    }
+    fn poll_keeping(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8], bool) -> Take) -> usize {
+        (**self).poll_keeping(budget, rx)
+    }
+    fn resume(&mut self) {
+        (**self).resume()
     }
     fn flush(&mut self) {
         (**self).flush()

@@ -3,7 +3,10 @@
 //!
 //! * Multicast: one [`McastLog`] per group, named `ringcast-<job>-g<group id hex>`. A sender
 //!   writes each datagram once; every member reads at its own cursor and loses (counts) what
-//!   was overwritten before it got there, as a NIC without posted receives would.
+//!   was overwritten before it got there, as a NIC without posted receives would. A datagram
+//!   the engine declines ([`Fabric::poll_keeping`]: a fragment of a broadcast not posted there,
+//!   no pre-posted slot free) is put back at the reader's cursor and the log is not read past
+//!   it until [`Fabric::resume`] — back-pressure: the log is the group's receive queue.
 //! * Point-to-point: one SPSC ring of [`FrameSlot`]s per directed pair, named
 //!   `ringcast-<job>-<from>-<to>`. Each member creates its inbound rings when it is created;
 //!   a sender opens the peer's ring on first send, and if it does not exist yet counts the
@@ -47,7 +50,7 @@
 //! slot only once the reader released it) — a process that broke it would be one of the job's
 //! own user's, with every right over this process's memory already (docs/protocol.md, the
 //! `shm` threat model). Own multicasts are never delivered.
-use super::{Datagram, Dest, Fabric, FabricCounters, FabricSetup};
+use super::{Datagram, Dest, Fabric, FabricCounters, FabricSetup, Take};
 use ringcast_proto::comm::{GroupId, PeerId};
 use ringcast_proto::ledger::{Ledger, Side};
 use ringcast_ring::{
@@ -235,6 +238,9 @@ struct Group {
     /// While a ring datagram is held ([`ShmFabric::held`]): the log's sequences claimed when it
     /// was taken, which are read before it is delivered.
     fence: u64,
+    /// The receiver declined the datagram at this log's cursor ([`Fabric::poll_keeping`]): it
+    /// and everything after it stay in the log, unread, until [`Fabric::resume`].
+    declined: bool,
 }
 
 /// One member's endpoint of the shared-memory fabric (see the module documentation).
@@ -394,7 +400,7 @@ impl ShmFabric {
                         format!("log {name} carries {} bytes, mtu is {}", log.max_payload(), self.mtu),
                     ));
                 }
-                self.groups.push(Group { id: *id, log, reader: None, fence: 0 });
+                self.groups.push(Group { id: *id, log, reader: None, fence: 0, declined: false });
                 self.groups.len() - 1
             }
         };
@@ -433,17 +439,22 @@ impl ShmFabric {
     /// (`take_frame`: `rx` reads the slot, which is released when it returns — the datagram's
     /// bytes are not copied by the fabric); whether one was delivered. A slot whose sender or
     /// length is impossible is consumed and refused.
-    fn deliver_held(&mut self, r: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> bool {
+    fn deliver_held(&mut self, r: usize, rx: &mut dyn FnMut(PeerId, &[u8], bool) -> Take) -> bool {
         let mtu = self.mtu;
         let Some((from, Some(consumer))) = self.inbound.get_mut(r) else { return false };
         let from = *from;
-        let mut delivered = false;
+        let (mut delivered, mut resume) = (false, false);
         let taken = take_frame(consumer, mtu, |sender, bytes| {
             if sender == from.0 {
-                rx(from, bytes);
+                // Taken whatever the answer: a ring is one sender's, in order, and holding its
+                // head would hold that sender's repairs and requests behind it.
+                resume = rx(from, bytes, false) == Take::Resume;
                 delivered = true;
             }
         });
+        if resume {
+            Fabric::resume(self);
+        }
         match taken {
             Ok(Some(_)) if delivered => self.counters.received += 1,
             // Seen a moment ago; the only consumer is us, so it cannot have gone.
@@ -459,11 +470,18 @@ impl ShmFabric {
 
     /// Delivers one datagram of group `g`'s log (`below_fence`: only one claimed before the
     /// held ring datagram was taken); whether one was delivered.
-    fn take_from_log(&mut self, g: usize, below_fence: bool, rx: &mut dyn FnMut(PeerId, &[u8])) -> bool {
+    /// A datagram the receiver declines (`rx` answers false) is put back: it stays at the
+    /// log's cursor, and the log is not read again until [`Fabric::resume`].
+    fn take_from_log(
+        &mut self,
+        g: usize,
+        below_fence: bool,
+        rx: &mut dyn FnMut(PeerId, &[u8], bool) -> Take,
+    ) -> bool {
         let (members, mtu) = (self.members, self.mtu);
         let Some(group) = self.groups.get_mut(g) else { return false };
         let fence = group.fence;
-        let Some(reader) = group.reader.as_mut() else { return false };
+        let Some(reader) = group.reader.as_mut().filter(|_| !group.declined) else { return false };
         if below_fence && reader.cursor() >= fence {
             return false;
         }
@@ -472,10 +490,19 @@ impl ShmFabric {
             self.counters.refused += 1;
             return false;
         }
-        self.counters.received += 1;
         // The reader copied it out of the log (a seqlock read checks a copy, not the slot).
         self.ledger.copied(Side::Receive, d.payload.len() as u64);
-        rx(PeerId(d.from), d.payload);
+        let seq = d.seq;
+        match rx(PeerId(d.from), d.payload, true) {
+            Take::Declined => {
+                reader.unread(seq);
+                group.declined = true;
+                return false;
+            }
+            Take::Resume => Fabric::resume(self),
+            Take::Taken => {}
+        }
+        self.counters.received += 1;
         true
     }
 }
@@ -640,6 +667,24 @@ impl Fabric for ShmFabric {
     }
 
     fn poll(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8])) -> usize {
+        self.poll_keeping(budget, &mut |from, d, _| {
+            rx(from, d);
+            Take::Taken
+        })
+    }
+
+    /// Back-pressure on the multicast logs: a log datagram the receiver declines (a fragment
+    /// of a broadcast it has not posted, no pre-posted slot free) stays at that log's cursor
+    /// with everything after it — the log is the group's receive queue, 1,024 datagrams deep
+    /// — until [`Fabric::resume`], instead of being dropped and repaired point-to-point (8
+    /// nodes, 1 MiB: receivers not yet posted when the root's 257 fragments came dropped all
+    /// past their 64 slots). A declined log no longer holds back a ring datagram's delivery:
+    /// what it holds is for a broadcast not posted here, which nothing on the rings needs
+    /// first — until a datagram's handler posts it (`Take::Resume`): the logs are resumed at
+    /// once, so the next ring datagram is fenced behind them again (a have-all that overtook
+    /// the fragments still in the log drew 197 of them by repair). Ring datagrams are always
+    /// taken.
+    fn poll_keeping(&mut self, budget: usize, rx: &mut dyn FnMut(PeerId, &[u8], bool) -> Take) -> usize {
         // A multicast before a unicast sent after it, as a NIC's one receive queue delivers
         // them, and the protocol relies on that: a ring predecessor's have-all (unicast)
         // overtaking the multicast this member had not read yet made it ask for, and get, the
@@ -685,6 +730,12 @@ impl Fabric for ShmFabric {
         delivered
     }
 
+    fn resume(&mut self) {
+        for g in &mut self.groups {
+            g.declined = false;
+        }
+    }
+
     fn ledger(&self) -> Ledger {
         self.ledger
     }
@@ -696,84 +747,5 @@ impl Fabric for ShmFabric {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_and_cleanup_matching() {
-        let g: GroupId = [0xab; 14];
-        assert_eq!(log_name("j", &g), format!("ringcast-j-g{}", "ab".repeat(14)));
-        assert_eq!(ring_name("j", PeerId(3), PeerId(10)), "ringcast-j-3-10");
-        assert!(is_job_segment(&"gab".replace("ab", &"ab".repeat(14))));
-        assert!(is_job_segment("3-10"));
-        assert!(is_job_segment("3-10.tmp.77.0"));
-        assert!(!is_job_segment("b-3-10"), "job a must not clean job a-b");
-        assert!(!is_job_segment("g12"));
-        assert!(!is_job_segment("3-"));
-        assert!(check_job("job_1-x").is_ok());
-        for bad in ["", "a/b", "a.b", "..", &"x".repeat(65)] {
-            assert!(check_job(bad).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn owners_of_segment_names() {
-        assert_eq!(job_owner("ringcast-run-123-bells"), Some(123));
-        assert_eq!(job_owner("ringcast-run-123-w-0-1"), Some(123));
-        assert_eq!(job_owner("ringcast-mpi-77-4242-g00"), Some(77));
-        assert_eq!(job_owner("ringcast-calibrate-9-w-bells"), Some(9));
-        assert_eq!(job_owner("ringcast-runx-123-bells"), None);
-        assert_eq!(job_owner("ringcast-run-12a-bells"), None);
-        assert_eq!(job_owner("ringcast-run--bells"), None);
-        assert_eq!(job_owner("ringcast-default-bells"), None);
-        assert_eq!(job_owner("ringcast-trun-1-bells"), None);
-        assert_eq!(tmp_creator("ringcast-j-0-1.tmp.4711.3"), Some(4711));
-        assert_eq!(tmp_creator("ringcast-j-0-1"), None);
-        assert!(!process_gone(std::process::id() as i32));
-        assert!(!process_gone(0), "no pid 0: not provably gone");
-    }
-
-    /// A sleeping member is rung at the first datagram of a pass and once more at its end
-    /// (`flush`) for the datagrams after that, not once per datagram. Seen failing with the
-    /// bells rung at each send (the bell moved by 3 over three datagrams).
-    #[test]
-    fn a_sleeping_member_is_rung_once_per_flush_not_per_datagram() {
-        use std::sync::atomic::Ordering;
-        let job = format!("unit-bells-{}", std::process::id());
-        let mut a = ShmFabric::new(&job, PeerId(0), 2, 1000).unwrap();
-        let b = ShmFabric::new(&job, PeerId(1), 2, 1000).unwrap();
-        assert!(a.connect(PeerId(1)));
-        let seen = b.arm().expect("shm has doorbells");
-        let bell = || b.bell().expect("bell").load(Ordering::SeqCst);
-        a.send(PeerId(1), b"frame");
-        assert_eq!(bell(), seen.wrapping_add(1), "rung at the pass's first datagram");
-        a.send(PeerId(1), b"frame");
-        a.send(PeerId(1), b"frame");
-        assert_eq!(bell(), seen.wrapping_add(1), "not again within the pass");
-        a.flush();
-        assert_eq!(bell(), seen.wrapping_add(2), "once more at its end, still asleep");
-        a.flush();
-        assert_eq!(bell(), seen.wrapping_add(2), "nothing owed");
-        b.disarm();
-        a.send(PeerId(1), b"frame");
-        a.flush();
-        assert_eq!(bell(), seen.wrapping_add(2), "a member awake is not rung");
-        let (mut got, mut b) = (0, b);
-        loop {
-            let n = b.poll(16, &mut |_, f| assert_eq!(f, b"frame"));
-            if n == 0 {
-                break;
-            }
-            got += n;
-        }
-        assert_eq!(got, 4, "every datagram delivered");
-    }
-
-    #[test]
-    fn bad_construction_is_refused() {
-        assert!(ShmFabric::new("unit-bad", PeerId(2), 2, 1000).is_err());
-        assert!(ShmFabric::new("unit-bad", PeerId(0), 0, 1000).is_err());
-        assert!(ShmFabric::new("unit-bad", PeerId(0), 2, FRAME_PAYLOAD + 1).is_err());
-        assert!(ShmFabric::new("unit/bad", PeerId(0), 2, 1000).is_err());
-    }
-}
+#[path = "shm_tests.rs"]
+mod tests;

@@ -13,7 +13,7 @@
 //! seeded from `fault.seed` or, when that is 0, from this process ([`crate::entropy::fault_seed`]).
 use crate::config::{Config, FabricKind};
 use crate::fabric::shm::ShmFabric;
-use crate::fabric::{faulty, udp, Datagram, Dest, Fabric};
+use crate::fabric::{faulty, udp, Datagram, Dest, Fabric, Take};
 use ringcast_proto::comm::GroupId;
 pub use ringcast_proto::engine::CommStats;
 use ringcast_proto::engine::{Action, Engine, Frames, HostPort};
@@ -40,6 +40,9 @@ pub struct NetStats {
 /// The fabric of an engine.
 pub struct Net {
     fabric: Box<dyn Fabric + Send>,
+    /// The engine's [`Engine::keep_epoch`] when it last declined a datagram the fabric keeps
+    /// (`None`: nothing declined): once it moves, the fabric offers it again.
+    declined: Option<u64>,
 }
 
 impl Net {
@@ -89,7 +92,7 @@ impl Net {
                 ),
             );
         }
-        Ok(Some(Net { fabric }))
+        Ok(Some(Net { fabric, declined: None }))
     }
 
     /// Hands the fabric's waiting datagrams (at most `FRAMES_PER_PASS`) to `engine`; true if
@@ -100,14 +103,37 @@ impl Net {
     /// `port` is the driver's direct reach into host memory (the `mapped` backend): a receiver
     /// that serves no repairs has each frame's payload written through it from where the
     /// fabric holds the frame straight into the host buffer (`Engine::handle_frame_placing`).
+    ///
+    /// Back-pressure ([`Fabric::poll_keeping`]): a datagram the fabric can keep where it lies
+    /// is only offered to the engine (`Engine::offer_frame_placing`), which declines a fragment
+    /// of a broadcast not posted here when no pre-posted slot is free; the fabric keeps it
+    /// until a post here moves the engine's `keep_epoch`, and it is offered again.
     pub fn receive(&mut self, engine: &mut Engine, now: Nanos, port: &mut dyn HostPort) -> bool {
+        if self.declined.is_some_and(|at| at != engine.keep_epoch()) {
+            self.declined = None;
+            self.fabric.resume();
+        }
         let mtu = self.fabric.mtu();
         let mut handled = 0usize;
-        self.fabric.poll(FRAMES_PER_PASS, &mut |from, d| {
-            if d.len() <= mtu {
-                engine.handle_frame_placing(from, d, now, &mut *port);
-                handled += 1;
+        let declined = &mut self.declined;
+        self.fabric.poll_keeping(FRAMES_PER_PASS, &mut |from, d, keepable| {
+            if d.len() > mtu {
+                return Take::Taken;
             }
+            if !keepable {
+                engine.handle_frame_placing(from, d, now, &mut *port);
+            } else if !engine.offer_frame_placing(from, d, now, &mut *port) {
+                *declined = Some(engine.keep_epoch());
+                return Take::Declined;
+            }
+            handled += 1;
+            // This datagram made a post (a blocked one its SYNC_DOWN released): what was declined
+            // is taken before the next datagram.
+            if declined.is_some_and(|at| at != engine.keep_epoch()) {
+                *declined = None;
+                return Take::Resume;
+            }
+            Take::Taken
         });
         handled > 0
     }

@@ -440,6 +440,8 @@ impl Protocol {
                             frame: core::mem::take(&mut e.frame),
                         };
                     }
+                    // Left where its fabric holds it, offered again after the next post here.
+                    None if bytes.len() <= self.cfg.mtu && env.keep_back() => {}
                     _ => self.counters.dropped(DropReason::NoSlot),
                 }
                 return;

@@ -12,7 +12,8 @@ use ringcast_abi::frame::MAX_FRAGS;
 use ringcast_abi::wire::{WIRE_HEADER_LEN, WIRE_TRAILER_LEN};
 
 /// How long a broadcast's root waits before it multicasts (Hoefler et al. §3.1): receivers that
-/// have not posted yet lose multicast datagrams beyond their pre-posted slots.
+/// have not posted yet lose multicast datagrams beyond their pre-posted slots (except where the
+/// fabric keeps them for the engine: `shm`'s multicast log, `Env::keep_back`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RootDelay {
     /// Multicast at once.

@@ -404,6 +404,35 @@ impl Engine {
         self.after(now);
     }
 
+    /// [`Engine::handle_frame_placing`] for a datagram its fabric can keep where it lies (a
+    /// receive queue the engine need not drain: `shm`'s multicast log): `false` when it is a
+    /// fragment of a broadcast not posted here and no pre-posted slot is free — nothing was
+    /// done with it and nothing counted, and the fabric keeps it (and what follows it) to offer
+    /// it again once [`Engine::keep_epoch`] has moved. A receiver not yet posted when a root's
+    /// 257 fragments came dropped all past its 64 slots, each then repaired point-to-point.
+    pub fn offer_frame_placing(
+        &mut self,
+        from: PeerId,
+        bytes: &[u8],
+        now: Nanos,
+        port: &mut dyn HostPort,
+    ) -> bool {
+        let mut declined = false;
+        if let Some(node) = self.node.as_mut() {
+            node.offer_frame(from, bytes, now, &mut self.out, Some(port), Some(&mut declined));
+        }
+        self.after(now);
+        !declined
+    }
+
+    /// Moves whenever a broadcast is posted here, on any communicator (the sum of their post
+    /// counts, and of their generations: one created or freed moves it too), which is when a
+    /// datagram [`Engine::offer_frame_placing`] declined may be taken: its broadcast posted, or
+    /// pre-posted slots freed by a post's replay.
+    pub fn keep_epoch(&self) -> u64 {
+        self.node.as_ref().map_or(0, |n| n.proto.post_epoch())
+    }
+
     /// Timers due at `now` fire. Returns whether any but the drain's was due (work, for a
     /// driver's idle strategy: the drain's own deadline is not, [`Engine::drain_busy`]).
     pub fn handle_timeout(&mut self, now: Nanos) -> bool {

@@ -104,6 +104,19 @@ impl FragBitmap {
         true
     }
 
+    /// Whether any fragment after `i` is held: a missing `i` is then a gap (lost, on a fabric
+    /// that keeps order), not the tail of a message still on its way.
+    pub fn holds_after(&self, i: u32) -> bool {
+        let w = (i / 64) as usize;
+        let words = self.count.div_ceil(64) as usize;
+        if w >= words {
+            return false;
+        }
+        // Bits above `i` in its word (none when `i` is a word's last bit), then whole words.
+        let above = (!0u64).checked_shl(i % 64 + 1).unwrap_or(0);
+        self.word(w) & above != 0 || (w + 1..words).any(|k| self.word(k) != 0)
+    }
+
     /// Marks every fragment held (the root owns the whole message).
     pub fn fill(&mut self) {
         for i in 0..self.count {
@@ -222,6 +235,9 @@ mod tests {
             b.write_missing(0, n, &mut bits);
             for k in 0..n {
                 prop_assert_eq!(bits[(k / 8) as usize] & (1 << (k % 8)) != 0, !model.contains(&k));
+            }
+            for i in 0..count + 70 {
+                prop_assert_eq!(b.holds_after(i), model.range(i.saturating_add(1)..).next().is_some(), "after {}", i);
             }
         }
 

@@ -115,6 +115,14 @@ pub trait Env {
     fn backlog(&self) -> usize {
         0
     }
+    /// The frame being handled is a fragment of a broadcast not posted here and no pre-posted
+    /// slot is free: `true` if its fabric keeps it where it lies, to offer it again once a
+    /// broadcast is posted here (back-pressure: `shm`'s multicast log, the group's receive
+    /// queue, is not drained past it) — the protocol then does nothing with it and counts
+    /// nothing. `false` (the default): it is dropped, `NoSlot`, and repaired later.
+    fn keep_back(&mut self) -> bool {
+        false
+    }
 }
 
 /// A driver's direct reach into host memory, lent to the engine while it handles a frame

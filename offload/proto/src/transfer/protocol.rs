@@ -142,6 +142,15 @@ impl Protocol {
         self.cfg.auth
     }
 
+    /// The sum over the communicators of their next broadcast id and generation: moves with
+    /// every post (and barrier, and communicator created or freed). What
+    /// `Engine::keep_epoch` reports; computed, not kept (no state per simulated rank).
+    pub(crate) fn post_epoch(&self) -> u64 {
+        self.comms.iter().flatten().fold(0u64, |e, c| {
+            e.wrapping_add(u64::from(c.next_bid)).wrapping_add(u64::from(c.generation) << 32)
+        })
+    }
+
     /// A protocol with no communicator, configured as this one is now (its forced algorithm
     /// included), sharing its immutable parts (the cost model): what a simulator of many ranks
     /// of one configuration builds, each rank then holding only its own state.

@@ -4,7 +4,7 @@
 use crate::comm::Rank;
 use crate::config::RootDelay;
 use crate::ledger::Side;
-use crate::schedule::bcast::{Hop, Phase, LANE_ANY};
+use crate::schedule::bcast::{Algorithm, Hop, Phase, LANE_ANY};
 use crate::transfer::env::{CommHandle, Env};
 use crate::transfer::mac::root_mac_through;
 use crate::transfer::protocol::Protocol;
@@ -79,6 +79,26 @@ impl Protocol {
                 return;
             }
             let (held, hops, aborted) = (&op.bits, op.hops, op.state == State::Aborted);
+            // A multicast root still sending holds its whole message, but the fragments past
+            // the last one the asker holds may simply not have reached it yet — they are on their
+            // way to every member. Answered here as well, each came twice: an asker whose timer
+            // ran out while the root was descheduled got up to 256 of them, and its ring
+            // successor then asked it for what it now held (8 nodes on 2 cores, 1 MiB:
+            // 300-400 repair frames per broadcast with nothing lost). So while sending, the root
+            // repairs only gaps: missing fragments below one the request shows held (lost, on
+            // a fabric that keeps order; below `next`, so multicast). A tail lost for real is
+            // asked for again once the root is done, or repaired down the ring by have-all.
+            let unsent = match op.state {
+                State::Sending { next, .. }
+                    if op.alg == Algorithm::Multicast && op.root == c.spec.my_rank =>
+                {
+                    let shown = (0..n.min(8 * bitmap.len() as u32))
+                        .rev()
+                        .find(|&k| bitmap.get((k / 8) as usize).is_some_and(|b| b & (1 << (k % 8)) == 0));
+                    next.min(shown.map_or(0, |k| first.saturating_add(k)))
+                }
+                _ => u32::MAX,
+            };
             if aborted {
                 let h = header(c, FrameKind::READY, bid, READY_FLAG_ABORTED);
                 send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[]);
@@ -87,7 +107,7 @@ impl Protocol {
             for k in 0..n {
                 let seq = first.saturating_add(k);
                 let missing = bitmap.get((k / 8) as usize).is_some_and(|b| b & (1 << (k % 8)) != 0);
-                if missing && held.get(seq) && sent < MAX_REPAIR_PER_REQUEST {
+                if missing && held.get(seq) && seq < unsent && sent < MAX_REPAIR_PER_REQUEST {
                     // Phase::Tree: an answer is never forwarded as an allgather copy.
                     let hop = Hop { to: src, lane: LANE_ANY, phase: Phase::Tree };
                     let hops = hops.saturating_add(1);

@@ -132,7 +132,17 @@ impl Protocol {
                     // root (fail-over to point-to-point repair from the source of the data).
                     let first = op.bits.missing().next().unwrap_or(0);
                     let src = algo::source(op.alg, &op.shape, c.spec.my_rank, first).unwrap_or(op.root);
-                    let to = if op.fruitless >= self.cfg.escalate_after { op.root } else { src };
+                    // A selective multicast's receiver missing only a tail (nothing held past
+                    // its first missing fragment) cannot tell lost from not yet sent: a root
+                    // descheduled mid-message stops every receiver's progress. Its ring
+                    // predecessor, asked, answered later with what it had read meanwhile — every
+                    // one of those came by multicast too (8 nodes on 2 cores, 1 MiB, nothing
+                    // lost: hundreds of repair frames per broadcast). The root knows what it has
+                    // sent, and repairs only that (`on_request`); a tail lost for real is
+                    // repaired by it, or by the predecessor's have-all once that completes.
+                    let tail =
+                        op.selective && op.alg == algo::Algorithm::Multicast && !op.bits.holds_after(first);
+                    let to = if op.fruitless >= self.cfg.escalate_after || tail { op.root } else { src };
                     op.fruitless += 1;
                     op.backoff = (op.backoff * 2).min(self.cfg.backoff_max);
                     self.request(comm, slot, to, now, env);

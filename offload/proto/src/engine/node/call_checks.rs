@@ -347,7 +347,7 @@ impl Node {
             flags,
             call,
             body,
-            &mut NodeEnv { out, jobs, done: finished, port: None },
+            &mut NodeEnv { out, jobs, done: finished, port: None, keep: None },
         );
     }
 

@@ -211,7 +211,7 @@ impl Node {
             flags,
             call,
             shape,
-            &mut NodeEnv { out, jobs, done: finished, port: None },
+            &mut NodeEnv { out, jobs, done: finished, port: None, keep: None },
         );
     }
 

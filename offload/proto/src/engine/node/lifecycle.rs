@@ -133,7 +133,7 @@ impl Node {
     pub(crate) fn close_proto(&mut self, slot: usize, now: Nanos, out: &mut Outbox) {
         let Some(proto) = self.comms[slot].as_ref().and_then(|c| c.proto) else { return };
         let Node { proto: p, finished, jobs, comms, .. } = self;
-        let mut env = NodeEnv { out, jobs, done: finished, port: None };
+        let mut env = NodeEnv { out, jobs, done: finished, port: None, keep: None };
         p.close_comm(proto, now, &mut env);
         if let Some(c) = comms[slot].as_mut() {
             c.links.close(p, now, &mut env);
@@ -153,7 +153,7 @@ impl Node {
         self.calls_dropped(slot);
         let Some(proto) = self.comms[slot].as_mut().and_then(|c| c.proto.take()) else { return };
         let Node { proto: p, finished, jobs, comms, link_done, .. } = self;
-        let mut env = NodeEnv { out, jobs, done: finished, port: None };
+        let mut env = NodeEnv { out, jobs, done: finished, port: None, keep: None };
         p.destroy_comm(proto, &mut env);
         if let Some(c) = comms[slot].as_mut() {
             // Its pairs go with it; what their transfers owe is told now (the communicator

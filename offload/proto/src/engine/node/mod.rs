@@ -108,6 +108,9 @@ pub(crate) struct NodeEnv<'a> {
     /// The driver's direct reach into host memory, lent while a frame is handled
     /// ([`crate::engine::Engine::handle_frame_placing`]).
     pub(crate) port: Option<&'a mut dyn HostPort>,
+    /// Set while a frame its fabric can keep is offered ([`Node::offer_frame`]): a fragment the
+    /// protocol has no pre-posted slot for is declined here instead of dropped.
+    pub(crate) keep: Option<&'a mut bool>,
 }
 
 impl Env for NodeEnv<'_> {
@@ -169,6 +172,10 @@ impl Env for NodeEnv<'_> {
 
     fn view(&mut self, buf: Resolved, len: usize, f: &mut dyn FnMut(&[u8])) -> bool {
         self.port.as_ref().is_some_and(|p| p.view(buf, len, f))
+    }
+
+    fn keep_back(&mut self) -> bool {
+        self.keep.as_mut().map(|k| **k = true).is_some()
     }
 
     fn complete(&mut self, token: u64, outcome: Outcome) {
@@ -424,7 +431,7 @@ impl Node {
         let Node { proto, finished, jobs, comms, .. } = self;
         let Some(c) = comms[slot].as_mut() else { return };
         // Completions the protocol gives at once (a refusal) go through `settle`.
-        c.links.post(proto, t, id, now, &mut NodeEnv { out, jobs, done: finished, port: None });
+        c.links.post(proto, t, id, now, &mut NodeEnv { out, jobs, done: finished, port: None, keep: None });
     }
 
     /// Engine-local rank `local` made a call on communicator `comm` that posted nothing
@@ -472,7 +479,7 @@ impl Node {
             let id = self.transfers.insert(Posted::Slot { comm: slot, seq: s.seq });
             let token = id.token();
             let Node { proto, finished, jobs, .. } = self;
-            let env = &mut NodeEnv { out, jobs, done: finished, port: None };
+            let env = &mut NodeEnv { out, jobs, done: finished, port: None, keep: None };
             let result = if s.barrier {
                 // The barrier's identity, which every engine's `SYNC_UP` must agree on: its call
                 // and its place in the communicator's sequence of slots. Without the place, a
@@ -541,7 +548,7 @@ impl Node {
         }
         {
             let Node { proto, finished, jobs: j, comms, .. } = self;
-            let mut env = NodeEnv { out, jobs: j, done: finished, port: None };
+            let mut env = NodeEnv { out, jobs: j, done: finished, port: None, keep: None };
             for c in comms.iter_mut().flatten() {
                 c.links.retry(proto, now, &mut env);
             }
@@ -560,10 +567,25 @@ impl Node {
         out: &mut Outbox,
         port: Option<&mut dyn HostPort>,
     ) {
+        self.offer_frame(from, bytes, now, out, port, None);
+    }
+
+    /// [`Node::on_frame`], for a frame its fabric can keep where it lies when `keep` is given:
+    /// a fragment of a broadcast not posted here with no pre-posted slot free is then declined
+    /// (`*keep` set, nothing done or counted) rather than dropped.
+    pub(crate) fn offer_frame(
+        &mut self,
+        from: PeerId,
+        bytes: &[u8],
+        now: Nanos,
+        out: &mut Outbox,
+        port: Option<&mut dyn HostPort>,
+        keep: Option<&mut bool>,
+    ) {
         let Node { proto, finished, jobs, .. } = self;
         // (Reborrowed for this call: the port's own lifetime is the driver's.)
         let port = port.map(|p| &mut *p as &mut dyn HostPort);
-        proto.on_frame(from, bytes, now, &mut NodeEnv { out, jobs, done: finished, port });
+        proto.on_frame(from, bytes, now, &mut NodeEnv { out, jobs, done: finished, port, keep });
         self.on_call_shapes(now, out);
     }
 
@@ -592,7 +614,7 @@ impl Node {
         for &(key, _) in &due {
             if let TimerKey::Comm(comm) = key {
                 let Node { proto, finished, jobs, .. } = self;
-                proto.comm_due(comm, now, &mut NodeEnv { out, jobs, done: finished, port: None });
+                proto.comm_due(comm, now, &mut NodeEnv { out, jobs, done: finished, port: None, keep: None });
             }
         }
         if self.proto.timers.due(TimerKey::ShapeQueries, now) {
@@ -609,7 +631,7 @@ impl Node {
     /// A host-memory job of the protocol is over.
     pub(crate) fn dma_done(&mut self, token: DmaToken, ok: bool, now: Nanos, out: &mut Outbox) {
         let Node { proto, finished, jobs, .. } = self;
-        proto.dma_done(token, ok, now, &mut NodeEnv { out, jobs, done: finished, port: None });
+        proto.dma_done(token, ok, now, &mut NodeEnv { out, jobs, done: finished, port: None, keep: None });
     }
 
     /// The protocol memory of a job.
