@@ -13,7 +13,8 @@
 //! the CPU: a yield took 3.2 ms at the median). Inside a timed call that is the 5 → 950 µs swing
 //! of a 2-node 2 B broadcast with one core held by a busy process. So every yield is timed: one
 //! that kept the thread off its CPU longer than [`COSTLY_YIELD`] marks yielding as costly *for
-//! this thread* for [`YIELD_BACKOFF`], during which its waits skip the yielding stage and go from
+//! this thread* for a back-off — [`YIELD_BACKOFF_MIN`], doubled by each costly yield that ends
+//! one, up to [`YIELD_BACKOFF`] — during which its waits skip the yielding stage and go from
 //! spinning straight to sleeping on their doorbell — a sleeper the work's producer wakes is
 //! scheduled ahead of the busy process (wake-up preemption), a yielder is not. Among our own
 //! pollers yields stay as cheap as before and nothing changes.
@@ -25,13 +26,38 @@ use std::time::{Duration, Instant};
 /// than a poller taking its turn (which yields back within a few microseconds).
 pub const COSTLY_YIELD: Duration = Duration::from_micros(200);
 
-/// How long after a costly yield a thread does not yield again (it spins, then sleeps): long
-/// against a wait, short enough that a busy process that went away is noticed soon.
+/// The longest a thread does not yield again after a costly yield (it spins, then sleeps):
+/// long against a wait, short enough that a busy process that went away is noticed soon.
 pub const YIELD_BACKOFF: Duration = Duration::from_millis(50);
+
+/// The first back-off after a cheap yield: each costly yield that ends a back-off doubles the
+/// next, up to [`YIELD_BACKOFF`]; a cheap one starts again from here. A one-off costly yield —
+/// a job's processes starting, page faults, another process's burst — then costs a few
+/// milliseconds of sleeping waits, not 50: with 50 at once, the first 50–100 calls of an
+/// `allreduce` of 64 KiB on 2 nodes × 2 ranks (daemon mode, 2 cores) took 310 µs each where
+/// the later ones took 65 µs (docs/performance.md, "A busy neighbour's back-off, doubled").
+/// A busy process that stays is met by 2, 4, … 32 ms back-offs before the 50 ms ones.
+pub const YIELD_BACKOFF_MIN: Duration = Duration::from_millis(2);
 
 thread_local! {
     /// Until when this thread's yields are costly (see the module doc).
     static COSTLY_UNTIL: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// The back-off the next costly yield starts ([`YIELD_BACKOFF_MIN`] to [`YIELD_BACKOFF`]).
+    static NEXT_BACKOFF: Cell<Duration> = const { Cell::new(YIELD_BACKOFF_MIN) };
+}
+
+/// Records a timed yield's verdict at `now`: a costly one starts a back-off of the current
+/// length and doubles the next; a cheap one resets it to [`YIELD_BACKOFF_MIN`].
+fn note_yield(cheap: bool, now: Instant) {
+    NEXT_BACKOFF.with(|b| {
+        if cheap {
+            b.set(YIELD_BACKOFF_MIN);
+        } else {
+            let w = b.get();
+            COSTLY_UNTIL.with(|c| c.set(Some(now + w)));
+            b.set((w * 2).min(YIELD_BACKOFF));
+        }
+    });
 }
 
 /// Whether yielding is cheap on this thread now (no costly yield in the last
@@ -53,9 +79,7 @@ pub fn timed_yield() -> bool {
     std::thread::yield_now();
     let now = Instant::now();
     let cheap = now.duration_since(start) < COSTLY_YIELD;
-    if !cheap {
-        COSTLY_UNTIL.with(|c| c.set(Some(now + YIELD_BACKOFF)));
-    }
+    note_yield(cheap, now);
     cheap
 }
 
@@ -252,5 +276,31 @@ mod tests {
             Some((false, _)) => println!("SKIP: no yield was costly (the scheduler ran them apart)"),
             None => println!("SKIP: cannot pin threads here"),
         }
+    }
+
+    /// A one-off costly yield backs off briefly; costly yields that keep coming double the
+    /// back-off up to its longest; a cheap yield starts again from the shortest.
+    #[test]
+    fn the_back_off_doubles_while_yields_stay_costly_and_resets_on_a_cheap_one() {
+        std::thread::spawn(|| {
+            let t0 = Instant::now();
+            let until = || COSTLY_UNTIL.with(Cell::get).expect("backing off");
+            note_yield(false, t0);
+            assert_eq!(until(), t0 + YIELD_BACKOFF_MIN, "a first costly yield: the shortest");
+            let mut expect = YIELD_BACKOFF_MIN;
+            for k in 1..8u32 {
+                let at = t0 + Duration::from_millis(100 * u64::from(k));
+                note_yield(false, at);
+                expect = (expect * 2).min(YIELD_BACKOFF);
+                assert_eq!(until(), at + expect, "costly yield {k} in a row");
+            }
+            assert_eq!(expect, YIELD_BACKOFF, "capped at the longest");
+            let at = t0 + Duration::from_secs(1);
+            note_yield(true, at);
+            note_yield(false, at);
+            assert_eq!(until(), at + YIELD_BACKOFF_MIN, "a cheap yield resets it");
+        })
+        .join()
+        .expect("thread");
     }
 }
