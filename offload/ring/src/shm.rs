@@ -88,8 +88,19 @@ impl ShmSegment {
     }
 
     fn map(fd: OwnedFd, len: usize) -> io::Result<Self> {
+        Self::map_with(fd, len, false)
+    }
+
+    /// [`ShmSegment::map`]; `populate`: every page faulted in now (`MAP_POPULATE`), not at its
+    /// first touch.
+    fn map_with(fd: OwnedFd, len: usize, populate: bool) -> io::Result<Self> {
         // `map_raw` is MAP_SHARED, read-write.
-        let map = MmapOptions::new().len(len).map_raw(&fd)?;
+        let mut options = MmapOptions::new();
+        options.len(len);
+        if populate {
+            options.populate();
+        }
+        let map = options.map_raw(&fd)?;
         if map.len() != len || map.as_mut_ptr().is_null() {
             return Err(io::Error::other("unexpected mapping"));
         }
@@ -304,8 +315,15 @@ impl ShmSegment {
     /// child holding a copy of it would keep the segment's open file — and with it this
     /// process's `flock` — alive after this process lets go, and the segment would look used
     /// for as long as the child lives ([`crate::Reaper`] is such a child).
+    ///
+    /// Its pages are faulted in at the mapping (`MAP_POPULATE`), as a NIC driver's rings are
+    /// allocated and pinned before the first packet: a named segment is a ring, a multicast log
+    /// or a doorbell board, mapped when first used and then written slot after slot, and a
+    /// page fault at each of a fresh ring's 1,024 slots made a job's first ~1,000 broadcasts of
+    /// 2 B cost 5.8–7 µs where the later ones took 2.2–2.8 µs (docs/performance.md, "A ring's
+    /// pages faulted in when it is mapped").
     fn map_named(fd: OwnedFd, len: usize) -> io::Result<Self> {
-        let seg = Self::map(fd, len)?;
+        let seg = Self::map_with(fd, len, true)?;
         seg.map.advise(memmap2::Advice::DontFork)?;
         Ok(seg)
     }
