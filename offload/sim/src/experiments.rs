@@ -137,9 +137,12 @@ pub fn run_sequence_on(
         // One buffer per rank, reused by every broadcast (the root's holds the message).
         world.nodes[r].mem.insert(1, if r as u32 == root { data.clone() } else { vec![0; len as usize] });
     }
-    let mut post = vec![vec![Nanos::MAX; p]; n];
+    // Per broadcast: the root's post and the last post (not every rank's: 8 bytes a rank).
+    let mut root_post = vec![Nanos::MAX; n];
+    let mut last_post = vec![None::<Nanos>; n];
     let mut done = vec![vec![Nanos::MAX; p]; n];
-    let mut next = vec![0usize; p];
+    // Per rank: twice the broadcast it posts next, plus 1 once it has posted it.
+    let mut stage = vec![0u32; p];
     let mut due = vec![0 as Nanos; p];
     // Outcomes are folded as they come (a million-rank run keeps no list of them).
     let (mut pen, mut pen_n, mut mc, mut tot, mut errors) = (0u64, 0u64, 0u64, 0u64, 0usize);
@@ -163,28 +166,35 @@ pub fn run_sequence_on(
     }
     let mut cursor = 0;
     let buf = Resolved { segment: SegmentHandle(1), offset: 0 };
-    let try_post =
-        |world: &mut World, r: usize, due: &[Nanos], next: &mut [usize], post: &mut [Vec<Nanos>]| {
-            let k = next[r];
-            if k >= n || world.now() < due[r] || post[k][r] != Nanos::MAX {
-                return;
+    let try_post = |world: &mut World,
+                    r: usize,
+                    due: &[Nanos],
+                    stage: &mut [u32],
+                    root_post: &mut [Nanos],
+                    last_post: &mut [Option<Nanos>]| {
+        let k = (stage[r] / 2) as usize;
+        if k >= n || world.now() < due[r] || stage[r] % 2 == 1 {
+            return;
+        }
+        let h = handles[r];
+        let res = world.with_node(r, |proto, now, env| {
+            let mut env = env;
+            proto.post_bcast(Post::plain(h, root, buf, len, k as u64), now, &mut env)
+        });
+        if let Ok(()) | Err(PostError::Refused(_)) = res {
+            let now = world.now();
+            stage[r] |= 1;
+            if r as u32 == root {
+                root_post[k] = now;
             }
-            let h = handles[r];
-            let res = world.with_node(r, |proto, now, env| {
-                let mut env = env;
-                proto.post_bcast(Post::plain(h, root, buf, len, k as u64), now, &mut env)
-            });
-            match res {
-                Ok(()) => post[k][r] = world.now(),
-                Err(PostError::WouldBlock) => {}
-                Err(PostError::Refused(_)) => post[k][r] = world.now(),
-            }
-        };
+            last_post[k] = Some(last_post[k].map_or(now, |t| t.max(now)));
+        }
+    };
     let mut steps = 0u64;
     while let Some(step) = world.step() {
         steps += 1;
         if let Some(r) = step {
-            try_post(&mut world, r, &due, &mut next, &mut post);
+            try_post(&mut world, r, &due, &mut stage, &mut root_post, &mut last_post);
         }
         while cursor < world.done().len() {
             let d = world.done()[cursor];
@@ -192,7 +202,7 @@ pub fn run_sequence_on(
             let k = d.token as usize;
             done[k][d.node] = d.at;
             fold(&d.outcome);
-            next[d.node] = k + 1;
+            stage[d.node] = 2 * (k as u32 + 1);
             if pacing == Pacing::Barrier {
                 due[d.node] = Nanos::MAX; // held until everybody is done with `k`
             }
@@ -201,7 +211,7 @@ pub fn run_sequence_on(
                     Pacing::Pipelined => {
                         due[d.node] = d.at + delay(k + 1, d.node, &mut rng);
                         world.wake(d.node, due[d.node]);
-                        try_post(&mut world, d.node, &due, &mut next, &mut post);
+                        try_post(&mut world, d.node, &due, &mut stage, &mut root_post, &mut last_post);
                     }
                     Pacing::Barrier if done[k].iter().all(|&t| t != Nanos::MAX) => {
                         for (r, due_r) in due.iter_mut().enumerate() {
@@ -234,13 +244,13 @@ pub fn run_sequence_on(
     };
     res.after_last_arrival = (0..n)
         .map(|k| {
-            let last_post = post[k].iter().copied().filter(|&t| t != Nanos::MAX).max().unwrap_or(0);
+            let last_post = last_post[k].unwrap_or(0);
             let last_done = done[k].iter().copied().filter(|&t| t != Nanos::MAX).max().unwrap_or(0);
             last_done.saturating_sub(last_post)
         })
         .collect();
     res.completion =
-        (0..n).map(|k| (0..p).map(|r| done[k][r].saturating_sub(post[k][root as usize])).collect()).collect();
+        (0..n).map(|k| (0..p).map(|r| done[k][r].saturating_sub(root_post[k])).collect()).collect();
     res.errors = errors;
     res.penalty_mean = pen as f64 / pen_n.max(1) as f64;
     res.hit_rate = mc as f64 / tot.max(1) as f64;
@@ -260,7 +270,7 @@ pub fn one_comm(world: &mut World, cookie: u64, seed: u64, layout: Layout) -> Ve
     let p = world.nodes.len();
     let group: GroupId = [7; 14];
     let members: Arc<[PeerId]> = (0..p as u32).map(PeerId).collect();
-    world.join(group, (0..p).collect());
+    world.join(group, (0..p as u32).collect());
     let key = Secret([0x5e; 32]);
     // Its keys derived once, under the ranks' authentication setting, and shared by every rank.
     let auth = world.nodes.first().map_or(Default::default(), |n| n.proto.auth());

@@ -1,12 +1,30 @@
-//! The event queue's priority queue: a 4-ary min-heap of event keys (time, insertion number,
-//! slot). Keys are unique (the insertion number is), so it pops exactly the order a binary heap
+//! The event queue's priority queue: a 4-ary min-heap of event keys (time, then the insertion
+//! number and slot packed in one word). Keys are unique (the insertion number is), so it pops exactly the order a binary heap
 //! pops — the simulation is the same event for event — at half the depth: a million-rank
 //! multicast keeps a million keys queued, and `BinaryHeap::pop` was 27 % of that run
 //! (docs/performance.md, "Simulator").
 use ringcast_proto::Nanos;
 
-/// An event's key: when, its insertion number (ties at one time run in insertion order), its slot.
-pub(crate) type Key = (Nanos, u64, u32);
+/// An event's key: when, then its insertion number (ties at one time run in insertion order) in
+/// the high [`SEQ_BITS`] bits of the second word and its slot in the low [`SLOT_BITS`] (16 bytes,
+/// not a tuple's 24: a million-rank run keeps two million keys).
+pub(crate) type Key = (Nanos, u64);
+
+/// Bits of a key's slot: up to 2^27 (134 M) events queued at once.
+pub(crate) const SLOT_BITS: u32 = 27;
+/// Bits of a key's insertion number: 2^37 (137 G) events in one run.
+pub(crate) const SEQ_BITS: u32 = 64 - SLOT_BITS;
+
+/// The key of the event inserted `seq`-th, waiting in `slot`.
+pub(crate) fn key(at: Nanos, seq: u64, slot: u32) -> Key {
+    assert!(seq < 1 << SEQ_BITS && slot < 1 << SLOT_BITS, "event queue past its key's bits");
+    (at, seq << SLOT_BITS | slot as u64)
+}
+
+/// A key's slot.
+pub(crate) fn slot(key: Key) -> u32 {
+    (key.1 & ((1 << SLOT_BITS) - 1)) as u32
+}
 
 /// Children per node.
 const D: usize = 4;
@@ -75,7 +93,7 @@ mod tests {
             for (seq, op) in ops.into_iter().enumerate() {
                 match op {
                     Some(at) => {
-                        let key = (at, seq as u64, (seq * 7 % 13) as u32);
+                        let key = key(at, seq as u64, (seq * 7 % 13) as u32);
                         ours.push(key);
                         std.push(Reverse(key));
                     }
@@ -86,6 +104,16 @@ mod tests {
                 prop_assert_eq!(ours.pop(), Some(k));
             }
             prop_assert_eq!(ours.pop(), None);
+        }
+
+        /// A packed key orders as the tuple (time, insertion number, slot) it replaces, and
+        /// gives its slot back.
+        #[test]
+        fn a_packed_key_orders_as_its_fields(a in (0u64..4, 0u64..1 << SEQ_BITS, 0u32..1 << SLOT_BITS),
+                                             b in (0u64..4, 0u64..1 << SEQ_BITS, 0u32..1 << SLOT_BITS)) {
+            let (ka, kb) = (key(a.0, a.1, a.2), key(b.0, b.1, b.2));
+            prop_assert_eq!(ka.cmp(&kb), a.cmp(&b));
+            prop_assert_eq!(slot(ka), a.2);
         }
     }
 }

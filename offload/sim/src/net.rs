@@ -4,7 +4,7 @@
 //! protocol on each node, [`super::cluster`] one whole engine; both send through [`Net::send`]
 //! and [`Net::multicast`] and take their events from [`Net::pop`].
 use super::fabric::{Channel, Fate, Faults, Probe};
-use super::keyheap::KeyHeap;
+use super::keyheap::{self, KeyHeap};
 use ringcast_proto::comm::GroupId;
 use ringcast_proto::comm::Layout;
 use ringcast_proto::fault::{Dir, FaultConfig, FaultInjector, Verdict};
@@ -41,7 +41,7 @@ pub(crate) enum Ev {
 }
 
 /// The event queue, ordered by time then insertion: the heap holds only each event's key
-/// (time, insertion number, slot: 24 bytes) and the events wait in slots beside it. Popping a
+/// (time, insertion number and slot: 16 bytes) and the events wait in slots beside it. Popping a
 /// heap moves its entries a level at a time; with the events themselves in it (48 bytes each)
 /// that was a twentieth of a DST sweep (docs/protocol.md, "DST speed"). The heap is 4-ary
 /// ([`KeyHeap`]).
@@ -64,11 +64,12 @@ impl Queue {
                 (self.slots.len() - 1) as u32
             }
         };
-        self.heap.push((at, seq, slot));
+        self.heap.push(keyheap::key(at, seq, slot));
     }
 
     fn pop(&mut self) -> Option<(Nanos, Ev)> {
-        let (at, _, slot) = self.heap.pop()?;
+        let key = self.heap.pop()?;
+        let (at, slot) = (key.0, keyheap::slot(key));
         self.free.push(slot);
         // Every key in the heap names a filled slot (`push`), emptied only here.
         self.slots.get_mut(slot as usize).and_then(Option::take).map(|ev| (at, ev))
@@ -104,10 +105,15 @@ pub(crate) struct Net {
     pub(crate) perf: Option<Perf>,
     pub(crate) faults: Faults,
     pub(crate) chan: Channel,
-    pub(crate) groups: HashMap<GroupId, std::sync::Arc<[usize]>>,
-    /// Multicast datagrams delivered so far per receiver (for targeted drops).
+    /// Receivers by group (node numbers as `u32`s: a million-rank group is 4 MB, not 8).
+    pub(crate) groups: HashMap<GroupId, std::sync::Arc<[u32]>>,
+    /// Nodes of the network.
+    nodes: usize,
+    /// Multicast datagrams delivered so far per receiver, for a targeted drop
+    /// (`Faults::drop_mcast`; empty, and not counted, without one).
     pub(crate) mcast_seen: Vec<u32>,
-    /// Each node's `RINGCAST_FAULT_*` injector, as a real fabric endpoint would have.
+    /// Each node's `RINGCAST_FAULT_*` injector, as a real fabric endpoint would have (empty
+    /// until [`Net::inject_faults`]: a million nodes without one hold nothing).
     pub(crate) injectors: Vec<Option<Box<FaultInjector>>>,
     pub(crate) crc: fn(&[u8]) -> u32,
     pub(crate) delivered: u64,
@@ -123,7 +129,7 @@ impl Net {
     /// of copies and any extra hold time.
     pub(crate) fn inject(&mut self, node: usize, dir: Dir, frame: &mut [u8]) -> Option<(u8, Nanos)> {
         let now = self.now;
-        let Some(inj) = self.injectors[node].as_mut() else { return Some((1, 0)) };
+        let Some(inj) = self.injectors.get_mut(node).and_then(Option::as_mut) else { return Some((1, 0)) };
         match inj.on_datagram(dir, frame, now) {
             Verdict::Drop => None,
             Verdict::Pass => Some((1, 0)),
@@ -151,7 +157,10 @@ impl Net {
         at: Option<Nanos>,
         lane: u8,
     ) {
-        if multicast {
+        if multicast && self.faults.drop_mcast.is_some() {
+            if self.mcast_seen.is_empty() {
+                self.mcast_seen = vec![0; self.nodes];
+            }
             self.mcast_seen[to] += 1;
             if self.faults.drop_mcast == Some((to, self.mcast_seen[to])) {
                 return;
@@ -161,7 +170,7 @@ impl Net {
         let mut rx_copies = 1;
         let mut rx_hold = 0;
         let mut owned: Option<Vec<u8>> = None;
-        if self.injectors[to].is_some() {
+        if self.injectors.get(to).is_some_and(Option::is_some) {
             let mut bytes = frame.to_vec();
             let Some((c, h)) = self.inject(to, Dir::Rx, &mut bytes) else { return };
             (rx_copies, rx_hold) = (c, h);
@@ -311,8 +320,9 @@ impl Net {
             faults,
             chan: Channel::new(rng, nodes),
             groups: HashMap::new(),
-            mcast_seen: vec![0; nodes],
-            injectors: (0..nodes).map(|_| None).collect(),
+            nodes,
+            mcast_seen: Vec::new(),
+            injectors: Vec::new(),
             crc,
             delivered: 0,
         }
@@ -346,6 +356,7 @@ impl Net {
     /// Gives every node a fault injector per `config` (none when every rate is zero), each with
     /// a seed of its own derived from `config.seed` (never from the process: replays are exact).
     pub(crate) fn inject_faults(&mut self, config: &FaultConfig) {
+        self.injectors.resize_with(self.nodes, || None);
         for (i, inj) in self.injectors.iter_mut().enumerate() {
             let mut c = config.clone();
             c.seed = c.seed.wrapping_add(i as u64 * 0x9e37_79b9);
@@ -355,7 +366,7 @@ impl Net {
 
     /// Node `me` sends `frame` to node `to` on NIC lane `lane`.
     pub(crate) fn send(&mut self, me: usize, to: usize, frame: &[u8], lane: u8) {
-        if to >= self.mcast_seen.len() {
+        if to >= self.nodes {
             return; // not a node of this world
         }
         let Some((bytes, copies, hold)) = self.outgoing(me, frame) else { return };
@@ -369,7 +380,7 @@ impl Net {
     /// allocation), after its sending injector — `None` when it dropped it, else the copies
     /// and the extra hold time.
     fn outgoing(&mut self, me: usize, frame: &[u8]) -> Option<(Rc<[u8]>, u8, Nanos)> {
-        if self.injectors[me].is_none() {
+        if self.injectors.get(me).is_none_or(Option::is_none) {
             return Some((Rc::from(frame), 1, 0));
         }
         let mut bytes = frame.to_vec();
@@ -385,7 +396,7 @@ impl Net {
         for _ in 0..copies {
             // One transmission by the root's NIC; the switch replicates it.
             let left = self.charge_send(me, None, bytes.len(), LANE_ANY);
-            for &to in members.iter().filter(|&&m| m != me) {
+            for to in members.iter().map(|&m| m as usize).filter(|&m| m != me) {
                 let at = left.map(|t| self.mcast_arrival(me, to, t, bytes.len()));
                 self.transmit_held(me, to, true, &bytes, hold, at, LANE_ANY);
             }
@@ -394,7 +405,8 @@ impl Net {
 
     /// Node `node` receives `group` from now on.
     pub(crate) fn join(&mut self, group: GroupId, node: usize) {
-        let mut m: Vec<usize> = self.groups.get(&group).map(|m| m.to_vec()).unwrap_or_default();
+        let node = node as u32;
+        let mut m: Vec<u32> = self.groups.get(&group).map(|m| m.to_vec()).unwrap_or_default();
         if !m.contains(&node) {
             m.push(node);
         }
@@ -404,7 +416,7 @@ impl Net {
     /// Node `node` no longer receives `group`.
     pub(crate) fn leave(&mut self, group: GroupId, node: usize) {
         if let Some(m) = self.groups.get(&group) {
-            let m: Vec<usize> = m.iter().copied().filter(|&n| n != node).collect();
+            let m: Vec<u32> = m.iter().copied().filter(|&n| n as usize != node).collect();
             self.groups.insert(group, m.into());
         }
     }

@@ -14,9 +14,9 @@
 //! per ordered pair of sites, and multicast replicated by the switch (the root's lane carries the
 //! datagram once). Faults (loss, corruption, duplication, jitter) apply in both.
 //!
-//! Built for a million simulated ranks: an event is 32 bytes in one binary heap (no side
-//! table), a multicast datagram is one shared buffer for all receivers, and a rank is its
-//! protocol plus a few words of fabric state.
+//! Built for a million simulated ranks: an event is 32 bytes in a slot and a 16-byte key in a
+//! 4-ary heap ([`super::net`]), a multicast datagram is one shared buffer for all receivers,
+//! and a rank is its protocol plus a few words of fabric state.
 //!
 //! Deterministic: events at equal times run in insertion order, and every random decision
 //! comes from the run's seed.
@@ -56,8 +56,9 @@ pub struct Node {
     pub proto: Protocol,
     /// Host memory: segment handle → bytes.
     pub mem: HostMem,
-    /// Crashed from this time on (stops processing anything).
-    pub crash_at: Option<Nanos>,
+    /// Crashed from this time on (stops processing anything); [`NO_TIMER`]'s `Nanos::MAX` if
+    /// never (a word, not an `Option`'s two).
+    crash_at: Nanos,
     /// The timer event armed for this node, [`NO_TIMER`] if none (a word, not an `Option`'s
     /// two: a million nodes hold one each).
     timer: Nanos,
@@ -74,9 +75,19 @@ impl Node {
         (self.timer != NO_TIMER).then_some(self.timer)
     }
 
+    /// Crashes the node from `at` on (it stops processing anything).
+    pub fn crash(&mut self, at: Nanos) {
+        self.crash_at = at;
+    }
+
+    /// When the node crashes, if it does.
+    pub fn crash_at(&self) -> Option<Nanos> {
+        (self.crash_at != NO_TIMER).then_some(self.crash_at)
+    }
+
     /// Whether the node is dead at `now`.
     pub fn dead(&self, now: Nanos) -> bool {
-        self.crash_at.is_some_and(|t| now >= t)
+        self.crash_at != NO_TIMER && now >= self.crash_at
     }
 }
 
@@ -205,7 +216,7 @@ impl World {
             .map(|proto| Node {
                 proto,
                 mem: HostMem::default(),
-                crash_at: None,
+                crash_at: NO_TIMER,
                 timer: NO_TIMER,
                 fired: 0,
                 handled: 0,
@@ -245,7 +256,7 @@ impl World {
     }
 
     /// Makes `members` the receivers of multicast group `group`.
-    pub fn join(&mut self, group: GroupId, members: Vec<usize>) {
+    pub fn join(&mut self, group: GroupId, members: Vec<u32>) {
         self.net.groups.insert(group, members.into());
     }
 
@@ -483,10 +494,11 @@ mod tests {
     /// Bytes of a node beyond its protocol (which `ringcast-proto`'s footprint test holds to
     /// its own budget): host memory with one small buffer inline, the crash time, the armed
     /// timer, two debugging counts. A million-rank run holds a million of them
-    /// (docs/performance.md, "Simulator"); 88 before issue 40's item 5.
+    /// (docs/performance.md, "Simulator"); 88 before issue 40's item 5, 72 before its crash time
+    /// became a word.
     #[test]
     fn a_nodes_own_state_stays_within_its_budget() {
-        const NODE_BUDGET: usize = 72;
+        const NODE_BUDGET: usize = 64;
         let own = core::mem::size_of::<Node>()
             - core::mem::size_of::<ringcast_proto::transfer::protocol::Protocol>();
         eprintln!("Node: {own} B beyond its protocol, HostMem {} B", core::mem::size_of::<HostMem>());
