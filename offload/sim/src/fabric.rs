@@ -106,13 +106,16 @@ impl<'a> Probe<'a> {
 /// Per-receiver burst state and the decision stream.
 pub struct Channel {
     rng: SimRng,
+    /// Per receiver: in the burst's bad state (made at the first decision of a bursty
+    /// profile: a million receivers of a profile without bursts hold nothing).
     bad: Vec<bool>,
+    nodes: usize,
 }
 
 impl Channel {
     /// A channel for `nodes` receivers.
     pub fn new(rng: SimRng, nodes: usize) -> Self {
-        Channel { rng, bad: vec![false; nodes] }
+        Channel { rng, bad: Vec::new(), nodes }
     }
 
     /// Decides one datagram's fate towards `to`, corrupting `frame` (a copy of it, made only
@@ -128,6 +131,9 @@ impl Channel {
     ) -> Fate {
         let mut loss = if multicast { f.mcast_loss } else { f.ucast_loss };
         if f.burst_enter > 0.0 {
+            if self.bad.is_empty() {
+                self.bad = vec![false; self.nodes];
+            }
             let bad = &mut self.bad[to];
             *bad = if *bad { !self.rng.chance(f.burst_leave) } else { self.rng.chance(f.burst_enter) };
             // Bad state: mostly lost; good state: rarely.

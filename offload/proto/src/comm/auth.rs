@@ -116,6 +116,11 @@ impl CommKeys {
         CommKeys { tag: SipHasher24::new_with_keys(word(0), word(8)), mac, secret: *secret, auth }
     }
 
+    /// The wire version byte the frames these keys seal carry (their setting's, `Auth::wire_version`).
+    pub fn wire_version(&self) -> u8 {
+        self.auth.wire_version()
+    }
+
     /// Whether these are the keys of `secret` under `auth` (constant-time in the secrets
     /// compared).
     pub fn derived_from(&self, secret: &Secret, auth: Auth) -> bool {

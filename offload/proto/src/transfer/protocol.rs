@@ -266,7 +266,6 @@ impl Protocol {
                 } else {
                     Arc::new(CommKeys::with_auth(&spec.key, self.cfg.auth))
                 },
-                version: self.cfg.auth.wire_version(),
                 combiner: Default::default(),
             },
             spec,
@@ -531,9 +530,9 @@ impl Protocol {
                 c.spec.size(),
                 c.next_bid,
                 c.sync.done,
-                c.sync.heard,
-                c.sync.up_since,
-                c.sync.ready_since,
+                c.sync.r().heard,
+                c.sync.r().up_since,
+                c.sync.r().ready_since,
                 c.broken,
                 c.blocked_since
             );

@@ -20,7 +20,7 @@ pub(crate) const PHASE_SHIFT: u16 = 12;
 
 pub(crate) fn header(c: &Comm, kind: FrameKind, bid: u32, flags: u16) -> WireHeader {
     WireHeader {
-        version: c.seal.version,
+        version: c.seal.keys.wire_version(),
         kind,
         flags: U16::new(flags),
         src_rank: U32::new(c.spec.my_rank),

@@ -176,10 +176,22 @@ impl Early {
     }
 }
 
+/// A communicator's synchronization (Yu et al.): the epochs done, inline (every frame's window
+/// check reads it), and the current epoch's round — children heard, their combined ACK/NACK,
+/// the UP's repeats, the last DOWN — behind a box made the first time an epoch's round starts
+/// and kept for every later epoch (one allocation a communicator's life, none per broadcast):
+/// a rank that never synchronizes (a simulated one among a million, its one broadcast short of
+/// an epoch) holds 16 bytes, not the round's 150.
 #[derive(Debug, Default)]
 pub(crate) struct Sync {
     /// Epochs synchronized; broadcast ids below `done * channels` are released.
     pub(crate) done: u32,
+    round: Option<Box<SyncRound>>,
+}
+
+/// The round of epoch `Sync::done` (see [`Sync`]).
+#[derive(Debug, Clone)]
+pub(crate) struct SyncRound {
     /// Children (of 2) whose UP for epoch `done` arrived, as bits.
     pub(crate) heard: u8,
     pub(crate) acked: u64,
@@ -199,11 +211,56 @@ pub(crate) struct Sync {
     /// child's UP.
     pub(crate) ready_since: When,
     pub(crate) up_backoff: Nanos,
-    /// The DOWN of epoch `done - 1`, to repeat to a child that missed it (boxed: 8 bytes, not
-    /// 56, until the first DOWN).
-    pub(crate) last_down: Option<Box<SyncBody>>,
+    /// The DOWN of epoch `done - 1`, to repeat to a child that missed it.
+    pub(crate) last_down: Option<SyncBody>,
     /// When the first child's UP of epoch `done` was heard.
     pub(crate) first_up_at: When,
+}
+
+impl SyncRound {
+    /// A round not started.
+    const IDLE: SyncRound = SyncRound {
+        heard: 0,
+        acked: 0,
+        nacked: 0,
+        mcast: 0,
+        total: 0,
+        child_barrier: None,
+        mismatch: false,
+        up_retry: When::NONE,
+        up_since: When::NONE,
+        ready_since: When::NONE,
+        up_backoff: 0,
+        last_down: None,
+        first_up_at: When::NONE,
+    };
+}
+
+impl Sync {
+    /// The current epoch's round (an idle one where none started yet).
+    pub(crate) fn r(&self) -> &SyncRound {
+        self.round.as_deref().unwrap_or(&SyncRound::IDLE)
+    }
+
+    /// The current epoch's round, to change: the box is made here the first time.
+    pub(crate) fn w(&mut self) -> &mut SyncRound {
+        self.round.get_or_insert_with(|| Box::new(SyncRound::IDLE))
+    }
+
+    /// Stops repeating the UP (given up, or broken): nothing to clear where no round started.
+    pub(crate) fn stop_up(&mut self) {
+        if let Some(r) = self.round.as_deref_mut() {
+            r.up_retry = When::NONE;
+            r.up_since = When::NONE;
+        }
+    }
+
+    /// Epoch `done` synchronized (its DOWN is `down`): the next round starts idle, keeping the
+    /// DOWN for a child that missed it, in the same box.
+    pub(crate) fn next_epoch(&mut self, down: SyncBody) {
+        self.done += 1;
+        *self.w() = SyncRound { last_down: Some(down), ..SyncRound::IDLE };
+    }
 }
 
 #[derive(Debug)]
@@ -303,9 +360,9 @@ pub(crate) const CHANNEL_INLINE: usize = 16;
 pub(crate) struct Seal {
     pub(crate) crc: Crc32c,
     /// Shared where the ranks of a simulator share them ([`crate::transfer::protocol::Protocol::create_comm_sharing`]).
+    /// They know the setting they were derived under (`protocol.auth`), so the version byte
+    /// the frames carry too ([`CommKeys::wire_version`]: no byte of it in each communicator).
     pub(crate) keys: Arc<CommKeys>,
-    /// The version byte its frames carry and it accepts (`protocol.auth`'s).
-    pub(crate) version: u8,
     /// The CRC shift for its fragments' payload length, kept between frames sealed around a
     /// channel's bytes (`ringcast_abi::frame::emit_around`): 132 bytes, made the first time
     /// this communicator seals such a frame (a root's), so a rank that never does — a
@@ -393,18 +450,18 @@ pub(crate) fn sync_wait_since(c: &Comm) -> Option<Nanos> {
     if c.broken {
         return None;
     }
-    [c.blocked_since, c.sync.ready_since, c.sync.up_since].into_iter().filter_map(When::get).min()
+    [c.blocked_since, c.sync.r().ready_since, c.sync.r().up_since].into_iter().filter_map(When::get).min()
 }
 
 /// Whether this rank waits on `src` for the synchronization: its parent while an UP is
 /// unanswered, a child whose UP is missing while this rank's own part is done.
 pub(crate) fn waits_on(c: &Comm, src: Rank) -> bool {
     let me = c.spec.my_rank;
-    if c.sync.up_since.is_some() && sync_parent(me) == Some(src) {
+    if c.sync.r().up_since.is_some() && sync_parent(me) == Some(src) {
         return true;
     }
-    (c.sync.ready_since.is_some() || c.blocked_since.is_some())
-        && sync_children(c.spec.size(), me).enumerate().any(|(i, k)| k == src && c.sync.heard & (1 << i) == 0)
+    (c.sync.r().ready_since.is_some() || c.blocked_since.is_some())
+        && sync_children(c.spec.size(), me).enumerate().any(|(i, k)| k == src && c.sync.r().heard & (1 << i) == 0)
 }
 
 /// Whether a broadcast of `frags` fragments is sent by rendezvous: its root waits for the

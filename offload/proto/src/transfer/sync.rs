@@ -7,10 +7,9 @@ use crate::transfer::barrier;
 use crate::transfer::env::{CommHandle, Env};
 use crate::transfer::protocol::Protocol;
 use crate::transfer::seal::{header, send};
-use crate::transfer::state::{give_back, State, Sync};
+use crate::transfer::state::{give_back, State};
 use crate::transfer::when::When;
 use crate::Nanos;
-use alloc::boxed::Box;
 use ringcast_abi::frame::{DropReason, Frame, SyncBody, SYNC_MISMATCH};
 use ringcast_abi::wire::FrameKind;
 use zerocopy::byteorder::little_endian::{U32, U64};
@@ -74,7 +73,7 @@ impl Protocol {
     pub(crate) fn maybe_sync_up(&mut self, comm: CommHandle, now: Nanos, env: &mut impl Env) {
         let channels = self.cfg.channels;
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
-        if c.sync.up_retry.is_some() || c.sync.up_since.is_some() || c.broken {
+        if c.sync.r().up_retry.is_some() || c.sync.r().up_since.is_some() || c.broken {
             return; // already sent (the timer repeats it), or given up
         }
         let epoch = c.sync.done;
@@ -89,16 +88,16 @@ impl Protocol {
         }
         let me = c.spec.my_rank;
         let want = sync_children(c.spec.size(), me).enumerate().fold(0u8, |m, (i, _)| m | 1 << i);
-        if c.sync.heard & want != want {
+        if c.sync.r().heard & want != want {
             // Our part is done; a child's is not: wait for it, probing it (see on_timeout).
-            if c.sync.ready_since.is_none() {
-                c.sync.ready_since = When::at(now);
+            if c.sync.r().ready_since.is_none() {
+                c.sync.w().ready_since = When::at(now);
                 c.sync_heard = now;
                 c.probe_at.get_or_insert(now + self.cfg.probe_every);
             }
             return;
         }
-        c.sync.up_backoff = self.cfg.repair_timeout;
+        c.sync.w().up_backoff = self.cfg.repair_timeout;
         self.send_up(comm, now, env);
     }
 
@@ -107,7 +106,7 @@ impl Protocol {
         let Some(c) = self.comms.get_mut(comm.0 as usize).and_then(Option::as_mut) else { return };
         let epoch = c.sync.done;
         let base = epoch * channels;
-        let (mut acked, mut nacked) = (c.sync.acked, c.sync.nacked);
+        let (mut acked, mut nacked) = (c.sync.r().acked, c.sync.r().nacked);
         for op in c.ops.iter().flatten().filter(|op| op.bid >= base && op.bid < base + channels) {
             match op.state {
                 State::Done | State::Aborted => acked |= 1 << (op.bid - base),
@@ -116,18 +115,18 @@ impl Protocol {
         }
         let mine: u64 = if channels == 64 { u64::MAX } else { (1u64 << channels) - 1 };
         // A leaf's own view: everything it completed; combined with the children's ANDs.
-        let acked = if c.sync.heard == 0 { acked } else { acked & (c.sync.acked | !mine) & mine };
+        let acked = if c.sync.r().heard == 0 { acked } else { acked & (c.sync.r().acked | !mine) & mine };
         // The call that ended the epoch here against the children's: differing anywhere in the
         // subtree, every barrier that cut the epoch fails (`barrier::end_epoch`).
         let own = barrier::cut_of(c, epoch);
-        let mismatch = c.sync.mismatch || c.sync.child_barrier.is_some_and(|b| b != own);
+        let mismatch = c.sync.r().mismatch || c.sync.r().child_barrier.is_some_and(|b| b != own);
         let body = SyncBody {
             epoch: U32::new(epoch),
             base_bid: U32::new(base),
             acked: U64::new(acked & mine),
             nacked: U64::new(nacked),
-            mcast_frags: U32::new(c.sync.mcast.saturating_add(c.epoch_mcast)),
-            total_frags: U32::new(c.sync.total.saturating_add(c.epoch_total)),
+            mcast_frags: U32::new(c.sync.r().mcast.saturating_add(c.epoch_mcast)),
+            total_frags: U32::new(c.sync.r().total.saturating_add(c.epoch_total)),
             barrier: U64::new(own.0),
             cut: U32::new(own.1),
             flags: U32::new(if mismatch { SYNC_MISMATCH } else { 0 }),
@@ -137,9 +136,9 @@ impl Protocol {
                 let h = header(c, FrameKind::SYNC_UP, base, 0);
                 let to = c.spec.members[p as usize];
                 send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[body.as_bytes()]);
-                c.sync.up_retry = When::at(now + c.sync.up_backoff.max(self.cfg.repair_timeout));
-                if c.sync.up_since.is_none() {
-                    c.sync.up_since = When::at(now);
+                c.sync.w().up_retry = When::at(now + c.sync.r().up_backoff.max(self.cfg.repair_timeout));
+                if c.sync.r().up_since.is_none() {
+                    c.sync.w().up_since = When::at(now);
                     c.sync_heard = now;
                     c.probe_at.get_or_insert(now + self.cfg.probe_every);
                 }
@@ -168,27 +167,27 @@ impl Protocol {
         let epoch = body.epoch.get();
         if epoch.checked_add(1) == Some(c.sync.done) {
             // The child missed our DOWN: repeat it.
-            if let Some(down) = c.sync.last_down.as_deref().copied() {
+            if let Some(down) = c.sync.r().last_down {
                 let h = header(c, FrameKind::SYNC_DOWN, down.base_bid.get(), 0);
                 let to = c.spec.members[src as usize];
                 send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[down.as_bytes()]);
             }
             return;
         }
-        if epoch != c.sync.done || c.sync.heard & (1 << idx) != 0 {
+        if epoch != c.sync.done || c.sync.r().heard & (1 << idx) != 0 {
             return;
         }
-        let first = c.sync.heard == 0;
-        c.sync.heard |= 1 << idx;
-        c.sync.first_up_at.get_or_insert(now);
-        c.sync.acked = if first { body.acked.get() } else { c.sync.acked & body.acked.get() };
-        c.sync.nacked |= body.nacked.get();
-        c.sync.mcast = c.sync.mcast.saturating_add(body.mcast_frags.get());
-        c.sync.total = c.sync.total.saturating_add(body.total_frags.get());
+        let r = c.sync.w();
+        let first = r.heard == 0;
+        r.heard |= 1 << idx;
+        r.first_up_at.get_or_insert(now);
+        r.acked = if first { body.acked.get() } else { r.acked & body.acked.get() };
+        r.nacked |= body.nacked.get();
+        r.mcast = r.mcast.saturating_add(body.mcast_frags.get());
+        r.total = r.total.saturating_add(body.total_frags.get());
         let theirs = (body.barrier.get(), body.cut.get());
-        c.sync.mismatch |=
-            body.flags.get() & SYNC_MISMATCH != 0 || c.sync.child_barrier.is_some_and(|b| b != theirs);
-        c.sync.child_barrier = Some(theirs);
+        r.mismatch |= body.flags.get() & SYNC_MISMATCH != 0 || r.child_barrier.is_some_and(|b| b != theirs);
+        r.child_barrier = Some(theirs);
         self.maybe_sync_up(comm, now, env);
     }
 
@@ -265,23 +264,15 @@ impl Protocol {
         // A child that waited this long for the DOWN may have backed its repeats off: should
         // this DOWN be the communicator's last, stay long enough for 64 of them.
         let fast_window = TIME_WAIT_REPAIRS * self.cfg.repair_timeout;
-        c.down_after_wait = c.sync.first_up_at.is_some_and(|t| now.saturating_sub(t) > fast_window);
+        c.down_after_wait = c.sync.r().first_up_at.is_some_and(|t| now.saturating_sub(t) > fast_window);
         let theirs = (body.barrier.get(), body.cut.get());
         let mismatched = body.flags.get() & SYNC_MISMATCH != 0 || theirs != barrier::cut_of(c, epoch);
         barrier::end_epoch(c, epoch, mismatched, env);
         // A DOWN that broke the communicator (a NACK) fails the barrier of the next epoch too:
         // no frame or timer of a broken communicator would settle it later.
         barrier::settle(c, env);
-        // The DOWN kept for a child that missed it: boxed (49 bytes a communicator holds only
-        // once one is kept), the box made once and reused.
-        let last_down = match c.sync.last_down.take() {
-            Some(mut b) => {
-                *b = body;
-                b
-            }
-            None => Box::new(body),
-        };
-        c.sync = Sync { done: c.sync.done + 1, last_down: Some(last_down), ..Sync::default() };
+        // The DOWN kept for a child that missed it, in the round's box (made once and reused).
+        c.sync.next_epoch(body);
         c.epoch_mcast = 0;
         c.epoch_total = 0;
         self.counters.syncs += 1;

@@ -100,7 +100,7 @@ impl Protocol {
         }
         // A broken communicator synchronizes nothing more.
         if !c.broken {
-            if let Some(t) = c.sync.up_retry.get() {
+            if let Some(t) = c.sync.r().up_retry.get() {
                 at(t);
             }
             if let Some(t) = c.probe_at.get() {
@@ -167,8 +167,7 @@ impl Protocol {
             if now >= since.max(c.sync_heard) + self.cfg.peer_timeout {
                 c.broken = true;
                 c.blocked_since = When::NONE;
-                c.sync.up_retry = When::NONE;
-                c.sync.up_since = When::NONE;
+                c.sync.stop_up();
                 c.probe_at = When::NONE;
             } else if c.probe_at.is_some_and(|t| now >= t) {
                 let me = c.spec.my_rank;
@@ -176,9 +175,9 @@ impl Protocol {
                 // At most two children and a parent: no allocation on this timer path.
                 let waited = sync_children(c.spec.size(), me)
                     .enumerate()
-                    .filter(|(i, _)| c.sync.heard & (1 << i) == 0)
+                    .filter(|(i, _)| c.sync.r().heard & (1 << i) == 0)
                     .map(|(_, k)| k)
-                    .chain(sync_parent(me).filter(|_| c.sync.up_since.is_some()));
+                    .chain(sync_parent(me).filter(|_| c.sync.r().up_since.is_some()));
                 for k in waited {
                     let to = c.spec.members[k as usize];
                     send(&mut self.scratch, &c.seal, &mut self.counters, env, to, &h, &[]);
@@ -194,15 +193,17 @@ impl Protocol {
         self.settle_barriers(comm, env);
         let Some(c) = self.comms[ci].as_mut() else { return };
         if c.broken {
-            c.sync.up_retry = When::NONE;
+            if c.sync.r().up_retry.is_some() {
+                c.sync.w().up_retry = When::NONE;
+            }
             c.probe_at = When::NONE;
             return;
         }
-        if c.sync.up_retry.is_some_and(|t| now >= t) {
-            c.sync.up_retry = When::NONE;
-            let since = c.sync.up_since.unwrap_or(now);
-            c.sync.up_backoff =
-                up_repeat_gap(since, now, c.sync.up_backoff, self.cfg.backoff_max, self.cfg.repair_timeout);
+        if c.sync.r().up_retry.is_some_and(|t| now >= t) {
+            c.sync.w().up_retry = When::NONE;
+            let since = c.sync.r().up_since.unwrap_or(now);
+            c.sync.w().up_backoff =
+                up_repeat_gap(since, now, c.sync.r().up_backoff, self.cfg.backoff_max, self.cfg.repair_timeout);
             self.send_up(comm, now, env);
         }
     }
