@@ -62,11 +62,6 @@ pub struct Node {
     /// The timer event armed for this node, [`NO_TIMER`] if none (a word, not an `Option`'s
     /// two: a million nodes hold one each).
     timer: Nanos,
-    /// Timer events that ran `on_timeout`, and events of any kind handled (debugging; they
-    /// wrap after 2^32, and take 8 bytes a node, not 16).
-    pub fired: u32,
-    /// See `fired`.
-    pub handled: u32,
 }
 
 impl Node {
@@ -213,14 +208,7 @@ impl World {
         // Straight into the nodes (no second vector of a million protocols at the peak).
         let nodes: Vec<Node> = protos
             .into_iter()
-            .map(|proto| Node {
-                proto,
-                mem: HostMem::default(),
-                crash_at: NO_TIMER,
-                timer: NO_TIMER,
-                fired: 0,
-                handled: 0,
-            })
+            .map(|proto| Node { proto, mem: HostMem::default(), crash_at: NO_TIMER, timer: NO_TIMER })
             .collect();
         let n = nodes.len();
         World {
@@ -356,7 +344,6 @@ impl World {
                     return Some(None); // superseded, or dead
                 }
                 self.nodes[i].timer = NO_TIMER;
-                self.nodes[i].fired = self.nodes[i].fired.wrapping_add(1);
                 let node = &mut self.nodes[i];
                 let mut env = NodeEnv {
                     me: i,
@@ -380,7 +367,6 @@ impl World {
                 i
             }
         };
-        self.nodes[node].handled = self.nodes[node].handled.wrapping_add(1);
         self.rearm(node);
         Some(Some(node))
     }
@@ -493,12 +479,12 @@ mod tests {
 
     /// Bytes of a node beyond its protocol (which `ringcast-proto`'s footprint test holds to
     /// its own budget): host memory with one small buffer inline, the crash time, the armed
-    /// timer, two debugging counts. A million-rank run holds a million of them
-    /// (docs/performance.md, "Simulator"); 88 before issue 40's item 5, 72 before its crash time
-    /// became a word.
+    /// timer. A million-rank run holds a million of them (docs/performance.md, "Simulator");
+    /// 88 before issue 40's item 5, 72 before its crash time became a word and its two debugging
+    /// counts (read by nothing) went.
     #[test]
     fn a_nodes_own_state_stays_within_its_budget() {
-        const NODE_BUDGET: usize = 64;
+        const NODE_BUDGET: usize = 56;
         let own = core::mem::size_of::<Node>()
             - core::mem::size_of::<ringcast_proto::transfer::protocol::Protocol>();
         eprintln!("Node: {own} B beyond its protocol, HostMem {} B", core::mem::size_of::<HostMem>());

@@ -105,7 +105,7 @@ impl Protocol {
             return refuse(StatusKind::BadLength);
         }
         let size = c.spec.size();
-        let failed_over = c.failover_from.is_some_and(|b| bid >= b);
+        let failed_over = c.failover_from.is_some_and(|b| bid >= b.get());
         let layout = c.spec.layout;
         let alg = self.choose(size, len, &layout, !failed_over);
         let shape = Shape { size, root, layout, count: geo.count() };

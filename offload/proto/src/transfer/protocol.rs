@@ -291,7 +291,6 @@ impl Protocol {
             probe_at: When::NONE,
             lag_ewma: 0,
             lag_factor: 4,
-            mcast_dead_epochs: 0,
             failover_from: None,
             epoch_mcast: 0,
             epoch_total: 0,
@@ -558,7 +557,7 @@ impl Protocol {
     /// The broadcast id from which `comm` uses point-to-point instead of multicast, if it failed
     /// over.
     pub fn failed_over_from(&self, comm: CommHandle) -> Option<u32> {
-        self.comm(comm).and_then(|c| c.failover_from)
+        self.comm(comm).and_then(|c| c.failover_from).map(core::num::NonZeroU32::get)
     }
 
     /// The delay the adaptive root delay would choose now on `comm`, in nanoseconds.

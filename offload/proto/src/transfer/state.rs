@@ -186,6 +186,9 @@ impl Early {
 pub(crate) struct Sync {
     /// Epochs synchronized; broadcast ids below `done * channels` are released.
     pub(crate) done: u32,
+    /// Consecutive synchronized epochs in which no rank received anything by multicast.
+    /// (Beside `done`, in the word the box's pointer would pad.)
+    pub(crate) mcast_dead_epochs: u32,
     round: Option<Box<SyncRound>>,
 }
 
@@ -316,10 +319,10 @@ pub(crate) struct Comm {
     /// multiplier (in quarters) the multicast hit rate tunes.
     pub(crate) lag_ewma: Nanos,
     pub(crate) lag_factor: u32,
-    /// Consecutive synchronized epochs in which no rank received anything by multicast.
-    pub(crate) mcast_dead_epochs: u32,
     /// From this broadcast id on, multicast has failed over to point-to-point (binomial).
-    pub(crate) failover_from: Option<u32>,
+    /// (Never 0: the first broadcast a fail-over can reach is `channels`'; 4 bytes, not an
+    /// `Option<u32>`'s 8.)
+    pub(crate) failover_from: Option<core::num::NonZeroU32>,
     /// Fragments received this epoch (multicast, all): reported in SYNC_UP.
     pub(crate) epoch_mcast: u32,
     pub(crate) epoch_total: u32,
@@ -461,7 +464,9 @@ pub(crate) fn waits_on(c: &Comm, src: Rank) -> bool {
         return true;
     }
     (c.sync.r().ready_since.is_some() || c.blocked_since.is_some())
-        && sync_children(c.spec.size(), me).enumerate().any(|(i, k)| k == src && c.sync.r().heard & (1 << i) == 0)
+        && sync_children(c.spec.size(), me)
+            .enumerate()
+            .any(|(i, k)| k == src && c.sync.r().heard & (1 << i) == 0)
 }
 
 /// Whether a broadcast of `frags` fragments is sent by rendezvous: its root waits for the

@@ -239,12 +239,12 @@ impl Protocol {
         // this DOWN frees, so every rank switches to the binomial point-to-point broadcast at
         // the same broadcast.
         if t > 0 && m == 0 {
-            c.mcast_dead_epochs += 1;
-            if c.mcast_dead_epochs >= 2 && c.failover_from.is_none() {
-                c.failover_from = Some(base + channels);
+            c.sync.mcast_dead_epochs += 1;
+            if c.sync.mcast_dead_epochs >= 2 && c.failover_from.is_none() {
+                c.failover_from = core::num::NonZeroU32::new(base + channels);
             }
         } else if m > 0 {
-            c.mcast_dead_epochs = 0;
+            c.sync.mcast_dead_epochs = 0;
         }
         // Adaptive root delay: the root waits the picked ranks' typical arrival lag (EWMA, per
         // broadcast) times a factor the multicast hit rate the synchronization measured tunes —

@@ -202,8 +202,13 @@ impl Protocol {
         if c.sync.r().up_retry.is_some_and(|t| now >= t) {
             c.sync.w().up_retry = When::NONE;
             let since = c.sync.r().up_since.unwrap_or(now);
-            c.sync.w().up_backoff =
-                up_repeat_gap(since, now, c.sync.r().up_backoff, self.cfg.backoff_max, self.cfg.repair_timeout);
+            c.sync.w().up_backoff = up_repeat_gap(
+                since,
+                now,
+                c.sync.r().up_backoff,
+                self.cfg.backoff_max,
+                self.cfg.repair_timeout,
+            );
             self.send_up(comm, now, env);
         }
     }
