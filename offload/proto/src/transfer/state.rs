@@ -511,6 +511,32 @@ mod tests {
     use super::{rendezvous, window_of};
     use crate::schedule::bcast::Algorithm;
 
+    /// A communicator's synchronization holds no round until one starts (a simulated rank's
+    /// one broadcast short of an epoch: 16 bytes, docs/performance.md "Simulator"); reading an
+    /// idle round or stopping an UP never sent makes none; the box made at the first round is
+    /// the one every later epoch reuses (no allocation per epoch), each starting idle with the
+    /// last DOWN kept.
+    #[test]
+    fn a_sync_round_is_boxed_at_its_first_use_and_kept() {
+        use super::{Sync, SyncRound};
+        use crate::transfer::when::When;
+        use ringcast_abi::frame::SyncBody;
+        let mut s = Sync::default();
+        assert_eq!((s.r().heard, s.r().up_retry.is_none(), s.r().last_down), (0, true, None));
+        s.stop_up();
+        assert!(s.round.is_none(), "reading or stopping an idle round makes no box");
+        s.w().heard = 0b11;
+        s.w().up_retry = When::at(5);
+        let first: *const SyncRound = s.r();
+        s.stop_up();
+        assert!(s.r().up_retry.is_none() && s.r().up_since.is_none(), "the UP stopped");
+        let down = SyncBody { acked: 3.into(), ..SyncBody::default() };
+        s.next_epoch(down);
+        assert_eq!(s.done, 1);
+        assert_eq!((s.r().heard, s.r().last_down), (0, Some(down)), "a new round, the DOWN kept");
+        assert!(core::ptr::eq(s.r(), first), "the same box for the next epoch");
+    }
+
     /// The simulator's ranks of one communicator share its keys, derived once
     /// (`Protocol::create_comm_sharing`); keys of another secret are never taken for a
     /// communicator's own — it derives them from its spec.
