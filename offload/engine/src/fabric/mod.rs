@@ -262,8 +262,9 @@ pub trait Fabric {
     fn disarm(&self) {}
     /// Waits, at most `limit`, until this fabric has something to receive, in the calling
     /// thread — no doorbell between the device and the engine. The engine waits so while every
-    /// host it serves waits on an operation of its own (a broadcast in flight: the next work
-    /// is a datagram, not a post). `None`: this fabric cannot (the engine parks on its
+    /// host it serves sleeps on an operation of its own with nothing unread (a broadcast in
+    /// flight: the next work is a datagram, not a post), for whole milliseconds and only when
+    /// no protocol timer is due sooner (`runner/engine_loop.rs`, `wait_on_fabric`). `None`: this fabric cannot (the engine parks on its
     /// doorbells); else whether something came. (`udp`: `epoll_wait` on its sockets.)
     fn wait(&self, limit: std::time::Duration) -> Option<bool> {
         let _ = limit;
