@@ -66,13 +66,34 @@ fn options(offload: UdpOffload) -> UdpOptions {
 }
 
 /// `n` fabrics on `lo`, member `i` built with `opts[i]`.
+///
+/// A port [`free_port`] found free can be taken by another test of this binary before the
+/// fabric binds it (they run in parallel): on `AddrInUse` the whole set is made again on fresh
+/// ports, a few times.
 fn fabrics(opts: &[UdpOptions]) -> Vec<UdpFabric> {
     let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
-    let addrs: Vec<SocketAddr> = opts.iter().map(|_| SocketAddr::new(lo, free_port(lo))).collect();
-    opts.iter()
-        .enumerate()
-        .map(|(i, o)| UdpFabric::new(PeerId(i as u32), addrs.clone(), o).expect("fabric"))
-        .collect()
+    let mut attempt = 0;
+    loop {
+        let addrs: Vec<SocketAddr> = opts.iter().map(|_| SocketAddr::new(lo, free_port(lo))).collect();
+        // Members that shared a group port share its replacement.
+        let mut ports = std::collections::HashMap::new();
+        let made: Result<Vec<UdpFabric>, _> = opts
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                let mut o = o.clone();
+                if attempt > 0 {
+                    o.mcast_port = *ports.entry(o.mcast_port).or_insert_with(|| free_port(lo));
+                }
+                UdpFabric::new(PeerId(i as u32), addrs.clone(), &o)
+            })
+            .collect();
+        match made {
+            Ok(f) => return f,
+            Err(e) if attempt < 5 && format!("{e:?}").contains("AddrInUse") => attempt += 1,
+            Err(e) => panic!("fabric: {e:?}"),
+        }
+    }
 }
 
 /// Polls `f` with `budget` until `want` datagrams came or 3 s passed, then 50 ms more; returns
